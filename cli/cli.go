@@ -1,0 +1,255 @@
+// Package cli is the `reef` command line: `reef daemon` and the commands an
+// operator runs against a running daemon.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/reefcni/reef/daemon"
+	reefv1 "github.com/reefcni/reef/proto"
+	"github.com/reefcni/reef/version"
+)
+
+// DefaultConfigPath is where `reef daemon` reads its configuration.
+const DefaultConfigPath = "/etc/reef/config.yaml"
+
+// UsageError is a bad command line; the usage was already printed.
+type UsageError struct{ msg string }
+
+func (e UsageError) Error() string { return e.msg }
+
+const usage = `usage: reef <command> [flags]
+
+commands:
+  daemon               run the node daemon (systemd starts this)
+  status               show this node, its blocks and the daemon's state
+  ipam show            show pools and their use (--show-blocks: every block)
+  version              print the version
+
+Run "reef <command> -h" for the flags of a command.
+`
+
+// Run runs one command line.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return UsageError{"no command"}
+	}
+	switch args[0] {
+	case "daemon":
+		return runDaemon(ctx, args[1:], stderr)
+	case "status":
+		return runStatus(ctx, args[1:], stdout, stderr)
+	case "ipam":
+		if len(args) < 2 || args[1] != "show" {
+			fmt.Fprint(stderr, usage)
+			return UsageError{"unknown ipam command"}
+		}
+		return runIPAMShow(ctx, args[2:], stdout, stderr)
+	case "version":
+		fmt.Fprintf(stdout, "reef %s (commit %s)\n", version.Version, version.Commit)
+		return nil
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprintf(stderr, "reef: unknown command %q\n\n%s", args[0], usage)
+	return UsageError{"unknown command"}
+}
+
+func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("reef daemon", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", DefaultConfigPath, "configuration file (missing: defaults)")
+	stateDir := fs.String("state-dir", "", "override stateDir")
+	socket := fs.String("socket", "", "override socket")
+	nodeName := fs.String("node-name", "", "override nodeName")
+	nodeAddress := fs.String("node-address", "", "override nodeAddress")
+	if err := fs.Parse(args); err != nil {
+		return UsageError{err.Error()}
+	}
+	// Only an explicitly named file must exist; the default path may be
+	// absent (a single node on the defaults).
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	cfg, err := daemon.LoadConfig(*configPath, explicit)
+	if err != nil {
+		return err
+	}
+	if *stateDir != "" {
+		cfg.StateDir = *stateDir
+	}
+	if *socket != "" {
+		cfg.Socket = *socket
+	}
+	if *nodeName != "" {
+		cfg.NodeName = *nodeName
+	}
+	if *nodeAddress != "" {
+		a, err := netip.ParseAddr(*nodeAddress)
+		if err != nil {
+			return fmt.Errorf("flag --node-address: value %q is not an IP address", *nodeAddress)
+		}
+		cfg.NodeAddress = a
+	}
+	if err := cfg.Finish(); err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		return fmt.Errorf("logLevel: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	return daemon.Run(ctx, cfg, log)
+}
+
+// client flags shared by the commands that talk to the daemon.
+type clientFlags struct {
+	socket string
+	output string
+}
+
+func (c *clientFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.socket, "socket", "/run/reef/reef.sock", "daemon socket")
+	fs.StringVar(&c.output, "o", "table", "output: table or json")
+}
+
+func (c *clientFlags) dial() (*grpc.ClientConn, error) {
+	if _, err := os.Stat(c.socket); err != nil {
+		return nil, fmt.Errorf("reef daemon socket %s: %w (is the daemon running? `systemctl status reef`)", c.socket, err)
+	}
+	return grpc.NewClient("unix://"+c.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
+
+func (c *clientFlags) validate() error {
+	if c.output != "table" && c.output != "json" {
+		return UsageError{fmt.Sprintf("-o %q: use table or json", c.output)}
+	}
+	return nil
+}
+
+func printJSON(w io.Writer, m proto.Message) error {
+	b, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	var pretty any // re-indent: protojson's spacing is deliberately unstable
+	if err := json.Unmarshal(b, &pretty); err != nil {
+		return err
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(pretty)
+}
+
+func parse(fs *flag.FlagSet, args []string, c *clientFlags) error {
+	if err := fs.Parse(args); err != nil {
+		return UsageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return UsageError{fmt.Sprintf("unexpected arguments: %s", strings.Join(fs.Args(), " "))}
+	}
+	return c.validate()
+}
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c clientFlags
+	fs := flag.NewFlagSet("reef status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c.register(fs)
+	if err := parse(fs, args, &c); err != nil {
+		return err
+	}
+	conn, err := c.dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	st, err := reefv1.NewNodeClient(conn).Status(ctx, &reefv1.StatusRequest{})
+	if err != nil {
+		return fmt.Errorf("reef daemon at %s: %w", c.socket, err)
+	}
+	if c.output == "json" {
+		return printJSON(stdout, st)
+	}
+	state := "starting"
+	if st.GetReady() {
+		state = "ready"
+	}
+	fmt.Fprintf(stdout, "reef %s is %s\n", st.GetVersion(), state)
+	fmt.Fprintf(stdout, "node:       %s  %s on %s (pod MTU %d)\n", st.GetNodeName(), st.GetNodeAddress(), st.GetInterface(), st.GetMtu())
+	fmt.Fprintf(stdout, "up since:   %s\n", time.Unix(st.GetStartedUnix(), 0).UTC().Format(time.RFC3339))
+	fmt.Fprintf(stdout, "store:      %s\n", st.GetStorePath())
+	fmt.Fprintf(stdout, "endpoints:  %d\n", st.GetEndpoints())
+	if st.GetLastReconcileUnix() > 0 {
+		res := "ok"
+		if st.GetLastReconcileError() != "" {
+			res = "error: " + st.GetLastReconcileError()
+		}
+		fmt.Fprintf(stdout, "reconcile:  %s ago, %s\n", time.Since(time.Unix(st.GetLastReconcileUnix(), 0)).Round(time.Second), res)
+	}
+	fmt.Fprintf(stdout, "\nblocks of this node:\n")
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "BLOCK\tPOOL\tUSED")
+	for _, b := range st.GetBlocks() {
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d\n", b.GetCidr(), b.GetPool(), b.GetUsed(), b.GetSize())
+	}
+	return tw.Flush()
+}
+
+func runIPAMShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c clientFlags
+	fs := flag.NewFlagSet("reef ipam show", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c.register(fs)
+	showBlocks := fs.Bool("show-blocks", false, "list every block with owner and use")
+	if err := parse(fs, args, &c); err != nil {
+		return err
+	}
+	conn, err := c.dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rep, err := reefv1.NewNodeClient(conn).IPAM(ctx, &reefv1.IPAMRequest{ShowBlocks: *showBlocks})
+	if err != nil {
+		return fmt.Errorf("reef daemon at %s: %w", c.socket, err)
+	}
+	if c.output == "json" {
+		return printJSON(stdout, rep)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POOL\tBLOCK SIZE\tBLOCKS OWNED\tIPS IN USE\tIPS TOTAL")
+	for _, p := range rep.GetPools() {
+		fmt.Fprintf(tw, "%s\t/%d\t%d of %d\t%d (%.1f%%)\t%d\n", p.GetCidr(), p.GetBlockSize(), p.GetBlocksOwned(), p.GetBlocksTotal(),
+			p.GetUsed(), 100*float64(p.GetUsed())/float64(max(p.GetSize(), 1)), p.GetSize())
+	}
+	if *showBlocks {
+		fmt.Fprintln(tw, "\nBLOCK\tOWNER\tIPS IN USE\tCLAIMED")
+		for _, b := range rep.GetBlocks() {
+			fmt.Fprintf(tw, "%s\t%s\t%d of %d\t%s\n", b.GetCidr(), b.GetOwner(), b.GetUsed(), b.GetSize(),
+				time.Unix(b.GetClaimedUnix(), 0).UTC().Format(time.RFC3339))
+		}
+	}
+	return tw.Flush()
+}
+

@@ -1,0 +1,164 @@
+package cniserver
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	reefv1 "github.com/reefcni/reef/proto"
+	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/store"
+)
+
+// Plugin-specific CNI error codes (the spec leaves 100 and up to plugins).
+// docs/cni.md lists them for operators.
+const (
+	// ErrPoolExhausted: no free address and no free block in the pool.
+	ErrPoolExhausted uint = 100
+	// ErrDataplaneDiffers: CHECK found the kernel out of line with the record.
+	ErrDataplaneDiffers uint = 101
+)
+
+func (s *Server) log4(r *request) *slog.Logger {
+	return s.log.With("cmd", r.command, "container", r.containerID, "pod", r.podNamespace+"/"+r.podName, "ifname", r.ifName)
+}
+
+func (s *Server) poolFor(r *request) (store.Pool, *types.Error) {
+	if !r.pool.IsValid() {
+		return s.cfg.Pools[0], nil
+	}
+	for _, p := range s.cfg.Pools {
+		if p.CIDR == r.pool {
+			return p, nil
+		}
+	}
+	var names []string
+	for _, p := range s.cfg.Pools {
+		names = append(names, p.CIDR.String())
+	}
+	return store.Pool{}, types.NewError(types.ErrInvalidNetworkConfig,
+		fmt.Sprintf("netconf key \"pool\": %s is not a pool of this node (pools: %v); add it to pools in /etc/reef/config.yaml", r.pool, names), "")
+}
+
+func (s *Server) add(in *reefv1.CNIRequest) ([]byte, *types.Error) {
+	r, cerr := parseRequest("ADD", in)
+	if cerr != nil {
+		s.log.Warn("refused ADD", "container", in.GetContainerId(), "code", cerr.Code, "error", cerr.Msg)
+		return nil, cerr
+	}
+	log := s.log4(r)
+	if !s.Ready() {
+		return nil, types.NewError(types.ErrTryAgainLater, "reef daemon is starting; try again later", "")
+	}
+	pool, cerr := s.poolFor(r)
+	if cerr != nil {
+		return nil, cerr
+	}
+	unlock := s.containers.lock(r.containerID)
+	defer unlock()
+	s.Kernel.RLock()
+	ep, podMAC, newBlock, cerr := s.addLocked(r, pool, log)
+	s.Kernel.RUnlock()
+	if cerr != nil {
+		log.Warn("ADD failed", "code", cerr.Code, "error", cerr.Msg, "details", cerr.Details)
+		return nil, cerr
+	}
+	if newBlock {
+		s.OnNewBlock(ep.Block)
+	}
+	out, err := s.result(r, ep, podMAC)
+	if err != nil {
+		return nil, types.NewError(types.ErrInternal, "encode CNI result", err.Error())
+	}
+	log.Info("pod added", "ip", ep.IP, "veth", ep.HostVeth, "newBlock", newBlock)
+	return out, nil
+}
+
+func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep store.Endpoint, podMAC string, newBlock bool, cerr *types.Error) {
+	tmpl := store.Endpoint{
+		Handle:       r.handle(),
+		Network:      r.conf.Name,
+		ContainerID:  r.containerID,
+		IfName:       r.ifName,
+		Netns:        r.netns,
+		PodNamespace: r.podNamespace,
+		PodName:      r.podName,
+		HostVeth:     routes.HostVethName(r.podNamespace, r.podName, r.containerID),
+		MTU:          s.cfg.MTU,
+		State:        store.EndpointPending,
+	}
+	// The record is written before the kernel is touched: a crash at any
+	// later point leaves a pending record that the next start resolves.
+	ep, existed, newBlock, err := s.store.Allocate(tmpl, pool)
+	if err != nil {
+		if errors.Is(err, store.ErrPoolExhausted) {
+			return ep, "", false, types.NewError(ErrPoolExhausted, err.Error()+"; add a pool or free addresses", "")
+		}
+		return ep, "", false, types.NewError(types.ErrInternal, "allocate an address", err.Error())
+	}
+	if existed {
+		// A repeated ADD: same address, wiring redone with this call's netns.
+		log.Info("ADD repeated for a known attachment; keeping its address", "ip", ep.IP)
+		ep.Netns, ep.IfName, ep.HostVeth, ep.MTU = tmpl.Netns, tmpl.IfName, tmpl.HostVeth, tmpl.MTU
+		ep.State = store.EndpointPending
+		if err := s.store.SetEndpoint(ep); err != nil {
+			return ep, "", false, types.NewError(types.ErrInternal, "update endpoint record", err.Error())
+		}
+	}
+	if err := s.detachOthers(ep); err != nil {
+		return ep, "", false, s.rollback(r, ep, existed, types.NewError(types.ErrInternal, "take over veth "+ep.HostVeth, err.Error()), log)
+	}
+	links, err := routes.SetupPod(routes.PodSpec{Netns: r.netns, IfName: r.ifName, HostVeth: ep.HostVeth, IP: ep.IP, MTU: s.cfg.MTU})
+	if err != nil {
+		code, msg := uint(types.ErrInternal), "wire pod "+ep.IP.String()+" in "+r.netns
+		if errors.Is(err, routes.ErrNetnsGone) {
+			code, msg = types.ErrUnknownContainer, "CNI_NETNS "+r.netns+" is not a network namespace (gone, or never created)"
+		}
+		return ep, "", false, s.rollback(r, ep, existed, types.NewError(code, msg, err.Error()), log)
+	}
+	ep.State = store.EndpointReady
+	if err := s.store.SetEndpoint(ep); err != nil {
+		if terr := routes.TeardownPod(ep.HostVeth); terr != nil {
+			log.Error("roll back veth", "veth", ep.HostVeth, "error", terr)
+		}
+		return ep, "", false, s.rollback(r, ep, existed, types.NewError(types.ErrInternal, "record endpoint", err.Error()), log)
+	}
+	return ep, links.PodMAC.String(), newBlock, nil
+}
+
+// rollback undoes the allocation of a failed ADD (the kernel side is undone
+// by SetupPod itself). An address that a repeated ADD found is kept but left
+// pending: the runtime's DEL after the failure releases it.
+func (s *Server) rollback(r *request, ep store.Endpoint, existed bool, cerr *types.Error, log *slog.Logger) *types.Error {
+	if existed {
+		return cerr
+	}
+	if _, _, err := s.store.Release(r.handle()); err != nil {
+		log.Error("roll back allocation", "ip", ep.IP, "error", err)
+		cerr.Details += "; rolling back the allocation also failed: " + err.Error()
+	}
+	return cerr
+}
+
+// detachOthers handles a veth name that an older attachment still holds: a
+// new sandbox of the same pod whose predecessor has not been deleted yet.
+// The old record loses the name, so its later DEL cannot remove the new
+// pod's veth.
+func (s *Server) detachOthers(ep store.Endpoint) error {
+	eps, err := s.store.Endpoints()
+	if err != nil {
+		return err
+	}
+	for _, o := range eps {
+		if o.Handle != ep.Handle && o.HostVeth == ep.HostVeth {
+			o.HostVeth = ""
+			if err := s.store.SetEndpoint(o); err != nil {
+				return err
+			}
+			s.log.Info("veth taken over by a newer sandbox of the same pod", "veth", ep.HostVeth, "old", o.ContainerID, "new", ep.ContainerID)
+		}
+	}
+	return nil
+}

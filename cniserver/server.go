@@ -1,0 +1,150 @@
+// Package cniserver is the daemon's CNI service: it validates what the
+// reef-cni shim forwards, allocates addresses in the store, wires the pod
+// through the routes package and answers in the CNI version asked for. A
+// failed ADD undoes every step it took.
+package cniserver
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"google.golang.org/grpc"
+
+	reefv1 "github.com/reefcni/reef/proto"
+	"github.com/reefcni/reef/store"
+)
+
+// Config is what the CNI service needs of the daemon's configuration.
+type Config struct {
+	Pools []store.Pool // the first is the default
+	MTU   int          // of both ends of every veth
+}
+
+// Server implements the CNI gRPC service.
+type Server struct {
+	reefv1.UnimplementedCNIServer
+
+	cfg   Config
+	store *store.Store
+	log   *slog.Logger
+
+	// Kernel is shared with the reconcile loop: CNI operations hold it for
+	// reading (they run in parallel, each on its own pod), reconcile holds it
+	// for writing, so it never sees a half-done ADD.
+	Kernel *sync.RWMutex
+	// OnNewBlock is called (without locks held) when an ADD claimed a block,
+	// so the reconcile loop programs its blackhole.
+	OnNewBlock func(netip.Prefix)
+
+	ready      atomic.Bool
+	containers keyedMutex
+}
+
+// New returns a server that refuses ADD until SetReady(true).
+func New(cfg Config, st *store.Store, log *slog.Logger) *Server {
+	return &Server{cfg: cfg, store: st, log: log, Kernel: &sync.RWMutex{}, OnNewBlock: func(netip.Prefix) {}}
+}
+
+// SetReady opens (or closes) the server for ADD; STATUS follows it.
+func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
+
+// Ready reports whether ADD is served.
+func (s *Server) Ready() bool { return s.ready.Load() }
+
+func reply(result []byte, err *types.Error) *reefv1.CNIReply {
+	if err != nil {
+		return &reefv1.CNIReply{Error: &reefv1.CNIError{Code: uint32(err.Code), Msg: err.Msg, Details: err.Details}}
+	}
+	return &reefv1.CNIReply{Result: result}
+}
+
+// Add allocates and wires one pod attachment.
+func (s *Server) Add(ctx context.Context, in *reefv1.CNIRequest) (*reefv1.CNIReply, error) {
+	return reply(s.add(in)), nil
+}
+
+// Del removes one pod attachment; it succeeds for anything already gone.
+func (s *Server) Del(ctx context.Context, in *reefv1.CNIRequest) (*reefv1.CNIReply, error) {
+	return reply(nil, s.Delete(in)), nil
+}
+
+// Check compares the kernel with the attachment's record.
+func (s *Server) Check(ctx context.Context, in *reefv1.CNIRequest) (*reefv1.CNIReply, error) {
+	return reply(nil, s.check(in)), nil
+}
+
+// GC releases every attachment of the network not in the valid list.
+func (s *Server) GC(ctx context.Context, in *reefv1.CNIRequest) (*reefv1.CNIReply, error) {
+	return reply(nil, s.gc(in)), nil
+}
+
+// Status answers whether ADD can be served now.
+func (s *Server) Status(ctx context.Context, in *reefv1.CNIRequest) (*reefv1.CNIReply, error) {
+	if _, err := parseRequest("STATUS", in); err != nil {
+		return reply(nil, err), nil
+	}
+	if !s.Ready() {
+		return reply(nil, types.NewError(types.ErrPluginNotAvailable,
+			"reef daemon is starting: it serves ADD once queued DELs are drained and the first reconcile is done", "")), nil
+	}
+	return reply(nil, nil), nil
+}
+
+// RecoverInterceptor turns a panic in a handler into a CNI error, so that no
+// input can crash the daemon; the stack goes to the log.
+func RecoverInterceptor(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				log.Error("panic in handler", "method", info.FullMethod, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				if _, isCNI := req.(*reefv1.CNIRequest); isCNI {
+					resp, err = reply(nil, types.NewError(types.ErrInternal, "reef daemon hit an internal error; see `journalctl -u reef`", fmt.Sprint(r))), nil
+					return
+				}
+				resp, err = nil, fmt.Errorf("internal error: %v", r)
+			}
+		}()
+		return handler(ctx, req)
+	}
+}
+
+// keyedMutex serialises operations on one container while letting different
+// containers proceed in parallel.
+type keyedMutex struct {
+	mu sync.Mutex
+	m  map[string]*keyedEntry
+}
+
+type keyedEntry struct {
+	sync.Mutex
+	refs int
+}
+
+func (k *keyedMutex) lock(key string) (unlock func()) {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[string]*keyedEntry{}
+	}
+	e := k.m[key]
+	if e == nil {
+		e = &keyedEntry{}
+		k.m[key] = e
+	}
+	e.refs++
+	k.mu.Unlock()
+	e.Lock()
+	return func() {
+		e.Unlock()
+		k.mu.Lock()
+		if e.refs--; e.refs == 0 {
+			delete(k.m, key)
+		}
+		k.mu.Unlock()
+	}
+}

@@ -1,0 +1,363 @@
+package daemon
+
+import (
+	"errors"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+var configCmpOpts = cmpopts.EquateComparable(netip.Addr{}, netip.Prefix{})
+
+// designExample is the example of DESIGN.md, "Configuration".
+const designExample = `
+nodeName: k8s-node-1          # default: hostname
+nodeAddress: 192.168.10.20    # default: the address on the default-route interface
+interface: ens18              # default: the default-route interface
+stateDir: /var/lib/reef
+socket: /run/reef/reef.sock
+mtu: 0                        # 0 = derive from the uplink
+pools:
+  - cidr: 10.244.0.0/16       # default pool
+    blockSize: 26
+    vxlanMode: CrossSubnet    # Never | CrossSubnet | Always
+    ipipMode: Never           # Never | CrossSubnet | Always
+    natOutgoing: true
+bgp:
+  asn: 64512
+  port: 179
+  peers: [192.168.10.17, 192.168.10.21]
+  peerPrefixes: [192.168.10.0/24]
+  password: ""                # TCP MD5, optional
+metrics: 127.0.0.1:9099
+reconcileInterval: 30s
+logLevel: info
+`
+
+func TestParseConfig(t *testing.T) {
+	addr := netip.MustParseAddr
+	pfx := netip.MustParsePrefix
+	tests := []struct {
+		name string
+		yaml string
+		want func(c *Config) // applied to DefaultConfig()
+	}{
+		{name: "empty", yaml: "", want: func(*Config) {}},
+		{name: "only comments", yaml: "# reef\n\n  # nothing set\n", want: func(*Config) {}},
+		{name: "document marker only", yaml: "---\n", want: func(*Config) {}},
+		{name: "null document", yaml: "~\n", want: func(*Config) {}},
+		{name: "trailing empty document", yaml: "logLevel: debug\n---\n", want: func(c *Config) { c.LogLevel = "debug" }},
+		{
+			name: "design example",
+			yaml: designExample,
+			want: func(c *Config) {
+				c.NodeName = "k8s-node-1"
+				c.NodeAddress = addr("192.168.10.20")
+				c.Interface = "ens18"
+				c.BGP.Peers = []netip.Addr{addr("192.168.10.17"), addr("192.168.10.21")}
+				c.BGP.PeerPrefixes = []netip.Prefix{pfx("192.168.10.0/24")}
+			},
+		},
+		{
+			name: "pool entries get the pool defaults",
+			yaml: "pools: [{cidr: 10.10.0.0/16}, {cidr: 10.20.0.0/16, blockSize: 24, vxlanMode: Never, ipipMode: Always, natOutgoing: false}]",
+			want: func(c *Config) {
+				c.Pools = []PoolConfig{
+					{CIDR: pfx("10.10.0.0/16"), BlockSize: 26, VXLANMode: EncapCrossSubnet, IPIPMode: EncapNever, NATOutgoing: true},
+					{CIDR: pfx("10.20.0.0/16"), BlockSize: 24, VXLANMode: EncapNever, IPIPMode: EncapAlways, NATOutgoing: false},
+				}
+			},
+		},
+		{
+			name: "bgp keys left out keep their defaults",
+			yaml: "bgp:\n  asn: 65001\n  holdTime: 90s\n  keepaliveTime: 30s\n",
+			want: func(c *Config) {
+				c.BGP.ASN = 65001
+				c.BGP.HoldTime = 90 * time.Second
+				c.BGP.KeepaliveTime = 30 * time.Second
+			},
+		},
+		{name: "empty bgp section", yaml: "bgp:\n", want: func(*Config) {}},
+		{name: "metrics disabled", yaml: `metrics: ""`, want: func(c *Config) { c.Metrics = "" }},
+		{name: "metrics on all addresses", yaml: `metrics: ":9099"`, want: func(c *Config) { c.Metrics = ":9099" }},
+		{name: "bgp password null", yaml: "bgp:\n  password:\n", want: func(*Config) {}},
+		{name: "empty peer list", yaml: "bgp: {peers: []}", want: func(c *Config) { c.BGP.Peers = []netip.Addr{} }},
+		{name: "quoted number", yaml: `mtu: "1450"`, want: func(c *Config) { c.MTU = 1450 }},
+		{name: "hex number", yaml: `bgp: {port: 0x1f90}`, want: func(c *Config) { c.BGP.Port = 8080 }},
+		{name: "large ASN", yaml: "bgp: {asn: 4200000000}", want: func(c *Config) { c.BGP.ASN = 4200000000 }},
+		{name: "no is false", yaml: "pools: [{cidr: 10.10.0.0/16, natOutgoing: no}]", want: func(c *Config) {
+			c.Pools = []PoolConfig{{CIDR: pfx("10.10.0.0/16"), BlockSize: 26, VXLANMode: EncapCrossSubnet, IPIPMode: EncapNever}}
+		}},
+		{
+			name: "paths and durations",
+			yaml: "stateDir: /srv/reef\nsocket: /srv/reef.sock\npendingDeleteDir: /srv/pd\nreconcileInterval: 1m30s\nmtu: 1450\n",
+			want: func(c *Config) {
+				c.StateDir, c.Socket, c.PendingDeleteDir = "/srv/reef", "/srv/reef.sock", "/srv/pd"
+				c.ReconcileInterval = 90 * time.Second
+				c.MTU = 1450
+			},
+		},
+		{
+			name: "anchors and aliases",
+			yaml: "pools:\n- &p {cidr: 10.10.0.0/16, blockSize: 28}\nbgp: {peers: [&a 10.0.0.1], peerPrefixes: [10.0.0.0/8]}\n",
+			want: func(c *Config) {
+				c.Pools = []PoolConfig{{CIDR: pfx("10.10.0.0/16"), BlockSize: 28, VXLANMode: EncapCrossSubnet, IPIPMode: EncapNever, NATOutgoing: true}}
+				c.BGP.Peers = []netip.Addr{addr("10.0.0.1")}
+				c.BGP.PeerPrefixes = []netip.Prefix{pfx("10.0.0.0/8")}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseConfig("/etc/reef/config.yaml", []byte(tt.yaml))
+			if err != nil {
+				t.Fatalf("ParseConfig() error = %v", err)
+			}
+			want := DefaultConfig()
+			tt.want(&want)
+			if diff := cmp.Diff(want, got, configCmpOpts); diff != "" {
+				t.Errorf("ParseConfig() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	const f = "config /etc/reef/config.yaml: "
+	tests := []struct {
+		name string
+		yaml string
+		want []string // substrings of the error
+	}{
+		{"typo", "logLevel: info\nmtu: 0\n\nnodname: n1\n", []string{f + `line 4: unknown key "nodname" (did you mean "nodeName"?)`}},
+		{"wrong case", "NodeName: n1", []string{f + `line 1: unknown key "NodeName" (did you mean "nodeName"?)`}},
+		{"kebab case", "state-dir: /x", []string{`unknown key "state-dir" (did you mean "stateDir"?)`}},
+		{"unknown key, no suggestion", "colour: blue", []string{`line 1: unknown key "colour" (known keys: nodeName, `}},
+		{"nested typo", "bgp:\n  holdtime: 9s\n", []string{f + `line 2: bgp: unknown key "holdtime" (did you mean "holdTime"?)`}},
+		{"pool typo", "pools:\n- cidr: 10.1.0.0/16\n  blocksize: 24\n", []string{f + `line 3: pools[0]: unknown key "blocksize" (did you mean "blockSize"?)`}},
+		{"duplicate key", "mtu: 1500\nmtu: 1400\n", []string{f + `line 2: duplicate key "mtu" (first at line 1)`}},
+		{"not a number", "pools:\n- cidr: 10.1.0.0/16\n  blockSize: abc\n", []string{f + `line 3: pools[0].blockSize: value "abc" is not a number`}},
+		{"not a whole number", "mtu: 1500.5", []string{`line 1: mtu: value "1500.5" is not a whole number`}},
+		{"int overflow", "mtu: 99999999999999999999", []string{`mtu: value "99999999999999999999" is out of range`}},
+		{"negative ASN", "bgp: {asn: -1}", []string{`bgp.asn: value "-1" is out of range (0 to 4294967295)`}},
+		{"ASN too large", "bgp: {asn: 4294967296}", []string{`bgp.asn: value "4294967296" is out of range`}},
+		{"bad CIDR", "pools:\n- cidr: 10.244.0.0/33\n", []string{f + `line 2: pools[0].cidr: value "10.244.0.0/33": not an IPv4 CIDR (`}},
+		{"CIDR without length", "pools: [{cidr: 10.244.0.0}]", []string{`pools[0].cidr: value "10.244.0.0": not an IPv4 CIDR (`, "write it with a prefix length"}},
+		{"bad address", "nodeAddress: 192.168.10.300", []string{`line 1: nodeAddress: value "192.168.10.300": not an IPv4 address (`}},
+		{"address with length", "nodeAddress: 192.168.10.20/24", []string{`nodeAddress: value "192.168.10.20/24"`, "write the address without /24"}},
+		{"bad peer", "bgp:\n  peers: [192.168.10.17, bogus]\n", []string{f + `line 2: bgp.peers[1]: value "bogus": not an IPv4 address`}},
+		{"duration without unit", "logLevel: info\n\n\n\nreconcileInterval: 30\n", []string{f + `line 5: reconcileInterval: value "30" is not a duration (write e.g. "30s")`}},
+		{"bad bool", "pools: [{cidr: 10.1.0.0/16, natOutgoing: maybe}]", []string{`pools[0].natOutgoing: value "maybe" is not true or false`}},
+		{"scalar for list", "bgp: {peers: 10.0.0.1}", []string{`bgp.peers: value "10.0.0.1" is not a list`}},
+		{"scalar for struct", "bgp: 64512", []string{`line 1: bgp: value "64512" is not a mapping`}},
+		{"list for scalar", "nodeName: [a, b]", []string{`line 1: nodeName: value is a list, not a single value`}},
+		{"mapping for scalar", "mtu: {a: 1}", []string{`mtu: value is a mapping, not a single value`}},
+		{"null for number", "mtu:", []string{`line 1: mtu: has no value`}},
+		{"top level list", "- nodeName: a\n", []string{f + `line 1: the top level must be a mapping`}},
+		{"top level scalar", "nodeName", []string{f + `line 1: the top level must be a mapping`}},
+		{"two documents", "mtu: 1500\n---\nmtu: 1400\n", []string{f + `line 2: more than one YAML document`}},
+		{"syntax error", "pools: [\n", []string{f + "yaml: line "}},
+		{"tab indentation", "bgp:\n\tasn: 1\n", []string{f + "yaml: line "}},
+		{"complex key", "? [a]\n: b\n", []string{`line 1: a key must be a plain name`}},
+		{"all errors reported", "mtu: x\nlogLevel: [a]\nfoo: 1\n", []string{`line 1: mtu`, `line 2: logLevel`, `line 3: unknown key "foo"`}},
+
+		// Semantic checks, with the line of the key.
+		{"node name", "nodeName: My_Node", []string{f + `line 1: nodeName: value "My_Node" is not a valid node name`}},
+		{"node name too long", "nodeName: " + strings.Repeat("a", 254), []string{`nodeName: value "aaaa`, "at most 253"}},
+		{"node name ends in dash", "nodeName: node-", []string{`nodeName: value "node-" is not a valid node name`}},
+		{"node address loopback", "nodeAddress: 127.0.0.1", []string{`line 1: nodeAddress: value "127.0.0.1" is a loopback`}},
+		{"node address unspecified", "nodeAddress: 0.0.0.0", []string{`nodeAddress: value "0.0.0.0" is a loopback, unspecified or multicast`}},
+		{"node address multicast", "nodeAddress: 224.0.0.1", []string{`nodeAddress: value "224.0.0.1"`}},
+		{"node address IPv6", "nodeAddress: 2001:db8::1", []string{`nodeAddress: value "2001:db8::1" is not IPv4`}},
+		{"interface too long", "interface: enp0s31f6-very-long", []string{`interface: value "enp0s31f6-very-long" is not an interface name`}},
+		{"interface with slash", "interface: eth/0", []string{`interface: value "eth/0"`}},
+		{"interface with space", "interface: 'eth 0'", []string{`interface: value "eth 0"`}},
+		{"relative state dir", "stateDir: var/lib/reef", []string{f + `line 1: stateDir: value "var/lib/reef" is not an absolute path`}},
+		{"empty state dir", "stateDir: ''", []string{`stateDir: value "" is not an absolute path`}},
+		{"relative socket", "socket: reef.sock", []string{`socket: value "reef.sock" is not an absolute path`}},
+		{"relative pending delete dir", "pendingDeleteDir: pd", []string{`pendingDeleteDir: value "pd" is not an absolute path`}},
+		{"socket too long", "socket: /" + strings.Repeat("s", 107), []string{"socket: value \"/sss", "is 108 bytes long; a unix socket path must be shorter than 108"}},
+		{"mtu too small", "mtu: 500", []string{`line 1: mtu: value 500 is outside 576..9216`}},
+		{"mtu too large", "mtu: 9217", []string{`mtu: value 9217 is outside 576..9216`}},
+		{"no pools", "pools: []", []string{f + `line 1: pools: no pool`}},
+		{"null pools", "pools:", []string{`pools: no pool`}},
+		{"pool without cidr", "pools:\n- blockSize: 24\n", []string{f + `line 2: pools[0].cidr: missing`}},
+		{"pool host bits", "pools:\n- cidr: 10.244.1.0/16\n", []string{f + `line 2: pools[0].cidr: value "10.244.1.0/16" has host bits set (did you mean 10.244.0.0/16?)`}},
+		{"pool IPv6", "pools: [{cidr: 'fd00::/64'}]", []string{`pools[0].cidr: value "fd00::/64" is not IPv4`}},
+		{"block too large", "pools: [{cidr: 10.244.0.0/24, blockSize: 20}]", []string{`pools[0].blockSize: value 20 is outside 24..32`}},
+		{"block too small", "pools: [{cidr: 10.244.0.0/16, blockSize: 33}]", []string{`pools[0].blockSize: value 33 is outside 16..32`}},
+		{"bad encap", "pools:\n- cidr: 10.1.0.0/16\n  vxlanMode: always\n", []string{f + `line 3: pools[0].vxlanMode: value "always" is not one of Never, CrossSubnet, Always`}},
+		{"bad ipip", "pools: [{cidr: 10.1.0.0/16, ipipMode: true}]", []string{`pools[0].ipipMode: value "true" is not one of Never, CrossSubnet, Always`}},
+		{"both encaps", "pools: [{cidr: 10.1.0.0/16, ipipMode: Always}]", []string{`pools[0].ipipMode: value "Always" and vxlanMode "CrossSubnet" both encapsulate`, "set one of them to Never"}},
+		{"overlapping pools", "pools:\n- cidr: 10.244.0.0/16\n- cidr: 10.244.128.0/17\n", []string{f + `line 3: pools[1].cidr: value "10.244.128.0/17" overlaps pools[0].cidr "10.244.0.0/16"`}},
+		{"asn zero", "bgp: {asn: 0}", []string{`bgp.asn: value 0 is not an AS number`}},
+		{"port zero", "bgp: {port: 0}", []string{`bgp.port: value 0 is outside 1..65535`}},
+		{"port too large", "bgp: {port: 70000}", []string{`bgp.port: value 70000 is outside 1..65535`}},
+		{"peer IPv6", "bgp: {peers: ['2001:db8::1']}", []string{`bgp.peers[0]: value "2001:db8::1" is not a unicast IPv4 address`}},
+		{"peer prefix host bits", "bgp: {peerPrefixes: [192.168.10.1/24]}", []string{`bgp.peerPrefixes[0]: value "192.168.10.1/24" has host bits set (did you mean 192.168.10.0/24?)`}},
+		{"keepalive zero", "bgp: {keepaliveTime: 0s}", []string{`bgp.keepaliveTime: value "0s" must be positive`}},
+		{"hold too short", "bgp: {holdTime: 2s, keepaliveTime: 1s}", []string{`bgp.holdTime: value "2s" is below the 3s BGP allows`}},
+		{"keepalive not below hold", "bgp:\n  keepaliveTime: 30s\n", []string{f + `line 2: bgp.keepaliveTime: value "30s" is not below bgp.holdTime "30s"`}},
+		{"hold below default keepalive", "bgp:\n  holdTime: 9s\n", []string{f + `line 1: bgp.keepaliveTime: value "10s" is not below bgp.holdTime "9s"`}},
+		{"metrics without port", "metrics: localhost", []string{`metrics: value "localhost" is not host:port`}},
+		{"metrics bad port", "metrics: 'localhost:http'", []string{`metrics: value "localhost:http" has no port number`}},
+		{"reconcile too often", "reconcileInterval: 10ms", []string{`reconcileInterval: value "10ms" is below 1s`}},
+		{"negative reconcile", "reconcileInterval: -1s", []string{`reconcileInterval: value "-1s" is below 1s`}},
+		{"log level", "logLevel: verbose", []string{f + `line 1: logLevel: value "verbose" is not one of debug, info, warn, error`}},
+		{"log level case", "logLevel: INFO", []string{`logLevel: value "INFO"`}},
+		{"null password at top level", "password:\nnodeName: n1", []string{`unknown key "password"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseConfig("/etc/reef/config.yaml", []byte(tt.yaml))
+			if err == nil {
+				t.Fatalf("ParseConfig() = %+v, want an error containing %q", got, tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("ParseConfig() error =\n%v\nwant it to contain %q", err, w)
+				}
+			}
+			for _, line := range strings.Split(err.Error(), "\n") {
+				if !strings.HasPrefix(line, "config /etc/reef/config.yaml: ") {
+					t.Errorf("error line %q does not name the file", line)
+				}
+			}
+		})
+	}
+}
+
+func TestConfigFinish(t *testing.T) {
+	c := DefaultConfig()
+	c.NodeName = "n1" // independent of this machine's hostname
+	if c.PendingDeleteDir != "" {
+		t.Fatalf("DefaultConfig().PendingDeleteDir = %q, want it left for Finish", c.PendingDeleteDir)
+	}
+	// A flag overrides stateDir after the file was read.
+	c.StateDir = "/srv/reef"
+	if err := c.Finish(); err != nil {
+		t.Fatalf("Finish() error = %v", err)
+	}
+	if want := "/srv/reef/pending-del"; c.PendingDeleteDir != want {
+		t.Errorf("PendingDeleteDir = %q, want %q", c.PendingDeleteDir, want)
+	}
+
+	c = DefaultConfig()
+	c.NodeName, c.PendingDeleteDir = "n1", "/elsewhere"
+	if err := c.Finish(); err != nil || c.PendingDeleteDir != "/elsewhere" {
+		t.Errorf("Finish() = %v with PendingDeleteDir %q, want nil and the explicit /elsewhere", err, c.PendingDeleteDir)
+	}
+
+	// Values that did not come from the file are checked by Finish, without a line.
+	c = DefaultConfig()
+	c.NodeName, c.StateDir, c.LogLevel = "Bad_Name", "relative", "loud"
+	err := c.Finish()
+	for _, w := range []string{
+		`config: nodeName: value "Bad_Name" is not a valid node name`,
+		`config: stateDir: value "relative" is not an absolute path`,
+		`config: logLevel: value "loud" is not one of debug, info, warn, error`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("Finish() error = %v, want it to contain %q", err, w)
+		}
+	}
+}
+
+func TestValidateDefaults(t *testing.T) {
+	c := DefaultConfig()
+	c.NodeName = "n1"
+	if err := c.Finish(); err != nil {
+		t.Errorf("defaults do not validate: %v", err)
+	}
+}
+
+func TestLoadConfig(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.yaml")
+
+	got, err := LoadConfig(missing, false)
+	if err != nil {
+		t.Fatalf("LoadConfig(missing, false) error = %v", err)
+	}
+	if diff := cmp.Diff(DefaultConfig(), got, configCmpOpts); diff != "" {
+		t.Errorf("LoadConfig(missing, false) mismatch (-want +got):\n%s", diff)
+	}
+
+	_, err = LoadConfig(missing, true)
+	if want := "config " + missing + ": no such file or directory"; err == nil || err.Error() != want {
+		t.Errorf("LoadConfig(missing, true) error = %v, want %q", err, want)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("LoadConfig(missing, true) error = %v, want it to match fs.ErrNotExist", err)
+	}
+
+	path := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(path, []byte("mtu: 1450\nlogLevel: debug\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err = LoadConfig(path, true)
+	if err != nil {
+		t.Fatalf("LoadConfig() error = %v", err)
+	}
+	if got.MTU != 1450 || got.LogLevel != "debug" {
+		t.Errorf("LoadConfig() = mtu %d, logLevel %q; want 1450, debug", got.MTU, got.LogLevel)
+	}
+
+	if err := os.WriteFile(path, []byte("mtu: big\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = LoadConfig(path, false)
+	if want := "config " + path + `: line 1: mtu: value "big" is not a number`; err == nil || err.Error() != want {
+		t.Errorf("LoadConfig() error = %v, want %q", err, want)
+	}
+
+	// A directory where the file should be is an error even when the file is optional.
+	if _, err := LoadConfig(dir, false); err == nil || !strings.HasPrefix(err.Error(), "config "+dir+": ") {
+		t.Errorf("LoadConfig(dir) error = %v, want one naming %s", err, dir)
+	}
+}
+
+func TestConfigSuggest(t *testing.T) {
+	known := []string{"nodeName", "nodeAddress", "interface", "mtu", "bgp"}
+	for _, tt := range []struct{ key, want string }{
+		{"nodname", "nodeName"},
+		{"nodeadress", "nodeAddress"},
+		{"NODENAME", "nodeName"},
+		{"node_name", "nodeName"},
+		{"interfaces", "interface"},
+		{"mut", "mtu"},
+		{"x", ""},
+		{"color", ""},
+	} {
+		if got := configSuggest(tt.key, known); got != tt.want {
+			t.Errorf("configSuggest(%q) = %q, want %q", tt.key, got, tt.want)
+		}
+	}
+}
+
+func FuzzParseConfig(f *testing.F) {
+	for _, s := range []string{
+		"", designExample, "pools: [{cidr: 10.10.0.0/16}]", "nodname: x\nnodeName: y\nnodeName: z\n",
+		"pools:\n- &p {cidr: 10.10.0.0/16}\n- *p\n", "bgp: {peers: [1.2.3.4, ::1], asn: -1}", "[1, 2]", "a: [\n",
+		"mtu: 0x10\nreconcileInterval: 1h\n---\nx: 1\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := ParseConfig("fuzz.yaml", data)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "config fuzz.yaml: ") {
+				t.Errorf("error %q does not name the file", err)
+			}
+			return
+		}
+		_ = c.Finish()
+	})
+}

@@ -1,0 +1,189 @@
+// Package daemon is `reef daemon`: configuration, wiring and lifecycle. It
+// opens the store, drains DELs queued while it was down, repairs the
+// dataplane, serves the CNI and Node APIs on the unix socket and runs the
+// reconcile loop until SIGTERM. Stopping never touches the dataplane: pods
+// keep their traffic while the daemon restarts or is upgraded.
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"path/filepath"
+	"time"
+
+	sdaemon "github.com/coreos/go-systemd/v22/daemon"
+	"google.golang.org/grpc"
+
+	"github.com/reefcni/reef/cniserver"
+	"github.com/reefcni/reef/cniserver/pendingdel"
+	reefv1 "github.com/reefcni/reef/proto"
+	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/store"
+	"github.com/reefcni/reef/version"
+)
+
+// storeLockTimeout bounds the wait for the store's file lock; a second
+// daemon on the same state dir fails with an error naming the file.
+const storeLockTimeout = time.Second
+
+// Overheads of the encapsulations a pool may use, subtracted from the
+// uplink MTU when the MTU is derived.
+const (
+	vxlanOverhead = 50
+	ipipOverhead  = 20
+)
+
+// Daemon is one running reef daemon.
+type Daemon struct {
+	cfg     Config
+	log     *slog.Logger
+	uplink  Uplink
+	mtu     int
+	store   *store.Store
+	cni     *cniserver.Server
+	rec     *reconciler
+	started time.Time
+}
+
+// DeriveMTU is the pods' MTU: the configured one, or the uplink's less the
+// largest overhead of an encapsulation some pool may use.
+func DeriveMTU(cfg Config, uplinkMTU int) int {
+	if cfg.MTU != 0 {
+		return cfg.MTU
+	}
+	overhead := 0
+	for _, p := range cfg.Pools {
+		if p.VXLANMode != EncapNever {
+			overhead = max(overhead, vxlanOverhead)
+		}
+		if p.IPIPMode != EncapNever {
+			overhead = max(overhead, ipipOverhead)
+		}
+	}
+	return uplinkMTU - overhead
+}
+
+// Run runs the daemon until ctx is cancelled (SIGTERM/SIGINT in main).
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	d := &Daemon{cfg: cfg, log: log, started: time.Now()}
+	log.Info("starting reef", "version", version.Version, "commit", version.Commit, "node", cfg.NodeName)
+
+	up, err := DetectUplink(cfg.Interface, cfg.NodeAddress)
+	if err != nil {
+		return fmt.Errorf("node address: %w", err)
+	}
+	d.uplink = up
+	d.mtu = DeriveMTU(cfg, up.MTU)
+	log.Info("node address chosen", "address", up.Address, "interface", up.Interface, "why", up.Reason, "podMTU", d.mtu)
+
+	dbPath := filepath.Join(cfg.StateDir, "reef.db")
+	st, err := store.Open(dbPath, store.Options{Node: cfg.NodeName, Timeout: storeLockTimeout})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	d.store = st
+
+	var pools []store.Pool
+	for _, p := range cfg.Pools {
+		pools = append(pools, store.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize})
+	}
+	d.cni = cniserver.New(cniserver.Config{Pools: pools, MTU: d.mtu}, st, log.With("component", "cni"))
+	kernel, err := routes.NewKernel()
+	if err != nil {
+		return err
+	}
+	defer kernel.Close()
+	d.rec = newReconciler(st, d.cni, kernel, log, cfg.ReconcileInterval)
+	d.cni.OnNewBlock = func(netip.Prefix) { d.rec.Trigger() }
+
+	lis, err := listenSocket(cfg.Socket, log)
+	if err != nil {
+		return err
+	}
+	srv := grpc.NewServer(grpc.UnaryInterceptor(cniserver.RecoverInterceptor(log)))
+	reefv1.RegisterCNIServer(srv, d.cni)
+	reefv1.RegisterNodeServer(srv, &nodeService{d: d})
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(lis) }()
+	log.Info("serving", "socket", cfg.Socket)
+
+	// Before ADD is served: finish the DELs the shim queued while the daemon
+	// was away, then bring the kernel in line with the store.
+	d.drainPendingDeletes()
+	if err := d.rec.Once(); err != nil {
+		log.Error("first reconcile pass had errors; serving anyway, the loop retries", "error", err)
+	}
+	d.cni.SetReady(true)
+	sdNotify(log, sdaemon.SdNotifyReady)
+	log.Info("ready: serving ADD", "endpoints", d.endpointCount())
+
+	loopCtx, stopLoop := context.WithCancel(ctx)
+	loopDone := make(chan struct{})
+	go func() { d.rec.Run(loopCtx); close(loopDone) }()
+
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+		err = fmt.Errorf("serve %s: %w", cfg.Socket, err)
+	}
+	sdNotify(log, sdaemon.SdNotifyStopping)
+	log.Info("stopping; the dataplane stays as it is")
+	d.cni.SetReady(false)
+	stopLoop()
+	<-loopDone
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		srv.Stop()
+	}
+	return err
+}
+
+func (d *Daemon) endpointCount() int {
+	eps, err := d.store.Endpoints()
+	if err != nil {
+		return -1
+	}
+	return len(eps)
+}
+
+// drainPendingDeletes runs every DEL the shim queued while the daemon was
+// unreachable. An entry that fails stays queued for the next start; the
+// reconcile loop frees its address anyway once the pod's netns is gone.
+func (d *Daemon) drainPendingDeletes() {
+	entries, bad, err := pendingdel.List(d.cfg.PendingDeleteDir)
+	if err != nil {
+		d.log.Error("read queued DELs", "error", err)
+		return
+	}
+	for _, f := range bad {
+		d.log.Error("discarding unreadable queued DEL", "file", f)
+		if err := pendingdel.Remove(f); err != nil {
+			d.log.Error("remove queued DEL", "error", err)
+		}
+	}
+	for _, e := range entries {
+		cerr := d.cni.Delete(&reefv1.CNIRequest{ContainerId: e.ContainerID, Netns: e.Netns, Ifname: e.IfName,
+			Args: e.Args, Path: e.Path, Netconf: e.Netconf})
+		if cerr != nil {
+			d.log.Error("queued DEL failed; kept for the next start", "container", e.ContainerID, "error", cerr.Msg, "details", cerr.Details)
+			continue
+		}
+		if err := pendingdel.Remove(e.File); err != nil {
+			d.log.Error("remove queued DEL", "error", err)
+		}
+		d.log.Info("ran queued DEL", "container", e.ContainerID, "queued", e.Queued)
+	}
+}
+
+func sdNotify(log *slog.Logger, state string) {
+	if _, err := sdaemon.SdNotify(false, state); err != nil {
+		log.Warn("sd_notify", "state", state, "error", err)
+	}
+}
+

@@ -1,0 +1,27 @@
+// Command reef is the reef daemon (`reef daemon`) and the operator CLI that
+// talks to it over its unix socket.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/reefcni/reef/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	err := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		var usage cli.UsageError
+		if !errors.As(err, &usage) {
+			fmt.Fprintln(os.Stderr, "reef:", err)
+		}
+		os.Exit(1)
+	}
+}

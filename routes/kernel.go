@@ -1,0 +1,126 @@
+package routes
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/containernetworking/plugins/pkg/netlinksafe"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Kernel reads and writes reef's part of the current network namespace.
+type Kernel struct {
+	h netlinksafe.Handle
+}
+
+// NewKernel opens a netlink handle in the caller's network namespace.
+func NewKernel() (*Kernel, error) {
+	h, err := netlinksafe.NewHandle()
+	if err != nil {
+		return nil, fmt.Errorf("netlink handle: %w", err)
+	}
+	return &Kernel{h: h}, nil
+}
+
+// Close releases the netlink handle.
+func (k *Kernel) Close() { k.h.Close() }
+
+// Read returns reef's routes in the main table (by protocol number) and its
+// veths (by name prefix). Nothing without those marks is returned.
+func (k *Kernel) Read() (State, error) {
+	st := State{Routes: map[netip.Prefix]Route{}, Links: map[string]bool{}}
+	links, err := k.h.LinkList()
+	if err != nil {
+		return st, fmt.Errorf("list links: %w", err)
+	}
+	names := map[int]string{}
+	for _, l := range links {
+		a := l.Attrs()
+		names[a.Index] = a.Name
+		if isOurs(a.Name) && l.Type() == "veth" {
+			st.Links[a.Name] = true
+		}
+	}
+	filter := &netlink.Route{Protocol: Protocol, Table: unix.RT_TABLE_MAIN}
+	rs, err := k.h.RouteListFiltered(unix.AF_INET, filter, netlink.RT_FILTER_PROTOCOL|netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return st, fmt.Errorf("list routes proto %d: %w", Protocol, err)
+	}
+	for _, r := range rs {
+		dst, ok := ipNetToPrefix(r.Dst)
+		if !ok {
+			continue
+		}
+		switch {
+		case r.Type == unix.RTN_BLACKHOLE:
+			st.Routes[dst] = Route{Dst: dst, Kind: Blackhole}
+		case r.Gw == nil && r.Scope == netlink.SCOPE_LINK:
+			st.Routes[dst] = Route{Dst: dst, Kind: PodRoute, Dev: names[r.LinkIndex]}
+		default:
+			// Ours by protocol but of a shape this version does not write:
+			// record it with an impossible device so Diff replaces or deletes it.
+			st.Routes[dst] = Route{Dst: dst, Kind: PodRoute, Dev: "?" + names[r.LinkIndex]}
+		}
+	}
+	return st, nil
+}
+
+// Apply carries out a plan. It goes on after a failed step so that one bad
+// object does not hold back the rest, and returns every failure.
+func (k *Kernel) Apply(p Plan) error {
+	var errs []error
+	for _, r := range p.Replace {
+		if err := k.replace(r); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, r := range p.DeleteRoute {
+		nr := &netlink.Route{Dst: prefixToIPNet(r.Dst), Protocol: Protocol, Table: unix.RT_TABLE_MAIN}
+		if r.Kind == Blackhole {
+			nr.Type = unix.RTN_BLACKHOLE
+		}
+		if err := k.h.RouteDel(nr); err != nil && !errors.Is(err, unix.ESRCH) && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("delete route %s: %w", r, err))
+		}
+	}
+	for _, name := range p.DeleteLink {
+		if err := deleteLink(k.h, name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (k *Kernel) replace(r Route) error {
+	switch r.Kind {
+	case Blackhole:
+		nr := &netlink.Route{Dst: prefixToIPNet(r.Dst), Type: unix.RTN_BLACKHOLE, Protocol: Protocol, Table: unix.RT_TABLE_MAIN}
+		if err := k.h.RouteReplace(nr); err != nil {
+			return fmt.Errorf("replace route %s: %w", r, err)
+		}
+	case PodRoute:
+		if strings.HasPrefix(r.Dev, "?") {
+			return fmt.Errorf("replace route %s: no device", r)
+		}
+		l, err := k.h.LinkByName(r.Dev)
+		if err != nil {
+			return fmt.Errorf("replace route %s: %w", r, err)
+		}
+		if err := k.h.RouteReplace(podRoute(r.Dst.Addr(), l.Attrs().Index)); err != nil {
+			return fmt.Errorf("replace route %s: %w", r, err)
+		}
+	}
+	return nil
+}
+
+// EnsureProxyARP turns proxy ARP on for a pod's node-side veth if something
+// turned it off; it says whether it had to.
+func EnsureProxyARP(hostVeth string) (changed bool, err error) {
+	if !isOurs(hostVeth) {
+		return false, fmt.Errorf("refusing to touch %q: not a reef link", hostVeth)
+	}
+	return ensureSysctl(proxyARPSysctl(hostVeth), "1")
+}

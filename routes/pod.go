@@ -1,0 +1,233 @@
+package routes
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+
+	"github.com/containernetworking/plugins/pkg/netlinksafe"
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// ErrNetnsGone says the pod's network namespace does not exist (any more):
+// the container is gone, so there is nothing to wire or to clean.
+var ErrNetnsGone = errors.New("network namespace does not exist")
+
+// PodSpec is one pod attachment as the Calico L3 model wires it.
+type PodSpec struct {
+	Netns    string // path of the pod's network namespace
+	IfName   string // interface name inside the pod (CNI_IFNAME)
+	HostVeth string // node-side veth name (HostVethName)
+	IP       netip.Addr
+	MTU      int
+}
+
+// PodLinks describes the veth pair SetupPod made.
+type PodLinks struct {
+	HostMAC net.HardwareAddr
+	PodMAC  net.HardwareAddr
+}
+
+// openNetns opens a pod namespace by path and makes sure it is one: an
+// ordinary file at that path (a netns whose mount is gone) is ErrNetnsGone.
+func openNetns(path string) (netns.NsHandle, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return -1, fmt.Errorf("netns %s: %w", path, ErrNetnsGone)
+		}
+		return -1, fmt.Errorf("netns %s: %w", path, err)
+	}
+	if st.Type != unix.NSFS_MAGIC && st.Type != unix.PROC_SUPER_MAGIC {
+		return -1, fmt.Errorf("netns %s is not a network namespace (no nsfs mount): %w", path, ErrNetnsGone)
+	}
+	h, err := netns.GetFromPath(path)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return -1, fmt.Errorf("netns %s: %w", path, ErrNetnsGone)
+		}
+		return -1, fmt.Errorf("open netns %s: %w", path, err)
+	}
+	return h, nil
+}
+
+// NetnsExists reports whether path is a live network namespace.
+func NetnsExists(path string) bool {
+	h, err := openNetns(path)
+	if err != nil {
+		return false
+	}
+	h.Close()
+	return true
+}
+
+// SetupPod creates the veth pair and wires both ends: the pod gets ip/32,
+// the link-local gateway route, the default route and a permanent
+// neighbour for the gateway, with forwarding off; the node side gets the
+// fixed MAC, proxy ARP and "ip/32 dev host-veth scope link proto reef".
+// On any failure it removes the pair again, so a failed ADD leaves nothing.
+// A stale node-side veth of the same name (an earlier sandbox of the same
+// pod) is replaced.
+func SetupPod(spec PodSpec) (PodLinks, error) {
+	podNS, err := openNetns(spec.Netns)
+	if err != nil {
+		return PodLinks{}, err
+	}
+	defer podNS.Close()
+	host, err := netlinksafe.NewHandle()
+	if err != nil {
+		return PodLinks{}, fmt.Errorf("netlink handle: %w", err)
+	}
+	defer host.Close()
+	pod, err := netlinksafe.NewHandleAt(podNS)
+	if err != nil {
+		return PodLinks{}, fmt.Errorf("netlink handle in netns %s: %w", spec.Netns, err)
+	}
+	defer pod.Close()
+
+	if err := deleteLink(host, spec.HostVeth); err != nil {
+		return PodLinks{}, err
+	}
+	veth := &netlink.Veth{
+		LinkAttrs: netlink.LinkAttrs{
+			Name:         spec.HostVeth,
+			MTU:          spec.MTU,
+			HardwareAddr: HostVethMAC,
+		},
+		PeerName:      spec.IfName,
+		PeerNamespace: netlink.NsFd(int(podNS)),
+	}
+	if err := host.LinkAdd(veth); err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			return PodLinks{}, fmt.Errorf("create veth %s: interface %q already exists in netns %s", spec.HostVeth, spec.IfName, spec.Netns)
+		}
+		return PodLinks{}, fmt.Errorf("create veth %s with peer %s in netns %s: %w", spec.HostVeth, spec.IfName, spec.Netns, err)
+	}
+	links, err := wirePod(host, pod, spec)
+	if err != nil {
+		if derr := deleteLink(host, spec.HostVeth); derr != nil {
+			err = errors.Join(err, fmt.Errorf("roll back: %w", derr))
+		}
+		if !NetnsExists(spec.Netns) {
+			err = fmt.Errorf("%w (%w)", err, ErrNetnsGone)
+		}
+		return PodLinks{}, err
+	}
+	return links, nil
+}
+
+func wirePod(host, pod netlinksafe.Handle, spec PodSpec) (PodLinks, error) {
+	hostLink, err := host.LinkByName(spec.HostVeth)
+	if err != nil {
+		return PodLinks{}, fmt.Errorf("find veth %s: %w", spec.HostVeth, err)
+	}
+	if _, err := ensureSysctl(proxyARPSysctl(spec.HostVeth), "1"); err != nil {
+		return PodLinks{}, err
+	}
+	if err := host.LinkSetUp(hostLink); err != nil {
+		return PodLinks{}, fmt.Errorf("set %s up: %w", spec.HostVeth, err)
+	}
+
+	podLink, err := pod.LinkByName(spec.IfName)
+	if err != nil {
+		return PodLinks{}, fmt.Errorf("find %s in netns %s: %w", spec.IfName, spec.Netns, err)
+	}
+	idx := podLink.Attrs().Index
+	addr := &netlink.Addr{IPNet: prefixToIPNet(netip.PrefixFrom(spec.IP, 32))}
+	if err := pod.AddrReplace(podLink, addr); err != nil {
+		return PodLinks{}, fmt.Errorf("add %s/32 to %s in netns %s: %w", spec.IP, spec.IfName, spec.Netns, err)
+	}
+	if err := pod.LinkSetUp(podLink); err != nil {
+		return PodLinks{}, fmt.Errorf("set %s up in netns %s: %w", spec.IfName, spec.Netns, err)
+	}
+	gw := prefixToIPNet(netip.PrefixFrom(PodGateway, 32))
+	if err := pod.RouteReplace(&netlink.Route{LinkIndex: idx, Dst: gw, Scope: netlink.SCOPE_LINK}); err != nil {
+		return PodLinks{}, fmt.Errorf("add route %s dev %s in netns %s: %w", PodGateway, spec.IfName, spec.Netns, err)
+	}
+	def := prefixToIPNet(netip.MustParsePrefix("0.0.0.0/0"))
+	if err := pod.RouteReplace(&netlink.Route{LinkIndex: idx, Dst: def, Gw: gw.IP}); err != nil {
+		return PodLinks{}, fmt.Errorf("add default route via %s in netns %s: %w", PodGateway, spec.Netns, err)
+	}
+	neigh := &netlink.Neigh{LinkIndex: idx, Family: unix.AF_INET, State: netlink.NUD_PERMANENT, IP: gw.IP, HardwareAddr: HostVethMAC}
+	if err := pod.NeighSet(neigh); err != nil {
+		return PodLinks{}, fmt.Errorf("add neighbour %s lladdr %s in netns %s: %w", PodGateway, HostVethMAC, spec.Netns, err)
+	}
+	// The pod must not route for others; a new netns inherits the node's
+	// ip_forward=1, so turn it off explicitly.
+	if err := ns.WithNetNSPath(spec.Netns, func(ns.NetNS) error {
+		_, err := ensureSysctl("net/ipv4/ip_forward", "0")
+		return err
+	}); err != nil {
+		return PodLinks{}, fmt.Errorf("in netns %s: %w", spec.Netns, err)
+	}
+	if err := host.RouteReplace(podRoute(spec.IP, hostLink.Attrs().Index)); err != nil {
+		return PodLinks{}, fmt.Errorf("add route %s/32 dev %s: %w", spec.IP, spec.HostVeth, err)
+	}
+	return PodLinks{HostMAC: hostLink.Attrs().HardwareAddr, PodMAC: podLink.Attrs().HardwareAddr}, nil
+}
+
+func podRoute(ip netip.Addr, linkIndex int) *netlink.Route {
+	return &netlink.Route{
+		LinkIndex: linkIndex,
+		Dst:       prefixToIPNet(netip.PrefixFrom(ip, 32)),
+		Scope:     netlink.SCOPE_LINK,
+		Protocol:  Protocol,
+	}
+}
+
+// TeardownPod removes a pod's veth pair by its node-side name; the kernel
+// removes the /32 route with it. A veth already gone is success, so DEL can
+// be repeated.
+func TeardownPod(hostVeth string) error {
+	h, err := netlinksafe.NewHandle()
+	if err != nil {
+		return fmt.Errorf("netlink handle: %w", err)
+	}
+	defer h.Close()
+	return deleteLink(h, hostVeth)
+}
+
+// deleteLink deletes a reef link if present. It refuses names without
+// reef's prefix: nothing else on the node is ours to delete.
+func deleteLink(h netlinksafe.Handle, name string) error {
+	if !isOurs(name) {
+		return fmt.Errorf("refusing to delete link %q: not a reef link", name)
+	}
+	l, err := h.LinkByName(name)
+	if err != nil {
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) || errors.Is(err, unix.ENODEV) {
+			return nil
+		}
+		return fmt.Errorf("find link %s: %w", name, err)
+	}
+	if err := h.LinkDel(l); err != nil && !errors.Is(err, unix.ENODEV) && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("delete link %s: %w", name, err)
+	}
+	return nil
+}
+
+func isOurs(name string) bool {
+	return len(name) > len(HostVethPrefix) && name[:len(HostVethPrefix)] == HostVethPrefix
+}
+
+func prefixToIPNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+func ipNetToPrefix(n *net.IPNet) (netip.Prefix, bool) {
+	if n == nil {
+		return netip.Prefix{}, false
+	}
+	a, ok := netip.AddrFromSlice(n.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	ones, _ := n.Mask.Size()
+	return netip.PrefixFrom(a.Unmap(), ones), true
+}

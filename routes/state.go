@@ -1,0 +1,114 @@
+package routes
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+)
+
+// RouteKind is what a reef route does with a packet.
+type RouteKind int
+
+const (
+	// PodRoute delivers to a local pod: "ip/32 dev reefXXX scope link".
+	PodRoute RouteKind = iota
+	// Blackhole drops traffic to an own block's unused addresses instead of
+	// letting it follow the default route out of the node.
+	Blackhole
+)
+
+// Route is one route reef owns, keyed by its destination: reef writes at
+// most one route per destination in the main table.
+type Route struct {
+	Dst  netip.Prefix
+	Kind RouteKind
+	Dev  string // PodRoute only
+}
+
+func (r Route) String() string {
+	switch r.Kind {
+	case Blackhole:
+		return fmt.Sprintf("blackhole %s proto reef", r.Dst)
+	default:
+		return fmt.Sprintf("%s dev %s scope link proto reef", r.Dst, r.Dev)
+	}
+}
+
+// Endpoint is a wired pod attachment as the desired state sees it.
+type Endpoint struct {
+	IP       netip.Addr
+	HostVeth string // "" when a newer sandbox of the pod took the veth over
+}
+
+// State is the part of the kernel reef owns: its routes and its veths.
+type State struct {
+	Routes map[netip.Prefix]Route
+	Links  map[string]bool // node-side veth names
+}
+
+// Desired computes the state reef wants from the store's endpoints and own
+// blocks, given which reef veths exist now: a route needs its device, and a
+// veth that is gone can only come back with a new ADD.
+func Desired(endpoints []Endpoint, ownBlocks []netip.Prefix, existingLinks map[string]bool) State {
+	want := State{Routes: map[netip.Prefix]Route{}, Links: map[string]bool{}}
+	for _, b := range ownBlocks {
+		want.Routes[b] = Route{Dst: b, Kind: Blackhole}
+	}
+	for _, ep := range endpoints {
+		if ep.HostVeth != "" {
+			want.Links[ep.HostVeth] = true
+		}
+		dst := netip.PrefixFrom(ep.IP, 32)
+		if ep.HostVeth != "" && existingLinks[ep.HostVeth] {
+			want.Routes[dst] = Route{Dst: dst, Kind: PodRoute, Dev: ep.HostVeth}
+		}
+	}
+	return want
+}
+
+// Plan is what it takes to turn the kernel's state into the desired one.
+// Apply order: routes replaced first, then routes deleted, then links.
+type Plan struct {
+	Replace     []Route
+	DeleteRoute []Route
+	DeleteLink  []string
+}
+
+// Empty reports whether the kernel already matches.
+func (p Plan) Empty() bool {
+	return len(p.Replace) == 0 && len(p.DeleteRoute) == 0 && len(p.DeleteLink) == 0
+}
+
+// Diff compares the desired state with the kernel's and returns the
+// operations, sorted so that plans compare and log stably.
+func Diff(want, have State) Plan {
+	var p Plan
+	for dst, r := range want.Routes {
+		if cur, ok := have.Routes[dst]; !ok || cur != r {
+			p.Replace = append(p.Replace, r)
+		}
+	}
+	for dst, r := range have.Routes {
+		if _, ok := want.Routes[dst]; !ok {
+			p.DeleteRoute = append(p.DeleteRoute, r)
+		}
+	}
+	for name := range have.Links {
+		if !want.Links[name] {
+			p.DeleteLink = append(p.DeleteLink, name)
+		}
+	}
+	sortRoutes(p.Replace)
+	sortRoutes(p.DeleteRoute)
+	sort.Strings(p.DeleteLink)
+	return p
+}
+
+func sortRoutes(rs []Route) {
+	sort.Slice(rs, func(i, j int) bool {
+		if c := rs[i].Dst.Addr().Compare(rs[j].Dst.Addr()); c != 0 {
+			return c < 0
+		}
+		return rs[i].Dst.Bits() < rs[j].Dst.Bits()
+	})
+}

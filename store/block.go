@@ -1,0 +1,156 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Block is a range of a pool with one owner node. Only the owner hands out
+// addresses from it; that is what keeps pod addresses unique in a cluster.
+type Block struct {
+	CIDR    netip.Prefix
+	Pool    netip.Prefix
+	Owner   string // node name
+	Claimed time.Time
+	Used    int // allocated addresses
+	Size    int // addresses in the block
+}
+
+// blockRecord is a Block as stored. It is JSON because records are small,
+// written only on a claim, and an operator can read them with `bbolt get`;
+// above all, encoding/json ignores unknown fields and zero-fills missing
+// ones, so fields can be added without a schema migration, and an older
+// reef can still read a file a newer one wrote.
+//
+// The record describes a block whoever owns it. Blocks learned from other
+// nodes go in the same bucket with their Owner, and will add omitempty
+// fields such as the owner's node address, when it was last seen and
+// whether a claim is pending or confirmed. The claim search already skips
+// every block in the bucket, and only blocks whose Owner is this node give
+// out addresses, so such records need no change to the allocation code.
+// One key per block is what makes ownership single: a record for a block
+// is replaced, never duplicated.
+type blockRecord struct {
+	CIDR    netip.Prefix `json:"cidr"`
+	Pool    netip.Prefix `json:"pool"`
+	Owner   string       `json:"owner"`
+	Claimed time.Time    `json:"claimed"`
+}
+
+func decodeBlock(k, v []byte) (blockRecord, error) {
+	cidr, err := parseBlockKey(k)
+	if err != nil {
+		return blockRecord{}, err
+	}
+	var r blockRecord
+	if err := json.Unmarshal(v, &r); err != nil {
+		return blockRecord{}, fmt.Errorf("decode block %s: %w", cidr, err)
+	}
+	// The key is what the search and the uniqueness rest on; a record that
+	// disagrees with it is damaged, and trusting either would be a guess.
+	if r.CIDR != cidr {
+		return blockRecord{}, fmt.Errorf("decode block %s: record says %s", cidr, r.CIDR)
+	}
+	return r, nil
+}
+
+func putBlock(blocks *bolt.Bucket, r blockRecord) error {
+	v, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode block %s: %w", r.CIDR, err)
+	}
+	if err := blocks.Put(blockKey(r.CIDR), v); err != nil {
+		return fmt.Errorf("write block %s: %w", r.CIDR, err)
+	}
+	return nil
+}
+
+// blockTaken reports whether any stored block, whoever owns it, overlaps
+// c. Stored prefixes are masked, so a block containing c can only sit at
+// one of c's shorter masks (exact lookups), and a block inside c must start
+// within c (one seek). This stays right when a pool's block size changes
+// and old and new blocks differ in length.
+func blockTaken(blocks *bolt.Bucket, c netip.Prefix) bool {
+	for bits := c.Bits(); bits >= 0; bits-- {
+		if blocks.Get(blockKey(netip.PrefixFrom(c.Addr(), bits).Masked())) != nil {
+			return true
+		}
+	}
+	k, _ := blocks.Cursor().Seek(blockKey(netip.PrefixFrom(c.Addr(), 0)))
+	return k != nil && len(k) == 5 && bytes.Compare(k[:4], addrKey(uintAddr(lastAddr(c)))) <= 0
+}
+
+// usedIn counts the allocated addresses inside p.
+func usedIn(addrs *bolt.Bucket, p netip.Prefix) int {
+	last := addrKey(uintAddr(lastAddr(p)))
+	n := 0
+	c := addrs.Cursor()
+	for k, _ := c.Seek(addrKey(p.Addr())); k != nil && bytes.Compare(k, last) <= 0; k, _ = c.Next() {
+		n++
+	}
+	return n
+}
+
+// firstFree returns the lowest unallocated address of p. Every address
+// counts, network and broadcast included: a block is not a subnet, pods
+// get /32s, and Calico does the same.
+func firstFree(addrs *bolt.Bucket, p netip.Prefix) (netip.Addr, bool) {
+	want := uint64(addrUint(p.Addr()))
+	end := want + blockLen(p.Bits()) // one past the last address
+	c := addrs.Cursor()
+	for k, _ := c.Seek(addrKey(p.Addr())); k != nil && want < end; k, _ = c.Next() {
+		if len(k) != 4 || uint64(addrUint(netip.AddrFrom4([4]byte(k)))) != want {
+			break // a gap: want is free
+		}
+		want++
+	}
+	if want >= end {
+		return netip.Addr{}, false
+	}
+	return uintAddr(uint32(want)), true
+}
+
+// Blocks returns every block the store knows, whoever owns it, in
+// ascending address order.
+func (s *Store) Blocks() ([]Block, error) {
+	return s.blocks(func(blockRecord) bool { return true })
+}
+
+// OwnBlocks returns the blocks owned by this node, in ascending address
+// order.
+func (s *Store) OwnBlocks() ([]Block, error) {
+	return s.blocks(func(r blockRecord) bool { return r.Owner == s.node })
+}
+
+func (s *Store) blocks(keep func(blockRecord) bool) ([]Block, error) {
+	var out []Block
+	err := s.db.View(func(tx *bolt.Tx) error {
+		addrs := tx.Bucket(bucketAddrs)
+		return tx.Bucket(bucketBlocks).ForEach(func(k, v []byte) error {
+			r, err := decodeBlock(k, v)
+			if err != nil {
+				return err
+			}
+			if keep(r) {
+				out = append(out, Block{
+					CIDR:    r.CIDR,
+					Pool:    r.Pool,
+					Owner:   r.Owner,
+					Claimed: r.Claimed,
+					Used:    usedIn(addrs, r.CIDR),
+					Size:    int(blockLen(r.CIDR.Bits())),
+				})
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list blocks in %s: %w", s.path, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,166 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Allocate gives ep.Handle an address from pool, in one transaction.
+//
+// If the handle already has an endpoint record, Allocate returns that
+// record unchanged with existed=true, so a repeated ADD gets the same
+// address. Otherwise it takes the lowest free address of this node's blocks
+// of the pool, blocks in ascending order; when they are all full it claims
+// a new block of the pool (newBlock=true) and takes its first address.
+//
+// ep is the template of the record: Allocate sets IP, Block and Pool (any
+// values given are ignored), Created if zero and State to EndpointPending
+// if empty, and stores it. It returns ErrPoolExhausted, wrapped, when no
+// address and no block is left.
+func (s *Store) Allocate(ep Endpoint, pool Pool) (got Endpoint, existed bool, newBlock bool, err error) {
+	if ep.Handle == "" {
+		return Endpoint{}, false, false, errors.New("allocate: handle is empty")
+	}
+	if err := pool.Validate(); err != nil {
+		return Endpoint{}, false, false, fmt.Errorf("allocate %s: %w", ep.Handle, err)
+	}
+	if ep.State == "" {
+		ep.State = EndpointPending
+	}
+	if !ep.State.valid() {
+		return Endpoint{}, false, false, fmt.Errorf("allocate %s: unknown state %q", ep.Handle, ep.State)
+	}
+	if ep.Created.IsZero() {
+		// UTC and no monotonic reading: what comes back from the file.
+		ep.Created = time.Now().UTC().Round(0)
+	}
+
+	// Everything from the handle lookup to the final write happens in this
+	// one closure: bbolt runs one writer at a time, so no other Allocate can
+	// see the address as free between our read and our write.
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		eps := tx.Bucket(bucketEndpoints)
+		old, ok, err := getEndpoint(eps, ep.Handle)
+		if err != nil {
+			return err
+		}
+		if ok {
+			got, existed = old, true
+			return nil
+		}
+
+		blocks, addrs := tx.Bucket(bucketBlocks), tx.Bucket(bucketAddrs)
+		ip, block, found, err := s.freeInOwnBlocks(blocks, addrs, pool)
+		if err != nil {
+			return err
+		}
+		if !found {
+			if block, err = s.claim(blocks, pool); err != nil {
+				return err
+			}
+			// A new block is empty: its first address is free.
+			ip, newBlock = block.Addr(), true
+		}
+
+		ep.IP, ep.Block, ep.Pool = ip, block, pool.CIDR
+		if err := addrs.Put(addrKey(ip), []byte(ep.Handle)); err != nil {
+			return fmt.Errorf("write address %s: %w", ip, err)
+		}
+		if err := putEndpoint(eps, ep); err != nil {
+			return err
+		}
+		got = ep
+		return nil
+	})
+	if err != nil {
+		return Endpoint{}, false, false, fmt.Errorf("allocate %s: %w", ep.Handle, err)
+	}
+	return got, existed, newBlock, nil
+}
+
+// freeInOwnBlocks returns the lowest free address of this node's blocks of
+// pool. Blocks of other owners are skipped: their addresses are theirs to
+// give, even if this file shows none of them in use.
+func (s *Store) freeInOwnBlocks(blocks, addrs *bolt.Bucket, pool Pool) (netip.Addr, netip.Prefix, bool, error) {
+	// Blocks of the pool lie inside it, so a seek to its start and a stop
+	// past its end visits only them, in address order.
+	end := addrKey(uintAddr(lastAddr(pool.CIDR)))
+	c := blocks.Cursor()
+	for k, v := c.Seek(blockKey(netip.PrefixFrom(pool.CIDR.Addr(), 0))); k != nil && bytes.Compare(k[:min(len(k), 4)], end) <= 0; k, v = c.Next() {
+		r, err := decodeBlock(k, v)
+		if err != nil {
+			return netip.Addr{}, netip.Prefix{}, false, err
+		}
+		if r.Owner != s.node || r.Pool != pool.CIDR {
+			continue
+		}
+		if ip, ok := firstFree(addrs, r.CIDR); ok {
+			return ip, r.CIDR, true, nil
+		}
+	}
+	return netip.Addr{}, netip.Prefix{}, false, nil
+}
+
+// claim records a new block of pool as this node's. It walks the pool's
+// blocks from the node's offset upward, wrapping around, and takes the first
+// that overlaps no block in the file, whoever owns it.
+func (s *Store) claim(blocks *bolt.Bucket, pool Pool) (netip.Prefix, error) {
+	n := pool.numBlocks()
+	off := claimOffset(s.node, n)
+	for i := range n {
+		cand := pool.block((off + i) % n)
+		if blockTaken(blocks, cand) {
+			continue
+		}
+		err := putBlock(blocks, blockRecord{
+			CIDR:    cand,
+			Pool:    pool.CIDR,
+			Owner:   s.node,
+			Claimed: time.Now().UTC().Round(0),
+		})
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		return cand, nil
+	}
+	return netip.Prefix{}, fmt.Errorf("pool %s %w: all %d blocks of /%d are owned and full", pool.CIDR, ErrPoolExhausted, n, pool.BlockSize)
+}
+
+// Release removes the endpoint record of handle and frees its address, in
+// one transaction, and returns the record removed. An unknown handle is not
+// an error (found=false): DEL must be safe to repeat. The block stays this
+// node's even when it becomes empty, as in Calico: keeping it spares a
+// claim and a BGP announcement for the next pod.
+func (s *Store) Release(handle string) (ep Endpoint, found bool, err error) {
+	if handle == "" {
+		return Endpoint{}, false, errors.New("release: handle is empty")
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		eps := tx.Bucket(bucketEndpoints)
+		ep, found, err = getEndpoint(eps, handle)
+		if err != nil || !found {
+			return err
+		}
+		addrs := tx.Bucket(bucketAddrs)
+		// Free the address only if it is still this handle's: a damaged
+		// file must not let one DEL take another pod's address.
+		if ep.IP.Is4() && bytes.Equal(addrs.Get(addrKey(ep.IP)), []byte(handle)) {
+			if err := addrs.Delete(addrKey(ep.IP)); err != nil {
+				return fmt.Errorf("free address %s: %w", ep.IP, err)
+			}
+		}
+		if err := eps.Delete([]byte(handle)); err != nil {
+			return fmt.Errorf("delete endpoint record: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return Endpoint{}, false, fmt.Errorf("release %s: %w", handle, err)
+	}
+	return ep, found, nil
+}

@@ -1,0 +1,95 @@
+package store
+
+import (
+	"fmt"
+	"strconv"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// schemaVersion is the layout this code reads and writes. Raise it together
+// with a new entry in migrations.
+const schemaVersion = 1
+
+// Bucket layout, schema version 1:
+//
+//	meta       "schema" -> decimal version ("1")
+//	blocks     4-byte address + 1-byte prefix length -> JSON blockRecord
+//	addrs      4-byte address -> handle of the endpoint holding it
+//	endpoints  handle -> JSON endpointRecord
+//
+// Keys are big-endian binary so that bbolt's byte order is address order:
+// block and address scans are cursor seeks, not full walks.
+var (
+	bucketMeta      = []byte("meta")
+	keySchema       = []byte("schema")
+	bucketBlocks    = []byte("blocks")
+	bucketAddrs     = []byte("addrs")
+	bucketEndpoints = []byte("endpoints")
+)
+
+// migration upgrades a file by one schema version, inside the transaction
+// of Open, so that a failed upgrade leaves the file as it was.
+type migration func(tx *bolt.Tx) error
+
+// migrations[v] upgrades a file at schema version v to v+1. Version 0 is a
+// file without a schema key, that is a new one, so creating the first
+// layout is simply the first migration.
+var migrations = []migration{
+	0: createV1,
+}
+
+func createV1(tx *bolt.Tx) error {
+	for _, name := range [][]byte{bucketBlocks, bucketAddrs, bucketEndpoints} {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return fmt.Errorf("create bucket %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// migrate brings the file to version target by running steps in order, all
+// in tx. It is separate from Open so that tests can drive it with a target
+// and steps of their own.
+func migrate(tx *bolt.Tx, target int, steps []migration) error {
+	meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+	if err != nil {
+		return fmt.Errorf("create bucket %s: %w", bucketMeta, err)
+	}
+	v := 0
+	if raw := meta.Get(keySchema); raw != nil {
+		v, err = strconv.Atoi(string(raw))
+		if err != nil || v < 0 {
+			return fmt.Errorf("schema version %q in bucket %s is not a version number", raw, bucketMeta)
+		}
+	}
+	if v > target {
+		return fmt.Errorf("schema version %d is %w (it knows up to %d); run a newer reef or restore the file from a backup", v, ErrSchemaTooNew, target)
+	}
+	if v == target {
+		return nil
+	}
+	for ; v < target; v++ {
+		if v >= len(steps) || steps[v] == nil {
+			return fmt.Errorf("no migration from schema version %d to %d", v, v+1)
+		}
+		if err := steps[v](tx); err != nil {
+			return fmt.Errorf("migrate schema version %d to %d: %w", v, v+1, err)
+		}
+	}
+	if err := meta.Put(keySchema, []byte(strconv.Itoa(target))); err != nil {
+		return fmt.Errorf("write schema version %d: %w", target, err)
+	}
+	return nil
+}
+
+// checkBuckets makes a damaged file fail at Open with a clear message
+// instead of a nil bucket panic in the first Allocate.
+func checkBuckets(tx *bolt.Tx) error {
+	for _, name := range [][]byte{bucketBlocks, bucketAddrs, bucketEndpoints} {
+		if tx.Bucket(name) == nil {
+			return fmt.Errorf("bucket %s is missing although schema version is %d: file damaged", name, schemaVersion)
+		}
+	}
+	return nil
+}
