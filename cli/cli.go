@@ -38,7 +38,7 @@ const usage = `usage: reef <command> [flags]
 commands:
   daemon               run the node daemon (systemd starts this)
   status               show this node, its blocks and the daemon's state
-  ipam show            show pools and their use (--show-blocks: every block)
+  ipam show            show pools and their use (--show-blocks, --show-allocations)
   version              print the version
 
 Run "reef <command> -h" for the flags of a command.
@@ -220,6 +220,7 @@ func runIPAMShow(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.SetOutput(stderr)
 	c.register(fs)
 	showBlocks := fs.Bool("show-blocks", false, "list every block with owner and use")
+	showAllocs := fs.Bool("show-allocations", false, "list every address held on this node, with its pod")
 	if err := parse(fs, args, &c); err != nil {
 		return err
 	}
@@ -230,7 +231,7 @@ func runIPAMShow(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rep, err := reefv1.NewNodeClient(conn).IPAM(ctx, &reefv1.IPAMRequest{ShowBlocks: *showBlocks})
+	rep, err := reefv1.NewNodeClient(conn).IPAM(ctx, &reefv1.IPAMRequest{ShowBlocks: *showBlocks, ShowAllocations: *showAllocs})
 	if err != nil {
 		return fmt.Errorf("reef daemon at %s: %w", c.socket, err)
 	}
@@ -248,6 +249,12 @@ func runIPAMShow(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		for _, b := range rep.GetBlocks() {
 			fmt.Fprintf(tw, "%s\t%s\t%d of %d\t%s\n", b.GetCidr(), b.GetOwner(), b.GetUsed(), b.GetSize(),
 				time.Unix(b.GetClaimedUnix(), 0).UTC().Format(time.RFC3339))
+		}
+	}
+	if *showAllocs {
+		fmt.Fprintln(tw, "\nIP\tPOD\tCONTAINER\tVETH\tSTATE")
+		for _, a := range rep.GetAllocations() {
+			fmt.Fprintf(tw, "%s\t%s\t%.12s\t%s\t%s\n", a.GetIp(), a.GetPod(), a.GetContainerId(), a.GetHostVeth(), a.GetState())
 		}
 	}
 	return tw.Flush()

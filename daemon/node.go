@@ -76,5 +76,16 @@ func (n *nodeService) IPAM(ctx context.Context, req *reefv1.IPAMRequest) (*reefv
 			out.Blocks = append(out.Blocks, blockProto(b))
 		}
 	}
+	if req.GetShowAllocations() {
+		eps, err := n.d.store.Endpoints()
+		if err != nil {
+			return nil, err
+		}
+		for _, ep := range eps {
+			out.Allocations = append(out.Allocations, &reefv1.Allocation{Ip: ep.IP.String(), Handle: ep.Handle,
+				ContainerId: ep.ContainerID, Pod: ep.PodNamespace + "/" + ep.PodName, HostVeth: ep.HostVeth,
+				Netns: ep.Netns, State: string(ep.State)})
+		}
+	}
 	return out, nil
 }

@@ -397,10 +397,11 @@ func (x *StatusReply) GetLastReconcileError() string {
 }
 
 type IPAMRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ShowBlocks    bool                   `protobuf:"varint,1,opt,name=show_blocks,json=showBlocks,proto3" json:"show_blocks,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	ShowBlocks      bool                   `protobuf:"varint,1,opt,name=show_blocks,json=showBlocks,proto3" json:"show_blocks,omitempty"`
+	ShowAllocations bool                   `protobuf:"varint,2,opt,name=show_allocations,json=showAllocations,proto3" json:"show_allocations,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *IPAMRequest) Reset() {
@@ -440,10 +441,18 @@ func (x *IPAMRequest) GetShowBlocks() bool {
 	return false
 }
 
+func (x *IPAMRequest) GetShowAllocations() bool {
+	if x != nil {
+		return x.ShowAllocations
+	}
+	return false
+}
+
 type IPAMReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Pools         []*Pool                `protobuf:"bytes,1,rep,name=pools,proto3" json:"pools,omitempty"`
 	Blocks        []*Block               `protobuf:"bytes,2,rep,name=blocks,proto3" json:"blocks,omitempty"`
+	Allocations   []*Allocation          `protobuf:"bytes,3,rep,name=allocations,proto3" json:"allocations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -492,6 +501,106 @@ func (x *IPAMReply) GetBlocks() []*Block {
 	return nil
 }
 
+func (x *IPAMReply) GetAllocations() []*Allocation {
+	if x != nil {
+		return x.Allocations
+	}
+	return nil
+}
+
+// Allocation is one address held by a pod attachment on this node.
+type Allocation struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ip            string                 `protobuf:"bytes,1,opt,name=ip,proto3" json:"ip,omitempty"`
+	Handle        string                 `protobuf:"bytes,2,opt,name=handle,proto3" json:"handle,omitempty"`
+	ContainerId   string                 `protobuf:"bytes,3,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	Pod           string                 `protobuf:"bytes,4,opt,name=pod,proto3" json:"pod,omitempty"` // namespace/name
+	HostVeth      string                 `protobuf:"bytes,5,opt,name=host_veth,json=hostVeth,proto3" json:"host_veth,omitempty"`
+	Netns         string                 `protobuf:"bytes,6,opt,name=netns,proto3" json:"netns,omitempty"`
+	State         string                 `protobuf:"bytes,7,opt,name=state,proto3" json:"state,omitempty"` // pending | ready
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Allocation) Reset() {
+	*x = Allocation{}
+	mi := &file_proto_reef_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Allocation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Allocation) ProtoMessage() {}
+
+func (x *Allocation) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_reef_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Allocation.ProtoReflect.Descriptor instead.
+func (*Allocation) Descriptor() ([]byte, []int) {
+	return file_proto_reef_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Allocation) GetIp() string {
+	if x != nil {
+		return x.Ip
+	}
+	return ""
+}
+
+func (x *Allocation) GetHandle() string {
+	if x != nil {
+		return x.Handle
+	}
+	return ""
+}
+
+func (x *Allocation) GetContainerId() string {
+	if x != nil {
+		return x.ContainerId
+	}
+	return ""
+}
+
+func (x *Allocation) GetPod() string {
+	if x != nil {
+		return x.Pod
+	}
+	return ""
+}
+
+func (x *Allocation) GetHostVeth() string {
+	if x != nil {
+		return x.HostVeth
+	}
+	return ""
+}
+
+func (x *Allocation) GetNetns() string {
+	if x != nil {
+		return x.Netns
+	}
+	return ""
+}
+
+func (x *Allocation) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
 type Pool struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Cidr          string                 `protobuf:"bytes,1,opt,name=cidr,proto3" json:"cidr,omitempty"`
@@ -506,7 +615,7 @@ type Pool struct {
 
 func (x *Pool) Reset() {
 	*x = Pool{}
-	mi := &file_proto_reef_proto_msgTypes[7]
+	mi := &file_proto_reef_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -518,7 +627,7 @@ func (x *Pool) String() string {
 func (*Pool) ProtoMessage() {}
 
 func (x *Pool) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[7]
+	mi := &file_proto_reef_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -531,7 +640,7 @@ func (x *Pool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pool.ProtoReflect.Descriptor instead.
 func (*Pool) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{7}
+	return file_proto_reef_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Pool) GetCidr() string {
@@ -590,7 +699,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_proto_reef_proto_msgTypes[8]
+	mi := &file_proto_reef_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -602,7 +711,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[8]
+	mi := &file_proto_reef_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -615,7 +724,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{8}
+	return file_proto_reef_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Block) GetCidr() string {
@@ -695,13 +804,24 @@ const file_proto_reef_proto_rawDesc = "" +
 	"store_path\x18\n" +
 	" \x01(\tR\tstorePath\x12.\n" +
 	"\x13last_reconcile_unix\x18\v \x01(\x03R\x11lastReconcileUnix\x120\n" +
-	"\x14last_reconcile_error\x18\f \x01(\tR\x12lastReconcileError\".\n" +
+	"\x14last_reconcile_error\x18\f \x01(\tR\x12lastReconcileError\"Y\n" +
 	"\vIPAMRequest\x12\x1f\n" +
 	"\vshow_blocks\x18\x01 \x01(\bR\n" +
-	"showBlocks\"X\n" +
+	"showBlocks\x12)\n" +
+	"\x10show_allocations\x18\x02 \x01(\bR\x0fshowAllocations\"\x8f\x01\n" +
 	"\tIPAMReply\x12#\n" +
 	"\x05pools\x18\x01 \x03(\v2\r.reef.v1.PoolR\x05pools\x12&\n" +
-	"\x06blocks\x18\x02 \x03(\v2\x0e.reef.v1.BlockR\x06blocks\"\xa7\x01\n" +
+	"\x06blocks\x18\x02 \x03(\v2\x0e.reef.v1.BlockR\x06blocks\x125\n" +
+	"\vallocations\x18\x03 \x03(\v2\x13.reef.v1.AllocationR\vallocations\"\xb2\x01\n" +
+	"\n" +
+	"Allocation\x12\x0e\n" +
+	"\x02ip\x18\x01 \x01(\tR\x02ip\x12\x16\n" +
+	"\x06handle\x18\x02 \x01(\tR\x06handle\x12!\n" +
+	"\fcontainer_id\x18\x03 \x01(\tR\vcontainerId\x12\x10\n" +
+	"\x03pod\x18\x04 \x01(\tR\x03pod\x12\x1b\n" +
+	"\thost_veth\x18\x05 \x01(\tR\bhostVeth\x12\x14\n" +
+	"\x05netns\x18\x06 \x01(\tR\x05netns\x12\x14\n" +
+	"\x05state\x18\a \x01(\tR\x05state\"\xa7\x01\n" +
 	"\x04Pool\x12\x12\n" +
 	"\x04cidr\x18\x01 \x01(\tR\x04cidr\x12\x1d\n" +
 	"\n" +
@@ -739,7 +859,7 @@ func file_proto_reef_proto_rawDescGZIP() []byte {
 	return file_proto_reef_proto_rawDescData
 }
 
-var file_proto_reef_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_proto_reef_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_proto_reef_proto_goTypes = []any{
 	(*CNIRequest)(nil),    // 0: reef.v1.CNIRequest
 	(*CNIReply)(nil),      // 1: reef.v1.CNIReply
@@ -748,33 +868,35 @@ var file_proto_reef_proto_goTypes = []any{
 	(*StatusReply)(nil),   // 4: reef.v1.StatusReply
 	(*IPAMRequest)(nil),   // 5: reef.v1.IPAMRequest
 	(*IPAMReply)(nil),     // 6: reef.v1.IPAMReply
-	(*Pool)(nil),          // 7: reef.v1.Pool
-	(*Block)(nil),         // 8: reef.v1.Block
+	(*Allocation)(nil),    // 7: reef.v1.Allocation
+	(*Pool)(nil),          // 8: reef.v1.Pool
+	(*Block)(nil),         // 9: reef.v1.Block
 }
 var file_proto_reef_proto_depIdxs = []int32{
 	2,  // 0: reef.v1.CNIReply.error:type_name -> reef.v1.CNIError
-	8,  // 1: reef.v1.StatusReply.blocks:type_name -> reef.v1.Block
-	7,  // 2: reef.v1.IPAMReply.pools:type_name -> reef.v1.Pool
-	8,  // 3: reef.v1.IPAMReply.blocks:type_name -> reef.v1.Block
-	0,  // 4: reef.v1.CNI.Add:input_type -> reef.v1.CNIRequest
-	0,  // 5: reef.v1.CNI.Del:input_type -> reef.v1.CNIRequest
-	0,  // 6: reef.v1.CNI.Check:input_type -> reef.v1.CNIRequest
-	0,  // 7: reef.v1.CNI.GC:input_type -> reef.v1.CNIRequest
-	0,  // 8: reef.v1.CNI.Status:input_type -> reef.v1.CNIRequest
-	3,  // 9: reef.v1.Node.Status:input_type -> reef.v1.StatusRequest
-	5,  // 10: reef.v1.Node.IPAM:input_type -> reef.v1.IPAMRequest
-	1,  // 11: reef.v1.CNI.Add:output_type -> reef.v1.CNIReply
-	1,  // 12: reef.v1.CNI.Del:output_type -> reef.v1.CNIReply
-	1,  // 13: reef.v1.CNI.Check:output_type -> reef.v1.CNIReply
-	1,  // 14: reef.v1.CNI.GC:output_type -> reef.v1.CNIReply
-	1,  // 15: reef.v1.CNI.Status:output_type -> reef.v1.CNIReply
-	4,  // 16: reef.v1.Node.Status:output_type -> reef.v1.StatusReply
-	6,  // 17: reef.v1.Node.IPAM:output_type -> reef.v1.IPAMReply
-	11, // [11:18] is the sub-list for method output_type
-	4,  // [4:11] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	9,  // 1: reef.v1.StatusReply.blocks:type_name -> reef.v1.Block
+	8,  // 2: reef.v1.IPAMReply.pools:type_name -> reef.v1.Pool
+	9,  // 3: reef.v1.IPAMReply.blocks:type_name -> reef.v1.Block
+	7,  // 4: reef.v1.IPAMReply.allocations:type_name -> reef.v1.Allocation
+	0,  // 5: reef.v1.CNI.Add:input_type -> reef.v1.CNIRequest
+	0,  // 6: reef.v1.CNI.Del:input_type -> reef.v1.CNIRequest
+	0,  // 7: reef.v1.CNI.Check:input_type -> reef.v1.CNIRequest
+	0,  // 8: reef.v1.CNI.GC:input_type -> reef.v1.CNIRequest
+	0,  // 9: reef.v1.CNI.Status:input_type -> reef.v1.CNIRequest
+	3,  // 10: reef.v1.Node.Status:input_type -> reef.v1.StatusRequest
+	5,  // 11: reef.v1.Node.IPAM:input_type -> reef.v1.IPAMRequest
+	1,  // 12: reef.v1.CNI.Add:output_type -> reef.v1.CNIReply
+	1,  // 13: reef.v1.CNI.Del:output_type -> reef.v1.CNIReply
+	1,  // 14: reef.v1.CNI.Check:output_type -> reef.v1.CNIReply
+	1,  // 15: reef.v1.CNI.GC:output_type -> reef.v1.CNIReply
+	1,  // 16: reef.v1.CNI.Status:output_type -> reef.v1.CNIReply
+	4,  // 17: reef.v1.Node.Status:output_type -> reef.v1.StatusReply
+	6,  // 18: reef.v1.Node.IPAM:output_type -> reef.v1.IPAMReply
+	12, // [12:19] is the sub-list for method output_type
+	5,  // [5:12] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_proto_reef_proto_init() }
@@ -788,7 +910,7 @@ func file_proto_reef_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_reef_proto_rawDesc), len(file_proto_reef_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -1,0 +1,48 @@
+// Command reef-lab runs reef clusters made of network namespaces on this
+// machine: `demo` shows pods talking and tears everything down, `up` keeps
+// a lab running for exploring until Ctrl-C, `bench` measures reef next to
+// the CNI reference plugins.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "reef-lab:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return errors.New("usage: reef-lab demo|up|bench [--bin DIR]")
+	}
+	fs := flag.NewFlagSet("reef-lab "+args[0], flag.ContinueOnError)
+	exe, _ := os.Executable()
+	bin := fs.String("bin", filepath.Dir(exe), "directory holding reef and reef-cni")
+	pods := fs.Int("pods", 3, "pods per node")
+	out := fs.String("out", "", "bench: write the report to this file")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	switch args[0] {
+	case "demo":
+		return demo(ctx, *bin, *pods, false)
+	case "up":
+		return demo(ctx, *bin, *pods, true)
+	case "bench":
+		return bench(ctx, *bin, *out)
+	}
+	return fmt.Errorf("unknown command %q: use demo, up or bench", args[0])
+}

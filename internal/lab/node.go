@@ -1,0 +1,322 @@
+package lab
+
+import (
+	"context"
+
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	reefv1 "github.com/reefcni/reef/proto"
+)
+
+// NodeOptions shape a node's configuration.
+type NodeOptions struct {
+	// Extra is appended to the generated config.yaml (YAML lines), e.g.
+	// "pools:\n  - cidr: 10.245.0.0/24\n".
+	Extra string
+	// ReconcileInterval defaults to 1s in the lab so drift tests are quick.
+	ReconcileInterval time.Duration
+	// Env adds environment variables to the daemon (test hooks).
+	Env []string
+}
+
+// Node is one lab node: a namespace with an underlay interface eth0 and a
+// reef daemon running in it.
+type Node struct {
+	Lab        *Lab
+	Name       string // node name, also in the netns name
+	Netns      string
+	Address    netip.Addr
+	Dir        string
+	Config     string // path of config.yaml
+	StateDir   string
+	Socket     string
+	PendingDir string
+	LogPath    string
+	opts       NodeOptions
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	exit error
+}
+
+// AddNode creates a node namespace on the underlay and writes its config;
+// Start runs its daemon.
+func (l *Lab) AddNode(name string, opts NodeOptions) (*Node, error) {
+	l.mu.Lock()
+	idx := len(l.nodes)
+	l.mu.Unlock()
+	addr := Underlay.Addr()
+	for i := 0; i < 10+idx+1; i++ {
+		addr = addr.Next()
+	}
+	n := &Node{Lab: l, Name: name, Netns: l.Prefix + "-" + name, Address: addr, Dir: filepath.Join(l.Dir, name), opts: opts}
+	n.Config = filepath.Join(n.Dir, "config.yaml")
+	n.StateDir = filepath.Join(n.Dir, "state")
+	n.Socket = filepath.Join(n.Dir, "reef.sock")
+	n.PendingDir = filepath.Join(n.Dir, "pending-del")
+	n.LogPath = filepath.Join(n.Dir, "daemon.log")
+	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := l.AddNetns(n.Netns); err != nil {
+		return nil, err
+	}
+	// eth0 in the node, its peer on the switch's bridge.
+	peer := l.Prefix + name
+	if len(peer) > 15 {
+		peer = peer[len(peer)-15:]
+	}
+	steps := [][]string{
+		{"link", "add", "eth0", "type", "veth", "peer", "name", peer, "netns", NetnsPath(l.Switch)},
+		{"addr", "add", netip.PrefixFrom(addr, Underlay.Bits()).String(), "dev", "eth0"},
+		{"link", "set", "eth0", "up"},
+	}
+	for _, s := range steps {
+		if err := l.IP(n.Netns, s...); err != nil {
+			return nil, err
+		}
+	}
+	if err := l.IP(l.Switch, "link", "set", peer, "master", "br0", "up"); err != nil {
+		return nil, err
+	}
+	if err := n.WriteConfig(); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	l.nodes = append(l.nodes, n)
+	l.mu.Unlock()
+	return n, nil
+}
+
+// WriteConfig writes the node's config.yaml from its options.
+func (n *Node) WriteConfig() error {
+	interval := n.opts.ReconcileInterval
+	if interval == 0 {
+		interval = time.Second
+	}
+	cfg := fmt.Sprintf(`# written by the reef lab
+nodeName: %s
+nodeAddress: %s
+interface: eth0
+stateDir: %s
+socket: %s
+pendingDeleteDir: %s
+reconcileInterval: %s
+logLevel: debug
+`, n.Name, n.Address, n.StateDir, n.Socket, n.PendingDir, interval)
+	return os.WriteFile(n.Config, []byte(cfg+n.opts.Extra), 0o644)
+}
+
+// SetOptions replaces the node's options and rewrites its config; the
+// daemon reads it at its next Start.
+func (n *Node) SetOptions(opts NodeOptions) error {
+	n.opts = opts
+	return n.WriteConfig()
+}
+
+// Conflist is the one-line conflist a runtime on this node would use, with
+// the node's socket and queue dir.
+func (n *Node) Conflist() []byte {
+	return []byte(fmt.Sprintf(`{"cniVersion":"1.1.0","name":"k8s-pod-network","plugins":[{"type":"reef-cni","socket":%q,"pendingDeleteDir":%q}]}`,
+		n.Socket, n.PendingDir))
+}
+
+// Start runs the daemon in the node's namespace (nsenter --net: same mount
+// namespace as the caller, so it sees the pods' netns mounts) and waits
+// until it serves ADD.
+func (n *Node) Start() error {
+	if err := n.StartNoWait(); err != nil {
+		return err
+	}
+	return n.WaitReady(20 * time.Second)
+}
+
+// StartNoWait runs the daemon and returns at once.
+func (n *Node) StartNoWait() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		return fmt.Errorf("node %s: daemon already running", n.Name)
+	}
+	logf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("nsenter", "--net="+NetnsPath(n.Netns), "--",
+		filepath.Join(n.Lab.BinDir, "reef"), "daemon", "--config", n.Config)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), n.opts.Env...)
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start daemon of %s: %w", n.Name, err)
+	}
+	n.cmd, n.done, n.exit = cmd, make(chan struct{}), nil
+	done := n.done
+	go func() {
+		err := cmd.Wait()
+		logf.Close()
+		n.mu.Lock()
+		n.exit = err
+		n.mu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+// Running reports whether the daemon process is alive.
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return false
+	}
+	select {
+	case <-n.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// WaitReady waits until the daemon's STATUS says it serves ADD.
+func (n *Node) WaitReady(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if !n.Running() {
+			return fmt.Errorf("node %s: daemon exited: %v\n%s", n.Name, n.exitErr(), n.LogTail(20))
+		}
+		if st, err := n.Status(); err == nil && st.GetReady() {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("node %s: daemon not ready after %s\n%s", n.Name, timeout, n.LogTail(20))
+}
+
+func (n *Node) exitErr() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.exit
+}
+
+// Stop sends SIGTERM and waits for the daemon to exit.
+func (n *Node) Stop() error { return n.signal(syscall.SIGTERM, 15*time.Second) }
+
+// Kill sends SIGKILL (a crash) and waits for the process to be gone.
+func (n *Node) Kill() error { return n.signal(syscall.SIGKILL, 5*time.Second) }
+
+func (n *Node) signal(sig syscall.Signal, timeout time.Duration) error {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	// nsenter execs the daemon in place, so the pid is the daemon's.
+	cmd.Process.Signal(sig)
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("node %s: daemon did not exit within %s of %s", n.Name, timeout, sig)
+	}
+	n.mu.Lock()
+	n.cmd = nil
+	err := n.exit
+	n.mu.Unlock()
+	if sig == syscall.SIGTERM && err != nil {
+		return fmt.Errorf("node %s: daemon exited with %v after SIGTERM\n%s", n.Name, err, n.LogTail(10))
+	}
+	return nil
+}
+
+// Restart stops the daemon with SIGTERM and starts it again.
+func (n *Node) Restart() error {
+	if err := n.Stop(); err != nil {
+		return err
+	}
+	return n.Start()
+}
+
+// Wait waits for the daemon to exit by itself and returns its exit error.
+func (n *Node) Wait(timeout time.Duration) (error, bool) {
+	n.mu.Lock()
+	done := n.done
+	n.mu.Unlock()
+	select {
+	case <-done:
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		n.cmd = nil
+		return n.exit, true
+	case <-time.After(timeout):
+		return nil, false
+	}
+}
+
+// LogTail returns the last lines of the daemon's log.
+func (n *Node) LogTail(lines int) string {
+	b, _ := os.ReadFile(n.LogPath)
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
+
+// Log returns the daemon's whole log.
+func (n *Node) Log() string {
+	b, _ := os.ReadFile(n.LogPath)
+	return string(b)
+}
+
+func (n *Node) client() (*grpc.ClientConn, error) {
+	return grpc.NewClient("unix://"+n.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
+
+// Status asks the daemon for its status.
+func (n *Node) Status() (*reefv1.StatusReply, error) {
+	conn, err := n.client()
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return reefv1.NewNodeClient(conn).Status(ctx, &reefv1.StatusRequest{})
+}
+
+// IPAM asks the daemon for pools, blocks and allocations.
+func (n *Node) IPAM() (*reefv1.IPAMReply, error) {
+	conn, err := n.client()
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return reefv1.NewNodeClient(conn).IPAM(ctx, &reefv1.IPAMRequest{ShowBlocks: true, ShowAllocations: true})
+}
+
+// Reef runs the reef CLI against this node's daemon.
+func (n *Node) Reef(args ...string) (string, error) {
+	full := append(append([]string{}, args...), "--socket", n.Socket)
+	out, err := exec.Command(filepath.Join(n.Lab.BinDir, "reef"), full...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("reef %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
