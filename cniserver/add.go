@@ -110,7 +110,8 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 	if err := s.detachOthers(ep); err != nil {
 		return ep, "", false, s.rollback(r, ep, existed, types.NewError(types.ErrInternal, "take over veth "+ep.HostVeth, err.Error()), log)
 	}
-	links, err := routes.SetupPod(routes.PodSpec{Netns: r.netns, IfName: r.ifName, HostVeth: ep.HostVeth, IP: ep.IP, MTU: s.cfg.MTU})
+	links, err := routes.SetupPod(routes.PodSpec{Netns: r.netns, IfName: r.ifName, HostVeth: ep.HostVeth, IP: ep.IP, MTU: s.cfg.MTU,
+		TestPauseAfterVeth: s.cfg.TestPauseAfterVeth})
 	if err != nil {
 		code, msg := uint(types.ErrInternal), "wire pod "+ep.IP.String()+" in "+r.netns
 		if errors.Is(err, routes.ErrNetnsGone) {

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 	"google.golang.org/grpc"
@@ -24,6 +25,8 @@ import (
 type Config struct {
 	Pools []store.Pool // the first is the default
 	MTU   int          // of both ends of every veth
+	// TestPauseAfterVeth: see routes.PodSpec. Zero outside tests.
+	TestPauseAfterVeth time.Duration
 }
 
 // Server implements the CNI gRPC service.

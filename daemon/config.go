@@ -188,20 +188,14 @@ type configError struct {
 }
 
 func (e *configError) Error() string {
-	var b strings.Builder
-	b.WriteString("config")
-	if e.file != "" {
-		b.WriteString(" " + e.file)
-	}
-	b.WriteString(": ")
+	s := strings.TrimSuffix("config "+e.file, " ")
 	if e.line > 0 {
-		fmt.Fprintf(&b, "line %d: ", e.line)
+		s += fmt.Sprintf(": line %d", e.line)
 	}
 	if e.path != "" {
-		b.WriteString(e.path + ": ")
+		s += ": " + e.path
 	}
-	b.WriteString(e.msg)
-	return b.String()
+	return s + ": " + e.msg
 }
 
 func (e *configError) Unwrap() error { return e.err }
@@ -242,13 +236,6 @@ func configLine(lines map[string]int, path string) (int, bool) {
 	return 0, false
 }
 
-func configJoinPath(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
 func (d *configDecoder) decodeStruct(n *yaml.Node, path string, v reflect.Value) {
 	t := v.Type()
 	fields := map[string]int{}
@@ -280,7 +267,7 @@ func (d *configDecoder) decodeStruct(n *yaml.Node, path string, v reflect.Value)
 			}
 			continue
 		}
-		p := configJoinPath(path, k.Value)
+		p := strings.TrimPrefix(path+"."+k.Value, ".")
 		d.lines[p] = k.Line
 		d.decodeValue(val, p, v.Field(fi))
 	}
@@ -296,15 +283,11 @@ var (
 func (d *configDecoder) decodeValue(n *yaml.Node, path string, v reflect.Value) {
 	t := v.Type()
 	switch {
+	case t.Kind() == reflect.Slice && configIsNull(n):
+		v.Set(reflect.Zero(t))
+	case t.Kind() == reflect.Slice && n.Kind != yaml.SequenceNode:
+		d.fail(n, path, nil, "value %s is not a list (write it as [ ... ] or as lines starting with \"- \")", configShow(n))
 	case t.Kind() == reflect.Slice:
-		if configIsNull(n) {
-			v.Set(reflect.Zero(t))
-			return
-		}
-		if n.Kind != yaml.SequenceNode {
-			d.fail(n, path, nil, "value %s is not a list (write it as [ ... ] or as lines starting with \"- \")", configShow(n))
-			return
-		}
 		s := reflect.MakeSlice(t, len(n.Content), len(n.Content))
 		for i, item := range n.Content {
 			item = configDeref(item)
@@ -318,97 +301,85 @@ func (d *configDecoder) decodeValue(n *yaml.Node, path string, v reflect.Value) 
 			d.decodeValue(item, p, s.Index(i))
 		}
 		v.Set(s)
-		return
 	case t.Kind() == reflect.Struct && t != configTypeAddr && t != configTypePrefix:
-		if configIsNull(n) {
-			return // "bgp:" with nothing under it keeps the defaults
-		}
-		if n.Kind != yaml.MappingNode {
+		if n.Kind == yaml.MappingNode {
+			d.decodeStruct(n, path, v)
+		} else if !configIsNull(n) { // "bgp:" with nothing under it keeps the defaults
 			d.fail(n, path, nil, "value %s is not a mapping of keys such as a: b", configShow(n))
-			return
 		}
-		d.decodeStruct(n, path, v)
-		return
-	}
-	if n.Kind != yaml.ScalarNode {
+	case n.Kind != yaml.ScalarNode:
 		d.fail(n, path, nil, "value is %s, not a single value", configShow(n))
-		return
-	}
-	if configIsNull(n) {
-		if t.Kind() == reflect.String {
-			v.SetString("")
+	case configIsNull(n) && t.Kind() != reflect.String:
+		d.fail(n, path, nil, "has no value")
+	default:
+		x, err := configLeaf(t, n)
+		if err != nil {
+			d.errs = append(d.errs, &configError{file: d.name, line: n.Line, path: path, msg: err.Error(), err: err})
 			return
 		}
-		d.fail(n, path, nil, "has no value")
-		return
+		v.Set(reflect.ValueOf(x).Convert(t))
 	}
+}
+
+// configLeaf parses the scalar n for a field of type t.
+func configLeaf(t reflect.Type, n *yaml.Node) (any, error) {
 	s := n.Value
+	if configIsNull(n) {
+		s = ""
+	}
 	switch {
 	case t == configTypeAddr:
 		a, err := netip.ParseAddr(s)
-		if err != nil {
-			hint := ""
-			if p, perr := netip.ParsePrefix(s); perr == nil {
-				hint = fmt.Sprintf("; write the address without /%d", p.Bits())
-			}
-			d.fail(n, path, err, "value %q: not an IPv4 address (%v)%s", s, err, hint)
-			return
+		if p, perr := netip.ParsePrefix(s); err != nil && perr == nil {
+			return nil, fmt.Errorf("value %q: not an IPv4 address (%w); write the address without /%d", s, err, p.Bits())
+		} else if err != nil {
+			return nil, fmt.Errorf("value %q: not an IPv4 address (%w)", s, err)
 		}
-		v.Set(reflect.ValueOf(a))
+		return a, nil
 	case t == configTypePrefix:
 		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			hint := ""
-			if _, aerr := netip.ParseAddr(s); aerr == nil {
-				hint = "; write it with a prefix length, e.g. 10.244.0.0/16"
-			}
-			d.fail(n, path, err, "value %q: not an IPv4 CIDR (%v)%s", s, err, hint)
-			return
+		if _, aerr := netip.ParseAddr(s); err != nil && aerr == nil {
+			return nil, fmt.Errorf("value %q: not an IPv4 CIDR (%w); write it with a prefix length, e.g. 10.244.0.0/16", s, err)
+		} else if err != nil {
+			return nil, fmt.Errorf("value %q: not an IPv4 CIDR (%w)", s, err)
 		}
-		v.Set(reflect.ValueOf(p))
+		return p, nil
 	case t == configTypeDuration:
 		dur, err := time.ParseDuration(s)
 		if err != nil {
-			d.fail(n, path, err, "value %q is not a duration (write e.g. \"30s\")", s)
-			return
+			return nil, fmt.Errorf("value %q is not a duration (write e.g. \"30s\")", s)
 		}
-		v.SetInt(int64(dur))
+		return dur, nil
 	case t.Kind() == reflect.String:
-		v.SetString(s)
+		return s, nil
 	case t.Kind() == reflect.Bool:
 		switch strings.ToLower(s) {
 		case "true", "yes", "on":
-			v.SetBool(true)
+			return true, nil
 		case "false", "no", "off":
-			v.SetBool(false)
-		default:
-			d.fail(n, path, nil, "value %q is not true or false", s)
+			return false, nil
 		}
+		return nil, fmt.Errorf("value %q is not true or false", s)
 	case t.Kind() == reflect.Int || t.Kind() == reflect.Uint32:
 		i, err := strconv.ParseInt(s, 10, 64)
-		if err != nil && n.ShortTag() == "!!int" {
+		if err != nil && !errors.Is(err, strconv.ErrRange) && n.ShortTag() == "!!int" {
 			err = n.Decode(&i) // 0x10, 0o17 and the like
 		}
+		z := reflect.New(t).Elem()
 		switch {
-		case errors.Is(err, strconv.ErrRange):
-			d.fail(n, path, err, "value %q is out of range", s)
+		case t.Kind() == reflect.Uint32 && (errors.Is(err, strconv.ErrRange) || err == nil && (i < 0 || z.OverflowUint(uint64(i)))):
+			return nil, fmt.Errorf("value %q is out of range (0 to %d)", s, uint32(1<<32-1))
+		case errors.Is(err, strconv.ErrRange) || err == nil && t.Kind() == reflect.Int && z.OverflowInt(i):
+			return nil, fmt.Errorf("value %q is out of range", s)
 		case err != nil && n.ShortTag() == "!!float":
-			d.fail(n, path, err, "value %q is not a whole number", s)
+			return nil, fmt.Errorf("value %q is not a whole number", s)
 		case err != nil:
-			d.fail(n, path, err, "value %q is not a number", s)
-		case t.Kind() == reflect.Uint32 && (i < 0 || i > 1<<32-1):
-			d.fail(n, path, nil, "value %q is out of range (0 to 4294967295)", s)
-		case t.Kind() == reflect.Uint32:
-			v.SetUint(uint64(i))
-		case v.OverflowInt(i):
-			d.fail(n, path, nil, "value %q is out of range", s)
-		default:
-			v.SetInt(i)
+			return nil, fmt.Errorf("value %q is not a number", s)
 		}
-	default:
-		// Only reachable when a field of an unsupported type is added.
-		d.fail(n, path, nil, "unsupported field type %s", t)
+		return i, nil
 	}
+	// Only reachable when a field of an unsupported type is added.
+	return nil, fmt.Errorf("unsupported field type %s", t)
 }
 
 func configShow(n *yaml.Node) string {

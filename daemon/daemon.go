@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -90,7 +91,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	for _, p := range cfg.Pools {
 		pools = append(pools, store.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize})
 	}
-	d.cni = cniserver.New(cniserver.Config{Pools: pools, MTU: d.mtu}, st, log.With("component", "cni"))
+	cniCfg := cniserver.Config{Pools: pools, MTU: d.mtu}
+	if v := os.Getenv("REEF_TEST_PAUSE_AFTER_VETH"); v != "" {
+		if cniCfg.TestPauseAfterVeth, err = time.ParseDuration(v); err != nil {
+			return fmt.Errorf("REEF_TEST_PAUSE_AFTER_VETH: value %q is not a duration", v)
+		}
+		log.Warn("test hook on: every ADD pauses after creating the veth", "pause", v)
+	}
+	d.cni = cniserver.New(cniCfg, st, log.With("component", "cni"))
 	kernel, err := routes.NewKernel()
 	if err != nil {
 		return err
@@ -186,4 +194,3 @@ func sdNotify(log *slog.Logger, state string) {
 		log.Warn("sd_notify", "state", state, "error", err)
 	}
 }
-

@@ -78,7 +78,9 @@ func (k *Kernel) Apply(p Plan) error {
 		}
 	}
 	for _, r := range p.DeleteRoute {
-		nr := &netlink.Route{Dst: prefixToIPNet(r.Dst), Protocol: Protocol, Table: unix.RT_TABLE_MAIN}
+		// Scope "nowhere" matches a route of any scope; the protocol makes
+		// sure the kernel deletes only a route of ours.
+		nr := &netlink.Route{Dst: prefixToIPNet(r.Dst), Protocol: Protocol, Table: unix.RT_TABLE_MAIN, Scope: netlink.SCOPE_NOWHERE}
 		if r.Kind == Blackhole {
 			nr.Type = unix.RTN_BLACKHOLE
 		}

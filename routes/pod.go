@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"time"
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -25,6 +26,10 @@ type PodSpec struct {
 	HostVeth string // node-side veth name (HostVethName)
 	IP       netip.Addr
 	MTU      int
+	// TestPauseAfterVeth holds SetupPod between creating the veth and
+	// wiring it, so the lab can make the netns vanish mid-ADD. Zero in
+	// production; the daemon sets it only from REEF_TEST_PAUSE_AFTER_VETH.
+	TestPauseAfterVeth time.Duration
 }
 
 // PodLinks describes the veth pair SetupPod made.
@@ -54,6 +59,18 @@ func openNetns(path string) (netns.NsHandle, error) {
 		return -1, fmt.Errorf("open netns %s: %w", path, err)
 	}
 	return h, nil
+}
+
+// sameNetns reports whether path still names the namespace h holds.
+func sameNetns(path string, h netns.NsHandle) bool {
+	var a, b unix.Stat_t
+	if err := unix.Stat(path, &a); err != nil {
+		return false
+	}
+	if err := unix.Fstat(int(h), &b); err != nil {
+		return false
+	}
+	return a.Dev == b.Dev && a.Ino == b.Ino
 }
 
 // NetnsExists reports whether path is a live network namespace.
@@ -108,7 +125,15 @@ func SetupPod(spec PodSpec) (PodLinks, error) {
 		}
 		return PodLinks{}, fmt.Errorf("create veth %s with peer %s in netns %s: %w", spec.HostVeth, spec.IfName, spec.Netns, err)
 	}
+	if spec.TestPauseAfterVeth > 0 {
+		time.Sleep(spec.TestPauseAfterVeth)
+	}
 	links, err := wirePod(host, pod, spec)
+	if err == nil && !sameNetns(spec.Netns, podNS) {
+		// The sandbox went away while we wired it: our open handle kept the
+		// namespace alive, but nobody can reach it any more.
+		err = fmt.Errorf("netns %s vanished during ADD: %w", spec.Netns, ErrNetnsGone)
+	}
 	if err != nil {
 		if derr := deleteLink(host, spec.HostVeth); derr != nil {
 			err = errors.Join(err, fmt.Errorf("roll back: %w", derr))

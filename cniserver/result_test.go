@@ -1,0 +1,123 @@
+package cniserver
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"testing"
+
+	"github.com/containernetworking/cni/pkg/types"
+	types100 "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/reefcni/reef/store"
+)
+
+// resultView is a CNI result reduced to strings, so that 4- and 16-byte
+// forms of one address compare equal.
+type resultView struct {
+	Interfaces []string
+	IPs        []string
+	Routes     []string
+	DNS        []string
+}
+
+func viewOf(t *testing.T, res *types100.Result) resultView {
+	t.Helper()
+	var v resultView
+	for _, i := range res.Interfaces {
+		v.Interfaces = append(v.Interfaces, fmt.Sprintf("name=%s mac=%s mtu=%d sandbox=%s", i.Name, i.Mac, i.Mtu, i.Sandbox))
+	}
+	for _, ip := range res.IPs {
+		idx := "nil"
+		if ip.Interface != nil {
+			idx = fmt.Sprint(*ip.Interface)
+		}
+		v.IPs = append(v.IPs, fmt.Sprintf("if=%s addr=%s gw=%s", idx, ip.Address.String(), ip.Gateway))
+	}
+	for _, r := range res.Routes {
+		v.Routes = append(v.Routes, fmt.Sprintf("%s via %s", r.Dst.String(), r.GW))
+	}
+	v.DNS = res.DNS.Nameservers
+	return v
+}
+
+func TestResult(t *testing.T) {
+	// result() reads only its arguments, never the store.
+	s := New(Config{MTU: 1450}, nil, slog.New(slog.DiscardHandler))
+	ep := store.Endpoint{
+		HostVeth: "reef0123456789a",
+		IP:       netip.MustParseAddr("10.244.1.5"),
+		MTU:      1450,
+	}
+	const podMAC = "0a:58:0a:f4:01:05"
+
+	for _, v := range SupportedVersions {
+		t.Run(v, func(t *testing.T) {
+			r := &request{
+				command: "ADD", containerID: goodID, netns: goodNetns, ifName: "eth0",
+				conf: goodConf(v),
+			}
+			r.conf.DNS = types.DNS{Nameservers: []string{"10.96.0.10"}}
+			out, err := s.result(r, ep, podMAC)
+			if err != nil {
+				t.Fatalf("result: %v", err)
+			}
+
+			parsed, err := version.NewResult(v, out)
+			if err != nil {
+				t.Fatalf("CNI library cannot parse the %s result: %v\n%s", v, err, out)
+			}
+			if got := parsed.Version(); got != v {
+				t.Errorf("result version = %q, want %q", got, v)
+			}
+			res, err := types100.NewResultFromResult(parsed)
+			if err != nil {
+				t.Fatalf("convert to 1.0.0+: %v", err)
+			}
+			wantMTU := 0
+			if v == "1.1.0" {
+				wantMTU = 1450
+			}
+			want := resultView{
+				Interfaces: []string{
+					fmt.Sprintf("name=reef0123456789a mac=ee:ee:ee:ee:ee:ee mtu=%d sandbox=", wantMTU),
+					fmt.Sprintf("name=eth0 mac=%s mtu=%d sandbox=%s", podMAC, wantMTU, goodNetns),
+				},
+				IPs:    []string{"if=1 addr=10.244.1.5/32 gw=169.254.1.1"},
+				Routes: []string{"0.0.0.0/0 via 169.254.1.1"},
+				DNS:    []string{"10.96.0.10"},
+			}
+			if diff := cmp.Diff(want, viewOf(t, res)); diff != "" {
+				t.Errorf("result %s (-want +got):\n%s\nraw: %s", v, diff, out)
+			}
+
+			// The raw JSON: the version the runtime asked for, and "mtu"
+			// only where the spec has it.
+			var raw struct {
+				CNIVersion string                       `json:"cniVersion"`
+				Interfaces []map[string]json.RawMessage `json:"interfaces"`
+			}
+			if err := json.Unmarshal(out, &raw); err != nil {
+				t.Fatalf("result is not JSON: %v\n%s", err, out)
+			}
+			if raw.CNIVersion != v {
+				t.Errorf(`raw "cniVersion" = %q, want %q`, raw.CNIVersion, v)
+			}
+			if len(raw.Interfaces) != 2 {
+				t.Fatalf("raw result has %d interfaces, want 2:\n%s", len(raw.Interfaces), out)
+			}
+			for i, iface := range raw.Interfaces {
+				mtu, has := iface["mtu"]
+				switch {
+				case v == "1.1.0" && (!has || string(mtu) != "1450"):
+					t.Errorf("interface %d: mtu = %s (present %v), want 1450:\n%s", i, mtu, has, out)
+				case v != "1.1.0" && has:
+					t.Errorf("interface %d: cniVersion %s has no mtu, result carries %s:\n%s", i, v, mtu, out)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,164 @@
+// Package e2e tests reef through its real binaries against the real kernel:
+// labs of network namespaces (internal/lab), daemons started as systemd
+// would, pods wired through libcni. They need root and skip without it.
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reefcni/reef/internal/lab"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	if os.Geteuid() != 0 {
+		fmt.Println("e2e: skipped: these tests need root (network namespaces, the real daemon)")
+		os.Exit(0)
+	}
+	for _, tool := range []string{"ping", "nsenter", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			fmt.Printf("e2e: %s not installed (make test installs it): %v\n", tool, err)
+			os.Exit(1)
+		}
+	}
+	binDir = os.Getenv("REEF_BIN_DIR")
+	cleanup := func() {}
+	if binDir == "" {
+		dir, err := os.MkdirTemp("", "reef-e2e-bin-")
+		if err != nil {
+			panic(err)
+		}
+		cleanup = func() { os.RemoveAll(dir) }
+		for out, pkg := range map[string]string{"reef": "..", "reef-cni": "../cniserver/shim"} {
+			cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if b, err := cmd.CombinedOutput(); err != nil {
+				fmt.Printf("e2e: build %s: %v\n%s", pkg, err, b)
+				os.Exit(1)
+			}
+		}
+		binDir = dir
+	}
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
+}
+
+// newLab returns a lab that is torn down when the test ends, whatever the
+// outcome; on failure the daemons' logs are printed first.
+func newLab(t *testing.T) *lab.Lab {
+	t.Helper()
+	l, err := lab.New(binDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range l.Nodes() {
+				t.Logf("daemon log of %s:\n%s", n.Name, n.LogTail(40))
+			}
+		}
+		if err := l.Close(); err != nil {
+			t.Errorf("lab cleanup: %v", err)
+		}
+	})
+	return l
+}
+
+// startNode adds a node with opts and starts its daemon.
+func startNode(t *testing.T, l *lab.Lab, name string, opts lab.NodeOptions) *lab.Node {
+	t.Helper()
+	n, err := l.AddNode(name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func newPod(t *testing.T, n *lab.Node, name string) *lab.Pod {
+	t.Helper()
+	p, err := n.NewPod("default", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// run runs a command in a lab netns and fails the test on error.
+func run(t *testing.T, l *lab.Lab, netns string, args ...string) string {
+	t.Helper()
+	out, err := l.Run(netns, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// eventually polls cond (which describes what it still misses) until it
+// returns "" or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		if last = cond(); last == "" {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("after %s: %s", timeout, last)
+}
+
+// reefRoutes lists the node's routes with reef's protocol.
+func reefRoutes(t *testing.T, n *lab.Node) []string {
+	t.Helper()
+	out := run(t, n.Lab, n.Netns, "ip", "-4", "route", "show", "proto", "238")
+	return nonEmptyLines(out)
+}
+
+// reefVeths lists the node's reef* veths.
+func reefVeths(t *testing.T, n *lab.Node) []string {
+	t.Helper()
+	var names []string
+	for _, l := range nonEmptyLines(run(t, n.Lab, n.Netns, "ip", "-br", "link", "show", "type", "veth")) {
+		name, _, _ := strings.Cut(strings.Fields(l)[0], "@")
+		if strings.HasPrefix(name, "reef") {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+func nonEmptyLines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.TrimSpace(l) != "" {
+			out = append(out, strings.TrimSpace(l))
+		}
+	}
+	return out
+}
+
+// allocations returns the node's allocated addresses by IP.
+func allocations(t *testing.T, n *lab.Node) map[string]string {
+	t.Helper()
+	rep, err := n.IPAM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, a := range rep.GetAllocations() {
+		m[a.GetIp()] = a.GetState()
+	}
+	return m
+}

@@ -1,0 +1,450 @@
+package routes
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/containernetworking/plugins/pkg/netlinksafe"
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/google/go-cmp/cmp"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Kernel tests. SetupPod, CheckPod, TeardownPod and Kernel work in the
+// caller's network namespace, so every call runs inside a throw-away "node"
+// namespace through ns.Do, never in the namespace the test was started in.
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("skipping kernel test: needs root to create network namespaces and veths (run `sudo go test ./routes/`)")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("skipping kernel test: the ip command (iproute2) is not installed")
+	}
+}
+
+func run(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// newNetns creates a named network namespace that is removed when the test
+// ends, pass or fail. The name carries the pid, so a leftover of a killed
+// run does not collide; one of this very pid is removed first.
+func newNetns(t *testing.T, suffix string) (name, path string) {
+	t.Helper()
+	name = fmt.Sprintf("rtest%d-%s", os.Getpid(), suffix)
+	_ = exec.Command("ip", "netns", "del", name).Run()
+	run(t, "ip", "netns", "add", name)
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
+			t.Errorf("remove netns %s: %v\n%s", name, err, out)
+		}
+	})
+	return name, filepath.Join("/var/run/netns", name)
+}
+
+// netnsHandle is a netlink handle bound to the namespace at path, for
+// reading it without switching threads.
+func netnsHandle(t *testing.T, path string) netlinksafe.Handle {
+	t.Helper()
+	nsh, err := netns.GetFromPath(path)
+	if err != nil {
+		t.Fatalf("open netns %s: %v", path, err)
+	}
+	defer nsh.Close()
+	h, err := netlinksafe.NewHandleAt(nsh)
+	if err != nil {
+		t.Fatalf("netlink handle in %s: %v", path, err)
+	}
+	t.Cleanup(h.Close)
+	return h
+}
+
+func getNS(t *testing.T, path string) ns.NetNS {
+	t.Helper()
+	n, err := ns.GetNS(path)
+	if err != nil {
+		t.Fatalf("open netns %s: %v", path, err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// in runs f in the namespace n on a locked thread of its own.
+func in(t *testing.T, n ns.NetNS, f func() error) error {
+	t.Helper()
+	var ferr error
+	if err := n.Do(func(ns.NetNS) error { ferr = f(); return nil }); err != nil {
+		t.Fatalf("enter netns %s: %v", n.Path(), err)
+	}
+	return ferr
+}
+
+// sysctlIn reads a sysctl of namespace n.
+func sysctlIn(t *testing.T, n ns.NetNS, name string) string {
+	t.Helper()
+	var v string
+	if err := in(t, n, func() (err error) { v, err = readSysctl(name); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func writeSysctlIn(t *testing.T, n ns.NetNS, name, value string) {
+	t.Helper()
+	if err := in(t, n, func() error { return os.WriteFile(sysctlPath(name), []byte(value), 0o644) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// routeStrings renders the IPv4 routes of the main table that match filter
+// in the style of `ip route`, sorted.
+func routeStrings(t *testing.T, h netlinksafe.Handle, filter *netlink.Route, mask uint64) []string {
+	t.Helper()
+	filter.Table = unix.RT_TABLE_MAIN
+	rs, err := h.RouteListFiltered(unix.AF_INET, filter, mask|netlink.RT_FILTER_TABLE)
+	if err != nil {
+		t.Fatalf("list routes: %v", err)
+	}
+	var out []string
+	for _, r := range rs {
+		var b strings.Builder
+		if r.Type == unix.RTN_BLACKHOLE {
+			b.WriteString("blackhole ")
+		}
+		if isDefault(r.Dst) {
+			b.WriteString("default")
+		} else {
+			b.WriteString(r.Dst.String())
+		}
+		if r.Gw != nil {
+			fmt.Fprintf(&b, " via %s", r.Gw)
+		}
+		if r.LinkIndex != 0 {
+			l, err := h.LinkByIndex(r.LinkIndex)
+			if err != nil {
+				t.Fatalf("link %d: %v", r.LinkIndex, err)
+			}
+			fmt.Fprintf(&b, " dev %s", l.Attrs().Name)
+		}
+		if r.Scope == netlink.SCOPE_LINK {
+			b.WriteString(" scope link")
+		}
+		fmt.Fprintf(&b, " proto %d", r.Protocol)
+		out = append(out, b.String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+func isDefault(dst *net.IPNet) bool {
+	if dst == nil {
+		return true
+	}
+	ones, _ := dst.Mask.Size()
+	return ones == 0 && dst.IP.IsUnspecified()
+}
+
+func linkNames(t *testing.T, h netlinksafe.Handle) []string {
+	t.Helper()
+	ls, err := h.LinkList()
+	if err != nil {
+		t.Fatalf("list links: %v", err)
+	}
+	var names []string
+	for _, l := range ls {
+		names = append(names, l.Attrs().Name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func TestPodLifecycle(t *testing.T) {
+	requireRoot(t)
+	_, nodePath := newNetns(t, "node")
+	_, podPath := newNetns(t, "pod")
+	node, pod := getNS(t, nodePath), getNS(t, podPath)
+	nodeH, podH := netnsHandle(t, nodePath), netnsHandle(t, podPath)
+
+	// A new netns may inherit forwarding; SetupPod must turn it off.
+	writeSysctlIn(t, pod, "net/ipv4/ip_forward", "1")
+
+	spec := PodSpec{
+		Netns:    podPath,
+		IfName:   "eth0",
+		HostVeth: HostVethName("default", "web-1", "3f1c0a9e2b7d"),
+		IP:       netip.MustParseAddr("10.244.1.5"),
+		MTU:      1400,
+	}
+	var links PodLinks
+	if err := in(t, node, func() (err error) { links, err = SetupPod(spec); return err }); err != nil {
+		t.Fatalf("SetupPod: %v", err)
+	}
+
+	// Node side.
+	host, err := nodeH.LinkByName(spec.HostVeth)
+	if err != nil {
+		t.Fatalf("node-side veth %s: %v", spec.HostVeth, err)
+	}
+	if host.Type() != "veth" {
+		t.Errorf("%s is a %s, want veth", spec.HostVeth, host.Type())
+	}
+	a := host.Attrs()
+	if a.HardwareAddr.String() != "ee:ee:ee:ee:ee:ee" {
+		t.Errorf("%s MAC = %s, want ee:ee:ee:ee:ee:ee", spec.HostVeth, a.HardwareAddr)
+	}
+	if a.MTU != 1400 {
+		t.Errorf("%s MTU = %d, want 1400", spec.HostVeth, a.MTU)
+	}
+	if a.Flags&net.FlagUp == 0 {
+		t.Errorf("%s is down", spec.HostVeth)
+	}
+	if a.HardwareAddr.String() != links.HostMAC.String() {
+		t.Errorf("PodLinks.HostMAC = %s, kernel has %s", links.HostMAC, a.HardwareAddr)
+	}
+	if v := sysctlIn(t, node, proxyARPSysctl(spec.HostVeth)); v != "1" {
+		t.Errorf("proxy_arp on %s = %q, want 1", spec.HostVeth, v)
+	}
+	wantNode := []string{"10.244.1.5/32 dev " + spec.HostVeth + " scope link proto 238"}
+	if diff := cmp.Diff(wantNode, routeStrings(t, nodeH, &netlink.Route{Protocol: Protocol}, netlink.RT_FILTER_PROTOCOL)); diff != "" {
+		t.Errorf("node routes proto 238 (-want +got):\n%s", diff)
+	}
+
+	// Pod side.
+	eth0, err := podH.LinkByName("eth0")
+	if err != nil {
+		t.Fatalf("eth0 in the pod: %v", err)
+	}
+	if eth0.Attrs().MTU != 1400 {
+		t.Errorf("pod eth0 MTU = %d, want 1400", eth0.Attrs().MTU)
+	}
+	if eth0.Attrs().Flags&net.FlagUp == 0 {
+		t.Errorf("pod eth0 is down")
+	}
+	if eth0.Attrs().HardwareAddr.String() != links.PodMAC.String() {
+		t.Errorf("PodLinks.PodMAC = %s, kernel has %s", links.PodMAC, eth0.Attrs().HardwareAddr)
+	}
+	addrs, err := podH.AddrList(eth0, unix.AF_INET)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotAddrs []string
+	for _, ad := range addrs {
+		gotAddrs = append(gotAddrs, ad.IPNet.String())
+	}
+	if diff := cmp.Diff([]string{"10.244.1.5/32"}, gotAddrs); diff != "" {
+		t.Errorf("pod eth0 addresses (-want +got):\n%s", diff)
+	}
+	wantPod := []string{
+		"169.254.1.1/32 dev eth0 scope link proto 3",
+		"default via 169.254.1.1 dev eth0 proto 3",
+	}
+	if diff := cmp.Diff(wantPod, routeStrings(t, podH, &netlink.Route{}, 0)); diff != "" {
+		t.Errorf("pod routes (-want +got):\n%s", diff)
+	}
+	neighs, err := podH.NeighList(eth0.Attrs().Index, unix.AF_INET)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotNeigh []string
+	for _, n := range neighs {
+		gotNeigh = append(gotNeigh, fmt.Sprintf("%s lladdr %s permanent=%v", n.IP, n.HardwareAddr, n.State == netlink.NUD_PERMANENT))
+	}
+	if diff := cmp.Diff([]string{"169.254.1.1 lladdr ee:ee:ee:ee:ee:ee permanent=true"}, gotNeigh); diff != "" {
+		t.Errorf("pod neighbours (-want +got):\n%s", diff)
+	}
+	if v := sysctlIn(t, pod, "net/ipv4/ip_forward"); v != "0" {
+		t.Errorf("pod net.ipv4.ip_forward = %q, want 0", v)
+	}
+
+	// CHECK finds everything in place, then a missing route.
+	if err := in(t, node, func() error { return CheckPod(spec) }); err != nil {
+		t.Errorf("CheckPod after SetupPod: %v", err)
+	}
+	run(t, "ip", "-n", filepath.Base(nodePath), "route", "del", "10.244.1.5/32", "dev", spec.HostVeth)
+	err = in(t, node, func() error { return CheckPod(spec) })
+	if err == nil || !strings.Contains(err.Error(), "route") || !strings.Contains(err.Error(), "10.244.1.5") {
+		t.Errorf("CheckPod without the node route = %v, want an error naming the route", err)
+	}
+
+	// A repeated SetupPod (a new sandbox of the same pod) replaces the
+	// stale pair and restores what was lost.
+	if err := in(t, node, func() (err error) { _, err = SetupPod(spec); return err }); err != nil {
+		t.Fatalf("second SetupPod: %v", err)
+	}
+	if err := in(t, node, func() error { return CheckPod(spec) }); err != nil {
+		t.Errorf("CheckPod after second SetupPod: %v", err)
+	}
+
+	// DEL removes the pair and its route, and may be repeated.
+	if err := in(t, node, func() error { return TeardownPod(spec.HostVeth) }); err != nil {
+		t.Fatalf("TeardownPod: %v", err)
+	}
+	if _, err := nodeH.LinkByName(spec.HostVeth); err == nil {
+		t.Errorf("%s still exists after TeardownPod", spec.HostVeth)
+	}
+	if _, err := podH.LinkByName("eth0"); err == nil {
+		t.Errorf("pod eth0 still exists after TeardownPod")
+	}
+	if got := routeStrings(t, nodeH, &netlink.Route{Protocol: Protocol}, netlink.RT_FILTER_PROTOCOL); len(got) != 0 {
+		t.Errorf("node routes proto 238 after TeardownPod: %v", got)
+	}
+	if err := in(t, node, func() error { return TeardownPod(spec.HostVeth) }); err != nil {
+		t.Errorf("second TeardownPod = %v, want nil", err)
+	}
+	if err := in(t, node, func() error { return CheckPod(spec) }); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("CheckPod after TeardownPod = %v, want an error naming what is missing", err)
+	}
+	if err := in(t, node, func() error { return TeardownPod("eth0") }); err == nil {
+		t.Errorf("TeardownPod(eth0) = nil, want a refusal: not a reef link")
+	}
+}
+
+func TestSetupPodNetnsGone(t *testing.T) {
+	requireRoot(t)
+	_, nodePath := newNetns(t, "gone")
+	node := getNS(t, nodePath)
+	nodeH := netnsHandle(t, nodePath)
+
+	plain := filepath.Join(t.TempDir(), "netns")
+	if err := os.WriteFile(plain, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{
+		filepath.Join(t.TempDir(), "no-such-netns"),
+		plain, // a netns file whose bind mount is gone
+	} {
+		spec := PodSpec{Netns: path, IfName: "eth0", HostVeth: "reefgone0000000", IP: netip.MustParseAddr("10.244.1.6"), MTU: 1400}
+		err := in(t, node, func() error { _, err := SetupPod(spec); return err })
+		if !errors.Is(err, ErrNetnsGone) {
+			t.Errorf("SetupPod(netns %s) = %v, want ErrNetnsGone", path, err)
+		} else if !strings.Contains(err.Error(), path) {
+			t.Errorf("SetupPod(netns %s) = %v, want the path named", path, err)
+		}
+		if NetnsExists(path) {
+			t.Errorf("NetnsExists(%s) = true", path)
+		}
+	}
+	if diff := cmp.Diff([]string{"lo"}, linkNames(t, nodeH)); diff != "" {
+		t.Errorf("links left on the node (-want +got):\n%s", diff)
+	}
+	if !NetnsExists(nodePath) {
+		t.Errorf("NetnsExists(%s) = false for a live namespace", nodePath)
+	}
+}
+
+func TestKernelReadApply(t *testing.T) {
+	requireRoot(t)
+	name, nodePath := newNetns(t, "kern")
+	node := getNS(t, nodePath)
+	nodeH := netnsHandle(t, nodePath)
+	ip := func(args ...string) { run(t, append([]string{"ip", "-n", name}, args...)...) }
+
+	// Not ours: a veth pair with other names, an address and a static route.
+	ip("link", "add", "other0", "type", "veth", "peer", "name", "other1")
+	ip("link", "set", "other0", "up")
+	ip("addr", "add", "192.0.2.1/24", "dev", "other0")
+	ip("route", "add", "10.99.0.0/24", "dev", "other0", "proto", "static")
+	ip("route", "add", "blackhole", "10.98.0.0/24", "proto", "static")
+	// Ours: an endpoint's veth, a stray veth, and proto 238 routes nobody
+	// wants, one of a shape reef never writes.
+	ip("link", "add", "reefkeep1", "type", "veth", "peer", "name", "xpeer1")
+	ip("link", "set", "reefkeep1", "up")
+	ip("link", "add", "reefstray1", "type", "veth", "peer", "name", "xpeer2")
+	ip("link", "set", "reefstray1", "up")
+	ip("route", "add", "blackhole", "10.244.9.0/26", "proto", "238")
+	ip("route", "add", "10.244.1.99/32", "dev", "other0", "scope", "link", "proto", "238")
+	ip("route", "add", "10.244.5.0/26", "via", "192.0.2.2", "dev", "other0", "proto", "238")
+	ip("route", "add", "10.244.1.7/32", "dev", "reefstray1", "scope", "link", "proto", "238")
+
+	var k *Kernel
+	if err := in(t, node, func() (err error) { k, err = NewKernel(); return err }); err != nil {
+		t.Fatalf("NewKernel: %v", err)
+	}
+	defer k.Close()
+
+	have, err := k.Read()
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	wantHave := state([]string{"reefkeep1", "reefstray1"},
+		hole("10.244.9.0/26"),
+		podRt("10.244.1.99/32", "other0"),
+		podRt("10.244.5.0/26", "?other0"),
+		podRt("10.244.1.7/32", "reefstray1"),
+	)
+	if diff := cmp.Diff(wantHave, have, stateCmpOpts); diff != "" {
+		t.Errorf("Read (-want +got):\n%s", diff)
+	}
+
+	want := Desired(
+		[]Endpoint{ep("10.244.1.7", "reefkeep1"), ep("10.244.1.8", "reefgone1")},
+		[]netip.Prefix{pfx("10.244.1.0/26")},
+		have.Links,
+	)
+	plan := Diff(want, have)
+	wantPlan := Plan{
+		Replace:     []Route{hole("10.244.1.0/26"), podRt("10.244.1.7/32", "reefkeep1")},
+		DeleteRoute: []Route{podRt("10.244.1.99/32", "other0"), podRt("10.244.5.0/26", "?other0"), hole("10.244.9.0/26")},
+		DeleteLink:  []string{"reefstray1"},
+	}
+	if diff := cmp.Diff(wantPlan, plan, stateCmpOpts); diff != "" {
+		t.Fatalf("Diff (-want +got):\n%s", diff)
+	}
+	if err := k.Apply(plan); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	// Deletes of what is already gone are success, so a plan can be
+	// applied twice.
+	if err := k.Apply(Plan{DeleteRoute: plan.DeleteRoute, DeleteLink: plan.DeleteLink}); err != nil {
+		t.Errorf("second Apply of the deletes: %v", err)
+	}
+
+	got, err := k.Read()
+	if err != nil {
+		t.Fatalf("Read after Apply: %v", err)
+	}
+	if diff := cmp.Diff(state([]string{"reefkeep1"}, hole("10.244.1.0/26"), podRt("10.244.1.7/32", "reefkeep1")), got, stateCmpOpts); diff != "" {
+		t.Errorf("Read after Apply (-want +got):\n%s", diff)
+	}
+	if p := Diff(want, got); !p.Empty() {
+		t.Errorf("Diff after Apply = %+v, want empty", p)
+	}
+
+	// What is not ours is untouched.
+	wantAll := []string{
+		"10.244.1.7/32 dev reefkeep1 scope link proto 238",
+		"10.99.0.0/24 dev other0 scope link proto 4",
+		"192.0.2.0/24 dev other0 scope link proto 2",
+		"blackhole 10.244.1.0/26 proto 238",
+		"blackhole 10.98.0.0/24 proto 4",
+	}
+	if diff := cmp.Diff(wantAll, routeStrings(t, nodeH, &netlink.Route{}, 0)); diff != "" {
+		t.Errorf("node routes after Apply (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"lo", "other0", "other1", "reefkeep1", "xpeer1"}, linkNames(t, nodeH)); diff != "" {
+		t.Errorf("node links after Apply (-want +got):\n%s", diff)
+	}
+
+	// A plan that names a link without reef's prefix is refused.
+	if err := k.Apply(Plan{DeleteLink: []string{"other0"}}); err == nil {
+		t.Errorf("Apply deleting other0 = nil, want a refusal")
+	}
+	if _, err := nodeH.LinkByName("other0"); err != nil {
+		t.Errorf("other0 after a refused delete: %v", err)
+	}
+}

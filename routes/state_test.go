@@ -1,0 +1,356 @@
+package routes
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"math/rand"
+	"net/netip"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+var stateCmpOpts = cmp.Options{
+	cmpopts.EquateComparable(netip.Prefix{}, netip.Addr{}),
+	cmpopts.EquateEmpty(),
+}
+
+func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+
+func podRt(dst, dev string) Route { return Route{Dst: pfx(dst), Kind: PodRoute, Dev: dev} }
+
+func hole(dst string) Route { return Route{Dst: pfx(dst), Kind: Blackhole} }
+
+func state(links []string, routes ...Route) State {
+	st := State{Routes: map[netip.Prefix]Route{}, Links: map[string]bool{}}
+	for _, r := range routes {
+		st.Routes[r.Dst] = r
+	}
+	for _, l := range links {
+		st.Links[l] = true
+	}
+	return st
+}
+
+func ep(ip, veth string) Endpoint { return Endpoint{IP: netip.MustParseAddr(ip), HostVeth: veth} }
+
+func linkSet(names ...string) map[string]bool {
+	m := map[string]bool{}
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+func TestDesired(t *testing.T) {
+	tests := []struct {
+		name      string
+		endpoints []Endpoint
+		blocks    []netip.Prefix
+		existing  map[string]bool
+		want      State
+	}{
+		{
+			name: "nothing",
+			want: state(nil),
+		},
+		{
+			name:   "own blocks are blackholed",
+			blocks: []netip.Prefix{pfx("10.244.1.0/26"), pfx("10.244.1.64/26")},
+			want:   state(nil, hole("10.244.1.0/26"), hole("10.244.1.64/26")),
+		},
+		{
+			name:      "endpoint with its veth gets a route",
+			endpoints: []Endpoint{ep("10.244.1.5", "reefaaaaaaaaaaa")},
+			blocks:    []netip.Prefix{pfx("10.244.1.0/26")},
+			existing:  linkSet("reefaaaaaaaaaaa"),
+			want: state([]string{"reefaaaaaaaaaaa"},
+				hole("10.244.1.0/26"), podRt("10.244.1.5/32", "reefaaaaaaaaaaa")),
+		},
+		{
+			name:      "endpoint whose veth is gone keeps the veth but gets no route",
+			endpoints: []Endpoint{ep("10.244.1.5", "reefaaaaaaaaaaa")},
+			existing:  linkSet("reefbbbbbbbbbbb"),
+			want:      state([]string{"reefaaaaaaaaaaa"}),
+		},
+		{
+			name:      "endpoint without veth gets neither",
+			endpoints: []Endpoint{ep("10.244.1.5", "")},
+			existing:  linkSet(""),
+			want:      state(nil),
+		},
+		{
+			name: "mixed",
+			endpoints: []Endpoint{
+				ep("10.244.1.5", "reefaaaaaaaaaaa"),
+				ep("10.244.1.6", ""),
+				ep("10.244.1.7", "reefccccccccccc"),
+			},
+			blocks:   []netip.Prefix{pfx("10.244.1.0/26")},
+			existing: linkSet("reefaaaaaaaaaaa", "reefstray000000"),
+			want: state([]string{"reefaaaaaaaaaaa", "reefccccccccccc"},
+				hole("10.244.1.0/26"), podRt("10.244.1.5/32", "reefaaaaaaaaaaa")),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Desired(tt.endpoints, tt.blocks, tt.existing)
+			if diff := cmp.Diff(tt.want, got, stateCmpOpts); diff != "" {
+				t.Errorf("Desired (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDiff(t *testing.T) {
+	tests := []struct {
+		name       string
+		want, have State
+		plan       Plan
+	}{
+		{
+			name: "equal states need nothing",
+			want: state([]string{"reefaaaaaaaaaaa"}, hole("10.244.1.0/26"), podRt("10.244.1.5/32", "reefaaaaaaaaaaa")),
+			have: state([]string{"reefaaaaaaaaaaa"}, hole("10.244.1.0/26"), podRt("10.244.1.5/32", "reefaaaaaaaaaaa")),
+		},
+		{
+			name: "both empty",
+			want: state(nil),
+			have: state(nil),
+		},
+		{
+			name: "missing routes are added",
+			want: state([]string{"reefaaaaaaaaaaa"}, hole("10.244.1.0/26"), podRt("10.244.1.5/32", "reefaaaaaaaaaaa")),
+			have: state([]string{"reefaaaaaaaaaaa"}),
+			plan: Plan{Replace: []Route{hole("10.244.1.0/26"), podRt("10.244.1.5/32", "reefaaaaaaaaaaa")}},
+		},
+		{
+			name: "route on the wrong device is replaced",
+			want: state([]string{"reefaaaaaaaaaaa", "reefbbbbbbbbbbb"}, podRt("10.244.1.5/32", "reefaaaaaaaaaaa")),
+			have: state([]string{"reefaaaaaaaaaaa", "reefbbbbbbbbbbb"}, podRt("10.244.1.5/32", "reefbbbbbbbbbbb")),
+			plan: Plan{Replace: []Route{podRt("10.244.1.5/32", "reefaaaaaaaaaaa")}},
+		},
+		{
+			name: "route of an unknown shape is replaced",
+			want: state([]string{"reefaaaaaaaaaaa"}, podRt("10.244.1.5/32", "reefaaaaaaaaaaa")),
+			have: state([]string{"reefaaaaaaaaaaa"}, podRt("10.244.1.5/32", "?reefaaaaaaaaaaa")),
+			plan: Plan{Replace: []Route{podRt("10.244.1.5/32", "reefaaaaaaaaaaa")}},
+		},
+		{
+			name: "pod route where a blackhole belongs is replaced",
+			want: state(nil, hole("10.244.1.0/26")),
+			have: state([]string{"reefaaaaaaaaaaa"}, podRt("10.244.1.0/26", "reefaaaaaaaaaaa")),
+			plan: Plan{Replace: []Route{hole("10.244.1.0/26")}, DeleteLink: []string{"reefaaaaaaaaaaa"}},
+		},
+		{
+			name: "blackhole where a pod route belongs is replaced",
+			want: state([]string{"reefaaaaaaaaaaa"}, podRt("10.244.1.5/32", "reefaaaaaaaaaaa")),
+			have: state([]string{"reefaaaaaaaaaaa"}, hole("10.244.1.5/32")),
+			plan: Plan{Replace: []Route{podRt("10.244.1.5/32", "reefaaaaaaaaaaa")}},
+		},
+		{
+			name: "routes not desired are deleted",
+			want: state([]string{"reefaaaaaaaaaaa"}),
+			have: state([]string{"reefaaaaaaaaaaa"}, hole("10.244.2.0/26"), podRt("10.244.1.5/32", "reefaaaaaaaaaaa")),
+			plan: Plan{DeleteRoute: []Route{podRt("10.244.1.5/32", "reefaaaaaaaaaaa"), hole("10.244.2.0/26")}},
+		},
+		{
+			name: "stray veths are deleted, endpoints' veths kept",
+			want: state([]string{"reefaaaaaaaaaaa", "reefccccccccccc"}),
+			have: state([]string{"reefzzzzzzzzzzz", "reefaaaaaaaaaaa", "reefbbbbbbbbbbb"}),
+			plan: Plan{DeleteLink: []string{"reefbbbbbbbbbbb", "reefzzzzzzzzzzz"}},
+		},
+		{
+			name: "everything at once, sorted",
+			want: state([]string{"reefaaaaaaaaaaa", "reefbbbbbbbbbbb"},
+				hole("10.244.1.64/26"), hole("10.244.1.0/26"),
+				podRt("10.244.1.9/32", "reefaaaaaaaaaaa"), podRt("10.244.1.10/32", "reefbbbbbbbbbbb"),
+				podRt("10.244.1.2/32", "reefbbbbbbbbbbb")),
+			have: state([]string{"reefbbbbbbbbbbb", "reefyyyyyyyyyyy", "reefxxxxxxxxxxx"},
+				hole("10.244.1.0/26"), podRt("10.244.1.2/32", "reefbbbbbbbbbbb"),
+				podRt("10.244.3.1/32", "reefyyyyyyyyyyy"), hole("10.244.0.0/26"), hole("10.244.0.0/24"),
+				podRt("10.244.1.10/32", "reefyyyyyyyyyyy")),
+			plan: Plan{
+				Replace: []Route{
+					podRt("10.244.1.9/32", "reefaaaaaaaaaaa"), podRt("10.244.1.10/32", "reefbbbbbbbbbbb"),
+					hole("10.244.1.64/26"),
+				},
+				DeleteRoute: []Route{hole("10.244.0.0/24"), hole("10.244.0.0/26"), podRt("10.244.3.1/32", "reefyyyyyyyyyyy")},
+				DeleteLink:  []string{"reefxxxxxxxxxxx", "reefyyyyyyyyyyy"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Diff(tt.want, tt.have)
+			if diff := cmp.Diff(tt.plan, got, stateCmpOpts); diff != "" {
+				t.Errorf("Diff (-want +got):\n%s", diff)
+			}
+			if got.Empty() != (len(tt.plan.Replace)+len(tt.plan.DeleteRoute)+len(tt.plan.DeleteLink) == 0) {
+				t.Errorf("Empty() = %v for %+v", got.Empty(), got)
+			}
+		})
+	}
+}
+
+// apply carries a plan out on a State the way Kernel.Apply does on the
+// kernel: a route needs its device, and deleting a link takes its routes.
+func apply(t *testing.T, have State, p Plan) State {
+	t.Helper()
+	out := state(nil)
+	for d, r := range have.Routes {
+		out.Routes[d] = r
+	}
+	for l := range have.Links {
+		out.Links[l] = true
+	}
+	for _, r := range p.Replace {
+		if r.Kind == PodRoute && !out.Links[r.Dev] {
+			t.Fatalf("plan replaces %s, but device %s does not exist", r, r.Dev)
+		}
+		out.Routes[r.Dst] = r
+	}
+	for _, r := range p.DeleteRoute {
+		delete(out.Routes, r.Dst)
+	}
+	for _, l := range p.DeleteLink {
+		delete(out.Links, l)
+		for d, r := range out.Routes {
+			if r.Kind == PodRoute && r.Dev == l {
+				delete(out.Routes, d)
+			}
+		}
+	}
+	return out
+}
+
+func plansSorted(p Plan) bool {
+	less := func(a, b Route) bool {
+		if c := a.Dst.Addr().Compare(b.Dst.Addr()); c != 0 {
+			return c < 0
+		}
+		return a.Dst.Bits() < b.Dst.Bits()
+	}
+	return sort.SliceIsSorted(p.Replace, func(i, j int) bool { return less(p.Replace[i], p.Replace[j]) }) &&
+		sort.SliceIsSorted(p.DeleteRoute, func(i, j int) bool { return less(p.DeleteRoute[i], p.DeleteRoute[j]) }) &&
+		sort.StringsAreSorted(p.DeleteLink)
+}
+
+// TestDiffConverges replays random sequences of desired states against a
+// fake kernel: after each plan the fake holds exactly the desired routes,
+// keeps only desired veths (links are made by ADD, never by a plan), and a
+// second Diff finds nothing to do.
+func TestDiffConverges(t *testing.T) {
+	veths := []string{"reefaaaaaaaaaaa", "reefbbbbbbbbbbb", "reefccccccccccc", "reefddddddddddd", "reefeeeeeeeeeee"}
+	blocks := []netip.Prefix{pfx("10.244.1.0/26"), pfx("10.244.1.64/26"), pfx("10.244.2.0/26"), pfx("10.244.1.5/32")}
+
+	for seed := int64(1); seed <= 20; seed++ {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			rnd := rand.New(rand.NewSource(seed))
+			// Start from a kernel with random reef leftovers, some of
+			// shapes Read reports with an impossible device.
+			have := state(nil)
+			for _, v := range veths {
+				if rnd.Intn(2) == 0 {
+					have.Links[v] = true
+				}
+			}
+			for i := range 6 {
+				dst := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, 1, byte(rnd.Intn(12))}), 32)
+				switch i % 3 {
+				case 0:
+					have.Routes[dst] = Route{Dst: dst, Kind: Blackhole}
+				case 1:
+					have.Routes[dst] = Route{Dst: dst, Kind: PodRoute, Dev: "?" + veths[rnd.Intn(len(veths))]}
+				default:
+					if v := veths[rnd.Intn(len(veths))]; have.Links[v] {
+						have.Routes[dst] = Route{Dst: dst, Kind: PodRoute, Dev: v}
+					}
+				}
+			}
+			for step := range 15 {
+				// ADDs happened since the last pass: some veths appear.
+				for _, v := range veths {
+					if rnd.Intn(4) == 0 {
+						have.Links[v] = true
+					}
+				}
+				var eps []Endpoint
+				for i := range rnd.Intn(8) {
+					veth := ""
+					if rnd.Intn(5) != 0 {
+						veth = veths[rnd.Intn(len(veths))]
+					}
+					eps = append(eps, Endpoint{IP: netip.AddrFrom4([4]byte{10, 244, 1, byte(i + rnd.Intn(10))}), HostVeth: veth})
+				}
+				var own []netip.Prefix
+				for _, b := range blocks {
+					if rnd.Intn(2) == 0 {
+						own = append(own, b)
+					}
+				}
+				want := Desired(eps, own, have.Links)
+				plan := Diff(want, have)
+				if !plansSorted(plan) {
+					t.Fatalf("step %d: plan not sorted: %+v", step, plan)
+				}
+				got := apply(t, have, plan)
+
+				wantLinks := map[string]bool{}
+				for l := range have.Links {
+					if want.Links[l] {
+						wantLinks[l] = true
+					}
+				}
+				if diff := cmp.Diff(want.Routes, got.Routes, stateCmpOpts); diff != "" {
+					t.Fatalf("step %d: routes after plan %+v (-want +got):\n%s", step, plan, diff)
+				}
+				if diff := cmp.Diff(wantLinks, got.Links, stateCmpOpts); diff != "" {
+					t.Fatalf("step %d: links after plan %+v (-want +got):\n%s", step, plan, diff)
+				}
+				if again := Diff(want, got); !again.Empty() {
+					t.Fatalf("step %d: second Diff not empty: %+v", step, again)
+				}
+				have = got
+			}
+		})
+	}
+}
+
+func TestHostVethName(t *testing.T) {
+	hash := func(s string) string {
+		sum := sha1.Sum([]byte(s))
+		return hex.EncodeToString(sum[:])
+	}
+	tests := []struct {
+		ns, pod, id string
+		want        string
+	}{
+		{"default", "web-1", "3f1c0a9e2b7d", "reef" + hash("default.web-1")[:11]},
+		{"kube-system", "coredns-abc", "", "reef" + hash("kube-system.coredns-abc")[:11]},
+		{"", "", "3f1c0a9e2b7d", "reef" + hash("3f1c0a9e2b7d")[:11]},
+		{"default", "", "3f1c0a9e2b7d", "reef" + hash("3f1c0a9e2b7d")[:11]},
+		// Fixed value, so that a change of scheme (which would orphan every
+		// veth on upgrade) cannot pass by changing both sides.
+		{"default", "web-1", "", "reef" + "0761ccbeace"},
+	}
+	for _, tt := range tests {
+		got := HostVethName(tt.ns, tt.pod, tt.id)
+		if got != tt.want {
+			t.Errorf("HostVethName(%q, %q, %q) = %q, want %q", tt.ns, tt.pod, tt.id, got, tt.want)
+		}
+		if len(got) != 15 || !strings.HasPrefix(got, HostVethPrefix) || !isOurs(got) {
+			t.Errorf("HostVethName(%q, %q, %q) = %q: want 15 characters starting with %q", tt.ns, tt.pod, tt.id, got, HostVethPrefix)
+		}
+	}
+	if a, b := HostVethName("default", "web-1", "x"), HostVethName("default", "web-2", "x"); a == b {
+		t.Errorf("pods web-1 and web-2 share veth name %s", a)
+	}
+	if a, b := HostVethName("default", "web-1", "x"), HostVethName("default", "web-1", "y"); a != b {
+		t.Errorf("one pod gets two veth names across sandboxes: %s, %s", a, b)
+	}
+}
