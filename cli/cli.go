@@ -259,4 +259,3 @@ func runIPAMShow(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	return tw.Flush()
 }
-

@@ -1,9 +1,9 @@
 package lab
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"context"
 	"fmt"
 	"net/netip"
 	"os"
