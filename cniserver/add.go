@@ -115,7 +115,7 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 	if err != nil {
 		code, msg := uint(types.ErrInternal), "wire pod "+ep.IP.String()+" in "+r.netns
 		if errors.Is(err, routes.ErrNetnsGone) {
-			code, msg = types.ErrUnknownContainer, "CNI_NETNS "+r.netns+" is not a network namespace (gone, or never created)"
+			code, msg = types.ErrUnknownContainer, "CNI_NETNS "+r.netns+" is gone: the sandbox was deleted, or never created"
 		}
 		return ep, "", false, s.rollback(r, ep, existed, types.NewError(code, msg, err.Error()), log)
 	}

@@ -1,7 +1,9 @@
 package lab
 
 import (
+	"bytes"
 	"context"
+	"errors"
 
 	"fmt"
 	"net/netip"
@@ -319,4 +321,33 @@ func (n *Node) Reef(args ...string) (string, error) {
 		return string(out), fmt.Errorf("reef %s: %v: %s", strings.Join(args, " "), err, out)
 	}
 	return string(out), nil
+}
+
+// CNIClient connects to the daemon's CNI service directly, bypassing the
+// shim: for tests of the daemon's own validation.
+func (n *Node) CNIClient() (reefv1.CNIClient, func(), error) {
+	conn, err := n.client()
+	if err != nil {
+		return nil, nil, err
+	}
+	return reefv1.NewCNIClient(conn), func() { conn.Close() }, nil
+}
+
+// Shim runs reef-cni as a runtime would, with the given CNI environment
+// and stdin, and returns its stdout and exit code.
+func (n *Node) Shim(env map[string]string, stdin []byte) (stdout []byte, code int, err error) {
+	cmd := exec.Command(filepath.Join(n.Lab.BinDir, "reef-cni"))
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stdin = bytes.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return out.Bytes(), ee.ExitCode(), nil
+	}
+	return out.Bytes(), 0, err
 }
