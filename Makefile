@@ -48,10 +48,13 @@ test-unit:
 test-e2e: build deps-test
 	REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m ./e2e/
 
+# A short seed run of each fuzz target; longer runs: FUZZTIME=5m make fuzz.
+FUZZTIME ?= 10s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParseConfig -fuzztime 10s ./daemon/
-	$(GO) test -run '^$$' -fuzz FuzzParseRequest -fuzztime 10s ./cniserver/
+	$(GO) test -run '^$$' -fuzz FuzzParseConfig -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./daemon/
+	$(GO) test -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./cniserver/
 
+# The README's test command; CI runs it through .ci/run.
 test: vet test-unit test-e2e fuzz
 
 demo: build deps-test
