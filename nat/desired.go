@@ -1,0 +1,223 @@
+package nat
+
+import (
+	"net/netip"
+	"slices"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+)
+
+// TableName is the name of reef's table in every family it uses. The name
+// is reef's mark: a table of another name is never read or written.
+const TableName = "reef"
+
+// Names of reef's sets and chains.
+const (
+	SetAllPools      = "all-pools"  // every pool: traffic to these is never masqueraded
+	SetMasqPools     = "masq-pools" // the pools with natOutgoing on
+	SetPodAddrs      = "pod-addrs"  // node-side veth . pod address, one per pod
+	ChainPostrouting = "postrouting"
+	ChainOutput      = "output"
+)
+
+// MasqPriority is the postrouting chain's priority: srcnat + 10, after the
+// chains of kube-proxy's nftables mode (srcnat), so that a Service's own
+// masquerade decision comes first.
+const MasqPriority nftables.ChainPriority = 110
+
+// nfARPOut is the arp family's output hook (NF_ARP_OUT): replies the node
+// sends. Not NF_INET_LOCAL_OUT, whose number differs.
+const nfARPOut nftables.ChainHook = 1
+
+// Rule comments, shown by `nft list ruleset`.
+const (
+	MasqComment = "reef natOutgoing: pods of these pools reach beyond every pool with the node's address"
+	ARPComment  = "reef: never answer a pod's ARP for the pod's own address"
+)
+
+// Family is an IP family of reef's NAT table. IPv4 is the one built today.
+// IPv6 takes another value (table ip6 reef, ipv6_addr sets, the ip6 header
+// offsets) and, in place of the ARP filter, one on neighbour
+// advertisements.
+type Family struct {
+	Table     nftables.TableFamily
+	AddrType  nftables.SetDatatype
+	SrcOffset uint32 // of the source address in the network header
+	DstOffset uint32
+}
+
+// IPv4 is table ip reef.
+var IPv4 = Family{Table: nftables.TableFamilyIPv4, AddrType: nftables.TypeIPAddr, SrcOffset: 12, DstOffset: 16}
+
+func (f Family) addrLen() uint32 { return f.AddrType.Bytes }
+
+func (f Family) holds(a netip.Addr) bool {
+	return (f.addrLen() == 4 && a.Is4()) || (f.addrLen() == 16 && a.Is6() && !a.Is4In6())
+}
+
+// NATTableID is the ID of reef's NAT table in family f.
+func NATTableID(f Family) TableID { return TableID{Family: f.Table, Name: TableName} }
+
+// ARPTableID is the ID of reef's ARP-filter table.
+var ARPTableID = TableID{Family: nftables.TableFamilyARP, Name: TableName}
+
+// podKeyType is the pods' set key: the node-side veth's name and the pod's
+// address.
+var podKeyType = nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIPAddr)
+
+// Pool is what the dataplane needs of a pool.
+type Pool struct {
+	CIDR        netip.Prefix
+	NATOutgoing bool
+}
+
+// Pod is one pod's entry in the ARP filter: its node-side veth and its
+// address.
+type Pod struct {
+	Veth string
+	IP   netip.Addr
+}
+
+// Desired returns reef's tables for the pools and pods of family f: the
+// NAT table, and for IPv4 the ARP filter. Pools and pods of another family
+// are left out, as are pods without a veth.
+func Desired(f Family, pools []Pool, pods []Pod) []Table {
+	tables := []Table{NATTable(f, pools)}
+	if f.Table == nftables.TableFamilyIPv4 {
+		tables = append(tables, ARPTable(pods))
+	}
+	return tables
+}
+
+// IDs returns the IDs of tables.
+func IDs(tables []Table) []TableID {
+	ids := make([]TableID, len(tables))
+	for i, t := range tables {
+		ids[i] = t.ID
+	}
+	return ids
+}
+
+// NATTable is table <f> reef: the pool sets and the masquerade rule
+//
+//	ip saddr @masq-pools ip daddr != @all-pools counter masquerade fully-random
+//
+// Pod-to-pod traffic, on this node or another, is never masqueraded.
+func NATTable(f Family, pools []Pool) Table {
+	var all, masq []netip.Prefix
+	for _, p := range pools {
+		if !f.holds(p.CIDR.Addr()) {
+			continue
+		}
+		all = append(all, p.CIDR)
+		if p.NATOutgoing {
+			masq = append(masq, p.CIDR)
+		}
+	}
+	poolSet := func(name, comment string, ps []netip.Prefix) Set {
+		return Set{Name: name, KeyType: f.AddrType.Name, KeyLen: f.addrLen(), Interval: true, Comment: comment, Elems: intervals(ps)}
+	}
+	return Table{
+		ID: NATTableID(f),
+		Sets: []Set{
+			poolSet(SetAllPools, "reef: every pool; traffic to these keeps its pod source address", all),
+			poolSet(SetMasqPools, "reef: pools with natOutgoing", masq),
+		},
+		Chains: []Chain{{
+			Name: ChainPostrouting, Type: nftables.ChainTypeNAT, Hooked: true,
+			Hook: *nftables.ChainHookPostrouting, Priority: MasqPriority, Policy: nftables.ChainPolicyAccept,
+			Rules: []Rule{{Comment: MasqComment, Exprs: []expr.Any{
+				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: f.SrcOffset, Len: f.addrLen()},
+				&expr.Lookup{SourceRegister: 1, SetName: SetMasqPools},
+				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: f.DstOffset, Len: f.addrLen()},
+				&expr.Lookup{SourceRegister: 1, SetName: SetAllPools, Invert: true},
+				&expr.Counter{},
+				&expr.Masq{FullyRandom: true},
+			}}},
+		}},
+	}
+}
+
+// ARPTable is table arp reef: the pods' set and the rule
+//
+//	arp operation reply oifname . arp saddr ip @pod-addrs counter drop
+//
+// With proxy_arp on a pod's veth, the node answers the pod's ARP for any
+// address it routes through another interface. Should the pod's /32 route
+// be missing for a moment (before ADD writes it, or deleted by hand), a
+// pod probing its own address would get the node's MAC back and take its
+// address for a duplicate.
+func ARPTable(pods []Pod) Table {
+	var elems []Elem
+	seen := map[Elem]bool{}
+	for _, p := range pods {
+		e := Elem{Iface: p.Veth, From: p.IP, To: p.IP}
+		if p.Veth == "" || len(p.Veth) >= ifNameSize || !p.IP.Is4() || seen[e] {
+			continue
+		}
+		seen[e] = true
+		elems = append(elems, e)
+	}
+	slices.SortFunc(elems, compareElems)
+	return Table{
+		ID: ARPTableID,
+		Sets: []Set{{Name: SetPodAddrs, KeyType: podKeyType.Name, KeyLen: podKeyType.Bytes, Concat: true,
+			Comment: "reef: node-side veth . pod address, one per pod", Elems: elems}},
+		Chains: []Chain{{
+			Name: ChainOutput, Type: nftables.ChainTypeFilter, Hooked: true,
+			Hook: nfARPOut, Priority: *nftables.ChainPriorityFilter, Policy: nftables.ChainPolicyAccept,
+			Rules: []Rule{{Comment: ARPComment, Exprs: []expr.Any{
+				// arp operation reply (2): payload at offset 6 of the ARP header
+				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 6, Len: 2},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0, 2}},
+				// oifname (16 bytes) in register 1, the sender's IPv4
+				// address (offset 14 for Ethernet/IPv4) right after it: the
+				// concatenation the set's key is.
+				&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
+				&expr.Payload{DestRegister: 2, Base: expr.PayloadBaseNetworkHeader, Offset: 14, Len: 4},
+				&expr.Lookup{SourceRegister: 1, SetName: SetPodAddrs},
+				&expr.Counter{},
+				&expr.Verdict{Kind: expr.VerdictDrop},
+			}}},
+		}},
+	}
+}
+
+// intervals turns prefixes into the elements of an interval set: masked,
+// sorted, without duplicates and without prefixes inside another (the
+// kernel refuses overlapping intervals).
+func intervals(ps []netip.Prefix) []Elem {
+	ms := make([]netip.Prefix, 0, len(ps))
+	for _, p := range ps {
+		if p.IsValid() {
+			ms = append(ms, p.Masked())
+		}
+	}
+	slices.SortFunc(ms, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits() // the wider first, so it swallows the narrower
+	})
+	var out []Elem
+	var last netip.Prefix
+	for _, p := range ms {
+		if last.IsValid() && last.Contains(p.Addr()) {
+			continue
+		}
+		out = append(out, Elem{From: p.Addr(), To: lastAddr(p)})
+		last = p
+	}
+	return out
+}
+
+func compareElems(a, b Elem) int {
+	switch {
+	case a == b:
+		return 0
+	case a.less(b):
+		return -1
+	}
+	return 1
+}

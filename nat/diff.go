@@ -1,0 +1,213 @@
+package nat
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// ChangeKind is what one Change does.
+type ChangeKind int
+
+// The kinds of change, in the order Apply batches them.
+const (
+	// CreateTable creates a missing table whole: sets with their
+	// elements, chains, rules.
+	CreateTable ChangeKind = iota
+	// RecreateTable deletes a table whose shape is not reef's (a set or
+	// chain missing, extra or of another type, hook or priority) and
+	// creates it whole, in the same batch: no packet sees it half-built.
+	RecreateTable
+	// ReplaceRules flushes a chain whose rules differ and adds reef's.
+	ReplaceRules
+	// DelElems removes elements from a set.
+	DelElems
+	// AddElems adds elements to a set.
+	AddElems
+)
+
+func (k ChangeKind) String() string {
+	switch k {
+	case CreateTable:
+		return "create table"
+	case RecreateTable:
+		return "recreate table"
+	case ReplaceRules:
+		return "replace rules"
+	case DelElems:
+		return "delete elements"
+	case AddElems:
+		return "add elements"
+	}
+	return fmt.Sprintf("change%d", int(k))
+}
+
+// Change is one step of a Plan.
+type Change struct {
+	Kind  ChangeKind
+	Table Table  // the desired table: whole for CreateTable and RecreateTable
+	Chain string // ReplaceRules: the chain, whose rules are in Table
+	Set   string // DelElems, AddElems: the set
+	Elems []Elem // DelElems, AddElems
+	Why   string // what differs, for the log
+}
+
+// Plan is what Apply does, in one batch.
+type Plan struct {
+	Changes []Change
+}
+
+// Empty reports whether the kernel already matches.
+func (p Plan) Empty() bool { return len(p.Changes) == 0 }
+
+// Diff compares the desired tables with the kernel's (have: what Read
+// returned for the same IDs; a table absent from have is missing) and
+// returns the changes that make the kernel match. A table of have that
+// want does not name is left alone: reef only ever reads its own.
+func Diff(want, have []Table) Plan {
+	var p Plan
+	byID := map[TableID]Table{}
+	for _, h := range have {
+		byID[h.ID] = h
+	}
+	for _, w := range want {
+		h, ok := byID[w.ID]
+		if !ok {
+			p.Changes = append(p.Changes, Change{Kind: CreateTable, Table: w, Why: "table " + w.ID.String() + " is missing"})
+			continue
+		}
+		if problems := shapeProblems(w, h); len(problems) > 0 {
+			p.Changes = append(p.Changes, Change{Kind: RecreateTable, Table: w,
+				Why: "table " + w.ID.String() + ": " + strings.Join(problems, "; ")})
+			continue
+		}
+		p.Changes = append(p.Changes, diffContents(w, h)...)
+	}
+	// Stable by kind: deletions of elements before additions, so that an
+	// interval replaced by an overlapping one never overlaps in the batch.
+	slices.SortStableFunc(p.Changes, func(a, b Change) int { return int(a.Kind) - int(b.Kind) })
+	return p
+}
+
+// shapeProblems lists how h's shape (flags, sets, chains; not rules or
+// elements) differs from w's. Any difference means recreating the table.
+func shapeProblems(w, h Table) []string {
+	var out []string
+	if h.Flags != w.Flags {
+		out = append(out, fmt.Sprintf("flags %#x, want %#x", h.Flags, w.Flags))
+	}
+	hs := map[string]Set{}
+	for _, s := range h.Sets {
+		hs[s.Name] = s
+	}
+	for _, ws := range w.Sets {
+		s, ok := hs[ws.Name]
+		delete(hs, ws.Name)
+		switch {
+		case !ok:
+			out = append(out, "set "+ws.Name+" is missing")
+		case s.KeyType != ws.KeyType || s.KeyLen != ws.KeyLen:
+			out = append(out, fmt.Sprintf("set %s has type %s (%d bytes), want %s (%d bytes)", ws.Name, s.KeyType, s.KeyLen, ws.KeyType, ws.KeyLen))
+		case s.Interval != ws.Interval || s.Concat != ws.Concat || s.Foreign != ws.Foreign:
+			out = append(out, fmt.Sprintf("set %s has other flags (interval %t, concat %t, other %t)", ws.Name, s.Interval, s.Concat, s.Foreign))
+		}
+	}
+	for name := range hs {
+		out = append(out, "set "+name+" is not reef's")
+	}
+	hc := map[string]Chain{}
+	for _, c := range h.Chains {
+		hc[c.Name] = c
+	}
+	for _, wc := range w.Chains {
+		c, ok := hc[wc.Name]
+		delete(hc, wc.Name)
+		switch {
+		case !ok:
+			out = append(out, "chain "+wc.Name+" is missing")
+		case c.Type != wc.Type || c.Hooked != wc.Hooked || c.Hook != wc.Hook || c.Priority != wc.Priority || c.Policy != wc.Policy:
+			out = append(out, fmt.Sprintf("chain %s is type %s hook %d priority %d policy %d, want type %s hook %d priority %d policy %d",
+				wc.Name, c.Type, c.Hook, c.Priority, c.Policy, wc.Type, wc.Hook, wc.Priority, wc.Policy))
+		}
+	}
+	for name := range hc {
+		out = append(out, "chain "+name+" is not reef's")
+	}
+	slices.Sort(out)
+	return out
+}
+
+// diffContents compares rules and elements of two tables of the same shape.
+func diffContents(w, h Table) []Change {
+	var out []Change
+	hc := map[string]Chain{}
+	for _, c := range h.Chains {
+		hc[c.Name] = c
+	}
+	for _, wc := range w.Chains {
+		c := hc[wc.Name]
+		if why := rulesDiffer(w.ID, wc, c); why != "" {
+			out = append(out, Change{Kind: ReplaceRules, Table: w, Chain: wc.Name, Why: why})
+		}
+	}
+	hs := map[string]Set{}
+	for _, s := range h.Sets {
+		hs[s.Name] = s
+	}
+	for _, ws := range w.Sets {
+		s := hs[ws.Name]
+		have := map[Elem]bool{}
+		for _, e := range s.Elems {
+			have[e] = true
+		}
+		var add, del []Elem
+		for _, e := range ws.Elems {
+			if !have[e] {
+				add = append(add, e)
+			}
+			delete(have, e)
+		}
+		for _, e := range s.Elems {
+			if have[e] {
+				del = append(del, e)
+			}
+		}
+		where := "set " + w.ID.String() + " " + ws.Name
+		if len(del) > 0 {
+			out = append(out, Change{Kind: DelElems, Table: w, Set: ws.Name, Elems: del,
+				Why: fmt.Sprintf("%s has %d element(s) reef does not want: %s", where, len(del), elemList(del))})
+		}
+		if len(add) > 0 {
+			out = append(out, Change{Kind: AddElems, Table: w, Set: ws.Name, Elems: add,
+				Why: fmt.Sprintf("%s lacks %d element(s): %s", where, len(add), elemList(add))})
+		}
+	}
+	return out
+}
+
+func rulesDiffer(id TableID, w, h Chain) string {
+	where := "chain " + id.String() + " " + w.Name
+	if len(h.Rules) != len(w.Rules) {
+		return fmt.Sprintf("%s has %d rule(s), want %d", where, len(h.Rules), len(w.Rules))
+	}
+	for i := range w.Rules {
+		if w.Rules[i].key(id.Family) != h.Rules[i].key(id.Family) {
+			return fmt.Sprintf("%s: rule %d differs from reef's (%q)", where, i+1, w.Rules[i].Comment)
+		}
+	}
+	return ""
+}
+
+// elemList writes up to five elements, then a count of the rest.
+func elemList(es []Elem) string {
+	const show = 5
+	var parts []string
+	for i, e := range es {
+		if i == show {
+			parts = append(parts, fmt.Sprintf("and %d more", len(es)-show))
+			break
+		}
+		parts = append(parts, e.String())
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,440 @@
+package nat
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+// ErrNoTable is returned (wrapped) by AddPod when reef's ARP table or its
+// set is not in the kernel: a table deleted by hand, which the reconcile
+// loop recreates with every pod's element.
+var ErrNoTable = errors.New("reef's nftables table or set is missing")
+
+// ifNameSize is IFNAMSIZ: an interface name in a set key takes 16 bytes,
+// NUL-padded.
+const ifNameSize = 16
+
+// Kernel reads and writes reef's tables in one network namespace. Every
+// operation opens its own netlink socket, so a Kernel is safe for
+// concurrent use: parallel CNI ADDs and DELs each send their own batch.
+type Kernel struct {
+	opts []nftables.ConnOption
+}
+
+// NewKernel returns a Kernel for the caller's network namespace (the
+// daemon's, the node's), or for another given by
+// nftables.WithNetNSFd (tests).
+func NewKernel(opts ...nftables.ConnOption) *Kernel {
+	return &Kernel{opts: opts}
+}
+
+func (k *Kernel) conn(lasting bool) (*nftables.Conn, error) {
+	opts := slices.Clone(k.opts)
+	if lasting {
+		opts = append(opts, nftables.AsLasting())
+	}
+	c, err := nftables.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("nftables netlink socket: %w", err)
+	}
+	return c, nil
+}
+
+// Read returns what the kernel has of the tables named by ids, in the form
+// Desired builds; a table the kernel does not have is left out. Nothing of
+// another table is returned.
+func (k *Kernel) Read(ids []TableID) ([]Table, error) {
+	c, err := k.conn(true)
+	if err != nil {
+		return nil, err
+	}
+	defer c.CloseLasting()
+	var out []Table
+	for _, id := range ids {
+		t, found, err := readTable(c, id)
+		if err != nil {
+			return nil, fmt.Errorf("read nftables table %s: %w", id, err)
+		}
+		if found {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+func readTable(c *nftables.Conn, id TableID) (Table, bool, error) {
+	tables, err := c.ListTablesOfFamily(id.Family)
+	if err != nil {
+		return Table{}, false, err
+	}
+	var nt *nftables.Table
+	for _, t := range tables {
+		if t.Name == id.Name {
+			nt = t
+		}
+	}
+	if nt == nil {
+		return Table{}, false, nil
+	}
+	t := Table{ID: id, Flags: nt.Flags}
+	chains, err := c.ListChainsOfTableFamily(id.Family)
+	if err != nil {
+		return t, true, err
+	}
+	for _, nc := range chains {
+		if nc.Table == nil || nc.Table.Name != id.Name {
+			continue
+		}
+		ch := Chain{Name: nc.Name, Type: nc.Type}
+		if nc.Hooknum != nil && nc.Priority != nil {
+			ch.Hooked, ch.Hook, ch.Priority = true, *nc.Hooknum, *nc.Priority
+			if nc.Policy != nil {
+				ch.Policy = *nc.Policy
+			}
+		}
+		rules, err := c.GetRules(nt, nc)
+		if err != nil {
+			return t, true, fmt.Errorf("chain %s: %w", nc.Name, err)
+		}
+		for _, r := range rules {
+			ch.Rules = append(ch.Rules, Rule{Comment: commentOf(r.UserData), Exprs: r.Exprs})
+		}
+		t.Chains = append(t.Chains, ch)
+	}
+	slices.SortFunc(t.Chains, func(a, b Chain) int { return compareStrings(a.Name, b.Name) })
+	sets, err := c.GetSets(nt)
+	if err != nil {
+		return t, true, err
+	}
+	for _, ns := range sets {
+		if ns.Anonymous {
+			continue // part of a rule; goes with it
+		}
+		s := Set{Name: ns.Name, KeyType: ns.KeyType.Name, KeyLen: ns.KeyType.Bytes, Interval: ns.Interval, Concat: ns.Concatenation,
+			Foreign: ns.Constant || ns.IsMap || ns.HasTimeout || ns.Dynamic}
+		elems, err := c.GetSetElements(ns)
+		if err != nil {
+			return t, true, fmt.Errorf("set %s: %w", ns.Name, err)
+		}
+		s.Elems = decodeElems(ns, elems)
+		t.Sets = append(t.Sets, s)
+	}
+	slices.SortFunc(t.Sets, func(a, b Set) int { return compareStrings(a.Name, b.Name) })
+	return t, true, nil
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// decodeElems reads a set's elements back into Elems. Interval sets come
+// as start keys and end keys (the address after the range, flagged
+// "interval end"); a start without an end runs to the top of the address
+// space. Elements of a key reef does not use are skipped: such a set's
+// type already differs from reef's.
+func decodeElems(s *nftables.Set, raw []nftables.SetElement) []Elem {
+	var out []Elem
+	switch {
+	case s.Interval && (s.KeyType.Bytes == 4 || s.KeyType.Bytes == 16):
+		type bound struct {
+			a   netip.Addr
+			end bool
+		}
+		var bs []bound
+		for _, e := range raw {
+			if a, ok := netip.AddrFromSlice(e.Key); ok {
+				bs = append(bs, bound{a, e.IntervalEnd})
+			}
+		}
+		// Ends before starts at the same address: adjacent ranges.
+		slices.SortFunc(bs, func(x, y bound) int {
+			if c := x.a.Compare(y.a); c != 0 {
+				return c
+			}
+			if x.end == y.end {
+				return 0
+			}
+			if x.end {
+				return -1
+			}
+			return 1
+		})
+		var open *netip.Addr
+		for _, b := range bs {
+			switch {
+			case !b.end:
+				if open != nil { // a start without an end, then another start
+					out = append(out, Elem{From: *open, To: b.a.Prev()})
+				}
+				a := b.a
+				open = &a
+			case open != nil:
+				out = append(out, Elem{From: *open, To: b.a.Prev()})
+				open = nil
+			}
+			// An end with no start before it: nft's "0.0.0.0 interval end"
+			// marker, which bounds nothing.
+		}
+		if open != nil {
+			out = append(out, Elem{From: *open, To: lastAddr(netip.PrefixFrom(*open, 0))})
+		}
+	case !s.Interval && s.KeyType.Bytes == 4:
+		for _, e := range raw {
+			if a, ok := netip.AddrFromSlice(e.Key); ok {
+				out = append(out, Elem{From: a, To: a})
+			}
+		}
+	case !s.Interval && s.KeyType.Name == podKeyType.Name && s.KeyType.Bytes == podKeyType.Bytes:
+		for _, e := range raw {
+			if len(e.Key) != int(podKeyType.Bytes) {
+				continue
+			}
+			name, _, _ := bytes.Cut(e.Key[:ifNameSize], []byte{0})
+			a, _ := netip.AddrFromSlice(e.Key[ifNameSize:])
+			out = append(out, Elem{Iface: string(name), From: a, To: a})
+		}
+	}
+	slices.SortFunc(out, compareElems)
+	return out
+}
+
+// encodeElems turns Elems into the kernel's elements of set s.
+func encodeElems(s Set, es []Elem) []nftables.SetElement {
+	var out []nftables.SetElement
+	for _, e := range es {
+		switch {
+		case s.Concat:
+			key := make([]byte, ifNameSize, ifNameSize+4)
+			copy(key, e.Iface)
+			key = append(key, e.From.AsSlice()...)
+			out = append(out, nftables.SetElement{Key: key})
+		case s.Interval:
+			out = append(out, nftables.SetElement{Key: e.From.AsSlice()})
+			if next := e.To.Next(); next.IsValid() && next.BitLen() == e.To.BitLen() {
+				out = append(out, nftables.SetElement{Key: next.AsSlice(), IntervalEnd: true})
+			}
+		default:
+			out = append(out, nftables.SetElement{Key: e.From.AsSlice()})
+		}
+	}
+	return out
+}
+
+func nftTable(id TableID) *nftables.Table {
+	return &nftables.Table{Name: id.Name, Family: id.Family}
+}
+
+func nftSet(t *nftables.Table, s Set) *nftables.Set {
+	kt := nftables.TypeIPAddr
+	switch {
+	case s.KeyType == podKeyType.Name:
+		kt = podKeyType
+	case s.KeyType == nftables.TypeIP6Addr.Name:
+		kt = nftables.TypeIP6Addr
+	}
+	return &nftables.Set{Table: t, Name: s.Name, KeyType: kt, Interval: s.Interval, Concatenation: s.Concat, Comment: s.Comment}
+}
+
+func nftChain(t *nftables.Table, c Chain) *nftables.Chain {
+	nc := &nftables.Chain{Table: t, Name: c.Name, Type: c.Type}
+	if c.Hooked {
+		nc.Hooknum = nftables.ChainHookRef(c.Hook)
+		nc.Priority = nftables.ChainPriorityRef(c.Priority)
+		policy := c.Policy
+		nc.Policy = &policy
+	}
+	return nc
+}
+
+// addRules queues a chain's rules; setIDs names the sets created in the
+// same batch, whose lookups must carry the batch's set ID.
+func addRules(c *nftables.Conn, t *nftables.Table, ch *nftables.Chain, rules []Rule, setIDs map[string]uint32) {
+	for _, r := range rules {
+		exprs := make([]expr.Any, len(r.Exprs))
+		for i, e := range r.Exprs {
+			if l, ok := e.(*expr.Lookup); ok {
+				cp := *l
+				cp.SetID = setIDs[l.SetName]
+				e = &cp
+			}
+			exprs[i] = e
+		}
+		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: exprs, UserData: r.userData()})
+	}
+}
+
+// queueTable queues the whole of t: table, sets with elements, chains,
+// rules.
+func queueTable(c *nftables.Conn, t Table) error {
+	nt := c.AddTable(nftTable(t.ID))
+	ids := map[string]uint32{}
+	for _, s := range t.Sets {
+		ns := nftSet(nt, s)
+		if err := c.AddSet(ns, encodeElems(s, s.Elems)); err != nil {
+			return fmt.Errorf("set %s: %w", s.Name, err)
+		}
+		ids[s.Name] = ns.ID
+	}
+	for _, ch := range t.Chains {
+		nc := c.AddChain(nftChain(nt, ch))
+		addRules(c, nt, nc, ch.Rules, ids)
+	}
+	return nil
+}
+
+// Apply carries out a plan in one batch: the kernel takes all of it or
+// none of it.
+func (k *Kernel) Apply(p Plan) error {
+	if p.Empty() {
+		return nil
+	}
+	c, err := k.conn(false)
+	if err != nil {
+		return err
+	}
+	for _, ch := range p.Changes {
+		nt := nftTable(ch.Table.ID)
+		switch ch.Kind {
+		case CreateTable:
+			err = queueTable(c, ch.Table)
+		case RecreateTable:
+			c.DelTable(nt)
+			err = queueTable(c, ch.Table)
+		case ReplaceRules:
+			for _, wc := range ch.Table.Chains {
+				if wc.Name == ch.Chain {
+					nc := nftChain(nt, wc)
+					c.FlushChain(nc)
+					addRules(c, nt, nc, wc.Rules, nil)
+				}
+			}
+		case AddElems, DelElems:
+			for _, s := range ch.Table.Sets {
+				if s.Name != ch.Set {
+					continue
+				}
+				if ch.Kind == AddElems {
+					err = c.SetAddElements(nftSet(nt, s), encodeElems(s, ch.Elems))
+				} else {
+					err = c.SetDeleteElements(nftSet(nt, s), encodeElems(s, ch.Elems))
+				}
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", ch.Kind, ch.Table.ID, err)
+		}
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("apply nftables batch of %d change(s): %w", len(p.Changes), err)
+	}
+	return nil
+}
+
+func podSet() (Set, *nftables.Set) {
+	s := ARPTable(nil).Sets[0]
+	return s, nftSet(nftTable(ARPTableID), s)
+}
+
+// AddPod adds one pod's element to the ARP filter, in a batch of its own.
+// Adding an element that is there already succeeds. If reef's table is
+// missing the error wraps ErrNoTable.
+func (k *Kernel) AddPod(p Pod) error {
+	if err := checkPod(p); err != nil {
+		return err
+	}
+	c, err := k.conn(false)
+	if err != nil {
+		return err
+	}
+	s, ns := podSet()
+	e := Elem{Iface: p.Veth, From: p.IP, To: p.IP}
+	if err := c.SetAddElements(ns, encodeElems(s, []Elem{e})); err != nil {
+		return fmt.Errorf("add %s to set %s %s: %w", e, ARPTableID, SetPodAddrs, err)
+	}
+	if err := c.Flush(); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("add %s to set %s %s: %w: %w", e, ARPTableID, SetPodAddrs, ErrNoTable, err)
+		}
+		return fmt.Errorf("add %s to set %s %s: %w", e, ARPTableID, SetPodAddrs, err)
+	}
+	return nil
+}
+
+// DelPod removes one pod's element from the ARP filter. An element, set or
+// table that is not there is success: DEL is repeated.
+func (k *Kernel) DelPod(p Pod) error {
+	if err := checkPod(p); err != nil {
+		return err
+	}
+	c, err := k.conn(false)
+	if err != nil {
+		return err
+	}
+	s, ns := podSet()
+	e := Elem{Iface: p.Veth, From: p.IP, To: p.IP}
+	if err := c.SetDeleteElements(ns, encodeElems(s, []Elem{e})); err != nil {
+		return fmt.Errorf("delete %s from set %s %s: %w", e, ARPTableID, SetPodAddrs, err)
+	}
+	if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("delete %s from set %s %s: %w", e, ARPTableID, SetPodAddrs, err)
+	}
+	return nil
+}
+
+func checkPod(p Pod) error {
+	if p.Veth == "" || len(p.Veth) >= ifNameSize || !p.IP.Is4() {
+		return fmt.Errorf("pod %q . %s: want a veth name of 1-15 characters and an IPv4 address", p.Veth, p.IP)
+	}
+	return nil
+}
+
+// OwnTables lists the tables named TableName in every family: what
+// `reef cleanup` removes.
+func (k *Kernel) OwnTables() ([]TableID, error) {
+	c, err := k.conn(false)
+	if err != nil {
+		return nil, err
+	}
+	tables, err := c.ListTables()
+	if err != nil {
+		return nil, fmt.Errorf("list nftables tables: %w", err)
+	}
+	var out []TableID
+	for _, t := range tables {
+		if t.Name == TableName {
+			out = append(out, TableID{Family: t.Family, Name: t.Name})
+		}
+	}
+	return out, nil
+}
+
+// DeleteTables deletes the given tables in one batch.
+func (k *Kernel) DeleteTables(ids []TableID) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	c, err := k.conn(false)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		c.DelTable(nftTable(id))
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("delete nftables tables %v: %w", ids, err)
+	}
+	return nil
+}

@@ -1,0 +1,260 @@
+package nat
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/nftables"
+)
+
+var nsSeq atomic.Int32
+
+// testNetns creates a throw-away network namespace, deleted when the test
+// ends, and returns its name and a Kernel bound to it. Nothing here touches
+// the caller's namespace.
+func testNetns(tb testing.TB) (string, *Kernel) {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		tb.Skip("needs root: creates network namespaces")
+	}
+	name := fmt.Sprintf("reef-nat-test-%d-%d", os.Getpid(), nsSeq.Add(1))
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		tb.Fatalf("ip netns add %s: %v: %s", name, err, out)
+	}
+	f, err := os.Open("/var/run/netns/" + name)
+	if err != nil {
+		exec.Command("ip", "netns", "del", name).Run()
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		f.Close()
+		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
+			tb.Errorf("ip netns del %s: %v: %s", name, err, out)
+		}
+	})
+	return name, NewKernel(nftables.WithNetNSFd(int(f.Fd())))
+}
+
+// nft runs the nft tool in netns; tests that need it skip without it.
+func nft(t *testing.T, netns string, args ...string) string {
+	t.Helper()
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("nft not installed (the nftables package; make test installs it)")
+	}
+	out, err := exec.Command("ip", append([]string{"netns", "exec", netns, "nft"}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("nft %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// converge applies Diff(want, kernel) and checks that the kernel then
+// matches want.
+func converge(t *testing.T, k *Kernel, want []Table) Plan {
+	t.Helper()
+	have, err := k.Read(IDs(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Diff(want, have)
+	if err := k.Apply(p); err != nil {
+		t.Fatalf("apply %+v: %v", p.Changes, err)
+	}
+	have, err = k.Read(IDs(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again := Diff(want, have); !again.Empty() {
+		t.Fatalf("after applying, the kernel still differs: %+v", again.Changes)
+	}
+	return p
+}
+
+var counters = regexp.MustCompile(`counter packets \d+ bytes \d+`)
+
+func TestKernelCreateAndList(t *testing.T) {
+	ns, k := testNetns(t)
+	pools := append(testPools(), Pool{CIDR: pfx("10.246.0.0/16"), NATOutgoing: true}) // touches 10.245.0.0/24's neighbour range
+	want := Desired(IPv4, pools, testPods())
+	if p := converge(t, k, want); len(p.Changes) != 2 || p.Changes[0].Kind != CreateTable {
+		t.Errorf("first apply: %+v, want two CreateTable", p.Changes)
+	}
+	// What an operator reads.
+	out := counters.ReplaceAllString(nft(t, ns, "list", "ruleset"), "counter")
+	for _, line := range []string{
+		"table ip reef {",
+		"type nat hook postrouting priority srcnat + 10; policy accept;",
+		`ip saddr @masq-pools ip daddr != @all-pools counter masquerade fully-random comment "` + MasqComment + `"`,
+		"elements = { 10.244.0.0/16, 10.245.0.0/24,",
+		"table arp reef {",
+		"type filter hook output priority filter; policy accept;",
+		`arp operation reply oifname . arp saddr ip @pod-addrs counter drop comment "` + ARPComment + `"`,
+		`elements = { "reef0123456789a" . 10.244.0.5,`,
+		`comment "reef: pools with natOutgoing"`,
+	} {
+		if !strings.Contains(out, line) {
+			t.Errorf("nft list ruleset lacks %q:\n%s", line, out)
+		}
+	}
+}
+
+// TestKernelRepairs makes the drift an operator could make with nft and
+// checks that one Diff and Apply undo it.
+func TestKernelRepairs(t *testing.T) {
+	ns, k := testNetns(t)
+	want := Desired(IPv4, testPools(), testPods())
+	converge(t, k, want)
+	// Table by table: a recreated table is listed after the other.
+	ours := func() string {
+		return counters.ReplaceAllString(nft(t, ns, "list", "table", "ip", "reef")+nft(t, ns, "list", "table", "arp", "reef"), "counter")
+	}
+	baseline := ours()
+	ruleHandle := func(family, chain string) string {
+		ms := regexp.MustCompile(`# handle (\d+)`).FindAllStringSubmatch(nft(t, ns, "-a", "list", "chain", family, "reef", chain), -1)
+		if len(ms) < 2 { // the chain's handle, then the rule's
+			t.Fatalf("no rule handle in chain %s reef %s", family, chain)
+		}
+		return ms[len(ms)-1][1]
+	}
+	cases := []struct {
+		name string
+		nft  func() []string
+		kind ChangeKind
+	}{
+		{"delete table ip reef", func() []string { return []string{"delete table ip reef"} }, CreateTable},
+		{"delete table arp reef", func() []string { return []string{"delete table arp reef"} }, CreateTable},
+		{"flush chain", func() []string { return []string{"flush chain ip reef postrouting"} }, ReplaceRules},
+		{"flush table", func() []string { return []string{"flush table arp reef"} }, ReplaceRules},
+		{"rule replaced", func() []string {
+			return []string{"replace rule ip reef postrouting handle " + ruleHandle("ip", "postrouting") + " ip saddr @masq-pools masquerade"}
+		}, ReplaceRules},
+		{"rule added", func() []string { return []string{"add rule arp reef output accept"} }, ReplaceRules},
+		{"element deleted", func() []string {
+			return []string{`delete element arp reef pod-addrs { "reef0123456789a" . 10.244.0.5 }`}
+		}, AddElems},
+		{"element added", func() []string { return []string{`add element arp reef pod-addrs { "reefzzz" . 10.9.9.9 }`} }, DelElems},
+		{"pool deleted", func() []string { return []string{`delete element ip reef all-pools { 10.244.0.0/16 }`} }, AddElems},
+		{"pool widened", func() []string {
+			return []string{`delete element ip reef masq-pools { 10.244.0.0/16 }`, `add element ip reef masq-pools { 10.0.0.0/8 }`}
+		}, DelElems},
+		{"table dormant", func() []string { return []string{"add table ip reef { flags dormant; }"} }, RecreateTable},
+		{"chain at another priority", func() []string {
+			return []string{"delete chain ip reef postrouting",
+				"add chain ip reef postrouting { type nat hook postrouting priority srcnat; policy accept; }"}
+		}, RecreateTable},
+		{"set deleted", func() []string {
+			return []string{"flush chain arp reef output", "delete set arp reef pod-addrs"}
+		}, RecreateTable},
+		{"extra chain", func() []string { return []string{"add chain ip reef mine"} }, RecreateTable},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, cmd := range c.nft() {
+				nft(t, ns, strings.Fields(cmd)...)
+			}
+			p := converge(t, k, want)
+			if len(p.Changes) == 0 || p.Changes[0].Kind != c.kind {
+				t.Errorf("plan %+v, want first change %s", p.Changes, c.kind)
+			}
+			if got := ours(); got != baseline {
+				t.Errorf("ruleset after repair:\n%s\nwant:\n%s", got, baseline)
+			}
+		})
+	}
+}
+
+// TestKernelForeignTables: a kube-proxy-like table with a nat chain at
+// srcnat, and a table of another name in the arp family, are neither read
+// nor changed, while reef's are created, repaired and deleted beside them.
+func TestKernelForeignTables(t *testing.T) {
+	ns, k := testNetns(t)
+	f, err := os.CreateTemp(t.TempDir(), "kp*.nft")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprint(f, `table ip kube-proxy {
+	set cluster-ips { type ipv4_addr; elements = { 10.96.0.1 } }
+	chain nat-postrouting {
+		type nat hook postrouting priority srcnat; policy accept;
+		meta mark & 0x00004000 == 0x00004000 masquerade fully-random
+	}
+}
+table arp other {
+	chain output {
+		type filter hook output priority filter; policy accept;
+	}
+}
+`)
+	f.Close()
+	nft(t, ns, "-f", f.Name())
+	foreign := func() string {
+		return nft(t, ns, "list", "table", "ip", "kube-proxy") + nft(t, ns, "list", "table", "arp", "other")
+	}
+	before := foreign()
+	want := Desired(IPv4, testPools(), testPods())
+	converge(t, k, want)
+	have, err := k.Read(IDs(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range have {
+		if h.ID.Name != TableName {
+			t.Errorf("Read returned %s", h.ID)
+		}
+	}
+	nft(t, ns, "delete", "table", "ip", "reef")
+	converge(t, k, want)
+	if err := k.AddPod(Pod{Veth: "reefnew", IP: addr("10.244.0.99")}); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := k.OwnTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.DeleteTables(ids); err != nil {
+		t.Fatal(err)
+	}
+	if after := foreign(); after != before {
+		t.Errorf("foreign tables changed:\n%s\nwas:\n%s", after, before)
+	}
+	if out := nft(t, ns, "list", "tables"); strings.Contains(out, " reef") {
+		t.Errorf("reef tables left after DeleteTables:\n%s", out)
+	}
+}
+
+func TestKernelPodElements(t *testing.T) {
+	ns, k := testNetns(t)
+	p := Pod{Veth: "reef0123456789a", IP: addr("10.244.0.5")}
+	if err := k.AddPod(p); !errors.Is(err, ErrNoTable) {
+		t.Errorf("AddPod without the table: %v, want ErrNoTable", err)
+	}
+	if err := k.DelPod(p); err != nil {
+		t.Errorf("DelPod without the table: %v", err)
+	}
+	converge(t, k, Desired(IPv4, testPools(), nil))
+	for i := 0; i < 2; i++ {
+		if err := k.AddPod(p); err != nil {
+			t.Fatalf("AddPod #%d: %v", i+1, err)
+		}
+	}
+	if out := nft(t, ns, "list", "set", "arp", "reef", "pod-addrs"); !strings.Contains(out, `"reef0123456789a" . 10.244.0.5`) {
+		t.Errorf("element missing after AddPod:\n%s", out)
+	}
+	for i := 0; i < 2; i++ {
+		if err := k.DelPod(p); err != nil {
+			t.Fatalf("DelPod #%d: %v", i+1, err)
+		}
+	}
+	if out := nft(t, ns, "list", "set", "arp", "reef", "pod-addrs"); strings.Contains(out, "reef0123456789a") {
+		t.Errorf("element left after DelPod:\n%s", out)
+	}
+	if err := k.AddPod(Pod{Veth: "reef-name-too-long", IP: addr("10.244.0.5")}); err == nil {
+		t.Error("AddPod took a 18-character interface name")
+	}
+}

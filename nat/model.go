@@ -1,0 +1,197 @@
+// Package nat is reef's nftables dataplane: the masquerade of pod traffic
+// that leaves every pool (natOutgoing), and the filter that keeps the node
+// from answering a pod's ARP for the pod's own address. reef keeps both in
+// tables of its own, named TableName in each family, next to whatever else
+// has tables on the node (kube-proxy, a firewall); it reads and writes only
+// those.
+//
+// The shape follows the routes package: Desired computes reef's tables
+// from the pools and the pods, purely; Kernel.Read returns what the kernel
+// has of them, in the same comparable form; Diff turns the two into a Plan
+// that Kernel.Apply carries out in one atomic batch. The pools' sets and
+// the pods' set change by element, never by rewriting a rule. CNI ADD and
+// DEL add and remove one pod's element on their own (Kernel.AddPod,
+// Kernel.DelPod).
+package nat
+
+import (
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+)
+
+// TableID names a table: a family and a name.
+type TableID struct {
+	Family nftables.TableFamily
+	Name   string
+}
+
+// String is the table as nft names it: "ip reef", "arp reef".
+func (id TableID) String() string { return FamilyName(id.Family) + " " + id.Name }
+
+// FamilyName is nft's name of a table family.
+func FamilyName(f nftables.TableFamily) string {
+	switch f {
+	case nftables.TableFamilyIPv4:
+		return "ip"
+	case nftables.TableFamilyIPv6:
+		return "ip6"
+	case nftables.TableFamilyINet:
+		return "inet"
+	case nftables.TableFamilyARP:
+		return "arp"
+	case nftables.TableFamilyBridge:
+		return "bridge"
+	case nftables.TableFamilyNetdev:
+		return "netdev"
+	}
+	return fmt.Sprintf("family%d", f)
+}
+
+// Table is one nftables table in a form that compares: what Desired builds
+// and what Kernel.Read finds. Sets and chains are sorted by name.
+type Table struct {
+	ID     TableID
+	Flags  uint32 // NFTA_TABLE_FLAGS; reef's tables have none (1 is "dormant")
+	Sets   []Set
+	Chains []Chain
+}
+
+// Set is a named set. Comment is written but not read back (the nftables
+// library does not decode it), so it takes no part in comparisons.
+type Set struct {
+	Name     string
+	KeyType  string // nft's name of the key type: "ipv4_addr", "ifname . ipv4_addr"
+	KeyLen   uint32 // bytes
+	Interval bool
+	Concat   bool
+	// Foreign: the set has flags reef never sets (constant, map, timeout,
+	// dynamic), so it is not reef's shape.
+	Foreign bool
+	Comment string
+	Elems   []Elem // sorted
+}
+
+// Elem is one set element: an address range (From == To for one address)
+// and, in the pods' set, the interface name it is paired with.
+type Elem struct {
+	Iface    string
+	From, To netip.Addr
+}
+
+// String writes the element as nft does.
+func (e Elem) String() string {
+	var s string
+	switch {
+	case e.From == e.To:
+		s = e.From.String()
+	case isPrefix(e.From, e.To):
+		s = rangePrefix(e.From, e.To).String()
+	default:
+		s = e.From.String() + "-" + e.To.String()
+	}
+	if e.Iface != "" {
+		return fmt.Sprintf("%q . %s", e.Iface, s)
+	}
+	return s
+}
+
+func (e Elem) less(o Elem) bool {
+	if e.Iface != o.Iface {
+		return e.Iface < o.Iface
+	}
+	if c := e.From.Compare(o.From); c != 0 {
+		return c < 0
+	}
+	return e.To.Less(o.To)
+}
+
+// Chain is a base chain with its rules in order.
+type Chain struct {
+	Name     string
+	Type     nftables.ChainType
+	Hooked   bool // a base chain: Hook, Priority and Policy apply
+	Hook     nftables.ChainHook
+	Priority nftables.ChainPriority
+	Policy   nftables.ChainPolicy
+	Rules    []Rule
+}
+
+// Rule is a rule's expressions and comment. Two rules are the same when
+// their keys are: expressions as the kernel would receive them, counters
+// and set IDs left out.
+type Rule struct {
+	Comment string
+	Exprs   []expr.Any
+}
+
+// key is the rule in bytes, for comparing a desired rule with a kernel one.
+// A rule whose expressions cannot be encoded gets a key no rule of reef's
+// has, so that it is replaced.
+func (r Rule) key(fam nftables.TableFamily) string {
+	var b strings.Builder
+	b.WriteString(r.Comment)
+	for _, e := range r.Exprs {
+		switch v := e.(type) {
+		case *expr.Counter:
+			e = &expr.Counter{}
+		case *expr.Lookup:
+			c := *v
+			c.SetID = 0
+			e = &c
+		}
+		enc, err := expr.Marshal(byte(fam), e)
+		if err != nil {
+			return "!unencodable " + err.Error()
+		}
+		b.WriteString("|" + hex.EncodeToString(enc))
+	}
+	return b.String()
+}
+
+// userData is the rule's comment as nft stores it, so `nft list ruleset`
+// prints it.
+func (r Rule) userData() []byte {
+	if r.Comment == "" {
+		return nil
+	}
+	return userdata.AppendString(nil, userdata.TypeComment, r.Comment)
+}
+
+func commentOf(ud []byte) string {
+	c, _ := userdata.GetString(ud, userdata.TypeComment)
+	return c
+}
+
+// isPrefix reports whether [from, to] is exactly one CIDR.
+func isPrefix(from, to netip.Addr) bool {
+	p := rangePrefix(from, to)
+	return p.IsValid() && p.Addr() == from && lastAddr(p) == to
+}
+
+// rangePrefix is the longest prefix starting at from that ends at or
+// before to: the whole range when it is one CIDR.
+func rangePrefix(from, to netip.Addr) netip.Prefix {
+	for bits := 0; bits <= from.BitLen(); bits++ {
+		p := netip.PrefixFrom(from, bits).Masked()
+		if p.Addr() == from && lastAddr(p).Compare(to) <= 0 {
+			return p
+		}
+	}
+	return netip.Prefix{}
+}
+
+// lastAddr is the highest address in p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
