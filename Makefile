@@ -7,7 +7,7 @@ LDFLAGS   := -s -w -X github.com/reefcni/reef/version.Version=$(VERSION) -X gith
 GOBUILD   := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build proto test test-unit test-e2e fuzz demo lab bench deps-test deps-proto clean vet
+.PHONY: all build proto test test-unit test-e2e fuzz demo lab bench deps-test deps-proto clean vet package deps-package
 
 all: build
 
@@ -17,7 +17,10 @@ build:
 	$(GOBUILD) -o $(BIN)/reef-lab ./cmd/reef-lab
 
 # Debian packages the lab and tests use; installed only when missing.
-TEST_PKGS := iproute2 iputils-ping nftables containernetworking-plugins tcpdump
+# rpm and systemd: the package tests read the .rpm and run systemd-analyze.
+TEST_PKGS := iproute2 iputils-ping nftables containernetworking-plugins tcpdump rpm systemd
+# arping: the e2e test of the pods' ARP filter (nftables table arp reef).
+TEST_PKGS += iputils-arping
 deps-test:
 	@missing=""; for p in $(TEST_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -65,6 +68,24 @@ lab: build deps-test
 
 bench: build deps-test
 	$(BIN)/reef-lab bench --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
+
+# The .deb and .rpm (packaging/, docs/install.md). The binaries in them are
+# stamped with the package version; nfpm is pinned and built once.
+DIST         ?= dist
+PKG_VERSION  ?= $(shell packaging/version.sh)
+PKG_VERSION  := $(PKG_VERSION)
+PKG_LDFLAGS  := -s -w -X github.com/reefcni/reef/version.Version=$(PKG_VERSION) -X github.com/reefcni/reef/version.Commit=$(COMMIT)
+NFPM_VERSION := v2.45.2
+NFPM         := $(GOBIN_DIR)/nfpm
+deps-package:
+	@$(GO) version -m $(NFPM) 2>/dev/null | grep -q 'github.com/goreleaser/nfpm/v2[[:space:]]*$(NFPM_VERSION)' || \
+	  GOFLAGS= GOBIN=$(GOBIN_DIR) $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+
+package: deps-package
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(PKG_LDFLAGS)' -o $(DIST)/bin/reef .
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(PKG_LDFLAGS)' -o $(DIST)/bin/reef-cni ./cniserver/shim
+	REEF_PKG_VERSION=$(PKG_VERSION) REEF_PKG_BIN=$(DIST)/bin $(NFPM) package -f packaging/nfpm.yaml -p deb -t $(DIST)/reef_$(PKG_VERSION)_amd64.deb
+	REEF_PKG_VERSION=$(PKG_VERSION) REEF_PKG_BIN=$(DIST)/bin $(NFPM) package -f packaging/nfpm.yaml -p rpm -t $(DIST)/reef-$(PKG_VERSION).x86_64.rpm
 
 clean:
 	rm -rf $(BIN) dist

@@ -39,6 +39,8 @@ commands:
   daemon               run the node daemon (systemd starts this)
   status               show this node, its blocks and the daemon's state
   ipam show            show pools and their use (--show-blocks, --show-allocations)
+  node forget NODE     free the blocks of a node gone for good (its address or name)
+  cleanup [--yes]      remove reef's tables, routes, links and state from this node (package purge)
   version              print the version
 
 Run "reef <command> -h" for the flags of a command.
@@ -61,6 +63,14 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return UsageError{"unknown ipam command"}
 		}
 		return runIPAMShow(ctx, args[2:], stdout, stderr)
+	case "node":
+		if len(args) < 2 || args[1] != "forget" {
+			fmt.Fprint(stderr, usage)
+			return UsageError{"unknown node command"}
+		}
+		return runNodeForget(ctx, args[2:], stdout, stderr)
+	case "cleanup":
+		return runCleanup(args[1:], cleanupStdin, stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "reef %s (commit %s)\n", version.Version, version.Commit)
 		return nil
@@ -207,11 +217,15 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fmt.Fprintf(stdout, "\nblocks of this node:\n")
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "BLOCK\tPOOL\tUSED")
+	fmt.Fprintln(tw, "BLOCK\tPOOL\tSTATE\tUSED")
 	for _, b := range st.GetBlocks() {
-		fmt.Fprintf(tw, "%s\t%s\t%d/%d\n", b.GetCidr(), b.GetPool(), b.GetUsed(), b.GetSize())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\n", b.GetCidr(), b.GetPool(), b.GetState(), b.GetUsed(), b.GetSize())
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	printPeers(stdout, st)
+	return nil
 }
 
 func runIPAMShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -245,9 +259,13 @@ func runIPAMShow(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			p.GetUsed(), 100*float64(p.GetUsed())/float64(max(p.GetSize(), 1)), p.GetSize())
 	}
 	if *showBlocks {
-		fmt.Fprintln(tw, "\nBLOCK\tOWNER\tIPS IN USE\tCLAIMED")
+		fmt.Fprintln(tw, "\nBLOCK\tOWNER\tSTATE\tIPS IN USE\tCLAIMED")
 		for _, b := range rep.GetBlocks() {
-			fmt.Fprintf(tw, "%s\t%s\t%d of %d\t%s\n", b.GetCidr(), b.GetOwner(), b.GetUsed(), b.GetSize(),
+			used := fmt.Sprintf("%d of %d", b.GetUsed(), b.GetSize())
+			if strings.HasPrefix(b.GetState(), "remote") {
+				used = "-" // counted by its owner
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", b.GetCidr(), ownerName(b), b.GetState(), used,
 				time.Unix(b.GetClaimedUnix(), 0).UTC().Format(time.RFC3339))
 		}
 	}

@@ -1,6 +1,7 @@
 package cniserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,7 +43,7 @@ func (s *Server) poolFor(r *request) (store.Pool, *types.Error) {
 		fmt.Sprintf("netconf key \"pool\": %s is not a pool of this node (pools: %v); add it to pools in /etc/reef/config.yaml", r.pool, names), "")
 }
 
-func (s *Server) add(in *reefv1.CNIRequest) ([]byte, *types.Error) {
+func (s *Server) add(ctx context.Context, in *reefv1.CNIRequest) ([]byte, *types.Error) {
 	r, cerr := parseRequest("ADD", in)
 	if cerr != nil {
 		s.log.Warn("refused ADD", "container", in.GetContainerId(), "code", cerr.Code, "error", cerr.Msg)
@@ -58,25 +59,38 @@ func (s *Server) add(in *reefv1.CNIRequest) ([]byte, *types.Error) {
 	}
 	unlock := s.containers.lock(r.containerID)
 	defer unlock()
-	s.Kernel.RLock()
-	ep, podMAC, newBlock, cerr := s.addLocked(r, pool, log)
-	s.Kernel.RUnlock()
+	var ep store.Endpoint
+	var podMAC string
+	for {
+		var needBlock bool
+		s.Kernel.RLock()
+		ep, podMAC, needBlock, cerr = s.addLocked(r, pool, log)
+		s.Kernel.RUnlock()
+		if !needBlock {
+			break
+		}
+		// Every confirmed block of the pool is full. Wait, without any
+		// lock, for the block protocol to confirm a new claim, then retry.
+		if err := s.NeedBlock(ctx, pool); err != nil {
+			cerr = err
+			break
+		}
+	}
 	if cerr != nil {
 		log.Warn("ADD failed", "code", cerr.Code, "error", cerr.Msg, "details", cerr.Details)
 		return nil, cerr
-	}
-	if newBlock {
-		s.OnNewBlock(ep.Block)
 	}
 	out, err := s.result(r, ep, podMAC)
 	if err != nil {
 		return nil, types.NewError(types.ErrInternal, "encode CNI result", err.Error())
 	}
-	log.Info("pod added", "ip", ep.IP, "veth", ep.HostVeth, "newBlock", newBlock)
+	log.Info("pod added", "ip", ep.IP, "veth", ep.HostVeth)
 	return out, nil
 }
 
-func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep store.Endpoint, podMAC string, newBlock bool, cerr *types.Error) {
+// addLocked allocates and wires; needBlock says the pool has no free
+// address in this node's confirmed blocks (nothing was done).
+func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep store.Endpoint, podMAC string, needBlock bool, cerr *types.Error) {
 	tmpl := store.Endpoint{
 		Handle:       r.handle(),
 		Network:      r.conf.Name,
@@ -91,11 +105,11 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 	}
 	// The record is written before the kernel is touched: a crash at any
 	// later point leaves a pending record that the next start resolves.
-	ep, existed, newBlock, err := s.store.Allocate(tmpl, pool)
+	ep, existed, err := s.store.Allocate(tmpl, pool)
+	if errors.Is(err, store.ErrNoFreeAddress) {
+		return ep, "", true, nil
+	}
 	if err != nil {
-		if errors.Is(err, store.ErrPoolExhausted) {
-			return ep, "", false, types.NewError(ErrPoolExhausted, err.Error()+"; add a pool or free addresses", "")
-		}
 		return ep, "", false, types.NewError(types.ErrInternal, "allocate an address", err.Error())
 	}
 	if existed {
@@ -119,14 +133,17 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 		}
 		return ep, "", false, s.rollback(r, ep, existed, types.NewError(code, msg, err.Error()), log)
 	}
+	if err := s.podFilter().AddPod(ep.HostVeth, ep.IP); err != nil {
+		s.unwire(ep, log)
+		return ep, "", false, s.rollback(r, ep, existed, types.NewError(types.ErrInternal,
+			"add pod "+ep.IP.String()+" to the ARP filter (nftables table arp reef)", err.Error()), log)
+	}
 	ep.State = store.EndpointReady
 	if err := s.store.SetEndpoint(ep); err != nil {
-		if terr := routes.TeardownPod(ep.HostVeth); terr != nil {
-			log.Error("roll back veth", "veth", ep.HostVeth, "error", terr)
-		}
+		s.unwire(ep, log)
 		return ep, "", false, s.rollback(r, ep, existed, types.NewError(types.ErrInternal, "record endpoint", err.Error()), log)
 	}
-	return ep, links.PodMAC.String(), newBlock, nil
+	return ep, links.PodMAC.String(), false, nil
 }
 
 // rollback undoes the allocation of a failed ADD (the kernel side is undone

@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -41,9 +40,15 @@ type Server struct {
 	// reading (they run in parallel, each on its own pod), reconcile holds it
 	// for writing, so it never sees a half-done ADD.
 	Kernel *sync.RWMutex
-	// OnNewBlock is called (without locks held) when an ADD claimed a block,
-	// so the reconcile loop programs its blackhole.
-	OnNewBlock func(netip.Prefix)
+	// NeedBlock is called, without locks, when the pool has no free address
+	// in this node's confirmed blocks. It returns once a new block may be
+	// there (the ADD then tries again), or a CNI error saying why no block
+	// can be had: the pool is exhausted, or the node cannot reach enough
+	// of the cluster to claim one.
+	NeedBlock func(ctx context.Context, pool store.Pool) *types.Error
+	// PodFilter adds a pod's ARP-filter element after wiring and removes it
+	// before teardown (see PodFilter); nil does nothing.
+	PodFilter PodFilter
 
 	ready      atomic.Bool
 	containers keyedMutex
@@ -51,7 +56,10 @@ type Server struct {
 
 // New returns a server that refuses ADD until SetReady(true).
 func New(cfg Config, st *store.Store, log *slog.Logger) *Server {
-	return &Server{cfg: cfg, store: st, log: log, Kernel: &sync.RWMutex{}, OnNewBlock: func(netip.Prefix) {}}
+	return &Server{cfg: cfg, store: st, log: log, Kernel: &sync.RWMutex{},
+		NeedBlock: func(context.Context, store.Pool) *types.Error {
+			return types.NewError(types.ErrTryAgainLater, "no block protocol running", "")
+		}}
 }
 
 // SetReady opens (or closes) the server for ADD; STATUS follows it.
@@ -69,7 +77,7 @@ func reply(result []byte, err *types.Error) *reefv1.CNIReply {
 
 // Add allocates and wires one pod attachment.
 func (s *Server) Add(ctx context.Context, in *reefv1.CNIRequest) (*reefv1.CNIReply, error) {
-	return reply(s.add(in)), nil
+	return reply(s.add(ctx, in)), nil
 }
 
 // Del removes one pod attachment; it succeeds for anything already gone.

@@ -63,6 +63,9 @@ type BGPConfig struct {
 	Password      string         `yaml:"password"` // TCP MD5; "": none
 	KeepaliveTime time.Duration  `yaml:"keepaliveTime"`
 	HoldTime      time.Duration  `yaml:"holdTime"`
+	// ClaimWait is how long a new block claim stays pending, announced but
+	// unused, so that a competing claim can reach this node; see docs/ipam.md.
+	ClaimWait time.Duration `yaml:"claimWait"`
 }
 
 // configPoolDefaults is what a pool entry gets for the keys it leaves out.
@@ -83,7 +86,7 @@ func DefaultConfig() Config {
 		StateDir:          "/var/lib/reef",
 		Socket:            "/run/reef/reef.sock",
 		Pools:             []PoolConfig{pool},
-		BGP:               BGPConfig{ASN: 64512, Port: 179, KeepaliveTime: 10 * time.Second, HoldTime: 30 * time.Second},
+		BGP:               BGPConfig{ASN: 64512, Port: 179, KeepaliveTime: 10 * time.Second, HoldTime: 30 * time.Second, ClaimWait: 500 * time.Millisecond},
 		Metrics:           "127.0.0.1:9099",
 		ReconcileInterval: 30 * time.Second,
 		LogLevel:          "info",
@@ -518,6 +521,9 @@ func (c *Config) configProblems() []configProblem {
 	}
 	if b.KeepaliveTime <= 0 {
 		bad("bgp.keepaliveTime", "value %q must be positive", b.KeepaliveTime)
+	}
+	if b.ClaimWait < 50*time.Millisecond || b.ClaimWait > time.Minute {
+		bad("bgp.claimWait", "value %q must be between 50ms and 1m", b.ClaimWait)
 	}
 	if b.HoldTime < 3*time.Second {
 		bad("bgp.holdTime", "value %q is below the 3s BGP allows", b.HoldTime)

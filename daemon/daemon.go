@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -17,6 +16,7 @@ import (
 	sdaemon "github.com/coreos/go-systemd/v22/daemon"
 	"google.golang.org/grpc"
 
+	"github.com/reefcni/reef/bgp"
 	"github.com/reefcni/reef/cniserver"
 	"github.com/reefcni/reef/cniserver/pendingdel"
 	reefv1 "github.com/reefcni/reef/proto"
@@ -36,6 +36,14 @@ const (
 	ipipOverhead  = 20
 )
 
+// bgpRestartTime is what peers are told to wait for this node after its
+// sessions drop before they flush its routes: well above the worst-case
+// start of the daemon, so a restart or upgrade never costs a route.
+const bgpRestartTime = 120 * time.Second
+
+// flagPlannedRestart is set in the store at SIGTERM and read at start.
+const flagPlannedRestart = "planned-restart"
+
 // Daemon is one running reef daemon.
 type Daemon struct {
 	cfg     Config
@@ -45,6 +53,8 @@ type Daemon struct {
 	store   *store.Store
 	cni     *cniserver.Server
 	rec     *reconciler
+	speaker *bgp.Speaker
+	blocks  *blockEngine
 	started time.Time
 }
 
@@ -80,12 +90,22 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	log.Info("node address chosen", "address", up.Address, "interface", up.Interface, "why", up.Reason, "podMTU", d.mtu)
 
 	dbPath := filepath.Join(cfg.StateDir, "reef.db")
-	st, err := store.Open(dbPath, store.Options{Node: cfg.NodeName, Timeout: storeLockTimeout})
+	st, err := store.Open(dbPath, store.Options{Node: cfg.NodeName, Address: up.Address, Timeout: storeLockTimeout})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	d.store = st
+	// A planned restart (SIGTERM) is marked in the store; only then does
+	// the speaker tell peers it is restarting, so that they do not hold our
+	// updates back after an unplanned start.
+	planned, err := st.Flag(flagPlannedRestart)
+	if err != nil {
+		return err
+	}
+	if err := st.SetFlag(flagPlannedRestart, false); err != nil {
+		return err
+	}
 
 	var pools []store.Pool
 	for _, p := range cfg.Pools {
@@ -105,7 +125,33 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer kernel.Close()
 	d.rec = newReconciler(st, d.cni, kernel, log, cfg.ReconcileInterval)
-	d.cni.OnNewBlock = func(netip.Prefix) { d.rec.Trigger() }
+	d.setupNAT()
+	d.rec.uplink = up.Interface
+
+	var bgpPools []bgp.Pool
+	for _, p := range pools {
+		bgpPools = append(bgpPools, bgp.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize})
+	}
+	gobgpLevel := slog.LevelWarn
+	if cfg.LogLevel == "debug" {
+		gobgpLevel = slog.LevelInfo
+	}
+	d.speaker, err = bgp.Start(ctx, bgp.Config{
+		ASN: cfg.BGP.ASN, Port: cfg.BGP.Port, RouterID: up.Address,
+		Peers: cfg.BGP.Peers, PeerPrefixes: cfg.BGP.PeerPrefixes, Password: cfg.BGP.Password,
+		Keepalive: cfg.BGP.KeepaliveTime, Hold: cfg.BGP.HoldTime,
+		RestartTime: bgpRestartTime, Restarting: planned,
+		Pools: bgpPools, LogLevel: gobgpLevel,
+	}, log.With("component", "bgp"), d.rec.Trigger)
+	if err != nil {
+		return err
+	}
+	log.Info("BGP speaker started", "asn", cfg.BGP.ASN, "port", cfg.BGP.Port, "peers", len(cfg.BGP.Peers),
+		"peerPrefixes", len(cfg.BGP.PeerPrefixes), "plannedRestart", planned)
+	settle := max(5*time.Second, 2*cfg.BGP.KeepaliveTime)
+	d.blocks = newBlockEngine(st, d.speaker, log, up.Address, cfg.BGP.Peers, pools, cfg.BGP.ClaimWait, settle, d.rec.Trigger)
+	d.rec.blocks = d.blocks
+	d.cni.NeedBlock = d.blocks.Need
 
 	lis, err := listenSocket(cfg.Socket, log)
 	if err != nil {
@@ -117,6 +163,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
 	log.Info("serving", "socket", cfg.Socket)
+	go d.runWatchdog(ctx) // WatchdogSec= of reef.service; pings only while healthy
 
 	// Before ADD is served: finish the DELs the shim queued while the daemon
 	// was away, then bring the kernel in line with the store.
@@ -138,7 +185,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		err = fmt.Errorf("serve %s: %w", cfg.Socket, err)
 	}
 	sdNotify(log, sdaemon.SdNotifyStopping)
-	log.Info("stopping; the dataplane stays as it is")
+	log.Info("stopping; the dataplane stays as it is, BGP sessions close without a Cease")
+	if err := st.SetFlag(flagPlannedRestart, true); err != nil {
+		log.Error("mark planned restart", "error", err)
+	}
 	d.cni.SetReady(false)
 	stopLoop()
 	<-loopDone

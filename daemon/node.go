@@ -2,6 +2,12 @@ package daemon
 
 import (
 	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	reefv1 "github.com/reefcni/reef/proto"
 	"github.com/reefcni/reef/store"
@@ -15,8 +21,12 @@ type nodeService struct {
 }
 
 func blockProto(b store.Block) *reefv1.Block {
-	return &reefv1.Block{Cidr: b.CIDR.String(), Pool: b.Pool.String(), Owner: b.Owner,
-		Size: int32(b.Size), Used: int32(b.Used), ClaimedUnix: b.Claimed.Unix()}
+	out := &reefv1.Block{Cidr: b.CIDR.String(), Pool: b.Pool.String(), Owner: b.Owner,
+		Size: int32(b.Size), Used: int32(b.Used), ClaimedUnix: b.Claimed.Unix(), State: string(b.State)}
+	if b.OwnerAddr.IsValid() {
+		out.OwnerAddress = b.OwnerAddr.String()
+	}
+	return out
 }
 
 func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*reefv1.StatusReply, error) {
@@ -51,7 +61,72 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 	for _, b := range own {
 		out.Blocks = append(out.Blocks, blockProto(b))
 	}
+	if d.speaker != nil {
+		peers, err := d.speaker.Peers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		sessions := map[netip.Addr]time.Time{}
+		for _, p := range peers {
+			pp := &reefv1.Peer{Address: p.Address.String(), Hostname: p.Hostname, State: p.State,
+				Received: p.Received, Accepted: p.Accepted, Dynamic: p.Dynamic}
+			if p.Established {
+				pp.SinceUnix = p.Since.Unix()
+				sessions[p.Address] = p.Since
+			}
+			out.Peers = append(out.Peers, pp)
+		}
+		out.BgpDropped = d.speaker.Dropped()
+		all, err := d.store.Blocks()
+		if err != nil {
+			return nil, err
+		}
+		forgotten, err := d.store.Forgotten()
+		if err != nil {
+			return nil, err
+		}
+		up, known := quorum(d.uplink.Address, d.cfg.BGP.Peers, all, sessions, forgotten)
+		out.QuorumUp, out.QuorumKnown = int32(up), int32(known)
+	}
 	return out, nil
+}
+
+// Forget frees the blocks of a node gone for good.
+func (n *nodeService) Forget(ctx context.Context, req *reefv1.ForgetRequest) (*reefv1.ForgetReply, error) {
+	if n.d.blocks == nil {
+		return nil, status.Error(codes.FailedPrecondition, "the block protocol is not running")
+	}
+	addr, err := n.resolveNode(req.GetNode())
+	if err != nil {
+		return nil, status.Error(codes.NotFound, err.Error())
+	}
+	freed, err := n.d.blocks.Forget(addr)
+	if err != nil {
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	out := &reefv1.ForgetReply{NodeAddress: addr.String()}
+	for _, p := range freed {
+		out.Blocks = append(out.Blocks, p.String())
+	}
+	return out, nil
+}
+
+// resolveNode takes a node address, or a name that a block's owner or a
+// BGP peer announced.
+func (n *nodeService) resolveNode(name string) (netip.Addr, error) {
+	if a, err := netip.ParseAddr(name); err == nil {
+		return a, nil
+	}
+	blocks, err := n.d.store.Blocks()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	for _, b := range blocks {
+		if !b.Own() && b.Owner == name && b.OwnerAddr.IsValid() {
+			return b.OwnerAddr, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("no node named %q owns a block known here; give its address", name)
 }
 
 func (n *nodeService) IPAM(ctx context.Context, req *reefv1.IPAMRequest) (*reefv1.IPAMReply, error) {

@@ -28,6 +28,9 @@ type reconciler struct {
 	kernel   *routes.Kernel
 	log      *slog.Logger
 	interval time.Duration
+	nat      *natDataplane
+	uplink   string       // device of routes to other nodes
+	blocks   *blockEngine // nil: no block protocol (tests of the kernel side)
 
 	trigger chan struct{}
 	gone    map[string]int // handle -> passes in a row that found its netns gone
@@ -105,9 +108,19 @@ func (r *reconciler) pass() error {
 	if err != nil {
 		return errors.Join(append(errs, fmt.Errorf("read endpoints: %w", err))...)
 	}
-	blocks, err := r.store.OwnBlocks()
-	if err != nil {
-		return errors.Join(append(errs, fmt.Errorf("read blocks: %w", err))...)
+	var blocks []store.Block
+	if r.blocks != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		blocks, err = r.blocks.Step(ctx)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("block protocol: %w", err))
+		}
+	}
+	if blocks == nil {
+		if blocks, err = r.store.Blocks(); err != nil {
+			return errors.Join(append(errs, fmt.Errorf("read blocks: %w", err))...)
+		}
 	}
 
 	live := r.resolveEndpoints(eps, &errs)
@@ -116,11 +129,19 @@ func (r *reconciler) pass() error {
 	for _, ep := range live {
 		want = append(want, routes.Endpoint{IP: ep.IP, HostVeth: ep.HostVeth})
 	}
+	// Only confirmed blocks are routed or blackholed: a pending claim may
+	// still be lost to another node.
 	var own []netip.Prefix
+	var remote []routes.RemoteBlock
 	for _, b := range blocks {
-		own = append(own, b.CIDR)
+		switch b.State {
+		case store.BlockConfirmed:
+			own = append(own, b.CIDR)
+		case store.BlockRemote:
+			remote = append(remote, routes.RemoteBlock{Block: b.CIDR, Node: b.OwnerAddr})
+		}
 	}
-	plan := routes.Diff(routes.Desired(want, own, have.Links), have)
+	plan := routes.Diff(routes.Desired(want, own, remote, r.uplink, have.Links), have)
 	for _, rt := range plan.Replace {
 		if cur, ok := have.Routes[rt.Dst]; ok {
 			r.log.Warn("repairing route", "want", rt.String(), "have", cur.String())
@@ -146,6 +167,9 @@ func (r *reconciler) pass() error {
 		} else if changed {
 			r.log.Warn("repaired: proxy_arp was off", "veth", ep.HostVeth, "ip", ep.IP)
 		}
+	}
+	if err := r.nat.reconcile(live); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -228,6 +228,195 @@ func (x *CNIError) GetDetails() string {
 	return ""
 }
 
+type ForgetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"` // node address, or name as its BGP session announced it
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetRequest) Reset() {
+	*x = ForgetRequest{}
+	mi := &file_proto_reef_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetRequest) ProtoMessage() {}
+
+func (x *ForgetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_reef_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetRequest.ProtoReflect.Descriptor instead.
+func (*ForgetRequest) Descriptor() ([]byte, []int) {
+	return file_proto_reef_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ForgetRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+type ForgetReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeAddress   string                 `protobuf:"bytes,1,opt,name=node_address,json=nodeAddress,proto3" json:"node_address,omitempty"`
+	Blocks        []string               `protobuf:"bytes,2,rep,name=blocks,proto3" json:"blocks,omitempty"` // freed
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetReply) Reset() {
+	*x = ForgetReply{}
+	mi := &file_proto_reef_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetReply) ProtoMessage() {}
+
+func (x *ForgetReply) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_reef_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetReply.ProtoReflect.Descriptor instead.
+func (*ForgetReply) Descriptor() ([]byte, []int) {
+	return file_proto_reef_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ForgetReply) GetNodeAddress() string {
+	if x != nil {
+		return x.NodeAddress
+	}
+	return ""
+}
+
+func (x *ForgetReply) GetBlocks() []string {
+	if x != nil {
+		return x.Blocks
+	}
+	return nil
+}
+
+// Peer is one BGP neighbour.
+type Peer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Address       string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	Hostname      string                 `protobuf:"bytes,2,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	State         string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	SinceUnix     int64                  `protobuf:"varint,4,opt,name=since_unix,json=sinceUnix,proto3" json:"since_unix,omitempty"` // established since; 0 if not established
+	Received      uint64                 `protobuf:"varint,5,opt,name=received,proto3" json:"received,omitempty"`
+	Accepted      uint64                 `protobuf:"varint,6,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	Dynamic       bool                   `protobuf:"varint,7,opt,name=dynamic,proto3" json:"dynamic,omitempty"` // accepted through bgp.peerPrefixes
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Peer) Reset() {
+	*x = Peer{}
+	mi := &file_proto_reef_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Peer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Peer) ProtoMessage() {}
+
+func (x *Peer) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_reef_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Peer.ProtoReflect.Descriptor instead.
+func (*Peer) Descriptor() ([]byte, []int) {
+	return file_proto_reef_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Peer) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *Peer) GetHostname() string {
+	if x != nil {
+		return x.Hostname
+	}
+	return ""
+}
+
+func (x *Peer) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Peer) GetSinceUnix() int64 {
+	if x != nil {
+		return x.SinceUnix
+	}
+	return 0
+}
+
+func (x *Peer) GetReceived() uint64 {
+	if x != nil {
+		return x.Received
+	}
+	return 0
+}
+
+func (x *Peer) GetAccepted() uint64 {
+	if x != nil {
+		return x.Accepted
+	}
+	return 0
+}
+
+func (x *Peer) GetDynamic() bool {
+	if x != nil {
+		return x.Dynamic
+	}
+	return false
+}
+
 type StatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -236,7 +425,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_proto_reef_proto_msgTypes[3]
+	mi := &file_proto_reef_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -248,7 +437,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[3]
+	mi := &file_proto_reef_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -261,7 +450,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{3}
+	return file_proto_reef_proto_rawDescGZIP(), []int{6}
 }
 
 type StatusReply struct {
@@ -278,13 +467,17 @@ type StatusReply struct {
 	StorePath          string                 `protobuf:"bytes,10,opt,name=store_path,json=storePath,proto3" json:"store_path,omitempty"`
 	LastReconcileUnix  int64                  `protobuf:"varint,11,opt,name=last_reconcile_unix,json=lastReconcileUnix,proto3" json:"last_reconcile_unix,omitempty"`
 	LastReconcileError string                 `protobuf:"bytes,12,opt,name=last_reconcile_error,json=lastReconcileError,proto3" json:"last_reconcile_error,omitempty"`
+	Peers              []*Peer                `protobuf:"bytes,13,rep,name=peers,proto3" json:"peers,omitempty"`
+	BgpDropped         uint64                 `protobuf:"varint,14,opt,name=bgp_dropped,json=bgpDropped,proto3" json:"bgp_dropped,omitempty"`    // distinct paths refused by the import filter
+	QuorumUp           int32                  `protobuf:"varint,15,opt,name=quorum_up,json=quorumUp,proto3" json:"quorum_up,omitempty"`          // nodes reached, itself included
+	QuorumKnown        int32                  `protobuf:"varint,16,opt,name=quorum_known,json=quorumKnown,proto3" json:"quorum_known,omitempty"` // nodes known, itself included
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_proto_reef_proto_msgTypes[4]
+	mi := &file_proto_reef_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -296,7 +489,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[4]
+	mi := &file_proto_reef_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -309,7 +502,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{4}
+	return file_proto_reef_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StatusReply) GetNodeName() string {
@@ -396,6 +589,34 @@ func (x *StatusReply) GetLastReconcileError() string {
 	return ""
 }
 
+func (x *StatusReply) GetPeers() []*Peer {
+	if x != nil {
+		return x.Peers
+	}
+	return nil
+}
+
+func (x *StatusReply) GetBgpDropped() uint64 {
+	if x != nil {
+		return x.BgpDropped
+	}
+	return 0
+}
+
+func (x *StatusReply) GetQuorumUp() int32 {
+	if x != nil {
+		return x.QuorumUp
+	}
+	return 0
+}
+
+func (x *StatusReply) GetQuorumKnown() int32 {
+	if x != nil {
+		return x.QuorumKnown
+	}
+	return 0
+}
+
 type IPAMRequest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	ShowBlocks      bool                   `protobuf:"varint,1,opt,name=show_blocks,json=showBlocks,proto3" json:"show_blocks,omitempty"`
@@ -406,7 +627,7 @@ type IPAMRequest struct {
 
 func (x *IPAMRequest) Reset() {
 	*x = IPAMRequest{}
-	mi := &file_proto_reef_proto_msgTypes[5]
+	mi := &file_proto_reef_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -418,7 +639,7 @@ func (x *IPAMRequest) String() string {
 func (*IPAMRequest) ProtoMessage() {}
 
 func (x *IPAMRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[5]
+	mi := &file_proto_reef_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -431,7 +652,7 @@ func (x *IPAMRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IPAMRequest.ProtoReflect.Descriptor instead.
 func (*IPAMRequest) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{5}
+	return file_proto_reef_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *IPAMRequest) GetShowBlocks() bool {
@@ -459,7 +680,7 @@ type IPAMReply struct {
 
 func (x *IPAMReply) Reset() {
 	*x = IPAMReply{}
-	mi := &file_proto_reef_proto_msgTypes[6]
+	mi := &file_proto_reef_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -471,7 +692,7 @@ func (x *IPAMReply) String() string {
 func (*IPAMReply) ProtoMessage() {}
 
 func (x *IPAMReply) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[6]
+	mi := &file_proto_reef_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -484,7 +705,7 @@ func (x *IPAMReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IPAMReply.ProtoReflect.Descriptor instead.
 func (*IPAMReply) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{6}
+	return file_proto_reef_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *IPAMReply) GetPools() []*Pool {
@@ -524,7 +745,7 @@ type Allocation struct {
 
 func (x *Allocation) Reset() {
 	*x = Allocation{}
-	mi := &file_proto_reef_proto_msgTypes[7]
+	mi := &file_proto_reef_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -536,7 +757,7 @@ func (x *Allocation) String() string {
 func (*Allocation) ProtoMessage() {}
 
 func (x *Allocation) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[7]
+	mi := &file_proto_reef_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -549,7 +770,7 @@ func (x *Allocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Allocation.ProtoReflect.Descriptor instead.
 func (*Allocation) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{7}
+	return file_proto_reef_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Allocation) GetIp() string {
@@ -615,7 +836,7 @@ type Pool struct {
 
 func (x *Pool) Reset() {
 	*x = Pool{}
-	mi := &file_proto_reef_proto_msgTypes[8]
+	mi := &file_proto_reef_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -627,7 +848,7 @@ func (x *Pool) String() string {
 func (*Pool) ProtoMessage() {}
 
 func (x *Pool) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[8]
+	mi := &file_proto_reef_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -640,7 +861,7 @@ func (x *Pool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pool.ProtoReflect.Descriptor instead.
 func (*Pool) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{8}
+	return file_proto_reef_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Pool) GetCidr() string {
@@ -693,13 +914,15 @@ type Block struct {
 	Size          int32                  `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
 	Used          int32                  `protobuf:"varint,5,opt,name=used,proto3" json:"used,omitempty"`
 	ClaimedUnix   int64                  `protobuf:"varint,6,opt,name=claimed_unix,json=claimedUnix,proto3" json:"claimed_unix,omitempty"`
+	OwnerAddress  string                 `protobuf:"bytes,7,opt,name=owner_address,json=ownerAddress,proto3" json:"owner_address,omitempty"`
+	State         string                 `protobuf:"bytes,8,opt,name=state,proto3" json:"state,omitempty"` // pending | confirmed | remote-pending | remote
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_proto_reef_proto_msgTypes[9]
+	mi := &file_proto_reef_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +934,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[9]
+	mi := &file_proto_reef_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +947,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{9}
+	return file_proto_reef_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Block) GetCidr() string {
@@ -769,6 +992,20 @@ func (x *Block) GetClaimedUnix() int64 {
 	return 0
 }
 
+func (x *Block) GetOwnerAddress() string {
+	if x != nil {
+		return x.OwnerAddress
+	}
+	return ""
+}
+
+func (x *Block) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
 var File_proto_reef_proto protoreflect.FileDescriptor
 
 const file_proto_reef_proto_rawDesc = "" +
@@ -788,8 +1025,22 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\bCNIError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x10\n" +
 	"\x03msg\x18\x02 \x01(\tR\x03msg\x12\x18\n" +
-	"\adetails\x18\x03 \x01(\tR\adetails\"\x0f\n" +
-	"\rStatusRequest\"\x97\x03\n" +
+	"\adetails\x18\x03 \x01(\tR\adetails\"#\n" +
+	"\rForgetRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"H\n" +
+	"\vForgetReply\x12!\n" +
+	"\fnode_address\x18\x01 \x01(\tR\vnodeAddress\x12\x16\n" +
+	"\x06blocks\x18\x02 \x03(\tR\x06blocks\"\xc3\x01\n" +
+	"\x04Peer\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x1a\n" +
+	"\bhostname\x18\x02 \x01(\tR\bhostname\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x1d\n" +
+	"\n" +
+	"since_unix\x18\x04 \x01(\x03R\tsinceUnix\x12\x1a\n" +
+	"\breceived\x18\x05 \x01(\x04R\breceived\x12\x1a\n" +
+	"\baccepted\x18\x06 \x01(\x04R\baccepted\x12\x18\n" +
+	"\adynamic\x18\a \x01(\bR\adynamic\"\x0f\n" +
+	"\rStatusRequest\"\x9d\x04\n" +
 	"\vStatusReply\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12!\n" +
 	"\fnode_address\x18\x02 \x01(\tR\vnodeAddress\x12\x1c\n" +
@@ -804,7 +1055,12 @@ const file_proto_reef_proto_rawDesc = "" +
 	"store_path\x18\n" +
 	" \x01(\tR\tstorePath\x12.\n" +
 	"\x13last_reconcile_unix\x18\v \x01(\x03R\x11lastReconcileUnix\x120\n" +
-	"\x14last_reconcile_error\x18\f \x01(\tR\x12lastReconcileError\"Y\n" +
+	"\x14last_reconcile_error\x18\f \x01(\tR\x12lastReconcileError\x12#\n" +
+	"\x05peers\x18\r \x03(\v2\r.reef.v1.PeerR\x05peers\x12\x1f\n" +
+	"\vbgp_dropped\x18\x0e \x01(\x04R\n" +
+	"bgpDropped\x12\x1b\n" +
+	"\tquorum_up\x18\x0f \x01(\x05R\bquorumUp\x12!\n" +
+	"\fquorum_known\x18\x10 \x01(\x05R\vquorumKnown\"Y\n" +
 	"\vIPAMRequest\x12\x1f\n" +
 	"\vshow_blocks\x18\x01 \x01(\bR\n" +
 	"showBlocks\x12)\n" +
@@ -829,23 +1085,26 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x12\n" +
 	"\x04used\x18\x04 \x01(\x03R\x04used\x12!\n" +
 	"\fblocks_total\x18\x05 \x01(\x05R\vblocksTotal\x12!\n" +
-	"\fblocks_owned\x18\x06 \x01(\x05R\vblocksOwned\"\x90\x01\n" +
+	"\fblocks_owned\x18\x06 \x01(\x05R\vblocksOwned\"\xcb\x01\n" +
 	"\x05Block\x12\x12\n" +
 	"\x04cidr\x18\x01 \x01(\tR\x04cidr\x12\x12\n" +
 	"\x04pool\x18\x02 \x01(\tR\x04pool\x12\x14\n" +
 	"\x05owner\x18\x03 \x01(\tR\x05owner\x12\x12\n" +
 	"\x04size\x18\x04 \x01(\x05R\x04size\x12\x12\n" +
 	"\x04used\x18\x05 \x01(\x05R\x04used\x12!\n" +
-	"\fclaimed_unix\x18\x06 \x01(\x03R\vclaimedUnix2\xf4\x01\n" +
+	"\fclaimed_unix\x18\x06 \x01(\x03R\vclaimedUnix\x12#\n" +
+	"\rowner_address\x18\a \x01(\tR\fownerAddress\x12\x14\n" +
+	"\x05state\x18\b \x01(\tR\x05state2\xf4\x01\n" +
 	"\x03CNI\x12-\n" +
 	"\x03Add\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply\x12-\n" +
 	"\x03Del\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply\x12/\n" +
 	"\x05Check\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply\x12,\n" +
 	"\x02GC\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply\x120\n" +
-	"\x06Status\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply2p\n" +
+	"\x06Status\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply2\xa8\x01\n" +
 	"\x04Node\x126\n" +
 	"\x06Status\x12\x16.reef.v1.StatusRequest\x1a\x14.reef.v1.StatusReply\x120\n" +
-	"\x04IPAM\x12\x14.reef.v1.IPAMRequest\x1a\x12.reef.v1.IPAMReplyB&Z$github.com/reefcni/reef/proto;reefv1b\x06proto3"
+	"\x04IPAM\x12\x14.reef.v1.IPAMRequest\x1a\x12.reef.v1.IPAMReply\x126\n" +
+	"\x06Forget\x12\x16.reef.v1.ForgetRequest\x1a\x14.reef.v1.ForgetReplyB&Z$github.com/reefcni/reef/proto;reefv1b\x06proto3"
 
 var (
 	file_proto_reef_proto_rawDescOnce sync.Once
@@ -859,44 +1118,50 @@ func file_proto_reef_proto_rawDescGZIP() []byte {
 	return file_proto_reef_proto_rawDescData
 }
 
-var file_proto_reef_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_proto_reef_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_proto_reef_proto_goTypes = []any{
 	(*CNIRequest)(nil),    // 0: reef.v1.CNIRequest
 	(*CNIReply)(nil),      // 1: reef.v1.CNIReply
 	(*CNIError)(nil),      // 2: reef.v1.CNIError
-	(*StatusRequest)(nil), // 3: reef.v1.StatusRequest
-	(*StatusReply)(nil),   // 4: reef.v1.StatusReply
-	(*IPAMRequest)(nil),   // 5: reef.v1.IPAMRequest
-	(*IPAMReply)(nil),     // 6: reef.v1.IPAMReply
-	(*Allocation)(nil),    // 7: reef.v1.Allocation
-	(*Pool)(nil),          // 8: reef.v1.Pool
-	(*Block)(nil),         // 9: reef.v1.Block
+	(*ForgetRequest)(nil), // 3: reef.v1.ForgetRequest
+	(*ForgetReply)(nil),   // 4: reef.v1.ForgetReply
+	(*Peer)(nil),          // 5: reef.v1.Peer
+	(*StatusRequest)(nil), // 6: reef.v1.StatusRequest
+	(*StatusReply)(nil),   // 7: reef.v1.StatusReply
+	(*IPAMRequest)(nil),   // 8: reef.v1.IPAMRequest
+	(*IPAMReply)(nil),     // 9: reef.v1.IPAMReply
+	(*Allocation)(nil),    // 10: reef.v1.Allocation
+	(*Pool)(nil),          // 11: reef.v1.Pool
+	(*Block)(nil),         // 12: reef.v1.Block
 }
 var file_proto_reef_proto_depIdxs = []int32{
 	2,  // 0: reef.v1.CNIReply.error:type_name -> reef.v1.CNIError
-	9,  // 1: reef.v1.StatusReply.blocks:type_name -> reef.v1.Block
-	8,  // 2: reef.v1.IPAMReply.pools:type_name -> reef.v1.Pool
-	9,  // 3: reef.v1.IPAMReply.blocks:type_name -> reef.v1.Block
-	7,  // 4: reef.v1.IPAMReply.allocations:type_name -> reef.v1.Allocation
-	0,  // 5: reef.v1.CNI.Add:input_type -> reef.v1.CNIRequest
-	0,  // 6: reef.v1.CNI.Del:input_type -> reef.v1.CNIRequest
-	0,  // 7: reef.v1.CNI.Check:input_type -> reef.v1.CNIRequest
-	0,  // 8: reef.v1.CNI.GC:input_type -> reef.v1.CNIRequest
-	0,  // 9: reef.v1.CNI.Status:input_type -> reef.v1.CNIRequest
-	3,  // 10: reef.v1.Node.Status:input_type -> reef.v1.StatusRequest
-	5,  // 11: reef.v1.Node.IPAM:input_type -> reef.v1.IPAMRequest
-	1,  // 12: reef.v1.CNI.Add:output_type -> reef.v1.CNIReply
-	1,  // 13: reef.v1.CNI.Del:output_type -> reef.v1.CNIReply
-	1,  // 14: reef.v1.CNI.Check:output_type -> reef.v1.CNIReply
-	1,  // 15: reef.v1.CNI.GC:output_type -> reef.v1.CNIReply
-	1,  // 16: reef.v1.CNI.Status:output_type -> reef.v1.CNIReply
-	4,  // 17: reef.v1.Node.Status:output_type -> reef.v1.StatusReply
-	6,  // 18: reef.v1.Node.IPAM:output_type -> reef.v1.IPAMReply
-	12, // [12:19] is the sub-list for method output_type
-	5,  // [5:12] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	12, // 1: reef.v1.StatusReply.blocks:type_name -> reef.v1.Block
+	5,  // 2: reef.v1.StatusReply.peers:type_name -> reef.v1.Peer
+	11, // 3: reef.v1.IPAMReply.pools:type_name -> reef.v1.Pool
+	12, // 4: reef.v1.IPAMReply.blocks:type_name -> reef.v1.Block
+	10, // 5: reef.v1.IPAMReply.allocations:type_name -> reef.v1.Allocation
+	0,  // 6: reef.v1.CNI.Add:input_type -> reef.v1.CNIRequest
+	0,  // 7: reef.v1.CNI.Del:input_type -> reef.v1.CNIRequest
+	0,  // 8: reef.v1.CNI.Check:input_type -> reef.v1.CNIRequest
+	0,  // 9: reef.v1.CNI.GC:input_type -> reef.v1.CNIRequest
+	0,  // 10: reef.v1.CNI.Status:input_type -> reef.v1.CNIRequest
+	6,  // 11: reef.v1.Node.Status:input_type -> reef.v1.StatusRequest
+	8,  // 12: reef.v1.Node.IPAM:input_type -> reef.v1.IPAMRequest
+	3,  // 13: reef.v1.Node.Forget:input_type -> reef.v1.ForgetRequest
+	1,  // 14: reef.v1.CNI.Add:output_type -> reef.v1.CNIReply
+	1,  // 15: reef.v1.CNI.Del:output_type -> reef.v1.CNIReply
+	1,  // 16: reef.v1.CNI.Check:output_type -> reef.v1.CNIReply
+	1,  // 17: reef.v1.CNI.GC:output_type -> reef.v1.CNIReply
+	1,  // 18: reef.v1.CNI.Status:output_type -> reef.v1.CNIReply
+	7,  // 19: reef.v1.Node.Status:output_type -> reef.v1.StatusReply
+	9,  // 20: reef.v1.Node.IPAM:output_type -> reef.v1.IPAMReply
+	4,  // 21: reef.v1.Node.Forget:output_type -> reef.v1.ForgetReply
+	14, // [14:22] is the sub-list for method output_type
+	6,  // [6:14] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_proto_reef_proto_init() }
@@ -910,7 +1175,7 @@ func file_proto_reef_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_reef_proto_rawDesc), len(file_proto_reef_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

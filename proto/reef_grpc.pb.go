@@ -282,6 +282,7 @@ var CNI_ServiceDesc = grpc.ServiceDesc{
 const (
 	Node_Status_FullMethodName = "/reef.v1.Node/Status"
 	Node_IPAM_FullMethodName   = "/reef.v1.Node/IPAM"
+	Node_Forget_FullMethodName = "/reef.v1.Node/Forget"
 )
 
 // NodeClient is the client API for Node service.
@@ -290,6 +291,8 @@ const (
 type NodeClient interface {
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusReply, error)
 	IPAM(ctx context.Context, in *IPAMRequest, opts ...grpc.CallOption) (*IPAMReply, error)
+	// Forget frees the blocks of a node gone for good (reef node forget).
+	Forget(ctx context.Context, in *ForgetRequest, opts ...grpc.CallOption) (*ForgetReply, error)
 }
 
 type nodeClient struct {
@@ -320,12 +323,24 @@ func (c *nodeClient) IPAM(ctx context.Context, in *IPAMRequest, opts ...grpc.Cal
 	return out, nil
 }
 
+func (c *nodeClient) Forget(ctx context.Context, in *ForgetRequest, opts ...grpc.CallOption) (*ForgetReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForgetReply)
+	err := c.cc.Invoke(ctx, Node_Forget_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServer is the server API for Node service.
 // All implementations must embed UnimplementedNodeServer
 // for forward compatibility.
 type NodeServer interface {
 	Status(context.Context, *StatusRequest) (*StatusReply, error)
 	IPAM(context.Context, *IPAMRequest) (*IPAMReply, error)
+	// Forget frees the blocks of a node gone for good (reef node forget).
+	Forget(context.Context, *ForgetRequest) (*ForgetReply, error)
 	mustEmbedUnimplementedNodeServer()
 }
 
@@ -341,6 +356,9 @@ func (UnimplementedNodeServer) Status(context.Context, *StatusRequest) (*StatusR
 }
 func (UnimplementedNodeServer) IPAM(context.Context, *IPAMRequest) (*IPAMReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method IPAM not implemented")
+}
+func (UnimplementedNodeServer) Forget(context.Context, *ForgetRequest) (*ForgetReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Forget not implemented")
 }
 func (UnimplementedNodeServer) mustEmbedUnimplementedNodeServer() {}
 func (UnimplementedNodeServer) testEmbeddedByValue()              {}
@@ -399,6 +417,24 @@ func _Node_IPAM_Handler(srv interface{}, ctx context.Context, dec func(interface
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Node_Forget_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForgetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).Forget(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_Forget_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).Forget(ctx, req.(*ForgetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Node_ServiceDesc is the grpc.ServiceDesc for Node service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -413,6 +449,10 @@ var Node_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "IPAM",
 			Handler:    _Node_IPAM_Handler,
+		},
+		{
+			MethodName: "Forget",
+			Handler:    _Node_Forget_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -59,6 +59,9 @@ func (k *Kernel) Read() (State, error) {
 			st.Routes[dst] = Route{Dst: dst, Kind: Blackhole}
 		case r.Gw == nil && r.Scope == netlink.SCOPE_LINK:
 			st.Routes[dst] = Route{Dst: dst, Kind: PodRoute, Dev: names[r.LinkIndex]}
+		case r.Gw != nil && r.Flags&unix.RTNH_F_ONLINK != 0 && len(r.MultiPath) == 0:
+			via, _ := netip.AddrFromSlice(r.Gw.To4())
+			st.Routes[dst] = Route{Dst: dst, Kind: RemoteRoute, Dev: names[r.LinkIndex], Via: via}
 		default:
 			// Ours by protocol but of a shape this version does not write:
 			// record it with an impossible device so Diff replaces or deletes it.
@@ -100,6 +103,16 @@ func (k *Kernel) replace(r Route) error {
 	switch r.Kind {
 	case Blackhole:
 		nr := &netlink.Route{Dst: prefixToIPNet(r.Dst), Type: unix.RTN_BLACKHOLE, Protocol: Protocol, Table: unix.RT_TABLE_MAIN}
+		if err := k.h.RouteReplace(nr); err != nil {
+			return fmt.Errorf("replace route %s: %w", r, err)
+		}
+	case RemoteRoute:
+		l, err := k.h.LinkByName(r.Dev)
+		if err != nil {
+			return fmt.Errorf("replace route %s: %w", r, err)
+		}
+		nr := &netlink.Route{Dst: prefixToIPNet(r.Dst), Gw: r.Via.AsSlice(), LinkIndex: l.Attrs().Index,
+			Flags: int(netlink.FLAG_ONLINK), Protocol: Protocol, Table: unix.RT_TABLE_MAIN}
 		if err := k.h.RouteReplace(nr); err != nil {
 			return fmt.Errorf("replace route %s: %w", r, err)
 		}

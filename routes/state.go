@@ -15,6 +15,9 @@ const (
 	// Blackhole drops traffic to an own block's unused addresses instead of
 	// letting it follow the default route out of the node.
 	Blackhole
+	// RemoteRoute sends traffic for another node's block to that node:
+	// "block via node dev uplink onlink".
+	RemoteRoute
 )
 
 // Route is one route reef owns, keyed by its destination: reef writes at
@@ -22,13 +25,16 @@ const (
 type Route struct {
 	Dst  netip.Prefix
 	Kind RouteKind
-	Dev  string // PodRoute only
+	Dev  string     // PodRoute, RemoteRoute
+	Via  netip.Addr // RemoteRoute
 }
 
 func (r Route) String() string {
 	switch r.Kind {
 	case Blackhole:
 		return fmt.Sprintf("blackhole %s proto reef", r.Dst)
+	case RemoteRoute:
+		return fmt.Sprintf("%s via %s dev %s onlink proto reef", r.Dst, r.Via, r.Dev)
 	default:
 		return fmt.Sprintf("%s dev %s scope link proto reef", r.Dst, r.Dev)
 	}
@@ -46,11 +52,21 @@ type State struct {
 	Links  map[string]bool // node-side veth names
 }
 
-// Desired computes the state reef wants from the store's endpoints and own
-// blocks, given which reef veths exist now: a route needs its device, and a
-// veth that is gone can only come back with a new ADD.
-func Desired(endpoints []Endpoint, ownBlocks []netip.Prefix, existingLinks map[string]bool) State {
+// RemoteBlock is another node's confirmed block and where it lives.
+type RemoteBlock struct {
+	Block netip.Prefix
+	Node  netip.Addr
+}
+
+// Desired computes the state reef wants from the store's endpoints, own
+// confirmed blocks and other nodes' confirmed blocks (reached through
+// uplink), given which reef veths exist now: a route needs its device, and
+// a veth that is gone can only come back with a new ADD.
+func Desired(endpoints []Endpoint, ownBlocks []netip.Prefix, remote []RemoteBlock, uplink string, existingLinks map[string]bool) State {
 	want := State{Routes: map[netip.Prefix]Route{}, Links: map[string]bool{}}
+	for _, b := range remote {
+		want.Routes[b.Block] = Route{Dst: b.Block, Kind: RemoteRoute, Dev: uplink, Via: b.Node}
+	}
 	for _, b := range ownBlocks {
 		want.Routes[b] = Route{Dst: b, Kind: Blackhole}
 	}

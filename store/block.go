@@ -13,13 +13,35 @@ import (
 // Block is a range of a pool with one owner node. Only the owner hands out
 // addresses from it; that is what keeps pod addresses unique in a cluster.
 type Block struct {
-	CIDR    netip.Prefix
-	Pool    netip.Prefix
-	Owner   string // node name
-	Claimed time.Time
-	Used    int // allocated addresses
-	Size    int // addresses in the block
+	CIDR      netip.Prefix
+	Pool      netip.Prefix
+	Owner     string     // node name; for another node's block the name its BGP session announced, or ""
+	OwnerAddr netip.Addr // node address: the owner's identity in the block protocol
+	State     BlockState
+	Claimed   time.Time // when the owner claimed it; the conflict rule compares this
+	LastSeen  time.Time // another node's block: when a peer last announced it
+	Used      int       // allocated addresses (own blocks)
+	Size      int       // addresses in the block
 }
+
+// BlockState is where a block stands in the block protocol.
+type BlockState string
+
+const (
+	// BlockPending: this node claimed the block and announced the claim;
+	// it gives out no address until the claim is confirmed.
+	BlockPending BlockState = "pending"
+	// BlockConfirmed: this node owns the block and gives out its addresses.
+	BlockConfirmed BlockState = "confirmed"
+	// BlockRemotePending: another node's claim, not confirmed yet: the
+	// block is taken, but nobody routes to it.
+	BlockRemotePending BlockState = "remote-pending"
+	// BlockRemote: another node owns the block; traffic to it goes there.
+	BlockRemote BlockState = "remote"
+)
+
+// Own reports whether the block is this node's (pending or confirmed).
+func (b Block) Own() bool { return b.State == BlockPending || b.State == BlockConfirmed }
 
 // blockRecord is a Block as stored. It is JSON because records are small,
 // written only on a claim, and an operator can read them with `bbolt get`;
@@ -36,10 +58,33 @@ type Block struct {
 // One key per block is what makes ownership single: a record for a block
 // is replaced, never duplicated.
 type blockRecord struct {
-	CIDR    netip.Prefix `json:"cidr"`
-	Pool    netip.Prefix `json:"pool"`
-	Owner   string       `json:"owner"`
-	Claimed time.Time    `json:"claimed"`
+	CIDR      netip.Prefix `json:"cidr"`
+	Pool      netip.Prefix `json:"pool"`
+	Owner     string       `json:"owner"`
+	OwnerAddr netip.Addr   `json:"ownerAddr,omitzero"`
+	State     BlockState   `json:"state,omitempty"` // "" in files of schema 1: confirmed if own
+	Claimed   time.Time    `json:"claimed"`
+	LastSeen  time.Time    `json:"lastSeen,omitzero"`
+}
+
+// own reports whether the record is this node's block.
+func (s *Store) own(r blockRecord) bool {
+	return r.State == BlockPending || r.State == BlockConfirmed || (r.State == "" && r.Owner == s.node)
+}
+
+func (s *Store) block(r blockRecord, addrs *bolt.Bucket) Block {
+	b := Block{CIDR: r.CIDR, Pool: r.Pool, Owner: r.Owner, OwnerAddr: r.OwnerAddr, State: r.State,
+		Claimed: r.Claimed, LastSeen: r.LastSeen, Size: int(blockLen(r.CIDR.Bits()))}
+	if b.State == "" {
+		b.State = BlockRemote
+		if r.Owner == s.node {
+			b.State = BlockConfirmed
+		}
+	}
+	if s.own(r) {
+		b.Used = usedIn(addrs, r.CIDR)
+	}
+	return b
 }
 
 func decodeBlock(k, v []byte) (blockRecord, error) {
@@ -121,10 +166,10 @@ func (s *Store) Blocks() ([]Block, error) {
 	return s.blocks(func(blockRecord) bool { return true })
 }
 
-// OwnBlocks returns the blocks owned by this node, in ascending address
-// order.
+// OwnBlocks returns the blocks owned by this node, pending or confirmed,
+// in ascending address order.
 func (s *Store) OwnBlocks() ([]Block, error) {
-	return s.blocks(func(r blockRecord) bool { return r.Owner == s.node })
+	return s.blocks(s.own)
 }
 
 func (s *Store) blocks(keep func(blockRecord) bool) ([]Block, error) {
@@ -137,14 +182,7 @@ func (s *Store) blocks(keep func(blockRecord) bool) ([]Block, error) {
 				return err
 			}
 			if keep(r) {
-				out = append(out, Block{
-					CIDR:    r.CIDR,
-					Pool:    r.Pool,
-					Owner:   r.Owner,
-					Claimed: r.Claimed,
-					Used:    usedIn(addrs, r.CIDR),
-					Size:    int(blockLen(r.CIDR.Bits())),
-				})
+				out = append(out, s.block(r, addrs))
 			}
 			return nil
 		})

@@ -13,7 +13,7 @@ import (
 func TestSetEndpoint(t *testing.T) {
 	pool := Pool{CIDR: netip.MustParsePrefix("10.244.0.0/24"), BlockSize: 26}
 	s := openTest(t, "node-a")
-	orig, _, _, err := s.Allocate(Endpoint{
+	orig, _, _, err := allocAuto(s, Endpoint{
 		Handle: "k8s-pod-network.abc", Network: "k8s-pod-network", ContainerID: "abc",
 		IfName: "eth0", Netns: "/var/run/netns/x", PodNamespace: "default", PodName: "web",
 	}, pool)
@@ -81,7 +81,7 @@ func TestEndpointsSorted(t *testing.T) {
 	pool := Pool{CIDR: netip.MustParsePrefix("10.244.0.0/24"), BlockSize: 26}
 	s := openTest(t, "node-a")
 	for _, h := range []string{"net.c", "net.a", "net.b"} {
-		if _, _, _, err := s.Allocate(Endpoint{Handle: h}, pool); err != nil {
+		if _, _, _, err := allocAuto(s, Endpoint{Handle: h}, pool); err != nil {
 			t.Fatal(err)
 		}
 	}

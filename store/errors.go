@@ -12,11 +12,22 @@ var (
 	// a boolean instead, so that DEL stays idempotent without error checks.
 	ErrNotFound = errors.New("not found")
 
-	// ErrPoolExhausted is returned by Allocate when every block of the pool
-	// is owned (by this node or another) and every block this node owns is
-	// full: "pool 10.244.0.0/24 exhausted: all 4 blocks of /26 are owned
-	// and full".
+	// ErrPoolExhausted is returned by Claim when every block of the pool is
+	// owned, by this node or another: "pool 10.244.0.0/24 exhausted: all 4
+	// blocks of /26 are owned".
 	ErrPoolExhausted = errors.New("exhausted")
+
+	// ErrNoFreeAddress is returned by Allocate when every confirmed block
+	// this node owns in the pool is full: time to claim one.
+	ErrNoFreeAddress = errors.New("no free address")
+
+	// ErrBlockInUse is returned by DropOwnBlock for a block that still has
+	// allocated addresses.
+	ErrBlockInUse = errors.New("still has allocated addresses")
+
+	// ErrOwnBlock is returned by PutRemoteBlock for a block this node owns:
+	// it must be given up with DropOwnBlock first.
+	ErrOwnBlock = errors.New("is this node's")
 
 	// ErrLocked is returned by Open when another process holds the file
 	// lock for longer than Options.Timeout: "store /var/lib/reef/reef.db is

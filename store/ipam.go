@@ -14,26 +14,27 @@ import (
 //
 // If the handle already has an endpoint record, Allocate returns that
 // record unchanged with existed=true, so a repeated ADD gets the same
-// address. Otherwise it takes the lowest free address of this node's blocks
-// of the pool, blocks in ascending order; when they are all full it claims
-// a new block of the pool (newBlock=true) and takes its first address.
+// address. Otherwise it takes the lowest free address of this node's
+// confirmed blocks of the pool, blocks in ascending order. It never claims
+// a block: that takes the block protocol (Claim, then ConfirmBlock once no
+// other node contests it). When every confirmed block is full it returns
+// ErrNoFreeAddress, wrapped.
 //
 // ep is the template of the record: Allocate sets IP, Block and Pool (any
 // values given are ignored), Created if zero and State to EndpointPending
-// if empty, and stores it. It returns ErrPoolExhausted, wrapped, when no
-// address and no block is left.
-func (s *Store) Allocate(ep Endpoint, pool Pool) (got Endpoint, existed bool, newBlock bool, err error) {
+// if empty, and stores it.
+func (s *Store) Allocate(ep Endpoint, pool Pool) (got Endpoint, existed bool, err error) {
 	if ep.Handle == "" {
-		return Endpoint{}, false, false, errors.New("allocate: handle is empty")
+		return Endpoint{}, false, errors.New("allocate: handle is empty")
 	}
 	if err := pool.Validate(); err != nil {
-		return Endpoint{}, false, false, fmt.Errorf("allocate %s: %w", ep.Handle, err)
+		return Endpoint{}, false, fmt.Errorf("allocate %s: %w", ep.Handle, err)
 	}
 	if ep.State == "" {
 		ep.State = EndpointPending
 	}
 	if !ep.State.valid() {
-		return Endpoint{}, false, false, fmt.Errorf("allocate %s: unknown state %q", ep.Handle, ep.State)
+		return Endpoint{}, false, fmt.Errorf("allocate %s: unknown state %q", ep.Handle, ep.State)
 	}
 	if ep.Created.IsZero() {
 		// UTC and no monotonic reading: what comes back from the file.
@@ -60,11 +61,7 @@ func (s *Store) Allocate(ep Endpoint, pool Pool) (got Endpoint, existed bool, ne
 			return err
 		}
 		if !found {
-			if block, err = s.claim(blocks, pool); err != nil {
-				return err
-			}
-			// A new block is empty: its first address is free.
-			ip, newBlock = block.Addr(), true
+			return fmt.Errorf("pool %s: %w in this node's confirmed blocks", pool.CIDR, ErrNoFreeAddress)
 		}
 
 		ep.IP, ep.Block, ep.Pool = ip, block, pool.CIDR
@@ -78,9 +75,9 @@ func (s *Store) Allocate(ep Endpoint, pool Pool) (got Endpoint, existed bool, ne
 		return nil
 	})
 	if err != nil {
-		return Endpoint{}, false, false, fmt.Errorf("allocate %s: %w", ep.Handle, err)
+		return Endpoint{}, false, fmt.Errorf("allocate %s: %w", ep.Handle, err)
 	}
-	return got, existed, newBlock, nil
+	return got, existed, nil
 }
 
 // freeInOwnBlocks returns the lowest free address of this node's blocks of
@@ -96,7 +93,7 @@ func (s *Store) freeInOwnBlocks(blocks, addrs *bolt.Bucket, pool Pool) (netip.Ad
 		if err != nil {
 			return netip.Addr{}, netip.Prefix{}, false, err
 		}
-		if r.Owner != s.node || r.Pool != pool.CIDR {
+		if !s.own(r) || r.State == BlockPending || r.Pool != pool.CIDR {
 			continue
 		}
 		if ip, ok := firstFree(addrs, r.CIDR); ok {
@@ -106,10 +103,10 @@ func (s *Store) freeInOwnBlocks(blocks, addrs *bolt.Bucket, pool Pool) (netip.Ad
 	return netip.Addr{}, netip.Prefix{}, false, nil
 }
 
-// claim records a new block of pool as this node's. It walks the pool's
-// blocks from the node's offset upward, wrapping around, and takes the first
-// that overlaps no block in the file, whoever owns it.
-func (s *Store) claim(blocks *bolt.Bucket, pool Pool) (netip.Prefix, error) {
+// claim records a new block of pool as this node's, pending. It walks the
+// pool's blocks from the node's offset upward, wrapping around, and takes
+// the first that overlaps no block in the file, whoever owns it.
+func (s *Store) claim(blocks *bolt.Bucket, pool Pool, now time.Time) (netip.Prefix, error) {
 	n := pool.numBlocks()
 	off := claimOffset(s.node, n)
 	for i := range n {
@@ -118,17 +115,19 @@ func (s *Store) claim(blocks *bolt.Bucket, pool Pool) (netip.Prefix, error) {
 			continue
 		}
 		err := putBlock(blocks, blockRecord{
-			CIDR:    cand,
-			Pool:    pool.CIDR,
-			Owner:   s.node,
-			Claimed: time.Now().UTC().Round(0),
+			CIDR:      cand,
+			Pool:      pool.CIDR,
+			Owner:     s.node,
+			OwnerAddr: s.addr,
+			State:     BlockPending,
+			Claimed:   now.UTC().Truncate(time.Millisecond), // what BGP carries
 		})
 		if err != nil {
 			return netip.Prefix{}, err
 		}
 		return cand, nil
 	}
-	return netip.Prefix{}, fmt.Errorf("pool %s %w: all %d blocks of /%d are owned and full", pool.CIDR, ErrPoolExhausted, n, pool.BlockSize)
+	return netip.Prefix{}, fmt.Errorf("pool %s %w: all %d blocks of /%d are owned", pool.CIDR, ErrPoolExhausted, n, pool.BlockSize)
 }
 
 // Release removes the endpoint record of handle and frees its address, in

@@ -78,7 +78,7 @@ func TestAllocateRelease(t *testing.T) {
 		switch st.op {
 		case "alloc":
 			tmpl := Endpoint{Handle: st.handle, PodName: "pod-" + st.handle}
-			got, existed, newBlock, err := s.Allocate(tmpl, pool)
+			got, existed, newBlock, err := allocAuto(s, tmpl, pool)
 			if err != nil {
 				t.Fatalf("step %d: Allocate(%s): %v", i, st.handle, err)
 			}
@@ -112,8 +112,8 @@ func TestAllocateRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Block{
-		{CIDR: netip.MustParsePrefix("10.244.0.0/30"), Pool: pool.CIDR, Owner: s.Node(), Used: 4, Size: 4},
-		{CIDR: netip.MustParsePrefix("10.244.0.4/30"), Pool: pool.CIDR, Owner: s.Node(), Used: 2, Size: 4},
+		{CIDR: netip.MustParsePrefix("10.244.0.0/30"), Pool: pool.CIDR, Owner: s.Node(), State: BlockConfirmed, Used: 4, Size: 4},
+		{CIDR: netip.MustParsePrefix("10.244.0.4/30"), Pool: pool.CIDR, Owner: s.Node(), State: BlockConfirmed, Used: 2, Size: 4},
 	}
 	if diff := cmp.Diff(want, blocks, netipEqual, cmpopts.IgnoreFields(Block{}, "Claimed")); diff != "" {
 		t.Errorf("OwnBlocks (-want +got):\n%s", diff)
@@ -123,7 +123,7 @@ func TestAllocateRelease(t *testing.T) {
 func TestReleaseKeepsEmptyBlock(t *testing.T) {
 	pool := Pool{CIDR: netip.MustParsePrefix("10.244.0.0/24"), BlockSize: 26}
 	s := openTest(t, "node-a")
-	a, _, _, err := s.Allocate(Endpoint{Handle: "a"}, pool)
+	a, _, _, err := allocAuto(s, Endpoint{Handle: "a"}, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,17 +144,17 @@ func TestPoolExhausted(t *testing.T) {
 	s := openTest(t, "node-a")
 	ips := map[string]netip.Addr{}
 	for i := range 8 {
-		ep, _, _, err := s.Allocate(Endpoint{Handle: fmt.Sprint(i)}, pool)
+		ep, _, _, err := allocAuto(s, Endpoint{Handle: fmt.Sprint(i)}, pool)
 		if err != nil {
 			t.Fatalf("Allocate %d of 8: %v", i, err)
 		}
 		ips[ep.Handle] = ep.IP
 	}
-	_, _, _, err := s.Allocate(Endpoint{Handle: "one-too-many"}, pool)
+	_, _, _, err := allocAuto(s, Endpoint{Handle: "one-too-many"}, pool)
 	if !errors.Is(err, ErrPoolExhausted) {
 		t.Fatalf("Allocate in a full pool: %v, want ErrPoolExhausted", err)
 	}
-	want := "pool 10.244.0.0/29 exhausted: all 2 blocks of /30 are owned and full"
+	want := "pool 10.244.0.0/29 exhausted: all 2 blocks of /30 are owned"
 	if !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not contain %q", err, want)
 	}
@@ -166,7 +166,7 @@ func TestPoolExhausted(t *testing.T) {
 	if _, _, err := s.Release("5"); err != nil {
 		t.Fatal(err)
 	}
-	got, _, newBlock, err := s.Allocate(Endpoint{Handle: "again"}, pool)
+	got, _, newBlock, err := allocAuto(s, Endpoint{Handle: "again"}, pool)
 	if err != nil || newBlock || got.IP != ips["5"] {
 		t.Errorf("Allocate after Release = %s new=%v %v, want the freed %s", got.IP, newBlock, err, ips["5"])
 	}
@@ -185,7 +185,7 @@ func TestClaimOffset(t *testing.T) {
 	}
 	var first []netip.Prefix
 	for _, node := range []string{"k8s-node-1", "k8s-node-2"} {
-		got, _, _, err := openTest(t, node).Allocate(Endpoint{Handle: "x"}, pool)
+		got, _, _, err := allocAuto(openTest(t, node), Endpoint{Handle: "x"}, pool)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,7 +220,7 @@ func TestClaimSearch(t *testing.T) {
 			}
 			var claimed []string
 			for i := 0; ; i++ {
-				got, _, newBlock, err := s.Allocate(Endpoint{Handle: fmt.Sprint(i)}, pool)
+				got, _, newBlock, err := allocAuto(s, Endpoint{Handle: fmt.Sprint(i)}, pool)
 				if errors.Is(err, ErrPoolExhausted) {
 					break
 				}
@@ -276,7 +276,7 @@ func TestAllocateRejectsBadInput(t *testing.T) {
 		{"unknown state", Endpoint{Handle: "h", State: "running"}, good, `unknown state "running"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, _, err := s.Allocate(tc.ep, tc.pool)
+			_, _, _, err := allocAuto(s, tc.ep, tc.pool)
 			if err == nil || !strings.Contains(err.Error(), tc.wantSub) {
 				t.Errorf("Allocate error = %v, want one containing %q", err, tc.wantSub)
 			}
@@ -320,7 +320,7 @@ func TestParallelAllocateRelease(t *testing.T) {
 			}
 			for c := range cycles {
 				h := fmt.Sprintf("net.w%d-c%d", w, c)
-				ep, existed, _, err := s.Allocate(Endpoint{Handle: h}, pool)
+				ep, existed, _, err := allocAuto(s, Endpoint{Handle: h}, pool)
 				if err != nil || existed {
 					errs <- fmt.Errorf("Allocate(%s): existed=%v %v", h, existed, err)
 					return

@@ -45,7 +45,7 @@ func TestFirstFreeUsesEveryAddress(t *testing.T) {
 	pool := Pool{CIDR: netip.MustParsePrefix("255.255.255.252/30"), BlockSize: 30}
 	var got []string
 	for _, h := range []string{"a", "b", "c", "d"} {
-		ep, _, _, err := s.Allocate(Endpoint{Handle: h}, pool)
+		ep, _, _, err := allocAuto(s, Endpoint{Handle: h}, pool)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,7 @@ import (
 
 // schemaVersion is the layout this code reads and writes. Raise it together
 // with a new entry in migrations.
-const schemaVersion = 1
+const schemaVersion = 2
 
 // Bucket layout, schema version 1:
 //
@@ -17,6 +17,13 @@ const schemaVersion = 1
 //	blocks     4-byte address + 1-byte prefix length -> JSON blockRecord
 //	addrs      4-byte address -> handle of the endpoint holding it
 //	endpoints  handle -> JSON endpointRecord
+//
+// Schema version 2 adds:
+//
+//	forgotten  4-byte node address -> RFC 3339 time it was forgotten
+//
+// and block records gain ownerAddr, state and lastSeen (JSON, so version 1
+// records read as confirmed own blocks or remote ones by owner name).
 //
 // Keys are big-endian binary so that bbolt's byte order is address order:
 // block and address scans are cursor seeks, not full walks.
@@ -26,6 +33,7 @@ var (
 	bucketBlocks    = []byte("blocks")
 	bucketAddrs     = []byte("addrs")
 	bucketEndpoints = []byte("endpoints")
+	bucketForgotten = []byte("forgotten")
 )
 
 // migration upgrades a file by one schema version, inside the transaction
@@ -37,6 +45,14 @@ type migration func(tx *bolt.Tx) error
 // layout is simply the first migration.
 var migrations = []migration{
 	0: createV1,
+	1: createV2,
+}
+
+func createV2(tx *bolt.Tx) error {
+	if _, err := tx.CreateBucketIfNotExists(bucketForgotten); err != nil {
+		return fmt.Errorf("create bucket %s: %w", bucketForgotten, err)
+	}
+	return nil
 }
 
 func createV1(tx *bolt.Tx) error {
@@ -86,7 +102,7 @@ func migrate(tx *bolt.Tx, target int, steps []migration) error {
 // checkBuckets makes a damaged file fail at Open with a clear message
 // instead of a nil bucket panic in the first Allocate.
 func checkBuckets(tx *bolt.Tx) error {
-	for _, name := range [][]byte{bucketBlocks, bucketAddrs, bucketEndpoints} {
+	for _, name := range [][]byte{bucketBlocks, bucketAddrs, bucketEndpoints, bucketForgotten} {
 		if tx.Bucket(name) == nil {
 			return fmt.Errorf("bucket %s is missing although schema version is %d: file damaged", name, schemaVersion)
 		}

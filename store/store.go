@@ -12,6 +12,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -30,6 +31,9 @@ type Options struct {
 	// Node is this node's name: the owner recorded on the blocks it claims.
 	// It also seeds the block search offset, so nodes spread their claims.
 	Node string
+	// Address is this node's address, its identity in the block protocol,
+	// recorded on the blocks it claims.
+	Address netip.Addr
 	// Timeout is how long to wait for the file lock; 0 means 5s.
 	Timeout time.Duration
 }
@@ -39,6 +43,7 @@ type Store struct {
 	db   *bolt.DB
 	path string
 	node string
+	addr netip.Addr
 }
 
 // Open opens the state file at path, creating it (mode 0600, parent
@@ -77,7 +82,7 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = db.Close() // the schema error is the one worth reporting
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	return &Store{db: db, path: path, node: opts.Node}, nil
+	return &Store{db: db, path: path, node: opts.Node, addr: opts.Address}, nil
 }
 
 // Close releases the file and its lock. The Store must not be used after.

@@ -2,9 +2,11 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -60,7 +62,7 @@ func TestOpenCreatesPrivateFile(t *testing.T) {
 		schema = string(tx.Bucket(bucketMeta).Get(keySchema))
 		return nil
 	})
-	if schema != "1" {
+	if schema != strconv.Itoa(schemaVersion) {
 		t.Errorf("schema = %q, want \"1\"", schema)
 	}
 }
@@ -91,7 +93,7 @@ func TestReopenKeepsData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, _, _, err := s.Allocate(Endpoint{Handle: "net.a", PodName: "a"}, pool)
+	a, _, _, err := allocAuto(s, Endpoint{Handle: "net.a", PodName: "a"}, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +124,7 @@ func TestReopenKeepsData(t *testing.T) {
 	if diff := cmp.Diff(blocks, gotBlocks, netipEqual); diff != "" {
 		t.Errorf("blocks after reopen (-before +after):\n%s", diff)
 	}
-	b, _, newBlock, err := s.Allocate(Endpoint{Handle: "net.b"}, pool)
+	b, _, newBlock, err := allocAuto(s, Endpoint{Handle: "net.b"}, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,25 +158,25 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	path := s.Path()
 	s.Close()
 	withRaw(t, path, func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketMeta).Put(keySchema, []byte("2"))
+		return tx.Bucket(bucketMeta).Put(keySchema, []byte(strconv.Itoa(schemaVersion+1)))
 	})
 
 	s2, err := Open(path, Options{Node: "node-a"})
 	if err == nil {
 		s2.Close()
-		t.Fatal("Open accepted a file with schema version 2")
+		t.Fatal("Open accepted a file with a newer schema version")
 	}
 	if !errors.Is(err, ErrSchemaTooNew) {
 		t.Errorf("error %q is not ErrSchemaTooNew", err)
 	}
-	for _, want := range []string{path, "schema version 2", "up to 1"} {
+	for _, want := range []string{path, fmt.Sprintf("schema version %d", schemaVersion+1), fmt.Sprintf("up to %d", schemaVersion)} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
 	}
 	// The refusal must leave the file as the newer reef wrote it.
 	withRaw(t, path, func(tx *bolt.Tx) error {
-		if got := string(tx.Bucket(bucketMeta).Get(keySchema)); got != "2" {
+		if got := string(tx.Bucket(bucketMeta).Get(keySchema)); got != strconv.Itoa(schemaVersion+1) {
 			t.Errorf("schema after refused Open = %q, want \"2\"", got)
 		}
 		return nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/reefcni/reef/internal/lab"
 )
@@ -22,8 +23,10 @@ func show(l *lab.Lab, netns, label string, args ...string) {
 	}
 }
 
+const demoNodes = 3
+
 func demo(ctx context.Context, bin string, podsPerNode int, keep bool) error {
-	say("building a one-node lab in network namespaces (nothing on this host's own network changes)")
+	say("building a %d-node lab in network namespaces (nothing on this host's own network changes)", demoNodes)
 	l, err := lab.New(bin)
 	if err != nil {
 		return err
@@ -34,61 +37,74 @@ func demo(ctx context.Context, bin string, podsPerNode int, keep bool) error {
 			fmt.Fprintln(os.Stderr, "cleanup:", err)
 		}
 	}()
-	node, err := l.AddNode("node1", lab.NodeOptions{})
+	nodes, err := l.AddMesh(demoNodes, "")
 	if err != nil {
 		return err
 	}
-	if err := node.Start(); err != nil {
+	if err := lab.StartAll(nodes); err != nil {
 		return err
 	}
-	fmt.Printf("node1: netns %s, underlay address %s, reef daemon running (log: %s)\n", node.Netns, node.Address, node.LogPath)
-
-	say("creating %d pods through libcni and reef-cni with the one-line conflist", podsPerNode)
-	fmt.Printf("%s\n", node.Conflist())
-	var pods []*lab.Pod
-	for i := 1; i <= podsPerNode; i++ {
-		p, err := node.NewPod("default", fmt.Sprintf("web-%d", i))
-		if err != nil {
-			return err
-		}
-		pods = append(pods, p)
-		fmt.Printf("  pod default/web-%d  netns %-22s ip %s\n", i, p.Netns, p.IP)
+	for _, n := range nodes {
+		fmt.Printf("%s: netns %s, underlay %s, reef daemon with a BGP session to every other node (log: %s)\n", n.Name, n.Netns, n.Address, n.LogPath)
 	}
 
-	say("every pod pings every other pod (one hop through the node: TTL 63)")
+	say("creating %d pods on each node through libcni and reef-cni with the one-line conflist", podsPerNode)
+	fmt.Printf("%s\n", nodes[0].Conflist())
+	var pods []*lab.Pod
+	for _, n := range nodes {
+		for i := 1; i <= podsPerNode; i++ {
+			p, err := n.NewPod("default", fmt.Sprintf("%s-web-%d", n.Name, i))
+			if err != nil {
+				return err
+			}
+			pods = append(pods, p)
+			fmt.Printf("  %-5s pod %-22s ip %s\n", n.Name, p.Name, p.IP)
+		}
+	}
+	say("waiting until every node routes to every other node's blocks (learned over BGP)")
+	start := time.Now()
+	if err := lab.WaitConverged(nodes, 30*time.Second); err != nil {
+		return err
+	}
+	fmt.Printf("converged in %s\n", time.Since(start).Round(time.Millisecond))
+
+	say("every pod pings every other pod: TTL 63 on one node (one routed hop), 62 across nodes (two)")
 	failed := 0
 	for _, a := range pods {
+		var line []string
 		for _, b := range pods {
 			if a == b {
 				continue
 			}
 			ttl, err := a.Ping(b.IP)
-			status := fmt.Sprintf("ok, ttl=%d", ttl)
 			if err != nil {
-				status, failed = "FAILED: "+err.Error(), failed+1
+				failed++
+				line = append(line, b.Name+":FAILED")
+				continue
 			}
-			fmt.Printf("  %s -> %s  %s\n", a.Name, b.Name, status)
+			line = append(line, fmt.Sprintf("%s:ttl=%d", b.Name, ttl))
 		}
+		fmt.Printf("  %s -> %s\n", a.Name, strings.Join(line, " "))
 	}
-	ttl, err := pods[0].Ping(node.Address)
-	fmt.Printf("  %s -> node1 (%s)  ttl=%d %v\n", pods[0].Name, node.Address, ttl, errString(err))
 
 	say("what to look at")
 	show(l, pods[0].Netns, "inside a pod: a /32 on eth0", "ip", "-4", "addr", "show", "eth0")
 	show(l, pods[0].Netns, "inside a pod: everything via the link-local gateway", "ip", "route")
-	show(l, pods[0].Netns, "inside a pod: the gateway's MAC is fixed, no ARP needed", "ip", "neigh")
-	show(l, node.Netns, "on the node: one /32 per pod and a blackhole for the block", "ip", "route")
-	show(l, node.Netns, "on the node: the pods' veths, MAC ee:ee:ee:ee:ee:ee", "ip", "-br", "link", "show", "type", "veth")
-	fmt.Printf("\n$ reef status\n")
-	out, _ := node.Reef("status")
+	for _, n := range nodes {
+		show(l, n.Netns, n.Name+": /32 per local pod, blackhole for its own block, one route per other node's block", "ip", "route", "show", "proto", "reef")
+	}
+	fmt.Printf("\n$ reef status   # on %s\n", nodes[0].Name)
+	out, _ := nodes[0].Reef("status")
 	fmt.Print(out)
-	fmt.Printf("\n$ reef ipam show --show-blocks --show-allocations\n")
-	out, _ = node.Reef("ipam", "show", "--show-blocks", "--show-allocations")
+	fmt.Printf("\n$ reef ipam show --show-blocks   # on %s\n", nodes[0].Name)
+	out, _ = nodes[0].Reef("ipam", "show", "--show-blocks")
 	fmt.Print(out)
 
 	if keep {
-		say("lab is up; explore with: nsenter --net=/var/run/netns/%s bash   (Ctrl-C here tears it down)", node.Netns)
-		fmt.Printf("reef CLI: %s/reef status --socket %s\n", bin, node.Socket)
+		say("lab is up; explore with: nsenter --net=/var/run/netns/%s bash   (Ctrl-C here tears it down)", nodes[0].Netns)
+		for _, n := range nodes {
+			fmt.Printf("reef CLI on %s: %s/reef status --socket %s\n", n.Name, bin, n.Socket)
+		}
 		<-ctx.Done()
 	}
 	for _, p := range pods {
@@ -99,13 +115,6 @@ func demo(ctx context.Context, bin string, podsPerNode int, keep bool) error {
 	if failed > 0 {
 		return fmt.Errorf("%d pings failed", failed)
 	}
-	say("demo done: %d pods, all pings answered", len(pods))
+	say("demo done: %d nodes, %d pods, all pings answered", len(nodes), len(pods))
 	return nil
-}
-
-func errString(err error) string {
-	if err != nil {
-		return "FAILED: " + err.Error()
-	}
-	return "ok"
 }

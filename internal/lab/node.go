@@ -30,6 +30,23 @@ type NodeOptions struct {
 	ReconcileInterval time.Duration
 	// Env adds environment variables to the daemon (test hooks).
 	Env []string
+	// Peers and PeerPrefixes become bgp.peers and bgp.peerPrefixes; with
+	// either set, the BGP timers are the lab's fast ones (keepalive 1s,
+	// hold 3s) unless BGP overrides the whole section.
+	Peers        []netip.Addr
+	PeerPrefixes []netip.Prefix
+	// BGP, if set, is the whole bgp: section (YAML, indented two spaces).
+	BGP string
+}
+
+// NodeAddress is the underlay address node i (0-based, in creation order)
+// gets, so that a test can write peers before the nodes exist.
+func NodeAddress(i int) netip.Addr {
+	a := Underlay.Addr()
+	for j := 0; j < 10+i+1; j++ {
+		a = a.Next()
+	}
+	return a
 }
 
 // Node is one lab node: a namespace with an underlay interface eth0 and a
@@ -59,10 +76,7 @@ func (l *Lab) AddNode(name string, opts NodeOptions) (*Node, error) {
 	l.mu.Lock()
 	idx := len(l.nodes)
 	l.mu.Unlock()
-	addr := Underlay.Addr()
-	for i := 0; i < 10+idx+1; i++ {
-		addr = addr.Next()
-	}
+	addr := NodeAddress(idx)
 	n := &Node{Lab: l, Name: name, Netns: l.Prefix + "-" + name, Address: addr, Dir: filepath.Join(l.Dir, name), opts: opts}
 	n.Config = filepath.Join(n.Dir, "config.yaml")
 	n.StateDir = filepath.Join(n.Dir, "state")
@@ -118,6 +132,26 @@ pendingDeleteDir: %s
 reconcileInterval: %s
 logLevel: debug
 `, n.Name, n.Address, n.StateDir, n.Socket, n.PendingDir, interval)
+	switch {
+	case n.opts.BGP != "":
+		cfg += "bgp:\n" + n.opts.BGP
+	case len(n.opts.Peers) > 0 || len(n.opts.PeerPrefixes) > 0:
+		cfg += "bgp:\n  keepaliveTime: 1s\n  holdTime: 3s\n  peers: ["
+		for i, p := range n.opts.Peers {
+			if i > 0 {
+				cfg += ", "
+			}
+			cfg += p.String()
+		}
+		cfg += "]\n  peerPrefixes: ["
+		for i, p := range n.opts.PeerPrefixes {
+			if i > 0 {
+				cfg += ", "
+			}
+			cfg += p.String()
+		}
+		cfg += "]\n"
+	}
 	return os.WriteFile(n.Config, []byte(cfg+n.opts.Extra), 0o644)
 }
 
@@ -156,7 +190,11 @@ func (n *Node) StartNoWait() error {
 	if err != nil {
 		return err
 	}
+	// Its own UTS namespace gives each node daemon its own hostname, the
+	// name BGP peers learn from its FQDN capability. Every step execs, so
+	// the pid is the daemon's.
 	cmd := exec.Command("nsenter", "--net="+NetnsPath(n.Netns), "--",
+		"unshare", "--uts", "--", "sh", "-c", `hostname "$0" && exec "$@"`, n.Name,
 		filepath.Join(n.Lab.BinDir, "reef"), "daemon", "--config", n.Config)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), n.opts.Env...)

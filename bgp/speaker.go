@@ -1,0 +1,343 @@
+package bgp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	bgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/server"
+)
+
+// Config is the speaker's configuration.
+type Config struct {
+	ASN          uint32
+	Port         int
+	RouterID     netip.Addr // the node address: also the next hop of own blocks
+	Peers        []netip.Addr
+	PeerPrefixes []netip.Prefix // sessions accepted passively from these
+	Password     string         // TCP MD5; "" for none
+	Keepalive    time.Duration
+	Hold         time.Duration
+	// RestartTime is how long peers keep our routes after the session
+	// drops: above the worst-case time for the daemon to come back.
+	RestartTime time.Duration
+	// Restarting sets the graceful-restart R bit: only after a planned
+	// restart, so that peers do not hold our updates back otherwise.
+	Restarting bool
+	Pools      []Pool
+	// LogLevel of GoBGP's own log lines.
+	LogLevel slog.Level
+}
+
+const peerGroup = "reef"
+
+// Speaker is the embedded GoBGP server of one node. GoBGP runs every API
+// call through its own loop, so the methods are safe from any goroutine.
+type Speaker struct {
+	cfg Config
+	s   *server.BgpServer
+	log *slog.Logger
+
+	mu        sync.Mutex
+	announced map[netip.Prefix]Claim
+	badSeen   map[string]bool // peer|prefix already logged as dropped
+
+	dropped atomic.Uint64
+}
+
+// Start runs the speaker and connects to the peers. onChange is called
+// (from GoBGP's goroutines; it must not block) whenever a path or a peer
+// changes.
+func Start(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (*Speaker, error) {
+	lvl := &slog.LevelVar{}
+	lvl.Set(cfg.LogLevel)
+	s := server.NewBgpServer(server.LoggerOption(log.With("component", "gobgp"), lvl))
+	go s.Serve()
+	sp := &Speaker{cfg: cfg, s: s, log: log, announced: map[netip.Prefix]Claim{}, badSeen: map[string]bool{}}
+
+	if err := s.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
+		Asn:             cfg.ASN,
+		RouterId:        cfg.RouterID.String(),
+		ListenPort:      int32(cfg.Port),
+		ListenAddresses: []string{"0.0.0.0"},
+	}}); err != nil {
+		return nil, fmt.Errorf("start BGP (AS %d, router ID %s, port %d): %w", cfg.ASN, cfg.RouterID, cfg.Port, err)
+	}
+	if err := s.WatchEvent(ctx, server.WatchEventMessageCallbacks{
+		OnPathUpdate: func([]*apiutil.Path, time.Time) { onChange() },
+		OnPeerUpdate: func(*apiutil.WatchEventMessage_PeerEvent, time.Time) { onChange() },
+	}, server.WatchUpdate(false, "", ""), server.WatchPeer()); err != nil {
+		return nil, fmt.Errorf("watch BGP events: %w", err)
+	}
+	if len(cfg.PeerPrefixes) > 0 {
+		if err := s.AddPeerGroup(ctx, &api.AddPeerGroupRequest{PeerGroup: &api.PeerGroup{
+			Conf:            &api.PeerGroupConf{PeerGroupName: peerGroup, PeerAsn: cfg.ASN, AuthPassword: cfg.Password},
+			Timers:          sp.timers(),
+			GracefulRestart: sp.gracefulRestart(),
+			AfiSafis:        sp.afiSafis(),
+		}}); err != nil {
+			return nil, fmt.Errorf("add BGP peer group: %w", err)
+		}
+		for _, p := range cfg.PeerPrefixes {
+			if err := s.AddDynamicNeighbor(ctx, &api.AddDynamicNeighborRequest{DynamicNeighbor: &api.DynamicNeighbor{
+				Prefix: p.String(), PeerGroup: peerGroup,
+			}}); err != nil {
+				return nil, fmt.Errorf("accept BGP sessions from %s: %w", p, err)
+			}
+		}
+	}
+	for _, peer := range cfg.Peers {
+		if peer == cfg.RouterID {
+			continue // a config shared by all nodes lists this one too
+		}
+		if err := s.AddPeer(ctx, &api.AddPeerRequest{Peer: &api.Peer{
+			Conf:            &api.PeerConf{NeighborAddress: peer.String(), PeerAsn: cfg.ASN, AuthPassword: cfg.Password},
+			Timers:          sp.timers(),
+			GracefulRestart: sp.gracefulRestart(),
+			AfiSafis:        sp.afiSafis(),
+			Transport:       &api.Transport{LocalAddress: cfg.RouterID.String(), RemotePort: uint32(cfg.Port)},
+		}}); err != nil {
+			return nil, fmt.Errorf("add BGP peer %s: %w", peer, err)
+		}
+	}
+	return sp, nil
+}
+
+func (sp *Speaker) timers() *api.Timers {
+	return &api.Timers{Config: &api.TimersConfig{
+		ConnectRetry:      3,
+		HoldTime:          uint64(sp.cfg.Hold / time.Second),
+		KeepaliveInterval: uint64(sp.cfg.Keepalive / time.Second),
+		// Updates go out at once: claims must reach every peer quickly.
+		MinimumAdvertisementInterval: 0,
+	}}
+}
+
+func (sp *Speaker) gracefulRestart() *api.GracefulRestart {
+	return &api.GracefulRestart{
+		Enabled:         true,
+		RestartTime:     uint32(sp.cfg.RestartTime / time.Second),
+		LocalRestarting: sp.cfg.Restarting,
+		// Only while restarting: how long to wait for peers' End-of-RIB
+		// before sending our own updates anyway.
+		DeferralTime: 10,
+	}
+}
+
+func (sp *Speaker) afiSafis() []*api.AfiSafi {
+	return []*api.AfiSafi{{
+		Config:            &api.AfiSafiConfig{Family: &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}, Enabled: true},
+		MpGracefulRestart: &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}},
+	}}
+}
+
+// Announce makes the node's own paths exactly claims: new and changed ones
+// are added (a new path replaces the old one of the same prefix), the rest
+// withdrawn.
+func (sp *Speaker) Announce(claims []Claim) error {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	want := map[netip.Prefix]Claim{}
+	for _, c := range claims {
+		want[c.Block] = c
+	}
+	var errs []error
+	for p, c := range want {
+		if cur, ok := sp.announced[p]; ok && cur == c {
+			continue
+		}
+		path, err := sp.path(c)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if _, err := sp.s.AddPath(apiutil.AddPathRequest{Paths: []*apiutil.Path{path}}); err != nil {
+			errs = append(errs, fmt.Errorf("announce %s (%s, owner %s): %w", p, c.State, c.Owner, err))
+			continue
+		}
+		sp.announced[p] = c
+	}
+	for p, c := range sp.announced {
+		if _, ok := want[p]; ok {
+			continue
+		}
+		path, err := sp.path(c)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := sp.s.DeletePath(apiutil.DeletePathRequest{Paths: []*apiutil.Path{path}}); err != nil {
+			errs = append(errs, fmt.Errorf("withdraw %s: %w", p, err))
+			continue
+		}
+		delete(sp.announced, p)
+	}
+	return errors.Join(errs...)
+}
+
+func (sp *Speaker) path(c Claim) (*apiutil.Path, error) {
+	nlri, err := bgppkt.NewIPAddrPrefix(c.Block)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", c.Block, err)
+	}
+	nh := c.Owner
+	if c.State == Forgotten {
+		nh = sp.cfg.RouterID // a tombstone leads nowhere
+	}
+	nextHop, err := bgppkt.NewPathAttributeNextHop(nh)
+	if err != nil {
+		return nil, fmt.Errorf("encode next hop %s: %w", nh, err)
+	}
+	var lcs []*bgppkt.LargeCommunity
+	for _, lc := range Encode(sp.cfg.ASN, c) {
+		lcs = append(lcs, bgppkt.NewLargeCommunity(lc.ASN, lc.Data1, lc.Data2))
+	}
+	return &apiutil.Path{
+		Family: bgppkt.RF_IPv4_UC,
+		Nlri:   nlri,
+		Attrs: []bgppkt.PathAttributeInterface{
+			bgppkt.NewPathAttributeOrigin(0),
+			nextHop,
+			bgppkt.NewPathAttributeLargeCommunities(lcs),
+		},
+	}, nil
+}
+
+// Learned returns the valid claims peers announce, one per (peer, block).
+// Paths that are not reef blocks of the configured pools are dropped,
+// counted and logged once each.
+func (sp *Speaker) Learned() ([]Claim, error) {
+	var out []Claim
+	err := sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgppkt.RF_IPv4_UC},
+		func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
+			for _, p := range paths {
+				if !p.PeerAddress.IsValid() || p.PeerAddress.IsUnspecified() || p.PeerAddress == sp.cfg.RouterID {
+					continue // our own
+				}
+				c, err := sp.decode(nlri, p)
+				if err != nil {
+					sp.drop(p.PeerAddress, nlri.String(), err)
+					continue
+				}
+				c.From = p.PeerAddress
+				out = append(out, c)
+			}
+		})
+	if err != nil {
+		return nil, fmt.Errorf("list BGP paths: %w", err)
+	}
+	return out, nil
+}
+
+func (sp *Speaker) decode(nlri bgppkt.NLRI, p *apiutil.Path) (Claim, error) {
+	prefix, err := netip.ParsePrefix(nlri.String())
+	if err != nil {
+		return Claim{}, fmt.Errorf("%s: %w", nlri, ErrNotReef)
+	}
+	var nh netip.Addr
+	var lcs []LargeCommunity
+	for _, a := range p.Attrs {
+		switch a := a.(type) {
+		case *bgppkt.PathAttributeNextHop:
+			nh = a.Value
+		case *bgppkt.PathAttributeMpReachNLRI:
+			nh = a.Nexthop
+		case *bgppkt.PathAttributeLargeCommunities:
+			for _, v := range a.Values {
+				lcs = append(lcs, LargeCommunity{v.ASN, v.LocalData1, v.LocalData2})
+			}
+		}
+	}
+	return Decode(sp.cfg.ASN, sp.cfg.Pools, prefix, nh, lcs)
+}
+
+func (sp *Speaker) drop(peer netip.Addr, prefix string, err error) {
+	sp.mu.Lock()
+	key := peer.String() + "|" + prefix
+	first := !sp.badSeen[key]
+	sp.badSeen[key] = true
+	sp.mu.Unlock()
+	if first {
+		sp.dropped.Add(1)
+		sp.log.Warn("dropped a path that is not a reef block", "peer", peer, "prefix", prefix, "why", err)
+	}
+}
+
+// Dropped counts the distinct (peer, prefix) paths refused so far.
+func (sp *Speaker) Dropped() uint64 { return sp.dropped.Load() }
+
+// PeerStatus is one BGP neighbour as `reef status` shows it.
+type PeerStatus struct {
+	Address     netip.Addr
+	Hostname    string // from the peer's FQDN capability
+	State       string // idle, connect, active, opensent, openconfirm, established
+	Established bool
+	Since       time.Time // of the current state when established, else zero
+	Received    uint64
+	Accepted    uint64
+	Dynamic     bool // accepted through peerPrefixes
+}
+
+// Peers lists the neighbours, sorted by address.
+func (sp *Speaker) Peers(ctx context.Context) ([]PeerStatus, error) {
+	var out []PeerStatus
+	static := map[netip.Addr]bool{}
+	for _, p := range sp.cfg.Peers {
+		static[p] = true
+	}
+	err := sp.s.ListPeer(ctx, &api.ListPeerRequest{EnableAdvertised: false}, func(p *api.Peer) {
+		addr, err := netip.ParseAddr(p.GetConf().GetNeighborAddress())
+		if err != nil {
+			return
+		}
+		st := PeerStatus{Address: addr, Dynamic: !static[addr]}
+		st.Established = p.GetState().GetSessionState() == api.PeerState_SESSION_STATE_ESTABLISHED
+		st.State = sessionState(p.GetState().GetSessionState())
+		if st.Established && p.GetTimers().GetState().GetUptime() != nil {
+			st.Since = p.GetTimers().GetState().GetUptime().AsTime()
+		}
+		for _, af := range p.GetAfiSafis() {
+			st.Received += af.GetState().GetReceived()
+			st.Accepted += af.GetState().GetAccepted()
+		}
+		for _, c := range p.GetState().GetRemoteCap() {
+			if f := c.GetFqdn(); f != nil {
+				st.Hostname = f.GetHostName()
+			}
+		}
+		out = append(out, st)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list BGP peers: %w", err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Address.Less(out[j].Address) })
+	return out, nil
+}
+
+func sessionState(s api.PeerState_SessionState) string {
+	switch s {
+	case api.PeerState_SESSION_STATE_IDLE:
+		return "idle"
+	case api.PeerState_SESSION_STATE_CONNECT:
+		return "connect"
+	case api.PeerState_SESSION_STATE_ACTIVE:
+		return "active"
+	case api.PeerState_SESSION_STATE_OPENSENT:
+		return "opensent"
+	case api.PeerState_SESSION_STATE_OPENCONFIRM:
+		return "openconfirm"
+	case api.PeerState_SESSION_STATE_ESTABLISHED:
+		return "established"
+	}
+	return "unknown(" + strconv.Itoa(int(s)) + ")"
+}

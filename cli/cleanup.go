@@ -1,0 +1,319 @@
+package cli
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/reefcni/reef/daemon"
+	"github.com/reefcni/reef/nat"
+	"github.com/reefcni/reef/routes"
+)
+
+// cleanupStdin is where `reef cleanup` reads its confirmation (tests
+// replace it).
+var cleanupStdin io.Reader = os.Stdin
+
+// vxlanDevice is the VXLAN device of the multi-node dataplane.
+const vxlanDevice = "vxlan.reef"
+
+// pendingFile matches the files of the queue of DELs (cniserver/pendingdel):
+// entries and their temporary files.
+var pendingFile = regexp.MustCompile(`^([0-9a-f]{32}\.json|\.tmp-.*)$`)
+
+// leftovers is what `reef cleanup` found of reef's on this node.
+type leftovers struct {
+	tables  []nat.TableID
+	links   []netlink.Link
+	routes  []netlink.Route
+	db      string   // the store, if present
+	pending []string // files of queued DELs
+	dirs    []string // pending-delete dir, state dir: when they hold nothing else
+	socket  string   // a socket file no daemon serves
+	kept    []string // dirs that hold files not reef's: left, with reef's files removed
+}
+
+func (l *leftovers) empty() bool {
+	return len(l.tables) == 0 && len(l.links) == 0 && len(l.routes) == 0 && l.db == "" && len(l.pending) == 0 &&
+		len(l.dirs) == 0 && l.socket == ""
+}
+
+// runCleanup is `reef cleanup`, for a package purge: it removes what reef
+// put on this node: its nftables tables (named "reef", any family), routes
+// with its protocol (238) in any table, links named reef* and vxlan.reef,
+// its store and queued DELs, and then the state and queue dirs if nothing
+// else is in them. It touches nothing without one of those marks. It
+// refuses while a daemon serves the socket or holds the store: a running
+// daemon would put it all back.
+func runCleanup(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("reef cleanup", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", DefaultConfigPath, "configuration file, for stateDir, socket and pendingDeleteDir (missing: defaults)")
+	stateDir := fs.String("state-dir", "", "override stateDir")
+	socket := fs.String("socket", "", "override socket")
+	yes := fs.Bool("yes", false, "remove without asking")
+	if err := fs.Parse(args); err != nil {
+		return UsageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return UsageError{"unexpected arguments: " + strings.Join(fs.Args(), " ")}
+	}
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	cfg, err := daemon.LoadConfig(*configPath, explicit)
+	if err != nil {
+		return err
+	}
+	if *stateDir != "" {
+		cfg.StateDir = *stateDir
+	}
+	if *socket != "" {
+		cfg.Socket = *socket
+	}
+	if err := cfg.Finish(); err != nil {
+		return err
+	}
+
+	if err := refuseIfRunning(cfg.Socket, filepath.Join(cfg.StateDir, "reef.db")); err != nil {
+		return err
+	}
+	found, err := findLeftovers(cfg)
+	if err != nil {
+		return err
+	}
+	if found.empty() {
+		fmt.Fprintln(stdout, "reef cleanup: nothing of reef's found on this node")
+		return nil
+	}
+	fmt.Fprintln(stdout, "reef cleanup will remove:")
+	found.print(stdout)
+	if !*yes {
+		fmt.Fprint(stdout, "Pods on this node lose their network. Remove all of this? [y/N] ")
+		line, _ := bufio.NewReader(stdin).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+			fmt.Fprintln(stdout)
+			return errors.New("cleanup not confirmed: nothing was removed (reef cleanup --yes skips the question)")
+		}
+	}
+	return found.remove(stdout)
+}
+
+// refuseIfRunning fails when a daemon answers on the socket or holds the
+// store's lock.
+func refuseIfRunning(socket, db string) error {
+	if c, err := net.DialTimeout("unix", socket, time.Second); err == nil {
+		c.Close()
+		return fmt.Errorf("a reef daemon is serving %s: stop it first (systemctl stop reef); nothing was removed", socket)
+	}
+	f, err := os.Open(db)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", db, err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return fmt.Errorf("%s is locked by a running reef daemon: stop it first (systemctl stop reef); nothing was removed", db)
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return nil
+}
+
+func isReefLink(name string) bool {
+	return name == vxlanDevice || (strings.HasPrefix(name, routes.HostVethPrefix) && len(name) > len(routes.HostVethPrefix))
+}
+
+func findLeftovers(cfg daemon.Config) (*leftovers, error) {
+	l := &leftovers{}
+	var err error
+	if l.tables, err = nat.NewKernel().OwnTables(); err != nil {
+		return nil, err
+	}
+	links, err := netlink.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("list links: %w", err)
+	}
+	for _, k := range links {
+		if isReefLink(k.Attrs().Name) {
+			l.links = append(l.links, k)
+		}
+	}
+	l.routes, err = netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Protocol: routes.Protocol, Table: unix.RT_TABLE_UNSPEC},
+		netlink.RT_FILTER_PROTOCOL|netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return nil, fmt.Errorf("list routes proto %d: %w", routes.Protocol, err)
+	}
+	if db := filepath.Join(cfg.StateDir, "reef.db"); fileExists(db) {
+		l.db = db
+	}
+	if entries, err := os.ReadDir(cfg.PendingDeleteDir); err == nil {
+		for _, e := range entries {
+			if !e.IsDir() && pendingFile.MatchString(e.Name()) {
+				l.pending = append(l.pending, filepath.Join(cfg.PendingDeleteDir, e.Name()))
+			}
+		}
+	}
+	// The dirs go only if nothing but reef's is in them.
+	l.checkDir(cfg.PendingDeleteDir, func(e os.DirEntry) bool { return !e.IsDir() && pendingFile.MatchString(e.Name()) })
+	l.checkDir(cfg.StateDir, func(e os.DirEntry) bool {
+		p := filepath.Join(cfg.StateDir, e.Name())
+		return p == l.db || (p == cfg.PendingDeleteDir && slices.Contains(l.dirs, p))
+	})
+	if fi, err := os.Lstat(cfg.Socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		l.socket = cfg.Socket
+	}
+	return l, nil
+}
+
+// checkDir adds dir to the dirs to remove if it holds nothing but entries
+// ours says are reef's, and to those kept if it holds anything else.
+func (l *leftovers) checkDir(dir string, ours func(os.DirEntry) bool) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !ours(e) {
+			l.kept = append(l.kept, dir)
+			return
+		}
+	}
+	l.dirs = append(l.dirs, dir)
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func routeString(r netlink.Route) string {
+	s := "default"
+	if r.Dst != nil {
+		s = r.Dst.String()
+	}
+	if r.Type == unix.RTN_BLACKHOLE {
+		s = "blackhole " + s
+	}
+	if r.Gw != nil {
+		s += " via " + r.Gw.String()
+	}
+	if r.LinkIndex > 0 {
+		if k, err := netlink.LinkByIndex(r.LinkIndex); err == nil {
+			s += " dev " + k.Attrs().Name
+		}
+	}
+	if r.Table != unix.RT_TABLE_MAIN {
+		s += fmt.Sprintf(" table %d", r.Table)
+	}
+	return s
+}
+
+func (l *leftovers) print(w io.Writer) {
+	for _, t := range l.tables {
+		fmt.Fprintf(w, "  nftables table %s\n", t)
+	}
+	if len(l.links) > 0 {
+		var names []string
+		for _, k := range l.links {
+			names = append(names, k.Attrs().Name)
+		}
+		fmt.Fprintf(w, "  %d link(s): %s\n", len(l.links), strings.Join(names, " "))
+	}
+	if len(l.routes) > 0 {
+		fmt.Fprintf(w, "  %d route(s) with protocol %d (reef), those of the links above included:\n", len(l.routes), routes.Protocol)
+		for i, r := range l.routes {
+			if i == 10 {
+				fmt.Fprintf(w, "    … and %d more\n", len(l.routes)-10)
+				break
+			}
+			fmt.Fprintf(w, "    %s\n", routeString(r))
+		}
+	}
+	if l.db != "" {
+		fmt.Fprintf(w, "  the store %s (every pod address of this node)\n", l.db)
+	}
+	if len(l.pending) > 0 {
+		fmt.Fprintf(w, "  %d queued DEL(s) in %s\n", len(l.pending), filepath.Dir(l.pending[0]))
+	}
+	for _, d := range l.dirs {
+		fmt.Fprintf(w, "  the directory %s\n", d)
+	}
+	if l.socket != "" {
+		fmt.Fprintf(w, "  the socket file %s (no daemon serves it)\n", l.socket)
+	}
+	for _, d := range l.kept {
+		fmt.Fprintf(w, "and will keep the directory %s: it holds files that are not reef's\n", d)
+	}
+}
+
+// remove goes on after a failure, so that one stuck object does not keep
+// the rest, and returns every failure.
+func (l *leftovers) remove(w io.Writer) error {
+	var errs []error
+	// Links first: a veth takes its pod route with it.
+	for _, k := range l.links {
+		if err := netlink.LinkDel(k); err != nil && !errors.Is(err, unix.ENODEV) && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("delete link %s: %w", k.Attrs().Name, err))
+			continue
+		}
+		fmt.Fprintf(w, "removed link %s\n", k.Attrs().Name)
+	}
+	n := 0
+	for _, r := range l.routes {
+		r := r
+		if err := netlink.RouteDel(&r); err != nil && !errors.Is(err, unix.ESRCH) && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENODEV) {
+			errs = append(errs, fmt.Errorf("delete route %s: %w", routeString(r), err))
+			continue
+		}
+		n++
+	}
+	if len(l.routes) > 0 {
+		fmt.Fprintf(w, "removed %d route(s) with protocol %d\n", n, routes.Protocol)
+	}
+	if err := nat.NewKernel().DeleteTables(l.tables); err != nil {
+		errs = append(errs, err)
+	} else {
+		for _, t := range l.tables {
+			fmt.Fprintf(w, "removed nftables table %s\n", t)
+		}
+	}
+	files := append([]string(nil), l.pending...)
+	if l.db != "" {
+		files = append(files, l.db)
+	}
+	if l.socket != "" {
+		files = append(files, l.socket)
+	}
+	for _, f := range files {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		fmt.Fprintf(w, "removed %s\n", f)
+	}
+	for _, d := range l.dirs {
+		switch err := os.Remove(d); {
+		case err == nil || errors.Is(err, os.ErrNotExist):
+			fmt.Fprintf(w, "removed %s\n", d)
+		case errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST):
+			fmt.Fprintf(w, "kept %s: something not reef's appeared in it\n", d)
+		default:
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

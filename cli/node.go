@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	reefv1 "github.com/reefcni/reef/proto"
+)
+
+// ownerName shows a block's owner as "name (address)" when the name is
+// known, else the address.
+func ownerName(b *reefv1.Block) string {
+	switch {
+	case b.GetOwner() != "" && b.GetOwnerAddress() != "":
+		return b.GetOwner() + " (" + b.GetOwnerAddress() + ")"
+	case b.GetOwner() != "":
+		return b.GetOwner()
+	}
+	return b.GetOwnerAddress()
+}
+
+// printPeers prints the BGP neighbours as calicoctl node status does.
+func printPeers(w io.Writer, st *reefv1.StatusReply) {
+	fmt.Fprintf(w, "\nBGP peers (a node claims blocks only while it reaches a majority: %d of %d known nodes reached, itself included):\n",
+		st.GetQuorumUp(), st.GetQuorumKnown())
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PEER\tHOSTNAME\tTYPE\tSTATE\tSINCE\tPREFIXES RECEIVED")
+	for _, p := range st.GetPeers() {
+		kind := "configured"
+		if p.GetDynamic() {
+			kind = "peerPrefixes"
+		}
+		since := "-"
+		if p.GetSinceUnix() > 0 {
+			since = time.Since(time.Unix(p.GetSinceUnix(), 0)).Round(time.Second).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", p.GetAddress(), orDash(p.GetHostname()), kind, p.GetState(), since, p.GetReceived())
+	}
+	tw.Flush()
+	if n := st.GetBgpDropped(); n > 0 {
+		fmt.Fprintf(w, "%d path(s) from peers were refused by the import filter (see the daemon log)\n", n)
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func runNodeForget(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c clientFlags
+	fs := flag.NewFlagSet("reef node forget", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return UsageError{err.Error()}
+	}
+	if fs.NArg() != 1 {
+		return UsageError{"usage: reef node forget NODE (its address, or its name)"}
+	}
+	if err := c.validate(); err != nil {
+		return err
+	}
+	conn, err := c.dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rep, err := reefv1.NewNodeClient(conn).Forget(ctx, &reefv1.ForgetRequest{Node: fs.Arg(0)})
+	if err != nil {
+		return fmt.Errorf("forget %s: %w", fs.Arg(0), err)
+	}
+	if c.output == "json" {
+		return printJSON(stdout, rep)
+	}
+	fmt.Fprintf(stdout, "forgot node %s: %d block(s) free for other nodes: %s\n", rep.GetNodeAddress(), len(rep.GetBlocks()), strings.Join(rep.GetBlocks(), " "))
+	fmt.Fprintln(stdout, "the other nodes learn it over BGP; a forgotten node must not come back with its old state (wipe its stateDir first)")
+	return nil
+}

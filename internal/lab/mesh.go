@@ -1,0 +1,92 @@
+package lab
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// AddMesh adds n nodes ("node1".."nodeN") that peer with each other: each
+// lists the others as bgp.peers and accepts the whole underlay through
+// bgp.peerPrefixes, so a node added later with only its own peers joins
+// without edits to these. extra is appended to every config (pools).
+func (l *Lab) AddMesh(n int, extra string) ([]*Node, error) {
+	first := len(l.Nodes())
+	var addrs []netip.Addr
+	for i := 0; i < n; i++ {
+		addrs = append(addrs, NodeAddress(first+i))
+	}
+	var nodes []*Node
+	for i := 0; i < n; i++ {
+		var peers []netip.Addr
+		for j, a := range addrs {
+			if j != i {
+				peers = append(peers, a)
+			}
+		}
+		node, err := l.AddNode(fmt.Sprintf("node%d", first+i+1), NodeOptions{
+			Peers: peers, PeerPrefixes: []netip.Prefix{Underlay}, Extra: extra,
+		})
+		if err != nil {
+			return nil, err
+		}
+		nodes = append(nodes, node)
+	}
+	return nodes, nil
+}
+
+// StartAll starts the daemons of nodes at the same moment and waits until
+// all serve ADD.
+func StartAll(nodes []*Node) error {
+	for _, n := range nodes {
+		if err := n.StartNoWait(); err != nil {
+			return err
+		}
+	}
+	for _, n := range nodes {
+		if err := n.WaitReady(30e9); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WaitConverged waits until every node has a route to every confirmed block
+// of every other running node, through that node's address.
+func WaitConverged(nodes []*Node, timeout time.Duration) error {
+	var missing string
+	ok := waitFor(timeout, func() bool {
+		missing = ""
+		for _, owner := range nodes {
+			if !owner.Running() {
+				continue
+			}
+			st, err := owner.Status()
+			if err != nil {
+				missing = fmt.Sprintf("status of %s: %v", owner.Name, err)
+				return false
+			}
+			for _, b := range st.GetBlocks() {
+				if b.GetState() != "confirmed" {
+					continue
+				}
+				for _, n := range nodes {
+					if n == owner || !n.Running() {
+						continue
+					}
+					out, err := n.Lab.Run(n.Netns, "ip", "-4", "route", "show", "exact", b.GetCidr())
+					if err != nil || !strings.Contains(out, "via "+owner.Address.String()) {
+						missing = fmt.Sprintf("%s has no route to %s's block %s", n.Name, owner.Name, b.GetCidr())
+						return false
+					}
+				}
+			}
+		}
+		return true
+	})
+	if !ok {
+		return fmt.Errorf("not converged after %s: %s", timeout, missing)
+	}
+	return nil
+}
