@@ -64,76 +64,54 @@ type builtPackages struct {
 	RPM     string
 }
 
-var pkgCache struct {
-	sync.Mutex
+// packager builds the packages once per version for the subtests of one
+// test, into that test's temporary directory.
+type packager struct {
 	dir   string
+	mu    sync.Mutex
 	built map[string]*builtPackages // by requested version ("" = make's own)
 }
 
-// makePackages runs `make package` into a directory of this test process,
-// once per version: "" builds the version packaging/version.sh prints, as a
-// plain `make package` does; anything else is passed as PKG_VERSION.
-func makePackages(t *testing.T, version string) *builtPackages {
+// build runs `make package`: version "" builds the version that
+// packaging/version.sh prints, as a plain `make package` does; anything
+// else is passed as PKG_VERSION.
+func (pk *packager) build(t *testing.T, version string) *builtPackages {
 	t.Helper()
-	pkgCache.Lock()
-	defer pkgCache.Unlock()
-	if p := pkgCache.built[version]; p != nil {
+	pk.mu.Lock()
+	defer pk.mu.Unlock()
+	if p := pk.built[version]; p != nil {
 		return p
 	}
-	if _, err := exec.LookPath("make"); err != nil {
-		t.Fatalf("make is needed to build the packages: %v", err)
+	if pk.built == nil {
+		pk.built = map[string]*builtPackages{}
 	}
 	root := repoRoot(t)
-	if pkgCache.dir == "" {
-		dir, err := os.MkdirTemp("", "reef-e2e-pkg-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		pkgCache.dir, pkgCache.built = dir, map[string]*builtPackages{}
-	}
 	want := version
 	if want == "" {
-		out, err := exec.Command(filepath.Join(root, "packaging/version.sh")).Output()
-		if err != nil {
-			t.Fatalf("packaging/version.sh: %v", err)
-		}
-		want = strings.TrimSpace(string(out))
+		want = strings.TrimSpace(cmdOut(t, filepath.Join(root, "packaging/version.sh")))
 	}
-	commit, err := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output()
-	if err != nil {
-		t.Fatalf("git rev-parse: %v", err)
-	}
-	dist := filepath.Join(pkgCache.dir, fmt.Sprintf("dist%d", len(pkgCache.built)))
+	commit := strings.TrimSpace(cmdOut(t, "git", "-C", root, "rev-parse", "--short", "HEAD"))
+	dist := filepath.Join(pk.dir, fmt.Sprintf("dist%d", len(pk.built)))
 	args := []string{"-C", root, "--no-print-directory", "package", "DIST=" + dist}
 	if version != "" {
 		args = append(args, "PKG_VERSION="+version)
 	}
 	start := time.Now()
-	if out, err := exec.Command("make", args...).CombinedOutput(); err != nil {
-		t.Fatalf("make %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
+	cmdOut(t, "make", args...)
 	t.Logf("make package (version %s) took %s", want, time.Since(start).Round(100*time.Millisecond))
 	p := &builtPackages{
 		Version: want,
-		Commit:  strings.TrimSpace(string(commit)),
+		Commit:  commit,
 		Deb:     filepath.Join(dist, "reef_"+want+"_amd64.deb"),
 		RPM:     filepath.Join(dist, "reef-"+want+".x86_64.rpm"),
 	}
 	for _, f := range []string{p.Deb, p.RPM} {
 		if _, err := os.Stat(f); err != nil {
-			ls, _ := exec.Command("ls", "-l", dist).CombinedOutput()
-			t.Fatalf("make package did not write %s: %v\n%s", f, err, ls)
+			t.Fatalf("make package did not write %s: %v\n%s", f, err, cmdOut(t, "ls", "-l", dist))
 		}
 	}
-	pkgCache.built[version] = p
+	pk.built[version] = p
 	return p
-}
-
-// cleanupPackageCache removes the built packages (TestMain's end).
-func cleanupPackageCache() {
-	if pkgCache.dir != "" {
-		os.RemoveAll(pkgCache.dir)
-	}
 }
 
 // needTools skips the test when a tool is missing; `make test` installs
@@ -761,6 +739,8 @@ func installedCNI(t *testing.T) (*libcni.CNIConfig, *libcni.NetworkConfigList) {
 	if err != nil {
 		t.Fatalf("the installed conflist: %v", err)
 	}
+	// The runtime's cache dir; lab namespaces are gone after the test, so
+	// what libcni keeps there is stale then and may be overwritten.
 	return libcni.NewCNIConfigWithCacheDir([]string{filepath.Dir(installedShim)}, filepath.Join(os.TempDir(), "reef-e2e-pkg-cni-cache"), nil), list
 }
 
