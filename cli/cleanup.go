@@ -103,8 +103,8 @@ func runCleanup(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	if !*yes {
 		fmt.Fprint(stdout, "Pods on this node lose their network. Remove all of this? [y/N] ")
 		line, _ := bufio.NewReader(stdin).ReadString('\n')
+		fmt.Fprintln(stdout)
 		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
-			fmt.Fprintln(stdout)
 			return errors.New("cleanup not confirmed: nothing was removed (reef cleanup --yes skips the question)")
 		}
 	}

@@ -2,6 +2,7 @@ package nat
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -83,7 +84,10 @@ func readTable(c *nftables.Conn, id TableID) (Table, bool, error) {
 	if nt == nil {
 		return Table{}, false, nil
 	}
-	t := Table{ID: id, Flags: nt.Flags}
+	// nftables v0.3.0 decodes NFTA_TABLE_FLAGS in host byte order; the
+	// kernel sends it big-endian.
+	flags := binary.BigEndian.Uint32(binary.NativeEndian.AppendUint32(nil, nt.Flags))
+	t := Table{ID: id, Flags: flags}
 	chains, err := c.ListChainsOfTableFamily(id.Family)
 	if err != nil {
 		return t, true, err
