@@ -66,8 +66,15 @@ demo: build deps-test
 lab: build deps-test
 	$(BIN)/reef-lab up --bin $(CURDIR)/$(BIN)
 
+# reef's nftables dataplane (nat/): Go benchmarks with 1,000 pods, in a
+# throw-away netns; make bench appends them to BENCHMARKS.md ("## nftables").
+NAT_BENCH := $(GO) test -run '^$$' -bench . -benchtime 200x -count 3 ./nat/
 bench: build deps-test
 	$(BIN)/reef-lab bench --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
+	$(NAT_BENCH) > $(BIN)/bench-nat.txt; s=$$?; cat $(BIN)/bench-nat.txt; exit $$s
+	{ printf '\n## nftables\n\nGo benchmarks of nat/, 1,000 pods in the sets, in a throw-away network namespace\n(docs/nat.md explains them), from `sudo make bench`, which runs\n\n    %s\n\n' "$(NAT_BENCH)"; \
+	  grep -E '^(cpu:|Benchmark)' $(BIN)/bench-nat.txt | sed 's/^/    /'; \
+	  printf '\n1-minute load average after the run: %s (other work on the machine shows in the figures).\n' "$$(cut -d' ' -f1 /proc/loadavg)"; } >> BENCHMARKS.md
 
 # The .deb and .rpm (packaging/, docs/install.md). The binaries in them are
 # stamped with the package version; nfpm is pinned and built once.
