@@ -43,7 +43,9 @@ func TestDecodeDrops(t *testing.T) {
 		}
 		return out
 	}
-	with := func(extra ...LargeCommunity) []LargeCommunity { return append(append([]LargeCommunity{}, lcs...), extra...) }
+	with := func(extra ...LargeCommunity) []LargeCommunity {
+		return append(append([]LargeCommunity{}, lcs...), extra...)
+	}
 	cases := []struct {
 		name    string
 		prefix  string

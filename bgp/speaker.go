@@ -296,9 +296,13 @@ func (sp *Speaker) Peers(ctx context.Context) ([]PeerStatus, error) {
 		static[p] = true
 	}
 	err := sp.s.ListPeer(ctx, &api.ListPeerRequest{EnableAdvertised: false}, func(p *api.Peer) {
+		// A dynamic neighbour has its address in the state only (its conf
+		// says "invalid IP").
 		addr, err := netip.ParseAddr(p.GetConf().GetNeighborAddress())
 		if err != nil {
-			return
+			if addr, err = netip.ParseAddr(p.GetState().GetNeighborAddress()); err != nil {
+				return
+			}
 		}
 		st := PeerStatus{Address: addr, Dynamic: !static[addr]}
 		st.Established = p.GetState().GetSessionState() == api.PeerState_SESSION_STATE_ESTABLISHED

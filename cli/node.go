@@ -59,11 +59,13 @@ func runNodeForget(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs := flag.NewFlagSet("reef node forget", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c.register(fs)
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
 		return UsageError{err.Error()}
 	}
-	if fs.NArg() != 1 {
-		return UsageError{"usage: reef node forget NODE (its address, or its name)"}
+	if len(pos) != 1 {
+		fmt.Fprintln(stderr, "usage: reef node forget NODE [--socket PATH] [-o json]   (NODE: its address, or its name)")
+		return UsageError{"reef node forget takes one node"}
 	}
 	if err := c.validate(); err != nil {
 		return err
@@ -75,9 +77,9 @@ func runNodeForget(ctx context.Context, args []string, stdout, stderr io.Writer)
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rep, err := reefv1.NewNodeClient(conn).Forget(ctx, &reefv1.ForgetRequest{Node: fs.Arg(0)})
+	rep, err := reefv1.NewNodeClient(conn).Forget(ctx, &reefv1.ForgetRequest{Node: pos[0]})
 	if err != nil {
-		return fmt.Errorf("forget %s: %w", fs.Arg(0), err)
+		return fmt.Errorf("forget %s: %w", pos[0], err)
 	}
 	if c.output == "json" {
 		return printJSON(stdout, rep)
@@ -85,4 +87,20 @@ func runNodeForget(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fmt.Fprintf(stdout, "forgot node %s: %d block(s) free for other nodes: %s\n", rep.GetNodeAddress(), len(rep.GetBlocks()), strings.Join(rep.GetBlocks(), " "))
 	fmt.Fprintln(stdout, "the other nodes learn it over BGP; a forgotten node must not come back with its old state (wipe its stateDir first)")
 	return nil
+}
+
+// parseInterspersed parses flags that may come after positional arguments
+// ("reef node forget node3 -o json") and returns the positionals.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
 }

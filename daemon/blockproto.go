@@ -152,7 +152,15 @@ func decideBlocks(v blockView) blockPlan {
 			}
 			continue
 		}
-		// Another node's block.
+		// Another node's block. While its owner is out of reach, what we
+		// remember is a claim in the contest too: a later claim by a third
+		// node must not displace it.
+		if !v.settled(b.OwnerAddr) && b.State == store.BlockRemote && !void(forgotten, bgp.Claim{Owner: b.OwnerAddr, Claimed: b.Claimed}) {
+			mem := bgp.Claim{Block: b.CIDR, Owner: b.OwnerAddr, Claimed: b.Claimed, State: bgp.Confirmed}
+			if contested && mem.Beats(other) {
+				continue // the remembered claim stands; nothing new to record
+			}
+		}
 		switch {
 		case contested:
 			if other.Owner != b.OwnerAddr || !other.Claimed.Equal(b.Claimed) || remoteState(other.State) != b.State ||
@@ -188,10 +196,12 @@ func remoteBlock(pool netip.Prefix, c bgp.Claim, now time.Time) store.Block {
 // announcements is what the node announces: its own blocks, every claim an
 // owner told it directly (relayed), the remembered blocks of owners it has
 // no session with, and its tombstones, one path per block.
-func announcements(self netip.Addr, blocks []store.Block, learned []bgp.Claim, sessions map[netip.Addr]time.Time, tombs []bgp.Claim) []bgp.Claim {
+func announcements(self netip.Addr, blocks []store.Block, learned []bgp.Claim, sessions, forgotten map[netip.Addr]time.Time, tombs []bgp.Claim) []bgp.Claim {
 	out := map[netip.Prefix]bgp.Claim{}
+	tomb := map[netip.Prefix]bool{}
 	for _, t := range tombs {
 		out[t.Block] = t
+		tomb[t.Block] = true
 	}
 	for _, b := range blocks {
 		if b.Own() {
@@ -206,10 +216,10 @@ func announcements(self netip.Addr, blocks []store.Block, learned []bgp.Claim, s
 		}
 	}
 	for _, c := range learned {
-		if c.From != c.Owner || c.State == bgp.Forgotten || c.Owner == self {
+		if c.From != c.Owner || c.State == bgp.Forgotten || c.Owner == self || void(forgotten, c) {
 			continue
 		}
-		if cur, taken := out[c.Block]; !taken || (cur.Owner != self && c.Beats(cur)) {
+		if cur, taken := out[c.Block]; !taken || (cur.Owner != self && !tomb[c.Block] && c.Beats(cur)) {
 			c.From = netip.Addr{}
 			out[c.Block] = c
 		}

@@ -274,7 +274,7 @@ func (e *blockEngine) Step(ctx context.Context) ([]store.Block, error) {
 		tombs = append(tombs, t.claim)
 	}
 	e.mu.Unlock()
-	if err := e.speaker.Announce(announcements(e.self, blocks, learned, sessions, tombs)); err != nil {
+	if err := e.speaker.Announce(announcements(e.self, blocks, learned, sessions, forgotten, tombs)); err != nil {
 		errs = append(errs, err)
 	}
 	if changed {

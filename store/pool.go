@@ -41,6 +41,10 @@ func (p Pool) block(i uint64) netip.Prefix {
 // claimOffset is where node starts its search for a free block among n.
 // A hash of the name rather than 0 makes two fresh nodes go for different
 // blocks, so competing claims (which BGP must then resolve) are rare.
+// ClaimOffset is the index, among the pool's blocks, where node starts its
+// search for a free block.
+func ClaimOffset(node string, pool Pool) uint64 { return claimOffset(node, pool.numBlocks()) }
+
 func claimOffset(node string, n uint64) uint64 {
 	h := fnv.New32a()
 	h.Write([]byte(node)) // never fails

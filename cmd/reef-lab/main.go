@@ -24,7 +24,12 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: reef-lab demo|up|bench [--bin DIR]")
+		return errors.New("usage: reef-lab demo|up|bench|speaker [flags]")
+	}
+	if args[0] == "speaker" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return speaker(ctx, args[1:])
 	}
 	fs := flag.NewFlagSet("reef-lab "+args[0], flag.ContinueOnError)
 	exe, _ := os.Executable()

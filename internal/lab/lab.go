@@ -42,10 +42,11 @@ type Lab struct {
 	BinDir string // holds reef and reef-cni
 	Switch string // netns of the underlay bridge
 
-	mu    sync.Mutex
-	nodes []*Node
-	pods  []*Pod
-	netns []string
+	mu      sync.Mutex
+	nodes   []*Node
+	pods    []*Pod
+	netns   []string
+	spawned []func()
 }
 
 // New creates an empty lab: the switch namespace with its bridge. binDir
@@ -84,10 +85,13 @@ func New(binDir string) (*Lab, error) {
 // It is safe to call more than once and after a failed New.
 func (l *Lab) Close() error {
 	l.mu.Lock()
-	nodes, nss := l.nodes, l.netns
-	l.nodes, l.netns, l.pods = nil, nil, nil
+	nodes, nss, spawned := l.nodes, l.netns, l.spawned
+	l.nodes, l.netns, l.pods, l.spawned = nil, nil, nil, nil
 	l.mu.Unlock()
 	var errs []error
+	for _, stop := range spawned {
+		stop()
+	}
 	for _, n := range nodes {
 		n.Kill()
 	}

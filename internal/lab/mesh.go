@@ -3,6 +3,9 @@ package lab
 import (
 	"fmt"
 	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -89,4 +92,69 @@ func WaitConverged(nodes []*Node, timeout time.Duration) error {
 		return fmt.Errorf("not converged after %s: %s", timeout, missing)
 	}
 	return nil
+}
+
+// AddHost adds a bare namespace on the underlay with address addr (a rogue
+// BGP speaker, a client): eth0 in it, its peer on the switch.
+func (l *Lab) AddHost(name string, addr netip.Addr) (string, error) {
+	ns := l.Prefix + "-" + name
+	if err := l.AddNetns(ns); err != nil {
+		return "", err
+	}
+	peer := l.Prefix + name
+	if len(peer) > 15 {
+		peer = peer[len(peer)-15:]
+	}
+	for _, s := range [][]string{
+		{"link", "add", "eth0", "type", "veth", "peer", "name", peer, "netns", NetnsPath(l.Switch)},
+		{"addr", "add", netip.PrefixFrom(addr, Underlay.Bits()).String(), "dev", "eth0"},
+		{"link", "set", "eth0", "up"},
+	} {
+		if err := l.IP(ns, s...); err != nil {
+			return "", err
+		}
+	}
+	if err := l.IP(l.Switch, "link", "set", peer, "master", "br0", "up"); err != nil {
+		return "", err
+	}
+	return ns, nil
+}
+
+// Spawn runs a long-lived command in a namespace; the returned stop kills
+// it. Lab.Close kills what is still running.
+func (l *Lab) Spawn(netns, logName string, args ...string) (stop func(), err error) {
+	logf, err := os.Create(filepath.Join(l.Dir, logName))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("nsenter", append([]string{"--net=" + NetnsPath(netns), "--"}, args...)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); logf.Close(); close(done) }()
+	stop = func() {
+		cmd.Process.Kill()
+		<-done
+	}
+	l.mu.Lock()
+	l.spawned = append(l.spawned, stop)
+	l.mu.Unlock()
+	return stop, nil
+}
+
+// CutNode takes a node's switch port down (cut=true) or up again: a network
+// partition of that node.
+func (l *Lab) CutNode(n *Node, cut bool) error {
+	peer := l.Prefix + n.Name
+	if len(peer) > 15 {
+		peer = peer[len(peer)-15:]
+	}
+	state := "up"
+	if cut {
+		state = "down"
+	}
+	return l.IP(l.Switch, "link", "set", peer, state)
 }
