@@ -604,3 +604,47 @@ func TestCleanup(t *testing.T) {
 		t.Errorf("second cleanup: %v\n%s", err, out)
 	}
 }
+
+// TestARPFilterFailureRollsBackADD: when the pod's element cannot be added
+// (here: set pod-addrs replaced by hand with one of another type), the ADD
+// fails, names the ARP filter, and leaves no veth and no address behind.
+// A restart repairs the table and the next ADD works.
+func TestARPFilterFailureRollsBackADD(t *testing.T) {
+	needNATTools(t, "nft")
+	l := newLab(t)
+	n := startNode(t, l, "node1", lab.NodeOptions{ReconcileInterval: 10 * time.Minute})
+	// A first pod claims the block; the pass its claim triggers is over
+	// before the set is broken, and no later ADD claims another.
+	first := newPod(t, n, "web-0")
+	time.Sleep(time.Second)
+	for _, cmd := range []string{
+		"flush chain arp reef output",
+		"delete set arp reef pod-addrs",
+		"add set arp reef pod-addrs { type ipv4_addr; }",
+	} {
+		run(t, l, n.Netns, append([]string{"nft"}, strings.Fields(cmd)...)...)
+	}
+	p, err := n.NewPodNetns("default", "web-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Add()
+	if err == nil || !strings.Contains(err.Error(), "ARP filter") {
+		t.Fatalf("ADD with a broken ARP filter: %v, want an error naming the ARP filter", err)
+	}
+	if v := reefVeths(t, n); len(v) != 1 || v[0] != first.Result.Interfaces[0].Name {
+		t.Errorf("veths after the failed ADD: %v, want only the first pod's", v)
+	}
+	if a := allocations(t, n); len(a) != 1 {
+		t.Errorf("allocations after the failed ADD: %v, want only the first pod's", a)
+	}
+	if err := n.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Add(); err != nil {
+		t.Fatalf("ADD after the restart's repair: %v", err)
+	}
+	if set := nftPodSet(t, n); !set[podSetKey(p)] || !set[podSetKey(first)] || len(set) != 2 {
+		t.Errorf("set after the repair and ADD: %v, want both pods", set)
+	}
+}
