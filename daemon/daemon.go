@@ -126,7 +126,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer kernel.Close()
 	d.rec = newReconciler(st, d.cni, kernel, log, cfg.ReconcileInterval)
 	d.setupNAT()
-	d.rec.uplink = up.Interface
+	d.rec.net = netInfo{node: cfg.NodeName, uplink: up, pools: cfg.Pools, podMTU: d.mtu}
 
 	var bgpPools []bgp.Pool
 	for _, p := range pools {

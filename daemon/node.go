@@ -69,7 +69,7 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 		sessions := map[netip.Addr]time.Time{}
 		for _, p := range peers {
 			pp := &reefv1.Peer{Address: p.Address.String(), Hostname: p.Hostname, State: p.State,
-				Received: p.Received, Accepted: p.Accepted, Dynamic: p.Dynamic}
+				Received: p.Received, Accepted: p.Accepted, Dynamic: p.Dynamic, Reached: d.rec.net.reached(p.Address)}
 			if p.Established {
 				pp.SinceUnix = p.Since.Unix()
 				sessions[p.Address] = p.Since

@@ -29,7 +29,7 @@ type reconciler struct {
 	log      *slog.Logger
 	interval time.Duration
 	nat      *natDataplane
-	uplink   string       // device of routes to other nodes
+	net      netInfo      // the node's uplink, pools and pod MTU
 	blocks   *blockEngine // nil: no block protocol (tests of the kernel side)
 
 	trigger chan struct{}
@@ -98,12 +98,8 @@ func (r *reconciler) pass() error {
 		r.log.Warn("repaired: net.ipv4.ip_forward was 0, set to 1")
 	}
 
-	// Kernel first, then the store: under the lock both are stable, and the
-	// order keeps the rule that a veth is only created after its record.
-	have, err := r.kernel.Read()
-	if err != nil {
-		return errors.Join(append(errs, err)...)
-	}
+	// Under the lock no CNI operation is half-way, so store and kernel are
+	// both stable while this pass reads them.
 	eps, err := r.store.Endpoints()
 	if err != nil {
 		return errors.Join(append(errs, fmt.Errorf("read endpoints: %w", err))...)
@@ -125,23 +121,30 @@ func (r *reconciler) pass() error {
 
 	live := r.resolveEndpoints(eps, &errs)
 
+	// The tunnel device first: routes through it need it.
+	remote, vxPeers := r.net.remoteRoutes(blocks)
+	r.syncTunnel(vxPeers, &errs)
+
+	have, err := r.kernel.Read()
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
 	var want []routes.Endpoint
 	for _, ep := range live {
+		if ep.State == store.EndpointReserved {
+			continue // an address held by no pod, such as the tunnel address
+		}
 		want = append(want, routes.Endpoint{IP: ep.IP, HostVeth: ep.HostVeth})
 	}
 	// Only confirmed blocks are routed or blackholed: a pending claim may
 	// still be lost to another node.
 	var own []netip.Prefix
-	var remote []routes.RemoteBlock
 	for _, b := range blocks {
-		switch b.State {
-		case store.BlockConfirmed:
+		if b.State == store.BlockConfirmed {
 			own = append(own, b.CIDR)
-		case store.BlockRemote:
-			remote = append(remote, routes.RemoteBlock{Block: b.CIDR, Node: b.OwnerAddr})
 		}
 	}
-	plan := routes.Diff(routes.Desired(want, own, remote, r.uplink, have.Links), have)
+	plan := routes.Diff(routes.Desired(want, own, remote, have.Links), have)
 	for _, rt := range plan.Replace {
 		if cur, ok := have.Routes[rt.Dst]; ok {
 			r.log.Warn("repairing route", "want", rt.String(), "have", cur.String())
@@ -158,6 +161,7 @@ func (r *reconciler) pass() error {
 	if err := r.kernel.Apply(plan); err != nil {
 		errs = append(errs, err)
 	}
+	r.syncPodMTU(live, have.Links, &errs)
 	for _, ep := range live {
 		if ep.HostVeth == "" || !have.Links[ep.HostVeth] {
 			continue
@@ -186,6 +190,7 @@ func (r *reconciler) resolveEndpoints(eps []store.Endpoint, errs *[]error) []sto
 	for _, ep := range eps {
 		seen[ep.Handle] = true
 		switch {
+		case ep.State == store.EndpointReserved:
 		case ep.State != store.EndpointReady:
 			r.release(ep, "its ADD never finished", errs)
 			continue

@@ -334,6 +334,7 @@ type Peer struct {
 	Received      uint64                 `protobuf:"varint,5,opt,name=received,proto3" json:"received,omitempty"`
 	Accepted      uint64                 `protobuf:"varint,6,opt,name=accepted,proto3" json:"accepted,omitempty"`
 	Dynamic       bool                   `protobuf:"varint,7,opt,name=dynamic,proto3" json:"dynamic,omitempty"` // accepted through bgp.peerPrefixes
+	Reached       string                 `protobuf:"bytes,8,opt,name=reached,proto3" json:"reached,omitempty"`  // direct | vxlan | ipip, and why when it cannot work
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -415,6 +416,13 @@ func (x *Peer) GetDynamic() bool {
 		return x.Dynamic
 	}
 	return false
+}
+
+func (x *Peer) GetReached() string {
+	if x != nil {
+		return x.Reached
+	}
+	return ""
 }
 
 type StatusRequest struct {
@@ -1030,7 +1038,7 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\"H\n" +
 	"\vForgetReply\x12!\n" +
 	"\fnode_address\x18\x01 \x01(\tR\vnodeAddress\x12\x16\n" +
-	"\x06blocks\x18\x02 \x03(\tR\x06blocks\"\xc3\x01\n" +
+	"\x06blocks\x18\x02 \x03(\tR\x06blocks\"\xdd\x01\n" +
 	"\x04Peer\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x1a\n" +
 	"\bhostname\x18\x02 \x01(\tR\bhostname\x12\x14\n" +
@@ -1039,7 +1047,8 @@ const file_proto_reef_proto_rawDesc = "" +
 	"since_unix\x18\x04 \x01(\x03R\tsinceUnix\x12\x1a\n" +
 	"\breceived\x18\x05 \x01(\x04R\breceived\x12\x1a\n" +
 	"\baccepted\x18\x06 \x01(\x04R\baccepted\x12\x18\n" +
-	"\adynamic\x18\a \x01(\bR\adynamic\"\x0f\n" +
+	"\adynamic\x18\a \x01(\bR\adynamic\x12\x18\n" +
+	"\areached\x18\b \x01(\tR\areached\"\x0f\n" +
 	"\rStatusRequest\"\x9d\x04\n" +
 	"\vStatusReply\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12!\n" +

@@ -394,7 +394,7 @@ func TestKernelReadApply(t *testing.T) {
 	want := Desired(
 		[]Endpoint{ep("10.244.1.7", "reefkeep1"), ep("10.244.1.8", "reefgone1")},
 		[]netip.Prefix{pfx("10.244.1.0/26")},
-		nil, "eth0",
+		nil,
 		have.Links,
 	)
 	plan := Diff(want, have)

@@ -52,20 +52,25 @@ type State struct {
 	Links  map[string]bool // node-side veth names
 }
 
-// RemoteBlock is another node's confirmed block and where it lives.
+// RemoteBlock is another node's confirmed block, the node that owns it and
+// the device that reaches it: the uplink (direct), vxlan.reef or tunl0.
 type RemoteBlock struct {
 	Block netip.Prefix
 	Node  netip.Addr
+	Dev   string
 }
 
 // Desired computes the state reef wants from the store's endpoints, own
-// confirmed blocks and other nodes' confirmed blocks (reached through
-// uplink), given which reef veths exist now: a route needs its device, and
-// a veth that is gone can only come back with a new ADD.
-func Desired(endpoints []Endpoint, ownBlocks []netip.Prefix, remote []RemoteBlock, uplink string, existingLinks map[string]bool) State {
+// confirmed blocks and other nodes' confirmed blocks, given which reef
+// veths exist now: a route needs its device, and a veth that is gone can
+// only come back with a new ADD. A route to another node's block is
+// "block via node dev <device> onlink" whatever the device: on a tunnel
+// the node address is the gateway that the tunnel's neighbour entry maps
+// to the node's VTEP.
+func Desired(endpoints []Endpoint, ownBlocks []netip.Prefix, remote []RemoteBlock, existingLinks map[string]bool) State {
 	want := State{Routes: map[netip.Prefix]Route{}, Links: map[string]bool{}}
 	for _, b := range remote {
-		want.Routes[b.Block] = Route{Dst: b.Block, Kind: RemoteRoute, Dev: uplink, Via: b.Node}
+		want.Routes[b.Block] = Route{Dst: b.Block, Kind: RemoteRoute, Dev: b.Dev, Via: b.Node}
 	}
 	for _, b := range ownBlocks {
 		want.Routes[b] = Route{Dst: b, Kind: Blackhole}

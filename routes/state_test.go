@@ -98,7 +98,7 @@ func TestDesired(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Desired(tt.endpoints, tt.blocks, nil, "eth0", tt.existing)
+			got := Desired(tt.endpoints, tt.blocks, nil, tt.existing)
 			if diff := cmp.Diff(tt.want, got, stateCmpOpts); diff != "" {
 				t.Errorf("Desired (-want +got):\n%s", diff)
 			}
@@ -293,7 +293,7 @@ func TestDiffConverges(t *testing.T) {
 						own = append(own, b)
 					}
 				}
-				want := Desired(eps, own, nil, "eth0", have.Links)
+				want := Desired(eps, own, nil, have.Links)
 				plan := Diff(want, have)
 				if !plansSorted(plan) {
 					t.Fatalf("step %d: plan not sorted: %+v", step, plan)

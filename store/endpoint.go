@@ -18,6 +18,9 @@ type EndpointState string
 const (
 	EndpointPending EndpointState = "pending" // address allocated, kernel plumbing not (yet) done: an ADD in flight or interrupted
 	EndpointReady   EndpointState = "ready"
+	// EndpointReserved holds an address that is no pod's: the node's
+	// tunnel address (handle "vxlan-tunnel-addr-<node>").
+	EndpointReserved EndpointState = "reserved"
 )
 
 // Endpoint is one pod attachment: the address it holds and the kernel
@@ -64,7 +67,7 @@ func (ep Endpoint) record() endpointRecord { return endpointRecord(ep) }
 func (r endpointRecord) endpoint() Endpoint { return Endpoint(r) }
 
 func (st EndpointState) valid() bool {
-	return st == EndpointPending || st == EndpointReady
+	return st == EndpointPending || st == EndpointReady || st == EndpointReserved
 }
 
 // getEndpoint reads the record of handle; ok is false when there is none.

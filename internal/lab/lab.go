@@ -47,6 +47,8 @@ type Lab struct {
 	pods    []*Pod
 	netns   []string
 	spawned []func()
+	subnetB int  // nodes on SubnetB so far
+	cross   bool // AddCrossRouter ran
 }
 
 // New creates an empty lab: the switch namespace with its bridge. binDir
@@ -222,6 +224,7 @@ func CleanStale() {
 	dirs, _ := os.ReadDir(BaseDir)
 	for _, d := range dirs {
 		if dead(d.Name()) {
+			cleanStaleContainerd(filepath.Join(BaseDir, d.Name())) // mounts, sandbox netns (containerd.go)
 			os.RemoveAll(filepath.Join(BaseDir, d.Name()))
 		}
 	}

@@ -37,6 +37,9 @@ type NodeOptions struct {
 	PeerPrefixes []netip.Prefix
 	// BGP, if set, is the whole bgp: section (YAML, indented two spaces).
 	BGP string
+	// SubnetB puts the node on the second underlay subnet (SubnetB, bridge
+	// br1), behind the router AddCrossRouter makes.
+	SubnetB bool
 }
 
 // NodeAddress is the underlay address node i (0-based, in creation order)
@@ -63,6 +66,8 @@ type Node struct {
 	PendingDir string
 	LogPath    string
 	opts       NodeOptions
+	mac        string // of eth0
+	bridge     string // the underlay bridge eth0 is on
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -76,7 +81,14 @@ func (l *Lab) AddNode(name string, opts NodeOptions) (*Node, error) {
 	l.mu.Lock()
 	idx := len(l.nodes)
 	l.mu.Unlock()
-	addr := NodeAddress(idx)
+	bridge, addr := "br0", NodeAddress(idx)
+	if opts.SubnetB {
+		l.mu.Lock()
+		bi := l.subnetB
+		l.subnetB++
+		l.mu.Unlock()
+		bridge, addr = "br1", NodeAddressB(bi)
+	}
 	n := &Node{Lab: l, Name: name, Netns: l.Prefix + "-" + name, Address: addr, Dir: filepath.Join(l.Dir, name), opts: opts}
 	n.Config = filepath.Join(n.Dir, "config.yaml")
 	n.StateDir = filepath.Join(n.Dir, "state")
@@ -96,7 +108,7 @@ func (l *Lab) AddNode(name string, opts NodeOptions) (*Node, error) {
 	}
 	steps := [][]string{
 		{"link", "add", "eth0", "type", "veth", "peer", "name", peer, "netns", NetnsPath(l.Switch)},
-		{"addr", "add", netip.PrefixFrom(addr, Underlay.Bits()).String(), "dev", "eth0"},
+		{"addr", "add", netip.PrefixFrom(addr, 24).String(), "dev", "eth0"},
 		{"link", "set", "eth0", "up"},
 	}
 	for _, s := range steps {
@@ -104,7 +116,13 @@ func (l *Lab) AddNode(name string, opts NodeOptions) (*Node, error) {
 			return nil, err
 		}
 	}
-	if err := l.IP(l.Switch, "link", "set", peer, "master", "br0", "up"); err != nil {
+	if err := l.IP(l.Switch, "link", "set", peer, "master", bridge, "up"); err != nil {
+		return nil, err
+	}
+	if err := l.routeAcross(n.Netns, opts.SubnetB); err != nil {
+		return nil, err
+	}
+	if err := l.pinNeighbors(n, bridge); err != nil {
 		return nil, err
 	}
 	if err := n.WriteConfig(); err != nil {
@@ -389,3 +407,6 @@ func (n *Node) Shim(env map[string]string, stdin []byte) (stdout []byte, code in
 	}
 	return out.Bytes(), 0, err
 }
+
+// Options returns the node's current options.
+func (n *Node) Options() NodeOptions { return n.opts }

@@ -1,0 +1,187 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/store"
+)
+
+// netInfo is what the reconcile loop knows of this node's network.
+type netInfo struct {
+	node   string
+	uplink Uplink
+	pools  []PoolConfig
+	podMTU int
+}
+
+func (n netInfo) modes(pool netip.Prefix) (vxlan, ipip routes.EncapMode) {
+	for _, p := range n.pools {
+		if p.CIDR == pool {
+			return routes.EncapMode(p.VXLANMode), routes.EncapMode(p.IPIPMode)
+		}
+	}
+	return routes.ModeNever, routes.ModeNever
+}
+
+// encapTo says how this node reaches owner's blocks of pool.
+func (n netInfo) encapTo(pool netip.Prefix, owner netip.Addr) routes.Encap {
+	vx, ip := n.modes(pool)
+	return routes.EncapFor(vx, ip, n.uplink.Prefix, owner)
+}
+
+// vxlanPool is the first pool that may use VXLAN, whose blocks hold the
+// tunnel address; invalid if none does.
+func (n netInfo) vxlanPool() netip.Prefix {
+	for _, p := range n.pools {
+		if p.VXLANMode != EncapNever {
+			return p.CIDR
+		}
+	}
+	return netip.Prefix{}
+}
+
+// tunnelHandle is the IPAM handle of the node's VXLAN tunnel address.
+func (n netInfo) tunnelHandle() string { return "vxlan-tunnel-addr-" + n.node }
+
+// remoteRoutes turns other nodes' confirmed blocks into routes, each on the
+// device its pool's mode and the owner's subnet call for, and returns the
+// nodes reached through VXLAN.
+func (n netInfo) remoteRoutes(blocks []store.Block) ([]routes.RemoteBlock, map[netip.Addr]bool) {
+	var out []routes.RemoteBlock
+	vxPeers := map[netip.Addr]bool{}
+	for _, b := range blocks {
+		if b.State != store.BlockRemote || !b.OwnerAddr.IsValid() {
+			continue
+		}
+		dev := n.uplink.Interface
+		switch n.encapTo(b.Pool, b.OwnerAddr) {
+		case routes.VXLAN:
+			dev = routes.VXLANDevice
+			vxPeers[b.OwnerAddr] = true
+		case routes.IPIP:
+			dev = routes.IPIPDevice
+		}
+		out = append(out, routes.RemoteBlock{Block: b.CIDR, Node: b.OwnerAddr, Dev: dev})
+	}
+	return out, vxPeers
+}
+
+// tunnelAddress returns the node's tunnel address, reserving it in the
+// first confirmed own block of the VXLAN pool when there is none yet (with
+// no such block yet, the device runs without one until the first pod
+// brings a block). When no pool uses VXLAN any more, it releases it.
+func (r *reconciler) tunnelAddress(errs *[]error) netip.Addr {
+	handle := r.net.tunnelHandle()
+	pool := r.net.vxlanPool()
+	ep, found, err := r.store.Endpoint(handle)
+	if err != nil {
+		*errs = append(*errs, err)
+		return netip.Addr{}
+	}
+	if !pool.IsValid() {
+		if found {
+			if _, _, err := r.store.Release(handle); err != nil {
+				*errs = append(*errs, err)
+			} else {
+				r.log.Info("released the VXLAN tunnel address: no pool uses VXLAN", "ip", ep.IP)
+			}
+		}
+		return netip.Addr{}
+	}
+	if found {
+		return ep.IP
+	}
+	var sp store.Pool
+	for _, p := range r.net.pools {
+		if p.CIDR == pool {
+			sp = store.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize}
+		}
+	}
+	ep, _, err = r.store.Allocate(store.Endpoint{Handle: handle, State: store.EndpointReserved, Network: ""}, sp)
+	if errors.Is(err, store.ErrNoFreeAddress) {
+		return netip.Addr{}
+	}
+	if err != nil {
+		*errs = append(*errs, fmt.Errorf("reserve the VXLAN tunnel address: %w", err))
+		return netip.Addr{}
+	}
+	r.log.Info("reserved the VXLAN tunnel address", "ip", ep.IP, "handle", handle)
+	return ep.IP
+}
+
+// syncTunnel brings vxlan.reef in line: present while some pool may use
+// VXLAN, with a neighbour and fdb pair for every node reached through it.
+func (r *reconciler) syncTunnel(vxPeers map[netip.Addr]bool, errs *[]error) {
+	want := routes.TunnelState{Peers: vxPeers}
+	addr := r.tunnelAddress(errs)
+	if r.net.vxlanPool().IsValid() {
+		want.Device = &routes.VXLANConfig{VNI: routes.VXLANVNI, Port: routes.VXLANPort, Local: r.net.uplink.Address,
+			UplinkIdx: r.net.uplink.Index, MTU: r.net.uplink.MTU - vxlanOverhead, TunnelAddr: addr,
+			MAC: routes.VTEPMAC(r.net.uplink.Address).String()}
+	} else {
+		want.Peers = nil
+	}
+	have, hasAddr, err := r.kernel.ReadTunnel(addr)
+	if err != nil {
+		*errs = append(*errs, err)
+		return
+	}
+	plan := routes.DiffTunnel(want, have, hasAddr)
+	if plan.Empty() {
+		return
+	}
+	switch {
+	case len(plan.Recreate) > 0:
+		r.log.Warn("recreating "+routes.VXLANDevice+": it differs", "differences", plan.Recreate)
+	case plan.Create:
+		r.log.Info("creating "+routes.VXLANDevice, "vni", routes.VXLANVNI, "port", routes.VXLANPort, "local", r.net.uplink.Address, "tunnelAddress", addr)
+	case plan.Delete:
+		r.log.Info("deleting " + routes.VXLANDevice + ": no pool uses VXLAN")
+	}
+	if len(plan.AddPeers) > 0 || len(plan.DelPeers) > 0 {
+		r.log.Info("VXLAN peers", "add", plan.AddPeers, "remove", plan.DelPeers)
+	}
+	if err := r.kernel.ApplyTunnel(want, plan); err != nil {
+		*errs = append(*errs, err)
+	}
+}
+
+// syncPodMTU brings existing pods to the configured MTU when it changed.
+func (r *reconciler) syncPodMTU(live []store.Endpoint, links map[string]bool, errs *[]error) {
+	for _, ep := range live {
+		if ep.State != store.EndpointReady || ep.HostVeth == "" || !links[ep.HostVeth] || ep.MTU == r.net.podMTU {
+			continue
+		}
+		if _, err := r.kernel.SetPodMTU(ep.HostVeth, ep.Netns, ep.IfName, r.net.podMTU); err != nil {
+			*errs = append(*errs, err)
+			continue
+		}
+		old := ep.MTU
+		ep.MTU = r.net.podMTU
+		if err := r.store.SetEndpoint(ep); err != nil {
+			*errs = append(*errs, err)
+			continue
+		}
+		r.log.Info("pod MTU changed", "ip", ep.IP, "veth", ep.HostVeth, "from", old, "to", ep.MTU)
+	}
+}
+
+// reached says how this node reaches a peer's blocks of the first pool,
+// and why that cannot work when it cannot: a node in another subnet
+// reached directly needs an underlay that routes pod addresses.
+func (n netInfo) reached(peer netip.Addr) string {
+	if len(n.pools) == 0 {
+		return ""
+	}
+	pool := n.pools[0]
+	e := n.encapTo(pool.CIDR, peer)
+	if e == routes.Direct && !n.uplink.Prefix.Masked().Contains(peer) {
+		return fmt.Sprintf("direct, but %s is outside %s and pool %s has vxlanMode %s and ipipMode %s: "+
+			"pods there are unreachable unless the underlay routes pod addresses; set vxlanMode: CrossSubnet",
+			peer, n.uplink.Prefix.Masked(), pool.CIDR, pool.VXLANMode, pool.IPIPMode)
+	}
+	return e.String()
+}

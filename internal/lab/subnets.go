@@ -1,0 +1,90 @@
+package lab
+
+import (
+	"net/netip"
+)
+
+// A second underlay subnet, joined to the first by a router that knows
+// nothing of the pod network: nodes on it are in "another subnet" for
+// vxlanMode CrossSubnet.
+var (
+	SubnetB = netip.MustParsePrefix("192.168.78.0/24")
+	RouterA = netip.MustParseAddr("192.168.77.254") // the router on Underlay
+	RouterB = netip.MustParseAddr("192.168.78.254") // the router on SubnetB
+)
+
+// NodeAddressB is the address of the i-th node (0-based) on SubnetB.
+func NodeAddressB(i int) netip.Addr {
+	a := SubnetB.Addr()
+	for j := 0; j < 10+i+1; j++ {
+		a = a.Next()
+	}
+	return a
+}
+
+// AddCrossRouter creates bridge br1 for SubnetB in the switch namespace
+// and a router namespace with a leg on each subnet and forwarding on, and
+// gives every node a route to the other subnet through it. Call it before
+// adding nodes on SubnetB.
+func (l *Lab) AddCrossRouter() (string, error) {
+	router := l.Prefix + "-xr"
+	if err := l.IP(l.Switch, "link", "add", "br1", "type", "bridge"); err != nil {
+		return "", err
+	}
+	if err := l.IP(l.Switch, "link", "set", "br1", "up"); err != nil {
+		return "", err
+	}
+	if err := l.AddNetns(router); err != nil {
+		return "", err
+	}
+	for i, leg := range []struct {
+		bridge string
+		addr   netip.Addr
+	}{{"br0", RouterA}, {"br1", RouterB}} {
+		dev := []string{"eth0", "eth1"}[i]
+		peer := l.Prefix + []string{"xa", "xb"}[i]
+		if len(peer) > 15 {
+			peer = peer[len(peer)-15:]
+		}
+		for _, s := range [][]string{
+			{"link", "add", dev, "type", "veth", "peer", "name", peer, "netns", NetnsPath(l.Switch)},
+			{"addr", "add", netip.PrefixFrom(leg.addr, 24).String(), "dev", dev},
+			{"link", "set", dev, "up"},
+		} {
+			if err := l.IP(router, s...); err != nil {
+				return "", err
+			}
+		}
+		if err := l.IP(l.Switch, "link", "set", peer, "master", leg.bridge, "up"); err != nil {
+			return "", err
+		}
+	}
+	if _, err := l.Run(router, "sysctl", "-qw", "net.ipv4.ip_forward=1"); err != nil {
+		return "", err
+	}
+	l.mu.Lock()
+	l.cross = true
+	nodes := append([]*Node(nil), l.nodes...)
+	l.mu.Unlock()
+	for _, n := range nodes {
+		if err := l.routeAcross(n.Netns, SubnetB.Contains(n.Address)); err != nil {
+			return "", err
+		}
+	}
+	return router, nil
+}
+
+// routeAcross gives a node on one subnet a route to the other through the
+// router, once the router exists.
+func (l *Lab) routeAcross(netns string, onB bool) error {
+	l.mu.Lock()
+	cross := l.cross
+	l.mu.Unlock()
+	if !cross {
+		return nil
+	}
+	if onB {
+		return l.IP(netns, "route", "replace", Underlay.String(), "via", RouterB.String())
+	}
+	return l.IP(netns, "route", "replace", SubnetB.String(), "via", RouterA.String())
+}

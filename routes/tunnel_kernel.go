@@ -1,0 +1,221 @@
+package routes
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// ReadTunnel returns the kernel's vxlan.reef: its settings, whether it
+// holds tunnelAddr, and the peers with a complete and correct neighbour and
+// fdb pair.
+func (k *Kernel) ReadTunnel(tunnelAddr netip.Addr) (TunnelState, bool, error) {
+	st := TunnelState{Peers: map[netip.Addr]bool{}}
+	l, err := k.h.LinkByName(VXLANDevice)
+	if err != nil {
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) {
+			return st, false, nil
+		}
+		return st, false, fmt.Errorf("find %s: %w", VXLANDevice, err)
+	}
+	vx, ok := l.(*netlink.Vxlan)
+	if !ok {
+		// Ours by name but not a VXLAN device: recreate it.
+		st.Device = &VXLANConfig{VNI: -1}
+		return st, false, nil
+	}
+	local, _ := netip.AddrFromSlice(vx.SrcAddr.To4())
+	st.Device = &VXLANConfig{VNI: vx.VxlanId, Port: vx.Port, Local: local, UplinkIdx: vx.VtepDevIndex,
+		MTU: vx.Attrs().MTU, Learning: vx.Learning, MAC: vx.Attrs().HardwareAddr.String()}
+	hasAddr := false
+	if tunnelAddr.IsValid() {
+		addrs, err := k.h.AddrList(l, unix.AF_INET)
+		if err != nil {
+			return st, false, fmt.Errorf("list addresses of %s: %w", VXLANDevice, err)
+		}
+		for _, a := range addrs {
+			if p, ok := ipNetToPrefix(a.IPNet); ok && p == netip.PrefixFrom(tunnelAddr, 32) {
+				hasAddr = true
+			}
+		}
+	}
+	neighs, err := k.h.NeighList(l.Attrs().Index, unix.AF_INET)
+	if err != nil {
+		return st, false, fmt.Errorf("list neighbours of %s: %w", VXLANDevice, err)
+	}
+	fdb, err := k.h.NeighList(l.Attrs().Index, unix.AF_BRIDGE)
+	if err != nil {
+		return st, false, fmt.Errorf("list fdb of %s: %w", VXLANDevice, err)
+	}
+	dst := map[string]netip.Addr{}
+	for _, f := range fdb {
+		if a, ok := netip.AddrFromSlice(f.IP.To4()); ok {
+			dst[f.HardwareAddr.String()] = a
+		}
+	}
+	for _, n := range neighs {
+		a, ok := netip.AddrFromSlice(n.IP.To4())
+		if !ok || n.State&netlink.NUD_PERMANENT == 0 || !bytes.Equal(n.HardwareAddr, VTEPMAC(a)) {
+			continue
+		}
+		if dst[VTEPMAC(a).String()] == a {
+			st.Peers[a] = true
+		}
+	}
+	return st, hasAddr, nil
+}
+
+// ApplyTunnel brings vxlan.reef in line with want: it creates, recreates
+// (plan.Recreate says why), resizes or deletes the device, puts the tunnel
+// address on it, and makes its neighbour and fdb entries exactly those of
+// want.Peers: entries of other nodes, or wrong ones, are deleted. Every
+// call is safe to repeat.
+func (k *Kernel) ApplyTunnel(want TunnelState, plan TunnelPlan) error {
+	if plan.Delete || len(plan.Recreate) > 0 {
+		if err := k.deleteTunnel(); err != nil {
+			return err
+		}
+		if plan.Delete {
+			return nil
+		}
+	}
+	if want.Device == nil {
+		return nil
+	}
+	d := want.Device
+	if plan.Create {
+		vx := &netlink.Vxlan{
+			LinkAttrs:    netlink.LinkAttrs{Name: VXLANDevice, MTU: d.MTU, HardwareAddr: VTEPMAC(d.Local)},
+			VxlanId:      d.VNI,
+			VtepDevIndex: d.UplinkIdx,
+			SrcAddr:      d.Local.AsSlice(),
+			Port:         d.Port,
+			Learning:     d.Learning,
+		}
+		if err := k.h.LinkAdd(vx); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("create %s (vni %d, port %d, local %s): %w", VXLANDevice, d.VNI, d.Port, d.Local, err)
+		}
+	}
+	l, err := k.h.LinkByName(VXLANDevice)
+	if err != nil {
+		return fmt.Errorf("find %s: %w", VXLANDevice, err)
+	}
+	var errs []error
+	if plan.SetMTU != 0 {
+		if err := k.h.LinkSetMTU(l, plan.SetMTU); err != nil {
+			errs = append(errs, fmt.Errorf("set MTU %d on %s: %w", plan.SetMTU, VXLANDevice, err))
+		}
+	}
+	if plan.SetAddr {
+		a := &netlink.Addr{IPNet: prefixToIPNet(netip.PrefixFrom(d.TunnelAddr, 32))}
+		if err := k.h.AddrReplace(l, a); err != nil {
+			errs = append(errs, fmt.Errorf("add %s/32 to %s: %w", d.TunnelAddr, VXLANDevice, err))
+		}
+	}
+	if l.Attrs().Flags&net.FlagUp == 0 {
+		if err := k.h.LinkSetUp(l); err != nil {
+			errs = append(errs, fmt.Errorf("set %s up: %w", VXLANDevice, err))
+		}
+	}
+	errs = append(errs, k.syncPeers(l.Attrs().Index, want.Peers)...)
+	return errors.Join(errs...)
+}
+
+func (k *Kernel) deleteTunnel() error {
+	l, err := k.h.LinkByName(VXLANDevice)
+	if err != nil {
+		return nil // gone already
+	}
+	if err := k.h.LinkDel(l); err != nil && !errors.Is(err, unix.ENODEV) {
+		return fmt.Errorf("delete %s: %w", VXLANDevice, err)
+	}
+	return nil
+}
+
+// syncPeers makes the device's neighbours and fdb entries exactly the
+// pairs of peers.
+func (k *Kernel) syncPeers(idx int, peers map[netip.Addr]bool) []error {
+	var errs []error
+	neighs, err := k.h.NeighList(idx, unix.AF_INET)
+	if err != nil {
+		return []error{fmt.Errorf("list neighbours of %s: %w", VXLANDevice, err)}
+	}
+	for _, n := range neighs {
+		a, ok := netip.AddrFromSlice(n.IP.To4())
+		if ok && peers[a] && bytes.Equal(n.HardwareAddr, VTEPMAC(a)) && n.State&netlink.NUD_PERMANENT != 0 {
+			continue
+		}
+		if err := k.h.NeighDel(&n); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("delete neighbour %s on %s: %w", n.IP, VXLANDevice, err))
+		}
+	}
+	fdb, err := k.h.NeighList(idx, unix.AF_BRIDGE)
+	if err != nil {
+		return append(errs, fmt.Errorf("list fdb of %s: %w", VXLANDevice, err))
+	}
+	for _, f := range fdb {
+		a, ok := netip.AddrFromSlice(f.IP.To4())
+		if ok && peers[a] && bytes.Equal(f.HardwareAddr, VTEPMAC(a)) {
+			continue
+		}
+		if err := k.h.NeighDel(&f); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("delete fdb %s dst %s on %s: %w", f.HardwareAddr, f.IP, VXLANDevice, err))
+		}
+	}
+	for a := range peers {
+		mac := VTEPMAC(a)
+		if err := k.h.NeighSet(&netlink.Neigh{LinkIndex: idx, Family: unix.AF_INET, State: netlink.NUD_PERMANENT,
+			Type: unix.RTN_UNICAST, IP: a.AsSlice(), HardwareAddr: mac}); err != nil {
+			errs = append(errs, fmt.Errorf("set neighbour %s lladdr %s on %s: %w", a, mac, VXLANDevice, err))
+		}
+		if err := k.h.NeighSet(&netlink.Neigh{LinkIndex: idx, Family: unix.AF_BRIDGE, State: netlink.NUD_PERMANENT,
+			Flags: netlink.NTF_SELF, IP: a.AsSlice(), HardwareAddr: mac}); err != nil {
+			errs = append(errs, fmt.Errorf("set fdb %s dst %s on %s: %w", mac, a, VXLANDevice, err))
+		}
+	}
+	return errs
+}
+
+// SetPodMTU sets the MTU of both ends of a pod's veth if they differ from
+// mtu (a changed configuration reaching existing pods). It says whether it
+// changed anything.
+func (k *Kernel) SetPodMTU(hostVeth, netnsPath, ifName string, mtu int) (bool, error) {
+	changed := false
+	l, err := k.h.LinkByName(hostVeth)
+	if err != nil {
+		return false, fmt.Errorf("find %s: %w", hostVeth, err)
+	}
+	if l.Attrs().MTU != mtu {
+		if err := k.h.LinkSetMTU(l, mtu); err != nil {
+			return false, fmt.Errorf("set MTU %d on %s: %w", mtu, hostVeth, err)
+		}
+		changed = true
+	}
+	podNS, err := openNetns(netnsPath)
+	if err != nil {
+		return changed, err
+	}
+	defer podNS.Close()
+	h, err := netlink.NewHandleAt(podNS)
+	if err != nil {
+		return changed, fmt.Errorf("netlink handle in %s: %w", netnsPath, err)
+	}
+	defer h.Close()
+	pl, err := h.LinkByName(ifName)
+	if err != nil {
+		return changed, fmt.Errorf("find %s in %s: %w", ifName, netnsPath, err)
+	}
+	if pl.Attrs().MTU != mtu {
+		if err := h.LinkSetMTU(pl, mtu); err != nil {
+			return changed, fmt.Errorf("set MTU %d on %s in %s: %w", mtu, ifName, netnsPath, err)
+		}
+		changed = true
+	}
+	return changed, nil
+}
