@@ -124,6 +124,7 @@ func (r *reconciler) pass() error {
 	// The tunnel device first: routes through it need it.
 	remote, vxPeers := r.net.remoteRoutes(blocks)
 	r.syncTunnel(vxPeers, &errs)
+	r.syncIPIP(&errs)
 
 	have, err := r.kernel.Read()
 	if err != nil {

@@ -43,8 +43,21 @@ func (n netInfo) vxlanPool() netip.Prefix {
 	return netip.Prefix{}
 }
 
+// ipipPool is the first pool that may use IPIP; invalid if none does.
+func (n netInfo) ipipPool() netip.Prefix {
+	for _, p := range n.pools {
+		if p.IPIPMode != EncapNever {
+			return p.CIDR
+		}
+	}
+	return netip.Prefix{}
+}
+
 // tunnelHandle is the IPAM handle of the node's VXLAN tunnel address.
 func (n netInfo) tunnelHandle() string { return "vxlan-tunnel-addr-" + n.node }
+
+// ipipHandle is the IPAM handle of the node's IPIP tunnel address.
+func (n netInfo) ipipHandle() string { return "ipip-tunnel-addr-" + n.node }
 
 // remoteRoutes turns other nodes' confirmed blocks into routes, each on the
 // device its pool's mode and the owner's subnet call for, and returns the
@@ -73,9 +86,7 @@ func (n netInfo) remoteRoutes(blocks []store.Block) ([]routes.RemoteBlock, map[n
 // first confirmed own block of the VXLAN pool when there is none yet (with
 // no such block yet, the device runs without one until the first pod
 // brings a block). When no pool uses VXLAN any more, it releases it.
-func (r *reconciler) tunnelAddress(errs *[]error) netip.Addr {
-	handle := r.net.tunnelHandle()
-	pool := r.net.vxlanPool()
+func (r *reconciler) tunnelAddress(handle string, pool netip.Prefix, errs *[]error) netip.Addr {
 	ep, found, err := r.store.Endpoint(handle)
 	if err != nil {
 		*errs = append(*errs, err)
@@ -86,7 +97,7 @@ func (r *reconciler) tunnelAddress(errs *[]error) netip.Addr {
 			if _, _, err := r.store.Release(handle); err != nil {
 				*errs = append(*errs, err)
 			} else {
-				r.log.Info("released the VXLAN tunnel address: no pool uses VXLAN", "ip", ep.IP)
+				r.log.Info("released a tunnel address: no pool uses its encapsulation", "handle", handle, "ip", ep.IP)
 			}
 		}
 		return netip.Addr{}
@@ -105,10 +116,10 @@ func (r *reconciler) tunnelAddress(errs *[]error) netip.Addr {
 		return netip.Addr{}
 	}
 	if err != nil {
-		*errs = append(*errs, fmt.Errorf("reserve the VXLAN tunnel address: %w", err))
+		*errs = append(*errs, fmt.Errorf("reserve tunnel address %s: %w", handle, err))
 		return netip.Addr{}
 	}
-	r.log.Info("reserved the VXLAN tunnel address", "ip", ep.IP, "handle", handle)
+	r.log.Info("reserved a tunnel address", "ip", ep.IP, "handle", handle)
 	return ep.IP
 }
 
@@ -116,7 +127,7 @@ func (r *reconciler) tunnelAddress(errs *[]error) netip.Addr {
 // VXLAN, with a neighbour and fdb pair for every node reached through it.
 func (r *reconciler) syncTunnel(vxPeers map[netip.Addr]bool, errs *[]error) {
 	want := routes.TunnelState{Peers: vxPeers}
-	addr := r.tunnelAddress(errs)
+	addr := r.tunnelAddress(r.net.tunnelHandle(), r.net.vxlanPool(), errs)
 	if r.net.vxlanPool().IsValid() {
 		want.Device = &routes.VXLANConfig{VNI: routes.VXLANVNI, Port: routes.VXLANPort, Local: r.net.uplink.Address,
 			UplinkIdx: r.net.uplink.Index, MTU: r.net.uplink.MTU - vxlanOverhead, TunnelAddr: addr,
@@ -145,6 +156,19 @@ func (r *reconciler) syncTunnel(vxPeers map[netip.Addr]bool, errs *[]error) {
 		r.log.Info("VXLAN peers", "add", plan.AddPeers, "remove", plan.DelPeers)
 	}
 	if err := r.kernel.ApplyTunnel(want, plan); err != nil {
+		*errs = append(*errs, err)
+	}
+}
+
+// syncIPIP readies tunl0 while some pool may use IPIP. This lab's kernel
+// has no ipip module; the error then says so in the log and reef status.
+func (r *reconciler) syncIPIP(errs *[]error) {
+	pool := r.net.ipipPool()
+	addr := r.tunnelAddress(r.net.ipipHandle(), pool, errs)
+	if !pool.IsValid() {
+		return
+	}
+	if err := r.kernel.EnsureIPIP(r.net.uplink.MTU-ipipOverhead, addr); err != nil {
 		*errs = append(*errs, err)
 	}
 }

@@ -219,3 +219,37 @@ func (k *Kernel) SetPodMTU(hostVeth, netnsPath, ifName string, mtu int) (bool, e
 	}
 	return changed, nil
 }
+
+// ErrNoIPIP says the kernel has no ipip module: tunl0, which the module
+// creates in every namespace, is missing.
+var ErrNoIPIP = errors.New("ipipMode needs the kernel's ipip module, and tunl0 is missing: run `modprobe ipip`, or use vxlanMode instead")
+
+// EnsureIPIP readies tunl0 for IPIP routes: up, with the given MTU, and
+// the tunnel address if one is given. It never creates or deletes tunl0,
+// which belongs to the kernel module.
+func (k *Kernel) EnsureIPIP(mtu int, tunnelAddr netip.Addr) error {
+	l, err := k.h.LinkByName(IPIPDevice)
+	if err != nil {
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) {
+			return ErrNoIPIP
+		}
+		return fmt.Errorf("find %s: %w", IPIPDevice, err)
+	}
+	if l.Attrs().MTU != mtu {
+		if err := k.h.LinkSetMTU(l, mtu); err != nil {
+			return fmt.Errorf("set MTU %d on %s: %w", mtu, IPIPDevice, err)
+		}
+	}
+	if tunnelAddr.IsValid() {
+		if err := k.h.AddrReplace(l, &netlink.Addr{IPNet: prefixToIPNet(netip.PrefixFrom(tunnelAddr, 32))}); err != nil {
+			return fmt.Errorf("add %s/32 to %s: %w", tunnelAddr, IPIPDevice, err)
+		}
+	}
+	if l.Attrs().Flags&net.FlagUp == 0 {
+		if err := k.h.LinkSetUp(l); err != nil {
+			return fmt.Errorf("set %s up: %w", IPIPDevice, err)
+		}
+	}
+	return nil
+}
