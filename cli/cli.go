@@ -146,6 +146,17 @@ func (c *clientFlags) dial() (*grpc.ClientConn, error) {
 	return grpc.NewClient("unix://"+c.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 }
 
+// node connects to the daemon's Node API; done closes the connection and
+// the call's deadline.
+func (c *clientFlags) node(ctx context.Context) (client reefv1.NodeClient, callCtx context.Context, done func(), err error) {
+	conn, err := c.dial()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	return reefv1.NewNodeClient(conn), callCtx, func() { cancel(); conn.Close() }, nil
+}
+
 func (c *clientFlags) validate() error {
 	if c.output != "table" && c.output != "json" {
 		return UsageError{fmt.Sprintf("-o %q: use table or json", c.output)}
@@ -185,14 +196,12 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parse(fs, args, &c); err != nil {
 		return err
 	}
-	conn, err := c.dial()
+	client, ctx, done, err := c.node(ctx)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	st, err := reefv1.NewNodeClient(conn).Status(ctx, &reefv1.StatusRequest{})
+	defer done()
+	st, err := client.Status(ctx, &reefv1.StatusRequest{})
 	if err != nil {
 		return fmt.Errorf("reef daemon at %s: %w", c.socket, err)
 	}
@@ -238,14 +247,12 @@ func runIPAMShow(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := parse(fs, args, &c); err != nil {
 		return err
 	}
-	conn, err := c.dial()
+	client, ctx, done, err := c.node(ctx)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	rep, err := reefv1.NewNodeClient(conn).IPAM(ctx, &reefv1.IPAMRequest{ShowBlocks: *showBlocks, ShowAllocations: *showAllocs})
+	defer done()
+	rep, err := client.IPAM(ctx, &reefv1.IPAMRequest{ShowBlocks: *showBlocks, ShowAllocations: *showAllocs})
 	if err != nil {
 		return fmt.Errorf("reef daemon at %s: %w", c.socket, err)
 	}

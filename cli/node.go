@@ -70,14 +70,12 @@ func runNodeForget(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := c.validate(); err != nil {
 		return err
 	}
-	conn, err := c.dial()
+	client, ctx, done, err := c.node(ctx)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	rep, err := reefv1.NewNodeClient(conn).Forget(ctx, &reefv1.ForgetRequest{Node: pos[0]})
+	defer done()
+	rep, err := client.Forget(ctx, &reefv1.ForgetRequest{Node: pos[0]})
 	if err != nil {
 		return fmt.Errorf("forget %s: %w", pos[0], err)
 	}

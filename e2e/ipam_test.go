@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/reefcni/reef/internal/lab"
@@ -24,31 +23,7 @@ func TestParallelAddDel(t *testing.T) {
 		}
 		pods[i] = p
 	}
-	each := func(f func(*lab.Pod) error) []error {
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var errs []error
-		next := make(chan *lab.Pod)
-		for w := 0; w < workers; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for p := range next {
-					if err := f(p); err != nil {
-						mu.Lock()
-						errs = append(errs, err)
-						mu.Unlock()
-					}
-				}
-			}()
-		}
-		for _, p := range pods {
-			next <- p
-		}
-		close(next)
-		wg.Wait()
-		return errs
-	}
+	each := func(f func(*lab.Pod) error) []error { return inParallel(pods, workers, f) }
 	if errs := each((*lab.Pod).Add); len(errs) > 0 {
 		t.Fatalf("%d ADDs failed, first: %v", len(errs), errs[0])
 	}
@@ -128,7 +103,7 @@ func TestRepeatedAddAndPodRestart(t *testing.T) {
 // TestPoolExhausted: a full pool is a clear CNI error, and nothing leaks.
 func TestPoolExhausted(t *testing.T) {
 	l := newLab(t)
-	n := startNode(t, l, "node1", lab.NodeOptions{Extra: "pools:\n  - cidr: 10.250.0.0/29\n    blockSize: 30\n"})
+	n := startNode(t, l, "node1", lab.NodeOptions{Extra: "pools:\n  - cidr: 10.250.0.0/29\n    blockSize: 30\n    vxlanMode: Never\n"})
 	for i := 0; i < 8; i++ {
 		newPod(t, n, fmt.Sprintf("fill-%d", i))
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -149,7 +150,7 @@ func nonEmptyLines(s string) []string {
 	return out
 }
 
-// allocations returns the node's allocated addresses by IP.
+// allocations returns the addresses pods hold on the node, by IP.
 func allocations(t *testing.T, n *lab.Node) map[string]string {
 	t.Helper()
 	rep, err := n.IPAM()
@@ -158,7 +159,38 @@ func allocations(t *testing.T, n *lab.Node) map[string]string {
 	}
 	m := map[string]string{}
 	for _, a := range rep.GetAllocations() {
+		if a.GetState() == "reserved" {
+			continue // the node's tunnel address: no pod's
+		}
 		m[a.GetIp()] = a.GetState()
 	}
 	return m
+}
+
+// inParallel runs f on every pod with the given number of workers and
+// returns the errors.
+func inParallel(pods []*lab.Pod, workers int, f func(*lab.Pod) error) []error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	next := make(chan *lab.Pod)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range next {
+				if err := f(p); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, p := range pods {
+		next <- p
+	}
+	close(next)
+	wg.Wait()
+	return errs
 }

@@ -272,8 +272,8 @@ func TestNodeRestartNoLoss(t *testing.T) {
 // without a majority; after the cut heals, everything is reachable again.
 func TestPartitionKeepsBlocks(t *testing.T) {
 	l := newLab(t)
-	// 4 blocks of 8: one each, one spare.
-	nodes := startMesh(t, l, 3, "pools:\n  - cidr: 10.246.0.0/27\n    blockSize: 29\n")
+	// 4 blocks of 8: one each, one spare (no VXLAN: no tunnel address to count).
+	nodes := startMesh(t, l, 3, "pools:\n  - cidr: 10.246.0.0/27\n    blockSize: 29\n    vxlanMode: Never\n")
 	p1, p2 := newPod(t, nodes[0], "a"), newPod(t, nodes[1], "b")
 	newPod(t, nodes[2], "c")
 	converge(t, nodes...)
@@ -347,8 +347,8 @@ func TestPartitionKeepsBlocks(t *testing.T) {
 // for good and `reef node forget` frees its block.
 func TestJoinHardCaseAndForget(t *testing.T) {
 	l := newLab(t)
-	// 8 blocks of 8 addresses.
-	const pool = "pools:\n  - cidr: 10.247.0.0/26\n    blockSize: 29\n"
+	// 8 blocks of 8 addresses (no VXLAN: no tunnel address to count).
+	const pool = "pools:\n  - cidr: 10.247.0.0/26\n    blockSize: 29\n    vxlanMode: Never\n"
 	nodes := startMesh(t, l, 3, pool)
 	pods := []*lab.Pod{newPod(t, nodes[0], "a"), newPod(t, nodes[1], "b"), newPod(t, nodes[2], "c")}
 

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -447,29 +446,7 @@ func TestPodSet200(t *testing.T) {
 	}
 	each := func(ps []*lab.Pod, f func(*lab.Pod) error) {
 		t.Helper()
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var errs []error
-		next := make(chan *lab.Pod)
-		for w := 0; w < workers; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for p := range next {
-					if err := f(p); err != nil {
-						mu.Lock()
-						errs = append(errs, err)
-						mu.Unlock()
-					}
-				}
-			}()
-		}
-		for _, p := range ps {
-			next <- p
-		}
-		close(next)
-		wg.Wait()
-		if len(errs) > 0 {
+		if errs := inParallel(ps, workers, f); len(errs) > 0 {
 			t.Fatalf("%d failed, first: %v", len(errs), errs[0])
 		}
 	}
