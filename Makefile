@@ -21,6 +21,8 @@ build:
 TEST_PKGS := iproute2 iputils-ping nftables containernetworking-plugins tcpdump rpm systemd
 # arping: the e2e test of the pods' ARP filter (nftables table arp reef).
 TEST_PKGS += iputils-arping
+# containerd (it pulls runc): the CRI lab (e2e/cri_test.go, make demo-cri, bench-cri).
+TEST_PKGS += containerd
 deps-test:
 	@missing=""; for p in $(TEST_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -29,6 +31,14 @@ deps-test:
 	fi
 	@mkdir -p /etc/iproute2/rt_protos.d
 	@[ -f /etc/iproute2/rt_protos.d/reef.conf ] || cp packaging/rt_protos.d/reef.conf /etc/iproute2/rt_protos.d/reef.conf
+
+# crictl, the CRI client of kubelet's own tests, for the CRI lab; pinned, built once.
+CRICTL_VERSION := v1.37.0
+CRICTL         := $(GOBIN_DIR)/crictl
+.PHONY: deps-cri demo-cri
+deps-cri: deps-test
+	@$(GO) version -m $(CRICTL) 2>/dev/null | grep -q 'sigs.k8s.io/cri-tools[[:space:]]*$(CRICTL_VERSION)' || \
+	  GOFLAGS= GOBIN=$(GOBIN_DIR) $(GO) install sigs.k8s.io/cri-tools/cmd/crictl@$(CRICTL_VERSION)
 
 deps-proto:
 	@command -v protoc >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler >/dev/null)
@@ -48,7 +58,7 @@ vet:
 test-unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e)
 
-test-e2e: build deps-test
+test-e2e: build deps-test deps-cri
 	REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m ./e2e/
 
 # A short seed run of each fuzz target; longer runs: FUZZTIME=5m make fuzz.
@@ -66,15 +76,21 @@ demo: build deps-test
 lab: build deps-test
 	$(BIN)/reef-lab up --bin $(CURDIR)/$(BIN)
 
+# containerd's CRI drives reef-cni, pods made and removed with crictl
+# (docs/cri.md); tears everything down and exits by itself.
+demo-cri: build deps-cri
+	$(BIN)/reef-lab demo-cri --bin $(CURDIR)/$(BIN)
+
 # reef's nftables dataplane (nat/): Go benchmarks with 1,000 pods, in a
 # throw-away netns; make bench appends them to BENCHMARKS.md ("## nftables").
 NAT_BENCH := $(GO) test -run '^$$' -bench . -benchtime 200x -count 3 ./nat/
-bench: build deps-test
+bench: build deps-test deps-cri
 	$(BIN)/reef-lab bench --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 	$(NAT_BENCH) > $(BIN)/bench-nat.txt; s=$$?; cat $(BIN)/bench-nat.txt; exit $$s
 	{ printf '\n## nftables\n\nGo benchmarks of nat/, 1,000 pods in the sets, in a throw-away network namespace\n(docs/nat.md explains them), from `sudo make bench`, which runs\n\n    %s\n\n' "$(NAT_BENCH)"; \
 	  grep -E '^(cpu:|Benchmark)' $(BIN)/bench-nat.txt | sed 's/^/    /'; \
 	  printf '\n1-minute load average after the run: %s (other work on the machine shows in the figures).\n' "$$(cut -d' ' -f1 /proc/loadavg)"; } >> BENCHMARKS.md
+	$(BIN)/reef-lab bench-cri --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 
 # The .deb and .rpm (packaging/, docs/install.md). The binaries in them are
 # stamped with the package version; nfpm is pinned and built once.

@@ -270,8 +270,9 @@ func TestCRIPodsAcrossNodes(t *testing.T) {
 // TestCRIDaemonDown: with reef's daemon stopped, runp fails with reef's
 // "try again later" in containerd's error and leaves nothing; a pod
 // removed meanwhile is removed (its DEL queued); once the daemon is back,
-// the queued DEL has run and the next runp succeeds. containerd 1.6 and
-// 1.7 do not call CNI STATUS, so the CRI keeps saying NetworkReady.
+// the queued DEL has run and the next runp succeeds. containerd 1.6 has
+// no CNI STATUS, so the CRI keeps saying NetworkReady; a containerd that
+// calls STATUS must say not ready.
 func TestCRIDaemonDown(t *testing.T) {
 	l := newLab(t)
 	n := startNode(t, l, "node1", lab.NodeOptions{})
@@ -288,8 +289,8 @@ func TestCRIDaemonDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	usesStatus := !strings.HasPrefix(lab.ContainerdVersion(), "1.")
-	t.Logf("containerd %s, daemon down: NetworkReady=%v %s", lab.ContainerdVersion(), ready, reason)
+	usesStatus := lab.ContainerdKnowsCNI11()
+	t.Logf("containerd %s (CNI STATUS: %v), daemon down: NetworkReady=%v %s", lab.ContainerdVersion(), usesStatus, ready, reason)
 	if !usesStatus && !ready {
 		t.Errorf("containerd %s has no CNI STATUS, yet reports the network not ready: %s", lab.ContainerdVersion(), reason)
 	}
@@ -407,7 +408,7 @@ func TestCRIFiftyPods(t *testing.T) {
 }
 
 // TestCRIConflistVersions: what containerd makes of reef's conflist
-// versions. containerd 1.6 and 1.7 vendor libcni 1.1, which knows CNI up to
+// versions. containerd 1.6 vendors libcni 1.1, which knows CNI up to
 // 1.0.0: with the 1.1.0 conflist every runp fails on the result's version
 // (reef's DEL after the failure leaves nothing behind). The conflist the
 // lab gives containerd says cniVersion 1.0.0 and offers 1.1.0 in
@@ -426,7 +427,7 @@ func TestCRIConflistVersions(t *testing.T) {
 	c := startContainerd(t, n, lab.ContainerdOptions{Conflist: n.Conflist()})
 	ctx := criCtx(t)
 	p, err := c.RunPod(ctx, "default", "v110")
-	if !strings.HasPrefix(lab.ContainerdVersion(), "1.") {
+	if lab.ContainerdKnowsCNI11() {
 		if err != nil {
 			t.Fatalf("containerd %s with the 1.1.0 conflist: %v", lab.ContainerdVersion(), err)
 		}

@@ -111,6 +111,34 @@ func CheckContainerdDeps() error {
 	return nil
 }
 
+// CrictlVersion returns the module version crictl was built from (a
+// `go install`ed crictl reports "unknown" itself).
+func CrictlVersion() string {
+	p, err := CrictlPath()
+	if err != nil {
+		return "unknown"
+	}
+	out, _ := exec.Command("go", "version", "-m", p).Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "mod" && f[1] == "sigs.k8s.io/cri-tools" {
+			return f[2]
+		}
+	}
+	return "unknown"
+}
+
+// ContainerdKnowsCNI11 reports whether the installed containerd's libcni
+// knows CNI 1.1 (libcni 1.2 on: STATUS, GC, 1.1.0 results), read off the
+// binary's symbols: Debian 12's containerd 1.6.20 does not.
+func ContainerdKnowsCNI11() bool {
+	p, err := exec.LookPath("containerd")
+	if err != nil {
+		return false
+	}
+	b, err := os.ReadFile(p)
+	return err == nil && bytes.Contains(b, []byte("libcni.(*CNIConfig).GetStatusNetworkList"))
+}
+
 // ContainerdVersion returns `containerd --version`'s version field.
 func ContainerdVersion() string {
 	out, err := exec.Command("containerd", "--version").Output()
@@ -166,10 +194,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 `
 
 // CRIConflist is the node's reef conflist (Node.Conflist) in the form
-// containerd 1.6 and 1.7 accept. Their libcni (1.1) knows CNI versions up
+// containerd 1.6 accepts. Its libcni (1.1) knows CNI versions up
 // to 1.0.0 and fails every ADD whose result says 1.1.0 ("unsupported CNI
 // result version"), so cniVersion is 1.0.0; cniVersions offers 1.1.0 to a
-// libcni that knows the key (1.2 on, containerd 2), which picks the highest
+// libcni that knows the key (1.2 on), which picks the highest
 // version it supports. An older libcni ignores the key.
 func (n *Node) CRIConflist() []byte {
 	return []byte(fmt.Sprintf(`{"cniVersion":"1.0.0","cniVersions":["1.0.0","1.1.0"],"name":"k8s-pod-network","plugins":[{"type":"reef-cni","socket":%q,"pendingDeleteDir":%q}]}`,
@@ -356,17 +384,20 @@ func (c *Containerd) PodConfig(namespace, name string, hostNetwork bool) (string
 	if hostNetwork {
 		linux["security_context"] = map[string]any{"namespace_options": map[string]any{"network": 2}} // NODE
 	}
-	cfg, err := json.Marshal(map[string]any{
+	cfg := map[string]any{
 		"metadata":      map[string]any{"name": name, "namespace": namespace, "uid": uid, "attempt": 0},
-		"hostname":      name,
 		"log_directory": filepath.Join(c.Dir, "pod-logs", uid),
 		"linux":         linux,
-	})
+	}
+	if !hostNetwork { // a hostNetwork pod shares the node's UTS namespace too
+		cfg["hostname"] = name
+	}
+	b, err := json.Marshal(cfg)
 	if err != nil {
 		return "", "", err
 	}
 	path := filepath.Join(c.Dir, "pod-"+uid+".json")
-	return path, uid, os.WriteFile(path, cfg, 0o644)
+	return path, uid, os.WriteFile(path, b, 0o644)
 }
 
 // RunPod runs `crictl runp` for a new pod and inspects the sandbox. On
@@ -463,6 +494,8 @@ func (p *CRIPod) StartContainer(ctx context.Context, name string) (id string, pi
 	cfg, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"name": name},
 		"image":    map[string]any{"image": PauseImage},
+		// What kubelet sets, so that crictl ps names the pod.
+		"labels":   map[string]any{"io.kubernetes.pod.name": p.Name, "io.kubernetes.pod.namespace": p.Namespace},
 		"log_path": name + ".log",
 	})
 	if err != nil {
@@ -689,7 +722,7 @@ func cleanContainerdDir(dir, nodeNetns string) {
 	removeCgroups("/reef-lab/" + nodeNetns)
 }
 
-// shimSocket is where containerd 1.6/1.7 puts the socket of a sandbox's
+// shimSocket is where containerd 1.6 puts the socket of a sandbox's
 // runc shim (runtime/v2/shim.SocketAddress): /run/containerd/s/ and the
 // sha256 of "<containerd address>/<namespace>/<id>". A killed shim leaves
 // it behind.
