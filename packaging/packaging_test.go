@@ -114,10 +114,12 @@ func TestConfigDocumentsEveryKey(t *testing.T) {
 	}
 }
 
-// TestConflist: the packaged conflist is the design's one line, and it
-// parses as libcni (the runtime's library) reads it.
+// TestConflist: the packaged conflist is one line, and it parses as libcni
+// (the runtime's library) reads it. It names 1.0.0 and lists 1.1.0 in
+// cniVersions: containerd 1.6 (Debian 12) refuses a 1.1.0 result, and a
+// CNI 1.1 runtime picks the highest version it knows from the list.
 func TestConflist(t *testing.T) {
-	const want = `{"cniVersion":"1.1.0","name":"k8s-pod-network","plugins":[{"type":"reef-cni"}]}` + "\n"
+	const want = `{"cniVersion":"1.0.0","cniVersions":["1.0.0","1.1.0"],"name":"k8s-pod-network","plugins":[{"type":"reef-cni"}]}` + "\n"
 	b, err := os.ReadFile("cni/10-reef.conflist")
 	if err != nil {
 		t.Fatal(err)
@@ -131,6 +133,9 @@ func TestConflist(t *testing.T) {
 	}
 	if list.Name != "k8s-pod-network" || len(list.Plugins) != 1 || list.Plugins[0].Network.Type != "reef-cni" {
 		t.Errorf("conflist parsed as name %q with %d plugins", list.Name, len(list.Plugins))
+	}
+	if list.CNIVersion != "1.1.0" {
+		t.Errorf("libcni picked cniVersion %s from the conflist, want 1.1.0 (GC and STATUS)", list.CNIVersion)
 	}
 }
 

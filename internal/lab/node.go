@@ -180,10 +180,10 @@ func (n *Node) SetOptions(opts NodeOptions) error {
 	return n.WriteConfig()
 }
 
-// Conflist is the one-line conflist a runtime on this node would use, with
-// the node's socket and queue dir.
+// Conflist is the one-line conflist a runtime on this node would use (the
+// package's, see packaging/cni), with the node's socket and queue dir.
 func (n *Node) Conflist() []byte {
-	return []byte(fmt.Sprintf(`{"cniVersion":"1.1.0","name":"k8s-pod-network","plugins":[{"type":"reef-cni","socket":%q,"pendingDeleteDir":%q}]}`,
+	return []byte(fmt.Sprintf(`{"cniVersion":"1.0.0","cniVersions":["1.0.0","1.1.0"],"name":"k8s-pod-network","plugins":[{"type":"reef-cni","socket":%q,"pendingDeleteDir":%q}]}`,
 		n.Socket, n.PendingDir))
 }
 
