@@ -148,7 +148,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	log.Info("BGP speaker started", "asn", cfg.BGP.ASN, "port", cfg.BGP.Port, "peers", len(cfg.BGP.Peers),
 		"peerPrefixes", len(cfg.BGP.PeerPrefixes), "plannedRestart", planned)
-	settle := max(5*time.Second, 2*cfg.BGP.KeepaliveTime)
+	// A peer's table is complete once its session has been up this long:
+	// longer than the deferral a restarting peer may hold its updates back
+	// (10 s, bgp.Speaker) and than two keepalives.
+	settle := max(15*time.Second, 2*cfg.BGP.KeepaliveTime)
 	d.blocks = newBlockEngine(st, d.speaker, log, up.Address, cfg.BGP.Peers, pools, cfg.BGP.ClaimWait, settle, d.rec.Trigger)
 	d.rec.blocks = d.blocks
 	d.cni.NeedBlock = d.blocks.Need
