@@ -81,15 +81,26 @@ lab: build deps-test
 demo-cri: build deps-cri
 	$(BIN)/reef-lab demo-cri --bin $(CURDIR)/$(BIN)
 
+# iperf3 for reef-lab bench-tput (pod-to-pod TCP throughput); installed only when missing.
+BENCH_PKGS := iperf3
+.PHONY: deps-bench
+deps-bench:
+	@missing=""; for p in $(BENCH_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
 # reef's nftables dataplane (nat/): Go benchmarks with 1,000 pods, in a
 # throw-away netns; make bench appends them to BENCHMARKS.md ("## nftables").
 NAT_BENCH := $(GO) test -run '^$$' -bench . -benchtime 200x -count 3 ./nat/
-bench: build deps-test deps-cri
+bench: build deps-test deps-bench deps-cri
 	$(BIN)/reef-lab bench --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 	$(NAT_BENCH) > $(BIN)/bench-nat.txt; s=$$?; cat $(BIN)/bench-nat.txt; exit $$s
 	{ printf '\n## nftables\n\nGo benchmarks of nat/, 1,000 pods in the sets, in a throw-away network namespace\n(docs/nat.md explains them), from `sudo make bench`, which runs\n\n    %s\n\n' "$(NAT_BENCH)"; \
 	  grep -E '^(cpu:|Benchmark)' $(BIN)/bench-nat.txt | sed 's/^/    /'; \
 	  printf '\n1-minute load average after the run: %s (other work on the machine shows in the figures).\n' "$$(cut -d' ' -f1 /proc/loadavg)"; } >> BENCHMARKS.md
+	$(BIN)/reef-lab bench-tput --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 	$(BIN)/reef-lab bench-cri --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 
 # The .deb and .rpm (packaging/, docs/install.md). The binaries in them are

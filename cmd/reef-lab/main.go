@@ -36,6 +36,11 @@ func run(args []string) error {
 		defer stop()
 		return cri(ctx, args[0], args[1:])
 	}
+	if args[0] == "bench-tput" { // iperf3 throughput: flags of its own (bench_tput.go)
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return benchTput(ctx, args[1:])
+	}
 	fs := flag.NewFlagSet("reef-lab "+args[0], flag.ContinueOnError)
 	exe, _ := os.Executable()
 	bin := fs.String("bin", filepath.Dir(exe), "directory holding reef and reef-cni")

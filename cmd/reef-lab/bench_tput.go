@@ -1,0 +1,660 @@
+package main
+
+// bench-tput: TCP throughput between pods (BENCHMARKS.md, "## Throughput
+// (iperf3)"), each reef path next to the raw kernel path it is built on,
+// measured in the same lab in the same run:
+//
+//   - same node: two pods on one node, next to a plain veth pair between
+//     two namespaces (MTU 1450 like the pods, and 1500);
+//   - across nodes, direct: a pod on a1 to a pod on a2 (same subnet), next
+//     to two namespaces on the lab's underlay bridge (MTU 1450 and 1500);
+//   - across subnets via VXLAN: a pod on a1 to a pod on b1 (vxlanMode
+//     CrossSubnet: vxlan.reef), next to a hand-made VXLAN pair between two
+//     namespaces on the two subnets, through the same lab router.
+//
+// Every run is `iperf3 -c <ip> -t <secs> -J` in the client namespace
+// against a long-lived `iperf3 -s -B <ip>` in the server namespace; the
+// figure is end.sum_received.bits_per_second. Within a group (a reef path
+// and its references) the cases alternate run by run, so a change in the
+// machine's load hits reef and its reference alike. Nothing touches the
+// host's network: every namespace belongs to the lab.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/reefcni/reef/internal/lab"
+	"github.com/reefcni/reef/routes"
+)
+
+const tputPort = "5201"
+
+// tputRun is one iperf3 client run.
+type tputRun struct {
+	gbps             float64 // end.sum_received.bits_per_second / 1e9
+	retransmits      int     // end.sum_sent.retransmits
+	cpuHost, cpuPeer float64 // end.cpu_utilization_percent host_total, remote_total
+	wall             time.Duration
+	senderGbps       float64
+	rawErr           string
+}
+
+// tputCase is one path measured: a server namespace, a client namespace,
+// the server's address.
+type tputCase struct {
+	key, label   string
+	ref          bool
+	cliNS, srvNS string // netns names
+	cliRole      string // what the namespaces are, for the report
+	srvRole      string
+	dst          netip.Addr
+	mtu          int
+	runs         []tputRun
+	err          error
+	stopServer   func()
+	// TCP counters of the client namespace over the case's runs:
+	// segments retransmitted, and how many of those the receiver reported
+	// as duplicates (DSACK: spurious, the original had arrived).
+	retransSegs, dsackSegs int64
+	statErr                error
+}
+
+func (c *tputCase) median() (float64, bool) {
+	var v []float64
+	for _, r := range c.runs {
+		if r.rawErr == "" {
+			v = append(v, r.gbps)
+		}
+	}
+	if len(v) == 0 {
+		return 0, false
+	}
+	sort.Float64s(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2], true
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2, true
+}
+
+// tputGroup is a reef path and its references; their runs alternate.
+type tputGroup struct {
+	path  string
+	reef  *tputCase
+	refs  []*tputCase
+	notes string
+	// counters: device tx bytes before/after the group's runs, as a check
+	// of which path the packets took.
+	counters []tputCounter
+	// 1-minute load average when the group's runs began and ended.
+	loadStart, loadEnd string
+}
+
+type tputCounter struct {
+	role, netns, dev string
+	before, after    int64
+	err              error
+}
+
+type tputBench struct {
+	ctx    context.Context
+	l      *lab.Lab
+	secs   int
+	runs   int
+	setup  []string // the reference paths' ip commands, for the report
+	nftA1  string   // nftables base chains in node a1
+	podMTU string
+	routes map[string]string // "ip route get" of each reef case in node a1
+	alias  map[string]string // how ip arguments (netns paths, port names) show in the report
+}
+
+func tputProgress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench-tput: "+format+"\n", args...)
+}
+
+func benchTput(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("reef-lab bench-tput", flag.ContinueOnError)
+	exe, _ := os.Executable()
+	bin := fs.String("bin", filepath.Dir(exe), "directory holding reef and reef-cni")
+	out := fs.String("out", "", `write the report into this file as its "## Throughput (iperf3)" section (replacing only that section)`)
+	secs := fs.Int("time", 5, "seconds per iperf3 run (-t)")
+	runs := fs.Int("runs", 3, "runs per path; the report gives the median")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench-tput: unexpected arguments %q", fs.Args())
+	}
+	if *secs < 1 || *runs < 1 {
+		return errors.New("bench-tput: --time and --runs must be at least 1")
+	}
+	if _, err := exec.LookPath("iperf3"); err != nil {
+		return errors.New("bench-tput: iperf3 not found (apt-get install iperf3, or make bench)")
+	}
+	rep := &tputReport{began: time.Now(), loadStart: tputLoad(), command: tputCommand(args), secs: *secs, runs: *runs}
+	rep.machineInfo(*bin)
+
+	l, err := lab.New(*bin)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	b := &tputBench{ctx: ctx, l: l, secs: *secs, runs: *runs, routes: map[string]string{}, alias: map[string]string{}}
+	tputProgress("building the lab: a1, a2 on %s, b1 on %s behind a router", lab.Underlay, lab.SubnetB)
+	groups, err := b.build()
+	if err != nil {
+		return fmt.Errorf("bench-tput: %w", err)
+	}
+	defer func() {
+		for _, g := range groups {
+			for _, c := range append([]*tputCase{g.reef}, g.refs...) {
+				if c.stopServer != nil {
+					c.stopServer()
+				}
+			}
+		}
+	}()
+	for _, g := range groups {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("bench-tput: interrupted: %w", err)
+		}
+		tputProgress("%s: %d runs of %d s each, alternating with its reference", g.path, b.runs, b.secs)
+		b.measure(g)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("bench-tput: interrupted: %w", err)
+	}
+	rep.groups = groups
+	rep.setup = b.setup
+	rep.nftA1 = b.nftA1
+	rep.podMTU = b.podMTU
+	rep.routes = b.routes
+	rep.took = time.Since(rep.began)
+	rep.loadEnd = tputLoad()
+	md := rep.markdown()
+	fmt.Print(md)
+	if *out != "" {
+		if err := tputWriteSection(*out, md); err != nil {
+			return err
+		}
+		tputProgress("section written to %s (%s)", *out, rep.took.Round(time.Second))
+	}
+	return nil
+}
+
+// build makes the lab: three reef nodes on two subnets with pods, and the
+// reference namespaces; it starts every iperf3 server.
+func (b *tputBench) build() ([]*tputGroup, error) {
+	l := b.l
+	if _, err := l.AddCrossRouter(); err != nil {
+		return nil, err
+	}
+	addrs := []netip.Addr{lab.NodeAddress(0), lab.NodeAddress(1), lab.NodeAddressB(0)}
+	var nodes []*lab.Node
+	for i, name := range []string{"a1", "a2", "b1"} {
+		var peers []string
+		for j, a := range addrs {
+			if j != i {
+				peers = append(peers, a.String())
+			}
+		}
+		bgp := fmt.Sprintf("  keepaliveTime: 1s\n  holdTime: 3s\n  peers: [%s]\n  peerPrefixes: [%s, %s]\n",
+			strings.Join(peers, ", "), lab.Underlay, lab.SubnetB)
+		// The production reconcile interval: the daemons stay quiet.
+		n, err := l.AddNode(name, lab.NodeOptions{BGP: bgp, SubnetB: i == 2, ReconcileInterval: 30 * time.Second})
+		if err != nil {
+			return nil, err
+		}
+		nodes = append(nodes, n)
+	}
+	if err := lab.StartAll(nodes); err != nil {
+		return nil, err
+	}
+	a1, a2, b1 := nodes[0], nodes[1], nodes[2]
+	pod := func(n *lab.Node, name string) (*lab.Pod, error) { return n.NewPod("bench", name) }
+	cli, err := pod(a1, "client")
+	if err != nil {
+		return nil, err
+	}
+	same, err := pod(a1, "server-a1")
+	if err != nil {
+		return nil, err
+	}
+	direct, err := pod(a2, "server-a2")
+	if err != nil {
+		return nil, err
+	}
+	cross, err := pod(b1, "server-b1")
+	if err != nil {
+		return nil, err
+	}
+	if err := lab.WaitConverged(nodes, 30*time.Second); err != nil {
+		return nil, err
+	}
+	if out, err := l.Run(cli.Netns, "ip", "-o", "link", "show", "eth0"); err == nil {
+		if f := strings.Fields(out); len(f) > 0 {
+			for i := range f {
+				if f[i] == "mtu" && i+1 < len(f) {
+					b.podMTU = f[i+1]
+				}
+			}
+		}
+	}
+	b.nftA1 = tputNftChains(l, a1.Netns)
+
+	// The references.
+	// A: veth pairs between two fresh namespaces.
+	vethPair := func(tag string, mtu int) (*tputCase, error) {
+		c1, c2 := l.Prefix+"-"+tag+"c", l.Prefix+"-"+tag+"s"
+		for _, ns := range []string{c1, c2} {
+			if err := l.AddNetns(ns); err != nil {
+				return nil, err
+			}
+		}
+		net := map[int]string{1450: "10.98.1", 1500: "10.98.2"}[mtu]
+		role := fmt.Sprintf("veth%d", mtu)
+		b.alias[lab.NetnsPath(c2)] = "<" + role + "-server>"
+		steps := []struct {
+			who, ns string
+			args    []string
+		}{
+			{role + "-client", c1, []string{"link", "add", "eth0", "mtu", strconv.Itoa(mtu), "type", "veth", "peer", "name", "eth0", "mtu", strconv.Itoa(mtu), "netns", lab.NetnsPath(c2)}},
+			{role + "-client", c1, []string{"addr", "add", net + ".1/24", "dev", "eth0"}},
+			{role + "-client", c1, []string{"link", "set", "eth0", "up"}},
+			{role + "-server", c2, []string{"addr", "add", net + ".2/24", "dev", "eth0"}},
+			{role + "-server", c2, []string{"link", "set", "eth0", "up"}},
+		}
+		for _, s := range steps {
+			if err := b.ip(s.who, s.ns, s.args...); err != nil {
+				return nil, err
+			}
+		}
+		return &tputCase{key: "A" + strconv.Itoa(mtu), label: fmt.Sprintf("veth pair, MTU %d", mtu), ref: true,
+			cliNS: c1, srvNS: c2, cliRole: role + "-client", srvRole: role + "-server",
+			dst: netip.MustParseAddr(net + ".2"), mtu: mtu}, nil
+	}
+	// B and C: namespaces with eth0 on a lab bridge, like a node's.
+	host := func(tag, role, bridge string, addr netip.Addr, mtu int) (string, error) {
+		ns := l.Prefix + "-" + tag
+		if err := l.AddNetns(ns); err != nil {
+			return "", err
+		}
+		peer := l.Prefix + tag
+		if len(peer) > 15 {
+			peer = peer[len(peer)-15:]
+		}
+		b.alias[peer] = "<" + role + "-port>"
+		b.alias[lab.NetnsPath(l.Switch)] = "<switch>"
+		for _, s := range [][]string{
+			{"link", "add", "eth0", "mtu", strconv.Itoa(mtu), "type", "veth", "peer", "name", peer, "netns", lab.NetnsPath(l.Switch)},
+			{"addr", "add", netip.PrefixFrom(addr, 24).String(), "dev", "eth0"},
+			{"link", "set", "eth0", "up"},
+		} {
+			if err := b.ip(role, ns, s...); err != nil {
+				return "", err
+			}
+		}
+		if err := l.IP(l.Switch, "link", "set", peer, "master", bridge, "up"); err != nil {
+			return "", err
+		}
+		b.setup = append(b.setup, fmt.Sprintf("switch: ip link set <%s-port> master %s up", role, bridge))
+		return ns, nil
+	}
+	bridgePair := func(mtu int, ca, sa netip.Addr) (*tputCase, error) {
+		role := fmt.Sprintf("br0-%d", mtu)
+		c, err := host(fmt.Sprintf("tb%dc", mtu), role+"-client", "br0", ca, mtu)
+		if err != nil {
+			return nil, err
+		}
+		s, err := host(fmt.Sprintf("tb%ds", mtu), role+"-server", "br0", sa, mtu)
+		if err != nil {
+			return nil, err
+		}
+		return &tputCase{key: "B" + strconv.Itoa(mtu), label: fmt.Sprintf("two netns on the underlay bridge, MTU %d", mtu), ref: true,
+			cliNS: c, srvNS: s, cliRole: role + "-client", srvRole: role + "-server", dst: sa, mtu: mtu}, nil
+	}
+
+	vA1450, err := vethPair("tv1450", 1450)
+	if err != nil {
+		return nil, err
+	}
+	vA1500, err := vethPair("tv1500", 1500)
+	if err != nil {
+		return nil, err
+	}
+	bB1450, err := bridgePair(1450, netip.MustParseAddr("192.168.77.201"), netip.MustParseAddr("192.168.77.202"))
+	if err != nil {
+		return nil, err
+	}
+	bB1500, err := bridgePair(1500, netip.MustParseAddr("192.168.77.203"), netip.MustParseAddr("192.168.77.204"))
+	if err != nil {
+		return nil, err
+	}
+	// C: a hand-made VXLAN pair across the router.
+	vxA, vxB := netip.MustParseAddr("192.168.77.205"), netip.MustParseAddr("192.168.78.205")
+	cA, err := host("txa", "vxlan-client", "br0", vxA, 1500)
+	if err != nil {
+		return nil, err
+	}
+	cB, err := host("txb", "vxlan-server", "br1", vxB, 1500)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range []struct {
+		role, ns      string
+		local, remote netip.Addr
+		via           netip.Addr
+		other         netip.Prefix
+		inner         string
+	}{
+		{"vxlan-client", cA, vxA, vxB, lab.RouterA, lab.SubnetB, "10.99.42.1/24"},
+		{"vxlan-server", cB, vxB, vxA, lab.RouterB, lab.Underlay, "10.99.42.2/24"},
+	} {
+		for _, a := range [][]string{
+			{"route", "add", s.other.String(), "via", s.via.String()},
+			{"link", "add", "vx0", "type", "vxlan", "id", "42", "local", s.local.String(), "remote", s.remote.String(), "dstport", "4790", "dev", "eth0"},
+			{"link", "set", "vx0", "mtu", "1450", "up"},
+			{"addr", "add", s.inner, "dev", "vx0"},
+		} {
+			if err := b.ip(s.role, s.ns, a...); err != nil {
+				return nil, err
+			}
+		}
+	}
+	cC := &tputCase{key: "C", label: "hand-made VXLAN pair (VNI 42, port 4790), MTU 1450", ref: true,
+		cliNS: cA, srvNS: cB, cliRole: "vxlan-client", srvRole: "vxlan-server", dst: netip.MustParseAddr("10.99.42.2"), mtu: 1450}
+
+	podCase := func(key, label string, srv *lab.Pod, srvNode *lab.Node) *tputCase {
+		return &tputCase{key: key, label: label, cliNS: cli.Netns, srvNS: srv.Netns,
+			cliRole: "pod on a1", srvRole: "pod on " + srvNode.Name, dst: srv.IP, mtu: 1450}
+	}
+	groups := []*tputGroup{
+		{path: "same node", reef: podCase("R1", "reef: two pods on a1", same, a1), refs: []*tputCase{vA1450, vA1500},
+			notes: "pod veth → routed hop in the node (a /32 route per pod; proxy ARP answers the pods' gateway) → pod veth: two veth pairs and a forward, against one veth pair"},
+		{path: "across nodes, direct", reef: podCase("R2", "reef: pod on a1 → pod on a2", direct, a2), refs: []*tputCase{bB1450, bB1500},
+			notes: "pod veth → a1 routes → eth0 → bridge → a2 eth0 → a2 routes → pod veth: two more veth pairs and two forwards than the reference's veth → bridge → veth"},
+		{path: "across subnets, VXLAN", reef: podCase("R3", "reef: pod on a1 → pod on b1", cross, b1), refs: []*tputCase{cC},
+			notes: "both cross the lab router with one VXLAN encapsulation (reef: vxlan.reef, VNI 4096, port 4789, static fdb); reef adds a pod veth and a forward on each end"},
+	}
+	groups[1].counters = []tputCounter{{role: "a1", netns: a1.Netns, dev: routes.VXLANDevice}, {role: "a1", netns: a1.Netns, dev: "eth0"}}
+	groups[2].counters = []tputCounter{{role: "a1", netns: a1.Netns, dev: routes.VXLANDevice}, {role: "vxlan-client", netns: cA, dev: "vx0"}}
+
+	for _, g := range groups {
+		for _, c := range append([]*tputCase{g.reef}, g.refs...) {
+			if !c.ref {
+				if out, err := l.Run(a1.Netns, "ip", "route", "get", c.dst.String()); err == nil {
+					b.routes[c.key] = strings.Join(strings.Fields(out), " ")
+				}
+			}
+			if err := b.startServer(c); err != nil {
+				return groups, err
+			}
+		}
+	}
+	return groups, nil
+}
+
+// ip runs an ip command in a reference namespace and records it for the
+// report under the namespace's role.
+func (b *tputBench) ip(role, netns string, args ...string) error {
+	shown := make([]string, len(args))
+	for i, a := range args {
+		if alias, ok := b.alias[a]; ok {
+			a = alias
+		}
+		shown[i] = a
+	}
+	b.setup = append(b.setup, role+": ip "+strings.Join(shown, " "))
+	return b.l.IP(netns, args...)
+}
+
+func (b *tputBench) startServer(c *tputCase) error {
+	stop, err := b.l.Spawn(c.srvNS, "iperf3-"+c.key+".log", "iperf3", "-s", "-B", c.dst.String(), "-p", tputPort)
+	if err != nil {
+		return err
+	}
+	c.stopServer = stop
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		out, _ := b.l.Run(c.srvNS, "ss", "-Htln", "sport", "= :"+tputPort)
+		if strings.Contains(out, c.dst.String()+":"+tputPort) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("iperf3 server on %s in %s not listening after 5s", c.dst, c.srvRole)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// iperfJSON is the part of iperf3 -J we read.
+type iperfJSON struct {
+	Error string `json:"error"`
+	End   struct {
+		SumSent struct {
+			BitsPerSecond float64 `json:"bits_per_second"`
+			Retransmits   int     `json:"retransmits"`
+		} `json:"sum_sent"`
+		SumReceived struct {
+			BitsPerSecond float64 `json:"bits_per_second"`
+		} `json:"sum_received"`
+		CPU struct {
+			HostTotal   float64 `json:"host_total"`
+			RemoteTotal float64 `json:"remote_total"`
+		} `json:"cpu_utilization_percent"`
+	} `json:"end"`
+}
+
+// client runs one iperf3 client for secs seconds.
+func (b *tputBench) client(c *tputCase, secs int) tputRun {
+	ctx, cancel := context.WithTimeout(b.ctx, time.Duration(secs+20)*time.Second)
+	defer cancel()
+	var r tputRun
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, "nsenter", "--net="+lab.NetnsPath(c.cliNS), "--",
+		"iperf3", "-c", c.dst.String(), "-p", tputPort, "-t", strconv.Itoa(secs), "-J")
+	out, err := cmd.Output()
+	r.wall = time.Since(start)
+	var j iperfJSON
+	if jerr := json.Unmarshal(out, &j); jerr != nil {
+		if err == nil {
+			err = jerr
+		}
+		r.rawErr = fmt.Sprintf("%v: %s", err, tputFirstLine(string(out)))
+		return r
+	}
+	if j.Error != "" {
+		r.rawErr = j.Error
+		return r
+	}
+	if err != nil {
+		r.rawErr = err.Error()
+		return r
+	}
+	r.gbps = j.End.SumReceived.BitsPerSecond / 1e9
+	r.senderGbps = j.End.SumSent.BitsPerSecond / 1e9
+	r.retransmits = j.End.SumSent.Retransmits
+	r.cpuHost, r.cpuPeer = j.End.CPU.HostTotal, j.End.CPU.RemoteTotal
+	return r
+}
+
+// measure runs a group: a 1 s check of every case first (it fails early on
+// a broken path and warms caches and ARP), then b.runs rounds in which
+// every case runs once, reef first in odd rounds and last in even ones.
+func (b *tputBench) measure(g *tputGroup) {
+	cases := append([]*tputCase{g.reef}, g.refs...)
+	g.loadStart = tputLoad1()
+	defer func() { g.loadEnd = tputLoad1() }()
+	for _, c := range cases {
+		if r := b.client(c, 1); r.rawErr != "" {
+			c.err = fmt.Errorf("1 s check: %s", r.rawErr)
+			tputProgress("  %s: %v", c.label, c.err)
+		}
+	}
+	for i := range g.counters {
+		g.counters[i].before, g.counters[i].err = tputTxBytes(b.l, g.counters[i].netns, g.counters[i].dev)
+	}
+	statsBefore := make([]map[string]int64, len(cases))
+	for i, c := range cases {
+		statsBefore[i], c.statErr = tputTCPStats(b.l, c.cliNS)
+	}
+	for round := 0; round < b.runs; round++ {
+		order := cases
+		if round%2 == 1 {
+			order = append([]*tputCase(nil), cases[1:]...)
+			order = append(order, cases[0])
+		}
+		for _, c := range order {
+			if c.err != nil || b.ctx.Err() != nil {
+				continue
+			}
+			r := b.client(c, b.secs)
+			c.runs = append(c.runs, r)
+			if r.rawErr != "" {
+				tputProgress("  %s run %d: %s", c.label, round+1, r.rawErr)
+			} else {
+				tputProgress("  %s run %d: %.2f Gbit/s, %d retransmits, CPU client %.0f%% server %.0f%%",
+					c.label, round+1, r.gbps, r.retransmits, r.cpuHost, r.cpuPeer)
+			}
+		}
+	}
+	for i, c := range cases {
+		if c.statErr != nil {
+			continue
+		}
+		after, err := tputTCPStats(b.l, c.cliNS)
+		if err != nil {
+			c.statErr = err
+			continue
+		}
+		c.retransSegs = after["Tcp:RetransSegs"] - statsBefore[i]["Tcp:RetransSegs"]
+		c.dsackSegs = after["TcpExt:TCPDSACKRecvSegs"] - statsBefore[i]["TcpExt:TCPDSACKRecvSegs"]
+	}
+	for i := range g.counters {
+		if g.counters[i].err == nil {
+			g.counters[i].after, g.counters[i].err = tputTxBytes(b.l, g.counters[i].netns, g.counters[i].dev)
+		}
+	}
+}
+
+// tputTxBytes reads a device's transmitted bytes in a namespace (through
+// ip -s -j: /sys would show the host's devices, not the namespace's).
+func tputTxBytes(l *lab.Lab, netns, dev string) (int64, error) {
+	out, err := l.Run(netns, "ip", "-s", "-j", "link", "show", "dev", dev)
+	if err != nil {
+		return 0, err
+	}
+	var links []struct {
+		Stats64 struct {
+			TX struct {
+				Bytes int64 `json:"bytes"`
+			} `json:"tx"`
+		} `json:"stats64"`
+	}
+	if err := json.Unmarshal([]byte(out), &links); err != nil || len(links) != 1 {
+		return 0, fmt.Errorf("ip -s -j link show %s in %s: %v: %s", dev, netns, err, tputFirstLine(out))
+	}
+	return links[0].Stats64.TX.Bytes, nil
+}
+
+func tputLoad() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func tputFirstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// tputNftChains lists the base chains (those on a hook, which packets
+// pass) of every nftables table in a namespace.
+func tputNftChains(l *lab.Lab, netns string) string {
+	out, err := l.Run(netns, "nft", "-j", "list", "chains")
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	var doc struct {
+		Nftables []struct {
+			Chain *struct {
+				Family string `json:"family"`
+				Table  string `json:"table"`
+				Name   string `json:"name"`
+				Type   string `json:"type"`
+				Hook   string `json:"hook"`
+				Prio   int    `json:"prio"`
+			} `json:"chain"`
+		} `json:"nftables"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	var chains []string
+	for _, e := range doc.Nftables {
+		if c := e.Chain; c != nil && c.Hook != "" {
+			chains = append(chains, fmt.Sprintf("`%s %s` chain %s (%s, hook %s, priority %d)", c.Family, c.Table, c.Name, c.Type, c.Hook, c.Prio))
+		}
+	}
+	if len(chains) == 0 {
+		return "none"
+	}
+	return strings.Join(chains, "; ")
+}
+
+// tputTCPStats reads the TCP counters of a namespace: /proc/net/snmp and
+// /proc/net/netstat as a process in it sees them, keyed "Tcp:RetransSegs".
+func tputTCPStats(l *lab.Lab, netns string) (map[string]int64, error) {
+	out, err := l.Run(netns, "cat", "/proc/net/snmp", "/proc/net/netstat")
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]int64{}
+	lines := strings.Split(out, "\n")
+	for i := 0; i+1 < len(lines); i++ {
+		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(names) < 2 || len(names) != len(values) || names[0] != values[0] || !strings.HasSuffix(names[0], ":") {
+			continue
+		}
+		if _, err := strconv.ParseInt(values[1], 10, 64); err != nil {
+			continue // a header line followed by another header
+		}
+		for k := 1; k < len(names); k++ {
+			v, err := strconv.ParseInt(values[k], 10, 64)
+			if err == nil {
+				m[names[0]+names[k]] = v
+			}
+		}
+		i++
+	}
+	if _, ok := m["Tcp:RetransSegs"]; !ok {
+		return nil, fmt.Errorf("no Tcp RetransSegs in /proc/net/snmp of %s", netns)
+	}
+	return m, nil
+}
+
+func tputLoad1() string {
+	if f := strings.Fields(tputLoad()); len(f) > 0 {
+		return f[0]
+	}
+	return "unknown"
+}
