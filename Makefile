@@ -100,6 +100,7 @@ bench: build deps-test deps-bench deps-cri
 	{ printf '\n## nftables\n\nGo benchmarks of nat/, 1,000 pods in the sets, in a throw-away network namespace\n(docs/nat.md explains them), from `sudo make bench`, which runs\n\n    %s\n\n' "$(NAT_BENCH)"; \
 	  grep -E '^(cpu:|Benchmark)' $(BIN)/bench-nat.txt | sed 's/^/    /'; \
 	  printf '\n1-minute load average after the run: %s (other work on the machine shows in the figures).\n' "$$(cut -d' ' -f1 /proc/loadavg)"; } >> BENCHMARKS.md
+	$(BIN)/reef-lab bench-mesh --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 	$(BIN)/reef-lab bench-tput --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 	$(BIN)/reef-lab bench-cri --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 

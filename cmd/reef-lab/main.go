@@ -36,6 +36,11 @@ func run(args []string) error {
 		defer stop()
 		return cri(ctx, args[0], args[1:])
 	}
+	if args[0] == "bench-mesh" { // multi-node benchmarks: flags of its own (bench_mesh.go)
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return benchMesh(ctx, args[1:])
+	}
 	if args[0] == "bench-tput" { // iperf3 throughput: flags of its own (bench_tput.go)
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()

@@ -1,0 +1,526 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+)
+
+// meshReport is everything bench-mesh measured, rendered as the
+// "## Multi-node" section of BENCHMARKS.md.
+type meshReport struct {
+	began              time.Time
+	took               time.Duration
+	loadStart, loadEnd string
+	loadMesh           string // before the 50-node part
+	othersStart        int    // reef daemons of other labs running at the start
+	othersMesh         int    // and before the 50-node part
+	command            string
+	reef               string
+	logLevel           string
+	bin                string
+	parts              map[string]bool
+
+	idle   meshIdleResult
+	routes meshRoutesResult
+	conv   []meshConvResult
+	mesh   meshStartResult
+}
+
+func meshLoad() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Fields(string(b))[0]
+}
+
+func meshRun(name string, args ...string) string {
+	out, err := exec.Command(name, args...).Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// meshCommand is the command line as a reader would type it, with the
+// working directory's bin as $PWD/bin.
+func meshCommand(args []string) string {
+	wd, _ := os.Getwd()
+	var parts []string
+	for _, a := range args {
+		if wd != "" && strings.HasPrefix(a, wd+"/") {
+			a = "$PWD/" + strings.TrimPrefix(a, wd+"/")
+		} else if strings.HasPrefix(a, "--bin="+wd+"/") {
+			a = "--bin=$PWD/" + strings.TrimPrefix(a, "--bin="+wd+"/")
+		}
+		parts = append(parts, a)
+	}
+	return strings.TrimSpace("bin/reef-lab bench-mesh " + strings.Join(parts, " "))
+}
+
+// meshP50 and meshMax of durations; negative values (unknown) are skipped.
+func meshQuantile(ds []time.Duration, q float64) (time.Duration, bool) {
+	var v []time.Duration
+	for _, d := range ds {
+		if d >= 0 {
+			v = append(v, d)
+		}
+	}
+	if len(v) == 0 {
+		return 0, false
+	}
+	sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
+	k := int(float64(len(v))*q+0.999999) - 1 // nearest rank
+	return v[max(0, min(k, len(v)-1))], true
+}
+
+func meshMs(d time.Duration, ok bool) string {
+	if !ok {
+		return "?"
+	}
+	return fmt.Sprintf("%.0f", float64(d)/float64(time.Millisecond))
+}
+
+func meshSec(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
+
+func meshMiB(kb int64) string { return fmt.Sprintf("%.1f MiB", float64(kb)/1024) }
+
+func meshMet(ok bool) string {
+	if ok {
+		return "**met**"
+	}
+	return "**not met**"
+}
+
+func meshSum(v []int64) (sum, hi int64) {
+	for _, x := range v {
+		sum += x
+		hi = max(hi, x)
+	}
+	return sum, hi
+}
+
+// convergence figures of one result, per sample.
+type meshConvFigures struct {
+	total, add, claimed, confirmed, toConfirm, propagate, first []time.Duration
+}
+
+func (c meshConvResult) figures() meshConvFigures {
+	var f meshConvFigures
+	for _, s := range c.samples {
+		f.total = append(f.total, s.total)
+		f.add = append(f.add, s.add)
+		f.first = append(f.first, s.firstRoute)
+		f.claimed = append(f.claimed, s.claimed)
+		f.confirmed = append(f.confirmed, s.confirmed)
+		if s.claimed >= 0 && s.confirmed >= 0 {
+			f.toConfirm = append(f.toConfirm, s.confirmed-s.claimed)
+		}
+		if s.confirmed >= 0 {
+			f.propagate = append(f.propagate, s.total-s.confirmed)
+		}
+	}
+	return f
+}
+
+func (r *meshReport) markdown() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("## Multi-node\n\n")
+	w("Every figure in this section comes from one run of\n\n    %s\n\n", r.command)
+	w("(the last step of `sudo make bench`) on %s, which took %s. One part alone: add\n", r.began.UTC().Format("2006-01-02 15:04 UTC"), r.took.Round(time.Second))
+	w("`--only idle`, `routes`, `convergence` or `mesh`. Nothing here is edited by hand.\n\n")
+	w("**Setup.** Every node is a network namespace on this one machine (nproc %d, kernel %s) running the real\n", runtime.NumCPU(), meshRun("uname", "-r"))
+	w("`reef daemon` (%s), its eth0 on a lab bridge (192.168.77.0/24). The daemons run with the production\n", r.reef)
+	w("`reconcileInterval: 30s` and `logLevel: %s`; the BGP timers are the lab's (`keepaliveTime: 1s`, `holdTime: 3s`);\n", r.logLevel)
+	w("meshed nodes list every other node in `bgp.peers` and accept the underlay in `bgp.peerPrefixes`; the pool is\n")
+	w("the default 10.244.0.0/16 with /26 blocks unless said otherwise. Kernel routes are watched through netlink\n")
+	w("sockets opened in each node's namespace (an rtnetlink subscription per node for convergence, route dumps\n")
+	w("for the rest). RSS is VmRSS of the daemon's `/proc/<pid>/status`. 1-minute load average %s at the start", r.loadStart)
+	if r.loadMesh != "" {
+		w(", %s before\nthe 50-node part, %s at the end (mostly the 50 nodes themselves)", r.loadMesh, r.loadEnd)
+	} else {
+		w(", %s at the end", r.loadEnd)
+	}
+	w("; reef daemons of other labs running: %d at the start", r.othersStart)
+	if r.loadMesh != "" {
+		w(", %d before the 50-node part", r.othersMesh)
+	}
+	w(". Other work on this\n2-core machine shows in the figures.\n\n")
+
+	r.aims(w)
+	if r.parts["convergence"] {
+		r.convergenceSection(w)
+	}
+	if r.parts["mesh"] {
+		r.meshSection(w)
+	}
+	if r.parts["routes"] {
+		r.routesSection(w)
+	}
+	if r.parts["idle"] {
+		r.idleSection(w)
+	}
+	return b.String()
+}
+
+func (r *meshReport) convFor(n int, cw time.Duration) (meshConvResult, bool) {
+	for _, c := range r.conv {
+		if c.n == n && c.claimWait == cw {
+			return c, true
+		}
+	}
+	return meshConvResult{}, false
+}
+
+func (r *meshReport) aims(w func(string, ...any)) {
+	w("### Aims\n\n")
+	if r.parts["convergence"] {
+		var parts []string
+		met := true
+		any := false
+		for _, n := range []int{3, 10} {
+			c, ok := r.convFor(n, 0)
+			if !ok || len(c.samples) == 0 {
+				met = false
+				parts = append(parts, fmt.Sprintf("%d nodes: not measured", n))
+				continue
+			}
+			p50, _ := meshQuantile(c.figures().total, 0.5)
+			any = true
+			met = met && p50 <= 250*time.Millisecond
+			parts = append(parts, fmt.Sprintf("%d nodes %s ms", n, meshMs(p50, true)))
+		}
+		w("- A new block routed on every node within 250 ms p50, with the default `claimWait: 500ms`: %s: %s.\n", strings.Join(parts, ", "), meshMet(met && any))
+		var fast []string
+		fastMet := true
+		for _, n := range []int{3, 10} {
+			c, ok := r.convFor(n, 100*time.Millisecond)
+			if !ok || len(c.samples) == 0 {
+				fastMet = false
+				continue
+			}
+			p50, _ := meshQuantile(c.figures().total, 0.5)
+			fastMet = fastMet && p50 <= 250*time.Millisecond
+			fast = append(fast, fmt.Sprintf("%d nodes %s ms", n, meshMs(p50, true)))
+		}
+		if len(fast) > 0 {
+			w("  With `claimWait: 100ms`: %s: %s. claimWait is a deliberate floor: a new claim stays pending,\n", strings.Join(fast, ", "), meshMet(fastMet))
+			w("  announced but unrouted, for claimWait so that a competing claim can beat it; no node routes a block\n")
+			w("  (and the ADD does not return) before it is confirmed (table below).\n")
+		}
+	}
+	if r.parts["mesh"] {
+		m := r.mesh
+		switch {
+		case m.err != "" && m.routes == 0:
+			w("- %d-node mesh from cold to every route within 30 s: not completed (%s): **not met**.\n", m.nodes, meshFirstLine(m.err))
+		case m.sessionsErr != "":
+			last, at := meshPlateau(m)
+			w("- %d-node mesh from cold to every route within 30 s: the full mesh of sessions is never reached (%d of %d\n", m.nodes, last/2, m.nodes*(m.nodes-1)/2)
+			w("  sessions up by %s after the start, none after); from one ADD per node to every route: %s: **not met**.\n", meshSec(at), meshSec(max(m.routes, m.adds)))
+		default:
+			total := m.sessions + m.routes
+			w("- %d-node mesh from cold to every route within 30 s: %s (full mesh of sessions %s, then one ADD per node\n", m.nodes, meshSec(total), meshSec(m.sessions))
+			w("  to every route %s): %s.\n", meshSec(m.routes), meshMet(total <= 30*time.Second && m.nodes >= 50))
+		}
+	}
+	if r.parts["idle"] {
+		if r.idle.err != "" {
+			w("- Daemon RSS at most 20 MiB idle: not measured (%s).\n", meshFirstLine(r.idle.err))
+		} else {
+			w("- Daemon RSS at most 20 MiB idle (kube-router, which also embeds GoBGP: 9-18 MiB): %s: %s\n", meshMiB(r.idle.rss), meshMet(r.idle.rss <= 20*1024))
+			w("  (%s of it file-backed pages of the reef binary, %s anonymous; below).\n", meshMiB(r.idle.file), meshMiB(r.idle.anon))
+		}
+	}
+	w("\n")
+}
+
+func meshFirstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
+
+func (r *meshReport) convergenceSection(w func(string, ...any)) {
+	w("### Convergence of a new block\n\n")
+	w("N meshed nodes are started together and wait for every session; then on each node in turn (a fresh node:\n")
+	w("no block yet) one pod is ADDed through libcni, and the clock runs from the start of that ADD until every\n")
+	w("other node has the kernel route to the block it claimed, via the owner's address. Every node of a cluster\n")
+	w("gives one sample; clusters of 3 are repeated. The split comes from the owner's log (millisecond times):\n")
+	w("*claimed* = ADD start to \"claimed a block\", *pending* = claimed to \"block claim confirmed\",\n")
+	w("*spread* = confirmed to the route on the last other node (announcement, BGP update, the peer's reconcile\n")
+	w("pass, netlink).\n\n")
+	w("| nodes | claimWait | samples | p50 ms | max ms | ADD p50 ms | claimed p50 | pending p50 | spread p50 | spread max | first node p50 |\n")
+	w("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	var errs []string
+	for _, c := range r.conv {
+		f := c.figures()
+		q := func(v []time.Duration, p float64) string { d, ok := meshQuantile(v, p); return meshMs(d, ok) }
+		w("| %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.n, meshClaimWaitName(c.claimWait), len(c.samples),
+			q(f.total, 0.5), q(f.total, 1), q(f.add, 0.5), q(f.claimed, 0.5), q(f.toConfirm, 0.5), q(f.propagate, 0.5), q(f.propagate, 1), q(f.first, 0.5))
+		if c.err != "" {
+			errs = append(errs, fmt.Sprintf("%d nodes, claimWait %s: stopped early: %s", c.n, meshClaimWaitName(c.claimWait), meshFirstLine(c.err)))
+		}
+		for _, st := range c.stalled {
+			errs = append(errs, fmt.Sprintf("a cluster of %d nodes (claimWait %s) never reached the full mesh and was replaced by a new one: %s",
+				c.n, meshClaimWaitName(c.claimWait), meshFirstLine(st)))
+		}
+	}
+	w("\n")
+	for _, e := range errs {
+		w("- %s\n", e)
+	}
+	if len(errs) > 0 {
+		w("\n")
+	}
+	var restarts []string
+	for _, c := range r.conv {
+		restarts = append(restarts, c.restarts...)
+	}
+	meshRestartsNote(w, restarts)
+	var ups []string
+	var rss []int64
+	for _, c := range r.conv {
+		for _, d := range c.sessionsUp {
+			ups = append(ups, fmt.Sprintf("%.1f", d.Seconds()))
+		}
+		if c.n == 10 {
+			rss = append(rss, c.rss...)
+		}
+	}
+	if len(ups) > 0 {
+		w("Start to full mesh of these clusters, s: %s. ", strings.Join(ups, ", "))
+	}
+	if len(rss) > 0 {
+		sum, hi := meshSum(rss)
+		w("Daemons of the 10-node clusters after their samples (one pod, 10 sessions' worth of routes): RSS avg %s, max %s.", meshMiB(sum/int64(len(rss))), meshMiB(hi))
+	}
+	w("\n\n")
+}
+
+func (r *meshReport) meshSection(w func(string, ...any)) {
+	m := r.mesh
+	w("### Mesh start: %d nodes from cold\n\n", m.nodes)
+	w("%d nodes with empty stores, every daemon started at once (%d sessions to establish); then one pod per node,\n", m.nodes, m.nodes*(m.nodes-1)/2)
+	w("all %d ADDs at once, until every node has the route to every other node's block (%d routes). The wait for\n", m.nodes, m.nodes*(m.nodes-1))
+	w("sessions polls `reef status` of every node and gives up when no session has come up for %s.\n\n", meshStall)
+	w("| step | time |\n|---|---:|\n")
+	if m.started > 0 {
+		w("| every daemon exec'd | %s |\n", meshSec(m.started))
+	}
+	if m.ready > 0 {
+		w("| every daemon serves ADD | %s |\n", meshSec(m.ready))
+	}
+	if m.sessionsErr == "" && m.sessions > 0 {
+		w("| every pair has an established session | %s |\n", meshSec(m.sessions))
+	} else if m.ready > 0 {
+		w("| every pair has an established session | **never** (%d of %d) |\n", meshLastEstablished(m)/2, m.nodes*(m.nodes-1)/2)
+	}
+	if m.adds > 0 {
+		p50, _ := meshQuantile(m.addLat, 0.5)
+		w("| then: half of the ADDs returned (p50 of the ADDs) | %s |\n", meshSec(p50))
+		w("| then: every ADD returned (from their start) | %s |\n", meshSec(m.adds))
+		if m.addErrs > 0 && m.addErrs < m.nodes {
+			w("| then: every successful ADD returned | %s |\n", meshSec(m.addsOK))
+		}
+	}
+	if m.routes > 0 || m.routesWant > 0 && m.routesHave == m.routesWant {
+		what := "every other node's block"
+		if m.addErrs > 0 {
+			what = fmt.Sprintf("the blocks of the %d nodes whose ADD succeeded", m.nodes-m.addErrs)
+		}
+		w("| then: every node routes to %s (from the ADDs' start) | %s |\n", what, meshSec(m.routes))
+	}
+	if m.sessionsErr == "" && m.routes > 0 && m.addErrs == 0 {
+		w("| **cold to every route** | **%s** |\n", meshSec(m.sessions+m.routes))
+	}
+	w("\n")
+	if len(m.series) > 0 {
+		var pts []string
+		next := time.Duration(0)
+		for i, p := range m.series {
+			if p.at >= next || i == len(m.series)-1 {
+				pts = append(pts, fmt.Sprintf("%.0f s: %d", (m.ready+p.at).Seconds(), p.established/2))
+				next = p.at + 5*time.Second
+			}
+		}
+		w("Sessions established (both ends report it) over time since the start: %s.\n\n", strings.Join(pts, ", "))
+	}
+	if m.sessionsErr != "" {
+		w("**The full mesh was never reached**: %s. The session ends not established, by the state\n", meshFirstLine(m.sessionsErr))
+		w("`reef status` shows: %s", meshStatesText(m.states))
+		if len(m.pairs) > 0 {
+			w("; for example %s", strings.Join(m.pairs, "; "))
+		}
+		w(".\n")
+		if m.states["openconfirm"] > 0 {
+			meshOpenConfirmNote(w)
+		}
+		w("\n")
+	}
+	if m.err != "" {
+		w("Stopped: %s.\n\n", meshFirstLine(m.err))
+	}
+	meshRestartsNote(w, m.restarts)
+	if m.addErrs > 0 {
+		w("%d of %d ADDs failed; the first error: %s\n\n", m.addErrs, m.nodes, "`"+strings.ReplaceAll(meshFirstLine(m.addErr), "`", "'")+"`")
+	}
+	if m.ready > 0 {
+		w("**Where the time goes.** The daemons used %.1f CPU-seconds from the start to ready, %.1f while the sessions came up\n",
+			m.cpuReady, m.cpuSessions)
+		w("(%s of wall time), and %.1f from the ADDs' start to the last route (%s); this machine has %d CPUs, so %d\n",
+			meshSec(m.waitSessions), m.cpuAdds, meshSec(max(m.routes, m.adds)), runtime.NumCPU(), runtime.NumCPU())
+		w("CPU-seconds per second is all there is. Keeping the %d-node mesh up costs %.2f CPU-seconds per second when nothing\n", m.nodes, m.idleCPU)
+		w("happens (5 quiet seconds before the ADDs: keepalives every second on %d sessions, and the redials above). ", m.nodes*(m.nodes-1)/2)
+		if len(m.rss) > 0 && m.paths > 0 {
+			n := uint64(len(m.rss))
+			w("At the end the daemons' BGP tables (Adj-RIB-In) held %d paths, %d per node, for %d blocks:\n", m.paths, m.paths/n, m.nodes)
+			w("every node relays every claim it hears from an owner, so each of its %d peers sends it up to %d paths,\n", m.nodes-1, m.nodes-1)
+			w("(N-1)² per node; each path that arrives also wakes the reconcile loop.")
+		}
+		w("\n\n")
+	}
+	if len(m.rss) > 0 {
+		sum, hi := meshSum(m.rss)
+		_, hwm := meshSum(m.hwm)
+		w("Daemon memory at the end (%d daemons, up to %d sessions and %d remote blocks each): RSS total %s, avg %s,\n",
+			len(m.rss), m.nodes-1, m.nodes-1, meshMiB(sum), meshMiB(sum/int64(len(m.rss))))
+		w("max %s (anonymous %s, file-backed %s on average); highest peak (VmHWM) %s.\n\n", meshMiB(hi),
+			meshMiB(m.anon/int64(len(m.rss))), meshMiB(m.file/int64(len(m.rss))), meshMiB(hwm))
+	}
+	w("Block claims lost to an earlier claim of the same block during the ADDs: %d; block conflicts (a confirmed\n", m.lost)
+	w("block in use lost): %d.", m.conflict)
+	if m.sessionsErr == "" {
+		w(" Sessions down, or re-established after the mesh was complete: %d.", m.downAfter)
+	}
+	w("\n")
+	if len(m.warnings) > 0 {
+		w("Most frequent warnings and errors in the %d daemons' logs:\n\n", m.nodes)
+		for _, s := range m.warnings {
+			w("- %s\n", strings.ReplaceAll(s, "|", "\\|"))
+		}
+	}
+	w("\n")
+}
+
+// meshRestartsNote lists daemons that exited and were restarted.
+func meshRestartsNote(w func(string, ...any), restarts []string) {
+	if len(restarts) == 0 {
+		return
+	}
+	w("**%d daemon exits** during the run; each was restarted after %s, as reef's systemd unit would\n", len(restarts), meshRestartSec)
+	w("(`Restart=always`, `RestartSec=2s`):\n\n")
+	overwrite := false
+	for i, x := range restarts {
+		if i < 5 {
+			w("- %s\n", strings.ReplaceAll(x, "|", "\\|"))
+		}
+		overwrite = overwrite || strings.Contains(x, "can't overwrite the existing peer")
+	}
+	if len(restarts) > 5 {
+		w("- and %d more\n", len(restarts)-5)
+	}
+	w("\n")
+	if overwrite {
+		w("\"can't overwrite the existing peer\" is a start-up race in `bgp.Start` (bgp/speaker.go): it adds the\n")
+		w("`peerPrefixes` dynamic-neighbor range before the configured `peers`; a configured peer that connects in\n")
+		w("between is accepted as a dynamic peer, and the `AddPeer` of the same address that follows fails, which\n")
+		w("ends the daemon. The more peers and the busier the machine, the wider the window.\n\n")
+	}
+}
+
+// meshPlateau is the last count of established session ends and when
+// (since the start) it was first reached.
+func meshPlateau(m meshStartResult) (int, time.Duration) {
+	last := meshLastEstablished(m)
+	for _, p := range m.series {
+		if p.established == last {
+			return last, m.ready + p.at
+		}
+	}
+	return last, 0
+}
+
+func meshLastEstablished(m meshStartResult) int {
+	if len(m.series) == 0 {
+		return 0
+	}
+	return m.series[len(m.series)-1].established
+}
+
+// meshOpenConfirmNote explains sessions stuck in openconfirm on both ends,
+// what the GoBGP v4.8.0 that reef embeds does on a connection collision.
+func meshOpenConfirmNote(w func(string, ...any)) {
+	w("\nA pair stuck in `openconfirm` on both ends is a connection collision that GoBGP (v4.8.0, embedded) does not\n")
+	w("resolve: both nodes dial each other at the same moment (every node lists every other in `bgp.peers`). Each\n")
+	w("receives the other's OPEN on the connection it *accepted* while its own outgoing connection manager is still\n")
+	w("waiting for an OPEN (state OpenSent, so it is not stopped), finds no outgoing connection to compare with\n")
+	w("(`tryReceiveOutgoingConn` in `fsm.go` opensent), keeps the accepted one, sends its KEEPALIVE there and enters\n")
+	w("OpenConfirm. Its outgoing connection is then handed to a channel OpenConfirm never reads, so the KEEPALIVE the\n")
+	w("other end sent on it is never read. Each end waits for a KEEPALIVE on the connection the other abandoned, and\n")
+	w("no hold timer ends the wait. The outgoing managers that are not stopped also redial established peers every\n")
+	w("few seconds, which shows up as GoBGP's \"Closed an accepted connection\" warnings below.\n")
+}
+
+func (r *meshReport) routesSection(w func(string, ...any)) {
+	rt := r.routes
+	w("### Route programming: %d remote blocks\n\n", rt.blocks)
+	w("One fresh node (pool %s with /27 blocks, `peerPrefixes` the underlay, no pods) and `reef-lab speaker` in a\n", meshRoutesPool)
+	w("namespace of its own on the underlay (%s), announcing %d valid reef claims of /27 blocks of that pool\n", meshSpeakerAddr, rt.blocks)
+	w("(owner = next hop = the speaker, state confirmed, claimed an hour ago). The clock starts when the speaker is\n")
+	w("started (it connects within its 1 s connect-retry) and stops when the node's kernel holds %d proto 238 routes\n", rt.blocks)
+	w("via the speaker (netlink dumps every 10 ms).\n\n")
+	if rt.err != "" {
+		w("Not completed: %s (%d routes installed).\n\n", meshFirstLine(rt.err), rt.installed)
+		return
+	}
+	w("| figure | value |\n|---|---:|\n")
+	if rt.peerUp >= 0 {
+		w("| speaker start to its session up (\"Peer Up\" in the node's log) | %s ms |\n", meshMs(rt.peerUp, true))
+	}
+	if rt.peerUp >= 0 && rt.firstAdding >= 0 {
+		w("| session up to the first \"adding route\" in the node's log | %s ms |\n", meshMs(rt.firstAdding-rt.peerUp, true))
+	}
+	w("| speaker start to the first route | %s ms |\n", meshMs(rt.firstRoute, true))
+	w("| speaker start to all %d routes | %s ms |\n", rt.blocks, meshMs(rt.allRoutes, true))
+	w("| first to last route | %s ms |\n", meshMs(rt.allRoutes-rt.firstRoute, true))
+	w("| daemon RSS idle, before the speaker (after 5 s) | %s |\n", meshMiB(rt.idleRSS))
+	w("| daemon RSS when all %d routes are in | %s |\n", rt.blocks, meshMiB(rt.withRSS))
+	w("| daemon RSS 5 s later | %s |\n", meshMiB(rt.steadyRSS))
+	w("| of which anonymous / file-backed, 5 s later | %s / %s |\n", meshMiB(rt.steady.anon), meshMiB(rt.steady.file))
+	w("| daemon peak RSS (VmHWM) | %s |\n", meshMiB(rt.hwm))
+	if rt.storeBytes > 0 {
+		w("| store file (bbolt) after | %.1f MiB |\n", float64(rt.storeBytes)/(1<<20))
+	}
+	w("\n")
+	w("Between the session coming up and the first route the node records every learned block in its store before\n")
+	w("it programs routes: `PutRemoteBlock` is one bbolt transaction per block (daemon/blocks.go, store/protocol.go),\n")
+	w("two `fdatasync` each; a one-off `strace -f -c -e trace=fdatasync -p <daemon pid>` during `--only routes` counted\n")
+	w("4,000 of them for the 2,000 blocks. The kernel side (netlink) is the row \"first to last route\".\n\n")
+}
+
+func (r *meshReport) idleSection(w func(string, ...any)) {
+	w("### Daemon memory, idle\n\n")
+	if r.idle.err != "" {
+		w("Not measured: %s.\n\n", meshFirstLine(r.idle.err))
+		return
+	}
+	w("One fresh node, no pods, no BGP peers (the speaker runs, listening), 5 s after it became ready:\n")
+	w("RSS %s (anonymous %s: heap, stacks, runtime; file-backed %s: pages of the %s reef binary and libraries),\n",
+		meshMiB(r.idle.rss), meshMiB(r.idle.anon), meshMiB(r.idle.file), meshFileMiB(filepath.Join(r.bin, "reef")))
+	w("peak (VmHWM) %s.\n\n", meshMiB(r.idle.hwm))
+}
+
+func meshFileMiB(path string) string {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "unknown"
+	}
+	return fmt.Sprintf("%.1f MiB", float64(fi.Size())/(1<<20))
+}
