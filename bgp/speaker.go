@@ -48,9 +48,10 @@ type Speaker struct {
 	s   *server.BgpServer
 	log *slog.Logger
 
-	mu        sync.Mutex
-	announced map[netip.Prefix]Claim
-	badSeen   map[string]bool // peer|prefix already logged as dropped
+	mu         sync.Mutex
+	announced  map[netip.Prefix]Claim
+	badSeen    map[string]bool          // peer|prefix already logged as dropped
+	stuckSince map[netip.Addr]time.Time // peer -> first seen in OpenSent/OpenConfirm
 
 	dropped atomic.Uint64
 }
@@ -63,7 +64,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (
 	lvl.Set(cfg.LogLevel)
 	s := server.NewBgpServer(server.LoggerOption(log.With("component", "gobgp"), lvl))
 	go s.Serve()
-	sp := &Speaker{cfg: cfg, s: s, log: log, announced: map[netip.Prefix]Claim{}, badSeen: map[string]bool{}}
+	sp := &Speaker{cfg: cfg, s: s, log: log, announced: map[netip.Prefix]Claim{}, badSeen: map[string]bool{},
+		stuckSince: map[netip.Addr]time.Time{}}
 
 	if err := s.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
 		Asn:             cfg.ASN,
@@ -78,6 +80,23 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (
 		OnPeerUpdate: func(*apiutil.WatchEventMessage_PeerEvent, time.Time) { onChange() },
 	}, server.WatchUpdate(false, "", ""), server.WatchPeer()); err != nil {
 		return nil, fmt.Errorf("watch BGP events: %w", err)
+	}
+	// Configured peers first: a configured peer that connects before it is
+	// added would otherwise be taken in as a dynamic one, and adding it
+	// afterwards fails ("can't overwrite the existing peer").
+	for _, peer := range cfg.Peers {
+		if peer == cfg.RouterID {
+			continue // a config shared by all nodes lists this one too
+		}
+		if err := s.AddPeer(ctx, &api.AddPeerRequest{Peer: &api.Peer{
+			Conf:            &api.PeerConf{NeighborAddress: peer.String(), PeerAsn: cfg.ASN, AuthPassword: cfg.Password},
+			Timers:          sp.timers(),
+			GracefulRestart: sp.gracefulRestart(),
+			AfiSafis:        sp.afiSafis(),
+			Transport:       &api.Transport{LocalAddress: cfg.RouterID.String(), RemotePort: uint32(cfg.Port)},
+		}}); err != nil {
+			return nil, fmt.Errorf("add BGP peer %s: %w", peer, err)
+		}
 	}
 	if len(cfg.PeerPrefixes) > 0 {
 		if err := s.AddPeerGroup(ctx, &api.AddPeerGroupRequest{PeerGroup: &api.PeerGroup{
@@ -96,21 +115,27 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (
 			}
 		}
 	}
-	for _, peer := range cfg.Peers {
-		if peer == cfg.RouterID {
-			continue // a config shared by all nodes lists this one too
-		}
-		if err := s.AddPeer(ctx, &api.AddPeerRequest{Peer: &api.Peer{
-			Conf:            &api.PeerConf{NeighborAddress: peer.String(), PeerAsn: cfg.ASN, AuthPassword: cfg.Password},
-			Timers:          sp.timers(),
-			GracefulRestart: sp.gracefulRestart(),
-			AfiSafis:        sp.afiSafis(),
-			Transport:       &api.Transport{LocalAddress: cfg.RouterID.String(), RemotePort: uint32(cfg.Port)},
-		}}); err != nil {
-			return nil, fmt.Errorf("add BGP peer %s: %w", peer, err)
+	go sp.watchSessions(ctx)
+	return sp, nil
+}
+
+// watchSessions looks at the sessions every hold time and resets the ones
+// stuck before Established (unstick), for as long as ctx lives.
+func (sp *Speaker) watchSessions(ctx context.Context) {
+	t := time.NewTicker(max(sp.cfg.Hold, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			peers, err := sp.Peers(ctx)
+			if err != nil {
+				continue
+			}
+			sp.unstick(ctx, peers, now)
 		}
 	}
-	return sp, nil
 }
 
 func (sp *Speaker) timers() *api.Timers {
@@ -344,4 +369,47 @@ func sessionState(s api.PeerState_SessionState) string {
 		return "established"
 	}
 	return "unknown(" + strconv.Itoa(int(s)) + ")"
+}
+
+// unstick resets sessions that hang between OPEN and Established. GoBGP
+// v4.8.0 can leave both ends of a connection collision in OpenConfirm with
+// no hold timer running (seen in the 50-node lab mesh); a peer that stays
+// in OpenSent or OpenConfirm for three hold times is taken down and up
+// again, which makes it connect afresh.
+func (sp *Speaker) unstick(ctx context.Context, peers []PeerStatus, now time.Time) {
+	limit := max(3*sp.cfg.Hold, 10*time.Second)
+	sp.mu.Lock()
+	seen := map[netip.Addr]bool{}
+	var reset []netip.Addr
+	for _, p := range peers {
+		if p.State != "opensent" && p.State != "openconfirm" {
+			continue
+		}
+		seen[p.Address] = true
+		since, ok := sp.stuckSince[p.Address]
+		if !ok {
+			sp.stuckSince[p.Address] = now
+			continue
+		}
+		if now.Sub(since) >= limit {
+			reset = append(reset, p.Address)
+			delete(sp.stuckSince, p.Address)
+		}
+	}
+	for a := range sp.stuckSince {
+		if !seen[a] {
+			delete(sp.stuckSince, a)
+		}
+	}
+	sp.mu.Unlock()
+	for _, a := range reset {
+		sp.log.Warn("BGP session stuck between OPEN and Established; resetting it", "peer", a, "after", limit)
+		if err := sp.s.DisablePeer(ctx, &api.DisablePeerRequest{Address: a.String(), Communication: "stuck in OpenConfirm"}); err != nil {
+			sp.log.Warn("reset stuck BGP session", "peer", a, "error", err)
+			continue
+		}
+		if err := sp.s.EnablePeer(ctx, &api.EnablePeerRequest{Address: a.String()}); err != nil {
+			sp.log.Warn("re-enable BGP session", "peer", a, "error", err)
+		}
+	}
 }
