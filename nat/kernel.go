@@ -22,18 +22,49 @@ var ErrNoTable = errors.New("reef's nftables table or set is missing")
 // NUL-padded.
 const ifNameSize = 16
 
-// Kernel reads and writes reef's tables in one network namespace. Every
-// operation opens its own netlink socket, so a Kernel is safe for
-// concurrent use: parallel CNI ADDs and DELs each send their own batch.
+// Kernel reads and writes reef's tables in one network namespace. It is
+// safe for concurrent use: every operation has a netlink socket of its
+// own, so parallel CNI ADDs and DELs each send their own batch.
 type Kernel struct {
 	opts []nftables.ConnOption
+	// podConns keeps the sockets of AddPod and DelPod open between calls:
+	// closing an nftables socket right after a batch that deleted set
+	// elements blocks for milliseconds in the kernel, on every DEL.
+	podConns chan *nftables.Conn
 }
+
+// podConnsKept bounds the sockets kept open: about the CNI operations in
+// flight at once.
+const podConnsKept = 8
 
 // NewKernel returns a Kernel for the caller's network namespace (the
 // daemon's, the node's), or for another given by
 // nftables.WithNetNSFd (tests).
 func NewKernel(opts ...nftables.ConnOption) *Kernel {
-	return &Kernel{opts: opts}
+	return &Kernel{opts: opts, podConns: make(chan *nftables.Conn, podConnsKept)}
+}
+
+// podConn takes a kept socket, or opens one.
+func (k *Kernel) podConn() (*nftables.Conn, error) {
+	select {
+	case c := <-k.podConns:
+		return c, nil
+	default:
+		return k.conn(true)
+	}
+}
+
+// putPodConn keeps a socket for the next call. A socket whose batch failed
+// is closed instead: its state is unknown.
+func (k *Kernel) putPodConn(c *nftables.Conn, ok bool) {
+	if ok {
+		select {
+		case k.podConns <- c:
+			return
+		default:
+		}
+	}
+	c.CloseLasting()
 }
 
 func (k *Kernel) conn(lasting bool) (*nftables.Conn, error) {
@@ -359,16 +390,19 @@ func (k *Kernel) AddPod(p Pod) error {
 	if err := checkPod(p); err != nil {
 		return err
 	}
-	c, err := k.conn(false)
+	c, err := k.podConn()
 	if err != nil {
 		return err
 	}
 	s, ns := podSet()
 	e := Elem{Iface: p.Veth, From: p.IP, To: p.IP}
 	if err := c.SetAddElements(ns, encodeElems(s, []Elem{e})); err != nil {
+		k.putPodConn(c, false)
 		return fmt.Errorf("add %s to set %s %s: %w", e, ARPTableID, SetPodAddrs, err)
 	}
-	if err := c.Flush(); err != nil {
+	err = c.Flush()
+	k.putPodConn(c, err == nil)
+	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return fmt.Errorf("add %s to set %s %s: %w: %w", e, ARPTableID, SetPodAddrs, ErrNoTable, err)
 		}
@@ -383,16 +417,19 @@ func (k *Kernel) DelPod(p Pod) error {
 	if err := checkPod(p); err != nil {
 		return err
 	}
-	c, err := k.conn(false)
+	c, err := k.podConn()
 	if err != nil {
 		return err
 	}
 	s, ns := podSet()
 	e := Elem{Iface: p.Veth, From: p.IP, To: p.IP}
 	if err := c.SetDeleteElements(ns, encodeElems(s, []Elem{e})); err != nil {
+		k.putPodConn(c, false)
 		return fmt.Errorf("delete %s from set %s %s: %w", e, ARPTableID, SetPodAddrs, err)
 	}
-	if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
+	err = c.Flush()
+	k.putPodConn(c, err == nil)
+	if err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("delete %s from set %s %s: %w", e, ARPTableID, SetPodAddrs, err)
 	}
 	return nil
