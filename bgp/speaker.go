@@ -122,7 +122,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (
 // watchSessions looks at the sessions every hold time and resets the ones
 // stuck before Established (unstick), for as long as ctx lives.
 func (sp *Speaker) watchSessions(ctx context.Context) {
-	t := time.NewTicker(max(sp.cfg.Hold, time.Second))
+	t := time.NewTicker(max(sp.cfg.Hold/2, time.Second))
 	defer t.Stop()
 	for {
 		select {
@@ -145,6 +145,8 @@ func (sp *Speaker) timers() *api.Timers {
 		KeepaliveInterval: uint64(sp.cfg.Keepalive / time.Second),
 		// Updates go out at once: claims must reach every peer quickly.
 		MinimumAdvertisementInterval: 0,
+		// After a reset (see unstick), try again within a second, not 30.
+		IdleHoldTimeAfterReset: 1,
 	}}
 }
 
@@ -374,10 +376,10 @@ func sessionState(s api.PeerState_SessionState) string {
 // unstick resets sessions that hang between OPEN and Established. GoBGP
 // v4.8.0 can leave both ends of a connection collision in OpenConfirm with
 // no hold timer running (seen in the 50-node lab mesh); a peer that stays
-// in OpenSent or OpenConfirm for three hold times is taken down and up
-// again, which makes it connect afresh.
+// in OpenSent or OpenConfirm for two hold times (at least 6s) is taken
+// down and up again, which makes it connect afresh.
 func (sp *Speaker) unstick(ctx context.Context, peers []PeerStatus, now time.Time) {
-	limit := max(3*sp.cfg.Hold, 10*time.Second)
+	limit := max(2*sp.cfg.Hold, 6*time.Second)
 	sp.mu.Lock()
 	seen := map[netip.Addr]bool{}
 	var reset []netip.Addr

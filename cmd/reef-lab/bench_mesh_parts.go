@@ -1,0 +1,480 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/reefcni/reef/internal/lab"
+	"github.com/reefcni/reef/routes"
+)
+
+// ---- idle ----
+
+type meshIdleResult struct {
+	meshMem
+	err string
+}
+
+func (b *meshBench) idle() (r meshIdleResult) {
+	l, done, err := b.newLab("idle")
+	if err != nil {
+		r.err = err.Error()
+		return r
+	}
+	defer done()
+	nodes, err := b.addNodes(l, 1, meshNodeCfg{})
+	if err == nil {
+		err = nodes[0].Start()
+	}
+	if err == nil {
+		err = b.sleep(5 * time.Second)
+	}
+	if err == nil {
+		r.meshMem, err = meshMemOf(nodes[0])
+	}
+	if err != nil {
+		r.err = err.Error()
+	}
+	return r
+}
+
+// ---- routes ----
+
+type meshRoutesResult struct {
+	blocks                int
+	installed             int
+	firstRoute, allRoutes time.Duration // from the speaker's start
+	idleRSS, withRSS      int64         // kB: before the speaker; right when all are in
+	steadyRSS, hwm        int64         // kB: 5 s later; peak
+	storeBytes            int64         // the node's store file after
+	peerUp, firstAdding   time.Duration // from the speaker's start, from the node's log; -1 unknown
+	steady                meshMem
+	err                   string
+}
+
+// meshSpeakerAddr is the test speaker's address on the underlay.
+var meshSpeakerAddr = netip.MustParseAddr("192.168.77.200")
+
+const meshRoutesPool = "10.100.0.0/16"
+
+func (b *meshBench) routes(count int) (r meshRoutesResult) {
+	r.blocks = count
+	fail := func(err error) meshRoutesResult { r.err = err.Error(); return r }
+	l, done, err := b.newLab("routes")
+	if err != nil {
+		return fail(err)
+	}
+	defer done()
+	nodes, err := b.addNodes(l, 1, meshNodeCfg{peerPrefixes: true,
+		extra: "pools:\n  - cidr: " + meshRoutesPool + "\n    blockSize: 27\n"})
+	if err != nil {
+		return fail(err)
+	}
+	node := nodes[0]
+	if err := node.Start(); err != nil {
+		return fail(err)
+	}
+	spk, err := l.AddHost("spk", meshSpeakerAddr)
+	if err != nil {
+		return fail(err)
+	}
+	// 2,000 confirmed claims of /27 blocks, owner = next hop = the speaker,
+	// claimed an hour ago.
+	pool := netip.MustParsePrefix(meshRoutesPool)
+	claimed := time.Now().Add(-time.Hour).Unix()
+	owner := meshSpeakerAddr.As4()
+	ownerU := uint32(owner[0])<<24 | uint32(owner[1])<<16 | uint32(owner[2])<<8 | uint32(owner[3])
+	var file strings.Builder
+	base := pool.Addr().As4()
+	baseU := uint32(base[0])<<24 | uint32(base[1])<<16
+	for i := 0; i < count; i++ {
+		u := baseU + uint32(i)*32
+		blk := netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(u >> 24), byte(u >> 16), byte(u >> 8), byte(u)}), 27)
+		fmt.Fprintf(&file, "%s %s 64512:100:0 64512:101:%d 64512:102:0 64512:103:%d 64512:104:1\n", blk, meshSpeakerAddr, claimed, ownerU)
+	}
+	annFile := filepath.Join(l.Dir, "announce.txt")
+	if err := os.WriteFile(annFile, []byte(file.String()), 0o644); err != nil {
+		return fail(err)
+	}
+	h, err := meshHandle(node)
+	if err != nil {
+		return fail(err)
+	}
+	defer h.Close()
+	if err := b.sleep(5 * time.Second); err != nil {
+		return fail(err)
+	}
+	if r.idleRSS, _, err = meshRSS(node); err != nil {
+		return fail(err)
+	}
+	start := time.Now()
+	if _, err := l.Spawn(spk, "speaker.log", filepath.Join(b.bin, "reef-lab"), "speaker",
+		"--router-id", meshSpeakerAddr.String(), "--peers", node.Address.String(), "--announce-file", annFile); err != nil {
+		return fail(err)
+	}
+	deadline := start.Add(60 * time.Second)
+	for {
+		n, err := meshCountVia(h, meshSpeakerAddr)
+		if err != nil {
+			return fail(err)
+		}
+		now := time.Now()
+		r.installed = n
+		if n > 0 && r.firstRoute == 0 {
+			r.firstRoute = now.Sub(start)
+		}
+		if n >= count {
+			r.allRoutes = now.Sub(start)
+			break
+		}
+		if now.After(deadline) || b.ctx.Err() != nil {
+			return fail(fmt.Errorf("%d of %d routes after %s\n%s", n, count, now.Sub(start).Round(time.Millisecond), node.LogTail(5)))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r.withRSS, _, err = meshRSS(node); err != nil {
+		return fail(err)
+	}
+	if err := b.sleep(5 * time.Second); err != nil {
+		return fail(err)
+	}
+	if r.steady, err = meshMemOf(node); err != nil {
+		return fail(err)
+	}
+	r.steadyRSS, r.hwm = r.steady.rss, r.steady.hwm
+	r.peerUp, r.firstAdding = -1, -1
+	if at, ok := meshLogLine(node.Log(), `msg="Peer Up"`); ok {
+		r.peerUp = at.Sub(start)
+	}
+	if at, ok := meshLogLine(node.Log(), `msg="adding route"`); ok {
+		r.firstAdding = at.Sub(start)
+	}
+	if n, err := meshCountVia(h, meshSpeakerAddr); err == nil {
+		r.installed = n
+	}
+	if fi, err := os.Stat(filepath.Join(node.StateDir, "reef.db")); err == nil {
+		r.storeBytes = fi.Size()
+	}
+	return r
+}
+
+// meshHandle is a netlink handle bound to the node's namespace.
+func meshHandle(n *lab.Node) (*netlink.Handle, error) {
+	ns, err := netns.GetFromPath(lab.NetnsPath(n.Netns))
+	if err != nil {
+		return nil, fmt.Errorf("netns of %s: %w", n.Name, err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("netlink in %s: %w", n.Name, err)
+	}
+	return h, nil
+}
+
+// meshReefRoutes lists reef's routes (proto 238, main table) as gw -> dsts.
+func meshReefRoutes(h *netlink.Handle) (map[netip.Addr][]netip.Prefix, error) {
+	rs, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Protocol: routes.Protocol, Table: unix.RT_TABLE_MAIN},
+		netlink.RT_FILTER_PROTOCOL|netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return nil, err
+	}
+	out := map[netip.Addr][]netip.Prefix{}
+	for _, rt := range rs {
+		gw, dst, ok := meshRouteVia(rt)
+		if ok {
+			out[gw] = append(out[gw], dst)
+		}
+	}
+	return out, nil
+}
+
+func meshCountVia(h *netlink.Handle, gw netip.Addr) (int, error) {
+	all, err := meshReefRoutes(h)
+	return len(all[gw]), err
+}
+
+// meshRouteVia returns the gateway and destination of a route via a node.
+func meshRouteVia(rt netlink.Route) (netip.Addr, netip.Prefix, bool) {
+	if rt.Gw == nil || rt.Dst == nil {
+		return netip.Addr{}, netip.Prefix{}, false
+	}
+	gw, ok1 := netip.AddrFromSlice(rt.Gw.To4())
+	ip, ok2 := netip.AddrFromSlice(rt.Dst.IP.To4())
+	ones, _ := rt.Dst.Mask.Size()
+	if !ok1 || !ok2 {
+		return netip.Addr{}, netip.Prefix{}, false
+	}
+	return gw, netip.PrefixFrom(ip, ones), true
+}
+
+// ---- convergence ----
+
+// meshWatcher records, for one node, when a reef route via each gateway
+// first appeared in its kernel (an rtnetlink subscription in its netns).
+type meshWatcher struct {
+	node *lab.Node
+	stop chan struct{}
+
+	mu   sync.Mutex
+	seen map[netip.Addr]meshSeen
+	err  error
+}
+
+type meshSeen struct {
+	dst netip.Prefix
+	at  time.Time
+}
+
+func meshWatch(n *lab.Node) (*meshWatcher, error) {
+	ns, err := netns.GetFromPath(lab.NetnsPath(n.Netns))
+	if err != nil {
+		return nil, err
+	}
+	defer ns.Close()
+	w := &meshWatcher{node: n, stop: make(chan struct{}), seen: map[netip.Addr]meshSeen{}}
+	ch := make(chan netlink.RouteUpdate, 1024)
+	if err := netlink.RouteSubscribeWithOptions(ch, w.stop, netlink.RouteSubscribeOptions{
+		Namespace: &ns, ReceiveBufferSize: 1 << 20,
+		ErrorCallback: func(err error) { w.mu.Lock(); w.err = err; w.mu.Unlock() },
+	}); err != nil {
+		return nil, fmt.Errorf("watch routes of %s: %w", n.Name, err)
+	}
+	go func() {
+		for u := range ch {
+			at := time.Now()
+			if u.Type != unix.RTM_NEWROUTE || int(u.Protocol) != routes.Protocol {
+				continue
+			}
+			gw, dst, ok := meshRouteVia(u.Route)
+			if !ok {
+				continue
+			}
+			w.mu.Lock()
+			if _, dup := w.seen[gw]; !dup {
+				w.seen[gw] = meshSeen{dst: dst, at: at}
+			}
+			w.mu.Unlock()
+		}
+	}()
+	return w, nil
+}
+
+func (w *meshWatcher) get(gw netip.Addr) (meshSeen, bool, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s, ok := w.seen[gw]
+	return s, ok, w.err
+}
+
+type meshConvSample struct {
+	node          string
+	total         time.Duration // ADD start -> route on the last other node
+	add           time.Duration // the ADD's own duration
+	claimed       time.Duration // ADD start -> "claimed a block" in the owner's log; -1 unknown
+	confirmed     time.Duration // ADD start -> "block claim confirmed"; -1 unknown
+	firstRoute    time.Duration // ADD start -> route on the first other node
+	lossesInPhase int
+}
+
+type meshConvResult struct {
+	n, clusters int
+	claimWait   time.Duration // 0: default
+	samples     []meshConvSample
+	sessionsUp  []time.Duration // per cluster: start -> full mesh
+	rss         []int64         // kB, every daemon after its cluster's samples
+	stalled     []string        // clusters whose sessions never all came up, replaced
+	restarts    []string        // daemons that exited and were restarted
+	err         string
+}
+
+func meshClaimWaitName(cw time.Duration) string {
+	if cw == 0 {
+		return "500ms (default)"
+	}
+	return cw.String()
+}
+
+func (b *meshBench) convergence(n, clusters int, cw time.Duration) (r meshConvResult) {
+	r.n, r.clusters, r.claimWait = n, clusters, cw
+	// A cluster whose sessions never all come up is recorded and replaced,
+	// up to two times.
+	for done, attempts := 0, 0; done < clusters && attempts < clusters+2 && b.ctx.Err() == nil; attempts++ {
+		stall, err := b.convCluster(&r, n, cw)
+		if err != nil {
+			r.err = fmt.Sprintf("cluster %d: %v", attempts+1, err)
+			meshProgress("convergence: %s", r.err)
+			return r
+		}
+		if stall != "" {
+			r.stalled = append(r.stalled, stall)
+			meshProgress("convergence: cluster %d of %d nodes never reached the full mesh: %s", attempts+1, n, stall)
+			continue
+		}
+		done++
+	}
+	return r
+}
+
+// convCluster measures one cluster. stall is set (and err nil) when its
+// sessions never all came up.
+func (b *meshBench) convCluster(r *meshConvResult, n int, cw time.Duration) (stall string, err error) {
+	l, done, err := b.newLab(fmt.Sprintf("conv%d", n))
+	if err != nil {
+		return "", err
+	}
+	defer done()
+	nodes, err := b.addNodes(l, n, meshNodeCfg{peered: true, claimWait: cw})
+	if err != nil {
+		return "", err
+	}
+	start := time.Now()
+	sup, err := b.startSupervised(nodes)
+	if err != nil {
+		return "", err
+	}
+	defer func() { r.restarts = append(r.restarts, sup.Stop()...) }()
+	if err := b.waitAllReady(nodes, 60*time.Second); err != nil {
+		return "", err
+	}
+	if ms := b.waitSessions(nodes, 60*time.Second, nil); ms.err != nil {
+		return fmt.Sprintf("%v; session ends not established, by state: %s; e.g. %s", ms.err, meshStatesText(ms.states), strings.Join(ms.pairs, "; ")), nil
+	}
+	r.sessionsUp = append(r.sessionsUp, time.Since(start))
+	if err := lab.WaitConverged(nodes, 10*time.Second); err != nil { // no blocks yet: a sanity check
+		return "", err
+	}
+	var ws []*meshWatcher
+	defer func() {
+		for _, w := range ws {
+			close(w.stop)
+		}
+	}()
+	for _, node := range nodes {
+		w, err := meshWatch(node)
+		if err != nil {
+			return "", err
+		}
+		ws = append(ws, w)
+	}
+	if err := b.sleep(time.Second); err != nil {
+		return "", err
+	}
+	for i, node := range nodes {
+		p, err := node.NewPodNetns("bench", fmt.Sprintf("conv-%d", i+1))
+		if err != nil {
+			return "", err
+		}
+		t0 := time.Now()
+		if err := p.Add(); err != nil {
+			return "", err
+		}
+		s := meshConvSample{node: node.Name, add: time.Since(t0), claimed: -1, confirmed: -1}
+		var last, first time.Time
+		var block netip.Prefix
+		deadline := t0.Add(20 * time.Second)
+		for j, w := range ws {
+			if j == i {
+				continue
+			}
+			for {
+				seen, ok, werr := w.get(node.Address)
+				if werr != nil {
+					return "", fmt.Errorf("route watch on %s: %w", w.node.Name, werr)
+				}
+				if ok {
+					if !seen.dst.Contains(p.IP) {
+						return "", fmt.Errorf("%s: first route via %s is to %s, which does not hold the pod's %s", w.node.Name, node.Name, seen.dst, p.IP)
+					}
+					block = seen.dst
+					if seen.at.After(last) {
+						last = seen.at
+					}
+					if first.IsZero() || seen.at.Before(first) {
+						first = seen.at
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					return "", fmt.Errorf("%s has no route to %s's new block (pod %s) %s after the ADD\n%s", w.node.Name, node.Name, p.IP,
+						time.Since(t0).Round(time.Millisecond), node.LogTail(8))
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		s.total, s.firstRoute = last.Sub(t0), first.Sub(t0)
+		log := node.Log()
+		if at, ok := meshLogTime(log, "claimed a block; announcing it before use", block); ok {
+			s.claimed = at.Sub(t0)
+		}
+		if at, ok := meshLogTime(log, "block claim confirmed", block); ok {
+			s.confirmed = at.Sub(t0)
+		}
+		r.samples = append(r.samples, s)
+		meshProgress("  %s (N=%d, claimWait %s): ADD %s, routed everywhere after %s", node.Name, n, meshClaimWaitName(cw),
+			s.add.Round(time.Millisecond), s.total.Round(time.Millisecond))
+		if err := b.sleep(200 * time.Millisecond); err != nil {
+			return "", err
+		}
+	}
+	for _, node := range nodes {
+		if rss, _, err := meshRSS(node); err == nil {
+			r.rss = append(r.rss, rss)
+		}
+	}
+	return "", nil
+}
+
+var meshLogTimeRE = regexp.MustCompile(`^time=(\S+) `)
+
+// meshLogLine returns the time of the first log line containing s.
+func meshLogLine(log, s string) (time.Time, bool) {
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, s) {
+			continue
+		}
+		if m := meshLogTimeRE.FindStringSubmatch(line); m != nil {
+			if t, err := time.Parse(time.RFC3339Nano, m[1]); err == nil {
+				return t, true
+			}
+		}
+	}
+	return time.Time{}, false
+}
+
+// meshLogTime finds the first log line with msg about block and returns
+// its time (slog's text format, millisecond precision).
+func meshLogTime(log, msg string, block netip.Prefix) (time.Time, bool) {
+	sc := bufio.NewScanner(strings.NewReader(log))
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	blk := "block=" + block.String()
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, `msg="`+msg+`"`) {
+			continue
+		}
+		if !strings.Contains(line+" ", blk+" ") {
+			continue
+		}
+		m := meshLogTimeRE.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, m[1])
+		if err == nil {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}

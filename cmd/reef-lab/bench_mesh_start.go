@@ -1,0 +1,504 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/reefcni/reef/internal/lab"
+)
+
+// meshSessionsPoint is how many sessions were established at a moment.
+type meshSessionsPoint struct {
+	at          time.Duration
+	established int // sessions seen established, counted from both ends
+	full        int // nodes with all their sessions up
+}
+
+// meshSessions is the outcome of waitSessions.
+type meshSessions struct {
+	at     time.Time      // when the full mesh was first seen
+	states map[string]int // at the end: peer state -> session ends (established excluded)
+	pairs  []string       // some pairs not established, with both ends' states
+	err    error
+}
+
+// meshStall is how long the count of established sessions may stay the
+// same before waitSessions gives up: the lab's connect retry is 3 s, so a
+// mesh that gains nothing for this long is stuck.
+const meshStall = 15 * time.Second
+
+// waitSessions polls every node's status until each has an established
+// session with every other node, or until timeout, or until nothing
+// changed for meshStall.
+func (b *meshBench) waitSessions(nodes []*lab.Node, timeout time.Duration, series *[]meshSessionsPoint) meshSessions {
+	want := len(nodes) - 1
+	start := time.Now()
+	deadline := start.Add(timeout)
+	best, bestAt := -1, start
+	byAddr := map[string]string{}
+	for _, n := range nodes {
+		byAddr[n.Address.String()] = n.Name
+	}
+	for {
+		counts := make([]int, len(nodes))
+		errs := make([]error, len(nodes))
+		states := make([]map[string]string, len(nodes)) // peer address -> state
+		sem := make(chan struct{}, 8)
+		var wg sync.WaitGroup
+		for i, n := range nodes {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				st, err := n.Status()
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				states[i] = map[string]string{}
+				for _, p := range st.GetPeers() {
+					states[i][p.GetAddress()] = p.GetState()
+					if p.GetState() == "established" {
+						counts[i]++
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		now := time.Now()
+		pt := meshSessionsPoint{at: now.Sub(start)}
+		for i := range nodes {
+			pt.established += counts[i]
+			if counts[i] >= want && errs[i] == nil {
+				pt.full++
+			}
+		}
+		if series != nil {
+			*series = append(*series, pt)
+		}
+		if pt.full == len(nodes) {
+			return meshSessions{at: now}
+		}
+		if pt.established > best {
+			best, bestAt = pt.established, now
+		}
+		stalled := now.Sub(bestAt) >= meshStall
+		if stalled || now.After(deadline) || b.ctx.Err() != nil {
+			r := meshSessions{at: now, states: map[string]int{}}
+			var errText []string
+			for i, n := range nodes {
+				if errs[i] != nil {
+					errText = append(errText, fmt.Sprintf("status of %s: %v", n.Name, errs[i]))
+				}
+				for _, other := range nodes {
+					if other == n {
+						continue
+					}
+					st, ok := states[i][other.Address.String()]
+					if !ok {
+						st = "not listed"
+					}
+					if st == "established" {
+						continue
+					}
+					r.states[st]++
+					if n.Name < other.Name && len(r.pairs) < 4 {
+						back := "?"
+						for k, m := range nodes {
+							if m == other && states[k] != nil {
+								back = states[k][n.Address.String()]
+							}
+						}
+						r.pairs = append(r.pairs, fmt.Sprintf("%s→%s %s, %s→%s %s", n.Name, other.Name, st, other.Name, n.Name, back))
+					}
+				}
+			}
+			why := fmt.Sprintf("after %s", timeout)
+			if stalled {
+				why = fmt.Sprintf("no new session for %s (gave up %s after the start of the wait)", meshStall, now.Sub(start).Round(time.Second))
+			}
+			r.err = fmt.Errorf("full mesh not reached: %d of %d sessions established, %s%s", pt.established/2, len(nodes)*want/2, why,
+				strings.Join(append([]string{""}, errText...), "; "))
+			return r
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// meshStatesText renders a peer-state histogram.
+func meshStatesText(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] || m[keys[i]] == m[keys[j]] && keys[i] < keys[j] })
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ---- mesh start ----
+
+type meshStartResult struct {
+	nodes          int
+	started        time.Duration // all daemons exec'd
+	ready          time.Duration // all serve ADD
+	sessions       time.Duration // every pair established
+	sessionsErr    string
+	states         map[string]int // session ends not established when the wait ended, by state
+	pairs          []string
+	series         []meshSessionsPoint
+	adds           time.Duration // all ADDs returned (from their start)
+	addsOK         time.Duration // the successful ADDs returned
+	addErrs        int
+	addErr         string
+	routes         time.Duration // from the ADDs' start: every node routes to every successful ADD's block
+	routesHave     int           // routes to those blocks at the end
+	routesWant     int
+	rss, hwm       []int64  // kB per daemon, after convergence
+	restarts       []string // daemons that exited and were restarted
+	addLat         []time.Duration
+	cpuReady       float64 // CPU seconds of all daemons: start to ready
+	cpuSessions    float64 // during the wait for sessions
+	cpuAdds        float64 // from the ADDs' start to the last route
+	waitSessions   time.Duration
+	idleCPU        float64  // CPU-seconds per second of all daemons in 5 quiet seconds before the ADDs
+	anon, file     int64    // kB, summed over the daemons
+	paths          uint64   // paths in the daemons' Adj-RIB-In at the end, summed
+	warnings       []string // most frequent WARN/ERROR messages of the daemons
+	lost, conflict int      // "lost a block claim" / "block conflict" lines
+	downAfter      int      // sessions that came up again after the mesh was complete (flaps)
+	err            string
+}
+
+func (b *meshBench) meshStart(n int, timeout time.Duration) (r meshStartResult) {
+	r.nodes = n
+	fail := func(err error) meshStartResult { r.err = err.Error(); return r }
+	l, done, err := b.newLab("mesh")
+	if err != nil {
+		return fail(err)
+	}
+	defer done()
+	nodes, err := b.addNodes(l, n, meshNodeCfg{peered: true})
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { r.warnings, r.lost, r.conflict = meshLogSummary(nodes) }()
+	handles := make([]*netlink.Handle, n)
+	for i, node := range nodes {
+		if handles[i], err = meshHandle(node); err != nil {
+			return fail(err)
+		}
+		defer handles[i].Close()
+	}
+	pods := make([]*lab.Pod, n)
+	for i, node := range nodes {
+		if pods[i], err = node.NewPodNetns("bench", "mesh"); err != nil {
+			return fail(err)
+		}
+	}
+	meshProgress("mesh: %d nodes built, starting every daemon", n)
+	start := time.Now()
+	sup, err := b.startSupervised(nodes)
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { r.restarts = sup.Stop() }()
+	r.started = time.Since(start)
+	if err := b.waitAllReady(nodes, 90*time.Second); err != nil {
+		return fail(err)
+	}
+	r.ready = time.Since(start)
+	r.cpuReady = meshCPU(nodes)
+	meshProgress("mesh: all ready after %s; waiting for %d sessions", r.ready.Round(time.Millisecond), n*(n-1)/2)
+	ws := time.Now()
+	ms := b.waitSessions(nodes, timeout-time.Since(start), &r.series)
+	r.waitSessions = time.Since(ws)
+	cpu := meshCPU(nodes)
+	r.cpuSessions = cpu - r.cpuReady
+	if ms.err != nil {
+		r.sessionsErr, r.states, r.pairs = ms.err.Error(), ms.states, ms.pairs
+		meshProgress("mesh: %v; not established: %s", ms.err, meshStatesText(ms.states))
+	} else {
+		r.sessions = ms.at.Sub(start)
+		meshProgress("mesh: full mesh after %s", r.sessions.Round(time.Millisecond))
+	}
+	if b.ctx.Err() != nil {
+		return fail(b.ctx.Err())
+	}
+	// The cost of keeping the mesh up: 5 quiet seconds.
+	c0, q0 := meshCPU(nodes), time.Now()
+	if err := b.sleep(5 * time.Second); err != nil {
+		return fail(err)
+	}
+	cpu = meshCPU(nodes)
+	r.idleCPU = (cpu - c0) / time.Since(q0).Seconds()
+
+	// One ADD per node, all at once. Routes are polled from the start:
+	// each node has at most one block, so the first route via an owner's
+	// address is the route to its block (checked against the pod's
+	// address once its ADD returned).
+	meshProgress("mesh: one ADD per node, all at once")
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	addErr := make([]error, n)
+	addAt := make([]time.Duration, n)
+	for i := range pods {
+		wg.Add(1)
+		go func() { defer wg.Done(); addErr[i] = pods[i].Add(); addAt[i] = time.Since(t0) }()
+	}
+	addsDone := make(chan struct{})
+	go func() { wg.Wait(); close(addsDone) }()
+	first := make([][]time.Duration, n) // [observer][owner] -> first route seen
+	dst := make([][]netip.Prefix, n)
+	for j := range first {
+		first[j], dst[j] = make([]time.Duration, n), make([]netip.Prefix, n)
+	}
+	addrIdx := map[netip.Addr]int{}
+	for i, node := range nodes {
+		addrIdx[node.Address] = i
+	}
+	deadline := t0.Add(90 * time.Second)
+	finished := false
+	for {
+		select {
+		case <-addsDone:
+			finished = true
+		default:
+		}
+		now := time.Since(t0)
+		for j, h := range handles {
+			rs, err := meshReefRoutes(h)
+			if err != nil {
+				return fail(err)
+			}
+			for gw, ds := range rs {
+				if i, ok := addrIdx[gw]; ok && first[j][i] == 0 && len(ds) > 0 {
+					first[j][i], dst[j][i] = now, ds[0]
+				}
+			}
+		}
+		if finished {
+			have, want := 0, 0
+			var last time.Duration
+			for i := range pods {
+				if addErr[i] != nil {
+					continue
+				}
+				for j := range nodes {
+					if j == i {
+						continue
+					}
+					want++
+					if first[j][i] > 0 && dst[j][i].Contains(pods[i].IP) {
+						have++
+						last = max(last, first[j][i])
+					}
+				}
+			}
+			r.routesHave, r.routesWant = have, want
+			if have == want {
+				r.routes = last
+				break
+			}
+		}
+		if time.Now().After(deadline) || b.ctx.Err() != nil {
+			return fail(fmt.Errorf("%d of %d routes after %s", r.routesHave, r.routesWant, time.Since(t0).Round(time.Millisecond)))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.cpuAdds = meshCPU(nodes) - cpu
+	for i, e := range addErr {
+		r.adds = max(r.adds, addAt[i])
+		r.addLat = append(r.addLat, addAt[i])
+		if e != nil {
+			r.addErrs++
+			if r.addErr == "" {
+				r.addErr = e.Error()
+			}
+		} else {
+			r.addsOK = max(r.addsOK, addAt[i])
+		}
+	}
+	meshProgress("mesh: ADDs: %d failed; every route to the blocks of the others in after %s from the ADDs' start",
+		r.addErrs, r.routes.Round(time.Millisecond))
+	for _, node := range nodes {
+		m, err := meshMemOf(node)
+		if err != nil {
+			return fail(err)
+		}
+		r.rss, r.hwm = append(r.rss, m.rss), append(r.hwm, m.hwm)
+		r.anon += m.anon
+		r.file += m.file
+		if st, err := node.Status(); err == nil {
+			for _, p := range st.GetPeers() {
+				r.paths += p.GetReceived()
+			}
+		}
+	}
+	// Sessions down, or up since after the mesh was complete: flaps.
+	if r.sessionsErr == "" {
+		for _, node := range nodes {
+			st, err := node.Status()
+			if err != nil {
+				continue
+			}
+			for _, p := range st.GetPeers() {
+				if p.GetState() != "established" || time.Unix(p.GetSinceUnix(), 0).After(start.Add(r.sessions)) {
+					r.downAfter++
+				}
+			}
+		}
+	}
+	return r
+}
+
+// meshOthers counts the reef daemons running on this machine that belong
+// to no lab of this process: other work that competes for the CPUs.
+func meshOthers() int {
+	own := fmt.Sprintf("%s/rl%dx", lab.BaseDir, os.Getpid())
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	n := 0
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		cmd := string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+		if strings.Contains(cmd, "reef daemon") && !strings.Contains(cmd, own) {
+			n++
+		}
+	}
+	return n
+}
+
+// meshCPU is the CPU time (user + system) the daemons used so far, in
+// seconds (a daemon restarted meanwhile counts from its restart).
+func meshCPU(nodes []*lab.Node) float64 {
+	var ticks int64
+	for _, n := range nodes {
+		pid := n.Pid()
+		if pid == 0 {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// The fields after the command name, which is in parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		var u, s int64
+		fmt.Sscanf(f[11], "%d", &u) // utime: field 14 of stat
+		fmt.Sscanf(f[12], "%d", &s) // stime: field 15
+		ticks += u + s
+	}
+	return float64(ticks) / 100 // USER_HZ
+}
+
+// meshLogSummary counts the daemons' WARN and ERROR lines by message.
+func meshLogSummary(nodes []*lab.Node) (top []string, lost, conflict int) {
+	msgRE := regexp.MustCompile(`level=(WARN|ERROR) msg="((?:[^"\\]|\\.)*)"`)
+	counts := map[string]int{}
+	nodesWith := map[string]map[string]bool{}
+	for _, n := range nodes {
+		for _, line := range strings.Split(n.Log(), "\n") {
+			m := msgRE.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			key := m[1] + " " + m[2]
+			counts[key]++
+			if nodesWith[key] == nil {
+				nodesWith[key] = map[string]bool{}
+			}
+			nodesWith[key][n.Name] = true
+			if strings.HasPrefix(m[2], "lost a block claim") {
+				lost++
+			}
+			if m[2] == "block conflict" {
+				conflict++
+			}
+		}
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if counts[keys[i]] != counts[keys[j]] {
+			return counts[keys[i]] > counts[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	for i, k := range keys {
+		if i == 6 {
+			break
+		}
+		top = append(top, fmt.Sprintf("%d× on %d nodes: %s", counts[k], len(nodesWith[k]), k))
+	}
+	return top, lost, conflict
+}
+
+// meshWriteSection puts section (which starts with "## Multi-node") into
+// the file: in place of an earlier one, else at the end.
+func meshWriteSection(path, section string) error {
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	doc := string(old)
+	const head = "## Multi-node\n"
+	var out string
+	i := -1
+	if strings.HasPrefix(doc, head) {
+		i = 0
+	} else if k := strings.Index(doc, "\n"+head); k >= 0 {
+		i = k + 1
+	}
+	if i >= 0 {
+		rest := doc[i+len(head):]
+		end := len(doc)
+		if k := strings.Index(rest, "\n## "); k >= 0 {
+			end = i + len(head) + k + 1
+		}
+		out = doc[:i] + strings.TrimRight(section, "\n") + "\n" + meshSepAfter(doc[end:]) + doc[end:]
+	} else {
+		sep := ""
+		if doc != "" {
+			sep = "\n"
+			if !strings.HasSuffix(doc, "\n") {
+				sep = "\n\n"
+			}
+		}
+		out = doc + sep + section
+	}
+	return os.WriteFile(path, []byte(out), 0o644)
+}
+
+func meshSepAfter(rest string) string {
+	if rest == "" {
+		return ""
+	}
+	return "\n"
+}
