@@ -424,7 +424,12 @@ func TestCRIConflistVersions(t *testing.T) {
 		t.Errorf("libcni of the lab reads the CRI conflist as %s, want 1.1.0", list.CNIVersion)
 	}
 
-	c := startContainerd(t, n, lab.ContainerdOptions{Conflist: n.Conflist()})
+	// DESIGN.md's plain 1.1.0 conflist, which the package does not ship.
+	plain := strings.Replace(string(n.Conflist()), `"cniVersion":"1.0.0","cniVersions":["1.0.0","1.1.0"]`, `"cniVersion":"1.1.0"`, 1)
+	if !strings.HasPrefix(plain, `{"cniVersion":"1.1.0","name"`) {
+		t.Fatalf("could not make a plain 1.1.0 conflist from %s", n.Conflist())
+	}
+	c := startContainerd(t, n, lab.ContainerdOptions{Conflist: []byte(plain)})
 	ctx := criCtx(t)
 	p, err := c.RunPod(ctx, "default", "v110")
 	if lab.ContainerdKnowsCNI11() {
