@@ -223,14 +223,24 @@ func (e *blockEngine) Step(ctx context.Context) ([]store.Block, error) {
 	for _, p := range peerNames {
 		names[p.Address] = p.Hostname
 	}
-	for _, b := range plan.remember {
-		if !b.Pool.IsValid() {
-			b.Pool = e.poolOf(b.CIDR)
+	if len(plan.remember) > 0 {
+		for i := range plan.remember {
+			b := &plan.remember[i]
+			if !b.Pool.IsValid() {
+				b.Pool = e.poolOf(b.CIDR)
+			}
+			b.Owner = names[b.OwnerAddr]
 		}
-		b.Owner = names[b.OwnerAddr]
-		if err := e.store.PutRemoteBlock(b); err != nil && !errors.Is(err, store.ErrOwnBlock) {
+		// One transaction for all: a node that learns a whole cluster's
+		// blocks at once syncs the file once.
+		perBlock, err := e.store.PutRemoteBlocks(plan.remember)
+		if err != nil {
 			errs = append(errs, err)
-			continue
+		}
+		for _, err := range perBlock {
+			if err != nil && !errors.Is(err, store.ErrOwnBlock) {
+				errs = append(errs, err)
+			}
 		}
 		changed = true
 	}

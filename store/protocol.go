@@ -75,29 +75,53 @@ func (s *Store) DropOwnBlock(p netip.Prefix) error {
 // owner, claim time, state (BlockRemote or BlockRemotePending) and when it
 // was last seen. A block this node owns is refused with ErrOwnBlock.
 func (s *Store) PutRemoteBlock(b Block) error {
+	errs, err := s.PutRemoteBlocks([]Block{b})
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+// PutRemoteBlocks is PutRemoteBlock for many blocks in one transaction (one
+// sync to disk, not one per block: a node learning thousands of blocks at
+// once). It returns one error per block (nil, ErrOwnBlock or invalid
+// input), and err if the transaction itself failed.
+func (s *Store) PutRemoteBlocks(bs []Block) (errs []error, err error) {
+	errs = make([]error, len(bs))
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		blocks := tx.Bucket(bucketBlocks)
+		for i, b := range bs {
+			errs[i] = s.putRemote(blocks, b)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("remember %d blocks: %w", len(bs), err)
+	}
+	return errs, nil
+}
+
+func (s *Store) putRemote(blocks *bolt.Bucket, b Block) error {
 	if b.State != BlockRemote && b.State != BlockRemotePending {
 		return fmt.Errorf("remember block %s: state %q is not a remote state", b.CIDR, b.State)
 	}
 	if !b.OwnerAddr.IsValid() {
 		return fmt.Errorf("remember block %s: no owner address", b.CIDR)
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		blocks := tx.Bucket(bucketBlocks)
-		if v := blocks.Get(blockKey(b.CIDR)); v != nil {
-			r, err := decodeBlock(blockKey(b.CIDR), v)
-			if err != nil {
-				return err
-			}
-			if s.own(r) {
-				return fmt.Errorf("block %s %w", b.CIDR, ErrOwnBlock)
-			}
-			if b.Owner == "" && r.OwnerAddr == b.OwnerAddr {
-				b.Owner = r.Owner // keep a name learned earlier
-			}
+	if v := blocks.Get(blockKey(b.CIDR)); v != nil {
+		r, err := decodeBlock(blockKey(b.CIDR), v)
+		if err != nil {
+			return fmt.Errorf("remember block %s of %s: %w", b.CIDR, b.OwnerAddr, err)
 		}
-		return putBlock(blocks, blockRecord{CIDR: b.CIDR, Pool: b.Pool, Owner: b.Owner, OwnerAddr: b.OwnerAddr,
-			State: b.State, Claimed: b.Claimed.UTC().Round(0), LastSeen: b.LastSeen.UTC().Round(0)})
-	})
+		if s.own(r) {
+			return fmt.Errorf("remember block %s of %s: block %s %w", b.CIDR, b.OwnerAddr, b.CIDR, ErrOwnBlock)
+		}
+		if b.Owner == "" && r.OwnerAddr == b.OwnerAddr {
+			b.Owner = r.Owner // keep a name learned earlier
+		}
+	}
+	err := putBlock(blocks, blockRecord{CIDR: b.CIDR, Pool: b.Pool, Owner: b.Owner, OwnerAddr: b.OwnerAddr,
+		State: b.State, Claimed: b.Claimed.UTC().Round(0), LastSeen: b.LastSeen.UTC().Round(0)})
 	if err != nil {
 		return fmt.Errorf("remember block %s of %s: %w", b.CIDR, b.OwnerAddr, err)
 	}

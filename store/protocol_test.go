@@ -574,3 +574,48 @@ func TestOpenMigratesSchema1(t *testing.T) {
 		t.Errorf("DeleteRemoteBlock of an old foreign block: %v", err)
 	}
 }
+
+// TestPutRemoteBlocksBatch: many blocks in one transaction, with a per-block
+// answer: an own block is refused without failing the others.
+func TestPutRemoteBlocksBatch(t *testing.T) {
+	s := openTest(t, "node-a")
+	pool := Pool{CIDR: netip.MustParsePrefix("10.244.0.0/24"), BlockSize: 26}
+	own, err := s.Claim(pool, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := netip.MustParseAddr("192.168.10.2")
+	var bs []Block
+	for i := 0; i < 4; i++ {
+		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, 0, byte(64 * i)}), 26)
+		bs = append(bs, Block{CIDR: p, Pool: pool.CIDR, OwnerAddr: owner, State: BlockRemote, Claimed: time.Unix(100, 0), LastSeen: time.Now()})
+	}
+	errs, err := s.PutRemoteBlocks(bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remembered := 0
+	for i, b := range bs {
+		switch {
+		case b.CIDR == own && !errors.Is(errs[i], ErrOwnBlock):
+			t.Errorf("own block %s: %v, want ErrOwnBlock", b.CIDR, errs[i])
+		case b.CIDR != own && errs[i] != nil:
+			t.Errorf("block %s: %v", b.CIDR, errs[i])
+		case b.CIDR != own:
+			remembered++
+		}
+	}
+	all, err := s.Blocks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for _, b := range all {
+		if b.State == BlockRemote && b.OwnerAddr == owner {
+			got++
+		}
+	}
+	if got != remembered || got != 3 {
+		t.Errorf("%d remote blocks stored, want 3", got)
+	}
+}

@@ -499,10 +499,9 @@ func (r *meshReport) routesSection(w func(string, ...any)) {
 		w("| store file (bbolt) after | %.1f MiB |\n", float64(rt.storeBytes)/(1<<20))
 	}
 	w("\n")
-	w("Between the session coming up and the first route the node records every learned block in its store before\n")
-	w("it programs routes: `PutRemoteBlock` is one bbolt transaction per block (daemon/blocks.go, store/protocol.go),\n")
-	w("two `fdatasync` each; a one-off `strace -f -c -e trace=fdatasync -p <daemon pid>` during `--only routes` counted\n")
-	w("4,000 of them for the 2,000 blocks. The kernel side (netlink) is the row \"first to last route\".\n\n")
+	w("Between the session coming up and the first route the node records the learned blocks in its store before\n")
+	w("it programs routes, all of one reconcile pass in one bbolt transaction (`PutRemoteBlocks`: one sync to disk,\n")
+	w("where one transaction per block took 0.84 s for these 2,000). The kernel side (netlink) is the row \"first to last route\".\n\n")
 }
 
 func (r *meshReport) idleSection(w func(string, ...any)) {
