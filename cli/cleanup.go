@@ -61,9 +61,7 @@ func (l *leftovers) empty() bool {
 func runCleanup(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("reef cleanup", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	configPath := fs.String("config", DefaultConfigPath, "configuration file, for stateDir, socket and pendingDeleteDir (missing: defaults)")
-	stateDir := fs.String("state-dir", "", "override stateDir")
-	socket := fs.String("socket", "", "override socket")
+	cf := registerConfig(fs, "configuration file, for stateDir, socket and pendingDeleteDir (missing: defaults)")
 	yes := fs.Bool("yes", false, "remove without asking")
 	if err := fs.Parse(args); err != nil {
 		return UsageError{err.Error()}
@@ -71,17 +69,9 @@ func runCleanup(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	if fs.NArg() > 0 {
 		return UsageError{"unexpected arguments: " + strings.Join(fs.Args(), " ")}
 	}
-	explicit := false
-	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
-	cfg, err := daemon.LoadConfig(*configPath, explicit)
+	cfg, err := cf.load()
 	if err != nil {
 		return err
-	}
-	if *stateDir != "" {
-		cfg.StateDir = *stateDir
-	}
-	if *socket != "" {
-		cfg.Socket = *socket
 	}
 	if err := cfg.Finish(); err != nil {
 		return err

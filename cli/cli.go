@@ -85,27 +85,15 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("reef daemon", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	configPath := fs.String("config", DefaultConfigPath, "configuration file (missing: defaults)")
-	stateDir := fs.String("state-dir", "", "override stateDir")
-	socket := fs.String("socket", "", "override socket")
+	cf := registerConfig(fs, "configuration file (missing: defaults)")
 	nodeName := fs.String("node-name", "", "override nodeName")
 	nodeAddress := fs.String("node-address", "", "override nodeAddress")
 	if err := fs.Parse(args); err != nil {
 		return UsageError{err.Error()}
 	}
-	// Only an explicitly named file must exist; the default path may be
-	// absent (a single node on the defaults).
-	explicit := false
-	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
-	cfg, err := daemon.LoadConfig(*configPath, explicit)
+	cfg, err := cf.load()
 	if err != nil {
 		return err
-	}
-	if *stateDir != "" {
-		cfg.StateDir = *stateDir
-	}
-	if *socket != "" {
-		cfg.Socket = *socket
 	}
 	if *nodeName != "" {
 		cfg.NodeName = *nodeName
@@ -126,6 +114,41 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	return daemon.Run(ctx, cfg, log)
+}
+
+// configFlags are the flags of the commands that read /etc/reef/config.yaml.
+type configFlags struct {
+	fs       *flag.FlagSet
+	path     *string
+	stateDir *string
+	socket   *string
+}
+
+func registerConfig(fs *flag.FlagSet, usage string) configFlags {
+	return configFlags{fs: fs,
+		path:     fs.String("config", DefaultConfigPath, usage),
+		stateDir: fs.String("state-dir", "", "override stateDir"),
+		socket:   fs.String("socket", "", "override socket")}
+}
+
+// load reads the configuration with the flags' overrides, after Parse. Only
+// an explicitly named file must exist; the default path may be absent (a
+// single node on the defaults). The caller applies its own overrides, then
+// cfg.Finish.
+func (c configFlags) load() (daemon.Config, error) {
+	explicit := false
+	c.fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	cfg, err := daemon.LoadConfig(*c.path, explicit)
+	if err != nil {
+		return cfg, err
+	}
+	if *c.stateDir != "" {
+		cfg.StateDir = *c.stateDir
+	}
+	if *c.socket != "" {
+		cfg.Socket = *c.socket
+	}
+	return cfg, nil
 }
 
 // client flags shared by the commands that talk to the daemon.

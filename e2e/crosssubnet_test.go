@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"os/exec"
 	"regexp"
@@ -19,25 +18,9 @@ import (
 func crossLab(t *testing.T, pool string) (*lab.Lab, []*lab.Node) {
 	t.Helper()
 	l := newLab(t)
-	if _, err := l.AddCrossRouter(); err != nil {
+	nodes, err := l.AddCrossNodes(lab.NodeOptions{Extra: pool})
+	if err != nil {
 		t.Fatal(err)
-	}
-	addrs := []netip.Addr{lab.NodeAddress(0), lab.NodeAddress(1), lab.NodeAddressB(0)}
-	var nodes []*lab.Node
-	for i, name := range []string{"a1", "a2", "b1"} {
-		var peers []string
-		for j, a := range addrs {
-			if j != i {
-				peers = append(peers, a.String())
-			}
-		}
-		bgpSection := fmt.Sprintf("  keepaliveTime: 1s\n  holdTime: 3s\n  peers: [%s]\n  peerPrefixes: [%s, %s]\n",
-			strings.Join(peers, ", "), lab.Underlay, lab.SubnetB)
-		n, err := l.AddNode(name, lab.NodeOptions{BGP: bgpSection, Extra: pool, SubnetB: i == 2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, n)
 	}
 	if err := lab.StartAll(nodes); err != nil {
 		t.Fatal(err)

@@ -387,33 +387,25 @@ func podSet() (Set, *nftables.Set) {
 // Adding an element that is there already succeeds. If reef's table is
 // missing the error wraps ErrNoTable.
 func (k *Kernel) AddPod(p Pod) error {
-	if err := checkPod(p); err != nil {
-		return err
+	err := k.podBatch(p, true)
+	if errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("%w: %w", err, ErrNoTable)
 	}
-	c, err := k.podConn()
-	if err != nil {
-		return err
-	}
-	s, ns := podSet()
-	e := Elem{Iface: p.Veth, From: p.IP, To: p.IP}
-	if err := c.SetAddElements(ns, encodeElems(s, []Elem{e})); err != nil {
-		k.putPodConn(c, false)
-		return fmt.Errorf("add %s to set %s %s: %w", e, ARPTableID, SetPodAddrs, err)
-	}
-	err = c.Flush()
-	k.putPodConn(c, err == nil)
-	if err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("add %s to set %s %s: %w: %w", e, ARPTableID, SetPodAddrs, ErrNoTable, err)
-		}
-		return fmt.Errorf("add %s to set %s %s: %w", e, ARPTableID, SetPodAddrs, err)
-	}
-	return nil
+	return err
 }
 
 // DelPod removes one pod's element from the ARP filter. An element, set or
 // table that is not there is success: DEL is repeated.
 func (k *Kernel) DelPod(p Pod) error {
+	if err := k.podBatch(p, false); err != nil && !errors.Is(err, unix.ENOENT) {
+		return err
+	}
+	return nil
+}
+
+// podBatch adds (or deletes) one pod's element in a batch of its own, on a
+// kept socket.
+func (k *Kernel) podBatch(p Pod, add bool) error {
 	if err := checkPod(p); err != nil {
 		return err
 	}
@@ -423,14 +415,18 @@ func (k *Kernel) DelPod(p Pod) error {
 	}
 	s, ns := podSet()
 	e := Elem{Iface: p.Veth, From: p.IP, To: p.IP}
-	if err := c.SetDeleteElements(ns, encodeElems(s, []Elem{e})); err != nil {
+	what, change := fmt.Sprintf("add %s to", e), c.SetAddElements
+	if !add {
+		what, change = fmt.Sprintf("delete %s from", e), c.SetDeleteElements
+	}
+	if err := change(ns, encodeElems(s, []Elem{e})); err != nil {
 		k.putPodConn(c, false)
-		return fmt.Errorf("delete %s from set %s %s: %w", e, ARPTableID, SetPodAddrs, err)
+		return fmt.Errorf("%s set %s %s: %w", what, ARPTableID, SetPodAddrs, err)
 	}
 	err = c.Flush()
 	k.putPodConn(c, err == nil)
-	if err != nil && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("delete %s from set %s %s: %w", e, ARPTableID, SetPodAddrs, err)
+	if err != nil {
+		return fmt.Errorf("%s set %s %s: %w", what, ARPTableID, SetPodAddrs, err)
 	}
 	return nil
 }

@@ -47,7 +47,25 @@ func (s *Store) ConfirmBlock(p netip.Prefix) error {
 // A block with allocated addresses is refused with ErrBlockInUse: its
 // addresses are in pods, and only the operator can decide what to do.
 func (s *Store) DropOwnBlock(p netip.Prefix) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.deleteBlock(p, func(tx *bolt.Tx, r blockRecord) error {
+		if !s.own(r) {
+			return fmt.Errorf("block %s is not this node's", p)
+		}
+		if n := usedIn(tx.Bucket(bucketAddrs), p); n > 0 {
+			return fmt.Errorf("block %s %w (%d)", p, ErrBlockInUse, n)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("drop block %s: %w", p, err)
+	}
+	return nil
+}
+
+// deleteBlock deletes the record of block p if allow accepts it, in one
+// transaction; a block not there is success.
+func (s *Store) deleteBlock(p netip.Prefix, allow func(*bolt.Tx, blockRecord) error) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
 		blocks := tx.Bucket(bucketBlocks)
 		v := blocks.Get(blockKey(p))
 		if v == nil {
@@ -57,18 +75,11 @@ func (s *Store) DropOwnBlock(p netip.Prefix) error {
 		if err != nil {
 			return err
 		}
-		if !s.own(r) {
-			return fmt.Errorf("block %s is not this node's", p)
-		}
-		if n := usedIn(tx.Bucket(bucketAddrs), p); n > 0 {
-			return fmt.Errorf("block %s %w (%d)", p, ErrBlockInUse, n)
+		if err := allow(tx, r); err != nil {
+			return err
 		}
 		return blocks.Delete(blockKey(p))
 	})
-	if err != nil {
-		return fmt.Errorf("drop block %s: %w", p, err)
-	}
-	return nil
 }
 
 // PutRemoteBlock remembers (or updates) another node's block b: its pool,
@@ -130,20 +141,11 @@ func (s *Store) putRemote(blocks *bolt.Bucket, b Block) error {
 
 // DeleteRemoteBlock forgets another node's block p; own blocks are left.
 func (s *Store) DeleteRemoteBlock(p netip.Prefix) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		blocks := tx.Bucket(bucketBlocks)
-		v := blocks.Get(blockKey(p))
-		if v == nil {
-			return nil
-		}
-		r, err := decodeBlock(blockKey(p), v)
-		if err != nil {
-			return err
-		}
+	err := s.deleteBlock(p, func(_ *bolt.Tx, r blockRecord) error {
 		if s.own(r) {
 			return fmt.Errorf("block %s %w", p, ErrOwnBlock)
 		}
-		return blocks.Delete(blockKey(p))
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("forget block %s: %w", p, err)

@@ -133,7 +133,7 @@ func benchMesh(ctx context.Context, args []string) error {
 	md := rep.markdown()
 	fmt.Print(md)
 	if *out != "" {
-		if err := meshWriteSection(*out, md); err != nil {
+		if err := writeSection(*out, md); err != nil {
 			return err
 		}
 		meshProgress("section written to %s (%s)", *out, rep.took.Round(time.Second))

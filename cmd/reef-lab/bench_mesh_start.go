@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -458,47 +457,4 @@ func meshLogSummary(nodes []*lab.Node) (top []string, lost, conflict int) {
 		top = append(top, fmt.Sprintf("%d× on %d nodes: %s", counts[k], len(nodesWith[k]), k))
 	}
 	return top, lost, conflict
-}
-
-// meshWriteSection puts section (which starts with "## Multi-node") into
-// the file: in place of an earlier one, else at the end.
-func meshWriteSection(path, section string) error {
-	old, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	doc := string(old)
-	const head = "## Multi-node\n"
-	var out string
-	i := -1
-	if strings.HasPrefix(doc, head) {
-		i = 0
-	} else if k := strings.Index(doc, "\n"+head); k >= 0 {
-		i = k + 1
-	}
-	if i >= 0 {
-		rest := doc[i+len(head):]
-		end := len(doc)
-		if k := strings.Index(rest, "\n## "); k >= 0 {
-			end = i + len(head) + k + 1
-		}
-		out = doc[:i] + strings.TrimRight(section, "\n") + "\n" + meshSepAfter(doc[end:]) + doc[end:]
-	} else {
-		sep := ""
-		if doc != "" {
-			sep = "\n"
-			if !strings.HasSuffix(doc, "\n") {
-				sep = "\n\n"
-			}
-		}
-		out = doc + sep + section
-	}
-	return os.WriteFile(path, []byte(out), 0o644)
-}
-
-func meshSepAfter(rest string) string {
-	if rest == "" {
-		return ""
-	}
-	return "\n"
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -52,18 +53,24 @@ func loadAvg() string {
 	return strings.Fields(string(b))[0]
 }
 
-func machineInfo(bin string) machine {
-	m := machine{nproc: runtime.NumCPU(), cpu: "unknown", kernel: "unknown", reef: "unknown", plugins: "unknown", fs: "unknown"}
-	if f, err := os.Open("/proc/cpuinfo"); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.cpu = strings.TrimSpace(v)
-				break
-			}
-		}
-		f.Close()
+// cpuModel is the first "model name" of /proc/cpuinfo, or "unknown".
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return "unknown"
 	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+func machineInfo(bin string) machine {
+	m := machine{nproc: runtime.NumCPU(), cpu: cpuModel(), kernel: "unknown", reef: "unknown", plugins: "unknown", fs: "unknown"}
 	run := func(name string, args ...string) string {
 		out, err := exec.Command(name, args...).Output()
 		if err != nil {
@@ -221,4 +228,47 @@ func (r *benchReport) markdown() string {
 		w("\n```\n%s\n```\n", strings.Join(bad[:min(len(bad), 5)], "\n"))
 	}
 	return b.String()
+}
+
+// writeSection puts section, which starts with its "## " heading line, into
+// the markdown file at path: in place of the section with the same heading
+// (up to the next "## "), or at the end. The other sections stay as they
+// are, so each bench of `make bench` refreshes only its own.
+func writeSection(path, section string) error {
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	doc := string(old)
+	section = strings.TrimRight(section, "\n") + "\n"
+	head, _, _ := strings.Cut(section, "\n")
+	head += "\n"
+	i := -1
+	if strings.HasPrefix(doc, head) {
+		i = 0
+	} else if k := strings.Index(doc, "\n"+head); k >= 0 {
+		i = k + 1
+	}
+	var out string
+	if i >= 0 {
+		end := len(doc)
+		if k := strings.Index(doc[i+len(head):], "\n## "); k >= 0 {
+			end = i + len(head) + k + 1
+		}
+		rest := doc[end:]
+		if rest != "" {
+			section += "\n"
+		}
+		out = doc[:i] + section + rest
+	} else {
+		sep := ""
+		if doc != "" {
+			sep = "\n"
+			if !strings.HasSuffix(doc, "\n") {
+				sep = "\n\n"
+			}
+		}
+		out = doc + sep + section
+	}
+	return os.WriteFile(path, []byte(out), 0o644)
 }

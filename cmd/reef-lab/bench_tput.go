@@ -183,7 +183,7 @@ func benchTput(ctx context.Context, args []string) error {
 	md := rep.markdown()
 	fmt.Print(md)
 	if *out != "" {
-		if err := tputWriteSection(*out, md); err != nil {
+		if err := writeSection(*out, md); err != nil {
 			return err
 		}
 		tputProgress("section written to %s (%s)", *out, rep.took.Round(time.Second))
@@ -195,26 +195,10 @@ func benchTput(ctx context.Context, args []string) error {
 // reference namespaces; it starts every iperf3 server.
 func (b *tputBench) build() ([]*tputGroup, error) {
 	l := b.l
-	if _, err := l.AddCrossRouter(); err != nil {
+	// The production reconcile interval: the daemons stay quiet.
+	nodes, err := l.AddCrossNodes(lab.NodeOptions{ReconcileInterval: 30 * time.Second})
+	if err != nil {
 		return nil, err
-	}
-	addrs := []netip.Addr{lab.NodeAddress(0), lab.NodeAddress(1), lab.NodeAddressB(0)}
-	var nodes []*lab.Node
-	for i, name := range []string{"a1", "a2", "b1"} {
-		var peers []string
-		for j, a := range addrs {
-			if j != i {
-				peers = append(peers, a.String())
-			}
-		}
-		bgp := fmt.Sprintf("  keepaliveTime: 1s\n  holdTime: 3s\n  peers: [%s]\n  peerPrefixes: [%s, %s]\n",
-			strings.Join(peers, ", "), lab.Underlay, lab.SubnetB)
-		// The production reconcile interval: the daemons stay quiet.
-		n, err := l.AddNode(name, lab.NodeOptions{BGP: bgp, SubnetB: i == 2, ReconcileInterval: 30 * time.Second})
-		if err != nil {
-			return nil, err
-		}
-		nodes = append(nodes, n)
 	}
 	if err := lab.StartAll(nodes); err != nil {
 		return nil, err

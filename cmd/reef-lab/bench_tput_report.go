@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -33,17 +31,7 @@ type tputReport struct {
 
 func (r *tputReport) machineInfo(bin string) {
 	r.nproc = runtime.NumCPU()
-	r.cpu = "unknown"
-	if f, err := os.Open("/proc/cpuinfo"); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-				r.cpu = strings.TrimSpace(v)
-				break
-			}
-		}
-		f.Close()
-	}
+	r.cpu = cpuModel()
 	run := func(name string, args ...string) string {
 		out, err := exec.Command(name, args...).Output()
 		if err != nil {
@@ -182,44 +170,4 @@ func (r *tputReport) markdown() string {
 		w("    %s\n", s)
 	}
 	return sb.String()
-}
-
-// tputWriteSection puts section into the file in place of its
-// "## Throughput (iperf3)" section, or appends it; other sections stay.
-func tputWriteSection(path, section string) error {
-	old, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	doc := string(old)
-	const head = "## Throughput (iperf3)\n"
-	section = strings.TrimRight(section, "\n") + "\n"
-	i := -1
-	if strings.HasPrefix(doc, head) {
-		i = 0
-	} else if k := strings.Index(doc, "\n"+head); k >= 0 {
-		i = k + 1
-	}
-	var out string
-	if i >= 0 {
-		end := len(doc)
-		if k := strings.Index(doc[i+len(head):], "\n## "); k >= 0 {
-			end = i + len(head) + k + 1
-		}
-		rest := doc[end:]
-		if rest != "" {
-			section += "\n"
-		}
-		out = doc[:i] + section + rest
-	} else {
-		sep := ""
-		if doc != "" {
-			sep = "\n"
-			if !strings.HasSuffix(doc, "\n") {
-				sep = "\n\n"
-			}
-		}
-		out = doc + sep + section
-	}
-	return os.WriteFile(path, []byte(out), 0o644)
 }

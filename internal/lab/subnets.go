@@ -1,7 +1,9 @@
 package lab
 
 import (
+	"fmt"
 	"net/netip"
+	"strings"
 )
 
 // A second underlay subnet, joined to the first by a router that knows
@@ -87,4 +89,34 @@ func (l *Lab) routeAcross(netns string, onB bool) error {
 		return l.IP(netns, "route", "replace", Underlay.String(), "via", RouterB.String())
 	}
 	return l.IP(netns, "route", "replace", SubnetB.String(), "via", RouterA.String())
+}
+
+// AddCrossNodes makes the lab's two-subnet cluster: the router, then a1 and
+// a2 on Underlay and b1 on SubnetB, meshed over BGP (every node lists the
+// others and accepts both subnets). opts carries the rest (Extra,
+// ReconcileInterval); the daemons are not started.
+func (l *Lab) AddCrossNodes(opts NodeOptions) ([]*Node, error) {
+	if _, err := l.AddCrossRouter(); err != nil {
+		return nil, err
+	}
+	addrs := []netip.Addr{NodeAddress(0), NodeAddress(1), NodeAddressB(0)}
+	var nodes []*Node
+	for i, name := range []string{"a1", "a2", "b1"} {
+		var peers []string
+		for j, a := range addrs {
+			if j != i {
+				peers = append(peers, a.String())
+			}
+		}
+		o := opts
+		o.BGP = fmt.Sprintf("  keepaliveTime: 1s\n  holdTime: 3s\n  peers: [%s]\n  peerPrefixes: [%s, %s]\n",
+			strings.Join(peers, ", "), Underlay, SubnetB)
+		o.SubnetB = i == 2
+		n, err := l.AddNode(name, o)
+		if err != nil {
+			return nil, err
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes, nil
 }
