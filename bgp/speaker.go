@@ -48,10 +48,10 @@ type Speaker struct {
 	s   *server.BgpServer
 	log *slog.Logger
 
-	mu         sync.Mutex
-	announced  map[netip.Prefix]Claim
-	badSeen    map[string]bool          // peer|prefix already logged as dropped
-	stuckSince map[netip.Addr]time.Time // peer -> first seen in OpenSent/OpenConfirm
+	mu        sync.Mutex
+	announced map[netip.Prefix]Claim
+	badSeen   map[string]bool           // peer|prefix already logged as dropped
+	stuck     map[netip.Addr]stuckState // peers seen between OPEN and Established
 
 	dropped atomic.Uint64
 }
@@ -65,7 +65,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (
 	s := server.NewBgpServer(server.LoggerOption(log.With("component", "gobgp"), lvl))
 	go s.Serve()
 	sp := &Speaker{cfg: cfg, s: s, log: log, announced: map[netip.Prefix]Claim{}, badSeen: map[string]bool{},
-		stuckSince: map[netip.Addr]time.Time{}}
+		stuck: map[netip.Addr]stuckState{}}
 
 	if err := s.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
 		Asn:             cfg.ASN,
@@ -117,25 +117,6 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (
 	}
 	go sp.watchSessions(ctx)
 	return sp, nil
-}
-
-// watchSessions looks at the sessions every hold time and resets the ones
-// stuck before Established (unstick), for as long as ctx lives.
-func (sp *Speaker) watchSessions(ctx context.Context) {
-	t := time.NewTicker(max(sp.cfg.Hold/2, time.Second))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			peers, err := sp.Peers(ctx)
-			if err != nil {
-				continue
-			}
-			sp.unstick(ctx, peers, now)
-		}
-	}
 }
 
 func (sp *Speaker) timers() *api.Timers {
@@ -371,47 +352,4 @@ func sessionState(s api.PeerState_SessionState) string {
 		return "established"
 	}
 	return "unknown(" + strconv.Itoa(int(s)) + ")"
-}
-
-// unstick resets sessions that hang between OPEN and Established. GoBGP
-// v4.8.0 can leave both ends of a connection collision in OpenConfirm with
-// no hold timer running (seen in the 50-node lab mesh); a peer that stays
-// in OpenSent or OpenConfirm for two hold times (at least 6s) is taken
-// down and up again, which makes it connect afresh.
-func (sp *Speaker) unstick(ctx context.Context, peers []PeerStatus, now time.Time) {
-	limit := max(2*sp.cfg.Hold, 6*time.Second)
-	sp.mu.Lock()
-	seen := map[netip.Addr]bool{}
-	var reset []netip.Addr
-	for _, p := range peers {
-		if p.State != "opensent" && p.State != "openconfirm" {
-			continue
-		}
-		seen[p.Address] = true
-		since, ok := sp.stuckSince[p.Address]
-		if !ok {
-			sp.stuckSince[p.Address] = now
-			continue
-		}
-		if now.Sub(since) >= limit {
-			reset = append(reset, p.Address)
-			delete(sp.stuckSince, p.Address)
-		}
-	}
-	for a := range sp.stuckSince {
-		if !seen[a] {
-			delete(sp.stuckSince, a)
-		}
-	}
-	sp.mu.Unlock()
-	for _, a := range reset {
-		sp.log.Warn("BGP session stuck between OPEN and Established; resetting it", "peer", a, "after", limit)
-		if err := sp.s.DisablePeer(ctx, &api.DisablePeerRequest{Address: a.String(), Communication: "stuck in OpenConfirm"}); err != nil {
-			sp.log.Warn("reset stuck BGP session", "peer", a, "error", err)
-			continue
-		}
-		if err := sp.s.EnablePeer(ctx, &api.EnablePeerRequest{Address: a.String()}); err != nil {
-			sp.log.Warn("re-enable BGP session", "peer", a, "error", err)
-		}
-	}
 }

@@ -55,7 +55,8 @@ func StartAll(nodes []*Node) error {
 	return nil
 }
 
-// WaitConverged waits until every node has a route to every confirmed block
+// WaitConverged waits until every running node has its BGP session to
+// every other running node established and a route to every confirmed block
 // of every other running node, through that node's address.
 func WaitConverged(nodes []*Node, timeout time.Duration) error {
 	var missing string
@@ -69,6 +70,16 @@ func WaitConverged(nodes []*Node, timeout time.Duration) error {
 			if err != nil {
 				missing = fmt.Sprintf("status of %s: %v", owner.Name, err)
 				return false
+			}
+			state := map[string]string{}
+			for _, p := range st.GetPeers() {
+				state[p.GetAddress()] = p.GetState()
+			}
+			for _, n := range nodes {
+				if n != owner && n.Running() && state[n.Address.String()] != "established" {
+					missing = fmt.Sprintf("%s's BGP session to %s is %q", owner.Name, n.Name, state[n.Address.String()])
+					return false
+				}
 			}
 			for _, b := range st.GetBlocks() {
 				if b.GetState() != "confirmed" {
