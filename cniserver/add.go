@@ -165,12 +165,12 @@ func (s *Server) rollback(r *request, ep store.Endpoint, existed bool, cerr *typ
 // The old record loses the name, so its later DEL cannot remove the new
 // pod's veth.
 func (s *Server) detachOthers(ep store.Endpoint) error {
-	eps, err := s.store.Endpoints()
+	eps, err := s.store.EndpointsWithVeth(ep.HostVeth)
 	if err != nil {
 		return err
 	}
 	for _, o := range eps {
-		if o.Handle != ep.Handle && o.HostVeth == ep.HostVeth {
+		if o.Handle != ep.Handle {
 			o.HostVeth = ""
 			if err := s.store.SetEndpoint(o); err != nil {
 				return err

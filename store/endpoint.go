@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -127,6 +128,37 @@ func (s *Store) Endpoints() ([]Endpoint, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints in %s: %w", s.path, err)
+	}
+	return out, nil
+}
+
+// EndpointsWithVeth returns the records whose node-side veth is name,
+// sorted by Handle. Every ADD asks, so it decodes only the records whose
+// bytes hold the name: a scan of raw values, not of decoded records.
+func (s *Store) EndpointsWithVeth(name string) ([]Endpoint, error) {
+	if name == "" {
+		return nil, errors.New("endpoints with veth: name is empty")
+	}
+	quoted, err := json.Marshal(name)
+	if err != nil {
+		return nil, fmt.Errorf("endpoints with veth %q: %w", name, err)
+	}
+	needle := append([]byte(`"hostVeth":`), quoted...)
+	var out []Endpoint
+	err = s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketEndpoints).ForEach(func(k, v []byte) error {
+			if !bytes.Contains(v, needle) {
+				return nil
+			}
+			ep, err := decodeEndpoint(string(k), v)
+			if err == nil && ep.HostVeth == name {
+				out = append(out, ep)
+			}
+			return err
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("endpoints with veth %s in %s: %w", name, s.path, err)
 	}
 	return out, nil
 }

@@ -100,3 +100,42 @@ func TestEndpointsSorted(t *testing.T) {
 		t.Errorf("Endpoint(net.zzz) = %v, %v, want not found and no error", ok, err)
 	}
 }
+
+func TestEndpointsWithVeth(t *testing.T) {
+	pool := Pool{CIDR: netip.MustParsePrefix("10.244.0.0/24"), BlockSize: 26}
+	s := openTest(t, "node-a")
+	for _, ep := range []Endpoint{
+		{Handle: "net.a", HostVeth: "reef0000000000a"},
+		{Handle: "net.b", HostVeth: "reef0000000000b"},
+		{Handle: "net.c", HostVeth: "reef0000000000a"},
+		{Handle: "net.d", HostVeth: "reef0000000000"}, // a prefix of the others
+		{Handle: "net.e"},
+		// The name only in another field must not match.
+		{Handle: "net.f", PodName: "reef0000000000a"},
+	} {
+		if _, _, _, err := allocAuto(s, ep, pool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for veth, want := range map[string][]string{
+		"reef0000000000a": {"net.a", "net.c"},
+		"reef0000000000b": {"net.b"},
+		"reef0000000000":  {"net.d"},
+		"reef0000000000z": nil,
+	} {
+		eps, err := s.EndpointsWithVeth(veth)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, ep := range eps {
+			got = append(got, ep.Handle)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("EndpointsWithVeth(%s) (-want +got):\n%s", veth, diff)
+		}
+	}
+	if _, err := s.EndpointsWithVeth(""); err == nil {
+		t.Error("EndpointsWithVeth(\"\") gave no error")
+	}
+}
