@@ -3,10 +3,121 @@ package bgp
 import (
 	"context"
 	"net/netip"
+	"sort"
 	"time"
 
 	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	bgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 )
+
+// The block protocol asks for the sessions on every reconcile pass, and
+// the session watcher every second. GoBGP's ListPeer answers in its main
+// loop and counts every peer's received paths as it does: with 49 peers
+// relaying 49 blocks each, that was a quarter of the daemons' CPU in the
+// 50-node lab, and it held up BGP updates. So the speaker keeps the
+// sessions itself, from GoBGP's peer events (notePeer), and Sessions reads
+// that; Peers (ListPeer, with the path counts) is for `reef status` only.
+
+// notePeer records a peer event: the session's state and since when it is
+// established. GoBGP leaves the FQDN capability out of its events, so the
+// hostname is looked up once per session by Sessions.
+func (sp *Speaker) notePeer(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time) {
+	if ev.Type != apiutil.PEER_EVENT_STATE && ev.Type != apiutil.PEER_EVENT_INIT {
+		return
+	}
+	addr := ev.Peer.State.NeighborAddress
+	if !addr.IsValid() {
+		addr = ev.Peer.Conf.NeighborAddress
+	}
+	if !addr.IsValid() {
+		return
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	old := sp.sessions[addr]
+	st := PeerStatus{Address: addr, State: fsmStateName(ev.Peer.State.SessionState), Dynamic: !sp.static(addr)}
+	st.Established = ev.Peer.State.SessionState == bgppkt.BGP_FSM_ESTABLISHED
+	switch {
+	case st.Established && old.Established:
+		st.Since = old.Since
+	case st.Established:
+		st.Since = t
+		delete(sp.named, addr) // a new session: its OPEN may name the peer anew
+	}
+	// The name outlives the session: `reef node forget` takes the name of
+	// a node that is down.
+	st.Hostname = old.Hostname
+	sp.sessions[addr] = st
+}
+
+// Sessions returns every peer the speaker has seen, sorted by address, as
+// of GoBGP's last event for each, without path counts. The hostname of a
+// session that came up since the last call is looked up first (one
+// ListPeer of that peer), so that blocks learned from it are recorded
+// with the owner's name.
+func (sp *Speaker) Sessions(ctx context.Context) []PeerStatus {
+	sp.mu.Lock()
+	var unnamed []netip.Addr
+	for a, st := range sp.sessions {
+		if st.Established && !sp.named[a] {
+			unnamed = append(unnamed, a)
+			sp.named[a] = true
+		}
+	}
+	sp.mu.Unlock()
+	for _, a := range unnamed {
+		ps, err := sp.listPeers(ctx, a.String())
+		if err != nil || len(ps) != 1 || ps[0].Hostname == "" {
+			continue
+		}
+		sp.mu.Lock()
+		st := sp.sessions[a]
+		st.Hostname = ps[0].Hostname
+		sp.sessions[a] = st
+		sp.mu.Unlock()
+	}
+	return sp.snapshot()
+}
+
+// snapshot is the sessions as recorded, sorted by address.
+func (sp *Speaker) snapshot() []PeerStatus {
+	sp.mu.Lock()
+	out := make([]PeerStatus, 0, len(sp.sessions))
+	for _, st := range sp.sessions {
+		out = append(out, st)
+	}
+	sp.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Address.Less(out[j].Address) })
+	return out
+}
+
+func (sp *Speaker) static(a netip.Addr) bool {
+	for _, p := range sp.cfg.Peers {
+		if p == a {
+			return true
+		}
+	}
+	return false
+}
+
+func fsmStateName(s bgppkt.FSMState) string {
+	switch s {
+	case bgppkt.BGP_FSM_IDLE:
+		return "idle"
+	case bgppkt.BGP_FSM_CONNECT:
+		return "connect"
+	case bgppkt.BGP_FSM_ACTIVE:
+		return "active"
+	case bgppkt.BGP_FSM_OPENSENT:
+		return "opensent"
+	case bgppkt.BGP_FSM_OPENCONFIRM:
+		return "openconfirm"
+	case bgppkt.BGP_FSM_ESTABLISHED:
+		return "established"
+	}
+	return "unknown"
+}
 
 // GoBGP v4.8.0 does not always resolve a connection collision (RFC 4271
 // 6.8). When both ends dial at once, each may take the other's outgoing
@@ -84,10 +195,7 @@ func (sp *Speaker) watchSessions(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			peers, err := sp.Peers(ctx)
-			if err != nil {
-				continue
-			}
+			peers := sp.Sessions(ctx)
 			sp.mu.Lock()
 			reset := stuckPeers(sp.cfg.RouterID, peers, sp.stuck, now, lim)
 			sp.mu.Unlock()

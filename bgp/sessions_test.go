@@ -2,8 +2,12 @@ package bgp
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	bgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 )
 
 func TestStuckPeers(t *testing.T) {
@@ -60,5 +64,45 @@ func TestStuckPeersClock(t *testing.T) {
 	stuckPeers(lo, []PeerStatus{{Address: hi, State: "established"}}, seen, t0.Add(10*time.Second), lim)
 	if len(seen) != 0 {
 		t.Errorf("an established peer is still remembered: %v", seen)
+	}
+}
+
+// The speaker's view of its sessions follows GoBGP's peer events: state,
+// since when established (kept across events while it stays so), whether
+// the peer is configured, and the hostname, which outlives the session.
+func TestNotePeer(t *testing.T) {
+	static, dyn := netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.9")
+	sp := &Speaker{cfg: Config{Peers: []netip.Addr{static}}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}}
+	ev := func(a netip.Addr, s bgppkt.FSMState) *apiutil.WatchEventMessage_PeerEvent {
+		e := &apiutil.WatchEventMessage_PeerEvent{Type: apiutil.PEER_EVENT_STATE}
+		e.Peer.State.NeighborAddress, e.Peer.State.SessionState = a, s
+		return e
+	}
+	t1, t2, t3 := time.Unix(100, 0), time.Unix(200, 0), time.Unix(300, 0)
+	sp.notePeer(ev(static, bgppkt.BGP_FSM_OPENCONFIRM), t1)
+	sp.notePeer(ev(dyn, bgppkt.BGP_FSM_ESTABLISHED), t1)
+	sp.notePeer(ev(static, bgppkt.BGP_FSM_ESTABLISHED), t2)
+	sp.notePeer(ev(dyn, bgppkt.BGP_FSM_ESTABLISHED), t3) // a repeat: since stays t1
+	sp.notePeer(&apiutil.WatchEventMessage_PeerEvent{Type: apiutil.PEER_EVENT_END_OF_INIT}, t3)
+	want := []PeerStatus{
+		{Address: static, State: "established", Established: true, Since: t2},
+		{Address: dyn, State: "established", Established: true, Since: t1, Dynamic: true},
+	}
+	if got := sp.snapshot(); !slices.Equal(got, want) {
+		t.Fatalf("sessions =\n%+v\nwant\n%+v", got, want)
+	}
+	// What Sessions looks up once per session.
+	st := sp.sessions[static]
+	st.Hostname = "node2"
+	sp.sessions[static] = st
+	sp.named[static] = true
+
+	sp.notePeer(ev(static, bgppkt.BGP_FSM_IDLE), t3)
+	if got := sp.snapshot()[0]; got.Established || got.State != "idle" || !got.Since.IsZero() || got.Hostname != "node2" {
+		t.Errorf("after Idle: %+v, want idle, not established, no since, hostname kept", got)
+	}
+	sp.notePeer(ev(static, bgppkt.BGP_FSM_ESTABLISHED), t3)
+	if sp.named[static] {
+		t.Error("a new session keeps the old lookup: its hostname is never looked up again")
 	}
 }

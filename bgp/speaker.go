@@ -52,6 +52,8 @@ type Speaker struct {
 	announced map[netip.Prefix]Claim
 	badSeen   map[string]bool           // peer|prefix already logged as dropped
 	stuck     map[netip.Addr]stuckState // peers seen between OPEN and Established
+	sessions  map[netip.Addr]PeerStatus // from GoBGP's peer events (notePeer)
+	named     map[netip.Addr]bool       // sessions whose hostname was looked up
 
 	dropped atomic.Uint64
 }
@@ -65,7 +67,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (
 	s := server.NewBgpServer(server.LoggerOption(log.With("component", "gobgp"), lvl))
 	go s.Serve()
 	sp := &Speaker{cfg: cfg, s: s, log: log, announced: map[netip.Prefix]Claim{}, badSeen: map[string]bool{},
-		stuck: map[netip.Addr]stuckState{}}
+		stuck: map[netip.Addr]stuckState{}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}}
 
 	if err := s.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
 		Asn:             cfg.ASN,
@@ -77,7 +79,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (
 	}
 	if err := s.WatchEvent(ctx, server.WatchEventMessageCallbacks{
 		OnPathUpdate: func([]*apiutil.Path, time.Time) { onChange() },
-		OnPeerUpdate: func(*apiutil.WatchEventMessage_PeerEvent, time.Time) { onChange() },
+		OnPeerUpdate: func(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time) { sp.notePeer(ev, t); onChange() },
 	}, server.WatchUpdate(false, "", ""), server.WatchPeer()); err != nil {
 		return nil, fmt.Errorf("watch BGP events: %w", err)
 	}
@@ -296,14 +298,17 @@ type PeerStatus struct {
 	Dynamic     bool // accepted through peerPrefixes
 }
 
-// Peers lists the neighbours, sorted by address.
+// Peers lists the neighbours, sorted by address, with their path counts:
+// what `reef status` shows. GoBGP counts every peer's paths in its main
+// loop for it, so the daemon's own loops use Sessions instead.
 func (sp *Speaker) Peers(ctx context.Context) ([]PeerStatus, error) {
+	return sp.listPeers(ctx, "")
+}
+
+// listPeers is Peers, of one peer's address only unless address is "".
+func (sp *Speaker) listPeers(ctx context.Context, address string) ([]PeerStatus, error) {
 	var out []PeerStatus
-	static := map[netip.Addr]bool{}
-	for _, p := range sp.cfg.Peers {
-		static[p] = true
-	}
-	err := sp.s.ListPeer(ctx, &api.ListPeerRequest{EnableAdvertised: false}, func(p *api.Peer) {
+	err := sp.s.ListPeer(ctx, &api.ListPeerRequest{Address: address, EnableAdvertised: false}, func(p *api.Peer) {
 		// A dynamic neighbour has its address in the state only (its conf
 		// says "invalid IP").
 		addr, err := netip.ParseAddr(p.GetConf().GetNeighborAddress())
@@ -312,7 +317,7 @@ func (sp *Speaker) Peers(ctx context.Context) ([]PeerStatus, error) {
 				return
 			}
 		}
-		st := PeerStatus{Address: addr, Dynamic: !static[addr]}
+		st := PeerStatus{Address: addr, Dynamic: !sp.static(addr)}
 		st.Established = p.GetState().GetSessionState() == api.PeerState_SESSION_STATE_ESTABLISHED
 		st.State = sessionState(p.GetState().GetSessionState())
 		if st.Established && p.GetTimers().GetState().GetUptime() != nil {

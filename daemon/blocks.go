@@ -142,19 +142,17 @@ func (e *blockEngine) Forget(owner netip.Addr) ([]netip.Prefix, error) {
 	return freed, nil
 }
 
-// sessions returns the established peers with the time they came up.
-func (e *blockEngine) sessions(ctx context.Context) (map[netip.Addr]time.Time, []bgp.PeerStatus, error) {
-	peers, err := e.speaker.Peers(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
+// sessions returns the established peers with the time they came up, and
+// every peer.
+func (e *blockEngine) sessions(ctx context.Context) (map[netip.Addr]time.Time, []bgp.PeerStatus) {
+	peers := e.speaker.Sessions(ctx)
 	up := map[netip.Addr]time.Time{}
 	for _, p := range peers {
 		if p.Established {
 			up[p.Address] = p.Since
 		}
 	}
-	return up, peers, nil
+	return up, peers
 }
 
 func (e *blockEngine) poolOf(p netip.Prefix) netip.Prefix {
@@ -175,10 +173,7 @@ func (e *blockEngine) Step(ctx context.Context) ([]store.Block, error) {
 	if err != nil {
 		return nil, err
 	}
-	sessions, peerNames, err := e.sessions(ctx)
-	if err != nil {
-		return nil, err
-	}
+	sessions, peerNames := e.sessions(ctx)
 	blocks, err := e.store.Blocks()
 	if err != nil {
 		return nil, err
