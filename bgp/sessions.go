@@ -11,13 +11,14 @@ import (
 	bgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 )
 
-// The block protocol asks for the sessions on every reconcile pass, and
-// the session watcher every second. GoBGP's ListPeer answers in its main
-// loop and counts every peer's received paths as it does: with 49 peers
-// relaying 49 blocks each, that was a quarter of the daemons' CPU in the
-// 50-node lab, and it held up BGP updates. So the speaker keeps the
-// sessions itself, from GoBGP's peer events (notePeer), and Sessions reads
-// that; Peers (ListPeer, with the path counts) is for `reef status` only.
+// The block protocol asks for the sessions on every reconcile pass, the
+// session watcher every second, and `reef status` (monitoring may poll it)
+// whenever it is run. GoBGP's ListPeer answers in its main loop and counts
+// every peer's received paths as it does: with 49 peers relaying 49 blocks
+// each, that was a quarter of the daemons' CPU in the 50-node lab, and it
+// held up BGP updates. So the speaker keeps the sessions itself, from
+// GoBGP's peer events (notePeer), and the path counts from the pass over
+// the table it makes anyway (Learned); Sessions and Status read those.
 
 // notePeer records a peer event: the session's state and since when it is
 // established. GoBGP leaves the FQDN capability out of its events, so the
@@ -48,6 +49,11 @@ func (sp *Speaker) notePeer(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time
 	// The name outlives the session: `reef node forget` takes the name of
 	// a node that is down.
 	st.Hostname = old.Hostname
+	if st.Dynamic && st.State == "idle" {
+		// GoBGP removes a dynamic peer whose session ended.
+		delete(sp.sessions, addr)
+		return
+	}
 	sp.sessions[addr] = st
 }
 
@@ -78,6 +84,19 @@ func (sp *Speaker) Sessions(ctx context.Context) []PeerStatus {
 		sp.mu.Unlock()
 	}
 	return sp.snapshot()
+}
+
+// Status is Sessions with each peer's path counts as of the last Learned:
+// what `reef status` shows.
+func (sp *Speaker) Status(ctx context.Context) []PeerStatus {
+	out := sp.Sessions(ctx)
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	for i := range out {
+		c := sp.counts[out[i].Address]
+		out[i].Received, out[i].Accepted = c.received, c.accepted
+	}
+	return out
 }
 
 // snapshot is the sessions as recorded, sorted by address.

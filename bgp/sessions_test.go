@@ -101,6 +101,10 @@ func TestNotePeer(t *testing.T) {
 	if got := sp.snapshot()[0]; got.Established || got.State != "idle" || !got.Since.IsZero() || got.Hostname != "node2" {
 		t.Errorf("after Idle: %+v, want idle, not established, no since, hostname kept", got)
 	}
+	sp.notePeer(ev(dyn, bgppkt.BGP_FSM_IDLE), t3)
+	if got := sp.snapshot(); len(got) != 1 || got[0].Address != static {
+		t.Errorf("after a dynamic peer's session ended: %+v, want it gone (GoBGP removes it)", got)
+	}
 	sp.notePeer(ev(static, bgppkt.BGP_FSM_ESTABLISHED), t3)
 	if sp.named[static] {
 		t.Error("a new session keeps the old lookup: its hostname is never looked up again")

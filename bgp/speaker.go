@@ -54,6 +54,7 @@ type Speaker struct {
 	stuck     map[netip.Addr]stuckState // peers seen between OPEN and Established
 	sessions  map[netip.Addr]PeerStatus // from GoBGP's peer events (notePeer)
 	named     map[netip.Addr]bool       // sessions whose hostname was looked up
+	counts    map[netip.Addr]pathCounts // per peer, from the last Learned
 
 	dropped atomic.Uint64
 }
@@ -228,26 +229,39 @@ func (sp *Speaker) path(c Claim) (*apiutil.Path, error) {
 // counted and logged once each.
 func (sp *Speaker) Learned() ([]Claim, error) {
 	var out []Claim
+	counts := map[netip.Addr]pathCounts{}
 	err := sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgppkt.RF_IPv4_UC},
 		func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
 			for _, p := range paths {
 				if !p.PeerAddress.IsValid() || p.PeerAddress.IsUnspecified() || p.PeerAddress == sp.cfg.RouterID {
 					continue // our own
 				}
-				c, err := sp.decode(nlri, p)
+				c := counts[p.PeerAddress]
+				c.received++
+				counts[p.PeerAddress] = c
+				claim, err := sp.decode(nlri, p)
 				if err != nil {
 					sp.drop(p.PeerAddress, nlri.String(), err)
 					continue
 				}
-				c.From = p.PeerAddress
-				out = append(out, c)
+				c.accepted++
+				counts[p.PeerAddress] = c
+				claim.From = p.PeerAddress
+				out = append(out, claim)
 			}
 		})
 	if err != nil {
 		return nil, fmt.Errorf("list BGP paths: %w", err)
 	}
+	sp.mu.Lock()
+	sp.counts = counts
+	sp.mu.Unlock()
 	return out, nil
 }
+
+// pathCounts are one peer's paths in the last Learned: received, and
+// accepted by the import filter.
+type pathCounts struct{ received, accepted uint64 }
 
 func (sp *Speaker) decode(nlri bgppkt.NLRI, p *apiutil.Path) (Claim, error) {
 	prefix, err := netip.ParsePrefix(nlri.String())
@@ -293,19 +307,15 @@ type PeerStatus struct {
 	State       string // idle, connect, active, opensent, openconfirm, established
 	Established bool
 	Since       time.Time // of the current state when established, else zero
-	Received    uint64
-	Accepted    uint64
-	Dynamic     bool // accepted through peerPrefixes
+	Received    uint64    // paths from the peer in the last Learned
+	Accepted    uint64    // of them, reef claims that passed the import filter
+	Dynamic     bool      // accepted through peerPrefixes
 }
 
-// Peers lists the neighbours, sorted by address, with their path counts:
-// what `reef status` shows. GoBGP counts every peer's paths in its main
-// loop for it, so the daemon's own loops use Sessions instead.
-func (sp *Speaker) Peers(ctx context.Context) ([]PeerStatus, error) {
-	return sp.listPeers(ctx, "")
-}
-
-// listPeers is Peers, of one peer's address only unless address is "".
+// listPeers asks GoBGP for its neighbours (only the one at address,
+// unless address is ""), sorted by address. GoBGP answers in its main loop
+// and counts every listed peer's paths as it does: Sessions and Status
+// are what the daemon reads; this only looks up a new session's hostname.
 func (sp *Speaker) listPeers(ctx context.Context, address string) ([]PeerStatus, error) {
 	var out []PeerStatus
 	err := sp.s.ListPeer(ctx, &api.ListPeerRequest{Address: address, EnableAdvertised: false}, func(p *api.Peer) {

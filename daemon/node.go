@@ -62,10 +62,7 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 		out.Blocks = append(out.Blocks, blockProto(b))
 	}
 	if d.speaker != nil {
-		peers, err := d.speaker.Peers(ctx)
-		if err != nil {
-			return nil, err
-		}
+		peers := d.speaker.Status(ctx)
 		sessions := map[netip.Addr]time.Time{}
 		for _, p := range peers {
 			pp := &reefv1.Peer{Address: p.Address.String(), Hostname: p.Hostname, State: p.State,
