@@ -20,22 +20,24 @@ import (
 // GoBGP's peer events (notePeer), and the path counts from the pass over
 // the table it makes anyway (Learned); Sessions and Status read those.
 
-// notePeer records a peer event: the session's state and since when it is
-// established. GoBGP leaves the FQDN capability out of its events, so the
-// hostname is looked up once per session by Sessions.
+// notePeer records a peer event: the session's state, since when it is
+// established, and whether the peer is administratively down (a reset in
+// progress, see resetSession). GoBGP leaves the FQDN capability out of its
+// events, so the hostname is looked up once per session by Sessions.
 func (sp *Speaker) notePeer(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time) {
-	if ev.Type != apiutil.PEER_EVENT_STATE && ev.Type != apiutil.PEER_EVENT_INIT {
+	if ev.Type != apiutil.PEER_EVENT_STATE {
 		return
 	}
+	// GoBGP fills both from the peer's address; a dynamic peer that was
+	// disabled would have none, which is why resetSession leaves dynamic
+	// peers alone.
 	addr := ev.Peer.State.NeighborAddress
-	if !addr.IsValid() {
-		addr = ev.Peer.Conf.NeighborAddress
-	}
 	if !addr.IsValid() {
 		return
 	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
+	sp.adminDown[addr] = ev.Peer.State.AdminState == api.PeerState_ADMIN_STATE_DOWN
 	old := sp.sessions[addr]
 	st := PeerStatus{Address: addr, State: fsmStateName(ev.Peer.State.SessionState), Dynamic: !sp.static(addr)}
 	st.Established = ev.Peer.State.SessionState == bgppkt.BGP_FSM_ESTABLISHED
@@ -46,41 +48,50 @@ func (sp *Speaker) notePeer(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time
 		st.Since = t
 		delete(sp.named, addr) // a new session: its OPEN may name the peer anew
 	}
-	// The name outlives the session: `reef node forget` takes the name of
-	// a node that is down.
-	st.Hostname = old.Hostname
 	if st.Dynamic && st.State == "idle" {
-		// GoBGP removes a dynamic peer whose session ended.
+		// A dynamic peer without a session is no peer of ours: GoBGP
+		// removes it, or keeps it only to wait for it to come back.
 		delete(sp.sessions, addr)
+		delete(sp.named, addr)
+		delete(sp.adminDown, addr)
 		return
 	}
+	// A configured peer's name outlives its session: `reef node forget`
+	// takes the name of a node that is down.
+	st.Hostname = old.Hostname
 	sp.sessions[addr] = st
 }
 
 // Sessions returns every peer the speaker has seen, sorted by address, as
 // of GoBGP's last event for each, without path counts. The hostname of a
-// session that came up since the last call is looked up first (one
-// ListPeer of that peer), so that blocks learned from it are recorded
-// with the owner's name.
+// session that came up since it was last asked is looked up first (one
+// ListPeer of that peer), so that blocks learned from it are recorded with
+// the owner's name; callers wait for a lookup under way. A lookup that
+// fails is tried again at the next call.
 func (sp *Speaker) Sessions(ctx context.Context) []PeerStatus {
+	sp.naming.Lock()
+	defer sp.naming.Unlock()
 	sp.mu.Lock()
 	var unnamed []netip.Addr
 	for a, st := range sp.sessions {
 		if st.Established && !sp.named[a] {
 			unnamed = append(unnamed, a)
-			sp.named[a] = true
 		}
 	}
 	sp.mu.Unlock()
 	for _, a := range unnamed {
 		ps, err := sp.listPeers(ctx, a.String())
-		if err != nil || len(ps) != 1 || ps[0].Hostname == "" {
+		if err != nil || len(ps) != 1 {
 			continue
 		}
 		sp.mu.Lock()
-		st := sp.sessions[a]
-		st.Hostname = ps[0].Hostname
-		sp.sessions[a] = st
+		if st, ok := sp.sessions[a]; ok && st.Established {
+			if ps[0].Hostname != "" {
+				st.Hostname = ps[0].Hostname
+				sp.sessions[a] = st
+			}
+			sp.named[a] = true // a peer that sends no name is not asked again
+		}
 		sp.mu.Unlock()
 	}
 	return sp.snapshot()
@@ -179,7 +190,10 @@ func stuckPeers(self netip.Addr, peers []PeerStatus, seen map[netip.Addr]stuckSt
 	live := map[netip.Addr]bool{}
 	var reset []netip.Addr
 	for _, p := range peers {
-		if p.State != "opensent" && p.State != "openconfirm" {
+		// Dynamic peers are left alone: we never dial them, so they cannot
+		// collide, and the end that dials resets its side. (GoBGP cannot
+		// take a disabled dynamic peer up again.)
+		if p.Dynamic || p.State != "opensent" && p.State != "openconfirm" {
 			continue
 		}
 		live[p.Address] = true
@@ -225,13 +239,25 @@ func (sp *Speaker) watchSessions(ctx context.Context) {
 	}
 }
 
-// resetSession takes a peer's session down and up again, which closes its
-// connections and makes it connect afresh.
+// resetSession takes a configured peer's session down and up again, which
+// closes its connections and makes it connect afresh. GoBGP takes the two
+// requests through a channel that holds one and drops what does not fit,
+// so the peer is enabled only once its event says it is down.
 func (sp *Speaker) resetSession(ctx context.Context, peer netip.Addr) {
 	sp.log.Warn("BGP session stuck between OPEN and Established; resetting it", "peer", peer)
 	if err := sp.s.DisablePeer(ctx, &api.DisablePeerRequest{Address: peer.String(), Communication: "stuck before Established"}); err != nil {
 		sp.log.Warn("reset stuck BGP session", "peer", peer, "error", err)
 		return
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		sp.mu.Lock()
+		down := sp.adminDown[peer]
+		sp.mu.Unlock()
+		if down || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if err := sp.s.EnablePeer(ctx, &api.EnablePeerRequest{Address: peer.String()}); err != nil {
 		sp.log.Warn("re-enable BGP session", "peer", peer, "error", err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	api "github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
 	bgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 )
@@ -19,20 +20,22 @@ func TestStuckPeers(t *testing.T) {
 		state       string
 		first, last int // seconds: the peer is seen in state at both
 		reset       bool
+		dynamic     bool
 	}{
-		{"lower end resets OpenConfirm after confirm", lo, hi, "openconfirm", 0, 3, true},
-		{"lower end waits below confirm", lo, hi, "openconfirm", 0, 2, false},
-		{"higher end leaves OpenConfirm to the other", hi, lo, "openconfirm", 0, 5, false},
-		{"higher end resets after any", hi, lo, "openconfirm", 0, 6, true},
-		{"OpenSent waits for any", lo, hi, "opensent", 0, 5, false},
-		{"OpenSent reset after any", lo, hi, "opensent", 0, 6, true},
-		{"established is never reset", lo, hi, "established", 0, 60, false},
-		{"active is never reset", lo, hi, "active", 0, 60, false},
+		{"lower end resets OpenConfirm after confirm", lo, hi, "openconfirm", 0, 3, true, false},
+		{"lower end waits below confirm", lo, hi, "openconfirm", 0, 2, false, false},
+		{"higher end leaves OpenConfirm to the other", hi, lo, "openconfirm", 0, 5, false, false},
+		{"higher end resets after any", hi, lo, "openconfirm", 0, 6, true, false},
+		{"OpenSent waits for any", lo, hi, "opensent", 0, 5, false, false},
+		{"OpenSent reset after any", lo, hi, "opensent", 0, 6, true, false},
+		{"established is never reset", lo, hi, "established", 0, 60, false, false},
+		{"active is never reset", lo, hi, "active", 0, 60, false, false},
+		{"a dynamic peer is never reset", lo, hi, "opensent", 0, 60, false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			seen := map[netip.Addr]stuckState{}
-			peers := []PeerStatus{{Address: tt.peer, State: tt.state}}
+			peers := []PeerStatus{{Address: tt.peer, State: tt.state, Dynamic: tt.dynamic}}
 			stuckPeers(tt.self, peers, seen, time.Unix(int64(tt.first), 0), lim)
 			got := stuckPeers(tt.self, peers, seen, time.Unix(int64(tt.last), 0), lim)
 			if want := tt.reset; (len(got) == 1 && got[0] == tt.peer) != want || len(got) > 1 {
@@ -72,7 +75,7 @@ func TestStuckPeersClock(t *testing.T) {
 // the peer is configured, and the hostname, which outlives the session.
 func TestNotePeer(t *testing.T) {
 	static, dyn := netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.9")
-	sp := &Speaker{cfg: Config{Peers: []netip.Addr{static}}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}}
+	sp := &Speaker{cfg: Config{Peers: []netip.Addr{static}}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}, adminDown: map[netip.Addr]bool{}}
 	ev := func(a netip.Addr, s bgppkt.FSMState) *apiutil.WatchEventMessage_PeerEvent {
 		e := &apiutil.WatchEventMessage_PeerEvent{Type: apiutil.PEER_EVENT_STATE}
 		e.Peer.State.NeighborAddress, e.Peer.State.SessionState = a, s
@@ -105,7 +108,16 @@ func TestNotePeer(t *testing.T) {
 	if got := sp.snapshot(); len(got) != 1 || got[0].Address != static {
 		t.Errorf("after a dynamic peer's session ended: %+v, want it gone (GoBGP removes it)", got)
 	}
+	down := ev(static, bgppkt.BGP_FSM_IDLE)
+	down.Peer.State.AdminState = api.PeerState_ADMIN_STATE_DOWN
+	sp.notePeer(down, t3)
+	if !sp.adminDown[static] {
+		t.Error("an event saying admin down is not recorded: resetSession would enable the peer too early")
+	}
 	sp.notePeer(ev(static, bgppkt.BGP_FSM_ESTABLISHED), t3)
+	if sp.adminDown[static] {
+		t.Error("admin down is still recorded after an event saying up")
+	}
 	if sp.named[static] {
 		t.Error("a new session keeps the old lookup: its hostname is never looked up again")
 	}
