@@ -37,7 +37,11 @@ func (sp *Speaker) notePeer(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time
 	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	sp.adminDown[addr] = ev.Peer.State.AdminState == api.PeerState_ADMIN_STATE_DOWN
+	if ev.Peer.State.AdminState != api.PeerState_ADMIN_STATE_DOWN {
+		delete(sp.adminDown, addr)
+	} else if _, ok := sp.adminDown[addr]; !ok {
+		sp.adminDown[addr] = t
+	}
 	old := sp.sessions[addr]
 	st := PeerStatus{Address: addr, State: fsmStateName(ev.Peer.State.SessionState), Dynamic: !sp.static(addr)}
 	st.Established = ev.Peer.State.SessionState == bgppkt.BGP_FSM_ESTABLISHED
@@ -231,9 +235,14 @@ func (sp *Speaker) watchSessions(ctx context.Context) {
 			peers := sp.Sessions(ctx)
 			sp.mu.Lock()
 			reset := stuckPeers(sp.cfg.RouterID, peers, sp.stuck, now, lim)
+			down := leftDown(sp.adminDown, now, lim.any+10*time.Second)
 			sp.mu.Unlock()
 			for _, a := range reset {
 				sp.resetSession(ctx, a)
+			}
+			for _, a := range down {
+				sp.log.Warn("BGP peer still administratively down after a reset; enabling it again", "peer", a)
+				sp.enable(ctx, a)
 			}
 		}
 	}
@@ -252,14 +261,37 @@ func (sp *Speaker) resetSession(ctx context.Context, peer netip.Addr) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		sp.mu.Lock()
-		down := sp.adminDown[peer]
+		_, down := sp.adminDown[peer]
 		sp.mu.Unlock()
-		if down || time.Now().After(deadline) || ctx.Err() != nil {
+		if down || ctx.Err() != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			sp.log.Warn("BGP peer did not report itself down within 5s of the reset; enabling it anyway", "peer", peer)
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	sp.enable(ctx, peer)
+}
+
+// enable takes a configured peer administratively up.
+func (sp *Speaker) enable(ctx context.Context, peer netip.Addr) {
 	if err := sp.s.EnablePeer(ctx, &api.EnablePeerRequest{Address: peer.String()}); err != nil {
 		sp.log.Warn("re-enable BGP session", "peer", peer, "error", err)
 	}
+}
+
+// leftDown returns the configured peers whose events have said admin down
+// for longer than limit: reef takes a peer down only for a moment (a
+// reset), so such a peer lost its enable request and needs another.
+func leftDown(adminDown map[netip.Addr]time.Time, now time.Time, limit time.Duration) []netip.Addr {
+	var out []netip.Addr
+	for a, since := range adminDown {
+		if now.Sub(since) >= limit {
+			out = append(out, a)
+			adminDown[a] = now // wait a whole limit again for its event
+		}
+	}
+	return out
 }

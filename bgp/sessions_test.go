@@ -75,7 +75,7 @@ func TestStuckPeersClock(t *testing.T) {
 // the peer is configured, and the hostname, which outlives the session.
 func TestNotePeer(t *testing.T) {
 	static, dyn := netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.9")
-	sp := &Speaker{cfg: Config{Peers: []netip.Addr{static}}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}, adminDown: map[netip.Addr]bool{}}
+	sp := &Speaker{cfg: Config{Peers: []netip.Addr{static}}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}, adminDown: map[netip.Addr]time.Time{}}
 	ev := func(a netip.Addr, s bgppkt.FSMState) *apiutil.WatchEventMessage_PeerEvent {
 		e := &apiutil.WatchEventMessage_PeerEvent{Type: apiutil.PEER_EVENT_STATE}
 		e.Peer.State.NeighborAddress, e.Peer.State.SessionState = a, s
@@ -111,14 +111,31 @@ func TestNotePeer(t *testing.T) {
 	down := ev(static, bgppkt.BGP_FSM_IDLE)
 	down.Peer.State.AdminState = api.PeerState_ADMIN_STATE_DOWN
 	sp.notePeer(down, t3)
-	if !sp.adminDown[static] {
+	if _, ok := sp.adminDown[static]; !ok {
 		t.Error("an event saying admin down is not recorded: resetSession would enable the peer too early")
 	}
 	sp.notePeer(ev(static, bgppkt.BGP_FSM_ESTABLISHED), t3)
-	if sp.adminDown[static] {
+	if _, ok := sp.adminDown[static]; ok {
 		t.Error("admin down is still recorded after an event saying up")
 	}
 	if sp.named[static] {
 		t.Error("a new session keeps the old lookup: its hostname is never looked up again")
+	}
+}
+
+// A peer left administratively down past the limit is enabled again, and
+// then given a whole limit more for its event.
+func TestLeftDown(t *testing.T) {
+	a, b := netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")
+	t0 := time.Unix(1000, 0)
+	down := map[netip.Addr]time.Time{a: t0, b: t0.Add(10 * time.Second)}
+	if got := leftDown(down, t0.Add(15*time.Second), 16*time.Second); got != nil {
+		t.Fatalf("leftDown before the limit = %v", got)
+	}
+	if got := leftDown(down, t0.Add(16*time.Second), 16*time.Second); !slices.Equal(got, []netip.Addr{a}) {
+		t.Fatalf("leftDown at the limit = %v, want %v", got, a)
+	}
+	if got := leftDown(down, t0.Add(20*time.Second), 16*time.Second); got != nil {
+		t.Errorf("leftDown right after enabling = %v, want a whole limit's wait", got)
 	}
 }

@@ -54,7 +54,7 @@ type Speaker struct {
 	stuck     map[netip.Addr]stuckState // peers seen between OPEN and Established
 	sessions  map[netip.Addr]PeerStatus // from GoBGP's peer events (notePeer)
 	named     map[netip.Addr]bool       // sessions whose hostname was looked up
-	adminDown map[netip.Addr]bool       // peers whose last event says admin down
+	adminDown map[netip.Addr]time.Time  // peers whose events say admin down, since
 	naming    sync.Mutex                // one hostname lookup at a time (Sessions)
 	counts    map[netip.Addr]pathCounts // per peer, from the last Learned
 
@@ -70,7 +70,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (
 	s := server.NewBgpServer(server.LoggerOption(log.With("component", "gobgp"), lvl))
 	go s.Serve()
 	sp := &Speaker{cfg: cfg, s: s, log: log, announced: map[netip.Prefix]Claim{}, badSeen: map[string]bool{},
-		stuck: map[netip.Addr]stuckState{}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}, adminDown: map[netip.Addr]bool{}}
+		stuck: map[netip.Addr]stuckState{}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}, adminDown: map[netip.Addr]time.Time{}}
 
 	if err := s.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
 		Asn:             cfg.ASN,
