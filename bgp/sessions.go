@@ -84,14 +84,14 @@ func (sp *Speaker) Sessions(ctx context.Context) []PeerStatus {
 	}
 	sp.mu.Unlock()
 	for _, a := range unnamed {
-		ps, err := sp.listPeers(ctx, a.String())
-		if err != nil || len(ps) != 1 {
+		name, err := sp.hostname(ctx, a)
+		if err != nil {
 			continue
 		}
 		sp.mu.Lock()
 		if st, ok := sp.sessions[a]; ok && st.Established {
-			if ps[0].Hostname != "" {
-				st.Hostname = ps[0].Hostname
+			if name != "" {
+				st.Hostname = name
 				sp.sessions[a] = st
 			}
 			sp.named[a] = true // a peer that sends no name is not asked again

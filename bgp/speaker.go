@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -315,59 +313,21 @@ type PeerStatus struct {
 	Dynamic     bool      // accepted through peerPrefixes
 }
 
-// listPeers asks GoBGP for its neighbours (only the one at address,
-// unless address is ""), sorted by address. GoBGP answers in its main loop
-// and counts every listed peer's paths as it does: Sessions and Status
-// are what the daemon reads; this only looks up a new session's hostname.
-func (sp *Speaker) listPeers(ctx context.Context, address string) ([]PeerStatus, error) {
-	var out []PeerStatus
-	err := sp.s.ListPeer(ctx, &api.ListPeerRequest{Address: address, EnableAdvertised: false}, func(p *api.Peer) {
-		// A dynamic neighbour has its address in the state only (its conf
-		// says "invalid IP").
-		addr, err := netip.ParseAddr(p.GetConf().GetNeighborAddress())
-		if err != nil {
-			if addr, err = netip.ParseAddr(p.GetState().GetNeighborAddress()); err != nil {
-				return
-			}
-		}
-		st := PeerStatus{Address: addr, Dynamic: !sp.static(addr)}
-		st.Established = p.GetState().GetSessionState() == api.PeerState_SESSION_STATE_ESTABLISHED
-		st.State = sessionState(p.GetState().GetSessionState())
-		if st.Established && p.GetTimers().GetState().GetUptime() != nil {
-			st.Since = p.GetTimers().GetState().GetUptime().AsTime()
-		}
-		for _, af := range p.GetAfiSafis() {
-			st.Received += af.GetState().GetReceived()
-			st.Accepted += af.GetState().GetAccepted()
-		}
+// hostname asks GoBGP for the name a peer gave in its OPEN (the FQDN
+// capability, which GoBGP's peer events leave out). ListPeer answers in
+// GoBGP's main loop and counts the peer's paths as it does, so Sessions
+// asks once per session.
+func (sp *Speaker) hostname(ctx context.Context, peer netip.Addr) (string, error) {
+	var name string
+	err := sp.s.ListPeer(ctx, &api.ListPeerRequest{Address: peer.String()}, func(p *api.Peer) {
 		for _, c := range p.GetState().GetRemoteCap() {
 			if f := c.GetFqdn(); f != nil {
-				st.Hostname = f.GetHostName()
+				name = f.GetHostName()
 			}
 		}
-		out = append(out, st)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list BGP peers: %w", err)
+		return "", fmt.Errorf("look up BGP peer %s: %w", peer, err)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Address.Less(out[j].Address) })
-	return out, nil
-}
-
-func sessionState(s api.PeerState_SessionState) string {
-	switch s {
-	case api.PeerState_SESSION_STATE_IDLE:
-		return "idle"
-	case api.PeerState_SESSION_STATE_CONNECT:
-		return "connect"
-	case api.PeerState_SESSION_STATE_ACTIVE:
-		return "active"
-	case api.PeerState_SESSION_STATE_OPENSENT:
-		return "opensent"
-	case api.PeerState_SESSION_STATE_OPENCONFIRM:
-		return "openconfirm"
-	case api.PeerState_SESSION_STATE_ESTABLISHED:
-		return "established"
-	}
-	return "unknown(" + strconv.Itoa(int(s)) + ")"
+	return name, nil
 }
