@@ -1,0 +1,642 @@
+package blockproto
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// Input is everything one decision is made from.
+type Input struct {
+	State  State
+	Table  Table
+	Voters []netip.Addr // bgp.voters, as configured
+	Pools  []Pool
+	// Need are the pools for which this node wants a new block now (an ADD
+	// waits, or free addresses run low).
+	Need map[netip.Prefix]bool
+	// Name seeds where the claim search starts (Offset).
+	Name string
+}
+
+// Decision is what Decide asks for: the changes to persist, then the
+// complete set of announcements to make, and what `reef status` shows.
+type Decision struct {
+	Changes
+	Announce Table
+	Status   Status
+	// State is Input.State with Changes applied.
+	State State
+}
+
+// Status is the protocol as `reef status` explains it.
+type Status struct {
+	Voters    []netip.Addr
+	VoterHash uint32
+	Majority  int
+	Reached   []netip.Addr // voters whose record this node sees (itself included)
+	Missing   []netip.Addr // voters it does not
+	// Disagree are nodes that announce another voter list.
+	Disagree []Record
+	// Gone says why this incarnation may not take part any more (forgotten
+	// or superseded); "" while it may.
+	Gone string
+	// Blocked says, per pool in Need, why no claim could be made; a pool
+	// absent from it had its claim made or has one pending.
+	Blocked map[netip.Prefix]string
+	// Pending are this node's pending claims with the voters that granted
+	// them so far.
+	Pending   []PendingClaim
+	Conflicts []string
+}
+
+// PendingClaim is a pending claim with its grants so far.
+type PendingClaim struct {
+	Block  netip.Prefix
+	Grants []netip.Addr
+}
+
+// CanClaim reports whether nothing but the pool's free blocks stands in
+// the way of a claim.
+func (s Status) CanClaim() error {
+	switch {
+	case s.Gone != "":
+		return fmt.Errorf("%s", s.Gone)
+	case len(s.Disagree) > 0:
+		d := s.Disagree[0]
+		return fmt.Errorf("node %s announces the voters %s, this node has %s: bgp.voters must be the same on every node; no block is claimed until they agree",
+			d.Node.Addr, addrList(d.Voters), addrList(s.Voters))
+	case len(s.Reached) < s.Majority:
+		return fmt.Errorf("this node reaches %d of the %d voters and needs %d: no answer from %s; check `reef status` on them",
+			len(s.Reached), len(s.Voters), s.Majority, addrList(s.Missing))
+	}
+	return nil
+}
+
+func addrList(as []netip.Addr) string {
+	var s []string
+	for _, a := range as {
+		s = append(s, a.String())
+	}
+	return "[" + strings.Join(s, " ") + "]"
+}
+
+// maxRounds bounds the rounds of one decision. Each round only adds facts
+// (what was learned, then a claim, then this node's own vote for it, then
+// its confirmation); the loop ends at the first round that adds none.
+const maxRounds = 8
+
+// Decide makes one decision. It is a pure function: the same input gives
+// the same decision, whatever the order of the table.
+func Decide(in Input) Decision {
+	voters := Voters(in.Voters)
+	d := decider{in: in, state: in.State.Clone(), voters: voters, hash: VoterHash(voters), maj: Majority(len(voters)),
+		claimed: map[netip.Prefix]bool{}}
+	for _, v := range voters {
+		if v == in.State.Self.Addr {
+			d.isVoter = true
+		}
+	}
+	var all Changes
+	for range maxRounds {
+		d.view()
+		c := d.round()
+		if c.Empty() {
+			break
+		}
+		all.add(c)
+		d.state = Apply(d.state, c)
+	}
+	d.view()
+	return Decision{Changes: all, Announce: d.announce(), Status: d.status(), State: d.state}
+}
+
+type claimInfo struct {
+	state ClaimState
+	hash  uint32
+}
+
+type decider struct {
+	in      Input
+	state   State
+	voters  []netip.Addr
+	hash    uint32
+	maj     int
+	isVoter bool
+
+	// The view of one round, from the table and the state.
+	gone    string
+	claims  map[netip.Prefix]map[Node]claimInfo    // current nodes' claims, own included
+	grants  map[netip.Prefix]map[netip.Addr][]Node // votes that count here: voter -> claimants (copies may differ)
+	granted map[netip.Prefix]bool                  // any grant announced at all, whatever list
+	records map[netip.Addr]Record                  // current records of other nodes
+	toSelf  map[netip.Prefix]bool                  // some copy of a grant to this incarnation is announced
+	claimed map[netip.Prefix]bool                  // pools claimed in during this decision
+}
+
+func (d *decider) self() Node { return d.state.Self }
+
+// current reports whether announcements of n count: not forgotten, not
+// superseded, and the newest incarnation known of its address.
+func (d *decider) current(n Node) bool {
+	if !n.IsValid() || d.state.Forgotten[n] || d.state.Superseded[n] {
+		return false
+	}
+	if n.Addr == d.self().Addr {
+		return n == d.self()
+	}
+	k, ok := d.state.Known[n.Addr]
+	return !ok || k.Inc == n.Inc
+}
+
+func (d *decider) view() {
+	self := d.self()
+	d.gone = ""
+	switch {
+	case d.state.Forgotten[self]:
+		d.gone = fmt.Sprintf("this node (%s) was forgotten by the cluster (`reef node forget`): stop reef, move its state dir away and start it again to join as a new node", self)
+	case d.state.Superseded[self]:
+		d.gone = fmt.Sprintf("this node (%s) was superseded by a newer incarnation of %s: another reef with this node's address started from an empty state dir", self, self.Addr)
+	}
+	d.records = map[netip.Addr]Record{}
+	for _, r := range d.in.Table.Records {
+		if r.Node.Addr != self.Addr && d.current(r.Node) {
+			d.records[r.Node.Addr] = r
+		}
+	}
+	d.claims = map[netip.Prefix]map[Node]claimInfo{}
+	put := func(b netip.Prefix, n Node, ci claimInfo) {
+		m := d.claims[b]
+		if m == nil {
+			m = map[Node]claimInfo{}
+			d.claims[b] = m
+		}
+		// Of two copies, the later state wins: pending is followed by
+		// confirmed or released, never the other way.
+		if old, ok := m[n]; !ok || ci.state > old.state {
+			m[n] = ci
+		}
+	}
+	for _, c := range d.in.Table.Claims {
+		if c.Owner.Addr != self.Addr && c.State.Valid() && d.current(c.Owner) {
+			put(c.Block, c.Owner, claimInfo{c.State, c.VoterHash})
+		}
+	}
+	if d.gone == "" {
+		for b, o := range d.state.Own {
+			st := Pending
+			if o.State != OwnPending {
+				st = Confirmed
+			}
+			put(b, self, claimInfo{st, d.hash})
+		}
+		for b := range d.state.Released {
+			put(b, self, claimInfo{Released, d.hash})
+		}
+	}
+	d.grants = map[netip.Prefix]map[netip.Addr][]Node{}
+	d.granted = map[netip.Prefix]bool{}
+	d.toSelf = map[netip.Prefix]bool{}
+	vote := func(b netip.Prefix, v netip.Addr, to Node) {
+		m := d.grants[b]
+		if m == nil {
+			m = map[netip.Addr][]Node{}
+			d.grants[b] = m
+		}
+		if !slices.Contains(m[v], to) {
+			m[v] = append(m[v], to)
+		}
+	}
+	for _, g := range d.in.Table.Grants {
+		if g.Voter.Addr == self.Addr {
+			continue // our own votes come from the state
+		}
+		d.granted[g.Block] = true
+		if g.To == self {
+			d.toSelf[g.Block] = true
+		}
+		if g.VoterHash == d.hash && slices.Contains(d.voters, g.Voter.Addr) && d.current(g.Voter) {
+			vote(g.Block, g.Voter.Addr, g.To)
+		}
+	}
+	if d.isVoter && d.gone == "" {
+		for b, to := range d.state.Grants {
+			d.granted[b] = true
+			vote(b, self.Addr, to)
+		}
+	}
+}
+
+func (d *decider) round() Changes {
+	var c Changes
+	d.learn(&c)
+	if !c.Empty() {
+		return c // forgets and incarnations first: they change what counts
+	}
+	if d.isVoter && d.gone == "" {
+		d.vote(&c)
+	}
+	d.claimant(&c)
+	d.remote(&c)
+	if c.Empty() && d.gone == "" {
+		d.claimNew(&c)
+	}
+	return c
+}
+
+// learn records forgets and newer incarnations.
+func (d *decider) learn(c *Changes) {
+	self := d.self()
+	for _, f := range d.in.Table.Forgets {
+		if f.Node.IsValid() && !d.state.Forgotten[f.Node] && !slices.Contains(c.Forget, f.Node) {
+			c.Forget = append(c.Forget, f.Node)
+		}
+	}
+	mine := Incarnation{Inc: self.Inc, Born: d.state.Born}
+	newest := map[netip.Addr]Record{}
+	for _, r := range d.in.Table.Records {
+		if !r.Node.IsValid() || d.state.Forgotten[r.Node] || d.state.Superseded[r.Node] {
+			continue
+		}
+		if old, ok := newest[r.Node.Addr]; !ok || (Incarnation{r.Node.Inc, r.Born}).newer(Incarnation{old.Node.Inc, old.Born}) {
+			newest[r.Node.Addr] = r
+		}
+	}
+	for _, r := range d.in.Table.Records {
+		if !r.Node.IsValid() || d.state.Forgotten[r.Node] || d.state.Superseded[r.Node] {
+			continue
+		}
+		inc := Incarnation{r.Node.Inc, r.Born}
+		if r.Node.Addr == self.Addr {
+			if r.Node.Inc == self.Inc {
+				continue // our own, reflected back
+			}
+			if inc.newer(mine) {
+				addNode(&c.Supersede, self)
+			} else {
+				addNode(&c.Supersede, r.Node)
+			}
+			continue
+		}
+		if n := newest[r.Node.Addr]; n.Node != r.Node {
+			addNode(&c.Supersede, r.Node)
+			continue
+		}
+		k, ok := d.state.Known[r.Node.Addr]
+		switch {
+		case !ok:
+			c.Known = append(c.Known, KnownIncarnation{r.Node.Addr, inc})
+		case k.Inc == r.Node.Inc:
+		case inc.newer(k):
+			c.Known = append(c.Known, KnownIncarnation{r.Node.Addr, inc})
+			addNode(&c.Supersede, Node{r.Node.Addr, k.Inc})
+		default:
+			addNode(&c.Supersede, r.Node)
+		}
+	}
+}
+
+func addNode(list *[]Node, n Node) {
+	if !slices.Contains(*list, n) {
+		*list = append(*list, n)
+	}
+}
+
+func sortedKeys[V any](m map[netip.Prefix]V) []netip.Prefix {
+	keys := make([]netip.Prefix, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, cmpPrefix)
+	return keys
+}
+
+// vote is the voter's part: revoke votes whose claimant gave up or is gone,
+// and cast the vote of every block that has none.
+func (d *decider) vote(c *Changes) {
+	blocks := map[netip.Prefix]bool{}
+	for b := range d.state.Grants {
+		blocks[b] = true
+	}
+	for b := range d.claims {
+		blocks[b] = true
+	}
+	for _, b := range sortedKeys(blocks) {
+		if g, ok := d.state.Grants[b]; ok {
+			if d.current(g) && d.claims[b][g].state != Released {
+				continue // the vote stands
+			}
+			c.Revoke = append(c.Revoke, b)
+		}
+		if to, ok := d.candidate(b); ok {
+			c.Grant = append(c.Grant, Grant{Block: b, Voter: d.self(), To: to, VoterHash: d.hash})
+		}
+	}
+}
+
+// candidate is whom this voter grants block b, if it has no vote for it:
+// the block's confirmed owner if one is known (a voter added later, or one
+// that restarted empty, catches up), and never a pending claim then;
+// otherwise the pending claim, under this voter list, of the lowest
+// claimant address.
+func (d *decider) candidate(b netip.Prefix) (Node, bool) {
+	if o, ok := d.state.Own[b]; ok && o.State != OwnPending {
+		return d.self(), true
+	}
+	if r, ok := d.state.Remote[b]; ok && d.current(r.Owner) {
+		return r.Owner, true
+	}
+	var best Node
+	confirmed := false
+	for n, ci := range d.claims[b] {
+		switch {
+		case ci.state == Confirmed:
+			if !confirmed || cmpNode(n, best) < 0 {
+				best, confirmed = n, true
+			}
+		case confirmed || ci.state != Pending || ci.hash != d.hash:
+		case !best.IsValid() || cmpNode(n, best) < 0:
+			best = n
+		}
+	}
+	if confirmed && d.claims[b][best].hash != d.hash {
+		return Node{}, false
+	}
+	return best, best.IsValid()
+}
+
+// claimant is the claimant's part for its own blocks.
+func (d *decider) claimant(c *Changes) {
+	self := d.self()
+	for _, b := range sortedKeys(d.state.Own) {
+		o := d.state.Own[b]
+		_, confirmedElsewhere := d.confirmedBy(b)
+		if d.gone != "" {
+			if o.State == OwnPending {
+				c.Release = append(c.Release, b)
+			} else if o.State == OwnConfirmed {
+				c.Lose = append(c.Lose, b)
+			}
+			continue
+		}
+		switch o.State {
+		case OwnPending:
+			if confirmedElsewhere {
+				c.Release = append(c.Release, b)
+				continue
+			}
+			if _, ok := d.state.Remote[b]; ok {
+				c.Release = append(c.Release, b)
+				continue
+			}
+			if d.lowerGranted(b) {
+				c.Release = append(c.Release, b)
+				continue
+			}
+			if len(d.grantsTo(b, self)) >= d.maj {
+				c.Confirm = append(c.Confirm, b)
+				d.claimed[o.Pool] = true // the need this decision was asked for is met
+			}
+		case OwnConfirmed:
+			if confirmedElsewhere {
+				c.Lose = append(c.Lose, b)
+			}
+		}
+	}
+}
+
+// confirmedBy returns another current node that announces b confirmed.
+func (d *decider) confirmedBy(b netip.Prefix) (Node, bool) {
+	var best Node
+	for n, ci := range d.claims[b] {
+		if n != d.self() && ci.state == Confirmed && (!best.IsValid() || cmpNode(n, best) < 0) {
+			best = n
+		}
+	}
+	return best, best.IsValid()
+}
+
+// lowerGranted reports whether a voter granted b to a claimant with a lower
+// address that has not released it: the claim split votes converge on.
+func (d *decider) lowerGranted(b netip.Prefix) bool {
+	self := d.self()
+	for _, tos := range d.grants[b] {
+		for _, to := range tos {
+			if to != self && d.current(to) && to.Addr.Less(self.Addr) && d.claims[b][to].state != Released {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// grantsTo lists the voters whose vote for b counts for n. Any copy
+// counts: a voter revokes a vote for n only after n released the claim,
+// and n never claims a block again once it released it.
+func (d *decider) grantsTo(b netip.Prefix, n Node) []netip.Addr {
+	var out []netip.Addr
+	for v, tos := range d.grants[b] {
+		if slices.Contains(tos, n) {
+			out = append(out, v)
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
+}
+
+// remote keeps the other nodes' confirmed blocks remembered.
+func (d *decider) remote(c *Changes) {
+	for _, b := range sortedKeys(d.claims) {
+		if _, own := d.state.Own[b]; own {
+			continue
+		}
+		owner, ok := d.confirmedBy(b)
+		if !ok {
+			continue
+		}
+		r, known := d.state.Remote[b]
+		if known && (r.Owner == owner || d.current(r.Owner)) {
+			continue // remembered already, or a conflict (status says so)
+		}
+		c.Remember = append(c.Remember, RemoteBlock{Block: b, Pool: d.poolOf(b), Owner: owner})
+	}
+	for _, b := range sortedKeys(d.state.Remote) {
+		r := d.state.Remote[b]
+		if d.current(r.Owner) || slices.ContainsFunc(c.Remember, func(x RemoteBlock) bool { return x.Block == b }) {
+			continue
+		}
+		c.Unremember = append(c.Unremember, b)
+	}
+}
+
+func (d *decider) poolOf(b netip.Prefix) netip.Prefix {
+	for _, p := range d.in.Pools {
+		if p.CIDR.Contains(b.Addr()) {
+			return p.CIDR
+		}
+	}
+	return netip.Prefix{}
+}
+
+// claimNew makes a claim for every pool that needs one and has none
+// pending, when the node may claim at all.
+func (d *decider) claimNew(c *Changes) {
+	if d.claimBlocked() != nil {
+		return
+	}
+	for _, p := range d.in.Pools {
+		if !d.in.Need[p.CIDR] || d.pendingIn(p.CIDR) || d.claimed[p.CIDR] {
+			continue
+		}
+		if b, ok := d.free(p); ok {
+			c.Claim = append(c.Claim, OwnBlock{Block: b, Pool: p.CIDR, State: OwnPending})
+			d.claimed[p.CIDR] = true // Need asks for one block per decision
+		}
+	}
+}
+
+func (d *decider) pendingIn(pool netip.Prefix) bool {
+	for _, o := range d.state.Own {
+		if o.Pool == pool && o.State == OwnPending {
+			return true
+		}
+	}
+	return false
+}
+
+// free returns the first block of p, from this node's offset on, that
+// nobody claims, owns or votes for, as far as this node can tell.
+func (d *decider) free(p Pool) (netip.Prefix, bool) {
+	n := p.NumBlocks()
+	off := Offset(d.in.Name, n)
+	for i := range n {
+		b := p.Block((off + i) % n)
+		if _, ok := d.state.Own[b]; ok {
+			continue
+		}
+		if d.state.Released[b] || d.granted[b] {
+			continue
+		}
+		if _, ok := d.state.Remote[b]; ok {
+			continue
+		}
+		if len(d.claims[b]) > 0 {
+			continue
+		}
+		return b, true
+	}
+	return netip.Prefix{}, false
+}
+
+// claimBlocked says why this node may not claim now, or nil.
+func (d *decider) claimBlocked() error { return d.status().CanClaim() }
+
+func (d *decider) status() Status {
+	s := Status{Voters: d.voters, VoterHash: d.hash, Majority: d.maj, Gone: d.gone, Blocked: map[netip.Prefix]string{}}
+	for _, v := range d.voters {
+		if v == d.self().Addr || d.records[v].Node.IsValid() {
+			s.Reached = append(s.Reached, v)
+		} else {
+			s.Missing = append(s.Missing, v)
+		}
+	}
+	for _, a := range sortedAddrs(d.records) {
+		if r := d.records[a]; r.VoterHash != d.hash {
+			s.Disagree = append(s.Disagree, r)
+		}
+	}
+	for _, b := range sortedKeys(d.state.Own) {
+		if d.state.Own[b].State == OwnPending {
+			s.Pending = append(s.Pending, PendingClaim{Block: b, Grants: d.grantsTo(b, d.self())})
+		}
+	}
+	for _, b := range sortedKeys(d.state.Own) {
+		o := d.state.Own[b]
+		if other, ok := d.confirmedBy(b); ok && o.State != OwnPending {
+			s.Conflicts = append(s.Conflicts, fmt.Sprintf("block %s: this node and %s both announce it confirmed; this node hands out no more addresses from it, and the %d pods that hold one must be recreated",
+				b, other.Addr, o.Used))
+		}
+	}
+	for _, b := range sortedKeys(d.state.Remote) {
+		r := d.state.Remote[b]
+		if other, ok := d.confirmedBy(b); ok && other != r.Owner && d.current(r.Owner) {
+			s.Conflicts = append(s.Conflicts, fmt.Sprintf("block %s: remembered as %s's, but %s announces it confirmed", b, r.Owner.Addr, other.Addr))
+		}
+	}
+	why := s.CanClaim()
+	for _, p := range d.in.Pools {
+		if !d.in.Need[p.CIDR] || d.pendingIn(p.CIDR) || d.claimed[p.CIDR] {
+			continue
+		}
+		switch _, ok := d.free(p); {
+		case why != nil:
+			s.Blocked[p.CIDR] = why.Error()
+		case !ok:
+			s.Blocked[p.CIDR] = fmt.Sprintf("pool %s is exhausted: every one of its %d blocks of /%d is owned or claimed", p.CIDR, p.NumBlocks(), p.BlockSize)
+		}
+	}
+	return s
+}
+
+func sortedAddrs[V any](m map[netip.Addr]V) []netip.Addr {
+	out := make([]netip.Addr, 0, len(m))
+	for a := range m {
+		out = append(out, a)
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
+}
+
+// announce is everything this node announces: its record, its claims
+// (released ones only while a voter still shows a vote for them), the votes
+// someone still needs to see, and the forgets it knows.
+func (d *decider) announce() Table {
+	var t Table
+	for n := range d.state.Forgotten {
+		t.Forgets = append(t.Forgets, Forget{Node: n})
+	}
+	if d.gone != "" {
+		t.Sort()
+		return t
+	}
+	self := d.self()
+	t.Records = []Record{{Node: self, Born: d.state.Born, VoterHash: d.hash, Voters: d.voters}}
+	for b, o := range d.state.Own {
+		st := Pending
+		if o.State != OwnPending {
+			st = Confirmed
+		}
+		t.Claims = append(t.Claims, Claim{Block: b, Owner: self, State: st, VoterHash: d.hash})
+	}
+	for b := range d.state.Released {
+		if d.toSelf[b] {
+			t.Claims = append(t.Claims, Claim{Block: b, Owner: self, State: Released, VoterHash: d.hash})
+		}
+	}
+	if d.isVoter {
+		for b, to := range d.state.Grants {
+			if d.voteNeeded(b, to) {
+				t.Grants = append(t.Grants, Grant{Block: b, Voter: self, To: to, VoterHash: d.hash})
+			}
+		}
+	}
+	t.Sort()
+	return t
+}
+
+// voteNeeded reports whether a vote must be on the wire: while its claimant
+// has not announced the claim confirmed (it is counting), and while anyone
+// else claims the block (they must learn it is taken). In a quiet cluster
+// no vote is announced: the confirmed claims say it all.
+func (d *decider) voteNeeded(b netip.Prefix, to Node) bool {
+	if d.claims[b][to].state != Confirmed {
+		return true
+	}
+	for n, ci := range d.claims[b] {
+		if n != to && ci.state == Pending {
+			return true
+		}
+	}
+	return false
+}

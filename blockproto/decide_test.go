@@ -1,0 +1,293 @@
+package blockproto
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var (
+	pool  = Pool{CIDR: netip.MustParsePrefix("10.244.0.0/24"), BlockSize: 26}
+	addrA = netip.MustParseAddr("192.168.10.1")
+	addrB = netip.MustParseAddr("192.168.10.2")
+	addrC = netip.MustParseAddr("192.168.10.3")
+	addrD = netip.MustParseAddr("192.168.10.4")
+	nodeA = Node{addrA, 0xa}
+	nodeB = Node{addrB, 0xb}
+	nodeC = Node{addrC, 0xc}
+	nodeD = Node{addrD, 0xd}
+	three = []netip.Addr{addrA, addrB, addrC}
+	blk0  = netip.MustParsePrefix("10.244.0.0/26")
+	blk1  = netip.MustParsePrefix("10.244.0.64/26")
+)
+
+var netipCmp = cmp.Options{
+	cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
+	cmp.Comparer(func(a, b netip.Prefix) bool { return a == b }),
+}
+
+func record(n Node, voters ...netip.Addr) Record {
+	v := Voters(voters)
+	return Record{Node: n, Born: 1, VoterHash: VoterHash(v), Voters: v}
+}
+
+func input(self Node, voters []netip.Addr, t Table) Input {
+	return Input{State: emptyState(self, 1), Table: t, Voters: voters, Pools: []Pool{pool}, Name: "x"}
+}
+
+func need(in Input) Input {
+	in.Need = map[netip.Prefix]bool{pool.CIDR: true}
+	return in
+}
+
+func TestLoneVoterConfirmsAtOnce(t *testing.T) {
+	d := Decide(need(input(nodeA, []netip.Addr{addrA}, Table{})))
+	if len(d.Claim) != 1 || len(d.Confirm) != 1 || len(d.Grant) != 1 {
+		t.Fatalf("want one claim, its vote and its confirmation in one decision, got %+v", d.Changes)
+	}
+	if got := d.State.Own[d.Claim[0].Block].State; got != OwnConfirmed {
+		t.Fatalf("own block is %s, want confirmed", got)
+	}
+	// Steady state: the record and the confirmed claim, no vote on the wire.
+	if len(d.Announce.Records) != 1 || len(d.Announce.Claims) != 1 || len(d.Announce.Grants) != 0 {
+		t.Fatalf("announce %+v", d.Announce)
+	}
+}
+
+func TestClaimWaitsForMajority(t *testing.T) {
+	tbl := Table{Records: []Record{record(nodeB, three...), record(nodeC, three...)}}
+	d := Decide(need(input(nodeA, three, tbl)))
+	if len(d.Claim) != 1 || len(d.Confirm) != 0 {
+		t.Fatalf("want a pending claim only, got %+v", d.Changes)
+	}
+	b := d.Claim[0].Block
+	if diff := cmp.Diff([]PendingClaim{{Block: b, Grants: []netip.Addr{addrA}}}, d.Status.Pending, netipCmp); diff != "" {
+		t.Fatalf("pending (-want +got):\n%s", diff)
+	}
+	// B's vote arrives: A's own and B's make two of three.
+	in := input(nodeA, three, tbl)
+	in.State = d.State
+	in.Table.Grants = []Grant{{Block: b, Voter: nodeB, To: nodeA, VoterHash: VoterHash(three)}}
+	d2 := Decide(in)
+	if diff := cmp.Diff([]netip.Prefix{b}, d2.Confirm, netipCmp); diff != "" {
+		t.Fatalf("confirm (-want +got):\n%s", diff)
+	}
+	// A vote under another voter list does not count.
+	in.Table.Grants[0].VoterHash++
+	if d3 := Decide(in); len(d3.Confirm) != 0 {
+		t.Fatalf("confirmed on a vote made under another voter list: %+v", d3.Changes)
+	}
+}
+
+func TestVoterGrantsOnce(t *testing.T) {
+	h := VoterHash(three)
+	st := emptyState(nodeB, 1)
+	st.Grants[blk0] = nodeC
+	in := Input{State: st, Voters: three, Pools: []Pool{pool}, Table: Table{
+		Records: []Record{record(nodeA, three...), record(nodeC, three...)},
+		Claims: []Claim{
+			{Block: blk0, Owner: nodeA, State: Pending, VoterHash: h},
+			{Block: blk0, Owner: nodeC, State: Pending, VoterHash: h},
+		},
+	}}
+	d := Decide(in)
+	if len(d.Grant) != 0 || len(d.Revoke) != 0 {
+		t.Fatalf("voter changed its vote without a release: %+v", d.Changes)
+	}
+	want := []Grant{{Block: blk0, Voter: nodeB, To: nodeC, VoterHash: h}}
+	if diff := cmp.Diff(want, d.Announce.Grants, netipCmp); diff != "" {
+		t.Fatalf("the vote must stay visible while another claims the block (-want +got):\n%s", diff)
+	}
+	// C releases: the vote goes to A.
+	in.Table.Claims[1].State = Released
+	d = Decide(in)
+	if diff := cmp.Diff([]netip.Prefix{blk0}, d.Revoke, netipCmp); diff != "" {
+		t.Fatalf("revoke (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]Grant{{Block: blk0, Voter: nodeB, To: nodeA, VoterHash: h}}, d.Grant, netipCmp); diff != "" {
+		t.Fatalf("grant (-want +got):\n%s", diff)
+	}
+}
+
+func TestVoterNeverGrantsPendingOverConfirmed(t *testing.T) {
+	h := VoterHash(three)
+	st := emptyState(nodeB, 1)
+	st.Remote[blk0] = RemoteBlock{Block: blk0, Pool: pool.CIDR, Owner: nodeC}
+	in := Input{State: st, Voters: three, Pools: []Pool{pool}, Table: Table{
+		Claims: []Claim{{Block: blk0, Owner: nodeA, State: Pending, VoterHash: h}},
+	}}
+	d := Decide(in)
+	// A voter that knows blk0 as C's (and has no vote, say it restarted
+	// empty) votes for C, not for A's pending claim.
+	if diff := cmp.Diff([]Grant{{Block: blk0, Voter: nodeB, To: nodeC, VoterHash: h}}, d.Grant, netipCmp); diff != "" {
+		t.Fatalf("grant (-want +got):\n%s", diff)
+	}
+}
+
+func TestSplitVoteLowerAddressWins(t *testing.T) {
+	h := VoterHash(three)
+	st := emptyState(nodeC, 1)
+	st.Own[blk0] = OwnBlock{Block: blk0, Pool: pool.CIDR, State: OwnPending}
+	st.Grants[blk0] = nodeC
+	in := Input{State: st, Voters: three, Pools: []Pool{pool}, Table: Table{
+		Records: []Record{record(nodeA, three...), record(nodeB, three...)},
+		Claims:  []Claim{{Block: blk0, Owner: nodeA, State: Pending, VoterHash: h}},
+		Grants:  []Grant{{Block: blk0, Voter: nodeA, To: nodeA, VoterHash: h}},
+	}}
+	d := Decide(in)
+	if diff := cmp.Diff([]netip.Prefix{blk0}, d.Release, netipCmp); diff != "" {
+		t.Fatalf("C must give blk0 up to the lower A (-want +got):\n%s", diff)
+	}
+	// Its own vote moves to A, and the released claim stays announced
+	// while a vote for it is still visible (its own, until revoked here).
+	if diff := cmp.Diff([]Grant{{Block: blk0, Voter: nodeC, To: nodeA, VoterHash: h}}, d.Grant, netipCmp); diff != "" {
+		t.Fatalf("grant (-want +got):\n%s", diff)
+	}
+	if !d.State.Released[blk0] {
+		t.Fatal("released block not remembered: C could claim it again")
+	}
+	// C never claims blk0 again, even when it needs a block and blk0 looks free.
+	in.State = d.State
+	in.Table = Table{Records: in.Table.Records}
+	in.Need = map[netip.Prefix]bool{pool.CIDR: true}
+	for _, c := range Decide(in).Claim {
+		if c.Block == blk0 {
+			t.Fatal("claimed a released block again")
+		}
+	}
+}
+
+func TestCutOffNodeCannotClaim(t *testing.T) {
+	d := Decide(need(input(nodeC, three, Table{})))
+	if len(d.Claim) != 0 {
+		t.Fatalf("claimed without a majority: %+v", d.Changes)
+	}
+	msg := d.Status.Blocked[pool.CIDR]
+	if !strings.Contains(msg, "reaches 1 of the 3 voters") || !strings.Contains(msg, addrA.String()) || !strings.Contains(msg, addrB.String()) {
+		t.Fatalf("blocked message %q must name the voters it cannot reach", msg)
+	}
+}
+
+func TestVoterListsMustAgree(t *testing.T) {
+	tbl := Table{Records: []Record{record(nodeB, addrA, addrB, addrD), record(nodeC, three...)}}
+	d := Decide(need(input(nodeA, three, tbl)))
+	if len(d.Claim) != 0 {
+		t.Fatalf("claimed while voter lists differ: %+v", d.Changes)
+	}
+	if msg := d.Status.Blocked[pool.CIDR]; !strings.Contains(msg, "bgp.voters must be the same") || !strings.Contains(msg, addrB.String()) {
+		t.Fatalf("blocked message %q", msg)
+	}
+}
+
+func TestForgetFreesBlocksAndVotes(t *testing.T) {
+	st := emptyState(nodeB, 1)
+	st.Remote[blk0] = RemoteBlock{Block: blk0, Pool: pool.CIDR, Owner: nodeC}
+	st.Grants[blk0] = nodeC
+	d := Decide(Input{State: st, Voters: three, Pools: []Pool{pool}, Table: Table{Forgets: []Forget{{nodeC}}}})
+	if diff := cmp.Diff([]Node{nodeC}, d.Forget, netipCmp); diff != "" {
+		t.Fatalf("forget (-want +got):\n%s", diff)
+	}
+	if _, ok := d.State.Remote[blk0]; ok {
+		t.Fatal("forgotten node's block still remembered")
+	}
+	if _, ok := d.State.Grants[blk0]; ok {
+		t.Fatal("vote for a forgotten node not revoked")
+	}
+	if diff := cmp.Diff([]Forget{{nodeC}}, d.Announce.Forgets, netipCmp); diff != "" {
+		t.Fatalf("the forget must be announced on (-want +got):\n%s", diff)
+	}
+}
+
+func TestForgottenNodeStopsAllocating(t *testing.T) {
+	st := emptyState(nodeC, 1)
+	st.Own[blk0] = OwnBlock{Block: blk0, Pool: pool.CIDR, State: OwnConfirmed, Used: 3}
+	d := Decide(need(Input{State: st, Voters: three, Pools: []Pool{pool}, Name: "c", Table: Table{
+		Records: []Record{record(nodeA, three...), record(nodeB, three...)},
+		Forgets: []Forget{{nodeC}},
+	}}))
+	if diff := cmp.Diff([]netip.Prefix{blk0}, d.Lose, netipCmp); diff != "" {
+		t.Fatalf("lose (-want +got):\n%s", diff)
+	}
+	if len(d.Claim) != 0 || len(d.Announce.Claims) != 0 || len(d.Announce.Records) != 0 {
+		t.Fatalf("a forgotten node must claim and announce nothing but forgets: %+v %+v", d.Changes, d.Announce)
+	}
+	if !strings.Contains(d.Status.Gone, "forgotten") {
+		t.Fatalf("status.Gone = %q", d.Status.Gone)
+	}
+}
+
+func TestNewIncarnationSupersedesOld(t *testing.T) {
+	old := Node{addrC, 1}
+	st := emptyState(nodeB, 1)
+	st.Known[addrC] = Incarnation{Inc: 1, Born: 5}
+	st.Remote[blk0] = RemoteBlock{Block: blk0, Pool: pool.CIDR, Owner: old}
+	st.Grants[blk0] = old
+	fresh := Record{Node: Node{addrC, 2}, Born: 9, VoterHash: VoterHash(three), Voters: three}
+	d := Decide(Input{State: st, Voters: three, Pools: []Pool{pool}, Table: Table{Records: []Record{fresh}}})
+	if diff := cmp.Diff([]Node{old}, d.Supersede, netipCmp); diff != "" {
+		t.Fatalf("supersede (-want +got):\n%s", diff)
+	}
+	if _, ok := d.State.Remote[blk0]; ok {
+		t.Fatal("old incarnation's block still remembered")
+	}
+	if _, ok := d.State.Grants[blk0]; ok {
+		t.Fatal("vote for the old incarnation not revoked")
+	}
+	// An older record of the same address is the one superseded instead.
+	st2 := emptyState(nodeB, 1)
+	st2.Known[addrC] = Incarnation{Inc: 2, Born: 9}
+	d = Decide(Input{State: st2, Voters: three, Pools: []Pool{pool}, Table: Table{Records: []Record{record(old, three...)}}})
+	if diff := cmp.Diff([]Node{old}, d.Supersede, netipCmp); diff != "" {
+		t.Fatalf("stale record (-want +got):\n%s", diff)
+	}
+}
+
+func TestConfirmedTwiceStopsAllocating(t *testing.T) {
+	st := emptyState(nodeA, 1)
+	st.Own[blk0] = OwnBlock{Block: blk0, Pool: pool.CIDR, State: OwnConfirmed, Used: 2}
+	d := Decide(Input{State: st, Voters: three, Pools: []Pool{pool}, Table: Table{
+		Claims: []Claim{{Block: blk0, Owner: nodeB, State: Confirmed, VoterHash: VoterHash(three)}},
+	}})
+	if diff := cmp.Diff([]netip.Prefix{blk0}, d.Lose, netipCmp); diff != "" {
+		t.Fatalf("lose (-want +got):\n%s", diff)
+	}
+	if len(d.Status.Conflicts) != 1 || !strings.Contains(d.Status.Conflicts[0], "2 pods") {
+		t.Fatalf("conflicts %q", d.Status.Conflicts)
+	}
+}
+
+func TestReleasedClaimAnnouncedWhileVoted(t *testing.T) {
+	st := emptyState(nodeC, 1)
+	st.Released[blk1] = true
+	in := Input{State: st, Voters: three, Pools: []Pool{pool}, Table: Table{
+		Grants: []Grant{{Block: blk1, Voter: nodeA, To: nodeC, VoterHash: VoterHash(three)}},
+	}}
+	d := Decide(in)
+	want := []Claim{{Block: blk1, Owner: nodeC, State: Released, VoterHash: VoterHash(three)}}
+	if diff := cmp.Diff(want, d.Announce.Claims, netipCmp); diff != "" {
+		t.Fatalf("claims (-want +got):\n%s", diff)
+	}
+	in.Table.Grants = nil
+	if d := Decide(in); len(d.Announce.Claims) != 0 {
+		t.Fatalf("released claim announced with no vote left: %+v", d.Announce.Claims)
+	}
+}
+
+func TestRemoteConfirmedBlockRemembered(t *testing.T) {
+	h := VoterHash(three)
+	in := Input{State: emptyState(nodeD, 1), Voters: three, Pools: []Pool{pool}, Table: Table{
+		Claims: []Claim{{Block: blk1, Owner: nodeB, State: Confirmed, VoterHash: h}, {Block: blk0, Owner: nodeC, State: Pending, VoterHash: h}},
+	}}
+	d := Decide(in)
+	if diff := cmp.Diff([]RemoteBlock{{Block: blk1, Pool: pool.CIDR, Owner: nodeB}}, d.Remember, netipCmp); diff != "" {
+		t.Fatalf("remember (-want +got):\n%s", diff)
+	}
+	// Gone from the table (its owner is down): still remembered.
+	in.State = d.State
+	in.Table = Table{}
+	if d := Decide(in); len(d.Unremember) != 0 {
+		t.Fatalf("forgot a block because its owner went quiet: %+v", d.Changes)
+	}
+}

@@ -1,0 +1,224 @@
+package blockproto
+
+import (
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"net/netip"
+)
+
+// Pool is what the protocol needs of an address pool.
+type Pool struct {
+	CIDR      netip.Prefix
+	BlockSize int
+}
+
+// NumBlocks is how many blocks the pool has.
+func (p Pool) NumBlocks() int {
+	if !p.CIDR.Addr().Is4() || p.BlockSize < p.CIDR.Bits() || p.BlockSize > 32 {
+		return 0
+	}
+	return 1 << (p.BlockSize - p.CIDR.Bits())
+}
+
+// Block returns the pool's block number i, 0 <= i < NumBlocks.
+func (p Pool) Block(i int) netip.Prefix {
+	a := p.CIDR.Addr().As4()
+	start := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	start += uint32(i) << (32 - p.BlockSize)
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(start >> 24), byte(start >> 16), byte(start >> 8), byte(start)}), p.BlockSize)
+}
+
+// Offset is where a node named name starts its search among n blocks: a
+// hash of the name, so that fresh nodes go for different blocks and
+// competing claims are rare.
+func Offset(name string, n int) int {
+	if n <= 0 {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return int(h.Sum32() % uint32(n))
+}
+
+// OwnState is where one of this node's own claims stands.
+type OwnState uint8
+
+const (
+	// OwnPending: claimed and announced, not yet granted by a majority.
+	OwnPending OwnState = 1
+	// OwnConfirmed: granted by a majority; addresses are handed out.
+	OwnConfirmed OwnState = 2
+	// OwnLost: confirmed, but another node announces the block confirmed
+	// too (a restored backup, a forget of this node while it was away).
+	// No address is handed out from it any more; pods that have one keep it.
+	OwnLost OwnState = 3
+)
+
+func (s OwnState) String() string {
+	switch s {
+	case OwnPending:
+		return "pending"
+	case OwnConfirmed:
+		return "confirmed"
+	case OwnLost:
+		return "lost"
+	}
+	return fmt.Sprintf("own(%d)", uint8(s))
+}
+
+// OwnBlock is a block this node claimed.
+type OwnBlock struct {
+	Block netip.Prefix
+	Pool  netip.Prefix
+	State OwnState
+	Used  int // allocated addresses, for messages about conflicts
+}
+
+// RemoteBlock is another node's confirmed block, remembered so that it
+// stays routed and taken while its owner is out of reach.
+type RemoteBlock struct {
+	Block netip.Prefix
+	Pool  netip.Prefix
+	Owner Node
+}
+
+// Incarnation is what a record tells of a node's current incarnation.
+type Incarnation struct {
+	Inc  uint32
+	Born uint32
+}
+
+// newer reports whether a is a later incarnation than b.
+func (a Incarnation) newer(b Incarnation) bool {
+	return a.Born > b.Born || (a.Born == b.Born && a.Inc > b.Inc)
+}
+
+// State is what a node keeps in its store for the protocol. Everything in
+// it must be persisted before anything derived from it is announced.
+type State struct {
+	Self Node
+	Born uint32
+	Own  map[netip.Prefix]OwnBlock
+	// Released are the blocks this incarnation claimed and gave up: it
+	// never claims them again, so a stale grant from the earlier claim can
+	// never count for a new one.
+	Released map[netip.Prefix]bool
+	// Grants are this node's votes, as a voter: block -> claimant.
+	Grants map[netip.Prefix]Node
+	Remote map[netip.Prefix]RemoteBlock
+	// Forgotten are incarnations an operator forgot (announced on to
+	// everyone); Superseded those replaced by a newer incarnation of the
+	// same address (each node sees that for itself).
+	Forgotten  map[Node]bool
+	Superseded map[Node]bool
+	// Known is the newest incarnation seen of every other address.
+	Known map[netip.Addr]Incarnation
+}
+
+// Clone returns a deep copy of s, with every map allocated.
+func (s State) Clone() State {
+	c := s
+	c.Own = cloneMap(s.Own)
+	c.Released = cloneMap(s.Released)
+	c.Grants = cloneMap(s.Grants)
+	c.Remote = cloneMap(s.Remote)
+	c.Forgotten = cloneMap(s.Forgotten)
+	c.Superseded = cloneMap(s.Superseded)
+	c.Known = cloneMap(s.Known)
+	return c
+}
+
+func cloneMap[K comparable, V any](m map[K]V) map[K]V {
+	if m == nil {
+		return map[K]V{}
+	}
+	return maps.Clone(m)
+}
+
+// Changes is what one decision asks to persist, in one transaction, before
+// anything is announced.
+type Changes struct {
+	Claim      []OwnBlock // new pending claims
+	Confirm    []netip.Prefix
+	Release    []netip.Prefix // own pending claims given up
+	Lose       []netip.Prefix // own confirmed blocks seen confirmed by another
+	Grant      []Grant        // votes cast by this node (Block, To)
+	Revoke     []netip.Prefix // votes withdrawn
+	Remember   []RemoteBlock
+	Unremember []netip.Prefix
+	Forget     []Node // forgets learned
+	Supersede  []Node // incarnations replaced by newer ones
+	Known      []KnownIncarnation
+}
+
+// KnownIncarnation is a node address with its newest known incarnation.
+type KnownIncarnation struct {
+	Addr netip.Addr
+	Incarnation
+}
+
+// Empty reports whether c changes nothing.
+func (c Changes) Empty() bool {
+	return len(c.Claim)+len(c.Confirm)+len(c.Release)+len(c.Lose)+len(c.Grant)+len(c.Revoke)+
+		len(c.Remember)+len(c.Unremember)+len(c.Forget)+len(c.Supersede)+len(c.Known) == 0
+}
+
+func (c *Changes) add(o Changes) {
+	c.Claim = append(c.Claim, o.Claim...)
+	c.Confirm = append(c.Confirm, o.Confirm...)
+	c.Release = append(c.Release, o.Release...)
+	c.Lose = append(c.Lose, o.Lose...)
+	c.Grant = append(c.Grant, o.Grant...)
+	c.Revoke = append(c.Revoke, o.Revoke...)
+	c.Remember = append(c.Remember, o.Remember...)
+	c.Unremember = append(c.Unremember, o.Unremember...)
+	c.Forget = append(c.Forget, o.Forget...)
+	c.Supersede = append(c.Supersede, o.Supersede...)
+	c.Known = append(c.Known, o.Known...)
+}
+
+// Apply returns s with c applied: what the store holds once c is written.
+func Apply(s State, c Changes) State {
+	s = s.Clone()
+	for _, k := range c.Known {
+		s.Known[k.Addr] = k.Incarnation
+	}
+	for _, n := range c.Forget {
+		s.Forgotten[n] = true
+	}
+	for _, n := range c.Supersede {
+		s.Superseded[n] = true
+	}
+	for _, b := range c.Claim {
+		b.State = OwnPending
+		s.Own[b.Block] = b
+	}
+	for _, p := range c.Confirm {
+		b := s.Own[p]
+		b.State = OwnConfirmed
+		s.Own[p] = b
+	}
+	for _, p := range c.Lose {
+		b := s.Own[p]
+		b.State = OwnLost
+		s.Own[p] = b
+	}
+	for _, p := range c.Release {
+		delete(s.Own, p)
+		s.Released[p] = true
+	}
+	for _, p := range c.Revoke {
+		delete(s.Grants, p)
+	}
+	for _, g := range c.Grant {
+		s.Grants[g.Block] = g.To
+	}
+	for _, p := range c.Unremember {
+		delete(s.Remote, p)
+	}
+	for _, r := range c.Remember {
+		s.Remote[r.Block] = r
+	}
+	return s
+}
