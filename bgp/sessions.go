@@ -18,7 +18,7 @@ import (
 // each, that was a quarter of the daemons' CPU in the 50-node lab, and it
 // held up BGP updates. So the speaker keeps the sessions itself, from
 // GoBGP's peer events (notePeer), and the path counts from the pass over
-// the table it makes anyway (Learned); Sessions and Status read those.
+// the table it makes anyway (LearnedTable); Sessions and Status read those.
 
 // notePeer records a peer event: the session's state, since when it is
 // established, and whether the peer is administratively down (a reset in
@@ -101,15 +101,16 @@ func (sp *Speaker) Sessions(ctx context.Context) []PeerStatus {
 	return sp.snapshot()
 }
 
-// Status is Sessions with each peer's path counts as of the last Learned:
-// what `reef status` shows.
+// Status is Sessions with each peer's path counts (both families) as of
+// the last LearnedTable: what `reef status` shows.
 func (sp *Speaker) Status(ctx context.Context) []PeerStatus {
 	out := sp.Sessions(ctx)
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	for i := range out {
 		c := sp.counts[out[i].Address]
-		out[i].Received, out[i].Accepted = c.received, c.accepted
+		out[i].Received = c.Unicast.Received + c.VPN.Received
+		out[i].Accepted = c.Unicast.Accepted + c.VPN.Accepted
 	}
 	return out
 }

@@ -2,7 +2,6 @@ package bgp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -12,20 +11,23 @@ import (
 
 	api "github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
-	bgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v4/pkg/server"
 )
 
 // Config is the speaker's configuration.
 type Config struct {
-	ASN          uint32
-	Port         int
-	RouterID     netip.Addr // the node address: also the next hop of own blocks
-	Peers        []netip.Addr
-	PeerPrefixes []netip.Prefix // sessions accepted passively from these
-	Password     string         // TCP MD5; "" for none
-	Keepalive    time.Duration
-	Hold         time.Duration
+	ASN      uint32
+	Port     int
+	RouterID netip.Addr // the node address: the next hop of own paths, the local address of sessions
+	// ListenAddress is where the speaker takes sessions in; unset, every
+	// IPv4 address (0.0.0.0). Two speakers in one host (tests) need one
+	// each.
+	ListenAddress netip.Addr
+	Peers         []netip.Addr
+	PeerPrefixes  []netip.Prefix // sessions accepted passively from these
+	Password      string         // TCP MD5; "" for none
+	Keepalive     time.Duration
+	Hold          time.Duration
 	// RestartTime is how long peers keep our routes after the session
 	// drops: above the worst-case time for the daemon to come back.
 	RestartTime time.Duration
@@ -46,15 +48,21 @@ type Speaker struct {
 	s   *server.BgpServer
 	log *slog.Logger
 
+	// announcing serialises AnnounceTable (and the old Announce); it
+	// guards the maps of what was announced.
+	announcing sync.Mutex
+	ownVPN     map[vpnKey]ownPath
+	ownUnicast map[netip.Prefix]ownPath
+
 	mu        sync.Mutex
-	announced map[netip.Prefix]Claim
 	badSeen   map[string]bool           // peer|prefix already logged as dropped
 	stuck     map[netip.Addr]stuckState // peers seen between OPEN and Established
 	sessions  map[netip.Addr]PeerStatus // from GoBGP's peer events (notePeer)
 	named     map[netip.Addr]bool       // sessions whose hostname was looked up
 	adminDown map[netip.Addr]time.Time  // peers whose events say admin down, since
 	naming    sync.Mutex                // one hostname lookup at a time (Sessions)
-	counts    map[netip.Addr]pathCounts // per peer, from the last Learned
+	counts    map[netip.Addr]PeerCounts // per peer, from the last LearnedTable
+	learnedN  [5]int                    // sizes of the last LearnedTable (records, claims, grants, forgets, peers)
 
 	dropped atomic.Uint64
 }
@@ -67,14 +75,18 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (
 	lvl.Set(cfg.LogLevel)
 	s := server.NewBgpServer(server.LoggerOption(log.With("component", "gobgp"), lvl))
 	go s.Serve()
-	sp := &Speaker{cfg: cfg, s: s, log: log, announced: map[netip.Prefix]Claim{}, badSeen: map[string]bool{},
+	sp := &Speaker{cfg: cfg, s: s, log: log, ownVPN: map[vpnKey]ownPath{}, ownUnicast: map[netip.Prefix]ownPath{}, badSeen: map[string]bool{},
 		stuck: map[netip.Addr]stuckState{}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}, adminDown: map[netip.Addr]time.Time{}}
 
+	listen := "0.0.0.0"
+	if cfg.ListenAddress.IsValid() {
+		listen = cfg.ListenAddress.String()
+	}
 	if err := s.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
 		Asn:             cfg.ASN,
 		RouterId:        cfg.RouterID.String(),
 		ListenPort:      int32(cfg.Port),
-		ListenAddresses: []string{"0.0.0.0"},
+		ListenAddresses: []string{listen},
 	}}); err != nil {
 		return nil, fmt.Errorf("start BGP (AS %d, router ID %s, port %d): %w", cfg.ASN, cfg.RouterID, cfg.Port, err)
 	}
@@ -146,144 +158,26 @@ func (sp *Speaker) gracefulRestart() *api.GracefulRestart {
 	}
 }
 
+// afiSafis are the families of every session: IPv4 unicast (confirmed
+// blocks, for the network to route by) and IPv4 VPN (the block protocol),
+// each with graceful restart.
 func (sp *Speaker) afiSafis() []*api.AfiSafi {
-	return []*api.AfiSafi{{
-		Config:            &api.AfiSafiConfig{Family: &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}, Enabled: true},
-		MpGracefulRestart: &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}},
-	}}
+	family := func(safi api.Family_Safi) *api.AfiSafi {
+		return &api.AfiSafi{
+			Config:            &api.AfiSafiConfig{Family: &api.Family{Afi: api.Family_AFI_IP, Safi: safi}, Enabled: true},
+			MpGracefulRestart: &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}},
+		}
+	}
+	return []*api.AfiSafi{family(api.Family_SAFI_UNICAST), family(api.Family_SAFI_MPLS_VPN)}
 }
 
-// Announce makes the node's own paths exactly claims: new and changed ones
-// are added (a new path replaces the old one of the same prefix), the rest
-// withdrawn.
-func (sp *Speaker) Announce(claims []Claim) error {
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
-	want := map[netip.Prefix]Claim{}
-	for _, c := range claims {
-		want[c.Block] = c
+// Stop closes every session (with a NOTIFICATION: peers drop our paths at
+// once) and the listener.
+func (sp *Speaker) Stop(ctx context.Context) error {
+	if err := sp.s.StopBgp(ctx, &api.StopBgpRequest{}); err != nil {
+		return fmt.Errorf("stop BGP: %w", err)
 	}
-	var errs []error
-	for p, c := range want {
-		if cur, ok := sp.announced[p]; ok && cur == c {
-			continue
-		}
-		path, err := sp.path(c)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if _, err := sp.s.AddPath(apiutil.AddPathRequest{Paths: []*apiutil.Path{path}}); err != nil {
-			errs = append(errs, fmt.Errorf("announce %s (%s, owner %s): %w", p, c.State, c.Owner, err))
-			continue
-		}
-		sp.announced[p] = c
-	}
-	for p, c := range sp.announced {
-		if _, ok := want[p]; ok {
-			continue
-		}
-		path, err := sp.path(c)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := sp.s.DeletePath(apiutil.DeletePathRequest{Paths: []*apiutil.Path{path}}); err != nil {
-			errs = append(errs, fmt.Errorf("withdraw %s: %w", p, err))
-			continue
-		}
-		delete(sp.announced, p)
-	}
-	return errors.Join(errs...)
-}
-
-func (sp *Speaker) path(c Claim) (*apiutil.Path, error) {
-	nlri, err := bgppkt.NewIPAddrPrefix(c.Block)
-	if err != nil {
-		return nil, fmt.Errorf("encode %s: %w", c.Block, err)
-	}
-	nh := c.Owner
-	if c.State == Forgotten {
-		nh = sp.cfg.RouterID // a tombstone leads nowhere
-	}
-	nextHop, err := bgppkt.NewPathAttributeNextHop(nh)
-	if err != nil {
-		return nil, fmt.Errorf("encode next hop %s: %w", nh, err)
-	}
-	var lcs []*bgppkt.LargeCommunity
-	for _, lc := range Encode(sp.cfg.ASN, c) {
-		lcs = append(lcs, bgppkt.NewLargeCommunity(lc.ASN, lc.Data1, lc.Data2))
-	}
-	return &apiutil.Path{
-		Family: bgppkt.RF_IPv4_UC,
-		Nlri:   nlri,
-		Attrs: []bgppkt.PathAttributeInterface{
-			bgppkt.NewPathAttributeOrigin(0),
-			nextHop,
-			bgppkt.NewPathAttributeLargeCommunities(lcs),
-		},
-	}, nil
-}
-
-// Learned returns the valid claims peers announce, one per (peer, block).
-// Paths that are not reef blocks of the configured pools are dropped,
-// counted and logged once each.
-func (sp *Speaker) Learned() ([]Claim, error) {
-	var out []Claim
-	counts := map[netip.Addr]pathCounts{}
-	err := sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgppkt.RF_IPv4_UC},
-		func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
-			for _, p := range paths {
-				if !p.PeerAddress.IsValid() || p.PeerAddress.IsUnspecified() || p.PeerAddress == sp.cfg.RouterID {
-					continue // our own
-				}
-				c := counts[p.PeerAddress]
-				c.received++
-				counts[p.PeerAddress] = c
-				claim, err := sp.decode(nlri, p)
-				if err != nil {
-					sp.drop(p.PeerAddress, nlri.String(), err)
-					continue
-				}
-				c.accepted++
-				counts[p.PeerAddress] = c
-				claim.From = p.PeerAddress
-				out = append(out, claim)
-			}
-		})
-	if err != nil {
-		return nil, fmt.Errorf("list BGP paths: %w", err)
-	}
-	sp.mu.Lock()
-	sp.counts = counts
-	sp.mu.Unlock()
-	return out, nil
-}
-
-// pathCounts are one peer's paths in the last Learned: received, and
-// accepted by the import filter.
-type pathCounts struct{ received, accepted uint64 }
-
-func (sp *Speaker) decode(nlri bgppkt.NLRI, p *apiutil.Path) (Claim, error) {
-	prefix, err := netip.ParsePrefix(nlri.String())
-	if err != nil {
-		return Claim{}, fmt.Errorf("%s: %w", nlri, ErrNotReef)
-	}
-	var nh netip.Addr
-	var lcs []LargeCommunity
-	for _, a := range p.Attrs {
-		switch a := a.(type) {
-		case *bgppkt.PathAttributeNextHop:
-			nh = a.Value
-		case *bgppkt.PathAttributeMpReachNLRI:
-			nh = a.Nexthop
-		case *bgppkt.PathAttributeLargeCommunities:
-			for _, v := range a.Values {
-				lcs = append(lcs, LargeCommunity{v.ASN, v.LocalData1, v.LocalData2})
-			}
-		}
-	}
-	return Decode(sp.cfg.ASN, sp.cfg.Pools, prefix, nh, lcs)
+	return nil
 }
 
 func (sp *Speaker) drop(peer netip.Addr, prefix string, err error) {
@@ -298,7 +192,7 @@ func (sp *Speaker) drop(peer netip.Addr, prefix string, err error) {
 	}
 }
 
-// Dropped counts the distinct (peer, prefix) paths refused so far.
+// Dropped counts the distinct (peer, NLRI) paths refused so far.
 func (sp *Speaker) Dropped() uint64 { return sp.dropped.Load() }
 
 // PeerStatus is one BGP neighbour as `reef status` shows it.
@@ -308,8 +202,8 @@ type PeerStatus struct {
 	State       string // idle, connect, active, opensent, openconfirm, established
 	Established bool
 	Since       time.Time // of the current state when established, else zero
-	Received    uint64    // paths from the peer in the last Learned
-	Accepted    uint64    // of them, reef claims that passed the import filter
+	Received    uint64    // paths from the peer in the last LearnedTable, both families
+	Accepted    uint64    // of them, those that passed the import filter
 	Dynamic     bool      // accepted through peerPrefixes
 }
 

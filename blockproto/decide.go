@@ -18,6 +18,11 @@ type Input struct {
 	Need map[netip.Prefix]bool
 	// Name seeds where the claim search starts (Offset).
 	Name string
+	// Unreachable are voters the caller knows no live session leads to
+	// now (their announcements, if still in the table, are stale copies a
+	// peer keeps over a graceful restart). They do not count as reached,
+	// so a cut-off node says so at once instead of waiting for votes.
+	Unreachable map[netip.Addr]bool
 }
 
 // Decision is what Decide asks for: the changes to persist, then the
@@ -35,9 +40,11 @@ type Status struct {
 	Voters    []netip.Addr
 	VoterHash uint32
 	Majority  int
-	Reached   []netip.Addr // voters whose record this node sees (itself included)
+	Reached   []netip.Addr // voters whose record, under this voter list, this node sees (itself included)
 	Missing   []netip.Addr // voters it does not
-	// Disagree are nodes that announce another voter list.
+	// Disagree are nodes that announce another voter list: a node
+	// configured wrongly (its votes and claims do not count here), or this
+	// one.
 	Disagree []Record
 	// Gone says why this incarnation may not take part any more (forgotten
 	// or superseded); "" while it may.
@@ -58,20 +65,23 @@ type PendingClaim struct {
 }
 
 // CanClaim reports whether nothing but the pool's free blocks stands in
-// the way of a claim.
+// the way of a claim: this node takes part, and a majority of its voters is
+// reached and announces the same voter list.
 func (s Status) CanClaim() error {
-	switch {
-	case s.Gone != "":
+	if s.Gone != "" {
 		return fmt.Errorf("%s", s.Gone)
-	case len(s.Disagree) > 0:
-		d := s.Disagree[0]
-		return fmt.Errorf("node %s announces the voters %s, this node has %s: bgp.voters must be the same on every node; no block is claimed until they agree",
-			d.Node.Addr, addrList(d.Voters), addrList(s.Voters))
-	case len(s.Reached) < s.Majority:
-		return fmt.Errorf("this node reaches %d of the %d voters and needs %d: no answer from %s; check `reef status` on them",
-			len(s.Reached), len(s.Voters), s.Majority, addrList(s.Missing))
 	}
-	return nil
+	if len(s.Reached) >= s.Majority {
+		return nil
+	}
+	for _, d := range s.Disagree {
+		if slices.Contains(s.Voters, d.Node.Addr) {
+			return fmt.Errorf("voter %s announces the voters %s, this node has %s: bgp.voters must be the same on every node; this node claims no block until a majority of its voters agree",
+				d.Node.Addr, addrList(d.Voters), addrList(s.Voters))
+		}
+	}
+	return fmt.Errorf("this node reaches %d of the %d voters and needs %d: no answer from %s; check `reef status` on them",
+		len(s.Reached), len(s.Voters), s.Majority, addrList(s.Missing))
 }
 
 func addrList(as []netip.Addr) string {
@@ -535,7 +545,7 @@ func (d *decider) claimBlocked() error { return d.status().CanClaim() }
 func (d *decider) status() Status {
 	s := Status{Voters: d.voters, VoterHash: d.hash, Majority: d.maj, Gone: d.gone, Blocked: map[netip.Prefix]string{}}
 	for _, v := range d.voters {
-		if v == d.self().Addr || d.records[v].Node.IsValid() {
+		if r := d.records[v]; v == d.self().Addr || (r.Node.IsValid() && !d.in.Unreachable[v] && r.VoterHash == d.hash) {
 			s.Reached = append(s.Reached, v)
 		} else {
 			s.Missing = append(s.Missing, v)
@@ -573,7 +583,7 @@ func (d *decider) status() Status {
 		case why != nil:
 			s.Blocked[p.CIDR] = why.Error()
 		case !ok:
-			s.Blocked[p.CIDR] = fmt.Sprintf("pool %s is exhausted: every one of its %d blocks of /%d is owned or claimed", p.CIDR, p.NumBlocks(), p.BlockSize)
+			s.Blocked[p.CIDR] = fmt.Sprintf("pool %s exhausted: all %d blocks of /%d are owned or claimed", p.CIDR, p.NumBlocks(), p.BlockSize)
 		}
 	}
 	return s

@@ -171,13 +171,24 @@ func TestCutOffNodeCannotClaim(t *testing.T) {
 }
 
 func TestVoterListsMustAgree(t *testing.T) {
-	tbl := Table{Records: []Record{record(nodeB, addrA, addrB, addrD), record(nodeC, three...)}}
+	// B and C announce other lists: A has no majority that agrees with it.
+	tbl := Table{Records: []Record{record(nodeB, addrA, addrB, addrD), record(nodeC, addrA, addrC)}}
 	d := Decide(need(input(nodeA, three, tbl)))
 	if len(d.Claim) != 0 {
 		t.Fatalf("claimed while voter lists differ: %+v", d.Changes)
 	}
 	if msg := d.Status.Blocked[pool.CIDR]; !strings.Contains(msg, "bgp.voters must be the same") || !strings.Contains(msg, addrB.String()) {
 		t.Fatalf("blocked message %q", msg)
+	}
+	// Only C differs: A and B are a majority that agrees; A claims, and
+	// its status names C.
+	tbl.Records[0] = record(nodeB, three...)
+	d = Decide(need(input(nodeA, three, tbl)))
+	if len(d.Claim) != 1 {
+		t.Fatalf("a majority agrees, yet no claim: %+v", d.Status)
+	}
+	if len(d.Status.Disagree) != 1 || d.Status.Disagree[0].Node != nodeC {
+		t.Fatalf("disagree %+v, want C", d.Status.Disagree)
 	}
 }
 
@@ -289,5 +300,25 @@ func TestRemoteConfirmedBlockRemembered(t *testing.T) {
 	in.Table = Table{}
 	if d := Decide(in); len(d.Unremember) != 0 {
 		t.Fatalf("forgot a block because its owner went quiet: %+v", d.Changes)
+	}
+}
+
+func TestAdopt(t *testing.T) {
+	mine := []netip.Addr{addrD, addrA, addrB, addrC}
+	for _, tc := range []struct {
+		name    string
+		records []Record
+		want    []netip.Addr
+	}{
+		{"nobody seen", nil, Voters(mine)},
+		{"all announce three", []Record{record(nodeA, three...), record(nodeB, three...)}, three},
+		{"they disagree", []Record{record(nodeA, three...), record(nodeB, addrA, addrB)}, Voters(mine)},
+		{"own reflected record ignored", []Record{record(Node{addrD, 1}, addrD), record(nodeA, three...), record(nodeB, three...)}, three},
+		{"one voter of three is no majority of the list", []Record{record(nodeA, three...)}, Voters(mine)},
+		{"a stray list announced by a non-voter of it", []Record{record(nodeC, addrA, addrB)}, Voters(mine)},
+	} {
+		if diff := cmp.Diff(tc.want, Adopt(mine, tc.records, addrD), netipCmp); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
 	}
 }

@@ -135,3 +135,38 @@ func VoterHash(voters []netip.Addr) uint32 {
 
 // Majority is the number of grants a claim needs among n voters.
 func Majority(n int) int { return n/2 + 1 }
+
+// Adopt is the voter list of a node configured without bgp.voters: its
+// default (itself and its peers), unless every other node whose record it
+// sees announces one same other list, and a majority of that list's own
+// voters are among them; it then takes that list. So a node that joins a
+// running cluster takes the cluster's voters (and is not one itself)
+// without an edit anywhere, while a node that sees only a stray, wrongly
+// configured one keeps its own. Safety does not rest on it: a voter votes
+// only under its own list, and a claim counts only votes made under the
+// claimant's.
+func Adopt(def []netip.Addr, records []Record, self netip.Addr) []netip.Addr {
+	var common []netip.Addr
+	from := map[netip.Addr]bool{}
+	for _, r := range records {
+		if r.Node.Addr == self {
+			continue
+		}
+		v := Voters(r.Voters)
+		switch {
+		case len(v) == 0:
+			return Voters(def)
+		case common == nil:
+			common = v
+		case !slices.Equal(common, v):
+			return Voters(def) // they disagree among themselves: nothing to adopt
+		}
+		if slices.Contains(v, r.Node.Addr) {
+			from[r.Node.Addr] = true
+		}
+	}
+	if common == nil || len(from) < Majority(len(common)) {
+		return Voters(def)
+	}
+	return common
+}

@@ -20,6 +20,10 @@ const (
 	ErrPoolExhausted uint = 100
 	// ErrDataplaneDiffers: CHECK found the kernel out of line with the record.
 	ErrDataplaneDiffers uint = 101
+	// ErrNodeForgotten: the cluster forgot this node (`reef node forget`)
+	// or a newer incarnation of it took over; it hands out no address until
+	// the operator restarts it with an empty state dir (docs/ipam.md).
+	ErrNodeForgotten uint = 102
 )
 
 func (s *Server) log4(r *request) *slog.Logger {

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/reefcni/reef/bgp"
+	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/cniserver"
 	"github.com/reefcni/reef/store"
 )
@@ -20,54 +22,49 @@ import (
 // with "try again later".
 const needTimeout = 30 * time.Second
 
-// tombstoneTTL is how long the node that ran `reef node forget` announces
-// the forgotten node's blocks as tombstones; every node that sees one
-// records the forget for good.
-const tombstoneTTL = 10 * time.Minute
-
-// blockEngine runs the block protocol for the reconcile loop: it feeds
-// decideBlocks with the store and the BGP table, applies the plan, claims
-// blocks when ADDs need them or free addresses run low, and keeps the
-// node's announcements in line. Step runs only in the reconcile goroutine.
+// blockEngine runs the block protocol (blockproto) for the reconcile loop:
+// each Step reads the store and the BGP table, lets blockproto.Decide
+// decide, writes the decision to the store in one transaction and only then
+// announces what it asks for. ADDs that find no free address register a
+// need and wait for the blocks to change. Step runs only in the reconcile
+// goroutine.
 type blockEngine struct {
-	store     *store.Store
-	speaker   *bgp.Speaker
-	log       *slog.Logger
-	self      netip.Addr
-	peers     []netip.Addr
-	pools     []store.Pool
-	claimWait time.Duration
-	settle    time.Duration
-	trigger   func()
+	store   *store.Store
+	speaker *bgp.Speaker
+	log     *slog.Logger
+	name    string
+	voters  []netip.Addr // bgp.voters, or the default (this node and bgp.peers)
+	auto    bool         // bgp.voters unset: take the cluster's list (blockproto.Adopt)
+	pools   []store.Pool
+	trigger func()
 
-	mu         sync.Mutex
-	demand     map[netip.Prefix]int       // pool -> ADDs waiting for a block
-	failure    map[netip.Prefix]error     // pool -> why the last claim could not be made
-	changed    chan struct{}              // closed and replaced when blocks change
-	tombstones map[netip.Prefix]tombstone // announced by this node
-	timer      *time.Timer
+	mu      sync.Mutex
+	demand  map[netip.Prefix]int   // pool -> ADDs waiting for a block
+	failure map[netip.Prefix]error // pool -> why no block could be had so far
+	changed chan struct{}          // closed and replaced when blocks change
+	last    blockproto.Decision    // for reef status
+	counts  bgp.Counts
+	// announce is off until the first reconcile pass has brought the
+	// kernel in line with the store: a node restarted with a wiped state
+	// dir must have removed the old pods' veths and routes before its new
+	// incarnation makes the cluster free their blocks.
+	announce bool
+	timer    *time.Timer
 }
 
-type tombstone struct {
-	claim   bgp.Claim
-	expires time.Time
-}
-
-func newBlockEngine(st *store.Store, sp *bgp.Speaker, log *slog.Logger, self netip.Addr, peers []netip.Addr, pools []store.Pool, claimWait, settle time.Duration, trigger func()) *blockEngine {
-	return &blockEngine{store: st, speaker: sp, log: log.With("component", "blocks"), self: self, peers: peers, pools: pools,
-		claimWait: claimWait, settle: settle, trigger: trigger,
-		demand: map[netip.Prefix]int{}, failure: map[netip.Prefix]error{}, changed: make(chan struct{}),
-		tombstones: map[netip.Prefix]tombstone{}}
+func newBlockEngine(st *store.Store, sp *bgp.Speaker, log *slog.Logger, name string, voters []netip.Addr, auto bool, pools []store.Pool, trigger func()) *blockEngine {
+	return &blockEngine{store: st, speaker: sp, log: log.With("component", "blocks"), name: name, voters: blockproto.Voters(voters), auto: auto, pools: pools,
+		trigger: trigger, demand: map[netip.Prefix]int{}, failure: map[netip.Prefix]error{}, changed: make(chan struct{})}
 }
 
 // Need is cniserver's NeedBlock: it registers an ADD's need for a block of
-// pool, asks for a pass, and waits until the blocks change or a claim
-// fails.
+// pool, asks for a pass, and waits until the blocks change or it is clear
+// that none will come soon.
 func (e *blockEngine) Need(ctx context.Context, pool store.Pool) *types.Error {
 	e.mu.Lock()
 	e.demand[pool.CIDR]++
-	delete(e.failure, pool.CIDR)
 	ch := e.changed
+	gone := e.failure[pool.CIDR]
 	e.mu.Unlock()
 	defer func() {
 		e.mu.Lock()
@@ -76,6 +73,9 @@ func (e *blockEngine) Need(ctx context.Context, pool store.Pool) *types.Error {
 		}
 		e.mu.Unlock()
 	}()
+	if errors.Is(gone, errGone) {
+		return types.NewError(cniserver.ErrNodeForgotten, gone.Error(), "docs/ipam.md, \"Removing a node for good\"")
+	}
 	e.trigger()
 	ctx, cancel := context.WithTimeout(ctx, needTimeout)
 	defer cancel()
@@ -83,34 +83,34 @@ func (e *blockEngine) Need(ctx context.Context, pool store.Pool) *types.Error {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			msg := fmt.Sprintf("no block of pool %s could be claimed within %s", pool.CIDR, needTimeout)
-			if f := e.failureOf(pool.CIDR); f != "" {
-				msg = f
+			msg := fmt.Sprintf("no block of pool %s could be confirmed within %s", pool.CIDR, needTimeout)
+			if f := e.failureOf(pool.CIDR); f != nil {
+				msg = f.Error()
 			}
-			return types.NewError(types.ErrTryAgainLater, msg, "see `reef status` for the BGP sessions")
+			return types.NewError(types.ErrTryAgainLater, msg, "see `reef status` for the voters and BGP sessions")
 		}
 		e.mu.Lock()
 		err := e.failure[pool.CIDR]
 		ch = e.changed
 		e.mu.Unlock()
-		switch {
-		case err == nil:
-			return nil // blocks changed: try to allocate again
-		case errors.Is(err, store.ErrPoolExhausted):
+		if errors.Is(err, store.ErrPoolExhausted) {
 			return types.NewError(cniserver.ErrPoolExhausted, err.Error()+"; add a pool or free addresses", "")
 		}
-		// No majority yet (sessions still coming up, or a partition):
-		// keep waiting until the timeout.
+		if errors.Is(err, errGone) {
+			return types.NewError(cniserver.ErrNodeForgotten, err.Error(), "docs/ipam.md, \"Removing a node for good\"")
+		}
+		if err == nil {
+			return nil // blocks changed: try to allocate again
+		}
+		// No majority yet (sessions still coming up, a partition): keep
+		// waiting until the timeout.
 	}
 }
 
-func (e *blockEngine) failureOf(pool netip.Prefix) string {
+func (e *blockEngine) failureOf(pool netip.Prefix) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := e.failure[pool]; err != nil {
-		return err.Error()
-	}
-	return ""
+	return e.failure[pool]
 }
 
 // wake tells every waiting ADD to look again.
@@ -121,254 +121,276 @@ func (e *blockEngine) wake() {
 	e.mu.Unlock()
 }
 
-// Forget frees the blocks of a node gone for good and announces tombstones
-// so that the other nodes free them too.
-func (e *blockEngine) Forget(owner netip.Addr) ([]netip.Prefix, error) {
-	if owner == e.self {
-		return nil, fmt.Errorf("%s is this node", owner)
-	}
-	now := time.Now().UTC()
-	freed, err := e.store.Forget(owner, now)
-	if err != nil {
-		return nil, err
-	}
+// AllowAnnounce is called once the first reconcile pass is done.
+func (e *blockEngine) AllowAnnounce() {
 	e.mu.Lock()
-	for _, p := range freed {
-		e.tombstones[p] = tombstone{claim: bgp.Claim{Block: p, Owner: owner, Claimed: now, State: bgp.Forgotten}, expires: now.Add(tombstoneTTL)}
-	}
+	e.announce = true
 	e.mu.Unlock()
-	e.log.Warn("node forgotten: its blocks are free for others", "node", owner, "blocks", len(freed))
 	e.trigger()
-	return freed, nil
 }
 
-// sessions returns the established peers with the time they came up, and
-// every peer.
-func (e *blockEngine) sessions(ctx context.Context) (map[netip.Addr]time.Time, []bgp.PeerStatus) {
-	peers := e.speaker.Sessions(ctx)
-	up := map[netip.Addr]time.Time{}
-	for _, p := range peers {
-		if p.Established {
-			up[p.Address] = p.Since
+// Last returns the last decision and the BGP path counts.
+func (e *blockEngine) Last() (blockproto.Decision, bgp.Counts) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.last, e.counts
+}
+
+// Forget records that the node at addr is gone for good: every incarnation
+// of it this node knows. The next pass frees its blocks and votes and
+// announces the forget, which every node keeps and announces on.
+func (e *blockEngine) Forget(addr netip.Addr) ([]netip.Prefix, []blockproto.Node, error) {
+	st, err := e.store.LoadProtocol()
+	if err != nil {
+		return nil, nil, err
+	}
+	if addr == st.Self.Addr {
+		return nil, nil, fmt.Errorf("%s is this node", addr)
+	}
+	var nodes []blockproto.Node
+	add := func(n blockproto.Node) {
+		if n.Addr == addr && !st.Forgotten[n] && !slices.Contains(nodes, n) {
+			nodes = append(nodes, n)
 		}
 	}
-	return up, peers
+	if k, ok := st.Known[addr]; ok {
+		add(blockproto.Node{Addr: addr, Inc: k.Inc})
+	}
+	var freed []netip.Prefix
+	for b, r := range st.Remote {
+		if r.Owner.Addr == addr {
+			add(r.Owner)
+			freed = append(freed, b)
+		}
+	}
+	for _, n := range st.Grants {
+		add(n)
+	}
+	if len(nodes) == 0 {
+		return nil, nil, fmt.Errorf("no incarnation of node %s is known here (no record, block or vote of it)", addr)
+	}
+	if err := e.store.ApplyProtocol(blockproto.Changes{Forget: nodes}); err != nil {
+		return nil, nil, err
+	}
+	slices.SortFunc(freed, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+	e.log.Warn("node forgotten: its blocks and votes are free; every node will hear of it", "node", addr, "incarnations", len(nodes), "blocks", len(freed))
+	e.trigger()
+	return freed, nodes, nil
 }
 
-func (e *blockEngine) poolOf(p netip.Prefix) netip.Prefix {
+// need is, per pool, whether this node wants a new block now: an ADD waits
+// and no confirmed block has room, or fewer than a quarter of a block's
+// addresses are free (claiming ahead, so that ADDs rarely wait).
+func (e *blockEngine) need(st blockproto.State) map[netip.Prefix]bool {
+	out := map[netip.Prefix]bool{}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, pool := range e.pools {
-		if pool.CIDR.Contains(p.Addr()) {
-			return pool.CIDR
+		owned, free := false, 0
+		for _, o := range st.Own {
+			if o.Pool == pool.CIDR && o.State == blockproto.OwnConfirmed {
+				owned = true
+				free += (1 << (32 - pool.BlockSize)) - o.Used
+			}
 		}
+		waiting := e.demand[pool.CIDR] > 0 && free == 0
+		low := owned && free < max(1, (1<<(32-pool.BlockSize))/4)
+		out[pool.CIDR] = waiting || low
 	}
-	return netip.Prefix{}
+	return out
 }
 
 // Step runs the protocol once. It returns the blocks as they stand after,
 // for the kernel's desired state.
 func (e *blockEngine) Step(ctx context.Context) ([]store.Block, error) {
-	var errs []error
-	now := time.Now()
-	learned, err := e.speaker.Learned()
+	table, counts, err := e.speaker.LearnedTable()
 	if err != nil {
 		return nil, err
 	}
-	sessions, peerNames := e.sessions(ctx)
+	st, err := e.store.LoadProtocol()
+	if err != nil {
+		return nil, err
+	}
+	var pools []blockproto.Pool
+	for _, p := range e.pools {
+		pools = append(pools, blockproto.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize})
+	}
+	voters := e.voters
+	if e.auto {
+		voters = blockproto.Adopt(e.voters, table.Records, st.Self.Addr)
+	}
+	peers := e.speaker.Sessions(ctx)
+	d := blockproto.Decide(blockproto.Input{State: st, Table: table, Voters: voters, Pools: pools, Need: e.need(st), Name: e.name,
+		Unreachable: unreachable(voters, peers)})
+	if !slices.Equal(voters, e.last.Status.Voters) {
+		e.log.Info("voters", "voters", voters, "from", map[bool]string{true: "the cluster's records (bgp.voters unset)", false: "the config"}[e.auto && !slices.Equal(voters, e.voters)])
+	}
+	var errs []error
+	if !d.Changes.Empty() {
+		// Persist before anything is announced: a vote, a claim or a
+		// confirmation on the wire is always on disk first.
+		if err := e.store.ApplyProtocol(d.Changes); err != nil {
+			return nil, err
+		}
+		e.logChanges(d)
+	}
+	e.mu.Lock()
+	e.last, e.counts = d, counts
+	announce := e.announce
+	failed := false
+	for _, p := range e.pools {
+		err := blockedError(d.Status, p.CIDR)
+		if fmt.Sprint(err) != fmt.Sprint(e.failure[p.CIDR]) {
+			failed = true // waiting ADDs must hear of it: an exhausted pool fails them at once
+		}
+		e.failure[p.CIDR] = err
+	}
+	e.mu.Unlock()
+	if announce {
+		var confirmed []bgp.UnicastBlock
+		for b, o := range d.State.Own {
+			if o.State != blockproto.OwnPending {
+				confirmed = append(confirmed, bgp.UnicastBlock{Block: b, Owner: d.State.Self})
+			}
+		}
+		if err := e.speaker.AnnounceTable(d.Announce, confirmed); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	e.nameOwners(peers, d.State)
+	if !d.Changes.Empty() || failed {
+		e.wake()
+	}
+	e.schedule(d)
 	blocks, err := e.store.Blocks()
 	if err != nil {
 		return nil, err
 	}
-	forgotten, err := e.store.Forgotten()
-	if err != nil {
-		return nil, err
-	}
-	up, known := quorum(e.self, e.peers, blocks, sessions, forgotten)
-	wait := e.claimWait
-	if known == 1 {
-		wait = 0 // nobody else to contest a claim
-	}
-	plan := decideBlocks(blockView{self: e.self, now: now, claimWait: wait, settle: e.settle,
-		blocks: blocks, learned: learned, sessions: sessions, forgotten: forgotten})
-
-	changed := false
-	for owner, at := range plan.forget {
-		if err := e.store.RecordForgotten(owner, at); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		freed, err := e.store.Forget(owner, at)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		e.log.Warn("learned that a node was forgotten; its blocks are free", "node", owner, "at", at, "blocks", len(freed))
-		changed = true
-	}
-	for _, c := range plan.conflicts {
-		e.log.Error("block conflict", "detail", c)
-	}
-	for _, p := range plan.drop {
-		if err := e.store.DropOwnBlock(p); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		e.log.Warn("lost a block claim to an earlier one; claiming another", "block", p)
-		changed = true
-	}
-	names := map[netip.Addr]string{}
-	for _, p := range peerNames {
-		names[p.Address] = p.Hostname
-	}
-	if len(plan.remember) > 0 {
-		for i := range plan.remember {
-			b := &plan.remember[i]
-			if !b.Pool.IsValid() {
-				b.Pool = e.poolOf(b.CIDR)
-			}
-			b.Owner = names[b.OwnerAddr]
-		}
-		// One transaction for all: a node that learns a whole cluster's
-		// blocks at once syncs the file once.
-		perBlock, err := e.store.PutRemoteBlocks(plan.remember)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		for _, err := range perBlock {
-			if err != nil && !errors.Is(err, store.ErrOwnBlock) {
-				errs = append(errs, err)
-			}
-		}
-		changed = true
-	}
-	for _, p := range plan.unremember {
-		if err := e.store.DeleteRemoteBlock(p); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		e.log.Info("block no longer claimed by its owner", "block", p)
-		changed = true
-	}
-	for _, p := range plan.confirm {
-		if up*2 <= known {
-			continue // lost the majority while waiting: confirm later
-		}
-		if err := e.store.ConfirmBlock(p); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		e.log.Info("block claim confirmed", "block", p)
-		changed = true
-	}
-
-	if blocks, err = e.store.Blocks(); err != nil {
-		return nil, err
-	}
-	if e.claimAhead(blocks, up, known, now, &errs) {
-		changed = true
-		if blocks, err = e.store.Blocks(); err != nil {
-			return nil, err
-		}
-	}
-
-	e.mu.Lock()
-	var tombs []bgp.Claim
-	for p, t := range e.tombstones {
-		if now.After(t.expires) {
-			delete(e.tombstones, p)
-			continue
-		}
-		tombs = append(tombs, t.claim)
-	}
-	e.mu.Unlock()
-	if err := e.speaker.Announce(announcements(e.self, blocks, learned, sessions, forgotten, tombs)); err != nil {
-		errs = append(errs, err)
-	}
-	if changed {
-		e.wake()
-	}
-	e.schedule(blocks, now, wait)
 	return blocks, errors.Join(errs...)
 }
 
-// claimAhead claims a block for every pool an ADD waits on, and for every
-// pool whose confirmed blocks run low (under a quarter of a block free),
-// one pending claim per pool at a time, and only with a majority.
-func (e *blockEngine) claimAhead(blocks []store.Block, up, known int, now time.Time, errs *[]error) bool {
-	claimed := false
-	for _, pool := range e.pools {
-		pending, owned, free := false, false, 0
-		for _, b := range blocks {
-			if !b.Own() || b.Pool != pool.CIDR {
-				continue
-			}
-			owned = true
-			if b.State == store.BlockPending {
-				pending = true
-			} else {
-				free += b.Size - b.Used
-			}
-		}
-		e.mu.Lock()
-		waiting := e.demand[pool.CIDR] > 0
-		e.mu.Unlock()
-		// An ADD waits only when no confirmed block has room; a block
-		// confirmed in this very pass will serve it.
-		needed := waiting && free == 0
-		low := owned && free < max(1, (1<<(32-pool.BlockSize))/4)
-		if pending || (!needed && !low) {
-			continue
-		}
-		if up*2 <= known {
-			e.fail(pool.CIDR, fmt.Errorf("cannot claim a block of pool %s: this node reaches %d of the %d nodes it knows (itself included) and needs a majority; check `reef status`", pool.CIDR, up, known))
-			continue
-		}
-		p, err := e.store.Claim(pool, now)
-		if err != nil {
-			if needed || !errors.Is(err, store.ErrPoolExhausted) {
-				e.fail(pool.CIDR, err)
-			}
-			continue
-		}
-		e.log.Info("claimed a block; announcing it before use", "block", p, "pool", pool.CIDR, "forADD", needed)
-		e.mu.Lock()
-		delete(e.failure, pool.CIDR)
-		e.mu.Unlock()
-		claimed = true
+// unreachable are the voters no established session leads to: a voter that
+// is a BGP peer of this node is reached through its own session; one that
+// is not (route reflectors carry its announcements) through any session.
+func unreachable(voters []netip.Addr, peers []bgp.PeerStatus) map[netip.Addr]bool {
+	direct := map[netip.Addr]bool{}
+	anyUp := false
+	for _, p := range peers {
+		direct[p.Address] = p.Established
+		anyUp = anyUp || p.Established
 	}
-	return claimed
+	out := map[netip.Addr]bool{}
+	for _, v := range voters {
+		if up, ok := direct[v]; ok && !up || !ok && !anyUp {
+			out[v] = true
+		}
+	}
+	return out
 }
 
-func (e *blockEngine) fail(pool netip.Prefix, err error) {
-	e.mu.Lock()
-	first := e.failure[pool] == nil
-	e.failure[pool] = err
-	e.mu.Unlock()
-	if first {
-		e.log.Warn("cannot claim a block", "pool", pool, "error", err)
+// exhausted is a pool with no free block, as errors.Is(store.ErrPoolExhausted).
+type exhausted string
+
+func (e exhausted) Error() string { return string(e) }
+func (e exhausted) Unwrap() error { return store.ErrPoolExhausted }
+
+// errGone marks the failure of a node the cluster forgot: no wait helps.
+var errGone = errors.New("no address is handed out here")
+
+// blockedError is why an ADD waiting for a block of pool gets none yet.
+func blockedError(s blockproto.Status, pool netip.Prefix) error {
+	if s.Gone != "" {
+		return fmt.Errorf("%s; %w", s.Gone, errGone)
 	}
-	e.wake()
+	if why, ok := s.Blocked[pool]; ok {
+		if s.CanClaim() == nil {
+			return exhausted(why)
+		}
+		return errors.New(why)
+	}
+	for _, p := range s.Pending {
+		if !pool.Contains(p.Block.Addr()) {
+			continue
+		}
+		var missing []string
+		for _, v := range s.Voters {
+			if !slices.Contains(p.Grants, v) {
+				missing = append(missing, v.String())
+			}
+		}
+		return fmt.Errorf("the claim of block %s has %d of the %d votes it needs from the voters %v; no vote yet from %v",
+			p.Block, len(p.Grants), s.Majority, s.Voters, missing)
+	}
+	return nil
 }
 
-// schedule asks for a pass when the next pending claim matures.
-func (e *blockEngine) schedule(blocks []store.Block, now time.Time, wait time.Duration) {
-	var next time.Duration
+func (e *blockEngine) logChanges(d blockproto.Decision) {
+	for _, b := range d.Claim {
+		e.log.Info("claimed a block; waiting for the voters", "block", b.Block, "pool", b.Pool)
+	}
+	for _, b := range d.Confirm {
+		e.log.Info("block claim confirmed by a majority of the voters", "block", b)
+	}
+	for _, b := range d.Release {
+		e.log.Info("gave up a pending claim: another node has the block or a better claim to it", "block", b)
+	}
+	for _, b := range d.Lose {
+		e.log.Error("block conflict: no more addresses are handed out from this block", "block", b, "detail", d.Status.Conflicts, "gone", d.Status.Gone)
+	}
+	for _, n := range d.Forget {
+		e.log.Warn("learned that a node was forgotten; its blocks and votes are free", "node", n)
+	}
+	for _, n := range d.Supersede {
+		e.log.Warn("a node came back with an empty state dir; its old incarnation's blocks and votes are free", "node", n)
+	}
+	for _, g := range d.Grant {
+		e.log.Debug("voted", "block", g.Block, "for", g.To)
+	}
+	for _, b := range d.Revoke {
+		e.log.Debug("vote withdrawn", "block", b)
+	}
+	if len(d.Remember) > 0 || len(d.Unremember) > 0 {
+		e.log.Info("other nodes' blocks changed", "learned", len(d.Remember), "freed", len(d.Unremember))
+	}
+}
+
+// nameOwners records the hostnames BGP sessions announced for the owners
+// of remembered blocks, for `reef ipam show` and `reef node forget NAME`.
+func (e *blockEngine) nameOwners(peers []bgp.PeerStatus, st blockproto.State) {
+	owners := map[netip.Addr]bool{}
+	for _, r := range st.Remote {
+		owners[r.Owner.Addr] = true
+	}
+	blocks, err := e.store.Blocks()
+	if err != nil {
+		return
+	}
+	named := map[netip.Addr]string{}
 	for _, b := range blocks {
-		if b.State != store.BlockPending {
-			continue
-		}
-		d := max(wait-now.Sub(b.Claimed), time.Millisecond)
-		if next == 0 || d < next {
-			next = d
+		if !b.Own() {
+			named[b.OwnerAddr] = b.Owner
 		}
 	}
+	for _, p := range peers {
+		if p.Hostname != "" && owners[p.Address] && named[p.Address] != p.Hostname {
+			if err := e.store.SetBlockOwnerName(p.Address, p.Hostname); err != nil {
+				e.log.Warn("record a block owner's name", "error", err)
+			}
+		}
+	}
+}
+
+// schedule asks for another pass in a second while a claim or an ADD
+// waits: updates arrive as BGP events anyway, this only bounds how long a
+// missed one can delay a claim. No decision depends on the timer.
+func (e *blockEngine) schedule(d blockproto.Decision) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.timer != nil {
 		e.timer.Stop()
 		e.timer = nil
 	}
-	if next > 0 {
-		e.timer = time.AfterFunc(next, e.trigger)
-	} else if len(e.tombstones) > 0 || len(e.demand) > 0 {
+	if len(d.Status.Pending) > 0 || len(e.demand) > 0 {
 		e.timer = time.AfterFunc(time.Second, e.trigger)
 	}
 }

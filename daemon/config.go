@@ -63,9 +63,11 @@ type BGPConfig struct {
 	Password      string         `yaml:"password"` // TCP MD5; "": none
 	KeepaliveTime time.Duration  `yaml:"keepaliveTime"`
 	HoldTime      time.Duration  `yaml:"holdTime"`
-	// ClaimWait is how long a new block claim stays pending, announced but
-	// unused, so that a competing claim can reach this node; see docs/ipam.md.
-	ClaimWait time.Duration `yaml:"claimWait"`
+	// Voters are the nodes whose majority confirms a block claim; every
+	// node must list the same ones (docs/ipam.md). Empty: this node and
+	// bgp.peers, which is the same list on every node of a cluster whose
+	// nodes all list each other.
+	Voters []netip.Addr `yaml:"voters"`
 }
 
 // configPoolDefaults is what a pool entry gets for the keys it leaves out.
@@ -86,7 +88,7 @@ func DefaultConfig() Config {
 		StateDir:          "/var/lib/reef",
 		Socket:            "/run/reef/reef.sock",
 		Pools:             []PoolConfig{pool},
-		BGP:               BGPConfig{ASN: 64512, Port: 179, KeepaliveTime: 10 * time.Second, HoldTime: 30 * time.Second, ClaimWait: 500 * time.Millisecond},
+		BGP:               BGPConfig{ASN: 64512, Port: 179, KeepaliveTime: 10 * time.Second, HoldTime: 30 * time.Second},
 		Metrics:           "127.0.0.1:9099",
 		ReconcileInterval: 30 * time.Second,
 		LogLevel:          "info",
@@ -522,8 +524,15 @@ func (c *Config) configProblems() []configProblem {
 	if b.KeepaliveTime <= 0 {
 		bad("bgp.keepaliveTime", "value %q must be positive", b.KeepaliveTime)
 	}
-	if b.ClaimWait < 50*time.Millisecond || b.ClaimWait > time.Minute {
-		bad("bgp.claimWait", "value %q must be between 50ms and 1m", b.ClaimWait)
+	seen := map[netip.Addr]int{}
+	for i, a := range b.Voters {
+		at := fmt.Sprintf("bgp.voters[%d]", i)
+		if !a.Is4() || a.IsUnspecified() || a.IsMulticast() {
+			bad(at, "value %q is not a unicast IPv4 address", a)
+		} else if j, dup := seen[a]; dup {
+			bad(at, "value %q is listed twice (also bgp.voters[%d])", a, j)
+		}
+		seen[a] = i
 	}
 	if b.HoldTime < 3*time.Second {
 		bad("bgp.holdTime", "value %q is below the 3s BGP allows", b.HoldTime)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/reefcni/reef/bgp"
+	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/cniserver"
 	"github.com/reefcni/reef/cniserver/pendingdel"
 	reefv1 "github.com/reefcni/reef/proto"
@@ -148,11 +150,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	log.Info("BGP speaker started", "asn", cfg.BGP.ASN, "port", cfg.BGP.Port, "peers", len(cfg.BGP.Peers),
 		"peerPrefixes", len(cfg.BGP.PeerPrefixes), "plannedRestart", planned)
-	// A peer's table is complete once its session has been up this long:
-	// longer than the deferral a restarting peer may hold its updates back
-	// (10 s, bgp.Speaker) and than two keepalives.
-	settle := max(15*time.Second, 2*cfg.BGP.KeepaliveTime)
-	d.blocks = newBlockEngine(st, d.speaker, log, up.Address, cfg.BGP.Peers, pools, cfg.BGP.ClaimWait, settle, d.rec.Trigger)
+	voters := cfg.BGP.Voters
+	if len(voters) == 0 {
+		voters = append([]netip.Addr{up.Address}, cfg.BGP.Peers...)
+	}
+	inc, born := st.Incarnation()
+	log.Info("block protocol", "incarnation", fmt.Sprintf("%08x", inc), "born", time.Unix(int64(born), 0).UTC(), "voters", blockproto.Voters(voters),
+		"votersFrom", map[bool]string{true: "bgp.voters", false: "this node and bgp.peers"}[len(cfg.BGP.Voters) > 0])
+	d.blocks = newBlockEngine(st, d.speaker, log, cfg.NodeName, voters, len(cfg.BGP.Voters) == 0, pools, d.rec.Trigger)
 	d.rec.blocks = d.blocks
 	d.cni.NeedBlock = d.blocks.Need
 
@@ -174,6 +179,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := d.rec.Once(); err != nil {
 		log.Error("first reconcile pass had errors; serving anyway, the loop retries", "error", err)
 	}
+	// The kernel now holds what the store says, and nothing of pods the
+	// store does not know: the node may announce.
+	d.blocks.AllowAnnounce()
 	d.cni.SetReady(true)
 	sdNotify(log, sdaemon.SdNotifyReady)
 	log.Info("ready: serving ADD", "endpoints", d.endpointCount())

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/reefcni/reef/blockproto"
 	reefv1 "github.com/reefcni/reef/proto"
 	"github.com/reefcni/reef/store"
 	"github.com/reefcni/reef/version"
@@ -25,6 +25,9 @@ func blockProto(b store.Block) *reefv1.Block {
 		Size: int32(b.Size), Used: int32(b.Used), ClaimedUnix: b.Claimed.Unix(), State: string(b.State)}
 	if b.OwnerAddr.IsValid() {
 		out.OwnerAddress = b.OwnerAddr.String()
+	}
+	if !b.Own() {
+		out.OwnerIncarnation = fmt.Sprintf("%08x", b.OwnerInc)
 	}
 	return out
 }
@@ -62,28 +65,19 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 		out.Blocks = append(out.Blocks, blockProto(b))
 	}
 	if d.speaker != nil {
-		peers := d.speaker.Status(ctx)
-		sessions := map[netip.Addr]time.Time{}
-		for _, p := range peers {
+		for _, p := range d.speaker.Status(ctx) {
 			pp := &reefv1.Peer{Address: p.Address.String(), Hostname: p.Hostname, State: p.State,
 				Received: p.Received, Accepted: p.Accepted, Dynamic: p.Dynamic, Reached: d.rec.net.reached(p.Address)}
 			if p.Established {
 				pp.SinceUnix = p.Since.Unix()
-				sessions[p.Address] = p.Since
 			}
 			out.Peers = append(out.Peers, pp)
 		}
 		out.BgpDropped = d.speaker.Dropped()
-		all, err := d.store.Blocks()
-		if err != nil {
-			return nil, err
-		}
-		forgotten, err := d.store.Forgotten()
-		if err != nil {
-			return nil, err
-		}
-		up, known := quorum(d.uplink.Address, d.cfg.BGP.Peers, all, sessions, forgotten)
-		out.QuorumUp, out.QuorumKnown = int32(up), int32(known)
+	}
+	if d.blocks != nil {
+		dec, _ := d.blocks.Last()
+		protoStatus(out, dec)
 	}
 	return out, nil
 }
@@ -97,11 +91,14 @@ func (n *nodeService) Forget(ctx context.Context, req *reefv1.ForgetRequest) (*r
 	if err != nil {
 		return nil, status.Error(codes.NotFound, err.Error())
 	}
-	freed, err := n.d.blocks.Forget(addr)
+	freed, nodes, err := n.d.blocks.Forget(addr)
 	if err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
 	out := &reefv1.ForgetReply{NodeAddress: addr.String()}
+	for _, nd := range nodes {
+		out.Incarnations = append(out.Incarnations, fmt.Sprintf("%08x", nd.Inc))
+	}
 	for _, p := range freed {
 		out.Blocks = append(out.Blocks, p.String())
 	}
@@ -160,4 +157,35 @@ func (n *nodeService) IPAM(ctx context.Context, req *reefv1.IPAMRequest) (*reefv
 		}
 	}
 	return out, nil
+}
+
+// protoStatus fills the block protocol's part of reef status from the last
+// decision.
+func protoStatus(out *reefv1.StatusReply, d blockproto.Decision) {
+	s := d.Status
+	out.Incarnation = fmt.Sprintf("%08x", d.State.Self.Inc)
+	out.VoterHash = s.VoterHash
+	out.VotersMajority = int32(s.Majority)
+	out.QuorumUp, out.QuorumKnown = int32(len(s.Reached)), int32(len(s.Voters))
+	for _, v := range s.Voters {
+		out.Voters = append(out.Voters, v.String())
+	}
+	for _, v := range s.Missing {
+		out.VotersMissing = append(out.VotersMissing, v.String())
+	}
+	for _, r := range s.Disagree {
+		out.VotersDisagree = append(out.VotersDisagree, fmt.Sprintf("%s: %v", r.Node.Addr, r.Voters))
+	}
+	if err := s.CanClaim(); err != nil {
+		out.ClaimBlocked = err.Error()
+	}
+	out.Conflicts = s.Conflicts
+	out.Gone = s.Gone
+	for _, p := range s.Pending {
+		pc := &reefv1.PendingClaim{Block: p.Block.String()}
+		for _, g := range p.Grants {
+			pc.GrantedBy = append(pc.GrantedBy, g.String())
+		}
+		out.PendingClaims = append(out.PendingClaims, pc)
+	}
 }

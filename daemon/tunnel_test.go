@@ -25,7 +25,7 @@ func TestRemoteRoutesPerPoolMode(t *testing.T) {
 		blk("10.244.2.0/26", "10.244.0.0/16", other, store.BlockRemote),
 		blk("10.245.1.0/26", "10.245.0.0/16", same, store.BlockRemote),
 		blk("10.246.1.0/26", "10.246.0.0/16", other, store.BlockRemote),
-		blk("10.244.3.0/26", "10.244.0.0/16", other, store.BlockRemotePending), // not routed yet
+		blk("10.244.3.0/26", "10.244.0.0/16", other, store.BlockLost), // own, not remote
 		blk("10.244.4.0/26", "10.244.0.0/16", netip.Addr{}, store.BlockConfirmed),
 	}
 	got, vx := n.remoteRoutes(blocks)

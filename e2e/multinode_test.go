@@ -15,6 +15,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/internal/lab"
 	"github.com/reefcni/reef/store"
 )
@@ -227,7 +228,7 @@ func TestSimultaneousStartUnique(t *testing.T) {
 			}
 			lost := 0
 			for _, n := range nodes {
-				lost += strings.Count(n.Log(), "lost a block claim")
+				lost += strings.Count(n.Log(), "gave up a pending claim")
 				if strings.Contains(n.Log(), "block conflict") {
 					t.Errorf("%s logged a block conflict after confirmation:\n%s", n.Name, n.LogTail(30))
 				}
@@ -534,7 +535,8 @@ func TestCompetingClaims(t *testing.T) {
 	var names []string
 	for i := 0; len(names) < 3 && i < 1000; i++ {
 		name := fmt.Sprintf("n%d", i)
-		if len(names) == 0 || store.ClaimOffset(name, pool) == store.ClaimOffset(names[0], pool) {
+		n := blockproto.Pool{CIDR: pool.CIDR, BlockSize: pool.BlockSize}.NumBlocks()
+		if len(names) == 0 || blockproto.Offset(name, n) == blockproto.Offset(names[0], n) {
 			names = append(names, name)
 		}
 	}
@@ -589,7 +591,7 @@ func TestCompetingClaims(t *testing.T) {
 					t.Errorf("%s's pod %s is outside its block %s", n.Name, pods[i].IP, blk)
 				}
 			}
-			lost += strings.Count(n.Log(), "lost a block claim")
+			lost += strings.Count(n.Log(), "gave up a pending claim")
 			if strings.Contains(n.Log(), "block conflict") {
 				t.Errorf("%s logged a conflict after confirmation", n.Name)
 			}

@@ -275,7 +275,8 @@ func (x *ForgetRequest) GetNode() string {
 type ForgetReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeAddress   string                 `protobuf:"bytes,1,opt,name=node_address,json=nodeAddress,proto3" json:"node_address,omitempty"`
-	Blocks        []string               `protobuf:"bytes,2,rep,name=blocks,proto3" json:"blocks,omitempty"` // freed
+	Incarnations  []string               `protobuf:"bytes,3,rep,name=incarnations,proto3" json:"incarnations,omitempty"` // hex, every incarnation of the node forgotten
+	Blocks        []string               `protobuf:"bytes,2,rep,name=blocks,proto3" json:"blocks,omitempty"`             // freed
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -315,6 +316,13 @@ func (x *ForgetReply) GetNodeAddress() string {
 		return x.NodeAddress
 	}
 	return ""
+}
+
+func (x *ForgetReply) GetIncarnations() []string {
+	if x != nil {
+		return x.Incarnations
+	}
+	return nil
 }
 
 func (x *ForgetReply) GetBlocks() []string {
@@ -477,10 +485,21 @@ type StatusReply struct {
 	LastReconcileError string                 `protobuf:"bytes,12,opt,name=last_reconcile_error,json=lastReconcileError,proto3" json:"last_reconcile_error,omitempty"`
 	Peers              []*Peer                `protobuf:"bytes,13,rep,name=peers,proto3" json:"peers,omitempty"`
 	BgpDropped         uint64                 `protobuf:"varint,14,opt,name=bgp_dropped,json=bgpDropped,proto3" json:"bgp_dropped,omitempty"`    // distinct paths refused by the import filter
-	QuorumUp           int32                  `protobuf:"varint,15,opt,name=quorum_up,json=quorumUp,proto3" json:"quorum_up,omitempty"`          // nodes reached, itself included
-	QuorumKnown        int32                  `protobuf:"varint,16,opt,name=quorum_known,json=quorumKnown,proto3" json:"quorum_known,omitempty"` // nodes known, itself included
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	QuorumUp           int32                  `protobuf:"varint,15,opt,name=quorum_up,json=quorumUp,proto3" json:"quorum_up,omitempty"`          // voters reached (their record is seen), itself included
+	QuorumKnown        int32                  `protobuf:"varint,16,opt,name=quorum_known,json=quorumKnown,proto3" json:"quorum_known,omitempty"` // voters in bgp.voters
+	// The block protocol (docs/ipam.md).
+	Voters         []string        `protobuf:"bytes,17,rep,name=voters,proto3" json:"voters,omitempty"`                                        // bgp.voters as this node uses them
+	VotersMissing  []string        `protobuf:"bytes,18,rep,name=voters_missing,json=votersMissing,proto3" json:"voters_missing,omitempty"`     // voters whose record this node does not see
+	VotersMajority int32           `protobuf:"varint,19,opt,name=voters_majority,json=votersMajority,proto3" json:"voters_majority,omitempty"` // votes a claim needs
+	VoterHash      uint32          `protobuf:"varint,20,opt,name=voter_hash,json=voterHash,proto3" json:"voter_hash,omitempty"`
+	ClaimBlocked   string          `protobuf:"bytes,21,opt,name=claim_blocked,json=claimBlocked,proto3" json:"claim_blocked,omitempty"` // why this node cannot claim now; "" when it can
+	Conflicts      []string        `protobuf:"bytes,22,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
+	PendingClaims  []*PendingClaim `protobuf:"bytes,23,rep,name=pending_claims,json=pendingClaims,proto3" json:"pending_claims,omitempty"`
+	Incarnation    string          `protobuf:"bytes,24,opt,name=incarnation,proto3" json:"incarnation,omitempty"`                             // this node's incarnation, hex
+	VotersDisagree []string        `protobuf:"bytes,25,rep,name=voters_disagree,json=votersDisagree,proto3" json:"voters_disagree,omitempty"` // "node: [voters]" of nodes with another voter list
+	Gone           string          `protobuf:"bytes,26,opt,name=gone,proto3" json:"gone,omitempty"`                                           // why this incarnation was forgotten or superseded
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StatusReply) Reset() {
@@ -625,6 +644,129 @@ func (x *StatusReply) GetQuorumKnown() int32 {
 	return 0
 }
 
+func (x *StatusReply) GetVoters() []string {
+	if x != nil {
+		return x.Voters
+	}
+	return nil
+}
+
+func (x *StatusReply) GetVotersMissing() []string {
+	if x != nil {
+		return x.VotersMissing
+	}
+	return nil
+}
+
+func (x *StatusReply) GetVotersMajority() int32 {
+	if x != nil {
+		return x.VotersMajority
+	}
+	return 0
+}
+
+func (x *StatusReply) GetVoterHash() uint32 {
+	if x != nil {
+		return x.VoterHash
+	}
+	return 0
+}
+
+func (x *StatusReply) GetClaimBlocked() string {
+	if x != nil {
+		return x.ClaimBlocked
+	}
+	return ""
+}
+
+func (x *StatusReply) GetConflicts() []string {
+	if x != nil {
+		return x.Conflicts
+	}
+	return nil
+}
+
+func (x *StatusReply) GetPendingClaims() []*PendingClaim {
+	if x != nil {
+		return x.PendingClaims
+	}
+	return nil
+}
+
+func (x *StatusReply) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
+}
+
+func (x *StatusReply) GetVotersDisagree() []string {
+	if x != nil {
+		return x.VotersDisagree
+	}
+	return nil
+}
+
+func (x *StatusReply) GetGone() string {
+	if x != nil {
+		return x.Gone
+	}
+	return ""
+}
+
+// PendingClaim is one of this node's claims waiting for votes.
+type PendingClaim struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Block         string                 `protobuf:"bytes,1,opt,name=block,proto3" json:"block,omitempty"`
+	GrantedBy     []string               `protobuf:"bytes,2,rep,name=granted_by,json=grantedBy,proto3" json:"granted_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingClaim) Reset() {
+	*x = PendingClaim{}
+	mi := &file_proto_reef_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingClaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingClaim) ProtoMessage() {}
+
+func (x *PendingClaim) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_reef_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingClaim.ProtoReflect.Descriptor instead.
+func (*PendingClaim) Descriptor() ([]byte, []int) {
+	return file_proto_reef_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PendingClaim) GetBlock() string {
+	if x != nil {
+		return x.Block
+	}
+	return ""
+}
+
+func (x *PendingClaim) GetGrantedBy() []string {
+	if x != nil {
+		return x.GrantedBy
+	}
+	return nil
+}
+
 type IPAMRequest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	ShowBlocks      bool                   `protobuf:"varint,1,opt,name=show_blocks,json=showBlocks,proto3" json:"show_blocks,omitempty"`
@@ -635,7 +777,7 @@ type IPAMRequest struct {
 
 func (x *IPAMRequest) Reset() {
 	*x = IPAMRequest{}
-	mi := &file_proto_reef_proto_msgTypes[8]
+	mi := &file_proto_reef_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -647,7 +789,7 @@ func (x *IPAMRequest) String() string {
 func (*IPAMRequest) ProtoMessage() {}
 
 func (x *IPAMRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[8]
+	mi := &file_proto_reef_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -660,7 +802,7 @@ func (x *IPAMRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IPAMRequest.ProtoReflect.Descriptor instead.
 func (*IPAMRequest) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{8}
+	return file_proto_reef_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *IPAMRequest) GetShowBlocks() bool {
@@ -688,7 +830,7 @@ type IPAMReply struct {
 
 func (x *IPAMReply) Reset() {
 	*x = IPAMReply{}
-	mi := &file_proto_reef_proto_msgTypes[9]
+	mi := &file_proto_reef_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -700,7 +842,7 @@ func (x *IPAMReply) String() string {
 func (*IPAMReply) ProtoMessage() {}
 
 func (x *IPAMReply) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[9]
+	mi := &file_proto_reef_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -713,7 +855,7 @@ func (x *IPAMReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IPAMReply.ProtoReflect.Descriptor instead.
 func (*IPAMReply) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{9}
+	return file_proto_reef_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *IPAMReply) GetPools() []*Pool {
@@ -753,7 +895,7 @@ type Allocation struct {
 
 func (x *Allocation) Reset() {
 	*x = Allocation{}
-	mi := &file_proto_reef_proto_msgTypes[10]
+	mi := &file_proto_reef_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -765,7 +907,7 @@ func (x *Allocation) String() string {
 func (*Allocation) ProtoMessage() {}
 
 func (x *Allocation) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[10]
+	mi := &file_proto_reef_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -778,7 +920,7 @@ func (x *Allocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Allocation.ProtoReflect.Descriptor instead.
 func (*Allocation) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{10}
+	return file_proto_reef_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Allocation) GetIp() string {
@@ -844,7 +986,7 @@ type Pool struct {
 
 func (x *Pool) Reset() {
 	*x = Pool{}
-	mi := &file_proto_reef_proto_msgTypes[11]
+	mi := &file_proto_reef_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -856,7 +998,7 @@ func (x *Pool) String() string {
 func (*Pool) ProtoMessage() {}
 
 func (x *Pool) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[11]
+	mi := &file_proto_reef_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -869,7 +1011,7 @@ func (x *Pool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pool.ProtoReflect.Descriptor instead.
 func (*Pool) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{11}
+	return file_proto_reef_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Pool) GetCidr() string {
@@ -915,22 +1057,23 @@ func (x *Pool) GetBlocksOwned() int32 {
 }
 
 type Block struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Cidr          string                 `protobuf:"bytes,1,opt,name=cidr,proto3" json:"cidr,omitempty"`
-	Pool          string                 `protobuf:"bytes,2,opt,name=pool,proto3" json:"pool,omitempty"`
-	Owner         string                 `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
-	Size          int32                  `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
-	Used          int32                  `protobuf:"varint,5,opt,name=used,proto3" json:"used,omitempty"`
-	ClaimedUnix   int64                  `protobuf:"varint,6,opt,name=claimed_unix,json=claimedUnix,proto3" json:"claimed_unix,omitempty"`
-	OwnerAddress  string                 `protobuf:"bytes,7,opt,name=owner_address,json=ownerAddress,proto3" json:"owner_address,omitempty"`
-	State         string                 `protobuf:"bytes,8,opt,name=state,proto3" json:"state,omitempty"` // pending | confirmed | remote-pending | remote
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Cidr             string                 `protobuf:"bytes,1,opt,name=cidr,proto3" json:"cidr,omitempty"`
+	Pool             string                 `protobuf:"bytes,2,opt,name=pool,proto3" json:"pool,omitempty"`
+	Owner            string                 `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
+	Size             int32                  `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
+	Used             int32                  `protobuf:"varint,5,opt,name=used,proto3" json:"used,omitempty"`
+	ClaimedUnix      int64                  `protobuf:"varint,6,opt,name=claimed_unix,json=claimedUnix,proto3" json:"claimed_unix,omitempty"`
+	OwnerAddress     string                 `protobuf:"bytes,7,opt,name=owner_address,json=ownerAddress,proto3" json:"owner_address,omitempty"`
+	State            string                 `protobuf:"bytes,8,opt,name=state,proto3" json:"state,omitempty"`                                               // pending | confirmed | lost | remote
+	OwnerIncarnation string                 `protobuf:"bytes,9,opt,name=owner_incarnation,json=ownerIncarnation,proto3" json:"owner_incarnation,omitempty"` // hex
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_proto_reef_proto_msgTypes[12]
+	mi := &file_proto_reef_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -942,7 +1085,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[12]
+	mi := &file_proto_reef_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -955,7 +1098,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{12}
+	return file_proto_reef_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Block) GetCidr() string {
@@ -1014,6 +1157,13 @@ func (x *Block) GetState() string {
 	return ""
 }
 
+func (x *Block) GetOwnerIncarnation() string {
+	if x != nil {
+		return x.OwnerIncarnation
+	}
+	return ""
+}
+
 var File_proto_reef_proto protoreflect.FileDescriptor
 
 const file_proto_reef_proto_rawDesc = "" +
@@ -1035,9 +1185,10 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x03msg\x18\x02 \x01(\tR\x03msg\x12\x18\n" +
 	"\adetails\x18\x03 \x01(\tR\adetails\"#\n" +
 	"\rForgetRequest\x12\x12\n" +
-	"\x04node\x18\x01 \x01(\tR\x04node\"H\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"l\n" +
 	"\vForgetReply\x12!\n" +
-	"\fnode_address\x18\x01 \x01(\tR\vnodeAddress\x12\x16\n" +
+	"\fnode_address\x18\x01 \x01(\tR\vnodeAddress\x12\"\n" +
+	"\fincarnations\x18\x03 \x03(\tR\fincarnations\x12\x16\n" +
 	"\x06blocks\x18\x02 \x03(\tR\x06blocks\"\xdd\x01\n" +
 	"\x04Peer\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x1a\n" +
@@ -1049,7 +1200,7 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\baccepted\x18\x06 \x01(\x04R\baccepted\x12\x18\n" +
 	"\adynamic\x18\a \x01(\bR\adynamic\x12\x18\n" +
 	"\areached\x18\b \x01(\tR\areached\"\x0f\n" +
-	"\rStatusRequest\"\x9d\x04\n" +
+	"\rStatusRequest\"\x84\a\n" +
 	"\vStatusReply\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12!\n" +
 	"\fnode_address\x18\x02 \x01(\tR\vnodeAddress\x12\x1c\n" +
@@ -1069,7 +1220,22 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\vbgp_dropped\x18\x0e \x01(\x04R\n" +
 	"bgpDropped\x12\x1b\n" +
 	"\tquorum_up\x18\x0f \x01(\x05R\bquorumUp\x12!\n" +
-	"\fquorum_known\x18\x10 \x01(\x05R\vquorumKnown\"Y\n" +
+	"\fquorum_known\x18\x10 \x01(\x05R\vquorumKnown\x12\x16\n" +
+	"\x06voters\x18\x11 \x03(\tR\x06voters\x12%\n" +
+	"\x0evoters_missing\x18\x12 \x03(\tR\rvotersMissing\x12'\n" +
+	"\x0fvoters_majority\x18\x13 \x01(\x05R\x0evotersMajority\x12\x1d\n" +
+	"\n" +
+	"voter_hash\x18\x14 \x01(\rR\tvoterHash\x12#\n" +
+	"\rclaim_blocked\x18\x15 \x01(\tR\fclaimBlocked\x12\x1c\n" +
+	"\tconflicts\x18\x16 \x03(\tR\tconflicts\x12<\n" +
+	"\x0epending_claims\x18\x17 \x03(\v2\x15.reef.v1.PendingClaimR\rpendingClaims\x12 \n" +
+	"\vincarnation\x18\x18 \x01(\tR\vincarnation\x12'\n" +
+	"\x0fvoters_disagree\x18\x19 \x03(\tR\x0evotersDisagree\x12\x12\n" +
+	"\x04gone\x18\x1a \x01(\tR\x04gone\"C\n" +
+	"\fPendingClaim\x12\x14\n" +
+	"\x05block\x18\x01 \x01(\tR\x05block\x12\x1d\n" +
+	"\n" +
+	"granted_by\x18\x02 \x03(\tR\tgrantedBy\"Y\n" +
 	"\vIPAMRequest\x12\x1f\n" +
 	"\vshow_blocks\x18\x01 \x01(\bR\n" +
 	"showBlocks\x12)\n" +
@@ -1094,7 +1260,7 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x12\n" +
 	"\x04used\x18\x04 \x01(\x03R\x04used\x12!\n" +
 	"\fblocks_total\x18\x05 \x01(\x05R\vblocksTotal\x12!\n" +
-	"\fblocks_owned\x18\x06 \x01(\x05R\vblocksOwned\"\xcb\x01\n" +
+	"\fblocks_owned\x18\x06 \x01(\x05R\vblocksOwned\"\xf8\x01\n" +
 	"\x05Block\x12\x12\n" +
 	"\x04cidr\x18\x01 \x01(\tR\x04cidr\x12\x12\n" +
 	"\x04pool\x18\x02 \x01(\tR\x04pool\x12\x14\n" +
@@ -1103,7 +1269,8 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x04used\x18\x05 \x01(\x05R\x04used\x12!\n" +
 	"\fclaimed_unix\x18\x06 \x01(\x03R\vclaimedUnix\x12#\n" +
 	"\rowner_address\x18\a \x01(\tR\fownerAddress\x12\x14\n" +
-	"\x05state\x18\b \x01(\tR\x05state2\xf4\x01\n" +
+	"\x05state\x18\b \x01(\tR\x05state\x12+\n" +
+	"\x11owner_incarnation\x18\t \x01(\tR\x10ownerIncarnation2\xf4\x01\n" +
 	"\x03CNI\x12-\n" +
 	"\x03Add\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply\x12-\n" +
 	"\x03Del\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply\x12/\n" +
@@ -1127,7 +1294,7 @@ func file_proto_reef_proto_rawDescGZIP() []byte {
 	return file_proto_reef_proto_rawDescData
 }
 
-var file_proto_reef_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_proto_reef_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_proto_reef_proto_goTypes = []any{
 	(*CNIRequest)(nil),    // 0: reef.v1.CNIRequest
 	(*CNIReply)(nil),      // 1: reef.v1.CNIReply
@@ -1137,40 +1304,42 @@ var file_proto_reef_proto_goTypes = []any{
 	(*Peer)(nil),          // 5: reef.v1.Peer
 	(*StatusRequest)(nil), // 6: reef.v1.StatusRequest
 	(*StatusReply)(nil),   // 7: reef.v1.StatusReply
-	(*IPAMRequest)(nil),   // 8: reef.v1.IPAMRequest
-	(*IPAMReply)(nil),     // 9: reef.v1.IPAMReply
-	(*Allocation)(nil),    // 10: reef.v1.Allocation
-	(*Pool)(nil),          // 11: reef.v1.Pool
-	(*Block)(nil),         // 12: reef.v1.Block
+	(*PendingClaim)(nil),  // 8: reef.v1.PendingClaim
+	(*IPAMRequest)(nil),   // 9: reef.v1.IPAMRequest
+	(*IPAMReply)(nil),     // 10: reef.v1.IPAMReply
+	(*Allocation)(nil),    // 11: reef.v1.Allocation
+	(*Pool)(nil),          // 12: reef.v1.Pool
+	(*Block)(nil),         // 13: reef.v1.Block
 }
 var file_proto_reef_proto_depIdxs = []int32{
 	2,  // 0: reef.v1.CNIReply.error:type_name -> reef.v1.CNIError
-	12, // 1: reef.v1.StatusReply.blocks:type_name -> reef.v1.Block
+	13, // 1: reef.v1.StatusReply.blocks:type_name -> reef.v1.Block
 	5,  // 2: reef.v1.StatusReply.peers:type_name -> reef.v1.Peer
-	11, // 3: reef.v1.IPAMReply.pools:type_name -> reef.v1.Pool
-	12, // 4: reef.v1.IPAMReply.blocks:type_name -> reef.v1.Block
-	10, // 5: reef.v1.IPAMReply.allocations:type_name -> reef.v1.Allocation
-	0,  // 6: reef.v1.CNI.Add:input_type -> reef.v1.CNIRequest
-	0,  // 7: reef.v1.CNI.Del:input_type -> reef.v1.CNIRequest
-	0,  // 8: reef.v1.CNI.Check:input_type -> reef.v1.CNIRequest
-	0,  // 9: reef.v1.CNI.GC:input_type -> reef.v1.CNIRequest
-	0,  // 10: reef.v1.CNI.Status:input_type -> reef.v1.CNIRequest
-	6,  // 11: reef.v1.Node.Status:input_type -> reef.v1.StatusRequest
-	8,  // 12: reef.v1.Node.IPAM:input_type -> reef.v1.IPAMRequest
-	3,  // 13: reef.v1.Node.Forget:input_type -> reef.v1.ForgetRequest
-	1,  // 14: reef.v1.CNI.Add:output_type -> reef.v1.CNIReply
-	1,  // 15: reef.v1.CNI.Del:output_type -> reef.v1.CNIReply
-	1,  // 16: reef.v1.CNI.Check:output_type -> reef.v1.CNIReply
-	1,  // 17: reef.v1.CNI.GC:output_type -> reef.v1.CNIReply
-	1,  // 18: reef.v1.CNI.Status:output_type -> reef.v1.CNIReply
-	7,  // 19: reef.v1.Node.Status:output_type -> reef.v1.StatusReply
-	9,  // 20: reef.v1.Node.IPAM:output_type -> reef.v1.IPAMReply
-	4,  // 21: reef.v1.Node.Forget:output_type -> reef.v1.ForgetReply
-	14, // [14:22] is the sub-list for method output_type
-	6,  // [6:14] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	8,  // 3: reef.v1.StatusReply.pending_claims:type_name -> reef.v1.PendingClaim
+	12, // 4: reef.v1.IPAMReply.pools:type_name -> reef.v1.Pool
+	13, // 5: reef.v1.IPAMReply.blocks:type_name -> reef.v1.Block
+	11, // 6: reef.v1.IPAMReply.allocations:type_name -> reef.v1.Allocation
+	0,  // 7: reef.v1.CNI.Add:input_type -> reef.v1.CNIRequest
+	0,  // 8: reef.v1.CNI.Del:input_type -> reef.v1.CNIRequest
+	0,  // 9: reef.v1.CNI.Check:input_type -> reef.v1.CNIRequest
+	0,  // 10: reef.v1.CNI.GC:input_type -> reef.v1.CNIRequest
+	0,  // 11: reef.v1.CNI.Status:input_type -> reef.v1.CNIRequest
+	6,  // 12: reef.v1.Node.Status:input_type -> reef.v1.StatusRequest
+	9,  // 13: reef.v1.Node.IPAM:input_type -> reef.v1.IPAMRequest
+	3,  // 14: reef.v1.Node.Forget:input_type -> reef.v1.ForgetRequest
+	1,  // 15: reef.v1.CNI.Add:output_type -> reef.v1.CNIReply
+	1,  // 16: reef.v1.CNI.Del:output_type -> reef.v1.CNIReply
+	1,  // 17: reef.v1.CNI.Check:output_type -> reef.v1.CNIReply
+	1,  // 18: reef.v1.CNI.GC:output_type -> reef.v1.CNIReply
+	1,  // 19: reef.v1.CNI.Status:output_type -> reef.v1.CNIReply
+	7,  // 20: reef.v1.Node.Status:output_type -> reef.v1.StatusReply
+	10, // 21: reef.v1.Node.IPAM:output_type -> reef.v1.IPAMReply
+	4,  // 22: reef.v1.Node.Forget:output_type -> reef.v1.ForgetReply
+	15, // [15:23] is the sub-list for method output_type
+	7,  // [7:15] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_proto_reef_proto_init() }
@@ -1184,7 +1353,7 @@ func file_proto_reef_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_reef_proto_rawDesc), len(file_proto_reef_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

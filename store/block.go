@@ -16,10 +16,10 @@ type Block struct {
 	CIDR      netip.Prefix
 	Pool      netip.Prefix
 	Owner     string     // node name; for another node's block the name its BGP session announced, or ""
-	OwnerAddr netip.Addr // node address: the owner's identity in the block protocol
+	OwnerAddr netip.Addr // node address: with OwnerInc, the owner's identity in the block protocol
+	OwnerInc  uint32     // the owner's incarnation (blockproto.Node)
 	State     BlockState
-	Claimed   time.Time // when the owner claimed it; the conflict rule compares this
-	LastSeen  time.Time // another node's block: when a peer last announced it
+	Claimed   time.Time // own block: when this node claimed it; remote: when this node learned it
 	Used      int       // allocated addresses (own blocks)
 	Size      int       // addresses in the block
 }
@@ -33,15 +33,18 @@ const (
 	BlockPending BlockState = "pending"
 	// BlockConfirmed: this node owns the block and gives out its addresses.
 	BlockConfirmed BlockState = "confirmed"
-	// BlockRemotePending: another node's claim, not confirmed yet: the
-	// block is taken, but nobody routes to it.
-	BlockRemotePending BlockState = "remote-pending"
+	// BlockLost: this node's confirmed block that another node announces
+	// confirmed too (blockproto.OwnLost): no address is given out from it
+	// any more; pods that have one keep it.
+	BlockLost BlockState = "lost"
 	// BlockRemote: another node owns the block; traffic to it goes there.
 	BlockRemote BlockState = "remote"
 )
 
-// Own reports whether the block is this node's (pending or confirmed).
-func (b Block) Own() bool { return b.State == BlockPending || b.State == BlockConfirmed }
+// Own reports whether the block is this node's (pending, confirmed or lost).
+func (b Block) Own() bool {
+	return b.State == BlockPending || b.State == BlockConfirmed || b.State == BlockLost
+}
 
 // blockRecord is a Block as stored. It is JSON because records are small,
 // written only on a claim, and an operator can read them with `bbolt get`;
@@ -62,26 +65,26 @@ type blockRecord struct {
 	Pool      netip.Prefix `json:"pool"`
 	Owner     string       `json:"owner"`
 	OwnerAddr netip.Addr   `json:"ownerAddr,omitzero"`
+	OwnerInc  uint32       `json:"ownerInc,omitempty"`
 	State     BlockState   `json:"state,omitempty"` // "" in files of schema 1: confirmed if own
 	Claimed   time.Time    `json:"claimed"`
-	LastSeen  time.Time    `json:"lastSeen,omitzero"`
 }
 
 // own reports whether the record is this node's block.
 func (s *Store) own(r blockRecord) bool {
-	return r.State == BlockPending || r.State == BlockConfirmed || (r.State == "" && r.Owner == s.node)
+	return r.State == BlockPending || r.State == BlockConfirmed || r.State == BlockLost || (r.State == "" && r.Owner == s.node)
 }
 
 func (s *Store) block(r blockRecord, addrs *bolt.Bucket) Block {
-	b := Block{CIDR: r.CIDR, Pool: r.Pool, Owner: r.Owner, OwnerAddr: r.OwnerAddr, State: r.State,
-		Claimed: r.Claimed, LastSeen: r.LastSeen, Size: int(blockLen(r.CIDR.Bits()))}
+	b := Block{CIDR: r.CIDR, Pool: r.Pool, Owner: r.Owner, OwnerAddr: r.OwnerAddr, OwnerInc: r.OwnerInc, State: r.State,
+		Claimed: r.Claimed, Size: int(blockLen(r.CIDR.Bits()))}
 	if b.State == "" {
 		b.State = BlockRemote
 		if r.Owner == s.node {
 			b.State = BlockConfirmed
 		}
 	}
-	if s.own(r) {
+	if s.own(r) && addrs != nil {
 		b.Used = usedIn(addrs, r.CIDR)
 	}
 	return b

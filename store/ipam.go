@@ -16,8 +16,7 @@ import (
 // record unchanged with existed=true, so a repeated ADD gets the same
 // address. Otherwise it takes the lowest free address of this node's
 // confirmed blocks of the pool, blocks in ascending order. It never claims
-// a block: that takes the block protocol (Claim, then ConfirmBlock once no
-// other node contests it). When every confirmed block is full it returns
+// a block: that takes the block protocol (blockproto, ApplyProtocol). When every confirmed block is full it returns
 // ErrNoFreeAddress, wrapped.
 //
 // ep is the template of the record: Allocate sets IP, Block and Pool (any
@@ -93,7 +92,7 @@ func (s *Store) freeInOwnBlocks(blocks, addrs *bolt.Bucket, pool Pool) (netip.Ad
 		if err != nil {
 			return netip.Addr{}, netip.Prefix{}, false, err
 		}
-		if !s.own(r) || r.State == BlockPending || r.Pool != pool.CIDR {
+		if !s.own(r) || r.State == BlockPending || r.State == BlockLost || r.Pool != pool.CIDR {
 			continue
 		}
 		if ip, ok := firstFree(addrs, r.CIDR); ok {
@@ -101,33 +100,6 @@ func (s *Store) freeInOwnBlocks(blocks, addrs *bolt.Bucket, pool Pool) (netip.Ad
 		}
 	}
 	return netip.Addr{}, netip.Prefix{}, false, nil
-}
-
-// claim records a new block of pool as this node's, pending. It walks the
-// pool's blocks from the node's offset upward, wrapping around, and takes
-// the first that overlaps no block in the file, whoever owns it.
-func (s *Store) claim(blocks *bolt.Bucket, pool Pool, now time.Time) (netip.Prefix, error) {
-	n := pool.numBlocks()
-	off := claimOffset(s.node, n)
-	for i := range n {
-		cand := pool.block((off + i) % n)
-		if blockTaken(blocks, cand) {
-			continue
-		}
-		err := putBlock(blocks, blockRecord{
-			CIDR:      cand,
-			Pool:      pool.CIDR,
-			Owner:     s.node,
-			OwnerAddr: s.addr,
-			State:     BlockPending,
-			Claimed:   now.UTC().Truncate(time.Millisecond), // what BGP carries
-		})
-		if err != nil {
-			return netip.Prefix{}, err
-		}
-		return cand, nil
-	}
-	return netip.Prefix{}, fmt.Errorf("pool %s %w: all %d blocks of /%d are owned", pool.CIDR, ErrPoolExhausted, n, pool.BlockSize)
 }
 
 // Release removes the endpoint record of handle and frees its address, in

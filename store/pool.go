@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"net/netip"
 )
 
@@ -36,19 +35,6 @@ func (p Pool) numBlocks() uint64 { return 1 << (p.BlockSize - p.CIDR.Bits()) }
 func (p Pool) block(i uint64) netip.Prefix {
 	start := uint64(addrUint(p.CIDR.Addr())) + i*blockLen(p.BlockSize)
 	return netip.PrefixFrom(uintAddr(uint32(start)), p.BlockSize)
-}
-
-// claimOffset is where node starts its search for a free block among n.
-// A hash of the name rather than 0 makes two fresh nodes go for different
-// blocks, so competing claims (which BGP must then resolve) are rare.
-// ClaimOffset is the index, among the pool's blocks, where node starts its
-// search for a free block.
-func ClaimOffset(node string, pool Pool) uint64 { return claimOffset(node, pool.numBlocks()) }
-
-func claimOffset(node string, n uint64) uint64 {
-	h := fnv.New32a()
-	h.Write([]byte(node)) // never fails
-	return uint64(h.Sum32()) % n
 }
 
 // blockLen is the number of addresses in a block of prefix length bits.

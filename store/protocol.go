@@ -1,241 +1,370 @@
 package store
 
 import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/reefcni/reef/blockproto"
 )
 
-// This file holds the store's side of the block protocol: claims, their
-// confirmation or loss, the blocks of other nodes remembered across
-// restarts, and the owners an operator forgot.
+// This file holds the store's side of the block protocol (blockproto): the
+// node's incarnation, its claims, the votes it cast as a voter, the blocks
+// of other nodes it remembers, the incarnations it knows and those that
+// were forgotten or superseded. LoadProtocol reads it all in one
+// transaction, ApplyProtocol writes one decision in one, so that a crash
+// never leaves half a decision, and what is announced is always on disk
+// first.
 
-// Claim records a new block of pool as this node's, pending, and returns
-// it. The caller announces the claim and confirms it (ConfirmBlock) or
-// gives it up (DropOwnBlock). ErrPoolExhausted, wrapped, when every block
-// of the pool is owned.
-func (s *Store) Claim(pool Pool, now time.Time) (netip.Prefix, error) {
-	if err := pool.Validate(); err != nil {
-		return netip.Prefix{}, fmt.Errorf("claim a block: %w", err)
+// Incarnation returns this store's incarnation: a random number drawn when
+// the file was created (or migrated to schema 3), and that moment in Unix
+// seconds. A node whose state dir is wiped comes back as a new incarnation.
+func (s *Store) Incarnation() (inc, born uint32) { return s.inc, s.born }
+
+func readIncarnation(tx *bolt.Tx) (inc, born uint32, ok bool) {
+	v := tx.Bucket(bucketMeta).Get(keyIncarnation)
+	if len(v) != 8 {
+		return 0, 0, false
 	}
-	var got netip.Prefix
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		var err error
-		got, err = s.claim(tx.Bucket(bucketBlocks), pool, now)
-		return err
-	})
-	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("claim a block: %w", err)
-	}
-	return got, nil
+	return binary.BigEndian.Uint32(v[:4]), binary.BigEndian.Uint32(v[4:]), true
 }
 
-// ConfirmBlock turns this node's pending claim of p into ownership.
-func (s *Store) ConfirmBlock(p netip.Prefix) error {
-	return s.updateBlock(p, func(r *blockRecord) error {
-		if !s.own(*r) {
-			return fmt.Errorf("block %s is not this node's", p)
-		}
-		r.State = BlockConfirmed
-		return nil
-	})
-}
-
-// DropOwnBlock gives up this node's block p: a claim that lost a conflict.
-// A block with allocated addresses is refused with ErrBlockInUse: its
-// addresses are in pods, and only the operator can decide what to do.
-func (s *Store) DropOwnBlock(p netip.Prefix) error {
-	err := s.deleteBlock(p, func(tx *bolt.Tx, r blockRecord) error {
-		if !s.own(r) {
-			return fmt.Errorf("block %s is not this node's", p)
-		}
-		if n := usedIn(tx.Bucket(bucketAddrs), p); n > 0 {
-			return fmt.Errorf("block %s %w (%d)", p, ErrBlockInUse, n)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("drop block %s: %w", p, err)
+func createIncarnation(tx *bolt.Tx) error {
+	var b [8]byte
+	if _, err := rand.Read(b[:4]); err != nil {
+		return fmt.Errorf("draw an incarnation: %w", err)
 	}
-	return nil
+	binary.BigEndian.PutUint32(b[4:], uint32(time.Now().Unix()))
+	return tx.Bucket(bucketMeta).Put(keyIncarnation, b[:])
 }
 
-// deleteBlock deletes the record of block p if allow accepts it, in one
-// transaction; a block not there is success.
-func (s *Store) deleteBlock(p netip.Prefix, allow func(*bolt.Tx, blockRecord) error) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
-		blocks := tx.Bucket(bucketBlocks)
-		v := blocks.Get(blockKey(p))
-		if v == nil {
+// nodeKey is a node incarnation as a key: 4-byte address, 4-byte incarnation.
+func nodeKey(n blockproto.Node) []byte {
+	k := make([]byte, 8)
+	copy(k, n.Addr.AsSlice())
+	binary.BigEndian.PutUint32(k[4:], n.Inc)
+	return k
+}
+
+func parseNodeKey(k []byte) (blockproto.Node, error) {
+	if len(k) != 8 {
+		return blockproto.Node{}, fmt.Errorf("bad node key %x", k)
+	}
+	return blockproto.Node{Addr: netip.AddrFrom4([4]byte(k[:4])), Inc: binary.BigEndian.Uint32(k[4:])}, nil
+}
+
+// goneRecord is why an incarnation no longer counts.
+type goneRecord struct {
+	Kind string    `json:"kind"` // "forgotten" or "superseded"
+	At   time.Time `json:"at"`
+}
+
+const (
+	goneForgotten  = "forgotten"
+	goneSuperseded = "superseded"
+)
+
+type knownRecord struct {
+	Inc  uint32 `json:"inc"`
+	Born uint32 `json:"born"`
+}
+
+// LoadProtocol returns the protocol's state as the store holds it.
+func (s *Store) LoadProtocol() (blockproto.State, error) {
+	st := blockproto.State{
+		Self: blockproto.Node{Addr: s.addr, Inc: s.inc}, Born: s.born,
+		Own: map[netip.Prefix]blockproto.OwnBlock{}, Released: map[netip.Prefix]bool{},
+		Grants: map[netip.Prefix]blockproto.Node{}, Remote: map[netip.Prefix]blockproto.RemoteBlock{},
+		Forgotten: map[blockproto.Node]bool{}, Superseded: map[blockproto.Node]bool{},
+		Known: map[netip.Addr]blockproto.Incarnation{},
+	}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		addrs := tx.Bucket(bucketAddrs)
+		err := tx.Bucket(bucketBlocks).ForEach(func(k, v []byte) error {
+			r, err := decodeBlock(k, v)
+			if err != nil {
+				return err
+			}
+			b := s.block(r, addrs)
+			switch b.State {
+			case BlockPending:
+				st.Own[b.CIDR] = blockproto.OwnBlock{Block: b.CIDR, Pool: b.Pool, State: blockproto.OwnPending, Used: b.Used}
+			case BlockConfirmed:
+				st.Own[b.CIDR] = blockproto.OwnBlock{Block: b.CIDR, Pool: b.Pool, State: blockproto.OwnConfirmed, Used: b.Used}
+			case BlockLost:
+				st.Own[b.CIDR] = blockproto.OwnBlock{Block: b.CIDR, Pool: b.Pool, State: blockproto.OwnLost, Used: b.Used}
+			case BlockRemote:
+				st.Remote[b.CIDR] = blockproto.RemoteBlock{Block: b.CIDR, Pool: b.Pool, Owner: blockproto.Node{Addr: b.OwnerAddr, Inc: b.OwnerInc}}
+			}
 			return nil
-		}
-		r, err := decodeBlock(blockKey(p), v)
+		})
 		if err != nil {
 			return err
 		}
-		if err := allow(tx, r); err != nil {
+		err = tx.Bucket(bucketReleased).ForEach(func(k, _ []byte) error {
+			p, err := parseBlockKey(k)
+			if err != nil {
+				return err
+			}
+			st.Released[p] = true
+			return nil
+		})
+		if err != nil {
 			return err
 		}
-		return blocks.Delete(blockKey(p))
+		err = tx.Bucket(bucketGrants).ForEach(func(k, v []byte) error {
+			p, err := parseBlockKey(k)
+			if err != nil {
+				return err
+			}
+			n, err := parseNodeKey(v)
+			if err != nil {
+				return fmt.Errorf("vote for %s: %w", p, err)
+			}
+			st.Grants[p] = n
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		err = tx.Bucket(bucketForgotten).ForEach(func(k, v []byte) error {
+			n, err := parseNodeKey(k)
+			if err != nil {
+				return err
+			}
+			var g goneRecord
+			if err := json.Unmarshal(v, &g); err != nil {
+				return fmt.Errorf("forgotten %s: %w", n, err)
+			}
+			if g.Kind == goneSuperseded {
+				st.Superseded[n] = true
+			} else {
+				st.Forgotten[n] = true
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bucketKnown).ForEach(func(k, v []byte) error {
+			a, ok := netip.AddrFromSlice(k)
+			if !ok {
+				return fmt.Errorf("bad known-node key %x", k)
+			}
+			var r knownRecord
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("known node %s: %w", a, err)
+			}
+			st.Known[a] = blockproto.Incarnation{Inc: r.Inc, Born: r.Born}
+			return nil
+		})
 	})
+	if err != nil {
+		return blockproto.State{}, fmt.Errorf("read the block protocol's state from %s: %w", s.path, err)
+	}
+	return st, nil
 }
 
-// PutRemoteBlock remembers (or updates) another node's block b: its pool,
-// owner, claim time, state (BlockRemote or BlockRemotePending) and when it
-// was last seen. A block this node owns is refused with ErrOwnBlock.
-func (s *Store) PutRemoteBlock(b Block) error {
-	errs, err := s.PutRemoteBlocks([]Block{b})
+// ApplyProtocol writes one decision of the protocol in one transaction: all
+// of it or, on any error, none. It refuses what would break the store's
+// own rules (a claim of a block the file already has, a confirmation of a
+// block that is not a pending claim of this node, a remote block over an
+// own one), naming the block.
+func (s *Store) ApplyProtocol(c blockproto.Changes) error {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		blocks := tx.Bucket(bucketBlocks)
+		for _, k := range c.Known {
+			v, _ := json.Marshal(knownRecord{Inc: k.Inc, Born: k.Born})
+			if err := tx.Bucket(bucketKnown).Put(k.Addr.AsSlice(), v); err != nil {
+				return err
+			}
+		}
+		for _, n := range c.Forget {
+			if err := putGone(tx, n, goneForgotten, now); err != nil {
+				return err
+			}
+		}
+		for _, n := range c.Supersede {
+			if err := putGone(tx, n, goneSuperseded, now); err != nil {
+				return err
+			}
+		}
+		for _, b := range c.Claim {
+			if blockTaken(blocks, b.Block) || tx.Bucket(bucketReleased).Get(blockKey(b.Block)) != nil {
+				return fmt.Errorf("claim %s: the store already has it", b.Block)
+			}
+			if err := putBlock(blocks, blockRecord{CIDR: b.Block, Pool: b.Pool, Owner: s.node, OwnerAddr: s.addr, OwnerInc: s.inc,
+				State: BlockPending, Claimed: now}); err != nil {
+				return err
+			}
+		}
+		for _, p := range c.Confirm {
+			if err := setOwnState(s, blocks, p, BlockPending, BlockConfirmed); err != nil {
+				return err
+			}
+		}
+		for _, p := range c.Lose {
+			if err := setOwnState(s, blocks, p, BlockConfirmed, BlockLost); err != nil {
+				return err
+			}
+		}
+		for _, p := range c.Release {
+			r, ok, err := getBlock(blocks, p)
+			if err != nil {
+				return err
+			}
+			if !ok || r.State != BlockPending {
+				return fmt.Errorf("release %s: not a pending claim of this node", p)
+			}
+			if n := usedIn(tx.Bucket(bucketAddrs), p); n > 0 {
+				return fmt.Errorf("release %s: block %w (%d)", p, ErrBlockInUse, n)
+			}
+			if err := blocks.Delete(blockKey(p)); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketReleased).Put(blockKey(p), nil); err != nil {
+				return err
+			}
+		}
+		grants := tx.Bucket(bucketGrants)
+		for _, p := range c.Revoke {
+			if err := grants.Delete(blockKey(p)); err != nil {
+				return err
+			}
+		}
+		for _, g := range c.Grant {
+			if err := grants.Put(blockKey(g.Block), nodeKey(g.To)); err != nil {
+				return fmt.Errorf("vote for %s: %w", g.Block, err)
+			}
+		}
+		for _, p := range c.Unremember {
+			r, ok, err := getBlock(blocks, p)
+			if err != nil {
+				return err
+			}
+			if ok && r.State == BlockRemote {
+				if err := blocks.Delete(blockKey(p)); err != nil {
+					return err
+				}
+			}
+		}
+		for _, b := range c.Remember {
+			r, ok, err := getBlock(blocks, b.Block)
+			if err != nil {
+				return err
+			}
+			if ok && s.own(r) {
+				return fmt.Errorf("remember %s as %s's: block %w", b.Block, b.Owner, ErrOwnBlock)
+			}
+			name := ""
+			if ok && r.OwnerAddr == b.Owner.Addr {
+				name = r.Owner // keep a name learned earlier
+			}
+			if err := putBlock(blocks, blockRecord{CIDR: b.Block, Pool: b.Pool, Owner: name, OwnerAddr: b.Owner.Addr, OwnerInc: b.Owner.Inc,
+				State: BlockRemote, Claimed: now}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("write the block protocol's decision to %s: %w", s.path, err)
+	}
+	return nil
+}
+
+func putGone(tx *bolt.Tx, n blockproto.Node, kind string, at time.Time) error {
+	b := tx.Bucket(bucketForgotten)
+	if b.Get(nodeKey(n)) != nil && kind == goneSuperseded {
+		return nil // a forget says more than a supersede
+	}
+	v, _ := json.Marshal(goneRecord{Kind: kind, At: at})
+	if err := b.Put(nodeKey(n), v); err != nil {
+		return fmt.Errorf("record %s as %s: %w", n, kind, err)
+	}
+	return nil
+}
+
+func getBlock(blocks *bolt.Bucket, p netip.Prefix) (blockRecord, bool, error) {
+	v := blocks.Get(blockKey(p))
+	if v == nil {
+		return blockRecord{}, false, nil
+	}
+	r, err := decodeBlock(blockKey(p), v)
+	return r, err == nil, err
+}
+
+func setOwnState(s *Store, blocks *bolt.Bucket, p netip.Prefix, from, to BlockState) error {
+	r, ok, err := getBlock(blocks, p)
 	if err != nil {
 		return err
 	}
-	return errs[0]
+	if !ok || !s.own(r) || s.block(r, nil).State != from {
+		return fmt.Errorf("block %s: not a %s block of this node, cannot make it %s", p, from, to)
+	}
+	r.State = to
+	return putBlock(blocks, r)
 }
 
-// PutRemoteBlocks is PutRemoteBlock for many blocks in one transaction (one
-// sync to disk, not one per block: a node learning thousands of blocks at
-// once). It returns one error per block (nil, ErrOwnBlock or invalid
-// input), and err if the transaction itself failed.
-func (s *Store) PutRemoteBlocks(bs []Block) (errs []error, err error) {
-	errs = make([]error, len(bs))
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		blocks := tx.Bucket(bucketBlocks)
-		for i, b := range bs {
-			errs[i] = s.putRemote(blocks, b)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("remember %d blocks: %w", len(bs), err)
-	}
-	return errs, nil
-}
-
-func (s *Store) putRemote(blocks *bolt.Bucket, b Block) error {
-	if b.State != BlockRemote && b.State != BlockRemotePending {
-		return fmt.Errorf("remember block %s: state %q is not a remote state", b.CIDR, b.State)
-	}
-	if !b.OwnerAddr.IsValid() {
-		return fmt.Errorf("remember block %s: no owner address", b.CIDR)
-	}
-	if v := blocks.Get(blockKey(b.CIDR)); v != nil {
-		r, err := decodeBlock(blockKey(b.CIDR), v)
-		if err != nil {
-			return fmt.Errorf("remember block %s of %s: %w", b.CIDR, b.OwnerAddr, err)
-		}
-		if s.own(r) {
-			return fmt.Errorf("remember block %s of %s: block %s %w", b.CIDR, b.OwnerAddr, b.CIDR, ErrOwnBlock)
-		}
-		if b.Owner == "" && r.OwnerAddr == b.OwnerAddr {
-			b.Owner = r.Owner // keep a name learned earlier
-		}
-	}
-	err := putBlock(blocks, blockRecord{CIDR: b.CIDR, Pool: b.Pool, Owner: b.Owner, OwnerAddr: b.OwnerAddr,
-		State: b.State, Claimed: b.Claimed.UTC().Round(0), LastSeen: b.LastSeen.UTC().Round(0)})
-	if err != nil {
-		return fmt.Errorf("remember block %s of %s: %w", b.CIDR, b.OwnerAddr, err)
-	}
-	return nil
-}
-
-// DeleteRemoteBlock forgets another node's block p; own blocks are left.
-func (s *Store) DeleteRemoteBlock(p netip.Prefix) error {
-	err := s.deleteBlock(p, func(_ *bolt.Tx, r blockRecord) error {
-		if s.own(r) {
-			return fmt.Errorf("block %s %w", p, ErrOwnBlock)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("forget block %s: %w", p, err)
-	}
-	return nil
-}
-
-// Forget records that the node at owner is gone for good since at, and
-// deletes the blocks remembered as its, so that they can be claimed again.
-// It returns the blocks freed.
-func (s *Store) Forget(owner netip.Addr, at time.Time) ([]netip.Prefix, error) {
-	var freed []netip.Prefix
+// SetBlockOwnerName records the name a BGP session gave for the owner of
+// remote blocks at addr, for `reef ipam show`.
+func (s *Store) SetBlockOwnerName(addr netip.Addr, name string) error {
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		if err := putForgotten(tx, owner, at); err != nil {
-			return err
-		}
 		blocks := tx.Bucket(bucketBlocks)
-		var keys [][]byte
+		var recs []blockRecord
 		err := blocks.ForEach(func(k, v []byte) error {
 			r, err := decodeBlock(k, v)
 			if err != nil {
 				return err
 			}
-			if !s.own(r) && r.OwnerAddr == owner {
-				keys = append(keys, append([]byte(nil), k...))
-				freed = append(freed, r.CIDR)
+			if !s.own(r) && r.OwnerAddr == addr && r.Owner != name {
+				r.Owner = name
+				recs = append(recs, r)
 			}
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		for _, k := range keys {
-			if err := blocks.Delete(k); err != nil {
+		for _, r := range recs {
+			if err := putBlock(blocks, r); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("forget node %s: %w", owner, err)
-	}
-	return freed, nil
-}
-
-// RecordForgotten notes a forget learned from another node (a tombstone),
-// keeping the later time if one is known.
-func (s *Store) RecordForgotten(owner netip.Addr, at time.Time) error {
-	err := s.db.Update(func(tx *bolt.Tx) error { return putForgotten(tx, owner, at) })
-	if err != nil {
-		return fmt.Errorf("record forgotten node %s: %w", owner, err)
+		return fmt.Errorf("name the owner %s of blocks in %s: %w", addr, s.path, err)
 	}
 	return nil
 }
 
-func putForgotten(tx *bolt.Tx, owner netip.Addr, at time.Time) error {
-	b := tx.Bucket(bucketForgotten)
-	key := owner.AsSlice()
-	if old := b.Get(key); old != nil {
-		var t time.Time
-		if t.UnmarshalText(old) == nil && !at.After(t) {
-			return nil
-		}
-	}
-	v, err := at.UTC().Round(0).MarshalText()
-	if err != nil {
-		return err
-	}
-	return b.Put(key, v)
-}
-
-// Forgotten returns every forgotten owner with the time it was forgotten.
-func (s *Store) Forgotten() (map[netip.Addr]time.Time, error) {
-	out := map[netip.Addr]time.Time{}
+// Gone lists the incarnations recorded as forgotten or superseded, with
+// why and when, for `reef status`.
+func (s *Store) Gone() (map[blockproto.Node]string, error) {
+	out := map[blockproto.Node]string{}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketForgotten).ForEach(func(k, v []byte) error {
-			a, ok := netip.AddrFromSlice(k)
-			if !ok {
-				return fmt.Errorf("bad forgotten key %x", k)
+			n, err := parseNodeKey(k)
+			if err != nil {
+				return err
 			}
-			var t time.Time
-			if err := t.UnmarshalText(v); err != nil {
-				return fmt.Errorf("forgotten %s: %w", a, err)
+			var g goneRecord
+			if err := json.Unmarshal(v, &g); err != nil {
+				return err
 			}
-			out[a] = t
+			out[n] = g.Kind + " " + g.At.Format(time.RFC3339)
 			return nil
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read forgotten nodes: %w", err)
+		return nil, fmt.Errorf("read forgotten nodes in %s: %w", s.path, err)
 	}
 	return out, nil
 }
@@ -281,26 +410,4 @@ func (s *Store) Flag(name string) (bool, error) {
 		return nil
 	})
 	return on, err
-}
-
-func (s *Store) updateBlock(p netip.Prefix, f func(*blockRecord) error) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		blocks := tx.Bucket(bucketBlocks)
-		v := blocks.Get(blockKey(p))
-		if v == nil {
-			return fmt.Errorf("block %s %w", p, ErrNotFound)
-		}
-		r, err := decodeBlock(blockKey(p), v)
-		if err != nil {
-			return err
-		}
-		if err := f(&r); err != nil {
-			return err
-		}
-		return putBlock(blocks, r)
-	})
-	if err != nil {
-		return fmt.Errorf("update block %s: %w", p, err)
-	}
-	return nil
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -9,7 +10,7 @@ import (
 
 // schemaVersion is the layout this code reads and writes. Raise it together
 // with a new entry in migrations.
-const schemaVersion = 2
+const schemaVersion = 3
 
 // Bucket layout, schema version 1:
 //
@@ -25,6 +26,21 @@ const schemaVersion = 2
 // and block records gain ownerAddr, state and lastSeen (JSON, so version 1
 // records read as confirmed own blocks or remote ones by owner name).
 //
+// Schema version 3 (the block protocol v2, blockproto) adds:
+//
+//	meta       "incarnation" -> 4-byte random incarnation + 4-byte Unix seconds
+//	released   block key -> nothing: blocks this incarnation claimed and gave up
+//	grants     block key -> 8-byte node key (address + incarnation) voted for
+//	known      4-byte node address -> JSON {inc, born} of its newest incarnation
+//
+// and re-keys forgotten to 8-byte node keys -> JSON {kind, at} (kind
+// "forgotten" or "superseded"). Remote block records gain ownerInc; the
+// block states are pending, confirmed, lost (own) and remote. The
+// migration keeps this node's confirmed blocks and their allocations
+// (voters grant them again), drops pending claims, remembered blocks of
+// other nodes (they are learned again from their owners' claims) and the
+// forgets of schema 2, which named no incarnation.
+//
 // Keys are big-endian binary so that bbolt's byte order is address order:
 // block and address scans are cursor seeks, not full walks.
 var (
@@ -34,6 +50,11 @@ var (
 	bucketAddrs     = []byte("addrs")
 	bucketEndpoints = []byte("endpoints")
 	bucketForgotten = []byte("forgotten")
+	bucketReleased  = []byte("released")
+	bucketGrants    = []byte("grants")
+	bucketKnown     = []byte("known")
+	keyIncarnation  = []byte("incarnation")
+	keyMigrateNode  = []byte("migrating-node")
 )
 
 // migration upgrades a file by one schema version, inside the transaction
@@ -46,6 +67,58 @@ type migration func(tx *bolt.Tx) error
 var migrations = []migration{
 	0: createV1,
 	1: createV2,
+	2: createV3,
+}
+
+func createV3(tx *bolt.Tx) error {
+	for _, name := range [][]byte{bucketReleased, bucketGrants, bucketKnown} {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return fmt.Errorf("create bucket %s: %w", name, err)
+		}
+	}
+	// Forgets of schema 2 name no incarnation: a clean break.
+	if err := tx.DeleteBucket(bucketForgotten); err != nil {
+		return fmt.Errorf("drop bucket %s of schema 2: %w", bucketForgotten, err)
+	}
+	if _, err := tx.CreateBucket(bucketForgotten); err != nil {
+		return fmt.Errorf("create bucket %s: %w", bucketForgotten, err)
+	}
+	meta := tx.Bucket(bucketMeta)
+	node := string(meta.Get(keyMigrateNode))
+	blocks := tx.Bucket(bucketBlocks)
+	var drop [][]byte
+	var keep []blockRecord
+	err := blocks.ForEach(func(k, v []byte) error {
+		var r blockRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			return fmt.Errorf("decode block %x: %w", k, err)
+		}
+		switch {
+		case r.State == BlockConfirmed || (r.State == "" && node != "" && r.Owner == node):
+			r.State = BlockConfirmed
+			keep = append(keep, r)
+		default:
+			drop = append(drop, append([]byte(nil), k...))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range drop {
+		if err := blocks.Delete(k); err != nil {
+			return err
+		}
+	}
+	for _, r := range keep {
+		if err := putBlock(blocks, r); err != nil {
+			return err
+		}
+	}
+	if _, _, ok := readIncarnation(tx); !ok {
+		return createIncarnation(tx)
+	}
+	return nil
 }
 
 func createV2(tx *bolt.Tx) error {
@@ -102,7 +175,7 @@ func migrate(tx *bolt.Tx, target int, steps []migration) error {
 // checkBuckets makes a damaged file fail at Open with a clear message
 // instead of a nil bucket panic in the first Allocate.
 func checkBuckets(tx *bolt.Tx) error {
-	for _, name := range [][]byte{bucketBlocks, bucketAddrs, bucketEndpoints, bucketForgotten} {
+	for _, name := range [][]byte{bucketBlocks, bucketAddrs, bucketEndpoints, bucketForgotten, bucketReleased, bucketGrants, bucketKnown} {
 		if tx.Bucket(name) == nil {
 			return fmt.Errorf("bucket %s is missing although schema version is %d: file damaged", name, schemaVersion)
 		}

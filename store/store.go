@@ -44,6 +44,8 @@ type Store struct {
 	path string
 	node string
 	addr netip.Addr
+	inc  uint32 // blockproto incarnation, drawn when the file was created
+	born uint32
 }
 
 // Open opens the state file at path, creating it (mode 0600, parent
@@ -72,17 +74,37 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
+	var inc, born uint32
 	err = db.Update(func(tx *bolt.Tx) error {
+		// The node's name, for the migration of schema 1 block records
+		// (owned by name); not kept.
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		if err := meta.Put(keyMigrateNode, []byte(opts.Node)); err != nil {
+			return err
+		}
 		if err := migrate(tx, schemaVersion, migrations); err != nil {
 			return err
 		}
-		return checkBuckets(tx)
+		if err := meta.Delete(keyMigrateNode); err != nil {
+			return err
+		}
+		if err := checkBuckets(tx); err != nil {
+			return err
+		}
+		var ok bool
+		if inc, born, ok = readIncarnation(tx); !ok {
+			return fmt.Errorf("no incarnation in bucket %s although schema version is %d: file damaged", bucketMeta, schemaVersion)
+		}
+		return nil
 	})
 	if err != nil {
 		_ = db.Close() // the schema error is the one worth reporting
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	return &Store{db: db, path: path, node: opts.Node, addr: opts.Address}, nil
+	return &Store{db: db, path: path, node: opts.Node, addr: opts.Address, inc: inc, born: born}, nil
 }
 
 // Close releases the file and its lock. The Store must not be used after.

@@ -47,8 +47,9 @@ type Lab struct {
 	pods    []*Pod
 	netns   []string
 	spawned []func()
-	subnetB int  // nodes on SubnetB so far
-	cross   bool // AddCrossRouter ran
+	dropped map[string]bool // switch ports whose frames DropNode drops
+	subnetB int             // nodes on SubnetB so far
+	cross   bool            // AddCrossRouter ran
 }
 
 // New creates an empty lab: the switch namespace with its bridge. binDir

@@ -15,6 +15,12 @@ import (
 // bgp.peerPrefixes, so a node added later with only its own peers joins
 // without edits to these. extra is appended to every config (pools).
 func (l *Lab) AddMesh(n int, extra string) ([]*Node, error) {
+	return l.AddMeshWith(n, NodeOptions{Extra: extra})
+}
+
+// AddMeshWith is AddMesh with more options for every node; its Peers and
+// PeerPrefixes are set by the mesh.
+func (l *Lab) AddMeshWith(n int, base NodeOptions) ([]*Node, error) {
 	first := len(l.Nodes())
 	var addrs []netip.Addr
 	for i := 0; i < n; i++ {
@@ -28,9 +34,9 @@ func (l *Lab) AddMesh(n int, extra string) ([]*Node, error) {
 				peers = append(peers, a)
 			}
 		}
-		node, err := l.AddNode(fmt.Sprintf("node%d", first+i+1), NodeOptions{
-			Peers: peers, PeerPrefixes: []netip.Prefix{Underlay}, Extra: extra,
-		})
+		opts := base
+		opts.Peers, opts.PeerPrefixes = peers, []netip.Prefix{Underlay}
+		node, err := l.AddNode(fmt.Sprintf("node%d", first+i+1), opts)
 		if err != nil {
 			return nil, err
 		}
@@ -168,4 +174,38 @@ func (l *Lab) CutNode(n *Node, cut bool) error {
 		state = "down"
 	}
 	return l.IP(l.Switch, "link", "set", peer, state)
+}
+
+// DropNode makes the switch drop every frame to and from a node (drop=true)
+// or stops doing so, with an nftables bridge table in the switch's
+// namespace: the node's link stays up and its BGP sessions stay
+// established until their hold time runs out, as when a switch port or a
+// cable fails silently. Nodes may be dropped and restored independently.
+func (l *Lab) DropNode(n *Node, drop bool) error {
+	port := l.Prefix + n.Name
+	if len(port) > 15 {
+		port = port[len(port)-15:]
+	}
+	l.mu.Lock()
+	if l.dropped == nil {
+		l.dropped = map[string]bool{}
+	}
+	if drop {
+		l.dropped[port] = true
+	} else {
+		delete(l.dropped, port)
+	}
+	var rules strings.Builder
+	for p := range l.dropped {
+		fmt.Fprintf(&rules, "    iifname %q drop\n    oifname %q drop\n", p, p)
+	}
+	l.mu.Unlock()
+	script := "table bridge reeflab\ndelete table bridge reeflab\ntable bridge reeflab {\n  chain forward {\n    type filter hook forward priority 0; policy accept;\n" +
+		rules.String() + "  }\n}\n"
+	cmd := exec.Command("nsenter", "--net="+NetnsPath(l.Switch), "--", "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(script)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("nft in %s: %v: %s", l.Switch, err, out)
+	}
+	return nil
 }

@@ -37,6 +37,12 @@ type NodeOptions struct {
 	PeerPrefixes []netip.Prefix
 	// BGP, if set, is the whole bgp: section (YAML, indented two spaces).
 	BGP string
+	// HoldTime, if set, replaces the lab's 3s hold time (keepalive: a
+	// third of it).
+	HoldTime time.Duration
+	// BGPExtra is appended to the generated bgp: section (YAML lines
+	// indented two spaces, such as "  voters: [...]\n").
+	BGPExtra string
 	// SubnetB puts the node on the second underlay subnet (SubnetB, bridge
 	// br1), behind the router AddCrossRouter makes.
 	SubnetB bool
@@ -154,7 +160,11 @@ logLevel: debug
 	case n.opts.BGP != "":
 		cfg += "bgp:\n" + n.opts.BGP
 	case len(n.opts.Peers) > 0 || len(n.opts.PeerPrefixes) > 0:
-		cfg += "bgp:\n  keepaliveTime: 1s\n  holdTime: 3s\n  peers: ["
+		hold := n.opts.HoldTime
+		if hold == 0 {
+			hold = 3 * time.Second
+		}
+		cfg += fmt.Sprintf("bgp:\n  keepaliveTime: %s\n  holdTime: %s\n  peers: [", hold/3, hold)
 		for i, p := range n.opts.Peers {
 			if i > 0 {
 				cfg += ", "
@@ -168,7 +178,7 @@ logLevel: debug
 			}
 			cfg += p.String()
 		}
-		cfg += "]\n"
+		cfg += "]\n" + n.opts.BGPExtra
 	}
 	return os.WriteFile(n.Config, []byte(cfg+n.opts.Extra), 0o644)
 }

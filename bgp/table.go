@@ -1,0 +1,463 @@
+package bgp
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	bgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
+
+	"github.com/reefcni/reef/blockproto"
+)
+
+// vpnKey is the NLRI of a VPN path, less the label: what GoBGP keys its
+// table by (one path per peer per key).
+type vpnKey struct {
+	rd     netip.Addr
+	kind   Kind
+	prefix netip.Prefix
+}
+
+// ownPath is one path the speaker announces, as it last announced it.
+type ownPath struct {
+	path *apiutil.Path
+	lcs  []LargeCommunity
+	nh   netip.Addr
+}
+
+// entry names one announcement of a table, for errors: its kind and its
+// index in the table's slice of that kind (or in confirmed, for
+// kindUnicast).
+type entry struct {
+	kind Kind
+	i    int
+}
+
+const kindUnicast Kind = 0
+
+func describe(t *blockproto.Table, confirmed []UnicastBlock, e entry) string {
+	switch e.kind {
+	case KindRecord:
+		r := t.Records[e.i]
+		return fmt.Sprintf("record of %s (born %d, voters %v)", r.Node, r.Born, r.Voters)
+	case KindClaim:
+		c := t.Claims[e.i]
+		return fmt.Sprintf("claim of %s by %s (%s)", c.Block, c.Owner, c.State)
+	case KindGrant:
+		g := t.Grants[e.i]
+		return fmt.Sprintf("grant of %s by %s to %s", g.Block, g.Voter, g.To)
+	case KindForget:
+		return fmt.Sprintf("forget of %s", t.Forgets[e.i].Node)
+	}
+	b := confirmed[e.i]
+	return fmt.Sprintf("confirmed block %s of %s (IPv4 unicast)", b.Block, b.Owner)
+}
+
+// AnnounceTable makes the node's own IPv4 VPN paths exactly t's entries
+// and its own IPv4 unicast paths exactly the confirmed blocks: new and
+// changed paths are added (a new path replaces the old one of the same
+// NLRI), the rest withdrawn. An entry that fails the import filter every
+// peer applies (DecodeVPN, DecodeUnicast) is not announced, nor two
+// different entries of one NLRI (the first is); the error names each such
+// entry and each path GoBGP refused. Paths GoBGP refused are tried again at
+// the next call.
+func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) error {
+	sp.announcing.Lock()
+	defer sp.announcing.Unlock()
+	asn, pools := sp.cfg.ASN, sp.cfg.Pools
+	var errs []error
+	fail := func(e entry, err error) {
+		errs = append(errs, fmt.Errorf("announce %s: %w", describe(&t, confirmed, e), err))
+	}
+
+	type wantVPN struct {
+		rt VPNRoute
+		e  entry
+	}
+	want := make(map[vpnKey]wantVPN, t.Len())
+	add := func(e entry, rt VPNRoute, err error) {
+		if err != nil {
+			fail(e, err)
+			return
+		}
+		k := vpnKey{rt.RD.Addr, Kind(rt.RD.Number), rt.Prefix}
+		if prev, ok := want[k]; ok {
+			if !slices.Equal(prev.rt.Communities, rt.Communities) {
+				fail(e, fmt.Errorf("same NLRI %s as the %s, which is announced instead", rt, describe(&t, confirmed, prev.e)))
+			}
+			return
+		}
+		want[k] = wantVPN{rt, e}
+	}
+	for i, r := range t.Records {
+		rt, err := EncodeRecord(asn, r)
+		add(entry{KindRecord, i}, rt, err)
+	}
+	for i, c := range t.Claims {
+		rt, err := EncodeClaim(asn, c)
+		add(entry{KindClaim, i}, rt, err)
+	}
+	for i, g := range t.Grants {
+		rt, err := EncodeGrant(asn, g)
+		add(entry{KindGrant, i}, rt, err)
+	}
+	for i, f := range t.Forgets {
+		rt, err := EncodeForget(asn, f)
+		add(entry{KindForget, i}, rt, err)
+	}
+
+	var (
+		adds     []*apiutil.Path
+		addKeys  []vpnKey
+		addWhat  []entry
+		addLCs   [][]LargeCommunity
+		scratch  blockproto.Table
+		nextHop  = sp.cfg.RouterID
+		vpnNH, _ = bgppkt.NewPathAttributeNextHop(nextHop)
+	)
+	for k, w := range want {
+		if cur, ok := sp.ownVPN[k]; ok && cur.nh == nextHop && slices.Equal(cur.lcs, w.rt.Communities) {
+			continue
+		}
+		scratch = blockproto.Table{Records: scratch.Records[:0], Claims: scratch.Claims[:0], Grants: scratch.Grants[:0], Forgets: scratch.Forgets[:0]}
+		if err := DecodeVPN(asn, pools, w.rt.RD, w.rt.Prefix, w.rt.Communities, &scratch); err != nil {
+			fail(w.e, fmt.Errorf("every peer would drop it: %w", err))
+			delete(want, k) // and withdraw what was announced before
+			continue
+		}
+		p, err := vpnPath(w.rt, vpnNH)
+		if err != nil {
+			fail(w.e, err)
+			delete(want, k)
+			continue
+		}
+		adds, addKeys, addWhat, addLCs = append(adds, p), append(addKeys, k), append(addWhat, w.e), append(addLCs, w.rt.Communities)
+	}
+	sp.addPaths(adds, func(i int, err error) {
+		if err != nil {
+			fail(addWhat[i], err)
+			return
+		}
+		sp.ownVPN[addKeys[i]] = ownPath{path: adds[i], lcs: addLCs[i], nh: nextHop}
+	})
+	var dels []*apiutil.Path
+	var delKeys []vpnKey
+	for k, cur := range sp.ownVPN {
+		if _, ok := want[k]; !ok {
+			dels, delKeys = append(dels, cur.path), append(delKeys, k)
+		}
+	}
+	sp.deletePaths(dels, func(i int, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("withdraw %s %s: %w", delKeys[i].kind, dels[i].Nlri, err))
+			return
+		}
+		delete(sp.ownVPN, delKeys[i])
+	})
+
+	// IPv4 unicast: the confirmed blocks.
+	wantUC := make(map[netip.Prefix]int, len(confirmed))
+	for i, b := range confirmed {
+		if j, ok := wantUC[b.Block]; ok {
+			if confirmed[j] != b {
+				fail(entry{kindUnicast, i}, fmt.Errorf("same block as the %s, which is announced instead", describe(&t, confirmed, entry{kindUnicast, j})))
+			}
+			continue
+		}
+		wantUC[b.Block] = i
+	}
+	var ucAdds []*apiutil.Path
+	var ucIdx []int
+	var ucLCs [][]LargeCommunity
+	for p, i := range wantUC {
+		b := confirmed[i]
+		lcs := EncodeUnicast(asn, b)
+		if cur, ok := sp.ownUnicast[p]; ok && cur.nh == b.Owner.Addr && slices.Equal(cur.lcs, lcs) {
+			continue
+		}
+		if _, err := DecodeUnicast(asn, pools, b.Block, b.Owner.Addr, lcs); err != nil {
+			fail(entry{kindUnicast, i}, fmt.Errorf("every peer would drop it: %w", err))
+			delete(wantUC, p)
+			continue
+		}
+		path, err := unicastPath(b.Block, b.Owner.Addr, lcs)
+		if err != nil {
+			fail(entry{kindUnicast, i}, err)
+			delete(wantUC, p)
+			continue
+		}
+		ucAdds, ucIdx, ucLCs = append(ucAdds, path), append(ucIdx, i), append(ucLCs, lcs)
+	}
+	sp.addPaths(ucAdds, func(j int, err error) {
+		b := confirmed[ucIdx[j]]
+		if err != nil {
+			fail(entry{kindUnicast, ucIdx[j]}, err)
+			return
+		}
+		sp.ownUnicast[b.Block] = ownPath{path: ucAdds[j], lcs: ucLCs[j], nh: b.Owner.Addr}
+	})
+	dels, delPrefixes := dels[:0], []netip.Prefix(nil)
+	for p, cur := range sp.ownUnicast {
+		if _, ok := wantUC[p]; !ok {
+			dels, delPrefixes = append(dels, cur.path), append(delPrefixes, p)
+		}
+	}
+	sp.deletePaths(dels, func(i int, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("withdraw confirmed block %s (IPv4 unicast): %w", delPrefixes[i], err))
+			return
+		}
+		delete(sp.ownUnicast, delPrefixes[i])
+	})
+	return errors.Join(errs...)
+}
+
+// addPaths adds ps in one GoBGP call and reports each path to done. GoBGP
+// answers a call in which a path fails with that error alone (having added
+// the others), so then each is added again on its own to tell which
+// (adding a path again only sends the peers the same UPDATE again).
+func (sp *Speaker) addPaths(ps []*apiutil.Path, done func(i int, err error)) {
+	if len(ps) == 0 {
+		return
+	}
+	resps, err := sp.s.AddPath(apiutil.AddPathRequest{Paths: ps})
+	if err == nil && len(resps) == len(ps) {
+		for i := range ps {
+			done(i, resps[i].Error)
+		}
+		return
+	}
+	if len(ps) == 1 {
+		done(0, err)
+		return
+	}
+	for i, p := range ps {
+		_, err := sp.s.AddPath(apiutil.AddPathRequest{Paths: []*apiutil.Path{p}})
+		done(i, err)
+	}
+}
+
+// deletePaths withdraws ps in one GoBGP call, or one by one if that fails
+// (GoBGP then withdraws none of them), and reports each path to done.
+func (sp *Speaker) deletePaths(ps []*apiutil.Path, done func(i int, err error)) {
+	if len(ps) == 0 {
+		return
+	}
+	if err := sp.s.DeletePath(apiutil.DeletePathRequest{Paths: ps}); err == nil || len(ps) == 1 {
+		for i := range ps {
+			done(i, err)
+		}
+		return
+	}
+	for i, p := range ps {
+		done(i, sp.s.DeletePath(apiutil.DeletePathRequest{Paths: []*apiutil.Path{p}}))
+	}
+}
+
+func largeCommunities(lcs []LargeCommunity) *bgppkt.PathAttributeLargeCommunities {
+	vals := make([]*bgppkt.LargeCommunity, len(lcs))
+	for i, lc := range lcs {
+		vals[i] = bgppkt.NewLargeCommunity(lc.ASN, lc.Data1, lc.Data2)
+	}
+	return bgppkt.NewPathAttributeLargeCommunities(vals)
+}
+
+// vpnPath is rt as a GoBGP path: label 0, next hop nh (GoBGP moves it into
+// MP_REACH_NLRI), no route target.
+func vpnPath(rt VPNRoute, nh *bgppkt.PathAttributeNextHop) (*apiutil.Path, error) {
+	if nh == nil {
+		return nil, errors.New("the router ID is not an IPv4 address")
+	}
+	rd, err := bgppkt.NewRouteDistinguisherIPAddressAS(rt.RD.Addr, rt.RD.Number)
+	if err != nil {
+		return nil, fmt.Errorf("encode route distinguisher %s: %w", rt.RD, err)
+	}
+	nlri, err := bgppkt.NewLabeledVPNIPAddrPrefix(rt.Prefix, *bgppkt.NewMPLSLabelStack(0), rd)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", rt, err)
+	}
+	return &apiutil.Path{
+		Family: bgppkt.RF_IPv4_VPN,
+		Nlri:   nlri,
+		Attrs:  []bgppkt.PathAttributeInterface{bgppkt.NewPathAttributeOrigin(0), nh, largeCommunities(rt.Communities)},
+	}, nil
+}
+
+func unicastPath(block netip.Prefix, owner netip.Addr, lcs []LargeCommunity) (*apiutil.Path, error) {
+	nlri, err := bgppkt.NewIPAddrPrefix(block)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", block, err)
+	}
+	nh, err := bgppkt.NewPathAttributeNextHop(owner)
+	if err != nil {
+		return nil, fmt.Errorf("encode next hop %s: %w", owner, err)
+	}
+	return &apiutil.Path{
+		Family: bgppkt.RF_IPv4_UC,
+		Nlri:   nlri,
+		Attrs:  []bgppkt.PathAttributeInterface{bgppkt.NewPathAttributeOrigin(0), nh, largeCommunities(lcs)},
+	}, nil
+}
+
+// PathCounts are the paths of one family one LearnedTable saw: received,
+// and of them accepted by the import filter or dropped.
+type PathCounts struct{ Received, Accepted, Dropped uint64 }
+
+func (c *PathCounts) add(o PathCounts) {
+	c.Received += o.Received
+	c.Accepted += o.Accepted
+	c.Dropped += o.Dropped
+}
+
+// PeerCounts are one peer's paths in one LearnedTable.
+type PeerCounts struct{ Unicast, VPN PathCounts }
+
+// Counts are the paths of other speakers one LearnedTable saw: in all and
+// by the peer each came from (through a route reflector, the reflector).
+type Counts struct {
+	Unicast, VPN PathCounts
+	Peers        map[netip.Addr]PeerCounts
+}
+
+// LearnedTable returns what the other speakers announce in IPv4 VPN: every
+// path of the global table (GoBGP keeps one per peer per NLRI, stale ones
+// over a graceful restart included), whichever peer it came from, less the
+// speaker's own and less those that fail DecodeVPN, which are dropped,
+// counted and logged once per peer and NLRI. It also runs the IPv4 unicast
+// table through DecodeUnicast, for the counts. The table is in no
+// particular order; Counts.Peers is the caller's.
+func (sp *Speaker) LearnedTable() (blockproto.Table, Counts, error) {
+	sp.mu.Lock()
+	n := sp.learnedN
+	sp.mu.Unlock()
+	t := blockproto.Table{
+		Records: make([]blockproto.Record, 0, n[0]),
+		Claims:  make([]blockproto.Claim, 0, n[1]),
+		Grants:  make([]blockproto.Grant, 0, n[2]),
+		Forgets: make([]blockproto.Forget, 0, n[3]),
+	}
+	peers := make(map[netip.Addr]PeerCounts, n[4])
+	asn, pools := sp.cfg.ASN, sp.cfg.Pools
+	var lcs []LargeCommunity // reused from path to path
+
+	err := sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgppkt.RF_IPv4_VPN},
+		func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
+			vpn, _ := nlri.(*bgppkt.LabeledVPNIPAddrPrefix)
+			for _, p := range paths {
+				if sp.own(p) {
+					continue
+				}
+				c := peers[p.PeerAddress]
+				c.VPN.Received++
+				var err error
+				if vpn == nil {
+					err = fmt.Errorf("%s: not a labelled VPN-IPv4 NLRI: %w", nlri, ErrNotReef)
+				} else {
+					lcs, _ = pathAttrs(lcs[:0], p.Attrs)
+					err = DecodeVPN(asn, pools, rdOf(vpn.RD), vpn.Prefix, lcs, &t)
+				}
+				if err != nil {
+					c.VPN.Dropped++
+					sp.drop(p.PeerAddress, nlri.String(), err)
+				} else {
+					c.VPN.Accepted++
+				}
+				peers[p.PeerAddress] = c
+			}
+		})
+	if err != nil {
+		return blockproto.Table{}, Counts{}, fmt.Errorf("list BGP paths (IPv4 VPN): %w", err)
+	}
+	err = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgppkt.RF_IPv4_UC},
+		func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
+			uc, _ := nlri.(*bgppkt.IPAddrPrefix)
+			for _, p := range paths {
+				if sp.own(p) {
+					continue
+				}
+				c := peers[p.PeerAddress]
+				c.Unicast.Received++
+				var err error
+				if uc == nil {
+					err = fmt.Errorf("%s: not an IPv4 prefix: %w", nlri, ErrNotReef)
+				} else {
+					var nh netip.Addr
+					lcs, nh = pathAttrs(lcs[:0], p.Attrs)
+					_, err = DecodeUnicast(asn, pools, uc.Prefix, nh, lcs)
+				}
+				if err != nil {
+					c.Unicast.Dropped++
+					sp.drop(p.PeerAddress, nlri.String(), err)
+				} else {
+					c.Unicast.Accepted++
+				}
+				peers[p.PeerAddress] = c
+			}
+		})
+	if err != nil {
+		return blockproto.Table{}, Counts{}, fmt.Errorf("list BGP paths (IPv4 unicast): %w", err)
+	}
+
+	// Empty kinds as nil, as a Table built by hand has them.
+	t.Records, t.Claims, t.Grants, t.Forgets = nilIfEmpty(t.Records), nilIfEmpty(t.Claims), nilIfEmpty(t.Grants), nilIfEmpty(t.Forgets)
+	counts := Counts{Peers: peers}
+	for _, c := range peers {
+		counts.Unicast.add(c.Unicast)
+		counts.VPN.add(c.VPN)
+	}
+	sp.mu.Lock()
+	sp.counts = maps.Clone(peers)
+	sp.learnedN = [5]int{len(t.Records), len(t.Claims), len(t.Grants), len(t.Forgets), len(peers)}
+	sp.mu.Unlock()
+	return t, counts, nil
+}
+
+func nilIfEmpty[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+// own reports whether p is one of the speaker's own paths.
+func (sp *Speaker) own(p *apiutil.Path) bool {
+	return !p.PeerAddress.IsValid() || p.PeerAddress.IsUnspecified() || p.PeerAddress == sp.cfg.RouterID
+}
+
+// pathAttrs appends the large communities of attrs to lcs and returns
+// them with the next hop.
+func pathAttrs(lcs []LargeCommunity, attrs []bgppkt.PathAttributeInterface) ([]LargeCommunity, netip.Addr) {
+	var nh netip.Addr
+	for _, a := range attrs {
+		switch a := a.(type) {
+		case *bgppkt.PathAttributeNextHop:
+			nh = a.Value
+		case *bgppkt.PathAttributeMpReachNLRI:
+			nh = a.Nexthop
+		case *bgppkt.PathAttributeLargeCommunities:
+			for _, v := range a.Values {
+				lcs = append(lcs, LargeCommunity{v.ASN, v.LocalData1, v.LocalData2})
+			}
+		}
+	}
+	return lcs, nh
+}
+
+// rdOf is a GoBGP route distinguisher as reef reads it.
+func rdOf(rd bgppkt.RouteDistinguisherInterface) RD {
+	switch rd := rd.(type) {
+	case *bgppkt.RouteDistinguisherIPAddressAS:
+		return RD{Type: rd.Type, Addr: rd.Admin, Number: rd.Assigned}
+	case *bgppkt.RouteDistinguisherTwoOctetAS:
+		return RD{Type: rd.Type}
+	case *bgppkt.RouteDistinguisherFourOctetAS:
+		return RD{Type: rd.Type}
+	case *bgppkt.RouteDistinguisherUnknown:
+		return RD{Type: rd.Type}
+	}
+	return RD{Type: 0xffff}
+}

@@ -1,0 +1,460 @@
+// Package bgp is reef's embedded BGP speaker (GoBGP as a library) and the
+// encoding of the block protocol (package blockproto) on the wire.
+//
+// Every protocol announcement (record, claim, grant, forget) is one IPv4
+// VPN path (AFI 1, SAFI 128): a type 1 route distinguisher <address>:<kind>,
+// MPLS label 0 and an IPv4 prefix, with the announcing speaker's router ID
+// as next hop, no route target (so no PE router imports it into a VRF) and
+// BGP large communities that carry the rest. The confirmed blocks are also
+// announced as plain IPv4 unicast prefixes whose next hop is the owner, for
+// the routers of the network to route pod traffic by. Everything learned is
+// validated before it is believed: a peer can announce nothing but reef
+// announcements about the configured pools.
+package bgp
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/reefcni/reef/blockproto"
+)
+
+// The large communities of reef's paths, under the global administrator =
+// the cluster's AS number:
+//
+//	<asn>:100:0          this is reef's (the "reef community"), on every path
+//	<asn>:110:<kind>     1 record, 2 claim, 3 grant, 4 forget (= the RD number)
+//	<asn>:111:<inc>      incarnation of the node the RD names (unicast: of the owner)
+//	<asn>:112:<hash>     voter hash (record, claim, grant)
+//	<asn>:113:<born>     birth time, Unix seconds (record)
+//	<asn>:114:<voter>    one per voter, its address as a number (record)
+//	<asn>:115:<state>    claim state, blockproto.ClaimState (claim)
+//	<asn>:116:<grantee>  address of the node granted to (grant)
+//	<asn>:117:<inc>      its incarnation (grant)
+//
+// Data1 values 100..199 are reef's: one that a path of its kind does not
+// carry makes the path invalid (an old reef's claim communities 101..104
+// among them). Other data1 values and other global administrators are
+// ignored.
+const (
+	lcMarker     = 100
+	lcKind       = 110
+	lcInc        = 111
+	lcVoterHash  = 112
+	lcBorn       = 113
+	lcVoter      = 114
+	lcState      = 115
+	lcGrantee    = 116
+	lcGranteeInc = 117
+
+	lcReefFirst = 100
+	lcReefLast  = 199
+)
+
+// LargeCommunity is one (global, data1, data2) triple.
+type LargeCommunity struct{ ASN, Data1, Data2 uint32 }
+
+// Pool is what the import filter needs to know of a configured pool.
+type Pool struct {
+	CIDR      netip.Prefix
+	BlockSize int
+}
+
+// ErrNotReef marks a path that is not a valid reef announcement at all.
+var ErrNotReef = errors.New("not a reef block")
+
+// Kind is what a VPN path of the block protocol announces: the assigned
+// number of its route distinguisher, and the value of <asn>:110.
+type Kind uint16
+
+const (
+	KindRecord Kind = 1
+	KindClaim  Kind = 2
+	KindGrant  Kind = 3
+	KindForget Kind = 4
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindRecord:
+		return "record"
+	case KindClaim:
+		return "claim"
+	case KindGrant:
+		return "grant"
+	case KindForget:
+		return "forget"
+	}
+	return fmt.Sprintf("kind(%d)", uint16(k))
+}
+
+// RD is a route distinguisher as reef reads it. Reef's are all type 1: an
+// IPv4 address and a 2-byte assigned number (the Kind).
+type RD struct {
+	Type   uint16
+	Addr   netip.Addr // type 1 only
+	Number uint16     // type 1 only
+}
+
+func (rd RD) String() string {
+	if rd.Type != 1 {
+		return fmt.Sprintf("RD type %d", rd.Type)
+	}
+	return fmt.Sprintf("%s:%d", rd.Addr, rd.Number)
+}
+
+// VPNRoute is one protocol announcement as it goes on the wire, less the
+// label (always 0) and the next hop (the announcer's router ID), which say
+// nothing.
+type VPNRoute struct {
+	RD          RD
+	Prefix      netip.Prefix
+	Communities []LargeCommunity
+}
+
+func (r VPNRoute) String() string { return r.RD.String() + ":" + r.Prefix.String() }
+
+func newRoute(asn uint32, addr netip.Addr, k Kind, prefix netip.Prefix, inc uint32, n int) VPNRoute {
+	lcs := make([]LargeCommunity, 0, n)
+	lcs = append(lcs, LargeCommunity{asn, lcMarker, 0}, LargeCommunity{asn, lcKind, uint32(k)}, LargeCommunity{asn, lcInc, inc})
+	return VPNRoute{RD: RD{Type: 1, Addr: addr, Number: uint16(k)}, Prefix: prefix, Communities: lcs}
+}
+
+func need4(what string, a netip.Addr) error {
+	if !a.Is4() {
+		return fmt.Errorf("%s %s is not an IPv4 address", what, a)
+	}
+	return nil
+}
+
+// EncodeRecord returns the path of a record: RD <node>:1, prefix <node>/32.
+// The voters go out normalised (blockproto.Voters).
+func EncodeRecord(asn uint32, r blockproto.Record) (VPNRoute, error) {
+	if err := need4("node", r.Node.Addr); err != nil {
+		return VPNRoute{}, err
+	}
+	voters := blockproto.Voters(r.Voters)
+	rt := newRoute(asn, r.Node.Addr, KindRecord, netip.PrefixFrom(r.Node.Addr, 32), r.Node.Inc, 5+len(voters))
+	rt.Communities = append(rt.Communities, LargeCommunity{asn, lcVoterHash, r.VoterHash}, LargeCommunity{asn, lcBorn, r.Born})
+	for _, v := range voters {
+		if err := need4("voter", v); err != nil {
+			return VPNRoute{}, err
+		}
+		rt.Communities = append(rt.Communities, LargeCommunity{asn, lcVoter, addrUint(v)})
+	}
+	return rt, nil
+}
+
+// EncodeClaim returns the path of a claim: RD <owner>:2, prefix the block.
+func EncodeClaim(asn uint32, c blockproto.Claim) (VPNRoute, error) {
+	if err := need4("owner", c.Owner.Addr); err != nil {
+		return VPNRoute{}, err
+	}
+	rt := newRoute(asn, c.Owner.Addr, KindClaim, c.Block, c.Owner.Inc, 5)
+	rt.Communities = append(rt.Communities, LargeCommunity{asn, lcVoterHash, c.VoterHash}, LargeCommunity{asn, lcState, uint32(c.State)})
+	return rt, nil
+}
+
+// EncodeGrant returns the path of a grant: RD <voter>:3, prefix the block.
+func EncodeGrant(asn uint32, g blockproto.Grant) (VPNRoute, error) {
+	if err := need4("voter", g.Voter.Addr); err != nil {
+		return VPNRoute{}, err
+	}
+	if err := need4("grantee", g.To.Addr); err != nil {
+		return VPNRoute{}, err
+	}
+	rt := newRoute(asn, g.Voter.Addr, KindGrant, g.Block, g.Voter.Inc, 6)
+	rt.Communities = append(rt.Communities, LargeCommunity{asn, lcVoterHash, g.VoterHash},
+		LargeCommunity{asn, lcGrantee, addrUint(g.To.Addr)}, LargeCommunity{asn, lcGranteeInc, g.To.Inc})
+	return rt, nil
+}
+
+// EncodeForget returns the path of a forget: RD <forgotten node>:4, prefix
+// its incarnation as an IPv4 address /32.
+func EncodeForget(asn uint32, f blockproto.Forget) (VPNRoute, error) {
+	if err := need4("node", f.Node.Addr); err != nil {
+		return VPNRoute{}, err
+	}
+	return newRoute(asn, f.Node.Addr, KindForget, netip.PrefixFrom(uintAddr(f.Node.Inc), 32), f.Node.Inc, 3), nil
+}
+
+// lcSet is the reef communities of one path, gathered for validation.
+type lcSet struct {
+	seen   uint64                                 // bit d1-lcReefFirst for each data1 seen (gather lets only 100..117 in)
+	val    [lcGranteeInc - lcReefFirst + 1]uint32 // by d1-lcReefFirst
+	voters int                                    // number of distinct <asn>:114 values
+}
+
+func (s *lcSet) has(d1 uint32) bool { return s.seen&(1<<(d1-lcReefFirst)) != 0 }
+
+// gather reads the communities of asn in lcs. allowed is the data1 values
+// the kind carries besides the marker, kind and incarnation, which all
+// carry.
+func (s *lcSet) gather(asn uint32, lcs []LargeCommunity, allowed []uint32) error {
+	for i, lc := range lcs {
+		if lc.ASN != asn || lc.Data1 < lcReefFirst || lc.Data1 > lcReefLast {
+			continue
+		}
+		switch lc.Data1 {
+		case lcMarker, lcKind, lcInc:
+		default:
+			if !slices.Contains(allowed, lc.Data1) {
+				return fmt.Errorf("community %d:%d:%d does not belong on it: %w", asn, lc.Data1, lc.Data2, ErrNotReef)
+			}
+		}
+		if lc.Data1 == lcVoter {
+			// One per voter; a repeated value is redundant (RFC 8092
+			// asks receivers to drop repeats).
+			if !slices.Contains(lcs[:i], lc) {
+				s.voters++
+			}
+			s.seen |= 1 << (lc.Data1 - lcReefFirst)
+			continue
+		}
+		if s.has(lc.Data1) {
+			if s.val[lc.Data1-lcReefFirst] == lc.Data2 {
+				continue // an exact repeat is redundant
+			}
+			return fmt.Errorf("community %d:%d:* twice, with %d and %d: %w", asn, lc.Data1, s.val[lc.Data1-lcReefFirst], lc.Data2, ErrNotReef)
+		}
+		s.seen |= 1 << (lc.Data1 - lcReefFirst)
+		s.val[lc.Data1-lcReefFirst] = lc.Data2
+	}
+	if !s.has(lcMarker) {
+		return fmt.Errorf("no reef community %d:%d:0: %w", asn, lcMarker, ErrNotReef)
+	}
+	if v := s.val[lcMarker-lcReefFirst]; v != 0 {
+		return fmt.Errorf("reef community is %d:%d:%d, not %d:%d:0: %w", asn, lcMarker, v, asn, lcMarker, ErrNotReef)
+	}
+	return nil
+}
+
+// require checks that every one of d1s is there.
+func (s *lcSet) require(asn uint32, d1s ...uint32) error {
+	for _, d1 := range d1s {
+		if !s.has(d1) {
+			return fmt.Errorf("community %d:%d:* missing: %w", asn, d1, ErrNotReef)
+		}
+	}
+	return nil
+}
+
+func (s *lcSet) get(d1 uint32) uint32 { return s.val[d1-lcReefFirst] }
+
+var (
+	allowedRecord = []uint32{lcVoterHash, lcBorn, lcVoter}
+	allowedClaim  = []uint32{lcVoterHash, lcState}
+	allowedGrant  = []uint32{lcVoterHash, lcGrantee, lcGranteeInc}
+	allowedForget = []uint32{}
+	allowedUC     = []uint32{}
+)
+
+// DecodeVPN validates one learned VPN path and appends what it announces
+// to t. It accepts only what a reef node may announce: a type 1 RD whose
+// number is a Kind, the reef community of this AS, a kind community equal
+// to the RD number and every community of the kind, once; claims and
+// grants of a block of a configured pool; records of the RD's /32; forgets
+// of a /32; node addresses (RD, grantee, voters) that are unicast IPv4
+// outside every pool. The error, wrapping ErrNotReef, says why a path was
+// dropped. rd and prefix are the path's NLRI, lcs its large communities.
+func DecodeVPN(asn uint32, pools []Pool, rd RD, prefix netip.Prefix, lcs []LargeCommunity, t *blockproto.Table) error {
+	if err := decodeVPN(asn, pools, rd, prefix, lcs, t); err != nil {
+		return fmt.Errorf("%s:%s: %w", rd, prefix, err) // named only on failure: no allocation otherwise
+	}
+	return nil
+}
+
+func decodeVPN(asn uint32, pools []Pool, rd RD, prefix netip.Prefix, lcs []LargeCommunity, t *blockproto.Table) error {
+	if rd.Type != 1 {
+		return fmt.Errorf("route distinguisher of type %d, not 1 (address:number): %w", rd.Type, ErrNotReef)
+	}
+	k := Kind(rd.Number)
+	var allowed []uint32
+	switch k {
+	case KindRecord:
+		allowed = allowedRecord
+	case KindClaim:
+		allowed = allowedClaim
+	case KindGrant:
+		allowed = allowedGrant
+	case KindForget:
+		allowed = allowedForget
+	default:
+		return fmt.Errorf("route distinguisher number %d is not a reef kind (1..4): %w", rd.Number, ErrNotReef)
+	}
+	if !prefix.Addr().Is4() {
+		return fmt.Errorf("prefix not IPv4: %w", ErrNotReef)
+	}
+	var s lcSet
+	if err := s.gather(asn, lcs, allowed); err != nil {
+		return err
+	}
+	if err := s.require(asn, lcKind); err != nil {
+		return err
+	}
+	if got := s.get(lcKind); got != uint32(k) {
+		return fmt.Errorf("kind community %d:%d:%d does not match the RD's %d (%s): %w", asn, lcKind, got, k, k, ErrNotReef)
+	}
+	if err := checkNode(pools, rd.Addr, "node"); err != nil {
+		return err
+	}
+	node := blockproto.Node{Addr: rd.Addr}
+	switch k {
+	case KindRecord:
+		if err := s.require(asn, lcInc, lcVoterHash, lcBorn); err != nil {
+			return err
+		}
+		if want := netip.PrefixFrom(rd.Addr, 32); prefix != want {
+			return fmt.Errorf("a record's prefix must be %s: %w", want, ErrNotReef)
+		}
+		var voters []netip.Addr
+		if s.voters > 0 {
+			voters = make([]netip.Addr, 0, s.voters)
+			for _, lc := range lcs {
+				if lc.ASN == asn && lc.Data1 == lcVoter {
+					v := uintAddr(lc.Data2)
+					if err := checkNode(pools, v, "voter"); err != nil {
+						return err
+					}
+					voters = append(voters, v)
+				}
+			}
+			slices.SortFunc(voters, netip.Addr.Compare)
+			voters = slices.Compact(voters)
+		}
+		node.Inc = s.get(lcInc)
+		t.Records = append(t.Records, blockproto.Record{Node: node, Born: s.get(lcBorn), VoterHash: s.get(lcVoterHash), Voters: voters})
+	case KindClaim:
+		if err := s.require(asn, lcInc, lcVoterHash, lcState); err != nil {
+			return err
+		}
+		if err := checkBlock(pools, prefix); err != nil {
+			return err
+		}
+		st := s.get(lcState)
+		if st > 255 || !blockproto.ClaimState(st).Valid() {
+			return fmt.Errorf("unknown claim state %d: %w", st, ErrNotReef)
+		}
+		node.Inc = s.get(lcInc)
+		t.Claims = append(t.Claims, blockproto.Claim{Block: prefix, Owner: node, State: blockproto.ClaimState(st), VoterHash: s.get(lcVoterHash)})
+	case KindGrant:
+		if err := s.require(asn, lcInc, lcVoterHash, lcGrantee, lcGranteeInc); err != nil {
+			return err
+		}
+		if err := checkBlock(pools, prefix); err != nil {
+			return err
+		}
+		to := blockproto.Node{Addr: uintAddr(s.get(lcGrantee)), Inc: s.get(lcGranteeInc)}
+		if err := checkNode(pools, to.Addr, "grantee"); err != nil {
+			return err
+		}
+		node.Inc = s.get(lcInc)
+		t.Grants = append(t.Grants, blockproto.Grant{Block: prefix, Voter: node, To: to, VoterHash: s.get(lcVoterHash)})
+	case KindForget:
+		if err := s.require(asn, lcInc); err != nil {
+			return err
+		}
+		if prefix.Bits() != 32 {
+			return fmt.Errorf("a forget's prefix must be a /32: %w", ErrNotReef)
+		}
+		node.Inc = s.get(lcInc)
+		if p := addrUint(prefix.Addr()); p != node.Inc {
+			return fmt.Errorf("forgets incarnation %08x by its prefix but %08x by its community: %w", p, node.Inc, ErrNotReef)
+		}
+		t.Forgets = append(t.Forgets, blockproto.Forget{Node: node})
+	}
+	return nil
+}
+
+// UnicastBlock is a confirmed block as IPv4 unicast carries it: the block,
+// routed to its owner.
+type UnicastBlock struct {
+	Block netip.Prefix
+	Owner blockproto.Node
+}
+
+// EncodeUnicast returns the large communities of a confirmed block's IPv4
+// unicast path, whose next hop is the owner's address.
+func EncodeUnicast(asn uint32, b UnicastBlock) []LargeCommunity {
+	return []LargeCommunity{{asn, lcMarker, 0}, {asn, lcInc, b.Owner.Inc}}
+}
+
+// DecodeUnicast validates a learned IPv4 unicast path and turns it into a
+// confirmed block. It accepts only an IPv4 block of a configured pool with
+// exactly that pool's block length, the reef community of this AS, the
+// owner's incarnation and nothing else of reef's, and a next hop (the
+// owner) that is a unicast IPv4 address outside every pool. The error,
+// wrapping ErrNotReef, says why a path was dropped.
+func DecodeUnicast(asn uint32, pools []Pool, prefix netip.Prefix, nextHop netip.Addr, lcs []LargeCommunity) (UnicastBlock, error) {
+	b, err := decodeUnicast(asn, pools, prefix, nextHop, lcs)
+	if err != nil {
+		return UnicastBlock{}, fmt.Errorf("%s: %w", prefix, err)
+	}
+	return b, nil
+}
+
+func decodeUnicast(asn uint32, pools []Pool, prefix netip.Prefix, nextHop netip.Addr, lcs []LargeCommunity) (UnicastBlock, error) {
+	if err := checkBlock(pools, prefix); err != nil {
+		return UnicastBlock{}, err
+	}
+	var s lcSet
+	if err := s.gather(asn, lcs, allowedUC); err != nil {
+		return UnicastBlock{}, err
+	}
+	if err := s.require(asn, lcInc); err != nil {
+		return UnicastBlock{}, err
+	}
+	if err := checkNode(pools, nextHop, "next hop (owner)"); err != nil {
+		return UnicastBlock{}, err
+	}
+	return UnicastBlock{Block: prefix, Owner: blockproto.Node{Addr: nextHop, Inc: s.get(lcInc)}}, nil
+}
+
+// checkBlock accepts an IPv4 prefix inside a configured pool with exactly
+// that pool's block length, without host bits.
+func checkBlock(pools []Pool, prefix netip.Prefix) error {
+	if !prefix.Addr().Is4() {
+		return fmt.Errorf("not IPv4: %w", ErrNotReef)
+	}
+	inPool := false
+	for _, p := range pools {
+		if p.CIDR.Contains(prefix.Addr()) && prefix.Bits() >= p.CIDR.Bits() {
+			if prefix.Bits() != p.BlockSize {
+				return fmt.Errorf("inside pool %s but not a /%d block: %w", p.CIDR, p.BlockSize, ErrNotReef)
+			}
+			inPool = true
+		}
+	}
+	if !inPool {
+		return fmt.Errorf("outside every pool: %w", ErrNotReef)
+	}
+	if prefix != prefix.Masked() {
+		return fmt.Errorf("host bits set: %w", ErrNotReef)
+	}
+	return nil
+}
+
+// checkNode accepts a node address: unicast IPv4, outside every pool (a
+// pod address is never a node's).
+func checkNode(pools []Pool, a netip.Addr, role string) error {
+	if !a.Is4() || !a.IsGlobalUnicast() {
+		return fmt.Errorf("%s %s is not a unicast IPv4 address: %w", role, a, ErrNotReef)
+	}
+	for _, p := range pools {
+		if p.CIDR.Contains(a) {
+			return fmt.Errorf("%s %s is a pod address (pool %s): %w", role, a, p.CIDR, ErrNotReef)
+		}
+	}
+	return nil
+}
+
+func addrUint(a netip.Addr) uint32 {
+	b := a.As4()
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+func uintAddr(u uint32) netip.Addr {
+	return netip.AddrFrom4([4]byte{byte(u >> 24), byte(u >> 16), byte(u >> 8), byte(u)})
+}

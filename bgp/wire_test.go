@@ -1,0 +1,446 @@
+package bgp
+
+import (
+	"errors"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/reefcni/reef/blockproto"
+)
+
+var (
+	testPools = []Pool{{netip.MustParsePrefix("10.244.0.0/16"), 26}, {netip.MustParsePrefix("10.250.0.0/24"), 28}}
+	nodeA     = netip.MustParseAddr("192.168.77.11")
+	nodeB     = netip.MustParseAddr("192.168.77.12")
+	nodeC     = netip.MustParseAddr("192.168.77.13")
+	block     = netip.MustParsePrefix("10.244.3.64/26")
+)
+
+const testASN = 64512
+
+// cmpOpts compare netip values by ==, as go-cmp cannot see inside them.
+var cmpOpts = []cmp.Option{
+	cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
+	cmp.Comparer(func(a, b netip.Prefix) bool { return a == b }),
+}
+
+func testRecord() blockproto.Record {
+	return blockproto.Record{Node: blockproto.Node{Addr: nodeA, Inc: 0xdeadbeef}, Born: 1_790_000_000,
+		VoterHash: 0x01020304, Voters: []netip.Addr{nodeA, nodeB, nodeC}}
+}
+
+func testClaim() blockproto.Claim {
+	return blockproto.Claim{Block: block, Owner: blockproto.Node{Addr: nodeA, Inc: 7}, State: blockproto.Pending, VoterHash: 0x01020304}
+}
+
+func testGrant() blockproto.Grant {
+	return blockproto.Grant{Block: block, Voter: blockproto.Node{Addr: nodeB, Inc: 8}, To: blockproto.Node{Addr: nodeA, Inc: 7}, VoterHash: 0x01020304}
+}
+
+func testForget() blockproto.Forget {
+	return blockproto.Forget{Node: blockproto.Node{Addr: nodeC, Inc: 0xc0a84d0d}}
+}
+
+func must(rt VPNRoute, err error) VPNRoute {
+	if err != nil {
+		panic(err)
+	}
+	return rt
+}
+
+func decodeOne(rt VPNRoute) (blockproto.Table, error) {
+	var t blockproto.Table
+	err := DecodeVPN(testASN, testPools, rt.RD, rt.Prefix, rt.Communities, &t)
+	return t, err
+}
+
+func TestVPNRoundTrip(t *testing.T) {
+	rec := testRecord()
+	unsorted := rec
+	unsorted.Voters = []netip.Addr{nodeC, nodeA, nodeB, nodeA} // goes out normalised
+	noVoters := rec
+	noVoters.Voters = nil
+	cases := []struct {
+		name   string
+		route  VPNRoute
+		rd     string
+		prefix string
+		want   blockproto.Table
+	}{
+		{"record", must(EncodeRecord(testASN, rec)), "192.168.77.11:1", "192.168.77.11/32", blockproto.Table{Records: []blockproto.Record{rec}}},
+		{"record, voters unsorted", must(EncodeRecord(testASN, unsorted)), "192.168.77.11:1", "192.168.77.11/32", blockproto.Table{Records: []blockproto.Record{rec}}},
+		{"record, no voters", must(EncodeRecord(testASN, noVoters)), "192.168.77.11:1", "192.168.77.11/32", blockproto.Table{Records: []blockproto.Record{noVoters}}},
+		{"claim", must(EncodeClaim(testASN, testClaim())), "192.168.77.11:2", "10.244.3.64/26", blockproto.Table{Claims: []blockproto.Claim{testClaim()}}},
+		{"grant", must(EncodeGrant(testASN, testGrant())), "192.168.77.12:3", "10.244.3.64/26", blockproto.Table{Grants: []blockproto.Grant{testGrant()}}},
+		{"forget", must(EncodeForget(testASN, testForget())), "192.168.77.13:4", "192.168.77.13/32", blockproto.Table{Forgets: []blockproto.Forget{testForget()}}},
+	}
+	for _, st := range []blockproto.ClaimState{blockproto.Confirmed, blockproto.Released} {
+		c := testClaim()
+		c.State = st
+		cases = append(cases, struct {
+			name   string
+			route  VPNRoute
+			rd     string
+			prefix string
+			want   blockproto.Table
+		}{"claim " + st.String(), must(EncodeClaim(testASN, c)), "192.168.77.11:2", "10.244.3.64/26", blockproto.Table{Claims: []blockproto.Claim{c}}})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.route.RD.String(); got != tc.rd {
+				t.Errorf("RD %s, want %s", got, tc.rd)
+			}
+			if got := tc.route.Prefix.String(); got != tc.prefix {
+				t.Errorf("prefix %s, want %s", got, tc.prefix)
+			}
+			got, err := decodeOne(tc.route)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got, cmpOpts...); diff != "" {
+				t.Errorf("round trip (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The exact communities of each kind: the contract with other reef
+// versions.
+func TestVPNCommunities(t *testing.T) {
+	lc := func(d1, d2 uint32) LargeCommunity { return LargeCommunity{testASN, d1, d2} }
+	cases := []struct {
+		name string
+		rt   VPNRoute
+		want []LargeCommunity
+	}{
+		{"record", must(EncodeRecord(testASN, testRecord())), []LargeCommunity{lc(100, 0), lc(110, 1), lc(111, 0xdeadbeef), lc(112, 0x01020304), lc(113, 1_790_000_000),
+			lc(114, addrUint(nodeA)), lc(114, addrUint(nodeB)), lc(114, addrUint(nodeC))}},
+		{"claim", must(EncodeClaim(testASN, testClaim())), []LargeCommunity{lc(100, 0), lc(110, 2), lc(111, 7), lc(112, 0x01020304), lc(115, 1)}},
+		{"grant", must(EncodeGrant(testASN, testGrant())), []LargeCommunity{lc(100, 0), lc(110, 3), lc(111, 8), lc(112, 0x01020304), lc(116, addrUint(nodeA)), lc(117, 7)}},
+		{"forget", must(EncodeForget(testASN, testForget())), []LargeCommunity{lc(100, 0), lc(110, 4), lc(111, 0xc0a84d0d)}},
+	}
+	for _, tc := range cases {
+		if !slices.Equal(tc.rt.Communities, tc.want) {
+			t.Errorf("%s: communities %v, want %v", tc.name, tc.rt.Communities, tc.want)
+		}
+	}
+	if got, want := EncodeUnicast(testASN, UnicastBlock{Block: block, Owner: blockproto.Node{Addr: nodeA, Inc: 7}}), []LargeCommunity{lc(100, 0), lc(111, 7)}; !slices.Equal(got, want) {
+		t.Errorf("unicast: communities %v, want %v", got, want)
+	}
+}
+
+func TestEncodeRefusesIPv6(t *testing.T) {
+	v6 := netip.MustParseAddr("2001:db8::1")
+	r := testRecord()
+	r.Node.Addr = v6
+	g := testGrant()
+	g.To.Addr = v6
+	r2 := testRecord()
+	r2.Voters = append(r2.Voters, v6)
+	for name, err := range map[string]error{
+		"record":       second(EncodeRecord(testASN, r)),
+		"record voter": second(EncodeRecord(testASN, r2)),
+		"grantee":      second(EncodeGrant(testASN, g)),
+	} {
+		if err == nil {
+			t.Errorf("%s: encoded an IPv6 node address", name)
+		}
+	}
+}
+
+func second[T any](_ T, err error) error { return err }
+
+// Mutations of the communities of a good route.
+func without(lcs []LargeCommunity, d1 uint32) []LargeCommunity {
+	return slices.DeleteFunc(slices.Clone(lcs), func(lc LargeCommunity) bool { return lc.ASN == testASN && lc.Data1 == d1 })
+}
+
+func with(lcs []LargeCommunity, extra ...LargeCommunity) []LargeCommunity {
+	return append(slices.Clone(lcs), extra...)
+}
+
+func set(lcs []LargeCommunity, d1, d2 uint32) []LargeCommunity {
+	return with(without(lcs, d1), LargeCommunity{testASN, d1, d2})
+}
+
+func TestDecodeVPNDrops(t *testing.T) {
+	rec := must(EncodeRecord(testASN, testRecord()))
+	claim := must(EncodeClaim(testASN, testClaim()))
+	grant := must(EncodeGrant(testASN, testGrant()))
+	forget := must(EncodeForget(testASN, testForget()))
+	route := func(base VPNRoute, f func(*VPNRoute)) VPNRoute {
+		base.Communities = slices.Clone(base.Communities)
+		f(&base)
+		return base
+	}
+	lcs := func(base VPNRoute, lcs []LargeCommunity) VPNRoute {
+		return route(base, func(r *VPNRoute) { r.Communities = lcs })
+	}
+	prefix := func(base VPNRoute, p string) VPNRoute {
+		return route(base, func(r *VPNRoute) { r.Prefix = netip.MustParsePrefix(p) })
+	}
+	rdAddr := func(base VPNRoute, a string) VPNRoute {
+		return route(base, func(r *VPNRoute) { r.RD.Addr = netip.MustParseAddr(a) })
+	}
+	other := func(base VPNRoute) []LargeCommunity {
+		var out []LargeCommunity
+		for _, lc := range base.Communities {
+			out = append(out, LargeCommunity{65000, lc.Data1, lc.Data2})
+		}
+		return out
+	}
+	pod := addrUint(netip.MustParseAddr("10.244.9.9"))
+	cases := []struct {
+		name  string
+		route VPNRoute
+		want  string
+	}{
+		// The route distinguisher.
+		{"RD type 0", route(claim, func(r *VPNRoute) { r.RD = RD{Type: 0} }), "RD type 0:10.244.3.64/26: route distinguisher of type 0, not 1"},
+		{"RD type 2", route(claim, func(r *VPNRoute) { r.RD = RD{Type: 2} }), "of type 2, not 1"},
+		{"RD number 0", route(claim, func(r *VPNRoute) { r.RD.Number = 0 }), "192.168.77.11:0:10.244.3.64/26: route distinguisher number 0 is not a reef kind"},
+		{"RD number 5", route(claim, func(r *VPNRoute) { r.RD.Number = 5 }), "number 5 is not a reef kind"},
+		{"RD address unspecified", rdAddr(claim, "0.0.0.0"), "node 0.0.0.0 is not a unicast IPv4 address"},
+		{"RD address loopback", rdAddr(claim, "127.0.0.1"), "node 127.0.0.1 is not a unicast IPv4 address"},
+		{"RD address multicast", rdAddr(grant, "224.0.0.5"), "node 224.0.0.5 is not a unicast"},
+		{"RD address broadcast", rdAddr(forget, "255.255.255.255"), "node 255.255.255.255 is not a unicast"},
+		{"RD address a pod's", rdAddr(claim, "10.244.9.9"), "node 10.244.9.9 is a pod address (pool 10.244.0.0/16)"},
+
+		// Communities common to all.
+		{"no reef community", lcs(claim, without(claim.Communities, lcMarker)), "no reef community 64512:100:0"},
+		{"reef community not 0", lcs(claim, set(claim.Communities, lcMarker, 1)), "reef community is 64512:100:1"},
+		{"only another AS's communities", lcs(claim, other(claim)), "no reef community"},
+		{"no kind", lcs(grant, without(grant.Communities, lcKind)), "community 64512:110:* missing"},
+		{"kind not the RD's", lcs(claim, set(claim.Communities, lcKind, 3)), "kind community 64512:110:3 does not match the RD's 2 (claim)"},
+		{"kind twice", lcs(claim, with(claim.Communities, LargeCommunity{testASN, lcKind, 3})), "community 64512:110:* twice, with 2 and 3"},
+		{"incarnation twice", lcs(forget, with(forget.Communities, LargeCommunity{testASN, lcInc, 1})), "64512:111:* twice"},
+		{"an old claim's community", lcs(claim, with(claim.Communities, LargeCommunity{testASN, 103, 1})), "community 64512:103:1 does not belong on it"},
+		{"an unknown reef community", lcs(grant, with(grant.Communities, LargeCommunity{testASN, 199, 1})), "64512:199:1 does not belong"},
+
+		// Records.
+		{"record without incarnation", lcs(rec, without(rec.Communities, lcInc)), "64512:111:* missing"},
+		{"record without voter hash", lcs(rec, without(rec.Communities, lcVoterHash)), "64512:112:* missing"},
+		{"record without birth", lcs(rec, without(rec.Communities, lcBorn)), "64512:113:* missing"},
+		{"record born twice", lcs(rec, with(rec.Communities, LargeCommunity{testASN, lcBorn, 1})), "64512:113:* twice"},
+		{"record with a claim state", lcs(rec, with(rec.Communities, LargeCommunity{testASN, lcState, 1})), "64512:115:1 does not belong"},
+		{"record of another address", prefix(rec, "192.168.77.12/32"), "a record's prefix must be 192.168.77.11/32"},
+		{"record not a /32", prefix(rec, "192.168.77.0/24"), "a record's prefix must be 192.168.77.11/32"},
+		{"record with a pod voter", lcs(rec, with(rec.Communities, LargeCommunity{testASN, lcVoter, pod})), "voter 10.244.9.9 is a pod address"},
+		{"record with voter 0.0.0.0", lcs(rec, with(rec.Communities, LargeCommunity{testASN, lcVoter, 0})), "voter 0.0.0.0 is not a unicast"},
+
+		// Claims.
+		{"claim without incarnation", lcs(claim, without(claim.Communities, lcInc)), "64512:111:* missing"},
+		{"claim without voter hash", lcs(claim, without(claim.Communities, lcVoterHash)), "64512:112:* missing"},
+		{"claim without state", lcs(claim, without(claim.Communities, lcState)), "64512:115:* missing"},
+		{"claim state 0", lcs(claim, set(claim.Communities, lcState, 0)), "unknown claim state 0"},
+		{"claim state 4", lcs(claim, set(claim.Communities, lcState, 4)), "unknown claim state 4"},
+		{"claim state 257", lcs(claim, set(claim.Communities, lcState, 257)), "unknown claim state 257"},
+		{"claim with a voter", lcs(claim, with(claim.Communities, LargeCommunity{testASN, lcVoter, addrUint(nodeB)})), "64512:114:"},
+		{"claim with a grantee", lcs(claim, with(claim.Communities, LargeCommunity{testASN, lcGrantee, addrUint(nodeB)})), "64512:116:"},
+		{"claim of the default route", prefix(claim, "0.0.0.0/0"), "0.0.0.0/0: outside every pool"},
+		{"claim of a node address", prefix(claim, "192.168.77.12/32"), "outside every pool"},
+		{"claim outside the pools", prefix(claim, "10.99.0.0/26"), "outside every pool"},
+		{"claim of a /32 inside a block", prefix(claim, "10.244.3.70/32"), "inside pool 10.244.0.0/16 but not a /26 block"},
+		{"claim of the whole pool", prefix(claim, "10.244.0.0/16"), "not a /26 block"},
+		{"claim of the wrong block size", prefix(claim, "10.250.0.0/26"), "not a /28 block"},
+		{"claim with host bits", prefix(claim, "10.244.3.65/26"), "host bits set"},
+		{"claim of IPv6", prefix(claim, "2001:db8::/64"), "prefix not IPv4"},
+
+		// Grants.
+		{"grant without incarnation", lcs(grant, without(grant.Communities, lcInc)), "64512:111:* missing"},
+		{"grant without voter hash", lcs(grant, without(grant.Communities, lcVoterHash)), "64512:112:* missing"},
+		{"grant without grantee", lcs(grant, without(grant.Communities, lcGrantee)), "64512:116:* missing"},
+		{"grant without grantee incarnation", lcs(grant, without(grant.Communities, lcGranteeInc)), "64512:117:* missing"},
+		{"grant to two", lcs(grant, with(grant.Communities, LargeCommunity{testASN, lcGrantee, addrUint(nodeC)})), "64512:116:* twice"},
+		{"grant with a birth", lcs(grant, with(grant.Communities, LargeCommunity{testASN, lcBorn, 1})), "64512:113:1 does not belong"},
+		{"grant to a pod address", lcs(grant, set(grant.Communities, lcGrantee, pod)), "grantee 10.244.9.9 is a pod address"},
+		{"grant to 0.0.0.0", lcs(grant, set(grant.Communities, lcGrantee, 0)), "grantee 0.0.0.0 is not a unicast"},
+		{"grant outside the pools", prefix(grant, "10.99.0.0/26"), "outside every pool"},
+		{"grant of the wrong block size", prefix(grant, "10.244.3.0/24"), "not a /26 block"},
+
+		// Forgets.
+		{"forget without incarnation", lcs(forget, without(forget.Communities, lcInc)), "64512:111:* missing"},
+		{"forget with a voter hash", lcs(forget, with(forget.Communities, LargeCommunity{testASN, lcVoterHash, 1})), "64512:112:1 does not belong"},
+		{"forget not a /32", prefix(forget, "192.168.77.0/24"), "a forget's prefix must be a /32"},
+		{"forget of another incarnation", prefix(forget, "192.168.77.14/32"), "forgets incarnation c0a84d0e by its prefix but c0a84d0d by its community"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := decodeOne(tc.route)
+			if err == nil || !errors.Is(err, ErrNotReef) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("DecodeVPN = %v, want ErrNotReef mentioning %q", err, tc.want)
+			}
+			if got.Len() != 0 {
+				t.Errorf("a dropped path left %+v in the table", got)
+			}
+		})
+	}
+}
+
+// What DecodeVPN lets through: other ASes' communities, data1 values
+// outside reef's, exact repeats (RFC 8092 asks receivers to drop them).
+func TestDecodeVPNTolerates(t *testing.T) {
+	claim := must(EncodeClaim(testASN, testClaim()))
+	rec := must(EncodeRecord(testASN, testRecord()))
+	cases := []struct {
+		name  string
+		route VPNRoute
+		want  blockproto.Table
+	}{
+		{"another AS's reef-like communities", VPNRoute{claim.RD, claim.Prefix, with(claim.Communities, LargeCommunity{65000, lcState, 9}, LargeCommunity{65000, 103, 1})},
+			blockproto.Table{Claims: []blockproto.Claim{testClaim()}}},
+		{"our AS outside 100..199", VPNRoute{claim.RD, claim.Prefix, with(claim.Communities, LargeCommunity{testASN, 1, 2}, LargeCommunity{testASN, 200, 0})},
+			blockproto.Table{Claims: []blockproto.Claim{testClaim()}}},
+		{"a repeated community", VPNRoute{claim.RD, claim.Prefix, with(claim.Communities, LargeCommunity{testASN, lcState, 1}, LargeCommunity{testASN, lcMarker, 0})},
+			blockproto.Table{Claims: []blockproto.Claim{testClaim()}}},
+		{"a repeated voter", VPNRoute{rec.RD, rec.Prefix, with(rec.Communities, LargeCommunity{testASN, lcVoter, addrUint(nodeB)})},
+			blockproto.Table{Records: []blockproto.Record{testRecord()}}},
+		{"voters in any order", VPNRoute{rec.RD, rec.Prefix, append(without(rec.Communities, lcVoter),
+			LargeCommunity{testASN, lcVoter, addrUint(nodeC)}, LargeCommunity{testASN, lcVoter, addrUint(nodeA)}, LargeCommunity{testASN, lcVoter, addrUint(nodeB)})},
+			blockproto.Table{Records: []blockproto.Record{testRecord()}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := decodeOne(tc.route)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got, cmpOpts...); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestUnicastRoundTrip(t *testing.T) {
+	b := UnicastBlock{Block: block, Owner: blockproto.Node{Addr: nodeA, Inc: 0xfeedface}}
+	got, err := DecodeUnicast(testASN, testPools, b.Block, b.Owner.Addr, EncodeUnicast(testASN, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != b {
+		t.Errorf("round trip: %+v, want %+v", got, b)
+	}
+}
+
+func TestDecodeUnicastDrops(t *testing.T) {
+	good := EncodeUnicast(testASN, UnicastBlock{Block: block, Owner: blockproto.Node{Addr: nodeA, Inc: 7}})
+	cases := []struct {
+		name    string
+		prefix  string
+		nextHop netip.Addr
+		lcs     []LargeCommunity
+		want    string
+	}{
+		{"default route", "0.0.0.0/0", nodeA, good, "0.0.0.0/0: outside every pool"},
+		{"node address", "192.168.77.12/32", nodeA, good, "outside every pool"},
+		{"outside the pools", "10.99.0.0/26", nodeA, good, "outside every pool"},
+		{"a /32 inside a block", "10.244.3.70/32", nodeA, good, "not a /26 block"},
+		{"the whole pool", "10.244.0.0/16", nodeA, good, "not a /26 block"},
+		{"wrong block size for the pool", "10.250.0.0/26", nodeA, good, "not a /28 block"},
+		{"host bits", "10.244.3.65/26", nodeA, good, "host bits set"},
+		{"IPv6", "2001:db8::/64", nodeA, good, "not IPv4"},
+		{"no reef community", "10.244.3.64/26", nodeA, without(good, lcMarker), "no reef community"},
+		{"another AS's communities", "10.244.3.64/26", nodeA, []LargeCommunity{{65000, lcMarker, 0}, {65000, lcInc, 7}}, "no reef community"},
+		{"no incarnation", "10.244.3.64/26", nodeA, without(good, lcInc), "64512:111:* missing"},
+		{"incarnation twice", "10.244.3.64/26", nodeA, with(good, LargeCommunity{testASN, lcInc, 8}), "twice"},
+		{"an old claim", "10.244.3.64/26", nodeA, with(good, LargeCommunity{testASN, 101, 1_790_000_000}, LargeCommunity{testASN, 104, 1}), "64512:101:1790000000 does not belong"},
+		{"a claim state", "10.244.3.64/26", nodeA, with(good, LargeCommunity{testASN, lcState, 2}), "64512:115:2 does not belong"},
+		{"next hop a pod address", "10.244.3.64/26", netip.MustParseAddr("10.244.9.9"), good, "next hop (owner) 10.244.9.9 is a pod address"},
+		{"no next hop", "10.244.3.64/26", netip.Addr{}, good, "is not a unicast IPv4 address"},
+		{"next hop IPv6", "10.244.3.64/26", netip.MustParseAddr("2001:db8::1"), good, "is not a unicast IPv4 address"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := DecodeUnicast(testASN, testPools, netip.MustParsePrefix(tc.prefix), tc.nextHop, tc.lcs)
+			if err == nil || !errors.Is(err, ErrNotReef) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("DecodeUnicast = %v, want ErrNotReef mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// Whatever a peer sends, DecodeVPN neither panics nor accepts what it
+// would not announce the same way itself.
+func FuzzDecodeVPN(f *testing.F) {
+	for _, rt := range []VPNRoute{must(EncodeRecord(testASN, testRecord())), must(EncodeClaim(testASN, testClaim())),
+		must(EncodeGrant(testASN, testGrant())), must(EncodeForget(testASN, testForget()))} {
+		var lcs []byte
+		for _, lc := range rt.Communities {
+			lcs = append(lcs, byte(lc.Data1-lcReefFirst), byte(lc.Data2>>24), byte(lc.Data2>>16), byte(lc.Data2>>8), byte(lc.Data2))
+		}
+		a := rt.RD.Addr.As4()
+		p := rt.Prefix.Addr().As4()
+		f.Add(rt.RD.Type, a[:], rt.RD.Number, p[:], uint8(rt.Prefix.Bits()), lcs)
+	}
+	f.Fuzz(func(t *testing.T, typ uint16, rdAddr []byte, num uint16, pAddr []byte, bits uint8, lcBytes []byte) {
+		if len(rdAddr) != 4 || len(pAddr) != 4 || bits > 32 {
+			return
+		}
+		rd := RD{Type: typ, Addr: netip.AddrFrom4([4]byte(rdAddr)), Number: num}
+		prefix := netip.PrefixFrom(netip.AddrFrom4([4]byte(pAddr)), int(bits))
+		var lcs []LargeCommunity
+		for ; len(lcBytes) >= 5; lcBytes = lcBytes[5:] {
+			lcs = append(lcs, LargeCommunity{testASN, lcReefFirst + uint32(lcBytes[0]%24), uint32(lcBytes[1])<<24 | uint32(lcBytes[2])<<16 | uint32(lcBytes[3])<<8 | uint32(lcBytes[4])})
+		}
+		var tbl blockproto.Table
+		if err := DecodeVPN(testASN, testPools, rd, prefix, lcs, &tbl); err != nil {
+			if !errors.Is(err, ErrNotReef) || tbl.Len() != 0 {
+				t.Fatalf("error %v, table %+v", err, tbl)
+			}
+			return
+		}
+		if tbl.Len() != 1 {
+			t.Fatalf("accepted into %d entries", tbl.Len())
+		}
+		var again VPNRoute
+		var err error
+		switch {
+		case len(tbl.Records) == 1:
+			again, err = EncodeRecord(testASN, tbl.Records[0])
+		case len(tbl.Claims) == 1:
+			again, err = EncodeClaim(testASN, tbl.Claims[0])
+		case len(tbl.Grants) == 1:
+			again, err = EncodeGrant(testASN, tbl.Grants[0])
+		default:
+			again, err = EncodeForget(testASN, tbl.Forgets[0])
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.RD != rd || again.Prefix != prefix {
+			t.Fatalf("accepted %s:%s, which encodes back as %s", rd, prefix, again)
+		}
+		back, err := decodeOne(again)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tbl, back, cmpOpts...); diff != "" {
+			t.Fatalf("re-encoded (-first +again):\n%s", diff)
+		}
+	})
+}
+
+// DecodeVPN allocates nothing for a valid claim or grant but the entry in
+// the table, and for a record its voter list: LearnedTable runs it over
+// thousands of paths on every pass.
+func BenchmarkDecodeVPN(b *testing.B) {
+	for _, rt := range []VPNRoute{must(EncodeRecord(testASN, testRecord())), must(EncodeClaim(testASN, testClaim())),
+		must(EncodeGrant(testASN, testGrant())), must(EncodeForget(testASN, testForget()))} {
+		b.Run(Kind(rt.RD.Number).String(), func(b *testing.B) {
+			t := blockproto.Table{Records: make([]blockproto.Record, 0, 1), Claims: make([]blockproto.Claim, 0, 1),
+				Grants: make([]blockproto.Grant, 0, 1), Forgets: make([]blockproto.Forget, 0, 1)}
+			b.ReportAllocs()
+			for b.Loop() {
+				t.Records, t.Claims, t.Grants, t.Forgets = t.Records[:0], t.Claims[:0], t.Grants[:0], t.Forgets[:0]
+				if err := DecodeVPN(testASN, testPools, rt.RD, rt.Prefix, rt.Communities, &t); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
