@@ -181,6 +181,7 @@ func protoStatus(out *reefv1.StatusReply, d blockproto.Decision) {
 	}
 	out.Conflicts = s.Conflicts
 	out.Gone = s.Gone
+	out.VotesHeld = int32(len(d.State.Grants))
 	for _, p := range s.Pending {
 		pc := &reefv1.PendingClaim{Block: p.Block.String()}
 		for _, g := range p.Grants {

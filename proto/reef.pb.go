@@ -498,6 +498,7 @@ type StatusReply struct {
 	Incarnation    string          `protobuf:"bytes,24,opt,name=incarnation,proto3" json:"incarnation,omitempty"`                             // this node's incarnation, hex
 	VotersDisagree []string        `protobuf:"bytes,25,rep,name=voters_disagree,json=votersDisagree,proto3" json:"voters_disagree,omitempty"` // "node: [voters]" of nodes with another voter list
 	Gone           string          `protobuf:"bytes,26,opt,name=gone,proto3" json:"gone,omitempty"`                                           // why this incarnation was forgotten or superseded
+	VotesHeld      int32           `protobuf:"varint,27,opt,name=votes_held,json=votesHeld,proto3" json:"votes_held,omitempty"`               // votes this node holds as a voter (one per block it voted for)
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -712,6 +713,13 @@ func (x *StatusReply) GetGone() string {
 		return x.Gone
 	}
 	return ""
+}
+
+func (x *StatusReply) GetVotesHeld() int32 {
+	if x != nil {
+		return x.VotesHeld
+	}
+	return 0
 }
 
 // PendingClaim is one of this node's claims waiting for votes.
@@ -1200,7 +1208,7 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\baccepted\x18\x06 \x01(\x04R\baccepted\x12\x18\n" +
 	"\adynamic\x18\a \x01(\bR\adynamic\x12\x18\n" +
 	"\areached\x18\b \x01(\tR\areached\"\x0f\n" +
-	"\rStatusRequest\"\x84\a\n" +
+	"\rStatusRequest\"\xa3\a\n" +
 	"\vStatusReply\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12!\n" +
 	"\fnode_address\x18\x02 \x01(\tR\vnodeAddress\x12\x1c\n" +
@@ -1231,7 +1239,9 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x0epending_claims\x18\x17 \x03(\v2\x15.reef.v1.PendingClaimR\rpendingClaims\x12 \n" +
 	"\vincarnation\x18\x18 \x01(\tR\vincarnation\x12'\n" +
 	"\x0fvoters_disagree\x18\x19 \x03(\tR\x0evotersDisagree\x12\x12\n" +
-	"\x04gone\x18\x1a \x01(\tR\x04gone\"C\n" +
+	"\x04gone\x18\x1a \x01(\tR\x04gone\x12\x1d\n" +
+	"\n" +
+	"votes_held\x18\x1b \x01(\x05R\tvotesHeld\"C\n" +
 	"\fPendingClaim\x12\x14\n" +
 	"\x05block\x18\x01 \x01(\tR\x05block\x12\x1d\n" +
 	"\n" +
