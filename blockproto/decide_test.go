@@ -312,7 +312,9 @@ func TestAdopt(t *testing.T) {
 	}{
 		{"nobody seen", nil, Voters(mine)},
 		{"all announce three", []Record{record(nodeA, three...), record(nodeB, three...)}, three},
-		{"they disagree", []Record{record(nodeA, three...), record(nodeB, addrA, addrB)}, Voters(mine)},
+		{"one voter of three is not enough", []Record{record(nodeA, three...), record(nodeB, addrA, addrB, addrD)}, Voters(mine)},
+		{"another joiner's default does not disturb it", []Record{record(nodeA, three...), record(nodeB, three...), record(Node{netip.MustParseAddr("192.168.10.5"), 5}, addrA, addrB, addrC, netip.MustParseAddr("192.168.10.5"))}, three},
+		{"two lists, each with its majority", []Record{record(nodeA, addrA, addrB), record(nodeB, addrA, addrB), record(nodeC, addrC)}, Voters(mine)},
 		{"own reflected record ignored", []Record{record(Node{addrD, 1}, addrD), record(nodeA, three...), record(nodeB, three...)}, three},
 		{"one voter of three is no majority of the list", []Record{record(nodeA, three...)}, Voters(mine)},
 		{"a stray list announced by a non-voter of it", []Record{record(nodeC, addrA, addrB)}, Voters(mine)},

@@ -137,36 +137,44 @@ func VoterHash(voters []netip.Addr) uint32 {
 func Majority(n int) int { return n/2 + 1 }
 
 // Adopt is the voter list of a node configured without bgp.voters: its
-// default (itself and its peers), unless every other node whose record it
-// sees announces one same other list, and a majority of that list's own
-// voters are among them; it then takes that list. So a node that joins a
-// running cluster takes the cluster's voters (and is not one itself)
-// without an edit anywhere, while a node that sees only a stray, wrongly
+// default (itself and its peers), unless the records it sees show one other
+// list that a majority of that list's own voters announce; it then takes
+// that list. So a node that joins a running cluster takes the cluster's
+// voters (and is not one itself) without an edit anywhere, whatever other
+// joiners announce meanwhile, while a node that sees only a stray, wrongly
 // configured one keeps its own. Safety does not rest on it: a voter votes
 // only under its own list, and a claim counts only votes made under the
 // claimant's.
 func Adopt(def []netip.Addr, records []Record, self netip.Addr) []netip.Addr {
-	var common []netip.Addr
-	from := map[netip.Addr]bool{}
+	type list struct {
+		voters []netip.Addr
+		from   map[netip.Addr]bool
+	}
+	var lists []*list
 	for _, r := range records {
-		if r.Node.Addr == self {
+		v := Voters(r.Voters)
+		if r.Node.Addr == self || !slices.Contains(v, r.Node.Addr) {
+			continue // only a list's own voters speak for it
+		}
+		i := slices.IndexFunc(lists, func(l *list) bool { return slices.Equal(l.voters, v) })
+		if i < 0 {
+			lists = append(lists, &list{voters: v, from: map[netip.Addr]bool{}})
+			i = len(lists) - 1
+		}
+		lists[i].from[r.Node.Addr] = true
+	}
+	var chosen []netip.Addr
+	for _, l := range lists {
+		if len(l.from) < Majority(len(l.voters)) {
 			continue
 		}
-		v := Voters(r.Voters)
-		switch {
-		case len(v) == 0:
-			return Voters(def)
-		case common == nil:
-			common = v
-		case !slices.Equal(common, v):
-			return Voters(def) // they disagree among themselves: nothing to adopt
+		if chosen != nil {
+			return Voters(def) // two lists each backed by their majority: nothing to adopt
 		}
-		if slices.Contains(v, r.Node.Addr) {
-			from[r.Node.Addr] = true
-		}
+		chosen = l.voters
 	}
-	if common == nil || len(from) < Majority(len(common)) {
+	if chosen == nil {
 		return Voters(def)
 	}
-	return common
+	return chosen
 }

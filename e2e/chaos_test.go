@@ -1,0 +1,199 @@
+package e2e
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reefcni/reef/internal/lab"
+)
+
+// podAddresses maps every address routed to a pod veth on the running
+// nodes (the kernel's view, not the store's) to the nodes that route it.
+func podAddresses(t *testing.T, nodes []*lab.Node) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, n := range nodes {
+		for _, l := range reefRoutes(t, n) {
+			f := strings.Fields(l)
+			if len(f) >= 3 && f[1] == "dev" && strings.HasPrefix(f[2], "reef") {
+				out[f[0]] = append(out[f[0]], n.Name)
+			}
+		}
+	}
+	return out
+}
+
+// TestBlocksChaos: five nodes on a small pool, ADD and DEL on every node
+// all the time, while daemons are killed and restarted and nodes are cut
+// off at the switch (frames dropped, sessions up until the hold time) and
+// come back. After each round, once every node runs and is reachable: no
+// address is routed to pods on two nodes, no block is confirmed by two
+// nodes, and each node's allocations are exactly its live pods. At the end,
+// after DEL of every pod, nothing is left allocated.
+func TestBlocksChaos(t *testing.T) {
+	l := newLab(t)
+	// 8 blocks of 8 for 5 nodes that want up to 6 pods each.
+	nodes := startMesh(t, l, 5, "pools:\n  - cidr: 10.251.0.0/26\n    blockSize: 29\n    vxlanMode: Never\n")
+	converge(t, nodes...)
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 7))
+	t.Logf("chaos seed %d", seed)
+
+	var mu sync.Mutex
+	live := map[*lab.Node][]*lab.Pod{}
+	var adds, addFails, dels int
+	seq := 0
+	churn := func(n *lab.Node, stop <-chan struct{}, r *rand.Rand) {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			mu.Lock()
+			pods := live[n]
+			seq++
+			name := fmt.Sprintf("c%d", seq)
+			mu.Unlock()
+			if len(pods) < 6 && (len(pods) == 0 || r.IntN(3) > 0) {
+				p, err := n.NewPodNetns("default", name)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := p.Add(); err != nil {
+					// What a runtime does after a failed ADD.
+					_ = p.Del()
+					_ = p.Remove()
+					mu.Lock()
+					addFails++
+					mu.Unlock()
+					continue
+				}
+				mu.Lock()
+				live[n] = append(live[n], p)
+				adds++
+				mu.Unlock()
+				continue
+			}
+			i := r.IntN(len(pods))
+			p := pods[i]
+			if err := p.Del(); err != nil {
+				continue // the daemon is down and the queue was full, say: try again later
+			}
+			_ = p.Remove()
+			mu.Lock()
+			live[n] = append(live[n][:i:i], live[n][i+1:]...)
+			dels++
+			mu.Unlock()
+		}
+	}
+
+	const rounds = 4
+	for round := 1; round <= rounds; round++ {
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for i, n := range nodes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				churn(n, stop, rand.New(rand.NewPCG(uint64(round), uint64(i))))
+			}()
+		}
+		var events []string
+		for step := 0; step < 6; step++ {
+			n := nodes[rng.IntN(len(nodes))]
+			switch rng.IntN(3) {
+			case 0:
+				events = append(events, "kill "+n.Name)
+				if err := n.Kill(); err != nil {
+					t.Error(err)
+				}
+				time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
+				if err := n.Start(); err != nil {
+					t.Fatalf("round %d: restart %s: %v", round, n.Name, err)
+				}
+			case 1:
+				events = append(events, "cut "+n.Name)
+				if err := l.DropNode(n, true); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(time.Duration(1000+rng.IntN(4000)) * time.Millisecond) // below and beyond the 3s hold time
+				if err := l.DropNode(n, false); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				time.Sleep(time.Second)
+			}
+		}
+		close(stop)
+		wg.Wait()
+		converge(t, nodes...)
+		t.Logf("round %d: %s; %d ADDs, %d failed, %d DELs so far", round, strings.Join(events, ", "), adds, addFails, dels)
+
+		for addr, on := range podAddresses(t, nodes) {
+			if len(on) > 1 {
+				t.Errorf("round %d: %s routed to pods on %v", round, addr, on)
+			}
+		}
+		uniqueOwners(t, nodes...)
+		var all []*lab.Pod
+		for _, n := range nodes {
+			all = append(all, live[n]...)
+		}
+		uniqueAddresses(t, all)
+		// The reconcile loop frees what failed ADDs left behind within two
+		// passes; then each node holds exactly its live pods' addresses.
+		for _, n := range nodes {
+			eventually(t, 15*time.Second, func() string {
+				want := map[string]bool{}
+				for _, p := range live[n] {
+					want[p.IP.String()] = true
+				}
+				got := allocations(t, n)
+				for ip := range got {
+					if !want[ip] {
+						return fmt.Sprintf("round %d: %s holds %s for no live pod", round, n.Name, ip)
+					}
+				}
+				for ip := range want {
+					if _, ok := got[ip]; !ok {
+						return fmt.Sprintf("round %d: %s's live pod %s has no allocation", round, n.Name, ip)
+					}
+				}
+				return ""
+			})
+		}
+		if t.Failed() {
+			return
+		}
+	}
+	// Every pod away: nothing stays allocated.
+	for _, n := range nodes {
+		for _, p := range live[n] {
+			if err := p.Del(); err != nil {
+				t.Errorf("final DEL: %v", err)
+			}
+		}
+	}
+	for _, n := range nodes {
+		eventually(t, 10*time.Second, func() string {
+			if got := allocations(t, n); len(got) > 0 {
+				return fmt.Sprintf("%s still holds %v after every DEL", n.Name, got)
+			}
+			return ""
+		})
+	}
+	for _, n := range nodes {
+		if strings.Contains(n.Log(), "block conflict") {
+			t.Errorf("%s logged a block conflict", n.Name)
+		}
+	}
+	if adds == 0 {
+		t.Fatal("no ADD succeeded: the chaos test tested nothing")
+	}
+}
