@@ -3,6 +3,7 @@ package bgp
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"sort"
 	"time"
 
@@ -44,6 +45,7 @@ func (sp *Speaker) notePeer(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time
 	}
 	old := sp.sessions[addr]
 	st := PeerStatus{Address: addr, State: fsmStateName(ev.Peer.State.SessionState), Dynamic: !sp.static(addr)}
+	st.Type = sp.cfg.peerType(st.Dynamic)
 	st.Established = ev.Peer.State.SessionState == bgppkt.BGP_FSM_ESTABLISHED
 	switch {
 	case st.Established && old.Established:
@@ -128,12 +130,7 @@ func (sp *Speaker) snapshot() []PeerStatus {
 }
 
 func (sp *Speaker) static(a netip.Addr) bool {
-	for _, p := range sp.cfg.Peers {
-		if p == a {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(sp.cfg.Peers, a) || slices.Contains(sp.cfg.RouteReflectors, a)
 }
 
 func fsmStateName(s bgppkt.FSMState) string {

@@ -88,8 +88,8 @@ func TestNotePeer(t *testing.T) {
 	sp.notePeer(ev(dyn, bgppkt.BGP_FSM_ESTABLISHED), t3) // a repeat: since stays t1
 	sp.notePeer(&apiutil.WatchEventMessage_PeerEvent{Type: apiutil.PEER_EVENT_END_OF_INIT}, t3)
 	want := []PeerStatus{
-		{Address: static, State: "established", Established: true, Since: t2},
-		{Address: dyn, State: "established", Established: true, Since: t1, Dynamic: true},
+		{Address: static, State: "established", Established: true, Since: t2, Type: PeerMesh},
+		{Address: dyn, State: "established", Established: true, Since: t1, Dynamic: true, Type: PeerMesh},
 	}
 	if got := sp.snapshot(); !slices.Equal(got, want) {
 		t.Fatalf("sessions =\n%+v\nwant\n%+v", got, want)

@@ -23,11 +23,20 @@ type Config struct {
 	// IPv4 address (0.0.0.0). Two speakers in one host (tests) need one
 	// each.
 	ListenAddress netip.Addr
-	Peers         []netip.Addr
-	PeerPrefixes  []netip.Prefix // sessions accepted passively from these
-	Password      string         // TCP MD5; "" for none
-	Keepalive     time.Duration
-	Hold          time.Duration
+	// Peers are the configured neighbours: the other nodes of a full mesh,
+	// or, on a route reflector, the other reflectors.
+	Peers        []netip.Addr
+	PeerPrefixes []netip.Prefix // sessions accepted passively from these
+	// RouteReflectors are the reflectors a client peers with instead of
+	// Peers: ordinary iBGP neighbours, which reflect its paths.
+	RouteReflectors []netip.Addr
+	// RouteReflector makes the speaker a route reflector (RFC 4456): the
+	// sessions accepted through PeerPrefixes are its clients, Peers are
+	// non-clients (the other reflectors), and the cluster ID is RouterID.
+	RouteReflector bool
+	Password       string // TCP MD5; "" for none
+	Keepalive      time.Duration
+	Hold           time.Duration
 	// RestartTime is how long peers keep our routes after the session
 	// drops: above the worst-case time for the daemon to come back.
 	RestartTime time.Duration
@@ -99,7 +108,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (
 	// Configured peers first: a configured peer that connects before it is
 	// added would otherwise be taken in as a dynamic one, and adding it
 	// afterwards fails ("can't overwrite the existing peer").
-	for _, peer := range cfg.Peers {
+	for _, peer := range cfg.configured() {
 		if peer == cfg.RouterID {
 			continue // a config shared by all nodes lists this one too
 		}
@@ -114,12 +123,20 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (
 		}
 	}
 	if len(cfg.PeerPrefixes) > 0 {
-		if err := s.AddPeerGroup(ctx, &api.AddPeerGroupRequest{PeerGroup: &api.PeerGroup{
+		pg := &api.PeerGroup{
 			Conf:            &api.PeerGroupConf{PeerGroupName: peerGroup, PeerAsn: cfg.ASN, AuthPassword: cfg.Password},
 			Timers:          sp.timers(),
 			GracefulRestart: sp.gracefulRestart(),
 			AfiSafis:        sp.afiSafis(),
-		}}); err != nil {
+		}
+		if cfg.RouteReflector {
+			// One cluster per reflector (cluster ID = its address): two
+			// reflectors of a cluster reflect each other's clients' paths
+			// to their own clients, so a client that reaches one reflector
+			// still hears every speaker.
+			pg.RouteReflector = &api.RouteReflector{RouteReflectorClient: true, RouteReflectorClusterId: cfg.RouterID.String()}
+		}
+		if err := s.AddPeerGroup(ctx, &api.AddPeerGroupRequest{PeerGroup: pg}); err != nil {
 			return nil, fmt.Errorf("add BGP peer group: %w", err)
 		}
 		for _, p := range cfg.PeerPrefixes {
@@ -158,17 +175,67 @@ func (sp *Speaker) gracefulRestart() *api.GracefulRestart {
 	}
 }
 
+// configured are the neighbours the speaker dials: Peers, or on a route
+// reflector client RouteReflectors (the config never sets both).
+func (cfg *Config) configured() []netip.Addr {
+	return append(append([]netip.Addr(nil), cfg.Peers...), cfg.RouteReflectors...)
+}
+
 // afiSafis are the families of every session: IPv4 unicast (confirmed
 // blocks, for the network to route by) and IPv4 VPN (the block protocol),
-// each with graceful restart.
+// each with graceful restart and a prefix limit (PrefixLimits).
 func (sp *Speaker) afiSafis() []*api.AfiSafi {
-	family := func(safi api.Family_Safi) *api.AfiSafi {
+	lim := PrefixLimits(sp.cfg.Pools)
+	family := func(safi api.Family_Safi, limit uint32) *api.AfiSafi {
+		f := &api.Family{Afi: api.Family_AFI_IP, Safi: safi}
 		return &api.AfiSafi{
-			Config:            &api.AfiSafiConfig{Family: &api.Family{Afi: api.Family_AFI_IP, Safi: safi}, Enabled: true},
+			Config:            &api.AfiSafiConfig{Family: f, Enabled: true},
 			MpGracefulRestart: &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}},
+			PrefixLimits:      &api.PrefixLimit{Family: f, MaxPrefixes: limit, ShutdownThresholdPct: prefixWarnPct},
 		}
 	}
-	return []*api.AfiSafi{family(api.Family_SAFI_UNICAST), family(api.Family_SAFI_MPLS_VPN)}
+	return []*api.AfiSafi{family(api.Family_SAFI_UNICAST, lim.Unicast), family(api.Family_SAFI_MPLS_VPN, lim.VPN)}
+}
+
+// Every BGP session has a prefix limit: a speaker that announces more
+// than its family can legitimately hold is cut off (GoBGP sends a Cease
+// NOTIFICATION, "maximum number of prefixes reached", and the session
+// starts again after the idle hold time) before it can fill the node's
+// memory. The import filter already drops what is not a reef path; the
+// limit bounds what it has to look at. The limits are generous, from the
+// pools: a full mesh session carries only its peer's paths, but a route
+// reflector's carries every speaker's, so the limit is what the whole
+// cluster may announce, with room to spare:
+//
+//   - IPv4 unicast holds one path per confirmed block: twice the blocks
+//     of all pools, at least 16,384;
+//   - IPv4 VPN holds, per block, its confirmed claim, the few pending or
+//     released claims of a contest and one grant per voter, plus one
+//     record per node and one forget per node ever forgotten: 16 paths per
+//     block of all pools, at least 131,072.
+//
+// GoBGP logs a warning once a session passes prefixWarnPct of its limit.
+const (
+	minUnicastPrefixes = 16384
+	minVPNPrefixes     = 131072
+	prefixWarnPct      = 80
+)
+
+// Limits are the prefix limits of a session, per family.
+type Limits struct{ Unicast, VPN uint32 }
+
+// PrefixLimits returns the prefix limits of every session for pools.
+func PrefixLimits(pools []Pool) Limits {
+	var blocks uint64
+	for _, p := range pools {
+		if n := p.BlockSize - p.CIDR.Bits(); n >= 0 && n < 40 {
+			blocks += 1 << n
+		}
+	}
+	clamp := func(v uint64, floor uint32) uint32 {
+		return uint32(min(max(v, uint64(floor)), 1<<32-1))
+	}
+	return Limits{Unicast: clamp(2*blocks, minUnicastPrefixes), VPN: clamp(16*blocks, minVPNPrefixes)}
 }
 
 // Stop closes every session (with a NOTIFICATION: peers drop our paths at
@@ -205,6 +272,32 @@ type PeerStatus struct {
 	Received    uint64    // paths from the peer in the last LearnedTable, both families
 	Accepted    uint64    // of them, those that passed the import filter
 	Dynamic     bool      // accepted through peerPrefixes
+	Type        PeerType
+}
+
+// PeerType is the part a neighbour plays in the node's BGP topology.
+type PeerType string
+
+// The peer types.
+const (
+	PeerMesh      PeerType = "mesh"      // a node of the full mesh
+	PeerReflector PeerType = "reflector" // a route reflector: this node's, or, on a reflector, another one
+	PeerClient    PeerType = "client"    // a route reflector client of this node
+)
+
+// peerType is what a neighbour is to this speaker: on a client, every
+// configured neighbour is a reflector; on a reflector, the configured ones
+// are the other reflectors and the dynamic ones its clients.
+func (cfg *Config) peerType(dynamic bool) PeerType {
+	switch {
+	case len(cfg.RouteReflectors) > 0:
+		return PeerReflector
+	case cfg.RouteReflector && dynamic:
+		return PeerClient
+	case cfg.RouteReflector:
+		return PeerReflector
+	}
+	return PeerMesh
 }
 
 // hostname asks GoBGP for the name a peer gave in its OPEN (the FQDN
