@@ -29,17 +29,21 @@ func printPeers(w io.Writer, st *reefv1.StatusReply) {
 	fmt.Fprintf(w, "\nBGP peers (a node claims blocks only while it reaches a majority: %d of %d known nodes reached, itself included):\n",
 		st.GetQuorumUp(), st.GetQuorumKnown())
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PEER\tHOSTNAME\tTYPE\tSTATE\tSINCE\tPREFIXES RECEIVED\tREACHED")
+	// TYPE is the peer's part (mesh, reflector, client: docs/bgp.md), FROM
+	// how the session came about (bgp.peers or bgp.routeReflectors, or
+	// accepted through bgp.peerPrefixes).
+	fmt.Fprintln(tw, "PEER\tHOSTNAME\tTYPE\tFROM\tSTATE\tSINCE\tPREFIXES RECEIVED\tREACHED")
 	for _, p := range st.GetPeers() {
-		kind := "configured"
+		from := "configured"
 		if p.GetDynamic() {
-			kind = "peerPrefixes"
+			from = "peerPrefixes"
 		}
 		since := "-"
 		if p.GetSinceUnix() > 0 {
 			since = time.Since(time.Unix(p.GetSinceUnix(), 0)).Round(time.Second).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", p.GetAddress(), orDash(p.GetHostname()), kind, p.GetState(), since, p.GetReceived(), orDash(p.GetReached()))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", p.GetAddress(), orDash(p.GetHostname()), orDash(p.GetType()), from, p.GetState(), since,
+			p.GetReceived(), orDash(p.GetReached()))
 	}
 	tw.Flush()
 	if n := st.GetBgpDropped(); n > 0 {

@@ -66,8 +66,16 @@ type BGPConfig struct {
 	// Voters are the nodes whose majority confirms a block claim; every
 	// node must list the same ones (docs/ipam.md). Empty: this node and
 	// bgp.peers, which is the same list on every node of a cluster whose
-	// nodes all list each other.
+	// nodes all list each other. Required with route reflectors.
 	Voters []netip.Addr `yaml:"voters"`
+	// RouteReflectors are the route reflectors this node peers with
+	// instead of the full mesh (Calico: BGPPeer with nodeToNodeMesh off).
+	RouteReflectors []netip.Addr `yaml:"routeReflectors"`
+	// RouteReflector makes this node a route reflector (Calico:
+	// routeReflectorClusterID on the node): sessions accepted through
+	// PeerPrefixes are its clients, Peers are the other reflectors, and
+	// the cluster ID is the node address. docs/bgp.md.
+	RouteReflector bool `yaml:"routeReflector"`
 }
 
 // configPoolDefaults is what a pool entry gets for the keys it leaves out.
@@ -534,6 +542,17 @@ func (c *Config) configProblems() []configProblem {
 		}
 		seen[a] = i
 	}
+	seen = map[netip.Addr]int{}
+	for i, a := range b.RouteReflectors {
+		at := fmt.Sprintf("bgp.routeReflectors[%d]", i)
+		if !a.Is4() || a.IsUnspecified() || a.IsMulticast() {
+			bad(at, "value %q is not a unicast IPv4 address", a)
+		} else if j, dup := seen[a]; dup {
+			bad(at, "value %q is listed twice (also bgp.routeReflectors[%d])", a, j)
+		}
+		seen[a] = i
+	}
+	ps = append(ps, b.reflectorProblems()...)
 	if b.HoldTime < 3*time.Second {
 		bad("bgp.holdTime", "value %q is below the 3s BGP allows", b.HoldTime)
 	} else if b.KeepaliveTime >= b.HoldTime {
@@ -553,6 +572,39 @@ func (c *Config) configProblems() []configProblem {
 	case "debug", "info", "warn", "error":
 	default:
 		bad("logLevel", "value %q is not one of debug, info, warn, error", c.LogLevel)
+	}
+	return ps
+}
+
+// reflectorProblems are the checks of bgp.routeReflectors and
+// bgp.routeReflector against the rest of the bgp section. Each names the
+// key the file sets, so that ParseConfig can give its line.
+func (b BGPConfig) reflectorProblems() []configProblem {
+	var ps []configProblem
+	bad := func(path, format string, args ...any) {
+		ps = append(ps, configProblem{path, fmt.Sprintf(format, args...)})
+	}
+	// Route reflectors do not vote: the default voters (this node and its
+	// peers) would be the reflectors themselves, on a client, and the
+	// other reflectors, on a reflector; neither is the same list on every
+	// node.
+	const pickVoters = "set bgp.voters to the same 3 or 5 nodes of the cluster on every node, reflectors included (route reflectors do not vote; docs/bgp.md)"
+	rrs := fmt.Sprint(b.RouteReflectors)
+	switch {
+	case len(b.RouteReflectors) > 0 && len(b.Peers) > 0:
+		bad("bgp.routeReflectors", "value %s and bgp.peers %v are both set; a node peers either with route reflectors or with a full mesh: keep one of them", rrs, b.Peers)
+	case len(b.RouteReflectors) > 0 && b.RouteReflector:
+		bad("bgp.routeReflectors", "value %s is set on a route reflector (bgp.routeReflector: true); a reflector lists the other reflectors in bgp.peers", rrs)
+	case len(b.RouteReflectors) > 0 && len(b.Voters) == 0:
+		bad("bgp.routeReflectors", "value %s is set but bgp.voters is not; %s", rrs, pickVoters)
+	}
+	if b.RouteReflector {
+		if len(b.PeerPrefixes) == 0 {
+			bad("bgp.routeReflector", "value true, but bgp.peerPrefixes is empty: a route reflector takes its clients in through bgp.peerPrefixes; set it to the clients' subnets")
+		}
+		if len(b.Voters) == 0 {
+			bad("bgp.routeReflector", "value true, but bgp.voters is not set; %s", pickVoters)
+		}
 	}
 	return ps
 }

@@ -105,6 +105,24 @@ func TestParseConfig(t *testing.T) {
 			},
 		},
 		{
+			name: "route reflector client",
+			yaml: "bgp:\n  routeReflectors: [10.0.0.1, 10.0.0.2]\n  voters: [10.0.0.11, 10.0.0.12, 10.0.0.13]\n",
+			want: func(c *Config) {
+				c.BGP.RouteReflectors = []netip.Addr{addr("10.0.0.1"), addr("10.0.0.2")}
+				c.BGP.Voters = []netip.Addr{addr("10.0.0.11"), addr("10.0.0.12"), addr("10.0.0.13")}
+			},
+		},
+		{
+			name: "route reflector",
+			yaml: "bgp:\n  routeReflector: true\n  peers: [10.0.0.2]\n  peerPrefixes: [10.0.0.0/24]\n  voters: [10.0.0.11, 10.0.0.12, 10.0.0.13]\n",
+			want: func(c *Config) {
+				c.BGP.RouteReflector = true
+				c.BGP.Peers = []netip.Addr{addr("10.0.0.2")}
+				c.BGP.PeerPrefixes = []netip.Prefix{pfx("10.0.0.0/24")}
+				c.BGP.Voters = []netip.Addr{addr("10.0.0.11"), addr("10.0.0.12"), addr("10.0.0.13")}
+			},
+		},
+		{
 			name: "anchors and aliases",
 			yaml: "pools:\n- &p {cidr: 10.10.0.0/16, blockSize: 28}\nbgp: {peers: [&a 10.0.0.1], peerPrefixes: [10.0.0.0/8]}\n",
 			want: func(c *Config) {
@@ -213,6 +231,19 @@ func TestParseConfigErrors(t *testing.T) {
 		{"log level", "logLevel: verbose", []string{f + `line 1: logLevel: value "verbose" is not one of debug, info, warn, error`}},
 		{"log level case", "logLevel: INFO", []string{`logLevel: value "INFO"`}},
 		{"null password at top level", "password:\nnodeName: n1", []string{`unknown key "password"`}},
+
+		// Route reflectors.
+		{"route reflector IPv6", "bgp: {routeReflectors: ['2001:db8::1'], voters: [10.0.0.1]}", []string{`bgp.routeReflectors[0]: value "2001:db8::1" is not a unicast IPv4 address`}},
+		{"route reflector twice", "bgp: {routeReflectors: [10.0.0.1, 10.0.0.1], voters: [10.0.0.5]}", []string{`bgp.routeReflectors[1]: value "10.0.0.1" is listed twice (also bgp.routeReflectors[0])`}},
+		{"peers and route reflectors", "bgp:\n  peers: [10.0.0.2]\n  voters: [10.0.0.5]\n  routeReflectors: [10.0.0.1]\n",
+			[]string{f + `line 4: bgp.routeReflectors: value [10.0.0.1] and bgp.peers [10.0.0.2] are both set`}},
+		{"route reflectors without voters", "bgp:\n  routeReflectors: [10.0.0.1, 10.0.0.2]\n",
+			[]string{f + `line 2: bgp.routeReflectors: value [10.0.0.1 10.0.0.2] is set but bgp.voters is not`, "3 or 5 nodes of the cluster", "route reflectors do not vote"}},
+		{"reflector without voters", "bgp:\n  peerPrefixes: [10.0.0.0/24]\n  routeReflector: true\n",
+			[]string{f + `line 3: bgp.routeReflector: value true, but bgp.voters is not set`, "3 or 5 nodes of the cluster"}},
+		{"reflector without peer prefixes", "bgp: {routeReflector: true, voters: [10.0.0.5]}", []string{`bgp.routeReflector: value true, but bgp.peerPrefixes is empty`}},
+		{"reflector with route reflectors", "bgp: {routeReflector: true, peerPrefixes: [10.0.0.0/24], voters: [10.0.0.5], routeReflectors: [10.0.0.1]}",
+			[]string{`bgp.routeReflectors: value [10.0.0.1] is set on a route reflector (bgp.routeReflector: true)`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -141,6 +141,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	d.speaker, err = bgp.Start(ctx, bgp.Config{
 		ASN: cfg.BGP.ASN, Port: cfg.BGP.Port, RouterID: up.Address,
 		Peers: cfg.BGP.Peers, PeerPrefixes: cfg.BGP.PeerPrefixes, Password: cfg.BGP.Password,
+		RouteReflectors: cfg.BGP.RouteReflectors, RouteReflector: cfg.BGP.RouteReflector,
 		Keepalive: cfg.BGP.KeepaliveTime, Hold: cfg.BGP.HoldTime,
 		RestartTime: bgpRestartTime, Restarting: planned,
 		Pools: bgpPools, LogLevel: gobgpLevel,
@@ -148,8 +149,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	lim := bgp.PrefixLimits(bgpPools)
 	log.Info("BGP speaker started", "asn", cfg.BGP.ASN, "port", cfg.BGP.Port, "peers", len(cfg.BGP.Peers),
-		"peerPrefixes", len(cfg.BGP.PeerPrefixes), "plannedRestart", planned)
+		"peerPrefixes", len(cfg.BGP.PeerPrefixes), "routeReflectors", cfg.BGP.RouteReflectors, "routeReflector", cfg.BGP.RouteReflector,
+		"prefixLimitUnicast", lim.Unicast, "prefixLimitVPN", lim.VPN, "plannedRestart", planned)
 	voters := cfg.BGP.Voters
 	if len(voters) == 0 {
 		voters = append([]netip.Addr{up.Address}, cfg.BGP.Peers...)

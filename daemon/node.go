@@ -67,7 +67,7 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 	if d.speaker != nil {
 		for _, p := range d.speaker.Status(ctx) {
 			pp := &reefv1.Peer{Address: p.Address.String(), Hostname: p.Hostname, State: p.State,
-				Received: p.Received, Accepted: p.Accepted, Dynamic: p.Dynamic, Reached: d.rec.net.reached(p.Address)}
+				Received: p.Received, Accepted: p.Accepted, Dynamic: p.Dynamic, Reached: d.rec.net.reached(p.Address), Type: string(p.Type)}
 			if p.Established {
 				pp.SinceUnix = p.Since.Unix()
 			}

@@ -343,6 +343,7 @@ type Peer struct {
 	Accepted      uint64                 `protobuf:"varint,6,opt,name=accepted,proto3" json:"accepted,omitempty"`
 	Dynamic       bool                   `protobuf:"varint,7,opt,name=dynamic,proto3" json:"dynamic,omitempty"` // accepted through bgp.peerPrefixes
 	Reached       string                 `protobuf:"bytes,8,opt,name=reached,proto3" json:"reached,omitempty"`  // direct | vxlan | ipip, and why when it cannot work
+	Type          string                 `protobuf:"bytes,9,opt,name=type,proto3" json:"type,omitempty"`        // mesh | reflector | client (docs/bgp.md)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -429,6 +430,13 @@ func (x *Peer) GetDynamic() bool {
 func (x *Peer) GetReached() string {
 	if x != nil {
 		return x.Reached
+	}
+	return ""
+}
+
+func (x *Peer) GetType() string {
+	if x != nil {
+		return x.Type
 	}
 	return ""
 }
@@ -1197,7 +1205,7 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\vForgetReply\x12!\n" +
 	"\fnode_address\x18\x01 \x01(\tR\vnodeAddress\x12\"\n" +
 	"\fincarnations\x18\x03 \x03(\tR\fincarnations\x12\x16\n" +
-	"\x06blocks\x18\x02 \x03(\tR\x06blocks\"\xdd\x01\n" +
+	"\x06blocks\x18\x02 \x03(\tR\x06blocks\"\xf1\x01\n" +
 	"\x04Peer\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x1a\n" +
 	"\bhostname\x18\x02 \x01(\tR\bhostname\x12\x14\n" +
@@ -1207,7 +1215,8 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\breceived\x18\x05 \x01(\x04R\breceived\x12\x1a\n" +
 	"\baccepted\x18\x06 \x01(\x04R\baccepted\x12\x18\n" +
 	"\adynamic\x18\a \x01(\bR\adynamic\x12\x18\n" +
-	"\areached\x18\b \x01(\tR\areached\"\x0f\n" +
+	"\areached\x18\b \x01(\tR\areached\x12\x12\n" +
+	"\x04type\x18\t \x01(\tR\x04type\"\x0f\n" +
 	"\rStatusRequest\"\xa3\a\n" +
 	"\vStatusReply\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12!\n" +
