@@ -221,7 +221,7 @@ func (e *blockEngine) Step(ctx context.Context) ([]store.Block, error) {
 	}
 	peers := e.speaker.Sessions(ctx)
 	d := blockproto.Decide(blockproto.Input{State: st, Table: table, Voters: voters, Pools: pools, Need: e.need(st), Name: e.name,
-		Unreachable: unreachable(voters, peers)})
+		Unreachable: unreachable(voters, st.Self.Addr, peers)})
 	if !slices.Equal(voters, e.last.Status.Voters) {
 		e.log.Info("voters", "voters", voters, "from", map[bool]string{true: "the cluster's records (bgp.voters unset)", false: "the config"}[e.auto && !slices.Equal(voters, e.voters)])
 	}
@@ -272,7 +272,7 @@ func (e *blockEngine) Step(ctx context.Context) ([]store.Block, error) {
 // unreachable are the voters no established session leads to: a voter that
 // is a BGP peer of this node is reached through its own session; one that
 // is not (route reflectors carry its announcements) through any session.
-func unreachable(voters []netip.Addr, peers []bgp.PeerStatus) map[netip.Addr]bool {
+func unreachable(voters []netip.Addr, self netip.Addr, peers []bgp.PeerStatus) map[netip.Addr]bool {
 	direct := map[netip.Addr]bool{}
 	anyUp := false
 	for _, p := range peers {
@@ -281,6 +281,9 @@ func unreachable(voters []netip.Addr, peers []bgp.PeerStatus) map[netip.Addr]boo
 	}
 	out := map[netip.Addr]bool{}
 	for _, v := range voters {
+		if v == self {
+			continue
+		}
 		if up, ok := direct[v]; ok && !up || !ok && !anyUp {
 			out[v] = true
 		}

@@ -1,0 +1,76 @@
+package daemon
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/reefcni/reef/bgp"
+	"github.com/reefcni/reef/blockproto"
+	"github.com/reefcni/reef/store"
+)
+
+func TestUnreachableVoters(t *testing.T) {
+	a, b, c := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")
+	rr := netip.MustParseAddr("10.0.0.100")
+	voters := []netip.Addr{a, b, c}
+	for _, tc := range []struct {
+		name  string
+		peers []bgp.PeerStatus
+		want  []netip.Addr
+	}{
+		{"mesh, all up", []bgp.PeerStatus{{Address: b, Established: true}, {Address: c, Established: true}}, nil},
+		{"mesh, c down", []bgp.PeerStatus{{Address: b, Established: true}, {Address: c}}, []netip.Addr{c}},
+		{"through a reflector that is up", []bgp.PeerStatus{{Address: rr, Established: true}}, nil},
+		{"through a reflector that is down", []bgp.PeerStatus{{Address: rr}}, []netip.Addr{b, c}},
+	} {
+		got := unreachable(voters, a, tc.peers)
+		var list []netip.Addr
+		for _, v := range voters {
+			if got[v] {
+				list = append(list, v)
+			}
+		}
+		if diff := cmp.Diff(tc.want, list, cmp.Comparer(func(x, y netip.Addr) bool { return x == y })); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}
+
+func TestBlockedError(t *testing.T) {
+	pool := netip.MustParsePrefix("10.244.0.0/24")
+	v1, v2, v3 := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")
+	base := blockproto.Status{Voters: []netip.Addr{v1, v2, v3}, Majority: 2, Reached: []netip.Addr{v1, v2, v3}, Blocked: map[netip.Prefix]string{}}
+
+	exh := base
+	exh.Blocked = map[netip.Prefix]string{pool: "pool 10.244.0.0/24 exhausted: all 4 blocks of /26 are owned or claimed"}
+	if err := blockedError(exh, pool); !errors.Is(err, store.ErrPoolExhausted) || strings.Contains(err.Error(), ": exhausted") {
+		t.Errorf("exhausted: %v", err)
+	}
+
+	cut := base
+	cut.Reached, cut.Missing = []netip.Addr{v1}, []netip.Addr{v2, v3}
+	cut.Blocked = map[netip.Prefix]string{pool: cut.CanClaim().Error()}
+	if err := blockedError(cut, pool); err == nil || errors.Is(err, store.ErrPoolExhausted) || !strings.Contains(err.Error(), "10.0.0.2") {
+		t.Errorf("cut off: %v", err)
+	}
+
+	waiting := base
+	waiting.Pending = []blockproto.PendingClaim{{Block: netip.MustParsePrefix("10.244.0.64/26"), Grants: []netip.Addr{v1}}}
+	err := blockedError(waiting, pool)
+	if err == nil || !strings.Contains(err.Error(), "has 1 of the 2 votes") || !strings.Contains(err.Error(), "[10.0.0.2 10.0.0.3]") {
+		t.Errorf("waiting for votes: %v", err)
+	}
+
+	gone := base
+	gone.Gone = "this node was forgotten"
+	if err := blockedError(gone, pool); !errors.Is(err, errGone) {
+		t.Errorf("gone: %v", err)
+	}
+	if err := blockedError(base, pool); err != nil {
+		t.Errorf("nothing in the way: %v", err)
+	}
+}
