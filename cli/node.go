@@ -26,8 +26,8 @@ func ownerName(b *reefv1.Block) string {
 
 // printPeers prints the BGP neighbours as calicoctl node status does.
 func printPeers(w io.Writer, st *reefv1.StatusReply) {
-	fmt.Fprintf(w, "\nBGP peers (a node claims blocks only while it reaches a majority: %d of %d known nodes reached, itself included):\n",
-		st.GetQuorumUp(), st.GetQuorumKnown())
+	printVoters(w, st)
+	fmt.Fprintln(w, "\nBGP peers:")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	// TYPE is the peer's part (mesh, reflector, client: docs/bgp.md), FROM
 	// how the session came about (bgp.peers or bgp.routeReflectors, or
@@ -48,6 +48,30 @@ func printPeers(w io.Writer, st *reefv1.StatusReply) {
 	tw.Flush()
 	if n := st.GetBgpDropped(); n > 0 {
 		fmt.Fprintf(w, "%d path(s) from peers were refused by the import filter (see the daemon log)\n", n)
+	}
+}
+
+// printVoters prints the block protocol's view (docs/ipam.md): the voters,
+// which of them this node reaches, why it cannot claim, its pending claims.
+func printVoters(w io.Writer, st *reefv1.StatusReply) {
+	if len(st.GetVoters()) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nBlock protocol: incarnation %s, voters %v (a claim needs %d votes; %d reached, itself included); votes held: %d\n",
+		st.GetIncarnation(), st.GetVoters(), st.GetVotersMajority(), st.GetQuorumUp(), st.GetVotesHeld())
+	if g := st.GetGone(); g != "" {
+		fmt.Fprintf(w, "  THIS NODE TAKES NO PART: %s\n", g)
+	} else if b := st.GetClaimBlocked(); b != "" {
+		fmt.Fprintf(w, "  cannot claim a block: %s\n", b)
+	}
+	for _, d := range st.GetVotersDisagree() {
+		fmt.Fprintf(w, "  warning: node %s (bgp.voters must be the same on every node)\n", d)
+	}
+	for _, p := range st.GetPendingClaims() {
+		fmt.Fprintf(w, "  pending claim %s: votes from %v\n", p.GetBlock(), p.GetGrantedBy())
+	}
+	for _, c := range st.GetConflicts() {
+		fmt.Fprintf(w, "  CONFLICT: %s\n", c)
 	}
 }
 
