@@ -400,7 +400,7 @@ func (d *decider) claimant(c *Changes) {
 				c.Release = append(c.Release, b)
 				continue
 			}
-			if d.lowerGranted(b) {
+			if d.beaten(b) {
 				c.Release = append(c.Release, b)
 				continue
 			}
@@ -427,13 +427,24 @@ func (d *decider) confirmedBy(b netip.Prefix) (Node, bool) {
 	return best, best.IsValid()
 }
 
-// lowerGranted reports whether a voter granted b to a claimant with a lower
-// address that has not released it: the claim split votes converge on.
-func (d *decider) lowerGranted(b netip.Prefix) bool {
+// beaten reports whether a voter voted for b for another claimant that
+// this claim cannot outlast: a lower claimant address with a claim that is
+// not released (the claim split votes converge on), or any claimant whose
+// claim is not pending as far as this node can see: confirmed, or not seen
+// at all, as when the block belongs to a node that is down and that this
+// node has never heard of (the voters remember it for it).
+func (d *decider) beaten(b netip.Prefix) bool {
 	self := d.self()
 	for _, tos := range d.grants[b] {
 		for _, to := range tos {
-			if to != self && d.current(to) && to.Addr.Less(self.Addr) && d.claims[b][to].state != Released {
+			if to == self || !d.current(to) {
+				continue
+			}
+			switch st := d.claims[b][to].state; {
+			case st == Released:
+			case st != Pending:
+				return true
+			case to.Addr.Less(self.Addr):
 				return true
 			}
 		}

@@ -324,3 +324,26 @@ func TestAdopt(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinerGivesUpADownOwnersBlock: node A (the lowest address) joins
+// while C is down and claims C's block, which it never heard of. The
+// voters vote for C, whose claim A cannot see: A gives up and looks
+// elsewhere, instead of waiting for C forever.
+func TestJoinerGivesUpADownOwnersBlock(t *testing.T) {
+	h := VoterHash(three)
+	st := emptyState(nodeA, 1)
+	st.Own[blk0] = OwnBlock{Block: blk0, Pool: pool.CIDR, State: OwnPending}
+	in := Input{State: st, Voters: three, Pools: []Pool{pool}, Table: Table{
+		Records: []Record{record(nodeB, three...)},
+		Grants:  []Grant{{Block: blk0, Voter: nodeB, To: nodeC, VoterHash: h}},
+	}}
+	d := Decide(in)
+	if diff := cmp.Diff([]netip.Prefix{blk0}, d.Release, netipCmp); diff != "" {
+		t.Fatalf("release (-want +got):\n%s", diff)
+	}
+	// A higher claimant that is pending and visible does not make A give up.
+	in.Table.Claims = []Claim{{Block: blk0, Owner: nodeC, State: Pending, VoterHash: h}}
+	if d := Decide(in); len(d.Release) != 0 {
+		t.Fatalf("gave up for a higher pending claimant: %+v", d.Changes)
+	}
+}

@@ -31,7 +31,9 @@
 //     of the lowest claimant address.
 //   - A claimant gives up a pending claim when the block is confirmed by
 //     another node, or when some voter granted it to a lower claimant
-//     address (the one split votes converge on).
+//     address (the one split votes converge on), or to a claimant whose
+//     claim it does not see pending (the owner is down, and the voters
+//     remember the block for it).
 //   - A node that sees its own confirmed block confirmed by another (state
 //     restored from a backup, or this node forgotten while it was away)
 //     stops allocating from it and says so; it never guesses a winner.
