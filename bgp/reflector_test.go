@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -91,12 +92,15 @@ func freePortOn(t testing.TB, addrs ...netip.Addr) int {
 	return 0
 }
 
-// Two route reflectors, each with one client: what a client announces
-// reaches the other client through both reflectors (client -> its
-// reflector -> the other reflector, a non-client -> that one's client),
-// exactly, with the next hops unchanged; a client does not learn its own
-// paths back (GoBGP drops them by ORIGINATOR_ID, else LearnedTable would
-// list them as the reflector's); and every session has a prefix limit.
+// Two route reflectors that peer with each other, two clients that peer
+// with both: what a client announces reaches the other client, exactly,
+// with the next hops unchanged, from both reflectors; a replaced path (a
+// grant that changes its grantee: same NLRI, new communities) and a
+// withdrawal go through too; a client does not learn its own paths back
+// (GoBGP drops them by ORIGINATOR_ID, else LearnedTable would list them as
+// the reflector's); a reflector's own paths reach the other reflector and
+// the clients, and the clients' paths as the other reflector reflects them
+// are not taken (acceptOwnPathsOnly); every session has a prefix limit.
 func TestRouteReflectors(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four BGP speakers")
@@ -130,29 +134,38 @@ func TestRouteReflectors(t *testing.T) {
 		})
 		return sp
 	}
-	r1 := start(rr1, Config{RouteReflector: true, Peers: []netip.Addr{rr2}, PeerPrefixes: []netip.Prefix{netip.PrefixFrom(c1, 32)}})
-	r2 := start(rr2, Config{RouteReflector: true, Peers: []netip.Addr{rr1}, PeerPrefixes: []netip.Prefix{netip.PrefixFrom(c2, 32)}})
-	s1 := start(c1, Config{RouteReflectors: []netip.Addr{rr1}})
-	s2 := start(c2, Config{RouteReflectors: []netip.Addr{rr2}})
+	clients := []netip.Prefix{netip.PrefixFrom(c1, 32), netip.PrefixFrom(c2, 32)}
+	r1 := start(rr1, Config{RouteReflector: true, Peers: []netip.Addr{rr2}, PeerPrefixes: clients})
+	r2 := start(rr2, Config{RouteReflector: true, Peers: []netip.Addr{rr1}, PeerPrefixes: clients})
+	s1 := start(c1, Config{RouteReflectors: []netip.Addr{rr1, rr2}})
+	s2 := start(c2, Config{RouteReflectors: []netip.Addr{rr1, rr2}})
 
 	t1 := blockproto.Table{Records: []blockproto.Record{testRecord()}, Claims: []blockproto.Claim{testClaim()}}
 	u1 := []UnicastBlock{{Block: netip.MustParsePrefix("10.244.7.0/26"), Owner: blockproto.Node{Addr: nodeA, Inc: 7}}}
 	t2 := blockproto.Table{Grants: []blockproto.Grant{testGrant()}, Forgets: []blockproto.Forget{testForget()}}
 	u2 := []UnicastBlock{{Block: netip.MustParsePrefix("10.244.8.0/26"), Owner: blockproto.Node{Addr: nodeB, Inc: 8}}}
-	if err := s1.AnnounceTable(t1, u1); err != nil {
-		t.Fatal(err)
-	}
-	if err := s2.AnnounceTable(t2, u2); err != nil {
-		t.Fatal(err)
+	tr := blockproto.Table{Records: []blockproto.Record{{Node: blockproto.Node{Addr: nodeC, Inc: 9}, Born: 3, VoterHash: 0x01020304, Voters: []netip.Addr{nodeA, nodeB, nodeC}}}}
+	for _, a := range []struct {
+		sp *Speaker
+		t  blockproto.Table
+		u  []UnicastBlock
+	}{{s1, t1, u1}, {s2, t2, u2}, {r1, tr, nil}} {
+		if err := a.sp.AnnounceTable(a.t, a.u); err != nil {
+			t.Fatal(err)
+		}
 	}
 
-	// learns waits until sp's table is want, with uc unicast paths, all
-	// from the reflector from.
-	learns := func(name string, sp *Speaker, want blockproto.Table, uc int, from netip.Addr) {
+	// learns waits until sp's table is want and its counts per peer are
+	// from (VPN, unicast paths).
+	learns := func(name string, sp *Speaker, want blockproto.Table, from map[netip.Addr][2]int) {
 		t.Helper()
 		want.Sort()
-		var diff string
-		var counts Counts
+		wantPeers := map[netip.Addr]PeerCounts{}
+		for a, n := range from {
+			wantPeers[a] = PeerCounts{VPN: PathCounts{Received: uint64(n[0]), Accepted: uint64(n[0])},
+				Unicast: PathCounts{Received: uint64(n[1]), Accepted: uint64(n[1])}}
+		}
+		var diff, countsDiff string
 		deadline := time.Now().Add(30 * time.Second)
 		for time.Now().Before(deadline) {
 			got, c, err := sp.LearnedTable()
@@ -160,18 +173,28 @@ func TestRouteReflectors(t *testing.T) {
 				t.Fatal(err)
 			}
 			got.Sort()
-			diff, counts = cmp.Diff(want, got, cmpOpts...), c
-			wantCounts := PeerCounts{VPN: PathCounts{Received: uint64(want.Len()), Accepted: uint64(want.Len())},
-				Unicast: PathCounts{Received: uint64(uc), Accepted: uint64(uc)}}
-			if diff == "" && len(c.Peers) == 1 && c.Peers[from] == wantCounts {
+			// Two copies (one per reflector) of each path: compare the set.
+			got = dedup(got)
+			diff, countsDiff = cmp.Diff(want, got, cmpOpts...), cmp.Diff(wantPeers, c.Peers, cmpOpts...)
+			if diff == "" && countsDiff == "" {
 				return
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		t.Fatalf("%s's table after 30s (-want +got):\n%s\ncounts %+v (want all from %s)\nsessions: %+v", name, diff, counts, from, sp.Status(ctx))
+		t.Fatalf("%s's table after 30s (-want +got):\n%s\ncounts per peer (-want +got):\n%s\nsessions: %+v", name, diff, countsDiff, sp.Status(ctx))
 	}
-	learns("client 2", s2, t1, 1, rr2)
-	learns("client 1", s1, t2, 1, rr1)
+	with := func(a, b blockproto.Table) blockproto.Table {
+		return blockproto.Table{Records: append(slices.Clone(a.Records), b.Records...), Claims: append(slices.Clone(a.Claims), b.Claims...),
+			Grants: append(slices.Clone(a.Grants), b.Grants...), Forgets: append(slices.Clone(a.Forgets), b.Forgets...)}
+	}
+	// A client hears the other client from both reflectors, and rr1's own
+	// paths from rr1 (directly) and from rr2 (reflected from a non-client
+	// to a client).
+	learns("client 2", s2, with(t1, tr), map[netip.Addr][2]int{rr1: {3, 1}, rr2: {3, 1}})
+	learns("client 1", s1, with(t2, tr), map[netip.Addr][2]int{rr1: {3, 1}, rr2: {3, 1}})
+	// rr2 takes the clients' paths from the clients only, and rr1's own
+	// from rr1.
+	learns("reflector 2", r2, with(with(t1, t2), tr), map[netip.Addr][2]int{c1: {2, 1}, c2: {2, 1}, rr1: {1, 0}})
 
 	// Next hops unchanged: the owner's, as announced.
 	for _, c := range []struct {
@@ -185,6 +208,21 @@ func TestRouteReflectors(t *testing.T) {
 		}
 	}
 
+	// A replaced path: client 2's grant now goes to another node, several
+	// times over, as a voter's grant does when claims compete.
+	for i, to := range []blockproto.Node{{Addr: nodeC, Inc: 9}, {Addr: nodeA, Inc: 7}, {Addr: nodeB, Inc: 8}, {Addr: nodeC, Inc: 9}} {
+		g := testGrant()
+		g.To = to
+		t2 = blockproto.Table{Grants: []blockproto.Grant{g}, Forgets: t2.Forgets}
+		if err := s2.AnnounceTable(t2, u2); err != nil {
+			t.Fatal(err)
+		}
+		if i < 3 {
+			time.Sleep(time.Duration(i) * 5 * time.Millisecond)
+		}
+	}
+	learns("client 1 after a replaced grant", s1, with(t2, tr), map[netip.Addr][2]int{rr1: {3, 1}, rr2: {3, 1}})
+
 	// Peer types, as reef status shows them.
 	types := func(sp *Speaker) map[netip.Addr]PeerType {
 		m := map[netip.Addr]PeerType{}
@@ -197,9 +235,8 @@ func TestRouteReflectors(t *testing.T) {
 		sp   *Speaker
 		want map[netip.Addr]PeerType
 	}{
-		{s1, map[netip.Addr]PeerType{rr1: PeerReflector}},
-		{r1, map[netip.Addr]PeerType{rr2: PeerReflector, c1: PeerClient}},
-		{r2, map[netip.Addr]PeerType{rr1: PeerReflector, c2: PeerClient}},
+		{s1, map[netip.Addr]PeerType{rr1: PeerReflector, rr2: PeerReflector}},
+		{r1, map[netip.Addr]PeerType{rr2: PeerReflector, c1: PeerClient, c2: PeerClient}},
 	} {
 		if d := cmp.Diff(c.want, types(c.sp), cmpOpts...); d != "" {
 			t.Errorf("peer types of %s (-want +got):\n%s", c.sp.cfg.RouterID, d)
@@ -229,7 +266,34 @@ func TestRouteReflectors(t *testing.T) {
 	if err := s1.AnnounceTable(blockproto.Table{Records: t1.Records}, nil); err != nil {
 		t.Fatal(err)
 	}
-	learns("client 2 after a withdrawal", s2, blockproto.Table{Records: t1.Records}, 0, rr2)
+	learns("client 2 after a withdrawal", s2, with(blockproto.Table{Records: t1.Records}, tr), map[netip.Addr][2]int{rr1: {2, 0}, rr2: {2, 0}})
+}
+
+// dedup drops repeated entries of a sorted table.
+func dedup(t blockproto.Table) blockproto.Table {
+	uniq := func(n int, same func(i, j int) bool) []int {
+		var keep []int
+		for i := range n {
+			if i == 0 || !same(i, i-1) {
+				keep = append(keep, i)
+			}
+		}
+		return keep
+	}
+	var out blockproto.Table
+	for _, i := range uniq(len(t.Records), func(i, j int) bool { return cmp.Equal(t.Records[i], t.Records[j], cmpOpts...) }) {
+		out.Records = append(out.Records, t.Records[i])
+	}
+	for _, i := range uniq(len(t.Claims), func(i, j int) bool { return t.Claims[i] == t.Claims[j] }) {
+		out.Claims = append(out.Claims, t.Claims[i])
+	}
+	for _, i := range uniq(len(t.Grants), func(i, j int) bool { return t.Grants[i] == t.Grants[j] }) {
+		out.Grants = append(out.Grants, t.Grants[i])
+	}
+	for _, i := range uniq(len(t.Forgets), func(i, j int) bool { return t.Forgets[i] == t.Forgets[j] }) {
+		out.Forgets = append(out.Forgets, t.Forgets[i])
+	}
+	return out
 }
 
 type learnedUnicast struct {

@@ -105,6 +105,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (
 	}, server.WatchUpdate(false, "", ""), server.WatchPeer()); err != nil {
 		return nil, fmt.Errorf("watch BGP events: %w", err)
 	}
+	if cfg.RouteReflector {
+		if err := sp.acceptOwnPathsOnly(ctx, cfg.Peers); err != nil {
+			return nil, err
+		}
+	}
 	// Configured peers first: a configured peer that connects before it is
 	// added would otherwise be taken in as a dynamic one, and adding it
 	// afterwards fails ("can't overwrite the existing peer").
@@ -173,6 +178,66 @@ func (sp *Speaker) gracefulRestart() *api.GracefulRestart {
 		// before sending our own updates anyway.
 		DeferralTime: 10,
 	}
+}
+
+// The names of the import policy of a route reflector (acceptOwnPathsOnly).
+const (
+	reflectorSet    = "reef-other-reflectors"
+	reflectorPolicy = "reef-reflector-import"
+)
+
+// acceptOwnPathsOnly makes a route reflector take from the other
+// reflectors (reflectors, its configured peers) only the paths they
+// originate, those whose next hop is the reflector itself; the paths they
+// reflect from their clients are dropped on import. Every client peers
+// with every reflector, so a reflector has each client's paths first hand
+// and loses nothing by it. Without it, GoBGP v4.8.0 freezes replaced
+// paths: a reflector prefers the other reflector's copy of a client's
+// path (lower router ID; GoBGP does not compare CLUSTER_LIST lengths), and
+// when its best path moves from a client's to a non-client's it sends the
+// non-client no withdrawal of what it sent before (BgpServer.filterpath,
+// "iBGP handling"). Two reflectors then hold each other's copy as best,
+// and a client's later update or withdrawal of that NLRI goes nowhere: in
+// the lab, grants that changed their grantee never reached the claimants,
+// and TestRouteReflectors, without this policy, keeps a withdrawn claim
+// and block on both reflectors for good.
+func (sp *Speaker) acceptOwnPathsOnly(ctx context.Context, reflectors []netip.Addr) error {
+	var others []string
+	for _, a := range reflectors {
+		if a != sp.cfg.RouterID {
+			others = append(others, netip.PrefixFrom(a, 32).String())
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	if err := sp.s.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: &api.DefinedSet{
+		DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: reflectorSet, List: others,
+	}}); err != nil {
+		return fmt.Errorf("define the other route reflectors %v: %w", others, err)
+	}
+	fromOthers := &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: reflectorSet}
+	if err := sp.s.AddPolicy(ctx, &api.AddPolicyRequest{Policy: &api.Policy{Name: reflectorPolicy, Statements: []*api.Statement{
+		{
+			Name:       reflectorPolicy + "-own",
+			Conditions: &api.Conditions{NeighborSet: fromOthers, NextHopInList: others},
+			Actions:    &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT},
+		},
+		{
+			Name:       reflectorPolicy + "-reflected",
+			Conditions: &api.Conditions{NeighborSet: fromOthers},
+			Actions:    &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT},
+		},
+	}}}); err != nil {
+		return fmt.Errorf("add the route reflector's import policy: %w", err)
+	}
+	if err := sp.s.AddPolicyAssignment(ctx, &api.AddPolicyAssignmentRequest{Assignment: &api.PolicyAssignment{
+		Name: "", Direction: api.PolicyDirection_POLICY_DIRECTION_IMPORT, // "": the global RIB
+		Policies: []*api.Policy{{Name: reflectorPolicy}}, DefaultAction: api.RouteAction_ROUTE_ACTION_ACCEPT,
+	}}); err != nil {
+		return fmt.Errorf("assign the route reflector's import policy: %w", err)
+	}
+	return nil
 }
 
 // configured are the neighbours the speaker dials: Peers, or on a route
