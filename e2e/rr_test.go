@@ -1,0 +1,412 @@
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reefcni/reef/bgp"
+	"github.com/reefcni/reef/blockproto"
+	"github.com/reefcni/reef/internal/lab"
+)
+
+// Route reflectors (docs/bgp.md): six client nodes peer only with two
+// reflectors, two reef nodes with bgp.routeReflector: true in one test and
+// two BIRD 2 daemons in the other. Three of the clients are the voters,
+// listed on every node. The clients' names make their block searches start
+// at the same block and they ADD their first pods at once, so their claims
+// compete through the reflectors. Then: every pod reaches every pod,
+// every block has one owner, and a restart of one reflector loses no ping
+// between pods on two clients.
+
+// rrPool: 16 blocks of 16 addresses, no VXLAN (one subnet).
+const rrPool = "pools:\n  - cidr: 10.251.0.0/24\n    blockSize: 28\n    vxlanMode: Never\n"
+
+const rrClients = 6
+
+// sameOffsetNames returns n node names ("c<i>") whose block searches in
+// pool all start at the same block (blockproto.Offset).
+func sameOffsetNames(t *testing.T, n int, pool blockproto.Pool) []string {
+	t.Helper()
+	var names []string
+	for i := 0; len(names) < n && i < 10000; i++ {
+		name := fmt.Sprintf("c%d", i)
+		if len(names) == 0 || blockproto.Offset(name, pool.NumBlocks()) == blockproto.Offset(names[0], pool.NumBlocks()) {
+			names = append(names, name)
+		}
+	}
+	if len(names) < n {
+		t.Fatalf("found only %d names with the same offset", len(names))
+	}
+	return names
+}
+
+// addClients adds the client nodes, peering with rrs; the first three are
+// the voters. first is the index of the first client among the lab's
+// nodes (their addresses follow the nodes added before).
+func addClients(t *testing.T, l *lab.Lab, first int, rrs []netip.Addr) ([]*lab.Node, []netip.Addr) {
+	t.Helper()
+	pool := blockproto.Pool{CIDR: netip.MustParsePrefix("10.251.0.0/24"), BlockSize: 28}
+	var voters []netip.Addr
+	for i := range 3 {
+		voters = append(voters, lab.NodeAddress(first+i))
+	}
+	var clients []*lab.Node
+	for _, name := range sameOffsetNames(t, rrClients, pool) {
+		n, err := l.AddNode(name, lab.NodeOptions{BGP: lab.ClientBGP(rrs, voters), Extra: rrPool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, n)
+	}
+	return clients, voters
+}
+
+// competingPods ADDs one pod on every client at the same moment.
+func competingPods(t *testing.T, clients []*lab.Node) []*lab.Pod {
+	t.Helper()
+	pods := make([]*lab.Pod, len(clients))
+	var wg sync.WaitGroup
+	for i, n := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := n.NewPod("default", "first")
+			if err != nil {
+				t.Errorf("%s: %v", n.Name, err)
+				return
+			}
+			pods[i] = p
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	return pods
+}
+
+// checkUnique: no address on two pods, no block confirmed by two nodes, no
+// conflict logged; it reports how many claims were lost to competitors.
+func checkUnique(t *testing.T, pods []*lab.Pod, nodes []*lab.Node) {
+	t.Helper()
+	uniqueAddresses(t, pods)
+	owners := uniqueOwners(t, nodes...)
+	lost := 0
+	for _, n := range nodes {
+		lost += strings.Count(n.Log(), "gave up a pending claim")
+		if strings.Contains(n.Log(), "block conflict") {
+			t.Errorf("%s logged a block conflict", n.Name)
+		}
+	}
+	for _, p := range pods {
+		if o := ownerOf(owners, p.IP); o != p.Node.Name {
+			t.Errorf("pod %s/%s has %s, in a block of %q", p.Node.Name, p.Name, p.IP, o)
+		}
+	}
+	t.Logf("%d blocks owned by %d nodes; %d claim(s) given up to a competing claim of the same block", len(owners), len(nodes), lost)
+	if lost == 0 {
+		t.Errorf("no claim was given up: the clients' claims did not compete")
+	}
+}
+
+func ownerOf(owners map[string]string, ip netip.Addr) string {
+	for b, o := range owners {
+		if netip.MustParsePrefix(b).Contains(ip) {
+			return o
+		}
+	}
+	return ""
+}
+
+// pingAll pings every pod from every other pod.
+func pingAll(t *testing.T, pods []*lab.Pod) {
+	t.Helper()
+	for _, a := range pods {
+		for _, b := range pods {
+			if a != b {
+				if _, err := a.Ping(b.IP); err != nil {
+					t.Errorf("%s -> %s: %v", a.Node.Name, b.Node.Name, err)
+				}
+			}
+		}
+	}
+}
+
+// checkPeers: a node's sessions are all established with the types want
+// (address -> type), and the import filter dropped nothing.
+func checkPeers(t *testing.T, n *lab.Node, want map[string]string) {
+	t.Helper()
+	st := mustStatus(t, n)
+	got := map[string]string{}
+	for _, p := range st.GetPeers() {
+		got[p.GetAddress()] = p.GetType()
+		if p.GetState() != "established" || p.GetReceived() == 0 || p.GetAccepted() != p.GetReceived() {
+			t.Errorf("%s: peer %s is %s, %d paths received, %d accepted", n.Name, p.GetAddress(), p.GetState(), p.GetReceived(), p.GetAccepted())
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("%s: peers %v, want %v", n.Name, got, want)
+	}
+	if d := st.GetBgpDropped(); d != 0 {
+		t.Errorf("%s: the import filter dropped %d paths", n.Name, d)
+	}
+	out, err := n.Reef("status")
+	if err != nil || !strings.Contains(out, "TYPE") {
+		t.Errorf("%s: reef status: %v\n%s", n.Name, err, out)
+	}
+	for a, typ := range want {
+		if !regexp.MustCompile(regexp.QuoteMeta(a) + `\s+\S+\s+` + typ + `\s`).MatchString(out) {
+			t.Errorf("%s: reef status does not show peer %s as %s:\n%s", n.Name, a, typ, out)
+		}
+	}
+}
+
+// noLossAcross pings between pods on two clients in both directions while
+// restart runs, and fails the test if any ping is lost.
+func noLossAcross(t *testing.T, a, b *lab.Pod, what string, restart func()) {
+	t.Helper()
+	wab := pingFor(t, a, b.IP.String(), 80)
+	wba := pingFor(t, b, a.IP.String(), 80)
+	time.Sleep(time.Second)
+	restart()
+	for dir, w := range map[string]func() (int, int){a.Node.Name + " -> " + b.Node.Name: wab, b.Node.Name + " -> " + a.Node.Name: wba} {
+		recv, sent := w()
+		if recv != sent {
+			t.Errorf("%s: %d of %d pings lost across %s", dir, sent-recv, sent, what)
+		} else {
+			t.Logf("%s: %d of %d pings answered across %s", dir, recv, sent, what)
+		}
+	}
+}
+
+// TestReflectorsReef: two reef nodes reflect (bgp.routeReflector: true,
+// each with the other in bgp.peers, the clients accepted through
+// bgp.peerPrefixes) and host pods themselves.
+func TestReflectorsReef(t *testing.T) {
+	l := newLab(t)
+	rrAddrs := []netip.Addr{lab.NodeAddress(0), lab.NodeAddress(1)}
+	voters := []netip.Addr{lab.NodeAddress(2), lab.NodeAddress(3), lab.NodeAddress(4)}
+	var rrs []*lab.Node
+	for i, name := range []string{"rr1", "rr2"} {
+		n, err := l.AddNode(name, lab.NodeOptions{BGP: lab.ReflectorBGP([]netip.Addr{rrAddrs[1-i]}, voters), Extra: rrPool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rrs = append(rrs, n)
+	}
+	clients, v := addClients(t, l, 2, rrAddrs)
+	if !slices.Equal(v, voters) {
+		t.Fatalf("voters %v, want %v", v, voters)
+	}
+	all := append(append([]*lab.Node{}, rrs...), clients...)
+	if err := lab.StartAll(all); err != nil {
+		t.Fatal(err)
+	}
+	pods := competingPods(t, clients)
+	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	checkUnique(t, pods, clients)
+
+	// The reflectors are nodes like any other: they host pods too.
+	for _, rr := range rrs {
+		pods = append(pods, newPod(t, rr, "on-"+rr.Name))
+	}
+	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	uniqueAddresses(t, pods)
+	uniqueOwners(t, all...)
+	pingAll(t, pods)
+
+	for _, c := range clients {
+		checkPeers(t, c, map[string]string{rrAddrs[0].String(): "reflector", rrAddrs[1].String(): "reflector"})
+	}
+	for i, rr := range rrs {
+		want := map[string]string{rrAddrs[1-i].String(): "reflector"}
+		for _, c := range clients {
+			want[c.Address.String()] = "client"
+		}
+		checkPeers(t, rr, want)
+	}
+
+	noLossAcross(t, pods[0], pods[3], "the restart of reflector rr1", func() {
+		if err := rrs[0].Restart(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	checkPeers(t, clients[0], map[string]string{rrAddrs[0].String(): "reflector", rrAddrs[1].String(): "reflector"})
+	uniqueOwners(t, all...)
+}
+
+// TestReflectorsBird: two BIRD 2 route reflectors with the configuration of
+// docs/bgp.md (lab.BirdConfig), not peered with each other; every client
+// peers with both. BIRD holds one path per NLRI, from the speaker its route
+// distinguisher names, with reef's large communities as reef sent them,
+// and the confirmed blocks with the owners as next hops.
+func TestReflectorsBird(t *testing.T) {
+	l := newLab(t)
+	var birds []*lab.Bird
+	var rrAddrs []netip.Addr
+	for i := range 2 {
+		b, err := l.AddBird(fmt.Sprintf("bird%d", i+1), lab.BirdAddress(i), lab.Underlay)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Start(); err != nil {
+			t.Fatal(err)
+		}
+		birds = append(birds, b)
+		rrAddrs = append(rrAddrs, b.Address)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, b := range birds {
+				out, _ := b.Birdc("show", "protocols")
+				t.Logf("%s protocols:\n%s\nlog:\n%s", b.Name, out, b.Log())
+			}
+		}
+	})
+	clients, _ := addClients(t, l, 0, rrAddrs)
+	if err := lab.StartAll(clients); err != nil {
+		t.Fatal(err)
+	}
+	pods := competingPods(t, clients)
+	if err := lab.WaitReflected(clients, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	checkUnique(t, pods, clients)
+	pingAll(t, pods)
+	for _, c := range clients {
+		checkPeers(t, c, map[string]string{rrAddrs[0].String(): "reflector", rrAddrs[1].String(): "reflector"})
+	}
+	for _, b := range birds {
+		checkBirdTables(t, b, clients)
+	}
+
+	noLossAcross(t, pods[0], pods[3], "a kill and restart of BIRD "+birds[0].Name, func() {
+		birds[0].Kill()
+		time.Sleep(time.Second)
+		if err := birds[0].Start(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err := lab.WaitReflected(clients, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, func() string {
+		return birdTablesDiffer(birds[0], clients)
+	})
+	uniqueOwners(t, clients...)
+}
+
+// checkBirdTables fails the test with what birdTablesDiffer finds.
+func checkBirdTables(t *testing.T, b *lab.Bird, clients []*lab.Node) {
+	t.Helper()
+	if d := birdTablesDiffer(b, clients); d != "" {
+		t.Error(d)
+		vpn, _ := b.Birdc("show", "route", "table", "reefvpn", "all")
+		uc, _ := b.Birdc("show", "route", "table", "master4", "all")
+		t.Logf("%s's tables:\n%s\n%s", b.Name, vpn, uc)
+	}
+}
+
+// birdTablesDiffer compares BIRD's tables with what the clients announce:
+// in the VPN table, one path per NLRI, from the speaker its RD names; each
+// client's record, and the claims of its confirmed blocks, with exactly the
+// large communities reef encodes; in the IPv4 table, each confirmed block
+// once, next hop = owner. It returns "" when all is as it should be.
+func birdTablesDiffer(b *lab.Bird, clients []*lab.Node) string {
+	vpn, err := b.Paths("reefvpn")
+	if err != nil {
+		return err.Error()
+	}
+	uc, err := b.Paths("master4")
+	if err != nil {
+		return err.Error()
+	}
+	seen := map[string]lab.BirdPath{}
+	for _, p := range vpn {
+		if _, dup := seen[p.Net]; dup {
+			return fmt.Sprintf("%s: two paths for %s", b.Name, p.Net)
+		}
+		seen[p.Net] = p
+		rd, _, _ := strings.Cut(p.Net, " ")
+		addr, _, _ := strings.Cut(rd, ":")
+		if addr != p.From.String() {
+			return fmt.Sprintf("%s: %s came from %s, not from the speaker its RD names", b.Name, p.Net, p.From)
+		}
+	}
+	ucSeen := map[string]lab.BirdPath{}
+	for _, p := range uc {
+		if _, dup := ucSeen[p.Net]; dup {
+			return fmt.Sprintf("%s: two IPv4 paths for %s", b.Name, p.Net)
+		}
+		ucSeen[p.Net] = p
+	}
+	for _, c := range clients {
+		st, err := c.Status()
+		if err != nil {
+			return err.Error()
+		}
+		inc, err := strconv.ParseUint(st.GetIncarnation(), 16, 32)
+		if err != nil {
+			return fmt.Sprintf("%s: incarnation %q: %v", c.Name, st.GetIncarnation(), err)
+		}
+		self := blockproto.Node{Addr: c.Address, Inc: uint32(inc)}
+		var want []bgp.VPNRoute
+		for _, blk := range st.GetBlocks() {
+			if blk.GetState() != "confirmed" {
+				continue
+			}
+			rt, err := bgp.EncodeClaim(64512, blockproto.Claim{Block: netip.MustParsePrefix(blk.GetCidr()), Owner: self,
+				State: blockproto.Confirmed, VoterHash: st.GetVoterHash()})
+			if err != nil {
+				return err.Error()
+			}
+			want = append(want, rt)
+			p, ok := ucSeen[blk.GetCidr()]
+			if !ok || p.NextHop != c.Address {
+				return fmt.Sprintf("%s: IPv4 path of %s's block %s: %+v (want next hop %s)", b.Name, c.Name, blk.GetCidr(), p, c.Address)
+			}
+		}
+		for _, rt := range want {
+			p, ok := seen[rt.RD.String()+" "+rt.Prefix.String()]
+			if !ok {
+				return fmt.Sprintf("%s has no path %s (%s's claim); it has %d VPN paths", b.Name, rt, c.Name, len(vpn))
+			}
+			if got, want := sortedLarge(p.Large), wantLarge(rt); got != want {
+				return fmt.Sprintf("%s: %s has large communities %s, reef sent %s", b.Name, rt, got, want)
+			}
+		}
+		if _, ok := seen[c.Address.String()+":1 "+c.Address.String()+"/32"]; !ok {
+			return fmt.Sprintf("%s has no record of %s", b.Name, c.Name)
+		}
+	}
+	return ""
+}
+
+func wantLarge(rt bgp.VPNRoute) string {
+	var s []string
+	for _, lc := range rt.Communities {
+		s = append(s, fmt.Sprintf("(%d, %d, %d)", lc.ASN, lc.Data1, lc.Data2))
+	}
+	slices.Sort(s)
+	return strings.Join(s, " ")
+}
+
+func sortedLarge(lcs []string) string {
+	s := slices.Clone(lcs)
+	slices.Sort(s)
+	return strings.Join(s, " ")
+}

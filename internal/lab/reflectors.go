@@ -1,0 +1,88 @@
+package lab
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// Clusters through route reflectors (docs/bgp.md): the clients peer only
+// with the reflectors, which are reef nodes (bgp.routeReflector: true) or
+// BIRD (AddBird). Every node lists the same voters, reflectors included.
+
+func addrList(as []netip.Addr) string {
+	s := make([]string, len(as))
+	for i, a := range as {
+		s[i] = a.String()
+	}
+	return "[" + strings.Join(s, ", ") + "]"
+}
+
+// ClientBGP is the bgp: section (for NodeOptions.BGP) of a node that peers
+// with the route reflectors rrs instead of the full mesh, with the lab's
+// fast timers.
+func ClientBGP(rrs, voters []netip.Addr) string {
+	return fmt.Sprintf("  keepaliveTime: 1s\n  holdTime: 3s\n  routeReflectors: %s\n  voters: %s\n", addrList(rrs), addrList(voters))
+}
+
+// ReflectorBGP is the bgp: section of a reef route reflector: it peers
+// with the other reflectors (others) and takes its clients in from the
+// underlay.
+func ReflectorBGP(others, voters []netip.Addr) string {
+	return fmt.Sprintf("  keepaliveTime: 1s\n  holdTime: 3s\n  routeReflector: true\n  peers: %s\n  peerPrefixes: [%s]\n  voters: %s\n",
+		addrList(others), Underlay, addrList(voters))
+}
+
+// WaitReflected waits until every running node has every BGP session it
+// knows of established, at least min of them, and a route to every
+// confirmed block of every other running node through that node's address
+// (the route reflectors must not touch the next hop).
+func WaitReflected(nodes []*Node, min int, timeout time.Duration) error {
+	var missing string
+	ok := waitFor(timeout, func() bool {
+		missing = ""
+		for _, owner := range nodes {
+			if !owner.Running() {
+				continue
+			}
+			st, err := owner.Status()
+			if err != nil {
+				missing = fmt.Sprintf("status of %s: %v", owner.Name, err)
+				return false
+			}
+			up := 0
+			for _, p := range st.GetPeers() {
+				if p.GetState() != "established" {
+					missing = fmt.Sprintf("%s's BGP session to %s is %q", owner.Name, p.GetAddress(), p.GetState())
+					return false
+				}
+				up++
+			}
+			if up < min {
+				missing = fmt.Sprintf("%s has %d BGP sessions, want %d", owner.Name, up, min)
+				return false
+			}
+			for _, b := range st.GetBlocks() {
+				if b.GetState() != "confirmed" {
+					continue
+				}
+				for _, n := range nodes {
+					if n == owner || !n.Running() {
+						continue
+					}
+					out, err := n.Lab.Run(n.Netns, "ip", "-4", "route", "show", "exact", b.GetCidr())
+					if err != nil || !strings.Contains(out, "via "+owner.Address.String()) {
+						missing = fmt.Sprintf("%s has no route to %s's block %s (%q)", n.Name, owner.Name, b.GetCidr(), strings.TrimSpace(out))
+						return false
+					}
+				}
+			}
+		}
+		return true
+	})
+	if !ok {
+		return fmt.Errorf("not converged after %s: %s", timeout, missing)
+	}
+	return nil
+}
