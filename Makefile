@@ -7,7 +7,7 @@ LDFLAGS   := -s -w -X github.com/reefcni/reef/version.Version=$(VERSION) -X gith
 GOBUILD   := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build proto test test-unit test-e2e fuzz demo lab bench deps-test deps-proto clean vet package deps-package
+.PHONY: all build proto test test-unit test-e2e fuzz demo lab bench deps-test deps-proto clean vet package deps-package model deps-model
 
 all: build
 
@@ -63,6 +63,15 @@ test-unit:
 test-e2e: build deps-test deps-cri
 	REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m ./e2e/
 
+# spin, the model checker of blockproto/model/; installed only when missing.
+deps-model:
+	@command -v spin >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq spin >/dev/null)
+
+# The spin model of the block protocol: it must hold, and each weakened
+# variant of it must fail (blockproto/model/blocks.pml).
+model: deps-model
+	bash blockproto/model/check.sh
+
 # A short run of each fuzz target, bounded by executions rather than time:
 # a -fuzztime duration can end while a worker minimizes a new input, and
 # go test then fails with "context deadline exceeded" though nothing broke.
@@ -73,7 +82,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./cniserver/
 
 # The README's test command; CI runs it through .ci/run.
-test: vet test-unit test-e2e fuzz
+test: vet test-unit model test-e2e fuzz
 
 demo: build deps-test
 	$(BIN)/reef-lab demo --bin $(CURDIR)/$(BIN)

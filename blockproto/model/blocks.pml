@@ -1,0 +1,384 @@
+/*
+ * blocks.pml: spin model of reef's block-ownership protocol (blockproto;
+ * the rules are in ../doc.go). check.sh checks it, and that each weakened
+ * variant below fails; `make model` (part of `make test`) runs check.sh.
+ *
+ * What is modelled, and how it maps to doc.go
+ * -------------------------------------------
+ *
+ * 3 voters V0..V2, CLAIMANTS claimants C0.. (2 by default, or 3), BLOCKS
+ * blocks B0.. (2 by default, or 1). A real node may be both a voter and a
+ * claimant; here they are separate processes: no rule makes a node's vote
+ * depend on its own claims, or the other way round. One process runs each
+ * claimant's rules for one block (Claimant(c,b)), one runs each voter's
+ * rules for one block (Voter(v,b)); Restart(c) is claimant c's crash.
+ *
+ * The rules are per block, and the blocks share nothing but claimant
+ * crashes (a crash loses the counts of every block at once), so the state
+ * space of 2 blocks is about the square of that of 1 block: 2 claimants on
+ * 2 blocks is 2.4M states, 3 claimants on 1 block 31k, but 3 claimants on
+ * 2 blocks would be about 1e9, too many to search exhaustively here.
+ * check.sh runs 2x2 and 3x1.
+ *
+ * Claimant, per block. doc.go: "A claimant claims a block at most once per
+ * incarnation: pending, then confirmed once a majority of voters grant it,
+ * or released when it gives up. A confirmed block stays its owner's."
+ *
+ *     none -> pending -> confirmed    (terminal)
+ *             pending -> released     (terminal: never claimed again)
+ *
+ *   claim[]   the claim state: persisted, survives a crash.
+ *   counted[] the voters whose grants the claimant has received for a
+ *             pending claim, as a bit set: volatile, lost in a crash.
+ *   It claims any block it never claimed, at any time (doc.go: a node
+ *   claims when it needs addresses; when is not a safety matter). It may
+ *   release a pending claim at any time: doc.go's give-up rules ("the
+ *   block is confirmed by another node", "some voter granted it to a lower
+ *   claimant address") are each one of these releases, so the model
+ *   allows more than the real code. It confirms once grants from a strict
+ *   majority of distinct voters (blockproto.Majority(3) = 2) are counted.
+ *   The real claimant counts the grants in one table snapshot; here it
+ *   accumulates grants received one by one (until it crashes), which
+ *   allows every count a snapshot gives and more.
+ *
+ * Voter, per block. doc.go: "A voter grants a block to one claimant at
+ * most, persists the grant before announcing it, and revokes it only when
+ * that claimant announces the claim released."
+ *
+ *   grant[]   nobody, or the claimant it granted the block to: persisted.
+ *   On claim(c,b) with no grant for b: grant b to c, persist, send
+ *   grant(v,b,c), all in one step. Granted to c already: it may re-send
+ *   grant(v,b,c) (the re-send step below). Granted to another: nothing.
+ *   On release(c,b) with b granted to c: revoke (grant := nobody).
+ *   Which claim it grants when it holds none (doc.go: the confirmed claim
+ *   if one is announced, else the lowest claimant address) is abstracted
+ *   to "whichever claim it receives first": a superset of the real order.
+ *   doc.go's "never grants a pending claim of a block it knows confirmed
+ *   by another" only forbids grants, so it is left out: the model is safe
+ *   without it.
+ *
+ * Not modelled: voter lists and their hashes (one agreed list is assumed),
+ * incarnations and supersession (a wiped node is one more claimant, which
+ * needs no new rule), forgets, confirmed-claim announcements (a voter
+ * treats a confirmed claim like a pending one; the claim message stays
+ * in the network anyway), and the "own confirmed block confirmed by
+ * another" rule (it only reacts to a violation, which never occurs here).
+ *
+ * Steps are atomic. The real node's Decide persists its new state, then
+ * announces it: "persist, then send" is one step here, and a crash between
+ * the two is the same as the message being lost.
+ *
+ * The network. doc.go: "Nothing is inferred from the absence of an
+ * announcement." BGP is state-based: a node sees a table of what is
+ * announced, in any order, maybe with stale or duplicate copies, and may
+ * not see some of it for a while (a partition, a restart). Two models:
+ *
+ *   default: sent[], the set of every message ever sent. A receiver may
+ *     take any message in it, in any order, as often as it likes, or never.
+ *     Nothing is ever removed. No rule here (nor in doc.go) acts on the
+ *     absence of a message, so any run in which a message is lost,
+ *     consumed or crowded out of a full buffer is matched, state for
+ *     state, by a run here in which it is simply not received (again).
+ *     So this covers loss, duplication, reordering, stale copies,
+ *     partitions and re-announcement (re-sending a message already in the
+ *     set changes nothing) with no bound on the messages in flight, and
+ *     the network has one canonical state (no slot permutations), which
+ *     keeps the exhaustive search small.
+ *
+ *   -DBAG=k: a bag of at most k messages, as a cross-check of that
+ *     argument. A send goes into the bag if there is room, or is lost (a
+ *     send may always be lost; one into a full bag always is). Copies of
+ *     one message are merged (a second copy would only take room, and a
+ *     send that finds no room is lost anyway). Delivering a message keeps
+ *     it (duplication) or takes it out; any message may be dropped at any
+ *     time (Network). Claimants and voters re-announce their state at any
+ *     time. Much larger state space for the same behaviours: with 2 blocks
+ *     even k = 2 is 11M states, so check.sh runs bags with 1 block.
+ *
+ * A delivery that would change nothing at the receiver (a claim of a block
+ * granted to another, a second copy of a grant already counted) is not a
+ * step: in the set it is a self-loop; in the bag it equals a drop.
+ *
+ * Crashes: a claimant may crash at any time, any number of times
+ * (Restart(c)), and loses its grant counts only. A voter's crash loses
+ * nothing, since its grants are persisted before they are sent; its
+ * restart re-announces its grants, which is the re-send step of Voter.
+ * In the set model a re-send changes nothing, so that step exists only
+ * with -DBAG.
+ *
+ * Property: no block is ever confirmed by two claimants. Confirmed is
+ * terminal, so it is asserted in the step that confirms.
+ *
+ * Weakened variants (each must fail; check.sh checks that they do):
+ *   -DVOTER_GRANTS_TWICE        a voter grants a claim of a block it has
+ *                               granted to another claimant
+ *   -DCONFIRM_WITHOUT_MAJORITY  a claimant confirms with 1 grant
+ *   -DRECLAIM_AFTER_RELEASE     a claimant may claim a block again after it
+ *                               released it. Nothing tells the messages of
+ *                               its two claims apart, so a stale grant of
+ *                               the first claim may be counted for the
+ *                               second, and a stale release of the first
+ *                               may revoke a grant of the second.
+ */
+
+#ifndef CLAIMANTS
+#define CLAIMANTS 2
+#endif
+#if CLAIMANTS < 2 || CLAIMANTS > 3
+#error CLAIMANTS must be 2 or 3
+#endif
+
+#define NV  3            /* voters V0..V2 */
+#define NC  CLAIMANTS    /* claimants C0..C(NC-1) */
+#ifndef BLOCKS
+#define BLOCKS 2
+#endif
+#if BLOCKS < 1 || BLOCKS > 2
+#error BLOCKS must be 1 or 2
+#endif
+#define NB  BLOCKS       /* blocks B0, B1 */
+
+#ifdef CONFIRM_WITHOUT_MAJORITY
+#define MAJORITY 1
+#else
+#define MAJORITY (NV/2 + 1)   /* blockproto.Majority(3) = 2 */
+#endif
+
+/* ---- claimant state ---- */
+#define NONE      0
+#define PENDING   1
+#define CONFIRMED 2
+#define RELEASED  3
+
+byte claim[NC*NB];       /* persisted: NONE, PENDING, CONFIRMED, RELEASED */
+byte counted[NC*NB];     /* volatile: bit v set = voter v's grant counted */
+#define CLAIM(c,b)    claim[(c)*NB + (b)]
+#define COUNTED(c,b)  counted[(c)*NB + (b)]
+#define NCOUNTED(c,b) ((COUNTED(c,b) & 1) + ((COUNTED(c,b) >> 1) & 1) + ((COUNTED(c,b) >> 2) & 1))
+
+/* ---- voter state, persisted: NOBODY, or c+1 = granted to claimant c ---- */
+byte grant[NV*NB];
+#define GRANT(v,b) grant[(v)*NB + (b)]
+#define NOBODY     0
+
+/* ---- messages: a number each, 1..NMSG (0 = no message) ---- */
+#define M_CLAIM(c,b)    (1 + (c)*NB + (b))                        /* claim(c,b): c announces b pending */
+#define M_RELEASE(c,b)  (1 + NC*NB + (c)*NB + (b))                /* release(c,b): c announces b released */
+#define M_GRANT(v,b,c)  (1 + 2*NC*NB + ((v)*NB + (b))*NC + (c))   /* grant(v,b,c): v grants b to c */
+#define NMSG            (2*NC*NB + NV*NB*NC)
+
+#ifndef BAG
+/* ---- network: the set of every message ever sent ---- */
+bool sent[NMSG+1];
+
+#define net_has(m)    sent[m]
+inline net_send(m)    { sent[m] = true }
+inline net_done(m)    { skip }                /* it stays: it may be delivered again */
+
+#else
+/* ---- network: a bag of at most BAG messages ---- */
+#if BAG < 1
+#error BAG must be at least 1
+#endif
+/* Copies of one message are merged: a second copy would only take room,
+ * and a send that finds no room is lost, which a send may be anyway. */
+bool inbag[NMSG+1];
+byte used;               /* messages in the bag */
+
+#define net_has(m) inbag[m]
+
+/* into the bag if there is room, or lost */
+inline net_send(m) {
+	if
+	:: inbag[m]                            /* a copy is there already */
+	:: !inbag[m] && used < BAG -> inbag[m] = true; used++
+	:: !inbag[m] -> printf("net: message %d lost\n", m)   /* always so when full */
+	fi
+}
+
+/* delivered: keep it (duplication) or take it out */
+inline net_done(m) {
+	if
+	:: skip
+	:: inbag[m] = false; used--
+	fi
+}
+
+/* loss: any message may be dropped at any time */
+active proctype Network() {
+	byte m;
+end:	do
+	:: atomic { used > 0 ->
+		select(m : 1 .. NMSG);
+		if
+		:: inbag[m] -> printf("net: message %d dropped\n", m); inbag[m] = false; used--
+		:: else
+		fi;
+		m = 0 }
+	od
+}
+#endif
+
+/* ---- claimant c, block b ---- */
+
+/* A grant of b to c from voter v has arrived, is not counted yet, and b is
+ * pending (a grant for a claim that is not pending is ignored). */
+#define GRANT_ARRIVES(v) (CLAIM(c,b) == PENDING && (COUNTED(c,b) & (1 << (v))) == 0 && net_has(M_GRANT(v,b,c)))
+
+inline claim_block() {
+	printf("C%d claims B%d\n", c, b);
+	CLAIM(c,b) = PENDING;
+	net_send(M_CLAIM(c,b))
+}
+
+inline release_block() {
+	printf("C%d releases B%d\n", c, b);
+	CLAIM(c,b) = RELEASED;
+	COUNTED(c,b) = 0;
+	net_send(M_RELEASE(c,b))
+}
+
+/* counted is a set of voters: a second grant from one voter adds nothing */
+inline count_grant(v) {
+	printf("C%d counts V%d's grant of B%d\n", c, v, b);
+	COUNTED(c,b) = COUNTED(c,b) | (1 << (v));
+	net_done(M_GRANT(v,b,c))
+}
+
+inline confirm_block() {
+	printf("C%d confirms B%d\n", c, b);
+	CLAIM(c,b) = CONFIRMED;
+	COUNTED(c,b) = 0;
+	/* the property: no other claimant has b confirmed */
+	o = 0;
+	do
+	:: o < NC -> assert(o == c || CLAIM(o,b) != CONFIRMED); o++
+	:: else -> break
+	od;
+	o = 0
+}
+
+proctype Claimant(byte c; byte b) {
+	byte o;              /* scratch: another claimant; 0 between steps */
+end:	do
+	/* claim b, at any time, at most once: "a claimant claims a block at
+	 * most once per incarnation" */
+#ifndef RECLAIM_AFTER_RELEASE
+	:: atomic { CLAIM(c,b) == NONE -> claim_block() }
+#else
+	/* weakened: claims again a block it released */
+	:: atomic { (CLAIM(c,b) == NONE || CLAIM(c,b) == RELEASED) -> claim_block() }
+#endif
+
+	/* give a pending claim up, at any time: every give-up rule of doc.go
+	 * is one of these; released is terminal */
+	:: atomic { CLAIM(c,b) == PENDING -> release_block() }
+
+	/* receive a grant */
+	:: atomic { GRANT_ARRIVES(0) -> count_grant(0) }
+	:: atomic { GRANT_ARRIVES(1) -> count_grant(1) }
+	:: atomic { GRANT_ARRIVES(2) -> count_grant(2) }
+
+	/* confirm once a strict majority of the voters granted b */
+	:: atomic { CLAIM(c,b) == PENDING && NCOUNTED(c,b) >= MAJORITY -> confirm_block() }
+
+#ifdef BAG
+	/* re-announce its claim state (BGP is state-based) */
+	:: atomic { CLAIM(c,b) == PENDING  -> printf("C%d re-announces B%d pending\n", c, b); net_send(M_CLAIM(c,b)) }
+	:: atomic { CLAIM(c,b) == RELEASED -> printf("C%d re-announces B%d released\n", c, b); net_send(M_RELEASE(c,b)) }
+#endif
+	od
+}
+
+#if NB == 1
+#define ANY_COUNTED(c) (COUNTED(c,0) != 0)
+#else
+#define ANY_COUNTED(c) ((COUNTED(c,0) | COUNTED(c,1)) != 0)
+#endif
+
+/* Claimant c crashes and restarts, at any time, any number of times: its
+ * grant counts (volatile) are lost, its claim states (persisted) are not.
+ * A crash with nothing counted changes nothing, so it is not a step. */
+proctype Restart(byte c) {
+	byte b;
+end:	do
+	:: atomic { ANY_COUNTED(c) ->
+		printf("C%d crashes and restarts: its grant counts are lost\n", c);
+		b = 0;
+		do
+		:: b < NB -> COUNTED(c,b) = 0; b++
+		:: else -> break
+		od;
+		b = 0 }
+	od
+}
+
+/* ---- voter v, block b ---- */
+
+/* claim(c,b) arrives and v has no grant for b */
+#define CLAIM_ARRIVES(c)   (GRANT(v,b) == NOBODY && net_has(M_CLAIM(c,b)))
+/* release(c,b) arrives and v's grant for b is c's */
+#define RELEASE_ARRIVES(c) (GRANT(v,b) == (c) + 1 && net_has(M_RELEASE(c,b)))
+#ifdef VOTER_GRANTS_TWICE
+/* weakened: claim(c,b) arrives and v has granted b to another claimant */
+#define STEAL_ARRIVES(c)   (GRANT(v,b) != NOBODY && GRANT(v,b) != (c) + 1 && net_has(M_CLAIM(c,b)))
+#endif
+
+/* persist the grant, then announce it (one step) */
+inline grant_to(c) {
+	if
+	:: GRANT(v,b) == NOBODY -> printf("V%d grants B%d to C%d\n", v, b, c)
+	:: else -> printf("V%d grants B%d to C%d, though it granted it to C%d\n", v, b, c, GRANT(v,b) - 1)
+	fi;
+	GRANT(v,b) = (c) + 1;
+	net_send(M_GRANT(v,b,c));
+	net_done(M_CLAIM(c,b))
+}
+
+inline revoke(c) {
+	printf("V%d revokes its grant of B%d to C%d (release received)\n", v, b, c);
+	GRANT(v,b) = NOBODY;
+	net_done(M_RELEASE(c,b))
+}
+
+proctype Voter(byte v; byte b) {
+end:	do
+	:: atomic { CLAIM_ARRIVES(0)   -> grant_to(0) }
+	:: atomic { RELEASE_ARRIVES(0) -> revoke(0) }
+	:: atomic { CLAIM_ARRIVES(1)   -> grant_to(1) }
+	:: atomic { RELEASE_ARRIVES(1) -> revoke(1) }
+#if CLAIMANTS > 2
+	:: atomic { CLAIM_ARRIVES(2)   -> grant_to(2) }
+	:: atomic { RELEASE_ARRIVES(2) -> revoke(2) }
+#endif
+#ifdef VOTER_GRANTS_TWICE
+	:: atomic { STEAL_ARRIVES(0) -> grant_to(0) }
+	:: atomic { STEAL_ARRIVES(1) -> grant_to(1) }
+#if CLAIMANTS > 2
+	:: atomic { STEAL_ARRIVES(2) -> grant_to(2) }
+#endif
+#endif
+#ifdef BAG
+	/* re-send the grant it holds: on a duplicate claim(c,b), after a
+	 * restart (a voter's crash loses nothing), or as any BGP
+	 * re-announcement */
+	:: atomic { GRANT(v,b) != NOBODY ->
+		printf("V%d re-announces its grant of B%d to C%d\n", v, b, GRANT(v,b) - 1);
+		net_send(M_GRANT(v,b,GRANT(v,b) - 1)) }
+#endif
+	od
+}
+
+init {
+	byte i, j;
+	atomic {
+		for (i : 0 .. NV-1) {
+			for (j : 0 .. NB-1) { run Voter(i, j) }
+		}
+		for (i : 0 .. NC-1) {
+			for (j : 0 .. NB-1) { run Claimant(i, j) }
+			run Restart(i)
+		}
+		i = 0; j = 0
+	}
+}

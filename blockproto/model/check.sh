@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# check.sh: model-check blocks.pml with spin (`make model`, part of `make test`).
+#
+# The protocol must hold: every configuration of the base model is searched
+# exhaustively (no bitstate, no hash compaction, no depth truncation) and
+# must report errors: 0. Each weakened variant must fail: pan must report
+# an assertion violation (two claimants with one block confirmed).
+#
+# One line per run: name, what it must do, states stored, errors, pan's
+# seconds. Exits non-zero if any run does not do what it must.
+#
+#   DEPTH=n    initial pan -m (raised by itself, x4, if the search hits it)
+#   TRAILS=dir keep, for each failing variant, pan's output, the trail and
+#              its replay (spin -t) in dir
+#
+# By hand, e.g.:
+#   spin -a -DRECLAIM_AFTER_RELEASE -DBLOCKS=1 blocks.pml
+#   gcc -O2 -DSAFETY -DBFS -o pan pan.c && ./pan      # BFS: a shortest trail
+#   spin -t -DRECLAIM_AFTER_RELEASE -DBLOCKS=1 blocks.pml   # the story (printf)
+#   spin -t -p -DRECLAIM_AFTER_RELEASE -DBLOCKS=1 blocks.pml # every statement
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+model=$here/blocks.pml
+depth0=${DEPTH:-200000}
+trails=${TRAILS:-}
+if [ -n "$trails" ]; then
+	mkdir -p "$trails"
+	trails=$(cd "$trails" && pwd)
+fi
+
+for tool in spin gcc; do
+	command -v "$tool" >/dev/null || { echo "check.sh: $tool not found (make deps-model)" >&2; exit 1; }
+done
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# -DSAFETY: safety properties only (the assertion, invalid end states).
+# -DREVERSE: pan tries processes from the lowest pid first; it changes
+# only the order of the search, which is exhaustive either way, and finds
+# the weakened variants' violations sooner. -w: pan.c is generated code;
+# gcc 12 warns about its bounds-checked array stores.
+CFLAGS=(-O2 -DSAFETY -DREVERSE -w)
+
+fail=0
+
+# run NAME pass|fail SPIN-DEFINES...
+run() {
+	local name=$1 expect=$2
+	shift 2
+	local dir=$tmp/$name
+	mkdir "$dir"
+	cp "$model" "$dir/blocks.pml"
+	(
+		cd "$dir"
+		spin -a "$@" blocks.pml >spin.out 2>&1 || { cat spin.out >&2; exit 1; }
+		gcc "${CFLAGS[@]}" -o pan pan.c >gcc.out 2>&1 || { cat gcc.out >&2; exit 1; }
+	) || { echo "check.sh: $name: spin -a or gcc failed" >&2; fail=1; return; }
+
+	local depth=$depth0 tries=0 out=$dir/pan.out
+	while :; do
+		(cd "$dir" && ./pan -m"$depth" >"$out" 2>&1) || true
+		grep -q 'max search depth too small' "$out" || break
+		tries=$((tries + 1))
+		if [ "$tries" -ge 4 ]; then
+			break
+		fi
+		depth=$((depth * 4))
+	done
+
+	local errors states secs verdict=ok
+	errors=$(sed -n 's/.*errors: \([0-9][0-9]*\).*/\1/p' "$out" | tail -n 1)
+	states=$(awk '/states, stored/ { print $1; exit }' "$out")
+	secs=$(sed -n 's/^pan: elapsed time \([^ ]*\) seconds.*/\1/p' "$out")
+	if [ -z "$errors" ] || [ -z "$states" ]; then
+		verdict="FAILED: pan did not finish"
+	elif grep -q 'max search depth too small' "$out"; then
+		verdict="FAILED: depth $depth too small, the search was truncated"
+	elif grep -qi 'out of memory' "$out"; then
+		verdict="FAILED: pan ran out of memory"
+	elif [ "$expect" = pass ]; then
+		if [ "$errors" != 0 ]; then
+			verdict="FAILED: the protocol is violated"
+		elif grep -q 'Search not completed' "$out"; then
+			verdict="FAILED: search not completed"
+		fi
+	else
+		if [ "$errors" = 0 ]; then
+			verdict="FAILED: the weakened variant was not caught"
+		elif ! grep -q 'assertion violated' "$out"; then
+			verdict="FAILED: an error, but not an assertion violation"
+		fi
+	fi
+	printf '%-38s must %-4s  states %9s  errors %s  %6s s  %s\n' \
+		"$name" "$expect" "${states:-?}" "${errors:-?}" "${secs:-?}" "$verdict"
+	if [ "$verdict" != ok ]; then
+		fail=1
+		sed 's/^/    /' "$out" >&2
+	fi
+	if [ -n "$trails" ] && [ "$expect" = fail ] && [ -f "$dir/blocks.pml.trail" ]; then
+		cp "$out" "$trails/$name.pan.out"
+		cp "$dir/blocks.pml.trail" "$trails/$name.trail"
+		(cd "$dir" && spin -t "$@" blocks.pml) >"$trails/$name.story" 2>&1 || true
+	fi
+}
+
+# The protocol: 3 voters, 2 claimants, 2 blocks, the network as the set of
+# all messages sent (see blocks.pml); then 3 claimants on 1 block (with 2
+# blocks the search does not fit: the blocks are independent, so the state
+# space is the square of the 1-block one); then bags of a few slots, with
+# loss, as a cross-check of the set network.
+run base                        pass
+run base-claimants3-blocks1     pass -DCLAIMANTS=3 -DBLOCKS=1
+run base-bag6-blocks1           pass -DBAG=6 -DBLOCKS=1
+run base-bag3-claimants3-blocks1 pass -DBAG=3 -DCLAIMANTS=3 -DBLOCKS=1
+
+# One rule weakened at a time: each must break the protocol.
+for v in VOTER_GRANTS_TWICE CONFIRM_WITHOUT_MAJORITY RECLAIM_AFTER_RELEASE; do
+	run "$v"             fail -D"$v"
+	run "$v-bag6-blocks1" fail -D"$v" -DBAG=6 -DBLOCKS=1
+done
+
+exit "$fail"
