@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -249,35 +251,36 @@ func TestReflectorsReef(t *testing.T) {
 	uniqueOwners(t, all...)
 }
 
-// TestReflectorsBird: two BIRD 2 route reflectors with the configuration of
-// docs/bgp.md (lab.BirdConfig), not peered with each other; every client
-// peers with both. BIRD holds one path per NLRI, from the speaker its route
-// distinguisher names, with reef's large communities as reef sent them,
-// and the confirmed blocks with the owners as next hops.
-func TestReflectorsBird(t *testing.T) {
-	l := newLab(t)
-	var birds []*lab.Bird
-	var rrAddrs []netip.Addr
-	for i := range 2 {
-		b, err := l.AddBird(fmt.Sprintf("bird%d", i+1), lab.BirdAddress(i), lab.Underlay)
-		if err != nil {
+// externalRR is a route reflector that is not a reef node.
+type externalRR struct {
+	name  string
+	addr  netip.Addr
+	start func() error
+	kill  func()
+	dump  func() string // its state, for a failed test
+	check func(clients []*lab.Node) string
+}
+
+// testExternalReflectors: six clients peer with two external route
+// reflectors (not peered with each other) and none else: competing
+// claims, every pod to every pod, the reflectors' tables (check), and a
+// kill and restart of one reflector loses no ping.
+func testExternalReflectors(t *testing.T, l *lab.Lab, rrs []externalRR) {
+	var addrs []netip.Addr
+	for _, rr := range rrs {
+		if err := rr.start(); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.Start(); err != nil {
-			t.Fatal(err)
-		}
-		birds = append(birds, b)
-		rrAddrs = append(rrAddrs, b.Address)
+		addrs = append(addrs, rr.addr)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, b := range birds {
-				out, _ := b.Birdc("show", "protocols")
-				t.Logf("%s protocols:\n%s\nlog:\n%s", b.Name, out, b.Log())
+			for _, rr := range rrs {
+				t.Logf("%s:\n%s", rr.name, rr.dump())
 			}
 		}
 	})
-	clients, _ := addClients(t, l, 0, rrAddrs)
+	clients, _ := addClients(t, l, 0, addrs)
 	if err := lab.StartAll(clients); err != nil {
 		t.Fatal(err)
 	}
@@ -288,26 +291,75 @@ func TestReflectorsBird(t *testing.T) {
 	checkUnique(t, pods, clients)
 	pingAll(t, pods)
 	for _, c := range clients {
-		checkPeers(t, c, map[string]string{rrAddrs[0].String(): "reflector", rrAddrs[1].String(): "reflector"})
+		checkPeers(t, c, map[string]string{addrs[0].String(): "reflector", addrs[1].String(): "reflector"})
 	}
-	for _, b := range birds {
-		checkBirdTables(t, b, clients)
+	for _, rr := range rrs {
+		if d := rr.check(clients); d != "" {
+			t.Errorf("%s: %s", rr.name, d)
+		}
 	}
 
-	noLossAcross(t, pods[0], pods[3], "a kill and restart of BIRD "+birds[0].Name, func() {
-		birds[0].Kill()
+	noLossAcross(t, pods[0], pods[3], "a kill and restart of "+rrs[0].name, func() {
+		rrs[0].kill()
 		time.Sleep(time.Second)
-		if err := birds[0].Start(); err != nil {
+		if err := rrs[0].start(); err != nil {
 			t.Fatal(err)
 		}
 	})
 	if err := lab.WaitReflected(clients, 2, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, func() string {
-		return birdTablesDiffer(birds[0], clients)
-	})
+	eventually(t, 20*time.Second, func() string { return rrs[0].check(clients) })
 	uniqueOwners(t, clients...)
+}
+
+// TestReflectorsBird: two BIRD 2 route reflectors with the configuration of
+// docs/bgp.md (lab.BirdConfig). BIRD holds one path per NLRI, from the
+// speaker its route distinguisher names, with reef's large communities as
+// reef sent them, and the confirmed blocks with the owners as next hops.
+func TestReflectorsBird(t *testing.T) {
+	l := newLab(t)
+	var rrs []externalRR
+	for i := range 2 {
+		b, err := l.AddBird(fmt.Sprintf("bird%d", i+1), lab.BirdAddress(i), lab.Underlay)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rrs = append(rrs, externalRR{name: "BIRD " + b.Name, addr: b.Address, start: b.Start, kill: b.Kill,
+			dump: func() string {
+				p, _ := b.Birdc("show", "protocols")
+				vpn, _ := b.Birdc("show", "route", "table", "reefvpn", "all")
+				uc, _ := b.Birdc("show", "route", "table", "master4", "all")
+				return p + vpn + uc + "log:\n" + b.Log()
+			},
+			check: func(clients []*lab.Node) string { return birdTablesDiffer(b, clients) }})
+	}
+	testExternalReflectors(t, l, rrs)
+}
+
+// TestReflectorsFRR: the same with two FRR route reflectors, configured as
+// docs/bgp.md says (lab.FRRConfig). FRR holds one path per NLRI of the
+// VPN table, and every client's record and claims.
+func TestReflectorsFRR(t *testing.T) {
+	if _, err := os.Stat(lab.Vtysh); err != nil {
+		t.Skip("FRR is not installed (apt-get install frr); docs/bgp.md says what was checked without it")
+	}
+	l := newLab(t)
+	var rrs []externalRR
+	for i := range 2 {
+		f, err := l.AddFRR(fmt.Sprintf("frr%d", i+1), lab.BirdAddress(i), lab.Underlay)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rrs = append(rrs, externalRR{name: "FRR " + f.Name, addr: f.Address, start: f.Start, kill: f.Kill,
+			dump: func() string {
+				s, _ := f.Vtysh("show bgp summary")
+				vpn, _ := f.Vtysh("show bgp ipv4 vpn")
+				return s + vpn + "log:\n" + f.Log()
+			},
+			check: func(clients []*lab.Node) string { return frrTablesDiffer(f, clients) }})
+	}
+	testExternalReflectors(t, l, rrs)
 }
 
 // checkBirdTables fails the test with what birdTablesDiffer finds.
@@ -409,4 +461,71 @@ func sortedLarge(lcs []string) string {
 	s := slices.Clone(lcs)
 	slices.Sort(s)
 	return strings.Join(s, " ")
+}
+
+// frrTablesDiffer checks FRR's VPN table: each client's record and the
+// claims of its confirmed blocks are there, once each, with one path per
+// NLRI, and each confirmed block is in its IPv4 table with the owner as
+// next hop. It returns "" when all is as it should be.
+func frrTablesDiffer(f *lab.FRR, clients []*lab.Node) string {
+	out, err := f.Vtysh("show bgp ipv4 vpn json")
+	if err != nil {
+		return err.Error()
+	}
+	var vpn struct {
+		Routes struct {
+			RouteDistinguishers map[string]map[string][]struct {
+				Nexthops []struct {
+					IP string `json:"ip"`
+				} `json:"nexthops"`
+			} `json:"routeDistinguishers"`
+		} `json:"routes"`
+	}
+	if err := json.Unmarshal([]byte(out), &vpn); err != nil {
+		return fmt.Sprintf("show bgp ipv4 vpn json: %v: %.300s", err, out)
+	}
+	out, err = f.Vtysh("show bgp ipv4 unicast json")
+	if err != nil {
+		return err.Error()
+	}
+	var uc struct {
+		Routes map[string][]struct {
+			Nexthops []struct {
+				IP string `json:"ip"`
+			} `json:"nexthops"`
+		} `json:"routes"`
+	}
+	if err := json.Unmarshal([]byte(out), &uc); err != nil {
+		return fmt.Sprintf("show bgp ipv4 unicast json: %v: %.300s", err, out)
+	}
+	rds := vpn.Routes.RouteDistinguishers
+	for rd, nets := range rds {
+		for net, paths := range nets {
+			if len(paths) != 1 {
+				return fmt.Sprintf("%d paths for %s %s", len(paths), rd, net)
+			}
+		}
+	}
+	for _, c := range clients {
+		st, err := c.Status()
+		if err != nil {
+			return err.Error()
+		}
+		a := c.Address.String()
+		if _, ok := rds[a+":1"][a+"/32"]; !ok {
+			return fmt.Sprintf("no record of %s (RD %s:1) in %v", c.Name, a, rds)
+		}
+		for _, blk := range st.GetBlocks() {
+			if blk.GetState() != "confirmed" {
+				continue
+			}
+			if p, ok := rds[a+":2"][blk.GetCidr()]; !ok || len(p[0].Nexthops) == 0 || p[0].Nexthops[0].IP != a {
+				return fmt.Sprintf("no claim of %s by %s with next hop %s: %+v", blk.GetCidr(), c.Name, a, p)
+			}
+			if p, ok := uc.Routes[blk.GetCidr()]; !ok || len(p) != 1 || len(p[0].Nexthops) == 0 || p[0].Nexthops[0].IP != a {
+				return fmt.Sprintf("IPv4 path of %s's block %s: %+v (want one, next hop %s)", c.Name, blk.GetCidr(), p, a)
+			}
+		}
+	}
+	return ""
 }

@@ -61,6 +61,7 @@ template bgp reef_client {
     export all;
     next hop keep;              # never rewrite the owner's next hop
     gateway direct;
+    receive limit 16384 action restart;   # reef's prefix limits (docs/bgp.md)
   };
   vpn4 mpls {                   # claims, grants, records, forgets
     table reefvpn;
@@ -68,6 +69,7 @@ template bgp reef_client {
     export all;
     next hop keep;
     gateway direct;
+    receive limit 131072 action restart;
   };
 }
 

@@ -1,0 +1,73 @@
+package lab
+
+import (
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The example of docs/bgp.md: reflectors at 192.168.10.2, clients on
+// 192.168.10.0/24, reef's default timers.
+var (
+	docsReflector = netip.MustParseAddr("192.168.10.2")
+	docsClients   = netip.MustParsePrefix("192.168.10.0/24")
+)
+
+// TestReflectorConfigsInDocs: docs/bgp.md shows exactly the BIRD and FRR
+// configurations the lab runs (with the docs' addresses and timers), so the
+// page cannot drift from what e2e/rr_test.go proves.
+func TestReflectorConfigsInDocs(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/bgp.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, conf := range map[string]string{
+		"BIRD": BirdConfig(docsReflector, 64512, docsClients, 30*time.Second),
+		"FRR":  FRRConfig(docsReflector, 64512, docsClients, 30*time.Second),
+	} {
+		if !strings.Contains(string(doc), "```\n"+conf+"```\n") {
+			t.Errorf("docs/bgp.md does not show the %s configuration the lab writes; it should have, in a ``` block:\n%s", name, conf)
+		}
+	}
+}
+
+// TestReflectorConfigsParse: BIRD and FRR accept the configurations of
+// docs/bgp.md (bird -p; vtysh --dryrun and bgpd -C, which exit 0 but print
+// "No such command" on a line bgpd does not know).
+func TestReflectorConfigsParse(t *testing.T) {
+	dir := t.TempDir()
+	t.Run("BIRD", func(t *testing.T) {
+		if _, err := os.Stat(BirdBinary); err != nil {
+			t.Skip("bird2 not installed (make deps-test installs it)")
+		}
+		conf := filepath.Join(dir, "bird.conf")
+		if err := os.WriteFile(conf, []byte(BirdConfig(docsReflector, 64512, docsClients, 30*time.Second)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(BirdBinary, "-p", "-c", conf).CombinedOutput(); err != nil {
+			t.Errorf("bird -p: %v\n%s", err, out)
+		}
+	})
+	t.Run("FRR", func(t *testing.T) {
+		if _, err := os.Stat(Vtysh); err != nil {
+			t.Skip("frr not installed (make deps-test installs it)")
+		}
+		if os.Geteuid() != 0 {
+			t.Skip("vtysh --dryrun needs root (FRR's groups)")
+		}
+		conf := filepath.Join(dir, "frr.conf")
+		if err := os.WriteFile(conf, []byte(FRRConfig(docsReflector, 64512, docsClients, 30*time.Second)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, cmd := range [][]string{{Vtysh, "--dryrun", "-f", conf}, {filepath.Join(FRRDir, "bgpd"), "-C", "-f", conf}} {
+			out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput()
+			if err != nil || strings.Contains(string(out), "No such command") || strings.Contains(string(out), "Unknown command") {
+				t.Errorf("%s: %v\n%s", strings.Join(cmd, " "), err, out)
+			}
+		}
+	})
+}
