@@ -263,10 +263,11 @@ func (sp *Speaker) afiSafis() []*api.AfiSafi {
 }
 
 // Every BGP session has a prefix limit: a speaker that announces more
-// than its family can legitimately hold is cut off (GoBGP sends a Cease
-// NOTIFICATION, "maximum number of prefixes reached", and the session
-// starts again after the idle hold time) before it can fill the node's
-// memory. The import filter already drops what is not a reef path; the
+// than its family can legitimately hold is cut off before it can fill the
+// node's memory. GoBGP sends a Cease NOTIFICATION ("maximum number of
+// prefixes reached") and keeps the session down (admin state PFX_CT; reef
+// re-enables only peers left down by its own resets), so a flooding peer
+// stays cut off until the daemon restarts. The import filter already drops what is not a reef path; the
 // limit bounds what it has to look at. The limits are generous, from the
 // pools: a full mesh session carries only its peer's paths, but a route
 // reflector's carries every speaker's, so the limit is what the whole
