@@ -1,36 +1,80 @@
 package blockproto
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 )
 
 // Sim runs the pure protocol for many nodes in one process over a
 // simulated network that loses, delays and partitions: BGP carries state,
 // not messages, so a receiver holds the last copy of each sender's
 // announcements that got through, however old. It is what the tests and
-// the 1,000-node report of `make bench` drive; nothing of it runs in the
-// daemon.
+// the simulation report of `make bench` (reef-lab bench-sim, SimRun)
+// drive; nothing of it runs in the daemon.
+//
+// One Step is one round: every node that is up decides once from the
+// copies it holds, then every sender's current announcements are
+// delivered to every receiver it can reach (each delivery lost with
+// probability Loss). A decision reads only copies, never another node's
+// decision of the same step, so a claim made in step s reaches the voters
+// at the end of s, their votes reach the claimant at the end of s+1 and
+// it confirms in step s+2: one round trip is two steps.
 type Sim struct {
 	Nodes  []*SimNode
 	Voters []netip.Addr
 	Pools  []Pool
 	rng    *rand.Rand
-	// copies[dst][src] is what dst holds of src's announcements.
-	copies [][]Table
+	// copies[dst][src] is what dst holds of src's announcements: one of
+	// src's outputs (shared, never modified), nil for nothing.
+	copies [][]*simOut
 	// Loss is the chance that one sender's update to one receiver does not
 	// get through in a step (it may in a later one).
 	Loss float64
-	// Messages counts announcements that changed on their way to a voter
-	// or from one: the protocol's messages.
+	// Messages counts the protocol's messages, as BGP updates that reach a
+	// party of a claim: one delivery of one announcement (one NLRI: a
+	// claim or a grant of one block by one node) that is new, changed or
+	// withdrawn in the receiver's copy, when it is
+	//   - a claim delivered to a voter, or
+	//   - a grant delivered by its voter to the node it grants (or granted,
+	//     for a withdrawal or a change), or to a node that itself claims
+	//     that block (pending or confirmed, in its own state).
+	// It is what a claim costs in agreement, O(voters) per claim; records,
+	// forgets, and the copies every other node also gets are in Updates.
 	Messages int
-	Steps    int
+	// Updates counts every delivery of an announcement that is new,
+	// changed or withdrawn in the receiver's copy, whoever sends or
+	// receives it: the UPDATEs a full mesh carries (records and forgets
+	// included).
+	Updates int
+	// Claims, Confirms and Releases count the decisions' own changes
+	// (Decision.Claim, Confirm, Release) over all nodes.
+	Claims, Confirms, Releases int
+	// Latency holds, for every confirmation, the steps from the node's
+	// first claim since its previous confirmation (or the start) to the
+	// step that confirmed it: 2 is one round trip to the voters.
+	Latency []int
+	Steps   int
+	// Decisions counts the Decide calls; a node whose copies, state and
+	// need did not change since a decision that changed nothing is not
+	// asked again (Decide is pure: the answer would be the same).
+	Decisions int
 	// SameStart makes every node start its claim search at the same block,
 	// so that claims collide as often as they can.
 	SameStart bool
+	// Workers is how many decisions run at once (0: GOMAXPROCS). The
+	// result does not depend on it.
+	Workers int
 }
+
+// simOut is one output of a node: its complete announcements after one
+// decision that changed them.
+type simOut struct{ t Table }
 
 // SimNode is one simulated node.
 type SimNode struct {
@@ -40,11 +84,20 @@ type SimNode struct {
 	Up    bool
 	// Cut: no update goes to or comes from this node while set.
 	Cut bool
+	// Side partitions the network: updates go only between nodes of the
+	// same side (0 for all, normally).
+	Side int
 	// Want is how many blocks of the first pool the node wants confirmed.
 	Want     int
 	Last     Decision
 	voter    bool
 	incCount uint32
+
+	out        *simOut // Out as delivered
+	dirty      bool    // a copy it holds, or its state, changed since its last decision
+	quiet      bool    // its last decision changed nothing
+	lastNeed   bool
+	firstClaim int // step of its first claim since its last confirmation; -1 none
 }
 
 // NewSim makes n nodes at 10.0.0.1.. of which the first voters vote.
@@ -55,13 +108,13 @@ func NewSim(n, voters int, pools []Pool, seed uint64) *Sim {
 		if i < voters {
 			s.Voters = append(s.Voters, a)
 		}
-		nd := &SimNode{Name: fmt.Sprintf("node%d", i+1), Up: true, voter: i < voters}
+		nd := &SimNode{Name: fmt.Sprintf("node%d", i+1), Up: true, voter: i < voters, dirty: true, firstClaim: -1}
 		nd.State = emptyState(Node{Addr: a, Inc: s.rng.Uint32()}, 1)
 		s.Nodes = append(s.Nodes, nd)
 	}
-	s.copies = make([][]Table, n)
+	s.copies = make([][]*simOut, n)
 	for i := range s.copies {
-		s.copies[i] = make([]Table, n)
+		s.copies[i] = make([]*simOut, n)
 	}
 	return s
 }
@@ -77,59 +130,147 @@ func (s *Sim) Wipe(i int) {
 	n := s.Nodes[i]
 	n.incCount++
 	n.State = emptyState(Node{Addr: n.State.Self.Addr, Inc: s.rng.Uint32()}, n.State.Born+1)
-	n.Out = Table{}
+	n.Out, n.out = Table{}, nil
+	n.dirty, n.firstClaim = true, -1
 }
 
 // Drop makes every receiver lose its copy of node i's announcements, as
 // when its sessions close without graceful restart.
 func (s *Sim) Drop(i int) {
 	for dst := range s.copies {
-		s.copies[dst][i] = Table{}
+		if s.copies[dst][i] != nil {
+			s.count(dst, i, s.copies[dst][i], nil)
+			s.copies[dst][i] = nil
+			s.Nodes[dst].dirty = true
+		}
 	}
+}
+
+func (s *Sim) need(n *SimNode) bool {
+	return len(s.Pools) > 0 && n.confirmed(s.Pools[0].CIDR) < n.Want
+}
+
+// input is what node i decides from now.
+func (s *Sim) input(i int, t *Table) Input {
+	n := s.Nodes[i]
+	*t = Table{Records: t.Records[:0], Claims: t.Claims[:0], Grants: t.Grants[:0], Forgets: t.Forgets[:0]}
+	for src, c := range s.copies[i] {
+		if src == i || c == nil {
+			continue
+		}
+		t.Records = append(t.Records, c.t.Records...)
+		t.Claims = append(t.Claims, c.t.Claims...)
+		t.Grants = append(t.Grants, c.t.Grants...)
+		t.Forgets = append(t.Forgets, c.t.Forgets...)
+	}
+	need := map[netip.Prefix]bool{}
+	if s.need(n) {
+		need[s.Pools[0].CIDR] = true
+	}
+	name := n.Name
+	if s.SameStart {
+		name = ""
+	}
+	return Input{State: n.State, Table: *t, Voters: s.Voters, Pools: s.Pools, Need: need, Name: name}
 }
 
 // Step lets every node that is up decide once, then delivers updates.
 func (s *Sim) Step() {
 	s.Steps++
-	order := s.rng.Perm(len(s.Nodes))
-	for _, i := range order {
-		n := s.Nodes[i]
+	var jobs []int
+	for i, n := range s.Nodes {
 		if !n.Up {
 			continue
 		}
-		var t Table
-		for src, c := range s.copies[i] {
-			if src == i {
-				continue
+		need := s.need(n)
+		if n.quiet && !n.dirty && need == n.lastNeed {
+			continue // the same input as its last decision, which changed nothing
+		}
+		n.lastNeed = need
+		jobs = append(jobs, i)
+	}
+	decisions := make([]Decision, len(jobs))
+	workers := s.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(workers, len(jobs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var t Table // reused from decision to decision
+			for {
+				k := int(next.Add(1)) - 1
+				if k >= len(jobs) {
+					return
+				}
+				// Decide keeps no reference to the table's slices once it
+				// returns: its State and Announce are its own.
+				decisions[k] = Decide(s.input(jobs[k], &t))
 			}
-			t.Records = append(t.Records, c.Records...)
-			t.Claims = append(t.Claims, c.Claims...)
-			t.Grants = append(t.Grants, c.Grants...)
-			t.Forgets = append(t.Forgets, c.Forgets...)
+		}()
+	}
+	wg.Wait()
+	for k, i := range jobs {
+		n, d := s.Nodes[i], decisions[k]
+		s.Decisions++
+		s.Claims += len(d.Claim)
+		s.Confirms += len(d.Confirm)
+		s.Releases += len(d.Release)
+		if len(d.Claim) > 0 && n.firstClaim < 0 {
+			n.firstClaim = s.Steps
 		}
-		need := map[netip.Prefix]bool{}
-		if len(s.Pools) > 0 && n.confirmed(s.Pools[0].CIDR) < n.Want {
-			need[s.Pools[0].CIDR] = true
+		if len(d.Confirm) > 0 {
+			for range d.Confirm {
+				s.Latency = append(s.Latency, s.Steps-max(n.firstClaim, 0))
+			}
+			n.firstClaim = -1
 		}
-		name := n.Name
-		if s.SameStart {
-			name = ""
+		if !tableEqual(n.Out, d.Announce) {
+			n.out = &simOut{t: d.Announce}
 		}
-		d := Decide(Input{State: n.State, Table: t, Voters: s.Voters, Pools: s.Pools, Need: need, Name: name})
 		n.State, n.Out, n.Last = d.State, d.Announce, d
+		n.dirty, n.quiet = false, d.Changes.Empty()
 	}
 	for dst, dn := range s.Nodes {
 		for src, sn := range s.Nodes {
-			if src == dst || !sn.Up || sn.Cut || dn.Cut || s.rng.Float64() < s.Loss {
+			if src == dst || !sn.Up || sn.Cut || dn.Cut || sn.Side != dn.Side || s.copies[dst][src] == sn.out {
 				continue
 			}
-			old := s.copies[dst][src]
-			if dn.voter || sn.voter {
-				s.Messages += changed(old, sn.Out)
+			if s.rng.Float64() < s.Loss {
+				continue
 			}
-			s.copies[dst][src] = sn.Out
+			s.count(dst, src, s.copies[dst][src], sn.out)
+			s.copies[dst][src] = sn.out
+			dn.dirty = true
 		}
 	}
+}
+
+// Current reports whether every node holds the current announcements of
+// every node it can reach: nothing is left to deliver.
+func (s *Sim) Current() bool {
+	for dst, dn := range s.Nodes {
+		for src, sn := range s.Nodes {
+			if src != dst && sn.Up && !sn.Cut && !dn.Cut && sn.Side == dn.Side && s.copies[dst][src] != sn.out {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Held is how many announcements node i holds of the others.
+func (s *Sim) Held(i int) int {
+	k := 0
+	for src, c := range s.copies[i] {
+		if src != i && c != nil {
+			k += c.t.Len()
+		}
+	}
+	return k
 }
 
 func (n *SimNode) confirmed(pool netip.Prefix) int {
@@ -142,20 +283,103 @@ func (n *SimNode) confirmed(pool netip.Prefix) int {
 	return c
 }
 
-// changed counts the claims and grants in b that a does not have.
-func changed(a, b Table) int {
-	k := 0
-	for _, c := range b.Claims {
-		if !slices.Contains(a.Claims, c) {
-			k++
+// Confirmed is how many blocks of pool the node owns, confirmed.
+func (n *SimNode) Confirmed(pool netip.Prefix) int { return n.confirmed(pool) }
+
+// Voter reports whether the node is one of the voters.
+func (n *SimNode) Voter() bool { return n.voter }
+
+// count adds one delivery from src to dst, which replaces the copy a with
+// b (nil: nothing), to Updates and Messages. Both are a node's complete,
+// sorted announcements (Decide sorts them), in which a claim or a grant is
+// named by its block (one NLRI per node and block, as on the wire).
+func (s *Sim) count(dst, src int, a, b *simOut) {
+	var ta, tb Table
+	if a != nil {
+		ta = a.t
+	}
+	if b != nil {
+		tb = b.t
+	}
+	dn, sn := s.Nodes[dst], s.Nodes[src]
+	s.Updates += diffBy(ta.Records, tb.Records, func(r Record) netip.Addr { return r.Node.Addr }, cmpAddr, recordEqual, nil)
+	s.Updates += diffBy(ta.Forgets, tb.Forgets, func(f Forget) Node { return f.Node }, cmpNode, func(x, y Forget) bool { return x == y }, nil)
+	nc := diffBy(ta.Claims, tb.Claims, func(c Claim) netip.Prefix { return c.Block }, cmpPrefix, func(x, y Claim) bool { return x == y }, nil)
+	s.Updates += nc
+	if dn.voter {
+		s.Messages += nc
+	}
+	party := func(old, cur *Grant) {
+		if !sn.voter {
+			return
+		}
+		for _, g := range []*Grant{old, cur} {
+			if g != nil && g.To == dn.State.Self {
+				s.Messages++
+				return
+			}
+		}
+		g := cur
+		if g == nil {
+			g = old
+		}
+		if o, ok := dn.State.Own[g.Block]; ok && o.State != OwnLost {
+			s.Messages++
 		}
 	}
-	for _, g := range b.Grants {
-		if !slices.Contains(a.Grants, g) {
-			k++
+	s.Updates += diffBy(ta.Grants, tb.Grants, func(g Grant) netip.Prefix { return g.Block }, cmpPrefix, func(x, y Grant) bool { return x == y }, party)
+}
+
+// diffBy counts the keys that are in only one of a and b, or in both with
+// different values; a and b are sorted by key, one entry per key. each, if
+// set, is told of every such key (nil for the side that lacks it).
+func diffBy[T any, K any](a, b []T, key func(T) K, cmpK func(K, K) int, eq func(T, T) bool, each func(old, cur *T)) int {
+	n, i, j := 0, 0, 0
+	for i < len(a) || j < len(b) {
+		var c int
+		switch {
+		case i == len(a):
+			c = 1
+		case j == len(b):
+			c = -1
+		default:
+			c = cmpK(key(a[i]), key(b[j]))
+		}
+		switch {
+		case c < 0:
+			n++
+			if each != nil {
+				each(&a[i], nil)
+			}
+			i++
+		case c > 0:
+			n++
+			if each != nil {
+				each(nil, &b[j])
+			}
+			j++
+		default:
+			if !eq(a[i], b[j]) {
+				n++
+				if each != nil {
+					each(&a[i], &b[j])
+				}
+			}
+			i, j = i+1, j+1
 		}
 	}
-	return k
+	return n
+}
+
+func cmpAddr(a, b netip.Addr) int { return a.Compare(b) }
+
+func recordEqual(a, b Record) bool {
+	return a.Node == b.Node && a.Born == b.Born && a.VoterHash == b.VoterHash && slices.Equal(a.Voters, b.Voters)
+}
+
+func tableEqual(a, b Table) bool {
+	return slices.EqualFunc(a.Records, b.Records, recordEqual) && slices.Equal(a.Claims, b.Claims) &&
+		slices.Equal(a.Grants, b.Grants) && slices.Equal(a.Forgets, b.Forgets)
 }
 
 // Owners maps every block some node holds confirmed (or lost) to those
@@ -178,18 +402,26 @@ func (s *Sim) Owners() map[netip.Prefix][]Node {
 
 // Violation returns a block with two owners handing out addresses, if any.
 func (s *Sim) Violation() (netip.Prefix, []Node, bool) {
-	for b, os := range s.Owners() {
+	var bad []netip.Prefix
+	owners := s.Owners()
+	for b, os := range owners {
 		if len(os) > 1 {
-			return b, os, true
+			bad = append(bad, b)
 		}
 	}
-	return netip.Prefix{}, nil, false
+	if len(bad) == 0 {
+		return netip.Prefix{}, nil, false
+	}
+	b := slices.MinFunc(bad, cmpPrefix) // the same one whatever the map order
+	os := owners[b]
+	slices.SortFunc(os, func(x, y Node) int { return cmp.Compare(x.Addr.String(), y.Addr.String()) })
+	return b, os, true
 }
 
 // Satisfied reports whether every node that is up has the blocks it wants.
 func (s *Sim) Satisfied() bool {
 	for _, n := range s.Nodes {
-		if n.Up && len(s.Pools) > 0 && n.confirmed(s.Pools[0].CIDR) < n.Want {
+		if n.Up && s.need(n) {
 			return false
 		}
 	}

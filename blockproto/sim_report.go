@@ -1,0 +1,162 @@
+package blockproto
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// SimScenario is one run of the simulation report (reef-lab bench-sim):
+// Nodes nodes, of which the first Voters vote, each wanting Want blocks of
+// Pool, over a network that loses each delivery with probability Loss and
+// is split once into two sides.
+type SimScenario struct {
+	Nodes, Voters, Want int
+	Pool                Pool
+	Loss                float64
+	// The partition: from step PartitionAt, for PartitionSteps steps, the
+	// first voter and the share PartitionShare of the other nodes (the
+	// last ones) are on a side of their own; either side keeps the last
+	// copies it got of the other's announcements, as BGP does until the
+	// hold time runs out. PartitionSteps 0: none.
+	PartitionAt, PartitionSteps int
+	PartitionShare              float64
+	// MaxSteps bounds the run; Seed makes it repeatable.
+	MaxSteps int
+	Seed     uint64
+	// Progress, if set, is told after every step how far the run is; the
+	// run stops (Stopped) when it returns false.
+	Progress func(step, decisions int, satisfied bool) bool
+}
+
+// SimResult is what one scenario gave.
+type SimResult struct {
+	SimScenario
+	Blocks int // in the pool
+	// Steps until every node had its blocks (0: never, within MaxSteps);
+	// Settled, the steps until nothing was left to deliver and no node
+	// changed its announcements (0: not within MaxSteps).
+	Steps, Settled int
+	// Satisfied: every node got its Want blocks; Short lists the nodes
+	// that did not, with how many they got.
+	Satisfied bool
+	Short     []string
+	// Violation is the first step after which some block had two owners
+	// handing out addresses, and what; 0 and "" when none ever did (the
+	// check runs after every step).
+	ViolationStep int
+	Violation     string
+	Owned         int // confirmed blocks at the end, over all nodes
+	Claims        int
+	Confirms      int
+	Releases      int
+	Messages      int
+	Updates       int
+	Decisions     int
+	Latency       []int // steps, per confirmation, sorted
+	// Held is what a node holds of the others' announcements once
+	// settled: the mean, and the most any node holds.
+	HeldMean float64
+	HeldMax  int
+	Wall     time.Duration
+	Stopped  bool // by Progress
+}
+
+// SimRun runs one scenario.
+func SimRun(sc SimScenario) SimResult {
+	t0 := time.Now()
+	r := SimResult{SimScenario: sc, Blocks: sc.Pool.NumBlocks()}
+	s := NewSim(sc.Nodes, sc.Voters, []Pool{sc.Pool}, sc.Seed)
+	s.Loss = sc.Loss
+	for _, n := range s.Nodes {
+		n.Want = sc.Want
+	}
+	minority := func(i int) bool {
+		if i == 0 {
+			return true
+		}
+		if i < sc.Voters {
+			return false
+		}
+		others := sc.Nodes - sc.Voters
+		return i >= sc.Nodes-int(float64(others)*sc.PartitionShare+0.5)
+	}
+	for step := 1; step <= sc.MaxSteps; step++ {
+		if sc.PartitionSteps > 0 {
+			switch step {
+			case sc.PartitionAt:
+				for i, n := range s.Nodes {
+					if minority(i) {
+						n.Side = 1
+					}
+				}
+			case sc.PartitionAt + sc.PartitionSteps:
+				for _, n := range s.Nodes {
+					n.Side = 0
+				}
+			}
+		}
+		before := make([]*simOut, len(s.Nodes))
+		for i, n := range s.Nodes {
+			before[i] = n.out
+		}
+		s.Step()
+		if r.ViolationStep == 0 {
+			if b, os, bad := s.Violation(); bad {
+				r.ViolationStep, r.Violation = step, fmt.Sprintf("block %s confirmed by %v", b, os)
+			}
+		}
+		if r.Steps == 0 && s.Satisfied() {
+			r.Steps = step
+		}
+		if sc.Progress != nil && !sc.Progress(step, s.Decisions, r.Steps > 0) {
+			r.Stopped = true
+			break
+		}
+		partitioned := sc.PartitionSteps > 0 && step < sc.PartitionAt+sc.PartitionSteps
+		if r.Steps > 0 && !partitioned && s.Current() {
+			same := true
+			for i, n := range s.Nodes {
+				same = same && before[i] == n.out
+			}
+			if same {
+				r.Settled = step
+				break
+			}
+		}
+	}
+	r.Satisfied = s.Satisfied()
+	for _, n := range s.Nodes {
+		got := n.confirmed(sc.Pool.CIDR)
+		r.Owned += got
+		if got < n.Want {
+			r.Short = append(r.Short, fmt.Sprintf("%s %d of %d", n.Name, got, n.Want))
+		}
+	}
+	total := 0
+	for i := range s.Nodes {
+		h := s.Held(i)
+		total += h
+		r.HeldMax = max(r.HeldMax, h)
+	}
+	r.HeldMean = float64(total) / float64(len(s.Nodes))
+	r.Claims, r.Confirms, r.Releases = s.Claims, s.Confirms, s.Releases
+	r.Messages, r.Updates, r.Decisions = s.Messages, s.Updates, s.Decisions
+	r.Latency = slices.Clone(s.Latency)
+	slices.Sort(r.Latency)
+	r.Wall = time.Since(t0)
+	return r
+}
+
+// SimPool is the report's pool: a /14 of /26 blocks, 4,096 blocks.
+var SimPool = Pool{CIDR: netip.MustParsePrefix("10.64.0.0/14"), BlockSize: 26}
+
+// SimQuantile is the nearest-rank quantile q of sorted values.
+func SimQuantile(sorted []int, q float64) int {
+	if len(sorted) == 0 {
+		return 0
+	}
+	k := int(float64(len(sorted))*q+0.999999) - 1
+	return sorted[max(0, min(k, len(sorted)-1))]
+}
