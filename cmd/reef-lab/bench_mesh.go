@@ -1,19 +1,24 @@
 package main
 
 // bench-mesh: the multi-node benchmarks (BENCHMARKS.md, "## Multi-node").
-// Four parts, each in labs of its own that are removed at the end:
+// Five parts, each in labs of its own that are removed at the end:
 //
 //   - idle: one fresh node, no pods, no peers; its daemon's RSS after 5 s.
 //   - routes: one node and a test speaker (reef-lab speaker) on the
-//     underlay announcing 2,000 valid block claims; the time until the
-//     node's kernel has all 2,000 routes, and the daemon's RSS.
-//   - convergence: meshes of 3 and 10 nodes; on each node in turn, the time
-//     from the start of its first ADD until every other node has a kernel
-//     route to the block that ADD claimed, with claimWait 500ms (the
-//     default) and 100ms.
+//     underlay announcing what a reef node with 2,000 confirmed blocks
+//     would (its record and 2,000 confirmed claims in IPv4 VPN, the 2,000
+//     blocks in IPv4 unicast); the time until the node's kernel has all
+//     2,000 routes, and the daemon's RSS.
+//   - convergence: meshes of 3 and 10 nodes with the default config; on
+//     each node in turn, the time from the start of its first ADD until
+//     every other node has a kernel route to the block that ADD claimed.
 //   - mesh: 50 nodes started at once from empty stores; the time until
 //     every pair has a BGP session, then from one ADD per node (all at
-//     once) until every node routes to every other node's block.
+//     once) until every node routes to every other node's block; RSS and
+//     the paths in every node's BGP tables.
+//   - rr: 100 nodes that peer only with 2 reef route reflectors
+//     (bench_mesh_rr.go): cold to every route, RSS, paths per node; "not
+//     run" with a reef binary that has no bgp.routeReflectors.
 //
 // Every daemon runs with the production defaults for reconcileInterval
 // (30s) and logLevel (info); the BGP timers are the lab's (keepalive 1s,
@@ -37,7 +42,7 @@ import (
 )
 
 // meshParts are the parts of bench-mesh in the order they run.
-var meshParts = []string{"idle", "routes", "convergence", "mesh"}
+var meshParts = []string{"idle", "routes", "convergence", "mesh", "rr"}
 
 type meshBench struct {
 	ctx      context.Context
@@ -58,8 +63,11 @@ func benchMesh(ctx context.Context, args []string) error {
 	only := fs.String("only", strings.Join(meshParts, ","), "comma-separated parts to run: "+strings.Join(meshParts, ", "))
 	meshNodes := fs.Int("mesh-nodes", 50, "mesh: number of nodes")
 	meshWait := fs.Duration("mesh-timeout", 90*time.Second, "mesh: give up waiting for the full mesh of sessions after this")
-	convClusters3 := fs.Int("clusters3", 3, "convergence: clusters of 3 nodes per claimWait (3 samples each)")
-	convClusters10 := fs.Int("clusters10", 1, "convergence: clusters of 10 nodes per claimWait (10 samples each)")
+	meshVoters := fs.Int("mesh-voters", 0, "mesh: bgp.voters = the first this many nodes (0: unset, the default: every node votes)")
+	convClusters3 := fs.Int("clusters3", 3, "convergence: clusters of 3 nodes (3 samples each)")
+	convClusters10 := fs.Int("clusters10", 1, "convergence: clusters of 10 nodes (10 samples each)")
+	rrClients := fs.Int("rr-clients", 100, "rr: number of route-reflector clients (plus 2 reflectors)")
+	rrWait := fs.Duration("rr-timeout", 120*time.Second, "rr: give up waiting for the sessions after this")
 	keepLogs := fs.String("keep-logs", "", "copy every daemon's log into this directory before its lab is removed")
 	debug := fs.Bool("debug", false, "daemons log at debug level (default info, as in production)")
 	if err := fs.Parse(args); err != nil {
@@ -110,20 +118,23 @@ func benchMesh(ctx context.Context, args []string) error {
 		rep.routes = b.routes(2000)
 	}
 	if want["convergence"] {
-		for _, cw := range []time.Duration{0, 100 * time.Millisecond} {
-			for _, c := range []struct{ n, clusters int }{{3, *convClusters3}, {10, *convClusters10}} {
-				if ctx.Err() != nil || c.clusters <= 0 {
-					continue
-				}
-				meshProgress("convergence: %d clusters of %d nodes, claimWait %s", c.clusters, c.n, meshClaimWaitName(cw))
-				rep.conv = append(rep.conv, b.convergence(c.n, c.clusters, cw))
+		for _, c := range []struct{ n, clusters int }{{3, *convClusters3}, {10, *convClusters10}} {
+			if ctx.Err() != nil || c.clusters <= 0 {
+				continue
 			}
+			meshProgress("convergence: %d clusters of %d nodes, default config", c.clusters, c.n)
+			rep.conv = append(rep.conv, b.convergence(c.n, c.clusters))
 		}
 	}
 	if want["mesh"] && ctx.Err() == nil {
 		rep.loadMesh, rep.othersMesh = meshLoad(), meshOthers()
 		meshProgress("mesh: %d nodes from cold", *meshNodes)
-		rep.mesh = b.meshStart(*meshNodes, *meshWait)
+		rep.mesh = b.meshStart(*meshNodes, *meshVoters, *meshWait)
+	}
+	if want["rr"] && ctx.Err() == nil {
+		rep.loadRR, rep.othersRR = meshLoad(), meshOthers()
+		meshProgress("rr: %d clients through 2 reef route reflectors", *rrClients)
+		rep.rr = b.routeReflectors(*rrClients, *rrWait)
 	}
 	rep.took = time.Since(rep.began)
 	rep.loadEnd = meshLoad()
@@ -143,34 +154,39 @@ func benchMesh(ctx context.Context, args []string) error {
 
 // meshNodeCfg shapes the nodes of a bench lab.
 type meshNodeCfg struct {
-	peered       bool          // a full mesh: every node peers with every other
-	peerPrefixes bool          // accept sessions from the whole underlay (peered implies it)
-	claimWait    time.Duration // 0: the default (500ms), not written
-	extra        string        // YAML appended (pools)
+	peered       bool         // a full mesh: every node peers with every other
+	peerPrefixes bool         // accept sessions from the whole underlay (peered implies it)
+	extra        string       // YAML appended (pools)
+	voters       []netip.Addr // bgp.voters; none: unset (the default)
+	// perNode, if set, gives the whole bgp: section of node i (0-based,
+	// among the nodes added) instead.
+	perNode func(i int) string
 }
 
 // bgpSection is the whole bgp: section for a node with these peers.
 func (c meshNodeCfg) bgpSection(peers []netip.Addr) string {
-	if !c.peered && !c.peerPrefixes && c.claimWait == 0 {
+	if !c.peered && !c.peerPrefixes {
 		return ""
 	}
 	var s strings.Builder
-	s.WriteString("  keepaliveTime: 1s\n  holdTime: 3s\n")
-	if c.claimWait > 0 {
-		fmt.Fprintf(&s, "  claimWait: %s\n", c.claimWait)
-	}
-	s.WriteString("  peers: [")
-	for i, p := range peers {
-		if i > 0 {
-			s.WriteString(", ")
-		}
-		s.WriteString(p.String())
-	}
-	s.WriteString("]\n")
-	if c.peered || c.peerPrefixes {
-		fmt.Fprintf(&s, "  peerPrefixes: [%s]\n", lab.Underlay)
+	s.WriteString(meshTimers)
+	s.WriteString("  peers: [" + meshAddrList(peers) + "]\n")
+	fmt.Fprintf(&s, "  peerPrefixes: [%s]\n", lab.Underlay)
+	if len(c.voters) > 0 {
+		s.WriteString("  voters: [" + meshAddrList(c.voters) + "]\n")
 	}
 	return s.String()
+}
+
+// meshTimers are the lab's BGP timers, as the bgp: section's first lines.
+const meshTimers = "  keepaliveTime: 1s\n  holdTime: 3s\n"
+
+func meshAddrList(as []netip.Addr) string {
+	var parts []string
+	for _, a := range as {
+		parts = append(parts, a.String())
+	}
+	return strings.Join(parts, ", ")
 }
 
 // addNodes adds n nodes ("node1".."nodeN" after the lab's existing ones)
@@ -191,8 +207,12 @@ func (b *meshBench) addNodes(l *lab.Lab, n int, c meshNodeCfg) ([]*lab.Node, err
 				}
 			}
 		}
+		bgpSec := c.bgpSection(peers)
+		if c.perNode != nil {
+			bgpSec = c.perNode(i)
+		}
 		node, err := l.AddNode(fmt.Sprintf("node%d", first+i+1), lab.NodeOptions{
-			ReconcileInterval: 30 * time.Second, BGP: c.bgpSection(peers), Extra: c.extra,
+			ReconcileInterval: 30 * time.Second, BGP: bgpSec, Extra: c.extra,
 		})
 		if err != nil {
 			return nil, err

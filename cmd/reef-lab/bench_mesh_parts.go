@@ -58,6 +58,9 @@ type meshRoutesResult struct {
 	idleRSS, withRSS      int64         // kB: before the speaker; right when all are in
 	steadyRSS, hwm        int64         // kB: 5 s later; peak
 	storeBytes            int64         // the node's store file after
+	voters                string        // the speaker's voter list
+	paths                 uint64        // paths the node received from the speaker, both families
+	disagree              []string      // nodes announcing another voter list, as the node's status shows them
 	peerUp, firstAdding   time.Duration // from the speaker's start, from the node's log; -1 unknown
 	steady                meshMem
 	err                   string
@@ -89,24 +92,12 @@ func (b *meshBench) routes(count int) (r meshRoutesResult) {
 	if err != nil {
 		return fail(err)
 	}
-	// 2,000 confirmed claims of /27 blocks, owner = next hop = the speaker,
-	// claimed an hour ago.
-	pool := netip.MustParsePrefix(meshRoutesPool)
-	claimed := time.Now().Add(-time.Hour).Unix()
-	owner := meshSpeakerAddr.As4()
-	ownerU := uint32(owner[0])<<24 | uint32(owner[1])<<16 | uint32(owner[2])<<8 | uint32(owner[3])
-	var file strings.Builder
-	base := pool.Addr().As4()
-	baseU := uint32(base[0])<<24 | uint32(base[1])<<16
-	for i := 0; i < count; i++ {
-		u := baseU + uint32(i)*32
-		blk := netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(u >> 24), byte(u >> 16), byte(u >> 8), byte(u)}), 27)
-		fmt.Fprintf(&file, "%s %s 64512:100:0 64512:101:%d 64512:102:0 64512:103:%d 64512:104:1\n", blk, meshSpeakerAddr, claimed, ownerU)
-	}
-	annFile := filepath.Join(l.Dir, "announce.txt")
-	if err := os.WriteFile(annFile, []byte(file.String()), 0o644); err != nil {
-		return fail(err)
-	}
+	// What a reef node owning 2,000 confirmed /27 blocks of the pool
+	// announces: its record and the claims in IPv4 VPN, the blocks in IPv4
+	// unicast, next hop the speaker. Its voter list is the node's (bgp.voters
+	// unset and no bgp.peers: the node alone), so that the node sees no
+	// disagreement; confirmed claims are remembered whatever the list.
+	r.voters = node.Address.String()
 	h, err := meshHandle(node)
 	if err != nil {
 		return fail(err)
@@ -120,7 +111,8 @@ func (b *meshBench) routes(count int) (r meshRoutesResult) {
 	}
 	start := time.Now()
 	if _, err := l.Spawn(spk, "speaker.log", filepath.Join(b.bin, "reef-lab"), "speaker",
-		"--router-id", meshSpeakerAddr.String(), "--peers", node.Address.String(), "--announce-file", annFile); err != nil {
+		"--router-id", meshSpeakerAddr.String(), "--peers", node.Address.String(),
+		"--reef-blocks", fmt.Sprint(count), "--pool", meshRoutesPool, "--block-size", "27", "--voters", r.voters); err != nil {
 		return fail(err)
 	}
 	deadline := start.Add(60 * time.Second)
@@ -165,6 +157,12 @@ func (b *meshBench) routes(count int) (r meshRoutesResult) {
 	}
 	if fi, err := os.Stat(filepath.Join(node.StateDir, "reef.db")); err == nil {
 		r.storeBytes = fi.Size()
+	}
+	if st, err := node.Status(); err == nil {
+		for _, p := range st.GetPeers() {
+			r.paths += p.GetReceived()
+		}
+		r.disagree = st.GetVotersDisagree()
 	}
 	return r
 }
@@ -290,7 +288,6 @@ type meshConvSample struct {
 
 type meshConvResult struct {
 	n, clusters int
-	claimWait   time.Duration // 0: default
 	samples     []meshConvSample
 	sessionsUp  []time.Duration // per cluster: start -> full mesh
 	rss         []int64         // kB, every daemon after its cluster's samples
@@ -299,19 +296,12 @@ type meshConvResult struct {
 	err         string
 }
 
-func meshClaimWaitName(cw time.Duration) string {
-	if cw == 0 {
-		return "500ms (default)"
-	}
-	return cw.String()
-}
-
-func (b *meshBench) convergence(n, clusters int, cw time.Duration) (r meshConvResult) {
-	r.n, r.clusters, r.claimWait = n, clusters, cw
+func (b *meshBench) convergence(n, clusters int) (r meshConvResult) {
+	r.n, r.clusters = n, clusters
 	// A cluster whose sessions never all come up is recorded and replaced,
 	// up to two times.
 	for done, attempts := 0, 0; done < clusters && attempts < clusters+2 && b.ctx.Err() == nil; attempts++ {
-		stall, err := b.convCluster(&r, n, cw)
+		stall, err := b.convCluster(&r, n)
 		if err != nil {
 			r.err = fmt.Sprintf("cluster %d: %v", attempts+1, err)
 			meshProgress("convergence: %s", r.err)
@@ -329,13 +319,13 @@ func (b *meshBench) convergence(n, clusters int, cw time.Duration) (r meshConvRe
 
 // convCluster measures one cluster. stall is set (and err nil) when its
 // sessions never all came up.
-func (b *meshBench) convCluster(r *meshConvResult, n int, cw time.Duration) (stall string, err error) {
+func (b *meshBench) convCluster(r *meshConvResult, n int) (stall string, err error) {
 	l, done, err := b.newLab(fmt.Sprintf("conv%d", n))
 	if err != nil {
 		return "", err
 	}
 	defer done()
-	nodes, err := b.addNodes(l, n, meshNodeCfg{peered: true, claimWait: cw})
+	nodes, err := b.addNodes(l, n, meshNodeCfg{peered: true})
 	if err != nil {
 		return "", err
 	}
@@ -415,14 +405,14 @@ func (b *meshBench) convCluster(r *meshConvResult, n int, cw time.Duration) (sta
 		}
 		s.total, s.firstRoute = last.Sub(t0), first.Sub(t0)
 		log := node.Log()
-		if at, ok := meshLogTime(log, "claimed a block; announcing it before use", block); ok {
+		if at, ok := meshLogTime(log, meshLogClaimed, block); ok {
 			s.claimed = at.Sub(t0)
 		}
-		if at, ok := meshLogTime(log, "block claim confirmed", block); ok {
+		if at, ok := meshLogTime(log, meshLogConfirmed, block); ok {
 			s.confirmed = at.Sub(t0)
 		}
 		r.samples = append(r.samples, s)
-		meshProgress("  %s (N=%d, claimWait %s): ADD %s, routed everywhere after %s", node.Name, n, meshClaimWaitName(cw),
+		meshProgress("  %s (N=%d): ADD %s, routed everywhere after %s", node.Name, n,
 			s.add.Round(time.Millisecond), s.total.Round(time.Millisecond))
 		if err := b.sleep(200 * time.Millisecond); err != nil {
 			return "", err
@@ -437,6 +427,14 @@ func (b *meshBench) convCluster(r *meshConvResult, n int, cw time.Duration) (sta
 }
 
 var meshLogTimeRE = regexp.MustCompile(`^time=(\S+) `)
+
+// The daemon's log messages (daemon/blocks.go, logChanges) that split a
+// claim's time: claimed (announced pending), and confirmed by a majority
+// of the voters.
+const (
+	meshLogClaimed   = "claimed a block; waiting for the voters"
+	meshLogConfirmed = "block claim confirmed by a majority of the voters"
+)
 
 // meshLogLine returns the time of the first log line containing s.
 func meshLogLine(log, s string) (time.Time, bool) {

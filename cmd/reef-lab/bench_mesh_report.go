@@ -18,8 +18,10 @@ type meshReport struct {
 	took               time.Duration
 	loadStart, loadEnd string
 	loadMesh           string // before the 50-node part
+	loadRR             string // before the route-reflector part
 	othersStart        int    // reef daemons of other labs running at the start
 	othersMesh         int    // and before the 50-node part
+	othersRR           int    // and before the route-reflector part
 	command            string
 	reef               string
 	logLevel           string
@@ -30,6 +32,7 @@ type meshReport struct {
 	routes meshRoutesResult
 	conv   []meshConvResult
 	mesh   meshStartResult
+	rr     meshRRResult
 }
 
 func meshLoad() string {
@@ -134,13 +137,14 @@ func (r *meshReport) markdown() string {
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("## Multi-node\n\n")
 	w("Every figure in this section comes from one run of\n\n    %s\n\n", r.command)
-	w("(the last step of `sudo make bench`) on %s, which took %s. One part alone: add\n", r.began.UTC().Format("2006-01-02 15:04 UTC"), r.took.Round(time.Second))
-	w("`--only idle`, `routes`, `convergence` or `mesh`. Nothing here is edited by hand.\n\n")
+	w("(a step of `sudo make bench`) on %s, which took %s. One part alone: add\n", r.began.UTC().Format("2006-01-02 15:04 UTC"), r.took.Round(time.Second))
+	w("`--only idle`, `routes`, `convergence`, `mesh` or `rr`. Nothing here is edited by hand.\n\n")
 	w("**Setup.** Every node is a network namespace on this one machine (nproc %d, kernel %s) running the real\n", runtime.NumCPU(), meshRun("uname", "-r"))
 	w("`reef daemon` (%s), its eth0 on a lab bridge (192.168.77.0/24). The daemons run with the production\n", r.reef)
 	w("`reconcileInterval: 30s` and `logLevel: %s`; the BGP timers are the lab's (`keepaliveTime: 1s`, `holdTime: 3s`);\n", r.logLevel)
-	w("meshed nodes list every other node in `bgp.peers` and accept the underlay in `bgp.peerPrefixes`; the pool is\n")
-	w("the default 10.244.0.0/16 with /26 blocks unless said otherwise. Kernel routes are watched through netlink\n")
+	w("meshed nodes list every other node in `bgp.peers` and accept the underlay in `bgp.peerPrefixes`, and leave\n")
+	w("`bgp.voters` unset: the default, this node and its peers, which is every node of the mesh on every node. The\n")
+	w("pool is the default 10.244.0.0/16 with /26 blocks unless said otherwise. Kernel routes are watched through netlink\n")
 	w("sockets opened in each node's namespace (an rtnetlink subscription per node for convergence, route dumps\n")
 	w("for the rest). RSS is VmRSS of the daemon's `/proc/<pid>/status`. 1-minute load average %s at the start", r.loadStart)
 	if r.loadMesh != "" {
@@ -148,9 +152,15 @@ func (r *meshReport) markdown() string {
 	} else {
 		w(", %s at the end", r.loadEnd)
 	}
+	if r.loadRR != "" {
+		w(" (%s before the route-reflector part)", r.loadRR)
+	}
 	w("; reef daemons of other labs running: %d at the start", r.othersStart)
 	if r.loadMesh != "" {
 		w(", %d before the 50-node part", r.othersMesh)
+	}
+	if r.loadRR != "" {
+		w(", %d before the route-reflector part", r.othersRR)
 	}
 	w(". Other work on this\n2-core machine shows in the figures.\n\n")
 
@@ -161,6 +171,9 @@ func (r *meshReport) markdown() string {
 	if r.parts["mesh"] {
 		r.meshSection(w)
 	}
+	if r.parts["rr"] {
+		r.rrSection(w)
+	}
 	if r.parts["routes"] {
 		r.routesSection(w)
 	}
@@ -170,9 +183,9 @@ func (r *meshReport) markdown() string {
 	return b.String()
 }
 
-func (r *meshReport) convFor(n int, cw time.Duration) (meshConvResult, bool) {
+func (r *meshReport) convFor(n int) (meshConvResult, bool) {
 	for _, c := range r.conv {
-		if c.n == n && c.claimWait == cw {
+		if c.n == n {
 			return c, true
 		}
 	}
@@ -181,54 +194,83 @@ func (r *meshReport) convFor(n int, cw time.Duration) (meshConvResult, bool) {
 
 func (r *meshReport) aims(w func(string, ...any)) {
 	w("### Aims\n\n")
+	w("From issue 10 (block ownership v2), \"Measured in `make bench`\".\n\n")
 	if r.parts["convergence"] {
 		var parts []string
 		met := true
 		any := false
 		for _, n := range []int{3, 10} {
-			c, ok := r.convFor(n, 0)
+			c, ok := r.convFor(n)
 			if !ok || len(c.samples) == 0 {
 				met = false
 				parts = append(parts, fmt.Sprintf("%d nodes: not measured", n))
 				continue
 			}
-			p50, _ := meshQuantile(c.figures().total, 0.5)
+			f := c.figures()
+			p50, _ := meshQuantile(f.total, 0.5)
+			hi, _ := meshQuantile(f.total, 1)
 			any = true
 			met = met && p50 <= 250*time.Millisecond
-			parts = append(parts, fmt.Sprintf("%d nodes %s ms", n, meshMs(p50, true)))
+			parts = append(parts, fmt.Sprintf("%d nodes p50 %s ms (max %s)", n, meshMs(p50, true), meshMs(hi, true)))
 		}
-		w("- A new block routed on every node within 250 ms p50, with the default `claimWait: 500ms`: %s: %s.\n", strings.Join(parts, ", "), meshMet(met && any))
-		var fast []string
-		fastMet := true
-		for _, n := range []int{3, 10} {
-			c, ok := r.convFor(n, 100*time.Millisecond)
-			if !ok || len(c.samples) == 0 {
-				fastMet = false
-				continue
-			}
-			p50, _ := meshQuantile(c.figures().total, 0.5)
-			fastMet = fastMet && p50 <= 250*time.Millisecond
-			fast = append(fast, fmt.Sprintf("%d nodes %s ms", n, meshMs(p50, true)))
-		}
-		if len(fast) > 0 {
-			w("  With `claimWait: 100ms`: %s: %s. claimWait is a deliberate floor: a new claim stays pending,\n", strings.Join(fast, ", "), meshMet(fastMet))
-			w("  announced but unrouted, for claimWait so that a competing claim can beat it; no node routes a block\n")
-			w("  (and the ADD does not return) before it is confirmed (table below).\n")
-		}
+		w("- A new block routed on every node within 250 ms p50, with the default config: %s: %s.\n", strings.Join(parts, ", "), meshMet(met && any))
 	}
 	if r.parts["mesh"] {
 		m := r.mesh
 		switch {
 		case m.err != "" && m.routes == 0:
-			w("- %d-node mesh from cold to every route within 30 s: not completed (%s): **not met**.\n", m.nodes, meshFirstLine(m.err))
+			w("- %d-node full mesh from cold to every route within 15 s: not completed (%s): **not met**.\n", m.nodes, meshFirstLine(m.err))
 		case m.sessionsErr != "":
 			last, at := meshPlateau(m)
-			w("- %d-node mesh from cold to every route within 30 s: the full mesh of sessions is never reached (%d of %d\n", m.nodes, last/2, m.nodes*(m.nodes-1)/2)
+			w("- %d-node full mesh from cold to every route within 15 s: the full mesh of sessions is never reached (%d of %d\n", m.nodes, last/2, m.nodes*(m.nodes-1)/2)
 			w("  sessions up by %s after the start, none after); from one ADD per node to every route: %s: **not met**.\n", meshSec(at), meshSec(max(m.routes, m.adds)))
 		default:
 			total := m.sessions + m.routes
-			w("- %d-node mesh from cold to every route within 30 s: %s (full mesh of sessions %s, then one ADD per node\n", m.nodes, meshSec(total), meshSec(m.sessions))
-			w("  to every route %s): %s.\n", meshSec(m.routes), meshMet(total <= 30*time.Second && m.nodes >= 50))
+			w("- %d-node full mesh from cold to every route within 15 s: %s (full mesh of sessions %s, then one ADD per node\n", m.nodes, meshSec(total), meshSec(m.sessions))
+			w("  to every route %s): %s.\n", meshSec(m.routes), meshMet(total <= 15*time.Second && m.nodes >= 50))
+		}
+		if len(m.rss) > 0 {
+			sum, hi := meshSum(m.rss)
+			w("- RSS per daemon at most 40 MiB in the %d-node mesh: avg %s, max %s: %s.\n", m.nodes, meshMiB(sum/int64(len(m.rss))), meshMiB(hi), meshMet(hi <= 40*1024))
+		}
+		if len(m.pathsPer) > 0 {
+			avg, lo, hi := meshPaths(m.pathsPer)
+			worst, blocks := meshPerRemoteBlock(m.pathsPer, m.failed)
+			w("- At most 3 paths per block in every node's BGP tables (%d-node mesh, %d blocks): %.0f paths per node on\n", m.nodes, blocks, avg)
+			w("  average (min %d, max %d); per block of another node, at the most %s: %s.\n", lo, hi, meshRatio(worst), meshMet(worst > 0 && worst <= 3))
+		}
+	}
+	if r.parts["rr"] {
+		rr := r.rr
+		switch {
+		case rr.notRun != "":
+			w("- %d nodes through 2 reef route reflectors, cold to every route within 30 s, RSS per client at most 35 MiB,\n", rr.clients)
+			w("  paths per node: %s.\n", rrNotBuilt)
+		case rr.err != "":
+			w("- %d nodes through 2 reef route reflectors, cold to every route within 30 s: not completed (%s): **not met**.\n", rr.clients, meshFirstLine(rr.err))
+		default:
+			total := rr.sessions + rr.routes
+			w("- %d nodes through 2 reef route reflectors, cold to every route within 30 s: %s (sessions %s, then one ADD\n", rr.clients, meshSec(total), meshSec(rr.sessions))
+			w("  per client to every route %s): %s.\n", meshSec(rr.routes), meshMet(total <= 30*time.Second && rr.addErrs == 0))
+			if len(rr.rssClients) > 0 {
+				sum, hi := meshSum(rr.rssClients)
+				w("- RSS per route-reflector client at most 35 MiB: avg %s, max %s: %s.\n", meshMiB(sum/int64(len(rr.rssClients))), meshMiB(hi), meshMet(hi <= 35*1024))
+			}
+			if len(rr.pathsClient) > 0 {
+				avg, lo, hi := meshPaths(rr.pathsClient)
+				worst, blocks := meshPerRemoteBlock(rr.pathsClient, rr.failed)
+				w("- Paths per client (reported, no aim): %.0f on average (min %d, max %d) for %d blocks; per block of another\n", avg, lo, hi, blocks)
+				w("  node, at the most %s.\n", meshRatio(worst))
+			}
+		}
+	}
+	if r.parts["routes"] {
+		rt := r.routes
+		if rt.err != "" {
+			w("- A test speaker announcing %d blocks: RSS at most 45 MiB: not measured (%s).\n", rt.blocks, meshFirstLine(rt.err))
+		} else {
+			w("- A test speaker announcing %d blocks: RSS at most 45 MiB: %s 5 s after the last route (peak %s): %s.\n", rt.blocks,
+				meshMiB(rt.steadyRSS), meshMiB(rt.hwm), meshMet(rt.steadyRSS <= 45*1024 && rt.hwm <= 45*1024))
 		}
 	}
 	if r.parts["idle"] {
@@ -242,6 +284,51 @@ func (r *meshReport) aims(w func(string, ...any)) {
 	w("\n")
 }
 
+// meshPaths is the mean, least and most of per-node path counts.
+func meshPaths(v []uint64) (avg float64, lo, hi uint64) {
+	if len(v) == 0 {
+		return 0, 0, 0
+	}
+	lo = v[0]
+	var sum uint64
+	for _, x := range v {
+		sum += x
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	return float64(sum) / float64(len(v)), lo, hi
+}
+
+// meshPerRemoteBlock is the most, over the nodes, of a node's received
+// paths per block of another node (each node owns the one block of its
+// ADD, if it succeeded), and the blocks in the cluster; 0 when unknown.
+func meshPerRemoteBlock(paths []uint64, failed []bool) (worst float64, blocks int) {
+	if len(failed) != len(paths) {
+		return 0, 0
+	}
+	for _, f := range failed {
+		if !f {
+			blocks++
+		}
+	}
+	for i, k := range paths {
+		remote := blocks
+		if !failed[i] {
+			remote--
+		}
+		if remote > 0 {
+			worst = max(worst, float64(k)/float64(remote))
+		}
+	}
+	return worst, blocks
+}
+
+func meshRatio(x float64) string {
+	if x <= 0 {
+		return "? paths"
+	}
+	return fmt.Sprintf("%.2f paths", x)
+}
+
 func meshFirstLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
 	return s
@@ -253,23 +340,25 @@ func (r *meshReport) convergenceSection(w func(string, ...any)) {
 	w("no block yet) one pod is ADDed through libcni, and the clock runs from the start of that ADD until every\n")
 	w("other node has the kernel route to the block it claimed, via the owner's address. Every node of a cluster\n")
 	w("gives one sample; clusters of 3 are repeated. The split comes from the owner's log (millisecond times):\n")
-	w("*claimed* = ADD start to \"claimed a block\", *pending* = claimed to \"block claim confirmed\",\n")
-	w("*spread* = confirmed to the route on the last other node (announcement, BGP update, the peer's reconcile\n")
-	w("pass, netlink).\n\n")
-	w("| nodes | claimWait | samples | p50 ms | max ms | ADD p50 ms | claimed p50 | pending p50 | spread p50 | spread max | first node p50 |\n")
-	w("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	w("*claimed* = ADD start to \"%s\", *votes* = claimed to \"%s\"\n", meshLogClaimed, meshLogConfirmed)
+	w("(one round trip to the voters: the claim out in IPv4 VPN, their grants back), *spread* = confirmed to the route\n")
+	w("on the last other node (the confirmed claim and the IPv4 unicast path out, the peer's decision, netlink). The\n")
+	w("config is the default: no `bgp.voters`, so every node of the mesh votes and a claim needs a strict majority of\n")
+	w("them (2 of 3, 6 of 10).\n\n")
+	w("| nodes | samples | p50 ms | max ms | ADD p50 ms | claimed p50 | votes p50 | votes max | spread p50 | spread max | first node p50 |\n")
+	w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	var errs []string
 	for _, c := range r.conv {
 		f := c.figures()
 		q := func(v []time.Duration, p float64) string { d, ok := meshQuantile(v, p); return meshMs(d, ok) }
-		w("| %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.n, meshClaimWaitName(c.claimWait), len(c.samples),
-			q(f.total, 0.5), q(f.total, 1), q(f.add, 0.5), q(f.claimed, 0.5), q(f.toConfirm, 0.5), q(f.propagate, 0.5), q(f.propagate, 1), q(f.first, 0.5))
+		w("| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.n, len(c.samples),
+			q(f.total, 0.5), q(f.total, 1), q(f.add, 0.5), q(f.claimed, 0.5), q(f.toConfirm, 0.5), q(f.toConfirm, 1), q(f.propagate, 0.5), q(f.propagate, 1), q(f.first, 0.5))
 		if c.err != "" {
-			errs = append(errs, fmt.Sprintf("%d nodes, claimWait %s: stopped early: %s", c.n, meshClaimWaitName(c.claimWait), meshFirstLine(c.err)))
+			errs = append(errs, fmt.Sprintf("%d nodes: stopped early: %s", c.n, meshFirstLine(c.err)))
 		}
 		for _, st := range c.stalled {
-			errs = append(errs, fmt.Sprintf("a cluster of %d nodes (claimWait %s) never reached the full mesh and was replaced by a new one: %s",
-				c.n, meshClaimWaitName(c.claimWait), meshFirstLine(st)))
+			errs = append(errs, fmt.Sprintf("a cluster of %d nodes never reached the full mesh and was replaced by a new one: %s",
+				c.n, meshFirstLine(st)))
 		}
 	}
 	w("\n")
@@ -309,7 +398,12 @@ func (r *meshReport) meshSection(w func(string, ...any)) {
 	w("### Mesh start: %d nodes from cold\n\n", m.nodes)
 	w("%d nodes with empty stores, every daemon started at once (%d sessions to establish); then one pod per node,\n", m.nodes, m.nodes*(m.nodes-1)/2)
 	w("all %d ADDs at once, until every node has the route to every other node's block (%d routes). The wait for\n", m.nodes, m.nodes*(m.nodes-1))
-	w("sessions polls `reef status` of every node and gives up when no session has come up for %s.\n\n", meshStall)
+	w("sessions polls `reef status` of every node and gives up when no session has come up for %s. ", meshStall)
+	if len(m.voters) > 0 {
+		w("Every node has `bgp.voters: [%s]`, the first %d nodes, so a claim needs %d votes.\n\n", meshAddrList(m.voters), len(m.voters), len(m.voters)/2+1)
+	} else {
+		w("`bgp.voters` is unset (the default): every node votes, so a claim needs %d votes of %d.\n\n", m.nodes/2+1, m.nodes)
+	}
 	w("| step | time |\n|---|---:|\n")
 	if m.started > 0 {
 		w("| every daemon exec'd | %s |\n", meshSec(m.started))
@@ -377,14 +471,18 @@ func (r *meshReport) meshSection(w func(string, ...any)) {
 		w("(%s of wall time), and %.1f from the ADDs' start to the last route (%s); this machine has %d CPUs, so %d\n",
 			meshSec(m.waitSessions), m.cpuAdds, meshSec(max(m.routes, m.adds)), runtime.NumCPU(), runtime.NumCPU())
 		w("CPU-seconds per second is all there is. Keeping the %d-node mesh up costs %.2f CPU-seconds per second when nothing\n", m.nodes, m.idleCPU)
-		w("happens (5 quiet seconds before the ADDs: keepalives every second on %d sessions, and the redials above). ", m.nodes*(m.nodes-1)/2)
-		if len(m.rss) > 0 && m.paths > 0 {
-			n := uint64(len(m.rss))
-			w("At the end the daemons' BGP tables (Adj-RIB-In) held %d paths, %d per node, for %d blocks:\n", m.paths, m.paths/n, m.nodes)
-			w("every node relays every claim it hears from an owner, so each of its %d peers sends it up to %d paths,\n", m.nodes-1, m.nodes-1)
-			w("(N-1)² per node; each path that arrives also wakes the reconcile loop.")
-		}
-		w("\n\n")
+		w("happens (5 quiet seconds before the ADDs: keepalives every second on %d sessions, and the redials above).\n\n", m.nodes*(m.nodes-1)/2)
+	}
+	if len(m.pathsPer) > 0 {
+		avg, lo, hi := meshPaths(m.pathsPer)
+		worst, blocks := meshPerRemoteBlock(m.pathsPer, m.failed)
+		w("**Paths per node.** %s after the last route, the paths each daemon had received (`reef status`: the\n", meshSettle)
+		w("peers' received counts, IPv4 VPN and IPv4 unicast together; its own paths are not counted): %.0f on average,\n", avg)
+		w("min %d, max %d, %d in all, with %d blocks confirmed in the cluster; per block of another node, %s at the\n", lo, hi, m.paths, blocks, meshRatio(worst))
+		w("most. What a peer sends in the steady state is its record, its claims (confirmed, or still pending) in IPv4\n")
+		w("VPN and its confirmed blocks in IPv4 unicast (a voter withdraws its grant once the claim it counted for is\n")
+		w("confirmed and nobody else claims the block, and an iBGP speaker relays no path it learned from a peer), so\n")
+		w("a node whose %d peers own one block each holds 3 × %d = %d: 3 per remote block.\n\n", m.nodes-1, m.nodes-1, 3*(m.nodes-1))
 	}
 	if len(m.rss) > 0 {
 		sum, hi := meshSum(m.rss)
@@ -468,14 +566,86 @@ func meshOpenConfirmNote(w func(string, ...any)) {
 	w("few seconds, which shows up as GoBGP's \"Closed an accepted connection\" warnings below.\n")
 }
 
+func (r *meshReport) rrSection(w func(string, ...any)) {
+	rr := r.rr
+	w("### Route reflectors: %d nodes through 2 reef reflectors\n\n", rr.clients)
+	if rr.notRun != "" {
+		w("**%s.** reef does not take `bgp.routeReflectors` and `bgp.routeReflector` yet; `reef-lab bench-mesh --only rr`\n", rrNotBuilt)
+		w("asks the reef binary (a config probe that never starts the daemon) and runs the measurement of\n")
+		w("`bench_mesh_rr.go` once it does: 2 reef nodes with `routeReflector: true`, `peers:` the other reflector and\n")
+		w("`peerPrefixes:` the underlay, and %d clients with `routeReflectors:` the two; every node with `voters:` the\n", rr.clients)
+		w("first 3 clients; all started at once from empty stores, then one ADD per client, all at once, until every\n")
+		w("client routes to every other client's block; RSS per client and paths per node after %s. The probe said: %s\n\n",
+			meshSettle, "`"+strings.ReplaceAll(strings.TrimPrefix(rr.notRun, rrNotBuilt+" ("), "`", "'"))
+		if rr.capacity != "" {
+			w("Whether the lab holds %d daemons on this machine: %s.\n\n", rr.clients+2, rr.capacity)
+		}
+		return
+	}
+	w("2 reef nodes with `routeReflector: true` (%s; `peers:` the other reflector, `peerPrefixes:` the underlay) and\n", meshAddrList(rr.rrs))
+	w("%d clients with `routeReflectors:` the two and no other peer; every node with `voters: [%s]` (3 clients).\n", rr.clients, meshAddrList(rr.voters))
+	w("All start at once from empty stores; then one pod per client, all ADDs at once, until every client routes to\n")
+	w("every other client's block (%d routes).\n\n", rr.clients*(rr.clients-1))
+	if rr.err != "" {
+		w("Stopped: %s.\n\n", meshFirstLine(rr.err))
+	}
+	w("| step | time |\n|---|---:|\n")
+	if rr.ready > 0 {
+		w("| every daemon serves ADD | %s |\n", meshSec(rr.ready))
+	}
+	if rr.sessions > 0 {
+		w("| every client has both reflectors' sessions | %s |\n", meshSec(rr.sessions))
+	}
+	if rr.adds > 0 {
+		p50, _ := meshQuantile(rr.addLat, 0.5)
+		w("| then: half of the ADDs returned | %s |\n", meshSec(p50))
+		w("| then: every ADD returned | %s |\n", meshSec(rr.adds))
+	}
+	if rr.routes > 0 {
+		w("| then: every client routes to every other client's block | %s |\n", meshSec(rr.routes))
+		if rr.addErrs == 0 {
+			w("| **cold to every route** | **%s** |\n", meshSec(rr.sessions+rr.routes))
+		}
+	}
+	w("\n")
+	if rr.addErrs > 0 {
+		w("%d of %d ADDs failed; the first error: %s\n\n", rr.addErrs, rr.clients, "`"+strings.ReplaceAll(meshFirstLine(rr.addErr), "`", "'")+"`")
+	}
+	meshRestartsNote(w, rr.restarts)
+	if len(rr.rssClients) > 0 {
+		sum, hi := meshSum(rr.rssClients)
+		rsum, rhi := meshSum(rr.rssRRs)
+		w("Memory %s after the last route: clients RSS avg %s, max %s; reflectors avg %s, max %s.\n", meshSettle,
+			meshMiB(sum/int64(len(rr.rssClients))), meshMiB(hi), meshMiB(rsum/int64(max(1, len(rr.rssRRs)))), meshMiB(rhi))
+	}
+	if len(rr.pathsClient) > 0 {
+		avg, lo, hi := meshPaths(rr.pathsClient)
+		ravg, _, _ := meshPaths(rr.pathsRRs)
+		w("Paths received (`reef status`, both families): clients %.0f on average (min %d, max %d), reflectors %.0f, for\n", avg, lo, hi, ravg)
+		w("%d blocks. A client learns everything through both reflectors, so it holds two copies of each path.\n", rr.blocks)
+	}
+	w("Block conflicts: %d.\n", rr.conflict)
+	if len(rr.warnings) > 0 {
+		w("Most frequent warnings and errors in the daemons' logs:\n\n")
+		for _, s := range rr.warnings {
+			w("- %s\n", strings.ReplaceAll(s, "|", "\\|"))
+		}
+	}
+	w("\n")
+}
+
 func (r *meshReport) routesSection(w func(string, ...any)) {
 	rt := r.routes
 	w("### Route programming: %d remote blocks\n\n", rt.blocks)
-	w("One fresh node (pool %s with /27 blocks, `peerPrefixes` the underlay, no pods) and `reef-lab speaker` in a\n", meshRoutesPool)
-	w("namespace of its own on the underlay (%s), announcing %d valid reef claims of /27 blocks of that pool\n", meshSpeakerAddr, rt.blocks)
-	w("(owner = next hop = the speaker, state confirmed, claimed an hour ago). The clock starts when the speaker is\n")
-	w("started (it connects within its 1 s connect-retry) and stops when the node's kernel holds %d proto 238 routes\n", rt.blocks)
-	w("via the speaker (netlink dumps every 10 ms).\n\n")
+	w("One fresh node (pool %s with /27 blocks, `peerPrefixes` the underlay, no `bgp.peers`, no `bgp.voters`, no pods)\n", meshRoutesPool)
+	w("and `reef-lab speaker` in a namespace of its own on the underlay (%s), announcing what a reef node that owns\n", meshSpeakerAddr)
+	w("%d confirmed /27 blocks of that pool would: in IPv4 VPN its record (born an hour ago) and %d confirmed claims\n", rt.blocks, rt.blocks)
+	w("(`bgp.EncodeRecord`, `bgp.EncodeClaim`: RD type 1, label 0, next hop the speaker, large communities), and in\n")
+	w("IPv4 unicast the %d blocks, next hop the speaker (`bgp.EncodeUnicast`); %d paths, on a session with both\n", rt.blocks, 2*rt.blocks+1)
+	w("families. The speaker's voter list is the node's own default (%s: the node alone), so the node sees no\n", rt.voters)
+	w("disagreement; it remembers confirmed claims under any list. The clock starts when the speaker is started (it\n")
+	w("connects within its 1 s connect-retry) and stops when the node's kernel holds %d proto 238 routes via the\n", rt.blocks)
+	w("speaker (netlink dumps every 10 ms).\n\n")
 	if rt.err != "" {
 		w("Not completed: %s (%d routes installed).\n\n", meshFirstLine(rt.err), rt.installed)
 		return
@@ -498,10 +668,16 @@ func (r *meshReport) routesSection(w func(string, ...any)) {
 	if rt.storeBytes > 0 {
 		w("| store file (bbolt) after | %.1f MiB |\n", float64(rt.storeBytes)/(1<<20))
 	}
+	if rt.paths > 0 {
+		w("| paths the node received from the speaker (`reef status`), both families | %d |\n", rt.paths)
+	}
 	w("\n")
-	w("Between the session coming up and the first route the node records the learned blocks in its store before\n")
-	w("it programs routes, all of one reconcile pass in one bbolt transaction (`PutRemoteBlocks`: one sync to disk,\n")
-	w("where one transaction per block took 0.84 s for these 2,000). The kernel side (netlink) is the row \"first to last route\".\n\n")
+	if len(rt.disagree) > 0 {
+		w("The node reported nodes with another voter list: %s.\n\n", strings.Join(rt.disagree, "; "))
+	}
+	w("Between the session coming up and the first route the node decides once on the whole table and persists\n")
+	w("what it learned (the 2,000 blocks remembered as the speaker's) in one bbolt transaction (`ApplyProtocol`)\n")
+	w("before it programs routes. The kernel side (netlink) is the row \"first to last route\".\n\n")
 }
 
 func (r *meshReport) idleSection(w func(string, ...any)) {

@@ -175,24 +175,30 @@ type meshStartResult struct {
 	cpuSessions    float64 // during the wait for sessions
 	cpuAdds        float64 // from the ADDs' start to the last route
 	waitSessions   time.Duration
-	idleCPU        float64  // CPU-seconds per second of all daemons in 5 quiet seconds before the ADDs
-	anon, file     int64    // kB, summed over the daemons
-	paths          uint64   // paths in the daemons' Adj-RIB-In at the end, summed
-	warnings       []string // most frequent WARN/ERROR messages of the daemons
-	lost, conflict int      // "lost a block claim" / "block conflict" lines
-	downAfter      int      // sessions that came up again after the mesh was complete (flaps)
+	idleCPU        float64      // CPU-seconds per second of all daemons in 5 quiet seconds before the ADDs
+	anon, file     int64        // kB, summed over the daemons
+	paths          uint64       // paths in the daemons' Adj-RIB-In at the end, summed
+	pathsPer       []uint64     // per daemon
+	failed         []bool       // per node: its ADD failed
+	voters         []netip.Addr // bgp.voters; none: unset (the default: every node)
+	warnings       []string     // most frequent WARN/ERROR messages of the daemons
+	lost, conflict int          // "lost a block claim" / "block conflict" lines
+	downAfter      int          // sessions that came up again after the mesh was complete (flaps)
 	err            string
 }
 
-func (b *meshBench) meshStart(n int, timeout time.Duration) (r meshStartResult) {
+func (b *meshBench) meshStart(n, voters int, timeout time.Duration) (r meshStartResult) {
 	r.nodes = n
+	for i := range min(voters, n) {
+		r.voters = append(r.voters, lab.NodeAddress(i))
+	}
 	fail := func(err error) meshStartResult { r.err = err.Error(); return r }
 	l, done, err := b.newLab("mesh")
 	if err != nil {
 		return fail(err)
 	}
 	defer done()
-	nodes, err := b.addNodes(l, n, meshNodeCfg{peered: true})
+	nodes, err := b.addNodes(l, n, meshNodeCfg{peered: true, voters: r.voters})
 	if err != nil {
 		return fail(err)
 	}
@@ -247,11 +253,77 @@ func (b *meshBench) meshStart(n int, timeout time.Duration) (r meshStartResult) 
 	cpu = meshCPU(nodes)
 	r.idleCPU = (cpu - c0) / time.Since(q0).Seconds()
 
-	// One ADD per node, all at once. Routes are polled from the start:
-	// each node has at most one block, so the first route via an owner's
-	// address is the route to its block (checked against the pod's
-	// address once its ADD returned).
 	meshProgress("mesh: one ADD per node, all at once")
+	a, err := b.addAll(nodes, pods, handles)
+	r.adds, r.addsOK, r.addErrs, r.addErr, r.addLat = a.adds, a.addsOK, a.addErrs, a.addErr, a.addLat
+	r.routes, r.routesHave, r.routesWant, r.failed = a.routes, a.routesHave, a.routesWant, a.failed
+	if err != nil {
+		return fail(err)
+	}
+	r.cpuAdds = meshCPU(nodes) - cpu
+	meshProgress("mesh: ADDs: %d failed; every route to the blocks of the others in after %s from the ADDs' start",
+		r.addErrs, r.routes.Round(time.Millisecond))
+	// Memory and paths in the steady state: votes withdrawn once the
+	// claims they count for are confirmed.
+	if err := b.sleep(meshSettle); err != nil {
+		return fail(err)
+	}
+	for _, node := range nodes {
+		m, err := meshMemOf(node)
+		if err != nil {
+			return fail(err)
+		}
+		r.rss, r.hwm = append(r.rss, m.rss), append(r.hwm, m.hwm)
+		r.anon += m.anon
+		r.file += m.file
+		var k uint64 // 0 if the status fails: one per node, in order
+		if st, err := node.Status(); err == nil {
+			for _, p := range st.GetPeers() {
+				k += p.GetReceived()
+			}
+		}
+		r.paths += k
+		r.pathsPer = append(r.pathsPer, k)
+	}
+	// Sessions down, or up since after the mesh was complete: flaps.
+	if r.sessionsErr == "" {
+		for _, node := range nodes {
+			st, err := node.Status()
+			if err != nil {
+				continue
+			}
+			for _, p := range st.GetPeers() {
+				if p.GetState() != "established" || time.Unix(p.GetSinceUnix(), 0).After(start.Add(r.sessions)) {
+					r.downAfter++
+				}
+			}
+		}
+	}
+	return r
+}
+
+// meshSettle is how long after the last route memory and paths are read:
+// the steady state, once the voters withdrew the votes of confirmed claims.
+const meshSettle = 5 * time.Second
+
+// meshAdds is what addAll measured.
+type meshAdds struct {
+	adds, addsOK           time.Duration // every ADD returned; every successful one (from their start)
+	addErrs                int
+	addErr                 string
+	addLat                 []time.Duration
+	routes                 time.Duration // from the ADDs' start: every node routes to every successful ADD's block
+	routesHave, routesWant int
+	failed                 []bool // per node: its ADD failed
+}
+
+// addAll ADDs pods[i] on nodes[i], all at once, and waits until every
+// node routes to the block of every other node whose ADD succeeded.
+// Routes are polled from the start: each node has at most one block, so
+// the first route via an owner's address is the route to its block
+// (checked against the pod's address once its ADD returned).
+func (b *meshBench) addAll(nodes []*lab.Node, pods []*lab.Pod, handles []*netlink.Handle) (a meshAdds, err error) {
+	n := len(nodes)
 	t0 := time.Now()
 	var wg sync.WaitGroup
 	addErr := make([]error, n)
@@ -262,6 +334,27 @@ func (b *meshBench) meshStart(n int, timeout time.Duration) (r meshStartResult) 
 	}
 	addsDone := make(chan struct{})
 	go func() { wg.Wait(); close(addsDone) }()
+	defer func() {
+		select {
+		case <-addsDone:
+		case <-time.After(30 * time.Second):
+			return // ADDs still running after a failure: no figures of them
+		}
+		a.failed = make([]bool, n)
+		for i, e := range addErr {
+			a.failed[i] = e != nil
+			a.adds = max(a.adds, addAt[i])
+			a.addLat = append(a.addLat, addAt[i])
+			if e != nil {
+				a.addErrs++
+				if a.addErr == "" {
+					a.addErr = e.Error()
+				}
+			} else {
+				a.addsOK = max(a.addsOK, addAt[i])
+			}
+		}
+	}()
 	first := make([][]time.Duration, n) // [observer][owner] -> first route seen
 	dst := make([][]netip.Prefix, n)
 	for j := range first {
@@ -283,7 +376,7 @@ func (b *meshBench) meshStart(n int, timeout time.Duration) (r meshStartResult) 
 		for j, h := range handles {
 			rs, err := meshReefRoutes(h)
 			if err != nil {
-				return fail(err)
+				return a, err
 			}
 			for gw, ds := range rs {
 				if i, ok := addrIdx[gw]; ok && first[j][i] == 0 && len(ds) > 0 {
@@ -309,61 +402,17 @@ func (b *meshBench) meshStart(n int, timeout time.Duration) (r meshStartResult) 
 					}
 				}
 			}
-			r.routesHave, r.routesWant = have, want
+			a.routesHave, a.routesWant = have, want
 			if have == want {
-				r.routes = last
-				break
+				a.routes = last
+				return a, nil
 			}
 		}
 		if time.Now().After(deadline) || b.ctx.Err() != nil {
-			return fail(fmt.Errorf("%d of %d routes after %s", r.routesHave, r.routesWant, time.Since(t0).Round(time.Millisecond)))
+			return a, fmt.Errorf("%d of %d routes after %s", a.routesHave, a.routesWant, time.Since(t0).Round(time.Millisecond))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	r.cpuAdds = meshCPU(nodes) - cpu
-	for i, e := range addErr {
-		r.adds = max(r.adds, addAt[i])
-		r.addLat = append(r.addLat, addAt[i])
-		if e != nil {
-			r.addErrs++
-			if r.addErr == "" {
-				r.addErr = e.Error()
-			}
-		} else {
-			r.addsOK = max(r.addsOK, addAt[i])
-		}
-	}
-	meshProgress("mesh: ADDs: %d failed; every route to the blocks of the others in after %s from the ADDs' start",
-		r.addErrs, r.routes.Round(time.Millisecond))
-	for _, node := range nodes {
-		m, err := meshMemOf(node)
-		if err != nil {
-			return fail(err)
-		}
-		r.rss, r.hwm = append(r.rss, m.rss), append(r.hwm, m.hwm)
-		r.anon += m.anon
-		r.file += m.file
-		if st, err := node.Status(); err == nil {
-			for _, p := range st.GetPeers() {
-				r.paths += p.GetReceived()
-			}
-		}
-	}
-	// Sessions down, or up since after the mesh was complete: flaps.
-	if r.sessionsErr == "" {
-		for _, node := range nodes {
-			st, err := node.Status()
-			if err != nil {
-				continue
-			}
-			for _, p := range st.GetPeers() {
-				if p.GetState() != "established" || time.Unix(p.GetSinceUnix(), 0).After(start.Add(r.sessions)) {
-					r.downAfter++
-				}
-			}
-		}
-	}
-	return r
 }
 
 // meshOthers counts the reef daemons running on this machine that belong
