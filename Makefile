@@ -108,6 +108,10 @@ deps-bench:
 # reef's nftables dataplane (nat/): Go benchmarks with 1,000 pods, in a
 # throw-away netns; make bench appends them to BENCHMARKS.md ("## nftables").
 NAT_BENCH := $(GO) test -run '^$$' -bench . -benchtime 200x -count 3 ./nat/
+# bench-mesh: the multi-node figures (3/10-node convergence, the 50-node
+# mesh, 2,000 remote blocks, 100 nodes through 2 route reflectors);
+# bench-sim: the block protocol simulated for 10, 100 and 1,000 nodes in one
+# process (a few minutes of both cores at 1,000). Each writes its section.
 bench: build deps-test deps-bench deps-cri
 	$(BIN)/reef-lab bench --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 	$(NAT_BENCH) > $(BIN)/bench-nat.txt; s=$$?; cat $(BIN)/bench-nat.txt; exit $$s
@@ -115,6 +119,7 @@ bench: build deps-test deps-bench deps-cri
 	  grep -E '^(cpu:|Benchmark)' $(BIN)/bench-nat.txt | sed 's/^/    /'; \
 	  printf '\n1-minute load average after the run: %s (other work on the machine shows in the figures).\n' "$$(cut -d' ' -f1 /proc/loadavg)"; } >> BENCHMARKS.md
 	$(BIN)/reef-lab bench-mesh --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
+	$(BIN)/reef-lab bench-sim --out BENCHMARKS.md
 	$(BIN)/reef-lab bench-tput --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 	$(BIN)/reef-lab bench-cri --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 

@@ -41,6 +41,11 @@ func run(args []string) error {
 		defer stop()
 		return benchMesh(ctx, args[1:])
 	}
+	if args[0] == "bench-sim" { // the block protocol simulated: flags of its own (bench_sim.go)
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return benchSim(ctx, args[1:])
+	}
 	if args[0] == "bench-tput" { // iperf3 throughput: flags of its own (bench_tput.go)
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
