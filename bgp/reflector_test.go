@@ -118,10 +118,14 @@ func TestRouteReflectors(t *testing.T) {
 	})
 	start := func(self netip.Addr, cfg Config) *Speaker {
 		cfg.ASN, cfg.Port, cfg.RouterID, cfg.ListenAddress = testASN, port, self, self
-		cfg.Keepalive, cfg.Hold, cfg.RestartTime = time.Second, 3*time.Second, 10*time.Second
+		// A hold time well above the lab's 3 s: four speakers under -race
+		// on a loaded machine miss keepalives, and a session that drops
+		// takes GoBGP through graceful restart (where GoBGP itself races
+		// with its event watcher).
+		cfg.Keepalive, cfg.Hold, cfg.RestartTime = 3*time.Second, 10*time.Second, 10*time.Second
 		cfg.Pools, cfg.LogLevel = testPools, slog.LevelWarn
 		log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("speaker", self)
-		sp, err := Start(ctx, cfg, log, func() {})
+		sp, err := listen(ctx, cfg, log, func() {})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,6 +143,12 @@ func TestRouteReflectors(t *testing.T) {
 	r2 := start(rr2, Config{RouteReflector: true, Peers: []netip.Addr{rr1}, PeerPrefixes: clients})
 	s1 := start(c1, Config{RouteReflectors: []netip.Addr{rr1, rr2}})
 	s2 := start(c2, Config{RouteReflectors: []netip.Addr{rr1, rr2}})
+	// Connect only once all four listen (see listen).
+	for _, sp := range []*Speaker{r1, r2, s1, s2} {
+		if err := sp.connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	t1 := blockproto.Table{Records: []blockproto.Record{testRecord()}, Claims: []blockproto.Claim{testClaim()}}
 	u1 := []UnicastBlock{{Block: netip.MustParsePrefix("10.244.7.0/26"), Owner: blockproto.Node{Addr: nodeA, Inc: 7}}}

@@ -80,6 +80,21 @@ type Speaker struct {
 // (from GoBGP's goroutines; it must not block) whenever a path or a peer
 // changes.
 func Start(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (*Speaker, error) {
+	sp, err := listen(ctx, cfg, log, onChange)
+	if err != nil {
+		return nil, err
+	}
+	if err := sp.connect(ctx); err != nil {
+		return nil, err
+	}
+	return sp, nil
+}
+
+// listen starts the GoBGP server, with no peers yet. (Tests with several
+// speakers in one process start them all before any connects: GoBGP's
+// StartBgp writes a package variable that the sessions of other servers
+// in the process read.)
+func listen(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (*Speaker, error) {
 	lvl := &slog.LevelVar{}
 	lvl.Set(cfg.LogLevel)
 	s := server.NewBgpServer(server.LoggerOption(log.With("component", "gobgp"), lvl))
@@ -105,9 +120,16 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (
 	}, server.WatchUpdate(false, "", ""), server.WatchPeer()); err != nil {
 		return nil, fmt.Errorf("watch BGP events: %w", err)
 	}
+	return sp, nil
+}
+
+// connect adds the peers, the peer group for peerPrefixes and, on a route
+// reflector, its import policy, and starts the session watcher.
+func (sp *Speaker) connect(ctx context.Context) error {
+	cfg, s := &sp.cfg, sp.s
 	if cfg.RouteReflector {
 		if err := sp.acceptOwnPathsOnly(ctx, cfg.Peers); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	// Configured peers first: a configured peer that connects before it is
@@ -124,7 +146,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (
 			AfiSafis:        sp.afiSafis(),
 			Transport:       &api.Transport{LocalAddress: cfg.RouterID.String(), RemotePort: uint32(cfg.Port)},
 		}}); err != nil {
-			return nil, fmt.Errorf("add BGP peer %s: %w", peer, err)
+			return fmt.Errorf("add BGP peer %s: %w", peer, err)
 		}
 	}
 	if len(cfg.PeerPrefixes) > 0 {
@@ -142,18 +164,18 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (
 			pg.RouteReflector = &api.RouteReflector{RouteReflectorClient: true, RouteReflectorClusterId: cfg.RouterID.String()}
 		}
 		if err := s.AddPeerGroup(ctx, &api.AddPeerGroupRequest{PeerGroup: pg}); err != nil {
-			return nil, fmt.Errorf("add BGP peer group: %w", err)
+			return fmt.Errorf("add BGP peer group: %w", err)
 		}
 		for _, p := range cfg.PeerPrefixes {
 			if err := s.AddDynamicNeighbor(ctx, &api.AddDynamicNeighborRequest{DynamicNeighbor: &api.DynamicNeighbor{
 				Prefix: p.String(), PeerGroup: peerGroup,
 			}}); err != nil {
-				return nil, fmt.Errorf("accept BGP sessions from %s: %w", p, err)
+				return fmt.Errorf("accept BGP sessions from %s: %w", p, err)
 			}
 		}
 	}
 	go sp.watchSessions(ctx)
-	return sp, nil
+	return nil
 }
 
 func (sp *Speaker) timers() *api.Timers {
