@@ -88,7 +88,8 @@ type SimNode struct {
 	// same side (0 for all, normally).
 	Side int
 	// Want is how many blocks of the first pool the node wants confirmed.
-	Want     int
+	Want int
+	// Last is its last decision, less its Changes (applied to State).
 	Last     Decision
 	voter    bool
 	incCount uint32
@@ -189,7 +190,7 @@ func (s *Sim) Step() {
 		n.lastNeed = need
 		jobs = append(jobs, i)
 	}
-	decisions := make([]Decision, len(jobs))
+	results := make([]simDecided, len(jobs))
 	workers := s.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -207,32 +208,23 @@ func (s *Sim) Step() {
 					return
 				}
 				// Decide keeps no reference to the table's slices once it
-				// returns: its State and Announce are its own.
-				decisions[k] = Decide(s.input(jobs[k], &t))
+				// returns: its State and Announce are its own. A decision
+				// touches only its own node (the others read their own
+				// state and the copies, which change only in delivery), so
+				// it is applied at once and the old state can go.
+				results[k] = s.apply(jobs[k], Decide(s.input(jobs[k], &t)))
 			}
 		}()
 	}
 	wg.Wait()
-	for k, i := range jobs {
-		n, d := s.Nodes[i], decisions[k]
+	for _, r := range results {
 		s.Decisions++
-		s.Claims += len(d.Claim)
-		s.Confirms += len(d.Confirm)
-		s.Releases += len(d.Release)
-		if len(d.Claim) > 0 && n.firstClaim < 0 {
-			n.firstClaim = s.Steps
+		s.Claims += r.claims
+		s.Confirms += r.confirms
+		s.Releases += r.releases
+		for range r.confirms {
+			s.Latency = append(s.Latency, r.latency)
 		}
-		if len(d.Confirm) > 0 {
-			for range d.Confirm {
-				s.Latency = append(s.Latency, s.Steps-max(n.firstClaim, 0))
-			}
-			n.firstClaim = -1
-		}
-		if !tableEqual(n.Out, d.Announce) {
-			n.out = &simOut{t: d.Announce}
-		}
-		n.State, n.Out, n.Last = d.State, d.Announce, d
-		n.dirty, n.quiet = false, d.Changes.Empty()
 	}
 	for dst, dn := range s.Nodes {
 		for src, sn := range s.Nodes {
@@ -247,6 +239,30 @@ func (s *Sim) Step() {
 			dn.dirty = true
 		}
 	}
+}
+
+// simDecided is what one decision adds to the Sim's counters.
+type simDecided struct{ claims, confirms, releases, latency int }
+
+// apply makes d node i's state and announcements.
+func (s *Sim) apply(i int, d Decision) simDecided {
+	n := s.Nodes[i]
+	r := simDecided{claims: len(d.Claim), confirms: len(d.Confirm), releases: len(d.Release)}
+	if r.claims > 0 && n.firstClaim < 0 {
+		n.firstClaim = s.Steps
+	}
+	if r.confirms > 0 {
+		r.latency = s.Steps - max(n.firstClaim, 0)
+		n.firstClaim = -1
+	}
+	if !tableEqual(n.Out, d.Announce) {
+		n.out = &simOut{t: d.Announce}
+	}
+	n.dirty, n.quiet = false, d.Changes.Empty()
+	n.State, n.Out = d.State, d.Announce
+	n.Last = d
+	n.Last.Changes = Changes{} // applied to State, counted above: not kept (they can be large)
+	return r
 }
 
 // Current reports whether every node holds the current announcements of

@@ -8,13 +8,14 @@ import (
 )
 
 // SimScenario is one run of the simulation report (reef-lab bench-sim):
-// Nodes nodes, of which the first Voters vote, each wanting Want blocks of
-// Pool, over a network that loses each delivery with probability Loss and
-// is split once into two sides.
+// Nodes nodes, of which the first Voters vote, node i wanting
+// Wants[i % len(Wants)] blocks of Pool, over a network that loses each
+// delivery with probability Loss and is split once into two sides.
 type SimScenario struct {
-	Nodes, Voters, Want int
-	Pool                Pool
-	Loss                float64
+	Nodes, Voters int
+	Wants         []int
+	Pool          Pool
+	Loss          float64
 	// The partition: from step PartitionAt, for PartitionSteps steps, the
 	// first voter and the share PartitionShare of the other nodes (the
 	// last ones) are on a side of their own; either side keeps the last
@@ -34,11 +35,13 @@ type SimScenario struct {
 type SimResult struct {
 	SimScenario
 	Blocks int // in the pool
+	Wanted int
 	// Steps until every node had its blocks (0: never, within MaxSteps);
 	// Settled, the steps until nothing was left to deliver and no node
 	// changed its announcements (0: not within MaxSteps).
 	Steps, Settled int
-	// Satisfied: every node got its Want blocks; Short lists the nodes
+	// Wanted is the blocks all nodes want. Satisfied: every node got its
+	// blocks; Short lists the nodes
 	// that did not, with how many they got.
 	Satisfied bool
 	Short     []string
@@ -69,8 +72,12 @@ func SimRun(sc SimScenario) SimResult {
 	r := SimResult{SimScenario: sc, Blocks: sc.Pool.NumBlocks()}
 	s := NewSim(sc.Nodes, sc.Voters, []Pool{sc.Pool}, sc.Seed)
 	s.Loss = sc.Loss
-	for _, n := range s.Nodes {
-		n.Want = sc.Want
+	for i, n := range s.Nodes {
+		n.Want = 1
+		if len(sc.Wants) > 0 {
+			n.Want = sc.Wants[i%len(sc.Wants)]
+		}
+		r.Wanted += n.Want
 	}
 	minority := func(i int) bool {
 		if i == 0 {

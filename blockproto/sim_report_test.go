@@ -15,8 +15,8 @@ func TestSimReportScenario(t *testing.T) {
 	if v := os.Getenv("REEF_SIM_NODES"); v != "" {
 		nodes, _ = strconv.Atoi(v)
 	}
-	r := SimRun(SimScenario{Nodes: nodes, Voters: 3, Want: 4, Pool: SimPool, Loss: 0.1,
-		PartitionAt: 3, PartitionSteps: 20, PartitionShare: 0.3, MaxSteps: 400, Seed: 1})
+	r := SimRun(SimScenario{Nodes: nodes, Voters: 3, Wants: []int{3, 4}, Pool: SimPool, Loss: 0.1,
+		PartitionAt: 3, PartitionSteps: 10, PartitionShare: 0.3, MaxSteps: 400, Seed: 1})
 	t.Logf("%d nodes: %d steps (settled %d), %d claims, %d confirms, %d releases, %d messages (%.1f per claim), %d updates (%.1f per claim), %d decisions, latency p50 %d max %d, held mean %.0f max %d, %s",
 		nodes, r.Steps, r.Settled, r.Claims, r.Confirms, r.Releases, r.Messages, float64(r.Messages)/float64(r.Claims),
 		r.Updates, float64(r.Updates)/float64(r.Claims), r.Decisions, SimQuantile(r.Latency, 0.5), SimQuantile(r.Latency, 1), r.HeldMean, r.HeldMax, r.Wall)

@@ -29,10 +29,10 @@ func benchSim(ctx context.Context, args []string) error {
 	out := fs.String("out", "", `write the report into this file as its "## Block protocol, simulated" section (replacing only that section)`)
 	sizes := fs.String("nodes", "10,100,1000", "comma-separated cluster sizes")
 	voters := fs.Int("voters", 3, "voters (the first nodes)")
-	want := fs.Int("want", 4, "blocks each node wants")
+	want := fs.String("want", "3,4", "blocks each node wants: node i the i-th value of this list, cycled (3,4: 3.5 on average)")
 	loss := fs.Float64("loss", 0.1, "chance that one delivery of one sender's announcements to one receiver is lost in a step")
 	partAt := fs.Int("partition-at", 3, "step at which the network splits (0: never)")
-	partSteps := fs.Int("partition-steps", 20, "steps the split lasts")
+	partSteps := fs.Int("partition-steps", 10, "steps the split lasts")
 	partShare := fs.Float64("partition-share", 0.3, "share of the non-voters on the first voter's side of the split")
 	maxSteps := fs.Int("max-steps", 400, "give up after this many steps")
 	seed := fs.Uint64("seed", 1, "random seed (the same seed gives the same figures)")
@@ -41,6 +41,14 @@ func benchSim(ctx context.Context, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("bench-sim: unexpected arguments %q", fs.Args())
+	}
+	var wants []int
+	for _, f := range strings.Split(*want, ",") {
+		k, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || k < 1 {
+			return fmt.Errorf("bench-sim: --want: %q is not a number of blocks", f)
+		}
+		wants = append(wants, k)
 	}
 	var ns []int
 	for _, f := range strings.Split(*sizes, ",") {
@@ -51,21 +59,21 @@ func benchSim(ctx context.Context, args []string) error {
 		ns = append(ns, n)
 	}
 	// Decide allocates a few MB per call at 1,000 nodes and keeps little:
-	// fewer collections, more memory (up to 3 GiB, past which it collects
+	// fewer collections, more memory (up to 4 GiB, past which it collects
 	// as often as it must).
 	debug.SetGCPercent(400)
-	debug.SetMemoryLimit(3 << 30)
+	debug.SetMemoryLimit(4 << 30)
 	rep := simReport{began: time.Now(), command: "bin/reef-lab bench-sim " + strings.Join(args, " "), loadStart: meshLoad()}
 	for _, n := range ns {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("bench-sim: interrupted: %w", err)
 		}
-		sc := blockproto.SimScenario{Nodes: n, Voters: *voters, Want: *want, Pool: blockproto.SimPool, Loss: *loss,
+		sc := blockproto.SimScenario{Nodes: n, Voters: *voters, Wants: wants, Pool: blockproto.SimPool, Loss: *loss,
 			PartitionAt: *partAt, PartitionSteps: *partSteps, PartitionShare: *partShare, MaxSteps: *maxSteps, Seed: *seed}
 		if *partAt <= 0 {
 			sc.PartitionSteps = 0
 		}
-		simProgress("%d nodes, %d voters, %d blocks each of %d", n, *voters, *want, sc.Pool.NumBlocks())
+		simProgress("%d nodes, %d voters, blocks wanted %s each, of %d", n, *voters, *want, sc.Pool.NumBlocks())
 		t0 := time.Now()
 		sc.Progress = func(step, decisions int, satisfied bool) bool {
 			simProgress("  %d nodes: step %d, %d decisions so far, every node has its blocks: %v (%s)", n, step, decisions, satisfied, time.Since(t0).Round(time.Second))
@@ -103,6 +111,28 @@ type simReport struct {
 	runs               []blockproto.SimResult
 }
 
+func simList(v []int) string {
+	var s []string
+	for _, x := range v {
+		s = append(s, strconv.Itoa(x))
+	}
+	return strings.Join(s, " or ")
+}
+
+// simWanted is how many blocks n nodes want.
+func simWanted(wants []int, n int) int {
+	k := 0
+	for i := range n {
+		k += wants[i%len(wants)]
+	}
+	return k
+}
+
+func simWantsAt(wants []int, n int) string {
+	k := simWanted(wants, n)
+	return fmt.Sprintf("%d,%03d blocks", k/1000, k%1000)
+}
+
 func perClaim(k, claims int) float64 {
 	if claims == 0 {
 		return 0
@@ -133,11 +163,15 @@ func (r *simReport) markdown() string {
 	w("**The scenario**, the same at every size: nodes 10.0.0.1 onwards, of which the first **%d are the voters**\n", sc.Voters)
 	w("(`bgp.voters`, the same list on every node; a claim needs %d votes); pool %s of /%d blocks (%d blocks);\n",
 		blockproto.Majority(sc.Voters), sc.Pool.CIDR, sc.Pool.BlockSize, sc.Pool.NumBlocks())
-	w("every node wants %d blocks, one claim at a time (as the daemon asks: one pending claim per pool), starting its\n", sc.Want)
-	w("search at the block its name hashes to; loss %.0f%% throughout; and one **partition**: from step %d for %d\n", 100*sc.Loss, sc.PartitionAt, sc.PartitionSteps)
-	w("steps, the first voter and the last %.0f%% of the other nodes are cut off from the rest (each side keeps the\n", 100*sc.PartitionShare)
-	w("last copies it got of the other's announcements, as BGP does until the hold time ends: the cut-off side\n")
-	w("claims, gets its own voter's vote only, and waits). Seed %d: the same command gives the same figures.\n\n", sc.Seed)
+	w("node i wants %s blocks (the i-th of these, cycled; %s at 1,000 nodes would fill %.0f%% of the pool, and\n",
+		simList(sc.Wants), simWantsAt(sc.Wants, 1000), 100*float64(simWanted(sc.Wants, 1000))/float64(sc.Pool.NumBlocks()))
+	w("with 4 each, 98%%, the last claims mostly race each other for the last free blocks: `--want 4`), one claim at a\n")
+	w("time (as the daemon asks: one pending claim per pool), starting its search at the block its name hashes to;\n")
+	w("loss %.0f%% throughout; and one **partition**: from step %d for %d steps, the first voter and the last %.0f%%\n",
+		100*sc.Loss, sc.PartitionAt, sc.PartitionSteps, 100*sc.PartitionShare)
+	w("of the other nodes are cut off from the rest (each side keeps the last copies it got of the other's\n")
+	w("announcements, as BGP does until the hold time ends: the cut-off side claims, gets its own voter's vote\n")
+	w("only, and waits). Seed %d: the same command gives the same figures.\n\n", sc.Seed)
 	w("**What is counted.**\n\n")
 	w("- *Two owners*: after **every** step, whether any block is confirmed by two current nodes (`Sim.Violation`).\n")
 	w("- *Claim latency*: for each confirmed block, the steps from the node's first claim since its previous\n")
@@ -153,8 +187,8 @@ func (r *simReport) markdown() string {
 	w("- *Held per node*: the announcements a node holds of the others once the run has settled (nothing left to\n")
 	w("  deliver, no node changing what it announces): records and claims, votes withdrawn; IPv4 unicast, not\n")
 	w("  simulated, would add one path per remote block.\n\n")
-	w("| nodes | all blocks after (steps) | settled (steps) | every node got its blocks | two owners ever | claims | confirmed | released | messages per claim | updates per claim | latency p50 / p90 / max (steps) | in one round trip | held per node | decisions | wall |\n")
-	w("|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|\n")
+	w("| nodes | blocks wanted | all blocks after (steps) | settled (steps) | every node got its blocks | two owners ever | claims | confirmed | released | messages per claim | updates per claim | latency p50 / p90 / max (steps) | in one round trip | held per node | decisions | wall |\n")
+	w("|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|\n")
 	for _, x := range r.runs {
 		steps := fmt.Sprint(x.Steps)
 		if x.Steps == 0 {
@@ -178,10 +212,10 @@ func (r *simReport) markdown() string {
 				one++
 			}
 		}
-		w("| %d | %s | %s | %s | %s | %d | %d | %d | %.1f | %.0f | %d / %d / %d | %.0f%% | %.0f | %d | %s |\n", x.Nodes, steps, settled, got, two,
+		w("| %d | %d | %s | %s | %s | %s | %d | %d | %d | %.1f | %.0f | %d / %d / %d | %.0f%% | %.0f | %d | %s |\n", x.Nodes, x.Wanted, steps, settled, got, two,
 			x.Claims, x.Confirms, x.Releases, perClaim(x.Messages, x.Claims), perClaim(x.Updates, x.Claims),
 			blockproto.SimQuantile(x.Latency, 0.5), blockproto.SimQuantile(x.Latency, 0.9), blockproto.SimQuantile(x.Latency, 1),
-			100*float64(one)/float64(max(1, len(x.Latency))), x.HeldMean, x.Decisions, x.Wall.Round(100*time.Millisecond))
+			100*float64(one)/float64(max(1, len(x.Latency))), x.HeldMean, x.Decisions, x.Wall.Round(10*time.Millisecond))
 	}
 	w("\n")
 	for _, x := range r.runs {
