@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 
@@ -12,6 +13,10 @@ import (
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/store"
 )
+
+// BlockWait bounds how long an ADD waits for the block protocol to confirm a
+// new block for it before it fails with "try again later".
+const BlockWait = 30 * time.Second
 
 // Plugin-specific CNI error codes (the spec leaves 100 and up to plugins).
 // docs/cni.md lists them for operators.
@@ -65,6 +70,11 @@ func (s *Server) add(ctx context.Context, in *reefv1.CNIRequest) ([]byte, *types
 	defer unlock()
 	var ep store.Endpoint
 	var podMAC string
+	// One deadline for all the waits of this ADD: blocks may change many
+	// times (other nodes' blocks learned) before one of this node's is
+	// confirmed.
+	needCtx, cancel := context.WithTimeout(ctx, BlockWait)
+	defer cancel()
 	for {
 		var needBlock bool
 		s.Kernel.RLock()
@@ -75,7 +85,7 @@ func (s *Server) add(ctx context.Context, in *reefv1.CNIRequest) ([]byte, *types
 		}
 		// Every confirmed block of the pool is full. Wait, without any
 		// lock, for the block protocol to confirm a new claim, then retry.
-		if err := s.NeedBlock(ctx, pool); err != nil {
+		if err := s.NeedBlock(needCtx, pool); err != nil {
 			cerr = err
 			break
 		}

@@ -19,8 +19,9 @@ import (
 )
 
 // needTimeout bounds how long an ADD waits for a block before it gives up
-// with "try again later".
-const needTimeout = 30 * time.Second
+// with "try again later", when the caller set no deadline (cniserver sets
+// one per ADD, cniserver.BlockWait).
+const needTimeout = cniserver.BlockWait
 
 // blockEngine runs the block protocol (blockproto) for the reconcile loop:
 // each Step reads the store and the BGP table, lets blockproto.Decide
@@ -42,6 +43,7 @@ type blockEngine struct {
 	demand  map[netip.Prefix]int   // pool -> ADDs waiting for a block
 	failure map[netip.Prefix]error // pool -> why no block could be had so far
 	changed chan struct{}          // closed and replaced when blocks change
+	stepped chan struct{}          // closed and replaced after every Step
 	last    blockproto.Decision    // for reef status
 	counts  bgp.Counts
 	// announce is off until the first reconcile pass has brought the
@@ -54,17 +56,17 @@ type blockEngine struct {
 
 func newBlockEngine(st *store.Store, sp *bgp.Speaker, log *slog.Logger, name string, voters []netip.Addr, auto bool, pools []store.Pool, trigger func()) *blockEngine {
 	return &blockEngine{store: st, speaker: sp, log: log.With("component", "blocks"), name: name, voters: blockproto.Voters(voters), auto: auto, pools: pools,
-		trigger: trigger, demand: map[netip.Prefix]int{}, failure: map[netip.Prefix]error{}, changed: make(chan struct{})}
+		trigger: trigger, demand: map[netip.Prefix]int{}, failure: map[netip.Prefix]error{}, changed: make(chan struct{}), stepped: make(chan struct{})}
 }
 
 // Need is cniserver's NeedBlock: it registers an ADD's need for a block of
-// pool, asks for a pass, and waits until the blocks change or it is clear
-// that none will come soon.
+// pool, asks for a pass, and waits until the blocks change (the caller then
+// allocates again), or a pass after it finds the pool exhausted or the node
+// forgotten, or the wait times out.
 func (e *blockEngine) Need(ctx context.Context, pool store.Pool) *types.Error {
 	e.mu.Lock()
 	e.demand[pool.CIDR]++
-	ch := e.changed
-	gone := e.failure[pool.CIDR]
+	changed, stepped := e.changed, e.stepped
 	e.mu.Unlock()
 	defer func() {
 		e.mu.Lock()
@@ -73,15 +75,17 @@ func (e *blockEngine) Need(ctx context.Context, pool store.Pool) *types.Error {
 		}
 		e.mu.Unlock()
 	}()
-	if errors.Is(gone, errGone) {
-		return types.NewError(cniserver.ErrNodeForgotten, gone.Error(), "docs/ipam.md, \"Removing a node for good\"")
-	}
 	e.trigger()
-	ctx, cancel := context.WithTimeout(ctx, needTimeout)
-	defer cancel()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, needTimeout)
+		defer cancel()
+	}
 	for {
 		select {
-		case <-ch:
+		case <-changed:
+			return nil // blocks changed: try to allocate again
+		case <-stepped:
 		case <-ctx.Done():
 			msg := fmt.Sprintf("no block of pool %s could be confirmed within %s", pool.CIDR, needTimeout)
 			if f := e.failureOf(pool.CIDR); f != nil {
@@ -89,9 +93,10 @@ func (e *blockEngine) Need(ctx context.Context, pool store.Pool) *types.Error {
 			}
 			return types.NewError(types.ErrTryAgainLater, msg, "see `reef status` for the voters and BGP sessions")
 		}
+		// A pass ran since this ADD asked: it knows this ADD's need.
 		e.mu.Lock()
 		err := e.failure[pool.CIDR]
-		ch = e.changed
+		stepped = e.stepped
 		e.mu.Unlock()
 		if errors.Is(err, store.ErrPoolExhausted) {
 			return types.NewError(cniserver.ErrPoolExhausted, err.Error()+"; add a pool or free addresses", "")
@@ -99,11 +104,7 @@ func (e *blockEngine) Need(ctx context.Context, pool store.Pool) *types.Error {
 		if errors.Is(err, errGone) {
 			return types.NewError(cniserver.ErrNodeForgotten, err.Error(), "docs/ipam.md, \"Removing a node for good\"")
 		}
-		if err == nil {
-			return nil // blocks changed: try to allocate again
-		}
-		// No majority yet (sessions still coming up, a partition): keep
-		// waiting until the timeout.
+		// Waiting for votes, sessions still coming up, a partition: wait on.
 	}
 }
 
@@ -237,14 +238,12 @@ func (e *blockEngine) Step(ctx context.Context) ([]store.Block, error) {
 	e.mu.Lock()
 	e.last, e.counts = d, counts
 	announce := e.announce
-	failed := false
 	for _, p := range e.pools {
-		err := blockedError(d.Status, p.CIDR)
-		if fmt.Sprint(err) != fmt.Sprint(e.failure[p.CIDR]) {
-			failed = true // waiting ADDs must hear of it: an exhausted pool fails them at once
-		}
-		e.failure[p.CIDR] = err
+		e.failure[p.CIDR] = blockedError(d.Status, p.CIDR)
 	}
+	// Waiting ADDs look at the failures: an exhausted pool fails them at once.
+	close(e.stepped)
+	e.stepped = make(chan struct{})
 	e.mu.Unlock()
 	if announce {
 		var confirmed []bgp.UnicastBlock
@@ -258,7 +257,7 @@ func (e *blockEngine) Step(ctx context.Context) ([]store.Block, error) {
 		}
 	}
 	e.nameOwners(peers, d.State)
-	if !d.Changes.Empty() || failed {
+	if !d.Changes.Empty() {
 		e.wake()
 	}
 	e.schedule(d)
