@@ -15,6 +15,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/reefcni/reef/blockproto"
@@ -79,7 +80,9 @@ func benchSim(ctx context.Context, args []string) error {
 			simProgress("  %d nodes: step %d, %d decisions so far, every node has its blocks: %v (%s)", n, step, decisions, satisfied, time.Since(t0).Round(time.Second))
 			return ctx.Err() == nil
 		}
+		cpu0 := simCPU()
 		r := blockproto.SimRun(sc)
+		rep.cpu = append(rep.cpu, simCPU()-cpu0)
 		if r.Stopped {
 			return fmt.Errorf("bench-sim: interrupted at %d nodes: %w", n, ctx.Err())
 		}
@@ -109,6 +112,16 @@ type simReport struct {
 	loadStart, loadEnd string
 	heapSys            uint64
 	runs               []blockproto.SimResult
+	cpu                []time.Duration // CPU time (user + system) of this process per run
+}
+
+// simCPU is the CPU time this process used so far.
+func simCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func simList(v []int) string {
@@ -232,21 +245,33 @@ func (r *simReport) markdown() string {
 			first.Nodes, last.Nodes, float64(last.Nodes)/float64(first.Nodes), perClaim(first.Messages, first.Claims), perClaim(last.Messages, last.Claims),
 			perClaim(last.Messages, last.Claims)/max(perClaim(first.Messages, first.Claims), 1e-9),
 			perClaim(first.Updates, first.Claims), perClaim(last.Updates, last.Claims))
-		w("(×%.0f); median claim latency %d → %d steps. The messages of a claim go between its claimant and the voters, so\n",
+		w("(×%.0f); median claim latency %d → %d steps, p90 %d → %d. The messages of a claim go between its claimant and\n",
 			perClaim(last.Updates, last.Claims)/max(perClaim(first.Updates, first.Claims), 1e-9),
-			blockproto.SimQuantile(first.Latency, 0.5), blockproto.SimQuantile(last.Latency, 0.5))
-		w("they stay O(voters) whatever N; what grows with N is the flooding of a full mesh, in which every node hears\n")
-		w("every claim and every vote (O(voters × N) updates per claim), and the partition: claims on the cut-off side\n")
-		w("wait for the heal, which sets the latency's tail.\n\n")
+			blockproto.SimQuantile(first.Latency, 0.5), blockproto.SimQuantile(last.Latency, 0.5),
+			blockproto.SimQuantile(first.Latency, 0.9), blockproto.SimQuantile(last.Latency, 0.9))
+		w("the voters, so they stay O(voters) whatever N; what grows with N is the flooding of a full mesh, in which every\n")
+		w("node hears every claim and every vote (O(voters × N) updates per claim). The pool is the same at every size, so\n")
+		w("it fills as N grows (")
+		var fills []string
+		for _, x := range r.runs {
+			fills = append(fills, fmt.Sprintf("%.0f%% at %d nodes, %d of %d claims lost a race and were released",
+				100*float64(x.Wanted)/float64(max(1, x.Blocks)), x.Nodes, x.Releases, x.Claims))
+		}
+		w("%s): a claim that loses a race to a lower\n", strings.Join(fills, "; "))
+		w("address is released and the node claims the next free block, which is what lengthens the latency's tail and\n")
+		w("the run at the largest size; and the claims on the cut-off side of the partition wait for the heal.\n\n")
 	}
 	w("**Where the time goes.** Nearly all of it is in `blockproto.Decide`, which each node runs on its whole table\n")
 	w("(every other node's record and claims) whenever a copy it holds changed; a node whose input is the same as at\n")
-	w("a decision that changed nothing is not asked again (Decide is pure). Per decision: ")
+	w("a decision that changed nothing is not asked again (Decide is pure), and %d decisions run at once. CPU time\n", runtime.GOMAXPROCS(0))
+	w("(user + system) per decision, Decide and the simulation around it: ")
 	var per []string
-	for _, x := range r.runs {
-		per = append(per, fmt.Sprintf("%.2f ms at %d nodes", float64(x.Wall.Microseconds())/1000/float64(max(1, x.Decisions)), x.Nodes))
+	for i, x := range r.runs {
+		if i < len(r.cpu) {
+			per = append(per, fmt.Sprintf("%.2f ms at %d nodes (%.0f s in all)", float64(r.cpu[i].Microseconds())/1000/float64(max(1, x.Decisions)), x.Nodes, r.cpu[i].Seconds()))
+		}
 	}
-	w("%s (wall time of the run / decisions, %d decisions at once on %d cores). Go heap obtained from the system at the end: %.1f GiB.\n\n",
-		strings.Join(per, ", "), runtime.GOMAXPROCS(0), runtime.NumCPU(), float64(r.heapSys)/(1<<30))
+	w("%s. `go test -bench DecideSettled ./blockproto/` times\n", strings.Join(per, ", "))
+	w("Decide alone on a settled cluster's table. Go heap obtained from the system at the end: %.1f GiB.\n\n", float64(r.heapSys)/(1<<30))
 	return b.String()
 }
