@@ -140,11 +140,16 @@ func (b *meshBench) rrRun(clients int, timeout time.Duration) (r meshRRResult) {
 	defer done()
 	r.rrs = []netip.Addr{lab.NodeAddress(0), lab.NodeAddress(1)}
 	r.voters = []netip.Addr{lab.NodeAddress(2), lab.NodeAddress(3), lab.NodeAddress(4)}
+	// The production BGP timers (keepalive 10 s, hold 30 s), not the lab's
+	// 1 s / 3 s: with 102 daemons on 2 cores the start alone starves them
+	// past a 3 s hold time.
+	voters := "  voters: [" + meshAddrList(r.voters) + "]\n"
 	all, err := b.addNodes(l, 2+clients, meshNodeCfg{perNode: func(i int) string {
 		if i < 2 {
-			return lab.ReflectorBGP([]netip.Addr{r.rrs[1-i]}, r.voters)
+			return "  routeReflector: true\n  peers: [" + r.rrs[1-i].String() + "]\n" +
+				fmt.Sprintf("  peerPrefixes: [%s]\n", lab.Underlay) + voters
 		}
-		return lab.ClientBGP(r.rrs, r.voters)
+		return "  routeReflectors: [" + meshAddrList(r.rrs) + "]\n" + voters
 	}})
 	if err != nil {
 		return fail(err)
@@ -182,11 +187,14 @@ func (b *meshBench) rrRun(clients int, timeout time.Duration) (r meshRRResult) {
 	a, err := b.addAll(cls, pods, handles)
 	r.meshAdds = a
 	if err != nil {
-		return fail(err)
-	}
-	meshProgress("rr: ADDs: %d failed; every route in after %s from the ADDs' start", a.addErrs, a.routes.Round(time.Millisecond))
-	if err := b.sleep(meshSettle); err != nil {
-		return fail(err)
+		// Not every route came: memory and paths as they are now.
+		r.err = err.Error()
+		meshProgress("rr: %v", err)
+	} else {
+		meshProgress("rr: ADDs: %d failed; every route in after %s from the ADDs' start", a.addErrs, a.routes.Round(time.Millisecond))
+		if err := b.sleep(meshSettle); err != nil {
+			return fail(err)
+		}
 	}
 	r.blocks = clients - a.addErrs
 	for i, node := range all {
