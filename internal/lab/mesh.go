@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	reefv1 "github.com/reefcni/reef/proto"
 )
 
 // AddMesh adds n nodes ("node1".."nodeN") that peer with each other: each
@@ -87,20 +89,8 @@ func WaitConverged(nodes []*Node, timeout time.Duration) error {
 					return false
 				}
 			}
-			for _, b := range st.GetBlocks() {
-				if b.GetState() != "confirmed" {
-					continue
-				}
-				for _, n := range nodes {
-					if n == owner || !n.Running() {
-						continue
-					}
-					out, err := n.Lab.Run(n.Netns, "ip", "-4", "route", "show", "exact", b.GetCidr())
-					if err != nil || !strings.Contains(out, "via "+owner.Address.String()) {
-						missing = fmt.Sprintf("%s has no route to %s's block %s", n.Name, owner.Name, b.GetCidr())
-						return false
-					}
-				}
+			if missing = unrouted(owner, st, nodes); missing != "" {
+				return false
 			}
 		}
 		return true
@@ -109,6 +99,26 @@ func WaitConverged(nodes []*Node, timeout time.Duration) error {
 		return fmt.Errorf("not converged after %s: %s", timeout, missing)
 	}
 	return nil
+}
+
+// unrouted says which running node has no route to one of owner's
+// confirmed blocks through owner's address; "" when all have.
+func unrouted(owner *Node, st *reefv1.StatusReply, nodes []*Node) string {
+	for _, b := range st.GetBlocks() {
+		if b.GetState() != "confirmed" {
+			continue
+		}
+		for _, n := range nodes {
+			if n == owner || !n.Running() {
+				continue
+			}
+			out, err := n.Lab.Run(n.Netns, "ip", "-4", "route", "show", "exact", b.GetCidr())
+			if err != nil || !strings.Contains(out, "via "+owner.Address.String()) {
+				return fmt.Sprintf("%s has no route to %s's block %s (%q)", n.Name, owner.Name, b.GetCidr(), strings.TrimSpace(out))
+			}
+		}
+	}
+	return ""
 }
 
 // AddHost adds a bare namespace on the underlay with address addr (a rogue

@@ -63,20 +63,8 @@ func WaitReflected(nodes []*Node, min int, timeout time.Duration) error {
 				missing = fmt.Sprintf("%s has %d BGP sessions, want %d", owner.Name, up, min)
 				return false
 			}
-			for _, b := range st.GetBlocks() {
-				if b.GetState() != "confirmed" {
-					continue
-				}
-				for _, n := range nodes {
-					if n == owner || !n.Running() {
-						continue
-					}
-					out, err := n.Lab.Run(n.Netns, "ip", "-4", "route", "show", "exact", b.GetCidr())
-					if err != nil || !strings.Contains(out, "via "+owner.Address.String()) {
-						missing = fmt.Sprintf("%s has no route to %s's block %s (%q)", n.Name, owner.Name, b.GetCidr(), strings.TrimSpace(out))
-						return false
-					}
-				}
+			if missing = unrouted(owner, st, nodes); missing != "" {
+				return false
 			}
 		}
 		return true
