@@ -685,9 +685,10 @@ func (r *meshReport) routesSection(w func(string, ...any)) {
 	if len(rt.disagree) > 0 {
 		w("The node reported nodes with another voter list: %s.\n\n", strings.Join(rt.disagree, "; "))
 	}
-	w("Between the session coming up and the first route the node decides once on the whole table and persists\n")
-	w("what it learned (the 2,000 blocks remembered as the speaker's) in one bbolt transaction (`ApplyProtocol`)\n")
-	w("before it programs routes. The kernel side (netlink) is the row \"first to last route\".\n\n")
+	w("Between the session coming up and the first route the node runs the protocol on the table it learned and\n")
+	w("persists what each decision learned (here the blocks, remembered as the speaker's) in one bbolt transaction\n")
+	w("per decision (`ApplyProtocol`) before it programs routes. The kernel side (netlink) is the row \"first to\n")
+	w("last route\".\n\n")
 }
 
 func (r *meshReport) idleSection(w func(string, ...any)) {
