@@ -248,7 +248,9 @@ func (e *blockEngine) Step(ctx context.Context) ([]store.Block, error) {
 	if announce {
 		var confirmed []bgp.UnicastBlock
 		for b, o := range d.State.Own {
-			if o.State != blockproto.OwnPending {
+			// A forgotten or superseded node routes nothing to itself: its
+			// blocks may be someone else's by now.
+			if o.State != blockproto.OwnPending && d.Status.Gone == "" {
 				confirmed = append(confirmed, bgp.UnicastBlock{Block: b, Owner: d.State.Self})
 			}
 		}
