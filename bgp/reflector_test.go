@@ -129,13 +129,7 @@ func TestRouteReflectors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
-			stop, done := context.WithTimeout(context.Background(), 5*time.Second)
-			defer done()
-			if err := sp.Stop(stop); err != nil {
-				t.Errorf("stop %s: %v", self, err)
-			}
-		})
+		stopAtCleanup(t, sp, self)
 		return sp
 	}
 	clients := []netip.Prefix{netip.PrefixFrom(c1, 32), netip.PrefixFrom(c2, 32)}

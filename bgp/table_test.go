@@ -100,13 +100,7 @@ func startPair(tb testing.TB, dynamic bool) (a, b *Speaker, ctx context.Context)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		tb.Cleanup(func() {
-			stop, done := context.WithTimeout(context.Background(), 5*time.Second)
-			defer done()
-			if err := sp.Stop(stop); err != nil {
-				tb.Errorf("stop %s: %v", self, err)
-			}
-		})
+		stopAtCleanup(tb, sp, self)
 		return sp
 	}
 	return start(addrA, addrB, false), start(addrB, addrA, dynamic), ctx
@@ -323,4 +317,15 @@ func BenchmarkLearnedTable(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(tbl.Len()), "paths")
+}
+
+// stopAtCleanup stops a test speaker when the test ends.
+func stopAtCleanup(tb testing.TB, sp *Speaker, self netip.Addr) {
+	tb.Cleanup(func() {
+		stop, done := context.WithTimeout(context.Background(), 5*time.Second)
+		defer done()
+		if err := sp.Stop(stop); err != nil {
+			tb.Errorf("stop %s: %v", self, err)
+		}
+	})
 }

@@ -67,6 +67,24 @@ func StartAll(nodes []*Node) error {
 // every other running node established and a route to every confirmed block
 // of every other running node, through that node's address.
 func WaitConverged(nodes []*Node, timeout time.Duration) error {
+	return waitRouted(nodes, timeout, func(owner *Node, st *reefv1.StatusReply) string {
+		state := map[string]string{}
+		for _, p := range st.GetPeers() {
+			state[p.GetAddress()] = p.GetState()
+		}
+		for _, n := range nodes {
+			if n != owner && n.Running() && state[n.Address.String()] != "established" {
+				return fmt.Sprintf("%s's BGP session to %s is %q", owner.Name, n.Name, state[n.Address.String()])
+			}
+		}
+		return ""
+	})
+}
+
+// waitRouted waits until, on every running node, sessions (what its
+// sessions must look like; "" when they do) holds and every running node
+// routes its confirmed blocks through its address.
+func waitRouted(nodes []*Node, timeout time.Duration, sessions func(owner *Node, st *reefv1.StatusReply) string) error {
 	var missing string
 	ok := waitFor(timeout, func() bool {
 		missing = ""
@@ -79,15 +97,8 @@ func WaitConverged(nodes []*Node, timeout time.Duration) error {
 				missing = fmt.Sprintf("status of %s: %v", owner.Name, err)
 				return false
 			}
-			state := map[string]string{}
-			for _, p := range st.GetPeers() {
-				state[p.GetAddress()] = p.GetState()
-			}
-			for _, n := range nodes {
-				if n != owner && n.Running() && state[n.Address.String()] != "established" {
-					missing = fmt.Sprintf("%s's BGP session to %s is %q", owner.Name, n.Name, state[n.Address.String()])
-					return false
-				}
+			if missing = sessions(owner, st); missing != "" {
+				return false
 			}
 			if missing = unrouted(owner, st, nodes); missing != "" {
 				return false

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	reefv1 "github.com/reefcni/reef/proto"
 )
 
 // Clusters through route reflectors (docs/bgp.md): the clients peer only
@@ -39,38 +41,17 @@ func ReflectorBGP(others, voters []netip.Addr) string {
 // confirmed block of every other running node through that node's address
 // (the route reflectors must not touch the next hop).
 func WaitReflected(nodes []*Node, min int, timeout time.Duration) error {
-	var missing string
-	ok := waitFor(timeout, func() bool {
-		missing = ""
-		for _, owner := range nodes {
-			if !owner.Running() {
-				continue
+	return waitRouted(nodes, timeout, func(owner *Node, st *reefv1.StatusReply) string {
+		up := 0
+		for _, p := range st.GetPeers() {
+			if p.GetState() != "established" {
+				return fmt.Sprintf("%s's BGP session to %s is %q", owner.Name, p.GetAddress(), p.GetState())
 			}
-			st, err := owner.Status()
-			if err != nil {
-				missing = fmt.Sprintf("status of %s: %v", owner.Name, err)
-				return false
-			}
-			up := 0
-			for _, p := range st.GetPeers() {
-				if p.GetState() != "established" {
-					missing = fmt.Sprintf("%s's BGP session to %s is %q", owner.Name, p.GetAddress(), p.GetState())
-					return false
-				}
-				up++
-			}
-			if up < min {
-				missing = fmt.Sprintf("%s has %d BGP sessions, want %d", owner.Name, up, min)
-				return false
-			}
-			if missing = unrouted(owner, st, nodes); missing != "" {
-				return false
-			}
+			up++
 		}
-		return true
+		if up < min {
+			return fmt.Sprintf("%s has %d BGP sessions, want %d", owner.Name, up, min)
+		}
+		return ""
 	})
-	if !ok {
-		return fmt.Errorf("not converged after %s: %s", timeout, missing)
-	}
-	return nil
 }

@@ -1,0 +1,124 @@
+package blockproto
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// Status is the protocol as `reef status` explains it.
+type Status struct {
+	Voters    []netip.Addr
+	VoterHash uint32
+	Majority  int
+	Reached   []netip.Addr // voters whose record, under this voter list, this node sees (itself included)
+	Missing   []netip.Addr // voters it does not
+	// Disagree are nodes that announce another voter list: a node
+	// configured wrongly (its votes and claims do not count here), or this
+	// one.
+	Disagree []Record
+	// Gone says why this incarnation may not take part any more (forgotten
+	// or superseded); "" while it may.
+	Gone string
+	// Blocked says, per pool in Need, why no claim could be made; a pool
+	// absent from it had its claim made or has one pending.
+	Blocked map[netip.Prefix]string
+	// Pending are this node's pending claims with the voters that granted
+	// them so far.
+	Pending   []PendingClaim
+	Conflicts []string
+}
+
+// PendingClaim is a pending claim with its grants so far.
+type PendingClaim struct {
+	Block  netip.Prefix
+	Grants []netip.Addr
+}
+
+// CanClaim reports whether nothing but the pool's free blocks stands in
+// the way of a claim: this node takes part, and a majority of its voters is
+// reached and announces the same voter list.
+func (s Status) CanClaim() error {
+	if s.Gone != "" {
+		return fmt.Errorf("%s", s.Gone)
+	}
+	if len(s.Reached) >= s.Majority {
+		return nil
+	}
+	for _, d := range s.Disagree {
+		if slices.Contains(s.Voters, d.Node.Addr) {
+			return fmt.Errorf("voter %s announces the voters %s, this node has %s: bgp.voters must be the same on every node; this node claims no block until a majority of its voters agree",
+				d.Node.Addr, addrList(d.Voters), addrList(s.Voters))
+		}
+	}
+	return fmt.Errorf("this node reaches %d of the %d voters and needs %d: no answer from %s; check `reef status` on them",
+		len(s.Reached), len(s.Voters), s.Majority, addrList(s.Missing))
+}
+
+func addrList(as []netip.Addr) string {
+	var s []string
+	for _, a := range as {
+		s = append(s, a.String())
+	}
+	return "[" + strings.Join(s, " ") + "]"
+}
+
+// claimBlocked says why this node may not claim now, or nil.
+func (d *decider) claimBlocked() error { return d.status().CanClaim() }
+
+func (d *decider) status() Status {
+	s := Status{Voters: d.voters, VoterHash: d.hash, Majority: d.maj, Gone: d.gone, Blocked: map[netip.Prefix]string{}}
+	for _, v := range d.voters {
+		if r := d.records[v]; v == d.self().Addr || (r.Node.IsValid() && !d.in.Unreachable[v] && r.VoterHash == d.hash) {
+			s.Reached = append(s.Reached, v)
+		} else {
+			s.Missing = append(s.Missing, v)
+		}
+	}
+	for _, a := range sortedAddrs(d.records) {
+		if r := d.records[a]; r.VoterHash != d.hash {
+			s.Disagree = append(s.Disagree, r)
+		}
+	}
+	for _, b := range sortedKeys(d.state.Own) {
+		if d.state.Own[b].State == OwnPending {
+			s.Pending = append(s.Pending, PendingClaim{Block: b, Grants: d.grantsTo(b, d.self())})
+		}
+	}
+	for _, b := range sortedKeys(d.state.Own) {
+		o := d.state.Own[b]
+		if other, ok := d.confirmedBy(b); ok && o.State != OwnPending {
+			s.Conflicts = append(s.Conflicts, fmt.Sprintf("block %s: this node and %s both announce it confirmed; this node hands out no more addresses from it, and the %d pods that hold one must be recreated",
+				b, other.Addr, o.Used))
+		}
+	}
+	for _, b := range sortedKeys(d.state.Remote) {
+		r := d.state.Remote[b]
+		if other, ok := d.confirmedBy(b); ok && other != r.Owner && d.current(r.Owner) {
+			s.Conflicts = append(s.Conflicts, fmt.Sprintf("block %s: remembered as %s's, but %s announces it confirmed", b, r.Owner.Addr, other.Addr))
+		}
+	}
+	why := s.CanClaim()
+	for _, p := range d.in.Pools {
+		if !d.in.Need[p.CIDR] || d.pendingIn(p.CIDR) || d.claimed[p.CIDR] {
+			continue
+		}
+		switch _, ok := d.free(p); {
+		case why != nil:
+			s.Blocked[p.CIDR] = why.Error()
+		case !ok:
+			s.Blocked[p.CIDR] = fmt.Sprintf("pool %s exhausted: all %d blocks of /%d are owned or claimed", p.CIDR, p.NumBlocks(), p.BlockSize)
+		}
+	}
+	return s
+}
+
+func sortedAddrs[V any](m map[netip.Addr]V) []netip.Addr {
+	out := make([]netip.Addr, 0, len(m))
+	for a := range m {
+		out = append(out, a)
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
+}

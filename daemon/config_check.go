@@ -1,0 +1,196 @@
+package daemon
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The semantic checks of a configuration (Validate): what each key may be.
+
+// configProblem is one failed check: the key path and what is wrong.
+type configProblem struct{ path, msg string }
+
+func (c *Config) configProblems() []configProblem {
+	var ps []configProblem
+	bad := func(path, format string, args ...any) {
+		ps = append(ps, configProblem{path, fmt.Sprintf(format, args...)})
+	}
+	if c.NodeName != "" && !configValidNodeName(c.NodeName) {
+		bad("nodeName", "value %q is not a valid node name (lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters)", c.NodeName)
+	}
+	if a := c.NodeAddress; a.IsValid() {
+		switch {
+		case !a.Is4():
+			bad("nodeAddress", "value %q is not IPv4; reef supports IPv4 only", a)
+		case a.IsLoopback() || a.IsUnspecified() || a.IsMulticast():
+			bad("nodeAddress", "value %q is a loopback, unspecified or multicast address; give the node's own address", a)
+		}
+	}
+	if i := c.Interface; i != "" && (len(i) > 15 || i == "." || i == ".." || strings.ContainsAny(i, "/: \t\n\r\v\f")) {
+		bad("interface", "value %q is not an interface name (at most 15 characters, no '/', ':' or spaces)", i)
+	}
+	for _, p := range []struct{ key, val string }{{"stateDir", c.StateDir}, {"socket", c.Socket}, {"pendingDeleteDir", c.PendingDeleteDir}} {
+		if (p.val != "" || p.key != "pendingDeleteDir") && !filepath.IsAbs(p.val) {
+			bad(p.key, "value %q is not an absolute path", p.val)
+		}
+	}
+	if len(c.Socket) >= 108 {
+		bad("socket", "value %q is %d bytes long; a unix socket path must be shorter than 108", c.Socket, len(c.Socket))
+	}
+	if c.MTU != 0 && (c.MTU < 576 || c.MTU > 9216) {
+		bad("mtu", "value %d is outside 576..9216 (or 0 to derive it from the uplink)", c.MTU)
+	}
+	if len(c.Pools) == 0 {
+		bad("pools", "no pool; give at least one, e.g. - cidr: 10.244.0.0/16")
+	}
+	for i, p := range c.Pools {
+		at := fmt.Sprintf("pools[%d]", i)
+		switch {
+		case !p.CIDR.IsValid():
+			bad(at+".cidr", "missing; every pool needs one, e.g. cidr: 10.244.0.0/16")
+		case !p.CIDR.Addr().Is4():
+			bad(at+".cidr", "value %q is not IPv4; reef supports IPv4 only", p.CIDR)
+		case p.CIDR != p.CIDR.Masked():
+			bad(at+".cidr", "value %q has host bits set (did you mean %s?)", p.CIDR, p.CIDR.Masked())
+		case p.BlockSize < p.CIDR.Bits() || p.BlockSize > 32:
+			bad(at+".blockSize", "value %d is outside %d..32 (from the /%d of cidr %s to 32)", p.BlockSize, p.CIDR.Bits(), p.CIDR.Bits(), p.CIDR)
+		}
+		modesOK := true
+		for _, m := range []struct {
+			key  string
+			mode EncapMode
+		}{{"vxlanMode", p.VXLANMode}, {"ipipMode", p.IPIPMode}} {
+			if m.mode != EncapNever && m.mode != EncapCrossSubnet && m.mode != EncapAlways {
+				bad(at+"."+m.key, "value %q is not one of Never, CrossSubnet, Always", m.mode)
+				modesOK = false
+			}
+		}
+		if modesOK && p.VXLANMode != EncapNever && p.IPIPMode != EncapNever {
+			bad(at+".ipipMode", "value %q and vxlanMode %q both encapsulate (vxlanMode defaults to CrossSubnet); set one of them to Never", p.IPIPMode, p.VXLANMode)
+		}
+		for j, q := range c.Pools[:i] {
+			if p.CIDR.IsValid() && q.CIDR.IsValid() && p.CIDR.Overlaps(q.CIDR) {
+				bad(at+".cidr", "value %q overlaps pools[%d].cidr %q", p.CIDR, j, q.CIDR)
+			}
+		}
+	}
+	b := c.BGP
+	if b.ASN == 0 {
+		bad("bgp.asn", "value 0 is not an AS number; use a private one such as 64512")
+	}
+	if b.Port < 1 || b.Port > 65535 {
+		bad("bgp.port", "value %d is outside 1..65535", b.Port)
+	}
+	for i, a := range b.Peers {
+		if !a.Is4() || a.IsUnspecified() || a.IsMulticast() {
+			bad(fmt.Sprintf("bgp.peers[%d]", i), "value %q is not a unicast IPv4 address", a)
+		}
+	}
+	for i, p := range b.PeerPrefixes {
+		at := fmt.Sprintf("bgp.peerPrefixes[%d]", i)
+		if !p.Addr().Is4() {
+			bad(at, "value %q is not IPv4", p)
+		} else if p != p.Masked() {
+			bad(at, "value %q has host bits set (did you mean %s?)", p, p.Masked())
+		}
+	}
+	if b.KeepaliveTime <= 0 {
+		bad("bgp.keepaliveTime", "value %q must be positive", b.KeepaliveTime)
+	}
+	seen := map[netip.Addr]int{}
+	for i, a := range b.Voters {
+		at := fmt.Sprintf("bgp.voters[%d]", i)
+		if !a.Is4() || a.IsUnspecified() || a.IsMulticast() {
+			bad(at, "value %q is not a unicast IPv4 address", a)
+		} else if j, dup := seen[a]; dup {
+			bad(at, "value %q is listed twice (also bgp.voters[%d])", a, j)
+		}
+		seen[a] = i
+	}
+	seen = map[netip.Addr]int{}
+	for i, a := range b.RouteReflectors {
+		at := fmt.Sprintf("bgp.routeReflectors[%d]", i)
+		if !a.Is4() || a.IsUnspecified() || a.IsMulticast() {
+			bad(at, "value %q is not a unicast IPv4 address", a)
+		} else if j, dup := seen[a]; dup {
+			bad(at, "value %q is listed twice (also bgp.routeReflectors[%d])", a, j)
+		}
+		seen[a] = i
+	}
+	ps = append(ps, b.reflectorProblems()...)
+	if b.HoldTime < 3*time.Second {
+		bad("bgp.holdTime", "value %q is below the 3s BGP allows", b.HoldTime)
+	} else if b.KeepaliveTime >= b.HoldTime {
+		bad("bgp.keepaliveTime", "value %q is not below bgp.holdTime %q (a third of it is usual)", b.KeepaliveTime, b.HoldTime)
+	}
+	if m := c.Metrics; m != "" {
+		if _, port, err := net.SplitHostPort(m); err != nil {
+			bad("metrics", "value %q is not host:port such as 127.0.0.1:9099 (or \"\" to disable)", m)
+		} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			bad("metrics", "value %q has no port number 1..65535", m)
+		}
+	}
+	if c.ReconcileInterval < time.Second {
+		bad("reconcileInterval", "value %q is below 1s", c.ReconcileInterval)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("logLevel", "value %q is not one of debug, info, warn, error", c.LogLevel)
+	}
+	return ps
+}
+
+// reflectorProblems are the checks of bgp.routeReflectors and
+// bgp.routeReflector against the rest of the bgp section. Each names the
+// key the file sets, so that ParseConfig can give its line.
+func (b BGPConfig) reflectorProblems() []configProblem {
+	var ps []configProblem
+	bad := func(path, format string, args ...any) {
+		ps = append(ps, configProblem{path, fmt.Sprintf(format, args...)})
+	}
+	// Route reflectors do not vote: the default voters (this node and its
+	// peers) would be the reflectors themselves, on a client, and the
+	// other reflectors, on a reflector; neither is the same list on every
+	// node.
+	const pickVoters = "set bgp.voters to the same 3 or 5 nodes of the cluster on every node, reflectors included (route reflectors do not vote; docs/bgp.md)"
+	rrs := fmt.Sprint(b.RouteReflectors)
+	switch {
+	case len(b.RouteReflectors) > 0 && len(b.Peers) > 0:
+		bad("bgp.routeReflectors", "value %s and bgp.peers %v are both set; a node peers either with route reflectors or with a full mesh: keep one of them", rrs, b.Peers)
+	case len(b.RouteReflectors) > 0 && b.RouteReflector:
+		bad("bgp.routeReflectors", "value %s is set on a route reflector (bgp.routeReflector: true); a reflector lists the other reflectors in bgp.peers", rrs)
+	case len(b.RouteReflectors) > 0 && len(b.Voters) == 0:
+		bad("bgp.routeReflectors", "value %s is set but bgp.voters is not; %s", rrs, pickVoters)
+	}
+	if b.RouteReflector {
+		if len(b.PeerPrefixes) == 0 {
+			bad("bgp.routeReflector", "value true, but bgp.peerPrefixes is empty: a route reflector takes its clients in through bgp.peerPrefixes; set it to the clients' subnets")
+		}
+		if len(b.Voters) == 0 {
+			bad("bgp.routeReflector", "value true, but bgp.voters is not set; %s", pickVoters)
+		}
+	}
+	return ps
+}
+
+// configValidNodeName is a loose DNS-1123 subdomain check, the rule for
+// Kubernetes node names.
+func configValidNodeName(s string) bool {
+	if len(s) > 253 {
+		return false
+	}
+	for i := range len(s) {
+		ch := s[i]
+		alnum := ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9'
+		if !alnum && (ch != '-' && ch != '.' || i == 0 || i == len(s)-1) {
+			return false
+		}
+	}
+	return true
+}
