@@ -1,7 +1,9 @@
 package blockproto
 
 import (
+	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -345,5 +347,29 @@ func TestJoinerGivesUpADownOwnersBlock(t *testing.T) {
 	in.Table.Claims = []Claim{{Block: blk0, Owner: nodeC, State: Pending, VoterHash: h}}
 	if d := Decide(in); len(d.Release) != 0 {
 		t.Fatalf("gave up for a higher pending claimant: %+v", d.Changes)
+	}
+}
+
+func TestDefaultVoters(t *testing.T) {
+	a := func(s string) netip.Addr { return netip.MustParseAddr(s) }
+	var peers []netip.Addr
+	for i := 20; i >= 11; i-- {
+		peers = append(peers, a(fmt.Sprintf("192.168.10.%d", i)))
+	}
+	five := []netip.Addr{a("192.168.10.11"), a("192.168.10.12"), a("192.168.10.13"), a("192.168.10.14"), a("192.168.10.15")}
+	for _, tc := range []struct {
+		name  string
+		self  netip.Addr
+		peers []netip.Addr
+		want  []netip.Addr
+	}{
+		{"alone", a("192.168.10.30"), nil, []netip.Addr{a("192.168.10.30")}},
+		{"three nodes: all vote", a("192.168.10.13"), peers[8:], []netip.Addr{a("192.168.10.11"), a("192.168.10.12"), a("192.168.10.13")}},
+		{"the lowest five, whoever asks", a("192.168.10.30"), peers, five},
+		{"a node among them", a("192.168.10.12"), append(slices.Clone(peers[:8]), a("192.168.10.11"), a("192.168.10.12")), five},
+	} {
+		if diff := cmp.Diff(tc.want, DefaultVoters(tc.self, tc.peers), netipCmp); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
 	}
 }

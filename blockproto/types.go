@@ -123,6 +123,21 @@ func Voters(addrs []netip.Addr) []netip.Addr {
 	return slices.Compact(out)
 }
 
+// DefaultVoterCount is how many voters a node configured without
+// bgp.voters takes: five tolerate two voters down, and a claim costs a
+// round trip to five nodes however large the cluster.
+const DefaultVoterCount = 5
+
+// DefaultVoters is the voter list of a node configured without bgp.voters:
+// the DefaultVoterCount lowest addresses of itself and its peers. Nodes
+// that all list each other compute the same list, and a node added to such
+// a cluster later changes it only when its address is among the lowest
+// (and then takes the cluster's list anyway, Adopt).
+func DefaultVoters(self netip.Addr, peers []netip.Addr) []netip.Addr {
+	v := Voters(append([]netip.Addr{self}, peers...))
+	return v[:min(len(v), DefaultVoterCount)]
+}
+
 // VoterHash is the hash every node announces of its voter list; two nodes
 // with the same list, in any order, have the same hash.
 func VoterHash(voters []netip.Addr) uint32 {

@@ -63,9 +63,10 @@ type BGPConfig struct {
 	KeepaliveTime time.Duration  `yaml:"keepaliveTime"`
 	HoldTime      time.Duration  `yaml:"holdTime"`
 	// Voters are the nodes whose majority confirms a block claim; every
-	// node must list the same ones (docs/ipam.md). Empty: this node and
-	// bgp.peers, which is the same list on every node of a cluster whose
-	// nodes all list each other. Required with route reflectors.
+	// node must list the same ones (docs/ipam.md). Empty: the 5 lowest
+	// addresses of this node and bgp.peers (blockproto.DefaultVoters),
+	// which is the same list on every node of a cluster whose nodes all
+	// list each other. Required with route reflectors.
 	Voters []netip.Addr `yaml:"voters"`
 	// RouteReflectors are the route reflectors this node peers with
 	// instead of the full mesh (Calico: BGPPeer with nodeToNodeMesh off).

@@ -63,7 +63,7 @@ func benchMesh(ctx context.Context, args []string) error {
 	only := fs.String("only", strings.Join(meshParts, ","), "comma-separated parts to run: "+strings.Join(meshParts, ", "))
 	meshNodes := fs.Int("mesh-nodes", 50, "mesh: number of nodes")
 	meshWait := fs.Duration("mesh-timeout", 90*time.Second, "mesh: give up waiting for the full mesh of sessions after this")
-	meshVoters := fs.Int("mesh-voters", 0, "mesh: bgp.voters = the first this many nodes (0: unset, the default: every node votes)")
+	meshVoters := fs.Int("mesh-voters", 0, "mesh: bgp.voters = the first this many nodes (0: unset, the default: the 5 lowest addresses)")
 	convClusters3 := fs.Int("clusters3", 3, "convergence: clusters of 3 nodes (3 samples each)")
 	convClusters10 := fs.Int("clusters10", 1, "convergence: clusters of 10 nodes (10 samples each)")
 	rrClients := fs.Int("rr-clients", 100, "rr: number of route-reflector clients (plus 2 reflectors)")
@@ -158,6 +158,7 @@ type meshNodeCfg struct {
 	peerPrefixes bool         // accept sessions from the whole underlay (peered implies it)
 	extra        string       // YAML appended (pools)
 	voters       []netip.Addr // bgp.voters; none: unset (the default)
+	production   bool         // the production BGP timers, not the lab's (meshTimers)
 	// perNode, if set, gives the whole bgp: section of node i (0-based,
 	// among the nodes added) instead.
 	perNode func(i int) string
@@ -169,7 +170,9 @@ func (c meshNodeCfg) bgpSection(peers []netip.Addr) string {
 		return ""
 	}
 	var s strings.Builder
-	s.WriteString(meshTimers)
+	if !c.production {
+		s.WriteString(meshTimers)
+	}
 	s.WriteString("  peers: [" + meshAddrList(peers) + "]\n")
 	fmt.Fprintf(&s, "  peerPrefixes: [%s]\n", lab.Underlay)
 	if len(c.voters) > 0 {

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/reefcni/reef/blockproto"
 )
 
 // meshReport is everything bench-mesh measured, rendered as the
@@ -140,9 +142,10 @@ func (r *meshReport) markdown() string {
 	w("`--only idle`, `routes`, `convergence`, `mesh` or `rr`. Nothing here is edited by hand.\n\n")
 	w("**Setup.** Every node is a network namespace on this one machine (nproc %d, kernel %s) running the real\n", runtime.NumCPU(), meshRun("uname", "-r"))
 	w("`reef daemon` (%s), its eth0 on a lab bridge (192.168.77.0/24). The daemons run with the production\n", r.reef)
-	w("`reconcileInterval: 30s` and `logLevel: %s`; the BGP timers are the lab's (`keepaliveTime: 1s`, `holdTime: 3s`);\n", r.logLevel)
+	w("`reconcileInterval: 30s` and `logLevel: %s`; the BGP timers are the lab's (`keepaliveTime: 1s`, `holdTime: 3s`) but in the\n", r.logLevel)
+	w("50-node mesh, which has the production ones (keepalive 10 s, hold 30 s) as the route-reflector part does;\n")
 	w("meshed nodes list every other node in `bgp.peers` and accept the underlay in `bgp.peerPrefixes`, and leave\n")
-	w("`bgp.voters` unset: the default, this node and its peers, which is every node of the mesh on every node. The\n")
+	w("`bgp.voters` unset: the default, the 5 lowest addresses of this node and its peers, the same on every node. The\n")
 	w("pool is the default 10.244.0.0/16 with /26 blocks unless said otherwise. Kernel routes are watched through netlink\n")
 	w("sockets opened in each node's namespace (an rtnetlink subscription per node for convergence, route dumps\n")
 	w("for the rest). RSS is VmRSS of the daemon's `/proc/<pid>/status`. 1-minute load average %s at the start", r.loadStart)
@@ -342,8 +345,8 @@ func (r *meshReport) convergenceSection(w func(string, ...any)) {
 	w("*claimed* = ADD start to \"%s\", *votes* = claimed to \"%s\"\n", meshLogClaimed, meshLogConfirmed)
 	w("(one round trip to the voters: the claim out in IPv4 VPN, their grants back), *spread* = confirmed to the route\n")
 	w("on the last other node (the confirmed claim and the IPv4 unicast path out, the peer's decision, netlink). The\n")
-	w("config is the default: no `bgp.voters`, so every node of the mesh votes and a claim needs a strict majority of\n")
-	w("them (2 of 3, 6 of 10).\n\n")
+	w("config is the default: no `bgp.voters`, so the 5 lowest addresses vote (all 3 of a 3-node cluster) and a claim\n")
+	w("needs a strict majority of them (2 of 3, 3 of 5).\n\n")
 	w("| nodes | samples | p50 ms | max ms | ADD p50 ms | claimed p50 | votes p50 | votes max | spread p50 | spread max | first node p50 |\n")
 	w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	var errs []string
@@ -401,7 +404,8 @@ func (r *meshReport) meshSection(w func(string, ...any)) {
 	if len(m.voters) > 0 {
 		w("Every node has `bgp.voters: [%s]`, the first %d nodes, so a claim needs %d votes.\n\n", meshAddrList(m.voters), len(m.voters), len(m.voters)/2+1)
 	} else {
-		w("`bgp.voters` is unset (the default): every node votes, so a claim needs %d votes of %d.\n\n", m.nodes/2+1, m.nodes)
+		v := min(m.nodes, blockproto.DefaultVoterCount)
+		w("`bgp.voters` is unset (the default): the %d lowest addresses vote, so a claim needs %d votes of %d.\n\n", v, v/2+1, v)
 	}
 	w("| step | time |\n|---|---:|\n")
 	if m.started > 0 {
@@ -470,7 +474,7 @@ func (r *meshReport) meshSection(w func(string, ...any)) {
 		w("(%s of wall time), and %.1f from the ADDs' start to the last route (%s); this machine has %d CPUs, so %d\n",
 			meshSec(m.waitSessions), m.cpuAdds, meshSec(max(m.routes, m.adds)), runtime.NumCPU(), runtime.NumCPU())
 		w("CPU-seconds per second is all there is. Keeping the %d-node mesh up costs %.2f CPU-seconds per second when nothing\n", m.nodes, m.idleCPU)
-		w("happens (5 quiet seconds before the ADDs: keepalives every second on %d sessions, and the redials above).\n\n", m.nodes*(m.nodes-1)/2)
+		w("happens (5 quiet seconds before the ADDs: keepalives every 10 s on %d sessions, and the redials above).\n\n", m.nodes*(m.nodes-1)/2)
 	}
 	if len(m.pathsPer) > 0 {
 		avg, lo, hi := meshPaths(m.pathsPer)

@@ -198,7 +198,7 @@ func (b *meshBench) meshStart(n, voters int, timeout time.Duration) (r meshStart
 		return fail(err)
 	}
 	defer done()
-	nodes, err := b.addNodes(l, n, meshNodeCfg{peered: true, voters: r.voters})
+	nodes, err := b.addNodes(l, n, meshNodeCfg{peered: true, voters: r.voters, production: true})
 	if err != nil {
 		return fail(err)
 	}
