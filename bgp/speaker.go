@@ -11,6 +11,7 @@ import (
 
 	api "github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	"github.com/osrg/gobgp/v4/pkg/config/oc"
 	"github.com/osrg/gobgp/v4/pkg/server"
 )
 
@@ -111,6 +112,13 @@ func listen(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) 
 		RouterId:        cfg.RouterID.String(),
 		ListenPort:      int32(cfg.Port),
 		ListenAddresses: []string{listen},
+		// Only the families reef speaks: without a list GoBGP builds a
+		// table for each of the 30 it knows, twice (global and route
+		// server RIB), at 2,048 map shards each, 8 MiB of heap.
+		Families: []uint32{
+			uint32(oc.AfiSafiTypeToIntMap[oc.AFI_SAFI_TYPE_IPV4_UNICAST]),
+			uint32(oc.AfiSafiTypeToIntMap[oc.AFI_SAFI_TYPE_L3VPN_IPV4_UNICAST]),
+		},
 	}}); err != nil {
 		return nil, fmt.Errorf("start BGP (AS %d, router ID %s, port %d): %w", cfg.ASN, cfg.RouterID, cfg.Port, err)
 	}

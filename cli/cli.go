@@ -72,7 +72,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "cleanup":
 		return runCleanup(args[1:], cleanupStdin, stdout, stderr)
 	case "version":
-		fmt.Fprintf(stdout, "reef %s (commit %s)\n", version.Version, version.Commit)
+		fmt.Fprintf(stdout, "reef %s (commit %s), GoBGP %s\n", version.Version, version.Commit, version.GoBGP())
 		return nil
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
@@ -113,6 +113,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("logLevel: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	defer startProfile(stderr)()
 	return daemon.Run(ctx, cfg, log)
 }
 

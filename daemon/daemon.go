@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -81,7 +80,7 @@ func DeriveMTU(cfg Config, uplinkMTU int) int {
 // Run runs the daemon until ctx is cancelled (SIGTERM/SIGINT in main).
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	d := &Daemon{cfg: cfg, log: log, started: time.Now()}
-	log.Info("starting reef", "version", version.Version, "commit", version.Commit, "node", cfg.NodeName)
+	log.Info("starting reef", "version", version.Version, "commit", version.Commit, "gobgp", version.GoBGP(), "node", cfg.NodeName)
 
 	up, err := DetectUplink(cfg.Interface, cfg.NodeAddress)
 	if err != nil {
@@ -155,11 +154,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		"prefixLimitUnicast", lim.Unicast, "prefixLimitVPN", lim.VPN, "plannedRestart", planned)
 	voters := cfg.BGP.Voters
 	if len(voters) == 0 {
-		voters = append([]netip.Addr{up.Address}, cfg.BGP.Peers...)
+		voters = blockproto.DefaultVoters(up.Address, cfg.BGP.Peers)
 	}
 	inc, born := st.Incarnation()
 	log.Info("block protocol", "incarnation", fmt.Sprintf("%08x", inc), "born", time.Unix(int64(born), 0).UTC(), "voters", blockproto.Voters(voters),
-		"votersFrom", map[bool]string{true: "bgp.voters", false: "this node and bgp.peers"}[len(cfg.BGP.Voters) > 0])
+		"votersFrom", map[bool]string{true: "bgp.voters", false: "the lowest addresses of this node and bgp.peers"}[len(cfg.BGP.Voters) > 0])
 	d.blocks = newBlockEngine(st, d.speaker, log, cfg.NodeName, voters, len(cfg.BGP.Voters) == 0, pools, d.rec.Trigger)
 	d.rec.blocks = d.blocks
 	d.cni.NeedBlock = d.blocks.Need

@@ -298,14 +298,15 @@ func assertStatic(t *testing.T, path string) {
 
 // checkVersions runs reef and reef-cni under root (a package's file tree,
 // or "/" once installed) and checks that both report the package's version
-// and commit: `reef version`, and reef-cni run without CNI_COMMAND (the
+// and commit: `reef version` (and the patched GoBGP), and reef-cni run without CNI_COMMAND (the
 // "about" line skel prints to stderr). CNI_COMMAND=VERSION prints what the
 // CNI spec defines, the protocol versions, which must include 1.1.0.
 func checkVersions(t *testing.T, root string, p *builtPackages) {
 	t.Helper()
 	want := fmt.Sprintf("%s (commit %s)", p.Version, p.Commit)
-	if got := strings.TrimSpace(cmdOut(t, filepath.Join(root, installedReef), "version")); got != "reef "+want {
-		t.Errorf("reef version: %q, want %q", got, "reef "+want)
+	// The package embeds the GoBGP of bgp/gobgp-patch, as make build does.
+	if got, wantReef := strings.TrimSpace(cmdOut(t, filepath.Join(root, installedReef), "version")), "reef "+want+", GoBGP "; !strings.HasPrefix(got, wantReef) || !strings.HasSuffix(got, "(patched: bgp/gobgp-patch)") {
+		t.Errorf("reef version: %q, want %q<version> (patched: bgp/gobgp-patch)", got, wantReef)
 	}
 	shim := exec.Command(filepath.Join(root, installedShim))
 	shim.Env = []string{}

@@ -1,8 +1,28 @@
 // Package version holds the build's version, stamped by the Makefile's ldflags.
 package version
 
+import "runtime/debug"
+
 // Version and Commit are set at link time (-X); a plain `go build` leaves these.
 var (
 	Version = "dev"
 	Commit  = "none"
 )
+
+// GoBGP says which GoBGP the binary embeds: its version, and "patched"
+// when it was built with bgp/gobgp-patch (the Makefile's builds are).
+func GoBGP() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	for _, d := range bi.Deps {
+		if d.Path == "github.com/osrg/gobgp/v4" {
+			if d.Replace != nil {
+				return d.Version + " (patched: bgp/gobgp-patch)"
+			}
+			return d.Version
+		}
+	}
+	return "none"
+}
