@@ -159,12 +159,14 @@ func fsmStateName(s bgppkt.FSMState) string {
 // in the 3-node lab and in the 50-node mesh).
 //
 // The speaker watches its sessions every second. A session in OpenConfirm,
-// where a sound one spends one round trip, for longer than confirmStuck is
-// taken down and up again by the end with the lower router ID only: the
-// other end sees its connection close and goes back to Idle, and the two
-// dial afresh (GoBGP spreads the dials over a quarter of a second, so a
-// second collision is unlikely). Any session still short of Established
-// after anyStuck is reset by either end, whatever the cause.
+// where a sound one spends one round trip, for longer than 3 s (stuckLimits) is
+// taken down and up again by the end with the lower router ID: the other
+// end sees its connection close and goes back to Idle, and the two dial
+// afresh (GoBGP spreads the dials over a quarter of a second, so a second
+// collision is unlikely). The end with the higher router ID does the same
+// after 6 s, for a pair whose lower end sits in Active instead (seen in the
+// 50-node mesh). Any session still short of Established after 10 s is
+// reset by either end, whatever the cause.
 
 // stuckState is when a peer was first seen in its current state short of
 // Established.
@@ -179,11 +181,14 @@ type stuckLimits struct {
 	any     time.Duration // OpenSent or OpenConfirm, either end resets
 }
 
+// The limits do not follow the BGP timers: an end sends its KEEPALIVE
+// as soon as it has taken the OPEN (RFC 4271 8.2.2), not a keepalive
+// interval later, so a sound session leaves OpenSent and OpenConfirm within
+// round trips whatever the timers; with the production 30 s hold time, a
+// limit of two hold times left a stuck pair of a 50-node mesh without a
+// session for a minute.
 func (sp *Speaker) stuckLimits() stuckLimits {
-	return stuckLimits{
-		confirm: max(sp.cfg.Keepalive, 3*time.Second),
-		any:     max(2*sp.cfg.Hold, 6*time.Second),
-	}
+	return stuckLimits{confirm: 3 * time.Second, any: 10 * time.Second}
 }
 
 // stuckPeers updates seen with peers (the sessions now) and returns the
@@ -205,7 +210,15 @@ func stuckPeers(self netip.Addr, peers []PeerStatus, seen map[netip.Addr]stuckSt
 			continue
 		}
 		held := now.Sub(st.since)
-		yields := p.State == "openconfirm" && self.Less(p.Address) && held >= lim.confirm
+		// In OpenConfirm the lower router ID resets first; the higher one
+		// resets after twice as long, for the pairs whose lower end is not
+		// in OpenConfirm itself (it sits in Active, its outgoing
+		// connection waiting on the one the higher end abandoned).
+		confirm := lim.confirm
+		if !self.Less(p.Address) {
+			confirm *= 2
+		}
+		yields := p.State == "openconfirm" && held >= confirm
 		if yields || held >= lim.any {
 			reset = append(reset, p.Address)
 			delete(seen, p.Address)

@@ -13,7 +13,7 @@ import (
 
 func TestStuckPeers(t *testing.T) {
 	lo, hi := netip.MustParseAddr("192.168.77.11"), netip.MustParseAddr("192.168.77.12")
-	lim := stuckLimits{confirm: 3 * time.Second, any: 6 * time.Second}
+	lim := stuckLimits{confirm: 3 * time.Second, any: 10 * time.Second}
 	tests := []struct {
 		name        string
 		self, peer  netip.Addr
@@ -24,10 +24,10 @@ func TestStuckPeers(t *testing.T) {
 	}{
 		{"lower end resets OpenConfirm after confirm", lo, hi, "openconfirm", 0, 3, true, false},
 		{"lower end waits below confirm", lo, hi, "openconfirm", 0, 2, false, false},
-		{"higher end leaves OpenConfirm to the other", hi, lo, "openconfirm", 0, 5, false, false},
-		{"higher end resets after any", hi, lo, "openconfirm", 0, 6, true, false},
-		{"OpenSent waits for any", lo, hi, "opensent", 0, 5, false, false},
-		{"OpenSent reset after any", lo, hi, "opensent", 0, 6, true, false},
+		{"higher end leaves OpenConfirm to the other first", hi, lo, "openconfirm", 0, 5, false, false},
+		{"higher end resets OpenConfirm after twice confirm", hi, lo, "openconfirm", 0, 6, true, false},
+		{"OpenSent waits for any", lo, hi, "opensent", 0, 9, false, false},
+		{"OpenSent reset after any", lo, hi, "opensent", 0, 10, true, false},
 		{"established is never reset", lo, hi, "established", 0, 60, false, false},
 		{"active is never reset", lo, hi, "active", 0, 60, false, false},
 		{"a dynamic peer is never reset", lo, hi, "opensent", 0, 60, false, true},
