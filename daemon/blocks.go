@@ -34,7 +34,7 @@ type blockEngine struct {
 	speaker *bgp.Speaker
 	log     *slog.Logger
 	name    string
-	voters  []netip.Addr // bgp.voters, or the default (this node and bgp.peers)
+	voters  []netip.Addr // bgp.voters, or the default (blockproto.DefaultVoters)
 	auto    bool         // bgp.voters unset: take the cluster's list (blockproto.Adopt)
 	pools   []store.Pool
 	trigger func()
@@ -375,12 +375,14 @@ func (e *blockEngine) nameOwners(peers []bgp.PeerStatus, st blockproto.State) {
 			named[b.OwnerAddr] = b.Owner
 		}
 	}
+	names := map[netip.Addr]string{}
 	for _, p := range peers {
 		if p.Hostname != "" && owners[p.Address] && named[p.Address] != p.Hostname {
-			if err := e.store.SetBlockOwnerName(p.Address, p.Hostname); err != nil {
-				e.log.Warn("record a block owner's name", "error", err)
-			}
+			names[p.Address] = p.Hostname
 		}
+	}
+	if err := e.store.SetBlockOwnerNames(names); err != nil {
+		e.log.Warn("record block owners' names", "error", err)
 	}
 }
 

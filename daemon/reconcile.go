@@ -78,11 +78,24 @@ func (r *reconciler) Last() (time.Time, error) {
 	return r.lastRun, r.lastErr
 }
 
-// Once runs one pass while holding the kernel lock for writing, so no CNI
-// operation is half-way through the store or the kernel.
+// Once runs one pass: the block protocol's step first, which reads and
+// writes only the store and BGP (bbolt orders its transactions with the
+// CNI path's), then the kernel, while holding the kernel lock for writing,
+// so no CNI operation is half-way through the store or the kernel. ADDs
+// go on while the step waits for BGP.
 func (r *reconciler) Once() error {
+	var blocks []store.Block
+	var stepErr error
+	if r.blocks != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		blocks, stepErr = r.blocks.Step(ctx)
+		cancel()
+		if stepErr != nil {
+			stepErr = fmt.Errorf("block protocol: %w", stepErr)
+		}
+	}
 	r.cni.Kernel.Lock()
-	err := r.pass()
+	err := errors.Join(stepErr, r.pass(blocks))
 	r.cni.Kernel.Unlock()
 	r.mu.Lock()
 	r.lastRun, r.lastErr = time.Now(), err
@@ -90,7 +103,9 @@ func (r *reconciler) Once() error {
 	return err
 }
 
-func (r *reconciler) pass() error {
+// pass brings the kernel in line with the store; blocks are the step's
+// (nil: read from the store).
+func (r *reconciler) pass(blocks []store.Block) error {
 	var errs []error
 	if changed, err := routes.EnsureForwarding(); err != nil {
 		errs = append(errs, err)
@@ -103,15 +118,6 @@ func (r *reconciler) pass() error {
 	eps, err := r.store.Endpoints()
 	if err != nil {
 		return errors.Join(append(errs, fmt.Errorf("read endpoints: %w", err))...)
-	}
-	var blocks []store.Block
-	if r.blocks != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		blocks, err = r.blocks.Step(ctx)
-		cancel()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("block protocol: %w", err))
-		}
 	}
 	if blocks == nil {
 		if blocks, err = r.store.Blocks(); err != nil {

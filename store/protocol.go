@@ -312,9 +312,13 @@ func setOwnState(s *Store, blocks *bolt.Bucket, p netip.Prefix, from, to BlockSt
 	return putBlock(blocks, r)
 }
 
-// SetBlockOwnerName records the name a BGP session gave for the owner of
-// remote blocks at addr, for `reef ipam show`.
-func (s *Store) SetBlockOwnerName(addr netip.Addr, name string) error {
+// SetBlockOwnerNames records the names BGP sessions gave for the owners
+// of remote blocks (owner address -> name), in one transaction: reef ipam
+// show prints them.
+func (s *Store) SetBlockOwnerNames(names map[netip.Addr]string) error {
+	if len(names) == 0 {
+		return nil
+	}
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		blocks := tx.Bucket(bucketBlocks)
 		var recs []blockRecord
@@ -323,7 +327,7 @@ func (s *Store) SetBlockOwnerName(addr netip.Addr, name string) error {
 			if err != nil {
 				return err
 			}
-			if !s.own(r) && r.OwnerAddr == addr && r.Owner != name {
+			if name, ok := names[r.OwnerAddr]; ok && !s.own(r) && r.Owner != name {
 				r.Owner = name
 				recs = append(recs, r)
 			}
@@ -340,7 +344,7 @@ func (s *Store) SetBlockOwnerName(addr netip.Addr, name string) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("name the owner %s of blocks in %s: %w", addr, s.path, err)
+		return fmt.Errorf("name the owners of remote blocks in %s: %w", s.path, err)
 	}
 	return nil
 }
