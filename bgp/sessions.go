@@ -247,7 +247,15 @@ func (sp *Speaker) watchSessions(ctx context.Context) {
 			sp.mu.Lock()
 			reset := stuckPeers(sp.cfg.RouterID, peers, sp.stuck, now, lim)
 			down := leftDown(sp.adminDown, now, lim.any+10*time.Second)
+			dial := overduePassive(peers, sp.waiting, now, sp.waitFor)
+			readd := readdable(sp.readd, peers)
 			sp.mu.Unlock()
+			for _, a := range dial {
+				sp.dialInstead(ctx, a)
+			}
+			for _, a := range readd {
+				sp.redial(ctx, a)
+			}
 			for _, a := range reset {
 				sp.resetSession(ctx, a)
 			}

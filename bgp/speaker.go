@@ -67,6 +67,9 @@ type Speaker struct {
 	mu        sync.Mutex
 	badSeen   map[string]bool           // peer|prefix already logged as dropped
 	stuck     map[netip.Addr]stuckState // peers seen between OPEN and Established
+	waiting   map[netip.Addr]time.Time  // passive peers that never connected, since (dial.go)
+	waitFor   time.Duration             // how long (passiveWait; tests shorten it)
+	readd     map[netip.Addr]bool       // peers to add again as dialled ones (dial.go)
 	sessions  map[netip.Addr]PeerStatus // from GoBGP's peer events (notePeer)
 	named     map[netip.Addr]bool       // sessions whose hostname was looked up
 	adminDown map[netip.Addr]time.Time  // peers whose events say admin down, since
@@ -101,7 +104,7 @@ func listen(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) 
 	s := server.NewBgpServer(server.LoggerOption(log.With("component", "gobgp"), lvl))
 	go s.Serve()
 	sp := &Speaker{cfg: cfg, s: s, log: log, ownVPN: map[vpnKey]ownPath{}, ownUnicast: map[netip.Prefix]ownPath{}, badSeen: map[string]bool{},
-		stuck: map[netip.Addr]stuckState{}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}, adminDown: map[netip.Addr]time.Time{}}
+		stuck: map[netip.Addr]stuckState{}, waiting: map[netip.Addr]time.Time{}, waitFor: passiveWait, readd: map[netip.Addr]bool{}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}, adminDown: map[netip.Addr]time.Time{}}
 
 	listen := "0.0.0.0"
 	if cfg.ListenAddress.IsValid() {
@@ -143,18 +146,19 @@ func (sp *Speaker) connect(ctx context.Context) error {
 	// Configured peers first: a configured peer that connects before it is
 	// added would otherwise be taken in as a dynamic one, and adding it
 	// afterwards fails ("can't overwrite the existing peer").
+	now := time.Now()
 	for _, peer := range cfg.configured() {
 		if peer == cfg.RouterID {
 			continue // a config shared by all nodes lists this one too
 		}
-		if err := s.AddPeer(ctx, &api.AddPeerRequest{Peer: &api.Peer{
-			Conf:            &api.PeerConf{NeighborAddress: peer.String(), PeerAsn: cfg.ASN, AuthPassword: cfg.Password},
-			Timers:          sp.timers(),
-			GracefulRestart: sp.gracefulRestart(),
-			AfiSafis:        sp.afiSafis(),
-			Transport:       &api.Transport{LocalAddress: cfg.RouterID.String(), RemotePort: uint32(cfg.Port)},
-		}}); err != nil {
+		passive := cfg.passive(peer) // dial.go
+		if err := sp.addPeer(ctx, peer, passive); err != nil {
 			return fmt.Errorf("add BGP peer %s: %w", peer, err)
+		}
+		if passive {
+			sp.mu.Lock()
+			sp.waiting[peer] = now
+			sp.mu.Unlock()
 		}
 	}
 	if len(cfg.PeerPrefixes) > 0 {
