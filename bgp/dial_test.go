@@ -4,8 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"net/netip"
-	"strings"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
