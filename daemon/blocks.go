@@ -52,6 +52,23 @@ type blockEngine struct {
 	// incarnation makes the cluster free their blocks.
 	announce bool
 	timer    *time.Timer
+	times    stepTimes // of the last Step
+}
+
+// stepTimes is where a Step's time went, for the log of a slow one.
+type stepTimes struct{ table, load, sessions, decide, persist, announce, rest time.Duration }
+
+func (t stepTimes) LogValue() slog.Value {
+	r := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
+	return slog.GroupValue(slog.String("bgpTable", r(t.table)), slog.String("store", r(t.load)), slog.String("sessions", r(t.sessions)),
+		slog.String("decide", r(t.decide)), slog.String("persist", r(t.persist)), slog.String("announce", r(t.announce)), slog.String("rest", r(t.rest)))
+}
+
+// Times says where the last Step's time went.
+func (e *blockEngine) Times() stepTimes {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.times
 }
 
 func newBlockEngine(st *store.Store, sp *bgp.Speaker, log *slog.Logger, name string, voters []netip.Addr, auto bool, pools []store.Pool, trigger func()) *blockEngine {
@@ -204,7 +221,16 @@ func (e *blockEngine) need(st blockproto.State) map[netip.Prefix]bool {
 // Step runs the protocol once. It returns the blocks as they stand after,
 // for the kernel's desired state.
 func (e *blockEngine) Step(ctx context.Context) ([]store.Block, error) {
+	var tm stepTimes
+	t0 := time.Now()
+	mark := func(d *time.Duration) { now := time.Now(); *d, t0 = now.Sub(t0), now }
+	defer func() {
+		e.mu.Lock()
+		e.times = tm
+		e.mu.Unlock()
+	}()
 	table, counts, err := e.speaker.LearnedTable()
+	mark(&tm.table)
 	if err != nil {
 		return nil, err
 	}
@@ -212,6 +238,7 @@ func (e *blockEngine) Step(ctx context.Context) ([]store.Block, error) {
 	if err != nil {
 		return nil, err
 	}
+	mark(&tm.load)
 	var pools []blockproto.Pool
 	for _, p := range e.pools {
 		pools = append(pools, blockproto.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize})
@@ -221,11 +248,13 @@ func (e *blockEngine) Step(ctx context.Context) ([]store.Block, error) {
 		voters = blockproto.Adopt(e.voters, table.Records, st.Self.Addr)
 	}
 	peers := e.speaker.Sessions(ctx)
+	mark(&tm.sessions)
 	d := blockproto.Decide(blockproto.Input{State: st, Table: table, Voters: voters, Pools: pools, Need: e.need(st), Name: e.name,
 		Unreachable: unreachable(voters, st.Self.Addr, peers)})
 	if !slices.Equal(voters, e.last.Status.Voters) {
 		e.log.Info("voters", "voters", voters, "from", map[bool]string{true: "the cluster's records (bgp.voters unset)", false: "the config"}[e.auto && !slices.Equal(voters, e.voters)])
 	}
+	mark(&tm.decide)
 	var errs []error
 	if !d.Changes.Empty() {
 		// Persist before anything is announced: a vote, a claim or a
@@ -235,6 +264,7 @@ func (e *blockEngine) Step(ctx context.Context) ([]store.Block, error) {
 		}
 		e.logChanges(d)
 	}
+	mark(&tm.persist)
 	e.mu.Lock()
 	e.last, e.counts = d, counts
 	announce := e.announce
@@ -258,15 +288,17 @@ func (e *blockEngine) Step(ctx context.Context) ([]store.Block, error) {
 			errs = append(errs, err)
 		}
 	}
-	e.nameOwners(peers, d.State)
-	if !d.Changes.Empty() {
-		e.wake()
-	}
-	e.schedule(d)
+	mark(&tm.announce)
 	blocks, err := e.store.Blocks()
 	if err != nil {
 		return nil, err
 	}
+	e.nameOwners(peers, d.State, blocks)
+	mark(&tm.rest)
+	if !d.Changes.Empty() {
+		e.wake()
+	}
+	e.schedule(d)
 	return blocks, errors.Join(errs...)
 }
 
@@ -360,14 +392,10 @@ func (e *blockEngine) logChanges(d blockproto.Decision) {
 
 // nameOwners records the hostnames BGP sessions announced for the owners
 // of remembered blocks, for `reef ipam show` and `reef node forget NAME`.
-func (e *blockEngine) nameOwners(peers []bgp.PeerStatus, st blockproto.State) {
+func (e *blockEngine) nameOwners(peers []bgp.PeerStatus, st blockproto.State, blocks []store.Block) {
 	owners := map[netip.Addr]bool{}
 	for _, r := range st.Remote {
 		owners[r.Owner.Addr] = true
-	}
-	blocks, err := e.store.Blocks()
-	if err != nil {
-		return
 	}
 	named := map[netip.Addr]string{}
 	for _, b := range blocks {

@@ -144,7 +144,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Keepalive: cfg.BGP.KeepaliveTime, Hold: cfg.BGP.HoldTime,
 		RestartTime: bgpRestartTime, Restarting: planned,
 		Pools: bgpPools, LogLevel: gobgpLevel,
-	}, log.With("component", "bgp"), d.rec.Trigger)
+	}, log.With("component", "bgp"), d.rec.BGPChanged)
 	if err != nil {
 		return err
 	}
@@ -159,7 +159,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	inc, born := st.Incarnation()
 	log.Info("block protocol", "incarnation", fmt.Sprintf("%08x", inc), "born", time.Unix(int64(born), 0).UTC(), "voters", blockproto.Voters(voters),
 		"votersFrom", map[bool]string{true: "bgp.voters", false: "the lowest addresses of this node and bgp.peers"}[len(cfg.BGP.Voters) > 0])
-	d.blocks = newBlockEngine(st, d.speaker, log, cfg.NodeName, voters, len(cfg.BGP.Voters) == 0, pools, d.rec.Trigger)
+	d.blocks = newBlockEngine(st, d.speaker, log, cfg.NodeName, voters, len(cfg.BGP.Voters) == 0, pools, d.rec.TriggerBlocks)
 	d.rec.blocks = d.blocks
 	d.cni.NeedBlock = d.blocks.Need
 

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/reefcni/reef/cniserver"
@@ -33,7 +35,21 @@ type reconciler struct {
 	blocks   *blockEngine // nil: no block protocol (tests of the kernel side)
 
 	trigger chan struct{}
-	gone    map[string]int // handle -> passes in a row that found its netns gone
+	// kernelWanted: a trigger since the last pass asked for the kernel
+	// side too (Trigger), not only the block protocol (TriggerBlocks).
+	kernelWanted atomic.Bool
+	// now: a trigger since the last pass wants the step without delay
+	// (TriggerBlocks), not only a BGP update (BGPChanged).
+	now atomic.Bool
+	// lastStep is how long the last block protocol step took, and
+	// lastStepEnd when it ended (the reconcile goroutine's own).
+	lastStep    time.Duration
+	lastStepEnd time.Time
+	// applied are the blocks the last kernel pass brought the kernel in
+	// line with, if it ended without error (appliedOK).
+	applied   []store.Block
+	appliedOK bool
+	gone      map[string]int // handle -> passes in a row that found its netns gone
 
 	mu      sync.Mutex
 	lastRun time.Time
@@ -45,9 +61,48 @@ func newReconciler(st *store.Store, cni *cniserver.Server, k *routes.Kernel, log
 		trigger: make(chan struct{}, 1), gone: map[string]int{}}
 }
 
-// Trigger asks for a pass soon; triggers that come while one is pending
-// fold into it.
+// Trigger asks for a whole pass soon; triggers that come while one is
+// pending fold into it.
 func (r *reconciler) Trigger() {
+	r.kernelWanted.Store(true)
+	r.signal()
+}
+
+// TriggerBlocks asks for a block protocol step at once (an ADD waiting
+// for a block, a forget; BGP updates come through BGPChanged): the kernel side of the pass runs only when the
+// step changed the blocks it routes (own confirmed blocks, remote blocks
+// and their owners). Through a route reflector every node hears every
+// update of the cluster; a whole pass per update kept 100 clients' CPUs
+// busy on kernel dumps that found nothing to do. Drift in the kernel is
+// repaired by the passes of the interval and of Trigger.
+func (r *reconciler) TriggerBlocks() {
+	r.now.Store(true)
+	r.signal()
+}
+
+// BGPChanged is TriggerBlocks for a BGP update: the step may wait a
+// little (stepGap) so that the updates of a burst fold into one step.
+// Updates come in bursts (a claim brings the claim, then a vote per voter,
+// then the confirmed claim and its route; through a reflector, two copies
+// of each), and a step per update kept every node of a 100-node cluster
+// busy re-reading its BGP table and store.
+func (r *reconciler) BGPChanged() { r.signal() }
+
+// stepGap is how long a BGP-triggered step waits after the last step
+// ended: twice as long as that step took, at least minStepGap. A node whose
+// steps get slow (a loaded machine, a big table, GoBGP busy: the table is
+// read through GoBGP's own loop) steps less often instead of adding to the
+// load. (A cap of 250 ms made the 100-client reflector bench slower: more
+// steps, each waiting longer on GoBGP.) No decision depends on it: it only
+// delays one.
+func stepGap(lastStep time.Duration) time.Duration { return max(minStepGap, 2*lastStep) }
+
+const minStepGap = 10 * time.Millisecond
+
+// slowStep: a step that takes longer is logged (a loaded node, GoBGP busy).
+const slowStep = time.Second
+
+func (r *reconciler) signal() {
 	select {
 	case r.trigger <- struct{}{}:
 	default:
@@ -63,9 +118,25 @@ func (r *reconciler) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			r.kernelWanted.Store(true)
 		case <-r.trigger:
+			if !r.kernelWanted.Load() && !r.now.Load() {
+				if wait := stepGap(r.lastStep) - time.Since(r.lastStepEnd); wait > 0 {
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(wait):
+					}
+				}
+			}
+			// What came meanwhile is in the step about to run.
+			select {
+			case <-r.trigger:
+			default:
+			}
 		}
-		if err := r.Once(); err != nil {
+		r.now.Store(false)
+		if err := r.once(r.kernelWanted.Swap(false)); err != nil {
 			r.log.Error("reconcile pass failed; retrying next interval", "error", err)
 		}
 	}
@@ -83,20 +154,38 @@ func (r *reconciler) Last() (time.Time, error) {
 // CNI path's), then the kernel, while holding the kernel lock for writing,
 // so no CNI operation is half-way through the store or the kernel. ADDs
 // go on while the step waits for BGP.
-func (r *reconciler) Once() error {
+func (r *reconciler) Once() error { return r.once(true) }
+
+// once runs a step and, when kernel is set or the step changed the blocks
+// the kernel routes, the kernel side.
+func (r *reconciler) once(kernel bool) error {
 	var blocks []store.Block
 	var stepErr error
 	if r.blocks != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		began := time.Now()
 		blocks, stepErr = r.blocks.Step(ctx)
+		r.lastStepEnd = time.Now()
+		r.lastStep = r.lastStepEnd.Sub(began)
 		cancel()
+		if r.lastStep >= slowStep {
+			r.log.Info("slow block protocol step", "took", r.lastStep.Round(time.Millisecond), "in", r.blocks.Times())
+		}
 		if stepErr != nil {
 			stepErr = fmt.Errorf("block protocol: %w", stepErr)
 		}
 	}
+	if !kernel && stepErr == nil && r.appliedOK && sameRouting(blocks, r.applied) {
+		r.mu.Lock()
+		r.lastRun, r.lastErr = time.Now(), nil
+		r.mu.Unlock()
+		return nil
+	}
 	r.cni.Kernel.Lock()
-	err := errors.Join(stepErr, r.pass(blocks))
+	passErr := r.pass(blocks)
 	r.cni.Kernel.Unlock()
+	r.applied, r.appliedOK = blocks, stepErr == nil && passErr == nil && r.blocks != nil
+	err := errors.Join(stepErr, passErr)
 	r.mu.Lock()
 	r.lastRun, r.lastErr = time.Now(), err
 	r.mu.Unlock()
@@ -228,4 +317,13 @@ func (r *reconciler) release(ep store.Endpoint, why string, errs *[]error) {
 		return
 	}
 	r.log.Warn("released address: "+why, "ip", ep.IP, "container", ep.ContainerID, "pod", ep.PodNamespace+"/"+ep.PodName)
+}
+
+// sameRouting says whether two block lists route the same: the same blocks,
+// in the same states, of the same owners. (Used and the other counters do
+// not matter to the kernel.)
+func sameRouting(a, b []store.Block) bool {
+	return slices.EqualFunc(a, b, func(x, y store.Block) bool {
+		return x.CIDR == y.CIDR && x.State == y.State && x.OwnerAddr == y.OwnerAddr && x.OwnerInc == y.OwnerInc && x.Own() == y.Own()
+	})
 }
