@@ -5,9 +5,9 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 COMMIT    ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
 LDFLAGS   := -s -w -X github.com/reefcni/reef/version.Version=$(VERSION) -X github.com/reefcni/reef/version.Commit=$(COMMIT)
 # Every go command below builds GoBGP with 32 map shards per table instead
-# of 2,048, through a Go workspace that bgp/gobgp-patch/patch.sh writes
-# (bgp/gobgp-patch/README.md: a third of the memory and a fifth of the
-# start-up of a node with 49 peers).
+# of 2,048 and a prefix-limit count without a copy of the table, through a
+# Go workspace that bgp/gobgp-patch/patch.sh writes (bgp/gobgp-patch/README.md:
+# a third of the memory and a fifth of the start-up of a node with 49 peers).
 GOWORK_FILE := $(CURDIR)/build/go.work
 GOW       := GOWORK=$(GOWORK_FILE) $(GO)
 GOBUILD   := CGO_ENABLED=0 $(GOW) build -trimpath -ldflags '$(LDFLAGS)'

@@ -1,13 +1,13 @@
 #!/bin/sh
 # patch.sh DIR: makes DIR/gobgp, a copy of the GoBGP module that go.mod pins
-# with one line changed (32 map shards per RIB table instead of 2,048), and
-# DIR/go.work, a Go workspace of reef with that copy in GoBGP's place. The
+# with two changes (32 map shards per RIB table instead of 2,048; the
+# prefix-limit count without a copy of the table), and DIR/go.work, a Go workspace of reef with that copy in GoBGP's place. The
 # Makefile builds and tests with GOWORK=DIR/go.work; README.md here says why.
 # A plain `go build` without it builds the unpatched GoBGP, which works the
 # same and takes more memory.
 #
-# The patch is a sed of one line, checked: a GoBGP whose source no longer
-# has the line stops the build here, so that whoever upgrades GoBGP looks at
+# Each change is a substitution, checked: a GoBGP whose source no longer
+# has the lines stops the build here, so that whoever upgrades GoBGP looks at
 # this again. Runs again only when go.mod or this script changed.
 set -eu
 out=$1
@@ -34,6 +34,15 @@ cp -R "$dir" "$out/gobgp.tmp"
 chmod -R u+w "$out/gobgp.tmp"
 sed -i "s|^$line\$|const destinationShardCount = 32 // reef: bgp/gobgp-patch|" "$out/gobgp.tmp/$src"
 grep -q 'reef: bgp/gobgp-patch' "$out/gobgp.tmp/$src"
+# 2. AdjRib.Count (the prefix limit check, on every UPDATE) counts under the
+# shards' locks (walkActive) instead of copying every destination first
+# (walk): the same count, without an allocation per path.
+adj=internal/pkg/table/adj.go
+perl -0pi -e 's/(func \(adj \*AdjRib\) Count\(rfList \[\]bgp\.Family\) int \{\n\tcount := 0\n\tadj\.)walk(\(rfList, func\(d \*destination\) bool \{)/$1walkActive$2 \/\/ reef: bgp\/gobgp-patch/' "$out/gobgp.tmp/$adj"
+if ! grep -q 'walkActive(rfList, func(d \*destination) bool { // reef: bgp/gobgp-patch' "$out/gobgp.tmp/$adj"; then
+	echo "bgp/gobgp-patch: AdjRib.Count not as expected in $dir/$adj: GoBGP changed; update bgp/gobgp-patch/patch.sh" >&2
+	exit 1
+fi
 rm -rf "$out/gobgp"
 mv "$out/gobgp.tmp" "$out/gobgp"
 gover=$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$root/go.mod")
