@@ -26,7 +26,7 @@ import (
 // again after its restarts; it stays passive. Route reflectors
 // (RouteReflectors) are always dialled: they take their clients in
 // dynamically.
-const passiveWait = 15 * time.Second
+const passiveWait = 10 * time.Second
 
 // passive says whether the speaker waits for peer to dial it rather than
 // dialling it.
