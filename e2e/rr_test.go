@@ -70,9 +70,33 @@ func addClients(t *testing.T, l *lab.Lab, first int, rrs []netip.Addr) ([]*lab.N
 	return clients, voters
 }
 
-// competingPods ADDs one pod on every client at the same moment.
-func competingPods(t *testing.T, clients []*lab.Node) []*lab.Pod {
+// competingPods ADDs one pod on every client at the same moment. The
+// clients' first choice is the same block (sameOffsetNames); so that they
+// all claim it before any hears another's claim, whatever the timing, the
+// switch drops the reflectors' frames (hold: their names) until every
+// client has claimed, for well under the lab's 3 s hold time: the sessions
+// (established before) stay up, and TCP delivers the claims, all at once,
+// after.
+func competingPods(t *testing.T, l *lab.Lab, clients []*lab.Node, hold []string) []*lab.Pod {
 	t.Helper()
+	for _, h := range hold {
+		if err := l.Drop(h, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	released := false
+	release := func() {
+		if released {
+			return
+		}
+		released = true
+		for _, h := range hold {
+			if err := l.Drop(h, false); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer release()
 	pods := make([]*lab.Pod, len(clients))
 	var wg sync.WaitGroup
 	for i, n := range clients {
@@ -86,6 +110,25 @@ func competingPods(t *testing.T, clients []*lab.Node) []*lab.Pod {
 			}
 			pods[i] = p
 		}()
+	}
+	if len(hold) > 0 {
+		claimed := func() bool {
+			return !slices.ContainsFunc(clients, func(n *lab.Node) bool { return !strings.Contains(n.Log(), "claimed a block") })
+		}
+		deadline := time.Now().Add(1500 * time.Millisecond)
+		for time.Now().Before(deadline) && !claimed() {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if !claimed() {
+			var late []string
+			for _, n := range clients {
+				if !strings.Contains(n.Log(), "claimed a block") {
+					late = append(late, n.Name)
+				}
+			}
+			t.Logf("%v claimed no block within 1.5s of the ADDs; the reflectors take the claims in anyway", late)
+		}
+		release()
 	}
 	wg.Wait()
 	if t.Failed() {
@@ -211,7 +254,12 @@ func TestReflectorsReef(t *testing.T) {
 	if err := lab.StartAll(all); err != nil {
 		t.Fatal(err)
 	}
-	pods := competingPods(t, clients)
+	// Sessions first: the claims must meet at the reflectors, not wait
+	// for sessions (competingPods).
+	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	pods := competingPods(t, l, clients, []string{"rr1", "rr2"})
 	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -254,6 +302,7 @@ func TestReflectorsReef(t *testing.T) {
 // externalRR is a route reflector that is not a reef node.
 type externalRR struct {
 	name  string
+	host  string // its namespace's name on the underlay (Lab.Drop)
 	addr  netip.Addr
 	start func() error
 	kill  func()
@@ -284,7 +333,14 @@ func testExternalReflectors(t *testing.T, l *lab.Lab, rrs []externalRR) {
 	if err := lab.StartAll(clients); err != nil {
 		t.Fatal(err)
 	}
-	pods := competingPods(t, clients)
+	var held []string
+	for _, rr := range rrs {
+		held = append(held, rr.host)
+	}
+	if err := lab.WaitReflected(clients, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	pods := competingPods(t, l, clients, held)
 	if err := lab.WaitReflected(clients, 2, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +381,7 @@ func TestReflectorsBird(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rrs = append(rrs, externalRR{name: "BIRD " + b.Name, addr: b.Address, start: b.Start, kill: b.Kill,
+		rrs = append(rrs, externalRR{name: "BIRD " + b.Name, host: b.Name, addr: b.Address, start: b.Start, kill: b.Kill,
 			dump: func() string {
 				p, _ := b.Birdc("show", "protocols")
 				vpn, _ := b.Birdc("show", "route", "table", "reefvpn", "all")
@@ -351,7 +407,7 @@ func TestReflectorsFRR(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rrs = append(rrs, externalRR{name: "FRR " + f.Name, addr: f.Address, start: f.Start, kill: f.Kill,
+		rrs = append(rrs, externalRR{name: "FRR " + f.Name, host: f.Name, addr: f.Address, start: f.Start, kill: f.Kill,
 			dump: func() string {
 				s, _ := f.Vtysh("show bgp summary")
 				vpn, _ := f.Vtysh("show bgp ipv4 vpn")

@@ -49,6 +49,7 @@ type meshBench struct {
 	bin      string
 	keepLogs string
 	logLevel string
+	rrNice   int // nice value of the reflectors' daemons in the rr part
 }
 
 func meshProgress(format string, args ...any) {
@@ -67,6 +68,7 @@ func benchMesh(ctx context.Context, args []string) error {
 	convClusters3 := fs.Int("clusters3", 3, "convergence: clusters of 3 nodes (3 samples each)")
 	convClusters10 := fs.Int("clusters10", 1, "convergence: clusters of 10 nodes (10 samples each)")
 	rrClients := fs.Int("rr-clients", 100, "rr: number of route-reflector clients (plus 2 reflectors)")
+	rrNice := fs.Int("rr-nice", -10, "rr: nice value of the 2 reflectors' daemons (0: the clients' share of the CPU)")
 	rrWait := fs.Duration("rr-timeout", 120*time.Second, "rr: give up waiting for the sessions after this")
 	keepLogs := fs.String("keep-logs", "", "copy every daemon's log into this directory before its lab is removed")
 	debug := fs.Bool("debug", false, "daemons log at debug level (default info, as in production)")
@@ -101,7 +103,7 @@ func benchMesh(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	b := &meshBench{ctx: ctx, bin: *bin, keepLogs: *keepLogs, logLevel: "info"}
+	b := &meshBench{ctx: ctx, bin: *bin, keepLogs: *keepLogs, logLevel: "info", rrNice: *rrNice}
 	if *debug {
 		b.logLevel = "debug"
 	}
@@ -162,6 +164,8 @@ type meshNodeCfg struct {
 	// perNode, if set, gives the whole bgp: section of node i (0-based,
 	// among the nodes added) instead.
 	perNode func(i int) string
+	// nice, if set, gives node i's nice value (lab.NodeOptions.Nice).
+	nice func(i int) int
 }
 
 // bgpSection is the whole bgp: section for a node with these peers.
@@ -214,9 +218,11 @@ func (b *meshBench) addNodes(l *lab.Lab, n int, c meshNodeCfg) ([]*lab.Node, err
 		if c.perNode != nil {
 			bgpSec = c.perNode(i)
 		}
-		node, err := l.AddNode(fmt.Sprintf("node%d", first+i+1), lab.NodeOptions{
-			ReconcileInterval: 30 * time.Second, BGP: bgpSec, Extra: c.extra,
-		})
+		opts := lab.NodeOptions{ReconcileInterval: 30 * time.Second, BGP: bgpSec, Extra: c.extra}
+		if c.nice != nil {
+			opts.Nice = c.nice(i)
+		}
+		node, err := l.AddNode(fmt.Sprintf("node%d", first+i+1), opts)
 		if err != nil {
 			return nil, err
 		}

@@ -474,7 +474,7 @@ func (r *meshReport) meshSection(w func(string, ...any)) {
 		w("(%s of wall time), and %.1f from the ADDs' start to the last route (%s); this machine has %d CPUs, so %d\n",
 			meshSec(m.waitSessions), m.cpuAdds, meshSec(max(m.routes, m.adds)), runtime.NumCPU(), runtime.NumCPU())
 		w("CPU-seconds per second is all there is. Keeping the %d-node mesh up costs %.2f CPU-seconds per second when nothing\n", m.nodes, m.idleCPU)
-		w("happens (5 quiet seconds before the ADDs: keepalives every 10 s on %d sessions, and the redials above).\n\n", m.nodes*(m.nodes-1)/2)
+		w("happens (5 quiet seconds before the ADDs: keepalives every 10 s on %d sessions).\n\n", m.nodes*(m.nodes-1)/2)
 	}
 	if len(m.pathsPer) > 0 {
 		avg, lo, hi := meshPaths(m.pathsPer)

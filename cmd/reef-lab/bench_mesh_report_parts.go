@@ -29,6 +29,12 @@ func (r *meshReport) rrSection(w func(string, ...any)) {
 	w("%d clients with `routeReflectors:` the two and no other peer; every node with `voters: [%s]` (3 clients),\n", rr.clients, meshAddrList(rr.voters))
 	w("and the production BGP timers (keepalive 10 s, hold 30 s; with the lab's 3 s hold time, 102 daemons on 2 cores\n")
 	w("starve each other past it during the start).\n")
+	if rr.nice != 0 {
+		w("The reflectors' daemons run at nice %d (`--rr-nice`), a stand-in for reflectors on machines of their own: every\n", rr.nice)
+		w("update of the cluster goes through them, and at the clients' share of 2 cores a goroutine dump of a reflector\n")
+		w("during the ADDs showed 193 of its goroutines runnable, its sessions to the voters unread (Recv-Q) and hold\n")
+		w("timers expiring on both ends of its sessions. `--rr-nice 0` gives them the clients' share.\n")
+	}
 	w("All start at once from empty stores; then one pod per client, all ADDs at once, until every client routes to\n")
 	w("every other client's block (%d routes).\n\n", rr.clients*(rr.clients-1))
 	if rr.err != "" {

@@ -31,6 +31,7 @@ const rrNotBuilt = "not run: route reflectors not built yet"
 
 type meshRRResult struct {
 	clients  int
+	nice     int    // the reflectors' nice value
 	notRun   string // why the part did not run (rrNotBuilt and the daemon's words)
 	rrs      []netip.Addr
 	voters   []netip.Addr
@@ -131,7 +132,7 @@ func (b *meshBench) rrCapacity(n int) string {
 // ADD per client, all at once, until every client routes to every other
 // client's block.
 func (b *meshBench) rrRun(clients int, timeout time.Duration) (r meshRRResult) {
-	r.clients = clients
+	r.clients, r.nice = clients, b.rrNice
 	fail := func(err error) meshRRResult { r.err = err.Error(); return r }
 	l, done, err := b.newLab("rr")
 	if err != nil {
@@ -150,6 +151,11 @@ func (b *meshBench) rrRun(clients int, timeout time.Duration) (r meshRRResult) {
 				fmt.Sprintf("  peerPrefixes: [%s]\n", lab.Underlay) + voters
 		}
 		return "  routeReflectors: [" + meshAddrList(r.rrs) + "]\n" + voters
+	}, nice: func(i int) int {
+		if i < 2 {
+			return r.nice
+		}
+		return 0
 	}})
 	if err != nil {
 		return fail(err)

@@ -202,8 +202,12 @@ func (l *Lab) CutNode(n *Node, cut bool) error {
 // namespace: the node's link stays up and its BGP sessions stay
 // established until their hold time runs out, as when a switch port or a
 // cable fails silently. Nodes may be dropped and restored independently.
-func (l *Lab) DropNode(n *Node, drop bool) error {
-	port := l.Prefix + n.Name
+func (l *Lab) DropNode(n *Node, drop bool) error { return l.Drop(n.Name, drop) }
+
+// Drop is DropNode for any namespace on the underlay by its name: a node,
+// or a host of AddHost (BIRD, FRR).
+func (l *Lab) Drop(name string, drop bool) error {
+	port := l.Prefix + name
 	if len(port) > 15 {
 		port = port[len(port)-15:]
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strconv"
 
 	"fmt"
 	"net/netip"
@@ -46,6 +47,10 @@ type NodeOptions struct {
 	// SubnetB puts the node on the second underlay subnet (SubnetB, bridge
 	// br1), behind the router AddCrossRouter makes.
 	SubnetB bool
+	// Nice, if set, runs the daemon at this nice value (nice(1); negative
+	// is more CPU): a benchmark's stand-in for a node on a machine of its
+	// own, such as a route reflector among a hundred clients on 2 cores.
+	Nice int
 }
 
 // NodeAddress is the underlay address node i (0-based, in creation order)
@@ -221,9 +226,13 @@ func (n *Node) StartNoWait() error {
 	// Its own UTS namespace gives each node daemon its own hostname, the
 	// name BGP peers learn from its FQDN capability. Every step execs, so
 	// the pid is the daemon's.
-	cmd := exec.Command("nsenter", "--net="+NetnsPath(n.Netns), "--",
+	argv := []string{"nsenter", "--net=" + NetnsPath(n.Netns), "--",
 		"unshare", "--uts", "--", "sh", "-c", `hostname "$0" && exec "$@"`, n.Name,
-		filepath.Join(n.Lab.BinDir, "reef"), "daemon", "--config", n.Config)
+		filepath.Join(n.Lab.BinDir, "reef"), "daemon", "--config", n.Config}
+	if n.opts.Nice != 0 {
+		argv = append([]string{"nice", "-n", strconv.Itoa(n.opts.Nice)}, argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), n.opts.Env...)
 	if err := cmd.Start(); err != nil {
