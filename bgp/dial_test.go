@@ -1,8 +1,6 @@
 package bgp
 
 import (
-	"context"
-	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
@@ -94,26 +92,10 @@ func TestWhoDials(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			lo, hi := netip.MustParseAddr("127.0.0.5"), netip.MustParseAddr("127.0.0.6")
-			port := freePortOn(t, lo, hi)
-			ctx, cancel := context.WithCancel(context.Background())
-			t.Cleanup(cancel)
-			var logs syncBuffer
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Logf("speaker logs:\n%s", logs.String())
-				}
-			})
+			ctx, logs, listenOn := testSpeakers(t, lo, hi)
 			start := func(self netip.Addr, cfg Config) *Speaker {
-				cfg.ASN, cfg.Port, cfg.RouterID, cfg.ListenAddress = testASN, port, self, self
-				cfg.Keepalive, cfg.Hold, cfg.RestartTime = 3*time.Second, 10*time.Second, 10*time.Second
-				cfg.Pools, cfg.LogLevel = testPools, slog.LevelWarn
-				log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("speaker", self)
-				sp, err := listen(ctx, cfg, log, func() {})
-				if err != nil {
-					t.Fatal(err)
-				}
+				sp := listenOn(self, cfg)
 				sp.waitFor = 3 * time.Second
-				stopAtCleanup(t, sp, self)
 				return sp
 			}
 			hiCfg := Config{PeerPrefixes: []netip.Prefix{netip.PrefixFrom(lo, 32)}}

@@ -92,6 +92,38 @@ func freePortOn(t testing.TB, addrs ...netip.Addr) int {
 	return 0
 }
 
+// testSpeakers prepares speakers on the loopback addresses addrs, on one
+// free port: start makes one (listening, not yet connected; see listen)
+// with the test timers, pools and a log that the test prints if it fails.
+func testSpeakers(t *testing.T, addrs ...netip.Addr) (context.Context, *syncBuffer, func(self netip.Addr, cfg Config) *Speaker) {
+	t.Helper()
+	port := freePortOn(t, addrs...)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	logs := &syncBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("speaker logs:\n%s", logs.String())
+		}
+	})
+	return ctx, logs, func(self netip.Addr, cfg Config) *Speaker {
+		cfg.ASN, cfg.Port, cfg.RouterID, cfg.ListenAddress = testASN, port, self, self
+		// A hold time well above the lab's 3 s: four speakers under -race
+		// on a loaded machine miss keepalives, and a session that drops
+		// takes GoBGP through graceful restart (where GoBGP itself races
+		// with its event watcher).
+		cfg.Keepalive, cfg.Hold, cfg.RestartTime = 3*time.Second, 10*time.Second, 10*time.Second
+		cfg.Pools, cfg.LogLevel = testPools, slog.LevelWarn
+		log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("speaker", self)
+		sp, err := listen(ctx, cfg, log, func() {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stopAtCleanup(t, sp, self)
+		return sp
+	}
+}
+
 // Two route reflectors that peer with each other, two clients that peer
 // with both: what a client announces reaches the other client, exactly,
 // with the next hops unchanged, from both reflectors; a replaced path (a
@@ -107,31 +139,7 @@ func TestRouteReflectors(t *testing.T) {
 	}
 	c1, c2 := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
 	rr1, rr2 := netip.MustParseAddr("127.0.0.3"), netip.MustParseAddr("127.0.0.4")
-	port := freePortOn(t, c1, c2, rr1, rr2)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	var logs syncBuffer
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("speaker logs:\n%s", logs.String())
-		}
-	})
-	start := func(self netip.Addr, cfg Config) *Speaker {
-		cfg.ASN, cfg.Port, cfg.RouterID, cfg.ListenAddress = testASN, port, self, self
-		// A hold time well above the lab's 3 s: four speakers under -race
-		// on a loaded machine miss keepalives, and a session that drops
-		// takes GoBGP through graceful restart (where GoBGP itself races
-		// with its event watcher).
-		cfg.Keepalive, cfg.Hold, cfg.RestartTime = 3*time.Second, 10*time.Second, 10*time.Second
-		cfg.Pools, cfg.LogLevel = testPools, slog.LevelWarn
-		log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("speaker", self)
-		sp, err := listen(ctx, cfg, log, func() {})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stopAtCleanup(t, sp, self)
-		return sp
-	}
+	ctx, _, start := testSpeakers(t, c1, c2, rr1, rr2)
 	clients := []netip.Prefix{netip.PrefixFrom(c1, 32), netip.PrefixFrom(c2, 32)}
 	r1 := start(rr1, Config{RouteReflector: true, Peers: []netip.Addr{rr2}, PeerPrefixes: clients})
 	r2 := start(rr2, Config{RouteReflector: true, Peers: []netip.Addr{rr1}, PeerPrefixes: clients})
