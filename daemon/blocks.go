@@ -52,8 +52,12 @@ type blockEngine struct {
 	// incarnation makes the cluster free their blocks.
 	announce bool
 	timer    *time.Timer
-	times    stepTimes // of the last Step
 }
+
+// slowStep: a Step that takes longer is logged with where its time went
+// (a loaded node; GoBGP busy, whose table and sessions are read through
+// its own loop).
+const slowStep = time.Second
 
 // stepTimes is where a Step's time went, for the log of a slow one.
 type stepTimes struct{ table, load, sessions, decide, persist, announce, rest time.Duration }
@@ -62,13 +66,6 @@ func (t stepTimes) LogValue() slog.Value {
 	r := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
 	return slog.GroupValue(slog.String("bgpTable", r(t.table)), slog.String("store", r(t.load)), slog.String("sessions", r(t.sessions)),
 		slog.String("decide", r(t.decide)), slog.String("persist", r(t.persist)), slog.String("announce", r(t.announce)), slog.String("rest", r(t.rest)))
-}
-
-// Times says where the last Step's time went.
-func (e *blockEngine) Times() stepTimes {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.times
 }
 
 func newBlockEngine(st *store.Store, sp *bgp.Speaker, log *slog.Logger, name string, voters []netip.Addr, auto bool, pools []store.Pool, trigger func()) *blockEngine {
@@ -222,12 +219,13 @@ func (e *blockEngine) need(st blockproto.State) map[netip.Prefix]bool {
 // for the kernel's desired state.
 func (e *blockEngine) Step(ctx context.Context) ([]store.Block, error) {
 	var tm stepTimes
-	t0 := time.Now()
+	began := time.Now()
+	t0 := began
 	mark := func(d *time.Duration) { now := time.Now(); *d, t0 = now.Sub(t0), now }
 	defer func() {
-		e.mu.Lock()
-		e.times = tm
-		e.mu.Unlock()
+		if took := time.Since(began); took >= slowStep {
+			e.log.Info("slow block protocol step", "took", took.Round(time.Millisecond), "in", tm)
+		}
 	}()
 	table, counts, err := e.speaker.LearnedTable()
 	mark(&tm.table)

@@ -69,9 +69,9 @@ func (r *reconciler) Trigger() {
 }
 
 // TriggerBlocks asks for a block protocol step at once (an ADD waiting
-// for a block, a forget; BGP updates come through BGPChanged): the kernel side of the pass runs only when the
-// step changed the blocks it routes (own confirmed blocks, remote blocks
-// and their owners). Through a route reflector every node hears every
+// for a block, a forget; BGP updates come through BGPChanged). The kernel
+// side of the pass runs only when the step changed the blocks it routes
+// (own confirmed blocks, remote blocks and their owners). Through a route reflector every node hears every
 // update of the cluster; a whole pass per update kept 100 clients' CPUs
 // busy on kernel dumps that found nothing to do. Drift in the kernel is
 // repaired by the passes of the interval and of Trigger.
@@ -98,9 +98,6 @@ func (r *reconciler) BGPChanged() { r.signal() }
 func stepGap(lastStep time.Duration) time.Duration { return max(minStepGap, 2*lastStep) }
 
 const minStepGap = 10 * time.Millisecond
-
-// slowStep: a step that takes longer is logged (a loaded node, GoBGP busy).
-const slowStep = time.Second
 
 func (r *reconciler) signal() {
 	select {
@@ -168,9 +165,6 @@ func (r *reconciler) once(kernel bool) error {
 		r.lastStepEnd = time.Now()
 		r.lastStep = r.lastStepEnd.Sub(began)
 		cancel()
-		if r.lastStep >= slowStep {
-			r.log.Info("slow block protocol step", "took", r.lastStep.Round(time.Millisecond), "in", r.blocks.Times())
-		}
 		if stepErr != nil {
 			stepErr = fmt.Errorf("block protocol: %w", stepErr)
 		}
