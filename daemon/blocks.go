@@ -128,12 +128,14 @@ func (e *blockEngine) failureOf(pool netip.Prefix) error {
 	return e.failure[pool]
 }
 
-// wake tells every waiting ADD to look again.
-func (e *blockEngine) wake() {
+// wake tells every waiting ADD to look again, and reports whether one
+// waited.
+func (e *blockEngine) wake() bool {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	close(e.changed)
 	e.changed = make(chan struct{})
-	e.mu.Unlock()
+	return len(e.demand) > 0
 }
 
 // AllowAnnounce is called once the first reconcile pass is done.
@@ -216,8 +218,9 @@ func (e *blockEngine) need(st blockproto.State) map[netip.Prefix]bool {
 }
 
 // Step runs the protocol once. It returns the blocks as they stand after,
-// for the kernel's desired state.
-func (e *blockEngine) Step(ctx context.Context) ([]store.Block, error) {
+// for the kernel's desired state, and whether ADDs that waited for a block
+// were told to look again.
+func (e *blockEngine) Step(ctx context.Context) (blocks []store.Block, woke bool, err error) {
 	var tm stepTimes
 	began := time.Now()
 	t0 := began
@@ -230,11 +233,11 @@ func (e *blockEngine) Step(ctx context.Context) ([]store.Block, error) {
 	table, counts, err := e.speaker.LearnedTable()
 	mark(&tm.table)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	st, err := e.store.LoadProtocol()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	mark(&tm.load)
 	var pools []blockproto.Pool
@@ -258,7 +261,7 @@ func (e *blockEngine) Step(ctx context.Context) ([]store.Block, error) {
 		// Persist before anything is announced: a vote, a claim or a
 		// confirmation on the wire is always on disk first.
 		if err := e.store.ApplyProtocol(d.Changes); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		e.logChanges(d)
 	}
@@ -287,17 +290,17 @@ func (e *blockEngine) Step(ctx context.Context) ([]store.Block, error) {
 		}
 	}
 	mark(&tm.announce)
-	blocks, err := e.store.Blocks()
+	blocks, err = e.store.Blocks()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	e.nameOwners(peers, d.State, blocks)
 	mark(&tm.rest)
 	if !d.Changes.Empty() {
-		e.wake()
+		woke = e.wake()
 	}
 	e.schedule(d)
-	return blocks, errors.Join(errs...)
+	return blocks, woke, errors.Join(errs...)
 }
 
 // unreachable are the voters no established session leads to: a voter that

@@ -1,0 +1,112 @@
+package bgp
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+)
+
+// A peer that announces more IPv4 unicast paths than the session's limit
+// is cut off, and one that stays at the limit while it replaces paths is
+// not: the limit counts the paths the peer holds now (withdrawals lower the
+// count), not every path it ever sent. GoBGP's count is the one
+// bgp/gobgp-patch keeps as paths come and go; a count that missed a
+// withdrawal would cut B off at the swap below, one that missed an add
+// would let it past the limit.
+func TestPrefixLimitCutsOffAFlood(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two BGP speakers and sends 17,000 paths")
+	}
+	addrA, addrB := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+	ctx, _, start := testSpeakers(t, addrA, addrB)
+	a := start(addrA, Config{Peers: []netip.Addr{addrB}})
+	b := start(addrB, Config{Peers: []netip.Addr{addrA}})
+	for _, sp := range []*Speaker{a, b} {
+		if err := sp.connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	limit := int(PrefixLimits(testPools).Unicast)
+
+	// B's GoBGP announces /32s of 10.0.0.0/8 (what they are does not
+	// matter: the limit counts what a peer sends, before any filter).
+	path := func(i int) *apiutil.Path {
+		p, err := unicastPath(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32), addrB, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	paths := func(from, to int) []*apiutil.Path {
+		var ps []*apiutil.Path
+		for i := from; i < to; i++ {
+			ps = append(ps, path(i))
+		}
+		return ps
+	}
+	// received is A's count of B's unicast paths and whether the session
+	// is up, from GoBGP's peer state.
+	received := func() (uint64, bool, string) {
+		var n uint64
+		var up bool
+		var admin string
+		err := a.s.ListPeer(ctx, &api.ListPeerRequest{Address: addrB.String()}, func(p *api.Peer) {
+			up = p.GetState().GetSessionState() == api.PeerState_SESSION_STATE_ESTABLISHED
+			admin = p.GetState().GetAdminState().String()
+			for _, af := range p.GetAfiSafis() {
+				if af.GetConfig().GetFamily().GetSafi() == api.Family_SAFI_UNICAST {
+					n = af.GetState().GetReceived()
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n, up, admin
+	}
+	waitFor := func(what string, ok func(n uint64, up bool, admin string) bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			if n, up, admin := received(); ok(n, up, admin) {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		n, up, admin := received()
+		t.Fatalf("%s: after 60s A holds %d of B's paths, session established %v, admin state %s", what, n, up, admin)
+	}
+	waitFor("session up", func(_ uint64, up bool, _ string) bool { return up })
+
+	add := func(ps []*apiutil.Path) {
+		t.Helper()
+		if _, err := b.s.AddPath(apiutil.AddPathRequest{Paths: ps}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(paths(0, limit))
+	waitFor("B at the limit", func(n uint64, up bool, _ string) bool { return up && n == uint64(limit) })
+
+	// Replace 1,000 paths: withdrawn, then 1,000 new ones. A holds the
+	// limit again, and has the last new one.
+	if err := b.s.DeletePath(apiutil.DeletePathRequest{Paths: paths(0, 1000)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("1,000 withdrawn", func(n uint64, up bool, _ string) bool { return up && n == uint64(limit-1000) })
+	add(paths(limit, limit+1000))
+	waitFor("1,000 others announced", func(n uint64, up bool, _ string) bool { return up && n == uint64(limit) })
+	if _, up, _ := received(); !up {
+		t.Fatal("B was cut off while it stayed at the limit")
+	}
+
+	// One more: A cuts B off and keeps the session down.
+	add(paths(limit+1000, limit+1001))
+	waitFor("one past the limit", func(_ uint64, up bool, admin string) bool { return !up && admin == api.PeerState_ADMIN_STATE_PFX_CT.String() })
+	time.Sleep(2 * time.Second)
+	if _, up, admin := received(); up || admin != api.PeerState_ADMIN_STATE_PFX_CT.String() {
+		t.Errorf("2 s after the cut-off: established %v, admin state %s; want down, %s", up, admin, api.PeerState_ADMIN_STATE_PFX_CT)
+	}
+}
