@@ -170,7 +170,7 @@ func (r *reconciler) Once() error { return r.once(true) }
 // The step and the kernel side share one loop on purpose: with kernel
 // passes in a loop of their own, beside the steps, the 100-client
 // reflector bench took 38 s cold to every route (one run), against 24-34 s
-// in eight runs with one loop: on a machine that is the bottleneck, more
+// in nine runs with one loop: on a machine that is the bottleneck, more
 // work at once, and passes no longer paced by the steps.
 func (r *reconciler) once(kernel bool) error {
 	var blocks []store.Block
