@@ -129,11 +129,13 @@ func benchMesh(ctx context.Context, args []string) error {
 		}
 	}
 	if want["mesh"] && ctx.Err() == nil {
+		rep.quietMesh = meshQuiet(ctx)
 		rep.loadMesh, rep.othersMesh = meshLoad(), meshOthers()
 		meshProgress("mesh: %d nodes from cold", *meshNodes)
 		rep.mesh = b.meshStart(*meshNodes, *meshVoters, *meshWait)
 	}
 	if want["rr"] && ctx.Err() == nil {
+		rep.quietRR = meshQuiet(ctx)
 		rep.loadRR, rep.othersRR = meshLoad(), meshOthers()
 		meshProgress("rr: %d clients through 2 reef route reflectors", *rrClients)
 		rep.rr = b.routeReflectors(*rrClients, *rrWait)
