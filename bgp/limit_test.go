@@ -104,7 +104,9 @@ func TestPrefixLimitCutsOffAFlood(t *testing.T) {
 
 	// One more: A cuts B off and keeps the session down.
 	add(paths(limit+1000, limit+1001))
-	waitFor("one past the limit", func(_ uint64, up bool, admin string) bool { return !up && admin == api.PeerState_ADMIN_STATE_PFX_CT.String() })
+	waitFor("one past the limit", func(_ uint64, up bool, admin string) bool {
+		return !up && admin == api.PeerState_ADMIN_STATE_PFX_CT.String()
+	})
 	time.Sleep(2 * time.Second)
 	if _, up, admin := received(); up || admin != api.PeerState_ADMIN_STATE_PFX_CT.String() {
 		t.Errorf("2 s after the cut-off: established %v, admin state %s; want down, %s", up, admin, api.PeerState_ADMIN_STATE_PFX_CT)
