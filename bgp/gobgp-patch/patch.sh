@@ -2,7 +2,7 @@
 # patch.sh DIR: makes DIR/gobgp, a copy of the GoBGP module that go.mod pins
 # with gobgp.diff applied (32 map shards per RIB table instead of 2,048; the
 # prefix-limit count kept as paths come and go instead of walking the
-# table), and DIR/go.work, a Go workspace of reef with that copy in GoBGP's
+# table; a path's stale flag atomic), and DIR/go.work, a Go workspace of reef with that copy in GoBGP's
 # place. The Makefile builds and tests with GOWORK=DIR/go.work; README.md
 # here says why. A plain `go build` without it builds the unpatched GoBGP,
 # which works the same and takes more memory and CPU.
