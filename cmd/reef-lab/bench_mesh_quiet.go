@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// quiet is how long a part waited for the machine to go quiet, and
+// whether it did.
+type quiet struct {
+	waited time.Duration
+	ok     bool
+}
+
+func (q quiet) String() string {
+	if !q.ok {
+		return fmt.Sprintf("not quiet after %s", q.waited.Round(time.Second))
+	}
+	return fmt.Sprintf("quiet after %s", q.waited.Round(100*time.Millisecond))
+}
+
+// Quiet is at most this busy (both CPUs, one second of /proc/stat).
+const (
+	quietBusy = 0.10
+	quietMax  = 30 * time.Second
+)
+
+// meshQuiet waits, at most quietMax, until a second passes in which the
+// CPUs are at most quietBusy busy: the namespaces and daemons of the part
+// before are gone (the kernel tears namespaces down in the background), so
+// that one part's cleanup does not land in the next one's figures.
+func meshQuiet(ctx context.Context) quiet {
+	began := time.Now()
+	for time.Since(began) < quietMax && ctx.Err() == nil {
+		a, errA := cpuTimes()
+		time.Sleep(time.Second)
+		b, errB := cpuTimes()
+		if errA != nil || errB != nil {
+			return quiet{waited: time.Since(began)}
+		}
+		if total := b[0] - a[0]; total > 0 && float64(total-(b[1]-a[1]))/float64(total) <= quietBusy {
+			return quiet{waited: time.Since(began), ok: true}
+		}
+	}
+	return quiet{waited: time.Since(began)}
+}
+
+// cpuTimes returns the total and the idle (idle + iowait) jiffies of all
+// CPUs, from /proc/stat.
+func cpuTimes() ([2]uint64, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return [2]uint64{}, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 6 || f[0] != "cpu" {
+		return [2]uint64{}, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var out [2]uint64
+	for i, v := range f[1:] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return [2]uint64{}, fmt.Errorf("/proc/stat: %q: %w", line, err)
+		}
+		out[0] += n
+		if i == 3 || i == 4 { // idle, iowait
+			out[1] += n
+		}
+	}
+	return out, nil
+}
