@@ -164,9 +164,17 @@ func firstFree(addrs *bolt.Bucket, p netip.Prefix) (netip.Addr, bool) {
 }
 
 // Blocks returns every block the store knows, whoever owns it, in
-// ascending address order.
+// ascending address order. The caller owns the slice.
 func (s *Store) Blocks() ([]Block, error) {
-	return s.blocks(func(blockRecord) bool { return true })
+	blocks, gen, ok := s.cache.cachedBlocks()
+	if ok {
+		return blocks, nil
+	}
+	blocks, err := s.blocks(func(blockRecord) bool { return true })
+	if err == nil {
+		s.cache.keepBlocks(gen, blocks)
+	}
+	return blocks, err
 }
 
 // OwnBlocks returns the blocks owned by this node, pending or confirmed,

@@ -175,7 +175,7 @@ func (s *Store) SetEndpoint(ep Endpoint) error {
 	if !ep.State.valid() {
 		return fmt.Errorf("set endpoint %s: unknown state %q", ep.Handle, ep.State)
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		eps := tx.Bucket(bucketEndpoints)
 		old, ok, err := getEndpoint(eps, ep.Handle)
 		if err != nil {

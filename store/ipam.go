@@ -43,7 +43,7 @@ func (s *Store) Allocate(ep Endpoint, pool Pool) (got Endpoint, existed bool, er
 	// Everything from the handle lookup to the final write happens in this
 	// one closure: bbolt runs one writer at a time, so no other Allocate can
 	// see the address as free between our read and our write.
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.update(func(tx *bolt.Tx) error {
 		eps := tx.Bucket(bucketEndpoints)
 		old, ok, err := getEndpoint(eps, ep.Handle)
 		if err != nil {
@@ -111,7 +111,7 @@ func (s *Store) Release(handle string) (ep Endpoint, found bool, err error) {
 	if handle == "" {
 		return Endpoint{}, false, errors.New("release: handle is empty")
 	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.update(func(tx *bolt.Tx) error {
 		eps := tx.Bucket(bucketEndpoints)
 		ep, found, err = getEndpoint(eps, handle)
 		if err != nil || !found {

@@ -74,9 +74,14 @@ type knownRecord struct {
 	Born uint32 `json:"born"`
 }
 
-// LoadProtocol returns the protocol's state as the store holds it.
+// LoadProtocol returns the protocol's state as the store holds it. The
+// caller owns the result.
 func (s *Store) LoadProtocol() (blockproto.State, error) {
-	st := blockproto.State{
+	st, gen, ok := s.cache.cachedProtocol()
+	if ok {
+		return st, nil
+	}
+	st = blockproto.State{
 		Self: blockproto.Node{Addr: s.addr, Inc: s.inc}, Born: s.born,
 		Own: map[netip.Prefix]blockproto.OwnBlock{}, Released: map[netip.Prefix]bool{},
 		Grants: map[netip.Prefix]blockproto.Node{}, Remote: map[netip.Prefix]blockproto.RemoteBlock{},
@@ -167,6 +172,7 @@ func (s *Store) LoadProtocol() (blockproto.State, error) {
 	if err != nil {
 		return blockproto.State{}, fmt.Errorf("read the block protocol's state from %s: %w", s.path, err)
 	}
+	s.cache.keepProtocol(gen, st)
 	return st, nil
 }
 
@@ -177,7 +183,7 @@ func (s *Store) LoadProtocol() (blockproto.State, error) {
 // own one), naming the block.
 func (s *Store) ApplyProtocol(c blockproto.Changes) error {
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		blocks := tx.Bucket(bucketBlocks)
 		for _, k := range c.Known {
 			v, _ := json.Marshal(knownRecord{Inc: k.Inc, Born: k.Born})
@@ -319,7 +325,7 @@ func (s *Store) SetBlockOwnerNames(names map[netip.Addr]string) error {
 	if len(names) == 0 {
 		return nil
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		blocks := tx.Bucket(bucketBlocks)
 		var recs []blockRecord
 		err := blocks.ForEach(func(k, v []byte) error {
@@ -392,7 +398,7 @@ func (s *Store) FreeAddresses(pool Pool) (int, error) {
 // SetFlag sets or clears a named flag in the meta bucket, such as the mark
 // of a planned restart.
 func (s *Store) SetFlag(name string, on bool) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		key := []byte("flag." + name)
 		if !on {

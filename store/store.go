@@ -46,6 +46,8 @@ type Store struct {
 	addr netip.Addr
 	inc  uint32 // blockproto incarnation, drawn when the file was created
 	born uint32
+
+	cache readCache
 }
 
 // Open opens the state file at path, creating it (mode 0600, parent
@@ -104,7 +106,9 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = db.Close() // the schema error is the one worth reporting
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	return &Store{db: db, path: path, node: opts.Node, addr: opts.Address, inc: inc, born: born}, nil
+	st := &Store{db: db, path: path, node: opts.Node, addr: opts.Address, inc: inc, born: born}
+	st.cache.gen.Store(1)
+	return st, nil
 }
 
 // Close releases the file and its lock. The Store must not be used after.

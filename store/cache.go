@@ -1,0 +1,74 @@
+package store
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/reefcni/reef/blockproto"
+)
+
+// readCache keeps the last results of the two reads every block protocol
+// step makes, LoadProtocol and Blocks, for as long as no write transaction
+// has committed since. Both decode every block record, and most steps of a
+// node that hears other nodes' claims and votes change nothing here.
+//
+// gen counts committed writes. A read notes gen before its transaction and
+// files its result under that number: a write that commits in between
+// makes the result newer than its number says, never older, so the worst
+// a race costs is one read more.
+type readCache struct {
+	gen atomic.Uint64 // 1 + writes committed; 0 is never a valid entry
+
+	mu        sync.Mutex
+	protoGen  uint64
+	proto     blockproto.State
+	blocksGen uint64
+	blocks    []Block
+}
+
+// update runs fn in a write transaction and invalidates the read cache.
+// Every write of the store goes through it.
+func (s *Store) update(fn func(*bolt.Tx) error) error {
+	err := s.db.Update(fn)
+	s.cache.gen.Add(1)
+	return err
+}
+
+func (c *readCache) cachedProtocol() (blockproto.State, uint64, bool) {
+	g := c.gen.Load()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.protoGen == g {
+		return c.proto.Clone(), g, true
+	}
+	return blockproto.State{}, g, false
+}
+
+func (c *readCache) keepProtocol(g uint64, st blockproto.State) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g > c.protoGen {
+		c.protoGen, c.proto = g, st.Clone()
+	}
+}
+
+func (c *readCache) cachedBlocks() ([]Block, uint64, bool) {
+	g := c.gen.Load()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.blocksGen == g {
+		return slices.Clone(c.blocks), g, true
+	}
+	return nil, g, false
+}
+
+func (c *readCache) keepBlocks(g uint64, blocks []Block) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g > c.blocksGen {
+		c.blocksGen, c.blocks = g, slices.Clone(blocks)
+	}
+}
