@@ -55,10 +55,12 @@ func TestPeerType(t *testing.T) {
 		{"a client's reflector", Config{RouteReflectors: []netip.Addr{rr}}, false, PeerReflector},
 		{"a reflector's client", Config{RouteReflector: true}, true, PeerClient},
 		{"a reflector's other reflector", Config{RouteReflector: true, Peers: []netip.Addr{rr}}, false, PeerReflector},
+		{"a router", Config{ExternalPeers: []ExternalPeer{{Address: rr}}}, false, PeerExternal},
+		{"a router's address taken in through peerPrefixes", Config{ExternalPeers: []ExternalPeer{{Address: rr}}}, true, PeerMesh},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.cfg.peerType(tt.dynamic); got != tt.want {
+			if got := tt.cfg.peerType(rr, tt.dynamic); got != tt.want {
 				t.Errorf("peerType(%v) = %q, want %q", tt.dynamic, got, tt.want)
 			}
 		})

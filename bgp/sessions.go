@@ -45,7 +45,7 @@ func (sp *Speaker) notePeer(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time
 	}
 	old := sp.sessions[addr]
 	st := PeerStatus{Address: addr, State: fsmStateName(ev.Peer.State.SessionState), Dynamic: !sp.static(addr)}
-	st.Type = sp.cfg.peerType(st.Dynamic)
+	st.Type = sp.cfg.peerType(addr, st.Dynamic)
 	st.Established = ev.Peer.State.SessionState == bgppkt.BGP_FSM_ESTABLISHED
 	switch {
 	case st.Established && old.Established:
@@ -130,7 +130,8 @@ func (sp *Speaker) snapshot() []PeerStatus {
 }
 
 func (sp *Speaker) static(a netip.Addr) bool {
-	return slices.Contains(sp.cfg.Peers, a) || slices.Contains(sp.cfg.RouteReflectors, a)
+	_, ext := sp.cfg.external(a)
+	return ext || slices.Contains(sp.cfg.Peers, a) || slices.Contains(sp.cfg.RouteReflectors, a)
 }
 
 func fsmStateName(s bgppkt.FSMState) string {

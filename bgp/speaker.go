@@ -35,9 +35,12 @@ type Config struct {
 	// sessions accepted through PeerPrefixes are its clients, Peers are
 	// non-clients (the other reflectors), and the cluster ID is RouterID.
 	RouteReflector bool
-	Password       string // TCP MD5; "" for none
-	Keepalive      time.Duration
-	Hold           time.Duration
+	// ExternalPeers are the node's routers (external.go): they get this
+	// node's confirmed blocks and give it nothing.
+	ExternalPeers []ExternalPeer
+	Password      string // TCP MD5; "" for none
+	Keepalive     time.Duration
+	Hold          time.Duration
 	// RestartTime is how long peers keep our routes after the session
 	// drops: above the worst-case time for the daemon to come back.
 	RestartTime time.Duration
@@ -147,6 +150,9 @@ func (sp *Speaker) connect(ctx context.Context) error {
 		if err := sp.acceptOwnPathsOnly(ctx, cfg.Peers); err != nil {
 			return err
 		}
+	}
+	if err := sp.addExternalPeers(ctx); err != nil {
+		return err
 	}
 	// Configured peers first: a configured peer that connects before it is
 	// added would otherwise be taken in as a dynamic one, and adding it
@@ -388,12 +394,16 @@ const (
 	PeerMesh      PeerType = "mesh"      // a node of the full mesh
 	PeerReflector PeerType = "reflector" // a route reflector: this node's, or, on a reflector, another one
 	PeerClient    PeerType = "client"    // a route reflector client of this node
+	PeerExternal  PeerType = "external"  // a router (bgp.externalPeers)
 )
 
 // peerType is what a neighbour is to this speaker: on a client, every
 // configured neighbour is a reflector; on a reflector, the configured ones
 // are the other reflectors and the dynamic ones its clients.
-func (cfg *Config) peerType(dynamic bool) PeerType {
+func (cfg *Config) peerType(addr netip.Addr, dynamic bool) PeerType {
+	if _, ok := cfg.external(addr); ok && !dynamic {
+		return PeerExternal
+	}
 	switch {
 	case len(cfg.RouteReflectors) > 0:
 		return PeerReflector

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/reefcni/reef/bgp"
 	reefv1 "github.com/reefcni/reef/proto"
 )
 
@@ -49,6 +50,33 @@ func printPeers(w io.Writer, st *reefv1.StatusReply) {
 	if n := st.GetBgpDropped(); n > 0 {
 		fmt.Fprintf(w, "%d path(s) from peers were refused by the import filter (see the daemon log)\n", n)
 	}
+	printExternalPeers(w, st)
+}
+
+// printExternalPeers lists bgp.externalPeers: what each was sent (this
+// node's blocks) and what each sent, all dropped, by reason.
+func printExternalPeers(w io.Writer, st *reefv1.StatusReply) {
+	if len(st.GetExternalPeers()) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nExternal BGP peers (they get this node's confirmed blocks; reef installs nothing they send):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PEER\tASN\tSTATE\tSINCE\tBLOCKS SENT\tROUTES RECEIVED\tDROPPED\tLIMIT")
+	for _, p := range st.GetExternalPeers() {
+		since := "-"
+		if p.GetSinceUnix() > 0 {
+			since = time.Since(time.Unix(p.GetSinceUnix(), 0)).Round(time.Second).String()
+		}
+		var dropped []string
+		for _, r := range bgp.DropReasons {
+			if n := p.GetDropped()[r]; n > 0 {
+				dropped = append(dropped, fmt.Sprintf("%s %d", r, n))
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s\t%d\n", p.GetAddress(), p.GetAsn(), p.GetState(), since,
+			p.GetSent(), p.GetReceived(), orDash(strings.Join(dropped, ", ")), p.GetMaxPrefixes())
+	}
+	tw.Flush()
 }
 
 // printVoters prints the block protocol's view (docs/ipam.md): the voters,

@@ -310,6 +310,9 @@ func unreachable(voters []netip.Addr, self netip.Addr, peers []bgp.PeerStatus) m
 	direct := map[netip.Addr]bool{}
 	anyUp := false
 	for _, p := range peers {
+		if p.Type == bgp.PeerExternal {
+			continue // a router carries no block protocol
+		}
 		direct[p.Address] = p.Established
 		anyUp = anyUp || p.Established
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/reefcni/reef/bgp"
 )
 
 // EncapMode says when traffic of a pool is encapsulated, as in Calico's IPPool.
@@ -76,6 +78,62 @@ type BGPConfig struct {
 	// PeerPrefixes are its clients, Peers are the other reflectors, and
 	// the cluster ID is the node address. docs/bgp.md.
 	RouteReflector bool `yaml:"routeReflector"`
+	// ExternalPeers are this node's routers (Calico: a BGPPeer with a
+	// node selector): they get the node's confirmed blocks, next hop the
+	// node, and nothing they send is imported. docs/bgp.md.
+	ExternalPeers []ExternalPeerConfig `yaml:"externalPeers"`
+}
+
+// ExternalPeerConfig is one router in bgp.externalPeers.
+type ExternalPeerConfig struct {
+	Address netip.Addr `yaml:"address"`
+	ASN     uint32     `yaml:"asn"` // eBGP when it differs from bgp.asn, iBGP when equal
+	Port    int        `yaml:"port"`
+	// Password is the TCP MD5 key of the session; "": none.
+	Password      string        `yaml:"password"`
+	HoldTime      time.Duration `yaml:"holdTime"`      // 0: bgp.holdTime
+	KeepaliveTime time.Duration `yaml:"keepaliveTime"` // 0: bgp.keepaliveTime
+	// Multihop is the TTL of an eBGP session to a router that is not
+	// directly connected (Calico: ttlSecurity's hop count); 0 for one
+	// that is.
+	Multihop int `yaml:"multihop"`
+	// MaxPrefixes is the session's prefix limit: the router sends more
+	// routes than this and the session is torn down, and stays down until
+	// the daemon restarts. reef imports none of them; a router that sends
+	// none (docs/bgp.md) never gets near it.
+	MaxPrefixes uint32 `yaml:"maxPrefixes"`
+	// Communities are added to every block exported to this peer:
+	// standard "65000:100" or large "65000:1:2".
+	Communities []string `yaml:"communities"`
+}
+
+// externalPeers are bgp.externalPeers as the speaker takes them, the
+// session timers that the entries leave out taken from the bgp section.
+func (b BGPConfig) externalPeers() []bgp.ExternalPeer {
+	var out []bgp.ExternalPeer
+	for _, p := range b.ExternalPeers {
+		e := bgp.ExternalPeer{Address: p.Address, ASN: p.ASN, Port: p.Port, Password: p.Password, Hold: p.HoldTime, Keepalive: p.KeepaliveTime,
+			Multihop: uint8(p.Multihop), MaxPrefixes: p.MaxPrefixes, Communities: p.Communities}
+		if e.Hold == 0 {
+			e.Hold = b.HoldTime
+		}
+		if e.Keepalive == 0 {
+			e.Keepalive = b.KeepaliveTime
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// defaultMaxPrefixes is an external peer's prefix limit when the config
+// gives none: a ToR that sends reef nothing, as docs/bgp.md configures it,
+// stays far below; one that sends a full table is cut off, not believed.
+const defaultMaxPrefixes = 1000
+
+// configExternalPeerDefaults is what an external peer entry gets for the
+// keys it leaves out.
+func configExternalPeerDefaults() ExternalPeerConfig {
+	return ExternalPeerConfig{Port: 179, MaxPrefixes: defaultMaxPrefixes}
 }
 
 // configPoolDefaults is what a pool entry gets for the keys it leaves out.
@@ -291,6 +349,8 @@ var (
 	configTypePrefix   = reflect.TypeFor[netip.Prefix]()
 	configTypeDuration = reflect.TypeFor[time.Duration]()
 	configTypePool     = reflect.TypeFor[PoolConfig]()
+
+	configTypeExternalPeer = reflect.TypeFor[ExternalPeerConfig]()
 )
 
 func (d *configDecoder) decodeValue(n *yaml.Node, path string, v reflect.Value) {
@@ -306,10 +366,13 @@ func (d *configDecoder) decodeValue(n *yaml.Node, path string, v reflect.Value) 
 			item = configDeref(item)
 			p := fmt.Sprintf("%s[%d]", path, i)
 			d.lines[p] = item.Line
-			// A pool entry starts from the pool defaults so that it may
-			// leave keys out.
-			if t.Elem() == configTypePool {
+			// A pool or external peer entry starts from its defaults so
+			// that it may leave keys out.
+			switch t.Elem() {
+			case configTypePool:
 				s.Index(i).Set(reflect.ValueOf(configPoolDefaults()))
+			case configTypeExternalPeer:
+				s.Index(i).Set(reflect.ValueOf(configExternalPeerDefaults()))
 			}
 			d.decodeValue(item, p, s.Index(i))
 		}

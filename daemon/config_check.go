@@ -5,9 +5,12 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/reefcni/reef/bgp"
 )
 
 // The semantic checks of a configuration (Validate): what each key may be.
@@ -123,6 +126,7 @@ func (c *Config) configProblems() []configProblem {
 		seen[a] = i
 	}
 	ps = append(ps, b.reflectorProblems()...)
+	ps = append(ps, c.externalPeerProblems()...)
 	if b.HoldTime < 3*time.Second {
 		bad("bgp.holdTime", "value %q is below the 3s BGP allows", b.HoldTime)
 	} else if b.KeepaliveTime >= b.HoldTime {
@@ -174,6 +178,71 @@ func (b BGPConfig) reflectorProblems() []configProblem {
 		}
 		if len(b.Voters) == 0 {
 			bad("bgp.routeReflector", "value true, but bgp.voters is not set; %s", pickVoters)
+		}
+	}
+	return ps
+}
+
+// externalPeerProblems are the checks of bgp.externalPeers.
+func (c *Config) externalPeerProblems() []configProblem {
+	var ps []configProblem
+	b := c.BGP
+	seen := map[netip.Addr]int{}
+	for i, p := range b.ExternalPeers {
+		at := fmt.Sprintf("bgp.externalPeers[%d]", i)
+		bad := func(key, format string, args ...any) {
+			ps = append(ps, configProblem{at + key, fmt.Sprintf(format, args...)})
+		}
+		a := p.Address
+		switch {
+		case !a.IsValid():
+			bad(".address", "missing; every external peer needs the router's address, e.g. address: 192.168.10.1")
+		case !a.Is4() || a.IsUnspecified() || a.IsMulticast() || a.IsLoopback():
+			bad(".address", "value %q is not a unicast IPv4 address", a)
+		case a == c.NodeAddress:
+			bad(".address", "value %q is this node's own address (nodeAddress)", a)
+		case slices.Contains(b.Peers, a) || slices.Contains(b.RouteReflectors, a):
+			bad(".address", "value %q is also in bgp.peers or bgp.routeReflectors; a cluster node is not an external peer: keep one of them", a)
+		default:
+			if j, dup := seen[a]; dup {
+				bad(".address", "value %q is listed twice (also bgp.externalPeers[%d])", a, j)
+			}
+			seen[a] = i
+		}
+		if p.ASN == 0 {
+			bad(".asn", "missing or 0; give the router's AS number (eBGP when it differs from bgp.asn %d, iBGP when equal)", b.ASN)
+		}
+		if p.Port < 1 || p.Port > 65535 {
+			bad(".port", "value %d is outside 1..65535", p.Port)
+		}
+		hold, keep := p.HoldTime, p.KeepaliveTime
+		if hold == 0 {
+			hold = b.HoldTime
+		}
+		if keep == 0 {
+			keep = b.KeepaliveTime
+		}
+		switch {
+		case p.HoldTime < 0 || p.HoldTime > 0 && p.HoldTime < 3*time.Second:
+			bad(".holdTime", "value %q is below the 3s BGP allows (or 0 for bgp.holdTime)", p.HoldTime)
+		case p.KeepaliveTime < 0:
+			bad(".keepaliveTime", "value %q is negative (or 0 for bgp.keepaliveTime)", p.KeepaliveTime)
+		case keep >= hold && hold >= 3*time.Second:
+			bad(".keepaliveTime", "value %q is not below the hold time %q (a third of it is usual)", keep, hold)
+		}
+		switch {
+		case p.Multihop < 0 || p.Multihop > 255:
+			bad(".multihop", "value %d is outside 0..255 (the TTL of an eBGP session; 0 for a directly connected router)", p.Multihop)
+		case p.Multihop > 0 && p.ASN == b.ASN:
+			bad(".multihop", "value %d on an iBGP peer (asn %d is bgp.asn): multihop is for eBGP; iBGP sessions need no TTL", p.Multihop, p.ASN)
+		}
+		if p.MaxPrefixes == 0 {
+			bad(".maxPrefixes", "value 0: every session has a prefix limit; leave the key out for %d, or give the most routes the router may send", defaultMaxPrefixes)
+		}
+		for j, cm := range p.Communities {
+			if _, _, err := bgp.SplitCommunities([]string{cm}); err != nil {
+				bad(fmt.Sprintf(".communities[%d]", j), "value %q: %v", cm, err)
+			}
 		}
 	}
 	return ps

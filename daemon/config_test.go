@@ -123,6 +123,17 @@ func TestParseConfig(t *testing.T) {
 			},
 		},
 		{
+			name: "external peers",
+			yaml: "bgp:\n  externalPeers:\n    - address: 192.168.10.1\n      asn: 65000\n    - {address: 10.9.9.9, asn: 65001, port: 1179, password: s3cret, holdTime: 9s, keepaliveTime: 3s, multihop: 2, maxPrefixes: 50, communities: ['65000:100', '65000:1:2']}\n",
+			want: func(c *Config) {
+				c.BGP.ExternalPeers = []ExternalPeerConfig{
+					{Address: addr("192.168.10.1"), ASN: 65000, Port: 179, MaxPrefixes: 1000},
+					{Address: addr("10.9.9.9"), ASN: 65001, Port: 1179, Password: "s3cret", HoldTime: 9 * time.Second, KeepaliveTime: 3 * time.Second,
+						Multihop: 2, MaxPrefixes: 50, Communities: []string{"65000:100", "65000:1:2"}},
+				}
+			},
+		},
+		{
 			name: "anchors and aliases",
 			yaml: "pools:\n- &p {cidr: 10.10.0.0/16, blockSize: 28}\nbgp: {peers: [&a 10.0.0.1], peerPrefixes: [10.0.0.0/8]}\n",
 			want: func(c *Config) {
@@ -244,6 +255,16 @@ func TestParseConfigErrors(t *testing.T) {
 		{"reflector without peer prefixes", "bgp: {routeReflector: true, voters: [10.0.0.5]}", []string{`bgp.routeReflector: value true, but bgp.peerPrefixes is empty`}},
 		{"reflector with route reflectors", "bgp: {routeReflector: true, peerPrefixes: [10.0.0.0/24], voters: [10.0.0.5], routeReflectors: [10.0.0.1]}",
 			[]string{`bgp.routeReflectors: value [10.0.0.1] is set on a route reflector (bgp.routeReflector: true)`}},
+		{"external peer without address", "bgp: {externalPeers: [{asn: 65000}]}", []string{`bgp.externalPeers[0].address: missing`}},
+		{"external peer without asn", "bgp: {externalPeers: [{address: 10.0.0.1}]}", []string{`bgp.externalPeers[0].asn: missing or 0`}},
+		{"external peer is a mesh peer", "bgp: {peers: [10.0.0.1], externalPeers: [{address: 10.0.0.1, asn: 65000}]}", []string{`bgp.externalPeers[0].address: value "10.0.0.1" is also in bgp.peers`}},
+		{"external peer twice", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000}, {address: 10.0.0.1, asn: 65000}]}", []string{`bgp.externalPeers[1].address: value "10.0.0.1" is listed twice (also bgp.externalPeers[0])`}},
+		{"external peer unlimited", "bgp:\n  externalPeers:\n  - address: 10.0.0.1\n    asn: 65000\n    maxPrefixes: 0\n", []string{f + `line 5: bgp.externalPeers[0].maxPrefixes: value 0: every session has a prefix limit`}},
+		{"external peer bad community", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000, communities: ['65000:70000']}]}", []string{`bgp.externalPeers[0].communities[0]: value "65000:70000"`}},
+		{"external peer multihop iBGP", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 64512, multihop: 2}]}", []string{`bgp.externalPeers[0].multihop: value 2 on an iBGP peer`}},
+		{"external peer hold time", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000, holdTime: 2s}]}", []string{`bgp.externalPeers[0].holdTime: value "2s" is below the 3s`}},
+		{"external peer keepalive", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000, holdTime: 9s, keepaliveTime: 9s}]}", []string{`bgp.externalPeers[0].keepaliveTime: value "9s" is not below the hold time "9s"`}},
+		{"external peer unknown key", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000, peerASN: 1}]}", []string{`bgp.externalPeers[0]: unknown key "peerASN"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -143,7 +143,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		RouteReflectors: cfg.BGP.RouteReflectors, RouteReflector: cfg.BGP.RouteReflector,
 		Keepalive: cfg.BGP.KeepaliveTime, Hold: cfg.BGP.HoldTime,
 		RestartTime: bgpRestartTime, Restarting: planned,
-		Pools: bgpPools, LogLevel: gobgpLevel,
+		ExternalPeers: cfg.BGP.externalPeers(),
+		Pools:         bgpPools, LogLevel: gobgpLevel,
 	}, log.With("component", "bgp"), d.rec.BGPChanged)
 	if err != nil {
 		return err
@@ -151,7 +152,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	lim := bgp.PrefixLimits(bgpPools)
 	log.Info("BGP speaker started", "asn", cfg.BGP.ASN, "port", cfg.BGP.Port, "peers", len(cfg.BGP.Peers),
 		"peerPrefixes", len(cfg.BGP.PeerPrefixes), "routeReflectors", cfg.BGP.RouteReflectors, "routeReflector", cfg.BGP.RouteReflector,
-		"prefixLimitUnicast", lim.Unicast, "prefixLimitVPN", lim.VPN, "plannedRestart", planned)
+		"prefixLimitUnicast", lim.Unicast, "prefixLimitVPN", lim.VPN, "plannedRestart", planned, "externalPeers", len(cfg.BGP.ExternalPeers))
 	voters := cfg.BGP.Voters
 	if len(voters) == 0 {
 		voters = blockproto.DefaultVoters(up.Address, cfg.BGP.Peers)

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/reefcni/reef/bgp"
 	"github.com/reefcni/reef/blockproto"
 	reefv1 "github.com/reefcni/reef/proto"
 	"github.com/reefcni/reef/store"
@@ -65,9 +66,22 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 		out.Blocks = append(out.Blocks, blockProto(b))
 	}
 	if d.speaker != nil {
+		externalUp := false
+		for _, e := range d.speaker.ExternalStatus(ctx) {
+			externalUp = externalUp || e.Established
+			ep := &reefv1.ExternalPeer{Address: e.Address.String(), Asn: e.ASN, State: e.State, Sent: e.Sent, Received: e.Received,
+				Dropped: e.Dropped, MaxPrefixes: e.MaxPrefixes, Hostname: e.Hostname}
+			if e.Established {
+				ep.SinceUnix = e.Since.Unix()
+			}
+			out.ExternalPeers = append(out.ExternalPeers, ep)
+		}
 		for _, p := range d.speaker.Status(ctx) {
+			if p.Type == bgp.PeerExternal {
+				continue // listed above
+			}
 			pp := &reefv1.Peer{Address: p.Address.String(), Hostname: p.Hostname, State: p.State,
-				Received: p.Received, Accepted: p.Accepted, Dynamic: p.Dynamic, Reached: d.rec.net.reached(p.Address), Type: string(p.Type)}
+				Received: p.Received, Accepted: p.Accepted, Dynamic: p.Dynamic, Reached: d.rec.net.reached(p.Address, externalUp), Type: string(p.Type)}
 			if p.Established {
 				pp.SinceUnix = p.Since.Unix()
 			}

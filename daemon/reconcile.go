@@ -237,8 +237,19 @@ func (r *reconciler) pass(blocks []store.Block) error {
 
 	live := r.resolveEndpoints(eps, &errs)
 
+	// Blocks of nodes in other subnets reached without encapsulation go
+	// where the node's own route to their owner goes.
+	hops := map[netip.Addr]routes.Hop{}
+	for _, owner := range r.net.routedOwners(blocks) {
+		hop, err := r.kernel.HopTo(owner)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("blocks of node %s get no route: %w", owner, err))
+			continue
+		}
+		hops[owner] = hop
+	}
 	// The tunnel device first: routes through it need it.
-	remote, vxPeers := r.net.remoteRoutes(blocks)
+	remote, vxPeers := r.net.remoteRoutes(blocks, hops)
 	r.syncTunnel(vxPeers, &errs)
 	r.syncIPIP(&errs)
 

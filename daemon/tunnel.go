@@ -59,25 +59,54 @@ func (n netInfo) tunnelHandle() string { return "vxlan-tunnel-addr-" + n.node }
 // ipipHandle is the IPAM handle of the node's IPIP tunnel address.
 func (n netInfo) ipipHandle() string { return "ipip-tunnel-addr-" + n.node }
 
+// routed says whether owner's blocks of pool are routed without
+// encapsulation to a node in another subnet: through the node's own route
+// to the owner (a router that knows the blocks from bgp.externalPeers),
+// not onlink.
+func (n netInfo) routed(pool netip.Prefix, owner netip.Addr) bool {
+	return n.encapTo(pool, owner) == routes.Direct && !n.uplink.Prefix.Masked().Contains(owner)
+}
+
+// routedOwners are the owners of other nodes' blocks that are routed
+// (routed): their routes need the node's route to each (routes.HopTo).
+func (n netInfo) routedOwners(blocks []store.Block) []netip.Addr {
+	seen := map[netip.Addr]bool{}
+	var out []netip.Addr
+	for _, b := range blocks {
+		if b.State == store.BlockRemote && b.OwnerAddr.IsValid() && !seen[b.OwnerAddr] && n.routed(b.Pool, b.OwnerAddr) {
+			seen[b.OwnerAddr] = true
+			out = append(out, b.OwnerAddr)
+		}
+	}
+	return out
+}
+
 // remoteRoutes turns other nodes' confirmed blocks into routes, each on the
 // device its pool's mode and the owner's subnet call for, and returns the
-// nodes reached through VXLAN.
-func (n netInfo) remoteRoutes(blocks []store.Block) ([]routes.RemoteBlock, map[netip.Addr]bool) {
+// nodes reached through VXLAN. A routed owner's blocks go through hops[owner],
+// the node's own route to it; without one they get no route.
+func (n netInfo) remoteRoutes(blocks []store.Block, hops map[netip.Addr]routes.Hop) ([]routes.RemoteBlock, map[netip.Addr]bool) {
 	var out []routes.RemoteBlock
 	vxPeers := map[netip.Addr]bool{}
 	for _, b := range blocks {
 		if b.State != store.BlockRemote || !b.OwnerAddr.IsValid() {
 			continue
 		}
-		dev := n.uplink.Interface
-		switch n.encapTo(b.Pool, b.OwnerAddr) {
-		case routes.VXLAN:
-			dev = routes.VXLANDevice
+		rb := routes.RemoteBlock{Block: b.CIDR, Node: b.OwnerAddr, Dev: n.uplink.Interface}
+		switch {
+		case n.routed(b.Pool, b.OwnerAddr):
+			hop, ok := hops[b.OwnerAddr]
+			if !ok {
+				continue
+			}
+			rb.Dev, rb.Gateway = hop.Dev, hop.Gateway
+		case n.encapTo(b.Pool, b.OwnerAddr) == routes.VXLAN:
+			rb.Dev = routes.VXLANDevice
 			vxPeers[b.OwnerAddr] = true
-		case routes.IPIP:
-			dev = routes.IPIPDevice
+		case n.encapTo(b.Pool, b.OwnerAddr) == routes.IPIP:
+			rb.Dev = routes.IPIPDevice
 		}
-		out = append(out, routes.RemoteBlock{Block: b.CIDR, Node: b.OwnerAddr, Dev: dev})
+		out = append(out, rb)
 	}
 	return out, vxPeers
 }
@@ -195,17 +224,20 @@ func (r *reconciler) syncPodMTU(live []store.Endpoint, links map[string]bool, er
 
 // reached says how this node reaches a peer's blocks of the first pool,
 // and why that cannot work when it cannot: a node in another subnet
-// reached directly needs an underlay that routes pod addresses.
-func (n netInfo) reached(peer netip.Addr) string {
+// reached without encapsulation needs a router that knows the blocks,
+// which an established external peer (bgp.externalPeers) is taken to be.
+func (n netInfo) reached(peer netip.Addr, externalUp bool) string {
 	if len(n.pools) == 0 {
 		return ""
 	}
 	pool := n.pools[0]
-	e := n.encapTo(pool.CIDR, peer)
-	if e == routes.Direct && !n.uplink.Prefix.Masked().Contains(peer) {
-		return fmt.Sprintf("direct, but %s is outside %s and pool %s has vxlanMode %s and ipipMode %s: "+
-			"pods there are unreachable unless the underlay routes pod addresses; set vxlanMode: CrossSubnet",
-			peer, n.uplink.Prefix.Masked(), pool.CIDR, pool.VXLANMode, pool.IPIPMode)
+	switch {
+	case !n.routed(pool.CIDR, peer):
+		return n.encapTo(pool.CIDR, peer).String()
+	case externalUp:
+		return fmt.Sprintf("routed: through this node's route to %s, whose router learns the blocks from this node's external BGP peers", peer)
 	}
-	return e.String()
+	return fmt.Sprintf("direct, but %s is outside %s and pool %s has vxlanMode %s and ipipMode %s: "+
+		"pods there are unreachable unless the underlay routes pod addresses (bgp.externalPeers, docs/bgp.md); no external BGP peer is established; or set vxlanMode: CrossSubnet",
+		peer, n.uplink.Prefix.Masked(), pool.CIDR, pool.VXLANMode, pool.IPIPMode)
 }

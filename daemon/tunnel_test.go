@@ -28,30 +28,49 @@ func TestRemoteRoutesPerPoolMode(t *testing.T) {
 		blk("10.244.3.0/26", "10.244.0.0/16", other, store.BlockLost), // own, not remote
 		blk("10.244.4.0/26", "10.244.0.0/16", netip.Addr{}, store.BlockConfirmed),
 	}
-	got, vx := n.remoteRoutes(blocks)
-	want := map[string]string{"10.244.1.0/26": "eth0", "10.244.2.0/26": routes.VXLANDevice, "10.245.1.0/26": routes.IPIPDevice, "10.246.1.0/26": "eth0"}
-	if len(got) != len(want) {
-		t.Fatalf("routes %+v, want %d", got, len(want))
+	// 10.246.1.0/26 is routed (pool Never, owner in another subnet): only
+	// with the node's route to its owner does it get one, through the
+	// router.
+	if got := n.routedOwners(blocks); len(got) != 1 || got[0] != other {
+		t.Errorf("routedOwners = %v, want [%s]", got, other)
 	}
-	for _, r := range got {
-		if want[r.Block.String()] != r.Dev {
-			t.Errorf("%s on %s, want %s", r.Block, r.Dev, want[r.Block.String()])
+	router := netip.MustParseAddr("192.168.77.254")
+	for _, hops := range []map[netip.Addr]routes.Hop{nil, {other: {Gateway: router, Dev: "eth0"}}} {
+		got, vx := n.remoteRoutes(blocks, hops)
+		want := map[string]string{"10.244.1.0/26": "eth0", "10.244.2.0/26": routes.VXLANDevice, "10.245.1.0/26": routes.IPIPDevice}
+		if hops != nil {
+			want["10.246.1.0/26"] = "eth0 via " + router.String()
 		}
-	}
-	if len(vx) != 1 || !vx[other] {
-		t.Errorf("VXLAN peers %v, want only %s", vx, other)
+		if len(got) != len(want) {
+			t.Fatalf("hops %v: routes %+v, want %d", hops, got, len(want))
+		}
+		for _, r := range got {
+			dev := r.Dev
+			if r.Gateway.IsValid() {
+				dev += " via " + r.Gateway.String()
+			}
+			if want[r.Block.String()] != dev {
+				t.Errorf("%s on %s, want %s", r.Block, dev, want[r.Block.String()])
+			}
+		}
+		if len(vx) != 1 || !vx[other] {
+			t.Errorf("VXLAN peers %v, want only %s", vx, other)
+		}
 	}
 	if n.vxlanPool() != netip.MustParsePrefix("10.244.0.0/16") || n.tunnelHandle() != "vxlan-tunnel-addr-a1" {
 		t.Errorf("vxlan pool %s, handle %s", n.vxlanPool(), n.tunnelHandle())
 	}
-	if r := n.reached(other); r != "vxlan" {
+	if r := n.reached(other, false); r != "vxlan" {
 		t.Errorf("reached(%s) = %q", other, r)
 	}
 	n.pools[0].VXLANMode = EncapNever
-	if r := n.reached(other); !strings.Contains(r, "set vxlanMode: CrossSubnet") || !strings.HasPrefix(r, "direct") {
+	if r := n.reached(other, false); !strings.Contains(r, "set vxlanMode: CrossSubnet") || !strings.HasPrefix(r, "direct") {
 		t.Errorf("reached(%s) with Never = %q, want an explanation", other, r)
 	}
-	if r := n.reached(same); r != "direct" {
+	if r := n.reached(other, true); !strings.HasPrefix(r, "routed") {
+		t.Errorf("reached(%s) with Never and an external peer up = %q, want routed", other, r)
+	}
+	if r := n.reached(same, true); r != "direct" {
 		t.Errorf("reached(%s) = %q", same, r)
 	}
 }

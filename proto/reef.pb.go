@@ -507,6 +507,7 @@ type StatusReply struct {
 	VotersDisagree []string        `protobuf:"bytes,25,rep,name=voters_disagree,json=votersDisagree,proto3" json:"voters_disagree,omitempty"` // "node: [voters]" of nodes with another voter list
 	Gone           string          `protobuf:"bytes,26,opt,name=gone,proto3" json:"gone,omitempty"`                                           // why this incarnation was forgotten or superseded
 	VotesHeld      int32           `protobuf:"varint,27,opt,name=votes_held,json=votesHeld,proto3" json:"votes_held,omitempty"`               // votes this node holds as a voter (one per block it voted for)
+	ExternalPeers  []*ExternalPeer `protobuf:"bytes,28,rep,name=external_peers,json=externalPeers,proto3" json:"external_peers,omitempty"`    // bgp.externalPeers, in the config's order
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -730,6 +731,123 @@ func (x *StatusReply) GetVotesHeld() int32 {
 	return 0
 }
 
+func (x *StatusReply) GetExternalPeers() []*ExternalPeer {
+	if x != nil {
+		return x.ExternalPeers
+	}
+	return nil
+}
+
+// ExternalPeer is one of the node's routers (bgp.externalPeers): it gets
+// this node's confirmed blocks, and every route it sends is dropped.
+type ExternalPeer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Address       string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	Asn           uint32                 `protobuf:"varint,2,opt,name=asn,proto3" json:"asn,omitempty"`
+	State         string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`                                                                                // idle, connect, active, opensent, openconfirm, established
+	SinceUnix     int64                  `protobuf:"varint,4,opt,name=since_unix,json=sinceUnix,proto3" json:"since_unix,omitempty"`                                                      // established since; 0 if not established
+	Sent          uint64                 `protobuf:"varint,5,opt,name=sent,proto3" json:"sent,omitempty"`                                                                                 // blocks exported to it
+	Received      uint64                 `protobuf:"varint,6,opt,name=received,proto3" json:"received,omitempty"`                                                                         // routes it sent, all dropped
+	Dropped       map[string]uint64      `protobuf:"bytes,7,rep,name=dropped,proto3" json:"dropped,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"` // of them, by reason (docs/bgp.md)
+	MaxPrefixes   uint32                 `protobuf:"varint,8,opt,name=max_prefixes,json=maxPrefixes,proto3" json:"max_prefixes,omitempty"`                                                // the session is torn down past this many
+	Hostname      string                 `protobuf:"bytes,9,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExternalPeer) Reset() {
+	*x = ExternalPeer{}
+	mi := &file_proto_reef_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExternalPeer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExternalPeer) ProtoMessage() {}
+
+func (x *ExternalPeer) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_reef_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExternalPeer.ProtoReflect.Descriptor instead.
+func (*ExternalPeer) Descriptor() ([]byte, []int) {
+	return file_proto_reef_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ExternalPeer) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *ExternalPeer) GetAsn() uint32 {
+	if x != nil {
+		return x.Asn
+	}
+	return 0
+}
+
+func (x *ExternalPeer) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *ExternalPeer) GetSinceUnix() int64 {
+	if x != nil {
+		return x.SinceUnix
+	}
+	return 0
+}
+
+func (x *ExternalPeer) GetSent() uint64 {
+	if x != nil {
+		return x.Sent
+	}
+	return 0
+}
+
+func (x *ExternalPeer) GetReceived() uint64 {
+	if x != nil {
+		return x.Received
+	}
+	return 0
+}
+
+func (x *ExternalPeer) GetDropped() map[string]uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return nil
+}
+
+func (x *ExternalPeer) GetMaxPrefixes() uint32 {
+	if x != nil {
+		return x.MaxPrefixes
+	}
+	return 0
+}
+
+func (x *ExternalPeer) GetHostname() string {
+	if x != nil {
+		return x.Hostname
+	}
+	return ""
+}
+
 // PendingClaim is one of this node's claims waiting for votes.
 type PendingClaim struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -741,7 +859,7 @@ type PendingClaim struct {
 
 func (x *PendingClaim) Reset() {
 	*x = PendingClaim{}
-	mi := &file_proto_reef_proto_msgTypes[8]
+	mi := &file_proto_reef_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -753,7 +871,7 @@ func (x *PendingClaim) String() string {
 func (*PendingClaim) ProtoMessage() {}
 
 func (x *PendingClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[8]
+	mi := &file_proto_reef_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -766,7 +884,7 @@ func (x *PendingClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingClaim.ProtoReflect.Descriptor instead.
 func (*PendingClaim) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{8}
+	return file_proto_reef_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PendingClaim) GetBlock() string {
@@ -793,7 +911,7 @@ type IPAMRequest struct {
 
 func (x *IPAMRequest) Reset() {
 	*x = IPAMRequest{}
-	mi := &file_proto_reef_proto_msgTypes[9]
+	mi := &file_proto_reef_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +923,7 @@ func (x *IPAMRequest) String() string {
 func (*IPAMRequest) ProtoMessage() {}
 
 func (x *IPAMRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[9]
+	mi := &file_proto_reef_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +936,7 @@ func (x *IPAMRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IPAMRequest.ProtoReflect.Descriptor instead.
 func (*IPAMRequest) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{9}
+	return file_proto_reef_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *IPAMRequest) GetShowBlocks() bool {
@@ -846,7 +964,7 @@ type IPAMReply struct {
 
 func (x *IPAMReply) Reset() {
 	*x = IPAMReply{}
-	mi := &file_proto_reef_proto_msgTypes[10]
+	mi := &file_proto_reef_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -858,7 +976,7 @@ func (x *IPAMReply) String() string {
 func (*IPAMReply) ProtoMessage() {}
 
 func (x *IPAMReply) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[10]
+	mi := &file_proto_reef_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -871,7 +989,7 @@ func (x *IPAMReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IPAMReply.ProtoReflect.Descriptor instead.
 func (*IPAMReply) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{10}
+	return file_proto_reef_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *IPAMReply) GetPools() []*Pool {
@@ -911,7 +1029,7 @@ type Allocation struct {
 
 func (x *Allocation) Reset() {
 	*x = Allocation{}
-	mi := &file_proto_reef_proto_msgTypes[11]
+	mi := &file_proto_reef_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +1041,7 @@ func (x *Allocation) String() string {
 func (*Allocation) ProtoMessage() {}
 
 func (x *Allocation) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[11]
+	mi := &file_proto_reef_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +1054,7 @@ func (x *Allocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Allocation.ProtoReflect.Descriptor instead.
 func (*Allocation) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{11}
+	return file_proto_reef_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Allocation) GetIp() string {
@@ -1002,7 +1120,7 @@ type Pool struct {
 
 func (x *Pool) Reset() {
 	*x = Pool{}
-	mi := &file_proto_reef_proto_msgTypes[12]
+	mi := &file_proto_reef_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1132,7 @@ func (x *Pool) String() string {
 func (*Pool) ProtoMessage() {}
 
 func (x *Pool) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[12]
+	mi := &file_proto_reef_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1145,7 @@ func (x *Pool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pool.ProtoReflect.Descriptor instead.
 func (*Pool) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{12}
+	return file_proto_reef_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Pool) GetCidr() string {
@@ -1089,7 +1207,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_proto_reef_proto_msgTypes[13]
+	mi := &file_proto_reef_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1101,7 +1219,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[13]
+	mi := &file_proto_reef_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1114,7 +1232,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{13}
+	return file_proto_reef_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Block) GetCidr() string {
@@ -1217,7 +1335,7 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\adynamic\x18\a \x01(\bR\adynamic\x12\x18\n" +
 	"\areached\x18\b \x01(\tR\areached\x12\x12\n" +
 	"\x04type\x18\t \x01(\tR\x04type\"\x0f\n" +
-	"\rStatusRequest\"\xa3\a\n" +
+	"\rStatusRequest\"\xe1\a\n" +
 	"\vStatusReply\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12!\n" +
 	"\fnode_address\x18\x02 \x01(\tR\vnodeAddress\x12\x1c\n" +
@@ -1250,7 +1368,22 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x0fvoters_disagree\x18\x19 \x03(\tR\x0evotersDisagree\x12\x12\n" +
 	"\x04gone\x18\x1a \x01(\tR\x04gone\x12\x1d\n" +
 	"\n" +
-	"votes_held\x18\x1b \x01(\x05R\tvotesHeld\"C\n" +
+	"votes_held\x18\x1b \x01(\x05R\tvotesHeld\x12<\n" +
+	"\x0eexternal_peers\x18\x1c \x03(\v2\x15.reef.v1.ExternalPeerR\rexternalPeers\"\xd8\x02\n" +
+	"\fExternalPeer\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x10\n" +
+	"\x03asn\x18\x02 \x01(\rR\x03asn\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x1d\n" +
+	"\n" +
+	"since_unix\x18\x04 \x01(\x03R\tsinceUnix\x12\x12\n" +
+	"\x04sent\x18\x05 \x01(\x04R\x04sent\x12\x1a\n" +
+	"\breceived\x18\x06 \x01(\x04R\breceived\x12<\n" +
+	"\adropped\x18\a \x03(\v2\".reef.v1.ExternalPeer.DroppedEntryR\adropped\x12!\n" +
+	"\fmax_prefixes\x18\b \x01(\rR\vmaxPrefixes\x12\x1a\n" +
+	"\bhostname\x18\t \x01(\tR\bhostname\x1a:\n" +
+	"\fDroppedEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"C\n" +
 	"\fPendingClaim\x12\x14\n" +
 	"\x05block\x18\x01 \x01(\tR\x05block\x12\x1d\n" +
 	"\n" +
@@ -1313,7 +1446,7 @@ func file_proto_reef_proto_rawDescGZIP() []byte {
 	return file_proto_reef_proto_rawDescData
 }
 
-var file_proto_reef_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_proto_reef_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_proto_reef_proto_goTypes = []any{
 	(*CNIRequest)(nil),    // 0: reef.v1.CNIRequest
 	(*CNIReply)(nil),      // 1: reef.v1.CNIReply
@@ -1323,42 +1456,46 @@ var file_proto_reef_proto_goTypes = []any{
 	(*Peer)(nil),          // 5: reef.v1.Peer
 	(*StatusRequest)(nil), // 6: reef.v1.StatusRequest
 	(*StatusReply)(nil),   // 7: reef.v1.StatusReply
-	(*PendingClaim)(nil),  // 8: reef.v1.PendingClaim
-	(*IPAMRequest)(nil),   // 9: reef.v1.IPAMRequest
-	(*IPAMReply)(nil),     // 10: reef.v1.IPAMReply
-	(*Allocation)(nil),    // 11: reef.v1.Allocation
-	(*Pool)(nil),          // 12: reef.v1.Pool
-	(*Block)(nil),         // 13: reef.v1.Block
+	(*ExternalPeer)(nil),  // 8: reef.v1.ExternalPeer
+	(*PendingClaim)(nil),  // 9: reef.v1.PendingClaim
+	(*IPAMRequest)(nil),   // 10: reef.v1.IPAMRequest
+	(*IPAMReply)(nil),     // 11: reef.v1.IPAMReply
+	(*Allocation)(nil),    // 12: reef.v1.Allocation
+	(*Pool)(nil),          // 13: reef.v1.Pool
+	(*Block)(nil),         // 14: reef.v1.Block
+	nil,                   // 15: reef.v1.ExternalPeer.DroppedEntry
 }
 var file_proto_reef_proto_depIdxs = []int32{
 	2,  // 0: reef.v1.CNIReply.error:type_name -> reef.v1.CNIError
-	13, // 1: reef.v1.StatusReply.blocks:type_name -> reef.v1.Block
+	14, // 1: reef.v1.StatusReply.blocks:type_name -> reef.v1.Block
 	5,  // 2: reef.v1.StatusReply.peers:type_name -> reef.v1.Peer
-	8,  // 3: reef.v1.StatusReply.pending_claims:type_name -> reef.v1.PendingClaim
-	12, // 4: reef.v1.IPAMReply.pools:type_name -> reef.v1.Pool
-	13, // 5: reef.v1.IPAMReply.blocks:type_name -> reef.v1.Block
-	11, // 6: reef.v1.IPAMReply.allocations:type_name -> reef.v1.Allocation
-	0,  // 7: reef.v1.CNI.Add:input_type -> reef.v1.CNIRequest
-	0,  // 8: reef.v1.CNI.Del:input_type -> reef.v1.CNIRequest
-	0,  // 9: reef.v1.CNI.Check:input_type -> reef.v1.CNIRequest
-	0,  // 10: reef.v1.CNI.GC:input_type -> reef.v1.CNIRequest
-	0,  // 11: reef.v1.CNI.Status:input_type -> reef.v1.CNIRequest
-	6,  // 12: reef.v1.Node.Status:input_type -> reef.v1.StatusRequest
-	9,  // 13: reef.v1.Node.IPAM:input_type -> reef.v1.IPAMRequest
-	3,  // 14: reef.v1.Node.Forget:input_type -> reef.v1.ForgetRequest
-	1,  // 15: reef.v1.CNI.Add:output_type -> reef.v1.CNIReply
-	1,  // 16: reef.v1.CNI.Del:output_type -> reef.v1.CNIReply
-	1,  // 17: reef.v1.CNI.Check:output_type -> reef.v1.CNIReply
-	1,  // 18: reef.v1.CNI.GC:output_type -> reef.v1.CNIReply
-	1,  // 19: reef.v1.CNI.Status:output_type -> reef.v1.CNIReply
-	7,  // 20: reef.v1.Node.Status:output_type -> reef.v1.StatusReply
-	10, // 21: reef.v1.Node.IPAM:output_type -> reef.v1.IPAMReply
-	4,  // 22: reef.v1.Node.Forget:output_type -> reef.v1.ForgetReply
-	15, // [15:23] is the sub-list for method output_type
-	7,  // [7:15] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	9,  // 3: reef.v1.StatusReply.pending_claims:type_name -> reef.v1.PendingClaim
+	8,  // 4: reef.v1.StatusReply.external_peers:type_name -> reef.v1.ExternalPeer
+	15, // 5: reef.v1.ExternalPeer.dropped:type_name -> reef.v1.ExternalPeer.DroppedEntry
+	13, // 6: reef.v1.IPAMReply.pools:type_name -> reef.v1.Pool
+	14, // 7: reef.v1.IPAMReply.blocks:type_name -> reef.v1.Block
+	12, // 8: reef.v1.IPAMReply.allocations:type_name -> reef.v1.Allocation
+	0,  // 9: reef.v1.CNI.Add:input_type -> reef.v1.CNIRequest
+	0,  // 10: reef.v1.CNI.Del:input_type -> reef.v1.CNIRequest
+	0,  // 11: reef.v1.CNI.Check:input_type -> reef.v1.CNIRequest
+	0,  // 12: reef.v1.CNI.GC:input_type -> reef.v1.CNIRequest
+	0,  // 13: reef.v1.CNI.Status:input_type -> reef.v1.CNIRequest
+	6,  // 14: reef.v1.Node.Status:input_type -> reef.v1.StatusRequest
+	10, // 15: reef.v1.Node.IPAM:input_type -> reef.v1.IPAMRequest
+	3,  // 16: reef.v1.Node.Forget:input_type -> reef.v1.ForgetRequest
+	1,  // 17: reef.v1.CNI.Add:output_type -> reef.v1.CNIReply
+	1,  // 18: reef.v1.CNI.Del:output_type -> reef.v1.CNIReply
+	1,  // 19: reef.v1.CNI.Check:output_type -> reef.v1.CNIReply
+	1,  // 20: reef.v1.CNI.GC:output_type -> reef.v1.CNIReply
+	1,  // 21: reef.v1.CNI.Status:output_type -> reef.v1.CNIReply
+	7,  // 22: reef.v1.Node.Status:output_type -> reef.v1.StatusReply
+	11, // 23: reef.v1.Node.IPAM:output_type -> reef.v1.IPAMReply
+	4,  // 24: reef.v1.Node.Forget:output_type -> reef.v1.ForgetReply
+	17, // [17:25] is the sub-list for method output_type
+	9,  // [9:17] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_proto_reef_proto_init() }
@@ -1372,7 +1509,7 @@ func file_proto_reef_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_reef_proto_rawDesc), len(file_proto_reef_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -59,9 +59,9 @@ func (k *Kernel) Read() (State, error) {
 			st.Routes[dst] = Route{Dst: dst, Kind: Blackhole}
 		case r.Gw == nil && r.Scope == netlink.SCOPE_LINK:
 			st.Routes[dst] = Route{Dst: dst, Kind: PodRoute, Dev: names[r.LinkIndex]}
-		case r.Gw != nil && r.Flags&unix.RTNH_F_ONLINK != 0 && len(r.MultiPath) == 0:
+		case r.Gw != nil && len(r.MultiPath) == 0:
 			via, _ := netip.AddrFromSlice(r.Gw.To4())
-			st.Routes[dst] = Route{Dst: dst, Kind: RemoteRoute, Dev: names[r.LinkIndex], Via: via}
+			st.Routes[dst] = Route{Dst: dst, Kind: RemoteRoute, Dev: names[r.LinkIndex], Via: via, OnLink: r.Flags&unix.RTNH_F_ONLINK != 0}
 		default:
 			// Ours by protocol but of a shape this version does not write:
 			// record it with an impossible device so Diff replaces or deletes it.
@@ -112,7 +112,10 @@ func (k *Kernel) replace(r Route) error {
 			return fmt.Errorf("replace route %s: %w", r, err)
 		}
 		nr := &netlink.Route{Dst: prefixToIPNet(r.Dst), Gw: r.Via.AsSlice(), LinkIndex: l.Attrs().Index,
-			Flags: int(netlink.FLAG_ONLINK), Protocol: Protocol, Table: unix.RT_TABLE_MAIN}
+			Protocol: Protocol, Table: unix.RT_TABLE_MAIN}
+		if r.OnLink {
+			nr.Flags = int(netlink.FLAG_ONLINK)
+		}
 		if err := k.h.RouteReplace(nr); err != nil {
 			return fmt.Errorf("replace route %s: %w", r, err)
 		}
@@ -129,6 +132,28 @@ func (k *Kernel) replace(r Route) error {
 		}
 	}
 	return nil
+}
+
+// HopTo asks the kernel where the node's own routing sends packets for
+// addr (as `ip route get`): a route to another node's address is the
+// operator's, and reef only reads it.
+func (k *Kernel) HopTo(addr netip.Addr) (Hop, error) {
+	rs, err := k.h.RouteGet(addr.AsSlice())
+	if err != nil {
+		return Hop{}, fmt.Errorf("route to %s: %w", addr, err)
+	}
+	if len(rs) == 0 || rs[0].Type != unix.RTN_UNICAST {
+		return Hop{}, fmt.Errorf("route to %s: none that forwards", addr)
+	}
+	l, err := k.h.LinkByIndex(rs[0].LinkIndex)
+	if err != nil {
+		return Hop{}, fmt.Errorf("route to %s: device %d: %w", addr, rs[0].LinkIndex, err)
+	}
+	h := Hop{Gateway: addr, Dev: l.Attrs().Name}
+	if gw, ok := netip.AddrFromSlice(rs[0].Gw.To4()); ok && rs[0].Gw != nil {
+		h.Gateway = gw
+	}
+	return h, nil
 }
 
 // EnsureProxyARP turns proxy ARP on for a pod's node-side veth if something

@@ -369,6 +369,7 @@ func TestKernelReadApply(t *testing.T) {
 	ip("route", "add", "blackhole", "10.244.9.0/26", "proto", "238")
 	ip("route", "add", "10.244.1.99/32", "dev", "other0", "scope", "link", "proto", "238")
 	ip("route", "add", "10.244.5.0/26", "via", "192.0.2.2", "dev", "other0", "proto", "238")
+	ip("route", "add", "10.244.6.0/26", "dev", "other0", "scope", "global", "proto", "238")
 	ip("route", "add", "10.244.1.7/32", "dev", "reefstray1", "scope", "link", "proto", "238")
 
 	var k *Kernel
@@ -384,7 +385,8 @@ func TestKernelReadApply(t *testing.T) {
 	wantHave := state([]string{"reefkeep1", "reefstray1"},
 		hole("10.244.9.0/26"),
 		podRt("10.244.1.99/32", "other0"),
-		podRt("10.244.5.0/26", "?other0"),
+		Route{Dst: pfx("10.244.5.0/26"), Kind: RemoteRoute, Dev: "other0", Via: netip.MustParseAddr("192.0.2.2")},
+		podRt("10.244.6.0/26", "?other0"),
 		podRt("10.244.1.7/32", "reefstray1"),
 	)
 	if diff := cmp.Diff(wantHave, have, stateCmpOpts); diff != "" {
@@ -399,9 +401,10 @@ func TestKernelReadApply(t *testing.T) {
 	)
 	plan := Diff(want, have)
 	wantPlan := Plan{
-		Replace:     []Route{hole("10.244.1.0/26"), podRt("10.244.1.7/32", "reefkeep1")},
-		DeleteRoute: []Route{podRt("10.244.1.99/32", "other0"), podRt("10.244.5.0/26", "?other0"), hole("10.244.9.0/26")},
-		DeleteLink:  []string{"reefstray1"},
+		Replace: []Route{hole("10.244.1.0/26"), podRt("10.244.1.7/32", "reefkeep1")},
+		DeleteRoute: []Route{podRt("10.244.1.99/32", "other0"), {Dst: pfx("10.244.5.0/26"), Kind: RemoteRoute, Dev: "other0", Via: netip.MustParseAddr("192.0.2.2")},
+			podRt("10.244.6.0/26", "?other0"), hole("10.244.9.0/26")},
+		DeleteLink: []string{"reefstray1"},
 	}
 	if diff := cmp.Diff(wantPlan, plan, stateCmpOpts); diff != "" {
 		t.Fatalf("Diff (-want +got):\n%s", diff)

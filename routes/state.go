@@ -16,7 +16,9 @@ const (
 	// letting it follow the default route out of the node.
 	Blackhole
 	// RemoteRoute sends traffic for another node's block to that node:
-	// "block via node dev uplink onlink".
+	// "block via node dev uplink onlink", or, to a node in another subnet
+	// without encapsulation, through the gateway of the node's own route to
+	// it: "block via router dev uplink".
 	RemoteRoute
 )
 
@@ -27,6 +29,9 @@ type Route struct {
 	Kind RouteKind
 	Dev  string     // PodRoute, RemoteRoute
 	Via  netip.Addr // RemoteRoute
+	// OnLink is a RemoteRoute whose gateway is the owner itself, reached on
+	// Dev whatever the subnets say.
+	OnLink bool
 }
 
 func (r Route) String() string {
@@ -34,6 +39,9 @@ func (r Route) String() string {
 	case Blackhole:
 		return fmt.Sprintf("blackhole %s proto reef", r.Dst)
 	case RemoteRoute:
+		if !r.OnLink {
+			return fmt.Sprintf("%s via %s dev %s proto reef", r.Dst, r.Via, r.Dev)
+		}
 		return fmt.Sprintf("%s via %s dev %s onlink proto reef", r.Dst, r.Via, r.Dev)
 	default:
 		return fmt.Sprintf("%s dev %s scope link proto reef", r.Dst, r.Dev)
@@ -54,23 +62,40 @@ type State struct {
 
 // RemoteBlock is another node's confirmed block, the node that owns it and
 // the device that reaches it: the uplink (direct), vxlan.reef or tunl0.
+// Gateway, when set, is the router of the node's own route to an owner in
+// another subnet, reached without encapsulation: the route goes through
+// it, not onlink to the owner.
 type RemoteBlock struct {
-	Block netip.Prefix
-	Node  netip.Addr
-	Dev   string
+	Block   netip.Prefix
+	Node    netip.Addr
+	Dev     string
+	Gateway netip.Addr
+}
+
+// Hop is where the node's own routing sends packets for an address: the
+// gateway (the address itself when it is on a connected subnet) and the
+// device.
+type Hop struct {
+	Gateway netip.Addr
+	Dev     string
 }
 
 // Desired computes the state reef wants from the store's endpoints, own
 // confirmed blocks and other nodes' confirmed blocks, given which reef
 // veths exist now: a route needs its device, and a veth that is gone can
 // only come back with a new ADD. A route to another node's block is
-// "block via node dev <device> onlink" whatever the device: on a tunnel
+// "block via node dev <device> onlink" whatever the device (on a tunnel
 // the node address is the gateway that the tunnel's neighbour entry maps
-// to the node's VTEP.
+// to the node's VTEP), or "block via gateway dev <device>" for a block
+// with a Gateway.
 func Desired(endpoints []Endpoint, ownBlocks []netip.Prefix, remote []RemoteBlock, existingLinks map[string]bool) State {
 	want := State{Routes: map[netip.Prefix]Route{}, Links: map[string]bool{}}
 	for _, b := range remote {
-		want.Routes[b.Block] = Route{Dst: b.Block, Kind: RemoteRoute, Dev: b.Dev, Via: b.Node}
+		if b.Gateway.IsValid() {
+			want.Routes[b.Block] = Route{Dst: b.Block, Kind: RemoteRoute, Dev: b.Dev, Via: b.Gateway}
+		} else {
+			want.Routes[b.Block] = Route{Dst: b.Block, Kind: RemoteRoute, Dev: b.Dev, Via: b.Node, OnLink: true}
+		}
 	}
 	for _, b := range ownBlocks {
 		want.Routes[b] = Route{Dst: b, Kind: Blackhole}

@@ -96,7 +96,7 @@ func TestDesiredRemoteDevices(t *testing.T) {
 	}
 	got := Desired(nil, nil, remote, nil)
 	for _, r := range remote {
-		want := Route{Dst: r.Block, Kind: RemoteRoute, Dev: r.Dev, Via: r.Node}
+		want := Route{Dst: r.Block, Kind: RemoteRoute, Dev: r.Dev, Via: r.Node, OnLink: true}
 		if got.Routes[r.Block] != want {
 			t.Errorf("route to %s = %+v, want %+v (%s)", r.Block, got.Routes[r.Block], want, want)
 		}

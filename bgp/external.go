@@ -1,0 +1,308 @@
+package bgp
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	bgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
+)
+
+// External peers are the node's routers (a ToR, a core router, a
+// firewall): sessions in IPv4 unicast only, eBGP when their AS differs
+// from the cluster's. To them the node exports its own confirmed blocks
+// and nothing else; from them it imports nothing. Both rules are GoBGP
+// policies on the global RIB, keyed on the neighbour set of the external
+// peers:
+//
+//   - export: a path the speaker originated (route type local) goes out,
+//     with the peer's communities added; every other path (other nodes'
+//     blocks, learned over the mesh or from reflectors) is rejected. The
+//     speaker originates unicast paths only for its confirmed blocks
+//     (Speaker.AnnounceTable), and the block protocol's VPN family is not
+//     negotiated on these sessions, so claims, votes and tombstones never
+//     reach a router.
+//   - import: every path is rejected. It stays in the peer's Adj-RIB-In,
+//     bounded by the peer's prefix limit, where ExternalStatus counts it by
+//     the reason it would be dangerous (ExternalDropReason).
+
+// ExternalPeer is one of the node's routers.
+type ExternalPeer struct {
+	Address   netip.Addr
+	ASN       uint32 // eBGP when it differs from Config.ASN, iBGP when equal
+	Port      int    // the router's BGP port
+	Password  string // TCP MD5; "" for none
+	Keepalive time.Duration
+	Hold      time.Duration
+	// Multihop is the TTL of an eBGP session to a router that is not
+	// directly connected; 0 for a directly connected one.
+	Multihop uint8
+	// MaxPrefixes is the session's prefix limit: past it, the session is
+	// torn down and stays down until the daemon restarts.
+	MaxPrefixes uint32
+	// Communities are added to every block exported to the peer: standard
+	// ("65000:100") or large ("65000:1:2").
+	Communities []string
+}
+
+// Names of the policies and sets of external peers.
+const (
+	externalSet          = "reef-external-peers"
+	externalExportPolicy = "reef-external-export"
+	externalImportPolicy = "reef-external-import"
+)
+
+// external returns the external peer at a, if it is one.
+func (cfg *Config) external(a netip.Addr) (ExternalPeer, bool) {
+	for _, p := range cfg.ExternalPeers {
+		if p.Address == a {
+			return p, true
+		}
+	}
+	return ExternalPeer{}, false
+}
+
+// SplitCommunities sorts communities into standard and large ones, and
+// refuses one that is neither (the config check names the key).
+func SplitCommunities(cs []string) (standard, large []string, err error) {
+	for _, c := range cs {
+		parts := strings.Split(c, ":")
+		bits := 16
+		if len(parts) == 3 {
+			bits = 32
+		} else if len(parts) != 2 {
+			return nil, nil, fmt.Errorf("community %q is neither AS:value (standard) nor AS:value:value (large)", c)
+		}
+		for _, p := range parts {
+			if _, err := strconv.ParseUint(p, 10, bits); err != nil {
+				return nil, nil, fmt.Errorf("community %q: %q is not a number from 0 to %d", c, p, uint64(1)<<bits-1)
+			}
+		}
+		if bits == 16 {
+			standard = append(standard, c)
+		} else {
+			large = append(large, c)
+		}
+	}
+	return standard, large, nil
+}
+
+// addExternalPeers installs the export and import policies of the
+// external peers and adds the peers. Policies first: a session that comes
+// up before its export policy exists would be sent the whole table.
+func (sp *Speaker) addExternalPeers(ctx context.Context) error {
+	peers := sp.cfg.ExternalPeers
+	if len(peers) == 0 {
+		return nil
+	}
+	s := sp.s
+	var all []string
+	for _, p := range peers {
+		all = append(all, netip.PrefixFrom(p.Address, 32).String())
+	}
+	if err := s.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: &api.DefinedSet{
+		DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: externalSet, List: all,
+	}}); err != nil {
+		return fmt.Errorf("define the external BGP peers %v: %w", all, err)
+	}
+	externals := &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: externalSet}
+	var export []*api.Statement
+	for i, p := range peers {
+		std, large, err := SplitCommunities(p.Communities)
+		if err != nil {
+			return fmt.Errorf("external BGP peer %s: %w", p.Address, err)
+		}
+		if len(std) == 0 && len(large) == 0 {
+			continue
+		}
+		set := fmt.Sprintf("%s-%d", externalSet, i)
+		if err := s.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: &api.DefinedSet{
+			DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: set, List: []string{all[i]},
+		}}); err != nil {
+			return fmt.Errorf("define external BGP peer %s: %w", p.Address, err)
+		}
+		act := &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT}
+		if len(std) > 0 {
+			act.Community = &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: std}
+		}
+		if len(large) > 0 {
+			act.LargeCommunity = &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: large}
+		}
+		export = append(export, &api.Statement{
+			Name:       fmt.Sprintf("%s-own-%d", externalExportPolicy, i),
+			Conditions: &api.Conditions{NeighborSet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: set}, RouteType: api.Conditions_ROUTE_TYPE_LOCAL},
+			Actions:    act,
+		})
+	}
+	export = append(export,
+		&api.Statement{
+			Name:       externalExportPolicy + "-own",
+			Conditions: &api.Conditions{NeighborSet: externals, RouteType: api.Conditions_ROUTE_TYPE_LOCAL},
+			Actions:    &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT},
+		},
+		&api.Statement{
+			Name:       externalExportPolicy + "-rest",
+			Conditions: &api.Conditions{NeighborSet: externals},
+			Actions:    &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT},
+		})
+	if err := s.AddPolicy(ctx, &api.AddPolicyRequest{Policy: &api.Policy{Name: externalExportPolicy, Statements: export}}); err != nil {
+		return fmt.Errorf("add the export policy of external BGP peers: %w", err)
+	}
+	if err := s.AddPolicy(ctx, &api.AddPolicyRequest{Policy: &api.Policy{Name: externalImportPolicy, Statements: []*api.Statement{{
+		Name:       externalImportPolicy + "-none",
+		Conditions: &api.Conditions{NeighborSet: externals},
+		Actions:    &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT},
+	}}}}); err != nil {
+		return fmt.Errorf("add the import policy of external BGP peers: %w", err)
+	}
+	for dir, name := range map[api.PolicyDirection]string{
+		api.PolicyDirection_POLICY_DIRECTION_EXPORT: externalExportPolicy,
+		api.PolicyDirection_POLICY_DIRECTION_IMPORT: externalImportPolicy,
+	} {
+		if err := s.AddPolicyAssignment(ctx, &api.AddPolicyAssignmentRequest{Assignment: &api.PolicyAssignment{
+			Name: "", Direction: dir, // "": the global RIB
+			Policies: []*api.Policy{{Name: name}}, DefaultAction: api.RouteAction_ROUTE_ACTION_ACCEPT,
+		}}); err != nil {
+			return fmt.Errorf("assign the policy %s: %w", name, err)
+		}
+	}
+	for _, p := range peers {
+		if err := sp.addExternalPeer(ctx, p); err != nil {
+			return fmt.Errorf("add external BGP peer %s (AS %d): %w", p.Address, p.ASN, err)
+		}
+	}
+	return nil
+}
+
+func (sp *Speaker) addExternalPeer(ctx context.Context, p ExternalPeer) error {
+	f := &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
+	peer := &api.Peer{
+		Conf: &api.PeerConf{NeighborAddress: p.Address.String(), PeerAsn: p.ASN, AuthPassword: p.Password, Description: "external"},
+		Timers: &api.Timers{Config: &api.TimersConfig{
+			ConnectRetry:                 3,
+			HoldTime:                     uint64(p.Hold / time.Second),
+			KeepaliveInterval:            uint64(p.Keepalive / time.Second),
+			MinimumAdvertisementInterval: 0, // a new block reaches the router at once
+			IdleHoldTimeAfterReset:       1,
+		}},
+		// As for the mesh: a planned restart keeps the router's routes to
+		// this node's blocks (the R bit and the restart time).
+		GracefulRestart: sp.gracefulRestart(),
+		AfiSafis: []*api.AfiSafi{{
+			Config:            &api.AfiSafiConfig{Family: f, Enabled: true},
+			MpGracefulRestart: &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}},
+			PrefixLimits:      &api.PrefixLimit{Family: f, MaxPrefixes: p.MaxPrefixes, ShutdownThresholdPct: prefixWarnPct},
+		}},
+		Transport: &api.Transport{LocalAddress: sp.cfg.RouterID.String(), RemotePort: uint32(p.Port)},
+	}
+	if p.Multihop > 0 {
+		peer.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(p.Multihop)}
+	}
+	return sp.s.AddPeer(ctx, &api.AddPeerRequest{Peer: peer})
+}
+
+// The reasons ExternalDropReason gives, as `reef status -o json` keys them.
+const (
+	DropDefault       = "defaultRoute"  // 0.0.0.0/0
+	DropPoolAggregate = "poolAggregate" // shorter than a block, overlapping a pool
+	DropBlock         = "block"         // exactly a block of a pool: blocks are learned from the cluster only
+	DropInsideBlock   = "insideBlock"   // longer than a block, inside a pool: would steal pod addresses
+	DropNodeAddress   = "nodeAddress"   // covers a node's address: would steer node traffic
+	DropOther         = "other"         // anything else: reef imports nothing from routers
+)
+
+// DropReasons are the reasons in the order `reef status` shows them.
+var DropReasons = []string{DropDefault, DropPoolAggregate, DropBlock, DropInsideBlock, DropNodeAddress, DropOther}
+
+// ExternalDropReason says why a route from an external peer must not be
+// installed; reef imports none, and this sorts them for the operator by
+// the harm each would do. nodes are the addresses and subnets of the
+// cluster's nodes (this node, its peers, bgp.peerPrefixes).
+func ExternalDropReason(prefix netip.Prefix, pools []Pool, nodes []netip.Prefix) string {
+	prefix = prefix.Masked()
+	if prefix.Bits() == 0 {
+		return DropDefault
+	}
+	for _, p := range pools {
+		if !p.CIDR.Overlaps(prefix) {
+			continue
+		}
+		switch {
+		case prefix.Bits() < p.BlockSize:
+			return DropPoolAggregate
+		case prefix.Bits() == p.BlockSize:
+			return DropBlock
+		default:
+			return DropInsideBlock
+		}
+	}
+	for _, n := range nodes {
+		if n.Overlaps(prefix) {
+			return DropNodeAddress
+		}
+	}
+	return DropOther
+}
+
+// ExternalStatus is one external peer as `reef status` shows it.
+type ExternalStatus struct {
+	PeerStatus
+	ASN         uint32
+	MaxPrefixes uint32
+	Sent        uint64            // blocks exported to it (its Adj-RIB-Out)
+	Dropped     map[string]uint64 // its routes, all dropped, by reason (DropReasons)
+}
+
+// ExternalStatus lists the external peers, in the order of the config,
+// with what was sent to each and what each sent, by drop reason. It reads
+// each peer's Adj-RIB-In and Adj-RIB-Out (bounded by the prefix limit and
+// by the node's own blocks), so it is for `reef status`, not for a loop.
+func (sp *Speaker) ExternalStatus(ctx context.Context) []ExternalStatus {
+	if len(sp.cfg.ExternalPeers) == 0 {
+		return nil
+	}
+	sessions := map[netip.Addr]PeerStatus{}
+	for _, s := range sp.Sessions(ctx) {
+		sessions[s.Address] = s
+	}
+	nodes := slices.Clone(sp.cfg.PeerPrefixes)
+	for _, a := range append(append([]netip.Addr{sp.cfg.RouterID}, sp.cfg.Peers...), sp.cfg.RouteReflectors...) {
+		nodes = append(nodes, netip.PrefixFrom(a, 32))
+	}
+	var out []ExternalStatus
+	for _, p := range sp.cfg.ExternalPeers {
+		st := ExternalStatus{PeerStatus: sessions[p.Address], ASN: p.ASN, MaxPrefixes: p.MaxPrefixes, Dropped: map[string]uint64{}}
+		st.Address, st.Type = p.Address, PeerExternal
+		if st.State == "" {
+			st.State = "idle"
+		}
+		_ = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_IN, Name: p.Address.String(), Family: bgppkt.RF_IPv4_UC},
+			func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
+				uc, ok := nlri.(*bgppkt.IPAddrPrefix)
+				for range paths {
+					st.Received++
+					if ok {
+						st.Dropped[ExternalDropReason(uc.Prefix, sp.cfg.Pools, nodes)]++
+					} else {
+						st.Dropped[DropOther]++
+					}
+				}
+			})
+		_ = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_OUT, Name: p.Address.String(), Family: bgppkt.RF_IPv4_UC},
+			func(_ bgppkt.NLRI, paths []*apiutil.Path) {
+				for _, path := range paths {
+					if !path.Withdrawal {
+						st.Sent++
+					}
+				}
+			})
+		out = append(out, st)
+	}
+	return out
+}

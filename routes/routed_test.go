@@ -1,0 +1,72 @@
+package routes
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/vishvananda/netlink"
+)
+
+// A block of a node in another subnet, reached without encapsulation,
+// goes where the node's own route to the owner goes: HopTo reads that
+// route (the operator's, untouched), and the block's route is "via the
+// router", not onlink; Read gives back what Apply wrote, so the next
+// pass finds nothing to do.
+func TestKernelRoutedRemoteBlock(t *testing.T) {
+	requireRoot(t)
+	name, nodePath := newNetns(t, "routed")
+	node := getNS(t, nodePath)
+	nodeH := netnsHandle(t, nodePath)
+	ip := func(args ...string) { run(t, append([]string{"ip", "-n", name}, args...)...) }
+	ip("link", "add", "eth0", "type", "veth", "peer", "name", "other1")
+	ip("link", "set", "eth0", "up")
+	ip("link", "set", "other1", "up")
+	ip("addr", "add", "192.0.2.11/24", "dev", "eth0")
+	ip("route", "add", "198.51.100.0/24", "via", "192.0.2.254", "dev", "eth0", "proto", "static")
+
+	var k *Kernel
+	if err := in(t, node, func() (err error) { k, err = NewKernel(); return err }); err != nil {
+		t.Fatalf("NewKernel: %v", err)
+	}
+	defer k.Close()
+
+	owner := netip.MustParseAddr("198.51.100.21")
+	hop, err := k.HopTo(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Hop{Gateway: netip.MustParseAddr("192.0.2.254"), Dev: "eth0"}); hop != want {
+		t.Fatalf("HopTo(%s) = %+v, want %+v", owner, hop, want)
+	}
+	if hop, err := k.HopTo(netip.MustParseAddr("192.0.2.12")); err != nil || hop.Gateway != netip.MustParseAddr("192.0.2.12") {
+		t.Errorf("HopTo(a neighbour on the subnet) = %+v, %v; want the neighbour itself", hop, err)
+	}
+	if hop, err := k.HopTo(netip.MustParseAddr("203.0.113.1")); err == nil {
+		t.Errorf("HopTo(an address with no route) = %+v, want an error", hop)
+	}
+
+	want := Desired(nil, nil, []RemoteBlock{{Block: pfx("10.244.7.0/26"), Node: owner, Dev: hop.Dev, Gateway: hop.Gateway}}, nil)
+	have, err := k.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Apply(Diff(want, have)); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if diff := cmp.Diff([]string{"10.244.7.0/26 via 192.0.2.254 dev eth0 proto 238"}, routeStrings(t, nodeH, &netlink.Route{Protocol: Protocol}, netlink.RT_FILTER_PROTOCOL)); diff != "" {
+		t.Errorf("reef's routes (-want +got):\n%s", diff)
+	}
+	have, err = k.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := Diff(want, have); !p.Empty() {
+		t.Errorf("Diff after Apply = %+v, want empty", p)
+	}
+	// The onlink route of the same block is another route: Diff replaces it.
+	onlink := Desired(nil, nil, []RemoteBlock{{Block: pfx("10.244.7.0/26"), Node: owner, Dev: "eth0"}}, nil)
+	if p := Diff(onlink, have); len(p.Replace) != 1 || !p.Replace[0].OnLink {
+		t.Errorf("Diff(onlink, routed) = %+v, want the onlink route replacing it", p)
+	}
+}
