@@ -133,6 +133,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	for _, p := range pools {
 		bgpPools = append(bgpPools, bgp.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize})
 	}
+	restartTime := bgpRestartTime
+	if v := os.Getenv("REEF_TEST_BGP_RESTART_TIME"); v != "" {
+		if restartTime, err = time.ParseDuration(v); err != nil || restartTime < time.Second {
+			return fmt.Errorf("REEF_TEST_BGP_RESTART_TIME: value %q is not a duration of 1s or more", v)
+		}
+		log.Warn("test hook on: peers are told to keep this node's routes for this long after a drop", "restartTime", v)
+	}
 	gobgpLevel := slog.LevelWarn
 	if cfg.LogLevel == "debug" {
 		gobgpLevel = slog.LevelInfo
@@ -142,7 +149,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Peers: cfg.BGP.Peers, PeerPrefixes: cfg.BGP.PeerPrefixes, Password: cfg.BGP.Password,
 		RouteReflectors: cfg.BGP.RouteReflectors, RouteReflector: cfg.BGP.RouteReflector,
 		Keepalive: cfg.BGP.KeepaliveTime, Hold: cfg.BGP.HoldTime,
-		RestartTime: bgpRestartTime, Restarting: planned,
+		RestartTime: restartTime, Restarting: planned,
 		ExternalPeers: cfg.BGP.externalPeers(),
 		Pools:         bgpPools, LogLevel: gobgpLevel,
 	}, log.With("component", "bgp"), d.rec.BGPChanged)

@@ -23,12 +23,19 @@ import (
 // background; the returned func waits and reports received and sent.
 func pingFor(t *testing.T, p *lab.Pod, dst string, count int) func() (received, sent int) {
 	t.Helper()
+	return pingFrom(t, p.Node.Lab, p.Netns, dst, count)
+}
+
+// pingFrom pings dst from netns count times at 10 per second in the
+// background; the returned function waits and gives answered and sent.
+func pingFrom(t *testing.T, l *lab.Lab, netns, dst string, count int) func() (received, sent int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(count)*200*time.Millisecond+10*time.Second)
 	var out string
 	var err error
 	done := make(chan struct{})
 	go func() {
-		out, err = p.Node.Lab.RunContext(ctx, p.Netns, "ping", "-i", "0.1", "-W", "1", "-c", strconv.Itoa(count), dst)
+		out, err = l.RunContext(ctx, netns, "ping", "-i", "0.1", "-W", "1", "-c", strconv.Itoa(count), dst)
 		close(done)
 	}()
 	return func() (int, int) {

@@ -50,6 +50,7 @@ type Lab struct {
 	dropped map[string]bool // switch ports whose frames DropNode drops
 	subnetB int             // nodes on SubnetB so far
 	cross   bool            // AddCrossRouter ran
+	laptop  bool            // AddLaptop ran
 }
 
 // New creates an empty lab: the switch namespace with its bridge. binDir

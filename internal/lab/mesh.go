@@ -124,7 +124,10 @@ func unrouted(owner *Node, st *reefv1.StatusReply, nodes []*Node) string {
 				continue
 			}
 			out, err := n.Lab.Run(n.Netns, "ip", "-4", "route", "show", "exact", b.GetCidr())
-			if err != nil || !strings.Contains(out, "via "+owner.Address.String()) {
+			// Across the lab's subnets without encapsulation, the route goes
+			// through the router (bgp.externalPeers).
+			routed := SubnetB.Contains(owner.Address) != SubnetB.Contains(n.Address) && strings.Contains(out, "via "+RouterLeg(n.Address).String()+" ")
+			if err != nil || !strings.Contains(out, "via "+owner.Address.String()) && !routed {
 				return fmt.Sprintf("%s has no route to %s's block %s (%q)", n.Name, owner.Name, b.GetCidr(), strings.TrimSpace(out))
 			}
 		}

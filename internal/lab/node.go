@@ -47,6 +47,9 @@ type NodeOptions struct {
 	// SubnetB puts the node on the second underlay subnet (SubnetB, bridge
 	// br1), behind the router AddCrossRouter makes.
 	SubnetB bool
+	// RouterASN, with AddCrossNodes, makes the router every node's
+	// external BGP peer in that AS (its leg on the node's subnet).
+	RouterASN uint32
 	// Nice, if set, runs the daemon at this nice value (nice(1); negative
 	// is more CPU): a benchmark's stand-in for a node on a machine of its
 	// own, such as a route reflector among a hundred clients on 2 cores.

@@ -80,21 +80,29 @@ func (l *Lab) AddCrossRouter() (string, error) {
 // router, once the router exists.
 func (l *Lab) routeAcross(netns string, onB bool) error {
 	l.mu.Lock()
-	cross := l.cross
+	cross, laptop := l.cross, l.laptop
 	l.mu.Unlock()
 	if !cross {
 		return nil
 	}
+	other, via := SubnetB, RouterA
 	if onB {
-		return l.IP(netns, "route", "replace", Underlay.String(), "via", RouterB.String())
+		other, via = Underlay, RouterB
 	}
-	return l.IP(netns, "route", "replace", SubnetB.String(), "via", RouterA.String())
+	if err := l.IP(netns, "route", "replace", other.String(), "via", via.String()); err != nil {
+		return err
+	}
+	if laptop {
+		return l.IP(netns, "route", "replace", LaptopNet.String(), "via", via.String())
+	}
+	return nil
 }
 
 // AddCrossNodes makes the lab's two-subnet cluster: the router, then a1 and
 // a2 on Underlay and b1 on SubnetB, meshed over BGP (every node lists the
 // others and accepts both subnets). opts carries the rest (Extra,
-// ReconcileInterval); the daemons are not started.
+// ReconcileInterval, RouterASN: the router as every node's external
+// peer); the daemons are not started.
 func (l *Lab) AddCrossNodes(opts NodeOptions) ([]*Node, error) {
 	if _, err := l.AddCrossRouter(); err != nil {
 		return nil, err
@@ -111,6 +119,9 @@ func (l *Lab) AddCrossNodes(opts NodeOptions) ([]*Node, error) {
 		o := opts
 		o.BGP = fmt.Sprintf("  keepaliveTime: 1s\n  holdTime: 3s\n  peers: [%s]\n  peerPrefixes: [%s, %s]\n",
 			strings.Join(peers, ", "), Underlay, SubnetB)
+		if opts.RouterASN != 0 {
+			o.BGP += fmt.Sprintf("  externalPeers:\n    - address: %s\n      asn: %d\n", RouterLeg(addrs[i]), opts.RouterASN)
+		}
 		o.SubnetB = i == 2
 		n, err := l.AddNode(name, o)
 		if err != nil {
