@@ -32,8 +32,10 @@ TEST_PKGS := iproute2 iputils-ping nftables containernetworking-plugins tcpdump 
 TEST_PKGS += iputils-arping
 # containerd (it pulls runc): the CRI lab (e2e/cri_test.go, make demo-cri, bench-cri).
 TEST_PKGS += containerd
-# bird2, frr: BIRD 2 and FRR as the route reflectors of e2e/rr_test.go (docs/bgp.md).
-TEST_PKGS += bird2 frr
+# bird2, frr: BIRD 2 and FRR as the route reflectors of e2e/rr_test.go and the
+# ToRs of e2e/tor_test.go (docs/bgp.md); gobgpd: the flooding external peer of
+# e2e/flood_test.go.
+TEST_PKGS += bird2 frr gobgpd
 deps-test:
 	@missing=""; for p in $(TEST_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

@@ -279,8 +279,15 @@ func (sp *Speaker) ExternalStatus(ctx context.Context) []ExternalStatus {
 	for _, p := range sp.cfg.ExternalPeers {
 		st := ExternalStatus{PeerStatus: sessions[p.Address], ASN: p.ASN, MaxPrefixes: p.MaxPrefixes, Dropped: map[string]uint64{}}
 		st.Address, st.Type = p.Address, PeerExternal
-		if st.State == "" {
+		switch {
+		case st.State == "":
 			st.State = "idle"
+		case st.CutOff:
+			st.State = fmt.Sprintf("cut off: sent more than maxPrefixes %d routes; closed until reef restarts", p.MaxPrefixes)
+		}
+		if !st.Established {
+			out = append(out, st) // GoBGP would list what it would send
+			continue
 		}
 		_ = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_IN, Name: p.Address.String(), Family: bgppkt.RF_IPv4_UC},
 			func(nlri bgppkt.NLRI, paths []*apiutil.Path) {

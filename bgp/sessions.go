@@ -44,7 +44,12 @@ func (sp *Speaker) notePeer(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time
 		sp.adminDown[addr] = t
 	}
 	old := sp.sessions[addr]
-	st := PeerStatus{Address: addr, State: fsmStateName(ev.Peer.State.SessionState), Dynamic: !sp.static(addr)}
+	st := PeerStatus{Address: addr, State: fsmStateName(ev.Peer.State.SessionState), Dynamic: !sp.static(addr),
+		CutOff: ev.Peer.State.AdminState == api.PeerState_ADMIN_STATE_PFX_CT}
+	if st.CutOff && !old.CutOff {
+		sp.log.Error("BGP peer sent more routes than the session's prefix limit; the session is closed and stays closed until reef restarts",
+			"peer", addr, "limit", sp.limitOf(addr))
+	}
 	st.Type = sp.cfg.peerType(addr, st.Dynamic)
 	st.Established = ev.Peer.State.SessionState == bgppkt.BGP_FSM_ESTABLISHED
 	switch {

@@ -332,6 +332,15 @@ const (
 	prefixWarnPct      = 80
 )
 
+// limitOf describes the prefix limit of the session with peer.
+func (sp *Speaker) limitOf(peer netip.Addr) string {
+	if p, ok := sp.cfg.external(peer); ok {
+		return fmt.Sprintf("%d IPv4 unicast routes (bgp.externalPeers maxPrefixes)", p.MaxPrefixes)
+	}
+	lim := PrefixLimits(sp.cfg.Pools)
+	return fmt.Sprintf("%d IPv4 unicast or %d IPv4 VPN paths (from the pools)", lim.Unicast, lim.VPN)
+}
+
 // Limits are the prefix limits of a session, per family.
 type Limits struct{ Unicast, VPN uint32 }
 
@@ -384,6 +393,9 @@ type PeerStatus struct {
 	Accepted    uint64    // of them, those that passed the import filter
 	Dynamic     bool      // accepted through peerPrefixes
 	Type        PeerType
+	// CutOff is a session closed for sending more than its prefix limit:
+	// it stays closed until the daemon restarts.
+	CutOff bool
 }
 
 // PeerType is the part a neighbour plays in the node's BGP topology.

@@ -366,25 +366,8 @@ func (b *benchRun) batch(ctx context.Context, t *target, mode, op string, worker
 
 // daemonRSS reads VmRSS and VmHWM (kB) of the node's daemon.
 func daemonRSS(node *lab.Node) (rss [2]int64, err error) {
-	pid := node.Pid()
-	if pid == 0 {
-		return rss, fmt.Errorf("bench: daemon of %s not running", node.Name)
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return rss, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		for i, key := range []string{"VmRSS:", "VmHWM:"} {
-			if rest, ok := strings.CutPrefix(line, key); ok {
-				fmt.Sscanf(strings.TrimSpace(rest), "%d", &rss[i])
-			}
-		}
-	}
-	if rss[0] == 0 {
-		return rss, fmt.Errorf("bench: no VmRSS in /proc/%d/status", pid)
-	}
-	return rss, nil
+	m, err := node.Memory()
+	return [2]int64{m.RSS, m.HWM}, err
 }
 
 type shimResult struct {

@@ -266,38 +266,15 @@ func (b *meshBench) newLab(tag string) (*lab.Lab, func(), error) {
 	}, nil
 }
 
-// meshMem is a daemon's memory from /proc/<pid>/status, in kB: VmRSS,
-// VmHWM (peak RSS), and RSS split into anonymous (heap, stacks) and
-// file-backed (the binary's pages) memory.
-type meshMem struct{ rss, hwm, anon, file int64 }
+// meshMem is a daemon's memory (lab.Memory).
+type meshMem = lab.Memory
 
-func meshMemOf(n *lab.Node) (meshMem, error) {
-	var m meshMem
-	pid := n.Pid()
-	if pid == 0 {
-		return m, fmt.Errorf("daemon of %s not running", n.Name)
-	}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return m, err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		for key, dst := range map[string]*int64{"VmRSS:": &m.rss, "VmHWM:": &m.hwm, "RssAnon:": &m.anon, "RssFile:": &m.file} {
-			if rest, ok := strings.CutPrefix(line, key); ok {
-				fmt.Sscanf(strings.TrimSpace(rest), "%d", dst)
-			}
-		}
-	}
-	if m.rss == 0 {
-		return m, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
-	}
-	return m, nil
-}
+func meshMemOf(n *lab.Node) (meshMem, error) { return n.Memory() }
 
 // meshRSS reads VmRSS and VmHWM (kB) of a node's daemon.
 func meshRSS(n *lab.Node) (rss, hwm int64, err error) {
 	m, err := meshMemOf(n)
-	return m.rss, m.hwm, err
+	return m.RSS, m.HWM, err
 }
 
 // sleep waits d or until the bench is interrupted.

@@ -144,7 +144,7 @@ func (b *meshBench) routes(count int) (r meshRoutesResult) {
 	if r.steady, err = meshMemOf(node); err != nil {
 		return fail(err)
 	}
-	r.steadyRSS, r.hwm = r.steady.rss, r.steady.hwm
+	r.steadyRSS, r.hwm = r.steady.RSS, r.steady.HWM
 	r.peerUp, r.firstAdding = -1, -1
 	if at, ok := meshLogLine(node.Log(), `msg="Peer Up"`); ok {
 		r.peerUp = at.Sub(start)

@@ -291,8 +291,8 @@ func (r *meshReport) aims(w func(string, ...any)) {
 		if r.idle.err != "" {
 			w("- Daemon RSS at most 20 MiB idle: not measured (%s).\n", meshFirstLine(r.idle.err))
 		} else {
-			w("- Daemon RSS at most 20 MiB idle (kube-router, which also embeds GoBGP: 9-18 MiB): %s: %s\n", meshMiB(r.idle.rss), meshMet(r.idle.rss <= 20*1024))
-			w("  (%s of it file-backed pages of the reef binary, %s anonymous; below).\n", meshMiB(r.idle.file), meshMiB(r.idle.anon))
+			w("- Daemon RSS at most 20 MiB idle (kube-router, which also embeds GoBGP: 9-18 MiB): %s: %s\n", meshMiB(r.idle.RSS), meshMet(r.idle.RSS <= 20*1024))
+			w("  (%s of it file-backed pages of the reef binary, %s anonymous; below).\n", meshMiB(r.idle.File), meshMiB(r.idle.Anon))
 		}
 	}
 	w("\n")

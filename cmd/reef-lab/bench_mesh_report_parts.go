@@ -118,7 +118,7 @@ func (r *meshReport) routesSection(w func(string, ...any)) {
 	w("| daemon RSS idle, before the speaker (after 5 s) | %s |\n", meshMiB(rt.idleRSS))
 	w("| daemon RSS when all %d routes are in | %s |\n", rt.blocks, meshMiB(rt.withRSS))
 	w("| daemon RSS 5 s later | %s |\n", meshMiB(rt.steadyRSS))
-	w("| of which anonymous / file-backed, 5 s later | %s / %s |\n", meshMiB(rt.steady.anon), meshMiB(rt.steady.file))
+	w("| of which anonymous / file-backed, 5 s later | %s / %s |\n", meshMiB(rt.steady.Anon), meshMiB(rt.steady.File))
 	w("| daemon peak RSS (VmHWM) | %s |\n", meshMiB(rt.hwm))
 	if rt.storeBytes > 0 {
 		w("| store file (bbolt) after | %.1f MiB |\n", float64(rt.storeBytes)/(1<<20))
@@ -144,8 +144,8 @@ func (r *meshReport) idleSection(w func(string, ...any)) {
 	}
 	w("One fresh node, no pods, no BGP peers (the speaker runs, listening), 5 s after it became ready:\n")
 	w("RSS %s (anonymous %s: heap, stacks, runtime; file-backed %s: pages of the %s reef binary and libraries),\n",
-		meshMiB(r.idle.rss), meshMiB(r.idle.anon), meshMiB(r.idle.file), meshFileMiB(filepath.Join(r.bin, "reef")))
-	w("peak (VmHWM) %s.\n\n", meshMiB(r.idle.hwm))
+		meshMiB(r.idle.RSS), meshMiB(r.idle.Anon), meshMiB(r.idle.File), meshFileMiB(filepath.Join(r.bin, "reef")))
+	w("peak (VmHWM) %s.\n\n", meshMiB(r.idle.HWM))
 }
 
 func meshFileMiB(path string) string {

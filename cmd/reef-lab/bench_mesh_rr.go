@@ -116,7 +116,7 @@ func (b *meshBench) rrCapacity(n int) string {
 	var rss []int64
 	for _, node := range nodes {
 		if m, err := meshMemOf(node); err == nil {
-			rss = append(rss, m.rss)
+			rss = append(rss, m.RSS)
 		}
 	}
 	sum, hi := meshSum(rss)
@@ -215,9 +215,9 @@ func (b *meshBench) rrRun(clients int, timeout time.Duration) (r meshRRResult) {
 			}
 		}
 		if i < 2 {
-			r.rssRRs, r.pathsRRs = append(r.rssRRs, m.rss), append(r.pathsRRs, k)
+			r.rssRRs, r.pathsRRs = append(r.rssRRs, m.RSS), append(r.pathsRRs, k)
 		} else {
-			r.rssClients, r.pathsClient = append(r.rssClients, m.rss), append(r.pathsClient, k)
+			r.rssClients, r.pathsClient = append(r.rssClients, m.RSS), append(r.pathsClient, k)
 		}
 	}
 	return r

@@ -276,9 +276,9 @@ func (b *meshBench) meshStart(n, voters int, timeout time.Duration) (r meshStart
 		if err != nil {
 			return fail(err)
 		}
-		r.rss, r.hwm = append(r.rss, m.rss), append(r.hwm, m.hwm)
-		r.anon += m.anon
-		r.file += m.file
+		r.rss, r.hwm = append(r.rss, m.RSS), append(r.hwm, m.HWM)
+		r.anon += m.Anon
+		r.file += m.File
 		var k uint64 // 0 if the status fails: one per node, in order
 		if st, err := node.Status(); err == nil {
 			for _, p := range st.GetPeers() {

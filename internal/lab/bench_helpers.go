@@ -1,5 +1,11 @@
 package lab
 
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
 // Pid returns the process id of the node's daemon, or 0 when it is not
 // running. nsenter execs the daemon in place, so this is the daemon itself
 // (for reading /proc/<pid>/status).
@@ -10,4 +16,33 @@ func (n *Node) Pid() int {
 		return 0
 	}
 	return n.cmd.Process.Pid
+}
+
+// Memory is a daemon's memory from /proc/<pid>/status, in kB: VmRSS,
+// VmHWM (peak RSS), and RSS split into anonymous (heap, stacks) and
+// file-backed (the binary's pages) memory.
+type Memory struct{ RSS, HWM, Anon, File int64 }
+
+// Memory reads the memory of the node's daemon.
+func (n *Node) Memory() (Memory, error) {
+	var m Memory
+	pid := n.Pid()
+	if pid == 0 {
+		return m, fmt.Errorf("daemon of %s not running", n.Name)
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return m, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		for key, dst := range map[string]*int64{"VmRSS:": &m.RSS, "VmHWM:": &m.HWM, "RssAnon:": &m.Anon, "RssFile:": &m.File} {
+			if rest, ok := strings.CutPrefix(line, key); ok {
+				fmt.Sscanf(strings.TrimSpace(rest), "%d", dst)
+			}
+		}
+	}
+	if m.RSS == 0 {
+		return m, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+	}
+	return m, nil
 }

@@ -1,0 +1,123 @@
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reefcni/reef/bgp"
+	"github.com/reefcni/reef/internal/lab"
+	reefv1 "github.com/reefcni/reef/proto"
+)
+
+// TestExternalPeerFlood: an external peer (Debian's gobgpd) gets the
+// node's block and sends routes of its own, which two feeders (reef-lab
+// speaker, iBGP to gobgpd) give it; below maxPrefixes (the default 1000)
+// they are held, counted and installed nowhere; a flood of 100,000 cuts
+// the session off for good, reef status and the log say why, and the
+// daemon's RSS grows by less than 10 MiB.
+func TestExternalPeerFlood(t *testing.T) {
+	l := newLab(t)
+	gaddr := netip.MustParseAddr("192.168.77.60")
+	feeders := []netip.Addr{netip.MustParseAddr("192.168.77.61"), netip.MustParseAddr("192.168.77.62")}
+	n := startNode(t, l, "a1", lab.NodeOptions{BGP: "  keepaliveTime: 1s\n  holdTime: 3s\n  externalPeers:\n    - address: " + gaddr.String() + "\n      asn: 65001\n"})
+	g, err := l.AddGobgpd("gobgpd", gaddr, 65001, []netip.Addr{n.Address}, feeders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// feed runs feeder i with count routes for gobgpd to pass on.
+	feed := func(i, count int) {
+		t.Helper()
+		ns, err := l.AddHost(fmt.Sprintf("feeder%d", i), feeders[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(l.Dir, fmt.Sprintf("feeder%d.routes", i))
+		if err := lab.FloodFile(file, count, feeders[i]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Spawn(ns, fmt.Sprintf("feeder%d.log", i), filepath.Join(binDir, "reef-lab"), "speaker", "--asn", "65001",
+			"--router-id", feeders[i].String(), "--peers", gaddr.String(), "--announce-file", file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := g.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := newPod(t, n, "p1")
+	block := netip.MustParsePrefix(p.IP.String() + "/26").Masked().String()
+	external := func() *reefv1.ExternalPeer {
+		ext := mustStatus(t, n).GetExternalPeers()
+		if len(ext) != 1 {
+			t.Fatalf("external peers: %s", ext2s(ext))
+		}
+		return ext[0]
+	}
+	eventually(t, 20*time.Second, func() string {
+		if e := external(); e.GetState() != "established" || e.GetSent() != 1 {
+			return "gobgpd's session: " + e.String()
+		}
+		if rib, _ := g.CLI("global", "rib"); !strings.Contains(rib, block) {
+			return "gobgpd's table has no " + block + ":\n" + rib
+		}
+		return ""
+	})
+
+	// Below the limit: held and counted, installed nowhere.
+	routesBefore := reefRoutes(t, n)
+	feed(0, 500)
+	eventually(t, 20*time.Second, func() string {
+		if e := external(); e.GetState() != "established" || e.GetReceived() != 500 || e.GetDropped()[bgp.DropOther] != 500 {
+			return "after 500 routes: " + e.String()
+		}
+		return ""
+	})
+	if out := run(t, l, n.Netns, "ip", "-4", "route", "show", "100.64.0.0/10", "root", "100.64.0.0/10"); out != "" {
+		t.Errorf("the node installed routes from its external peer:\n%s", out)
+	}
+	before, err := n.Memory()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The flood.
+	feed(1, 100000)
+	eventually(t, 60*time.Second, func() string {
+		if e := external(); !strings.HasPrefix(e.GetState(), "cut off: sent more than maxPrefixes 1000") {
+			return "after the flood: " + e.String()
+		}
+		return ""
+	})
+	// gobgpd had the whole flood to send.
+	eventually(t, 60*time.Second, func() string {
+		if sum, _ := g.CLI("global", "rib", "summary"); !strings.Contains(sum, "Destination: 100000,") {
+			return "gobgpd's table: " + sum
+		}
+		return ""
+	})
+	time.Sleep(5 * time.Second) // it stays cut off, and gobgpd keeps trying
+	e := external()
+	if !strings.HasPrefix(e.GetState(), "cut off") || e.GetSent() != 0 {
+		t.Errorf("5s after the flood: %s", e)
+	}
+	after, err := n.Memory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("daemon RSS %d kB before the flood of 100,000 routes, %d kB after (peak %d kB)", before.RSS, after.RSS, after.HWM)
+	if grew := after.RSS - before.RSS; grew >= 10*1024 {
+		t.Errorf("RSS grew by %d kB over the flood, want less than 10 MiB", grew)
+	}
+	if !strings.Contains(n.Log(), "BGP peer sent more routes than the session's prefix limit") {
+		t.Errorf("the daemon log does not say why the session closed")
+	}
+	if got := reefRoutes(t, n); strings.Join(got, "\n") != strings.Join(routesBefore, "\n") {
+		t.Errorf("the node's routes changed over the flood:\n%s\nwas\n%s", strings.Join(got, "\n"), strings.Join(routesBefore, "\n"))
+	}
+	if _, err := l.Ping(p.Netns, n.Address); err != nil {
+		t.Errorf("the pod cannot reach its node after the flood: %v", err)
+	}
+}

@@ -1,0 +1,111 @@
+package lab
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Debian's gobgpd and its CLI (make deps-test installs gobgpd): a BGP
+// daemon of another release than reef's embedded GoBGP (3.10 against
+// 4.8), run as a router of its own.
+const (
+	GobgpdBinary = "/usr/bin/gobgpd"
+	GobgpBinary  = "/usr/bin/gobgp"
+)
+
+// Gobgpd is gobgpd in a namespace of its own on the underlay, peering
+// with nodes.
+type Gobgpd struct {
+	Lab     *Lab
+	Name    string
+	Netns   string
+	Address netip.Addr
+	ASN     uint32
+	Conf    string
+	stop    func()
+}
+
+// AddGobgpd creates a namespace on the underlay at addr and writes a
+// gobgpd configuration in asn with an eBGP session to each node (AS 64512)
+// and an iBGP session to each of feeders, speakers that give it routes to
+// pass on; Start runs it.
+func (l *Lab) AddGobgpd(name string, addr netip.Addr, asn uint32, nodes, feeders []netip.Addr) (*Gobgpd, error) {
+	if _, err := os.Stat(GobgpdBinary); err != nil {
+		return nil, fmt.Errorf("lab: gobgpd not installed (make deps-test installs gobgpd): %w", err)
+	}
+	ns, err := l.AddHost(name, addr)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.IP(ns, "link", "set", "lo", "up"); err != nil { // the API listens on 127.0.0.1
+		return nil, err
+	}
+	g := &Gobgpd{Lab: l, Name: name, Netns: ns, Address: addr, ASN: asn, Conf: filepath.Join(l.Dir, name+".toml")}
+	var b strings.Builder
+	fmt.Fprintf(&b, "[global.config]\n  as = %d\n  router-id = %q\n", asn, addr)
+	neighbor := func(a netip.Addr, as uint32) {
+		fmt.Fprintf(&b, "\n[[neighbors]]\n  [neighbors.config]\n    neighbor-address = %q\n    peer-as = %d\n"+
+			"  [neighbors.timers.config]\n    connect-retry = 1\n    hold-time = 9\n    keepalive-interval = 3\n"+
+			"  [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n      afi-safi-name = \"ipv4-unicast\"\n", a, as)
+	}
+	for _, n := range nodes {
+		neighbor(n, 64512)
+	}
+	for _, f := range feeders {
+		neighbor(f, asn)
+	}
+	if err := os.WriteFile(g.Conf, []byte(b.String()), 0o644); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Start runs gobgpd (Lab.Close kills it) and waits until its API answers.
+func (g *Gobgpd) Start() error {
+	stop, err := g.Lab.Spawn(g.Netns, g.Name+".log", GobgpdBinary, "-f", g.Conf, "-t", "toml", "--api-hosts", "127.0.0.1:50051")
+	if err != nil {
+		return err
+	}
+	g.stop = stop
+	var last error
+	if !waitFor(10*time.Second, func() bool { _, last = g.CLI("global"); return last == nil }) {
+		log, _ := os.ReadFile(filepath.Join(g.Lab.Dir, g.Name+".log"))
+		return fmt.Errorf("%s: gobgpd's API does not answer within 10s (%v):\n%s", g.Name, last, log)
+	}
+	return nil
+}
+
+// Kill stops gobgpd.
+func (g *Gobgpd) Kill() {
+	if g.stop != nil {
+		g.stop()
+		g.stop = nil
+	}
+}
+
+// CLI runs the gobgp CLI against this gobgpd.
+func (g *Gobgpd) CLI(args ...string) (string, error) {
+	out, err := g.Lab.Run(g.Netns, append([]string{GobgpBinary, "-u", "127.0.0.1", "-p", "50051"}, args...)...)
+	if err != nil {
+		return out, fmt.Errorf("gobgp %s: %w", strings.Join(args, " "), err)
+	}
+	return out, nil
+}
+
+// FloodFile writes an --announce-file for `reef-lab speaker`: n routes,
+// /28s of 100.64.0.0/10 (an address range no lab pool or node uses), next
+// hop nh. (Debian's gobgp 3.10 would take them in bulk with `gobgp mrt
+// inject`, but it loses part of its stream: 267 and 306 of 500 routes in
+// two tries, so routes reach gobgpd over BGP from a feeder instead.)
+func FloodFile(path string, n int, nh netip.Addr) error {
+	var b strings.Builder
+	for i := range n {
+		v := uint32(100)<<24 | uint32(64)<<16 + uint32(i)<<4
+		fmt.Fprintf(&b, "%s %s\n", netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), 28), nh)
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
