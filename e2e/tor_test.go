@@ -200,6 +200,8 @@ func testToR(t *testing.T, kind string) {
 	}
 	if out, err := a1.Reef("status"); err != nil || !strings.Contains(out, "External BGP peers") || !strings.Contains(out, bgp.DropDefault+" 1") {
 		t.Errorf("reef status on a1: %v\n%s", err, out)
+	} else {
+		t.Logf("reef status on a1 with a hostile router:\n%s", out[strings.Index(out, "External BGP peers"):])
 	}
 
 	// An unplanned stop: the router keeps a1's block for the restart time

@@ -36,38 +36,48 @@ func TestReflectorConfigsInDocs(t *testing.T) {
 }
 
 // TestReflectorConfigsParse: BIRD and FRR accept the configurations of
-// docs/bgp.md (bird -p; vtysh --dryrun and bgpd -C, which exit 0 but print
-// "No such command" on a line bgpd does not know).
+// docs/bgp.md.
 func TestReflectorConfigsParse(t *testing.T) {
 	dir := t.TempDir()
 	t.Run("BIRD", func(t *testing.T) {
-		if _, err := os.Stat(BirdBinary); err != nil {
-			t.Skip("bird2 not installed (make deps-test installs it)")
-		}
-		conf := filepath.Join(dir, "bird.conf")
-		if err := os.WriteFile(conf, []byte(BirdConfig(docsReflector, 64512, docsClients, 30*time.Second)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if out, err := exec.Command(BirdBinary, "-p", "-c", conf).CombinedOutput(); err != nil {
-			t.Errorf("bird -p: %v\n%s", err, out)
-		}
+		birdParses(t, dir, "bird.conf", BirdConfig(docsReflector, 64512, docsClients, 30*time.Second))
 	})
-	t.Run("FRR", func(t *testing.T) {
-		if _, err := os.Stat(Vtysh); err != nil {
-			t.Skip("frr not installed (make deps-test installs it)")
+	t.Run("FRR", func(t *testing.T) { frrParses(t, dir, FRRConfig(docsReflector, 64512, docsClients, 30*time.Second)) })
+}
+
+// birdParses checks that BIRD takes conf (bird -p), written to dir/name.
+func birdParses(t *testing.T, dir, name, conf string) {
+	t.Helper()
+	if _, err := os.Stat(BirdBinary); err != nil {
+		t.Skip("bird2 not installed (make deps-test installs it)")
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(BirdBinary, "-p", "-c", path).CombinedOutput(); err != nil {
+		t.Errorf("bird -p %s: %v\n%s", name, err, out)
+	}
+}
+
+// frrParses checks that FRR takes conf: vtysh --dryrun and bgpd -C, which
+// exit 0 but print "No such command" on a line bgpd does not know.
+func frrParses(t *testing.T, dir, conf string) {
+	t.Helper()
+	if _, err := os.Stat(Vtysh); err != nil {
+		t.Skip("frr not installed (make deps-test installs it)")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("vtysh --dryrun needs root (FRR's groups)")
+	}
+	path := filepath.Join(dir, "frr.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]string{{Vtysh, "--dryrun", "-f", path}, {filepath.Join(FRRDir, "bgpd"), "-C", "-f", path}} {
+		out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput()
+		if err != nil || strings.Contains(string(out), "No such command") || strings.Contains(string(out), "Unknown command") {
+			t.Errorf("%s: %v\n%s", strings.Join(cmd, " "), err, out)
 		}
-		if os.Geteuid() != 0 {
-			t.Skip("vtysh --dryrun needs root (FRR's groups)")
-		}
-		conf := filepath.Join(dir, "frr.conf")
-		if err := os.WriteFile(conf, []byte(FRRConfig(docsReflector, 64512, docsClients, 30*time.Second)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		for _, cmd := range [][]string{{Vtysh, "--dryrun", "-f", conf}, {filepath.Join(FRRDir, "bgpd"), "-C", "-f", conf}} {
-			out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput()
-			if err != nil || strings.Contains(string(out), "No such command") || strings.Contains(string(out), "Unknown command") {
-				t.Errorf("%s: %v\n%s", strings.Join(cmd, " "), err, out)
-			}
-		}
-	})
+	}
 }
