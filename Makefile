@@ -120,7 +120,8 @@ deps-bench:
 # reef's nftables dataplane (nat/): Go benchmarks with 1,000 pods, in a
 # throw-away netns; make bench appends them to BENCHMARKS.md ("## nftables").
 NAT_BENCH := $(GOW) test -run '^$$' -bench . -benchtime 200x -count 3 ./nat/
-# bench-mesh: the multi-node figures (3/10-node convergence, the 50-node
+# bench-mesh: the multi-node figures (3/10-node convergence, a new block at a
+# BIRD 2 ToR, the 50-node
 # mesh, 2,000 remote blocks, 100 nodes through 2 route reflectors);
 # bench-sim: the block protocol simulated for 10, 100 and 1,000 nodes in one
 # process (a few minutes of both cores at 1,000). Each writes its section.

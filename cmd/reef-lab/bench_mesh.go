@@ -1,7 +1,7 @@
 package main
 
 // bench-mesh: the multi-node benchmarks (BENCHMARKS.md, "## Multi-node").
-// Five parts, each in labs of its own that are removed at the end:
+// Six parts, each in labs of its own that are removed at the end:
 //
 //   - idle: one fresh node, no pods, no peers; its daemon's RSS after 5 s.
 //   - routes: one node and a test speaker (reef-lab speaker) on the
@@ -12,6 +12,8 @@ package main
 //   - convergence: meshes of 3 and 10 nodes with the default config; on
 //     each node in turn, the time from the start of its first ADD until
 //     every other node has a kernel route to the block that ADD claimed.
+//   - tor: 3 meshed nodes and a BIRD 2 ToR, their external peer
+//     (bench_mesh_tor.go): a node's new block to the ToR's kernel.
 //   - mesh: 50 nodes started at once from empty stores; the time until
 //     every pair has a BGP session, then from one ADD per node (all at
 //     once) until every node routes to every other node's block; RSS and
@@ -42,7 +44,7 @@ import (
 )
 
 // meshParts are the parts of bench-mesh in the order they run.
-var meshParts = []string{"idle", "routes", "convergence", "mesh", "rr"}
+var meshParts = []string{"idle", "routes", "convergence", "tor", "mesh", "rr"}
 
 type meshBench struct {
 	ctx      context.Context
@@ -67,6 +69,7 @@ func benchMesh(ctx context.Context, args []string) error {
 	meshVoters := fs.Int("mesh-voters", 0, "mesh: bgp.voters = the first this many nodes (0: unset, the default: the 5 lowest addresses)")
 	convClusters3 := fs.Int("clusters3", 3, "convergence: clusters of 3 nodes (3 samples each)")
 	convClusters10 := fs.Int("clusters10", 1, "convergence: clusters of 10 nodes (10 samples each)")
+	torClusters := fs.Int("tor-clusters", 3, "tor: clusters of 3 nodes and a ToR (3 samples each)")
 	rrClients := fs.Int("rr-clients", 100, "rr: number of route-reflector clients (plus 2 reflectors)")
 	rrNice := fs.Int("rr-nice", -10, "rr: nice value of the 2 reflectors' daemons (0: the clients' share of the CPU)")
 	rrWait := fs.Duration("rr-timeout", 120*time.Second, "rr: give up waiting for the sessions after this")
@@ -127,6 +130,10 @@ func benchMesh(ctx context.Context, args []string) error {
 			meshProgress("convergence: %d clusters of %d nodes, default config", c.clusters, c.n)
 			rep.conv = append(rep.conv, b.convergence(c.n, c.clusters))
 		}
+	}
+	if want["tor"] && ctx.Err() == nil {
+		meshProgress("tor: %d clusters of 3 nodes and a BIRD 2 ToR", *torClusters)
+		rep.tor = b.tor(*torClusters)
 	}
 	if want["mesh"] && ctx.Err() == nil {
 		rep.quietMesh = meshQuiet(ctx)

@@ -219,10 +219,11 @@ func meshRouteVia(rt netlink.Route) (netip.Addr, netip.Prefix, bool) {
 
 // ---- convergence ----
 
-// meshWatcher records, for one node, when a reef route via each gateway
-// first appeared in its kernel (an rtnetlink subscription in its netns).
+// meshWatcher records, for one namespace, when a route of one protocol
+// (reef's, or a router's BGP daemon's) via each gateway first appeared in
+// its kernel (an rtnetlink subscription in the netns).
 type meshWatcher struct {
-	node *lab.Node
+	name string // the node's (or router's) name, for messages
 	stop chan struct{}
 
 	mu   sync.Mutex
@@ -235,24 +236,27 @@ type meshSeen struct {
 	at  time.Time
 }
 
-func meshWatch(n *lab.Node) (*meshWatcher, error) {
-	ns, err := netns.GetFromPath(lab.NetnsPath(n.Netns))
+func meshWatch(n *lab.Node) (*meshWatcher, error) { return meshWatchIn(n.Netns, n.Name, routes.Protocol) }
+
+// meshWatchIn watches the routes of protocol proto in netns.
+func meshWatchIn(netnsName, name string, proto int) (*meshWatcher, error) {
+	ns, err := netns.GetFromPath(lab.NetnsPath(netnsName))
 	if err != nil {
 		return nil, err
 	}
 	defer ns.Close()
-	w := &meshWatcher{node: n, stop: make(chan struct{}), seen: map[netip.Addr]meshSeen{}}
+	w := &meshWatcher{name: name, stop: make(chan struct{}), seen: map[netip.Addr]meshSeen{}}
 	ch := make(chan netlink.RouteUpdate, 1024)
 	if err := netlink.RouteSubscribeWithOptions(ch, w.stop, netlink.RouteSubscribeOptions{
 		Namespace: &ns, ReceiveBufferSize: 1 << 20,
 		ErrorCallback: func(err error) { w.mu.Lock(); w.err = err; w.mu.Unlock() },
 	}); err != nil {
-		return nil, fmt.Errorf("watch routes of %s: %w", n.Name, err)
+		return nil, fmt.Errorf("watch routes of %s: %w", name, err)
 	}
 	go func() {
 		for u := range ch {
 			at := time.Now()
-			if u.Type != unix.RTM_NEWROUTE || int(u.Protocol) != routes.Protocol {
+			if u.Type != unix.RTM_NEWROUTE || int(u.Protocol) != proto {
 				continue
 			}
 			gw, dst, ok := meshRouteVia(u.Route)
@@ -381,11 +385,11 @@ func (b *meshBench) convCluster(r *meshConvResult, n int) (stall string, err err
 			for {
 				seen, ok, werr := w.get(node.Address)
 				if werr != nil {
-					return "", fmt.Errorf("route watch on %s: %w", w.node.Name, werr)
+					return "", fmt.Errorf("route watch on %s: %w", w.name, werr)
 				}
 				if ok {
 					if !seen.dst.Contains(p.IP) {
-						return "", fmt.Errorf("%s: first route via %s is to %s, which does not hold the pod's %s", w.node.Name, node.Name, seen.dst, p.IP)
+						return "", fmt.Errorf("%s: first route via %s is to %s, which does not hold the pod's %s", w.name, node.Name, seen.dst, p.IP)
 					}
 					block = seen.dst
 					if seen.at.After(last) {
@@ -397,7 +401,7 @@ func (b *meshBench) convCluster(r *meshConvResult, n int) (stall string, err err
 					break
 				}
 				if time.Now().After(deadline) {
-					return "", fmt.Errorf("%s has no route to %s's new block (pod %s) %s after the ADD\n%s", w.node.Name, node.Name, p.IP,
+					return "", fmt.Errorf("%s has no route to %s's new block (pod %s) %s after the ADD\n%s", w.name, node.Name, p.IP,
 						time.Since(t0).Round(time.Millisecond), node.LogTail(8))
 				}
 				time.Sleep(time.Millisecond)

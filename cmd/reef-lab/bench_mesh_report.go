@@ -33,6 +33,7 @@ type meshReport struct {
 	idle   meshIdleResult
 	routes meshRoutesResult
 	conv   []meshConvResult
+	tor    meshToRResult
 	mesh   meshStartResult
 	rr     meshRRResult
 }
@@ -140,7 +141,7 @@ func (r *meshReport) markdown() string {
 	w("## Multi-node\n\n")
 	w("Every figure in this section comes from one run of\n\n    %s\n\n", r.command)
 	w("(a step of `sudo make bench`) on %s, which took %s. One part alone: add\n", r.began.UTC().Format("2006-01-02 15:04 UTC"), r.took.Round(time.Second))
-	w("`--only idle`, `routes`, `convergence`, `mesh` or `rr`. Nothing here is edited by hand.\n\n")
+	w("`--only idle`, `routes`, `convergence`, `tor`, `mesh` or `rr`. Nothing here is edited by hand.\n\n")
 	w("**Setup.** Every node is a network namespace on this one machine (nproc %d, kernel %s) running the real\n", runtime.NumCPU(), meshRun("uname", "-r"))
 	w("`reef daemon` (%s), its eth0 on a lab bridge (192.168.77.0/24). The daemons run with the production\n", r.reef)
 	w("`reconcileInterval: 30s` and `logLevel: %s`; the BGP timers are the lab's (`keepaliveTime: 1s`, `holdTime: 3s`) but in the\n", r.logLevel)
@@ -182,6 +183,9 @@ func (r *meshReport) markdown() string {
 	if r.parts["convergence"] {
 		r.convergenceSection(w)
 	}
+	if r.parts["tor"] {
+		r.torSection(w)
+	}
 	if r.parts["mesh"] {
 		r.meshSection(w)
 	}
@@ -208,7 +212,9 @@ func (r *meshReport) convFor(n int) (meshConvResult, bool) {
 
 func (r *meshReport) aims(w func(string, ...any)) {
 	w("### Aims\n\n")
-	w("From issue 10 (block ownership v2), \"Measured in `make bench`\".\n\n")
+	if r.parts["convergence"] || r.parts["mesh"] || r.parts["rr"] || r.parts["routes"] || r.parts["idle"] {
+		w("From issue 10 (block ownership v2), \"Measured in `make bench`\".\n\n")
+	}
 	if r.parts["convergence"] {
 		var parts []string
 		met := true
@@ -294,6 +300,10 @@ func (r *meshReport) aims(w func(string, ...any)) {
 			w("- Daemon RSS at most 20 MiB idle (kube-router, which also embeds GoBGP: 9-18 MiB): %s: %s\n", meshMiB(r.idle.RSS), meshMet(r.idle.RSS <= 20*1024))
 			w("  (%s of it file-backed pages of the reef binary, %s anonymous; below).\n", meshMiB(r.idle.File), meshMiB(r.idle.Anon))
 		}
+	}
+	if r.parts["tor"] {
+		w("\nFrom issue 11 (BGP to the routers), \"Measured in `make bench`\".\n\n")
+		r.torAim(w)
 	}
 	w("\n")
 }

@@ -234,7 +234,12 @@ func (f *frrToR) Hostile(pool netip.Prefix, node netip.Addr) error {
 // StartToR runs kind ("bird" or "frr") in the router of AddCrossRouter
 // as the ToR of nodes, for the lab's default pool.
 func (l *Lab) StartToR(kind string, nodes []netip.Addr) (ToR, error) {
-	router := l.Prefix + "-xr"
+	return l.StartToRIn(kind, l.Prefix+"-xr", RouterA, nodes)
+}
+
+// StartToRIn runs kind as the ToR of nodes in the namespace router, whose
+// router ID is self.
+func (l *Lab) StartToRIn(kind, router string, self netip.Addr, nodes []netip.Addr) (ToR, error) {
 	dir := filepath.Join(l.Dir, "tor-"+kind)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -245,8 +250,8 @@ func (l *Lab) StartToR(kind string, nodes []netip.Addr) (ToR, error) {
 		if _, err := os.Stat(BirdBinary); err != nil {
 			return nil, fmt.Errorf("lab: BIRD 2 not installed (make deps-test installs bird2): %w", err)
 		}
-		conf := ToRBirdConfig(RouterA, RouterASN, nodes, 64512, pool, 26, 3*time.Second)
-		b := &Bird{Lab: l, Name: "tor-bird", Netns: router, Address: RouterA, Conf: filepath.Join(dir, "bird.conf"), Sock: filepath.Join(dir, "bird.ctl")}
+		conf := ToRBirdConfig(self, RouterASN, nodes, 64512, pool, 26, 3*time.Second)
+		b := &Bird{Lab: l, Name: "tor-bird", Netns: router, Address: self, Conf: filepath.Join(dir, "bird.conf"), Sock: filepath.Join(dir, "bird.ctl")}
 		if err := os.WriteFile(b.Conf, []byte(conf), 0o644); err != nil {
 			return nil, err
 		}
@@ -258,8 +263,8 @@ func (l *Lab) StartToR(kind string, nodes []netip.Addr) (ToR, error) {
 		if _, err := os.Stat(filepath.Join(FRRDir, "bgpd")); err != nil {
 			return nil, fmt.Errorf("lab: FRR not installed (make deps-test installs frr): %w", err)
 		}
-		f := &FRR{Lab: l, Name: "tor-frr", Netns: router, Address: RouterA, Dir: dir, Conf: filepath.Join(dir, "frr.conf")}
-		if err := os.WriteFile(f.Conf, []byte(ToRFRRConfig(RouterA, RouterASN, nodes, 64512, pool, 26, 3*time.Second)), 0o644); err != nil {
+		f := &FRR{Lab: l, Name: "tor-frr", Netns: router, Address: self, Dir: dir, Conf: filepath.Join(dir, "frr.conf")}
+		if err := os.WriteFile(f.Conf, []byte(ToRFRRConfig(self, RouterASN, nodes, 64512, pool, 26, 3*time.Second)), 0o644); err != nil {
 			return nil, err
 		}
 		if err := f.Start(); err != nil {

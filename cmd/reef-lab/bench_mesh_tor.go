@@ -1,0 +1,208 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/reefcni/reef/internal/lab"
+)
+
+// The tor part: 3 meshed nodes and a ToR (BIRD 2 from Debian, the
+// configuration of docs/bgp.md, lab.StartToRIn) on their subnet, every
+// node with the ToR as its external peer (bgp.externalPeers). On each node
+// in turn, one pod's ADD claims the node's first block; the clock runs
+// from the start of that ADD until the ToR's kernel routes the block via
+// the node (BIRD's kernel protocol, proto bird), and, the reference in the
+// same run, until the last other node's kernel routes it.
+
+// torAddr is the ToR's address on the lab's underlay.
+var torAddr = netip.MustParseAddr("192.168.77.250")
+
+type meshToRResult struct {
+	clusters      int
+	router, nodes []time.Duration // ADD start -> route in the ToR's kernel; -> route on the last other node
+	err           string
+}
+
+func (b *meshBench) tor(clusters int) (r meshToRResult) {
+	r.clusters = clusters
+	for i := 0; i < clusters && b.ctx.Err() == nil; i++ {
+		if err := b.torCluster(&r); err != nil {
+			r.err = fmt.Sprintf("cluster %d: %v", i+1, err)
+			meshProgress("tor: %s", r.err)
+			return r
+		}
+	}
+	return r
+}
+
+func (b *meshBench) torCluster(r *meshToRResult) error {
+	l, done, err := b.newLab("tor")
+	if err != nil {
+		return err
+	}
+	defer done()
+	const n = 3
+	var addrs []netip.Addr
+	for i := range n {
+		addrs = append(addrs, lab.NodeAddress(i))
+	}
+	cfg := meshNodeCfg{peered: true}
+	cfg.perNode = func(i int) string {
+		var peers []netip.Addr
+		for j, a := range addrs {
+			if j != i {
+				peers = append(peers, a)
+			}
+		}
+		return cfg.bgpSection(peers) + fmt.Sprintf("  externalPeers:\n    - address: %s\n      asn: %d\n", torAddr, lab.RouterASN)
+	}
+	nodes, err := b.addNodes(l, n, cfg)
+	if err != nil {
+		return err
+	}
+	ns, err := l.AddHost("tor", torAddr)
+	if err != nil {
+		return err
+	}
+	if _, err := l.StartToRIn("bird", ns, torAddr, addrs); err != nil {
+		return err
+	}
+	if err := lab.StartAll(nodes); err != nil {
+		return err
+	}
+	if err := lab.WaitConverged(nodes, 60*time.Second); err != nil {
+		return err
+	}
+	if err := b.waitExternalUp(nodes, 30*time.Second); err != nil {
+		return err
+	}
+	router, err := meshWatchIn(ns, "the ToR", unix.RTPROT_BIRD)
+	if err != nil {
+		return err
+	}
+	defer close(router.stop)
+	ws := []*meshWatcher{router}
+	for _, node := range nodes {
+		w, err := meshWatch(node)
+		if err != nil {
+			return err
+		}
+		defer close(w.stop)
+		ws = append(ws, w)
+	}
+	if err := b.sleep(time.Second); err != nil {
+		return err
+	}
+	for i, node := range nodes {
+		p, err := node.NewPodNetns("bench", fmt.Sprintf("tor-%d", i+1))
+		if err != nil {
+			return err
+		}
+		t0 := time.Now()
+		if err := p.Add(); err != nil {
+			return err
+		}
+		var last time.Time
+		for j, w := range ws {
+			if j == i+1 {
+				continue // the node itself
+			}
+			seen, err := waitSeen(w, node.Address, p.IP, t0.Add(20*time.Second))
+			if err != nil {
+				return fmt.Errorf("%w\n%s", err, node.LogTail(8))
+			}
+			if j == 0 {
+				r.router = append(r.router, seen.Sub(t0))
+			} else if seen.After(last) {
+				last = seen
+			}
+		}
+		r.nodes = append(r.nodes, last.Sub(t0))
+		meshProgress("  %s: new block in the ToR's kernel after %s, on every other node after %s", node.Name,
+			r.router[len(r.router)-1].Round(time.Millisecond), last.Sub(t0).Round(time.Millisecond))
+		if err := b.sleep(200 * time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitSeen waits until w has a route via gw to a prefix holding ip, and
+// returns when it appeared.
+func waitSeen(w *meshWatcher, gw, ip netip.Addr, deadline time.Time) (time.Time, error) {
+	for {
+		seen, ok, err := w.get(gw)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("route watch on %s: %w", w.name, err)
+		}
+		if ok {
+			if !seen.dst.Contains(ip) {
+				return time.Time{}, fmt.Errorf("%s: first route via %s is to %s, which does not hold the pod's %s", w.name, gw, seen.dst, ip)
+			}
+			return seen.at, nil
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("%s has no route via %s to the new block of pod %s", w.name, gw, ip)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// waitExternalUp waits until every node's external peers are established.
+func (b *meshBench) waitExternalUp(nodes []*lab.Node, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var down []string
+		for _, n := range nodes {
+			st, err := n.Status()
+			if err != nil {
+				return err
+			}
+			for _, e := range st.GetExternalPeers() {
+				if e.GetState() != "established" {
+					down = append(down, n.Name+" to "+e.GetAddress()+": "+e.GetState())
+				}
+			}
+		}
+		if len(down) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("external peers not established after %s: %s", timeout, strings.Join(down, "; "))
+		}
+		if err := b.sleep(100 * time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+func (r *meshReport) torAim(w func(string, ...any)) {
+	t := r.tor
+	p50, ok := meshQuantile(t.router, 0.5)
+	hi, _ := meshQuantile(t.router, 1)
+	ref, _ := meshQuantile(t.nodes, 0.5)
+	w("- A node's new block in the router's kernel within 250 ms p50 (BIRD 2 as ToR): p50 %s ms (max %s, %d samples; the other\n", meshMs(p50, ok), meshMs(hi, ok), len(t.router))
+	w("  nodes of the mesh, in the same run: p50 %s ms): %s.\n", meshMs(ref, len(t.nodes) > 0), meshMet(ok && t.err == "" && p50 <= 250*time.Millisecond))
+}
+
+func (r *meshReport) torSection(w func(string, ...any)) {
+	t := r.tor
+	w("### A new block at the router\n\n")
+	w("3 meshed nodes (default pool, lab timers) and a ToR on their subnet: Debian's BIRD 2 with the configuration of\n")
+	w("docs/bgp.md (\"BIRD 2 as ToR\"), eBGP to every node, which lists it in `bgp.externalPeers`. On each node in turn, one\n")
+	w("pod is ADDed through libcni (the node's first block), and the clock runs from the start of the ADD until the ToR's\n")
+	w("kernel routes the block via the node (BIRD's kernel protocol, watched by an rtnetlink subscription in the ToR's\n")
+	w("namespace) and, for reference, until the last other node's kernel routes it. %d cluster(s) of 3.\n\n", t.clusters)
+	q := func(v []time.Duration, p float64) string { d, ok := meshQuantile(v, p); return meshMs(d, ok) }
+	w("| to | samples | p50 ms | max ms |\n|---|---:|---:|---:|\n")
+	w("| the ToR's kernel | %d | %s | %s |\n", len(t.router), q(t.router, 0.5), q(t.router, 1))
+	w("| every other node's kernel | %d | %s | %s |\n\n", len(t.nodes), q(t.nodes, 0.5), q(t.nodes, 1))
+	if t.err != "" {
+		w("Stopped early: %s\n\n", meshFirstLine(t.err))
+	}
+}
