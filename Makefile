@@ -121,8 +121,8 @@ deps-bench:
 # throw-away netns; make bench appends them to BENCHMARKS.md ("## nftables").
 NAT_BENCH := $(GOW) test -run '^$$' -bench . -benchtime 200x -count 3 ./nat/
 # bench-mesh: the multi-node figures (3/10-node convergence, a new block at a
-# BIRD 2 ToR, the 50-node
-# mesh, 2,000 remote blocks, 100 nodes through 2 route reflectors);
+# BIRD 2 ToR, the 50-node mesh, 2,000 remote blocks, 100 nodes through 2
+# route reflectors);
 # bench-sim: the block protocol simulated for 10, 100 and 1,000 nodes in one
 # process (a few minutes of both cores at 1,000). Each writes its section.
 bench: build deps-test deps-bench deps-cri

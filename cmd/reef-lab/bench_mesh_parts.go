@@ -236,7 +236,9 @@ type meshSeen struct {
 	at  time.Time
 }
 
-func meshWatch(n *lab.Node) (*meshWatcher, error) { return meshWatchIn(n.Netns, n.Name, routes.Protocol) }
+func meshWatch(n *lab.Node) (*meshWatcher, error) {
+	return meshWatchIn(n.Netns, n.Name, routes.Protocol)
+}
 
 // meshWatchIn watches the routes of protocol proto in netns.
 func meshWatchIn(netnsName, name string, proto int) (*meshWatcher, error) {
