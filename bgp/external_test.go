@@ -114,19 +114,11 @@ func TestExternalPeerExportsOwnBlocksOnly(t *testing.T) {
 				if !p.PeerAddress.IsValid() || p.PeerAddress.IsUnspecified() {
 					continue // the router's own
 				}
-				var nh netip.Addr
+				lcs, nh := pathAttrs(nil, p.Attrs)
 				var comms []uint32
-				var lcs []LargeCommunity
 				for _, at := range p.Attrs {
-					switch at := at.(type) {
-					case *bgppkt.PathAttributeNextHop:
-						nh = at.Value
-					case *bgppkt.PathAttributeCommunities:
-						comms = at.Value
-					case *bgppkt.PathAttributeLargeCommunities:
-						for _, v := range at.Values {
-							lcs = append(lcs, LargeCommunity{v.ASN, v.LocalData1, v.LocalData2})
-						}
+					if c, ok := at.(*bgppkt.PathAttributeCommunities); ok {
+						comms = c.Value
 					}
 				}
 				out[n.(*bgppkt.IPAddrPrefix).Prefix] = "from " + p.PeerAddress.String() + " via " + nh.String() +

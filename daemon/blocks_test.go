@@ -26,6 +26,7 @@ func TestUnreachableVoters(t *testing.T) {
 		{"mesh, c down", []bgp.PeerStatus{{Address: b, Established: true}, {Address: c}}, []netip.Addr{c}},
 		{"through a reflector that is up", []bgp.PeerStatus{{Address: rr, Established: true}}, nil},
 		{"through a reflector that is down", []bgp.PeerStatus{{Address: rr}}, []netip.Addr{b, c}},
+		{"only a router is up", []bgp.PeerStatus{{Address: rr}, {Address: netip.MustParseAddr("10.0.0.254"), Established: true, Type: bgp.PeerExternal}}, []netip.Addr{b, c}},
 	} {
 		got := unreachable(voters, a, tc.peers)
 		var list []netip.Addr

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -52,7 +53,9 @@ type reconciler struct {
 	// line with, if it ended without error (appliedOK).
 	applied   []store.Block
 	appliedOK bool
-	gone      map[string]int // handle -> passes in a row that found its netns gone
+	// tunnelPeers are the nodes the last syncTunnel was given.
+	tunnelPeers map[netip.Addr]bool
+	gone        map[string]int // handle -> passes in a row that found its netns gone
 
 	mu      sync.Mutex
 	lastRun time.Time
@@ -136,9 +139,9 @@ func (r *reconciler) Run(ctx context.Context) {
 			}
 		}
 		r.now.Store(false)
-		kernel := r.kernelWanted.Swap(false) || r.kernelDeferred
+		full, deferred := r.kernelWanted.Swap(false), r.kernelDeferred
 		r.kernelDeferred = false
-		if err := r.once(kernel); err != nil {
+		if err := r.once(full, deferred); err != nil {
 			r.log.Error("reconcile pass failed; retrying next interval", "error", err)
 		}
 	}
@@ -156,23 +159,26 @@ func (r *reconciler) Last() (time.Time, error) {
 // CNI path's), then the kernel, while holding the kernel lock for writing,
 // so no CNI operation is half-way through the store or the kernel. ADDs
 // go on while the step waits for BGP.
-func (r *reconciler) Once() error { return r.once(true) }
+func (r *reconciler) Once() error { return r.once(true, false) }
 
-// once runs a step and, when kernel is set or the step changed the blocks
-// the kernel routes, the kernel side. When the step (not asked for the
-// kernel side) woke ADDs that waited for a block, their wiring goes first:
-// the kernel side is deferred to the next pass, which comes after the BGP
-// step gap and then waits on the kernel lock for those ADDs. (With 100
-// route-reflector clients on 2 cores, a pass that took the lock first kept
-// a woken ADD waiting up to 6 s.) An ADD needs nothing of that pass: the
-// pod's own route is its own, and a block is announced by the step.
+// once runs a step and then the kernel side: the whole of it when full is
+// set (the interval, Trigger, the start), and otherwise only its routes
+// (routesOnly), when the step changed the blocks the kernel routes or
+// deferred says an earlier step left that to this pass. When the step
+// (not a full pass) woke ADDs that waited for a block, their wiring goes
+// first: the kernel side is deferred to the next pass, which comes after
+// the BGP step gap and then waits on the kernel lock for those ADDs. (With
+// 100 route-reflector clients on 2 cores, a pass that took the lock first
+// kept a woken ADD waiting up to 6 s.) An ADD needs nothing of that pass:
+// the pod's own route is its own, and a block is announced by the step.
 //
 // The step and the kernel side share one loop on purpose: with kernel
 // passes in a loop of their own, beside the steps, the 100-client
 // reflector bench took 38 s cold to every route (one run), against 24-34 s
 // in nine runs with one loop: on a machine that is the bottleneck, more
 // work at once, and passes no longer paced by the steps.
-func (r *reconciler) once(kernel bool) error {
+func (r *reconciler) once(full, deferred bool) error {
+	kernel := full || deferred
 	var blocks []store.Block
 	var stepErr error
 	if r.blocks != nil {
@@ -200,7 +206,7 @@ func (r *reconciler) once(kernel bool) error {
 	began := time.Now()
 	r.cni.Kernel.Lock()
 	locked := time.Now()
-	passErr := r.pass(blocks)
+	passErr := r.pass(blocks, !full)
 	r.cni.Kernel.Unlock()
 	if took := time.Since(began); took >= slowStep {
 		r.log.Info("slow kernel pass", "took", took.Round(time.Millisecond), "waitedForLock", locked.Sub(began).Round(time.Millisecond))
@@ -214,10 +220,19 @@ func (r *reconciler) once(kernel bool) error {
 }
 
 // pass brings the kernel in line with the store; blocks are the step's
-// (nil: read from the store).
-func (r *reconciler) pass(blocks []store.Block) error {
+// (nil: read from the store). routesOnly is the pass of a step that
+// changed what is routed (a block learnt, lost or confirmed): the routes,
+// and the tunnel's peers when the nodes reached through it changed, and
+// nothing else. Through route reflectors every node hears every block of
+// the cluster come, and a whole pass for each (sysctls, every pod's
+// proxy ARP, the nftables tables, the tunnel's neighbours) was a seventh
+// of a 100-client bench's CPU; the next whole pass (the interval, an ADD,
+// a DEL) repairs the rest, as it repairs any drift.
+func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 	var errs []error
-	if changed, err := routes.EnsureForwarding(); err != nil {
+	if routesOnly {
+		// fall through to the routes
+	} else if changed, err := routes.EnsureForwarding(); err != nil {
 		errs = append(errs, err)
 	} else if changed {
 		r.log.Warn("repaired: net.ipv4.ip_forward was 0, set to 1")
@@ -235,7 +250,18 @@ func (r *reconciler) pass(blocks []store.Block) error {
 		}
 	}
 
-	live := r.resolveEndpoints(eps, &errs)
+	var live []store.Endpoint
+	if routesOnly {
+		// What a whole pass would release stays for it: only ready
+		// attachments (and reserved addresses) count here.
+		for _, ep := range eps {
+			if ep.State == store.EndpointReady || ep.State == store.EndpointReserved {
+				live = append(live, ep)
+			}
+		}
+	} else {
+		live = r.resolveEndpoints(eps, &errs)
+	}
 
 	// Blocks of nodes in other subnets reached without encapsulation go
 	// where the node's own route to their owner goes.
@@ -250,8 +276,13 @@ func (r *reconciler) pass(blocks []store.Block) error {
 	}
 	// The tunnel device first: routes through it need it.
 	remote, vxPeers := r.net.remoteRoutes(blocks, hops)
-	r.syncTunnel(vxPeers, &errs)
-	r.syncIPIP(&errs)
+	if !routesOnly || !maps.Equal(vxPeers, r.tunnelPeers) {
+		r.syncTunnel(vxPeers, &errs)
+		r.tunnelPeers = vxPeers
+	}
+	if !routesOnly {
+		r.syncIPIP(&errs)
+	}
 
 	have, err := r.kernel.Read()
 	if err != nil {
@@ -288,6 +319,9 @@ func (r *reconciler) pass(blocks []store.Block) error {
 	}
 	if err := r.kernel.Apply(plan); err != nil {
 		errs = append(errs, err)
+	}
+	if routesOnly {
+		return errors.Join(errs...)
 	}
 	r.syncPodMTU(live, have.Links, &errs)
 	for _, ep := range live {

@@ -203,6 +203,9 @@ func testToR(t *testing.T, kind string) {
 	} else {
 		t.Logf("reef status on a1 with a hostile router:\n%s", out[strings.Index(out, "External BGP peers"):])
 	}
+	if out, err := a1.Reef("status", "-o", "json"); err != nil || !strings.Contains(out, `"externalPeers"`) || !strings.Contains(out, `"`+bgp.DropDefault+`": "1"`) {
+		t.Errorf("reef status -o json on a1 has no external peer with its drops: %v\n%s", err, out)
+	}
 
 	// An unplanned stop: the router keeps a1's block for the restart time
 	// (the pods there still answer), and not past it.
