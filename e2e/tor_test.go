@@ -14,7 +14,8 @@ import (
 
 // Routers (docs/bgp.md, "Routers"): a1 and a2 on one subnet, b1 on another,
 // joined only by a router that runs BIRD 2 (TestToRBird) or FRR
-// (TestToRFRR) with eBGP to every node (bgp.externalPeers), and a laptop
+// (TestToRFRR) with eBGP to every node (bgp.externalPeers, with a TCP MD5
+// password), and a laptop
 // on a third subnet behind the router; vxlanMode Never. Then:
 //
 //   - the router learns each node's confirmed blocks, next hop the owner,
@@ -44,7 +45,10 @@ func testToR(t *testing.T, kind string) {
 	// drop (120s in production): long enough for a planned restart here,
 	// short enough to watch the router give up on a node that does not
 	// come back.
-	nodes, err := l.AddCrossNodes(lab.NodeOptions{Extra: torPool, RouterASN: lab.RouterASN, Env: []string{"REEF_TEST_BGP_RESTART_TIME=8s"}})
+	// The sessions to the router carry a TCP MD5 key (bgp.externalPeers
+	// password), as a ToR's often do.
+	const password = "reef-tor-key"
+	nodes, err := l.AddCrossNodes(lab.NodeOptions{Extra: torPool, RouterASN: lab.RouterASN, RouterPassword: password, Env: []string{"REEF_TEST_BGP_RESTART_TIME=8s"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +60,7 @@ func testToR(t *testing.T, kind string) {
 	for _, n := range nodes {
 		addrs = append(addrs, n.Address)
 	}
-	tor, err := l.StartToR(kind, addrs)
+	tor, err := l.StartToR(kind, addrs, password)
 	if err != nil {
 		t.Fatal(err)
 	}

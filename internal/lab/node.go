@@ -50,6 +50,8 @@ type NodeOptions struct {
 	// RouterASN, with AddCrossNodes, makes the router every node's
 	// external BGP peer in that AS (its leg on the node's subnet).
 	RouterASN uint32
+	// RouterPassword, if set, is the TCP MD5 key of those sessions.
+	RouterPassword string
 	// Nice, if set, runs the daemon at this nice value (nice(1); negative
 	// is more CPU): a benchmark's stand-in for a node on a machine of its
 	// own, such as a route reflector among a hundred clients on 2 cores.

@@ -121,6 +121,9 @@ func (l *Lab) AddCrossNodes(opts NodeOptions) ([]*Node, error) {
 			strings.Join(peers, ", "), Underlay, SubnetB)
 		if opts.RouterASN != 0 {
 			o.BGP += fmt.Sprintf("  externalPeers:\n    - address: %s\n      asn: %d\n", RouterLeg(addrs[i]), opts.RouterASN)
+			if opts.RouterPassword != "" {
+				o.BGP += fmt.Sprintf("      password: %q\n", opts.RouterPassword)
+			}
 		}
 		o.SubnetB = i == 2
 		n, err := l.AddNode(name, o)

@@ -232,14 +232,15 @@ func (f *frrToR) Hostile(pool netip.Prefix, node netip.Addr) error {
 }
 
 // StartToR runs kind ("bird" or "frr") in the router of AddCrossRouter
-// as the ToR of nodes, for the lab's default pool.
-func (l *Lab) StartToR(kind string, nodes []netip.Addr) (ToR, error) {
-	return l.StartToRIn(kind, l.Prefix+"-xr", RouterA, nodes)
+// as the ToR of nodes, for the lab's default pool; password, if set, is
+// the TCP MD5 key of every session.
+func (l *Lab) StartToR(kind string, nodes []netip.Addr, password string) (ToR, error) {
+	return l.StartToRIn(kind, l.Prefix+"-xr", RouterA, nodes, password)
 }
 
 // StartToRIn runs kind as the ToR of nodes in the namespace router, whose
 // router ID is self.
-func (l *Lab) StartToRIn(kind, router string, self netip.Addr, nodes []netip.Addr) (ToR, error) {
+func (l *Lab) StartToRIn(kind, router string, self netip.Addr, nodes []netip.Addr, password string) (ToR, error) {
 	dir := filepath.Join(l.Dir, "tor-"+kind)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -251,6 +252,9 @@ func (l *Lab) StartToRIn(kind, router string, self netip.Addr, nodes []netip.Add
 			return nil, fmt.Errorf("lab: BIRD 2 not installed (make deps-test installs bird2): %w", err)
 		}
 		conf := ToRBirdConfig(self, RouterASN, nodes, 64512, pool, 26, 3*time.Second)
+		if password != "" {
+			conf = strings.Replace(conf, "  direct; ", fmt.Sprintf("  password %q;\n  direct; ", password), 1)
+		}
 		b := &Bird{Lab: l, Name: "tor-bird", Netns: router, Address: self, Conf: filepath.Join(dir, "bird.conf"), Sock: filepath.Join(dir, "bird.ctl")}
 		if err := os.WriteFile(b.Conf, []byte(conf), 0o644); err != nil {
 			return nil, err
@@ -264,7 +268,11 @@ func (l *Lab) StartToRIn(kind, router string, self netip.Addr, nodes []netip.Add
 			return nil, fmt.Errorf("lab: FRR not installed (make deps-test installs frr): %w", err)
 		}
 		f := &FRR{Lab: l, Name: "tor-frr", Netns: router, Address: self, Dir: dir, Conf: filepath.Join(dir, "frr.conf")}
-		if err := os.WriteFile(f.Conf, []byte(ToRFRRConfig(self, RouterASN, nodes, 64512, pool, 26, 3*time.Second)), 0o644); err != nil {
+		conf := ToRFRRConfig(self, RouterASN, nodes, 64512, pool, 26, 3*time.Second)
+		if password != "" {
+			conf = strings.Replace(conf, " neighbor reef remote-as", fmt.Sprintf(" neighbor reef password %s\n neighbor reef remote-as", password), 1)
+		}
+		if err := os.WriteFile(f.Conf, []byte(conf), 0o644); err != nil {
 			return nil, err
 		}
 		if err := f.Start(); err != nil {
