@@ -53,8 +53,10 @@ type reconciler struct {
 	// line with, if it ended without error (appliedOK).
 	applied   []store.Block
 	appliedOK bool
-	// tunnelPeers are the nodes the last syncTunnel was given.
+	// tunnelPeers and tunnelOwn are the nodes the last syncTunnel was
+	// given and the own confirmed blocks then (the tunnel address's).
 	tunnelPeers map[netip.Addr]bool
+	tunnelOwn   []netip.Prefix
 	gone        map[string]int // handle -> passes in a row that found its netns gone
 
 	mu      sync.Mutex
@@ -274,11 +276,21 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 		}
 		hops[owner] = hop
 	}
-	// The tunnel device first: routes through it need it.
+	// Only confirmed blocks are routed or blackholed: a pending claim may
+	// still be lost to another node.
+	var own []netip.Prefix
+	for _, b := range blocks {
+		if b.State == store.BlockConfirmed {
+			own = append(own, b.CIDR)
+		}
+	}
+	// The tunnel device first: routes through it need it. Its peers are
+	// the nodes reached through it, and its address lives in the first own
+	// block: a routes-only pass syncs it when either changed.
 	remote, vxPeers := r.net.remoteRoutes(blocks, hops)
-	if !routesOnly || !maps.Equal(vxPeers, r.tunnelPeers) {
+	if !routesOnly || !maps.Equal(vxPeers, r.tunnelPeers) || !slices.Equal(own, r.tunnelOwn) {
 		r.syncTunnel(vxPeers, &errs)
-		r.tunnelPeers = vxPeers
+		r.tunnelPeers, r.tunnelOwn = vxPeers, own
 	}
 	if !routesOnly {
 		r.syncIPIP(&errs)
@@ -294,14 +306,6 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 			continue // an address held by no pod, such as the tunnel address
 		}
 		want = append(want, routes.Endpoint{IP: ep.IP, HostVeth: ep.HostVeth})
-	}
-	// Only confirmed blocks are routed or blackholed: a pending claim may
-	// still be lost to another node.
-	var own []netip.Prefix
-	for _, b := range blocks {
-		if b.State == store.BlockConfirmed {
-			own = append(own, b.CIDR)
-		}
 	}
 	plan := routes.Diff(routes.Desired(want, own, remote, have.Links), have)
 	for _, rt := range plan.Replace {
