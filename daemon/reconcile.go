@@ -53,8 +53,8 @@ type reconciler struct {
 	// line with, if it ended without error (appliedOK).
 	applied   []store.Block
 	appliedOK bool
-	// tunnelPeers and tunnelOwn are the nodes the last syncTunnel was
-	// given and the own confirmed blocks then (the tunnel address's).
+	// tunnelPeers are the nodes the last syncTunnel was given, tunnelOwn
+	// the own confirmed blocks of the last pass (the tunnel addresses').
 	tunnelPeers map[netip.Addr]bool
 	tunnelOwn   []netip.Prefix
 	gone        map[string]int // handle -> passes in a row that found its netns gone
@@ -284,17 +284,20 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 			own = append(own, b.CIDR)
 		}
 	}
-	// The tunnel device first: routes through it need it. Its peers are
-	// the nodes reached through it, and its address lives in the first own
-	// block: a routes-only pass syncs it when either changed.
+	// The tunnel devices first: routes through them need them. VXLAN's
+	// peers are the nodes reached through it, and both devices' addresses
+	// live in the first own block: a routes-only pass syncs them when
+	// those changed.
 	remote, vxPeers := r.net.remoteRoutes(blocks, hops)
-	if !routesOnly || !maps.Equal(vxPeers, r.tunnelPeers) || !slices.Equal(own, r.tunnelOwn) {
+	ownChanged := !slices.Equal(own, r.tunnelOwn)
+	if !routesOnly || ownChanged || !maps.Equal(vxPeers, r.tunnelPeers) {
 		r.syncTunnel(vxPeers, &errs)
-		r.tunnelPeers, r.tunnelOwn = vxPeers, own
+		r.tunnelPeers = vxPeers
 	}
-	if !routesOnly {
-		r.syncIPIP(&errs)
+	if !routesOnly || ownChanged {
+		r.syncIPIP(&errs) // its address too lives in the first own block
 	}
+	r.tunnelOwn = own
 
 	have, err := r.kernel.Read()
 	if err != nil {
