@@ -224,20 +224,20 @@ func (r *reconciler) once(full, deferred bool) error {
 // pass brings the kernel in line with the store; blocks are the step's
 // (nil: read from the store). routesOnly is the pass of a step that
 // changed what is routed (a block learnt, lost or confirmed): the routes,
-// and the tunnel's peers when the nodes reached through it changed, and
-// nothing else. Through route reflectors every node hears every block of
+// and the tunnels when the nodes reached through them or the own blocks
+// (which hold their addresses) changed, and nothing else. Through route reflectors every node hears every block of
 // the cluster come, and a whole pass for each (sysctls, every pod's
 // proxy ARP, the nftables tables, the tunnel's neighbours) was a seventh
 // of a 100-client bench's CPU; the next whole pass (the interval, an ADD,
 // a DEL) repairs the rest, as it repairs any drift.
 func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 	var errs []error
-	if routesOnly {
-		// fall through to the routes
-	} else if changed, err := routes.EnsureForwarding(); err != nil {
-		errs = append(errs, err)
-	} else if changed {
-		r.log.Warn("repaired: net.ipv4.ip_forward was 0, set to 1")
+	if !routesOnly {
+		if changed, err := routes.EnsureForwarding(); err != nil {
+			errs = append(errs, err)
+		} else if changed {
+			r.log.Warn("repaired: net.ipv4.ip_forward was 0, set to 1")
+		}
 	}
 
 	// Under the lock no CNI operation is half-way, so store and kernel are

@@ -93,18 +93,20 @@ func (n netInfo) remoteRoutes(blocks []store.Block, hops map[netip.Addr]routes.H
 			continue
 		}
 		rb := routes.RemoteBlock{Block: b.CIDR, Node: b.OwnerAddr, Dev: n.uplink.Interface}
-		switch {
-		case n.routed(b.Pool, b.OwnerAddr):
-			hop, ok := hops[b.OwnerAddr]
-			if !ok {
-				continue
-			}
-			rb.Dev, rb.Gateway = hop.Dev, hop.Gateway
-		case n.encapTo(b.Pool, b.OwnerAddr) == routes.VXLAN:
+		switch n.encapTo(b.Pool, b.OwnerAddr) {
+		case routes.VXLAN:
 			rb.Dev = routes.VXLANDevice
 			vxPeers[b.OwnerAddr] = true
-		case n.encapTo(b.Pool, b.OwnerAddr) == routes.IPIP:
+		case routes.IPIP:
 			rb.Dev = routes.IPIPDevice
+		default:
+			if n.routed(b.Pool, b.OwnerAddr) {
+				hop, ok := hops[b.OwnerAddr]
+				if !ok {
+					continue
+				}
+				rb.Dev, rb.Gateway = hop.Dev, hop.Gateway
+			}
 		}
 		out = append(out, rb)
 	}
@@ -238,6 +240,6 @@ func (n netInfo) reached(peer netip.Addr, externalUp bool) string {
 		return fmt.Sprintf("routed: through this node's route to %s, whose router learns the blocks from this node's external BGP peers", peer)
 	}
 	return fmt.Sprintf("direct, but %s is outside %s and pool %s has vxlanMode %s and ipipMode %s: "+
-		"pods there are unreachable unless the underlay routes pod addresses (bgp.externalPeers, docs/bgp.md); no external BGP peer is established; or set vxlanMode: CrossSubnet",
+		"pods there are unreachable unless a router knows the blocks, and no external BGP peer is established (bgp.externalPeers, docs/bgp.md); or set vxlanMode: CrossSubnet",
 		peer, n.uplink.Prefix.Masked(), pool.CIDR, pool.VXLANMode, pool.IPIPMode)
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -87,7 +88,7 @@ func testToR(t *testing.T, kind string) {
 	}
 	eventually(t, 20*time.Second, func() string {
 		got := poolRoutes(t, l, router)
-		if !mapsEqual(got, want) {
+		if !maps.Equal(got, want) {
 			return "router's kernel routes into the pool: " + strings.Join(sortedPairs(got), ", ") + "; want " + strings.Join(sortedPairs(want), ", ")
 		}
 		return ""
@@ -248,18 +249,6 @@ func poolRoutes(t *testing.T, l *lab.Lab, netns string) map[string]string {
 		out[p.String()] = via
 	}
 	return out
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 func sortedPairs(m map[string]string) []string {

@@ -384,29 +384,16 @@ func (b *meshBench) convCluster(r *meshConvResult, n int) (stall string, err err
 			if j == i {
 				continue
 			}
-			for {
-				seen, ok, werr := w.get(node.Address)
-				if werr != nil {
-					return "", fmt.Errorf("route watch on %s: %w", w.name, werr)
-				}
-				if ok {
-					if !seen.dst.Contains(p.IP) {
-						return "", fmt.Errorf("%s: first route via %s is to %s, which does not hold the pod's %s", w.name, node.Name, seen.dst, p.IP)
-					}
-					block = seen.dst
-					if seen.at.After(last) {
-						last = seen.at
-					}
-					if first.IsZero() || seen.at.Before(first) {
-						first = seen.at
-					}
-					break
-				}
-				if time.Now().After(deadline) {
-					return "", fmt.Errorf("%s has no route to %s's new block (pod %s) %s after the ADD\n%s", w.name, node.Name, p.IP,
-						time.Since(t0).Round(time.Millisecond), node.LogTail(8))
-				}
-				time.Sleep(time.Millisecond)
+			seen, err := waitSeen(w, node.Address, p.IP, deadline)
+			if err != nil {
+				return "", fmt.Errorf("%w, %s after the ADD\n%s", err, time.Since(t0).Round(time.Millisecond), node.LogTail(8))
+			}
+			block = seen.dst
+			if seen.at.After(last) {
+				last = seen.at
+			}
+			if first.IsZero() || seen.at.Before(first) {
+				first = seen.at
 			}
 		}
 		s.total, s.firstRoute = last.Sub(t0), first.Sub(t0)

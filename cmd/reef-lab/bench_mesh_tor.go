@@ -117,9 +117,9 @@ func (b *meshBench) torCluster(r *meshToRResult) error {
 				return fmt.Errorf("%w\n%s", err, node.LogTail(8))
 			}
 			if j == 0 {
-				r.router = append(r.router, seen.Sub(t0))
-			} else if seen.After(last) {
-				last = seen
+				r.router = append(r.router, seen.at.Sub(t0))
+			} else if seen.at.After(last) {
+				last = seen.at
 			}
 		}
 		r.nodes = append(r.nodes, last.Sub(t0))
@@ -133,21 +133,21 @@ func (b *meshBench) torCluster(r *meshToRResult) error {
 }
 
 // waitSeen waits until w has a route via gw to a prefix holding ip, and
-// returns when it appeared.
-func waitSeen(w *meshWatcher, gw, ip netip.Addr, deadline time.Time) (time.Time, error) {
+// returns it with when it appeared.
+func waitSeen(w *meshWatcher, gw, ip netip.Addr, deadline time.Time) (meshSeen, error) {
 	for {
 		seen, ok, err := w.get(gw)
 		if err != nil {
-			return time.Time{}, fmt.Errorf("route watch on %s: %w", w.name, err)
+			return meshSeen{}, fmt.Errorf("route watch on %s: %w", w.name, err)
 		}
 		if ok {
 			if !seen.dst.Contains(ip) {
-				return time.Time{}, fmt.Errorf("%s: first route via %s is to %s, which does not hold the pod's %s", w.name, gw, seen.dst, ip)
+				return meshSeen{}, fmt.Errorf("%s: first route via %s is to %s, which does not hold the pod's %s", w.name, gw, seen.dst, ip)
 			}
-			return seen.at, nil
+			return seen, nil
 		}
 		if time.Now().After(deadline) {
-			return time.Time{}, fmt.Errorf("%s has no route via %s to the new block of pod %s", w.name, gw, ip)
+			return meshSeen{}, fmt.Errorf("%s has no route via %s to the new block of pod %s", w.name, gw, ip)
 		}
 		time.Sleep(time.Millisecond)
 	}

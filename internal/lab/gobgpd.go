@@ -26,7 +26,6 @@ type Gobgpd struct {
 	Address netip.Addr
 	ASN     uint32
 	Conf    string
-	stop    func()
 }
 
 // AddGobgpd creates a namespace on the underlay at addr and writes a
@@ -66,25 +65,15 @@ func (l *Lab) AddGobgpd(name string, addr netip.Addr, asn uint32, nodes, feeders
 
 // Start runs gobgpd (Lab.Close kills it) and waits until its API answers.
 func (g *Gobgpd) Start() error {
-	stop, err := g.Lab.Spawn(g.Netns, g.Name+".log", GobgpdBinary, "-f", g.Conf, "-t", "toml", "--api-hosts", "127.0.0.1:50051")
-	if err != nil {
+	if _, err := g.Lab.Spawn(g.Netns, g.Name+".log", GobgpdBinary, "-f", g.Conf, "-t", "toml", "--api-hosts", "127.0.0.1:50051"); err != nil {
 		return err
 	}
-	g.stop = stop
 	var last error
 	if !waitFor(10*time.Second, func() bool { _, last = g.CLI("global"); return last == nil }) {
 		log, _ := os.ReadFile(filepath.Join(g.Lab.Dir, g.Name+".log"))
 		return fmt.Errorf("%s: gobgpd's API does not answer within 10s (%v):\n%s", g.Name, last, log)
 	}
 	return nil
-}
-
-// Kill stops gobgpd.
-func (g *Gobgpd) Kill() {
-	if g.stop != nil {
-		g.stop()
-		g.stop = nil
-	}
 }
 
 // CLI runs the gobgp CLI against this gobgpd.

@@ -128,19 +128,28 @@ template bgp reef_node {
 // took them: a default route, the pool, a node's address, a /32 inside a
 // block and a block nobody owns.
 func ToRBirdHostile(base string, pool netip.Prefix, node netip.Addr) string {
-	inside := pool.Addr().Next().Next().Next().Next().Next()
-	free := netip.PrefixFrom(netip.AddrFrom4([4]byte{pool.Addr().As4()[0], pool.Addr().As4()[1], 255, 192}), 26)
-	return strings.ReplaceAll(base, "    export none;                # reef takes nothing from its routers\n", "    export all;\n") +
-		fmt.Sprintf(`
-protocol static hostile {
-  ipv4;
-  route 0.0.0.0/0 blackhole;
-  route %s blackhole;
-  route %s/32 blackhole;
-  route %s/32 blackhole;
-  route %s blackhole;
+	var b strings.Builder
+	b.WriteString(strings.ReplaceAll(base, "    export none;                # reef takes nothing from its routers\n", "    export all;\n"))
+	b.WriteString("\nprotocol static hostile {\n  ipv4;\n")
+	for _, r := range hostileRoutes(pool, node) {
+		fmt.Fprintf(&b, "  route %s blackhole;\n", r)
+	}
+	b.WriteString("}\n")
+	return b.String()
 }
-`, pool, node, inside, free)
+
+// hostileRoutes are the routes a hostile ToR sends besides what it
+// re-advertises: a default route, the pool, a node's /32, a /32 inside a
+// block and a block nobody owns (the pool's x.y.255.192/26).
+func hostileRoutes(pool netip.Prefix, node netip.Addr) []netip.Prefix {
+	p := pool.Addr().As4()
+	return []netip.Prefix{
+		netip.MustParsePrefix("0.0.0.0/0"),
+		pool,
+		netip.PrefixFrom(node, 32),
+		netip.PrefixFrom(pool.Addr().Next().Next().Next().Next().Next(), 32),
+		netip.PrefixFrom(netip.AddrFrom4([4]byte{p[0], p[1], 255, 192}), 26),
+	}
 }
 
 // ToRFRRConfig is the FRR configuration of the same ToR (docs/bgp.md):
@@ -188,7 +197,6 @@ exit
 
 // A ToR is the lab router's BGP daemon: BIRD or FRR.
 type ToR interface {
-	Kill()
 	Log() string
 	// Hostile makes the router send the nodes everything it has and the
 	// routes of ToRBirdHostile.
@@ -213,12 +221,10 @@ func (b *birdToR) Hostile(pool netip.Prefix, node netip.Addr) error {
 type frrToR struct{ *FRR }
 
 func (f *frrToR) Hostile(pool netip.Prefix, node netip.Addr) error {
-	inside := pool.Addr().Next().Next().Next().Next().Next()
-	free := netip.PrefixFrom(netip.AddrFrom4([4]byte{pool.Addr().As4()[0], pool.Addr().As4()[1], 255, 192}), 26)
 	// BGP networks without routes behind them (no staticd runs here).
 	cmds := []string{"route-map reef-out permit 5", "exit", fmt.Sprintf("router bgp %d", RouterASN), "no bgp network import-check", "address-family ipv4 unicast"}
-	for _, r := range []string{"0.0.0.0/0", pool.String(), node.String() + "/32", inside.String() + "/32", free.String()} {
-		cmds = append(cmds, "network "+r)
+	for _, r := range hostileRoutes(pool, node) {
+		cmds = append(cmds, "network "+r.String())
 	}
 	args := []string{"--vty_socket", f.Dir, "-c", "configure terminal"}
 	for _, c := range cmds {
