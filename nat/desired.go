@@ -66,6 +66,23 @@ var ARPTableID = TableID{Family: nftables.TableFamilyARP, Name: TableName}
 // address.
 var podKeyType = nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIPAddr)
 
+// Concatenated set keys of an address and a port, for NetworkPolicy's
+// named ports (package policy): the pod's address . the port a name
+// stands for on that pod.
+var (
+	AddrPort4 = nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetService)
+	AddrPort6 = nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeInetService)
+)
+
+// keyTypes are the set keys reef uses, by nft's name.
+var keyTypes = map[string]nftables.SetDatatype{
+	nftables.TypeIPAddr.Name:  nftables.TypeIPAddr,
+	nftables.TypeIP6Addr.Name: nftables.TypeIP6Addr,
+	podKeyType.Name:           podKeyType,
+	AddrPort4.Name:            AddrPort4,
+	AddrPort6.Name:            AddrPort6,
+}
+
 // Pool is what the dataplane needs of a pool.
 type Pool struct {
 	CIDR        netip.Prefix

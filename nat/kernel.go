@@ -226,7 +226,7 @@ func decodeElems(s *nftables.Set, raw []nftables.SetElement) []Elem {
 		if open != nil {
 			out = append(out, Elem{From: *open, To: lastAddr(netip.PrefixFrom(*open, 0))})
 		}
-	case !s.Interval && s.KeyType.Bytes == 4:
+	case !s.Interval && (s.KeyType.Bytes == 4 || s.KeyType.Bytes == 16) && !s.Concatenation:
 		for _, e := range raw {
 			if a, ok := netip.AddrFromSlice(e.Key); ok {
 				out = append(out, Elem{From: a, To: a})
@@ -241,6 +241,16 @@ func decodeElems(s *nftables.Set, raw []nftables.SetElement) []Elem {
 			a, _ := netip.AddrFromSlice(e.Key[ifNameSize:])
 			out = append(out, Elem{Iface: string(name), From: a, To: a})
 		}
+	case !s.Interval && (s.KeyType.Name == AddrPort4.Name && s.KeyType.Bytes == AddrPort4.Bytes ||
+		s.KeyType.Name == AddrPort6.Name && s.KeyType.Bytes == AddrPort6.Bytes):
+		n := int(s.KeyType.Bytes) - 4 // the address; the port is padded to 4 bytes
+		for _, e := range raw {
+			if len(e.Key) != int(s.KeyType.Bytes) {
+				continue
+			}
+			a, _ := netip.AddrFromSlice(e.Key[:n])
+			out = append(out, Elem{From: a, To: a, Port: binary.BigEndian.Uint16(e.Key[n:])})
+		}
 	}
 	slices.SortFunc(out, compareElems)
 	return out
@@ -251,11 +261,14 @@ func encodeElems(s Set, es []Elem) []nftables.SetElement {
 	var out []nftables.SetElement
 	for _, e := range es {
 		switch {
-		case s.Concat:
+		case s.Concat && s.KeyType == podKeyType.Name:
 			key := make([]byte, ifNameSize, ifNameSize+4)
 			copy(key, e.Iface)
 			key = append(key, e.From.AsSlice()...)
 			out = append(out, nftables.SetElement{Key: key})
+		case s.Concat: // address . inet_service, the port padded to 4 bytes
+			key := binary.BigEndian.AppendUint16(e.From.AsSlice(), e.Port)
+			out = append(out, nftables.SetElement{Key: append(key, 0, 0)})
 		case s.Interval:
 			out = append(out, nftables.SetElement{Key: e.From.AsSlice()})
 			if next := e.To.Next(); next.IsValid() && next.BitLen() == e.To.BitLen() {
@@ -273,12 +286,9 @@ func nftTable(id TableID) *nftables.Table {
 }
 
 func nftSet(t *nftables.Table, s Set) *nftables.Set {
-	kt := nftables.TypeIPAddr
-	switch {
-	case s.KeyType == podKeyType.Name:
-		kt = podKeyType
-	case s.KeyType == nftables.TypeIP6Addr.Name:
-		kt = nftables.TypeIP6Addr
+	kt, ok := keyTypes[s.KeyType]
+	if !ok {
+		kt = nftables.TypeIPAddr
 	}
 	return &nftables.Set{Table: t, Name: s.Name, KeyType: kt, Interval: s.Interval, Concatenation: s.Concat, Comment: s.Comment}
 }
@@ -312,7 +322,7 @@ func addRules(c *nftables.Conn, t *nftables.Table, ch *nftables.Chain, rules []R
 }
 
 // queueTable queues the whole of t: table, sets with elements, chains,
-// rules.
+// then rules, which may jump to any of the chains.
 func queueTable(c *nftables.Conn, t Table) error {
 	nt := c.AddTable(nftTable(t.ID))
 	ids := map[string]uint32{}
@@ -323,9 +333,12 @@ func queueTable(c *nftables.Conn, t Table) error {
 		}
 		ids[s.Name] = ns.ID
 	}
-	for _, ch := range t.Chains {
-		nc := c.AddChain(nftChain(nt, ch))
-		addRules(c, nt, nc, ch.Rules, ids)
+	chains := make([]*nftables.Chain, len(t.Chains))
+	for i, ch := range t.Chains {
+		chains[i] = c.AddChain(nftChain(nt, ch))
+	}
+	for i, ch := range t.Chains {
+		addRules(c, nt, chains[i], ch.Rules, ids)
 	}
 	return nil
 }

@@ -78,10 +78,12 @@ type Set struct {
 }
 
 // Elem is one set element: an address range (From == To for one address)
-// and, in the pods' set, the interface name it is paired with.
+// and, in a concatenated set, the interface name before it (ifname .
+// ipv4_addr) or the port after it (ipv4_addr . inet_service).
 type Elem struct {
 	Iface    string
 	From, To netip.Addr
+	Port     uint16
 }
 
 // String writes the element as nft does.
@@ -96,7 +98,10 @@ func (e Elem) String() string {
 		s = e.From.String() + "-" + e.To.String()
 	}
 	if e.Iface != "" {
-		return fmt.Sprintf("%q . %s", e.Iface, s)
+		s = fmt.Sprintf("%q . %s", e.Iface, s)
+	}
+	if e.Port != 0 {
+		s = fmt.Sprintf("%s . %d", s, e.Port)
 	}
 	return s
 }
@@ -108,7 +113,10 @@ func (e Elem) less(o Elem) bool {
 	if c := e.From.Compare(o.From); c != 0 {
 		return c < 0
 	}
-	return e.To.Less(o.To)
+	if e.To != o.To {
+		return e.To.Less(o.To)
+	}
+	return e.Port < o.Port
 }
 
 // Chain is a base chain with its rules in order.

@@ -1,0 +1,573 @@
+package policy
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Endpoint is one of this node's pods as the store knows it: the address
+// ADD gave it, before kubelet writes it into the Pod's status.
+type Endpoint struct {
+	Namespace, Name string
+	IP              netip.Addr
+}
+
+// Input is everything the desired state depends on. The API objects are
+// the informers' (trimmed) copies; Compile never modifies them.
+type Input struct {
+	Policies   []*networkingv1.NetworkPolicy
+	Namespaces []*corev1.Namespace
+	Pods       []*corev1.Pod
+	// Local are this node's endpoints. A local pod's addresses are its
+	// endpoints' (the API's status may lag or be stale); a remote pod's
+	// are its status.podIPs.
+	Local []Endpoint
+}
+
+// Direction is ingress (traffic to the selected pods) or egress (from
+// them).
+type Direction int
+
+const (
+	Ingress Direction = iota
+	Egress
+)
+
+func (d Direction) String() string {
+	if d == Egress {
+		return "egress"
+	}
+	return "ingress"
+}
+
+// Protocol numbers of the protocols NetworkPolicy names.
+const (
+	protoTCP  uint8 = 6
+	protoUDP  uint8 = 17
+	protoSCTP uint8 = 132
+)
+
+// Range is an inclusive address range.
+type Range struct{ From, To netip.Addr }
+
+// AddrPort is one pod's address and the number a named port stands for on
+// it.
+type AddrPort struct {
+	Addr netip.Addr
+	Port uint16
+}
+
+// Port is one entry of a rule's ports: a protocol and either every port
+// (Any), a number or range (From-To), or a name resolved to the pods that
+// define it (Named: the destination pods' address . port).
+type Port struct {
+	Proto    uint8
+	Any      bool
+	From, To uint16
+	Name     string
+	Named    []AddrPort // sorted
+}
+
+// Rule is one allow rule of a policy in one direction: traffic from (or
+// to) any of Peers, on any of Ports, is allowed. AnyPeer: the rule lists
+// no peers, so every address is allowed. No Ports: every port and
+// protocol.
+type Rule struct {
+	AnyPeer bool
+	Peers   []Range // sorted, disjoint and not adjacent
+	Ports   []Port
+}
+
+// Compiled is one policy as enforced on this node.
+type Compiled struct {
+	Namespace, Name string
+	// Selected are this node's pods the policy selects, sorted.
+	Selected []netip.Addr
+	// Covers: the policy's policyTypes include the direction; the
+	// selected pods are then isolated in it, and Rules[d] is what it
+	// allows (none: nothing).
+	Covers [2]bool
+	Rules  [2][]Rule
+}
+
+// Key is namespace/name.
+func (c *Compiled) Key() string { return c.Namespace + "/" + c.Name }
+
+// Skipped is a policy that cannot be enforced as written, and why. The
+// others are enforced without it.
+type Skipped struct {
+	Namespace, Name string
+	Reason          string
+}
+
+// State is the desired policy state of one node.
+type State struct {
+	Policies []*Compiled // sorted by namespace, name
+	// Isolated are this node's pods that some policy isolates in each
+	// direction, sorted.
+	Isolated [2][]netip.Addr
+	Skipped  []Skipped
+}
+
+// podInfo is a pod as the compiler uses it.
+type podInfo struct {
+	pod   *corev1.Pod
+	addrs []netip.Addr
+}
+
+// index is the Input arranged for selection.
+type index struct {
+	nsLabels map[string]labels.Set
+	pods     []podInfo            // every pod with an address, by namespace, name
+	byNS     map[string][]podInfo // the same, per namespace
+	local    map[string][]netip.Addr
+}
+
+func newIndex(in Input) *index {
+	ix := &index{nsLabels: map[string]labels.Set{}, byNS: map[string][]podInfo{}, local: map[string][]netip.Addr{}}
+	for _, ns := range in.Namespaces {
+		if ns != nil {
+			ix.nsLabels[ns.Name] = ns.Labels
+		}
+	}
+	for _, ep := range in.Local {
+		if ep.IP.IsValid() {
+			k := ep.Namespace + "/" + ep.Name
+			ix.local[k] = append(ix.local[k], ep.IP.Unmap())
+		}
+	}
+	seen := map[string]bool{}
+	for _, p := range in.Pods {
+		if p == nil || p.Spec.HostNetwork || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		k := p.Namespace + "/" + p.Name
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		addrs, local := ix.local[k]
+		if !local {
+			addrs = statusAddrs(p)
+		}
+		if len(addrs) == 0 {
+			continue
+		}
+		slices.SortFunc(addrs, netip.Addr.Compare)
+		ix.pods = append(ix.pods, podInfo{pod: p, addrs: slices.Compact(addrs)})
+	}
+	slices.SortFunc(ix.pods, func(a, b podInfo) int {
+		return cmp.Or(strings.Compare(a.pod.Namespace, b.pod.Namespace), strings.Compare(a.pod.Name, b.pod.Name))
+	})
+	for _, pi := range ix.pods {
+		ix.byNS[pi.pod.Namespace] = append(ix.byNS[pi.pod.Namespace], pi)
+	}
+	return ix
+}
+
+func statusAddrs(p *corev1.Pod) []netip.Addr {
+	var out []netip.Addr
+	add := func(s string) {
+		if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, a.Unmap())
+		}
+	}
+	for _, ip := range p.Status.PodIPs {
+		add(ip.IP)
+	}
+	if len(out) == 0 {
+		add(p.Status.PodIP)
+	}
+	return out
+}
+
+// Compile computes the desired state from the API objects and this node's
+// endpoints. It is pure and total: a policy it cannot express is Skipped
+// with its reason, never a panic or an error for the rest.
+func Compile(in Input) State {
+	ix := newIndex(in)
+	var st State
+	isolated := [2]map[netip.Addr]bool{{}, {}}
+	pols := slices.Clone(in.Policies)
+	pols = slices.DeleteFunc(pols, func(p *networkingv1.NetworkPolicy) bool { return p == nil })
+	slices.SortFunc(pols, func(a, b *networkingv1.NetworkPolicy) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	pols = slices.CompactFunc(pols, func(a, b *networkingv1.NetworkPolicy) bool {
+		return a.Namespace == b.Namespace && a.Name == b.Name
+	})
+	for _, p := range pols {
+		c, err := compilePolicy(ix, p)
+		if err != nil {
+			st.Skipped = append(st.Skipped, Skipped{Namespace: p.Namespace, Name: p.Name, Reason: err.Error()})
+			continue
+		}
+		for d := range 2 {
+			if c.Covers[d] {
+				for _, a := range c.Selected {
+					isolated[d][a] = true
+				}
+			}
+		}
+		st.Policies = append(st.Policies, c)
+	}
+	for d := range 2 {
+		for a := range isolated[d] {
+			st.Isolated[d] = append(st.Isolated[d], a)
+		}
+		slices.SortFunc(st.Isolated[d], netip.Addr.Compare)
+	}
+	return st
+}
+
+// Covers reports the directions a policy isolates its pods in: its
+// policyTypes, or when it has none, ingress and, if it has egress rules,
+// egress (the API's defaulting, for objects that missed it).
+func Covers(p *networkingv1.NetworkPolicy) (ingress, egress bool) {
+	if len(p.Spec.PolicyTypes) == 0 {
+		return true, len(p.Spec.Egress) > 0
+	}
+	for _, t := range p.Spec.PolicyTypes {
+		switch t {
+		case networkingv1.PolicyTypeIngress:
+			ingress = true
+		case networkingv1.PolicyTypeEgress:
+			egress = true
+		}
+	}
+	return ingress, egress
+}
+
+func compilePolicy(ix *index, p *networkingv1.NetworkPolicy) (*Compiled, error) {
+	c := &Compiled{Namespace: p.Namespace, Name: p.Name}
+	for _, t := range p.Spec.PolicyTypes {
+		if t != networkingv1.PolicyTypeIngress && t != networkingv1.PolicyTypeEgress {
+			return nil, fmt.Errorf("spec.policyTypes: unknown type %q", t)
+		}
+	}
+	c.Covers[Ingress], c.Covers[Egress] = Covers(p)
+	sel, err := selector(&p.Spec.PodSelector)
+	if err != nil {
+		return nil, fmt.Errorf("spec.podSelector: %w", err)
+	}
+	var selected []podInfo // this node's: ingress is enforced at the destination
+	for _, pi := range ix.byNS[p.Namespace] {
+		if _, ok := ix.local[p.Namespace+"/"+pi.pod.Name]; ok && sel.Matches(labels.Set(pi.pod.Labels)) {
+			selected = append(selected, pi)
+			c.Selected = append(c.Selected, pi.addrs...)
+		}
+	}
+	slices.SortFunc(c.Selected, netip.Addr.Compare)
+	c.Selected = slices.Compact(c.Selected)
+	if c.Covers[Ingress] {
+		for i, r := range p.Spec.Ingress {
+			rule, err := compileRule(ix, p.Namespace, r.From, r.Ports, Ingress, selected)
+			if err != nil {
+				return nil, fmt.Errorf("spec.ingress[%d]: %w", i, err)
+			}
+			c.Rules[Ingress] = append(c.Rules[Ingress], rule)
+		}
+	}
+	if c.Covers[Egress] {
+		for i, r := range p.Spec.Egress {
+			rule, err := compileRule(ix, p.Namespace, r.To, r.Ports, Egress, selected)
+			if err != nil {
+				return nil, fmt.Errorf("spec.egress[%d]: %w", i, err)
+			}
+			c.Rules[Egress] = append(c.Rules[Egress], rule)
+		}
+	}
+	return c, nil
+}
+
+func selector(s *metav1.LabelSelector) (labels.Selector, error) {
+	sel, err := metav1.LabelSelectorAsSelector(s)
+	if err != nil {
+		return nil, err
+	}
+	return sel, nil
+}
+
+// compileRule resolves one rule's peers and ports. selected are the
+// policy's pods on this node: the destinations of an ingress rule, whose
+// containerPorts its named ports refer to.
+func compileRule(ix *index, ns string, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort, d Direction, selected []podInfo) (Rule, error) {
+	var r Rule
+	var ranges []Range
+	var peerPods []podInfo // the pods the peers name (egress named ports)
+	r.AnyPeer = len(peers) == 0
+	for i, peer := range peers {
+		where := fmt.Sprintf("%s[%d]", map[Direction]string{Ingress: "from", Egress: "to"}[d], i)
+		switch {
+		case peer.IPBlock != nil:
+			if peer.PodSelector != nil || peer.NamespaceSelector != nil {
+				return r, fmt.Errorf("%s: ipBlock with a selector", where)
+			}
+			rs, err := blockRanges(peer.IPBlock)
+			if err != nil {
+				return r, fmt.Errorf("%s.ipBlock: %w", where, err)
+			}
+			ranges = append(ranges, rs...)
+			for _, pi := range ix.pods {
+				if slices.ContainsFunc(pi.addrs, func(a netip.Addr) bool { return inRanges(rs, a) }) {
+					peerPods = append(peerPods, pi)
+				}
+			}
+		case peer.PodSelector == nil && peer.NamespaceSelector == nil:
+			return r, fmt.Errorf("%s: neither podSelector, namespaceSelector nor ipBlock", where)
+		default:
+			pods, err := selectPeers(ix, ns, peer)
+			if err != nil {
+				return r, fmt.Errorf("%s.%w", where, err)
+			}
+			for _, pi := range pods {
+				for _, a := range pi.addrs {
+					ranges = append(ranges, Range{a, a})
+				}
+			}
+			peerPods = append(peerPods, pods...)
+		}
+	}
+	r.Peers = mergeRanges(ranges)
+	if r.AnyPeer {
+		peerPods = ix.pods
+	}
+	targets := selected // whose ports a named port means
+	if d == Egress {
+		targets = peerPods
+	}
+	for i, p := range ports {
+		port, err := compilePort(p, targets)
+		if err != nil {
+			return r, fmt.Errorf("ports[%d]: %w", i, err)
+		}
+		r.Ports = append(r.Ports, port)
+	}
+	return r, nil
+}
+
+// selectPeers is the pods a selector peer names: podSelector alone in the
+// policy's namespace, namespaceSelector alone every pod of the matching
+// namespaces, both the matching pods of the matching namespaces.
+func selectPeers(ix *index, ns string, peer networkingv1.NetworkPolicyPeer) ([]podInfo, error) {
+	podSel := labels.Everything()
+	if peer.PodSelector != nil {
+		s, err := selector(peer.PodSelector)
+		if err != nil {
+			return nil, fmt.Errorf("podSelector: %w", err)
+		}
+		podSel = s
+	}
+	namespaces := []string{ns}
+	if peer.NamespaceSelector != nil {
+		nsSel, err := selector(peer.NamespaceSelector)
+		if err != nil {
+			return nil, fmt.Errorf("namespaceSelector: %w", err)
+		}
+		namespaces = namespaces[:0]
+		for name := range ix.byNS {
+			if nsSel.Matches(nsLabels(ix, name)) {
+				namespaces = append(namespaces, name)
+			}
+		}
+		slices.Sort(namespaces)
+	}
+	var out []podInfo
+	for _, n := range namespaces {
+		for _, pi := range ix.byNS[n] {
+			if podSel.Matches(labels.Set(pi.pod.Labels)) {
+				out = append(out, pi)
+			}
+		}
+	}
+	return out, nil
+}
+
+// nsLabels are a namespace's labels, with the name label the API server
+// sets on every namespace, also for one the informer has not seen yet.
+func nsLabels(ix *index, name string) labels.Set {
+	l := ix.nsLabels[name]
+	if l["kubernetes.io/metadata.name"] == name {
+		return l
+	}
+	out := labels.Set{}
+	for k, v := range l {
+		out[k] = v
+	}
+	out["kubernetes.io/metadata.name"] = name
+	return out
+}
+
+// blockRanges is an ipBlock's CIDR minus its excepts.
+func blockRanges(b *networkingv1.IPBlock) ([]Range, error) {
+	cidr, err := netip.ParsePrefix(b.CIDR)
+	if err != nil {
+		return nil, fmt.Errorf("cidr %q: %w", b.CIDR, err)
+	}
+	cidr = unmapPrefix(cidr).Masked()
+	rs := []Range{{cidr.Addr(), lastAddr(cidr)}}
+	for i, e := range b.Except {
+		ex, err := netip.ParsePrefix(e)
+		if err != nil {
+			return nil, fmt.Errorf("except[%d] %q: %w", i, e, err)
+		}
+		ex = unmapPrefix(ex).Masked()
+		if ex.Addr().Is4() != cidr.Addr().Is4() {
+			return nil, fmt.Errorf("except[%d] %s: not of the family of cidr %s", i, ex, cidr)
+		}
+		rs = subtract(rs, Range{ex.Addr(), lastAddr(ex)})
+	}
+	return rs, nil
+}
+
+func unmapPrefix(p netip.Prefix) netip.Prefix {
+	if p.Addr().Is4In6() {
+		bits := p.Bits() - 96
+		if bits < 0 {
+			bits = 0
+		}
+		return netip.PrefixFrom(p.Addr().Unmap(), bits)
+	}
+	return p
+}
+
+// subtract removes x from every range of rs.
+func subtract(rs []Range, x Range) []Range {
+	var out []Range
+	for _, r := range rs {
+		if r.From.Is4() != x.From.Is4() || x.To.Less(r.From) || r.To.Less(x.From) {
+			out = append(out, r)
+			continue
+		}
+		if r.From.Less(x.From) {
+			out = append(out, Range{r.From, x.From.Prev()})
+		}
+		if x.To.Less(r.To) {
+			out = append(out, Range{x.To.Next(), r.To})
+		}
+	}
+	return out
+}
+
+// mergeRanges sorts ranges and joins those that overlap or touch: the
+// one form of a set of addresses, as the kernel's interval set holds it.
+func mergeRanges(rs []Range) []Range {
+	rs = slices.Clone(rs)
+	slices.SortFunc(rs, func(a, b Range) int { return cmp.Or(a.From.Compare(b.From), a.To.Compare(b.To)) })
+	var out []Range
+	for _, r := range rs {
+		if n := len(out); n > 0 && out[n-1].From.Is4() == r.From.Is4() {
+			last := &out[n-1]
+			next := last.To.Next()
+			if !r.From.Less(last.From) && (!last.To.Less(r.From) || (next.IsValid() && next == r.From)) {
+				if last.To.Less(r.To) {
+					last.To = r.To
+				}
+				continue
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func inRanges(rs []Range, a netip.Addr) bool {
+	for _, r := range rs {
+		if r.From.Is4() == a.Is4() && !a.Less(r.From) && !r.To.Less(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// lastAddr is the highest address of p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+func protoNumber(p *corev1.Protocol) (uint8, error) {
+	if p == nil {
+		return protoTCP, nil
+	}
+	switch *p {
+	case corev1.ProtocolTCP, "":
+		return protoTCP, nil
+	case corev1.ProtocolUDP:
+		return protoUDP, nil
+	case corev1.ProtocolSCTP:
+		return protoSCTP, nil
+	}
+	return 0, fmt.Errorf("protocol %q: want TCP, UDP or SCTP", *p)
+}
+
+// compilePort resolves one port entry; targets are the pods a named port
+// is looked up on.
+func compilePort(p networkingv1.NetworkPolicyPort, targets []podInfo) (Port, error) {
+	proto, err := protoNumber(p.Protocol)
+	if err != nil {
+		return Port{}, err
+	}
+	out := Port{Proto: proto}
+	switch {
+	case p.Port == nil:
+		if p.EndPort != nil {
+			return out, fmt.Errorf("endPort %d without port", *p.EndPort)
+		}
+		out.Any = true
+	case p.Port.Type == intstr.String:
+		if p.EndPort != nil {
+			return out, fmt.Errorf("endPort with the named port %q", p.Port.StrVal)
+		}
+		out.Name = p.Port.StrVal
+		out.Named = namedPorts(targets, out.Name, proto)
+	default:
+		n := p.Port.IntVal
+		if n < 1 || n > 65535 {
+			return out, fmt.Errorf("port %d: want 1-65535", n)
+		}
+		out.From, out.To = uint16(n), uint16(n)
+		if p.EndPort != nil {
+			e := *p.EndPort
+			if e < n || e > 65535 {
+				return out, fmt.Errorf("endPort %d: want %d-65535", e, n)
+			}
+			out.To = uint16(e)
+		}
+	}
+	return out, nil
+}
+
+// namedPorts resolves a port name on pods: every address of every pod
+// with a containerPort of that name and protocol.
+func namedPorts(pods []podInfo, name string, proto uint8) []AddrPort {
+	var out []AddrPort
+	for _, pi := range pods {
+		for _, ct := range pi.pod.Spec.Containers {
+			for _, cp := range ct.Ports {
+				pp, err := protoNumber(&cp.Protocol)
+				if err != nil || cp.Name != name || pp != proto || cp.ContainerPort < 1 || cp.ContainerPort > 65535 {
+					continue
+				}
+				for _, a := range pi.addrs {
+					out = append(out, AddrPort{a, uint16(cp.ContainerPort)})
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b AddrPort) int { return cmp.Or(a.Addr.Compare(b.Addr), cmp.Compare(a.Port, b.Port)) })
+	return slices.Compact(out)
+}

@@ -1,0 +1,100 @@
+package policy
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+)
+
+func TestCompileSample(t *testing.T) {
+	st := Compile(sampleInput())
+	if len(st.Skipped) != 0 {
+		t.Fatalf("skipped: %+v", st.Skipped)
+	}
+	if got, want := st.Isolated[Ingress], []netip.Addr{addr("10.0.0.1")}; !slices.Equal(got, want) {
+		t.Errorf("isolated for ingress: %v, want %v (x/a only)", got, want)
+	}
+	if got, want := st.Isolated[Egress], []netip.Addr{addr("10.0.0.1"), addr("10.0.0.2")}; !slices.Equal(got, want) {
+		t.Errorf("isolated for egress: %v, want %v (every pod of x)", got, want)
+	}
+	var in *Compiled
+	for _, c := range st.Policies {
+		if c.Name == "allow-y" {
+			in = c
+		}
+	}
+	if in == nil || len(in.Rules[Ingress]) != 3 || in.Covers[Egress] {
+		t.Fatalf("allow-y: %+v", in)
+	}
+	r := in.Rules[Ingress]
+	if want := []Range{{addr("10.0.1.1"), addr("10.0.1.2")}}; !slices.Equal(r[0].Peers, want) {
+		t.Errorf("from namespace y: %v, want %v (both pods of y, merged)", r[0].Peers, want)
+	}
+	if p := r[0].Ports; len(p) != 1 || p[0].String() != "TCP/80" {
+		t.Errorf("ports: %v", p)
+	}
+	if want := []Range{{addr("10.0.0.2"), addr("10.0.0.2")}}; !slices.Equal(r[1].Peers, want) {
+		t.Errorf("from pod b of x: %v, want %v (the local endpoint's address)", r[1].Peers, want)
+	}
+	if p := r[1].Ports; len(p) != 1 || !slices.Equal(p[0].Named, []AddrPort{{addr("10.0.0.1"), 8080}}) {
+		t.Errorf("named port http: %+v, want 10.0.0.1 . 8080 (x/a's containerPort)", p)
+	}
+	if want := []Range{{addr("192.0.2.0"), addr("192.0.2.127")}}; !slices.Equal(r[2].Peers, want) || len(r[2].Ports) != 0 {
+		t.Errorf("ipBlock minus except: %v %v, want %v, every port", r[2].Peers, r[2].Ports, want)
+	}
+}
+
+func TestCompileSkipsOnlyTheBadPolicy(t *testing.T) {
+	in := sampleInput()
+	bad := netpol("x", "bad", sel("pod", "a"), nil)
+	bad.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/33"}}}}}
+	in.Policies = append(in.Policies, bad)
+	st := Compile(in)
+	if len(st.Skipped) != 1 || st.Skipped[0].Name != "bad" || !strings.Contains(st.Skipped[0].Reason, `spec.ingress[0]: from[0].ipBlock: cidr "10.0.0.0/33"`) {
+		t.Fatalf("skipped: %+v", st.Skipped)
+	}
+	if len(st.Policies) != 2 {
+		t.Fatalf("policies enforced: %d, want the two good ones", len(st.Policies))
+	}
+}
+
+func TestCompileNamespaceAndPodSelectorAnd(t *testing.T) {
+	in := sampleInput()
+	p := netpol("x", "and", sel("pod", "b"), nil)
+	p.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: sel("ns", "y"), PodSelector: sel("pod", "b")}}}}
+	in.Policies = []*networkingv1.NetworkPolicy{p}
+	st := Compile(in)
+	if got := st.Policies[0].Rules[Ingress][0].Peers; !slices.Equal(got, []Range{{addr("10.0.1.2"), addr("10.0.1.2")}}) {
+		t.Errorf("pod b of namespace y: %v", got)
+	}
+	if got := st.Isolated[Ingress]; !slices.Equal(got, []netip.Addr{addr("10.0.0.2")}) {
+		t.Errorf("isolated: %v", got)
+	}
+}
+
+func TestCompileEgressNamedPortResolvesOnPeers(t *testing.T) {
+	in := sampleInput()
+	in.Pods[2] = pod("y", "a", "10.0.1.1", []string{"pod", "a"}, withPort("dns", corev1.ProtocolUDP, 53))
+	p := netpol("x", "dns", sel(), []networkingv1.PolicyType{networkingv1.PolicyTypeEgress})
+	p.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{{Ports: []networkingv1.NetworkPolicyPort{named(corev1.ProtocolUDP, "dns"), named(corev1.ProtocolTCP, "dns")}}}
+	in.Policies = []*networkingv1.NetworkPolicy{p}
+	r := Compile(in).Policies[0].Rules[Egress][0]
+	if !r.AnyPeer || !slices.Equal(r.Ports[0].Named, []AddrPort{{addr("10.0.1.1"), 53}}) || len(r.Ports[1].Named) != 0 {
+		t.Errorf("egress to any peer on UDP dns: %+v (want y/a . 53 for UDP, nothing for TCP)", r)
+	}
+}
+
+func TestMergeRanges(t *testing.T) {
+	rs := mergeRanges([]Range{
+		{addr("10.0.0.5"), addr("10.0.0.5")}, {addr("10.0.0.1"), addr("10.0.0.3")}, {addr("10.0.0.4"), addr("10.0.0.4")},
+		{addr("10.0.0.2"), addr("10.0.0.2")}, {addr("10.0.0.9"), addr("10.0.0.9")}, {addr("fd00::1"), addr("fd00::1")},
+	})
+	want := []Range{{addr("10.0.0.1"), addr("10.0.0.5")}, {addr("10.0.0.9"), addr("10.0.0.9")}, {addr("fd00::1"), addr("fd00::1")}}
+	if !slices.Equal(rs, want) {
+		t.Errorf("merge: %v, want %v", rs, want)
+	}
+}

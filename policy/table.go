@@ -1,0 +1,282 @@
+package policy
+
+import (
+	"fmt"
+	"hash/fnv"
+	"net/netip"
+	"slices"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	"github.com/reefcni/reef/nat"
+)
+
+// TableID is reef's policy table: table inet reef.
+var TableID = nat.TableID{Family: nftables.TableFamilyINet, Name: nat.TableName}
+
+// Names of the base chains and the sets every table has.
+const (
+	ChainIngress = "ingress"
+	ChainEgress  = "egress"
+)
+
+// Priorities of the base chains on the forward hook: egress (the source's
+// policies) then ingress (the destination's), both at filter.
+const (
+	EgressPriority  nftables.ChainPriority = 0
+	IngressPriority nftables.ChainPriority = 1
+)
+
+// family is one IP family of the table: its sets carry the suffix, its
+// rules start with `meta nfproto`.
+type family struct {
+	suffix   string // "4", "6"
+	nfproto  byte
+	addr     nftables.SetDatatype
+	addrPort nftables.SetDatatype
+	src, dst uint32 // offsets in the network header
+}
+
+var families = []family{
+	{"4", unix.NFPROTO_IPV4, nftables.TypeIPAddr, nat.AddrPort4, 12, 16},
+	{"6", unix.NFPROTO_IPV6, nftables.TypeIP6Addr, nat.AddrPort6, 8, 24},
+}
+
+func (f family) holds(a netip.Addr) bool { return a.Is4() == (f.suffix == "4") }
+
+// offset of the pod's address in a packet of direction d: the destination
+// for ingress, the source for egress; peer is the other end.
+func (f family) offset(d Direction, peer bool) uint32 {
+	if (d == Ingress) != peer {
+		return f.dst
+	}
+	return f.src
+}
+
+// Names of a policy's chain and sets. A Kubernetes namespace has no dots,
+// so "<ns>.<name>" is unambiguous; names too long for nftables (255
+// bytes) are cut and made unique by a hash.
+func chainName(d Direction, c *Compiled) string { return limitName(dirTag(d) + "." + c.Namespace + "." + c.Name) }
+func selSet(f family, c *Compiled) string       { return limitName("sel" + f.suffix + "." + c.Namespace + "." + c.Name) }
+func peerSet(f family, d Direction, c *Compiled, rule int) string {
+	return limitName(fmt.Sprintf("%s%s.%s.%s.%d", dirTag(d), f.suffix, c.Namespace, c.Name, rule))
+}
+func namedSet(f family, d Direction, c *Compiled, rule, port int) string {
+	return limitName(fmt.Sprintf("%s%s.%s.%s.%d.%d", dirTag(d), f.suffix, c.Namespace, c.Name, rule, port))
+}
+func isolatedSet(f family, d Direction) string { return dirTag(d) + "-isolated" + f.suffix }
+
+func dirTag(d Direction) string {
+	if d == Egress {
+		return "eg"
+	}
+	return "in"
+}
+
+const maxName = 200
+
+// maxComment bounds a comment (NFT_USERDATA_MAXLEN is 256 bytes with its
+// header); a long policy name is cut.
+const maxComment = 240
+
+func cut(s string) string {
+	if len(s) <= maxComment {
+		return s
+	}
+	return s[:maxComment-3] + "..."
+}
+
+func limitName(s string) string {
+	if len(s) <= maxName {
+		return s
+	}
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return fmt.Sprintf("%s~%016x", s[:maxName-17], h.Sum64())
+}
+
+// Table renders the desired state as table inet reef.
+func Table(st State) nat.Table {
+	t := nat.Table{ID: TableID}
+	base := [2]nat.Chain{
+		{Name: ChainIngress, Type: nftables.ChainTypeFilter, Hooked: true, Hook: *nftables.ChainHookForward,
+			Priority: IngressPriority, Policy: nftables.ChainPolicyAccept},
+		{Name: ChainEgress, Type: nftables.ChainTypeFilter, Hooked: true, Hook: *nftables.ChainHookForward,
+			Priority: EgressPriority, Policy: nftables.ChainPolicyAccept},
+	}
+	for d := Ingress; d <= Egress; d++ {
+		base[d].Rules = append(base[d].Rules, nat.Rule{Comment: "reef: replies and connections already allowed",
+			Exprs: []expr.Any{
+				&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+				&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+					Mask: binaryutil.NativeEndian.PutUint32(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED),
+					Xor:  binaryutil.NativeEndian.PutUint32(0)},
+				&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)},
+				&expr.Verdict{Kind: expr.VerdictAccept},
+			}})
+		for _, f := range families {
+			set := isolatedSet(f, d)
+			t.Sets = append(t.Sets, addrSet(f, set, fmt.Sprintf("reef: this node's pods isolated for %s", d), false, st.Isolated[d]))
+			base[d].Rules = append(base[d].Rules, nat.Rule{Comment: fmt.Sprintf("reef: pods no policy isolates for %s", d),
+				Exprs: append(match(f, f.offset(d, false), set, true), &expr.Verdict{Kind: expr.VerdictAccept})})
+		}
+	}
+	for _, c := range st.Policies {
+		for _, f := range families {
+			t.Sets = append(t.Sets, addrSet(f, selSet(f, c), cut("reef: this node's pods policy "+c.Key()+" selects"), false, c.Selected))
+		}
+		for d := Ingress; d <= Egress; d++ {
+			if !c.Covers[d] {
+				continue
+			}
+			ch := nat.Chain{Name: chainName(d, c)}
+			for _, f := range families {
+				base[d].Rules = append(base[d].Rules, nat.Rule{Comment: cut(fmt.Sprintf("reef: policy %s (%s)", c.Key(), d)),
+					Exprs: append(match(f, f.offset(d, false), selSet(f, c), false), &expr.Verdict{Kind: expr.VerdictJump, Chain: ch.Name})})
+				for i, r := range c.Rules[d] {
+					sets, rules := ruleRules(f, d, c, i, r)
+					t.Sets = append(t.Sets, sets...)
+					ch.Rules = append(ch.Rules, rules...)
+				}
+			}
+			t.Chains = append(t.Chains, ch)
+		}
+	}
+	for d := Ingress; d <= Egress; d++ {
+		base[d].Rules = append(base[d].Rules, nat.Rule{Comment: fmt.Sprintf("reef: isolated for %s and no policy allows it", d),
+			Exprs: []expr.Any{&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictDrop}}})
+	}
+	t.Chains = append(t.Chains, base[:]...)
+	slices.SortFunc(t.Chains, func(a, b nat.Chain) int { return compare(a.Name, b.Name) })
+	slices.SortFunc(t.Sets, func(a, b nat.Set) int { return compare(a.Name, b.Name) })
+	return t
+}
+
+func compare(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// ruleRules renders rule i of a policy in family f: its sets and one
+// accept rule per port entry (one rule when it has no ports).
+func ruleRules(f family, d Direction, c *Compiled, i int, r Rule) ([]nat.Set, []nat.Rule) {
+	var sets []nat.Set
+	var peer []expr.Any
+	if !r.AnyPeer {
+		name := peerSet(f, d, c, i)
+		var elems []nat.Elem
+		for _, rg := range r.Peers {
+			if f.holds(rg.From) {
+				elems = append(elems, nat.Elem{From: rg.From, To: rg.To})
+			}
+		}
+		sets = append(sets, nat.Set{Name: name, KeyType: f.addr.Name, KeyLen: f.addr.Bytes, Interval: true,
+			Comment: cut(fmt.Sprintf("reef: policy %s %s[%d] peers", c.Key(), d, i)), Elems: elems})
+		peer = match(f, f.offset(d, true), name, false)
+	} else {
+		peer = nfproto(f)
+	}
+	comment := fmt.Sprintf("reef: policy %s %s[%d]", c.Key(), d, i)
+	if len(r.Ports) == 0 {
+		return sets, []nat.Rule{{Comment: cut(comment), Exprs: append(slices.Clone(peer), &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictAccept})}}
+	}
+	var rules []nat.Rule
+	for j, p := range r.Ports {
+		ex := append(slices.Clone(peer), l4proto(p.Proto)...)
+		switch {
+		case p.Any:
+		case p.Name != "":
+			name := namedSet(f, d, c, i, j)
+			var elems []nat.Elem
+			for _, ap := range p.Named {
+				if f.holds(ap.Addr) {
+					elems = append(elems, nat.Elem{From: ap.Addr, To: ap.Addr, Port: ap.Port})
+				}
+			}
+			sets = append(sets, nat.Set{Name: name, KeyType: f.addrPort.Name, KeyLen: f.addrPort.Bytes, Concat: true,
+				Comment: cut(fmt.Sprintf("reef: policy %s %s[%d] port %q: address . port", c.Key(), d, i, p.Name)), Elems: elems})
+			// The destination's address and port: the selected pod's for
+			// ingress, the peer's for egress.
+			// The port goes right after the address: NFT_REG32_01 after
+			// an IPv4 address in NFT_REG_1, NFT_REG_2 after an IPv6 one
+			// (the numbers the kernel dumps them with).
+			portReg := uint32(9)
+			if f.addr.Bytes == 16 {
+				portReg = 2
+			}
+			ex = append(ex,
+				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: f.dst, Len: f.addr.Bytes},
+				&expr.Payload{DestRegister: portReg, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+				&expr.Lookup{SourceRegister: 1, SetName: name})
+		case p.From == p.To:
+			ex = append(ex, dport()...)
+			ex = append(ex, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(p.From)})
+		default:
+			ex = append(ex, dport()...)
+			ex = append(ex,
+				&expr.Cmp{Op: expr.CmpOpGte, Register: 1, Data: binaryutil.BigEndian.PutUint16(p.From)},
+				&expr.Cmp{Op: expr.CmpOpLte, Register: 1, Data: binaryutil.BigEndian.PutUint16(p.To)})
+		}
+		ex = append(ex, &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictAccept})
+		rules = append(rules, nat.Rule{Comment: cut(fmt.Sprintf("%s port %s", comment, p)), Exprs: ex})
+	}
+	return sets, rules
+}
+
+func addrSet(f family, name, comment string, interval bool, addrs []netip.Addr) nat.Set {
+	s := nat.Set{Name: name, KeyType: f.addr.Name, KeyLen: f.addr.Bytes, Interval: interval, Comment: comment}
+	for _, a := range addrs {
+		if f.holds(a) {
+			s.Elems = append(s.Elems, nat.Elem{From: a, To: a})
+		}
+	}
+	return s
+}
+
+func nfproto(f family) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{f.nfproto}},
+	}
+}
+
+// match is `ip saddr|daddr [!=] @set` in family f.
+func match(f family, offset uint32, set string, invert bool) []expr.Any {
+	return append(nfproto(f),
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: f.addr.Bytes},
+		&expr.Lookup{SourceRegister: 1, SetName: set, Invert: invert})
+}
+
+func l4proto(p uint8) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p}},
+	}
+}
+
+func dport() []expr.Any {
+	return []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2}}
+}
+
+// String writes a port as a policy does: "TCP/80", "UDP/80-90", "SCTP",
+// "TCP/http".
+func (p Port) String() string {
+	proto := map[uint8]string{protoTCP: "TCP", protoUDP: "UDP", protoSCTP: "SCTP"}[p.Proto]
+	switch {
+	case p.Any:
+		return proto
+	case p.Name != "":
+		return proto + "/" + p.Name
+	case p.From == p.To:
+		return fmt.Sprintf("%s/%d", proto, p.From)
+	}
+	return fmt.Sprintf("%s/%d-%d", proto, p.From, p.To)
+}

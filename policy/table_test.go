@@ -1,0 +1,99 @@
+package policy
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/google/nftables"
+
+	"github.com/reefcni/reef/nat"
+)
+
+// testNetns is a throw-away network namespace and a nat.Kernel bound to
+// it; nothing here touches the caller's namespace.
+func testNetns(t *testing.T) (string, *nat.Kernel) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates a network namespace")
+	}
+	name := fmt.Sprintf("reef-policy-test-%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
+	}
+	f, err := os.Open("/var/run/netns/" + name)
+	if err != nil {
+		exec.Command("ip", "netns", "del", name).Run()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		f.Close()
+		exec.Command("ip", "netns", "del", name).Run()
+	})
+	return name, nat.NewKernel(nftables.WithNetNSFd(int(f.Fd())))
+}
+
+func converge(t *testing.T, k *nat.Kernel, want nat.Table) nat.Plan {
+	t.Helper()
+	have, err := k.Read([]nat.TableID{TableID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := nat.Diff([]nat.Table{want}, have)
+	if err := k.Apply(p); err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	have, err = k.Read([]nat.TableID{TableID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again := nat.Diff([]nat.Table{want}, have); !again.Empty() {
+		for _, c := range again.Changes {
+			t.Errorf("after applying, the kernel still differs: %s: %s", c.Kind, c.Why)
+		}
+		t.FailNow()
+	}
+	return p
+}
+
+// TestTableInKernel: the rendered table is taken by the kernel, read back
+// equal, listed by nft; a pod's label change changes elements only.
+func TestTableInKernel(t *testing.T) {
+	netns, k := testNetns(t)
+	in := sampleInput()
+	p := converge(t, k, Table(Compile(in)))
+	if len(p.Changes) != 1 || p.Changes[0].Kind != nat.CreateTable {
+		t.Fatalf("first apply: %+v, want one create", p.Changes)
+	}
+	if _, err := exec.LookPath("nft"); err == nil {
+		out, err := exec.Command("ip", "netns", "exec", netns, "nft", "list", "table", "inet", "reef").CombinedOutput()
+		if err != nil {
+			t.Fatalf("nft list: %v: %s", err, out)
+		}
+		for _, want := range []string{
+			"ip daddr != @in-isolated4 accept",
+			"ip daddr @sel4.x.allow-y jump in.x.allow-y",
+			"ip saddr @in4.x.allow-y.0 tcp dport 80 counter",
+			"ip daddr . tcp dport @in4.x.allow-y.1.0",
+			"ip daddr @eg4.x.egress-y.0 udp dport 5000-5010 counter",
+			"192.0.2.0/25",
+		} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("nft list table inet reef lacks %q:\n%s", want, out)
+			}
+		}
+	}
+	// y/b loses the label the policy selects its peers by: an element goes.
+	in.Namespaces[1].Labels["ns"] = "other"
+	p = converge(t, k, Table(Compile(in)))
+	for _, c := range p.Changes {
+		if c.Kind != nat.DelElems && c.Kind != nat.AddElems {
+			t.Errorf("a namespace's labels changed: %s (%s), want element changes only", c.Kind, c.Why)
+		}
+	}
+	if len(p.Changes) == 0 {
+		t.Error("no change after namespace y lost its label")
+	}
+}
