@@ -59,8 +59,12 @@ func (f family) offset(d Direction, peer bool) uint32 {
 // Names of a policy's chain and sets. A Kubernetes namespace has no dots,
 // so "<ns>.<name>" is unambiguous; names too long for nftables (255
 // bytes) are cut and made unique by a hash.
-func chainName(d Direction, c *Compiled) string { return limitName(dirTag(d) + "." + c.Namespace + "." + c.Name) }
-func selSet(f family, c *Compiled) string       { return limitName("sel" + f.suffix + "." + c.Namespace + "." + c.Name) }
+func chainName(d Direction, c *Compiled) string {
+	return limitName(dirTag(d) + "." + c.Namespace + "." + c.Name)
+}
+func selSet(f family, c *Compiled) string {
+	return limitName("sel" + f.suffix + "." + c.Namespace + "." + c.Name)
+}
 func peerSet(f family, d Direction, c *Compiled, rule int) string {
 	return limitName(fmt.Sprintf("%s%s.%s.%s.%d", dirTag(d), f.suffix, c.Namespace, c.Name, rule))
 }
