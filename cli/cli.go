@@ -40,6 +40,8 @@ commands:
   status               show this node, its blocks and the daemon's state
   ipam show            show pools and their use (--show-blocks, --show-allocations)
   node forget NODE     free the blocks of a node gone for good (its address or name)
+  policy show [NS/POD] the NetworkPolicies of this node's pods and what they allow
+  kubeconfig           write /etc/reef/kubeconfig for reef's service account (docs/policy.md)
   cleanup [--yes]      remove reef's tables, routes, links and state from this node (package purge)
   version              print the version
 
@@ -69,6 +71,14 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return UsageError{"unknown node command"}
 		}
 		return runNodeForget(ctx, args[2:], stdout, stderr)
+	case "policy":
+		if len(args) < 2 || args[1] != "show" {
+			fmt.Fprint(stderr, usage)
+			return UsageError{"unknown policy command"}
+		}
+		return runPolicyShow(ctx, args[2:], stdout, stderr)
+	case "kubeconfig":
+		return runKubeconfig(ctx, args[1:], stdout, stderr)
 	case "cleanup":
 		return runCleanup(args[1:], cleanupStdin, stdout, stderr)
 	case "version":
@@ -248,6 +258,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		fmt.Fprintf(stdout, "reconcile:  %s ago, %s\n", time.Since(time.Unix(st.GetLastReconcileUnix(), 0)).Round(time.Second), res)
 	}
+	printPolicy(stdout, st)
 	fmt.Fprintf(stdout, "\nblocks of this node:\n")
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "BLOCK\tPOOL\tSTATE\tUSED")

@@ -66,6 +66,12 @@ func (s *Server) add(ctx context.Context, in *reefv1.CNIRequest) ([]byte, *types
 	if cerr != nil {
 		return nil, cerr
 	}
+	if s.Policy != nil {
+		if cerr := s.Policy.Admit(ctx, r.podNamespace, r.podName); cerr != nil {
+			log.Warn("ADD refused for now", "code", cerr.Code, "error", cerr.Msg)
+			return nil, cerr
+		}
+	}
 	unlock := s.containers.lock(r.containerID)
 	defer unlock()
 	var ep store.Endpoint
@@ -135,6 +141,13 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 			return ep, "", false, types.NewError(types.ErrInternal, "update endpoint record", err.Error())
 		}
 	}
+	if s.Policy != nil {
+		// Before the veth exists: the pod is covered from its first packet.
+		if err := s.Policy.Cover(ep); err != nil {
+			return ep, "", false, s.rollback(r, ep, existed, types.NewError(types.ErrInternal,
+				"apply NetworkPolicy for pod "+ep.IP.String()+" (nftables table inet reef)", err.Error()), log)
+		}
+	}
 	if err := s.detachOthers(ep); err != nil {
 		return ep, "", false, s.rollback(r, ep, existed, types.NewError(types.ErrInternal, "take over veth "+ep.HostVeth, err.Error()), log)
 	}
@@ -170,6 +183,9 @@ func (s *Server) rollback(r *request, ep store.Endpoint, existed bool, cerr *typ
 	if _, _, err := s.store.Release(r.handle()); err != nil {
 		log.Error("roll back allocation", "ip", ep.IP, "error", err)
 		cerr.Details += "; rolling back the allocation also failed: " + err.Error()
+	}
+	if s.Policy != nil {
+		s.Policy.Changed()
 	}
 	return cerr
 }

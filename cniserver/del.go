@@ -54,6 +54,9 @@ func (s *Server) release(ep store.Endpoint) error {
 		}
 	}
 	_, _, err := s.store.Release(ep.Handle)
+	if err == nil && s.Policy != nil {
+		s.Policy.Changed()
+	}
 	return err
 }
 

@@ -1,8 +1,11 @@
 package cniserver
 
 import (
+	"context"
 	"log/slog"
 	"net/netip"
+
+	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/store"
@@ -16,6 +19,19 @@ import (
 type PodFilter interface {
 	AddPod(hostVeth string, ip netip.Addr) error
 	DelPod(hostVeth string, ip netip.Addr) error
+}
+
+// PolicyGate is NetworkPolicy's part of an ADD. Admit is asked before
+// anything is allocated: it refuses (with "try again later") while the
+// API's objects are not known, or the pod is not among them. Cover is
+// called once the endpoint is recorded and before its veth exists, and
+// puts the pod under the policies that select it; its failure fails and
+// undoes the ADD. Changed says an endpoint went (a DEL, a rolled-back
+// ADD): its address leaves the policy's sets soon after.
+type PolicyGate interface {
+	Admit(ctx context.Context, namespace, name string) *types.Error
+	Cover(ep store.Endpoint) error
+	Changed()
 }
 
 type noPodFilter struct{}

@@ -49,6 +49,9 @@ type Server struct {
 	// PodFilter adds a pod's ARP-filter element after wiring and removes it
 	// before teardown (see PodFilter); nil does nothing.
 	PodFilter PodFilter
+	// Policy covers a pod with its NetworkPolicies during ADD (see
+	// PolicyGate); nil: NetworkPolicy is off.
+	Policy PolicyGate
 
 	ready      atomic.Bool
 	containers keyedMutex

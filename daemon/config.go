@@ -41,9 +41,20 @@ type Config struct {
 	MTU               int           `yaml:"mtu"`              // 0: derived from the uplink
 	Pools             []PoolConfig  `yaml:"pools"`
 	BGP               BGPConfig     `yaml:"bgp"`
+	Kubernetes        KubeConfig    `yaml:"kubernetes"`
 	Metrics           string        `yaml:"metrics"` // "": disabled
 	ReconcileInterval time.Duration `yaml:"reconcileInterval"`
 	LogLevel          string        `yaml:"logLevel"`
+}
+
+// KubeConfig is the optional Kubernetes API client: with a kubeconfig the
+// daemon enforces NetworkPolicy (docs/policy.md); without one it is the
+// plain network.
+type KubeConfig struct {
+	Kubeconfig string `yaml:"kubeconfig"` // "": no API, policy off
+	// NodeName is this node's name in the API (its Pods' spec.nodeName);
+	// "": nodeName.
+	NodeName string `yaml:"nodeName"`
 }
 
 // PoolConfig is one IP pool that pod addresses are allocated from.
@@ -234,6 +245,9 @@ func ParseConfig(name string, data []byte) (Config, error) {
 func (c *Config) Finish() error {
 	if c.PendingDeleteDir == "" && filepath.IsAbs(c.StateDir) {
 		c.PendingDeleteDir = filepath.Join(c.StateDir, "pending-del")
+	}
+	if c.Kubernetes.NodeName == "" {
+		c.Kubernetes.NodeName = c.NodeName
 	}
 	return c.Validate()
 }

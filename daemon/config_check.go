@@ -139,6 +139,9 @@ func (c *Config) configProblems() []configProblem {
 			bad("metrics", "value %q has no port number 1..65535", m)
 		}
 	}
+	if k := c.Kubernetes.Kubeconfig; k != "" && !filepath.IsAbs(k) {
+		bad("kubernetes.kubeconfig", "value %q is not an absolute path (such as /etc/reef/kubeconfig; \"\" turns NetworkPolicy off)", k)
+	}
 	if c.ReconcileInterval < time.Second {
 		bad("reconcileInterval", "value %q is below 1s", c.ReconcileInterval)
 	}

@@ -56,6 +56,7 @@ type Daemon struct {
 	rec     *reconciler
 	speaker *bgp.Speaker
 	blocks  *blockEngine
+	policy  *policyDataplane // nil: NetworkPolicy off
 	started time.Time
 }
 
@@ -127,6 +128,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer kernel.Close()
 	d.rec = newReconciler(st, d.cni, kernel, log, cfg.ReconcileInterval)
 	d.setupNAT()
+	if err := d.setupPolicy(ctx); err != nil {
+		return err
+	}
 	d.rec.net = netInfo{node: cfg.NodeName, uplink: up, pools: cfg.Pools, podMTU: d.mtu}
 
 	var bgpPools []bgp.Pool

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 
@@ -93,7 +94,42 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 		dec, _ := d.blocks.Last()
 		protoStatus(out, dec)
 	}
+	if d.policy != nil {
+		out.Policy = policyStatusProto(d.policy.status())
+	}
 	return out, nil
+}
+
+func policyStatusProto(s policyStatus) *reefv1.PolicyStatus {
+	out := &reefv1.PolicyStatus{Server: s.API.Server, Synced: s.API.Synced, ApiReachable: s.API.Reachable, ApiSinceUnix: s.API.Since.Unix(),
+		ApiError: s.API.LastError, Policies: int32(s.Policies), IsolatedIngress: int32(s.Isolated[0]), IsolatedEgress: int32(s.Isolated[1])}
+	if !s.API.TokenExpires.IsZero() {
+		out.TokenExpiresUnix = s.API.TokenExpires.Unix()
+	}
+	for _, sk := range s.Skipped {
+		out.Skipped = append(out.Skipped, sk.Namespace+"/"+sk.Name+": "+sk.Reason)
+	}
+	if s.LastErr != nil {
+		out.LastError = s.LastErr.Error()
+	}
+	return out
+}
+
+// PolicyShow explains the policies of this node's pods.
+func (n *nodeService) PolicyShow(ctx context.Context, req *reefv1.PolicyShowRequest) (*reefv1.PolicyShowReply, error) {
+	p := n.d.policy
+	if p == nil {
+		return nil, status.Error(codes.FailedPrecondition, errPolicyOff.Error())
+	}
+	views, err := p.explain(req.GetPod())
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(views)
+	if err != nil {
+		return nil, err
+	}
+	return &reefv1.PolicyShowReply{Json: b}, nil
 }
 
 // Forget frees the blocks of a node gone for good.

@@ -32,6 +32,7 @@ type reconciler struct {
 	log      *slog.Logger
 	interval time.Duration
 	nat      *natDataplane
+	policy   *policyDataplane // nil: NetworkPolicy off
 	net      netInfo      // the node's uplink, pools and pod MTU
 	blocks   *blockEngine // nil: no block protocol (tests of the kernel side)
 
@@ -342,6 +343,9 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 		}
 	}
 	if err := r.nat.reconcile(live); err != nil {
+		errs = append(errs, err)
+	}
+	if err := r.policy.reconcile(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -90,6 +90,7 @@ type Rule struct {
 // Compiled is one policy as enforced on this node.
 type Compiled struct {
 	Namespace, Name string
+	src             *networkingv1.NetworkPolicy
 	// Selected are this node's pods the policy selects, sorted.
 	Selected []netip.Addr
 	// Covers: the policy's policyTypes include the direction; the
@@ -248,7 +249,7 @@ func Covers(p *networkingv1.NetworkPolicy) (ingress, egress bool) {
 }
 
 func compilePolicy(ix *index, p *networkingv1.NetworkPolicy) (*Compiled, error) {
-	c := &Compiled{Namespace: p.Namespace, Name: p.Name}
+	c := &Compiled{Namespace: p.Namespace, Name: p.Name, src: p}
 	for _, t := range p.Spec.PolicyTypes {
 		if t != networkingv1.PolicyTypeIngress && t != networkingv1.PolicyTypeEgress {
 			return nil, fmt.Errorf("spec.policyTypes: unknown type %q", t)

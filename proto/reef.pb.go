@@ -228,6 +228,94 @@ func (x *CNIError) GetDetails() string {
 	return ""
 }
 
+type PolicyShowRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pod           string                 `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"` // namespace/name; "" for every pod of this node
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyShowRequest) Reset() {
+	*x = PolicyShowRequest{}
+	mi := &file_proto_reef_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyShowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyShowRequest) ProtoMessage() {}
+
+func (x *PolicyShowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_reef_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyShowRequest.ProtoReflect.Descriptor instead.
+func (*PolicyShowRequest) Descriptor() ([]byte, []int) {
+	return file_proto_reef_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PolicyShowRequest) GetPod() string {
+	if x != nil {
+		return x.Pod
+	}
+	return ""
+}
+
+type PolicyShowReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Json          []byte                 `protobuf:"bytes,1,opt,name=json,proto3" json:"json,omitempty"` // []policy.PodView, JSON (package policy, explain.go)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyShowReply) Reset() {
+	*x = PolicyShowReply{}
+	mi := &file_proto_reef_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyShowReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyShowReply) ProtoMessage() {}
+
+func (x *PolicyShowReply) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_reef_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyShowReply.ProtoReflect.Descriptor instead.
+func (*PolicyShowReply) Descriptor() ([]byte, []int) {
+	return file_proto_reef_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PolicyShowReply) GetJson() []byte {
+	if x != nil {
+		return x.Json
+	}
+	return nil
+}
+
 type ForgetRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"` // node address, or name as its BGP session announced it
@@ -237,7 +325,7 @@ type ForgetRequest struct {
 
 func (x *ForgetRequest) Reset() {
 	*x = ForgetRequest{}
-	mi := &file_proto_reef_proto_msgTypes[3]
+	mi := &file_proto_reef_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -249,7 +337,7 @@ func (x *ForgetRequest) String() string {
 func (*ForgetRequest) ProtoMessage() {}
 
 func (x *ForgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[3]
+	mi := &file_proto_reef_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -262,7 +350,7 @@ func (x *ForgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetRequest.ProtoReflect.Descriptor instead.
 func (*ForgetRequest) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{3}
+	return file_proto_reef_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ForgetRequest) GetNode() string {
@@ -283,7 +371,7 @@ type ForgetReply struct {
 
 func (x *ForgetReply) Reset() {
 	*x = ForgetReply{}
-	mi := &file_proto_reef_proto_msgTypes[4]
+	mi := &file_proto_reef_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -295,7 +383,7 @@ func (x *ForgetReply) String() string {
 func (*ForgetReply) ProtoMessage() {}
 
 func (x *ForgetReply) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[4]
+	mi := &file_proto_reef_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -308,7 +396,7 @@ func (x *ForgetReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetReply.ProtoReflect.Descriptor instead.
 func (*ForgetReply) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{4}
+	return file_proto_reef_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ForgetReply) GetNodeAddress() string {
@@ -350,7 +438,7 @@ type Peer struct {
 
 func (x *Peer) Reset() {
 	*x = Peer{}
-	mi := &file_proto_reef_proto_msgTypes[5]
+	mi := &file_proto_reef_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -362,7 +450,7 @@ func (x *Peer) String() string {
 func (*Peer) ProtoMessage() {}
 
 func (x *Peer) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[5]
+	mi := &file_proto_reef_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -375,7 +463,7 @@ func (x *Peer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Peer.ProtoReflect.Descriptor instead.
 func (*Peer) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{5}
+	return file_proto_reef_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Peer) GetAddress() string {
@@ -449,7 +537,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_proto_reef_proto_msgTypes[6]
+	mi := &file_proto_reef_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -461,7 +549,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[6]
+	mi := &file_proto_reef_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -474,7 +562,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{6}
+	return file_proto_reef_proto_rawDescGZIP(), []int{8}
 }
 
 type StatusReply struct {
@@ -508,13 +596,14 @@ type StatusReply struct {
 	Gone           string          `protobuf:"bytes,26,opt,name=gone,proto3" json:"gone,omitempty"`                                           // why this incarnation was forgotten or superseded
 	VotesHeld      int32           `protobuf:"varint,27,opt,name=votes_held,json=votesHeld,proto3" json:"votes_held,omitempty"`               // votes this node holds as a voter (one per block it voted for)
 	ExternalPeers  []*ExternalPeer `protobuf:"bytes,28,rep,name=external_peers,json=externalPeers,proto3" json:"external_peers,omitempty"`    // bgp.externalPeers, in the config's order
+	Policy         *PolicyStatus   `protobuf:"bytes,29,opt,name=policy,proto3" json:"policy,omitempty"`                                       // absent: NetworkPolicy off (no kubernetes.kubeconfig)
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_proto_reef_proto_msgTypes[7]
+	mi := &file_proto_reef_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -526,7 +615,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[7]
+	mi := &file_proto_reef_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -539,7 +628,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{7}
+	return file_proto_reef_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StatusReply) GetNodeName() string {
@@ -738,6 +827,138 @@ func (x *StatusReply) GetExternalPeers() []*ExternalPeer {
 	return nil
 }
 
+func (x *StatusReply) GetPolicy() *PolicyStatus {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+// PolicyStatus is NetworkPolicy's state on this node (docs/policy.md).
+type PolicyStatus struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Server           string                 `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`  // the API server
+	Synced           bool                   `protobuf:"varint,2,opt,name=synced,proto3" json:"synced,omitempty"` // the informers have listed once; before that ADD answers "try again later"
+	ApiReachable     bool                   `protobuf:"varint,3,opt,name=api_reachable,json=apiReachable,proto3" json:"api_reachable,omitempty"`
+	ApiSinceUnix     int64                  `protobuf:"varint,4,opt,name=api_since_unix,json=apiSinceUnix,proto3" json:"api_since_unix,omitempty"`        // since when the API is reachable, or unreachable
+	ApiError         string                 `protobuf:"bytes,5,opt,name=api_error,json=apiError,proto3" json:"api_error,omitempty"`                       // the last error talking to the API
+	Policies         int32                  `protobuf:"varint,6,opt,name=policies,proto3" json:"policies,omitempty"`                                      // NetworkPolicies in the API
+	IsolatedIngress  int32                  `protobuf:"varint,7,opt,name=isolated_ingress,json=isolatedIngress,proto3" json:"isolated_ingress,omitempty"` // this node's pods isolated for ingress
+	IsolatedEgress   int32                  `protobuf:"varint,8,opt,name=isolated_egress,json=isolatedEgress,proto3" json:"isolated_egress,omitempty"`
+	Skipped          []string               `protobuf:"bytes,9,rep,name=skipped,proto3" json:"skipped,omitempty"`                                               // "namespace/name: reason" of policies reef cannot enforce
+	LastError        string                 `protobuf:"bytes,10,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`                         // the last failure applying table inet reef
+	TokenExpiresUnix int64                  `protobuf:"varint,11,opt,name=token_expires_unix,json=tokenExpiresUnix,proto3" json:"token_expires_unix,omitempty"` // the kubeconfig token's expiry; 0: none known
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *PolicyStatus) Reset() {
+	*x = PolicyStatus{}
+	mi := &file_proto_reef_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyStatus) ProtoMessage() {}
+
+func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_reef_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyStatus.ProtoReflect.Descriptor instead.
+func (*PolicyStatus) Descriptor() ([]byte, []int) {
+	return file_proto_reef_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *PolicyStatus) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *PolicyStatus) GetSynced() bool {
+	if x != nil {
+		return x.Synced
+	}
+	return false
+}
+
+func (x *PolicyStatus) GetApiReachable() bool {
+	if x != nil {
+		return x.ApiReachable
+	}
+	return false
+}
+
+func (x *PolicyStatus) GetApiSinceUnix() int64 {
+	if x != nil {
+		return x.ApiSinceUnix
+	}
+	return 0
+}
+
+func (x *PolicyStatus) GetApiError() string {
+	if x != nil {
+		return x.ApiError
+	}
+	return ""
+}
+
+func (x *PolicyStatus) GetPolicies() int32 {
+	if x != nil {
+		return x.Policies
+	}
+	return 0
+}
+
+func (x *PolicyStatus) GetIsolatedIngress() int32 {
+	if x != nil {
+		return x.IsolatedIngress
+	}
+	return 0
+}
+
+func (x *PolicyStatus) GetIsolatedEgress() int32 {
+	if x != nil {
+		return x.IsolatedEgress
+	}
+	return 0
+}
+
+func (x *PolicyStatus) GetSkipped() []string {
+	if x != nil {
+		return x.Skipped
+	}
+	return nil
+}
+
+func (x *PolicyStatus) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *PolicyStatus) GetTokenExpiresUnix() int64 {
+	if x != nil {
+		return x.TokenExpiresUnix
+	}
+	return 0
+}
+
 // ExternalPeer is one of the node's routers (bgp.externalPeers): it gets
 // this node's confirmed blocks, and every route it sends is dropped.
 type ExternalPeer struct {
@@ -757,7 +978,7 @@ type ExternalPeer struct {
 
 func (x *ExternalPeer) Reset() {
 	*x = ExternalPeer{}
-	mi := &file_proto_reef_proto_msgTypes[8]
+	mi := &file_proto_reef_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -769,7 +990,7 @@ func (x *ExternalPeer) String() string {
 func (*ExternalPeer) ProtoMessage() {}
 
 func (x *ExternalPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[8]
+	mi := &file_proto_reef_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -782,7 +1003,7 @@ func (x *ExternalPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExternalPeer.ProtoReflect.Descriptor instead.
 func (*ExternalPeer) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{8}
+	return file_proto_reef_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExternalPeer) GetAddress() string {
@@ -859,7 +1080,7 @@ type PendingClaim struct {
 
 func (x *PendingClaim) Reset() {
 	*x = PendingClaim{}
-	mi := &file_proto_reef_proto_msgTypes[9]
+	mi := &file_proto_reef_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +1092,7 @@ func (x *PendingClaim) String() string {
 func (*PendingClaim) ProtoMessage() {}
 
 func (x *PendingClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[9]
+	mi := &file_proto_reef_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +1105,7 @@ func (x *PendingClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingClaim.ProtoReflect.Descriptor instead.
 func (*PendingClaim) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{9}
+	return file_proto_reef_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PendingClaim) GetBlock() string {
@@ -911,7 +1132,7 @@ type IPAMRequest struct {
 
 func (x *IPAMRequest) Reset() {
 	*x = IPAMRequest{}
-	mi := &file_proto_reef_proto_msgTypes[10]
+	mi := &file_proto_reef_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +1144,7 @@ func (x *IPAMRequest) String() string {
 func (*IPAMRequest) ProtoMessage() {}
 
 func (x *IPAMRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[10]
+	mi := &file_proto_reef_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +1157,7 @@ func (x *IPAMRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IPAMRequest.ProtoReflect.Descriptor instead.
 func (*IPAMRequest) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{10}
+	return file_proto_reef_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *IPAMRequest) GetShowBlocks() bool {
@@ -964,7 +1185,7 @@ type IPAMReply struct {
 
 func (x *IPAMReply) Reset() {
 	*x = IPAMReply{}
-	mi := &file_proto_reef_proto_msgTypes[11]
+	mi := &file_proto_reef_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1197,7 @@ func (x *IPAMReply) String() string {
 func (*IPAMReply) ProtoMessage() {}
 
 func (x *IPAMReply) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[11]
+	mi := &file_proto_reef_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1210,7 @@ func (x *IPAMReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IPAMReply.ProtoReflect.Descriptor instead.
 func (*IPAMReply) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{11}
+	return file_proto_reef_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *IPAMReply) GetPools() []*Pool {
@@ -1029,7 +1250,7 @@ type Allocation struct {
 
 func (x *Allocation) Reset() {
 	*x = Allocation{}
-	mi := &file_proto_reef_proto_msgTypes[12]
+	mi := &file_proto_reef_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1041,7 +1262,7 @@ func (x *Allocation) String() string {
 func (*Allocation) ProtoMessage() {}
 
 func (x *Allocation) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[12]
+	mi := &file_proto_reef_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1054,7 +1275,7 @@ func (x *Allocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Allocation.ProtoReflect.Descriptor instead.
 func (*Allocation) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{12}
+	return file_proto_reef_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Allocation) GetIp() string {
@@ -1120,7 +1341,7 @@ type Pool struct {
 
 func (x *Pool) Reset() {
 	*x = Pool{}
-	mi := &file_proto_reef_proto_msgTypes[13]
+	mi := &file_proto_reef_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1132,7 +1353,7 @@ func (x *Pool) String() string {
 func (*Pool) ProtoMessage() {}
 
 func (x *Pool) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[13]
+	mi := &file_proto_reef_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1145,7 +1366,7 @@ func (x *Pool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pool.ProtoReflect.Descriptor instead.
 func (*Pool) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{13}
+	return file_proto_reef_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Pool) GetCidr() string {
@@ -1207,7 +1428,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_proto_reef_proto_msgTypes[14]
+	mi := &file_proto_reef_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1440,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[14]
+	mi := &file_proto_reef_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1453,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{14}
+	return file_proto_reef_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Block) GetCidr() string {
@@ -1317,7 +1538,11 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\bCNIError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x10\n" +
 	"\x03msg\x18\x02 \x01(\tR\x03msg\x12\x18\n" +
-	"\adetails\x18\x03 \x01(\tR\adetails\"#\n" +
+	"\adetails\x18\x03 \x01(\tR\adetails\"%\n" +
+	"\x11PolicyShowRequest\x12\x10\n" +
+	"\x03pod\x18\x01 \x01(\tR\x03pod\"%\n" +
+	"\x0fPolicyShowReply\x12\x12\n" +
+	"\x04json\x18\x01 \x01(\fR\x04json\"#\n" +
 	"\rForgetRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\"l\n" +
 	"\vForgetReply\x12!\n" +
@@ -1335,7 +1560,7 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\adynamic\x18\a \x01(\bR\adynamic\x12\x18\n" +
 	"\areached\x18\b \x01(\tR\areached\x12\x12\n" +
 	"\x04type\x18\t \x01(\tR\x04type\"\x0f\n" +
-	"\rStatusRequest\"\xe1\a\n" +
+	"\rStatusRequest\"\x90\b\n" +
 	"\vStatusReply\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12!\n" +
 	"\fnode_address\x18\x02 \x01(\tR\vnodeAddress\x12\x1c\n" +
@@ -1369,7 +1594,22 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x04gone\x18\x1a \x01(\tR\x04gone\x12\x1d\n" +
 	"\n" +
 	"votes_held\x18\x1b \x01(\x05R\tvotesHeld\x12<\n" +
-	"\x0eexternal_peers\x18\x1c \x03(\v2\x15.reef.v1.ExternalPeerR\rexternalPeers\"\xd8\x02\n" +
+	"\x0eexternal_peers\x18\x1c \x03(\v2\x15.reef.v1.ExternalPeerR\rexternalPeers\x12-\n" +
+	"\x06policy\x18\x1d \x01(\v2\x15.reef.v1.PolicyStatusR\x06policy\"\xfd\x02\n" +
+	"\fPolicyStatus\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12\x16\n" +
+	"\x06synced\x18\x02 \x01(\bR\x06synced\x12#\n" +
+	"\rapi_reachable\x18\x03 \x01(\bR\fapiReachable\x12$\n" +
+	"\x0eapi_since_unix\x18\x04 \x01(\x03R\fapiSinceUnix\x12\x1b\n" +
+	"\tapi_error\x18\x05 \x01(\tR\bapiError\x12\x1a\n" +
+	"\bpolicies\x18\x06 \x01(\x05R\bpolicies\x12)\n" +
+	"\x10isolated_ingress\x18\a \x01(\x05R\x0fisolatedIngress\x12'\n" +
+	"\x0fisolated_egress\x18\b \x01(\x05R\x0eisolatedEgress\x12\x18\n" +
+	"\askipped\x18\t \x03(\tR\askipped\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\n" +
+	" \x01(\tR\tlastError\x12,\n" +
+	"\x12token_expires_unix\x18\v \x01(\x03R\x10tokenExpiresUnix\"\xd8\x02\n" +
 	"\fExternalPeer\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x10\n" +
 	"\x03asn\x18\x02 \x01(\rR\x03asn\x12\x14\n" +
@@ -1428,11 +1668,13 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x03Del\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply\x12/\n" +
 	"\x05Check\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply\x12,\n" +
 	"\x02GC\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply\x120\n" +
-	"\x06Status\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply2\xa8\x01\n" +
+	"\x06Status\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply2\xec\x01\n" +
 	"\x04Node\x126\n" +
 	"\x06Status\x12\x16.reef.v1.StatusRequest\x1a\x14.reef.v1.StatusReply\x120\n" +
 	"\x04IPAM\x12\x14.reef.v1.IPAMRequest\x1a\x12.reef.v1.IPAMReply\x126\n" +
-	"\x06Forget\x12\x16.reef.v1.ForgetRequest\x1a\x14.reef.v1.ForgetReplyB&Z$github.com/reefcni/reef/proto;reefv1b\x06proto3"
+	"\x06Forget\x12\x16.reef.v1.ForgetRequest\x1a\x14.reef.v1.ForgetReply\x12B\n" +
+	"\n" +
+	"PolicyShow\x12\x1a.reef.v1.PolicyShowRequest\x1a\x18.reef.v1.PolicyShowReplyB&Z$github.com/reefcni/reef/proto;reefv1b\x06proto3"
 
 var (
 	file_proto_reef_proto_rawDescOnce sync.Once
@@ -1446,56 +1688,62 @@ func file_proto_reef_proto_rawDescGZIP() []byte {
 	return file_proto_reef_proto_rawDescData
 }
 
-var file_proto_reef_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_proto_reef_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_proto_reef_proto_goTypes = []any{
-	(*CNIRequest)(nil),    // 0: reef.v1.CNIRequest
-	(*CNIReply)(nil),      // 1: reef.v1.CNIReply
-	(*CNIError)(nil),      // 2: reef.v1.CNIError
-	(*ForgetRequest)(nil), // 3: reef.v1.ForgetRequest
-	(*ForgetReply)(nil),   // 4: reef.v1.ForgetReply
-	(*Peer)(nil),          // 5: reef.v1.Peer
-	(*StatusRequest)(nil), // 6: reef.v1.StatusRequest
-	(*StatusReply)(nil),   // 7: reef.v1.StatusReply
-	(*ExternalPeer)(nil),  // 8: reef.v1.ExternalPeer
-	(*PendingClaim)(nil),  // 9: reef.v1.PendingClaim
-	(*IPAMRequest)(nil),   // 10: reef.v1.IPAMRequest
-	(*IPAMReply)(nil),     // 11: reef.v1.IPAMReply
-	(*Allocation)(nil),    // 12: reef.v1.Allocation
-	(*Pool)(nil),          // 13: reef.v1.Pool
-	(*Block)(nil),         // 14: reef.v1.Block
-	nil,                   // 15: reef.v1.ExternalPeer.DroppedEntry
+	(*CNIRequest)(nil),        // 0: reef.v1.CNIRequest
+	(*CNIReply)(nil),          // 1: reef.v1.CNIReply
+	(*CNIError)(nil),          // 2: reef.v1.CNIError
+	(*PolicyShowRequest)(nil), // 3: reef.v1.PolicyShowRequest
+	(*PolicyShowReply)(nil),   // 4: reef.v1.PolicyShowReply
+	(*ForgetRequest)(nil),     // 5: reef.v1.ForgetRequest
+	(*ForgetReply)(nil),       // 6: reef.v1.ForgetReply
+	(*Peer)(nil),              // 7: reef.v1.Peer
+	(*StatusRequest)(nil),     // 8: reef.v1.StatusRequest
+	(*StatusReply)(nil),       // 9: reef.v1.StatusReply
+	(*PolicyStatus)(nil),      // 10: reef.v1.PolicyStatus
+	(*ExternalPeer)(nil),      // 11: reef.v1.ExternalPeer
+	(*PendingClaim)(nil),      // 12: reef.v1.PendingClaim
+	(*IPAMRequest)(nil),       // 13: reef.v1.IPAMRequest
+	(*IPAMReply)(nil),         // 14: reef.v1.IPAMReply
+	(*Allocation)(nil),        // 15: reef.v1.Allocation
+	(*Pool)(nil),              // 16: reef.v1.Pool
+	(*Block)(nil),             // 17: reef.v1.Block
+	nil,                       // 18: reef.v1.ExternalPeer.DroppedEntry
 }
 var file_proto_reef_proto_depIdxs = []int32{
 	2,  // 0: reef.v1.CNIReply.error:type_name -> reef.v1.CNIError
-	14, // 1: reef.v1.StatusReply.blocks:type_name -> reef.v1.Block
-	5,  // 2: reef.v1.StatusReply.peers:type_name -> reef.v1.Peer
-	9,  // 3: reef.v1.StatusReply.pending_claims:type_name -> reef.v1.PendingClaim
-	8,  // 4: reef.v1.StatusReply.external_peers:type_name -> reef.v1.ExternalPeer
-	15, // 5: reef.v1.ExternalPeer.dropped:type_name -> reef.v1.ExternalPeer.DroppedEntry
-	13, // 6: reef.v1.IPAMReply.pools:type_name -> reef.v1.Pool
-	14, // 7: reef.v1.IPAMReply.blocks:type_name -> reef.v1.Block
-	12, // 8: reef.v1.IPAMReply.allocations:type_name -> reef.v1.Allocation
-	0,  // 9: reef.v1.CNI.Add:input_type -> reef.v1.CNIRequest
-	0,  // 10: reef.v1.CNI.Del:input_type -> reef.v1.CNIRequest
-	0,  // 11: reef.v1.CNI.Check:input_type -> reef.v1.CNIRequest
-	0,  // 12: reef.v1.CNI.GC:input_type -> reef.v1.CNIRequest
-	0,  // 13: reef.v1.CNI.Status:input_type -> reef.v1.CNIRequest
-	6,  // 14: reef.v1.Node.Status:input_type -> reef.v1.StatusRequest
-	10, // 15: reef.v1.Node.IPAM:input_type -> reef.v1.IPAMRequest
-	3,  // 16: reef.v1.Node.Forget:input_type -> reef.v1.ForgetRequest
-	1,  // 17: reef.v1.CNI.Add:output_type -> reef.v1.CNIReply
-	1,  // 18: reef.v1.CNI.Del:output_type -> reef.v1.CNIReply
-	1,  // 19: reef.v1.CNI.Check:output_type -> reef.v1.CNIReply
-	1,  // 20: reef.v1.CNI.GC:output_type -> reef.v1.CNIReply
-	1,  // 21: reef.v1.CNI.Status:output_type -> reef.v1.CNIReply
-	7,  // 22: reef.v1.Node.Status:output_type -> reef.v1.StatusReply
-	11, // 23: reef.v1.Node.IPAM:output_type -> reef.v1.IPAMReply
-	4,  // 24: reef.v1.Node.Forget:output_type -> reef.v1.ForgetReply
-	17, // [17:25] is the sub-list for method output_type
-	9,  // [9:17] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	17, // 1: reef.v1.StatusReply.blocks:type_name -> reef.v1.Block
+	7,  // 2: reef.v1.StatusReply.peers:type_name -> reef.v1.Peer
+	12, // 3: reef.v1.StatusReply.pending_claims:type_name -> reef.v1.PendingClaim
+	11, // 4: reef.v1.StatusReply.external_peers:type_name -> reef.v1.ExternalPeer
+	10, // 5: reef.v1.StatusReply.policy:type_name -> reef.v1.PolicyStatus
+	18, // 6: reef.v1.ExternalPeer.dropped:type_name -> reef.v1.ExternalPeer.DroppedEntry
+	16, // 7: reef.v1.IPAMReply.pools:type_name -> reef.v1.Pool
+	17, // 8: reef.v1.IPAMReply.blocks:type_name -> reef.v1.Block
+	15, // 9: reef.v1.IPAMReply.allocations:type_name -> reef.v1.Allocation
+	0,  // 10: reef.v1.CNI.Add:input_type -> reef.v1.CNIRequest
+	0,  // 11: reef.v1.CNI.Del:input_type -> reef.v1.CNIRequest
+	0,  // 12: reef.v1.CNI.Check:input_type -> reef.v1.CNIRequest
+	0,  // 13: reef.v1.CNI.GC:input_type -> reef.v1.CNIRequest
+	0,  // 14: reef.v1.CNI.Status:input_type -> reef.v1.CNIRequest
+	8,  // 15: reef.v1.Node.Status:input_type -> reef.v1.StatusRequest
+	13, // 16: reef.v1.Node.IPAM:input_type -> reef.v1.IPAMRequest
+	5,  // 17: reef.v1.Node.Forget:input_type -> reef.v1.ForgetRequest
+	3,  // 18: reef.v1.Node.PolicyShow:input_type -> reef.v1.PolicyShowRequest
+	1,  // 19: reef.v1.CNI.Add:output_type -> reef.v1.CNIReply
+	1,  // 20: reef.v1.CNI.Del:output_type -> reef.v1.CNIReply
+	1,  // 21: reef.v1.CNI.Check:output_type -> reef.v1.CNIReply
+	1,  // 22: reef.v1.CNI.GC:output_type -> reef.v1.CNIReply
+	1,  // 23: reef.v1.CNI.Status:output_type -> reef.v1.CNIReply
+	9,  // 24: reef.v1.Node.Status:output_type -> reef.v1.StatusReply
+	14, // 25: reef.v1.Node.IPAM:output_type -> reef.v1.IPAMReply
+	6,  // 26: reef.v1.Node.Forget:output_type -> reef.v1.ForgetReply
+	4,  // 27: reef.v1.Node.PolicyShow:output_type -> reef.v1.PolicyShowReply
+	19, // [19:28] is the sub-list for method output_type
+	10, // [10:19] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_proto_reef_proto_init() }
@@ -1509,7 +1757,7 @@ func file_proto_reef_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_reef_proto_rawDesc), len(file_proto_reef_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -280,9 +280,10 @@ var CNI_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Node_Status_FullMethodName = "/reef.v1.Node/Status"
-	Node_IPAM_FullMethodName   = "/reef.v1.Node/IPAM"
-	Node_Forget_FullMethodName = "/reef.v1.Node/Forget"
+	Node_Status_FullMethodName     = "/reef.v1.Node/Status"
+	Node_IPAM_FullMethodName       = "/reef.v1.Node/IPAM"
+	Node_Forget_FullMethodName     = "/reef.v1.Node/Forget"
+	Node_PolicyShow_FullMethodName = "/reef.v1.Node/PolicyShow"
 )
 
 // NodeClient is the client API for Node service.
@@ -293,6 +294,8 @@ type NodeClient interface {
 	IPAM(ctx context.Context, in *IPAMRequest, opts ...grpc.CallOption) (*IPAMReply, error)
 	// Forget frees the blocks of a node gone for good (reef node forget).
 	Forget(ctx context.Context, in *ForgetRequest, opts ...grpc.CallOption) (*ForgetReply, error)
+	// PolicyShow explains the NetworkPolicies of this node's pods (reef policy show).
+	PolicyShow(ctx context.Context, in *PolicyShowRequest, opts ...grpc.CallOption) (*PolicyShowReply, error)
 }
 
 type nodeClient struct {
@@ -333,6 +336,16 @@ func (c *nodeClient) Forget(ctx context.Context, in *ForgetRequest, opts ...grpc
 	return out, nil
 }
 
+func (c *nodeClient) PolicyShow(ctx context.Context, in *PolicyShowRequest, opts ...grpc.CallOption) (*PolicyShowReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PolicyShowReply)
+	err := c.cc.Invoke(ctx, Node_PolicyShow_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServer is the server API for Node service.
 // All implementations must embed UnimplementedNodeServer
 // for forward compatibility.
@@ -341,6 +354,8 @@ type NodeServer interface {
 	IPAM(context.Context, *IPAMRequest) (*IPAMReply, error)
 	// Forget frees the blocks of a node gone for good (reef node forget).
 	Forget(context.Context, *ForgetRequest) (*ForgetReply, error)
+	// PolicyShow explains the NetworkPolicies of this node's pods (reef policy show).
+	PolicyShow(context.Context, *PolicyShowRequest) (*PolicyShowReply, error)
 	mustEmbedUnimplementedNodeServer()
 }
 
@@ -359,6 +374,9 @@ func (UnimplementedNodeServer) IPAM(context.Context, *IPAMRequest) (*IPAMReply, 
 }
 func (UnimplementedNodeServer) Forget(context.Context, *ForgetRequest) (*ForgetReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method Forget not implemented")
+}
+func (UnimplementedNodeServer) PolicyShow(context.Context, *PolicyShowRequest) (*PolicyShowReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method PolicyShow not implemented")
 }
 func (UnimplementedNodeServer) mustEmbedUnimplementedNodeServer() {}
 func (UnimplementedNodeServer) testEmbeddedByValue()              {}
@@ -435,6 +453,24 @@ func _Node_Forget_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Node_PolicyShow_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PolicyShowRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).PolicyShow(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_PolicyShow_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).PolicyShow(ctx, req.(*PolicyShowRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Node_ServiceDesc is the grpc.ServiceDesc for Node service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -453,6 +489,10 @@ var Node_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Forget",
 			Handler:    _Node_Forget_Handler,
+		},
+		{
+			MethodName: "PolicyShow",
+			Handler:    _Node_PolicyShow_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

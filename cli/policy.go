@@ -1,0 +1,154 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/reefcni/reef/policy"
+	"github.com/reefcni/reef/policy/kube"
+	reefv1 "github.com/reefcni/reef/proto"
+)
+
+// printPolicy is the NetworkPolicy part of `reef status`.
+func printPolicy(w io.Writer, st *reefv1.StatusReply) {
+	p := st.GetPolicy()
+	if p == nil {
+		fmt.Fprintln(w, "policy:     off (kubernetes.kubeconfig is not set; docs/policy.md)")
+		return
+	}
+	since := time.Unix(p.GetApiSinceUnix(), 0).UTC().Format(time.RFC3339)
+	api := "reachable"
+	if !p.GetApiReachable() {
+		api = fmt.Sprintf("UNREACHABLE since %s (%s); enforcing the policies last known", since, p.GetApiError())
+	}
+	if !p.GetSynced() {
+		fmt.Fprintf(w, "policy:     on, not synced yet: ADD answers \"try again later\"; API %s %s\n", p.GetServer(), api)
+		return
+	}
+	fmt.Fprintf(w, "policy:     on, %d NetworkPolicies; %d pods isolated for ingress, %d for egress; API %s %s\n",
+		p.GetPolicies(), p.GetIsolatedIngress(), p.GetIsolatedEgress(), p.GetServer(), api)
+	if e := p.GetTokenExpiresUnix(); e > 0 {
+		left := time.Until(time.Unix(e, 0))
+		switch {
+		case left <= 0:
+			fmt.Fprintf(w, "            the kubeconfig's token EXPIRED at %s: make a new one (docs/policy.md)\n", time.Unix(e, 0).UTC().Format(time.RFC3339))
+		case left < 30*24*time.Hour:
+			fmt.Fprintf(w, "            the kubeconfig's token expires in %s: make a new one (docs/policy.md)\n", left.Round(time.Hour))
+		}
+	}
+	for _, s := range p.GetSkipped() {
+		fmt.Fprintf(w, "            skipped (not enforced): %s\n", s)
+	}
+	if e := p.GetLastError(); e != "" {
+		fmt.Fprintf(w, "            last apply failed: %s\n", e)
+	}
+}
+
+func runPolicyShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c clientFlags
+	fs := flag.NewFlagSet("reef policy show", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: reef policy show [NAMESPACE/POD] [flags]\n\nThe NetworkPolicies that select this node's pods, and what they allow.")
+		fs.PrintDefaults()
+	}
+	c.register(fs)
+	var pod string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		pod, args = args[0], args[1:]
+	}
+	if err := parse(fs, args, &c); err != nil {
+		return err
+	}
+	if pod == "" && fs.NArg() > 0 {
+		pod = fs.Arg(0)
+	}
+	if pod != "" && !strings.Contains(pod, "/") {
+		return UsageError{fmt.Sprintf("pod %q: want NAMESPACE/NAME", pod)}
+	}
+	client, ctx, done, err := c.node(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	rep, err := client.PolicyShow(ctx, &reefv1.PolicyShowRequest{Pod: pod})
+	if err != nil {
+		return fmt.Errorf("reef daemon at %s: %w", c.socket, err)
+	}
+	if c.output == "json" {
+		_, err := fmt.Fprintf(stdout, "%s\n", rep.GetJson())
+		return err
+	}
+	var views []policy.PodView
+	if err := json.Unmarshal(rep.GetJson(), &views); err != nil {
+		return fmt.Errorf("decode the daemon's answer: %w", err)
+	}
+	for i, v := range views {
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		iso := func(b bool, dir string) string {
+			if b {
+				return dir + ": isolated (only what a policy allows)"
+			}
+			return dir + ": open (no policy isolates it)"
+		}
+		fmt.Fprintf(stdout, "pod %s  %s\n  %s\n  %s\n", v.Pod, strings.Join(v.IPs, ", "), iso(v.IsolatedIngress, "ingress"), iso(v.IsolatedEgress, "egress"))
+		for _, p := range v.Policies {
+			fmt.Fprintf(stdout, "  policy %s (%s)\n", p.Name, strings.Join(p.Types, ", "))
+			printRules(stdout, "ingress", "from", p.Ingress, p.Types)
+			printRules(stdout, "egress", "to", p.Egress, p.Types)
+		}
+	}
+	return nil
+}
+
+func printRules(w io.Writer, dir, prep string, rules []policy.RuleView, types []string) {
+	covered := false
+	for _, t := range types {
+		covered = covered || strings.EqualFold(t, dir)
+	}
+	if !covered {
+		return
+	}
+	if len(rules) == 0 {
+		fmt.Fprintf(w, "    %s: allows nothing\n", dir)
+	}
+	for i, r := range rules {
+		fmt.Fprintf(w, "    %s[%d]: %s %s\n", dir, i, prep, strings.Join(r.Peers, "; "))
+		fmt.Fprintf(w, "      addresses: %s\n", strings.Join(r.Addresses, ", "))
+		fmt.Fprintf(w, "      ports:     %s\n", strings.Join(r.Ports, ", "))
+	}
+}
+
+func runKubeconfig(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("reef kubeconfig", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o kube.KubeconfigOptions
+	fs.StringVar(&o.Admin, "admin-kubeconfig", "/etc/kubernetes/admin.conf", "an admin's kubeconfig (kubeadm's on a control-plane node)")
+	fs.StringVar(&o.Out, "out", "/etc/reef/kubeconfig", "the kubeconfig to write (mode 0600), for kubernetes.kubeconfig")
+	fs.DurationVar(&o.Duration, "duration", 365*24*time.Hour, "the token's lifetime; reef warns 30 days before it ends")
+	fs.StringVar(&o.Server, "server", "", "the API server URL the nodes use (default: the admin kubeconfig's)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: reef kubeconfig [flags]\n\nWrites a kubeconfig for reef's service account (apply /usr/share/reef/rbac.yaml first), with a token from the TokenRequest API.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return UsageError{err.Error()}
+	}
+	if o.Duration < time.Hour {
+		return UsageError{fmt.Sprintf("--duration %s: want 1h or more", o.Duration)}
+	}
+	exp, err := kube.WriteKubeconfig(ctx, o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s for service account %s/%s; its token expires %s (reef status and the log warn 30 days before)\n",
+		o.Out, kube.ServiceAccountNamespace, kube.ServiceAccountName, exp.UTC().Format(time.RFC3339))
+	return nil
+}

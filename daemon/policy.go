@@ -1,0 +1,267 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/reefcni/reef/nat"
+	"github.com/reefcni/reef/policy"
+	"github.com/reefcni/reef/policy/kube"
+	"github.com/reefcni/reef/store"
+)
+
+// policyDataplane is the daemon's side of NetworkPolicy: the API's
+// objects (package policy/kube) and the store's endpoints compiled
+// (package policy) into table inet reef. It is the one writer of that
+// table. Nothing is written before the informers have synced: a daemon
+// that starts without the API keeps the table the last one left, and ADD
+// answers "try again later" until then. Once synced, the table follows
+// the caches, which keep their last state while the API is away.
+type policyDataplane struct {
+	watch  *kube.Watcher
+	kernel *nat.Kernel
+	store  *store.Store
+	log    *slog.Logger
+	// changed is signalled by the informers and by DELs; run recompiles
+	// and applies.
+	changed chan struct{}
+
+	mu sync.Mutex
+	// applied is the table as last applied or read, nil when unknown: an
+	// ADD diffs against it instead of dumping the kernel; the reconcile
+	// pass reads the kernel.
+	applied *nat.Table
+	state   policy.State
+	in      policy.Input
+	skipped map[string]string // policy key -> reason, as last logged
+	lastErr error
+	synced  bool // the table has been computed from synced caches once
+}
+
+// setupPolicy starts the API client when kubernetes.kubeconfig is set.
+func (d *Daemon) setupPolicy(ctx context.Context) error {
+	if d.cfg.Kubernetes.Kubeconfig == "" {
+		return nil
+	}
+	p := &policyDataplane{kernel: nat.NewKernel(), store: d.store, log: d.log.With("component", "policy"),
+		changed: make(chan struct{}, 1), skipped: map[string]string{}}
+	w, err := kube.New(d.cfg.Kubernetes.Kubeconfig, p.log, p.signal)
+	if err != nil {
+		return err
+	}
+	p.watch = w
+	d.policy = p
+	d.rec.policy = p
+	d.cni.Policy = p
+	go w.Run(ctx)
+	go p.run(ctx)
+	p.log.Info("NetworkPolicy on: watching the Kubernetes API", "server", w.Status().Server, "node", d.cfg.Kubernetes.NodeName)
+	return nil
+}
+
+func (p *policyDataplane) signal() {
+	select {
+	case p.changed <- struct{}{}:
+	default:
+	}
+}
+
+// settle is how long run waits after a change for more: the events of
+// one kubectl apply, or of a namespace's pods, come together.
+const settle = 5 * time.Millisecond
+
+func (p *policyDataplane) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.changed:
+		}
+		time.Sleep(settle)
+		if err := p.sync(false); err != nil {
+			p.log.Error("apply NetworkPolicy", "error", err)
+		}
+	}
+}
+
+// reconcile is the pass's check: the kernel read, compared and repaired.
+// A nil policyDataplane (policy off) does nothing.
+func (p *policyDataplane) reconcile() error {
+	if p == nil {
+		return nil
+	}
+	return p.sync(true)
+}
+
+// sync compiles the desired table and brings the kernel in line with it.
+// readKernel: compare with the kernel itself (the reconcile pass), not
+// with what was last applied.
+func (p *policyDataplane) sync(readKernel bool) error {
+	if !p.watch.Synced() {
+		return nil
+	}
+	// The endpoints are read under the lock: an ADD's sync that read
+	// them before another ADD recorded its own must not apply after it.
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	eps, err := p.store.Endpoints()
+	if err != nil {
+		return err
+	}
+	in := p.watch.Input()
+	for _, ep := range eps {
+		if ep.PodName != "" {
+			in.Local = append(in.Local, policy.Endpoint{Namespace: ep.PodNamespace, Name: ep.PodName, IP: ep.IP})
+		}
+	}
+	st := policy.Compile(in)
+	p.logSkipped(st.Skipped)
+	want := policy.Table(st)
+	err = p.apply(want, readKernel || p.applied == nil)
+	if err != nil && !readKernel {
+		// What was applied may not be what the kernel has (a table
+		// deleted by hand): compare with the kernel and try once more.
+		err = p.apply(want, true)
+	}
+	p.lastErr = err
+	if err != nil {
+		p.applied = nil
+		return err
+	}
+	p.state, p.in, p.synced = st, in, true
+	return nil
+}
+
+func (p *policyDataplane) apply(want nat.Table, readKernel bool) error {
+	var have []nat.Table
+	if readKernel {
+		var err error
+		if have, err = p.kernel.Read([]nat.TableID{policy.TableID}); err != nil {
+			return err
+		}
+	} else {
+		have = []nat.Table{*p.applied}
+	}
+	plan := nat.Diff([]nat.Table{want}, have)
+	for _, c := range plan.Changes {
+		switch {
+		case !readKernel:
+		case c.Kind == nat.CreateTable && !p.synced:
+			p.log.Info("creating nftables table", "table", policy.TableID.String())
+		default:
+			p.log.Warn("repairing nftables: "+c.Why, "change", c.Kind.String(), "table", policy.TableID.String())
+		}
+	}
+	if err := p.kernel.Apply(plan); err != nil {
+		return fmt.Errorf("table %s: %w", policy.TableID, err)
+	}
+	p.applied = &want
+	return nil
+}
+
+// logSkipped logs each policy that cannot be enforced once per reason.
+func (p *policyDataplane) logSkipped(sk []policy.Skipped) {
+	now := map[string]string{}
+	for _, s := range sk {
+		key := s.Namespace + "/" + s.Name
+		now[key] = s.Reason
+		if p.skipped[key] != s.Reason {
+			p.log.Error("NetworkPolicy skipped: reef cannot enforce it as written; the others are enforced", "policy", key, "reason", s.Reason)
+		}
+	}
+	p.skipped = now
+}
+
+// podWait bounds how long an ADD waits for the informer to see its pod:
+// kubelet creates the Pod before the sandbox, so the watch event is
+// usually there already.
+const podWait = 5 * time.Second
+
+// Admit is called before an ADD allocates: the pod must be known, so
+// that the policies that select it cover it before the ADD returns.
+func (p *policyDataplane) Admit(ctx context.Context, namespace, name string) *types.Error {
+	if !p.watch.Synced() {
+		st := p.watch.Status()
+		msg := "reef has not read NetworkPolicy from the Kubernetes API yet (its informers have not synced); try again later"
+		if !st.Reachable {
+			msg += fmt.Sprintf("; the API %s is unreachable since %s: %s", st.Server, st.Since.Format(time.RFC3339), st.LastError)
+		}
+		return types.NewError(types.ErrTryAgainLater, msg, "")
+	}
+	if name == "" {
+		return nil // not a Kubernetes pod (no K8S_POD_NAME): no policy selects it
+	}
+	ctx, cancel := context.WithTimeout(ctx, podWait)
+	defer cancel()
+	for {
+		if _, ok := p.watch.Pod(namespace, name); ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return types.NewError(types.ErrTryAgainLater, fmt.Sprintf(
+				"pod %s/%s is not in reef's view of the Kubernetes API after %s, so its NetworkPolicies cannot cover it yet; try again later",
+				namespace, name, podWait), "")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// Cover brings the table in line with the endpoints, the ADD's own
+// (recorded, not yet wired) included: the pod is covered before its veth
+// exists.
+func (p *policyDataplane) Cover(ep store.Endpoint) error {
+	if err := p.sync(false); err != nil {
+		return fmt.Errorf("cover pod %s/%s (%s) with its NetworkPolicies: %w", ep.PodNamespace, ep.PodName, ep.IP, err)
+	}
+	return nil
+}
+
+// Changed is called when an endpoint went: its address leaves the sets.
+func (p *policyDataplane) Changed() { p.signal() }
+
+// policyStatus is what `reef status` reports.
+type policyStatus struct {
+	API      kube.Status
+	Policies int
+	Isolated [2]int
+	Skipped  []policy.Skipped
+	LastErr  error
+}
+
+func (p *policyDataplane) status() policyStatus {
+	s := policyStatus{API: p.watch.Status()}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s.Policies = len(p.state.Policies) + len(p.state.Skipped)
+	s.Isolated = [2]int{len(p.state.Isolated[0]), len(p.state.Isolated[1])}
+	s.Skipped = slices.Clone(p.state.Skipped)
+	s.LastErr = p.lastErr
+	return s
+}
+
+// explain is `reef policy show`: from the last compiled state.
+func (p *policyDataplane) explain(pod string) ([]policy.PodView, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.synced {
+		return nil, status.Error(codes.Unavailable, "reef has not read NetworkPolicy from the Kubernetes API yet (its informers have not synced)")
+	}
+	views := policy.Explain(p.state, p.in, pod)
+	if pod != "" && len(views) == 0 {
+		return nil, status.Errorf(codes.NotFound, "pod %s has no endpoint on this node (reef ipam show --show-allocations lists them)", pod)
+	}
+	return views, nil
+}
+
+// errPolicyOff is returned by `reef policy show` without the API.
+var errPolicyOff = errors.New("NetworkPolicy is off: kubernetes.kubeconfig is not set in the config (docs/policy.md)")

@@ -1,0 +1,257 @@
+// Package kube is the daemon's view of the Kubernetes API for
+// NetworkPolicy: shared informers on Pods, Namespaces and NetworkPolicies,
+// each trimmed by a transform to what policy needs, and whether the API
+// is reachable. It reads; it never writes to the API.
+//
+// It talks to the API through REST clients of its own, with a scheme of
+// only core/v1 and networking/v1 and protobuf on the wire, rather than
+// client-go's clientset, whose scheme registers every API group at init
+// in every process that links it, with the API or without.
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/reefcni/reef/policy"
+)
+
+// Status is what `reef status` says of the API.
+type Status struct {
+	Synced bool // every informer has listed once
+	// Reachable is false from the first failed request or watch after
+	// the last successful one; Since is when that state began.
+	Reachable bool
+	Since     time.Time
+	LastError string
+	Server    string
+	// TokenExpires is when the kubeconfig's bearer token expires, if it
+	// is a JWT with an expiry (a TokenRequest token); zero otherwise.
+	TokenExpires time.Time
+}
+
+// Watcher runs the informers.
+type Watcher struct {
+	log      *slog.Logger
+	cfg      *rest.Config
+	core     rest.Interface
+	net      rest.Interface
+	pods     cache.SharedIndexInformer
+	ns       cache.SharedIndexInformer
+	policies cache.SharedIndexInformer
+	onChange func()
+	expires  time.Time
+
+	mu          sync.Mutex
+	status      Status
+	tokenWarned time.Time
+}
+
+// resync is off: every change comes as an event, and the reconcile loop's
+// own passes repair the kernel; a periodic resync would only re-deliver
+// every object.
+const resync = 0
+
+// New loads the kubeconfig and sets up the informers; Run starts them.
+// onChange is called (from informer goroutines) after any change of the
+// objects; it must not block.
+func New(kubeconfig string, log *slog.Logger, onChange func()) (*Watcher, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes.kubeconfig %s: %w", kubeconfig, err)
+	}
+	cfg.UserAgent = "reef"
+	cfg.Timeout = 0 // watches are long; requests are bounded by their contexts
+	core, err := restClient(cfg, corev1.SchemeGroupVersion, "/api")
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes.kubeconfig %s: %w", kubeconfig, err)
+	}
+	netc, err := restClient(cfg, networkingv1.SchemeGroupVersion, "/apis")
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes.kubeconfig %s: %w", kubeconfig, err)
+	}
+	w := &Watcher{log: log, cfg: cfg, core: core, net: netc, onChange: onChange,
+		expires: tokenExpiry(cfg), status: Status{Reachable: true, Since: time.Now(), Server: cfg.Host}}
+	w.status.TokenExpires = w.expires
+	w.pods = w.informer(core, "pods", &corev1.Pod{}, trimPod)
+	w.ns = w.informer(core, "namespaces", &corev1.Namespace{}, trimNamespace)
+	w.policies = w.informer(netc, "networkpolicies", &networkingv1.NetworkPolicy{}, trimPolicy)
+	return w, nil
+}
+
+var scheme = runtime.NewScheme()
+
+func init() {
+	// Only the two groups policy reads: AddToScheme of each registers
+	// its types and nothing else.
+	if err := errors.Join(corev1.AddToScheme(scheme), networkingv1.AddToScheme(scheme)); err != nil {
+		panic(err)
+	}
+	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+}
+
+func restClient(base *rest.Config, gv schema.GroupVersion, apiPath string) (rest.Interface, error) {
+	cfg := rest.CopyConfig(base)
+	cfg.GroupVersion = &gv
+	cfg.APIPath = apiPath
+	cfg.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return rest.RESTClientFor(cfg)
+}
+
+func (w *Watcher) informer(c rest.Interface, resource string, obj runtime.Object, trim cache.TransformFunc) cache.SharedIndexInformer {
+	lw := cache.NewListWatchFromClient(c, resource, metav1.NamespaceAll, fields.Everything())
+	inf := cache.NewSharedIndexInformer(lw, obj, resync, cache.Indexers{})
+	if err := inf.SetTransform(trim); err != nil {
+		panic(err) // only before Run
+	}
+	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		w.failed(fmt.Errorf("watch %s: %w", resource, err))
+	})
+	changed := func() {
+		w.ok()
+		if w.onChange != nil {
+			w.onChange()
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { changed() },
+		UpdateFunc: func(any, any) { changed() },
+		DeleteFunc: func(any) { changed() },
+	})
+	return inf
+}
+
+// Run starts the informers and the reachability probe and returns when
+// ctx ends.
+func (w *Watcher) Run(ctx context.Context) {
+	go w.pods.RunWithContext(ctx)
+	go w.ns.RunWithContext(ctx)
+	go w.policies.RunWithContext(ctx)
+	go func() {
+		if cache.WaitForCacheSync(ctx.Done(), w.pods.HasSynced, w.ns.HasSynced, w.policies.HasSynced) {
+			w.mu.Lock()
+			w.status.Synced = true
+			w.mu.Unlock()
+			w.log.Info("kubernetes informers synced", "server", w.cfg.Host)
+			if w.onChange != nil {
+				w.onChange()
+			}
+		}
+	}()
+	w.probe(ctx)
+}
+
+// probeEvery is how often the API's /readyz is asked: how soon `reef
+// status` says the API is back (or gone) when no watch event says so.
+const probeEvery = 5 * time.Second
+
+func (w *Watcher) probe(ctx context.Context) {
+	t := time.NewTicker(probeEvery)
+	defer t.Stop()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, probeEvery)
+		var code int
+		err := w.core.Get().AbsPath("/readyz").Do(rctx).StatusCode(&code).Error()
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil && code == http.StatusOK {
+			w.ok()
+		} else {
+			if err == nil {
+				err = fmt.Errorf("/readyz answered %d", code)
+			}
+			w.failed(fmt.Errorf("probe %s/readyz: %w", w.cfg.Host, err))
+		}
+		w.checkToken()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (w *Watcher) ok() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.status.Reachable {
+		w.log.Info("kubernetes API reachable again", "server", w.cfg.Host, "unreachable since", w.status.Since.Format(time.RFC3339))
+		w.status.Reachable, w.status.Since, w.status.LastError = true, time.Now(), ""
+	}
+}
+
+func (w *Watcher) failed(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.status.LastError = err.Error()
+	if w.status.Reachable {
+		w.status.Reachable, w.status.Since = false, time.Now()
+		w.log.Error("kubernetes API unreachable; NetworkPolicy stays enforced as last known", "server", w.cfg.Host, "error", err)
+	}
+}
+
+// Status is the API's state as last seen.
+func (w *Watcher) Status() Status {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.status
+}
+
+// Synced reports whether every informer has listed once: before that the
+// caches are incomplete, and nothing may be computed from them.
+func (w *Watcher) Synced() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.status.Synced
+}
+
+// Pod is the informer's copy of a pod, if it has one.
+func (w *Watcher) Pod(namespace, name string) (*corev1.Pod, bool) {
+	obj, ok, err := w.pods.GetStore().GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	p, ok := obj.(*corev1.Pod)
+	return p, ok
+}
+
+// Input is the objects policy compiles from (Local left to the caller).
+func (w *Watcher) Input() policy.Input {
+	var in policy.Input
+	for _, o := range w.policies.GetStore().List() {
+		if p, ok := o.(*networkingv1.NetworkPolicy); ok {
+			in.Policies = append(in.Policies, p)
+		}
+	}
+	for _, o := range w.ns.GetStore().List() {
+		if n, ok := o.(*corev1.Namespace); ok {
+			in.Namespaces = append(in.Namespaces, n)
+		}
+	}
+	for _, o := range w.pods.GetStore().List() {
+		if p, ok := o.(*corev1.Pod); ok {
+			in.Pods = append(in.Pods, p)
+		}
+	}
+	return in
+}
