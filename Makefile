@@ -53,6 +53,16 @@ deps-cri: deps-test
 	@$(GO) version -m $(CRICTL) 2>/dev/null | grep -q 'sigs.k8s.io/cri-tools[[:space:]]*$(CRICTL_VERSION)' || \
 	  GOFLAGS= GOBIN=$(GOBIN_DIR) $(GO) install sigs.k8s.io/cri-tools/cmd/crictl@$(CRICTL_VERSION)
 
+# kube-apiserver and etcd, the lab's Kubernetes API of the NetworkPolicy
+# tests (internal/lab/kubeapi.go); pinned, built once from the Go module
+# proxy (several minutes), a quick no-op when the binaries are there at
+# these versions.
+KUBE_VERSION := v1.37.2
+ETCD_VERSION := v3.7.3
+.PHONY: deps-kube
+deps-kube:
+	@KUBE_VERSION=$(KUBE_VERSION) ETCD_VERSION=$(ETCD_VERSION) GOBIN=$(GOBIN_DIR) GO=$(GO) sh internal/lab/kube/build.sh
+
 deps-proto:
 	@command -v protoc >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler >/dev/null)
 	@[ -x $(GOBIN_DIR)/protoc-gen-go ] || GOFLAGS= $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
@@ -71,7 +81,7 @@ vet: gobgp-patch
 test-unit: gobgp-patch
 	$(GOW) test -race -count=1 $$($(GOW) list ./... | grep -v /e2e)
 
-test-e2e: build deps-test deps-cri
+test-e2e: build deps-test deps-cri deps-kube
 	REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GOW) test -count=1 -timeout 15m ./e2e/
 
 # spin, the model checker of blockproto/model/; installed only when missing.

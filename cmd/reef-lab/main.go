@@ -51,6 +51,9 @@ func run(args []string) error {
 		defer stop()
 		return benchTput(ctx, args[1:])
 	}
+	if agent, ok := agentCommands[args[0]]; ok { // serve-ports, probe: the NetworkPolicy probe agent (netpol_agent.go)
+		return agent(args[1:])
+	}
 	fs := flag.NewFlagSet("reef-lab "+args[0], flag.ContinueOnError)
 	exe, _ := os.Executable()
 	bin := fs.String("bin", filepath.Dir(exe), "directory holding reef and reef-cni")

@@ -95,18 +95,22 @@ func New(kubeconfig string, log *slog.Logger, onChange func()) (*Watcher, error)
 	return w, nil
 }
 
-var scheme = runtime.NewScheme()
-
-func init() {
-	// Only the two groups policy reads: AddToScheme of each registers
-	// its types and nothing else.
-	if err := errors.Join(corev1.AddToScheme(scheme), networkingv1.AddToScheme(scheme)); err != nil {
-		panic(err)
+// scheme has only the two groups policy reads, built on first use: a
+// daemon without the API never builds it.
+var scheme = sync.OnceValues(func() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := errors.Join(corev1.AddToScheme(s), networkingv1.AddToScheme(s)); err != nil {
+		return nil, err
 	}
-	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
-}
+	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
+	return s, nil
+})
 
 func restClient(base *rest.Config, gv schema.GroupVersion, apiPath string) (rest.Interface, error) {
+	scheme, err := scheme()
+	if err != nil {
+		return nil, err
+	}
 	cfg := rest.CopyConfig(base)
 	cfg.GroupVersion = &gv
 	cfg.APIPath = apiPath

@@ -1,0 +1,293 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/reefcni/reef/internal/lab"
+	"github.com/reefcni/reef/policy"
+)
+
+// policyLab is a lab with its Kubernetes API, reef's RBAC applied from
+// the package's file, a node kubeconfig made by `reef kubeconfig` as
+// docs/policy.md says, and n meshed nodes that read the API through it.
+type policyLab struct {
+	*lab.Lab
+	API   *lab.KubeAPI
+	Admin *kubernetes.Clientset
+	Nodes []*lab.Node
+}
+
+func newPolicyLab(t *testing.T, n int) *policyLab {
+	t.Helper()
+	l := newLab(t)
+	k, err := l.StartKubeAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kube-apiserver log:\n%s", k.LogTail(20))
+		}
+	})
+	_, file, _, _ := runtime.Caller(0)
+	if err := k.ApplyFile(filepath.Join(filepath.Dir(file), "..", "packaging", "kubernetes", "rbac.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	admin := filepath.Join(l.Dir, "admin.conf")
+	if err := k.WriteAdminKubeconfig(admin); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(l.Dir, "reef-kubeconfig")
+	out := run(t, l, k.Netns, filepath.Join(binDir, "reef"), "kubeconfig", "--admin-kubeconfig", admin, "--out", kubeconfig, "--duration", "24h")
+	if !strings.Contains(out, "wrote "+kubeconfig+" for service account kube-system/reef") {
+		t.Fatalf("reef kubeconfig: %s", out)
+	}
+	nodes, err := l.AddMeshWith(n, lab.NodeOptions{Extra: "kubernetes:\n  kubeconfig: " + kubeconfig + "\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lab.StartAll(nodes); err != nil {
+		t.Fatal(err)
+	}
+	converge(t, nodes...)
+	c, err := k.Admin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &policyLab{Lab: l, API: k, Admin: c, Nodes: nodes}
+}
+
+func (pl *policyLab) ctx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func (pl *policyLab) namespace(t *testing.T, name string, labels map[string]string) {
+	t.Helper()
+	if _, err := pl.Admin.CoreV1().Namespaces().Create(pl.ctx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// servedPorts are the containerPorts of every test pod: what serve-ports
+// listens on, named as in the upstream Netpol suite.
+func servedPorts() []corev1.ContainerPort {
+	var out []corev1.ContainerPort
+	for _, proto := range []corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP} {
+		for _, port := range []int32{80, 81} {
+			out = append(out, corev1.ContainerPort{Name: fmt.Sprintf("serve-%d-%s", port, strings.ToLower(string(proto))), ContainerPort: port, Protocol: proto})
+		}
+	}
+	return out
+}
+
+// pod runs a pod with serve-ports in it.
+func (pl *policyLab) pod(t *testing.T, node *lab.Node, ns, name string, labels map[string]string) *lab.KubePod {
+	t.Helper()
+	p, err := pl.API.RunPod(node, ns, name, labels, servedPorts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := pl.ServePorts(p.Netns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return p
+}
+
+// reach probes from one pod to another on proto:port and reports whether
+// it answered.
+func (pl *policyLab) reach(t *testing.T, from, to *lab.KubePod, proto string, port int) bool {
+	t.Helper()
+	res, err := pl.Probe(from.Netns, time.Second, []string{fmt.Sprintf("%s:%s:%d", proto, to.IP, port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res[0].OK
+}
+
+type probeWant struct {
+	from, to *lab.KubePod
+	proto    string
+	port     int
+	ok       bool
+}
+
+// expect probes every case and describes those that differ ("" when none).
+func (pl *policyLab) expect(t *testing.T, wants ...probeWant) string {
+	t.Helper()
+	var bad []string
+	for _, w := range wants {
+		if got := pl.reach(t, w.from, w.to, w.proto, w.port); got != w.ok {
+			bad = append(bad, fmt.Sprintf("%s/%s -> %s/%s %s/%d: reached %t, want %t", w.from.Namespace, w.from.Name, w.to.Namespace, w.to.Name, w.proto, w.port, got, w.ok))
+		}
+	}
+	return strings.Join(bad, "; ")
+}
+
+func ingressFromNamespace(ns, name string, podLabels, nsLabels map[string]string, port int32) *networkingv1.NetworkPolicy {
+	tcp := corev1.ProtocolTCP
+	p := intstr.FromInt32(port)
+	return &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: podLabels},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From:  []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: nsLabels}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &p}},
+			}},
+		}}
+}
+
+func nftTable(t *testing.T, _ *lab.Lab, n *lab.Node) (string, error) {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", n.Netns, "nft", "list", "table", "inet", "reef").CombinedOutput()
+	return string(out), err
+}
+
+// TestPolicyLifecycle: the issue's example (ingress to app a of x only from
+// namespace y, TCP 80) through the real API and two nodes; a pod created
+// after the policy is covered from its first packet; drift is repaired;
+// with the API stopped the rules stay, also across a daemon restart, and
+// ADD says "try again later" until the caches sync; deleting the policy
+// opens everything again.
+func TestPolicyLifecycle(t *testing.T) {
+	pl := newPolicyLab(t, 2)
+	n1, n2 := pl.Nodes[0], pl.Nodes[1]
+	pl.namespace(t, "x", map[string]string{"ns": "x"})
+	pl.namespace(t, "y", map[string]string{"ns": "y"})
+	xa := pl.pod(t, n1, "x", "a", map[string]string{"app": "a"})
+	xb := pl.pod(t, n2, "x", "b", map[string]string{"app": "b"})
+	ya := pl.pod(t, n2, "y", "a", map[string]string{"app": "a"})
+
+	st, err := n1.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := st.GetPolicy(); p == nil || !p.GetSynced() || !p.GetApiReachable() {
+		t.Fatalf("status policy: %+v, want on, synced, reachable", p)
+	}
+	if msg := pl.expect(t, probeWant{xb, xa, "tcp", 80, true}, probeWant{ya, xa, "tcp", 80, true}, probeWant{ya, xa, "udp", 81, true}); msg != "" {
+		t.Fatalf("without policy: %s", msg)
+	}
+
+	if _, err := pl.Admin.NetworkingV1().NetworkPolicies("x").Create(pl.ctx(t),
+		ingressFromNamespace("x", "allow-from-y", map[string]string{"app": "a"}, map[string]string{"ns": "y"}, 80), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	enforced := []probeWant{
+		{ya, xa, "tcp", 80, true}, {xb, xa, "tcp", 80, false}, {ya, xa, "tcp", 81, false}, {ya, xa, "udp", 80, false},
+		{xa, xb, "tcp", 80, true}, // x/a is isolated for ingress only
+	}
+	eventually(t, 10*time.Second, func() string { return pl.expect(t, enforced...) })
+
+	out := run(t, pl.Lab, n1.Netns, filepath.Join(binDir, "reef"), "policy", "show", "x/a", "--socket", n1.Socket, "-o", "json")
+	var views []policy.PodView
+	if err := json.Unmarshal([]byte(out), &views); err != nil {
+		t.Fatalf("reef policy show -o json: %v: %s", err, out)
+	}
+	if len(views) != 1 || !views[0].IsolatedIngress || views[0].IsolatedEgress || len(views[0].Policies) != 1 ||
+		views[0].Policies[0].Name != "x/allow-from-y" || strings.Join(views[0].Policies[0].Ingress[0].Ports, ",") != "TCP/80" ||
+		strings.Join(views[0].Policies[0].Ingress[0].Addresses, ",") != ya.IP.String() {
+		t.Fatalf("reef policy show x/a: %s", out)
+	}
+
+	// A pod the policy selects, created now: denied from its first packet,
+	// probed the moment its ADD returned (kubelet has not written its
+	// status; the ADD read the informer's pod).
+	p, err := pl.API.RunPod(n1, "x", "a2", map[string]string{"app": "a"}, servedPorts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := pl.ServePorts(p.Netns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if msg := pl.expect(t, probeWant{xb, p, "tcp", 80, false}, probeWant{ya, p, "tcp", 80, true}); msg != "" {
+		t.Fatalf("new pod x/a2 right after its ADD: %s", msg)
+	}
+
+	// Drift: the table deleted by hand is back within an interval.
+	run(t, pl.Lab, n1.Netns, "nft", "delete", "table", "inet", "reef")
+	eventually(t, 10*time.Second, func() string {
+		if _, err := nftTable(t, pl.Lab, n1); err != nil {
+			return "table inet reef not recreated"
+		}
+		return pl.expect(t, probeWant{xb, xa, "tcp", 80, false})
+	})
+
+	// The API stops: rules stay, status says since when.
+	if err := pl.API.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, func() string {
+		st, err := n1.Status()
+		if err != nil {
+			return err.Error()
+		}
+		if st.GetPolicy().GetApiReachable() {
+			return "status still says the API is reachable"
+		}
+		return ""
+	})
+	if msg := pl.expect(t, enforced...); msg != "" {
+		t.Fatalf("API down: %s", msg)
+	}
+	// A restart without the API keeps the table; ADD waits for the API.
+	if err := n1.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if msg := pl.expect(t, enforced...); msg != "" {
+		t.Fatalf("daemon restarted while the API is down: %s", msg)
+	}
+	if _, err := nftTable(t, pl.Lab, n1); err != nil {
+		t.Fatalf("table inet reef gone after a restart without the API: %v", err)
+	}
+	blocked, err := n1.NewPod("x", "late")
+	if err == nil || !strings.Contains(err.Error(), "try again later") {
+		t.Fatalf("ADD while the API is down and the caches never synced: %v, want try again later", err)
+	}
+	blocked.Remove()
+
+	if err := pl.API.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() string {
+		st, err := n1.Status()
+		if err != nil {
+			return err.Error()
+		}
+		if p := st.GetPolicy(); !p.GetSynced() || !p.GetApiReachable() {
+			return fmt.Sprintf("policy status after the API came back: %+v", p)
+		}
+		return ""
+	})
+	if msg := pl.expect(t, enforced...); msg != "" {
+		t.Fatalf("API back: %s", msg)
+	}
+
+	// Deleting the policy opens everything again.
+	if err := pl.Admin.NetworkingV1().NetworkPolicies("x").Delete(pl.ctx(t), "allow-from-y", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() string {
+		return pl.expect(t, probeWant{xb, xa, "tcp", 80, true}, probeWant{ya, xa, "udp", 80, true}, probeWant{xb, p, "tcp", 81, true})
+	})
+}

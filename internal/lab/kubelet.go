@@ -1,0 +1,146 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+// The lab plays kubelet for the NetworkPolicy tests: a pod is a Pod
+// object with spec.nodeName, created before its sandbox, wired through
+// libcni, and its address written into status.podIPs after the ADD, in
+// that order, as kubelet does.
+
+// WriteAdminKubeconfig writes a kubeconfig of the API's admin (as kubeadm's
+// /etc/kubernetes/admin.conf), for `reef kubeconfig` run in k.Netns.
+func (k *KubeAPI) WriteAdminKubeconfig(path string) error {
+	return k.WriteKubeconfig(path, k.adminToken)
+}
+
+// ApplyFile creates the objects of a YAML file of several documents
+// (ServiceAccounts, ClusterRoles, ClusterRoleBindings, Namespaces,
+// NetworkPolicies), as `kubectl create -f` does.
+func (k *KubeAPI) ApplyFile(path string) error {
+	c, err := k.Admin()
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		var raw runtime.RawExtension
+		if err := dec.Decode(&raw); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if len(raw.Raw) == 0 {
+			continue
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(raw.Raw, nil, nil)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if err := create(ctx, c, obj); err != nil {
+			return fmt.Errorf("%s: %w", filepath.Base(path), err)
+		}
+	}
+}
+
+func create(ctx context.Context, c *kubernetes.Clientset, obj runtime.Object) error {
+	o := metav1.CreateOptions{}
+	var err error
+	switch v := obj.(type) {
+	case *corev1.ServiceAccount:
+		_, err = c.CoreV1().ServiceAccounts(v.Namespace).Create(ctx, v, o)
+	case *corev1.Namespace:
+		_, err = c.CoreV1().Namespaces().Create(ctx, v, o)
+	case *rbacv1.ClusterRole:
+		_, err = c.RbacV1().ClusterRoles().Create(ctx, v, o)
+	case *rbacv1.ClusterRoleBinding:
+		_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, v, o)
+	case *networkingv1.NetworkPolicy:
+		_, err = c.NetworkingV1().NetworkPolicies(v.Namespace).Create(ctx, v, o)
+	default:
+		return fmt.Errorf("lab: cannot create a %T", obj)
+	}
+	return err
+}
+
+// KubePod is a pod of the lab's kubelet: its API object and its sandbox.
+type KubePod struct {
+	*Pod
+	Object *corev1.Pod
+}
+
+// RunPod does what kubelet does for a pod scheduled to node: the Pod
+// object first (spec.nodeName, labels, the containers' ports), then the
+// sandbox's ADD through libcni, then status.podIPs and phase Running. A
+// failed ADD returns the pod (its object exists) and the error.
+func (k *KubeAPI) RunPod(node *Node, namespace, name string, labels map[string]string, ports []corev1.ContainerPort) (*KubePod, error) {
+	c, err := k.Admin()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	obj := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels},
+		Spec: corev1.PodSpec{NodeName: node.Name, AutomountServiceAccountToken: new(bool),
+			Containers: []corev1.Container{{Name: "server", Image: "reef-lab/serve-ports", Ports: ports}}},
+	}
+	if obj, err = c.CoreV1().Pods(namespace).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("create pod %s/%s: %w", namespace, name, err)
+	}
+	p, err := node.NewPodNetns(namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	kp := &KubePod{Pod: p, Object: obj}
+	if err := p.Add(); err != nil {
+		return kp, err
+	}
+	obj.Status.Phase = corev1.PodRunning
+	obj.Status.PodIP = p.IP.String()
+	obj.Status.PodIPs = []corev1.PodIP{{IP: p.IP.String()}}
+	if kp.Object, err = c.CoreV1().Pods(namespace).UpdateStatus(ctx, obj, metav1.UpdateOptions{}); err != nil {
+		return kp, fmt.Errorf("write status of pod %s/%s: %w", namespace, name, err)
+	}
+	return kp, nil
+}
+
+// DeletePod deletes the sandbox (CNI DEL) and then the object, at once:
+// there is no kubelet to confirm a graceful delete.
+func (k *KubeAPI) DeletePod(p *KubePod) error {
+	if err := p.Del(); err != nil {
+		return err
+	}
+	c, err := k.Admin()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	zero := int64(0)
+	return c.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+}
