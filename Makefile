@@ -102,6 +102,7 @@ fuzz: gobgp-patch
 	$(GOW) test -run '^$$' -fuzz FuzzParseConfig -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./daemon/
 	$(GOW) test -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./cniserver/
 	$(GOW) test -run '^$$' -fuzz FuzzDecodeVPN -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./bgp/
+	$(GOW) test -run '^$$' -fuzz FuzzCompile -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./policy/
 
 # The README's test command; CI runs it through .ci/run.
 test: vet test-unit model test-e2e fuzz
