@@ -202,18 +202,12 @@ func (p *policyDataplane) Admit(ctx context.Context, namespace, name string) *ty
 	}
 	ctx, cancel := context.WithTimeout(ctx, podWait)
 	defer cancel()
-	for {
-		if _, ok := p.watch.Pod(namespace, name); ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return types.NewError(types.ErrTryAgainLater, fmt.Sprintf(
-				"pod %s/%s is not in reef's view of the Kubernetes API after %s, so its NetworkPolicies cannot cover it yet; try again later",
-				namespace, name, podWait), "")
-		case <-time.After(10 * time.Millisecond):
-		}
+	if !p.watch.WaitPod(ctx, namespace, name) {
+		return types.NewError(types.ErrTryAgainLater, fmt.Sprintf(
+			"pod %s/%s is not in reef's view of the Kubernetes API after %s, so its NetworkPolicies cannot cover it yet; try again later",
+			namespace, name, podWait), "")
 	}
+	return nil
 }
 
 // Cover brings the table in line with the endpoints, the ADD's own

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -34,33 +33,15 @@ type policyLab struct {
 func newPolicyLab(t *testing.T, n int) *policyLab {
 	t.Helper()
 	l := newLab(t)
-	k, err := l.StartKubeAPI()
+	k, nodes, err := l.StartPolicyMesh(n, lab.NodeOptions{})
+	if k != nil {
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("kube-apiserver log:\n%s", k.LogTail(20))
+			}
+		})
+	}
 	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("kube-apiserver log:\n%s", k.LogTail(20))
-		}
-	})
-	_, file, _, _ := runtime.Caller(0)
-	if err := k.ApplyFile(filepath.Join(filepath.Dir(file), "..", "packaging", "kubernetes", "rbac.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	admin := filepath.Join(l.Dir, "admin.conf")
-	if err := k.WriteAdminKubeconfig(admin); err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(l.Dir, "reef-kubeconfig")
-	out := run(t, l, k.Netns, filepath.Join(binDir, "reef"), "kubeconfig", "--admin-kubeconfig", admin, "--out", kubeconfig, "--duration", "24h")
-	if !strings.Contains(out, "wrote "+kubeconfig+" for service account kube-system/reef") {
-		t.Fatalf("reef kubeconfig: %s", out)
-	}
-	nodes, err := l.AddMeshWith(n, lab.NodeOptions{Extra: "kubernetes:\n  kubeconfig: " + kubeconfig + "\n"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lab.StartAll(nodes); err != nil {
 		t.Fatal(err)
 	}
 	converge(t, nodes...)

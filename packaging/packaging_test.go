@@ -1,6 +1,3 @@
-// Package packaging holds no Go code: these tests check the files that the
-// .deb and .rpm install (nfpm.yaml lists them) against the code that reads
-// them. The packages themselves are tested in e2e/package_test.go.
 package packaging
 
 import (

@@ -1,11 +1,12 @@
 package lab
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -17,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/reefcni/reef/packaging"
 )
 
 // The lab plays kubelet for the NetworkPolicy tests: a pod is a Pod
@@ -30,20 +33,15 @@ func (k *KubeAPI) WriteAdminKubeconfig(path string) error {
 	return k.WriteKubeconfig(path, k.adminToken)
 }
 
-// ApplyFile creates the objects of a YAML file of several documents
-// (ServiceAccounts, ClusterRoles, ClusterRoleBindings, Namespaces,
-// NetworkPolicies), as `kubectl create -f` does.
-func (k *KubeAPI) ApplyFile(path string) error {
+// Apply creates the objects of YAML documents (ServiceAccounts,
+// ClusterRoles, ClusterRoleBindings, Namespaces, NetworkPolicies), as
+// `kubectl create -f` does; path names them in errors.
+func (k *KubeAPI) Apply(path string, data []byte) error {
 	c, err := k.Admin()
 	if err != nil {
 		return err
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
+	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for {
@@ -143,4 +141,38 @@ func (k *KubeAPI) DeletePod(p *KubePod) error {
 	defer cancel()
 	zero := int64(0)
 	return c.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+}
+
+// StartPolicyMesh is the lab of NetworkPolicy: the API started, reef's
+// RBAC applied from the package's file, a node kubeconfig written by
+// `reef kubeconfig` as docs/policy.md says (run in the API's namespace, as
+// an admin on a control-plane node runs it), and n meshed nodes with
+// opts that read the API through it, started together.
+func (l *Lab) StartPolicyMesh(n int, opts NodeOptions) (*KubeAPI, []*Node, error) {
+	k, err := l.StartKubeAPI()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := k.Apply("/usr/share/reef/rbac.yaml", packaging.RBAC); err != nil {
+		return k, nil, err
+	}
+	admin := filepath.Join(l.Dir, "admin.conf")
+	if err := k.WriteAdminKubeconfig(admin); err != nil {
+		return k, nil, err
+	}
+	kubeconfig := filepath.Join(l.Dir, "reef-kubeconfig")
+	out, err := exec.Command("nsenter", "--net="+NetnsPath(k.Netns), "--", filepath.Join(l.BinDir, "reef"),
+		"kubeconfig", "--admin-kubeconfig", admin, "--out", kubeconfig, "--duration", "24h").CombinedOutput()
+	if err != nil {
+		return k, nil, fmt.Errorf("reef kubeconfig: %w: %s", err, out)
+	}
+	if want := "wrote " + kubeconfig + " for service account kube-system/reef"; !bytes.Contains(out, []byte(want)) {
+		return k, nil, fmt.Errorf("reef kubeconfig said %q, want %q", out, want)
+	}
+	opts.Extra += "kubernetes:\n  kubeconfig: " + kubeconfig + "\n"
+	nodes, err := l.AddMeshWith(n, opts)
+	if err != nil {
+		return k, nil, err
+	}
+	return k, nodes, StartAll(nodes)
 }

@@ -61,6 +61,9 @@ type Watcher struct {
 	mu          sync.Mutex
 	status      Status
 	tokenWarned time.Time
+	// podEvent is closed (and replaced) when a pod is added or updated:
+	// what WaitPod waits on.
+	podEvent chan struct{}
 }
 
 // resync is off: every change comes as an event, and the reconcile loop's
@@ -86,10 +89,14 @@ func New(kubeconfig string, log *slog.Logger, onChange func()) (*Watcher, error)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes.kubeconfig %s: %w", kubeconfig, err)
 	}
-	w := &Watcher{log: log, cfg: cfg, core: core, net: netc, onChange: onChange,
+	w := &Watcher{log: log, cfg: cfg, core: core, net: netc, onChange: onChange, podEvent: make(chan struct{}),
 		expires: tokenExpiry(cfg), status: Status{Reachable: true, Since: time.Now(), Server: cfg.Host}}
 	w.status.TokenExpires = w.expires
 	w.pods = w.informer(core, "pods", &corev1.Pod{}, trimPod)
+	_, _ = w.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { w.podChanged() },
+		UpdateFunc: func(any, any) { w.podChanged() },
+	})
 	w.ns = w.informer(core, "namespaces", &corev1.Namespace{}, trimNamespace)
 	w.policies = w.informer(netc, "networkpolicies", &networkingv1.NetworkPolicy{}, trimPolicy)
 	return w, nil
@@ -237,6 +244,30 @@ func (w *Watcher) Pod(namespace, name string) (*corev1.Pod, bool) {
 	}
 	p, ok := obj.(*corev1.Pod)
 	return p, ok
+}
+
+func (w *Watcher) podChanged() {
+	w.mu.Lock()
+	close(w.podEvent)
+	w.podEvent = make(chan struct{})
+	w.mu.Unlock()
+}
+
+// WaitPod waits until the informer has the pod, or ctx ends.
+func (w *Watcher) WaitPod(ctx context.Context, namespace, name string) bool {
+	for {
+		w.mu.Lock()
+		ev := w.podEvent
+		w.mu.Unlock()
+		if _, ok := w.Pod(namespace, name); ok {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-ev:
+		}
+	}
 }
 
 // Input is the objects policy compiles from (Local left to the caller).
