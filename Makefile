@@ -136,7 +136,7 @@ NAT_BENCH := $(GOW) test -run '^$$' -bench . -benchtime 200x -count 3 ./nat/
 # route reflectors);
 # bench-sim: the block protocol simulated for 10, 100 and 1,000 nodes in one
 # process (a few minutes of both cores at 1,000). Each writes its section.
-bench: build deps-test deps-bench deps-cri
+bench: build deps-test deps-bench deps-cri deps-kube
 	$(BIN)/reef-lab bench --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 	$(NAT_BENCH) > $(BIN)/bench-nat.txt; s=$$?; cat $(BIN)/bench-nat.txt; exit $$s
 	{ printf '\n## nftables\n\nGo benchmarks of nat/, 1,000 pods in the sets, in a throw-away network namespace\n(docs/nat.md explains them), from `sudo make bench`, which runs\n\n    %s\n\n' "$(NAT_BENCH)"; \
@@ -145,6 +145,7 @@ bench: build deps-test deps-bench deps-cri
 	$(BIN)/reef-lab bench-mesh --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 	$(BIN)/reef-lab bench-sim --out BENCHMARKS.md
 	$(BIN)/reef-lab bench-tput --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
+	$(BIN)/reef-lab bench-policy --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 	$(BIN)/reef-lab bench-cri --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 
 # The .deb and .rpm (packaging/, docs/install.md). The binaries in them are

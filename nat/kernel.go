@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -67,8 +68,34 @@ func (k *Kernel) putPodConn(c *nftables.Conn, ok bool) {
 	c.CloseLasting()
 }
 
+// batchBuffer is the socket buffer of a batch's netlink socket. The
+// kernel refuses a message longer than the send buffer (EMSGSIZE), and a
+// batch is one message: table inet reef with a hundred policies is more
+// than the default 208 KiB. nft sets SO_SNDBUFFORCE to the batch's size
+// for the same reason; reef, root like nft, forces a size no table of its
+// reaches. The memory is the kernel's only while a batch is in flight.
+const batchBuffer = 64 << 20
+
+func bigBuffers(c *netlink.Conn) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		serr = errors.Join(unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, batchBuffer),
+			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, batchBuffer/4))
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("nftables socket buffers (SO_SNDBUFFORCE needs CAP_NET_ADMIN): %w", serr)
+	}
+	return nil
+}
+
 func (k *Kernel) conn(lasting bool) (*nftables.Conn, error) {
-	opts := slices.Clone(k.opts)
+	opts := append(slices.Clone(k.opts), nftables.WithSockOptions(bigBuffers))
 	if lasting {
 		opts = append(opts, nftables.AsLasting())
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/nftables"
+	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/reefcni/reef/nat"
 )
@@ -96,4 +97,24 @@ func TestTableInKernel(t *testing.T) {
 	if len(p.Changes) == 0 {
 		t.Error("no change after namespace y lost its label")
 	}
+}
+
+// TestLargeTableInKernel: 300 policies over 1,000 pods is one batch far
+// beyond a netlink socket's default buffer (the kernel answered EMSGSIZE
+// until the socket's buffers were raised); it applies and reads back equal.
+func TestLargeTableInKernel(t *testing.T) {
+	_, k := testNetns(t)
+	in := sampleInput()
+	for i := range 1000 {
+		in.Pods = append(in.Pods, pod("y", fmt.Sprintf("p%d", i), fmt.Sprintf("10.1.%d.%d", i/250, i%250+1), []string{"app", fmt.Sprintf("a%d", i%30)}, withPort("http", "TCP", 8080)))
+	}
+	for i := range 300 {
+		p := netpol("x", fmt.Sprintf("p%d", i), sel(), nil)
+		p.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{
+			{From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: sel("ns", "y"), PodSelector: sel("app", fmt.Sprintf("a%d", i%30))}},
+				Ports: []networkingv1.NetworkPolicyPort{tcp(80 + i), named("TCP", "http")}},
+		}
+		in.Policies = append(in.Policies, p)
+	}
+	converge(t, k, Table(Compile(in)))
 }

@@ -46,6 +46,11 @@ func run(args []string) error {
 		defer stop()
 		return benchSim(ctx, args[1:])
 	}
+	if args[0] == "bench-policy" { // NetworkPolicy's cost: flags of its own (bench_policy.go)
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return benchPolicy(ctx, args[1:])
+	}
 	if args[0] == "bench-tput" { // iperf3 throughput: flags of its own (bench_tput.go)
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()

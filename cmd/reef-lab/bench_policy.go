@@ -1,0 +1,503 @@
+package main
+
+// bench-policy: NetworkPolicy's cost (BENCHMARKS.md, "## NetworkPolicy"),
+// each figure next to its reference in the same run:
+//
+//   - a policy created -> enforced on every node (its chain in both nodes'
+//     table inet reef, seen through netlink), with the background the issue
+//     names (1,000 pods and 100 policies in the API);
+//   - a pod's CNI ADD through libcni on a node with policy on and 100
+//     policies in place, alternating with ADDs on a node with policy off;
+//   - the daemon's RSS with 5,000 pods, 500 namespaces and 500 policies in
+//     the API, next to the same daemon idle and a daemon with policy off;
+//   - pod-to-pod TCP throughput (iperf3) across nodes with both pods
+//     isolated by policies that allow the flow, alternating with the same
+//     pods selected by none.
+//
+// The API's pods beyond the nodes' own are objects only, scheduled to
+// nodes the lab does not run (nodeName elsewhere-N) with an address in
+// status: what a node sees of the rest of a cluster.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/nftables"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/reefcni/reef/internal/lab"
+	"github.com/reefcni/reef/policy"
+)
+
+type policyBench struct {
+	ctx    context.Context
+	l      *lab.Lab
+	api    *lab.KubeAPI
+	c      *kubernetes.Clientset
+	on     []*lab.Node // node1, node2: policy on, meshed
+	off    *lab.Node   // node3: policy off, alone
+	seq    int
+	remote int // pods made by background, for their addresses
+	report policyReport
+}
+
+type policyReport struct {
+	command, loadStart, loadEnd string
+	began                       time.Time
+	took                        time.Duration
+	enforce                     []time.Duration // policy created -> chain on both nodes
+	enforceBG                   string          // the background when measured
+	addOn0, addOn, addOff       []time.Duration
+	idleOn, idleOff, loadedOn   lab.Memory
+	loadedWhat                  string
+	tputOn, tputOff             []float64 // Gbit/s
+	tputErr                     string
+}
+
+func benchPolicy(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("reef-lab bench-policy", flag.ContinueOnError)
+	exe, _ := os.Executable()
+	bin := fs.String("bin", filepath.Dir(exe), "directory holding reef and reef-cni")
+	out := fs.String("out", "", `write the report into this file as its "## NetworkPolicy" section`)
+	adds := fs.Int("adds", 40, "ADDs per mode")
+	creates := fs.Int("creates", 20, "policies created one by one for the enforcement figure")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if _, err := exec.LookPath("iperf3"); err != nil {
+		return errors.New("bench-policy: iperf3 not found (apt-get install iperf3, or make bench)")
+	}
+	b := &policyBench{ctx: ctx}
+	b.report.began, b.report.loadStart, b.report.command = time.Now(), tputLoad(), "reef-lab bench-policy "+strings.Join(args, " ")
+	l, err := lab.New(*bin)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	b.l = l
+	progress := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "bench-policy: "+format+"\n", a...) }
+	progress("starting the API and two nodes with policy on, one with policy off")
+	quiet := lab.NodeOptions{ReconcileInterval: 30 * time.Second}
+	if b.api, b.on, err = l.StartPolicyMesh(2, quiet); err != nil {
+		return fmt.Errorf("bench-policy: %w", err)
+	}
+	if err := lab.WaitConverged(b.on, 30*time.Second); err != nil {
+		return fmt.Errorf("bench-policy: %w", err)
+	}
+	if b.off, err = l.AddNode("node3", quiet); err != nil {
+		return err
+	}
+	if err := b.off.Start(); err != nil {
+		return err
+	}
+	cfg := b.api.AdminConfig()
+	cfg.QPS, cfg.Burst = 2000, 4000
+	if b.c, err = kubernetes.NewForConfig(cfg); err != nil {
+		return err
+	}
+	time.Sleep(3 * time.Second)
+	if b.report.idleOn, err = b.on[0].Memory(); err != nil {
+		return err
+	}
+	if b.report.idleOff, err = b.off.Memory(); err != nil {
+		return err
+	}
+
+	progress("%d ADDs per mode with no policy", *adds)
+	if err := b.namespace("bench", nil); err != nil {
+		return err
+	}
+	if b.report.addOn0, _, err = b.adds(*adds, false); err != nil {
+		return err
+	}
+	progress("background: 1,000 pods in 50 namespaces and 100 policies")
+	if err := b.background(1000, 50, 100); err != nil {
+		return err
+	}
+	progress("%d ADDs per mode with 100 policies", *adds)
+	if b.report.addOn, b.report.addOff, err = b.adds(*adds, true); err != nil {
+		return err
+	}
+	progress("%d policies created one by one", *creates)
+	b.report.enforceBG = "1,000 pods and 100 policies in the API"
+	if b.report.enforce, err = b.enforcement(*creates); err != nil {
+		return err
+	}
+	progress("throughput, isolated and allowed vs not isolated")
+	b.throughput()
+	progress("scale: 5,000 pods, 500 namespaces, 500 policies")
+	if err := b.background(4000, 450, 400); err != nil {
+		return err
+	}
+	if b.report.loadedOn, err = b.settledRSS(500); err != nil {
+		return err
+	}
+	b.report.loadedWhat = "5,000 pods, 500 namespaces and 500 policies in the API"
+	b.report.took, b.report.loadEnd = time.Since(b.report.began), tputLoad()
+	md := b.report.markdown()
+	fmt.Print(md)
+	if *out != "" {
+		return writeSection(*out, md)
+	}
+	return nil
+}
+
+func (b *policyBench) namespace(name string, labels map[string]string) error {
+	_, err := b.c.CoreV1().Namespaces().Create(b.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{})
+	return err
+}
+
+// parallel runs f(0..n-1) on 16 workers and returns the first error.
+func parallel(n int, f func(i int) error) error {
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := f(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
+
+// background adds pods (objects with an address, on nodes the lab does
+// not run) in new namespaces, and policies selecting them by label.
+func (b *policyBench) background(pods, namespaces, policies int) error {
+	base := b.seq
+	b.seq += namespaces
+	if err := parallel(namespaces, func(i int) error {
+		return b.namespace(fmt.Sprintf("bg-%d", base+i), map[string]string{"team": fmt.Sprintf("t%d", (base+i)%10)})
+	}); err != nil {
+		return err
+	}
+	start := b.remote
+	if err := parallel(pods, func(i int) error {
+		n := start + i
+		ns := fmt.Sprintf("bg-%d", base+i%namespaces)
+		ip := netip.AddrFrom4([4]byte{10, 250, byte(n >> 8), byte(n)})
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("p%d", n),
+			Labels: map[string]string{"app": fmt.Sprintf("app-%d", n%100), "tier": []string{"web", "db", "cache"}[n%3]}},
+			Spec: corev1.PodSpec{NodeName: fmt.Sprintf("elsewhere-%d", n%50), Containers: []corev1.Container{{Name: "c", Image: "x",
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}}}
+		p, err := b.c.CoreV1().Pods(ns).Create(b.ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		p.Status.Phase = corev1.PodRunning
+		p.Status.PodIPs = []corev1.PodIP{{IP: ip.String()}}
+		_, err = b.c.CoreV1().Pods(ns).UpdateStatus(b.ctx, p, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		return err
+	}
+	b.remote += pods
+	return parallel(policies, func(i int) error {
+		ns := fmt.Sprintf("bg-%d", base+i%namespaces)
+		pol := benchNetpol(ns, fmt.Sprintf("pol-%d", i), map[string]string{"app": fmt.Sprintf("app-%d", i%100)}, i)
+		_, err := b.c.NetworkingV1().NetworkPolicies(ns).Create(b.ctx, pol, metav1.CreateOptions{})
+		return err
+	})
+}
+
+// benchNetpol is a policy of the usual shape: ingress from a tier of the
+// team's namespaces on a port and a named port, egress to an ipBlock.
+func benchNetpol(ns, name string, sel map[string]string, i int) *networkingv1.NetworkPolicy {
+	tcp := corev1.ProtocolTCP
+	port, named := intstr.FromInt32(int32(8000+i%100)), intstr.FromString("http")
+	return &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: sel},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From: []networkingv1.NetworkPolicyPeer{{
+					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": fmt.Sprintf("t%d", i%10)}},
+					PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "web"}},
+				}},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}, {Protocol: &tcp, Port: &named}},
+			}},
+			Egress: []networkingv1.NetworkPolicyEgressRule{{
+				To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.250.0.0/16", Except: []string{fmt.Sprintf("10.250.%d.0/24", i%200)}}}},
+			}},
+		}}
+}
+
+// adds times ADDs through libcni on node1 (policy on) and, if withOff,
+// on node3 (policy off), alternating; every pod's object is created
+// before the timed ADD, as kubelet's is long before its sandbox.
+func (b *policyBench) adds(n int, withOff bool) (on, off []time.Duration, err error) {
+	var pods []*lab.Pod
+	defer func() {
+		for _, p := range pods {
+			p.Del()
+			p.Remove()
+		}
+	}()
+	var objs []string
+	for i := range n {
+		name := fmt.Sprintf("add-%d-%d", b.seq, i)
+		objs = append(objs, name)
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name, Labels: map[string]string{"app": fmt.Sprintf("app-%d", i%100)}},
+			Spec: corev1.PodSpec{NodeName: b.on[0].Name, Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+		if _, err := b.c.CoreV1().Pods("bench").Create(b.ctx, p, metav1.CreateOptions{}); err != nil {
+			return nil, nil, err
+		}
+	}
+	b.seq++
+	time.Sleep(time.Second)
+	for i := range n {
+		p, err := b.on[0].NewPodNetns("bench", objs[i])
+		if err != nil {
+			return nil, nil, err
+		}
+		pods = append(pods, p)
+		t0 := time.Now()
+		if err := p.Add(); err != nil {
+			return nil, nil, err
+		}
+		on = append(on, time.Since(t0))
+		if !withOff {
+			continue
+		}
+		q, err := b.off.NewPodNetns("bench", objs[i])
+		if err != nil {
+			return nil, nil, err
+		}
+		pods = append(pods, q)
+		t0 = time.Now()
+		if err := q.Add(); err != nil {
+			return nil, nil, err
+		}
+		off = append(off, time.Since(t0))
+	}
+	return on, off, nil
+}
+
+// enforcement creates policies one at a time, each selecting a pod on
+// each node, and times Create -> its chain in both nodes' table; each is
+// deleted before the next.
+func (b *policyBench) enforcement(n int) ([]time.Duration, error) {
+	var targets []*lab.KubePod
+	for i, node := range b.on {
+		p, err := b.api.RunPod(node, "bench", fmt.Sprintf("target-%d", i), map[string]string{"role": "target"}, nil)
+		if err != nil {
+			return nil, err
+		}
+		targets = append(targets, p)
+	}
+	defer func() {
+		for _, p := range targets {
+			b.api.DeletePod(p)
+			p.Remove()
+		}
+	}()
+	conns := make([]*nftables.Conn, len(b.on))
+	for i, node := range b.on {
+		f, err := os.Open(lab.NetnsPath(node.Netns))
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if conns[i], err = nftables.New(nftables.WithNetNSFd(int(f.Fd()))); err != nil {
+			return nil, err
+		}
+	}
+	hasChain := func(c *nftables.Conn, name string) bool {
+		chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
+		if err != nil {
+			return false
+		}
+		return slices.ContainsFunc(chains, func(ch *nftables.Chain) bool { return ch.Table.Name == policy.TableID.Name && ch.Name == name })
+	}
+	var out []time.Duration
+	for i := range n {
+		name := fmt.Sprintf("measured-%d", i)
+		chain := "in.bench." + name
+		pol := benchNetpol("bench", name, map[string]string{"role": "target"}, i)
+		t0 := time.Now()
+		if _, err := b.c.NetworkingV1().NetworkPolicies("bench").Create(b.ctx, pol, metav1.CreateOptions{}); err != nil {
+			return nil, err
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var worst time.Duration
+		failed := false
+		for _, c := range conns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				deadline := time.Now().Add(30 * time.Second)
+				for !hasChain(c, chain) {
+					if time.Now().After(deadline) {
+						mu.Lock()
+						failed = true
+						mu.Unlock()
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
+				mu.Lock()
+				worst = max(worst, time.Since(t0))
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		if failed {
+			return nil, fmt.Errorf("policy %s not enforced on every node after 30s", name)
+		}
+		out = append(out, worst)
+		if err := b.c.NetworkingV1().NetworkPolicies("bench").Delete(b.ctx, name, metav1.DeleteOptions{}); err != nil {
+			return nil, err
+		}
+		for _, c := range conns {
+			for hasChain(c, chain) {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}
+	return out, nil
+}
+
+// throughput runs iperf3 from a pod on node1 to a pod on node2, in turn
+// with no policy selecting them and with an egress policy on the client
+// and an ingress policy on the server that allow the flow.
+func (b *policyBench) throughput() {
+	fail := func(err error) { b.report.tputErr = err.Error() }
+	cli, err := b.api.RunPod(b.on[0], "bench", "iperf-client", map[string]string{"role": "iperf-client"}, nil)
+	if err != nil {
+		fail(err)
+		return
+	}
+	srv, err := b.api.RunPod(b.on[1], "bench", "iperf-server", map[string]string{"role": "iperf-server"}, nil)
+	if err != nil {
+		fail(err)
+		return
+	}
+	stop, err := b.l.Spawn(srv.Netns, "iperf3-server.log", "iperf3", "-s", "-B", srv.IP.String())
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer stop()
+	time.Sleep(500 * time.Millisecond)
+	tcp := corev1.ProtocolTCP
+	port := intstr.FromInt32(5201)
+	egress := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "iperf-egress"},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"role": "iperf-client"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+			Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "iperf-server"}}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}}}}}}
+	ingress := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "iperf-ingress"},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"role": "iperf-server"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "iperf-client"}}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}}}}}}
+	isolated := func() (bool, error) {
+		var views []policy.PodView
+		out, err := b.on[0].Reef("policy", "show", "bench/iperf-client", "-o", "json")
+		if err != nil {
+			return false, err
+		}
+		if err := json.Unmarshal([]byte(out), &views); err != nil || len(views) != 1 {
+			return false, fmt.Errorf("reef policy show: %v: %s", err, out)
+		}
+		return views[0].IsolatedEgress, nil
+	}
+	for round := range 3 {
+		for _, on := range []bool{false, true} {
+			if on {
+				for _, p := range []*networkingv1.NetworkPolicy{egress, ingress} {
+					if _, err := b.c.NetworkingV1().NetworkPolicies("bench").Create(b.ctx, p.DeepCopy(), metav1.CreateOptions{}); err != nil {
+						fail(err)
+						return
+					}
+				}
+			}
+			for deadline := time.Now().Add(10 * time.Second); ; {
+				if iso, err := isolated(); err == nil && iso == on {
+					break
+				} else if time.Now().After(deadline) {
+					fail(fmt.Errorf("round %d: isolation never became %t: %v", round, on, err))
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			time.Sleep(time.Second) // the server's node too
+			out, err := b.l.Run(cli.Netns, "iperf3", "-c", srv.IP.String(), "-t", "5", "-J")
+			if err != nil {
+				fail(fmt.Errorf("iperf3: %w", err))
+				return
+			}
+			var res struct {
+				End struct {
+					SumReceived struct {
+						Bps float64 `json:"bits_per_second"`
+					} `json:"sum_received"`
+				} `json:"end"`
+			}
+			if err := json.Unmarshal([]byte(out), &res); err != nil || res.End.SumReceived.Bps == 0 {
+				fail(fmt.Errorf("iperf3 output: %v: %s", err, tputFirstLine(out)))
+				return
+			}
+			if on {
+				b.report.tputOn = append(b.report.tputOn, res.End.SumReceived.Bps/1e9)
+				for _, p := range []*networkingv1.NetworkPolicy{egress, ingress} {
+					if err := b.c.NetworkingV1().NetworkPolicies("bench").Delete(b.ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+						fail(err)
+						return
+					}
+				}
+			} else {
+				b.report.tputOff = append(b.report.tputOff, res.End.SumReceived.Bps/1e9)
+			}
+		}
+	}
+}
+
+// settledRSS waits until node1 has compiled the given number of policies,
+// then a few seconds more, and reads its RSS.
+func (b *policyBench) settledRSS(policies int) (lab.Memory, error) {
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		st, err := b.on[0].Status()
+		if err == nil && st.GetPolicy().GetPolicies() >= int32(policies) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return lab.Memory{}, fmt.Errorf("node1 did not see %d policies within 3 minutes: %v", policies, err)
+		}
+		time.Sleep(time.Second)
+	}
+	time.Sleep(5 * time.Second)
+	return b.on[0].Memory()
+}
