@@ -36,6 +36,8 @@ TEST_PKGS += containerd
 # ToRs of e2e/tor_test.go (docs/bgp.md); gobgpd: the flooding external peer of
 # e2e/flood_test.go.
 TEST_PKGS += bird2 frr gobgpd
+# iperf3: a long-lived connection across a NetworkPolicy update (e2e/policy_test.go).
+TEST_PKGS += iperf3
 deps-test:
 	@missing=""; for p in $(TEST_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

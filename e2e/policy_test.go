@@ -136,6 +136,20 @@ func ingressFromNamespace(ns, name string, podLabels, nsLabels map[string]string
 		}}
 }
 
+// updatePolicy replaces a policy with p, as kubectl apply does.
+func (pl *policyLab) updatePolicy(t *testing.T, p *networkingv1.NetworkPolicy) {
+	t.Helper()
+	cur, err := pl.Admin.NetworkingV1().NetworkPolicies(p.Namespace).Get(pl.ctx(t), p.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = p.DeepCopy()
+	p.ResourceVersion = cur.ResourceVersion
+	if _, err := pl.Admin.NetworkingV1().NetworkPolicies(p.Namespace).Update(pl.ctx(t), p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func nftTable(t *testing.T, _ *lab.Lab, n *lab.Node) (string, error) {
 	t.Helper()
 	out, err := exec.Command("ip", "netns", "exec", n.Netns, "nft", "list", "table", "inet", "reef").CombinedOutput()
@@ -263,6 +277,60 @@ func TestPolicyLifecycle(t *testing.T) {
 	if msg := pl.expect(t, enforced...); msg != "" {
 		t.Fatalf("API back: %s", msg)
 	}
+
+	// An update that keeps a connection allowed keeps it: iperf3 from y/a
+	// to x/a on 5201 runs across a change that rebuilds the table (a port
+	// more, a port less), every second of it moving data; the port the
+	// update took away is closed after it.
+	pol := ingressFromNamespace("x", "allow-from-y", map[string]string{"app": "a"}, map[string]string{"ns": "y"}, 80)
+	iperf := intstr.FromInt32(5201)
+	tcp := corev1.ProtocolTCP
+	pol.Spec.Ingress[0].Ports = append(pol.Spec.Ingress[0].Ports, networkingv1.NetworkPolicyPort{Protocol: &tcp, Port: &iperf})
+	pl.updatePolicy(t, pol)
+	stopSrv, err := pl.Spawn(xa.Netns, "iperf3-xa.log", "iperf3", "-s", "-B", xa.IP.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopSrv()
+	eventually(t, 10*time.Second, func() string {
+		if out, err := pl.Run(ya.Netns, "iperf3", "-c", xa.IP.String(), "-t", "1", "--connect-timeout", "1000"); err != nil {
+			return "y/a cannot reach x/a's iperf3 on 5201: " + out
+		}
+		return ""
+	})
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := pl.Run(ya.Netns, "iperf3", "-c", xa.IP.String(), "-t", "6", "-i", "1", "-J", "-b", "200M")
+		done <- result{out, err}
+	}()
+	time.Sleep(2 * time.Second)
+	pol.Spec.Ingress[0].Ports = pol.Spec.Ingress[0].Ports[1:] // TCP 80 goes
+	pol.Spec.Ingress = append(pol.Spec.Ingress, networkingv1.NetworkPolicyIngressRule{Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &iperf}}})
+	pl.updatePolicy(t, pol)
+	res := <-done
+	if res.err != nil {
+		t.Fatalf("iperf3 across the policy update: %v: %s", res.err, res.out)
+	}
+	var ip struct {
+		Intervals []struct {
+			Sum struct {
+				Bytes int64 `json:"bytes"`
+			} `json:"sum"`
+		} `json:"intervals"`
+	}
+	if err := json.Unmarshal([]byte(res.out), &ip); err != nil || len(ip.Intervals) < 6 {
+		t.Fatalf("iperf3 -J: %v: %s", err, res.out)
+	}
+	for i, iv := range ip.Intervals {
+		if iv.Sum.Bytes == 0 {
+			t.Errorf("second %d of the connection moved no data: the update broke an allowed connection", i+1)
+		}
+	}
+	eventually(t, 10*time.Second, func() string { return pl.expect(t, probeWant{ya, xa, "tcp", 80, false}) })
 
 	// Deleting the policy opens everything again.
 	if err := pl.Admin.NetworkingV1().NetworkPolicies("x").Delete(pl.ctx(t), "allow-from-y", metav1.DeleteOptions{}); err != nil {
