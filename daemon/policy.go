@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -40,11 +41,14 @@ type policyDataplane struct {
 	// ADD diffs against it instead of dumping the kernel; the reconcile
 	// pass reads the kernel.
 	applied *nat.Table
-	state   policy.State
-	in      policy.Input
-	skipped map[string]string // policy key -> reason, as last logged
-	lastErr error
-	synced  bool // the table has been computed from synced caches once
+	// appliedShape fingerprints the policies applied: while it holds, the
+	// table's chains and sets are the same and only elements can differ.
+	appliedShape string
+	state        policy.State
+	in           policy.Input
+	skipped      map[string]string // policy key -> reason, as last logged
+	lastErr      error
+	synced       bool // the table has been computed from synced caches once
 }
 
 // setupPolicy starts the API client when kubernetes.kubeconfig is set.
@@ -105,10 +109,19 @@ func (p *policyDataplane) reconcile() error {
 // sync compiles the desired table and brings the kernel in line with it.
 // readKernel: compare with the kernel itself (the reconcile pass), not
 // with what was last applied.
-func (p *policyDataplane) sync(readKernel bool) error {
+func (p *policyDataplane) sync(readKernel bool) (err error) {
 	if !p.watch.Synced() {
 		return nil
 	}
+	// Whatever the API holds must not take the daemon down: a panic in
+	// compiling it is a bug of reef's, reported, and the table stays as
+	// it was.
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.Error("BUG: compiling NetworkPolicy panicked; the table stays as last applied", "panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("compile NetworkPolicy: panic: %v", r)
+		}
+	}()
 	// The endpoints are read under the lock: an ADD's sync that read
 	// them before another ADD recorded its own must not apply after it.
 	p.mu.Lock()
@@ -126,32 +139,41 @@ func (p *policyDataplane) sync(readKernel bool) error {
 	st := policy.Compile(in)
 	p.logSkipped(st.Skipped)
 	want := policy.Table(st)
-	err = p.apply(want, readKernel || p.applied == nil)
+	shape := policy.Shape(in.Policies)
+	err = p.apply(want, shape, readKernel || p.applied == nil)
 	if err != nil && !readKernel {
 		// What was applied may not be what the kernel has (a table
 		// deleted by hand): compare with the kernel and try once more.
-		err = p.apply(want, true)
+		err = p.apply(want, shape, true)
 	}
 	p.lastErr = err
 	if err != nil {
-		p.applied = nil
+		p.applied, p.appliedShape = nil, ""
 		return err
 	}
 	p.state, p.in, p.synced = st, in, true
 	return nil
 }
 
-func (p *policyDataplane) apply(want nat.Table, readKernel bool) error {
-	var have []nat.Table
-	if readKernel {
-		var err error
-		if have, err = p.kernel.Read([]nat.TableID{policy.TableID}); err != nil {
-			return err
-		}
-	} else {
-		have = []nat.Table{*p.applied}
+func (p *policyDataplane) apply(want nat.Table, shape string, readKernel bool) error {
+	var plan nat.Plan
+	ok := false
+	if !readKernel && shape == p.appliedShape {
+		// The same policies: only elements changed (the ADD path).
+		plan, ok = nat.DiffElements(want, *p.applied)
 	}
-	plan := nat.Diff([]nat.Table{want}, have)
+	if !ok {
+		var have []nat.Table
+		if readKernel {
+			var err error
+			if have, err = p.kernel.Read([]nat.TableID{policy.TableID}); err != nil {
+				return err
+			}
+		} else {
+			have = []nat.Table{*p.applied}
+		}
+		plan = nat.DiffInPlace([]nat.Table{want}, have)
+	}
 	for _, c := range plan.Changes {
 		switch {
 		case !readKernel:
@@ -164,7 +186,7 @@ func (p *policyDataplane) apply(want nat.Table, readKernel bool) error {
 	if err := p.kernel.Apply(plan); err != nil {
 		return fmt.Errorf("table %s: %w", policy.TableID, err)
 	}
-	p.applied = &want
+	p.applied, p.appliedShape = &want, shape
 	return nil
 }
 

@@ -33,8 +33,8 @@ type reconciler struct {
 	interval time.Duration
 	nat      *natDataplane
 	policy   *policyDataplane // nil: NetworkPolicy off
-	net      netInfo      // the node's uplink, pools and pod MTU
-	blocks   *blockEngine // nil: no block protocol (tests of the kernel side)
+	net      netInfo          // the node's uplink, pools and pod MTU
+	blocks   *blockEngine     // nil: no block protocol (tests of the kernel side)
 
 	trigger chan struct{}
 	// kernelWanted: a trigger since the last pass asked for the kernel

@@ -2,6 +2,7 @@ package nat
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -18,8 +19,17 @@ const (
 	// chain missing, extra or of another type, hook or priority) and
 	// creates it whole, in the same batch: no packet sees it half-built.
 	RecreateTable
+	// AddSet creates a missing set with its elements, AddChain a missing
+	// chain (its rules come with a ReplaceRules): DiffInPlace's way to a
+	// shape that grows.
+	AddSet
+	AddChain
 	// ReplaceRules flushes a chain whose rules differ and adds reef's.
 	ReplaceRules
+	// DelChain and DelSet remove what the desired shape no longer has,
+	// after the rules that referred to them are gone (DiffInPlace).
+	DelChain
+	DelSet
 	// DelElems removes elements from a set.
 	DelElems
 	// AddElems adds elements to a set.
@@ -32,6 +42,14 @@ func (k ChangeKind) String() string {
 		return "create table"
 	case RecreateTable:
 		return "recreate table"
+	case AddSet:
+		return "add set"
+	case AddChain:
+		return "add chain"
+	case DelChain:
+		return "delete chain"
+	case DelSet:
+		return "delete set"
 	case ReplaceRules:
 		return "replace rules"
 	case DelElems:
@@ -46,8 +64,8 @@ func (k ChangeKind) String() string {
 type Change struct {
 	Kind  ChangeKind
 	Table Table  // the desired table: whole for CreateTable and RecreateTable
-	Chain string // ReplaceRules: the chain, whose rules are in Table
-	Set   string // DelElems, AddElems: the set
+	Chain string // ReplaceRules, AddChain, DelChain: the chain, whose rules are in Table
+	Set   string // DelElems, AddElems, AddSet, DelSet: the set
 	Elems []Elem // DelElems, AddElems
 	Why   string // what differs, for the log
 }
@@ -87,6 +105,120 @@ func Diff(want, have []Table) Plan {
 	// interval replaced by an overlapping one never overlaps in the batch.
 	slices.SortStableFunc(p.Changes, func(a, b Change) int { return int(a.Kind) - int(b.Kind) })
 	return p
+}
+
+// DiffInPlace is Diff for a table whose shape follows its input (package
+// policy: a chain and sets per NetworkPolicy). Sets and chains that are
+// missing or extra are added and deleted in place, and chains whose rules
+// differ are replaced, so a policy that comes or goes costs its own sets
+// and chains, not the whole table. Only what cannot change in place (a
+// set's type or flags, a base chain's hook, priority or policy, the
+// table's flags) recreates the table. One batch, as Diff.
+func DiffInPlace(want, have []Table) Plan {
+	var p Plan
+	byID := map[TableID]Table{}
+	for _, h := range have {
+		byID[h.ID] = h
+	}
+	for _, w := range want {
+		h, ok := byID[w.ID]
+		if !ok {
+			p.Changes = append(p.Changes, Change{Kind: CreateTable, Table: w, Why: "table " + w.ID.String() + " is missing"})
+			continue
+		}
+		if problems := conflicts(w, h); len(problems) > 0 {
+			p.Changes = append(p.Changes, Change{Kind: RecreateTable, Table: w,
+				Why: "table " + w.ID.String() + ": " + strings.Join(problems, "; ")})
+			continue
+		}
+		p.Changes = append(p.Changes, growShape(w, h)...)
+		p.Changes = append(p.Changes, diffContents(w, h)...)
+	}
+	slices.SortStableFunc(p.Changes, func(a, b Change) int { return int(a.Kind) - int(b.Kind) })
+	return p
+}
+
+// conflicts are the shape differences that no in-place change mends.
+func conflicts(w, h Table) []string {
+	var out []string
+	if h.Flags != w.Flags {
+		out = append(out, fmt.Sprintf("flags %#x, want %#x", h.Flags, w.Flags))
+	}
+	hs := map[string]Set{}
+	for _, s := range h.Sets {
+		hs[s.Name] = s
+	}
+	for _, ws := range w.Sets {
+		if s, ok := hs[ws.Name]; ok && (s.KeyType != ws.KeyType || s.KeyLen != ws.KeyLen || s.Interval != ws.Interval || s.Concat != ws.Concat || s.Foreign != ws.Foreign) {
+			out = append(out, fmt.Sprintf("set %s has type %s (%d bytes, interval %t, concat %t, other %t), want %s", ws.Name, s.KeyType, s.KeyLen, s.Interval, s.Concat, s.Foreign, ws.KeyType))
+		}
+	}
+	hc := map[string]Chain{}
+	for _, c := range h.Chains {
+		hc[c.Name] = c
+	}
+	for _, wc := range w.Chains {
+		if c, ok := hc[wc.Name]; ok && (c.Type != wc.Type || c.Hooked != wc.Hooked || c.Hook != wc.Hook || c.Priority != wc.Priority || c.Policy != wc.Policy) {
+			out = append(out, fmt.Sprintf("chain %s is type %s hook %d priority %d policy %d, want type %s hook %d priority %d policy %d",
+				wc.Name, c.Type, c.Hook, c.Priority, c.Policy, wc.Type, wc.Hook, wc.Priority, wc.Policy))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// growShape adds the sets and chains h lacks and deletes those w does not
+// name. A new chain's rules, and those of the chains that jump to it, are
+// diffContents' ReplaceRules.
+func growShape(w, h Table) []Change {
+	var out []Change
+	hs := map[string]bool{}
+	for _, s := range h.Sets {
+		hs[s.Name] = true
+	}
+	for _, ws := range w.Sets {
+		if !hs[ws.Name] {
+			out = append(out, Change{Kind: AddSet, Table: w, Set: ws.Name, Why: "set " + w.ID.String() + " " + ws.Name + " is missing"})
+		}
+		delete(hs, ws.Name)
+	}
+	hc := map[string]bool{}
+	for _, c := range h.Chains {
+		hc[c.Name] = true
+	}
+	for _, wc := range w.Chains {
+		if !hc[wc.Name] {
+			out = append(out, Change{Kind: AddChain, Table: w, Chain: wc.Name, Why: "chain " + w.ID.String() + " " + wc.Name + " is missing"})
+		}
+		delete(hc, wc.Name)
+	}
+	for _, c := range slices.Sorted(maps.Keys(hc)) {
+		out = append(out, Change{Kind: DelChain, Table: w, Chain: c, Why: "chain " + w.ID.String() + " " + c + " is not wanted"})
+	}
+	for _, s := range slices.Sorted(maps.Keys(hs)) {
+		out = append(out, Change{Kind: DelSet, Table: w, Set: s, Why: "set " + w.ID.String() + " " + s + " is not wanted"})
+	}
+	return out
+}
+
+// DiffElements compares only the elements of the sets want and have both
+// have: for a caller that knows the shapes equal (package policy, between
+// two states of the same policies). ok is false when a set of want is
+// missing from have; the caller then needs DiffInPlace.
+func DiffElements(want, have Table) (p Plan, ok bool) {
+	hs := map[string]Set{}
+	for _, s := range have.Sets {
+		hs[s.Name] = s
+	}
+	for _, ws := range want.Sets {
+		s, found := hs[ws.Name]
+		if !found {
+			return Plan{}, false
+		}
+		p.Changes = append(p.Changes, diffSet(want, ws, s)...)
+	}
+	slices.SortStableFunc(p.Changes, func(a, b Change) int { return int(a.Kind) - int(b.Kind) })
+	return p, true
 }
 
 // shapeProblems lists how h's shape (flags, sets, chains; not rules or
@@ -155,32 +287,41 @@ func diffContents(w, h Table) []Change {
 		hs[s.Name] = s
 	}
 	for _, ws := range w.Sets {
-		s := hs[ws.Name]
-		have := map[Elem]bool{}
-		for _, e := range s.Elems {
-			have[e] = true
+		out = append(out, diffSet(w, ws, hs[ws.Name])...)
+	}
+	return out
+}
+
+// diffSet is the element changes that make s (of the kernel) ws.
+func diffSet(w Table, ws, s Set) []Change {
+	var out []Change
+	if slices.Equal(ws.Elems, s.Elems) {
+		return nil
+	}
+	have := map[Elem]bool{}
+	for _, e := range s.Elems {
+		have[e] = true
+	}
+	var add, del []Elem
+	for _, e := range ws.Elems {
+		if !have[e] {
+			add = append(add, e)
 		}
-		var add, del []Elem
-		for _, e := range ws.Elems {
-			if !have[e] {
-				add = append(add, e)
-			}
-			delete(have, e)
+		delete(have, e)
+	}
+	for _, e := range s.Elems {
+		if have[e] {
+			del = append(del, e)
 		}
-		for _, e := range s.Elems {
-			if have[e] {
-				del = append(del, e)
-			}
-		}
-		where := "set " + w.ID.String() + " " + ws.Name
-		if len(del) > 0 {
-			out = append(out, Change{Kind: DelElems, Table: w, Set: ws.Name, Elems: del,
-				Why: fmt.Sprintf("%s has %d element(s) reef does not want: %s", where, len(del), elemList(del))})
-		}
-		if len(add) > 0 {
-			out = append(out, Change{Kind: AddElems, Table: w, Set: ws.Name, Elems: add,
-				Why: fmt.Sprintf("%s lacks %d element(s): %s", where, len(add), elemList(add))})
-		}
+	}
+	where := "set " + w.ID.String() + " " + ws.Name
+	if len(del) > 0 {
+		out = append(out, Change{Kind: DelElems, Table: w, Set: ws.Name, Elems: del,
+			Why: fmt.Sprintf("%s has %d element(s) reef does not want: %s", where, len(del), elemList(del))})
+	}
+	if len(add) > 0 {
+		out = append(out, Change{Kind: AddElems, Table: w, Set: ws.Name, Elems: add,
+			Why: fmt.Sprintf("%s lacks %d element(s): %s", where, len(add), elemList(add))})
 	}
 	return out
 }

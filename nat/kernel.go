@@ -380,6 +380,7 @@ func (k *Kernel) Apply(p Plan) error {
 	if err != nil {
 		return err
 	}
+	ids := map[string]uint32{} // sets added in this batch, for the rules that look them up
 	for _, ch := range p.Changes {
 		nt := nftTable(ch.Table.ID)
 		switch ch.Kind {
@@ -388,14 +389,32 @@ func (k *Kernel) Apply(p Plan) error {
 		case RecreateTable:
 			c.DelTable(nt)
 			err = queueTable(c, ch.Table)
+		case AddSet:
+			for _, s := range ch.Table.Sets {
+				if s.Name == ch.Set {
+					ns := nftSet(nt, s)
+					err = c.AddSet(ns, nil) // its elements: the AddElems after
+					ids[s.Name] = ns.ID
+				}
+			}
+		case AddChain:
+			for _, wc := range ch.Table.Chains {
+				if wc.Name == ch.Chain {
+					c.AddChain(nftChain(nt, wc))
+				}
+			}
 		case ReplaceRules:
 			for _, wc := range ch.Table.Chains {
 				if wc.Name == ch.Chain {
 					nc := nftChain(nt, wc)
 					c.FlushChain(nc)
-					addRules(c, nt, nc, wc.Rules, nil)
+					addRules(c, nt, nc, wc.Rules, ids)
 				}
 			}
+		case DelChain:
+			c.DelChain(&nftables.Chain{Table: nt, Name: ch.Chain})
+		case DelSet:
+			c.DelSet(&nftables.Set{Table: nt, Name: ch.Set})
 		case AddElems, DelElems:
 			for _, s := range ch.Table.Sets {
 				if s.Name != ch.Set {

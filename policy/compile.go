@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -230,6 +231,25 @@ func Compile(in Input) State {
 	return st
 }
 
+// Shape fingerprints the policies as Table's chains and sets depend on
+// them: their namespaces, names and resourceVersions. Pods and
+// namespaces change elements only; the same Shape means the same chains,
+// rules and sets.
+func Shape(pols []*networkingv1.NetworkPolicy) string {
+	keys := make([]string, 0, len(pols))
+	for _, p := range pols {
+		if p != nil {
+			v := p.ResourceVersion
+			if v == "" { // not from the API (tests): the spec itself
+				v = fmt.Sprintf("%v", p.Spec)
+			}
+			keys = append(keys, p.Namespace+"/"+p.Name+"@"+v+"#"+strconv.FormatInt(p.Generation, 10))
+		}
+	}
+	slices.Sort(keys)
+	return strings.Join(keys, ",")
+}
+
 // Covers reports the directions a policy isolates its pods in: its
 // policyTypes, or when it has none, ingress and, if it has egress rules,
 // egress (the API's defaulting, for objects that missed it).
@@ -304,7 +324,12 @@ func selector(s *metav1.LabelSelector) (labels.Selector, error) {
 func compileRule(ix *index, ns string, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort, d Direction, selected []podInfo) (Rule, error) {
 	var r Rule
 	var ranges []Range
-	var peerPods []podInfo // the pods the peers name (egress named ports)
+	// peerPods are the pods the peers name, for an egress rule's named
+	// ports; only looked for when it has one.
+	var peerPods []podInfo
+	wantPods := d == Egress && slices.ContainsFunc(ports, func(p networkingv1.NetworkPolicyPort) bool {
+		return p.Port != nil && p.Port.Type == intstr.String
+	})
 	r.AnyPeer = len(peers) == 0
 	for i, peer := range peers {
 		where := fmt.Sprintf("%s[%d]", map[Direction]string{Ingress: "from", Egress: "to"}[d], i)
@@ -318,6 +343,9 @@ func compileRule(ix *index, ns string, peers []networkingv1.NetworkPolicyPeer, p
 				return r, fmt.Errorf("%s.ipBlock: %w", where, err)
 			}
 			ranges = append(ranges, rs...)
+			if !wantPods {
+				continue
+			}
 			for _, pi := range ix.pods {
 				if slices.ContainsFunc(pi.addrs, func(a netip.Addr) bool { return inRanges(rs, a) }) {
 					peerPods = append(peerPods, pi)
@@ -335,7 +363,9 @@ func compileRule(ix *index, ns string, peers []networkingv1.NetworkPolicyPeer, p
 					ranges = append(ranges, Range{a, a})
 				}
 			}
-			peerPods = append(peerPods, pods...)
+			if wantPods {
+				peerPods = append(peerPods, pods...)
+			}
 		}
 	}
 	r.Peers = mergeRanges(ranges)

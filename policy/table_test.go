@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -42,7 +43,7 @@ func converge(t *testing.T, k *nat.Kernel, want nat.Table) nat.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := nat.Diff([]nat.Table{want}, have)
+	p := nat.DiffInPlace([]nat.Table{want}, have)
 	if err := k.Apply(p); err != nil {
 		t.Fatalf("apply: %v", err)
 	}
@@ -50,7 +51,7 @@ func converge(t *testing.T, k *nat.Kernel, want nat.Table) nat.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again := nat.Diff([]nat.Table{want}, have); !again.Empty() {
+	if again := nat.DiffInPlace([]nat.Table{want}, have); !again.Empty() {
 		for _, c := range again.Changes {
 			t.Errorf("after applying, the kernel still differs: %s: %s", c.Kind, c.Why)
 		}
@@ -117,4 +118,39 @@ func TestLargeTableInKernel(t *testing.T) {
 		in.Policies = append(in.Policies, p)
 	}
 	converge(t, k, Table(Compile(in)))
+}
+
+// TestPolicyChangesInPlace: a policy added, changed and removed changes
+// its own sets and chains and the base chains' rules, in place; the table
+// is never recreated, and the kernel ends equal to the desired table.
+func TestPolicyChangesInPlace(t *testing.T) {
+	_, k := testNetns(t)
+	in := sampleInput()
+	converge(t, k, Table(Compile(in)))
+	extra := netpol("x", "extra", sel("pod", "b"), nil)
+	extra.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: sel("pod", "a")}}, Ports: []networkingv1.NetworkPolicyPort{named("TCP", "http")}}}
+	steps := []struct {
+		name string
+		pols []*networkingv1.NetworkPolicy
+	}{
+		{"added", append(slices.Clone(in.Policies), extra)},
+		{"changed", func() []*networkingv1.NetworkPolicy {
+			e := extra.DeepCopy()
+			e.Spec.Ingress[0].Ports = []networkingv1.NetworkPolicyPort{tcp(81), tcp(82)}
+			return append(slices.Clone(in.Policies), e)
+		}()},
+		{"removed", in.Policies[:1]},
+	}
+	for _, st := range steps {
+		in.Policies = st.pols
+		p := converge(t, k, Table(Compile(in)))
+		kinds := map[nat.ChangeKind]int{}
+		for _, c := range p.Changes {
+			kinds[c.Kind]++
+			if c.Kind == nat.RecreateTable || c.Kind == nat.CreateTable {
+				t.Fatalf("policy %s: %s (%s), want changes in place", st.name, c.Kind, c.Why)
+			}
+		}
+		t.Logf("policy %s: %v", st.name, kinds)
+	}
 }

@@ -1,0 +1,86 @@
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/reefcni/reef/nat"
+)
+
+// benchInput is the shape of reef-lab bench-policy: pods in namespaces
+// (labels app, tier), namespaces with a team label, policies with an
+// ingress rule (namespaceSelector AND podSelector, a port and a named
+// port) and an egress ipBlock with an except; local endpoints among them.
+func benchInput(pods, namespaces, policies, local int) Input {
+	var in Input
+	for i := range namespaces {
+		in.Namespaces = append(in.Namespaces, ns(fmt.Sprintf("bg-%d", i), "team", fmt.Sprintf("t%d", i%10)))
+	}
+	for n := range pods {
+		nsName := fmt.Sprintf("bg-%d", n%namespaces)
+		ip := netip.AddrFrom4([4]byte{10, 250, byte(n >> 8), byte(n)})
+		p := pod(nsName, fmt.Sprintf("p%d", n), ip.String(), []string{"app", fmt.Sprintf("app-%d", n%100), "tier", []string{"web", "db", "cache"}[n%3]},
+			withPort("http", corev1.ProtocolTCP, 8080))
+		in.Pods = append(in.Pods, p)
+		if n < local {
+			in.Local = append(in.Local, Endpoint{Namespace: nsName, Name: p.Name, IP: ip})
+		}
+	}
+	tcp := corev1.ProtocolTCP
+	for i := range policies {
+		port, named := intstr.FromInt32(int32(8000+i%100)), intstr.FromString("http")
+		in.Policies = append(in.Policies, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("bg-%d", i%namespaces), Name: fmt.Sprintf("pol-%d", i)},
+			Spec: networkingv1.NetworkPolicySpec{
+				PodSelector: *sel("app", fmt.Sprintf("app-%d", i%100)),
+				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+				Ingress: []networkingv1.NetworkPolicyIngressRule{{
+					From:  []networkingv1.NetworkPolicyPeer{{NamespaceSelector: sel("team", fmt.Sprintf("t%d", i%10)), PodSelector: sel("tier", "web")}},
+					Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}, {Protocol: &tcp, Port: &named}},
+				}},
+				Egress: []networkingv1.NetworkPolicyEgressRule{{
+					To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.250.0.0/16", Except: []string{fmt.Sprintf("10.250.%d.0/24", i%200)}}}},
+				}},
+			}})
+	}
+	return in
+}
+
+func BenchmarkCompile(b *testing.B) {
+	in := benchInput(1000, 50, 100, 20)
+	for b.Loop() {
+		Compile(in)
+	}
+}
+
+func BenchmarkTable(b *testing.B) {
+	st := Compile(benchInput(1000, 50, 100, 20))
+	for b.Loop() {
+		Table(st)
+	}
+}
+
+func BenchmarkDiff(b *testing.B) {
+	in := benchInput(1000, 50, 100, 20)
+	have := Table(Compile(in))
+	in.Local = append(in.Local, Endpoint{Namespace: "bg-1", Name: "p999", IP: netip.MustParseAddr("10.250.3.231")})
+	want := Table(Compile(in))
+	for b.Loop() {
+		nat.Diff([]nat.Table{want}, []nat.Table{have})
+	}
+}
+
+func BenchmarkDiffElements(b *testing.B) {
+	in := benchInput(1000, 50, 100, 20)
+	have := Table(Compile(in))
+	in.Local = append(in.Local, Endpoint{Namespace: "bg-1", Name: "p999", IP: netip.MustParseAddr("10.250.3.231")})
+	want := Table(Compile(in))
+	for b.Loop() {
+		nat.DiffElements(want, have)
+	}
+}
