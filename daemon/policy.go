@@ -13,6 +13,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/reefcni/reef/nat"
 	"github.com/reefcni/reef/policy"
@@ -109,23 +110,27 @@ func (p *policyDataplane) reconcile() error {
 // sync compiles the desired table and brings the kernel in line with it.
 // readKernel: compare with the kernel itself (the reconcile pass), not
 // with what was last applied.
-func (p *policyDataplane) sync(readKernel bool) (err error) {
+func (p *policyDataplane) sync(readKernel bool) error {
+	return p.locked(func(in policy.Input) error { return p.syncAll(in, readKernel) })
+}
+
+// locked runs f under the lock with the input of this moment. The
+// endpoints are read under the lock: an ADD's sync that read them before
+// another ADD recorded its own must not apply after it. Whatever the API
+// holds must not take the daemon down: a panic in compiling it is a bug
+// of reef's, reported, and the table stays as it was.
+func (p *policyDataplane) locked(f func(policy.Input) error) (err error) {
 	if !p.watch.Synced() {
 		return nil
 	}
-	// Whatever the API holds must not take the daemon down: a panic in
-	// compiling it is a bug of reef's, reported, and the table stays as
-	// it was.
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	defer func() {
 		if r := recover(); r != nil {
 			p.log.Error("BUG: compiling NetworkPolicy panicked; the table stays as last applied", "panic", r, "stack", string(debug.Stack()))
 			err = fmt.Errorf("compile NetworkPolicy: panic: %v", r)
 		}
 	}()
-	// The endpoints are read under the lock: an ADD's sync that read
-	// them before another ADD recorded its own must not apply after it.
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	eps, err := p.store.Endpoints()
 	if err != nil {
 		return err
@@ -136,11 +141,16 @@ func (p *policyDataplane) sync(readKernel bool) (err error) {
 			in.Local = append(in.Local, policy.Endpoint{Namespace: ep.PodNamespace, Name: ep.PodName, IP: ep.IP})
 		}
 	}
+	return f(in)
+}
+
+// syncAll compiles everything and brings the kernel in line.
+func (p *policyDataplane) syncAll(in policy.Input, readKernel bool) error {
 	st := policy.Compile(in)
 	p.logSkipped(st.Skipped)
 	want := policy.Table(st)
 	shape := policy.Shape(in.Policies)
-	err = p.apply(want, shape, readKernel || p.applied == nil)
+	err := p.apply(want, shape, readKernel || p.applied == nil)
 	if err != nil && !readKernel {
 		// What was applied may not be what the kernel has (a table
 		// deleted by hand): compare with the kernel and try once more.
@@ -152,6 +162,42 @@ func (p *policyDataplane) sync(readKernel bool) (err error) {
 		return err
 	}
 	p.state, p.in, p.synced = st, in, true
+	return nil
+}
+
+// syncPod is the ADD's sync: with the same policies as last applied,
+// only those the pod can affect are compiled again (policy.Recompile) and
+// only their sets and the isolated sets are compared and changed; else
+// it is syncAll.
+func (p *policyDataplane) syncPod(in policy.Input, pod *corev1.Pod) error {
+	shape := policy.Shape(in.Policies)
+	if pod == nil || p.applied == nil || !p.synced || shape != p.appliedShape {
+		return p.syncAll(in, false)
+	}
+	st, changed, ok := policy.Recompile(p.state, in, pod)
+	if !ok {
+		return p.syncAll(in, false)
+	}
+	sets := policy.SetsOf(st, changed)
+	plan, ok := nat.DiffElements(nat.Table{ID: policy.TableID, Sets: sets}, *p.applied)
+	if !ok {
+		return p.syncAll(in, false)
+	}
+	if err := p.kernel.Apply(plan); err != nil {
+		return p.syncAll(in, true)
+	}
+	applied := *p.applied
+	applied.Sets = slices.Clone(applied.Sets)
+	bySet := map[string]nat.Set{}
+	for _, s := range sets {
+		bySet[s.Name] = s
+	}
+	for i, s := range applied.Sets {
+		if w, ok := bySet[s.Name]; ok {
+			applied.Sets[i] = w
+		}
+	}
+	p.applied, p.state, p.in, p.lastErr = &applied, st, in, nil
 	return nil
 }
 
@@ -236,7 +282,8 @@ func (p *policyDataplane) Admit(ctx context.Context, namespace, name string) *ty
 // (recorded, not yet wired) included: the pod is covered before its veth
 // exists.
 func (p *policyDataplane) Cover(ep store.Endpoint) error {
-	if err := p.sync(false); err != nil {
+	pod, _ := p.watch.Pod(ep.PodNamespace, ep.PodName)
+	if err := p.locked(func(in policy.Input) error { return p.syncPod(in, pod) }); err != nil {
 		return fmt.Errorf("cover pod %s/%s (%s) with its NetworkPolicies: %w", ep.PodNamespace, ep.PodName, ep.IP, err)
 	}
 	return nil

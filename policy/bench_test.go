@@ -84,3 +84,10 @@ func BenchmarkDiffElements(b *testing.B) {
 		nat.DiffElements(want, have)
 	}
 }
+
+func BenchmarkSets(b *testing.B) {
+	st := Compile(benchInput(1000, 50, 100, 20))
+	for b.Loop() {
+		Sets(st)
+	}
+}

@@ -199,15 +199,7 @@ func Compile(in Input) State {
 	ix := newIndex(in)
 	var st State
 	isolated := [2]map[netip.Addr]bool{{}, {}}
-	pols := slices.Clone(in.Policies)
-	pols = slices.DeleteFunc(pols, func(p *networkingv1.NetworkPolicy) bool { return p == nil })
-	slices.SortFunc(pols, func(a, b *networkingv1.NetworkPolicy) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
-	})
-	pols = slices.CompactFunc(pols, func(a, b *networkingv1.NetworkPolicy) bool {
-		return a.Namespace == b.Namespace && a.Name == b.Name
-	})
-	for _, p := range pols {
+	for _, p := range sortedPolicies(in.Policies) {
 		c, err := compilePolicy(ix, p)
 		if err != nil {
 			st.Skipped = append(st.Skipped, Skipped{Namespace: p.Namespace, Name: p.Name, Reason: err.Error()})

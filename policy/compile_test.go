@@ -2,6 +2,7 @@ package policy
 
 import (
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -96,5 +97,12 @@ func TestMergeRanges(t *testing.T) {
 	want := []Range{{addr("10.0.0.1"), addr("10.0.0.5")}, {addr("10.0.0.9"), addr("10.0.0.9")}, {addr("fd00::1"), addr("fd00::1")}}
 	if !slices.Equal(rs, want) {
 		t.Errorf("merge: %v, want %v", rs, want)
+	}
+}
+
+func TestSetsAreTablesSets(t *testing.T) {
+	st := Compile(benchInput(300, 20, 40, 30))
+	if !reflect.DeepEqual(Sets(st), Table(st).Sets) {
+		t.Fatal("Sets(st) differs from Table(st).Sets")
 	}
 }

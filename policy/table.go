@@ -103,7 +103,13 @@ func limitName(s string) string {
 }
 
 // Table renders the desired state as table inet reef.
-func Table(st State) nat.Table {
+func Table(st State) nat.Table { return render(st, true) }
+
+// Sets renders only the sets of Table(st): for a caller that has the
+// chains already, those of a State of the same policies (same Shape).
+func Sets(st State) []nat.Set { return render(st, false).Sets }
+
+func render(st State, withChains bool) nat.Table {
 	t := nat.Table{ID: TableID}
 	base := [2]nat.Chain{
 		{Name: ChainIngress, Type: nftables.ChainTypeFilter, Hooked: true, Hook: *nftables.ChainHookForward,
@@ -141,7 +147,7 @@ func Table(st State) nat.Table {
 				base[d].Rules = append(base[d].Rules, nat.Rule{Comment: cut(fmt.Sprintf("reef: policy %s (%s)", c.Key(), d)),
 					Exprs: append(match(f, f.offset(d, false), selSet(f, c), false), &expr.Verdict{Kind: expr.VerdictJump, Chain: ch.Name})})
 				for i, r := range c.Rules[d] {
-					sets, rules := ruleRules(f, d, c, i, r)
+					sets, rules := ruleRules(f, d, c, i, r, withChains)
 					t.Sets = append(t.Sets, sets...)
 					ch.Rules = append(ch.Rules, rules...)
 				}
@@ -154,6 +160,9 @@ func Table(st State) nat.Table {
 			Exprs: []expr.Any{&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictDrop}}})
 	}
 	t.Chains = append(t.Chains, base[:]...)
+	if !withChains {
+		t.Chains = nil
+	}
 	slices.SortFunc(t.Chains, func(a, b nat.Chain) int { return compare(a.Name, b.Name) })
 	slices.SortFunc(t.Sets, func(a, b nat.Set) int { return compare(a.Name, b.Name) })
 	return t
@@ -171,7 +180,8 @@ func compare(a, b string) int {
 
 // ruleRules renders rule i of a policy in family f: its sets and one
 // accept rule per port entry (one rule when it has no ports).
-func ruleRules(f family, d Direction, c *Compiled, i int, r Rule) ([]nat.Set, []nat.Rule) {
+// With withRules false only the sets are made.
+func ruleRules(f family, d Direction, c *Compiled, i int, r Rule, withRules bool) ([]nat.Set, []nat.Rule) {
 	var sets []nat.Set
 	var peer []expr.Any
 	if !r.AnyPeer {
@@ -188,6 +198,14 @@ func ruleRules(f family, d Direction, c *Compiled, i int, r Rule) ([]nat.Set, []
 	} else {
 		peer = nfproto(f)
 	}
+	if !withRules {
+		for j, p := range r.Ports {
+			if p.Name != "" {
+				sets = append(sets, namedPortSet(f, d, c, i, j, p))
+			}
+		}
+		return sets, nil
+	}
 	comment := fmt.Sprintf("reef: policy %s %s[%d]", c.Key(), d, i)
 	if len(r.Ports) == 0 {
 		return sets, []nat.Rule{{Comment: cut(comment), Exprs: append(slices.Clone(peer), &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictAccept})}}
@@ -199,14 +217,7 @@ func ruleRules(f family, d Direction, c *Compiled, i int, r Rule) ([]nat.Set, []
 		case p.Any:
 		case p.Name != "":
 			name := namedSet(f, d, c, i, j)
-			var elems []nat.Elem
-			for _, ap := range p.Named {
-				if f.holds(ap.Addr) {
-					elems = append(elems, nat.Elem{From: ap.Addr, To: ap.Addr, Port: ap.Port})
-				}
-			}
-			sets = append(sets, nat.Set{Name: name, KeyType: f.addrPort.Name, KeyLen: f.addrPort.Bytes, Concat: true,
-				Comment: cut(fmt.Sprintf("reef: policy %s %s[%d] port %q: address . port", c.Key(), d, i, p.Name)), Elems: elems})
+			sets = append(sets, namedPortSet(f, d, c, i, j, p))
 			// The destination's address and port: the selected pod's for
 			// ingress, the peer's for egress.
 			// The port goes right after the address: NFT_REG32_01 after
@@ -233,6 +244,17 @@ func ruleRules(f family, d Direction, c *Compiled, i int, r Rule) ([]nat.Set, []
 		rules = append(rules, nat.Rule{Comment: cut(fmt.Sprintf("%s port %s", comment, p)), Exprs: ex})
 	}
 	return sets, rules
+}
+
+func namedPortSet(f family, d Direction, c *Compiled, i, j int, p Port) nat.Set {
+	var elems []nat.Elem
+	for _, ap := range p.Named {
+		if f.holds(ap.Addr) {
+			elems = append(elems, nat.Elem{From: ap.Addr, To: ap.Addr, Port: ap.Port})
+		}
+	}
+	return nat.Set{Name: namedSet(f, d, c, i, j), KeyType: f.addrPort.Name, KeyLen: f.addrPort.Bytes, Concat: true,
+		Comment: cut(fmt.Sprintf("reef: policy %s %s[%d] port %q: address . port", c.Key(), d, i, p.Name)), Elems: elems}
 }
 
 func addrSet(f family, name, comment string, interval bool, addrs []netip.Addr) nat.Set {

@@ -53,7 +53,9 @@ type policyBench struct {
 	off    *lab.Node   // node3: policy off, alone
 	seq    int
 	remote int // pods made by background, for their addresses
-	report policyReport
+	// settledFor is how long settledRSS has waited so far.
+	settledFor time.Duration
+	report     policyReport
 }
 
 type policyReport struct {
@@ -67,6 +69,7 @@ type policyReport struct {
 	loadedWhat                  string
 	tputOn, tputOff             []float64 // Gbit/s
 	tputErr                     string
+	rssSeries                   []string // node1's RSS while it settles after the scale step
 }
 
 func benchPolicy(ctx context.Context, args []string) error {
@@ -498,6 +501,19 @@ func (b *policyBench) settledRSS(policies int) (lab.Memory, error) {
 		}
 		time.Sleep(time.Second)
 	}
-	time.Sleep(5 * time.Second)
-	return b.on[0].Memory()
+	// The RSS of a daemon that has just compiled a burst of changes holds
+	// freed heap the runtime returns to the kernel over the next minute
+	// (its background scavenger); the figure is the settled one, after a
+	// minute, with the samples on the way in the report.
+	var m lab.Memory
+	for _, at := range []time.Duration{5 * time.Second, 15 * time.Second, 30 * time.Second, 60 * time.Second} {
+		time.Sleep(at - b.settledFor)
+		b.settledFor = at
+		var err error
+		if m, err = b.on[0].Memory(); err != nil {
+			return m, err
+		}
+		b.report.rssSeries = append(b.report.rssSeries, fmt.Sprintf("%s after %s", meshMiB(m.RSS), at))
+	}
+	return m, nil
 }

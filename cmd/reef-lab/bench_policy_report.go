@@ -75,6 +75,7 @@ func (r *policyReport) markdown() string {
 	mem("node3, policy off, idle", r.idleOff)
 	mem("node1, policy on, empty API", r.idleOn)
 	mem("node1, "+r.loadedWhat, r.loadedOn)
+	w("\nnode1's RSS after the scale step's last change: %s.\n", strings.Join(r.rssSeries, ", "))
 
 	w("\n### Throughput (iperf3, node1 -> node2, 5 s runs)\n\n")
 	if r.tputErr == "" {

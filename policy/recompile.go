@@ -1,0 +1,155 @@
+package policy
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/reefcni/reef/nat"
+)
+
+// Recompile is Compile for the CNI ADD path: prev is the State last
+// applied, compiled from the same policies (the same Shape), and pod is
+// the one pod whose addresses changed (its new endpoint is in in.Local).
+// Only the policies the pod can affect (it is selected, or a peer of one
+// of their rules) are compiled again, against in; the others are prev's.
+// It returns the State and the indexes (in its Policies) of those
+// compiled again. The caller falls back to Compile when ok is false:
+// prev is not of the same policies.
+//
+// A policy prev compiled from an older view of the API keeps that view
+// until the next Compile (which every informer event brings); what the
+// pod itself changes is exact, as TestRecompileIsCompile checks.
+func Recompile(prev State, in Input, pod *corev1.Pod) (st State, changed []int, ok bool) {
+	pols := sortedPolicies(in.Policies)
+	if len(pols) != len(prev.Policies)+len(prev.Skipped) {
+		return State{}, nil, false
+	}
+	byKey := map[string]*Compiled{}
+	for _, c := range prev.Policies {
+		byKey[c.Key()] = c
+	}
+	skipped := map[string]bool{}
+	for _, s := range prev.Skipped {
+		skipped[s.Namespace+"/"+s.Name] = true
+	}
+	ix := newIndex(in)
+	isolated := [2]map[netip.Addr]bool{{}, {}}
+	for _, p := range pols {
+		key := p.Namespace + "/" + p.Name
+		c, had := byKey[key]
+		switch {
+		case skipped[key]:
+			continue
+		case !had:
+			return State{}, nil, false
+		case affects(ix, p, pod):
+			var err error
+			if c, err = compilePolicy(ix, p); err != nil {
+				return State{}, nil, false
+			}
+			changed = append(changed, len(st.Policies))
+		}
+		for d := range 2 {
+			if c.Covers[d] {
+				for _, a := range c.Selected {
+					isolated[d][a] = true
+				}
+			}
+		}
+		st.Policies = append(st.Policies, c)
+	}
+	// Skipped reasons depend on the spec only: prev's hold.
+	st.Skipped = slices.Clone(prev.Skipped)
+	for d := range 2 {
+		for a := range isolated[d] {
+			st.Isolated[d] = append(st.Isolated[d], a)
+		}
+		slices.SortFunc(st.Isolated[d], netip.Addr.Compare)
+	}
+	return st, changed, true
+}
+
+func sortedPolicies(in []*networkingv1.NetworkPolicy) []*networkingv1.NetworkPolicy {
+	pols := slices.DeleteFunc(slices.Clone(in), func(p *networkingv1.NetworkPolicy) bool { return p == nil })
+	slices.SortFunc(pols, func(a, b *networkingv1.NetworkPolicy) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	return slices.CompactFunc(pols, func(a, b *networkingv1.NetworkPolicy) bool {
+		return a.Namespace == b.Namespace && a.Name == b.Name
+	})
+}
+
+// affects reports whether pod can change what policy p compiles to: it
+// is in p's namespace and selected, or a rule's peers can name it (or, for
+// a named port, resolve on it). A selector that does not parse counts as
+// affecting: compiling again gives the same error.
+func affects(ix *index, p *networkingv1.NetworkPolicy, pod *corev1.Pod) bool {
+	lbl := labels.Set(pod.Labels)
+	if pod.Namespace == p.Namespace {
+		if s, err := selector(&p.Spec.PodSelector); err != nil || s.Matches(lbl) {
+			return true
+		}
+	}
+	for _, r := range p.Spec.Ingress {
+		if peersAffect(ix, p.Namespace, r.From, r.Ports, pod, lbl) {
+			return true
+		}
+	}
+	for _, r := range p.Spec.Egress {
+		if peersAffect(ix, p.Namespace, r.To, r.Ports, pod, lbl) {
+			return true
+		}
+	}
+	return false
+}
+
+func peersAffect(ix *index, ns string, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort, pod *corev1.Pod, lbl labels.Set) bool {
+	named := slices.ContainsFunc(ports, func(p networkingv1.NetworkPolicyPort) bool { return p.Port != nil && p.Port.Type == intstr.String })
+	if len(peers) == 0 {
+		return named // every pod is a peer; only named ports look at them
+	}
+	for _, peer := range peers {
+		if peer.IPBlock != nil {
+			if named {
+				return true
+			}
+			continue
+		}
+		nsMatch := peer.NamespaceSelector == nil && pod.Namespace == ns
+		if peer.NamespaceSelector != nil {
+			s, err := selector(peer.NamespaceSelector)
+			if err != nil {
+				return true
+			}
+			nsMatch = s.Matches(nsLabels(ix, pod.Namespace))
+		}
+		if !nsMatch {
+			continue
+		}
+		if peer.PodSelector == nil {
+			return true
+		}
+		s, err := selector(peer.PodSelector)
+		if err != nil || s.Matches(lbl) {
+			return true
+		}
+	}
+	return false
+}
+
+// SetsOf renders the sets of the policies at indexes (of st.Policies)
+// and the isolated sets: with Recompile, the sets an ADD can change.
+func SetsOf(st State, indexes []int) []nat.Set {
+	sub := State{Isolated: st.Isolated}
+	for _, i := range indexes {
+		sub.Policies = append(sub.Policies, st.Policies[i])
+	}
+	return Sets(sub)
+}
