@@ -52,6 +52,7 @@ var wantFiles = []packagedFile{
 	{installedReef, 0o755, false},
 	{"/usr/lib/NetworkManager/conf.d/reef.conf", 0o644, false},
 	{"/usr/lib/systemd/networkd.conf.d/reef.conf", 0o644, false},
+	{"/usr/share/reef/rbac.yaml", 0o644, false},
 }
 
 const rpmUnit = "/usr/lib/systemd/system/reef.service"
@@ -220,10 +221,12 @@ func testPackageContents(t *testing.T, pk *packager) {
 		}
 		rpmFiles[f[0]] = f[1:]
 	}
-	if dir := rpmFiles["/etc/reef"]; dir == nil || dir[3] != "040755" {
-		t.Errorf(".rpm does not own /etc/reef as a directory 0755: %v", dir)
+	for _, d := range []string{"/etc/reef", "/usr/share/reef"} {
+		if dir := rpmFiles[d]; dir == nil || dir[3] != "040755" {
+			t.Errorf(".rpm does not own %s as a directory 0755: %v", d, dir)
+		}
+		delete(rpmFiles, d)
 	}
-	delete(rpmFiles, "/etc/reef")
 	gotPaths = gotPaths[:0]
 	for path := range rpmFiles {
 		gotPaths = append(gotPaths, path)
