@@ -41,7 +41,8 @@ type policyDataplane struct {
 	// applied is the table as last applied or read, nil when unknown: an
 	// ADD diffs against it instead of dumping the kernel; the reconcile
 	// pass reads the kernel.
-	applied *nat.Table
+	applied  *nat.Table
+	renderer policy.Renderer
 	// appliedShape fingerprints the policies applied: while it holds, the
 	// table's chains and sets are the same and only elements can differ.
 	appliedShape string
@@ -81,20 +82,30 @@ func (p *policyDataplane) signal() {
 }
 
 // settle is how long run waits after a change for more: the events of
-// one kubectl apply, or of a namespace's pods, come together.
-const settle = 5 * time.Millisecond
+// one kubectl apply, or of a namespace's pods, come together. After a
+// sync that took long (thousands of pods, hundreds of policies) it waits
+// twice that, up to maxSettle, so that a storm of events (a node's pods
+// restarting, a namespace created) costs a few syncs instead of one per
+// event. No decision depends on it; the ADD path does not wait for it.
+const (
+	settle    = 5 * time.Millisecond
+	maxSettle = time.Second
+)
 
 func (p *policyDataplane) run(ctx context.Context) {
+	var last time.Duration
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-p.changed:
 		}
-		time.Sleep(settle)
+		time.Sleep(min(maxSettle, max(settle, 2*last)))
+		start := time.Now()
 		if err := p.sync(false); err != nil {
 			p.log.Error("apply NetworkPolicy", "error", err)
 		}
+		last = time.Since(start)
 	}
 }
 
@@ -148,7 +159,7 @@ func (p *policyDataplane) locked(f func(policy.Input) error) (err error) {
 func (p *policyDataplane) syncAll(in policy.Input, readKernel bool) error {
 	st := policy.Compile(in)
 	p.logSkipped(st.Skipped)
-	want := policy.Table(st)
+	want := p.renderer.Table(st)
 	shape := policy.Shape(in.Policies)
 	err := p.apply(want, shape, readKernel || p.applied == nil)
 	if err != nil && !readKernel {

@@ -136,12 +136,26 @@ type Chain struct {
 type Rule struct {
 	Comment string
 	Exprs   []expr.Any
+	// Key, when set, is Key(family) of the rule computed before: a
+	// renderer that reuses a rule keeps its key, so that comparing it
+	// costs no encoding. Rules read from the kernel have none.
+	Key string
+}
+
+// WithKey returns r with its Key computed for family fam.
+func (r Rule) WithKey(fam nftables.TableFamily) Rule {
+	r.Key = ""
+	r.Key = r.key(fam)
+	return r
 }
 
 // key is the rule in bytes, for comparing a desired rule with a kernel one.
 // A rule whose expressions cannot be encoded gets a key no rule of reef's
 // has, so that it is replaced.
 func (r Rule) key(fam nftables.TableFamily) string {
+	if r.Key != "" {
+		return r.Key
+	}
 	var b strings.Builder
 	b.WriteString(r.Comment)
 	for _, e := range r.Exprs {

@@ -35,7 +35,7 @@ func benchInput(pods, namespaces, policies, local int) Input {
 	tcp := corev1.ProtocolTCP
 	for i := range policies {
 		port, named := intstr.FromInt32(int32(8000+i%100)), intstr.FromString("http")
-		in.Policies = append(in.Policies, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("bg-%d", i%namespaces), Name: fmt.Sprintf("pol-%d", i)},
+		in.Policies = append(in.Policies, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("bg-%d", i%namespaces), Name: fmt.Sprintf("pol-%d", i), ResourceVersion: fmt.Sprint(1000 + i)},
 			Spec: networkingv1.NetworkPolicySpec{
 				PodSelector: *sel("app", fmt.Sprintf("app-%d", i%100)),
 				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
@@ -89,5 +89,18 @@ func BenchmarkSets(b *testing.B) {
 	st := Compile(benchInput(1000, 50, 100, 20))
 	for b.Loop() {
 		Sets(st)
+	}
+}
+
+// BenchmarkScale is one sync's work at 5,000 pods, 500 namespaces and
+// 500 policies: Compile, Table and the in-place diff with the table before.
+func BenchmarkScale(b *testing.B) {
+	in := benchInput(5000, 500, 500, 20)
+	var r Renderer
+	have := r.Table(Compile(in))
+	b.ResetTimer()
+	for b.Loop() {
+		want := r.Table(Compile(in))
+		nat.DiffInPlace([]nat.Table{want}, []nat.Table{have})
 	}
 }

@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/reefcni/reef/nat"
 )
 
 func TestCompileSample(t *testing.T) {
@@ -104,5 +106,33 @@ func TestSetsAreTablesSets(t *testing.T) {
 	st := Compile(benchInput(300, 20, 40, 30))
 	if !reflect.DeepEqual(Sets(st), Table(st).Sets) {
 		t.Fatal("Sets(st) differs from Table(st).Sets")
+	}
+}
+
+// TestRendererIsTable: the Renderer's table is Table's, the first time
+// and when it reuses every policy's rules, and after a policy changed.
+func TestRendererIsTable(t *testing.T) {
+	in := benchInput(300, 20, 40, 30)
+	var r Renderer
+	noKeys := func(tb nat.Table) nat.Table {
+		for i := range tb.Chains {
+			tb.Chains[i].Rules = slices.Clone(tb.Chains[i].Rules)
+			for j := range tb.Chains[i].Rules {
+				tb.Chains[i].Rules[j].Key = ""
+			}
+		}
+		return tb
+	}
+	for round := range 3 {
+		if round == 2 {
+			p := in.Policies[3].DeepCopy()
+			p.ResourceVersion = "changed"
+			p.Spec.Ingress[0].Ports = p.Spec.Ingress[0].Ports[:1]
+			in.Policies = append(slices.Clone(in.Policies[:3]), append([]*networkingv1.NetworkPolicy{p}, in.Policies[4:]...)...)
+		}
+		st := Compile(in)
+		if got, want := noKeys(r.Table(st)), Table(st); !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d: the Renderer's table differs from Table's", round)
+		}
 	}
 }

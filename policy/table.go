@@ -103,13 +103,48 @@ func limitName(s string) string {
 }
 
 // Table renders the desired state as table inet reef.
-func Table(st State) nat.Table { return render(st, true) }
+func Table(st State) nat.Table { return render(st, true, nil) }
 
 // Sets renders only the sets of Table(st): for a caller that has the
 // chains already, those of a State of the same policies (same Shape).
-func Sets(st State) []nat.Set { return render(st, false).Sets }
+func Sets(st State) []nat.Set { return render(st, false, nil).Sets }
 
-func render(st State, withChains bool) nat.Table {
+// Renderer is Table with a memory: a policy's rules depend on its spec
+// only, so they are rendered (and their keys for comparison computed)
+// once per resourceVersion and reused. One goroutine at a time.
+type Renderer struct {
+	rules map[string]cachedRules // chain name @ spec
+	used  map[string]bool
+}
+
+type cachedRules struct {
+	jumps []nat.Rule // the base chain's jumps to the chain, one per family
+	rules []nat.Rule
+}
+
+// Table is Table(st), reusing the rules of policies rendered before.
+func (r *Renderer) Table(st State) nat.Table {
+	if r.rules == nil {
+		r.rules = map[string]cachedRules{}
+	}
+	r.used = map[string]bool{}
+	t := render(st, true, r)
+	for k := range r.rules {
+		if !r.used[k] {
+			delete(r.rules, k)
+		}
+	}
+	return t
+}
+
+func specKey(c *Compiled) string {
+	if c.src != nil && c.src.ResourceVersion != "" {
+		return c.src.ResourceVersion
+	}
+	return fmt.Sprintf("%v", c.src) // not from the API (tests)
+}
+
+func render(st State, withChains bool, cache *Renderer) nat.Table {
 	t := nat.Table{ID: TableID}
 	base := [2]nat.Chain{
 		{Name: ChainIngress, Type: nftables.ChainTypeFilter, Hooked: true, Hook: *nftables.ChainHookForward,
@@ -143,15 +178,36 @@ func render(st State, withChains bool) nat.Table {
 				continue
 			}
 			ch := nat.Chain{Name: chainName(d, c)}
+			var key string
+			var hit bool
+			var cached cachedRules
+			if cache != nil {
+				key = ch.Name + "@" + specKey(c)
+				cached, hit = cache.rules[key]
+				cache.used[key] = true
+			}
 			for _, f := range families {
-				base[d].Rules = append(base[d].Rules, nat.Rule{Comment: cut(fmt.Sprintf("reef: policy %s (%s)", c.Key(), d)),
-					Exprs: append(match(f, f.offset(d, false), selSet(f, c), false), &expr.Verdict{Kind: expr.VerdictJump, Chain: ch.Name})})
+				if !hit {
+					cached.jumps = append(cached.jumps, nat.Rule{Comment: cut(fmt.Sprintf("reef: policy %s (%s)", c.Key(), d)),
+						Exprs: append(match(f, f.offset(d, false), selSet(f, c), false), &expr.Verdict{Kind: expr.VerdictJump, Chain: ch.Name})})
+				}
 				for i, r := range c.Rules[d] {
-					sets, rules := ruleRules(f, d, c, i, r, withChains)
+					sets, rules := ruleRules(f, d, c, i, r, withChains && !hit)
 					t.Sets = append(t.Sets, sets...)
-					ch.Rules = append(ch.Rules, rules...)
+					cached.rules = append(cached.rules, rules...)
 				}
 			}
+			if cache != nil && !hit {
+				for i := range cached.jumps {
+					cached.jumps[i] = cached.jumps[i].WithKey(TableID.Family)
+				}
+				for i := range cached.rules {
+					cached.rules[i] = cached.rules[i].WithKey(TableID.Family)
+				}
+				cache.rules[key] = cached
+			}
+			base[d].Rules = append(base[d].Rules, cached.jumps...)
+			ch.Rules = cached.rules
 			t.Chains = append(t.Chains, ch)
 		}
 	}
