@@ -84,7 +84,7 @@ test-unit: gobgp-patch
 	$(GOW) test -race -count=1 $$($(GOW) list ./... | grep -v /e2e)
 
 test-e2e: build deps-test deps-cri deps-kube
-	REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GOW) test -count=1 -timeout 15m ./e2e/
+	REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GOW) test -count=1 -timeout 25m ./e2e/
 
 # spin, the model checker of blockproto/model/; installed only when missing.
 deps-model:

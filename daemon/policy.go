@@ -82,11 +82,11 @@ func (p *policyDataplane) signal() {
 }
 
 // settle is how long run waits after a change for more: the events of
-// one kubectl apply, or of a namespace's pods, come together. After a
-// sync that took long (thousands of pods, hundreds of policies) it waits
-// twice that, up to maxSettle, so that a storm of events (a node's pods
-// restarting, a namespace created) costs a few syncs instead of one per
-// event. No decision depends on it; the ADD path does not wait for it.
+// one kubectl apply, or of a namespace's pods, come together. In a storm
+// of events (a node's pods restarting, a namespace created) with slow
+// syncs (thousands of pods, hundreds of policies), syncs are spaced by
+// their own duration, up to maxSettle. No decision depends on it; the
+// ADD path does not wait for it.
 const (
 	settle    = 5 * time.Millisecond
 	maxSettle = time.Second
@@ -94,18 +94,23 @@ const (
 
 func (p *policyDataplane) run(ctx context.Context) {
 	var last time.Duration
+	var ended time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-p.changed:
 		}
-		time.Sleep(min(maxSettle, max(settle, 2*last)))
+		// A change after a quiet spell waits only settle; in a storm the
+		// next sync starts no sooner than its predecessor's duration after
+		// that one ended, so syncing takes at most half the time.
+		time.Sleep(max(settle, min(maxSettle, last-time.Since(ended))))
 		start := time.Now()
 		if err := p.sync(false); err != nil {
 			p.log.Error("apply NetworkPolicy", "error", err)
 		}
-		last = time.Since(start)
+		ended = time.Now()
+		last = ended.Sub(start)
 	}
 }
 
