@@ -63,6 +63,7 @@ func startProfile(stderr io.Writer) (stop func()) {
 			select {
 			case <-usr1:
 				end()
+				writeHeap(filepath.Join(dir, fmt.Sprintf("heap-%d-%d.pprof", pid, n)), fail)
 				begin()
 			case <-done:
 				end()
@@ -84,5 +85,20 @@ func startProfile(stderr io.Writer) (stop func()) {
 		if err := pprof.Lookup("heap").WriteTo(heap, 0); err != nil {
 			fail(err)
 		}
+	}
+}
+
+// writeHeap writes a heap profile after a GC, so that in-use is what is
+// live: at each SIGUSR1, a benchmark phase's end.
+func writeHeap(path string, fail func(error)) {
+	f, err := os.Create(path)
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		fail(err)
 	}
 }

@@ -104,3 +104,17 @@ func BenchmarkScale(b *testing.B) {
 		nat.DiffInPlace([]nat.Table{want}, []nat.Table{have})
 	}
 }
+
+// BenchmarkRecompile is an ADD's compile: one pod gets its endpoint.
+func BenchmarkRecompile(b *testing.B) {
+	in := benchInput(1000, 50, 100, 20)
+	p := in.Pods[33].DeepCopy()
+	p.Status.PodIPs = nil
+	in.Pods[33] = p
+	prev := Compile(in)
+	in.Local = append(in.Local, Endpoint{Namespace: p.Namespace, Name: p.Name, IP: netip.MustParseAddr("10.251.0.1")})
+	for b.Loop() {
+		st, changed, _ := Recompile(prev, in, p)
+		SetsOf(st, changed)
+	}
+}

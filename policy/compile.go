@@ -3,6 +3,7 @@ package policy
 import (
 	"cmp"
 	"fmt"
+	"hash/fnv"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -85,6 +86,11 @@ type Port struct {
 type Rule struct {
 	AnyPeer bool
 	Peers   []Range // sorted, disjoint and not adjacent
+	// PeerKey names the peers' set, shared by every rule with the same
+	// peers (Calico's IP sets per selector do the same): a hash of the
+	// peers as written, and of the namespace if a podSelector alone
+	// refers to it.
+	PeerKey string
 	Ports   []Port
 }
 
@@ -118,6 +124,9 @@ type State struct {
 	// direction, sorted.
 	Isolated [2][]netip.Addr
 	Skipped  []Skipped
+	// Peers are the addresses of each peer set (Rule.PeerKey): the one
+	// source the table's peer sets are rendered from.
+	Peers map[string][]Range
 }
 
 // podInfo is a pod as the compiler uses it.
@@ -132,10 +141,11 @@ type index struct {
 	pods     []podInfo            // every pod with an address, by namespace, name
 	byNS     map[string][]podInfo // the same, per namespace
 	local    map[string][]netip.Addr
+	peers    map[string][]Range // by Rule.PeerKey: computed once per compile
 }
 
 func newIndex(in Input) *index {
-	ix := &index{nsLabels: map[string]labels.Set{}, byNS: map[string][]podInfo{}, local: map[string][]netip.Addr{}}
+	ix := &index{nsLabels: map[string]labels.Set{}, byNS: map[string][]podInfo{}, local: map[string][]netip.Addr{}, peers: map[string][]Range{}}
 	for _, ns := range in.Namespaces {
 		if ns != nil {
 			ix.nsLabels[ns.Name] = ns.Labels
@@ -167,9 +177,9 @@ func newIndex(in Input) *index {
 		slices.SortFunc(addrs, netip.Addr.Compare)
 		ix.pods = append(ix.pods, podInfo{pod: p, addrs: slices.Compact(addrs)})
 	}
-	slices.SortFunc(ix.pods, func(a, b podInfo) int {
-		return cmp.Or(strings.Compare(a.pod.Namespace, b.pod.Namespace), strings.Compare(a.pod.Name, b.pod.Name))
-	})
+	// No order is kept: every result built from the pods is sorted
+	// (peers, named ports, selected addresses), so it depends on the set
+	// of pods, not on the order the informer lists them in.
 	for _, pi := range ix.pods {
 		ix.byNS[pi.pod.Namespace] = append(ix.byNS[pi.pod.Namespace], pi)
 	}
@@ -220,6 +230,7 @@ func Compile(in Input) State {
 		}
 		slices.SortFunc(st.Isolated[d], netip.Addr.Compare)
 	}
+	st.Peers = ix.peers
 	return st
 }
 
@@ -323,7 +334,14 @@ func compileRule(ix *index, ns string, peers []networkingv1.NetworkPolicyPeer, p
 		return p.Port != nil && p.Port.Type == intstr.String
 	})
 	r.AnyPeer = len(peers) == 0
+	if !r.AnyPeer {
+		r.PeerKey = peerKey(ns, peers)
+	}
+	cached, haveCached := ix.peers[r.PeerKey]
 	for i, peer := range peers {
+		if haveCached && !wantPods {
+			break // the same peers as a rule compiled before: their set is known
+		}
 		where := fmt.Sprintf("%s[%d]", map[Direction]string{Ingress: "from", Egress: "to"}[d], i)
 		switch {
 		case peer.IPBlock != nil:
@@ -360,7 +378,13 @@ func compileRule(ix *index, ns string, peers []networkingv1.NetworkPolicyPeer, p
 			}
 		}
 	}
-	r.Peers = mergeRanges(ranges)
+	if r.AnyPeer {
+	} else if haveCached {
+		r.Peers = cached
+	} else {
+		r.Peers = mergeRanges(ranges)
+		ix.peers[r.PeerKey] = r.Peers
+	}
 	if r.AnyPeer {
 		peerPods = ix.pods
 	}
@@ -376,6 +400,23 @@ func compileRule(ix *index, ns string, peers []networkingv1.NetworkPolicyPeer, p
 		r.Ports = append(r.Ports, port)
 	}
 	return r, nil
+}
+
+// peerKey names a rule's peer set: the peers as written, and the
+// namespace when a podSelector alone means that namespace's pods. Rules
+// of any namespace with the same namespaceSelectors and ipBlocks share it.
+func peerKey(ns string, peers []networkingv1.NetworkPolicyPeer) string {
+	h := fnv.New64a()
+	if slices.ContainsFunc(peers, func(p networkingv1.NetworkPolicyPeer) bool { return p.PodSelector != nil && p.NamespaceSelector == nil }) {
+		h.Write([]byte(ns))
+	}
+	h.Write([]byte{0})
+	for _, p := range peers {
+		b, _ := p.Marshal() // the API's protobuf: deterministic for these types
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	return fmt.Sprintf("%016x", h.Sum64())
 }
 
 // selectPeers is the pods a selector peer names: podSelector alone in the

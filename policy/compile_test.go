@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"math/rand/v2"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -134,5 +135,46 @@ func TestRendererIsTable(t *testing.T) {
 		if got, want := noKeys(r.Table(st)), Table(st); !reflect.DeepEqual(got, want) {
 			t.Fatalf("round %d: the Renderer's table differs from Table's", round)
 		}
+	}
+}
+
+// TestCompileIgnoresOrder: the informer lists objects in no particular
+// order; the table depends only on which objects there are.
+func TestCompileIgnoresOrder(t *testing.T) {
+	in := benchInput(300, 20, 40, 30)
+	want := Table(Compile(in))
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 5 {
+		in.Pods = slices.Clone(in.Pods)
+		in.Policies = slices.Clone(in.Policies)
+		rng.Shuffle(len(in.Pods), func(i, j int) { in.Pods[i], in.Pods[j] = in.Pods[j], in.Pods[i] })
+		rng.Shuffle(len(in.Policies), func(i, j int) { in.Policies[i], in.Policies[j] = in.Policies[j], in.Policies[i] })
+		if !reflect.DeepEqual(Table(Compile(in)), want) {
+			t.Fatal("the table depends on the order of the objects")
+		}
+	}
+}
+
+// TestPeerSetsShared: rules with the same peers share one set: across
+// namespaces for namespaceSelectors, within one for a podSelector alone.
+func TestPeerSetsShared(t *testing.T) {
+	in := benchInput(300, 20, 40, 30) // ingress peers: team t0-t9 AND tier=web
+	st := Compile(in)
+	keys := map[string]bool{}
+	for _, c := range st.Policies {
+		keys[c.Rules[Ingress][0].PeerKey] = true
+	}
+	if len(keys) != 10 {
+		t.Errorf("%d ingress peer sets for 40 policies over 10 teams, want 10", len(keys))
+	}
+	a, b := netpol("x", "a", sel(), nil), netpol("y", "b", sel(), nil)
+	for _, p := range []*networkingv1.NetworkPolicy{a, b} {
+		p.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: sel("pod", "a")}}}}
+	}
+	in = sampleInput()
+	in.Policies = []*networkingv1.NetworkPolicy{a, b}
+	st = Compile(in)
+	if st.Policies[0].Rules[Ingress][0].PeerKey == st.Policies[1].Rules[Ingress][0].PeerKey {
+		t.Error("podSelector-only peers of namespaces x and y share a set")
 	}
 }

@@ -67,6 +67,16 @@ func Recompile(prev State, in Input, pod *corev1.Pod) (st State, changed []int, 
 	}
 	// Skipped reasons depend on the spec only: prev's hold.
 	st.Skipped = slices.Clone(prev.Skipped)
+	// Peer sets: prev's, those the recompiled policies use computed again
+	// (a set shared with a policy not compiled again has the same peers
+	// and namespace, so the pod affects that policy too).
+	st.Peers = make(map[string][]Range, len(prev.Peers))
+	for k, v := range prev.Peers {
+		st.Peers[k] = v
+	}
+	for k, v := range ix.peers {
+		st.Peers[k] = v
+	}
 	for d := range 2 {
 		for a := range isolated[d] {
 			st.Isolated[d] = append(st.Isolated[d], a)
@@ -147,7 +157,7 @@ func peersAffect(ix *index, ns string, peers []networkingv1.NetworkPolicyPeer, p
 // SetsOf renders the sets of the policies at indexes (of st.Policies)
 // and the isolated sets: with Recompile, the sets an ADD can change.
 func SetsOf(st State, indexes []int) []nat.Set {
-	sub := State{Isolated: st.Isolated}
+	sub := State{Isolated: st.Isolated, Peers: st.Peers}
 	for _, i := range indexes {
 		sub.Policies = append(sub.Policies, st.Policies[i])
 	}

@@ -65,9 +65,10 @@ func chainName(d Direction, c *Compiled) string {
 func selSet(f family, c *Compiled) string {
 	return limitName("sel" + f.suffix + "." + c.Namespace + "." + c.Name)
 }
-func peerSet(f family, d Direction, c *Compiled, rule int) string {
-	return limitName(fmt.Sprintf("%s%s.%s.%s.%d", dirTag(d), f.suffix, c.Namespace, c.Name, rule))
-}
+
+// peerSet is a rule's peer set, named by its key: the rules of a
+// namespace with the same peers share one.
+func peerSet(f family, r Rule) string { return "peers" + f.suffix + "." + r.PeerKey }
 func namedSet(f family, d Direction, c *Compiled, rule, port int) string {
 	return limitName(fmt.Sprintf("%s%s.%s.%s.%d.%d", dirTag(d), f.suffix, c.Namespace, c.Name, rule, port))
 }
@@ -146,6 +147,7 @@ func specKey(c *Compiled) string {
 
 func render(st State, withChains bool, cache *Renderer) nat.Table {
 	t := nat.Table{ID: TableID}
+	emitted := map[string]bool{} // shared peer sets, rendered once
 	base := [2]nat.Chain{
 		{Name: ChainIngress, Type: nftables.ChainTypeFilter, Hooked: true, Hook: *nftables.ChainHookForward,
 			Priority: IngressPriority, Policy: nftables.ChainPolicyAccept},
@@ -192,7 +194,7 @@ func render(st State, withChains bool, cache *Renderer) nat.Table {
 						Exprs: append(match(f, f.offset(d, false), selSet(f, c), false), &expr.Verdict{Kind: expr.VerdictJump, Chain: ch.Name})})
 				}
 				for i, r := range c.Rules[d] {
-					sets, rules := ruleRules(f, d, c, i, r, withChains && !hit)
+					sets, rules := ruleRules(&st, emitted, f, d, c, i, r, withChains && !hit)
 					t.Sets = append(t.Sets, sets...)
 					cached.rules = append(cached.rules, rules...)
 				}
@@ -237,19 +239,26 @@ func compare(a, b string) int {
 // ruleRules renders rule i of a policy in family f: its sets and one
 // accept rule per port entry (one rule when it has no ports).
 // With withRules false only the sets are made.
-func ruleRules(f family, d Direction, c *Compiled, i int, r Rule, withRules bool) ([]nat.Set, []nat.Rule) {
+func ruleRules(st *State, emitted map[string]bool, f family, d Direction, c *Compiled, i int, r Rule, withRules bool) ([]nat.Set, []nat.Rule) {
 	var sets []nat.Set
 	var peer []expr.Any
 	if !r.AnyPeer {
-		name := peerSet(f, d, c, i)
-		var elems []nat.Elem
-		for _, rg := range r.Peers {
-			if f.holds(rg.From) {
-				elems = append(elems, nat.Elem{From: rg.From, To: rg.To})
+		name := peerSet(f, r)
+		if !emitted[name] {
+			emitted[name] = true
+			peers := r.Peers
+			if p, ok := st.Peers[r.PeerKey]; ok {
+				peers = p
 			}
+			var elems []nat.Elem
+			for _, rg := range peers {
+				if f.holds(rg.From) {
+					elems = append(elems, nat.Elem{From: rg.From, To: rg.To})
+				}
+			}
+			sets = append(sets, nat.Set{Name: name, KeyType: f.addr.Name, KeyLen: f.addr.Bytes, Interval: true,
+				Comment: cut(fmt.Sprintf("reef: peers of policy %s %s[%d], and of every rule with the same peers", c.Key(), d, i)), Elems: elems})
 		}
-		sets = append(sets, nat.Set{Name: name, KeyType: f.addr.Name, KeyLen: f.addr.Bytes, Interval: true,
-			Comment: cut(fmt.Sprintf("reef: policy %s %s[%d] peers", c.Key(), d, i)), Elems: elems})
 		peer = match(f, f.offset(d, true), name, false)
 	} else {
 		peer = nfproto(f)

@@ -77,9 +77,10 @@ func TestTableInKernel(t *testing.T) {
 		for _, want := range []string{
 			"ip daddr != @in-isolated4 accept",
 			"ip daddr @sel4.x.allow-y jump in.x.allow-y",
-			"ip saddr @in4.x.allow-y.0 tcp dport 80 counter",
+			" tcp dport 80 counter packets 0 bytes 0 accept comment \"reef: policy x/allow-y ingress[0] port TCP/80\"",
+			"ip saddr @peers4.",
 			"ip daddr . tcp dport @in4.x.allow-y.1.0",
-			"ip daddr @eg4.x.egress-y.0 udp dport 5000-5010 counter",
+			" udp dport 5000-5010 counter",
 			"192.0.2.0/25",
 		} {
 			if !strings.Contains(string(out), want) {
