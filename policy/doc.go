@@ -24,7 +24,8 @@
 // destination) in turn; a drop in either is final. Only the forward path
 // is filtered: a pod's traffic with its own node (kubelet's probes) goes
 // through the input and output hooks and is always allowed, as the
-// NetworkPolicy docs require. Peers are sets, so a pod that comes, goes
+// NetworkPolicy docs require. Peers are sets, one per distinct peer list
+// (shared by the rules that have it), so a pod that comes, goes
 // or changes labels changes set elements, never a rule; a policy that
 // comes, goes or changes changes the table's shape, which Diff applies by
 // rebuilding the table in one batch. Both address families have their

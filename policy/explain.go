@@ -76,6 +76,9 @@ func Explain(st State, in Input, pod string) []PodView {
 				pv.Types = append(pv.Types, map[Direction]string{Ingress: "Ingress", Egress: "Egress"}[d])
 				rules := []RuleView{}
 				for i, r := range c.Rules[d] {
+					if p, ok := st.Peers[r.PeerKey]; ok && !r.AnyPeer {
+						r.Peers = p
+					}
 					rules = append(rules, ruleView(c.src, d, i, r))
 				}
 				if d == Ingress {
