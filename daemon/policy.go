@@ -13,7 +13,6 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/reefcni/reef/nat"
 	"github.com/reefcni/reef/policy"
@@ -92,13 +91,29 @@ const (
 	maxSettle = time.Second
 )
 
+// releaseAfter is how long the sync loop must be idle after heavy syncs
+// before the heap they freed goes back to the kernel.
+const (
+	releaseAfter = 2 * time.Second
+	heavySync    = 20 * time.Millisecond
+)
+
 func (p *policyDataplane) run(ctx context.Context) {
 	var last time.Duration
 	var ended time.Time
+	release := time.NewTimer(time.Hour)
+	release.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-release.C:
+			// A burst of syncs of a big cluster (thousands of pods,
+			// hundreds of policies) leaves the heap they used to the Go
+			// runtime, which returns it to the kernel only slowly; the
+			// daemon's RSS would stay at the burst's peak for minutes.
+			debug.FreeOSMemory()
+			continue
 		case <-p.changed:
 		}
 		// A change after a quiet spell waits only settle; in a storm the
@@ -111,6 +126,9 @@ func (p *policyDataplane) run(ctx context.Context) {
 		}
 		ended = time.Now()
 		last = ended.Sub(start)
+		if last >= heavySync {
+			release.Reset(releaseAfter)
+		}
 	}
 }
 
@@ -185,7 +203,7 @@ func (p *policyDataplane) syncAll(in policy.Input, readKernel bool) error {
 // only those the pod can affect are compiled again (policy.Recompile) and
 // only their sets and the isolated sets are compared and changed; else
 // it is syncAll.
-func (p *policyDataplane) syncPod(in policy.Input, pod *corev1.Pod) error {
+func (p *policyDataplane) syncPod(in policy.Input, pod *policy.Pod) error {
 	shape := policy.Shape(in.Policies)
 	if pod == nil || p.applied == nil || !p.synced || shape != p.appliedShape {
 		return p.syncAll(in, false)

@@ -178,6 +178,9 @@ func TestPolicyLifecycle(t *testing.T) {
 	if p := st.GetPolicy(); p == nil || !p.GetSynced() || !p.GetApiReachable() {
 		t.Fatalf("status policy: %+v, want on, synced, reachable", p)
 	}
+	if out, err := n1.Reef("status"); err != nil || !strings.Contains(out, "policy:     on, 0 NetworkPolicies") || !strings.Contains(out, "reachable") {
+		t.Fatalf("reef status: %v\n%s", err, out)
+	}
 	if msg := pl.expect(t, probeWant{xb, xa, "tcp", 80, true}, probeWant{ya, xa, "tcp", 80, true}, probeWant{ya, xa, "udp", 81, true}); msg != "" {
 		t.Fatalf("without policy: %s", msg)
 	}
@@ -244,6 +247,9 @@ func TestPolicyLifecycle(t *testing.T) {
 	})
 	if msg := pl.expect(t, enforced...); msg != "" {
 		t.Fatalf("API down: %s", msg)
+	}
+	if out, err := n1.Reef("status"); err != nil || !strings.Contains(out, "UNREACHABLE since") || !strings.Contains(out, "enforcing the policies last known") {
+		t.Fatalf("reef status with the API down: %v\n%s", err, out)
 	}
 	// A restart without the API keeps the table; ADD waits for the API.
 	if err := n1.Restart(); err != nil {

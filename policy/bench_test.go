@@ -108,8 +108,8 @@ func BenchmarkScale(b *testing.B) {
 // BenchmarkRecompile is an ADD's compile: one pod gets its endpoint.
 func BenchmarkRecompile(b *testing.B) {
 	in := benchInput(1000, 50, 100, 20)
-	p := in.Pods[33].DeepCopy()
-	p.Status.PodIPs = nil
+	p := in.Pods[33].DeepCopyObject().(*Pod)
+	p.IPs = nil
 	in.Pods[33] = p
 	prev := Compile(in)
 	in.Local = append(in.Local, Endpoint{Namespace: p.Namespace, Name: p.Name, IP: netip.MustParseAddr("10.251.0.1")})

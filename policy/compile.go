@@ -28,7 +28,7 @@ type Endpoint struct {
 type Input struct {
 	Policies   []*networkingv1.NetworkPolicy
 	Namespaces []*corev1.Namespace
-	Pods       []*corev1.Pod
+	Pods       []*Pod
 	// Local are this node's endpoints. A local pod's addresses are its
 	// endpoints' (the API's status may lag or be stale); a remote pod's
 	// are its status.podIPs.
@@ -131,7 +131,7 @@ type State struct {
 
 // podInfo is a pod as the compiler uses it.
 type podInfo struct {
-	pod   *corev1.Pod
+	pod   *Pod
 	addrs []netip.Addr
 }
 
@@ -159,7 +159,7 @@ func newIndex(in Input) *index {
 	}
 	seen := map[string]bool{}
 	for _, p := range in.Pods {
-		if p == nil || p.Spec.HostNetwork || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if p == nil || p.HostNetwork || p.Done {
 			continue
 		}
 		k := p.Namespace + "/" + p.Name
@@ -169,13 +169,17 @@ func newIndex(in Input) *index {
 		seen[k] = true
 		addrs, local := ix.local[k]
 		if !local {
-			addrs = statusAddrs(p)
+			addrs = p.IPs // the informer's: read, never changed here
 		}
 		if len(addrs) == 0 {
 			continue
 		}
-		slices.SortFunc(addrs, netip.Addr.Compare)
-		ix.pods = append(ix.pods, podInfo{pod: p, addrs: slices.Compact(addrs)})
+		if !increasing(addrs) {
+			addrs = slices.Clone(addrs)
+			slices.SortFunc(addrs, netip.Addr.Compare)
+			addrs = slices.Compact(addrs)
+		}
+		ix.pods = append(ix.pods, podInfo{pod: p, addrs: addrs})
 	}
 	// No order is kept: every result built from the pods is sorted
 	// (peers, named ports, selected addresses), so it depends on the set
@@ -186,20 +190,14 @@ func newIndex(in Input) *index {
 	return ix
 }
 
-func statusAddrs(p *corev1.Pod) []netip.Addr {
-	var out []netip.Addr
-	add := func(s string) {
-		if a, err := netip.ParseAddr(s); err == nil {
-			out = append(out, a.Unmap())
+// increasing reports whether addrs is sorted without duplicates.
+func increasing(addrs []netip.Addr) bool {
+	for i := 1; i < len(addrs); i++ {
+		if !addrs[i-1].Less(addrs[i]) {
+			return false
 		}
 	}
-	for _, ip := range p.Status.PodIPs {
-		add(ip.IP)
-	}
-	if len(out) == 0 {
-		add(p.Status.PodIP)
-	}
-	return out
+	return true
 }
 
 // Compile computes the desired state from the API objects and this node's
@@ -620,15 +618,13 @@ func compilePort(p networkingv1.NetworkPolicyPort, targets []podInfo) (Port, err
 func namedPorts(pods []podInfo, name string, proto uint8) []AddrPort {
 	var out []AddrPort
 	for _, pi := range pods {
-		for _, ct := range pi.pod.Spec.Containers {
-			for _, cp := range ct.Ports {
-				pp, err := protoNumber(&cp.Protocol)
-				if err != nil || cp.Name != name || pp != proto || cp.ContainerPort < 1 || cp.ContainerPort > 65535 {
-					continue
-				}
-				for _, a := range pi.addrs {
-					out = append(out, AddrPort{a, uint16(cp.ContainerPort)})
-				}
+		for _, cp := range pi.pod.Ports {
+			pp, err := protoNumber(&cp.Protocol)
+			if err != nil || cp.Name != name || pp != proto || cp.Port < 1 || cp.Port > 65535 {
+				continue
+			}
+			for _, a := range pi.addrs {
+				out = append(out, AddrPort{a, uint16(cp.Port)})
 			}
 		}
 	}

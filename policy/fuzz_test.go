@@ -23,7 +23,7 @@ type fuzzInput struct {
 // node's pods.
 func FuzzCompile(f *testing.F) {
 	in := sampleInput()
-	fi := fuzzInput{Policies: in.Policies, Namespaces: in.Namespaces, Pods: in.Pods}
+	fi := fuzzInput{Policies: in.Policies, Namespaces: in.Namespaces, Pods: apiPods(in.Pods)}
 	for _, ep := range in.Local {
 		fi.Local = append(fi.Local, struct{ Namespace, Name, IP string }{ep.Namespace, ep.Name, ep.IP.String()})
 	}
@@ -39,7 +39,12 @@ func FuzzCompile(f *testing.F) {
 		if json.Unmarshal(data, &fi) != nil {
 			return
 		}
-		in := Input{Policies: fi.Policies, Namespaces: fi.Namespaces, Pods: fi.Pods}
+		in := Input{Policies: fi.Policies, Namespaces: fi.Namespaces}
+		for _, p := range fi.Pods {
+			if p != nil {
+				in.Pods = append(in.Pods, PodFrom(p))
+			}
+		}
 		local := map[netip.Addr]bool{}
 		for _, l := range fi.Local {
 			a, err := netip.ParseAddr(l.IP)
@@ -74,4 +79,23 @@ func FuzzCompile(f *testing.F) {
 		}
 		Explain(st, in, "")
 	})
+}
+
+// apiPods turns Pods back into the API's, for the seed corpus.
+func apiPods(ps []*Pod) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range ps {
+		ap := &corev1.Pod{ObjectMeta: p.ObjectMeta}
+		ap.Spec.NodeName, ap.Spec.HostNetwork = p.NodeName, p.HostNetwork
+		for _, a := range p.IPs {
+			ap.Status.PodIPs = append(ap.Status.PodIPs, corev1.PodIP{IP: a.String()})
+		}
+		c := corev1.Container{Name: "c"}
+		for _, np := range p.Ports {
+			c.Ports = append(c.Ports, corev1.ContainerPort{Name: np.Name, Protocol: np.Protocol, ContainerPort: np.Port})
+		}
+		ap.Spec.Containers = []corev1.Container{c}
+		out = append(out, ap)
+	}
+	return out
 }

@@ -36,7 +36,7 @@ func withPort(name string, proto corev1.Protocol, port int32) podOpt {
 
 func onNode(n string) podOpt { return func(p *corev1.Pod) { p.Spec.NodeName = n } }
 
-func pod(namespace, name, ip string, lbl []string, opts ...podOpt) *corev1.Pod {
+func pod(namespace, name, ip string, lbl []string, opts ...podOpt) *Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labelMap(lbl)}}
 	if ip != "" {
 		p.Status.PodIPs = []corev1.PodIP{{IP: ip}}
@@ -45,7 +45,7 @@ func pod(namespace, name, ip string, lbl []string, opts ...podOpt) *corev1.Pod {
 	for _, o := range opts {
 		o(p)
 	}
-	return p
+	return PodFrom(p)
 }
 
 func sel(kv ...string) *metav1.LabelSelector { return &metav1.LabelSelector{MatchLabels: labelMap(kv)} }
@@ -91,7 +91,7 @@ func sampleInput() Input {
 	return Input{
 		Policies:   []*networkingv1.NetworkPolicy{ingress, egress},
 		Namespaces: []*corev1.Namespace{ns("x", "ns", "x"), ns("y", "ns", "y")},
-		Pods: []*corev1.Pod{
+		Pods: []*Pod{
 			pod("x", "a", "", []string{"pod", "a"}, onNode("n1"), withPort("http", corev1.ProtocolTCP, 8080)),
 			pod("x", "b", "10.0.0.2", []string{"pod", "b"}, onNode("n1")),
 			pod("y", "a", "10.0.1.1", []string{"pod", "a"}, onNode("n2")),

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -26,7 +25,7 @@ import (
 // A policy prev compiled from an older view of the API keeps that view
 // until the next Compile (which every informer event brings); what the
 // pod itself changes is exact, as TestRecompileIsCompile checks.
-func Recompile(prev State, in Input, pod *corev1.Pod) (st State, changed []int, ok bool) {
+func Recompile(prev State, in Input, pod *Pod) (st State, changed []int, ok bool) {
 	pols := sortedPolicies(in.Policies)
 	if len(pols) != len(prev.Policies)+len(prev.Skipped) {
 		return State{}, nil, false
@@ -100,7 +99,7 @@ func sortedPolicies(in []*networkingv1.NetworkPolicy) []*networkingv1.NetworkPol
 // is in p's namespace and selected, or a rule's peers can name it (or, for
 // a named port, resolve on it). A selector that does not parse counts as
 // affecting: compiling again gives the same error.
-func affects(ix *index, p *networkingv1.NetworkPolicy, pod *corev1.Pod) bool {
+func affects(ix *index, p *networkingv1.NetworkPolicy, pod *Pod) bool {
 	lbl := labels.Set(pod.Labels)
 	if pod.Namespace == p.Namespace {
 		if s, err := selector(&p.Spec.PodSelector); err != nil || s.Matches(lbl) {
@@ -120,7 +119,7 @@ func affects(ix *index, p *networkingv1.NetworkPolicy, pod *corev1.Pod) bool {
 	return false
 }
 
-func peersAffect(ix *index, ns string, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort, pod *corev1.Pod, lbl labels.Set) bool {
+func peersAffect(ix *index, ns string, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort, pod *Pod, lbl labels.Set) bool {
 	named := slices.ContainsFunc(ports, func(p networkingv1.NetworkPolicyPort) bool { return p.Port != nil && p.Port.Type == intstr.String })
 	if len(peers) == 0 {
 		return named // every pod is a peer; only named ports look at them

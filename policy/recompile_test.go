@@ -26,9 +26,9 @@ func TestRecompileIsCompile(t *testing.T) {
 	for i, n := range []int{1, 2, 21, 77, 399} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			in := base
-			in.Pods = append([]*corev1.Pod(nil), base.Pods...)
-			p := in.Pods[n].DeepCopy()
-			p.Status.PodIPs = nil // before kubelet writes it
+			in.Pods = append([]*Pod(nil), base.Pods...)
+			p := in.Pods[n].DeepCopyObject().(*Pod)
+			p.IPs = nil // before kubelet writes it
 			in.Pods[n] = p
 			in.Local = append([]Endpoint(nil), base.Local...)
 			prev := Compile(in)

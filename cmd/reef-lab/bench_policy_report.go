@@ -22,6 +22,12 @@ func (r *policyReport) markdown() string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p50 := func(ds []time.Duration) (time.Duration, bool) { return meshQuantile(ds, 0.5) }
+	ms := func(d time.Duration, ok bool) string {
+		if !ok {
+			return "?"
+		}
+		return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+	}
 	w("## NetworkPolicy\n\n")
 	w("From `sudo make bench`, which runs `%s`, on %s (%s). A real etcd and kube-apiserver in a lab\n", r.command, r.began.UTC().Format("2006-01-02 15:04 UTC"), meshSec(r.took))
 	w("namespace; node1 and node2 meshed with policy on (kubernetes.kubeconfig), node3 alone with policy off; production\n")
@@ -33,7 +39,7 @@ func (r *policyReport) markdown() string {
 	w("### Aims\n\nFrom issue 12, \"Measured in `make bench`\".\n\n")
 	e, eok := p50(r.enforce)
 	w("- Policy created -> enforced on every node, p50 at most 100 ms with 1,000 pods and 100 policies: %s (p90 %s, %d policies): %s\n",
-		meshMs(e, eok), meshMs(meshQuantile(r.enforce, 0.9)), len(r.enforce), meshMet(eok && e <= 100*time.Millisecond))
+		ms(e, eok), ms(meshQuantile(r.enforce, 0.9)), len(r.enforce), meshMet(eok && e <= 100*time.Millisecond))
 	on, onok := p50(r.addOn)
 	off, offok := p50(r.addOff)
 	ratio := 0.0
@@ -41,7 +47,7 @@ func (r *policyReport) markdown() string {
 		ratio = float64(on) / float64(off)
 	}
 	w("- A pod's ADD with 100 policies in place, p50 at most 1.2x the ADD without policy: %s vs %s with policy off, %.2fx: %s\n",
-		meshMs(on, onok), meshMs(off, offok), ratio, meshMet(onok && offok && ratio <= 1.2))
+		ms(on, onok), ms(off, offok), ratio, meshMet(onok && offok && ratio <= 1.2))
 	over := r.loadedOn.RSS - r.idleOff.RSS
 	w("- Daemon RSS with 5,000 pods, 500 namespaces and 500 policies in the API at most 40 MiB over idle: %s, %s over the idle\n  daemon with policy off (%s), %s over the same daemon idle with policy on (%s): %s\n",
 		meshMiB(r.loadedOn.RSS), meshMiB(over), meshMiB(r.idleOff.RSS), meshMiB(r.loadedOn.RSS-r.idleOn.RSS), meshMiB(r.idleOn.RSS), meshMet(r.loadedOn.RSS > 0 && over <= 40*1024))
@@ -62,7 +68,7 @@ func (r *policyReport) markdown() string {
 	w("| node | policies in the API | ADD p50 | p90 | n |\n|---|---|---|---|---|\n")
 	row := func(node, what string, ds []time.Duration) {
 		a, aok := p50(ds)
-		w("| %s | %s | %s | %s | %d |\n", node, what, meshMs(a, aok), meshMs(meshQuantile(ds, 0.9)), len(ds))
+		w("| %s | %s | %s | %s | %d |\n", node, what, ms(a, aok), ms(meshQuantile(ds, 0.9)), len(ds))
 	}
 	row("node1, policy on", "none", r.addOn0)
 	row("node1, policy on", "100, 1,000 pods", r.addOn)

@@ -2,13 +2,16 @@ package kube
 
 import (
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/reefcni/reef/policy"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // The transforms keep what policy reads of each object and drop the rest
 // (managedFields, annotations, most of a Pod's spec and status) before
-// the informer stores it: the caches hold every pod of the cluster.
+// the informer stores it: the caches hold every pod of the cluster, as
+// policy.Pod (a fifth of the memory of a trimmed corev1.Pod).
 
 // meta keeps an object's identity and labels.
 func meta(m metav1.ObjectMeta, withLabels bool) metav1.ObjectMeta {
@@ -24,27 +27,7 @@ func trimPod(obj any) (any, error) {
 	if !ok {
 		return obj, nil // cache.DeletedFinalStateUnknown and the like
 	}
-	out := &corev1.Pod{ObjectMeta: meta(p.ObjectMeta, true)}
-	out.Spec.NodeName = p.Spec.NodeName
-	out.Spec.HostNetwork = p.Spec.HostNetwork
-	for _, c := range p.Spec.Containers {
-		if len(c.Ports) == 0 {
-			continue
-		}
-		tc := corev1.Container{Name: c.Name}
-		for _, cp := range c.Ports {
-			if cp.Name != "" { // only named ports are looked up
-				tc.Ports = append(tc.Ports, corev1.ContainerPort{Name: cp.Name, ContainerPort: cp.ContainerPort, Protocol: cp.Protocol})
-			}
-		}
-		if len(tc.Ports) > 0 {
-			out.Spec.Containers = append(out.Spec.Containers, tc)
-		}
-	}
-	out.Status.Phase = p.Status.Phase
-	out.Status.PodIP = p.Status.PodIP
-	out.Status.PodIPs = p.Status.PodIPs
-	return out, nil
+	return policy.PodFrom(p), nil
 }
 
 func trimNamespace(obj any) (any, error) {

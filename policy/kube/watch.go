@@ -237,12 +237,12 @@ func (w *Watcher) Synced() bool {
 }
 
 // Pod is the informer's copy of a pod, if it has one.
-func (w *Watcher) Pod(namespace, name string) (*corev1.Pod, bool) {
+func (w *Watcher) Pod(namespace, name string) (*policy.Pod, bool) {
 	obj, ok, err := w.pods.GetStore().GetByKey(namespace + "/" + name)
 	if err != nil || !ok {
 		return nil, false
 	}
-	p, ok := obj.(*corev1.Pod)
+	p, ok := obj.(*policy.Pod)
 	return p, ok
 }
 
@@ -284,7 +284,7 @@ func (w *Watcher) Input() policy.Input {
 		}
 	}
 	for _, o := range w.pods.GetStore().List() {
-		if p, ok := o.(*corev1.Pod); ok {
+		if p, ok := o.(*policy.Pod); ok {
 			in.Pods = append(in.Pods, p)
 		}
 	}
