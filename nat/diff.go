@@ -82,30 +82,7 @@ func (p Plan) Empty() bool { return len(p.Changes) == 0 }
 // returned for the same IDs; a table absent from have is missing) and
 // returns the changes that make the kernel match. A table of have that
 // want does not name is left alone: reef only ever reads its own.
-func Diff(want, have []Table) Plan {
-	var p Plan
-	byID := map[TableID]Table{}
-	for _, h := range have {
-		byID[h.ID] = h
-	}
-	for _, w := range want {
-		h, ok := byID[w.ID]
-		if !ok {
-			p.Changes = append(p.Changes, Change{Kind: CreateTable, Table: w, Why: "table " + w.ID.String() + " is missing"})
-			continue
-		}
-		if problems := shapeProblems(w, h); len(problems) > 0 {
-			p.Changes = append(p.Changes, Change{Kind: RecreateTable, Table: w,
-				Why: "table " + w.ID.String() + ": " + strings.Join(problems, "; ")})
-			continue
-		}
-		p.Changes = append(p.Changes, diffContents(w, h)...)
-	}
-	// Stable by kind: deletions of elements before additions, so that an
-	// interval replaced by an overlapping one never overlaps in the batch.
-	slices.SortStableFunc(p.Changes, func(a, b Change) int { return int(a.Kind) - int(b.Kind) })
-	return p
-}
+func Diff(want, have []Table) Plan { return diff(want, have, shapeProblems, nil) }
 
 // DiffInPlace is Diff for a table whose shape follows its input (package
 // policy: a chain and sets per NetworkPolicy). Sets and chains that are
@@ -114,7 +91,12 @@ func Diff(want, have []Table) Plan {
 // and chains, not the whole table. Only what cannot change in place (a
 // set's type or flags, a base chain's hook, priority or policy, the
 // table's flags) recreates the table. One batch, as Diff.
-func DiffInPlace(want, have []Table) Plan {
+func DiffInPlace(want, have []Table) Plan { return diff(want, have, conflicts, growShape) }
+
+// diff is Diff and DiffInPlace: recreate the tables with the problems
+// that recreate names, grow the shape of the others (if grow is given),
+// then compare their rules and elements.
+func diff(want, have []Table, recreate func(w, h Table) []string, grow func(w, h Table) []Change) Plan {
 	var p Plan
 	byID := map[TableID]Table{}
 	for _, h := range have {
@@ -126,14 +108,19 @@ func DiffInPlace(want, have []Table) Plan {
 			p.Changes = append(p.Changes, Change{Kind: CreateTable, Table: w, Why: "table " + w.ID.String() + " is missing"})
 			continue
 		}
-		if problems := conflicts(w, h); len(problems) > 0 {
+		if problems := recreate(w, h); len(problems) > 0 {
 			p.Changes = append(p.Changes, Change{Kind: RecreateTable, Table: w,
 				Why: "table " + w.ID.String() + ": " + strings.Join(problems, "; ")})
 			continue
 		}
-		p.Changes = append(p.Changes, growShape(w, h)...)
+		if grow != nil {
+			p.Changes = append(p.Changes, grow(w, h)...)
+		}
 		p.Changes = append(p.Changes, diffContents(w, h)...)
 	}
+	// Stable by kind: deletions of elements before additions, so that an
+	// interval replaced by an overlapping one never overlaps in the batch;
+	// sets and chains added before the rules that use them, deleted after.
 	slices.SortStableFunc(p.Changes, func(a, b Change) int { return int(a.Kind) - int(b.Kind) })
 	return p
 }

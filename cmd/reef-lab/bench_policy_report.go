@@ -74,9 +74,10 @@ func (r *policyReport) markdown() string {
 	row("node1, policy on", "100, 1,000 pods", r.addOn)
 	row("node3, policy off", "-", r.addOff)
 
-	w("\n### Memory\n\n| daemon | RSS | anonymous | file-backed |\n|---|---|---|---|\n")
+	w("\n### Memory\n\nVmRSS, its anonymous and file-backed parts, and VmHWM (the peak so far, during the bursts of changes).\n\n")
+	w("| daemon | RSS | anonymous | file-backed | peak |\n|---|---|---|---|---|\n")
 	mem := func(what string, m lab.Memory) {
-		w("| %s | %s | %s | %s |\n", what, meshMiB(m.RSS), meshMiB(m.Anon), meshMiB(m.File))
+		w("| %s | %s | %s | %s | %s |\n", what, meshMiB(m.RSS), meshMiB(m.Anon), meshMiB(m.File), meshMiB(m.HWM))
 	}
 	mem("node3, policy off, idle", r.idleOff)
 	mem("node1, policy on, empty API", r.idleOn)
