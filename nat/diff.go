@@ -125,7 +125,9 @@ func diff(want, have []Table, recreate func(w, h Table) []string, grow func(w, h
 	return p
 }
 
-// conflicts are the shape differences that no in-place change mends.
+// conflicts are the shape differences that no in-place change mends:
+// the table's flags, a set's type or flags, a chain's type, hook,
+// priority or policy.
 func conflicts(w, h Table) []string {
 	var out []string
 	if h.Flags != w.Flags {
@@ -136,8 +138,13 @@ func conflicts(w, h Table) []string {
 		hs[s.Name] = s
 	}
 	for _, ws := range w.Sets {
-		if s, ok := hs[ws.Name]; ok && (s.KeyType != ws.KeyType || s.KeyLen != ws.KeyLen || s.Interval != ws.Interval || s.Concat != ws.Concat || s.Foreign != ws.Foreign) {
-			out = append(out, fmt.Sprintf("set %s has type %s (%d bytes, interval %t, concat %t, other %t), want %s", ws.Name, s.KeyType, s.KeyLen, s.Interval, s.Concat, s.Foreign, ws.KeyType))
+		s, ok := hs[ws.Name]
+		switch {
+		case !ok:
+		case s.KeyType != ws.KeyType || s.KeyLen != ws.KeyLen:
+			out = append(out, fmt.Sprintf("set %s has type %s (%d bytes), want %s (%d bytes)", ws.Name, s.KeyType, s.KeyLen, ws.KeyType, ws.KeyLen))
+		case s.Interval != ws.Interval || s.Concat != ws.Concat || s.Foreign != ws.Foreign:
+			out = append(out, fmt.Sprintf("set %s has other flags (interval %t, concat %t, other %t)", ws.Name, s.Interval, s.Concat, s.Foreign))
 		}
 	}
 	hc := map[string]Chain{}
@@ -209,48 +216,21 @@ func DiffElements(want, have Table) (p Plan, ok bool) {
 }
 
 // shapeProblems lists how h's shape (flags, sets, chains; not rules or
-// elements) differs from w's. Any difference means recreating the table.
+// elements) differs from w's: the conflicts, and a set or chain missing
+// or extra. Any difference means recreating the table.
 func shapeProblems(w, h Table) []string {
-	var out []string
-	if h.Flags != w.Flags {
-		out = append(out, fmt.Sprintf("flags %#x, want %#x", h.Flags, w.Flags))
-	}
-	hs := map[string]Set{}
-	for _, s := range h.Sets {
-		hs[s.Name] = s
-	}
-	for _, ws := range w.Sets {
-		s, ok := hs[ws.Name]
-		delete(hs, ws.Name)
-		switch {
-		case !ok:
-			out = append(out, "set "+ws.Name+" is missing")
-		case s.KeyType != ws.KeyType || s.KeyLen != ws.KeyLen:
-			out = append(out, fmt.Sprintf("set %s has type %s (%d bytes), want %s (%d bytes)", ws.Name, s.KeyType, s.KeyLen, ws.KeyType, ws.KeyLen))
-		case s.Interval != ws.Interval || s.Concat != ws.Concat || s.Foreign != ws.Foreign:
-			out = append(out, fmt.Sprintf("set %s has other flags (interval %t, concat %t, other %t)", ws.Name, s.Interval, s.Concat, s.Foreign))
+	out := conflicts(w, h)
+	for _, c := range growShape(w, h) {
+		switch c.Kind {
+		case AddSet:
+			out = append(out, "set "+c.Set+" is missing")
+		case AddChain:
+			out = append(out, "chain "+c.Chain+" is missing")
+		case DelSet:
+			out = append(out, "set "+c.Set+" is not reef's")
+		case DelChain:
+			out = append(out, "chain "+c.Chain+" is not reef's")
 		}
-	}
-	for name := range hs {
-		out = append(out, "set "+name+" is not reef's")
-	}
-	hc := map[string]Chain{}
-	for _, c := range h.Chains {
-		hc[c.Name] = c
-	}
-	for _, wc := range w.Chains {
-		c, ok := hc[wc.Name]
-		delete(hc, wc.Name)
-		switch {
-		case !ok:
-			out = append(out, "chain "+wc.Name+" is missing")
-		case c.Type != wc.Type || c.Hooked != wc.Hooked || c.Hook != wc.Hook || c.Priority != wc.Priority || c.Policy != wc.Policy:
-			out = append(out, fmt.Sprintf("chain %s is type %s hook %d priority %d policy %d, want type %s hook %d priority %d policy %d",
-				wc.Name, c.Type, c.Hook, c.Priority, c.Policy, wc.Type, wc.Hook, wc.Priority, wc.Policy))
-		}
-	}
-	for name := range hc {
-		out = append(out, "chain "+name+" is not reef's")
 	}
 	slices.Sort(out)
 	return out
