@@ -35,6 +35,9 @@ type policyDataplane struct {
 	// changed is signalled by the informers and by DELs; run recompiles
 	// and applies.
 	changed chan struct{}
+	// heavy is signalled after a heavy reconcile pass: run returns the
+	// heap it freed once idle (see releaseAfter).
+	heavy chan struct{}
 
 	mu sync.Mutex
 	// applied is the table as last applied or read, nil when unknown: an
@@ -58,7 +61,7 @@ func (d *Daemon) setupPolicy(ctx context.Context) error {
 		return nil
 	}
 	p := &policyDataplane{kernel: nat.NewKernel(), store: d.store, log: d.log.With("component", "policy"),
-		changed: make(chan struct{}, 1), skipped: map[string]string{}}
+		changed: make(chan struct{}, 1), heavy: make(chan struct{}, 1), skipped: map[string]string{}}
 	w, err := kube.New(d.cfg.Kubernetes.Kubeconfig, p.log, p.signal)
 	if err != nil {
 		return err
@@ -114,6 +117,9 @@ func (p *policyDataplane) run(ctx context.Context) {
 			// daemon's RSS would stay at the burst's peak for minutes.
 			debug.FreeOSMemory()
 			continue
+		case <-p.heavy:
+			release.Reset(releaseAfter)
+			continue
 		case <-p.changed:
 		}
 		// A change after a quiet spell waits only settle; in a storm the
@@ -138,7 +144,15 @@ func (p *policyDataplane) reconcile() error {
 	if p == nil {
 		return nil
 	}
-	return p.sync(true)
+	start := time.Now()
+	err := p.sync(true)
+	if time.Since(start) >= heavySync {
+		select {
+		case p.heavy <- struct{}{}:
+		default:
+		}
+	}
+	return err
 }
 
 // sync compiles the desired table and brings the kernel in line with it.

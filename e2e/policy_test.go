@@ -194,6 +194,17 @@ func TestPolicyLifecycle(t *testing.T) {
 		{xa, xb, "tcp", 80, true}, // x/a is isolated for ingress only
 	}
 	eventually(t, 10*time.Second, func() string { return pl.expect(t, enforced...) })
+	// Its own node reaches the isolated pod on any port (kubelet's
+	// probes), and the pod its node.
+	for _, target := range []string{fmt.Sprintf("tcp:%s:81", xa.IP), fmt.Sprintf("udp:%s:80", xa.IP)} {
+		res, err := pl.Probe(n1.Netns, time.Second, []string{target})
+		if err != nil || !res[0].OK {
+			t.Fatalf("node1 -> x/a %s under the policy: %v %+v, want reached", target, err, res)
+		}
+	}
+	if _, err := xa.Ping(n1.Address); err != nil {
+		t.Fatalf("x/a -> its node under the policy: %v", err)
+	}
 
 	out := run(t, pl.Lab, n1.Netns, filepath.Join(binDir, "reef"), "policy", "show", "x/a", "--socket", n1.Socket, "-o", "json")
 	var views []policy.PodView
