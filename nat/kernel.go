@@ -376,10 +376,15 @@ func (k *Kernel) Apply(p Plan) error {
 	if p.Empty() {
 		return nil
 	}
-	c, err := k.conn(false)
+	// A kept socket, as AddPod's: NetworkPolicy's ADD applies a batch of
+	// elements on every pod, and a socket opened and closed per batch
+	// costs the ADD its close.
+	c, err := k.podConn()
 	if err != nil {
 		return err
 	}
+	ok := false
+	defer func() { k.putPodConn(c, ok) }()
 	ids := map[string]uint32{} // sets added in this batch, for the rules that look them up
 	for _, ch := range p.Changes {
 		nt := nftTable(ch.Table.ID)
@@ -434,6 +439,7 @@ func (k *Kernel) Apply(p Plan) error {
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("apply nftables batch of %d change(s): %w", len(p.Changes), err)
 	}
+	ok = true
 	return nil
 }
 
