@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -51,8 +52,12 @@ type policyDataplane struct {
 	state        policy.State
 	in           policy.Input
 	skipped      map[string]string // policy key -> reason, as last logged
-	lastErr      error
-	synced       bool // the table has been computed from synced caches once
+	// nodeName is kubernetes.nodeName; warnedNode the last other name an
+	// ADD's pod was scheduled to (logged once).
+	nodeName   string
+	warnedNode atomic.Value
+	lastErr    error
+	synced     bool // the table has been computed from synced caches once
 }
 
 // setupPolicy starts the API client when kubernetes.kubeconfig is set.
@@ -60,7 +65,7 @@ func (d *Daemon) setupPolicy(ctx context.Context) error {
 	if d.cfg.Kubernetes.Kubeconfig == "" {
 		return nil
 	}
-	p := &policyDataplane{kernel: nat.NewKernel(), store: d.store, log: d.log.With("component", "policy"),
+	p := &policyDataplane{kernel: nat.NewKernel(), store: d.store, log: d.log.With("component", "policy"), nodeName: d.cfg.Kubernetes.NodeName,
 		changed: make(chan struct{}, 1), heavy: make(chan struct{}, 1), skipped: map[string]string{}}
 	w, err := kube.New(d.cfg.Kubernetes.Kubeconfig, p.log, p.signal)
 	if err != nil {
@@ -322,6 +327,12 @@ func (p *policyDataplane) Admit(ctx context.Context, namespace, name string) *ty
 		return types.NewError(types.ErrTryAgainLater, fmt.Sprintf(
 			"pod %s/%s is not in reef's view of the Kubernetes API after %s, so its NetworkPolicies cannot cover it yet; try again later",
 			namespace, name, podWait), "")
+	}
+	// reef knows its pods by their endpoints, so a wrong node name costs
+	// nothing in enforcement; it is still a misconfiguration to report.
+	if pod, ok := p.watch.Pod(namespace, name); ok && pod.NodeName != "" && pod.NodeName != p.nodeName && p.warnedNode.Swap(pod.NodeName) != pod.NodeName {
+		p.log.Warn("an ADD's pod is scheduled to another node name than kubernetes.nodeName: set it to this node's name in the API",
+			"pod", namespace+"/"+name, "spec.nodeName", pod.NodeName, "kubernetes.nodeName", p.nodeName)
 	}
 	return nil
 }

@@ -296,9 +296,9 @@ func TestPolicyLifecycle(t *testing.T) {
 	}
 
 	// An update that keeps a connection allowed keeps it: iperf3 from y/a
-	// to x/a on 5201 runs across a change that rebuilds the table (a port
-	// more, a port less), every second of it moving data; the port the
-	// update took away is closed after it.
+	// to x/a on 5201 runs across a change of the table's shape (a port
+	// more, a port less, a rule more), every second of it moving data;
+	// the port the update took away is closed after it.
 	pol := ingressFromNamespace("x", "allow-from-y", map[string]string{"app": "a"}, map[string]string{"ns": "y"}, 80)
 	iperf := intstr.FromInt32(5201)
 	tcp := corev1.ProtocolTCP
