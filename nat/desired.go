@@ -223,7 +223,7 @@ func intervals(ps []netip.Prefix) []Elem {
 		if last.IsValid() && last.Contains(p.Addr()) {
 			continue
 		}
-		out = append(out, Elem{From: p.Addr(), To: lastAddr(p)})
+		out = append(out, Elem{From: p.Addr(), To: LastAddr(p)})
 		last = p
 	}
 	return out

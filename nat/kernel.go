@@ -251,7 +251,7 @@ func decodeElems(s *nftables.Set, raw []nftables.SetElement) []Elem {
 			// marker, which bounds nothing.
 		}
 		if open != nil {
-			out = append(out, Elem{From: *open, To: lastAddr(netip.PrefixFrom(*open, 0))})
+			out = append(out, Elem{From: *open, To: LastAddr(netip.PrefixFrom(*open, 0))})
 		}
 	case !s.Interval && (s.KeyType.Bytes == 4 || s.KeyType.Bytes == 16) && !s.Concatenation:
 		for _, e := range raw {

@@ -193,7 +193,7 @@ func commentOf(ud []byte) string {
 // isPrefix reports whether [from, to] is exactly one CIDR.
 func isPrefix(from, to netip.Addr) bool {
 	p := rangePrefix(from, to)
-	return p.IsValid() && p.Addr() == from && lastAddr(p) == to
+	return p.IsValid() && p.Addr() == from && LastAddr(p) == to
 }
 
 // rangePrefix is the longest prefix starting at from that ends at or
@@ -201,15 +201,15 @@ func isPrefix(from, to netip.Addr) bool {
 func rangePrefix(from, to netip.Addr) netip.Prefix {
 	for bits := 0; bits <= from.BitLen(); bits++ {
 		p := netip.PrefixFrom(from, bits).Masked()
-		if p.Addr() == from && lastAddr(p).Compare(to) <= 0 {
+		if p.Addr() == from && LastAddr(p).Compare(to) <= 0 {
 			return p
 		}
 	}
 	return netip.Prefix{}
 }
 
-// lastAddr is the highest address in p.
-func lastAddr(p netip.Prefix) netip.Addr {
+// LastAddr is the highest address in p.
+func LastAddr(p netip.Prefix) netip.Addr {
 	b := p.Masked().Addr().AsSlice()
 	for i := p.Bits(); i < len(b)*8; i++ {
 		b[i/8] |= 0x80 >> (i % 8)

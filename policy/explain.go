@@ -9,6 +9,8 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/reefcni/reef/nat"
 )
 
 // PodView is what `reef policy show` prints of one of this node's pods:
@@ -162,15 +164,4 @@ func selString(s *metav1.LabelSelector) string {
 	return f
 }
 
-func rangeString(r Range) string {
-	if r.From == r.To {
-		return r.From.String()
-	}
-	for bits := 0; bits <= r.From.BitLen(); bits++ {
-		p := netip.PrefixFrom(r.From, bits).Masked()
-		if p.Addr() == r.From && lastAddr(p) == r.To {
-			return p.String()
-		}
-	}
-	return r.From.String() + "-" + r.To.String()
-}
+func rangeString(r Range) string { return nat.Elem{From: r.From, To: r.To}.String() }
