@@ -33,12 +33,13 @@ type policyDataplane struct {
 	kernel *nat.Kernel
 	store  *store.Store
 	log    *slog.Logger
-	// changed is signalled by the informers and by DELs; run recompiles
-	// and applies.
-	changed chan struct{}
-	// heavy is signalled after a heavy reconcile pass: run returns the
-	// heap it freed once idle (see releaseAfter).
-	heavy chan struct{}
+	// trigger asks the reconcile loop for a policy sync (TriggerPolicy):
+	// the informers and DELs call it. The loop is the one writer of the
+	// table, as of the other kernel state.
+	trigger func()
+	// release returns freed heap to the kernel after heavy syncs (see
+	// releaseAfter); reset by each heavy sync.
+	release *time.Timer
 
 	mu sync.Mutex
 	// applied is the table as last applied or read, nil when unknown: an
@@ -66,8 +67,14 @@ func (d *Daemon) setupPolicy(ctx context.Context) error {
 		return nil
 	}
 	p := &policyDataplane{kernel: nat.NewKernel(), store: d.store, log: d.log.With("component", "policy"), nodeName: d.cfg.Kubernetes.NodeName,
-		changed: make(chan struct{}, 1), heavy: make(chan struct{}, 1), skipped: map[string]string{}}
-	w, err := kube.New(d.cfg.Kubernetes.Kubeconfig, p.log, p.signal)
+		trigger: d.rec.TriggerPolicy, skipped: map[string]string{}}
+	// A burst of syncs of a big cluster (thousands of pods, hundreds of
+	// policies) leaves the heap they used to the Go runtime, which returns
+	// it to the kernel only slowly; the daemon's RSS would stay at the
+	// burst's peak for minutes.
+	p.release = time.AfterFunc(time.Hour, debug.FreeOSMemory)
+	p.release.Stop()
+	w, err := kube.New(d.cfg.Kubernetes.Kubeconfig, p.log, p.trigger)
 	if err != nil {
 		return err
 	}
@@ -76,71 +83,39 @@ func (d *Daemon) setupPolicy(ctx context.Context) error {
 	d.rec.policy = p
 	d.cni.Policy = p
 	go w.Run(ctx)
-	go p.run(ctx)
 	p.log.Info("NetworkPolicy on: watching the Kubernetes API", "server", w.Status().Server, "node", d.cfg.Kubernetes.NodeName)
 	return nil
 }
 
-func (p *policyDataplane) signal() {
-	select {
-	case p.changed <- struct{}{}:
-	default:
-	}
-}
-
-// settle is how long run waits after a change for more: the events of
-// one kubectl apply, or of a namespace's pods, come together. In a storm
-// of events (a node's pods restarting, a namespace created) with slow
-// syncs (thousands of pods, hundreds of policies), syncs are spaced by
-// their own duration, up to maxSettle. No decision depends on it; the
+// settle is how long the loop waits after an API event for more: the
+// events of one kubectl apply, or of a namespace's pods, come together. In
+// a storm of events (a node's pods restarting, a namespace created) with
+// slow syncs (thousands of pods, hundreds of policies), syncs are spaced
+// by their own duration, up to maxSettle. No decision depends on it; the
 // ADD path does not wait for it.
 const (
 	settle    = 5 * time.Millisecond
 	maxSettle = time.Second
 )
 
-// releaseAfter is how long the sync loop must be idle after heavy syncs
-// before the heap they freed goes back to the kernel.
+// releaseAfter is how long after the last heavy sync the heap it freed
+// goes back to the kernel.
 const (
 	releaseAfter = 2 * time.Second
 	heavySync    = 20 * time.Millisecond
 )
 
-func (p *policyDataplane) run(ctx context.Context) {
-	var last time.Duration
-	var ended time.Time
-	release := time.NewTimer(time.Hour)
-	release.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-release.C:
-			// A burst of syncs of a big cluster (thousands of pods,
-			// hundreds of policies) leaves the heap they used to the Go
-			// runtime, which returns it to the kernel only slowly; the
-			// daemon's RSS would stay at the burst's peak for minutes.
-			debug.FreeOSMemory()
-			continue
-		case <-p.heavy:
-			release.Reset(releaseAfter)
-			continue
-		case <-p.changed:
-		}
-		// A change after a quiet spell waits only settle; in a storm the
-		// next sync starts no sooner than its predecessor's duration after
-		// that one ended, so syncing takes at most half the time.
-		time.Sleep(max(settle, min(maxSettle, last-time.Since(ended))))
-		start := time.Now()
-		if err := p.sync(false); err != nil {
-			p.log.Error("apply NetworkPolicy", "error", err)
-		}
-		ended = time.Now()
-		last = ended.Sub(start)
-		if last >= heavySync {
-			release.Reset(releaseAfter)
-		}
+// changed is the reconcile loop's policy-only sync, on TriggerPolicy.
+func (p *policyDataplane) changed() time.Duration {
+	start := time.Now()
+	if err := p.sync(false); err != nil {
+		p.log.Error("apply NetworkPolicy", "error", err)
 	}
+	took := time.Since(start)
+	if took >= heavySync {
+		p.release.Reset(releaseAfter)
+	}
+	return took
 }
 
 // reconcile is the pass's check: the kernel read, compared and repaired.
@@ -152,10 +127,7 @@ func (p *policyDataplane) reconcile() error {
 	start := time.Now()
 	err := p.sync(true)
 	if time.Since(start) >= heavySync {
-		select {
-		case p.heavy <- struct{}{}:
-		default:
-		}
+		p.release.Reset(releaseAfter)
 	}
 	return err
 }
@@ -349,7 +321,7 @@ func (p *policyDataplane) Cover(ep store.Endpoint) error {
 }
 
 // Changed is called when an endpoint went: its address leaves the sets.
-func (p *policyDataplane) Changed() { p.signal() }
+func (p *policyDataplane) Changed() { p.trigger() }
 
 // policyStatus is what `reef status` reports.
 type policyStatus struct {

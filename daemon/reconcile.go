@@ -43,6 +43,15 @@ type reconciler struct {
 	// now: a trigger since the last pass wants the step without delay
 	// (TriggerBlocks), not only a BGP update (BGPChanged).
 	now atomic.Bool
+	// stepWanted: a trigger since the last pass wants the block protocol
+	// step (BGPChanged, TriggerBlocks, Trigger, the step's own), not only
+	// a NetworkPolicy sync (policyWanted, TriggerPolicy).
+	stepWanted, policyWanted atomic.Bool
+	// lastPolicy is how long the last policy-only sync took, and
+	// lastPolicyEnd when it ended: in a storm of API events, syncs are
+	// spaced by their own duration (up to maxSettle).
+	lastPolicy    time.Duration
+	lastPolicyEnd time.Time
 	// lastStep is how long the last block protocol step took, and
 	// lastStepEnd when it ended (the reconcile goroutine's own).
 	lastStep    time.Duration
@@ -74,6 +83,15 @@ func newReconciler(st *store.Store, cni *cniserver.Server, k *routes.Kernel, log
 // pending fold into it.
 func (r *reconciler) Trigger() {
 	r.kernelWanted.Store(true)
+	r.stepWanted.Store(true)
+	r.signal()
+}
+
+// TriggerPolicy asks for a NetworkPolicy sync soon (an API event, a
+// DEL): it runs in this loop, which owns the kernel state, without a
+// block protocol step or a kernel pass of its own.
+func (r *reconciler) TriggerPolicy() {
+	r.policyWanted.Store(true)
 	r.signal()
 }
 
@@ -86,6 +104,7 @@ func (r *reconciler) Trigger() {
 // repaired by the passes of the interval and of Trigger.
 func (r *reconciler) TriggerBlocks() {
 	r.now.Store(true)
+	r.stepWanted.Store(true)
 	r.signal()
 }
 
@@ -95,7 +114,10 @@ func (r *reconciler) TriggerBlocks() {
 // then the confirmed claim and its route; through a reflector, two copies
 // of each), and a step per update kept every node of a 100-node cluster
 // busy re-reading its BGP table and store.
-func (r *reconciler) BGPChanged() { r.signal() }
+func (r *reconciler) BGPChanged() {
+	r.stepWanted.Store(true)
+	r.signal()
+}
 
 // stepGap is how long a BGP-triggered step waits after the last step
 // ended: twice as long as that step took, at least minStepGap. A node whose
@@ -125,8 +147,18 @@ func (r *reconciler) Run(ctx context.Context) {
 			return
 		case <-t.C:
 			r.kernelWanted.Store(true)
+			r.stepWanted.Store(true)
 		case <-r.trigger:
-			if !r.kernelWanted.Load() && !r.now.Load() {
+			if !r.stepWanted.Load() {
+				// A policy sync alone: 5 ms for the events of one change
+				// to come together; in a storm, spaced by its duration.
+				wait := max(settle, min(maxSettle, r.lastPolicy-time.Since(r.lastPolicyEnd)))
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+			} else if !r.kernelWanted.Load() && !r.now.Load() {
 				if wait := stepGap(r.lastStep) - time.Since(r.lastStepEnd); wait > 0 {
 					select {
 					case <-ctx.Done():
@@ -140,6 +172,13 @@ func (r *reconciler) Run(ctx context.Context) {
 			case <-r.trigger:
 			default:
 			}
+		}
+		if r.policyWanted.Swap(false) && r.policy != nil {
+			r.lastPolicy = r.policy.changed()
+			r.lastPolicyEnd = time.Now()
+		}
+		if !r.stepWanted.Swap(false) && !r.kernelDeferred {
+			continue
 		}
 		r.now.Store(false)
 		full, deferred := r.kernelWanted.Swap(false), r.kernelDeferred
@@ -191,6 +230,7 @@ func (r *reconciler) once(full, deferred bool) error {
 		blocks, woke, stepErr = r.blocks.Step(ctx)
 		if woke && !kernel && stepErr == nil && !(r.appliedOK && sameRouting(blocks, r.applied)) {
 			r.kernelDeferred = true
+			r.stepWanted.Store(true)
 			r.signal()
 		}
 		r.lastStepEnd = time.Now()
