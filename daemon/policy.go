@@ -107,13 +107,9 @@ const (
 
 // changed is the reconcile loop's policy-only sync, on TriggerPolicy.
 func (p *policyDataplane) changed() time.Duration {
-	start := time.Now()
-	if err := p.sync(false); err != nil {
+	took, err := p.timedSync(false)
+	if err != nil {
 		p.log.Error("apply NetworkPolicy", "error", err)
-	}
-	took := time.Since(start)
-	if took >= heavySync {
-		p.release.Reset(releaseAfter)
 	}
 	return took
 }
@@ -124,12 +120,19 @@ func (p *policyDataplane) reconcile() error {
 	if p == nil {
 		return nil
 	}
+	_, err := p.timedSync(true)
+	return err
+}
+
+// timedSync is sync, timed; a heavy one arms the heap release.
+func (p *policyDataplane) timedSync(readKernel bool) (time.Duration, error) {
 	start := time.Now()
-	err := p.sync(true)
-	if time.Since(start) >= heavySync {
+	err := p.sync(readKernel)
+	took := time.Since(start)
+	if took >= heavySync {
 		p.release.Reset(releaseAfter)
 	}
-	return err
+	return took, err
 }
 
 // sync compiles the desired table and brings the kernel in line with it.
@@ -230,7 +233,8 @@ func (p *policyDataplane) apply(want nat.Table, shape string, readKernel bool) e
 	var plan nat.Plan
 	ok := false
 	if !readKernel && shape == p.appliedShape {
-		// The same policies: only elements changed (the ADD path).
+		// The same policies: only elements can differ (pods and
+		// namespaces changed).
 		plan, ok = nat.DiffElements(want, *p.applied)
 	}
 	if !ok {
