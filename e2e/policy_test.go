@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -150,12 +149,6 @@ func (pl *policyLab) updatePolicy(t *testing.T, p *networkingv1.NetworkPolicy) {
 	}
 }
 
-func nftTable(t *testing.T, _ *lab.Lab, n *lab.Node) (string, error) {
-	t.Helper()
-	out, err := exec.Command("ip", "netns", "exec", n.Netns, "nft", "list", "table", "inet", "reef").CombinedOutput()
-	return string(out), err
-}
-
 // TestPolicyLifecycle: the example (ingress to app a of x only from
 // namespace y, TCP 80) through the real API and two nodes; a pod created
 // after the policy is covered from its first packet; drift is repaired;
@@ -236,7 +229,7 @@ func TestPolicyLifecycle(t *testing.T) {
 	// Drift: the table deleted by hand is back within an interval.
 	run(t, pl.Lab, n1.Netns, "nft", "delete", "table", "inet", "reef")
 	eventually(t, 10*time.Second, func() string {
-		if _, err := nftTable(t, pl.Lab, n1); err != nil {
+		if _, err := pl.Run(n1.Netns, "nft", "list", "table", "inet", "reef"); err != nil {
 			return "table inet reef not recreated"
 		}
 		return pl.expect(t, probeWant{xb, xa, "tcp", 80, false})
@@ -269,7 +262,7 @@ func TestPolicyLifecycle(t *testing.T) {
 	if msg := pl.expect(t, enforced...); msg != "" {
 		t.Fatalf("daemon restarted while the API is down: %s", msg)
 	}
-	if _, err := nftTable(t, pl.Lab, n1); err != nil {
+	if _, err := pl.Run(n1.Netns, "nft", "list", "table", "inet", "reef"); err != nil {
 		t.Fatalf("table inet reef gone after a restart without the API: %v", err)
 	}
 	blocked, err := n1.NewPod("x", "late")
