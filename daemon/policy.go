@@ -139,15 +139,19 @@ func (p *policyDataplane) timedSync(readKernel bool) (time.Duration, error) {
 // readKernel: compare with the kernel itself (the reconcile pass), not
 // with what was last applied.
 func (p *policyDataplane) sync(readKernel bool) error {
-	return p.locked(func(in policy.Input) error { return p.syncAll(in, readKernel) })
+	return p.locked(func(local []policy.Endpoint) error {
+		in := p.watch.Input()
+		in.Local = local
+		return p.syncAll(in, readKernel)
+	})
 }
 
-// locked runs f under the lock with the input of this moment. The
-// endpoints are read under the lock: an ADD's sync that read them before
+// locked runs f under the lock with this node's endpoints of this moment.
+// They are read under the lock: an ADD's sync that read them before
 // another ADD recorded its own must not apply after it. Whatever the API
 // holds must not take the daemon down: a panic in compiling it is a bug
 // of reef's, reported, and the table stays as it was.
-func (p *policyDataplane) locked(f func(policy.Input) error) (err error) {
+func (p *policyDataplane) locked(f func(local []policy.Endpoint) error) (err error) {
 	if !p.watch.Synced() {
 		return nil
 	}
@@ -163,13 +167,13 @@ func (p *policyDataplane) locked(f func(policy.Input) error) (err error) {
 	if err != nil {
 		return err
 	}
-	in := p.watch.Input()
+	var local []policy.Endpoint
 	for _, ep := range eps {
 		if ep.PodName != "" {
-			in.Local = append(in.Local, policy.Endpoint{Namespace: ep.PodNamespace, Name: ep.PodName, IP: ep.IP})
+			local = append(local, policy.Endpoint{Namespace: ep.PodNamespace, Name: ep.PodName, IP: ep.IP})
 		}
 	}
-	return f(in)
+	return f(local)
 }
 
 // syncAll compiles everything and brings the kernel in line.
@@ -194,25 +198,30 @@ func (p *policyDataplane) syncAll(in policy.Input, readKernel bool) error {
 }
 
 // syncPod is the ADD's sync: with the same policies as last applied,
-// only those the pod can affect are compiled again (policy.Recompile) and
-// only their sets and the isolated sets are compared and changed; else
-// it is syncAll.
-func (p *policyDataplane) syncPod(in policy.Input, pod *policy.Pod) error {
-	shape := policy.Shape(in.Policies)
-	if pod == nil || p.applied == nil || !p.synced || shape != p.appliedShape {
-		return p.syncAll(in, false)
+// only those the pod can affect are compiled again (policy.Recompile,
+// which works from the last compile's view of the API: no list of every
+// pod per ADD) and only their sets and the isolated sets are compared
+// and changed; else it is syncAll.
+func (p *policyDataplane) syncPod(local []policy.Endpoint, pod *policy.Pod) error {
+	full := func(readKernel bool) error {
+		in := p.watch.Input()
+		in.Local = local
+		return p.syncAll(in, readKernel)
 	}
-	st, changed, ok := policy.Recompile(p.state, in, pod)
+	if pod == nil || p.applied == nil || !p.synced || policy.Shape(p.watch.Policies()) != p.appliedShape {
+		return full(false)
+	}
+	st, changed, ok := policy.Recompile(p.state, local, pod)
 	if !ok {
-		return p.syncAll(in, false)
+		return full(false)
 	}
 	sets := policy.SetsOf(st, changed)
 	plan, ok := nat.DiffElements(nat.Table{ID: policy.TableID, Sets: sets}, *p.applied)
 	if !ok {
-		return p.syncAll(in, false)
+		return full(false)
 	}
 	if err := p.kernel.Apply(plan); err != nil {
-		return p.syncAll(in, true)
+		return full(true)
 	}
 	applied := *p.applied
 	applied.Sets = slices.Clone(applied.Sets)
@@ -225,7 +234,8 @@ func (p *policyDataplane) syncPod(in policy.Input, pod *policy.Pod) error {
 			applied.Sets[i] = w
 		}
 	}
-	p.applied, p.state, p.in, p.lastErr = &applied, st, in, nil
+	p.applied, p.state, p.lastErr = &applied, st, nil
+	p.in.Local = local
 	return nil
 }
 
@@ -318,7 +328,7 @@ func (p *policyDataplane) Admit(ctx context.Context, namespace, name string) *ty
 // exists.
 func (p *policyDataplane) Cover(ep store.Endpoint) error {
 	pod, _ := p.watch.Pod(ep.PodNamespace, ep.PodName)
-	if err := p.locked(func(in policy.Input) error { return p.syncPod(in, pod) }); err != nil {
+	if err := p.locked(func(local []policy.Endpoint) error { return p.syncPod(local, pod) }); err != nil {
 		return fmt.Errorf("cover pod %s/%s (%s) with its NetworkPolicies: %w", ep.PodNamespace, ep.PodName, ep.IP, err)
 	}
 	return nil

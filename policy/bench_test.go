@@ -114,7 +114,7 @@ func BenchmarkRecompile(b *testing.B) {
 	prev := Compile(in)
 	in.Local = append(in.Local, Endpoint{Namespace: p.Namespace, Name: p.Name, IP: netip.MustParseAddr("10.251.0.1")})
 	for b.Loop() {
-		st, changed, _ := Recompile(prev, in, p)
+		st, changed, _ := Recompile(prev, in.Local, p)
 		SetsOf(st, changed)
 	}
 }

@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -98,77 +97,8 @@ type State struct {
 	// Peers are the addresses of each peer set (Rule.PeerKey): the one
 	// source the table's peer sets are rendered from.
 	Peers map[string][]Range
-}
-
-// podInfo is a pod as the compiler uses it.
-type podInfo struct {
-	pod   *Pod
-	addrs []netip.Addr
-}
-
-// index is the Input arranged for selection.
-type index struct {
-	nsLabels map[string]labels.Set
-	pods     []podInfo            // every pod with an address, by namespace, name
-	byNS     map[string][]podInfo // the same, per namespace
-	local    map[string][]netip.Addr
-	peers    map[string][]Range // by Rule.PeerKey: computed once per compile
-}
-
-func newIndex(in Input) *index {
-	ix := &index{nsLabels: map[string]labels.Set{}, byNS: map[string][]podInfo{}, local: map[string][]netip.Addr{}, peers: map[string][]Range{}}
-	for _, ns := range in.Namespaces {
-		if ns != nil {
-			ix.nsLabels[ns.Name] = ns.Labels
-		}
-	}
-	for _, ep := range in.Local {
-		if ep.IP.IsValid() {
-			k := ep.Namespace + "/" + ep.Name
-			ix.local[k] = append(ix.local[k], ep.IP.Unmap())
-		}
-	}
-	seen := map[string]bool{}
-	for _, p := range in.Pods {
-		if p == nil || p.HostNetwork || p.Done {
-			continue
-		}
-		k := p.Namespace + "/" + p.Name
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		addrs, local := ix.local[k]
-		if !local {
-			addrs = p.IPs // the informer's: read, never changed here
-		}
-		if len(addrs) == 0 {
-			continue
-		}
-		if !increasing(addrs) {
-			addrs = slices.Clone(addrs)
-			slices.SortFunc(addrs, netip.Addr.Compare)
-			addrs = slices.Compact(addrs)
-		}
-		ix.pods = append(ix.pods, podInfo{pod: p, addrs: addrs})
-	}
-	// No order is kept: every result built from the pods is sorted
-	// (peers, named ports, selected addresses), so it depends on the set
-	// of pods, not on the order the informer lists them in.
-	for _, pi := range ix.pods {
-		ix.byNS[pi.pod.Namespace] = append(ix.byNS[pi.pod.Namespace], pi)
-	}
-	return ix
-}
-
-// increasing reports whether addrs is sorted without duplicates.
-func increasing(addrs []netip.Addr) bool {
-	for i := 1; i < len(addrs); i++ {
-		if !addrs[i-1].Less(addrs[i]) {
-			return false
-		}
-	}
-	return true
+	// ix is the index compiled from: Recompile starts from it.
+	ix *index
 }
 
 // Compile computes the desired state from the API objects and this node's
@@ -199,7 +129,7 @@ func Compile(in Input) State {
 		}
 		slices.SortFunc(st.Isolated[d], netip.Addr.Compare)
 	}
-	st.Peers = ix.peers
+	st.Peers, st.ix = ix.peers, ix
 	return st
 }
 
@@ -248,7 +178,7 @@ func compilePolicy(ix *index, p *networkingv1.NetworkPolicy) (*Compiled, error) 
 		}
 	}
 	c.Covers[Ingress], c.Covers[Egress] = Covers(p)
-	sel, err := selector(&p.Spec.PodSelector)
+	sel, err := ix.selector(&p.Spec.PodSelector)
 	if err != nil {
 		return nil, fmt.Errorf("spec.podSelector: %w", err)
 	}
@@ -280,14 +210,6 @@ func compilePolicy(ix *index, p *networkingv1.NetworkPolicy) (*Compiled, error) 
 		}
 	}
 	return c, nil
-}
-
-func selector(s *metav1.LabelSelector) (labels.Selector, error) {
-	sel, err := metav1.LabelSelectorAsSelector(s)
-	if err != nil {
-		return nil, err
-	}
-	return sel, nil
 }
 
 // compileRule resolves one rule's peers and ports. selected are the
@@ -394,7 +316,7 @@ func peerKey(ns string, peers []networkingv1.NetworkPolicyPeer) string {
 func selectPeers(ix *index, ns string, peer networkingv1.NetworkPolicyPeer) ([]podInfo, error) {
 	podSel := labels.Everything()
 	if peer.PodSelector != nil {
-		s, err := selector(peer.PodSelector)
+		s, err := ix.selector(peer.PodSelector)
 		if err != nil {
 			return nil, fmt.Errorf("podSelector: %w", err)
 		}
@@ -402,7 +324,7 @@ func selectPeers(ix *index, ns string, peer networkingv1.NetworkPolicyPeer) ([]p
 	}
 	namespaces := []string{ns}
 	if peer.NamespaceSelector != nil {
-		nsSel, err := selector(peer.NamespaceSelector)
+		nsSel, err := ix.selector(peer.NamespaceSelector)
 		if err != nil {
 			return nil, fmt.Errorf("namespaceSelector: %w", err)
 		}

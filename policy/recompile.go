@@ -13,46 +13,35 @@ import (
 	"github.com/reefcni/reef/nat"
 )
 
-// Recompile is Compile for the CNI ADD path: prev is the State last
-// applied, compiled from the same policies (the same Shape), and pod is
-// the one pod whose addresses changed (its new endpoint is in in.Local).
-// Only the policies the pod can affect (it is selected, or a peer of one
-// of their rules) are compiled again, against in; the others are prev's.
-// It returns the State and the indexes (in its Policies) of those
-// compiled again. The caller falls back to Compile when ok is false:
-// prev is not of the same policies.
+// Recompile is Compile for the CNI ADD path. prev is the State last
+// applied, compiled from the same policies (the same Shape: the caller
+// checks); local are this node's endpoints now, and pod the one pod
+// whose addresses changed (its new endpoint is in local), as the
+// informer has it now. Only the policies the pod (and any other pod whose
+// endpoints changed since prev) can affect (it is selected, or a peer of
+// one of their rules) are compiled again, against
+// prev's view of the API with pod and local put in (index.patched); the
+// others are prev's. Nothing is done per pod of the cluster: the cost is
+// in the policies the pod affects. It returns the State and the indexes
+// (in its Policies) of those compiled again; ok is false when prev was
+// not made by Compile or Recompile.
 //
-// A policy prev compiled from an older view of the API keeps that view
-// until the next Compile (which every informer event brings); what the
-// pod itself changes is exact, as TestRecompileIsCompile checks.
-func Recompile(prev State, in Input, pod *Pod) (st State, changed []int, ok bool) {
-	pols := sortedPolicies(in.Policies)
-	if len(pols) != len(prev.Policies)+len(prev.Skipped) {
+// The API's other changes since prev reach the table with the next
+// Compile, which every informer event brings; what the pod and the
+// endpoints change is exact, as TestRecompileIsCompile checks.
+func Recompile(prev State, local []Endpoint, pod *Pod) (st State, changed []int, ok bool) {
+	if prev.ix == nil {
 		return State{}, nil, false
 	}
-	byKey := map[string]*Compiled{}
-	for _, c := range prev.Policies {
-		byKey[c.Key()] = c
-	}
-	skipped := map[string]bool{}
-	for _, s := range prev.Skipped {
-		skipped[s.Namespace+"/"+s.Name] = true
-	}
-	ix := newIndex(in)
+	ix, touched := prev.ix.patched(local, pod)
 	isolated := [2]map[netip.Addr]bool{{}, {}}
-	for _, p := range pols {
-		key := p.Namespace + "/" + p.Name
-		c, had := byKey[key]
-		switch {
-		case skipped[key]:
-			continue
-		case !had:
-			return State{}, nil, false
-		case affects(ix, p, pod):
-			var err error
-			if c, err = compilePolicy(ix, p); err != nil {
-				return State{}, nil, false
+	for _, c := range prev.Policies {
+		if slices.ContainsFunc(touched, func(p *Pod) bool { return affects(ix, c.src, p) }) {
+			n, err := compilePolicy(ix, c.src)
+			if err != nil {
+				return State{}, nil, false // compiled before: cannot happen
 			}
+			c = n
 			changed = append(changed, len(st.Policies))
 		}
 		for d := range 2 {
@@ -82,6 +71,7 @@ func Recompile(prev State, in Input, pod *Pod) (st State, changed []int, ok bool
 		}
 		slices.SortFunc(st.Isolated[d], netip.Addr.Compare)
 	}
+	st.ix = ix
 	return st, changed, true
 }
 
@@ -102,7 +92,7 @@ func sortedPolicies(in []*networkingv1.NetworkPolicy) []*networkingv1.NetworkPol
 func affects(ix *index, p *networkingv1.NetworkPolicy, pod *Pod) bool {
 	lbl := labels.Set(pod.Labels)
 	if pod.Namespace == p.Namespace {
-		if s, err := selector(&p.Spec.PodSelector); err != nil || s.Matches(lbl) {
+		if s, err := ix.selector(&p.Spec.PodSelector); err != nil || s.Matches(lbl) {
 			return true
 		}
 	}
@@ -133,7 +123,7 @@ func peersAffect(ix *index, ns string, peers []networkingv1.NetworkPolicyPeer, p
 		}
 		nsMatch := peer.NamespaceSelector == nil && pod.Namespace == ns
 		if peer.NamespaceSelector != nil {
-			s, err := selector(peer.NamespaceSelector)
+			s, err := ix.selector(peer.NamespaceSelector)
 			if err != nil {
 				return true
 			}
@@ -145,7 +135,7 @@ func peersAffect(ix *index, ns string, peers []networkingv1.NetworkPolicyPeer, p
 		if peer.PodSelector == nil {
 			return true
 		}
-		s, err := selector(peer.PodSelector)
+		s, err := ix.selector(peer.PodSelector)
 		if err != nil || s.Matches(lbl) {
 			return true
 		}

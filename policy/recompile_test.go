@@ -4,50 +4,120 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 )
 
-// TestRecompileIsCompile: for an ADD (a pod of the API without an address
-// gets its endpoint), Recompile from the State before gives exactly the
-// table Compile gives, and it compiles only some of the policies.
-func TestRecompileIsCompile(t *testing.T) {
-	base := benchInput(400, 20, 60, 10)
-	// Policies that look at pods in every way: AnyPeer with a named port,
-	// an ipBlock with a named port, egress named ports, podSelector only.
+// recompileInput is benchInput with policies that look at pods in every
+// way: AnyPeer with a named port, an ipBlock with a named port, egress
+// named ports, podSelector only.
+func recompileInput() Input {
+	in := benchInput(400, 20, 60, 10)
 	anyNamed := netpol("bg-1", "any-named", sel(), []networkingv1.PolicyType{networkingv1.PolicyTypeEgress})
 	anyNamed.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{{Ports: []networkingv1.NetworkPolicyPort{named(corev1.ProtocolTCP, "http")}}}
 	blockNamed := netpol("bg-2", "block-named", sel("app", "app-2"), nil)
 	blockNamed.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.250.0.0/16"}}}},
 		{From: []networkingv1.NetworkPolicyPeer{{PodSelector: sel("tier", "db")}}, Ports: []networkingv1.NetworkPolicyPort{named(corev1.ProtocolTCP, "http")}}}
-	base.Policies = append(base.Policies, anyNamed, blockNamed)
-	for i, n := range []int{1, 2, 21, 77, 399} {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			in := base
-			in.Pods = append([]*Pod(nil), base.Pods...)
-			p := in.Pods[n].DeepCopyObject().(*Pod)
-			p.IPs = nil // before kubelet writes it
-			in.Pods[n] = p
-			in.Local = append([]Endpoint(nil), base.Local...)
-			prev := Compile(in)
-			in.Local = append(in.Local, Endpoint{Namespace: p.Namespace, Name: p.Name, IP: netip.AddrFrom4([4]byte{10, 251, 0, byte(i + 1)})})
-			st, changed, ok := Recompile(prev, in, p)
-			if !ok {
-				t.Fatal("Recompile refused a State of the same policies")
-			}
-			want := Compile(in)
-			if !reflect.DeepEqual(Table(st), Table(want)) {
-				t.Fatal("Recompile's table differs from Compile's")
-			}
-			if !reflect.DeepEqual(SetsOf(st, changed), SetsOf(want, changed)) {
-				t.Fatal("SetsOf differs")
-			}
-			if len(changed) == 0 || len(changed) == len(want.Policies) {
-				t.Errorf("compiled again %d of %d policies", len(changed), len(want.Policies))
-			}
-			t.Logf("pod %s/%s: %d of %d policies compiled again", p.Namespace, p.Name, len(changed), len(want.Policies))
+	in.Policies = append(in.Policies, anyNamed, blockNamed)
+	return in
+}
+
+// checkRecompile: Recompile of prev gives exactly the table Compile
+// gives for in, and compiles only some of the policies again.
+func checkRecompile(t *testing.T, prev State, in Input, p *Pod) State {
+	t.Helper()
+	st, changed, ok := Recompile(prev, in.Local, p)
+	if !ok {
+		t.Fatal("Recompile refused a State Compile made")
+	}
+	want := Compile(in)
+	if !reflect.DeepEqual(Table(st), Table(want)) {
+		t.Fatal("Recompile's table differs from Compile's")
+	}
+	if !reflect.DeepEqual(SetsOf(st, changed), SetsOf(want, changed)) {
+		t.Fatal("SetsOf differs")
+	}
+	if len(changed) == len(want.Policies) {
+		t.Errorf("compiled again all %d policies", len(want.Policies))
+	}
+	return st
+}
+
+// TestRecompileIsCompile: for an ADD (a pod of the API without an address
+// gets its endpoint), Recompile from the State before gives exactly the
+// table Compile gives, for one ADD and for ADDs in a row, each from the
+// State the one before made.
+func TestRecompileIsCompile(t *testing.T) {
+	base := recompileInput()
+	in := base
+	in.Pods = slices.Clone(base.Pods)
+	in.Local = slices.Clone(base.Local)
+	var adds []*Pod
+	for _, n := range []int{1, 2, 21, 77, 399} {
+		p := in.Pods[n].DeepCopyObject().(*Pod)
+		p.IPs = nil // before kubelet writes it
+		in.Pods[n] = p
+		adds = append(adds, p)
+	}
+	first := Compile(in)
+	for i, p := range adds {
+		t.Run(fmt.Sprintf("one-%s", p.Name), func(t *testing.T) {
+			one := in
+			one.Local = append(slices.Clone(in.Local), Endpoint{Namespace: p.Namespace, Name: p.Name, IP: netip.AddrFrom4([4]byte{10, 251, 0, byte(i + 1)})})
+			checkRecompile(t, first, one, p)
 		})
 	}
+	t.Run("in-a-row", func(t *testing.T) {
+		st := first
+		seq := in
+		seq.Local = slices.Clone(in.Local)
+		for i, p := range adds {
+			seq.Local = append(seq.Local, Endpoint{Namespace: p.Namespace, Name: p.Name, IP: netip.AddrFrom4([4]byte{10, 251, 1, byte(i + 1)})})
+			st = checkRecompile(t, st, seq, p)
+		}
+	})
+}
+
+// TestRecompileAPIChanges: the ADD's pod as the API has it at the ADD
+// wins over the view prev was compiled from: a pod the API did not have
+// then, a pod whose labels changed since; and an endpoint that went
+// since prev is gone from the sets.
+func TestRecompileAPIChanges(t *testing.T) {
+	base := recompileInput()
+	in := base
+	in.Pods = slices.Clone(base.Pods[:399]) // p399 is not in the API yet
+	prev := Compile(in)
+
+	t.Run("new-pod", func(t *testing.T) {
+		p := base.Pods[399].DeepCopyObject().(*Pod)
+		p.IPs = nil
+		now := in
+		now.Pods = append(slices.Clone(in.Pods), p)
+		now.Local = append(slices.Clone(in.Local), Endpoint{Namespace: p.Namespace, Name: p.Name, IP: netip.MustParseAddr("10.251.2.1")})
+		checkRecompile(t, prev, now, p)
+	})
+	t.Run("relabelled", func(t *testing.T) {
+		// p3 is local (benchInput's first 10 pods are): selected by
+		// policies of app-3 before, of app-2 now.
+		old := in.Pods[3]
+		p := old.DeepCopyObject().(*Pod)
+		p.Labels = map[string]string{"app": "app-2", "tier": "db"}
+		now := in
+		now.Pods = slices.Clone(in.Pods)
+		now.Pods[3] = p
+		checkRecompile(t, prev, now, p)
+	})
+	t.Run("endpoint-gone", func(t *testing.T) {
+		// p5's endpoint went (a DEL) and p1 is added: both are exact.
+		p := in.Pods[1].DeepCopyObject().(*Pod)
+		now := in
+		now.Pods = slices.Clone(in.Pods)
+		now.Pods[1] = p
+		now.Local = slices.DeleteFunc(slices.Clone(in.Local), func(e Endpoint) bool { return e.Name == "p5" })
+		now.Local = append(now.Local, Endpoint{Namespace: p.Namespace, Name: p.Name, IP: netip.MustParseAddr("10.251.2.2")})
+		checkRecompile(t, prev, now, p)
+	})
 }

@@ -272,12 +272,7 @@ func (w *Watcher) WaitPod(ctx context.Context, namespace, name string) bool {
 
 // Input is the objects policy compiles from (Local left to the caller).
 func (w *Watcher) Input() policy.Input {
-	var in policy.Input
-	for _, o := range w.policies.GetStore().List() {
-		if p, ok := o.(*networkingv1.NetworkPolicy); ok {
-			in.Policies = append(in.Policies, p)
-		}
-	}
+	in := policy.Input{Policies: w.Policies()}
 	for _, o := range w.ns.GetStore().List() {
 		if n, ok := o.(*corev1.Namespace); ok {
 			in.Namespaces = append(in.Namespaces, n)
@@ -289,4 +284,16 @@ func (w *Watcher) Input() policy.Input {
 		}
 	}
 	return in
+}
+
+// Policies are the informer's NetworkPolicies: Input's, without listing
+// pods and namespaces.
+func (w *Watcher) Policies() []*networkingv1.NetworkPolicy {
+	var out []*networkingv1.NetworkPolicy
+	for _, o := range w.policies.GetStore().List() {
+		if p, ok := o.(*networkingv1.NetworkPolicy); ok {
+			out = append(out, p)
+		}
+	}
+	return out
 }

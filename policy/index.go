@@ -1,0 +1,219 @@
+package policy
+
+import (
+	"net/netip"
+	"slices"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// podInfo is a pod as the compiler uses it.
+type podInfo struct {
+	pod   *Pod
+	addrs []netip.Addr
+}
+
+// index is the Input arranged for selection. Once built it is not
+// changed, except for its peers and selectors caches: Recompile makes a
+// patched copy (index.patched).
+type index struct {
+	nsLabels map[string]labels.Set
+	pods     []podInfo            // every pod with an address, in no order
+	byNS     map[string][]podInfo // the same, per namespace
+	local    map[string][]netip.Addr
+	// all are the API's pods by namespace/name, those without an address
+	// included; over are pods Recompile put in since (the ADDs' own),
+	// looked up first.
+	all, over map[string]*Pod
+	peers     map[string][]Range // by Rule.PeerKey: computed once per compile
+	sels      *selectors
+}
+
+func newIndex(in Input) *index {
+	ix := &index{nsLabels: map[string]labels.Set{}, byNS: map[string][]podInfo{}, local: localAddrs(in.Local),
+		all: make(map[string]*Pod, len(in.Pods)), peers: map[string][]Range{}, sels: &selectors{}}
+	for _, ns := range in.Namespaces {
+		if ns != nil {
+			ix.nsLabels[ns.Name] = ns.Labels
+		}
+	}
+	for _, p := range in.Pods {
+		if p == nil || p.HostNetwork || p.Done {
+			continue
+		}
+		k := p.Namespace + "/" + p.Name
+		if _, seen := ix.all[k]; seen {
+			continue
+		}
+		ix.all[k] = p
+		if pi, ok := ix.info(k, p); ok {
+			ix.pods = append(ix.pods, pi)
+		}
+	}
+	// No order is kept: every result built from the pods is sorted
+	// (peers, named ports, selected addresses), so it depends on the set
+	// of pods, not on the order the informer lists them in.
+	for _, pi := range ix.pods {
+		ix.byNS[pi.pod.Namespace] = append(ix.byNS[pi.pod.Namespace], pi)
+	}
+	return ix
+}
+
+func localAddrs(eps []Endpoint) map[string][]netip.Addr {
+	m := map[string][]netip.Addr{}
+	for _, ep := range eps {
+		if ep.IP.IsValid() {
+			k := ep.Namespace + "/" + ep.Name
+			m[k] = append(m[k], ep.IP.Unmap())
+		}
+	}
+	return m
+}
+
+// info is pod p (key k) as selection sees it: a local pod's addresses
+// are its endpoints', another's its status'. ok is false for a pod with
+// no address.
+func (ix *index) info(k string, p *Pod) (podInfo, bool) {
+	addrs, local := ix.local[k]
+	if !local {
+		addrs = p.IPs // the informer's: read, never changed here
+	}
+	if len(addrs) == 0 {
+		return podInfo{}, false
+	}
+	if !increasing(addrs) {
+		addrs = slices.Clone(addrs)
+		slices.SortFunc(addrs, netip.Addr.Compare)
+		addrs = slices.Compact(addrs)
+	}
+	return podInfo{pod: p, addrs: addrs}, true
+}
+
+// patched is the index Recompile compiles against: ix's view of the API
+// with pod in it as it is now (nil: unchanged) and local as this node's
+// endpoints. It is what newIndex gives for that Input; ix is not changed.
+// Its cost is in the pods whose addresses change, not in all pods; those
+// are returned (as the API has them) for Recompile.
+func (ix *index) patched(local []Endpoint, pod *Pod) (*index, []*Pod) {
+	nx := &index{nsLabels: ix.nsLabels, all: ix.all, local: localAddrs(local), peers: map[string][]Range{}, sels: ix.sels,
+		over: make(map[string]*Pod, len(ix.over)+1)}
+	for k, p := range ix.over {
+		nx.over[k] = p
+	}
+	// The pods whose entry can differ: the given one, and those whose
+	// endpoints came or went or changed.
+	touched := map[string]bool{}
+	var pods []*Pod // touched, as the API has them now and had them
+	if pod != nil {
+		k := pod.Namespace + "/" + pod.Name
+		if old := ix.pod(k); old != nil && old != pod {
+			pods = append(pods, old) // its labels may have changed
+		}
+		nx.over[k] = pod
+		touched[k] = true
+	}
+	for k, a := range nx.local {
+		if !slices.Equal(a, ix.local[k]) {
+			touched[k] = true
+		}
+	}
+	for k := range ix.local {
+		if _, ok := nx.local[k]; !ok {
+			touched[k] = true
+		}
+	}
+	if len(touched) == 0 {
+		nx.pods, nx.byNS = ix.pods, ix.byNS
+		return nx, pods
+	}
+	key := func(p *Pod) string { return p.Namespace + "/" + p.Name }
+	namespaces := map[string]bool{}
+	nx.pods = make([]podInfo, 0, len(ix.pods)+len(touched))
+	for _, pi := range ix.pods {
+		if touched[key(pi.pod)] {
+			namespaces[pi.pod.Namespace] = true
+			continue
+		}
+		nx.pods = append(nx.pods, pi)
+	}
+	var fresh []podInfo
+	for k := range touched {
+		p := nx.pod(k)
+		if p == nil {
+			continue // not in the API: no policy selects or names it
+		}
+		pods = append(pods, p)
+		if p.HostNetwork || p.Done {
+			continue
+		}
+		if pi, ok := nx.info(k, p); ok {
+			fresh = append(fresh, pi)
+			namespaces[p.Namespace] = true
+		}
+	}
+	nx.pods = append(nx.pods, fresh...)
+	nx.byNS = make(map[string][]podInfo, len(ix.byNS)+1)
+	for ns, pods := range ix.byNS {
+		if !namespaces[ns] {
+			nx.byNS[ns] = pods
+		}
+	}
+	for ns := range namespaces {
+		var in []podInfo
+		for _, pi := range ix.byNS[ns] {
+			if !touched[key(pi.pod)] {
+				in = append(in, pi)
+			}
+		}
+		for _, pi := range fresh {
+			if pi.pod.Namespace == ns {
+				in = append(in, pi)
+			}
+		}
+		if len(in) > 0 {
+			nx.byNS[ns] = in
+		}
+	}
+	return nx, pods
+}
+
+// pod is the API's pod namespace/name as the index knows it, or nil.
+func (ix *index) pod(k string) *Pod {
+	if p, ok := ix.over[k]; ok {
+		return p
+	}
+	return ix.all[k]
+}
+
+// increasing reports whether addrs is sorted without duplicates.
+func increasing(addrs []netip.Addr) bool {
+	for i := 1; i < len(addrs); i++ {
+		if !addrs[i-1].Less(addrs[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// selectors are the policies' selectors parsed, by the API object's
+// address: the informer's objects are never changed, and an entry keeps
+// its object alive, so an address means one selector for the cache's
+// life (one index and the copies Recompile patches from it).
+type selectors struct{ m sync.Map }
+
+type parsed struct {
+	sel labels.Selector
+	err error
+}
+
+func (ix *index) selector(s *metav1.LabelSelector) (labels.Selector, error) {
+	if v, ok := ix.sels.m.Load(s); ok {
+		p := v.(parsed)
+		return p.sel, p.err
+	}
+	sel, err := metav1.LabelSelectorAsSelector(s)
+	ix.sels.m.Store(s, parsed{sel, err})
+	return sel, err
+}
