@@ -12,6 +12,11 @@ import (
 // is reef's mark: a table of another name is never read or written.
 const TableName = "reef"
 
+// Ours reports whether a table is one of package nat's: named TableName
+// (ip reef, arp reef), or table inet reef-hostport. NetworkPolicy's table
+// inet reef has the name too, and is package policy's to write.
+func Ours(id TableID) bool { return id.Name == TableName || id == HostPortTableID }
+
 // Names of reef's sets and chains.
 const (
 	SetAllPools      = "all-pools"  // every pool: traffic to these is never masqueraded
@@ -81,6 +86,11 @@ var keyTypes = map[string]nftables.SetDatatype{
 	podKeyType.Name:           podKeyType,
 	AddrPort4.Name:            AddrPort4,
 	AddrPort6.Name:            AddrPort6,
+	keyAnyPort.Name:           keyAnyPort,
+	keyIPPort4.Name:           keyIPPort4,
+	keyIPPort6.Name:           keyIPPort6,
+	addrAddr4.Name:            addrAddr4,
+	addrAddr6.Name:            addrAddr6,
 }
 
 // Pool is what the dataplane needs of a pool.
@@ -89,20 +99,29 @@ type Pool struct {
 	NATOutgoing bool
 }
 
-// Pod is one pod's entry in the ARP filter: its node-side veth and its
-// address.
+// Pod is one pod as reef's tables see it: its node-side veth and address
+// (its ARP-filter element) and its hostPorts.
 type Pod struct {
-	Veth string
-	IP   netip.Addr
+	Veth  string
+	IP    netip.Addr
+	Ports []HostPort
 }
 
 // Desired returns reef's tables for the pools and pods of family f: the
-// NAT table, and for IPv4 the ARP filter. Pools and pods of another family
-// are left out, as are pods without a veth.
+// NAT table, and for IPv4 the ARP filter and table inet reef-hostport,
+// which holds both families (IPv4 is the first family; an IPv6 call adds
+// only its NAT table). Pools and pods of another family are left out of
+// the NAT table and the ARP filter, as are pods without a veth.
 func Desired(f Family, pools []Pool, pods []Pod) []Table {
 	tables := []Table{NATTable(f, pools)}
 	if f.Table == nftables.TableFamilyIPv4 {
-		tables = append(tables, ARPTable(pods))
+		var hp []HostPortPod
+		for _, p := range pods {
+			if len(p.Ports) > 0 {
+				hp = append(hp, HostPortPod{IP: p.IP, Ports: p.Ports})
+			}
+		}
+		tables = append(tables, ARPTable(pods), HostPortTable(hp))
 	}
 	return tables
 }

@@ -143,6 +143,8 @@ func conflicts(w, h Table) []string {
 		case !ok:
 		case s.KeyType != ws.KeyType || s.KeyLen != ws.KeyLen:
 			out = append(out, fmt.Sprintf("set %s has type %s (%d bytes), want %s (%d bytes)", ws.Name, s.KeyType, s.KeyLen, ws.KeyType, ws.KeyLen))
+		case s.DataType != ws.DataType || s.DataLen != ws.DataLen:
+			out = append(out, fmt.Sprintf("set %s maps to %q (%d bytes), want %q (%d bytes)", ws.Name, s.DataType, s.DataLen, ws.DataType, ws.DataLen))
 		case s.Interval != ws.Interval || s.Concat != ws.Concat || s.Foreign != ws.Foreign:
 			out = append(out, fmt.Sprintf("set %s has other flags (interval %t, concat %t, other %t)", ws.Name, s.Interval, s.Concat, s.Foreign))
 		}

@@ -14,7 +14,8 @@ var (
 	pfx  = netip.MustParsePrefix
 	addr = netip.MustParseAddr
 	// addrs lets go-cmp compare netip.Addr, whose fields are unexported.
-	addrs = cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
+	addrs = cmp.Options{cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
+		cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })}
 )
 
 func testPools() []Pool {
@@ -51,7 +52,7 @@ func TestDesired(t *testing.T) {
 		Pool{CIDR: pfx("10.246.0.7/16"), NATOutgoing: true}, // not masked
 	)
 	tables := Desired(IPv4, pools, pods)
-	if got := IDs(tables); !cmp.Equal(got, []TableID{{nftables.TableFamilyIPv4, "reef"}, {nftables.TableFamilyARP, "reef"}}) {
+	if got := IDs(tables); !cmp.Equal(got, []TableID{{nftables.TableFamilyIPv4, "reef"}, {nftables.TableFamilyARP, "reef"}, {nftables.TableFamilyINet, "reef-hostport"}}) {
 		t.Fatalf("tables %v", got)
 	}
 	r := func(from, to string) Elem { return Elem{From: addr(from), To: addr(to)} }
@@ -165,8 +166,9 @@ func TestDiff(t *testing.T) {
 		why   string
 	}{
 		{"in line", read(want), nil, ""},
-		{"nothing there", nil, []ChangeKind{CreateTable, CreateTable}, "table ip reef is missing"},
-		{"arp table deleted", want[:1], []ChangeKind{CreateTable}, "table arp reef is missing"},
+		{"nothing there", nil, []ChangeKind{CreateTable, CreateTable, CreateTable}, "table ip reef is missing"},
+		{"arp table deleted", []Table{want[0], want[2]}, []ChangeKind{CreateTable}, "table arp reef is missing"},
+		{"hostport table deleted", want[:2], []ChangeKind{CreateTable}, "table inet reef-hostport is missing"},
 		{"chain flushed", mutate(want, nat, func(t *Table) { t.Chains[0].Rules = nil }),
 			[]ChangeKind{ReplaceRules}, "chain ip reef postrouting has 0 rule(s), want 1"},
 		{"rule changed: masquerade without fully-random", mutate(want, nat, func(t *Table) {
@@ -208,7 +210,7 @@ func TestDiff(t *testing.T) {
 			for _, ch := range p.Changes {
 				kinds = append(kinds, ch.Kind)
 				whys = append(whys, ch.Why)
-				if ch.Table.ID.Name != TableName {
+				if !Ours(ch.Table.ID) {
 					t.Errorf("change to a table not reef's: %+v", ch)
 				}
 			}

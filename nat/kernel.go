@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -180,7 +181,10 @@ func readTable(c *nftables.Conn, id TableID) (Table, bool, error) {
 			continue // part of a rule; goes with it
 		}
 		s := Set{Name: ns.Name, KeyType: ns.KeyType.Name, KeyLen: ns.KeyType.Bytes, Interval: ns.Interval, Concat: ns.Concatenation,
-			Foreign: ns.Constant || ns.IsMap || ns.HasTimeout || ns.Dynamic}
+			Foreign: ns.Constant || ns.HasTimeout || ns.Dynamic || ns.IsMap && ns.DataType.Name == ""}
+		if ns.IsMap {
+			s.DataType, s.DataLen = ns.DataType.Name, ns.DataType.Bytes
+		}
 		elems, err := c.GetSetElements(ns)
 		if err != nil {
 			return t, true, fmt.Errorf("set %s: %w", ns.Name, err)
@@ -278,9 +282,51 @@ func decodeElems(s *nftables.Set, raw []nftables.SetElement) []Elem {
 			a, _ := netip.AddrFromSlice(e.Key[:n])
 			out = append(out, Elem{From: a, To: a, Port: binary.BigEndian.Uint16(e.Key[n:])})
 		}
+	case !s.Interval && s.KeyType.Name == keyAnyPort.Name && s.KeyType.Bytes == keyAnyPort.Bytes:
+		for _, e := range raw {
+			if len(e.Key) == int(keyAnyPort.Bytes) {
+				out = append(out, Elem{Proto: e.Key[0], Port: binary.BigEndian.Uint16(e.Key[4:]), Value: decodeAddrPort(e.Val)})
+			}
+		}
+	case !s.Interval && (s.KeyType.Name == keyIPPort4.Name && s.KeyType.Bytes == keyIPPort4.Bytes ||
+		s.KeyType.Name == keyIPPort6.Name && s.KeyType.Bytes == keyIPPort6.Bytes):
+		n := int(s.KeyType.Bytes) - 8 // the address; protocol and port padded to 4 bytes each
+		for _, e := range raw {
+			if len(e.Key) != int(s.KeyType.Bytes) {
+				continue
+			}
+			a, _ := netip.AddrFromSlice(e.Key[:n])
+			out = append(out, Elem{From: a, To: a, Proto: e.Key[n], Port: binary.BigEndian.Uint16(e.Key[n+4:]), Value: decodeAddrPort(e.Val)})
+		}
+	case !s.Interval && (s.KeyType.Name == addrAddr4.Name && s.KeyType.Bytes == addrAddr4.Bytes ||
+		s.KeyType.Name == addrAddr6.Name && s.KeyType.Bytes == addrAddr6.Bytes):
+		n := int(s.KeyType.Bytes) / 2
+		for _, e := range raw {
+			if len(e.Key) != int(s.KeyType.Bytes) {
+				continue
+			}
+			a, _ := netip.AddrFromSlice(e.Key[:n])
+			b, _ := netip.AddrFromSlice(e.Key[n:])
+			out = append(out, Elem{From: a, To: b})
+		}
 	}
 	slices.SortFunc(out, compareElems)
 	return out
+}
+
+// decodeAddrPort reads a map value of type address . inet_service (the
+// port padded to 4 bytes).
+func decodeAddrPort(v []byte) netip.AddrPort {
+	if len(v) != 8 && len(v) != 20 {
+		return netip.AddrPort{}
+	}
+	a, _ := netip.AddrFromSlice(v[:len(v)-4])
+	return netip.AddrPortFrom(a, binary.BigEndian.Uint16(v[len(v)-4:]))
+}
+
+// encodeAddrPort is decodeAddrPort's inverse.
+func encodeAddrPort(ap netip.AddrPort) []byte {
+	return append(binary.BigEndian.AppendUint16(ap.Addr().AsSlice(), ap.Port()), 0, 0)
 }
 
 // encodeElems turns Elems into the kernel's elements of set s.
@@ -293,6 +339,15 @@ func encodeElems(s Set, es []Elem) []nftables.SetElement {
 			copy(key, e.Iface)
 			key = append(key, e.From.AsSlice()...)
 			out = append(out, nftables.SetElement{Key: key})
+		case s.Concat && s.KeyType == keyAnyPort.Name: // inet_proto . inet_service
+			key := binary.BigEndian.AppendUint16([]byte{e.Proto, 0, 0, 0}, e.Port)
+			out = append(out, nftables.SetElement{Key: append(key, 0, 0), Val: encodeAddrPort(e.Value)})
+		case s.Concat && (s.KeyType == keyIPPort4.Name || s.KeyType == keyIPPort6.Name):
+			key := append(e.From.AsSlice(), e.Proto, 0, 0, 0)
+			key = binary.BigEndian.AppendUint16(key, e.Port)
+			out = append(out, nftables.SetElement{Key: append(key, 0, 0), Val: encodeAddrPort(e.Value)})
+		case s.Concat && (s.KeyType == addrAddr4.Name || s.KeyType == addrAddr6.Name):
+			out = append(out, nftables.SetElement{Key: append(e.From.AsSlice(), e.To.AsSlice()...)})
 		case s.Concat: // address . inet_service, the port padded to 4 bytes
 			key := binary.BigEndian.AppendUint16(e.From.AsSlice(), e.Port)
 			out = append(out, nftables.SetElement{Key: append(key, 0, 0)})
@@ -317,7 +372,11 @@ func nftSet(t *nftables.Table, s Set) *nftables.Set {
 	if !ok {
 		kt = nftables.TypeIPAddr
 	}
-	return &nftables.Set{Table: t, Name: s.Name, KeyType: kt, Interval: s.Interval, Concatenation: s.Concat, Comment: s.Comment}
+	ns := &nftables.Set{Table: t, Name: s.Name, KeyType: kt, Interval: s.Interval, Concatenation: s.Concat, Comment: s.Comment}
+	if s.DataType != "" {
+		ns.IsMap, ns.DataType = true, keyTypes[s.DataType]
+	}
+	return ns
 }
 
 func nftChain(t *nftables.Table, c Chain) *nftables.Chain {
@@ -443,14 +502,10 @@ func (k *Kernel) Apply(p Plan) error {
 	return nil
 }
 
-func podSet() (Set, *nftables.Set) {
-	s := ARPTable(nil).Sets[0]
-	return s, nftSet(nftTable(ARPTableID), s)
-}
-
-// AddPod adds one pod's element to the ARP filter, in a batch of its own.
-// Adding an element that is there already succeeds. If reef's table is
-// missing the error wraps ErrNoTable.
+// AddPod adds one pod's elements, in a batch of its own: its ARP-filter
+// element and, if it has hostPorts, theirs in table inet reef-hostport.
+// Adding elements that are there already succeeds. If one of reef's tables
+// is missing the error wraps ErrNoTable, and nothing was added.
 func (k *Kernel) AddPod(p Pod) error {
 	err := k.podBatch(p, true)
 	if errors.Is(err, unix.ENOENT) {
@@ -459,39 +514,75 @@ func (k *Kernel) AddPod(p Pod) error {
 	return err
 }
 
-// DelPod removes one pod's element from the ARP filter. An element, set or
-// table that is not there is success: DEL is repeated.
+// DelPod removes one pod's elements. An element, set or table that is not
+// there is success: DEL is repeated. The ARP element and the hostPort
+// elements go in batches of their own, so that one missing table does not
+// keep the other's elements in place.
 func (k *Kernel) DelPod(p Pod) error {
+	arp := p
+	arp.Ports = nil
+	if err := k.podBatch(arp, false); err != nil && !errors.Is(err, unix.ENOENT) {
+		return err
+	}
+	if len(p.Ports) == 0 {
+		return nil
+	}
 	if err := k.podBatch(p, false); err != nil && !errors.Is(err, unix.ENOENT) {
 		return err
 	}
 	return nil
 }
 
-// podBatch adds (or deletes) one pod's element in a batch of its own, on a
-// kept socket.
+// podBatch adds (or deletes) one pod's elements in a batch of its own, on
+// a kept socket. Deleting, a pod with Ports deletes only those.
 func (k *Kernel) podBatch(p Pod, add bool) error {
 	if err := checkPod(p); err != nil {
 		return err
+	}
+	type change struct {
+		id  TableID
+		set Set
+		es  []Elem
+	}
+	var changes []change
+	if add || len(p.Ports) == 0 {
+		s := ARPTable(nil).Sets[0]
+		changes = append(changes, change{ARPTableID, s, []Elem{{Iface: p.Veth, From: p.IP, To: p.IP}}})
+	}
+	if len(p.Ports) > 0 {
+		elems := HostPortElems(HostPortPod{IP: p.IP, Ports: p.Ports})
+		for _, s := range HostPortTable(nil).Sets {
+			if es := elems[s.Name]; len(es) > 0 {
+				changes = append(changes, change{HostPortTableID, s, es})
+			}
+		}
 	}
 	c, err := k.podConn()
 	if err != nil {
 		return err
 	}
-	s, ns := podSet()
-	e := Elem{Iface: p.Veth, From: p.IP, To: p.IP}
-	what, change := fmt.Sprintf("add %s to", e), c.SetAddElements
+	verb := "add"
 	if !add {
-		what, change = fmt.Sprintf("delete %s from", e), c.SetDeleteElements
+		verb = "delete"
 	}
-	if err := change(ns, encodeElems(s, []Elem{e})); err != nil {
-		k.putPodConn(c, false)
-		return fmt.Errorf("%s set %s %s: %w", what, ARPTableID, SetPodAddrs, err)
+	for _, ch := range changes {
+		apply := c.SetAddElements
+		if !add {
+			apply = c.SetDeleteElements
+		}
+		if err := apply(nftSet(nftTable(ch.id), ch.set), encodeElems(ch.set, ch.es)); err != nil {
+			k.putPodConn(c, false)
+			return fmt.Errorf("%s %s in set %s %s: %w", verb, elemList(ch.es), ch.id, ch.set.Name, err)
+		}
 	}
 	err = c.Flush()
 	k.putPodConn(c, err == nil)
 	if err != nil {
-		return fmt.Errorf("%s set %s %s: %w", what, ARPTableID, SetPodAddrs, err)
+		var what []string
+		for _, ch := range changes {
+			what = append(what, fmt.Sprintf("%s in set %s %s", elemList(ch.es), ch.id, ch.set.Name))
+		}
+		return fmt.Errorf("%s %s: %w", verb, strings.Join(what, "; "), err)
 	}
 	return nil
 }
@@ -503,7 +594,7 @@ func checkPod(p Pod) error {
 	return nil
 }
 
-// OwnTables lists the tables named TableName in every family: what
+// OwnTables lists package nat's tables (Ours) in every family: what
 // `reef cleanup` removes.
 func (k *Kernel) OwnTables() ([]TableID, error) {
 	c, err := k.conn(false)
@@ -516,8 +607,8 @@ func (k *Kernel) OwnTables() ([]TableID, error) {
 	}
 	var out []TableID
 	for _, t := range tables {
-		if t.Name == TableName {
-			out = append(out, TableID{Family: t.Family, Name: t.Name})
+		if id := (TableID{Family: t.Family, Name: t.Name}); Ours(id) {
+			out = append(out, id)
 		}
 	}
 	return out, nil

@@ -82,8 +82,8 @@ func TestKernelCreateAndList(t *testing.T) {
 	ns, k := testNetns(t)
 	pools := append(testPools(), Pool{CIDR: pfx("10.246.0.0/16"), NATOutgoing: true}) // touches 10.245.0.0/24's neighbour range
 	want := Desired(IPv4, pools, testPods())
-	if p := converge(t, k, want); len(p.Changes) != 2 || p.Changes[0].Kind != CreateTable {
-		t.Errorf("first apply: %+v, want two CreateTable", p.Changes)
+	if p := converge(t, k, want); len(p.Changes) != 3 || p.Changes[0].Kind != CreateTable {
+		t.Errorf("first apply: %+v, want three CreateTable", p.Changes)
 	}
 	// What an operator reads.
 	out := counters.ReplaceAllString(nft(t, ns, "list", "ruleset"), "counter")
@@ -204,7 +204,7 @@ table arp other {
 		t.Fatal(err)
 	}
 	for _, h := range have {
-		if h.ID.Name != TableName {
+		if !Ours(h.ID) {
 			t.Errorf("Read returned %s", h.ID)
 		}
 	}

@@ -70,8 +70,12 @@ type Set struct {
 	KeyLen   uint32 // bytes
 	Interval bool
 	Concat   bool
-	// Foreign: the set has flags reef never sets (constant, map, timeout,
-	// dynamic), so it is not reef's shape.
+	// DataType and DataLen make the set a map: each element has a Value
+	// of this type (nft's name, "ipv4_addr . inet_service").
+	DataType string
+	DataLen  uint32
+	// Foreign: the set has flags reef never sets (constant, verdict map,
+	// timeout, dynamic), so it is not reef's shape.
 	Foreign bool
 	Comment string
 	Elems   []Elem // sorted
@@ -79,11 +83,23 @@ type Set struct {
 
 // Elem is one set element: an address range (From == To for one address)
 // and, in a concatenated set, the interface name before it (ifname .
-// ipv4_addr) or the port after it (ipv4_addr . inet_service).
+// ipv4_addr) or the port after it (ipv4_addr . inet_service), or a
+// protocol and a port (inet_proto . inet_service, after an address or
+// alone). In a set of address pairs (ipv4_addr . ipv4_addr) From and To
+// are the two addresses. In a map, Value is the element's data (ipv4_addr
+// . inet_service).
 type Elem struct {
 	Iface    string
 	From, To netip.Addr
+	Proto    uint8
 	Port     uint16
+	Value    netip.AddrPort
+}
+
+// keyOnly is e without its map value: the part the kernel keys on.
+func (e Elem) keyOnly() Elem {
+	e.Value = netip.AddrPort{}
+	return e
 }
 
 // String writes the element as nft does.
@@ -100,8 +116,17 @@ func (e Elem) String() string {
 	if e.Iface != "" {
 		s = fmt.Sprintf("%q . %s", e.Iface, s)
 	}
+	if !e.From.IsValid() {
+		s = ""
+	}
+	if e.Proto != 0 {
+		s = strings.TrimPrefix(s+" . "+ProtoName(e.Proto), " . ")
+	}
 	if e.Port != 0 {
-		s = fmt.Sprintf("%s . %d", s, e.Port)
+		s = strings.TrimPrefix(fmt.Sprintf("%s . %d", s, e.Port), " . ")
+	}
+	if e.Value.IsValid() {
+		s += " : " + e.Value.Addr().String() + " . " + fmt.Sprint(e.Value.Port())
 	}
 	return s
 }
@@ -116,7 +141,13 @@ func (e Elem) less(o Elem) bool {
 	if e.To != o.To {
 		return e.To.Less(o.To)
 	}
-	return e.Port < o.Port
+	if e.Proto != o.Proto {
+		return e.Proto < o.Proto
+	}
+	if e.Port != o.Port {
+		return e.Port < o.Port
+	}
+	return e.Value.Compare(o.Value) < 0
 }
 
 // Chain is a base chain with its rules in order.

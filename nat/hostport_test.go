@@ -1,0 +1,128 @@
+package nat
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func hostPortPods() []Pod {
+	return []Pod{
+		{Veth: "reef0123456789a", IP: addr("10.244.0.5"), Ports: []HostPort{
+			{Proto: unix.IPPROTO_TCP, Port: 8080, PodPort: 80},
+			{Proto: unix.IPPROTO_UDP, Port: 5353, PodPort: 53},
+		}},
+		{Veth: "reefbbbbbbbbbbb", IP: addr("10.244.0.6"), Ports: []HostPort{
+			{Proto: unix.IPPROTO_TCP, HostIP: addr("192.168.77.1"), Port: 8080, PodPort: 8000},
+			{Proto: unix.IPPROTO_SCTP, Port: 9000, PodPort: 9000},
+		}},
+		{Veth: "reefccccccccccc", IP: addr("10.244.0.7")}, // no hostPorts
+	}
+}
+
+// TestHostPortTableInKernel: the table as an operator reads it, its maps
+// read back equal, elements added and removed per pod, a value changed in
+// place (the same hostPort to another pod), and drift found.
+func TestHostPortTableInKernel(t *testing.T) {
+	ns, k := testNetns(t)
+	pods := hostPortPods()
+	want := Desired(IPv4, testPools(), pods)
+	converge(t, k, want)
+	out := counters.ReplaceAllString(nft(t, ns, "list", "table", "inet", "reef-hostport"), "counter")
+	for _, line := range []string{
+		"type inet_proto . inet_service : ipv4_addr . inet_service",
+		"tcp . 8080 : 10.244.0.5 . 80",
+		"udp . 5353 : 10.244.0.5 . 53",
+		"sctp . 9000 : 10.244.0.6 . 9000",
+		"type ipv4_addr . inet_proto . inet_service : ipv4_addr . inet_service",
+		"192.168.77.1 . tcp . 8080 : 10.244.0.6 . 8000",
+		"type nat hook prerouting priority dstnat + 10; policy accept;",
+		"type nat hook output priority -90; policy accept;",
+		"fib daddr type local jump hostports",
+		"meta nfproto ipv4 counter dnat ip to ip daddr . meta l4proto . th dport map @hostports4-ip",
+		"meta nfproto ipv4 counter dnat ip to meta l4proto . th dport map @hostports4",
+		"meta nfproto ipv6 counter dnat ip6 to ip6 daddr . meta l4proto . th dport map @hostports6-ip",
+		"meta nfproto ipv6 counter dnat ip6 to meta l4proto . th dport map @hostports6",
+		"type nat hook postrouting priority srcnat + 10; policy accept;",
+		"ct status dnat ip saddr . ip daddr @hairpin4 counter masquerade",
+		"ct status dnat ip6 saddr . ip6 daddr @hairpin6 counter masquerade",
+		`ct status dnat ip saddr 127.0.0.0/8 oifname "reef*" counter masquerade`,
+		"10.244.0.5 . 10.244.0.5",
+	} {
+		if !strings.Contains(out, line) {
+			t.Errorf("nft list lacks %q:\n%s", line, out)
+		}
+	}
+	if strings.Contains(out, "10.244.0.7") {
+		t.Errorf("a pod without hostPorts is in the table:\n%s", out)
+	}
+
+	// Per pod, as ADD and DEL do it.
+	p := Pod{Veth: "reefddddddddddd", IP: addr("10.244.0.8"), Ports: []HostPort{{Proto: unix.IPPROTO_TCP, Port: 443, PodPort: 8443}}}
+	if err := k.AddPod(p); err != nil {
+		t.Fatal(err)
+	}
+	if out := nft(t, ns, "list", "map", "inet", "reef-hostport", "hostports4"); !strings.Contains(out, "tcp . 443 : 10.244.0.8 . 8443") {
+		t.Errorf("AddPod's mapping missing:\n%s", out)
+	}
+	plan := Diff(Desired(IPv4, testPools(), append(pods, p)), mustRead(t, k, want))
+	if !plan.Empty() {
+		t.Errorf("after AddPod the kernel differs from the desired tables with the pod: %+v", plan.Changes)
+	}
+	for range 2 {
+		if err := k.DelPod(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out := nft(t, ns, "list", "table", "inet", "reef-hostport"); strings.Contains(out, "10.244.0.8") {
+		t.Errorf("DelPod left the pod's elements:\n%s", out)
+	}
+
+	// The same hostPort, now another pod's: the value changes in place.
+	moved := hostPortPods()
+	moved[0].Ports[0].PodPort = 81
+	plan = Diff(Desired(IPv4, testPools(), moved), mustRead(t, k, want))
+	if len(plan.Changes) != 2 || plan.Changes[0].Kind != DelElems || plan.Changes[1].Kind != AddElems {
+		t.Fatalf("a changed value: %+v, want one DelElems and one AddElems", plan.Changes)
+	}
+	converge(t, k, Desired(IPv4, testPools(), moved))
+
+	// Drift: a mapping deleted by hand, the table deleted.
+	nft(t, ns, "delete", "element", "inet", "reef-hostport", "hostports4", "{ udp . 5353 }")
+	plan = Diff(want, mustRead(t, k, want))
+	if plan.Empty() || !strings.Contains(plan.Changes[len(plan.Changes)-1].Why, "udp . 5353 : 10.244.0.5 . 53") {
+		t.Errorf("a deleted mapping: %+v", plan.Changes)
+	}
+	converge(t, k, want)
+	nft(t, ns, "delete", "table", "inet", "reef-hostport")
+	if err := k.AddPod(p); !errors.Is(err, ErrNoTable) {
+		t.Errorf("AddPod with hostPorts and no table: %v, want ErrNoTable", err)
+	}
+	converge(t, k, want)
+}
+
+func mustRead(t *testing.T, k *Kernel, want []Table) []Table {
+	t.Helper()
+	have, err := k.Read(IDs(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return have
+}
+
+func TestHostPortElems(t *testing.T) {
+	es := HostPortElems(HostPortPod{IP: addr("10.244.0.5"), Ports: []HostPort{
+		{Proto: unix.IPPROTO_TCP, Port: 80, PodPort: 8080},
+		{Proto: unix.IPPROTO_TCP, HostIP: addr("fd00::1"), Port: 80, PodPort: 8080}, // another family: not for this pod
+	}})
+	want := Elem{Proto: unix.IPPROTO_TCP, Port: 80, Value: netip.AddrPortFrom(addr("10.244.0.5"), 8080)}
+	if len(es["hostports4"]) != 1 || es["hostports4"][0] != want || len(es["hostports6-ip"]) != 0 || len(es["hairpin4"]) != 1 {
+		t.Errorf("elements %v", es)
+	}
+	if got := want.String(); got != "tcp . 80 : 10.244.0.5 . 8080" {
+		t.Errorf("String %q", got)
+	}
+}
