@@ -29,6 +29,9 @@ const (
 	// or a newer incarnation of it took over; it hands out no address until
 	// the operator restarts it with an empty state dir (docs/ipam.md).
 	ErrNodeForgotten uint = 102
+	// ErrHostPortTaken: another live pod on the node holds a hostPort the
+	// pod asks for.
+	ErrHostPortTaken uint = 103
 )
 
 func (s *Server) log4(r *request) *slog.Logger {
@@ -121,6 +124,7 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 		PodName:      r.podName,
 		HostVeth:     routes.HostVethName(r.podNamespace, r.podName, r.containerID),
 		MTU:          s.cfg.MTU,
+		Bandwidth:    r.bandwidth,
 		State:        store.EndpointPending,
 	}
 	// The record is written before the kernel is touched: a crash at any
@@ -135,11 +139,23 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 	if existed {
 		// A repeated ADD: same address, wiring redone with this call's netns.
 		log.Info("ADD repeated for a known attachment; keeping its address", "ip", ep.IP)
-		ep.Netns, ep.IfName, ep.HostVeth, ep.MTU = tmpl.Netns, tmpl.IfName, tmpl.HostVeth, tmpl.MTU
+		ep.Netns, ep.IfName, ep.HostVeth, ep.MTU, ep.Bandwidth = tmpl.Netns, tmpl.IfName, tmpl.HostVeth, tmpl.MTU, tmpl.Bandwidth
 		ep.State = store.EndpointPending
 		if err := s.store.SetEndpoint(ep); err != nil {
 			return ep, "", false, types.NewError(types.ErrInternal, "update endpoint record", err.Error())
 		}
+	}
+	if len(r.ports) > 0 || len(ep.PortMappings) > 0 {
+		claimed, err := s.store.ClaimPorts(ep.Handle, r.ports)
+		if err != nil {
+			var taken *store.PortTakenError
+			if errors.As(err, &taken) {
+				return ep, "", false, s.rollback(r, ep, existed, types.NewError(ErrHostPortTaken, fmt.Sprintf(
+					"pod %s asks for hostPort %s, and %s; delete that pod or pick another hostPort", podName(r), taken.Mapping, taken), ""), log)
+			}
+			return ep, "", false, s.rollback(r, ep, existed, types.NewError(types.ErrInternal, "record the pod's hostPorts", err.Error()), log)
+		}
+		ep = claimed
 	}
 	if s.Policy != nil {
 		// Before the veth exists: the pod is covered from its first packet.
@@ -152,7 +168,7 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 		return ep, "", false, s.rollback(r, ep, existed, types.NewError(types.ErrInternal, "take over veth "+ep.HostVeth, err.Error()), log)
 	}
 	links, err := routes.SetupPod(routes.PodSpec{Netns: r.netns, IfName: r.ifName, HostVeth: ep.HostVeth, IP: ep.IP, MTU: s.cfg.MTU,
-		TestPauseAfterVeth: s.cfg.TestPauseAfterVeth})
+		RouteLocalnet: len(ep.PortMappings) > 0, TestPauseAfterVeth: s.cfg.TestPauseAfterVeth})
 	if err != nil {
 		code, msg := uint(types.ErrInternal), "wire pod "+ep.IP.String()+" in "+r.netns
 		if errors.Is(err, routes.ErrNetnsGone) {
@@ -160,10 +176,10 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 		}
 		return ep, "", false, s.rollback(r, ep, existed, types.NewError(code, msg, err.Error()), log)
 	}
-	if err := s.podFilter().AddPod(ep.HostVeth, ep.IP); err != nil {
+	if err := s.podFilter().AddPod(ep); err != nil {
 		s.unwire(ep, log)
 		return ep, "", false, s.rollback(r, ep, existed, types.NewError(types.ErrInternal,
-			"add pod "+ep.IP.String()+" to the ARP filter (nftables table arp reef)", err.Error()), log)
+			"add pod "+ep.IP.String()+" to nftables (table arp reef, table inet reef-hostport)", err.Error()), log)
 	}
 	ep.State = store.EndpointReady
 	if err := s.store.SetEndpoint(ep); err != nil {
@@ -171,6 +187,15 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 		return ep, "", false, s.rollback(r, ep, existed, types.NewError(types.ErrInternal, "record endpoint", err.Error()), log)
 	}
 	return ep, links.PodMAC.String(), false, nil
+}
+
+// podName is the pod as an operator names it: namespace/name, or the
+// container ID for a runtime that sends no pod name.
+func podName(r *request) string {
+	if r.podName == "" {
+		return "container " + r.containerID
+	}
+	return r.podNamespace + "/" + r.podName
 }
 
 // rollback undoes the allocation of a failed ADD (the kernel side is undone

@@ -46,7 +46,7 @@ func (s *Server) Delete(in *reefv1.CNIRequest) *types.Error {
 // container lock and the kernel lock.
 func (s *Server) release(ep store.Endpoint) error {
 	if ep.HostVeth != "" {
-		if err := s.podFilter().DelPod(ep.HostVeth, ep.IP); err != nil {
+		if err := s.podFilter().DelPod(ep); err != nil {
 			return err
 		}
 		if err := routes.TeardownPod(ep.HostVeth); err != nil {

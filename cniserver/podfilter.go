@@ -3,7 +3,6 @@ package cniserver
 import (
 	"context"
 	"log/slog"
-	"net/netip"
 
 	"github.com/containernetworking/cni/pkg/types"
 
@@ -11,14 +10,15 @@ import (
 	"github.com/reefcni/reef/store"
 )
 
-// PodFilter is the per-pod part of the node's packet filter: the ARP
-// filter of package nat, through the daemon. ADD calls AddPod once the pod
-// is wired, and its failure fails and undoes the ADD; DEL, and every other
-// release of an endpoint, calls DelPod before the veth goes. DelPod must
-// succeed when there is nothing to remove.
+// PodFilter is the per-pod part of the node's nftables: the ARP filter
+// and the hostPorts (ep.PortMappings) of package nat, through the daemon.
+// ADD calls AddPod once the pod is wired, and its failure fails and
+// undoes the ADD; DEL, and every other release of an endpoint, calls
+// DelPod before the veth goes. DelPod must succeed when there is nothing
+// to remove.
 type PodFilter interface {
-	AddPod(hostVeth string, ip netip.Addr) error
-	DelPod(hostVeth string, ip netip.Addr) error
+	AddPod(ep store.Endpoint) error
+	DelPod(ep store.Endpoint) error
 }
 
 // PolicyGate is NetworkPolicy's part of an ADD. Admit is asked before
@@ -36,8 +36,8 @@ type PolicyGate interface {
 
 type noPodFilter struct{}
 
-func (noPodFilter) AddPod(string, netip.Addr) error { return nil }
-func (noPodFilter) DelPod(string, netip.Addr) error { return nil }
+func (noPodFilter) AddPod(store.Endpoint) error { return nil }
+func (noPodFilter) DelPod(store.Endpoint) error { return nil }
 
 // podFilter is Server.PodFilter, or one that does nothing (tests, and a
 // server the daemon has not given one).
@@ -52,8 +52,8 @@ func (s *Server) podFilter() PodFilter {
 // filter element, then its veth (and with it the /32 route). Failures are
 // logged: the caller is already returning the error that made it undo.
 func (s *Server) unwire(ep store.Endpoint, log *slog.Logger) {
-	if err := s.podFilter().DelPod(ep.HostVeth, ep.IP); err != nil {
-		log.Error("roll back ARP-filter element", "veth", ep.HostVeth, "ip", ep.IP, "error", err)
+	if err := s.podFilter().DelPod(ep); err != nil {
+		log.Error("roll back the pod's nftables elements (ARP filter, hostPorts)", "veth", ep.HostVeth, "ip", ep.IP, "error", err)
 	}
 	if err := routes.TeardownPod(ep.HostVeth); err != nil {
 		log.Error("roll back veth", "veth", ep.HostVeth, "error", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	reefv1 "github.com/reefcni/reef/proto"
+	"github.com/reefcni/reef/store"
 )
 
 // SupportedVersions are the CNI spec versions reef answers in.
@@ -25,6 +26,10 @@ type NetConf struct {
 	PendingDeleteDir string `json:"pendingDeleteDir,omitempty"`
 	// Pool picks one of the daemon's pools by CIDR; empty means the first.
 	Pool string `json:"pool,omitempty"`
+	// RuntimeConfig is the runtime's, for the capabilities the conflist
+	// declares; decoded for ADD only (RuntimeConfig), so that DEL never
+	// fails on it.
+	RuntimeConfig json.RawMessage `json:"runtimeConfig,omitempty"`
 }
 
 // request is a validated CNI invocation.
@@ -37,6 +42,8 @@ type request struct {
 	podName      string
 	conf         NetConf
 	pool         netip.Prefix // zero: the daemon's default
+	ports        []store.PortMapping
+	bandwidth    *store.Bandwidth
 }
 
 func (r *request) handle() string { return r.conf.Name + "." + r.containerID }
@@ -83,6 +90,22 @@ func parseRequest(command string, in *reefv1.CNIRequest) (*request, *types.Error
 		return nil, err
 	}
 	r.podNamespace, r.podName = args["K8S_POD_NAMESPACE"], args["K8S_POD_NAME"]
+	if command == "ADD" {
+		// DEL works from the store's record: a runtimeConfig it cannot
+		// read must not keep a pod from going.
+		var rc RuntimeConfig
+		if len(r.conf.RuntimeConfig) > 0 {
+			if err := json.Unmarshal(r.conf.RuntimeConfig, &rc); err != nil {
+				return nil, types.NewError(types.ErrDecodingFailure, "cannot decode runtimeConfig (portMappings, bandwidth) in the network configuration", err.Error())
+			}
+		}
+		if r.ports, err = portMappings(rc.PortMappings); err != nil {
+			return nil, err
+		}
+		if r.bandwidth, err = bandwidth(rc.Bandwidth); err != nil {
+			return nil, err
+		}
+	}
 	return r, nil
 }
 

@@ -1,6 +1,7 @@
 package cniserver
 
 import (
+	"encoding/json"
 	"net/netip"
 	"strings"
 	"testing"
@@ -70,7 +71,7 @@ func TestParseRequest(t *testing.T) {
 			name:    "ADD with pool and unknown keys",
 			command: "ADD",
 			in: goodRequest(func(in *reefv1.CNIRequest) {
-				in.Netconf = []byte(`{"cniVersion":"0.3.1","name":"net","type":"reef-cni","pool":"10.244.0.0/16","socket":"/run/x.sock","runtimeConfig":{"k":1}}`)
+				in.Netconf = []byte(`{"cniVersion":"0.3.1","name":"net","type":"reef-cni","pool":"10.244.0.0/16","socket":"/run/x.sock","runtimeConfig":{"k":1},"other":true}`)
 			}),
 			want: &request{
 				command: "ADD", containerID: goodID, netns: goodNetns, ifName: "eth0",
@@ -80,6 +81,7 @@ func TestParseRequest(t *testing.T) {
 					c.Name = "net"
 					c.Pool = "10.244.0.0/16"
 					c.Socket = "/run/x.sock"
+					c.RuntimeConfig = json.RawMessage(`{"k":1}`) // a capability reef does not know
 					return c
 				}(),
 				pool: netip.MustParsePrefix("10.244.0.0/16"),

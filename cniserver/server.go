@@ -46,8 +46,9 @@ type Server struct {
 	// can be had: the pool is exhausted, or the node cannot reach enough
 	// of the cluster to claim one.
 	NeedBlock func(ctx context.Context, pool store.Pool) *types.Error
-	// PodFilter adds a pod's ARP-filter element after wiring and removes it
-	// before teardown (see PodFilter); nil does nothing.
+	// PodFilter adds a pod's ARP-filter element and hostPorts after
+	// wiring and removes them before teardown (see PodFilter); nil does
+	// nothing.
 	PodFilter PodFilter
 	// Policy covers a pod with its NetworkPolicies during ADD (see
 	// PolicyGate); nil: NetworkPolicy is off.

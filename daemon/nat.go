@@ -2,15 +2,18 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
-	"net/netip"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/reefcni/reef/nat"
 	"github.com/reefcni/reef/store"
 )
 
 // natDataplane is the daemon's side of package nat: reef's nftables tables
-// (table ip reef: natOutgoing; table arp reef: the pods' ARP filter). CNI
+// (table ip reef: natOutgoing; table arp reef: the pods' ARP filter; table
+// inet reef-hostport: the pods' hostPorts). CNI
 // ADD and DEL add and remove one pod's element through it, and every
 // reconcile pass compares the tables with the pools and the live endpoints
 // and repairs what differs. Stopping the daemon leaves the tables in place;
@@ -36,22 +39,58 @@ func (d *Daemon) setupNAT() {
 	d.rec.nat = n
 }
 
-// AddPod adds the pod's ARP-filter element. A missing table is not the
-// pod's fault: the ADD goes on, and the reconcile pass it triggers
-// recreates the table with every live pod's element, this one's included.
-func (n *natDataplane) AddPod(veth string, ip netip.Addr) error {
-	err := n.kernel.AddPod(nat.Pod{Veth: veth, IP: ip})
-	if errors.Is(err, nat.ErrNoTable) {
-		n.log.Warn("nftables table arp reef is missing at ADD; triggering a reconcile pass to recreate it", "veth", veth, "ip", ip, "error", err)
-		n.trigger()
-		return nil
+// AddPod adds the pod's ARP-filter element and its hostPorts, and
+// flushes the conntrack entries of its UDP hostPorts (a client's old
+// entry would keep sending to where the port went before). A missing
+// table is not the pod's fault: the ADD goes on, and the reconcile pass
+// it triggers recreates the tables with every live pod's elements, this
+// one's included.
+func (n *natDataplane) AddPod(ep store.Endpoint) error {
+	p, err := natPod(ep)
+	if err != nil {
+		return err
 	}
-	return err
+	err = n.kernel.AddPod(p)
+	if errors.Is(err, nat.ErrNoTable) {
+		n.log.Warn("an nftables table of reef's is missing at ADD; triggering a reconcile pass to recreate it", "veth", ep.HostVeth, "ip", ep.IP, "error", err)
+		n.trigger()
+		err = nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, hp := range p.Ports {
+		if hp.Proto != unix.IPPROTO_UDP {
+			continue
+		}
+		if _, err := nat.FlushUDPConntrack(hp); err != nil {
+			n.log.Warn("flush conntrack entries of a UDP hostPort", "hostPort", hp.Port, "error", err)
+		}
+	}
+	return nil
 }
 
-// DelPod removes the pod's ARP-filter element; absent is success.
-func (n *natDataplane) DelPod(veth string, ip netip.Addr) error {
-	return n.kernel.DelPod(nat.Pod{Veth: veth, IP: ip})
+// DelPod removes the pod's ARP-filter element and hostPorts; absent is
+// success.
+func (n *natDataplane) DelPod(ep store.Endpoint) error {
+	p, err := natPod(ep)
+	if err != nil {
+		return err
+	}
+	return n.kernel.DelPod(p)
+}
+
+// natPod is an endpoint as package nat sees it.
+func natPod(ep store.Endpoint) (nat.Pod, error) {
+	p := nat.Pod{Veth: ep.HostVeth, IP: ep.IP}
+	for _, m := range ep.PortMappings {
+		proto, ok := nat.Proto(m.Protocol)
+		if !ok {
+			return p, fmt.Errorf("endpoint %s: hostPort %s: unknown protocol %q", ep.Handle, m, m.Protocol)
+		}
+		p.Ports = append(p.Ports, nat.HostPort{Proto: proto, HostIP: m.HostIP, Port: m.HostPort, PodPort: m.ContainerPort})
+	}
+	return p, nil
 }
 
 // reconcile brings reef's tables in line with the pools and the live
@@ -63,9 +102,14 @@ func (n *natDataplane) reconcile(live []store.Endpoint) error {
 	}
 	var pods []nat.Pod
 	for _, ep := range live {
-		if ep.HostVeth != "" {
-			pods = append(pods, nat.Pod{Veth: ep.HostVeth, IP: ep.IP})
+		if ep.HostVeth == "" {
+			continue
 		}
+		p, err := natPod(ep)
+		if err != nil {
+			n.log.Error("a pod's hostPorts cannot be programmed", "error", err)
+		}
+		pods = append(pods, p)
 	}
 	want := nat.Desired(nat.IPv4, n.pools, pods)
 	have, err := n.kernel.Read(nat.IDs(want))

@@ -381,6 +381,14 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 		} else if changed {
 			r.log.Warn("repaired: proxy_arp was off", "veth", ep.HostVeth, "ip", ep.IP)
 		}
+		if len(ep.PortMappings) == 0 {
+			continue
+		}
+		if changed, err := routes.EnsureRouteLocalnet(ep.HostVeth); err != nil {
+			errs = append(errs, err)
+		} else if changed {
+			r.log.Warn("repaired: route_localnet was off on a pod with hostPorts", "veth", ep.HostVeth, "ip", ep.IP)
+		}
 	}
 	if err := r.nat.reconcile(live); err != nil {
 		errs = append(errs, err)

@@ -8,6 +8,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -302,4 +303,34 @@ func dnatExprs(f hostPortFamily, withAddr bool) []expr.Any {
 func uniqueElems(es []Elem) []Elem {
 	slices.SortFunc(es, compareElems)
 	return slices.CompactFunc(es, func(a, b Elem) bool { return a.keyOnly() == b.keyOnly() })
+}
+
+// FlushUDPConntrack deletes the conntrack entries of UDP traffic to
+// hostPort hp (to its address, or to any), in the caller's network
+// namespace: a client that sent to the port before it was mapped, or
+// while another pod had it, keeps an entry that sends it there for as
+// long as it keeps sending. TCP needs none: a new connection gets a new
+// entry. It returns how many it deleted.
+func FlushUDPConntrack(hp HostPort) (uint, error) {
+	f := &netlink.ConntrackFilter{}
+	if err := f.AddProtocol(unix.IPPROTO_UDP); err != nil {
+		return 0, err
+	}
+	if err := f.AddPort(netlink.ConntrackOrigDstPort, hp.Port); err != nil {
+		return 0, err
+	}
+	fam := netlink.InetFamily(unix.AF_INET)
+	if hp.HostIP.IsValid() {
+		if hp.HostIP.Is6() {
+			fam = unix.AF_INET6
+		}
+		if err := f.AddIP(netlink.ConntrackOrigDstIP, hp.HostIP.AsSlice()); err != nil {
+			return 0, err
+		}
+	}
+	n, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, fam, f)
+	if err != nil {
+		return n, fmt.Errorf("delete conntrack entries of udp port %d: %w", hp.Port, err)
+	}
+	return n, nil
 }

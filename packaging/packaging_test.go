@@ -116,7 +116,7 @@ func TestConfigDocumentsEveryKey(t *testing.T) {
 // cniVersions: containerd 1.6 (Debian 12) refuses a 1.1.0 result, and a
 // CNI 1.1 runtime picks the highest version it knows from the list.
 func TestConflist(t *testing.T) {
-	const want = `{"cniVersion":"1.0.0","cniVersions":["1.0.0","1.1.0"],"name":"k8s-pod-network","plugins":[{"type":"reef-cni"}]}` + "\n"
+	const want = `{"cniVersion":"1.0.0","cniVersions":["1.0.0","1.1.0"],"name":"k8s-pod-network","plugins":[{"type":"reef-cni","capabilities":{"portMappings":true,"bandwidth":true}}]}` + "\n"
 	b, err := os.ReadFile("cni/10-reef.conflist")
 	if err != nil {
 		t.Fatal(err)

@@ -164,3 +164,13 @@ func EnsureProxyARP(hostVeth string) (changed bool, err error) {
 	}
 	return ensureSysctl(proxyARPSysctl(hostVeth), "1")
 }
+
+// EnsureRouteLocalnet turns route_localnet on for the node-side veth of a
+// pod with hostPorts (PodSpec.RouteLocalnet) if something turned it off;
+// it says whether it had to.
+func EnsureRouteLocalnet(hostVeth string) (changed bool, err error) {
+	if !isOurs(hostVeth) {
+		return false, fmt.Errorf("refusing to touch %q: not a reef link", hostVeth)
+	}
+	return ensureSysctl(routeLocalnetSysctl(hostVeth), "1")
+}

@@ -26,6 +26,10 @@ type PodSpec struct {
 	HostVeth string // node-side veth name (HostVethName)
 	IP       netip.Addr
 	MTU      int
+	// RouteLocalnet turns route_localnet on on the node-side veth: the
+	// pod has hostPorts, and the node's own connections to them from
+	// 127.0.0.1 are DNATed to the pod through it (package nat).
+	RouteLocalnet bool
 	// TestPauseAfterVeth holds SetupPod between creating the veth and
 	// wiring it, so the lab can make the netns vanish mid-ADD. Zero in
 	// production; the daemon sets it only from REEF_TEST_PAUSE_AFTER_VETH.
@@ -153,6 +157,11 @@ func wirePod(host, pod netlinksafe.Handle, spec PodSpec) (PodLinks, error) {
 	}
 	if _, err := ensureSysctl(proxyARPSysctl(spec.HostVeth), "1"); err != nil {
 		return PodLinks{}, err
+	}
+	if spec.RouteLocalnet {
+		if _, err := ensureSysctl(routeLocalnetSysctl(spec.HostVeth), "1"); err != nil {
+			return PodLinks{}, err
+		}
 	}
 	if err := host.LinkSetUp(hostLink); err != nil {
 		return PodLinks{}, fmt.Errorf("set %s up: %w", spec.HostVeth, err)

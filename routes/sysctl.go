@@ -44,3 +44,5 @@ func EnsureForwarding() (changed bool, err error) {
 }
 
 func proxyARPSysctl(dev string) string { return "net/ipv4/conf/" + dev + "/proxy_arp" }
+
+func routeLocalnetSysctl(dev string) string { return "net/ipv4/conf/" + dev + "/route_localnet" }

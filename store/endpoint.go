@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -41,6 +44,11 @@ type Endpoint struct {
 	MTU          int
 	State        EndpointState
 	Created      time.Time
+	// PortMappings are the pod's hostPorts, each held by this endpoint
+	// alone on the node. Only ClaimPorts changes them, because it keeps the
+	// hostports index with them; nil is none.
+	PortMappings []PortMapping
+	Bandwidth    *Bandwidth // nil: no limits
 }
 
 // endpointRecord is an Endpoint as stored, a type of its own so that a
@@ -61,6 +69,53 @@ type endpointRecord struct {
 	MTU          int           `json:"mtu,omitempty"`
 	State        EndpointState `json:"state"`
 	Created      time.Time     `json:"created"`
+	PortMappings []PortMapping `json:"portMappings,omitempty"`
+	Bandwidth    *Bandwidth    `json:"bandwidth,omitempty"`
+}
+
+// PortMapping is one hostPort of a pod (CNI capability portMappings). It is
+// stored as it is, so its JSON tags are part of the file format.
+type PortMapping struct {
+	Protocol      string     `json:"protocol"`        // "tcp", "udp" or "sctp"
+	HostIP        netip.Addr `json:"hostIP,omitzero"` // zero: every local address of the node
+	HostPort      uint16     `json:"hostPort"`
+	ContainerPort uint16     `json:"containerPort"`
+}
+
+// Bandwidth is a pod's limits (CNI capability bandwidth): rates in bits per
+// second, bursts in bits, as the CNI convention has them; 0 is no limit in
+// that direction. It is stored as it is, so its JSON tags are part of the
+// file format.
+type Bandwidth struct {
+	IngressRate  uint64 `json:"ingressRate,omitempty"`
+	IngressBurst uint64 `json:"ingressBurst,omitempty"`
+	EgressRate   uint64 `json:"egressRate,omitempty"`
+	EgressBurst  uint64 `json:"egressBurst,omitempty"`
+}
+
+// String gives the mapping as "tcp 8080 -> 80", or "tcp 192.168.1.5:8080 ->
+// 80" when it is bound to one host address.
+func (m PortMapping) String() string {
+	return fmt.Sprintf("%s %s -> %d", m.Protocol, m.hostPort(), m.ContainerPort)
+}
+
+// hostPort is the host side of m: "8080", "192.168.1.5:8080" or
+// "[fd00::1]:8080".
+func (m PortMapping) hostPort() string {
+	if !m.HostIP.IsValid() {
+		return strconv.Itoa(int(m.HostPort))
+	}
+	return netip.AddrPortFrom(m.HostIP, m.HostPort).String()
+}
+
+// Overlaps reports whether m and o cannot both be given to pods of one
+// node: the same protocol and host port, on the same host address or with
+// either on every address.
+func (m PortMapping) Overlaps(o PortMapping) bool {
+	if m.Protocol != o.Protocol || m.HostPort != o.HostPort {
+		return false
+	}
+	return !m.HostIP.IsValid() || !o.HostIP.IsValid() || m.HostIP == o.HostIP
 }
 
 func (ep Endpoint) record() endpointRecord { return endpointRecord(ep) }
@@ -166,8 +221,10 @@ func (s *Store) EndpointsWithVeth(name string) ([]Endpoint, error) {
 // SetEndpoint overwrites the record of an existing endpoint, typically to
 // mark it ready once the kernel plumbing is done. It returns ErrNotFound if
 // the handle has no record. IP, Block and Pool belong to the allocation and
-// cannot change here: release and allocate again instead. A zero Created
-// keeps the stored one.
+// cannot change here: release and allocate again instead. Nor can
+// PortMappings, which the hostports index follows: ep must carry the stored
+// ones (it does when it was read from the store after the last ClaimPorts),
+// and ClaimPorts changes them. A zero Created keeps the stored one.
 func (s *Store) SetEndpoint(ep Endpoint) error {
 	if ep.Handle == "" {
 		return errors.New("set endpoint: handle is empty")
@@ -187,6 +244,11 @@ func (s *Store) SetEndpoint(ep Endpoint) error {
 		if err := sameAllocation(old, ep); err != nil {
 			return fmt.Errorf("set endpoint %s: %w", ep.Handle, err)
 		}
+		if err := samePortMappings(old, ep); err != nil {
+			return fmt.Errorf("set endpoint %s: %w", ep.Handle, err)
+		}
+		// Equal, but the stored form (nil for none) is the one to keep.
+		ep.PortMappings = old.PortMappings
 		if ep.Created.IsZero() {
 			ep.Created = old.Created
 		}
@@ -205,4 +267,23 @@ func sameAllocation(old, ep Endpoint) error {
 		return fmt.Errorf("pool %s differs from allocated %s", ep.Pool, old.Pool)
 	}
 	return nil
+}
+
+// samePortMappings explains how ep's port mappings differ from old's: only
+// ClaimPorts may change them, since it keeps the index with them.
+func samePortMappings(old, ep Endpoint) error {
+	if slices.Equal(old.PortMappings, ep.PortMappings) {
+		return nil
+	}
+	return fmt.Errorf("port mappings [%s] differ from stored [%s]; change them with ClaimPorts",
+		joinMappings(ep.PortMappings), joinMappings(old.PortMappings))
+}
+
+// joinMappings lists pms for a message: "tcp 8080 -> 80, udp 53 -> 53".
+func joinMappings(pms []PortMapping) string {
+	s := make([]string, len(pms))
+	for i, m := range pms {
+		s[i] = m.String()
+	}
+	return strings.Join(s, ", ")
 }

@@ -7,8 +7,8 @@ import "errors"
 // the phrase that message is built around ("endpoint k8s.abc not found"),
 // which is why it reads oddly on its own.
 var (
-	// ErrNotFound is returned by SetEndpoint when no endpoint record has the
-	// handle. Lookups that may legitimately miss (Endpoint, Release) report
+	// ErrNotFound is returned by SetEndpoint and ClaimPorts when no endpoint
+	// record has the handle. Lookups that may legitimately miss (Endpoint, Release) report
 	// a boolean instead, so that DEL stays idempotent without error checks.
 	ErrNotFound = errors.New("not found")
 
@@ -38,4 +38,11 @@ var (
 	// newer reef whose schema version this code does not know. The file is
 	// left untouched, so a rollback of the binary never damages it.
 	ErrSchemaTooNew = errors.New("newer than this reef understands")
+
+	// ErrPortTaken is returned by ClaimPorts for a hostPort that another
+	// endpoint holds: "hostPort tcp 8080 is held by pod default/web
+	// (container abc123, handle k8s-pod-network.abc123)". The error is a
+	// *PortTakenError, which names the mapping and its holder; get it with
+	// errors.As.
+	ErrPortTaken = errors.New("is held by")
 )

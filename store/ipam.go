@@ -21,7 +21,8 @@ import (
 //
 // ep is the template of the record: Allocate sets IP, Block and Pool (any
 // values given are ignored), Created if zero and State to EndpointPending
-// if empty, and stores it.
+// if empty, and stores it. Its PortMappings must be empty: ClaimPorts claims
+// them once the record exists, since they need a check of their own.
 func (s *Store) Allocate(ep Endpoint, pool Pool) (got Endpoint, existed bool, err error) {
 	if ep.Handle == "" {
 		return Endpoint{}, false, errors.New("allocate: handle is empty")
@@ -34,6 +35,9 @@ func (s *Store) Allocate(ep Endpoint, pool Pool) (got Endpoint, existed bool, er
 	}
 	if !ep.State.valid() {
 		return Endpoint{}, false, fmt.Errorf("allocate %s: unknown state %q", ep.Handle, ep.State)
+	}
+	if len(ep.PortMappings) > 0 {
+		return Endpoint{}, false, fmt.Errorf("allocate %s: port mappings [%s] given; claim them with ClaimPorts after Allocate", ep.Handle, joinMappings(ep.PortMappings))
 	}
 	if ep.Created.IsZero() {
 		// UTC and no monotonic reading: what comes back from the file.
@@ -102,8 +106,8 @@ func (s *Store) freeInOwnBlocks(blocks, addrs *bolt.Bucket, pool Pool) (netip.Ad
 	return netip.Addr{}, netip.Prefix{}, false, nil
 }
 
-// Release removes the endpoint record of handle and frees its address, in
-// one transaction, and returns the record removed. An unknown handle is not
+// Release removes the endpoint record of handle and frees its address and
+// hostPorts, in one transaction, and returns the record removed. An unknown handle is not
 // an error (found=false): DEL must be safe to repeat. The block stays this
 // node's even when it becomes empty, as in Calico: keeping it spares a
 // claim and a BGP announcement for the next pod.
@@ -124,6 +128,10 @@ func (s *Store) Release(handle string) (ep Endpoint, found bool, err error) {
 			if err := addrs.Delete(addrKey(ep.IP)); err != nil {
 				return fmt.Errorf("free address %s: %w", ep.IP, err)
 			}
+		}
+		// The same for its hostPorts.
+		if err := dropPortIndex(tx.Bucket(bucketHostPorts), handle, ep.PortMappings); err != nil {
+			return err
 		}
 		if err := eps.Delete([]byte(handle)); err != nil {
 			return fmt.Errorf("delete endpoint record: %w", err)

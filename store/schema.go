@@ -10,7 +10,7 @@ import (
 
 // schemaVersion is the layout this code reads and writes. Raise it together
 // with a new entry in migrations.
-const schemaVersion = 3
+const schemaVersion = 4
 
 // Bucket layout, schema version 1:
 //
@@ -41,6 +41,18 @@ const schemaVersion = 3
 // other nodes (they are learned again from their owners' claims) and the
 // forgets of schema 2, which named no incarnation.
 //
+// Schema version 4 adds:
+//
+//	hostports  1-byte IP protocol number (tcp 6, udp 17, sctp 132) +
+//	           2-byte host port + host address (no bytes for every
+//	           address, else 4 for IPv4 or 16 for IPv6) -> handle of the
+//	           endpoint holding it
+//
+// and endpoint records gain portMappings and bandwidth. hostports is an
+// index of the records' portMappings, which are the truth: an entry whose
+// endpoint no longer lists it is stale and ClaimPorts drops it. The
+// migration creates it empty, since no older record has port mappings.
+//
 // Keys are big-endian binary so that bbolt's byte order is address order:
 // block and address scans are cursor seeks, not full walks.
 var (
@@ -53,6 +65,7 @@ var (
 	bucketReleased  = []byte("released")
 	bucketGrants    = []byte("grants")
 	bucketKnown     = []byte("known")
+	bucketHostPorts = []byte("hostports")
 	keyIncarnation  = []byte("incarnation")
 	keyMigrateNode  = []byte("migrating-node")
 )
@@ -68,6 +81,14 @@ var migrations = []migration{
 	0: createV1,
 	1: createV2,
 	2: createV3,
+	3: createV4,
+}
+
+func createV4(tx *bolt.Tx) error {
+	if _, err := tx.CreateBucketIfNotExists(bucketHostPorts); err != nil {
+		return fmt.Errorf("create bucket %s: %w", bucketHostPorts, err)
+	}
+	return nil
 }
 
 func createV3(tx *bolt.Tx) error {
@@ -175,7 +196,7 @@ func migrate(tx *bolt.Tx, target int, steps []migration) error {
 // checkBuckets makes a damaged file fail at Open with a clear message
 // instead of a nil bucket panic in the first Allocate.
 func checkBuckets(tx *bolt.Tx) error {
-	for _, name := range [][]byte{bucketBlocks, bucketAddrs, bucketEndpoints, bucketForgotten, bucketReleased, bucketGrants, bucketKnown} {
+	for _, name := range [][]byte{bucketBlocks, bucketAddrs, bucketEndpoints, bucketForgotten, bucketReleased, bucketGrants, bucketKnown, bucketHostPorts} {
 		if tx.Bucket(name) == nil {
 			return fmt.Errorf("bucket %s is missing although schema version is %d: file damaged", name, schemaVersion)
 		}

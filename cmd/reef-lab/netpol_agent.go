@@ -153,7 +153,9 @@ func serveUDP(pc net.PacketConn) {
 			}
 			continue
 		}
-		pc.WriteTo(buf[:n], from)
+		// The echo, and whom the server saw (a hostPort test wants to
+		// know the source was kept).
+		pc.WriteTo(append(buf[:n:n], " from "+from.String()...), from)
 	}
 }
 
@@ -338,8 +340,8 @@ func probeUDP(addr netip.AddrPort, deadline time.Time) (string, error) {
 		c.SetReadDeadline(next)
 		for {
 			n, err := c.Read(buf)
-			if err == nil && string(buf[:n]) == msg {
-				return msg, nil
+			if reply := string(buf[:n]); err == nil && (reply == msg || strings.HasPrefix(reply, msg+" from ")) {
+				return reply, nil
 			}
 			if err == nil {
 				continue // not our echo

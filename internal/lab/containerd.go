@@ -193,7 +193,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 // libcni that knows the key (1.2 on), which picks the highest
 // version it supports. An older libcni ignores the key.
 func (n *Node) CRIConflist() []byte {
-	return []byte(fmt.Sprintf(`{"cniVersion":"1.0.0","cniVersions":["1.0.0","1.1.0"],"name":"k8s-pod-network","plugins":[{"type":"reef-cni","socket":%q,"pendingDeleteDir":%q}]}`,
+	return []byte(fmt.Sprintf(`{"cniVersion":"1.0.0","cniVersions":["1.0.0","1.1.0"],"name":"k8s-pod-network","plugins":[{"type":"reef-cni","socket":%q,"pendingDeleteDir":%q,"capabilities":{"portMappings":true,"bandwidth":true}}]}`,
 		n.Socket, n.PendingDir))
 }
 

@@ -116,6 +116,9 @@ func TestProbeAgent(t *testing.T) {
 	check(res, "tcp:"+serverIP+":81", true, "")
 	check(res, "tcp:"+serverIP+":82", false, "connection refused")
 	check(res, "udp:"+serverIP+":80", true, "")
+	if want := " from " + clientIP + ":"; !strings.Contains(res["udp:"+serverIP+":80"].Reply, want) {
+		t.Errorf("UDP reply %q, want the client's address (%q)", res["udp:"+serverIP+":80"].Reply, want)
+	}
 	check(res, "udp:"+serverIP+":81", true, "")
 	check(res, "udp:"+serverIP+":82", false, "connection refused")
 	if r := res["sctp:"+serverIP+":80"]; r.NoSCTP() {

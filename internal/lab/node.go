@@ -203,7 +203,7 @@ func (n *Node) SetOptions(opts NodeOptions) error {
 // Conflist is the one-line conflist a runtime on this node would use (the
 // package's, see packaging/cni), with the node's socket and queue dir.
 func (n *Node) Conflist() []byte {
-	return []byte(fmt.Sprintf(`{"cniVersion":"1.0.0","cniVersions":["1.0.0","1.1.0"],"name":"k8s-pod-network","plugins":[{"type":"reef-cni","socket":%q,"pendingDeleteDir":%q}]}`,
+	return []byte(fmt.Sprintf(`{"cniVersion":"1.0.0","cniVersions":["1.0.0","1.1.0"],"name":"k8s-pod-network","plugins":[{"type":"reef-cni","socket":%q,"pendingDeleteDir":%q,"capabilities":{"portMappings":true,"bandwidth":true}}]}`,
 		n.Socket, n.PendingDir))
 }
 

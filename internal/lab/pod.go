@@ -29,6 +29,28 @@ type Pod struct {
 	Netns       string // netns name; NetnsPath(Netns) is CNI_NETNS
 	IP          netip.Addr
 	Result      *types100.Result
+	// CapabilityArgs are what a runtime passes for the conflist's
+	// capabilities: "portMappings" ([]PortMapping), "bandwidth"
+	// (Bandwidth).
+	CapabilityArgs map[string]any
+}
+
+// PortMapping is a hostPort as a runtime passes it (capability
+// portMappings).
+type PortMapping struct {
+	HostPort      int    `json:"hostPort"`
+	ContainerPort int    `json:"containerPort"`
+	Protocol      string `json:"protocol"`
+	HostIP        string `json:"hostIP,omitempty"`
+}
+
+// Bandwidth is the capability bandwidth's argument: bits per second and
+// bits.
+type Bandwidth struct {
+	IngressRate  uint64 `json:"ingressRate"`
+	IngressBurst uint64 `json:"ingressBurst"`
+	EgressRate   uint64 `json:"egressRate"`
+	EgressBurst  uint64 `json:"egressBurst"`
 }
 
 // CNI is the runtime side: libcni with reef-cni on its path and a cache dir
@@ -85,6 +107,7 @@ func (p *Pod) RuntimeConf() *libcni.RuntimeConf {
 			{"K8S_POD_NAME", p.Name},
 			{"K8S_POD_INFRA_CONTAINER_ID", p.ContainerID},
 		},
+		CapabilityArgs: p.CapabilityArgs,
 	}
 }
 
