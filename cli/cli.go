@@ -251,6 +251,12 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fmt.Fprintf(stdout, "up since:   %s\n", time.Unix(st.GetStartedUnix(), 0).UTC().Format(time.RFC3339))
 	fmt.Fprintf(stdout, "store:      %s\n", st.GetStorePath())
 	fmt.Fprintf(stdout, "endpoints:  %d\n", st.GetEndpoints())
+	for _, hp := range st.GetHostPorts() {
+		fmt.Fprintf(stdout, "hostPort:   %s\n", hp)
+	}
+	for _, bw := range st.GetBandwidth() {
+		fmt.Fprintf(stdout, "bandwidth:  %s\n", bw)
+	}
 	if st.GetLastReconcileUnix() > 0 {
 		res := "ok"
 		if st.GetLastReconcileError() != "" {
@@ -312,9 +318,16 @@ func runIPAMShow(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	}
 	if *showAllocs {
-		fmt.Fprintln(tw, "\nIP\tPOD\tCONTAINER\tVETH\tSTATE")
+		fmt.Fprintln(tw, "\nIP\tPOD\tCONTAINER\tVETH\tSTATE\tHOSTPORTS\tBANDWIDTH")
 		for _, a := range rep.GetAllocations() {
-			fmt.Fprintf(tw, "%s\t%s\t%.12s\t%s\t%s\n", a.GetIp(), a.GetPod(), a.GetContainerId(), a.GetHostVeth(), a.GetState())
+			ports, bw := strings.Join(a.GetHostPorts(), ", "), a.GetBandwidth()
+			if ports == "" {
+				ports = "-"
+			}
+			if bw == "" {
+				bw = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.12s\t%s\t%s\t%s\t%s\n", a.GetIp(), a.GetPod(), a.GetContainerId(), a.GetHostVeth(), a.GetState(), ports, bw)
 		}
 	}
 	return tw.Flush()

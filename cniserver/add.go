@@ -151,7 +151,7 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 			var taken *store.PortTakenError
 			if errors.As(err, &taken) {
 				return ep, "", false, s.rollback(r, ep, existed, types.NewError(ErrHostPortTaken, fmt.Sprintf(
-					"pod %s asks for hostPort %s, and %s; delete that pod or pick another hostPort", podName(r), taken.Mapping, taken), ""), log)
+					"pod %s: %s; delete that pod or pick another hostPort", podName(r), taken), ""), log)
 			}
 			return ep, "", false, s.rollback(r, ep, existed, types.NewError(types.ErrInternal, "record the pod's hostPorts", err.Error()), log)
 		}

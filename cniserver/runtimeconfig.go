@@ -17,7 +17,7 @@ import (
 // (kubernetes.io/ingress-bandwidth, kubernetes.io/egress-bandwidth). The
 // CNI conventions define both.
 type RuntimeConfig struct {
-	PortMappings []PortMapEntry `json:"portMappings,omitempty"`
+	PortMappings []PortMapEntry  `json:"portMappings,omitempty"`
 	Bandwidth    *BandwidthEntry `json:"bandwidth,omitempty"`
 }
 

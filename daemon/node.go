@@ -57,6 +57,18 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 		StorePath:         d.store.Path(),
 		LastReconcileUnix: last.Unix(),
 	}
+	for _, ep := range eps {
+		pod := ep.PodNamespace + "/" + ep.PodName
+		if ep.PodName == "" {
+			pod = "container " + ep.ContainerID
+		}
+		for _, m := range ep.PortMappings {
+			out.HostPorts = append(out.HostPorts, fmt.Sprintf("%s (%s)", m, pod))
+		}
+		if ep.Bandwidth != nil {
+			out.Bandwidth = append(out.Bandwidth, pod+": "+ep.Bandwidth.String())
+		}
+	}
 	if last.IsZero() {
 		out.LastReconcileUnix = 0
 	}
@@ -201,9 +213,16 @@ func (n *nodeService) IPAM(ctx context.Context, req *reefv1.IPAMRequest) (*reefv
 			return nil, err
 		}
 		for _, ep := range eps {
-			out.Allocations = append(out.Allocations, &reefv1.Allocation{Ip: ep.IP.String(), Handle: ep.Handle,
+			a := &reefv1.Allocation{Ip: ep.IP.String(), Handle: ep.Handle,
 				ContainerId: ep.ContainerID, Pod: ep.PodNamespace + "/" + ep.PodName, HostVeth: ep.HostVeth,
-				Netns: ep.Netns, State: string(ep.State)})
+				Netns: ep.Netns, State: string(ep.State)}
+			for _, m := range ep.PortMappings {
+				a.HostPorts = append(a.HostPorts, m.String())
+			}
+			if ep.Bandwidth != nil {
+				a.Bandwidth = ep.Bandwidth.String()
+			}
+			out.Allocations = append(out.Allocations, a)
 		}
 	}
 	return out, nil

@@ -144,13 +144,31 @@ func TestHostPort(t *testing.T) {
 		}
 	})
 
+	t.Run("reef status and ipam show list the mappings", func(t *testing.T) {
+		st, err := n.Reef("status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ipam, err := n.Reef("ipam", "show", "--show-allocations")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"tcp 8080 -> 80 (default/web)", "udp 8080 -> 81 (default/web)", "tcp " + other.String() + ":9090 -> 81 (default/web)"} {
+			if !strings.Contains(st, want) {
+				t.Errorf("reef status lacks %q:\n%s", want, st)
+			}
+		}
+		if want := "tcp 8080 -> 80, udp 8080 -> 81, tcp " + other.String() + ":9090 -> 81"; !strings.Contains(ipam, want) {
+			t.Errorf("reef ipam show --show-allocations lacks %q:\n%s", want, ipam)
+		}
+	})
 	t.Run("a port another pod holds is refused, and free after its DEL", func(t *testing.T) {
 		_, err := hostPortPod(t, n, "web2", lab.PortMapping{HostPort: 8080, ContainerPort: 80, Protocol: "tcp", HostIP: other.String()})
 		var cerr *types.Error
 		if !errors.As(err, &cerr) || cerr.Code != cniserver.ErrHostPortTaken {
 			t.Fatalf("ADD of a second pod with hostPort 8080: %v, want CNI code %d", err, cniserver.ErrHostPortTaken)
 		}
-		for _, want := range []string{"pod default/web2 ", "8080", "held by pod default/web ("} {
+		for _, want := range []string{"pod default/web2: ", "8080", "held by pod default/web ("} {
 			if !strings.Contains(cerr.Msg, want) {
 				t.Errorf("the error %q does not name %q", cerr.Msg, want)
 			}

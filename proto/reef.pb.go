@@ -597,6 +597,8 @@ type StatusReply struct {
 	VotesHeld      int32           `protobuf:"varint,27,opt,name=votes_held,json=votesHeld,proto3" json:"votes_held,omitempty"`               // votes this node holds as a voter (one per block it voted for)
 	ExternalPeers  []*ExternalPeer `protobuf:"bytes,28,rep,name=external_peers,json=externalPeers,proto3" json:"external_peers,omitempty"`    // bgp.externalPeers, in the config's order
 	Policy         *PolicyStatus   `protobuf:"bytes,29,opt,name=policy,proto3" json:"policy,omitempty"`                                       // absent: NetworkPolicy off (no kubernetes.kubeconfig)
+	HostPorts      []string        `protobuf:"bytes,30,rep,name=host_ports,json=hostPorts,proto3" json:"host_ports,omitempty"`                // "tcp 8080 -> default/web 80", every pod's hostPorts
+	Bandwidth      []string        `protobuf:"bytes,31,rep,name=bandwidth,proto3" json:"bandwidth,omitempty"`                                 // "default/web: in 10Mbit/s (burst 80kbit), out -", pods with limits
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -830,6 +832,20 @@ func (x *StatusReply) GetExternalPeers() []*ExternalPeer {
 func (x *StatusReply) GetPolicy() *PolicyStatus {
 	if x != nil {
 		return x.Policy
+	}
+	return nil
+}
+
+func (x *StatusReply) GetHostPorts() []string {
+	if x != nil {
+		return x.HostPorts
+	}
+	return nil
+}
+
+func (x *StatusReply) GetBandwidth() []string {
+	if x != nil {
+		return x.Bandwidth
 	}
 	return nil
 }
@@ -1243,7 +1259,9 @@ type Allocation struct {
 	Pod           string                 `protobuf:"bytes,4,opt,name=pod,proto3" json:"pod,omitempty"` // namespace/name
 	HostVeth      string                 `protobuf:"bytes,5,opt,name=host_veth,json=hostVeth,proto3" json:"host_veth,omitempty"`
 	Netns         string                 `protobuf:"bytes,6,opt,name=netns,proto3" json:"netns,omitempty"`
-	State         string                 `protobuf:"bytes,7,opt,name=state,proto3" json:"state,omitempty"` // pending | ready
+	State         string                 `protobuf:"bytes,7,opt,name=state,proto3" json:"state,omitempty"`                          // pending | ready
+	HostPorts     []string               `protobuf:"bytes,8,rep,name=host_ports,json=hostPorts,proto3" json:"host_ports,omitempty"` // "tcp 8080 -> 80", "udp 192.168.1.5:53 -> 53"
+	Bandwidth     string                 `protobuf:"bytes,9,opt,name=bandwidth,proto3" json:"bandwidth,omitempty"`                  // "in 10Mbit/s (burst 80kbit), out -"; empty: no limits
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1323,6 +1341,20 @@ func (x *Allocation) GetNetns() string {
 func (x *Allocation) GetState() string {
 	if x != nil {
 		return x.State
+	}
+	return ""
+}
+
+func (x *Allocation) GetHostPorts() []string {
+	if x != nil {
+		return x.HostPorts
+	}
+	return nil
+}
+
+func (x *Allocation) GetBandwidth() string {
+	if x != nil {
+		return x.Bandwidth
 	}
 	return ""
 }
@@ -1560,7 +1592,7 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\adynamic\x18\a \x01(\bR\adynamic\x12\x18\n" +
 	"\areached\x18\b \x01(\tR\areached\x12\x12\n" +
 	"\x04type\x18\t \x01(\tR\x04type\"\x0f\n" +
-	"\rStatusRequest\"\x90\b\n" +
+	"\rStatusRequest\"\xcd\b\n" +
 	"\vStatusReply\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12!\n" +
 	"\fnode_address\x18\x02 \x01(\tR\vnodeAddress\x12\x1c\n" +
@@ -1595,7 +1627,10 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\n" +
 	"votes_held\x18\x1b \x01(\x05R\tvotesHeld\x12<\n" +
 	"\x0eexternal_peers\x18\x1c \x03(\v2\x15.reef.v1.ExternalPeerR\rexternalPeers\x12-\n" +
-	"\x06policy\x18\x1d \x01(\v2\x15.reef.v1.PolicyStatusR\x06policy\"\xfd\x02\n" +
+	"\x06policy\x18\x1d \x01(\v2\x15.reef.v1.PolicyStatusR\x06policy\x12\x1d\n" +
+	"\n" +
+	"host_ports\x18\x1e \x03(\tR\thostPorts\x12\x1c\n" +
+	"\tbandwidth\x18\x1f \x03(\tR\tbandwidth\"\xfd\x02\n" +
 	"\fPolicyStatus\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x16\n" +
 	"\x06synced\x18\x02 \x01(\bR\x06synced\x12#\n" +
@@ -1635,7 +1670,7 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\tIPAMReply\x12#\n" +
 	"\x05pools\x18\x01 \x03(\v2\r.reef.v1.PoolR\x05pools\x12&\n" +
 	"\x06blocks\x18\x02 \x03(\v2\x0e.reef.v1.BlockR\x06blocks\x125\n" +
-	"\vallocations\x18\x03 \x03(\v2\x13.reef.v1.AllocationR\vallocations\"\xb2\x01\n" +
+	"\vallocations\x18\x03 \x03(\v2\x13.reef.v1.AllocationR\vallocations\"\xef\x01\n" +
 	"\n" +
 	"Allocation\x12\x0e\n" +
 	"\x02ip\x18\x01 \x01(\tR\x02ip\x12\x16\n" +
@@ -1644,7 +1679,10 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x03pod\x18\x04 \x01(\tR\x03pod\x12\x1b\n" +
 	"\thost_veth\x18\x05 \x01(\tR\bhostVeth\x12\x14\n" +
 	"\x05netns\x18\x06 \x01(\tR\x05netns\x12\x14\n" +
-	"\x05state\x18\a \x01(\tR\x05state\"\xa7\x01\n" +
+	"\x05state\x18\a \x01(\tR\x05state\x12\x1d\n" +
+	"\n" +
+	"host_ports\x18\b \x03(\tR\thostPorts\x12\x1c\n" +
+	"\tbandwidth\x18\t \x01(\tR\tbandwidth\"\xa7\x01\n" +
 	"\x04Pool\x12\x12\n" +
 	"\x04cidr\x18\x01 \x01(\tR\x04cidr\x12\x1d\n" +
 	"\n" +

@@ -570,3 +570,13 @@ func TestOpenMigratesSchema3(t *testing.T) {
 		t.Errorf("ClaimPorts after migration: %v", err)
 	}
 }
+
+func TestBandwidthString(t *testing.T) {
+	b := Bandwidth{IngressRate: 10_000_000, IngressBurst: 80_000, EgressRate: 1_500_000_000, EgressBurst: 1500}
+	if got, want := b.String(), "in 10Mbit/s (burst 80kbit), out 1.5Gbit/s (burst 1.5kbit)"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+	if got, want := (Bandwidth{EgressRate: 999, EgressBurst: 8}).String(), "in -, out 999bit/s (burst 8bit)"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+}
