@@ -278,3 +278,65 @@ func TestHostPort(t *testing.T) {
 		}
 	})
 }
+
+// TestCRIHostPort: a pod sandbox through containerd's CRI (crictl runp)
+// with port_mappings and bandwidth annotations, as kubelet writes them:
+// containerd passes them to reef through the conflist's capabilities, the
+// hostPort answers from outside with the client's address, reef records
+// the limits, and the pod's removal frees the port.
+func TestCRIHostPort(t *testing.T) {
+	needNATTools(t, "nft")
+	l := newLab(t)
+	out, err := l.AddOutside()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := l.AddNode("node1", lab.NodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.DefaultRoute(n); err != nil {
+		t.Fatal(err)
+	}
+	c := startContainerd(t, n, lab.ContainerdOptions{})
+	ctx := criCtx(t)
+	p, err := c.RunPodWith(ctx, "default", "ingress", lab.CRIPodOptions{
+		PortMappings: []lab.CRIPortMapping{{Protocol: 0, ContainerPort: 80, HostPort: 8080}, {Protocol: 1, ContainerPort: 81, HostPort: 8081}},
+		Annotations:  map[string]string{"kubernetes.io/ingress-bandwidth": "10M", "kubernetes.io/egress-bandwidth": "20M"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.ServePorts(p.Netns()); err != nil {
+		t.Fatal(err)
+	}
+	node := n.Address.String()
+	for _, target := range []string{"tcp:" + node + ":8080", "udp:" + node + ":8081"} {
+		reply, why := probeOne(t, l, out.Server, target)
+		if !strings.Contains(reply, " "+lab.OutsideAddr.String()+":") {
+			t.Errorf("%s from outside: %q %s, want an answer that saw %s", target, reply, why, lab.OutsideAddr)
+		}
+	}
+	ipam, err := n.Reef("ipam", "show", "--show-allocations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"tcp 8080 -> 80, udp 8081 -> 81", "in 10Mbit/s", "out 20Mbit/s"} {
+		if !strings.Contains(ipam, want) {
+			t.Errorf("reef ipam show --show-allocations lacks %q:\n%s", want, ipam)
+		}
+	}
+	t.Logf("reef ipam show --show-allocations:\n%s", ipam)
+	if _, err := c.Run(ctx, "stopp", p.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Run(ctx, "rmp", p.ID); err != nil {
+		t.Fatal(err)
+	}
+	if table := run(t, l, n.Netns, "nft", "list", "table", "inet", "reef-hostport"); strings.Contains(table, "8080") {
+		t.Errorf("the mapping is left after the sandbox's removal:\n%s", table)
+	}
+}

@@ -26,9 +26,30 @@ type CRIPod struct {
 // Netns is the pod's netns name (the base of NetnsPath), for Lab.Run.
 func (p *CRIPod) Netns() string { return filepath.Base(p.NetnsPath) }
 
+// CRIPortMapping is a sandbox's port mapping as the CRI has it (kubelet
+// writes one per container port with a hostPort). Protocol: 0 TCP, 1 UDP,
+// 2 SCTP.
+type CRIPortMapping struct {
+	Protocol      int    `json:"protocol"`
+	ContainerPort int    `json:"container_port"`
+	HostPort      int    `json:"host_port"`
+	HostIP        string `json:"host_ip,omitempty"`
+}
+
+// CRIPodOptions are what a sandbox config carries beyond its name: port
+// mappings and annotations (kubernetes.io/ingress-bandwidth, …).
+type CRIPodOptions struct {
+	PortMappings []CRIPortMapping
+	Annotations  map[string]string
+}
+
 // PodConfig writes a crictl pod sandbox config and returns its path and
 // the pod's UID. A hostNetwork pod shares the node's namespace: no CNI.
 func (c *Containerd) PodConfig(namespace, name string, hostNetwork bool) (string, string, error) {
+	return c.podConfig(namespace, name, hostNetwork, CRIPodOptions{})
+}
+
+func (c *Containerd) podConfig(namespace, name string, hostNetwork bool, o CRIPodOptions) (string, string, error) {
 	uid := fmt.Sprintf("%s-%s-%d", c.Node.Netns, name, c.seq.Add(1))
 	linux := map[string]any{"cgroup_parent": "/reef-lab/" + c.Node.Netns + "/" + uid}
 	if hostNetwork {
@@ -42,6 +63,12 @@ func (c *Containerd) PodConfig(namespace, name string, hostNetwork bool) (string
 	if !hostNetwork { // a hostNetwork pod shares the node's UTS namespace too
 		cfg["hostname"] = name
 	}
+	if len(o.PortMappings) > 0 {
+		cfg["port_mappings"] = o.PortMappings
+	}
+	if len(o.Annotations) > 0 {
+		cfg["annotations"] = o.Annotations
+	}
 	b, err := json.Marshal(cfg)
 	if err != nil {
 		return "", "", err
@@ -53,17 +80,22 @@ func (c *Containerd) PodConfig(namespace, name string, hostNetwork bool) (string
 // RunPod runs `crictl runp` for a new pod and inspects the sandbox. On
 // error the returned error carries the CRI's message.
 func (c *Containerd) RunPod(ctx context.Context, namespace, name string) (*CRIPod, error) {
-	return c.runPod(ctx, namespace, name, false)
+	return c.runPod(ctx, namespace, name, false, CRIPodOptions{})
+}
+
+// RunPodWith is RunPod with port mappings and annotations.
+func (c *Containerd) RunPodWith(ctx context.Context, namespace, name string, o CRIPodOptions) (*CRIPod, error) {
+	return c.runPod(ctx, namespace, name, false, o)
 }
 
 // RunHostNetworkPod runs a pod in the node's network namespace: the CRI's
 // path without CNI (a floor for the benchmark).
 func (c *Containerd) RunHostNetworkPod(ctx context.Context, namespace, name string) (*CRIPod, error) {
-	return c.runPod(ctx, namespace, name, true)
+	return c.runPod(ctx, namespace, name, true, CRIPodOptions{})
 }
 
-func (c *Containerd) runPod(ctx context.Context, namespace, name string, hostNetwork bool) (*CRIPod, error) {
-	cfg, uid, err := c.PodConfig(namespace, name, hostNetwork)
+func (c *Containerd) runPod(ctx context.Context, namespace, name string, hostNetwork bool, o CRIPodOptions) (*CRIPod, error) {
+	cfg, uid, err := c.podConfig(namespace, name, hostNetwork, o)
 	if err != nil {
 		return nil, err
 	}
