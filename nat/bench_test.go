@@ -139,3 +139,54 @@ func BenchmarkRepairDeletedTable(b *testing.B) {
 		}
 	}
 }
+
+// benchHostPortPod is benchPod with one hostPort (TCP 10000+i to 80).
+func benchHostPortPod(i int) Pod {
+	p := benchPod(i)
+	p.Ports = []HostPort{{Proto: 6, Port: uint16(10000 + i), PodPort: 80}}
+	return p
+}
+
+// BenchmarkHostPort is issue 13's figures, with 1,000 pods that have a
+// hostPort each: "add" is one more pod's elements (ARP element, mapping,
+// hairpin pair) in one batch, as ADD does; "drift" is the nftables part
+// of a reconcile pass (desired state of all three tables, read, diff).
+func BenchmarkHostPort(b *testing.B) {
+	setup := func(b *testing.B) (*Kernel, []Pod, func()) {
+		k, leave := inBenchNetns(b)
+		var pods []Pod
+		for i := 0; i < benchPods; i++ {
+			pods = append(pods, benchHostPortPod(i))
+		}
+		if err := k.Apply(Diff(Desired(IPv4, testPools(), pods), nil)); err != nil {
+			leave()
+			b.Fatal(err)
+		}
+		return k, pods, leave
+	}
+	b.Run("add", func(b *testing.B) {
+		k, _, leave := setup(b)
+		defer leave()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if err := k.AddPod(benchHostPortPod(benchPods + i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("drift", func(b *testing.B) {
+		k, pods, leave := setup(b)
+		defer leave()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			w := Desired(IPv4, testPools(), pods)
+			have, err := k.Read(IDs(w))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if p := Diff(w, have); !p.Empty() {
+				b.Fatalf("drift in a quiet kernel: %+v", p.Changes)
+			}
+		}
+	})
+}

@@ -138,26 +138,32 @@ type HostPortPod struct {
 // of.
 func HostPortElems(pod HostPortPod) map[string][]Elem {
 	out := map[string][]Elem{}
-	for _, f := range hostPortFamilies {
-		if !pod.IP.IsValid() || !f.holds(pod.IP) {
-			continue
-		}
-		for _, hp := range pod.Ports {
-			to := netip.AddrPortFrom(pod.IP.Unmap(), hp.PodPort)
-			switch {
-			case !hp.HostIP.IsValid():
-				out[mapAnyPort(f)] = append(out[mapAnyPort(f)], Elem{Proto: hp.Proto, Port: hp.Port, Value: to})
-			case f.holds(hp.HostIP):
-				a := hp.HostIP.Unmap()
-				out[mapIPPort(f)] = append(out[mapIPPort(f)], Elem{From: a, To: a, Proto: hp.Proto, Port: hp.Port, Value: to})
-			}
-		}
-		if len(pod.Ports) > 0 {
-			a := pod.IP.Unmap()
-			out[setHairpin(f)] = append(out[setHairpin(f)], Elem{From: a, To: a})
+	addHostPortElems(out, pod)
+	return out
+}
+
+// addHostPortElems appends pod's elements to out, by set name.
+func addHostPortElems(out map[string][]Elem, pod HostPortPod) {
+	if !pod.IP.IsValid() || len(pod.Ports) == 0 {
+		return
+	}
+	ip := pod.IP.Unmap()
+	f := hostPortFamilies[0]
+	if !f.holds(ip) {
+		f = hostPortFamilies[1]
+	}
+	anyPort, ipPort, hairpin := mapAnyPort(f), mapIPPort(f), setHairpin(f)
+	for _, hp := range pod.Ports {
+		to := netip.AddrPortFrom(ip, hp.PodPort)
+		switch {
+		case !hp.HostIP.IsValid():
+			out[anyPort] = append(out[anyPort], Elem{Proto: hp.Proto, Port: hp.Port, Value: to})
+		case f.holds(hp.HostIP.Unmap()):
+			a := hp.HostIP.Unmap()
+			out[ipPort] = append(out[ipPort], Elem{From: a, To: a, Proto: hp.Proto, Port: hp.Port, Value: to})
 		}
 	}
-	return out
+	out[hairpin] = append(out[hairpin], Elem{From: ip, To: ip})
 }
 
 // HostPortTable is table inet reef-hostport for the pods:
@@ -183,9 +189,7 @@ func HostPortElems(pod HostPortPod) map[string][]Elem {
 func HostPortTable(pods []HostPortPod) Table {
 	elems := map[string][]Elem{}
 	for _, p := range pods {
-		for set, es := range HostPortElems(p) {
-			elems[set] = append(elems[set], es...)
-		}
+		addHostPortElems(elems, p)
 	}
 	t := Table{ID: HostPortTableID}
 	hostports := Chain{Name: ChainHostPorts}

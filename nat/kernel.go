@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -107,29 +108,63 @@ func (k *Kernel) conn(lasting bool) (*nftables.Conn, error) {
 	return c, nil
 }
 
+// readSpares is how many sockets Read opens beyond one per table, for
+// reading sets at once.
+const readSpares = 3
+
 // Read returns what the kernel has of the tables named by ids, in the form
 // Desired builds; a table the kernel does not have is left out. Nothing of
 // another table is returned.
 func (k *Kernel) Read(ids []TableID) ([]Table, error) {
-	c, err := k.conn(true)
-	if err != nil {
+	// Each table on a socket of its own, at once, and spare sockets for
+	// the sets (see readElements). They are opened here, on the caller's
+	// thread: a socket belongs to the network namespace it is opened in,
+	// and a test's Kernel is that of its thread's.
+	conns := make([]*nftables.Conn, 0, len(ids)+readSpares)
+	defer func() {
+		for _, c := range conns {
+			c.CloseLasting()
+		}
+	}()
+	for range len(ids) + readSpares {
+		c, err := k.conn(true)
+		if err != nil {
+			return nil, err
+		}
+		conns = append(conns, c)
+	}
+	spare := make(chan *nftables.Conn, readSpares)
+	for _, c := range conns[len(ids):] {
+		spare <- c
+	}
+	tables := make([]Table, len(ids))
+	found := make([]bool, len(ids))
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if tables[i], found[i], err = readTable(conns[i], id, spare); err != nil {
+				errs[i] = fmt.Errorf("read nftables table %s: %w", id, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	defer c.CloseLasting()
 	var out []Table
-	for _, id := range ids {
-		t, found, err := readTable(c, id)
-		if err != nil {
-			return nil, fmt.Errorf("read nftables table %s: %w", id, err)
-		}
-		if found {
-			out = append(out, t)
+	for i := range ids {
+		if found[i] {
+			out = append(out, tables[i])
 		}
 	}
 	return out, nil
 }
 
-func readTable(c *nftables.Conn, id TableID) (Table, bool, error) {
+func readTable(c *nftables.Conn, id TableID, spare chan *nftables.Conn) (Table, bool, error) {
 	tables, err := c.ListTablesOfFamily(id.Family)
 	if err != nil {
 		return Table{}, false, err
@@ -185,15 +220,52 @@ func readTable(c *nftables.Conn, id TableID) (Table, bool, error) {
 		if ns.IsMap {
 			s.DataType, s.DataLen = ns.DataType.Name, ns.DataType.Bytes
 		}
-		elems, err := c.GetSetElements(ns)
-		if err != nil {
-			return t, true, fmt.Errorf("set %s: %w", ns.Name, err)
-		}
-		s.Elems = decodeElems(ns, elems)
 		t.Sets = append(t.Sets, s)
+	}
+	if err := readElements(c, sets, t.Sets, spare); err != nil {
+		return t, true, err
 	}
 	slices.SortFunc(t.Sets, func(a, b Set) int { return compareStrings(a.Name, b.Name) })
 	return t, true, nil
+}
+
+// readElements fills the elements of sets (the table's, in the order of
+// ns without the anonymous ones). A set's elements come in a dump of many
+// messages, each a round trip through the netpoller: sets are read at
+// once on the sockets of spare, when it has one free, so that their waits
+// overlap. A drift check of three tables with thousands of elements is
+// bound by those waits, not by the CPU.
+func readElements(c *nftables.Conn, ns []*nftables.Set, sets []Set, spare chan *nftables.Conn) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(sets))
+	read := func(i int, n *nftables.Set, conn *nftables.Conn) {
+		raw, err := conn.GetSetElements(n)
+		if err != nil {
+			errs[i] = fmt.Errorf("set %s: %w", n.Name, err)
+			return
+		}
+		sets[i].Elems = decodeElems(n, raw)
+	}
+	i := 0
+	for _, n := range ns {
+		if n.Anonymous {
+			continue
+		}
+		select {
+		case sc := <-spare:
+			wg.Add(1)
+			go func(i int, n *nftables.Set) {
+				defer wg.Done()
+				read(i, n, sc)
+				spare <- sc
+			}(i, n)
+		default:
+			read(i, n, c)
+		}
+		i++
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func compareStrings(a, b string) int {
@@ -212,7 +284,7 @@ func compareStrings(a, b string) int {
 // space. Elements of a key reef does not use are skipped: such a set's
 // type already differs from reef's.
 func decodeElems(s *nftables.Set, raw []nftables.SetElement) []Elem {
-	var out []Elem
+	out := make([]Elem, 0, len(raw))
 	switch {
 	case s.Interval && (s.KeyType.Bytes == 4 || s.KeyType.Bytes == 16):
 		type bound struct {

@@ -131,24 +131,7 @@ func (e Elem) String() string {
 	return s
 }
 
-func (e Elem) less(o Elem) bool {
-	if e.Iface != o.Iface {
-		return e.Iface < o.Iface
-	}
-	if c := e.From.Compare(o.From); c != 0 {
-		return c < 0
-	}
-	if e.To != o.To {
-		return e.To.Less(o.To)
-	}
-	if e.Proto != o.Proto {
-		return e.Proto < o.Proto
-	}
-	if e.Port != o.Port {
-		return e.Port < o.Port
-	}
-	return e.Value.Compare(o.Value) < 0
-}
+func (e Elem) less(o Elem) bool { return compareElems(e, o) < 0 }
 
 // Chain is a base chain with its rules in order.
 type Chain struct {
