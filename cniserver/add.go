@@ -69,6 +69,9 @@ func (s *Server) add(ctx context.Context, in *reefv1.CNIRequest) ([]byte, *types
 	if cerr != nil {
 		return nil, cerr
 	}
+	if cerr := checkBurst(r.bandwidth, s.cfg.MTU); cerr != nil {
+		return nil, cerr
+	}
 	if s.Policy != nil {
 		if cerr := s.Policy.Admit(ctx, r.podNamespace, r.podName); cerr != nil {
 			log.Warn("ADD refused for now", "code", cerr.Code, "error", cerr.Msg)
@@ -180,6 +183,13 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 		s.unwire(ep, log)
 		return ep, "", false, s.rollback(r, ep, existed, types.NewError(types.ErrInternal,
 			"add pod "+ep.IP.String()+" to nftables (table arp reef, table inet reef-hostport)", err.Error()), log)
+	}
+	if ep.Bandwidth != nil {
+		if _, err := routes.SetBandwidth(ep.HostVeth, RoutesBandwidth(*ep.Bandwidth)); err != nil {
+			s.unwire(ep, log)
+			return ep, "", false, s.rollback(r, ep, existed, types.NewError(types.ErrInternal,
+				"limit the bandwidth of pod "+ep.IP.String()+" (tc on "+ep.HostVeth+")", err.Error()), log)
+		}
 	}
 	ep.State = store.EndpointReady
 	if err := s.store.SetEndpoint(ep); err != nil {

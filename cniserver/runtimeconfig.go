@@ -8,6 +8,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/store"
 )
 
@@ -127,4 +128,29 @@ func bandwidth(in *BandwidthEntry) (*store.Bandwidth, *types.Error) {
 		return nil, nil
 	}
 	return &store.Bandwidth{IngressRate: in.IngressRate, IngressBurst: in.IngressBurst, EgressRate: in.EgressRate, EgressBurst: in.EgressBurst}, nil
+}
+
+// checkBurst refuses a burst smaller than one frame of the pod's MTU: tbf
+// would drop every full-size packet.
+func checkBurst(b *store.Bandwidth, mtu int) *types.Error {
+	if b == nil {
+		return nil
+	}
+	min := routes.MinBurstBits(mtu)
+	for _, d := range []struct {
+		dir         string
+		rate, burst uint64
+	}{{"ingress", b.IngressRate, b.IngressBurst}, {"egress", b.EgressRate, b.EgressBurst}} {
+		if d.rate != 0 && d.burst < min {
+			return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf(
+				"runtimeConfig.bandwidth: %sBurst %d bits is less than one frame of the pod's MTU %d (%d bits): tbf would drop every full-size packet; set a larger burst",
+				d.dir, d.burst, mtu, min), "")
+		}
+	}
+	return nil
+}
+
+// RoutesBandwidth is a stored limit as package routes applies it.
+func RoutesBandwidth(b store.Bandwidth) routes.Bandwidth {
+	return routes.Bandwidth{IngressRate: b.IngressRate, IngressBurst: b.IngressBurst, EgressRate: b.EgressRate, EgressBurst: b.EgressBurst}
 }

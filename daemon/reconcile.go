@@ -372,6 +372,7 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 		return errors.Join(errs...)
 	}
 	r.syncPodMTU(live, have.Links, &errs)
+	egress := map[string]bool{} // veths of pods with limits: whether they limit egress
 	for _, ep := range live {
 		if ep.HostVeth == "" || !have.Links[ep.HostVeth] {
 			continue
@@ -381,6 +382,16 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 		} else if changed {
 			r.log.Warn("repaired: proxy_arp was off", "veth", ep.HostVeth, "ip", ep.IP)
 		}
+		if ep.Bandwidth != nil {
+			egress[ep.HostVeth] = ep.Bandwidth.EgressRate != 0
+			changes, err := routes.SetBandwidth(ep.HostVeth, cniserver.RoutesBandwidth(*ep.Bandwidth))
+			for _, c := range changes {
+				r.log.Warn("repaired: "+c, "veth", ep.HostVeth, "ip", ep.IP)
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
 		if len(ep.PortMappings) == 0 {
 			continue
 		}
@@ -388,6 +399,23 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 			errs = append(errs, err)
 		} else if changed {
 			r.log.Warn("repaired: route_localnet was off on a pod with hostPorts", "veth", ep.HostVeth, "ip", ep.IP)
+		}
+	}
+	// ifb devices of egress limits whose pod is gone, or lost its limit.
+	limited := map[string]bool{}
+	for veth, out := range egress {
+		if out {
+			limited[veth] = true
+		}
+	}
+	orphans, err := routes.OrphanIFBs(limited)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, ifb := range orphans {
+		r.log.Warn("removing ifb no pod's egress limit uses", "ifb", ifb)
+		if err := routes.DeleteIFB(ifb); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if err := r.nat.reconcile(live); err != nil {

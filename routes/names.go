@@ -1,7 +1,9 @@
 // Package routes programs the kernel's view of reef's pods: the veth pairs,
 // the pod side of the Calico L3 model, the node's /32 routes and the
-// blackholes of its own blocks. It touches only what carries reef's marks:
-// routes with Protocol and links whose names start with HostVethPrefix.
+// blackholes of its own blocks, and the pods' bandwidth limits (tc qdiscs on
+// the node-side veths and ifb devices). It touches only what carries reef's
+// marks: routes with Protocol and links whose names start with
+// HostVethPrefix (the ifbs' IFBPrefix starts with it too).
 package routes
 
 import (

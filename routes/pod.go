@@ -114,6 +114,11 @@ func SetupPod(spec PodSpec) (PodLinks, error) {
 	if err := deleteLink(host, spec.HostVeth); err != nil {
 		return PodLinks{}, err
 	}
+	// A stale pair's ifb held its egress limit; the new sandbox gets its
+	// own through SetBandwidth.
+	if _, err := deletePodIFB(host, spec.HostVeth); err != nil {
+		return PodLinks{}, err
+	}
 	veth := &netlink.Veth{
 		LinkAttrs: netlink.LinkAttrs{
 			Name:         spec.HostVeth,
@@ -214,16 +219,21 @@ func podRoute(ip netip.Addr, linkIndex int) *netlink.Route {
 	}
 }
 
-// TeardownPod removes a pod's veth pair by its node-side name; the kernel
-// removes the /32 route with it. A veth already gone is success, so DEL can
-// be repeated.
+// TeardownPod removes a pod's veth pair by its node-side name, and the ifb
+// of its egress limit (IFBName, if its alias names this veth); the kernel
+// removes the /32 route and the veth's qdiscs with the veth. What is
+// already gone is success, so DEL can be repeated.
 func TeardownPod(hostVeth string) error {
 	h, err := netlinksafe.NewHandle()
 	if err != nil {
 		return fmt.Errorf("netlink handle: %w", err)
 	}
 	defer h.Close()
-	return deleteLink(h, hostVeth)
+	if err := deleteLink(h, hostVeth); err != nil {
+		return err
+	}
+	_, err = deletePodIFB(h, hostVeth)
+	return err
 }
 
 // deleteLink deletes a reef link if present. It refuses names without
