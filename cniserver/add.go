@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -128,6 +129,7 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 		HostVeth:     routes.HostVethName(r.podNamespace, r.podName, r.containerID),
 		MTU:          s.cfg.MTU,
 		Bandwidth:    r.bandwidth,
+		PortMappings: r.ports,
 		State:        store.EndpointPending,
 	}
 	// The record is written before the kernel is touched: a crash at any
@@ -135,6 +137,10 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 	ep, existed, err := s.store.Allocate(tmpl, pool)
 	if errors.Is(err, store.ErrNoFreeAddress) {
 		return ep, "", true, nil
+	}
+	var taken *store.PortTakenError
+	if errors.As(err, &taken) {
+		return ep, "", false, portTaken(r, taken) // nothing was stored
 	}
 	if err != nil {
 		return ep, "", false, types.NewError(types.ErrInternal, "allocate an address", err.Error())
@@ -148,15 +154,14 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 			return ep, "", false, types.NewError(types.ErrInternal, "update endpoint record", err.Error())
 		}
 	}
-	if len(r.ports) > 0 || len(ep.PortMappings) > 0 {
+	if existed && !slices.Equal(r.ports, ep.PortMappings) {
+		// A repeated ADD with other hostPorts: this call's are the pod's.
 		claimed, err := s.store.ClaimPorts(ep.Handle, r.ports)
+		if errors.As(err, &taken) {
+			return ep, "", false, portTaken(r, taken)
+		}
 		if err != nil {
-			var taken *store.PortTakenError
-			if errors.As(err, &taken) {
-				return ep, "", false, s.rollback(r, ep, existed, types.NewError(ErrHostPortTaken, fmt.Sprintf(
-					"pod %s: %s; delete that pod or pick another hostPort", podName(r), taken), ""), log)
-			}
-			return ep, "", false, s.rollback(r, ep, existed, types.NewError(types.ErrInternal, "record the pod's hostPorts", err.Error()), log)
+			return ep, "", false, types.NewError(types.ErrInternal, "record the pod's hostPorts", err.Error())
 		}
 		ep = claimed
 	}
@@ -179,24 +184,42 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 		}
 		return ep, "", false, s.rollback(r, ep, existed, types.NewError(code, msg, err.Error()), log)
 	}
-	if err := s.podFilter().AddPod(ep); err != nil {
-		s.unwire(ep, log)
-		return ep, "", false, s.rollback(r, ep, existed, types.NewError(types.ErrInternal,
-			"add pod "+ep.IP.String()+" to nftables (table arp reef, table inet reef-hostport)", err.Error()), log)
-	}
+	// The bandwidth limits (tc on the veth and the ifb: a dozen netlink
+	// calls) are set while nftables and the store do their part; the ADD
+	// waits for both before it answers, and undoes both on a failure.
+	bw := make(chan error, 1)
 	if ep.Bandwidth != nil {
-		if _, err := routes.SetBandwidth(ep.HostVeth, RoutesBandwidth(*ep.Bandwidth)); err != nil {
-			s.unwire(ep, log)
-			return ep, "", false, s.rollback(r, ep, existed, types.NewError(types.ErrInternal,
-				"limit the bandwidth of pod "+ep.IP.String()+" (tc on "+ep.HostVeth+")", err.Error()), log)
-		}
+		go func(veth string, b store.Bandwidth) {
+			_, err := routes.SetBandwidth(veth, RoutesBandwidth(b))
+			bw <- err
+		}(ep.HostVeth, *ep.Bandwidth)
+	} else {
+		bw <- nil
+	}
+	fail := func(cerr *types.Error) *types.Error {
+		<-bw // before the veth and the ifb go
+		s.unwire(ep, log)
+		return s.rollback(r, ep, existed, cerr, log)
+	}
+	if err := s.podFilter().AddPod(ep); err != nil {
+		return ep, "", false, fail(types.NewError(types.ErrInternal,
+			"add pod "+ep.IP.String()+" to nftables (table arp reef, table inet reef-hostport)", err.Error()))
 	}
 	ep.State = store.EndpointReady
 	if err := s.store.SetEndpoint(ep); err != nil {
-		s.unwire(ep, log)
-		return ep, "", false, s.rollback(r, ep, existed, types.NewError(types.ErrInternal, "record endpoint", err.Error()), log)
+		return ep, "", false, fail(types.NewError(types.ErrInternal, "record endpoint", err.Error()))
+	}
+	if err := <-bw; err != nil {
+		bw <- nil // for fail's wait
+		return ep, "", false, fail(types.NewError(types.ErrInternal,
+			"limit the bandwidth of pod "+ep.IP.String()+" (tc on "+ep.HostVeth+")", err.Error()))
 	}
 	return ep, links.PodMAC.String(), false, nil
+}
+
+// portTaken is the CNI error of a hostPort another pod holds.
+func portTaken(r *request, taken *store.PortTakenError) *types.Error {
+	return types.NewError(ErrHostPortTaken, fmt.Sprintf("pod %s: %s; delete that pod or pick another hostPort", podName(r), taken), "")
 }
 
 // podName is the pod as an operator names it: namespace/name, or the

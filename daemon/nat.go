@@ -63,7 +63,7 @@ func (n *natDataplane) AddPod(ep store.Endpoint) error {
 		if hp.Proto != unix.IPPROTO_UDP {
 			continue
 		}
-		if _, err := nat.FlushUDPConntrack(hp); err != nil {
+		if err := nat.FlushUDPConntrack(hp); err != nil {
 			n.log.Warn("flush conntrack entries of a UDP hostPort", "hostPort", hp.Port, "error", err)
 		}
 	}

@@ -98,6 +98,8 @@ func TestBandwidth(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("tc qdisc show dev %s:\n%stc qdisc show dev %s:\n%s", veth, run(t, l, n.Netns, "tc", "qdisc", "show", "dev", veth),
+			ifb, run(t, l, n.Netns, "tc", "qdisc", "show", "dev", ifb))
 		if want := "in 10Mbit/s (burst 80kbit), out 10Mbit/s (burst 80kbit)"; !strings.Contains(out, want) {
 			t.Errorf("reef ipam show --show-allocations lacks %q:\n%s", want, out)
 		}

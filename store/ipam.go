@@ -21,8 +21,11 @@ import (
 //
 // ep is the template of the record: Allocate sets IP, Block and Pool (any
 // values given are ignored), Created if zero and State to EndpointPending
-// if empty, and stores it. Its PortMappings must be empty: ClaimPorts claims
-// them once the record exists, since they need a check of their own.
+// if empty, and stores it. Its PortMappings are claimed in the same
+// transaction (ClaimPorts' check: a port another endpoint holds fails the
+// whole allocation with a *PortTakenError). For a handle that exists
+// already nothing is written and its record is returned (existed): its
+// ports are the caller's to change with ClaimPorts.
 func (s *Store) Allocate(ep Endpoint, pool Pool) (got Endpoint, existed bool, err error) {
 	if ep.Handle == "" {
 		return Endpoint{}, false, errors.New("allocate: handle is empty")
@@ -36,9 +39,14 @@ func (s *Store) Allocate(ep Endpoint, pool Pool) (got Endpoint, existed bool, er
 	if !ep.State.valid() {
 		return Endpoint{}, false, fmt.Errorf("allocate %s: unknown state %q", ep.Handle, ep.State)
 	}
-	if len(ep.PortMappings) > 0 {
-		return Endpoint{}, false, fmt.Errorf("allocate %s: port mappings [%s] given; claim them with ClaimPorts after Allocate", ep.Handle, joinMappings(ep.PortMappings))
+	if err := validatePortMappings(ep.PortMappings); err != nil {
+		return Endpoint{}, false, fmt.Errorf("allocate %s: %w", ep.Handle, err)
 	}
+	pms := ep.PortMappings
+	if len(pms) == 0 {
+		pms = nil // the stored form of none
+	}
+	ep.PortMappings = nil // claimPorts sets them
 	if ep.Created.IsZero() {
 		// UTC and no monotonic reading: what comes back from the file.
 		ep.Created = time.Now().UTC().Round(0)
@@ -71,7 +79,12 @@ func (s *Store) Allocate(ep Endpoint, pool Pool) (got Endpoint, existed bool, er
 		if err := addrs.Put(addrKey(ip), []byte(ep.Handle)); err != nil {
 			return fmt.Errorf("write address %s: %w", ip, err)
 		}
-		if err := putEndpoint(eps, ep); err != nil {
+		if pms != nil {
+			err = claimPorts(tx, &ep, pms) // writes ep
+		} else {
+			err = putEndpoint(eps, ep)
+		}
+		if err != nil {
 			return err
 		}
 		got = ep

@@ -60,36 +60,43 @@ func (s *Store) ClaimPorts(handle string, pms []PortMapping) (Endpoint, error) {
 	}
 	var ep Endpoint
 	err := s.update(func(tx *bolt.Tx) error {
-		eps, hp := tx.Bucket(bucketEndpoints), tx.Bucket(bucketHostPorts)
 		var ok bool
 		var err error
-		ep, ok, err = getEndpoint(eps, handle)
+		ep, ok, err = getEndpoint(tx.Bucket(bucketEndpoints), handle)
 		if err != nil {
 			return err
 		}
 		if !ok {
 			return fmt.Errorf("endpoint %s %w", handle, ErrNotFound)
 		}
-		for _, m := range pms {
-			if err := checkPortFree(eps, hp, handle, m); err != nil {
-				return err
-			}
-		}
-		if err := dropPortIndex(hp, handle, ep.PortMappings); err != nil {
-			return err
-		}
-		for _, m := range pms {
-			if err := hp.Put(portKey(m), []byte(handle)); err != nil {
-				return fmt.Errorf("write hostPort %s: %w", m, err)
-			}
-		}
-		ep.PortMappings = pms
-		return putEndpoint(eps, ep)
+		return claimPorts(tx, &ep, pms)
 	})
 	if err != nil {
 		return Endpoint{}, fmt.Errorf("claim ports for %s: %w", handle, err)
 	}
 	return ep, nil
+}
+
+// claimPorts is ClaimPorts inside a transaction: it checks pms against the
+// other endpoints, frees the ports ep held before, claims pms and writes
+// ep with them. pms are valid (validatePortMappings).
+func claimPorts(tx *bolt.Tx, ep *Endpoint, pms []PortMapping) error {
+	eps, hp := tx.Bucket(bucketEndpoints), tx.Bucket(bucketHostPorts)
+	for _, m := range pms {
+		if err := checkPortFree(eps, hp, ep.Handle, m); err != nil {
+			return err
+		}
+	}
+	if err := dropPortIndex(hp, ep.Handle, ep.PortMappings); err != nil {
+		return err
+	}
+	for _, m := range pms {
+		if err := hp.Put(portKey(m), []byte(ep.Handle)); err != nil {
+			return fmt.Errorf("write hostPort %s: %w", m, err)
+		}
+	}
+	ep.PortMappings = pms
+	return putEndpoint(eps, *ep)
 }
 
 // validatePortMappings reports the first mapping of pms that cannot be

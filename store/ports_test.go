@@ -453,14 +453,30 @@ func TestSetEndpointKeepsPortMappings(t *testing.T) {
 	}
 }
 
-func TestAllocateRefusesPortMappings(t *testing.T) {
+// TestAllocateClaimsPorts: Allocate claims the template's ports in its own
+// transaction; a port another endpoint holds fails the allocation whole.
+func TestAllocateClaimsPorts(t *testing.T) {
 	s := openTest(t, "node-a")
-	_, _, _, err := allocAuto(s, Endpoint{Handle: "net.a", PortMappings: []PortMapping{tcp("8080")}}, portPool)
-	if err == nil || !strings.Contains(err.Error(), "port mappings [tcp 8080 -> 80] given; claim them with ClaimPorts") {
-		t.Errorf("Allocate with port mappings: %v, want a refusal", err)
+	a, _, _, err := allocAuto(s, Endpoint{Handle: "net.a", PodNamespace: "default", PodName: "a", PortMappings: []PortMapping{tcp("8080")}}, portPool)
+	if err != nil || len(a.PortMappings) != 1 {
+		t.Fatalf("Allocate with a port mapping: %+v, %v", a, err)
 	}
-	if _, ok, _ := s.Endpoint("net.a"); ok {
-		t.Error("refused Allocate stored a record")
+	_, _, _, err = allocAuto(s, Endpoint{Handle: "net.b", PortMappings: []PortMapping{tcp("8080")}}, portPool)
+	var taken *PortTakenError
+	if !errors.As(err, &taken) || taken.Holder.Handle != "net.a" {
+		t.Errorf("a second Allocate of tcp 8080: %v, want a PortTakenError naming net.a", err)
+	}
+	if _, ok, _ := s.Endpoint("net.b"); ok {
+		t.Error("the refused Allocate stored a record")
+	}
+	if _, _, err := s.Release("net.a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := allocAuto(s, Endpoint{Handle: "net.b", PortMappings: []PortMapping{tcp("8080")}}, portPool); err != nil {
+		t.Errorf("Allocate of tcp 8080 after the holder's Release: %v", err)
+	}
+	if _, _, _, err := allocAuto(s, Endpoint{Handle: "net.c", PortMappings: []PortMapping{{Protocol: "icmp", HostPort: 1, ContainerPort: 1}}}, portPool); err == nil {
+		t.Error("Allocate took a mapping of protocol icmp")
 	}
 }
 
