@@ -17,6 +17,30 @@ import (
 	"github.com/reefcni/reef/internal/lab"
 )
 
+// nodeBehindRouter is a lab with one running node and the outside world
+// (a router and a server host behind it), the node's default route
+// through the router.
+func nodeBehindRouter(t *testing.T) (*lab.Lab, *lab.Outside, *lab.Node) {
+	t.Helper()
+	needNATTools(t, "nft")
+	l := newLab(t)
+	out, err := l.AddOutside()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := l.AddNode("node1", lab.NodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.DefaultRoute(n); err != nil {
+		t.Fatal(err)
+	}
+	return l, out, n
+}
+
 // hostPortPod adds a pod through libcni with the portMappings a runtime
 // passes, and starts the probe agent's servers in it (TCP and UDP 80, 81).
 func hostPortPod(t *testing.T, n *lab.Node, name string, maps ...lab.PortMapping) (*lab.Pod, error) {
@@ -59,22 +83,7 @@ func probeOne(t *testing.T, l *lab.Lab, netns, target string) (string, string) {
 // deleted and flushed by hand and repaired; a kube-proxy table beside
 // reef's; the stale UDP conntrack entry of a client flushed at ADD.
 func TestHostPort(t *testing.T) {
-	needNATTools(t, "nft")
-	l := newLab(t)
-	out, err := l.AddOutside()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := l.AddNode("node1", lab.NodeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.DefaultRoute(n); err != nil {
-		t.Fatal(err)
-	}
+	l, out, n := nodeBehindRouter(t)
 	// A second address of the node, for a mapping bound to one address.
 	other := netip.MustParseAddr("192.168.77.250")
 	run(t, l, n.Netns, "ip", "addr", "add", other.String()+"/24", "dev", "eth0")
@@ -285,22 +294,7 @@ func TestHostPort(t *testing.T) {
 // hostPort answers from outside with the client's address, reef records
 // the limits, and the pod's removal frees the port.
 func TestCRIHostPort(t *testing.T) {
-	needNATTools(t, "nft")
-	l := newLab(t)
-	out, err := l.AddOutside()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := l.AddNode("node1", lab.NodeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.DefaultRoute(n); err != nil {
-		t.Fatal(err)
-	}
+	l, out, n := nodeBehindRouter(t)
 	c := startContainerd(t, n, lab.ContainerdOptions{})
 	ctx := criCtx(t)
 	p, err := c.RunPodWith(ctx, "default", "ingress", lab.CRIPodOptions{
