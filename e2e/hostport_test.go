@@ -215,6 +215,21 @@ func TestHostPort(t *testing.T) {
 		}
 	})
 
+	t.Run("the daemon stopped and restarted: the mapping answers throughout, nothing repaired", func(t *testing.T) {
+		if err := n.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		seen(t, out.Server, "tcp:"+node+":8080", lab.OutsideAddr.String())
+		repairs := strings.Count(n.Log(), "repairing nftables")
+		if err := n.Start(); err != nil {
+			t.Fatal(err)
+		}
+		seen(t, out.Server, "tcp:"+node+":8080", lab.OutsideAddr.String())
+		time.Sleep(1500 * time.Millisecond) // a reconcile pass
+		if got := strings.Count(n.Log(), "repairing nftables"); got != repairs {
+			t.Errorf("the restarted daemon repaired nftables %d time(s): its tables were in line", got-repairs)
+		}
+	})
 	t.Run("beside a kube-proxy table", func(t *testing.T) {
 		// kube-proxy's nftables mode, cut down: a Service address DNATed to
 		// the pod at dstnat, before reef's hostPorts (dstnat + 10).
