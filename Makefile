@@ -36,8 +36,11 @@ TEST_PKGS += containerd
 # ToRs of e2e/tor_test.go (docs/bgp.md); gobgpd: the flooding external peer of
 # e2e/flood_test.go.
 TEST_PKGS += bird2 frr gobgpd
-# iperf3: a long-lived connection across a NetworkPolicy update (e2e/policy_test.go).
+# iperf3: a long-lived connection across a NetworkPolicy update (e2e/policy_test.go),
+# and the bandwidth limits (e2e/bandwidth_test.go).
 TEST_PKGS += iperf3
+# prometheus (with promtool): it scrapes the lab's nodes (e2e/metrics_test.go).
+TEST_PKGS += prometheus
 deps-test:
 	@missing=""; for p in $(TEST_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +54,10 @@ type Server struct {
 	// Policy covers a pod with its NetworkPolicies during ADD (see
 	// PolicyGate); nil: NetworkPolicy is off.
 	Policy PolicyGate
+	// Observe is told of every CNI operation served: its command, its
+	// result ("ok" or the CNI error code) and how long it took (the
+	// daemon's metrics); nil: nobody.
+	Observe func(command, result string, took time.Duration)
 
 	ready      atomic.Bool
 	containers keyedMutex
@@ -79,37 +84,59 @@ func reply(result []byte, err *types.Error) *reefv1.CNIReply {
 	return &reefv1.CNIReply{Result: result}
 }
 
+// observed is reply, told to Observe with the command and the time since
+// began.
+func (s *Server) observed(command string, began time.Time, result []byte, err *types.Error) *reefv1.CNIReply {
+	if s.Observe != nil {
+		res := "ok"
+		if err != nil {
+			res = strconv.FormatUint(uint64(err.Code), 10)
+		}
+		s.Observe(command, res, time.Since(began))
+	}
+	return reply(result, err)
+}
+
 // Add allocates and wires one pod attachment.
 func (s *Server) Add(ctx context.Context, in *reefv1.CNIRequest) (*reefv1.CNIReply, error) {
-	return reply(s.add(ctx, in)), nil
+	began := time.Now()
+	out, err := s.add(ctx, in)
+	return s.observed("ADD", began, out, err), nil
 }
 
 // Del removes one pod attachment; it succeeds for anything already gone.
 func (s *Server) Del(ctx context.Context, in *reefv1.CNIRequest) (*reefv1.CNIReply, error) {
-	return reply(nil, s.Delete(in)), nil
+	began := time.Now()
+	return s.observed("DEL", began, nil, s.Delete(in)), nil
 }
 
 // Check compares the kernel with the attachment's record.
 func (s *Server) Check(ctx context.Context, in *reefv1.CNIRequest) (*reefv1.CNIReply, error) {
-	return reply(nil, s.check(in)), nil
+	began := time.Now()
+	return s.observed("CHECK", began, nil, s.check(in)), nil
 }
 
 // GC releases every attachment of the network not in the valid list.
 func (s *Server) GC(ctx context.Context, in *reefv1.CNIRequest) (*reefv1.CNIReply, error) {
-	return reply(nil, s.gc(in)), nil
+	began := time.Now()
+	return s.observed("GC", began, nil, s.gc(in)), nil
 }
 
 // Status answers whether ADD can be served now.
 func (s *Server) Status(ctx context.Context, in *reefv1.CNIRequest) (*reefv1.CNIReply, error) {
+	began := time.Now()
 	if _, err := parseRequest("STATUS", in); err != nil {
-		return reply(nil, err), nil
+		return s.observed("STATUS", began, nil, err), nil
 	}
 	if !s.Ready() {
-		return reply(nil, types.NewError(types.ErrPluginNotAvailable,
-			"reef daemon is starting: it serves ADD once queued DELs are drained and the first reconcile is done", "")), nil
+		return s.observed("STATUS", began, nil, types.NewError(types.ErrPluginNotAvailable, NotReadyReason, "")), nil
 	}
-	return reply(nil, nil), nil
+	return s.observed("STATUS", began, nil, nil), nil
 }
+
+// NotReadyReason is why a starting daemon does not serve ADD yet (STATUS,
+// and the metrics listener's /readyz).
+const NotReadyReason = "reef daemon is starting: it serves ADD once queued DELs are drained and the first reconcile is done"
 
 // RecoverInterceptor turns a panic in a handler into a CNI error, so that no
 // input can crash the daemon; the stack goes to the log.

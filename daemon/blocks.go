@@ -15,6 +15,7 @@ import (
 	"github.com/reefcni/reef/bgp"
 	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/cniserver"
+	"github.com/reefcni/reef/metrics"
 	"github.com/reefcni/reef/store"
 )
 
@@ -37,6 +38,7 @@ type blockEngine struct {
 	voters  []netip.Addr // bgp.voters, or the default (blockproto.DefaultVoters)
 	auto    bool         // bgp.voters unset: take the cluster's list (blockproto.Adopt)
 	pools   []store.Pool
+	metrics *metrics.Metrics // nil: off
 	trigger func()
 
 	mu      sync.Mutex
@@ -364,18 +366,32 @@ func blockedError(s blockproto.Status, pool netip.Prefix) error {
 	return nil
 }
 
+// poolOf is the CIDR of the pool block is in, for the metrics' label.
+func (e *blockEngine) poolOf(block netip.Prefix) string {
+	for _, p := range e.pools {
+		if p.CIDR.Contains(block.Addr()) {
+			return p.CIDR.String()
+		}
+	}
+	return "none"
+}
+
 func (e *blockEngine) logChanges(d blockproto.Decision) {
 	for _, b := range d.Claim {
 		e.log.Info("claimed a block; waiting for the voters", "block", b.Block, "pool", b.Pool)
+		e.metrics.Claim(b.Pool.String(), "made")
 	}
 	for _, b := range d.Confirm {
 		e.log.Info("block claim confirmed by a majority of the voters", "block", b)
+		e.metrics.Claim(e.poolOf(b), "won")
 	}
 	for _, b := range d.Release {
 		e.log.Info("gave up a pending claim: another node has the block or a better claim to it", "block", b)
+		e.metrics.Claim(e.poolOf(b), "given-up")
 	}
 	for _, b := range d.Lose {
 		e.log.Error("block conflict: no more addresses are handed out from this block", "block", b, "detail", d.Status.Conflicts, "gone", d.Status.Gone)
+		e.metrics.Claim(e.poolOf(b), "lost")
 	}
 	for _, n := range d.Forget {
 		e.log.Warn("learned that a node was forgotten; its blocks and votes are free", "node", n)

@@ -127,6 +127,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer kernel.Close()
 	d.rec = newReconciler(st, d.cni, kernel, log, cfg.ReconcileInterval)
+	m := d.newMetrics()
+	d.rec.metrics = m
+	d.cni.Observe = m.CNI
 	d.setupNAT()
 	if err := d.setupPolicy(ctx); err != nil {
 		return err
@@ -172,6 +175,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	log.Info("block protocol", "incarnation", fmt.Sprintf("%08x", inc), "born", time.Unix(int64(born), 0).UTC(), "voters", blockproto.Voters(voters),
 		"votersFrom", map[bool]string{true: "bgp.voters", false: "the lowest addresses of this node and bgp.peers"}[len(cfg.BGP.Voters) > 0])
 	d.blocks = newBlockEngine(st, d.speaker, log, cfg.NodeName, voters, len(cfg.BGP.Voters) == 0, pools, d.rec.TriggerBlocks)
+	d.blocks.metrics = m
 	d.rec.blocks = d.blocks
 	d.cni.NeedBlock = d.blocks.Need
 
@@ -186,6 +190,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	go func() { serveErr <- srv.Serve(lis) }()
 	log.Info("serving", "socket", cfg.Socket)
 	go d.runWatchdog(ctx) // WatchdogSec= of reef.service; pings only while healthy
+	d.serveMetrics(ctx, m)
 
 	// Before ADD is served: finish the DELs the shim queued while the daemon
 	// was away, then bring the kernel in line with the store.

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/reefcni/reef/metrics"
 	"github.com/reefcni/reef/nat"
 	"github.com/reefcni/reef/store"
 )
@@ -20,6 +21,7 @@ import (
 // `reef cleanup` removes them.
 type natDataplane struct {
 	kernel  *nat.Kernel
+	metrics *metrics.Metrics // nil: off
 	pools   []nat.Pool
 	log     *slog.Logger
 	trigger func()
@@ -35,6 +37,7 @@ func (d *Daemon) setupNAT() {
 	for _, p := range d.cfg.Pools {
 		n.pools = append(n.pools, nat.Pool{CIDR: p.CIDR, NATOutgoing: p.NATOutgoing})
 	}
+	n.metrics = d.rec.metrics
 	d.cni.PodFilter = n
 	d.rec.nat = n
 }
@@ -123,6 +126,7 @@ func (n *natDataplane) reconcile(live []store.Endpoint) error {
 			continue
 		}
 		n.log.Warn("repairing nftables: "+c.Why, "change", c.Kind.String(), "table", c.Table.ID.String())
+		n.metrics.Repaired(metrics.RepairNFTables, 1)
 	}
 	if err := n.kernel.Apply(plan); err != nil {
 		return err

@@ -195,10 +195,14 @@ func (n *nodeService) IPAM(ctx context.Context, req *reefv1.IPAMRequest) (*reefv
 		pp := &reefv1.Pool{Cidr: p.CIDR.String(), BlockSize: int32(p.BlockSize),
 			Size: int64(1) << (32 - p.CIDR.Bits()), BlocksTotal: int32(1) << (p.BlockSize - p.CIDR.Bits())}
 		for _, b := range blocks {
-			if b.Pool == p.CIDR {
-				pp.BlocksOwned++
-				pp.Used += int64(b.Used)
+			if b.Pool != p.CIDR {
+				continue
 			}
+			pp.BlocksKnown++
+			if b.State == store.BlockConfirmed {
+				pp.BlocksOwned++
+			}
+			pp.Used += int64(b.Used) // remote blocks count none here
 		}
 		out.Pools = append(out.Pools, pp)
 	}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/reefcni/reef/metrics"
 	"github.com/reefcni/reef/nat"
 	"github.com/reefcni/reef/policy"
 	"github.com/reefcni/reef/policy/kube"
@@ -29,10 +30,11 @@ import (
 // answers "try again later" until then. Once synced, the table follows
 // the caches, which keep their last state while the API is away.
 type policyDataplane struct {
-	watch  *kube.Watcher
-	kernel *nat.Kernel
-	store  *store.Store
-	log    *slog.Logger
+	watch   *kube.Watcher
+	kernel  *nat.Kernel
+	metrics *metrics.Metrics // nil: off
+	store   *store.Store
+	log     *slog.Logger
 	// trigger asks the reconcile loop for a policy sync (TriggerPolicy):
 	// the informers and DELs call it. The loop is the one writer of the
 	// table, as of the other kernel state.
@@ -66,7 +68,7 @@ func (d *Daemon) setupPolicy(ctx context.Context) error {
 	if d.cfg.Kubernetes.Kubeconfig == "" {
 		return nil
 	}
-	p := &policyDataplane{kernel: nat.NewKernel(), store: d.store, log: d.log.With("component", "policy"), nodeName: d.cfg.Kubernetes.NodeName,
+	p := &policyDataplane{kernel: nat.NewKernel(), metrics: d.rec.metrics, store: d.store, log: d.log.With("component", "policy"), nodeName: d.cfg.Kubernetes.NodeName,
 		trigger: d.rec.TriggerPolicy, skipped: map[string]string{}}
 	// A burst of syncs of a big cluster (thousands of pods, hundreds of
 	// policies) leaves the heap they used to the Go runtime, which returns
@@ -266,6 +268,7 @@ func (p *policyDataplane) apply(want nat.Table, shape string, readKernel bool) e
 			p.log.Info("creating nftables table", "table", policy.TableID.String())
 		default:
 			p.log.Warn("repairing nftables: "+c.Why, "change", c.Kind.String(), "table", policy.TableID.String())
+			p.metrics.Repaired(metrics.RepairNFTables, 1)
 		}
 	}
 	if err := p.kernel.Apply(plan); err != nil {

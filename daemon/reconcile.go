@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/reefcni/reef/cniserver"
+	"github.com/reefcni/reef/metrics"
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/store"
 )
@@ -35,6 +36,7 @@ type reconciler struct {
 	policy   *policyDataplane // nil: NetworkPolicy off
 	net      netInfo          // the node's uplink, pools and pod MTU
 	blocks   *blockEngine     // nil: no block protocol (tests of the kernel side)
+	metrics  *metrics.Metrics // nil: metrics off
 
 	trigger chan struct{}
 	// kernelWanted: a trigger since the last pass asked for the kernel
@@ -251,6 +253,14 @@ func (r *reconciler) once(full, deferred bool) error {
 	locked := time.Now()
 	passErr := r.pass(blocks, !full)
 	r.cni.Kernel.Unlock()
+	var failed []string
+	if stepErr != nil {
+		failed = append(failed, "blocks")
+	}
+	if passErr != nil {
+		failed = append(failed, "kernel")
+	}
+	r.metrics.Pass(time.Since(locked), failed)
 	if took := time.Since(began); took >= slowStep {
 		r.log.Info("slow kernel pass", "took", took.Round(time.Millisecond), "waitedForLock", locked.Sub(began).Round(time.Millisecond))
 	}
@@ -278,6 +288,7 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 			errs = append(errs, err)
 		} else if changed {
 			r.log.Warn("repaired: net.ipv4.ip_forward was 0, set to 1")
+			r.metrics.Repaired(metrics.RepairSysctl, 1)
 		}
 	}
 
@@ -352,19 +363,29 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 		want = append(want, routes.Endpoint{IP: ep.IP, HostVeth: ep.HostVeth})
 	}
 	plan := routes.Diff(routes.Desired(want, own, remote, have.Links), have)
+	pods := map[netip.Prefix]bool{} // the pods' /32s: ADD writes them, so a pass that adds one repairs it
+	for _, ep := range want {
+		pods[netip.PrefixFrom(ep.IP, ep.IP.BitLen())] = true
+	}
 	for _, rt := range plan.Replace {
 		if cur, ok := have.Routes[rt.Dst]; ok {
 			r.log.Warn("repairing route", "want", rt.String(), "have", cur.String())
+			r.metrics.Repaired(metrics.RepairRoute, 1)
 		} else {
 			r.log.Info("adding route", "route", rt.String())
+			if pods[rt.Dst] {
+				r.metrics.Repaired(metrics.RepairRoute, 1)
+			}
 		}
 	}
 	for _, rt := range plan.DeleteRoute {
 		r.log.Warn("removing route no pod or block needs", "route", rt.String())
 	}
+	r.metrics.Repaired(metrics.RepairRoute, len(plan.DeleteRoute))
 	for _, l := range plan.DeleteLink {
 		r.log.Warn("removing veth no pod owns", "veth", l)
 	}
+	r.metrics.Repaired(metrics.RepairLink, len(plan.DeleteLink))
 	if err := r.kernel.Apply(plan); err != nil {
 		errs = append(errs, err)
 	}
@@ -381,6 +402,7 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 			errs = append(errs, err)
 		} else if changed {
 			r.log.Warn("repaired: proxy_arp was off", "veth", ep.HostVeth, "ip", ep.IP)
+			r.metrics.Repaired(metrics.RepairSysctl, 1)
 		}
 		if ep.Bandwidth != nil {
 			egress[ep.HostVeth] = ep.Bandwidth.EgressRate != 0
@@ -388,6 +410,7 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 			for _, c := range changes {
 				r.log.Warn("repaired: "+c, "veth", ep.HostVeth, "ip", ep.IP)
 			}
+			r.metrics.Repaired(metrics.RepairTC, len(changes))
 			if err != nil {
 				errs = append(errs, err)
 			}
@@ -399,6 +422,7 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 			errs = append(errs, err)
 		} else if changed {
 			r.log.Warn("repaired: route_localnet was off on a pod with hostPorts", "veth", ep.HostVeth, "ip", ep.IP)
+			r.metrics.Repaired(metrics.RepairSysctl, 1)
 		}
 	}
 	// ifb devices of egress limits whose pod is gone, or lost its limit.
@@ -414,6 +438,7 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 	}
 	for _, ifb := range orphans {
 		r.log.Warn("removing ifb no pod's egress limit uses", "ifb", ifb)
+		r.metrics.Repaired(metrics.RepairLink, 1)
 		if err := routes.DeleteIFB(ifb); err != nil {
 			errs = append(errs, err)
 		}

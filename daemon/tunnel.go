@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/reefcni/reef/metrics"
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/store"
 )
@@ -178,6 +179,7 @@ func (r *reconciler) syncTunnel(vxPeers map[netip.Addr]bool, errs *[]error) {
 	switch {
 	case len(plan.Recreate) > 0:
 		r.log.Warn("recreating "+routes.VXLANDevice+": it differs", "differences", plan.Recreate)
+		r.metrics.Repaired(metrics.RepairLink, 1)
 	case plan.Create:
 		r.log.Info("creating "+routes.VXLANDevice, "vni", routes.VXLANVNI, "port", routes.VXLANPort, "local", r.net.uplink.Address, "tunnelAddress", addr)
 	case plan.Delete:

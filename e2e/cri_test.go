@@ -204,6 +204,11 @@ func TestCRIPodsAcrossNodes(t *testing.T) {
 	c := runPod(t, ctx, c2, "web-c")
 	checkCRIPod(t, n2, c)
 	converge(t, n1, n2)
+	// Each node owns one block, and knows the other's: BLOCKS OWNED is
+	// this node's alone.
+	if out, err := n1.Reef("ipam", "show"); err != nil || !regexp.MustCompile(`(?m)^10\.244\.0\.0/16\s+/26\s+1\s+2 of 1024\s`).MatchString(out) {
+		t.Errorf("reef ipam show on node1: want 1 block owned, 2 of 1024 in the cluster: %v\n%s", err, out)
+	}
 	// TTL: one routed hop on a node (63), two across nodes (62).
 	for _, ping := range []struct {
 		from, label string

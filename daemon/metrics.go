@@ -1,0 +1,113 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/reefcni/reef/bgp"
+	"github.com/reefcni/reef/cniserver"
+	"github.com/reefcni/reef/cniserver/pendingdel"
+	"github.com/reefcni/reef/metrics"
+	"github.com/reefcni/reef/store"
+)
+
+// newMetrics is the daemon's metrics when `metrics:` is set, else nil
+// (every call on a nil *metrics.Metrics does nothing).
+func (d *Daemon) newMetrics() *metrics.Metrics {
+	if d.cfg.Metrics == "" {
+		return nil
+	}
+	return metrics.New(d.metricsState)
+}
+
+// serveMetrics serves /metrics, /healthz and /readyz on `metrics:` until
+// ctx ends. A listener that cannot be had is logged, and the daemon serves
+// pods without it: pods matter more than their monitoring.
+func (d *Daemon) serveMetrics(ctx context.Context, m *metrics.Metrics) {
+	if m == nil {
+		return
+	}
+	lis, err := net.Listen("tcp", d.cfg.Metrics)
+	if err != nil {
+		d.log.Error("metrics listener: reef serves pods without /metrics, /healthz and /readyz; free the address or change metrics: in the config",
+			"metrics", d.cfg.Metrics, "error", err)
+		return
+	}
+	ready := func() (bool, string) {
+		if !d.cni.Ready() {
+			return false, cniserver.NotReadyReason
+		}
+		return true, ""
+	}
+	srv := &http.Server{Handler: m.Handler(ready), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	d.log.Info("serving metrics", "address", lis.Addr().String(), "paths", "/metrics /healthz /readyz")
+	go func() {
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("metrics listener stopped", "error", err)
+		}
+	}()
+}
+
+// metricsState is what a scrape reads: the BGP sessions, the blocks and
+// pools as the store has them, the DEL queue.
+func (d *Daemon) metricsState() metrics.State {
+	var s metrics.State
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if sp := d.speaker; sp != nil {
+		external := map[string]map[string]uint64{}
+		if len(d.cfg.BGP.ExternalPeers) > 0 {
+			for _, e := range sp.ExternalStatus(ctx) {
+				external[e.Address.String()] = e.Dropped
+			}
+		}
+		for _, p := range sp.Status(ctx) {
+			mp := metrics.Peer{Address: p.Address.String(), Type: string(p.Type), Up: p.Established, Since: p.Since,
+				Received: p.Received, Accepted: p.Accepted}
+			if p.Type == bgp.PeerExternal {
+				mp.Dropped = external[mp.Address]
+			} else if p.Received >= p.Accepted {
+				mp.Dropped = map[string]uint64{"import-filter": p.Received - p.Accepted}
+			}
+			s.Peers = append(s.Peers, mp)
+		}
+		s.InvalidPaths = sp.Dropped()
+	}
+	s.Blocks = map[string]int{}
+	blocks, err := d.store.Blocks()
+	if err == nil {
+		for _, b := range blocks {
+			s.Blocks[string(b.State)]++
+		}
+	}
+	for _, p := range d.cfg.Pools {
+		mp := metrics.Pool{CIDR: p.CIDR.String(), Blocks: 1 << (p.BlockSize - p.CIDR.Bits())}
+		for _, b := range blocks {
+			if b.Pool != p.CIDR {
+				continue
+			}
+			mp.Claimed++
+			switch b.State {
+			case store.BlockConfirmed:
+				mp.Capacity += b.Size
+				mp.InUse += b.Used
+			case store.BlockPending:
+				mp.Waiting++
+			case store.BlockLost:
+				mp.InUse += b.Used
+			}
+		}
+		s.Pools = append(s.Pools, mp)
+	}
+	if entries, bad, err := pendingdel.List(d.cfg.PendingDeleteDir); err == nil {
+		s.PendingDeletes = len(entries) + len(bad)
+	}
+	return s
+}

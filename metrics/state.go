@@ -1,0 +1,114 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// State is the node as a scrape sees it, read when it asks.
+type State struct {
+	Peers  []Peer
+	Blocks map[string]int // this node's view of every block, by state: pending, confirmed, lost, remote
+	Pools  []Pool
+	// PendingDeletes is the DELs queued while the daemon was away and not
+	// yet run.
+	PendingDeletes int
+	// InvalidPaths counts paths dropped because they are not reef blocks,
+	// since the start.
+	InvalidPaths uint64
+}
+
+// Peer is one BGP session.
+type Peer struct {
+	Address            string
+	Type               string // mesh, reflector, client, external
+	Up                 bool
+	Since              time.Time // established since; zero when down
+	Received, Accepted uint64    // paths in the last table read
+	Dropped            map[string]uint64
+}
+
+// Pool is one pool on this node.
+type Pool struct {
+	CIDR     string
+	InUse    int // addresses allocated on this node
+	Capacity int // addresses in this node's confirmed blocks
+	Blocks   int // blocks in the pool
+	Claimed  int // blocks any node known here owns or claims
+	Waiting  int // this node's claims waiting for the voters
+}
+
+var (
+	descSessionUp = prometheus.NewDesc("reef_bgp_session_up",
+		"1 when the BGP session with the peer is established, else 0.", []string{"peer", "type"}, nil)
+	descSessionUptime = prometheus.NewDesc("reef_bgp_session_uptime_seconds",
+		"How long the BGP session with the peer has been established; 0 when it is down.", []string{"peer", "type"}, nil)
+	descPathsReceived = prometheus.NewDesc("reef_bgp_paths_received",
+		"Paths the peer sends, in the last table read (both families).", []string{"peer", "type"}, nil)
+	descPathsAccepted = prometheus.NewDesc("reef_bgp_paths_accepted",
+		"Paths from the peer that passed reef's import filter, in the last table read.", []string{"peer", "type"}, nil)
+	descPathsDropped = prometheus.NewDesc("reef_bgp_paths_dropped",
+		"Paths from the peer that reef's import filter dropped, in the last table read, by reason.", []string{"peer", "type", "reason"}, nil)
+	descInvalid = prometheus.NewDesc("reef_bgp_invalid_paths_total",
+		"Paths dropped because they are not reef blocks (a rogue or misconfigured speaker), since the daemon started.", nil, nil)
+	descBlocks = prometheus.NewDesc("reef_blocks",
+		"Blocks this node knows, by state: pending and confirmed (its own claims and blocks), lost (its confirmed blocks another node won), remote (other nodes').", []string{"state"}, nil)
+	descInUse = prometheus.NewDesc("reef_pool_addresses_in_use",
+		"Addresses of the pool allocated on this node.", []string{"pool"}, nil)
+	descCapacity = prometheus.NewDesc("reef_pool_addresses_capacity",
+		"Addresses in this node's confirmed blocks of the pool.", []string{"pool"}, nil)
+	descPoolBlocks = prometheus.NewDesc("reef_pool_blocks",
+		"Blocks the pool has.", []string{"pool"}, nil)
+	descPoolClaimed = prometheus.NewDesc("reef_pool_blocks_claimed",
+		"Blocks of the pool that some node known here owns or claims.", []string{"pool"}, nil)
+	descWaiting = prometheus.NewDesc("reef_pool_claims_waiting",
+		"This node's claims of the pool's blocks waiting for a majority of the voters.", []string{"pool"}, nil)
+	descPendingDeletes = prometheus.NewDesc("reef_cni_pending_deletes",
+		"DELs queued while the daemon was away and not yet run.", nil, nil)
+)
+
+type stateCollector struct{ state func() State }
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descSessionUp, descSessionUptime, descPathsReceived, descPathsAccepted, descPathsDropped, descInvalid,
+		descBlocks, descInUse, descCapacity, descPoolBlocks, descPoolClaimed, descWaiting, descPendingDeletes} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.state()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	now := time.Now()
+	for _, p := range s.Peers {
+		up, uptime := 0.0, 0.0
+		if p.Up {
+			up = 1
+			if !p.Since.IsZero() {
+				uptime = now.Sub(p.Since).Seconds()
+			}
+		}
+		gauge(descSessionUp, up, p.Address, p.Type)
+		gauge(descSessionUptime, uptime, p.Address, p.Type)
+		gauge(descPathsReceived, float64(p.Received), p.Address, p.Type)
+		gauge(descPathsAccepted, float64(p.Accepted), p.Address, p.Type)
+		for reason, n := range p.Dropped {
+			gauge(descPathsDropped, float64(n), p.Address, p.Type, reason)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(descInvalid, prometheus.CounterValue, float64(s.InvalidPaths))
+	for _, st := range []string{"pending", "confirmed", "lost", "remote"} {
+		gauge(descBlocks, float64(s.Blocks[st]), st)
+	}
+	for _, p := range s.Pools {
+		gauge(descInUse, float64(p.InUse), p.CIDR)
+		gauge(descCapacity, float64(p.Capacity), p.CIDR)
+		gauge(descPoolBlocks, float64(p.Blocks), p.CIDR)
+		gauge(descPoolClaimed, float64(p.Claimed), p.CIDR)
+		gauge(descWaiting, float64(p.Waiting), p.CIDR)
+	}
+	gauge(descPendingDeletes, float64(s.PendingDeletes))
+}
