@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -67,7 +71,8 @@ func TestMetricsPrometheus(t *testing.T) {
 		}
 	})
 
-	prom, err := l.StartPrometheus(out.Router, []string{n1.Address.String() + ":9099", n2.Address.String() + ":9099"})
+	prom, err := l.StartPrometheus(out.Router, []string{n1.Address.String() + ":9099", n2.Address.String() + ":9099"},
+		filepath.Join("..", "packaging", "prometheus", "reef-alerts.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,6 +109,34 @@ func TestMetricsPrometheus(t *testing.T) {
 			return ""
 		})
 	})
+	t.Run("every alert and dashboard query runs, on series that exist", func(t *testing.T) {
+		exprs, names := shippedQueries(t)
+		for _, e := range exprs {
+			if _, err := prom.Query(e); err != nil {
+				t.Errorf("%v", err)
+			}
+		}
+		for _, name := range names {
+			if len(query(`count({__name__="`+name+`"})`)) == 0 {
+				t.Errorf("the shipped rules or dashboard name %s, which neither node exposes", name)
+			}
+		}
+		eventually(t, 10*time.Second, func() string {
+			health, err := prom.RuleHealth()
+			if err != nil {
+				return err.Error()
+			}
+			if len(health) != 6 {
+				return fmt.Sprintf("%d rules loaded, want 6: %v", len(health), health)
+			}
+			for rule, h := range health {
+				if h != "ok" {
+					return rule + ": " + h
+				}
+			}
+			return ""
+		})
+	})
 	t.Run("a session taken down shows on the peer", func(t *testing.T) {
 		if err := n2.Kill(); err != nil {
 			t.Fatal(err)
@@ -128,4 +161,75 @@ func TestMetricsPrometheus(t *testing.T) {
 			return ""
 		})
 	})
+}
+
+// metricName is a metric name in a PromQL expression: reef's, Go's and the
+// process collector's.
+var metricName = regexp.MustCompile(`\b(reef_[a-z_]+|go_goroutines|process_resident_memory_bytes)\b`)
+
+// shippedQueries are the expressions of the shipped alert rules and
+// dashboard panels, and the metric names they use.
+func shippedQueries(t *testing.T) (exprs, names []string) {
+	t.Helper()
+	rules, err := os.ReadFile(filepath.Join("..", "packaging", "prometheus", "reef-alerts.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(rules), "\n") {
+		if e, ok := strings.CutPrefix(strings.TrimSpace(line), "expr: "); ok {
+			exprs = append(exprs, e)
+		}
+	}
+	dash, err := os.ReadFile(filepath.Join("..", "packaging", "grafana", "reef-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(dash, &d); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			exprs = append(exprs, tg.Expr)
+		}
+	}
+	if len(exprs) < 20 {
+		t.Fatalf("found %d expressions in the shipped rules and dashboard", len(exprs))
+	}
+	seen := map[string]bool{}
+	for _, e := range exprs {
+		for _, m := range metricName.FindAllString(e, -1) {
+			m = strings.TrimSuffix(m, "_bucket")
+			if m == "reef_cni_operation_duration_seconds" || m == "reef_reconcile_pass_duration_seconds" {
+				m += "_bucket"
+			}
+			if !seen[m] {
+				seen[m] = true
+				names = append(names, m)
+			}
+		}
+	}
+	return exprs, names
+}
+
+// TestAlertRules: promtool check rules and promtool test rules pass on the
+// shipped alert rules.
+func TestAlertRules(t *testing.T) {
+	if _, err := exec.LookPath("promtool"); err != nil {
+		t.Fatal("promtool not installed (the prometheus package; make test installs it)")
+	}
+	dir := filepath.Join("..", "packaging", "prometheus")
+	for _, args := range [][]string{{"check", "rules", "reef-alerts.yml"}, {"test", "rules", "reef-alerts_test.yml"}} {
+		cmd := exec.Command("promtool", args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
 }

@@ -53,6 +53,8 @@ var wantFiles = []packagedFile{
 	{"/usr/lib/NetworkManager/conf.d/reef.conf", 0o644, false},
 	{"/usr/lib/systemd/networkd.conf.d/reef.conf", 0o644, false},
 	{"/usr/share/reef/rbac.yaml", 0o644, false},
+	{"/usr/share/reef/reef-alerts.yml", 0o644, false},
+	{"/usr/share/reef/reef-dashboard.json", 0o644, false},
 }
 
 const rpmUnit = "/usr/lib/systemd/system/reef.service"

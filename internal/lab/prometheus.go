@@ -159,28 +159,32 @@ func (p *Prometheus) Query(expr string) ([]PrometheusSample, error) {
 	return out, nil
 }
 
-// Alerts are the names of the alerts firing now.
-func (p *Prometheus) Alerts() ([]string, error) {
-	resp, err := p.client.Get("http://" + p.Listen + "/api/v1/alerts")
+// RuleHealth is each loaded rule's health ("ok", "err", "unknown" before
+// its first evaluation) and its last error, by rule name.
+func (p *Prometheus) RuleHealth() (map[string]string, error) {
+	resp, err := p.client.Get("http://" + p.Listen + "/api/v1/rules")
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
 	var r struct {
 		Data struct {
-			Alerts []struct {
-				Labels map[string]string `json:"labels"`
-				State  string            `json:"state"`
-			} `json:"alerts"`
+			Groups []struct {
+				Rules []struct {
+					Name      string `json:"name"`
+					Health    string `json:"health"`
+					LastError string `json:"lastError"`
+				} `json:"rules"`
+			} `json:"groups"`
 		} `json:"data"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
 		return nil, err
 	}
-	var out []string
-	for _, a := range r.Data.Alerts {
-		if a.State == "firing" {
-			out = append(out, a.Labels["alertname"])
+	out := map[string]string{}
+	for _, g := range r.Data.Groups {
+		for _, rule := range g.Rules {
+			out[rule.Name] = strings.TrimSpace(rule.Health + " " + rule.LastError)
 		}
 	}
 	return out, nil
