@@ -203,7 +203,7 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 	}
 	if err := s.podFilter().AddPod(ep); err != nil {
 		return ep, "", false, fail(types.NewError(types.ErrInternal,
-			"add pod "+ep.IP.String()+" to nftables (table arp reef, table inet reef-hostport)", err.Error()))
+			"add pod "+ep.IP.String()+" to the ARP filter and its hostPorts (nftables tables arp reef, inet reef-hostport)", err.Error()))
 	}
 	ep.State = store.EndpointReady
 	if err := s.store.SetEndpoint(ep); err != nil {

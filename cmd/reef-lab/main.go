@@ -51,6 +51,11 @@ func run(args []string) error {
 		defer stop()
 		return benchPolicy(ctx, args[1:])
 	}
+	if args[0] == "bench-metrics" { // the metrics listener's cost: flags of its own (bench_metrics.go)
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return benchMetrics(ctx, args[1:])
+	}
 	if args[0] == "bench-hostport" { // hostPort and bandwidth: flags of its own (bench_hostport.go)
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()

@@ -1,0 +1,152 @@
+package main
+
+// reef-lab bench-metrics measures issue 14's figures: a scrape of /metrics
+// on a node with 200 pods and 50 BGP peers, and the daemon's RSS with the
+// metrics listener on and off.
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/reefcni/reef/internal/lab"
+)
+
+type metricsReport struct {
+	command, loadStart, loadEnd string
+	began                       time.Time
+	took                        time.Duration
+	pods, peers                 int
+	scrapes                     []time.Duration
+	bytes, series               int
+	rssOff, rssOn               lab.Memory
+}
+
+func benchMetrics(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("reef-lab bench-metrics", flag.ContinueOnError)
+	exe, _ := os.Executable()
+	bin := fs.String("bin", filepath.Dir(exe), "directory holding reef and reef-cni")
+	out := fs.String("out", "", `write the report into this file as its "## Metrics" section`)
+	pods := fs.Int("pods", 200, "pods on the node")
+	peers := fs.Int("peers", 50, "BGP peers of the node (addresses nobody answers on: sessions that are not up, every series there)")
+	scrapes := fs.Int("scrapes", 100, "scrapes timed")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	r := &metricsReport{began: time.Now(), loadStart: tputLoad(), command: "reef-lab bench-metrics " + strings.Join(args, " "), pods: *pods, peers: *peers}
+	say := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "bench-metrics: "+format+"\n", a...) }
+	l, err := lab.New(*bin)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	var ps []netip.Addr
+	for i := range *peers {
+		ps = append(ps, netip.AddrFrom4([4]byte{192, 168, 77, byte(100 + i)}))
+	}
+	opts := lab.NodeOptions{Peers: ps, ReconcileInterval: 30 * time.Second, Extra: "metrics: \"\"\n"}
+	n, err := l.AddNode("node1", opts)
+	if err != nil {
+		return err
+	}
+	if err := n.Start(); err != nil {
+		return err
+	}
+	say("%d pods", *pods)
+	for i := range *pods {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if _, err := n.NewPod("bench", fmt.Sprintf("p%d", i)); err != nil {
+			return err
+		}
+	}
+	settle := func() (lab.Memory, error) {
+		time.Sleep(10 * time.Second)
+		return n.Memory()
+	}
+	say("RSS with metrics off")
+	if r.rssOff, err = settle(); err != nil {
+		return err
+	}
+	opts.Extra = ""
+	if err := n.SetOptions(opts); err != nil {
+		return err
+	}
+	if err := n.Restart(); err != nil {
+		return err
+	}
+	client := lab.HTTPClientIn(n.Netns)
+	scrape := func() (time.Duration, string, error) {
+		t0 := time.Now()
+		resp, err := client.Get("http://127.0.0.1:9099/metrics")
+		if err != nil {
+			return 0, "", err
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return time.Since(t0), string(body), err
+	}
+	say("%d scrapes", *scrapes)
+	for i := range *scrapes + 5 {
+		d, body, err := scrape()
+		if err != nil {
+			return err
+		}
+		if i < 5 {
+			continue // warm-up
+		}
+		r.scrapes = append(r.scrapes, d)
+		r.bytes = len(body)
+		r.series = 0
+		for _, line := range strings.Split(body, "\n") {
+			if line != "" && !strings.HasPrefix(line, "#") {
+				r.series++
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	say("RSS with metrics on")
+	if r.rssOn, err = settle(); err != nil {
+		return err
+	}
+	r.took, r.loadEnd = time.Since(r.began), tputLoad()
+	md := r.markdown()
+	fmt.Print(md)
+	if *out != "" {
+		return writeSection(*out, md)
+	}
+	return nil
+}
+
+func (r *metricsReport) markdown() string {
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	ms := func(d time.Duration, ok bool) string {
+		if !ok {
+			return "?"
+		}
+		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+	}
+	w("## Metrics\n\n")
+	w("From `sudo make bench`, which runs `%s`, on %s (%s). One node with %d pods and %d BGP peers\n", r.command, r.began.UTC().Format("2006-01-02 15:04 UTC"), meshSec(r.took), r.pods, r.peers)
+	w("(configured, at addresses nobody answers on: every per-peer series is there), production reconcile interval (30 s).\n")
+	w("1-minute load average %s at the start, %s at the end (2 cores; other work shows).\n\n", r.loadStart, r.loadEnd)
+	w("### Aims\n\nFrom issue 14, \"Measured in `make bench`\".\n\n")
+	p50, ok := meshQuantile(r.scrapes, 0.5)
+	w("- A scrape of /metrics with %d pods and %d peers at most 5 ms p50: %s (p90 %s, %d scrapes, %d series, %d bytes): %s\n",
+		r.pods, r.peers, ms(p50, ok), ms(meshQuantile(r.scrapes, 0.9)), len(r.scrapes), r.series, r.bytes, meshMet(ok && p50 <= 5*time.Millisecond))
+	over := r.rssOn.RSS - r.rssOff.RSS
+	w("- The daemon's RSS with metrics on at most 3 MiB over metrics off: %s on, %s off, %s over: %s\n\n",
+		meshMiB(r.rssOn.RSS), meshMiB(r.rssOff.RSS), meshMiB(over), meshMet(r.rssOn.RSS > 0 && r.rssOff.RSS > 0 && over <= 3*1024))
+	w("RSS is VmRSS 10 s after the last pod (metrics off) and after the last of the scrapes, 50 ms apart (metrics on),\n")
+	w("the same daemon restarted with the other setting in between. Anonymous memory: %s off, %s on.\n",
+		meshMiB(r.rssOff.Anon), meshMiB(r.rssOn.Anon))
+	return b.String()
+}
