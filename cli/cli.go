@@ -42,6 +42,7 @@ commands:
   node forget NODE     free the blocks of a node gone for good (its address or name)
   policy show [NS/POD] the NetworkPolicies of this node's pods and what they allow
   kubeconfig           write /etc/reef/kubeconfig for reef's service account (docs/policy.md)
+  routes               the routes and veths reef wants next to the kernel's (exit 1: not in sync)
   cleanup [--yes]      remove reef's tables, routes, links and state from this node (package purge)
   version              print the version
 
@@ -79,6 +80,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runPolicyShow(ctx, args[2:], stdout, stderr)
 	case "kubeconfig":
 		return runKubeconfig(ctx, args[1:], stdout, stderr)
+	case "routes":
+		return runRoutes(ctx, args[1:], stdout, stderr)
 	case "cleanup":
 		return runCleanup(args[1:], cleanupStdin, stdout, stderr)
 	case "version":

@@ -12,6 +12,7 @@ import (
 	"github.com/reefcni/reef/bgp"
 	"github.com/reefcni/reef/blockproto"
 	reefv1 "github.com/reefcni/reef/proto"
+	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/store"
 	"github.com/reefcni/reef/version"
 )
@@ -125,6 +126,21 @@ func policyStatusProto(s policyStatus) *reefv1.PolicyStatus {
 		out.LastError = s.LastErr.Error()
 	}
 	return out
+}
+
+// Routes compares the routes and veths reef wants with the kernel's.
+func (n *nodeService) Routes(ctx context.Context, _ *reefv1.RoutesRequest) (*reefv1.RoutesReply, error) {
+	want, have, err := n.d.rec.compareRoutes()
+	if err != nil && want.Routes == nil {
+		return nil, err
+	}
+	// An owner the kernel has no route to leaves its blocks out of want:
+	// shown as extra or missing, and the reason is in reef status.
+	out := &reefv1.RoutesReply{}
+	for _, e := range routes.Compare(want, have) {
+		out.Entries = append(out.Entries, &reefv1.RouteEntry{Kind: e.Kind, Object: e.Object, State: e.State, Want: e.Want, Have: e.Have})
+	}
+	return out, nil
 }
 
 // PolicyShow explains the policies of this node's pods.

@@ -320,30 +320,11 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 		live = r.resolveEndpoints(eps, &errs)
 	}
 
-	// Blocks of nodes in other subnets reached without encapsulation go
-	// where the node's own route to their owner goes.
-	hops := map[netip.Addr]routes.Hop{}
-	for _, owner := range r.net.routedOwners(blocks) {
-		hop, err := r.kernel.HopTo(owner)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("blocks of node %s get no route: %w", owner, err))
-			continue
-		}
-		hops[owner] = hop
-	}
-	// Only confirmed blocks are routed or blackholed: a pending claim may
-	// still be lost to another node.
-	var own []netip.Prefix
-	for _, b := range blocks {
-		if b.State == store.BlockConfirmed {
-			own = append(own, b.CIDR)
-		}
-	}
+	own, remote, vxPeers := r.routedBlocks(blocks, &errs)
 	// The tunnel devices first: routes through them need them. VXLAN's
 	// peers are the nodes reached through it, and both devices' addresses
 	// live in the first own block: a routes-only pass syncs them when
 	// those changed.
-	remote, vxPeers := r.net.remoteRoutes(blocks, hops)
 	ownChanged := !slices.Equal(own, r.tunnelOwn)
 	if !routesOnly || ownChanged || !maps.Equal(vxPeers, r.tunnelPeers) {
 		r.syncTunnel(vxPeers, &errs)
@@ -358,13 +339,7 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	var want []routes.Endpoint
-	for _, ep := range live {
-		if ep.State == store.EndpointReserved {
-			continue // an address held by no pod, such as the tunnel address
-		}
-		want = append(want, routes.Endpoint{IP: ep.IP, HostVeth: ep.HostVeth})
-	}
+	want := podRoutes(live)
 	plan := routes.Diff(routes.Desired(want, own, remote, have.Links), have)
 	pods := map[netip.Prefix]bool{} // the pods' /32s: ADD writes them, so a pass that adds one repairs it
 	for _, ep := range want {
@@ -453,6 +428,74 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// routedBlocks are what the routes are made of: this node's confirmed
+// blocks (blackholed; a pending claim may still be lost to another node),
+// the other nodes' blocks with the device and next hop that reach each, and
+// the nodes VXLAN reaches. Blocks of nodes in other subnets reached without
+// encapsulation go where the node's own route to their owner goes; an
+// owner the kernel has no route to is an error, and its blocks get none.
+func (r *reconciler) routedBlocks(blocks []store.Block, errs *[]error) (own []netip.Prefix, remote []routes.RemoteBlock, vxPeers map[netip.Addr]bool) {
+	hops := map[netip.Addr]routes.Hop{}
+	for _, owner := range r.net.routedOwners(blocks) {
+		hop, err := r.kernel.HopTo(owner)
+		if err != nil {
+			*errs = append(*errs, fmt.Errorf("blocks of node %s get no route: %w", owner, err))
+			continue
+		}
+		hops[owner] = hop
+	}
+	for _, b := range blocks {
+		if b.State == store.BlockConfirmed {
+			own = append(own, b.CIDR)
+		}
+	}
+	remote, vxPeers = r.net.remoteRoutes(blocks, hops)
+	return own, remote, vxPeers
+}
+
+// podRoutes are the live endpoints that have a pod (not a reserved
+// address such as the tunnel's), as package routes wants them.
+func podRoutes(live []store.Endpoint) []routes.Endpoint {
+	var want []routes.Endpoint
+	for _, ep := range live {
+		if ep.State == store.EndpointReserved {
+			continue
+		}
+		want = append(want, routes.Endpoint{IP: ep.IP, HostVeth: ep.HostVeth})
+	}
+	return want
+}
+
+// compareRoutes is `reef routes`: the routes and veths reef wants next to
+// the kernel's, under the kernel lock so that no CNI operation is half
+// way, and without changing anything (the pass would release endpoints
+// and sync the tunnels; this reads). Endpoints count as a routes-only
+// pass counts them: ready and reserved ones.
+func (r *reconciler) compareRoutes() (want, have routes.State, err error) {
+	r.cni.Kernel.Lock()
+	defer r.cni.Kernel.Unlock()
+	eps, err := r.store.Endpoints()
+	if err != nil {
+		return want, have, err
+	}
+	blocks, err := r.store.Blocks()
+	if err != nil {
+		return want, have, err
+	}
+	var live []store.Endpoint
+	for _, ep := range eps {
+		if ep.State == store.EndpointReady || ep.State == store.EndpointReserved {
+			live = append(live, ep)
+		}
+	}
+	var errs []error
+	own, remote, _ := r.routedBlocks(blocks, &errs)
+	if have, err = r.kernel.Read(); err != nil {
+		return want, have, err
+	}
+	return routes.Desired(podRoutes(live), own, remote, have.Links), have, errors.Join(errs...)
 }
 
 // resolveEndpoints releases what no pod can use any more and returns the

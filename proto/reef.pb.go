@@ -1559,6 +1559,163 @@ func (x *Block) GetOwnerIncarnation() string {
 	return ""
 }
 
+type RoutesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoutesRequest) Reset() {
+	*x = RoutesRequest{}
+	mi := &file_proto_reef_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoutesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoutesRequest) ProtoMessage() {}
+
+func (x *RoutesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_reef_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoutesRequest.ProtoReflect.Descriptor instead.
+func (*RoutesRequest) Descriptor() ([]byte, []int) {
+	return file_proto_reef_proto_rawDescGZIP(), []int{18}
+}
+
+// RouteEntry is one route (proto reef) or node-side veth.
+type RouteEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`     // route | link
+	Object        string                 `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"` // the destination, or the veth's name
+	State         string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`   // in-sync | missing | extra | differs
+	Want          string                 `protobuf:"bytes,4,opt,name=want,proto3" json:"want,omitempty"`     // what reef wants ("" for extra)
+	Have          string                 `protobuf:"bytes,5,opt,name=have,proto3" json:"have,omitempty"`     // what the kernel has ("" for missing)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RouteEntry) Reset() {
+	*x = RouteEntry{}
+	mi := &file_proto_reef_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RouteEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RouteEntry) ProtoMessage() {}
+
+func (x *RouteEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_reef_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RouteEntry.ProtoReflect.Descriptor instead.
+func (*RouteEntry) Descriptor() ([]byte, []int) {
+	return file_proto_reef_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RouteEntry) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *RouteEntry) GetObject() string {
+	if x != nil {
+		return x.Object
+	}
+	return ""
+}
+
+func (x *RouteEntry) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *RouteEntry) GetWant() string {
+	if x != nil {
+		return x.Want
+	}
+	return ""
+}
+
+func (x *RouteEntry) GetHave() string {
+	if x != nil {
+		return x.Have
+	}
+	return ""
+}
+
+type RoutesReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*RouteEntry          `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"` // sorted by kind, then object
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoutesReply) Reset() {
+	*x = RoutesReply{}
+	mi := &file_proto_reef_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoutesReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoutesReply) ProtoMessage() {}
+
+func (x *RoutesReply) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_reef_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoutesReply.ProtoReflect.Descriptor instead.
+func (*RoutesReply) Descriptor() ([]byte, []int) {
+	return file_proto_reef_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *RoutesReply) GetEntries() []*RouteEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
 var File_proto_reef_proto protoreflect.FileDescriptor
 
 const file_proto_reef_proto_rawDesc = "" +
@@ -1709,19 +1866,30 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\fclaimed_unix\x18\x06 \x01(\x03R\vclaimedUnix\x12#\n" +
 	"\rowner_address\x18\a \x01(\tR\fownerAddress\x12\x14\n" +
 	"\x05state\x18\b \x01(\tR\x05state\x12+\n" +
-	"\x11owner_incarnation\x18\t \x01(\tR\x10ownerIncarnation2\xf4\x01\n" +
+	"\x11owner_incarnation\x18\t \x01(\tR\x10ownerIncarnation\"\x0f\n" +
+	"\rRoutesRequest\"v\n" +
+	"\n" +
+	"RouteEntry\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x16\n" +
+	"\x06object\x18\x02 \x01(\tR\x06object\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x12\n" +
+	"\x04want\x18\x04 \x01(\tR\x04want\x12\x12\n" +
+	"\x04have\x18\x05 \x01(\tR\x04have\"<\n" +
+	"\vRoutesReply\x12-\n" +
+	"\aentries\x18\x01 \x03(\v2\x13.reef.v1.RouteEntryR\aentries2\xf4\x01\n" +
 	"\x03CNI\x12-\n" +
 	"\x03Add\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply\x12-\n" +
 	"\x03Del\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply\x12/\n" +
 	"\x05Check\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply\x12,\n" +
 	"\x02GC\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply\x120\n" +
-	"\x06Status\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply2\xec\x01\n" +
+	"\x06Status\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply2\xa4\x02\n" +
 	"\x04Node\x126\n" +
 	"\x06Status\x12\x16.reef.v1.StatusRequest\x1a\x14.reef.v1.StatusReply\x120\n" +
 	"\x04IPAM\x12\x14.reef.v1.IPAMRequest\x1a\x12.reef.v1.IPAMReply\x126\n" +
 	"\x06Forget\x12\x16.reef.v1.ForgetRequest\x1a\x14.reef.v1.ForgetReply\x12B\n" +
 	"\n" +
-	"PolicyShow\x12\x1a.reef.v1.PolicyShowRequest\x1a\x18.reef.v1.PolicyShowReplyB&Z$github.com/reefcni/reef/proto;reefv1b\x06proto3"
+	"PolicyShow\x12\x1a.reef.v1.PolicyShowRequest\x1a\x18.reef.v1.PolicyShowReply\x126\n" +
+	"\x06Routes\x12\x16.reef.v1.RoutesRequest\x1a\x14.reef.v1.RoutesReplyB&Z$github.com/reefcni/reef/proto;reefv1b\x06proto3"
 
 var (
 	file_proto_reef_proto_rawDescOnce sync.Once
@@ -1735,7 +1903,7 @@ func file_proto_reef_proto_rawDescGZIP() []byte {
 	return file_proto_reef_proto_rawDescData
 }
 
-var file_proto_reef_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_proto_reef_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_proto_reef_proto_goTypes = []any{
 	(*CNIRequest)(nil),        // 0: reef.v1.CNIRequest
 	(*CNIReply)(nil),          // 1: reef.v1.CNIReply
@@ -1755,7 +1923,10 @@ var file_proto_reef_proto_goTypes = []any{
 	(*Allocation)(nil),        // 15: reef.v1.Allocation
 	(*Pool)(nil),              // 16: reef.v1.Pool
 	(*Block)(nil),             // 17: reef.v1.Block
-	nil,                       // 18: reef.v1.ExternalPeer.DroppedEntry
+	(*RoutesRequest)(nil),     // 18: reef.v1.RoutesRequest
+	(*RouteEntry)(nil),        // 19: reef.v1.RouteEntry
+	(*RoutesReply)(nil),       // 20: reef.v1.RoutesReply
+	nil,                       // 21: reef.v1.ExternalPeer.DroppedEntry
 }
 var file_proto_reef_proto_depIdxs = []int32{
 	2,  // 0: reef.v1.CNIReply.error:type_name -> reef.v1.CNIError
@@ -1764,33 +1935,36 @@ var file_proto_reef_proto_depIdxs = []int32{
 	12, // 3: reef.v1.StatusReply.pending_claims:type_name -> reef.v1.PendingClaim
 	11, // 4: reef.v1.StatusReply.external_peers:type_name -> reef.v1.ExternalPeer
 	10, // 5: reef.v1.StatusReply.policy:type_name -> reef.v1.PolicyStatus
-	18, // 6: reef.v1.ExternalPeer.dropped:type_name -> reef.v1.ExternalPeer.DroppedEntry
+	21, // 6: reef.v1.ExternalPeer.dropped:type_name -> reef.v1.ExternalPeer.DroppedEntry
 	16, // 7: reef.v1.IPAMReply.pools:type_name -> reef.v1.Pool
 	17, // 8: reef.v1.IPAMReply.blocks:type_name -> reef.v1.Block
 	15, // 9: reef.v1.IPAMReply.allocations:type_name -> reef.v1.Allocation
-	0,  // 10: reef.v1.CNI.Add:input_type -> reef.v1.CNIRequest
-	0,  // 11: reef.v1.CNI.Del:input_type -> reef.v1.CNIRequest
-	0,  // 12: reef.v1.CNI.Check:input_type -> reef.v1.CNIRequest
-	0,  // 13: reef.v1.CNI.GC:input_type -> reef.v1.CNIRequest
-	0,  // 14: reef.v1.CNI.Status:input_type -> reef.v1.CNIRequest
-	8,  // 15: reef.v1.Node.Status:input_type -> reef.v1.StatusRequest
-	13, // 16: reef.v1.Node.IPAM:input_type -> reef.v1.IPAMRequest
-	5,  // 17: reef.v1.Node.Forget:input_type -> reef.v1.ForgetRequest
-	3,  // 18: reef.v1.Node.PolicyShow:input_type -> reef.v1.PolicyShowRequest
-	1,  // 19: reef.v1.CNI.Add:output_type -> reef.v1.CNIReply
-	1,  // 20: reef.v1.CNI.Del:output_type -> reef.v1.CNIReply
-	1,  // 21: reef.v1.CNI.Check:output_type -> reef.v1.CNIReply
-	1,  // 22: reef.v1.CNI.GC:output_type -> reef.v1.CNIReply
-	1,  // 23: reef.v1.CNI.Status:output_type -> reef.v1.CNIReply
-	9,  // 24: reef.v1.Node.Status:output_type -> reef.v1.StatusReply
-	14, // 25: reef.v1.Node.IPAM:output_type -> reef.v1.IPAMReply
-	6,  // 26: reef.v1.Node.Forget:output_type -> reef.v1.ForgetReply
-	4,  // 27: reef.v1.Node.PolicyShow:output_type -> reef.v1.PolicyShowReply
-	19, // [19:28] is the sub-list for method output_type
-	10, // [10:19] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	19, // 10: reef.v1.RoutesReply.entries:type_name -> reef.v1.RouteEntry
+	0,  // 11: reef.v1.CNI.Add:input_type -> reef.v1.CNIRequest
+	0,  // 12: reef.v1.CNI.Del:input_type -> reef.v1.CNIRequest
+	0,  // 13: reef.v1.CNI.Check:input_type -> reef.v1.CNIRequest
+	0,  // 14: reef.v1.CNI.GC:input_type -> reef.v1.CNIRequest
+	0,  // 15: reef.v1.CNI.Status:input_type -> reef.v1.CNIRequest
+	8,  // 16: reef.v1.Node.Status:input_type -> reef.v1.StatusRequest
+	13, // 17: reef.v1.Node.IPAM:input_type -> reef.v1.IPAMRequest
+	5,  // 18: reef.v1.Node.Forget:input_type -> reef.v1.ForgetRequest
+	3,  // 19: reef.v1.Node.PolicyShow:input_type -> reef.v1.PolicyShowRequest
+	18, // 20: reef.v1.Node.Routes:input_type -> reef.v1.RoutesRequest
+	1,  // 21: reef.v1.CNI.Add:output_type -> reef.v1.CNIReply
+	1,  // 22: reef.v1.CNI.Del:output_type -> reef.v1.CNIReply
+	1,  // 23: reef.v1.CNI.Check:output_type -> reef.v1.CNIReply
+	1,  // 24: reef.v1.CNI.GC:output_type -> reef.v1.CNIReply
+	1,  // 25: reef.v1.CNI.Status:output_type -> reef.v1.CNIReply
+	9,  // 26: reef.v1.Node.Status:output_type -> reef.v1.StatusReply
+	14, // 27: reef.v1.Node.IPAM:output_type -> reef.v1.IPAMReply
+	6,  // 28: reef.v1.Node.Forget:output_type -> reef.v1.ForgetReply
+	4,  // 29: reef.v1.Node.PolicyShow:output_type -> reef.v1.PolicyShowReply
+	20, // 30: reef.v1.Node.Routes:output_type -> reef.v1.RoutesReply
+	21, // [21:31] is the sub-list for method output_type
+	11, // [11:21] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_proto_reef_proto_init() }
@@ -1804,7 +1978,7 @@ func file_proto_reef_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_reef_proto_rawDesc), len(file_proto_reef_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -284,6 +284,7 @@ const (
 	Node_IPAM_FullMethodName       = "/reef.v1.Node/IPAM"
 	Node_Forget_FullMethodName     = "/reef.v1.Node/Forget"
 	Node_PolicyShow_FullMethodName = "/reef.v1.Node/PolicyShow"
+	Node_Routes_FullMethodName     = "/reef.v1.Node/Routes"
 )
 
 // NodeClient is the client API for Node service.
@@ -296,6 +297,8 @@ type NodeClient interface {
 	Forget(ctx context.Context, in *ForgetRequest, opts ...grpc.CallOption) (*ForgetReply, error)
 	// PolicyShow explains the NetworkPolicies of this node's pods (reef policy show).
 	PolicyShow(ctx context.Context, in *PolicyShowRequest, opts ...grpc.CallOption) (*PolicyShowReply, error)
+	// Routes compares the routes and veths reef wants with the kernel's.
+	Routes(ctx context.Context, in *RoutesRequest, opts ...grpc.CallOption) (*RoutesReply, error)
 }
 
 type nodeClient struct {
@@ -346,6 +349,16 @@ func (c *nodeClient) PolicyShow(ctx context.Context, in *PolicyShowRequest, opts
 	return out, nil
 }
 
+func (c *nodeClient) Routes(ctx context.Context, in *RoutesRequest, opts ...grpc.CallOption) (*RoutesReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RoutesReply)
+	err := c.cc.Invoke(ctx, Node_Routes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServer is the server API for Node service.
 // All implementations must embed UnimplementedNodeServer
 // for forward compatibility.
@@ -356,6 +369,8 @@ type NodeServer interface {
 	Forget(context.Context, *ForgetRequest) (*ForgetReply, error)
 	// PolicyShow explains the NetworkPolicies of this node's pods (reef policy show).
 	PolicyShow(context.Context, *PolicyShowRequest) (*PolicyShowReply, error)
+	// Routes compares the routes and veths reef wants with the kernel's.
+	Routes(context.Context, *RoutesRequest) (*RoutesReply, error)
 	mustEmbedUnimplementedNodeServer()
 }
 
@@ -377,6 +392,9 @@ func (UnimplementedNodeServer) Forget(context.Context, *ForgetRequest) (*ForgetR
 }
 func (UnimplementedNodeServer) PolicyShow(context.Context, *PolicyShowRequest) (*PolicyShowReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method PolicyShow not implemented")
+}
+func (UnimplementedNodeServer) Routes(context.Context, *RoutesRequest) (*RoutesReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Routes not implemented")
 }
 func (UnimplementedNodeServer) mustEmbedUnimplementedNodeServer() {}
 func (UnimplementedNodeServer) testEmbeddedByValue()              {}
@@ -471,6 +489,24 @@ func _Node_PolicyShow_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Node_Routes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RoutesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).Routes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_Routes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).Routes(ctx, req.(*RoutesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Node_ServiceDesc is the grpc.ServiceDesc for Node service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -493,6 +529,10 @@ var Node_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PolicyShow",
 			Handler:    _Node_PolicyShow_Handler,
+		},
+		{
+			MethodName: "Routes",
+			Handler:    _Node_Routes_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

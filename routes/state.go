@@ -3,7 +3,9 @@ package routes
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // RouteKind is what a reef route does with a packet.
@@ -157,4 +159,68 @@ func sortRoutes(rs []Route) {
 		}
 		return rs[i].Dst.Bits() < rs[j].Dst.Bits()
 	})
+}
+
+// Entry is one route or node-side veth of Compare: what reef wants next to
+// what the kernel has.
+type Entry struct {
+	Kind       string // "route" or "link"
+	Object     string // the destination, or the veth's name
+	State      string // EntryInSync, EntryMissing, EntryExtra, EntryDiffers
+	Want, Have string // the route as `ip route` writes it, or the veth's name; "" for none
+}
+
+// The states of an Entry.
+const (
+	EntryInSync  = "in-sync"
+	EntryMissing = "missing" // reef wants it, the kernel lacks it
+	EntryExtra   = "extra"   // the kernel has it (reef's mark), reef does not want it
+	EntryDiffers = "differs" // both have it, not the same
+)
+
+// Compare lists every route and veth of want and have with its state:
+// what `reef routes` shows. Routes first, then links, each sorted.
+func Compare(want, have State) []Entry {
+	var routes, links []Entry
+	for dst, w := range want.Routes {
+		e := Entry{Kind: "route", Object: dst.String(), Want: w.String(), State: EntryMissing}
+		if h, ok := have.Routes[dst]; ok {
+			e.Have, e.State = h.String(), EntryInSync
+			if h != w {
+				e.State = EntryDiffers
+			}
+		}
+		routes = append(routes, e)
+	}
+	for dst, h := range have.Routes {
+		if _, ok := want.Routes[dst]; !ok {
+			routes = append(routes, Entry{Kind: "route", Object: dst.String(), Have: h.String(), State: EntryExtra})
+		}
+	}
+	for name := range want.Links {
+		e := Entry{Kind: "link", Object: name, Want: name, State: EntryMissing}
+		if have.Links[name] {
+			e.Have, e.State = name, EntryInSync
+		}
+		links = append(links, e)
+	}
+	for name := range have.Links {
+		if !want.Links[name] {
+			links = append(links, Entry{Kind: "link", Object: name, Have: name, State: EntryExtra})
+		}
+	}
+	byDst := func(a, b Entry) int {
+		pa, ea := netip.ParsePrefix(a.Object)
+		pb, eb := netip.ParsePrefix(b.Object)
+		if ea == nil && eb == nil {
+			if c := pa.Addr().Compare(pb.Addr()); c != 0 {
+				return c
+			}
+			return pa.Bits() - pb.Bits()
+		}
+		return strings.Compare(a.Object, b.Object)
+	}
+	slices.SortFunc(routes, byDst)
+	slices.SortFunc(links, byDst)
+	return append(routes, links...)
 }

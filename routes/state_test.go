@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"net/netip"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -352,5 +353,41 @@ func TestHostVethName(t *testing.T) {
 	}
 	if a, b := HostVethName("default", "web-1", "x"), HostVethName("default", "web-1", "y"); a != b {
 		t.Errorf("one pod gets two veth names across sandboxes: %s, %s", a, b)
+	}
+}
+
+func TestCompare(t *testing.T) {
+	pod := netip.MustParsePrefix("10.244.1.5/32")
+	block := netip.MustParsePrefix("10.244.1.0/26")
+	remote := netip.MustParsePrefix("10.244.2.0/26")
+	stale := netip.MustParsePrefix("10.244.3.0/26")
+	want := State{Routes: map[netip.Prefix]Route{
+		pod:    {Dst: pod, Kind: PodRoute, Dev: "reefaaaaaaaaaaa"},
+		block:  {Dst: block, Kind: Blackhole},
+		remote: {Dst: remote, Kind: RemoteRoute, Dev: "eth0", Via: netip.MustParseAddr("192.168.77.12"), OnLink: true},
+	}, Links: map[string]bool{"reefaaaaaaaaaaa": true, "reefbbbbbbbbbbb": true}}
+	have := State{Routes: map[netip.Prefix]Route{
+		block:  {Dst: block, Kind: Blackhole},
+		remote: {Dst: remote, Kind: RemoteRoute, Dev: "eth0", Via: netip.MustParseAddr("192.168.77.13"), OnLink: true},
+		stale:  {Dst: stale, Kind: Blackhole},
+	}, Links: map[string]bool{"reefaaaaaaaaaaa": true, "reefccccccccccc": true}}
+	got := map[string]string{}
+	var order []string
+	for _, e := range Compare(want, have) {
+		got[e.Kind+" "+e.Object] = e.State
+		order = append(order, e.Kind+" "+e.Object)
+	}
+	wantStates := map[string]string{
+		"route 10.244.1.5/32": EntryMissing, "route 10.244.1.0/26": EntryInSync, "route 10.244.2.0/26": EntryDiffers,
+		"route 10.244.3.0/26": EntryExtra, "link reefaaaaaaaaaaa": EntryInSync, "link reefbbbbbbbbbbb": EntryMissing,
+		"link reefccccccccccc": EntryExtra,
+	}
+	if !reflect.DeepEqual(got, wantStates) {
+		t.Errorf("states %v, want %v", got, wantStates)
+	}
+	wantOrder := []string{"route 10.244.1.0/26", "route 10.244.1.5/32", "route 10.244.2.0/26", "route 10.244.3.0/26",
+		"link reefaaaaaaaaaaa", "link reefbbbbbbbbbbb", "link reefccccccccccc"}
+	if !reflect.DeepEqual(order, wantOrder) {
+		t.Errorf("order %v, want %v", order, wantOrder)
 	}
 }
