@@ -39,6 +39,8 @@ commands:
   daemon               run the node daemon (systemd starts this)
   status               show this node, its blocks and the daemon's state
   ipam show            show pools and their use (--show-blocks, --show-allocations)
+  ipam check           compare the store, the kernel and the cluster (exit 1: problems found)
+  ipam release IP      free a leaked allocation (--handle H; --force for a live sandbox)
   node forget NODE     free the blocks of a node gone for good (its address or name)
   policy show [NS/POD] the NetworkPolicies of this node's pods and what they allow
   kubeconfig           write /etc/reef/kubeconfig for reef's service account (docs/policy.md)
@@ -61,11 +63,18 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "status":
 		return runStatus(ctx, args[1:], stdout, stderr)
 	case "ipam":
-		if len(args) < 2 || args[1] != "show" {
-			fmt.Fprint(stderr, usage)
-			return UsageError{"unknown ipam command"}
+		if len(args) >= 2 {
+			switch args[1] {
+			case "show":
+				return runIPAMShow(ctx, args[2:], stdout, stderr)
+			case "check":
+				return runIPAMCheck(ctx, args[2:], stdout, stderr)
+			case "release":
+				return runIPAMRelease(ctx, args[2:], stdout, stderr)
+			}
 		}
-		return runIPAMShow(ctx, args[2:], stdout, stderr)
+		fmt.Fprint(stderr, usage)
+		return UsageError{"unknown ipam command"}
 	case "node":
 		if len(args) < 2 || args[1] != "forget" {
 			fmt.Fprint(stderr, usage)

@@ -49,3 +49,55 @@ func TestRoutesCommand(t *testing.T) {
 		t.Errorf("reef routes -o json: %v\n%s", err, out)
 	}
 }
+
+// TestIPAMCheckRelease: `reef ipam check` exits 0 on a healthy node and
+// names a leak made on purpose (a sandbox gone while the daemon was
+// stopped); `reef ipam release` frees it and check exits 0 again; a live
+// pod's address needs --force.
+func TestIPAMCheckRelease(t *testing.T) {
+	l := newLab(t)
+	n := startNode(t, l, "node1", lab.NodeOptions{ReconcileInterval: 10 * time.Minute})
+	live := newPod(t, n, "live")
+	leak := newPod(t, n, "leak")
+	if out, err := n.Reef("ipam", "check"); err != nil || !strings.HasPrefix(out, "ok: 2 endpoints") {
+		t.Fatalf("reef ipam check on a healthy node: %v\n%s", err, out)
+	}
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.DelNetns(leak.Netns); err != nil { // the sandbox goes, no DEL
+		t.Fatal(err)
+	}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := n.Reef("ipam", "check")
+	if err == nil || !strings.Contains(out, "no-live-sandbox "+leak.IP.String()+": pod default/leak") || !strings.Contains(out, "fix: reef ipam release "+leak.IP.String()) {
+		t.Fatalf("reef ipam check with a leaked address: %v, want exit 1 naming %s and the fix:\n%s", err, leak.IP, out)
+	}
+	if out, err := n.Reef("ipam", "check", "-o", "json"); err == nil || !strings.Contains(out, `"kind": "no-live-sandbox"`) {
+		t.Errorf("reef ipam check -o json: %v\n%s", err, out)
+	}
+	if out, err := n.Reef("ipam", "release", leak.IP.String()); err != nil || !strings.Contains(out, "released "+leak.IP.String()) {
+		t.Fatalf("reef ipam release %s: %v\n%s", leak.IP, err, out)
+	}
+	if out, err := n.Reef("ipam", "check"); err != nil {
+		t.Errorf("reef ipam check after the release: %v\n%s", err, out)
+	}
+	out, err = n.Reef("ipam", "release", live.IP.String())
+	if err == nil || !strings.Contains(out, "is live") || !strings.Contains(out, "--force") {
+		t.Errorf("reef ipam release of a live pod's address: %v, want a refusal naming --force:\n%s", err, out)
+	}
+	if a := allocations(t, n); len(a) != 1 {
+		t.Errorf("allocations after the refused release: %v, want the live pod's", a)
+	}
+	if out, err := n.Reef("ipam", "release", live.IP.String(), "--force"); err != nil || !strings.Contains(out, "forced") {
+		t.Errorf("reef ipam release --force: %v\n%s", err, out)
+	}
+	if a := allocations(t, n); len(a) != 0 {
+		t.Errorf("allocations after the forced release: %v, want none", a)
+	}
+	if v := reefVeths(t, n); len(v) != 0 {
+		t.Errorf("veths after the forced release: %v, want none", v)
+	}
+}

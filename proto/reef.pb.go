@@ -1716,6 +1716,298 @@ func (x *RoutesReply) GetEntries() []*RouteEntry {
 	return nil
 }
 
+type IPAMCheckRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IPAMCheckRequest) Reset() {
+	*x = IPAMCheckRequest{}
+	mi := &file_proto_reef_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IPAMCheckRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IPAMCheckRequest) ProtoMessage() {}
+
+func (x *IPAMCheckRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_reef_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IPAMCheckRequest.ProtoReflect.Descriptor instead.
+func (*IPAMCheckRequest) Descriptor() ([]byte, []int) {
+	return file_proto_reef_proto_rawDescGZIP(), []int{21}
+}
+
+type IPAMProblem struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`     // e.g. no-live-sandbox, veth-nobody-owns, block-conflict
+	Object        string                 `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"` // the address, handle, veth, route or block
+	Detail        string                 `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	Fix           string                 `protobuf:"bytes,4,opt,name=fix,proto3" json:"fix,omitempty"` // what to do
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IPAMProblem) Reset() {
+	*x = IPAMProblem{}
+	mi := &file_proto_reef_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IPAMProblem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IPAMProblem) ProtoMessage() {}
+
+func (x *IPAMProblem) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_reef_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IPAMProblem.ProtoReflect.Descriptor instead.
+func (*IPAMProblem) Descriptor() ([]byte, []int) {
+	return file_proto_reef_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *IPAMProblem) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *IPAMProblem) GetObject() string {
+	if x != nil {
+		return x.Object
+	}
+	return ""
+}
+
+func (x *IPAMProblem) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *IPAMProblem) GetFix() string {
+	if x != nil {
+		return x.Fix
+	}
+	return ""
+}
+
+type IPAMCheckReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Problems      []*IPAMProblem         `protobuf:"bytes,1,rep,name=problems,proto3" json:"problems,omitempty"`
+	Endpoints     int32                  `protobuf:"varint,2,opt,name=endpoints,proto3" json:"endpoints,omitempty"` // checked
+	Blocks        int32                  `protobuf:"varint,3,opt,name=blocks,proto3" json:"blocks,omitempty"`       // this node's, checked
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IPAMCheckReply) Reset() {
+	*x = IPAMCheckReply{}
+	mi := &file_proto_reef_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IPAMCheckReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IPAMCheckReply) ProtoMessage() {}
+
+func (x *IPAMCheckReply) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_reef_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IPAMCheckReply.ProtoReflect.Descriptor instead.
+func (*IPAMCheckReply) Descriptor() ([]byte, []int) {
+	return file_proto_reef_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *IPAMCheckReply) GetProblems() []*IPAMProblem {
+	if x != nil {
+		return x.Problems
+	}
+	return nil
+}
+
+func (x *IPAMCheckReply) GetEndpoints() int32 {
+	if x != nil {
+		return x.Endpoints
+	}
+	return 0
+}
+
+func (x *IPAMCheckReply) GetBlocks() int32 {
+	if x != nil {
+		return x.Blocks
+	}
+	return 0
+}
+
+type IPAMReleaseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ip            string                 `protobuf:"bytes,1,opt,name=ip,proto3" json:"ip,omitempty"` // one of ip and handle
+	Handle        string                 `protobuf:"bytes,2,opt,name=handle,proto3" json:"handle,omitempty"`
+	Force         bool                   `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"` // release even if a live sandbox holds it
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IPAMReleaseRequest) Reset() {
+	*x = IPAMReleaseRequest{}
+	mi := &file_proto_reef_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IPAMReleaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IPAMReleaseRequest) ProtoMessage() {}
+
+func (x *IPAMReleaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_reef_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IPAMReleaseRequest.ProtoReflect.Descriptor instead.
+func (*IPAMReleaseRequest) Descriptor() ([]byte, []int) {
+	return file_proto_reef_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *IPAMReleaseRequest) GetIp() string {
+	if x != nil {
+		return x.Ip
+	}
+	return ""
+}
+
+func (x *IPAMReleaseRequest) GetHandle() string {
+	if x != nil {
+		return x.Handle
+	}
+	return ""
+}
+
+func (x *IPAMReleaseRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+type IPAMReleaseReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ip            string                 `protobuf:"bytes,1,opt,name=ip,proto3" json:"ip,omitempty"`
+	Handle        string                 `protobuf:"bytes,2,opt,name=handle,proto3" json:"handle,omitempty"`
+	Pod           string                 `protobuf:"bytes,3,opt,name=pod,proto3" json:"pod,omitempty"`
+	What          string                 `protobuf:"bytes,4,opt,name=what,proto3" json:"what,omitempty"` // what was done, in words
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IPAMReleaseReply) Reset() {
+	*x = IPAMReleaseReply{}
+	mi := &file_proto_reef_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IPAMReleaseReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IPAMReleaseReply) ProtoMessage() {}
+
+func (x *IPAMReleaseReply) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_reef_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IPAMReleaseReply.ProtoReflect.Descriptor instead.
+func (*IPAMReleaseReply) Descriptor() ([]byte, []int) {
+	return file_proto_reef_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *IPAMReleaseReply) GetIp() string {
+	if x != nil {
+		return x.Ip
+	}
+	return ""
+}
+
+func (x *IPAMReleaseReply) GetHandle() string {
+	if x != nil {
+		return x.Handle
+	}
+	return ""
+}
+
+func (x *IPAMReleaseReply) GetPod() string {
+	if x != nil {
+		return x.Pod
+	}
+	return ""
+}
+
+func (x *IPAMReleaseReply) GetWhat() string {
+	if x != nil {
+		return x.What
+	}
+	return ""
+}
+
 var File_proto_reef_proto protoreflect.FileDescriptor
 
 const file_proto_reef_proto_rawDesc = "" +
@@ -1876,20 +2168,41 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x04want\x18\x04 \x01(\tR\x04want\x12\x12\n" +
 	"\x04have\x18\x05 \x01(\tR\x04have\"<\n" +
 	"\vRoutesReply\x12-\n" +
-	"\aentries\x18\x01 \x03(\v2\x13.reef.v1.RouteEntryR\aentries2\xf4\x01\n" +
+	"\aentries\x18\x01 \x03(\v2\x13.reef.v1.RouteEntryR\aentries\"\x12\n" +
+	"\x10IPAMCheckRequest\"c\n" +
+	"\vIPAMProblem\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x16\n" +
+	"\x06object\x18\x02 \x01(\tR\x06object\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\x12\x10\n" +
+	"\x03fix\x18\x04 \x01(\tR\x03fix\"x\n" +
+	"\x0eIPAMCheckReply\x120\n" +
+	"\bproblems\x18\x01 \x03(\v2\x14.reef.v1.IPAMProblemR\bproblems\x12\x1c\n" +
+	"\tendpoints\x18\x02 \x01(\x05R\tendpoints\x12\x16\n" +
+	"\x06blocks\x18\x03 \x01(\x05R\x06blocks\"R\n" +
+	"\x12IPAMReleaseRequest\x12\x0e\n" +
+	"\x02ip\x18\x01 \x01(\tR\x02ip\x12\x16\n" +
+	"\x06handle\x18\x02 \x01(\tR\x06handle\x12\x14\n" +
+	"\x05force\x18\x03 \x01(\bR\x05force\"`\n" +
+	"\x10IPAMReleaseReply\x12\x0e\n" +
+	"\x02ip\x18\x01 \x01(\tR\x02ip\x12\x16\n" +
+	"\x06handle\x18\x02 \x01(\tR\x06handle\x12\x10\n" +
+	"\x03pod\x18\x03 \x01(\tR\x03pod\x12\x12\n" +
+	"\x04what\x18\x04 \x01(\tR\x04what2\xf4\x01\n" +
 	"\x03CNI\x12-\n" +
 	"\x03Add\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply\x12-\n" +
 	"\x03Del\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply\x12/\n" +
 	"\x05Check\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply\x12,\n" +
 	"\x02GC\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply\x120\n" +
-	"\x06Status\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply2\xa4\x02\n" +
+	"\x06Status\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply2\xac\x03\n" +
 	"\x04Node\x126\n" +
 	"\x06Status\x12\x16.reef.v1.StatusRequest\x1a\x14.reef.v1.StatusReply\x120\n" +
 	"\x04IPAM\x12\x14.reef.v1.IPAMRequest\x1a\x12.reef.v1.IPAMReply\x126\n" +
 	"\x06Forget\x12\x16.reef.v1.ForgetRequest\x1a\x14.reef.v1.ForgetReply\x12B\n" +
 	"\n" +
 	"PolicyShow\x12\x1a.reef.v1.PolicyShowRequest\x1a\x18.reef.v1.PolicyShowReply\x126\n" +
-	"\x06Routes\x12\x16.reef.v1.RoutesRequest\x1a\x14.reef.v1.RoutesReplyB&Z$github.com/reefcni/reef/proto;reefv1b\x06proto3"
+	"\x06Routes\x12\x16.reef.v1.RoutesRequest\x1a\x14.reef.v1.RoutesReply\x12?\n" +
+	"\tIPAMCheck\x12\x19.reef.v1.IPAMCheckRequest\x1a\x17.reef.v1.IPAMCheckReply\x12E\n" +
+	"\vIPAMRelease\x12\x1b.reef.v1.IPAMReleaseRequest\x1a\x19.reef.v1.IPAMReleaseReplyB&Z$github.com/reefcni/reef/proto;reefv1b\x06proto3"
 
 var (
 	file_proto_reef_proto_rawDescOnce sync.Once
@@ -1903,30 +2216,35 @@ func file_proto_reef_proto_rawDescGZIP() []byte {
 	return file_proto_reef_proto_rawDescData
 }
 
-var file_proto_reef_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_proto_reef_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_proto_reef_proto_goTypes = []any{
-	(*CNIRequest)(nil),        // 0: reef.v1.CNIRequest
-	(*CNIReply)(nil),          // 1: reef.v1.CNIReply
-	(*CNIError)(nil),          // 2: reef.v1.CNIError
-	(*PolicyShowRequest)(nil), // 3: reef.v1.PolicyShowRequest
-	(*PolicyShowReply)(nil),   // 4: reef.v1.PolicyShowReply
-	(*ForgetRequest)(nil),     // 5: reef.v1.ForgetRequest
-	(*ForgetReply)(nil),       // 6: reef.v1.ForgetReply
-	(*Peer)(nil),              // 7: reef.v1.Peer
-	(*StatusRequest)(nil),     // 8: reef.v1.StatusRequest
-	(*StatusReply)(nil),       // 9: reef.v1.StatusReply
-	(*PolicyStatus)(nil),      // 10: reef.v1.PolicyStatus
-	(*ExternalPeer)(nil),      // 11: reef.v1.ExternalPeer
-	(*PendingClaim)(nil),      // 12: reef.v1.PendingClaim
-	(*IPAMRequest)(nil),       // 13: reef.v1.IPAMRequest
-	(*IPAMReply)(nil),         // 14: reef.v1.IPAMReply
-	(*Allocation)(nil),        // 15: reef.v1.Allocation
-	(*Pool)(nil),              // 16: reef.v1.Pool
-	(*Block)(nil),             // 17: reef.v1.Block
-	(*RoutesRequest)(nil),     // 18: reef.v1.RoutesRequest
-	(*RouteEntry)(nil),        // 19: reef.v1.RouteEntry
-	(*RoutesReply)(nil),       // 20: reef.v1.RoutesReply
-	nil,                       // 21: reef.v1.ExternalPeer.DroppedEntry
+	(*CNIRequest)(nil),         // 0: reef.v1.CNIRequest
+	(*CNIReply)(nil),           // 1: reef.v1.CNIReply
+	(*CNIError)(nil),           // 2: reef.v1.CNIError
+	(*PolicyShowRequest)(nil),  // 3: reef.v1.PolicyShowRequest
+	(*PolicyShowReply)(nil),    // 4: reef.v1.PolicyShowReply
+	(*ForgetRequest)(nil),      // 5: reef.v1.ForgetRequest
+	(*ForgetReply)(nil),        // 6: reef.v1.ForgetReply
+	(*Peer)(nil),               // 7: reef.v1.Peer
+	(*StatusRequest)(nil),      // 8: reef.v1.StatusRequest
+	(*StatusReply)(nil),        // 9: reef.v1.StatusReply
+	(*PolicyStatus)(nil),       // 10: reef.v1.PolicyStatus
+	(*ExternalPeer)(nil),       // 11: reef.v1.ExternalPeer
+	(*PendingClaim)(nil),       // 12: reef.v1.PendingClaim
+	(*IPAMRequest)(nil),        // 13: reef.v1.IPAMRequest
+	(*IPAMReply)(nil),          // 14: reef.v1.IPAMReply
+	(*Allocation)(nil),         // 15: reef.v1.Allocation
+	(*Pool)(nil),               // 16: reef.v1.Pool
+	(*Block)(nil),              // 17: reef.v1.Block
+	(*RoutesRequest)(nil),      // 18: reef.v1.RoutesRequest
+	(*RouteEntry)(nil),         // 19: reef.v1.RouteEntry
+	(*RoutesReply)(nil),        // 20: reef.v1.RoutesReply
+	(*IPAMCheckRequest)(nil),   // 21: reef.v1.IPAMCheckRequest
+	(*IPAMProblem)(nil),        // 22: reef.v1.IPAMProblem
+	(*IPAMCheckReply)(nil),     // 23: reef.v1.IPAMCheckReply
+	(*IPAMReleaseRequest)(nil), // 24: reef.v1.IPAMReleaseRequest
+	(*IPAMReleaseReply)(nil),   // 25: reef.v1.IPAMReleaseReply
+	nil,                        // 26: reef.v1.ExternalPeer.DroppedEntry
 }
 var file_proto_reef_proto_depIdxs = []int32{
 	2,  // 0: reef.v1.CNIReply.error:type_name -> reef.v1.CNIError
@@ -1935,36 +2253,41 @@ var file_proto_reef_proto_depIdxs = []int32{
 	12, // 3: reef.v1.StatusReply.pending_claims:type_name -> reef.v1.PendingClaim
 	11, // 4: reef.v1.StatusReply.external_peers:type_name -> reef.v1.ExternalPeer
 	10, // 5: reef.v1.StatusReply.policy:type_name -> reef.v1.PolicyStatus
-	21, // 6: reef.v1.ExternalPeer.dropped:type_name -> reef.v1.ExternalPeer.DroppedEntry
+	26, // 6: reef.v1.ExternalPeer.dropped:type_name -> reef.v1.ExternalPeer.DroppedEntry
 	16, // 7: reef.v1.IPAMReply.pools:type_name -> reef.v1.Pool
 	17, // 8: reef.v1.IPAMReply.blocks:type_name -> reef.v1.Block
 	15, // 9: reef.v1.IPAMReply.allocations:type_name -> reef.v1.Allocation
 	19, // 10: reef.v1.RoutesReply.entries:type_name -> reef.v1.RouteEntry
-	0,  // 11: reef.v1.CNI.Add:input_type -> reef.v1.CNIRequest
-	0,  // 12: reef.v1.CNI.Del:input_type -> reef.v1.CNIRequest
-	0,  // 13: reef.v1.CNI.Check:input_type -> reef.v1.CNIRequest
-	0,  // 14: reef.v1.CNI.GC:input_type -> reef.v1.CNIRequest
-	0,  // 15: reef.v1.CNI.Status:input_type -> reef.v1.CNIRequest
-	8,  // 16: reef.v1.Node.Status:input_type -> reef.v1.StatusRequest
-	13, // 17: reef.v1.Node.IPAM:input_type -> reef.v1.IPAMRequest
-	5,  // 18: reef.v1.Node.Forget:input_type -> reef.v1.ForgetRequest
-	3,  // 19: reef.v1.Node.PolicyShow:input_type -> reef.v1.PolicyShowRequest
-	18, // 20: reef.v1.Node.Routes:input_type -> reef.v1.RoutesRequest
-	1,  // 21: reef.v1.CNI.Add:output_type -> reef.v1.CNIReply
-	1,  // 22: reef.v1.CNI.Del:output_type -> reef.v1.CNIReply
-	1,  // 23: reef.v1.CNI.Check:output_type -> reef.v1.CNIReply
-	1,  // 24: reef.v1.CNI.GC:output_type -> reef.v1.CNIReply
-	1,  // 25: reef.v1.CNI.Status:output_type -> reef.v1.CNIReply
-	9,  // 26: reef.v1.Node.Status:output_type -> reef.v1.StatusReply
-	14, // 27: reef.v1.Node.IPAM:output_type -> reef.v1.IPAMReply
-	6,  // 28: reef.v1.Node.Forget:output_type -> reef.v1.ForgetReply
-	4,  // 29: reef.v1.Node.PolicyShow:output_type -> reef.v1.PolicyShowReply
-	20, // 30: reef.v1.Node.Routes:output_type -> reef.v1.RoutesReply
-	21, // [21:31] is the sub-list for method output_type
-	11, // [11:21] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	22, // 11: reef.v1.IPAMCheckReply.problems:type_name -> reef.v1.IPAMProblem
+	0,  // 12: reef.v1.CNI.Add:input_type -> reef.v1.CNIRequest
+	0,  // 13: reef.v1.CNI.Del:input_type -> reef.v1.CNIRequest
+	0,  // 14: reef.v1.CNI.Check:input_type -> reef.v1.CNIRequest
+	0,  // 15: reef.v1.CNI.GC:input_type -> reef.v1.CNIRequest
+	0,  // 16: reef.v1.CNI.Status:input_type -> reef.v1.CNIRequest
+	8,  // 17: reef.v1.Node.Status:input_type -> reef.v1.StatusRequest
+	13, // 18: reef.v1.Node.IPAM:input_type -> reef.v1.IPAMRequest
+	5,  // 19: reef.v1.Node.Forget:input_type -> reef.v1.ForgetRequest
+	3,  // 20: reef.v1.Node.PolicyShow:input_type -> reef.v1.PolicyShowRequest
+	18, // 21: reef.v1.Node.Routes:input_type -> reef.v1.RoutesRequest
+	21, // 22: reef.v1.Node.IPAMCheck:input_type -> reef.v1.IPAMCheckRequest
+	24, // 23: reef.v1.Node.IPAMRelease:input_type -> reef.v1.IPAMReleaseRequest
+	1,  // 24: reef.v1.CNI.Add:output_type -> reef.v1.CNIReply
+	1,  // 25: reef.v1.CNI.Del:output_type -> reef.v1.CNIReply
+	1,  // 26: reef.v1.CNI.Check:output_type -> reef.v1.CNIReply
+	1,  // 27: reef.v1.CNI.GC:output_type -> reef.v1.CNIReply
+	1,  // 28: reef.v1.CNI.Status:output_type -> reef.v1.CNIReply
+	9,  // 29: reef.v1.Node.Status:output_type -> reef.v1.StatusReply
+	14, // 30: reef.v1.Node.IPAM:output_type -> reef.v1.IPAMReply
+	6,  // 31: reef.v1.Node.Forget:output_type -> reef.v1.ForgetReply
+	4,  // 32: reef.v1.Node.PolicyShow:output_type -> reef.v1.PolicyShowReply
+	20, // 33: reef.v1.Node.Routes:output_type -> reef.v1.RoutesReply
+	23, // 34: reef.v1.Node.IPAMCheck:output_type -> reef.v1.IPAMCheckReply
+	25, // 35: reef.v1.Node.IPAMRelease:output_type -> reef.v1.IPAMReleaseReply
+	24, // [24:36] is the sub-list for method output_type
+	12, // [12:24] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_proto_reef_proto_init() }
@@ -1978,7 +2301,7 @@ func file_proto_reef_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_reef_proto_rawDesc), len(file_proto_reef_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -280,11 +280,13 @@ var CNI_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Node_Status_FullMethodName     = "/reef.v1.Node/Status"
-	Node_IPAM_FullMethodName       = "/reef.v1.Node/IPAM"
-	Node_Forget_FullMethodName     = "/reef.v1.Node/Forget"
-	Node_PolicyShow_FullMethodName = "/reef.v1.Node/PolicyShow"
-	Node_Routes_FullMethodName     = "/reef.v1.Node/Routes"
+	Node_Status_FullMethodName      = "/reef.v1.Node/Status"
+	Node_IPAM_FullMethodName        = "/reef.v1.Node/IPAM"
+	Node_Forget_FullMethodName      = "/reef.v1.Node/Forget"
+	Node_PolicyShow_FullMethodName  = "/reef.v1.Node/PolicyShow"
+	Node_Routes_FullMethodName      = "/reef.v1.Node/Routes"
+	Node_IPAMCheck_FullMethodName   = "/reef.v1.Node/IPAMCheck"
+	Node_IPAMRelease_FullMethodName = "/reef.v1.Node/IPAMRelease"
 )
 
 // NodeClient is the client API for Node service.
@@ -299,6 +301,10 @@ type NodeClient interface {
 	PolicyShow(ctx context.Context, in *PolicyShowRequest, opts ...grpc.CallOption) (*PolicyShowReply, error)
 	// Routes compares the routes and veths reef wants with the kernel's.
 	Routes(ctx context.Context, in *RoutesRequest, opts ...grpc.CallOption) (*RoutesReply, error)
+	// IPAMCheck compares the store, the kernel and the cluster (reef ipam check).
+	IPAMCheck(ctx context.Context, in *IPAMCheckRequest, opts ...grpc.CallOption) (*IPAMCheckReply, error)
+	// IPAMRelease frees a leaked allocation (reef ipam release).
+	IPAMRelease(ctx context.Context, in *IPAMReleaseRequest, opts ...grpc.CallOption) (*IPAMReleaseReply, error)
 }
 
 type nodeClient struct {
@@ -359,6 +365,26 @@ func (c *nodeClient) Routes(ctx context.Context, in *RoutesRequest, opts ...grpc
 	return out, nil
 }
 
+func (c *nodeClient) IPAMCheck(ctx context.Context, in *IPAMCheckRequest, opts ...grpc.CallOption) (*IPAMCheckReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(IPAMCheckReply)
+	err := c.cc.Invoke(ctx, Node_IPAMCheck_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeClient) IPAMRelease(ctx context.Context, in *IPAMReleaseRequest, opts ...grpc.CallOption) (*IPAMReleaseReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(IPAMReleaseReply)
+	err := c.cc.Invoke(ctx, Node_IPAMRelease_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServer is the server API for Node service.
 // All implementations must embed UnimplementedNodeServer
 // for forward compatibility.
@@ -371,6 +397,10 @@ type NodeServer interface {
 	PolicyShow(context.Context, *PolicyShowRequest) (*PolicyShowReply, error)
 	// Routes compares the routes and veths reef wants with the kernel's.
 	Routes(context.Context, *RoutesRequest) (*RoutesReply, error)
+	// IPAMCheck compares the store, the kernel and the cluster (reef ipam check).
+	IPAMCheck(context.Context, *IPAMCheckRequest) (*IPAMCheckReply, error)
+	// IPAMRelease frees a leaked allocation (reef ipam release).
+	IPAMRelease(context.Context, *IPAMReleaseRequest) (*IPAMReleaseReply, error)
 	mustEmbedUnimplementedNodeServer()
 }
 
@@ -395,6 +425,12 @@ func (UnimplementedNodeServer) PolicyShow(context.Context, *PolicyShowRequest) (
 }
 func (UnimplementedNodeServer) Routes(context.Context, *RoutesRequest) (*RoutesReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method Routes not implemented")
+}
+func (UnimplementedNodeServer) IPAMCheck(context.Context, *IPAMCheckRequest) (*IPAMCheckReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method IPAMCheck not implemented")
+}
+func (UnimplementedNodeServer) IPAMRelease(context.Context, *IPAMReleaseRequest) (*IPAMReleaseReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method IPAMRelease not implemented")
 }
 func (UnimplementedNodeServer) mustEmbedUnimplementedNodeServer() {}
 func (UnimplementedNodeServer) testEmbeddedByValue()              {}
@@ -507,6 +543,42 @@ func _Node_Routes_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Node_IPAMCheck_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(IPAMCheckRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).IPAMCheck(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_IPAMCheck_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).IPAMCheck(ctx, req.(*IPAMCheckRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Node_IPAMRelease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(IPAMReleaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).IPAMRelease(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_IPAMRelease_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).IPAMRelease(ctx, req.(*IPAMReleaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Node_ServiceDesc is the grpc.ServiceDesc for Node service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -533,6 +605,14 @@ var Node_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Routes",
 			Handler:    _Node_Routes_Handler,
+		},
+		{
+			MethodName: "IPAMCheck",
+			Handler:    _Node_IPAMCheck_Handler,
+		},
+		{
+			MethodName: "IPAMRelease",
+			Handler:    _Node_IPAMRelease_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,168 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	reefv1 "github.com/reefcni/reef/proto"
+	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/store"
+)
+
+// IPAMCheck is `reef ipam check`: the store's records against each other
+// (store.Check), against the kernel (sandboxes, veths, routes) and against
+// the cluster (blocks another node holds too). It changes nothing.
+func (n *nodeService) IPAMCheck(ctx context.Context, _ *reefv1.IPAMCheckRequest) (*reefv1.IPAMCheckReply, error) {
+	d := n.d
+	out := &reefv1.IPAMCheckReply{}
+	add := func(kind, object, detail, fix string) {
+		out.Problems = append(out.Problems, &reefv1.IPAMProblem{Kind: kind, Object: object, Detail: detail, Fix: fix})
+	}
+	problems, err := d.store.Check()
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range problems {
+		switch p.Kind {
+		case store.ProblemOrphanAddress:
+			add(p.Kind, p.IP.String(), p.Detail, "reef ipam release "+p.IP.String())
+		case store.ProblemUnindexed:
+			add(p.Kind, p.Handle, p.Detail, "reef ipam release --handle "+p.Handle+" (the runtime's DEL does the same)")
+		default:
+			add(p.Kind, p.Handle, p.Detail, "delete the pod: its address is not this node's to give")
+		}
+	}
+	eps, err := d.store.Endpoints()
+	if err != nil {
+		return nil, err
+	}
+	want, have, cmpErr := d.rec.compareRoutes()
+	for _, ep := range eps {
+		if ep.State == store.EndpointReserved {
+			continue
+		}
+		out.Endpoints++
+		pod := podOf(ep)
+		switch {
+		case ep.State != store.EndpointReady:
+			add("add-never-finished", ep.IP.String(), fmt.Sprintf("%s holds %s in state %s: its ADD never finished", pod, ep.IP, ep.State),
+				"nothing: the next reconcile pass frees it")
+		case !routes.NetnsExists(ep.Netns):
+			add("no-live-sandbox", ep.IP.String(), fmt.Sprintf("%s holds %s, but its network namespace %s is gone", pod, ep.IP, ep.Netns),
+				"reef ipam release "+ep.IP.String()+" (the reconcile pass also frees it on its second pass that finds it gone)")
+		case ep.HostVeth != "" && have.Links != nil && !have.Links[ep.HostVeth]:
+			add("veth-missing", ep.IP.String(), fmt.Sprintf("%s holds %s, but its veth %s is gone", pod, ep.IP, ep.HostVeth),
+				"recreate the pod (the runtime's DEL then ADD)")
+		}
+	}
+	if cmpErr != nil && want.Routes == nil {
+		return nil, cmpErr
+	}
+	for _, e := range routes.Compare(want, have) {
+		switch {
+		case e.State == routes.EntryInSync:
+		case e.Kind == "link" && e.State == routes.EntryExtra:
+			add("veth-nobody-owns", e.Object, "veth "+e.Object+" is reef's by its name, and no endpoint has it", "nothing: the next reconcile pass deletes it")
+		case e.Kind == "route" && e.State == routes.EntryExtra:
+			add("route-nobody-owns", e.Object, "route "+e.Have+" has reef's protocol, and nothing reef wants is routed so", "nothing: the next reconcile pass deletes it")
+		case e.Kind == "route":
+			add("route-"+e.State, e.Object, fmt.Sprintf("route %s: want %q, the kernel has %q", e.Object, e.Want, e.Have), "nothing: the next reconcile pass repairs it")
+		}
+	}
+	blocks, err := d.store.Blocks()
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range blocks {
+		if b.Own() {
+			out.Blocks++
+		}
+		if b.State == store.BlockLost {
+			add("block-conflict", b.CIDR.String(), fmt.Sprintf("block %s was confirmed here, and another node holds it: no new address comes from it here (%d in use)", b.CIDR, b.Used),
+				"let the pods of the block go (docs/ipam.md, \"Conflicts\"); reef status shows the other owner")
+		}
+	}
+	return out, nil
+}
+
+func podOf(ep store.Endpoint) string {
+	if ep.PodName == "" {
+		return "container " + ep.ContainerID
+	}
+	return fmt.Sprintf("pod %s/%s (container %.12s)", ep.PodNamespace, ep.PodName, ep.ContainerID)
+}
+
+// IPAMRelease is `reef ipam release IP|--handle H [--force]`: it frees an
+// allocation as the runtime's DEL would (veth, nftables elements, limits,
+// address, record), or an address the index gives to a handle with no
+// record. One a live sandbox holds (its network namespace exists) is
+// refused without force: that pod would lose its address to the next ADD.
+func (n *nodeService) IPAMRelease(ctx context.Context, req *reefv1.IPAMReleaseRequest) (*reefv1.IPAMReleaseReply, error) {
+	d := n.d
+	var ep store.Endpoint
+	found := false
+	switch {
+	case req.GetHandle() != "":
+		var err error
+		if ep, found, err = d.store.Endpoint(req.GetHandle()); err != nil {
+			return nil, err
+		}
+		if !found {
+			return nil, status.Errorf(codes.NotFound, "no endpoint has handle %q (reef ipam show --show-allocations lists them)", req.GetHandle())
+		}
+	case req.GetIp() != "":
+		ip, err := netip.ParseAddr(req.GetIp())
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "%q is not an IP address", req.GetIp())
+		}
+		eps, err := d.store.Endpoints()
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range eps {
+			if e.IP == ip {
+				ep, found = e, true
+			}
+		}
+		if !found {
+			holder, err := d.store.ReleaseOrphanAddress(ip)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, status.Errorf(codes.NotFound, "address %s is not allocated on this node", ip)
+			}
+			if err != nil {
+				return nil, err
+			}
+			d.log.Warn("released an address by hand: its holder had no endpoint record", "ip", ip, "handle", holder)
+			return &reefv1.IPAMReleaseReply{Ip: ip.String(), Handle: holder,
+				What: fmt.Sprintf("freed %s, which the address index gave to %s, a handle with no endpoint record", ip, holder)}, nil
+		}
+	default:
+		return nil, status.Error(codes.InvalidArgument, "give an IP address or --handle")
+	}
+	if ep.State == store.EndpointReserved {
+		return nil, status.Errorf(codes.FailedPrecondition, "%s is reserved by reef itself (%s), not a pod's", ep.IP, ep.Handle)
+	}
+	live := ep.State == store.EndpointReady && routes.NetnsExists(ep.Netns)
+	if live && !req.GetForce() {
+		return nil, status.Errorf(codes.FailedPrecondition,
+			"%s holds %s and is live (its network namespace %s exists): releasing it would give its address to the next pod; delete the pod, or use --force",
+			podOf(ep), ep.IP, ep.Netns)
+	}
+	d.cni.Kernel.Lock()
+	err := d.cni.TearDown(ep)
+	d.cni.Kernel.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("release %s of %s: %w", ep.IP, ep.Handle, err)
+	}
+	what := fmt.Sprintf("released %s of %s: its veth, nftables elements and record are gone, the address is free", ep.IP, podOf(ep))
+	if live {
+		what += " (forced: the sandbox was live)"
+	}
+	d.log.Warn("released an allocation by hand (reef ipam release)", "ip", ep.IP, "handle", ep.Handle, "forced", live)
+	return &reefv1.IPAMReleaseReply{Ip: ep.IP.String(), Handle: ep.Handle, Pod: ep.PodNamespace + "/" + ep.PodName, What: what}, nil
+}
