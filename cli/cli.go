@@ -262,6 +262,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fmt.Fprintf(stdout, "node:       %s  %s on %s (pod MTU %d)\n", st.GetNodeName(), st.GetNodeAddress(), st.GetInterface(), st.GetMtu())
 	fmt.Fprintf(stdout, "up since:   %s\n", time.Unix(st.GetStartedUnix(), 0).UTC().Format(time.RFC3339))
 	fmt.Fprintf(stdout, "store:      %s\n", st.GetStorePath())
+	for _, w := range st.GetRuntimeWarnings() {
+		fmt.Fprintf(stdout, "WARNING:    %s\n", w)
+	}
 	fmt.Fprintf(stdout, "endpoints:  %d\n", st.GetEndpoints())
 	for _, hp := range st.GetHostPorts() {
 		fmt.Fprintf(stdout, "hostPort:   %s\n", hp)

@@ -32,17 +32,22 @@ const (
 // Config is the daemon configuration, read from /etc/reef/config.yaml and
 // overridden by flags. Every key has a default (see DefaultConfig).
 type Config struct {
-	NodeName          string        `yaml:"nodeName"`
-	NodeAddress       netip.Addr    `yaml:"nodeAddress"` // zero: autodetected from the uplink
-	Interface         string        `yaml:"interface"`   // "": autodetected
-	StateDir          string        `yaml:"stateDir"`
-	Socket            string        `yaml:"socket"`
-	PendingDeleteDir  string        `yaml:"pendingDeleteDir"` // "": <stateDir>/pending-del, filled by Finish
-	MTU               int           `yaml:"mtu"`              // 0: derived from the uplink
-	Pools             []PoolConfig  `yaml:"pools"`
-	BGP               BGPConfig     `yaml:"bgp"`
-	Kubernetes        KubeConfig    `yaml:"kubernetes"`
-	Metrics           string        `yaml:"metrics"` // "": disabled
+	NodeName         string       `yaml:"nodeName"`
+	NodeAddress      netip.Addr   `yaml:"nodeAddress"` // zero: autodetected from the uplink
+	Interface        string       `yaml:"interface"`   // "": autodetected
+	StateDir         string       `yaml:"stateDir"`
+	Socket           string       `yaml:"socket"`
+	PendingDeleteDir string       `yaml:"pendingDeleteDir"` // "": <stateDir>/pending-del, filled by Finish
+	MTU              int          `yaml:"mtu"`              // 0: derived from the uplink
+	Pools            []PoolConfig `yaml:"pools"`
+	BGP              BGPConfig    `yaml:"bgp"`
+	Kubernetes       KubeConfig   `yaml:"kubernetes"`
+	Metrics          string       `yaml:"metrics"` // "": disabled
+	// CNIConfDir and CNIBinDir are where the container runtime looks for
+	// conflists and plugins (containerd's conf_dir and bin_dir): reef
+	// status warns when the runtime will not use reef.
+	CNIConfDir        string        `yaml:"cniConfDir"`
+	CNIBinDir         string        `yaml:"cniBinDir"`
 	ReconcileInterval time.Duration `yaml:"reconcileInterval"`
 	LogLevel          string        `yaml:"logLevel"`
 }
@@ -167,6 +172,8 @@ func DefaultConfig() Config {
 		Pools:             []PoolConfig{pool},
 		BGP:               BGPConfig{ASN: 64512, Port: 179, KeepaliveTime: 10 * time.Second, HoldTime: 30 * time.Second},
 		Metrics:           "127.0.0.1:9099",
+		CNIConfDir:        "/etc/cni/net.d",
+		CNIBinDir:         "/opt/cni/bin",
 		ReconcileInterval: 30 * time.Second,
 		LogLevel:          "info",
 	}

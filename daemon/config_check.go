@@ -37,7 +37,8 @@ func (c *Config) configProblems() []configProblem {
 	if i := c.Interface; i != "" && (len(i) > 15 || i == "." || i == ".." || strings.ContainsAny(i, "/: \t\n\r\v\f")) {
 		bad("interface", "value %q is not an interface name (at most 15 characters, no '/', ':' or spaces)", i)
 	}
-	for _, p := range []struct{ key, val string }{{"stateDir", c.StateDir}, {"socket", c.Socket}, {"pendingDeleteDir", c.PendingDeleteDir}} {
+	for _, p := range []struct{ key, val string }{{"stateDir", c.StateDir}, {"socket", c.Socket}, {"pendingDeleteDir", c.PendingDeleteDir},
+		{"cniConfDir", c.CNIConfDir}, {"cniBinDir", c.CNIBinDir}} {
 		if (p.val != "" || p.key != "pendingDeleteDir") && !filepath.IsAbs(p.val) {
 			bad(p.key, "value %q is not an absolute path", p.val)
 		}

@@ -106,6 +106,10 @@ func (d *Daemon) metricsState() metrics.State {
 		}
 		s.Pools = append(s.Pools, mp)
 	}
+	s.RuntimeKinds = RuntimeProblemKinds
+	for _, p := range checkRuntime(d.cfg.CNIConfDir, d.cfg.CNIBinDir) {
+		s.RuntimeProblems = append(s.RuntimeProblems, p.Kind)
+	}
 	if entries, bad, err := pendingdel.List(d.cfg.PendingDeleteDir); err == nil {
 		s.PendingDeletes = len(entries) + len(bad)
 	}

@@ -58,6 +58,9 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 		StorePath:         d.store.Path(),
 		LastReconcileUnix: last.Unix(),
 	}
+	for _, p := range checkRuntime(d.cfg.CNIConfDir, d.cfg.CNIBinDir) {
+		out.RuntimeWarnings = append(out.RuntimeWarnings, p.Message)
+	}
 	for _, ep := range eps {
 		pod := ep.PodNamespace + "/" + ep.PodName
 		if ep.PodName == "" {

@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -99,5 +102,48 @@ func TestIPAMCheckRelease(t *testing.T) {
 	}
 	if v := reefVeths(t, n); len(v) != 0 {
 		t.Errorf("veths after the forced release: %v, want none", v)
+	}
+}
+
+// TestRuntimeWarnings: `reef status` and reef_runtime_config_problem say
+// when the runtime will not use reef: another conflist sorting before
+// reef's in the CNI config dir.
+func TestRuntimeWarnings(t *testing.T) {
+	l := newLab(t)
+	n := startNode(t, l, "node1", lab.NodeOptions{})
+	metric := func() string {
+		resp, err := lab.HTTPClientIn(n.Netns).Get("http://127.0.0.1:9099/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, `reef_runtime_config_problem{problem="conflist-shadowed"}`) {
+				return line
+			}
+		}
+		return ""
+	}
+	if st, err := n.Reef("status"); err != nil || strings.Contains(st, "WARNING") {
+		t.Errorf("reef status of a node whose runtime uses reef: %v\n%s", err, st)
+	}
+	if m := metric(); !strings.HasSuffix(m, " 0") {
+		t.Errorf("metric %q, want 0", m)
+	}
+	other := filepath.Join(n.CNIConfDir(), "05-flannel.conflist")
+	if err := os.WriteFile(other, []byte(`{"cniVersion":"1.0.0","name":"cbr0","plugins":[{"type":"flannel"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := n.Reef("status")
+	if err != nil || !strings.Contains(st, "WARNING:    05-flannel.conflist sorts before reef's 10-reef.conflist") || !strings.Contains(st, "max_conf_num = 1") {
+		t.Errorf("reef status with another conflist first: %v\n%s", err, st)
+	}
+	if m := metric(); !strings.HasSuffix(m, " 1") {
+		t.Errorf("metric %q, want 1", m)
+	}
+	os.Remove(other)
+	if st, _ := n.Reef("status"); strings.Contains(st, "WARNING") {
+		t.Errorf("reef status after the other conflist went:\n%s", st)
 	}
 }

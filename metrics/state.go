@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,6 +18,10 @@ type State struct {
 	// InvalidPaths counts paths dropped because they are not reef blocks,
 	// since the start.
 	InvalidPaths uint64
+	// RuntimeProblems are the kinds of reason the container runtime will
+	// not use reef (reef status says what to do); RuntimeKinds every kind,
+	// so that each series is there at 0.
+	RuntimeProblems, RuntimeKinds []string
 }
 
 // Peer is one BGP session.
@@ -66,13 +71,15 @@ var (
 		"This node's claims of the pool's blocks waiting for a majority of the voters.", []string{"pool"}, nil)
 	descPendingDeletes = prometheus.NewDesc("reef_cni_pending_deletes",
 		"DELs queued while the daemon was away and not yet run.", nil, nil)
+	descRuntime = prometheus.NewDesc("reef_runtime_config_problem",
+		"1 when the container runtime will not use reef for this reason (reef status says what to do), else 0.", []string{"problem"}, nil)
 )
 
 type stateCollector struct{ state func() State }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSessionUp, descSessionUptime, descPathsReceived, descPathsAccepted, descPathsDropped, descInvalid,
-		descBlocks, descInUse, descCapacity, descPoolBlocks, descPoolClaimed, descWaiting, descPendingDeletes} {
+		descBlocks, descInUse, descCapacity, descPoolBlocks, descPoolClaimed, descWaiting, descPendingDeletes, descRuntime} {
 		ch <- d
 	}
 }
@@ -111,4 +118,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descWaiting, float64(p.Waiting), p.CIDR)
 	}
 	gauge(descPendingDeletes, float64(s.PendingDeletes))
+	for _, k := range s.RuntimeKinds {
+		v := 0.0
+		if slices.Contains(s.RuntimeProblems, k) {
+			v = 1
+		}
+		gauge(descRuntime, v, k)
+	}
 }

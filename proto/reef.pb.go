@@ -584,23 +584,24 @@ type StatusReply struct {
 	QuorumUp           int32                  `protobuf:"varint,15,opt,name=quorum_up,json=quorumUp,proto3" json:"quorum_up,omitempty"`          // voters reached (their record is seen), itself included
 	QuorumKnown        int32                  `protobuf:"varint,16,opt,name=quorum_known,json=quorumKnown,proto3" json:"quorum_known,omitempty"` // voters in bgp.voters
 	// The block protocol (docs/ipam.md).
-	Voters         []string        `protobuf:"bytes,17,rep,name=voters,proto3" json:"voters,omitempty"`                                        // bgp.voters as this node uses them
-	VotersMissing  []string        `protobuf:"bytes,18,rep,name=voters_missing,json=votersMissing,proto3" json:"voters_missing,omitempty"`     // voters whose record this node does not see
-	VotersMajority int32           `protobuf:"varint,19,opt,name=voters_majority,json=votersMajority,proto3" json:"voters_majority,omitempty"` // votes a claim needs
-	VoterHash      uint32          `protobuf:"varint,20,opt,name=voter_hash,json=voterHash,proto3" json:"voter_hash,omitempty"`
-	ClaimBlocked   string          `protobuf:"bytes,21,opt,name=claim_blocked,json=claimBlocked,proto3" json:"claim_blocked,omitempty"` // why this node cannot claim now; "" when it can
-	Conflicts      []string        `protobuf:"bytes,22,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
-	PendingClaims  []*PendingClaim `protobuf:"bytes,23,rep,name=pending_claims,json=pendingClaims,proto3" json:"pending_claims,omitempty"`
-	Incarnation    string          `protobuf:"bytes,24,opt,name=incarnation,proto3" json:"incarnation,omitempty"`                             // this node's incarnation, hex
-	VotersDisagree []string        `protobuf:"bytes,25,rep,name=voters_disagree,json=votersDisagree,proto3" json:"voters_disagree,omitempty"` // "node: [voters]" of nodes with another voter list
-	Gone           string          `protobuf:"bytes,26,opt,name=gone,proto3" json:"gone,omitempty"`                                           // why this incarnation was forgotten or superseded
-	VotesHeld      int32           `protobuf:"varint,27,opt,name=votes_held,json=votesHeld,proto3" json:"votes_held,omitempty"`               // votes this node holds as a voter (one per block it voted for)
-	ExternalPeers  []*ExternalPeer `protobuf:"bytes,28,rep,name=external_peers,json=externalPeers,proto3" json:"external_peers,omitempty"`    // bgp.externalPeers, in the config's order
-	Policy         *PolicyStatus   `protobuf:"bytes,29,opt,name=policy,proto3" json:"policy,omitempty"`                                       // absent: NetworkPolicy off (no kubernetes.kubeconfig)
-	HostPorts      []string        `protobuf:"bytes,30,rep,name=host_ports,json=hostPorts,proto3" json:"host_ports,omitempty"`                // "tcp 8080 -> default/web 80", every pod's hostPorts
-	Bandwidth      []string        `protobuf:"bytes,31,rep,name=bandwidth,proto3" json:"bandwidth,omitempty"`                                 // "default/web: in 10Mbit/s (burst 80kbit), out -", pods with limits
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	Voters          []string        `protobuf:"bytes,17,rep,name=voters,proto3" json:"voters,omitempty"`                                        // bgp.voters as this node uses them
+	VotersMissing   []string        `protobuf:"bytes,18,rep,name=voters_missing,json=votersMissing,proto3" json:"voters_missing,omitempty"`     // voters whose record this node does not see
+	VotersMajority  int32           `protobuf:"varint,19,opt,name=voters_majority,json=votersMajority,proto3" json:"voters_majority,omitempty"` // votes a claim needs
+	VoterHash       uint32          `protobuf:"varint,20,opt,name=voter_hash,json=voterHash,proto3" json:"voter_hash,omitempty"`
+	ClaimBlocked    string          `protobuf:"bytes,21,opt,name=claim_blocked,json=claimBlocked,proto3" json:"claim_blocked,omitempty"` // why this node cannot claim now; "" when it can
+	Conflicts       []string        `protobuf:"bytes,22,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
+	PendingClaims   []*PendingClaim `protobuf:"bytes,23,rep,name=pending_claims,json=pendingClaims,proto3" json:"pending_claims,omitempty"`
+	Incarnation     string          `protobuf:"bytes,24,opt,name=incarnation,proto3" json:"incarnation,omitempty"`                                // this node's incarnation, hex
+	VotersDisagree  []string        `protobuf:"bytes,25,rep,name=voters_disagree,json=votersDisagree,proto3" json:"voters_disagree,omitempty"`    // "node: [voters]" of nodes with another voter list
+	Gone            string          `protobuf:"bytes,26,opt,name=gone,proto3" json:"gone,omitempty"`                                              // why this incarnation was forgotten or superseded
+	VotesHeld       int32           `protobuf:"varint,27,opt,name=votes_held,json=votesHeld,proto3" json:"votes_held,omitempty"`                  // votes this node holds as a voter (one per block it voted for)
+	ExternalPeers   []*ExternalPeer `protobuf:"bytes,28,rep,name=external_peers,json=externalPeers,proto3" json:"external_peers,omitempty"`       // bgp.externalPeers, in the config's order
+	Policy          *PolicyStatus   `protobuf:"bytes,29,opt,name=policy,proto3" json:"policy,omitempty"`                                          // absent: NetworkPolicy off (no kubernetes.kubeconfig)
+	HostPorts       []string        `protobuf:"bytes,30,rep,name=host_ports,json=hostPorts,proto3" json:"host_ports,omitempty"`                   // "tcp 8080 -> default/web 80", every pod's hostPorts
+	Bandwidth       []string        `protobuf:"bytes,31,rep,name=bandwidth,proto3" json:"bandwidth,omitempty"`                                    // "default/web: in 10Mbit/s (burst 80kbit), out -", pods with limits
+	RuntimeWarnings []string        `protobuf:"bytes,32,rep,name=runtime_warnings,json=runtimeWarnings,proto3" json:"runtime_warnings,omitempty"` // why the container runtime will not use reef, with what to do
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *StatusReply) Reset() {
@@ -846,6 +847,13 @@ func (x *StatusReply) GetHostPorts() []string {
 func (x *StatusReply) GetBandwidth() []string {
 	if x != nil {
 		return x.Bandwidth
+	}
+	return nil
+}
+
+func (x *StatusReply) GetRuntimeWarnings() []string {
+	if x != nil {
+		return x.RuntimeWarnings
 	}
 	return nil
 }
@@ -2049,7 +2057,7 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\adynamic\x18\a \x01(\bR\adynamic\x12\x18\n" +
 	"\areached\x18\b \x01(\tR\areached\x12\x12\n" +
 	"\x04type\x18\t \x01(\tR\x04type\"\x0f\n" +
-	"\rStatusRequest\"\xcd\b\n" +
+	"\rStatusRequest\"\xf8\b\n" +
 	"\vStatusReply\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12!\n" +
 	"\fnode_address\x18\x02 \x01(\tR\vnodeAddress\x12\x1c\n" +
@@ -2087,7 +2095,8 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x06policy\x18\x1d \x01(\v2\x15.reef.v1.PolicyStatusR\x06policy\x12\x1d\n" +
 	"\n" +
 	"host_ports\x18\x1e \x03(\tR\thostPorts\x12\x1c\n" +
-	"\tbandwidth\x18\x1f \x03(\tR\tbandwidth\"\xfd\x02\n" +
+	"\tbandwidth\x18\x1f \x03(\tR\tbandwidth\x12)\n" +
+	"\x10runtime_warnings\x18  \x03(\tR\x0fruntimeWarnings\"\xfd\x02\n" +
 	"\fPolicyStatus\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x16\n" +
 	"\x06synced\x18\x02 \x01(\bR\x06synced\x12#\n" +

@@ -156,6 +156,14 @@ func (n *Node) WriteConfig() error {
 	if interval == 0 {
 		interval = time.Second
 	}
+	// The runtime's CNI dirs, as reef status checks them: the node's own
+	// conf dir with its conflist, and the lab's bin dir.
+	if err := os.MkdirAll(n.CNIConfDir(), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(n.CNIConfDir(), "10-reef.conflist"), n.Conflist(), 0o644); err != nil {
+		return err
+	}
 	cfg := fmt.Sprintf(`# written by the reef lab
 nodeName: %s
 nodeAddress: %s
@@ -163,9 +171,11 @@ interface: eth0
 stateDir: %s
 socket: %s
 pendingDeleteDir: %s
+cniConfDir: %s
+cniBinDir: %s
 reconcileInterval: %s
 logLevel: debug
-`, n.Name, n.Address, n.StateDir, n.Socket, n.PendingDir, interval)
+`, n.Name, n.Address, n.StateDir, n.Socket, n.PendingDir, n.CNIConfDir(), n.Lab.BinDir, interval)
 	switch {
 	case n.opts.BGP != "":
 		cfg += "bgp:\n" + n.opts.BGP
@@ -192,6 +202,10 @@ logLevel: debug
 	}
 	return os.WriteFile(n.Config, []byte(cfg+n.opts.Extra), 0o644)
 }
+
+// CNIConfDir is the node's CNI config dir, as a runtime would read it: the
+// daemon's cniConfDir, holding the node's conflist.
+func (n *Node) CNIConfDir() string { return filepath.Join(n.Dir, "net.d") }
 
 // SetOptions replaces the node's options and rewrites its config; the
 // daemon reads it at its next Start.
