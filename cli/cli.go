@@ -45,6 +45,7 @@ commands:
   policy show [NS/POD] the NetworkPolicies of this node's pods and what they allow
   kubeconfig           write /etc/reef/kubeconfig for reef's service account (docs/policy.md)
   routes               the routes and veths reef wants next to the kernel's (exit 1: not in sync)
+  diagnose [-o FILE]   one tar.gz for a bug report: status, IPAM, routes, nftables, links, config (no passwords), log
   cleanup [--yes]      remove reef's tables, routes, links and state from this node (package purge)
   version              print the version
 
@@ -91,6 +92,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runKubeconfig(ctx, args[1:], stdout, stderr)
 	case "routes":
 		return runRoutes(ctx, args[1:], stdout, stderr)
+	case "diagnose":
+		return runDiagnose(ctx, args[1:], stdout, stderr)
 	case "cleanup":
 		return runCleanup(args[1:], cleanupStdin, stdout, stderr)
 	case "version":

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"archive/tar"
+	"compress/gzip"
 	"io"
 	"os"
 	"path/filepath"
@@ -145,5 +147,59 @@ func TestRuntimeWarnings(t *testing.T) {
 	os.Remove(other)
 	if st, _ := n.Reef("status"); strings.Contains(st, "WARNING") {
 		t.Errorf("reef status after the other conflist went:\n%s", st)
+	}
+}
+
+// TestDiagnose: `reef diagnose` writes one tar.gz with the files
+// docs/ipam.md lists, and the BGP password appears in none of them.
+func TestDiagnose(t *testing.T) {
+	l := newLab(t)
+	const secret = "s3cret-diag-42"
+	n := startNode(t, l, "node1", lab.NodeOptions{BGP: "  asn: 64512\n  password: " + secret + "\n"})
+	newPod(t, n, "web")
+	path := filepath.Join(t.TempDir(), "bundle.tar.gz")
+	// In the node's namespace, as on a node: nft and ip read its tables.
+	if out, err := l.Run(n.Netns, filepath.Join(l.BinDir, "reef"), "diagnose", "-o", path, "--config", n.Config); err != nil || !strings.Contains(out, "wrote "+path) {
+		t.Fatalf("reef diagnose: %v\n%s", err, out)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(tr)
+		files[filepath.Base(h.Name)] = string(b)
+	}
+	for _, name := range []string{"MANIFEST.txt", "status.txt", "status.json", "ipam-show.txt", "ipam-show.json", "ipam-check.txt", "routes.txt",
+		"version.txt", "config.yaml", "links.txt", "ip-routes.txt", "journal.txt",
+		"nftables-ip-reef.txt", "nftables-arp-reef.txt", "nftables-inet-reef.txt", "nftables-inet-reef-hostport.txt"} {
+		if _, ok := files[name]; !ok {
+			t.Errorf("the bundle lacks %s (it has %d files)", name, len(files))
+		}
+	}
+	for name, body := range files {
+		if strings.Contains(body, secret) {
+			t.Errorf("%s holds the BGP password", name)
+		}
+	}
+	for name, want := range map[string]string{"config.yaml": "password: REDACTED", "status.txt": "endpoints:", "routes.txt": "in-sync",
+		"nftables-ip-reef.txt": "masq-pools", "ipam-check.txt": "ok: 1 endpoints", "MANIFEST.txt": "status.txt"} {
+		if !strings.Contains(files[name], want) {
+			t.Errorf("%s lacks %q:\n%s\nMANIFEST:\n%s", name, want, files[name], files["MANIFEST.txt"])
+		}
 	}
 }
