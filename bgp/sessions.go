@@ -2,6 +2,7 @@ package bgp
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
 	"sort"
@@ -319,4 +320,27 @@ func leftDown(adminDown map[netip.Addr]time.Time, now time.Time, limit time.Dura
 		}
 	}
 	return out
+}
+
+// Updates are a peer's UPDATE messages, received and sent, as GoBGP counts
+// them for the session's life.
+type Updates struct{ Received, Sent uint64 }
+
+// UpdateCounts asks GoBGP for every peer's UPDATE counters. ListPeer
+// answers in GoBGP's main loop and counts paths as it does (see above):
+// the metrics ask at most once per scrape, not a loop.
+func (sp *Speaker) UpdateCounts(ctx context.Context) (map[netip.Addr]Updates, error) {
+	out := map[netip.Addr]Updates{}
+	err := sp.s.ListPeer(ctx, &api.ListPeerRequest{}, func(p *api.Peer) {
+		a, err := netip.ParseAddr(p.GetConf().GetNeighborAddress())
+		if err != nil {
+			return
+		}
+		m := p.GetState().GetMessages()
+		out[a.Unmap()] = Updates{Received: m.GetReceived().GetUpdate(), Sent: m.GetSent().GetUpdate()}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list BGP peers: %w", err)
+	}
+	return out, nil
 }

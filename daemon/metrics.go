@@ -68,9 +68,13 @@ func (d *Daemon) metricsState() metrics.State {
 				external[e.Address.String()] = e.Dropped
 			}
 		}
+		updates, _ := sp.UpdateCounts(ctx) // none on an error: the series are left out
 		for _, p := range sp.Status(ctx) {
 			mp := metrics.Peer{Address: p.Address.String(), Type: string(p.Type), Up: p.Established, Since: p.Since,
 				Received: p.Received, Accepted: p.Accepted}
+			if u, ok := updates[p.Address]; ok {
+				mp.UpdatesIn, mp.UpdatesOut, mp.Updates = u.Received, u.Sent, true
+			}
 			if p.Type == bgp.PeerExternal {
 				mp.Dropped = external[mp.Address]
 			} else if p.Received >= p.Accepted {

@@ -106,6 +106,9 @@ func TestMetricsPrometheus(t *testing.T) {
 			if s := query(`sum(reef_pool_addresses_in_use)`); len(s) != 1 || s[0].Value < 3 {
 				return fmt.Sprintf("addresses in use: %v, want at least the 3 pods", s)
 			}
+			if s := query(`reef_bgp_updates_received_total > 0`); len(s) != 2 {
+				return fmt.Sprintf("sessions with UPDATEs received: %v, want one on each node", s)
+			}
 			return ""
 		})
 	})

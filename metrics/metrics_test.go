@@ -13,7 +13,8 @@ import (
 func testState() State {
 	return State{
 		Peers: []Peer{
-			{Address: "192.168.77.12", Type: "mesh", Up: true, Since: time.Now().Add(-time.Minute), Received: 4, Accepted: 3, Dropped: map[string]uint64{"import-filter": 1}},
+			{Address: "192.168.77.12", Type: "mesh", Up: true, Since: time.Now().Add(-time.Minute), Received: 4, Accepted: 3, Dropped: map[string]uint64{"import-filter": 1},
+				UpdatesIn: 7, UpdatesOut: 5, Updates: true},
 			{Address: "192.168.77.13", Type: "mesh"},
 		},
 		Blocks:         map[string]int{"confirmed": 1, "remote": 2},
@@ -63,6 +64,8 @@ func TestExposition(t *testing.T) {
 		`reef_bgp_session_uptime_seconds{peer="192.168.77.13",type="mesh"} 0`,
 		`reef_bgp_paths_dropped{peer="192.168.77.12",reason="import-filter",type="mesh"} 1`,
 		`reef_blocks{state="remote"} 2`,
+		`reef_bgp_updates_received_total{peer="192.168.77.12",type="mesh"} 7`,
+		`reef_bgp_updates_sent_total{peer="192.168.77.12",type="mesh"} 5`,
 		`reef_pool_addresses_in_use{pool="10.244.0.0/16"} 3`,
 		`reef_pool_blocks{pool="10.244.0.0/16"} 1024`,
 		`reef_cni_pending_deletes 2`,

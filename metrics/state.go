@@ -32,6 +32,10 @@ type Peer struct {
 	Since              time.Time // established since; zero when down
 	Received, Accepted uint64    // paths in the last table read
 	Dropped            map[string]uint64
+	// UpdatesIn and UpdatesOut are UPDATE messages received and sent in
+	// the session's life; Updates false: not known.
+	UpdatesIn, UpdatesOut uint64
+	Updates               bool
 }
 
 // Pool is one pool on this node.
@@ -55,6 +59,10 @@ var (
 		"Paths from the peer that passed reef's import filter, in the last table read.", []string{"peer", "type"}, nil)
 	descPathsDropped = prometheus.NewDesc("reef_bgp_paths_dropped",
 		"Paths from the peer that reef's import filter dropped, in the last table read, by reason.", []string{"peer", "type", "reason"}, nil)
+	descUpdatesIn = prometheus.NewDesc("reef_bgp_updates_received_total",
+		"UPDATE messages received from the peer in the current session (GoBGP's count; it restarts with the session).", []string{"peer", "type"}, nil)
+	descUpdatesOut = prometheus.NewDesc("reef_bgp_updates_sent_total",
+		"UPDATE messages sent to the peer in the current session (GoBGP's count; it restarts with the session).", []string{"peer", "type"}, nil)
 	descInvalid = prometheus.NewDesc("reef_bgp_invalid_paths_total",
 		"Paths dropped because they are not reef blocks (a rogue or misconfigured speaker), since the daemon started.", nil, nil)
 	descBlocks = prometheus.NewDesc("reef_blocks",
@@ -78,7 +86,7 @@ var (
 type stateCollector struct{ state func() State }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSessionUp, descSessionUptime, descPathsReceived, descPathsAccepted, descPathsDropped, descInvalid,
+	for _, d := range []*prometheus.Desc{descSessionUp, descSessionUptime, descPathsReceived, descPathsAccepted, descPathsDropped, descUpdatesIn, descUpdatesOut, descInvalid,
 		descBlocks, descInUse, descCapacity, descPoolBlocks, descPoolClaimed, descWaiting, descPendingDeletes, descRuntime} {
 		ch <- d
 	}
@@ -104,6 +112,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descPathsAccepted, float64(p.Accepted), p.Address, p.Type)
 		for reason, n := range p.Dropped {
 			gauge(descPathsDropped, float64(n), p.Address, p.Type, reason)
+		}
+		if p.Updates {
+			ch <- prometheus.MustNewConstMetric(descUpdatesIn, prometheus.CounterValue, float64(p.UpdatesIn), p.Address, p.Type)
+			ch <- prometheus.MustNewConstMetric(descUpdatesOut, prometheus.CounterValue, float64(p.UpdatesOut), p.Address, p.Type)
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(descInvalid, prometheus.CounterValue, float64(s.InvalidPaths))
