@@ -11,20 +11,28 @@ import (
 	reefv1 "github.com/reefcni/reef/proto"
 )
 
+// clientCommand is the flag set of a command that asks the daemon: its
+// usage line ("reef <name> <operands> [flags]" and what it does) and the
+// client flags (--socket, -o).
+func clientCommand(name, operands, about string, stderr io.Writer) (*flag.FlagSet, *clientFlags) {
+	c := &clientFlags{}
+	fs := flag.NewFlagSet("reef "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: reef %s %s\n\n%s\n", name, strings.TrimSpace(operands+" [flags]"), about)
+		fs.PrintDefaults()
+	}
+	c.register(fs)
+	return fs, c
+}
+
 // runRoutes is `reef routes`: the routes (proto reef) and node-side veths
 // reef wants, next to the kernel's, each in sync, missing, extra or
 // differing. It exits non-zero when something is not in sync: the next
 // reconcile pass repairs that, and until then the command says what.
 func runRoutes(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var c clientFlags
-	fs := flag.NewFlagSet("reef routes", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: reef routes [flags]\n\nThe routes and veths reef wants next to the kernel's; exit status 1 when any is not in sync.")
-		fs.PrintDefaults()
-	}
-	c.register(fs)
-	if err := parse(fs, args, &c); err != nil {
+	fs, c := clientCommand("routes", "", "The routes and veths reef wants next to the kernel's; exit status 1 when any is not in sync.", stderr)
+	if err := parse(fs, args, c); err != nil {
 		return err
 	}
 	client, ctx, done, err := c.node(ctx)
@@ -70,15 +78,8 @@ func runRoutes(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // runIPAMCheck is `reef ipam check`: exit status 0 only when clean.
 func runIPAMCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var c clientFlags
-	fs := flag.NewFlagSet("reef ipam check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: reef ipam check [flags]\n\nCompares the store, the kernel and the cluster; exit status 0 only when they agree.")
-		fs.PrintDefaults()
-	}
-	c.register(fs)
-	if err := parse(fs, args, &c); err != nil {
+	fs, c := clientCommand("ipam check", "", "Compares the store, the kernel and the cluster; exit status 0 only when they agree.", stderr)
+	if err := parse(fs, args, c); err != nil {
 		return err
 	}
 	client, ctx, done, err := c.node(ctx)
@@ -110,21 +111,14 @@ func runIPAMCheck(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 // runIPAMRelease is `reef ipam release IP|--handle H [--force]`.
 func runIPAMRelease(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var c clientFlags
-	fs := flag.NewFlagSet("reef ipam release", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: reef ipam release IP|--handle HANDLE [--force]\n\nFrees a leaked allocation, as the runtime's DEL would; refuses one a live sandbox holds unless --force.")
-		fs.PrintDefaults()
-	}
+	fs, c := clientCommand("ipam release", "IP|--handle HANDLE [--force]", "Frees a leaked allocation, as the runtime's DEL would; refuses one a live sandbox holds unless --force.", stderr)
 	handle := fs.String("handle", "", "the allocation's handle (reef ipam show --show-allocations, reef ipam check)")
 	force := fs.Bool("force", false, "release even if the pod's sandbox is live")
-	c.register(fs)
 	var ip string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		ip, args = args[0], args[1:]
 	}
-	if err := parse(fs, args, &c); err != nil {
+	if err := parse(fs, args, c); err != nil {
 		return err
 	}
 	if ip == "" && fs.NArg() > 0 {
