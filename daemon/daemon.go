@@ -9,8 +9,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	sdaemon "github.com/coreos/go-systemd/v22/daemon"
@@ -58,6 +60,9 @@ type Daemon struct {
 	blocks  *blockEngine
 	policy  *policyDataplane // nil: NetworkPolicy off
 	started time.Time
+	// updates are the BGP UPDATE counters for the metrics, read every
+	// updateCountsEvery.
+	updates atomic.Pointer[map[netip.Addr]bgp.Updates]
 }
 
 // DeriveMTU is the pods' MTU: the configured one, or the uplink's less the

@@ -48,6 +48,7 @@ func (d *Daemon) serveMetrics(ctx context.Context, m *metrics.Metrics) {
 		srv.Close()
 	}()
 	d.log.Info("serving metrics", "address", lis.Addr().String(), "paths", "/metrics /healthz /readyz")
+	go d.readUpdateCounts(ctx)
 	go func() {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			d.log.Error("metrics listener stopped", "error", err)
@@ -68,11 +69,11 @@ func (d *Daemon) metricsState() metrics.State {
 				external[e.Address.String()] = e.Dropped
 			}
 		}
-		updates, _ := sp.UpdateCounts(ctx) // none on an error: the series are left out
+		updates := d.updates.Load() // nil before the first read: the series are left out
 		for _, p := range sp.Status(ctx) {
 			mp := metrics.Peer{Address: p.Address.String(), Type: string(p.Type), Up: p.Established, Since: p.Since,
 				Received: p.Received, Accepted: p.Accepted}
-			if u, ok := updates[p.Address]; ok {
+			if u, ok := (*updates)[p.Address]; updates != nil && ok {
 				mp.UpdatesIn, mp.UpdatesOut, mp.Updates = u.Received, u.Sent, true
 			}
 			if p.Type == bgp.PeerExternal {
@@ -118,4 +119,29 @@ func (d *Daemon) metricsState() metrics.State {
 		s.PendingDeletes = len(entries) + len(bad)
 	}
 	return s
+}
+
+// updateCountsEvery is how often the BGP UPDATE counters are read from
+// GoBGP for the metrics: its ListPeer answers in GoBGP's main loop, so it
+// is asked in the background, not once per scrape (a scrape then costs
+// the same with 50 peers as with none).
+const updateCountsEvery = 10 * time.Second
+
+func (d *Daemon) readUpdateCounts(ctx context.Context) {
+	t := time.NewTicker(updateCountsEvery)
+	defer t.Stop()
+	for {
+		if sp := d.speaker; sp != nil {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if u, err := sp.UpdateCounts(cctx); err == nil {
+				d.updates.Store(&u)
+			}
+			cancel()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
