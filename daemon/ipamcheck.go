@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/reefcni/reef/blockproto"
 	reefv1 "github.com/reefcni/reef/proto"
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/store"
@@ -87,7 +90,69 @@ func (n *nodeService) IPAMCheck(ctx context.Context, _ *reefv1.IPAMCheckRequest)
 				"let the pods of the block go (docs/ipam.md, \"Conflicts\"); reef status shows the other owner")
 		}
 	}
+	// What the cluster announces: a block confirmed by more than one node
+	// (this one's own confirmed blocks included, as announced).
+	if d.speaker != nil {
+		if t, _, err := d.speaker.LearnedTable(); err == nil {
+			inc, _ := d.store.Incarnation()
+			self := blockproto.Node{Addr: d.uplink.Address, Inc: inc}
+			var own []netip.Prefix
+			for _, b := range blocks {
+				if b.State == store.BlockConfirmed {
+					own = append(own, b.CIDR)
+				}
+			}
+			for _, c := range claimedTwice(t.Claims, own, self) {
+				add("block-claimed-twice", c.block.String(), fmt.Sprintf("block %s is announced confirmed by %d nodes: %s", c.block, len(c.owners), strings.Join(c.owners, ", ")),
+					"the block protocol resolves it (the loser stops handing out its addresses); reef status on each owner shows which")
+			}
+		}
+	}
 	return out, nil
+}
+
+type twice struct {
+	block  netip.Prefix
+	owners []string // sorted, this node marked
+}
+
+// claimedTwice are the blocks confirmed by more than one node: in the
+// claims the cluster announces, and this node's own confirmed blocks
+// (own) as self's. Sorted by block.
+func claimedTwice(claims []blockproto.Claim, own []netip.Prefix, self blockproto.Node) []twice {
+	owners := map[netip.Prefix]map[blockproto.Node]bool{}
+	add := func(b netip.Prefix, n blockproto.Node) {
+		if owners[b] == nil {
+			owners[b] = map[blockproto.Node]bool{}
+		}
+		owners[b][n] = true
+	}
+	for _, c := range claims {
+		if c.State == blockproto.Confirmed {
+			add(c.Block, c.Owner)
+		}
+	}
+	for _, b := range own {
+		add(b, self)
+	}
+	var out []twice
+	for block, ns := range owners {
+		if len(ns) < 2 {
+			continue
+		}
+		tw := twice{block: block}
+		for n := range ns {
+			name := n.String()
+			if n == self {
+				name += " (this node)"
+			}
+			tw.owners = append(tw.owners, name)
+		}
+		slices.Sort(tw.owners)
+		out = append(out, tw)
+	}
+	slices.SortFunc(out, func(a, b twice) int { return a.block.Addr().Compare(b.block.Addr()) })
+	return out
 }
 
 func podOf(ep store.Endpoint) string {

@@ -203,3 +203,19 @@ func TestDiagnose(t *testing.T) {
 		}
 	}
 }
+
+// TestIPAMCheckMesh: on two meshed nodes that see each other's blocks,
+// `reef ipam check` is clean on both: their own blocks, as the cluster
+// announces them, are not taken for blocks claimed twice.
+func TestIPAMCheckMesh(t *testing.T) {
+	l := newLab(t)
+	nodes := startMesh(t, l, 2, "")
+	newPod(t, nodes[0], "a")
+	newPod(t, nodes[1], "b")
+	converge(t, nodes...)
+	for _, n := range nodes {
+		if out, err := n.Reef("ipam", "check"); err != nil || !strings.HasPrefix(out, "ok: ") {
+			t.Errorf("reef ipam check on %s: %v\n%s", n.Name, err, out)
+		}
+	}
+}
