@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -60,9 +59,9 @@ type Daemon struct {
 	blocks  *blockEngine
 	policy  *policyDataplane // nil: NetworkPolicy off
 	started time.Time
-	// updates are the BGP UPDATE counters for the metrics, read every
-	// updateCountsEvery.
-	updates atomic.Pointer[map[netip.Addr]bgp.Updates]
+	// bgpCounters are GoBGP's counters for the metrics, read every
+	// bgpCountersEvery.
+	bgpCounters atomic.Pointer[bgpCounters]
 }
 
 // DeriveMTU is the pods' MTU: the configured one, or the uplink's less the

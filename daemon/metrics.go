@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/reefcni/reef/bgp"
@@ -48,7 +49,7 @@ func (d *Daemon) serveMetrics(ctx context.Context, m *metrics.Metrics) {
 		srv.Close()
 	}()
 	d.log.Info("serving metrics", "address", lis.Addr().String(), "paths", "/metrics /healthz /readyz")
-	go d.readUpdateCounts(ctx)
+	go d.readBGPCounters(ctx)
 	go func() {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			d.log.Error("metrics listener stopped", "error", err)
@@ -63,21 +64,18 @@ func (d *Daemon) metricsState() metrics.State {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if sp := d.speaker; sp != nil {
-		external := map[string]map[string]uint64{}
-		if len(d.cfg.BGP.ExternalPeers) > 0 {
-			for _, e := range sp.ExternalStatus(ctx) {
-				external[e.Address.String()] = e.Dropped
-			}
+		var counters bgpCounters // zero before the first read: those series are left out
+		if c := d.bgpCounters.Load(); c != nil {
+			counters = *c
 		}
-		updates := d.updates.Load() // nil before the first read: the series are left out
 		for _, p := range sp.Status(ctx) {
 			mp := metrics.Peer{Address: p.Address.String(), Type: string(p.Type), Up: p.Established, Since: p.Since,
 				Received: p.Received, Accepted: p.Accepted}
-			if u, ok := (*updates)[p.Address]; updates != nil && ok {
+			if u, ok := counters.updates[p.Address]; ok {
 				mp.UpdatesIn, mp.UpdatesOut, mp.Updates = u.Received, u.Sent, true
 			}
 			if p.Type == bgp.PeerExternal {
-				mp.Dropped = external[mp.Address]
+				mp.Dropped = counters.externalDropped[p.Address]
 			} else if p.Received >= p.Accepted {
 				mp.Dropped = map[string]uint64{"import-filter": p.Received - p.Accepted}
 			}
@@ -121,22 +119,35 @@ func (d *Daemon) metricsState() metrics.State {
 	return s
 }
 
-// updateCountsEvery is how often the BGP UPDATE counters are read from
-// GoBGP for the metrics: its ListPeer answers in GoBGP's main loop, so it
-// is asked in the background, not once per scrape (a scrape then costs
-// the same with 50 peers as with none).
-const updateCountsEvery = 10 * time.Second
+// bgpCounters are what the metrics need from GoBGP beyond the sessions:
+// each peer's UPDATE counters, and the external peers' routes dropped by
+// reason (their Adj-RIB-In).
+type bgpCounters struct {
+	updates         map[netip.Addr]bgp.Updates
+	externalDropped map[netip.Addr]map[string]uint64
+}
 
-func (d *Daemon) readUpdateCounts(ctx context.Context) {
-	t := time.NewTicker(updateCountsEvery)
+// bgpCountersEvery is how often they are read: GoBGP answers ListPeer and
+// the Adj-RIB reads in its main loop, so they are read in the background,
+// not once per scrape (a scrape then costs the same with 50 peers as
+// with none).
+const bgpCountersEvery = 10 * time.Second
+
+func (d *Daemon) readBGPCounters(ctx context.Context) {
+	t := time.NewTicker(bgpCountersEvery)
 	defer t.Stop()
 	for {
 		if sp := d.speaker; sp != nil {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			if u, err := sp.UpdateCounts(cctx); err == nil {
-				d.updates.Store(&u)
+			c := bgpCounters{externalDropped: map[netip.Addr]map[string]uint64{}}
+			c.updates, _ = sp.UpdateCounts(cctx) // nil on an error: those series are left out
+			if len(d.cfg.BGP.ExternalPeers) > 0 {
+				for _, e := range sp.ExternalStatus(cctx) {
+					c.externalDropped[e.Address] = e.Dropped
+				}
 			}
 			cancel()
+			d.bgpCounters.Store(&c)
 		}
 		select {
 		case <-ctx.Done():

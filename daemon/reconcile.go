@@ -37,9 +37,6 @@ type reconciler struct {
 	net      netInfo          // the node's uplink, pools and pod MTU
 	blocks   *blockEngine     // nil: no block protocol (tests of the kernel side)
 	metrics  *metrics.Metrics // nil: metrics off
-	// vxlanWanted are the VXLAN peers the last syncTunnel wanted: one
-	// added again was removed by someone (a neighbour repair).
-	vxlanWanted map[netip.Addr]bool
 
 	trigger chan struct{}
 	// kernelWanted: a trigger since the last pass asked for the kernel

@@ -173,8 +173,6 @@ func (r *reconciler) syncTunnel(vxPeers map[netip.Addr]bool, errs *[]error) {
 		return
 	}
 	plan := routes.DiffTunnel(want, have, hasAddr)
-	before := r.vxlanWanted
-	r.vxlanWanted = want.Peers
 	if plan.Empty() {
 		return
 	}
@@ -190,10 +188,11 @@ func (r *reconciler) syncTunnel(vxPeers map[netip.Addr]bool, errs *[]error) {
 	if len(plan.AddPeers) > 0 || len(plan.DelPeers) > 0 {
 		r.log.Info("VXLAN peers", "add", plan.AddPeers, "remove", plan.DelPeers)
 	}
-	// A peer's neighbour and fdb entries added again though the last pass
-	// wanted them too: someone removed them.
+	// A peer's neighbour and fdb entries added again though the last
+	// sync was given it too (r.tunnelPeers, set after this returns):
+	// someone removed them.
 	for _, p := range plan.AddPeers {
-		if before[p] {
+		if r.tunnelPeers[p] {
 			r.metrics.Repaired(metrics.RepairNeighbour, 1)
 		}
 	}

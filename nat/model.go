@@ -131,8 +131,6 @@ func (e Elem) String() string {
 	return s
 }
 
-func (e Elem) less(o Elem) bool { return compareElems(e, o) < 0 }
-
 // Chain is a base chain with its rules in order.
 type Chain struct {
 	Name     string

@@ -176,16 +176,18 @@ func (r *hostPortReport) tableBench(pods int) error {
 	return nil
 }
 
+// benchMS writes a figure in milliseconds, "?" when there is none.
+func benchMS(d time.Duration, ok bool) string {
+	if !ok {
+		return "?"
+	}
+	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+}
+
 func (r *hostPortReport) markdown() string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	ms := func(d time.Duration, ok bool) string {
-		if !ok {
-			return "?"
-		}
-		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
-	}
-	q := func(ds []time.Duration, p float64) string { return ms(meshQuantile(ds, p)) }
+	q := func(ds []time.Duration, p float64) string { return benchMS(meshQuantile(ds, p)) }
 	w("## hostPort and bandwidth\n\n")
 	w("From `sudo make bench`, which runs `%s`, on %s (%s). 1-minute load average %s at the start,\n", r.command, r.began.UTC().Format("2006-01-02 15:04 UTC"), meshSec(r.took), r.loadStart)
 	w("%s at the end (2 cores; other work shows).\n\n", r.loadEnd)
@@ -197,24 +199,24 @@ func (r *hostPortReport) markdown() string {
 		ratio = float64(pm) / float64(pp)
 	}
 	w("- ADD p50 with two port mappings and a bandwidth limit at most 1.2x a plain ADD: %s vs %s, %.2fx: %s\n",
-		ms(pm, pok), ms(pp, ppok), ratio, meshMet(pok && ppok && ratio <= 1.2))
+		benchMS(pm, pok), benchMS(pp, ppok), ratio, meshMet(pok && ppok && ratio <= 1.2))
 	am, aok := meshQuantile(r.add, 0.5)
-	w("- %d pods with a hostPort each: one mapping added in at most 1 ms: p50 %s (p90 %s): %s\n", r.pods, ms(am, aok), q(r.add, 0.9), meshMet(aok && am <= time.Millisecond))
+	w("- %d pods with a hostPort each: one mapping added in at most 1 ms: p50 %s (p90 %s): %s\n", r.pods, benchMS(am, aok), q(r.add, 0.9), meshMet(aok && am <= time.Millisecond))
 	dm, dok := meshQuantile(r.drift, 0.5)
-	w("- a drift check at most 10 ms: p50 %s (p90 %s): %s\n\n", ms(dm, dok), q(r.drift, 0.9), meshMet(dok && dm <= 10*time.Millisecond))
+	w("- a drift check at most 10 ms: p50 %s (p90 %s): %s\n\n", benchMS(dm, dok), q(r.drift, 0.9), meshMet(dok && dm <= 10*time.Millisecond))
 	w("### CNI ADD through libcni\n\nOne node (production reconcile interval, 30 s), the two kinds alternating, after two of each to warm up.\n")
 	w("The mapped pod has TCP and UDP hostPorts and 10 Mbit/s each way (burst 80 kbit): its ADD claims the ports in the store,\n")
 	w("adds the map elements with the ARP element, flushes the UDP port's conntrack entries, turns route_localnet on, and sets up\n")
 	w("the tbf, the ingress qdisc with its redirect, and the ifb with its tbf.\n\n")
 	w("| ADD | p50 | p90 | n |\n|---|---|---|---|\n")
-	w("| plain | %s | %s | %d |\n", ms(pp, ppok), q(r.plain, 0.9), len(r.plain))
-	w("| two hostPorts and a bandwidth limit | %s | %s | %d |\n\n", ms(pm, pok), q(r.mapped, 0.9), len(r.mapped))
+	w("| plain | %s | %s | %d |\n", benchMS(pp, ppok), q(r.plain, 0.9), len(r.plain))
+	w("| two hostPorts and a bandwidth limit | %s | %s | %d |\n\n", benchMS(pm, pok), q(r.mapped, 0.9), len(r.mapped))
 	w("### nftables with %d hostPorts\n\nIn a throw-away namespace, through package nat as the daemon calls it: the three tables\n", r.pods)
 	w("(ip reef, arp reef, inet reef-hostport) with %d pods that have a hostPort each. \"Mapping added\" is one pod's\n", r.pods)
 	w("ARP element, map element and hairpin pair in one batch (ADD's); the drift check computes the desired tables,\n")
 	w("reads all three back (the sets' dumps at once on separate sockets) and diffs them.\n\n")
 	w("| operation | p50 | p90 | n |\n|---|---|---|---|\n")
-	w("| mapping added | %s | %s | %d |\n", ms(am, aok), q(r.add, 0.9), len(r.add))
-	w("| drift check | %s | %s | %d |\n", ms(dm, dok), q(r.drift, 0.9), len(r.drift))
+	w("| mapping added | %s | %s | %d |\n", benchMS(am, aok), q(r.add, 0.9), len(r.add))
+	w("| drift check | %s | %s | %d |\n", benchMS(dm, dok), q(r.drift, 0.9), len(r.drift))
 	return b.String()
 }

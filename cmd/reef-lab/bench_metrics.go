@@ -135,12 +135,6 @@ func benchMetrics(ctx context.Context, args []string) error {
 func (r *metricsReport) markdown() string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	ms := func(d time.Duration, ok bool) string {
-		if !ok {
-			return "?"
-		}
-		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
-	}
 	w("## Metrics\n\n")
 	w("From `sudo make bench`, which runs `%s`, on %s (%s). One node with %d pods and %d BGP peers\n", r.command, r.began.UTC().Format("2006-01-02 15:04 UTC"), meshSec(r.took), r.pods, r.peers)
 	w("(configured, at addresses nobody answers on: every per-peer series is there), production reconcile interval (30 s).\n")
@@ -148,7 +142,7 @@ func (r *metricsReport) markdown() string {
 	w("### Aims\n\nFrom issue 14, \"Measured in `make bench`\".\n\n")
 	p50, ok := meshQuantile(r.scrapes, 0.5)
 	w("- A scrape of /metrics with %d pods and %d peers at most 5 ms p50: %s (p90 %s, %d scrapes, %d series, %d bytes): %s\n",
-		r.pods, r.peers, ms(p50, ok), ms(meshQuantile(r.scrapes, 0.9)), len(r.scrapes), r.series, r.bytes, meshMet(ok && p50 <= 5*time.Millisecond))
+		r.pods, r.peers, benchMS(p50, ok), benchMS(meshQuantile(r.scrapes, 0.9)), len(r.scrapes), r.series, r.bytes, meshMet(ok && p50 <= 5*time.Millisecond))
 	over := r.rssOn.RSS - r.rssOff.RSS
 	w("- The daemon's RSS with metrics on at most 3 MiB over metrics off: %s on, %s off, %s over: %s\n\n",
 		meshMiB(r.rssOn.RSS), meshMiB(r.rssOff.RSS), meshMiB(over), meshMet(r.rssOn.RSS > 0 && r.rssOff.RSS > 0 && over <= 3*1024))
