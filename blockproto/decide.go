@@ -299,6 +299,14 @@ func (d *decider) candidate(b netip.Prefix) (Node, bool) {
 	if r, ok := d.state.Remote[b]; ok && d.current(r.Owner) {
 		return r.Owner, true
 	}
+	if d.state.Recovered {
+		// Its vote for a pending claim may have been lost with the file:
+		// only a confirmed owner, which a majority granted, is safe.
+		if n, ok := d.confirmedBy(b); ok && d.claims[b][n].hash == d.hash {
+			return n, true
+		}
+		return Node{}, false
+	}
 	var best Node
 	confirmed := false
 	for n, ci := range d.claims[b] {
@@ -321,6 +329,16 @@ func (d *decider) candidate(b netip.Prefix) (Node, bool) {
 // claimant is the claimant's part for its own blocks.
 func (d *decider) claimant(c *Changes) {
 	self := d.self()
+	if d.state.Recovered && d.gone == "" {
+		// Pending claims of this incarnation went with the damaged file;
+		// release those some voter still holds a vote for, so the voters
+		// let the block go.
+		for _, b := range sortedKeys(d.toSelf) {
+			if _, own := d.state.Own[b]; !own && !d.state.Released[b] {
+				c.Release = append(c.Release, b)
+			}
+		}
+	}
 	for _, b := range sortedKeys(d.state.Own) {
 		o := d.state.Own[b]
 		_, confirmedElsewhere := d.confirmedBy(b)

@@ -114,6 +114,15 @@ type State struct {
 	Superseded map[Node]bool
 	// Known is the newest incarnation seen of every other address.
 	Known map[netip.Addr]Incarnation
+	// Recovered: the store was rebuilt from the kernel after damage (`reef
+	// store recover`), keeping this incarnation and its confirmed blocks
+	// but not the blocks it gave up (Released) nor its votes (Grants). So
+	// it claims no new block, since a stale copy of a vote from a claim it
+	// gave up could count again, and as a voter it grants only confirmed
+	// owners, since it may have voted for another claimant of a pending
+	// claim. It keeps serving its own blocks. A new incarnation (an empty
+	// state dir on a drained node) ends the mode.
+	Recovered bool
 }
 
 // Clone returns a deep copy of s, with every map allocated.

@@ -21,6 +21,9 @@ type Status struct {
 	// Gone says why this incarnation may not take part any more (forgotten
 	// or superseded); "" while it may.
 	Gone string
+	// Recovered says the store was rebuilt (State.Recovered): no claims,
+	// votes only for confirmed owners; "" otherwise.
+	Recovered string
 	// Blocked says, per pool in Need, why no claim could be made; a pool
 	// absent from it had its claim made or has one pending.
 	Blocked map[netip.Prefix]string
@@ -29,6 +32,11 @@ type Status struct {
 	Pending   []PendingClaim
 	Conflicts []string
 }
+
+// RecoveredReason is why a recovered store claims no block.
+const RecoveredReason = "this node's store was rebuilt by `reef store recover`: it keeps its blocks, but this incarnation claims no new block " +
+	"and votes only for confirmed owners (the blocks it gave up and the votes it cast were lost with the file); " +
+	"to claim again, drain the node, stop reef, move its state dir away and start it again (docs/ipam.md, \"A damaged store\")"
 
 // PendingClaim is a pending claim with its grants so far.
 type PendingClaim struct {
@@ -42,6 +50,9 @@ type PendingClaim struct {
 func (s Status) CanClaim() error {
 	if s.Gone != "" {
 		return fmt.Errorf("%s", s.Gone)
+	}
+	if s.Recovered != "" {
+		return fmt.Errorf("%s", s.Recovered)
 	}
 	if len(s.Reached) >= s.Majority {
 		return nil
@@ -69,6 +80,9 @@ func (d *decider) claimBlocked() error { return d.status().CanClaim() }
 
 func (d *decider) status() Status {
 	s := Status{Voters: d.voters, VoterHash: d.hash, Majority: d.maj, Gone: d.gone, Blocked: map[netip.Prefix]string{}}
+	if d.state.Recovered {
+		s.Recovered = RecoveredReason
+	}
 	for _, v := range d.voters {
 		if r := d.records[v]; v == d.self().Addr || (r.Node.IsValid() && !d.in.Unreachable[v] && r.VoterHash == d.hash) {
 			s.Reached = append(s.Reached, v)

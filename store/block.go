@@ -185,7 +185,7 @@ func (s *Store) OwnBlocks() ([]Block, error) {
 
 func (s *Store) blocks(keep func(blockRecord) bool) ([]Block, error) {
 	var out []Block
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		addrs := tx.Bucket(bucketAddrs)
 		return tx.Bucket(bucketBlocks).ForEach(func(k, v []byte) error {
 			r, err := decodeBlock(k, v)

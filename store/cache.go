@@ -32,9 +32,15 @@ type readCache struct {
 // update runs fn in a write transaction and invalidates the read cache.
 // Every write of the store goes through it.
 func (s *Store) update(fn func(*bolt.Tx) error) error {
-	err := s.db.Update(fn)
+	err := guard(s.path, func() error { return s.db.Update(fn) })
 	s.cache.gen.Add(1)
 	return err
+}
+
+// view is db.View with bbolt's panics on a damaged page turned into a
+// DamagedError, as update does for writes.
+func (s *Store) view(fn func(*bolt.Tx) error) error {
+	return guard(s.path, func() error { return s.db.View(fn) })
 }
 
 func (c *readCache) cachedProtocol() (blockproto.State, uint64, bool) {

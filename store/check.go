@@ -34,7 +34,7 @@ const (
 // transaction and lists what does not agree.
 func (s *Store) Check() ([]Problem, error) {
 	var out []Problem
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		eps, addrs, blocks := tx.Bucket(bucketEndpoints), tx.Bucket(bucketAddrs), tx.Bucket(bucketBlocks)
 		var own []netip.Prefix
 		if err := blocks.ForEach(func(k, v []byte) error {

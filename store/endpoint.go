@@ -162,7 +162,7 @@ func (s *Store) Endpoint(handle string) (ep Endpoint, ok bool, err error) {
 	if handle == "" {
 		return Endpoint{}, false, errors.New("get endpoint: handle is empty")
 	}
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.view(func(tx *bolt.Tx) error {
 		ep, ok, err = getEndpoint(tx.Bucket(bucketEndpoints), handle)
 		return err
 	})
@@ -172,7 +172,7 @@ func (s *Store) Endpoint(handle string) (ep Endpoint, ok bool, err error) {
 // Endpoints returns every endpoint record, sorted by Handle.
 func (s *Store) Endpoints() ([]Endpoint, error) {
 	var out []Endpoint
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		// bbolt iterates in byte order of the keys, which is the sort order
 		// of the handles as Go strings.
 		return tx.Bucket(bucketEndpoints).ForEach(func(k, v []byte) error {
@@ -200,7 +200,7 @@ func (s *Store) EndpointsWithVeth(name string) ([]Endpoint, error) {
 	}
 	needle := append([]byte(`"hostVeth":`), quoted...)
 	var out []Endpoint
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketEndpoints).ForEach(func(k, v []byte) error {
 			if !bytes.Contains(v, needle) {
 				return nil

@@ -88,7 +88,7 @@ func (s *Store) LoadProtocol() (blockproto.State, error) {
 		Forgotten: map[blockproto.Node]bool{}, Superseded: map[blockproto.Node]bool{},
 		Known: map[netip.Addr]blockproto.Incarnation{},
 	}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		addrs := tx.Bucket(bucketAddrs)
 		err := tx.Bucket(bucketBlocks).ForEach(func(k, v []byte) error {
 			r, err := decodeBlock(k, v)
@@ -156,6 +156,7 @@ func (s *Store) LoadProtocol() (blockproto.State, error) {
 		if err != nil {
 			return err
 		}
+		st.Recovered = tx.Bucket(bucketMeta).Get(keyRecovered) != nil
 		return tx.Bucket(bucketKnown).ForEach(func(k, v []byte) error {
 			a, ok := netip.AddrFromSlice(k)
 			if !ok {
@@ -225,14 +226,19 @@ func (s *Store) ApplyProtocol(c blockproto.Changes) error {
 			if err != nil {
 				return err
 			}
-			if !ok || r.State != BlockPending {
+			switch {
+			case ok && r.State == BlockPending:
+				if n := usedIn(tx.Bucket(bucketAddrs), p); n > 0 {
+					return fmt.Errorf("release %s: block %w (%d)", p, ErrBlockInUse, n)
+				}
+				if err := blocks.Delete(blockKey(p)); err != nil {
+					return err
+				}
+			case (!ok || r.State == BlockRemote) && tx.Bucket(bucketMeta).Get(keyRecovered) != nil:
+				// A claim of this incarnation that a recovered store lost
+				// (blockproto.State.Recovered): only marked released.
+			default:
 				return fmt.Errorf("release %s: not a pending claim of this node", p)
-			}
-			if n := usedIn(tx.Bucket(bucketAddrs), p); n > 0 {
-				return fmt.Errorf("release %s: block %w (%d)", p, ErrBlockInUse, n)
-			}
-			if err := blocks.Delete(blockKey(p)); err != nil {
-				return err
 			}
 			if err := tx.Bucket(bucketReleased).Put(blockKey(p), nil); err != nil {
 				return err
@@ -359,7 +365,7 @@ func (s *Store) SetBlockOwnerNames(names map[netip.Addr]string) error {
 // why and when, for `reef status`.
 func (s *Store) Gone() (map[blockproto.Node]string, error) {
 	out := map[blockproto.Node]string{}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketForgotten).ForEach(func(k, v []byte) error {
 			n, err := parseNodeKey(k)
 			if err != nil {
@@ -415,7 +421,7 @@ func (s *Store) SetFlag(name string, on bool) error {
 // Flag reports whether a named flag is set.
 func (s *Store) Flag(name string) (bool, error) {
 	on := false
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		on = tx.Bucket(bucketMeta).Get([]byte("flag."+name)) != nil
 		return nil
 	})

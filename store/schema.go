@@ -198,7 +198,7 @@ func migrate(tx *bolt.Tx, target int, steps []migration) error {
 func checkBuckets(tx *bolt.Tx) error {
 	for _, name := range [][]byte{bucketBlocks, bucketAddrs, bucketEndpoints, bucketForgotten, bucketReleased, bucketGrants, bucketKnown, bucketHostPorts} {
 		if tx.Bucket(name) == nil {
-			return fmt.Errorf("bucket %s is missing although schema version is %d: file damaged", name, schemaVersion)
+			return fmt.Errorf("bucket %s is missing although schema version is %d", name, schemaVersion)
 		}
 	}
 	return nil

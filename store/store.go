@@ -36,6 +36,9 @@ type Options struct {
 	Address netip.Addr
 	// Timeout is how long to wait for the file lock; 0 means 5s.
 	Timeout time.Duration
+	// keepIdentity leaves the identity file alone (Recover writes it once
+	// the old incarnation is in the new file).
+	keepIdentity bool
 }
 
 // Store is an open reef state file. Its methods are safe for concurrent use.
@@ -69,42 +72,72 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+	if err := precheck(path); err != nil {
+		return nil, err
+	}
+	var db *bolt.DB
+	err := guard(path, func() (err error) {
+		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+		return err
+	})
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("store %s is %w (is another reef daemon running?)", path, ErrLocked)
 	}
+	if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
+		return nil, &DamagedError{Path: path, Problem: fmt.Sprintf("bbolt cannot read its meta pages (%v)", err)}
+	}
+	var damaged *DamagedError
+	if errors.As(err, &damaged) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
+	if err := check(db, path); err != nil {
+		_ = db.Close() // the damage is the error worth reporting
+		return nil, err
+	}
 	var inc, born uint32
-	err = db.Update(func(tx *bolt.Tx) error {
-		// The node's name, for the migration of schema 1 block records
-		// (owned by name); not kept.
-		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
-		if err != nil {
-			return err
-		}
-		if err := meta.Put(keyMigrateNode, []byte(opts.Node)); err != nil {
-			return err
-		}
-		if err := migrate(tx, schemaVersion, migrations); err != nil {
-			return err
-		}
-		if err := meta.Delete(keyMigrateNode); err != nil {
-			return err
-		}
-		if err := checkBuckets(tx); err != nil {
-			return err
-		}
-		var ok bool
-		if inc, born, ok = readIncarnation(tx); !ok {
-			return fmt.Errorf("no incarnation in bucket %s although schema version is %d: file damaged", bucketMeta, schemaVersion)
-		}
-		return nil
+	err = guard(path, func() error {
+		return db.Update(func(tx *bolt.Tx) error {
+			// The node's name, for the migration of schema 1 block records
+			// (owned by name); not kept.
+			meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+			if err != nil {
+				return err
+			}
+			if err := meta.Put(keyMigrateNode, []byte(opts.Node)); err != nil {
+				return err
+			}
+			if err := migrate(tx, schemaVersion, migrations); err != nil {
+				return err
+			}
+			if err := meta.Delete(keyMigrateNode); err != nil {
+				return err
+			}
+			if err := checkBuckets(tx); err != nil {
+				return &DamagedError{Path: path, Problem: err.Error()}
+			}
+			var ok bool
+			if inc, born, ok = readIncarnation(tx); !ok {
+				return &DamagedError{Path: path, Problem: fmt.Sprintf("no incarnation in bucket %s although schema version is %d", bucketMeta, schemaVersion)}
+			}
+			return nil
+		})
 	})
+	if errors.As(err, &damaged) {
+		_ = db.Close()
+		return nil, err
+	}
 	if err != nil {
 		_ = db.Close() // the schema error is the one worth reporting
 		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	if !opts.keepIdentity {
+		if err := writeIdentity(path, Identity{Node: opts.Node, Address: opts.Address, Incarnation: inc, Born: born}); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("open store %s: %w", path, err)
+		}
 	}
 	st := &Store{db: db, path: path, node: opts.Node, addr: opts.Address, inc: inc, born: born}
 	st.cache.gen.Store(1)

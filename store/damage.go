@@ -1,0 +1,119 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// ErrDamaged is what a damaged state file is refused with (errors.Is).
+var ErrDamaged = errors.New("store damaged")
+
+// DamagedError says a state file cannot be trusted: bbolt's consistency
+// check failed, bbolt panicked reading it, or it is empty or truncated. It
+// names the file, what is wrong and what to run, because under systemd it
+// is the last line an operator sees before reef stops.
+type DamagedError struct {
+	Path    string
+	Problem string
+}
+
+func (e *DamagedError) Error() string {
+	return fmt.Sprintf("store %s is damaged: %s. Pods keep their traffic (the dataplane is not touched). "+
+		"Stop reef and run `reef store recover`: it moves the file aside and rebuilds the store from the kernel "+
+		"(docs/ipam.md, \"A damaged store\")", e.Path, e.Problem)
+}
+
+// Is makes errors.Is(err, ErrDamaged) true.
+func (e *DamagedError) Is(target error) bool { return target == ErrDamaged }
+
+// maxCheckErrors is how many of bbolt's consistency errors a DamagedError
+// names; the rest are counted.
+const maxCheckErrors = 3
+
+// guard runs fn and turns a bbolt panic, or a fault reading the mapped
+// file, into a DamagedError of path: bbolt asserts its invariants with
+// panics, and a page that points past the end of a truncated file faults.
+func guard(path string, fn func() error) (err error) {
+	old := debug.SetPanicOnFault(true)
+	defer debug.SetPanicOnFault(old)
+	defer func() {
+		if r := recover(); r != nil {
+			err = &DamagedError{Path: path, Problem: fmt.Sprintf("bbolt failed reading it (%v)", r)}
+		}
+	}()
+	return fn()
+}
+
+// precheck refuses a file that exists but cannot be a bbolt file before
+// bbolt sees it: bbolt would quietly turn an empty file into a new store,
+// and every address in use on the node would be handed out again.
+func precheck(path string) error {
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open store %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("open store %s: not a regular file (%s)", path, fi.Mode().Type())
+	}
+	page := int64(os.Getpagesize())
+	switch {
+	case fi.Size() == 0:
+		return &DamagedError{Path: path, Problem: "the file is empty (0 bytes)"}
+	case fi.Size() < 4*page:
+		// A bbolt file starts with two meta pages, a freelist and a root
+		// page: anything shorter was cut off.
+		return &DamagedError{Path: path, Problem: fmt.Sprintf("the file is truncated (%d bytes, a bbolt file has at least %d)", fi.Size(), 4*page)}
+	case fi.Size()%page != 0:
+		return &DamagedError{Path: path, Problem: fmt.Sprintf("the file is truncated (%d bytes, not a whole number of %d-byte pages)", fi.Size(), page)}
+	}
+	return nil
+}
+
+// check runs bbolt's consistency check of the whole file (every page
+// reachable once, freelist consistent, keys in order) and returns a
+// DamagedError naming the first problems it found.
+func check(db *bolt.DB, path string) error {
+	var problems []string
+	n := 0
+	err := guard(path, func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			// The file must hold every page the meta page names: a page
+			// past its end faults when it is read.
+			fi, err := os.Stat(path)
+			if err != nil {
+				return fmt.Errorf("check store %s: %w", path, err)
+			}
+			if fi.Size() < tx.Size() {
+				problems = append(problems, fmt.Sprintf("the file is truncated (%d bytes, its pages reach %d)", fi.Size(), tx.Size()))
+				n++
+				return nil
+			}
+			for e := range tx.Check() {
+				if n < maxCheckErrors {
+					problems = append(problems, e.Error())
+				}
+				n++
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	msg := "bbolt's consistency check failed: " + strings.Join(problems, "; ")
+	if n > len(problems) {
+		msg += fmt.Sprintf(" (and %d more)", n-len(problems))
+	}
+	return &DamagedError{Path: path, Problem: msg}
+}

@@ -1,0 +1,377 @@
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// RecoveredHandlePrefix starts the handle of an endpoint rebuilt from the
+// kernel alone: its container ID is unknown, so DEL finds it by its veth
+// name (which the pod's name or container ID determines) instead.
+const RecoveredHandlePrefix = "recovered."
+
+// KernelPod is a pod attachment as the kernel shows it: a reef veth with a
+// /32 route of reef's protocol.
+type KernelPod struct {
+	Veth string
+	IP   netip.Addr
+	MTU  int
+}
+
+// KernelReserved is an address the node's own devices hold (the VXLAN or
+// IPIP tunnel address), with the handle it is reserved under.
+type KernelReserved struct {
+	Handle string
+	IP     netip.Addr
+}
+
+// RecoverInput is what survives a damaged store: the kernel and the
+// identity file. Damaged-file records are read by Recover itself.
+type RecoverInput struct {
+	Node       string
+	Address    netip.Addr
+	Pools      []Pool
+	Pods       []KernelPod
+	Blackholes []netip.Prefix // reef's blackhole routes: this node's blocks
+	Reserved   []KernelReserved
+	// Identity is the node's incarnation (the identity file, or the
+	// operator's flags); nil: read it from the damaged file, or draw a new
+	// one when nothing of the old incarnation is in use.
+	Identity *Identity
+	Now      time.Time
+}
+
+// RecoverReport says what Recover rebuilt, from where, and what it could
+// not.
+type RecoverReport struct {
+	MovedTo         string // the damaged file, renamed
+	Incarnation     uint32
+	Born            uint32
+	IncarnationFrom string
+	Blocks          []RecoveredBlock
+	Endpoints       []RecoveredEndpoint
+	// Dropped are records of the damaged file whose pod the kernel no
+	// longer has: their addresses are free again.
+	Dropped []string
+	// Salvage is why nothing (or not everything) could be read from the
+	// damaged file; empty when it was read whole.
+	Salvage string
+}
+
+// RecoveredBlock is one own block of the rebuilt store.
+type RecoveredBlock struct {
+	CIDR netip.Prefix
+	From string // "blackhole route", "damaged store", "pod address"
+}
+
+// RecoveredEndpoint is one address in use in the rebuilt store.
+type RecoveredEndpoint struct {
+	IP     netip.Addr
+	Veth   string
+	Handle string
+	// Complete: the damaged file's record of the pod was read, so its
+	// container ID, pod name, hostPorts and limits are back. Otherwise
+	// only the address and veth are known.
+	Complete bool
+}
+
+// recoveredMark is the meta record of a recovered store.
+type recoveredMark struct {
+	At   time.Time `json:"at"`
+	From string    `json:"from"` // the damaged file, as renamed
+}
+
+var keyRecovered = []byte("recovered")
+
+// salvaged is what could be read from a damaged file.
+type salvaged struct {
+	inc, born uint32
+	endpoints map[netip.Addr]Endpoint
+	own       map[netip.Prefix]blockRecord
+	problems  []string
+}
+
+// Recover rebuilds the store at path from what survives it and moves the
+// damaged file aside (path + ".damaged-<time>"). Every address the kernel
+// shows in use stays in use (a pod's /32 route, a tunnel address), and
+// every block the kernel routes as this node's (a blackhole, or the block
+// of an address in use) stays this node's, confirmed, under the old
+// incarnation. The rebuilt store is marked recovered: the block protocol
+// then claims no new block and votes only for confirmed owners in this
+// incarnation (blockproto.State.Recovered), since the blocks it gave up
+// and the votes it cast went with the file. The store must not be open.
+func Recover(path string, in RecoverInput) (RecoverReport, error) {
+	var rep RecoverReport
+	if in.Now.IsZero() {
+		in.Now = time.Now()
+	}
+	sv := salvage(path)
+	rep.Salvage = strings.Join(sv.problems, "; ")
+
+	switch {
+	case in.Identity != nil:
+		rep.Incarnation, rep.Born, rep.IncarnationFrom = in.Identity.Incarnation, in.Identity.Born, "identity file "+IdentityPath(path)
+	case sv.inc != 0:
+		rep.Incarnation, rep.Born, rep.IncarnationFrom = sv.inc, sv.born, "the damaged file"
+	case len(in.Pods) == 0 && len(in.Blackholes) == 0:
+		rep.IncarnationFrom = "new: nothing of the old incarnation is in use on this node"
+	default:
+		return rep, fmt.Errorf("recover %s: this node's incarnation is lost with the file and %s is missing, "+
+			"but the kernel shows %d pods and %d blocks in use: give the incarnation with --incarnation and --born "+
+			"(another node's `reef status` shows it under \"known nodes\"), or drain the node and start it with an empty state dir",
+			path, IdentityPath(path), len(in.Pods), len(in.Blackholes))
+	}
+
+	blocks := map[netip.Prefix]string{}
+	for _, b := range in.Blackholes {
+		if poolOf(in.Pools, b) != nil {
+			blocks[b] = "blackhole route"
+		}
+	}
+	for b := range sv.own {
+		if _, ok := blocks[b]; !ok && poolOf(in.Pools, b) != nil {
+			blocks[b] = "damaged store"
+		}
+	}
+	blockOf := func(ip netip.Addr) (netip.Prefix, *Pool) {
+		for b := range blocks {
+			if b.Contains(ip) {
+				return b, poolOf(in.Pools, b)
+			}
+		}
+		p := poolOfAddr(in.Pools, ip)
+		if p == nil {
+			return netip.Prefix{}, nil
+		}
+		b, _ := ip.Prefix(p.BlockSize)
+		blocks[b] = "pod address"
+		return b, p
+	}
+
+	var eps []Endpoint
+	used := map[netip.Addr]bool{}
+	for _, kp := range in.Pods {
+		b, p := blockOf(kp.IP)
+		if p == nil || used[kp.IP] {
+			continue // not a pool address: not ours to keep
+		}
+		used[kp.IP] = true
+		ep, complete := sv.endpoints[kp.IP]
+		complete = complete && ep.HostVeth == kp.Veth && ep.State != EndpointReserved
+		if !complete {
+			ep = Endpoint{Handle: RecoveredHandlePrefix + kp.Veth, HostVeth: kp.Veth, MTU: kp.MTU, Created: in.Now.UTC().Round(0)}
+		}
+		ep.IP, ep.Block, ep.Pool, ep.State = kp.IP, b, p.CIDR, EndpointReady
+		eps = append(eps, ep)
+		rep.Endpoints = append(rep.Endpoints, RecoveredEndpoint{IP: kp.IP, Veth: kp.Veth, Handle: ep.Handle, Complete: complete})
+	}
+	for _, r := range in.Reserved {
+		b, p := blockOf(r.IP)
+		if p == nil || used[r.IP] {
+			continue
+		}
+		used[r.IP] = true
+		eps = append(eps, Endpoint{Handle: r.Handle, IP: r.IP, Block: b, Pool: p.CIDR, State: EndpointReserved, Created: in.Now.UTC().Round(0)})
+		rep.Endpoints = append(rep.Endpoints, RecoveredEndpoint{IP: r.IP, Handle: r.Handle, Complete: true})
+	}
+	for ip, ep := range sv.endpoints {
+		if !used[ip] && ep.State != EndpointReserved {
+			rep.Dropped = append(rep.Dropped, fmt.Sprintf("%s (%s, veth %s): its pod is gone from the kernel", ip, ep.Handle, ep.HostVeth))
+		}
+	}
+	slices.Sort(rep.Dropped)
+	for b, from := range blocks {
+		rep.Blocks = append(rep.Blocks, RecoveredBlock{CIDR: b, From: from})
+	}
+	slices.SortFunc(rep.Blocks, func(a, b RecoveredBlock) int { return cmpPrefix(a.CIDR, b.CIDR) })
+	slices.SortFunc(rep.Endpoints, func(a, b RecoveredEndpoint) int { return a.IP.Compare(b.IP) })
+
+	// Build the new file beside the old one, then swap them: a crash in
+	// between leaves either the damaged file in place or the new one.
+	building := path + ".recovering"
+	if err := os.Remove(building); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return rep, fmt.Errorf("recover %s: %w", path, err)
+	}
+	// The identity file is written once the incarnation is in the file.
+	st, err := Open(building, Options{Node: in.Node, Address: in.Address, keepIdentity: true})
+	if err != nil {
+		return rep, fmt.Errorf("recover %s: %w", path, err)
+	}
+	if rep.Incarnation == 0 {
+		rep.Incarnation, rep.Born = st.inc, st.born
+	}
+	rep.MovedTo = fmt.Sprintf("%s.damaged-%s", path, in.Now.UTC().Format("20060102T150405Z"))
+	err = st.update(func(tx *bolt.Tx) error {
+		var b [8]byte
+		binary.BigEndian.PutUint32(b[:4], rep.Incarnation)
+		binary.BigEndian.PutUint32(b[4:], rep.Born)
+		meta := tx.Bucket(bucketMeta)
+		if err := meta.Put(keyIncarnation, b[:]); err != nil {
+			return err
+		}
+		mark, err := json.Marshal(recoveredMark{At: in.Now.UTC().Round(0), From: rep.MovedTo})
+		if err != nil {
+			return err
+		}
+		if err := meta.Put(keyRecovered, mark); err != nil {
+			return err
+		}
+		for _, rb := range rep.Blocks {
+			r := blockRecord{CIDR: rb.CIDR, Pool: poolOf(in.Pools, rb.CIDR).CIDR, Owner: in.Node, OwnerAddr: in.Address,
+				OwnerInc: rep.Incarnation, State: BlockConfirmed, Claimed: in.Now.UTC().Round(0)}
+			if old, ok := sv.own[rb.CIDR]; ok && !old.Claimed.IsZero() {
+				r.Claimed = old.Claimed
+			}
+			if err := putBlock(tx.Bucket(bucketBlocks), r); err != nil {
+				return err
+			}
+		}
+		for _, ep := range eps {
+			if err := tx.Bucket(bucketAddrs).Put(addrKey(ep.IP), []byte(ep.Handle)); err != nil {
+				return fmt.Errorf("write address %s: %w", ep.IP, err)
+			}
+			pms := ep.PortMappings
+			ep.PortMappings = nil
+			if len(pms) > 0 {
+				if err := claimPorts(tx, &ep, pms); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := putEndpoint(tx.Bucket(bucketEndpoints), ep); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	st.inc, st.born = rep.Incarnation, rep.Born
+	if cerr := st.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return rep, fmt.Errorf("recover %s: write %s: %w", path, building, err)
+	}
+	if err := writeIdentity(building, Identity{Node: in.Node, Address: in.Address, Incarnation: rep.Incarnation, Born: rep.Born}); err != nil {
+		return rep, fmt.Errorf("recover %s: %w", path, err)
+	}
+	if err := os.Rename(path, rep.MovedTo); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return rep, fmt.Errorf("recover %s: move the damaged file aside: %w", path, err)
+	}
+	if err := os.Rename(building, path); err != nil {
+		return rep, fmt.Errorf("recover %s: %w", path, err)
+	}
+	return rep, syncDir(filepath.Dir(path))
+}
+
+// Recovered reports when the store was rebuilt by Recover, and from which
+// file; ok is false for a store that never was.
+func (s *Store) Recovered() (at time.Time, from string, ok bool, err error) {
+	var m recoveredMark
+	err = s.view(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketMeta).Get(keyRecovered)
+		if v == nil {
+			return nil
+		}
+		ok = true
+		return json.Unmarshal(v, &m)
+	})
+	return m.At, m.From, ok, err
+}
+
+// salvage reads what it can of a damaged file, bucket by bucket and record
+// by record, each under guard: a damaged page loses what is on it, not the
+// rest.
+func salvage(path string) salvaged {
+	sv := salvaged{endpoints: map[netip.Addr]Endpoint{}, own: map[netip.Prefix]blockRecord{}}
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		sv.problems = append(sv.problems, "nothing to read: the file is missing or empty")
+		return sv
+	}
+	var db *bolt.DB
+	err := guard(path, func() (err error) {
+		db, err = bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+		return err
+	})
+	if err != nil {
+		sv.problems = append(sv.problems, fmt.Sprintf("bbolt cannot open it: %v", err))
+		return sv
+	}
+	defer db.Close()
+	read := func(what string, fn func(tx *bolt.Tx) error) {
+		err := guard(path, func() error { return db.View(fn) })
+		if err != nil {
+			sv.problems = append(sv.problems, fmt.Sprintf("%s: %v", what, err))
+		}
+	}
+	read("incarnation", func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketMeta) == nil {
+			return errors.New("no meta bucket")
+		}
+		inc, born, ok := readIncarnation(tx)
+		if !ok {
+			return errors.New("no incarnation in it")
+		}
+		sv.inc, sv.born = inc, born
+		return nil
+	})
+	read("blocks", func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketBlocks)
+		if b == nil {
+			return errors.New("no blocks bucket")
+		}
+		return b.ForEach(func(k, v []byte) error {
+			if r, err := decodeBlock(k, v); err == nil && (r.State == BlockConfirmed || r.State == BlockLost) {
+				sv.own[r.CIDR] = r
+			}
+			return nil
+		})
+	})
+	read("endpoints", func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketEndpoints)
+		if b == nil {
+			return errors.New("no endpoints bucket")
+		}
+		return b.ForEach(func(k, v []byte) error {
+			if ep, err := decodeEndpoint(string(k), v); err == nil && ep.IP.IsValid() {
+				sv.endpoints[ep.IP] = ep
+			}
+			return nil
+		})
+	})
+	return sv
+}
+
+func poolOf(pools []Pool, b netip.Prefix) *Pool {
+	for i, p := range pools {
+		if p.CIDR.Contains(b.Addr()) && b.Bits() == p.BlockSize {
+			return &pools[i]
+		}
+	}
+	return nil
+}
+
+func poolOfAddr(pools []Pool, ip netip.Addr) *Pool {
+	for i, p := range pools {
+		if p.CIDR.Contains(ip) {
+			return &pools[i]
+		}
+	}
+	return nil
+}
+
+func cmpPrefix(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return a.Bits() - b.Bits()
+}

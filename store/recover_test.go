@@ -1,0 +1,158 @@
+package store
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reefcni/reef/blockproto"
+)
+
+var recPool = Pool{CIDR: netip.MustParsePrefix("10.244.0.0/24"), BlockSize: 26}
+
+// recoverSetup writes a store with one confirmed block and n endpoints,
+// closes it and returns its path, the endpoints and the block.
+func recoverSetup(t *testing.T, n int) (string, []Endpoint, netip.Prefix) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "reef.db")
+	s := openProtoAt(t, path)
+	blk := claimConfirmed(t, s, recPool)
+	var eps []Endpoint
+	for i := range n {
+		h := fmt.Sprintf("k8s-pod-network.c%02d", i)
+		ep, _, err := s.Allocate(Endpoint{Handle: h, ContainerID: fmt.Sprintf("c%02d", i), IfName: "eth0",
+			HostVeth: fmt.Sprintf("reefveth%02d", i), PodNamespace: "default", PodName: fmt.Sprintf("p%02d", i), State: EndpointReady}, recPool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eps = append(eps, ep)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path, eps, blk
+}
+
+func kernelPods(eps []Endpoint) []KernelPod {
+	var out []KernelPod
+	for _, ep := range eps {
+		out = append(out, KernelPod{Veth: ep.HostVeth, IP: ep.IP, MTU: 1450})
+	}
+	return out
+}
+
+func TestRecoverKeepsEveryAddressInUse(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		damage   func(t *testing.T, path string)
+		complete bool // the records can be read back
+	}{
+		{"zero-length", func(t *testing.T, path string) { truncate(t, path, 0) }, false},
+		{"meta pages overwritten", func(t *testing.T, path string) { overwritePages(t, path, 0, 1) }, false},
+		{"the freelist overwritten", func(t *testing.T, path string) { overwritePages(t, path, pagesOf(t, path, "freelist")...) }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path, eps, blk := recoverSetup(t, 5)
+			id, ok, err := ReadIdentity(path)
+			if err != nil || !ok {
+				t.Fatalf("identity file: %v %v", ok, err)
+			}
+			tc.damage(t, path)
+			// The kernel still has pods 0-3; pod 4 was deleted meanwhile.
+			in := RecoverInput{Node: "node-a", Address: protoSelf, Pools: []Pool{recPool},
+				Pods: kernelPods(eps[:4]), Blackholes: []netip.Prefix{blk}, Identity: &id, Now: time.Unix(1800000000, 0)}
+			rep, err := Recover(path, in)
+			if err != nil {
+				t.Fatalf("Recover: %v", err)
+			}
+			if _, err := os.Stat(rep.MovedTo); err != nil {
+				t.Errorf("damaged file not kept at %s: %v", rep.MovedTo, err)
+			}
+			s, err := Open(path, Options{Node: "node-a", Address: protoSelf})
+			if err != nil {
+				t.Fatalf("Open of the recovered store: %v", err)
+			}
+			defer s.Close()
+			if inc, born := s.Incarnation(); inc != id.Incarnation || born != id.Born {
+				t.Errorf("incarnation %08x/%d, want the old %08x/%d", inc, born, id.Incarnation, id.Born)
+			}
+			own, _ := s.OwnBlocks()
+			if len(own) != 1 || own[0].CIDR != blk || own[0].State != BlockConfirmed || own[0].Used != 4 {
+				t.Errorf("own blocks %+v, want %s confirmed with 4 used", own, blk)
+			}
+			for _, ep := range eps[:4] {
+				got, err := s.EndpointsWithVeth(ep.HostVeth)
+				if err != nil || len(got) != 1 || got[0].IP != ep.IP {
+					t.Errorf("veth %s: %+v %v, want one endpoint with %s", ep.HostVeth, got, err, ep.IP)
+					continue
+				}
+				if tc.complete != (got[0].ContainerID == ep.ContainerID) {
+					t.Errorf("veth %s: container ID %q, complete=%v", ep.HostVeth, got[0].ContainerID, tc.complete)
+				}
+				if !tc.complete && !strings.HasPrefix(got[0].Handle, RecoveredHandlePrefix) {
+					t.Errorf("veth %s: handle %q", ep.HostVeth, got[0].Handle)
+				}
+			}
+			if _, _, ok, _ := s.Recovered(); !ok {
+				t.Error("the store is not marked recovered")
+			}
+			if ps, _ := s.LoadProtocol(); !ps.Recovered {
+				t.Error("LoadProtocol: Recovered is false")
+			}
+			// A new pod gets an unused address: pod 4's, which no pod holds.
+			ep, _, err := s.Allocate(Endpoint{Handle: "k8s-pod-network.new"}, recPool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, old := range eps[:4] {
+				if ep.IP == old.IP {
+					t.Fatalf("new pod got %s, which %s holds", ep.IP, old.HostVeth)
+				}
+			}
+		})
+	}
+}
+
+func TestRecoverWithoutIncarnation(t *testing.T) {
+	path, eps, blk := recoverSetup(t, 2)
+	truncate(t, path, 0)
+	in := RecoverInput{Node: "node-a", Address: protoSelf, Pools: []Pool{recPool}, Pods: kernelPods(eps), Blackholes: []netip.Prefix{blk}}
+	_, err := Recover(path, in)
+	if err == nil || !strings.Contains(err.Error(), "--incarnation") {
+		t.Fatalf("Recover without any incarnation: %v, want a refusal naming --incarnation", err)
+	}
+	// Nothing in use: a new incarnation is safe.
+	rep, err := Recover(path, RecoverInput{Node: "node-a", Address: protoSelf, Pools: []Pool{recPool}})
+	if err != nil || rep.Incarnation == 0 || !strings.HasPrefix(rep.IncarnationFrom, "new") {
+		t.Fatalf("Recover of an empty node: %+v %v", rep, err)
+	}
+}
+
+func TestRecoverReleasesLostClaims(t *testing.T) {
+	path, eps, blk := recoverSetup(t, 1)
+	id, _, _ := ReadIdentity(path)
+	truncate(t, path, 0)
+	if _, err := Recover(path, RecoverInput{Node: "node-a", Address: protoSelf, Pools: []Pool{recPool},
+		Pods: kernelPods(eps), Blackholes: []netip.Prefix{blk}, Identity: &id}); err != nil {
+		t.Fatal(err)
+	}
+	s := openProtoAt(t, path)
+	defer s.Close()
+	// The protocol releases a claim it no longer knows of (a voter still
+	// shows a vote for it): the store takes it.
+	other := netip.MustParsePrefix("10.244.0.64/26")
+	if err := s.ApplyProtocol(blockproto.Changes{Release: []netip.Prefix{other}}); err != nil {
+		t.Fatalf("release of a lost claim: %v", err)
+	}
+	ps, _ := s.LoadProtocol()
+	if !ps.Released[other] {
+		t.Fatal("not released")
+	}
+	if err := s.ApplyProtocol(blockproto.Changes{Release: []netip.Prefix{blk}}); err == nil || !strings.Contains(err.Error(), "not a pending claim") {
+		t.Fatalf("release of a confirmed block: %v, want a refusal", err)
+	}
+}
