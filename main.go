@@ -22,6 +22,6 @@ func main() {
 		if !errors.As(err, &usage) {
 			fmt.Fprintln(os.Stderr, "reef:", err)
 		}
-		os.Exit(1)
+		os.Exit(cli.ExitCode(err))
 	}
 }

@@ -77,7 +77,7 @@ func runCleanup(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 		return err
 	}
 
-	if err := refuseIfRunning(cfg.Socket, filepath.Join(cfg.StateDir, "reef.db")); err != nil {
+	if err := refuseIfRunning(cfg.Socket, filepath.Join(cfg.StateDir, "reef.db"), "nothing was removed"); err != nil {
 		return err
 	}
 	found, err := findLeftovers(cfg)
@@ -102,11 +102,11 @@ func runCleanup(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 }
 
 // refuseIfRunning fails when a daemon answers on the socket or holds the
-// store's lock.
-func refuseIfRunning(socket, db string) error {
+// store's lock; outcome ends the message ("nothing was removed").
+func refuseIfRunning(socket, db, outcome string) error {
 	if c, err := net.DialTimeout("unix", socket, time.Second); err == nil {
 		c.Close()
-		return fmt.Errorf("a reef daemon is serving %s: stop it first (systemctl stop reef); nothing was removed", socket)
+		return fmt.Errorf("a reef daemon is serving %s: stop it first (systemctl stop reef); %s", socket, outcome)
 	}
 	f, err := os.Open(db)
 	if errors.Is(err, os.ErrNotExist) {
@@ -117,7 +117,7 @@ func refuseIfRunning(socket, db string) error {
 	}
 	defer f.Close()
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		return fmt.Errorf("%s is locked by a running reef daemon: stop it first (systemctl stop reef); nothing was removed", db)
+		return fmt.Errorf("%s is locked by a running reef daemon: stop it first (systemctl stop reef); %s", db, outcome)
 	}
 	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	return nil

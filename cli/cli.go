@@ -46,6 +46,7 @@ commands:
   kubeconfig           write /etc/reef/kubeconfig for reef's service account (docs/policy.md)
   routes               the routes and veths reef wants next to the kernel's (exit 1: not in sync)
   diagnose [-o FILE]   one tar.gz for a bug report: status, IPAM, routes, nftables, links, config (no passwords), log
+  store recover        rebuild a damaged store from the kernel (daemon stopped; docs/ipam.md)
   cleanup [--yes]      remove reef's tables, routes, links and state from this node (package purge)
   version              print the version
 
@@ -94,6 +95,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runRoutes(ctx, args[1:], stdout, stderr)
 	case "diagnose":
 		return runDiagnose(ctx, args[1:], stdout, stderr)
+	case "store":
+		if len(args) < 2 || args[1] != "recover" {
+			fmt.Fprint(stderr, usage)
+			return UsageError{"unknown store command"}
+		}
+		return runStoreRecover(args[2:], stdout, stderr)
 	case "cleanup":
 		return runCleanup(args[1:], cleanupStdin, stdout, stderr)
 	case "version":

@@ -33,6 +33,11 @@ const (
 	// ErrHostPortTaken: another live pod on the node holds a hostPort the
 	// pod asks for.
 	ErrHostPortTaken uint = 103
+	// ErrStoreRecovered: the node's blocks are full and its store was
+	// rebuilt by `reef store recover`, so this incarnation claims no new
+	// block until the operator restarts it with an empty state dir on a
+	// drained node (docs/ipam.md, "A damaged store").
+	ErrStoreRecovered uint = 104
 )
 
 func (s *Server) log4(r *request) *slog.Logger {

@@ -27,6 +27,9 @@ func (s *Server) Delete(in *reefv1.CNIRequest) *types.Error {
 	defer s.Kernel.RUnlock()
 
 	ep, found, err := s.store.Endpoint(r.handle())
+	if err == nil && !found {
+		ep, found, err = s.recoveredEndpoint(r)
+	}
 	if err != nil {
 		return types.NewError(types.ErrInternal, "read endpoint record", err.Error())
 	}
@@ -40,6 +43,33 @@ func (s *Server) Delete(in *reefv1.CNIRequest) *types.Error {
 	}
 	log.Info("pod deleted", "ip", ep.IP, "veth", ep.HostVeth)
 	return nil
+}
+
+// recoveredEndpoint finds the record `reef store recover` rebuilt for the
+// pod of r from the kernel alone: it has no container ID, but the veth's
+// name follows from the pod's name (or container ID), as at ADD.
+func (s *Server) recoveredEndpoint(r *request) (store.Endpoint, bool, error) {
+	eps, err := s.store.EndpointsWithVeth(routes.HostVethName(r.podNamespace, r.podName, r.containerID))
+	if err != nil {
+		return store.Endpoint{}, false, err
+	}
+	for _, ep := range eps {
+		if ep.Recovered() {
+			return ep, true, nil
+		}
+	}
+	return store.Endpoint{}, false, nil
+}
+
+// SandboxAlive reports whether an endpoint's pod is still there: its
+// network namespace exists. A record rebuilt by `reef store recover`
+// knows no namespace; its veth, which the kernel removes with the
+// namespace, stands in for it.
+func SandboxAlive(ep store.Endpoint) bool {
+	if ep.Netns == "" && ep.Recovered() {
+		return routes.LinkExists(ep.HostVeth)
+	}
+	return routes.NetnsExists(ep.Netns)
 }
 
 // release tears an endpoint down and frees its address. Callers hold the

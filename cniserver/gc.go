@@ -28,7 +28,10 @@ func (s *Server) gc(in *reefv1.CNIRequest) *types.Error {
 	released := 0
 	var failed []string
 	for _, ep := range eps {
-		if ep.Network != r.conf.Name || valid[att{ep.ContainerID, ep.IfName}] {
+		if ep.Recovered() && !SandboxAlive(ep) {
+			// Rebuilt by `reef store recover` without its container ID:
+			// the runtime's list cannot name it, but its veth is gone.
+		} else if ep.Network != r.conf.Name || valid[att{ep.ContainerID, ep.IfName}] {
 			continue
 		}
 		if err := s.releaseHandle(ep.ContainerID, ep.Handle); err != nil {

@@ -120,6 +120,9 @@ func (e *blockEngine) Need(ctx context.Context, pool store.Pool) *types.Error {
 		if errors.Is(err, errGone) {
 			return types.NewError(cniserver.ErrNodeForgotten, err.Error(), "docs/ipam.md, \"Removing a node for good\"")
 		}
+		if errors.Is(err, errRecovered) {
+			return types.NewError(cniserver.ErrStoreRecovered, err.Error(), "docs/ipam.md, \"A damaged store\"")
+		}
 		// Waiting for votes, sessions still coming up, a partition: wait on.
 	}
 }
@@ -339,10 +342,17 @@ func (e exhausted) Unwrap() error { return store.ErrPoolExhausted }
 // errGone marks the failure of a node the cluster forgot: no wait helps.
 var errGone = errors.New("no address is handed out here")
 
+// errRecovered marks the failure of a node whose store was recovered: it
+// claims no block in this incarnation, so no wait helps.
+var errRecovered = errors.New("no free address is left in this node's blocks")
+
 // blockedError is why an ADD waiting for a block of pool gets none yet.
 func blockedError(s blockproto.Status, pool netip.Prefix) error {
 	if s.Gone != "" {
 		return fmt.Errorf("%s; %w", s.Gone, errGone)
+	}
+	if s.Recovered != "" {
+		return fmt.Errorf("%w, and %s", errRecovered, s.Recovered)
 	}
 	if why, ok := s.Blocked[pool]; ok {
 		if s.CanClaim() == nil {

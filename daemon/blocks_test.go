@@ -71,6 +71,11 @@ func TestBlockedError(t *testing.T) {
 	if err := blockedError(gone, pool); !errors.Is(err, errGone) {
 		t.Errorf("gone: %v", err)
 	}
+	rec := base
+	rec.Recovered = blockproto.RecoveredReason
+	if err := blockedError(rec, pool); !errors.Is(err, errRecovered) || !strings.Contains(err.Error(), "reef store recover") {
+		t.Errorf("recovered: %v", err)
+	}
 	if err := blockedError(base, pool); err != nil {
 		t.Errorf("nothing in the way: %v", err)
 	}

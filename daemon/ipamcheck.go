@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/reefcni/reef/blockproto"
+	"github.com/reefcni/reef/cniserver"
 	reefv1 "github.com/reefcni/reef/proto"
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/store"
@@ -55,7 +56,7 @@ func (n *nodeService) IPAMCheck(ctx context.Context, _ *reefv1.IPAMCheckRequest)
 		case ep.State != store.EndpointReady:
 			add("add-never-finished", ep.IP.String(), fmt.Sprintf("%s holds %s in state %s: its ADD never finished", pod, ep.IP, ep.State),
 				"nothing: the next reconcile pass frees it")
-		case !routes.NetnsExists(ep.Netns):
+		case !cniserver.SandboxAlive(ep):
 			add("no-live-sandbox", ep.IP.String(), fmt.Sprintf("%s holds %s, but its network namespace %s is gone", pod, ep.IP, ep.Netns),
 				"reef ipam release "+ep.IP.String()+" (the reconcile pass also frees it on its second pass that finds it gone)")
 		case ep.HostVeth != "" && have.Links != nil && !have.Links[ep.HostVeth]:
@@ -212,7 +213,7 @@ func (n *nodeService) IPAMRelease(ctx context.Context, req *reefv1.IPAMReleaseRe
 	if ep.State == store.EndpointReserved {
 		return nil, status.Errorf(codes.FailedPrecondition, "%s is reserved by reef itself (%s), not a pod's", ep.IP, ep.Handle)
 	}
-	live := ep.State == store.EndpointReady && routes.NetnsExists(ep.Netns)
+	live := ep.State == store.EndpointReady && cniserver.SandboxAlive(ep)
 	if live && !req.GetForce() {
 		return nil, status.Errorf(codes.FailedPrecondition,
 			"%s holds %s and is live (its network namespace %s exists): releasing it would give its address to the next pod; delete the pod, or use --force",

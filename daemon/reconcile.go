@@ -511,7 +511,7 @@ func (r *reconciler) resolveEndpoints(eps []store.Endpoint, errs *[]error) []sto
 		case ep.State != store.EndpointReady:
 			r.release(ep, "its ADD never finished", errs)
 			continue
-		case !routes.NetnsExists(ep.Netns):
+		case !cniserver.SandboxAlive(ep):
 			r.gone[ep.Handle]++
 			if r.gone[ep.Handle] >= goneObservations {
 				r.release(ep, "its network namespace is gone", errs)

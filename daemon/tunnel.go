@@ -55,10 +55,16 @@ func (n netInfo) ipipPool() netip.Prefix {
 }
 
 // tunnelHandle is the IPAM handle of the node's VXLAN tunnel address.
-func (n netInfo) tunnelHandle() string { return "vxlan-tunnel-addr-" + n.node }
+func (n netInfo) tunnelHandle() string { return VXLANTunnelHandle(n.node) }
 
 // ipipHandle is the IPAM handle of the node's IPIP tunnel address.
-func (n netInfo) ipipHandle() string { return "ipip-tunnel-addr-" + n.node }
+func (n netInfo) ipipHandle() string { return IPIPTunnelHandle(n.node) }
+
+// VXLANTunnelHandle is the IPAM handle of node's VXLAN tunnel address.
+func VXLANTunnelHandle(node string) string { return "vxlan-tunnel-addr-" + node }
+
+// IPIPTunnelHandle is the IPAM handle of node's IPIP tunnel address.
+func IPIPTunnelHandle(node string) string { return "ipip-tunnel-addr-" + node }
 
 // routed says whether owner's blocks of pool are routed without
 // encapsulation to a node in another subnet: through the node's own route

@@ -87,6 +87,13 @@ func NetnsExists(path string) bool {
 	return true
 }
 
+// LinkExists reports whether a link of that name is in the current
+// network namespace.
+func LinkExists(name string) bool {
+	_, err := netlink.LinkByName(name)
+	return err == nil
+}
+
 // SetupPod creates the veth pair and wires both ends: the pod gets ip/32,
 // the link-local gateway route, the default route and a permanent
 // neighbour for the gateway, with forwarding off; the node side gets the

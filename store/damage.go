@@ -98,7 +98,8 @@ func check(db *bolt.DB, path string) error {
 			}
 			for e := range tx.Check() {
 				if n < maxCheckErrors {
-					problems = append(problems, e.Error())
+					// bbolt reports its assertions as "panic: ...".
+					problems = append(problems, strings.TrimPrefix(e.Error(), "panic: "))
 				}
 				n++
 			}

@@ -118,6 +118,10 @@ func (m PortMapping) Overlaps(o PortMapping) bool {
 	return !m.HostIP.IsValid() || !o.HostIP.IsValid() || m.HostIP == o.HostIP
 }
 
+// Recovered reports whether the record was rebuilt by Recover from the
+// kernel alone, without its container ID.
+func (ep Endpoint) Recovered() bool { return strings.HasPrefix(ep.Handle, RecoveredHandlePrefix) }
+
 func (ep Endpoint) record() endpointRecord { return endpointRecord(ep) }
 
 func (r endpointRecord) endpoint() Endpoint { return Endpoint(r) }

@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/reefcni/reef/daemon"
+	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/store"
+)
+
+// ExitStoreDamaged is the exit status of a daemon that stops on a damaged
+// store (EX_DATAERR): reef.service's RestartPreventExitStatus= names it,
+// so systemd does not restart into the same error every 2 s.
+const ExitStoreDamaged = 65
+
+// ExitCode is the exit status for the error a command ended with.
+func ExitCode(err error) int {
+	if errors.Is(err, store.ErrDamaged) {
+		return ExitStoreDamaged
+	}
+	return 1
+}
+
+// runStoreRecover is `reef store recover`: with the daemon stopped, it
+// moves a damaged store aside and rebuilds it from the kernel (reef's veths,
+// pod routes, blackholes and tunnel addresses), the identity file and what
+// the damaged file still holds (store.Recover).
+func runStoreRecover(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("reef store recover", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cf := registerConfig(fs, "configuration file, for stateDir, nodeName, the node address and the pools (missing: defaults)")
+	nodeName := fs.String("node-name", "", "override nodeName")
+	nodeAddress := fs.String("node-address", "", "override nodeAddress")
+	incFlag := fs.String("incarnation", "", "this node's incarnation (8 hex digits), when the identity file is lost too")
+	bornFlag := fs.Uint("born", 0, "with --incarnation: when it was drawn (Unix seconds)")
+	if err := fs.Parse(args); err != nil {
+		return UsageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return UsageError{"unexpected arguments: " + strings.Join(fs.Args(), " ")}
+	}
+	cfg, err := cf.load()
+	if err != nil {
+		return err
+	}
+	if *nodeName != "" {
+		cfg.NodeName = *nodeName
+	}
+	if *nodeAddress != "" {
+		a, err := netip.ParseAddr(*nodeAddress)
+		if err != nil {
+			return fmt.Errorf("flag --node-address: value %q is not an IP address", *nodeAddress)
+		}
+		cfg.NodeAddress = a
+	}
+	if err := cfg.Finish(); err != nil {
+		return err
+	}
+	path := filepath.Join(cfg.StateDir, "reef.db")
+	if err := refuseIfRunning(cfg.Socket, path, "nothing was changed"); err != nil {
+		return err
+	}
+	up, err := daemon.DetectUplink(cfg.Interface, cfg.NodeAddress)
+	if err != nil {
+		return fmt.Errorf("node address: %w", err)
+	}
+	in := store.RecoverInput{Node: cfg.NodeName, Address: up.Address, Now: time.Now()}
+	for _, p := range cfg.Pools {
+		in.Pools = append(in.Pools, store.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize})
+	}
+	switch id, ok, err := store.ReadIdentity(path); {
+	case *incFlag != "":
+		inc, perr := strconv.ParseUint(*incFlag, 16, 32)
+		if perr != nil || inc == 0 || *bornFlag == 0 {
+			return fmt.Errorf("flag --incarnation: value %q must be 8 hex digits, with --born in Unix seconds", *incFlag)
+		}
+		in.Identity = &store.Identity{Node: cfg.NodeName, Address: up.Address, Incarnation: uint32(inc), Born: uint32(*bornFlag)}
+	case err != nil:
+		fmt.Fprintf(stderr, "reef store recover: %v; reading the incarnation from the damaged file instead\n", err)
+	case ok && id.Address.IsValid() && id.Address != up.Address:
+		return fmt.Errorf("the identity file %s is of node address %s, this node has %s: set nodeAddress as it was, or give --incarnation", store.IdentityPath(path), id.Address, up.Address)
+	case ok:
+		in.Identity = &id
+	}
+	if err := readKernelForRecovery(&in); err != nil {
+		return err
+	}
+	rep, err := store.Recover(path, in)
+	if err != nil {
+		return err
+	}
+	printRecovery(stdout, path, rep)
+	return nil
+}
+
+// readKernelForRecovery fills in what the kernel shows of reef's: every pod
+// (a reef veth with a /32 route of reef's protocol), every own block (a
+// blackhole of reef's protocol) and the tunnel addresses.
+func readKernelForRecovery(in *store.RecoverInput) error {
+	k, err := routes.NewKernel()
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	st, err := k.Read()
+	if err != nil {
+		return err
+	}
+	for dst, r := range st.Routes {
+		switch {
+		case r.Kind == routes.Blackhole:
+			in.Blackholes = append(in.Blackholes, dst)
+		case r.Kind == routes.PodRoute && dst.Bits() == 32 && st.Links[r.Dev]:
+			kp := store.KernelPod{Veth: r.Dev, IP: dst.Addr()}
+			if l, err := netlink.LinkByName(r.Dev); err == nil {
+				kp.MTU = l.Attrs().MTU
+			}
+			in.Pods = append(in.Pods, kp)
+		}
+	}
+	for dev, handle := range map[string]string{routes.VXLANDevice: daemon.VXLANTunnelHandle(in.Node), routes.IPIPDevice: daemon.IPIPTunnelHandle(in.Node)} {
+		l, err := netlink.LinkByName(dev)
+		if err != nil {
+			continue // no such device: no tunnel address
+		}
+		addrs, err := netlink.AddrList(l, unix.AF_INET)
+		if err != nil {
+			return fmt.Errorf("list addresses of %s: %w", dev, err)
+		}
+		for _, a := range addrs {
+			if ip, ok := netip.AddrFromSlice(a.IP.To4()); ok {
+				in.Reserved = append(in.Reserved, store.KernelReserved{Handle: handle, IP: ip})
+			}
+		}
+	}
+	return nil
+}
+
+func printRecovery(w io.Writer, path string, rep store.RecoverReport) {
+	fmt.Fprintf(w, "reef store recover: %s rebuilt; the damaged file is %s\n", path, rep.MovedTo)
+	fmt.Fprintf(w, "incarnation: %08x (born %s), from %s\n", rep.Incarnation, time.Unix(int64(rep.Born), 0).UTC().Format(time.RFC3339), rep.IncarnationFrom)
+	if rep.Salvage != "" {
+		fmt.Fprintf(w, "read from the damaged file: not all of it (%s)\n", rep.Salvage)
+	} else {
+		fmt.Fprintln(w, "read from the damaged file: every record")
+	}
+	fmt.Fprintf(w, "blocks kept (%d):\n", len(rep.Blocks))
+	for _, b := range rep.Blocks {
+		fmt.Fprintf(w, "  %s  from %s\n", b.CIDR, b.From)
+	}
+	var partial []store.RecoveredEndpoint
+	pods := 0
+	for _, e := range rep.Endpoints {
+		if e.Veth != "" {
+			pods++
+		}
+	}
+	fmt.Fprintf(w, "addresses kept: %d of pods, %d reserved (tunnel addresses):\n", pods, len(rep.Endpoints)-pods)
+	for _, e := range rep.Endpoints {
+		what := "its record read back whole"
+		switch {
+		case e.Veth == "":
+			what = "reserved"
+		case !e.Complete:
+			what = "container unknown"
+			partial = append(partial, e)
+		}
+		fmt.Fprintf(w, "  %-15s %-16s %s (%s)\n", e.IP, e.Veth, e.Handle, what)
+	}
+	if len(partial) > 0 {
+		fmt.Fprintf(w, "not rebuilt: the container ID, pod name, netns, hostPorts and bandwidth limits of %d pods (listed above as \"container unknown\").\n", len(partial))
+		fmt.Fprintln(w, "  Their traffic goes on. The pod's DEL finds the address by its veth and frees it; so does the reconcile pass once the veth is gone.")
+		fmt.Fprintln(w, "  hostPorts of those pods stop answering at the daemon's first pass: recreate such pods.")
+	}
+	for _, d := range rep.Dropped {
+		fmt.Fprintf(w, "freed: %s\n", d)
+	}
+	fmt.Fprintln(w, "this incarnation now claims no new block and votes only for confirmed owners; drain the node and start it with an empty state dir to lift that (docs/ipam.md, \"A damaged store\").")
+	fmt.Fprintln(w, "next: systemctl start reef")
+}

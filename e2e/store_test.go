@@ -1,0 +1,199 @@
+package e2e
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/reefcni/reef/internal/lab"
+)
+
+// TestStoreRecover: a damaged store (pages in use overwritten, the file cut
+// short, or emptied) stops the daemon with one error naming the file and
+// `reef store recover`, never a panic, while the pods keep their traffic.
+// The recovery brings up a daemon whose pods keep their addresses and
+// traffic, whose new pods get unused addresses, which refuses to claim new
+// blocks, and whose `reef ipam check` is clean once the pods it could not
+// name are deleted (a DEL, and a sandbox gone without one).
+func TestStoreRecover(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, path string)
+	}{
+		{"pages overwritten", func(t *testing.T, path string) {
+			used := boltPages(t, path, "leaf", "branch")
+			overwrite(t, path, used[0], used[len(used)-1])
+		}},
+		{"truncated", func(t *testing.T, path string) {
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(path, fi.Size()/2+100); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"zero-length", func(t *testing.T, path string) {
+			if err := os.Truncate(path, 0); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testStoreRecover(t, tc.damage) })
+	}
+}
+
+func testStoreRecover(t *testing.T, damage func(t *testing.T, path string)) {
+	l := newLab(t)
+	n := startNode(t, l, "node1", lab.NodeOptions{})
+	a, b, c := newPod(t, n, "a"), newPod(t, n, "b"), newPod(t, n, "c")
+	if err := n.Kill(); err != nil { // a crash: nothing flushed on the way out
+		t.Fatal(err)
+	}
+	db := filepath.Join(n.StateDir, "reef.db")
+	damage(t, db)
+
+	if err := n.StartNoWait(); err != nil {
+		t.Fatal(err)
+	}
+	err, exited := n.Wait(20 * time.Second)
+	if !exited {
+		t.Fatal("the daemon with a damaged store did not exit")
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 65 {
+		t.Errorf("exit: %v, want status 65", err)
+	}
+	log := n.LogTail(5)
+	for _, want := range []string{"store " + db + " is damaged:", "reef store recover", "Pods keep their traffic"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the daemon's last words do not say %q:\n%s", want, log)
+		}
+	}
+	if all := n.Log(); strings.Contains(all, "\npanic: ") || strings.Contains(all, "goroutine ") {
+		t.Errorf("the daemon panicked:\n%s", n.LogTail(40))
+	}
+	if _, err := a.Ping(b.IP); err != nil {
+		t.Fatalf("a -> b with the daemon down: %v", err)
+	}
+
+	out, err := l.Run(n.Netns, filepath.Join(binDir, "reef"), "store", "recover", "--config", n.Config)
+	if err != nil {
+		t.Fatalf("reef store recover: %v", err)
+	}
+	t.Logf("reef store recover:\n%s", out)
+	for _, want := range []string{"rebuilt; the damaged file is " + db + ".damaged-", "addresses kept: 3 of pods", a.IP.String(), b.IP.String(), c.IP.String(), "blocks kept (1)", "from identity file"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("reef store recover does not say %q", want)
+		}
+	}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if got := allocations(t, n); len(got) != 3 || got[a.IP.String()] == "" || got[b.IP.String()] == "" || got[c.IP.String()] == "" {
+		t.Errorf("allocations after the recovery: %v, want %s, %s and %s", got, a.IP, b.IP, c.IP)
+	}
+	for _, p := range []*lab.Pod{a, b, c} {
+		for _, q := range []*lab.Pod{a, b, c} {
+			if p != q {
+				if _, err := p.Ping(q.IP); err != nil {
+					t.Errorf("%s -> %s after the recovery: %v", p.Name, q.Name, err)
+				}
+			}
+		}
+	}
+	if out, err := n.Reef("routes"); err != nil {
+		t.Errorf("reef routes after the recovery: %v\n%s", err, out)
+	}
+	st, err := n.Reef("status")
+	if err != nil || !strings.Contains(st, "reef store recover") {
+		t.Errorf("reef status does not say the store was recovered: %v\n%s", err, st)
+	}
+	d := newPod(t, n, "d")
+	if slices.Contains([]string{a.IP.String(), b.IP.String(), c.IP.String()}, d.IP.String()) {
+		t.Fatalf("a new pod got %s, which an existing pod holds", d.IP)
+	}
+	if _, err := d.Ping(a.IP); err != nil {
+		t.Errorf("d -> a: %v", err)
+	}
+
+	// Pod a's DEL finds its record by its veth; pod b's sandbox goes
+	// without a DEL and the reconcile pass frees it.
+	if err := a.Del(); err != nil {
+		t.Fatalf("DEL of a: %v", err)
+	}
+	if err := l.DelNetns(b.Netns); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, func() string {
+		got := allocations(t, n)
+		if len(got) != 2 || got[c.IP.String()] == "" || got[d.IP.String()] == "" {
+			return "allocations " + strings.Join(keys(got), " ") + ", want only c's and d's"
+		}
+		return ""
+	})
+	if out, err := n.Reef("ipam", "check"); err != nil {
+		t.Errorf("reef ipam check after the DELs: %v\n%s", err, out)
+	}
+	if v := reefVeths(t, n); len(v) != 2 {
+		t.Errorf("veths %v, want c's and d's", v)
+	}
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// boltPages lists the pages of a bbolt file of the given types.
+func boltPages(t *testing.T, path string, types ...string) []int {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var out []int
+	err = db.View(func(tx *bolt.Tx) error {
+		for id := 0; ; id++ {
+			p, err := tx.Page(id)
+			if err != nil || p == nil {
+				return err
+			}
+			if slices.Contains(types, p.Type) {
+				out = append(out, id)
+			}
+		}
+	})
+	if err != nil || len(out) < 2 {
+		t.Fatalf("pages %v of %s: %v %v", types, path, out, err)
+	}
+	return out
+}
+
+// overwrite writes junk over whole pages of a file.
+func overwrite(t *testing.T, path string, pages ...int) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	junk := []byte(strings.Repeat("\xde\xad\xbe\xef", os.Getpagesize()/4))
+	for _, p := range pages {
+		if _, err := f.WriteAt(junk, int64(p*os.Getpagesize())); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
