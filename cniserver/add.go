@@ -147,6 +147,9 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 	if errors.As(err, &taken) {
 		return ep, "", false, portTaken(r, taken) // nothing was stored
 	}
+	if errors.Is(err, store.ErrNotWritable) {
+		return ep, "", false, types.NewError(types.ErrIOFailure, "allocate an address: "+err.Error(), "")
+	}
 	if err != nil {
 		return ep, "", false, types.NewError(types.ErrInternal, "allocate an address", err.Error())
 	}

@@ -1,8 +1,12 @@
 package cniserver
 
 import (
+	"errors"
+	"time"
+
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/reefcni/reef/cniserver/pendingdel"
 	reefv1 "github.com/reefcni/reef/proto"
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/store"
@@ -37,7 +41,24 @@ func (s *Server) Delete(in *reefv1.CNIRequest) *types.Error {
 		log.Debug("DEL of an unknown attachment: nothing to do")
 		return nil
 	}
-	if err := s.release(ep); err != nil {
+	err = s.release(ep)
+	if errors.Is(err, store.ErrNotWritable) {
+		// The pod is gone from the kernel; only the store could not be
+		// written. Its address stays taken (so it is never handed out
+		// twice) and is freed by the reconcile pass once the store takes
+		// writes again: the runtime need not hold the pod.
+		s.deferRelease(ep.Handle)
+		if s.cfg.DeferredDir != "" {
+			qerr := pendingdel.Put(s.cfg.DeferredDir, pendingdel.Entry{ContainerID: in.GetContainerId(), Netns: in.GetNetns(),
+				IfName: in.GetIfname(), Args: in.GetArgs(), Path: in.GetPath(), Netconf: in.GetNetconf(), Queued: time.Now().UTC()})
+			if qerr != nil {
+				log.Error("queue the DEL's store part for the next start", "error", qerr)
+			}
+		}
+		log.Warn("DEL done in the kernel; the store could not be written, so the address is freed once it can be", "ip", ep.IP, "error", err)
+		return nil
+	}
+	if err != nil {
 		log.Error("DEL failed", "ip", ep.IP, "error", err)
 		return types.NewError(types.ErrInternal, "delete pod "+ep.IP.String(), err.Error())
 	}
@@ -84,10 +105,30 @@ func (s *Server) release(ep store.Endpoint) error {
 		}
 	}
 	_, _, err := s.store.Release(ep.Handle)
-	if err == nil && s.Policy != nil {
-		s.Policy.Changed()
+	if err == nil {
+		if _, was := s.deferred.LoadAndDelete(ep.Handle); was && s.cfg.DeferredDir != "" {
+			if err := pendingdel.Drop(s.cfg.DeferredDir, ep.ContainerID, ep.IfName); err != nil {
+				s.log.Warn("drop a queued DEL done meanwhile", "error", err)
+			}
+		}
+		if s.Policy != nil {
+			s.Policy.Changed()
+		}
 	}
 	return err
+}
+
+// deferRelease remembers a handle whose DEL is done in the kernel but not
+// in the store.
+func (s *Server) deferRelease(handle string) { s.deferred.Store(handle, true) }
+
+// ReleaseDeferred reports whether handle's DEL waits for the store to take
+// writes: the reconcile pass releases it then (TearDown), whatever its
+// netns says. A daemon restart forgets it; the pass then frees the
+// address once the pod's netns is gone, as for any pod.
+func (s *Server) ReleaseDeferred(handle string) bool {
+	_, ok := s.deferred.Load(handle)
+	return ok
 }
 
 // TearDown removes an endpoint's veth and frees its address without taking

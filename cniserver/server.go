@@ -27,6 +27,11 @@ type Config struct {
 	MTU   int          // of both ends of every veth
 	// TestPauseAfterVeth: see routes.PodSpec. Zero outside tests.
 	TestPauseAfterVeth time.Duration
+	// DeferredDir queues the DELs done in the kernel while the store could
+	// not be written (a pendingdel queue on another file system than the
+	// state dir: the socket's), for a daemon restarted before the store
+	// took writes again; "" keeps them in memory only.
+	DeferredDir string
 }
 
 // Server implements the CNI gRPC service.
@@ -61,6 +66,7 @@ type Server struct {
 
 	ready      atomic.Bool
 	containers keyedMutex
+	deferred   sync.Map // handle -> true: DEL done but the store not written (ReleaseDeferred)
 }
 
 // New returns a server that refuses ADD until SetReady(true).

@@ -511,6 +511,9 @@ func (r *reconciler) resolveEndpoints(eps []store.Endpoint, errs *[]error) []sto
 		case ep.State != store.EndpointReady:
 			r.release(ep, "its ADD never finished", errs)
 			continue
+		case r.cni.ReleaseDeferred(ep.Handle):
+			r.release(ep, "its DEL came while the store could not be written", errs)
+			continue
 		case !cniserver.SandboxAlive(ep):
 			r.gone[ep.Handle]++
 			if r.gone[ep.Handle] >= goneObservations {

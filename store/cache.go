@@ -32,7 +32,7 @@ type readCache struct {
 // update runs fn in a write transaction and invalidates the read cache.
 // Every write of the store goes through it.
 func (s *Store) update(fn func(*bolt.Tx) error) error {
-	err := guard(s.path, func() error { return s.db.Update(fn) })
+	err := storageError(s.path, guard(s.path, func() error { return s.db.Update(fn) }))
 	s.cache.gen.Add(1)
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"syscall"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -117,4 +118,49 @@ func check(db *bolt.DB, path string) error {
 		msg += fmt.Sprintf(" (and %d more)", n-len(problems))
 	}
 	return &DamagedError{Path: path, Problem: msg}
+}
+
+// ErrNotWritable is what a write refused by the file system is (errors.Is):
+// the state dir is full, over quota or read-only.
+var ErrNotWritable = errors.New("state file not writable")
+
+// StorageError is a write of the state file that the file system refused
+// (ENOSPC, EDQUOT, EROFS). Nothing was written: bbolt's transaction is all
+// or nothing, and the store works again as soon as the file system takes
+// writes, without a restart.
+type StorageError struct {
+	Path string
+	Err  error
+}
+
+func (e *StorageError) Error() string {
+	return fmt.Sprintf("cannot write the state file %s (%v): free space on its file system, or remount it read-write; "+
+		"nothing was half-written, and reef works again as soon as it can write", e.Path, e.Err)
+}
+
+func (e *StorageError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrNotWritable) true.
+func (e *StorageError) Is(target error) bool { return target == ErrNotWritable }
+
+// storageError wraps err in a StorageError when the file system refused
+// the write; other errors pass through.
+func storageError(path string, err error) error {
+	if err == nil || errors.Is(err, ErrNotWritable) {
+		return err
+	}
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EROFS) {
+		return &StorageError{Path: path, Err: unwrapPath(err)}
+	}
+	return err
+}
+
+// unwrapPath drops the *PathError's own path and op: StorageError names
+// the file.
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }

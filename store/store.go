@@ -70,7 +70,7 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	// 0700: the file maps pods to addresses and nothing but root needs it.
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+		return nil, fmt.Errorf("open store %s: %w", path, storageError(path, err))
 	}
 	if err := precheck(path); err != nil {
 		return nil, err
@@ -91,7 +91,7 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+		return nil, fmt.Errorf("open store %s: %w", path, storageError(path, err))
 	}
 	if err := check(db, path); err != nil {
 		_ = db.Close() // the damage is the error worth reporting
@@ -131,12 +131,12 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	if err != nil {
 		_ = db.Close() // the schema error is the one worth reporting
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+		return nil, fmt.Errorf("open store %s: %w", path, storageError(path, err))
 	}
 	if !opts.keepIdentity {
 		if err := writeIdentity(path, Identity{Node: opts.Node, Address: opts.Address, Incarnation: inc, Born: born}); err != nil {
 			_ = db.Close()
-			return nil, fmt.Errorf("open store %s: %w", path, err)
+			return nil, fmt.Errorf("open store %s: %w", path, storageError(path, err))
 		}
 	}
 	st := &Store{db: db, path: path, node: opts.Node, addr: opts.Address, inc: inc, born: born}

@@ -126,3 +126,9 @@ func Remove(file string) error {
 	}
 	return nil
 }
+
+// Drop removes the queued DEL of one attachment, if there is one: for a
+// DEL that got done by other means first.
+func Drop(dir, containerID, ifName string) error {
+	return Remove(filepath.Join(dir, fileName(Entry{ContainerID: containerID, IfName: ifName})))
+}
