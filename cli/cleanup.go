@@ -34,12 +34,17 @@ const vxlanDevice = "vxlan.reef"
 // entries and their temporary files.
 var pendingFile = regexp.MustCompile(`^([0-9a-f]{32}\.json|\.tmp-.*)$`)
 
+// stateFile matches the store's other files in the state dir: the identity
+// file and its temporary, and what `reef store recover` leaves.
+var stateFile = regexp.MustCompile(`^(identity\.json|\.identity-.*|reef\.db\.damaged-.*|reef\.db\.recovering)$`)
+
 // leftovers is what `reef cleanup` found of reef's on this node.
 type leftovers struct {
 	tables  []nat.TableID
 	links   []netlink.Link
 	routes  []netlink.Route
 	db      string   // the store, if present
+	state   []string // the store's other files (identity, damaged copies)
 	pending []string // files of queued DELs
 	dirs    []string // pending-delete dir, state dir: when they hold nothing else
 	socket  string   // a socket file no daemon serves
@@ -47,7 +52,7 @@ type leftovers struct {
 }
 
 func (l *leftovers) empty() bool {
-	return len(l.tables) == 0 && len(l.links) == 0 && len(l.routes) == 0 && l.db == "" && len(l.pending) == 0 &&
+	return len(l.tables) == 0 && len(l.links) == 0 && len(l.routes) == 0 && l.db == "" && len(l.state) == 0 && len(l.pending) == 0 &&
 		len(l.dirs) == 0 && l.socket == ""
 }
 
@@ -150,18 +155,28 @@ func findLeftovers(cfg daemon.Config) (*leftovers, error) {
 	if db := filepath.Join(cfg.StateDir, "reef.db"); fileExists(db) {
 		l.db = db
 	}
-	if entries, err := os.ReadDir(cfg.PendingDeleteDir); err == nil {
+	if entries, err := os.ReadDir(cfg.StateDir); err == nil {
 		for _, e := range entries {
-			if !e.IsDir() && pendingFile.MatchString(e.Name()) {
-				l.pending = append(l.pending, filepath.Join(cfg.PendingDeleteDir, e.Name()))
+			if !e.IsDir() && stateFile.MatchString(e.Name()) {
+				l.state = append(l.state, filepath.Join(cfg.StateDir, e.Name()))
 			}
 		}
 	}
-	// The dirs go only if nothing but reef's is in them.
-	l.checkDir(cfg.PendingDeleteDir, func(e os.DirEntry) bool { return !e.IsDir() && pendingFile.MatchString(e.Name()) })
+	queues := []string{cfg.PendingDeleteDir, daemon.DeferredDir(cfg)}
+	for _, dir := range queues {
+		if entries, err := os.ReadDir(dir); err == nil {
+			for _, e := range entries {
+				if !e.IsDir() && pendingFile.MatchString(e.Name()) {
+					l.pending = append(l.pending, filepath.Join(dir, e.Name()))
+				}
+			}
+		}
+		// The dirs go only if nothing but reef's is in them.
+		l.checkDir(dir, func(e os.DirEntry) bool { return !e.IsDir() && pendingFile.MatchString(e.Name()) })
+	}
 	l.checkDir(cfg.StateDir, func(e os.DirEntry) bool {
 		p := filepath.Join(cfg.StateDir, e.Name())
-		return p == l.db || (p == cfg.PendingDeleteDir && slices.Contains(l.dirs, p))
+		return p == l.db || slices.Contains(l.state, p) || (p == cfg.PendingDeleteDir && slices.Contains(l.dirs, p))
 	})
 	if fi, err := os.Lstat(cfg.Socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
 		l.socket = cfg.Socket
@@ -236,6 +251,9 @@ func (l *leftovers) print(w io.Writer) {
 	if l.db != "" {
 		fmt.Fprintf(w, "  the store %s (every pod address of this node)\n", l.db)
 	}
+	for _, f := range l.state {
+		fmt.Fprintf(w, "  the store's file %s\n", f)
+	}
 	if len(l.pending) > 0 {
 		fmt.Fprintf(w, "  %d queued DEL(s) in %s\n", len(l.pending), filepath.Dir(l.pending[0]))
 	}
@@ -281,7 +299,7 @@ func (l *leftovers) remove(w io.Writer) error {
 			fmt.Fprintf(w, "removed nftables table %s\n", t)
 		}
 	}
-	files := append([]string(nil), l.pending...)
+	files := append(append([]string(nil), l.pending...), l.state...)
 	if l.db != "" {
 		files = append(files, l.db)
 	}

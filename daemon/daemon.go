@@ -117,7 +117,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	for _, p := range cfg.Pools {
 		pools = append(pools, store.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize})
 	}
-	cniCfg := cniserver.Config{Pools: pools, MTU: d.mtu, DeferredDir: deferredDir(cfg)}
+	cniCfg := cniserver.Config{Pools: pools, MTU: d.mtu, DeferredDir: DeferredDir(cfg)}
 	if v := os.Getenv("REEF_TEST_PAUSE_AFTER_VETH"); v != "" {
 		if cniCfg.TestPauseAfterVeth, err = time.ParseDuration(v); err != nil {
 			return fmt.Errorf("REEF_TEST_PAUSE_AFTER_VETH: value %q is not a duration", v)
@@ -244,9 +244,9 @@ func (d *Daemon) endpointCount() int {
 	return len(eps)
 }
 
-// deferredDir queues the DELs whose store part waits for the state dir to
+// DeferredDir queues the DELs whose store part waits for the state dir to
 // take writes: beside the socket (/run/reef), on another file system.
-func deferredDir(cfg Config) string { return filepath.Join(filepath.Dir(cfg.Socket), "deferred-del") }
+func DeferredDir(cfg Config) string { return filepath.Join(filepath.Dir(cfg.Socket), "deferred-del") }
 
 // drainPendingDeletes runs every DEL the shim queued while the daemon was
 // unreachable, and those done in the kernel while the store could not be
@@ -254,7 +254,7 @@ func deferredDir(cfg Config) string { return filepath.Join(filepath.Dir(cfg.Sock
 // reconcile loop frees its address anyway once the pod's netns is gone.
 func (d *Daemon) drainPendingDeletes() {
 	d.drainQueue(d.cfg.PendingDeleteDir)
-	d.drainQueue(deferredDir(d.cfg))
+	d.drainQueue(DeferredDir(d.cfg))
 }
 
 func (d *Daemon) drainQueue(dir string) {

@@ -113,8 +113,10 @@ func (d *Daemon) metricsState() metrics.State {
 	for _, p := range checkRuntime(d.cfg.CNIConfDir, d.cfg.CNIBinDir) {
 		s.RuntimeProblems = append(s.RuntimeProblems, p.Kind)
 	}
-	if entries, bad, err := pendingdel.List(d.cfg.PendingDeleteDir); err == nil {
-		s.PendingDeletes = len(entries) + len(bad)
+	for _, dir := range []string{d.cfg.PendingDeleteDir, DeferredDir(d.cfg)} {
+		if entries, bad, err := pendingdel.List(dir); err == nil {
+			s.PendingDeletes += len(entries) + len(bad)
+		}
 	}
 	return s
 }
