@@ -43,7 +43,7 @@ func runStoreRecover(args []string, stdout, stderr io.Writer) error {
 	nodeName := fs.String("node-name", "", "override nodeName")
 	nodeAddress := fs.String("node-address", "", "override nodeAddress")
 	incFlag := fs.String("incarnation", "", "this node's incarnation (8 hex digits), when the identity file is lost too")
-	bornFlag := fs.Uint("born", 0, "with --incarnation: when it was drawn (Unix seconds)")
+	bornFlag := fs.Uint("born", 0, "with --incarnation: when it was drawn, in Unix seconds, if known (default: now)")
 	if err := fs.Parse(args); err != nil {
 		return UsageError{err.Error()}
 	}
@@ -82,10 +82,16 @@ func runStoreRecover(args []string, stdout, stderr io.Writer) error {
 	switch id, ok, err := store.ReadIdentity(path); {
 	case *incFlag != "":
 		inc, perr := strconv.ParseUint(*incFlag, 16, 32)
-		if perr != nil || inc == 0 || *bornFlag == 0 {
-			return fmt.Errorf("flag --incarnation: value %q must be 8 hex digits, with --born in Unix seconds", *incFlag)
+		if perr != nil || inc == 0 {
+			return fmt.Errorf("flag --incarnation: value %q is not 8 hex digits", *incFlag)
 		}
-		in.Identity = &store.Identity{Node: cfg.NodeName, Address: up.Address, Incarnation: uint32(inc), Born: uint32(*bornFlag)}
+		// Peers order incarnations of one address by it; they keep the one
+		// they know for this incarnation, so now is safe when it is lost.
+		born := uint32(*bornFlag)
+		if born == 0 {
+			born = uint32(time.Now().Unix())
+		}
+		in.Identity = &store.Identity{Node: cfg.NodeName, Address: up.Address, Incarnation: uint32(inc), Born: born}
 	case err != nil:
 		fmt.Fprintf(stderr, "reef store recover: %v; reading the incarnation from the damaged file instead\n", err)
 	case ok && id.Address.IsValid() && id.Address != up.Address:

@@ -127,8 +127,8 @@ func Recover(path string, in RecoverInput) (RecoverReport, error) {
 		rep.IncarnationFrom = "new: nothing of the old incarnation is in use on this node"
 	default:
 		return rep, fmt.Errorf("recover %s: this node's incarnation is lost with the file and %s is missing, "+
-			"but the kernel shows %d pods and %d blocks in use: give the incarnation with --incarnation and --born "+
-			"(another node's `reef status` shows it under \"known nodes\"), or drain the node and start it with an empty state dir",
+			"but the kernel shows %d pods and %d blocks in use: give it with --incarnation "+
+			"(on another node, `reef ipam show --show-blocks -o json` gives this node's blocks' ownerIncarnation), or drain the node and start it with an empty state dir",
 			path, IdentityPath(path), len(in.Pods), len(in.Blackholes))
 	}
 
