@@ -37,6 +37,13 @@
 //   - A node that sees its own confirmed block confirmed by another (state
 //     restored from a backup, or this node forgotten while it was away)
 //     stops allocating from it and says so; it never guesses a winner.
+//   - Recovered: a store rebuilt from the kernel after damage (`reef store
+//     recover`) keeps the incarnation and its confirmed blocks but not the
+//     blocks it gave up nor its grants. In that incarnation it claims no
+//     block again (a stale grant of a claim it gave up could count), grants
+//     only claims announced confirmed (it may have granted the block to
+//     another before), and releases claims of its own that a voter still
+//     shows a grant for.
 //   - Nothing is inferred from the absence of an announcement: a session
 //     that drops, a route reflector that restarts, a path that is late
 //     never revoke a grant or free a block. Timers decide only when to look

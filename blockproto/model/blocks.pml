@@ -106,6 +106,18 @@
  * In the set model a re-send changes nothing, so that step exists only
  * with -DBAG.
  *
+ * Recovery (-DRECOVERY): `reef store recover` rebuilds a damaged store
+ * from the kernel, so a node keeps its confirmed blocks and its
+ * incarnation but loses the rest of its protocol state (doc.go,
+ * "Recovered"). ClaimantRecover(c), once, at any time: every claim state
+ * of c that is not confirmed is lost (FORGOT); a recovered claimant never
+ * claims again, and may announce release(c,b) for any block it does not
+ * own (the real one releases those it sees a grant to itself for).
+ * VoterRecover(v), at any time, any number of times: v loses every grant
+ * it holds; a recovered voter grants a block only to a claimant that
+ * announces it confirmed (confirmed(c,b), a message sent on confirmation,
+ * in this mode only), never on a pending claim.
+ *
  * Property: no block is ever confirmed by two claimants. Confirmed is
  * terminal, so it is asserted in the step that confirms.
  *
@@ -119,6 +131,12 @@
  *                               the first claim may be counted for the
  *                               second, and a stale release of the first
  *                               may revoke a grant of the second.
+ * With -DRECOVERY:
+ *   -DRECOVERED_CLAIMS          a recovered claimant claims again the
+ *                               blocks whose claim state it lost
+ *   -DRECOVERED_VOTER_GRANTS_PENDING  a recovered voter grants pending
+ *                               claims, though it may have granted the
+ *                               block to another before it lost its grants
  */
 
 #ifndef CLAIMANTS
@@ -149,6 +167,7 @@
 #define PENDING   1
 #define CONFIRMED 2
 #define RELEASED  3
+#define FORGOT    4      /* recovered: the claim state went with the store */
 
 byte claim[NC*NB];       /* persisted: NONE, PENDING, CONFIRMED, RELEASED */
 byte counted[NC*NB];     /* volatile: bit v set = voter v's grant counted */
@@ -165,7 +184,14 @@ byte grant[NV*NB];
 #define M_CLAIM(c,b)    (1 + (c)*NB + (b))                        /* claim(c,b): c announces b pending */
 #define M_RELEASE(c,b)  (1 + NC*NB + (c)*NB + (b))                /* release(c,b): c announces b released */
 #define M_GRANT(v,b,c)  (1 + 2*NC*NB + ((v)*NB + (b))*NC + (c))   /* grant(v,b,c): v grants b to c */
+#ifndef RECOVERY
 #define NMSG            (2*NC*NB + NV*NB*NC)
+#else
+#define M_CONFIRMED(c,b) (1 + 2*NC*NB + NV*NB*NC + (c)*NB + (b))  /* confirmed(c,b): c announces b confirmed */
+#define NMSG            (3*NC*NB + NV*NB*NC)
+bool crecovered[NC];     /* claimant c's store was recovered */
+bool vrecovered[NV];     /* voter v's store was recovered */
+#endif
 
 #ifndef BAG
 /* ---- network: the set of every message ever sent ---- */
@@ -249,6 +275,9 @@ inline confirm_block() {
 	printf("C%d confirms B%d\n", c, b);
 	CLAIM(c,b) = CONFIRMED;
 	COUNTED(c,b) = 0;
+#ifdef RECOVERY
+	net_send(M_CONFIRMED(c,b));
+#endif
 	/* the property: no other claimant has b confirmed */
 	o = 0;
 	do
@@ -273,6 +302,16 @@ end:	do
 	/* give a pending claim up, at any time: every give-up rule of doc.go
 	 * is one of these; released is terminal */
 	:: atomic { CLAIM(c,b) == PENDING -> release_block() }
+#ifdef RECOVERY
+	/* recovered: release a claim it may have made before (the real one:
+	 * those a voter still shows a grant to it for) */
+	:: atomic { CLAIM(c,b) == FORGOT && !net_has(M_RELEASE(c,b)) ->
+		printf("C%d (recovered) releases B%d\n", c, b); net_send(M_RELEASE(c,b)) }
+#ifdef RECOVERED_CLAIMS
+	/* weakened: it claims the block again, as if it never had */
+	:: atomic { CLAIM(c,b) == FORGOT -> claim_block() }
+#endif
+#endif
 
 	/* receive a grant */
 	:: atomic { GRANT_ARRIVES(0) -> count_grant(0) }
@@ -313,10 +352,65 @@ end:	do
 	od
 }
 
+#ifdef RECOVERY
+/* Claimant c's store is damaged and rebuilt: it keeps its confirmed
+ * blocks, loses every other claim state and its grant counts, and claims
+ * nothing from then on. */
+proctype ClaimantRecover(byte c) {
+	byte b;
+	atomic { !crecovered[c] ->
+		printf("C%d's store is recovered: it keeps its confirmed blocks only\n", c);
+		crecovered[c] = true;
+		b = 0;
+		do
+		:: b < NB ->
+			if
+			:: CLAIM(c,b) != CONFIRMED -> CLAIM(c,b) = FORGOT
+			:: else
+			fi;
+			COUNTED(c,b) = 0;
+			b++
+		:: else -> break
+		od;
+		b = 0 }
+}
+
+#if NB == 1
+#define ANY_GRANT(v) (GRANT(v,0) != NOBODY)
+#else
+#define ANY_GRANT(v) (GRANT(v,0) != NOBODY || GRANT(v,1) != NOBODY)
+#endif
+
+/* Voter v's store is damaged and rebuilt, at any time, any number of
+ * times: it loses every grant it holds. */
+proctype VoterRecover(byte v) {
+	byte b;
+end:	do
+	:: atomic { (!vrecovered[v] || ANY_GRANT(v)) ->
+		printf("V%d's store is recovered: its grants are lost\n", v);
+		vrecovered[v] = true;
+		b = 0;
+		do
+		:: b < NB -> GRANT(v,b) = NOBODY; b++
+		:: else -> break
+		od;
+		b = 0 }
+	od
+}
+#endif
+
 /* ---- voter v, block b ---- */
 
 /* claim(c,b) arrives and v has no grant for b */
+#if defined(RECOVERY) && !defined(RECOVERED_VOTER_GRANTS_PENDING)
+#define CLAIM_ARRIVES(c)   (GRANT(v,b) == NOBODY && !vrecovered[v] && net_has(M_CLAIM(c,b)))
+#else
 #define CLAIM_ARRIVES(c)   (GRANT(v,b) == NOBODY && net_has(M_CLAIM(c,b)))
+#endif
+#ifdef RECOVERY
+/* recovered: confirmed(c,b) arrives and v has no grant for b */
+#define CONFIRMED_ARRIVES(c) (GRANT(v,b) == NOBODY && vrecovered[v] && net_has(M_CONFIRMED(c,b)))
+#endif
 /* release(c,b) arrives and v's grant for b is c's */
 #define RELEASE_ARRIVES(c) (GRANT(v,b) == (c) + 1 && net_has(M_RELEASE(c,b)))
 #ifdef VOTER_GRANTS_TWICE
@@ -335,6 +429,16 @@ inline grant_to(c) {
 	net_done(M_CLAIM(c,b))
 }
 
+#ifdef RECOVERY
+/* a recovered voter grants a confirmed owner */
+inline grant_confirmed(c) {
+	printf("V%d (recovered) grants B%d to its confirmed owner C%d\n", v, b, c);
+	GRANT(v,b) = (c) + 1;
+	net_send(M_GRANT(v,b,c));
+	net_done(M_CONFIRMED(c,b))
+}
+#endif
+
 inline revoke(c) {
 	printf("V%d revokes its grant of B%d to C%d (release received)\n", v, b, c);
 	GRANT(v,b) = NOBODY;
@@ -350,6 +454,13 @@ end:	do
 #if CLAIMANTS > 2
 	:: atomic { CLAIM_ARRIVES(2)   -> grant_to(2) }
 	:: atomic { RELEASE_ARRIVES(2) -> revoke(2) }
+#endif
+#ifdef RECOVERY
+	:: atomic { CONFIRMED_ARRIVES(0) -> grant_confirmed(0) }
+	:: atomic { CONFIRMED_ARRIVES(1) -> grant_confirmed(1) }
+#if CLAIMANTS > 2
+	:: atomic { CONFIRMED_ARRIVES(2) -> grant_confirmed(2) }
+#endif
 #endif
 #ifdef VOTER_GRANTS_TWICE
 	:: atomic { STEAL_ARRIVES(0) -> grant_to(0) }
@@ -379,6 +490,10 @@ init {
 			for (j : 0 .. NB-1) { run Claimant(i, j) }
 			run Restart(i)
 		}
+#ifdef RECOVERY
+		for (i : 0 .. NC-1) { run ClaimantRecover(i) }
+		for (i : 0 .. NV-1) { run VoterRecover(i) }
+#endif
 		i = 0; j = 0
 	}
 }

@@ -121,4 +121,15 @@ for v in VOTER_GRANTS_TWICE CONFIRM_WITHOUT_MAJORITY RECLAIM_AFTER_RELEASE; do
 	run "$v-bag6-blocks1" fail -D"$v" -DBAG=6 -DBLOCKS=1
 done
 
+# Recovered stores (`reef store recover`): with 1 block, since the rules
+# are per block and a recovery's effect on one block is the recovery of
+# that block alone (2 blocks: 35M states, 6 minutes, 6 GB here).
+run recovery-blocks1            pass -DRECOVERY -DBLOCKS=1
+run recovery-claimants3-blocks1 pass -DRECOVERY -DCLAIMANTS=3 -DBLOCKS=1
+run recovery-bag6-blocks1       pass -DRECOVERY -DBAG=6 -DBLOCKS=1
+for v in RECOVERED_CLAIMS RECOVERED_VOTER_GRANTS_PENDING; do
+	run "$v-blocks1"      fail -DRECOVERY -D"$v" -DBLOCKS=1
+	run "$v-bag6-blocks1" fail -DRECOVERY -D"$v" -DBAG=6 -DBLOCKS=1
+done
+
 exit "$fail"
