@@ -1,8 +1,10 @@
 package lab
 
 import (
+	"bufio"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -45,4 +47,25 @@ func (n *Node) Memory() (Memory, error) {
 		return m, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 	}
 	return m, nil
+}
+
+// Goroutines reads go_goroutines from the node's metrics listener (the
+// lab's default, 127.0.0.1:9099 in the node's namespace).
+func (n *Node) Goroutines() (int, error) {
+	resp, err := HTTPClientIn(n.Netns).Get("http://127.0.0.1:9099/metrics")
+	if err != nil {
+		return 0, fmt.Errorf("scrape the metrics of %s: %w", n.Name, err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
+			return strconv.Atoi(strings.TrimSpace(rest))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("scrape the metrics of %s: %w", n.Name, err)
+	}
+	return 0, fmt.Errorf("no go_goroutines in the metrics of %s", n.Name)
 }
