@@ -52,20 +52,44 @@ func (n *Node) Memory() (Memory, error) {
 // Goroutines reads go_goroutines from the node's metrics listener (the
 // lab's default, 127.0.0.1:9099 in the node's namespace).
 func (n *Node) Goroutines() (int, error) {
+	v, err := n.MetricValues("go_goroutines")
+	return int(v["go_goroutines"]), err
+}
+
+// MetricValues reads unlabelled series (go_goroutines,
+// go_memstats_heap_inuse_bytes) from the node's metrics listener; a name
+// it does not serve is an error.
+func (n *Node) MetricValues(names ...string) (map[string]float64, error) {
 	resp, err := HTTPClientIn(n.Netns).Get("http://127.0.0.1:9099/metrics")
 	if err != nil {
-		return 0, fmt.Errorf("scrape the metrics of %s: %w", n.Name, err)
+		return nil, fmt.Errorf("scrape the metrics of %s: %w", n.Name, err)
 	}
 	defer resp.Body.Close()
+	want := map[string]bool{}
+	for _, name := range names {
+		want[name] = true
+	}
+	got := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
-			return strconv.Atoi(strings.TrimSpace(rest))
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || !want[name] {
+			continue
 		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return nil, fmt.Errorf("metrics of %s: %s: %w", n.Name, name, err)
+		}
+		got[name] = v
 	}
 	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("scrape the metrics of %s: %w", n.Name, err)
+		return nil, fmt.Errorf("scrape the metrics of %s: %w", n.Name, err)
 	}
-	return 0, fmt.Errorf("no go_goroutines in the metrics of %s", n.Name)
+	for _, name := range names {
+		if _, ok := got[name]; !ok {
+			return nil, fmt.Errorf("no %s in the metrics of %s", name, n.Name)
+		}
+	}
+	return got, nil
 }
