@@ -153,6 +153,7 @@ bench: build deps-test deps-bench deps-cri deps-kube
 	$(BIN)/reef-lab bench-policy --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 	$(BIN)/reef-lab bench-hostport --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 	$(BIN)/reef-lab bench-metrics --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
+	$(BIN)/reef-lab bench-storm --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 	$(BIN)/reef-lab bench-cri --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 
 # The .deb and .rpm (packaging/, docs/install.md). The binaries in them are

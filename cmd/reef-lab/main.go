@@ -61,6 +61,11 @@ func run(args []string) error {
 		defer stop()
 		return benchHostPort(ctx, args[1:])
 	}
+	if args[0] == "bench-storm" { // 250 ADDs and DELs at once: flags of its own (bench_storm.go)
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return benchStorm(ctx, args[1:])
+	}
 	if args[0] == "bench-tput" { // iperf3 throughput: flags of its own (bench_tput.go)
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()

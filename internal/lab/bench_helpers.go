@@ -1,8 +1,10 @@
 package lab
 
 import (
+	"bufio"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -45,4 +47,49 @@ func (n *Node) Memory() (Memory, error) {
 		return m, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 	}
 	return m, nil
+}
+
+// Goroutines reads go_goroutines from the node's metrics listener (the
+// lab's default, 127.0.0.1:9099 in the node's namespace).
+func (n *Node) Goroutines() (int, error) {
+	v, err := n.MetricValues("go_goroutines")
+	return int(v["go_goroutines"]), err
+}
+
+// MetricValues reads unlabelled series (go_goroutines,
+// go_memstats_heap_inuse_bytes) from the node's metrics listener; a name
+// it does not serve is an error.
+func (n *Node) MetricValues(names ...string) (map[string]float64, error) {
+	resp, err := HTTPClientIn(n.Netns).Get("http://127.0.0.1:9099/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("scrape the metrics of %s: %w", n.Name, err)
+	}
+	defer resp.Body.Close()
+	want := map[string]bool{}
+	for _, name := range names {
+		want[name] = true
+	}
+	got := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || !want[name] {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return nil, fmt.Errorf("metrics of %s: %s: %w", n.Name, name, err)
+		}
+		got[name] = v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("scrape the metrics of %s: %w", n.Name, err)
+	}
+	for _, name := range names {
+		if _, ok := got[name]; !ok {
+			return nil, fmt.Errorf("no %s in the metrics of %s", name, n.Name)
+		}
+	}
+	return got, nil
 }
