@@ -48,7 +48,9 @@ func TestCallError(t *testing.T) {
 }
 
 func TestCheckInput(t *testing.T) {
-	netconf := func(n int) []byte { return []byte(`{"name":"n","x":"` + strings.Repeat("a", n-len(`{"name":"n","x":""}`)) + `"}`) }
+	netconf := func(n int) []byte {
+		return []byte(`{"name":"n","x":"` + strings.Repeat("a", n-len(`{"name":"n","x":""}`)) + `"}`)
+	}
 	for _, tc := range []struct {
 		name     string
 		args     skel.CmdArgs
