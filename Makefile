@@ -105,6 +105,7 @@ model: deps-model
 FUZZTIME ?= 40000x
 fuzz: gobgp-patch
 	$(GOW) test -run '^$$' -fuzz FuzzParseConfig -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./daemon/
+	$(GOW) test -run '^$$' -fuzz FuzzSocket -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./daemon/
 	$(GOW) test -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./cniserver/
 	$(GOW) test -run '^$$' -fuzz FuzzDecodeVPN -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./bgp/
 	$(GOW) test -run '^$$' -fuzz FuzzCompile -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./policy/

@@ -37,7 +37,7 @@ const (
 	// rebuilt by `reef store recover`, so this incarnation claims no new
 	// block until the operator restarts it with an empty state dir on a
 	// drained node (docs/ipam.md, "A damaged store").
-	ErrStoreRecovered uint = 104
+	ErrStoreRecovered uint = 105
 )
 
 func (s *Server) log4(r *request) *slog.Logger {

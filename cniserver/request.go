@@ -3,21 +3,25 @@ package cniserver
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	reefv1 "github.com/reefcni/reef/proto"
 	"github.com/reefcni/reef/store"
+	"github.com/reefcni/reef/version"
 )
 
 // SupportedVersions are the CNI spec versions reef answers in.
 var SupportedVersions = []string{"0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"}
 
 // NetConf is the network configuration reef reads. Keys reef does not know
-// are ignored, as the spec asks; the runtime adds its own.
+// are ignored, as the spec allows (the runtime adds its own), except the
+// few of ignoredKeys that ADD refuses.
 type NetConf struct {
 	types.NetConf
 	// Socket and PendingDeleteDir are read by the shim; listed here so that
@@ -52,6 +56,9 @@ func (r *request) handle() string { return r.conf.Name + "." + r.containerID }
 // error whose code the spec assigns and whose message says what to fix.
 func parseRequest(command string, in *reefv1.CNIRequest) (*request, *types.Error) {
 	r := &request{command: command, containerID: in.GetContainerId(), netns: in.GetNetns(), ifName: in.GetIfname()}
+	if err := checkEnvelope(in); err != nil {
+		return nil, err
+	}
 	if err := json.Unmarshal(in.GetNetconf(), &r.conf); err != nil {
 		return nil, types.NewError(types.ErrDecodingFailure, "cannot decode the network configuration (stdin) as JSON", err.Error())
 	}
@@ -91,6 +98,9 @@ func parseRequest(command string, in *reefv1.CNIRequest) (*request, *types.Error
 	}
 	r.podNamespace, r.podName = args["K8S_POD_NAMESPACE"], args["K8S_POD_NAME"]
 	if command == "ADD" {
+		if err := checkIgnoredKeys(in.GetNetconf()); err != nil {
+			return nil, err
+		}
 		// DEL works from the store's record: a runtimeConfig it cannot
 		// read must not keep a pod from going.
 		var rc RuntimeConfig
@@ -107,6 +117,77 @@ func parseRequest(command string, in *reefv1.CNIRequest) (*request, *types.Error
 		}
 	}
 	return r, nil
+}
+
+// checkEnvelope refuses a request too large for reef, or one that carries
+// fields this daemon's CNIRequest does not have. Protobuf would drop those
+// silently, but every field of a CNI call matters: a shim newer than the
+// daemon must say so rather than be half understood.
+func checkEnvelope(in *reefv1.CNIRequest) *types.Error {
+	if n := len(in.GetNetconf()); n > reefv1.MaxNetconfSize {
+		return types.NewError(types.ErrInvalidNetworkConfig,
+			fmt.Sprintf("the network configuration is %d bytes; reef accepts at most %d: shorten the plugin's config in the conflist", n, reefv1.MaxNetconfSize), "")
+	}
+	if unknown := in.ProtoReflect().GetUnknown(); len(unknown) > 0 {
+		return types.NewError(reefv1.CodeVersionMismatch,
+			fmt.Sprintf("the request carries fields this reef daemon does not know (%s): the caller is newer than the daemon; restart reef (`systemctl restart reef`) so that daemon and reef-cni are the same version", unknownFields(unknown)),
+			"reef daemon "+version.Version)
+	}
+	return nil
+}
+
+// unknownFields names the field numbers in raw protobuf wire data.
+func unknownFields(b []byte) string {
+	var nums []protowire.Number
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			break
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			break
+		}
+		nums = append(nums, num)
+		b = b[n+m:]
+	}
+	if len(nums) == 0 {
+		return "undecodable bytes"
+	}
+	slices.Sort(nums)
+	var names []string
+	for _, n := range slices.Compact(nums) {
+		names = append(names, fmt.Sprintf("field %d", n))
+	}
+	return strings.Join(names, ", ")
+}
+
+// ignoredKeys are netconf keys of other plugins that reef would otherwise
+// ignore, as the spec lets it, while the operator expects them to act: a
+// config carried over from Calico or the reference plugins. ADD refuses them
+// with code 2, as the spec asks of an unsupported field (key and value in
+// the message); DEL and CHECK do not, so a pod added before this check can
+// still go.
+var ignoredKeys = map[string]string{
+	"ipam": "reef allocates from the pools in /etc/reef/config.yaml (pick one with \"pool\"); remove \"ipam\" from the conflist",
+	"mtu":  "reef sets the MTU from mtu in /etc/reef/config.yaml (derived from the uplink when unset); remove \"mtu\" from the conflist",
+}
+
+func checkIgnoredKeys(netconf []byte) *types.Error {
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(netconf, &keys) != nil {
+		return nil // decoded once already; nothing to add
+	}
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		if fix, ok := ignoredKeys[strings.ToLower(k)]; ok {
+			v := string(keys[k])
+			if len(v) > 64 {
+				v = v[:64] + "…"
+			}
+			return types.NewError(types.ErrUnsupportedField, fmt.Sprintf("netconf key %q (value %s) is not supported: %s", k, strings.ToValidUTF8(v, "?"), fix), "")
+		}
+	}
+	return nil
 }
 
 // validateContainerID follows the spec: not empty, alphanumerics plus

@@ -9,6 +9,8 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	reefv1 "github.com/reefcni/reef/proto"
 )
@@ -208,6 +210,42 @@ func TestRequestHandle(t *testing.T) {
 	}
 }
 
+// padded is a valid netconf of exactly n bytes.
+func padded(n int) string {
+	const head, tail = `{"cniVersion":"1.0.0","name":"n","x":"`, `"}`
+	return head + strings.Repeat("a", n-len(head)-len(tail)) + tail
+}
+
+// withUnknown appends empty string fields of the given numbers, which
+// CNIRequest does not have, as a newer shim would send them.
+func withUnknown(in *reefv1.CNIRequest, nums ...protowire.Number) *reefv1.CNIRequest {
+	var b []byte
+	for _, n := range nums {
+		b = protowire.AppendTag(b, n, protowire.BytesType)
+		b = protowire.AppendString(b, "")
+	}
+	in.ProtoReflect().SetUnknown(b)
+	return in
+}
+
+// TestParseRequestLimits: what is refused at ADD only, or only past the
+// limit, passes otherwise.
+func TestParseRequestLimits(t *testing.T) {
+	ok := []struct {
+		command, netconf string
+	}{
+		{"ADD", padded(reefv1.MaxNetconfSize)},
+		{"DEL", `{"cniVersion":"1.0.0","name":"n","ipam":{"type":"host-local"},"mtu":1400}`},
+		{"CHECK", `{"cniVersion":"1.0.0","name":"n","ipam":{}}`},
+		{"ADD", `{"cniVersion":"1.0.0","name":"n","ipamx":1,"capabilities":{"portMappings":true},"prevResult":{}}`},
+	}
+	for _, tc := range ok {
+		if _, err := parseRequest(tc.command, goodRequest(func(in *reefv1.CNIRequest) { in.Netconf = []byte(tc.netconf) })); err != nil {
+			t.Errorf("%s of %.60s: error %d %q, want success", tc.command, tc.netconf, err.Code, err.Msg)
+		}
+	}
+}
+
 func TestParseRequestErrors(t *testing.T) {
 	withNetconf := func(s string) *reefv1.CNIRequest {
 		return goodRequest(func(in *reefv1.CNIRequest) { in.Netconf = []byte(s) })
@@ -254,6 +292,12 @@ func TestParseRequestErrors(t *testing.T) {
 		{"empty netns on CHECK", "CHECK", goodRequest(func(in *reefv1.CNIRequest) { in.Netns = "" }), types.ErrInvalidEnvironmentVariables, "CNI_NETNS is empty; CHECK"},
 		{"CNI_ARGS pair without =", "ADD", goodRequest(func(in *reefv1.CNIRequest) { in.Args = "IgnoreUnknown=1;K8S_POD_NAME" }), types.ErrInvalidEnvironmentVariables, `"K8S_POD_NAME"`},
 		{"CNI_ARGS empty key", "DEL", goodRequest(func(in *reefv1.CNIRequest) { in.Args = "=web-1" }), types.ErrInvalidEnvironmentVariables, `"=web-1"`},
+		{"netconf over the limit", "ADD", withNetconf(padded(reefv1.MaxNetconfSize + 1)), types.ErrInvalidNetworkConfig, "1048577 bytes; reef accepts at most 1048576"},
+		{"netconf over the limit on DEL", "DEL", withNetconf(padded(reefv1.MaxNetconfSize + 1)), types.ErrInvalidNetworkConfig, "at most 1048576"},
+		{"unknown request field", "ADD", withUnknown(goodRequest(nil), 99, 7), reefv1.CodeVersionMismatch, "(field 7, field 99)"},
+		{"unknown request field on STATUS", "STATUS", withUnknown(&reefv1.CNIRequest{Netconf: []byte(goodNetconf)}, 12), reefv1.CodeVersionMismatch, "(field 12)"},
+		{"ipam of another plugin", "ADD", withNetconf(`{"cniVersion":"1.0.0","name":"n","ipam":{"type":"calico-ipam"}}`), types.ErrUnsupportedField, `"ipam" (value {"type":"calico-ipam"})`},
+		{"mtu in the netconf", "ADD", withNetconf(`{"cniVersion":"1.0.0","name":"n","MTU":1400}`), types.ErrUnsupportedField, `"MTU" (value 1400)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -300,6 +344,11 @@ func FuzzParseRequest(f *testing.F) {
 		case err != nil:
 			if err.Code == 0 || err.Msg == "" {
 				t.Fatalf("error without code or message: %+v", err)
+			}
+			// gRPC refuses to send a reply whose strings are not UTF-8:
+			// the caller would get an internal error instead of this one.
+			if _, merr := proto.Marshal(reply(nil, err)); merr != nil {
+				t.Fatalf("the error %+v cannot be sent: %v", err, merr)
 			}
 			return
 		}

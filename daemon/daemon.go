@@ -15,7 +15,6 @@ import (
 	"time"
 
 	sdaemon "github.com/coreos/go-systemd/v22/daemon"
-	"google.golang.org/grpc"
 
 	"github.com/reefcni/reef/bgp"
 	"github.com/reefcni/reef/blockproto"
@@ -187,9 +186,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv := grpc.NewServer(grpc.UnaryInterceptor(cniserver.RecoverInterceptor(log)))
-	reefv1.RegisterCNIServer(srv, d.cni)
-	reefv1.RegisterNodeServer(srv, &nodeService{d: d})
+	srv := newServer(log, d.cni, &nodeService{d: d})
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
 	log.Info("serving", "socket", cfg.Socket)

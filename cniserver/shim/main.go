@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"time"
+	"unicode/utf8"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
@@ -22,7 +23,7 @@ import (
 
 	"github.com/reefcni/reef/cniserver/pendingdel"
 	reefv1 "github.com/reefcni/reef/proto"
-	"github.com/reefcni/reef/version"
+	reefversion "github.com/reefcni/reef/version"
 )
 
 // DefaultSocket is the daemon's socket unless the netconf names another.
@@ -47,7 +48,7 @@ func main() {
 		GC:     func(a *skel.CmdArgs) error { return forward(a, "GC") },
 		Status: func(a *skel.CmdArgs) error { return forward(a, "STATUS") },
 	}, cniversion.PluginSupports("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"),
-		fmt.Sprintf("reef-cni %s (commit %s)", version.Version, version.Commit))
+		fmt.Sprintf("reef-cni %s (commit %s)", reefversion.Version, reefversion.Commit))
 }
 
 func parseNetconf(stdin []byte) (netconf, error) {
@@ -103,6 +104,9 @@ func (e *unreachableError) Error() string { return e.cniErr.Error() }
 func (e *unreachableError) Unwrap() error { return e.cniErr }
 
 func forward(a *skel.CmdArgs, command string) error {
+	if err := checkInput(a); err != nil {
+		return err
+	}
 	conf, err := parseNetconf(a.StdinData)
 	if err != nil {
 		return err
@@ -138,15 +142,7 @@ func forward(a *skel.CmdArgs, command string) error {
 		reply, err = client.Status(ctx, req)
 	}
 	if err != nil {
-		if status.Code(err) == codes.Unavailable {
-			if command == "STATUS" {
-				return types.NewError(types.ErrPluginNotAvailable,
-					fmt.Sprintf("reef daemon not reachable at %s; check `systemctl status reef`", conf.Socket), err.Error())
-			}
-			return unreachable(conf.Socket, err)
-		}
-		return types.NewError(types.ErrTryAgainLater,
-			fmt.Sprintf("reef daemon at %s failed the %s call; check `journalctl -u reef`", conf.Socket, command), err.Error())
+		return callError(conf.Socket, command, err, func() string { return daemonVersion(conn) })
 	}
 	if e := reply.GetError(); e != nil {
 		return types.NewError(uint(e.GetCode()), e.GetMsg(), e.GetDetails())
@@ -157,6 +153,73 @@ func forward(a *skel.CmdArgs, command string) error {
 		}
 	}
 	return nil
+}
+
+// checkInput refuses, before anything is sent, what the daemon would
+// refuse anyway or gRPC could not carry: a netconf over the daemon's limit
+// (a runtime retries code 11 for ever; this is code 7, permanent), and CNI
+// variables that are not UTF-8 (protobuf strings must be).
+func checkInput(a *skel.CmdArgs) error {
+	if n := len(a.StdinData); n > reefv1.MaxNetconfSize {
+		return types.NewError(types.ErrInvalidNetworkConfig,
+			fmt.Sprintf("reef-cni: the network configuration on stdin is %d bytes; reef accepts at most %d: shorten the plugin's config in the conflist", n, reefv1.MaxNetconfSize), "")
+	}
+	for _, v := range []struct{ name, value string }{
+		{"CNI_CONTAINERID", a.ContainerID}, {"CNI_NETNS", a.Netns}, {"CNI_IFNAME", a.IfName},
+		{"CNI_ARGS", a.Args}, {"CNI_PATH", a.Path},
+	} {
+		if !utf8.ValidString(v.value) {
+			return types.NewError(types.ErrInvalidEnvironmentVariables,
+				fmt.Sprintf("reef-cni: %s %q is not valid UTF-8", v.name, v.value), "")
+		}
+	}
+	return nil
+}
+
+// callError turns the gRPC error of a call into the CNI error the runtime
+// acts on. Only a daemon that cannot be reached (Unavailable) or did not
+// answer in time is "try again later"; a request the daemon refused for
+// what it is gets a permanent code and says what to fix. version asks the
+// daemon for its version, for the one error that needs it.
+func callError(socket, command string, err error, version func() string) error {
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.Unavailable:
+		if command == "STATUS" {
+			return types.NewError(types.ErrPluginNotAvailable,
+				fmt.Sprintf("reef daemon not reachable at %s; check `systemctl status reef`", socket), err.Error())
+		}
+		return unreachable(socket, err)
+	case codes.DeadlineExceeded, codes.Canceled:
+		return types.NewError(types.ErrTryAgainLater,
+			fmt.Sprintf("reef daemon at %s did not answer the %s call within %s; try again later, and see `journalctl -u reef` if it lasts", socket, command, callTimeout), err.Error())
+	case codes.ResourceExhausted:
+		// The daemon's only ResourceExhausted is gRPC's message size limit;
+		// being busy is code 11 in the reply.
+		return types.NewError(types.ErrInvalidNetworkConfig,
+			fmt.Sprintf("reef daemon at %s refused the %s call as too large: a request may be at most %d bytes; shorten the plugin's config in the conflist", socket, command, reefv1.MaxMessageSize), st.Message())
+	case codes.InvalidArgument:
+		return types.NewError(types.ErrInvalidNetworkConfig,
+			fmt.Sprintf("reef daemon at %s refused the %s call as invalid", socket, command), st.Message())
+	case codes.Unimplemented:
+		return types.NewError(reefv1.CodeVersionMismatch,
+			fmt.Sprintf("reef daemon at %s (version %s) does not serve %s, which reef-cni %s sends: restart reef (`systemctl restart reef`) so that daemon and reef-cni are the same version",
+				socket, version(), command, reefversion.Version), st.Message())
+	}
+	return types.NewError(types.ErrInternal,
+		fmt.Sprintf("reef daemon at %s failed the %s call (gRPC %s); see `journalctl -u reef`", socket, command, st.Code()), st.Message())
+}
+
+// daemonVersion asks the daemon for its version, "unknown" if it does not
+// say within a few seconds.
+func daemonVersion(conn *grpc.ClientConn) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := reefv1.NewNodeClient(conn).Status(ctx, &reefv1.StatusRequest{})
+	if err != nil || st.GetVersion() == "" {
+		return "unknown"
+	}
+	return st.GetVersion()
 }
 
 func unreachable(socket string, err error) error {
