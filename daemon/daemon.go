@@ -11,9 +11,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
+	"github.com/containernetworking/cni/pkg/types"
 	sdaemon "github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/reefcni/reef/bgp"
@@ -267,7 +269,7 @@ func (d *Daemon) drainQueue(dir string) {
 		}
 	}
 	for _, e := range entries {
-		cerr := d.cni.Delete(&reefv1.CNIRequest{ContainerId: e.ContainerID, Netns: e.Netns, Ifname: e.IfName,
+		cerr := d.runQueued(&reefv1.CNIRequest{ContainerId: e.ContainerID, Netns: e.Netns, Ifname: e.IfName,
 			Args: e.Args, Path: e.Path, Netconf: e.Netconf})
 		if cerr != nil {
 			d.log.Error("queued DEL failed; kept for the next start", "container", e.ContainerID, "error", cerr.Msg, "details", cerr.Details)
@@ -284,4 +286,17 @@ func sdNotify(log *slog.Logger, state string) {
 	if _, err := sdaemon.SdNotify(false, state); err != nil {
 		log.Warn("sd_notify", "state", state, "error", err)
 	}
+}
+
+// runQueued runs one queued DEL. It is outside the gRPC server's panic
+// recovery, and an entry that panicked would do so at every start: the
+// panic is logged and the entry kept, never a crash loop.
+func (d *Daemon) runQueued(req *reefv1.CNIRequest) (cerr *types.Error) {
+	defer func() {
+		if r := recover(); r != nil {
+			d.log.Error("panic in a queued DEL", "container", req.GetContainerId(), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			cerr = types.NewError(types.ErrInternal, "reef daemon hit an internal error running a queued DEL", fmt.Sprint(r))
+		}
+	}()
+	return d.cni.Delete(req)
 }
