@@ -121,7 +121,7 @@ func (e *blockEngine) Need(ctx context.Context, pool store.Pool) *types.Error {
 			return types.NewError(cniserver.ErrNodeForgotten, err.Error(), "docs/ipam.md, \"Removing a node for good\"")
 		}
 		if errors.Is(err, errRecovered) {
-			return types.NewError(cniserver.ErrStoreRecovered, err.Error(), "docs/ipam.md, \"A damaged store\"")
+			return types.NewError(cniserver.ErrStoreRecovered, err.Error(), "")
 		}
 		// Waiting for votes, sessions still coming up, a partition: wait on.
 	}

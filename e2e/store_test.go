@@ -197,3 +197,72 @@ func overwrite(t *testing.T, path string, pages ...int) {
 		}
 	}
 }
+
+// TestStoreRecoverInMesh: node2 of three loses its store. While it is down
+// the others still route to its pod; `reef store recover` brings it back
+// under the same incarnation, owning the same block, which the others never
+// gave away. It fills its block and then refuses to claim (code 105), while
+// node1 still gets the pool's last block from the other two voters.
+func TestStoreRecoverInMesh(t *testing.T) {
+	l := newLab(t)
+	nodes := startMesh(t, l, 3, smallPool)
+	a, b, c := newPod(t, nodes[0], "a"), newPod(t, nodes[1], "b"), newPod(t, nodes[2], "c")
+	converge(t, nodes...)
+	n2 := nodes[1]
+	blocks := blocksOf(t, n2)
+	inc := mustStatus(t, n2).GetIncarnation()
+
+	if err := n2.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(n2.StateDir, "reef.db"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := n2.StartNoWait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, exited := n2.Wait(20 * time.Second); !exited {
+		t.Fatal("node2 with an empty store did not exit")
+	}
+	if _, err := a.Ping(b.IP); err != nil {
+		t.Errorf("a -> b while node2's daemon is down: %v", err)
+	}
+	if out, err := l.Run(n2.Netns, filepath.Join(binDir, "reef"), "store", "recover", "--config", n2.Config); err != nil {
+		t.Fatalf("reef store recover: %v\n%s", err, out)
+	}
+	if err := n2.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustStatus(t, n2).GetIncarnation(); got != inc {
+		t.Errorf("incarnation %s after the recovery, want the old %s", got, inc)
+	}
+	if got := blocksOf(t, n2); !slices.Equal(got, blocks) {
+		t.Errorf("node2's blocks %v after the recovery, want %v", got, blocks)
+	}
+	converge(t, nodes...)
+	for _, n := range []*lab.Node{nodes[0], nodes[2]} {
+		if o := ownersSeenBy(t, n)[blocks[0]]; o != n2.Address.String() {
+			t.Errorf("%s sees %s owned by %q, want node2", n.Name, blocks[0], o)
+		}
+	}
+	for _, p := range []*lab.Pod{a, c} {
+		if _, err := p.Ping(b.IP); err != nil {
+			t.Errorf("%s -> b after the recovery: %v", p.Name, err)
+		}
+		if _, err := b.Ping(p.IP); err != nil {
+			t.Errorf("b -> %s after the recovery: %v", p.Name, err)
+		}
+	}
+
+	more, err := fill(t, n2, "b", 10)
+	if cniCode(err) != 105 || !strings.Contains(err.Error(), "reef store recover") {
+		t.Fatalf("ADD on node2 past its block: %v, want code 105 naming reef store recover", err)
+	}
+	t.Logf("node2 filled its block with %d more pods, then: %v", len(more), err)
+	if _, err := fill(t, nodes[0], "a", 20); cniCode(err) != 100 {
+		t.Errorf("node1 filling the pool: %v, want it to take the last block and then end with code 100", err)
+	}
+	all := append([]*lab.Pod{a, b, c}, more...)
+	uniqueOwners(t, nodes...)
+	uniqueAddresses(t, all)
+}
