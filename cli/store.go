@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/reefcni/reef/daemon"
+	"github.com/reefcni/reef/nat"
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/store"
 )
@@ -135,6 +136,9 @@ func readKernelForRecovery(in *store.RecoverInput) error {
 			in.Pods = append(in.Pods, kp)
 		}
 	}
+	if err := readPodExtras(in); err != nil {
+		return err
+	}
 	for dev, handle := range map[string]string{routes.VXLANDevice: daemon.VXLANTunnelHandle(in.Node), routes.IPIPDevice: daemon.IPIPTunnelHandle(in.Node)} {
 		l, err := netlink.LinkByName(dev)
 		if err != nil {
@@ -148,6 +152,40 @@ func readKernelForRecovery(in *store.RecoverInput) error {
 			if ip, ok := netip.AddrFromSlice(a.IP.To4()); ok {
 				in.Reserved = append(in.Reserved, store.KernelReserved{Handle: handle, IP: ip})
 			}
+		}
+	}
+	return nil
+}
+
+// readPodExtras adds each pod's hostPorts, from reef's hostPort table
+// (table inet reef-hostport, its maps to pod address and port), and its
+// bandwidth limits, from tc on its veth.
+func readPodExtras(in *store.RecoverInput) error {
+	tables, err := nat.NewKernel().Read([]nat.TableID{nat.HostPortTableID})
+	if err != nil {
+		return fmt.Errorf("read table %s: %w", nat.HostPortTableID, err)
+	}
+	ports := map[netip.Addr][]store.PortMapping{}
+	for _, t := range tables {
+		for _, set := range t.Sets {
+			if set.DataType == "" {
+				continue // the hairpin sets: no mapping in them
+			}
+			for _, e := range set.Elems {
+				pm := store.PortMapping{Protocol: nat.ProtoName(e.Proto), HostPort: e.Port, ContainerPort: e.Value.Port()}
+				if e.From.IsValid() {
+					pm.HostIP = e.From
+				}
+				pod := e.Value.Addr()
+				ports[pod] = append(ports[pod], pm)
+			}
+		}
+	}
+	for i := range in.Pods {
+		p := &in.Pods[i]
+		p.PortMappings = ports[p.IP]
+		if bw, err := routes.ReadBandwidth(p.Veth); err == nil && bw != (routes.Bandwidth{}) {
+			p.Bandwidth = &store.Bandwidth{IngressRate: bw.IngressRate, IngressBurst: bw.IngressBurst, EgressRate: bw.EgressRate, EgressBurst: bw.EgressBurst}
 		}
 	}
 	return nil
@@ -180,14 +218,19 @@ func printRecovery(w io.Writer, path string, rep store.RecoverReport) {
 			what = "reserved"
 		case !e.Complete:
 			what = "container unknown"
+			if e.HostPorts > 0 {
+				what += fmt.Sprintf(", %d hostPorts from the kernel", e.HostPorts)
+			}
+			if e.Limited {
+				what += ", bandwidth limits from the kernel"
+			}
 			partial = append(partial, e)
 		}
 		fmt.Fprintf(w, "  %-15s %-16s %s (%s)\n", e.IP, e.Veth, e.Handle, what)
 	}
 	if len(partial) > 0 {
-		fmt.Fprintf(w, "not rebuilt: the container ID, pod name, netns, hostPorts and bandwidth limits of %d pods (listed above as \"container unknown\").\n", len(partial))
+		fmt.Fprintf(w, "not rebuilt: the container ID, pod name and netns of %d pods (listed above as \"container unknown\"); their hostPorts and limits come from the kernel.\n", len(partial))
 		fmt.Fprintln(w, "  Their traffic goes on. The pod's DEL finds the address by its veth and frees it; so does the reconcile pass once the veth is gone.")
-		fmt.Fprintln(w, "  hostPorts of those pods stop answering at the daemon's first pass: recreate such pods.")
 	}
 	for _, d := range rep.Dropped {
 		fmt.Fprintf(w, "freed: %s\n", d)

@@ -53,7 +53,25 @@ func TestStoreRecover(t *testing.T) {
 func testStoreRecover(t *testing.T, damage func(t *testing.T, path string)) {
 	l := newLab(t)
 	n := startNode(t, l, "node1", lab.NodeOptions{})
-	a, b, c := newPod(t, n, "a"), newPod(t, n, "b"), newPod(t, n, "c")
+	a, b := newPod(t, n, "a"), newPod(t, n, "b")
+	// c has a hostPort and limits, which the kernel keeps if its record is
+	// lost.
+	c, err := n.NewPodNetns("default", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.CapabilityArgs = map[string]any{"portMappings": []lab.PortMapping{{HostPort: 8080, ContainerPort: 80, Protocol: "tcp"}},
+		"bandwidth": lab.Bandwidth{IngressRate: 10e6, IngressBurst: 80e3, EgressRate: 10e6, EgressBurst: 80e3}}
+	if err := c.Add(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.ServePorts(c.Netns); err != nil {
+		t.Fatal(err)
+	}
+	hostPort := "tcp:" + n.Address.String() + ":8080"
+	if reply, why := probeOne(t, l, a.Netns, hostPort); reply == "" {
+		t.Fatalf("c's hostPort before the damage: %s", why)
+	}
 	if err := n.Kill(); err != nil { // a crash: nothing flushed on the way out
 		t.Fatal(err)
 	}
@@ -111,6 +129,14 @@ func testStoreRecover(t *testing.T, damage func(t *testing.T, path string)) {
 	}
 	if out, err := n.Reef("routes"); err != nil {
 		t.Errorf("reef routes after the recovery: %v\n%s", err, out)
+	}
+	// Two reconcile passes later c's hostPort answers and its limits hold.
+	time.Sleep(2500 * time.Millisecond)
+	if reply, why := probeOne(t, l, a.Netns, hostPort); reply == "" {
+		t.Errorf("c's hostPort after the recovery: %s", why)
+	}
+	if q := run(t, l, n.Netns, "tc", "qdisc", "show", "dev", vethOf(c)); !strings.Contains(q, "tbf") || !strings.Contains(q, "10Mbit") {
+		t.Errorf("c's veth after the recovery has no 10 Mbit/s tbf:\n%s", q)
 	}
 	st, err := n.Reef("status")
 	if err != nil || !strings.Contains(st, "reef store recover") {

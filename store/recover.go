@@ -26,6 +26,11 @@ type KernelPod struct {
 	Veth string
 	IP   netip.Addr
 	MTU  int
+	// PortMappings are the pod's hostPorts as reef's hostPort table maps
+	// them to its address; Bandwidth the limits tc holds on its veth (nil:
+	// none). Used when the damaged file's record of the pod is lost.
+	PortMappings []PortMapping
+	Bandwidth    *Bandwidth
 }
 
 // KernelReserved is an address the node's own devices hold (the VXLAN or
@@ -80,9 +85,11 @@ type RecoveredEndpoint struct {
 	Veth   string
 	Handle string
 	// Complete: the damaged file's record of the pod was read, so its
-	// container ID, pod name, hostPorts and limits are back. Otherwise
-	// only the address and veth are known.
-	Complete bool
+	// container ID, pod name and netns are back. Otherwise only what the
+	// kernel shows is: the address, veth, hostPorts and limits.
+	Complete  bool
+	HostPorts int  // hostPorts kept
+	Limited   bool // bandwidth limits kept
 }
 
 // recoveredMark is the meta record of a recovered store.
@@ -169,11 +176,13 @@ func Recover(path string, in RecoverInput) (RecoverReport, error) {
 		ep, complete := sv.endpoints[kp.IP]
 		complete = complete && ep.HostVeth == kp.Veth && ep.State != EndpointReserved
 		if !complete {
-			ep = Endpoint{Handle: RecoveredHandlePrefix + kp.Veth, HostVeth: kp.Veth, MTU: kp.MTU, Created: in.Now.UTC().Round(0)}
+			ep = Endpoint{Handle: RecoveredHandlePrefix + kp.Veth, HostVeth: kp.Veth, MTU: kp.MTU, Created: in.Now.UTC().Round(0),
+				PortMappings: kp.PortMappings, Bandwidth: kp.Bandwidth}
 		}
 		ep.IP, ep.Block, ep.Pool, ep.State = kp.IP, b, p.CIDR, EndpointReady
 		eps = append(eps, ep)
-		rep.Endpoints = append(rep.Endpoints, RecoveredEndpoint{IP: kp.IP, Veth: kp.Veth, Handle: ep.Handle, Complete: complete})
+		rep.Endpoints = append(rep.Endpoints, RecoveredEndpoint{IP: kp.IP, Veth: kp.Veth, Handle: ep.Handle, Complete: complete,
+			HostPorts: len(ep.PortMappings), Limited: ep.Bandwidth != nil})
 	}
 	for _, r := range in.Reserved {
 		b, p := blockOf(r.IP)
