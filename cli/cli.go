@@ -118,8 +118,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("reef daemon", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cf := registerConfig(fs, "configuration file (missing: defaults)")
-	nodeName := fs.String("node-name", "", "override nodeName")
-	nodeAddress := fs.String("node-address", "", "override nodeAddress")
+	nf := registerNode(fs)
 	if err := fs.Parse(args); err != nil {
 		return UsageError{err.Error()}
 	}
@@ -127,15 +126,8 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *nodeName != "" {
-		cfg.NodeName = *nodeName
-	}
-	if *nodeAddress != "" {
-		a, err := netip.ParseAddr(*nodeAddress)
-		if err != nil {
-			return fmt.Errorf("flag --node-address: value %q is not an IP address", *nodeAddress)
-		}
-		cfg.NodeAddress = a
+	if err := nf.apply(&cfg); err != nil {
+		return err
 	}
 	if err := cfg.Finish(); err != nil {
 		return err
@@ -182,6 +174,28 @@ func (c configFlags) load() (daemon.Config, error) {
 		cfg.Socket = *c.socket
 	}
 	return cfg, nil
+}
+
+// nodeFlags override the node's name and address, for the commands that
+// act as this node without a daemon to ask.
+type nodeFlags struct{ name, address *string }
+
+func registerNode(fs *flag.FlagSet) nodeFlags {
+	return nodeFlags{name: fs.String("node-name", "", "override nodeName"), address: fs.String("node-address", "", "override nodeAddress")}
+}
+
+func (n nodeFlags) apply(cfg *daemon.Config) error {
+	if *n.name != "" {
+		cfg.NodeName = *n.name
+	}
+	if *n.address != "" {
+		a, err := netip.ParseAddr(*n.address)
+		if err != nil {
+			return fmt.Errorf("flag --node-address: value %q is not an IP address", *n.address)
+		}
+		cfg.NodeAddress = a
+	}
+	return nil
 }
 
 // client flags shared by the commands that talk to the daemon.

@@ -41,8 +41,7 @@ func runStoreRecover(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("reef store recover", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cf := registerConfig(fs, "configuration file, for stateDir, nodeName, the node address and the pools (missing: defaults)")
-	nodeName := fs.String("node-name", "", "override nodeName")
-	nodeAddress := fs.String("node-address", "", "override nodeAddress")
+	nf := registerNode(fs)
 	incFlag := fs.String("incarnation", "", "this node's incarnation (8 hex digits), when the identity file is lost too")
 	bornFlag := fs.Uint("born", 0, "with --incarnation: when it was drawn, in Unix seconds, if known (default: now)")
 	if err := fs.Parse(args); err != nil {
@@ -55,15 +54,8 @@ func runStoreRecover(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *nodeName != "" {
-		cfg.NodeName = *nodeName
-	}
-	if *nodeAddress != "" {
-		a, err := netip.ParseAddr(*nodeAddress)
-		if err != nil {
-			return fmt.Errorf("flag --node-address: value %q is not an IP address", *nodeAddress)
-		}
-		cfg.NodeAddress = a
+	if err := nf.apply(&cfg); err != nil {
+		return err
 	}
 	if err := cfg.Finish(); err != nil {
 		return err

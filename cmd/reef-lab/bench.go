@@ -95,35 +95,11 @@ func bench(ctx context.Context, bin, out string) error {
 	}()
 	b := &benchRun{exe: exe}
 
-	// reef's node runs as in production: default reconcile interval and
-	// log level (the lab's own defaults are tuned for tests).
-	node, err := l.AddNode("node1", lab.NodeOptions{ReconcileInterval: 30 * time.Second})
+	reef, ref, err := reefAndReference(l, bin, refVersion)
 	if err != nil {
-		return err
+		return fmt.Errorf("bench: %w", err)
 	}
-	if cfg, err := os.ReadFile(node.Config); err != nil {
-		return err
-	} else if err := os.WriteFile(node.Config, bytes.Replace(cfg, []byte("logLevel: debug"), []byte("logLevel: info"), 1), 0o644); err != nil {
-		return err
-	}
-	if err := node.Start(); err != nil {
-		return err
-	}
-	// The reference gets a node namespace of its own (no daemon): ptp puts
-	// its host veths and /32 routes there.
-	refNode, err := l.AddNode("ref", lab.NodeOptions{})
-	if err != nil {
-		return err
-	}
-	refConflist := fmt.Sprintf(`{"cniVersion":%q,"name":"bench-ptp","plugins":[{"type":"ptp","ipMasq":false,"mtu":1450,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.246.0.0/16"}]],"dataDir":%q}}]}`,
-		refVersion, filepath.Join(refNode.Dir, "host-local"))
-	if _, err := libcni.ConfListFromBytes([]byte(refConflist)); err != nil {
-		return fmt.Errorf("bench: reference conflist: %w", err)
-	}
-	reef := &target{key: "reef", label: "reef", node: node, tmpl: childJob{Mode: "libcni",
-		PluginDirs: []string{bin}, CacheDir: filepath.Join(node.Dir, "cni-cache"), Conflist: node.Conflist(), Socket: node.Socket}}
-	ref := &target{key: "ref", label: "ptp+host-local", node: refNode, tmpl: childJob{Mode: "libcni",
-		PluginDirs: []string{refPluginDir}, CacheDir: filepath.Join(refNode.Dir, "cni-cache"), Conflist: json.RawMessage(refConflist)}}
+	node, refNode := reef.node, ref.node
 	// The floor: libcni and the exec of a plugin that does next to nothing
 	// (loopback sets lo up), in the reference's namespaces.
 	floor := &target{key: "lo", label: "loopback", node: refNode, tmpl: childJob{Mode: "libcni",
@@ -412,4 +388,38 @@ func shimCost(ctx context.Context, reefCNI, ptp, refVersion string) ([]shimResul
 		}
 	}
 	return rs, nil
+}
+
+// reefAndReference adds the two nodes a bench compares: reef's, started as
+// in production (30 s reconcile interval, log level info; the lab's own
+// defaults are tuned for tests), and the reference's, a node namespace of
+// its own with no daemon, where ptp puts its host veths and /32 routes,
+// with ptp+host-local's conflist at refVersion.
+func reefAndReference(l *lab.Lab, bin, refVersion string) (reef, ref *target, err error) {
+	node, err := l.AddNode("node1", lab.NodeOptions{ReconcileInterval: 30 * time.Second})
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg, err := os.ReadFile(node.Config); err != nil {
+		return nil, nil, err
+	} else if err := os.WriteFile(node.Config, bytes.Replace(cfg, []byte("logLevel: debug"), []byte("logLevel: info"), 1), 0o644); err != nil {
+		return nil, nil, err
+	}
+	if err := node.Start(); err != nil {
+		return nil, nil, err
+	}
+	refNode, err := l.AddNode("ref", lab.NodeOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	refConflist := fmt.Sprintf(`{"cniVersion":%q,"name":"bench-ptp","plugins":[{"type":"ptp","ipMasq":false,"mtu":1450,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.246.0.0/16"}]],"dataDir":%q}}]}`,
+		refVersion, filepath.Join(refNode.Dir, "host-local"))
+	if _, err := libcni.ConfListFromBytes([]byte(refConflist)); err != nil {
+		return nil, nil, fmt.Errorf("reference conflist: %w", err)
+	}
+	reef = &target{key: "reef", label: "reef", node: node, tmpl: childJob{Mode: "libcni",
+		PluginDirs: []string{bin}, CacheDir: filepath.Join(node.Dir, "cni-cache"), Conflist: node.Conflist(), Socket: node.Socket}}
+	ref = &target{key: "ref", label: "ptp+host-local", node: refNode, tmpl: childJob{Mode: "libcni",
+		PluginDirs: []string{refPluginDir}, CacheDir: filepath.Join(refNode.Dir, "cni-cache"), Conflist: json.RawMessage(refConflist)}}
+	return reef, ref, nil
 }

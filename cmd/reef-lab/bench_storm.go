@@ -9,9 +9,7 @@ package main
 // listener) are sampled.
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -19,8 +17,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/containernetworking/cni/libcni"
 
 	"github.com/reefcni/reef/internal/lab"
 )
@@ -84,32 +80,11 @@ func benchStorm(ctx context.Context, args []string) error {
 	}
 	defer l.Close()
 	b := &benchRun{exe: exe}
-	// reef as in production: reconcile interval and log level.
-	node, err := l.AddNode("node1", lab.NodeOptions{ReconcileInterval: 30 * time.Second})
+	reef, ref, err := reefAndReference(l, *bin, r.refVersion)
 	if err != nil {
-		return err
+		return fmt.Errorf("bench-storm: %w", err)
 	}
-	if cfg, err := os.ReadFile(node.Config); err != nil {
-		return err
-	} else if err := os.WriteFile(node.Config, bytes.Replace(cfg, []byte("logLevel: debug"), []byte("logLevel: info"), 1), 0o644); err != nil {
-		return err
-	}
-	if err := node.Start(); err != nil {
-		return err
-	}
-	refNode, err := l.AddNode("ref", lab.NodeOptions{})
-	if err != nil {
-		return err
-	}
-	refConflist := fmt.Sprintf(`{"cniVersion":%q,"name":"bench-ptp","plugins":[{"type":"ptp","ipMasq":false,"mtu":1450,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.246.0.0/16"}]],"dataDir":%q}}]}`,
-		r.refVersion, filepath.Join(refNode.Dir, "host-local"))
-	if _, err := libcni.ConfListFromBytes([]byte(refConflist)); err != nil {
-		return fmt.Errorf("bench-storm: reference conflist: %w", err)
-	}
-	reef := &target{key: "reef", label: "reef", node: node, tmpl: childJob{Mode: "libcni",
-		PluginDirs: []string{*bin}, CacheDir: filepath.Join(node.Dir, "cni-cache"), Conflist: node.Conflist(), Socket: node.Socket}}
-	ref := &target{key: "ref", label: "ptp+host-local", node: refNode, tmpl: childJob{Mode: "libcni",
-		PluginDirs: []string{refPluginDir}, CacheDir: filepath.Join(refNode.Dir, "cni-cache"), Conflist: json.RawMessage(refConflist)}}
+	node := reef.node
 
 	say("creating %d pod namespaces", 2**pods)
 	for _, t := range []*target{reef, ref} {
