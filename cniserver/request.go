@@ -87,7 +87,7 @@ func parseRequest(command string, in *reefv1.CNIRequest) (*request, *types.Error
 		return nil, err
 	}
 	if command != "DEL" && r.netns == "" {
-		return nil, types.NewError(types.ErrInvalidEnvironmentVariables, "CNI_NETNS is empty; "+command+" needs the pod's network namespace", "")
+		return nil, types.NewError(types.ErrInvalidEnvironmentVariables, "CNI_NETNS is empty; "+strings.ToValidUTF8(command, "?")+" needs the pod's network namespace", "")
 	}
 	if r.netns != "" && !strings.HasPrefix(r.netns, "/") {
 		return nil, types.NewError(types.ErrInvalidEnvironmentVariables, fmt.Sprintf("CNI_NETNS %q is not an absolute path", r.netns), "")
