@@ -329,16 +329,6 @@ func (d *decider) candidate(b netip.Prefix) (Node, bool) {
 // claimant is the claimant's part for its own blocks.
 func (d *decider) claimant(c *Changes) {
 	self := d.self()
-	if d.state.Recovered && d.gone == "" {
-		// Pending claims of this incarnation went with the damaged file;
-		// release those some voter still holds a vote for, so the voters
-		// let the block go.
-		for _, b := range sortedKeys(d.toSelf) {
-			if _, own := d.state.Own[b]; !own && !d.state.Released[b] {
-				c.Release = append(c.Release, b)
-			}
-		}
-	}
 	for _, b := range sortedKeys(d.state.Own) {
 		o := d.state.Own[b]
 		_, confirmedElsewhere := d.confirmedBy(b)

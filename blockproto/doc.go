@@ -42,8 +42,8 @@
 //     blocks it gave up nor its grants. In that incarnation it claims no
 //     block again (a stale grant of a claim it gave up could count), grants
 //     only claims announced confirmed (it may have granted the block to
-//     another before), and releases claims of its own that a voter still
-//     shows a grant for.
+//     another before). Claims it lost with the file stay held by the
+//     voters until a new incarnation supersedes this one.
 //   - Nothing is inferred from the absence of an announcement: a session
 //     that drops, a route reflector that restarts, a path that is late
 //     never revoke a grant or free a block. Timers decide only when to look

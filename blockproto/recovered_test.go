@@ -55,22 +55,17 @@ func TestRecoveredVotesOnlyForConfirmedOwners(t *testing.T) {
 	}
 }
 
-func TestRecoveredReleasesLostClaims(t *testing.T) {
+func TestRecoveredKeepsLostClaims(t *testing.T) {
 	h := VoterHash(three)
-	// B still holds a vote for a claim of A's that went with the file.
+	// B still holds a vote for a claim of A's that went with the file: A
+	// cannot tell whether it was pending or confirmed (and remembered by
+	// the others as A's), so it releases nothing and claims nothing.
 	tbl := Table{
 		Records: []Record{record(nodeB, three...), record(nodeC, three...)},
 		Grants:  []Grant{{Block: blk1, Voter: nodeB, To: nodeA, VoterHash: h}},
 	}
-	d := Decide(recovered(tbl))
-	if diff := cmp.Diff([]netip.Prefix{blk1}, d.Release, netipCmp); diff != "" {
-		t.Fatalf("release (-want +got):\n%s", diff)
-	}
-	released := false
-	for _, c := range d.Announce.Claims {
-		released = released || (c.Block == blk1 && c.State == Released)
-	}
-	if !released {
-		t.Fatalf("the release is not announced: %+v", d.Announce.Claims)
+	d := Decide(need(recovered(tbl)))
+	if len(d.Release) != 0 || len(d.Claim) != 0 || len(d.Confirm) != 0 {
+		t.Fatalf("a recovered store changed its claims: %+v", d.Changes)
 	}
 }

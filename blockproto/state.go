@@ -120,8 +120,11 @@ type State struct {
 	// it claims no new block, since a stale copy of a vote from a claim it
 	// gave up could count again, and as a voter it grants only confirmed
 	// owners, since it may have voted for another claimant of a pending
-	// claim. It keeps serving its own blocks. A new incarnation (an empty
-	// state dir on a drained node) ends the mode.
+	// claim. It keeps serving its own blocks. A claim it made and lost with
+	// the file is not released (it cannot tell a pending one from a
+	// confirmed one others remember): the voters keep that block for it
+	// until a new incarnation (an empty state dir on a drained node) ends
+	// the mode and supersedes this one.
 	Recovered bool
 }
 

@@ -85,12 +85,13 @@ func runStoreRecover(args []string, stdout, stderr io.Writer) error {
 			born = uint32(time.Now().Unix())
 		}
 		in.Identity = &store.Identity{Node: cfg.NodeName, Address: up.Address, Incarnation: uint32(inc), Born: born}
+		in.IdentityFrom = "--incarnation"
 	case err != nil:
 		fmt.Fprintf(stderr, "reef store recover: %v; reading the incarnation from the damaged file instead\n", err)
 	case ok && id.Address.IsValid() && id.Address != up.Address:
 		return fmt.Errorf("the identity file %s is of node address %s, this node has %s: set nodeAddress as it was, or give --incarnation", store.IdentityPath(path), id.Address, up.Address)
 	case ok:
-		in.Identity = &id
+		in.Identity, in.IdentityFrom = &id, "identity file "+store.IdentityPath(path)
 	}
 	if err := readKernelForRecovery(&in); err != nil {
 		return err
@@ -193,7 +194,7 @@ func printRecovery(w io.Writer, path string, rep store.RecoverReport) {
 	}
 	fmt.Fprintf(w, "blocks kept (%d):\n", len(rep.Blocks))
 	for _, b := range rep.Blocks {
-		fmt.Fprintf(w, "  %s  from %s\n", b.CIDR, b.From)
+		fmt.Fprintf(w, "  %s  %s, from %s\n", b.CIDR, b.State, b.From)
 	}
 	var partial []store.RecoveredEndpoint
 	pods := 0
@@ -227,6 +228,8 @@ func printRecovery(w io.Writer, path string, rep store.RecoverReport) {
 	for _, d := range rep.Dropped {
 		fmt.Fprintf(w, "freed: %s\n", d)
 	}
-	fmt.Fprintln(w, "this incarnation now claims no new block and votes only for confirmed owners; drain the node and start it with an empty state dir to lift that (docs/ipam.md, \"A damaged store\").")
+	if rep.Recovered {
+		fmt.Fprintln(w, "this incarnation now claims no new block and votes only for confirmed owners; drain the node and start it with an empty state dir to lift that (docs/ipam.md, \"A damaged store\").")
+	}
 	fmt.Fprintln(w, "next: systemctl start reef")
 }

@@ -147,15 +147,13 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 	if errors.As(err, &taken) {
 		return ep, "", false, portTaken(r, taken) // nothing was stored
 	}
-	if errors.Is(err, store.ErrNotWritable) {
-		return ep, "", false, types.NewError(types.ErrIOFailure, "allocate an address: "+err.Error(), "")
-	}
 	if err != nil {
-		return ep, "", false, types.NewError(types.ErrInternal, "allocate an address", err.Error())
+		return ep, "", false, storeError("allocate an address", err)
 	}
 	if existed {
 		// A repeated ADD: same address, wiring redone with this call's netns.
 		log.Info("ADD repeated for a known attachment; keeping its address", "ip", ep.IP)
+		s.undefer(ep) // a DEL deferred for a full disk is overtaken: the pod is back
 		ep.Netns, ep.IfName, ep.HostVeth, ep.MTU, ep.Bandwidth = tmpl.Netns, tmpl.IfName, tmpl.HostVeth, tmpl.MTU, tmpl.Bandwidth
 		ep.State = store.EndpointPending
 		if err := s.store.SetEndpoint(ep); err != nil {
@@ -215,7 +213,7 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 	}
 	ep.State = store.EndpointReady
 	if err := s.store.SetEndpoint(ep); err != nil {
-		return ep, "", false, fail(types.NewError(types.ErrInternal, "record endpoint", err.Error()))
+		return ep, "", false, fail(storeError("record endpoint", err))
 	}
 	if err := <-bw; err != nil {
 		bw <- nil // for fail's wait
@@ -223,6 +221,16 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 			"limit the bandwidth of pod "+ep.IP.String()+" (tc on "+ep.HostVeth+")", err.Error()))
 	}
 	return ep, links.PodMAC.String(), false, nil
+}
+
+// storeError is the CNI error of a store call that failed: I/O failure
+// (5) when the state file cannot be written or is damaged, naming the file
+// and what to do; an internal error otherwise.
+func storeError(what string, err error) *types.Error {
+	if errors.Is(err, store.ErrNotWritable) || errors.Is(err, store.ErrDamaged) {
+		return types.NewError(types.ErrIOFailure, what+": "+err.Error(), "")
+	}
+	return types.NewError(types.ErrInternal, what, err.Error())
 }
 
 // portTaken is the CNI error of a hostPort another pod holds.

@@ -42,7 +42,7 @@ func (s *Server) Delete(in *reefv1.CNIRequest) *types.Error {
 		return nil
 	}
 	err = s.release(ep)
-	if errors.Is(err, store.ErrNotWritable) {
+	if errors.Is(err, store.ErrNotWritable) || errors.Is(err, store.ErrDamaged) {
 		// The pod is gone from the kernel; only the store could not be
 		// written. Its address stays taken (so it is never handed out
 		// twice) and is freed by the reconcile pass once the store takes
@@ -106,11 +106,7 @@ func (s *Server) release(ep store.Endpoint) error {
 	}
 	_, _, err := s.store.Release(ep.Handle)
 	if err == nil {
-		if _, was := s.deferred.LoadAndDelete(ep.Handle); was && s.cfg.DeferredDir != "" {
-			if err := pendingdel.Drop(s.cfg.DeferredDir, ep.ContainerID, ep.IfName); err != nil {
-				s.log.Warn("drop a queued DEL done meanwhile", "error", err)
-			}
-		}
+		s.undefer(ep)
 		if s.Policy != nil {
 			s.Policy.Changed()
 		}
@@ -121,6 +117,16 @@ func (s *Server) release(ep store.Endpoint) error {
 // deferRelease remembers a handle whose DEL is done in the kernel but not
 // in the store.
 func (s *Server) deferRelease(handle string) { s.deferred.Store(handle, true) }
+
+// undefer forgets a deferred DEL of ep's attachment, in memory and in the
+// queue, when an ADD of the same attachment came after it.
+func (s *Server) undefer(ep store.Endpoint) {
+	if _, was := s.deferred.LoadAndDelete(ep.Handle); was && s.cfg.DeferredDir != "" {
+		if err := pendingdel.Drop(s.cfg.DeferredDir, ep.ContainerID, ep.IfName); err != nil {
+			s.log.Warn("drop a queued DEL an ADD overtook", "error", err)
+		}
+	}
+}
 
 // ReleaseDeferred reports whether handle's DEL waits for the store to take
 // writes: the reconcile pass releases it then (TearDown), whatever its

@@ -103,6 +103,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer st.Close()
 	d.store = st
+	if err := st.IdentityErr(); err != nil {
+		log.Warn("could not write the identity file; `reef store recover` needs it after a damage (retried at the next start)", "error", err)
+	}
 	// A planned restart (SIGTERM) is marked in the store; only then does
 	// the speaker tell peers it is restarting, so that they do not hold our
 	// updates back after an unplanned start.

@@ -32,7 +32,10 @@ type readCache struct {
 // update runs fn in a write transaction and invalidates the read cache.
 // Every write of the store goes through it.
 func (s *Store) update(fn func(*bolt.Tx) error) error {
-	err := storageError(s.path, guard(s.path, func() error { return s.db.Update(fn) }))
+	if d := s.damaged.Load(); d != nil {
+		return d // found damaged while running: no more writes
+	}
+	err := storageError(s.path, s.guarded(func() error { return s.db.Update(fn) }))
 	s.cache.gen.Add(1)
 	return err
 }
@@ -40,7 +43,7 @@ func (s *Store) update(fn func(*bolt.Tx) error) error {
 // view is db.View with bbolt's panics on a damaged page turned into a
 // DamagedError, as update does for writes.
 func (s *Store) view(fn func(*bolt.Tx) error) error {
-	return guard(s.path, func() error { return s.db.View(fn) })
+	return s.guarded(func() error { return s.db.View(fn) })
 }
 
 func (c *readCache) cachedProtocol() (blockproto.State, uint64, bool) {

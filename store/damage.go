@@ -21,6 +21,10 @@ var ErrDamaged = errors.New("store damaged")
 type DamagedError struct {
 	Path    string
 	Problem string
+	// panicked: bbolt panicked or faulted (guard), rather than a check
+	// that named the damage; a reef bug in a store call would look the
+	// same, so the caller checks the file again before it says damaged.
+	panicked bool
 }
 
 func (e *DamagedError) Error() string {
@@ -44,7 +48,7 @@ func guard(path string, fn func() error) (err error) {
 	defer debug.SetPanicOnFault(old)
 	defer func() {
 		if r := recover(); r != nil {
-			err = &DamagedError{Path: path, Problem: fmt.Sprintf("bbolt failed reading it (%v)", r)}
+			err = &DamagedError{Path: path, Problem: fmt.Sprintf("bbolt failed reading it (%v)", r), panicked: true}
 		}
 	}()
 	return fn()
@@ -97,6 +101,14 @@ func check(db *bolt.DB, path string) error {
 				n++
 				return nil
 			}
+			// Every bucket, key and value read here first, on this
+			// goroutine, where guard turns a fault into an error: bbolt's
+			// Check walks the pages in a goroutine of its own, where a
+			// page id that points outside the file would crash the
+			// process.
+			if err := tx.ForEach(func(_ []byte, b *bolt.Bucket) error { return walk(b) }); err != nil {
+				return err
+			}
 			for e := range tx.Check() {
 				if n < maxCheckErrors {
 					// bbolt reports its assertions as "panic: ...".
@@ -118,6 +130,42 @@ func check(db *bolt.DB, path string) error {
 		msg += fmt.Sprintf(" (and %d more)", n-len(problems))
 	}
 	return &DamagedError{Path: path, Problem: msg}
+}
+
+// walk reads every key and value of b and its nested buckets.
+func walk(b *bolt.Bucket) error {
+	return b.ForEach(func(k, v []byte) error {
+		if v == nil {
+			if nb := b.Bucket(k); nb != nil {
+				return walk(nb)
+			}
+			return nil
+		}
+		if len(v) > 0 {
+			_ = v[len(v)-1] // the end of a value on overflow pages
+		}
+		return nil
+	})
+}
+
+// guarded runs a store call under guard. A panic is taken for damage only
+// if the file then fails its check; the store is then latched damaged and
+// takes no more writes (Allocate would trust a file it knows is wrong).
+// Otherwise it was a reef bug, reported as one.
+func (s *Store) guarded(fn func() error) error {
+	err := guard(s.path, fn)
+	var de *DamagedError
+	if !errors.As(err, &de) || !de.panicked {
+		return err
+	}
+	if cerr := check(s.db, s.path); cerr != nil {
+		var checked *DamagedError
+		if errors.As(cerr, &checked) {
+			s.damaged.CompareAndSwap(nil, checked)
+		}
+		return cerr
+	}
+	return fmt.Errorf("store %s: a store call failed although the file checks sound (a reef bug; please report it): %s", s.path, de.Problem)
 }
 
 // ErrNotWritable is what a write refused by the file system is (errors.Is):

@@ -1,8 +1,10 @@
 package store
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -134,4 +136,54 @@ func TestOpenAcceptsUndamagedFile(t *testing.T) {
 		t.Fatalf("Open of a sound file: %v", err)
 	}
 	s.Close()
+}
+
+// A branch element pointing far outside the file: bbolt's own check
+// would fault in a goroutine of its own and crash the process; Open walks
+// the file first, where the fault is an error.
+func TestOpenRefusesPagePointingOutside(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "reef.db")
+	s := openProtoAt(t, path)
+	pool := Pool{CIDR: netip.MustParsePrefix("10.244.0.0/16"), BlockSize: 20}
+	claimConfirmed(t, s, pool)
+	for i := range 300 {
+		h := fmt.Sprintf("net.%03d-%s", i, strings.Repeat("x", 60))
+		if _, _, err := s.Allocate(Endpoint{Handle: h}, pool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	branches := pagesOf(t, path, "branch")
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first element's page id: after the 16-byte page header, the
+	// element's pos and ksize.
+	far := make([]byte, 8) // page 1<<20: 4 GiB into a file of a few hundred KiB, past its mapping
+	binary.LittleEndian.PutUint64(far, 1<<20)
+	if _, err := f.WriteAt(far, int64(branches[0]*os.Getpagesize()+16+8)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	_, err = Open(path, Options{Node: "node-a", Address: protoSelf})
+	if !errors.Is(err, ErrDamaged) {
+		t.Fatalf("Open: %v, want a DamagedError", err)
+	}
+	t.Log(err)
+}
+
+// Damage found while the store is open latches it: no more writes.
+func TestDamageWhileOpenStopsWrites(t *testing.T) {
+	path := populated(t)
+	used := usedPages(t, path) // before Open: it locks the file
+	s := openProtoAt(t, path)
+	defer s.Close()
+	overwritePages(t, path, used...) // the mapping shows the file as it is now
+	if _, err := s.Endpoints(); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("Endpoints on a file damaged under it: %v, want ErrDamaged", err)
+	}
+	if _, _, err := s.Allocate(Endpoint{Handle: "net.after"}, protoPool); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("Allocate after the damage was found: %v, want ErrDamaged", err)
+	}
 }

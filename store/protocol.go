@@ -234,9 +234,6 @@ func (s *Store) ApplyProtocol(c blockproto.Changes) error {
 				if err := blocks.Delete(blockKey(p)); err != nil {
 					return err
 				}
-			case (!ok || r.State == BlockRemote) && tx.Bucket(bucketMeta).Get(keyRecovered) != nil:
-				// A claim of this incarnation that a recovered store lost
-				// (blockproto.State.Recovered): only marked released.
 			default:
 				return fmt.Errorf("release %s: not a pending claim of this node", p)
 			}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -50,16 +51,22 @@ type RecoverInput struct {
 	Blackholes []netip.Prefix // reef's blackhole routes: this node's blocks
 	Reserved   []KernelReserved
 	// Identity is the node's incarnation (the identity file, or the
-	// operator's flags); nil: read it from the damaged file, or draw a new
-	// one when nothing of the old incarnation is in use.
-	Identity *Identity
-	Now      time.Time
+	// operator's flags: IdentityFrom says which); nil: read it from the
+	// damaged file. A new one is drawn when nothing of the old
+	// incarnation is in use.
+	Identity     *Identity
+	IdentityFrom string
+	Now          time.Time
 }
 
 // RecoverReport says what Recover rebuilt, from where, and what it could
 // not.
 type RecoverReport struct {
-	MovedTo         string // the damaged file, renamed
+	MovedTo string // the damaged file, renamed
+	// Recovered: the store is marked recovered (blockproto.State.Recovered);
+	// false when nothing of the old incarnation was in use and a new one
+	// was drawn.
+	Recovered       bool
 	Incarnation     uint32
 	Born            uint32
 	IncarnationFrom string
@@ -75,8 +82,9 @@ type RecoverReport struct {
 
 // RecoveredBlock is one own block of the rebuilt store.
 type RecoveredBlock struct {
-	CIDR netip.Prefix
-	From string // "blackhole route", "damaged store", "pod address"
+	CIDR  netip.Prefix
+	From  string     // "blackhole route", "damaged store", "pod address ..."
+	State BlockState // confirmed, or lost
 }
 
 // RecoveredEndpoint is one address in use in the rebuilt store.
@@ -105,18 +113,23 @@ type salvaged struct {
 	inc, born uint32
 	endpoints map[netip.Addr]Endpoint
 	own       map[netip.Prefix]blockRecord
+	gone      [][2][]byte // raw forgotten-bucket pairs that decode
+	known     [][2][]byte // raw known-bucket pairs that decode
 	problems  []string
 }
 
 // Recover rebuilds the store at path from what survives it and moves the
 // damaged file aside (path + ".damaged-<time>"). Every address the kernel
 // shows in use stays in use (a pod's /32 route, a tunnel address), and
-// every block the kernel routes as this node's (a blackhole, or the block
-// of an address in use) stays this node's, confirmed, under the old
-// incarnation. The rebuilt store is marked recovered: the block protocol
-// then claims no new block and votes only for confirmed owners in this
-// incarnation (blockproto.State.Recovered), since the blocks it gave up
-// and the votes it cast went with the file. The store must not be open.
+// every block of this node's stays this node's under the old incarnation:
+// confirmed if the kernel blackholes it or the file says so, lost (no new
+// address from it) if only a pod's address shows it. The rebuilt store is
+// marked recovered: the block protocol then claims no new block and votes
+// only for confirmed owners in this incarnation
+// (blockproto.State.Recovered), since the blocks it gave up and the votes
+// it cast went with the file. When nothing of the old incarnation is in
+// use, a new incarnation is drawn instead and nothing is marked. The store
+// must not be open.
 func Recover(path string, in RecoverInput) (RecoverReport, error) {
 	var rep RecoverReport
 	if in.Now.IsZero() {
@@ -125,29 +138,54 @@ func Recover(path string, in RecoverInput) (RecoverReport, error) {
 	sv := salvage(path)
 	rep.Salvage = strings.Join(sv.problems, "; ")
 
+	// Nothing of the old incarnation in use here (a reboot wiped the
+	// kernel, and the file holds no block of its own): a new incarnation,
+	// as from an empty state dir, which supersedes the old one; it takes
+	// part in the protocol in full.
+	nothing := len(in.Pods) == 0 && len(in.Blackholes) == 0 && len(in.Reserved) == 0 && len(sv.own) == 0
 	switch {
+	case nothing:
+		rep.IncarnationFrom = "new: nothing of the old incarnation is in use on this node (as from an empty state dir)"
+	case in.Identity != nil && sv.inc != 0 && sv.inc != in.Identity.Incarnation:
+		return rep, fmt.Errorf("recover %s: %s says incarnation %08x, the damaged file %08x: move the wrong one away "+
+			"(or give --incarnation of the one the other nodes know: `reef ipam show --show-blocks -o json` on one of them)",
+			path, in.IdentityFrom, in.Identity.Incarnation, sv.inc)
 	case in.Identity != nil:
-		rep.Incarnation, rep.Born, rep.IncarnationFrom = in.Identity.Incarnation, in.Identity.Born, "identity file "+IdentityPath(path)
+		rep.Incarnation, rep.Born, rep.IncarnationFrom = in.Identity.Incarnation, in.Identity.Born, in.IdentityFrom
 	case sv.inc != 0:
 		rep.Incarnation, rep.Born, rep.IncarnationFrom = sv.inc, sv.born, "the damaged file"
-	case len(in.Pods) == 0 && len(in.Blackholes) == 0:
-		rep.IncarnationFrom = "new: nothing of the old incarnation is in use on this node"
 	default:
 		return rep, fmt.Errorf("recover %s: this node's incarnation is lost with the file and %s is missing, "+
 			"but the kernel shows %d pods and %d blocks in use: give it with --incarnation "+
 			"(on another node, `reef ipam show --show-blocks -o json` gives this node's blocks' ownerIncarnation), or drain the node and start it with an empty state dir",
 			path, IdentityPath(path), len(in.Pods), len(in.Blackholes))
 	}
+	rep.Recovered = !nothing
 
-	blocks := map[netip.Prefix]string{}
+	// A blackhole is a block confirmed at the last pass; the file, where
+	// it can be read, has the newest state (lost wins). A pod address in
+	// neither is in a block that was lost (lost blocks have no blackhole):
+	// its pods keep their addresses, no new one is handed out from it.
+	type ownBlock struct {
+		from  string
+		state BlockState
+	}
+	blocks := map[netip.Prefix]ownBlock{}
 	for _, b := range in.Blackholes {
 		if poolOf(in.Pools, b) != nil {
-			blocks[b] = "blackhole route"
+			blocks[b] = ownBlock{"blackhole route", BlockConfirmed}
 		}
 	}
-	for b := range sv.own {
-		if _, ok := blocks[b]; !ok && poolOf(in.Pools, b) != nil {
-			blocks[b] = "damaged store"
+	for b, r := range sv.own {
+		if poolOf(in.Pools, b) == nil {
+			continue
+		}
+		if old, ok := blocks[b]; !ok || r.State == BlockLost {
+			from := "damaged store"
+			if ok {
+				from = old.from + ", lost in the damaged store"
+			}
+			blocks[b] = ownBlock{from, r.State}
 		}
 	}
 	blockOf := func(ip netip.Addr) (netip.Prefix, *Pool) {
@@ -161,7 +199,7 @@ func Recover(path string, in RecoverInput) (RecoverReport, error) {
 			return netip.Prefix{}, nil
 		}
 		b, _ := ip.Prefix(p.BlockSize)
-		blocks[b] = "pod address"
+		blocks[b] = ownBlock{"pod address, no blackhole: lost", BlockLost}
 		return b, p
 	}
 
@@ -199,8 +237,8 @@ func Recover(path string, in RecoverInput) (RecoverReport, error) {
 		}
 	}
 	slices.Sort(rep.Dropped)
-	for b, from := range blocks {
-		rep.Blocks = append(rep.Blocks, RecoveredBlock{CIDR: b, From: from})
+	for b, ob := range blocks {
+		rep.Blocks = append(rep.Blocks, RecoveredBlock{CIDR: b, From: ob.from, State: ob.state})
 	}
 	slices.SortFunc(rep.Blocks, func(a, b RecoveredBlock) int { return cmpPrefix(a.CIDR, b.CIDR) })
 	slices.SortFunc(rep.Endpoints, func(a, b RecoveredEndpoint) int { return a.IP.Compare(b.IP) })
@@ -228,16 +266,31 @@ func Recover(path string, in RecoverInput) (RecoverReport, error) {
 		if err := meta.Put(keyIncarnation, b[:]); err != nil {
 			return err
 		}
-		mark, err := json.Marshal(recoveredMark{At: in.Now.UTC().Round(0), From: rep.MovedTo})
-		if err != nil {
-			return err
-		}
-		if err := meta.Put(keyRecovered, mark); err != nil {
-			return err
+		if rep.Recovered {
+			mark, err := json.Marshal(recoveredMark{At: in.Now.UTC().Round(0), From: rep.MovedTo})
+			if err != nil {
+				return err
+			}
+			if err := meta.Put(keyRecovered, mark); err != nil {
+				return err
+			}
+			// What the node learned of others' incarnations is true
+			// whatever became of the file: above all a forget of this
+			// node, which must keep it from allocating.
+			for _, kv := range sv.gone {
+				if err := tx.Bucket(bucketForgotten).Put(kv[0], kv[1]); err != nil {
+					return err
+				}
+			}
+			for _, kv := range sv.known {
+				if err := tx.Bucket(bucketKnown).Put(kv[0], kv[1]); err != nil {
+					return err
+				}
+			}
 		}
 		for _, rb := range rep.Blocks {
 			r := blockRecord{CIDR: rb.CIDR, Pool: poolOf(in.Pools, rb.CIDR).CIDR, Owner: in.Node, OwnerAddr: in.Address,
-				OwnerInc: rep.Incarnation, State: BlockConfirmed, Claimed: in.Now.UTC().Round(0)}
+				OwnerInc: rep.Incarnation, State: rb.State, Claimed: in.Now.UTC().Round(0)}
 			if old, ok := sv.own[rb.CIDR]; ok && !old.Claimed.IsZero() {
 				r.Claimed = old.Claimed
 			}
@@ -341,6 +394,32 @@ func salvage(path string) salvaged {
 		return b.ForEach(func(k, v []byte) error {
 			if r, err := decodeBlock(k, v); err == nil && (r.State == BlockConfirmed || r.State == BlockLost) {
 				sv.own[r.CIDR] = r
+			}
+			return nil
+		})
+	})
+	read("forgotten and superseded nodes", func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketForgotten)
+		if b == nil {
+			return errors.New("no forgotten bucket")
+		}
+		return b.ForEach(func(k, v []byte) error {
+			var g goneRecord
+			if _, err := parseNodeKey(k); err == nil && json.Unmarshal(v, &g) == nil && (g.Kind == goneForgotten || g.Kind == goneSuperseded) {
+				sv.gone = append(sv.gone, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
+			}
+			return nil
+		})
+	})
+	read("known nodes", func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketKnown)
+		if b == nil {
+			return errors.New("no known bucket")
+		}
+		return b.ForEach(func(k, v []byte) error {
+			var r knownRecord
+			if len(k) == 4 && json.Unmarshal(v, &r) == nil {
+				sv.known = append(sv.known, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
 			}
 			return nil
 		})

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -132,27 +133,80 @@ func TestRecoverWithoutIncarnation(t *testing.T) {
 	}
 }
 
-func TestRecoverReleasesLostClaims(t *testing.T) {
-	path, eps, blk := recoverSetup(t, 1)
+// A block only a pod's address shows (no blackhole: lost blocks have
+// none) comes back lost, and so does one the file says is lost: their pods
+// keep their addresses, no new one is handed out from them.
+func TestRecoverKeepsLostBlocksLost(t *testing.T) {
+	path, eps, blk := recoverSetup(t, 2)
 	id, _, _ := ReadIdentity(path)
 	truncate(t, path, 0)
-	if _, err := Recover(path, RecoverInput{Node: "node-a", Address: protoSelf, Pools: []Pool{recPool},
-		Pods: kernelPods(eps), Blackholes: []netip.Prefix{blk}, Identity: &id}); err != nil {
+	rep, err := Recover(path, RecoverInput{Node: "node-a", Address: protoSelf, Pools: []Pool{recPool},
+		Pods: kernelPods(eps), Identity: &id, IdentityFrom: "test"})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if len(rep.Blocks) != 1 || rep.Blocks[0].CIDR != blk || rep.Blocks[0].State != BlockLost {
+		t.Fatalf("blocks %+v, want %s lost", rep.Blocks, blk)
 	}
 	s := openProtoAt(t, path)
 	defer s.Close()
-	// The protocol releases a claim it no longer knows of (a voter still
-	// shows a vote for it): the store takes it.
-	other := netip.MustParsePrefix("10.244.0.64/26")
-	if err := s.ApplyProtocol(blockproto.Changes{Release: []netip.Prefix{other}}); err != nil {
-		t.Fatalf("release of a lost claim: %v", err)
+	if _, _, err := s.Allocate(Endpoint{Handle: "k8s-pod-network.new"}, recPool); !errors.Is(err, ErrNoFreeAddress) {
+		t.Fatalf("Allocate from a lost block: %v, want ErrNoFreeAddress", err)
 	}
-	ps, _ := s.LoadProtocol()
-	if !ps.Released[other] {
-		t.Fatal("not released")
+}
+
+func TestRecoverSalvagesLostStateAndForgets(t *testing.T) {
+	path, eps, blk := recoverSetup(t, 1)
+	s := openProtoAt(t, path)
+	inc, _ := s.Incarnation()
+	self := blockproto.Node{Addr: protoSelf, Inc: inc}
+	apply(t, s, blockproto.Changes{Lose: []netip.Prefix{blk}, Forget: []blockproto.Node{self}})
+	s.Close()
+	overwritePages(t, path, pagesOf(t, path, "freelist")...) // damaged, but the buckets read
+	id, _, _ := ReadIdentity(path)
+	if _, err := Recover(path, RecoverInput{Node: "node-a", Address: protoSelf, Pools: []Pool{recPool},
+		Pods: kernelPods(eps), Blackholes: []netip.Prefix{blk}, Identity: &id, IdentityFrom: "test"}); err != nil {
+		t.Fatal(err)
 	}
-	if err := s.ApplyProtocol(blockproto.Changes{Release: []netip.Prefix{blk}}); err == nil || !strings.Contains(err.Error(), "not a pending claim") {
-		t.Fatalf("release of a confirmed block: %v, want a refusal", err)
+	s = openProtoAt(t, path)
+	defer s.Close()
+	ps, err := s.LoadProtocol()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps.Own[blk].State != blockproto.OwnLost {
+		t.Errorf("block %s is %s, want lost as the file had it", blk, ps.Own[blk].State)
+	}
+	if !ps.Forgotten[self] {
+		t.Error("the forget of this node was not kept")
+	}
+}
+
+func TestRecoverNothingInUseIsANewIncarnation(t *testing.T) {
+	path, _, _ := recoverSetup(t, 1)
+	id, _, _ := ReadIdentity(path)
+	truncate(t, path, 0)
+	rep, err := Recover(path, RecoverInput{Node: "node-a", Address: protoSelf, Pools: []Pool{recPool}, Identity: &id, IdentityFrom: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Recovered || rep.Incarnation == id.Incarnation {
+		t.Fatalf("report %+v: want a new incarnation, not marked recovered", rep)
+	}
+	s := openProtoAt(t, path)
+	defer s.Close()
+	if _, _, ok, _ := s.Recovered(); ok {
+		t.Error("a new incarnation is marked recovered")
+	}
+}
+
+func TestRecoverRefusesDisagreeingIncarnations(t *testing.T) {
+	path, eps, blk := recoverSetup(t, 1)
+	overwritePages(t, path, pagesOf(t, path, "freelist")...)
+	other := Identity{Node: "node-a", Address: protoSelf, Incarnation: 0x1234, Born: 1}
+	_, err := Recover(path, RecoverInput{Node: "node-a", Address: protoSelf, Pools: []Pool{recPool},
+		Pods: kernelPods(eps), Blackholes: []netip.Prefix{blk}, Identity: &other, IdentityFrom: "--incarnation"})
+	if err == nil || !strings.Contains(err.Error(), "00001234") {
+		t.Fatalf("Recover with an incarnation the file contradicts: %v", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -50,8 +51,14 @@ type Store struct {
 	inc  uint32 // blockproto incarnation, drawn when the file was created
 	born uint32
 
-	cache readCache
+	cache       readCache
+	identityErr error
+	damaged     atomic.Pointer[DamagedError] // found damaged while open: writes refused
 }
+
+// IdentityErr is why Open could not write the identity file (IdentityPath),
+// or nil.
+func (s *Store) IdentityErr() error { return s.identityErr }
 
 // Open opens the state file at path, creating it (mode 0600, parent
 // directory 0700) if needed, and brings its schema to the current version.
@@ -125,6 +132,12 @@ func Open(path string, opts Options) (*Store, error) {
 			return nil
 		})
 	})
+	if errors.As(err, &damaged) && damaged.panicked {
+		// The check above passed: not damage, a reef bug.
+		_ = db.Close()
+		return nil, fmt.Errorf("open store %s: reef failed bringing a sound file to schema %d (a reef bug; please report it, and do not run `reef store recover` for it): %s",
+			path, schemaVersion, damaged.Problem)
+	}
 	if errors.As(err, &damaged) {
 		_ = db.Close()
 		return nil, err
@@ -133,13 +146,12 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = db.Close() // the schema error is the one worth reporting
 		return nil, fmt.Errorf("open store %s: %w", path, storageError(path, err))
 	}
-	if !opts.keepIdentity {
-		if err := writeIdentity(path, Identity{Node: opts.Node, Address: opts.Address, Incarnation: inc, Born: born}); err != nil {
-			_ = db.Close()
-			return nil, fmt.Errorf("open store %s: %w", path, storageError(path, err))
-		}
-	}
 	st := &Store{db: db, path: path, node: opts.Node, addr: opts.Address, inc: inc, born: born}
+	if !opts.keepIdentity {
+		// Not fatal: a store from before identity.json, on a full disk,
+		// still opens; IdentityErr says so, and the next Open tries again.
+		st.identityErr = writeIdentity(path, Identity{Node: opts.Node, Address: opts.Address, Incarnation: inc, Born: born})
+	}
 	st.cache.gen.Store(1)
 	return st, nil
 }

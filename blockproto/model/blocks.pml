@@ -111,8 +111,7 @@
  * incarnation but loses the rest of its protocol state (doc.go,
  * "Recovered"). ClaimantRecover(c), once, at any time: every claim state
  * of c that is not confirmed is lost (FORGOT); a recovered claimant never
- * claims again, and may announce release(c,b) for any block it does not
- * own (the real one releases those it sees a grant to itself for).
+ * claims again, and announces nothing for a FORGOT block.
  * VoterRecover(v), at any time, any number of times: v loses every grant
  * it holds; a recovered voter grants a block only to a claimant that
  * announces it confirmed (confirmed(c,b), a message sent on confirmation,
@@ -303,10 +302,6 @@ end:	do
 	 * is one of these; released is terminal */
 	:: atomic { CLAIM(c,b) == PENDING -> release_block() }
 #ifdef RECOVERY
-	/* recovered: release a claim it may have made before (the real one:
-	 * those a voter still shows a grant to it for) */
-	:: atomic { CLAIM(c,b) == FORGOT && !net_has(M_RELEASE(c,b)) ->
-		printf("C%d (recovered) releases B%d\n", c, b); net_send(M_RELEASE(c,b)) }
 #ifdef RECOVERED_CLAIMS
 	/* weakened: it claims the block again, as if it never had */
 	:: atomic { CLAIM(c,b) == FORGOT -> claim_block() }
