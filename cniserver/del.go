@@ -75,9 +75,24 @@ func (s *Server) recoveredEndpoint(r *request) (store.Endpoint, bool, error) {
 		return store.Endpoint{}, false, err
 	}
 	for _, ep := range eps {
-		if ep.Recovered() {
-			return ep, true, nil
+		if !ep.Recovered() {
+			continue
 		}
+		// The name follows from the pod's name, so a DEL of an older
+		// sandbox of the same pod names it too: only the DEL of the
+		// sandbox whose netns holds the veth's peer frees it. Without
+		// that netns (gone, or not given), the veth is gone with it or
+		// soon will be, and the reconcile pass frees the record then.
+		if r.netns == "" {
+			return store.Endpoint{}, false, nil
+		}
+		ours, err := routes.VethPeerIn(r.netns, ep.HostVeth)
+		if err != nil || !ours {
+			s.log.Info("DEL names a rebuilt record by its veth, but the veth is not this sandbox's: left alone",
+				"veth", ep.HostVeth, "netns", r.netns, "error", err)
+			return store.Endpoint{}, false, nil
+		}
+		return ep, true, nil
 	}
 	return store.Endpoint{}, false, nil
 }

@@ -150,6 +150,22 @@ func testStoreRecover(t *testing.T, damage func(t *testing.T, path string)) {
 		t.Errorf("d -> a: %v", err)
 	}
 
+	// A DEL of another sandbox of pod c (same name, so the same veth
+	// name, another container and netns) must not touch c.
+	other, err := n.NewPodNetns("default", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Del(); err != nil {
+		t.Fatalf("DEL of another sandbox of c: %v", err)
+	}
+	if _, err := b.Ping(c.IP); err != nil {
+		t.Errorf("b -> c after the DEL of another sandbox of c: %v", err)
+	}
+	if got := allocations(t, n); got[c.IP.String()] == "" {
+		t.Errorf("c's address was freed by the DEL of another sandbox of c: %v", got)
+	}
+
 	// Pod a's DEL finds its record by its veth; pod b's sandbox goes
 	// without a DEL and the reconcile pass frees it.
 	if err := a.Del(); err != nil {

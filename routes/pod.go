@@ -88,10 +88,39 @@ func NetnsExists(path string) bool {
 }
 
 // LinkExists reports whether a link of that name is in the current
-// network namespace.
+// network namespace. Only "no such link" is false: any other netlink
+// error is taken for the link being there, so that callers that free
+// what is gone never free on a passing error.
 func LinkExists(name string) bool {
 	_, err := netlink.LinkByName(name)
-	return err == nil
+	var nf netlink.LinkNotFoundError
+	return err == nil || !errors.As(err, &nf)
+}
+
+// VethPeerIn reports whether hostVeth's peer is a link of the network
+// namespace at path: the veth of that pod sandbox, not of another.
+func VethPeerIn(path, hostVeth string) (bool, error) {
+	host, err := netlink.LinkByName(hostVeth)
+	if err != nil {
+		return false, fmt.Errorf("find veth %s: %w", hostVeth, err)
+	}
+	peerIdx := host.Attrs().ParentIndex // IFLA_LINK: the peer's index in its namespace
+	podNS, err := openNetns(path)
+	if err != nil {
+		return false, err
+	}
+	defer podNS.Close()
+	pod, err := netlinksafe.NewHandleAt(podNS)
+	if err != nil {
+		return false, fmt.Errorf("netlink in %s: %w", path, err)
+	}
+	defer pod.Close()
+	peer, err := pod.LinkByIndex(peerIdx)
+	if err != nil {
+		return false, nil // no link of that index there
+	}
+	// Indexes are per namespace: the peer must point back at hostVeth.
+	return peer.Type() == "veth" && peer.Attrs().ParentIndex == host.Attrs().Index, nil
 }
 
 // SetupPod creates the veth pair and wires both ends: the pod gets ip/32,

@@ -92,3 +92,19 @@ func syncDir(dir string) error {
 	}
 	return nil
 }
+
+// refuseLostStore refuses to create a new store where identity.json says
+// one was: the file was lost (deleted, or a recovery cut short), and a new
+// store would be a new incarnation whose first pass removes every pod's
+// veth while the cluster frees the old one's blocks.
+func refuseLostStore(path string) error {
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	id, ok, err := ReadIdentity(path)
+	if err != nil || !ok {
+		return nil // no identity to keep: a new node
+	}
+	return &DamagedError{Path: path, Problem: fmt.Sprintf("the file is missing, but %s says this node is incarnation %08x "+
+		"(to start as a new node instead, on a drained node, move the state dir away)", IdentityPath(path), id.Incarnation)}
+}

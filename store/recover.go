@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -243,8 +244,17 @@ func Recover(path string, in RecoverInput) (RecoverReport, error) {
 	slices.SortFunc(rep.Blocks, func(a, b RecoveredBlock) int { return cmpPrefix(a.CIDR, b.CIDR) })
 	slices.SortFunc(rep.Endpoints, func(a, b RecoveredEndpoint) int { return a.IP.Compare(b.IP) })
 
-	// Build the new file beside the old one, then swap them: a crash in
-	// between leaves either the damaged file in place or the new one.
+	// The damaged file stays locked while the new one is built, so a
+	// daemon started meanwhile waits for the lock and then fails.
+	if f, err := os.Open(path); err == nil {
+		defer f.Close()
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			return rep, fmt.Errorf("recover %s: the file is locked by a running reef daemon: stop it first", path)
+		}
+	}
+	// Build the new file beside the old one, then swap them: the damaged
+	// file is linked aside and the new one renamed over it, so path always
+	// names one or the other.
 	building := path + ".recovering"
 	if err := os.Remove(building); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return rep, fmt.Errorf("recover %s: %w", path, err)
@@ -326,8 +336,8 @@ func Recover(path string, in RecoverInput) (RecoverReport, error) {
 	if err := writeIdentity(building, Identity{Node: in.Node, Address: in.Address, Incarnation: rep.Incarnation, Born: rep.Born}); err != nil {
 		return rep, fmt.Errorf("recover %s: %w", path, err)
 	}
-	if err := os.Rename(path, rep.MovedTo); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return rep, fmt.Errorf("recover %s: move the damaged file aside: %w", path, err)
+	if err := os.Link(path, rep.MovedTo); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return rep, fmt.Errorf("recover %s: keep the damaged file as %s: %w", path, rep.MovedTo, err)
 	}
 	if err := os.Rename(building, path); err != nil {
 		return rep, fmt.Errorf("recover %s: %w", path, err)

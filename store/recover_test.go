@@ -210,3 +210,16 @@ func TestRecoverRefusesDisagreeingIncarnations(t *testing.T) {
 		t.Fatalf("Recover with an incarnation the file contradicts: %v", err)
 	}
 }
+
+// A store file gone where identity.json says there was one is not a new
+// node: Open refuses to draw a new incarnation over it.
+func TestOpenRefusesLostStore(t *testing.T) {
+	path, _, _ := recoverSetup(t, 1)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(path, Options{Node: "node-a", Address: protoSelf})
+	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "identity.json") || !strings.Contains(err.Error(), "reef store recover") {
+		t.Fatalf("Open of a lost store: %v", err)
+	}
+}

@@ -82,6 +82,11 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := precheck(path); err != nil {
 		return nil, err
 	}
+	if !opts.keepIdentity {
+		if err := refuseLostStore(path); err != nil {
+			return nil, err
+		}
+	}
 	var db *bolt.DB
 	err := guard(path, func() (err error) {
 		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
