@@ -212,8 +212,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	log.Info("ready: serving ADD", "endpoints", d.endpointCount())
 
 	loopCtx, stopLoop := context.WithCancel(ctx)
-	loopDone := make(chan struct{})
+	loopDone, drainDone := make(chan struct{}), make(chan struct{})
 	go func() { d.rec.Run(loopCtx); close(loopDone) }()
+	go func() { d.drainLoop(loopCtx); close(drainDone) }()
 
 	select {
 	case <-ctx.Done():
@@ -228,6 +229,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	d.cni.SetReady(false)
 	stopLoop()
 	<-loopDone
+	<-drainDone
 	stopped := make(chan struct{})
 	go func() { srv.GracefulStop(); close(stopped) }()
 	select {
@@ -257,6 +259,23 @@ func DeferredDir(cfg Config) string { return filepath.Join(filepath.Dir(cfg.Sock
 func (d *Daemon) drainPendingDeletes() {
 	d.drainQueue(d.cfg.PendingDeleteDir)
 	d.drainQueue(DeferredDir(d.cfg))
+}
+
+// drainLoop runs, every reconcile interval, the DELs the shim queued after
+// the start's drain: a runtime's DEL that came while the daemon was
+// starting, before its socket answered. (The deferred DELs wait for the
+// store in the reconcile pass, not here.)
+func (d *Daemon) drainLoop(ctx context.Context) {
+	t := time.NewTicker(max(d.cfg.ReconcileInterval, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			d.drainQueue(d.cfg.PendingDeleteDir)
+		}
+	}
 }
 
 func (d *Daemon) drainQueue(dir string) {
