@@ -3,6 +3,7 @@ package e2e
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -40,6 +41,16 @@ func TestPodStorm(t *testing.T) {
 	needNATTools(t, "nft")
 	l := newLab(t)
 	n := startNode(t, l, "node1", lab.NodeOptions{})
+	// The whole daemon log of a failed run, kept past the lab's cleanup:
+	// the test's output has only its tail.
+	t.Cleanup(func() {
+		if t.Failed() {
+			keep := filepath.Join(os.TempDir(), "reef-storm-failure-"+n.Name+".log")
+			if err := os.WriteFile(keep, []byte(n.Log()), 0o644); err == nil {
+				t.Logf("the daemon's whole log: %s", keep)
+			}
+		}
+	})
 	pods := stormNetns(t, n, stormPods)
 
 	// The ADD storm, with a kill once a third has its result.
