@@ -44,6 +44,7 @@ type blockEngine struct {
 	mu      sync.Mutex
 	demand  map[netip.Prefix]int   // pool -> ADDs waiting for a block
 	failure map[netip.Prefix]error // pool -> why no block could be had so far
+	free    map[netip.Prefix]int   // pool -> free addresses in own confirmed blocks, at the last step
 	changed chan struct{}          // closed and replaced when blocks change
 	stepped chan struct{}          // closed and replaced after every Step
 	last    blockproto.Decision    // for reef status
@@ -72,7 +73,7 @@ func (t stepTimes) LogValue() slog.Value {
 
 func newBlockEngine(st *store.Store, sp *bgp.Speaker, log *slog.Logger, name string, voters []netip.Addr, auto bool, pools []store.Pool, trigger func()) *blockEngine {
 	return &blockEngine{store: st, speaker: sp, log: log.With("component", "blocks"), name: name, voters: blockproto.Voters(voters), auto: auto, pools: pools,
-		trigger: trigger, demand: map[netip.Prefix]int{}, failure: map[netip.Prefix]error{}, changed: make(chan struct{}), stepped: make(chan struct{})}
+		trigger: trigger, demand: map[netip.Prefix]int{}, failure: map[netip.Prefix]error{}, free: map[netip.Prefix]int{}, changed: make(chan struct{}), stepped: make(chan struct{})}
 }
 
 // Need is cniserver's NeedBlock: it registers an ADD's need for a block of
@@ -111,9 +112,15 @@ func (e *blockEngine) Need(ctx context.Context, pool store.Pool) *types.Error {
 		}
 		// A pass ran since this ADD asked: it knows this ADD's need.
 		e.mu.Lock()
-		err := e.failure[pool.CIDR]
+		err, free := e.failure[pool.CIDR], e.free[pool.CIDR]
 		stepped = e.stepped
 		e.mu.Unlock()
+		if free > 0 {
+			// The pass found free addresses in this node's blocks: a
+			// block was confirmed after this ADD found none and before it
+			// began to wait (its wake-up came before this wait). Try again.
+			return nil
+		}
 		if errors.Is(err, store.ErrPoolExhausted) {
 			return types.NewError(cniserver.ErrPoolExhausted, err.Error()+"; add a pool or free addresses", "")
 		}
@@ -218,6 +225,7 @@ func (e *blockEngine) need(st blockproto.State) map[netip.Prefix]bool {
 		waiting := e.demand[pool.CIDR] > 0 && free == 0
 		low := owned && free < max(1, (1<<(32-pool.BlockSize))/4)
 		out[pool.CIDR] = waiting || low
+		e.free[pool.CIDR] = free
 	}
 	return out
 }
