@@ -1,11 +1,14 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/containernetworking/cni/pkg/types"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/reefcni/reef/bgp"
@@ -78,5 +81,37 @@ func TestBlockedError(t *testing.T) {
 	}
 	if err := blockedError(base, pool); err != nil {
 		t.Errorf("nothing in the way: %v", err)
+	}
+}
+
+// An ADD that found no address just before a block was confirmed begins
+// its wait after that step's wake-up. The next step finds free addresses
+// and so claims nothing and wakes nobody: Need must send the ADD back to
+// allocate rather than wait out its deadline.
+func TestNeedAfterMissedWakeUp(t *testing.T) {
+	pool := store.Pool{CIDR: netip.MustParsePrefix("10.244.0.0/16"), BlockSize: 26}
+	e := &blockEngine{demand: map[netip.Prefix]int{}, failure: map[netip.Prefix]error{}, free: map[netip.Prefix]int{},
+		changed: make(chan struct{}), stepped: make(chan struct{})}
+	e.trigger = func() {
+		// The step this ADD's trigger runs: free addresses, nothing changed.
+		go func() {
+			e.mu.Lock()
+			e.free[pool.CIDR] = 63
+			close(e.stepped)
+			e.stepped = make(chan struct{})
+			e.mu.Unlock()
+		}()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan *types.Error, 1)
+	go func() { done <- e.Need(ctx, pool) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Need: %v, want nil (try again: there are free addresses)", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Need waited out its deadline with free addresses in the node's blocks")
 	}
 }
