@@ -345,21 +345,6 @@ func Recover(path string, in RecoverInput) (RecoverReport, error) {
 	return rep, syncDir(filepath.Dir(path))
 }
 
-// Recovered reports when the store was rebuilt by Recover, and from which
-// file; ok is false for a store that never was.
-func (s *Store) Recovered() (at time.Time, from string, ok bool, err error) {
-	var m recoveredMark
-	err = s.view(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketMeta).Get(keyRecovered)
-		if v == nil {
-			return nil
-		}
-		ok = true
-		return json.Unmarshal(v, &m)
-	})
-	return m.At, m.From, ok, err
-}
-
 // salvage reads what it can of a damaged file, bucket by bucket and record
 // by record, each under guard: a damaged page loses what is on it, not the
 // rest.

@@ -98,9 +98,6 @@ func TestRecoverKeepsEveryAddressInUse(t *testing.T) {
 					t.Errorf("veth %s: handle %q", ep.HostVeth, got[0].Handle)
 				}
 			}
-			if _, _, ok, _ := s.Recovered(); !ok {
-				t.Error("the store is not marked recovered")
-			}
 			if ps, _ := s.LoadProtocol(); !ps.Recovered {
 				t.Error("LoadProtocol: Recovered is false")
 			}
@@ -195,7 +192,7 @@ func TestRecoverNothingInUseIsANewIncarnation(t *testing.T) {
 	}
 	s := openProtoAt(t, path)
 	defer s.Close()
-	if _, _, ok, _ := s.Recovered(); ok {
+	if ps, _ := s.LoadProtocol(); ps.Recovered {
 		t.Error("a new incarnation is marked recovered")
 	}
 }
