@@ -182,7 +182,11 @@ func TestRouteReflectors(t *testing.T) {
 		var diff, countsDiff string
 		deadline := time.Now().Add(30 * time.Second)
 		for time.Now().Before(deadline) {
-			got, c, err := sp.LearnedTable()
+			got, err := sp.LearnedTable()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := sp.CountPaths()
 			if err != nil {
 				t.Fatal(err)
 			}

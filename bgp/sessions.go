@@ -19,8 +19,8 @@ import (
 // every peer's received paths as it does: with 49 peers relaying 49 blocks
 // each, that was a quarter of the daemons' CPU in the 50-node lab, and it
 // held up BGP updates. So the speaker keeps the sessions itself, from
-// GoBGP's peer events (notePeer), and the path counts from the pass over
-// the table it makes anyway (LearnedTable); Sessions and Status read those.
+// GoBGP's peer events (notePeer); Sessions reads those. Status counts the
+// paths with a pass over the tables (CountPaths) when it is asked.
 
 // notePeer records a peer event: the session's state, since when it is
 // established, and whether the peer is administratively down (a reset in
@@ -109,14 +109,18 @@ func (sp *Speaker) Sessions(ctx context.Context) []PeerStatus {
 	return sp.snapshot()
 }
 
-// Status is Sessions with each peer's path counts (both families) as of
-// the last LearnedTable: what `reef status` shows.
+// Status is Sessions with each peer's path counts (both families), from a
+// pass over the tables (CountPaths): what `reef status` shows. When the
+// tables cannot be listed, the counts are left zero.
 func (sp *Speaker) Status(ctx context.Context) []PeerStatus {
 	out := sp.Sessions(ctx)
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
+	counts, err := sp.CountPaths()
+	if err != nil {
+		sp.log.Warn("cannot count the BGP paths for the status", "error", err)
+		return out
+	}
 	for i := range out {
-		c := sp.counts[out[i].Address]
+		c := counts.Peers[out[i].Address]
 		out[i].Received = c.Unicast.Received + c.VPN.Received
 		out[i].Accepted = c.Unicast.Accepted + c.VPN.Accepted
 	}

@@ -77,10 +77,11 @@ type Speaker struct {
 	named     map[netip.Addr]bool       // sessions whose hostname was looked up
 	adminDown map[netip.Addr]time.Time  // peers whose events say admin down, since
 	naming    sync.Mutex                // one hostname lookup at a time (Sessions)
-	counts    map[netip.Addr]PeerCounts // per peer, from the last LearnedTable
-	learnedN  [5]int                    // sizes of the last LearnedTable (records, claims, grants, forgets, peers)
 
 	dropped atomic.Uint64
+
+	lmu     sync.Mutex // guards learned
+	learned learned    // the best paths of IPv4 VPN (learned.go)
 }
 
 // Start runs the speaker and connects to the peers. onChange is called
@@ -132,9 +133,11 @@ func listen(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) 
 	// GoBGP builds the whole peer configuration for each UPDATE it hands an
 	// update watcher, 9% of a route-reflector client's CPU. Only a second
 	// copy of a path (through the other reflector) changes without the
-	// best path changing, and what it says arrives with the best copy.
+	// best path changing, and what it says arrives with the best copy. The
+	// same events keep LearnedTable's mirror (learned.go). The watcher is
+	// set before any peer is added, so the mirror misses no change.
 	if err := s.WatchEvent(ctx, server.WatchEventMessageCallbacks{
-		OnBestPath:   func([]*apiutil.Path, time.Time) { onChange() },
+		OnBestPath:   sp.watchBestPath(onChange),
 		OnPeerUpdate: func(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time) { sp.notePeer(ev, t); onChange() },
 	}, server.WatchBestPath(false), server.WatchPeer()); err != nil {
 		return nil, fmt.Errorf("watch BGP events: %w", err)
@@ -389,7 +392,7 @@ type PeerStatus struct {
 	State       string // idle, connect, active, opensent, openconfirm, established
 	Established bool
 	Since       time.Time // of the current state when established, else zero
-	Received    uint64    // paths from the peer in the last LearnedTable, both families
+	Received    uint64    // paths from the peer (Status only), both families
 	Accepted    uint64    // of them, those that passed the import filter
 	Dynamic     bool      // accepted through peerPrefixes
 	Type        PeerType

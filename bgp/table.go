@@ -3,7 +3,6 @@ package bgp
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"net/netip"
 	"slices"
 
@@ -303,8 +302,8 @@ func unicastPath(block netip.Prefix, owner netip.Addr, lcs []LargeCommunity) (*a
 	}, nil
 }
 
-// PathCounts are the paths of one family one LearnedTable saw: received,
-// and of them accepted by the import filter or dropped.
+// PathCounts are the paths of one family one pass of CountPaths saw:
+// received, and of them accepted by the import filter or dropped.
 type PathCounts struct{ Received, Accepted, Dropped uint64 }
 
 func (c *PathCounts) add(o PathCounts) {
@@ -313,36 +312,29 @@ func (c *PathCounts) add(o PathCounts) {
 	c.Dropped += o.Dropped
 }
 
-// PeerCounts are one peer's paths in one LearnedTable.
+// PeerCounts are one peer's paths in one pass of CountPaths.
 type PeerCounts struct{ Unicast, VPN PathCounts }
 
-// Counts are the paths of other speakers one LearnedTable saw: in all and
-// by the peer each came from (through a route reflector, the reflector).
+// Counts are the paths of other speakers one pass of CountPaths saw: in
+// all and by the peer each came from (through a route reflector, the
+// reflector).
 type Counts struct {
 	Unicast, VPN PathCounts
 	Peers        map[netip.Addr]PeerCounts
 }
 
-// LearnedTable returns what the other speakers announce in IPv4 VPN: every
-// path of the global table (GoBGP keeps one per peer per NLRI, stale ones
-// over a graceful restart included), whichever peer it came from, less the
-// speaker's own and less those that fail DecodeVPN, which are dropped,
-// counted and logged once per peer and NLRI. It also runs the IPv4 unicast
-// table through DecodeUnicast, for the counts. The table is in no
-// particular order; Counts.Peers is the caller's.
-func (sp *Speaker) LearnedTable() (blockproto.Table, Counts, error) {
-	sp.mu.Lock()
-	n := sp.learnedN
-	sp.mu.Unlock()
-	t := blockproto.Table{
-		Records: make([]blockproto.Record, 0, n[0]),
-		Claims:  make([]blockproto.Claim, 0, n[1]),
-		Grants:  make([]blockproto.Grant, 0, n[2]),
-		Forgets: make([]blockproto.Forget, 0, n[3]),
-	}
-	peers := make(map[netip.Addr]PeerCounts, n[4])
+// CountPaths walks the IPv4 VPN and IPv4 unicast tables (every path GoBGP
+// keeps: one per peer per NLRI, stale ones over a graceful restart
+// included), runs each path of another speaker through the import filter
+// (DecodeVPN, DecodeUnicast) and counts them by the peer each came from.
+// A path that fails is logged once per peer and NLRI. It is what `reef
+// status` and the metrics show, and costs a pass over the tables: the
+// block protocol reads LearnedTable instead. Counts.Peers is the caller's.
+func (sp *Speaker) CountPaths() (Counts, error) {
+	peers := map[netip.Addr]PeerCounts{}
 	asn, pools := sp.cfg.ASN, sp.cfg.Pools
 	var lcs []LargeCommunity // reused from path to path
+	var scratch blockproto.Table
 
 	err := sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgppkt.RF_IPv4_VPN},
 		func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
@@ -358,7 +350,8 @@ func (sp *Speaker) LearnedTable() (blockproto.Table, Counts, error) {
 					err = fmt.Errorf("%s: not a labelled VPN-IPv4 NLRI: %w", nlri, ErrNotReef)
 				} else {
 					lcs, _ = pathAttrs(lcs[:0], p.Attrs)
-					err = DecodeVPN(asn, pools, rdOf(vpn.RD), vpn.Prefix, lcs, &t)
+					scratch = blockproto.Table{Records: scratch.Records[:0], Claims: scratch.Claims[:0], Grants: scratch.Grants[:0], Forgets: scratch.Forgets[:0]}
+					err = DecodeVPN(asn, pools, rdOf(vpn.RD), vpn.Prefix, lcs, &scratch)
 				}
 				if err != nil {
 					c.VPN.Dropped++
@@ -370,7 +363,7 @@ func (sp *Speaker) LearnedTable() (blockproto.Table, Counts, error) {
 			}
 		})
 	if err != nil {
-		return blockproto.Table{}, Counts{}, fmt.Errorf("list BGP paths (IPv4 VPN): %w", err)
+		return Counts{}, fmt.Errorf("list BGP paths (IPv4 VPN): %w", err)
 	}
 	err = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgppkt.RF_IPv4_UC},
 		func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
@@ -399,21 +392,14 @@ func (sp *Speaker) LearnedTable() (blockproto.Table, Counts, error) {
 			}
 		})
 	if err != nil {
-		return blockproto.Table{}, Counts{}, fmt.Errorf("list BGP paths (IPv4 unicast): %w", err)
+		return Counts{}, fmt.Errorf("list BGP paths (IPv4 unicast): %w", err)
 	}
-
-	// Empty kinds as nil, as a Table built by hand has them.
-	t.Records, t.Claims, t.Grants, t.Forgets = nilIfEmpty(t.Records), nilIfEmpty(t.Claims), nilIfEmpty(t.Grants), nilIfEmpty(t.Forgets)
 	counts := Counts{Peers: peers}
 	for _, c := range peers {
 		counts.Unicast.add(c.Unicast)
 		counts.VPN.add(c.VPN)
 	}
-	sp.mu.Lock()
-	sp.counts = maps.Clone(peers)
-	sp.learnedN = [5]int{len(t.Records), len(t.Claims), len(t.Grants), len(t.Forgets), len(peers)}
-	sp.mu.Unlock()
-	return t, counts, nil
+	return counts, nil
 }
 
 func nilIfEmpty[T any](s []T) []T {

@@ -48,7 +48,6 @@ type blockEngine struct {
 	changed chan struct{}          // closed and replaced when blocks change
 	stepped chan struct{}          // closed and replaced after every Step
 	last    blockproto.Decision    // for reef status
-	counts  bgp.Counts
 	// announce is off until the first reconcile pass has brought the
 	// kernel in line with the store: a node restarted with a wiped state
 	// dir must have removed the old pods' veths and routes before its new
@@ -158,11 +157,11 @@ func (e *blockEngine) AllowAnnounce() {
 	e.trigger()
 }
 
-// Last returns the last decision and the BGP path counts.
-func (e *blockEngine) Last() (blockproto.Decision, bgp.Counts) {
+// Last returns the last decision.
+func (e *blockEngine) Last() blockproto.Decision {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.last, e.counts
+	return e.last
 }
 
 // Forget records that the node at addr is gone for good: every incarnation
@@ -243,7 +242,7 @@ func (e *blockEngine) Step(ctx context.Context) (blocks []store.Block, woke bool
 			e.log.Info("slow block protocol step", "took", took.Round(time.Millisecond), "in", tm)
 		}
 	}()
-	table, counts, err := e.speaker.LearnedTable()
+	table, err := e.speaker.LearnedTable()
 	mark(&tm.table)
 	if err != nil {
 		return nil, false, err
@@ -280,7 +279,7 @@ func (e *blockEngine) Step(ctx context.Context) (blocks []store.Block, woke bool
 	}
 	mark(&tm.persist)
 	e.mu.Lock()
-	e.last, e.counts = d, counts
+	e.last = d
 	announce := e.announce
 	for _, p := range e.pools {
 		e.failure[p.CIDR] = blockedError(d.Status, p.CIDR)

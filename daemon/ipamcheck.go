@@ -94,7 +94,7 @@ func (n *nodeService) IPAMCheck(ctx context.Context, _ *reefv1.IPAMCheckRequest)
 	// What the cluster announces: a block confirmed by more than one node
 	// (this one's own confirmed blocks included, as announced).
 	if d.speaker != nil {
-		if t, _, err := d.speaker.LearnedTable(); err == nil {
+		if t, err := d.speaker.LearnedTable(); err == nil {
 			inc, _ := d.store.Incarnation()
 			self := blockproto.Node{Addr: d.uplink.Address, Inc: inc}
 			var own []netip.Prefix

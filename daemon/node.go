@@ -107,7 +107,7 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 		out.BgpDropped = d.speaker.Dropped()
 	}
 	if d.blocks != nil {
-		dec, _ := d.blocks.Last()
+		dec := d.blocks.Last()
 		protoStatus(out, dec)
 	}
 	if d.policy != nil {

@@ -63,6 +63,12 @@ func (r *meshReport) rrSection(w func(string, ...any)) {
 		w("%d of %d ADDs failed; the first error: %s\n\n", rr.addErrs, rr.clients, "`"+strings.ReplaceAll(meshFirstLine(rr.addErr), "`", "'")+"`")
 	}
 	meshRestartsNote(w, rr.restarts)
+	if rr.cpuAddsClients > 0 {
+		w("CPU (user + system, `/proc/<pid>/stat`): from the start to every session, clients %.1f s in all, reflectors %.1f s;\n",
+			rr.cpuStartClients, rr.cpuStartRRs)
+		w("from the ADDs' start to the last route, clients %.1f s (%.0f ms each), reflectors %.1f s.\n",
+			rr.cpuAddsClients, 1000*rr.cpuAddsClients/float64(max(1, rr.clients)), rr.cpuAddsRRs)
+	}
 	if len(rr.rssClients) > 0 {
 		sum, hi := meshSum(rr.rssClients)
 		rsum, rhi := meshSum(rr.rssRRs)

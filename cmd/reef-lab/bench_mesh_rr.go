@@ -38,14 +38,18 @@ type meshRRResult struct {
 	ready    time.Duration // every daemon serves ADD
 	sessions time.Duration // every client has both reflectors' sessions, and each reflector the other's
 	meshAdds
-	rssClients, rssRRs    []int64  // kB, after the routes settled
-	pathsClient, pathsRRs []uint64 // paths received, both families
-	blocks                int      // confirmed blocks in the cluster at the end (one per client whose ADD succeeded)
-	restarts              []string
-	warnings              []string // most frequent WARN/ERROR messages of the daemons
-	conflict              int      // "block conflict" lines
-	err                   string
-	capacity              string // when not run: what starting 102 daemons (no peers) on this machine gave
+	// CPU seconds (user + system) of the clients and of the reflectors:
+	// from the start to every session, and from the ADDs' start to the
+	// last route. Steadier than the times on a loaded machine.
+	cpuStartClients, cpuStartRRs, cpuAddsClients, cpuAddsRRs float64
+	rssClients, rssRRs                                       []int64  // kB, after the routes settled
+	pathsClient, pathsRRs                                    []uint64 // paths received, both families
+	blocks                                                   int      // confirmed blocks in the cluster at the end (one per client whose ADD succeeded)
+	restarts                                                 []string
+	warnings                                                 []string // most frequent WARN/ERROR messages of the daemons
+	conflict                                                 int      // "block conflict" lines
+	err                                                      string
+	capacity                                                 string // when not run: what starting 102 daemons (no peers) on this machine gave
 }
 
 // rrSupported asks the reef binary whether it knows bgp.routeReflectors
@@ -189,9 +193,11 @@ func (b *meshBench) rrRun(clients int, timeout time.Duration) (r meshRRResult) {
 		return fail(err)
 	}
 	r.sessions = time.Since(start)
+	r.cpuStartClients, r.cpuStartRRs = meshCPU(cls), meshCPU(rrNodes)
 	meshProgress("rr: every session up after %s; one ADD per client, all at once", r.sessions.Round(time.Millisecond))
 	a, err := b.addAll(cls, pods, handles)
 	r.meshAdds = a
+	r.cpuAddsClients, r.cpuAddsRRs = meshCPU(cls)-r.cpuStartClients, meshCPU(rrNodes)-r.cpuStartRRs
 	if err != nil {
 		// Not every route came: memory and paths as they are now.
 		r.err = err.Error()
