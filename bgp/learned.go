@@ -110,7 +110,22 @@ func (l *learned) add(k vpnKey, t blockproto.Table) {
 // DecodeVPN, which are dropped and logged once per peer and NLRI. It is
 // kept from the best-path watcher's events as they come, so the call asks
 // nothing of GoBGP. The table is in no particular order.
+//
+// From the moment a session that was established goes down, for the
+// restart time (Config.RestartTime: reef's own, which reef peers give too)
+// and a hold time (copiesUntil), it is every copy of every path instead,
+// from GoBGP's table, which the block protocol merges (the later state of
+// a claim wins): the copies through a reflector that is restarting are
+// stale and, coming from the lower router ID, may stay the best ones
+// while the other reflector's copies move on. Neither way decides safety:
+// a copy seen late only delays what the node learns.
 func (sp *Speaker) LearnedTable() (blockproto.Table, error) {
+	sp.mu.Lock()
+	all := time.Now().Before(sp.copiesUntil)
+	sp.mu.Unlock()
+	if all {
+		return sp.allTable()
+	}
 	sp.lmu.Lock()
 	defer sp.lmu.Unlock()
 	l := &sp.learned
@@ -133,6 +148,17 @@ func (sp *Speaker) LearnedTable() (blockproto.Table, error) {
 		}
 	}
 	// Empty kinds as nil, as a Table built by hand has them.
+	t.Records, t.Claims, t.Grants, t.Forgets = nilIfEmpty(t.Records), nilIfEmpty(t.Claims), nilIfEmpty(t.Grants), nilIfEmpty(t.Forgets)
+	return t, nil
+}
+
+// allTable is every copy of every IPv4 VPN path another speaker announces
+// that passes the import filter, from GoBGP's table.
+func (sp *Speaker) allTable() (blockproto.Table, error) {
+	var t blockproto.Table
+	if _, err := sp.walk(&t); err != nil {
+		return blockproto.Table{}, err
+	}
 	t.Records, t.Claims, t.Grants, t.Forgets = nilIfEmpty(t.Records), nilIfEmpty(t.Claims), nilIfEmpty(t.Grants), nilIfEmpty(t.Forgets)
 	return t, nil
 }

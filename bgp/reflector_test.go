@@ -280,6 +280,40 @@ func TestRouteReflectors(t *testing.T) {
 		}
 	}
 
+	// The learned table is the best copy of each path, the same content as
+	// every copy (allTable) less the repeats. Once a session that was up
+	// goes down (GoBGP keeps its paths, stale, over a graceful restart),
+	// it is every copy, until the restart time and a hold time have passed.
+	mirror, err := s2.LearnedTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := s2.allTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mirror.Sort()
+	all.Sort()
+	if all.Len() != 2*mirror.Len() || !cmp.Equal(dedup(all), mirror, cmpOpts...) {
+		t.Errorf("client 2: learned table (the best copies) %+v, every copy %+v: want each path twice in every copy, once in the table", mirror, all)
+	}
+	down := &apiutil.WatchEventMessage_PeerEvent{Type: apiutil.PEER_EVENT_STATE}
+	down.Peer.State.NeighborAddress, down.Peer.State.SessionState = rr1, bgppkt.BGP_FSM_IDLE
+	s2.notePeer(down, time.Now())
+	if got, err := s2.LearnedTable(); err != nil {
+		t.Fatal(err)
+	} else if got.Len() != all.Len() {
+		t.Errorf("client 2 after its session to rr1 went down: learned table of %d entries, want every copy (%d)", got.Len(), all.Len())
+	}
+	s2.mu.Lock()
+	s2.copiesUntil = time.Time{} // as once the restart time has passed
+	s2.mu.Unlock()
+	if got, err := s2.LearnedTable(); err != nil {
+		t.Fatal(err)
+	} else if got.Len() != mirror.Len() {
+		t.Errorf("client 2 after the restart time: learned table of %d entries, want the best copies (%d)", got.Len(), mirror.Len())
+	}
+
 	// A withdrawal goes through the reflectors too.
 	if err := s1.AnnounceTable(blockproto.Table{Records: t1.Records}, nil); err != nil {
 		t.Fatal(err)

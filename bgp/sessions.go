@@ -53,6 +53,12 @@ func (sp *Speaker) notePeer(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time
 	}
 	st.Type = sp.cfg.peerType(addr, st.Dynamic)
 	st.Established = ev.Peer.State.SessionState == bgppkt.BGP_FSM_ESTABLISHED
+	if old.Established && !st.Established && st.Type != PeerExternal {
+		// Its paths may stay, stale, for the restart time it gave.
+		if until := t.Add(sp.cfg.RestartTime + sp.cfg.Hold); until.After(sp.copiesUntil) {
+			sp.copiesUntil = until
+		}
+	}
 	switch {
 	case st.Established && old.Established:
 		st.Since = old.Since

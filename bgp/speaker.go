@@ -82,6 +82,9 @@ type Speaker struct {
 
 	lmu     sync.Mutex // guards learned
 	learned learned    // the best paths of IPv4 VPN (learned.go)
+	// copiesUntil: LearnedTable reads every copy of every path until
+	// then (a session went down; notePeer). Guarded by mu.
+	copiesUntil time.Time
 }
 
 // Start runs the speaker and connects to the peers. onChange is called

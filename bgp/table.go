@@ -330,11 +330,18 @@ type Counts struct {
 // A path that fails is logged once per peer and NLRI. It is what `reef
 // status` and the metrics show, and costs a pass over the tables: the
 // block protocol reads LearnedTable instead. Counts.Peers is the caller's.
-func (sp *Speaker) CountPaths() (Counts, error) {
+func (sp *Speaker) CountPaths() (Counts, error) { return sp.walk(nil) }
+
+// walk is CountPaths, and with t set it also appends every accepted IPv4
+// VPN path to t: every copy, from every peer (allTable).
+func (sp *Speaker) walk(t *blockproto.Table) (Counts, error) {
 	peers := map[netip.Addr]PeerCounts{}
 	asn, pools := sp.cfg.ASN, sp.cfg.Pools
 	var lcs []LargeCommunity // reused from path to path
 	var scratch blockproto.Table
+	if t == nil {
+		t = &scratch
+	}
 
 	err := sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgppkt.RF_IPv4_VPN},
 		func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
@@ -350,8 +357,10 @@ func (sp *Speaker) CountPaths() (Counts, error) {
 					err = fmt.Errorf("%s: not a labelled VPN-IPv4 NLRI: %w", nlri, ErrNotReef)
 				} else {
 					lcs, _ = pathAttrs(lcs[:0], p.Attrs)
-					scratch = blockproto.Table{Records: scratch.Records[:0], Claims: scratch.Claims[:0], Grants: scratch.Grants[:0], Forgets: scratch.Forgets[:0]}
-					err = DecodeVPN(asn, pools, rdOf(vpn.RD), vpn.Prefix, lcs, &scratch)
+					if t == &scratch {
+						scratch = blockproto.Table{Records: scratch.Records[:0], Claims: scratch.Claims[:0], Grants: scratch.Grants[:0], Forgets: scratch.Forgets[:0]}
+					}
+					err = DecodeVPN(asn, pools, rdOf(vpn.RD), vpn.Prefix, lcs, t)
 				}
 				if err != nil {
 					c.VPN.Dropped++
