@@ -111,13 +111,15 @@ func (d *decider) view() {
 	case d.state.Superseded[self]:
 		d.gone = fmt.Sprintf("this node (%s) was superseded by a newer incarnation of %s: another reef with this node's address started from an empty state dir", self, self.Addr)
 	}
-	d.records = map[netip.Addr]Record{}
+	// Sized up front: the maps are made anew at every step, and growing
+	// them was most of the view's cost with a few hundred paths.
+	d.records = make(map[netip.Addr]Record, len(d.in.Table.Records))
 	for _, r := range d.in.Table.Records {
 		if r.Node.Addr != self.Addr && d.current(r.Node) {
 			d.records[r.Node.Addr] = r
 		}
 	}
-	d.claims = map[netip.Prefix]map[Node]claimInfo{}
+	d.claims = make(map[netip.Prefix]map[Node]claimInfo, len(d.in.Table.Claims)+len(d.state.Own)+len(d.state.Released))
 	put := func(b netip.Prefix, n Node, ci claimInfo) {
 		m := d.claims[b]
 		if m == nil {
@@ -147,8 +149,8 @@ func (d *decider) view() {
 			put(b, self, claimInfo{Released, d.hash})
 		}
 	}
-	d.grants = map[netip.Prefix]map[netip.Addr][]Node{}
-	d.granted = map[netip.Prefix]bool{}
+	d.grants = make(map[netip.Prefix]map[netip.Addr][]Node, len(d.in.Table.Grants)+len(d.state.Grants))
+	d.granted = make(map[netip.Prefix]bool, len(d.in.Table.Grants)+len(d.state.Grants))
 	d.toSelf = map[netip.Prefix]bool{}
 	vote := func(b netip.Prefix, v netip.Addr, to Node) {
 		m := d.grants[b]

@@ -2,6 +2,7 @@ package blockproto
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"net/netip"
@@ -112,8 +113,17 @@ func (t *Table) Sort() {
 
 func cmpNode(a, b Node) int { return cmp.Or(a.Addr.Compare(b.Addr), cmp.Compare(a.Inc, b.Inc)) }
 
+// cmpPrefix orders prefixes as netip.Addr.Compare orders their addresses,
+// then by length. Two IPv4 addresses, every block today, compare as
+// numbers: the general Compare was a fifth of a Decide over a hundred
+// nodes' paths (sortedKeys of every step).
 func cmpPrefix(a, b netip.Prefix) int {
-	return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
+	x, y := a.Addr(), b.Addr()
+	if x.Is4() && y.Is4() {
+		p, q := x.As4(), y.As4()
+		return cmp.Or(cmp.Compare(binary.BigEndian.Uint32(p[:]), binary.BigEndian.Uint32(q[:])), cmp.Compare(a.Bits(), b.Bits()))
+	}
+	return cmp.Or(x.Compare(y), cmp.Compare(a.Bits(), b.Bits()))
 }
 
 // Voters is a normalised voter list: sorted, without duplicates.

@@ -75,8 +75,11 @@ func (k *Kernel) Read() (State, error) {
 // object does not hold back the rest, and returns every failure.
 func (k *Kernel) Apply(p Plan) error {
 	var errs []error
+	// Each device is looked up once per plan: the routes of a pass mostly
+	// share one (the uplink), and a lookup is a netlink request of its own.
+	links := map[string]int{}
 	for _, r := range p.Replace {
-		if err := k.replace(r); err != nil {
+		if err := k.replace(r, links); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -99,7 +102,21 @@ func (k *Kernel) Apply(p Plan) error {
 	return errors.Join(errs...)
 }
 
-func (k *Kernel) replace(r Route) error {
+// linkIndex is the index of the device named dev, from links or looked up
+// (and kept in links).
+func (k *Kernel) linkIndex(dev string, links map[string]int) (int, error) {
+	if i, ok := links[dev]; ok {
+		return i, nil
+	}
+	l, err := k.h.LinkByName(dev)
+	if err != nil {
+		return 0, err
+	}
+	links[dev] = l.Attrs().Index
+	return l.Attrs().Index, nil
+}
+
+func (k *Kernel) replace(r Route, links map[string]int) error {
 	switch r.Kind {
 	case Blackhole:
 		nr := &netlink.Route{Dst: prefixToIPNet(r.Dst), Type: unix.RTN_BLACKHOLE, Protocol: Protocol, Table: unix.RT_TABLE_MAIN}
@@ -107,11 +124,11 @@ func (k *Kernel) replace(r Route) error {
 			return fmt.Errorf("replace route %s: %w", r, err)
 		}
 	case RemoteRoute:
-		l, err := k.h.LinkByName(r.Dev)
+		idx, err := k.linkIndex(r.Dev, links)
 		if err != nil {
 			return fmt.Errorf("replace route %s: %w", r, err)
 		}
-		nr := &netlink.Route{Dst: prefixToIPNet(r.Dst), Gw: r.Via.AsSlice(), LinkIndex: l.Attrs().Index,
+		nr := &netlink.Route{Dst: prefixToIPNet(r.Dst), Gw: r.Via.AsSlice(), LinkIndex: idx,
 			Protocol: Protocol, Table: unix.RT_TABLE_MAIN}
 		if r.OnLink {
 			nr.Flags = int(netlink.FLAG_ONLINK)
@@ -123,11 +140,11 @@ func (k *Kernel) replace(r Route) error {
 		if strings.HasPrefix(r.Dev, "?") {
 			return fmt.Errorf("replace route %s: no device", r)
 		}
-		l, err := k.h.LinkByName(r.Dev)
+		idx, err := k.linkIndex(r.Dev, links)
 		if err != nil {
 			return fmt.Errorf("replace route %s: %w", r, err)
 		}
-		if err := k.h.RouteReplace(podRoute(r.Dst.Addr(), l.Attrs().Index)); err != nil {
+		if err := k.h.RouteReplace(podRoute(r.Dst.Addr(), idx)); err != nil {
 			return fmt.Errorf("replace route %s: %w", r, err)
 		}
 	}
