@@ -2,6 +2,7 @@ package bgp
 
 import (
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
@@ -18,19 +19,19 @@ import (
 // says; in a full mesh a path has one copy, from its speaker. (A forget
 // is the one NLRI several speakers announce, all with the same content.)
 type learned struct {
-	paths map[vpnKey]learnedPath
-	// n counts the entries of each kind (records, claims, grants,
-	// forgets), to size LearnedTable's slices.
-	n [4]int
+	// One map per kind (the kind is the RD's number, part of the NLRI):
+	// an entry holds only its own type.
+	records map[nlriKey]blockproto.Record
+	claims  map[nlriKey]blockproto.Claim
+	grants  map[nlriKey]blockproto.Grant
+	forgets map[nlriKey]blockproto.Forget
 }
 
-// learnedPath is the entry one best path decodes to.
-type learnedPath struct {
-	kind   Kind
-	record blockproto.Record
-	claim  blockproto.Claim
-	grant  blockproto.Grant
-	forget blockproto.Forget
+// nlriKey is a VPN NLRI less its label and its RD's number (the map it is
+// in says the kind).
+type nlriKey struct {
+	rd     netip.Addr
+	prefix netip.Prefix
 }
 
 // onBestPath applies a batch of the best-path watcher's changes to the
@@ -76,32 +77,51 @@ func (sp *Speaker) onBestPath(paths []*apiutil.Path) {
 }
 
 func (l *learned) remove(k vpnKey) {
-	if old, ok := l.paths[k]; ok {
-		l.n[old.kind-KindRecord]--
-		delete(l.paths, k)
+	n := nlriKey{k.rd, k.prefix}
+	switch k.kind {
+	case KindRecord:
+		delete(l.records, n)
+	case KindClaim:
+		delete(l.claims, n)
+	case KindGrant:
+		delete(l.grants, n)
+	case KindForget:
+		delete(l.forgets, n)
 	}
 }
 
 // add keeps the one entry t holds (DecodeVPN decodes a path to one).
 func (l *learned) add(k vpnKey, t blockproto.Table) {
-	var e learnedPath
+	n := nlriKey{k.rd, k.prefix}
 	switch {
 	case len(t.Records) == 1:
-		e.kind, e.record = KindRecord, t.Records[0]
+		l.records = put(l.records, n, t.Records[0])
 	case len(t.Claims) == 1:
-		e.kind, e.claim = KindClaim, t.Claims[0]
+		l.claims = put(l.claims, n, t.Claims[0])
 	case len(t.Grants) == 1:
-		e.kind, e.grant = KindGrant, t.Grants[0]
+		l.grants = put(l.grants, n, t.Grants[0])
 	case len(t.Forgets) == 1:
-		e.kind, e.forget = KindForget, t.Forgets[0]
-	default:
-		return
+		l.forgets = put(l.forgets, n, t.Forgets[0])
 	}
-	if l.paths == nil {
-		l.paths = map[vpnKey]learnedPath{}
+}
+
+func put[V any](m map[nlriKey]V, k nlriKey, v V) map[nlriKey]V {
+	if m == nil {
+		m = map[nlriKey]V{}
 	}
-	l.paths[k] = e
-	l.n[e.kind-KindRecord]++
+	m[k] = v
+	return m
+}
+
+func values[V any](m map[nlriKey]V) []V {
+	if len(m) == 0 {
+		return nil // empty kinds as nil, as a Table built by hand has them
+	}
+	out := make([]V, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
 }
 
 // LearnedTable returns what the other speakers announce in IPv4 VPN: the
@@ -129,27 +149,7 @@ func (sp *Speaker) LearnedTable() (blockproto.Table, error) {
 	sp.lmu.Lock()
 	defer sp.lmu.Unlock()
 	l := &sp.learned
-	t := blockproto.Table{
-		Records: make([]blockproto.Record, 0, l.n[0]),
-		Claims:  make([]blockproto.Claim, 0, l.n[1]),
-		Grants:  make([]blockproto.Grant, 0, l.n[2]),
-		Forgets: make([]blockproto.Forget, 0, l.n[3]),
-	}
-	for _, e := range l.paths {
-		switch e.kind {
-		case KindRecord:
-			t.Records = append(t.Records, e.record)
-		case KindClaim:
-			t.Claims = append(t.Claims, e.claim)
-		case KindGrant:
-			t.Grants = append(t.Grants, e.grant)
-		case KindForget:
-			t.Forgets = append(t.Forgets, e.forget)
-		}
-	}
-	// Empty kinds as nil, as a Table built by hand has them.
-	t.Records, t.Claims, t.Grants, t.Forgets = nilIfEmpty(t.Records), nilIfEmpty(t.Claims), nilIfEmpty(t.Grants), nilIfEmpty(t.Forgets)
-	return t, nil
+	return blockproto.Table{Records: values(l.records), Claims: values(l.claims), Grants: values(l.grants), Forgets: values(l.forgets)}, nil
 }
 
 // allTable is every copy of every IPv4 VPN path another speaker announces

@@ -275,7 +275,9 @@ func (r *meshReport) aims(w func(string, ...any)) {
 		}
 		if len(rr.rssClients) > 0 {
 			sum, hi := meshSum(rr.rssClients)
-			w("- RSS per route-reflector client at most 35 MiB: avg %s, max %s: %s.\n", meshMiB(sum/int64(len(rr.rssClients))), meshMiB(hi), meshMet(hi <= 35*1024))
+			n := int64(len(rr.rssClients))
+			w("- RSS per route-reflector client at most 35 MiB: avg %s, max %s (on average %s anonymous, %s file-backed pages of the reef binary): %s.\n",
+				meshMiB(sum/n), meshMiB(hi), meshMiB(rr.anonClients/n), meshMiB(rr.fileClients/n), meshMet(hi <= 35*1024))
 		}
 		if len(rr.pathsClient) > 0 {
 			avg, lo, hi := meshPaths(rr.pathsClient)

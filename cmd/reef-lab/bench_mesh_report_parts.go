@@ -76,8 +76,9 @@ func (r *meshReport) rrSection(w func(string, ...any)) {
 		if rr.err != "" {
 			when = "when the wait for the routes ended"
 		}
-		w("Memory %s: clients RSS avg %s, max %s; reflectors avg %s, max %s.\n", when,
-			meshMiB(sum/int64(len(rr.rssClients))), meshMiB(hi), meshMiB(rsum/int64(max(1, len(rr.rssRRs)))), meshMiB(rhi))
+		n := int64(len(rr.rssClients))
+		w("Memory %s: clients RSS avg %s (anonymous %s, file-backed %s), max %s; reflectors avg %s, max %s.\n", when,
+			meshMiB(sum/n), meshMiB(rr.anonClients/n), meshMiB(rr.fileClients/n), meshMiB(hi), meshMiB(rsum/int64(max(1, len(rr.rssRRs)))), meshMiB(rhi))
 	}
 	if len(rr.pathsClient) > 0 {
 		avg, lo, hi := meshPaths(rr.pathsClient)

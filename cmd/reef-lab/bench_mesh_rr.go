@@ -43,6 +43,7 @@ type meshRRResult struct {
 	// last route. Steadier than the times on a loaded machine.
 	cpuStartClients, cpuStartRRs, cpuAddsClients, cpuAddsRRs float64
 	rssClients, rssRRs                                       []int64  // kB, after the routes settled
+	anonClients, fileClients                                 int64    // kB, the clients\' RssAnon and RssFile summed
 	pathsClient, pathsRRs                                    []uint64 // paths received, both families
 	blocks                                                   int      // confirmed blocks in the cluster at the end (one per client whose ADD succeeded)
 	restarts                                                 []string
@@ -224,6 +225,7 @@ func (b *meshBench) rrRun(clients int, timeout time.Duration) (r meshRRResult) {
 			r.rssRRs, r.pathsRRs = append(r.rssRRs, m.RSS), append(r.pathsRRs, k)
 		} else {
 			r.rssClients, r.pathsClient = append(r.rssClients, m.RSS), append(r.pathsClient, k)
+			r.anonClients, r.fileClients = r.anonClients+m.Anon, r.fileClients+m.File
 		}
 	}
 	return r
