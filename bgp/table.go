@@ -357,7 +357,7 @@ func (sp *Speaker) walk(t *blockproto.Table) (Counts, error) {
 					err = fmt.Errorf("%s: not a labelled VPN-IPv4 NLRI: %w", nlri, ErrNotReef)
 				} else {
 					lcs, _ = pathAttrs(lcs[:0], p.Attrs)
-					if t == &scratch {
+					if t == &scratch { // counting only: nothing to keep
 						scratch = blockproto.Table{Records: scratch.Records[:0], Claims: scratch.Claims[:0], Grants: scratch.Grants[:0], Forgets: scratch.Forgets[:0]}
 					}
 					err = DecodeVPN(asn, pools, rdOf(vpn.RD), vpn.Prefix, lcs, t)
