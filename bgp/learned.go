@@ -3,6 +3,7 @@ package bgp
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
@@ -35,10 +36,13 @@ type nlriKey struct {
 }
 
 // onBestPath applies a batch of the best-path watcher's changes to the
-// mirror. A withdrawal, or the speaker's own path becoming the best,
-// removes the NLRI; a path the import filter drops removes it as well
-// (and is logged once, as LearnedTable always did).
-func (sp *Speaker) onBestPath(paths []*apiutil.Path) {
+// mirror and reports whether the mirror changed. A withdrawal, or the
+// speaker's own path becoming the best, removes the NLRI; a path the
+// import filter drops removes it as well (and is logged once, as
+// LearnedTable always did). A new best copy with the content of the one it
+// replaces changes nothing: through two reflectors, the copy from the
+// lower router ID replaces the other one whenever it comes second.
+func (sp *Speaker) onBestPath(paths []*apiutil.Path) (changed bool) {
 	asn, pools := sp.cfg.ASN, sp.cfg.Pools
 	var lcs []LargeCommunity
 	var scratch blockproto.Table
@@ -57,7 +61,7 @@ func (sp *Speaker) onBestPath(paths []*apiutil.Path) {
 		key := vpnKey{rd.Addr, Kind(rd.Number), vpn.Prefix}
 		if p.Withdrawal || sp.own(p) {
 			sp.lmu.Lock()
-			sp.learned.remove(key)
+			changed = sp.learned.remove(key) || changed
 			sp.lmu.Unlock()
 			continue
 		}
@@ -65,52 +69,67 @@ func (sp *Speaker) onBestPath(paths []*apiutil.Path) {
 		scratch = blockproto.Table{Records: scratch.Records[:0], Claims: scratch.Claims[:0], Grants: scratch.Grants[:0], Forgets: scratch.Forgets[:0]}
 		err := DecodeVPN(asn, pools, rd, vpn.Prefix, lcs, &scratch)
 		sp.lmu.Lock()
-		sp.learned.remove(key)
 		if err == nil {
-			sp.learned.add(key, scratch)
+			changed = sp.learned.add(key, scratch) || changed
+		} else {
+			changed = sp.learned.remove(key) || changed
 		}
 		sp.lmu.Unlock()
 		if err != nil {
 			sp.drop(p.PeerAddress, p.Nlri.String(), err)
 		}
 	}
+	return changed
 }
 
-func (l *learned) remove(k vpnKey) {
+// remove drops k's entry and reports whether there was one.
+func (l *learned) remove(k vpnKey) bool {
 	n := nlriKey{k.rd, k.prefix}
 	switch k.kind {
 	case KindRecord:
-		delete(l.records, n)
+		return drop(l.records, n)
 	case KindClaim:
-		delete(l.claims, n)
+		return drop(l.claims, n)
 	case KindGrant:
-		delete(l.grants, n)
+		return drop(l.grants, n)
 	case KindForget:
-		delete(l.forgets, n)
+		return drop(l.forgets, n)
 	}
+	return false
 }
 
-// add keeps the one entry t holds (DecodeVPN decodes a path to one).
-func (l *learned) add(k vpnKey, t blockproto.Table) {
+// add keeps the one entry t holds (DecodeVPN decodes a path to one) as
+// k's, and reports whether that changed k's entry.
+func (l *learned) add(k vpnKey, t blockproto.Table) bool {
 	n := nlriKey{k.rd, k.prefix}
 	switch {
 	case len(t.Records) == 1:
-		l.records = put(l.records, n, t.Records[0])
+		return put(&l.records, n, t.Records[0], func(a, b blockproto.Record) bool {
+			return a.Node == b.Node && a.Born == b.Born && a.VoterHash == b.VoterHash && slices.Equal(a.Voters, b.Voters)
+		})
 	case len(t.Claims) == 1:
-		l.claims = put(l.claims, n, t.Claims[0])
+		return put(&l.claims, n, t.Claims[0], func(a, b blockproto.Claim) bool { return a == b })
 	case len(t.Grants) == 1:
-		l.grants = put(l.grants, n, t.Grants[0])
+		return put(&l.grants, n, t.Grants[0], func(a, b blockproto.Grant) bool { return a == b })
 	case len(t.Forgets) == 1:
-		l.forgets = put(l.forgets, n, t.Forgets[0])
+		return put(&l.forgets, n, t.Forgets[0], func(a, b blockproto.Forget) bool { return a == b })
 	}
+	return false
 }
 
-func put[V any](m map[nlriKey]V, k nlriKey, v V) map[nlriKey]V {
-	if m == nil {
-		m = map[nlriKey]V{}
+func put[V any](m *map[nlriKey]V, k nlriKey, v V, same func(a, b V) bool) bool {
+	if *m == nil {
+		*m = map[nlriKey]V{}
 	}
-	m[k] = v
-	return m
+	old, ok := (*m)[k]
+	(*m)[k] = v
+	return !ok || !same(old, v)
+}
+
+func drop[V any](m map[nlriKey]V, k nlriKey) bool {
+	_, ok := m[k]
+	delete(m, k)
+	return ok
 }
 
 func values[V any](m map[nlriKey]V) []V {
@@ -164,10 +183,19 @@ func (sp *Speaker) allTable() (blockproto.Table, error) {
 }
 
 // watchBestPath is the best-path watcher's callback: the mirror first,
-// then the wake-up, so that the step it wakes reads the change.
+// then the wake-up, so that the step it wakes reads the change. A batch
+// that leaves the mirror as it was wakes nothing: IPv4 unicast is not the
+// protocol's (the routes come from its state), and a copy of the same
+// content tells it nothing new. While LearnedTable reads every copy
+// (copiesUntil), every batch wakes the step.
 func (sp *Speaker) watchBestPath(onChange func()) func([]*apiutil.Path, time.Time) {
 	return func(paths []*apiutil.Path, _ time.Time) {
-		sp.onBestPath(paths)
-		onChange()
+		changed := sp.onBestPath(paths)
+		sp.mu.Lock()
+		all := time.Now().Before(sp.copiesUntil)
+		sp.mu.Unlock()
+		if changed || all {
+			onChange()
+		}
 	}
 }
