@@ -3,7 +3,6 @@ package bgp
 import (
 	"fmt"
 	"net/netip"
-	"slices"
 	"time"
 
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
@@ -104,9 +103,7 @@ func (l *learned) add(k vpnKey, t blockproto.Table) bool {
 	n := nlriKey{k.rd, k.prefix}
 	switch {
 	case len(t.Records) == 1:
-		return put(&l.records, n, t.Records[0], func(a, b blockproto.Record) bool {
-			return a.Node == b.Node && a.Born == b.Born && a.VoterHash == b.VoterHash && slices.Equal(a.Voters, b.Voters)
-		})
+		return put(&l.records, n, t.Records[0], blockproto.Record.Equal)
 	case len(t.Claims) == 1:
 		return put(&l.claims, n, t.Claims[0], func(a, b blockproto.Claim) bool { return a == b })
 	case len(t.Grants) == 1:
@@ -159,16 +156,21 @@ func values[V any](m map[nlriKey]V) []V {
 // while the other reflector's copies move on. Neither way decides safety:
 // a copy seen late only delays what the node learns.
 func (sp *Speaker) LearnedTable() (blockproto.Table, error) {
-	sp.mu.Lock()
-	all := time.Now().Before(sp.copiesUntil)
-	sp.mu.Unlock()
-	if all {
+	if sp.readsAllCopies() {
 		return sp.allTable()
 	}
 	sp.lmu.Lock()
 	defer sp.lmu.Unlock()
 	l := &sp.learned
 	return blockproto.Table{Records: values(l.records), Claims: values(l.claims), Grants: values(l.grants), Forgets: values(l.forgets)}, nil
+}
+
+// readsAllCopies reports whether LearnedTable reads every copy of every
+// path now (copiesUntil).
+func (sp *Speaker) readsAllCopies() bool {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return time.Now().Before(sp.copiesUntil)
 }
 
 // allTable is every copy of every IPv4 VPN path another speaker announces
@@ -190,11 +192,7 @@ func (sp *Speaker) allTable() (blockproto.Table, error) {
 // (copiesUntil), every batch wakes the step.
 func (sp *Speaker) watchBestPath(onChange func()) func([]*apiutil.Path, time.Time) {
 	return func(paths []*apiutil.Path, _ time.Time) {
-		changed := sp.onBestPath(paths)
-		sp.mu.Lock()
-		all := time.Now().Before(sp.copiesUntil)
-		sp.mu.Unlock()
-		if changed || all {
+		if changed := sp.onBestPath(paths); changed || sp.readsAllCopies() {
 			onChange()
 		}
 	}

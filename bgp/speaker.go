@@ -134,11 +134,11 @@ func listen(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) 
 	}
 	// Woken by changes of the best paths, not by every UPDATE received:
 	// GoBGP builds the whole peer configuration for each UPDATE it hands an
-	// update watcher, 9% of a route-reflector client's CPU. Only a second
-	// copy of a path (through the other reflector) changes without the
-	// best path changing, and what it says arrives with the best copy. The
-	// same events keep LearnedTable's mirror (learned.go). The watcher is
-	// set before any peer is added, so the mirror misses no change.
+	// update watcher, 9% of a route-reflector client's CPU. A second copy
+	// of a path (through the other reflector) says what the best copy
+	// says. The same events keep LearnedTable's mirror, and only a change
+	// of the mirror wakes the step (learned.go). The watcher is set before
+	// any peer is added, so the mirror misses no change.
 	if err := s.WatchEvent(ctx, server.WatchEventMessageCallbacks{
 		OnBestPath:   sp.watchBestPath(onChange),
 		OnPeerUpdate: func(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time) { sp.notePeer(ev, t); onChange() },

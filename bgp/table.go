@@ -337,11 +337,8 @@ func (sp *Speaker) CountPaths() (Counts, error) { return sp.walk(nil) }
 func (sp *Speaker) walk(t *blockproto.Table) (Counts, error) {
 	peers := map[netip.Addr]PeerCounts{}
 	asn, pools := sp.cfg.ASN, sp.cfg.Pools
-	var lcs []LargeCommunity // reused from path to path
-	var scratch blockproto.Table
-	if t == nil {
-		t = &scratch
-	}
+	var lcs []LargeCommunity     // reused from path to path
+	var scratch blockproto.Table // what a pass that only counts decodes into
 
 	err := sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgppkt.RF_IPv4_VPN},
 		func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
@@ -357,10 +354,12 @@ func (sp *Speaker) walk(t *blockproto.Table) (Counts, error) {
 					err = fmt.Errorf("%s: not a labelled VPN-IPv4 NLRI: %w", nlri, ErrNotReef)
 				} else {
 					lcs, _ = pathAttrs(lcs[:0], p.Attrs)
-					if t == &scratch { // counting only: nothing to keep
+					into := t
+					if into == nil {
 						scratch = blockproto.Table{Records: scratch.Records[:0], Claims: scratch.Claims[:0], Grants: scratch.Grants[:0], Forgets: scratch.Forgets[:0]}
+						into = &scratch
 					}
-					err = DecodeVPN(asn, pools, rdOf(vpn.RD), vpn.Prefix, lcs, t)
+					err = DecodeVPN(asn, pools, rdOf(vpn.RD), vpn.Prefix, lcs, into)
 				}
 				if err != nil {
 					c.VPN.Dropped++

@@ -318,7 +318,7 @@ func (s *Sim) count(dst, src int, a, b *simOut) {
 		tb = b.t
 	}
 	dn, sn := s.Nodes[dst], s.Nodes[src]
-	s.Updates += diffBy(ta.Records, tb.Records, func(r Record) netip.Addr { return r.Node.Addr }, cmpAddr, recordEqual, nil)
+	s.Updates += diffBy(ta.Records, tb.Records, func(r Record) netip.Addr { return r.Node.Addr }, cmpAddr, Record.Equal, nil)
 	s.Updates += diffBy(ta.Forgets, tb.Forgets, func(f Forget) Node { return f.Node }, cmpNode, func(x, y Forget) bool { return x == y }, nil)
 	nc := diffBy(ta.Claims, tb.Claims, func(c Claim) netip.Prefix { return c.Block }, cmpPrefix, func(x, y Claim) bool { return x == y }, nil)
 	s.Updates += nc
@@ -389,12 +389,8 @@ func diffBy[T any, K any](a, b []T, key func(T) K, cmpK func(K, K) int, eq func(
 
 func cmpAddr(a, b netip.Addr) int { return a.Compare(b) }
 
-func recordEqual(a, b Record) bool {
-	return a.Node == b.Node && a.Born == b.Born && a.VoterHash == b.VoterHash && slices.Equal(a.Voters, b.Voters)
-}
-
 func tableEqual(a, b Table) bool {
-	return slices.EqualFunc(a.Records, b.Records, recordEqual) && slices.Equal(a.Claims, b.Claims) &&
+	return slices.EqualFunc(a.Records, b.Records, Record.Equal) && slices.Equal(a.Claims, b.Claims) &&
 		slices.Equal(a.Grants, b.Grants) && slices.Equal(a.Forgets, b.Forgets)
 }
 

@@ -78,6 +78,11 @@ type Record struct {
 	Voters    []netip.Addr
 }
 
+// Equal reports whether r and o say the same.
+func (r Record) Equal(o Record) bool {
+	return r.Node == o.Node && r.Born == o.Born && r.VoterHash == o.VoterHash && slices.Equal(r.Voters, o.Voters)
+}
+
 // Forget says an operator removed a node incarnation for good (`reef node
 // forget`). Every node that learns it keeps it and announces it on.
 type Forget struct {
