@@ -26,6 +26,9 @@ func show(l *lab.Lab, netns, label string, args ...string) {
 const demoNodes = 3
 
 func demo(ctx context.Context, bin string, podsPerNode int, keep bool) error {
+	if podsPerNode < 1 {
+		return fmt.Errorf("--pods %d: the demo shows pods talking, so it needs at least 1 pod per node", podsPerNode)
+	}
 	say("building a %d-node lab in network namespaces (nothing on this host's own network changes)", demoNodes)
 	l, err := lab.New(bin)
 	if err != nil {
