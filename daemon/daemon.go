@@ -216,7 +216,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if kB, err := exepages.Release(); err != nil {
 		log.Warn("could not give back the pages only start-up used; the daemon works as before, with a larger RSS", "error", err)
 	} else {
-		log.Debug("gave back the pages of the executable that start-up mapped", "kB", kB)
+		log.Info("gave back the binary's pages that start-up mapped; what the daemon uses from now on is mapped again as it runs", "kB", kB)
 	}
 
 	loopCtx, stopLoop := context.WithCancel(ctx)
