@@ -95,7 +95,8 @@ func mapFile(t *testing.T, path string, write bool) []byte {
 	return b
 }
 
-func mappingOf(t *testing.T, path string) Mapping {
+// smaps is this process's mappings now.
+func smaps(t *testing.T) []Mapping {
 	t.Helper()
 	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
@@ -106,7 +107,12 @@ func mappingOf(t *testing.T, path string) Mapping {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range maps {
+	return maps
+}
+
+func mappingOf(t *testing.T, path string) Mapping {
+	t.Helper()
+	for _, m := range smaps(t) {
 		if m.Path == path {
 			return m
 		}
@@ -178,16 +184,7 @@ func TestReleaseExecutable(t *testing.T) {
 		t.Fatal(err)
 	}
 	resident := func() (kB int64) {
-		f, err := os.Open("/proc/self/smaps")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		maps, err := ParseSmaps(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range maps {
+		for _, m := range smaps(t) {
 			if m.Releasable(exe) {
 				kB += m.Rss
 			}
