@@ -3,19 +3,23 @@
 //
 // A Go binary's code and read-only data are mapped from its file. Package
 // initialisers (client-go's schemes, GoBGP's, protobuf's descriptors) run
-// once but sit in every part of the text, and the kernel maps a whole
-// page-cache folio (64 KiB or more) around each fault, so a started daemon
-// keeps most of a 35 MB binary resident although its steady work touches
-// far less. Release drops this process's mappings of those pages once, at
-// the end of start-up, as the kernel frees its own __init code: the pages
-// stay in the page cache, clean and unmapped (the first the kernel
-// reclaims), and a page that is needed again is mapped again by the next
-// fault, from the same file.
+// once but sit in every part of the text, and the kernel maps the cached
+// pages around each fault (fault-around: 64 KiB by default; one touch of
+// the reef binary mapped 256 KiB on the lab's kernel), so a started daemon
+// keeps most of a 35 MB binary mapped although its steady work touches far
+// less. Release drops this process's mappings of those pages once, at the
+// end of start-up. Nothing is freed by that: the pages stay in the page
+// cache, clean and reclaimable like any other, charged to the cgroup that
+// read them first; what leaves is the daemon's own RSS, and a page that is
+// needed again is mapped again by the next fault, from the same file.
 //
-// Only a mapping that is read-only and holds no private (copy-on-write)
-// page is released: dropping it loses nothing, because every page of it is
-// the file's. A writable mapping, or one whose pages were relocated when a
-// PIE binary was loaded, is left alone.
+// Only a mapping that is read-only and holds no private page, in memory
+// (Anonymous) or swapped out (Swap), is released: dropping it loses
+// nothing, because every page of it is the file's. A writable mapping, or
+// one whose pages were relocated when a PIE binary was loaded, or patched
+// by a debugger or a uprobe before Release read smaps, is left alone. (A
+// probe set in the instant between that read and the madvise would be
+// lost: the probe stops, the daemon does not.)
 package exepages
 
 import (
@@ -36,12 +40,13 @@ type Mapping struct {
 	Path       string
 	Rss        int64 // kB
 	Anonymous  int64 // kB: private pages that are no longer the file's
+	Swap       int64 // kB: private pages swapped out
 }
 
 // Releasable reports whether dropping m's pages loses nothing: it maps
-// path, is not writable, and holds no private page.
+// path, is not writable, and holds no private page, in memory or in swap.
 func (m Mapping) Releasable(path string) bool {
-	return m.Path == path && len(m.Perms) == 4 && m.Perms[1] != 'w' && m.Anonymous == 0 && m.End > m.Start
+	return m.Path == path && len(m.Perms) == 4 && m.Perms[1] != 'w' && m.Anonymous == 0 && m.Swap == 0 && m.End > m.Start
 }
 
 // Release drops the resident pages of the executable's read-only
@@ -100,6 +105,8 @@ func ParseSmaps(r io.Reader) ([]Mapping, error) {
 				m.Rss, ok = kiloBytes(val)
 			case "Anonymous":
 				m.Anonymous, ok = kiloBytes(val)
+			case "Swap":
+				m.Swap, ok = kiloBytes(val)
 			}
 			if !ok {
 				return nil, fmt.Errorf("mapping %#x: field %s: value %q is not a size in kB", m.Start, key, strings.TrimSpace(val))
@@ -115,11 +122,22 @@ func ParseSmaps(r io.Reader) ([]Mapping, error) {
 	return maps, sc.Err()
 }
 
-// parseHeader reads "start-end perms offset dev inode [path]".
+// parseHeader reads "start-end perms offset dev inode [path]". The path is
+// the rest of the line as the kernel wrote it, after the padding: a path
+// with runs of spaces in it stays as it is.
 func parseHeader(line string) (Mapping, error) {
-	f := strings.Fields(line)
-	if len(f) < 5 {
-		return Mapping{}, fmt.Errorf("mapping line %q: want start-end perms offset dev inode [path]", line)
+	var f [5]string
+	rest := line
+	for i := range f {
+		rest = strings.TrimLeft(rest, " ")
+		end := strings.IndexByte(rest, ' ')
+		if end < 0 {
+			end = len(rest)
+		}
+		f[i], rest = rest[:end], rest[end:]
+		if f[i] == "" {
+			return Mapping{}, fmt.Errorf("mapping line %q: want start-end perms offset dev inode [path]", line)
+		}
 	}
 	lo, hi, ok := strings.Cut(f[0], "-")
 	start, err1 := strconv.ParseUint(lo, 16, 64)
@@ -127,11 +145,7 @@ func parseHeader(line string) (Mapping, error) {
 	if !ok || err1 != nil || err2 != nil {
 		return Mapping{}, fmt.Errorf("mapping line %q: range %q is not start-end in hex", line, f[0])
 	}
-	m := Mapping{Start: uintptr(start), End: uintptr(end), Perms: f[1]}
-	if len(f) >= 6 {
-		m.Path = strings.Join(f[5:], " ")
-	}
-	return m, nil
+	return Mapping{Start: uintptr(start), End: uintptr(end), Perms: f[1], Path: strings.TrimLeft(rest, " ")}, nil
 }
 
 func kiloBytes(s string) (int64, bool) {

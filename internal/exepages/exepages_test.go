@@ -10,23 +10,49 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func TestParseSmaps(t *testing.T) {
-	in := `00400000-013a1000 r-xp 00000000 fe:00 9977907                            /usr/bin/reef
+// A block as this kernel writes it (6.18), then shorter ones.
+const smapsSample = `00400000-013a1000 r-xp 00000000 fe:00 9977907                            /usr/bin/reef
 Size:              16004 kB
+KernelPageSize:        4 kB
+MMUPageSize:           4 kB
 Rss:               12524 kB
+Pss:               12524 kB
+Pss_Dirty:             0 kB
+Shared_Clean:          0 kB
+Shared_Dirty:          0 kB
+Private_Clean:     12524 kB
+Private_Dirty:         0 kB
+Referenced:        12524 kB
 Anonymous:             0 kB
-VmFlags: rd ex mr mw me
+KSM:                   0 kB
+LazyFree:              0 kB
+AnonHugePages:         0 kB
+ShmemPmdMapped:        0 kB
+FilePmdMapped:         0 kB
+Shared_Hugetlb:        0 kB
+Private_Hugetlb:       0 kB
+Swap:                  0 kB
+SwapPss:               0 kB
+Locked:                0 kB
+THPeligible:           0
+ProtectionKey:         0
+VmFlags: rd ex mr mw me 
 0251e000-025bc000 rw-p 0211e000 fe:00 9977907                            /usr/bin/reef
 Rss:                 504 kB
 Anonymous:           120 kB
 7ffd1000-7ffd3000 r-xp 00000000 00:00 0                                  [vdso]
 Rss:                   8 kB
 Anonymous:             0 kB
-7f000000-7f001000 r--p 00000000 fe:00 12                                 /tmp/a file
+7f000000-7f001000 r--p 00000000 fe:00 12                                 /tmp/a  file: two
 Rss:                   4 kB
 Anonymous:             0 kB
+Swap:                  8 kB
+7f002000-7f003000 rw-p 00000000 00:00 0 
+Rss:                   4 kB
 `
-	maps, err := ParseSmaps(strings.NewReader(in))
+
+func TestParseSmaps(t *testing.T) {
+	maps, err := ParseSmaps(strings.NewReader(smapsSample))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +60,8 @@ Anonymous:             0 kB
 		{Start: 0x400000, End: 0x13a1000, Perms: "r-xp", Path: "/usr/bin/reef", Rss: 12524},
 		{Start: 0x251e000, End: 0x25bc000, Perms: "rw-p", Path: "/usr/bin/reef", Rss: 504, Anonymous: 120},
 		{Start: 0x7ffd1000, End: 0x7ffd3000, Perms: "r-xp", Path: "[vdso]", Rss: 8},
-		{Start: 0x7f000000, End: 0x7f001000, Perms: "r--p", Path: "/tmp/a file", Rss: 4},
+		{Start: 0x7f000000, End: 0x7f001000, Perms: "r--p", Path: "/tmp/a  file: two", Rss: 4, Swap: 8},
+		{Start: 0x7f002000, End: 0x7f003000, Perms: "rw-p", Rss: 4},
 	}
 	if len(maps) != len(want) {
 		t.Fatalf("got %d mappings, want %d: %+v", len(maps), len(want), maps)
@@ -44,15 +71,29 @@ Anonymous:             0 kB
 			t.Errorf("mapping %d: got %+v, want %+v", i, maps[i], want[i])
 		}
 	}
-	for i, r := range []bool{true, false, false, false} {
-		if got := maps[i].Releasable("/usr/bin/reef"); got != r {
-			t.Errorf("mapping %d releasable = %v, want %v", i, got, r)
+
+	for _, c := range []struct {
+		m    Mapping
+		path string
+		want bool
+	}{
+		{maps[0], "/usr/bin/reef", true},
+		{maps[0], "/usr/bin/reef (deleted)", false},
+		{maps[1], "/usr/bin/reef", false},     // writable
+		{maps[2], "/usr/bin/reef", false},     // another file
+		{maps[3], "/tmp/a  file: two", false}, // a page in swap is private: a relocated PIE page, say
+		{Mapping{Start: 1, End: 2, Perms: "r--p", Path: "/x", Anonymous: 4}, "/x", false},
+		{Mapping{Start: 1, End: 2, Perms: "r--p", Path: "/x"}, "/x", true},
+	} {
+		if got := c.m.Releasable(c.path); got != c.want {
+			t.Errorf("%+v releasable for %q = %v, want %v", c.m, c.path, got, c.want)
 		}
 	}
 
 	for _, bad := range []struct{ in, want string }{
 		{"Rss: 4 kB\n", `field "Rss" before the first mapping`},
 		{"00400000-013a1000 r-xp 00000000 fe:00 1 /x\nRss: four kB\n", `field Rss: value "four kB" is not a size in kB`},
+		{"00400000-013a1000 r-xp 00000000 fe:00 1 /x\nSwap: 4\n", `field Swap: value "4" is not a size in kB`},
 		{"zz-013a1000 r-xp 00000000 fe:00 1 /x\n", `range "zz-013a1000" is not start-end in hex`},
 		{"00400000-013a1000 r-xp\n", "want start-end perms offset dev inode"},
 	} {
@@ -62,16 +103,35 @@ Anonymous:             0 kB
 	}
 }
 
+// ParseSmaps never panics, and what it parses names real ranges.
+func FuzzParseSmaps(f *testing.F) {
+	f.Add(smapsSample)
+	f.Add("00400000-013a1000 r-xp 00000000 fe:00 1\n")
+	f.Add("1-2 r 0 0 0 /p\nRss:\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		maps, err := ParseSmaps(strings.NewReader(in))
+		if err != nil {
+			return
+		}
+		for _, m := range maps {
+			if m.Perms == "" || strings.HasPrefix(m.Path, " ") {
+				t.Errorf("parsed %+v from %q", m, in)
+			}
+		}
+	})
+}
+
 var sink byte // keeps the reads of mapFile
 
 // mapFile maps path private and read-only, as the loader maps a binary's
 // code, and reads every page of it.
 func mapFile(t *testing.T, path string, write bool) []byte {
 	t.Helper()
-	f, err := os.Open(path)
+	flag, prot := os.O_RDONLY, unix.PROT_READ
 	if write {
-		f, err = os.OpenFile(path, os.O_RDWR, 0)
+		flag, prot = os.O_RDWR, unix.PROT_READ|unix.PROT_WRITE
 	}
+	f, err := os.OpenFile(path, flag, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,10 +139,6 @@ func mapFile(t *testing.T, path string, write bool) []byte {
 	st, err := f.Stat()
 	if err != nil {
 		t.Fatal(err)
-	}
-	prot := unix.PROT_READ
-	if write {
-		prot |= unix.PROT_WRITE
 	}
 	b, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), prot, unix.MAP_PRIVATE)
 	if err != nil {
