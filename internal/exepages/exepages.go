@@ -63,14 +63,9 @@ func Release() (int64, error) {
 // ReleaseFile is Release for the read-only private mappings of any file
 // (path as /proc/self/maps spells it).
 func ReleaseFile(path string) (int64, error) {
-	f, err := os.Open("/proc/self/smaps")
+	maps, err := readSmaps("self")
 	if err != nil {
 		return 0, fmt.Errorf("release the pages of %s: %w", path, err)
-	}
-	defer f.Close()
-	maps, err := ParseSmaps(f)
-	if err != nil {
-		return 0, fmt.Errorf("release the pages of %s: /proc/self/smaps: %w", path, err)
 	}
 	var kB int64
 	for _, m := range maps {
@@ -85,6 +80,41 @@ func ReleaseFile(path string) (int64, error) {
 		kB += m.Rss
 	}
 	return kB, nil
+}
+
+// Resident returns how many kB of the mappings that Release drops are
+// resident now in process proc (a pid, or "self").
+func Resident(proc string) (int64, error) {
+	exe, err := os.Readlink("/proc/" + proc + "/exe")
+	if err != nil {
+		return 0, err
+	}
+	maps, err := readSmaps(proc)
+	if err != nil {
+		return 0, err
+	}
+	var kB int64
+	for _, m := range maps {
+		if m.Releasable(exe) {
+			kB += m.Rss
+		}
+	}
+	return kB, nil
+}
+
+// readSmaps reads the mappings of process proc (a pid, or "self").
+func readSmaps(proc string) ([]Mapping, error) {
+	name := "/proc/" + proc + "/smaps"
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	maps, err := ParseSmaps(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return maps, nil
 }
 
 // ParseSmaps reads the mappings of a /proc/PID/smaps.

@@ -154,12 +154,7 @@ func mapFile(t *testing.T, path string, write bool) []byte {
 // smaps is this process's mappings now.
 func smaps(t *testing.T) []Mapping {
 	t.Helper()
-	f, err := os.Open("/proc/self/smaps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	maps, err := ParseSmaps(f)
+	maps, err := readSmaps("self")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,28 +230,23 @@ func TestReleaseFile(t *testing.T) {
 // The test binary's own code and read-only data: fewer pages are resident
 // after Release, and the code still runs (this test goes on).
 func TestReleaseExecutable(t *testing.T) {
-	exe, err := os.Readlink("/proc/self/exe")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resident := func() (kB int64) {
-		for _, m := range smaps(t) {
-			if m.Releasable(exe) {
-				kB += m.Rss
-			}
+	resident := func() int64 {
+		kB, err := Resident("self")
+		if err != nil {
+			t.Fatal(err)
 		}
 		return kB
 	}
 	before := resident()
 	if before == 0 {
-		t.Fatalf("no read-only page of %s is resident", exe)
+		t.Fatal("no read-only page of the test binary is resident")
 	}
 	released, err := Release()
 	if err != nil {
 		t.Fatal(err)
 	}
 	after := resident()
-	t.Logf("%s: %d kB resident read-only, Release reports %d kB, %d kB resident after", exe, before, released, after)
+	t.Logf("%d kB resident read-only, Release reports %d kB, %d kB resident after", before, released, after)
 	if released < before/2 {
 		t.Errorf("Release reports %d kB of %d kB resident", released, before)
 	}
