@@ -83,8 +83,11 @@ vet: gobgp-patch
 
 # Unit tests need no root; the e2e tests drive the real binaries in network
 # namespaces and need root.
+# The voter-list property tests run a tenth of their seeds under -race;
+# the second line runs their 2,000 (blockproto/lists_test.go).
 test-unit: gobgp-patch
 	$(GOW) test -race -count=1 $$($(GOW) list ./... | grep -v /e2e)
+	$(GOW) test -count=1 -run '^TestProperty' ./blockproto/
 
 test-e2e: build deps-test deps-cri deps-kube
 	REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GOW) test -count=1 -timeout 25m ./e2e/
@@ -101,9 +104,12 @@ model: deps-model
 # A short run of each fuzz target, bounded by executions rather than time:
 # a -fuzztime duration can end while a worker minimizes a new input, and
 # go test then fails with "context deadline exceeded" though nothing broke.
-# Longer runs: FUZZTIME=2000000x make fuzz.
+# Longer runs: FUZZTIME=2000000x make fuzz. The voter-list property tests
+# run SIM_SEEDS seeds other than make test-unit's (SIM_SEEDS=50000 make fuzz).
 FUZZTIME ?= 40000x
+SIM_SEEDS ?= 2000
 fuzz: gobgp-patch
+	REEF_SIM_SEED0=100001 REEF_SIM_SEEDS=$(SIM_SEEDS) $(GOW) test -count=1 -run '^TestProperty' ./blockproto/
 	$(GOW) test -run '^$$' -fuzz FuzzParseConfig -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./daemon/
 	$(GOW) test -run '^$$' -fuzz FuzzSocket -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./daemon/
 	$(GOW) test -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./cniserver/

@@ -1,6 +1,7 @@
 package blockproto
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -84,6 +85,7 @@ type decider struct {
 	granted map[netip.Prefix]bool                  // any grant announced at all, whatever list
 	records map[netip.Addr]Record                  // current records of other nodes
 	toSelf  map[netip.Prefix]bool                  // some copy of a grant to this incarnation is announced
+	others  map[uint32]*OtherList                  // other voter lists the table shows, by hash
 	claimed map[netip.Prefix]bool                  // pools claimed in during this decision
 }
 
@@ -114,9 +116,13 @@ func (d *decider) view() {
 	// Sized up front: the maps are made anew at every step, and growing
 	// them was most of the view's cost with a few hundred paths.
 	d.records = make(map[netip.Addr]Record, len(d.in.Table.Records))
+	d.others = nil
 	for _, r := range d.in.Table.Records {
 		if r.Node.Addr != self.Addr && d.current(r.Node) {
 			d.records[r.Node.Addr] = r
+			if r.VoterHash != d.hash {
+				d.otherList(r.VoterHash, r.Node.Addr).Voters = Voters(r.Voters)
+			}
 		}
 	}
 	d.claims = make(map[netip.Prefix]map[Node]claimInfo, len(d.in.Table.Claims)+len(d.state.Own)+len(d.state.Released))
@@ -135,6 +141,9 @@ func (d *decider) view() {
 	for _, c := range d.in.Table.Claims {
 		if c.Owner.Addr != self.Addr && c.State.Valid() && d.current(c.Owner) {
 			put(c.Block, c.Owner, claimInfo{c.State, c.VoterHash})
+			if c.VoterHash != d.hash {
+				d.otherList(c.VoterHash, c.Owner.Addr)
+			}
 		}
 	}
 	if d.gone == "" {
@@ -170,7 +179,12 @@ func (d *decider) view() {
 		if g.To == self {
 			d.toSelf[g.Block] = true
 		}
-		if g.VoterHash == d.hash && slices.Contains(d.voters, g.Voter.Addr) && d.current(g.Voter) {
+		if !d.current(g.Voter) {
+			continue
+		}
+		if g.VoterHash != d.hash {
+			d.otherList(g.VoterHash, g.Voter.Addr)
+		} else if slices.Contains(d.voters, g.Voter.Addr) {
 			vote(g.Block, g.Voter.Addr, g.To)
 		}
 	}
@@ -180,6 +194,36 @@ func (d *decider) view() {
 			vote(b, self.Addr, to)
 		}
 	}
+}
+
+// otherList notes that node announces something under the voter list
+// of hash h, which is not this node's.
+func (d *decider) otherList(h uint32, node netip.Addr) *OtherList {
+	if d.others == nil {
+		d.others = map[uint32]*OtherList{}
+	}
+	o := d.others[h]
+	if o == nil {
+		o = &OtherList{Hash: h}
+		d.others[h] = o
+	}
+	if !slices.Contains(o.Nodes, node) {
+		o.Nodes = append(o.Nodes, node)
+	}
+	return o
+}
+
+// otherLists are the other voter lists of the view, in a stable order.
+func (d *decider) otherLists() []OtherList {
+	var out []OtherList
+	for _, o := range d.others {
+		c := *o
+		c.Nodes = slices.Clone(o.Nodes)
+		slices.SortFunc(c.Nodes, netip.Addr.Compare)
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b OtherList) int { return cmp.Or(a.Nodes[0].Compare(b.Nodes[0]), cmp.Compare(a.Hash, b.Hash)) })
+	return out
 }
 
 func (d *decider) round() Changes {

@@ -182,15 +182,55 @@ func TestVoterListsMustAgree(t *testing.T) {
 	if msg := d.Status.Blocked[pool.CIDR]; !strings.Contains(msg, "bgp.voters must be the same") || !strings.Contains(msg, addrB.String()) {
 		t.Fatalf("blocked message %q", msg)
 	}
-	// Only C differs: A and B are a majority that agrees; A claims, and
-	// its status names C.
+	// Only C differs: A and B are a majority that agrees, yet the cluster
+	// shows another list, and A claims nothing until it is gone (a
+	// majority of a list says nothing of the voters of another). The
+	// status names both lists and the nodes behind each.
 	tbl.Records[0] = record(nodeB, three...)
 	d = Decide(need(input(nodeA, three, tbl)))
-	if len(d.Claim) != 1 {
-		t.Fatalf("a majority agrees, yet no claim: %+v", d.Status)
+	if len(d.Claim) != 0 {
+		t.Fatalf("claimed while C announces another list: %+v", d.Changes)
 	}
-	if len(d.Status.Disagree) != 1 || d.Status.Disagree[0].Node != nodeC {
-		t.Fatalf("disagree %+v, want C", d.Status.Disagree)
+	want := "the cluster shows 2 voter lists: this node's [192.168.10.1 192.168.10.2 192.168.10.3] from [192.168.10.1 192.168.10.2], " +
+		"and [192.168.10.1 192.168.10.3] from [192.168.10.3]"
+	if msg := d.Status.Blocked[pool.CIDR]; !strings.HasPrefix(msg, want) {
+		t.Fatalf("blocked message %q, want it to start %q", msg, want)
+	}
+	if err := d.Status.CanClaim(); err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("CanClaim %v", err)
+	}
+	// Every node agrees: A claims.
+	tbl.Records[1] = record(nodeC, three...)
+	if d := Decide(need(input(nodeA, three, tbl))); len(d.Claim) != 1 || len(d.Status.OtherLists) != 0 {
+		t.Fatalf("all agree, yet no claim: %+v", d.Status)
+	}
+	// A claim or a vote made under another list is evidence too, even
+	// with no record of it in the table (a record arrives last, or a
+	// reflector lost it).
+	other := VoterHash([]netip.Addr{addrC, addrD})
+	for name, tb := range map[string]Table{
+		"claim": {Records: tbl.Records, Claims: []Claim{{Block: blk1, Owner: nodeD, State: Confirmed, VoterHash: other}}},
+		"vote":  {Records: tbl.Records, Grants: []Grant{{Block: blk1, Voter: nodeD, To: nodeD, VoterHash: other}}},
+	} {
+		d := Decide(need(input(nodeA, three, tb)))
+		if len(d.Claim) != 0 {
+			t.Errorf("%s under another list: claimed anyway: %+v", name, d.Changes)
+		}
+		wantOther := []OtherList{{Hash: other, Nodes: []netip.Addr{addrD}}}
+		if diff := cmp.Diff(wantOther, d.Status.OtherLists, netipCmp); diff != "" {
+			t.Errorf("%s under another list: other lists (-want +got):\n%s", name, diff)
+		}
+		if msg := d.Status.ListsDisagree(); !strings.Contains(msg, fmt.Sprintf("an unknown list (hash %08x) from [192.168.10.4]", other)) {
+			t.Errorf("%s under another list: %q", name, msg)
+		}
+	}
+	// A forgotten node's announcements are no evidence.
+	st := emptyState(nodeA, 1)
+	st.Forgotten[nodeD] = true
+	in := need(input(nodeA, three, Table{Records: append(slices.Clone(tbl.Records), record(nodeD, addrD))}))
+	in.State = st
+	if d := Decide(in); len(d.Claim) != 1 {
+		t.Fatalf("a forgotten node's list stopped the claim: %+v", d.Status)
 	}
 }
 
@@ -305,28 +345,6 @@ func TestRemoteConfirmedBlockRemembered(t *testing.T) {
 	}
 }
 
-func TestAdopt(t *testing.T) {
-	mine := []netip.Addr{addrD, addrA, addrB, addrC}
-	for _, tc := range []struct {
-		name    string
-		records []Record
-		want    []netip.Addr
-	}{
-		{"nobody seen", nil, Voters(mine)},
-		{"all announce three", []Record{record(nodeA, three...), record(nodeB, three...)}, three},
-		{"one voter of three is not enough", []Record{record(nodeA, three...), record(nodeB, addrA, addrB, addrD)}, Voters(mine)},
-		{"another joiner's default does not disturb it", []Record{record(nodeA, three...), record(nodeB, three...), record(Node{netip.MustParseAddr("192.168.10.5"), 5}, addrA, addrB, addrC, netip.MustParseAddr("192.168.10.5"))}, three},
-		{"two lists, each with its majority", []Record{record(nodeA, addrA, addrB), record(nodeB, addrA, addrB), record(nodeC, addrC)}, Voters(mine)},
-		{"own reflected record ignored", []Record{record(Node{addrD, 1}, addrD), record(nodeA, three...), record(nodeB, three...)}, three},
-		{"one voter of three is no majority of the list", []Record{record(nodeA, three...)}, Voters(mine)},
-		{"a stray list announced by a non-voter of it", []Record{record(nodeC, addrA, addrB)}, Voters(mine)},
-	} {
-		if diff := cmp.Diff(tc.want, Adopt(mine, tc.records, addrD), netipCmp); diff != "" {
-			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
-		}
-	}
-}
-
 // TestJoinerGivesUpADownOwnersBlock: node A (the lowest address) joins
 // while C is down and claims C's block, which it never heard of. The
 // voters vote for C, whose claim A cannot see: A gives up and looks
@@ -350,26 +368,38 @@ func TestJoinerGivesUpADownOwnersBlock(t *testing.T) {
 	}
 }
 
-func TestDefaultVoters(t *testing.T) {
+func TestCheckListChange(t *testing.T) {
 	a := func(s string) netip.Addr { return netip.MustParseAddr(s) }
-	var peers []netip.Addr
-	for i := 20; i >= 11; i-- {
-		peers = append(peers, a(fmt.Sprintf("192.168.10.%d", i)))
-	}
-	five := []netip.Addr{a("192.168.10.11"), a("192.168.10.12"), a("192.168.10.13"), a("192.168.10.14"), a("192.168.10.15")}
+	abc := []netip.Addr{a("10.0.0.1"), a("10.0.0.2"), a("10.0.0.3")}
+	abcd := append(slices.Clone(abc), a("10.0.0.4"))
+	abd := []netip.Addr{a("10.0.0.1"), a("10.0.0.2"), a("10.0.0.4")}
 	for _, tc := range []struct {
-		name  string
-		self  netip.Addr
-		peers []netip.Addr
-		want  []netip.Addr
+		name     string
+		from, to VoterList
+		holds    bool
+		want     string // "" passes, else a part of the error
 	}{
-		{"alone", a("192.168.10.30"), nil, []netip.Addr{a("192.168.10.30")}},
-		{"three nodes: all vote", a("192.168.10.13"), peers[8:], []netip.Addr{a("192.168.10.11"), a("192.168.10.12"), a("192.168.10.13")}},
-		{"the lowest five, whoever asks", a("192.168.10.30"), peers, five},
-		{"a node among them", a("192.168.10.12"), append(slices.Clone(peers[:8]), a("192.168.10.11"), a("192.168.10.12")), five},
+		{"a store that kept no list", VoterList{}, VoterList{Voters: abc}, true, ""},
+		{"the same list, any order", VoterList{Voters: abc}, VoterList{Voters: []netip.Addr{abc[2], abc[0], abc[1]}}, true, ""},
+		{"one voter added", VoterList{Voters: abc}, VoterList{Voters: abcd}, true, ""},
+		{"one voter removed", VoterList{Voters: abcd}, VoterList{Voters: abc}, true, ""},
+		{"a voter replaced at once", VoterList{Voters: abc}, VoterList{Voters: abd}, true, "2 voters at once"},
+		{"a voter replaced, nothing held", VoterList{Voters: abc}, VoterList{Voters: abd}, false, ""},
+		{"a lone node joins with blocks", VoterList{Voters: abc[:1], Alone: true}, VoterList{Voters: abc[:2]}, true, "ran alone"},
+		{"a lone node joins with nothing", VoterList{Voters: abc[:1], Alone: true}, VoterList{Voters: abc}, false, ""},
+		{"a lone node keeps its list", VoterList{Voters: abc[:1], Alone: true}, VoterList{Voters: abc[:1]}, true, ""},
+		{"a lone voter of a cluster grows by one", VoterList{Voters: abc[:1]}, VoterList{Voters: abc[:2]}, true, ""},
 	} {
-		if diff := cmp.Diff(tc.want, DefaultVoters(tc.self, tc.peers), netipCmp); diff != "" {
-			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		err := CheckListChange(tc.from, tc.to, tc.holds)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: got %v, want an error with %q", tc.name, err, tc.want)
 		}
+	}
+	err := CheckListChange(VoterList{Voters: abc}, VoterList{Voters: abd}, true)
+	if want := "set bgp.voters back to [10.0.0.1 10.0.0.2 10.0.0.3], or to the first step [10.0.0.1 10.0.0.2 10.0.0.3 10.0.0.4]"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("replacing a voter: %v, want it to say %q", err, want)
 	}
 }

@@ -70,6 +70,11 @@ type Sim struct {
 	// Workers is how many decisions run at once (0: GOMAXPROCS). The
 	// result does not depend on it.
 	Workers int
+	// ListOf, if set, is the voter list node i decides with, from the
+	// table it holds: a stand-in for how a node picks its list (the tests
+	// replay the old default, which learned it from the records). Unset:
+	// the node's own Voters, or else the Sim's.
+	ListOf func(i int, t Table) []netip.Addr
 }
 
 // simOut is one output of a node: its complete announcements after one
@@ -89,6 +94,8 @@ type SimNode struct {
 	Side int
 	// Want is how many blocks of the first pool the node wants confirmed.
 	Want int
+	// Voters is the node's own bgp.voters; nil: the Sim's Voters.
+	Voters []netip.Addr
 	// Last is its last decision, less its Changes (applied to State).
 	Last     Decision
 	voter    bool
@@ -172,7 +179,14 @@ func (s *Sim) input(i int, t *Table) Input {
 	if s.SameStart {
 		name = ""
 	}
-	return Input{State: n.State, Table: *t, Voters: s.Voters, Pools: s.Pools, Need: need, Name: name}
+	voters := s.Voters
+	switch {
+	case s.ListOf != nil:
+		voters = s.ListOf(i, *t)
+	case n.Voters != nil:
+		voters = n.Voters
+	}
+	return Input{State: n.State, Table: *t, Voters: voters, Pools: s.Pools, Need: need, Name: name}
 }
 
 // Step lets every node that is up decide once, then delivers updates.

@@ -1,6 +1,7 @@
 package blockproto
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -14,10 +15,13 @@ type Status struct {
 	Majority  int
 	Reached   []netip.Addr // voters whose record, under this voter list, this node sees (itself included)
 	Missing   []netip.Addr // voters it does not
-	// Disagree are nodes that announce another voter list: a node
-	// configured wrongly (its votes and claims do not count here), or this
-	// one.
-	Disagree []Record
+	// Agree are the nodes whose record announces this node's voter list,
+	// itself included.
+	Agree []netip.Addr
+	// OtherLists are the other voter lists the cluster shows: a record
+	// that announces one, or a claim or a vote made under one. While there
+	// is any, this node claims no block (CanClaim).
+	OtherLists []OtherList
 	// Gone says why this incarnation may not take part any more (forgotten
 	// or superseded); "" while it may.
 	Gone string
@@ -38,6 +42,24 @@ const RecoveredReason = "this node's store was rebuilt by `reef store recover`: 
 	"and votes only for confirmed owners (the blocks it gave up and the votes it cast were lost with the file); " +
 	"to claim again, drain the node, stop reef, move its state dir away and start it again (docs/ipam.md, \"A damaged store\")"
 
+// OtherList is a voter list other than this node's, and the nodes whose
+// announcements show it.
+type OtherList struct {
+	Hash uint32
+	// Voters is the list as a record announces it; nil when only claims
+	// or votes, which carry the hash alone, show it.
+	Voters []netip.Addr
+	Nodes  []netip.Addr
+}
+
+func (o OtherList) String() string {
+	list := fmt.Sprintf("an unknown list (hash %08x)", o.Hash)
+	if o.Voters != nil {
+		list = addrList(o.Voters)
+	}
+	return fmt.Sprintf("%s from %s", list, addrList(o.Nodes))
+}
+
 // PendingClaim is a pending claim with its grants so far.
 type PendingClaim struct {
 	Block  netip.Prefix
@@ -45,8 +67,8 @@ type PendingClaim struct {
 }
 
 // CanClaim reports whether nothing but the pool's free blocks stands in
-// the way of a claim: this node takes part, and a majority of its voters is
-// reached and announces the same voter list.
+// the way of a claim: this node takes part, the cluster shows no voter
+// list but its own, and a majority of its voters is reached.
 func (s Status) CanClaim() error {
 	if s.Gone != "" {
 		return fmt.Errorf("%s", s.Gone)
@@ -54,17 +76,29 @@ func (s Status) CanClaim() error {
 	if s.Recovered != "" {
 		return fmt.Errorf("%s", s.Recovered)
 	}
+	if len(s.OtherLists) > 0 {
+		return errors.New(s.ListsDisagree())
+	}
 	if len(s.Reached) >= s.Majority {
 		return nil
 	}
-	for _, d := range s.Disagree {
-		if slices.Contains(s.Voters, d.Node.Addr) {
-			return fmt.Errorf("voter %s announces the voters %s, this node has %s: bgp.voters must be the same on every node; this node claims no block until a majority of its voters agree",
-				d.Node.Addr, addrList(d.Voters), addrList(s.Voters))
-		}
-	}
 	return fmt.Errorf("this node reaches %d of the %d voters and needs %d: no answer from %s; check `reef status` on them",
 		len(s.Reached), len(s.Voters), s.Majority, addrList(s.Missing))
+}
+
+// ListsDisagree says which voter lists the cluster shows and the nodes
+// behind each; "" when it shows only this node's.
+func (s Status) ListsDisagree() string {
+	if len(s.OtherLists) == 0 {
+		return ""
+	}
+	var others []string
+	for _, o := range s.OtherLists {
+		others = append(others, o.String())
+	}
+	return fmt.Sprintf("the cluster shows %d voter lists: this node's %s from %s, and %s; bgp.voters must be the same on every node, "+
+		"and this node claims no block until no other list is announced (docs/ipam.md, \"Voters\")",
+		len(s.OtherLists)+1, addrList(s.Voters), addrList(s.Agree), strings.Join(others, ", and "))
 }
 
 func addrList(as []netip.Addr) string {
@@ -90,11 +124,14 @@ func (d *decider) status() Status {
 			s.Missing = append(s.Missing, v)
 		}
 	}
+	s.Agree = []netip.Addr{d.self().Addr}
 	for _, a := range sortedAddrs(d.records) {
-		if r := d.records[a]; r.VoterHash != d.hash {
-			s.Disagree = append(s.Disagree, r)
+		if d.records[a].VoterHash == d.hash {
+			s.Agree = append(s.Agree, a)
 		}
 	}
+	slices.SortFunc(s.Agree, netip.Addr.Compare)
+	s.OtherLists = d.otherLists()
 	for _, b := range sortedKeys(d.state.Own) {
 		if d.state.Own[b].State == OwnPending {
 			s.Pending = append(s.Pending, PendingClaim{Block: b, Grants: d.grantsTo(b, d.self())})

@@ -138,21 +138,6 @@ func Voters(addrs []netip.Addr) []netip.Addr {
 	return slices.Compact(out)
 }
 
-// DefaultVoterCount is how many voters a node configured without
-// bgp.voters takes: five tolerate two voters down, and a claim costs a
-// round trip to five nodes however large the cluster.
-const DefaultVoterCount = 5
-
-// DefaultVoters is the voter list of a node configured without bgp.voters:
-// the DefaultVoterCount lowest addresses of itself and its peers. Nodes
-// that all list each other compute the same list, and a node added to such
-// a cluster later changes it only when its address is among the lowest
-// (and then takes the cluster's list anyway, Adopt).
-func DefaultVoters(self netip.Addr, peers []netip.Addr) []netip.Addr {
-	v := Voters(append([]netip.Addr{self}, peers...))
-	return v[:min(len(v), DefaultVoterCount)]
-}
-
 // VoterHash is the hash every node announces of its voter list; two nodes
 // with the same list, in any order, have the same hash.
 func VoterHash(voters []netip.Addr) uint32 {
@@ -165,46 +150,3 @@ func VoterHash(voters []netip.Addr) uint32 {
 
 // Majority is the number of grants a claim needs among n voters.
 func Majority(n int) int { return n/2 + 1 }
-
-// Adopt is the voter list of a node configured without bgp.voters: its
-// default (itself and its peers), unless the records it sees show one other
-// list that a majority of that list's own voters announce; it then takes
-// that list. So a node that joins a running cluster takes the cluster's
-// voters (and is not one itself) without an edit anywhere, whatever other
-// joiners announce meanwhile, while a node that sees only a stray, wrongly
-// configured one keeps its own. Safety does not rest on it: a voter votes
-// only under its own list, and a claim counts only votes made under the
-// claimant's.
-func Adopt(def []netip.Addr, records []Record, self netip.Addr) []netip.Addr {
-	type list struct {
-		voters []netip.Addr
-		from   map[netip.Addr]bool
-	}
-	var lists []*list
-	for _, r := range records {
-		v := Voters(r.Voters)
-		if r.Node.Addr == self || !slices.Contains(v, r.Node.Addr) {
-			continue // only a list's own voters speak for it
-		}
-		i := slices.IndexFunc(lists, func(l *list) bool { return slices.Equal(l.voters, v) })
-		if i < 0 {
-			lists = append(lists, &list{voters: v, from: map[netip.Addr]bool{}})
-			i = len(lists) - 1
-		}
-		lists[i].from[r.Node.Addr] = true
-	}
-	var chosen []netip.Addr
-	for _, l := range lists {
-		if len(l.from) < Majority(len(l.voters)) {
-			continue
-		}
-		if chosen != nil {
-			return Voters(def) // two lists each backed by their majority: nothing to adopt
-		}
-		chosen = l.voters
-	}
-	if chosen == nil {
-		return Voters(def)
-	}
-	return chosen
-}

@@ -35,8 +35,7 @@ type blockEngine struct {
 	speaker *bgp.Speaker
 	log     *slog.Logger
 	name    string
-	voters  []netip.Addr // bgp.voters, or the default (blockproto.DefaultVoters)
-	auto    bool         // bgp.voters unset: take the cluster's list (blockproto.Adopt)
+	voters  []netip.Addr // bgp.voters, or this node alone (voterList)
 	pools   []store.Pool
 	metrics *metrics.Metrics // nil: off
 	trigger func()
@@ -70,8 +69,8 @@ func (t stepTimes) LogValue() slog.Value {
 		slog.String("decide", r(t.decide)), slog.String("persist", r(t.persist)), slog.String("announce", r(t.announce)), slog.String("rest", r(t.rest)))
 }
 
-func newBlockEngine(st *store.Store, sp *bgp.Speaker, log *slog.Logger, name string, voters []netip.Addr, auto bool, pools []store.Pool, trigger func()) *blockEngine {
-	return &blockEngine{store: st, speaker: sp, log: log.With("component", "blocks"), name: name, voters: blockproto.Voters(voters), auto: auto, pools: pools,
+func newBlockEngine(st *store.Store, sp *bgp.Speaker, log *slog.Logger, name string, voters []netip.Addr, pools []store.Pool, trigger func()) *blockEngine {
+	return &blockEngine{store: st, speaker: sp, log: log.With("component", "blocks"), name: name, voters: blockproto.Voters(voters), pools: pools,
 		trigger: trigger, demand: map[netip.Prefix]int{}, failure: map[netip.Prefix]error{}, free: map[netip.Prefix]int{}, changed: make(chan struct{}), stepped: make(chan struct{})}
 }
 
@@ -256,16 +255,16 @@ func (e *blockEngine) Step(ctx context.Context) (blocks []store.Block, woke bool
 	for _, p := range e.pools {
 		pools = append(pools, blockproto.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize})
 	}
-	voters := e.voters
-	if e.auto {
-		voters = blockproto.Adopt(e.voters, table.Records, st.Self.Addr)
-	}
 	peers := e.speaker.Sessions(ctx)
 	mark(&tm.sessions)
-	d := blockproto.Decide(blockproto.Input{State: st, Table: table, Voters: voters, Pools: pools, Need: e.need(st), Name: e.name,
-		Unreachable: unreachable(voters, st.Self.Addr, peers)})
-	if !slices.Equal(voters, e.last.Status.Voters) {
-		e.log.Info("voters", "voters", voters, "from", map[bool]string{true: "the cluster's records (bgp.voters unset)", false: "the config"}[e.auto && !slices.Equal(voters, e.voters)])
+	d := blockproto.Decide(blockproto.Input{State: st, Table: table, Voters: e.voters, Pools: pools, Need: e.need(st), Name: e.name,
+		Unreachable: unreachable(e.voters, st.Self.Addr, peers)})
+	if was, now := e.last.Status.ListsDisagree(), d.Status.ListsDisagree(); now != was {
+		if now != "" {
+			e.log.Error("voter lists disagree: no block is claimed here until they agree", "detail", now)
+		} else if was != "" {
+			e.log.Info("voter lists agree again: claims may go on", "voters", e.voters)
+		}
 	}
 	mark(&tm.decide)
 	var errs []error
@@ -464,4 +463,33 @@ func (e *blockEngine) schedule(d blockproto.Decision) {
 	if len(d.Status.Pending) > 0 || len(e.demand) > 0 {
 		e.timer = time.AfterFunc(time.Second, e.trigger)
 	}
+}
+
+// voterList is the voter list this node runs under: bgp.voters, or itself
+// alone when it has no other node to talk to. It is checked against the
+// list the store last ran under (blockproto.CheckListChange) and recorded.
+func voterList(cfg Config, self netip.Addr, st *store.Store) (blockproto.VoterList, error) {
+	l := blockproto.VoterList{Voters: blockproto.Voters(cfg.BGP.Voters)}
+	if len(l.Voters) == 0 {
+		l = blockproto.VoterList{Voters: []netip.Addr{self}, Alone: true}
+	}
+	prev, ok, err := st.VoterList()
+	if err != nil {
+		return l, err
+	}
+	if ok {
+		ps, err := st.LoadProtocol()
+		if err != nil {
+			return l, err
+		}
+		if err := blockproto.CheckListChange(prev, l, ps.Holds()); err != nil {
+			return l, cfg.KeyError("bgp.voters", fmt.Sprintf("value %v: %v", l.Voters, err))
+		}
+	}
+	if !ok || !slices.Equal(prev.Voters, l.Voters) || prev.Alone != l.Alone {
+		if err := st.SetVoterList(l); err != nil {
+			return l, err
+		}
+	}
+	return l, nil
 }

@@ -50,6 +50,8 @@ type Config struct {
 	CNIBinDir         string        `yaml:"cniBinDir"`
 	ReconcileInterval time.Duration `yaml:"reconcileInterval"`
 	LogLevel          string        `yaml:"logLevel"`
+
+	source configSource // set by ParseConfig
 }
 
 // KubeConfig is the optional Kubernetes API client: with a kubeconfig the
@@ -81,10 +83,9 @@ type BGPConfig struct {
 	KeepaliveTime time.Duration  `yaml:"keepaliveTime"`
 	HoldTime      time.Duration  `yaml:"holdTime"`
 	// Voters are the nodes whose majority confirms a block claim; every
-	// node must list the same ones (docs/ipam.md). Empty: the 5 lowest
-	// addresses of this node and bgp.peers (blockproto.DefaultVoters),
-	// which is the same list on every node of a cluster whose nodes all
-	// list each other. Required with route reflectors.
+	// node must list the same ones (docs/ipam.md). Required as soon as the
+	// node has other nodes to talk to (bgp.peers, bgp.peerPrefixes,
+	// bgp.routeReflectors); a node with none runs alone, its own voter.
 	Voters []netip.Addr `yaml:"voters"`
 	// RouteReflectors are the route reflectors this node peers with
 	// instead of the full mesh (Calico: BGPPeer with nodeToNodeMesh off).
@@ -232,6 +233,7 @@ func ParseConfig(name string, data []byte) (Config, error) {
 		return Config{}, &configError{file: name, line: top.Line, msg: "the top level must be a mapping of keys such as nodeName: and pools:"}
 	}
 	d.decodeStruct(top, "", reflect.ValueOf(&c).Elem())
+	c.source = configSource{file: name, lines: d.lines}
 	if len(d.errs) == 0 {
 		// Problems in values the file does not set (a default hostname, say)
 		// are left to Finish, after flags had their chance to override them.
@@ -268,6 +270,21 @@ func (c *Config) Validate() error {
 		errs = append(errs, &configError{path: p.path, msg: p.msg})
 	}
 	return errors.Join(errs...)
+}
+
+// configSource is where a configuration was read from: the file and the
+// line of each key it sets, for problems found after parsing.
+type configSource struct {
+	file  string
+	lines map[string]int
+}
+
+// KeyError is a problem with the key at path (such as bgp.voters) found
+// after parsing, for instance against the store: it names the file and the
+// line of the key, or of the nearest enclosing key the file sets.
+func (c *Config) KeyError(path, msg string) error {
+	line, _ := configLine(c.source.lines, path)
+	return &configError{file: c.source.file, line: line, path: path, msg: msg}
 }
 
 // configError is one problem of a configuration, located as precisely as known.

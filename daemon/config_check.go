@@ -106,6 +106,11 @@ func (c *Config) configProblems() []configProblem {
 	if b.KeepaliveTime <= 0 {
 		bad("bgp.keepaliveTime", "value %q must be positive", b.KeepaliveTime)
 	}
+	if len(b.Voters) == 0 && (len(b.Peers) > 0 || len(b.PeerPrefixes) > 0) {
+		bad("bgp.voters", "is not set, but bgp.peers or bgp.peerPrefixes is: a node of a cluster must name the cluster's voters, "+
+			"the same 3 or 5 nodes on every node (their majority confirms each address block), e.g. voters: %s under bgp:; "+
+			"docs/ipam.md, \"Starting a cluster\"", exampleVoters(c.NodeAddress, b.Peers))
+	}
 	seen := map[netip.Addr]int{}
 	for i, a := range b.Voters {
 		at := fmt.Sprintf("bgp.voters[%d]", i)
@@ -152,6 +157,21 @@ func (c *Config) configProblems() []configProblem {
 		bad("logLevel", "value %q is not one of debug, info, warn, error", c.LogLevel)
 	}
 	return ps
+}
+
+// exampleVoters is a voter list to suggest: the three lowest addresses of
+// this node (when the file gives it) and its peers, or placeholders.
+func exampleVoters(self netip.Addr, peers []netip.Addr) string {
+	all := slices.Clone(peers)
+	if self.IsValid() {
+		all = append(all, self)
+	}
+	slices.SortFunc(all, netip.Addr.Compare)
+	all = slices.Compact(all)
+	if len(all) < 3 {
+		return "[NODE1, NODE2, NODE3]"
+	}
+	return fmt.Sprintf("[%s, %s, %s]", all[0], all[1], all[2])
 }
 
 // reflectorProblems are the checks of bgp.routeReflectors and

@@ -14,9 +14,10 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
-var configCmpOpts = cmpopts.EquateComparable(netip.Addr{}, netip.Prefix{})
+var configCmpOpts = cmp.Options{cmpopts.EquateComparable(netip.Addr{}, netip.Prefix{}), cmpopts.IgnoreUnexported(Config{})}
 
-// designExample is the example of DESIGN.md, "Configuration".
+// designExample is the example of DESIGN.md, "Configuration", with the
+// bgp.voters a node with peers must now have (issue 26).
 const designExample = `
 nodeName: k8s-node-1          # default: hostname
 nodeAddress: 192.168.10.20    # default: the address on the default-route interface
@@ -36,6 +37,7 @@ bgp:
   peers: [192.168.10.17, 192.168.10.21]
   peerPrefixes: [192.168.10.0/24]
   password: ""                # TCP MD5, optional
+  voters: [192.168.10.17, 192.168.10.20, 192.168.10.21]
 metrics: 127.0.0.1:9099
 reconcileInterval: 30s
 logLevel: info
@@ -63,6 +65,7 @@ func TestParseConfig(t *testing.T) {
 				c.Interface = "ens18"
 				c.BGP.Peers = []netip.Addr{addr("192.168.10.17"), addr("192.168.10.21")}
 				c.BGP.PeerPrefixes = []netip.Prefix{pfx("192.168.10.0/24")}
+				c.BGP.Voters = []netip.Addr{addr("192.168.10.17"), addr("192.168.10.20"), addr("192.168.10.21")}
 			},
 		},
 		{
@@ -135,11 +138,12 @@ func TestParseConfig(t *testing.T) {
 		},
 		{
 			name: "anchors and aliases",
-			yaml: "pools:\n- &p {cidr: 10.10.0.0/16, blockSize: 28}\nbgp: {peers: [&a 10.0.0.1], peerPrefixes: [10.0.0.0/8]}\n",
+			yaml: "pools:\n- &p {cidr: 10.10.0.0/16, blockSize: 28}\nbgp: {peers: [&a 10.0.0.1], peerPrefixes: [10.0.0.0/8], voters: [*a]}\n",
 			want: func(c *Config) {
 				c.Pools = []PoolConfig{{CIDR: pfx("10.10.0.0/16"), BlockSize: 28, VXLANMode: EncapCrossSubnet, IPIPMode: EncapNever, NATOutgoing: true}}
 				c.BGP.Peers = []netip.Addr{addr("10.0.0.1")}
 				c.BGP.PeerPrefixes = []netip.Prefix{pfx("10.0.0.0/8")}
+				c.BGP.Voters = []netip.Addr{addr("10.0.0.1")}
 			},
 		},
 	}
@@ -242,6 +246,11 @@ func TestParseConfigErrors(t *testing.T) {
 		{"log level", "logLevel: verbose", []string{f + `line 1: logLevel: value "verbose" is not one of debug, info, warn, error`}},
 		{"log level case", "logLevel: INFO", []string{`logLevel: value "INFO"`}},
 		{"null password at top level", "password:\nnodeName: n1", []string{`unknown key "password"`}},
+
+		// A node with peers names the cluster's voters.
+		{"peers without voters", "nodeAddress: 10.0.0.9\nbgp:\n  peers: [10.0.0.3, 10.0.0.1, 10.0.0.2, 10.0.0.4]\n",
+			[]string{f + `line 2: bgp.voters: is not set, but bgp.peers or bgp.peerPrefixes is`, "the same 3 or 5 nodes on every node", "e.g. voters: [10.0.0.1, 10.0.0.2, 10.0.0.3]"}},
+		{"peer prefixes without voters", "bgp:\n  peerPrefixes: [10.0.0.0/24]\n", []string{f + `line 1: bgp.voters: is not set`, "voters: [NODE1, NODE2, NODE3]"}},
 
 		// Route reflectors.
 		{"route reflector IPv6", "bgp: {routeReflectors: ['2001:db8::1'], voters: [10.0.0.1]}", []string{`bgp.routeReflectors[0]: value "2001:db8::1" is not a unicast IPv4 address`}},

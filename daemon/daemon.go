@@ -19,7 +19,6 @@ import (
 	sdaemon "github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/reefcni/reef/bgp"
-	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/cniserver"
 	"github.com/reefcni/reef/cniserver/pendingdel"
 	"github.com/reefcni/reef/internal/exepages"
@@ -176,14 +175,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	log.Info("BGP speaker started", "asn", cfg.BGP.ASN, "port", cfg.BGP.Port, "peers", len(cfg.BGP.Peers),
 		"peerPrefixes", len(cfg.BGP.PeerPrefixes), "routeReflectors", cfg.BGP.RouteReflectors, "routeReflector", cfg.BGP.RouteReflector,
 		"prefixLimitUnicast", lim.Unicast, "prefixLimitVPN", lim.VPN, "plannedRestart", planned, "externalPeers", len(cfg.BGP.ExternalPeers))
-	voters := cfg.BGP.Voters
-	if len(voters) == 0 {
-		voters = blockproto.DefaultVoters(up.Address, cfg.BGP.Peers)
+	voters, err := voterList(cfg, up.Address, st)
+	if err != nil {
+		return err
 	}
 	inc, born := st.Incarnation()
-	log.Info("block protocol", "incarnation", fmt.Sprintf("%08x", inc), "born", time.Unix(int64(born), 0).UTC(), "voters", blockproto.Voters(voters),
-		"votersFrom", map[bool]string{true: "bgp.voters", false: "the lowest addresses of this node and bgp.peers"}[len(cfg.BGP.Voters) > 0])
-	d.blocks = newBlockEngine(st, d.speaker, log, cfg.NodeName, voters, len(cfg.BGP.Voters) == 0, pools, d.rec.TriggerBlocks)
+	log.Info("block protocol", "incarnation", fmt.Sprintf("%08x", inc), "born", time.Unix(int64(born), 0).UTC(), "voters", voters.Voters, "alone", voters.Alone)
+	d.blocks = newBlockEngine(st, d.speaker, log, cfg.NodeName, voters.Voters, pools, d.rec.TriggerBlocks)
 	d.blocks.metrics = m
 	d.rec.blocks = d.blocks
 	d.cni.NeedBlock = d.blocks.Need

@@ -83,6 +83,11 @@ func (d *Daemon) metricsState() metrics.State {
 		}
 		s.InvalidPaths = sp.Dropped()
 	}
+	if d.blocks != nil {
+		if st := d.blocks.Last().Status; len(st.Voters) > 0 {
+			s.VoterLists = 1 + len(st.OtherLists)
+		}
+	}
 	s.Blocks = map[string]int{}
 	blocks, err := d.store.Blocks()
 	if err == nil {

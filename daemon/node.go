@@ -265,8 +265,8 @@ func protoStatus(out *reefv1.StatusReply, d blockproto.Decision) {
 	for _, v := range s.Missing {
 		out.VotersMissing = append(out.VotersMissing, v.String())
 	}
-	for _, r := range s.Disagree {
-		out.VotersDisagree = append(out.VotersDisagree, fmt.Sprintf("%s: %v", r.Node.Addr, r.Voters))
+	for _, o := range s.OtherLists {
+		out.VotersDisagree = append(out.VotersDisagree, o.String())
 	}
 	if err := s.CanClaim(); err != nil {
 		out.ClaimBlocked = err.Error()

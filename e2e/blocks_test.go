@@ -3,6 +3,7 @@ package e2e
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"strings"
@@ -350,46 +351,108 @@ func TestBlocksForgetHeardWhileDown(t *testing.T) {
 	}
 }
 
-// TestBlocksVoterListsMustAgree: a node configured with another voter list
-// claims nothing and says why; the others are not disturbed.
+// TestBlocksVoterListsMustAgree: node3 is restarted with another voter
+// list (one voter fewer, which its store accepts as a step). Every node,
+// those that agree among themselves included, stops claiming and says so:
+// status names both lists and the nodes behind each, the log says it, and
+// reef_block_voter_lists reads 2. An ADD on node2 that needs a block waits;
+// once node3 has the cluster's list again, it gets its block.
 func TestBlocksVoterListsMustAgree(t *testing.T) {
 	l := newLab(t)
-	nodes, err := l.AddMeshWith(3, lab.NodeOptions{Extra: smallPool})
-	if err != nil {
-		t.Fatal(err)
-	}
-	odd := nodes[2].Options()
-	odd.BGPExtra = fmt.Sprintf("  voters: [%s, %s]\n", nodes[0].Address, nodes[2].Address)
-	if err := nodes[2].SetOptions(odd); err != nil {
-		t.Fatal(err)
-	}
-	if err := lab.StartAll(nodes); err != nil {
-		t.Fatal(err)
-	}
+	nodes := startMesh(t, l, 3, smallPool)
 	p1 := newPod(t, nodes[0], "a")
-	eventually(t, 15*time.Second, func() string {
-		msg := mustStatus(t, nodes[2]).GetClaimBlocked()
-		if !strings.Contains(msg, "bgp.voters must be the same on every node") {
-			st := mustStatus(t, nodes[2])
-			return fmt.Sprintf("node3's status does not say the voter lists differ: %q (voters %v, reached %d, disagree %v)", msg, st.GetVoters(), st.GetQuorumUp(), st.GetVotersDisagree())
-		}
-		return ""
-	})
-	// node1 and node2 agree and are a majority of their list: they go on,
-	// and name node3 as the one that differs.
-	for _, n := range nodes[:2] {
-		eventually(t, 10*time.Second, func() string {
+	converge(t, nodes...)
+	n2, n3 := nodes[1], nodes[2]
+	if err := n3.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	good := n3.Options()
+	odd := good
+	odd.BGPExtra = fmt.Sprintf("  voters: [%s, %s]\n", nodes[0].Address, n3.Address)
+	if err := n3.SetOptions(odd); err != nil {
+		t.Fatal(err)
+	}
+	if err := n3.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cluster := fmt.Sprintf("[%s %s %s]", nodes[0].Address, n2.Address, n3.Address)
+	other := fmt.Sprintf("[%s %s] from [%s]", nodes[0].Address, n3.Address, n3.Address)
+	for _, n := range nodes {
+		eventually(t, 15*time.Second, func() string {
 			st := mustStatus(t, n)
-			if st.GetClaimBlocked() != "" || len(st.GetVotersDisagree()) != 1 || !strings.HasPrefix(st.GetVotersDisagree()[0], nodes[2].Address.String()) {
-				return fmt.Sprintf("%s: claim blocked %q, disagreeing %v; want free to claim, naming node3", n.Name, st.GetClaimBlocked(), st.GetVotersDisagree())
+			msg := st.GetClaimBlocked()
+			if !strings.Contains(msg, "bgp.voters must be the same on every node") || !strings.Contains(msg, "the cluster shows 2 voter lists") {
+				return fmt.Sprintf("%s does not say the voter lists differ: %q (disagree %v)", n.Name, msg, st.GetVotersDisagree())
+			}
+			if n != n3 && (!strings.Contains(msg, "this node's "+cluster) || len(st.GetVotersDisagree()) != 1 || st.GetVotersDisagree()[0] != other) {
+				return fmt.Sprintf("%s: %q, other lists %q; want its own list %s and %s", n.Name, msg, st.GetVotersDisagree(), cluster, other)
 			}
 			return ""
 		})
 	}
-	if got := blocksOf(t, nodes[2]); len(got) != 0 {
-		t.Errorf("node3 with another voter list has blocks %v", got)
+	if got := scrapeIn(t, nodes[0], "reef_block_voter_lists"); got != "2" {
+		t.Errorf("node1's reef_block_voter_lists = %q, want 2", got)
 	}
-	if !p1.IP.IsValid() {
-		t.Error("node1 got no address")
+	if !strings.Contains(nodes[0].Log(), "voter lists disagree") {
+		t.Error("node1's log does not say the voter lists disagree")
 	}
+
+	// node2 has no block: its first pod needs a claim, which it may not
+	// make. The ADD fails after its wait with "try again later", naming
+	// both lists, and node2 claimed nothing.
+	_, err := fill(t, n2, "waits", 1)
+	if cniCode(err) != uint(types.ErrTryAgainLater) || !strings.Contains(err.Error(), other) {
+		t.Fatalf("node2's ADD while the voter lists disagree: %v; want code 11 naming %s", err, other)
+	}
+	if got := scrapeIn(t, n2, "reef_pool_claims_waiting"); got != "0" {
+		t.Errorf("node2 made a claim while the lists disagree: reef_pool_claims_waiting %s", got)
+	}
+	if got := blocksOf(t, n2); len(got) != 0 {
+		t.Fatalf("node2 got blocks %v while the voter lists disagree", got)
+	}
+
+	if err := n3.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n3.SetOptions(good); err != nil {
+		t.Fatal(err)
+	}
+	if err := n3.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p2 := newPod(t, n2, "b")
+	if got := blocksOf(t, n2); len(got) != 1 || !netip.MustParsePrefix(got[0]).Contains(p2.IP) {
+		t.Errorf("node2's blocks %v, its pod %s", got, p2.IP)
+	}
+	eventually(t, 10*time.Second, func() string {
+		if got := scrapeIn(t, nodes[0], "reef_block_voter_lists"); got != "1" {
+			return "node1's reef_block_voter_lists = " + got
+		}
+		return ""
+	})
+	if !strings.Contains(nodes[0].Log(), "voter lists agree again") {
+		t.Error("node1's log does not say the voter lists agree again")
+	}
+	uniqueAddresses(t, []*lab.Pod{p1, p2})
+}
+
+// scrapeIn reads one unlabelled series of a node's /metrics, from inside
+// the node (the lab's daemons listen on 127.0.0.1:9099).
+func scrapeIn(t *testing.T, n *lab.Node, name string) string {
+	t.Helper()
+	resp, err := lab.HTTPClientIn(n.Netns).Get("http://127.0.0.1:9099/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v
+		}
+		if v, ok := strings.CutPrefix(line, name+"{"); ok {
+			return v[strings.Index(v, "} ")+2:]
+		}
+	}
+	return "missing"
 }

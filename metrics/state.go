@@ -18,6 +18,9 @@ type State struct {
 	// InvalidPaths counts paths dropped because they are not reef blocks,
 	// since the start.
 	InvalidPaths uint64
+	// VoterLists is how many voter lists this node sees announced, its
+	// own included: 1 while every node agrees, 0 before the first step.
+	VoterLists int
 	// RuntimeProblems are the kinds of reason the container runtime will
 	// not use reef (reef status says what to do); RuntimeKinds every kind,
 	// so that each series is there at 0.
@@ -79,6 +82,8 @@ var (
 		"This node's claims of the pool's blocks waiting for a majority of the voters.", []string{"pool"}, nil)
 	descPendingDeletes = prometheus.NewDesc("reef_cni_pending_deletes",
 		"DELs queued while the daemon was away and not yet run.", nil, nil)
+	descVoterLists = prometheus.NewDesc("reef_block_voter_lists",
+		"Voter lists this node sees announced, its own included: 1 while every node agrees; above 1 this node claims no block (reef status names the lists and the nodes behind each).", nil, nil)
 	descRuntime = prometheus.NewDesc("reef_runtime_config_problem",
 		"1 when the container runtime will not use reef for this reason (reef status says what to do), else 0.", []string{"problem"}, nil)
 )
@@ -87,7 +92,7 @@ type stateCollector struct{ state func() State }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSessionUp, descSessionUptime, descPathsReceived, descPathsAccepted, descPathsDropped, descUpdatesIn, descUpdatesOut, descInvalid,
-		descBlocks, descInUse, descCapacity, descPoolBlocks, descPoolClaimed, descWaiting, descPendingDeletes, descRuntime} {
+		descBlocks, descInUse, descCapacity, descPoolBlocks, descPoolClaimed, descWaiting, descPendingDeletes, descVoterLists, descRuntime} {
 		ch <- d
 	}
 }
@@ -130,6 +135,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descWaiting, float64(p.Waiting), p.CIDR)
 	}
 	gauge(descPendingDeletes, float64(s.PendingDeletes))
+	gauge(descVoterLists, float64(s.VoterLists))
 	for _, k := range s.RuntimeKinds {
 		v := 0.0
 		if slices.Contains(s.RuntimeProblems, k) {

@@ -40,6 +40,7 @@ var configCmp = []cmp.Option{
 	cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
 	cmp.Comparer(func(a, b netip.Prefix) bool { return a == b }),
 	cmpopts.EquateEmpty(),
+	cmpopts.IgnoreUnexported(daemon.Config{}),
 }
 
 // TestConfigShowsTheDefaults: the packaged /etc/reef/config.yaml changes

@@ -66,7 +66,7 @@ func benchMesh(ctx context.Context, args []string) error {
 	only := fs.String("only", strings.Join(meshParts, ","), "comma-separated parts to run: "+strings.Join(meshParts, ", "))
 	meshNodes := fs.Int("mesh-nodes", 50, "mesh: number of nodes")
 	meshWait := fs.Duration("mesh-timeout", 90*time.Second, "mesh: give up waiting for the full mesh of sessions after this")
-	meshVoters := fs.Int("mesh-voters", 0, "mesh: bgp.voters = the first this many nodes (0: unset, the default: the 5 lowest addresses)")
+	meshVoters := fs.Int("mesh-voters", 0, "mesh: bgp.voters = the first this many nodes (0: the first 5)")
 	convClusters3 := fs.Int("clusters3", 3, "convergence: clusters of 3 nodes (3 samples each)")
 	convClusters10 := fs.Int("clusters10", 1, "convergence: clusters of 10 nodes (10 samples each)")
 	torClusters := fs.Int("tor-clusters", 3, "tor: clusters of 3 nodes and a ToR (3 samples each)")
@@ -168,7 +168,7 @@ type meshNodeCfg struct {
 	peered       bool         // a full mesh: every node peers with every other
 	peerPrefixes bool         // accept sessions from the whole underlay (peered implies it)
 	extra        string       // YAML appended (pools)
-	voters       []netip.Addr // bgp.voters; none: unset (the default)
+	voters       []netip.Addr // bgp.voters; none: the first nodes added, at most 5
 	production   bool         // the production BGP timers, not the lab's (meshTimers)
 	// perNode, if set, gives the whole bgp: section of node i (0-based,
 	// among the nodes added) instead.
@@ -212,6 +212,11 @@ func (b *meshBench) addNodes(l *lab.Lab, n int, c meshNodeCfg) ([]*lab.Node, err
 	var addrs []netip.Addr
 	for i := 0; i < n; i++ {
 		addrs = append(addrs, lab.NodeAddress(first+i))
+	}
+	if len(c.voters) == 0 {
+		// bgp.voters is required with peers: the first nodes, at most 5,
+		// the same list on every node.
+		c.voters = addrs[:min(n, 5)]
 	}
 	var nodes []*lab.Node
 	for i := 0; i < n; i++ {

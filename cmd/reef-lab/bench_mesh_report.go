@@ -8,8 +8,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/reefcni/reef/blockproto"
 )
 
 // meshReport is everything bench-mesh measured, rendered as the
@@ -147,7 +145,7 @@ func (r *meshReport) markdown() string {
 	w("`reconcileInterval: 30s` and `logLevel: %s`; the BGP timers are the lab's (`keepaliveTime: 1s`, `holdTime: 3s`) but in the\n", r.logLevel)
 	w("50-node mesh, which has the production ones (keepalive 10 s, hold 30 s) as the route-reflector part does;\n")
 	w("meshed nodes list every other node in `bgp.peers` and accept the underlay in `bgp.peerPrefixes`, and leave\n")
-	w("`bgp.voters` unset: the default, the 5 lowest addresses of this node and its peers, the same on every node. The\n")
+	w("`bgp.voters` the first 5 nodes (all of a smaller cluster), the same on every node. The\n")
 	w("pool is the default 10.244.0.0/16 with /26 blocks unless said otherwise. Kernel routes are watched through netlink\n")
 	w("sockets opened in each node's namespace (an rtnetlink subscription per node for convergence, route dumps\n")
 	w("for the rest). RSS is VmRSS of the daemon's `/proc/<pid>/status`. 1-minute load average %s at the start", r.loadStart)
@@ -369,7 +367,7 @@ func (r *meshReport) convergenceSection(w func(string, ...any)) {
 	w("*claimed* = ADD start to \"%s\", *votes* = claimed to \"%s\"\n", meshLogClaimed, meshLogConfirmed)
 	w("(one round trip to the voters: the claim out in IPv4 VPN, their grants back), *spread* = confirmed to the route\n")
 	w("on the last other node (the confirmed claim and the IPv4 unicast path out, the peer's decision, netlink). The\n")
-	w("config is the default: no `bgp.voters`, so the 5 lowest addresses vote (all 3 of a 3-node cluster) and a claim\n")
+	w("voters are the first 5 nodes (`bgp.voters`; all 3 of a 3-node cluster), and a claim\n")
 	w("needs a strict majority of them (2 of 3, 3 of 5).\n\n")
 	w("| nodes | samples | p50 ms | max ms | ADD p50 ms | claimed p50 | votes p50 | votes max | spread p50 | spread max | first node p50 |\n")
 	w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -425,12 +423,7 @@ func (r *meshReport) meshSection(w func(string, ...any)) {
 	w("%d nodes with empty stores, every daemon started at once (%d sessions to establish); then one pod per node,\n", m.nodes, m.nodes*(m.nodes-1)/2)
 	w("all %d ADDs at once, until every node has the route to every other node's block (%d routes). The wait for\n", m.nodes, m.nodes*(m.nodes-1))
 	w("sessions polls `reef status` of every node and gives up when no session has come up for %s. ", meshStall)
-	if len(m.voters) > 0 {
-		w("Every node has `bgp.voters: [%s]`, the first %d nodes, so a claim needs %d votes.\n\n", meshAddrList(m.voters), len(m.voters), len(m.voters)/2+1)
-	} else {
-		v := min(m.nodes, blockproto.DefaultVoterCount)
-		w("`bgp.voters` is unset (the default): the %d lowest addresses vote, so a claim needs %d votes of %d.\n\n", v, v/2+1, v)
-	}
+	w("Every node has `bgp.voters: [%s]`, the first %d nodes, so a claim needs %d votes.\n\n", meshAddrList(m.voters), len(m.voters), len(m.voters)/2+1)
 	w("| step | time |\n|---|---:|\n")
 	if m.started > 0 {
 		w("| every daemon exec'd | %s |\n", meshSec(m.started))

@@ -189,6 +189,9 @@ type meshStartResult struct {
 
 func (b *meshBench) meshStart(n, voters int, timeout time.Duration) (r meshStartResult) {
 	r.nodes = n
+	if voters == 0 {
+		voters = 5
+	}
 	for i := range min(voters, n) {
 		r.voters = append(r.voters, lab.NodeAddress(i))
 	}

@@ -41,6 +41,11 @@ type Lab struct {
 	Dir    string
 	BinDir string // holds reef and reef-cni
 	Switch string // netns of the underlay bridge
+	// Voters is the cluster's bgp.voters, written into the config of every
+	// node whose bgp: section the lab generates and whose BGPExtra names
+	// none. AddMesh sets it to the mesh's first nodes (at most 5) when it
+	// is empty, so nodes added later join that cluster.
+	Voters []netip.Addr
 
 	mu      sync.Mutex
 	nodes   []*Node

@@ -28,6 +28,11 @@ func (l *Lab) AddMeshWith(n int, base NodeOptions) ([]*Node, error) {
 	for i := 0; i < n; i++ {
 		addrs = append(addrs, NodeAddress(first+i))
 	}
+	l.mu.Lock()
+	if len(l.Voters) == 0 {
+		l.Voters = addrs[:min(n, 5)]
+	}
+	l.mu.Unlock()
 	var nodes []*Node
 	for i := 0; i < n; i++ {
 		var peers []netip.Addr

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -199,8 +200,25 @@ logLevel: debug
 			cfg += p.String()
 		}
 		cfg += "]\n" + n.opts.BGPExtra
+		if !strings.Contains(n.opts.BGPExtra, "voters:") {
+			cfg += "  voters: " + addrList(n.Lab.clusterVoters(n.Address, n.opts.Peers)) + "\n"
+		}
 	}
 	return os.WriteFile(n.Config, []byte(cfg+n.opts.Extra), 0o644)
+}
+
+// clusterVoters is the voter list of a node the lab configures: the lab's
+// Voters, or else the five lowest addresses of the node and its peers.
+func (l *Lab) clusterVoters(self netip.Addr, peers []netip.Addr) []netip.Addr {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.Voters) > 0 {
+		return l.Voters
+	}
+	all := append([]netip.Addr{self}, peers...)
+	slices.SortFunc(all, netip.Addr.Compare)
+	all = slices.Compact(all)
+	return all[:min(len(all), 5)]
 }
 
 // CNIConfDir is the node's CNI config dir, as a runtime would read it: the

@@ -117,8 +117,8 @@ func (l *Lab) AddCrossNodes(opts NodeOptions) ([]*Node, error) {
 			}
 		}
 		o := opts
-		o.BGP = fmt.Sprintf("  keepaliveTime: 1s\n  holdTime: 3s\n  peers: [%s]\n  peerPrefixes: [%s, %s]\n",
-			strings.Join(peers, ", "), Underlay, SubnetB)
+		o.BGP = fmt.Sprintf("  keepaliveTime: 1s\n  holdTime: 3s\n  peers: [%s]\n  peerPrefixes: [%s, %s]\n  voters: %s\n",
+			strings.Join(peers, ", "), Underlay, SubnetB, addrList(addrs))
 		if opts.RouterASN != 0 {
 			o.BGP += fmt.Sprintf("  externalPeers:\n    - address: %s\n      asn: %d\n", RouterLeg(addrs[i]), opts.RouterASN)
 			if opts.RouterPassword != "" {

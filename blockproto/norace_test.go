@@ -1,0 +1,5 @@
+//go:build !race
+
+package blockproto
+
+const raceEnabled = false

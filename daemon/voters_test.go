@@ -1,0 +1,74 @@
+package daemon
+
+import (
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/reefcni/reef/blockproto"
+	"github.com/reefcni/reef/store"
+)
+
+// TestVoterListAtStart: a node that ran alone and confirmed a block is
+// refused a cluster's list, with the file, line and key; one with nothing
+// held takes it; a one-voter change passes, two voters at once do not.
+func TestVoterListAtStart(t *testing.T) {
+	self := netip.MustParseAddr("192.168.10.20")
+	st, err := store.Open(filepath.Join(t.TempDir(), "reef.db"), store.Options{Node: "n1", Address: self})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	parse := func(yaml string) Config {
+		t.Helper()
+		c, err := ParseConfig("/etc/reef/config.yaml", []byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	alone := parse("nodeName: n1\n")
+	l, err := voterList(alone, self, st)
+	if err != nil || !l.Alone || !slices.Equal(l.Voters, []netip.Addr{self}) {
+		t.Fatalf("alone: %+v, %v", l, err)
+	}
+	three := "nodeName: n1\nbgp:\n  peers: [192.168.10.21, 192.168.10.22]\n  voters: [192.168.10.20, 192.168.10.21, 192.168.10.22]\n"
+	// Nothing held yet: joining a cluster is fine.
+	if _, err := voterList(parse(three), self, st); err != nil {
+		t.Fatalf("a lone node that holds nothing joins: %v", err)
+	}
+	if _, err := voterList(alone, self, st); err != nil {
+		t.Fatalf("back alone, holding nothing: %v", err)
+	}
+	pool := netip.MustParsePrefix("10.244.0.0/24")
+	block := netip.MustParsePrefix("10.244.0.0/26")
+	if err := st.ApplyProtocol(blockproto.Changes{Claim: []blockproto.OwnBlock{{Block: block, Pool: pool}}, Confirm: []netip.Prefix{block}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = voterList(parse(three), self, st)
+	if err == nil || !strings.HasPrefix(err.Error(), "config /etc/reef/config.yaml: line 4: bgp.voters: value [192.168.10.20 192.168.10.21 192.168.10.22]: this node ran alone") {
+		t.Fatalf("a lone node with a block joins a cluster: %v", err)
+	}
+	// Alone again, then as a founder of a cluster of one voter, which
+	// grows by one voter at a time.
+	if _, err := voterList(alone, self, st); err != nil {
+		t.Fatal(err)
+	}
+	one := "nodeName: n1\nbgp:\n  peers: [192.168.10.21]\n  voters: [192.168.10.20]\n"
+	if _, err := voterList(parse(one), self, st); err != nil {
+		t.Fatalf("the same list with peers: %v", err)
+	}
+	two := "nodeName: n1\nbgp:\n  peers: [192.168.10.21]\n  voters: [192.168.10.20, 192.168.10.21]\n"
+	if _, err := voterList(parse(two), self, st); err != nil {
+		t.Fatalf("one voter added: %v", err)
+	}
+	other := "nodeName: n1\nbgp:\n  peers: [192.168.10.21]\n  voters: [192.168.10.22, 192.168.10.23]\n"
+	if _, err := voterList(parse(other), self, st); err == nil || !strings.Contains(err.Error(), "4 voters at once") {
+		t.Fatalf("four voters changed: %v", err)
+	}
+	if l, _, _ := st.VoterList(); !slices.Equal(l.Voters, []netip.Addr{self, netip.MustParseAddr("192.168.10.21")}) {
+		t.Fatalf("a refused list was recorded: %+v", l)
+	}
+}
