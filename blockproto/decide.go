@@ -51,6 +51,9 @@ func Decide(in Input) Decision {
 			d.isVoter = true
 		}
 	}
+	// The only voter of a list has no other vote to be counted against:
+	// restricted, it could never confirm a block.
+	d.restricted = in.State.Restricted && d.isVoter && len(voters) > 1
 	var all Changes
 	for range maxRounds {
 		d.view()
@@ -77,6 +80,8 @@ type decider struct {
 	hash    uint32
 	maj     int
 	isVoter bool
+	// restricted: State.Restricted in effect (a voter among others).
+	restricted bool
 
 	// The view of one round, from the table and the state.
 	gone    string
@@ -334,10 +339,11 @@ func (d *decider) vote(c *Changes) {
 }
 
 // candidate is whom this voter grants block b, if it has no vote for it:
-// the block's confirmed owner if one is known (a voter added later, or one
-// that restarted empty, catches up), and never a pending claim then;
-// otherwise the pending claim, under this voter list, of the lowest
-// claimant address.
+// the block's confirmed owner if one is known (a voter added later
+// catches up), and never a pending claim then; otherwise the pending
+// claim, under this voter list, of the lowest claimant address. A voter
+// whose votes may have been lost (Recovered, Restricted) grants only a
+// confirmed owner.
 func (d *decider) candidate(b netip.Prefix) (Node, bool) {
 	if o, ok := d.state.Own[b]; ok && o.State != OwnPending {
 		return d.self(), true
@@ -345,9 +351,10 @@ func (d *decider) candidate(b netip.Prefix) (Node, bool) {
 	if r, ok := d.state.Remote[b]; ok && d.current(r.Owner) {
 		return r.Owner, true
 	}
-	if d.state.Recovered {
-		// Its vote for a pending claim may have been lost with the file:
-		// only a confirmed owner, which a majority granted, is safe.
+	if d.state.Recovered || d.restricted {
+		// Its vote for a pending claim may have been lost with the file
+		// or the state dir: only a confirmed owner, which a majority
+		// granted, is safe.
 		if n, ok := d.confirmedBy(b); ok && d.claims[b][n].hash == d.hash {
 			return n, true
 		}

@@ -44,6 +44,12 @@
 //     only claims announced confirmed (it may have granted the block to
 //     another before). Claims it lost with the file stay held by the
 //     voters until a new incarnation supersedes this one.
+//   - Restricted: a voter whose store is new (a wiped state dir, or a
+//     recovery that drew a new incarnation) lost the grants of its earlier
+//     incarnation, so it grants only claims announced confirmed (or
+//     remembered), never a pending one, its own included. It claims as any
+//     node does. The daemon lifts it when the node comes back into the
+//     voter list after it was taken out (a one-voter change each way).
 //   - Nothing is inferred from the absence of an announcement: a session
 //     that drops, a route reflector that restarts, a path that is late
 //     never revoke a grant or free a block. Timers decide only when to look

@@ -61,6 +61,10 @@ type listRun struct {
 	log       []string
 	// changes and joins count what the run did.
 	changes, joins int
+	// wipeVoters: voters are wiped in place too, not only the documented
+	// way (out of the list first); voterWipes counts them.
+	wipeVoters bool
+	voterWipes int
 }
 
 func newListRun(seed uint64, legacy bool) *listRun {
@@ -252,6 +256,10 @@ func (r *listRun) step(changes bool) string {
 	case e < 33 && changes && !slices.Contains(r.cur, r.addr(i)) && !slices.Contains(r.next, r.addr(i)) && nd.Want > 0:
 		s.Wipe(i)
 		r.logf("%s (no voter) is wiped", nd.Name)
+	case e < 36 && r.wipeVoters && slices.Contains(nd.Voters, r.addr(i)):
+		s.Wipe(i)
+		r.voterWipes++
+		r.logf("%s, a voter, is wiped in place (restricted %v)", nd.Name, nd.State.Restricted)
 	case e < 45 && changes:
 		r.listChange()
 	}

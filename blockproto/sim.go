@@ -75,6 +75,10 @@ type Sim struct {
 	// replay the old default, which learned it from the records). Unset:
 	// the node's own Voters, or else the Sim's.
 	ListOf func(i int, t Table) []netip.Addr
+	// WipeUnrestricted brings a wiped voter back with its votes for
+	// pending claims, as before issue 26 (a weakened variant for the
+	// tests: it must be able to split).
+	WipeUnrestricted bool
 }
 
 // simOut is one output of a node: its complete announcements after one
@@ -100,6 +104,9 @@ type SimNode struct {
 	Last     Decision
 	voter    bool
 	incCount uint32
+	// ranUnder is the voter list its state last decided under, as the
+	// daemon's store keeps it (nil before its first decision).
+	ranUnder []netip.Addr
 
 	out        *simOut // Out as delivered
 	dirty      bool    // a copy it holds, or its state, changed since its last decision
@@ -134,12 +141,42 @@ func emptyState(self Node, born uint32) State {
 }
 
 // Wipe restarts node i with an empty state: a new incarnation, born later.
+// A voter (of a list of more than one) comes back restricted, as the
+// daemon brings it up (State.Restricted), unless WipeUnrestricted.
 func (s *Sim) Wipe(i int) {
 	n := s.Nodes[i]
 	n.incCount++
 	n.State = emptyState(Node{Addr: n.State.Self.Addr, Inc: s.rng.Uint32()}, n.State.Born+1)
+	l := s.listOf(n)
+	n.State.Restricted = !s.WipeUnrestricted && len(l) > 1 && slices.Contains(l, n.State.Self.Addr)
+	n.ranUnder = l
 	n.Out, n.out = Table{}, nil
 	n.dirty, n.firstClaim = true, -1
+}
+
+// listOf is the voter list node n is configured with (not with ListOf,
+// which picks it from the table).
+func (s *Sim) listOf(n *SimNode) []netip.Addr {
+	if n.Voters != nil {
+		return n.Voters
+	}
+	return s.Voters
+}
+
+// startUnder is the daemon's check at start of the list a node runs
+// under, for a node whose list changed since its last decision (a restart
+// with another bgp.voters): a restricted node added back to the list
+// after it was out of it is restricted no more.
+func (s *Sim) startUnder(n *SimNode) {
+	l := s.listOf(n)
+	if n.ranUnder != nil && slices.Equal(l, n.ranUnder) {
+		return
+	}
+	self := n.State.Self.Addr
+	if n.ranUnder != nil && n.State.Restricted && slices.Contains(l, self) && !slices.Contains(n.ranUnder, self) {
+		n.State.Restricted = false
+	}
+	n.ranUnder, n.dirty = l, true
 }
 
 // Drop makes every receiver lose its copy of node i's announcements, as
@@ -196,6 +233,9 @@ func (s *Sim) Step() {
 	for i, n := range s.Nodes {
 		if !n.Up {
 			continue
+		}
+		if s.ListOf == nil {
+			s.startUnder(n)
 		}
 		need := s.need(n)
 		if n.quiet && !n.dirty && need == n.lastNeed {

@@ -97,7 +97,8 @@ func TestSimPartitionDuringHold(t *testing.T) {
 
 // TestSimWipedVoterCatchesUp: a voter restarted with an empty state dir,
 // the others in sync, re-learns the confirmed blocks and votes for their
-// owners, so a new claimant cannot take them.
+// owners, so a new claimant cannot take them. It comes back restricted
+// (no vote for a pending claim): the two other voters confirm node 4's.
 func TestSimWipedVoterCatchesUp(t *testing.T) {
 	four := []Pool{{CIDR: netip.MustParsePrefix("10.244.0.0/24"), BlockSize: 26}}
 	s := NewSim(4, 3, four, 3)
@@ -108,6 +109,9 @@ func TestSimWipedVoterCatchesUp(t *testing.T) {
 		s.Step()
 	}
 	s.Wipe(1)
+	if !s.Nodes[1].State.Restricted {
+		t.Fatal("the wiped voter is not restricted")
+	}
 	s.Nodes[3].Want = 2 // wants two of the one free block: gets one, never a taken one
 	for range 40 {
 		s.Step()

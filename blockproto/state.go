@@ -126,6 +126,20 @@ type State struct {
 	// until a new incarnation (an empty state dir on a drained node) ends
 	// the mode and supersedes this one.
 	Recovered bool
+	// Restricted: this node's store is new (its state dir was wiped, or
+	// `reef store recover` drew a new incarnation) while the node is in
+	// bgp.voters, so the votes it cast before, under an earlier
+	// incarnation, are lost: a block may be confirmed with one of them.
+	// As a voter it then grants only confirmed owners (a claimant that
+	// announces the block confirmed, or one it remembers), never a pending
+	// claim, its own included: a rival could otherwise gather a majority
+	// with this voter's second vote for the block. Unlike Recovered it
+	// claims blocks as any node does (the other voters decide). It applies
+	// only while the node is a voter of a list of more than one voter, and
+	// ends when the node is added to the list again after it was taken out
+	// (raft's rule: a member that lost its disk is a new member), which the
+	// daemon sees at start (docs/ipam.md, "Changing the voter list").
+	Restricted bool
 }
 
 // Clone returns a deep copy of s, with every map allocated.

@@ -28,6 +28,10 @@ type Status struct {
 	// Recovered says the store was rebuilt (State.Recovered): no claims,
 	// votes only for confirmed owners; "" otherwise.
 	Recovered string
+	// Restricted says this voter grants only confirmed owners because its
+	// store is new (State.Restricted, in effect); "" otherwise. It does
+	// not stop claims.
+	Restricted string
 	// Blocked says, per pool in Need, why no claim could be made; a pool
 	// absent from it had its claim made or has one pending.
 	Blocked map[netip.Prefix]string
@@ -41,6 +45,14 @@ type Status struct {
 const RecoveredReason = "this node's store was rebuilt by `reef store recover`: it keeps its blocks, but this incarnation claims no new block " +
 	"and votes only for confirmed owners (the blocks it gave up and the votes it cast were lost with the file); " +
 	"to claim again, drain the node, stop reef, move its state dir away and start it again (docs/ipam.md, \"A damaged store\")"
+
+// RestrictedReason is why a voter whose store is new grants no pending
+// claim, and what ends it.
+const RestrictedReason = "this node is in bgp.voters but its store is new (its state dir was wiped, or `reef store recover` drew a new incarnation): " +
+	"the votes its earlier incarnation cast are lost, so it votes only for confirmed owners, never for a pending claim (its own included); " +
+	"claims need the votes of a majority of the other voters meanwhile. To lift it, take this node out of bgp.voters on every node, " +
+	"wait until `reef status` on every node shows that list, then add it back (docs/ipam.md, \"Changing the voter list\"). " +
+	"A voter of a new cluster runs `reef store init` once before its first start instead"
 
 // OtherList is a voter list other than this node's, and the nodes whose
 // announcements show it.
@@ -116,6 +128,9 @@ func (d *decider) status() Status {
 	s := Status{Voters: d.voters, VoterHash: d.hash, Majority: d.maj, Gone: d.gone, Blocked: map[netip.Prefix]string{}}
 	if d.state.Recovered {
 		s.Recovered = RecoveredReason
+	}
+	if d.restricted {
+		s.Restricted = RestrictedReason
 	}
 	for _, v := range d.voters {
 		if r := d.records[v]; v == d.self().Addr || (r.Node.IsValid() && !d.in.Unreachable[v] && r.VoterHash == d.hash) {
