@@ -47,6 +47,7 @@ commands:
   routes               the routes and veths reef wants next to the kernel's (exit 1: not in sync)
   diagnose [-o FILE]   one tar.gz for a bug report: status, IPAM, routes, nftables, links, config (no passwords), log
   store recover        rebuild a damaged store from the kernel (daemon stopped; docs/ipam.md)
+  store init           once on each voter of a new cluster, before its first start (never after a wipe)
   cleanup [--yes]      remove reef's tables, routes, links and state from this node (package purge)
   version              print the version
 
@@ -96,11 +97,16 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "diagnose":
 		return runDiagnose(ctx, args[1:], stdout, stderr)
 	case "store":
-		if len(args) < 2 || args[1] != "recover" {
-			fmt.Fprint(stderr, usage)
-			return UsageError{"unknown store command"}
+		if len(args) >= 2 {
+			switch args[1] {
+			case "recover":
+				return runStoreRecover(args[2:], stdout, stderr)
+			case "init":
+				return runStoreInit(args[2:], stdout, stderr)
+			}
 		}
-		return runStoreRecover(args[2:], stdout, stderr)
+		fmt.Fprint(stderr, usage)
+		return UsageError{"unknown store command"}
 	case "cleanup":
 		return runCleanup(args[1:], cleanupStdin, stdout, stderr)
 	case "version":

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/daemon"
 	"github.com/reefcni/reef/nat"
 	"github.com/reefcni/reef/routes"
@@ -101,6 +103,74 @@ func runStoreRecover(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	printRecovery(stdout, path, rep)
+	return nil
+}
+
+// storeInitAbout is `reef store init -h`.
+const storeInitAbout = `Creates this node's store as a founding voter of a new cluster, with the
+cluster's voter list (bgp.voters) recorded, so that it votes for pending
+claims from its first start.
+
+Run it once on each voter of a new cluster, before reef first starts there
+(systemctl enable --now reef after it). A voter whose store is new without it
+(its state dir wiped, or rebuilt by reef store recover with a new incarnation)
+votes only for confirmed owners: the votes its earlier incarnation cast are
+lost, and a block may have been confirmed with one of them. Never run it on a
+voter whose state dir was wiped: take the node out of bgp.voters on every node
+instead, wait until reef status on every node shows that list, and add it back
+(docs/ipam.md, "Changing the voter list"). It refuses when a store is already
+there. Nodes that are not voters, and a node with no peers, need no init.`
+
+// runStoreInit is `reef store init`: on a voter of a new cluster, before
+// its first start, it creates the store with the cluster's voter list
+// recorded and no restriction (store.Init).
+func runStoreInit(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("reef store init", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: reef store init [flags]\n\n%s\n\n", storeInitAbout)
+		fs.PrintDefaults()
+	}
+	cf := registerConfig(fs, "configuration file, for stateDir, nodeName, the node address and bgp.voters")
+	nf := registerNode(fs)
+	if err := fs.Parse(args); err != nil {
+		return UsageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return UsageError{"unexpected arguments: " + strings.Join(fs.Args(), " ")}
+	}
+	cfg, err := cf.load()
+	if err != nil {
+		return err
+	}
+	if err := nf.apply(&cfg); err != nil {
+		return err
+	}
+	if err := cfg.Finish(); err != nil {
+		return err
+	}
+	path := filepath.Join(cfg.StateDir, "reef.db")
+	if err := refuseIfRunning(cfg.Socket, path, "nothing was changed"); err != nil {
+		return err
+	}
+	up, err := daemon.DetectUplink(cfg.Interface, cfg.NodeAddress)
+	if err != nil {
+		return fmt.Errorf("node address: %w", err)
+	}
+	voters := blockproto.Voters(cfg.BGP.Voters)
+	switch {
+	case len(voters) == 0:
+		return cfg.KeyError("bgp.voters", "not set: this node runs alone (no peers) and needs no init; reef store init is for the voters of a new cluster")
+	case !slices.Contains(voters, up.Address):
+		return cfg.KeyError("bgp.voters", fmt.Sprintf("value %v: this node (%s) is not a voter, and needs no init; reef store init is for the voters of a new cluster (is nodeAddress right?)",
+			voters, up.Address))
+	}
+	inc, err := store.Init(path, store.Options{Node: cfg.NodeName, Address: up.Address}, blockproto.VoterList{Voters: voters})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "reef store init: created %s (incarnation %08x) as a founding voter of %v; it votes for pending claims from its first start\n",
+		path, inc, voters)
 	return nil
 }
 
@@ -230,6 +300,8 @@ func printRecovery(w io.Writer, path string, rep store.RecoverReport) {
 	}
 	if rep.Recovered {
 		fmt.Fprintln(w, "this incarnation now claims no new block and votes only for confirmed owners; drain the node and start it with an empty state dir to lift that (docs/ipam.md, \"A damaged store\").")
+	} else {
+		fmt.Fprintln(w, "this is a new incarnation with a new store: if this node is in bgp.voters, it votes only for confirmed owners until it is taken out of bgp.voters on every node and added back (docs/ipam.md, \"Changing the voter list\").")
 	}
 	fmt.Fprintln(w, "next: systemctl start reef")
 }

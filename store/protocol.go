@@ -157,6 +157,7 @@ func (s *Store) LoadProtocol() (blockproto.State, error) {
 			return err
 		}
 		st.Recovered = tx.Bucket(bucketMeta).Get(keyRecovered) != nil
+		st.Restricted = tx.Bucket(bucketMeta).Get(keyVoterRestricted) != nil
 		return tx.Bucket(bucketKnown).ForEach(func(k, v []byte) error {
 			a, ok := netip.AddrFromSlice(k)
 			if !ok {

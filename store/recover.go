@@ -129,8 +129,10 @@ type salvaged struct {
 // only for confirmed owners in this incarnation
 // (blockproto.State.Recovered), since the blocks it gave up and the votes
 // it cast went with the file. When nothing of the old incarnation is in
-// use, a new incarnation is drawn instead and nothing is marked. The store
-// must not be open.
+// use, a new incarnation is drawn instead and it is not marked recovered:
+// it is a new store (Store.New), as from an empty state dir, so a voter
+// comes up restricted (blockproto.State.Restricted). The store must not
+// be open.
 func Recover(path string, in RecoverInput) (RecoverReport, error) {
 	var rep RecoverReport
 	if in.Now.IsZero() {
@@ -282,6 +284,14 @@ func Recover(path string, in RecoverInput) (RecoverReport, error) {
 				return err
 			}
 			if err := meta.Put(keyRecovered, mark); err != nil {
+				return err
+			}
+			// The same incarnation, not a new store: Recovered, not
+			// Restricted, covers its lost votes. (A new incarnation
+			// keeps Open's new-store mark and no voter list: the daemon
+			// then takes it for a wiped state dir, and a voter comes up
+			// restricted.)
+			if err := meta.Delete(keyNewStore); err != nil {
 				return err
 			}
 			// What the node learned of others' incarnations is true

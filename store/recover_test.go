@@ -98,8 +98,11 @@ func TestRecoverKeepsEveryAddressInUse(t *testing.T) {
 					t.Errorf("veth %s: handle %q", ep.HostVeth, got[0].Handle)
 				}
 			}
-			if ps, _ := s.LoadProtocol(); !ps.Recovered {
-				t.Error("LoadProtocol: Recovered is false")
+			if ps, _ := s.LoadProtocol(); !ps.Recovered || ps.Restricted {
+				t.Errorf("LoadProtocol: Recovered %v, Restricted %v; want recovered only", ps.Recovered, ps.Restricted)
+			}
+			if isNew, err := s.New(); err != nil || isNew {
+				t.Errorf("a recovered store (the same incarnation) is new: %v %v", isNew, err)
 			}
 			// A new pod gets an unused address: pod 4's, which no pod holds.
 			ep, _, err := s.Allocate(Endpoint{Handle: "k8s-pod-network.new"}, recPool)
@@ -179,8 +182,17 @@ func TestRecoverSalvagesLostStateAndForgets(t *testing.T) {
 	}
 }
 
+// TestRecoverNothingInUseIsANewIncarnation: with nothing in use a new
+// incarnation is drawn, and the store is new (Store.New) with no voter
+// list, as from an empty state dir: the daemon brings a voter up
+// restricted.
 func TestRecoverNothingInUseIsANewIncarnation(t *testing.T) {
 	path, _, _ := recoverSetup(t, 1)
+	s := openProtoAt(t, path)
+	if err := s.RunUnder(blockproto.VoterList{Voters: []netip.Addr{protoSelf, netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")}}, false); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
 	id, _, _ := ReadIdentity(path)
 	truncate(t, path, 0)
 	rep, err := Recover(path, RecoverInput{Node: "node-a", Address: protoSelf, Pools: []Pool{recPool}, Identity: &id, IdentityFrom: "test"})
@@ -190,10 +202,16 @@ func TestRecoverNothingInUseIsANewIncarnation(t *testing.T) {
 	if rep.Recovered || rep.Incarnation == id.Incarnation {
 		t.Fatalf("report %+v: want a new incarnation, not marked recovered", rep)
 	}
-	s := openProtoAt(t, path)
+	s = openProtoAt(t, path)
 	defer s.Close()
 	if ps, _ := s.LoadProtocol(); ps.Recovered {
 		t.Error("a new incarnation is marked recovered")
+	}
+	if isNew, err := s.New(); err != nil || !isNew {
+		t.Errorf("the new incarnation's store is not new: %v %v", isNew, err)
+	}
+	if _, ok, err := s.VoterList(); err != nil || ok {
+		t.Errorf("the new incarnation's store keeps a voter list: %v %v", ok, err)
 	}
 }
 

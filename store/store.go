@@ -121,8 +121,15 @@ func Open(path string, opts Options) (*Store, error) {
 			if err := meta.Put(keyMigrateNode, []byte(opts.Node)); err != nil {
 				return err
 			}
+			// No schema yet: the file is new (RunUnder, New).
+			created := meta.Get(keySchema) == nil
 			if err := migrate(tx, schemaVersion, migrations); err != nil {
 				return err
+			}
+			if created {
+				if err := meta.Put(keyNewStore, []byte(time.Now().UTC().Format(time.RFC3339))); err != nil {
+					return err
+				}
 			}
 			if err := meta.Delete(keyMigrateNode); err != nil {
 				return err
