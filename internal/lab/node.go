@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/reefcni/reef/daemon"
 	reefv1 "github.com/reefcni/reef/proto"
 )
 
@@ -90,6 +91,9 @@ type Node struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	exit error
+	// started: StartNoWait ran once. Only the first start of a founding
+	// voter runs `reef store init` (initFounder).
+	started bool
 }
 
 // AddNode creates a node namespace on the underlay and writes its config;
@@ -256,6 +260,12 @@ func (n *Node) StartNoWait() error {
 	if n.cmd != nil {
 		return fmt.Errorf("node %s: daemon already running", n.Name)
 	}
+	if !n.started {
+		n.started = true
+		if err := n.initFounder(); err != nil {
+			return err
+		}
+	}
 	logf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -286,6 +296,33 @@ func (n *Node) StartNoWait() error {
 		n.mu.Unlock()
 		close(done)
 	}()
+	return nil
+}
+
+// initFounder runs `reef store init` before the first start of a node
+// whose config names it among several bgp.voters: a founding voter of the
+// lab's cluster, initialised as an operator does on a new cluster. Later
+// starts never run it, so a voter whose state dir a test wipes comes back
+// with a new store, restricted, as on a real node. A config the daemon
+// would refuse is left for the daemon to report.
+func (n *Node) initFounder() error {
+	if _, err := os.Stat(filepath.Join(n.StateDir, "reef.db")); err == nil {
+		return nil
+	}
+	cfg, err := daemon.LoadConfig(n.Config, true)
+	if err != nil {
+		return nil
+	}
+	self := n.Address
+	if cfg.NodeAddress.IsValid() {
+		self = cfg.NodeAddress
+	}
+	if len(cfg.BGP.Voters) < 2 || !slices.Contains(cfg.BGP.Voters, self) {
+		return nil
+	}
+	if out, err := n.Lab.Run(n.Netns, filepath.Join(n.Lab.BinDir, "reef"), "store", "init", "--config", n.Config); err != nil {
+		return fmt.Errorf("node %s: reef store init before its first start: %v\n%s", n.Name, err, out)
+	}
 	return nil
 }
 
