@@ -92,6 +92,9 @@ func printVoters(w io.Writer, st *reefv1.StatusReply) {
 	} else if b := st.GetClaimBlocked(); b != "" {
 		fmt.Fprintf(w, "  cannot claim a block: %s\n", b)
 	}
+	if r := st.GetVoterRestricted(); r != "" {
+		fmt.Fprintf(w, "  VOTES ONLY FOR CONFIRMED OWNERS: %s\n", r)
+	}
 	for _, d := range st.GetVotersDisagree() {
 		fmt.Fprintf(w, "  warning: node %s (bgp.voters must be the same on every node)\n", d)
 	}

@@ -376,8 +376,12 @@ func blockedError(s blockproto.Status, pool netip.Prefix) error {
 				missing = append(missing, v.String())
 			}
 		}
-		return fmt.Errorf("the claim of block %s has %d of the %d votes it needs from the voters %v; no vote yet from %v",
-			p.Block, len(p.Grants), s.Majority, s.Voters, missing)
+		restricted := ""
+		if s.Restricted != "" {
+			restricted = " (this node votes for no pending claim, its own included, while its store is new: see `reef status`)"
+		}
+		return fmt.Errorf("the claim of block %s has %d of the %d votes it needs from the voters %v; no vote yet from %v%s",
+			p.Block, len(p.Grants), s.Majority, s.Voters, missing, restricted)
 	}
 	return nil
 }
@@ -465,31 +469,78 @@ func (e *blockEngine) schedule(d blockproto.Decision) {
 	}
 }
 
+// voterStart is the voter list this node runs under, as voterList checked
+// and recorded it at start, and whether the node is restricted.
+type voterStart struct {
+	blockproto.VoterList
+	// Restricted: the store is marked restricted (blockproto.State
+	// Restricted: in effect while the node is one of several voters).
+	Restricted bool
+	// Lifted: a restriction ended at this start (the node is back in the
+	// list after a start without it).
+	Lifted bool
+	// Voter: the node is one of several voters of the list.
+	Voter bool
+}
+
 // voterList is the voter list this node runs under: bgp.voters, or itself
 // alone when it has no other node to talk to. It is checked against the
-// list the store last ran under (blockproto.CheckListChange) and recorded.
-func voterList(cfg Config, self netip.Addr, st *store.Store) (blockproto.VoterList, error) {
+// list the store last ran under (blockproto.CheckListChange) and recorded,
+// with whether the node is restricted:
+//
+//   - a new store (store.New: made by this start or an earlier one that
+//     never ran under a cluster's list, from an empty state dir or by `reef
+//     store recover` drawing a new incarnation) that first runs under a
+//     cluster's list with this node one of its voters is restricted: the
+//     votes an earlier incarnation of this address cast are lost with its
+//     state (raft's rule: a member that lost its disk is a new member).
+//     `reef store init` on a founding voter records the list beforehand, so
+//     that a new cluster's voters start unrestricted;
+//   - the restriction ends only when the node starts under a list with
+//     its address after it ran under one without it: it was taken out of
+//     bgp.voters and added back, one voter each way (docs/ipam.md,
+//     "Changing the voter list").
+//
+// A store of an older reef (no voter list kept and not new) is never
+// restricted.
+func voterList(cfg Config, self netip.Addr, st *store.Store) (voterStart, error) {
 	l := blockproto.VoterList{Voters: blockproto.Voters(cfg.BGP.Voters)}
 	if len(l.Voters) == 0 {
 		l = blockproto.VoterList{Voters: []netip.Addr{self}, Alone: true}
 	}
+	out := voterStart{VoterList: l, Voter: !l.Alone && len(l.Voters) > 1 && slices.Contains(l.Voters, self)}
 	prev, ok, err := st.VoterList()
 	if err != nil {
-		return l, err
+		return out, err
 	}
 	if ok {
 		ps, err := st.LoadProtocol()
 		if err != nil {
-			return l, err
+			return out, err
 		}
 		if err := blockproto.CheckListChange(prev, l, ps.Holds()); err != nil {
-			return l, cfg.KeyError("bgp.voters", fmt.Sprintf("value %v: %v", l.Voters, err))
+			return out, cfg.KeyError("bgp.voters", fmt.Sprintf("value %v: %v", l.Voters, err))
 		}
 	}
-	if !ok || !slices.Equal(prev.Voters, l.Voters) || prev.Alone != l.Alone {
-		if err := st.SetVoterList(l); err != nil {
-			return l, err
+	isNew, err := st.New()
+	if err != nil {
+		return out, err
+	}
+	was, err := st.VoterRestricted()
+	if err != nil {
+		return out, err
+	}
+	out.Restricted = was
+	switch {
+	case isNew && !l.Alone:
+		out.Restricted = out.Voter
+	case was && ok && !l.Alone && slices.Contains(l.Voters, self) && !slices.Contains(prev.Voters, self):
+		out.Restricted, out.Lifted = false, true
+	}
+	if !ok || !slices.Equal(prev.Voters, l.Voters) || prev.Alone != l.Alone || out.Restricted != was || (isNew && !l.Alone) {
+		if err := st.RunUnder(l, out.Restricted); err != nil {
+			return out, err
 		}
 	}
-	return l, nil
+	return out, nil
 }

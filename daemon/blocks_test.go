@@ -68,6 +68,10 @@ func TestBlockedError(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "has 1 of the 2 votes") || !strings.Contains(err.Error(), "[10.0.0.2 10.0.0.3]") {
 		t.Errorf("waiting for votes: %v", err)
 	}
+	waiting.Restricted = blockproto.RestrictedReason
+	if err := blockedError(waiting, pool); err == nil || !strings.Contains(err.Error(), "votes for no pending claim, its own included") {
+		t.Errorf("waiting for votes, restricted: %v", err)
+	}
 
 	gone := base
 	gone.Gone = "this node was forgotten"

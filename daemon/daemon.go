@@ -19,6 +19,7 @@ import (
 	sdaemon "github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/reefcni/reef/bgp"
+	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/cniserver"
 	"github.com/reefcni/reef/cniserver/pendingdel"
 	"github.com/reefcni/reef/internal/exepages"
@@ -181,6 +182,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	inc, born := st.Incarnation()
 	log.Info("block protocol", "incarnation", fmt.Sprintf("%08x", inc), "born", time.Unix(int64(born), 0).UTC(), "voters", voters.Voters, "alone", voters.Alone)
+	switch {
+	case voters.Restricted && voters.Voter:
+		log.Warn("this node is in bgp.voters with a new store: it votes only for confirmed owners, never for a pending claim, until it is taken out of bgp.voters on every node and added back",
+			"detail", blockproto.RestrictedReason)
+	case voters.Restricted:
+		log.Warn("this node's store is marked restricted (new while the node was in bgp.voters); out of the list now, it votes for nothing; once it is added back to bgp.voters on every node it votes for pending claims again")
+	case voters.Lifted:
+		log.Info("this node is back in bgp.voters after a start without it: it votes for pending claims again (its store is no longer taken for a wiped voter's)")
+	}
 	d.blocks = newBlockEngine(st, d.speaker, log, cfg.NodeName, voters.Voters, pools, d.rec.TriggerBlocks)
 	d.blocks.metrics = m
 	d.rec.blocks = d.blocks

@@ -273,6 +273,7 @@ func protoStatus(out *reefv1.StatusReply, d blockproto.Decision) {
 	}
 	out.Conflicts = s.Conflicts
 	out.Gone = s.Gone
+	out.VoterRestricted = s.Restricted
 	out.VotesHeld = int32(len(d.State.Grants))
 	for _, p := range s.Pending {
 		pc := &reefv1.PendingClaim{Block: p.Block.String()}

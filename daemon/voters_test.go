@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/store"
 )
@@ -71,4 +73,93 @@ func TestVoterListAtStart(t *testing.T) {
 	if l, _, _ := st.VoterList(); !slices.Equal(l.Voters, []netip.Addr{self, netip.MustParseAddr("192.168.10.21")}) {
 		t.Fatalf("a refused list was recorded: %+v", l)
 	}
+}
+
+// TestVoterListRestriction: a voter whose store is new (a wiped state dir)
+// starts restricted, and stays so across restarts under the same list and
+// while it is out of the list; added back, it is not. A store that `reef
+// store init` made, one of an older reef, and a new non-voter are not
+// restricted; a new store that ran alone first is, once it is a voter.
+func TestVoterListRestriction(t *testing.T) {
+	self := netip.MustParseAddr("192.168.10.20")
+	parse := func(yaml string) Config {
+		t.Helper()
+		c, err := ParseConfig("/etc/reef/config.yaml", []byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	three := parse("nodeName: n1\nbgp:\n  peers: [192.168.10.21, 192.168.10.22]\n  voters: [192.168.10.20, 192.168.10.21, 192.168.10.22]\n")
+	two := parse("nodeName: n1\nbgp:\n  peers: [192.168.10.21, 192.168.10.22]\n  voters: [192.168.10.21, 192.168.10.22]\n")
+	alone := parse("nodeName: n1\n")
+	open := func(path string) *store.Store {
+		t.Helper()
+		st, err := store.Open(path, store.Options{Node: "n1", Address: self})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	start := func(st *store.Store, cfg Config, restricted, lifted bool) {
+		t.Helper()
+		v, err := voterList(cfg, self, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Restricted != restricted || v.Lifted != lifted {
+			t.Fatalf("voters %v: restricted %v lifted %v, want %v %v", v.Voters, v.Restricted, v.Lifted, restricted, lifted)
+		}
+		ps, err := st.LoadProtocol()
+		if err != nil || ps.Restricted != restricted {
+			t.Fatalf("the store's restriction: %v %v, want %v", ps.Restricted, err, restricted)
+		}
+	}
+
+	// A wiped voter: restricted, through a restart, and while out of the
+	// list; added back, it is lifted.
+	st := open(filepath.Join(t.TempDir(), "reef.db"))
+	start(st, three, true, false)
+	start(st, three, true, false)
+	start(st, two, true, false)
+	start(st, two, true, false)
+	start(st, three, false, true)
+	start(st, three, false, false)
+	st.Close()
+
+	// A founder after `reef store init`.
+	path := filepath.Join(t.TempDir(), "reef.db")
+	if _, err := store.Init(path, store.Options{Node: "n1", Address: self}, blockproto.VoterList{Voters: three.BGP.Voters}); err != nil {
+		t.Fatal(err)
+	}
+	st = open(path)
+	start(st, three, false, false)
+	st.Close()
+
+	// A store of an older reef: no voter list kept, not marked new.
+	path = filepath.Join(t.TempDir(), "reef.db")
+	open(path).Close()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error { return tx.Bucket([]byte("meta")).Delete([]byte("new-store")) }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	st = open(path)
+	start(st, three, false, false)
+	st.Close()
+
+	// A new store that ran alone first: still new when it joins as a voter.
+	st = open(filepath.Join(t.TempDir(), "reef.db"))
+	start(st, alone, false, false)
+	start(st, three, true, false)
+	st.Close()
+
+	// A new non-voter, added to the list later: never restricted.
+	st = open(filepath.Join(t.TempDir(), "reef.db"))
+	start(st, two, false, false)
+	start(st, three, false, false)
+	st.Close()
 }

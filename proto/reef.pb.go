@@ -600,6 +600,7 @@ type StatusReply struct {
 	HostPorts       []string        `protobuf:"bytes,30,rep,name=host_ports,json=hostPorts,proto3" json:"host_ports,omitempty"`                   // "tcp 8080 -> default/web 80", every pod's hostPorts
 	Bandwidth       []string        `protobuf:"bytes,31,rep,name=bandwidth,proto3" json:"bandwidth,omitempty"`                                    // "default/web: in 10Mbit/s (burst 80kbit), out -", pods with limits
 	RuntimeWarnings []string        `protobuf:"bytes,32,rep,name=runtime_warnings,json=runtimeWarnings,proto3" json:"runtime_warnings,omitempty"` // why the container runtime will not use reef, with what to do
+	VoterRestricted string          `protobuf:"bytes,33,opt,name=voter_restricted,json=voterRestricted,proto3" json:"voter_restricted,omitempty"` // why this voter grants only confirmed owners (its store is new), with what to do; "" when it is not restricted
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -856,6 +857,13 @@ func (x *StatusReply) GetRuntimeWarnings() []string {
 		return x.RuntimeWarnings
 	}
 	return nil
+}
+
+func (x *StatusReply) GetVoterRestricted() string {
+	if x != nil {
+		return x.VoterRestricted
+	}
+	return ""
 }
 
 // PolicyStatus is NetworkPolicy's state on this node (docs/policy.md).
@@ -2057,7 +2065,7 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\adynamic\x18\a \x01(\bR\adynamic\x12\x18\n" +
 	"\areached\x18\b \x01(\tR\areached\x12\x12\n" +
 	"\x04type\x18\t \x01(\tR\x04type\"\x0f\n" +
-	"\rStatusRequest\"\xf8\b\n" +
+	"\rStatusRequest\"\xa3\t\n" +
 	"\vStatusReply\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12!\n" +
 	"\fnode_address\x18\x02 \x01(\tR\vnodeAddress\x12\x1c\n" +
@@ -2096,7 +2104,8 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\n" +
 	"host_ports\x18\x1e \x03(\tR\thostPorts\x12\x1c\n" +
 	"\tbandwidth\x18\x1f \x03(\tR\tbandwidth\x12)\n" +
-	"\x10runtime_warnings\x18  \x03(\tR\x0fruntimeWarnings\"\xfd\x02\n" +
+	"\x10runtime_warnings\x18  \x03(\tR\x0fruntimeWarnings\x12)\n" +
+	"\x10voter_restricted\x18! \x01(\tR\x0fvoterRestricted\"\xfd\x02\n" +
 	"\fPolicyStatus\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x16\n" +
 	"\x06synced\x18\x02 \x01(\bR\x06synced\x12#\n" +
