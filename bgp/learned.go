@@ -16,8 +16,9 @@ import (
 // block protocol's step reads it (LearnedTable) without asking GoBGP for
 // its table and converting every path again. Through two route
 // reflectors a path comes twice, and the best copy says what the other
-// says; in a full mesh a path has one copy, from its speaker. (A forget
-// is the one NLRI several speakers announce, all with the same content.)
+// says; in a full mesh a path has one copy, from its speaker. (Forgets and
+// seen incarnations are the NLRIs several speakers announce, all with the
+// same content.)
 type learned struct {
 	// One map per kind (the kind is the RD's number, part of the NLRI):
 	// an entry holds only its own type.
@@ -25,6 +26,7 @@ type learned struct {
 	claims  map[nlriKey]blockproto.Claim
 	grants  map[nlriKey]blockproto.Grant
 	forgets map[nlriKey]blockproto.Forget
+	seen    map[nlriKey]blockproto.Seen
 }
 
 // nlriKey is a VPN NLRI less its label and its RD's number (the map it is
@@ -65,7 +67,7 @@ func (sp *Speaker) onBestPath(paths []*apiutil.Path) (changed bool) {
 			continue
 		}
 		lcs, _ = pathAttrs(lcs[:0], p.Attrs)
-		scratch = blockproto.Table{Records: scratch.Records[:0], Claims: scratch.Claims[:0], Grants: scratch.Grants[:0], Forgets: scratch.Forgets[:0]}
+		scratch = blockproto.Table{Records: scratch.Records[:0], Claims: scratch.Claims[:0], Grants: scratch.Grants[:0], Forgets: scratch.Forgets[:0], Seen: scratch.Seen[:0]}
 		err := DecodeVPN(asn, pools, rd, vpn.Prefix, lcs, &scratch)
 		sp.lmu.Lock()
 		if err == nil {
@@ -93,6 +95,8 @@ func (l *learned) remove(k vpnKey) bool {
 		return drop(l.grants, n)
 	case KindForget:
 		return drop(l.forgets, n)
+	case KindSeen:
+		return drop(l.seen, n)
 	}
 	return false
 }
@@ -110,6 +114,8 @@ func (l *learned) add(k vpnKey, t blockproto.Table) bool {
 		return put(&l.grants, n, t.Grants[0], func(a, b blockproto.Grant) bool { return a == b })
 	case len(t.Forgets) == 1:
 		return put(&l.forgets, n, t.Forgets[0], func(a, b blockproto.Forget) bool { return a == b })
+	case len(t.Seen) == 1:
+		return put(&l.seen, n, t.Seen[0], func(a, b blockproto.Seen) bool { return a == b })
 	}
 	return false
 }
@@ -162,7 +168,7 @@ func (sp *Speaker) LearnedTable() (blockproto.Table, error) {
 	sp.lmu.Lock()
 	defer sp.lmu.Unlock()
 	l := &sp.learned
-	return blockproto.Table{Records: values(l.records), Claims: values(l.claims), Grants: values(l.grants), Forgets: values(l.forgets)}, nil
+	return blockproto.Table{Records: values(l.records), Claims: values(l.claims), Grants: values(l.grants), Forgets: values(l.forgets), Seen: values(l.seen)}, nil
 }
 
 // readsAllCopies reports whether LearnedTable reads every copy of every
@@ -180,7 +186,7 @@ func (sp *Speaker) allTable() (blockproto.Table, error) {
 	if _, err := sp.walk(&t); err != nil {
 		return blockproto.Table{}, err
 	}
-	t.Records, t.Claims, t.Grants, t.Forgets = nilIfEmpty(t.Records), nilIfEmpty(t.Claims), nilIfEmpty(t.Grants), nilIfEmpty(t.Forgets)
+	t.Records, t.Claims, t.Grants, t.Forgets, t.Seen = nilIfEmpty(t.Records), nilIfEmpty(t.Claims), nilIfEmpty(t.Grants), nilIfEmpty(t.Forgets), nilIfEmpty(t.Seen)
 	return t, nil
 }
 

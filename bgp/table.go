@@ -51,6 +51,8 @@ func describe(t *blockproto.Table, confirmed []UnicastBlock, e entry) string {
 		return fmt.Sprintf("grant of %s by %s to %s", g.Block, g.Voter, g.To)
 	case KindForget:
 		return fmt.Sprintf("forget of %s", t.Forgets[e.i].Node)
+	case KindSeen:
+		return fmt.Sprintf("seen incarnation %s", t.Seen[e.i].Node)
 	}
 	b := confirmed[e.i]
 	return fmt.Sprintf("confirmed block %s of %s (IPv4 unicast)", b.Block, b.Owner)
@@ -108,6 +110,10 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 		rt, err := EncodeForget(asn, f)
 		add(entry{KindForget, i}, rt, err)
 	}
+	for i, x := range t.Seen {
+		rt, err := EncodeSeen(asn, x)
+		add(entry{KindSeen, i}, rt, err)
+	}
 
 	var (
 		adds     []*apiutil.Path
@@ -122,7 +128,7 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 		if cur, ok := sp.ownVPN[k]; ok && cur.nh == nextHop && slices.Equal(cur.lcs, w.rt.Communities) {
 			continue
 		}
-		scratch = blockproto.Table{Records: scratch.Records[:0], Claims: scratch.Claims[:0], Grants: scratch.Grants[:0], Forgets: scratch.Forgets[:0]}
+		scratch = blockproto.Table{Records: scratch.Records[:0], Claims: scratch.Claims[:0], Grants: scratch.Grants[:0], Forgets: scratch.Forgets[:0], Seen: scratch.Seen[:0]}
 		if err := DecodeVPN(asn, pools, w.rt.RD, w.rt.Prefix, w.rt.Communities, &scratch); err != nil {
 			fail(w.e, fmt.Errorf("every peer would drop it: %w", err))
 			delete(want, k) // and withdraw what was announced before
@@ -356,7 +362,7 @@ func (sp *Speaker) walk(t *blockproto.Table) (Counts, error) {
 					lcs, _ = pathAttrs(lcs[:0], p.Attrs)
 					into := t
 					if into == nil {
-						scratch = blockproto.Table{Records: scratch.Records[:0], Claims: scratch.Claims[:0], Grants: scratch.Grants[:0], Forgets: scratch.Forgets[:0]}
+						scratch = blockproto.Table{Records: scratch.Records[:0], Claims: scratch.Claims[:0], Grants: scratch.Grants[:0], Forgets: scratch.Forgets[:0], Seen: scratch.Seen[:0]}
 						into = &scratch
 					}
 					err = DecodeVPN(asn, pools, rdOf(vpn.RD), vpn.Prefix, lcs, into)

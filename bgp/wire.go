@@ -25,7 +25,7 @@ import (
 // the cluster's AS number:
 //
 //	<asn>:100:0          this is reef's (the "reef community"), on every path
-//	<asn>:110:<kind>     1 record, 2 claim, 3 grant, 4 forget (= the RD number)
+//	<asn>:110:<kind>     1 record, 2 claim, 3 grant, 4 forget, 5 seen (= the RD number)
 //	<asn>:111:<inc>      incarnation of the node the RD names (unicast: of the owner)
 //	<asn>:112:<hash>     voter hash (record, claim, grant)
 //	<asn>:113:<born>     birth time, Unix seconds (record)
@@ -33,21 +33,23 @@ import (
 //	<asn>:115:<state>    claim state, blockproto.ClaimState (claim)
 //	<asn>:116:<grantee>  address of the node granted to (grant)
 //	<asn>:117:<inc>      its incarnation (grant)
+//	<asn>:118:<inc>      one per earlier incarnation of the node it names (record)
 //
 // Data1 values 100..199 are reef's: one that a path of its kind does not
 // carry makes the path invalid (an old reef's claim communities 101..104
 // among them). Other data1 values and other global administrators are
 // ignored.
 const (
-	lcMarker     = 100
-	lcKind       = 110
-	lcInc        = 111
-	lcVoterHash  = 112
-	lcBorn       = 113
-	lcVoter      = 114
-	lcState      = 115
-	lcGrantee    = 116
-	lcGranteeInc = 117
+	lcMarker      = 100
+	lcKind        = 110
+	lcInc         = 111
+	lcVoterHash   = 112
+	lcBorn        = 113
+	lcVoter       = 114
+	lcState       = 115
+	lcGrantee     = 116
+	lcGranteeInc  = 117
+	lcPredecessor = 118
 
 	lcReefFirst = 100
 	lcReefLast  = 199
@@ -74,6 +76,7 @@ const (
 	KindClaim  Kind = 2
 	KindGrant  Kind = 3
 	KindForget Kind = 4
+	KindSeen   Kind = 5
 )
 
 func (k Kind) String() string {
@@ -86,6 +89,8 @@ func (k Kind) String() string {
 		return "grant"
 	case KindForget:
 		return "forget"
+	case KindSeen:
+		return "seen"
 	}
 	return fmt.Sprintf("kind(%d)", uint16(k))
 }
@@ -136,13 +141,16 @@ func EncodeRecord(asn uint32, r blockproto.Record) (VPNRoute, error) {
 		return VPNRoute{}, err
 	}
 	voters := blockproto.Voters(r.Voters)
-	rt := newRoute(asn, r.Node.Addr, KindRecord, netip.PrefixFrom(r.Node.Addr, 32), r.Node.Inc, 5+len(voters))
+	rt := newRoute(asn, r.Node.Addr, KindRecord, netip.PrefixFrom(r.Node.Addr, 32), r.Node.Inc, 5+len(voters)+len(r.Predecessors))
 	rt.Communities = append(rt.Communities, LargeCommunity{asn, lcVoterHash, r.VoterHash}, LargeCommunity{asn, lcBorn, r.Born})
 	for _, v := range voters {
 		if err := need4("voter", v); err != nil {
 			return VPNRoute{}, err
 		}
 		rt.Communities = append(rt.Communities, LargeCommunity{asn, lcVoter, addrUint(v)})
+	}
+	for _, p := range r.Predecessors {
+		rt.Communities = append(rt.Communities, LargeCommunity{asn, lcPredecessor, p})
 	}
 	return rt, nil
 }
@@ -180,11 +188,22 @@ func EncodeForget(asn uint32, f blockproto.Forget) (VPNRoute, error) {
 	return newRoute(asn, f.Node.Addr, KindForget, netip.PrefixFrom(uintAddr(f.Node.Inc), 32), f.Node.Inc, 3), nil
 }
 
+// EncodeSeen returns the path of a seen incarnation: RD <node>:5, prefix
+// its incarnation as an IPv4 address /32 (the NLRI is the same whoever
+// announces it).
+func EncodeSeen(asn uint32, x blockproto.Seen) (VPNRoute, error) {
+	if err := need4("node", x.Node.Addr); err != nil {
+		return VPNRoute{}, err
+	}
+	return newRoute(asn, x.Node.Addr, KindSeen, netip.PrefixFrom(uintAddr(x.Node.Inc), 32), x.Node.Inc, 3), nil
+}
+
 // lcSet is the reef communities of one path, gathered for validation.
 type lcSet struct {
-	seen   uint64                                 // bit d1-lcReefFirst for each data1 seen (gather lets only 100..117 in)
-	val    [lcGranteeInc - lcReefFirst + 1]uint32 // by d1-lcReefFirst
-	voters int                                    // number of distinct <asn>:114 values
+	seen   uint64                                  // bit d1-lcReefFirst for each data1 seen (gather lets only 100..118 in)
+	val    [lcPredecessor - lcReefFirst + 1]uint32 // by d1-lcReefFirst
+	voters int                                     // number of distinct <asn>:114 values
+	preds  int                                     // number of distinct <asn>:118 values
 }
 
 func (s *lcSet) has(d1 uint32) bool { return s.seen&(1<<(d1-lcReefFirst)) != 0 }
@@ -204,11 +223,15 @@ func (s *lcSet) gather(asn uint32, lcs []LargeCommunity, allowed []uint32) error
 				return fmt.Errorf("community %d:%d:%d does not belong on it: %w", asn, lc.Data1, lc.Data2, ErrNotReef)
 			}
 		}
-		if lc.Data1 == lcVoter {
-			// One per voter; a repeated value is redundant (RFC 8092
-			// asks receivers to drop repeats).
+		if lc.Data1 == lcVoter || lc.Data1 == lcPredecessor {
+			// One per voter or predecessor; a repeated value is redundant
+			// (RFC 8092 asks receivers to drop repeats).
 			if !slices.Contains(lcs[:i], lc) {
-				s.voters++
+				if lc.Data1 == lcVoter {
+					s.voters++
+				} else {
+					s.preds++
+				}
 			}
 			s.seen |= 1 << (lc.Data1 - lcReefFirst)
 			continue
@@ -244,10 +267,11 @@ func (s *lcSet) require(asn uint32, d1s ...uint32) error {
 func (s *lcSet) get(d1 uint32) uint32 { return s.val[d1-lcReefFirst] }
 
 var (
-	allowedRecord = []uint32{lcVoterHash, lcBorn, lcVoter}
+	allowedRecord = []uint32{lcVoterHash, lcBorn, lcVoter, lcPredecessor}
 	allowedClaim  = []uint32{lcVoterHash, lcState}
 	allowedGrant  = []uint32{lcVoterHash, lcGrantee, lcGranteeInc}
 	allowedForget = []uint32{}
+	allowedSeen   = []uint32{}
 	allowedUC     = []uint32{}
 )
 
@@ -281,8 +305,10 @@ func decodeVPN(asn uint32, pools []Pool, rd RD, prefix netip.Prefix, lcs []Large
 		allowed = allowedGrant
 	case KindForget:
 		allowed = allowedForget
+	case KindSeen:
+		allowed = allowedSeen
 	default:
-		return fmt.Errorf("route distinguisher number %d is not a reef kind (1..4): %w", rd.Number, ErrNotReef)
+		return fmt.Errorf("route distinguisher number %d is not a reef kind (1..5): %w", rd.Number, ErrNotReef)
 	}
 	if !prefix.Addr().Is4() {
 		return fmt.Errorf("prefix not IPv4: %w", ErrNotReef)
@@ -325,7 +351,21 @@ func decodeVPN(asn uint32, pools []Pool, rd RD, prefix netip.Prefix, lcs []Large
 			voters = slices.Compact(voters)
 		}
 		node.Inc = s.get(lcInc)
-		t.Records = append(t.Records, blockproto.Record{Node: node, Born: s.get(lcBorn), VoterHash: s.get(lcVoterHash), Voters: voters})
+		var preds []uint32
+		if s.preds > 0 {
+			preds = make([]uint32, 0, s.preds)
+			for _, lc := range lcs {
+				if lc.ASN == asn && lc.Data1 == lcPredecessor {
+					if lc.Data2 == node.Inc {
+						return fmt.Errorf("a record names its own incarnation %08x as an earlier one: %w", node.Inc, ErrNotReef)
+					}
+					preds = append(preds, lc.Data2)
+				}
+			}
+			slices.Sort(preds)
+			preds = slices.Compact(preds)
+		}
+		t.Records = append(t.Records, blockproto.Record{Node: node, Born: s.get(lcBorn), VoterHash: s.get(lcVoterHash), Voters: voters, Predecessors: preds})
 	case KindClaim:
 		if err := s.require(asn, lcInc, lcVoterHash, lcState); err != nil {
 			return err
@@ -364,6 +404,18 @@ func decodeVPN(asn uint32, pools []Pool, rd RD, prefix netip.Prefix, lcs []Large
 			return fmt.Errorf("forgets incarnation %08x by its prefix but %08x by its community: %w", p, node.Inc, ErrNotReef)
 		}
 		t.Forgets = append(t.Forgets, blockproto.Forget{Node: node})
+	case KindSeen:
+		if err := s.require(asn, lcInc); err != nil {
+			return err
+		}
+		if prefix.Bits() != 32 {
+			return fmt.Errorf("a seen incarnation's prefix must be a /32: %w", ErrNotReef)
+		}
+		node.Inc = s.get(lcInc)
+		if p := addrUint(prefix.Addr()); p != node.Inc {
+			return fmt.Errorf("names incarnation %08x by its prefix but %08x by its community: %w", p, node.Inc, ErrNotReef)
+		}
+		t.Seen = append(t.Seen, blockproto.Seen{Node: node})
 	}
 	return nil
 }

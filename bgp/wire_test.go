@@ -64,6 +64,8 @@ func TestVPNRoundTrip(t *testing.T) {
 	unsorted.Voters = []netip.Addr{nodeC, nodeA, nodeB, nodeA} // goes out normalised
 	noVoters := rec
 	noVoters.Voters = nil
+	withPreds := rec
+	withPreds.Predecessors = []uint32{3, 0xfeedface}
 	cases := []struct {
 		name   string
 		route  VPNRoute
@@ -77,6 +79,8 @@ func TestVPNRoundTrip(t *testing.T) {
 		{"claim", must(EncodeClaim(testASN, testClaim())), "192.168.77.11:2", "10.244.3.64/26", blockproto.Table{Claims: []blockproto.Claim{testClaim()}}},
 		{"grant", must(EncodeGrant(testASN, testGrant())), "192.168.77.12:3", "10.244.3.64/26", blockproto.Table{Grants: []blockproto.Grant{testGrant()}}},
 		{"forget", must(EncodeForget(testASN, testForget())), "192.168.77.13:4", "192.168.77.13/32", blockproto.Table{Forgets: []blockproto.Forget{testForget()}}},
+		{"record with earlier incarnations", must(EncodeRecord(testASN, withPreds)), "192.168.77.11:1", "192.168.77.11/32", blockproto.Table{Records: []blockproto.Record{withPreds}}},
+		{"seen", must(EncodeSeen(testASN, blockproto.Seen(testForget()))), "192.168.77.13:5", "192.168.77.13/32", blockproto.Table{Seen: []blockproto.Seen{blockproto.Seen(testForget())}}},
 	}
 	for _, st := range []blockproto.ClaimState{blockproto.Confirmed, blockproto.Released} {
 		c := testClaim()
@@ -122,6 +126,9 @@ func TestVPNCommunities(t *testing.T) {
 		{"claim", must(EncodeClaim(testASN, testClaim())), []LargeCommunity{lc(100, 0), lc(110, 2), lc(111, 7), lc(112, 0x01020304), lc(115, 1)}},
 		{"grant", must(EncodeGrant(testASN, testGrant())), []LargeCommunity{lc(100, 0), lc(110, 3), lc(111, 8), lc(112, 0x01020304), lc(116, addrUint(nodeA)), lc(117, 7)}},
 		{"forget", must(EncodeForget(testASN, testForget())), []LargeCommunity{lc(100, 0), lc(110, 4), lc(111, 0xc0a84d0d)}},
+		{"seen", must(EncodeSeen(testASN, blockproto.Seen(testForget()))), []LargeCommunity{lc(100, 0), lc(110, 5), lc(111, 0xc0a84d0d)}},
+		{"record with earlier incarnations", must(EncodeRecord(testASN, blockproto.Record{Node: blockproto.Node{Addr: nodeA, Inc: 9}, Born: 1, VoterHash: 2, Predecessors: []uint32{3, 4}})),
+			[]LargeCommunity{lc(100, 0), lc(110, 1), lc(111, 9), lc(112, 2), lc(113, 1), lc(118, 3), lc(118, 4)}},
 	}
 	for _, tc := range cases {
 		if !slices.Equal(tc.rt.Communities, tc.want) {
@@ -172,6 +179,7 @@ func TestDecodeVPNDrops(t *testing.T) {
 	claim := must(EncodeClaim(testASN, testClaim()))
 	grant := must(EncodeGrant(testASN, testGrant()))
 	forget := must(EncodeForget(testASN, testForget()))
+	seen := must(EncodeSeen(testASN, blockproto.Seen(testForget())))
 	route := func(base VPNRoute, f func(*VPNRoute)) VPNRoute {
 		base.Communities = slices.Clone(base.Communities)
 		f(&base)
@@ -203,7 +211,11 @@ func TestDecodeVPNDrops(t *testing.T) {
 		{"RD type 0", route(claim, func(r *VPNRoute) { r.RD = RD{Type: 0} }), "RD type 0:10.244.3.64/26: route distinguisher of type 0, not 1"},
 		{"RD type 2", route(claim, func(r *VPNRoute) { r.RD = RD{Type: 2} }), "of type 2, not 1"},
 		{"RD number 0", route(claim, func(r *VPNRoute) { r.RD.Number = 0 }), "192.168.77.11:0:10.244.3.64/26: route distinguisher number 0 is not a reef kind"},
-		{"RD number 5", route(claim, func(r *VPNRoute) { r.RD.Number = 5 }), "number 5 is not a reef kind"},
+		{"RD number 6", route(claim, func(r *VPNRoute) { r.RD.Number = 6 }), "number 6 is not a reef kind"},
+		{"seen with a voter hash", route(seen, func(r *VPNRoute) { r.Communities = append(r.Communities, LargeCommunity{testASN, 112, 1}) }), "community 64512:112:1 does not belong on it"},
+		{"seen of a /31", prefix(seen, "192.168.77.12/31"), "a seen incarnation's prefix must be a /32"},
+		{"seen prefix and incarnation differ", prefix(seen, "192.168.77.14/32"), "names incarnation c0a84d0e by its prefix but c0a84d0d by its community"},
+		{"record names itself as earlier", route(rec, func(r *VPNRoute) { r.Communities = append(r.Communities, LargeCommunity{testASN, 118, 0xdeadbeef}) }), "names its own incarnation deadbeef as an earlier one"},
 		{"RD address unspecified", rdAddr(claim, "0.0.0.0"), "node 0.0.0.0 is not a unicast IPv4 address"},
 		{"RD address loopback", rdAddr(claim, "127.0.0.1"), "node 127.0.0.1 is not a unicast IPv4 address"},
 		{"RD address multicast", rdAddr(grant, "224.0.0.5"), "node 224.0.0.5 is not a unicast"},

@@ -1,6 +1,9 @@
 package blockproto
 
-import "net/netip"
+import (
+	"net/netip"
+	"slices"
+)
 
 // announce is everything this node announces: its record, its claims
 // (released ones only while a voter still shows a vote for them), the votes
@@ -15,7 +18,17 @@ func (d *decider) announce() Table {
 		return t
 	}
 	self := d.self()
-	t.Records = []Record{{Node: self, Born: d.state.Born, VoterHash: d.hash, Voters: d.voters}}
+	var preds []uint32
+	for n := range d.state.Superseded {
+		if n.Addr == self.Addr && n.Inc != self.Inc {
+			preds = append(preds, n.Inc)
+		}
+	}
+	slices.Sort(preds)
+	t.Records = []Record{{Node: self, Born: d.state.Born, VoterHash: d.hash, Voters: d.voters, Predecessors: preds}}
+	for _, n := range d.seen {
+		t.Seen = append(t.Seen, Seen{Node: n})
+	}
 	for b, o := range d.state.Own {
 		st := Pending
 		if o.State != OwnPending {

@@ -91,7 +91,14 @@ type decider struct {
 	records map[netip.Addr]Record                  // current records of other nodes
 	toSelf  map[netip.Prefix]bool                  // some copy of a grant to this incarnation is announced
 	others  map[uint32]*OtherList                  // other voter lists the table shows, by hash
-	claimed map[netip.Prefix]bool                  // pools claimed in during this decision
+	// ambiguous are addresses with no known incarnation and several in the
+	// table that none names: none of them counts until they are ordered.
+	ambiguous map[netip.Addr]bool
+	// seen are the incarnations of other addresses this node cannot order
+	// (Seen): the known one and every other in the table that is not
+	// superseded, when there are two or more.
+	seen    []Node
+	claimed map[netip.Prefix]bool // pools claimed in during this decision
 }
 
 func (d *decider) self() Node { return d.state.Self }
@@ -106,7 +113,10 @@ func (d *decider) current(n Node) bool {
 		return n == d.self()
 	}
 	k, ok := d.state.Known[n.Addr]
-	return !ok || k.Inc == n.Inc
+	if !ok {
+		return !d.ambiguous[n.Addr]
+	}
+	return k.Inc == n.Inc
 }
 
 func (d *decider) view() {
@@ -117,6 +127,27 @@ func (d *decider) view() {
 		d.gone = fmt.Sprintf("this node (%s) was forgotten by the cluster (`reef node forget`): stop reef, move its state dir away and start it again to join as a new node", self)
 	case d.state.Superseded[self]:
 		d.gone = fmt.Sprintf("this node (%s) was superseded by a newer incarnation of %s: another reef with this node's address started from an empty state dir", self, self.Addr)
+	}
+	d.ambiguous, d.seen = nil, nil
+	for a, recs := range d.unordered(func(n Node) bool { return d.state.Forgotten[n] || d.state.Superseded[n] }) {
+		group := make([]Node, 0, len(recs)+1)
+		for _, r := range recs {
+			group = append(group, r.Node)
+		}
+		k, ok := d.state.Known[a]
+		if kn := (Node{a, k.Inc}); ok && !d.state.Forgotten[kn] && !d.state.Superseded[kn] && !slices.Contains(group, kn) {
+			group = append(group, kn)
+		}
+		if len(group) < 2 {
+			continue
+		}
+		if !ok {
+			if d.ambiguous == nil {
+				d.ambiguous = map[netip.Addr]bool{}
+			}
+			d.ambiguous[a] = true
+		}
+		d.seen = append(d.seen, group...)
 	}
 	// Sized up front: the maps are made anew at every step, and growing
 	// them was most of the view's cost with a few hundred paths.
@@ -248,7 +279,15 @@ func (d *decider) round() Changes {
 	return c
 }
 
-// learn records forgets and newer incarnations.
+// learn records forgets, and orders the incarnations of each address by
+// what they say of each other, never by a clock. An incarnation names as
+// predecessors the earlier incarnations of its address it learned of while
+// it ran (this node: every other incarnation of its own address it sees,
+// in a record or a Seen), so a named predecessor is older, and it is
+// superseded for good. Of the incarnations of an address that none names,
+// the known one stays current (the others count for nothing until they
+// are ordered: Seen tells them of each other); the first one seen of an
+// address becomes known when it is the only one.
 func (d *decider) learn(c *Changes) {
 	self := d.self()
 	for _, f := range d.in.Table.Forgets {
@@ -256,48 +295,60 @@ func (d *decider) learn(c *Changes) {
 			c.Forget = append(c.Forget, f.Node)
 		}
 	}
-	mine := Incarnation{Inc: self.Inc, Born: d.state.Born}
-	newest := map[netip.Addr]Record{}
-	for _, r := range d.in.Table.Records {
-		if !r.Node.IsValid() || d.state.Forgotten[r.Node] || d.state.Superseded[r.Node] {
-			continue
-		}
-		if old, ok := newest[r.Node.Addr]; !ok || (Incarnation{r.Node.Inc, r.Born}).newer(Incarnation{old.Node.Inc, old.Born}) {
-			newest[r.Node.Addr] = r
+	gone := func(n Node) bool {
+		return d.state.Forgotten[n] || d.state.Superseded[n] || slices.Contains(c.Supersede, n)
+	}
+	// This incarnation runs: any other of its address is an earlier one.
+	older := func(n Node) {
+		if n.IsValid() && n.Addr == self.Addr && n.Inc != self.Inc && !gone(n) {
+			c.Supersede = append(c.Supersede, n)
 		}
 	}
 	for _, r := range d.in.Table.Records {
-		if !r.Node.IsValid() || d.state.Forgotten[r.Node] || d.state.Superseded[r.Node] {
+		older(r.Node)
+	}
+	for _, x := range d.in.Table.Seen {
+		older(x.Node)
+	}
+	for _, r := range d.in.Table.Records {
+		if !r.Node.IsValid() || d.state.Forgotten[r.Node] {
 			continue
 		}
-		inc := Incarnation{r.Node.Inc, r.Born}
-		if r.Node.Addr == self.Addr {
-			if r.Node.Inc == self.Inc {
-				continue // our own, reflected back
+		for _, inc := range r.Predecessors {
+			// A predecessor of this node itself: a newer incarnation of
+			// this address runs somewhere, and this one is superseded.
+			if n := (Node{r.Node.Addr, inc}); n != r.Node && !gone(n) {
+				c.Supersede = append(c.Supersede, n)
 			}
-			if inc.newer(mine) {
-				addNode(&c.Supersede, self)
-			} else {
-				addNode(&c.Supersede, r.Node)
-			}
-			continue
-		}
-		if n := newest[r.Node.Addr]; n.Node != r.Node {
-			addNode(&c.Supersede, r.Node)
-			continue
-		}
-		k, ok := d.state.Known[r.Node.Addr]
-		switch {
-		case !ok:
-			c.Known = append(c.Known, KnownIncarnation{r.Node.Addr, inc})
-		case k.Inc == r.Node.Inc:
-		case inc.newer(k):
-			c.Known = append(c.Known, KnownIncarnation{r.Node.Addr, inc})
-			addNode(&c.Supersede, Node{r.Node.Addr, k.Inc})
-		default:
-			addNode(&c.Supersede, r.Node)
 		}
 	}
+	for a, recs := range d.unordered(func(n Node) bool { return gone(n) }) {
+		k, ok := d.state.Known[a]
+		if len(recs) != 1 || (ok && k.Inc == recs[0].Node.Inc) {
+			continue
+		}
+		if !ok || gone(Node{a, k.Inc}) {
+			c.Known = append(c.Known, KnownIncarnation{a, Incarnation{recs[0].Node.Inc, recs[0].Born}})
+		}
+	}
+}
+
+// unordered maps every other address to the records of its incarnations
+// that gone does not rule out, one per incarnation, in incarnation order.
+func (d *decider) unordered(gone func(Node) bool) map[netip.Addr][]Record {
+	out := map[netip.Addr][]Record{}
+	for _, r := range d.in.Table.Records {
+		if !r.Node.IsValid() || r.Node.Addr == d.self().Addr || gone(r.Node) {
+			continue
+		}
+		rs := out[r.Node.Addr]
+		if !slices.ContainsFunc(rs, func(x Record) bool { return x.Node == r.Node }) {
+			rs = append(rs, r)
+			slices.SortFunc(rs, func(x, y Record) int { return cmpNode(x.Node, y.Node) })
+			out[r.Node.Addr] = rs
+		}
+	}
+	return out
 }
 
 func addNode(list *[]Node, n Node) {

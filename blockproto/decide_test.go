@@ -271,16 +271,36 @@ func TestForgottenNodeStopsAllocating(t *testing.T) {
 	}
 }
 
+// TestNewIncarnationSupersedesOld: incarnations are ordered by what they
+// say of each other, never by their birth time (the node's clock).
 func TestNewIncarnationSupersedesOld(t *testing.T) {
 	old := Node{addrC, 1}
+	fresh := Node{addrC, 2}
 	st := emptyState(nodeB, 1)
 	st.Known[addrC] = Incarnation{Inc: 1, Born: 5}
 	st.Remote[blk0] = RemoteBlock{Block: blk0, Pool: pool.CIDR, Owner: old}
 	st.Grants[blk0] = old
-	fresh := Record{Node: Node{addrC, 2}, Born: 9, VoterHash: VoterHash(three), Voters: three}
-	d := Decide(Input{State: st, Voters: three, Pools: []Pool{pool}, Table: Table{Records: []Record{fresh}}})
+	// The new incarnation's clock is behind: born before the old one. It
+	// has not named the old one yet: the two are not ordered, the old one
+	// stays current, and B announces both so that the new one learns.
+	rec := Record{Node: fresh, Born: 3, VoterHash: VoterHash(three), Voters: three}
+	in := Input{State: st, Voters: three, Pools: []Pool{pool}, Table: Table{Records: []Record{rec}}}
+	d := Decide(in)
+	if len(d.Supersede) != 0 || len(d.Unremember) != 0 || len(d.Revoke) != 0 {
+		t.Fatalf("unordered incarnations: %+v", d.Changes)
+	}
+	if diff := cmp.Diff([]Seen{{old}, {fresh}}, d.Announce.Seen, netipCmp); diff != "" {
+		t.Fatalf("seen (-want +got):\n%s", diff)
+	}
+	// Once it names the old one, the old one is superseded, whatever the
+	// birth times: its block and the vote for it are free.
+	in.Table.Records[0].Predecessors = []uint32{1}
+	d = Decide(in)
 	if diff := cmp.Diff([]Node{old}, d.Supersede, netipCmp); diff != "" {
 		t.Fatalf("supersede (-want +got):\n%s", diff)
+	}
+	if k := d.State.Known[addrC]; k.Inc != 2 {
+		t.Fatalf("known %+v, want the new incarnation", k)
 	}
 	if _, ok := d.State.Remote[blk0]; ok {
 		t.Fatal("old incarnation's block still remembered")
@@ -288,12 +308,41 @@ func TestNewIncarnationSupersedesOld(t *testing.T) {
 	if _, ok := d.State.Grants[blk0]; ok {
 		t.Fatal("vote for the old incarnation not revoked")
 	}
-	// An older record of the same address is the one superseded instead.
-	st2 := emptyState(nodeB, 1)
-	st2.Known[addrC] = Incarnation{Inc: 2, Born: 9}
-	d = Decide(Input{State: st2, Voters: three, Pools: []Pool{pool}, Table: Table{Records: []Record{record(old, three...)}}})
-	if diff := cmp.Diff([]Node{old}, d.Supersede, netipCmp); diff != "" {
-		t.Fatalf("stale record (-want +got):\n%s", diff)
+	if len(d.Announce.Seen) != 0 {
+		t.Fatalf("still announces %+v once ordered", d.Announce.Seen)
+	}
+	// A stale copy of the old record, born later (the old clock was
+	// ahead), changes nothing.
+	in.State = d.State
+	in.Table.Records = append(in.Table.Records, Record{Node: old, Born: 99, VoterHash: VoterHash(three), Voters: three})
+	if d := Decide(in); len(d.Supersede) != 0 || d.State.Known[addrC].Inc != 2 {
+		t.Fatalf("a stale record moved the order: %+v, known %+v", d.Changes, d.State.Known[addrC])
+	}
+}
+
+// TestOwnEarlierIncarnations: a node that sees another incarnation of its
+// own address, in a record or a Seen, whatever its birth time, names it
+// as a predecessor and goes on; only a record that names this incarnation
+// as a predecessor supersedes it.
+func TestOwnEarlierIncarnations(t *testing.T) {
+	self := Node{addrA, 7}
+	st := emptyState(self, 1) // born at 1: a clock far behind
+	stale := Record{Node: Node{addrA, 3}, Born: 1000, VoterHash: VoterHash(three), Voters: three}
+	in := Input{State: st, Voters: three, Pools: []Pool{pool}, Table: Table{
+		Records: []Record{stale},
+		Seen:    []Seen{{Node{addrA, 4}}},
+	}}
+	d := Decide(in)
+	if d.Status.Gone != "" {
+		t.Fatalf("superseded itself: %s", d.Status.Gone)
+	}
+	if diff := cmp.Diff([]uint32{3, 4}, d.Announce.Records[0].Predecessors); diff != "" {
+		t.Fatalf("predecessors (-want +got):\n%s", diff)
+	}
+	in.State = d.State
+	in.Table.Records = append(in.Table.Records, Record{Node: Node{addrA, 9}, Born: 0, VoterHash: VoterHash(three), Voters: three, Predecessors: []uint32{3, 7}})
+	if d := Decide(in); d.Status.Gone == "" {
+		t.Fatal("a record naming this incarnation as a predecessor did not supersede it")
 	}
 }
 

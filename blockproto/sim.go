@@ -198,7 +198,7 @@ func (s *Sim) need(n *SimNode) bool {
 // input is what node i decides from now.
 func (s *Sim) input(i int, t *Table) Input {
 	n := s.Nodes[i]
-	*t = Table{Records: t.Records[:0], Claims: t.Claims[:0], Grants: t.Grants[:0], Forgets: t.Forgets[:0]}
+	*t = Table{Records: t.Records[:0], Claims: t.Claims[:0], Grants: t.Grants[:0], Forgets: t.Forgets[:0], Seen: t.Seen[:0]}
 	for src, c := range s.copies[i] {
 		if src == i || c == nil {
 			continue
@@ -207,6 +207,7 @@ func (s *Sim) input(i int, t *Table) Input {
 		t.Claims = append(t.Claims, c.t.Claims...)
 		t.Grants = append(t.Grants, c.t.Grants...)
 		t.Forgets = append(t.Forgets, c.t.Forgets...)
+		t.Seen = append(t.Seen, c.t.Seen...)
 	}
 	need := map[netip.Prefix]bool{}
 	if s.need(n) {
@@ -374,6 +375,7 @@ func (s *Sim) count(dst, src int, a, b *simOut) {
 	dn, sn := s.Nodes[dst], s.Nodes[src]
 	s.Updates += diffBy(ta.Records, tb.Records, func(r Record) netip.Addr { return r.Node.Addr }, cmpAddr, Record.Equal, nil)
 	s.Updates += diffBy(ta.Forgets, tb.Forgets, func(f Forget) Node { return f.Node }, cmpNode, func(x, y Forget) bool { return x == y }, nil)
+	s.Updates += diffBy(ta.Seen, tb.Seen, func(x Seen) Node { return x.Node }, cmpNode, func(x, y Seen) bool { return x == y }, nil)
 	nc := diffBy(ta.Claims, tb.Claims, func(c Claim) netip.Prefix { return c.Block }, cmpPrefix, func(x, y Claim) bool { return x == y }, nil)
 	s.Updates += nc
 	if dn.voter {
@@ -445,7 +447,7 @@ func cmpAddr(a, b netip.Addr) int { return a.Compare(b) }
 
 func tableEqual(a, b Table) bool {
 	return slices.EqualFunc(a.Records, b.Records, Record.Equal) && slices.Equal(a.Claims, b.Claims) &&
-		slices.Equal(a.Grants, b.Grants) && slices.Equal(a.Forgets, b.Forgets)
+		slices.Equal(a.Grants, b.Grants) && slices.Equal(a.Forgets, b.Forgets) && slices.Equal(a.Seen, b.Seen)
 }
 
 // Owners maps every block some node holds confirmed (or lost) to those

@@ -69,23 +69,37 @@ type Grant struct {
 }
 
 // Record says a node is there: its incarnation, when that incarnation was
-// born (Unix seconds; only orders two incarnations of one address) and the
-// voter list it uses.
+// born (Unix seconds, shown to operators; it orders nothing), the voter
+// list it uses, and the earlier incarnations of its address it has learned
+// of (Predecessors, sorted). Only an incarnation itself names its
+// predecessors, and it names only incarnations it saw while it ran, so a
+// predecessor is always older: that, not a clock, is how the cluster
+// orders two incarnations of one address.
 type Record struct {
-	Node      Node
-	Born      uint32
-	VoterHash uint32
-	Voters    []netip.Addr
+	Node         Node
+	Born         uint32
+	VoterHash    uint32
+	Voters       []netip.Addr
+	Predecessors []uint32
 }
 
 // Equal reports whether r and o say the same.
 func (r Record) Equal(o Record) bool {
-	return r.Node == o.Node && r.Born == o.Born && r.VoterHash == o.VoterHash && slices.Equal(r.Voters, o.Voters)
+	return r.Node == o.Node && r.Born == o.Born && r.VoterHash == o.VoterHash && slices.Equal(r.Voters, o.Voters) &&
+		slices.Equal(r.Predecessors, o.Predecessors)
 }
 
 // Forget says an operator removed a node incarnation for good (`reef node
 // forget`). Every node that learns it keeps it and announces it on.
 type Forget struct {
+	Node Node
+}
+
+// Seen says an incarnation of a node exists that some record of the same
+// address does not name as a predecessor: a node that knows two
+// incarnations of one address and cannot order them announces each, so
+// that the one running learns of the other and names it.
+type Seen struct {
 	Node Node
 }
 
@@ -99,10 +113,13 @@ type Table struct {
 	Claims  []Claim
 	Grants  []Grant
 	Forgets []Forget
+	Seen    []Seen
 }
 
 // Len is the number of announcements in t.
-func (t Table) Len() int { return len(t.Records) + len(t.Claims) + len(t.Grants) + len(t.Forgets) }
+func (t Table) Len() int {
+	return len(t.Records) + len(t.Claims) + len(t.Grants) + len(t.Forgets) + len(t.Seen)
+}
 
 // Sort puts t in a canonical order, so that two equal tables compare equal.
 func (t *Table) Sort() {
@@ -114,6 +131,7 @@ func (t *Table) Sort() {
 		return cmp.Or(cmpPrefix(a.Block, b.Block), cmpNode(a.Voter, b.Voter), cmpNode(a.To, b.To))
 	})
 	slices.SortFunc(t.Forgets, func(a, b Forget) int { return cmpNode(a.Node, b.Node) })
+	slices.SortFunc(t.Seen, func(a, b Seen) int { return cmpNode(a.Node, b.Node) })
 }
 
 func cmpNode(a, b Node) int { return cmp.Or(a.Addr.Compare(b.Addr), cmp.Compare(a.Inc, b.Inc)) }
