@@ -170,7 +170,9 @@ func TestBlocksPartitionDuringHoldTime(t *testing.T) {
 // TestBlocksWipedStateDir: a node restarted with an empty state dir is a
 // new incarnation. Its old pods' veths are removed before it announces
 // anything, the other nodes free its old block, and nothing is ever on two
-// pods.
+// pods. node2 is a voter: with a new store it is restricted (it votes for
+// no pending claim), so node1's claims and its own are confirmed by the
+// two other voters.
 func TestBlocksWipedStateDir(t *testing.T) {
 	l := newLab(t)
 	nodes := startMesh(t, l, 3, smallPool)
@@ -191,6 +193,9 @@ func TestBlocksWipedStateDir(t *testing.T) {
 	}
 	if inc := mustStatus(t, n2).GetIncarnation(); inc == oldInc {
 		t.Fatalf("incarnation %s unchanged after the wipe", inc)
+	}
+	if mustStatus(t, n2).GetVoterRestricted() == "" {
+		t.Error("node2, a voter with a wiped state dir, is not restricted")
 	}
 	if v := reefVeths(t, n2); len(v) != 0 {
 		t.Errorf("the wiped node kept the old pods' veths %v", v)

@@ -278,6 +278,11 @@ func TestStoreRecoverInMesh(t *testing.T) {
 	if got := mustStatus(t, n2).GetIncarnation(); got != inc {
 		t.Errorf("incarnation %s after the recovery, want the old %s", got, inc)
 	}
+	// The same incarnation: recovered (no claims, votes only for confirmed
+	// owners), not a new store.
+	if r := mustStatus(t, n2).GetVoterRestricted(); r != "" {
+		t.Errorf("node2 after a recovery that kept its incarnation is restricted as a new store: %s", r)
+	}
 	if got := blocksOf(t, n2); !slices.Equal(got, blocks) {
 		t.Errorf("node2's blocks %v after the recovery, want %v", got, blocks)
 	}
