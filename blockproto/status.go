@@ -52,7 +52,8 @@ const RestrictedReason = "this node is in bgp.voters but its store is new (its s
 	"the votes its earlier incarnation cast are lost, so it votes only for confirmed owners, never for a pending claim (its own included); " +
 	"claims need the votes of a majority of the other voters meanwhile. To lift it, take this node out of bgp.voters on every node, " +
 	"wait until `reef status` on every node shows that list, then add it back (docs/ipam.md, \"Changing the voter list\"). " +
-	"A voter of a new cluster runs `reef store init` once before its first start instead"
+	"A voter of a new cluster runs `reef store init` once before its first start instead; one that was started without it, while the cluster has no block yet, " +
+	"is put right by stopping reef, moving its state dir away, running `reef store init` and starting reef again"
 
 // OtherList is a voter list other than this node's, and the nodes whose
 // announcements show it.
