@@ -166,7 +166,8 @@ func (s *Sim) listOf(n *SimNode) []netip.Addr {
 // startUnder is the daemon's check at start of the list a node runs
 // under, for a node whose list changed since its last decision (a restart
 // with another bgp.voters): a restricted node added back to the list
-// after it was out of it is restricted no more.
+// after it was out of it is restricted no more, and pending claims are
+// given up.
 func (s *Sim) startUnder(n *SimNode) {
 	l := s.listOf(n)
 	if n.ranUnder != nil && slices.Equal(l, n.ranUnder) {
@@ -175,6 +176,13 @@ func (s *Sim) startUnder(n *SimNode) {
 	self := n.State.Self.Addr
 	if n.ranUnder != nil && n.State.Restricted && slices.Contains(l, self) && !slices.Contains(n.ranUnder, self) {
 		n.State.Restricted = false
+	}
+	if n.ranUnder != nil && s.ListOf == nil {
+		// A claim is made, voted for, counted and confirmed under one
+		// list: the daemon gives up its pending claims when its list
+		// changes (voterList). ListOf replays the old default, which
+		// did not.
+		n.State = Apply(n.State, Changes{Release: n.State.PendingBlocks()})
 	}
 	n.ranUnder, n.dirty = l, true
 }

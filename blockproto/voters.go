@@ -18,6 +18,19 @@ type VoterList struct {
 // list: a claim of its own (pending, confirmed or lost) or a vote.
 func (s State) Holds() bool { return len(s.Own) > 0 || len(s.Grants) > 0 }
 
+// PendingBlocks are this node's pending claims, in block order: what a
+// change of voter list gives up (a claim is made, voted for, counted and
+// confirmed under one list).
+func (s State) PendingBlocks() []netip.Prefix {
+	var out []netip.Prefix
+	for _, b := range sortedKeys(s.Own) {
+		if s.Own[b].State == OwnPending {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
 // ListChangeError is why a node may not run under a new voter list with
 // the state its store holds.
 type ListChangeError struct {

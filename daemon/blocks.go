@@ -481,6 +481,8 @@ type voterStart struct {
 	Lifted bool
 	// Voter: the node is one of several voters of the list.
 	Voter bool
+	// Released are the pending claims given up because the list changed.
+	Released []netip.Prefix
 }
 
 // voterList is the voter list this node runs under: bgp.voters, or itself
@@ -520,6 +522,22 @@ func voterList(cfg Config, self netip.Addr, st *store.Store) (voterStart, error)
 		}
 		if err := blockproto.CheckListChange(prev, l, ps.Holds()); err != nil {
 			return out, cfg.KeyError("bgp.voters", fmt.Sprintf("value %v: %v", l.Voters, err))
+		}
+	}
+	if ok && !slices.Equal(prev.Voters, l.Voters) {
+		// A claim is made, voted for, counted and confirmed under one
+		// list: a claim pending across a change could count, under a list
+		// it returns to, a vote of a voter that was wiped in between
+		// (blocks/model/voters.pml, SWITCH_KEEPS_PENDING). Given up here,
+		// and made again under the new list when it is needed.
+		ps, err := st.LoadProtocol()
+		if err != nil {
+			return out, err
+		}
+		if out.Released = ps.PendingBlocks(); len(out.Released) > 0 {
+			if err := st.ApplyProtocol(blockproto.Changes{Release: out.Released}); err != nil {
+				return out, err
+			}
 		}
 	}
 	isNew, err := st.New()

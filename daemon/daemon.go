@@ -182,6 +182,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	inc, born := st.Incarnation()
 	log.Info("block protocol", "incarnation", fmt.Sprintf("%08x", inc), "born", time.Unix(int64(born), 0).UTC(), "voters", voters.Voters, "alone", voters.Alone)
+	if len(voters.Released) > 0 {
+		log.Info("the voter list changed: pending claims made under the old one are given up, and made again when needed", "blocks", voters.Released)
+	}
 	switch {
 	case voters.Restricted && voters.Voter:
 		log.Warn("this node is in bgp.voters with a new store: it votes only for confirmed owners, never for a pending claim, until it is taken out of bgp.voters on every node and added back",

@@ -163,3 +163,52 @@ func TestVoterListRestriction(t *testing.T) {
 	start(st, three, false, false)
 	st.Close()
 }
+
+// TestVoterListChangeGivesUpPending: a claim pending when the list changes
+// is given up at start (a claim is made, voted for, counted and confirmed
+// under one list: blockproto/model/voters.pml, SWITCH_KEEPS_PENDING); a
+// confirmed block stays, and a start under the same list gives up nothing.
+func TestVoterListChangeGivesUpPending(t *testing.T) {
+	self := netip.MustParseAddr("192.168.10.20")
+	st, err := store.Open(filepath.Join(t.TempDir(), "reef.db"), store.Options{Node: "n1", Address: self})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	parse := func(yaml string) Config {
+		t.Helper()
+		c, err := ParseConfig("/etc/reef/config.yaml", []byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	three := parse("nodeName: n1\nbgp:\n  peers: [192.168.10.21, 192.168.10.22]\n  voters: [192.168.10.20, 192.168.10.21, 192.168.10.22]\n")
+	four := parse("nodeName: n1\nbgp:\n  peers: [192.168.10.21, 192.168.10.22]\n  voters: [192.168.10.20, 192.168.10.21, 192.168.10.22, 192.168.10.23]\n")
+	if _, err := voterList(three, self, st); err != nil {
+		t.Fatal(err)
+	}
+	pool := netip.MustParsePrefix("10.244.0.0/24")
+	pending, confirmed := netip.MustParsePrefix("10.244.0.64/26"), netip.MustParsePrefix("10.244.0.0/26")
+	if err := st.ApplyProtocol(blockproto.Changes{Claim: []blockproto.OwnBlock{{Block: pending, Pool: pool}, {Block: confirmed, Pool: pool}},
+		Confirm: []netip.Prefix{confirmed}}); err != nil {
+		t.Fatal(err)
+	}
+	if vs, err := voterList(three, self, st); err != nil || len(vs.Released) != 0 {
+		t.Fatalf("the same list: released %v, %v", vs.Released, err)
+	}
+	vs, err := voterList(four, self, st)
+	if err != nil || !slices.Equal(vs.Released, []netip.Prefix{pending}) {
+		t.Fatalf("one voter added: released %v, %v; want %s", vs.Released, err, pending)
+	}
+	ps, err := st.LoadProtocol()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ps.Own[pending]; ok || !ps.Released[pending] {
+		t.Errorf("the pending claim is not given up: own %v, released %v", ps.Own, ps.Released)
+	}
+	if ps.Own[confirmed].State != blockproto.OwnConfirmed {
+		t.Errorf("the confirmed block %s is %v", confirmed, ps.Own[confirmed].State)
+	}
+}

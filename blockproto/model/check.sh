@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# check.sh: model-check blocks.pml with spin (`make model`, part of `make test`).
+# check.sh: model-check blocks.pml and voters.pml with spin (`make model`,
+# part of `make test`).
 #
-# The protocol must hold: every configuration of the base model is searched
+# The protocol must hold: every configuration of the base models is searched
 # exhaustively (no bitstate, no hash compaction, no depth truncation) and
 # must report errors: 0. Each weakened variant must fail: pan must report
 # an assertion violation (two claimants with one block confirmed).
@@ -18,6 +19,9 @@
 #   gcc -O2 -DSAFETY -DBFS -o pan pan.c && ./pan      # BFS: a shortest trail
 #   spin -t -DRECLAIM_AFTER_RELEASE -DBLOCKS=1 blocks.pml   # the story (printf)
 #   spin -t -p -DRECLAIM_AFTER_RELEASE -DBLOCKS=1 blocks.pml # every statement
+#   spin -a -DADOPT voters.pml ... spin -T -t -DADOPT voters.pml
+#     (-T: voters.pml prints a line in several parts, which spin would
+#     otherwise indent part by part)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -45,16 +49,17 @@ CFLAGS=(-O2 -DSAFETY -DREVERSE -w)
 
 fail=0
 
-# run NAME pass|fail SPIN-DEFINES...
+# run NAME pass|fail SPIN-DEFINES...   (the model is $model)
 run() {
 	local name=$1 expect=$2
 	shift 2
-	local dir=$tmp/$name
+	local dir=$tmp/$name file
+	file=$(basename "$model")
 	mkdir "$dir"
-	cp "$model" "$dir/blocks.pml"
+	cp "$model" "$dir/$file"
 	(
 		cd "$dir"
-		spin -a "$@" blocks.pml >spin.out 2>&1 || { cat spin.out >&2; exit 1; }
+		spin -a "$@" "$file" >spin.out 2>&1 || { cat spin.out >&2; exit 1; }
 		gcc "${CFLAGS[@]}" -o pan pan.c >gcc.out 2>&1 || { cat gcc.out >&2; exit 1; }
 	) || { echo "check.sh: $name: spin -a or gcc failed" >&2; fail=1; return; }
 
@@ -98,10 +103,12 @@ run() {
 		fail=1
 		sed 's/^/    /' "$out" >&2
 	fi
-	if [ -n "$trails" ] && [ "$expect" = fail ] && [ -f "$dir/blocks.pml.trail" ]; then
+	if [ -n "$trails" ] && [ "$expect" = fail ] && [ -f "$dir/$file.trail" ]; then
+		local story=()
+		[ "$file" = voters.pml ] && story=(-T)
 		cp "$out" "$trails/$name.pan.out"
-		cp "$dir/blocks.pml.trail" "$trails/$name.trail"
-		(cd "$dir" && spin -t "$@" blocks.pml) >"$trails/$name.story" 2>&1 || true
+		cp "$dir/$file.trail" "$trails/$name.trail"
+		(cd "$dir" && spin "${story[@]}" -t "$@" "$file") >"$trails/$name.story" 2>&1 || true
 	fi
 }
 
@@ -131,5 +138,40 @@ for v in RECOVERED_CLAIMS RECOVERED_VOTER_GRANTS_PENDING; do
 	run "$v-blocks1"      fail -DRECOVERY -D"$v" -DBLOCKS=1
 	run "$v-bag6-blocks1" fail -DRECOVERY -D"$v" -DBAG=6 -DBLOCKS=1
 done
+
+# Voter lists (voters.pml): the design, in each scenario (GROW: V3, V4
+# join, 3 -> 4 -> 5 voters; REPLACE: V3 replaces V0; REJOIN: V0 taken out,
+# wiped, added back; WALK: every sequence of up to 3 one-voter changes over
+# 4 voters, up to 4 over 4, up to 3 over 5, with wipes of voters out of the
+# list), with recovered voters, with 3 claimants. 1 block: the 1-block
+# search covers any number of blocks, 3 claimants on 2 blocks included
+# (voters.pml, "Blocks"); 2 blocks with 2 claimants cross-check that.
+model=$here/voters.pml
+run voters-grow-claimants3              pass -DCLAIMANTS=3
+run voters-grow-recover                 pass -DRECOVER
+run voters-replace-claimants3           pass -DREPLACE -DCLAIMANTS=3
+run voters-replace-recover-claimants3   pass -DREPLACE -DRECOVER -DCLAIMANTS=3
+run voters-replace-blocks2              pass -DREPLACE -DBLOCKS=2
+run voters-rejoin-claimants3            pass -DREJOIN -DCLAIMANTS=3
+run voters-rejoin-recover-claimants3    pass -DREJOIN -DRECOVER -DCLAIMANTS=3
+run voters-rejoin-blocks2               pass -DREJOIN -DBLOCKS=2
+run voters-walk-claimants3              pass -DWALK -DCLAIMANTS=3
+run voters-walk-steps4                  pass -DWALK -DSTEPS=4
+run voters-walk-recover                 pass -DWALK -DRECOVER
+run voters-walk-voters5-claimants3      pass -DWALK -DVOTERS=5 -DCLAIMANTS=3
+# Without wipes, a claimant may keep its pending claims over a switch.
+run voters-walk-keeps-pending-no-wipe   pass -DWALK -DSWITCH_KEEPS_PENDING -DNO_WIPE
+
+# One rule weakened at a time: each must break the protocol.
+run ADOPT                               fail -DADOPT
+run TWO_AT_ONCE-replace                 fail -DREPLACE -DTWO_AT_ONCE
+run TWO_AT_ONCE-grow                    fail -DTWO_AT_ONCE
+run NO_CATCHUP-replace                  fail -DREPLACE -DNO_CATCHUP
+run NO_CATCHUP-grow                     fail -DNO_CATCHUP
+run CATCHUP_ANY_GRANT-replace-claimants3 fail -DREPLACE -DCATCHUP_ANY_GRANT -DCLAIMANTS=3
+run NO_WAIT_FOR_SWITCH-replace          fail -DREPLACE -DNO_WAIT_FOR_SWITCH
+run WIPED_VOTER                         fail -DREJOIN -DWIPED_VOTER
+run SWITCH_KEEPS_PENDING-rejoin         fail -DREJOIN -DSWITCH_KEEPS_PENDING
+run WIPE_WAITS-keeps-pending-recover    fail -DREJOIN -DSWITCH_KEEPS_PENDING -DWIPE_WAITS -DRECOVER
 
 exit "$fail"
