@@ -51,7 +51,7 @@ func (b *meshBench) torCluster(r *meshToRResult) error {
 	for i := range n {
 		addrs = append(addrs, lab.NodeAddress(i))
 	}
-	cfg := meshNodeCfg{peered: true}
+	cfg := meshNodeCfg{peered: true, voters: addrs} // perNode writes the bgp: section itself
 	cfg.perNode = func(i int) string {
 		var peers []netip.Addr
 		for j, a := range addrs {
