@@ -18,19 +18,8 @@ import (
 // held takes it; a one-voter change passes, two voters at once do not.
 func TestVoterListAtStart(t *testing.T) {
 	self := netip.MustParseAddr("192.168.10.20")
-	st, err := store.Open(filepath.Join(t.TempDir(), "reef.db"), store.Options{Node: "n1", Address: self})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	parse := func(yaml string) Config {
-		t.Helper()
-		c, err := ParseConfig("/etc/reef/config.yaml", []byte(yaml))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	st := openVoterStore(t, self)
+	parse := func(yaml string) Config { return parseVoterConfig(t, yaml) }
 	alone := parse("nodeName: n1\n")
 	l, err := voterList(alone, self, st)
 	if err != nil || !l.Alone || !slices.Equal(l.Voters, []netip.Addr{self}) {
@@ -170,19 +159,8 @@ func TestVoterListRestriction(t *testing.T) {
 // confirmed block stays, and a start under the same list gives up nothing.
 func TestVoterListChangeGivesUpPending(t *testing.T) {
 	self := netip.MustParseAddr("192.168.10.20")
-	st, err := store.Open(filepath.Join(t.TempDir(), "reef.db"), store.Options{Node: "n1", Address: self})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	parse := func(yaml string) Config {
-		t.Helper()
-		c, err := ParseConfig("/etc/reef/config.yaml", []byte(yaml))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	st := openVoterStore(t, self)
+	parse := func(yaml string) Config { return parseVoterConfig(t, yaml) }
 	three := parse("nodeName: n1\nbgp:\n  peers: [192.168.10.21, 192.168.10.22]\n  voters: [192.168.10.20, 192.168.10.21, 192.168.10.22]\n")
 	four := parse("nodeName: n1\nbgp:\n  peers: [192.168.10.21, 192.168.10.22]\n  voters: [192.168.10.20, 192.168.10.21, 192.168.10.22, 192.168.10.23]\n")
 	if _, err := voterList(three, self, st); err != nil {
@@ -211,4 +189,25 @@ func TestVoterListChangeGivesUpPending(t *testing.T) {
 	if ps.Own[confirmed].State != blockproto.OwnConfirmed {
 		t.Errorf("the confirmed block %s is %v", confirmed, ps.Own[confirmed].State)
 	}
+}
+
+// openVoterStore is a new store of node n1 at self, closed when the test ends.
+func openVoterStore(t *testing.T, self netip.Addr) *store.Store {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "reef.db"), store.Options{Node: "n1", Address: self})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// parseVoterConfig parses yaml as /etc/reef/config.yaml.
+func parseVoterConfig(t *testing.T, yaml string) Config {
+	t.Helper()
+	c, err := ParseConfig("/etc/reef/config.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
