@@ -65,6 +65,9 @@ type listRun struct {
 	// way (out of the list first); voterWipes counts them.
 	wipeVoters bool
 	voterWipes int
+	// statusSettledSteps counts the steps at which every node's status
+	// said the list settled (checkStatus).
+	statusSettledSteps int
 }
 
 func newListRun(seed uint64, legacy bool) *listRun {
@@ -155,10 +158,13 @@ func (r *listRun) legacyList(i int, t Table) []netip.Addr {
 // settled reports whether the documented precondition of a list change
 // holds: every node runs cur, and every voter of cur holds a vote for the
 // owner of every confirmed block.
-func (r *listRun) settled() bool {
+func (r *listRun) settled() bool { return r.unsettled() == "" }
+
+// unsettled says why settled is false; "" when it is true.
+func (r *listRun) unsettled() string {
 	for _, nd := range r.s.Nodes {
 		if !slices.Equal(Voters(nd.Voters), Voters(r.cur)) {
-			return false
+			return fmt.Sprintf("%s runs %v", nd.Name, nd.Voters)
 		}
 	}
 	for _, nd := range r.s.Nodes {
@@ -168,13 +174,50 @@ func (r *listRun) settled() bool {
 			}
 			for _, v := range r.cur {
 				k := slices.IndexFunc(r.s.Nodes, func(x *SimNode) bool { return x.State.Self.Addr == v })
-				if r.s.Nodes[k].State.Grants[b] != nd.State.Self {
-					return false
+				if g := r.s.Nodes[k].State.Grants[b]; g != nd.State.Self {
+					return fmt.Sprintf("voter %s holds a vote for %v, not for %s's confirmed %s", v, g, nd.State.Self, b)
 				}
 			}
 		}
 	}
+	return ""
+}
+
+// statusSettled reports whether `reef status` on every node that has
+// joined says the next list change may start, as an operator reads it
+// (docs/ipam.md, step 2): each up, its config at cur, its last decision
+// up to date and Status.Unsettled empty, all showing the same View.
+func (r *listRun) statusSettled() bool {
+	var first *Status
+	for _, nd := range r.s.Nodes {
+		if !nd.Up && nd.Want == 0 {
+			continue // never joined
+		}
+		st := &nd.Last.Status
+		if !nd.Up || nd.dirty || !slices.Equal(Voters(nd.Voters), Voters(r.cur)) || st.Unsettled != "" {
+			return false
+		}
+		if first == nil {
+			first = st
+		} else if st.View != first.View {
+			return false
+		}
+	}
 	return true
+}
+
+// checkStatus is the daemon's check of step 2 under test: when `reef
+// status` on every node says settled, the cluster is (settled, which
+// sees every node's state).
+func (r *listRun) checkStatus() string {
+	if r.next != nil || !r.statusSettled() {
+		return ""
+	}
+	r.statusSettledSteps++
+	if why := r.unsettled(); why != "" {
+		return "reef status on every node says the voter list settled, but it has not: " + why
+	}
+	return ""
 }
 
 // listChange moves the documented list change on: finishes it when every
@@ -267,7 +310,7 @@ func (r *listRun) step(changes bool) string {
 	if b, os, bad := s.Violation(); bad {
 		return fmt.Sprintf("block %s confirmed by %v", b, os)
 	}
-	return ""
+	return r.checkStatus()
 }
 
 // run plays a scenario and returns the first violation.
@@ -287,6 +330,9 @@ func (r *listRun) run(steps int, changes bool) string {
 		if b, os, bad := r.s.Violation(); bad {
 			return fmt.Sprintf("after healing: block %s confirmed by %v", b, os)
 		}
+		if v := r.checkStatus(); v != "" {
+			return "after healing: " + v
+		}
 	}
 	return ""
 }
@@ -296,7 +342,7 @@ func (r *listRun) run(steps int, changes bool) string {
 // joins, partitions, losses, restarts and wipes confirms a block twice.
 func TestPropertyExplicitVotersNeverSplit(t *testing.T) {
 	first, last := listSeeds(t, 2000)
-	changes, joins := 0, 0
+	changes, joins, said := 0, 0, 0
 	for seed := first; seed <= last; seed++ {
 		r := newListRun(seed, false)
 		if v := r.run(120, true); v != "" {
@@ -307,11 +353,14 @@ func TestPropertyExplicitVotersNeverSplit(t *testing.T) {
 		}
 		changes += r.changes
 		joins += r.joins
+		said += r.statusSettledSteps
 	}
-	if changes == 0 || joins == 0 {
-		t.Fatalf("%d list changes and %d joins in seeds %d..%d: the test does not try what it claims", changes, joins, first, last)
+	if changes == 0 || joins == 0 || said == 0 {
+		t.Fatalf("%d list changes, %d joins and %d steps with every status settled in seeds %d..%d: the test does not try what it claims",
+			changes, joins, said, first, last)
 	}
-	t.Logf("seeds %d..%d: %d one-voter list changes, %d joins, no block confirmed twice", first, last, changes, joins)
+	t.Logf("seeds %d..%d: %d one-voter list changes, %d joins, no block confirmed twice; every node's status said settled at %d steps, and it was",
+		first, last, changes, joins, said)
 }
 
 // TestPropertyLegacyDefaultSplits: the same joins with the old default

@@ -1,8 +1,10 @@
 package blockproto
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net/netip"
 	"slices"
 	"strings"
@@ -39,6 +41,21 @@ type Status struct {
 	// them so far.
 	Pending   []PendingClaim
 	Conflicts []string
+	// Unsettled says why, as far as this node sees, the next one-voter
+	// change of the voter list may not start yet; "" when it may: every
+	// node it sees runs this list, every voter is reached, no claim is
+	// pending, and, on a voter, it holds a vote for the owner of every
+	// confirmed block (docs/ipam.md, "Changing the voters", step 2). The
+	// next change may start when every node says so, all with the same
+	// View.
+	Unsettled string
+	// Confirmed is how many blocks this node sees confirmed, its own
+	// included.
+	Confirmed int
+	// View is a hash of the confirmed blocks this node sees, with their
+	// owners' incarnations, and of the incarnations of the nodes under
+	// its list (Agree): two nodes that show the same View see the same.
+	View uint32
 }
 
 // RecoveredReason is why a recovered store claims no block.
@@ -166,6 +183,8 @@ func (d *decider) status() Status {
 			s.Conflicts = append(s.Conflicts, fmt.Sprintf("block %s: remembered as %s's, but %s announces it confirmed", b, r.Owner.Addr, other.Addr))
 		}
 	}
+	s.Unsettled = d.unsettled(s)
+	s.Confirmed, s.View = d.viewOf(s)
 	why := s.CanClaim()
 	for _, p := range d.in.Pools {
 		if !d.in.Need[p.CIDR] || d.pendingIn(p.CIDR) || d.claimed[p.CIDR] {
@@ -187,5 +206,77 @@ func sortedAddrs[V any](m map[netip.Addr]V) []netip.Addr {
 		out = append(out, a)
 	}
 	slices.SortFunc(out, netip.Addr.Compare)
+	return out
+}
+
+// unsettled is Status.Unsettled, from what this node can see: votes for
+// confirmed owners are not announced (announce), so a voter answers only
+// for its own. The operator's check is every node's, with the same counts
+// of confirmed blocks and nodes (docs/ipam.md, step 2).
+func (d *decider) unsettled(s Status) string {
+	switch {
+	case len(s.OtherLists) > 0:
+		return "the cluster shows another voter list: " + s.ListsDisagree()
+	case len(s.Missing) > 0:
+		return fmt.Sprintf("no record under this list from voter %s", addrList(s.Missing))
+	}
+	var first string
+	lacking := 0
+	for _, b := range sortedKeys(d.claims) {
+		for _, n := range sortedNodes(d.claims[b]) {
+			switch d.claims[b][n].state {
+			case Pending:
+				return fmt.Sprintf("%s's claim of %s is pending", n.Addr, b)
+			case Confirmed:
+				if d.isVoter && d.state.Grants[b] != n {
+					if lacking == 0 {
+						first = fmt.Sprintf("this voter holds no vote for %s, confirmed by %s", b, n.Addr)
+					}
+					lacking++
+				}
+			}
+		}
+	}
+	if lacking > 1 {
+		return fmt.Sprintf("%s (%d confirmed blocks lack its vote)", first, lacking)
+	}
+	return first
+}
+
+// viewOf is Status.Confirmed and Status.View: the confirmed blocks with
+// their owners and the incarnations of the nodes under this list, hashed
+// (FNV-1a) in order.
+func (d *decider) viewOf(s Status) (confirmed int, view uint32) {
+	h := fnv.New32a()
+	var buf []byte
+	for _, b := range sortedKeys(d.claims) {
+		for _, n := range sortedNodes(d.claims[b]) {
+			if d.claims[b][n].state == Confirmed {
+				confirmed++
+				buf = b.Addr().AppendTo(buf[:0])
+				buf = append(buf, byte(b.Bits()))
+				buf = binary.BigEndian.AppendUint32(n.Addr.AppendTo(buf), n.Inc)
+				h.Write(buf)
+			}
+		}
+	}
+	h.Write([]byte{0})
+	for _, a := range s.Agree {
+		inc := d.self().Inc
+		if a != d.self().Addr {
+			inc = d.records[a].Node.Inc
+		}
+		buf = binary.BigEndian.AppendUint32(a.AppendTo(buf[:0]), inc)
+		h.Write(buf)
+	}
+	return confirmed, h.Sum32()
+}
+
+func sortedNodes[V any](m map[Node]V) []Node {
+	out := make([]Node, 0, len(m))
+	for n := range m {
+		out = append(out, n)
+	}
+	slices.SortFunc(out, cmpNode)
 	return out
 }

@@ -95,6 +95,12 @@ func printVoters(w io.Writer, st *reefv1.StatusReply) {
 	if r := st.GetVoterRestricted(); r != "" {
 		fmt.Fprintf(w, "  VOTES ONLY FOR CONFIRMED OWNERS: %s\n", r)
 	}
+	if u := st.GetVotersUnsettled(); u != "" {
+		fmt.Fprintf(w, "  voter list not settled: %s\n", u)
+	} else {
+		fmt.Fprintf(w, "  voter list settled here: %d confirmed blocks, view %s (the next one-voter change may start once every node says so with this view)\n",
+			st.GetBlocksConfirmed(), st.GetView())
+	}
 	for _, d := range st.GetVotersDisagree() {
 		fmt.Fprintf(w, "  warning: node %s (bgp.voters must be the same on every node)\n", d)
 	}

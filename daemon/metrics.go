@@ -86,6 +86,8 @@ func (d *Daemon) metricsState() metrics.State {
 	if d.blocks != nil {
 		if st := d.blocks.Last().Status; len(st.Voters) > 0 {
 			s.VoterLists = 1 + len(st.OtherLists)
+			s.VoterListSettled = st.Unsettled == ""
+			s.VoterRestricted = st.Restricted != ""
 		}
 	}
 	s.Blocks = map[string]int{}

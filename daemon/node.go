@@ -274,6 +274,9 @@ func protoStatus(out *reefv1.StatusReply, d blockproto.Decision) {
 	out.Conflicts = s.Conflicts
 	out.Gone = s.Gone
 	out.VoterRestricted = s.Restricted
+	out.VotersUnsettled = s.Unsettled
+	out.BlocksConfirmed = int32(s.Confirmed)
+	out.View = fmt.Sprintf("%08x", s.View)
 	out.VotesHeld = int32(len(d.State.Grants))
 	for _, p := range s.Pending {
 		pc := &reefv1.PendingClaim{Block: p.Block.String()}

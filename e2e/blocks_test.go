@@ -398,6 +398,11 @@ func TestBlocksVoterListsMustAgree(t *testing.T) {
 	if got := scrapeIn(t, nodes[0], "reef_block_voter_lists"); got != "2" {
 		t.Errorf("node1's reef_block_voter_lists = %q, want 2", got)
 	}
+	for _, n := range nodes {
+		if got := scrapeIn(t, n, "reef_block_voter_list_settled"); got != "0" {
+			t.Errorf("%s's reef_block_voter_list_settled = %q while the lists disagree, want 0", n.Name, got)
+		}
+	}
 	if !strings.Contains(nodes[0].Log(), "voter lists disagree") {
 		t.Error("node1's log does not say the voter lists disagree")
 	}
@@ -438,6 +443,7 @@ func TestBlocksVoterListsMustAgree(t *testing.T) {
 	if !strings.Contains(nodes[0].Log(), "voter lists agree again") {
 		t.Error("node1's log does not say the voter lists agree again")
 	}
+	settledViews(t, nodes, 2)
 	uniqueAddresses(t, []*lab.Pod{p1, p2})
 }
 

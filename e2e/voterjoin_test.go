@@ -312,6 +312,7 @@ func checkJoined(t *testing.T, jl *joinLab, pods []*lab.Pod) {
 			return ""
 		})
 	}
+	settledViews(t, jl.all, 8)
 	var joinerBlocks []string
 	for b, o := range owners {
 		if strings.HasPrefix(o, "new") {
@@ -472,4 +473,38 @@ func podIPs(pods []*lab.Pod) []string {
 		s = append(s, p.IP.String())
 	}
 	return s
+}
+
+// settledViews waits until every node's status says the voter list is
+// settled (the documented wait between two list changes), each seeing
+// blocks confirmed blocks and all the same view, and its
+// reef_block_voter_list_settled reads 1.
+func settledViews(t *testing.T, nodes []*lab.Node, blocks int) {
+	t.Helper()
+	eventually(t, 20*time.Second, func() string {
+		views := map[string][]string{}
+		for _, n := range nodes {
+			st := mustStatus(t, n)
+			if u := st.GetVotersUnsettled(); u != "" {
+				return fmt.Sprintf("%s: voter list not settled: %s", n.Name, u)
+			}
+			if got := st.GetBlocksConfirmed(); int(got) != blocks {
+				return fmt.Sprintf("%s sees %d blocks confirmed, want %d", n.Name, got, blocks)
+			}
+			views[st.GetView()] = append(views[st.GetView()], n.Name)
+		}
+		if len(views) != 1 {
+			return fmt.Sprintf("the nodes show %d views: %v", len(views), views)
+		}
+		return ""
+	})
+	for _, n := range nodes {
+		if got := scrapeIn(t, n, "reef_block_voter_list_settled"); got != "1" {
+			t.Errorf("%s: reef_block_voter_list_settled = %q, want 1", n.Name, got)
+		}
+	}
+	out, err := nodes[0].Reef("status")
+	if err != nil || !strings.Contains(out, "voter list settled here") {
+		t.Errorf("reef status on %s does not say the voter list settled: %v\n%s", nodes[0].Name, err, out)
+	}
 }

@@ -69,6 +69,10 @@ func TestWipedVoterRestricted(t *testing.T) {
 	if out, err := n2.Reef("status"); err != nil || !strings.Contains(out, "VOTES ONLY FOR CONFIRMED OWNERS") {
 		t.Errorf("reef status on node2 does not say it is restricted: %v\n%s", err, out)
 	}
+	if got := scrapeIn(t, n2, "reef_block_voter_restricted"); got != "1" {
+		t.Errorf("node2's reef_block_voter_restricted = %q after the wipe, want 1", got)
+	}
+
 	if !strings.Contains(n2.Log(), "it votes only for confirmed owners, never for a pending claim") {
 		t.Error("node2's log does not warn that it is restricted")
 	}
@@ -177,6 +181,9 @@ func TestWipedVoterRestricted(t *testing.T) {
 	step(n1.Address, n2.Address, n3.Address)
 	if r := mustStatus(t, n2).GetVoterRestricted(); r != "" {
 		t.Fatalf("node2, added back to the voters, is still restricted: %s", r)
+	}
+	if got := scrapeIn(t, n2, "reef_block_voter_restricted"); got != "0" {
+		t.Errorf("node2's reef_block_voter_restricted = %q after the lift, want 0", got)
 	}
 	if !strings.Contains(n2.Log(), "back in bgp.voters after a start without it") {
 		t.Error("node2's log does not say the restriction ended")

@@ -21,6 +21,10 @@ type State struct {
 	// VoterLists is how many voter lists this node sees announced, its
 	// own included: 1 while every node agrees, 0 before the first step.
 	VoterLists int
+	// VoterListSettled: this node sees the voter list settled
+	// (blockproto.Status.Unsettled empty). VoterRestricted: this voter
+	// votes only for confirmed owners (its store is new).
+	VoterListSettled, VoterRestricted bool
 	// RuntimeProblems are the kinds of reason the container runtime will
 	// not use reef (reef status says what to do); RuntimeKinds every kind,
 	// so that each series is there at 0.
@@ -84,6 +88,10 @@ var (
 		"DELs queued while the daemon was away and not yet run.", nil, nil)
 	descVoterLists = prometheus.NewDesc("reef_block_voter_lists",
 		"Voter lists this node sees announced, its own included: 1 while every node agrees; above 1 this node claims no block (reef status names the lists and the nodes behind each).", nil, nil)
+	descVoterListSettled = prometheus.NewDesc("reef_block_voter_list_settled",
+		"1 when this node sees the voter list settled: no other list, every voter reached, no pending claim, and on a voter a vote held for every confirmed block; a change of bgp.voters waits until every node shows 1 (docs/ipam.md).", nil, nil)
+	descVoterRestricted = prometheus.NewDesc("reef_block_voter_restricted",
+		"1 when this node is a voter whose store is new (a wiped state dir, or reef store recover): it votes only for confirmed owners until it is taken out of bgp.voters and added back (reef status says how).", nil, nil)
 	descRuntime = prometheus.NewDesc("reef_runtime_config_problem",
 		"1 when the container runtime will not use reef for this reason (reef status says what to do), else 0.", []string{"problem"}, nil)
 )
@@ -92,7 +100,7 @@ type stateCollector struct{ state func() State }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSessionUp, descSessionUptime, descPathsReceived, descPathsAccepted, descPathsDropped, descUpdatesIn, descUpdatesOut, descInvalid,
-		descBlocks, descInUse, descCapacity, descPoolBlocks, descPoolClaimed, descWaiting, descPendingDeletes, descVoterLists, descRuntime} {
+		descBlocks, descInUse, descCapacity, descPoolBlocks, descPoolClaimed, descWaiting, descPendingDeletes, descVoterLists, descVoterListSettled, descVoterRestricted, descRuntime} {
 		ch <- d
 	}
 }
@@ -136,6 +144,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descPendingDeletes, float64(s.PendingDeletes))
 	gauge(descVoterLists, float64(s.VoterLists))
+	if s.VoterLists > 0 {
+		gauge(descVoterListSettled, b2f(s.VoterListSettled))
+		gauge(descVoterRestricted, b2f(s.VoterRestricted))
+	}
 	for _, k := range s.RuntimeKinds {
 		v := 0.0
 		if slices.Contains(s.RuntimeProblems, k) {
@@ -143,4 +155,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descRuntime, v, k)
 	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -591,16 +591,19 @@ type StatusReply struct {
 	ClaimBlocked    string          `protobuf:"bytes,21,opt,name=claim_blocked,json=claimBlocked,proto3" json:"claim_blocked,omitempty"` // why this node cannot claim now; "" when it can
 	Conflicts       []string        `protobuf:"bytes,22,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
 	PendingClaims   []*PendingClaim `protobuf:"bytes,23,rep,name=pending_claims,json=pendingClaims,proto3" json:"pending_claims,omitempty"`
-	Incarnation     string          `protobuf:"bytes,24,opt,name=incarnation,proto3" json:"incarnation,omitempty"`                                // this node's incarnation, hex
-	VotersDisagree  []string        `protobuf:"bytes,25,rep,name=voters_disagree,json=votersDisagree,proto3" json:"voters_disagree,omitempty"`    // "node: [voters]" of nodes with another voter list
-	Gone            string          `protobuf:"bytes,26,opt,name=gone,proto3" json:"gone,omitempty"`                                              // why this incarnation was forgotten or superseded
-	VotesHeld       int32           `protobuf:"varint,27,opt,name=votes_held,json=votesHeld,proto3" json:"votes_held,omitempty"`                  // votes this node holds as a voter (one per block it voted for)
-	ExternalPeers   []*ExternalPeer `protobuf:"bytes,28,rep,name=external_peers,json=externalPeers,proto3" json:"external_peers,omitempty"`       // bgp.externalPeers, in the config's order
-	Policy          *PolicyStatus   `protobuf:"bytes,29,opt,name=policy,proto3" json:"policy,omitempty"`                                          // absent: NetworkPolicy off (no kubernetes.kubeconfig)
-	HostPorts       []string        `protobuf:"bytes,30,rep,name=host_ports,json=hostPorts,proto3" json:"host_ports,omitempty"`                   // "tcp 8080 -> default/web 80", every pod's hostPorts
-	Bandwidth       []string        `protobuf:"bytes,31,rep,name=bandwidth,proto3" json:"bandwidth,omitempty"`                                    // "default/web: in 10Mbit/s (burst 80kbit), out -", pods with limits
-	RuntimeWarnings []string        `protobuf:"bytes,32,rep,name=runtime_warnings,json=runtimeWarnings,proto3" json:"runtime_warnings,omitempty"` // why the container runtime will not use reef, with what to do
-	VoterRestricted string          `protobuf:"bytes,33,opt,name=voter_restricted,json=voterRestricted,proto3" json:"voter_restricted,omitempty"` // why this voter grants only confirmed owners (its store is new), with what to do; "" when it is not restricted
+	Incarnation     string          `protobuf:"bytes,24,opt,name=incarnation,proto3" json:"incarnation,omitempty"`                                 // this node's incarnation, hex
+	VotersDisagree  []string        `protobuf:"bytes,25,rep,name=voters_disagree,json=votersDisagree,proto3" json:"voters_disagree,omitempty"`     // "node: [voters]" of nodes with another voter list
+	Gone            string          `protobuf:"bytes,26,opt,name=gone,proto3" json:"gone,omitempty"`                                               // why this incarnation was forgotten or superseded
+	VotesHeld       int32           `protobuf:"varint,27,opt,name=votes_held,json=votesHeld,proto3" json:"votes_held,omitempty"`                   // votes this node holds as a voter (one per block it voted for)
+	ExternalPeers   []*ExternalPeer `protobuf:"bytes,28,rep,name=external_peers,json=externalPeers,proto3" json:"external_peers,omitempty"`        // bgp.externalPeers, in the config's order
+	Policy          *PolicyStatus   `protobuf:"bytes,29,opt,name=policy,proto3" json:"policy,omitempty"`                                           // absent: NetworkPolicy off (no kubernetes.kubeconfig)
+	HostPorts       []string        `protobuf:"bytes,30,rep,name=host_ports,json=hostPorts,proto3" json:"host_ports,omitempty"`                    // "tcp 8080 -> default/web 80", every pod's hostPorts
+	Bandwidth       []string        `protobuf:"bytes,31,rep,name=bandwidth,proto3" json:"bandwidth,omitempty"`                                     // "default/web: in 10Mbit/s (burst 80kbit), out -", pods with limits
+	RuntimeWarnings []string        `protobuf:"bytes,32,rep,name=runtime_warnings,json=runtimeWarnings,proto3" json:"runtime_warnings,omitempty"`  // why the container runtime will not use reef, with what to do
+	VoterRestricted string          `protobuf:"bytes,33,opt,name=voter_restricted,json=voterRestricted,proto3" json:"voter_restricted,omitempty"`  // why this voter grants only confirmed owners (its store is new), with what to do; "" when it is not restricted
+	VotersUnsettled string          `protobuf:"bytes,34,opt,name=voters_unsettled,json=votersUnsettled,proto3" json:"voters_unsettled,omitempty"`  // why, as far as this node sees, the next one-voter change of bgp.voters may not start; "" when it may
+	BlocksConfirmed int32           `protobuf:"varint,35,opt,name=blocks_confirmed,json=blocksConfirmed,proto3" json:"blocks_confirmed,omitempty"` // blocks this node sees confirmed, its own included
+	View            string          `protobuf:"bytes,36,opt,name=view,proto3" json:"view,omitempty"`                                               // hash of the confirmed blocks and owners and the nodes under this list: equal on every node when all see the same
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -862,6 +865,27 @@ func (x *StatusReply) GetRuntimeWarnings() []string {
 func (x *StatusReply) GetVoterRestricted() string {
 	if x != nil {
 		return x.VoterRestricted
+	}
+	return ""
+}
+
+func (x *StatusReply) GetVotersUnsettled() string {
+	if x != nil {
+		return x.VotersUnsettled
+	}
+	return ""
+}
+
+func (x *StatusReply) GetBlocksConfirmed() int32 {
+	if x != nil {
+		return x.BlocksConfirmed
+	}
+	return 0
+}
+
+func (x *StatusReply) GetView() string {
+	if x != nil {
+		return x.View
 	}
 	return ""
 }
@@ -2065,7 +2089,8 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\adynamic\x18\a \x01(\bR\adynamic\x12\x18\n" +
 	"\areached\x18\b \x01(\tR\areached\x12\x12\n" +
 	"\x04type\x18\t \x01(\tR\x04type\"\x0f\n" +
-	"\rStatusRequest\"\xa3\t\n" +
+	"\rStatusRequest\"\x8d\n" +
+	"\n" +
 	"\vStatusReply\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12!\n" +
 	"\fnode_address\x18\x02 \x01(\tR\vnodeAddress\x12\x1c\n" +
@@ -2105,7 +2130,10 @@ const file_proto_reef_proto_rawDesc = "" +
 	"host_ports\x18\x1e \x03(\tR\thostPorts\x12\x1c\n" +
 	"\tbandwidth\x18\x1f \x03(\tR\tbandwidth\x12)\n" +
 	"\x10runtime_warnings\x18  \x03(\tR\x0fruntimeWarnings\x12)\n" +
-	"\x10voter_restricted\x18! \x01(\tR\x0fvoterRestricted\"\xfd\x02\n" +
+	"\x10voter_restricted\x18! \x01(\tR\x0fvoterRestricted\x12)\n" +
+	"\x10voters_unsettled\x18\" \x01(\tR\x0fvotersUnsettled\x12)\n" +
+	"\x10blocks_confirmed\x18# \x01(\x05R\x0fblocksConfirmed\x12\x12\n" +
+	"\x04view\x18$ \x01(\tR\x04view\"\xfd\x02\n" +
 	"\fPolicyStatus\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x16\n" +
 	"\x06synced\x18\x02 \x01(\bR\x06synced\x12#\n" +
