@@ -65,7 +65,11 @@ func Decide(in Input) Decision {
 		d.state = Apply(d.state, c)
 	}
 	d.view()
-	return Decision{Changes: all, Announce: d.announce(), Status: d.status(), State: d.state}
+	st := d.status()
+	// Only for reef status: not in status(), which every claim asks.
+	st.Unsettled = d.unsettled(st)
+	st.Confirmed, st.View = d.viewOf(st)
+	return Decision{Changes: all, Announce: d.announce(), Status: st, State: d.state}
 }
 
 type claimInfo struct {

@@ -183,8 +183,6 @@ func (d *decider) status() Status {
 			s.Conflicts = append(s.Conflicts, fmt.Sprintf("block %s: remembered as %s's, but %s announces it confirmed", b, r.Owner.Addr, other.Addr))
 		}
 	}
-	s.Unsettled = d.unsettled(s)
-	s.Confirmed, s.View = d.viewOf(s)
 	why := s.CanClaim()
 	for _, p := range d.in.Pools {
 		if !d.in.Need[p.CIDR] || d.pendingIn(p.CIDR) || d.claimed[p.CIDR] {
