@@ -34,6 +34,14 @@ type ContainerdOptions struct {
 	// Plugins are copied into the CNI bin dir, next to loopback; default:
 	// reef-cni of the lab's BinDir.
 	Plugins []string
+	// V2 runs containerd 2 ($GOBIN/containerd2, `make deps-k8s`), which
+	// kubelet 1.36 and later need, instead of Debian's 1.6.
+	V2 bool
+	// Images are image tars to import; SandboxImage, one of them, is the
+	// sandbox image then. Without them, the lab's pause image is built
+	// and imported.
+	Images       []string
+	SandboxImage string
 }
 
 // Containerd is a containerd running in a lab node's namespace.
@@ -46,6 +54,8 @@ type Containerd struct {
 	CNIBinDir string // CNI bin dir: loopback and the plugins
 	LogPath   string
 	Crictl    string // path of the crictl binary
+	bin       string // containerd's binary
+	env       []string
 
 	seq       atomic.Int64
 	closeOnce sync.Once
@@ -186,6 +196,52 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     max_conf_num = 1
 `
 
+// containerd2Config is containerdConfig in containerd 2's format 3 (2.4
+// migrates it to its 4 in memory, with a warning); 2.x's CRI is split into
+// images and runtime, and its CNI dirs are bin_dirs.
+const containerd2Config = `# written by the reef lab: a containerd 2 of its own inside node netns %[1]s
+version = 3
+root = %[2]q
+state = %[3]q
+# NRI would listen on the host's /var/run/nri/nri.sock.
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.nri.v1.nri"]
+
+[grpc]
+  address = %[4]q
+
+[ttrpc]
+  address = %[5]q
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = %[6]q
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = %[7]q
+
+[plugins."io.containerd.cri.v1.runtime"]
+  # This VM lacks CAP_SYS_RESOURCE: without it runc fails with
+  # "can't get final child's PID from pipe".
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = %[8]q
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = [%[9]q]
+    conf_dir = %[10]q
+    max_conf_num = 1
+
+[plugins."io.containerd.grpc.v1.cri"]
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+`
+
 // CRIConflist is the node's reef conflist (Node.Conflist) in the form
 // containerd 1.6 accepts. Its libcni (1.1) knows CNI versions up
 // to 1.0.0 and fails every ADD whose result says 1.1.0 ("unsupported CNI
@@ -236,10 +292,29 @@ func (n *Node) StartContainerd(opts ContainerdOptions) (*Containerd, error) {
 			return nil, err
 		}
 	}
-	cfg := fmt.Sprintf(containerdConfig, n.Netns,
+	format, sandbox := containerdConfig, PauseImage
+	c.bin = "containerd"
+	if opts.V2 {
+		format = containerd2Config
+		c.bin = filepath.Join(KubeBinDir(), "containerd2")
+		// containerd looks for containerd-shim-runc-v2 in PATH: its own,
+		// built beside it, not Debian's 1.6 one.
+		shims := filepath.Join(dir, "bin")
+		if err := os.MkdirAll(shims, 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.Symlink(c.bin+"-shim-runc-v2", filepath.Join(shims, "containerd-shim-runc-v2")); err != nil && !os.IsExist(err) {
+			return nil, err
+		}
+		c.env = append(os.Environ(), "PATH="+shims+":"+os.Getenv("PATH"))
+	}
+	if opts.SandboxImage != "" {
+		sandbox = opts.SandboxImage
+	}
+	cfg := fmt.Sprintf(format, n.Netns,
 		filepath.Join(dir, "root"), filepath.Join(dir, "state"),
 		c.Socket, c.Socket+".ttrpc", filepath.Join(dir, "opt"),
-		PauseImage, filepath.Join(dir, "runc"), c.CNIBinDir, c.ConfDir)
+		sandbox, filepath.Join(dir, "runc"), c.CNIBinDir, c.ConfDir)
 	if err := os.WriteFile(c.Config, []byte(cfg), 0o644); err != nil {
 		return nil, err
 	}
@@ -247,13 +322,17 @@ func (n *Node) StartContainerd(opts ContainerdOptions) (*Containerd, error) {
 	if err := os.WriteFile(filepath.Join(dir, "crictl.yaml"), []byte(crictlCfg), 0o644); err != nil {
 		return nil, err
 	}
-	pause, err := n.Lab.buildPause()
-	if err != nil {
-		return nil, err
-	}
-	image := filepath.Join(dir, "pause-image.tar")
-	if err := writePauseImage(pause, dir, image); err != nil {
-		return nil, fmt.Errorf("write the pause image: %w", err)
+	images := opts.Images
+	if images == nil {
+		pause, err := n.Lab.buildPause()
+		if err != nil {
+			return nil, err
+		}
+		image := filepath.Join(dir, "pause-image.tar")
+		if err := writePauseImage(pause, dir, image); err != nil {
+			return nil, fmt.Errorf("write the pause image: %w", err)
+		}
+		images = []string{image}
 	}
 
 	// Registered before the start, so that a failure below still tears
@@ -264,16 +343,18 @@ func (n *Node) StartContainerd(opts ContainerdOptions) (*Containerd, error) {
 	if err := c.start(); err != nil {
 		return nil, err
 	}
-	if out, err := exec.Command("ctr", "-a", c.Socket, "-n", "k8s.io", "images", "import", "--snapshotter", "overlayfs", image).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("ctr images import %s: %v: %s", image, err, out)
+	for _, image := range images {
+		if out, err := exec.Command("ctr", "-a", c.Socket, "-n", "k8s.io", "images", "import", "--snapshotter", "overlayfs", image).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("ctr images import %s: %v: %s", image, err, out)
+		}
 	}
 	// The CRI learns of the import through an event: wait until it lists it.
 	var last error
 	if !waitFor(20*time.Second, func() bool {
-		_, last = c.Run(context.Background(), "inspecti", PauseImage)
+		_, last = c.Run(context.Background(), "inspecti", sandbox)
 		return last == nil
 	}) {
-		return nil, fmt.Errorf("containerd of %s: the CRI does not see %s: %v", n.Name, PauseImage, last)
+		return nil, fmt.Errorf("containerd of %s: the CRI does not see %s: %v", n.Name, sandbox, last)
 	}
 	return c, nil
 }
@@ -284,8 +365,9 @@ func (c *Containerd) start() error {
 		return err
 	}
 	// nsenter execs containerd in place, so the pid is containerd's.
-	cmd := exec.Command("nsenter", "--net="+NetnsPath(c.Node.Netns), "--", "containerd", "--config", c.Config)
+	cmd := exec.Command("nsenter", "--net="+NetnsPath(c.Node.Netns), "--", c.bin, "--config", c.Config)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = c.env
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start containerd of %s: %w", c.Node.Name, err)

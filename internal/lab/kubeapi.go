@@ -91,6 +91,12 @@ type KubeAPI struct {
 	etcdBin, apiserverBin string
 	caPEM                 []byte
 	adminToken            string
+	// opts.Cluster: the API of a whole cluster (k8s.go): service
+	// accounts made by the controller-manager, the Node authorizer, and
+	// a client certificate to reach the kubelets.
+	opts KubeAPIOptions
+	// tokens of the cluster's components by user name (opts.Cluster).
+	tokens map[string]string
 
 	mu        sync.Mutex
 	etcd      *kubeProc
@@ -98,11 +104,23 @@ type KubeAPI struct {
 	closed    bool
 }
 
+// KubeAPIOptions shape the lab's Kubernetes API.
+type KubeAPIOptions struct {
+	// Cluster: the API of a cluster with a controller-manager, a
+	// scheduler and kubelets (Lab.StartCluster), not the API alone.
+	Cluster bool
+	// Nodes are the node names whose kubelets get a token (Cluster).
+	Nodes []string
+}
+
 // StartKubeAPI starts the lab's Kubernetes API and waits until it is
 // ready; Lab.Close stops it. A lab has one.
-func (l *Lab) StartKubeAPI() (*KubeAPI, error) {
+func (l *Lab) StartKubeAPI() (*KubeAPI, error) { return l.StartKubeAPIWith(KubeAPIOptions{}) }
+
+// StartKubeAPIWith is StartKubeAPI with options.
+func (l *Lab) StartKubeAPIWith(opts KubeAPIOptions) (*KubeAPI, error) {
 	bins := KubeBinDir()
-	k := &KubeAPI{Lab: l, Netns: l.Prefix + "-kapi", Address: KubeAPIAddr, Dir: filepath.Join(l.Dir, "kube-api")}
+	k := &KubeAPI{Lab: l, Netns: l.Prefix + "-kapi", Address: KubeAPIAddr, Dir: filepath.Join(l.Dir, "kube-api"), opts: opts}
 	for _, b := range []struct {
 		name string
 		path *string
@@ -278,6 +296,33 @@ func (k *KubeAPI) LogTail(lines int) string {
 
 func (k *KubeAPI) apiserverArgs() []string {
 	issuer := k.Server()
+	if k.opts.Cluster {
+		return []string{
+			"--etcd-servers=http://127.0.0.1:2379",
+			"--bind-address=" + k.Address.String(),
+			"--advertise-address=" + k.Address.String(),
+			"--secure-port=" + strconv.Itoa(KubeAPIPort),
+			"--cert-dir=" + k.path("certs"),
+			"--tls-cert-file=" + k.path("apiserver.crt"),
+			"--tls-private-key-file=" + k.path("apiserver.key"),
+			"--client-ca-file=" + k.path("ca.crt"),
+			"--token-auth-file=" + k.path("tokens.csv"),
+			// kubeadm's: the Node authorizer and NodeRestriction keep a
+			// kubelet to its own node's objects.
+			"--authorization-mode=Node,RBAC",
+			"--enable-admission-plugins=NodeRestriction",
+			"--allow-privileged=true",
+			"--kubelet-client-certificate=" + k.path("apiserver-kubelet-client.crt"),
+			"--kubelet-client-key=" + k.path("apiserver-kubelet-client.key"),
+			"--kubelet-preferred-address-types=InternalIP",
+			"--service-account-issuer=" + issuer,
+			"--service-account-key-file=" + k.path("sa.pub"),
+			"--service-account-signing-key-file=" + k.path("sa.key"),
+			"--api-audiences=" + issuer,
+			"--service-cluster-ip-range=" + KubeServiceRange.String(),
+			"--profiling=false",
+		}
+	}
 	return []string{
 		"--etcd-servers=http://127.0.0.1:2379",
 		"--bind-address=" + k.Address.String(),
@@ -419,13 +464,56 @@ func (k *KubeAPI) writeCredentials() error {
 	}
 	k.adminToken = hex.EncodeToString(token)
 	k.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	// kube-apiserver's token file: token,user,uid,"groups".
+	tokens := k.adminToken + `,reef-lab-admin,reef-lab-admin,"system:masters"` + "\n"
 	files := map[string][]byte{
 		"ca.crt":        k.caPEM,
 		"apiserver.crt": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srvDER}),
-		// kube-apiserver's token file: token,user,uid,"groups".
-		"tokens.csv": []byte(k.adminToken + `,reef-lab-admin,reef-lab-admin,"system:masters"` + "\n"),
 	}
-	for name, key := range map[string]*ecdsa.PrivateKey{"apiserver.key": srvKey, "sa.key": saKey} {
+	keys := map[string]*ecdsa.PrivateKey{"apiserver.key": srvKey, "sa.key": saKey, "ca.key": caKey}
+	if k.opts.Cluster {
+		// The cluster's components as kubeadm names them, each with a
+		// token instead of kubeadm's client certificate.
+		k.tokens = map[string]string{}
+		users := [][2]string{
+			{"system:kube-controller-manager", ""},
+			{"system:kube-scheduler", ""},
+			{"system:kube-proxy", ""},
+		}
+		for _, n := range k.opts.Nodes {
+			users = append(users, [2]string{"system:node:" + n, "system:nodes"})
+		}
+		for _, u := range users {
+			b := make([]byte, 16)
+			if _, err := rand.Read(b); err != nil {
+				return err
+			}
+			k.tokens[u[0]] = hex.EncodeToString(b)
+			tokens += fmt.Sprintf("%s,%s,%s,%q\n", k.tokens[u[0]], u[0], u[0], u[1])
+		}
+		// What kube-apiserver shows the kubelets (exec, logs,
+		// port-forward): kubeadm's apiserver-kubelet-client.
+		cliKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return err
+		}
+		cli := &x509.Certificate{
+			SerialNumber: big.NewInt(3),
+			Subject:      pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}},
+			NotBefore:    now.Add(-time.Hour),
+			NotAfter:     now.AddDate(1, 0, 0),
+			KeyUsage:     x509.KeyUsageDigitalSignature,
+			ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		}
+		cliDER, err := x509.CreateCertificate(rand.Reader, cli, ca, &cliKey.PublicKey, caKey)
+		if err != nil {
+			return err
+		}
+		files["apiserver-kubelet-client.crt"] = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cliDER})
+		keys["apiserver-kubelet-client.key"] = cliKey
+	}
+	files["tokens.csv"] = []byte(tokens)
+	for name, key := range keys {
 		der, err := x509.MarshalECPrivateKey(key)
 		if err != nil {
 			return err
@@ -475,16 +563,22 @@ type kubeProc struct {
 // spawn starts bin in the API's namespace, its output appended to
 // <name>.log (a restart continues the log).
 func (k *KubeAPI) spawn(name, bin string, args ...string) (*kubeProc, error) {
-	p := &kubeProc{log: k.path(name + ".log"), done: make(chan struct{})}
+	return spawnIn(k.Netns, k.path(name+".log"), bin, args...)
+}
+
+// spawnIn starts bin in the lab namespace netns, its output appended to
+// log.
+func spawnIn(netns, log, bin string, args ...string) (*kubeProc, error) {
+	p := &kubeProc{log: log, done: make(chan struct{})}
 	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	p.cmd = exec.Command("nsenter", append([]string{"--net=" + NetnsPath(k.Netns), "--", bin}, args...)...)
+	p.cmd = exec.Command("nsenter", append([]string{"--net=" + NetnsPath(netns), "--", bin}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {
 		logf.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
+		return nil, fmt.Errorf("start %s: %w", filepath.Base(bin), err)
 	}
 	go func() {
 		p.err = p.cmd.Wait()

@@ -1,0 +1,149 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reefcni/reef/internal/lab"
+	"github.com/reefcni/reef/internal/lab/k8simages"
+)
+
+// clusterImages builds (once, cached) the images the cluster's pods run.
+func clusterImages(t *testing.T) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	out := filepath.Join(os.TempDir(), "reef-k8s-images")
+	tars, err := k8simages.Build(ctx, k8simages.Options{Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{filepath.Join(out, k8simages.AllArchive), tars[k8simages.Pause]}
+}
+
+// startCluster brings the lab's Kubernetes cluster up: three workers
+// with kubelet, kube-proxy, containerd 2 and reef.
+func startCluster(t *testing.T, l *lab.Lab) *lab.Cluster {
+	t.Helper()
+	images := clusterImages(t)
+	start := time.Now()
+	c, err := l.StartCluster(lab.ClusterOptions{Images: images[:1], SandboxImage: k8simages.Pause, CoreDNSImage: k8simages.CoreDNS})
+	if c == nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range c.Nodes {
+				t.Logf("%s:\n%s", n.Name, n.LogTail(30))
+			}
+			t.Logf("control plane:\n%s", c.LogTail(30))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cluster of %d nodes up in %s", len(c.Nodes), time.Since(start).Round(time.Second))
+	return c
+}
+
+// TestKubernetesCluster: reef as the pod network of a real cluster, with
+// no part of Kubernetes played by the lab. Pods that the scheduler places
+// on the three nodes get reef addresses from kubelet through containerd's
+// CNI call, reach each other across nodes, reach a ClusterIP Service
+// through kube-proxy (nftables), and resolve names through CoreDNS.
+func TestKubernetesCluster(t *testing.T) {
+	l := newLab(t)
+	c := startCluster(t, l)
+	manifest := ""
+	for _, n := range c.Nodes {
+		manifest += fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: web-%[1]s, namespace: default, labels: {app: web}}
+spec:
+  nodeName: %[1]s
+  containers:
+  - name: web
+    image: %[2]s
+    args: [netexec, --http-port=8080, --udp-port=8081]
+    ports: [{containerPort: 8080}]
+    readinessProbe: {httpGet: {path: /healthz, port: 8080}}
+---
+`, n.Name, k8simages.Agnhost)
+	}
+	manifest += `apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec:
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080}]
+`
+	file := filepath.Join(l.Dir, "web.yaml")
+	if err := os.WriteFile(file, []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Kubectl("apply", "-f", file); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Kubectl("wait", "--for=condition=Ready", "pod", "-l", "app=web", "--timeout=120s"); err != nil {
+		out, _ := c.Kubectl("get", "pods", "-A", "-o", "wide")
+		desc, _ := c.Kubectl("describe", "pods", "-l", "app=web")
+		t.Fatalf("%v\n%s\n%s", err, out, desc)
+	}
+	out, err := c.Kubectl("get", "pods", "-l", "app=web", "-o", "jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName} {.status.podIP}{\"\\n\"}{end}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pods:\n%s", out)
+	pool := netip.MustParsePrefix(lab.ClusterPool)
+	ips := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			t.Fatalf("pod line %q", line)
+		}
+		ip, err := netip.ParseAddr(f[2])
+		if err != nil || !pool.Contains(ip) {
+			t.Fatalf("pod %s on %s has address %q, not one of reef's pool %s", f[0], f[1], f[2], pool)
+		}
+		ips[f[0]] = f[2]
+	}
+	// Each pod's address is in its node's reef IPAM, under the pod's name.
+	for _, n := range c.Nodes {
+		rep, err := n.IPAM()
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, a := range rep.GetAllocations() {
+			if a.GetIp() == ips["web-"+n.Name] && strings.Contains(a.GetPod(), "web-"+n.Name) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s's reef IPAM does not hold web-%s's %s: %v", n.Name, n.Name, ips["web-"+n.Name], rep.GetAllocations())
+		}
+	}
+	// Pod to pod across nodes, and through the Service.
+	from := "web-" + c.Nodes[0].Name
+	for _, n := range c.Nodes[1:] {
+		to := "web-" + n.Name
+		got, err := c.Kubectl("exec", from, "--", "curl", "-sS", "--max-time", "5", "http://"+ips[to]+":8080/hostname")
+		if err != nil || strings.TrimSpace(got) != to {
+			t.Errorf("%s -> %s (%s): %q, %v", from, to, ips[to], got, err)
+		}
+	}
+	got, err := c.Kubectl("exec", from, "--", "curl", "-sS", "--max-time", "5", "http://web.default.svc.cluster.local/hostname")
+	if err != nil || !strings.HasPrefix(strings.TrimSpace(got), "web-") {
+		t.Errorf("%s -> Service web by its DNS name: %q, %v", from, got, err)
+	}
+	got, err = c.Kubectl("exec", from, "--", "nslookup", "kubernetes.default.svc.cluster.local")
+	if err != nil || !strings.Contains(got, lab.KubeServiceRange.Addr().Next().String()) {
+		t.Errorf("%s: nslookup kubernetes.default: %q, %v", from, got, err)
+	}
+}
