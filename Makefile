@@ -36,6 +36,9 @@ TEST_PKGS += containerd
 # ToRs of e2e/tor_test.go (docs/bgp.md); gobgpd: the flooding external peer of
 # e2e/flood_test.go.
 TEST_PKGS += bird2 frr gobgpd
+# busybox-static, bind9-dnsutils, netcat-openbsd, conntrack: what the images of
+# the lab's Kubernetes cluster hold besides agnhost (internal/lab/k8simages).
+TEST_PKGS += busybox-static bind9-dnsutils netcat-openbsd conntrack
 # iperf3: a long-lived connection across a NetworkPolicy update (e2e/policy_test.go),
 # and the bandwidth limits (e2e/bandwidth_test.go).
 TEST_PKGS += iperf3
@@ -76,8 +79,21 @@ deps-kube:
 # e2e.test the longest).
 CONTAINERD_VERSION := v2.4.2
 .PHONY: deps-k8s
-deps-k8s: deps-kube deps-cri
+deps-k8s: deps-kube deps-cri deps-test
 	@KUBE_BUILD=cluster KUBE_VERSION=$(KUBE_VERSION) CONTAINERD_VERSION=$(CONTAINERD_VERSION) GOBIN=$(GOBIN_DIR) GO=$(GO) sh internal/lab/kube/build.sh
+	@$(GOW) run ./internal/lab/k8simages/cmd -out $(K8S_IMAGES)
+
+# The images of the lab's Kubernetes cluster, built here (no registry is
+# reachable) and cached: pause, agnhost, CoreDNS and the other images the
+# network tests of e2e.test use (internal/lab/k8simages).
+K8S_IMAGES := /tmp/reef-k8s-images
+
+# The upstream e2e suite against reef in the lab's Kubernetes cluster
+# (docs/conformance.md, which it rewrites); E2E_FOCUS and E2E_SKIP override
+# the selection. Hours: make test runs a slice (e2e TestConformanceSlice).
+.PHONY: conformance
+conformance: build deps-k8s
+	$(BIN)/reef-lab conformance --bin $(CURDIR)/$(BIN) --images $(K8S_IMAGES) --out docs/conformance.md
 
 deps-proto:
 	@command -v protoc >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler >/dev/null)
@@ -100,8 +116,8 @@ test-unit: gobgp-patch
 	$(GOW) test -race -count=1 $$($(GOW) list ./... | grep -v /e2e)
 	$(GOW) test -count=1 -run '^TestProperty' ./blockproto/
 
-test-e2e: build deps-test deps-cri deps-kube
-	REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GOW) test -count=1 -timeout 25m ./e2e/
+test-e2e: build deps-test deps-cri deps-kube deps-k8s
+	REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GOW) test -count=1 -timeout 40m ./e2e/
 
 # spin, the model checker of blockproto/model/; installed only when missing.
 deps-model:

@@ -147,3 +147,29 @@ spec:
 		t.Errorf("%s: nslookup kubernetes.default: %q, %v", from, got, err)
 	}
 }
+
+// TestConformanceSlice: the part of the upstream suite that make test
+// runs on every change (issue 27): e2e.test v1.37.2's pod-pod and
+// node-pod granular checks and a handful of NetworkPolicy cases, against
+// reef in the lab's cluster. make conformance runs the rest.
+func TestConformanceSlice(t *testing.T) {
+	l := newLab(t)
+	c := startCluster(t, l)
+	dir := filepath.Join(l.Dir, "e2e-report")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	results, err := c.RunE2E(ctx, lab.E2EOptions{Focus: lab.CISliceFocus, Skip: lab.ConformanceSkip, ReportDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range results {
+		t.Logf("%s %s (%s)", r.State, r.Name, r.Duration.Round(time.Second))
+		if r.State != "passed" {
+			t.Errorf("%s: %s: %s", r.State, r.Name, r.Message)
+		}
+	}
+	counts := lab.E2ECounts(results)
+	if counts["passed"] < 8 {
+		t.Errorf("%d tests passed of %d run (%v), want the slice's 8 or more", counts["passed"], len(results), counts)
+	}
+}

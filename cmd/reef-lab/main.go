@@ -71,6 +71,11 @@ func run(args []string) error {
 		defer stop()
 		return benchTput(ctx, args[1:])
 	}
+	if args[0] == "conformance" { // the upstream e2e suite against reef in a real cluster (conformance.go)
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return conformance(ctx, args[1:])
+	}
 	if agent, ok := agentCommands[args[0]]; ok { // serve-ports, probe: the NetworkPolicy probe agent (netpol_agent.go)
 		return agent(args[1:])
 	}

@@ -1,0 +1,180 @@
+package lab
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// The upstream end-to-end suite against the lab's cluster: e2e.test of the
+// cluster's release, run in the API's namespace (it reaches the API and
+// every node's address from there), with the admin kubeconfig.
+
+// ConformanceFocus is what `make conformance` runs (issue 27): every
+// [sig-network] conformance test, the NetworkPolicy suite, HostPort, DNS,
+// the Networking granular checks, Services and Conntrack.
+const ConformanceFocus = `\[sig-network\] (.*\[Conformance\]|Netpol|HostPort|DNS|Networking|Services|Conntrack)`
+
+// ConformanceSkip leaves out what this lab cannot have, each for a reason
+// docs/conformance.md gives: SCTP (the kernel has no SCTP module), IPv6
+// and dual-stack (reef is IPv4 until issue 29), tests that need a cloud
+// load balancer or the internet, and the suite's own disruptive and flaky
+// ones.
+const ConformanceSkip = `SCTP|IPv6|[Dd]ual[Ss]tack|LoadBalancer|\[Feature:Ingress|\[Disruptive\]|\[Flaky\]|should be able to reach outside|\[Feature:Networking-IPv6\]`
+
+// CISliceFocus is the slice `make test` runs (e2e TestConformanceSlice):
+// the pod-pod and node-pod granular checks and a handful of NetworkPolicy
+// cases.
+const CISliceFocus = `\[sig-network\] (Networking Granular Checks: Pods should function for (intra-pod|node-pod) communication: (http|udp)|` +
+	`Netpol NetworkPolicy between server and client should (support a 'default-deny-ingress' policy|enforce policy based on Ports|allow ingress access on one named port|enforce egress policy allowing traffic to a server in a different namespace based on PodSelector and NamespaceSelector) )`
+
+// E2EOptions shape a run of e2e.test.
+type E2EOptions struct {
+	Focus, Skip string
+	// ReportDir receives junit_01.xml and e2e.log.
+	ReportDir string
+	// Timeout is ginkgo's for the whole run; 0 means 2h.
+	Timeout time.Duration
+	// Out, if set, receives e2e.test's output as it runs.
+	Out io.Writer
+}
+
+// E2EResult is one test of a run.
+type E2EResult struct {
+	Name     string
+	State    string // passed, failed, skipped
+	Message  string // the failure, or why it was skipped
+	Duration time.Duration
+}
+
+// RunE2E runs e2e.test against the cluster and returns each test that was
+// selected, with its result. The error is e2e.test's when it reports no
+// results; failed tests are in the results.
+func (c *Cluster) RunE2E(ctx context.Context, opts E2EOptions) ([]E2EResult, error) {
+	bin, err := exec.LookPath(filepath.Join(KubeBinDir(), "e2e.test"))
+	if err != nil {
+		return nil, fmt.Errorf("lab: e2e.test not found in %s (run make deps-k8s): %w", KubeBinDir(), err)
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = 2 * time.Hour
+	}
+	if err := os.MkdirAll(opts.ReportDir, 0o755); err != nil {
+		return nil, err
+	}
+	logf, err := os.Create(filepath.Join(opts.ReportDir, "e2e.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	args := []string{"--net=" + NetnsPath(c.API.Netns), "--", bin,
+		"--kubeconfig=" + c.Kubeconfig,
+		"--provider=skeleton",
+		"--kubectl-path=" + c.bins["kubectl"],
+		"--dns-domain=cluster.local",
+		"--report-dir=" + opts.ReportDir,
+		"--ginkgo.focus=" + opts.Focus,
+		"--ginkgo.no-color",
+		"--ginkgo.timeout=" + opts.Timeout.String(),
+	}
+	if opts.Skip != "" {
+		args = append(args, "--ginkgo.skip="+opts.Skip)
+	}
+	cmd := exec.CommandContext(ctx, "nsenter", args...)
+	var out io.Writer = logf
+	if opts.Out != nil {
+		out = io.MultiWriter(logf, opts.Out)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	// e2e.test runs kubectl, which reads KUBECONFIG, and writes nothing
+	// outside the report dir.
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig, "HOME="+opts.ReportDir)
+	cmd.Dir = opts.ReportDir
+	runErr := cmd.Run()
+	results, err := ReadJUnit(filepath.Join(opts.ReportDir, "junit_01.xml"))
+	if err != nil {
+		return nil, fmt.Errorf("e2e.test: %v; its report: %w\n%s", runErr, err, logTail(logf.Name(), 30))
+	}
+	return results, nil
+}
+
+// ReadJUnit reads the JUnit report of e2e.test (ginkgo's): the tests that
+// ran or were skipped for a reason, leaving out those the focus and skip
+// expressions filtered.
+func ReadJUnit(path string) ([]E2EResult, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var doc struct {
+		Suites []struct {
+			Cases []struct {
+				Name    string  `xml:"name,attr"`
+				Status  string  `xml:"status,attr"`
+				Time    float64 `xml:"time,attr"`
+				Skipped *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"skipped"`
+				Failure *struct {
+					Message string `xml:"message,attr"`
+					Text    string `xml:",chardata"`
+				} `xml:"failure"`
+				Error *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"error"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var out []E2EResult
+	for _, s := range doc.Suites {
+		for _, tc := range s.Cases {
+			r := E2EResult{Name: strings.TrimPrefix(tc.Name, "[It] "), State: tc.Status, Duration: time.Duration(tc.Time * float64(time.Second))}
+			switch {
+			case tc.Failure != nil:
+				r.State, r.Message = "failed", strings.TrimSpace(tc.Failure.Message)
+			case tc.Error != nil:
+				r.State, r.Message = "failed", strings.TrimSpace(tc.Error.Message)
+			case tc.Skipped != nil:
+				r.State, r.Message = "skipped", strings.TrimSpace(tc.Skipped.Message)
+			}
+			// Specs the focus and skip expressions left out are in the
+			// report as skipped, with the bare message "skipped"; a test
+			// that skips itself says why.
+			if r.State == "skipped" && (r.Message == "skipped" || r.Message == "") {
+				continue
+			}
+			// The suite's own setup and teardown are not tests.
+			if strings.HasPrefix(r.Name, "[SynchronizedBeforeSuite]") || strings.HasPrefix(r.Name, "[SynchronizedAfterSuite]") ||
+				strings.HasPrefix(r.Name, "[ReportAfterSuite]") || strings.HasPrefix(r.Name, "[ReportBeforeSuite]") {
+				if r.State != "failed" {
+					continue
+				}
+			}
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	if len(out) == 0 {
+		return nil, errors.New("no test ran")
+	}
+	return out, nil
+}
+
+// E2ECounts counts results by state.
+func E2ECounts(rs []E2EResult) map[string]int {
+	m := map[string]int{}
+	for _, r := range rs {
+		m[r.State]++
+	}
+	return m
+}
