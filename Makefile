@@ -91,7 +91,12 @@ K8S_IMAGES := /tmp/reef-k8s-images
 # The upstream e2e suite against reef in the lab's Kubernetes cluster
 # (docs/conformance.md, which it rewrites); E2E_FOCUS and E2E_SKIP override
 # the selection. Hours: make test runs a slice (e2e TestConformanceSlice).
-.PHONY: conformance
+.PHONY: conformance demo-k8s
+# The cluster shown: pods of a Deployment on the three nodes with their reef
+# addresses, a NetworkPolicy and its effect; tears down.
+demo-k8s: build deps-k8s
+	$(BIN)/reef-lab demo-k8s --bin $(CURDIR)/$(BIN) --images $(K8S_IMAGES)
+
 conformance: build deps-k8s
 	$(BIN)/reef-lab conformance --bin $(CURDIR)/$(BIN) --images $(K8S_IMAGES) --out docs/conformance.md
 

@@ -71,6 +71,11 @@ func run(args []string) error {
 		defer stop()
 		return benchTput(ctx, args[1:])
 	}
+	if args[0] == "demo-k8s" { // the lab's Kubernetes cluster shown (demo_k8s.go)
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return demoK8s(ctx, args[1:])
+	}
 	if args[0] == "conformance" { // the upstream e2e suite against reef in a real cluster (conformance.go)
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
