@@ -97,6 +97,13 @@ func writeConformance(w io.Writer, rs []lab.E2EResult, focus, skip string, up, t
 	fmt.Fprintf(w, "Run of %s UTC: cluster up in %s, tests ran for %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04"),
 		up.Round(time.Second), took.Round(time.Second))
 	fmt.Fprintf(w, "- focus: `%s`\n- skip: `%s`\n\n", focus, skip)
+	if skip == lab.ConformanceSkip {
+		fmt.Fprintf(w, "What the skip leaves out, and why:\n\n| pattern | why |\n|---|---|\n")
+		for _, s := range lab.ConformanceSkips {
+			fmt.Fprintf(w, "| `%s` | %s |\n", strings.ReplaceAll(s.Pattern, "|", "\\|"), s.Why)
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "**%d passed, %d failed, %d skipped** of %d tests selected.\n\n", counts["passed"], counts["failed"], counts["skipped"], len(rs))
 	fmt.Fprintf(w, "| result | test | time | why |\n|---|---|---|---|\n")
 	for _, r := range rs {
