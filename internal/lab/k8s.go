@@ -5,9 +5,11 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,7 +40,11 @@ import (
 
 // ClusterDNS is the kube-dns Service's address (kubeadm's: the tenth of
 // the service range).
-var ClusterDNS = KubeServiceRange.Addr().Next().Next().Next().Next().Next().Next().Next().Next().Next().Next()
+var ClusterDNS = func() netip.Addr {
+	a := KubeServiceRange.Addr().As4()
+	a[3] += 10
+	return netip.AddrFrom4(a)
+}()
 
 // ClusterPool is the pod pool of the cluster's nodes.
 const ClusterPool = "10.244.0.0/16"
@@ -54,6 +60,10 @@ type ClusterOptions struct {
 	SandboxImage string
 	// CoreDNSImage runs CoreDNS; "" starts no DNS.
 	CoreDNSImage string
+	// Reference wires the nodes with Debian's reference plugins instead
+	// of reef (referenceCNI: ptp, host-local, portmap); the reef daemons
+	// do not run, and pods reach only the pods of their own node.
+	Reference bool
 }
 
 // Cluster is a running cluster.
@@ -79,6 +89,8 @@ type ClusterNode struct {
 	CgroupRoot string // kubelet's cgroupRoot
 
 	kubelet, proxy *kubeProc
+	// kubeletArgv and proxyArgv start them again (StartKubelet, PowerOn).
+	kubeletArgv, proxyArgv []string
 }
 
 // ClusterBinaries are the binaries a cluster runs, from KubeBinDir.
@@ -137,8 +149,10 @@ func (l *Lab) StartCluster(opts ClusterOptions) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := StartAll(nodes); err != nil {
-		return nil, err
+	if !opts.Reference {
+		if err := StartAll(nodes); err != nil {
+			return nil, err
+		}
 	}
 	for _, n := range nodes {
 		cn, err := c.startNode(n, opts)
@@ -267,7 +281,11 @@ func (c *Cluster) startNode(n *Node, opts ClusterOptions) (*ClusterNode, error) 
 			return nil, err
 		}
 	}
-	ctr, err := n.StartContainerd(ContainerdOptions{V2: true, Conflist: n.Conflist(), Images: opts.Images, SandboxImage: opts.SandboxImage})
+	copts := ContainerdOptions{V2: true, Conflist: n.Conflist(), Images: opts.Images, SandboxImage: opts.SandboxImage}
+	if opts.Reference {
+		copts.Conflist, copts.Plugins = referenceCNI(n)
+	}
+	ctr, err := n.StartContainerd(copts)
 	if err != nil {
 		return nil, err
 	}
@@ -295,21 +313,134 @@ func (c *Cluster) startNode(n *Node, opts ClusterOptions) (*ClusterNode, error) 
 	if err := os.WriteFile(cn.path("kube-proxy.yaml"), []byte(pc), 0o644); err != nil {
 		return nil, err
 	}
-	if cn.kubelet, err = spawnIn(n.Netns, cn.path("kubelet.log"), c.bins["kubelet"],
-		"--config="+cn.path("kubelet.yaml"),
-		"--kubeconfig="+cn.path("kubelet.conf"),
-		"--root-dir="+cn.path("root"),
-		"--cert-dir="+cn.path("pki"),
-		"--hostname-override="+n.Name,
-		"--node-ip="+n.Address.String(),
-	); err != nil {
+	cn.kubeletArgv = []string{c.bins["kubelet"],
+		"--config=" + cn.path("kubelet.yaml"),
+		"--kubeconfig=" + cn.path("kubelet.conf"),
+		"--root-dir=" + cn.path("root"),
+		"--cert-dir=" + cn.path("pki"),
+		"--hostname-override=" + n.Name,
+		"--node-ip=" + n.Address.String(),
+	}
+	cn.proxyArgv = []string{c.bins["kube-proxy"], "--config=" + cn.path("kube-proxy.yaml")}
+	if err := cn.StartKubelet(); err != nil {
 		return nil, err
 	}
-	if cn.proxy, err = spawnIn(n.Netns, cn.path("kube-proxy.log"), c.bins["kube-proxy"],
-		"--config="+cn.path("kube-proxy.yaml")); err != nil {
+	if cn.proxy, err = spawnIn(n.Netns, cn.path("kube-proxy.log"), cn.proxyArgv[0], cn.proxyArgv[1:]...); err != nil {
 		return nil, err
 	}
 	return cn, nil
+}
+
+// StopKubelet stops the node's kubelet with SIGTERM, as `systemctl stop
+// kubelet` does: its pods, containerd and reef go on.
+func (cn *ClusterNode) StopKubelet() error {
+	if cn.kubelet == nil {
+		return nil
+	}
+	err := cn.kubelet.stop(syscall.SIGTERM, 15*time.Second)
+	cn.kubelet = nil
+	return err
+}
+
+// StartKubelet starts the node's kubelet, with the same configuration,
+// root dir and log as before, if it does not run.
+func (cn *ClusterNode) StartKubelet() error {
+	if cn.kubelet != nil && !cn.kubelet.exited() {
+		return nil
+	}
+	p, err := spawnIn(cn.Netns, cn.path("kubelet.log"), cn.kubeletArgv[0], cn.kubeletArgv[1:]...)
+	if err != nil {
+		return err
+	}
+	cn.kubelet = p
+	return nil
+}
+
+// PowerOff does to the node what a power cut does to what runs on it.
+// kubelet, kube-proxy, reef's daemon, containerd, its shims and every
+// process in the node's cgroup root (the pods') are killed with SIGKILL,
+// and what a reboot loses goes: the pods' network namespaces (their netns
+// files unmounted, so the pod ends of reef's veths go with them),
+// containerd's state and runc's dirs, reef's socket (all on /run, a
+// tmpfs, on a real node), the tmpfs volumes kubelet mounted and the pods'
+// cgroups. What a disk keeps stays: containerd's root, whose metadata
+// still lists the sandboxes, kubelet's root dir, reef's state dir and
+// pending-DEL queue. The node's own namespace (eth0, routes, nftables)
+// stays as it was: the lab cannot reboot it without taking the node off
+// the underlay. PowerOn starts the node again.
+func (cn *ClusterNode) PowerOff() error {
+	for _, p := range []*kubeProc{cn.kubelet, cn.proxy} {
+		if p != nil {
+			p.stop(syscall.SIGKILL, 5*time.Second)
+		}
+	}
+	cn.kubelet, cn.proxy = nil, nil
+	errs := []error{cn.Node.Kill()}
+	ctr := cn.Containerd
+	ctr.mu.Lock()
+	cmd, done := ctr.cmd, ctr.done
+	ctr.cmd = nil
+	ctr.mu.Unlock()
+	if cmd != nil {
+		cmd.Process.Kill()
+		<-done
+	}
+	killCgroup(cn.CgroupRoot)
+	// The shims, the netns files of the sandboxes in containerd's state,
+	// the rootfs and shm mounts.
+	cleanContainerdDir(ctr.Dir, cn.Netns)
+	for _, d := range []string{filepath.Join(ctr.Dir, "state"), filepath.Join(ctr.Dir, "runc")} {
+		errs = append(errs, os.RemoveAll(d))
+	}
+	unmountUnder(cn.path("root"))
+	removeCgroupRoot(cn.CgroupRoot)
+	errs = append(errs, makeCgroupRoot(cn.CgroupRoot))
+	if err := os.Remove(cn.Socket); err != nil && !os.IsNotExist(err) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// PowerOn starts what PowerOff stopped, in the order the units start on a
+// node: reef (until it serves ADD), containerd (until its CRI answers),
+// kube-proxy, kubelet.
+func (cn *ClusterNode) PowerOn() error {
+	if err := cn.Node.Start(); err != nil {
+		return err
+	}
+	if err := cn.Containerd.start(); err != nil {
+		return err
+	}
+	p, err := spawnIn(cn.Netns, cn.path("kube-proxy.log"), cn.proxyArgv[0], cn.proxyArgv[1:]...)
+	if err != nil {
+		return err
+	}
+	cn.proxy = p
+	return cn.StartKubelet()
+}
+
+// killCgroup SIGKILLs every process in the cgroup root's tree, in every
+// v1 hierarchy, until none is left (a fork may race the first pass).
+func killCgroup(root string) {
+	waitFor(10*time.Second, func() bool {
+		left := false
+		for _, ctl := range cgroupControllers {
+			filepath.WalkDir(filepath.Join("/sys/fs/cgroup", ctl, root), func(p string, e os.DirEntry, err error) error {
+				if err != nil || e.IsDir() || e.Name() != "cgroup.procs" {
+					return nil
+				}
+				b, _ := os.ReadFile(p)
+				for _, f := range strings.Fields(string(b)) {
+					if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
+						syscall.Kill(pid, syscall.SIGKILL)
+						left = true
+					}
+				}
+				return nil
+			})
+		}
+		return !left
+	})
 }
 
 func (cn *ClusterNode) path(name string) string { return filepath.Join(cn.Dir, name) }
