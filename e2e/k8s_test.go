@@ -158,7 +158,7 @@ func TestConformanceSlice(t *testing.T) {
 	dir := filepath.Join(l.Dir, "e2e-report")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	results, err := c.RunE2E(ctx, lab.E2EOptions{Focus: lab.CISliceFocus, Skip: lab.ConformanceSkip, ReportDir: dir})
+	results, err := c.RunE2E(ctx, lab.E2EOptions{Focus: lab.CISliceFocus, Skip: lab.ConformanceSkip, ReportDir: dir, Procs: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ func conformance(ctx context.Context, args []string) error {
 	junit := fs.String("junit", "", "where to copy e2e.test's JUnit report (default: beside --out, conformance-junit.xml)")
 	images := fs.String("images", filepath.Join(os.TempDir(), "reef-k8s-images"), "where the images are built (cached)")
 	timeout := fs.Duration("timeout", 4*time.Hour, "ginkgo's timeout for the whole run")
+	procs := fs.Int("procs", 4, "processes the tests run in (ginkgo --procs); [Serial] tests run alone")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -61,7 +62,7 @@ func conformance(ctx context.Context, args []string) error {
 	fmt.Printf("cluster of %d nodes up in %s; running e2e.test\n  focus %s\n  skip  %s\n", len(c.Nodes), up.Round(time.Second), focus, skip)
 	report := filepath.Join(l.Dir, "e2e-report")
 	ran := time.Now()
-	results, err := c.RunE2E(ctx, lab.E2EOptions{Focus: focus, Skip: skip, ReportDir: report, Timeout: *timeout, Out: os.Stdout})
+	results, err := c.RunE2E(ctx, lab.E2EOptions{Focus: focus, Skip: skip, ReportDir: report, Timeout: *timeout, Out: os.Stdout, Procs: *procs})
 	if err != nil {
 		return err
 	}

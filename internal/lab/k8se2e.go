@@ -30,7 +30,7 @@ var ConformanceSkips = []struct{ Pattern, Why string }{
 	{`IPv6|[Dd]ual[Ss]tack`, "reef pools are IPv4 until dual-stack (issue 29)"},
 	{`LoadBalancer`, "a Service of type LoadBalancer needs a cloud provider's load balancer (reef's own is issue 30)"},
 	{`\[Feature:Ingress`, "needs an Ingress controller, which is not a pod network's"},
-	{`should be able to reach outside|Forward PTR lookup|Forward external name lookup`, "needs the internet (8.8.8.8, google.com), which the lab does not reach"},
+	{`should be able to reach outside|Forward PTR lookup|Forward external name lookup|Internet connection|\[Feature:Networking-DNS\]`, "needs the internet (8.8.8.8, google.com), which the lab does not reach"},
 	{`\[Disruptive\]|\[Flaky\]`, "the suite's own disruptive and flaky tests, which conformance runs leave out"},
 }
 
@@ -58,6 +58,10 @@ type E2EOptions struct {
 	Timeout time.Duration
 	// Out, if set, receives e2e.test's output as it runs.
 	Out io.Writer
+	// Procs > 1 runs the tests in that many processes through the ginkgo
+	// runner, as hack/ginkgo-e2e.sh does; [Serial] tests run alone at
+	// the end.
+	Procs int
 }
 
 // E2EResult is one test of a run.
@@ -87,18 +91,33 @@ func (c *Cluster) RunE2E(ctx context.Context, opts E2EOptions) ([]E2EResult, err
 		return nil, err
 	}
 	defer logf.Close()
-	args := []string{"--net=" + NetnsPath(c.API.Netns), "--", bin,
+	e2eArgs := []string{
 		"--kubeconfig=" + c.Kubeconfig,
 		"--provider=skeleton",
 		"--kubectl-path=" + c.bins["kubectl"],
 		"--dns-domain=cluster.local",
 		"--report-dir=" + opts.ReportDir,
-		"--ginkgo.focus=" + opts.Focus,
-		"--ginkgo.no-color",
-		"--ginkgo.timeout=" + opts.Timeout.String(),
 	}
+	ginkgoArgs := []string{"focus=" + opts.Focus, "no-color", "timeout=" + opts.Timeout.String()}
 	if opts.Skip != "" {
-		args = append(args, "--ginkgo.skip="+opts.Skip)
+		ginkgoArgs = append(ginkgoArgs, "skip="+opts.Skip)
+	}
+	args := []string{"--net=" + NetnsPath(c.API.Netns), "--"}
+	if opts.Procs > 1 {
+		runner, err := exec.LookPath(filepath.Join(KubeBinDir(), "ginkgo"))
+		if err != nil {
+			return nil, fmt.Errorf("lab: ginkgo not found in %s (run make deps-k8s): %w", KubeBinDir(), err)
+		}
+		args = append(args, runner, fmt.Sprintf("--procs=%d", opts.Procs))
+		for _, a := range ginkgoArgs {
+			args = append(args, "--"+a)
+		}
+		args = append(append(args, bin, "--"), e2eArgs...)
+	} else {
+		args = append(append(args, bin), e2eArgs...)
+		for _, a := range ginkgoArgs {
+			args = append(args, "--ginkgo."+a)
+		}
 	}
 	cmd := exec.CommandContext(ctx, "nsenter", args...)
 	var out io.Writer = logf

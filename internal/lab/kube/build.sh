@@ -142,3 +142,9 @@ fi
 # The suite is a test binary; it prints version.Get() for --version.
 "$GOBIN/e2e.test" --version 2>/dev/null | grep -qx "$KUBE_VERSION" ||
 	kube e2e.test k8s.io/kubernetes/test/e2e "" "test -c"
+# ginkgo, the runner that spreads e2e.test over several processes, at the
+# version k8s.io/kubernetes pins (its go.mod), as hack/ginkgo-e2e.sh runs it.
+ginkgo=$(cd "$work" && "$GO" mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
+ginkgo=$(sed -n 's#^[[:space:]]*github.com/onsi/ginkgo/v2 \(v[^[:space:]]*\).*#\1#p' "$ginkgo")
+"$GOBIN/ginkgo" version 2>/dev/null | grep -qx "Ginkgo Version ${ginkgo#v}" ||
+	(cd "$work" && GOBIN="$GOBIN" "$GO" install "github.com/onsi/ginkgo/v2/ginkgo@$ginkgo" && echo "built ginkgo $ginkgo")
