@@ -91,6 +91,9 @@ type ClusterNode struct {
 	kubelet, proxy *kubeProc
 	// kubeletArgv and proxyArgv start them again (StartKubelet, PowerOn).
 	kubeletArgv, proxyArgv []string
+	// reefRan: reef's daemon ran when PowerOff came (not on a Reference
+	// cluster's node), so PowerOn starts it.
+	reefRan bool
 }
 
 // ClusterBinaries are the binaries a cluster runs, from KubeBinDir.
@@ -357,13 +360,13 @@ func (cn *ClusterNode) StartKubelet() error {
 }
 
 // PowerOff does to the node what a power cut does to what runs on it.
-// kubelet, kube-proxy, reef's daemon, containerd, its shims and every
-// process in the node's cgroup root (the pods') are killed with SIGKILL,
-// and what a reboot loses goes: the pods' network namespaces (their netns
-// files unmounted, so the pod ends of reef's veths go with them),
-// containerd's state and runc's dirs, reef's socket (all on /run, a
-// tmpfs, on a real node), the tmpfs volumes kubelet mounted and the pods'
-// cgroups. What a disk keeps stays: containerd's root, whose metadata
+// kubelet, kube-proxy, reef's daemon (if it runs), containerd, its shims
+// and every process in the node's cgroup root (the pods') are killed with
+// SIGKILL, and what a reboot loses goes: the pods' network namespaces
+// (their netns files unmounted, so the pod ends of reef's veths go with
+// them), containerd's state and runc's dirs, reef's socket (all on /run,
+// a tmpfs, on a real node), the tmpfs volumes kubelet mounted and the
+// pods' cgroups. What a disk keeps stays: containerd's root, whose metadata
 // still lists the sandboxes, kubelet's root dir, reef's state dir and
 // pending-DEL queue. The node's own namespace (eth0, routes, nftables)
 // stays as it was: the lab cannot reboot it without taking the node off
@@ -375,6 +378,7 @@ func (cn *ClusterNode) PowerOff() error {
 		}
 	}
 	cn.kubelet, cn.proxy = nil, nil
+	cn.reefRan = cn.Node.Running()
 	errs := []error{cn.Node.Kill()}
 	ctr := cn.Containerd
 	ctr.mu.Lock()
@@ -402,11 +406,13 @@ func (cn *ClusterNode) PowerOff() error {
 }
 
 // PowerOn starts what PowerOff stopped, in the order the units start on a
-// node: reef (until it serves ADD), containerd (until its CRI answers),
-// kube-proxy, kubelet.
+// node (reef.service is Before=kubelet.service): reef, if it ran, until it
+// serves ADD; containerd, until its CRI answers; kube-proxy; kubelet.
 func (cn *ClusterNode) PowerOn() error {
-	if err := cn.Node.Start(); err != nil {
-		return err
+	if cn.reefRan {
+		if err := cn.Node.Start(); err != nil {
+			return err
+		}
 	}
 	if err := cn.Containerd.start(); err != nil {
 		return err
