@@ -152,6 +152,20 @@ func (l *Lab) StartCluster(opts ClusterOptions) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A node has a default route through its uplink's gateway, as a
+	// kubeadm node has: kube-proxy rejects traffic to a Service with no
+	// endpoints in its forward chain, which only a routed packet reaches
+	// (without the route, the kernel answers "network is unreachable"
+	// first, and the Services tests that want "connection refused" fail).
+	o, err := l.AddOutside()
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range nodes {
+		if err := o.DefaultRoute(n); err != nil {
+			return nil, err
+		}
+	}
 	if !opts.Reference {
 		if err := StartAll(nodes); err != nil {
 			return nil, err
