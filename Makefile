@@ -179,8 +179,10 @@ NAT_BENCH := $(GOW) test -run '^$$' -bench . -benchtime 200x -count 3 ./nat/
 # BIRD 2 ToR, the 50-node mesh, 2,000 remote blocks, 100 nodes through 2
 # route reflectors);
 # bench-sim: the block protocol simulated for 10, 100 and 1,000 nodes in one
-# process (a few minutes of both cores at 1,000). Each writes its section.
-bench: build deps-test deps-bench deps-cri deps-kube
+# process (a few minutes of both cores at 1,000);
+# bench-k8s: pod startup latency in the lab's Kubernetes cluster, reef and
+# ptp + host-local + portmap (20 minutes here). Each writes its section.
+bench: build deps-test deps-bench deps-cri deps-kube deps-k8s
 	$(BIN)/reef-lab bench --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 	$(NAT_BENCH) > $(BIN)/bench-nat.txt; s=$$?; cat $(BIN)/bench-nat.txt; exit $$s
 	{ printf '\n## nftables\n\nGo benchmarks of nat/, 1,000 pods in the sets, in a throw-away network namespace\n(docs/nat.md explains them), from `sudo make bench`, which runs\n\n    %s\n\n' "$(NAT_BENCH)"; \
@@ -194,6 +196,7 @@ bench: build deps-test deps-bench deps-cri deps-kube
 	$(BIN)/reef-lab bench-metrics --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 	$(BIN)/reef-lab bench-storm --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 	$(BIN)/reef-lab bench-cri --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
+	$(BIN)/reef-lab bench-k8s --bin $(CURDIR)/$(BIN) --images $(K8S_IMAGES) --out BENCHMARKS.md
 
 # The .deb and .rpm (packaging/, docs/install.md). The binaries in them are
 # stamped with the package version; nfpm is pinned and built once.

@@ -71,6 +71,11 @@ func run(args []string) error {
 		defer stop()
 		return benchTput(ctx, args[1:])
 	}
+	if args[0] == "bench-k8s" { // pod startup latency in real clusters, reef and the reference plugins: flags of its own (bench_k8s.go)
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return benchK8s(ctx, args[1:])
+	}
 	if args[0] == "demo-k8s" { // the lab's Kubernetes cluster shown (demo_k8s.go)
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
