@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"cmp"
 	"context"
 	"encoding/xml"
 	"errors"
@@ -173,7 +174,9 @@ func ReadJUnit(path string) ([]E2EResult, error) {
 			r := E2EResult{Name: strings.TrimPrefix(tc.Name, "[It] "), State: tc.Status, Duration: time.Duration(tc.Time * float64(time.Second))}
 			switch {
 			case tc.Failure != nil:
-				r.State, r.Message = "failed", strings.TrimSpace(tc.Failure.Message)
+				// ginkgo leaves the attribute empty and writes the
+				// failure into the element.
+				r.State, r.Message = "failed", strings.TrimSpace(cmp.Or(tc.Failure.Message, tc.Failure.Text))
 			case tc.Error != nil:
 				r.State, r.Message = "failed", strings.TrimSpace(tc.Error.Message)
 			case tc.Skipped != nil:
