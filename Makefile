@@ -36,9 +36,9 @@ TEST_PKGS += containerd
 # ToRs of e2e/tor_test.go (docs/bgp.md); gobgpd: the flooding external peer of
 # e2e/flood_test.go.
 TEST_PKGS += bird2 frr gobgpd
-# busybox-static, bind9-dnsutils, netcat-openbsd, conntrack: what the images of
-# the lab's Kubernetes cluster hold besides agnhost (internal/lab/k8simages).
-TEST_PKGS += busybox-static bind9-dnsutils netcat-openbsd conntrack
+# busybox-static, bind9-dnsutils, netcat-openbsd, conntrack, wget: what the images
+# of the lab's Kubernetes cluster hold besides agnhost (internal/lab/k8simages).
+TEST_PKGS += busybox-static bind9-dnsutils netcat-openbsd conntrack wget
 # iperf3: a long-lived connection across a NetworkPolicy update (e2e/policy_test.go),
 # and the bandwidth limits (e2e/bandwidth_test.go).
 TEST_PKGS += iperf3

@@ -165,6 +165,9 @@ func (l *Lab) StartCluster(opts ClusterOptions) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	if err := c.routePodsFromControlPlane(nodes); err != nil {
+		return nil, err
+	}
 	if !opts.Reference {
 		if err := StartAll(nodes); err != nil {
 			return nil, err
@@ -186,6 +189,24 @@ func (l *Lab) StartCluster(opts ClusterOptions) (*Cluster, error) {
 		}
 	}
 	return c, nil
+}
+
+// routePodsFromControlPlane routes the pod pool from the control plane's
+// namespace through the nodes (one ECMP route, a next hop per node). The
+// API server dials pods for the pods/proxy and services/proxy
+// subresources, admission webhooks and aggregated APIs (metrics-server);
+// on a kubeadm cluster it runs on a control-plane node that runs reef and
+// has reef's routes. Here it has no daemon of its own: a node it sends a
+// packet to forwards it to the block's owner, whose pod answers straight
+// back (the way back needs no route, the control plane is on the
+// underlay). Without this route the upstream DNS tests, which read their
+// probes' results through the pod proxy, and the Proxy tests fail.
+func (c *Cluster) routePodsFromControlPlane(nodes []*Node) error {
+	args := []string{"route", "replace", ClusterPool}
+	for _, n := range nodes {
+		args = append(args, "nexthop", "via", n.Address.String())
+	}
+	return c.Lab.IP(c.API.Netns, args...)
 }
 
 // kubeconfigFor writes a kubeconfig of the user's token for the cluster.

@@ -187,6 +187,10 @@ func TestImagesRunInContainerd(t *testing.T) {
 		{agnhost, []string{"sh", "-c", "echo hostname | nc -w 2 -W 1 -u -p 40001 127.0.0.1 8081 | tr -d '\\r\\n'"}, hostname},
 		// The Netpol suite's probe.
 		{agnhost, []string{"/agnhost", "connect", "127.0.0.1:8080", "--timeout=5s", "--protocol=tcp"}, ""},
+		// The Services tests' probe of an address that does not answer:
+		// a failure, not a crash, and one try.
+		{agnhost, []string{"sh", "-c", "wget -q -O - -T 1 http://127.0.0.1:1; echo wget-exit-$?"}, "wget-exit-4"},
+		{agnhost, []string{"wget", "-q", "-O", "-", "-T", "1", "http://127.0.0.1:8080/hostname"}, hostname},
 		{agnhost, []string{"sh", "-c", "ss -ant46 'sport = :8080' | tail -n +2 | grep LISTEN"}, "LISTEN"},
 		{agnhost, []string{"/agnhost", "dns-server-list"}, "127.0.0.1"},
 		{agnhost, []string{"/agnhost", "dns-suffix"}, "reef.lab"},

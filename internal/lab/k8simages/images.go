@@ -118,7 +118,10 @@ type tool struct {
 // busybox's applets (upstream: alpine's bind-tools, curl,
 // netcat-openbsd, iproute2, bash): dig +search/+tcp, nslookup, curl
 // -g --connect-timeout, nc -W/-u/-p (openbsd flags), ss -ant46,
-// getent hosts (through glibc's NSS), conntrack -L.
+// getent hosts (through glibc's NSS), conntrack -L, and wget: Debian 12's busybox-static 1.35 wget dies of
+// SIGSEGV when a connection fails and -T is given, and the Services tests
+// run `wget -q -O - -T 1` against Service addresses that may not answer
+// yet (the shell's "Segmentation fault" lands in their output).
 var tools = []tool{
 	{"/usr/bin/dig", "bind9-dnsutils"},
 	{"/usr/bin/nslookup", "bind9-dnsutils"},
@@ -130,7 +133,12 @@ var tools = []tool{
 	{"/usr/bin/bash", "bash"},
 	{"/usr/bin/dash", "dash"},
 	{"/usr/sbin/conntrack", "conntrack"},
+	{"/usr/bin/wget", "wget"},
 }
+
+// wgetrc makes GNU wget try once, as busybox's does: its default of 20
+// tries would turn each of a test's one-second probes into twenty.
+const wgetrc = "tries = 1\n"
 
 // busyboxPath is busybox-static's binary.
 const busyboxPath = "/usr/bin/busybox"
@@ -466,6 +474,7 @@ func toolsLayer(base *layer) (*layer, error) {
 			l.file(imagePath(lib), lib, 0o755)
 		}
 	}
+	l.data("/etc/wgetrc", []byte(wgetrc), 0o644)
 	for name, p := range real {
 		for _, dir := range []string{"/usr/sbin", "/usr/bin"} {
 			q := dir + "/" + name

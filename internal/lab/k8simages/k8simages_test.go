@@ -345,6 +345,8 @@ func TestToolsOverrideBusybox(t *testing.T) {
 		{"usr/sbin/ip", tar.TypeSymlink, "/usr/bin/ip"},         // busybox's ip is in sbin, first in PATH
 		{"usr/bin/nc", tar.TypeSymlink, "/usr/bin/nc.openbsd"},  // -W, -p of the Conntrack tests
 		{"usr/bin/nslookup", tar.TypeReg, ""},                   // bind9's
+		{"usr/bin/wget", tar.TypeReg, ""},                       // GNU wget: busybox's crashes on a failed connect with -T
+		{"etc/wgetrc", tar.TypeReg, ""},                         // tries = 1
 		{"usr/lib64/ld-linux-x86-64.so.2", tar.TypeReg, ""},     // the loader, at /lib64 through the usr-merge link
 		{"usr/lib/x86_64-linux-gnu/libc.so.6", tar.TypeReg, ""}, // found by ELF DT_NEEDED
 	} {
