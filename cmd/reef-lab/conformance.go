@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"flag"
 	"fmt"
@@ -23,7 +25,7 @@ func conformance(ctx context.Context, args []string) error {
 	exe, _ := os.Executable()
 	bin := fs.String("bin", filepath.Dir(exe), "directory holding reef and reef-cni")
 	out := fs.String("out", "docs/conformance.md", "the summary to write")
-	junit := fs.String("junit", "", "where to copy e2e.test's JUnit report (default: beside --out, conformance-junit.xml)")
+	junit := fs.String("junit", "", "where to write e2e.test's JUnit report, gzipped (default: beside --out, conformance-junit.xml.gz)")
 	images := fs.String("images", filepath.Join(os.TempDir(), "reef-k8s-images"), "where the images are built (cached)")
 	timeout := fs.Duration("timeout", 4*time.Hour, "ginkgo's timeout for the whole run")
 	procs := fs.Int("procs", 4, "processes the tests run in (ginkgo --procs); [Serial] tests run alone")
@@ -38,7 +40,7 @@ func conformance(ctx context.Context, args []string) error {
 		skip = v
 	}
 	if *junit == "" {
-		*junit = filepath.Join(filepath.Dir(*out), "conformance-junit.xml")
+		*junit = filepath.Join(filepath.Dir(*out), "conformance-junit.xml.gz")
 	}
 	fmt.Println("building the images (cached after the first run)")
 	if _, err := k8simages.Build(ctx, k8simages.Options{Out: *images}); err != nil {
@@ -68,7 +70,7 @@ func conformance(ctx context.Context, args []string) error {
 	}
 	took := time.Since(ran)
 	if b, err := os.ReadFile(filepath.Join(report, "junit_01.xml")); err == nil {
-		if err := os.WriteFile(*junit, b, 0o644); err != nil {
+		if err := writeGzip(*junit, b); err != nil {
 			return err
 		}
 	}
@@ -94,7 +96,7 @@ func writeConformance(w io.Writer, rs []lab.E2EResult, focus, skip string, up, t
 	fmt.Fprintf(w, "`sudo make conformance` rewrites this file: it brings the lab's Kubernetes cluster up (three\n"+
 		"nodes with kubelet, kube-proxy in nftables mode, containerd 2 and reef; docs/kubernetes-lab.md),\n"+
 		"runs the upstream `e2e.test` %s against it and tears it down. The JUnit report is\n"+
-		"`docs/conformance-junit.xml`. `E2E_FOCUS` and `E2E_SKIP` override the selection.\n\n", k8simages.KubeVersion)
+		"`docs/conformance-junit.xml.gz`. `E2E_FOCUS` and `E2E_SKIP` override the selection.\n\n", k8simages.KubeVersion)
 	fmt.Fprintf(w, "Run of %s UTC: cluster up in %s, tests ran for %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04"),
 		up.Round(time.Second), took.Round(time.Second))
 	fmt.Fprintf(w, "- focus: `%s`\n- skip: `%s`\n\n", focus, skip)
@@ -119,4 +121,18 @@ func firstLine(s string) string {
 		s = s[:200] + "…"
 	}
 	return s
+}
+
+// writeGzip writes b gzipped to path: the JUnit report of a full run is
+// megabytes of XML, a tenth of it gzipped.
+func writeGzip(path string, b []byte) error {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(b); err != nil {
+		return err
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o644)
 }

@@ -99,6 +99,11 @@ func (c *Cluster) RunE2E(ctx context.Context, opts E2EOptions) ([]E2EResult, err
 		"--kubectl-path=" + c.bins["kubectl"],
 		"--dns-domain=cluster.local",
 		"--report-dir=" + opts.ReportDir,
+		// As hack/ginkgo-e2e.sh passes NUM_NODES: without it the
+		// framework's node count stays -1 and every test that wants
+		// two nodes or more (the Services granular checks, the
+		// NodePort externalTrafficPolicy=Local test) skips itself.
+		fmt.Sprintf("--num-nodes=%d", len(c.Nodes)),
 	}
 	ginkgoArgs := []string{"focus=" + opts.Focus, "no-color", "timeout=" + opts.Timeout.String()}
 	if opts.Skip != "" {
