@@ -84,14 +84,11 @@ type RemoteBlock struct {
 }
 
 // Incarnation is what a record tells of a node's current incarnation.
+// Nothing orders two incarnations by Born (a wall clock): an incarnation
+// is superseded only when a later one names it (incarnations.go).
 type Incarnation struct {
 	Inc  uint32
 	Born uint32
-}
-
-// newer reports whether a is a later incarnation than b.
-func (a Incarnation) newer(b Incarnation) bool {
-	return a.Born > b.Born || (a.Born == b.Born && a.Inc > b.Inc)
 }
 
 // State is what a node keeps in its store for the protocol. Everything in
