@@ -56,7 +56,8 @@ func startCluster(t *testing.T, l *lab.Lab) *lab.Cluster {
 // no part of Kubernetes played by the lab. Pods that the scheduler places
 // on the three nodes get reef addresses from kubelet through containerd's
 // CNI call, reach each other across nodes, reach a ClusterIP Service
-// through kube-proxy (nftables), and resolve names through CoreDNS.
+// through kube-proxy (nftables), resolve names through CoreDNS, and are
+// reached by the API server (pods/proxy).
 func TestKubernetesCluster(t *testing.T) {
 	l := newLab(t)
 	c := startCluster(t, l)
@@ -145,6 +146,16 @@ spec:
 	got, err = c.Kubectl("exec", from, "--", "nslookup", "kubernetes.default.svc.cluster.local")
 	if err != nil || !strings.Contains(got, lab.KubeServiceRange.Addr().Next().String()) {
 		t.Errorf("%s: nslookup kubernetes.default: %q, %v", from, got, err)
+	}
+	// The API server reaches every pod (pods/proxy, as webhooks and
+	// metrics-server need): through a node of its ECMP route, which
+	// forwards to the block's owner by reef's route.
+	for _, n := range c.Nodes {
+		pod := "web-" + n.Name
+		got, err := c.Kubectl("get", "--raw", "/api/v1/namespaces/default/pods/"+pod+":8080/proxy/hostname")
+		if err != nil || strings.TrimSpace(got) != pod {
+			t.Errorf("API server -> %s (%s) through pods/proxy: %q, %v", pod, ips[pod], got, err)
+		}
 	}
 }
 

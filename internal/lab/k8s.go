@@ -165,10 +165,10 @@ func (l *Lab) StartCluster(opts ClusterOptions) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	if err := c.routePodsFromControlPlane(nodes); err != nil {
-		return nil, err
-	}
 	if !opts.Reference {
+		if err := c.routePodsFromControlPlane(nodes); err != nil {
+			return nil, err
+		}
 		if err := StartAll(nodes); err != nil {
 			return nil, err
 		}
@@ -200,7 +200,8 @@ func (l *Lab) StartCluster(opts ClusterOptions) (*Cluster, error) {
 // packet to forwards it to the block's owner, whose pod answers straight
 // back (the way back needs no route, the control plane is on the
 // underlay). Without this route the upstream DNS tests, which read their
-// probes' results through the pod proxy, and the Proxy tests fail.
+// probes' results through the pod proxy, and the Proxy tests fail. A
+// Reference cluster has no routes between nodes, so it gets none.
 func (c *Cluster) routePodsFromControlPlane(nodes []*Node) error {
 	args := []string{"route", "replace", ClusterPool}
 	for _, n := range nodes {
