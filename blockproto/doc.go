@@ -16,8 +16,11 @@
 //     node that sees a peer with another list claims nothing.
 //   - A node identity is its address and an incarnation, a random number
 //     drawn when its store is created. A wiped node comes back as a new
-//     incarnation; the newer one (by the birth time it announces)
-//     supersedes the old, whose claims and grants are void from then on.
+//     incarnation. It names the earlier incarnations of its address that
+//     it sees in its own record (a node that cannot order two announces
+//     both as seen paths, so that the running one learns of the other);
+//     a named incarnation is superseded, its claims and grants void from
+//     then on. No clock orders incarnations (incarnations.go).
 //   - A claimant claims a block at most once per incarnation: pending, then
 //     confirmed once a majority of voters grant it, or released when it
 //     gives up. A confirmed block stays its owner's until the owner is

@@ -16,8 +16,9 @@ import (
 
 var configCmpOpts = cmp.Options{cmpopts.EquateComparable(netip.Addr{}, netip.Prefix{}), cmpopts.IgnoreUnexported(Config{})}
 
-// designExample is the example of DESIGN.md, "Configuration", with the
-// bgp.voters a node with peers must now have (issue 26).
+// designExample is the example of the first design's "Configuration"
+// (docs/design.md has today's), with the bgp.voters a node with peers
+// must now have (issue 26).
 const designExample = `
 nodeName: k8s-node-1          # default: hostname
 nodeAddress: 192.168.10.20    # default: the address on the default-route interface

@@ -429,7 +429,7 @@ func TestCRIConflistVersions(t *testing.T) {
 		t.Errorf("libcni of the lab reads the CRI conflist as %s, want 1.1.0", list.CNIVersion)
 	}
 
-	// DESIGN.md's plain 1.1.0 conflist, which the package does not ship.
+	// A plain 1.1.0 conflist (the first design's), which the package does not ship.
 	plain := strings.Replace(string(n.Conflist()), `"cniVersion":"1.0.0","cniVersions":["1.0.0","1.1.0"]`, `"cniVersion":"1.1.0"`, 1)
 	if !strings.HasPrefix(plain, `{"cniVersion":"1.1.0","name"`) {
 		t.Fatalf("could not make a plain 1.1.0 conflist from %s", n.Conflist())

@@ -3,8 +3,9 @@
 // and the endpoint record of every pod attachment.
 //
 // Every change that must be atomic is a single bbolt transaction: Allocate
-// reads the free addresses, claims a block if needed and writes the
-// endpoint in one db.Update, so parallel callers (bbolt serialises writers)
+// reads the free addresses of the node's confirmed blocks and writes the
+// endpoint in one db.Update (it never claims a block: the block protocol's
+// step does, docs/design.md), so parallel callers (bbolt serialises writers)
 // can never be given the same address. The package does not log; it
 // returns errors that name the object.
 package store

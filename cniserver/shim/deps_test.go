@@ -8,7 +8,7 @@ import (
 
 // TestShimStaysSmall: reef-cni links the CNI types, gRPC and the generated
 // API only. The runtime execs it for every CNI call, so it must not pull in
-// GoBGP, nftables, bbolt or netlink (DESIGN.md, "Components and layout").
+// GoBGP, nftables, bbolt or netlink (docs/design.md, "Components and layout").
 func TestShimStaysSmall(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {
