@@ -121,7 +121,10 @@ test-unit: gobgp-patch
 	$(GOW) test -race -count=1 $$($(GOW) list ./... | grep -v /e2e)
 	$(GOW) test -count=1 -run '^TestProperty' ./blockproto/
 
+# First the cluster's images under Debian's containerd, each tool the upstream
+# tests exec in them (internal/lab/k8simages, about 20 s once they are cached).
 test-e2e: build deps-test deps-cri deps-kube deps-k8s
+	REEF_K8SIMAGES_TEST=1 $(GOW) test -count=1 -run TestImagesRunInContainerd ./internal/lab/k8simages/
 	REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GOW) test -count=1 -timeout 40m ./e2e/
 
 # spin, the model checker of blockproto/model/; installed only when missing.

@@ -22,12 +22,14 @@ import (
 // sandbox of the pause image, agnhost netexec answering curl and
 // netcat-openbsd, CoreDNS as 65532 with only NET_BIND_SERVICE serving a
 // Corefile, dig, nslookup and getent of the DNS querier images through
-// the pod's resolv.conf, busybox's wget from the nginx stand-in,
+// the pod's resolv.conf, GNU wget in agnhost (a failed connect is exit
+// 4, not busybox's SIGSEGV), busybox's wget from the nginx stand-in,
 // conntrack, the regression server. Everything it started is gone
 // after it, on failure too.
 //
 // It needs root, containerd, runc and crictl, and builds the images
-// first (minutes, once per cache), so it runs only when asked:
+// first (minutes, once per cache), so it runs only when asked, as
+// make test's test-e2e step asks after deps-k8s has built them:
 //
 //	sudo REEF_K8SIMAGES_TEST=1 go test -run TestImagesRunInContainerd -v ./internal/lab/k8simages/
 //
