@@ -4,23 +4,25 @@ BIN       := bin
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT    ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
 LDFLAGS   := -s -w -X github.com/reefcni/reef/version.Version=$(VERSION) -X github.com/reefcni/reef/version.Commit=$(COMMIT)
-# Every go command below builds GoBGP with 32 map shards per table instead
-# of 2,048 and a prefix-limit count without a copy of the table, through a
-# Go workspace that bgp/gobgp-patch/patch.sh writes (bgp/gobgp-patch/README.md:
-# a third of the memory and a fifth of the start-up of a node with 49 peers).
-GOWORK_FILE := $(CURDIR)/build/go.work
-GOW       := GOWORK=$(GOWORK_FILE) $(GO)
-GOBUILD   := CGO_ENABLED=0 $(GOW) build -trimpath -ldflags '$(LDFLAGS)'
+# GoBGP is built from third_party/gobgp, the module with third_party/gobgp.diff
+# applied, through go.mod's replace: every go command, with or without make,
+# builds the same code (third_party/README.md).
+GOBUILD   := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build proto test test-unit test-e2e fuzz demo lab bench deps-test deps-proto clean vet package deps-package model deps-model gobgp-patch
+.PHONY: all build proto test test-unit test-e2e fuzz demo lab bench deps-test deps-proto clean vet package deps-package model deps-model gobgp-check gobgp-sync
 
 all: build
 
-gobgp-patch:
-	@GO=$(GO) sh bgp/gobgp-patch/patch.sh build
+# third_party/gobgp must be exactly the module go.mod requires with
+# third_party/gobgp.diff applied; gobgp-sync rewrites it after a change to
+# either.
+gobgp-check:
+	@GO=$(GO) sh third_party/gobgp.sh check
+gobgp-sync:
+	GO=$(GO) sh third_party/gobgp.sh sync
 
-build: gobgp-patch
+build:
 	$(GOBUILD) -o $(BIN)/reef .
 	$(GOBUILD) -o $(BIN)/reef-cni ./cniserver/shim
 	$(GOBUILD) -o $(BIN)/reef-lab ./cmd/reef-lab
@@ -81,7 +83,7 @@ CONTAINERD_VERSION := v2.4.2
 .PHONY: deps-k8s
 deps-k8s: deps-kube deps-cri deps-test
 	@KUBE_BUILD=cluster KUBE_VERSION=$(KUBE_VERSION) CONTAINERD_VERSION=$(CONTAINERD_VERSION) GOBIN=$(GOBIN_DIR) GO=$(GO) sh internal/lab/kube/build.sh
-	@$(GOW) run ./internal/lab/k8simages/cmd -out $(K8S_IMAGES)
+	@$(GO) run ./internal/lab/k8simages/cmd -out $(K8S_IMAGES)
 
 # The images of the lab's Kubernetes cluster, built here (no registry is
 # reachable) and cached: pause, agnhost, CoreDNS and the other images the
@@ -109,23 +111,23 @@ proto: deps-proto
 	PATH=$(GOBIN_DIR):$$PATH protoc --go_out=. --go_opt=paths=source_relative \
 	  --go-grpc_out=. --go-grpc_opt=paths=source_relative proto/reef.proto
 
-vet: gobgp-patch
-	$(GOW) vet ./...
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1)
+vet: gobgp-check
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' ':!third_party'))" || (gofmt -l $$(git ls-files '*.go' ':!third_party'); echo "gofmt: files above need formatting"; exit 1)
 
 # Unit tests need no root; the e2e tests drive the real binaries in network
 # namespaces and need root.
 # The voter-list property tests run a tenth of their seeds under -race;
 # the second line runs their 2,000 (blockproto/lists_test.go).
-test-unit: gobgp-patch
-	$(GOW) test -race -count=1 $$($(GOW) list ./... | grep -v /e2e)
-	$(GOW) test -count=1 -run '^TestProperty' ./blockproto/
+test-unit:
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e)
+	$(GO) test -count=1 -run '^TestProperty' ./blockproto/
 
 # First the cluster's images under Debian's containerd, each tool the upstream
 # tests exec in them (internal/lab/k8simages, about 20 s once they are cached).
 test-e2e: build deps-test deps-cri deps-kube deps-k8s
-	REEF_K8SIMAGES_TEST=1 $(GOW) test -count=1 -run TestImagesRunInContainerd ./internal/lab/k8simages/
-	REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GOW) test -count=1 -timeout 40m ./e2e/
+	REEF_K8SIMAGES_TEST=1 $(GO) test -count=1 -run TestImagesRunInContainerd ./internal/lab/k8simages/
+	REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m ./e2e/
 
 # spin, the model checker of blockproto/model/; installed only when missing.
 deps-model:
@@ -143,13 +145,13 @@ model: deps-model
 # run SIM_SEEDS seeds other than make test-unit's (SIM_SEEDS=50000 make fuzz).
 FUZZTIME ?= 40000x
 SIM_SEEDS ?= 2000
-fuzz: gobgp-patch
-	REEF_SIM_SEED0=100001 REEF_SIM_SEEDS=$(SIM_SEEDS) $(GOW) test -count=1 -run '^TestProperty' ./blockproto/
-	$(GOW) test -run '^$$' -fuzz FuzzParseConfig -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./daemon/
-	$(GOW) test -run '^$$' -fuzz FuzzSocket -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./daemon/
-	$(GOW) test -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./cniserver/
-	$(GOW) test -run '^$$' -fuzz FuzzDecodeVPN -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./bgp/
-	$(GOW) test -run '^$$' -fuzz FuzzCompile -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./policy/
+fuzz:
+	REEF_SIM_SEED0=100001 REEF_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -count=1 -run '^TestProperty' ./blockproto/
+	$(GO) test -run '^$$' -fuzz FuzzParseConfig -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./daemon/
+	$(GO) test -run '^$$' -fuzz FuzzSocket -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./daemon/
+	$(GO) test -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./cniserver/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeVPN -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./bgp/
+	$(GO) test -run '^$$' -fuzz FuzzCompile -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./policy/
 
 # The README's test command; CI runs it through .ci/run.
 test: vet test-unit model test-e2e fuzz
@@ -177,7 +179,7 @@ deps-bench:
 
 # reef's nftables dataplane (nat/): Go benchmarks with 1,000 pods, in a
 # throw-away netns; make bench appends them to BENCHMARKS.md ("## nftables").
-NAT_BENCH := $(GOW) test -run '^$$' -bench . -benchtime 200x -count 3 ./nat/
+NAT_BENCH := $(GO) test -run '^$$' -bench . -benchtime 200x -count 3 ./nat/
 # bench-mesh: the multi-node figures (3/10-node convergence, a new block at a
 # BIRD 2 ToR, the 50-node mesh, 2,000 remote blocks, 100 nodes through 2
 # route reflectors);
@@ -213,9 +215,9 @@ deps-package:
 	@$(GO) version -m $(NFPM) 2>/dev/null | grep -q 'github.com/goreleaser/nfpm/v2[[:space:]]*$(NFPM_VERSION)' || \
 	  GOFLAGS= GOBIN=$(GOBIN_DIR) $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
 
-package: deps-package gobgp-patch
-	CGO_ENABLED=0 $(GOW) build -trimpath -ldflags '$(PKG_LDFLAGS)' -o $(DIST)/bin/reef .
-	CGO_ENABLED=0 $(GOW) build -trimpath -ldflags '$(PKG_LDFLAGS)' -o $(DIST)/bin/reef-cni ./cniserver/shim
+package: deps-package
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(PKG_LDFLAGS)' -o $(DIST)/bin/reef .
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(PKG_LDFLAGS)' -o $(DIST)/bin/reef-cni ./cniserver/shim
 	REEF_PKG_VERSION=$(PKG_VERSION) REEF_PKG_BIN=$(DIST)/bin $(NFPM) package -f packaging/nfpm.yaml -p deb -t $(DIST)/reef_$(PKG_VERSION)_amd64.deb
 	REEF_PKG_VERSION=$(PKG_VERSION) REEF_PKG_BIN=$(DIST)/bin $(NFPM) package -f packaging/nfpm.yaml -p rpm -t $(DIST)/reef-$(PKG_VERSION).x86_64.rpm
 

@@ -13,7 +13,7 @@ import (
 // is cut off, and one that stays at the limit while it replaces paths is
 // not: the limit counts the paths the peer holds now (withdrawals lower the
 // count), not every path it ever sent. GoBGP's count is the one
-// bgp/gobgp-patch keeps as paths come and go; a count that missed a
+// third_party/gobgp.diff keeps as paths come and go; a count that missed a
 // withdrawal would cut B off at the swap below, one that missed an add
 // would let it past the limit.
 func TestPrefixLimitCutsOffAFlood(t *testing.T) {

@@ -309,9 +309,9 @@ func assertStatic(t *testing.T, path string) {
 func checkVersions(t *testing.T, root string, p *builtPackages) {
 	t.Helper()
 	want := fmt.Sprintf("%s (commit %s)", p.Version, p.Commit)
-	// The package embeds the GoBGP of bgp/gobgp-patch, as make build does.
-	if got, wantReef := strings.TrimSpace(cmdOut(t, filepath.Join(root, installedReef), "version")), "reef "+want+", GoBGP "; !strings.HasPrefix(got, wantReef) || !strings.HasSuffix(got, "(patched: bgp/gobgp-patch)") {
-		t.Errorf("reef version: %q, want %q<version> (patched: bgp/gobgp-patch)", got, wantReef)
+	// The package embeds the GoBGP of third_party/gobgp, as every build does.
+	if got, wantReef := strings.TrimSpace(cmdOut(t, filepath.Join(root, installedReef), "version")), "reef "+want+", GoBGP "; !strings.HasPrefix(got, wantReef) || !strings.HasSuffix(got, "(patched: third_party/gobgp)") {
+		t.Errorf("reef version: %q, want %q<version> (patched: third_party/gobgp)", got, wantReef)
 	}
 	shim := exec.Command(filepath.Join(root, installedShim))
 	shim.Env = []string{}

@@ -10,7 +10,7 @@ var (
 )
 
 // GoBGP says which GoBGP the binary embeds: its version, and "patched"
-// when it was built with bgp/gobgp-patch (the Makefile's builds are).
+// when it is built from third_party/gobgp, as every build through go.mod is.
 func GoBGP() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -19,7 +19,7 @@ func GoBGP() string {
 	for _, d := range bi.Deps {
 		if d.Path == "github.com/osrg/gobgp/v4" {
 			if d.Replace != nil {
-				return d.Version + " (patched: bgp/gobgp-patch)"
+				return d.Version + " (patched: third_party/gobgp)"
 			}
 			return d.Version
 		}
