@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/reefcni/reef/cniserver"
@@ -38,17 +37,7 @@ type reconciler struct {
 	blocks   *blockEngine     // nil: no block protocol (tests of the kernel side)
 	metrics  *metrics.Metrics // nil: metrics off
 
-	trigger chan struct{}
-	// kernelWanted: a trigger since the last pass asked for the kernel
-	// side too (Trigger), not only the block protocol (TriggerBlocks).
-	kernelWanted atomic.Bool
-	// now: a trigger since the last pass wants the step without delay
-	// (TriggerBlocks), not only a BGP update (BGPChanged).
-	now atomic.Bool
-	// stepWanted: a trigger since the last pass wants the block protocol
-	// step (BGPChanged, TriggerBlocks, Trigger, the step's own), not only
-	// a NetworkPolicy sync (policyWanted, TriggerPolicy).
-	stepWanted, policyWanted atomic.Bool
+	pending *pending // what the loop has to do (schedule.go)
 	// lastPolicy is how long the last policy-only sync took, and
 	// lastPolicyEnd when it ended: in a storm of API events, syncs are
 	// spaced by their own duration (up to maxSettle).
@@ -58,9 +47,6 @@ type reconciler struct {
 	// lastStepEnd when it ended (the reconcile goroutine's own).
 	lastStep    time.Duration
 	lastStepEnd time.Time
-	// kernelDeferred: the last step woke ADDs waiting for a block, and
-	// the kernel side it asked for runs at the next pass, after them.
-	kernelDeferred bool
 	// applied are the blocks the last kernel pass brought the kernel in
 	// line with, if it ended without error (appliedOK).
 	applied   []store.Block
@@ -78,37 +64,27 @@ type reconciler struct {
 
 func newReconciler(st *store.Store, cni *cniserver.Server, k *routes.Kernel, log *slog.Logger, interval time.Duration) *reconciler {
 	return &reconciler{store: st, cni: cni, kernel: k, log: log.With("component", "reconcile"), interval: interval,
-		trigger: make(chan struct{}, 1), gone: map[string]int{}}
+		pending: newPending(), gone: map[string]int{}}
 }
 
 // Trigger asks for a whole pass soon; triggers that come while one is
 // pending fold into it.
-func (r *reconciler) Trigger() {
-	r.kernelWanted.Store(true)
-	r.stepWanted.Store(true)
-	r.signal()
-}
+func (r *reconciler) Trigger() { r.pending.add(workStep | workKernel) }
 
 // TriggerPolicy asks for a NetworkPolicy sync soon (an API event, a
 // DEL): it runs in this loop, which owns the kernel state, without a
 // block protocol step or a kernel pass of its own.
-func (r *reconciler) TriggerPolicy() {
-	r.policyWanted.Store(true)
-	r.signal()
-}
+func (r *reconciler) TriggerPolicy() { r.pending.add(workPolicy) }
 
 // TriggerBlocks asks for a block protocol step at once (an ADD waiting
 // for a block, a forget; BGP updates come through BGPChanged). The kernel
 // side of the pass runs only when the step changed the blocks it routes
-// (own confirmed blocks, remote blocks and their owners). Through a route reflector every node hears every
-// update of the cluster; a whole pass per update kept 100 clients' CPUs
-// busy on kernel dumps that found nothing to do. Drift in the kernel is
-// repaired by the passes of the interval and of Trigger.
-func (r *reconciler) TriggerBlocks() {
-	r.now.Store(true)
-	r.stepWanted.Store(true)
-	r.signal()
-}
+// (own confirmed blocks, remote blocks and their owners). Through a route
+// reflector every node hears every update of the cluster; a whole pass per
+// update kept 100 clients' CPUs busy on kernel dumps that found nothing to
+// do. Drift in the kernel is repaired by the passes of the interval and of
+// Trigger.
+func (r *reconciler) TriggerBlocks() { r.pending.add(workStepNow) }
 
 // BGPChanged is TriggerBlocks for a BGP update: the step may wait a
 // little (stepGap) so that the updates of a burst fold into one step.
@@ -116,78 +92,53 @@ func (r *reconciler) TriggerBlocks() {
 // then the confirmed claim and its route; through a reflector, two copies
 // of each), and a step per update kept every node of a 100-node cluster
 // busy re-reading its BGP table and store.
-func (r *reconciler) BGPChanged() {
-	r.stepWanted.Store(true)
-	r.signal()
-}
+func (r *reconciler) BGPChanged() { r.pending.add(workStep) }
 
-// stepGap is how long a BGP-triggered step waits after the last step
-// ended: twice as long as that step took, at least minStepGap. A node whose
-// steps get slow (a loaded machine, a big table, GoBGP busy: the table is
-// read through GoBGP's own loop) steps less often instead of adding to the
-// load. (A cap of 250 ms made the 100-client reflector bench slower: more
-// steps, each waiting longer on GoBGP.) No decision depends on it: it only
-// delays one.
-func stepGap(lastStep time.Duration) time.Duration { return max(minStepGap, 2*lastStep) }
-
-const minStepGap = 10 * time.Millisecond
-
-func (r *reconciler) signal() {
-	select {
-	case r.trigger <- struct{}{}:
-	default:
-	}
-}
-
-// Run loops until ctx ends.
+// Run loops until ctx ends: it runs the pending work when delay says it is
+// due, and asks for a whole pass every interval.
 func (r *reconciler) Run(ctx context.Context) {
-	t := time.NewTicker(r.interval)
-	defer t.Stop()
+	tick := time.NewTicker(r.interval)
+	defer tick.Stop()
+	due := time.NewTimer(time.Hour)
+	due.Stop()
 	for {
+		w, age := r.pending.peek()
+		wait := delay(w, timing{age: age,
+			lastPolicy: r.lastPolicy, sincePolicy: time.Since(r.lastPolicyEnd),
+			lastStep: r.lastStep, sinceStep: time.Since(r.lastStepEnd)})
+		if w != 0 && wait == 0 {
+			r.run(r.pending.take())
+			continue
+		}
+		var fire <-chan time.Time
+		if w != 0 {
+			due.Reset(wait)
+			fire = due.C
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			r.kernelWanted.Store(true)
-			r.stepWanted.Store(true)
-		case <-r.trigger:
-			if !r.stepWanted.Load() {
-				// A policy sync alone: 5 ms for the events of one change
-				// to come together; in a storm, spaced by its duration.
-				wait := max(settle, min(maxSettle, r.lastPolicy-time.Since(r.lastPolicyEnd)))
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(wait):
-				}
-			} else if !r.kernelWanted.Load() && !r.now.Load() {
-				if wait := stepGap(r.lastStep) - time.Since(r.lastStepEnd); wait > 0 {
-					select {
-					case <-ctx.Done():
-						return
-					case <-time.After(wait):
-					}
-				}
-			}
-			// What came meanwhile is in the step about to run.
-			select {
-			case <-r.trigger:
-			default:
-			}
+		case <-tick.C:
+			r.pending.add(workStep | workKernel)
+		case <-r.pending.wake:
+		case <-fire:
 		}
-		if r.policyWanted.Swap(false) && r.policy != nil {
-			r.lastPolicy = r.policy.changed()
-			r.lastPolicyEnd = time.Now()
-		}
-		if !r.stepWanted.Swap(false) && !r.kernelDeferred {
-			continue
-		}
-		r.now.Store(false)
-		full, deferred := r.kernelWanted.Swap(false), r.kernelDeferred
-		r.kernelDeferred = false
-		if err := r.once(full, deferred); err != nil {
-			r.log.Error("reconcile pass failed; retrying next interval", "error", err)
-		}
+		due.Stop()
+	}
+}
+
+// run does the work w, as plan says.
+func (r *reconciler) run(w work) {
+	policy, step, kernel := plan(w)
+	if policy && r.policy != nil {
+		r.lastPolicy = r.policy.changed()
+		r.lastPolicyEnd = time.Now()
+	}
+	if !step {
+		return
+	}
+	if err := r.once(kernel); err != nil {
+		r.log.Error("reconcile pass failed; retrying next interval", "error", err)
 	}
 }
 
@@ -203,55 +154,39 @@ func (r *reconciler) Last() (time.Time, error) {
 // CNI path's), then the kernel, while holding the kernel lock for writing,
 // so no CNI operation is half-way through the store or the kernel. ADDs
 // go on while the step waits for BGP.
-func (r *reconciler) Once() error { return r.once(true, false) }
+func (r *reconciler) Once() error { return r.once(kernelAll) }
 
-// once runs a step and then the kernel side: the whole of it when full is
-// set (the interval, Trigger, the start), and otherwise only its routes
-// (routesOnly), when the step changed the blocks the kernel routes or
-// deferred says an earlier step left that to this pass. When the step
-// (not a full pass) woke ADDs that waited for a block, their wiring goes
-// first: the kernel side is deferred to the next pass, which comes after
-// the BGP step gap and then waits on the kernel lock for those ADDs. (With
-// 100 route-reflector clients on 2 cores, a pass that took the lock first
-// kept a woken ADD waiting up to 6 s.) An ADD needs nothing of that pass:
-// the pod's own route is its own, and a block is announced by the step.
+// once runs a step and then the kernel side: the whole of it for
+// kernelAll (the interval, Trigger, the start), and otherwise only its
+// routes (routesOnly), when the step changed the blocks the kernel routes
+// or kernelRoutes says an earlier step left that to this pass. When the
+// step (not a whole pass) woke ADDs that waited for a block, their wiring
+// goes first: the kernel side is put off to the next pass (workRoutes),
+// which comes after the BGP step gap and then waits on the kernel lock for
+// those ADDs. (With 100 route-reflector clients on 2 cores, a pass that
+// took the lock first kept a woken ADD waiting up to 6 s.) An ADD needs
+// nothing of that pass: the pod's own route is its own, and a block is
+// announced by the step.
 //
 // The step and the kernel side share one loop on purpose: with kernel
 // passes in a loop of their own, beside the steps, the 100-client
 // reflector bench took 38 s cold to every route (one run), against 24-34 s
 // in nine runs with one loop: on a machine that is the bottleneck, more
 // work at once, and passes no longer paced by the steps.
-func (r *reconciler) once(full, deferred bool) error {
-	kernel := full || deferred
-	var blocks []store.Block
-	var stepErr error
-	if r.blocks != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		began := time.Now()
-		var woke bool
-		blocks, woke, stepErr = r.blocks.Step(ctx)
-		if woke && !kernel && stepErr == nil && !(r.appliedOK && sameRouting(blocks, r.applied)) {
-			r.kernelDeferred = true
-			r.stepWanted.Store(true)
-			r.signal()
+func (r *reconciler) once(kernel kernelPass) error {
+	blocks, woke, stepErr := r.step()
+	unchanged := stepErr == nil && r.appliedOK && sameRouting(blocks, r.applied)
+	if kernel == kernelIfRouting && (unchanged || woke && stepErr == nil) {
+		if !unchanged {
+			r.pending.add(workRoutes)
 		}
-		r.lastStepEnd = time.Now()
-		r.lastStep = r.lastStepEnd.Sub(began)
-		cancel()
-		if stepErr != nil {
-			stepErr = fmt.Errorf("block protocol: %w", stepErr)
-		}
-	}
-	if r.kernelDeferred || !kernel && stepErr == nil && r.appliedOK && sameRouting(blocks, r.applied) {
-		r.mu.Lock()
-		r.lastRun, r.lastErr = time.Now(), nil
-		r.mu.Unlock()
+		r.record(nil)
 		return nil
 	}
 	began := time.Now()
 	r.cni.Kernel.Lock()
 	locked := time.Now()
-	passErr := r.pass(blocks, !full)
+	passErr := r.pass(blocks, kernel != kernelAll)
 	r.cni.Kernel.Unlock()
 	var failed []string
 	if stepErr != nil {
@@ -266,10 +201,33 @@ func (r *reconciler) once(full, deferred bool) error {
 	}
 	r.applied, r.appliedOK = blocks, stepErr == nil && passErr == nil && r.blocks != nil
 	err := errors.Join(stepErr, passErr)
+	r.record(err)
+	return err
+}
+
+// step runs the block protocol's step, if there is one: the blocks it
+// leaves, and whether it woke ADDs waiting for a block.
+func (r *reconciler) step() (blocks []store.Block, woke bool, err error) {
+	if r.blocks == nil {
+		return nil, false, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	began := time.Now()
+	blocks, woke, err = r.blocks.Step(ctx)
+	r.lastStepEnd = time.Now()
+	r.lastStep = r.lastStepEnd.Sub(began)
+	if err != nil {
+		err = fmt.Errorf("block protocol: %w", err)
+	}
+	return blocks, woke, err
+}
+
+// record notes when a pass ended and how, for Last.
+func (r *reconciler) record(err error) {
 	r.mu.Lock()
 	r.lastRun, r.lastErr = time.Now(), err
 	r.mu.Unlock()
-	return err
 }
 
 // pass brings the kernel in line with the store; blocks are the step's
