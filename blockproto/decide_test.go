@@ -36,7 +36,7 @@ func record(n Node, voters ...netip.Addr) Record {
 }
 
 func input(self Node, voters []netip.Addr, t Table) Input {
-	return Input{State: emptyState(self, 1), Table: t, Voters: voters, Pools: []Pool{pool}, Name: "x"}
+	return Input{State: NewState(self, 1), Table: t, Voters: voters, Pools: []Pool{pool}, Name: "x"}
 }
 
 func need(in Input) Input {
@@ -85,7 +85,7 @@ func TestClaimWaitsForMajority(t *testing.T) {
 
 func TestVoterGrantsOnce(t *testing.T) {
 	h := VoterHash(three)
-	st := emptyState(nodeB, 1)
+	st := NewState(nodeB, 1)
 	st.Grants[blk0] = nodeC
 	in := Input{State: st, Voters: three, Pools: []Pool{pool}, Table: Table{
 		Records: []Record{record(nodeA, three...), record(nodeC, three...)},
@@ -115,7 +115,7 @@ func TestVoterGrantsOnce(t *testing.T) {
 
 func TestVoterNeverGrantsPendingOverConfirmed(t *testing.T) {
 	h := VoterHash(three)
-	st := emptyState(nodeB, 1)
+	st := NewState(nodeB, 1)
 	st.Remote[blk0] = RemoteBlock{Block: blk0, Pool: pool.CIDR, Owner: nodeC}
 	in := Input{State: st, Voters: three, Pools: []Pool{pool}, Table: Table{
 		Claims: []Claim{{Block: blk0, Owner: nodeA, State: Pending, VoterHash: h}},
@@ -130,7 +130,7 @@ func TestVoterNeverGrantsPendingOverConfirmed(t *testing.T) {
 
 func TestSplitVoteLowerAddressWins(t *testing.T) {
 	h := VoterHash(three)
-	st := emptyState(nodeC, 1)
+	st := NewState(nodeC, 1)
 	st.Own[blk0] = OwnBlock{Block: blk0, Pool: pool.CIDR, State: OwnPending}
 	st.Grants[blk0] = nodeC
 	in := Input{State: st, Voters: three, Pools: []Pool{pool}, Table: Table{
@@ -225,7 +225,7 @@ func TestVoterListsMustAgree(t *testing.T) {
 		}
 	}
 	// A forgotten node's announcements are no evidence.
-	st := emptyState(nodeA, 1)
+	st := NewState(nodeA, 1)
 	st.Forgotten[nodeD] = true
 	in := need(input(nodeA, three, Table{Records: append(slices.Clone(tbl.Records), record(nodeD, addrD))}))
 	in.State = st
@@ -235,7 +235,7 @@ func TestVoterListsMustAgree(t *testing.T) {
 }
 
 func TestForgetFreesBlocksAndVotes(t *testing.T) {
-	st := emptyState(nodeB, 1)
+	st := NewState(nodeB, 1)
 	st.Remote[blk0] = RemoteBlock{Block: blk0, Pool: pool.CIDR, Owner: nodeC}
 	st.Grants[blk0] = nodeC
 	d := Decide(Input{State: st, Voters: three, Pools: []Pool{pool}, Table: Table{Forgets: []Forget{{nodeC}}}})
@@ -254,7 +254,7 @@ func TestForgetFreesBlocksAndVotes(t *testing.T) {
 }
 
 func TestForgottenNodeStopsAllocating(t *testing.T) {
-	st := emptyState(nodeC, 1)
+	st := NewState(nodeC, 1)
 	st.Own[blk0] = OwnBlock{Block: blk0, Pool: pool.CIDR, State: OwnConfirmed, Used: 3}
 	d := Decide(need(Input{State: st, Voters: three, Pools: []Pool{pool}, Name: "c", Table: Table{
 		Records: []Record{record(nodeA, three...), record(nodeB, three...)},
@@ -276,7 +276,7 @@ func TestForgottenNodeStopsAllocating(t *testing.T) {
 func TestNewIncarnationSupersedesOld(t *testing.T) {
 	old := Node{addrC, 1}
 	fresh := Node{addrC, 2}
-	st := emptyState(nodeB, 1)
+	st := NewState(nodeB, 1)
 	st.Known[addrC] = Incarnation{Inc: 1, Born: 5}
 	st.Remote[blk0] = RemoteBlock{Block: blk0, Pool: pool.CIDR, Owner: old}
 	st.Grants[blk0] = old
@@ -326,7 +326,7 @@ func TestNewIncarnationSupersedesOld(t *testing.T) {
 // as a predecessor supersedes it.
 func TestOwnEarlierIncarnations(t *testing.T) {
 	self := Node{addrA, 7}
-	st := emptyState(self, 1) // born at 1: a clock far behind
+	st := NewState(self, 1) // born at 1: a clock far behind
 	stale := Record{Node: Node{addrA, 3}, Born: 1000, VoterHash: VoterHash(three), Voters: three}
 	in := Input{State: st, Voters: three, Pools: []Pool{pool}, Table: Table{
 		Records: []Record{stale},
@@ -347,7 +347,7 @@ func TestOwnEarlierIncarnations(t *testing.T) {
 }
 
 func TestConfirmedTwiceStopsAllocating(t *testing.T) {
-	st := emptyState(nodeA, 1)
+	st := NewState(nodeA, 1)
 	st.Own[blk0] = OwnBlock{Block: blk0, Pool: pool.CIDR, State: OwnConfirmed, Used: 2}
 	d := Decide(Input{State: st, Voters: three, Pools: []Pool{pool}, Table: Table{
 		Claims: []Claim{{Block: blk0, Owner: nodeB, State: Confirmed, VoterHash: VoterHash(three)}},
@@ -361,7 +361,7 @@ func TestConfirmedTwiceStopsAllocating(t *testing.T) {
 }
 
 func TestReleasedClaimAnnouncedWhileVoted(t *testing.T) {
-	st := emptyState(nodeC, 1)
+	st := NewState(nodeC, 1)
 	st.Released[blk1] = true
 	in := Input{State: st, Voters: three, Pools: []Pool{pool}, Table: Table{
 		Grants: []Grant{{Block: blk1, Voter: nodeA, To: nodeC, VoterHash: VoterHash(three)}},
@@ -379,7 +379,7 @@ func TestReleasedClaimAnnouncedWhileVoted(t *testing.T) {
 
 func TestRemoteConfirmedBlockRemembered(t *testing.T) {
 	h := VoterHash(three)
-	in := Input{State: emptyState(nodeD, 1), Voters: three, Pools: []Pool{pool}, Table: Table{
+	in := Input{State: NewState(nodeD, 1), Voters: three, Pools: []Pool{pool}, Table: Table{
 		Claims: []Claim{{Block: blk1, Owner: nodeB, State: Confirmed, VoterHash: h}, {Block: blk0, Owner: nodeC, State: Pending, VoterHash: h}},
 	}}
 	d := Decide(in)
@@ -400,7 +400,7 @@ func TestRemoteConfirmedBlockRemembered(t *testing.T) {
 // elsewhere, instead of waiting for C forever.
 func TestJoinerGivesUpADownOwnersBlock(t *testing.T) {
 	h := VoterHash(three)
-	st := emptyState(nodeA, 1)
+	st := NewState(nodeA, 1)
 	st.Own[blk0] = OwnBlock{Block: blk0, Pool: pool.CIDR, State: OwnPending}
 	in := Input{State: st, Voters: three, Pools: []Pool{pool}, Table: Table{
 		Records: []Record{record(nodeB, three...)},

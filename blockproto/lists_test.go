@@ -1,4 +1,4 @@
-package blockproto
+package blockproto_test
 
 import (
 	"fmt"
@@ -8,15 +8,18 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/reefcni/reef/blockproto"
+	"github.com/reefcni/reef/blockproto/blocksim"
 )
 
 // The property tests of voter lists (issue 26): random joins, partitions
 // between two racks, loss, restarts, wipes of non-voters and one-voter
-// list changes done as docs/ipam.md says, over the real Decide in the Sim;
-// after every step no block may be confirmed by two nodes. The same
-// scenarios with the old default list (the lowest addresses of a node and
-// its peers, then blockproto.Adopt's choice among the lists it saw) must
-// split, or the test could not tell the two apart.
+// list changes done as docs/ipam.md says, over the real Decide in the
+// simulator (blocksim); after every step no block may be confirmed by two
+// nodes. The same scenarios with the old default list (the lowest
+// addresses of a node and its peers, then blockproto.Adopt's choice among
+// the lists it saw) must split, or the test could not tell the two apart.
 
 // listSeeds are the seeds a property test runs: REEF_SIM_SEEDS of them
 // from REEF_SIM_SEED0 (make fuzz runs others than make test-unit), or def
@@ -41,16 +44,16 @@ func listSeeds(t *testing.T, def int) (first, last uint64) {
 }
 
 // eightBlocks is a pool of eight blocks, as in the issue's lab.
-var eightBlocks = []Pool{{CIDR: netip.MustParsePrefix("10.244.0.0/26"), BlockSize: 29}}
+var eightBlocks = []blockproto.Pool{{CIDR: netip.MustParsePrefix("10.244.0.0/26"), BlockSize: 29}}
 
 // listRun is one random scenario: three founders at the highest addresses
 // running, then joiners at lower ones, each with the list it is
 // configured with (explicit) or the old default (legacy).
 type listRun struct {
-	s        *Sim
+	s        *blocksim.Cluster
 	rng      *rand.Rand
 	founders []int
-	addrs    []netip.Addr // of node i: wipes keep it, and ListOf runs in the Sim's workers
+	addrs    []netip.Addr // of node i: wipes keep it, and ListOf runs in the cluster's workers
 	legacy   bool
 	// The documented list change in progress: every node goes from cur to
 	// next, one at a time; the next change starts only once every node
@@ -73,7 +76,7 @@ type listRun struct {
 func newListRun(seed uint64, legacy bool) *listRun {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	n := 6 + rng.IntN(3)
-	r := &listRun{s: NewSim(n, 0, eightBlocks, seed), rng: rng, legacy: legacy, removed: -1}
+	r := &listRun{s: blocksim.New(n, 0, eightBlocks, seed), rng: rng, legacy: legacy, removed: -1}
 	for _, nd := range r.s.Nodes {
 		r.addrs = append(r.addrs, nd.State.Self.Addr)
 	}
@@ -108,7 +111,7 @@ func (r *listRun) logf(format string, args ...any) {
 // other; a joiner lists every node, as the README said), then the one
 // list of the records a majority of its own voters announce, if exactly
 // one is (blockproto.Adopt as it was).
-func (r *listRun) legacyList(i int, t Table) []netip.Addr {
+func (r *listRun) legacyList(i int, t blockproto.Table) []netip.Addr {
 	self := r.addr(i)
 	var peers []netip.Addr
 	if slices.Contains(r.founders, i) {
@@ -120,7 +123,7 @@ func (r *listRun) legacyList(i int, t Table) []netip.Addr {
 			peers = append(peers, r.addr(j))
 		}
 	}
-	def := Voters(append(peers, self))
+	def := blockproto.Voters(append(peers, self))
 	def = def[:min(len(def), 5)]
 	type list struct {
 		voters []netip.Addr
@@ -128,7 +131,7 @@ func (r *listRun) legacyList(i int, t Table) []netip.Addr {
 	}
 	var lists []*list
 	for _, rec := range t.Records {
-		v := Voters(rec.Voters)
+		v := blockproto.Voters(rec.Voters)
 		if rec.Node.Addr == self || !slices.Contains(v, rec.Node.Addr) {
 			continue
 		}
@@ -141,7 +144,7 @@ func (r *listRun) legacyList(i int, t Table) []netip.Addr {
 	}
 	var chosen []netip.Addr
 	for _, l := range lists {
-		if len(l.from) < Majority(len(l.voters)) {
+		if len(l.from) < blockproto.Majority(len(l.voters)) {
 			continue
 		}
 		if chosen != nil {
@@ -163,17 +166,17 @@ func (r *listRun) settled() bool { return r.unsettled() == "" }
 // unsettled says why settled is false; "" when it is true.
 func (r *listRun) unsettled() string {
 	for _, nd := range r.s.Nodes {
-		if !slices.Equal(Voters(nd.Voters), Voters(r.cur)) {
+		if !slices.Equal(blockproto.Voters(nd.Voters), blockproto.Voters(r.cur)) {
 			return fmt.Sprintf("%s runs %v", nd.Name, nd.Voters)
 		}
 	}
 	for _, nd := range r.s.Nodes {
 		for b, o := range nd.State.Own {
-			if o.State != OwnConfirmed {
+			if o.State != blockproto.OwnConfirmed {
 				continue
 			}
 			for _, v := range r.cur {
-				k := slices.IndexFunc(r.s.Nodes, func(x *SimNode) bool { return x.State.Self.Addr == v })
+				k := slices.IndexFunc(r.s.Nodes, func(x *blocksim.Node) bool { return x.State.Self.Addr == v })
 				if g := r.s.Nodes[k].State.Grants[b]; g != nd.State.Self {
 					return fmt.Sprintf("voter %s holds a vote for %v, not for %s's confirmed %s", v, g, nd.State.Self, b)
 				}
@@ -188,13 +191,13 @@ func (r *listRun) unsettled() string {
 // (docs/ipam.md, step 2): each up, its config at cur, its last decision
 // up to date and Status.Unsettled empty, all showing the same View.
 func (r *listRun) statusSettled() bool {
-	var first *Status
+	var first *blockproto.Status
 	for _, nd := range r.s.Nodes {
 		if !nd.Up && nd.Want == 0 {
 			continue // never joined
 		}
 		st := &nd.Last.Status
-		if !nd.Up || nd.dirty || !slices.Equal(Voters(nd.Voters), Voters(r.cur)) || st.Unsettled != "" {
+		if !nd.Up || nd.Stale() || !slices.Equal(blockproto.Voters(nd.Voters), blockproto.Voters(r.cur)) || st.Unsettled != "" {
 			return false
 		}
 		if first == nil {
@@ -228,7 +231,7 @@ func (r *listRun) listChange() {
 	if r.next != nil {
 		var left []int
 		for i, nd := range s.Nodes {
-			if !slices.Equal(Voters(nd.Voters), Voters(r.next)) {
+			if !slices.Equal(blockproto.Voters(nd.Voters), blockproto.Voters(r.next)) {
 				left = append(left, i)
 			}
 		}
@@ -237,8 +240,7 @@ func (r *listRun) listChange() {
 			return
 		}
 		i := left[r.rng.IntN(len(left))]
-		s.Nodes[i].Voters = slices.Clone(r.next)
-		s.Nodes[i].dirty = true
+		s.Nodes[i].SetVoters(slices.Clone(r.next))
 		r.logf("%s runs voters %v", s.Nodes[i].Name, r.next)
 		return
 	}
@@ -259,7 +261,7 @@ func (r *listRun) listChange() {
 		r.next = slices.DeleteFunc(slices.Clone(r.cur), func(x netip.Addr) bool { return x == a })
 		r.removed = i
 	case !slices.Contains(r.cur, a) && len(r.cur) < 5 && i != r.removed:
-		r.next = Voters(append(slices.Clone(r.cur), a))
+		r.next = blockproto.Voters(append(slices.Clone(r.cur), a))
 	default:
 		return
 	}
@@ -267,7 +269,7 @@ func (r *listRun) listChange() {
 	r.logf("list change %v -> %v", r.cur, r.next)
 }
 
-// step makes one random event, then one Sim step; it returns the
+// step makes one random event, then one simulated step; it returns the
 // violation, if any.
 func (r *listRun) step(changes bool) string {
 	s := r.s

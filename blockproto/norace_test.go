@@ -1,5 +1,5 @@
 //go:build !race
 
-package blockproto
+package blockproto_test
 
 const raceEnabled = false

@@ -1,8 +1,8 @@
 //go:build race
 
-package blockproto
+package blockproto_test
 
-// raceEnabled: the race detector slows the Sim several times over, so the
-// property tests run fewer seeds under it (make test runs them again
-// without it, with thousands).
+// raceEnabled: the race detector slows the simulator several times over,
+// so the property tests run fewer seeds under it (make test runs them
+// again without it, with thousands).
 const raceEnabled = true

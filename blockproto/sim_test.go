@@ -1,8 +1,11 @@
-package blockproto
+package blockproto_test
 
 import (
 	"net/netip"
 	"testing"
+
+	"github.com/reefcni/reef/blockproto"
+	"github.com/reefcni/reef/blockproto/blocksim"
 )
 
 // TestSimChaos runs five nodes (three voters) on a pool of sixteen blocks
@@ -10,29 +13,30 @@ import (
 // after every step that no block has two owners handing out addresses;
 // then the network heals and every node must get its blocks.
 func TestSimChaos(t *testing.T) {
-	small := []Pool{{CIDR: netip.MustParsePrefix("10.244.0.0/22"), BlockSize: 26}}
+	small := []blockproto.Pool{{CIDR: netip.MustParsePrefix("10.244.0.0/22"), BlockSize: 26}}
 	for seed := uint64(1); seed <= 30; seed++ {
-		s := NewSim(5, 3, small, seed)
+		s := blocksim.New(5, 3, small, seed)
+		rng := s.Rand() // the events in the cluster's own stream: one seed, one run
 		s.SameStart = seed%2 == 0
 		for _, n := range s.Nodes {
 			n.Want = 1
 		}
 		s.Loss = 0.4
 		for step := 0; step < 200; step++ {
-			r := s.rng.IntN(100)
-			i := s.rng.IntN(len(s.Nodes))
+			r := rng.IntN(100)
+			i := rng.IntN(len(s.Nodes))
 			switch {
 			case r < 8:
 				s.Nodes[i].Cut = !s.Nodes[i].Cut
 			case r < 12:
 				s.Nodes[i].Up = !s.Nodes[i].Up
-				if !s.Nodes[i].Up && s.rng.IntN(2) == 0 {
+				if !s.Nodes[i].Up && rng.IntN(2) == 0 {
 					s.Drop(i) // no graceful restart: its paths go
 				}
 			case r < 14 && i >= 3:
 				s.Wipe(i)
 			case r < 20:
-				s.Nodes[i].Want = 1 + s.rng.IntN(2)
+				s.Nodes[i].Want = 1 + rng.IntN(2)
 			}
 			s.Step()
 			if b, os, bad := s.Violation(); bad {
@@ -63,8 +67,8 @@ func TestSimChaos(t *testing.T) {
 // four blocks, one each; node 3 is cut off, then nodes 1 and 3 each want
 // one more. Node 1 gets the last free block, node 3 none.
 func TestSimPartitionDuringHold(t *testing.T) {
-	four := []Pool{{CIDR: netip.MustParsePrefix("10.244.0.0/24"), BlockSize: 26}}
-	s := NewSim(3, 3, four, 7)
+	four := []blockproto.Pool{{CIDR: netip.MustParsePrefix("10.244.0.0/24"), BlockSize: 26}}
+	s := blocksim.New(3, 3, four, 7)
 	for _, n := range s.Nodes {
 		n.Want = 1
 	}
@@ -82,10 +86,10 @@ func TestSimPartitionDuringHold(t *testing.T) {
 			t.Fatalf("block %s confirmed by %v", b, os)
 		}
 	}
-	if got := s.Nodes[0].confirmed(four[0].CIDR); got != 2 {
+	if got := s.Nodes[0].Confirmed(four[0].CIDR); got != 2 {
 		t.Fatalf("node 1 has %d blocks, want 2", got)
 	}
-	if got := s.Nodes[2].confirmed(four[0].CIDR); got != 1 {
+	if got := s.Nodes[2].Confirmed(four[0].CIDR); got != 1 {
 		t.Fatalf("the cut-off node 3 has %d blocks, want its 1", got)
 	}
 	// It still holds the others' last announcements (as BGP does until the
@@ -100,8 +104,8 @@ func TestSimPartitionDuringHold(t *testing.T) {
 // owners, so a new claimant cannot take them. It comes back restricted
 // (no vote for a pending claim): the two other voters confirm node 4's.
 func TestSimWipedVoterCatchesUp(t *testing.T) {
-	four := []Pool{{CIDR: netip.MustParsePrefix("10.244.0.0/24"), BlockSize: 26}}
-	s := NewSim(4, 3, four, 3)
+	four := []blockproto.Pool{{CIDR: netip.MustParsePrefix("10.244.0.0/24"), BlockSize: 26}}
+	s := blocksim.New(4, 3, four, 3)
 	for _, n := range s.Nodes[:3] {
 		n.Want = 1
 	}
@@ -119,7 +123,7 @@ func TestSimWipedVoterCatchesUp(t *testing.T) {
 			t.Fatalf("block %s confirmed by %v", b, os)
 		}
 	}
-	if got := s.Nodes[3].confirmed(four[0].CIDR); got != 1 {
+	if got := s.Nodes[3].Confirmed(four[0].CIDR); got != 1 {
 		t.Fatalf("node 4 has %d blocks, want the 1 free one", got)
 	}
 }

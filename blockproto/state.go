@@ -139,6 +139,15 @@ type State struct {
 	Restricted bool
 }
 
+// NewState is the state of a new store: the incarnation self, born at
+// born, holding no block, vote or memory of other nodes, with every map
+// allocated (Decide and Apply write into them).
+func NewState(self Node, born uint32) State {
+	return State{Self: self, Born: born, Own: map[netip.Prefix]OwnBlock{}, Released: map[netip.Prefix]bool{},
+		Grants: map[netip.Prefix]Node{}, Remote: map[netip.Prefix]RemoteBlock{}, Forgotten: map[Node]bool{},
+		Superseded: map[Node]bool{}, Known: map[netip.Addr]Incarnation{}}
+}
+
 // Clone returns a deep copy of s, with every map allocated.
 func (s State) Clone() State {
 	c := s

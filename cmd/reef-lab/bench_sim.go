@@ -3,7 +3,7 @@ package main
 // bench-sim: the pure block protocol (package blockproto) simulated for
 // 10, 100 and 1,000 nodes in this one process (BENCHMARKS.md, "## Block
 // protocol, simulated"): issue 10's "past this machine, by simulation".
-// blockproto.SimRun does the work; this file runs the sizes and writes the
+// blocksim.Run does the work; this file runs the sizes and writes the
 // section.
 
 import (
@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/reefcni/reef/blockproto"
+	"github.com/reefcni/reef/blockproto/blocksim"
 )
 
 func simProgress(format string, args ...any) {
@@ -69,7 +70,7 @@ func benchSim(ctx context.Context, args []string) error {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("bench-sim: interrupted: %w", err)
 		}
-		sc := blockproto.SimScenario{Nodes: n, Voters: *voters, Wants: wants, Pool: blockproto.SimPool, Loss: *loss,
+		sc := blocksim.Scenario{Nodes: n, Voters: *voters, Wants: wants, Pool: blocksim.Pool, Loss: *loss,
 			PartitionAt: *partAt, PartitionSteps: *partSteps, PartitionShare: *partShare, MaxSteps: *maxSteps, Seed: *seed}
 		if *partAt <= 0 {
 			sc.PartitionSteps = 0
@@ -81,7 +82,7 @@ func benchSim(ctx context.Context, args []string) error {
 			return ctx.Err() == nil
 		}
 		cpu0 := simCPU()
-		r := blockproto.SimRun(sc)
+		r := blocksim.Run(sc)
 		rep.cpu = append(rep.cpu, simCPU()-cpu0)
 		if r.Stopped {
 			return fmt.Errorf("bench-sim: interrupted at %d nodes: %w", n, ctx.Err())
@@ -111,7 +112,7 @@ type simReport struct {
 	command            string
 	loadStart, loadEnd string
 	heapSys            uint64
-	runs               []blockproto.SimResult
+	runs               []blocksim.Result
 	cpu                []time.Duration // CPU time (user + system) of this process per run
 }
 
@@ -164,9 +165,9 @@ func (r *simReport) markdown() string {
 	if len(r.runs) == 0 {
 		return b.String()
 	}
-	sc := r.runs[0].SimScenario
+	sc := r.runs[0].Scenario
 	w("**What runs.** The pure protocol, `blockproto.Decide`, the code every reef daemon runs, for N simulated nodes in\n")
-	w("one process (`blockproto.Sim`, `SimRun`; blockproto/sim.go, sim_report.go); no BGP, no daemon. The network\n")
+	w("one process (`blocksim.Cluster`, `blocksim.Run`; blockproto/blocksim/); no BGP, no daemon. The network\n")
 	w("carries state, as BGP does: each receiver holds the last copy of each sender's announcements that got through.\n")
 	w("One **step**: every node decides once from the copies it holds, then every sender's current announcements\n")
 	w("are delivered to every node it can reach, each delivery lost with probability %.0f%% (it gets through at a\n", 100*sc.Loss)
@@ -186,7 +187,7 @@ func (r *simReport) markdown() string {
 	w("announcements, as BGP does until the hold time ends: the cut-off side claims, gets its own voter's vote\n")
 	w("only, and waits). Seed %d: the same command gives the same figures.\n\n", sc.Seed)
 	w("**What is counted.**\n\n")
-	w("- *Two owners*: after **every** step, whether any block is confirmed by two current nodes (`Sim.Violation`).\n")
+	w("- *Two owners*: after **every** step, whether any block is confirmed by two current nodes (`Cluster.Violation`).\n")
 	w("- *Claim latency*: for each confirmed block, the steps from the node's first claim since its previous\n")
 	w("  confirmation (or the start) to the step that confirmed it, retries after a lost race included; 2 steps = 1 round trip.\n")
 	w("- *Messages per claim*: the protocol's messages divided by the claims made (`Decision.Claim`, over all nodes).\n")
@@ -194,9 +195,9 @@ func (r *simReport) markdown() string {
 	w("  grant of one block) that is new, changed or withdrawn in the receiver's copy, sent by or to a voter as a\n")
 	w("  party of that claim: a claim delivered to a voter; a grant (or its withdrawal) delivered by its voter to the\n")
 	w("  node it grants, or to a node that itself claims the block. This is what issue 10 means by \"a claim costs\n")
-	w("  O(voters) messages\" (`Sim.Messages`).\n")
+	w("  O(voters) messages\" (`Cluster.Messages`).\n")
 	w("- *Updates per claim*: every delivery of a new, changed or withdrawn announcement to any node, records included:\n")
-	w("  the BGP UPDATEs a full mesh carries, where every node also hears every claim and every vote (`Sim.Updates`).\n")
+	w("  the BGP UPDATEs a full mesh carries, where every node also hears every claim and every vote (`Cluster.Updates`).\n")
 	w("- *Held per node*: the announcements a node holds of the others once the run has settled (nothing left to\n")
 	w("  deliver, no node changing what it announces): records and claims, votes withdrawn; IPv4 unicast, not\n")
 	w("  simulated, would add one path per remote block.\n\n")
@@ -227,7 +228,7 @@ func (r *simReport) markdown() string {
 		}
 		w("| %d | %d | %s | %s | %s | %s | %d | %d | %d | %.1f | %.0f | %d / %d / %d | %.0f%% | %.0f | %d | %s |\n", x.Nodes, x.Wanted, steps, settled, got, two,
 			x.Claims, x.Confirms, x.Releases, perClaim(x.Messages, x.Claims), perClaim(x.Updates, x.Claims),
-			blockproto.SimQuantile(x.Latency, 0.5), blockproto.SimQuantile(x.Latency, 0.9), blockproto.SimQuantile(x.Latency, 1),
+			blocksim.Quantile(x.Latency, 0.5), blocksim.Quantile(x.Latency, 0.9), blocksim.Quantile(x.Latency, 1),
 			100*float64(one)/float64(max(1, len(x.Latency))), x.HeldMean, x.Decisions, x.Wall.Round(10*time.Millisecond))
 	}
 	w("\n")
@@ -247,8 +248,8 @@ func (r *simReport) markdown() string {
 			perClaim(first.Updates, first.Claims), perClaim(last.Updates, last.Claims))
 		w("(×%.0f); median claim latency %d → %d steps, p90 %d → %d. The messages of a claim go between its claimant and\n",
 			perClaim(last.Updates, last.Claims)/max(perClaim(first.Updates, first.Claims), 1e-9),
-			blockproto.SimQuantile(first.Latency, 0.5), blockproto.SimQuantile(last.Latency, 0.5),
-			blockproto.SimQuantile(first.Latency, 0.9), blockproto.SimQuantile(last.Latency, 0.9))
+			blocksim.Quantile(first.Latency, 0.5), blocksim.Quantile(last.Latency, 0.5),
+			blocksim.Quantile(first.Latency, 0.9), blocksim.Quantile(last.Latency, 0.9))
 		w("the voters, so they stay O(voters) whatever N; what grows with N is the flooding of a full mesh, in which every\n")
 		w("node hears every claim and every vote (O(voters × N) updates per claim). The pool is the same at every size, so\n")
 		w("it fills as N grows (")

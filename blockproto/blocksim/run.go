@@ -1,20 +1,22 @@
-package blockproto
+package blocksim
 
 import (
 	"fmt"
 	"net/netip"
 	"slices"
 	"time"
+
+	"github.com/reefcni/reef/blockproto"
 )
 
-// SimScenario is one run of the simulation report (reef-lab bench-sim):
+// Scenario is one run of the simulation report (reef-lab bench-sim):
 // Nodes nodes, of which the first Voters vote, node i wanting
 // Wants[i % len(Wants)] blocks of Pool, over a network that loses each
 // delivery with probability Loss and is split once into two sides.
-type SimScenario struct {
+type Scenario struct {
 	Nodes, Voters int
 	Wants         []int
-	Pool          Pool
+	Pool          blockproto.Pool
 	Loss          float64
 	// The partition: from step PartitionAt, for PartitionSteps steps, the
 	// first voter and the share PartitionShare of the other nodes (the
@@ -31,9 +33,9 @@ type SimScenario struct {
 	Progress func(step, decisions int, satisfied bool) bool
 }
 
-// SimResult is what one scenario gave.
-type SimResult struct {
-	SimScenario
+// Result is what one scenario gave.
+type Result struct {
+	Scenario
 	Blocks int // in the pool
 	Wanted int
 	// Steps until every node had its blocks (0: never, within MaxSteps);
@@ -66,13 +68,13 @@ type SimResult struct {
 	Stopped  bool // by Progress
 }
 
-// SimRun runs one scenario.
-func SimRun(sc SimScenario) SimResult {
+// Run runs one scenario.
+func Run(sc Scenario) Result {
 	t0 := time.Now()
-	r := SimResult{SimScenario: sc, Blocks: sc.Pool.NumBlocks()}
-	s := NewSim(sc.Nodes, sc.Voters, []Pool{sc.Pool}, sc.Seed)
-	s.Loss = sc.Loss
-	for i, n := range s.Nodes {
+	r := Result{Scenario: sc, Blocks: sc.Pool.NumBlocks()}
+	c := New(sc.Nodes, sc.Voters, []blockproto.Pool{sc.Pool}, sc.Seed)
+	c.Loss = sc.Loss
+	for i, n := range c.Nodes {
 		n.Want = 1
 		if len(sc.Wants) > 0 {
 			n.Want = sc.Wants[i%len(sc.Wants)]
@@ -93,38 +95,38 @@ func SimRun(sc SimScenario) SimResult {
 		if sc.PartitionSteps > 0 {
 			switch step {
 			case sc.PartitionAt:
-				for i, n := range s.Nodes {
+				for i, n := range c.Nodes {
 					if minority(i) {
 						n.Side = 1
 					}
 				}
 			case sc.PartitionAt + sc.PartitionSteps:
-				for _, n := range s.Nodes {
+				for _, n := range c.Nodes {
 					n.Side = 0
 				}
 			}
 		}
-		before := make([]*simOut, len(s.Nodes))
-		for i, n := range s.Nodes {
+		before := make([]*output, len(c.Nodes))
+		for i, n := range c.Nodes {
 			before[i] = n.out
 		}
-		s.Step()
+		c.Step()
 		if r.ViolationStep == 0 {
-			if b, os, bad := s.Violation(); bad {
+			if b, os, bad := c.Violation(); bad {
 				r.ViolationStep, r.Violation = step, fmt.Sprintf("block %s confirmed by %v", b, os)
 			}
 		}
-		if r.Steps == 0 && s.Satisfied() {
+		if r.Steps == 0 && c.Satisfied() {
 			r.Steps = step
 		}
-		if sc.Progress != nil && !sc.Progress(step, s.Decisions, r.Steps > 0) {
+		if sc.Progress != nil && !sc.Progress(step, c.Decisions, r.Steps > 0) {
 			r.Stopped = true
 			break
 		}
 		partitioned := sc.PartitionSteps > 0 && step < sc.PartitionAt+sc.PartitionSteps
-		if r.Steps > 0 && !partitioned && s.Current() {
+		if r.Steps > 0 && !partitioned && c.Current() {
 			same := true
-			for i, n := range s.Nodes {
+			for i, n := range c.Nodes {
 				same = same && before[i] == n.out
 			}
 			if same {
@@ -133,34 +135,34 @@ func SimRun(sc SimScenario) SimResult {
 			}
 		}
 	}
-	r.Satisfied = s.Satisfied()
-	for _, n := range s.Nodes {
-		got := n.confirmed(sc.Pool.CIDR)
+	r.Satisfied = c.Satisfied()
+	for _, n := range c.Nodes {
+		got := n.Confirmed(sc.Pool.CIDR)
 		r.Owned += got
 		if got < n.Want {
 			r.Short = append(r.Short, fmt.Sprintf("%s %d of %d", n.Name, got, n.Want))
 		}
 	}
 	total := 0
-	for i := range s.Nodes {
-		h := s.Held(i)
+	for i := range c.Nodes {
+		h := c.Held(i)
 		total += h
 		r.HeldMax = max(r.HeldMax, h)
 	}
-	r.HeldMean = float64(total) / float64(len(s.Nodes))
-	r.Claims, r.Confirms, r.Releases = s.Claims, s.Confirms, s.Releases
-	r.Messages, r.Updates, r.Decisions = s.Messages, s.Updates, s.Decisions
-	r.Latency = slices.Clone(s.Latency)
+	r.HeldMean = float64(total) / float64(len(c.Nodes))
+	r.Claims, r.Confirms, r.Releases = c.Claims, c.Confirms, c.Releases
+	r.Messages, r.Updates, r.Decisions = c.Messages, c.Updates, c.Decisions
+	r.Latency = slices.Clone(c.Latency)
 	slices.Sort(r.Latency)
 	r.Wall = time.Since(t0)
 	return r
 }
 
-// SimPool is the report's pool: a /14 of /26 blocks, 4,096 blocks.
-var SimPool = Pool{CIDR: netip.MustParsePrefix("10.64.0.0/14"), BlockSize: 26}
+// Pool is the report's pool: a /14 of /26 blocks, 4,096 blocks.
+var Pool = blockproto.Pool{CIDR: netip.MustParsePrefix("10.64.0.0/14"), BlockSize: 26}
 
-// SimQuantile is the nearest-rank quantile q of sorted values.
-func SimQuantile(sorted []int, q float64) int {
+// Quantile is the nearest-rank quantile q of sorted values.
+func Quantile(sorted []int, q float64) int {
 	if len(sorted) == 0 {
 		return 0
 	}

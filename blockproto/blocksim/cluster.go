@@ -1,4 +1,4 @@
-package blockproto
+package blocksim
 
 import (
 	"cmp"
@@ -9,14 +9,13 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/reefcni/reef/blockproto"
 )
 
-// Sim runs the pure protocol for many nodes in one process over a
-// simulated network that loses, delays and partitions: BGP carries state,
-// not messages, so a receiver holds the last copy of each sender's
-// announcements that got through, however old. It is what the tests and
-// the simulation report of `make bench` (reef-lab bench-sim, SimRun)
-// drive; nothing of it runs in the daemon.
+// Cluster is n simulated nodes and the network between them. BGP carries
+// state, not messages, so a receiver holds the last copy of each sender's
+// announcements that got through, however old.
 //
 // One Step is one round: every node that is up decides once from the
 // copies it holds, then every sender's current announcements are
@@ -25,14 +24,14 @@ import (
 // decision of the same step, so a claim made in step s reaches the voters
 // at the end of s, their votes reach the claimant at the end of s+1 and
 // it confirms in step s+2: one round trip is two steps.
-type Sim struct {
-	Nodes  []*SimNode
+type Cluster struct {
+	Nodes  []*Node
 	Voters []netip.Addr
-	Pools  []Pool
+	Pools  []blockproto.Pool
 	rng    *rand.Rand
 	// copies[dst][src] is what dst holds of src's announcements: one of
 	// src's outputs (shared, never modified), nil for nothing.
-	copies [][]*simOut
+	copies [][]*output
 	// Loss is the chance that one sender's update to one receiver does not
 	// get through in a step (it may in a later one).
 	Loss float64
@@ -73,23 +72,23 @@ type Sim struct {
 	// ListOf, if set, is the voter list node i decides with, from the
 	// table it holds: a stand-in for how a node picks its list (the tests
 	// replay the old default, which learned it from the records). Unset:
-	// the node's own Voters, or else the Sim's.
-	ListOf func(i int, t Table) []netip.Addr
+	// the node's own Voters, or else the cluster's.
+	ListOf func(i int, t blockproto.Table) []netip.Addr
 	// WipeUnrestricted brings a wiped voter back with its votes for
 	// pending claims, as before issue 26 (a weakened variant for the
 	// tests: it must be able to split).
 	WipeUnrestricted bool
 }
 
-// simOut is one output of a node: its complete announcements after one
+// output is one output of a node: its complete announcements after one
 // decision that changed them.
-type simOut struct{ t Table }
+type output struct{ t blockproto.Table }
 
-// SimNode is one simulated node.
-type SimNode struct {
+// Node is one simulated node.
+type Node struct {
 	Name  string
-	State State
-	Out   Table
+	State blockproto.State
+	Out   blockproto.Table
 	Up    bool
 	// Cut: no update goes to or comes from this node while set.
 	Cut bool
@@ -98,69 +97,68 @@ type SimNode struct {
 	Side int
 	// Want is how many blocks of the first pool the node wants confirmed.
 	Want int
-	// Voters is the node's own bgp.voters; nil: the Sim's Voters.
+	// Voters is the node's own bgp.voters; nil: the cluster's Voters.
+	// SetVoters changes it as a restart with another list does.
 	Voters []netip.Addr
 	// Last is its last decision, less its Changes (applied to State).
-	Last     Decision
-	voter    bool
-	incCount uint32
+	Last  blockproto.Decision
+	voter bool
 	// ranUnder is the voter list its state last decided under, as the
 	// daemon's store keeps it (nil before its first decision).
 	ranUnder []netip.Addr
 
-	out        *simOut // Out as delivered
+	out        *output // Out as delivered
 	dirty      bool    // a copy it holds, or its state, changed since its last decision
 	quiet      bool    // its last decision changed nothing
 	lastNeed   bool
 	firstClaim int // step of its first claim since its last confirmation; -1 none
 }
 
-// NewSim makes n nodes at 10.0.0.1.. of which the first voters vote.
-func NewSim(n, voters int, pools []Pool, seed uint64) *Sim {
-	s := &Sim{Pools: pools, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+// New makes n nodes at 10.0.0.1.. of which the first voters vote. The
+// seed makes a run repeatable: it draws the incarnations and the losses.
+func New(n, voters int, pools []blockproto.Pool, seed uint64) *Cluster {
+	c := &Cluster{Pools: pools, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 	for i := range n {
 		a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i) + 1})
 		if i < voters {
-			s.Voters = append(s.Voters, a)
+			c.Voters = append(c.Voters, a)
 		}
-		nd := &SimNode{Name: fmt.Sprintf("node%d", i+1), Up: true, voter: i < voters, dirty: true, firstClaim: -1}
-		nd.State = emptyState(Node{Addr: a, Inc: s.rng.Uint32()}, 1)
-		s.Nodes = append(s.Nodes, nd)
+		nd := &Node{Name: fmt.Sprintf("node%d", i+1), Up: true, voter: i < voters, dirty: true, firstClaim: -1}
+		nd.State = blockproto.NewState(blockproto.Node{Addr: a, Inc: c.rng.Uint32()}, 1)
+		c.Nodes = append(c.Nodes, nd)
 	}
-	s.copies = make([][]*simOut, n)
-	for i := range s.copies {
-		s.copies[i] = make([]*simOut, n)
+	c.copies = make([][]*output, n)
+	for i := range c.copies {
+		c.copies[i] = make([]*output, n)
 	}
-	return s
+	return c
 }
 
-func emptyState(self Node, born uint32) State {
-	return State{Self: self, Born: born, Own: map[netip.Prefix]OwnBlock{}, Released: map[netip.Prefix]bool{},
-		Grants: map[netip.Prefix]Node{}, Remote: map[netip.Prefix]RemoteBlock{}, Forgotten: map[Node]bool{},
-		Superseded: map[Node]bool{}, Known: map[netip.Addr]Incarnation{}}
-}
+// Rand is the cluster's random source, the one that draws incarnations
+// and losses: a test that draws its own events from it too replays the
+// same run from the same seed.
+func (c *Cluster) Rand() *rand.Rand { return c.rng }
 
 // Wipe restarts node i with an empty state: a new incarnation, born later.
 // A voter (of a list of more than one) comes back restricted, as the
 // daemon brings it up (State.Restricted), unless WipeUnrestricted.
-func (s *Sim) Wipe(i int) {
-	n := s.Nodes[i]
-	n.incCount++
-	n.State = emptyState(Node{Addr: n.State.Self.Addr, Inc: s.rng.Uint32()}, n.State.Born+1)
-	l := s.listOf(n)
-	n.State.Restricted = !s.WipeUnrestricted && len(l) > 1 && slices.Contains(l, n.State.Self.Addr)
+func (c *Cluster) Wipe(i int) {
+	n := c.Nodes[i]
+	n.State = blockproto.NewState(blockproto.Node{Addr: n.State.Self.Addr, Inc: c.rng.Uint32()}, n.State.Born+1)
+	l := c.listOf(n)
+	n.State.Restricted = !c.WipeUnrestricted && len(l) > 1 && slices.Contains(l, n.State.Self.Addr)
 	n.ranUnder = l
-	n.Out, n.out = Table{}, nil
+	n.Out, n.out = blockproto.Table{}, nil
 	n.dirty, n.firstClaim = true, -1
 }
 
 // listOf is the voter list node n is configured with (not with ListOf,
 // which picks it from the table).
-func (s *Sim) listOf(n *SimNode) []netip.Addr {
+func (c *Cluster) listOf(n *Node) []netip.Addr {
 	if n.Voters != nil {
 		return n.Voters
 	}
-	return s.Voters
+	return c.Voters
 }
 
 // startUnder is the daemon's check at start of the list a node runs
@@ -168,8 +166,8 @@ func (s *Sim) listOf(n *SimNode) []netip.Addr {
 // with another bgp.voters): a restricted node added back to the list
 // after it was out of it is restricted no more, and pending claims are
 // given up.
-func (s *Sim) startUnder(n *SimNode) {
-	l := s.listOf(n)
+func (c *Cluster) startUnder(n *Node) {
+	l := c.listOf(n)
 	if n.ranUnder != nil && slices.Equal(l, n.ranUnder) {
 		return
 	}
@@ -177,84 +175,84 @@ func (s *Sim) startUnder(n *SimNode) {
 	if n.ranUnder != nil && n.State.Restricted && slices.Contains(l, self) && !slices.Contains(n.ranUnder, self) {
 		n.State.Restricted = false
 	}
-	if n.ranUnder != nil && s.ListOf == nil {
+	if n.ranUnder != nil && c.ListOf == nil {
 		// A claim is made, voted for, counted and confirmed under one
 		// list: the daemon gives up its pending claims when its list
 		// changes (voterList). ListOf replays the old default, which
 		// did not.
-		n.State = Apply(n.State, Changes{Release: n.State.PendingBlocks()})
+		n.State = blockproto.Apply(n.State, blockproto.Changes{Release: n.State.PendingBlocks()})
 	}
 	n.ranUnder, n.dirty = l, true
 }
 
 // Drop makes every receiver lose its copy of node i's announcements, as
 // when its sessions close without graceful restart.
-func (s *Sim) Drop(i int) {
-	for dst := range s.copies {
-		if s.copies[dst][i] != nil {
-			s.count(dst, i, s.copies[dst][i], nil)
-			s.copies[dst][i] = nil
-			s.Nodes[dst].dirty = true
+func (c *Cluster) Drop(i int) {
+	for dst := range c.copies {
+		if c.copies[dst][i] != nil {
+			c.count(dst, i, c.copies[dst][i], nil)
+			c.copies[dst][i] = nil
+			c.Nodes[dst].dirty = true
 		}
 	}
 }
 
-func (s *Sim) need(n *SimNode) bool {
-	return len(s.Pools) > 0 && n.confirmed(s.Pools[0].CIDR) < n.Want
+func (c *Cluster) need(n *Node) bool {
+	return len(c.Pools) > 0 && n.Confirmed(c.Pools[0].CIDR) < n.Want
 }
 
 // input is what node i decides from now.
-func (s *Sim) input(i int, t *Table) Input {
-	n := s.Nodes[i]
-	*t = Table{Records: t.Records[:0], Claims: t.Claims[:0], Grants: t.Grants[:0], Forgets: t.Forgets[:0], Seen: t.Seen[:0]}
-	for src, c := range s.copies[i] {
-		if src == i || c == nil {
+func (c *Cluster) input(i int, t *blockproto.Table) blockproto.Input {
+	n := c.Nodes[i]
+	*t = blockproto.Table{Records: t.Records[:0], Claims: t.Claims[:0], Grants: t.Grants[:0], Forgets: t.Forgets[:0], Seen: t.Seen[:0]}
+	for src, o := range c.copies[i] {
+		if src == i || o == nil {
 			continue
 		}
-		t.Records = append(t.Records, c.t.Records...)
-		t.Claims = append(t.Claims, c.t.Claims...)
-		t.Grants = append(t.Grants, c.t.Grants...)
-		t.Forgets = append(t.Forgets, c.t.Forgets...)
-		t.Seen = append(t.Seen, c.t.Seen...)
+		t.Records = append(t.Records, o.t.Records...)
+		t.Claims = append(t.Claims, o.t.Claims...)
+		t.Grants = append(t.Grants, o.t.Grants...)
+		t.Forgets = append(t.Forgets, o.t.Forgets...)
+		t.Seen = append(t.Seen, o.t.Seen...)
 	}
 	need := map[netip.Prefix]bool{}
-	if s.need(n) {
-		need[s.Pools[0].CIDR] = true
+	if c.need(n) {
+		need[c.Pools[0].CIDR] = true
 	}
 	name := n.Name
-	if s.SameStart {
+	if c.SameStart {
 		name = ""
 	}
-	voters := s.Voters
+	voters := c.Voters
 	switch {
-	case s.ListOf != nil:
-		voters = s.ListOf(i, *t)
+	case c.ListOf != nil:
+		voters = c.ListOf(i, *t)
 	case n.Voters != nil:
 		voters = n.Voters
 	}
-	return Input{State: n.State, Table: *t, Voters: voters, Pools: s.Pools, Need: need, Name: name}
+	return blockproto.Input{State: n.State, Table: *t, Voters: voters, Pools: c.Pools, Need: need, Name: name}
 }
 
 // Step lets every node that is up decide once, then delivers updates.
-func (s *Sim) Step() {
-	s.Steps++
+func (c *Cluster) Step() {
+	c.Steps++
 	var jobs []int
-	for i, n := range s.Nodes {
+	for i, n := range c.Nodes {
 		if !n.Up {
 			continue
 		}
-		if s.ListOf == nil {
-			s.startUnder(n)
+		if c.ListOf == nil {
+			c.startUnder(n)
 		}
-		need := s.need(n)
+		need := c.need(n)
 		if n.quiet && !n.dirty && need == n.lastNeed {
 			continue // the same input as its last decision, which changed nothing
 		}
 		n.lastNeed = need
 		jobs = append(jobs, i)
 	}
-	results := make([]simDecided, len(jobs))
-	workers := s.Workers
+	results := make([]decided, len(jobs))
+	workers := c.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
@@ -264,7 +262,7 @@ func (s *Sim) Step() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var t Table // reused from decision to decision
+			var t blockproto.Table // reused from decision to decision
 			for {
 				k := int(next.Add(1)) - 1
 				if k >= len(jobs) {
@@ -275,65 +273,65 @@ func (s *Sim) Step() {
 				// touches only its own node (the others read their own
 				// state and the copies, which change only in delivery), so
 				// it is applied at once and the old state can go.
-				results[k] = s.apply(jobs[k], Decide(s.input(jobs[k], &t)))
+				results[k] = c.apply(jobs[k], blockproto.Decide(c.input(jobs[k], &t)))
 			}
 		}()
 	}
 	wg.Wait()
 	for _, r := range results {
-		s.Decisions++
-		s.Claims += r.claims
-		s.Confirms += r.confirms
-		s.Releases += r.releases
+		c.Decisions++
+		c.Claims += r.claims
+		c.Confirms += r.confirms
+		c.Releases += r.releases
 		for range r.confirms {
-			s.Latency = append(s.Latency, r.latency)
+			c.Latency = append(c.Latency, r.latency)
 		}
 	}
-	for dst, dn := range s.Nodes {
-		for src, sn := range s.Nodes {
-			if src == dst || !sn.Up || sn.Cut || dn.Cut || sn.Side != dn.Side || s.copies[dst][src] == sn.out {
+	for dst, dn := range c.Nodes {
+		for src, sn := range c.Nodes {
+			if src == dst || !sn.Up || sn.Cut || dn.Cut || sn.Side != dn.Side || c.copies[dst][src] == sn.out {
 				continue
 			}
-			if s.rng.Float64() < s.Loss {
+			if c.rng.Float64() < c.Loss {
 				continue
 			}
-			s.count(dst, src, s.copies[dst][src], sn.out)
-			s.copies[dst][src] = sn.out
+			c.count(dst, src, c.copies[dst][src], sn.out)
+			c.copies[dst][src] = sn.out
 			dn.dirty = true
 		}
 	}
 }
 
-// simDecided is what one decision adds to the Sim's counters.
-type simDecided struct{ claims, confirms, releases, latency int }
+// decided is what one decision adds to the cluster's counters.
+type decided struct{ claims, confirms, releases, latency int }
 
 // apply makes d node i's state and announcements.
-func (s *Sim) apply(i int, d Decision) simDecided {
-	n := s.Nodes[i]
-	r := simDecided{claims: len(d.Claim), confirms: len(d.Confirm), releases: len(d.Release)}
+func (c *Cluster) apply(i int, d blockproto.Decision) decided {
+	n := c.Nodes[i]
+	r := decided{claims: len(d.Claim), confirms: len(d.Confirm), releases: len(d.Release)}
 	if r.claims > 0 && n.firstClaim < 0 {
-		n.firstClaim = s.Steps
+		n.firstClaim = c.Steps
 	}
 	if r.confirms > 0 {
-		r.latency = s.Steps - max(n.firstClaim, 0)
+		r.latency = c.Steps - max(n.firstClaim, 0)
 		n.firstClaim = -1
 	}
 	if !tableEqual(n.Out, d.Announce) {
-		n.out = &simOut{t: d.Announce}
+		n.out = &output{t: d.Announce}
 	}
 	n.dirty, n.quiet = false, d.Changes.Empty()
 	n.State, n.Out = d.State, d.Announce
 	n.Last = d
-	n.Last.Changes = Changes{} // applied to State, counted above: not kept (they can be large)
+	n.Last.Changes = blockproto.Changes{} // applied to State, counted above: not kept (they can be large)
 	return r
 }
 
 // Current reports whether every node holds the current announcements of
 // every node it can reach: nothing is left to deliver.
-func (s *Sim) Current() bool {
-	for dst, dn := range s.Nodes {
-		for src, sn := range s.Nodes {
-			if src != dst && sn.Up && !sn.Cut && !dn.Cut && sn.Side == dn.Side && s.copies[dst][src] != sn.out {
+func (c *Cluster) Current() bool {
+	for dst, dn := range c.Nodes {
+		for src, sn := range c.Nodes {
+			if src != dst && sn.Up && !sn.Cut && !dn.Cut && sn.Side == dn.Side && c.copies[dst][src] != sn.out {
 				return false
 			}
 		}
@@ -342,60 +340,70 @@ func (s *Sim) Current() bool {
 }
 
 // Held is how many announcements node i holds of the others.
-func (s *Sim) Held(i int) int {
+func (c *Cluster) Held(i int) int {
 	k := 0
-	for src, c := range s.copies[i] {
-		if src != i && c != nil {
-			k += c.t.Len()
+	for src, o := range c.copies[i] {
+		if src != i && o != nil {
+			k += o.t.Len()
 		}
 	}
 	return k
 }
 
-func (n *SimNode) confirmed(pool netip.Prefix) int {
-	c := 0
+// Confirmed is how many blocks of pool the node owns, confirmed.
+func (n *Node) Confirmed(pool netip.Prefix) int {
+	k := 0
 	for _, o := range n.State.Own {
-		if o.Pool == pool && o.State == OwnConfirmed {
-			c++
+		if o.Pool == pool && o.State == blockproto.OwnConfirmed {
+			k++
 		}
 	}
-	return c
+	return k
 }
 
-// Confirmed is how many blocks of pool the node owns, confirmed.
-func (n *SimNode) Confirmed(pool netip.Prefix) int { return n.confirmed(pool) }
+// Voter reports whether the node is one of the cluster's voters.
+func (n *Node) Voter() bool { return n.voter }
 
-// Voter reports whether the node is one of the voters.
-func (n *SimNode) Voter() bool { return n.voter }
+// SetVoters gives the node another bgp.voters, as a restart with a new
+// configuration does: it decides again at its next step up, even if the
+// list is by then back to the one it last decided under.
+func (n *Node) SetVoters(voters []netip.Addr) {
+	n.Voters, n.dirty = voters, true
+}
+
+// Stale reports whether something the node decides from (a copy it
+// holds, its state, its voter list) changed since its last decision: its
+// Last.Status may be out of date until it decides again.
+func (n *Node) Stale() bool { return n.dirty }
 
 // count adds one delivery from src to dst, which replaces the copy a with
 // b (nil: nothing), to Updates and Messages. Both are a node's complete,
 // sorted announcements (Decide sorts them), in which a claim or a grant is
 // named by its block (one NLRI per node and block, as on the wire).
-func (s *Sim) count(dst, src int, a, b *simOut) {
-	var ta, tb Table
+func (c *Cluster) count(dst, src int, a, b *output) {
+	var ta, tb blockproto.Table
 	if a != nil {
 		ta = a.t
 	}
 	if b != nil {
 		tb = b.t
 	}
-	dn, sn := s.Nodes[dst], s.Nodes[src]
-	s.Updates += diffBy(ta.Records, tb.Records, func(r Record) netip.Addr { return r.Node.Addr }, cmpAddr, Record.Equal, nil)
-	s.Updates += diffBy(ta.Forgets, tb.Forgets, func(f Forget) Node { return f.Node }, cmpNode, func(x, y Forget) bool { return x == y }, nil)
-	s.Updates += diffBy(ta.Seen, tb.Seen, func(x Seen) Node { return x.Node }, cmpNode, func(x, y Seen) bool { return x == y }, nil)
-	nc := diffBy(ta.Claims, tb.Claims, func(c Claim) netip.Prefix { return c.Block }, cmpPrefix, func(x, y Claim) bool { return x == y }, nil)
-	s.Updates += nc
+	dn, sn := c.Nodes[dst], c.Nodes[src]
+	c.Updates += diffBy(ta.Records, tb.Records, recordKey, cmpAddr, blockproto.Record.Equal, nil)
+	c.Updates += diffBy(ta.Forgets, tb.Forgets, forgetKey, cmpNode, func(x, y blockproto.Forget) bool { return x == y }, nil)
+	c.Updates += diffBy(ta.Seen, tb.Seen, seenKey, cmpNode, func(x, y blockproto.Seen) bool { return x == y }, nil)
+	nc := diffBy(ta.Claims, tb.Claims, claimKey, cmpPrefix, func(x, y blockproto.Claim) bool { return x == y }, nil)
+	c.Updates += nc
 	if dn.voter {
-		s.Messages += nc
+		c.Messages += nc
 	}
-	party := func(old, cur *Grant) {
+	party := func(old, cur *blockproto.Grant) {
 		if !sn.voter {
 			return
 		}
-		for _, g := range []*Grant{old, cur} {
+		for _, g := range []*blockproto.Grant{old, cur} {
 			if g != nil && g.To == dn.State.Self {
-				s.Messages++
+				c.Messages++
 				return
 			}
 		}
@@ -403,11 +411,29 @@ func (s *Sim) count(dst, src int, a, b *simOut) {
 		if g == nil {
 			g = old
 		}
-		if o, ok := dn.State.Own[g.Block]; ok && o.State != OwnLost {
-			s.Messages++
+		if o, ok := dn.State.Own[g.Block]; ok && o.State != blockproto.OwnLost {
+			c.Messages++
 		}
 	}
-	s.Updates += diffBy(ta.Grants, tb.Grants, func(g Grant) netip.Prefix { return g.Block }, cmpPrefix, func(x, y Grant) bool { return x == y }, party)
+	c.Updates += diffBy(ta.Grants, tb.Grants, grantKey, cmpPrefix, func(x, y blockproto.Grant) bool { return x == y }, party)
+}
+
+// The keys that name an announcement on the wire (one NLRI each), in the
+// order blockproto.Table.Sort puts them (TestKeysFollowTableSort).
+func recordKey(r blockproto.Record) netip.Addr      { return r.Node.Addr }
+func forgetKey(f blockproto.Forget) blockproto.Node { return f.Node }
+func seenKey(s blockproto.Seen) blockproto.Node     { return s.Node }
+func claimKey(c blockproto.Claim) netip.Prefix      { return c.Block }
+func grantKey(g blockproto.Grant) netip.Prefix      { return g.Block }
+
+func cmpAddr(a, b netip.Addr) int { return a.Compare(b) }
+
+func cmpNode(a, b blockproto.Node) int {
+	return cmp.Or(a.Addr.Compare(b.Addr), cmp.Compare(a.Inc, b.Inc))
+}
+
+func cmpPrefix(a, b netip.Prefix) int {
+	return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
 }
 
 // diffBy counts the keys that are in only one of a and b, or in both with
@@ -451,24 +477,22 @@ func diffBy[T any, K any](a, b []T, key func(T) K, cmpK func(K, K) int, eq func(
 	return n
 }
 
-func cmpAddr(a, b netip.Addr) int { return a.Compare(b) }
-
-func tableEqual(a, b Table) bool {
-	return slices.EqualFunc(a.Records, b.Records, Record.Equal) && slices.Equal(a.Claims, b.Claims) &&
+func tableEqual(a, b blockproto.Table) bool {
+	return slices.EqualFunc(a.Records, b.Records, blockproto.Record.Equal) && slices.Equal(a.Claims, b.Claims) &&
 		slices.Equal(a.Grants, b.Grants) && slices.Equal(a.Forgets, b.Forgets) && slices.Equal(a.Seen, b.Seen)
 }
 
 // Owners maps every block some node holds confirmed (or lost) to those
 // nodes, across all nodes whatever their incarnation: the invariant is
 // that no list is ever longer than one among current incarnations.
-func (s *Sim) Owners() map[netip.Prefix][]Node {
-	out := map[netip.Prefix][]Node{}
-	for _, n := range s.Nodes {
+func (c *Cluster) Owners() map[netip.Prefix][]blockproto.Node {
+	out := map[netip.Prefix][]blockproto.Node{}
+	for _, n := range c.Nodes {
 		if n.State.Forgotten[n.State.Self] || n.State.Superseded[n.State.Self] {
 			continue
 		}
 		for b, o := range n.State.Own {
-			if o.State == OwnConfirmed {
+			if o.State == blockproto.OwnConfirmed {
 				out[b] = append(out[b], n.State.Self)
 			}
 		}
@@ -477,9 +501,9 @@ func (s *Sim) Owners() map[netip.Prefix][]Node {
 }
 
 // Violation returns a block with two owners handing out addresses, if any.
-func (s *Sim) Violation() (netip.Prefix, []Node, bool) {
+func (c *Cluster) Violation() (netip.Prefix, []blockproto.Node, bool) {
 	var bad []netip.Prefix
-	owners := s.Owners()
+	owners := c.Owners()
 	for b, os := range owners {
 		if len(os) > 1 {
 			bad = append(bad, b)
@@ -490,14 +514,14 @@ func (s *Sim) Violation() (netip.Prefix, []Node, bool) {
 	}
 	b := slices.MinFunc(bad, cmpPrefix) // the same one whatever the map order
 	os := owners[b]
-	slices.SortFunc(os, func(x, y Node) int { return cmp.Compare(x.Addr.String(), y.Addr.String()) })
+	slices.SortFunc(os, func(x, y blockproto.Node) int { return cmp.Compare(x.Addr.String(), y.Addr.String()) })
 	return b, os, true
 }
 
 // Satisfied reports whether every node that is up has the blocks it wants.
-func (s *Sim) Satisfied() bool {
-	for _, n := range s.Nodes {
-		if n.Up && s.need(n) {
+func (c *Cluster) Satisfied() bool {
+	for _, n := range c.Nodes {
+		if n.Up && c.need(n) {
 			return false
 		}
 	}
