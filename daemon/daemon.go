@@ -22,7 +22,6 @@ import (
 	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/cniserver"
 	"github.com/reefcni/reef/cniserver/pendingdel"
-	"github.com/reefcni/reef/internal/exepages"
 	reefv1 "github.com/reefcni/reef/proto"
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/store"
@@ -222,13 +221,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	d.cni.SetReady(true)
 	sdNotify(log, sdaemon.SdNotifyReady)
 	log.Info("ready: serving ADD", "endpoints", d.endpointCount())
-	// Start-up is over: its code and data, spread over the whole binary by
-	// the package initialisers, need not stay mapped (internal/exepages).
-	if kB, err := exepages.Release(); err != nil {
-		log.Warn("could not give back the pages only start-up used; the daemon works as before, with a larger RSS", "error", err)
-	} else {
-		log.Info("gave back the binary's pages that start-up mapped; what the daemon uses from now on is mapped again as it runs", "kB", kB)
-	}
 
 	loopCtx, stopLoop := context.WithCancel(ctx)
 	loopDone, drainDone := make(chan struct{}), make(chan struct{})

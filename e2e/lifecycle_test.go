@@ -16,7 +16,6 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/reefcni/reef/internal/exepages"
 	"github.com/reefcni/reef/internal/lab"
 )
 
@@ -358,35 +357,5 @@ func TestDaemonRefusals(t *testing.T) {
 		if err == nil || !strings.Contains(string(out), tc.want) || !strings.Contains(string(out), cfg) {
 			t.Errorf("config %q: %v\n%s\nwant an error naming %s and %s", tc.yaml, err, out, cfg, tc.want)
 		}
-	}
-}
-
-// The daemon gives back the pages of its binary that start-up mapped
-// (internal/exepages), once, when it is ready, and goes on working: pods
-// are added and reach each other afterwards.
-func TestStartupPagesReleased(t *testing.T) {
-	l := newLab(t)
-	n := startNode(t, l, "node1", lab.NodeOptions{})
-	m := regexp.MustCompile(`msg="gave back the binary's pages that start-up mapped[^"]*" kB=(\d+)`).FindStringSubmatch(n.Log())
-	if m == nil {
-		t.Fatalf("the daemon's log has no line on the start-up pages it gave back:\n%s", n.Log())
-	}
-	released, _ := strconv.ParseInt(m[1], 10, 64)
-	if released == 0 {
-		t.Fatalf("the daemon gave back 0 kB of start-up pages: %s", m[0])
-	}
-	a, b := newPod(t, n, "after-1"), newPod(t, n, "after-2")
-	if _, err := a.Ping(b.IP); err != nil {
-		t.Fatalf("ping %s -> %s after the release: %v", a.Name, b.Name, err)
-	}
-	// What stays mapped of the binary's read-only pages is what the work
-	// since has used, less than start-up had.
-	resident, err := exepages.Resident(strconv.Itoa(n.Pid()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%d kB of read-only pages given back when ready, %d kB mapped after two ADDs and a ping", released, resident)
-	if resident >= released {
-		t.Errorf("%d kB of the binary's read-only pages mapped after two ADDs, %d kB when the daemon gave them back", resident, released)
 	}
 }

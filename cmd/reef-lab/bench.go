@@ -34,7 +34,7 @@ const (
 	seqRounds    = 4   // sequential rounds, plugins alternating
 	seqPerRound  = 50  // pods per plugin per round
 	parRounds    = 2   // parallel rounds, plugins alternating
-	parPods      = 200 // pods per plugin per parallel round (and the RSS figure)
+	parPods      = 200 // pods per plugin per parallel round (and the memory figure)
 	parWorkers   = 4
 	grpcPerRound = 25  // per sequential round: reef's daemon alone over its socket, and the loopback floor
 	shimExecs    = 200 // per binary, VERSION
@@ -119,7 +119,7 @@ func bench(ctx context.Context, bin, out string) error {
 		rep.daemonConfig = configSummary(cfg)
 	}
 	time.Sleep(time.Second) // let the daemon settle after its start
-	if rep.rssIdle, err = daemonRSS(node); err != nil {
+	if rep.memIdle, err = node.Memory(); err != nil {
 		return err
 	}
 
@@ -182,11 +182,11 @@ func bench(ctx context.Context, bin, out string) error {
 			if step.t == reef && step.op == "DEL" {
 				// reef's pods are all up, and the daemon idle since the
 				// reference's batch ran: the highest of these is reported.
-				rss, err := daemonRSS(node)
+				m, err := node.Memory()
 				if err != nil {
 					return err
 				}
-				rep.rss200 = [2]int64{max(rep.rss200[0], rss[0]), max(rep.rss200[1], rss[1])}
+				rep.mem200 = rep.mem200.Max(m)
 			}
 			res, err := b.batch(ctx, step.t, "libcni", step.op, parWorkers, step.t.pods(phase, 0, parPods))
 			if err != nil {
@@ -196,7 +196,7 @@ func bench(ctx context.Context, bin, out string) error {
 		}
 	}
 	time.Sleep(time.Second)
-	if rep.rssAfter, err = daemonRSS(node); err != nil {
+	if rep.memAfter, err = node.Memory(); err != nil {
 		return err
 	}
 
@@ -338,12 +338,6 @@ func (b *benchRun) batch(ctx context.Context, t *target, mode, op string, worker
 		return childResult{}, fmt.Errorf("bench: %s %s batch: %d timings for %d pods", t.label, op, len(res.Lat), len(pods))
 	}
 	return res, nil
-}
-
-// daemonRSS reads VmRSS and VmHWM (kB) of the node's daemon.
-func daemonRSS(node *lab.Node) (rss [2]int64, err error) {
-	m, err := node.Memory()
-	return [2]int64{m.RSS, m.HWM}, err
 }
 
 type shimResult struct {

@@ -3,12 +3,12 @@ package main
 // bench-mesh: the multi-node benchmarks (BENCHMARKS.md, "## Multi-node").
 // Six parts, each in labs of its own that are removed at the end:
 //
-//   - idle: one fresh node, no pods, no peers; its daemon's RSS after 5 s.
+//   - idle: one fresh node, no pods, no peers; its daemon's memory after 5 s.
 //   - routes: one node and a test speaker (reef-lab speaker) on the
 //     underlay announcing what a reef node with 2,000 confirmed blocks
 //     would (its record and 2,000 confirmed claims in IPv4 VPN, the 2,000
 //     blocks in IPv4 unicast); the time until the node's kernel has all
-//     2,000 routes, and the daemon's RSS.
+//     2,000 routes, and the daemon's memory.
 //   - convergence: meshes of 3 and 10 nodes with the default config; on
 //     each node in turn, the time from the start of its first ADD until
 //     every other node has a kernel route to the block that ADD claimed.
@@ -16,10 +16,10 @@ package main
 //     (bench_mesh_tor.go): a node's new block to the ToR's kernel.
 //   - mesh: 50 nodes started at once from empty stores; the time until
 //     every pair has a BGP session, then from one ADD per node (all at
-//     once) until every node routes to every other node's block; RSS and
+//     once) until every node routes to every other node's block; memory and
 //     the paths in every node's BGP tables.
 //   - rr: 100 nodes that peer only with 2 reef route reflectors
-//     (bench_mesh_rr.go): cold to every route, RSS, paths per node; "not
+//     (bench_mesh_rr.go): cold to every route, memory, paths per node; "not
 //     run" with a reef binary that has no bgp.routeReflectors.
 //
 // Every daemon runs with the production defaults for reconcileInterval
@@ -278,15 +278,30 @@ func (b *meshBench) newLab(tag string) (*lab.Lab, func(), error) {
 	}, nil
 }
 
-// meshMem is a daemon's memory (lab.Memory).
-type meshMem = lab.Memory
+// memSpread is the memory of n daemons, summed and at its highest, field
+// by field.
+type memSpread struct {
+	n        int
+	sum, max lab.Memory
+}
 
-func meshMemOf(n *lab.Node) (meshMem, error) { return n.Memory() }
+func spreadOf(ms []lab.Memory) memSpread {
+	s := memSpread{n: len(ms)}
+	for _, m := range ms {
+		s.sum, s.max = s.sum.Plus(m), s.max.Max(m)
+	}
+	return s
+}
 
-// meshRSS reads VmRSS and VmHWM (kB) of a node's daemon.
-func meshRSS(n *lab.Node) (rss, hwm int64, err error) {
-	m, err := meshMemOf(n)
-	return m.RSS, m.HWM, err
+// avg is the memory per daemon.
+func (s memSpread) avg() lab.Memory {
+	n := int64(max(1, s.n))
+	return lab.Memory{RSS: s.sum.RSS / n, HWM: s.sum.HWM / n, Anon: s.sum.Anon / n, File: s.sum.File / n}
+}
+
+func (s memSpread) String() string {
+	a := s.avg()
+	return fmt.Sprintf("RSS avg %s, max %s; RssAnon avg %s, max %s", meshMiB(a.RSS), meshMiB(s.max.RSS), meshMiB(a.Anon), meshMiB(s.max.Anon))
 }
 
 // sleep waits d or until the bench is interrupted.

@@ -22,7 +22,7 @@ import (
 // ---- idle ----
 
 type meshIdleResult struct {
-	meshMem
+	lab.Memory
 	err string
 }
 
@@ -41,7 +41,7 @@ func (b *meshBench) idle() (r meshIdleResult) {
 		err = b.sleep(5 * time.Second)
 	}
 	if err == nil {
-		r.meshMem, err = meshMemOf(nodes[0])
+		r.Memory, err = nodes[0].Memory()
 	}
 	if err != nil {
 		r.err = err.Error()
@@ -55,14 +55,12 @@ type meshRoutesResult struct {
 	blocks                int
 	installed             int
 	firstRoute, allRoutes time.Duration // from the speaker's start
-	idleRSS, withRSS      int64         // kB: before the speaker; right when all are in
-	steadyRSS, hwm        int64         // kB: 5 s later; peak
+	idle, with, steady    lab.Memory    // before the speaker; right when all are in; 5 s later
 	storeBytes            int64         // the node's store file after
 	voters                string        // the speaker's voter list
 	paths                 uint64        // paths the node received from the speaker, both families
 	disagree              []string      // nodes announcing another voter list, as the node's status shows them
 	peerUp, firstAdding   time.Duration // from the speaker's start, from the node's log; -1 unknown
-	steady                meshMem
 	err                   string
 }
 
@@ -106,7 +104,7 @@ func (b *meshBench) routes(count int) (r meshRoutesResult) {
 	if err := b.sleep(5 * time.Second); err != nil {
 		return fail(err)
 	}
-	if r.idleRSS, _, err = meshRSS(node); err != nil {
+	if r.idle, err = node.Memory(); err != nil {
 		return fail(err)
 	}
 	start := time.Now()
@@ -135,16 +133,15 @@ func (b *meshBench) routes(count int) (r meshRoutesResult) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if r.withRSS, _, err = meshRSS(node); err != nil {
+	if r.with, err = node.Memory(); err != nil {
 		return fail(err)
 	}
 	if err := b.sleep(5 * time.Second); err != nil {
 		return fail(err)
 	}
-	if r.steady, err = meshMemOf(node); err != nil {
+	if r.steady, err = node.Memory(); err != nil {
 		return fail(err)
 	}
-	r.steadyRSS, r.hwm = r.steady.RSS, r.steady.HWM
 	r.peerUp, r.firstAdding = -1, -1
 	if at, ok := meshLogLine(node.Log(), `msg="Peer Up"`); ok {
 		r.peerUp = at.Sub(start)
@@ -296,7 +293,7 @@ type meshConvResult struct {
 	n, clusters int
 	samples     []meshConvSample
 	sessionsUp  []time.Duration // per cluster: start -> full mesh
-	rss         []int64         // kB, every daemon after its cluster's samples
+	mem         []lab.Memory    // every daemon after its cluster's samples
 	stalled     []string        // clusters whose sessions never all came up, replaced
 	restarts    []string        // daemons that exited and were restarted
 	err         string
@@ -412,8 +409,8 @@ func (b *meshBench) convCluster(r *meshConvResult, n int) (stall string, err err
 		}
 	}
 	for _, node := range nodes {
-		if rss, _, err := meshRSS(node); err == nil {
-			r.rss = append(r.rss, rss)
+		if m, err := node.Memory(); err == nil {
+			r.mem = append(r.mem, m)
 		}
 	}
 	return "", nil

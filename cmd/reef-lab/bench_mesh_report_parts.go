@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/reefcni/reef/internal/lab"
 )
 
 // The route-reflector, routes and idle sections of the multi-node report.
@@ -18,7 +20,7 @@ func (r *meshReport) rrSection(w func(string, ...any)) {
 		w("`bench_mesh_rr.go` once it does: 2 reef nodes with `routeReflector: true`, `peers:` the other reflector and\n")
 		w("`peerPrefixes:` the underlay, and %d clients with `routeReflectors:` the two; every node with `voters:` the\n", rr.clients)
 		w("first 3 clients; all started at once from empty stores, then one ADD per client, all at once, until every\n")
-		w("client routes to every other client's block; RSS per client and paths per node after %s. The probe said: %s\n\n",
+		w("client routes to every other client's block; RssAnon and RSS per client and paths per node after %s. The probe said: %s\n\n",
 			meshSettle, "`"+strings.ReplaceAll(strings.TrimPrefix(rr.notRun, rrNotBuilt+" ("), "`", "'"))
 		if rr.capacity != "" {
 			w("Whether the lab holds %d daemons on this machine: %s.\n\n", rr.clients+2, rr.capacity)
@@ -69,16 +71,13 @@ func (r *meshReport) rrSection(w func(string, ...any)) {
 		w("from the ADDs' start to the last route, clients %.1f s (%.0f ms each), reflectors %.1f s.\n",
 			rr.cpuAddsClients, 1000*rr.cpuAddsClients/float64(max(1, rr.clients)), rr.cpuAddsRRs)
 	}
-	if len(rr.rssClients) > 0 {
-		sum, hi := meshSum(rr.rssClients)
-		rsum, rhi := meshSum(rr.rssRRs)
+	if len(rr.memClients) > 0 {
 		when := fmt.Sprintf("%s after the last route", meshSettle)
 		if rr.err != "" {
 			when = "when the wait for the routes ended"
 		}
-		n := int64(len(rr.rssClients))
-		w("Memory %s: clients RSS avg %s (anonymous %s, file-backed %s), max %s; reflectors avg %s, max %s.\n", when,
-			meshMiB(sum/n), meshMiB(rr.anonClients/n), meshMiB(rr.fileClients/n), meshMiB(hi), meshMiB(rsum/int64(max(1, len(rr.rssRRs)))), meshMiB(rhi))
+		c := spreadOf(rr.memClients)
+		w("Memory %s: clients %s (file-backed avg %s); reflectors %s.\n", when, c, meshMiB(c.avg().File), spreadOf(rr.memRRs))
 	}
 	if len(rr.pathsClient) > 0 {
 		avg, lo, hi := meshPaths(rr.pathsClient)
@@ -122,18 +121,20 @@ func (r *meshReport) routesSection(w func(string, ...any)) {
 	w("| speaker start to the first route | %s ms |\n", meshMs(rt.firstRoute, true))
 	w("| speaker start to all %d routes | %s ms |\n", rt.blocks, meshMs(rt.allRoutes, true))
 	w("| first to last route | %s ms |\n", meshMs(rt.allRoutes-rt.firstRoute, true))
-	w("| daemon RSS idle, before the speaker (after 5 s) | %s |\n", meshMiB(rt.idleRSS))
-	w("| daemon RSS when all %d routes are in | %s |\n", rt.blocks, meshMiB(rt.withRSS))
-	w("| daemon RSS 5 s later | %s |\n", meshMiB(rt.steadyRSS))
-	w("| of which anonymous / file-backed, 5 s later | %s / %s |\n", meshMiB(rt.steady.Anon), meshMiB(rt.steady.File))
-	w("| daemon peak RSS (VmHWM) | %s |\n", meshMiB(rt.hwm))
 	if rt.storeBytes > 0 {
 		w("| store file (bbolt) after | %.1f MiB |\n", float64(rt.storeBytes)/(1<<20))
 	}
 	if rt.paths > 0 {
 		w("| paths the node received from the speaker (`reef status`), both families | %d |\n", rt.paths)
 	}
-	w("\n")
+	w("\n| the daemon | RSS | RssAnon | file-backed |\n|---|---:|---:|---:|\n")
+	mem := func(when string, m lab.Memory) {
+		w("| %s | %s | %s | %s |\n", when, meshMiB(m.RSS), meshMiB(m.Anon), meshMiB(m.File))
+	}
+	mem("idle, before the speaker (after 5 s)", rt.idle)
+	mem(fmt.Sprintf("when all %d routes are in", rt.blocks), rt.with)
+	mem("5 s later", rt.steady)
+	w("\nPeak RSS (VmHWM): %s.\n\n", meshMiB(rt.steady.HWM))
 	if len(rt.disagree) > 0 {
 		w("The node reported nodes with another voter list: %s.\n\n", strings.Join(rt.disagree, "; "))
 	}
@@ -150,9 +151,9 @@ func (r *meshReport) idleSection(w func(string, ...any)) {
 		return
 	}
 	w("One fresh node, no pods, no BGP peers (the speaker runs, listening), 5 s after it became ready:\n")
-	w("RSS %s (anonymous %s: heap, stacks, runtime; file-backed %s: pages of the %s reef binary and libraries),\n",
-		meshMiB(r.idle.RSS), meshMiB(r.idle.Anon), meshMiB(r.idle.File), meshFileMiB(filepath.Join(r.bin, "reef")))
-	w("peak (VmHWM) %s.\n\n", meshMiB(r.idle.HWM))
+	w("RssAnon %s (heap, stacks, runtime); RSS %s, of which %s file-backed (pages of the %s reef binary and libraries),\n",
+		meshMiB(r.idle.Anon), meshMiB(r.idle.RSS), meshMiB(r.idle.File), meshFileMiB(filepath.Join(r.bin, "reef")))
+	w("peak RSS (VmHWM) %s.\n\n", meshMiB(r.idle.HWM))
 }
 
 func meshFileMiB(path string) string {

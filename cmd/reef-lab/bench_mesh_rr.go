@@ -1,7 +1,7 @@
 package main
 
 // bench-mesh --only rr: 100 nodes through 2 reef route reflectors
-// (issue 10, "Measured in make bench"): cold to every route, RSS per
+// (issue 10, "Measured in make bench"): cold to every route, RssAnon and RSS per
 // client, paths per node.
 //
 // ROUTE REFLECTORS: this part needs reef's bgp.routeReflectors and
@@ -42,10 +42,9 @@ type meshRRResult struct {
 	// from the start to every session, and from the ADDs' start to the
 	// last route. Steadier than the times on a loaded machine.
 	cpuStartClients, cpuStartRRs, cpuAddsClients, cpuAddsRRs float64
-	rssClients, rssRRs                                       []int64  // kB, after the routes settled
-	anonClients, fileClients                                 int64    // kB, the clients\' RssAnon and RssFile summed
-	pathsClient, pathsRRs                                    []uint64 // paths received, both families
-	blocks                                                   int      // confirmed blocks in the cluster at the end (one per client whose ADD succeeded)
+	memClients, memRRs                                       []lab.Memory // after the routes settled
+	pathsClient, pathsRRs                                    []uint64     // paths received, both families
+	blocks                                                   int          // confirmed blocks in the cluster at the end (one per client whose ADD succeeded)
 	restarts                                                 []string
 	warnings                                                 []string // most frequent WARN/ERROR messages of the daemons
 	conflict                                                 int      // "block conflict" lines
@@ -118,16 +117,16 @@ func (b *meshBench) rrCapacity(n int) string {
 		return fmt.Sprintf("not every daemon became ready: %s (%d exits)", meshFirstLine(err.Error()), len(restarts()))
 	}
 	ready := time.Since(start)
-	var rss []int64
+	var mem []lab.Memory
 	for _, node := range nodes {
-		if m, err := meshMemOf(node); err == nil {
-			rss = append(rss, m.RSS)
+		if m, err := node.Memory(); err == nil {
+			mem = append(mem, m)
 		}
 	}
-	sum, hi := meshSum(rss)
+	sp := spreadOf(mem)
 	ex := restarts()
-	return fmt.Sprintf("%d daemons (no BGP peers, no pods) all served ADD %s after they were started together, with %d exits; RSS total %s, max %s",
-		n, meshSec(ready), len(ex), meshMiB(sum), meshMiB(hi))
+	return fmt.Sprintf("%d daemons (no BGP peers, no pods) all served ADD %s after they were started together, with %d exits; RSS total %s, max %s; RssAnon total %s, max %s",
+		n, meshSec(ready), len(ex), meshMiB(sp.sum.RSS), meshMiB(sp.max.RSS), meshMiB(sp.sum.Anon), meshMiB(sp.max.Anon))
 }
 
 // rrRun is the measurement: 2 reef route reflectors (bgp.routeReflector,
@@ -211,7 +210,7 @@ func (b *meshBench) rrRun(clients int, timeout time.Duration) (r meshRRResult) {
 	}
 	r.blocks = clients - a.addErrs
 	for i, node := range all {
-		m, err := meshMemOf(node)
+		m, err := node.Memory()
 		if err != nil {
 			return fail(err)
 		}
@@ -222,10 +221,9 @@ func (b *meshBench) rrRun(clients int, timeout time.Duration) (r meshRRResult) {
 			}
 		}
 		if i < 2 {
-			r.rssRRs, r.pathsRRs = append(r.rssRRs, m.RSS), append(r.pathsRRs, k)
+			r.memRRs, r.pathsRRs = append(r.memRRs, m), append(r.pathsRRs, k)
 		} else {
-			r.rssClients, r.pathsClient = append(r.rssClients, m.RSS), append(r.pathsClient, k)
-			r.anonClients, r.fileClients = r.anonClients+m.Anon, r.fileClients+m.File
+			r.memClients, r.pathsClient = append(r.memClients, m), append(r.pathsClient, k)
 		}
 	}
 	return r

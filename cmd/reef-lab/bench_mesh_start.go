@@ -168,15 +168,14 @@ type meshStartResult struct {
 	routes         time.Duration // from the ADDs' start: every node routes to every successful ADD's block
 	routesHave     int           // routes to those blocks at the end
 	routesWant     int
-	rss, hwm       []int64  // kB per daemon, after convergence
-	restarts       []string // daemons that exited and were restarted
+	mem            []lab.Memory // per daemon, after convergence
+	restarts       []string     // daemons that exited and were restarted
 	addLat         []time.Duration
 	cpuReady       float64 // CPU seconds of all daemons: start to ready
 	cpuSessions    float64 // during the wait for sessions
 	cpuAdds        float64 // from the ADDs' start to the last route
 	waitSessions   time.Duration
 	idleCPU        float64      // CPU-seconds per second of all daemons in 5 quiet seconds before the ADDs
-	anon, file     int64        // kB, summed over the daemons
 	paths          uint64       // paths in the daemons' Adj-RIB-In at the end, summed
 	pathsPer       []uint64     // per daemon
 	failed         []bool       // per node: its ADD failed
@@ -275,13 +274,11 @@ func (b *meshBench) meshStart(n, voters int, timeout time.Duration) (r meshStart
 		}
 	}
 	for _, node := range nodes {
-		m, err := meshMemOf(node)
+		m, err := node.Memory()
 		if err != nil {
 			return fail(err)
 		}
-		r.rss, r.hwm = append(r.rss, m.RSS), append(r.hwm, m.HWM)
-		r.anon += m.Anon
-		r.file += m.File
+		r.mem = append(r.mem, m)
 		var k uint64 // 0 if the status fails: one per node, in order
 		if st, err := node.Status(); err == nil {
 			for _, p := range st.GetPeers() {

@@ -8,7 +8,7 @@ package main
 //     names (1,000 pods and 100 policies in the API);
 //   - a pod's CNI ADD through libcni on a node with policy on and 100
 //     policies in place, alternating with ADDs on a node with policy off;
-//   - the daemon's RSS with 5,000 pods, 500 namespaces and 500 policies in
+//   - the daemon's memory with 5,000 pods, 500 namespaces and 500 policies in
 //     the API, next to the same daemon idle and a daemon with policy off;
 //   - pod-to-pod TCP throughput (iperf3) across nodes with both pods
 //     isolated by policies that allow the flow, alternating with the same
@@ -53,7 +53,7 @@ type policyBench struct {
 	off    *lab.Node   // node3: policy off, alone
 	seq    int
 	remote int // pods made by background, for their addresses
-	// settledFor is how long settledRSS has waited so far.
+	// settledFor is how long settledMemory has waited so far.
 	settledFor time.Duration
 	report     policyReport
 }
@@ -69,7 +69,7 @@ type policyReport struct {
 	loadedWhat                  string
 	tputOn, tputOff             []float64 // Gbit/s
 	tputErr                     string
-	rssSeries                   []string // node1's RSS while it settles after the scale step
+	memSeries                   []string // node1's memory while it settles after the scale step
 }
 
 func benchPolicy(ctx context.Context, args []string) error {
@@ -147,7 +147,7 @@ func benchPolicy(ctx context.Context, args []string) error {
 	if err := b.background(4000, 450, 400); err != nil {
 		return err
 	}
-	if b.report.loadedOn, err = b.settledRSS(500); err != nil {
+	if b.report.loadedOn, err = b.settledMemory(500); err != nil {
 		return err
 	}
 	b.report.loadedWhat = "5,000 pods, 500 namespaces and 500 policies in the API"
@@ -487,9 +487,9 @@ func (b *policyBench) throughput() {
 	}
 }
 
-// settledRSS waits until node1 has compiled the given number of policies,
-// then a few seconds more, and reads its RSS.
-func (b *policyBench) settledRSS(policies int) (lab.Memory, error) {
+// settledMemory waits until node1 has compiled the given number of
+// policies, then a minute more, and reads its memory.
+func (b *policyBench) settledMemory(policies int) (lab.Memory, error) {
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		st, err := b.on[0].Status()
@@ -513,7 +513,7 @@ func (b *policyBench) settledRSS(policies int) (lab.Memory, error) {
 		if m, err = b.on[0].Memory(); err != nil {
 			return m, err
 		}
-		b.report.rssSeries = append(b.report.rssSeries, fmt.Sprintf("%s after %s", meshMiB(m.RSS), at))
+		b.report.memSeries = append(b.report.memSeries, fmt.Sprintf("%s (RSS %s) after %s", meshMiB(m.Anon), meshMiB(m.RSS), at))
 	}
 	return m, nil
 }

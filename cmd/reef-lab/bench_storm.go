@@ -5,7 +5,7 @@ package main
 // 250 DELs at once. reef runs next to Debian's ptp + host-local in the same
 // run, through libcni in a re-exec'd child inside a node namespace as in
 // `reef-lab bench` (bench_child.go); while reef's storms run, the daemon's
-// RSS (/proc/PID/status) and goroutines (go_goroutines on its metrics
+// memory (/proc/PID/status) and goroutines (go_goroutines on its metrics
 // listener) are sampled.
 
 import (
@@ -39,13 +39,13 @@ type stormReport struct {
 	blocksBefore, blocksA int
 }
 
-// daemonPeak is the daemon's memory (kB) and goroutines: one reading, or
-// the highest over a storm.
+// daemonPeak is the daemon's memory and goroutines: one reading, or the
+// highest over a storm.
 type daemonPeak struct {
-	rss, hwm, anon int64
-	heap           int64 // go_memstats_heap_inuse_bytes, in kB
-	goroutines     int
-	samples        int
+	mem        lab.Memory
+	heap       int64 // go_memstats_heap_inuse_bytes, in kB
+	goroutines int
+	samples    int
 }
 
 func benchStorm(ctx context.Context, args []string) error {
@@ -194,12 +194,12 @@ func readDaemon(node *lab.Node) (daemonPeak, error) {
 	if err != nil {
 		return daemonPeak{}, err
 	}
-	return daemonPeak{rss: m.RSS, hwm: m.HWM, anon: m.Anon, heap: int64(v["go_memstats_heap_inuse_bytes"]) / 1024,
+	return daemonPeak{mem: m, heap: int64(v["go_memstats_heap_inuse_bytes"]) / 1024,
 		goroutines: int(v["go_goroutines"]), samples: 1}, nil
 }
 
 // sampleDaemon resets the daemon's peak RSS (VmHWM, through clear_refs)
-// and samples its RSS and goroutines until the returned function is
+// and samples its memory and goroutines until the returned function is
 // called, which gives the highest of each (the peak RSS from VmHWM, which
 // sees between the samples).
 func sampleDaemon(node *lab.Node) (func() daemonPeak, error) {
@@ -231,14 +231,14 @@ func sampleDaemon(node *lab.Node) (func() daemonPeak, error) {
 		close(done)
 		wg.Wait()
 		if m, err := node.Memory(); err == nil {
-			peak.hwm = max(peak.hwm, m.HWM)
+			peak.mem.HWM = max(peak.mem.HWM, m.HWM)
 		}
 		return peak
 	}, nil
 }
 
 func maxPeak(a, b daemonPeak) daemonPeak {
-	return daemonPeak{rss: max(a.rss, b.rss), hwm: max(a.hwm, b.hwm), anon: max(a.anon, b.anon), heap: max(a.heap, b.heap),
+	return daemonPeak{mem: a.mem.Max(b.mem), heap: max(a.heap, b.heap),
 		goroutines: max(a.goroutines, b.goroutines), samples: a.samples + b.samples}
 }
 
@@ -256,7 +256,7 @@ func (r *stormReport) markdown() string {
 		r.command, r.began.UTC().Format("2006-01-02 15:04 UTC"), meshSec(r.took), r.loadStart)
 	w("%s at the end (2 cores; other work shows).\n\n", r.loadEnd)
 	w("### Aims\n\nFrom issue 15, \"Measured in `make bench`\": 250 parallel ADDs, pods/s and p99, reef next to ptp+host-local\n")
-	w("in the same run; the daemon's peak RSS and goroutines during the storm. The issue sets no figure to reach: these are\n")
+	w("in the same run; the daemon's peak memory and goroutines during the storm. The issue sets no figure to reach: these are\n")
 	w("the figures. The e2e test TestPodStorm shows the storm's correctness (a kill -9 among the ADDs, queued DELs, nothing left).\n\n")
 	w("### %d ADDs, then %d DELs, all at once through libcni\n\n", r.pods, r.pods)
 	w("One node, reef with its production settings (`reconcileInterval: 30s`, `logLevel: info`); ptp+host-local (conflist\n")
@@ -286,17 +286,18 @@ func (r *stormReport) markdown() string {
 	}
 	w("\n### The reef daemon during the storms\n\n")
 	w("Peak RSS is VmHWM of /proc/PID/status, reset (clear_refs) as each storm starts; goroutines are `go_goroutines` of\n")
-	w("its metrics listener, and RSS and goroutines are sampled every %s while reef's storms run\n", stormSampleEvery)
-	w("(%d samples over the ADD storms, %d over the DEL storms); anonymous is RssAnon, heap `go_memstats_heap_inuse_bytes`.\n", r.peakAdd.samples, r.peakDel.samples)
+	w("its metrics listener, and memory and goroutines are sampled every %s while reef's storms run\n", stormSampleEvery)
+	w("(%d samples over the ADD storms, %d over the DEL storms); RssAnon is the daemon's anonymous memory, heap\n", r.peakAdd.samples, r.peakDel.samples)
+	w("`go_memstats_heap_inuse_bytes`.\n")
 	w("Idle: with no pods, before the first storm; after: 2 s and %s after the last storm, with no pods (the Go\n", meshSec(r.settle))
 	w("runtime forces a collection every 2 minutes and returns freed pages to the kernel in the background).\n\n")
-	w("| | RSS | peak RSS | anonymous | heap in use | goroutines |\n|---|---:|---:|---:|---:|---:|\n")
+	w("| | RSS | RssAnon | peak RSS | heap in use | goroutines |\n|---|---:|---:|---:|---:|---:|\n")
 	row := func(label string, p daemonPeak, peak bool) {
 		hwm, hi := "", ""
 		if peak {
-			hwm, hi = meshMiB(p.hwm), " (highest sample)"
+			hwm, hi = meshMiB(p.mem.HWM), " (highest sample)"
 		}
-		w("| %s | %s%s | %s | %s%s | %s%s | %d%s |\n", label, meshMiB(p.rss), hi, hwm, meshMiB(p.anon), hi, meshMiB(p.heap), hi, p.goroutines, hi)
+		w("| %s | %s%s | %s%s | %s | %s%s | %d%s |\n", label, meshMiB(p.mem.RSS), hi, meshMiB(p.mem.Anon), hi, hwm, meshMiB(p.heap), hi, p.goroutines, hi)
 	}
 	row("idle", r.idle, false)
 	row(fmt.Sprintf("%d ADDs at once", r.pods), r.peakAdd, true)

@@ -21,30 +21,55 @@ func (n *Node) Pid() int {
 }
 
 // Memory is a daemon's memory from /proc/<pid>/status, in kB: VmRSS,
-// VmHWM (peak RSS), and RSS split into anonymous (heap, stacks) and
-// file-backed (the binary's pages) memory.
+// VmHWM (peak RSS), and RSS split into RssAnon, the daemon's own memory
+// (heap, stacks, runtime), and RssFile, pages of the binary that the
+// page cache holds anyway. Memory aims are set on Anon; RSS is reported
+// next to it.
 type Memory struct{ RSS, HWM, Anon, File int64 }
+
+// Max is the higher of m and o, field by field.
+func (m Memory) Max(o Memory) Memory {
+	return Memory{RSS: max(m.RSS, o.RSS), HWM: max(m.HWM, o.HWM), Anon: max(m.Anon, o.Anon), File: max(m.File, o.File)}
+}
+
+// Plus is m and o added, field by field.
+func (m Memory) Plus(o Memory) Memory {
+	return Memory{RSS: m.RSS + o.RSS, HWM: m.HWM + o.HWM, Anon: m.Anon + o.Anon, File: m.File + o.File}
+}
 
 // Memory reads the memory of the node's daemon.
 func (n *Node) Memory() (Memory, error) {
-	var m Memory
 	pid := n.Pid()
 	if pid == 0 {
-		return m, fmt.Errorf("daemon of %s not running", n.Name)
+		return Memory{}, fmt.Errorf("daemon of %s not running", n.Name)
 	}
+	return ProcMemory(pid)
+}
+
+// ProcMemory reads the memory of process pid from /proc/<pid>/status.
+func ProcMemory(pid int) (Memory, error) {
+	var m Memory
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return m, err
 	}
+	fields := map[string]*int64{"VmRSS": &m.RSS, "VmHWM": &m.HWM, "RssAnon": &m.Anon, "RssFile": &m.File}
+	found := 0
 	for _, line := range strings.Split(string(data), "\n") {
-		for key, dst := range map[string]*int64{"VmRSS:": &m.RSS, "VmHWM:": &m.HWM, "RssAnon:": &m.Anon, "RssFile:": &m.File} {
-			if rest, ok := strings.CutPrefix(line, key); ok {
-				fmt.Sscanf(strings.TrimSpace(rest), "%d", dst)
-			}
+		key, val, _ := strings.Cut(line, ":")
+		dst := fields[key]
+		if dst == nil {
+			continue
 		}
+		kB, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(val), " kB"), 10, 64)
+		if err != nil {
+			return m, fmt.Errorf("/proc/%d/status: %s: %w", pid, key, err)
+		}
+		*dst = kB
+		found++
 	}
-	if m.RSS == 0 {
-		return m, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+	if found != len(fields) {
+		return m, fmt.Errorf("/proc/%d/status: want VmRSS, VmHWM, RssAnon and RssFile, found %d of them", pid, found)
 	}
 	return m, nil
 }
