@@ -12,6 +12,7 @@ import (
 
 	reefv1 "github.com/reefcni/reef/proto"
 	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/sysctl"
 	"github.com/reefcni/reef/store"
 )
 
@@ -78,8 +79,8 @@ func (s *Server) add(ctx context.Context, in *reefv1.CNIRequest) ([]byte, *types
 	if cerr := checkBurst(r.bandwidth, s.cfg.MTU); cerr != nil {
 		return nil, cerr
 	}
-	if s.Policy != nil {
-		if cerr := s.Policy.Admit(ctx, r.podNamespace, r.podName); cerr != nil {
+	if s.deps.Policy != nil {
+		if cerr := s.deps.Policy.Admit(ctx, r.podNamespace, r.podName); cerr != nil {
 			log.Warn("ADD refused for now", "code", cerr.Code, "error", cerr.Msg)
 			return nil, cerr
 		}
@@ -103,7 +104,7 @@ func (s *Server) add(ctx context.Context, in *reefv1.CNIRequest) ([]byte, *types
 		}
 		// Every confirmed block of the pool is full. Wait, without any
 		// lock, for the block protocol to confirm a new claim, then retry.
-		if err := s.NeedBlock(needCtx, pool); err != nil {
+		if err := s.deps.NeedBlock(needCtx, pool); err != nil {
 			cerr = err
 			break
 		}
@@ -171,9 +172,9 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 		}
 		ep = claimed
 	}
-	if s.Policy != nil {
+	if s.deps.Policy != nil {
 		// Before the veth exists: the pod is covered from its first packet.
-		if err := s.Policy.Cover(ep); err != nil {
+		if err := s.deps.Policy.Cover(ep); err != nil {
 			return ep, "", false, s.rollback(r, ep, existed, types.NewError(types.ErrInternal,
 				"apply NetworkPolicy for pod "+ep.IP.String()+" (nftables table inet reef)", err.Error()), log)
 		}
@@ -182,7 +183,7 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 		return ep, "", false, s.rollback(r, ep, existed, types.NewError(types.ErrInternal, "take over veth "+ep.HostVeth, err.Error()), log)
 	}
 	links, err := routes.SetupPod(routes.PodSpec{Netns: r.netns, IfName: r.ifName, HostVeth: ep.HostVeth, IP: ep.IP, MTU: s.cfg.MTU,
-		RouteLocalnet: len(ep.PortMappings) > 0, TestPauseAfterVeth: s.cfg.TestPauseAfterVeth})
+		HostSettings: s.hostSettings(len(ep.PortMappings) > 0), TestPauseAfterVeth: s.cfg.TestPauseAfterVeth})
 	if err != nil {
 		code, msg := uint(types.ErrInternal), "wire pod "+ep.IP.String()+" in "+r.netns
 		if errors.Is(err, routes.ErrNetnsGone) {
@@ -207,7 +208,7 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 		s.unwire(ep, log)
 		return s.rollback(r, ep, existed, cerr, log)
 	}
-	if err := s.podFilter().AddPod(ep); err != nil {
+	if err := s.deps.PodFilter.AddPod(ep); err != nil {
 		return ep, "", false, fail(types.NewError(types.ErrInternal,
 			"add pod "+ep.IP.String()+" to the ARP filter and its hostPorts (nftables tables arp reef, inet reef-hostport)", err.Error()))
 	}
@@ -258,8 +259,8 @@ func (s *Server) rollback(r *request, ep store.Endpoint, existed bool, cerr *typ
 		log.Error("roll back allocation", "ip", ep.IP, "error", err)
 		cerr.Details += "; rolling back the allocation also failed: " + err.Error()
 	}
-	if s.Policy != nil {
-		s.Policy.Changed()
+	if s.deps.Policy != nil {
+		s.deps.Policy.Changed()
 	}
 	return cerr
 }
@@ -283,4 +284,16 @@ func (s *Server) detachOthers(ep store.Endpoint) error {
 		}
 	}
 	return nil
+}
+
+// hostSettings is the request to the sysctl owner for the settings of a
+// pod's veth (proxy ARP, and route_localnet for a pod with hostPorts).
+func (s *Server) hostSettings(hostPorts bool) func(hostVeth string) error {
+	if s.deps.Sysctls == nil {
+		return nil
+	}
+	return func(hostVeth string) error {
+		_, err := s.deps.Sysctls.Pod(sysctl.Pod{HostVeth: hostVeth, HostPorts: hostPorts})
+		return err
+	}
 }

@@ -112,7 +112,7 @@ func SandboxAlive(ep store.Endpoint) bool {
 // container lock and the kernel lock.
 func (s *Server) release(ep store.Endpoint) error {
 	if ep.HostVeth != "" {
-		if err := s.podFilter().DelPod(ep); err != nil {
+		if err := s.deps.PodFilter.DelPod(ep); err != nil {
 			return err
 		}
 		if err := routes.TeardownPod(ep.HostVeth); err != nil {
@@ -122,8 +122,8 @@ func (s *Server) release(ep store.Endpoint) error {
 	_, _, err := s.store.Release(ep.Handle)
 	if err == nil {
 		s.undefer(ep)
-		if s.Policy != nil {
-			s.Policy.Changed()
+		if s.deps.Policy != nil {
+			s.deps.Policy.Changed()
 		}
 	}
 	return err

@@ -39,20 +39,11 @@ type noPodFilter struct{}
 func (noPodFilter) AddPod(store.Endpoint) error { return nil }
 func (noPodFilter) DelPod(store.Endpoint) error { return nil }
 
-// podFilter is Server.PodFilter, or one that does nothing (tests, and a
-// server the daemon has not given one).
-func (s *Server) podFilter() PodFilter {
-	if s.PodFilter == nil {
-		return noPodFilter{}
-	}
-	return s.PodFilter
-}
-
 // unwire undoes the kernel side of an ADD that got past wiring: the pod's
 // filter element, then its veth (and with it the /32 route). Failures are
 // logged: the caller is already returning the error that made it undo.
 func (s *Server) unwire(ep store.Endpoint, log *slog.Logger) {
-	if err := s.podFilter().DelPod(ep); err != nil {
+	if err := s.deps.PodFilter.DelPod(ep); err != nil {
 		log.Error("roll back the pod's nftables elements (ARP filter, hostPorts)", "veth", ep.HostVeth, "ip", ep.IP, "error", err)
 	}
 	if err := routes.TeardownPod(ep.HostVeth); err != nil {

@@ -46,7 +46,7 @@ func viewOf(t *testing.T, res *types100.Result) resultView {
 
 func TestResult(t *testing.T) {
 	// result() reads only its arguments, never the store.
-	s := New(Config{MTU: 1450}, nil, slog.New(slog.DiscardHandler))
+	s := New(Config{MTU: 1450}, Deps{Log: slog.New(slog.DiscardHandler)})
 	ep := store.Endpoint{
 		HostVeth: "reef0123456789a",
 		IP:       netip.MustParseAddr("10.244.1.5"),

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	reefv1 "github.com/reefcni/reef/proto"
+	"github.com/reefcni/reef/routes/sysctl"
 	"github.com/reefcni/reef/store"
 )
 
@@ -42,15 +43,30 @@ type Server struct {
 	store *store.Store
 	log   *slog.Logger
 
+	deps Deps
+
 	// Kernel is shared with the reconcile loop: CNI operations hold it for
 	// reading (they run in parallel, each on its own pod), reconcile holds it
 	// for writing, so it never sees a half-done ADD.
 	Kernel *sync.RWMutex
+
+	ready      atomic.Bool
+	containers keyedMutex
+	deferred   sync.Map // handle -> true: DEL done but the store not written (ReleaseDeferred)
+}
+
+// Deps are the server's collaborators, all given to New.
+type Deps struct {
+	Store *store.Store
+	Log   *slog.Logger
+	// Sysctls is the owner of the node's sysctls (package routes/sysctl):
+	// ADD asks it for the settings of the pod's veth. nil sets none.
+	Sysctls *sysctl.Owner
 	// NeedBlock is called, without locks, when the pool has no free address
 	// in this node's confirmed blocks. It returns once a new block may be
 	// there (the ADD then tries again), or a CNI error saying why no block
 	// can be had: the pool is exhausted, or the node cannot reach enough
-	// of the cluster to claim one.
+	// of the cluster to claim one. nil: "no block protocol running".
 	NeedBlock func(ctx context.Context, pool store.Pool) *types.Error
 	// PodFilter adds a pod's ARP-filter element and hostPorts after
 	// wiring and removes them before teardown (see PodFilter); nil does
@@ -63,18 +79,19 @@ type Server struct {
 	// result ("ok" or the CNI error code) and how long it took (the
 	// daemon's metrics); nil: nobody.
 	Observe func(command, result string, took time.Duration)
-
-	ready      atomic.Bool
-	containers keyedMutex
-	deferred   sync.Map // handle -> true: DEL done but the store not written (ReleaseDeferred)
 }
 
 // New returns a server that refuses ADD until SetReady(true).
-func New(cfg Config, st *store.Store, log *slog.Logger) *Server {
-	return &Server{cfg: cfg, store: st, log: log, Kernel: &sync.RWMutex{},
-		NeedBlock: func(context.Context, store.Pool) *types.Error {
+func New(cfg Config, d Deps) *Server {
+	if d.NeedBlock == nil {
+		d.NeedBlock = func(context.Context, store.Pool) *types.Error {
 			return types.NewError(types.ErrTryAgainLater, "no block protocol running", "")
-		}}
+		}
+	}
+	if d.PodFilter == nil {
+		d.PodFilter = noPodFilter{}
+	}
+	return &Server{cfg: cfg, deps: d, store: d.Store, log: d.Log, Kernel: &sync.RWMutex{}}
 }
 
 // SetReady opens (or closes) the server for ADD; STATUS follows it.
@@ -93,12 +110,12 @@ func reply(result []byte, err *types.Error) *reefv1.CNIReply {
 // observed is reply, told to Observe with the command and the time since
 // began.
 func (s *Server) observed(command string, began time.Time, result []byte, err *types.Error) *reefv1.CNIReply {
-	if s.Observe != nil {
+	if s.deps.Observe != nil {
 		res := "ok"
 		if err != nil {
 			res = strconv.FormatUint(uint64(err.Code), 10)
 		}
-		s.Observe(command, res, time.Since(began))
+		s.deps.Observe(command, res, time.Since(began))
 	}
 	return reply(result, err)
 }

@@ -69,8 +69,8 @@ func (t stepTimes) LogValue() slog.Value {
 		slog.String("decide", r(t.decide)), slog.String("persist", r(t.persist)), slog.String("announce", r(t.announce)), slog.String("rest", r(t.rest)))
 }
 
-func newBlockEngine(st *store.Store, sp *bgp.Speaker, log *slog.Logger, name string, voters []netip.Addr, pools []store.Pool, trigger func()) *blockEngine {
-	return &blockEngine{store: st, speaker: sp, log: log.With("component", "blocks"), name: name, voters: blockproto.Voters(voters), pools: pools,
+func newBlockEngine(st *store.Store, sp *bgp.Speaker, m *metrics.Metrics, log *slog.Logger, name string, voters []netip.Addr, pools []store.Pool, trigger func()) *blockEngine {
+	return &blockEngine{store: st, speaker: sp, metrics: m, log: log.With("component", "blocks"), name: name, voters: blockproto.Voters(voters), pools: pools,
 		trigger: trigger, demand: map[netip.Prefix]int{}, failure: map[netip.Prefix]error{}, free: map[netip.Prefix]int{}, changed: make(chan struct{}), stepped: make(chan struct{})}
 }
 

@@ -6,12 +6,14 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
+	"net/netip"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -22,8 +24,10 @@ import (
 	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/cniserver"
 	"github.com/reefcni/reef/cniserver/pendingdel"
+	"github.com/reefcni/reef/metrics"
 	reefv1 "github.com/reefcni/reef/proto"
 	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/sysctl"
 	"github.com/reefcni/reef/store"
 	"github.com/reefcni/reef/version"
 )
@@ -47,7 +51,8 @@ const bgpRestartTime = 120 * time.Second
 // flagPlannedRestart is set in the store at SIGTERM and read at start.
 const flagPlannedRestart = "planned-restart"
 
-// Daemon is one running reef daemon.
+// Daemon is one running reef daemon: its parts, each made once by build
+// and given everything it works with.
 type Daemon struct {
 	cfg     Config
 	log     *slog.Logger
@@ -59,6 +64,7 @@ type Daemon struct {
 	speaker *bgp.Speaker
 	blocks  *blockEngine
 	policy  *policyDataplane // nil: NetworkPolicy off
+	metrics *metrics.Metrics // nil: metrics off
 	started time.Time
 	// bgpCounters are GoBGP's counters for the metrics, read every
 	// bgpCountersEvery.
@@ -85,99 +91,151 @@ func DeriveMTU(cfg Config, uplinkMTU int) int {
 
 // Run runs the daemon until ctx is cancelled (SIGTERM/SIGINT in main).
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	d := &Daemon{cfg: cfg, log: log, started: time.Now()}
 	log.Info("starting reef", "version", version.Version, "commit", version.Commit, "gobgp", version.GoBGP(), "node", cfg.NodeName)
-
-	up, err := DetectUplink(cfg.Interface, cfg.NodeAddress)
-	if err != nil {
-		return fmt.Errorf("node address: %w", err)
-	}
-	d.uplink = up
-	d.mtu = DeriveMTU(cfg, up.MTU)
-	log.Info("node address chosen", "address", up.Address, "interface", up.Interface, "why", up.Reason, "podMTU", d.mtu)
-
-	dbPath := filepath.Join(cfg.StateDir, "reef.db")
-	st, err := store.Open(dbPath, store.Options{Node: cfg.NodeName, Address: up.Address, Timeout: storeLockTimeout})
+	hooks, err := readTestHooks(log)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	d.store = st
+	d, closeAll, err := build(ctx, cfg, hooks, log)
+	defer closeAll()
+	if err != nil {
+		return err
+	}
+	return d.serve(ctx)
+}
+
+// build makes the daemon: every part, in the order in which they need each
+// other, each given what it works with. The triggers of the reconcile loop
+// are its pending set's, made first, so that the parts that trigger passes
+// (nftables, NetworkPolicy, BGP, the block protocol) need not wait for the
+// loop. closeAll closes what was opened, also after an error.
+func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (d *Daemon, closeAll func(), err error) {
+	var closers []func()
+	closeAll = func() {
+		for _, c := range slices.Backward(closers) {
+			c()
+		}
+	}
+	up, err := DetectUplink(cfg.Interface, cfg.NodeAddress)
+	if err != nil {
+		return nil, closeAll, fmt.Errorf("node address: %w", err)
+	}
+	mtu := DeriveMTU(cfg, up.MTU)
+	log.Info("node address chosen", "address", up.Address, "interface", up.Interface, "why", up.Reason, "podMTU", mtu)
+	st, planned, err := openStore(cfg, up, log)
+	if err != nil {
+		return nil, closeAll, err
+	}
+	closers = append(closers, func() { st.Close() })
+	kernel, err := routes.NewKernel()
+	if err != nil {
+		return nil, closeAll, err
+	}
+	closers = append(closers, kernel.Close)
+
+	work := newPending()
+	m := newMetrics(cfg, func() metrics.State { return d.metricsState() })
+	pools := storePools(cfg.Pools)
+	natDP := newNATDataplane(cfg.Pools, m, log, work.Trigger)
+	policyDP, err := newPolicyDataplane(ctx, cfg.Kubernetes, st, m, log, work.TriggerPolicy)
+	if err != nil {
+		return nil, closeAll, err
+	}
+	speaker, err := startSpeaker(ctx, cfg, up.Address, pools, planned, hooks, log, work.BGPChanged)
+	if err != nil {
+		return nil, closeAll, err
+	}
+	blocks, err := startBlocks(cfg, up.Address, st, speaker, m, pools, log, work.TriggerBlocks)
+	if err != nil {
+		return nil, closeAll, err
+	}
+	sysctls := sysctl.New(sysctl.Proc{})
+	cni := cniserver.New(cniserver.Config{Pools: pools, MTU: mtu, DeferredDir: DeferredDir(cfg), TestPauseAfterVeth: hooks.pauseAfterVeth},
+		cniserver.Deps{Store: st, Log: log.With("component", "cni"), Sysctls: sysctls, NeedBlock: blocks.Need,
+			PodFilter: natDP, Policy: policyGate(policyDP), Observe: m.CNI})
+	rec := newReconciler(reconcilerDeps{store: st, cni: cni, kernel: kernel, sysctls: sysctls, nat: natDP, policy: policyDP,
+		blocks: blocks, metrics: m, net: netInfo{node: cfg.NodeName, uplink: up, pools: cfg.Pools, podMTU: mtu},
+		pending: work, interval: cfg.ReconcileInterval}, log)
+	d = &Daemon{cfg: cfg, log: log, uplink: up, mtu: mtu, store: st, cni: cni, rec: rec, speaker: speaker,
+		blocks: blocks, policy: policyDP, metrics: m, started: time.Now()}
+	return d, closeAll, nil
+}
+
+// policyGate is the CNI server's view of NetworkPolicy: nil when it is off
+// (a nil *policyDataplane in the interface would not be).
+func policyGate(p *policyDataplane) cniserver.PolicyGate {
+	if p == nil {
+		return nil
+	}
+	return p
+}
+
+func storePools(cfg []PoolConfig) []store.Pool {
+	var pools []store.Pool
+	for _, p := range cfg {
+		pools = append(pools, store.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize})
+	}
+	return pools
+}
+
+// openStore opens the state file, and says whether the last stop was
+// planned (SIGTERM), clearing the mark: only then does the speaker tell
+// peers it is restarting, so that they do not hold our updates back after
+// an unplanned start.
+func openStore(cfg Config, up Uplink, log *slog.Logger) (st *store.Store, planned bool, err error) {
+	dbPath := filepath.Join(cfg.StateDir, "reef.db")
+	st, err = store.Open(dbPath, store.Options{Node: cfg.NodeName, Address: up.Address, Timeout: storeLockTimeout})
+	if err != nil {
+		return nil, false, err
+	}
 	if err := st.IdentityErr(); err != nil {
 		log.Warn("could not write the identity file; `reef store recover` needs it after a damage (retried at the next start)", "error", err)
 	}
-	// A planned restart (SIGTERM) is marked in the store; only then does
-	// the speaker tell peers it is restarting, so that they do not hold our
-	// updates back after an unplanned start.
-	planned, err := st.Flag(flagPlannedRestart)
+	if planned, err = st.Flag(flagPlannedRestart); err == nil {
+		err = st.SetFlag(flagPlannedRestart, false)
+	}
 	if err != nil {
-		return err
+		st.Close()
+		return nil, false, err
 	}
-	if err := st.SetFlag(flagPlannedRestart, false); err != nil {
-		return err
-	}
+	return st, planned, nil
+}
 
-	var pools []store.Pool
-	for _, p := range cfg.Pools {
-		pools = append(pools, store.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize})
-	}
-	cniCfg := cniserver.Config{Pools: pools, MTU: d.mtu, DeferredDir: DeferredDir(cfg)}
-	if v := os.Getenv("REEF_TEST_PAUSE_AFTER_VETH"); v != "" {
-		if cniCfg.TestPauseAfterVeth, err = time.ParseDuration(v); err != nil {
-			return fmt.Errorf("REEF_TEST_PAUSE_AFTER_VETH: value %q is not a duration", v)
-		}
-		log.Warn("test hook on: every ADD pauses after creating the veth", "pause", v)
-	}
-	d.cni = cniserver.New(cniCfg, st, log.With("component", "cni"))
-	kernel, err := routes.NewKernel()
-	if err != nil {
-		return err
-	}
-	defer kernel.Close()
-	d.rec = newReconciler(st, d.cni, kernel, log, cfg.ReconcileInterval)
-	m := d.newMetrics()
-	d.rec.metrics = m
-	d.cni.Observe = m.CNI
-	d.setupNAT()
-	if err := d.setupPolicy(ctx); err != nil {
-		return err
-	}
-	d.rec.net = netInfo{node: cfg.NodeName, uplink: up, pools: cfg.Pools, podMTU: d.mtu}
-
+// startSpeaker starts the BGP speaker; changed is told of every update.
+func startSpeaker(ctx context.Context, cfg Config, addr netip.Addr, pools []store.Pool, planned bool, hooks testHooks, log *slog.Logger, changed func()) (*bgp.Speaker, error) {
 	var bgpPools []bgp.Pool
 	for _, p := range pools {
 		bgpPools = append(bgpPools, bgp.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize})
-	}
-	restartTime := bgpRestartTime
-	if v := os.Getenv("REEF_TEST_BGP_RESTART_TIME"); v != "" {
-		if restartTime, err = time.ParseDuration(v); err != nil || restartTime < time.Second {
-			return fmt.Errorf("REEF_TEST_BGP_RESTART_TIME: value %q is not a duration of 1s or more", v)
-		}
-		log.Warn("test hook on: peers are told to keep this node's routes for this long after a drop", "restartTime", v)
 	}
 	gobgpLevel := slog.LevelWarn
 	if cfg.LogLevel == "debug" {
 		gobgpLevel = slog.LevelInfo
 	}
-	d.speaker, err = bgp.Start(ctx, bgp.Config{
-		ASN: cfg.BGP.ASN, Port: cfg.BGP.Port, RouterID: up.Address,
+	sp, err := bgp.Start(ctx, bgp.Config{
+		ASN: cfg.BGP.ASN, Port: cfg.BGP.Port, RouterID: addr,
 		Peers: cfg.BGP.Peers, PeerPrefixes: cfg.BGP.PeerPrefixes, Password: cfg.BGP.Password,
 		RouteReflectors: cfg.BGP.RouteReflectors, RouteReflector: cfg.BGP.RouteReflector,
 		Keepalive: cfg.BGP.KeepaliveTime, Hold: cfg.BGP.HoldTime,
-		RestartTime: restartTime, Restarting: planned,
+		RestartTime: cmp.Or(hooks.bgpRestartTime, bgpRestartTime), Restarting: planned,
 		ExternalPeers: cfg.BGP.externalPeers(),
 		Pools:         bgpPools, LogLevel: gobgpLevel,
-	}, log.With("component", "bgp"), d.rec.BGPChanged)
+	}, log.With("component", "bgp"), changed)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	lim := bgp.PrefixLimits(bgpPools)
 	log.Info("BGP speaker started", "asn", cfg.BGP.ASN, "port", cfg.BGP.Port, "peers", len(cfg.BGP.Peers),
 		"peerPrefixes", len(cfg.BGP.PeerPrefixes), "routeReflectors", cfg.BGP.RouteReflectors, "routeReflector", cfg.BGP.RouteReflector,
 		"prefixLimitUnicast", lim.Unicast, "prefixLimitVPN", lim.VPN, "plannedRestart", planned, "externalPeers", len(cfg.BGP.ExternalPeers))
-	voters, err := voterList(cfg, up.Address, st)
+	return sp, nil
+}
+
+// startBlocks chooses the voter list and makes the block protocol's
+// engine; trigger asks for a step at once.
+func startBlocks(cfg Config, addr netip.Addr, st *store.Store, sp *bgp.Speaker, m *metrics.Metrics, pools []store.Pool, log *slog.Logger, trigger func()) (*blockEngine, error) {
+	voters, err := voterList(cfg, addr, st)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	inc, born := st.Incarnation()
 	log.Info("block protocol", "incarnation", fmt.Sprintf("%08x", inc), "born", time.Unix(int64(born), 0).UTC(), "voters", voters.Voters, "alone", voters.Alone)
@@ -193,49 +251,38 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	case voters.Lifted:
 		log.Info("this node is back in bgp.voters after a start without it: it votes for pending claims again (its store is no longer taken for a wiped voter's)")
 	}
-	d.blocks = newBlockEngine(st, d.speaker, log, cfg.NodeName, voters.Voters, pools, d.rec.TriggerBlocks)
-	d.blocks.metrics = m
-	d.rec.blocks = d.blocks
-	d.cni.NeedBlock = d.blocks.Need
+	return newBlockEngine(st, sp, m, log, cfg.NodeName, voters.Voters, pools, trigger), nil
+}
 
-	lis, err := listenSocket(cfg.Socket, log)
+// serve serves the socket and the metrics, readies the node and runs the
+// reconcile loop until ctx ends or the socket fails; then it stops, leaving
+// the dataplane as it is.
+func (d *Daemon) serve(ctx context.Context) error {
+	lis, err := listenSocket(d.cfg.Socket, d.log)
 	if err != nil {
 		return err
 	}
-	srv := newServer(log, d.cni, &nodeService{d: d})
+	srv := newServer(d.log, d.cni, &nodeService{d: d})
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
-	log.Info("serving", "socket", cfg.Socket)
+	d.log.Info("serving", "socket", d.cfg.Socket)
 	go d.runWatchdog(ctx) // WatchdogSec= of reef.service; pings only while healthy
-	d.serveMetrics(ctx, m)
-
-	// Before ADD is served: finish the DELs the shim queued while the daemon
-	// was away, then bring the kernel in line with the store.
-	d.drainPendingDeletes()
-	if err := d.rec.Once(); err != nil {
-		log.Error("first reconcile pass had errors; serving anyway, the loop retries", "error", err)
-	}
-	// The kernel now holds what the store says, and nothing of pods the
-	// store does not know: the node may announce.
-	d.blocks.AllowAnnounce()
-	d.cni.SetReady(true)
-	sdNotify(log, sdaemon.SdNotifyReady)
-	log.Info("ready: serving ADD", "endpoints", d.endpointCount())
+	d.serveMetrics(ctx, d.metrics)
+	d.becomeReady()
 
 	loopCtx, stopLoop := context.WithCancel(ctx)
 	loopDone, drainDone := make(chan struct{}), make(chan struct{})
 	go func() { d.rec.Run(loopCtx); close(loopDone) }()
 	go func() { d.drainLoop(loopCtx); close(drainDone) }()
-
 	select {
 	case <-ctx.Done():
 	case err = <-serveErr:
-		err = fmt.Errorf("serve %s: %w", cfg.Socket, err)
+		err = fmt.Errorf("serve %s: %w", d.cfg.Socket, err)
 	}
-	sdNotify(log, sdaemon.SdNotifyStopping)
-	log.Info("stopping; the dataplane stays as it is, BGP sessions close without a Cease")
-	if err := st.SetFlag(flagPlannedRestart, true); err != nil {
-		log.Error("mark planned restart", "error", err)
+	sdNotify(d.log, sdaemon.SdNotifyStopping)
+	d.log.Info("stopping; the dataplane stays as it is, BGP sessions close without a Cease")
+	if err := d.store.SetFlag(flagPlannedRestart, true); err != nil {
+		d.log.Error("mark planned restart", "error", err)
 	}
 	d.cni.SetReady(false)
 	stopLoop()
@@ -249,6 +296,22 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		srv.Stop()
 	}
 	return err
+}
+
+// becomeReady finishes the DELs the shim queued while the daemon was away,
+// brings the kernel in line with the store, and only then lets the node
+// announce and serve ADD.
+func (d *Daemon) becomeReady() {
+	d.drainPendingDeletes()
+	if err := d.rec.Once(); err != nil {
+		d.log.Error("first reconcile pass had errors; serving anyway, the loop retries", "error", err)
+	}
+	// The kernel now holds what the store says, and nothing of pods the
+	// store does not know: the node may announce.
+	d.blocks.AllowAnnounce()
+	d.cni.SetReady(true)
+	sdNotify(d.log, sdaemon.SdNotifyReady)
+	d.log.Info("ready: serving ADD", "endpoints", d.endpointCount())
 }
 
 func (d *Daemon) endpointCount() int {

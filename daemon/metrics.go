@@ -16,12 +16,13 @@ import (
 )
 
 // newMetrics is the daemon's metrics when `metrics:` is set, else nil
-// (every call on a nil *metrics.Metrics does nothing).
-func (d *Daemon) newMetrics() *metrics.Metrics {
-	if d.cfg.Metrics == "" {
+// (every call on a nil *metrics.Metrics does nothing); state is what a
+// scrape reads.
+func newMetrics(cfg Config, state func() metrics.State) *metrics.Metrics {
+	if cfg.Metrics == "" {
 		return nil
 	}
-	return metrics.New(d.metricsState)
+	return metrics.New(state)
 }
 
 // serveMetrics serves /metrics, /healthz and /readyz on `metrics:` until

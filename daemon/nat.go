@@ -30,16 +30,14 @@ type natDataplane struct {
 	programmed bool
 }
 
-// setupNAT gives the CNI server and the reconcile loop the nftables
-// dataplane, in the daemon's network namespace (the node's).
-func (d *Daemon) setupNAT() {
-	n := &natDataplane{kernel: nat.NewKernel(), log: d.log.With("component", "nftables"), trigger: d.rec.Trigger}
-	for _, p := range d.cfg.Pools {
+// newNATDataplane is the nftables dataplane of the daemon's network
+// namespace (the node's); trigger asks for a whole reconcile pass.
+func newNATDataplane(pools []PoolConfig, m *metrics.Metrics, log *slog.Logger, trigger func()) *natDataplane {
+	n := &natDataplane{kernel: nat.NewKernel(), metrics: m, log: log.With("component", "nftables"), trigger: trigger}
+	for _, p := range pools {
 		n.pools = append(n.pools, nat.Pool{CIDR: p.CIDR, NATOutgoing: p.NATOutgoing})
 	}
-	n.metrics = d.rec.metrics
-	d.cni.PodFilter = n
-	d.rec.nat = n
+	return n
 }
 
 // AddPod adds the pod's ARP-filter element and its hostPorts, and

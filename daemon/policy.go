@@ -63,30 +63,28 @@ type policyDataplane struct {
 	synced     bool // the table has been computed from synced caches once
 }
 
-// setupPolicy starts the API client when kubernetes.kubeconfig is set.
-func (d *Daemon) setupPolicy(ctx context.Context) error {
-	if d.cfg.Kubernetes.Kubeconfig == "" {
-		return nil
+// newPolicyDataplane starts the API client when kubernetes.kubeconfig is
+// set, and is nil when it is not; trigger asks for a policy sync.
+func newPolicyDataplane(ctx context.Context, kc KubeConfig, st *store.Store, m *metrics.Metrics, log *slog.Logger, trigger func()) (*policyDataplane, error) {
+	if kc.Kubeconfig == "" {
+		return nil, nil
 	}
-	p := &policyDataplane{kernel: nat.NewKernel(), metrics: d.rec.metrics, store: d.store, log: d.log.With("component", "policy"), nodeName: d.cfg.Kubernetes.NodeName,
-		trigger: d.rec.TriggerPolicy, skipped: map[string]string{}}
+	p := &policyDataplane{kernel: nat.NewKernel(), metrics: m, store: st, log: log.With("component", "policy"), nodeName: kc.NodeName,
+		trigger: trigger, skipped: map[string]string{}}
 	// A burst of syncs of a big cluster (thousands of pods, hundreds of
 	// policies) leaves the heap they used to the Go runtime, which returns
 	// it to the kernel only slowly; the daemon's RSS would stay at the
 	// burst's peak for minutes.
 	p.release = time.AfterFunc(time.Hour, debug.FreeOSMemory)
 	p.release.Stop()
-	w, err := kube.New(d.cfg.Kubernetes.Kubeconfig, p.log, p.trigger)
+	w, err := kube.New(kc.Kubeconfig, p.log, p.trigger)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	p.watch = w
-	d.policy = p
-	d.rec.policy = p
-	d.cni.Policy = p
 	go w.Run(ctx)
-	p.log.Info("NetworkPolicy on: watching the Kubernetes API", "server", w.Status().Server, "node", d.cfg.Kubernetes.NodeName)
-	return nil
+	p.log.Info("NetworkPolicy on: watching the Kubernetes API", "server", w.Status().Server, "node", kc.NodeName)
+	return p, nil
 }
 
 // settle is how long the loop waits after an API event for more: the

@@ -14,6 +14,7 @@ import (
 	"github.com/reefcni/reef/cniserver"
 	"github.com/reefcni/reef/metrics"
 	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/sysctl"
 	"github.com/reefcni/reef/store"
 )
 
@@ -26,18 +27,9 @@ const goneObservations = 2
 // desired state from the store, reads what the kernel has and applies the
 // difference. It runs at start, on triggers (coalesced) and every interval.
 type reconciler struct {
-	store    *store.Store
-	cni      *cniserver.Server
-	kernel   *routes.Kernel
-	log      *slog.Logger
-	interval time.Duration
-	nat      *natDataplane
-	policy   *policyDataplane // nil: NetworkPolicy off
-	net      netInfo          // the node's uplink, pools and pod MTU
-	blocks   *blockEngine     // nil: no block protocol (tests of the kernel side)
-	metrics  *metrics.Metrics // nil: metrics off
+	reconcilerDeps
+	log *slog.Logger
 
-	pending *pending // what the loop has to do (schedule.go)
 	// lastPolicy is how long the last policy-only sync took, and
 	// lastPolicyEnd when it ended: in a storm of API events, syncs are
 	// spaced by their own duration (up to maxSettle).
@@ -62,37 +54,25 @@ type reconciler struct {
 	lastErr error
 }
 
-func newReconciler(st *store.Store, cni *cniserver.Server, k *routes.Kernel, log *slog.Logger, interval time.Duration) *reconciler {
-	return &reconciler{store: st, cni: cni, kernel: k, log: log.With("component", "reconcile"), interval: interval,
-		pending: newPending(), gone: map[string]int{}}
+// reconcilerDeps are what the reconcile loop works with, all given to
+// newReconciler.
+type reconcilerDeps struct {
+	store    *store.Store
+	cni      *cniserver.Server
+	kernel   *routes.Kernel
+	sysctls  *sysctl.Owner
+	nat      *natDataplane
+	policy   *policyDataplane // nil: NetworkPolicy off
+	blocks   *blockEngine     // nil: no block protocol (tests of the kernel side)
+	metrics  *metrics.Metrics // nil: metrics off
+	net      netInfo          // the node's uplink, pools and pod MTU
+	pending  *pending         // what the loop has to do: the triggers fill it (schedule.go)
+	interval time.Duration
 }
 
-// Trigger asks for a whole pass soon; triggers that come while one is
-// pending fold into it.
-func (r *reconciler) Trigger() { r.pending.add(workStep | workKernel) }
-
-// TriggerPolicy asks for a NetworkPolicy sync soon (an API event, a
-// DEL): it runs in this loop, which owns the kernel state, without a
-// block protocol step or a kernel pass of its own.
-func (r *reconciler) TriggerPolicy() { r.pending.add(workPolicy) }
-
-// TriggerBlocks asks for a block protocol step at once (an ADD waiting
-// for a block, a forget; BGP updates come through BGPChanged). The kernel
-// side of the pass runs only when the step changed the blocks it routes
-// (own confirmed blocks, remote blocks and their owners). Through a route
-// reflector every node hears every update of the cluster; a whole pass per
-// update kept 100 clients' CPUs busy on kernel dumps that found nothing to
-// do. Drift in the kernel is repaired by the passes of the interval and of
-// Trigger.
-func (r *reconciler) TriggerBlocks() { r.pending.add(workStepNow) }
-
-// BGPChanged is TriggerBlocks for a BGP update: the step may wait a
-// little (stepGap) so that the updates of a burst fold into one step.
-// Updates come in bursts (a claim brings the claim, then a vote per voter,
-// then the confirmed claim and its route; through a reflector, two copies
-// of each), and a step per update kept every node of a 100-node cluster
-// busy re-reading its BGP table and store.
-func (r *reconciler) BGPChanged() { r.pending.add(workStep) }
+func newReconciler(deps reconcilerDeps, log *slog.Logger) *reconciler {
+	return &reconciler{reconcilerDeps: deps, log: log.With("component", "reconcile"), gone: map[string]int{}}
+}
 
 // Run loops until ctx ends: it runs the pending work when delay says it is
 // due, and asks for a whole pass every interval.
@@ -231,68 +211,88 @@ func (r *reconciler) record(err error) {
 }
 
 // pass brings the kernel in line with the store; blocks are the step's
-// (nil: read from the store). routesOnly is the pass of a step that
-// changed what is routed (a block learnt, lost or confirmed): the routes,
-// and the tunnels when the nodes reached through them or the own blocks
-// (which hold their addresses) changed, and nothing else. Through route reflectors every node hears every block of
-// the cluster come, and a whole pass for each (sysctls, every pod's
-// proxy ARP, the nftables tables, the tunnel's neighbours) was a seventh
-// of a 100-client bench's CPU; the next whole pass (the interval, an ADD,
-// a DEL) repairs the rest, as it repairs any drift.
+// (nil: read from the store). Each kernel domain is brought in line by its
+// owner, in an order where each finds what it needs: the tunnel devices
+// before the routes through them, the routes before what hangs off the
+// pods' veths (sysctls, MTU, tc), nftables last.
+//
+// routesOnly is the pass of a step that changed what is routed (a block
+// learnt, lost or confirmed): the routes, and the tunnels when the nodes
+// reached through them or the own blocks (which hold their addresses)
+// changed, and nothing else. Through route reflectors every node hears
+// every block of the cluster come, and a whole pass for each (sysctls,
+// every pod's proxy ARP, the nftables tables, the tunnel's neighbours) was
+// a seventh of a 100-client bench's CPU; the next whole pass (the interval,
+// an ADD, a DEL) repairs the rest, as it repairs any drift.
 func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
-	var errs []error
-	if !routesOnly {
-		if changed, err := routes.EnsureForwarding(); err != nil {
-			errs = append(errs, err)
-		} else if changed {
-			r.log.Warn("repaired: net.ipv4.ip_forward was 0, set to 1")
-			r.metrics.Repaired(metrics.RepairSysctl, 1)
-		}
-	}
-
 	// Under the lock no CNI operation is half-way, so store and kernel are
 	// both stable while this pass reads them.
 	eps, err := r.store.Endpoints()
 	if err != nil {
-		return errors.Join(append(errs, fmt.Errorf("read endpoints: %w", err))...)
+		return fmt.Errorf("read endpoints: %w", err)
 	}
 	if blocks == nil {
 		if blocks, err = r.store.Blocks(); err != nil {
-			return errors.Join(append(errs, fmt.Errorf("read blocks: %w", err))...)
+			return fmt.Errorf("read blocks: %w", err)
 		}
 	}
-
-	var live []store.Endpoint
-	if routesOnly {
-		// What a whole pass would release stays for it: only ready
-		// attachments (and reserved addresses) count here.
-		for _, ep := range eps {
-			if ep.State == store.EndpointReady || ep.State == store.EndpointReserved {
-				live = append(live, ep)
-			}
-		}
-	} else {
+	var errs []error
+	live := readyEndpoints(eps)
+	if !routesOnly {
 		live = r.resolveEndpoints(eps, &errs)
 	}
-
 	own, remote, vxPeers := r.routedBlocks(blocks, &errs)
-	// The tunnel devices first: routes through them need them. VXLAN's
-	// peers are the nodes reached through it, and both devices' addresses
-	// live in the first own block: a routes-only pass syncs them when
-	// those changed.
+	r.syncTunnels(own, vxPeers, routesOnly, &errs)
+	links, err := r.syncRoutes(live, own, remote)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if routesOnly || links == nil {
+		return errors.Join(errs...)
+	}
+	r.syncSysctls(live, &errs)
+	r.syncPodMTU(live, links, &errs)
+	r.syncTC(live, links, &errs)
+	errs = append(errs, r.nat.reconcile(live), r.policy.reconcile())
+	return errors.Join(errs...)
+}
+
+// readyEndpoints are the endpoints a routes-only pass counts: what a
+// whole pass would release stays for it, so only ready attachments and
+// reserved addresses.
+func readyEndpoints(eps []store.Endpoint) []store.Endpoint {
+	var live []store.Endpoint
+	for _, ep := range eps {
+		if ep.State == store.EndpointReady || ep.State == store.EndpointReserved {
+			live = append(live, ep)
+		}
+	}
+	return live
+}
+
+// syncTunnels brings vxlan.reef and tunl0 in line. Both devices' addresses
+// live in the first own block, and VXLAN's peers are the nodes reached
+// through it: a routes-only pass syncs them only when those changed.
+func (r *reconciler) syncTunnels(own []netip.Prefix, vxPeers map[netip.Addr]bool, routesOnly bool, errs *[]error) {
 	ownChanged := !slices.Equal(own, r.tunnelOwn)
 	if !routesOnly || ownChanged || !maps.Equal(vxPeers, r.tunnelPeers) {
-		r.syncTunnel(vxPeers, &errs)
+		r.syncTunnel(vxPeers, errs)
 		r.tunnelPeers = vxPeers
 	}
 	if !routesOnly || ownChanged {
-		r.syncIPIP(&errs) // its address too lives in the first own block
+		r.syncIPIP(errs)
 	}
 	r.tunnelOwn = own
+}
 
+// syncRoutes brings the routes and the pods' veths in line: the pods'
+// /32s, the own blocks' blackholes, the other nodes' blocks, and no veth
+// without a pod. It returns the links the kernel had (nil when it could
+// not be read).
+func (r *reconciler) syncRoutes(live []store.Endpoint, own []netip.Prefix, remote []routes.RemoteBlock) (map[string]bool, error) {
 	have, err := r.kernel.Read()
 	if err != nil {
-		return errors.Join(append(errs, err)...)
+		return nil, err
 	}
 	want := podRoutes(live)
 	plan := routes.Diff(routes.Desired(want, own, remote, have.Links), have)
@@ -319,70 +319,59 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 		r.log.Warn("removing veth no pod owns", "veth", l)
 	}
 	r.metrics.Repaired(metrics.RepairLink, len(plan.DeleteLink))
-	if err := r.kernel.Apply(plan); err != nil {
-		errs = append(errs, err)
-	}
-	if routesOnly {
-		return errors.Join(errs...)
-	}
-	r.syncPodMTU(live, have.Links, &errs)
-	egress := map[string]bool{} // veths of pods with limits: whether they limit egress
+	return have.Links, r.kernel.Apply(plan)
+}
+
+// syncSysctls has the sysctl owner bring forwarding and the pods' veths'
+// settings in line; what it changes was a repair (ADD sets a pod's).
+func (r *reconciler) syncSysctls(live []store.Endpoint, errs *[]error) {
+	var pods []sysctl.Pod
 	for _, ep := range live {
-		if ep.HostVeth == "" || !have.Links[ep.HostVeth] {
-			continue
-		}
-		if changed, err := routes.EnsureProxyARP(ep.HostVeth); err != nil {
-			errs = append(errs, err)
-		} else if changed {
-			r.log.Warn("repaired: proxy_arp was off", "veth", ep.HostVeth, "ip", ep.IP)
-			r.metrics.Repaired(metrics.RepairSysctl, 1)
-		}
-		if ep.Bandwidth != nil {
-			egress[ep.HostVeth] = ep.Bandwidth.EgressRate != 0
-			changes, err := routes.SetBandwidth(ep.HostVeth, cniserver.RoutesBandwidth(*ep.Bandwidth))
-			for _, c := range changes {
-				r.log.Warn("repaired: "+c, "veth", ep.HostVeth, "ip", ep.IP)
-			}
-			r.metrics.Repaired(metrics.RepairTC, len(changes))
-			if err != nil {
-				errs = append(errs, err)
-			}
-		}
-		if len(ep.PortMappings) == 0 {
-			continue
-		}
-		if changed, err := routes.EnsureRouteLocalnet(ep.HostVeth); err != nil {
-			errs = append(errs, err)
-		} else if changed {
-			r.log.Warn("repaired: route_localnet was off on a pod with hostPorts", "veth", ep.HostVeth, "ip", ep.IP)
-			r.metrics.Repaired(metrics.RepairSysctl, 1)
+		if ep.State != store.EndpointReserved && ep.HostVeth != "" {
+			pods = append(pods, sysctl.Pod{HostVeth: ep.HostVeth, HostPorts: len(ep.PortMappings) > 0})
 		}
 	}
-	// ifb devices of egress limits whose pod is gone, or lost its limit.
-	limited := map[string]bool{}
-	for veth, out := range egress {
-		if out {
-			limited[veth] = true
+	changes, err := r.sysctls.Sync(pods)
+	for _, c := range changes {
+		r.log.Warn("repaired a sysctl", "sysctl", c.Key, "was", c.Was, "now", c.Value)
+	}
+	r.metrics.Repaired(metrics.RepairSysctl, len(changes))
+	if err != nil {
+		*errs = append(*errs, err)
+	}
+}
+
+// syncTC brings the pods' bandwidth limits in line (tc on each limited
+// pod's veth, and its ifb for an egress limit), and removes the ifbs no
+// pod's egress limit uses.
+func (r *reconciler) syncTC(live []store.Endpoint, links map[string]bool, errs *[]error) {
+	limited := map[string]bool{} // veths whose pods limit egress
+	for _, ep := range live {
+		if ep.HostVeth == "" || !links[ep.HostVeth] || ep.Bandwidth == nil {
+			continue
+		}
+		limited[ep.HostVeth] = ep.Bandwidth.EgressRate != 0
+		changes, err := routes.SetBandwidth(ep.HostVeth, cniserver.RoutesBandwidth(*ep.Bandwidth))
+		for _, c := range changes {
+			r.log.Warn("repaired: "+c, "veth", ep.HostVeth, "ip", ep.IP)
+		}
+		r.metrics.Repaired(metrics.RepairTC, len(changes))
+		if err != nil {
+			*errs = append(*errs, err)
 		}
 	}
+	maps.DeleteFunc(limited, func(_ string, egress bool) bool { return !egress })
 	orphans, err := routes.OrphanIFBs(limited)
 	if err != nil {
-		errs = append(errs, err)
+		*errs = append(*errs, err)
 	}
 	for _, ifb := range orphans {
 		r.log.Warn("removing ifb no pod's egress limit uses", "ifb", ifb)
 		r.metrics.Repaired(metrics.RepairLink, 1)
 		if err := routes.DeleteIFB(ifb); err != nil {
-			errs = append(errs, err)
+			*errs = append(*errs, err)
 		}
 	}
-	if err := r.nat.reconcile(live); err != nil {
-		errs = append(errs, err)
-	}
-	if err := r.policy.reconcile(); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
 }
 
 // routedBlocks are what the routes are made of: this node's confirmed
@@ -439,12 +428,7 @@ func (r *reconciler) compareRoutes() (want, have routes.State, err error) {
 	if err != nil {
 		return want, have, err
 	}
-	var live []store.Endpoint
-	for _, ep := range eps {
-		if ep.State == store.EndpointReady || ep.State == store.EndpointReserved {
-			live = append(live, ep)
-		}
-	}
+	live := readyEndpoints(eps)
 	var errs []error
 	own, remote, _ := r.routedBlocks(blocks, &errs)
 	if have, err = r.kernel.Read(); err != nil {

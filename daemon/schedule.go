@@ -73,6 +73,33 @@ func (p *pending) take() work {
 	return w
 }
 
+// Trigger asks for a whole pass soon; triggers that come while one is
+// pending fold into it.
+func (p *pending) Trigger() { p.add(workStep | workKernel) }
+
+// TriggerPolicy asks for a NetworkPolicy sync soon (an API event, a
+// DEL): it runs in this loop, which owns the kernel state, without a
+// block protocol step or a kernel pass of its own.
+func (p *pending) TriggerPolicy() { p.add(workPolicy) }
+
+// TriggerBlocks asks for a block protocol step at once (an ADD waiting
+// for a block, a forget; BGP updates come through BGPChanged). The kernel
+// side of the pass runs only when the step changed the blocks it routes
+// (own confirmed blocks, remote blocks and their owners). Through a route
+// reflector every node hears every update of the cluster; a whole pass per
+// update kept 100 clients' CPUs busy on kernel dumps that found nothing to
+// do. Drift in the kernel is repaired by the passes of the interval and of
+// Trigger.
+func (p *pending) TriggerBlocks() { p.add(workStepNow) }
+
+// BGPChanged is TriggerBlocks for a BGP update: the step may wait a
+// little (stepGap) so that the updates of a burst fold into one step.
+// Updates come in bursts (a claim brings the claim, then a vote per voter,
+// then the confirmed claim and its route; through a reflector, two copies
+// of each), and a step per update kept every node of a 100-node cluster
+// busy re-reading its BGP table and store.
+func (p *pending) BGPChanged() { p.add(workStep) }
+
 // timing is what the loop knows of its recent work: how long the work now
 // pending has waited, how long the last policy sync and the last step took,
 // and how long ago each ended.

@@ -111,7 +111,7 @@ func socketServer(tb testing.TB, sink io.Writer) (path string) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cni := cniserver.New(cniserver.Config{Pools: []store.Pool{{CIDR: netip.MustParsePrefix("10.244.0.0/16"), BlockSize: 26}}, MTU: 1500}, st, log)
+	cni := cniserver.New(cniserver.Config{Pools: []store.Pool{{CIDR: netip.MustParsePrefix("10.244.0.0/16"), BlockSize: 26}}, MTU: 1500}, cniserver.Deps{Store: st, Log: log})
 	path = filepath.Join(dir, "reef.sock")
 	var lis net.Listener
 	if os.Geteuid() == 0 {

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
+	"github.com/reefcni/reef/routes/sysctl"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -38,7 +39,7 @@ func CheckPod(spec PodSpec) error {
 		if spec.MTU != 0 && a.MTU != spec.MTU {
 			errs = append(errs, fmt.Errorf("veth %s has MTU %d, want %d", spec.HostVeth, a.MTU, spec.MTU))
 		}
-		if v, err := readSysctl(proxyARPSysctl(spec.HostVeth)); err != nil || v != "1" {
+		if v, err := (sysctl.Proc{}).Get(sysctl.ProxyARP(spec.HostVeth)); err != nil || v != "1" {
 			errs = append(errs, fmt.Errorf("proxy_arp on %s is %q, want 1", spec.HostVeth, v))
 		}
 		if !hasRoute(host, podRoute(spec.IP, a.Index)) {

@@ -172,22 +172,3 @@ func (k *Kernel) HopTo(addr netip.Addr) (Hop, error) {
 	}
 	return h, nil
 }
-
-// EnsureProxyARP turns proxy ARP on for a pod's node-side veth if something
-// turned it off; it says whether it had to.
-func EnsureProxyARP(hostVeth string) (changed bool, err error) {
-	if !isOurs(hostVeth) {
-		return false, fmt.Errorf("refusing to touch %q: not a reef link", hostVeth)
-	}
-	return ensureSysctl(proxyARPSysctl(hostVeth), "1")
-}
-
-// EnsureRouteLocalnet turns route_localnet on for the node-side veth of a
-// pod with hostPorts (PodSpec.RouteLocalnet) if something turned it off;
-// it says whether it had to.
-func EnsureRouteLocalnet(hostVeth string) (changed bool, err error) {
-	if !isOurs(hostVeth) {
-		return false, fmt.Errorf("refusing to touch %q: not a reef link", hostVeth)
-	}
-	return ensureSysctl(routeLocalnetSysctl(hostVeth), "1")
-}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/reefcni/reef/routes/sysctl"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -26,10 +27,11 @@ type PodSpec struct {
 	HostVeth string // node-side veth name (HostVethName)
 	IP       netip.Addr
 	MTU      int
-	// RouteLocalnet turns route_localnet on on the node-side veth: the
-	// pod has hostPorts, and the node's own connections to them from
-	// 127.0.0.1 are DNATed to the pod through it (package nat).
-	RouteLocalnet bool
+	// HostSettings asks the owner of the node's sysctls (package
+	// routes/sysctl) for the node-side veth's settings, once the veth
+	// exists and before it is up: proxy ARP, and route_localnet for a pod
+	// with hostPorts. nil sets none.
+	HostSettings func(hostVeth string) error
 	// TestPauseAfterVeth holds SetupPod between creating the veth and
 	// wiring it, so the lab can make the netns vanish mid-ADD. Zero in
 	// production; the daemon sets it only from REEF_TEST_PAUSE_AFTER_VETH.
@@ -196,11 +198,8 @@ func wirePod(host, pod netlinksafe.Handle, spec PodSpec) (PodLinks, error) {
 	if err != nil {
 		return PodLinks{}, fmt.Errorf("find veth %s: %w", spec.HostVeth, err)
 	}
-	if _, err := ensureSysctl(proxyARPSysctl(spec.HostVeth), "1"); err != nil {
-		return PodLinks{}, err
-	}
-	if spec.RouteLocalnet {
-		if _, err := ensureSysctl(routeLocalnetSysctl(spec.HostVeth), "1"); err != nil {
+	if spec.HostSettings != nil {
+		if err := spec.HostSettings(spec.HostVeth); err != nil {
 			return PodLinks{}, err
 		}
 	}
@@ -235,8 +234,7 @@ func wirePod(host, pod netlinksafe.Handle, spec PodSpec) (PodLinks, error) {
 	// The pod must not route for others; a new netns inherits the node's
 	// ip_forward=1, so turn it off explicitly.
 	if err := ns.WithNetNSPath(spec.Netns, func(ns.NetNS) error {
-		_, err := ensureSysctl("net/ipv4/ip_forward", "0")
-		return err
+		return (sysctl.Proc{}).Set(sysctl.Forwarding, "0")
 	}); err != nil {
 		return PodLinks{}, fmt.Errorf("in netns %s: %w", spec.Netns, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/google/go-cmp/cmp"
+	"github.com/reefcni/reef/routes/sysctl"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -98,7 +99,7 @@ func in(t *testing.T, n ns.NetNS, f func() error) error {
 func sysctlIn(t *testing.T, n ns.NetNS, name string) string {
 	t.Helper()
 	var v string
-	if err := in(t, n, func() (err error) { v, err = readSysctl(name); return err }); err != nil {
+	if err := in(t, n, func() (err error) { v, err = (sysctl.Proc{}).Get(name); return err }); err != nil {
 		t.Fatal(err)
 	}
 	return v
@@ -106,7 +107,7 @@ func sysctlIn(t *testing.T, n ns.NetNS, name string) string {
 
 func writeSysctlIn(t *testing.T, n ns.NetNS, name, value string) {
 	t.Helper()
-	if err := in(t, n, func() error { return os.WriteFile(sysctlPath(name), []byte(value), 0o644) }); err != nil {
+	if err := in(t, n, func() error { return (sysctl.Proc{}).Set(name, value) }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -189,6 +190,10 @@ func TestPodLifecycle(t *testing.T) {
 		HostVeth: HostVethName("default", "web-1", "3f1c0a9e2b7d"),
 		IP:       netip.MustParseAddr("10.244.1.5"),
 		MTU:      1400,
+		HostSettings: func(veth string) error {
+			_, err := sysctl.New(sysctl.Proc{}).Pod(sysctl.Pod{HostVeth: veth})
+			return err
+		},
 	}
 	var links PodLinks
 	if err := in(t, node, func() (err error) { links, err = SetupPod(spec); return err }); err != nil {
@@ -216,7 +221,7 @@ func TestPodLifecycle(t *testing.T) {
 	if a.HardwareAddr.String() != links.HostMAC.String() {
 		t.Errorf("PodLinks.HostMAC = %s, kernel has %s", links.HostMAC, a.HardwareAddr)
 	}
-	if v := sysctlIn(t, node, proxyARPSysctl(spec.HostVeth)); v != "1" {
+	if v := sysctlIn(t, node, sysctl.ProxyARP(spec.HostVeth)); v != "1" {
 		t.Errorf("proxy_arp on %s = %q, want 1", spec.HostVeth, v)
 	}
 	wantNode := []string{"10.244.1.5/32 dev " + spec.HostVeth + " scope link proto 238"}

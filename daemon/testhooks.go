@@ -1,0 +1,40 @@
+package daemon
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// testHooks bend the daemon for the lab's tests; zero is production.
+type testHooks struct {
+	// pauseAfterVeth holds every ADD between creating the veth and wiring
+	// it (REEF_TEST_PAUSE_AFTER_VETH), so that a test can make the netns
+	// vanish mid-ADD.
+	pauseAfterVeth time.Duration
+	// bgpRestartTime replaces bgpRestartTime (REEF_TEST_BGP_RESTART_TIME),
+	// so that a test sees a ToR flush a dead node's routes in seconds.
+	bgpRestartTime time.Duration
+}
+
+func readTestHooks(log *slog.Logger) (testHooks, error) {
+	var h testHooks
+	if v := os.Getenv("REEF_TEST_PAUSE_AFTER_VETH"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return h, fmt.Errorf("REEF_TEST_PAUSE_AFTER_VETH: value %q is not a duration", v)
+		}
+		h.pauseAfterVeth = d
+		log.Warn("test hook on: every ADD pauses after creating the veth", "pause", v)
+	}
+	if v := os.Getenv("REEF_TEST_BGP_RESTART_TIME"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second {
+			return h, fmt.Errorf("REEF_TEST_BGP_RESTART_TIME: value %q is not a duration of 1s or more", v)
+		}
+		h.bgpRestartTime = d
+		log.Warn("test hook on: peers are told to keep this node's routes for this long after a drop", "restartTime", v)
+	}
+	return h, nil
+}
