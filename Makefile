@@ -24,6 +24,7 @@ gobgp-sync:
 
 build:
 	$(GOBUILD) -o $(BIN)/reef .
+	$(GOBUILD) -tags reeftest -o $(BIN)/reef-test .
 	$(GOBUILD) -o $(BIN)/reef-cni ./cniserver/shim
 	$(GOBUILD) -o $(BIN)/reef-lab ./cmd/reef-lab
 
@@ -122,6 +123,7 @@ vet: gobgp-check
 test-unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e)
 	$(GO) test -count=1 -run '^TestProperty' ./blockproto/
+	$(GO) test -tags reeftest -count=1 -run 'Hooks' ./daemon/
 
 # First the cluster's images under Debian's containerd, each tool the upstream
 # tests exec in them (internal/lab/k8simages, about 20 s once they are cached).

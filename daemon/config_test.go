@@ -94,7 +94,15 @@ func TestParseConfig(t *testing.T) {
 		{name: "bgp password null", yaml: "bgp:\n  password:\n", want: func(*Config) {}},
 		{name: "empty peer list", yaml: "bgp: {peers: []}", want: func(c *Config) { c.BGP.Peers = []netip.Addr{} }},
 		{name: "quoted number", yaml: `mtu: "1450"`, want: func(c *Config) { c.MTU = 1450 }},
+		{name: "quoted boolean", yaml: "pools: [{cidr: 10.10.0.0/16, natOutgoing: 'false'}]", want: func(c *Config) {
+			c.Pools = []PoolConfig{{CIDR: pfx("10.10.0.0/16"), BlockSize: 26, VXLANMode: EncapCrossSubnet, IPIPMode: EncapNever}}
+		}},
+		{name: "metrics null is off", yaml: "metrics:\n", want: func(c *Config) { c.Metrics = "" }},
+		{name: "duration 0 without a unit", yaml: "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000, holdTime: 0}]}", want: func(c *Config) {
+			c.BGP.ExternalPeers = []ExternalPeerConfig{{Address: addr("10.0.0.1"), ASN: 65000, Port: 179, MaxPrefixes: 1000}}
+		}},
 		{name: "hex number", yaml: `bgp: {port: 0x1f90}`, want: func(c *Config) { c.BGP.Port = 8080 }},
+		{name: "leading zero is decimal", yaml: "mtu: 01450", want: func(c *Config) { c.MTU = 1450 }},
 		{name: "large ASN", yaml: "bgp: {asn: 4200000000}", want: func(c *Config) { c.BGP.ASN = 4200000000 }},
 		{name: "no is false", yaml: "pools: [{cidr: 10.10.0.0/16, natOutgoing: no}]", want: func(c *Config) {
 			c.Pools = []PoolConfig{{CIDR: pfx("10.10.0.0/16"), BlockSize: 26, VXLANMode: EncapCrossSubnet, IPIPMode: EncapNever}}
@@ -177,8 +185,25 @@ func TestParseConfigErrors(t *testing.T) {
 		{"nested typo", "bgp:\n  holdtime: 9s\n", []string{f + `line 2: bgp: unknown key "holdtime" (did you mean "holdTime"?)`}},
 		{"pool typo", "pools:\n- cidr: 10.1.0.0/16\n  blocksize: 24\n", []string{f + `line 3: pools[0]: unknown key "blocksize" (did you mean "blockSize"?)`}},
 		{"duplicate key", "mtu: 1500\nmtu: 1400\n", []string{f + `line 2: duplicate key "mtu" (first at line 1)`}},
+		{"nested duplicate key", "bgp:\n  asn: 65001\n  port: 179\n  asn: 65002\n", []string{f + `line 4: bgp: duplicate key "asn" (first at line 2)`}},
+		{"duplicate key in a flow mapping", "bgp: {port: 179, port: 1179}", []string{f + `line 1: bgp: duplicate key "port" (first at line 1)`}},
+		{"duplicate key in a pool", "pools:\n- cidr: 10.1.0.0/16\n  cidr: 10.2.0.0/16\n", []string{f + `line 3: pools[0]: duplicate key "cidr" (first at line 2)`}},
+		{"duplicate key in an external peer", "bgp:\n  externalPeers:\n  - address: 10.0.0.1\n    asn: 65000\n  - address: 10.0.0.2\n    asn: 65000\n    address: 10.0.0.3\n",
+			[]string{f + `line 7: bgp.externalPeers[1]: duplicate key "address" (first at line 5)`}},
+		{"unknown key in kubernetes", "kubernetes:\n  kubeconfg: /etc/reef/kubeconfig\n", []string{f + `line 2: kubernetes: unknown key "kubeconfg" (did you mean "kubeconfig"?)`}},
+		{"unknown key in the second pool", "pools:\n- cidr: 10.1.0.0/16\n- cidr: 10.2.0.0/16\n  natOutgoin: false\n",
+			[]string{f + `line 4: pools[1]: unknown key "natOutgoin" (did you mean "natOutgoing"?)`}},
+		{"unknown key in an external peer", "bgp:\n  externalPeers:\n  - address: 10.0.0.1\n    asm: 65000\n",
+			[]string{f + `line 4: bgp.externalPeers[0]: unknown key "asm" (did you mean "asn"?)`}},
+		{"key known elsewhere on the line", "{nodeName: n1, pools: [{cidr: 10.1.0.0/16, nodeName: n2}]}", []string{f + `line 1: pools[0]: unknown key "nodeName" (known keys: cidr, `}},
+		{"unknown key in an aliased pool", "pools:\n- &p {cidr: 10.1.0.0/16, size: 24}\n- *p\n",
+			[]string{f + `line 2: pools[0]: unknown key "size"`, f + `line 2: pools[1]: unknown key "size"`}},
+		{"merge key", "bgp:\n  <<: {asn: 65001}\n", []string{f + `line 2: bgp: unknown key "<<"`}},
+		{"empty pool entry", "pools:\n-\n- cidr: 10.1.0.0/16\n", []string{f + `line 2: pools[0].cidr: missing`}},
+		{"mapping with duplicate keys for a list", "pools:\n  cidr: 10.1.0.0/16\n  cidr: 10.2.0.0/16\n", []string{f + `line 2: pools: value a mapping is not a list`}},
 		{"not a number", "pools:\n- cidr: 10.1.0.0/16\n  blockSize: abc\n", []string{f + `line 3: pools[0].blockSize: value "abc" is not a number`}},
 		{"not a whole number", "mtu: 1500.5", []string{`line 1: mtu: value "1500.5" is not a whole number`}},
+		{"quoted fraction", "bgp: {port: '179.5'}", []string{`line 1: bgp.port: value "179.5" is not a number`}},
 		{"int overflow", "mtu: 99999999999999999999", []string{`mtu: value "99999999999999999999" is out of range`}},
 		{"negative ASN", "bgp: {asn: -1}", []string{`bgp.asn: value "-1" is out of range (0 to 4294967295)`}},
 		{"ASN too large", "bgp: {asn: 4294967296}", []string{`bgp.asn: value "4294967296" is out of range`}},
@@ -296,6 +321,29 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 }
 
+// TestParseConfigErrorList checks whole error lists: in the order of the
+// file, each problem once.
+func TestParseConfigErrorList(t *testing.T) {
+	const f = "config /etc/reef/config.yaml: "
+	for _, tt := range []struct{ name, yaml, want string }{
+		{"three copies of a key", "mtu: 1500\nmtu: 1400\nmtu: 1300\n",
+			f + `line 2: duplicate key "mtu" (first at line 1)` + "\n" + f + `line 3: duplicate key "mtu" (first at line 1)`},
+		{"walk and decoder errors in file order", "mtu: x\nnodeAddress: bogus\nbgp: {asm: 1, holdTime: 30}\n",
+			f + `line 1: mtu: value "x" is not a number` + "\n" +
+				f + `line 2: nodeAddress: value "bogus": not an IPv4 address (ParseAddr("bogus"): unable to parse IP)` + "\n" +
+				f + `line 3: bgp: unknown key "asm" (did you mean "asn"?)` + "\n" +
+				f + `line 3: bgp.holdTime: value "30" is not a duration (write e.g. "30s")`},
+		{"two complex keys", "? [a]\n: b\n? [c]\n: d\n", f + "line 1: a key must be a plain name\n" + f + "line 3: a key must be a plain name"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseConfig("/etc/reef/config.yaml", []byte(tt.yaml))
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("ParseConfig() error =\n%v\nwant\n%s", err, tt.want)
+			}
+		})
+	}
+}
+
 func TestConfigFinish(t *testing.T) {
 	c := DefaultConfig()
 	c.NodeName = "n1" // independent of this machine's hostname
@@ -408,7 +456,8 @@ func FuzzParseConfig(f *testing.F) {
 	for _, s := range []string{
 		"", designExample, "pools: [{cidr: 10.10.0.0/16}]", "nodname: x\nnodeName: y\nnodeName: z\n",
 		"pools:\n- &p {cidr: 10.10.0.0/16}\n- *p\n", "bgp: {peers: [1.2.3.4, ::1], asn: -1}", "[1, 2]", "a: [\n",
-		"mtu: 0x10\nreconcileInterval: 1h\n---\nx: 1\n",
+		"mtu: 0x10\nreconcileInterval: 1h\n---\nx: 1\n", "bgp:\n  <<: {asn: 1}\n", "pools:\n-\n- cidr: 10.0.0.0/8\n  cidr: 10.1.0.0/16\n",
+		"? [a]\n: b\n? [c]\n: d\n", "mtu: '1450'\nbgp: {holdTime: 0, peers: {a: 1}}\n",
 	} {
 		f.Add([]byte(s))
 	}

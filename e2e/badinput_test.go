@@ -139,7 +139,7 @@ func TestBadInputs(t *testing.T) {
 // leaves no veth, route or allocation.
 func TestNetnsVanishesDuringAdd(t *testing.T) {
 	l := newLab(t)
-	n := startNode(t, l, "node1", lab.NodeOptions{Env: []string{"REEF_TEST_PAUSE_AFTER_VETH=1s"}})
+	n := startNode(t, l, "node1", lab.NodeOptions{Binary: "reef-test", Env: []string{"REEF_TEST_PAUSE_AFTER_VETH=1s"}})
 	p, err := n.NewPodNetns("default", "vanishing")
 	if err != nil {
 		t.Fatal(err)

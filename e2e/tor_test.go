@@ -49,7 +49,8 @@ func testToR(t *testing.T, kind string) {
 	// The sessions to the router carry a TCP MD5 key (bgp.externalPeers
 	// password), as a ToR's often do.
 	const password = "reef-tor-key"
-	nodes, err := l.AddCrossNodes(lab.NodeOptions{Extra: torPool, RouterASN: lab.RouterASN, RouterPassword: password, Env: []string{"REEF_TEST_BGP_RESTART_TIME=8s"}})
+	nodes, err := l.AddCrossNodes(lab.NodeOptions{Extra: torPool, RouterASN: lab.RouterASN, RouterPassword: password,
+		Binary: "reef-test", Env: []string{"REEF_TEST_BGP_RESTART_TIME=8s"}})
 	if err != nil {
 		t.Fatal(err)
 	}

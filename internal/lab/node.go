@@ -2,6 +2,7 @@ package lab
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"strconv"
@@ -31,8 +32,12 @@ type NodeOptions struct {
 	Extra string
 	// ReconcileInterval defaults to 1s in the lab so drift tests are quick.
 	ReconcileInterval time.Duration
-	// Env adds environment variables to the daemon (test hooks).
+	// Env adds environment variables to the daemon.
 	Env []string
+	// Binary is the daemon's binary in the lab's BinDir: "reef", or
+	// "reef-test", the daemon built with the reeftest tag, which reads
+	// the test hooks (REEF_TEST_*) from Env; `make build` builds both.
+	Binary string
 	// Peers and PeerPrefixes become bgp.peers and bgp.peerPrefixes; with
 	// either set, the BGP timers are the lab's fast ones (keepalive 1s,
 	// hold 3s) unless BGP overrides the whole section.
@@ -275,7 +280,7 @@ func (n *Node) StartNoWait() error {
 	// the pid is the daemon's.
 	argv := []string{"nsenter", "--net=" + NetnsPath(n.Netns), "--",
 		"unshare", "--uts", "--", "sh", "-c", `hostname "$0" && exec "$@"`, n.Name,
-		filepath.Join(n.Lab.BinDir, "reef"), "daemon", "--config", n.Config}
+		filepath.Join(n.Lab.BinDir, cmp.Or(n.opts.Binary, "reef")), "daemon", "--config", n.Config}
 	if n.opts.Nice != 0 {
 		argv = append([]string{"nice", "-n", strconv.Itoa(n.opts.Nice)}, argv...)
 	}

@@ -1,3 +1,5 @@
+//go:build reeftest
+
 package daemon
 
 import (
@@ -7,17 +9,8 @@ import (
 	"time"
 )
 
-// testHooks bend the daemon for the lab's tests; zero is production.
-type testHooks struct {
-	// pauseAfterVeth holds every ADD between creating the veth and wiring
-	// it (REEF_TEST_PAUSE_AFTER_VETH), so that a test can make the netns
-	// vanish mid-ADD.
-	pauseAfterVeth time.Duration
-	// bgpRestartTime replaces bgpRestartTime (REEF_TEST_BGP_RESTART_TIME),
-	// so that a test sees a ToR flush a dead node's routes in seconds.
-	bgpRestartTime time.Duration
-}
-
+// readTestHooks of the reeftest build (bin/reef-test): the hooks from
+// the environment, each announced in the log.
 func readTestHooks(log *slog.Logger) (testHooks, error) {
 	var h testHooks
 	if v := os.Getenv("REEF_TEST_PAUSE_AFTER_VETH"); v != "" {
