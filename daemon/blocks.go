@@ -259,13 +259,7 @@ func (e *blockEngine) Step(ctx context.Context) (blocks []store.Block, woke bool
 	mark(&tm.sessions)
 	d := blockproto.Decide(blockproto.Input{State: st, Table: table, Voters: e.voters, Pools: pools, Need: e.need(st), Name: e.name,
 		Unreachable: unreachable(e.voters, st.Self.Addr, peers)})
-	if was, now := e.last.Status.ListsDisagree(), d.Status.ListsDisagree(); now != was {
-		if now != "" {
-			e.log.Error("voter lists disagree: no block is claimed here until they agree", "detail", now)
-		} else if was != "" {
-			e.log.Info("voter lists agree again: claims may go on", "voters", e.voters)
-		}
-	}
+	e.logListsChange(d)
 	mark(&tm.decide)
 	var errs []error
 	if !d.Changes.Empty() {
@@ -288,15 +282,7 @@ func (e *blockEngine) Step(ctx context.Context) (blocks []store.Block, woke bool
 	e.stepped = make(chan struct{})
 	e.mu.Unlock()
 	if announce {
-		var confirmed []bgp.UnicastBlock
-		for b, o := range d.State.Own {
-			// A forgotten or superseded node routes nothing to itself: its
-			// blocks may be someone else's by now.
-			if o.State != blockproto.OwnPending && d.Status.Gone == "" {
-				confirmed = append(confirmed, bgp.UnicastBlock{Block: b, Owner: d.State.Self})
-			}
-		}
-		if err := e.speaker.AnnounceTable(d.Announce, confirmed); err != nil {
+		if err := e.announceDecision(d); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -312,6 +298,32 @@ func (e *blockEngine) Step(ctx context.Context) (blocks []store.Block, woke bool
 	}
 	e.schedule(d)
 	return blocks, woke, errors.Join(errs...)
+}
+
+// logListsChange logs when the voter lists start or stop disagreeing.
+func (e *blockEngine) logListsChange(d blockproto.Decision) {
+	was, now := e.last.Status.ListsDisagree(), d.Status.ListsDisagree()
+	switch {
+	case now == was:
+	case now != "":
+		e.log.Error("voter lists disagree: no block is claimed here until they agree", "detail", now)
+	case was != "":
+		e.log.Info("voter lists agree again: claims may go on", "voters", e.voters)
+	}
+}
+
+// announceDecision announces what the decision asks for, and the node's
+// confirmed blocks in IPv4 unicast.
+func (e *blockEngine) announceDecision(d blockproto.Decision) error {
+	var confirmed []bgp.UnicastBlock
+	for b, o := range d.State.Own {
+		// A forgotten or superseded node routes nothing to itself: its
+		// blocks may be someone else's by now.
+		if o.State != blockproto.OwnPending && d.Status.Gone == "" {
+			confirmed = append(confirmed, bgp.UnicastBlock{Block: b, Owner: d.State.Self})
+		}
+	}
+	return e.speaker.AnnounceTable(d.Announce, confirmed)
 }
 
 // unreachable are the voters no established session leads to: a voter that

@@ -18,11 +18,25 @@ import (
 // configProblem is one failed check: the key path and what is wrong.
 type configProblem struct{ path, msg string }
 
+// problems collects configProblems.
+type problems []configProblem
+
+func (ps *problems) bad(path, format string, args ...any) {
+	*ps = append(*ps, configProblem{path, fmt.Sprintf(format, args...)})
+}
+
 func (c *Config) configProblems() []configProblem {
-	var ps []configProblem
-	bad := func(path, format string, args ...any) {
-		ps = append(ps, configProblem{path, fmt.Sprintf(format, args...)})
-	}
+	var ps problems
+	c.nodeProblems(&ps)
+	c.poolProblems(&ps)
+	c.bgpProblems(&ps)
+	c.serviceProblems(&ps)
+	return ps
+}
+
+// nodeProblems checks the node's own keys: name, address, interface, paths, MTU.
+func (c *Config) nodeProblems(ps *problems) {
+	bad := ps.bad
 	if c.NodeName != "" && !configValidNodeName(c.NodeName) {
 		bad("nodeName", "value %q is not a valid node name (lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters)", c.NodeName)
 	}
@@ -49,6 +63,11 @@ func (c *Config) configProblems() []configProblem {
 	if c.MTU != 0 && (c.MTU < 576 || c.MTU > 9216) {
 		bad("mtu", "value %d is outside 576..9216 (or 0 to derive it from the uplink)", c.MTU)
 	}
+}
+
+// poolProblems checks pools: CIDRs, block sizes, encapsulation modes, overlaps.
+func (c *Config) poolProblems(ps *problems) {
+	bad := ps.bad
 	if len(c.Pools) == 0 {
 		bad("pools", "no pool; give at least one, e.g. - cidr: 10.244.0.0/16")
 	}
@@ -83,6 +102,11 @@ func (c *Config) configProblems() []configProblem {
 			}
 		}
 	}
+}
+
+// bgpProblems checks the bgp section.
+func (c *Config) bgpProblems(ps *problems) {
+	bad := ps.bad
 	b := c.BGP
 	if b.ASN == 0 {
 		bad("bgp.asn", "value 0 is not an AS number; use a private one such as 64512")
@@ -111,6 +135,19 @@ func (c *Config) configProblems() []configProblem {
 			"the same 3 or 5 nodes on every node (their majority confirms each address block), e.g. voters: %s under bgp:; "+
 			"docs/ipam.md, \"Starting a cluster\"", exampleVoters(c.NodeAddress, b.Peers))
 	}
+	c.bgpAddressLists(ps)
+	*ps = append(*ps, b.reflectorProblems()...)
+	*ps = append(*ps, c.externalPeerProblems()...)
+	if b.HoldTime < 3*time.Second {
+		bad("bgp.holdTime", "value %q is below the 3s BGP allows", b.HoldTime)
+	} else if b.KeepaliveTime >= b.HoldTime {
+		bad("bgp.keepaliveTime", "value %q is not below bgp.holdTime %q (a third of it is usual)", b.KeepaliveTime, b.HoldTime)
+	}
+}
+
+// bgpAddressLists checks bgp.voters and bgp.routeReflectors: unicast IPv4, each once.
+func (c *Config) bgpAddressLists(ps *problems) {
+	bad, b := ps.bad, c.BGP
 	seen := map[netip.Addr]int{}
 	for i, a := range b.Voters {
 		at := fmt.Sprintf("bgp.voters[%d]", i)
@@ -131,13 +168,11 @@ func (c *Config) configProblems() []configProblem {
 		}
 		seen[a] = i
 	}
-	ps = append(ps, b.reflectorProblems()...)
-	ps = append(ps, c.externalPeerProblems()...)
-	if b.HoldTime < 3*time.Second {
-		bad("bgp.holdTime", "value %q is below the 3s BGP allows", b.HoldTime)
-	} else if b.KeepaliveTime >= b.HoldTime {
-		bad("bgp.keepaliveTime", "value %q is not below bgp.holdTime %q (a third of it is usual)", b.KeepaliveTime, b.HoldTime)
-	}
+}
+
+// serviceProblems checks metrics, kubernetes, reconcileInterval and logLevel.
+func (c *Config) serviceProblems(ps *problems) {
+	bad := ps.bad
 	if m := c.Metrics; m != "" {
 		if _, port, err := net.SplitHostPort(m); err != nil {
 			bad("metrics", "value %q is not host:port such as 127.0.0.1:9099 (or \"\" to disable)", m)
@@ -156,7 +191,6 @@ func (c *Config) configProblems() []configProblem {
 	default:
 		bad("logLevel", "value %q is not one of debug, info, warn, error", c.LogLevel)
 	}
-	return ps
 }
 
 // exampleVoters is a voter list to suggest: the three lowest addresses of

@@ -22,14 +22,37 @@ import (
 // (store.Check), against the kernel (sandboxes, veths, routes) and against
 // the cluster (blocks another node holds too). It changes nothing.
 func (n *nodeService) IPAMCheck(ctx context.Context, _ *reefv1.IPAMCheckRequest) (*reefv1.IPAMCheckReply, error) {
-	d := n.d
-	out := &reefv1.IPAMCheckReply{}
-	add := func(kind, object, detail, fix string) {
-		out.Problems = append(out.Problems, &reefv1.IPAMProblem{Kind: kind, Object: object, Detail: detail, Fix: fix})
+	c := ipamChecker{d: n.d, out: &reefv1.IPAMCheckReply{}}
+	if err := c.store(); err != nil {
+		return nil, err
 	}
-	problems, err := d.store.Check()
+	if err := c.endpointsAndRoutes(); err != nil {
+		return nil, err
+	}
+	blocks, err := c.blocks()
 	if err != nil {
 		return nil, err
+	}
+	c.cluster(blocks)
+	return c.out, nil
+}
+
+// ipamChecker gathers the problems of IPAMCheck.
+type ipamChecker struct {
+	d   *Daemon
+	out *reefv1.IPAMCheckReply
+}
+
+func (c *ipamChecker) add(kind, object, detail, fix string) {
+	c.out.Problems = append(c.out.Problems, &reefv1.IPAMProblem{Kind: kind, Object: object, Detail: detail, Fix: fix})
+}
+
+// store: the records against each other.
+func (c *ipamChecker) store() error {
+	d, add := c.d, c.add
+	problems, err := d.store.Check()
+	if err != nil {
+		return err
 	}
 	for _, p := range problems {
 		switch p.Kind {
@@ -41,9 +64,16 @@ func (n *nodeService) IPAMCheck(ctx context.Context, _ *reefv1.IPAMCheckRequest)
 			add(p.Kind, p.Handle, p.Detail, "delete the pod: its address is not this node's to give")
 		}
 	}
+	return nil
+}
+
+// endpointsAndRoutes: each endpoint against its sandbox and veth, and the
+// routes and veths reef wants against the kernel's.
+func (c *ipamChecker) endpointsAndRoutes() error {
+	d, add, out := c.d, c.add, c.out
 	eps, err := d.store.Endpoints()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	want, have, cmpErr := d.rec.compareRoutes()
 	for _, ep := range eps {
@@ -65,7 +95,7 @@ func (n *nodeService) IPAMCheck(ctx context.Context, _ *reefv1.IPAMCheckRequest)
 		}
 	}
 	if cmpErr != nil && want.Routes == nil {
-		return nil, cmpErr
+		return cmpErr
 	}
 	for _, e := range routes.Compare(want, have) {
 		switch {
@@ -78,6 +108,12 @@ func (n *nodeService) IPAMCheck(ctx context.Context, _ *reefv1.IPAMCheckRequest)
 			add("route-"+e.State, e.Object, fmt.Sprintf("route %s: want %q, the kernel has %q", e.Object, e.Want, e.Have), "nothing: the next reconcile pass repairs it")
 		}
 	}
+	return nil
+}
+
+// blocks: this node's blocks another node holds too, as the store has them.
+func (c *ipamChecker) blocks() ([]store.Block, error) {
+	d, add, out := c.d, c.add, c.out
 	blocks, err := d.store.Blocks()
 	if err != nil {
 		return nil, err
@@ -91,8 +127,13 @@ func (n *nodeService) IPAMCheck(ctx context.Context, _ *reefv1.IPAMCheckRequest)
 				"let the pods of the block go (docs/ipam.md, \"Conflicts\"); reef status shows the other owner")
 		}
 	}
-	// What the cluster announces: a block confirmed by more than one node
-	// (this one's own confirmed blocks included, as announced).
+	return blocks, nil
+}
+
+// cluster: what the cluster announces, a block confirmed by more than one
+// node (this one's own confirmed blocks included, as announced).
+func (c *ipamChecker) cluster(blocks []store.Block) {
+	d, add := c.d, c.add
 	if d.speaker != nil {
 		if t, err := d.speaker.LearnedTable(); err == nil {
 			inc, _ := d.store.Incarnation()
@@ -109,7 +150,6 @@ func (n *nodeService) IPAMCheck(ctx context.Context, _ *reefv1.IPAMCheckRequest)
 			}
 		}
 	}
-	return out, nil
 }
 
 type twice struct {
