@@ -275,14 +275,19 @@ func readyEndpoints(eps []store.Endpoint) []store.Endpoint {
 // through it: a routes-only pass syncs them only when those changed.
 func (r *reconciler) syncTunnels(own []netip.Prefix, vxPeers map[netip.Addr]bool, routesOnly bool, errs *[]error) {
 	ownChanged := !slices.Equal(own, r.tunnelOwn)
-	if !routesOnly || ownChanged || !maps.Equal(vxPeers, r.tunnelPeers) {
-		r.syncTunnel(vxPeers, errs)
+	peersChanged := !maps.Equal(vxPeers, r.tunnelPeers)
+	r.tunnelOwn = own
+	if routesOnly && !ownChanged && !peersChanged {
+		return
+	}
+	addrs := r.tunnelAddresses(errs)
+	if !routesOnly || ownChanged || peersChanged {
+		r.syncTunnel(vxPeers, addrs.vxlan, errs)
 		r.tunnelPeers = vxPeers
 	}
 	if !routesOnly || ownChanged {
-		r.syncIPIP(errs)
+		r.syncIPIP(addrs.ipip, errs)
 	}
-	r.tunnelOwn = own
 }
 
 // syncRoutes brings the routes and the pods' veths in line: the pods'

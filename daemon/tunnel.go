@@ -161,18 +161,36 @@ func (r *reconciler) tunnelAddress(handle string, pool netip.Prefix, errs *[]err
 	return ep.IP
 }
 
-// syncTunnel brings vxlan.reef in line: present while some pool may use
-// VXLAN, with a neighbour and fdb pair for every node reached through it.
-func (r *reconciler) syncTunnel(vxPeers map[netip.Addr]bool, errs *[]error) {
-	want := routes.TunnelState{Peers: vxPeers}
-	addr := r.tunnelAddress(r.net.tunnelHandle(), r.net.vxlanPool(), errs)
-	if r.net.vxlanPool().IsValid() {
-		want.Device = &routes.VXLANConfig{VNI: routes.VXLANVNI, Port: routes.VXLANPort, Local: r.net.uplink.Address,
-			UplinkIdx: r.net.uplink.Index, MTU: r.net.uplink.MTU - vxlanOverhead, TunnelAddr: addr,
-			MAC: routes.VTEPMAC(r.net.uplink.Address).String()}
-	} else {
-		want.Peers = nil
+// tunnelAddrs are the node's tunnel addresses, held in the store.
+type tunnelAddrs struct{ vxlan, ipip netip.Addr }
+
+// tunnelAddresses is the store's side of the tunnels, before their desired
+// state is computed: it reserves each tunnel's address in the first
+// confirmed own block of its pool, or releases it when no pool uses the
+// encapsulation any more (tunnelAddress).
+func (r *reconciler) tunnelAddresses(errs *[]error) tunnelAddrs {
+	return tunnelAddrs{
+		vxlan: r.tunnelAddress(r.net.tunnelHandle(), r.net.vxlanPool(), errs),
+		ipip:  r.tunnelAddress(r.net.ipipHandle(), r.net.ipipPool(), errs),
 	}
+}
+
+// desiredVXLAN is what vxlan.reef must be, purely: present while some pool
+// may use VXLAN, with a neighbour and fdb pair for every node reached
+// through it, and addr on it (none yet: the device runs without one until
+// the first pod brings a block).
+func (n netInfo) desiredVXLAN(vxPeers map[netip.Addr]bool, addr netip.Addr) routes.TunnelState {
+	if !n.vxlanPool().IsValid() {
+		return routes.TunnelState{}
+	}
+	return routes.TunnelState{Peers: vxPeers, Device: &routes.VXLANConfig{VNI: routes.VXLANVNI, Port: routes.VXLANPort,
+		Local: n.uplink.Address, UplinkIdx: n.uplink.Index, MTU: n.uplink.MTU - vxlanOverhead, TunnelAddr: addr,
+		MAC: routes.VTEPMAC(n.uplink.Address).String()}}
+}
+
+// syncTunnel brings vxlan.reef in line with desiredVXLAN.
+func (r *reconciler) syncTunnel(vxPeers map[netip.Addr]bool, addr netip.Addr, errs *[]error) {
+	want := r.net.desiredVXLAN(vxPeers, addr)
 	have, hasAddr, err := r.kernel.ReadTunnel(addr)
 	if err != nil {
 		*errs = append(*errs, err)
@@ -209,10 +227,8 @@ func (r *reconciler) syncTunnel(vxPeers map[netip.Addr]bool, errs *[]error) {
 
 // syncIPIP readies tunl0 while some pool may use IPIP. This lab's kernel
 // has no ipip module; the error then says so in the log and reef status.
-func (r *reconciler) syncIPIP(errs *[]error) {
-	pool := r.net.ipipPool()
-	addr := r.tunnelAddress(r.net.ipipHandle(), pool, errs)
-	if !pool.IsValid() {
+func (r *reconciler) syncIPIP(addr netip.Addr, errs *[]error) {
+	if !r.net.ipipPool().IsValid() {
 		return
 	}
 	if err := r.kernel.EnsureIPIP(r.net.uplink.MTU-ipipOverhead, addr); err != nil {

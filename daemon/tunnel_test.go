@@ -74,3 +74,27 @@ func TestRemoteRoutesPerPoolMode(t *testing.T) {
 		t.Errorf("reached(%s) = %q", same, r)
 	}
 }
+
+// What vxlan.reef must be is computed from the node and the tunnel address
+// the store holds, without the kernel or the store.
+func TestDesiredVXLAN(t *testing.T) {
+	up := Uplink{Interface: "eth0", Index: 7, MTU: 1500, Address: netip.MustParseAddr("192.168.77.11"), Prefix: netip.MustParsePrefix("192.168.77.11/24")}
+	pool := func(vx EncapMode) []PoolConfig {
+		return []PoolConfig{{CIDR: netip.MustParsePrefix("10.244.0.0/16"), BlockSize: 26, VXLANMode: vx, IPIPMode: EncapNever}}
+	}
+	peers := map[netip.Addr]bool{netip.MustParseAddr("192.168.78.11"): true}
+	addr := netip.MustParseAddr("10.244.0.1")
+
+	got := netInfo{uplink: up, pools: pool(EncapCrossSubnet)}.desiredVXLAN(peers, addr)
+	d := got.Device
+	if d == nil || d.VNI != routes.VXLANVNI || d.Port != routes.VXLANPort || d.Local != up.Address || d.UplinkIdx != 7 ||
+		d.MTU != 1450 || d.TunnelAddr != addr || d.MAC != routes.VTEPMAC(up.Address).String() || len(got.Peers) != 1 {
+		t.Errorf("CrossSubnet: %+v, device %+v", got, d)
+	}
+	if got := (netInfo{uplink: up, pools: pool(EncapAlways)}).desiredVXLAN(peers, netip.Addr{}); got.Device == nil || got.Device.TunnelAddr.IsValid() {
+		t.Errorf("no tunnel address yet: %+v", got.Device)
+	}
+	if got := (netInfo{uplink: up, pools: pool(EncapNever)}).desiredVXLAN(peers, addr); got.Device != nil || got.Peers != nil {
+		t.Errorf("no pool uses VXLAN: want no device and no peers, got %+v", got)
+	}
+}
