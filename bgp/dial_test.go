@@ -1,11 +1,14 @@
 package bgp
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reefcni/reef/internal/poll"
 )
 
 func TestPassive(t *testing.T) {
@@ -110,17 +113,12 @@ func TestWhoDials(t *testing.T) {
 				}
 			}
 			began := time.Now()
-			deadline := began.Add(30 * time.Second)
-			for {
-				st := sLo.Status(ctx)
-				if len(st) == 1 && st[0].State == "established" {
-					break
+			poll.For(t, 30*time.Second, func() error {
+				if st := sLo.Status(ctx); len(st) != 1 || st[0].State != "established" {
+					return fmt.Errorf("no session: %+v", st)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("no session after 30s: %+v", st)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				return nil
+			})
 			took := time.Since(began)
 			dialled := strings.Contains(logs.String(), "dialling it instead")
 			if dialled != tt.dials {

@@ -2,6 +2,7 @@ package bgp
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"slices"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/server"
 
 	"github.com/reefcni/reef/blockproto"
+	"github.com/reefcni/reef/internal/poll"
 )
 
 func TestSplitCommunities(t *testing.T) {
@@ -218,15 +220,16 @@ func lcString(lcs []LargeCommunity) string {
 	return cmp.Diff(nil, lcs)
 }
 
+// eventually polls cond, which describes what it still misses ("" when
+// nothing), until it returns "" (poll.Until), or fails the test after 30s.
 func eventually(t *testing.T, what string, cond func() string) {
 	t.Helper()
-	var last string
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if last = cond(); last == "" {
-			return
+	if err := poll.Until(30*time.Second, func() error {
+		if missing := cond(); missing != "" {
+			return errors.New(missing)
 		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
-	t.Fatalf("%s: not within 30s:\n%s", what, last)
 }

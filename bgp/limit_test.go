@@ -1,12 +1,15 @@
 package bgp
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
 
 	api "github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
+
+	"github.com/reefcni/reef/internal/poll"
 )
 
 // A peer that announces more IPv4 unicast paths than the session's limit
@@ -69,15 +72,12 @@ func TestPrefixLimitCutsOffAFlood(t *testing.T) {
 	}
 	waitFor := func(what string, ok func(n uint64, up bool, admin string) bool) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for time.Now().Before(deadline) {
-			if n, up, admin := received(); ok(n, up, admin) {
-				return
+		poll.For(t, 60*time.Second, func() error {
+			if n, up, admin := received(); !ok(n, up, admin) {
+				return fmt.Errorf("%s: A holds %d of B's paths, session established %v, admin state %s", what, n, up, admin)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		n, up, admin := received()
-		t.Fatalf("%s: after 60s A holds %d of B's paths, session established %v, admin state %s", what, n, up, admin)
+			return nil
+		})
 	}
 	waitFor("session up", func(_ uint64, up bool, _ string) bool { return up })
 
@@ -104,7 +104,7 @@ func TestPrefixLimitCutsOffAFlood(t *testing.T) {
 	waitFor("one past the limit", func(_ uint64, up bool, admin string) bool {
 		return !up && admin == api.PeerState_ADMIN_STATE_PFX_CT.String()
 	})
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // it stays down: a duration under test, not a wait
 	if _, up, admin := received(); up || admin != api.PeerState_ADMIN_STATE_PFX_CT.String() {
 		t.Errorf("2 s after the cut-off: established %v, admin state %s; want down, %s", up, admin, api.PeerState_ADMIN_STATE_PFX_CT)
 	}

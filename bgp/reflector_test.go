@@ -2,6 +2,7 @@ package bgp
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -16,6 +17,7 @@ import (
 	bgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 
 	"github.com/reefcni/reef/blockproto"
+	"github.com/reefcni/reef/internal/poll"
 )
 
 func TestPrefixLimits(t *testing.T) {
@@ -179,27 +181,26 @@ func TestRouteReflectors(t *testing.T) {
 			wantPeers[a] = PeerCounts{VPN: PathCounts{Received: uint64(n[0]), Accepted: uint64(n[0])},
 				Unicast: PathCounts{Received: uint64(n[1]), Accepted: uint64(n[1])}}
 		}
-		var diff, countsDiff string
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
+		if err := poll.Until(30*time.Second, func() error {
 			got, err := sp.LearnedTable()
 			if err != nil {
-				t.Fatal(err)
+				return poll.Stop(err)
 			}
 			c, err := sp.CountPaths()
 			if err != nil {
-				t.Fatal(err)
+				return poll.Stop(err)
 			}
 			got.Sort()
 			// Two copies (one per reflector) of each path: compare the set.
 			got = dedup(got)
-			diff, countsDiff = cmp.Diff(want, got, cmpOpts...), cmp.Diff(wantPeers, c.Peers, cmpOpts...)
-			if diff == "" && countsDiff == "" {
-				return
+			diff, countsDiff := cmp.Diff(want, got, cmpOpts...), cmp.Diff(wantPeers, c.Peers, cmpOpts...)
+			if diff != "" || countsDiff != "" {
+				return fmt.Errorf("(-want +got):\n%s\ncounts per peer (-want +got):\n%s", diff, countsDiff)
 			}
-			time.Sleep(50 * time.Millisecond)
+			return nil
+		}); err != nil {
+			t.Fatalf("%s's table: %v\nsessions: %+v", name, err, sp.Status(ctx))
 		}
-		t.Fatalf("%s's table after 30s (-want +got):\n%s\ncounts per peer (-want +got):\n%s\nsessions: %+v", name, diff, countsDiff, sp.Status(ctx))
 	}
 	with := func(a, b blockproto.Table) blockproto.Table {
 		return blockproto.Table{Records: append(slices.Clone(a.Records), b.Records...), Claims: append(slices.Clone(a.Claims), b.Claims...),
@@ -236,7 +237,7 @@ func TestRouteReflectors(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i < 3 {
-			time.Sleep(time.Duration(i) * 5 * time.Millisecond)
+			time.Sleep(time.Duration(i) * 5 * time.Millisecond) // the replacements' spacing: the race under test
 		}
 	}
 	learns("client 1 after a replaced grant", s1, with(t2, tr), map[netip.Addr][2]int{rr1: {3, 1}, rr2: {3, 1}})

@@ -3,6 +3,7 @@ package bgp
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"net"
@@ -20,6 +21,7 @@ import (
 	bgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 
 	"github.com/reefcni/reef/blockproto"
+	"github.com/reefcni/reef/internal/poll"
 )
 
 // syncBuffer collects the speakers' logs, which GoBGP's goroutines may
@@ -120,26 +122,24 @@ func testTwoSpeakers(t *testing.T, dynamic bool) {
 		if vpn == (PathCounts{}) && uc == (PathCounts{}) {
 			wantCounts.Peers = map[netip.Addr]PeerCounts{}
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		if err := poll.Until(30*time.Second, func() error {
 			got, err := b.LearnedTable()
 			if err != nil {
-				t.Fatal(err)
+				return poll.Stop(err)
 			}
 			counts, err := b.CountPaths()
 			if err != nil {
-				t.Fatal(err)
+				return poll.Stop(err)
 			}
 			got.Sort()
 			diff := cmp.Diff(want, got, cmpOpts...)
 			countsDiff := cmp.Diff(wantCounts, counts, cmpOpts...)
-			if diff == "" && countsDiff == "" {
-				return
+			if diff != "" || countsDiff != "" {
+				return fmt.Errorf("(-want +got):\n%s\ncounts (-want +got):\n%s", diff, countsDiff)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: B's table after 30s (-want +got):\n%s\ncounts (-want +got):\n%s\nsessions: %+v", what, diff, countsDiff, b.Status(ctx))
-			}
-			time.Sleep(50 * time.Millisecond)
+			return nil
+		}); err != nil {
+			t.Fatalf("%s: B's table: %v\nsessions: %+v", what, err, b.Status(ctx))
 		}
 	}
 
@@ -303,20 +303,16 @@ func BenchmarkLearnedTable(b *testing.B) {
 	if err := a.AnnounceTable(tbl, nil); err != nil {
 		b.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	poll.For(b, 60*time.Second, func() error {
 		got, err := sb.LearnedTable()
 		if err != nil {
-			b.Fatal(err)
+			return poll.Stop(err)
 		}
-		if got.Len() == tbl.Len() {
-			break
+		if got.Len() != tbl.Len() {
+			return fmt.Errorf("B has %d of %d paths", got.Len(), tbl.Len())
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("B has %d of %d paths after 60s", got.Len(), tbl.Len())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {

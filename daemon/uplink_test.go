@@ -3,16 +3,17 @@ package daemon
 import (
 	"net"
 	"net/netip"
-	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/reefcni/reef/internal/netnstest"
 )
 
 var uplinkCmpOpts = cmpopts.EquateComparable(netip.Addr{}, netip.Prefix{})
@@ -204,37 +205,25 @@ func withReason(u Uplink, reason string) Uplink {
 // TestDetectUplink runs DetectUplink against the kernel, in a network
 // namespace of its own so that the host's is never touched.
 func TestDetectUplink(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: needs root to create a network namespace (run the tests as root)")
-	}
-	// The thread is moved into the test namespace; it must not run anything
-	// else until it is back.
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		t.Fatalf("get current netns: %v", err)
-	}
-	defer orig.Close()
-	testNS, err := netns.New()
-	if err != nil {
-		runtime.UnlockOSThread()
-		t.Fatalf("create netns: %v", err)
-	}
-	defer testNS.Close()
-	defer func() {
-		if err := netns.Set(orig); err != nil {
-			// Leave the thread locked: the runtime ends it with the
-			// goroutine instead of reusing a thread in the wrong namespace.
-			t.Errorf("switch back to the original netns: %v", err)
-			return
+	testNS := netnstest.New(t)
+	// in runs the code under test in the test namespace, on a locked
+	// thread of its own (ns.Do): uplinkReadKernel and DetectUplink read
+	// the namespace of their caller.
+	in := func(f func()) {
+		t.Helper()
+		if err := testNS.Do(func(ns.NetNS) error { f(); return nil }); err != nil {
+			t.Fatalf("enter the test netns: %v", err)
 		}
-		runtime.UnlockOSThread()
-	}()
+	}
+	nsh, err := netns.GetFromPath(testNS.Path())
+	if err != nil {
+		t.Fatalf("open the test netns: %v", err)
+	}
+	defer nsh.Close()
 
 	// A handle bound to the test namespace, so that setting up can never
 	// reach the host's even if the thread were elsewhere.
-	h, err := netlink.NewHandleAt(testNS)
+	h, err := netlink.NewHandleAt(nsh)
 	if err != nil {
 		t.Fatalf("netlink handle in test netns: %v", err)
 	}
@@ -307,7 +296,10 @@ func TestDetectUplink(t *testing.T) {
 	}
 
 	// The conversion from netlink: flags, scopes and the default route.
-	links, addrs, defaults, err := uplinkReadKernel()
+	var links []LinkInfo
+	var addrs []AddrInfo
+	var defaults []RouteInfo
+	in(func() { links, addrs, defaults, err = uplinkReadKernel() })
 	if err != nil {
 		t.Fatalf("uplinkReadKernel() error = %v", err)
 	}
@@ -336,7 +328,9 @@ func TestDetectUplink(t *testing.T) {
 		Reason: "10.99.0.2 on veth-up: interface of the default route (metric 100)"}
 	check := func(name, wantIface string, wantAddr netip.Addr, want Uplink) {
 		t.Helper()
-		got, err := DetectUplink(wantIface, wantAddr)
+		var got Uplink
+		var err error
+		in(func() { got, err = DetectUplink(wantIface, wantAddr) })
 		if err != nil {
 			t.Errorf("%s: DetectUplink() error = %v", name, err)
 			return

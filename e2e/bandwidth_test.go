@@ -68,7 +68,12 @@ func TestBandwidth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	time.Sleep(300 * time.Millisecond)
+	eventually(t, 10*time.Second, func() string {
+		if out := run(t, l, server.Netns, "ss", "-Hltn", "sport = :5201"); !strings.Contains(out, "LISTEN") {
+			return "iperf3 does not listen on 5201"
+		}
+		return ""
+	})
 
 	limited, err := n.NewPodNetns("default", "limited")
 	if err != nil {

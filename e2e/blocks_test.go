@@ -247,7 +247,7 @@ func TestBlocksForgottenNodeStopsAllocating(t *testing.T) {
 	if err := l.DropNode(n3, true); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(4 * time.Second) // hold time 3s
+	waitCutOff(t, n3, n1, nodes[1])
 	if out, err := n1.Reef("node", "forget", n3.Address.String()); err != nil {
 		t.Fatalf("reef node forget: %v\n%s", err, out)
 	}

@@ -113,6 +113,9 @@ func TestBlocksChaos(t *testing.T) {
 				if err := n.Kill(); err != nil {
 					t.Error(err)
 				}
+				// The chaos is timed: a node down 0.5-2 s, cut 1-5 s, or a
+				// second of churn alone. These are the faults' lengths, not
+				// waits for a daemon.
 				time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
 				if err := n.Start(); err != nil {
 					t.Fatalf("round %d: restart %s: %v", round, n.Name, err)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"net/netip"
 	"os/exec"
@@ -29,7 +30,8 @@ func crossLab(t *testing.T, pool string) (*lab.Lab, []*lab.Node) {
 }
 
 // capture runs tcpdump on a switch bridge while f runs and returns what it
-// printed.
+// printed of the first two packets. f runs once tcpdump says on stderr
+// that it listens, so no packet of f's goes by before the capture is open.
 func capture(t *testing.T, l *lab.Lab, bridge, filter string, f func()) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -38,11 +40,34 @@ func capture(t *testing.T, l *lab.Lab, bridge, filter string, f func()) string {
 		"tcpdump", "-n", "-l", "-v", "-i", bridge, "-c", "2", filter)
 	var out strings.Builder
 	cmd.Stdout = &out
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
-	f()
+	listening, stderrDone := make(chan struct{}), make(chan struct{})
+	var said strings.Builder
+	go func() {
+		defer close(stderrDone)
+		heard := false
+		for sc := bufio.NewScanner(stderr); sc.Scan(); {
+			said.WriteString(sc.Text() + "\n")
+			if !heard && strings.Contains(sc.Text(), "listening on") {
+				heard = true
+				close(listening)
+			}
+		}
+	}()
+	select {
+	case <-listening:
+		f()
+	case <-stderrDone:
+		cmd.Wait()
+		t.Fatalf("tcpdump on %s ended before it listened: %s", bridge, said.String())
+	}
+	<-stderrDone // the pipe is read to its end before Wait closes it
 	cmd.Wait()
 	return out.String()
 }

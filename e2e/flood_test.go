@@ -98,7 +98,9 @@ func TestExternalPeerFlood(t *testing.T) {
 		}
 		return ""
 	})
-	time.Sleep(5 * time.Second) // it stays cut off, and gobgpd keeps trying
+	// What is tested is a duration: the session stays cut off for 5 s
+	// while gobgpd keeps trying. Nothing here waits for the daemon.
+	time.Sleep(5 * time.Second)
 	e := external()
 	if !strings.HasPrefix(e.GetState(), "cut off") || e.GetSent() != 0 {
 		t.Errorf("5s after the flood: %s", e)

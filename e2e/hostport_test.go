@@ -225,7 +225,7 @@ func TestHostPort(t *testing.T) {
 			t.Fatal(err)
 		}
 		seen(t, out.Server, "tcp:"+node+":8080", lab.OutsideAddr.String())
-		time.Sleep(1500 * time.Millisecond) // a reconcile pass
+		waitPass(t, n)
 		if got := strings.Count(n.Log(), "repairing nftables"); got != repairs {
 			t.Errorf("the restarted daemon repaired nftables %d time(s): its tables were in line", got-repairs)
 		}
@@ -258,7 +258,9 @@ func TestHostPort(t *testing.T) {
 		seen(t, client.Netns, "tcp:10.96.0.10:80", client.IP.String())
 		seen(t, out.Server, "tcp:"+node+":8080", lab.OutsideAddr.String())
 		seen(t, n.Netns, "tcp:"+node+":8080", node)
-		time.Sleep(2 * time.Second) // reconcile passes
+		if err := n.WaitPasses(2, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
 		if after := run(t, l, n.Netns, "nft", "list", "table", "ip", "kube-proxy"); nftCounters.ReplaceAllString(after, "") != nftCounters.ReplaceAllString(before, "") {
 			t.Errorf("kube-proxy's table changed:\n%s\nwas:\n%s", after, before)
 		}
@@ -282,7 +284,7 @@ func TestHostPort(t *testing.T) {
 		defer c.Close()
 		for range 3 {
 			c.Write([]byte("before"))
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // a client that keeps sending, 10 a second: traffic, not a wait
 		}
 		if _, err := hostPortPod(t, n, "udp", lab.PortMapping{HostPort: 7070, ContainerPort: 80, Protocol: "udp"}); err != nil {
 			t.Fatal(err)

@@ -139,11 +139,16 @@ spec:
 			t.Errorf("%s -> %s (%s): %q, %v", from, to, ips[to], got, err)
 		}
 	}
-	got, err := c.Kubectl("exec", from, "--", "curl", "-sS", "--max-time", "5", "http://web.default.svc.cluster.local/hostname")
-	if err != nil || !strings.HasPrefix(strings.TrimSpace(got), "web-") {
-		t.Errorf("%s -> Service web by its DNS name: %q, %v", from, got, err)
-	}
-	got, err = c.Kubectl("exec", from, "--", "nslookup", "kubernetes.default.svc.cluster.local")
+	// kube-proxy programs the Service's endpoints after the pods are
+	// Ready, on its own time; until then it rejects the connection.
+	eventually(t, 30*time.Second, func() string {
+		got, err := c.Kubectl("exec", from, "--", "curl", "-sS", "--max-time", "5", "http://web.default.svc.cluster.local/hostname")
+		if err != nil || !strings.HasPrefix(strings.TrimSpace(got), "web-") {
+			return fmt.Sprintf("%s -> Service web by its DNS name: %q, %v", from, got, err)
+		}
+		return ""
+	})
+	got, err := c.Kubectl("exec", from, "--", "nslookup", "kubernetes.default.svc.cluster.local")
 	if err != nil || !strings.Contains(got, lab.KubeServiceRange.Addr().Next().String()) {
 		t.Errorf("%s: nslookup kubernetes.default: %q, %v", from, got, err)
 	}

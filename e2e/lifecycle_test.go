@@ -61,6 +61,9 @@ func TestRestartKeepsTraffic(t *testing.T) {
 	routesBefore := reefRoutes(t, n)
 
 	wait := pingFor(t, a, b.IP.String(), 40)
+	// The times below are the scenario, not waits for the daemon: half a
+	// second of traffic before the restart, and 300 ms of traffic while
+	// the killed daemon is down.
 	time.Sleep(500 * time.Millisecond)
 	if err := n.Restart(); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/reefcni/reef/internal/lab"
+	"github.com/reefcni/reef/internal/poll"
 )
 
 var binDir string
@@ -105,19 +107,49 @@ func run(t *testing.T, l *lab.Lab, netns string, args ...string) string {
 	return out
 }
 
-// eventually polls cond (which describes what it still misses) until it
-// returns "" or the timeout passes.
+// eventually polls cond, which describes what it still misses ("" when
+// nothing), with poll.For until it returns "", and fails the test with
+// what it last missed when the timeout passes.
 func eventually(t *testing.T, timeout time.Duration, cond func() string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for time.Now().Before(deadline) {
-		if last = cond(); last == "" {
-			return
+	poll.For(t, timeout, func() error {
+		if missing := cond(); missing != "" {
+			return errors.New(missing)
 		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	})
+}
+
+// waitPass waits until each node has run a whole reconcile pass that
+// began after the call (lab.Node.WaitPass): the event a test needs after
+// it changed what a daemon reconciles, or before it checks that a pass
+// left something alone. The lab's reconcile interval is 1s.
+func waitPass(t *testing.T, nodes ...*lab.Node) {
+	t.Helper()
+	for _, n := range nodes {
+		if err := n.WaitPass(20 * time.Second); err != nil {
+			t.Fatal(err)
+		}
 	}
-	t.Fatalf("after %s: %s", timeout, last)
+}
+
+// waitCutOff waits until no BGP session between cut and others is
+// established, on either side (what a cut longer than the hold time
+// brings: the lab's is 3s), and then for a pass of each node, whose block
+// protocol step sees the sessions gone.
+func waitCutOff(t *testing.T, cut *lab.Node, others ...*lab.Node) {
+	t.Helper()
+	eventually(t, 20*time.Second, func() string {
+		for _, o := range others {
+			for _, pair := range [][2]*lab.Node{{cut, o}, {o, cut}} {
+				if s := sessionState(t, pair[0], pair[1]); s == "established" {
+					return fmt.Sprintf("%s's session to %s is still established", pair[0].Name, pair[1].Name)
+				}
+			}
+		}
+		return ""
+	})
+	waitPass(t, append([]*lab.Node{cut}, others...)...)
 }
 
 // reefRoutes lists the node's routes with reef's protocol.

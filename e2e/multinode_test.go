@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -108,22 +106,9 @@ func TestMeshThreeNodes(t *testing.T) {
 	// The underlay sees pod addresses, not node addresses: capture on the
 	// switch while a pod on node1 pings a pod on node2.
 	a, b := pods[0], pods[4]
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	capture := exec.CommandContext(ctx, "nsenter", "--net="+lab.NetnsPath(l.Switch), "--",
-		"tcpdump", "-n", "-l", "-i", "br0", "-c", "2", "icmp")
-	var out strings.Builder
-	capture.Stdout = &out
-	if err := capture.Start(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(500 * time.Millisecond) // tcpdump attaches
-	for i := 0; i < 3; i++ {
-		a.Ping(b.IP)
-	}
-	capture.Wait()
-	if !strings.Contains(out.String(), a.IP.String()+" > "+b.IP.String()) {
-		t.Errorf("underlay capture does not show %s > %s unwrapped:\n%s", a.IP, b.IP, out.String())
+	out := capture(t, l, "br0", "icmp", func() { a.Ping(b.IP) })
+	if !strings.Contains(out, a.IP.String()+" > "+b.IP.String()) {
+		t.Errorf("underlay capture does not show %s > %s unwrapped:\n%s", a.IP, b.IP, out)
 	}
 
 	// reef status and ipam show agree with BGP and the kernel.
@@ -249,6 +234,8 @@ func TestNodeRestartNoLoss(t *testing.T) {
 	before := blocksOf(t, nodes[1])
 	w1 := pingFor(t, p1, p2.IP.String(), 60)
 	w3 := pingFor(t, p3, p2.IP.String(), 60)
+	// A second of traffic before the restart, as part of the scenario: the
+	// pings span the restart (6 s of them), whenever it comes.
 	time.Sleep(time.Second)
 	if err := nodes[1].Restart(); err != nil {
 		t.Fatal(err)
@@ -283,7 +270,7 @@ func TestPartitionKeepsBlocks(t *testing.T) {
 	if err := l.CutNode(nodes[1], true); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * time.Second) // hold time 3s
+	waitCutOff(t, nodes[1], nodes[0], nodes[2])
 	// node1 fills its block and needs more: it may take the spare block,
 	// never node2's; then the pool is exhausted.
 	var extra []*lab.Pod

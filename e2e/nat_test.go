@@ -258,7 +258,7 @@ func TestNFTDriftRepair(t *testing.T) {
 	p := newPod(t, n, "web-1")
 	newPod(t, n, "web-2")
 	veth := p.Result.Interfaces[0].Name
-	time.Sleep(1500 * time.Millisecond) // a pass with the pods in place
+	waitPass(t, n) // with the pods in place
 	baseline := nftReefTables(n)
 	if strings.Contains(baseline, "missing") || !strings.Contains(baseline, p.IP.String()) {
 		t.Fatalf("tables after ADD:\n%s", baseline)
@@ -405,7 +405,7 @@ func TestKubeProxyCoexistence(t *testing.T) {
 	if err := n.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	waitPass(t, n) // the start's pass, before ready, and one more
 	if got := kubeProxy(); got != theirs {
 		t.Errorf("kube-proxy's table changed:\n%s\nwas:\n%s", got, theirs)
 	}
@@ -421,7 +421,9 @@ func TestKubeProxyCoexistence(t *testing.T) {
 	} {
 		run(t, l, n.Netns, append([]string{"nft"}, strings.Fields(cmd)...)...)
 	}
-	time.Sleep(3 * time.Second) // three passes
+	if err := n.WaitPasses(3, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	if got := nftReefTables(n); got != ours {
 		t.Errorf("reef's tables changed after kube-proxy's did:\n%s\nwas:\n%s", got, ours)
 	}
@@ -485,7 +487,7 @@ func TestPodSet200(t *testing.T) {
 	check("after 100 DELs", odd)
 	each(odd, (*lab.Pod).Del)
 	check("after 200 DELs", nil)
-	time.Sleep(1500 * time.Millisecond)
+	waitPass(t, n)
 	check("a pass later", nil)
 	if r := nftRepairLines(n); r != 0 {
 		t.Errorf("the loop repaired the set %d times: ADD and DEL should keep it exact", r)
@@ -593,9 +595,19 @@ func TestARPFilterFailureRollsBackADD(t *testing.T) {
 	l := newLab(t)
 	n := startNode(t, l, "node1", lab.NodeOptions{ReconcileInterval: 10 * time.Minute})
 	// A first pod claims the block; the pass its claim triggers is over
-	// before the set is broken, and no later ADD claims another.
+	// before the set is broken, and no later ADD claims another. With a
+	// reconcile interval of 10 minutes no other pass comes.
+	passes, err := n.Passes()
+	if err != nil {
+		t.Fatal(err)
+	}
 	first := newPod(t, n, "web-0")
-	time.Sleep(time.Second)
+	eventually(t, 10*time.Second, func() string {
+		if now, err := n.Passes(); err != nil || now <= passes {
+			return fmt.Sprintf("no pass after the first pod's claim (%d passes, %v)", now, err)
+		}
+		return ""
+	})
 	for _, cmd := range []string{
 		"flush chain arp reef output",
 		"delete set arp reef pod-addrs",

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/reefcni/reef/internal/lab"
+	"github.com/reefcni/reef/internal/poll"
 )
 
 // The driver of the NetworkPolicy truth tables (netpol_cases_test.go holds
@@ -28,11 +29,9 @@ const (
 	npProbeTimeout = time.Second
 	// npPollFor is how long an expectation may take to hold after a step,
 	// as upstream polls each probe for 10 s, with some room for a loaded
-	// machine.
+	// machine. Rounds are paced by poll.Until; a round with a denial
+	// already takes npProbeTimeout.
 	npPollFor = 15 * time.Second
-	// npPollInterval is the least time between the starts of two rounds;
-	// a round with a denial already takes npProbeTimeout.
-	npPollInterval = 250 * time.Millisecond
 	// npAppliedWait bounds the wait for the nodes to report a step's
 	// policies applied; past it the probes poll anyway.
 	npAppliedWait = 10 * time.Second
@@ -289,27 +288,24 @@ func (d *npDriver) waitApplied(t *testing.T) {
 // unisolated, no pod isolated) and no apply error; it describes what it
 // still misses after timeout ("" when none).
 func (d *npDriver) waitNodes(timeout time.Duration, n int, unisolated bool) string {
-	deadline := time.Now().Add(timeout)
-	for {
-		msg := ""
+	err := poll.Until(timeout, func() error {
 		for _, node := range d.pl.Nodes {
 			st, err := node.Status()
 			if err != nil {
-				msg = fmt.Sprintf("%s: status: %v", node.Name, err)
-				break
+				return fmt.Errorf("%s: status: %v", node.Name, err)
 			}
 			p := st.GetPolicy()
 			if int(p.GetPolicies()) != n || unisolated && (p.GetIsolatedIngress() != 0 || p.GetIsolatedEgress() != 0) || p.GetLastError() != "" {
-				msg = fmt.Sprintf("%s: %d policies (want %d), %d pods isolated for ingress, %d for egress; last error %q",
+				return fmt.Errorf("%s: %d policies (want %d), %d pods isolated for ingress, %d for egress; last error %q",
 					node.Name, p.GetPolicies(), n, p.GetIsolatedIngress(), p.GetIsolatedEgress(), p.GetLastError())
-				break
 			}
 		}
-		if msg == "" || time.Now().After(deadline) {
-			return msg
-		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		return err.Error()
 	}
+	return ""
 }
 
 // expect probes the matrices of exps, all in one round, until each is as
@@ -317,22 +313,25 @@ func (d *npDriver) waitNodes(timeout time.Duration, n int, unisolated bool) stri
 // returns false.
 func (d *npDriver) expect(t *testing.T, what string, exps []npExpectation) bool {
 	t.Helper()
-	deadline := time.Now().Add(npPollFor)
-	for round := 1; ; round++ {
+	var obs []*npObserved
+	var wrong []int
+	round := 0
+	err := poll.Until(npPollFor, func() error {
+		round++
 		exps = d.withoutSCTP(exps)
+		obs, wrong = nil, nil
 		if len(exps) == 0 {
-			return true
+			return nil
 		}
-		start := time.Now()
-		obs, noSCTP, err := d.probeRound(exps)
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
+		var noSCTP bool
+		var err error
+		if obs, noSCTP, err = d.probeRound(exps); err != nil {
+			return poll.Stop(err)
 		}
 		if noSCTP && !d.noSCTP {
 			d.noSCTP = true
 			t.Log("SCTP probes skipped: " + lab.ErrNoSCTP.Error())
 		}
-		var wrong []int
 		for k, x := range exps {
 			if d.noSCTP && x.Probe.Protocol == corev1.ProtocolSCTP {
 				continue
@@ -341,20 +340,24 @@ func (d *npDriver) expect(t *testing.T, what string, exps []npExpectation) bool 
 				wrong = append(wrong, k)
 			}
 		}
-		if len(wrong) == 0 {
-			if round > 1 {
-				t.Logf("%s: as expected after %d rounds", what, round)
-			}
-			return true
+		if len(wrong) > 0 {
+			return fmt.Errorf("%d of %d matrices differ", len(wrong), len(exps))
 		}
-		if time.Now().After(deadline) {
-			for _, k := range wrong {
-				t.Errorf("%s: after %s (%d rounds), %s", what, npPollFor, round, exps[k].Reach.Table(exps[k].Probe, obs[k]))
-			}
-			return false
+		return nil
+	})
+	switch {
+	case err == nil:
+		if round > 1 {
+			t.Logf("%s: as expected after %d rounds", what, round)
 		}
-		time.Sleep(npPollInterval - time.Since(start))
+		return true
+	case len(wrong) == 0: // the probes could not run
+		t.Fatalf("%s: %v", what, err)
 	}
+	for _, k := range wrong {
+		t.Errorf("%s: after %s (%d rounds), %s", what, npPollFor, round, exps[k].Reach.Table(exps[k].Probe, obs[k]))
+	}
+	return false
 }
 
 // withoutSCTP drops the SCTP expectations once the kernel is known to have

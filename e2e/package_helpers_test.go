@@ -31,6 +31,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/reefcni/reef/internal/lab"
+	"github.com/reefcni/reef/internal/netnstest"
+	"github.com/reefcni/reef/internal/poll"
 	reefv1 "github.com/reefcni/reef/proto"
 )
 
@@ -205,23 +207,19 @@ func cleanInstalled(t *testing.T) {
 		t.Logf("killing pid %d, a daemon of an earlier run of these tests", pid)
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
-	if deadline := time.Now().Add(5 * time.Second); len(pids) > 0 {
-		for time.Now().Before(deadline) {
-			if p, _ := installedDaemons(); len(p) == 0 {
-				break
+	if len(pids) > 0 {
+		if err := poll.Until(5*time.Second, func() error {
+			if p, _ := installedDaemons(); len(p) > 0 {
+				return fmt.Errorf("daemons %v still run", p)
 			}
-			time.Sleep(20 * time.Millisecond)
+			return nil
+		}); err != nil {
+			t.Log(err)
 		}
 	}
 	if status := dpkgStatus("reef"); status != "" {
 		t.Logf("reef is %q from an earlier run; purging it", status)
-		ns := fmt.Sprintf("reefpkgclean%d", os.Getpid())
-		exec.Command("ip", "netns", "del", ns).Run()
-		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-			t.Fatalf("ip netns add %s: %v: %s", ns, err, out)
-		}
-		out, err := exec.Command("nsenter", "--net="+lab.NetnsPath(ns), "--", "dpkg", "--purge", "reef").CombinedOutput()
-		exec.Command("ip", "netns", "del", ns).Run()
+		out, err := netnstest.Output(netnstest.New(t), "dpkg", "--purge", "reef")
 		if err != nil {
 			t.Fatalf("dpkg --purge reef (leftover): %v\n%s", err, out)
 		}
@@ -623,17 +621,19 @@ func (d *unitDaemon) running() bool {
 
 // waitReady waits for READY=1 (systemd's start job completing).
 func (d *unitDaemon) waitReady(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	err := poll.Until(timeout, func() error {
 		if n, _ := d.notify.count("READY=1"); n > 0 {
 			return nil
 		}
 		if !d.running() {
-			return fmt.Errorf("daemon exited before READY=1: %v\n%s", d.exit, d.logTail(20))
+			return poll.Stop(fmt.Errorf("daemon exited before READY=1: %v", d.exit))
 		}
-		time.Sleep(20 * time.Millisecond)
+		return errors.New("no READY=1")
+	})
+	if err != nil {
+		return fmt.Errorf("%v\n%s", err, d.logTail(20))
 	}
-	return fmt.Errorf("no READY=1 within %s\n%s", timeout, d.logTail(20))
+	return nil
 }
 
 // stop signals the daemon and waits until it is gone (systemctl stop:

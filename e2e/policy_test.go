@@ -317,6 +317,8 @@ func TestPolicyLifecycle(t *testing.T) {
 		out, err := pl.Run(ya.Netns, "iperf3", "-c", xa.IP.String(), "-t", "6", "-i", "1", "-J", "-b", "200M")
 		done <- result{out, err}
 	}()
+	// The update lands two seconds into the six of the connection: the
+	// scenario, not a wait for the daemon.
 	time.Sleep(2 * time.Second)
 	pol.Spec.Ingress[0].Ports = pol.Spec.Ingress[0].Ports[1:] // TCP 80 goes
 	pol.Spec.Ingress = append(pol.Spec.Ingress, networkingv1.NetworkPolicyIngressRule{Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &iperf}}})

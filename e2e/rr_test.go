@@ -16,6 +16,7 @@ import (
 	"github.com/reefcni/reef/bgp"
 	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/internal/lab"
+	"github.com/reefcni/reef/internal/poll"
 )
 
 // Route reflectors (docs/bgp.md): six client nodes peer only with two
@@ -112,21 +113,19 @@ func competingPods(t *testing.T, l *lab.Lab, clients []*lab.Node, hold []string)
 		}()
 	}
 	if len(hold) > 0 {
-		claimed := func() bool {
-			return !slices.ContainsFunc(clients, func(n *lab.Node) bool { return !strings.Contains(n.Log(), "claimed a block") })
-		}
-		deadline := time.Now().Add(1500 * time.Millisecond)
-		for time.Now().Before(deadline) && !claimed() {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if !claimed() {
+		if err := poll.Until(1500*time.Millisecond, func() error {
 			var late []string
 			for _, n := range clients {
 				if !strings.Contains(n.Log(), "claimed a block") {
 					late = append(late, n.Name)
 				}
 			}
-			t.Logf("%v claimed no block within 1.5s of the ADDs; the reflectors take the claims in anyway", late)
+			if len(late) > 0 {
+				return fmt.Errorf("%v claimed no block", late)
+			}
+			return nil
+		}); err != nil {
+			t.Logf("%v since the ADDs began; the reflectors take the claims in anyway", err)
 		}
 		release()
 	}
@@ -188,6 +187,16 @@ func pingAll(t *testing.T, pods []*lab.Pod) {
 // (address -> type), and the import filter dropped nothing.
 func checkPeers(t *testing.T, n *lab.Node, want map[string]string) {
 	t.Helper()
+	// Routes through one reflector may come before the other's paths
+	// (held back by a test's cut, they wait for TCP's retransmission).
+	eventually(t, 10*time.Second, func() string {
+		for _, p := range mustStatus(t, n).GetPeers() {
+			if p.GetState() != "established" || p.GetReceived() == 0 {
+				return fmt.Sprintf("%s: peer %s is %s, %d paths received", n.Name, p.GetAddress(), p.GetState(), p.GetReceived())
+			}
+		}
+		return ""
+	})
 	st := mustStatus(t, n)
 	got := map[string]string{}
 	for _, p := range st.GetPeers() {
@@ -219,7 +228,7 @@ func noLossAcross(t *testing.T, a, b *lab.Pod, what string, restart func()) {
 	t.Helper()
 	wab := pingFor(t, a, b.IP.String(), 80)
 	wba := pingFor(t, b, a.IP.String(), 80)
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // a second of traffic before the restart: the scenario, not a wait
 	restart()
 	for dir, w := range map[string]func() (int, int){a.Node.Name + " -> " + b.Node.Name: wab, b.Node.Name + " -> " + a.Node.Name: wba} {
 		recv, sent := w()
@@ -357,7 +366,7 @@ func testExternalReflectors(t *testing.T, l *lab.Lab, rrs []externalRR) {
 
 	noLossAcross(t, pods[0], pods[3], "a kill and restart of "+rrs[0].name, func() {
 		rrs[0].kill()
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // the reflector stays down a second: the outage under test
 		if err := rrs[0].start(); err != nil {
 			t.Fatal(err)
 		}

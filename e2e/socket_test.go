@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/reefcni/reef/internal/lab"
+	"github.com/reefcni/reef/internal/poll"
 	reefv1 "github.com/reefcni/reef/proto"
 )
 
@@ -223,13 +224,15 @@ func TestSocketIdleConnections(t *testing.T) {
 // dialRetry connects to a unix socket, retrying while its backlog is
 // full (EAGAIN: a thousand dials at once can outrun the accept loop).
 func dialRetry(path string) (net.Conn, error) {
-	for i := 0; ; i++ {
-		c, err := net.Dial("unix", path)
-		if err == nil || !errors.Is(err, syscall.EAGAIN) || i == 100 {
-			return c, err
+	var c net.Conn
+	err := poll.Until(2*time.Second, func() error {
+		var err error
+		if c, err = net.Dial("unix", path); err != nil && !errors.Is(err, syscall.EAGAIN) {
+			return poll.Stop(err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err
+	})
+	return c, err
 }
 
 // awaitHangUp reads c until the peer closes it: nil on EOF or a reset, an

@@ -130,14 +130,16 @@ func testStoreRecover(t *testing.T, damage func(t *testing.T, path string)) {
 	if out, err := n.Reef("routes"); err != nil {
 		t.Errorf("reef routes after the recovery: %v\n%s", err, out)
 	}
-	// Two reconcile passes later c's hostPort answers and its limits hold.
-	time.Sleep(2500 * time.Millisecond)
-	if reply, why := probeOne(t, l, a.Netns, hostPort); reply == "" {
-		t.Errorf("c's hostPort after the recovery: %s", why)
-	}
-	if q := run(t, l, n.Netns, "tc", "qdisc", "show", "dev", vethOf(c)); !strings.Contains(q, "tbf") || !strings.Contains(q, "10Mbit") {
-		t.Errorf("c's veth after the recovery has no 10 Mbit/s tbf:\n%s", q)
-	}
+	// The reconcile passes put back c's hostPort and its limits.
+	eventually(t, 20*time.Second, func() string {
+		if reply, why := probeOne(t, l, a.Netns, hostPort); reply == "" {
+			return "c's hostPort after the recovery: " + why
+		}
+		if q := run(t, l, n.Netns, "tc", "qdisc", "show", "dev", vethOf(c)); !strings.Contains(q, "tbf") || !strings.Contains(q, "10Mbit") {
+			return "c's veth after the recovery has no 10 Mbit/s tbf:\n" + q
+		}
+		return ""
+	})
 	st, err := n.Reef("status")
 	if err != nil || !strings.Contains(st, "reef store recover") {
 		t.Errorf("reef status does not say the store was recovered: %v\n%s", err, st)

@@ -142,12 +142,11 @@ func TestPodStorm(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// After a reconcile pass, nothing of the pods is left.
+	// The drain and the reconcile passes leave nothing of the pods.
 	addrs := map[string]bool{}
 	for _, p := range pods {
 		addrs[p.IP.String()] = true
 	}
-	time.Sleep(1500 * time.Millisecond) // the lab's reconcile interval is 1s
 	eventually(t, 15*time.Second, func() string { return leftovers(t, n, addrs) })
 	if out, err := n.Reef("ipam", "check"); err != nil {
 		t.Errorf("reef ipam check after the storm: %v", err)
@@ -197,23 +196,30 @@ func storm(t *testing.T, n *lab.Node, pods []*lab.Pod, f func(*lab.Pod) error, r
 	t.Helper()
 	errs := make([]error, len(pods))
 	var ok, returned atomic.Int32
-	start := make(chan struct{})
+	// third is closed by the call that makes a third of them succeed, or
+	// by the last to return: the moment of the kill.
+	start, third := make(chan struct{}), make(chan struct{})
+	var thirdOnce sync.Once
 	var wg sync.WaitGroup
 	for i, p := range pods {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
-			if errs[i] = f(p); errs[i] == nil {
-				ok.Add(1)
+			errs[i] = f(p)
+			okNow := ok.Load()
+			if errs[i] == nil {
+				okNow = ok.Add(1)
 			}
-			returned.Add(1)
+			if r := returned.Add(1); okNow >= int32(len(pods)/3) || r == int32(len(pods)) {
+				thirdOnce.Do(func() { close(third) })
+			}
 		}()
 	}
 	close(start)
-	deadline := time.Now().Add(3 * time.Minute)
-	for ok.Load() < int32(len(pods)/3) && returned.Load() < int32(len(pods)) && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+	select {
+	case <-third:
+	case <-time.After(3 * time.Minute):
 	}
 	t.Logf("killing the daemon: %d of %d calls returned, %d without error", returned.Load(), len(pods), ok.Load())
 	if err := n.Kill(); err != nil {
@@ -382,7 +388,7 @@ func idleGoroutines(t *testing.T, n *lab.Node) int {
 	t.Helper()
 	low := -1
 	for range 3 {
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // samples a second apart: a measurement, not a wait
 		g, err := n.Goroutines()
 		if err != nil {
 			t.Fatal(err)

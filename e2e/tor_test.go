@@ -156,7 +156,7 @@ func testToR(t *testing.T, kind string) {
 
 	// A planned restart of a1 loses no ping from the laptop to its pod.
 	ping := pingFrom(t, l, laptop, pa1.IP.String(), 80)
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // two seconds of pings before the restart: the scenario, not a wait
 	if err := a1.Restart(); err != nil {
 		t.Fatal(err)
 	}

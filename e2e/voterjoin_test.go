@@ -163,7 +163,7 @@ func startFillPaced(n *lab.Node, prefix string, max int, pace time.Duration, add
 		defer close(f.done)
 		next := time.Now()
 		for i := 0; i < max; i++ {
-			time.Sleep(time.Until(next))
+			time.Sleep(time.Until(next)) // the pace of the ADDs, as a runtime starts pods
 			next = next.Add(pace)
 			p, err := n.NewPodNetns("default", fmt.Sprintf("%s-%d", prefix, i))
 			if err != nil {
@@ -428,6 +428,8 @@ func TestVoterJoinCutHealsMidFill(t *testing.T) {
 		fs = append(fs, startFill(n, "mid", 70, &newAdded))
 	}
 	fillStart := time.Now()
+	// The cut heals healAfter into the fills, while ADDs are in flight:
+	// the scenario's timing, not a wait for the daemons.
 	time.Sleep(healAfter)
 	if n := newAdded.Load(); n != 0 {
 		t.Errorf("the joiners added %d pods while cut off from every voter", n)

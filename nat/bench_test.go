@@ -25,13 +25,13 @@ func benchPod(i int) Pod {
 // early takes the locked thread with it, so no thread leaves a foreign
 // namespace behind.
 func inBenchNetns(b *testing.B) (k *Kernel, leave func()) {
-	name, _ := testNetns(b)
+	n, _ := testNetns(b)
 	runtime.LockOSThread()
 	orig, err := netns.Get()
 	if err != nil {
 		b.Fatal(err)
 	}
-	target, err := netns.GetFromName(name)
+	target, err := netns.GetFromPath(n.Path())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
 
 	cnins "github.com/containernetworking/plugins/pkg/ns"
 	"golang.org/x/sys/unix"
+
+	"github.com/reefcni/reef/internal/netnstest"
 )
 
 func hostPortPods() []Pod {
@@ -140,7 +141,7 @@ func TestFlushUDPConntrack(t *testing.T) {
 	converge(t, k, Desired(IPv4, testPools(), nil)) // nat chains: conntrack on in the namespace
 	send := func(proto string, port int) {
 		t.Helper()
-		err := cnins.WithNetNSPath("/var/run/netns/"+ns, func(cnins.NetNS) error {
+		err := ns.Do(func(cnins.NetNS) error {
 			if proto == "tcp" {
 				l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 				if err != nil {
@@ -166,9 +167,9 @@ func TestFlushUDPConntrack(t *testing.T) {
 		}
 	}
 	nft(t, ns, "list", "tables") // skips without nft
-	exec.Command("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up").Run()
+	netnstest.Run(t, ns, "ip", "link", "set", "lo", "up")
 	entries := func() string {
-		out, err := exec.Command("ip", "netns", "exec", ns, "cat", "/proc/net/nf_conntrack").CombinedOutput()
+		out, err := netnstest.Output(ns, "cat", "/proc/net/nf_conntrack")
 		if err != nil {
 			t.Skipf("no /proc/net/nf_conntrack (nf_conntrack's proc file): %v: %s", err, out)
 		}
@@ -186,7 +187,7 @@ func TestFlushUDPConntrack(t *testing.T) {
 	// In the test's namespace: the flush works on its caller's.
 	flush := func(hp HostPort) {
 		t.Helper()
-		if err := cnins.WithNetNSPath("/var/run/netns/"+ns, func(cnins.NetNS) error { return FlushUDPConntrack(hp) }); err != nil {
+		if err := ns.Do(func(cnins.NetNS) error { return FlushUDPConntrack(hp) }); err != nil {
 			t.Fatal(err)
 		}
 	}

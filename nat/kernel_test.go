@@ -7,51 +7,30 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync/atomic"
 	"testing"
 
+	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/google/nftables"
+
+	"github.com/reefcni/reef/internal/netnstest"
 )
 
-var nsSeq atomic.Int32
-
 // testNetns creates a throw-away network namespace, deleted when the test
-// ends, and returns its name and a Kernel bound to it. Nothing here touches
-// the caller's namespace.
-func testNetns(tb testing.TB) (string, *Kernel) {
+// ends, and returns it and a Kernel bound to it. Nothing here touches the
+// caller's namespace.
+func testNetns(tb testing.TB) (ns.NetNS, *Kernel) {
 	tb.Helper()
-	if os.Geteuid() != 0 {
-		tb.Skip("needs root: creates network namespaces")
-	}
-	name := fmt.Sprintf("reef-nat-test-%d-%d", os.Getpid(), nsSeq.Add(1))
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		tb.Fatalf("ip netns add %s: %v: %s", name, err, out)
-	}
-	f, err := os.Open("/var/run/netns/" + name)
-	if err != nil {
-		exec.Command("ip", "netns", "del", name).Run()
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		f.Close()
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			tb.Errorf("ip netns del %s: %v: %s", name, err, out)
-		}
-	})
-	return name, NewKernel(nftables.WithNetNSFd(int(f.Fd())))
+	n := netnstest.New(tb)
+	return n, NewKernel(nftables.WithNetNSFd(int(n.Fd())))
 }
 
-// nft runs the nft tool in netns; tests that need it skip without it.
-func nft(t *testing.T, netns string, args ...string) string {
+// nft runs the nft tool in n; tests that need it skip without it.
+func nft(t *testing.T, n ns.NetNS, args ...string) string {
 	t.Helper()
 	if _, err := exec.LookPath("nft"); err != nil {
 		t.Skip("nft not installed (the nftables package; make test installs it)")
 	}
-	out, err := exec.Command("ip", append([]string{"netns", "exec", netns, "nft"}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("nft %s: %v: %s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return netnstest.Run(t, n, append([]string{"nft"}, args...)...)
 }
 
 // converge applies Diff(want, kernel) and checks that the kernel then

@@ -2,39 +2,25 @@ package policy
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 
+	cnins "github.com/containernetworking/plugins/pkg/ns"
 	"github.com/google/nftables"
 	networkingv1 "k8s.io/api/networking/v1"
 
+	"github.com/reefcni/reef/internal/netnstest"
 	"github.com/reefcni/reef/nat"
 )
 
 // testNetns is a throw-away network namespace and a nat.Kernel bound to
 // it; nothing here touches the caller's namespace.
-func testNetns(t *testing.T) (string, *nat.Kernel) {
+func testNetns(t *testing.T) (cnins.NetNS, *nat.Kernel) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates a network namespace")
-	}
-	name := fmt.Sprintf("reef-policy-test-%d", os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
-	}
-	f, err := os.Open("/var/run/netns/" + name)
-	if err != nil {
-		exec.Command("ip", "netns", "del", name).Run()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		f.Close()
-		exec.Command("ip", "netns", "del", name).Run()
-	})
-	return name, nat.NewKernel(nftables.WithNetNSFd(int(f.Fd())))
+	n := netnstest.New(t)
+	return n, nat.NewKernel(nftables.WithNetNSFd(int(n.Fd())))
 }
 
 func converge(t *testing.T, k *nat.Kernel, want nat.Table) nat.Plan {
@@ -70,10 +56,7 @@ func TestTableInKernel(t *testing.T) {
 		t.Fatalf("first apply: %+v, want one create", p.Changes)
 	}
 	if _, err := exec.LookPath("nft"); err == nil {
-		out, err := exec.Command("ip", "netns", "exec", netns, "nft", "list", "table", "inet", "reef").CombinedOutput()
-		if err != nil {
-			t.Fatalf("nft list: %v: %s", err, out)
-		}
+		out := netnstest.Run(t, netns, "nft", "list", "table", "inet", "reef")
 		for _, want := range []string{
 			"ip daddr != @in-isolated4 accept",
 			"ip daddr @sel4.x.allow-y jump in.x.allow-y",
@@ -83,7 +66,7 @@ func TestTableInKernel(t *testing.T) {
 			" udp dport 5000-5010 counter",
 			"192.0.2.0/25",
 		} {
-			if !strings.Contains(string(out), want) {
+			if !strings.Contains(out, want) {
 				t.Errorf("nft list table inet reef lacks %q:\n%s", want, out)
 			}
 		}

@@ -15,6 +15,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/reefcni/reef/internal/netnstest"
 )
 
 // tick is the packet scheduler's clock of every current kernel
@@ -143,14 +145,13 @@ func TestBitString(t *testing.T) {
 
 // newPodVeth makes a node and a pod namespace joined by a veth pair:
 // hostVeth in the node, eth0 in the pod, both up, with the given MTU.
-func newPodVeth(t *testing.T, suffix, hostVeth string, mtu int) (nodeName string, node ns.NetNS, nodeH netlinksafe.Handle, podName string, pod ns.NetNS) {
+func newPodVeth(t *testing.T, hostVeth string, mtu int) (node ns.NetNS, nodeH netlinksafe.Handle, pod ns.NetNS) {
 	t.Helper()
-	nodeName, nodePath := newNetns(t, suffix+"n")
-	podName, podPath := newNetns(t, suffix+"p")
-	run(t, "ip", "-n", nodeName, "link", "add", hostVeth, "mtu", fmt.Sprint(mtu), "type", "veth", "peer", "name", "eth0", "netns", podName)
-	run(t, "ip", "-n", nodeName, "link", "set", hostVeth, "up")
-	run(t, "ip", "-n", podName, "link", "set", "eth0", "up")
-	return nodeName, getNS(t, nodePath), netnsHandle(t, nodePath), podName, getNS(t, podPath)
+	node, pod = netnstest.New(t), netnstest.New(t)
+	netnstest.Run(t, node, "ip", "link", "add", hostVeth, "mtu", fmt.Sprint(mtu), "type", "veth", "peer", "name", "eth0", "netns", pod.Path())
+	netnstest.Run(t, node, "ip", "link", "set", hostVeth, "up")
+	netnstest.Run(t, pod, "ip", "link", "set", "eth0", "up")
+	return node, netnsHandle(t, node.Path()), pod
 }
 
 // tcState renders the tc setup of veth and its ifb as sorted lines.
@@ -241,23 +242,19 @@ func readBandwidthIn(t *testing.T, node ns.NetNS, veth string) Bandwidth {
 }
 
 // tcShow runs tc in the node namespace, if the machine has tc; "" if not.
-func tcShow(t *testing.T, nodeName string, args ...string) string {
+func tcShow(t *testing.T, node ns.NetNS, args ...string) string {
 	t.Helper()
 	if _, err := exec.LookPath("tc"); err != nil {
 		return ""
 	}
-	out, err := exec.Command("ip", append([]string{"netns", "exec", nodeName, "tc"}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("tc %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return netnstest.Run(t, node, append([]string{"tc"}, args...)...)
 }
 
 func TestSetBandwidth(t *testing.T) {
 	requireRoot(t)
 	veth := HostVethName("default", "bw-1", "")
 	ifb := IFBName(veth)
-	nodeName, node, nodeH, _, _ := newPodVeth(t, "bw", veth, 1400)
+	node, nodeH, _ := newPodVeth(t, veth, 1400)
 	// 8 ms of burst at either rate, in the kernel's ticks.
 	buf := uint32(8000 * netlink.TickInUsec())
 
@@ -287,7 +284,7 @@ func TestSetBandwidth(t *testing.T) {
 		t.Errorf("ReadBandwidth = %+v, want %+v", got, bw)
 	}
 	// What iproute2 sees, if it is there: 10 kB of burst, 25 ms of queue.
-	if out := tcShow(t, nodeName, "-s", "qdisc", "show", "dev", veth); out != "" {
+	if out := tcShow(t, node, "-s", "qdisc", "show", "dev", veth); out != "" {
 		for _, re := range []string{
 			`qdisc tbf 1: root refcnt \d+ rate 10Mbit burst 10000b lat 25(\.0)?ms`,
 			`qdisc ingress ffff: parent ffff:fff1`,
@@ -297,11 +294,11 @@ func TestSetBandwidth(t *testing.T) {
 				t.Errorf("tc -s qdisc show dev %s does not match %q:\n%s", veth, re, out)
 			}
 		}
-		out = tcShow(t, nodeName, "-s", "qdisc", "show", "dev", ifb)
+		out = tcShow(t, node, "-s", "qdisc", "show", "dev", ifb)
 		if re := `qdisc tbf 1: root refcnt \d+ rate 20Mbit burst 20000b lat 25(\.0)?ms`; !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("tc -s qdisc show dev %s does not match %q:\n%s", ifb, re, out)
 		}
-		out = tcShow(t, nodeName, "filter", "show", "dev", veth, "ingress")
+		out = tcShow(t, node, "filter", "show", "dev", veth, "ingress")
 		if re := `mirred \(Egress Redirect to device ` + ifb + `\) stolen`; !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("tc filter show dev %s ingress does not match %q:\n%s", veth, re, out)
 		}
@@ -347,7 +344,7 @@ func TestSetBandwidth(t *testing.T) {
 		damage func()
 		want   []string
 	}{
-		{"ifb deleted", func() { run(t, "ip", "-n", nodeName, "link", "del", ifb) }, []string{
+		{"ifb deleted", func() { netnstest.Run(t, node, "ip", "link", "del", ifb) }, []string{
 			"ifb " + ifb + " for " + veth + " created",
 			"tbf on " + ifb + ": rate 40Mbit burst 160kbit limit 145000b, was none",
 			// The kernel dropped the dead device from the action.
@@ -379,9 +376,9 @@ func TestSetBandwidth(t *testing.T) {
 			}
 		}, []string{"ingress qdisc on " + veth + " added", "redirect " + veth + " -> " + ifb + ", was none"}},
 		{"ifb changed", func() {
-			run(t, "ip", "-n", nodeName, "link", "set", ifb, "down", "mtu", "1500", "alias", "")
+			netnstest.Run(t, node, "ip", "link", "set", ifb, "down", "mtu", "1500", "alias", "")
 		}, []string{"ifb " + ifb + ": alias " + veth + ", was none", "ifb " + ifb + ": mtu 1400, was 1500", "ifb " + ifb + " set up"}},
-		{"veth MTU changed", func() { run(t, "ip", "-n", nodeName, "link", "set", veth, "mtu", "1300") }, []string{"ifb " + ifb + ": mtu 1300, was 1400"}},
+		{"veth MTU changed", func() { netnstest.Run(t, node, "ip", "link", "set", veth, "mtu", "1300") }, []string{"ifb " + ifb + ": mtu 1300, was 1400"}},
 	} {
 		c.damage()
 		changes := mustSet(t, node, veth, bw)
@@ -452,12 +449,12 @@ func TestSetBandwidth(t *testing.T) {
 func TestIFBOwnership(t *testing.T) {
 	requireRoot(t)
 	vethA, vethB := "reef00000000a01", "reef00000000b01"
-	nodeName, node, nodeH, podName, _ := newPodVeth(t, "own", vethA, 1500)
-	run(t, "ip", "-n", nodeName, "link", "add", vethB, "type", "veth", "peer", "name", "eth1", "netns", podName)
+	node, nodeH, pod := newPodVeth(t, vethA, 1500)
+	netnstest.Run(t, node, "ip", "link", "add", vethB, "type", "veth", "peer", "name", "eth1", "netns", pod.Path())
 	ifbA := IFBName(vethA)
 	// An ifb with A's ifb name that says it is B's.
-	run(t, "ip", "-n", nodeName, "link", "add", ifbA, "type", "ifb")
-	run(t, "ip", "-n", nodeName, "link", "set", ifbA, "alias", vethB)
+	netnstest.Run(t, node, "ip", "link", "add", ifbA, "type", "ifb")
+	netnstest.Run(t, node, "ip", "link", "set", ifbA, "alias", vethB)
 	before := tcState(t, nodeH, vethA)
 
 	changes, err := setBandwidthIn(t, node, vethA, Bandwidth{EgressRate: 1e6, EgressBurst: 80e3})
@@ -505,13 +502,13 @@ func TestIFBOwnership(t *testing.T) {
 	// an ifb not named reef's are not reef's ifbs.
 	vethX, vethY, lookalike := "reef00000000c01", "reef00000000d01", "reefb0000000001"
 	for _, v := range []string{vethX, vethY, lookalike} {
-		run(t, "ip", "-n", nodeName, "link", "add", v, "type", "veth", "peer", "name", "p"+v[len(v)-6:], "netns", podName)
+		netnstest.Run(t, node, "ip", "link", "add", v, "type", "veth", "peer", "name", "p"+v[len(v)-6:], "netns", pod.Path())
 	}
-	run(t, "ip", "-n", nodeName, "link", "add", "ifb9", "type", "ifb")
+	netnstest.Run(t, node, "ip", "link", "add", "ifb9", "type", "ifb")
 	for _, v := range []string{vethX, vethY} {
 		mustSet(t, node, v, Bandwidth{EgressRate: 1e6, EgressBurst: 80e3})
 	}
-	run(t, "ip", "-n", nodeName, "link", "del", vethY)
+	netnstest.Run(t, node, "ip", "link", "del", vethY)
 	orphans := func(live map[string]bool) []string {
 		var got []string
 		if err := in(t, node, func() (err error) { got, err = OrphanIFBs(live); return err }); err != nil {

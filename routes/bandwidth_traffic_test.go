@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/reefcni/reef/internal/netnstest"
 )
 
 // Traffic through the limits: a TCP sender in one namespace, a receiver
@@ -22,9 +24,9 @@ func TestBandwidthTraffic(t *testing.T) {
 		t.Skip("skipping traffic test in -short mode (takes ~5 s)")
 	}
 	veth := "reef00000000e01"
-	nodeName, node, _, podName, pod := newPodVeth(t, "traf", veth, 1500)
-	run(t, "ip", "-n", nodeName, "addr", "add", "192.0.2.1/30", "dev", veth)
-	run(t, "ip", "-n", podName, "addr", "add", "192.0.2.2/30", "dev", "eth0")
+	node, _, pod := newPodVeth(t, veth, 1500)
+	netnstest.Run(t, node, "ip", "addr", "add", "192.0.2.1/30", "dev", veth)
+	netnstest.Run(t, pod, "ip", "addr", "add", "192.0.2.2/30", "dev", "eth0")
 
 	into := func(d time.Duration) float64 { return measure(t, pod, "192.0.2.2", node, d) }    // node -> pod
 	fromPod := func(d time.Duration) float64 { return measure(t, node, "192.0.2.1", pod, d) } // pod -> node
@@ -117,10 +119,9 @@ func measure(t *testing.T, srv ns.NetNS, addr string, cli ns.NetNS, d time.Durat
 // A new sandbox of the same pod starts without the old one's ifb.
 func TestSetupPodRemovesStaleIFB(t *testing.T) {
 	requireRoot(t)
-	_, nodePath := newNetns(t, "stale")
-	_, podPath := newNetns(t, "stalep")
-	node, nodeH := getNS(t, nodePath), netnsHandle(t, nodePath)
-	spec := PodSpec{Netns: podPath, IfName: "eth0", HostVeth: HostVethName("default", "bw-2", ""), IP: netip.MustParseAddr("10.244.1.9"), MTU: 1400}
+	node, pod := netnstest.New(t), netnstest.New(t)
+	nodeH := netnsHandle(t, node.Path())
+	spec := PodSpec{Netns: pod.Path(), IfName: "eth0", HostVeth: HostVethName("default", "bw-2", ""), IP: netip.MustParseAddr("10.244.1.9"), MTU: 1400}
 	ifb := IFBName(spec.HostVeth)
 	if err := in(t, node, func() (err error) { _, err = SetupPod(spec); return err }); err != nil {
 		t.Fatalf("SetupPod: %v", err)

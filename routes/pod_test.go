@@ -15,6 +15,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/google/go-cmp/cmp"
+	"github.com/reefcni/reef/internal/netnstest"
 	"github.com/reefcni/reef/routes/sysctl"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -23,7 +24,8 @@ import (
 
 // Kernel tests. SetupPod, CheckPod, TeardownPod and Kernel work in the
 // caller's network namespace, so every call runs inside a throw-away "node"
-// namespace through ns.Do, never in the namespace the test was started in.
+// namespace (netnstest.New) through ns.Do, never in the namespace the test
+// was started in.
 
 func requireRoot(t *testing.T) {
 	t.Helper()
@@ -33,29 +35,6 @@ func requireRoot(t *testing.T) {
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("skipping kernel test: the ip command (iproute2) is not installed")
 	}
-}
-
-func run(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
-
-// newNetns creates a named network namespace that is removed when the test
-// ends, pass or fail. The name carries the pid, so a leftover of a killed
-// run does not collide; one of this very pid is removed first.
-func newNetns(t *testing.T, suffix string) (name, path string) {
-	t.Helper()
-	name = fmt.Sprintf("rtest%d-%s", os.Getpid(), suffix)
-	_ = exec.Command("ip", "netns", "del", name).Run()
-	run(t, "ip", "netns", "add", name)
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("remove netns %s: %v\n%s", name, err, out)
-		}
-	})
-	return name, filepath.Join("/var/run/netns", name)
 }
 
 // netnsHandle is a netlink handle bound to the namespace at path, for
@@ -73,16 +52,6 @@ func netnsHandle(t *testing.T, path string) netlinksafe.Handle {
 	}
 	t.Cleanup(h.Close)
 	return h
-}
-
-func getNS(t *testing.T, path string) ns.NetNS {
-	t.Helper()
-	n, err := ns.GetNS(path)
-	if err != nil {
-		t.Fatalf("open netns %s: %v", path, err)
-	}
-	t.Cleanup(func() { n.Close() })
-	return n
 }
 
 // in runs f in the namespace n on a locked thread of its own.
@@ -176,16 +145,14 @@ func linkNames(t *testing.T, h netlinksafe.Handle) []string {
 
 func TestPodLifecycle(t *testing.T) {
 	requireRoot(t)
-	_, nodePath := newNetns(t, "node")
-	_, podPath := newNetns(t, "pod")
-	node, pod := getNS(t, nodePath), getNS(t, podPath)
-	nodeH, podH := netnsHandle(t, nodePath), netnsHandle(t, podPath)
+	node, pod := netnstest.New(t), netnstest.New(t)
+	nodeH, podH := netnsHandle(t, node.Path()), netnsHandle(t, pod.Path())
 
 	// A new netns may inherit forwarding; SetupPod must turn it off.
 	writeSysctlIn(t, pod, "net/ipv4/ip_forward", "1")
 
 	spec := PodSpec{
-		Netns:    podPath,
+		Netns:    pod.Path(),
 		IfName:   "eth0",
 		HostVeth: HostVethName("default", "web-1", "3f1c0a9e2b7d"),
 		IP:       netip.MustParseAddr("10.244.1.5"),
@@ -280,7 +247,7 @@ func TestPodLifecycle(t *testing.T) {
 	if err := in(t, node, func() error { return CheckPod(spec) }); err != nil {
 		t.Errorf("CheckPod after SetupPod: %v", err)
 	}
-	run(t, "ip", "-n", filepath.Base(nodePath), "route", "del", "10.244.1.5/32", "dev", spec.HostVeth)
+	netnstest.Run(t, node, "ip", "route", "del", "10.244.1.5/32", "dev", spec.HostVeth)
 	err = in(t, node, func() error { return CheckPod(spec) })
 	if err == nil || !strings.Contains(err.Error(), "route") || !strings.Contains(err.Error(), "10.244.1.5") {
 		t.Errorf("CheckPod without the node route = %v, want an error naming the route", err)
@@ -321,9 +288,8 @@ func TestPodLifecycle(t *testing.T) {
 
 func TestSetupPodNetnsGone(t *testing.T) {
 	requireRoot(t)
-	_, nodePath := newNetns(t, "gone")
-	node := getNS(t, nodePath)
-	nodeH := netnsHandle(t, nodePath)
+	node := netnstest.New(t)
+	nodeH := netnsHandle(t, node.Path())
 
 	plain := filepath.Join(t.TempDir(), "netns")
 	if err := os.WriteFile(plain, nil, 0o600); err != nil {
@@ -347,17 +313,16 @@ func TestSetupPodNetnsGone(t *testing.T) {
 	if diff := cmp.Diff([]string{"lo"}, linkNames(t, nodeH)); diff != "" {
 		t.Errorf("links left on the node (-want +got):\n%s", diff)
 	}
-	if !NetnsExists(nodePath) {
-		t.Errorf("NetnsExists(%s) = false for a live namespace", nodePath)
+	if !NetnsExists(node.Path()) {
+		t.Errorf("NetnsExists(%s) = false for a live namespace", node.Path())
 	}
 }
 
 func TestKernelReadApply(t *testing.T) {
 	requireRoot(t)
-	name, nodePath := newNetns(t, "kern")
-	node := getNS(t, nodePath)
-	nodeH := netnsHandle(t, nodePath)
-	ip := func(args ...string) { run(t, append([]string{"ip", "-n", name}, args...)...) }
+	node := netnstest.New(t)
+	nodeH := netnsHandle(t, node.Path())
+	ip := func(args ...string) { netnstest.Run(t, node, append([]string{"ip"}, args...)...) }
 
 	// Not ours: a veth pair with other names, an address and a static route.
 	ip("link", "add", "other0", "type", "veth", "peer", "name", "other1")

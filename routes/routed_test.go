@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/vishvananda/netlink"
+
+	"github.com/reefcni/reef/internal/netnstest"
 )
 
 // A block of a node in another subnet, reached without encapsulation,
@@ -15,10 +17,9 @@ import (
 // pass finds nothing to do.
 func TestKernelRoutedRemoteBlock(t *testing.T) {
 	requireRoot(t)
-	name, nodePath := newNetns(t, "routed")
-	node := getNS(t, nodePath)
-	nodeH := netnsHandle(t, nodePath)
-	ip := func(args ...string) { run(t, append([]string{"ip", "-n", name}, args...)...) }
+	node := netnstest.New(t)
+	nodeH := netnsHandle(t, node.Path())
+	ip := func(args ...string) { netnstest.Run(t, node, append([]string{"ip"}, args...)...) }
 	ip("link", "add", "eth0", "type", "veth", "peer", "name", "other1")
 	ip("link", "set", "eth0", "up")
 	ip("link", "set", "other1", "up")

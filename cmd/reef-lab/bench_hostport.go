@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -55,7 +54,7 @@ func benchHostPort(ctx context.Context, args []string) error {
 		return fmt.Errorf("bench-hostport: %w", err)
 	}
 	say("%d pods with a hostPort each: mapping added, drift check", *pods)
-	if err := r.tableBench(*pods); err != nil {
+	if err := r.tableBench(*bin, *pods); err != nil {
 		return fmt.Errorf("bench-hostport: %w", err)
 	}
 	r.took, r.loadEnd = time.Since(r.began), tputLoad()
@@ -119,17 +118,22 @@ func (r *hostPortReport) addBench(ctx context.Context, bin string, n int) error 
 }
 
 // tableBench programs reef's tables for pods pods with a hostPort each in
-// a throw-away namespace, as the daemon does (package nat, in the
-// namespace of the calling thread), and times what ADD and a reconcile
-// pass do to them.
-func (r *hostPortReport) tableBench(pods int) error {
-	name := fmt.Sprintf("reef-bench-hp-%d", os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		return fmt.Errorf("ip netns add %s: %v: %s", name, err, out)
+// a throw-away namespace of a lab's (named with the lab's prefix, so that
+// a later lab removes it if this process dies), as the daemon does
+// (package nat, in the namespace of the calling thread), and times what
+// ADD and a reconcile pass do to them.
+func (r *hostPortReport) tableBench(bin string, pods int) error {
+	l, err := lab.New(bin)
+	if err != nil {
+		return err
 	}
-	defer exec.Command("ip", "netns", "del", name).Run()
+	defer l.Close()
+	name := l.Prefix + "-hp"
+	if err := l.AddNetns(name); err != nil {
+		return err
+	}
 	runtime.LockOSThread() // this thread is left in the namespace: the process ends after the report
-	target, err := netns.GetFromName(name)
+	target, err := netns.GetFromPath(lab.NetnsPath(name))
 	if err != nil {
 		return err
 	}

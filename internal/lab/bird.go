@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/reefcni/reef/internal/poll"
 )
 
 // BirdBinary is Debian's bird2 daemon (make deps-test installs it).
@@ -131,8 +133,8 @@ func (b *Bird) Start() error {
 		return err
 	}
 	b.stop = stop
-	if !waitFor(10*time.Second, func() bool { _, err := b.Birdc("show", "status"); return err == nil }) {
-		return fmt.Errorf("%s: birdc does not answer on %s within 10s:\n%s", b.Name, b.Sock, b.Log())
+	if err := poll.Until(10*time.Second, func() error { _, err := b.Birdc("show", "status"); return err }); err != nil {
+		return fmt.Errorf("%s: birdc does not answer on %s: %v\n%s", b.Name, b.Sock, err, b.Log())
 	}
 	return nil
 }

@@ -24,6 +24,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/reefcni/reef/internal/poll"
 )
 
 // ContainerdOptions shape a node's containerd.
@@ -349,12 +351,8 @@ func (n *Node) StartContainerd(opts ContainerdOptions) (*Containerd, error) {
 		}
 	}
 	// The CRI learns of the import through an event: wait until it lists it.
-	var last error
-	if !waitFor(20*time.Second, func() bool {
-		_, last = c.Run(context.Background(), "inspecti", sandbox)
-		return last == nil
-	}) {
-		return nil, fmt.Errorf("containerd of %s: the CRI does not see %s: %v", n.Name, sandbox, last)
+	if err := poll.Until(20*time.Second, func() error { _, err := c.Run(context.Background(), "inspecti", sandbox); return err }); err != nil {
+		return nil, fmt.Errorf("containerd of %s: the CRI does not see %s: %v", n.Name, sandbox, err)
 	}
 	return c, nil
 }
@@ -377,27 +375,25 @@ func (c *Containerd) start() error {
 	c.mu.Lock()
 	c.cmd, c.done = cmd, done
 	c.mu.Unlock()
-	var last error
-	ok := waitFor(30*time.Second, func() bool {
+	answering := poll.Until(30*time.Second, func() error {
 		select {
 		case <-done:
-			return true
+			return poll.Stop(errors.New("exited"))
 		default:
 		}
 		if strings.Contains(c.LogTail(200), `failed to load plugin io.containerd.grpc.v1.cri"`) {
-			last = errors.New("the CRI plugin failed to load")
-			return true
+			return poll.Stop(errors.New("the CRI plugin failed to load"))
 		}
-		_, last = c.Run(context.Background(), "version")
-		return last == nil
+		_, err := c.Run(context.Background(), "version")
+		return err
 	})
 	select {
 	case <-done:
 		return fmt.Errorf("containerd of %s exited:\n%s", c.Node.Name, c.LogTail(20))
 	default:
 	}
-	if !ok || last != nil {
-		return fmt.Errorf("containerd of %s: CRI not answering after 30s: %v\n%s", c.Node.Name, last, c.LogTail(20))
+	if answering != nil {
+		return fmt.Errorf("containerd of %s: CRI not answering: %v\n%s", c.Node.Name, answering, c.LogTail(20))
 	}
 	return nil
 }

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/reefcni/reef/internal/poll"
 )
 
 // Close removes every pod through the CRI (stopp, rmp), stops containerd
@@ -183,13 +185,13 @@ func killNaming(s string) {
 			killed = append(killed, pid)
 		}
 	}
-	waitFor(5*time.Second, func() bool {
+	poll.Until(5*time.Second, func() error {
 		for _, pid := range killed {
 			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !bytes.Contains(b, []byte(") Z ")) {
-				return false
+				return fmt.Errorf("pid %d still runs", pid)
 			}
 		}
-		return true
+		return nil
 	})
 }
 

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/reefcni/reef/internal/poll"
 )
 
 // The FRR daemons (Debian's frr) and its shell.
@@ -112,13 +114,16 @@ func (f *FRR) Start() error {
 			return err
 		}
 		f.stops = append(f.stops, stop)
-		if d == "zebra" && !waitFor(10*time.Second, func() bool { _, err := os.Stat(zsock); return err == nil }) {
+		if d != "zebra" {
+			continue
+		}
+		if err := poll.Until(10*time.Second, func() error { _, err := os.Stat(zsock); return err }); err != nil {
 			f.Kill()
-			return fmt.Errorf("%s: zebra made no socket %s within 10s:\n%s", f.Name, zsock, f.Log())
+			return fmt.Errorf("%s: zebra made no socket: %v\n%s", f.Name, err, f.Log())
 		}
 	}
-	if !waitFor(10*time.Second, func() bool { _, err := f.Vtysh("show bgp summary"); return err == nil }) {
-		return fmt.Errorf("%s: bgpd does not answer vtysh within 10s:\n%s", f.Name, f.Log())
+	if err := poll.Until(10*time.Second, func() error { _, err := f.Vtysh("show bgp summary"); return err }); err != nil {
+		return fmt.Errorf("%s: bgpd does not answer vtysh: %v\n%s", f.Name, err, f.Log())
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/reefcni/reef/internal/poll"
 )
 
 // Debian's gobgpd and its CLI (make deps-test installs gobgpd): a BGP
@@ -68,10 +70,9 @@ func (g *Gobgpd) Start() error {
 	if _, err := g.Lab.Spawn(g.Netns, g.Name+".log", GobgpdBinary, "-f", g.Conf, "-t", "toml", "--api-hosts", "127.0.0.1:50051"); err != nil {
 		return err
 	}
-	var last error
-	if !waitFor(10*time.Second, func() bool { _, last = g.CLI("global"); return last == nil }) {
+	if err := poll.Until(10*time.Second, func() error { _, err := g.CLI("global"); return err }); err != nil {
 		log, _ := os.ReadFile(filepath.Join(g.Lab.Dir, g.Name+".log"))
-		return fmt.Errorf("%s: gobgpd's API does not answer within 10s (%v):\n%s", g.Name, last, log)
+		return fmt.Errorf("%s: gobgpd's API does not answer (%v):\n%s", g.Name, err, log)
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/reefcni/reef/internal/poll"
 	"github.com/reefcni/reef/packaging"
 )
 
@@ -277,40 +278,36 @@ func (c *Cluster) WaitNodesReady(timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	var last string
-	ok := waitFor(timeout, func() bool {
+	err = poll.Until(timeout, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		for _, n := range c.Nodes {
 			if n.kubelet.exited() {
-				last = fmt.Sprintf("kubelet of %s exited: %v", n.Name, n.kubelet.exitErr())
-				return true
+				return poll.Stop(fmt.Errorf("kubelet of %s exited: %v", n.Name, n.kubelet.exitErr()))
 			}
 			obj, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 			if err != nil {
-				last = err.Error()
-				return false
+				return err
 			}
-			ready := false
+			ready, why := false, n.Name+": no Ready condition"
 			for _, cond := range obj.Status.Conditions {
 				if cond.Type == corev1.NodeReady {
 					ready = cond.Status == corev1.ConditionTrue
-					last = fmt.Sprintf("%s: Ready %s: %s", n.Name, cond.Status, cond.Message)
+					why = fmt.Sprintf("%s: Ready %s: %s", n.Name, cond.Status, cond.Message)
 				}
 			}
 			if !ready {
-				return false
+				return errors.New(why)
 			}
 		}
-		last = ""
-		return true
+		return nil
 	})
-	if !ok || last != "" {
+	if err != nil {
 		var tails []string
 		for _, n := range c.Nodes {
 			tails = append(tails, n.Name+" "+n.LogTail(15))
 		}
-		return fmt.Errorf("lab cluster: nodes not Ready within %s: %s\n%s", timeout, last, strings.Join(tails, "\n"))
+		return fmt.Errorf("lab cluster: nodes not Ready: %v\n%s", err, strings.Join(tails, "\n"))
 	}
 	return nil
 }
@@ -331,21 +328,21 @@ func (c *Cluster) startCoreDNS(image string) error {
 	if err != nil {
 		return err
 	}
-	var last string
-	if !waitFor(3*time.Minute, func() bool {
+	if err := poll.Until(3*time.Minute, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		d, err := cs.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
 		if err != nil {
-			last = err.Error()
-			return false
+			return err
 		}
-		last = fmt.Sprintf("%d of %d replicas available", d.Status.AvailableReplicas, *d.Spec.Replicas)
-		return d.Status.AvailableReplicas == *d.Spec.Replicas
-	}) {
+		if d.Status.AvailableReplicas != *d.Spec.Replicas {
+			return fmt.Errorf("%d of %d replicas available", d.Status.AvailableReplicas, *d.Spec.Replicas)
+		}
+		return nil
+	}); err != nil {
 		pods, _ := c.Kubectl("get", "pods", "-A", "-o", "wide")
 		events, _ := c.Kubectl("get", "events", "-n", "kube-system", "--sort-by=.lastTimestamp")
-		return fmt.Errorf("lab cluster: CoreDNS not available within 3m: %s\n%s\n%s", last, pods, events)
+		return fmt.Errorf("lab cluster: CoreDNS not available: %v\n%s\n%s", err, pods, events)
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/reefcni/reef/internal/poll"
 )
 
 // A worker of the lab's Kubernetes cluster (k8s.go): containerd 2,
@@ -213,7 +215,7 @@ func (cn *ClusterNode) PowerOn() error {
 // killCgroup SIGKILLs every process in the cgroup root's tree, in every
 // v1 hierarchy, until none is left (a fork may race the first pass).
 func killCgroup(root string) {
-	waitFor(10*time.Second, func() bool {
+	poll.Until(10*time.Second, func() error {
 		left := false
 		for _, ctl := range cgroupControllers {
 			filepath.WalkDir(filepath.Join("/sys/fs/cgroup", ctl, root), func(p string, e os.DirEntry, err error) error {
@@ -230,7 +232,10 @@ func killCgroup(root string) {
 				return nil
 			})
 		}
-		return !left
+		if left {
+			return errors.New("processes left in the cgroup")
+		}
+		return nil
 	})
 }
 

@@ -26,6 +26,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/reefcni/reef/internal/poll"
 )
 
 // The lab's Kubernetes API, for the NetworkPolicy tests: a real etcd and
@@ -346,23 +348,25 @@ func (k *KubeAPI) startEtcd() error {
 	k.mu.Unlock()
 	hc := &http.Client{Transport: &http.Transport{DialContext: DialIn(k.Netns)}, Timeout: 2 * time.Second}
 	defer hc.CloseIdleConnections()
-	var last error
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	err = poll.Until(30*time.Second, func() error {
 		if p.exited() {
-			return fmt.Errorf("kube-api: etcd exited: %v\n%s", p.exitErr(), logTail(p.log, 30))
+			return poll.Stop(fmt.Errorf("etcd exited: %v", p.exitErr()))
 		}
 		resp, err := hc.Get("http://127.0.0.1:2379/health")
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("%s: %s", resp.Status, body)
+		if err != nil {
+			return err
 		}
-		last = err
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", resp.Status, body)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("kube-api: etcd not healthy: %v\n%s", err, logTail(p.log, 30))
 	}
-	return fmt.Errorf("kube-api: etcd not healthy within 30s (%v)\n%s", last, logTail(p.log, 30))
+	return nil
 }
 
 func (k *KubeAPI) waitReady(p *kubeProc, timeout time.Duration) error {
@@ -370,23 +374,22 @@ func (k *KubeAPI) waitReady(p *kubeProc, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	var last error
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	err = poll.Until(timeout, func() error {
 		if p.exited() {
-			return fmt.Errorf("kube-api: kube-apiserver exited: %v\n%s", p.exitErr(), k.LogTail(30))
+			return poll.Stop(fmt.Errorf("kube-apiserver exited: %v", p.exitErr()))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		body, err := c.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		cancel()
-		if err == nil && string(body) == "ok" {
-			return nil
-		}
-		if err == nil {
+		if err == nil && string(body) != "ok" {
 			err = fmt.Errorf("readyz: %q", body)
 		}
-		last = err
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("kube-api: kube-apiserver not ready: %v\n%s", err, k.LogTail(30))
 	}
-	return fmt.Errorf("kube-api: kube-apiserver not ready within %s (%v)\n%s", timeout, last, k.LogTail(30))
+	return nil
 }
 
 // DialIn returns a dial function whose connections leave from the lab

@@ -24,7 +24,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 )
 
 // BaseDir holds the work dirs of all labs on this machine.
@@ -244,19 +243,5 @@ func CleanStale() {
 			cleanStaleContainerd(filepath.Join(BaseDir, d.Name())) // mounts, sandbox netns (containerd.go)
 			os.RemoveAll(filepath.Join(BaseDir, d.Name()))
 		}
-	}
-}
-
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reefcni/reef/internal/poll"
 	reefv1 "github.com/reefcni/reef/proto"
 )
 
@@ -90,29 +92,26 @@ func WaitConverged(nodes []*Node, timeout time.Duration) error {
 // sessions must look like; "" when they do) holds and every running node
 // routes its confirmed blocks through its address.
 func waitRouted(nodes []*Node, timeout time.Duration, sessions func(owner *Node, st *reefv1.StatusReply) string) error {
-	var missing string
-	ok := waitFor(timeout, func() bool {
-		missing = ""
+	err := poll.Until(timeout, func() error {
 		for _, owner := range nodes {
 			if !owner.Running() {
 				continue
 			}
 			st, err := owner.Status()
 			if err != nil {
-				missing = fmt.Sprintf("status of %s: %v", owner.Name, err)
-				return false
+				return fmt.Errorf("status of %s: %v", owner.Name, err)
 			}
-			if missing = sessions(owner, st); missing != "" {
-				return false
+			if missing := sessions(owner, st); missing != "" {
+				return errors.New(missing)
 			}
-			if missing = unrouted(owner, st, nodes); missing != "" {
-				return false
+			if missing := unrouted(owner, st, nodes); missing != "" {
+				return errors.New(missing)
 			}
 		}
-		return true
+		return nil
 	})
-	if !ok {
-		return fmt.Errorf("not converged after %s: %s", timeout, missing)
+	if err != nil {
+		return fmt.Errorf("not converged: %w", err)
 	}
 	return nil
 }

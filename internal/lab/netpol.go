@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/reefcni/reef/internal/poll"
 )
 
 // The NetworkPolicy probe agent is `reef-lab serve-ports` and `reef-lab
@@ -63,13 +65,15 @@ func (l *Lab) ServePorts(netns string) (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("serve-ports in %s: %w", netns, err)
 	}
-	var log []byte
-	if !waitFor(10*time.Second, func() bool {
-		log, _ = os.ReadFile(filepath.Join(l.Dir, logName))
-		return bytes.Contains(log, []byte(ServePortsReady))
-	}) {
+	if err := poll.Until(10*time.Second, func() error {
+		log, _ := os.ReadFile(filepath.Join(l.Dir, logName))
+		if !bytes.Contains(log, []byte(ServePortsReady)) {
+			return fmt.Errorf("not ready: %s", bytes.TrimSpace(log))
+		}
+		return nil
+	}); err != nil {
 		stop()
-		return nil, fmt.Errorf("serve-ports in %s: not ready after 10s: %s", netns, bytes.TrimSpace(log))
+		return nil, fmt.Errorf("serve-ports in %s: %v", netns, err)
 	}
 	return stop, nil
 }

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/reefcni/reef/daemon"
+	"github.com/reefcni/reef/internal/poll"
 	reefv1 "github.com/reefcni/reef/proto"
 )
 
@@ -348,17 +349,20 @@ func (n *Node) Running() bool {
 
 // WaitReady waits until the daemon's STATUS says it serves ADD.
 func (n *Node) WaitReady(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	err := poll.Until(timeout, func() error {
 		if !n.Running() {
-			return fmt.Errorf("node %s: daemon exited: %v\n%s", n.Name, n.exitErr(), n.LogTail(20))
+			return poll.Stop(fmt.Errorf("daemon exited: %v", n.exitErr()))
 		}
-		if st, err := n.Status(); err == nil && st.GetReady() {
-			return nil
+		st, err := n.Status()
+		if err == nil && !st.GetReady() {
+			err = errors.New("daemon not ready")
 		}
-		time.Sleep(20 * time.Millisecond)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("node %s: %v\n%s", n.Name, err, n.LogTail(20))
 	}
-	return fmt.Errorf("node %s: daemon not ready after %s\n%s", n.Name, timeout, n.LogTail(20))
+	return nil
 }
 
 func (n *Node) exitErr() error {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/reefcni/reef/internal/poll"
 )
 
 // Prometheus is Debian's prometheus run in a lab namespace, scraping the
@@ -96,17 +98,20 @@ scrape_configs:
 	if err != nil {
 		return nil, err
 	}
-	if !waitFor(30*time.Second, func() bool {
+	if err := poll.Until(30*time.Second, func() error {
 		resp, err := p.client.Get("http://" + p.Listen + "/-/ready")
 		if err != nil {
-			return false
+			return err
 		}
 		resp.Body.Close()
-		return resp.StatusCode == 200
-	}) {
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("/-/ready: %s", resp.Status)
+		}
+		return nil
+	}); err != nil {
 		p.stop()
 		log, _ := os.ReadFile(filepath.Join(l.Dir, "prometheus-"+netns+".log"))
-		return nil, fmt.Errorf("prometheus in %s not ready after 30s: %s", netns, tail(string(log), 10))
+		return nil, fmt.Errorf("prometheus in %s not ready: %v: %s", netns, err, tail(string(log), 10))
 	}
 	return p, nil
 }

@@ -14,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/reefcni/reef/internal/netnstest"
+	"github.com/reefcni/reef/internal/poll"
 )
 
 // TestImagesRunInContainerd builds the images, imports them into a
@@ -101,11 +104,11 @@ func TestImagesRunInContainerd(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod := c.writeJSON(t, "pod.json", map[string]any{
-		"metadata":      map[string]any{"name": "images", "namespace": "default", "uid": c.netns, "attempt": 0},
+		"metadata":      map[string]any{"name": "images", "namespace": "default", "uid": c.id, "attempt": 0},
 		"log_directory": filepath.Join(c.dir, "pod-logs"),
 		"dns_config":    map[string]any{"servers": []string{"127.0.0.1"}, "searches": []string{"reef.lab"}, "options": []string{"ndots:2"}},
 		"linux": map[string]any{
-			"cgroup_parent":    "/" + c.netns,
+			"cgroup_parent":    "/" + c.id,
 			"security_context": map[string]any{"namespace_options": map[string]any{"network": 2}},
 		},
 	})
@@ -280,7 +283,8 @@ func procUser(pid int) string {
 
 // testContainerd is a containerd of the test's own.
 type testContainerd struct {
-	dir, socket, netns, version, crictlBin string
+	dir, socket, version, crictlBin string
+	id                              string // the dir's name: the sandbox's uid and cgroup parent
 }
 
 func (c *testContainerd) crictl(ctx context.Context, args ...string) (string, error) {
@@ -381,11 +385,14 @@ func containerdConfig(v2 bool, dir, socket string) string {
 // its command line (shims and their children), the mounts under the
 // dir, the cgroups, the dir and the namespace.
 func startContainerd(t *testing.T, bin, crictl string) *testContainerd {
+	// The namespace goes after the teardown below (cleanups run last
+	// first), once nothing of containerd's is in it.
+	netns := netnstest.New(t)
 	dir, err := os.MkdirTemp("", "reefimgtest-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &testContainerd{dir: dir, socket: filepath.Join(dir, "containerd.sock"), netns: filepath.Base(dir), crictlBin: crictl}
+	c := &testContainerd{dir: dir, socket: filepath.Join(dir, "containerd.sock"), id: filepath.Base(dir), crictlBin: crictl}
 	var cmd *exec.Cmd
 	done := make(chan struct{})
 	t.Cleanup(func() {
@@ -403,20 +410,12 @@ func startContainerd(t *testing.T, bin, crictl string) *testContainerd {
 		}
 		killNaming(t, dir)
 		unmountUnder(t, dir)
-		removeCgroups("/" + c.netns)
+		removeCgroups("/" + c.id)
 		if err := os.RemoveAll(dir); err != nil {
 			t.Errorf("remove %s: %v", dir, err)
 		}
-		if b, err := exec.Command("ip", "netns", "delete", c.netns).CombinedOutput(); err != nil {
-			t.Errorf("ip netns delete %s: %v: %s", c.netns, err, b)
-		}
 	})
-	if b, err := exec.Command("ip", "netns", "add", c.netns).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v: %s", c.netns, err, b)
-	}
-	if b, err := exec.Command("ip", "-n", c.netns, "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		t.Fatalf("lo up in %s: %v: %s", c.netns, err, b)
-	}
+	netnstest.Run(t, netns, "ip", "link", "set", "lo", "up")
 	for _, d := range []string{"net.d", "cni-bin", "pod-logs", "bin"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			t.Fatal(err)
@@ -449,7 +448,7 @@ func startContainerd(t *testing.T, bin, crictl string) *testContainerd {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd = exec.Command("nsenter", "--net=/var/run/netns/"+c.netns, "--", bin, "--config", filepath.Join(dir, "config.toml"))
+	cmd = exec.Command("nsenter", "--net="+netns.Path(), "--", bin, "--config", filepath.Join(dir, "config.toml"))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), "PATH="+path)
 	if err := cmd.Start(); err != nil {
@@ -459,7 +458,7 @@ func startContainerd(t *testing.T, bin, crictl string) *testContainerd {
 	waitFor(t, 30*time.Second, "containerd's CRI answers", func() error {
 		select {
 		case <-done:
-			return fmt.Errorf("containerd exited:\n%s", tail(filepath.Join(dir, "containerd.log"), 20))
+			return poll.Stop(fmt.Errorf("containerd exited:\n%s", tail(filepath.Join(dir, "containerd.log"), 20)))
 		default:
 		}
 		_, err := c.crictl(context.Background(), "version")
@@ -527,19 +526,12 @@ func removeCgroups(parent string) {
 	}
 }
 
-// waitFor polls f until it returns nil, failing the test after timeout.
+// waitFor polls f until it returns nil (poll.Until), failing the test
+// with what it waited for after timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v: %v", what, timeout, err)
-		}
-		time.Sleep(200 * time.Millisecond)
+	if err := poll.Until(timeout, f); err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 }
 

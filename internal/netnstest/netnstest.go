@@ -1,0 +1,58 @@
+// Package netnstest makes the throw-away network namespaces of reef's
+// kernel tests (routes, nat, policy, daemon): each test gets namespaces of
+// its own, made by containernetworking/plugins' testutils, and never
+// touches the namespace it was started in. The lab's named node and pod
+// namespaces are made by internal/lab instead (Lab.AddNetns), under names
+// that carry the lab's prefix.
+package netnstest
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/testutils"
+)
+
+// New creates a network namespace that is deleted when t ends, pass or
+// fail, and skips t when it does not run as root. The namespace is
+// mounted under /var/run/netns (testutils names it "cnitest-" and 16
+// random bytes), so tools reach it by its path: ip's "netns" arguments
+// take the path, and Run enters it.
+func New(t testing.TB) ns.NetNS {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("skipping kernel test: needs root to create network namespaces")
+	}
+	n, err := testutils.NewNS()
+	if err != nil {
+		t.Fatalf("create a network namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		n.Close()
+		if err := testutils.UnmountNS(n); err != nil {
+			t.Errorf("remove network namespace %s: %v", n.Path(), err)
+		}
+	})
+	return n
+}
+
+// Run runs a command in n through nsenter (only the network namespace
+// changes) and returns its combined output; an error fails t.
+func Run(t testing.TB, n ns.NetNS, args ...string) string {
+	t.Helper()
+	out, err := Output(n, args...)
+	if err != nil {
+		t.Fatalf("in %s: %s: %v\n%s", n.Path(), strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// Output runs a command in n through nsenter and returns its combined
+// output and error, for a test that expects the command may fail.
+func Output(n ns.NetNS, args ...string) (string, error) {
+	out, err := exec.Command("nsenter", append([]string{"--net=" + n.Path(), "--"}, args...)...).CombinedOutput()
+	return string(out), err
+}
