@@ -10,6 +10,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/reefcni/reef/cniserver/activity"
 	reefv1 "github.com/reefcni/reef/proto"
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/routes/sysctl"
@@ -85,8 +86,10 @@ func (s *Server) add(ctx context.Context, in *reefv1.CNIRequest) ([]byte, *types
 			return nil, cerr
 		}
 	}
-	unlock := s.containers.lock(r.containerID)
+	unlock := s.containers.Lock(r.containerID)
 	defer unlock()
+	op := s.deps.Activity.Begin(r.handle(), routes.HostVethName(r.podNamespace, r.podName, r.containerID))
+	defer op.End()
 	var ep store.Endpoint
 	var podMAC string
 	// One deadline for all the waits of this ADD: blocks may change many
@@ -96,9 +99,7 @@ func (s *Server) add(ctx context.Context, in *reefv1.CNIRequest) ([]byte, *types
 	defer cancel()
 	for {
 		var needBlock bool
-		s.Kernel.RLock()
-		ep, podMAC, needBlock, cerr = s.addLocked(r, pool, log)
-		s.Kernel.RUnlock()
+		ep, podMAC, needBlock, cerr = s.addLocked(r, pool, op, log)
 		if !needBlock {
 			break
 		}
@@ -121,9 +122,11 @@ func (s *Server) add(ctx context.Context, in *reefv1.CNIRequest) ([]byte, *types
 	return out, nil
 }
 
-// addLocked allocates and wires; needBlock says the pool has no free
-// address in this node's confirmed blocks (nothing was done).
-func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep store.Endpoint, podMAC string, needBlock bool, cerr *types.Error) {
+// addLocked allocates and wires, under the container's lock; op is the
+// ADD in the activity log, told the pod's address before anything of the
+// pod is written with it. needBlock says the pool has no free address in
+// this node's confirmed blocks (nothing was done).
+func (s *Server) addLocked(r *request, pool store.Pool, op *activity.Op, log *slog.Logger) (ep store.Endpoint, podMAC string, needBlock bool, cerr *types.Error) {
 	tmpl := store.Endpoint{
 		Handle:       r.handle(),
 		Network:      r.conf.Name,
@@ -151,6 +154,7 @@ func (s *Server) addLocked(r *request, pool store.Pool, log *slog.Logger) (ep st
 	if err != nil {
 		return ep, "", false, storeError("allocate an address", err)
 	}
+	op.Pod(ep.IP, tmpl.HostVeth)
 	if existed {
 		// A repeated ADD: same address, wiring redone with this call's netns.
 		log.Info("ADD repeated for a known attachment; keeping its address", "ip", ep.IP)

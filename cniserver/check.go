@@ -17,10 +17,8 @@ func (s *Server) check(in *reefv1.CNIRequest) *types.Error {
 	if cerr != nil {
 		return cerr
 	}
-	unlock := s.containers.lock(r.containerID)
+	unlock := s.containers.Lock(r.containerID)
 	defer unlock()
-	s.Kernel.RLock()
-	defer s.Kernel.RUnlock()
 
 	ep, found, err := s.store.Endpoint(r.handle())
 	if err != nil {

@@ -25,10 +25,10 @@ func (s *Server) Delete(in *reefv1.CNIRequest) *types.Error {
 		return cerr
 	}
 	log := s.log4(r)
-	unlock := s.containers.lock(r.containerID)
+	unlock := s.containers.Lock(r.containerID)
 	defer unlock()
-	s.Kernel.RLock()
-	defer s.Kernel.RUnlock()
+	op := s.deps.Activity.Begin(r.handle(), "")
+	defer op.End()
 
 	ep, found, err := s.store.Endpoint(r.handle())
 	if err == nil && !found {
@@ -41,6 +41,7 @@ func (s *Server) Delete(in *reefv1.CNIRequest) *types.Error {
 		log.Debug("DEL of an unknown attachment: nothing to do")
 		return nil
 	}
+	op.Pod(ep.IP, ep.HostVeth)
 	err = s.release(ep)
 	if errors.Is(err, store.ErrNotWritable) || errors.Is(err, store.ErrDamaged) {
 		// The pod is gone from the kernel; only the store could not be
@@ -109,7 +110,7 @@ func SandboxAlive(ep store.Endpoint) bool {
 }
 
 // release tears an endpoint down and frees its address. Callers hold the
-// container lock and the kernel lock.
+// container lock, and have told the activity log of the pod.
 func (s *Server) release(ep store.Endpoint) error {
 	if ep.HostVeth != "" {
 		if err := s.deps.PodFilter.DelPod(ep); err != nil {
@@ -144,7 +145,7 @@ func (s *Server) undefer(ep store.Endpoint) {
 }
 
 // ReleaseDeferred reports whether handle's DEL waits for the store to take
-// writes: the reconcile pass releases it then (TearDown), whatever its
+// writes: the reconcile pass releases it then (Release), whatever its
 // netns says. A daemon restart forgets it; the pass then frees the
 // address once the pod's netns is gone, as for any pod.
 func (s *Server) ReleaseDeferred(handle string) bool {
@@ -152,7 +153,54 @@ func (s *Server) ReleaseDeferred(handle string) bool {
 	return ok
 }
 
-// TearDown removes an endpoint's veth and frees its address without taking
-// the container lock: for the reconcile loop, which holds Kernel for
-// writing and so excludes every CNI operation.
-func (s *Server) TearDown(ep store.Endpoint) error { return s.release(ep) }
+// Release removes an endpoint's veth and frees its address, for the
+// reconcile pass and `reef ipam release`, which decided on ep from an
+// earlier read: under the container's lock the record is read again, and
+// released only if it is still ep (same state, namespace, veth and
+// address). A record that changed meanwhile (a repeated ADD finished, a
+// DEL came first) is left as it is, and released says so.
+func (s *Server) Release(ep store.Endpoint) (released bool, err error) {
+	err = s.withRecord(ep, func(store.Endpoint) error { return s.release(ep) })
+	if errors.Is(err, errChanged) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Update runs f on the attachment of ep and writes the record f returns,
+// under the container's lock, if the record is still ep: for changes the
+// reconcile pass makes to live pods (a new MTU). It says whether it ran.
+func (s *Server) Update(ep store.Endpoint, f func(store.Endpoint) (store.Endpoint, error)) (bool, error) {
+	err := s.withRecord(ep, func(cur store.Endpoint) error {
+		next, err := f(cur)
+		if err != nil {
+			return err
+		}
+		return s.store.SetEndpoint(next)
+	})
+	if errors.Is(err, errChanged) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// errChanged says withRecord found the record changed.
+var errChanged = errors.New("the attachment's record changed")
+
+// withRecord runs f under ep's container lock, told to the activity log,
+// if the record still is ep; else it returns errChanged.
+func (s *Server) withRecord(ep store.Endpoint, f func(store.Endpoint) error) error {
+	unlock := s.containers.Lock(ep.ContainerID)
+	defer unlock()
+	op := s.deps.Activity.Begin(ep.Handle, ep.HostVeth)
+	defer op.End()
+	op.Pod(ep.IP, "")
+	cur, found, err := s.store.Endpoint(ep.Handle)
+	if err != nil {
+		return err
+	}
+	if !found || cur.State != ep.State || cur.Netns != ep.Netns || cur.HostVeth != ep.HostVeth || cur.IP != ep.IP {
+		return errChanged
+	}
+	return f(cur)
+}

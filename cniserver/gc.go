@@ -48,16 +48,17 @@ func (s *Server) gc(in *reefv1.CNIRequest) *types.Error {
 	return nil
 }
 
-// releaseHandle releases one attachment under its locks, re-reading the
-// record there: a DEL may have come first.
+// releaseHandle releases one attachment under its container's lock,
+// re-reading the record there: a DEL may have come first.
 func (s *Server) releaseHandle(containerID, handle string) error {
-	unlock := s.containers.lock(containerID)
+	unlock := s.containers.Lock(containerID)
 	defer unlock()
-	s.Kernel.RLock()
-	defer s.Kernel.RUnlock()
+	op := s.deps.Activity.Begin(handle, "")
+	defer op.End()
 	ep, found, err := s.store.Endpoint(handle)
 	if err != nil || !found {
 		return err
 	}
+	op.Pod(ep.IP, ep.HostVeth)
 	return s.release(ep)
 }

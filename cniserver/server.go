@@ -17,6 +17,8 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"google.golang.org/grpc"
 
+	"github.com/reefcni/reef/cniserver/activity"
+	"github.com/reefcni/reef/internal/keyed"
 	reefv1 "github.com/reefcni/reef/proto"
 	"github.com/reefcni/reef/routes/sysctl"
 	"github.com/reefcni/reef/store"
@@ -45,13 +47,8 @@ type Server struct {
 
 	deps Deps
 
-	// Kernel is shared with the reconcile loop: CNI operations hold it for
-	// reading (they run in parallel, each on its own pod), reconcile holds it
-	// for writing, so it never sees a half-done ADD.
-	Kernel *sync.RWMutex
-
 	ready      atomic.Bool
-	containers keyedMutex
+	containers keyed.Mutex
 	deferred   sync.Map // handle -> true: DEL done but the store not written (ReleaseDeferred)
 }
 
@@ -75,6 +72,11 @@ type Deps struct {
 	// Policy covers a pod with its NetworkPolicies during ADD (see
 	// PolicyGate); nil: NetworkPolicy is off.
 	Policy PolicyGate
+	// Activity logs every operation that writes a pod's kernel objects or
+	// its record, for the reconcile pass, which leaves what they touch
+	// alone instead of locking them out (package activity). nil: a log of
+	// the server's own.
+	Activity *activity.Log
 	// Observe is told of every CNI operation served: its command, its
 	// result ("ok" or the CNI error code) and how long it took (the
 	// daemon's metrics); nil: nobody.
@@ -91,7 +93,10 @@ func New(cfg Config, d Deps) *Server {
 	if d.PodFilter == nil {
 		d.PodFilter = noPodFilter{}
 	}
-	return &Server{cfg: cfg, deps: d, store: d.Store, log: d.Log, Kernel: &sync.RWMutex{}}
+	if d.Activity == nil {
+		d.Activity = &activity.Log{}
+	}
+	return &Server{cfg: cfg, deps: d, store: d.Store, log: d.Log}
 }
 
 // SetReady opens (or closes) the server for ADD; STATUS follows it.
@@ -176,40 +181,5 @@ func RecoverInterceptor(log *slog.Logger) grpc.UnaryServerInterceptor {
 			}
 		}()
 		return handler(ctx, req)
-	}
-}
-
-// keyedMutex serialises operations on one container while letting different
-// containers proceed in parallel.
-type keyedMutex struct {
-	mu sync.Mutex
-	m  map[string]*keyedEntry
-}
-
-type keyedEntry struct {
-	sync.Mutex
-	refs int
-}
-
-func (k *keyedMutex) lock(key string) (unlock func()) {
-	k.mu.Lock()
-	if k.m == nil {
-		k.m = map[string]*keyedEntry{}
-	}
-	e := k.m[key]
-	if e == nil {
-		e = &keyedEntry{}
-		k.m[key] = e
-	}
-	e.refs++
-	k.mu.Unlock()
-	e.Lock()
-	return func() {
-		e.Unlock()
-		k.mu.Lock()
-		if e.refs--; e.refs == 0 {
-			delete(k.m, key)
-		}
-		k.mu.Unlock()
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/reefcni/reef/bgp"
 	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/cniserver"
+	"github.com/reefcni/reef/cniserver/activity"
 	"github.com/reefcni/reef/cniserver/pendingdel"
 	"github.com/reefcni/reef/metrics"
 	reefv1 "github.com/reefcni/reef/proto"
@@ -150,12 +151,15 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 		return nil, closeAll, err
 	}
 	sysctls := sysctl.New(sysctl.Proc{})
+	// The CNI operations' log: the server writes it, the pass reads it
+	// instead of locking them out (package activity).
+	ops := &activity.Log{}
 	cni := cniserver.New(cniserver.Config{Pools: pools, MTU: mtu, DeferredDir: DeferredDir(cfg), TestPauseAfterVeth: hooks.pauseAfterVeth},
 		cniserver.Deps{Store: st, Log: log.With("component", "cni"), Sysctls: sysctls, NeedBlock: blocks.Need,
-			PodFilter: natDP, Policy: policyGate(policyDP), Observe: m.CNI})
-	rec := newReconciler(reconcilerDeps{store: st, cni: cni, kernel: kernel, sysctls: sysctls, nat: natDP, policy: policyDP,
+			PodFilter: natDP, Policy: policyGate(policyDP), Activity: ops, Observe: m.CNI})
+	rec := newReconciler(reconcilerDeps{store: st, cni: cni, activity: ops, kernel: kernel, sysctls: sysctls, nat: natDP, policy: policyDP,
 		blocks: blocks, metrics: m, net: netInfo{node: cfg.NodeName, uplink: up, pools: cfg.Pools, podMTU: mtu},
-		pending: work, interval: cfg.ReconcileInterval}, log)
+		pending: work, interval: cfg.ReconcileInterval, passLoop: hooks.passLoop}, log)
 	d = &Daemon{cfg: cfg, log: log, uplink: up, mtu: mtu, store: st, cni: cni, rec: rec, speaker: speaker,
 		blocks: blocks, policy: policyDP, metrics: m, started: time.Now()}
 	return d, closeAll, nil

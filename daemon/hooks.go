@@ -11,4 +11,8 @@ type testHooks struct {
 	// bgpRestartTime replaces bgpRestartTime (REEF_TEST_BGP_RESTART_TIME),
 	// so that a test sees a ToR flush a dead node's routes in seconds.
 	bgpRestartTime time.Duration
+	// passLoop asks for a whole pass right after each one
+	// (REEF_TEST_PASS_LOOP=1), so that a test's CNI operations meet passes
+	// at every point of their way.
+	passLoop bool
 }

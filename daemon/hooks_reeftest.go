@@ -29,5 +29,12 @@ func readTestHooks(log *slog.Logger) (testHooks, error) {
 		h.bgpRestartTime = d
 		log.Warn("test hook on: peers are told to keep this node's routes for this long after a drop", "restartTime", v)
 	}
+	if v := os.Getenv("REEF_TEST_PASS_LOOP"); v != "" {
+		if v != "1" {
+			return h, fmt.Errorf("REEF_TEST_PASS_LOOP: value %q is not 1", v)
+		}
+		h.passLoop = true
+		log.Warn("test hook on: a whole reconcile pass right after each")
+	}
 	return h, nil
 }

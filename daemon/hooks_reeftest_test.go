@@ -12,8 +12,9 @@ import (
 func TestReefTestReadsHooks(t *testing.T) {
 	t.Setenv("REEF_TEST_PAUSE_AFTER_VETH", "1s")
 	t.Setenv("REEF_TEST_BGP_RESTART_TIME", "8s")
+	t.Setenv("REEF_TEST_PASS_LOOP", "1")
 	h, err := readTestHooks(slog.New(slog.DiscardHandler))
-	if err != nil || h != (testHooks{pauseAfterVeth: time.Second, bgpRestartTime: 8 * time.Second}) {
+	if err != nil || h != (testHooks{pauseAfterVeth: time.Second, bgpRestartTime: 8 * time.Second, passLoop: true}) {
 		t.Errorf("readTestHooks = %+v, %v", h, err)
 	}
 	t.Setenv("REEF_TEST_BGP_RESTART_TIME", "10ms")

@@ -259,11 +259,12 @@ func (n *nodeService) IPAMRelease(ctx context.Context, req *reefv1.IPAMReleaseRe
 			"%s holds %s and is live (its network namespace %s exists): releasing it would give its address to the next pod; delete the pod, or use --force",
 			podOf(ep), ep.IP, ep.Netns)
 	}
-	d.cni.Kernel.Lock()
-	err := d.cni.TearDown(ep)
-	d.cni.Kernel.Unlock()
+	released, err := d.cni.Release(ep)
 	if err != nil {
 		return nil, fmt.Errorf("release %s of %s: %w", ep.IP, ep.Handle, err)
+	}
+	if !released {
+		return nil, status.Errorf(codes.Aborted, "%s of %s changed while it was being released (an ADD or DEL of its pod came first): nothing was released; look again with reef ipam show", ep.IP, podOf(ep))
 	}
 	what := fmt.Sprintf("released %s of %s: its veth, nftables elements and record are gone, the address is free", ep.IP, podOf(ep))
 	if live {

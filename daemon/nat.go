@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/reefcni/reef/cniserver/activity"
 	"github.com/reefcni/reef/metrics"
 	"github.com/reefcni/reef/nat"
 	"github.com/reefcni/reef/store"
@@ -20,6 +22,10 @@ import (
 // and repairs what differs. Stopping the daemon leaves the tables in place;
 // `reef cleanup` removes them.
 type natDataplane struct {
+	// mu orders ADD's and DEL's elements with a pass: a pass that asks
+	// which pods CNI operations touched, under mu, sees every AddPod and
+	// DelPod before it, and none comes between its read and its write.
+	mu      sync.Mutex
 	kernel  *nat.Kernel
 	metrics *metrics.Metrics // nil: off
 	pools   []nat.Pool
@@ -51,7 +57,9 @@ func (n *natDataplane) AddPod(ep store.Endpoint) error {
 	if err != nil {
 		return err
 	}
+	n.mu.Lock()
 	err = n.kernel.AddPod(p)
+	n.mu.Unlock()
 	if errors.Is(err, nat.ErrNoTable) {
 		n.log.Warn("an nftables table of reef's is missing at ADD; triggering a reconcile pass to recreate it", "veth", ep.HostVeth, "ip", ep.IP, "error", err)
 		n.trigger()
@@ -78,6 +86,8 @@ func (n *natDataplane) DelPod(ep store.Endpoint) error {
 	if err != nil {
 		return err
 	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	return n.kernel.DelPod(p)
 }
 
@@ -95,14 +105,19 @@ func natPod(ep store.Endpoint) (nat.Pod, error) {
 }
 
 // reconcile brings reef's tables in line with the pools and the live
-// endpoints, in one batch, and logs each change with what differed. A nil
-// natDataplane does nothing (reconciler tests without nftables).
-func (n *natDataplane) reconcile(live []store.Endpoint) error {
+// endpoints, in one batch, and logs each change with what differed. The
+// elements of pods that CNI operations touched since mark stay as the
+// kernel has them (nat.LeaveAlone). A nil natDataplane does nothing
+// (reconciler tests without nftables).
+func (n *natDataplane) reconcile(live []store.Endpoint, mark *activity.Mark) error {
 	if n == nil {
 		return nil
 	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	touched := mark.Touched()
 	var pods []nat.Pod
-	for _, ep := range live {
+	for _, ep := range untouched(live, touched) {
 		if ep.HostVeth == "" {
 			continue
 		}
@@ -117,7 +132,7 @@ func (n *natDataplane) reconcile(live []store.Endpoint) error {
 	if err != nil {
 		return err
 	}
-	plan := nat.Diff(want, have)
+	plan := nat.Diff(nat.LeaveAlone(want, have, func(e nat.Elem) bool { return touchedElem(e, touched) }), have)
 	for _, c := range plan.Changes {
 		if !n.programmed && c.Kind == nat.CreateTable {
 			n.log.Info("creating nftables table", "table", c.Table.ID.String())
@@ -131,4 +146,13 @@ func (n *natDataplane) reconcile(live []store.Endpoint) error {
 	}
 	n.programmed = true
 	return nil
+}
+
+// touchedElem says whether e is an element of a pod that t names: by its
+// veth (the ARP filter), its address (the hairpin set) or the address a
+// hostPort leads to.
+func touchedElem(e nat.Elem, t activity.Touched) bool {
+	return e.Iface != "" && t.Link(e.Iface) ||
+		e.From.IsValid() && e.From == e.To && t.Addr(e.From) ||
+		e.Value.IsValid() && t.Addr(e.Value.Addr())
 }

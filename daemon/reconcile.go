@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/reefcni/reef/cniserver"
+	"github.com/reefcni/reef/cniserver/activity"
 	"github.com/reefcni/reef/metrics"
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/routes/sysctl"
@@ -59,6 +60,7 @@ type reconciler struct {
 type reconcilerDeps struct {
 	store    *store.Store
 	cni      *cniserver.Server
+	activity *activity.Log // the CNI operations' log, which a pass reads (package activity)
 	kernel   *routes.Kernel
 	sysctls  *sysctl.Owner
 	nat      *natDataplane
@@ -68,6 +70,7 @@ type reconcilerDeps struct {
 	net      netInfo          // the node's uplink, pools and pod MTU
 	pending  *pending         // what the loop has to do: the triggers fill it (schedule.go)
 	interval time.Duration
+	passLoop bool // test hook: a whole pass right after each (testHooks.passLoop)
 }
 
 func newReconciler(deps reconcilerDeps, log *slog.Logger) *reconciler {
@@ -88,6 +91,9 @@ func (r *reconciler) Run(ctx context.Context) {
 			lastStep: r.lastStep, sinceStep: time.Since(r.lastStepEnd)})
 		if w != 0 && wait == 0 {
 			r.run(r.pending.take())
+			if r.passLoop {
+				r.pending.add(workStep | workKernel)
+			}
 			continue
 		}
 		var fire <-chan time.Time
@@ -131,9 +137,8 @@ func (r *reconciler) Last() (time.Time, error) {
 
 // Once runs one pass: the block protocol's step first, which reads and
 // writes only the store and BGP (bbolt orders its transactions with the
-// CNI path's), then the kernel, while holding the kernel lock for writing,
-// so no CNI operation is half-way through the store or the kernel. ADDs
-// go on while the step waits for BGP.
+// CNI path's), then the kernel. CNI operations go on meanwhile: the pass
+// leaves alone what they touch (see pass).
 func (r *reconciler) Once() error { return r.once(kernelAll) }
 
 // once runs a step and then the kernel side: the whole of it for
@@ -142,11 +147,10 @@ func (r *reconciler) Once() error { return r.once(kernelAll) }
 // or kernelRoutes says an earlier step left that to this pass. When the
 // step (not a whole pass) woke ADDs that waited for a block, their wiring
 // goes first: the kernel side is put off to the next pass (workRoutes),
-// which comes after the BGP step gap and then waits on the kernel lock for
-// those ADDs. (With 100 route-reflector clients on 2 cores, a pass that
-// took the lock first kept a woken ADD waiting up to 6 s.) An ADD needs
-// nothing of that pass: the pod's own route is its own, and a block is
-// announced by the step.
+// which comes after the BGP step gap. (With 100 route-reflector clients on
+// 2 cores, a pass at once kept the woken ADDs waiting for the CPU.) An ADD
+// needs nothing of that pass: the pod's own route is its own, and a block
+// is announced by the step.
 //
 // The step and the kernel side share one loop on purpose: with kernel
 // passes in a loop of their own, beside the steps, the 100-client
@@ -164,10 +168,7 @@ func (r *reconciler) once(kernel kernelPass) error {
 		return nil
 	}
 	began := time.Now()
-	r.cni.Kernel.Lock()
-	locked := time.Now()
 	passErr := r.pass(blocks, kernel != kernelAll)
-	r.cni.Kernel.Unlock()
 	var failed []string
 	if stepErr != nil {
 		failed = append(failed, "blocks")
@@ -175,9 +176,10 @@ func (r *reconciler) once(kernel kernelPass) error {
 	if passErr != nil {
 		failed = append(failed, "kernel")
 	}
-	r.metrics.Pass(time.Since(locked), failed)
-	if took := time.Since(began); took >= slowStep {
-		r.log.Info("slow kernel pass", "took", took.Round(time.Millisecond), "waitedForLock", locked.Sub(began).Round(time.Millisecond))
+	took := time.Since(began)
+	r.metrics.Pass(took, failed)
+	if took >= slowStep {
+		r.log.Info("slow kernel pass", "took", took.Round(time.Millisecond))
 	}
 	r.applied, r.appliedOK = blocks, stepErr == nil && passErr == nil && r.blocks != nil
 	err := errors.Join(stepErr, passErr)
@@ -224,9 +226,18 @@ func (r *reconciler) record(err error) {
 // every pod's proxy ARP, the nftables tables, the tunnel's neighbours) was
 // a seventh of a 100-client bench's CPU; the next whole pass (the interval,
 // an ADD, a DEL) repairs the rest, as it repairs any drift.
+//
+// CNI operations run beside the pass. It takes a mark in their activity
+// log before it reads the store, and whatever an operation in flight, or
+// ended since the mark, touched (its record, veth, /32, elements, ifb) is
+// left alone: neither released, pruned nor put back; the next pass, whose
+// mark comes after the operation ended, finds it in the store. Each owner
+// asks again after reading the kernel, and under each pod object's lock
+// before changing it (routes.Busy), so an operation that begins while the
+// pass runs is seen too.
 func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
-	// Under the lock no CNI operation is half-way, so store and kernel are
-	// both stable while this pass reads them.
+	mark := r.activity.Mark()
+	defer mark.Close()
 	eps, err := r.store.Endpoints()
 	if err != nil {
 		return fmt.Errorf("read endpoints: %w", err)
@@ -239,11 +250,11 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 	var errs []error
 	live := readyEndpoints(eps)
 	if !routesOnly {
-		live = r.resolveEndpoints(eps, &errs)
+		live = r.resolveEndpoints(eps, mark.Touched(), &errs)
 	}
 	own, remote, vxPeers := r.routedBlocks(blocks, &errs)
 	r.syncTunnels(own, vxPeers, routesOnly, &errs)
-	links, err := r.syncRoutes(live, own, remote)
+	live, links, err := r.syncRoutes(live, own, remote, mark)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -252,9 +263,20 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 	}
 	r.syncSysctls(live, &errs)
 	r.syncPodMTU(live, links, &errs)
-	r.syncTC(live, links, &errs)
-	errs = append(errs, r.nat.reconcile(live), r.policy.reconcile())
+	r.syncTC(live, links, mark, &errs)
+	errs = append(errs, r.nat.reconcile(live, mark), r.policy.reconcile())
 	return errors.Join(errs...)
+}
+
+// untouched are the endpoints of eps that no CNI operation touched.
+func untouched(eps []store.Endpoint, t activity.Touched) []store.Endpoint {
+	var out []store.Endpoint
+	for _, ep := range eps {
+		if ep.State == store.EndpointReserved || !t.Pod(ep.Handle, ep.HostVeth, ep.IP) {
+			out = append(out, ep)
+		}
+	}
+	return out
 }
 
 // readyEndpoints are the endpoints a routes-only pass counts: what a
@@ -292,15 +314,24 @@ func (r *reconciler) syncTunnels(own []netip.Prefix, vxPeers map[netip.Addr]bool
 
 // syncRoutes brings the routes and the pods' veths in line: the pods'
 // /32s, the own blocks' blackholes, the other nodes' blocks, and no veth
-// without a pod. It returns the links the kernel had (nil when it could
-// not be read).
-func (r *reconciler) syncRoutes(live []store.Endpoint, own []netip.Prefix, remote []routes.RemoteBlock) (map[string]bool, error) {
+// without a pod. After reading the kernel it drops from live the
+// endpoints a CNI operation touched since the mark, and returns the rest
+// with the links the kernel had (nil when it could not be read).
+func (r *reconciler) syncRoutes(live []store.Endpoint, own []netip.Prefix, remote []routes.RemoteBlock, mark *activity.Mark) ([]store.Endpoint, map[string]bool, error) {
 	have, err := r.kernel.Read()
 	if err != nil {
-		return nil, err
+		return live, nil, err
 	}
+	touched := mark.Touched()
+	live = untouched(live, touched)
 	want := podRoutes(live)
-	plan := routes.Diff(routes.Desired(want, own, remote, have.Links), have)
+	plan := routes.Diff(routes.Desired(want, own, remote, have.Links), have).Without(touched)
+	r.logRoutes(plan, have, want)
+	return live, have.Links, r.kernel.Apply(plan, mark)
+}
+
+// logRoutes logs and counts what plan repairs.
+func (r *reconciler) logRoutes(plan routes.Plan, have routes.State, want []routes.Endpoint) {
 	pods := map[netip.Prefix]bool{} // the pods' /32s: ADD writes them, so a pass that adds one repairs it
 	for _, ep := range want {
 		pods[netip.PrefixFrom(ep.IP, ep.IP.BitLen())] = true
@@ -324,7 +355,6 @@ func (r *reconciler) syncRoutes(live []store.Endpoint, own []netip.Prefix, remot
 		r.log.Warn("removing veth no pod owns", "veth", l)
 	}
 	r.metrics.Repaired(metrics.RepairLink, len(plan.DeleteLink))
-	return have.Links, r.kernel.Apply(plan)
 }
 
 // syncSysctls has the sysctl owner bring forwarding and the pods' veths'
@@ -349,14 +379,14 @@ func (r *reconciler) syncSysctls(live []store.Endpoint, errs *[]error) {
 // syncTC brings the pods' bandwidth limits in line (tc on each limited
 // pod's veth, and its ifb for an egress limit), and removes the ifbs no
 // pod's egress limit uses.
-func (r *reconciler) syncTC(live []store.Endpoint, links map[string]bool, errs *[]error) {
+func (r *reconciler) syncTC(live []store.Endpoint, links map[string]bool, busy routes.Busy, errs *[]error) {
 	limited := map[string]bool{} // veths whose pods limit egress
 	for _, ep := range live {
 		if ep.HostVeth == "" || !links[ep.HostVeth] || ep.Bandwidth == nil {
 			continue
 		}
 		limited[ep.HostVeth] = ep.Bandwidth.EgressRate != 0
-		changes, err := routes.SetBandwidth(ep.HostVeth, cniserver.RoutesBandwidth(*ep.Bandwidth))
+		changes, err := routes.RepairBandwidth(ep.HostVeth, cniserver.RoutesBandwidth(*ep.Bandwidth), busy)
 		for _, c := range changes {
 			r.log.Warn("repaired: "+c, "veth", ep.HostVeth, "ip", ep.IP)
 		}
@@ -371,10 +401,13 @@ func (r *reconciler) syncTC(live []store.Endpoint, links map[string]bool, errs *
 		*errs = append(*errs, err)
 	}
 	for _, ifb := range orphans {
-		r.log.Warn("removing ifb no pod's egress limit uses", "ifb", ifb)
-		r.metrics.Repaired(metrics.RepairLink, 1)
-		if err := routes.DeleteIFB(ifb); err != nil {
+		removed, err := routes.DeleteIFB(ifb, busy)
+		if err != nil {
 			*errs = append(*errs, err)
+		}
+		if removed {
+			r.log.Warn("removed an ifb no pod's egress limit uses", "ifb", ifb)
+			r.metrics.Repaired(metrics.RepairLink, 1)
 		}
 	}
 }
@@ -418,13 +451,14 @@ func podRoutes(live []store.Endpoint) []routes.Endpoint {
 }
 
 // compareRoutes is `reef routes`: the routes and veths reef wants next to
-// the kernel's, under the kernel lock so that no CNI operation is half
-// way, and without changing anything (the pass would release endpoints
-// and sync the tunnels; this reads). Endpoints count as a routes-only
-// pass counts them: ready and reserved ones.
+// the kernel's, without changing anything (the pass would release
+// endpoints and sync the tunnels; this reads). Endpoints count as a
+// routes-only pass counts them: ready and reserved ones. What CNI
+// operations touched while it read is left out of both sides, as a pass
+// leaves it alone.
 func (r *reconciler) compareRoutes() (want, have routes.State, err error) {
-	r.cni.Kernel.Lock()
-	defer r.cni.Kernel.Unlock()
+	mark := r.activity.Mark()
+	defer mark.Close()
 	eps, err := r.store.Endpoints()
 	if err != nil {
 		return want, have, err
@@ -433,12 +467,17 @@ func (r *reconciler) compareRoutes() (want, have routes.State, err error) {
 	if err != nil {
 		return want, have, err
 	}
-	live := readyEndpoints(eps)
 	var errs []error
 	own, remote, _ := r.routedBlocks(blocks, &errs)
 	if have, err = r.kernel.Read(); err != nil {
 		return want, have, err
 	}
+	t := mark.Touched()
+	maps.DeleteFunc(have.Links, func(name string, _ bool) bool { return t.Link(name) })
+	maps.DeleteFunc(have.Routes, func(dst netip.Prefix, rt routes.Route) bool {
+		return rt.Kind == routes.PodRoute && dst.IsSingleIP() && (t.Addr(dst.Addr()) || t.Link(rt.Dev))
+	})
+	live := untouched(readyEndpoints(eps), t)
 	return routes.Desired(podRoutes(live), own, remote, have.Links), have, errors.Join(errs...)
 }
 
@@ -448,13 +487,16 @@ func (r *reconciler) compareRoutes() (want, have routes.State, err error) {
 // retry or delete, so the address is freed. A ready record whose netns is
 // gone (a reboot, a runtime that never sent DEL) is freed on the second pass
 // in a row that finds it gone.
-func (r *reconciler) resolveEndpoints(eps []store.Endpoint, errs *[]error) []store.Endpoint {
+func (r *reconciler) resolveEndpoints(eps []store.Endpoint, touched activity.Touched, errs *[]error) []store.Endpoint {
 	var live []store.Endpoint
 	seen := map[string]bool{}
 	for _, ep := range eps {
 		seen[ep.Handle] = true
 		switch {
 		case ep.State == store.EndpointReserved:
+		case touched.Pod(ep.Handle, ep.HostVeth, ep.IP):
+			// A CNI operation's: it decides; the next pass sees what it did.
+			continue
 		case ep.State != store.EndpointReady:
 			r.release(ep, "its ADD never finished", errs)
 			continue
@@ -483,8 +525,13 @@ func (r *reconciler) resolveEndpoints(eps []store.Endpoint, errs *[]error) []sto
 }
 
 func (r *reconciler) release(ep store.Endpoint, why string, errs *[]error) {
-	if err := r.cni.TearDown(ep); err != nil {
+	released, err := r.cni.Release(ep)
+	if err != nil {
 		*errs = append(*errs, fmt.Errorf("release %s of %s: %w", ep.IP, ep.ContainerID, err))
+		return
+	}
+	if !released {
+		r.log.Info("not releasing an address: its record changed since the pass read it", "ip", ep.IP, "container", ep.ContainerID)
 		return
 	}
 	r.log.Warn("released address: "+why, "ip", ep.IP, "container", ep.ContainerID, "pod", ep.PodNamespace+"/"+ep.PodName)

@@ -242,17 +242,22 @@ func (r *reconciler) syncPodMTU(live []store.Endpoint, links map[string]bool, er
 		if ep.State != store.EndpointReady || ep.HostVeth == "" || !links[ep.HostVeth] || ep.MTU == r.net.podMTU {
 			continue
 		}
-		if _, err := r.kernel.SetPodMTU(ep.HostVeth, ep.Netns, ep.IfName, r.net.podMTU); err != nil {
+		// Through the CNI server, under the pod's lock: a DEL that came
+		// since the pass read the record must not get it written back.
+		changed, err := r.cni.Update(ep, func(cur store.Endpoint) (store.Endpoint, error) {
+			if _, err := r.kernel.SetPodMTU(cur.HostVeth, cur.Netns, cur.IfName, r.net.podMTU); err != nil {
+				return cur, err
+			}
+			cur.MTU = r.net.podMTU
+			return cur, nil
+		})
+		if err != nil {
 			*errs = append(*errs, err)
 			continue
 		}
-		old := ep.MTU
-		ep.MTU = r.net.podMTU
-		if err := r.store.SetEndpoint(ep); err != nil {
-			*errs = append(*errs, err)
-			continue
+		if changed {
+			r.log.Info("pod MTU changed", "ip", ep.IP, "veth", ep.HostVeth, "from", ep.MTU, "to", r.net.podMTU)
 		}
-		r.log.Info("pod MTU changed", "ip", ep.IP, "veth", ep.HostVeth, "from", old, "to", ep.MTU)
 	}
 }
 

@@ -202,6 +202,26 @@ func SetBandwidth(hostVeth string, bw Bandwidth) (changes []string, err error) {
 	if !isOurs(hostVeth) {
 		return nil, fmt.Errorf("refusing to touch %q: not a reef link", hostVeth)
 	}
+	defer lockPod(hostVeth)()
+	return setBandwidth(hostVeth, bw)
+}
+
+// RepairBandwidth is SetBandwidth for the reconcile pass: a veth that
+// busy names is left alone, checked under the pod's lock (a DEL that began
+// after the pass read the store may be removing it).
+func RepairBandwidth(hostVeth string, bw Bandwidth, busy Busy) (changes []string, err error) {
+	if !isOurs(hostVeth) {
+		return nil, fmt.Errorf("refusing to touch %q: not a reef link", hostVeth)
+	}
+	defer lockPod(hostVeth)()
+	if orNotBusy(busy).Link(hostVeth) {
+		return nil, nil
+	}
+	return setBandwidth(hostVeth, bw)
+}
+
+// setBandwidth is SetBandwidth, under the pod's lock.
+func setBandwidth(hostVeth string, bw Bandwidth) (changes []string, err error) {
 	h, err := netlinksafe.NewHandle()
 	if err != nil {
 		return nil, fmt.Errorf("netlink handle: %w", err)
@@ -325,30 +345,38 @@ func OrphanIFBs(live map[string]bool) ([]string, error) {
 	return out, nil
 }
 
-// DeleteIFB removes one of reef's ifb devices. Absent is success; a name
-// without IFBPrefix, or a link of that name that is not an ifb (a pod's
-// veth may be named reefb...), is refused.
-func DeleteIFB(name string) error {
+// DeleteIFB removes one of reef's ifb devices, and says whether it did.
+// Absent is success; a name without IFBPrefix, or a link of that name that
+// is not an ifb (a pod's veth may be named reefb...), is refused. An ifb
+// whose veth (its alias) busy names is left alone: it is checked under the
+// ifb's lock, which ADD's and DEL's writers hold while they create, alias
+// or delete it. nil is never busy.
+func DeleteIFB(name string, busy Busy) (bool, error) {
 	if !strings.HasPrefix(name, IFBPrefix) || len(name) == len(IFBPrefix) {
-		return fmt.Errorf("refusing to delete %q: not a reef ifb", name)
+		return false, fmt.Errorf("refusing to delete %q: not a reef ifb", name)
 	}
+	busy = orNotBusy(busy)
+	defer lockIFB(name)()
 	h, err := netlinksafe.NewHandle()
 	if err != nil {
-		return fmt.Errorf("netlink handle: %w", err)
+		return false, fmt.Errorf("netlink handle: %w", err)
 	}
 	defer h.Close()
 	l, err := h.LinkByName(name)
 	if isNotFound(err) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("find ifb %s: %w", name, err)
+		return false, fmt.Errorf("find ifb %s: %w", name, err)
 	}
 	if l.Type() != "ifb" {
-		return fmt.Errorf("refusing to delete %s: a %s, not an ifb", name, l.Type())
+		return false, fmt.Errorf("refusing to delete %s: a %s, not an ifb", name, l.Type())
+	}
+	if veth := l.Attrs().Alias; veth != "" && busy.Link(veth) {
+		return false, nil
 	}
 	if err := h.LinkDel(l); err != nil && !errors.Is(err, unix.ENODEV) && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("delete ifb %s: %w", name, err)
+		return false, fmt.Errorf("delete ifb %s: %w", name, err)
 	}
-	return nil
+	return true, nil
 }

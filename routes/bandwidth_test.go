@@ -476,7 +476,7 @@ func TestIFBOwnership(t *testing.T) {
 	if l, err := nodeH.LinkByName(ifbA); err != nil || l.Attrs().Alias != vethB {
 		t.Errorf("another pod's ifb after TeardownPod: %v, %v; want it untouched", l, err)
 	}
-	if err := in(t, node, func() error { return DeleteIFB(ifbA) }); err != nil {
+	if err := in(t, node, func() error { _, err := DeleteIFB(ifbA, nil); return err }); err != nil {
 		t.Fatal(err)
 	}
 
@@ -525,7 +525,17 @@ func TestIFBOwnership(t *testing.T) {
 	if diff := cmp.Diff([]string{IFBName(vethX), IFBName(vethY)}, orphans(nil)); diff != "" {
 		t.Errorf("OrphanIFBs(none live) (-want +got):\n%s", diff)
 	}
-	del := func(name string) error { return in(t, node, func() error { return DeleteIFB(name) }) }
+	// An ifb whose veth a CNI operation is busy with stays.
+	busyY := testBusy{links: map[string]bool{vethY: true}}
+	if err := in(t, node, func() error { _, err := DeleteIFB(IFBName(vethY), busyY); return err }); err != nil {
+		t.Fatalf("DeleteIFB of a busy veth's ifb: %v", err)
+	}
+	if _, err := nodeH.LinkByName(IFBName(vethY)); err != nil {
+		t.Errorf("DeleteIFB removed %s, whose veth a CNI operation was busy with: %v", IFBName(vethY), err)
+	}
+	del := func(name string) error {
+		return in(t, node, func() error { _, err := DeleteIFB(name, nil); return err })
+	}
 	if err := del(IFBName(vethY)); err != nil {
 		t.Fatalf("DeleteIFB: %v", err)
 	}

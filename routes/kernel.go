@@ -72,34 +72,89 @@ func (k *Kernel) Read() (State, error) {
 }
 
 // Apply carries out a plan. It goes on after a failed step so that one bad
-// object does not hold back the rest, and returns every failure.
-func (k *Kernel) Apply(p Plan) error {
+// object does not hold back the rest, and returns every failure. A pod's
+// /32 or veth that busy names is left alone (see Busy): each is checked
+// under the object's lock, just before it would be changed. nil is never
+// busy.
+func (k *Kernel) Apply(p Plan, busy Busy) error {
+	busy = orNotBusy(busy)
 	var errs []error
 	// Each device is looked up once per plan: the routes of a pass mostly
 	// share one (the uplink), and a lookup is a netlink request of its own.
 	links := map[string]int{}
 	for _, r := range p.Replace {
-		if err := k.replace(r, links); err != nil {
+		if err := k.podObject(r, busy, func() error { return k.replace(r, links) }); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	for _, r := range p.DeleteRoute {
-		// Scope "nowhere" matches a route of any scope; the protocol makes
-		// sure the kernel deletes only a route of ours.
-		nr := &netlink.Route{Dst: prefixToIPNet(r.Dst), Protocol: Protocol, Table: unix.RT_TABLE_MAIN, Scope: netlink.SCOPE_NOWHERE}
-		if r.Kind == Blackhole {
-			nr.Type = unix.RTN_BLACKHOLE
-		}
-		if err := k.h.RouteDel(nr); err != nil && !errors.Is(err, unix.ESRCH) && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, fmt.Errorf("delete route %s: %w", r, err))
-		}
-	}
-	for _, name := range p.DeleteLink {
-		if err := deleteLink(k.h, name); err != nil {
+		if err := k.podObject(r, busy, func() error { return k.deleteRoute(r) }); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	for _, name := range p.DeleteLink {
+		unlock := lockLink(name)
+		if !busy.Link(name) {
+			if err := deleteLink(k.h, name); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		unlock()
+	}
 	return errors.Join(errs...)
+}
+
+// Without is p less what busy names: the plan a pass logs. Apply asks
+// again, under each object's lock.
+func (p Plan) Without(busy Busy) Plan {
+	keep := func(r Route) bool { return !isPodObject(r) || !busy.Addr(r.Dst.Addr()) && !busy.Link(r.Dev) }
+	var out Plan
+	for _, r := range p.Replace {
+		if keep(r) {
+			out.Replace = append(out.Replace, r)
+		}
+	}
+	for _, r := range p.DeleteRoute {
+		if keep(r) {
+			out.DeleteRoute = append(out.DeleteRoute, r)
+		}
+	}
+	for _, l := range p.DeleteLink {
+		if !busy.Link(l) {
+			out.DeleteLink = append(out.DeleteLink, l)
+		}
+	}
+	return out
+}
+
+// isPodObject says whether r is a pod's /32 (not a block's route).
+func isPodObject(r Route) bool { return r.Kind == PodRoute && r.Dst.IsSingleIP() }
+
+// podObject runs change for r: under the /32's lock and only if no CNI
+// operation is busy with it, for a pod's route; at once for a block's.
+func (k *Kernel) podObject(r Route, busy Busy, change func() error) error {
+	if !isPodObject(r) {
+		return change()
+	}
+	unlock := lockAddr(r.Dst.Addr())
+	defer unlock()
+	if busy.Addr(r.Dst.Addr()) || busy.Link(r.Dev) {
+		return nil
+	}
+	return change()
+}
+
+func (k *Kernel) deleteRoute(r Route) error {
+	// Scope "nowhere" matches a route of any scope; the protocol makes
+	// sure the kernel deletes only a route of ours.
+	nr := &netlink.Route{Dst: prefixToIPNet(r.Dst), Protocol: Protocol, Table: unix.RT_TABLE_MAIN, Scope: netlink.SCOPE_NOWHERE}
+	if r.Kind == Blackhole {
+		nr.Type = unix.RTN_BLACKHOLE
+	}
+	if err := k.h.RouteDel(nr); err != nil && !errors.Is(err, unix.ESRCH) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("delete route %s: %w", r, err)
+	}
+	return nil
 }
 
 // linkIndex is the index of the device named dev, from links or looked up

@@ -133,6 +133,8 @@ func VethPeerIn(path, hostVeth string) (bool, error) {
 // A stale node-side veth of the same name (an earlier sandbox of the same
 // pod) is replaced.
 func SetupPod(spec PodSpec) (PodLinks, error) {
+	defer lockPod(spec.HostVeth)()
+	defer lockAddr(spec.IP)()
 	podNS, err := openNetns(spec.Netns)
 	if err != nil {
 		return PodLinks{}, err
@@ -258,6 +260,7 @@ func podRoute(ip netip.Addr, linkIndex int) *netlink.Route {
 // removes the /32 route and the veth's qdiscs with the veth. What is
 // already gone is success, so DEL can be repeated.
 func TeardownPod(hostVeth string) error {
+	defer lockPod(hostVeth)()
 	h, err := netlinksafe.NewHandle()
 	if err != nil {
 		return fmt.Errorf("netlink handle: %w", err)

@@ -379,12 +379,31 @@ func TestKernelReadApply(t *testing.T) {
 	if diff := cmp.Diff(wantPlan, plan, stateCmpOpts); diff != "" {
 		t.Fatalf("Diff (-want +got):\n%s", diff)
 	}
-	if err := k.Apply(plan); err != nil {
+	// A pass leaves alone what a CNI operation is busy with: the stray
+	// veth and the /32 of 10.244.1.7 stay as they are; the rest changes.
+	busy := testBusy{links: map[string]bool{"reefstray1": true}, addrs: map[netip.Addr]bool{netip.MustParseAddr("10.244.1.7"): true}}
+	if err := k.Apply(plan, busy); err != nil {
+		t.Fatalf("Apply with busy objects: %v", err)
+	}
+	mid, err := k.Read()
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	if !mid.Links["reefstray1"] {
+		t.Errorf("Apply deleted veth reefstray1, which a CNI operation was busy with")
+	}
+	if rt := mid.Routes[pfx("10.244.1.7/32")]; rt.Dev != "reefstray1" {
+		t.Errorf("Apply changed the /32 of 10.244.1.7, which a CNI operation was busy with: now %v", rt)
+	}
+	if _, ok := mid.Routes[pfx("10.244.1.99/32")]; ok {
+		t.Errorf("Apply with busy objects left 10.244.1.99/32, which nobody was busy with")
+	}
+	if err := k.Apply(plan, nil); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
 	// Deletes of what is already gone are success, so a plan can be
 	// applied twice.
-	if err := k.Apply(Plan{DeleteRoute: plan.DeleteRoute, DeleteLink: plan.DeleteLink}); err != nil {
+	if err := k.Apply(Plan{DeleteRoute: plan.DeleteRoute, DeleteLink: plan.DeleteLink}, nil); err != nil {
 		t.Errorf("second Apply of the deletes: %v", err)
 	}
 
@@ -415,10 +434,19 @@ func TestKernelReadApply(t *testing.T) {
 	}
 
 	// A plan that names a link without reef's prefix is refused.
-	if err := k.Apply(Plan{DeleteLink: []string{"other0"}}); err == nil {
+	if err := k.Apply(Plan{DeleteLink: []string{"other0"}}, nil); err == nil {
 		t.Errorf("Apply deleting other0 = nil, want a refusal")
 	}
 	if _, err := nodeH.LinkByName("other0"); err != nil {
 		t.Errorf("other0 after a refused delete: %v", err)
 	}
 }
+
+// testBusy is a Busy of fixed objects.
+type testBusy struct {
+	links map[string]bool
+	addrs map[netip.Addr]bool
+}
+
+func (b testBusy) Link(name string) bool   { return b.links[name] }
+func (b testBusy) Addr(ip netip.Addr) bool { return b.addrs[ip] }

@@ -52,7 +52,7 @@ func TestKernelRoutedRemoteBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := k.Apply(Diff(want, have)); err != nil {
+	if err := k.Apply(Diff(want, have), nil); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
 	if diff := cmp.Diff([]string{"10.244.7.0/26 via 192.0.2.254 dev eth0 proto 238"}, routeStrings(t, nodeH, &netlink.Route{Protocol: Protocol}, netlink.RT_FILTER_PROTOCOL)); diff != "" {

@@ -186,6 +186,7 @@ func (k *Kernel) syncPeers(idx int, peers map[netip.Addr]bool) []error {
 // mtu (a changed configuration reaching existing pods). It says whether it
 // changed anything.
 func (k *Kernel) SetPodMTU(hostVeth, netnsPath, ifName string, mtu int) (bool, error) {
+	defer lockPod(hostVeth)()
 	changed := false
 	l, err := k.h.LinkByName(hostVeth)
 	if err != nil {

@@ -1,0 +1,196 @@
+// Package activity is the log of the CNI operations that write a pod's
+// kernel objects and its record (ADD, DEL, GC, a release), which the
+// reconcile pass reads instead of locking them out.
+//
+// A pass takes a Mark before it reads the store, and asks Touched after it
+// has read the kernel: every operation in flight at that moment, or ended
+// since the mark, may have written objects that the pass's snapshot of the
+// store does not explain (an ADD's veth before its record was ready) or
+// explains wrongly (a DEL's record that is gone by now). The pass leaves
+// what they touched alone, neither pruned nor put back; the next pass,
+// whose mark is taken after they ended, sees them in the store.
+//
+// An operation names what it touches before it writes it: the handle and
+// the node-side veth at Begin, the address once it has one (Op.Pod). So a
+// pass that finds an object not Touched knows that no operation begun
+// before that check writes it; one begun after must take the object's own
+// lock (package routes keeps one per veth and per address) before writing
+// it, and the pass checks under that lock.
+package activity
+
+import (
+	"net/netip"
+	"sync"
+)
+
+// Log is the node's log of CNI operations. The zero value is ready.
+type Log struct {
+	mu    sync.Mutex
+	seq   uint64
+	live  map[*Op]struct{}
+	ended []ended        // operations ended while a mark was open
+	marks map[uint64]int // open marks by sequence number
+}
+
+// Op is one operation in flight.
+type Op struct {
+	log  *Log
+	keys keys
+}
+
+type keys struct {
+	handle, veth string
+	ip           netip.Addr
+}
+
+type ended struct {
+	keys
+	seq uint64
+}
+
+// Begin records an operation on the attachment handle whose node-side veth
+// is veth ("" when not known yet). End it when it returns.
+func (l *Log) Begin(handle, veth string) *Op {
+	op := &Op{log: l, keys: keys{handle: handle, veth: veth}}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seq++
+	if l.live == nil {
+		l.live = map[*Op]struct{}{}
+	}
+	l.live[op] = struct{}{}
+	return op
+}
+
+// Pod records the pod's address and veth, before the operation writes an
+// object with either. An operation touches one pod: a second call names
+// the same pod again (a repeated ADD's veth may differ from the first).
+func (o *Op) Pod(ip netip.Addr, veth string) {
+	o.log.mu.Lock()
+	defer o.log.mu.Unlock()
+	if ip.IsValid() {
+		o.keys.ip = ip
+	}
+	if veth != "" {
+		o.keys.veth = veth
+	}
+}
+
+// End records that the operation returned. It may be called once.
+func (o *Op) End() {
+	l := o.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seq++
+	delete(l.live, o)
+	if len(l.marks) > 0 {
+		l.ended = append(l.ended, ended{o.keys, l.seq})
+	}
+}
+
+// Mark is a point in the log: a pass's start.
+type Mark struct {
+	log *Log
+	seq uint64
+}
+
+// Mark returns the log's present point. Close it when the pass ends.
+func (l *Log) Mark() *Mark {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.marks == nil {
+		l.marks = map[uint64]int{}
+	}
+	l.marks[l.seq]++
+	return &Mark{log: l, seq: l.seq}
+}
+
+// Close releases the mark; the log forgets what no open mark needs.
+func (m *Mark) Close() {
+	l := m.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.marks[m.seq]--; l.marks[m.seq] == 0 {
+		delete(l.marks, m.seq)
+	}
+	oldest, any := uint64(0), false
+	for s := range l.marks {
+		if !any || s < oldest {
+			oldest, any = s, true
+		}
+	}
+	keep := l.ended[:0]
+	for _, e := range l.ended {
+		if any && e.seq > oldest {
+			keep = append(keep, e)
+		}
+	}
+	clear(l.ended[len(keep):])
+	l.ended = keep
+}
+
+// Touched is what the operations in flight now, or ended since the mark,
+// touched.
+func (m *Mark) Touched() Touched {
+	t := Touched{handles: map[string]bool{}, veths: map[string]bool{}, ips: map[netip.Addr]bool{}}
+	m.each(func(k keys) bool { t.add(k); return false })
+	return t
+}
+
+// Link and Addr ask the log, at the moment of the call, whether an
+// operation in flight or ended since the mark touched a node-side veth or
+// an address: the check that package routes makes under the object's own
+// lock, just before the pass writes it.
+func (m *Mark) Link(name string) bool {
+	return m.each(func(k keys) bool { return k.veth == name })
+}
+
+func (m *Mark) Addr(ip netip.Addr) bool {
+	return m.each(func(k keys) bool { return k.ip == ip })
+}
+
+// each calls f with the keys of every operation in flight or ended since
+// the mark, until f returns true; it says whether one did.
+func (m *Mark) each(f func(keys) bool) bool {
+	l := m.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for op := range l.live {
+		if f(op.keys) {
+			return true
+		}
+	}
+	for _, e := range l.ended {
+		if e.seq > m.seq && f(e.keys) {
+			return true
+		}
+	}
+	return false
+}
+
+// Touched is a set of attachments, veths and addresses that CNI operations
+// touched. The zero value is empty.
+type Touched struct {
+	handles, veths map[string]bool
+	ips            map[netip.Addr]bool
+}
+
+func (t Touched) add(k keys) {
+	t.handles[k.handle] = true
+	if k.veth != "" {
+		t.veths[k.veth] = true
+	}
+	if k.ip.IsValid() {
+		t.ips[k.ip] = true
+	}
+}
+
+// Handle, Link and Addr say whether an attachment, a node-side veth and an
+// address were touched.
+func (t Touched) Handle(h string) bool    { return t.handles[h] }
+func (t Touched) Link(name string) bool   { return t.veths[name] }
+func (t Touched) Addr(ip netip.Addr) bool { return t.ips[ip] }
+func (t Touched) Empty() bool             { return len(t.handles) == 0 }
+func (t Touched) Pod(handle, veth string, ip netip.Addr) bool {
+	return t.handles[handle] || veth != "" && t.veths[veth] || ip.IsValid() && t.ips[ip]
+}
