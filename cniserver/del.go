@@ -98,6 +98,9 @@ func (s *Server) recoveredEndpoint(r *request) (store.Endpoint, bool, error) {
 	return store.Endpoint{}, false, nil
 }
 
+// Alive is SandboxAlive, for the reconcile pass.
+func (s *Server) Alive(ep store.Endpoint) bool { return SandboxAlive(ep) }
+
 // SandboxAlive reports whether an endpoint's pod is still there: its
 // network namespace exists. A record rebuilt by `reef store recover`
 // knows no namespace; its veth, which the kernel removes with the

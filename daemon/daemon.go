@@ -157,7 +157,7 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	cni := cniserver.New(cniserver.Config{Pools: pools, MTU: mtu, DeferredDir: DeferredDir(cfg), TestPauseAfterVeth: hooks.pauseAfterVeth},
 		cniserver.Deps{Store: st, Log: log.With("component", "cni"), Sysctls: sysctls, NeedBlock: blocks.Need,
 			PodFilter: natDP, Policy: policyGate(policyDP), Activity: ops, Observe: m.CNI})
-	rec := newReconciler(reconcilerDeps{store: st, cni: cni, activity: ops, kernel: kernel, sysctls: sysctls, nat: natDP, policy: policyDP,
+	rec := newReconciler(reconcilerDeps{store: st, cni: cni, activity: ops, kernel: kernel, tc: routesTC{}, sysctls: sysctls, nat: natDP, policy: policyDP,
 		blocks: blocks, metrics: m, net: netInfo{node: cfg.NodeName, uplink: up, pools: cfg.Pools, podMTU: mtu},
 		pending: work, interval: cfg.ReconcileInterval, passLoop: hooks.passLoop}, log)
 	d = &Daemon{cfg: cfg, log: log, uplink: up, mtu: mtu, store: st, cni: cni, rec: rec, speaker: speaker,

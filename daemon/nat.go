@@ -26,7 +26,7 @@ type natDataplane struct {
 	// which pods CNI operations touched, under mu, sees every AddPod and
 	// DelPod before it, and none comes between its read and its write.
 	mu      sync.Mutex
-	kernel  *nat.Kernel
+	kernel  natKernel
 	metrics *metrics.Metrics // nil: off
 	pools   []nat.Pool
 	log     *slog.Logger

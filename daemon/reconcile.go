@@ -59,9 +59,10 @@ type reconciler struct {
 // newReconciler.
 type reconcilerDeps struct {
 	store    *store.Store
-	cni      *cniserver.Server
+	cni      podRecords    // the CNI server: a pod's record changes through it
 	activity *activity.Log // the CNI operations' log, which a pass reads (package activity)
-	kernel   *routes.Kernel
+	kernel   routesKernel
+	tc       tcKernel
 	sysctls  *sysctl.Owner
 	nat      *natDataplane
 	policy   *policyDataplane // nil: NetworkPolicy off
@@ -386,7 +387,7 @@ func (r *reconciler) syncTC(live []store.Endpoint, links map[string]bool, busy r
 			continue
 		}
 		limited[ep.HostVeth] = ep.Bandwidth.EgressRate != 0
-		changes, err := routes.RepairBandwidth(ep.HostVeth, cniserver.RoutesBandwidth(*ep.Bandwidth), busy)
+		changes, err := r.tc.RepairBandwidth(ep.HostVeth, cniserver.RoutesBandwidth(*ep.Bandwidth), busy)
 		for _, c := range changes {
 			r.log.Warn("repaired: "+c, "veth", ep.HostVeth, "ip", ep.IP)
 		}
@@ -396,12 +397,12 @@ func (r *reconciler) syncTC(live []store.Endpoint, links map[string]bool, busy r
 		}
 	}
 	maps.DeleteFunc(limited, func(_ string, egress bool) bool { return !egress })
-	orphans, err := routes.OrphanIFBs(limited)
+	orphans, err := r.tc.OrphanIFBs(limited)
 	if err != nil {
 		*errs = append(*errs, err)
 	}
 	for _, ifb := range orphans {
-		removed, err := routes.DeleteIFB(ifb, busy)
+		removed, err := r.tc.DeleteIFB(ifb, busy)
 		if err != nil {
 			*errs = append(*errs, err)
 		}
@@ -503,7 +504,7 @@ func (r *reconciler) resolveEndpoints(eps []store.Endpoint, touched activity.Tou
 		case r.cni.ReleaseDeferred(ep.Handle):
 			r.release(ep, "its DEL came while the store could not be written", errs)
 			continue
-		case !cniserver.SandboxAlive(ep):
+		case !r.cni.Alive(ep):
 			r.gone[ep.Handle]++
 			if r.gone[ep.Handle] >= goneObservations {
 				r.release(ep, "its network namespace is gone", errs)

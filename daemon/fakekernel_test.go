@@ -1,0 +1,389 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/reefcni/reef/nat"
+	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/sysctl/sysctltest"
+	"github.com/reefcni/reef/store"
+)
+
+// fakeKernel is the node's kernel as the reconcile pass sees it through
+// its seams (routesKernel, tcKernel, natKernel, and the sysctls through
+// sysctltest), with the kernel's own rules where they matter to the pass:
+// a route needs its device, a link takes its routes, sysctls and qdiscs
+// with it, a missing table fails an element. String prints it as text.
+type fakeKernel struct {
+	mu     sync.Mutex
+	routes map[netip.Prefix]routes.Route
+	links  map[string]int // reef veths and their MTU
+	tables map[nat.TableID]nat.Table
+	ifbs   map[string]string // ifb -> alias (its veth)
+	limits map[string]routes.Bandwidth
+	sys    *sysctltest.Kernel
+	// onRead, if set, runs once when the pass reads the routes: a CNI
+	// operation that happens between the pass's store read and its
+	// kernel read.
+	onRead func()
+}
+
+func newFakeKernel() *fakeKernel {
+	return &fakeKernel{routes: map[netip.Prefix]routes.Route{}, links: map[string]int{}, tables: map[nat.TableID]nat.Table{},
+		ifbs: map[string]string{}, limits: map[string]routes.Bandwidth{}, sys: sysctltest.New()}
+}
+
+// String is the kernel's state, one sorted line per object.
+func (k *fakeKernel) String() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var lines []string
+	for name, mtu := range k.links {
+		lines = append(lines, fmt.Sprintf("link %s mtu %d", name, mtu))
+	}
+	for _, r := range k.routes {
+		lines = append(lines, "route "+r.String())
+	}
+	for id, t := range k.tables {
+		lines = append(lines, "table "+id.String())
+		for _, s := range t.Sets {
+			for _, e := range s.Elems {
+				lines = append(lines, fmt.Sprintf("elem %s %s %s", id, s.Name, e))
+			}
+		}
+	}
+	for ifb, alias := range k.ifbs {
+		lines = append(lines, fmt.Sprintf("ifb %s of %s", ifb, alias))
+	}
+	for veth, bw := range k.limits {
+		lines = append(lines, fmt.Sprintf("tc %s in %d/%d out %d/%d", veth, bw.IngressRate, bw.IngressBurst, bw.EgressRate, bw.EgressBurst))
+	}
+	for _, l := range strings.Split(k.sys.String(), "\n") {
+		if l != "" && !strings.HasSuffix(l, " = 0") { // a new link's defaults say nothing
+			lines = append(lines, "sysctl "+l)
+		}
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// addLink is a veth's creation (ADD): the link with its default sysctls.
+func (k *fakeKernel) addLink(name string, mtu int) {
+	k.mu.Lock()
+	k.links[name] = mtu
+	k.mu.Unlock()
+	k.sys.AddLink(name)
+}
+
+// delLink is a link's deletion: its routes, qdiscs and sysctls go with it.
+func (k *fakeKernel) delLink(name string) {
+	k.mu.Lock()
+	k.delLinkLocked(name)
+	k.mu.Unlock()
+	k.sys.DelLink(name)
+}
+
+func (k *fakeKernel) delLinkLocked(name string) {
+	delete(k.links, name)
+	delete(k.limits, name)
+	maps.DeleteFunc(k.routes, func(_ netip.Prefix, r routes.Route) bool { return r.Dev == name })
+}
+
+// routesKernel
+
+func (k *fakeKernel) Read() (routes.State, error) {
+	if f := k.onRead; f != nil {
+		k.onRead = nil
+		f()
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	links := map[string]bool{}
+	for l := range k.links {
+		links[l] = true
+	}
+	return routes.State{Routes: maps.Clone(k.routes), Links: links}, nil
+}
+
+func (k *fakeKernel) Apply(p routes.Plan, busy routes.Busy) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	podObject := func(r routes.Route) bool { return r.Kind == routes.PodRoute && r.Dst.IsSingleIP() }
+	var errs []error
+	for _, r := range p.Replace {
+		if busy != nil && podObject(r) && (busy.Addr(r.Dst.Addr()) || busy.Link(r.Dev)) {
+			continue
+		}
+		if r.Kind == routes.PodRoute && k.links[r.Dev] == 0 {
+			errs = append(errs, fmt.Errorf("replace route %s: Link not found", r))
+			continue
+		}
+		k.routes[r.Dst] = r
+	}
+	for _, r := range p.DeleteRoute {
+		if busy != nil && podObject(r) && (busy.Addr(r.Dst.Addr()) || busy.Link(r.Dev)) {
+			continue
+		}
+		delete(k.routes, r.Dst)
+	}
+	for _, l := range p.DeleteLink {
+		if !strings.HasPrefix(l, routes.HostVethPrefix) {
+			errs = append(errs, fmt.Errorf("refusing to delete link %q: not a reef link", l))
+			continue
+		}
+		if busy != nil && busy.Link(l) {
+			continue
+		}
+		k.delLinkLocked(l)
+		k.sys.DelLink(l)
+	}
+	return errors.Join(errs...)
+}
+
+func (k *fakeKernel) HopTo(netip.Addr) (routes.Hop, error) { return routes.Hop{Dev: "eth0"}, nil }
+
+func (k *fakeKernel) ReadTunnel(netip.Addr) (routes.TunnelState, bool, error) {
+	return routes.TunnelState{}, false, nil
+}
+
+func (k *fakeKernel) ApplyTunnel(routes.TunnelState, routes.TunnelPlan) error {
+	return errors.New("the fake kernel has no vxlan")
+}
+
+func (k *fakeKernel) EnsureIPIP(int, netip.Addr) error {
+	return errors.New("the fake kernel has no ipip")
+}
+
+func (k *fakeKernel) SetPodMTU(hostVeth, _, _ string, mtu int) (bool, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	cur, ok := k.links[hostVeth]
+	if !ok {
+		return false, fmt.Errorf("find %s: Link not found", hostVeth)
+	}
+	k.links[hostVeth] = mtu
+	return cur != mtu, nil
+}
+
+// tcKernel
+
+func (k *fakeKernel) RepairBandwidth(veth string, bw routes.Bandwidth, busy routes.Busy) ([]string, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if busy != nil && busy.Link(veth) {
+		return nil, nil
+	}
+	if _, ok := k.links[veth]; !ok {
+		return nil, fmt.Errorf("find veth %s: Link not found", veth)
+	}
+	var changes []string
+	if k.limits[veth] != bw {
+		k.limits[veth] = bw
+		changes = append(changes, "limits of "+veth)
+	}
+	ifb := routes.IFBName(veth)
+	if bw.EgressRate != 0 && k.ifbs[ifb] != veth {
+		k.ifbs[ifb] = veth
+		changes = append(changes, "ifb "+ifb)
+	}
+	if bw.EgressRate == 0 && k.ifbs[ifb] == veth {
+		delete(k.ifbs, ifb)
+		changes = append(changes, "ifb "+ifb+" removed")
+	}
+	return changes, nil
+}
+
+func (k *fakeKernel) OrphanIFBs(live map[string]bool) ([]string, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for ifb, alias := range k.ifbs {
+		if !live[alias] || routes.IFBName(alias) != ifb {
+			out = append(out, ifb)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func (k *fakeKernel) DeleteIFB(name string, busy routes.Busy) (bool, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	alias, ok := k.ifbs[name]
+	if !ok || busy != nil && alias != "" && busy.Link(alias) {
+		return false, nil
+	}
+	delete(k.ifbs, name)
+	return true, nil
+}
+
+// natKernel
+
+func (k *fakeKernel) NATRead(ids []nat.TableID) ([]nat.Table, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []nat.Table
+	for _, id := range ids {
+		if t, ok := k.tables[id]; ok {
+			out = append(out, cloneTable(t))
+		}
+	}
+	return out, nil
+}
+
+func cloneTable(t nat.Table) nat.Table {
+	t.Sets = slices.Clone(t.Sets)
+	for i := range t.Sets {
+		t.Sets[i].Elems = slices.Clone(t.Sets[i].Elems)
+	}
+	t.Chains = slices.Clone(t.Chains)
+	return t
+}
+
+func (k *fakeKernel) NATApply(p nat.Plan) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, ch := range p.Changes {
+		id := ch.Table.ID
+		switch ch.Kind {
+		case nat.CreateTable, nat.RecreateTable:
+			k.tables[id] = cloneTable(ch.Table)
+		case nat.AddElems, nat.DelElems:
+			t, ok := k.tables[id]
+			if !ok {
+				return fmt.Errorf("%s %s: %w", ch.Kind, id, unix.ENOENT)
+			}
+			t.Sets = editSet(t.Sets, ch.Set, ch.Elems, ch.Kind == nat.AddElems)
+			k.tables[id] = t
+		default:
+			return fmt.Errorf("the fake kernel does not do %s", ch.Kind)
+		}
+	}
+	return nil
+}
+
+// editSet adds es to, or deletes them from, set name of sets, by key as
+// the kernel does.
+func editSet(sets []nat.Set, name string, es []nat.Elem, add bool) []nat.Set {
+	sets = slices.Clone(sets)
+	for i, s := range sets {
+		if s.Name != name {
+			continue
+		}
+		keyOf := func(e nat.Elem) nat.Elem { e.Value = netip.AddrPort{}; return e }
+		drop := map[nat.Elem]bool{}
+		for _, e := range es {
+			drop[keyOf(e)] = true
+		}
+		var out []nat.Elem
+		for _, e := range s.Elems {
+			if !drop[keyOf(e)] {
+				out = append(out, e)
+			}
+		}
+		if add {
+			out = append(out, es...)
+		}
+		slices.SortFunc(out, func(a, b nat.Elem) int { return strings.Compare(a.String(), b.String()) })
+		s.Elems = out
+		sets[i] = s
+	}
+	return sets
+}
+
+// podElems are the elements a pod has in reef's tables, by table and set.
+func podElems(p nat.Pod) map[nat.TableID]map[string][]nat.Elem {
+	out := map[nat.TableID]map[string][]nat.Elem{
+		nat.ARPTableID: {nat.SetPodAddrs: {{Iface: p.Veth, From: p.IP, To: p.IP}}},
+	}
+	if len(p.Ports) > 0 {
+		out[nat.HostPortTableID] = nat.HostPortElems(nat.HostPortPod{IP: p.IP, Ports: p.Ports})
+	}
+	return out
+}
+
+func (k *fakeKernel) podBatch(p nat.Pod, add bool) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for id, sets := range podElems(p) {
+		t, ok := k.tables[id]
+		if !ok {
+			if add {
+				return fmt.Errorf("add elements to %s: %w: %w", id, unix.ENOENT, nat.ErrNoTable)
+			}
+			continue
+		}
+		for name, es := range sets {
+			t.Sets = editSet(t.Sets, name, es, add)
+		}
+		k.tables[id] = t
+	}
+	return nil
+}
+
+// fakeNAT is the fake kernel as natKernel (its Read and Apply are the
+// routes kernel's names).
+type fakeNAT struct{ *fakeKernel }
+
+func (n fakeNAT) Read(ids []nat.TableID) ([]nat.Table, error) { return n.NATRead(ids) }
+func (n fakeNAT) Apply(p nat.Plan) error                      { return n.NATApply(p) }
+func (n fakeNAT) AddPod(p nat.Pod) error                      { return n.podBatch(p, true) }
+func (n fakeNAT) DelPod(p nat.Pod) error                      { return n.podBatch(p, false) }
+
+var (
+	_ routesKernel = (*fakeKernel)(nil)
+	_ tcKernel     = (*fakeKernel)(nil)
+	_ natKernel    = fakeNAT{}
+)
+
+// fakeRecords is the CNI server's side of a pass (podRecords) on the real
+// store and the fake kernel: a release tears the pod down as DEL does.
+type fakeRecords struct {
+	st    *store.Store
+	k     *fakeKernel
+	nat   *natDataplane
+	alive map[string]bool // netns paths that exist
+}
+
+func (f *fakeRecords) Release(ep store.Endpoint) (bool, error) {
+	cur, found, err := f.st.Endpoint(ep.Handle)
+	if err != nil || !found || cur.State != ep.State || cur.Netns != ep.Netns || cur.HostVeth != ep.HostVeth {
+		return false, err
+	}
+	if ep.HostVeth != "" {
+		if err := f.nat.DelPod(ep); err != nil {
+			return false, err
+		}
+		f.k.delLink(ep.HostVeth)
+		f.k.mu.Lock()
+		if f.k.ifbs[routes.IFBName(ep.HostVeth)] == ep.HostVeth {
+			delete(f.k.ifbs, routes.IFBName(ep.HostVeth))
+		}
+		f.k.mu.Unlock()
+	}
+	_, _, err = f.st.Release(ep.Handle)
+	return err == nil, err
+}
+
+func (f *fakeRecords) Update(ep store.Endpoint, fn func(store.Endpoint) (store.Endpoint, error)) (bool, error) {
+	cur, found, err := f.st.Endpoint(ep.Handle)
+	if err != nil || !found || cur.State != ep.State || cur.HostVeth != ep.HostVeth {
+		return false, err
+	}
+	next, err := fn(cur)
+	if err != nil {
+		return false, err
+	}
+	return true, f.st.SetEndpoint(next)
+}
+
+func (f *fakeRecords) ReleaseDeferred(string) bool  { return false }
+func (f *fakeRecords) Alive(ep store.Endpoint) bool { return f.alive[ep.Netns] }

@@ -1,0 +1,522 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/reefcni/reef/blockproto"
+	"github.com/reefcni/reef/cniserver/activity"
+	"github.com/reefcni/reef/nat"
+	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/sysctl"
+	"github.com/reefcni/reef/store"
+)
+
+// The reconciler's state tests, after tailscale's TestRouterStates: a
+// node walks through states of its pods in random orders, from random
+// drift, with ADDs and DELs half-way while a pass runs, and after each
+// pass the fake kernel's text must be what the state says. They run
+// without root: the kernel is fakeKernel, the store the real bbolt file.
+
+var (
+	statePool  = netip.MustParsePrefix("10.244.0.0/16")
+	ownBlock   = netip.MustParsePrefix("10.244.0.0/26")
+	otherBlock = netip.MustParsePrefix("10.244.0.64/26")
+	otherNode  = netip.MustParseAddr("192.168.10.21")
+)
+
+// statePod is a pod of the walk; its veth is "reef" + its name.
+type statePod struct {
+	ports []store.PortMapping
+	bw    *store.Bandwidth
+}
+
+var statePods = map[string]statePod{
+	"web":   {},
+	"db":    {ports: []store.PortMapping{{Protocol: "tcp", HostPort: 5432, ContainerPort: 5432}}},
+	"cache": {bw: &store.Bandwidth{EgressRate: 1e6, EgressBurst: 1e5}},
+	"api":   {ports: []store.PortMapping{{Protocol: "udp", HostPort: 8053, ContainerPort: 53}}, bw: &store.Bandwidth{IngressRate: 2e6, IngressBurst: 2e5, EgressRate: 3e6, EgressBurst: 3e5}},
+}
+
+// podText is what the kernel holds of each pod, with <name> for its
+// address.
+var podText = map[string]string{
+	"web": `elem arp reef pod-addrs "reefweb" . <web>
+link reefweb mtu 1500
+route <web>/32 dev reefweb scope link proto reef
+sysctl net/ipv4/conf/reefweb/proxy_arp = 1
+`,
+	"db": `elem arp reef pod-addrs "reefdb" . <db>
+elem inet reef-hostport hairpin4 <db>
+elem inet reef-hostport hostports4 tcp . 5432 : <db> . 5432
+link reefdb mtu 1500
+route <db>/32 dev reefdb scope link proto reef
+sysctl net/ipv4/conf/reefdb/proxy_arp = 1
+sysctl net/ipv4/conf/reefdb/route_localnet = 1
+`,
+	"cache": `elem arp reef pod-addrs "reefcache" . <cache>
+ifb reefbcache of reefcache
+link reefcache mtu 1500
+route <cache>/32 dev reefcache scope link proto reef
+sysctl net/ipv4/conf/reefcache/proxy_arp = 1
+tc reefcache in 0/0 out 1000000/100000
+`,
+	"api": `elem arp reef pod-addrs "reefapi" . <api>
+elem inet reef-hostport hairpin4 <api>
+elem inet reef-hostport hostports4 udp . 8053 : <api> . 53
+ifb reefbapi of reefapi
+link reefapi mtu 1500
+route <api>/32 dev reefapi scope link proto reef
+sysctl net/ipv4/conf/reefapi/proxy_arp = 1
+sysctl net/ipv4/conf/reefapi/route_localnet = 1
+tc reefapi in 2000000/200000 out 3000000/300000
+`,
+}
+
+// nodeText is what the kernel holds with no pod: the own block's
+// blackhole, the other node's block, forwarding, reef's tables.
+const nodeText = `elem ip reef all-pools 10.244.0.0/16
+elem ip reef masq-pools 10.244.0.0/16
+route 10.244.0.64/26 via 192.168.10.21 dev eth0 onlink proto reef
+route blackhole 10.244.0.0/26 proto reef
+sysctl net/ipv4/ip_forward = 1
+table arp reef
+table inet reef-hostport
+table ip reef
+`
+
+// states are the walk's states: the pods the node has.
+var states = [][]string{
+	{},
+	{"web"},
+	{"web", "db"},
+	{"db", "cache"},
+	{"web", "db", "cache", "api"},
+	{"api"},
+}
+
+// wantText is the kernel's text for pods.
+func wantText(pods []string) string {
+	lines := strings.Split(strings.TrimSpace(nodeText), "\n")
+	for _, p := range pods {
+		lines = append(lines, strings.Split(strings.TrimSpace(podText[p]), "\n")...)
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// node is a reconciler on a fake kernel and a real store, with the CNI
+// operations a test drives by hand.
+type node struct {
+	t    *testing.T
+	st   *store.Store
+	k    *fakeKernel
+	ops  *activity.Log
+	nat  *natDataplane
+	sys  *sysctl.Owner
+	recs *fakeRecords
+	rec  *reconciler
+	pods map[string]bool // the pods the node has (ADD done, no DEL)
+}
+
+func newNode(t *testing.T) *node {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "reef.db"), store.Options{Node: "n1", Address: netip.MustParseAddr("192.168.10.20")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	err = st.ApplyProtocol(blockproto.Changes{Claim: []blockproto.OwnBlock{{Block: ownBlock, Pool: statePool}}, Confirm: []netip.Prefix{ownBlock},
+		Remember: []blockproto.RemoteBlock{{Block: otherBlock, Pool: statePool, Owner: blockproto.Node{Addr: otherNode, Inc: 1}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	k := newFakeKernel()
+	n := &node{t: t, st: st, k: k, ops: &activity.Log{}, sys: sysctl.New(k.sys), pods: map[string]bool{}}
+	n.nat = &natDataplane{kernel: fakeNAT{k}, pools: []nat.Pool{{CIDR: statePool, NATOutgoing: true}}, log: log, trigger: func() {}}
+	n.recs = &fakeRecords{st: st, k: k, nat: n.nat, alive: map[string]bool{}}
+	n.rec = newReconciler(reconcilerDeps{store: st, cni: n.recs, activity: n.ops, kernel: k, tc: k, sysctls: n.sys, nat: n.nat,
+		net: netInfo{node: "n1", uplink: Uplink{Interface: "eth0", Index: 2, Address: netip.MustParseAddr("192.168.10.20"),
+			Prefix: netip.MustParsePrefix("192.168.10.20/24"), MTU: 1500},
+			pools: []PoolConfig{{CIDR: statePool, BlockSize: 26, VXLANMode: EncapMode(routes.ModeNever), IPIPMode: EncapMode(routes.ModeNever), NATOutgoing: true}}, podMTU: 1500},
+		pending: newPending(), interval: 1}, log)
+	return n
+}
+
+func handleOf(pod string) string { return "reef.c-" + pod }
+func netnsOf(pod string) string  { return "/run/netns/" + pod }
+
+// addStart is an ADD up to its pending record and its veth and /32, told
+// to the activity log: the point where a pass meets it half-way.
+func (n *node) addStart(pod string) (store.Endpoint, *activity.Op) {
+	n.t.Helper()
+	sp := statePods[pod]
+	op := n.ops.Begin(handleOf(pod), "reef"+pod)
+	ep, _, err := n.st.Allocate(store.Endpoint{Handle: handleOf(pod), Network: "reef", ContainerID: "c-" + pod, IfName: "eth0",
+		Netns: netnsOf(pod), PodNamespace: "default", PodName: pod, HostVeth: "reef" + pod, MTU: 1500,
+		PortMappings: sp.ports, Bandwidth: sp.bw}, store.Pool{CIDR: statePool, BlockSize: 26})
+	if err != nil {
+		n.t.Fatalf("allocate %s: %v", pod, err)
+	}
+	op.Pod(ep.IP, ep.HostVeth)
+	n.recs.alive[ep.Netns] = true
+	n.k.addLink(ep.HostVeth, 1500)
+	n.k.mu.Lock()
+	n.k.routes[netip.PrefixFrom(ep.IP, 32)] = routes.Route{Dst: netip.PrefixFrom(ep.IP, 32), Kind: routes.PodRoute, Dev: ep.HostVeth}
+	n.k.mu.Unlock()
+	return ep, op
+}
+
+// addFinish is the rest of the ADD: sysctls, tc, elements, the record
+// ready.
+func (n *node) addFinish(ep store.Endpoint, op *activity.Op) {
+	n.t.Helper()
+	defer op.End()
+	if _, err := n.sys.Pod(sysctl.Pod{HostVeth: ep.HostVeth, HostPorts: len(ep.PortMappings) > 0}); err != nil {
+		n.t.Fatal(err)
+	}
+	if ep.Bandwidth != nil {
+		if _, err := n.k.RepairBandwidth(ep.HostVeth, routes.Bandwidth{IngressRate: ep.Bandwidth.IngressRate, IngressBurst: ep.Bandwidth.IngressBurst,
+			EgressRate: ep.Bandwidth.EgressRate, EgressBurst: ep.Bandwidth.EgressBurst}, nil); err != nil {
+			n.t.Fatal(err)
+		}
+	}
+	if err := n.nat.AddPod(ep); err != nil {
+		n.t.Fatal(err)
+	}
+	ep.State = store.EndpointReady
+	if err := n.st.SetEndpoint(ep); err != nil {
+		n.t.Fatal(err)
+	}
+	n.pods[ep.PodName] = true
+}
+
+// delStart is a DEL up to its kernel side: elements and veth gone, the
+// record still there.
+func (n *node) delStart(pod string) (store.Endpoint, *activity.Op) {
+	n.t.Helper()
+	op := n.ops.Begin(handleOf(pod), "")
+	ep, found, err := n.st.Endpoint(handleOf(pod))
+	if err != nil || !found {
+		n.t.Fatalf("DEL of %s: record %v, %v", pod, found, err)
+	}
+	op.Pod(ep.IP, ep.HostVeth)
+	if err := n.nat.DelPod(ep); err != nil {
+		n.t.Fatal(err)
+	}
+	n.k.delLink(ep.HostVeth)
+	n.k.mu.Lock()
+	delete(n.k.ifbs, routes.IFBName(ep.HostVeth))
+	n.k.mu.Unlock()
+	return ep, op
+}
+
+// delFinish frees the address.
+func (n *node) delFinish(ep store.Endpoint, op *activity.Op) {
+	n.t.Helper()
+	defer op.End()
+	if _, _, err := n.st.Release(ep.Handle); err != nil {
+		n.t.Fatal(err)
+	}
+	delete(n.recs.alive, ep.Netns)
+	delete(n.pods, ep.PodName)
+}
+
+// pass runs a whole pass; a failure fails the test.
+func (n *node) pass() {
+	n.t.Helper()
+	if err := n.rec.pass(nil, false); err != nil {
+		n.t.Fatalf("pass: %v", err)
+	}
+}
+
+var ipInText = regexp.MustCompile(`\b10\.244\.0\.[0-9]+(/[0-9]+)?`)
+
+// text is the fake kernel's text, sorted, with each pod's address (alone
+// or as a /32) written <pod>, from the store; an address no record has is
+// written <stray IP>.
+func (n *node) text() string {
+	eps, err := n.st.Endpoints()
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	names := map[string]string{}
+	for _, ep := range eps {
+		names[ep.IP.String()] = "<" + ep.PodName + ">"
+	}
+	out := ipInText.ReplaceAllStringFunc(n.k.String(), func(m string) string {
+		ip, bits, _ := strings.Cut(m, "/")
+		if bits != "" && bits != "32" {
+			return m // a block or a pool
+		}
+		name, ok := names[ip]
+		if !ok {
+			name = "<stray " + ip + ">"
+		}
+		return strings.Replace(m, ip, name, 1)
+	})
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	slices.Sort(lines)
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// moveTo brings the node's pods to want through ADDs and DELs.
+func (n *node) moveTo(want []string) {
+	for pod := range n.pods {
+		if !slices.Contains(want, pod) {
+			n.delFinish(n.delStart(pod))
+		}
+	}
+	for _, pod := range want {
+		if !n.pods[pod] {
+			n.addFinish(n.addStart(pod))
+		}
+	}
+}
+
+// drift changes the kernel behind reef's back, as an operator or a crash
+// would: what each pass must repair.
+func (n *node) drift(rng *rand.Rand) string {
+	k := n.k
+	var pods []string
+	for p := range n.pods {
+		pods = append(pods, p)
+	}
+	slices.Sort(pods)
+	pick := func() string { return pods[rng.IntN(len(pods))] }
+	c := rng.IntN(9)
+	switch {
+	case c == 0 && len(pods) > 0:
+		p := pick()
+		ep, _, _ := n.st.Endpoint(handleOf(p))
+		k.mu.Lock()
+		delete(k.routes, netip.PrefixFrom(ep.IP, 32))
+		k.mu.Unlock()
+		return "the /32 of " + p + " deleted"
+	case c == 1:
+		k.mu.Lock()
+		delete(k.routes, ownBlock)
+		k.mu.Unlock()
+		return "the blackhole deleted"
+	case c == 2:
+		k.addLink("reefstray", 1500)
+		return "a stray veth"
+	case c == 3:
+		k.sys.Put(sysctl.Forwarding, "0")
+		return "forwarding off"
+	case c == 4 && len(pods) > 0:
+		p := pick()
+		ep, _, _ := n.st.Endpoint(handleOf(p))
+		if err := (fakeNAT{k}).DelPod(mustNATPod(n.t, ep)); err != nil {
+			n.t.Fatal(err)
+		}
+		return "the elements of " + p + " deleted"
+	case c == 5 && len(pods) > 0:
+		p := pick()
+		k.sys.Put(sysctl.ProxyARP("reef"+p), "0")
+		return "proxy_arp of " + p + " off"
+	case c == 6:
+		k.mu.Lock()
+		k.ifbs["reefbstray"] = "reefgone"
+		k.routes[netip.MustParsePrefix("10.244.0.60/32")] = routes.Route{Dst: netip.MustParsePrefix("10.244.0.60/32"), Kind: routes.Blackhole}
+		k.mu.Unlock()
+		return "a stray ifb and route"
+	case c == 7:
+		k.mu.Lock()
+		delete(k.tables, nat.ARPTableID)
+		k.mu.Unlock()
+		return "table arp reef deleted"
+	case c == 8:
+		gone := nat.Pod{Veth: "reefgone", IP: netip.MustParseAddr("10.244.0.61"),
+			Ports: []nat.HostPort{{Proto: 6, Port: 7070, PodPort: 80}}}
+		if err := (fakeNAT{k}).AddPod(gone); err != nil && !errors.Is(err, nat.ErrNoTable) {
+			n.t.Fatal(err)
+		}
+		return "a stray pod's elements"
+	}
+	return "none"
+}
+
+func mustNATPod(t *testing.T, ep store.Endpoint) nat.Pod {
+	p, err := natPod(ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestReconcileStates walks the states in 20 random orders, each step from
+// random drift, and checks the kernel's text after a pass, and that a
+// second pass changes nothing.
+func TestReconcileStates(t *testing.T) {
+	for seed := range uint64(20) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 28))
+			n := newNode(t)
+			n.pass()
+			for step, i := range rng.Perm(len(states)) {
+				n.moveTo(states[i])
+				var drifts []string
+				for range rng.IntN(3) {
+					drifts = append(drifts, n.drift(rng))
+				}
+				n.pass()
+				if got, want := n.text(), wantText(states[i]); got != want {
+					t.Fatalf("step %d, state %v, after drift %q: kernel\n%s\nwant\n%s", step, states[i], drifts, got, want)
+				}
+				before := n.text()
+				n.pass()
+				if after := n.text(); after != before {
+					t.Fatalf("step %d, state %v: a second pass changed the kernel:\n%s\nwas\n%s", step, states[i], after, before)
+				}
+			}
+		})
+	}
+}
+
+// TestReconcileRacesCNI walks the states as TestReconcileStates does, but
+// at each step one pod's ADD and another's DEL are half-way while the pass
+// runs: begun before it, begun while it reads (after the store, before the
+// kernel), or begun before and ended while it reads. The pass leaves what
+// they touch alone: the ADD's pending record, veth and /32 stay, the
+// DEL's veth and elements are not put back, nothing fails; once they are
+// done, the next pass gives the state's text.
+func TestReconcileRacesCNI(t *testing.T) {
+	timings := []string{"before", "during", "ends during"}
+	for seed := range uint64(20) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 2828))
+			n := newNode(t)
+			n.pass()
+			for step, i := range rng.Perm(len(states)) {
+				target := states[i]
+				var adds, dels []string
+				for _, p := range target {
+					if !n.pods[p] {
+						adds = append(adds, p)
+					}
+				}
+				for p := range n.pods {
+					if !slices.Contains(target, p) {
+						dels = append(dels, p)
+					}
+				}
+				slices.Sort(dels)
+				var x, y string // the racing ADD and DEL
+				if len(adds) > 0 {
+					x = adds[rng.IntN(len(adds))]
+				}
+				if len(dels) > 0 {
+					y = dels[rng.IntN(len(dels))]
+				}
+				var first []string
+				for _, p := range target {
+					if p != x {
+						first = append(first, p)
+					}
+				}
+				if y != "" {
+					first = append(first, y)
+				}
+				n.moveTo(first)
+				xt, yt := timings[rng.IntN(3)], timings[rng.IntN(3)]
+				what := fmt.Sprintf("step %d, state %v, ADD of %q %s, DEL of %q %s", step, target, x, xt, y, yt)
+				finishX, finishY, during := n.race(x, xt, y, yt)
+				n.k.onRead = during
+				n.pass()
+
+				// What the pass must have left: the state without x,
+				// plus x as far as its ADD got.
+				var base []string
+				for _, p := range target {
+					if p != x || xt == "ends during" {
+						base = append(base, p)
+					}
+				}
+				want := wantText(base)
+				if x != "" && xt != "ends during" {
+					want = sortedText(want + "link reef" + x + " mtu 1500\nroute <" + x + ">/32 dev reef" + x + " scope link proto reef\n")
+				}
+				if got := n.text(); got != want {
+					t.Fatalf("%s: after the racing pass, kernel\n%s\nwant\n%s", what, got, want)
+				}
+				if x != "" {
+					if _, found, _ := n.st.Endpoint(handleOf(x)); !found {
+						t.Fatalf("%s: the pass released the record of the ADD", what)
+					}
+				}
+				if y != "" && yt != "ends during" {
+					if _, found, _ := n.st.Endpoint(handleOf(y)); !found {
+						t.Fatalf("%s: the pass released the record of the DEL itself", what)
+					}
+				}
+				finishX()
+				finishY()
+				n.pass()
+				if got, want := n.text(), wantText(target); got != want {
+					t.Fatalf("%s: after the operations ended and a pass, kernel\n%s\nwant\n%s", what, got, want)
+				}
+			}
+		})
+	}
+}
+
+// race starts an ADD of x and a DEL of y ("" for none) as their timings
+// say: "before" the pass, "during" its read, or begun before and "ends
+// during" it. It returns what finishes each afterwards, and what runs
+// during the read.
+func (n *node) race(x, xt, y, yt string) (finishX, finishY, during func()) {
+	finishX, finishY = func() {}, func() {}
+	var inRead []func()
+	if x != "" {
+		var ep store.Endpoint
+		var op *activity.Op
+		switch xt {
+		case "before":
+			ep, op = n.addStart(x)
+			finishX = func() { n.addFinish(ep, op) }
+		case "during":
+			inRead = append(inRead, func() { ep, op = n.addStart(x) })
+			finishX = func() { n.addFinish(ep, op) }
+		case "ends during":
+			ep, op = n.addStart(x)
+			inRead = append(inRead, func() { n.addFinish(ep, op) })
+		}
+	}
+	if y != "" {
+		var ep store.Endpoint
+		var op *activity.Op
+		switch yt {
+		case "before":
+			ep, op = n.delStart(y)
+			finishY = func() { n.delFinish(ep, op) }
+		case "during":
+			inRead = append(inRead, func() { ep, op = n.delStart(y) })
+			finishY = func() { n.delFinish(ep, op) }
+		case "ends during":
+			ep, op = n.delStart(y)
+			inRead = append(inRead, func() { n.delFinish(ep, op) })
+		}
+	}
+	return finishX, finishY, func() {
+		for _, f := range inRead {
+			f()
+		}
+	}
+}
+
+func sortedText(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	slices.Sort(lines)
+	return strings.Join(lines, "\n") + "\n"
+}

@@ -1,0 +1,70 @@
+package daemon
+
+import (
+	"net/netip"
+
+	"github.com/reefcni/reef/cniserver"
+	"github.com/reefcni/reef/nat"
+	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/store"
+)
+
+// The seams between the reconcile pass and what it changes: the real ones
+// talk to the kernel and the CNI server; the state tests
+// (reconcile_states_test.go) give a fake kernel that prints its state as
+// text. The store is the real bbolt file in both.
+
+// routesKernel is package routes' kernel side: routes, veths, tunnels and
+// the pods' MTU (*routes.Kernel).
+type routesKernel interface {
+	Read() (routes.State, error)
+	Apply(p routes.Plan, busy routes.Busy) error
+	HopTo(addr netip.Addr) (routes.Hop, error)
+	ReadTunnel(tunnelAddr netip.Addr) (routes.TunnelState, bool, error)
+	ApplyTunnel(want routes.TunnelState, plan routes.TunnelPlan) error
+	EnsureIPIP(mtu int, tunnelAddr netip.Addr) error
+	SetPodMTU(hostVeth, netnsPath, ifName string, mtu int) (bool, error)
+}
+
+// tcKernel is the pods' bandwidth limits: tc on the veths and their ifbs.
+type tcKernel interface {
+	RepairBandwidth(hostVeth string, bw routes.Bandwidth, busy routes.Busy) ([]string, error)
+	OrphanIFBs(live map[string]bool) ([]string, error)
+	DeleteIFB(name string, busy routes.Busy) (bool, error)
+}
+
+// routesTC is tcKernel on the node's kernel.
+type routesTC struct{}
+
+func (routesTC) RepairBandwidth(v string, bw routes.Bandwidth, busy routes.Busy) ([]string, error) {
+	return routes.RepairBandwidth(v, bw, busy)
+}
+func (routesTC) OrphanIFBs(live map[string]bool) ([]string, error) { return routes.OrphanIFBs(live) }
+func (routesTC) DeleteIFB(name string, busy routes.Busy) (bool, error) {
+	return routes.DeleteIFB(name, busy)
+}
+
+// podRecords is the CNI server's side of a pass: what it changes of a
+// pod's record goes through the server, under the pod's lock
+// (*cniserver.Server).
+type podRecords interface {
+	Release(ep store.Endpoint) (bool, error)
+	Update(ep store.Endpoint, f func(store.Endpoint) (store.Endpoint, error)) (bool, error)
+	ReleaseDeferred(handle string) bool
+	Alive(ep store.Endpoint) bool
+}
+
+// natKernel is reef's nftables tables (*nat.Kernel).
+type natKernel interface {
+	Read(ids []nat.TableID) ([]nat.Table, error)
+	Apply(p nat.Plan) error
+	AddPod(p nat.Pod) error
+	DelPod(p nat.Pod) error
+}
+
+var (
+	_ routesKernel = (*routes.Kernel)(nil)
+	_ tcKernel     = routesTC{}
+	_ podRecords   = (*cniserver.Server)(nil)
+	_ natKernel    = (*nat.Kernel)(nil)
+)
