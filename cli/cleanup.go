@@ -20,6 +20,7 @@ import (
 
 	"github.com/reefcni/reef/daemon"
 	"github.com/reefcni/reef/nat"
+	"github.com/reefcni/reef/nat/nft"
 	"github.com/reefcni/reef/routes"
 )
 
@@ -40,7 +41,7 @@ var stateFile = regexp.MustCompile(`^(identity\.json|\.identity-.*|reef\.db\.dam
 
 // leftovers is what `reef cleanup` found of reef's on this node.
 type leftovers struct {
-	tables  []nat.TableID
+	tables  []nft.TableID
 	links   []netlink.Link
 	routes  []netlink.Route
 	db      string   // the store, if present

@@ -18,6 +18,7 @@ import (
 	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/daemon"
 	"github.com/reefcni/reef/nat"
+	"github.com/reefcni/reef/nat/nft"
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/store"
 )
@@ -224,7 +225,7 @@ func readKernelForRecovery(in *store.RecoverInput) error {
 // (table inet reef-hostport, its maps to pod address and port), and its
 // bandwidth limits, from tc on its veth.
 func readPodExtras(in *store.RecoverInput) error {
-	tables, err := nat.NewKernel().Read([]nat.TableID{nat.HostPortTableID})
+	tables, err := nat.NewKernel().Read([]nft.TableID{nat.HostPortTableID})
 	if err != nil {
 		return fmt.Errorf("read table %s: %w", nat.HostPortTableID, err)
 	}
@@ -235,7 +236,7 @@ func readPodExtras(in *store.RecoverInput) error {
 				continue // the hairpin sets: no mapping in them
 			}
 			for _, e := range set.Elems {
-				pm := store.PortMapping{Protocol: nat.ProtoName(e.Proto), HostPort: e.Port, ContainerPort: e.Value.Port()}
+				pm := store.PortMapping{Protocol: nft.ProtoName(e.Proto), HostPort: e.Port, ContainerPort: e.Value.Port()}
 				if e.From.IsValid() {
 					pm.HostIP = e.From
 				}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/reefcni/reef/nat"
+	"github.com/reefcni/reef/nat/nft"
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/routes/sysctl/sysctltest"
 	"github.com/reefcni/reef/store"
@@ -26,7 +27,7 @@ type fakeKernel struct {
 	mu     sync.Mutex
 	routes map[netip.Prefix]routes.Route
 	links  map[string]int // reef veths and their MTU
-	tables map[nat.TableID]nat.Table
+	tables map[nft.TableID]nft.Table
 	ifbs   map[string]string // ifb -> alias (its veth)
 	limits map[string]routes.Bandwidth
 	sys    *sysctltest.Kernel
@@ -37,7 +38,7 @@ type fakeKernel struct {
 }
 
 func newFakeKernel() *fakeKernel {
-	return &fakeKernel{routes: map[netip.Prefix]routes.Route{}, links: map[string]int{}, tables: map[nat.TableID]nat.Table{},
+	return &fakeKernel{routes: map[netip.Prefix]routes.Route{}, links: map[string]int{}, tables: map[nft.TableID]nft.Table{},
 		ifbs: map[string]string{}, limits: map[string]routes.Bandwidth{}, sys: sysctltest.New()}
 }
 
@@ -227,10 +228,10 @@ func (k *fakeKernel) DeleteIFB(name string, busy routes.Busy) (bool, error) {
 
 // natKernel
 
-func (k *fakeKernel) NATRead(ids []nat.TableID) ([]nat.Table, error) {
+func (k *fakeKernel) NATRead(ids []nft.TableID) ([]nft.Table, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	var out []nat.Table
+	var out []nft.Table
 	for _, id := range ids {
 		if t, ok := k.tables[id]; ok {
 			out = append(out, cloneTable(t))
@@ -239,7 +240,7 @@ func (k *fakeKernel) NATRead(ids []nat.TableID) ([]nat.Table, error) {
 	return out, nil
 }
 
-func cloneTable(t nat.Table) nat.Table {
+func cloneTable(t nft.Table) nft.Table {
 	t.Sets = slices.Clone(t.Sets)
 	for i := range t.Sets {
 		t.Sets[i].Elems = slices.Clone(t.Sets[i].Elems)
@@ -248,20 +249,20 @@ func cloneTable(t nat.Table) nat.Table {
 	return t
 }
 
-func (k *fakeKernel) NATApply(p nat.Plan) error {
+func (k *fakeKernel) NATApply(p nft.Plan) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, ch := range p.Changes {
 		id := ch.Table.ID
 		switch ch.Kind {
-		case nat.CreateTable, nat.RecreateTable:
+		case nft.CreateTable, nft.RecreateTable:
 			k.tables[id] = cloneTable(ch.Table)
-		case nat.AddElems, nat.DelElems:
+		case nft.AddElems, nft.DelElems:
 			t, ok := k.tables[id]
 			if !ok {
 				return fmt.Errorf("%s %s: %w", ch.Kind, id, unix.ENOENT)
 			}
-			t.Sets = editSet(t.Sets, ch.Set, ch.Elems, ch.Kind == nat.AddElems)
+			t.Sets = editSet(t.Sets, ch.Set, ch.Elems, ch.Kind == nft.AddElems)
 			k.tables[id] = t
 		default:
 			return fmt.Errorf("the fake kernel does not do %s", ch.Kind)
@@ -272,18 +273,18 @@ func (k *fakeKernel) NATApply(p nat.Plan) error {
 
 // editSet adds es to, or deletes them from, set name of sets, by key as
 // the kernel does.
-func editSet(sets []nat.Set, name string, es []nat.Elem, add bool) []nat.Set {
+func editSet(sets []nft.Set, name string, es []nft.Elem, add bool) []nft.Set {
 	sets = slices.Clone(sets)
 	for i, s := range sets {
 		if s.Name != name {
 			continue
 		}
-		keyOf := func(e nat.Elem) nat.Elem { e.Value = netip.AddrPort{}; return e }
-		drop := map[nat.Elem]bool{}
+		keyOf := func(e nft.Elem) nft.Elem { e.Value = netip.AddrPort{}; return e }
+		drop := map[nft.Elem]bool{}
 		for _, e := range es {
 			drop[keyOf(e)] = true
 		}
-		var out []nat.Elem
+		var out []nft.Elem
 		for _, e := range s.Elems {
 			if !drop[keyOf(e)] {
 				out = append(out, e)
@@ -292,7 +293,7 @@ func editSet(sets []nat.Set, name string, es []nat.Elem, add bool) []nat.Set {
 		if add {
 			out = append(out, es...)
 		}
-		slices.SortFunc(out, func(a, b nat.Elem) int { return strings.Compare(a.String(), b.String()) })
+		slices.SortFunc(out, func(a, b nft.Elem) int { return strings.Compare(a.String(), b.String()) })
 		s.Elems = out
 		sets[i] = s
 	}
@@ -300,8 +301,8 @@ func editSet(sets []nat.Set, name string, es []nat.Elem, add bool) []nat.Set {
 }
 
 // podElems are the elements a pod has in reef's tables, by table and set.
-func podElems(p nat.Pod) map[nat.TableID]map[string][]nat.Elem {
-	out := map[nat.TableID]map[string][]nat.Elem{
+func podElems(p nat.Pod) map[nft.TableID]map[string][]nft.Elem {
+	out := map[nft.TableID]map[string][]nft.Elem{
 		nat.ARPTableID: {nat.SetPodAddrs: {{Iface: p.Veth, From: p.IP, To: p.IP}}},
 	}
 	if len(p.Ports) > 0 {
@@ -333,8 +334,8 @@ func (k *fakeKernel) podBatch(p nat.Pod, add bool) error {
 // routes kernel's names).
 type fakeNAT struct{ *fakeKernel }
 
-func (n fakeNAT) Read(ids []nat.TableID) ([]nat.Table, error) { return n.NATRead(ids) }
-func (n fakeNAT) Apply(p nat.Plan) error                      { return n.NATApply(p) }
+func (n fakeNAT) Read(ids []nft.TableID) ([]nft.Table, error) { return n.NATRead(ids) }
+func (n fakeNAT) Apply(p nft.Plan) error                      { return n.NATApply(p) }
 func (n fakeNAT) AddPod(p nat.Pod) error                      { return n.podBatch(p, true) }
 func (n fakeNAT) DelPod(p nat.Pod) error                      { return n.podBatch(p, false) }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/reefcni/reef/cniserver/activity"
 	"github.com/reefcni/reef/metrics"
 	"github.com/reefcni/reef/nat"
+	"github.com/reefcni/reef/nat/nft"
 	"github.com/reefcni/reef/store"
 )
 
@@ -95,7 +96,7 @@ func (n *natDataplane) DelPod(ep store.Endpoint) error {
 func natPod(ep store.Endpoint) (nat.Pod, error) {
 	p := nat.Pod{Veth: ep.HostVeth, IP: ep.IP}
 	for _, m := range ep.PortMappings {
-		proto, ok := nat.Proto(m.Protocol)
+		proto, ok := nft.Proto(m.Protocol)
 		if !ok {
 			return p, fmt.Errorf("endpoint %s: hostPort %s: unknown protocol %q", ep.Handle, m, m.Protocol)
 		}
@@ -107,7 +108,7 @@ func natPod(ep store.Endpoint) (nat.Pod, error) {
 // reconcile brings reef's tables in line with the pools and the live
 // endpoints, in one batch, and logs each change with what differed. The
 // elements of pods that CNI operations touched since mark stay as the
-// kernel has them (nat.LeaveAlone). A nil natDataplane does nothing
+// kernel has them (nft.LeaveAlone). A nil natDataplane does nothing
 // (reconciler tests without nftables).
 func (n *natDataplane) reconcile(live []store.Endpoint, mark *activity.Mark) error {
 	if n == nil {
@@ -132,9 +133,9 @@ func (n *natDataplane) reconcile(live []store.Endpoint, mark *activity.Mark) err
 	if err != nil {
 		return err
 	}
-	plan := nat.Diff(nat.LeaveAlone(want, have, func(e nat.Elem) bool { return touchedElem(e, touched) }), have)
+	plan := nft.Diff(nft.LeaveAlone(want, have, func(e nft.Elem) bool { return touchedElem(e, touched) }), have)
 	for _, c := range plan.Changes {
-		if !n.programmed && c.Kind == nat.CreateTable {
+		if !n.programmed && c.Kind == nft.CreateTable {
 			n.log.Info("creating nftables table", "table", c.Table.ID.String())
 			continue
 		}
@@ -151,7 +152,7 @@ func (n *natDataplane) reconcile(live []store.Endpoint, mark *activity.Mark) err
 // touchedElem says whether e is an element of a pod that t names: by its
 // veth (the ARP filter), its address (the hairpin set) or the address a
 // hostPort leads to.
-func touchedElem(e nat.Elem, t activity.Touched) bool {
+func touchedElem(e nft.Elem, t activity.Touched) bool {
 	return e.Iface != "" && t.Link(e.Iface) ||
 		e.From.IsValid() && e.From == e.To && t.Addr(e.From) ||
 		e.Value.IsValid() && t.Addr(e.Value.Addr())

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/reefcni/reef/metrics"
-	"github.com/reefcni/reef/nat"
+	"github.com/reefcni/reef/nat/nft"
 	"github.com/reefcni/reef/policy"
 	"github.com/reefcni/reef/policy/kube"
 	"github.com/reefcni/reef/store"
@@ -31,7 +31,7 @@ import (
 // the caches, which keep their last state while the API is away.
 type policyDataplane struct {
 	watch   *kube.Watcher
-	kernel  *nat.Kernel
+	kernel  *nft.Kernel
 	metrics *metrics.Metrics // nil: off
 	store   *store.Store
 	log     *slog.Logger
@@ -47,7 +47,7 @@ type policyDataplane struct {
 	// applied is the table as last applied or read, nil when unknown: an
 	// ADD diffs against it instead of dumping the kernel; the reconcile
 	// pass reads the kernel.
-	applied  *nat.Table
+	applied  *nft.Table
 	renderer policy.Renderer
 	// appliedShape fingerprints the policies applied: while it holds, the
 	// table's chains and sets are the same and only elements can differ.
@@ -69,7 +69,7 @@ func newPolicyDataplane(ctx context.Context, kc KubeConfig, st *store.Store, m *
 	if kc.Kubeconfig == "" {
 		return nil, nil
 	}
-	p := &policyDataplane{kernel: nat.NewKernel(), metrics: m, store: st, log: log.With("component", "policy"), nodeName: kc.NodeName,
+	p := &policyDataplane{kernel: nft.NewKernel(), metrics: m, store: st, log: log.With("component", "policy"), nodeName: kc.NodeName,
 		trigger: trigger, skipped: map[string]string{}}
 	// A burst of syncs of a big cluster (thousands of pods, hundreds of
 	// policies) leaves the heap they used to the Go runtime, which returns
@@ -216,7 +216,7 @@ func (p *policyDataplane) syncPod(local []policy.Endpoint, pod *policy.Pod) erro
 		return full(false)
 	}
 	sets := policy.SetsOf(st, changed)
-	plan, ok := nat.DiffElements(nat.Table{ID: policy.TableID, Sets: sets}, *p.applied)
+	plan, ok := nft.DiffElements(nft.Table{ID: policy.TableID, Sets: sets}, *p.applied)
 	if !ok {
 		return full(false)
 	}
@@ -225,7 +225,7 @@ func (p *policyDataplane) syncPod(local []policy.Endpoint, pod *policy.Pod) erro
 	}
 	applied := *p.applied
 	applied.Sets = slices.Clone(applied.Sets)
-	bySet := map[string]nat.Set{}
+	bySet := map[string]nft.Set{}
 	for _, s := range sets {
 		bySet[s.Name] = s
 	}
@@ -239,30 +239,30 @@ func (p *policyDataplane) syncPod(local []policy.Endpoint, pod *policy.Pod) erro
 	return nil
 }
 
-func (p *policyDataplane) apply(want nat.Table, shape string, readKernel bool) error {
-	var plan nat.Plan
+func (p *policyDataplane) apply(want nft.Table, shape string, readKernel bool) error {
+	var plan nft.Plan
 	ok := false
 	if !readKernel && shape == p.appliedShape {
 		// The same policies: only elements can differ (pods and
 		// namespaces changed).
-		plan, ok = nat.DiffElements(want, *p.applied)
+		plan, ok = nft.DiffElements(want, *p.applied)
 	}
 	if !ok {
-		var have []nat.Table
+		var have []nft.Table
 		if readKernel {
 			var err error
-			if have, err = p.kernel.Read([]nat.TableID{policy.TableID}); err != nil {
+			if have, err = p.kernel.Read([]nft.TableID{policy.TableID}); err != nil {
 				return err
 			}
 		} else {
-			have = []nat.Table{*p.applied}
+			have = []nft.Table{*p.applied}
 		}
-		plan = nat.DiffInPlace([]nat.Table{want}, have)
+		plan = nft.DiffInPlace([]nft.Table{want}, have)
 	}
 	for _, c := range plan.Changes {
 		switch {
 		case !readKernel:
-		case c.Kind == nat.CreateTable && !p.synced:
+		case c.Kind == nft.CreateTable && !p.synced:
 			p.log.Info("creating nftables table", "table", policy.TableID.String())
 		default:
 			p.log.Warn("repairing nftables: "+c.Why, "change", c.Kind.String(), "table", policy.TableID.String())

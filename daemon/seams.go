@@ -5,6 +5,7 @@ import (
 
 	"github.com/reefcni/reef/cniserver"
 	"github.com/reefcni/reef/nat"
+	"github.com/reefcni/reef/nat/nft"
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/store"
 )
@@ -56,8 +57,8 @@ type podRecords interface {
 
 // natKernel is reef's nftables tables (*nat.Kernel).
 type natKernel interface {
-	Read(ids []nat.TableID) ([]nat.Table, error)
-	Apply(p nat.Plan) error
+	Read(ids []nft.TableID) ([]nft.Table, error)
+	Apply(p nft.Plan) error
 	AddPod(p nat.Pod) error
 	DelPod(p nat.Pod) error
 }

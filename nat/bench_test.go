@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/reefcni/reef/nat/nft"
 	"github.com/vishvananda/netns"
 )
 
@@ -50,13 +51,13 @@ func inBenchNetns(b *testing.B) (k *Kernel, leave func()) {
 
 // withPods programs reef's tables with benchPods pods and returns what it
 // wanted.
-func withPods(b *testing.B, k *Kernel) []Table {
+func withPods(b *testing.B, k *Kernel) []nft.Table {
 	var pods []Pod
 	for i := 0; i < benchPods; i++ {
 		pods = append(pods, benchPod(i))
 	}
 	want := Desired(IPv4, testPools(), pods)
-	if err := k.Apply(Diff(want, nil)); err != nil {
+	if err := k.Apply(nft.Diff(want, nil)); err != nil {
 		b.Fatal(err)
 	}
 	return want
@@ -111,7 +112,7 @@ func BenchmarkDriftCheck(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if p := Diff(w, have); !p.Empty() {
+		if p := nft.Diff(w, have); !p.Empty() {
 			b.Fatalf("drift in a quiet kernel: %+v", p.Changes)
 		}
 	}
@@ -123,7 +124,7 @@ func BenchmarkRepairDeletedTable(b *testing.B) {
 	k, leave := inBenchNetns(b)
 	defer leave()
 	want := withPods(b, k)
-	arp := []TableID{ARPTableID}
+	arp := []nft.TableID{ARPTableID}
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		if err := k.DeleteTables(arp); err != nil {
@@ -134,7 +135,7 @@ func BenchmarkRepairDeletedTable(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := k.Apply(Diff(want, have)); err != nil {
+		if err := k.Apply(nft.Diff(want, have)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -158,7 +159,7 @@ func BenchmarkHostPort(b *testing.B) {
 		for i := 0; i < benchPods; i++ {
 			pods = append(pods, benchHostPortPod(i))
 		}
-		if err := k.Apply(Diff(Desired(IPv4, testPools(), pods), nil)); err != nil {
+		if err := k.Apply(nft.Diff(Desired(IPv4, testPools(), pods), nil)); err != nil {
 			leave()
 			b.Fatal(err)
 		}
@@ -184,7 +185,7 @@ func BenchmarkHostPort(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if p := Diff(w, have); !p.Empty() {
+			if p := nft.Diff(w, have); !p.Empty() {
 				b.Fatalf("drift in a quiet kernel: %+v", p.Changes)
 			}
 		}

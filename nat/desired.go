@@ -1,13 +1,25 @@
+// Package nat is reef's tables other than NetworkPolicy's, built on the
+// nftables engine (package nft): the masquerade of pod traffic that leaves
+// every pool (natOutgoing, table ip reef), the filter that keeps the node
+// from answering a pod's ARP for the pod's own address (table arp reef),
+// and the pods' hostPorts (table inet reef-hostport, hostport.go). reef
+// keeps them in tables of its own, next to whatever else has tables on the
+// node (kube-proxy, a firewall); it reads and writes only those.
+//
+// Desired computes the tables from the pools and the pods, purely; the
+// engine diffs them against the kernel and applies the difference. The
+// pools' sets and the pods' sets change by element, never by rewriting a
+// rule. CNI ADD and DEL add and remove one pod's elements on their own
+// (Kernel.AddPod, Kernel.DelPod).
 package nat
 
 import (
-	"cmp"
 	"net/netip"
 	"slices"
-	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"github.com/reefcni/reef/nat/nft"
 )
 
 // TableName is the name of reef's table in every family it uses. The name
@@ -17,7 +29,7 @@ const TableName = "reef"
 // Ours reports whether a table is one of package nat's: named TableName
 // (ip reef, arp reef), or table inet reef-hostport. NetworkPolicy's table
 // inet reef has the name too, and is package policy's to write.
-func Ours(id TableID) bool { return id.Name == TableName || id == HostPortTableID }
+func Ours(id nft.TableID) bool { return id.Name == TableName || id == HostPortTableID }
 
 // Names of reef's sets and chains.
 const (
@@ -64,36 +76,10 @@ func (f Family) holds(a netip.Addr) bool {
 }
 
 // NATTableID is the ID of reef's NAT table in family f.
-func NATTableID(f Family) TableID { return TableID{Family: f.Table, Name: TableName} }
+func NATTableID(f Family) nft.TableID { return nft.TableID{Family: f.Table, Name: TableName} }
 
 // ARPTableID is the ID of reef's ARP-filter table.
-var ARPTableID = TableID{Family: nftables.TableFamilyARP, Name: TableName}
-
-// podKeyType is the pods' set key: the node-side veth's name and the pod's
-// address.
-var podKeyType = nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIPAddr)
-
-// Concatenated set keys of an address and a port, for NetworkPolicy's
-// named ports (package policy): the pod's address . the port a name
-// stands for on that pod.
-var (
-	AddrPort4 = nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetService)
-	AddrPort6 = nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeInetService)
-)
-
-// keyTypes are the set keys reef uses, by nft's name.
-var keyTypes = map[string]nftables.SetDatatype{
-	nftables.TypeIPAddr.Name:  nftables.TypeIPAddr,
-	nftables.TypeIP6Addr.Name: nftables.TypeIP6Addr,
-	podKeyType.Name:           podKeyType,
-	AddrPort4.Name:            AddrPort4,
-	AddrPort6.Name:            AddrPort6,
-	keyAnyPort.Name:           keyAnyPort,
-	keyIPPort4.Name:           keyIPPort4,
-	keyIPPort6.Name:           keyIPPort6,
-	addrAddr4.Name:            addrAddr4,
-	addrAddr6.Name:            addrAddr6,
-}
+var ARPTableID = nft.TableID{Family: nftables.TableFamilyARP, Name: TableName}
 
 // Pool is what the dataplane needs of a pool.
 type Pool struct {
@@ -114,8 +100,8 @@ type Pod struct {
 // which holds both families (IPv4 is the first family; an IPv6 call adds
 // only its NAT table). Pools and pods of another family are left out of
 // the NAT table and the ARP filter, as are pods without a veth.
-func Desired(f Family, pools []Pool, pods []Pod) []Table {
-	tables := []Table{NATTable(f, pools)}
+func Desired(f Family, pools []Pool, pods []Pod) []nft.Table {
+	tables := []nft.Table{NATTable(f, pools)}
 	if f.Table == nftables.TableFamilyIPv4 {
 		var hp []HostPortPod
 		for _, p := range pods {
@@ -129,8 +115,8 @@ func Desired(f Family, pools []Pool, pods []Pod) []Table {
 }
 
 // IDs returns the IDs of tables.
-func IDs(tables []Table) []TableID {
-	ids := make([]TableID, len(tables))
+func IDs(tables []nft.Table) []nft.TableID {
+	ids := make([]nft.TableID, len(tables))
 	for i, t := range tables {
 		ids[i] = t.ID
 	}
@@ -142,7 +128,7 @@ func IDs(tables []Table) []TableID {
 //	ip saddr @masq-pools ip daddr != @all-pools counter masquerade fully-random
 //
 // Pod-to-pod traffic, on this node or another, is never masqueraded.
-func NATTable(f Family, pools []Pool) Table {
+func NATTable(f Family, pools []Pool) nft.Table {
 	var all, masq []netip.Prefix
 	for _, p := range pools {
 		if !f.holds(p.CIDR.Addr()) {
@@ -153,19 +139,19 @@ func NATTable(f Family, pools []Pool) Table {
 			masq = append(masq, p.CIDR)
 		}
 	}
-	poolSet := func(name, comment string, ps []netip.Prefix) Set {
-		return Set{Name: name, KeyType: f.AddrType.Name, KeyLen: f.addrLen(), Interval: true, Comment: comment, Elems: intervals(ps)}
+	poolSet := func(name, comment string, ps []netip.Prefix) nft.Set {
+		return nft.Set{Name: name, KeyType: f.AddrType.Name, KeyLen: f.addrLen(), Interval: true, Comment: comment, Elems: nft.Intervals(ps)}
 	}
-	return Table{
+	return nft.Table{
 		ID: NATTableID(f),
-		Sets: []Set{
+		Sets: []nft.Set{
 			poolSet(SetAllPools, "reef: every pool; traffic to these keeps its pod source address", all),
 			poolSet(SetMasqPools, "reef: pools with natOutgoing", masq),
 		},
-		Chains: []Chain{{
+		Chains: []nft.Chain{{
 			Name: ChainPostrouting, Type: nftables.ChainTypeNAT, Hooked: true,
 			Hook: *nftables.ChainHookPostrouting, Priority: MasqPriority, Policy: nftables.ChainPolicyAccept,
-			Rules: []Rule{{Comment: MasqComment, Exprs: []expr.Any{
+			Rules: []nft.Rule{{Comment: MasqComment, Exprs: []expr.Any{
 				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: f.SrcOffset, Len: f.addrLen()},
 				&expr.Lookup{SourceRegister: 1, SetName: SetMasqPools},
 				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: f.DstOffset, Len: f.addrLen()},
@@ -186,24 +172,24 @@ func NATTable(f Family, pools []Pool) Table {
 // be missing for a moment (before ADD writes it, or deleted by hand), a
 // pod probing its own address would get the node's MAC back and take its
 // address for a duplicate.
-func ARPTable(pods []Pod) Table {
-	elems := make([]Elem, 0, len(pods))
+func ARPTable(pods []Pod) nft.Table {
+	elems := make([]nft.Elem, 0, len(pods))
 	for _, p := range pods {
-		if p.Veth == "" || len(p.Veth) >= ifNameSize || !p.IP.Is4() {
+		if p.Veth == "" || len(p.Veth) >= nft.IfNameSize || !p.IP.Is4() {
 			continue
 		}
-		elems = append(elems, Elem{Iface: p.Veth, From: p.IP, To: p.IP})
+		elems = append(elems, nft.Elem{Iface: p.Veth, From: p.IP, To: p.IP})
 	}
-	slices.SortFunc(elems, compareElems)
+	slices.SortFunc(elems, nft.CompareElems)
 	elems = slices.Compact(elems)
-	return Table{
+	return nft.Table{
 		ID: ARPTableID,
-		Sets: []Set{{Name: SetPodAddrs, KeyType: podKeyType.Name, KeyLen: podKeyType.Bytes, Concat: true,
+		Sets: []nft.Set{{Name: SetPodAddrs, KeyType: nft.KeyIfnameAddr4.Name, KeyLen: nft.KeyIfnameAddr4.Bytes, Concat: true,
 			Comment: "reef: node-side veth . pod address, one per pod", Elems: elems}},
-		Chains: []Chain{{
+		Chains: []nft.Chain{{
 			Name: ChainOutput, Type: nftables.ChainTypeFilter, Hooked: true,
 			Hook: nfARPOut, Priority: *nftables.ChainPriorityFilter, Policy: nftables.ChainPolicyAccept,
-			Rules: []Rule{{Comment: ARPComment, Exprs: []expr.Any{
+			Rules: []nft.Rule{{Comment: ARPComment, Exprs: []expr.Any{
 				// arp operation reply (2): payload at offset 6 of the ARP header
 				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 6, Len: 2},
 				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0, 2}},
@@ -218,53 +204,4 @@ func ARPTable(pods []Pod) Table {
 			}}},
 		}},
 	}
-}
-
-// intervals turns prefixes into the elements of an interval set: masked,
-// sorted, without duplicates and without prefixes inside another (the
-// kernel refuses overlapping intervals).
-func intervals(ps []netip.Prefix) []Elem {
-	ms := make([]netip.Prefix, 0, len(ps))
-	for _, p := range ps {
-		if p.IsValid() {
-			ms = append(ms, p.Masked())
-		}
-	}
-	slices.SortFunc(ms, func(a, b netip.Prefix) int {
-		if c := a.Addr().Compare(b.Addr()); c != 0 {
-			return c
-		}
-		return a.Bits() - b.Bits() // the wider first, so it swallows the narrower
-	})
-	var out []Elem
-	var last netip.Prefix
-	for _, p := range ms {
-		if last.IsValid() && last.Contains(p.Addr()) {
-			continue
-		}
-		out = append(out, Elem{From: p.Addr(), To: LastAddr(p)})
-		last = p
-	}
-	return out
-}
-
-// compareElems orders elements as Elem.less, in one pass over the fields:
-// a drift check sorts thousands of them.
-func compareElems(a, b Elem) int {
-	if c := strings.Compare(a.Iface, b.Iface); c != 0 {
-		return c
-	}
-	if c := a.From.Compare(b.From); c != 0 {
-		return c
-	}
-	if c := a.To.Compare(b.To); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.Proto, b.Proto); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.Port, b.Port); c != 0 {
-		return c
-	}
-	return a.Value.Compare(b.Value)
 }

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
+	"github.com/reefcni/reef/nat/nft"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
@@ -18,7 +20,7 @@ import (
 // capability portMappings), for both address families. It is a table of
 // its own, next to NetworkPolicy's table inet reef, so that each has one
 // writer.
-var HostPortTableID = TableID{Family: nftables.TableFamilyINet, Name: TableName + "-hostport"}
+var HostPortTableID = nft.TableID{Family: nftables.TableFamilyINet, Name: TableName + "-hostport"}
 
 // Chains of table inet reef-hostport.
 const (
@@ -41,32 +43,6 @@ type HostPort struct {
 	HostIP  netip.Addr
 	Port    uint16
 	PodPort uint16
-}
-
-// ProtoName is the protocol as nft writes it.
-func ProtoName(p uint8) string {
-	switch p {
-	case unix.IPPROTO_TCP:
-		return "tcp"
-	case unix.IPPROTO_UDP:
-		return "udp"
-	case unix.IPPROTO_SCTP:
-		return "sctp"
-	}
-	return fmt.Sprint(p)
-}
-
-// Proto is the protocol number of nft's name for it: tcp, udp, sctp.
-func Proto(name string) (uint8, bool) {
-	switch name {
-	case "tcp":
-		return unix.IPPROTO_TCP, true
-	case "udp":
-		return unix.IPPROTO_UDP, true
-	case "sctp":
-		return unix.IPPROTO_SCTP, true
-	}
-	return 0, false
 }
 
 // hostPortFamily is what differs between the IPv4 and IPv6 halves of the
@@ -95,33 +71,26 @@ func (f hostPortFamily) holds(a netip.Addr) bool { return a.Is4() == (f.suffix =
 // keyed by protocol . port, one on an address by address . protocol .
 // port; both map to the pod's address . port. The hairpin set holds pod .
 // pod: a pod that reaches its own hostPort.
-var (
-	keyAnyPort = nftables.MustConcatSetType(nftables.TypeInetProto, nftables.TypeInetService)
-	keyIPPort4 = nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetProto, nftables.TypeInetService)
-	keyIPPort6 = nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeInetProto, nftables.TypeInetService)
-	addrAddr4  = nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeIPAddr)
-	addrAddr6  = nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeIP6Addr)
-)
 
 func (f hostPortFamily) keyIPPort() nftables.SetDatatype {
 	if f.suffix == "4" {
-		return keyIPPort4
+		return nft.KeyAddrProtoPort4
 	}
-	return keyIPPort6
+	return nft.KeyAddrProtoPort6
 }
 
 func (f hostPortFamily) target() nftables.SetDatatype {
 	if f.suffix == "4" {
-		return AddrPort4
+		return nft.KeyAddrPort4
 	}
-	return AddrPort6
+	return nft.KeyAddrPort6
 }
 
 func (f hostPortFamily) pair() nftables.SetDatatype {
 	if f.suffix == "4" {
-		return addrAddr4
+		return nft.KeyAddrAddr4
 	}
-	return addrAddr6
+	return nft.KeyAddrAddr6
 }
 
 // Names of the maps and sets, per family suffix.
@@ -138,14 +107,14 @@ type HostPortPod struct {
 // HostPortElems are the elements pod puts in each set of the table, by
 // set name: what ADD adds and DEL removes, and what HostPortTable is made
 // of.
-func HostPortElems(pod HostPortPod) map[string][]Elem {
-	out := map[string][]Elem{}
+func HostPortElems(pod HostPortPod) map[string][]nft.Elem {
+	out := map[string][]nft.Elem{}
 	addHostPortElems(out, pod)
 	return out
 }
 
 // addHostPortElems appends pod's elements to out, by set name.
-func addHostPortElems(out map[string][]Elem, pod HostPortPod) {
+func addHostPortElems(out map[string][]nft.Elem, pod HostPortPod) {
 	if !pod.IP.IsValid() || len(pod.Ports) == 0 {
 		return
 	}
@@ -159,13 +128,13 @@ func addHostPortElems(out map[string][]Elem, pod HostPortPod) {
 		to := netip.AddrPortFrom(ip, hp.PodPort)
 		switch {
 		case !hp.HostIP.IsValid():
-			out[anyPort] = append(out[anyPort], Elem{Proto: hp.Proto, Port: hp.Port, Value: to})
+			out[anyPort] = append(out[anyPort], nft.Elem{Proto: hp.Proto, Port: hp.Port, Value: to})
 		case f.holds(hp.HostIP.Unmap()):
 			a := hp.HostIP.Unmap()
-			out[ipPort] = append(out[ipPort], Elem{From: a, To: a, Proto: hp.Proto, Port: hp.Port, Value: to})
+			out[ipPort] = append(out[ipPort], nft.Elem{From: a, To: a, Proto: hp.Proto, Port: hp.Port, Value: to})
 		}
 	}
-	out[hairpin] = append(out[hairpin], Elem{From: ip, To: ip})
+	out[hairpin] = append(out[hairpin], nft.Elem{From: ip, To: ip})
 }
 
 // HostPortTable is table inet reef-hostport for the pods:
@@ -188,18 +157,18 @@ func addHostPortElems(out map[string][]Elem, pod HostPortPod) {
 // reaches its own hostPort (hairpin) is masqueraded, or its reply would
 // go to itself; so is the node's traffic from 127.0.0.1, which the pod
 // could not answer (the pod's veth has route_localnet on for it).
-func HostPortTable(pods []HostPortPod) Table {
-	elems := map[string][]Elem{}
+func HostPortTable(pods []HostPortPod) nft.Table {
+	elems := map[string][]nft.Elem{}
 	for _, p := range pods {
 		addHostPortElems(elems, p)
 	}
-	t := Table{ID: HostPortTableID}
-	hostports := Chain{Name: ChainHostPorts}
-	post := Chain{Name: ChainHostPortPostrouting, Type: nftables.ChainTypeNAT, Hooked: true,
+	t := nft.Table{ID: HostPortTableID}
+	hostports := nft.Chain{Name: ChainHostPorts}
+	post := nft.Chain{Name: ChainHostPortPostrouting, Type: nftables.ChainTypeNAT, Hooked: true,
 		Hook: *nftables.ChainHookPostrouting, Priority: MasqPriority, Policy: nftables.ChainPolicyAccept}
 	for _, f := range hostPortFamilies {
-		sets := []Set{
-			{Name: mapAnyPort(f), KeyType: keyAnyPort.Name, KeyLen: keyAnyPort.Bytes, Concat: true,
+		sets := []nft.Set{
+			{Name: mapAnyPort(f), KeyType: nft.KeyProtoPort.Name, KeyLen: nft.KeyProtoPort.Bytes, Concat: true,
 				DataType: f.target().Name, DataLen: f.target().Bytes, Comment: "reef: hostPorts on every local address: protocol . port : pod . port"},
 			{Name: mapIPPort(f), KeyType: f.keyIPPort().Name, KeyLen: f.keyIPPort().Bytes, Concat: true,
 				DataType: f.target().Name, DataLen: f.target().Bytes, Comment: "reef: hostPorts on one address: address . protocol . port : pod . port"},
@@ -211,9 +180,9 @@ func HostPortTable(pods []HostPortPod) Table {
 		}
 		t.Sets = append(t.Sets, sets...)
 		hostports.Rules = append(hostports.Rules,
-			Rule{Comment: "reef: hostPorts on one address (" + f.suffix + ")", Exprs: dnatExprs(f, true)},
-			Rule{Comment: "reef: hostPorts on every local address (" + f.suffix + ")", Exprs: dnatExprs(f, false)})
-		post.Rules = append(post.Rules, Rule{Comment: "reef: a pod reaching its own hostPort (" + f.suffix + ")", Exprs: slices.Concat(
+			nft.Rule{Comment: "reef: hostPorts on one address (" + f.suffix + ")", Exprs: dnatExprs(f, true)},
+			nft.Rule{Comment: "reef: hostPorts on every local address (" + f.suffix + ")", Exprs: dnatExprs(f, false)})
+		post.Rules = append(post.Rules, nft.Rule{Comment: "reef: a pod reaching its own hostPort (" + f.suffix + ")", Exprs: slices.Concat(
 			nfproto(f), ctDNAT(),
 			[]expr.Any{
 				// Two loads, not one of both addresses: nft then prints
@@ -225,7 +194,7 @@ func HostPortTable(pods []HostPortPod) Table {
 				&expr.Masq{},
 			})})
 		if f.suffix == "4" {
-			post.Rules = append(post.Rules, Rule{Comment: "reef: the node reaching a hostPort from 127.0.0.0/8", Exprs: slices.Concat(
+			post.Rules = append(post.Rules, nft.Rule{Comment: "reef: the node reaching a hostPort from 127.0.0.0/8", Exprs: slices.Concat(
 				nfproto(f), ctDNAT(),
 				[]expr.Any{
 					&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: f.src, Len: 4},
@@ -243,17 +212,17 @@ func HostPortTable(pods []HostPortPod) Table {
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)},
 		&expr.Verdict{Kind: expr.VerdictJump, Chain: ChainHostPorts},
 	}
-	hook := func(name string, h nftables.ChainHook) Chain {
-		return Chain{Name: name, Type: nftables.ChainTypeNAT, Hooked: true, Hook: h, Priority: DNATPriority, Policy: nftables.ChainPolicyAccept,
-			Rules: []Rule{{Comment: "reef: hostPorts, to the node's own addresses only", Exprs: local}}}
+	hook := func(name string, h nftables.ChainHook) nft.Chain {
+		return nft.Chain{Name: name, Type: nftables.ChainTypeNAT, Hooked: true, Hook: h, Priority: DNATPriority, Policy: nftables.ChainPolicyAccept,
+			Rules: []nft.Rule{{Comment: "reef: hostPorts, to the node's own addresses only", Exprs: local}}}
 	}
-	t.Chains = []Chain{
+	t.Chains = []nft.Chain{
 		hostports,
 		hook(ChainHostPortOutput, *nftables.ChainHookOutput),
 		post,
 		hook(ChainHostPortPrerouting, *nftables.ChainHookPrerouting),
 	}
-	slices.SortFunc(t.Sets, func(a, b Set) int { return compareStrings(a.Name, b.Name) })
+	slices.SortFunc(t.Sets, func(a, b nft.Set) int { return strings.Compare(a.Name, b.Name) })
 	return t
 }
 
@@ -306,9 +275,9 @@ func dnatExprs(f hostPortFamily, withAddr bool) []expr.Any {
 // uniqueElems sorts es and drops repeats; of two elements with the same
 // key (two pods claiming one hostPort, which the store refuses), the
 // first in order is kept, so that the map stays one a kernel accepts.
-func uniqueElems(es []Elem) []Elem {
-	slices.SortFunc(es, compareElems)
-	return slices.CompactFunc(es, func(a, b Elem) bool { return a.keyOnly() == b.keyOnly() })
+func uniqueElems(es []nft.Elem) []nft.Elem {
+	slices.SortFunc(es, nft.CompareElems)
+	return slices.CompactFunc(es, func(a, b nft.Elem) bool { return a.KeyOnly() == b.KeyOnly() })
 }
 
 // FlushUDPConntrack deletes the conntrack entries of UDP traffic to

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/reefcni/reef/internal/netnstest"
+	"github.com/reefcni/reef/nat/nft"
 )
 
 func hostPortPods() []Pod {
@@ -37,7 +38,7 @@ func TestHostPortTableInKernel(t *testing.T) {
 	pods := hostPortPods()
 	want := Desired(IPv4, testPools(), pods)
 	converge(t, k, want)
-	out := counters.ReplaceAllString(nft(t, ns, "list", "table", "inet", "reef-hostport"), "counter")
+	out := counters.ReplaceAllString(runNFT(t, ns, "list", "table", "inet", "reef-hostport"), "counter")
 	for _, line := range []string{
 		"type inet_proto . inet_service : ipv4_addr . inet_service",
 		"tcp . 8080 : 10.244.0.5 . 80",
@@ -71,10 +72,10 @@ func TestHostPortTableInKernel(t *testing.T) {
 	if err := k.AddPod(p); err != nil {
 		t.Fatal(err)
 	}
-	if out := nft(t, ns, "list", "map", "inet", "reef-hostport", "hostports4"); !strings.Contains(out, "tcp . 443 : 10.244.0.8 . 8443") {
+	if out := runNFT(t, ns, "list", "map", "inet", "reef-hostport", "hostports4"); !strings.Contains(out, "tcp . 443 : 10.244.0.8 . 8443") {
 		t.Errorf("AddPod's mapping missing:\n%s", out)
 	}
-	plan := Diff(Desired(IPv4, testPools(), append(pods, p)), mustRead(t, k, want))
+	plan := nft.Diff(Desired(IPv4, testPools(), append(pods, p)), mustRead(t, k, want))
 	if !plan.Empty() {
 		t.Errorf("after AddPod the kernel differs from the desired tables with the pod: %+v", plan.Changes)
 	}
@@ -83,34 +84,34 @@ func TestHostPortTableInKernel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if out := nft(t, ns, "list", "table", "inet", "reef-hostport"); strings.Contains(out, "10.244.0.8") {
+	if out := runNFT(t, ns, "list", "table", "inet", "reef-hostport"); strings.Contains(out, "10.244.0.8") {
 		t.Errorf("DelPod left the pod's elements:\n%s", out)
 	}
 
 	// The same hostPort, now another pod's: the value changes in place.
 	moved := hostPortPods()
 	moved[0].Ports[0].PodPort = 81
-	plan = Diff(Desired(IPv4, testPools(), moved), mustRead(t, k, want))
-	if len(plan.Changes) != 2 || plan.Changes[0].Kind != DelElems || plan.Changes[1].Kind != AddElems {
-		t.Fatalf("a changed value: %+v, want one DelElems and one AddElems", plan.Changes)
+	plan = nft.Diff(Desired(IPv4, testPools(), moved), mustRead(t, k, want))
+	if len(plan.Changes) != 2 || plan.Changes[0].Kind != nft.DelElems || plan.Changes[1].Kind != nft.AddElems {
+		t.Fatalf("a changed value: %+v, want one nft.DelElems and one nft.AddElems", plan.Changes)
 	}
 	converge(t, k, Desired(IPv4, testPools(), moved))
 
 	// Drift: a mapping deleted by hand, the table deleted.
-	nft(t, ns, "delete", "element", "inet", "reef-hostport", "hostports4", "{ udp . 5353 }")
-	plan = Diff(want, mustRead(t, k, want))
+	runNFT(t, ns, "delete", "element", "inet", "reef-hostport", "hostports4", "{ udp . 5353 }")
+	plan = nft.Diff(want, mustRead(t, k, want))
 	if plan.Empty() || !strings.Contains(plan.Changes[len(plan.Changes)-1].Why, "udp . 5353 : 10.244.0.5 . 53") {
 		t.Errorf("a deleted mapping: %+v", plan.Changes)
 	}
 	converge(t, k, want)
-	nft(t, ns, "delete", "table", "inet", "reef-hostport")
+	runNFT(t, ns, "delete", "table", "inet", "reef-hostport")
 	if err := k.AddPod(p); !errors.Is(err, ErrNoTable) {
 		t.Errorf("AddPod with hostPorts and no table: %v, want ErrNoTable", err)
 	}
 	converge(t, k, want)
 }
 
-func mustRead(t *testing.T, k *Kernel, want []Table) []Table {
+func mustRead(t *testing.T, k *Kernel, want []nft.Table) []nft.Table {
 	t.Helper()
 	have, err := k.Read(IDs(want))
 	if err != nil {
@@ -124,7 +125,7 @@ func TestHostPortElems(t *testing.T) {
 		{Proto: unix.IPPROTO_TCP, Port: 80, PodPort: 8080},
 		{Proto: unix.IPPROTO_TCP, HostIP: addr("fd00::1"), Port: 80, PodPort: 8080}, // another family: not for this pod
 	}})
-	want := Elem{Proto: unix.IPPROTO_TCP, Port: 80, Value: netip.AddrPortFrom(addr("10.244.0.5"), 8080)}
+	want := nft.Elem{Proto: unix.IPPROTO_TCP, Port: 80, Value: netip.AddrPortFrom(addr("10.244.0.5"), 8080)}
 	if len(es["hostports4"]) != 1 || es["hostports4"][0] != want || len(es["hostports6-ip"]) != 0 || len(es["hairpin4"]) != 1 {
 		t.Errorf("elements %v", es)
 	}
@@ -166,7 +167,7 @@ func TestFlushUDPConntrack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nft(t, ns, "list", "tables") // skips without nft
+	runNFT(t, ns, "list", "tables") // skips without nft
 	netnstest.Run(t, ns, "ip", "link", "set", "lo", "up")
 	entries := func() string {
 		out, err := netnstest.Output(ns, "cat", "/proc/net/nf_conntrack")

@@ -13,6 +13,7 @@ import (
 	"github.com/google/nftables"
 
 	"github.com/reefcni/reef/internal/netnstest"
+	"github.com/reefcni/reef/nat/nft"
 )
 
 // testNetns creates a throw-away network namespace, deleted when the test
@@ -24,8 +25,8 @@ func testNetns(tb testing.TB) (ns.NetNS, *Kernel) {
 	return n, NewKernel(nftables.WithNetNSFd(int(n.Fd())))
 }
 
-// nft runs the nft tool in n; tests that need it skip without it.
-func nft(t *testing.T, n ns.NetNS, args ...string) string {
+// runNFT runs the nft tool in n; tests that need it skip without it.
+func runNFT(t *testing.T, n ns.NetNS, args ...string) string {
 	t.Helper()
 	if _, err := exec.LookPath("nft"); err != nil {
 		t.Skip("nft not installed (the nftables package; make test installs it)")
@@ -33,15 +34,15 @@ func nft(t *testing.T, n ns.NetNS, args ...string) string {
 	return netnstest.Run(t, n, append([]string{"nft"}, args...)...)
 }
 
-// converge applies Diff(want, kernel) and checks that the kernel then
+// converge applies nft.Diff(want, kernel) and checks that the kernel then
 // matches want.
-func converge(t *testing.T, k *Kernel, want []Table) Plan {
+func converge(t *testing.T, k *Kernel, want []nft.Table) nft.Plan {
 	t.Helper()
 	have, err := k.Read(IDs(want))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := Diff(want, have)
+	p := nft.Diff(want, have)
 	if err := k.Apply(p); err != nil {
 		t.Fatalf("apply %+v: %v", p.Changes, err)
 	}
@@ -49,7 +50,7 @@ func converge(t *testing.T, k *Kernel, want []Table) Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again := Diff(want, have); !again.Empty() {
+	if again := nft.Diff(want, have); !again.Empty() {
 		t.Fatalf("after applying, the kernel still differs: %+v", again.Changes)
 	}
 	return p
@@ -61,11 +62,11 @@ func TestKernelCreateAndList(t *testing.T) {
 	ns, k := testNetns(t)
 	pools := append(testPools(), Pool{CIDR: pfx("10.246.0.0/16"), NATOutgoing: true}) // touches 10.245.0.0/24's neighbour range
 	want := Desired(IPv4, pools, testPods())
-	if p := converge(t, k, want); len(p.Changes) != 3 || p.Changes[0].Kind != CreateTable {
-		t.Errorf("first apply: %+v, want three CreateTable", p.Changes)
+	if p := converge(t, k, want); len(p.Changes) != 3 || p.Changes[0].Kind != nft.CreateTable {
+		t.Errorf("first apply: %+v, want three nft.CreateTable", p.Changes)
 	}
 	// What an operator reads.
-	out := counters.ReplaceAllString(nft(t, ns, "list", "ruleset"), "counter")
+	out := counters.ReplaceAllString(runNFT(t, ns, "list", "ruleset"), "counter")
 	for _, line := range []string{
 		"table ip reef {",
 		"type nat hook postrouting priority srcnat + 10; policy accept;",
@@ -84,18 +85,18 @@ func TestKernelCreateAndList(t *testing.T) {
 }
 
 // TestKernelRepairs makes the drift an operator could make with nft and
-// checks that one Diff and Apply undo it.
+// checks that one nft.Diff and Apply undo it.
 func TestKernelRepairs(t *testing.T) {
 	ns, k := testNetns(t)
 	want := Desired(IPv4, testPools(), testPods())
 	converge(t, k, want)
 	// Table by table: a recreated table is listed after the other.
 	ours := func() string {
-		return counters.ReplaceAllString(nft(t, ns, "list", "table", "ip", "reef")+nft(t, ns, "list", "table", "arp", "reef"), "counter")
+		return counters.ReplaceAllString(runNFT(t, ns, "list", "table", "ip", "reef")+runNFT(t, ns, "list", "table", "arp", "reef"), "counter")
 	}
 	baseline := ours()
 	ruleHandle := func(family, chain string) string {
-		ms := regexp.MustCompile(`# handle (\d+)`).FindAllStringSubmatch(nft(t, ns, "-a", "list", "chain", family, "reef", chain), -1)
+		ms := regexp.MustCompile(`# handle (\d+)`).FindAllStringSubmatch(runNFT(t, ns, "-a", "list", "chain", family, "reef", chain), -1)
 		if len(ms) < 2 { // the chain's handle, then the rule's
 			t.Fatalf("no rule handle in chain %s reef %s", family, chain)
 		}
@@ -104,38 +105,38 @@ func TestKernelRepairs(t *testing.T) {
 	cases := []struct {
 		name string
 		nft  func() []string
-		kind ChangeKind
+		kind nft.ChangeKind
 	}{
-		{"delete table ip reef", func() []string { return []string{"delete table ip reef"} }, CreateTable},
-		{"delete table arp reef", func() []string { return []string{"delete table arp reef"} }, CreateTable},
-		{"flush chain", func() []string { return []string{"flush chain ip reef postrouting"} }, ReplaceRules},
-		{"flush table", func() []string { return []string{"flush table arp reef"} }, ReplaceRules},
+		{"delete table ip reef", func() []string { return []string{"delete table ip reef"} }, nft.CreateTable},
+		{"delete table arp reef", func() []string { return []string{"delete table arp reef"} }, nft.CreateTable},
+		{"flush chain", func() []string { return []string{"flush chain ip reef postrouting"} }, nft.ReplaceRules},
+		{"flush table", func() []string { return []string{"flush table arp reef"} }, nft.ReplaceRules},
 		{"rule replaced", func() []string {
 			return []string{"replace rule ip reef postrouting handle " + ruleHandle("ip", "postrouting") + " ip saddr @masq-pools masquerade"}
-		}, ReplaceRules},
-		{"rule added", func() []string { return []string{"add rule arp reef output accept"} }, ReplaceRules},
+		}, nft.ReplaceRules},
+		{"rule added", func() []string { return []string{"add rule arp reef output accept"} }, nft.ReplaceRules},
 		{"element deleted", func() []string {
 			return []string{`delete element arp reef pod-addrs { "reef0123456789a" . 10.244.0.5 }`}
-		}, AddElems},
-		{"element added", func() []string { return []string{`add element arp reef pod-addrs { "reefzzz" . 10.9.9.9 }`} }, DelElems},
-		{"pool deleted", func() []string { return []string{`delete element ip reef all-pools { 10.244.0.0/16 }`} }, AddElems},
+		}, nft.AddElems},
+		{"element added", func() []string { return []string{`add element arp reef pod-addrs { "reefzzz" . 10.9.9.9 }`} }, nft.DelElems},
+		{"pool deleted", func() []string { return []string{`delete element ip reef all-pools { 10.244.0.0/16 }`} }, nft.AddElems},
 		{"pool widened", func() []string {
 			return []string{`delete element ip reef masq-pools { 10.244.0.0/16 }`, `add element ip reef masq-pools { 10.0.0.0/8 }`}
-		}, DelElems},
-		{"table dormant", func() []string { return []string{"add table ip reef { flags dormant; }"} }, RecreateTable},
+		}, nft.DelElems},
+		{"table dormant", func() []string { return []string{"add table ip reef { flags dormant; }"} }, nft.RecreateTable},
 		{"chain at another priority", func() []string {
 			return []string{"delete chain ip reef postrouting",
 				"add chain ip reef postrouting { type nat hook postrouting priority srcnat; policy accept; }"}
-		}, RecreateTable},
+		}, nft.RecreateTable},
 		{"set deleted", func() []string {
 			return []string{"flush chain arp reef output", "delete set arp reef pod-addrs"}
-		}, RecreateTable},
-		{"extra chain", func() []string { return []string{"add chain ip reef mine"} }, RecreateTable},
+		}, nft.RecreateTable},
+		{"extra chain", func() []string { return []string{"add chain ip reef mine"} }, nft.RecreateTable},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			for _, cmd := range c.nft() {
-				nft(t, ns, strings.Fields(cmd)...)
+				runNFT(t, ns, strings.Fields(cmd)...)
 			}
 			p := converge(t, k, want)
 			if len(p.Changes) == 0 || p.Changes[0].Kind != c.kind {
@@ -171,9 +172,9 @@ table arp other {
 }
 `)
 	f.Close()
-	nft(t, ns, "-f", f.Name())
+	runNFT(t, ns, "-f", f.Name())
 	foreign := func() string {
-		return nft(t, ns, "list", "table", "ip", "kube-proxy") + nft(t, ns, "list", "table", "arp", "other")
+		return runNFT(t, ns, "list", "table", "ip", "kube-proxy") + runNFT(t, ns, "list", "table", "arp", "other")
 	}
 	before := foreign()
 	want := Desired(IPv4, testPools(), testPods())
@@ -187,7 +188,7 @@ table arp other {
 			t.Errorf("Read returned %s", h.ID)
 		}
 	}
-	nft(t, ns, "delete", "table", "ip", "reef")
+	runNFT(t, ns, "delete", "table", "ip", "reef")
 	converge(t, k, want)
 	if err := k.AddPod(Pod{Veth: "reefnew", IP: addr("10.244.0.99")}); err != nil {
 		t.Fatal(err)
@@ -202,7 +203,7 @@ table arp other {
 	if after := foreign(); after != before {
 		t.Errorf("foreign tables changed:\n%s\nwas:\n%s", after, before)
 	}
-	if out := nft(t, ns, "list", "tables"); strings.Contains(out, " reef") {
+	if out := runNFT(t, ns, "list", "tables"); strings.Contains(out, " reef") {
 		t.Errorf("reef tables left after DeleteTables:\n%s", out)
 	}
 }
@@ -222,7 +223,7 @@ func TestKernelPodElements(t *testing.T) {
 			t.Fatalf("AddPod #%d: %v", i+1, err)
 		}
 	}
-	if out := nft(t, ns, "list", "set", "arp", "reef", "pod-addrs"); !strings.Contains(out, `"reef0123456789a" . 10.244.0.5`) {
+	if out := runNFT(t, ns, "list", "set", "arp", "reef", "pod-addrs"); !strings.Contains(out, `"reef0123456789a" . 10.244.0.5`) {
 		t.Errorf("element missing after AddPod:\n%s", out)
 	}
 	for i := 0; i < 2; i++ {
@@ -230,7 +231,7 @@ func TestKernelPodElements(t *testing.T) {
 			t.Fatalf("DelPod #%d: %v", i+1, err)
 		}
 	}
-	if out := nft(t, ns, "list", "set", "arp", "reef", "pod-addrs"); strings.Contains(out, "reef0123456789a") {
+	if out := runNFT(t, ns, "list", "set", "arp", "reef", "pod-addrs"); strings.Contains(out, "reef0123456789a") {
 		t.Errorf("element left after DelPod:\n%s", out)
 	}
 	if err := k.AddPod(Pod{Veth: "reef-name-too-long", IP: addr("10.244.0.5")}); err == nil {

@@ -3,6 +3,7 @@ package nat
 import (
 	"testing"
 
+	"github.com/reefcni/reef/nat/nft"
 	"golang.org/x/sys/unix"
 )
 
@@ -16,35 +17,35 @@ func TestLeaveAlone(t *testing.T) {
 	b := Pod{Veth: "reefbbbbbbbbbbb", IP: addr("10.244.0.6"), Ports: []HostPort{{Proto: unix.IPPROTO_TCP, Port: 9090, PodPort: 90}}}
 	c := Pod{Veth: "reefccccccccccc", IP: addr("10.244.0.7")}
 	d := Pod{Veth: "reefddddddddddd", IP: addr("10.244.0.8"), Ports: []HostPort{{Proto: unix.IPPROTO_UDP, Port: 53, PodPort: 53}}}
-	touched := func(e Elem) bool {
+	touched := func(e nft.Elem) bool {
 		return e.Iface == b.Veth || e.Iface == d.Veth || e.From == e.To && (e.From == b.IP || e.From == d.IP) ||
 			e.Value.IsValid() && (e.Value.Addr() == b.IP || e.Value.Addr() == d.IP)
 	}
 	want := Desired(IPv4, testPools(), []Pod{a, d})
 	have := Desired(IPv4, testPools(), []Pod{b, c})
 
-	plan := Diff(LeaveAlone(want, have, touched), have)
-	added, deleted := map[Elem]bool{}, map[Elem]bool{}
+	plan := nft.Diff(nft.LeaveAlone(want, have, touched), have)
+	added, deleted := map[nft.Elem]bool{}, map[nft.Elem]bool{}
 	for _, ch := range plan.Changes {
 		switch ch.Kind {
-		case AddElems:
+		case nft.AddElems:
 			for _, e := range ch.Elems {
-				added[e.keyOnly()] = true
+				added[e.KeyOnly()] = true
 			}
-		case DelElems:
+		case nft.DelElems:
 			for _, e := range ch.Elems {
-				deleted[e.keyOnly()] = true
+				deleted[e.KeyOnly()] = true
 			}
 		default:
 			t.Errorf("unexpected change %s of %s: %s", ch.Kind, ch.Table.ID, ch.Why)
 		}
 	}
-	for _, e := range []Elem{{Iface: a.Veth, From: a.IP, To: a.IP}, {Proto: unix.IPPROTO_TCP, Port: 8080}, {From: a.IP, To: a.IP}} {
+	for _, e := range []nft.Elem{{Iface: a.Veth, From: a.IP, To: a.IP}, {Proto: unix.IPPROTO_TCP, Port: 8080}, {From: a.IP, To: a.IP}} {
 		if !added[e] {
 			t.Errorf("pod A's element %s is not repaired", e)
 		}
 	}
-	if !deleted[Elem{Iface: c.Veth, From: c.IP, To: c.IP}] {
+	if !deleted[nft.Elem{Iface: c.Veth, From: c.IP, To: c.IP}] {
 		t.Errorf("pod C's stale element is not removed")
 	}
 	for e := range added {
@@ -62,7 +63,7 @@ func TestLeaveAlone(t *testing.T) {
 	}
 	// Without leaving them alone, B's elements would go and D's come back:
 	// the test can tell.
-	plain := Diff(want, have)
+	plain := nft.Diff(want, have)
 	if n := len(plain.Changes); n == len(plan.Changes) {
 		t.Errorf("the plain diff has as many changes (%d) as the one that leaves busy pods alone", n)
 	}

@@ -5,12 +5,11 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/reefcni/reef/nat/nft"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-
-	"github.com/reefcni/reef/nat"
 )
 
 // benchInput is the shape of reef-lab bench-policy: pods in namespaces
@@ -71,7 +70,7 @@ func BenchmarkDiff(b *testing.B) {
 	in.Local = append(in.Local, Endpoint{Namespace: "bg-1", Name: "p999", IP: netip.MustParseAddr("10.250.3.231")})
 	want := Table(Compile(in))
 	for b.Loop() {
-		nat.Diff([]nat.Table{want}, []nat.Table{have})
+		nft.Diff([]nft.Table{want}, []nft.Table{have})
 	}
 }
 
@@ -81,7 +80,7 @@ func BenchmarkDiffElements(b *testing.B) {
 	in.Local = append(in.Local, Endpoint{Namespace: "bg-1", Name: "p999", IP: netip.MustParseAddr("10.250.3.231")})
 	want := Table(Compile(in))
 	for b.Loop() {
-		nat.DiffElements(want, have)
+		nft.DiffElements(want, have)
 	}
 }
 
@@ -101,7 +100,7 @@ func BenchmarkScale(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		want := r.Table(Compile(in))
-		nat.DiffInPlace([]nat.Table{want}, []nat.Table{have})
+		nft.DiffInPlace([]nft.Table{want}, []nft.Table{have})
 	}
 }
 

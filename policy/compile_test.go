@@ -8,10 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reefcni/reef/nat/nft"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-
-	"github.com/reefcni/reef/nat"
 )
 
 func TestCompileSample(t *testing.T) {
@@ -115,7 +114,7 @@ func TestSetsAreTablesSets(t *testing.T) {
 func TestRendererIsTable(t *testing.T) {
 	in := benchInput(300, 20, 40, 30)
 	var r Renderer
-	noKeys := func(tb nat.Table) nat.Table {
+	noKeys := func(tb nft.Table) nft.Table {
 		for i := range tb.Chains {
 			tb.Chains[i].Rules = slices.Clone(tb.Chains[i].Rules)
 			for j := range tb.Chains[i].Rules {

@@ -27,7 +27,7 @@
 // NetworkPolicy docs require. Peers are sets, one per distinct peer list
 // (shared by the rules that have it), so a pod that comes, goes
 // or changes labels changes set elements, never a rule; a policy that
-// comes, goes or changes changes the table's shape, which nat.DiffInPlace
+// comes, goes or changes changes the table's shape, which nft.DiffInPlace
 // applies in place, its own sets and chains only, in one batch. Both
 // address families have their
 // sets and rules from the start; IPv6 pods add elements.

@@ -7,10 +7,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/reefcni/reef/nat/nft"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/reefcni/reef/nat"
 )
 
 // PodView is what `reef policy show` prints of one of this node's pods:
@@ -164,4 +163,4 @@ func selString(s *metav1.LabelSelector) string {
 	return f
 }
 
-func rangeString(r Range) string { return nat.Elem{From: r.From, To: r.To}.String() }
+func rangeString(r Range) string { return nft.Elem{From: r.From, To: r.To}.String() }

@@ -6,9 +6,8 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/reefcni/reef/nat/nft"
 	networkingv1 "k8s.io/api/networking/v1"
-
-	"github.com/reefcni/reef/nat"
 )
 
 // Range is an inclusive address range.
@@ -21,7 +20,7 @@ func blockRanges(b *networkingv1.IPBlock) ([]Range, error) {
 		return nil, fmt.Errorf("cidr %q: %w", b.CIDR, err)
 	}
 	cidr = unmapPrefix(cidr).Masked()
-	rs := []Range{{cidr.Addr(), nat.LastAddr(cidr)}}
+	rs := []Range{{cidr.Addr(), nft.LastAddr(cidr)}}
 	for i, e := range b.Except {
 		ex, err := netip.ParsePrefix(e)
 		if err != nil {
@@ -31,7 +30,7 @@ func blockRanges(b *networkingv1.IPBlock) ([]Range, error) {
 		if ex.Addr().Is4() != cidr.Addr().Is4() {
 			return nil, fmt.Errorf("except[%d] %s: not of the family of cidr %s", i, ex, cidr)
 		}
-		rs = subtract(rs, Range{ex.Addr(), nat.LastAddr(ex)})
+		rs = subtract(rs, Range{ex.Addr(), nft.LastAddr(ex)})
 	}
 	return rs, nil
 }

@@ -6,11 +6,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/reefcni/reef/nat/nft"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
-
-	"github.com/reefcni/reef/nat"
 )
 
 // Recompile is Compile for the CNI ADD path. prev is the State last
@@ -145,7 +144,7 @@ func peersAffect(ix *index, ns string, peers []networkingv1.NetworkPolicyPeer, p
 
 // SetsOf renders the sets of the policies at indexes (of st.Policies)
 // and the isolated sets: with Recompile, the sets an ADD can change.
-func SetsOf(st State, indexes []int) []nat.Set {
+func SetsOf(st State, indexes []int) []nft.Set {
 	sub := State{Isolated: st.Isolated, Peers: st.Peers}
 	for _, i := range indexes {
 		sub.Policies = append(sub.Policies, st.Policies[i])

@@ -12,10 +12,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/reefcni/reef/nat"
+	"github.com/reefcni/reef/nat/nft"
 )
 
 // TableID is reef's policy table: table inet reef.
-var TableID = nat.TableID{Family: nftables.TableFamilyINet, Name: nat.TableName}
+var TableID = nft.TableID{Family: nftables.TableFamilyINet, Name: nat.TableName}
 
 // Names of the base chains and the sets every table has.
 const (
@@ -41,8 +42,8 @@ type family struct {
 }
 
 var families = []family{
-	{"4", unix.NFPROTO_IPV4, nftables.TypeIPAddr, nat.AddrPort4, 12, 16},
-	{"6", unix.NFPROTO_IPV6, nftables.TypeIP6Addr, nat.AddrPort6, 8, 24},
+	{"4", unix.NFPROTO_IPV4, nftables.TypeIPAddr, nft.KeyAddrPort4, 12, 16},
+	{"6", unix.NFPROTO_IPV6, nftables.TypeIP6Addr, nft.KeyAddrPort6, 8, 24},
 }
 
 func (f family) holds(a netip.Addr) bool { return a.Is4() == (f.suffix == "4") }
@@ -104,11 +105,11 @@ func limitName(s string) string {
 }
 
 // Table renders the desired state as table inet reef.
-func Table(st State) nat.Table { return render(st, true, nil) }
+func Table(st State) nft.Table { return render(st, true, nil) }
 
 // Sets renders only the sets of Table(st): for a caller that has the
 // chains already, those of a State of the same policies (same Shape).
-func Sets(st State) []nat.Set { return render(st, false, nil).Sets }
+func Sets(st State) []nft.Set { return render(st, false, nil).Sets }
 
 // Renderer is Table with a memory: a policy's rules depend on its spec
 // only, so they are rendered (and their keys for comparison computed)
@@ -119,12 +120,12 @@ type Renderer struct {
 }
 
 type cachedRules struct {
-	jumps []nat.Rule // the base chain's jumps to the chain, one per family
-	rules []nat.Rule
+	jumps []nft.Rule // the base chain's jumps to the chain, one per family
+	rules []nft.Rule
 }
 
 // Table is Table(st), reusing the rules of policies rendered before.
-func (r *Renderer) Table(st State) nat.Table {
+func (r *Renderer) Table(st State) nft.Table {
 	if r.rules == nil {
 		r.rules = map[string]cachedRules{}
 	}
@@ -145,17 +146,17 @@ func specKey(c *Compiled) string {
 	return fmt.Sprintf("%v", c.src) // not from the API (tests)
 }
 
-func render(st State, withChains bool, cache *Renderer) nat.Table {
-	t := nat.Table{ID: TableID}
+func render(st State, withChains bool, cache *Renderer) nft.Table {
+	t := nft.Table{ID: TableID}
 	emitted := map[string]bool{} // shared peer sets, rendered once
-	base := [2]nat.Chain{
+	base := [2]nft.Chain{
 		{Name: ChainIngress, Type: nftables.ChainTypeFilter, Hooked: true, Hook: *nftables.ChainHookForward,
 			Priority: IngressPriority, Policy: nftables.ChainPolicyAccept},
 		{Name: ChainEgress, Type: nftables.ChainTypeFilter, Hooked: true, Hook: *nftables.ChainHookForward,
 			Priority: EgressPriority, Policy: nftables.ChainPolicyAccept},
 	}
 	for d := Ingress; d <= Egress; d++ {
-		base[d].Rules = append(base[d].Rules, nat.Rule{Comment: "reef: replies and connections already allowed",
+		base[d].Rules = append(base[d].Rules, nft.Rule{Comment: "reef: replies and connections already allowed",
 			Exprs: []expr.Any{
 				&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
 				&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
@@ -167,7 +168,7 @@ func render(st State, withChains bool, cache *Renderer) nat.Table {
 		for _, f := range families {
 			set := isolatedSet(f, d)
 			t.Sets = append(t.Sets, addrSet(f, set, fmt.Sprintf("reef: this node's pods isolated for %s", d), false, st.Isolated[d]))
-			base[d].Rules = append(base[d].Rules, nat.Rule{Comment: fmt.Sprintf("reef: pods no policy isolates for %s", d),
+			base[d].Rules = append(base[d].Rules, nft.Rule{Comment: fmt.Sprintf("reef: pods no policy isolates for %s", d),
 				Exprs: append(match(f, f.offset(d, false), set, true), &expr.Verdict{Kind: expr.VerdictAccept})})
 		}
 	}
@@ -179,7 +180,7 @@ func render(st State, withChains bool, cache *Renderer) nat.Table {
 			if !c.Covers[d] {
 				continue
 			}
-			ch := nat.Chain{Name: chainName(d, c)}
+			ch := nft.Chain{Name: chainName(d, c)}
 			var key string
 			var hit bool
 			var cached cachedRules
@@ -190,7 +191,7 @@ func render(st State, withChains bool, cache *Renderer) nat.Table {
 			}
 			for _, f := range families {
 				if !hit {
-					cached.jumps = append(cached.jumps, nat.Rule{Comment: cut(fmt.Sprintf("reef: policy %s (%s)", c.Key(), d)),
+					cached.jumps = append(cached.jumps, nft.Rule{Comment: cut(fmt.Sprintf("reef: policy %s (%s)", c.Key(), d)),
 						Exprs: append(match(f, f.offset(d, false), selSet(f, c), false), &expr.Verdict{Kind: expr.VerdictJump, Chain: ch.Name})})
 				}
 				for i, r := range c.Rules[d] {
@@ -214,15 +215,15 @@ func render(st State, withChains bool, cache *Renderer) nat.Table {
 		}
 	}
 	for d := Ingress; d <= Egress; d++ {
-		base[d].Rules = append(base[d].Rules, nat.Rule{Comment: fmt.Sprintf("reef: isolated for %s and no policy allows it", d),
+		base[d].Rules = append(base[d].Rules, nft.Rule{Comment: fmt.Sprintf("reef: isolated for %s and no policy allows it", d),
 			Exprs: []expr.Any{&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictDrop}}})
 	}
 	t.Chains = append(t.Chains, base[:]...)
 	if !withChains {
 		t.Chains = nil
 	}
-	slices.SortFunc(t.Chains, func(a, b nat.Chain) int { return compare(a.Name, b.Name) })
-	slices.SortFunc(t.Sets, func(a, b nat.Set) int { return compare(a.Name, b.Name) })
+	slices.SortFunc(t.Chains, func(a, b nft.Chain) int { return compare(a.Name, b.Name) })
+	slices.SortFunc(t.Sets, func(a, b nft.Set) int { return compare(a.Name, b.Name) })
 	return t
 }
 
@@ -239,8 +240,8 @@ func compare(a, b string) int {
 // ruleRules renders rule i of a policy in family f: its sets and one
 // accept rule per port entry (one rule when it has no ports).
 // With withRules false only the sets are made.
-func ruleRules(st *State, emitted map[string]bool, f family, d Direction, c *Compiled, i int, r Rule, withRules bool) ([]nat.Set, []nat.Rule) {
-	var sets []nat.Set
+func ruleRules(st *State, emitted map[string]bool, f family, d Direction, c *Compiled, i int, r Rule, withRules bool) ([]nft.Set, []nft.Rule) {
+	var sets []nft.Set
 	var peer []expr.Any
 	if !r.AnyPeer {
 		name := peerSet(f, r)
@@ -250,13 +251,13 @@ func ruleRules(st *State, emitted map[string]bool, f family, d Direction, c *Com
 			if p, ok := st.Peers[r.PeerKey]; ok {
 				peers = p
 			}
-			var elems []nat.Elem
+			var elems []nft.Elem
 			for _, rg := range peers {
 				if f.holds(rg.From) {
-					elems = append(elems, nat.Elem{From: rg.From, To: rg.To})
+					elems = append(elems, nft.Elem{From: rg.From, To: rg.To})
 				}
 			}
-			sets = append(sets, nat.Set{Name: name, KeyType: f.addr.Name, KeyLen: f.addr.Bytes, Interval: true,
+			sets = append(sets, nft.Set{Name: name, KeyType: f.addr.Name, KeyLen: f.addr.Bytes, Interval: true,
 				Comment: cut(fmt.Sprintf("reef: peers of policy %s %s[%d], and of every rule with the same peers", c.Key(), d, i)), Elems: elems})
 		}
 		peer = match(f, f.offset(d, true), name, false)
@@ -273,9 +274,9 @@ func ruleRules(st *State, emitted map[string]bool, f family, d Direction, c *Com
 	}
 	comment := fmt.Sprintf("reef: policy %s %s[%d]", c.Key(), d, i)
 	if len(r.Ports) == 0 {
-		return sets, []nat.Rule{{Comment: cut(comment), Exprs: append(slices.Clone(peer), &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictAccept})}}
+		return sets, []nft.Rule{{Comment: cut(comment), Exprs: append(slices.Clone(peer), &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictAccept})}}
 	}
-	var rules []nat.Rule
+	var rules []nft.Rule
 	for j, p := range r.Ports {
 		ex := append(slices.Clone(peer), l4proto(p.Proto)...)
 		switch {
@@ -306,27 +307,27 @@ func ruleRules(st *State, emitted map[string]bool, f family, d Direction, c *Com
 				&expr.Cmp{Op: expr.CmpOpLte, Register: 1, Data: binaryutil.BigEndian.PutUint16(p.To)})
 		}
 		ex = append(ex, &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictAccept})
-		rules = append(rules, nat.Rule{Comment: cut(fmt.Sprintf("%s port %s", comment, p)), Exprs: ex})
+		rules = append(rules, nft.Rule{Comment: cut(fmt.Sprintf("%s port %s", comment, p)), Exprs: ex})
 	}
 	return sets, rules
 }
 
-func namedPortSet(f family, d Direction, c *Compiled, i, j int, p Port) nat.Set {
-	var elems []nat.Elem
+func namedPortSet(f family, d Direction, c *Compiled, i, j int, p Port) nft.Set {
+	var elems []nft.Elem
 	for _, ap := range p.Named {
 		if f.holds(ap.Addr) {
-			elems = append(elems, nat.Elem{From: ap.Addr, To: ap.Addr, Port: ap.Port})
+			elems = append(elems, nft.Elem{From: ap.Addr, To: ap.Addr, Port: ap.Port})
 		}
 	}
-	return nat.Set{Name: namedSet(f, d, c, i, j), KeyType: f.addrPort.Name, KeyLen: f.addrPort.Bytes, Concat: true,
+	return nft.Set{Name: namedSet(f, d, c, i, j), KeyType: f.addrPort.Name, KeyLen: f.addrPort.Bytes, Concat: true,
 		Comment: cut(fmt.Sprintf("reef: policy %s %s[%d] port %q: address . port", c.Key(), d, i, p.Name)), Elems: elems}
 }
 
-func addrSet(f family, name, comment string, interval bool, addrs []netip.Addr) nat.Set {
-	s := nat.Set{Name: name, KeyType: f.addr.Name, KeyLen: f.addr.Bytes, Interval: interval, Comment: comment}
+func addrSet(f family, name, comment string, interval bool, addrs []netip.Addr) nft.Set {
+	s := nft.Set{Name: name, KeyType: f.addr.Name, KeyLen: f.addr.Bytes, Interval: interval, Comment: comment}
 	for _, a := range addrs {
 		if f.holds(a) {
-			s.Elems = append(s.Elems, nat.Elem{From: a, To: a})
+			s.Elems = append(s.Elems, nft.Elem{From: a, To: a})
 		}
 	}
 	return s

@@ -12,32 +12,32 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/reefcni/reef/internal/netnstest"
-	"github.com/reefcni/reef/nat"
+	"github.com/reefcni/reef/nat/nft"
 )
 
-// testNetns is a throw-away network namespace and a nat.Kernel bound to
+// testNetns is a throw-away network namespace and an nft.Kernel bound to
 // it; nothing here touches the caller's namespace.
-func testNetns(t *testing.T) (cnins.NetNS, *nat.Kernel) {
+func testNetns(t *testing.T) (cnins.NetNS, *nft.Kernel) {
 	t.Helper()
 	n := netnstest.New(t)
-	return n, nat.NewKernel(nftables.WithNetNSFd(int(n.Fd())))
+	return n, nft.NewKernel(nftables.WithNetNSFd(int(n.Fd())))
 }
 
-func converge(t *testing.T, k *nat.Kernel, want nat.Table) nat.Plan {
+func converge(t *testing.T, k *nft.Kernel, want nft.Table) nft.Plan {
 	t.Helper()
-	have, err := k.Read([]nat.TableID{TableID})
+	have, err := k.Read([]nft.TableID{TableID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := nat.DiffInPlace([]nat.Table{want}, have)
+	p := nft.DiffInPlace([]nft.Table{want}, have)
 	if err := k.Apply(p); err != nil {
 		t.Fatalf("apply: %v", err)
 	}
-	have, err = k.Read([]nat.TableID{TableID})
+	have, err = k.Read([]nft.TableID{TableID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again := nat.DiffInPlace([]nat.Table{want}, have); !again.Empty() {
+	if again := nft.DiffInPlace([]nft.Table{want}, have); !again.Empty() {
 		for _, c := range again.Changes {
 			t.Errorf("after applying, the kernel still differs: %s: %s", c.Kind, c.Why)
 		}
@@ -52,7 +52,7 @@ func TestTableInKernel(t *testing.T) {
 	netns, k := testNetns(t)
 	in := sampleInput()
 	p := converge(t, k, Table(Compile(in)))
-	if len(p.Changes) != 1 || p.Changes[0].Kind != nat.CreateTable {
+	if len(p.Changes) != 1 || p.Changes[0].Kind != nft.CreateTable {
 		t.Fatalf("first apply: %+v, want one create", p.Changes)
 	}
 	if _, err := exec.LookPath("nft"); err == nil {
@@ -75,7 +75,7 @@ func TestTableInKernel(t *testing.T) {
 	in.Namespaces[1].Labels["ns"] = "other"
 	p = converge(t, k, Table(Compile(in)))
 	for _, c := range p.Changes {
-		if c.Kind != nat.DelElems && c.Kind != nat.AddElems {
+		if c.Kind != nft.DelElems && c.Kind != nft.AddElems {
 			t.Errorf("a namespace's labels changed: %s (%s), want element changes only", c.Kind, c.Why)
 		}
 	}
@@ -128,10 +128,10 @@ func TestPolicyChangesInPlace(t *testing.T) {
 	for _, st := range steps {
 		in.Policies = st.pols
 		p := converge(t, k, Table(Compile(in)))
-		kinds := map[nat.ChangeKind]int{}
+		kinds := map[nft.ChangeKind]int{}
 		for _, c := range p.Changes {
 			kinds[c.Kind]++
-			if c.Kind == nat.RecreateTable || c.Kind == nat.CreateTable {
+			if c.Kind == nft.RecreateTable || c.Kind == nft.CreateTable {
 				t.Fatalf("policy %s: %s (%s), want changes in place", st.name, c.Kind, c.Why)
 			}
 		}

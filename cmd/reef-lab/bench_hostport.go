@@ -26,6 +26,7 @@ import (
 
 	"github.com/reefcni/reef/internal/lab"
 	"github.com/reefcni/reef/nat"
+	"github.com/reefcni/reef/nat/nft"
 )
 
 type hostPortReport struct {
@@ -151,7 +152,7 @@ func (r *hostPortReport) tableBench(bin string, pods int) error {
 	}
 	pools := []nat.Pool{{CIDR: netip.MustParsePrefix("10.244.0.0/16"), NATOutgoing: true}}
 	k := nat.NewKernel()
-	if err := k.Apply(nat.Diff(nat.Desired(nat.IPv4, pools, all), nil)); err != nil {
+	if err := k.Apply(nft.Diff(nat.Desired(nat.IPv4, pools, all), nil)); err != nil {
 		return err
 	}
 	for i := range 200 {
@@ -172,7 +173,7 @@ func (r *hostPortReport) tableBench(bin string, pods int) error {
 		if err != nil {
 			return err
 		}
-		if p := nat.Diff(want, have); !p.Empty() {
+		if p := nft.Diff(want, have); !p.Empty() {
 			return errors.New("drift in a quiet namespace: " + p.Changes[0].Why)
 		}
 		r.drift = append(r.drift, time.Since(t0))

@@ -1,4 +1,4 @@
-package nat
+package nft
 
 import (
 	"encoding/binary"
@@ -14,21 +14,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrNoTable is returned (wrapped) by AddPod when reef's ARP table or its
-// set is not in the kernel: a table deleted by hand, which the reconcile
-// loop recreates with every pod's element.
-var ErrNoTable = errors.New("reef's nftables table or set is missing")
-
-// ifNameSize is IFNAMSIZ: an interface name in a set key takes 16 bytes,
+// IfNameSize is IFNAMSIZ: an interface name in a set key takes 16 bytes,
 // NUL-padded.
-const ifNameSize = 16
+const IfNameSize = 16
 
 // Kernel reads and writes reef's tables in one network namespace. It is
 // safe for concurrent use: every operation has a netlink socket of its
 // own, so parallel CNI ADDs and DELs each send their own batch.
 type Kernel struct {
 	opts []nftables.ConnOption
-	// podConns keeps the sockets of AddPod and DelPod open between calls:
+	// podConns keeps the sockets of EditElems open between calls:
 	// closing an nftables socket right after a batch that deleted set
 	// elements blocks for milliseconds in the kernel, on every DEL.
 	podConns chan *nftables.Conn
@@ -415,61 +410,18 @@ func (k *Kernel) Apply(p Plan) error {
 	return nil
 }
 
-// AddPod adds one pod's elements, in a batch of its own: its ARP-filter
-// element and, if it has hostPorts, theirs in table inet reef-hostport.
-// Adding elements that are there already succeeds. If one of reef's tables
-// is missing the error wraps ErrNoTable, and nothing was added.
-func (k *Kernel) AddPod(p Pod) error {
-	err := k.podBatch(p, true)
-	if errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("%w: %w", err, ErrNoTable)
-	}
-	return err
+// ElemEdit is elements to add to, or delete from, one set of a table.
+type ElemEdit struct {
+	Table TableID
+	Set   Set // its shape, as the table's builder gives it
+	Elems []Elem
 }
 
-// DelPod removes one pod's elements. An element, set or table that is not
-// there is success: DEL is repeated. The ARP element and the hostPort
-// elements go in batches of their own, so that one missing table does not
-// keep the other's elements in place.
-func (k *Kernel) DelPod(p Pod) error {
-	arp := p
-	arp.Ports = nil
-	if err := k.podBatch(arp, false); err != nil && !errors.Is(err, unix.ENOENT) {
-		return err
-	}
-	if len(p.Ports) == 0 {
-		return nil
-	}
-	if err := k.podBatch(p, false); err != nil && !errors.Is(err, unix.ENOENT) {
-		return err
-	}
-	return nil
-}
-
-// podBatch adds (or deletes) one pod's elements in a batch of its own, on
-// a kept socket. Deleting, a pod with Ports deletes only those.
-func (k *Kernel) podBatch(p Pod, add bool) error {
-	if err := checkPod(p); err != nil {
-		return err
-	}
-	type change struct {
-		id  TableID
-		set Set
-		es  []Elem
-	}
-	var changes []change
-	if add || len(p.Ports) == 0 {
-		s := ARPTable(nil).Sets[0]
-		changes = append(changes, change{ARPTableID, s, []Elem{{Iface: p.Veth, From: p.IP, To: p.IP}}})
-	}
-	if len(p.Ports) > 0 {
-		elems := HostPortElems(HostPortPod{IP: p.IP, Ports: p.Ports})
-		for _, s := range HostPortTable(nil).Sets {
-			if es := elems[s.Name]; len(es) > 0 {
-				changes = append(changes, change{HostPortTableID, s, es})
-			}
-		}
-	}
+// EditElems adds (or deletes) elements, in a batch of its own, on a kept
+// socket: a CNI operation's elements. Adding elements that are there
+// already succeeds; deleting one that is not fails with ENOENT, as does a
+// missing table or set.
+func (k *Kernel) EditElems(edits []ElemEdit, add bool) error {
 	c, err := k.podConn()
 	if err != nil {
 		return err
@@ -478,38 +430,30 @@ func (k *Kernel) podBatch(p Pod, add bool) error {
 	if !add {
 		verb = "delete"
 	}
-	for _, ch := range changes {
+	for _, e := range edits {
 		apply := c.SetAddElements
 		if !add {
 			apply = c.SetDeleteElements
 		}
-		if err := apply(nftSet(nftTable(ch.id), ch.set), encodeElems(ch.set, ch.es)); err != nil {
+		if err := apply(nftSet(nftTable(e.Table), e.Set), encodeElems(e.Set, e.Elems)); err != nil {
 			k.putPodConn(c, false)
-			return fmt.Errorf("%s %s in set %s %s: %w", verb, elemList(ch.es), ch.id, ch.set.Name, err)
+			return fmt.Errorf("%s %s in set %s %s: %w", verb, elemList(e.Elems), e.Table, e.Set.Name, err)
 		}
 	}
 	err = c.Flush()
 	k.putPodConn(c, err == nil)
 	if err != nil {
 		var what []string
-		for _, ch := range changes {
-			what = append(what, fmt.Sprintf("%s in set %s %s", elemList(ch.es), ch.id, ch.set.Name))
+		for _, e := range edits {
+			what = append(what, fmt.Sprintf("%s in set %s %s", elemList(e.Elems), e.Table, e.Set.Name))
 		}
 		return fmt.Errorf("%s %s: %w", verb, strings.Join(what, "; "), err)
 	}
 	return nil
 }
 
-func checkPod(p Pod) error {
-	if p.Veth == "" || len(p.Veth) >= ifNameSize || !p.IP.Is4() {
-		return fmt.Errorf("pod %q . %s: want a veth name of 1-15 characters and an IPv4 address", p.Veth, p.IP)
-	}
-	return nil
-}
-
-// OwnTables lists package nat's tables (Ours) in every family: what
-// `reef cleanup` removes.
-func (k *Kernel) OwnTables() ([]TableID, error) {
+// Tables lists the kernel's tables, in every family, that ours picks.
+func (k *Kernel) Tables(ours func(TableID) bool) ([]TableID, error) {
 	c, err := k.conn(false)
 	if err != nil {
 		return nil, err
@@ -520,7 +464,7 @@ func (k *Kernel) OwnTables() ([]TableID, error) {
 	}
 	var out []TableID
 	for _, t := range tables {
-		if id := (TableID{Family: t.Family, Name: t.Name}); Ours(id) {
+		if id := (TableID{Family: t.Family, Name: t.Name}); ours(id) {
 			out = append(out, id)
 		}
 	}

@@ -1,18 +1,11 @@
-// Package nat is reef's nftables dataplane: the masquerade of pod traffic
-// that leaves every pool (natOutgoing), and the filter that keeps the node
-// from answering a pod's ARP for the pod's own address. reef keeps both in
-// tables of its own, named TableName in each family, next to whatever else
-// has tables on the node (kube-proxy, a firewall); it reads and writes only
-// those.
-//
-// The shape follows the routes package: Desired computes reef's tables
-// from the pools and the pods, purely; Kernel.Read returns what the kernel
-// has of them, in the same comparable form; Diff turns the two into a Plan
-// that Kernel.Apply carries out in one atomic batch. The pools' sets and
-// the pods' set change by element, never by rewriting a rule. CNI ADD and
-// DEL add and remove one pod's element on their own (Kernel.AddPod,
-// Kernel.DelPod).
-package nat
+// Package nft is reef's nftables engine: tables in a form that compares
+// (Table, Set, Elem, Chain, Rule), the diff of a desired table against the
+// kernel's (Diff, DiffInPlace, DiffElements) into a Plan, and the Kernel
+// that reads tables and applies a plan in one atomic batch, or a CNI
+// operation's elements in a batch of their own (EditElems). It knows no
+// table of reef's: package nat builds the masquerade, ARP-filter and
+// hostPort tables on it, package policy the NetworkPolicy table.
+package nft
 
 import (
 	"encoding/hex"
@@ -96,8 +89,8 @@ type Elem struct {
 	Value    netip.AddrPort
 }
 
-// keyOnly is e without its map value: the part the kernel keys on.
-func (e Elem) keyOnly() Elem {
+// KeyOnly is e without its map value: the part the kernel keys on.
+func (e Elem) KeyOnly() Elem {
 	e.Value = netip.AddrPort{}
 	return e
 }

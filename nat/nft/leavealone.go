@@ -1,4 +1,4 @@
-package nat
+package nft
 
 import "slices"
 
@@ -31,15 +31,15 @@ func LeaveAlone(want, have []Table, touched func(Elem) bool) []Table {
 			for _, e := range h.Elems {
 				if touched(e) {
 					elems = append(elems, e)
-					kept[e.keyOnly()] = true
+					kept[e.KeyOnly()] = true
 				}
 			}
 			for _, e := range s.Elems {
-				if !touched(e) && !kept[e.keyOnly()] {
+				if !touched(e) && !kept[e.KeyOnly()] {
 					elems = append(elems, e)
 				}
 			}
-			slices.SortFunc(elems, compareElems)
+			slices.SortFunc(elems, CompareElems)
 			s.Elems = slices.Compact(elems)
 			t.Sets[j] = s
 		}

@@ -1,4 +1,4 @@
-package nat
+package nft
 
 import (
 	"bytes"
@@ -66,17 +66,17 @@ func decodeElems(s *nftables.Set, raw []nftables.SetElement) []Elem {
 				out = append(out, Elem{From: a, To: a})
 			}
 		}
-	case !s.Interval && s.KeyType.Name == podKeyType.Name && s.KeyType.Bytes == podKeyType.Bytes:
+	case !s.Interval && s.KeyType.Name == KeyIfnameAddr4.Name && s.KeyType.Bytes == KeyIfnameAddr4.Bytes:
 		for _, e := range raw {
-			if len(e.Key) != int(podKeyType.Bytes) {
+			if len(e.Key) != int(KeyIfnameAddr4.Bytes) {
 				continue
 			}
-			name, _, _ := bytes.Cut(e.Key[:ifNameSize], []byte{0})
-			a, _ := netip.AddrFromSlice(e.Key[ifNameSize:])
+			name, _, _ := bytes.Cut(e.Key[:IfNameSize], []byte{0})
+			a, _ := netip.AddrFromSlice(e.Key[IfNameSize:])
 			out = append(out, Elem{Iface: string(name), From: a, To: a})
 		}
-	case !s.Interval && (s.KeyType.Name == AddrPort4.Name && s.KeyType.Bytes == AddrPort4.Bytes ||
-		s.KeyType.Name == AddrPort6.Name && s.KeyType.Bytes == AddrPort6.Bytes):
+	case !s.Interval && (s.KeyType.Name == KeyAddrPort4.Name && s.KeyType.Bytes == KeyAddrPort4.Bytes ||
+		s.KeyType.Name == KeyAddrPort6.Name && s.KeyType.Bytes == KeyAddrPort6.Bytes):
 		n := int(s.KeyType.Bytes) - 4 // the address; the port is padded to 4 bytes
 		for _, e := range raw {
 			if len(e.Key) != int(s.KeyType.Bytes) {
@@ -85,14 +85,14 @@ func decodeElems(s *nftables.Set, raw []nftables.SetElement) []Elem {
 			a, _ := netip.AddrFromSlice(e.Key[:n])
 			out = append(out, Elem{From: a, To: a, Port: binary.BigEndian.Uint16(e.Key[n:])})
 		}
-	case !s.Interval && s.KeyType.Name == keyAnyPort.Name && s.KeyType.Bytes == keyAnyPort.Bytes:
+	case !s.Interval && s.KeyType.Name == KeyProtoPort.Name && s.KeyType.Bytes == KeyProtoPort.Bytes:
 		for _, e := range raw {
-			if len(e.Key) == int(keyAnyPort.Bytes) {
+			if len(e.Key) == int(KeyProtoPort.Bytes) {
 				out = append(out, Elem{Proto: e.Key[0], Port: binary.BigEndian.Uint16(e.Key[4:]), Value: decodeAddrPort(e.Val)})
 			}
 		}
-	case !s.Interval && (s.KeyType.Name == keyIPPort4.Name && s.KeyType.Bytes == keyIPPort4.Bytes ||
-		s.KeyType.Name == keyIPPort6.Name && s.KeyType.Bytes == keyIPPort6.Bytes):
+	case !s.Interval && (s.KeyType.Name == KeyAddrProtoPort4.Name && s.KeyType.Bytes == KeyAddrProtoPort4.Bytes ||
+		s.KeyType.Name == KeyAddrProtoPort6.Name && s.KeyType.Bytes == KeyAddrProtoPort6.Bytes):
 		n := int(s.KeyType.Bytes) - 8 // the address; protocol and port padded to 4 bytes each
 		for _, e := range raw {
 			if len(e.Key) != int(s.KeyType.Bytes) {
@@ -101,8 +101,8 @@ func decodeElems(s *nftables.Set, raw []nftables.SetElement) []Elem {
 			a, _ := netip.AddrFromSlice(e.Key[:n])
 			out = append(out, Elem{From: a, To: a, Proto: e.Key[n], Port: binary.BigEndian.Uint16(e.Key[n+4:]), Value: decodeAddrPort(e.Val)})
 		}
-	case !s.Interval && (s.KeyType.Name == addrAddr4.Name && s.KeyType.Bytes == addrAddr4.Bytes ||
-		s.KeyType.Name == addrAddr6.Name && s.KeyType.Bytes == addrAddr6.Bytes):
+	case !s.Interval && (s.KeyType.Name == KeyAddrAddr4.Name && s.KeyType.Bytes == KeyAddrAddr4.Bytes ||
+		s.KeyType.Name == KeyAddrAddr6.Name && s.KeyType.Bytes == KeyAddrAddr6.Bytes):
 		n := int(s.KeyType.Bytes) / 2
 		for _, e := range raw {
 			if len(e.Key) != int(s.KeyType.Bytes) {
@@ -113,7 +113,7 @@ func decodeElems(s *nftables.Set, raw []nftables.SetElement) []Elem {
 			out = append(out, Elem{From: a, To: b})
 		}
 	}
-	slices.SortFunc(out, compareElems)
+	slices.SortFunc(out, CompareElems)
 	return out
 }
 
@@ -137,19 +137,19 @@ func encodeElems(s Set, es []Elem) []nftables.SetElement {
 	var out []nftables.SetElement
 	for _, e := range es {
 		switch {
-		case s.Concat && s.KeyType == podKeyType.Name:
-			key := make([]byte, ifNameSize, ifNameSize+4)
+		case s.Concat && s.KeyType == KeyIfnameAddr4.Name:
+			key := make([]byte, IfNameSize, IfNameSize+4)
 			copy(key, e.Iface)
 			key = append(key, e.From.AsSlice()...)
 			out = append(out, nftables.SetElement{Key: key})
-		case s.Concat && s.KeyType == keyAnyPort.Name: // inet_proto . inet_service
+		case s.Concat && s.KeyType == KeyProtoPort.Name: // inet_proto . inet_service
 			key := binary.BigEndian.AppendUint16([]byte{e.Proto, 0, 0, 0}, e.Port)
 			out = append(out, nftables.SetElement{Key: append(key, 0, 0), Val: encodeAddrPort(e.Value)})
-		case s.Concat && (s.KeyType == keyIPPort4.Name || s.KeyType == keyIPPort6.Name):
+		case s.Concat && (s.KeyType == KeyAddrProtoPort4.Name || s.KeyType == KeyAddrProtoPort6.Name):
 			key := append(e.From.AsSlice(), e.Proto, 0, 0, 0)
 			key = binary.BigEndian.AppendUint16(key, e.Port)
 			out = append(out, nftables.SetElement{Key: append(key, 0, 0), Val: encodeAddrPort(e.Value)})
-		case s.Concat && (s.KeyType == addrAddr4.Name || s.KeyType == addrAddr6.Name):
+		case s.Concat && (s.KeyType == KeyAddrAddr4.Name || s.KeyType == KeyAddrAddr6.Name):
 			out = append(out, nftables.SetElement{Key: append(e.From.AsSlice(), e.To.AsSlice()...)})
 		case s.Concat: // address . inet_service, the port padded to 4 bytes
 			key := binary.BigEndian.AppendUint16(e.From.AsSlice(), e.Port)

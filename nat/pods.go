@@ -1,0 +1,88 @@
+package nat
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
+
+	"github.com/reefcni/reef/nat/nft"
+)
+
+// ErrNoTable is returned (wrapped) by AddPod when reef's ARP table or its
+// set is not in the kernel: a table deleted by hand, which the reconcile
+// loop recreates with every pod's element.
+var ErrNoTable = errors.New("reef's nftables table or set is missing")
+
+// Kernel is the nftables engine (nft.Kernel) with reef's pods' elements:
+// CNI ADD and DEL add and remove one pod's own (AddPod, DelPod).
+type Kernel struct{ *nft.Kernel }
+
+// NewKernel returns a Kernel for the caller's network namespace (the
+// daemon's, the node's), or for another given by nftables.WithNetNSFd
+// (tests).
+func NewKernel(opts ...nftables.ConnOption) *Kernel { return &Kernel{nft.NewKernel(opts...)} }
+
+// AddPod adds one pod's elements, in a batch of its own: its ARP-filter
+// element and, if it has hostPorts, theirs in table inet reef-hostport.
+// Adding elements that are there already succeeds. If one of reef's tables
+// is missing the error wraps ErrNoTable, and nothing was added.
+func (k *Kernel) AddPod(p Pod) error {
+	err := k.podBatch(p, true)
+	if errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("%w: %w", err, ErrNoTable)
+	}
+	return err
+}
+
+// DelPod removes one pod's elements. An element, set or table that is not
+// there is success: DEL is repeated. The ARP element and the hostPort
+// elements go in batches of their own, so that one missing table does not
+// keep the other's elements in place.
+func (k *Kernel) DelPod(p Pod) error {
+	arp := p
+	arp.Ports = nil
+	if err := k.podBatch(arp, false); err != nil && !errors.Is(err, unix.ENOENT) {
+		return err
+	}
+	if len(p.Ports) == 0 {
+		return nil
+	}
+	if err := k.podBatch(p, false); err != nil && !errors.Is(err, unix.ENOENT) {
+		return err
+	}
+	return nil
+}
+
+// podBatch adds (or deletes) one pod's elements in a batch of its own.
+// Deleting, a pod with Ports deletes only those.
+func (k *Kernel) podBatch(p Pod, add bool) error {
+	if err := checkPod(p); err != nil {
+		return err
+	}
+	var edits []nft.ElemEdit
+	if add || len(p.Ports) == 0 {
+		edits = append(edits, nft.ElemEdit{Table: ARPTableID, Set: ARPTable(nil).Sets[0], Elems: []nft.Elem{{Iface: p.Veth, From: p.IP, To: p.IP}}})
+	}
+	if len(p.Ports) > 0 {
+		elems := HostPortElems(HostPortPod{IP: p.IP, Ports: p.Ports})
+		for _, s := range HostPortTable(nil).Sets {
+			if es := elems[s.Name]; len(es) > 0 {
+				edits = append(edits, nft.ElemEdit{Table: HostPortTableID, Set: s, Elems: es})
+			}
+		}
+	}
+	return k.EditElems(edits, add)
+}
+
+func checkPod(p Pod) error {
+	if p.Veth == "" || len(p.Veth) >= nft.IfNameSize || !p.IP.Is4() {
+		return fmt.Errorf("pod %q . %s: want a veth name of 1-15 characters and an IPv4 address", p.Veth, p.IP)
+	}
+	return nil
+}
+
+// OwnTables lists package nat's tables (Ours) in every family: what
+// `reef cleanup` removes.
+func (k *Kernel) OwnTables() ([]nft.TableID, error) { return k.Tables(Ours) }
