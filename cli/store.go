@@ -20,6 +20,7 @@ import (
 	"github.com/reefcni/reef/nat"
 	"github.com/reefcni/reef/nat/nft"
 	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/tc"
 	"github.com/reefcni/reef/store"
 )
 
@@ -248,7 +249,7 @@ func readPodExtras(in *store.RecoverInput) error {
 	for i := range in.Pods {
 		p := &in.Pods[i]
 		p.PortMappings = ports[p.IP]
-		if bw, err := routes.ReadBandwidth(p.Veth); err == nil && bw != (routes.Bandwidth{}) {
+		if bw, err := tc.ReadBandwidth(p.Veth); err == nil && bw != (tc.Bandwidth{}) {
 			p.Bandwidth = &store.Bandwidth{IngressRate: bw.IngressRate, IngressBurst: bw.IngressBurst, EgressRate: bw.EgressRate, EgressBurst: bw.EgressBurst}
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	reefv1 "github.com/reefcni/reef/proto"
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/routes/sysctl"
+	"github.com/reefcni/reef/routes/tc"
 	"github.com/reefcni/reef/store"
 )
 
@@ -201,7 +202,7 @@ func (s *Server) addLocked(r *request, pool store.Pool, op *activity.Op, log *sl
 	bw := make(chan error, 1)
 	if ep.Bandwidth != nil {
 		go func(veth string, b store.Bandwidth) {
-			_, err := routes.SetBandwidth(veth, RoutesBandwidth(b))
+			_, err := tc.SetBandwidth(veth, RoutesBandwidth(b))
 			bw <- err
 		}(ep.HostVeth, *ep.Bandwidth)
 	} else {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/tc"
 	"github.com/reefcni/reef/store"
 )
 
@@ -136,7 +136,7 @@ func checkBurst(b *store.Bandwidth, mtu int) *types.Error {
 	if b == nil {
 		return nil
 	}
-	min := routes.MinBurstBits(mtu)
+	min := tc.MinBurstBits(mtu)
 	for _, d := range []struct {
 		dir         string
 		rate, burst uint64
@@ -151,6 +151,6 @@ func checkBurst(b *store.Bandwidth, mtu int) *types.Error {
 }
 
 // RoutesBandwidth is a stored limit as package routes applies it.
-func RoutesBandwidth(b store.Bandwidth) routes.Bandwidth {
-	return routes.Bandwidth{IngressRate: b.IngressRate, IngressBurst: b.IngressBurst, EgressRate: b.EgressRate, EgressBurst: b.EgressBurst}
+func RoutesBandwidth(b store.Bandwidth) tc.Bandwidth {
+	return tc.Bandwidth{IngressRate: b.IngressRate, IngressBurst: b.IngressBurst, EgressRate: b.EgressRate, EgressBurst: b.EgressBurst}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/reefcni/reef/nat/nft"
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/routes/sysctl/sysctltest"
+	"github.com/reefcni/reef/routes/tc"
 	"github.com/reefcni/reef/store"
 )
 
@@ -29,7 +30,7 @@ type fakeKernel struct {
 	links  map[string]int // reef veths and their MTU
 	tables map[nft.TableID]nft.Table
 	ifbs   map[string]string // ifb -> alias (its veth)
-	limits map[string]routes.Bandwidth
+	limits map[string]tc.Bandwidth
 	sys    *sysctltest.Kernel
 	// onRead, if set, runs once when the pass reads the routes: a CNI
 	// operation that happens between the pass's store read and its
@@ -39,7 +40,7 @@ type fakeKernel struct {
 
 func newFakeKernel() *fakeKernel {
 	return &fakeKernel{routes: map[netip.Prefix]routes.Route{}, links: map[string]int{}, tables: map[nft.TableID]nft.Table{},
-		ifbs: map[string]string{}, limits: map[string]routes.Bandwidth{}, sys: sysctltest.New()}
+		ifbs: map[string]string{}, limits: map[string]tc.Bandwidth{}, sys: sysctltest.New()}
 }
 
 // String is the kernel's state, one sorted line per object.
@@ -176,7 +177,7 @@ func (k *fakeKernel) SetPodMTU(hostVeth, _, _ string, mtu int) (bool, error) {
 
 // tcKernel
 
-func (k *fakeKernel) RepairBandwidth(veth string, bw routes.Bandwidth, busy routes.Busy) ([]string, error) {
+func (k *fakeKernel) RepairBandwidth(veth string, bw tc.Bandwidth, busy routes.Busy) ([]string, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if busy != nil && busy.Link(veth) {
@@ -190,7 +191,7 @@ func (k *fakeKernel) RepairBandwidth(veth string, bw routes.Bandwidth, busy rout
 		k.limits[veth] = bw
 		changes = append(changes, "limits of "+veth)
 	}
-	ifb := routes.IFBName(veth)
+	ifb := tc.IFBName(veth)
 	if bw.EgressRate != 0 && k.ifbs[ifb] != veth {
 		k.ifbs[ifb] = veth
 		changes = append(changes, "ifb "+ifb)
@@ -207,7 +208,7 @@ func (k *fakeKernel) OrphanIFBs(live map[string]bool) ([]string, error) {
 	defer k.mu.Unlock()
 	var out []string
 	for ifb, alias := range k.ifbs {
-		if !live[alias] || routes.IFBName(alias) != ifb {
+		if !live[alias] || tc.IFBName(alias) != ifb {
 			out = append(out, ifb)
 		}
 	}
@@ -365,8 +366,8 @@ func (f *fakeRecords) Release(ep store.Endpoint) (bool, error) {
 		}
 		f.k.delLink(ep.HostVeth)
 		f.k.mu.Lock()
-		if f.k.ifbs[routes.IFBName(ep.HostVeth)] == ep.HostVeth {
-			delete(f.k.ifbs, routes.IFBName(ep.HostVeth))
+		if f.k.ifbs[tc.IFBName(ep.HostVeth)] == ep.HostVeth {
+			delete(f.k.ifbs, tc.IFBName(ep.HostVeth))
 		}
 		f.k.mu.Unlock()
 	}

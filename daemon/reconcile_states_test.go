@@ -18,6 +18,7 @@ import (
 	"github.com/reefcni/reef/nat"
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/routes/sysctl"
+	"github.com/reefcni/reef/routes/tc"
 	"github.com/reefcni/reef/store"
 )
 
@@ -186,7 +187,7 @@ func (n *node) addFinish(ep store.Endpoint, op *activity.Op) {
 		n.t.Fatal(err)
 	}
 	if ep.Bandwidth != nil {
-		if _, err := n.k.RepairBandwidth(ep.HostVeth, routes.Bandwidth{IngressRate: ep.Bandwidth.IngressRate, IngressBurst: ep.Bandwidth.IngressBurst,
+		if _, err := n.k.RepairBandwidth(ep.HostVeth, tc.Bandwidth{IngressRate: ep.Bandwidth.IngressRate, IngressBurst: ep.Bandwidth.IngressBurst,
 			EgressRate: ep.Bandwidth.EgressRate, EgressBurst: ep.Bandwidth.EgressBurst}, nil); err != nil {
 			n.t.Fatal(err)
 		}
@@ -216,7 +217,7 @@ func (n *node) delStart(pod string) (store.Endpoint, *activity.Op) {
 	}
 	n.k.delLink(ep.HostVeth)
 	n.k.mu.Lock()
-	delete(n.k.ifbs, routes.IFBName(ep.HostVeth))
+	delete(n.k.ifbs, tc.IFBName(ep.HostVeth))
 	n.k.mu.Unlock()
 	return ep, op
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/reefcni/reef/nat"
 	"github.com/reefcni/reef/nat/nft"
 	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/tc"
 	"github.com/reefcni/reef/store"
 )
 
@@ -29,7 +30,7 @@ type routesKernel interface {
 
 // tcKernel is the pods' bandwidth limits: tc on the veths and their ifbs.
 type tcKernel interface {
-	RepairBandwidth(hostVeth string, bw routes.Bandwidth, busy routes.Busy) ([]string, error)
+	RepairBandwidth(hostVeth string, bw tc.Bandwidth, busy routes.Busy) ([]string, error)
 	OrphanIFBs(live map[string]bool) ([]string, error)
 	DeleteIFB(name string, busy routes.Busy) (bool, error)
 }
@@ -37,12 +38,12 @@ type tcKernel interface {
 // routesTC is tcKernel on the node's kernel.
 type routesTC struct{}
 
-func (routesTC) RepairBandwidth(v string, bw routes.Bandwidth, busy routes.Busy) ([]string, error) {
-	return routes.RepairBandwidth(v, bw, busy)
+func (routesTC) RepairBandwidth(v string, bw tc.Bandwidth, busy routes.Busy) ([]string, error) {
+	return tc.RepairBandwidth(v, bw, busy)
 }
-func (routesTC) OrphanIFBs(live map[string]bool) ([]string, error) { return routes.OrphanIFBs(live) }
+func (routesTC) OrphanIFBs(live map[string]bool) ([]string, error) { return tc.OrphanIFBs(live) }
 func (routesTC) DeleteIFB(name string, busy routes.Busy) (bool, error) {
-	return routes.DeleteIFB(name, busy)
+	return tc.DeleteIFB(name, busy)
 }
 
 // podRecords is the CNI server's side of a pass: what it changes of a

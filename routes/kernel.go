@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
+	"github.com/reefcni/reef/routes/podlink"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -40,7 +41,7 @@ func (k *Kernel) Read() (State, error) {
 	for _, l := range links {
 		a := l.Attrs()
 		names[a.Index] = a.Name
-		if isOurs(a.Name) && l.Type() == "veth" {
+		if podlink.Ours(a.Name) && l.Type() == "veth" {
 			st.Links[a.Name] = true
 		}
 	}
@@ -77,7 +78,7 @@ func (k *Kernel) Read() (State, error) {
 // under the object's lock, just before it would be changed. nil is never
 // busy.
 func (k *Kernel) Apply(p Plan, busy Busy) error {
-	busy = orNotBusy(busy)
+	busy = podlink.OrNotBusy(busy)
 	var errs []error
 	// Each device is looked up once per plan: the routes of a pass mostly
 	// share one (the uplink), and a lookup is a netlink request of its own.
@@ -93,7 +94,7 @@ func (k *Kernel) Apply(p Plan, busy Busy) error {
 		}
 	}
 	for _, name := range p.DeleteLink {
-		unlock := lockLink(name)
+		unlock := podlink.LockLink(name)
 		if !busy.Link(name) {
 			if err := deleteLink(k.h, name); err != nil {
 				errs = append(errs, err)
@@ -136,7 +137,7 @@ func (k *Kernel) podObject(r Route, busy Busy, change func() error) error {
 	if !isPodObject(r) {
 		return change()
 	}
-	unlock := lockAddr(r.Dst.Addr())
+	unlock := podlink.LockAddr(r.Dst.Addr())
 	defer unlock()
 	if busy.Addr(r.Dst.Addr()) || busy.Link(r.Dev) {
 		return nil

@@ -1,9 +1,9 @@
 // Package routes programs the kernel's view of reef's pods: the veth pairs,
-// the pod side of the Calico L3 model, the node's /32 routes and the
-// blackholes of its own blocks, and the pods' bandwidth limits (tc qdiscs on
-// the node-side veths and ifb devices). It touches only what carries reef's
-// marks: routes with Protocol and links whose names start with
-// HostVethPrefix (the ifbs' IFBPrefix starts with it too).
+// the pod side of the Calico L3 model, the node's /32 routes, the
+// blackholes of its own blocks, the other nodes' blocks and the tunnels
+// to them. The pods' bandwidth limits are routes/tc's, their sysctls
+// routes/sysctl's. It touches only what carries reef's marks: routes with
+// Protocol and links whose names start with HostVethPrefix.
 package routes
 
 import (
@@ -11,14 +11,17 @@ import (
 	"encoding/hex"
 	"net"
 	"net/netip"
+
+	"github.com/reefcni/reef/routes/podlink"
 )
 
 // Protocol is reef's rtnetlink protocol number. packaging/rt_protos.d names
 // it "reef" so that `ip route` prints "proto reef"; the kernel needs no name.
 const Protocol = 238
 
-// HostVethPrefix starts every node-side veth name reef creates.
-const HostVethPrefix = "reef"
+// HostVethPrefix starts every node-side veth name reef creates
+// (podlink.Prefix).
+const HostVethPrefix = podlink.Prefix
 
 // PodGateway is the link-local next hop every pod routes through. It exists
 // nowhere: the node answers for it by proxy ARP and the permanent neighbour

@@ -10,7 +10,9 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/reefcni/reef/routes/podlink"
 	"github.com/reefcni/reef/routes/sysctl"
+	"github.com/reefcni/reef/routes/tc"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -134,7 +136,7 @@ func VethPeerIn(path, hostVeth string) (bool, error) {
 // pod) is replaced.
 func SetupPod(spec PodSpec) (PodLinks, error) {
 	defer lockPod(spec.HostVeth)()
-	defer lockAddr(spec.IP)()
+	defer podlink.LockAddr(spec.IP)()
 	podNS, err := openNetns(spec.Netns)
 	if err != nil {
 		return PodLinks{}, err
@@ -156,7 +158,7 @@ func SetupPod(spec PodSpec) (PodLinks, error) {
 	}
 	// A stale pair's ifb held its egress limit; the new sandbox gets its
 	// own through SetBandwidth.
-	if _, err := deletePodIFB(host, spec.HostVeth); err != nil {
+	if _, err := tc.DeletePodIFB(host, spec.HostVeth); err != nil {
 		return PodLinks{}, err
 	}
 	veth := &netlink.Veth{
@@ -269,7 +271,7 @@ func TeardownPod(hostVeth string) error {
 	if err := deleteLink(h, hostVeth); err != nil {
 		return err
 	}
-	_, err = deletePodIFB(h, hostVeth)
+	_, err = tc.DeletePodIFB(h, hostVeth)
 	return err
 }
 
@@ -293,9 +295,7 @@ func deleteLink(h netlinksafe.Handle, name string) error {
 	return nil
 }
 
-func isOurs(name string) bool {
-	return len(name) > len(HostVethPrefix) && name[:len(HostVethPrefix)] == HostVethPrefix
-}
+func isOurs(name string) bool { return podlink.Ours(name) }
 
 func prefixToIPNet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}

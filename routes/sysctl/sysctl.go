@@ -19,12 +19,9 @@ import (
 	"io/fs"
 	"slices"
 	"strings"
-)
 
-// linkPrefix starts the name of every link reef owns (routes.HostVethPrefix;
-// a test of package routes checks that they agree). A pod whose veth does not
-// carry it is refused: reef never touches another link's settings.
-const linkPrefix = "reef"
+	"github.com/reefcni/reef/routes/podlink"
+)
 
 // Forwarding is the key of IPv4 forwarding in the daemon's namespace.
 const Forwarding = "net/ipv4/ip_forward"
@@ -66,7 +63,9 @@ func Desired(pods []Pod) ([]Setting, error) {
 	var errs []error
 	var links []Setting
 	for _, p := range pods {
-		if !strings.HasPrefix(p.HostVeth, linkPrefix) || len(p.HostVeth) == len(linkPrefix) {
+		// A veth without reef's prefix is refused: reef never touches
+		// another link's settings.
+		if !podlink.Ours(p.HostVeth) {
 			errs = append(errs, fmt.Errorf("refusing the sysctls of %q: not a reef link", p.HostVeth))
 			continue
 		}

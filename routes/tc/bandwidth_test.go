@@ -1,4 +1,4 @@
-package routes
+package tc
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ import (
 const tick = 15.625
 
 func TestIFBName(t *testing.T) {
-	veth := HostVethName("default", "web-1", "")
+	veth := "reef3f2a9c01d7e" // as routes.HostVethName names a pod's
 	for _, c := range []struct{ veth, want string }{
 		{veth, "reefb" + veth[4:14]},
 		{"reef0123456789a", "reefb0123456789"},
@@ -252,7 +252,7 @@ func tcShow(t *testing.T, node ns.NetNS, args ...string) string {
 
 func TestSetBandwidth(t *testing.T) {
 	requireRoot(t)
-	veth := HostVethName("default", "bw-1", "")
+	veth := "reef5d1e08b2c4a"
 	ifb := IFBName(veth)
 	node, nodeH, _ := newPodVeth(t, veth, 1400)
 	// 8 ms of burst at either rate, in the kernel's ticks.
@@ -432,15 +432,25 @@ func TestSetBandwidth(t *testing.T) {
 		t.Errorf("ReadBandwidth of an egress limit = %+v", got)
 	}
 
-	// DEL takes the ifb with the veth, and may be repeated.
-	if err := in(t, node, func() error { return TeardownPod(veth) }); err != nil {
-		t.Fatalf("TeardownPod: %v", err)
+	// DeletePodIFB (DEL's, with the veth: routes.TeardownPod) removes the
+	// ifb, and may be repeated.
+	delIFB := func() error {
+		h, err := netlinksafe.NewHandle()
+		if err != nil {
+			return err
+		}
+		defer h.Close()
+		_, err = DeletePodIFB(h, veth)
+		return err
+	}
+	if err := in(t, node, delIFB); err != nil {
+		t.Fatalf("DeletePodIFB: %v", err)
 	}
 	if _, err := nodeH.LinkByName(ifb); err == nil {
-		t.Errorf("ifb %s still exists after TeardownPod", ifb)
+		t.Errorf("ifb %s still exists after DeletePodIFB", ifb)
 	}
-	if err := in(t, node, func() error { return TeardownPod(veth) }); err != nil {
-		t.Errorf("second TeardownPod: %v", err)
+	if err := in(t, node, delIFB); err != nil {
+		t.Errorf("second DeletePodIFB: %v", err)
 	}
 }
 
@@ -470,11 +480,19 @@ func TestIFBOwnership(t *testing.T) {
 	if changes := mustSet(t, node, vethA, Bandwidth{}); len(changes) != 0 {
 		t.Errorf("SetBandwidth(zero) with another pod's ifb changed %q", changes)
 	}
-	if err := in(t, node, func() error { return TeardownPod(vethA) }); err != nil {
-		t.Fatalf("TeardownPod: %v", err)
+	if err := in(t, node, func() error {
+		h, err := netlinksafe.NewHandle()
+		if err != nil {
+			return err
+		}
+		defer h.Close()
+		_, err = DeletePodIFB(h, vethA)
+		return err
+	}); err != nil {
+		t.Fatalf("DeletePodIFB: %v", err)
 	}
 	if l, err := nodeH.LinkByName(ifbA); err != nil || l.Attrs().Alias != vethB {
-		t.Errorf("another pod's ifb after TeardownPod: %v, %v; want it untouched", l, err)
+		t.Errorf("another pod's ifb after DeletePodIFB of %s: %v, %v; want it untouched", vethA, l, err)
 	}
 	if err := in(t, node, func() error { _, err := DeleteIFB(ifbA, nil); return err }); err != nil {
 		t.Fatal(err)

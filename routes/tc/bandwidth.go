@@ -1,4 +1,16 @@
-package routes
+// Package tc is a pod's bandwidth limits: tc qdiscs on its node-side veth
+// and an ifb device for what the pod sends. SetBandwidth is ADD's,
+// RepairBandwidth, OrphanIFBs and DeleteIFB the reconcile pass's; both
+// sides hold the pod's locks (package podlink) while they write.
+//
+// A pod's limits follow the CNI bandwidth convention (as the reference
+// bandwidth plugin): traffic into the pod leaves the node through the
+// node-side veth, so a tbf root qdisc there limits it; traffic from the pod
+// arrives on that veth, where an ingress qdisc redirects all of it to an
+// ifb device whose root tbf limits it before the ifb hands it back to the
+// veth's receive path. Everything is written through netlink: no tc binary
+// runs.
+package tc
 
 import (
 	"errors"
@@ -10,24 +22,17 @@ import (
 	"strings"
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
+	"github.com/reefcni/reef/routes/podlink"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
-
-// A pod's limits follow the CNI bandwidth convention (as the reference
-// bandwidth plugin): traffic into the pod leaves the node through the
-// node-side veth, so a tbf root qdisc there limits it; traffic from the pod
-// arrives on that veth, where an ingress qdisc redirects all of it to an
-// ifb device whose root tbf limits it before the ifb hands it back to the
-// veth's receive path. Everything is written through netlink: no tc binary
-// runs.
 
 // Bandwidth is a pod's limits: rates in bits per second, bursts in bits; 0 is
 // no limit in that direction.
 type Bandwidth struct{ IngressRate, IngressBurst, EgressRate, EgressBurst uint64 }
 
 // IFBPrefix starts the name of every ifb device reef creates. It starts with
-// HostVethPrefix, so everything that guards reef's links guards these too;
+// podlink.Prefix, so everything that guards reef's links guards these too;
 // a veth may also be named so (HostVethName can give "reefb..."), which is
 // why reef takes a link for its ifb only if it is of type ifb.
 const IFBPrefix = "reefb"
@@ -54,7 +59,7 @@ const redirectPriority = 1
 // "reef" and 11), 15 characters at most (IFNAMSIZ-1). It carries the veth's
 // name as its alias (IFLA_IFALIAS), so ownership can be checked.
 func IFBName(hostVeth string) string {
-	rest := strings.TrimPrefix(hostVeth, HostVethPrefix)
+	rest := strings.TrimPrefix(hostVeth, podlink.Prefix)
 	if len(rest) > 10 {
 		rest = rest[:10]
 	}
@@ -199,7 +204,7 @@ func MinBurstBits(mtu int) uint64 { return uint64(mtu+ethHeader) * 8 }
 // veth, and a clsact qdisc on the veth (not reef's). Refusals come before
 // any change; on a later failure it returns what it did change.
 func SetBandwidth(hostVeth string, bw Bandwidth) (changes []string, err error) {
-	if !isOurs(hostVeth) {
+	if !podlink.Ours(hostVeth) {
 		return nil, fmt.Errorf("refusing to touch %q: not a reef link", hostVeth)
 	}
 	defer lockPod(hostVeth)()
@@ -209,12 +214,12 @@ func SetBandwidth(hostVeth string, bw Bandwidth) (changes []string, err error) {
 // RepairBandwidth is SetBandwidth for the reconcile pass: a veth that
 // busy names is left alone, checked under the pod's lock (a DEL that began
 // after the pass read the store may be removing it).
-func RepairBandwidth(hostVeth string, bw Bandwidth, busy Busy) (changes []string, err error) {
-	if !isOurs(hostVeth) {
+func RepairBandwidth(hostVeth string, bw Bandwidth, busy podlink.Busy) (changes []string, err error) {
+	if !podlink.Ours(hostVeth) {
 		return nil, fmt.Errorf("refusing to touch %q: not a reef link", hostVeth)
 	}
 	defer lockPod(hostVeth)()
-	if orNotBusy(busy).Link(hostVeth) {
+	if podlink.OrNotBusy(busy).Link(hostVeth) {
 		return nil, nil
 	}
 	return setBandwidth(hostVeth, bw)
@@ -262,7 +267,7 @@ func setBandwidth(hostVeth string, bw Bandwidth) (changes []string, err error) {
 // to what tbf holds reads back cut, bits below a byte are lost).
 func ReadBandwidth(hostVeth string) (Bandwidth, error) {
 	var bw Bandwidth
-	if !isOurs(hostVeth) {
+	if !podlink.Ours(hostVeth) {
 		return bw, fmt.Errorf("refusing to read %q: not a reef link", hostVeth)
 	}
 	h, err := netlinksafe.NewHandle()
@@ -351,12 +356,12 @@ func OrphanIFBs(live map[string]bool) ([]string, error) {
 // whose veth (its alias) busy names is left alone: it is checked under the
 // ifb's lock, which ADD's and DEL's writers hold while they create, alias
 // or delete it. nil is never busy.
-func DeleteIFB(name string, busy Busy) (bool, error) {
+func DeleteIFB(name string, busy podlink.Busy) (bool, error) {
 	if !strings.HasPrefix(name, IFBPrefix) || len(name) == len(IFBPrefix) {
 		return false, fmt.Errorf("refusing to delete %q: not a reef ifb", name)
 	}
-	busy = orNotBusy(busy)
-	defer lockIFB(name)()
+	busy = podlink.OrNotBusy(busy)
+	defer podlink.LockIFB(name)()
 	h, err := netlinksafe.NewHandle()
 	if err != nil {
 		return false, fmt.Errorf("netlink handle: %w", err)
@@ -380,3 +385,6 @@ func DeleteIFB(name string, busy Busy) (bool, error) {
 	}
 	return true, nil
 }
+
+// lockPod locks hostVeth and its ifb (podlink.LockPod).
+func lockPod(hostVeth string) (unlock func()) { return podlink.LockPod(hostVeth, IFBName(hostVeth)) }

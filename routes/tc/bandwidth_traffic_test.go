@@ -1,10 +1,9 @@
-package routes
+package tc
 
 import (
 	"errors"
 	"io"
 	"net"
-	"net/netip"
 	"os"
 	"testing"
 	"time"
@@ -114,29 +113,4 @@ func measure(t *testing.T, srv ns.NetNS, addr string, cli ns.NetNS, d time.Durat
 	conn.Close()
 	<-sent
 	return float64(total) * 8 / elapsed.Seconds()
-}
-
-// A new sandbox of the same pod starts without the old one's ifb.
-func TestSetupPodRemovesStaleIFB(t *testing.T) {
-	requireRoot(t)
-	node, pod := netnstest.New(t), netnstest.New(t)
-	nodeH := netnsHandle(t, node.Path())
-	spec := PodSpec{Netns: pod.Path(), IfName: "eth0", HostVeth: HostVethName("default", "bw-2", ""), IP: netip.MustParseAddr("10.244.1.9"), MTU: 1400}
-	ifb := IFBName(spec.HostVeth)
-	if err := in(t, node, func() (err error) { _, err = SetupPod(spec); return err }); err != nil {
-		t.Fatalf("SetupPod: %v", err)
-	}
-	mustSet(t, node, spec.HostVeth, Bandwidth{EgressRate: 1e6, EgressBurst: 80e3})
-	if _, err := nodeH.LinkByName(ifb); err != nil {
-		t.Fatalf("ifb %s after SetBandwidth: %v", ifb, err)
-	}
-	if err := in(t, node, func() (err error) { _, err = SetupPod(spec); return err }); err != nil {
-		t.Fatalf("second SetupPod: %v", err)
-	}
-	if _, err := nodeH.LinkByName(ifb); err == nil {
-		t.Errorf("ifb %s of the stale pair survived SetupPod", ifb)
-	}
-	if got := readBandwidthIn(t, node, spec.HostVeth); got != (Bandwidth{}) {
-		t.Errorf("ReadBandwidth of the new pair = %+v, want no limits", got)
-	}
 }

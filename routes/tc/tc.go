@@ -1,4 +1,4 @@
-package routes
+package tc
 
 import (
 	"errors"
@@ -283,7 +283,7 @@ func (b *tcWriter) clearEgress(veth netlink.Link) error {
 		}
 		b.changed("ingress qdisc on %s removed", name)
 	}
-	removed, err := deletePodIFB(b.h, name)
+	removed, err := DeletePodIFB(b.h, name)
 	if err != nil {
 		return err
 	}
@@ -293,9 +293,10 @@ func (b *tcWriter) clearEgress(veth netlink.Link) error {
 	return nil
 }
 
-// deletePodIFB removes hostVeth's ifb if it is there and names hostVeth; an
-// ifb of that name that names another veth is that pod's and stays.
-func deletePodIFB(h netlinksafe.Handle, hostVeth string) (removed bool, err error) {
+// DeletePodIFB removes hostVeth's ifb if it is there and names hostVeth; an
+// ifb of that name that names another veth is that pod's and stays. The
+// caller holds the pod's locks (SetupPod, TeardownPod).
+func DeletePodIFB(h netlinksafe.Handle, hostVeth string) (removed bool, err error) {
 	name := IFBName(hostVeth)
 	l, err := h.LinkByName(name)
 	if isNotFound(err) {
