@@ -44,7 +44,7 @@ const (
 )
 
 func (s *Server) log4(r *request) *slog.Logger {
-	return s.log.With("cmd", r.command, "container", r.containerID, "pod", r.podNamespace+"/"+r.podName, "ifname", r.ifName)
+	return s.deps.Log.With("cmd", r.command, "container", r.containerID, "pod", r.podNamespace+"/"+r.podName, "ifname", r.ifName)
 }
 
 func (s *Server) poolFor(r *request) (store.Pool, *types.Error) {
@@ -67,7 +67,7 @@ func (s *Server) poolFor(r *request) (store.Pool, *types.Error) {
 func (s *Server) add(ctx context.Context, in *reefv1.CNIRequest) ([]byte, *types.Error) {
 	r, cerr := parseRequest("ADD", in)
 	if cerr != nil {
-		s.log.Warn("refused ADD", "container", in.GetContainerId(), "code", cerr.Code, "error", cerr.Msg)
+		s.deps.Log.Warn("refused ADD", "container", in.GetContainerId(), "code", cerr.Code, "error", cerr.Msg)
 		return nil, cerr
 	}
 	log := s.log4(r)
@@ -144,7 +144,7 @@ func (s *Server) addLocked(r *request, pool store.Pool, op *activity.Op, log *sl
 	}
 	// The record is written before the kernel is touched: a crash at any
 	// later point leaves a pending record that the next start resolves.
-	ep, existed, err := s.store.Allocate(tmpl, pool)
+	ep, existed, err := s.deps.Store.Allocate(tmpl, pool)
 	if errors.Is(err, store.ErrNoFreeAddress) {
 		return ep, "", true, nil
 	}
@@ -162,13 +162,13 @@ func (s *Server) addLocked(r *request, pool store.Pool, op *activity.Op, log *sl
 		s.undefer(ep) // a DEL deferred for a full disk is overtaken: the pod is back
 		ep.Netns, ep.IfName, ep.HostVeth, ep.MTU, ep.Bandwidth = tmpl.Netns, tmpl.IfName, tmpl.HostVeth, tmpl.MTU, tmpl.Bandwidth
 		ep.State = store.EndpointPending
-		if err := s.store.SetEndpoint(ep); err != nil {
+		if err := s.deps.Store.SetEndpoint(ep); err != nil {
 			return ep, "", false, types.NewError(types.ErrInternal, "update endpoint record", err.Error())
 		}
 	}
 	if existed && !slices.Equal(r.ports, ep.PortMappings) {
 		// A repeated ADD with other hostPorts: this call's are the pod's.
-		claimed, err := s.store.ClaimPorts(ep.Handle, r.ports)
+		claimed, err := s.deps.Store.ClaimPorts(ep.Handle, r.ports)
 		if errors.As(err, &taken) {
 			return ep, "", false, portTaken(r, taken)
 		}
@@ -218,7 +218,7 @@ func (s *Server) addLocked(r *request, pool store.Pool, op *activity.Op, log *sl
 			"add pod "+ep.IP.String()+" to the ARP filter and its hostPorts (nftables tables arp reef, inet reef-hostport)", err.Error()))
 	}
 	ep.State = store.EndpointReady
-	if err := s.store.SetEndpoint(ep); err != nil {
+	if err := s.deps.Store.SetEndpoint(ep); err != nil {
 		return ep, "", false, fail(storeError("record endpoint", err))
 	}
 	if err := <-bw; err != nil {
@@ -260,7 +260,7 @@ func (s *Server) rollback(r *request, ep store.Endpoint, existed bool, cerr *typ
 	if existed {
 		return cerr
 	}
-	if _, _, err := s.store.Release(r.handle()); err != nil {
+	if _, _, err := s.deps.Store.Release(r.handle()); err != nil {
 		log.Error("roll back allocation", "ip", ep.IP, "error", err)
 		cerr.Details += "; rolling back the allocation also failed: " + err.Error()
 	}
@@ -275,17 +275,17 @@ func (s *Server) rollback(r *request, ep store.Endpoint, existed bool, cerr *typ
 // The old record loses the name, so its later DEL cannot remove the new
 // pod's veth.
 func (s *Server) detachOthers(ep store.Endpoint) error {
-	eps, err := s.store.EndpointsWithVeth(ep.HostVeth)
+	eps, err := s.deps.Store.EndpointsWithVeth(ep.HostVeth)
 	if err != nil {
 		return err
 	}
 	for _, o := range eps {
 		if o.Handle != ep.Handle {
 			o.HostVeth = ""
-			if err := s.store.SetEndpoint(o); err != nil {
+			if err := s.deps.Store.SetEndpoint(o); err != nil {
 				return err
 			}
-			s.log.Info("veth taken over by a newer sandbox of the same pod", "veth", ep.HostVeth, "old", o.ContainerID, "new", ep.ContainerID)
+			s.deps.Log.Info("veth taken over by a newer sandbox of the same pod", "veth", ep.HostVeth, "old", o.ContainerID, "new", ep.ContainerID)
 		}
 	}
 	return nil

@@ -20,7 +20,7 @@ func (s *Server) check(in *reefv1.CNIRequest) *types.Error {
 	unlock := s.containers.Lock(r.containerID)
 	defer unlock()
 
-	ep, found, err := s.store.Endpoint(r.handle())
+	ep, found, err := s.deps.Store.Endpoint(r.handle())
 	if err != nil {
 		return types.NewError(types.ErrInternal, "read endpoint record", err.Error())
 	}

@@ -21,7 +21,7 @@ import (
 func (s *Server) Delete(in *reefv1.CNIRequest) *types.Error {
 	r, cerr := parseRequest("DEL", in)
 	if cerr != nil {
-		s.log.Warn("refused DEL", "container", in.GetContainerId(), "code", cerr.Code, "error", cerr.Msg)
+		s.deps.Log.Warn("refused DEL", "container", in.GetContainerId(), "code", cerr.Code, "error", cerr.Msg)
 		return cerr
 	}
 	log := s.log4(r)
@@ -30,7 +30,7 @@ func (s *Server) Delete(in *reefv1.CNIRequest) *types.Error {
 	op := s.deps.Activity.Begin(r.handle(), "")
 	defer op.End()
 
-	ep, found, err := s.store.Endpoint(r.handle())
+	ep, found, err := s.deps.Store.Endpoint(r.handle())
 	if err == nil && !found {
 		ep, found, err = s.recoveredEndpoint(r)
 	}
@@ -71,7 +71,7 @@ func (s *Server) Delete(in *reefv1.CNIRequest) *types.Error {
 // pod of r from the kernel alone: it has no container ID, but the veth's
 // name follows from the pod's name (or container ID), as at ADD.
 func (s *Server) recoveredEndpoint(r *request) (store.Endpoint, bool, error) {
-	eps, err := s.store.EndpointsWithVeth(routes.HostVethName(r.podNamespace, r.podName, r.containerID))
+	eps, err := s.deps.Store.EndpointsWithVeth(routes.HostVethName(r.podNamespace, r.podName, r.containerID))
 	if err != nil {
 		return store.Endpoint{}, false, err
 	}
@@ -89,7 +89,7 @@ func (s *Server) recoveredEndpoint(r *request) (store.Endpoint, bool, error) {
 		}
 		ours, err := routes.VethPeerIn(r.netns, ep.HostVeth)
 		if err != nil || !ours {
-			s.log.Info("DEL names a rebuilt record by its veth, but the veth is not this sandbox's: left alone",
+			s.deps.Log.Info("DEL names a rebuilt record by its veth, but the veth is not this sandbox's: left alone",
 				"veth", ep.HostVeth, "netns", r.netns, "error", err)
 			return store.Endpoint{}, false, nil
 		}
@@ -123,7 +123,7 @@ func (s *Server) release(ep store.Endpoint) error {
 			return err
 		}
 	}
-	_, _, err := s.store.Release(ep.Handle)
+	_, _, err := s.deps.Store.Release(ep.Handle)
 	if err == nil {
 		s.undefer(ep)
 		if s.deps.Policy != nil {
@@ -142,7 +142,7 @@ func (s *Server) deferRelease(handle string) { s.deferred.Store(handle, true) }
 func (s *Server) undefer(ep store.Endpoint) {
 	if _, was := s.deferred.LoadAndDelete(ep.Handle); was && s.cfg.DeferredDir != "" {
 		if err := pendingdel.Drop(s.cfg.DeferredDir, ep.ContainerID, ep.IfName); err != nil {
-			s.log.Warn("drop a queued DEL an ADD overtook", "error", err)
+			s.deps.Log.Warn("drop a queued DEL an ADD overtook", "error", err)
 		}
 	}
 }
@@ -179,7 +179,7 @@ func (s *Server) Update(ep store.Endpoint, f func(store.Endpoint) (store.Endpoin
 		if err != nil {
 			return err
 		}
-		return s.store.SetEndpoint(next)
+		return s.deps.Store.SetEndpoint(next)
 	})
 	if errors.Is(err, errChanged) {
 		return false, nil
@@ -198,7 +198,7 @@ func (s *Server) withRecord(ep store.Endpoint, f func(store.Endpoint) error) err
 	op := s.deps.Activity.Begin(ep.Handle, ep.HostVeth)
 	defer op.End()
 	op.Pod(ep.IP, "")
-	cur, found, err := s.store.Endpoint(ep.Handle)
+	cur, found, err := s.deps.Store.Endpoint(ep.Handle)
 	if err != nil {
 		return err
 	}

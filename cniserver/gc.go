@@ -21,7 +21,7 @@ func (s *Server) gc(in *reefv1.CNIRequest) *types.Error {
 	for _, a := range r.conf.ValidAttachments {
 		valid[att{a.ContainerID, a.IfName}] = true
 	}
-	eps, err := s.store.Endpoints()
+	eps, err := s.deps.Store.Endpoints()
 	if err != nil {
 		return types.NewError(types.ErrInternal, "read endpoint records", err.Error())
 	}
@@ -39,9 +39,9 @@ func (s *Server) gc(in *reefv1.CNIRequest) *types.Error {
 			continue
 		}
 		released++
-		s.log.Info("GC released an attachment the runtime no longer knows", "container", ep.ContainerID, "pod", ep.PodNamespace+"/"+ep.PodName, "ip", ep.IP)
+		s.deps.Log.Info("GC released an attachment the runtime no longer knows", "container", ep.ContainerID, "pod", ep.PodNamespace+"/"+ep.PodName, "ip", ep.IP)
 	}
-	s.log.Info("GC done", "network", r.conf.Name, "valid", len(valid), "released", released)
+	s.deps.Log.Info("GC done", "network", r.conf.Name, "valid", len(valid), "released", released)
 	if len(failed) > 0 {
 		return types.NewError(types.ErrInternal, "GC could not release every stale attachment", strings.Join(failed, "; "))
 	}
@@ -55,7 +55,7 @@ func (s *Server) releaseHandle(containerID, handle string) error {
 	defer unlock()
 	op := s.deps.Activity.Begin(handle, "")
 	defer op.End()
-	ep, found, err := s.store.Endpoint(handle)
+	ep, found, err := s.deps.Store.Endpoint(handle)
 	if err != nil || !found {
 		return err
 	}

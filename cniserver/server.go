@@ -41,10 +41,7 @@ type Config struct {
 type Server struct {
 	reefv1.UnimplementedCNIServer
 
-	cfg   Config
-	store *store.Store
-	log   *slog.Logger
-
+	cfg  Config
 	deps Deps
 
 	ready      atomic.Bool
@@ -96,7 +93,7 @@ func New(cfg Config, d Deps) *Server {
 	if d.Activity == nil {
 		d.Activity = &activity.Log{}
 	}
-	return &Server{cfg: cfg, deps: d, store: d.Store, log: d.Log}
+	return &Server{cfg: cfg, deps: d}
 }
 
 // SetReady opens (or closes) the server for ADD; STATUS follows it.

@@ -12,6 +12,9 @@ package metrics
 
 import (
 	"net/http"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -95,7 +98,11 @@ func New(state func() State) *Metrics {
 	for _, r := range []string{"ok", "error"} {
 		m.passes.WithLabelValues(r)
 	}
-	m.reg.MustRegister(m.cniOps, m.cniDuration, m.tryAgain, m.passes, m.passDuration, m.repairs, m.passErrors, m.lastSuccess, m.claims,
+	anon := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "reef_process_anon_memory_bytes",
+		Help: "The daemon's anonymous memory (RssAnon of /proc/self/status: heap, stacks, the Go runtime), without the pages of its binary that process_resident_memory_bytes counts too.",
+	}, func() float64 { return float64(rssAnon("/proc/self/status")) })
+	m.reg.MustRegister(m.cniOps, m.cniDuration, m.tryAgain, m.passes, m.passDuration, m.repairs, m.passErrors, m.lastSuccess, m.claims, anon,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if state != nil {
 		m.reg.MustRegister(&stateCollector{state: state})
@@ -169,4 +176,23 @@ func (m *Metrics) Handler(ready func() (bool, string)) http.Handler {
 		w.Write([]byte("ok\n"))
 	})
 	return mux
+}
+
+// rssAnon is RssAnon of a /proc/<pid>/status file, in bytes; 0 when it
+// cannot be read.
+func rssAnon(path string) int64 {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			kB, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kB << 10
+		}
+	}
+	return 0
 }

@@ -69,7 +69,7 @@ func TestExposition(t *testing.T) {
 		`reef_pool_addresses_in_use{pool="10.244.0.0/16"} 3`,
 		`reef_pool_blocks{pool="10.244.0.0/16"} 1024`,
 		`reef_cni_pending_deletes 2`,
-		"go_goroutines", "process_resident_memory_bytes",
+		"go_goroutines", "process_resident_memory_bytes", "reef_process_anon_memory_bytes",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %q", want)
@@ -116,4 +116,15 @@ func TestNilMetrics(t *testing.T) {
 	m.Pass(time.Millisecond, nil)
 	m.Repaired(RepairRoute, 1)
 	m.Claim("10.244.0.0/16", "made")
+}
+
+// The anonymous memory gauge reads RssAnon, in bytes, and this process has
+// some.
+func TestRSSAnon(t *testing.T) {
+	if got := rssAnon("/proc/self/status"); got < 1<<20 {
+		t.Errorf("rssAnon(/proc/self/status) = %d, want at least 1 MiB for a running Go test", got)
+	}
+	if got := rssAnon("/nonexistent"); got != 0 {
+		t.Errorf("rssAnon of a missing file = %d, want 0", got)
+	}
 }
