@@ -104,8 +104,10 @@ func (s *Server) add(ctx context.Context, in *reefv1.CNIRequest) ([]byte, *types
 		if !needBlock {
 			break
 		}
-		// Every confirmed block of the pool is full. Wait, without any
-		// lock, for the block protocol to confirm a new claim, then retry.
+		// Every confirmed block of the pool is full. Wait, holding only
+		// the container's lock, for the block protocol to confirm a new
+		// claim, then retry. (The pass skips a container whose lock is
+		// held: Server.Release and Update only try it.)
 		if err := s.deps.NeedBlock(needCtx, pool); err != nil {
 			cerr = err
 			break
@@ -213,7 +215,13 @@ func (s *Server) addLocked(r *request, pool store.Pool, op *activity.Op, log *sl
 		s.unwire(ep, log)
 		return s.rollback(r, ep, existed, cerr, log)
 	}
-	if err := s.deps.PodFilter.AddPod(ep); err != nil {
+	err = s.deps.PodFilter.AddPod(ep)
+	if errors.Is(err, ErrRepairLater) && s.deps.Trigger != nil {
+		log.Warn("an nftables table of reef's is missing at ADD; a whole reconcile pass after this ADD recreates it with the pod's elements", "error", err)
+		op.AfterEnd(s.deps.Trigger)
+		err = nil
+	}
+	if err != nil {
 		return ep, "", false, fail(types.NewError(types.ErrInternal,
 			"add pod "+ep.IP.String()+" to the ARP filter and its hostPorts (nftables tables arp reef, inet reef-hostport)", err.Error()))
 	}
@@ -273,18 +281,29 @@ func (s *Server) rollback(r *request, ep store.Endpoint, existed bool, cerr *typ
 // detachOthers handles a veth name that an older attachment still holds: a
 // new sandbox of the same pod whose predecessor has not been deleted yet.
 // The old record loses the name, so its later DEL cannot remove the new
-// pod's veth.
+// pod's veth. Each record changes in a transaction of its own that finds
+// it still holding the name: the reconcile pass may release an old one
+// meanwhile (its netns gone), under that container's lock, not this one's.
 func (s *Server) detachOthers(ep store.Endpoint) error {
 	eps, err := s.deps.Store.EndpointsWithVeth(ep.HostVeth)
 	if err != nil {
 		return err
 	}
 	for _, o := range eps {
-		if o.Handle != ep.Handle {
-			o.HostVeth = ""
-			if err := s.deps.Store.SetEndpoint(o); err != nil {
-				return err
+		if o.Handle == ep.Handle {
+			continue
+		}
+		wrote, err := s.deps.Store.UpdateEndpoint(o.Handle, func(rec *store.Endpoint) bool {
+			if rec.HostVeth != ep.HostVeth {
+				return false
 			}
+			rec.HostVeth = ""
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		if wrote {
 			s.deps.Log.Info("veth taken over by a newer sandbox of the same pod", "veth", ep.HostVeth, "old", o.ContainerID, "new", ep.ContainerID)
 		}
 	}

@@ -113,13 +113,20 @@ func SandboxAlive(ep store.Endpoint) bool {
 }
 
 // release tears an endpoint down and frees its address. Callers hold the
-// container lock, and have told the activity log of the pod.
+// container lock, and have told the activity log of the pod. The veth goes
+// only if, under its locks, the record still gives it to this attachment:
+// a newer sandbox of the same pod takes the name over (detachOthers, under
+// its own container's lock) and creates the veth again.
 func (s *Server) release(ep store.Endpoint) error {
 	if ep.HostVeth != "" {
 		if err := s.deps.PodFilter.DelPod(ep); err != nil {
 			return err
 		}
-		if err := routes.TeardownPod(ep.HostVeth); err != nil {
+		still := func() bool {
+			cur, found, err := s.deps.Store.Endpoint(ep.Handle)
+			return err != nil || found && cur.HostVeth == ep.HostVeth
+		}
+		if err := routes.TeardownPodIf(ep.HostVeth, still); err != nil {
 			return err
 		}
 	}
@@ -161,39 +168,62 @@ func (s *Server) ReleaseDeferred(handle string) bool {
 // earlier read: under the container's lock the record is read again, and
 // released only if it is still ep (same state, namespace, veth and
 // address). A record that changed meanwhile (a repeated ADD finished, a
-// DEL came first) is left as it is, and released says so.
-func (s *Server) Release(ep store.Endpoint) (released bool, err error) {
-	err = s.withRecord(ep, func(store.Endpoint) error { return s.release(ep) })
+// DEL came first) is left as it is, and released says so. With wait false
+// (the pass) a container whose lock is held, by an operation in flight,
+// is left alone too: the pass must not wait for an ADD that waits for
+// the pass's block step.
+func (s *Server) Release(ep store.Endpoint, wait bool) (released bool, err error) {
+	err = s.withRecord(ep, wait, func(store.Endpoint) error { return s.release(ep) })
 	if errors.Is(err, errChanged) {
 		return false, nil
 	}
 	return err == nil, err
 }
 
-// Update runs f on the attachment of ep and writes the record f returns,
-// under the container's lock, if the record is still ep: for changes the
-// reconcile pass makes to live pods (a new MTU). It says whether it ran.
-func (s *Server) Update(ep store.Endpoint, f func(store.Endpoint) (store.Endpoint, error)) (bool, error) {
-	err := s.withRecord(ep, func(cur store.Endpoint) error {
-		next, err := f(cur)
-		if err != nil {
+// Update changes a live pod for the reconcile pass (a new MTU): under the
+// container's lock, if it is free and the record is still ep, kernel
+// changes the pod's objects, then record changes its record, in one store
+// transaction that writes only while the record keeps ep's veth and state.
+// It says whether it wrote.
+func (s *Server) Update(ep store.Endpoint, kernel func(cur store.Endpoint) error, record func(*store.Endpoint)) (bool, error) {
+	wrote := false
+	err := s.withRecord(ep, false, func(cur store.Endpoint) error {
+		if err := kernel(cur); err != nil {
 			return err
 		}
-		return s.deps.Store.SetEndpoint(next)
+		var err error
+		wrote, err = s.deps.Store.UpdateEndpoint(ep.Handle, func(e *store.Endpoint) bool {
+			if e.HostVeth != cur.HostVeth || e.State != cur.State {
+				return false
+			}
+			record(e)
+			return true
+		})
+		return err
 	})
 	if errors.Is(err, errChanged) {
 		return false, nil
 	}
-	return err == nil, err
+	return wrote, err
 }
 
-// errChanged says withRecord found the record changed.
+// errChanged says withRecord found the record changed, or the container
+// busy.
 var errChanged = errors.New("the attachment's record changed")
 
 // withRecord runs f under ep's container lock, told to the activity log,
-// if the record still is ep; else it returns errChanged.
-func (s *Server) withRecord(ep store.Endpoint, f func(store.Endpoint) error) error {
-	unlock := s.containers.Lock(ep.ContainerID)
+// if the record still is ep; else it returns errChanged. Without wait, a
+// held lock is errChanged too.
+func (s *Server) withRecord(ep store.Endpoint, wait bool, f func(store.Endpoint) error) error {
+	var unlock func()
+	if wait {
+		unlock = s.containers.Lock(ep.ContainerID)
+	} else {
+		var ok bool
+		if unlock, ok = s.containers.TryLock(ep.ContainerID); !ok {
+			return errChanged
+		}
+	}
 	defer unlock()
 	op := s.deps.Activity.Begin(ep.Handle, ep.HostVeth)
 	defer op.End()

@@ -2,6 +2,7 @@ package cniserver
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -15,7 +16,9 @@ import (
 // ADD calls AddPod once the pod is wired, and its failure fails and
 // undoes the ADD; DEL, and every other release of an endpoint, calls
 // DelPod before the veth goes. DelPod must succeed when there is nothing
-// to remove.
+// to remove. An AddPod error that wraps ErrRepairLater does not fail the
+// ADD: the pod's elements come with the whole pass the ADD asks for (Deps.
+// Trigger) once it has ended.
 type PodFilter interface {
 	AddPod(ep store.Endpoint) error
 	DelPod(ep store.Endpoint) error
@@ -33,6 +36,12 @@ type PolicyGate interface {
 	Cover(ep store.Endpoint) error
 	Changed()
 }
+
+// ErrRepairLater, wrapped by a PodFilter's AddPod, says a table of reef's
+// is missing (deleted by hand): the whole pass that recreates it adds the
+// pod's elements, if it runs after the ADD has ended (a pass leaves an
+// operation in flight alone).
+var ErrRepairLater = errors.New("a table is missing; the next whole reconcile pass recreates it with the pod's elements")
 
 type noPodFilter struct{}
 

@@ -74,6 +74,8 @@ type Deps struct {
 	// alone instead of locking them out (package activity). nil: a log of
 	// the server's own.
 	Activity *activity.Log
+	// Trigger asks for a whole reconcile pass (ErrRepairLater); nil: none.
+	Trigger func()
 	// Observe is told of every CNI operation served: its command, its
 	// result ("ok" or the CNI error code) and how long it took (the
 	// daemon's metrics); nil: nobody.

@@ -137,7 +137,7 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	work := newPending()
 	m := newMetrics(cfg, func() metrics.State { return d.metricsState() })
 	pools := storePools(cfg.Pools)
-	natDP := newNATDataplane(cfg.Pools, m, log, work.Trigger)
+	natDP := newNATDataplane(cfg.Pools, m, log)
 	policyDP, err := newPolicyDataplane(ctx, cfg.Kubernetes, st, m, log, work.TriggerPolicy)
 	if err != nil {
 		return nil, closeAll, err
@@ -156,7 +156,7 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	ops := &activity.Log{}
 	cni := cniserver.New(cniserver.Config{Pools: pools, MTU: mtu, DeferredDir: DeferredDir(cfg), TestPauseAfterVeth: hooks.pauseAfterVeth},
 		cniserver.Deps{Store: st, Log: log.With("component", "cni"), Sysctls: sysctls, NeedBlock: blocks.Need,
-			PodFilter: natDP, Policy: policyGate(policyDP), Activity: ops, Observe: m.CNI})
+			PodFilter: natDP, Policy: policyGate(policyDP), Activity: ops, Trigger: work.Trigger, Observe: m.CNI})
 	rec := newReconciler(reconcilerDeps{store: st, cni: cni, activity: ops, kernel: kernel, tc: routesTC{}, sysctls: sysctls, nat: natDP, policy: policyDP,
 		blocks: blocks, metrics: m, net: netInfo{node: cfg.NodeName, uplink: up, pools: cfg.Pools, podMTU: mtu},
 		pending: work, interval: cfg.ReconcileInterval, passLoop: hooks.passLoop}, log)

@@ -355,7 +355,7 @@ type fakeRecords struct {
 	alive map[string]bool // netns paths that exist
 }
 
-func (f *fakeRecords) Release(ep store.Endpoint) (bool, error) {
+func (f *fakeRecords) Release(ep store.Endpoint, _ bool) (bool, error) {
 	cur, found, err := f.st.Endpoint(ep.Handle)
 	if err != nil || !found || cur.State != ep.State || cur.Netns != ep.Netns || cur.HostVeth != ep.HostVeth {
 		return false, err
@@ -375,16 +375,15 @@ func (f *fakeRecords) Release(ep store.Endpoint) (bool, error) {
 	return err == nil, err
 }
 
-func (f *fakeRecords) Update(ep store.Endpoint, fn func(store.Endpoint) (store.Endpoint, error)) (bool, error) {
+func (f *fakeRecords) Update(ep store.Endpoint, kernel func(store.Endpoint) error, record func(*store.Endpoint)) (bool, error) {
 	cur, found, err := f.st.Endpoint(ep.Handle)
 	if err != nil || !found || cur.State != ep.State || cur.HostVeth != ep.HostVeth {
 		return false, err
 	}
-	next, err := fn(cur)
-	if err != nil {
+	if err := kernel(cur); err != nil {
 		return false, err
 	}
-	return true, f.st.SetEndpoint(next)
+	return f.st.UpdateEndpoint(ep.Handle, func(e *store.Endpoint) bool { record(e); return true })
 }
 
 func (f *fakeRecords) ReleaseDeferred(string) bool  { return false }

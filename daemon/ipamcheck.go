@@ -259,7 +259,7 @@ func (n *nodeService) IPAMRelease(ctx context.Context, req *reefv1.IPAMReleaseRe
 			"%s holds %s and is live (its network namespace %s exists): releasing it would give its address to the next pod; delete the pod, or use --force",
 			podOf(ep), ep.IP, ep.Netns)
 	}
-	released, err := d.cni.Release(ep)
+	released, err := d.cni.Release(ep, true)
 	if err != nil {
 		return nil, fmt.Errorf("release %s of %s: %w", ep.IP, ep.Handle, err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/reefcni/reef/cniserver"
 	"github.com/reefcni/reef/cniserver/activity"
 	"github.com/reefcni/reef/metrics"
 	"github.com/reefcni/reef/nat"
@@ -31,16 +32,15 @@ type natDataplane struct {
 	metrics *metrics.Metrics // nil: off
 	pools   []nat.Pool
 	log     *slog.Logger
-	trigger func()
 	// programmed: a pass has brought the tables in line. Before that,
 	// creating them is the normal start of a new node, not a repair.
 	programmed bool
 }
 
 // newNATDataplane is the nftables dataplane of the daemon's network
-// namespace (the node's); trigger asks for a whole reconcile pass.
-func newNATDataplane(pools []PoolConfig, m *metrics.Metrics, log *slog.Logger, trigger func()) *natDataplane {
-	n := &natDataplane{kernel: nat.NewKernel(), metrics: m, log: log.With("component", "nftables"), trigger: trigger}
+// namespace (the node's).
+func newNATDataplane(pools []PoolConfig, m *metrics.Metrics, log *slog.Logger) *natDataplane {
+	n := &natDataplane{kernel: nat.NewKernel(), metrics: m, log: log.With("component", "nftables")}
 	for _, p := range pools {
 		n.pools = append(n.pools, nat.Pool{CIDR: p.CIDR, NATOutgoing: p.NATOutgoing})
 	}
@@ -50,9 +50,10 @@ func newNATDataplane(pools []PoolConfig, m *metrics.Metrics, log *slog.Logger, t
 // AddPod adds the pod's ARP-filter element and its hostPorts, and
 // flushes the conntrack entries of its UDP hostPorts (a client's old
 // entry would keep sending to where the port went before). A missing
-// table is not the pod's fault: the ADD goes on, and the reconcile pass
-// it triggers recreates the tables with every live pod's elements, this
-// one's included.
+// table is not the pod's fault: the error wraps cniserver.ErrRepairLater,
+// the ADD goes on, and the whole pass it asks for once it has ended
+// recreates the tables with every live pod's elements, this one's
+// included.
 func (n *natDataplane) AddPod(ep store.Endpoint) error {
 	p, err := natPod(ep)
 	if err != nil {
@@ -62,9 +63,7 @@ func (n *natDataplane) AddPod(ep store.Endpoint) error {
 	err = n.kernel.AddPod(p)
 	n.mu.Unlock()
 	if errors.Is(err, nat.ErrNoTable) {
-		n.log.Warn("an nftables table of reef's is missing at ADD; triggering a reconcile pass to recreate it", "veth", ep.HostVeth, "ip", ep.IP, "error", err)
-		n.trigger()
-		err = nil
+		return fmt.Errorf("add the elements of %s (%s): %w: %w", ep.HostVeth, ep.IP, err, cniserver.ErrRepairLater)
 	}
 	if err != nil {
 		return err

@@ -262,7 +262,7 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 	if routesOnly || links == nil {
 		return errors.Join(errs...)
 	}
-	r.syncSysctls(live, &errs)
+	r.syncSysctls(live, mark, &errs)
 	r.syncPodMTU(live, links, &errs)
 	r.syncTC(live, links, mark, &errs)
 	errs = append(errs, r.nat.reconcile(live, mark), r.policy.reconcile())
@@ -360,14 +360,14 @@ func (r *reconciler) logRoutes(plan routes.Plan, have routes.State, want []route
 
 // syncSysctls has the sysctl owner bring forwarding and the pods' veths'
 // settings in line; what it changes was a repair (ADD sets a pod's).
-func (r *reconciler) syncSysctls(live []store.Endpoint, errs *[]error) {
+func (r *reconciler) syncSysctls(live []store.Endpoint, busy routes.Busy, errs *[]error) {
 	var pods []sysctl.Pod
 	for _, ep := range live {
 		if ep.State != store.EndpointReserved && ep.HostVeth != "" {
 			pods = append(pods, sysctl.Pod{HostVeth: ep.HostVeth, HostPorts: len(ep.PortMappings) > 0})
 		}
 	}
-	changes, err := r.sysctls.Sync(pods)
+	changes, err := r.sysctls.Sync(pods, busy)
 	for _, c := range changes {
 		r.log.Warn("repaired a sysctl", "sysctl", c.Key, "was", c.Was, "now", c.Value)
 	}
@@ -497,6 +497,7 @@ func (r *reconciler) resolveEndpoints(eps []store.Endpoint, touched activity.Tou
 		case ep.State == store.EndpointReserved:
 		case touched.Pod(ep.Handle, ep.HostVeth, ep.IP):
 			// A CNI operation's: it decides; the next pass sees what it did.
+			delete(r.gone, ep.Handle)
 			continue
 		case ep.State != store.EndpointReady:
 			r.release(ep, "its ADD never finished", errs)
@@ -526,13 +527,13 @@ func (r *reconciler) resolveEndpoints(eps []store.Endpoint, touched activity.Tou
 }
 
 func (r *reconciler) release(ep store.Endpoint, why string, errs *[]error) {
-	released, err := r.cni.Release(ep)
+	released, err := r.cni.Release(ep, false)
 	if err != nil {
 		*errs = append(*errs, fmt.Errorf("release %s of %s: %w", ep.IP, ep.ContainerID, err))
 		return
 	}
 	if !released {
-		r.log.Info("not releasing an address: its record changed since the pass read it", "ip", ep.IP, "container", ep.ContainerID)
+		r.log.Info("not releasing an address now: its record changed since the pass read it, or an operation on its container is in flight", "ip", ep.IP, "container", ep.ContainerID)
 		return
 	}
 	r.log.Warn("released address: "+why, "ip", ep.IP, "container", ep.ContainerID, "pod", ep.PodNamespace+"/"+ep.PodName)

@@ -144,7 +144,7 @@ func newNode(t *testing.T) *node {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	k := newFakeKernel()
 	n := &node{t: t, st: st, k: k, ops: &activity.Log{}, sys: sysctl.New(k.sys), pods: map[string]bool{}}
-	n.nat = &natDataplane{kernel: fakeNAT{k}, pools: []nat.Pool{{CIDR: statePool, NATOutgoing: true}}, log: log, trigger: func() {}}
+	n.nat = &natDataplane{kernel: fakeNAT{k}, pools: []nat.Pool{{CIDR: statePool, NATOutgoing: true}}, log: log}
 	n.recs = &fakeRecords{st: st, k: k, nat: n.nat, alive: map[string]bool{}}
 	n.rec = newReconciler(reconcilerDeps{store: st, cni: n.recs, activity: n.ops, kernel: k, tc: k, sysctls: n.sys, nat: n.nat,
 		net: netInfo{node: "n1", uplink: Uplink{Interface: "eth0", Index: 2, Address: netip.MustParseAddr("192.168.10.20"),

@@ -50,8 +50,8 @@ func (routesTC) DeleteIFB(name string, busy routes.Busy) (bool, error) {
 // pod's record goes through the server, under the pod's lock
 // (*cniserver.Server).
 type podRecords interface {
-	Release(ep store.Endpoint) (bool, error)
-	Update(ep store.Endpoint, f func(store.Endpoint) (store.Endpoint, error)) (bool, error)
+	Release(ep store.Endpoint, wait bool) (bool, error)
+	Update(ep store.Endpoint, kernel func(cur store.Endpoint) error, record func(*store.Endpoint)) (bool, error)
 	ReleaseDeferred(handle string) bool
 	Alive(ep store.Endpoint) bool
 }

@@ -244,13 +244,10 @@ func (r *reconciler) syncPodMTU(live []store.Endpoint, links map[string]bool, er
 		}
 		// Through the CNI server, under the pod's lock: a DEL that came
 		// since the pass read the record must not get it written back.
-		changed, err := r.cni.Update(ep, func(cur store.Endpoint) (store.Endpoint, error) {
-			if _, err := r.kernel.SetPodMTU(cur.HostVeth, cur.Netns, cur.IfName, r.net.podMTU); err != nil {
-				return cur, err
-			}
-			cur.MTU = r.net.podMTU
-			return cur, nil
-		})
+		changed, err := r.cni.Update(ep, func(cur store.Endpoint) error {
+			_, err := r.kernel.SetPodMTU(cur.HostVeth, cur.Netns, cur.IfName, r.net.podMTU)
+			return err
+		}, func(rec *store.Endpoint) { rec.MTU = r.net.podMTU })
 		if err != nil {
 			*errs = append(*errs, err)
 			continue

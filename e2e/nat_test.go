@@ -639,3 +639,26 @@ func TestARPFilterFailureRollsBackADD(t *testing.T) {
 		t.Errorf("set after the repair and ADD: %v, want both pods", set)
 	}
 }
+
+// TestTableMissingAtADD: with table arp reef deleted by hand, an ADD still
+// succeeds, and the whole pass it asks for once it has ended recreates the
+// table with the new pod's element, long before the next interval (1h
+// here). A pass during the ADD leaves the pod alone, so a pass asked for
+// from inside the ADD would recreate the table without it.
+func TestTableMissingAtADD(t *testing.T) {
+	needNATTools(t, "nft")
+	l := newLab(t)
+	n := startNode(t, l, "node1", lab.NodeOptions{ReconcileInterval: time.Hour})
+	newPod(t, n, "web-1")
+	run(t, l, n.Netns, "nft", "delete", "table", "arp", "reef")
+	p := newPod(t, n, "web-2")
+	eventually(t, 20*time.Second, func() string {
+		if !nftPodSet(t, n)[podSetKey(p)] {
+			return "table arp reef lacks the new pod's element " + podSetKey(p)
+		}
+		return ""
+	})
+	if !strings.Contains(n.Log(), "a whole reconcile pass after this ADD recreates it") {
+		t.Errorf("the ADD did not say the table was missing:\n%s", n.Log())
+	}
+}

@@ -13,8 +13,10 @@ import (
 // side, with no lock between them (docs/design.md, "Who owns which kernel
 // object"). bin/reef-test runs a whole pass right after each
 // (REEF_TEST_PASS_LOOP), while 8 workers ADD 120 pods, with hostPorts and
-// bandwidth limits, and DEL every other one, in three rounds. Every
-// operation succeeds; once the operations end, each live pod has its veth,
+// bandwidth limits, and DEL every other one, in three rounds; then every
+// fourth live pod gets a new sandbox (same veth name) while passes release
+// the old one, whose netns is gone. Every operation succeeds; once the
+// operations end, each live pod has its veth,
 // /32, ARP-filter element, hostPort and ifb, and talks; nothing of a deleted
 // pod is left; and no pass removed or released anything, or repaired
 // nftables: each would be a pass taking a half-done ADD for an orphan, or
@@ -60,7 +62,34 @@ func TestAddDelRacePasses(t *testing.T) {
 			t.Fatalf("round %d: %d DELs failed beside the passes, first: %v", r, len(errs), errs[0])
 		}
 	}
-	if err := n.WaitPasses(2, time.Minute); err != nil {
+	strictLog := len(n.Log())
+	// Then a new sandbox for every fourth live pod, as a crashed sandbox
+	// gives: the same pod name, so the same veth name, which the new ADD
+	// takes over, and the old sandbox's netns gone without a DEL, so that
+	// passes release its record while the new ADD runs.
+	var renewed []*lab.Pod
+	for i := 0; i < len(live); i += 4 {
+		old := live[i]
+		p, err := n.NewPodNetns(old.Namespace, old.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, limited := old.CapabilityArgs["bandwidth"]; limited {
+			// Not its hostPort: the old record holds it until a pass frees it.
+			p.CapabilityArgs = map[string]any{"bandwidth": old.CapabilityArgs["bandwidth"]}
+		}
+		if err := old.Remove(); err != nil {
+			t.Fatal(err)
+		}
+		renewed = append(renewed, p)
+		live[i] = p
+	}
+	if errs := inParallel(renewed, workers, (*lab.Pod).Add); len(errs) > 0 {
+		t.Fatalf("%d ADDs of new sandboxes failed beside the passes, first: %v", len(errs), errs[0])
+	}
+	// Two passes that see an old sandbox's netns gone release it; one more
+	// begun after.
+	if err := n.WaitPasses(3, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	passes, err := n.Passes()
@@ -91,10 +120,12 @@ func TestAddDelRacePasses(t *testing.T) {
 			t.Errorf("pod %s (%s) has no ARP-filter element %q", p.Name, p.IP, podSetKey(p))
 		}
 		if pm, ok := p.CapabilityArgs["portMappings"].([]lab.PortMapping); ok {
-			limited++
 			if !strings.Contains(hostports, fmt.Sprintf("%d : %s . 80", pm[0].HostPort, p.IP)) {
 				t.Errorf("pod %s (%s) lost hostPort %d", p.Name, p.IP, pm[0].HostPort)
 			}
+		}
+		if _, ok := p.CapabilityArgs["bandwidth"]; ok {
+			limited++
 		}
 	}
 	if got := len(nonEmptyLines(ifbs)); got != limited {
@@ -108,10 +139,19 @@ func TestAddDelRacePasses(t *testing.T) {
 			t.Errorf("ping %s -> %s: %v", live[i].Name, live[i+1].Name, err)
 		}
 	}
-	for _, line := range strings.Split(n.Log(), "\n") {
-		for _, bad := range []string{"removing veth no pod owns", "released address", "repairing nftables", "removed an ifb",
-			"repairing route", "removing route no pod or block needs", "adding route", "reconcile pass failed"} {
-			if strings.Contains(line, bad) && !strings.Contains(line, "blackhole") {
+	// Until the new sandboxes, no pass had anything to repair or release.
+	// After them, a pass rightly removes what the old sandboxes left (the
+	// ifb, and the elements of a record that lost its veth to the new
+	// sandbox) and releases their records; it still never removes a veth or
+	// releases a pending record, and never fails.
+	for i, line := range strings.Split(n.Log(), "\n") {
+		bad := []string{"removing veth no pod owns", "its ADD never finished", "reconcile pass failed"}
+		if i < strings.Count(n.Log()[:strictLog], "\n") {
+			bad = append(bad, "repairing nftables", "removed an ifb", "released address", "repairing route",
+				"removing route no pod or block needs", "adding route")
+		}
+		for _, b := range bad {
+			if strings.Contains(line, b) && !strings.Contains(line, "blackhole") {
 				t.Errorf("a pass took a CNI operation's objects for its own to fix, or failed: %s", line)
 			}
 		}

@@ -131,14 +131,19 @@ func (p Plan) Without(busy Busy) Plan {
 // isPodObject says whether r is a pod's /32 (not a block's route).
 func isPodObject(r Route) bool { return r.Kind == PodRoute && r.Dst.IsSingleIP() }
 
-// podObject runs change for r: under the /32's lock and only if no CNI
-// operation is busy with it, for a pod's route; at once for a block's.
+// podObject runs change for r: under the locks of its veth and its /32,
+// and only if no CNI operation is busy with either, for a pod's route; at
+// once for a block's.
 func (k *Kernel) podObject(r Route, busy Busy, change func() error) error {
 	if !isPodObject(r) {
 		return change()
 	}
-	unlock := podlink.LockAddr(r.Dst.Addr())
-	defer unlock()
+	// The veth's lock too, before the address's (the order SetupPod takes
+	// them in): the route is written on the veth's index.
+	if podlink.Ours(r.Dev) {
+		defer podlink.LockLink(r.Dev)()
+	}
+	defer podlink.LockAddr(r.Dst.Addr())()
 	if busy.Addr(r.Dst.Addr()) || busy.Link(r.Dev) {
 		return nil
 	}

@@ -261,8 +261,17 @@ func podRoute(ip netip.Addr, linkIndex int) *netlink.Route {
 // of its egress limit (IFBName, if its alias names this veth); the kernel
 // removes the /32 route and the veth's qdiscs with the veth. What is
 // already gone is success, so DEL can be repeated.
-func TeardownPod(hostVeth string) error {
+func TeardownPod(hostVeth string) error { return TeardownPodIf(hostVeth, nil) }
+
+// TeardownPodIf is TeardownPod if still (nil: always), asked under the
+// veth's locks, says the veth is still the pod's: a newer sandbox of the
+// same pod takes the name over (cniserver's detachOthers) and may create
+// it again at any moment.
+func TeardownPodIf(hostVeth string, still func() bool) error {
 	defer lockPod(hostVeth)()
+	if still != nil && !still() {
+		return nil
+	}
 	h, err := netlinksafe.NewHandle()
 	if err != nil {
 		return fmt.Errorf("netlink handle: %w", err)

@@ -260,6 +260,42 @@ func (s *Store) SetEndpoint(ep Endpoint) error {
 	})
 }
 
+// UpdateEndpoint changes the record of handle in one transaction: change
+// gets the stored record and returns whether to write it back, changed.
+// It says whether it wrote; a record that is not there is not an error
+// (false). What IPAM owns (address, block, pool, hostPorts) cannot change.
+func (s *Store) UpdateEndpoint(handle string, change func(*Endpoint) bool) (bool, error) {
+	wrote := false
+	err := s.update(func(tx *bolt.Tx) error {
+		eps := tx.Bucket(bucketEndpoints)
+		old, ok, err := getEndpoint(eps, handle)
+		if err != nil {
+			return fmt.Errorf("update endpoint %s: %w", handle, err)
+		}
+		if !ok {
+			return nil
+		}
+		ep := old
+		ep.PortMappings = slices.Clone(old.PortMappings)
+		if !change(&ep) {
+			return nil
+		}
+		if !ep.State.valid() {
+			return fmt.Errorf("update endpoint %s: unknown state %q", handle, ep.State)
+		}
+		if err := sameAllocation(old, ep); err != nil {
+			return fmt.Errorf("update endpoint %s: %w", handle, err)
+		}
+		if err := samePortMappings(old, ep); err != nil {
+			return fmt.Errorf("update endpoint %s: %w", handle, err)
+		}
+		ep.Handle = handle
+		wrote = true
+		return putEndpoint(eps, ep)
+	})
+	return wrote && err == nil, err
+}
+
 // sameAllocation explains how ep differs from old in what IPAM owns.
 func sameAllocation(old, ep Endpoint) error {
 	switch {

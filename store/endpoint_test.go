@@ -139,3 +139,43 @@ func TestEndpointsWithVeth(t *testing.T) {
 		t.Error("EndpointsWithVeth(\"\") gave no error")
 	}
 }
+
+// UpdateEndpoint changes a record in one transaction, only as its change
+// function says, and never what IPAM owns.
+func TestUpdateEndpoint(t *testing.T) {
+	pool := Pool{CIDR: netip.MustParsePrefix("10.244.0.0/24"), BlockSize: 26}
+	s := openTest(t, "node-a")
+	orig, _, _, err := allocAuto(s, Endpoint{Handle: "net.abc", Network: "net", ContainerID: "abc", IfName: "eth0",
+		HostVeth: "reefabc", MTU: 1500}, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onVeth := func(veth string, mtu int) func(*Endpoint) bool {
+		return func(ep *Endpoint) bool {
+			if ep.HostVeth != veth {
+				return false
+			}
+			ep.MTU = mtu
+			return true
+		}
+	}
+	if wrote, err := s.UpdateEndpoint(orig.Handle, onVeth("reefabc", 1400)); !wrote || err != nil {
+		t.Fatalf("UpdateEndpoint = %v, %v; want written", wrote, err)
+	}
+	if got, _, _ := s.Endpoint(orig.Handle); got.MTU != 1400 || got.IP != orig.IP {
+		t.Errorf("after UpdateEndpoint: MTU %d, IP %s; want 1400, %s", got.MTU, got.IP, orig.IP)
+	}
+	if wrote, err := s.UpdateEndpoint(orig.Handle, onVeth("reefother", 1300)); wrote || err != nil {
+		t.Errorf("UpdateEndpoint declined by its change = %v, %v; want not written", wrote, err)
+	}
+	if got, _, _ := s.Endpoint(orig.Handle); got.MTU != 1400 {
+		t.Errorf("a declined change wrote MTU %d", got.MTU)
+	}
+	if wrote, err := s.UpdateEndpoint("net.nope", onVeth("reefabc", 1300)); wrote || err != nil {
+		t.Errorf("UpdateEndpoint of an unknown handle = %v, %v; want nothing, no error", wrote, err)
+	}
+	_, err = s.UpdateEndpoint(orig.Handle, func(ep *Endpoint) bool { ep.IP = ep.IP.Next(); return true })
+	if err == nil || !strings.Contains(err.Error(), "differs from allocated") {
+		t.Errorf("UpdateEndpoint changing the address = %v, want a refusal", err)
+	}
+}

@@ -34,8 +34,9 @@ type Log struct {
 
 // Op is one operation in flight.
 type Op struct {
-	log  *Log
-	keys keys
+	log   *Log
+	keys  keys
+	after []func() // AfterEnd's
 }
 
 type keys struct {
@@ -76,15 +77,24 @@ func (o *Op) Pod(ip netip.Addr, veth string) {
 	}
 }
 
-// End records that the operation returned. It may be called once.
+// AfterEnd asks for f to run once the operation has ended: a whole pass,
+// say, that must see what the operation did (a pass during it leaves it
+// alone). Only the operation's own goroutine calls it.
+func (o *Op) AfterEnd(f func()) { o.after = append(o.after, f) }
+
+// End records that the operation returned, then runs what AfterEnd asked
+// for. It may be called once.
 func (o *Op) End() {
 	l := o.log
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.seq++
 	delete(l.live, o)
 	if len(l.marks) > 0 {
 		l.ended = append(l.ended, ended{o.keys, l.seq})
+	}
+	l.mu.Unlock()
+	for _, f := range o.after {
+		f()
 	}
 }
 

@@ -112,3 +112,20 @@ func TestConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// What an operation asks to run after it ends runs after it is no longer
+// touched for a mark taken then.
+func TestAfterEnd(t *testing.T) {
+	var l Log
+	op := l.Begin("h", "reefh")
+	ran := false
+	op.AfterEnd(func() {
+		m := l.Mark()
+		defer m.Close()
+		ran = !m.Touched().Handle("h")
+	})
+	op.End()
+	if !ran {
+		t.Error("AfterEnd's function did not run, or ran while the operation was still in flight")
+	}
+}

@@ -40,6 +40,31 @@ func (k *Mutex) Lock(key string) (unlock func()) {
 	}
 }
 
+// TryLock locks key if nobody holds or waits for it, and says whether it
+// did.
+func (k *Mutex) TryLock(key string) (unlock func(), ok bool) {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[string]*entry{}
+	}
+	if k.m[key] != nil {
+		k.mu.Unlock()
+		return nil, false
+	}
+	e := &entry{refs: 1}
+	e.Lock()
+	k.m[key] = e
+	k.mu.Unlock()
+	return func() {
+		e.Unlock()
+		k.mu.Lock()
+		if e.refs--; e.refs == 0 {
+			delete(k.m, key)
+		}
+		k.mu.Unlock()
+	}, true
+}
+
 // Len is how many keys are held or waited for (tests).
 func (k *Mutex) Len() int {
 	k.mu.Lock()

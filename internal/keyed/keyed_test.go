@@ -111,3 +111,30 @@ func TestExclusion(t *testing.T) {
 		t.Errorf("map keeps %d entries after every unlock, want 0", len(k.m))
 	}
 }
+
+func TestTryLock(t *testing.T) {
+	var k Mutex
+	unlock, ok := k.TryLock("c1")
+	if !ok {
+		t.Fatal("TryLock of a free key failed")
+	}
+	if _, ok := k.TryLock("c1"); ok {
+		t.Fatal("TryLock of a held key succeeded")
+	}
+	if u, ok := k.TryLock("c2"); !ok {
+		t.Fatal("TryLock of another key failed")
+	} else {
+		u()
+	}
+	acquired := make(chan func())
+	go func() { acquired <- k.Lock("c1") }()
+	unlock()
+	u := <-acquired
+	if _, ok := k.TryLock("c1"); ok {
+		t.Fatal("TryLock of a key Lock holds succeeded")
+	}
+	u()
+	if k.Len() != 0 {
+		t.Errorf("%d keys left after every unlock", k.Len())
+	}
+}

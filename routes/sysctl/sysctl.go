@@ -8,8 +8,9 @@
 //
 // The owner has an opinion only on the pods it is told of: a veth of a pod
 // that is not in the pass's snapshot (an ADD half-way, an orphan that the
-// links' owner removes) is left alone, so a pass never races an ADD, and
-// a value reef does not need is never reset (route_localnet of a pod
+// links' owner removes), or that a CNI operation is busy with, is left
+// alone, so a pass never races an ADD, and a value reef does not need is
+// never reset (route_localnet of a pod
 // without hostPorts keeps what the node's default gave it).
 package sysctl
 
@@ -87,12 +88,30 @@ type Owner struct{ k Kernel }
 func New(k Kernel) *Owner { return &Owner{k: k} }
 
 // Sync is the pass: the node's forwarding and the settings of every pod in
-// the snapshot. A pod whose veth is gone is skipped (the links' owner
-// deals with it). It returns what it changed: each change is a repair.
-func (o *Owner) Sync(pods []Pod) ([]Change, error) {
+// the snapshot. A pod's are written under its veth's lock (podlink), and
+// not at all if busy names the veth: a CNI operation may be replacing the
+// veth with a new sandbox's, whose settings its ADD sets. A pod whose veth
+// is gone is skipped (the links' owner deals with it). It returns what it
+// changed: each change is a repair.
+func (o *Owner) Sync(pods []Pod, busy podlink.Busy) ([]Change, error) {
+	busy = podlink.OrNotBusy(busy)
 	want, err := Desired(pods)
-	changes, aerr := o.apply(want, true)
-	return changes, errors.Join(err, aerr)
+	errs := []error{err}
+	changes, aerr := o.apply(want[:1], true)
+	errs = append(errs, aerr)
+	for _, p := range pods {
+		pw, perr := Desired([]Pod{p})
+		if perr != nil {
+			continue // refused: in err already
+		}
+		unlock := podlink.LockLink(p.HostVeth)
+		if !busy.Link(p.HostVeth) {
+			c, aerr := o.apply(pw[1:], true)
+			changes, errs = append(changes, c...), append(errs, aerr)
+		}
+		unlock()
+	}
+	return changes, errors.Join(errs...)
 }
 
 // Pod is ADD's request: one pod's settings, before its veth is up. Its veth

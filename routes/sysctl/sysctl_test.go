@@ -88,14 +88,14 @@ func TestSyncStates(t *testing.T) {
 			st := states[i]
 			k := kernelIn(st, rng)
 			o := sysctl.New(k)
-			if _, err := o.Sync(st.pods); err != nil {
+			if _, err := o.Sync(st.pods, nil); err != nil {
 				t.Fatalf("seed %d, %s: %v", seed, st.name, err)
 			}
 			if diff := cmp.Diff(strings.TrimPrefix(st.want, "\n"), k.String()); diff != "" {
 				t.Fatalf("seed %d, %s: kernel after a pass (-want +got):\n%s", seed, st.name, diff)
 			}
 			writes := k.Writes()
-			if changes, err := o.Sync(st.pods); err != nil || len(changes) != 0 || k.Writes() != writes {
+			if changes, err := o.Sync(st.pods, nil); err != nil || len(changes) != 0 || k.Writes() != writes {
 				t.Fatalf("seed %d, %s: a second pass changed %v (err %v)", seed, st.name, changes, err)
 			}
 		}
@@ -108,7 +108,7 @@ func TestSyncReportsRepairs(t *testing.T) {
 	k.AddLink(podB.HostVeth)
 	k.Put(sysctl.Forwarding, "1")
 	k.Put(sysctl.ProxyARP(podB.HostVeth), "1")
-	changes, err := sysctl.New(k).Sync([]sysctl.Pod{podB})
+	changes, err := sysctl.New(k).Sync([]sysctl.Pod{podB}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestAddRacesPass(t *testing.T) {
 			}
 		})
 		wg.Go(func() {
-			if _, err := o.Sync([]sysctl.Pod{podA}); err != nil {
+			if _, err := o.Sync([]sysctl.Pod{podA}, nil); err != nil {
 				t.Error(err)
 			}
 		})
@@ -151,7 +151,7 @@ func TestPodVethGone(t *testing.T) {
 	if _, err := o.Pod(podA); err == nil || !strings.Contains(err.Error(), "veth reefaaaaaaaaaaa is gone") {
 		t.Errorf("Pod on a missing veth: %v", err)
 	}
-	if _, err := o.Sync([]sysctl.Pod{podA}); err != nil {
+	if _, err := o.Sync([]sysctl.Pod{podA}, nil); err != nil {
 		t.Errorf("Sync with a missing veth: %v", err)
 	}
 }
@@ -161,7 +161,7 @@ func TestRefusesOtherLinks(t *testing.T) {
 	for _, name := range []string{"eth0", "reef", "lo"} {
 		k := sysctltest.New()
 		k.AddLink(name)
-		_, err := sysctl.New(k).Sync([]sysctl.Pod{{HostVeth: name, HostPorts: true}})
+		_, err := sysctl.New(k).Sync([]sysctl.Pod{{HostVeth: name, HostPorts: true}}, nil)
 		if err == nil || !strings.Contains(err.Error(), "not a reef link") {
 			t.Errorf("%s: %v", name, err)
 		}

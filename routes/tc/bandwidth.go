@@ -213,7 +213,8 @@ func SetBandwidth(hostVeth string, bw Bandwidth) (changes []string, err error) {
 
 // RepairBandwidth is SetBandwidth for the reconcile pass: a veth that
 // busy names is left alone, checked under the pod's lock (a DEL that began
-// after the pass read the store may be removing it).
+// after the pass read the store may be removing it), and so is a veth that
+// is gone (its pod's netns ended: the links' owner deals with it).
 func RepairBandwidth(hostVeth string, bw Bandwidth, busy podlink.Busy) (changes []string, err error) {
 	if !podlink.Ours(hostVeth) {
 		return nil, fmt.Errorf("refusing to touch %q: not a reef link", hostVeth)
@@ -222,7 +223,11 @@ func RepairBandwidth(hostVeth string, bw Bandwidth, busy podlink.Busy) (changes 
 	if podlink.OrNotBusy(busy).Link(hostVeth) {
 		return nil, nil
 	}
-	return setBandwidth(hostVeth, bw)
+	changes, err = setBandwidth(hostVeth, bw)
+	if isNotFound(err) && len(changes) == 0 {
+		return nil, nil
+	}
+	return changes, err
 }
 
 // setBandwidth is SetBandwidth, under the pod's lock.
