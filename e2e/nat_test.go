@@ -314,13 +314,12 @@ func TestNFTDriftRepair(t *testing.T) {
 				}
 				return ""
 			})
+			// How long it took is logged, not asserted: no timing
+			// thresholds in tests (the repair comes with the next 1s
+			// interval's pass).
 			took := time.Since(start)
 			worst = max(worst, took)
 			t.Logf("repaired in %s", took.Round(time.Millisecond))
-			// One interval (1s), plus the pass and this test's polling.
-			if took > 2500*time.Millisecond {
-				t.Errorf("repair took %s, more than one 1s interval and the pass", took)
-			}
 			if nftRepairLines(n) == before {
 				t.Errorf("the daemon logged no repair")
 			}
