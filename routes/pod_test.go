@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -18,7 +17,6 @@ import (
 	"github.com/reefcni/reef/internal/netnstest"
 	"github.com/reefcni/reef/routes/sysctl"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,42 +25,12 @@ import (
 // namespace (netnstest.New) through ns.Do, never in the namespace the test
 // was started in.
 
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipping kernel test: needs root to create network namespaces and veths (run `sudo go test ./routes/`)")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("skipping kernel test: the ip command (iproute2) is not installed")
-	}
-}
-
-// netnsHandle is a netlink handle bound to the namespace at path, for
-// reading it without switching threads.
-func netnsHandle(t *testing.T, path string) netlinksafe.Handle {
-	t.Helper()
-	nsh, err := netns.GetFromPath(path)
-	if err != nil {
-		t.Fatalf("open netns %s: %v", path, err)
-	}
-	defer nsh.Close()
-	h, err := netlinksafe.NewHandleAt(nsh)
-	if err != nil {
-		t.Fatalf("netlink handle in %s: %v", path, err)
-	}
-	t.Cleanup(h.Close)
-	return h
-}
-
-// in runs f in the namespace n on a locked thread of its own.
-func in(t *testing.T, n ns.NetNS, f func() error) error {
-	t.Helper()
-	var ferr error
-	if err := n.Do(func(ns.NetNS) error { ferr = f(); return nil }); err != nil {
-		t.Fatalf("enter netns %s: %v", n.Path(), err)
-	}
-	return ferr
-}
+// The throw-away namespaces' helpers (internal/netnstest).
+var (
+	requireRoot = netnstest.RequireRoot
+	netnsHandle = netnstest.Handle
+	in          = netnstest.Do
+)
 
 // sysctlIn reads a sysctl of namespace n.
 func sysctlIn(t *testing.T, n ns.NetNS, name string) string {

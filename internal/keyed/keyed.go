@@ -30,6 +30,12 @@ func (k *Mutex) Lock(key string) (unlock func()) {
 	e.refs++
 	k.mu.Unlock()
 	e.Lock()
+	return k.unlocker(key, e)
+}
+
+// unlocker is the unlock of key's entry e: the entry goes with its last
+// holder or waiter.
+func (k *Mutex) unlocker(key string, e *entry) func() {
 	return func() {
 		e.Unlock()
 		k.mu.Lock()
@@ -55,14 +61,7 @@ func (k *Mutex) TryLock(key string) (unlock func(), ok bool) {
 	e.Lock()
 	k.m[key] = e
 	k.mu.Unlock()
-	return func() {
-		e.Unlock()
-		k.mu.Lock()
-		if e.refs--; e.refs == 0 {
-			delete(k.m, key)
-		}
-		k.mu.Unlock()
-	}, true
+	return k.unlocker(key, e), true
 }
 
 // Len is how many keys are held or waited for (tests).

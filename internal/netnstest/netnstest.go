@@ -12,8 +12,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
+	"github.com/vishvananda/netns"
 )
 
 // New creates a network namespace that is deleted when t ends, pass or
@@ -55,4 +57,44 @@ func Run(t testing.TB, n ns.NetNS, args ...string) string {
 func Output(n ns.NetNS, args ...string) (string, error) {
 	out, err := exec.Command("nsenter", append([]string{"--net=" + n.Path(), "--"}, args...)...).CombinedOutput()
 	return string(out), err
+}
+
+// RequireRoot skips t unless it runs as root with the ip command
+// (iproute2): what a test that makes namespaces and links needs.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("skipping kernel test: needs root to create network namespaces and links (run go test as root)")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("skipping kernel test: the ip command (iproute2) is not installed")
+	}
+}
+
+// Handle is a netlink handle bound to the namespace at path, for reading
+// it without switching threads; it is closed when t ends.
+func Handle(t testing.TB, path string) netlinksafe.Handle {
+	t.Helper()
+	nsh, err := netns.GetFromPath(path)
+	if err != nil {
+		t.Fatalf("open netns %s: %v", path, err)
+	}
+	defer nsh.Close()
+	h, err := netlinksafe.NewHandleAt(nsh)
+	if err != nil {
+		t.Fatalf("netlink handle in %s: %v", path, err)
+	}
+	t.Cleanup(h.Close)
+	return h
+}
+
+// Do runs f in the namespace n on a locked thread of its own and returns
+// f's error; failing to enter n fails t.
+func Do(t testing.TB, n ns.NetNS, f func() error) error {
+	t.Helper()
+	var ferr error
+	if err := n.Do(func(ns.NetNS) error { ferr = f(); return nil }); err != nil {
+		t.Fatalf("enter netns %s: %v", n.Path(), err)
+	}
+	return ferr
 }
