@@ -72,6 +72,17 @@ func testStoreRecover(t *testing.T, damage func(t *testing.T, path string)) {
 	if reply, why := probeOne(t, l, a.Netns, hostPort); reply == "" {
 		t.Fatalf("c's hostPort before the damage: %s", why)
 	}
+	// recover rebuilds the node's blocks from their blackholes: wait for
+	// the pass that writes the own block's one, or a crash before it
+	// leaves recover no sign the block was ours (and ADD d fails).
+	eventually(t, 20*time.Second, func() string {
+		for _, r := range reefRoutes(t, n) {
+			if strings.HasPrefix(r, "blackhole") {
+				return ""
+			}
+		}
+		return "no blackhole for the node's block yet"
+	})
 	if err := n.Kill(); err != nil { // a crash: nothing flushed on the way out
 		t.Fatal(err)
 	}
