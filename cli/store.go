@@ -18,6 +18,7 @@ import (
 	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/daemon"
 	"github.com/reefcni/reef/nat"
+	"github.com/reefcni/reef/nat/hostport"
 	"github.com/reefcni/reef/nat/nft"
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/routes/tc"
@@ -226,9 +227,9 @@ func readKernelForRecovery(in *store.RecoverInput) error {
 // (table inet reef-hostport, its maps to pod address and port), and its
 // bandwidth limits, from tc on its veth.
 func readPodExtras(in *store.RecoverInput) error {
-	tables, err := nat.NewKernel().Read([]nft.TableID{nat.HostPortTableID})
+	tables, err := nat.NewKernel().Read([]nft.TableID{hostport.TableID})
 	if err != nil {
-		return fmt.Errorf("read table %s: %w", nat.HostPortTableID, err)
+		return fmt.Errorf("read table %s: %w", hostport.TableID, err)
 	}
 	ports := map[netip.Addr][]store.PortMapping{}
 	for _, t := range tables {

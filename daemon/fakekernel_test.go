@@ -12,6 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/reefcni/reef/nat"
+	"github.com/reefcni/reef/nat/arpfilter"
+	"github.com/reefcni/reef/nat/hostport"
 	"github.com/reefcni/reef/nat/nft"
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/routes/sysctl/sysctltest"
@@ -304,10 +306,10 @@ func editSet(sets []nft.Set, name string, es []nft.Elem, add bool) []nft.Set {
 // podElems are the elements a pod has in reef's tables, by table and set.
 func podElems(p nat.Pod) map[nft.TableID]map[string][]nft.Elem {
 	out := map[nft.TableID]map[string][]nft.Elem{
-		nat.ARPTableID: {nat.SetPodAddrs: {{Iface: p.Veth, From: p.IP, To: p.IP}}},
+		arpfilter.TableID: {arpfilter.SetPodAddrs: {{Iface: p.Veth, From: p.IP, To: p.IP}}},
 	}
 	if len(p.Ports) > 0 {
-		out[nat.HostPortTableID] = nat.HostPortElems(nat.HostPortPod{IP: p.IP, Ports: p.Ports})
+		out[hostport.TableID] = hostport.Elems(hostport.Pod{IP: p.IP, Ports: p.Ports})
 	}
 	return out
 }

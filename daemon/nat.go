@@ -12,6 +12,8 @@ import (
 	"github.com/reefcni/reef/cniserver/activity"
 	"github.com/reefcni/reef/metrics"
 	"github.com/reefcni/reef/nat"
+	"github.com/reefcni/reef/nat/hostport"
+	"github.com/reefcni/reef/nat/masq"
 	"github.com/reefcni/reef/nat/nft"
 	"github.com/reefcni/reef/store"
 )
@@ -30,7 +32,7 @@ type natDataplane struct {
 	mu      sync.Mutex
 	kernel  natKernel
 	metrics *metrics.Metrics // nil: off
-	pools   []nat.Pool
+	pools   []masq.Pool
 	log     *slog.Logger
 	// programmed: a pass has brought the tables in line. Before that,
 	// creating them is the normal start of a new node, not a repair.
@@ -42,7 +44,7 @@ type natDataplane struct {
 func newNATDataplane(pools []PoolConfig, m *metrics.Metrics, log *slog.Logger) *natDataplane {
 	n := &natDataplane{kernel: nat.NewKernel(), metrics: m, log: log.With("component", "nftables")}
 	for _, p := range pools {
-		n.pools = append(n.pools, nat.Pool{CIDR: p.CIDR.Prefix, NATOutgoing: p.NATOutgoing})
+		n.pools = append(n.pools, masq.Pool{CIDR: p.CIDR.Prefix, NATOutgoing: p.NATOutgoing})
 	}
 	return n
 }
@@ -72,7 +74,7 @@ func (n *natDataplane) AddPod(ep store.Endpoint) error {
 		if hp.Proto != unix.IPPROTO_UDP {
 			continue
 		}
-		if err := nat.FlushUDPConntrack(hp); err != nil {
+		if err := hostport.FlushUDPConntrack(hp); err != nil {
 			n.log.Warn("flush conntrack entries of a UDP hostPort", "hostPort", hp.Port, "error", err)
 		}
 	}
@@ -99,7 +101,7 @@ func natPod(ep store.Endpoint) (nat.Pod, error) {
 		if !ok {
 			return p, fmt.Errorf("endpoint %s: hostPort %s: unknown protocol %q", ep.Handle, m, m.Protocol)
 		}
-		p.Ports = append(p.Ports, nat.HostPort{Proto: proto, HostIP: m.HostIP, Port: m.HostPort, PodPort: m.ContainerPort})
+		p.Ports = append(p.Ports, hostport.Mapping{Proto: proto, HostIP: m.HostIP, Port: m.HostPort, PodPort: m.ContainerPort})
 	}
 	return p, nil
 }
@@ -127,7 +129,7 @@ func (n *natDataplane) reconcile(live []store.Endpoint, mark *activity.Mark) err
 		}
 		pods = append(pods, p)
 	}
-	want := nat.Desired(nat.IPv4, n.pools, pods)
+	want := nat.Desired(masq.IPv4, n.pools, pods)
 	have, err := n.kernel.Read(nat.IDs(want))
 	if err != nil {
 		return err

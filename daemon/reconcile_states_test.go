@@ -16,6 +16,9 @@ import (
 	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/cniserver/activity"
 	"github.com/reefcni/reef/nat"
+	"github.com/reefcni/reef/nat/arpfilter"
+	"github.com/reefcni/reef/nat/hostport"
+	"github.com/reefcni/reef/nat/masq"
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/routes/sysctl"
 	"github.com/reefcni/reef/routes/tc"
@@ -144,7 +147,7 @@ func newNode(t *testing.T) *node {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	k := newFakeKernel()
 	n := &node{t: t, st: st, k: k, ops: &activity.Log{}, sys: sysctl.New(k.sys), pods: map[string]bool{}}
-	n.nat = &natDataplane{kernel: fakeNAT{k}, pools: []nat.Pool{{CIDR: statePool, NATOutgoing: true}}, log: log}
+	n.nat = &natDataplane{kernel: fakeNAT{k}, pools: []masq.Pool{{CIDR: statePool, NATOutgoing: true}}, log: log}
 	n.recs = &fakeRecords{st: st, k: k, nat: n.nat, alive: map[string]bool{}}
 	n.rec = newReconciler(reconcilerDeps{store: st, cni: n.recs, activity: n.ops, kernel: k, tc: k, sysctls: n.sys, nat: n.nat,
 		net: netInfo{node: "n1", uplink: Uplink{Interface: "eth0", Index: 2, Address: netip.MustParseAddr("192.168.10.20"),
@@ -334,12 +337,12 @@ func (n *node) drift(rng *rand.Rand) string {
 		return "a stray ifb and route"
 	case c == 7:
 		k.mu.Lock()
-		delete(k.tables, nat.ARPTableID)
+		delete(k.tables, arpfilter.TableID)
 		k.mu.Unlock()
 		return "table arp reef deleted"
 	case c == 8:
 		gone := nat.Pod{Veth: "reefgone", IP: netip.MustParseAddr("10.244.0.61"),
-			Ports: []nat.HostPort{{Proto: 6, Port: 7070, PodPort: 80}}}
+			Ports: []hostport.Mapping{{Proto: 6, Port: 7070, PodPort: 80}}}
 		if err := (fakeNAT{k}).AddPod(gone); err != nil && !errors.Is(err, nat.ErrNoTable) {
 			n.t.Fatal(err)
 		}

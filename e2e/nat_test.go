@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"github.com/reefcni/reef/internal/lab"
-	"github.com/reefcni/reef/nat"
+	"github.com/reefcni/reef/nat/arpfilter"
+	"github.com/reefcni/reef/nat/masq"
 )
 
 // needNATTools fails the test when a tool it drives is missing.
@@ -88,10 +89,10 @@ func TestNATOutgoing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	masq := "  - cidr: 10.244.0.0/16\n"
+	masqPool := "  - cidr: 10.244.0.0/16\n"
 	plain := "  - cidr: 10.245.0.0/24\n    natOutgoing: false\n"
 	var nodes []*lab.Node
-	for i, pools := range []string{masq + plain, masq + plain, plain + masq} {
+	for i, pools := range []string{masqPool + plain, masqPool + plain, plain + masqPool} {
 		var peers []netip.Addr
 		for j := 0; j < 3; j++ {
 			if j != i {
@@ -173,8 +174,8 @@ func TestNATOutgoing(t *testing.T) {
 		for _, want := range []string{
 			"table ip reef {", "table arp reef {",
 			"type nat hook postrouting priority srcnat + 10; policy accept;",
-			`ip saddr @masq-pools ip daddr != @all-pools counter`, `masquerade fully-random comment "` + nat.MasqComment + `"`,
-			`arp operation reply oifname . arp saddr ip @pod-addrs counter`, `drop comment "` + nat.ARPComment + `"`,
+			`ip saddr @masq-pools ip daddr != @all-pools counter`, `masquerade fully-random comment "` + masq.Comment + `"`,
+			`arp operation reply oifname . arp saddr ip @pod-addrs counter`, `drop comment "` + arpfilter.Comment + `"`,
 			"elements = { 10.244.0.0/16, 10.245.0.0/24 }", `"` + a1.Result.Interfaces[0].Name + `" . ` + a1.IP.String(),
 		} {
 			if !strings.Contains(rs, want) {

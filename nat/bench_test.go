@@ -6,8 +6,12 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/reefcni/reef/nat/nft"
 	"github.com/vishvananda/netns"
+
+	"github.com/reefcni/reef/nat/arpfilter"
+	"github.com/reefcni/reef/nat/hostport"
+	"github.com/reefcni/reef/nat/masq"
+	"github.com/reefcni/reef/nat/nft"
 )
 
 // `make bench` runs these (root only):
@@ -56,7 +60,7 @@ func withPods(b *testing.B, k *Kernel) []nft.Table {
 	for i := 0; i < benchPods; i++ {
 		pods = append(pods, benchPod(i))
 	}
-	want := Desired(IPv4, testPools(), pods)
+	want := Desired(masq.IPv4, testPools(), pods)
 	if err := k.Apply(nft.Diff(want, nil)); err != nil {
 		b.Fatal(err)
 	}
@@ -107,7 +111,7 @@ func BenchmarkDriftCheck(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		w := Desired(IPv4, testPools(), pods)
+		w := Desired(masq.IPv4, testPools(), pods)
 		have, err := k.Read(IDs(w))
 		if err != nil {
 			b.Fatal(err)
@@ -124,7 +128,7 @@ func BenchmarkRepairDeletedTable(b *testing.B) {
 	k, leave := inBenchNetns(b)
 	defer leave()
 	want := withPods(b, k)
-	arp := []nft.TableID{ARPTableID}
+	arp := []nft.TableID{arpfilter.TableID}
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		if err := k.DeleteTables(arp); err != nil {
@@ -144,7 +148,7 @@ func BenchmarkRepairDeletedTable(b *testing.B) {
 // benchHostPortPod is benchPod with one hostPort (TCP 10000+i to 80).
 func benchHostPortPod(i int) Pod {
 	p := benchPod(i)
-	p.Ports = []HostPort{{Proto: 6, Port: uint16(10000 + i), PodPort: 80}}
+	p.Ports = []hostport.Mapping{{Proto: 6, Port: uint16(10000 + i), PodPort: 80}}
 	return p
 }
 
@@ -159,7 +163,7 @@ func BenchmarkHostPort(b *testing.B) {
 		for i := 0; i < benchPods; i++ {
 			pods = append(pods, benchHostPortPod(i))
 		}
-		if err := k.Apply(nft.Diff(Desired(IPv4, testPools(), pods), nil)); err != nil {
+		if err := k.Apply(nft.Diff(Desired(masq.IPv4, testPools(), pods), nil)); err != nil {
 			leave()
 			b.Fatal(err)
 		}
@@ -180,7 +184,7 @@ func BenchmarkHostPort(b *testing.B) {
 		defer leave()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			w := Desired(IPv4, testPools(), pods)
+			w := Desired(masq.IPv4, testPools(), pods)
 			have, err := k.Read(IDs(w))
 			if err != nil {
 				b.Fatal(err)

@@ -2,25 +2,28 @@ package nat
 
 import (
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	"github.com/reefcni/reef/nat/arpfilter"
+	"github.com/reefcni/reef/nat/hostport"
+	"github.com/reefcni/reef/nat/masq"
 	"github.com/reefcni/reef/nat/nft"
 )
 
 var (
 	pfx  = netip.MustParsePrefix
 	addr = netip.MustParseAddr
-	// addrs lets go-cmp compare netip.Addr, whose fields are unexported.
-	addrs = cmp.Options{cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
-		cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })}
 )
 
-func testPools() []Pool {
-	return []Pool{
+func testPools() []masq.Pool {
+	return []masq.Pool{
 		{CIDR: pfx("10.244.0.0/16"), NATOutgoing: true},
 		{CIDR: pfx("10.245.0.0/24"), NATOutgoing: false},
 	}
@@ -33,55 +36,31 @@ func testPods() []Pod {
 	}
 }
 
-func findSet(t nft.Table, name string) nft.Set {
-	for _, s := range t.Sets {
-		if s.Name == name {
-			return s
-		}
-	}
-	return nft.Set{}
-}
-
+// TestDesired: the three tables, each its package's for the pools and
+// the pods passed on; table inet reef-hostport has only the pods with
+// hostPorts, and an IPv6 call only its masquerade table. What each
+// table holds is its package's test.
 func TestDesired(t *testing.T) {
+	ports := []hostport.Mapping{{Proto: unix.IPPROTO_TCP, Port: 8080, PodPort: 80}}
 	pods := append(testPods(),
-		Pod{Veth: "", IP: addr("10.244.0.7")},                 // no veth (taken over by a newer sandbox)
-		Pod{Veth: "reef0123456789a", IP: addr("10.244.0.5")},  // twice
-		Pod{Veth: "reefcccccccccccc", IP: addr("10.244.0.8")}, // 16 characters: no interface has such a name
+		Pod{Veth: "", IP: addr("10.244.0.7")},                              // no veth (taken over by a newer sandbox)
+		Pod{Veth: "reefccccccccccc", IP: addr("10.244.0.8"), Ports: ports}, // with a hostPort
 	)
-	pools := append(testPools(),
-		Pool{CIDR: pfx("10.244.3.0/24"), NATOutgoing: true}, // inside the first
-		Pool{CIDR: pfx("10.246.0.7/16"), NATOutgoing: true}, // not masked
-	)
-	tables := Desired(IPv4, pools, pods)
+	tables := Desired(masq.IPv4, testPools(), pods)
 	if got := IDs(tables); !cmp.Equal(got, []nft.TableID{{Family: nftables.TableFamilyIPv4, Name: "reef"}, {Family: nftables.TableFamilyARP, Name: "reef"}, {Family: nftables.TableFamilyINet, Name: "reef-hostport"}}) {
 		t.Fatalf("tables %v", got)
 	}
-	r := func(from, to string) nft.Elem { return nft.Elem{From: addr(from), To: addr(to)} }
-	if diff := cmp.Diff([]nft.Elem{r("10.244.0.0", "10.244.255.255"), r("10.245.0.0", "10.245.0.255"), r("10.246.0.0", "10.246.255.255")},
-		findSet(tables[0], SetAllPools).Elems, addrs); diff != "" {
-		t.Errorf("all-pools (-want +got):\n%s", diff)
+	var arp []arpfilter.Pod
+	for _, p := range pods {
+		arp = append(arp, arpfilter.Pod{Veth: p.Veth, IP: p.IP})
 	}
-	if diff := cmp.Diff([]nft.Elem{r("10.244.0.0", "10.244.255.255"), r("10.246.0.0", "10.246.255.255")},
-		findSet(tables[0], SetMasqPools).Elems, addrs); diff != "" {
-		t.Errorf("masq-pools (-want +got):\n%s", diff)
+	want := []nft.Table{masq.Table(masq.IPv4, testPools()), arpfilter.Table(arp), hostport.Table([]hostport.Pod{{IP: addr("10.244.0.8"), Ports: ports}})}
+	if !reflect.DeepEqual(tables, want) {
+		t.Errorf("Desired differs from the tables' own: %+v", nft.Diff(want, tables).Changes)
 	}
-	want := []nft.Elem{
-		{Iface: "reef0123456789a", From: addr("10.244.0.5"), To: addr("10.244.0.5")},
-		{Iface: "reefbbbbbbbbbbb", From: addr("10.244.0.6"), To: addr("10.244.0.6")},
-	}
-	if diff := cmp.Diff(want, findSet(tables[1], SetPodAddrs).Elems, addrs); diff != "" {
-		t.Errorf("pod-addrs (-want +got):\n%s", diff)
-	}
-	if c := tables[0].Chains[0]; c.Priority != 110 || c.Hook != *nftables.ChainHookPostrouting || c.Type != nftables.ChainTypeNAT {
-		t.Errorf("postrouting chain %+v, want nat hook postrouting priority srcnat+10", c)
-	}
-	if c := tables[1].Chains[0]; c.Hook != 1 || c.Type != nftables.ChainTypeFilter {
-		t.Errorf("arp chain %+v, want filter hook output (NF_ARP_OUT = 1)", c)
-	}
-	// An IPv6 pool has no place in table ip reef.
-	v6 := NATTable(IPv4, []Pool{{CIDR: pfx("fd00::/64"), NATOutgoing: true}})
-	if n := len(findSet(v6, SetAllPools).Elems); n != 0 {
-		t.Errorf("IPv6 pool in the IPv4 table: %d elements", n)
+	v6 := masq.Family{Table: nftables.TableFamilyIPv6, AddrType: nftables.TypeIP6Addr, SrcOffset: 8, DstOffset: 24}
+	if got := IDs(Desired(v6, []masq.Pool{{CIDR: pfx("fd00::/64"), NATOutgoing: true}}, pods)); !cmp.Equal(got, []nft.TableID{{Family: nftables.TableFamilyIPv6, Name: "reef"}}) {
+		t.Errorf("IPv6 tables %v, want table ip6 reef only", got)
 	}
 }
 
@@ -104,8 +83,8 @@ func mutate(tables []nft.Table, id nft.TableID, f func(*nft.Table)) []nft.Table 
 }
 
 func TestDiff(t *testing.T) {
-	want := Desired(IPv4, testPools(), testPods())
-	nat, arp := NATTableID(IPv4), ARPTableID
+	want := Desired(masq.IPv4, testPools(), testPods())
+	nat, arp := masq.TableID(masq.IPv4), arpfilter.TableID
 	extraPod := nft.Elem{Iface: "reefdeadbeef000", From: addr("10.244.9.9"), To: addr("10.244.9.9")}
 	// read turns rules into what the kernel returns: counters counting,
 	// lookups without set IDs.
@@ -132,7 +111,7 @@ func TestDiff(t *testing.T) {
 		{"rule changed: masquerade without fully-random", mutate(want, nat, func(t *nft.Table) {
 			exprs := append([]expr.Any(nil), t.Chains[0].Rules[0].Exprs...)
 			exprs[5] = &expr.Masq{}
-			t.Chains[0].Rules[0] = nft.Rule{Comment: MasqComment, Exprs: exprs}
+			t.Chains[0].Rules[0] = nft.Rule{Comment: masq.Comment, Exprs: exprs}
 		}), []nft.ChangeKind{nft.ReplaceRules}, "rule 1 differs"},
 		{"rule comment changed", mutate(want, arp, func(t *nft.Table) {
 			t.Chains[0].Rules[0] = nft.Rule{Comment: "hand-edited", Exprs: t.Chains[0].Rules[0].Exprs}
@@ -185,11 +164,11 @@ func TestDiff(t *testing.T) {
 // TestDiffConverges applies a plan to the "kernel" the way the kernel
 // would and checks that nothing is left to do.
 func TestDiffConverges(t *testing.T) {
-	want := Desired(IPv4, testPools(), testPods())
-	have := mutate(want, ARPTableID, func(t *nft.Table) {
+	want := Desired(masq.IPv4, testPools(), testPods())
+	have := mutate(want, arpfilter.TableID, func(t *nft.Table) {
 		t.Sets[0].Elems = []nft.Elem{{Iface: "reefx", From: addr("10.0.0.1"), To: addr("10.0.0.1")}}
 	})
-	have = mutate(have, NATTableID(IPv4), func(t *nft.Table) { t.Sets[1].Elems = nil; t.Chains[0].Rules = nil })
+	have = mutate(have, masq.TableID(masq.IPv4), func(t *nft.Table) { t.Sets[1].Elems = nil; t.Chains[0].Rules = nil })
 	p := nft.Diff(want, have)
 	for _, ch := range p.Changes {
 		have = mutate(have, ch.Table.ID, func(t *nft.Table) {

@@ -11,8 +11,12 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
 
 	"github.com/reefcni/reef/internal/netnstest"
+	"github.com/reefcni/reef/nat/arpfilter"
+	"github.com/reefcni/reef/nat/hostport"
+	"github.com/reefcni/reef/nat/masq"
 	"github.com/reefcni/reef/nat/nft"
 )
 
@@ -60,8 +64,8 @@ var counters = regexp.MustCompile(`counter packets \d+ bytes \d+`)
 
 func TestKernelCreateAndList(t *testing.T) {
 	ns, k := testNetns(t)
-	pools := append(testPools(), Pool{CIDR: pfx("10.246.0.0/16"), NATOutgoing: true}) // touches 10.245.0.0/24's neighbour range
-	want := Desired(IPv4, pools, testPods())
+	pools := append(testPools(), masq.Pool{CIDR: pfx("10.246.0.0/16"), NATOutgoing: true}) // touches 10.245.0.0/24's neighbour range
+	want := Desired(masq.IPv4, pools, testPods())
 	if p := converge(t, k, want); len(p.Changes) != 3 || p.Changes[0].Kind != nft.CreateTable {
 		t.Errorf("first apply: %+v, want three nft.CreateTable", p.Changes)
 	}
@@ -70,11 +74,11 @@ func TestKernelCreateAndList(t *testing.T) {
 	for _, line := range []string{
 		"table ip reef {",
 		"type nat hook postrouting priority srcnat + 10; policy accept;",
-		`ip saddr @masq-pools ip daddr != @all-pools counter masquerade fully-random comment "` + MasqComment + `"`,
+		`ip saddr @masq-pools ip daddr != @all-pools counter masquerade fully-random comment "` + masq.Comment + `"`,
 		"elements = { 10.244.0.0/16, 10.245.0.0/24,",
 		"table arp reef {",
 		"type filter hook output priority filter; policy accept;",
-		`arp operation reply oifname . arp saddr ip @pod-addrs counter drop comment "` + ARPComment + `"`,
+		`arp operation reply oifname . arp saddr ip @pod-addrs counter drop comment "` + arpfilter.Comment + `"`,
 		`elements = { "reef0123456789a" . 10.244.0.5,`,
 		`comment "reef: pools with natOutgoing"`,
 	} {
@@ -88,7 +92,7 @@ func TestKernelCreateAndList(t *testing.T) {
 // checks that one nft.Diff and Apply undo it.
 func TestKernelRepairs(t *testing.T) {
 	ns, k := testNetns(t)
-	want := Desired(IPv4, testPools(), testPods())
+	want := Desired(masq.IPv4, testPools(), testPods())
 	converge(t, k, want)
 	// Table by table: a recreated table is listed after the other.
 	ours := func() string {
@@ -177,7 +181,7 @@ table arp other {
 		return runNFT(t, ns, "list", "table", "ip", "kube-proxy") + runNFT(t, ns, "list", "table", "arp", "other")
 	}
 	before := foreign()
-	want := Desired(IPv4, testPools(), testPods())
+	want := Desired(masq.IPv4, testPools(), testPods())
 	converge(t, k, want)
 	have, err := k.Read(IDs(want))
 	if err != nil {
@@ -217,7 +221,7 @@ func TestKernelPodElements(t *testing.T) {
 	if err := k.DelPod(p); err != nil {
 		t.Errorf("DelPod without the table: %v", err)
 	}
-	converge(t, k, Desired(IPv4, testPools(), nil))
+	converge(t, k, Desired(masq.IPv4, testPools(), nil))
 	for i := 0; i < 2; i++ {
 		if err := k.AddPod(p); err != nil {
 			t.Fatalf("AddPod #%d: %v", i+1, err)
@@ -237,4 +241,109 @@ func TestKernelPodElements(t *testing.T) {
 	if err := k.AddPod(Pod{Veth: "reef-name-too-long", IP: addr("10.244.0.5")}); err == nil {
 		t.Error("AddPod took a 18-character interface name")
 	}
+}
+
+func hostPortPods() []Pod {
+	return []Pod{
+		{Veth: "reef0123456789a", IP: addr("10.244.0.5"), Ports: []hostport.Mapping{
+			{Proto: unix.IPPROTO_TCP, Port: 8080, PodPort: 80},
+			{Proto: unix.IPPROTO_UDP, Port: 5353, PodPort: 53},
+		}},
+		{Veth: "reefbbbbbbbbbbb", IP: addr("10.244.0.6"), Ports: []hostport.Mapping{
+			{Proto: unix.IPPROTO_TCP, HostIP: addr("192.168.77.1"), Port: 8080, PodPort: 8000},
+			{Proto: unix.IPPROTO_SCTP, Port: 9000, PodPort: 9000},
+		}},
+		{Veth: "reefccccccccccc", IP: addr("10.244.0.7")}, // no hostPorts
+	}
+}
+
+// TestHostPortTableInKernel: table inet reef-hostport as an operator
+// reads it, its maps read back equal, elements added and removed per pod,
+// a value changed in place (the same hostPort to another pod), and drift
+// found.
+func TestHostPortTableInKernel(t *testing.T) {
+	ns, k := testNetns(t)
+	pods := hostPortPods()
+	want := Desired(masq.IPv4, testPools(), pods)
+	converge(t, k, want)
+	out := counters.ReplaceAllString(runNFT(t, ns, "list", "table", "inet", "reef-hostport"), "counter")
+	for _, line := range []string{
+		"type inet_proto . inet_service : ipv4_addr . inet_service",
+		"tcp . 8080 : 10.244.0.5 . 80",
+		"udp . 5353 : 10.244.0.5 . 53",
+		"sctp . 9000 : 10.244.0.6 . 9000",
+		"type ipv4_addr . inet_proto . inet_service : ipv4_addr . inet_service",
+		"192.168.77.1 . tcp . 8080 : 10.244.0.6 . 8000",
+		"type nat hook prerouting priority dstnat + 10; policy accept;",
+		"type nat hook output priority -90; policy accept;",
+		"fib daddr type local jump hostports",
+		"meta nfproto ipv4 counter dnat ip to ip daddr . meta l4proto . th dport map @hostports4-ip",
+		"meta nfproto ipv4 counter dnat ip to meta l4proto . th dport map @hostports4",
+		"meta nfproto ipv6 counter dnat ip6 to ip6 daddr . meta l4proto . th dport map @hostports6-ip",
+		"meta nfproto ipv6 counter dnat ip6 to meta l4proto . th dport map @hostports6",
+		"type nat hook postrouting priority srcnat + 10; policy accept;",
+		"ct status dnat ip saddr . ip daddr @hairpin4 counter masquerade",
+		"ct status dnat ip6 saddr . ip6 daddr @hairpin6 counter masquerade",
+		`ct status dnat ip saddr 127.0.0.0/8 oifname "reef*" counter masquerade`,
+		"10.244.0.5 . 10.244.0.5",
+	} {
+		if !strings.Contains(out, line) {
+			t.Errorf("nft list lacks %q:\n%s", line, out)
+		}
+	}
+	if strings.Contains(out, "10.244.0.7") {
+		t.Errorf("a pod without hostPorts is in the table:\n%s", out)
+	}
+
+	// Per pod, as ADD and DEL do it.
+	p := Pod{Veth: "reefddddddddddd", IP: addr("10.244.0.8"), Ports: []hostport.Mapping{{Proto: unix.IPPROTO_TCP, Port: 443, PodPort: 8443}}}
+	if err := k.AddPod(p); err != nil {
+		t.Fatal(err)
+	}
+	if out := runNFT(t, ns, "list", "map", "inet", "reef-hostport", "hostports4"); !strings.Contains(out, "tcp . 443 : 10.244.0.8 . 8443") {
+		t.Errorf("AddPod's mapping missing:\n%s", out)
+	}
+	plan := nft.Diff(Desired(masq.IPv4, testPools(), append(pods, p)), mustRead(t, k, want))
+	if !plan.Empty() {
+		t.Errorf("after AddPod the kernel differs from the desired tables with the pod: %+v", plan.Changes)
+	}
+	for range 2 {
+		if err := k.DelPod(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out := runNFT(t, ns, "list", "table", "inet", "reef-hostport"); strings.Contains(out, "10.244.0.8") {
+		t.Errorf("DelPod left the pod's elements:\n%s", out)
+	}
+
+	// The same hostPort, now another pod's: the value changes in place.
+	moved := hostPortPods()
+	moved[0].Ports[0].PodPort = 81
+	plan = nft.Diff(Desired(masq.IPv4, testPools(), moved), mustRead(t, k, want))
+	if len(plan.Changes) != 2 || plan.Changes[0].Kind != nft.DelElems || plan.Changes[1].Kind != nft.AddElems {
+		t.Fatalf("a changed value: %+v, want one nft.DelElems and one nft.AddElems", plan.Changes)
+	}
+	converge(t, k, Desired(masq.IPv4, testPools(), moved))
+
+	// Drift: a mapping deleted by hand, the table deleted.
+	runNFT(t, ns, "delete", "element", "inet", "reef-hostport", "hostports4", "{ udp . 5353 }")
+	plan = nft.Diff(want, mustRead(t, k, want))
+	if plan.Empty() || !strings.Contains(plan.Changes[len(plan.Changes)-1].Why, "udp . 5353 : 10.244.0.5 . 53") {
+		t.Errorf("a deleted mapping: %+v", plan.Changes)
+	}
+	converge(t, k, want)
+	runNFT(t, ns, "delete", "table", "inet", "reef-hostport")
+	if err := k.AddPod(p); !errors.Is(err, ErrNoTable) {
+		t.Errorf("AddPod with hostPorts and no table: %v, want ErrNoTable", err)
+	}
+	converge(t, k, want)
+}
+
+func mustRead(t *testing.T, k *Kernel, want []nft.Table) []nft.Table {
+	t.Helper()
+	have, err := k.Read(IDs(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return have
 }

@@ -3,8 +3,11 @@ package nat
 import (
 	"testing"
 
-	"github.com/reefcni/reef/nat/nft"
 	"golang.org/x/sys/unix"
+
+	"github.com/reefcni/reef/nat/hostport"
+	"github.com/reefcni/reef/nat/masq"
+	"github.com/reefcni/reef/nat/nft"
 )
 
 // TestLeaveAlone has a pass whose snapshot knows pod A, while a CNI
@@ -13,16 +16,16 @@ import (
 // from the kernel), and a stale element of pod C is left from earlier. The
 // plan repairs A and removes C, and touches neither B nor D.
 func TestLeaveAlone(t *testing.T) {
-	a := Pod{Veth: "reefaaaaaaaaaaa", IP: addr("10.244.0.5"), Ports: []HostPort{{Proto: unix.IPPROTO_TCP, Port: 8080, PodPort: 80}}}
-	b := Pod{Veth: "reefbbbbbbbbbbb", IP: addr("10.244.0.6"), Ports: []HostPort{{Proto: unix.IPPROTO_TCP, Port: 9090, PodPort: 90}}}
+	a := Pod{Veth: "reefaaaaaaaaaaa", IP: addr("10.244.0.5"), Ports: []hostport.Mapping{{Proto: unix.IPPROTO_TCP, Port: 8080, PodPort: 80}}}
+	b := Pod{Veth: "reefbbbbbbbbbbb", IP: addr("10.244.0.6"), Ports: []hostport.Mapping{{Proto: unix.IPPROTO_TCP, Port: 9090, PodPort: 90}}}
 	c := Pod{Veth: "reefccccccccccc", IP: addr("10.244.0.7")}
-	d := Pod{Veth: "reefddddddddddd", IP: addr("10.244.0.8"), Ports: []HostPort{{Proto: unix.IPPROTO_UDP, Port: 53, PodPort: 53}}}
+	d := Pod{Veth: "reefddddddddddd", IP: addr("10.244.0.8"), Ports: []hostport.Mapping{{Proto: unix.IPPROTO_UDP, Port: 53, PodPort: 53}}}
 	touched := func(e nft.Elem) bool {
 		return e.Iface == b.Veth || e.Iface == d.Veth || e.From == e.To && (e.From == b.IP || e.From == d.IP) ||
 			e.Value.IsValid() && (e.Value.Addr() == b.IP || e.Value.Addr() == d.IP)
 	}
-	want := Desired(IPv4, testPools(), []Pod{a, d})
-	have := Desired(IPv4, testPools(), []Pod{b, c})
+	want := Desired(masq.IPv4, testPools(), []Pod{a, d})
+	have := Desired(masq.IPv4, testPools(), []Pod{b, c})
 
 	plan := nft.Diff(nft.LeaveAlone(want, have, touched), have)
 	added, deleted := map[nft.Elem]bool{}, map[nft.Elem]bool{}

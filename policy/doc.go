@@ -7,8 +7,8 @@
 // selects, which addresses each rule's peers stand for (pods by selector,
 // ipBlocks minus their excepts), what its ports mean (numbers, ranges,
 // named ports resolved against the pods' containerPorts). Table renders
-// the result as table inet reef, in the model of package nat, whose Diff
-// and Kernel apply it in one atomic batch:
+// the result as table inet reef, in the model of the nftables engine
+// (package nft), whose Diff and Kernel apply it in one atomic batch:
 //
 //	chain egress  (hook forward, priority filter): traffic from pods
 //	chain ingress (hook forward, priority filter + 1): traffic to pods

@@ -11,12 +11,11 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
-	"github.com/reefcni/reef/nat"
 	"github.com/reefcni/reef/nat/nft"
 )
 
 // TableID is reef's policy table: table inet reef.
-var TableID = nft.TableID{Family: nftables.TableFamilyINet, Name: nat.TableName}
+var TableID = nft.TableID{Family: nftables.TableFamilyINet, Name: nft.TableName}
 
 // Names of the base chains and the sets every table has.
 const (

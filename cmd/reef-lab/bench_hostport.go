@@ -26,6 +26,8 @@ import (
 
 	"github.com/reefcni/reef/internal/lab"
 	"github.com/reefcni/reef/nat"
+	"github.com/reefcni/reef/nat/hostport"
+	"github.com/reefcni/reef/nat/masq"
 	"github.com/reefcni/reef/nat/nft"
 )
 
@@ -144,15 +146,15 @@ func (r *hostPortReport) tableBench(bin string, pods int) error {
 	}
 	pod := func(i int) nat.Pod {
 		return nat.Pod{Veth: fmt.Sprintf("reef%011x", i), IP: netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)}),
-			Ports: []nat.HostPort{{Proto: unix.IPPROTO_TCP, Port: uint16(10000 + i), PodPort: 80}}}
+			Ports: []hostport.Mapping{{Proto: unix.IPPROTO_TCP, Port: uint16(10000 + i), PodPort: 80}}}
 	}
 	var all []nat.Pod
 	for i := range pods {
 		all = append(all, pod(i))
 	}
-	pools := []nat.Pool{{CIDR: netip.MustParsePrefix("10.244.0.0/16"), NATOutgoing: true}}
+	pools := []masq.Pool{{CIDR: netip.MustParsePrefix("10.244.0.0/16"), NATOutgoing: true}}
 	k := nat.NewKernel()
-	if err := k.Apply(nft.Diff(nat.Desired(nat.IPv4, pools, all), nil)); err != nil {
+	if err := k.Apply(nft.Diff(nat.Desired(masq.IPv4, pools, all), nil)); err != nil {
 		return err
 	}
 	for i := range 200 {
@@ -168,7 +170,7 @@ func (r *hostPortReport) tableBench(bin string, pods int) error {
 	}
 	for range 50 {
 		t0 := time.Now()
-		want := nat.Desired(nat.IPv4, pools, all)
+		want := nat.Desired(masq.IPv4, pools, all)
 		have, err := k.Read(nat.IDs(want))
 		if err != nil {
 			return err

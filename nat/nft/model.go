@@ -3,7 +3,8 @@
 // kernel's (Diff, DiffInPlace, DiffElements) into a Plan, and the Kernel
 // that reads tables and applies a plan in one atomic batch, or a CNI
 // operation's elements in a batch of their own (EditElems). It knows no
-// table of reef's: package nat builds the masquerade, ARP-filter and
+// table of reef's but their name (TableName): packages nat/masq,
+// nat/arpfilter and nat/hostport build the masquerade, ARP-filter and
 // hostPort tables on it, package policy the NetworkPolicy table.
 package nft
 
@@ -23,6 +24,11 @@ type TableID struct {
 	Family nftables.TableFamily
 	Name   string
 }
+
+// TableName is the name of reef's tables in every family (ip reef, arp
+// reef, inet reef; table inet reef-hostport starts with it). The name is
+// reef's mark: a table of another name is never read or written.
+const TableName = "reef"
 
 // String is the table as nft names it: "ip reef", "arp reef".
 func (id TableID) String() string { return FamilyName(id.Family) + " " + id.Name }

@@ -1,8 +1,13 @@
-package nat
+// Package hostport is reef's hostPort table: table inet reef-hostport,
+// the pods' hostPorts (CNI capability portMappings) for both address
+// families, DNAT to the pod and masquerade where the reply would not come
+// back otherwise. The table is built, purely, from the pods; one pod's
+// elements are edits of their own (Edits), which CNI ADD adds and DEL
+// deletes through package nat. FlushUDPConntrack clears what a UDP client
+// sent to a port before it was mapped.
+package hostport
 
 import (
-	"errors"
-	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -10,24 +15,22 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
-	"github.com/reefcni/reef/nat/nft"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"github.com/reefcni/reef/nat/masq"
+	"github.com/reefcni/reef/nat/nft"
 )
 
-// HostPortTableID is table inet reef-hostport: the pods' hostPorts (CNI
-// capability portMappings), for both address families. It is a table of
-// its own, next to NetworkPolicy's table inet reef, so that each has one
-// writer.
-var HostPortTableID = nft.TableID{Family: nftables.TableFamilyINet, Name: TableName + "-hostport"}
+// TableID is table inet reef-hostport. It is a table of its own, next to
+// NetworkPolicy's table inet reef, so that each has one writer.
+var TableID = nft.TableID{Family: nftables.TableFamilyINet, Name: nft.TableName + "-hostport"}
 
-// Chains of table inet reef-hostport.
+// Chains of the table.
 const (
-	ChainHostPortPrerouting  = "prerouting"
-	ChainHostPortOutput      = "output"
-	ChainHostPorts           = "hostports"
-	ChainHostPortPostrouting = "postrouting"
+	ChainPrerouting  = "prerouting"
+	ChainOutput      = "output"
+	ChainHostPorts   = "hostports"
+	ChainPostrouting = "postrouting"
 )
 
 // DNATPriority is the priority of the hostPort DNAT chains: dstnat + 10,
@@ -35,19 +38,19 @@ const (
 // first. A nat chain does not see a connection an earlier one has NATed.
 const DNATPriority nftables.ChainPriority = -90
 
-// HostPort is one hostPort of a pod: traffic to HostIP:Port (HostIP zero:
+// Mapping is one hostPort of a pod: traffic to HostIP:Port (HostIP zero:
 // any of the node's addresses) of protocol Proto is sent to the pod's
 // PodPort.
-type HostPort struct {
+type Mapping struct {
 	Proto   uint8 // unix.IPPROTO_TCP, _UDP, _SCTP
 	HostIP  netip.Addr
 	Port    uint16
 	PodPort uint16
 }
 
-// hostPortFamily is what differs between the IPv4 and IPv6 halves of the
+// family is what differs between the IPv4 and IPv6 halves of the
 // table.
-type hostPortFamily struct {
+type family struct {
 	suffix   string // of the maps' and sets' names
 	nfproto  byte
 	addr     nftables.SetDatatype
@@ -60,33 +63,33 @@ type hostPortFamily struct {
 	protoReg, portReg uint32
 }
 
-var hostPortFamilies = []hostPortFamily{
+var families = []family{
 	{"4", unix.NFPROTO_IPV4, nftables.TypeIPAddr, 12, 16, 9, 10},
 	{"6", unix.NFPROTO_IPV6, nftables.TypeIP6Addr, 8, 24, 2, 13},
 }
 
-func (f hostPortFamily) holds(a netip.Addr) bool { return a.Is4() == (f.suffix == "4") }
+func (f family) holds(a netip.Addr) bool { return a.Is4() == (f.suffix == "4") }
 
 // Key and data types of the maps and sets: a hostPort on any address is
 // keyed by protocol . port, one on an address by address . protocol .
 // port; both map to the pod's address . port. The hairpin set holds pod .
 // pod: a pod that reaches its own hostPort.
 
-func (f hostPortFamily) keyIPPort() nftables.SetDatatype {
+func (f family) keyIPPort() nftables.SetDatatype {
 	if f.suffix == "4" {
 		return nft.KeyAddrProtoPort4
 	}
 	return nft.KeyAddrProtoPort6
 }
 
-func (f hostPortFamily) target() nftables.SetDatatype {
+func (f family) target() nftables.SetDatatype {
 	if f.suffix == "4" {
 		return nft.KeyAddrPort4
 	}
 	return nft.KeyAddrPort6
 }
 
-func (f hostPortFamily) pair() nftables.SetDatatype {
+func (f family) pair() nftables.SetDatatype {
 	if f.suffix == "4" {
 		return nft.KeyAddrAddr4
 	}
@@ -94,34 +97,47 @@ func (f hostPortFamily) pair() nftables.SetDatatype {
 }
 
 // Names of the maps and sets, per family suffix.
-func mapAnyPort(f hostPortFamily) string { return "hostports" + f.suffix }
-func mapIPPort(f hostPortFamily) string  { return "hostports" + f.suffix + "-ip" }
-func setHairpin(f hostPortFamily) string { return "hairpin" + f.suffix }
+func mapAnyPort(f family) string { return "hostports" + f.suffix }
+func mapIPPort(f family) string  { return "hostports" + f.suffix + "-ip" }
+func setHairpin(f family) string { return "hairpin" + f.suffix }
 
-// HostPortPod is one pod's part of the table: its address and hostPorts.
-type HostPortPod struct {
+// Pod is one pod's part of the table: its address and hostPorts.
+type Pod struct {
 	IP    netip.Addr
-	Ports []HostPort
+	Ports []Mapping
 }
 
-// HostPortElems are the elements pod puts in each set of the table, by
-// set name: what ADD adds and DEL removes, and what HostPortTable is made
-// of.
-func HostPortElems(pod HostPortPod) map[string][]nft.Elem {
+// Elems are the elements pod puts in each set of the table, by set name:
+// what ADD adds and DEL removes (Edits), and what Table is made of.
+func Elems(pod Pod) map[string][]nft.Elem {
 	out := map[string][]nft.Elem{}
-	addHostPortElems(out, pod)
+	addElems(out, pod)
 	return out
 }
 
-// addHostPortElems appends pod's elements to out, by set name.
-func addHostPortElems(out map[string][]nft.Elem, pod HostPortPod) {
+// Edits are pod's elements as edits of the table's sets, one for each set
+// it has elements in: what ADD adds and DEL deletes, in a batch of its
+// own.
+func Edits(pod Pod) []nft.ElemEdit {
+	elems := Elems(pod)
+	var out []nft.ElemEdit
+	for _, s := range Table(nil).Sets {
+		if es := elems[s.Name]; len(es) > 0 {
+			out = append(out, nft.ElemEdit{Table: TableID, Set: s, Elems: es})
+		}
+	}
+	return out
+}
+
+// addElems appends pod's elements to out, by set name.
+func addElems(out map[string][]nft.Elem, pod Pod) {
 	if !pod.IP.IsValid() || len(pod.Ports) == 0 {
 		return
 	}
 	ip := pod.IP.Unmap()
-	f := hostPortFamilies[0]
+	f := families[0]
 	if !f.holds(ip) {
-		f = hostPortFamilies[1]
+		f = families[1]
 	}
 	anyPort, ipPort, hairpin := mapAnyPort(f), mapIPPort(f), setHairpin(f)
 	for _, hp := range pod.Ports {
@@ -137,7 +153,7 @@ func addHostPortElems(out map[string][]nft.Elem, pod HostPortPod) {
 	out[hairpin] = append(out[hairpin], nft.Elem{From: ip, To: ip})
 }
 
-// HostPortTable is table inet reef-hostport for the pods:
+// Table is table inet reef-hostport for the pods:
 //
 //	chain prerouting { type nat hook prerouting priority dstnat + 10
 //		fib daddr type local jump hostports }
@@ -157,16 +173,17 @@ func addHostPortElems(out map[string][]nft.Elem, pod HostPortPod) {
 // reaches its own hostPort (hairpin) is masqueraded, or its reply would
 // go to itself; so is the node's traffic from 127.0.0.1, which the pod
 // could not answer (the pod's veth has route_localnet on for it).
-func HostPortTable(pods []HostPortPod) nft.Table {
+func Table(pods []Pod) nft.Table {
 	elems := map[string][]nft.Elem{}
 	for _, p := range pods {
-		addHostPortElems(elems, p)
+		addElems(elems, p)
 	}
-	t := nft.Table{ID: HostPortTableID}
+	t := nft.Table{ID: TableID}
 	hostports := nft.Chain{Name: ChainHostPorts}
-	post := nft.Chain{Name: ChainHostPortPostrouting, Type: nftables.ChainTypeNAT, Hooked: true,
-		Hook: *nftables.ChainHookPostrouting, Priority: MasqPriority, Policy: nftables.ChainPolicyAccept}
-	for _, f := range hostPortFamilies {
+	// At the masquerade's priority: after kube-proxy's srcnat chains.
+	post := nft.Chain{Name: ChainPostrouting, Type: nftables.ChainTypeNAT, Hooked: true,
+		Hook: *nftables.ChainHookPostrouting, Priority: masq.Priority, Policy: nftables.ChainPolicyAccept}
+	for _, f := range families {
 		sets := []nft.Set{
 			{Name: mapAnyPort(f), KeyType: nft.KeyProtoPort.Name, KeyLen: nft.KeyProtoPort.Bytes, Concat: true,
 				DataType: f.target().Name, DataLen: f.target().Bytes, Comment: "reef: hostPorts on every local address: protocol . port : pod . port"},
@@ -218,19 +235,19 @@ func HostPortTable(pods []HostPortPod) nft.Table {
 	}
 	t.Chains = []nft.Chain{
 		hostports,
-		hook(ChainHostPortOutput, *nftables.ChainHookOutput),
+		hook(ChainOutput, *nftables.ChainHookOutput),
 		post,
-		hook(ChainHostPortPrerouting, *nftables.ChainHookPrerouting),
+		hook(ChainPrerouting, *nftables.ChainHookPrerouting),
 	}
 	slices.SortFunc(t.Sets, func(a, b nft.Set) int { return strings.Compare(a.Name, b.Name) })
 	return t
 }
 
 // HostVethPrefix starts the name of every node-side veth of reef's (as
-// routes.HostVethPrefix; package nat does not import routes).
+// routes.HostVethPrefix; package hostport does not import routes).
 const HostVethPrefix = "reef"
 
-func nfproto(f hostPortFamily) []expr.Any {
+func nfproto(f family) []expr.Any {
 	return []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{f.nfproto}},
@@ -253,7 +270,7 @@ func ctDNAT() []expr.Any {
 // dnatExprs is the DNAT through one of family f's maps: the key built in
 // register 1 and those after it (a concatenation), the value (pod address
 // . port) looked up into register 1 and the one after the address.
-func dnatExprs(f hostPortFamily, withAddr bool) []expr.Any {
+func dnatExprs(f family, withAddr bool) []expr.Any {
 	out := nfproto(f)
 	set, protoReg, portReg := mapAnyPort(f), uint32(1), uint32(9)
 	if withAddr {
@@ -278,85 +295,4 @@ func dnatExprs(f hostPortFamily, withAddr bool) []expr.Any {
 func uniqueElems(es []nft.Elem) []nft.Elem {
 	slices.SortFunc(es, nft.CompareElems)
 	return slices.CompactFunc(es, func(a, b nft.Elem) bool { return a.KeyOnly() == b.KeyOnly() })
-}
-
-// FlushUDPConntrack deletes the conntrack entries of UDP traffic to
-// hostPort hp (to its address, or to any), in the caller's network
-// namespace: a client that sent to the port before it was mapped, or
-// while another pod had it, keeps an entry that sends it there for as
-// long as it keeps sending. TCP needs none: a new connection gets a new
-// entry.
-//
-// It is one request: the kernel walks its table with the filter
-// (ctnetlink's flush with CTA_FILTER on the original tuple's protocol,
-// destination port and address). A kernel without that filter refuses
-// it (EOPNOTSUPP) rather than flushing everything; reef then dumps the
-// table and deletes the matching entries one by one, which costs
-// milliseconds per thousand entries.
-func FlushUDPConntrack(hp HostPort) error {
-	err := flushFiltered(hp)
-	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EINVAL) {
-		return err
-	}
-	f := &netlink.ConntrackFilter{}
-	if err := f.AddProtocol(unix.IPPROTO_UDP); err != nil {
-		return err
-	}
-	if err := f.AddPort(netlink.ConntrackOrigDstPort, hp.Port); err != nil {
-		return err
-	}
-	fam := netlink.InetFamily(unix.AF_INET)
-	if hp.HostIP.IsValid() {
-		if hp.HostIP.Is6() {
-			fam = unix.AF_INET6
-		}
-		if err := f.AddIP(netlink.ConntrackOrigDstIP, hp.HostIP.AsSlice()); err != nil {
-			return err
-		}
-	}
-	if _, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, fam, f); err != nil {
-		return fmt.Errorf("delete conntrack entries of udp port %d: %w", hp.Port, err)
-	}
-	return nil
-}
-
-// ctnetlink's filter attributes (linux/netfilter/nfnetlink_conntrack.h,
-// and the flags of net/netfilter/nf_conntrack_netlink.c).
-const (
-	ctaFilter           = 25
-	ctaFilterOrigFlags  = 1
-	ctaFilterReplyFlags = 2
-	ctaFilterIPDst      = 1 << 1
-	ctaFilterProtoNum   = 1 << 3
-	ctaFilterDstPort    = 1 << 5
-)
-
-func flushFiltered(hp HostPort) error {
-	fam, dst, ipAttr := uint8(unix.AF_INET), []byte(nil), uint16(nl.CTA_IP_V4_DST)
-	flags := uint32(ctaFilterProtoNum | ctaFilterDstPort)
-	if hp.HostIP.IsValid() {
-		a := hp.HostIP.Unmap()
-		if a.Is6() {
-			fam, ipAttr = unix.AF_INET6, nl.CTA_IP_V6_DST
-		}
-		dst, flags = a.AsSlice(), flags|ctaFilterIPDst
-	}
-	req := nl.NewNetlinkRequest(unix.NFNL_SUBSYS_CTNETLINK<<8|nl.IPCTNL_MSG_CT_DELETE, unix.NLM_F_ACK)
-	req.AddData(&nl.Nfgenmsg{NfgenFamily: fam, Version: nl.NFNETLINK_V0})
-	tuple := nl.NewRtAttr(unix.NLA_F_NESTED|nl.CTA_TUPLE_ORIG, nil)
-	if dst != nil {
-		tuple.AddRtAttr(unix.NLA_F_NESTED|nl.CTA_TUPLE_IP, nil).AddRtAttr(int(ipAttr), dst)
-	}
-	proto := tuple.AddRtAttr(unix.NLA_F_NESTED|nl.CTA_TUPLE_PROTO, nil)
-	proto.AddRtAttr(nl.CTA_PROTO_NUM, []byte{unix.IPPROTO_UDP})
-	proto.AddRtAttr(nl.CTA_PROTO_DST_PORT, nl.BEUint16Attr(hp.Port))
-	req.AddData(tuple)
-	filter := nl.NewRtAttr(unix.NLA_F_NESTED|ctaFilter, nil)
-	filter.AddRtAttr(ctaFilterOrigFlags, nl.Uint32Attr(flags))
-	filter.AddRtAttr(ctaFilterReplyFlags, nl.Uint32Attr(0))
-	req.AddData(filter)
-	if _, err := req.Execute(unix.NETLINK_NETFILTER, 0); err != nil && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("flush conntrack entries of udp port %d: %w", hp.Port, err)
-	}
-	return nil
 }

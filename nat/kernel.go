@@ -7,6 +7,8 @@ import (
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
 
+	"github.com/reefcni/reef/nat/arpfilter"
+	"github.com/reefcni/reef/nat/hostport"
 	"github.com/reefcni/reef/nat/nft"
 )
 
@@ -58,29 +60,17 @@ func (k *Kernel) DelPod(p Pod) error {
 // podBatch adds (or deletes) one pod's elements in a batch of its own.
 // Deleting, a pod with Ports deletes only those.
 func (k *Kernel) podBatch(p Pod, add bool) error {
-	if err := checkPod(p); err != nil {
+	if err := p.arp().Check(); err != nil {
 		return err
 	}
 	var edits []nft.ElemEdit
 	if add || len(p.Ports) == 0 {
-		edits = append(edits, nft.ElemEdit{Table: ARPTableID, Set: ARPTable(nil).Sets[0], Elems: []nft.Elem{{Iface: p.Veth, From: p.IP, To: p.IP}}})
+		edits = append(edits, arpfilter.Edit(p.arp()))
 	}
 	if len(p.Ports) > 0 {
-		elems := HostPortElems(HostPortPod{IP: p.IP, Ports: p.Ports})
-		for _, s := range HostPortTable(nil).Sets {
-			if es := elems[s.Name]; len(es) > 0 {
-				edits = append(edits, nft.ElemEdit{Table: HostPortTableID, Set: s, Elems: es})
-			}
-		}
+		edits = append(edits, hostport.Edits(p.hostPorts())...)
 	}
 	return k.EditElems(edits, add)
-}
-
-func checkPod(p Pod) error {
-	if p.Veth == "" || len(p.Veth) >= nft.IfNameSize || !p.IP.Is4() {
-		return fmt.Errorf("pod %q . %s: want a veth name of 1-15 characters and an IPv4 address", p.Veth, p.IP)
-	}
-	return nil
 }
 
 // OwnTables lists package nat's tables (Ours) in every family: what

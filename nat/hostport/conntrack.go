@@ -1,0 +1,91 @@
+package hostport
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
+)
+
+// FlushUDPConntrack deletes the conntrack entries of UDP traffic to
+// hostPort hp (to its address, or to any), in the caller's network
+// namespace: a client that sent to the port before it was mapped, or
+// while another pod had it, keeps an entry that sends it there for as
+// long as it keeps sending. TCP needs none: a new connection gets a new
+// entry.
+//
+// It is one request: the kernel walks its table with the filter
+// (ctnetlink's flush with CTA_FILTER on the original tuple's protocol,
+// destination port and address). A kernel without that filter refuses
+// it (EOPNOTSUPP) rather than flushing everything; reef then dumps the
+// table and deletes the matching entries one by one, which costs
+// milliseconds per thousand entries.
+func FlushUDPConntrack(hp Mapping) error {
+	err := flushFiltered(hp)
+	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	f := &netlink.ConntrackFilter{}
+	if err := f.AddProtocol(unix.IPPROTO_UDP); err != nil {
+		return err
+	}
+	if err := f.AddPort(netlink.ConntrackOrigDstPort, hp.Port); err != nil {
+		return err
+	}
+	fam := netlink.InetFamily(unix.AF_INET)
+	if hp.HostIP.IsValid() {
+		if hp.HostIP.Is6() {
+			fam = unix.AF_INET6
+		}
+		if err := f.AddIP(netlink.ConntrackOrigDstIP, hp.HostIP.AsSlice()); err != nil {
+			return err
+		}
+	}
+	if _, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, fam, f); err != nil {
+		return fmt.Errorf("delete conntrack entries of udp port %d: %w", hp.Port, err)
+	}
+	return nil
+}
+
+// ctnetlink's filter attributes (linux/netfilter/nfnetlink_conntrack.h,
+// and the flags of net/netfilter/nf_conntrack_netlink.c).
+const (
+	ctaFilter           = 25
+	ctaFilterOrigFlags  = 1
+	ctaFilterReplyFlags = 2
+	ctaFilterIPDst      = 1 << 1
+	ctaFilterProtoNum   = 1 << 3
+	ctaFilterDstPort    = 1 << 5
+)
+
+func flushFiltered(hp Mapping) error {
+	fam, dst, ipAttr := uint8(unix.AF_INET), []byte(nil), uint16(nl.CTA_IP_V4_DST)
+	flags := uint32(ctaFilterProtoNum | ctaFilterDstPort)
+	if hp.HostIP.IsValid() {
+		a := hp.HostIP.Unmap()
+		if a.Is6() {
+			fam, ipAttr = unix.AF_INET6, nl.CTA_IP_V6_DST
+		}
+		dst, flags = a.AsSlice(), flags|ctaFilterIPDst
+	}
+	req := nl.NewNetlinkRequest(unix.NFNL_SUBSYS_CTNETLINK<<8|nl.IPCTNL_MSG_CT_DELETE, unix.NLM_F_ACK)
+	req.AddData(&nl.Nfgenmsg{NfgenFamily: fam, Version: nl.NFNETLINK_V0})
+	tuple := nl.NewRtAttr(unix.NLA_F_NESTED|nl.CTA_TUPLE_ORIG, nil)
+	if dst != nil {
+		tuple.AddRtAttr(unix.NLA_F_NESTED|nl.CTA_TUPLE_IP, nil).AddRtAttr(int(ipAttr), dst)
+	}
+	proto := tuple.AddRtAttr(unix.NLA_F_NESTED|nl.CTA_TUPLE_PROTO, nil)
+	proto.AddRtAttr(nl.CTA_PROTO_NUM, []byte{unix.IPPROTO_UDP})
+	proto.AddRtAttr(nl.CTA_PROTO_DST_PORT, nl.BEUint16Attr(hp.Port))
+	req.AddData(tuple)
+	filter := nl.NewRtAttr(unix.NLA_F_NESTED|ctaFilter, nil)
+	filter.AddRtAttr(ctaFilterOrigFlags, nl.Uint32Attr(flags))
+	filter.AddRtAttr(ctaFilterReplyFlags, nl.Uint32Attr(0))
+	req.AddData(filter)
+	if _, err := req.Execute(unix.NETLINK_NETFILTER, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("flush conntrack entries of udp port %d: %w", hp.Port, err)
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+package hostport
+
+import (
+	"fmt"
+	"net"
+	"regexp"
+	"strings"
+	"testing"
+
+	cnins "github.com/containernetworking/plugins/pkg/ns"
+	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
+
+	"github.com/reefcni/reef/internal/netnstest"
+	"github.com/reefcni/reef/nat/nft"
+)
+
+// TestFlushUDPConntrack: the flush deletes the entries of UDP to the
+// hostPort and keeps every other (another port, TCP, another address for
+// a bound port): a filter the kernel ignored would flush them all.
+func TestFlushUDPConntrack(t *testing.T) {
+	ns := netnstest.New(t)
+	// The table's nat chains: conntrack on in the namespace.
+	if err := nft.NewKernel(nftables.WithNetNSFd(int(ns.Fd()))).Apply(nft.Diff([]nft.Table{Table(nil)}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	send := func(proto string, port int) {
+		t.Helper()
+		err := ns.Do(func(cnins.NetNS) error {
+			if proto == "tcp" {
+				l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+				if err != nil {
+					return err
+				}
+				defer l.Close()
+				c, err := net.Dial("tcp", l.Addr().String())
+				if err != nil {
+					return err
+				}
+				return c.Close()
+			}
+			c, err := net.Dial("udp", fmt.Sprintf("127.0.0.1:%d", port))
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			_, err = c.Write([]byte("x"))
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	netnstest.Run(t, ns, "ip", "link", "set", "lo", "up")
+	entries := func() string {
+		out, err := netnstest.Output(ns, "cat", "/proc/net/nf_conntrack")
+		if err != nil {
+			t.Skipf("no /proc/net/nf_conntrack (nf_conntrack's proc file): %v: %s", err, out)
+		}
+		return string(out)
+	}
+	send("udp", 7070)
+	send("udp", 7071)
+	send("tcp", 7070)
+	before := entries()
+	for _, want := range []string{"udp      17", "dport=7070", "dport=7071", "tcp      6"} {
+		if !strings.Contains(before, want) {
+			t.Fatalf("no entry %q to flush before the test:\n%s", want, before)
+		}
+	}
+	// In the test's namespace: the flush works on its caller's.
+	flush := func(hp Mapping) {
+		t.Helper()
+		if err := ns.Do(func(cnins.NetNS) error { return FlushUDPConntrack(hp) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush(Mapping{Proto: unix.IPPROTO_UDP, Port: 7070, PodPort: 53})
+	after := entries()
+	for _, line := range strings.Split(after, "\n") {
+		if strings.Contains(line, "udp") && strings.Contains(line, "dport=7070 ") {
+			t.Errorf("the hostPort's UDP entry survived: %s", line)
+		}
+	}
+	if !strings.Contains(after, "dport=7071") || !regexp.MustCompile(`tcp .* dport=7070 `).MatchString(after) {
+		t.Errorf("the flush took other entries (UDP 7071, TCP 7070):\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	// Bound to an address: an entry to another address stays.
+	send("udp", 7072)
+	flush(Mapping{Proto: unix.IPPROTO_UDP, HostIP: addr("192.0.2.1"), Port: 7072, PodPort: 53})
+	if !strings.Contains(entries(), "dport=7072") {
+		t.Error("a flush bound to 192.0.2.1 took an entry to 127.0.0.1")
+	}
+}
