@@ -1,9 +1,11 @@
 package blockproto
 
 import (
+	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"math/bits"
 	"net/netip"
 )
 
@@ -13,20 +15,41 @@ type Pool struct {
 	BlockSize int
 }
 
-// NumBlocks is how many blocks the pool has.
+// maxBlockBits caps the blocks of a pool the protocol uses at 2^32: an
+// IPv4 pool has no more, and an IPv6 pool (a /56 of /122 blocks has 2^66)
+// is used from its start.
+const maxBlockBits = 32
+
+// NumBlocks is how many blocks of the pool the protocol uses: all of an
+// IPv4 pool's, at most 2^32 of an IPv6 pool's.
 func (p Pool) NumBlocks() int {
-	if !p.CIDR.Addr().Is4() || p.BlockSize < p.CIDR.Bits() || p.BlockSize > 32 {
+	if !p.CIDR.IsValid() || p.BlockSize < p.CIDR.Bits() || p.BlockSize > p.CIDR.Addr().BitLen() {
 		return 0
 	}
-	return 1 << (p.BlockSize - p.CIDR.Bits())
+	return 1 << min(p.BlockSize-p.CIDR.Bits(), maxBlockBits)
 }
 
 // Block returns the pool's block number i, 0 <= i < NumBlocks.
 func (p Pool) Block(i int) netip.Prefix {
-	a := p.CIDR.Addr().As4()
-	start := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
-	start += uint32(i) << (32 - p.BlockSize)
-	return netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(start >> 24), byte(start >> 16), byte(start >> 8), byte(start)}), p.BlockSize)
+	a := p.CIDR.Masked().Addr().As16()
+	hi, lo := binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])
+	// Add i << (address bits - block length), in 128 bits.
+	var addHi, addLo uint64
+	switch s := uint(p.CIDR.Addr().BitLen() - p.BlockSize); {
+	case s < 64:
+		addHi, addLo = uint64(i)>>(64-s), uint64(i)<<s
+	default:
+		addHi = uint64(i) << (s - 64)
+	}
+	lo, carry := bits.Add64(lo, addLo, 0)
+	hi, _ = bits.Add64(hi, addHi, carry)
+	binary.BigEndian.PutUint64(a[:8], hi)
+	binary.BigEndian.PutUint64(a[8:], lo)
+	start := netip.AddrFrom16(a)
+	if p.CIDR.Addr().Is4() {
+		start = start.Unmap()
+	}
+	return netip.PrefixFrom(start, p.BlockSize)
 }
 
 // Offset is where a node named name starts its search among n blocks: a
@@ -38,7 +61,7 @@ func Offset(name string, n int) int {
 	}
 	h := fnv.New32a()
 	h.Write([]byte(name))
-	return int(h.Sum32() % uint32(n))
+	return int(uint64(h.Sum32()) % uint64(n))
 }
 
 // OwnState is where one of this node's own claims stands.

@@ -77,7 +77,7 @@ func (s *Store) own(r blockRecord) bool {
 
 func (s *Store) block(r blockRecord, addrs *bolt.Bucket) Block {
 	b := Block{CIDR: r.CIDR, Pool: r.Pool, Owner: r.Owner, OwnerAddr: r.OwnerAddr, OwnerInc: r.OwnerInc, State: r.State,
-		Claimed: r.Claimed, Size: int(blockLen(r.CIDR.Bits()))}
+		Claimed: r.Claimed, Size: int(blockLen(r.CIDR))}
 	if b.State == "" {
 		b.State = BlockRemote
 		if r.Owner == s.node {
@@ -129,38 +129,48 @@ func blockTaken(blocks *bolt.Bucket, c netip.Prefix) bool {
 			return true
 		}
 	}
-	k, _ := blocks.Cursor().Seek(blockKey(netip.PrefixFrom(c.Addr(), 0)))
-	return k != nil && len(k) == 5 && bytes.Compare(k[:4], addrKey(uintAddr(lastAddr(c)))) <= 0
+	last := addrKey(lastAddr(c))
+	cur := blocks.Cursor()
+	for k, _ := cur.Seek(blockKey(netip.PrefixFrom(c.Addr(), 0))); k != nil && bytes.Compare(k[:max(len(k)-1, 0)], last) <= 0; k, _ = cur.Next() {
+		if sameFamilyKey(k, c.Addr(), 1) {
+			return true
+		}
+	}
+	return false
 }
 
 // usedIn counts the allocated addresses inside p.
 func usedIn(addrs *bolt.Bucket, p netip.Prefix) int {
-	last := addrKey(uintAddr(lastAddr(p)))
+	last := addrKey(lastAddr(p))
 	n := 0
 	c := addrs.Cursor()
 	for k, _ := c.Seek(addrKey(p.Addr())); k != nil && bytes.Compare(k, last) <= 0; k, _ = c.Next() {
-		n++
+		if sameFamilyKey(k, p.Addr(), 0) {
+			n++
+		}
 	}
 	return n
 }
 
 // firstFree returns the lowest unallocated address of p. Every address
 // counts, network and broadcast included: a block is not a subnet, pods
-// get /32s, and Calico does the same.
+// get /32s (/128s), and Calico does the same.
 func firstFree(addrs *bolt.Bucket, p netip.Prefix) (netip.Addr, bool) {
-	want := uint64(addrUint(p.Addr()))
-	end := want + blockLen(p.Bits()) // one past the last address
+	want, last := p.Masked().Addr(), lastAddr(p)
 	c := addrs.Cursor()
-	for k, _ := c.Seek(addrKey(p.Addr())); k != nil && want < end; k, _ = c.Next() {
-		if len(k) != 4 || uint64(addrUint(netip.AddrFrom4([4]byte(k)))) != want {
+	for k, _ := c.Seek(addrKey(want)); k != nil; k, _ = c.Next() {
+		if !sameFamilyKey(k, want, 0) {
+			continue // the other family's key, between two of ours
+		}
+		if a, _ := netip.AddrFromSlice(k); a != want {
 			break // a gap: want is free
 		}
-		want++
+		if want == last {
+			return netip.Addr{}, false
+		}
+		want = want.Next()
 	}
-	if want >= end {
-		return netip.Addr{}, false
-	}
-	return uintAddr(uint32(want)), true
+	return want, true
 }
 
 // Blocks returns every block the store knows, whoever owns it, in

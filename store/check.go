@@ -67,7 +67,7 @@ func (s *Store) Check() ([]Problem, error) {
 			if err != nil {
 				return err
 			}
-			if !ep.IP.Is4() {
+			if !ep.IP.IsValid() {
 				return nil
 			}
 			switch holder := addrs.Get(addrKey(ep.IP)); {
@@ -99,8 +99,8 @@ func (s *Store) Check() ([]Problem, error) {
 // endpoint record (ProblemOrphanAddress), and returns that holder. An
 // address an endpoint holds is refused: Release frees it with its record.
 func (s *Store) ReleaseOrphanAddress(ip netip.Addr) (handle string, err error) {
-	if !ip.Is4() {
-		return "", fmt.Errorf("release %s: not an IPv4 address", ip)
+	if !ip.IsValid() || ip.Is4In6() || ip.Zone() != "" {
+		return "", fmt.Errorf("release %s: not a plain IPv4 or IPv6 address", ip)
 	}
 	err = s.update(func(tx *bolt.Tx) error {
 		addrs, eps := tx.Bucket(bucketAddrs), tx.Bucket(bucketEndpoints)

@@ -102,9 +102,12 @@ func (s *Store) Allocate(ep Endpoint, pool Pool) (got Endpoint, existed bool, er
 func (s *Store) freeInOwnBlocks(blocks, addrs *bolt.Bucket, pool Pool) (netip.Addr, netip.Prefix, bool, error) {
 	// Blocks of the pool lie inside it, so a seek to its start and a stop
 	// past its end visits only them, in address order.
-	end := addrKey(uintAddr(lastAddr(pool.CIDR)))
+	end := addrKey(lastAddr(pool.CIDR))
 	c := blocks.Cursor()
-	for k, v := c.Seek(blockKey(netip.PrefixFrom(pool.CIDR.Addr(), 0))); k != nil && bytes.Compare(k[:min(len(k), 4)], end) <= 0; k, v = c.Next() {
+	for k, v := c.Seek(blockKey(netip.PrefixFrom(pool.CIDR.Addr(), 0))); k != nil && bytes.Compare(k[:max(len(k)-1, 0)], end) <= 0; k, v = c.Next() {
+		if !sameFamilyKey(k, pool.CIDR.Addr(), 1) {
+			continue
+		}
 		r, err := decodeBlock(k, v)
 		if err != nil {
 			return netip.Addr{}, netip.Prefix{}, false, err
@@ -137,7 +140,7 @@ func (s *Store) Release(handle string) (ep Endpoint, found bool, err error) {
 		addrs := tx.Bucket(bucketAddrs)
 		// Free the address only if it is still this handle's: a damaged
 		// file must not let one DEL take another pod's address.
-		if ep.IP.Is4() && bytes.Equal(addrs.Get(addrKey(ep.IP)), []byte(handle)) {
+		if ep.IP.IsValid() && bytes.Equal(addrs.Get(addrKey(ep.IP)), []byte(handle)) {
 			if err := addrs.Delete(addrKey(ep.IP)); err != nil {
 				return fmt.Errorf("free address %s: %w", ep.IP, err)
 			}

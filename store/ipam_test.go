@@ -180,7 +180,7 @@ func TestAllocateRejectsBadInput(t *testing.T) {
 		wantSub string
 	}{
 		{"empty handle", Endpoint{}, good, "handle is empty"},
-		{"ipv6 pool", Endpoint{Handle: "h"}, Pool{CIDR: netip.MustParsePrefix("fd00::/64"), BlockSize: 122}, "pool fd00::/64"},
+		{"ipv6 block too large", Endpoint{Handle: "h"}, Pool{CIDR: netip.MustParsePrefix("fd00::/64"), BlockSize: 112}, "pool fd00::/64: block size /112"},
 		{"unmasked pool", Endpoint{Handle: "h"}, Pool{CIDR: netip.MustParsePrefix("10.244.0.1/24"), BlockSize: 26}, "pool 10.244.0.1/24"},
 		{"zero pool", Endpoint{Handle: "h"}, Pool{}, "pool has no valid CIDR"},
 		{"block larger than pool", Endpoint{Handle: "h"}, Pool{CIDR: good.CIDR, BlockSize: 16}, "pool 10.244.0.0/24"},

@@ -1,16 +1,15 @@
 package store
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
 )
 
-// Pool is an IPv4 range cut into blocks of equal size.
+// Pool is a range of one address family cut into blocks of equal size.
 type Pool struct {
-	CIDR      netip.Prefix // IPv4, masked
-	BlockSize int          // prefix length of blocks, CIDR.Bits() <= BlockSize <= 32
+	CIDR      netip.Prefix // masked
+	BlockSize int          // prefix length of blocks, CIDR.Bits() <= BlockSize <= the family's bits
 }
 
 // Validate reports why p cannot be used, naming the pool.
@@ -18,63 +17,59 @@ func (p Pool) Validate() error {
 	switch {
 	case !p.CIDR.IsValid():
 		return errors.New("pool has no valid CIDR")
-	case !p.CIDR.Addr().Is4():
-		return fmt.Errorf("pool %s: not IPv4", p.CIDR)
+	case p.CIDR.Addr().Is4In6() || p.CIDR.Addr().Zone() != "":
+		return fmt.Errorf("pool %s: neither plain IPv4 nor IPv6", p.CIDR)
 	case p.CIDR != p.CIDR.Masked():
 		return fmt.Errorf("pool %s: host bits set (did you mean %s?)", p.CIDR, p.CIDR.Masked())
-	case p.BlockSize < p.CIDR.Bits() || p.BlockSize > 32:
-		return fmt.Errorf("pool %s: block size /%d must be between /%d and /32", p.CIDR, p.BlockSize, p.CIDR.Bits())
+	case p.BlockSize < p.CIDR.Bits() || p.BlockSize > p.CIDR.Addr().BitLen():
+		return fmt.Errorf("pool %s: block size /%d must be between /%d and /%d", p.CIDR, p.BlockSize, p.CIDR.Bits(), p.CIDR.Addr().BitLen())
+	case p.CIDR.Addr().Is6() && p.BlockSize < MinBlockSize6:
+		return fmt.Errorf("pool %s: block size /%d: an IPv6 block holds at most /%d (%d addresses)", p.CIDR, p.BlockSize, MinBlockSize6, blockLen(netip.PrefixFrom(p.CIDR.Addr(), MinBlockSize6)))
 	}
 	return nil
 }
 
-// numBlocks is the number of blocks the pool is cut into.
-func (p Pool) numBlocks() uint64 { return 1 << (p.BlockSize - p.CIDR.Bits()) }
+// MinBlockSize6 is the shortest IPv6 block length: 4096 addresses, as
+// Calico allows (116..128).
+const MinBlockSize6 = 116
 
-// block returns the block with index i, 0 <= i < numBlocks.
-func (p Pool) block(i uint64) netip.Prefix {
-	start := uint64(addrUint(p.CIDR.Addr())) + i*blockLen(p.BlockSize)
-	return netip.PrefixFrom(uintAddr(uint32(start)), p.BlockSize)
+// blockLen is the number of addresses in p, which is at most 2^32 (an
+// IPv4 prefix, or an IPv6 block, Validate sees to it).
+func blockLen(p netip.Prefix) uint64 { return 1 << min(p.Addr().BitLen()-p.Bits(), 63) }
+
+// lastAddr is the highest address of p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
 }
 
-// blockLen is the number of addresses in a block of prefix length bits.
-func blockLen(bits int) uint64 { return 1 << (32 - bits) }
-
-// lastAddr is the highest address of p as a number.
-func lastAddr(p netip.Prefix) uint32 {
-	return uint32(uint64(addrUint(p.Addr())) + blockLen(p.Bits()) - 1)
-}
-
-func addrUint(a netip.Addr) uint32 {
-	b := a.As4()
-	return binary.BigEndian.Uint32(b[:])
-}
-
-func uintAddr(u uint32) netip.Addr {
-	var b [4]byte
-	binary.BigEndian.PutUint32(b[:], u)
-	return netip.AddrFrom4(b)
-}
-
-// addrKey is the key of a in the addrs bucket.
-func addrKey(a netip.Addr) []byte {
-	b := a.As4()
-	return b[:]
-}
+// addrKey is the key of a in the addrs bucket: its 4 or 16 bytes, so that
+// keys sort in address order within a family and IPv4 keys are what they
+// always were.
+func addrKey(a netip.Addr) []byte { return a.AsSlice() }
 
 // blockKey is the key of a block in the blocks bucket: the address first,
 // so that keys sort in address order, then the length, so that two
 // prefixes with one start address (a pool whose block size changed) keep
 // distinct keys.
 func blockKey(p netip.Prefix) []byte {
-	b := p.Addr().As4()
-	return append(b[:], byte(p.Bits()))
+	return append(p.Addr().AsSlice(), byte(p.Bits()))
 }
 
 // parseBlockKey is the inverse of blockKey.
 func parseBlockKey(k []byte) (netip.Prefix, error) {
-	if len(k) != 5 || k[4] > 32 {
-		return netip.Prefix{}, fmt.Errorf("block key %x: want 4 address bytes and a length up to 32", k)
+	a, ok := netip.AddrFromSlice(k[:max(len(k)-1, 0)])
+	if !ok || (len(k) != 5 && len(k) != 17) || int(k[len(k)-1]) > a.BitLen() {
+		return netip.Prefix{}, fmt.Errorf("block key %x: want 4 or 16 address bytes and a length up to 32 or 128", k)
 	}
-	return netip.PrefixFrom(netip.AddrFrom4([4]byte(k[:4])), int(k[4])), nil
+	return netip.PrefixFrom(a, int(k[len(k)-1])), nil
 }
+
+// sameFamilyKey says whether k, a key of the addrs (or, with one more
+// byte, the blocks) bucket, holds an address of a's family: the buckets
+// hold both, and IPv4 and IPv6 keys interleave in byte order.
+func sameFamilyKey(k []byte, a netip.Addr, extra int) bool { return len(k) == len(a.AsSlice())+extra }
