@@ -58,46 +58,37 @@ func TestPoolBlocks(t *testing.T) {
 	}
 }
 
+// TestFirstFreeUsesEveryAddress: network and broadcast addresses of a
+// block are pod addresses too, and the top of the address space does not
+// wrap to 0.0.0.0 (::).
 func TestFirstFreeUsesEveryAddress(t *testing.T) {
-	s := openTest(t, "node-a")
-	pool := Pool{CIDR: netip.MustParsePrefix("255.255.255.252/30"), BlockSize: 30}
-	var got []string
-	for _, h := range []string{"a", "b", "c", "d"} {
-		ep, _, _, err := allocAuto(s, Endpoint{Handle: h}, pool)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, ep.IP.String())
-	}
-	// Network and broadcast addresses of a block are pod addresses too, and
-	// the top of the address space must not wrap to 0.0.0.0.
-	want := []string{"255.255.255.252", "255.255.255.253", "255.255.255.254", "255.255.255.255"}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("addresses = %v, want %v", got, want)
-			break
-		}
-	}
-}
-
-func TestFirstFreeUsesEveryAddressIPv6(t *testing.T) {
-	s := openTest(t, "node-a")
-	pool := Pool{CIDR: netip.MustParsePrefix("ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffc/126"), BlockSize: 126}
-	var got []string
-	for _, h := range []string{"a", "b", "c", "d"} {
-		ep, _, _, err := allocAuto(s, Endpoint{Handle: h}, pool)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, ep.IP.String())
-	}
-	want := []string{"ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffc", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffd",
-		"ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("addresses = %v, want %v", got, want)
-	}
-	if _, _, _, err := allocAuto(s, Endpoint{Handle: "e"}, pool); err == nil {
-		t.Error("a fifth address from a pool of four")
+	for _, tc := range []struct {
+		pool string
+		bits int
+		want string
+	}{
+		{"255.255.255.252/30", 30, "[255.255.255.252 255.255.255.253 255.255.255.254 255.255.255.255]"},
+		{"ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffc/126", 126, "[ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffc ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffd " +
+			"ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]"},
+	} {
+		t.Run(tc.pool, func(t *testing.T) {
+			s := openTest(t, "node-a")
+			pool := Pool{CIDR: netip.MustParsePrefix(tc.pool), BlockSize: tc.bits}
+			var got []string
+			for _, h := range []string{"a", "b", "c", "d"} {
+				ep, _, _, err := allocAuto(s, Endpoint{Handle: h}, pool)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, ep.IP.String())
+			}
+			if fmt.Sprint(got) != tc.want {
+				t.Errorf("addresses = %v, want %s", got, tc.want)
+			}
+			if _, _, _, err := allocAuto(s, Endpoint{Handle: "e"}, pool); err == nil {
+				t.Error("a fifth address from a pool of four")
+			}
+		})
 	}
 }
 
