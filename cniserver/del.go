@@ -180,17 +180,14 @@ func (s *Server) Release(ep store.Endpoint, wait bool) (released bool, err error
 	return err == nil, err
 }
 
-// Update changes a live pod for the reconcile pass (a new MTU): under the
-// container's lock, if it is free and the record is still ep, kernel
-// changes the pod's objects, then record changes its record, in one store
-// transaction that writes only while the record keeps ep's veth and state.
-// It says whether it wrote.
-func (s *Server) Update(ep store.Endpoint, kernel func(cur store.Endpoint) error, record func(*store.Endpoint)) (bool, error) {
+// Update changes a live pod's record for the reconcile pass (the MTU
+// its veth pair got from the pass): under the container's lock, if it is
+// free and the record is still ep, record changes it, in one store
+// transaction that writes only while the record keeps ep's veth and
+// state. It says whether it wrote.
+func (s *Server) Update(ep store.Endpoint, record func(*store.Endpoint)) (bool, error) {
 	wrote := false
 	err := s.withRecord(ep, false, func(cur store.Endpoint) error {
-		if err := kernel(cur); err != nil {
-			return err
-		}
 		var err error
 		wrote, err = s.deps.Store.UpdateEndpoint(ep.Handle, func(e *store.Endpoint) bool {
 			if e.HostVeth != cur.HostVeth || e.State != cur.State {

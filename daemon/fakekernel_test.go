@@ -24,12 +24,16 @@ import (
 // fakeKernel is the node's kernel as the reconcile pass sees it through
 // its seams (routesKernel, tcKernel, natKernel, and the sysctls through
 // sysctltest), with the kernel's own rules where they matter to the pass:
-// a route needs its device, a link takes its routes, sysctls and qdiscs
-// with it, a missing table fails an element. String prints it as text.
+// a route needs its device, a link takes its routes, sysctls, qdiscs and
+// pod end with it, a missing table fails an element. It has the ipip
+// module: tunl0 is there from the start, down, with an address that is
+// not reef's. String prints it as text.
 type fakeKernel struct {
 	mu     sync.Mutex
 	routes map[netip.Prefix]routes.Route
-	links  map[string]int // reef veths and their MTU
+	links  map[string]int      // reef veths and their MTU
+	peers  map[string]fakePeer // a veth's pod end
+	ipip   routes.IPIPState    // tunl0
 	tables map[nft.TableID]nft.Table
 	ifbs   map[string]string // ifb -> alias (its veth)
 	limits map[string]tc.Bandwidth
@@ -40,9 +44,20 @@ type fakeKernel struct {
 	onRead func()
 }
 
+// fakePeer is the pod's end of a veth: its interface in its netns.
+type fakePeer struct {
+	netns, ifName string
+	mtu           int
+}
+
+// operatorAddr is an address on tunl0 that is not reef's: every state
+// keeps it.
+var operatorAddr = netip.MustParseAddr("192.168.99.1")
+
 func newFakeKernel() *fakeKernel {
-	return &fakeKernel{routes: map[netip.Prefix]routes.Route{}, links: map[string]int{}, tables: map[nft.TableID]nft.Table{},
-		ifbs: map[string]string{}, limits: map[string]tc.Bandwidth{}, sys: sysctltest.New()}
+	return &fakeKernel{routes: map[netip.Prefix]routes.Route{}, links: map[string]int{}, peers: map[string]fakePeer{},
+		ipip:   routes.IPIPState{Present: true, MTU: 1480, Addrs: map[netip.Addr]bool{operatorAddr: false}},
+		tables: map[nft.TableID]nft.Table{}, ifbs: map[string]string{}, limits: map[string]tc.Bandwidth{}, sys: sysctltest.New()}
 }
 
 // String is the kernel's state, one sorted line per object.
@@ -52,6 +67,19 @@ func (k *fakeKernel) String() string {
 	var lines []string
 	for name, mtu := range k.links {
 		lines = append(lines, fmt.Sprintf("link %s mtu %d", name, mtu))
+	}
+	for veth, p := range k.peers {
+		lines = append(lines, fmt.Sprintf("peer %s %s in %s mtu %d", veth, p.ifName, p.netns, p.mtu))
+	}
+	if k.ipip.Present {
+		lines = append(lines, fmt.Sprintf("link %s mtu %d up %v", routes.IPIPDevice, k.ipip.MTU, k.ipip.Up))
+		for a, ours := range k.ipip.Addrs {
+			if ours {
+				lines = append(lines, fmt.Sprintf("addr %s/32 dev %s label %s", a, routes.IPIPDevice, routes.IPIPLabel))
+			} else {
+				lines = append(lines, fmt.Sprintf("addr %s/32 dev %s", a, routes.IPIPDevice))
+			}
+		}
 	}
 	for _, r := range k.routes {
 		lines = append(lines, "route "+r.String())
@@ -79,12 +107,20 @@ func (k *fakeKernel) String() string {
 	return strings.Join(lines, "\n") + "\n"
 }
 
-// addLink is a veth's creation (ADD): the link with its default sysctls.
+// addLink is a link's creation: the link with its default sysctls.
 func (k *fakeKernel) addLink(name string, mtu int) {
 	k.mu.Lock()
 	k.links[name] = mtu
 	k.mu.Unlock()
 	k.sys.AddLink(name)
+}
+
+// addVeth is a veth pair's creation (ADD): both ends with one MTU.
+func (k *fakeKernel) addVeth(name, netns, ifName string, mtu int) {
+	k.addLink(name, mtu)
+	k.mu.Lock()
+	k.peers[name] = fakePeer{netns: netns, ifName: ifName, mtu: mtu}
+	k.mu.Unlock()
 }
 
 // delLink is a link's deletion: its routes, qdiscs and sysctls go with it.
@@ -97,6 +133,7 @@ func (k *fakeKernel) delLink(name string) {
 
 func (k *fakeKernel) delLinkLocked(name string) {
 	delete(k.links, name)
+	delete(k.peers, name)
 	delete(k.limits, name)
 	maps.DeleteFunc(k.routes, func(_ netip.Prefix, r routes.Route) bool { return r.Dev == name })
 }
@@ -110,11 +147,12 @@ func (k *fakeKernel) Read() (routes.State, error) {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	links := map[string]bool{}
-	for l := range k.links {
+	links, mtus := map[string]bool{}, map[string]routes.PodMTU{}
+	for l, mtu := range k.links {
 		links[l] = true
+		mtus[l] = routes.PodMTU{HostVeth: l, MTU: mtu}
 	}
-	return routes.State{Routes: maps.Clone(k.routes), Links: links}, nil
+	return routes.State{Routes: maps.Clone(k.routes), Links: links, MTUs: mtus}, nil
 }
 
 func (k *fakeKernel) Apply(p routes.Plan, busy routes.Busy) error {
@@ -138,6 +176,12 @@ func (k *fakeKernel) Apply(p routes.Plan, busy routes.Busy) error {
 		}
 		delete(k.routes, r.Dst)
 	}
+	for _, m := range p.SetMTU {
+		if busy != nil && busy.Link(m.HostVeth) {
+			continue
+		}
+		errs = append(errs, k.setPodMTULocked(m))
+	}
 	for _, l := range p.DeleteLink {
 		if !strings.HasPrefix(l, routes.HostVethPrefix) {
 			errs = append(errs, fmt.Errorf("refusing to delete link %q: not a reef link", l))
@@ -152,6 +196,22 @@ func (k *fakeKernel) Apply(p routes.Plan, busy routes.Busy) error {
 	return errors.Join(errs...)
 }
 
+// setPodMTULocked gives both ends of a veth pair m.MTU, as
+// routes.Kernel.Apply does: the pod's end is found by its netns and name.
+func (k *fakeKernel) setPodMTULocked(m routes.PodMTU) error {
+	if _, ok := k.links[m.HostVeth]; !ok {
+		return fmt.Errorf("set MTU %d on %s: Link not found", m.MTU, m.HostVeth)
+	}
+	k.links[m.HostVeth] = m.MTU
+	p, ok := k.peers[m.HostVeth]
+	if !ok || p.netns != m.Netns || p.ifName != m.IfName {
+		return fmt.Errorf("set MTU %d on %s in netns %s: Link not found", m.MTU, m.IfName, m.Netns)
+	}
+	p.mtu = m.MTU
+	k.peers[m.HostVeth] = p
+	return nil
+}
+
 func (k *fakeKernel) HopTo(netip.Addr) (routes.Hop, error) { return routes.Hop{Dev: "eth0"}, nil }
 
 func (k *fakeKernel) ReadTunnel(netip.Addr) (routes.TunnelState, bool, error) {
@@ -162,19 +222,33 @@ func (k *fakeKernel) ApplyTunnel(routes.TunnelState, routes.TunnelPlan) error {
 	return errors.New("the fake kernel has no vxlan")
 }
 
-func (k *fakeKernel) EnsureIPIP(int, netip.Addr) error {
-	return errors.New("the fake kernel has no ipip")
-}
-
-func (k *fakeKernel) SetPodMTU(hostVeth, _, _ string, mtu int) (bool, error) {
+func (k *fakeKernel) ReadIPIP() (routes.IPIPState, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	cur, ok := k.links[hostVeth]
-	if !ok {
-		return false, fmt.Errorf("find %s: Link not found", hostVeth)
+	st := k.ipip
+	st.Addrs = maps.Clone(st.Addrs)
+	return st, nil
+}
+
+func (k *fakeKernel) ApplyIPIP(p routes.IPIPPlan) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.ipip.Present {
+		return routes.ErrNoIPIP
 	}
-	k.links[hostVeth] = mtu
-	return cur != mtu, nil
+	if p.SetMTU != 0 {
+		k.ipip.MTU = p.SetMTU
+	}
+	if p.AddAddr.IsValid() {
+		k.ipip.Addrs[p.AddAddr] = true
+	}
+	for _, a := range p.DelAddrs {
+		if k.ipip.Addrs[a] { // the label must match, as in the kernel
+			delete(k.ipip.Addrs, a)
+		}
+	}
+	k.ipip.Up = k.ipip.Up || p.SetUp
+	return nil
 }
 
 // tcKernel
@@ -377,12 +451,9 @@ func (f *fakeRecords) Release(ep store.Endpoint, _ bool) (bool, error) {
 	return err == nil, err
 }
 
-func (f *fakeRecords) Update(ep store.Endpoint, kernel func(store.Endpoint) error, record func(*store.Endpoint)) (bool, error) {
+func (f *fakeRecords) Update(ep store.Endpoint, record func(*store.Endpoint)) (bool, error) {
 	cur, found, err := f.st.Endpoint(ep.Handle)
 	if err != nil || !found || cur.State != ep.State || cur.HostVeth != ep.HostVeth {
-		return false, err
-	}
-	if err := kernel(cur); err != nil {
 		return false, err
 	}
 	return f.st.UpdateEndpoint(ep.Handle, func(e *store.Endpoint) bool { record(e); return true })

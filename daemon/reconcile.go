@@ -216,8 +216,9 @@ func (r *reconciler) record(err error) {
 // pass brings the kernel in line with the store; blocks are the step's
 // (nil: read from the store). Each kernel domain is brought in line by its
 // owner, in an order where each finds what it needs: the tunnel devices
-// before the routes through them, the routes before what hangs off the
-// pods' veths (sysctls, MTU, tc), nftables last.
+// before the routes through them, the routes and the veths' MTUs before
+// what hangs off the pods' veths (sysctls, tc), nftables last, and the
+// records' MTUs after all of it (see recordMTUs).
 //
 // routesOnly is the pass of a step that changed what is routed (a block
 // learnt, lost or confirmed): the routes, and the tunnels when the nodes
@@ -255,17 +256,19 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 	}
 	own, remote, vxPeers := r.routedBlocks(blocks, &errs)
 	r.syncTunnels(own, vxPeers, routesOnly, &errs)
-	live, links, err := r.syncRoutes(live, own, remote, mark)
+	live, veths, err := r.syncRoutes(live, own, remote, mark)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if routesOnly || links == nil {
+	if routesOnly || veths == nil {
 		return errors.Join(errs...)
 	}
 	r.syncSysctls(live, mark, &errs)
-	r.syncPodMTU(live, links, &errs)
-	r.syncTC(live, links, mark, &errs)
+	r.syncTC(live, veths, mark, &errs)
 	errs = append(errs, r.nat.reconcile(live, mark), r.policy.reconcile())
+	// Last: an update of a record is a CNI operation of the server's,
+	// which the owners above would leave its pod alone for.
+	r.recordMTUs(live, veths, mark, &errs)
 	return errors.Join(errs...)
 }
 
@@ -314,21 +317,34 @@ func (r *reconciler) syncTunnels(own []netip.Prefix, vxPeers map[netip.Addr]bool
 }
 
 // syncRoutes brings the routes and the pods' veths in line: the pods'
-// /32s, the own blocks' blackholes, the other nodes' blocks, and no veth
-// without a pod. After reading the kernel it drops from live the
-// endpoints a CNI operation touched since the mark, and returns the rest
-// with the links the kernel had (nil when it could not be read).
-func (r *reconciler) syncRoutes(live []store.Endpoint, own []netip.Prefix, remote []routes.RemoteBlock, mark *activity.Mark) ([]store.Endpoint, map[string]bool, error) {
+// /32s, the own blocks' blackholes, the other nodes' blocks, no veth
+// without a pod, and the pods' MTU on both ends of every veth pair. After
+// reading the kernel it drops from live the endpoints a CNI operation
+// touched since the mark, and returns the rest with the veths the kernel
+// had and the MTU of each one's node-side end after the pass (nil when
+// the kernel could not be read; an MTU counts as set once an Apply ended
+// without error).
+func (r *reconciler) syncRoutes(live []store.Endpoint, own []netip.Prefix, remote []routes.RemoteBlock, mark *activity.Mark) ([]store.Endpoint, map[string]int, error) {
 	have, err := r.kernel.Read()
 	if err != nil {
 		return live, nil, err
 	}
 	touched := mark.Touched()
 	live = untouched(live, touched)
-	want := podRoutes(live)
+	want := podRoutes(live, r.net.podMTU)
 	plan := routes.Diff(routes.Desired(want, own, remote, have.Links), have).Without(touched)
 	r.logRoutes(plan, have, want)
-	return live, have.Links, r.kernel.Apply(plan, mark)
+	veths := map[string]int{}
+	for l := range have.Links {
+		veths[l] = have.MTUs[l].MTU
+	}
+	err = r.kernel.Apply(plan, mark)
+	if err == nil {
+		for _, m := range plan.SetMTU {
+			veths[m.HostVeth] = m.MTU
+		}
+	}
+	return live, veths, err
 }
 
 // logRoutes logs and counts what plan repairs.
@@ -352,6 +368,13 @@ func (r *reconciler) logRoutes(plan routes.Plan, have routes.State, want []route
 		r.log.Warn("removing route no pod or block needs", "route", rt.String())
 	}
 	r.metrics.Repaired(metrics.RepairRoute, len(plan.DeleteRoute))
+	ips := map[string]netip.Addr{}
+	for _, ep := range want {
+		ips[ep.HostVeth] = ep.IP
+	}
+	for _, m := range plan.SetMTU {
+		r.log.Info("pod MTU changed", "ip", ips[m.HostVeth], "veth", m.HostVeth, "from", have.MTUs[m.HostVeth].MTU, "to", m.MTU)
+	}
 	for _, l := range plan.DeleteLink {
 		r.log.Warn("removing veth no pod owns", "veth", l)
 	}
@@ -380,10 +403,10 @@ func (r *reconciler) syncSysctls(live []store.Endpoint, busy routes.Busy, errs *
 // syncTC brings the pods' bandwidth limits in line (tc on each limited
 // pod's veth, and its ifb for an egress limit), and removes the ifbs no
 // pod's egress limit uses.
-func (r *reconciler) syncTC(live []store.Endpoint, links map[string]bool, busy routes.Busy, errs *[]error) {
+func (r *reconciler) syncTC(live []store.Endpoint, veths map[string]int, busy routes.Busy, errs *[]error) {
 	limited := map[string]bool{} // veths whose pods limit egress
 	for _, ep := range live {
-		if ep.HostVeth == "" || !links[ep.HostVeth] || ep.Bandwidth == nil {
+		if _, ok := veths[ep.HostVeth]; !ok || ep.HostVeth == "" || ep.Bandwidth == nil {
 			continue
 		}
 		limited[ep.HostVeth] = ep.Bandwidth.EgressRate != 0
@@ -439,14 +462,15 @@ func (r *reconciler) routedBlocks(blocks []store.Block, errs *[]error) (own []ne
 }
 
 // podRoutes are the live endpoints that have a pod (not a reserved
-// address such as the tunnel's), as package routes wants them.
-func podRoutes(live []store.Endpoint) []routes.Endpoint {
+// address such as the tunnel's), as package routes wants them, each veth
+// pair with the pods' MTU (0: leave it).
+func podRoutes(live []store.Endpoint, mtu int) []routes.Endpoint {
 	var want []routes.Endpoint
 	for _, ep := range live {
 		if ep.State == store.EndpointReserved {
 			continue
 		}
-		want = append(want, routes.Endpoint{IP: ep.IP, HostVeth: ep.HostVeth})
+		want = append(want, routes.Endpoint{IP: ep.IP, HostVeth: ep.HostVeth, Netns: ep.Netns, IfName: ep.IfName, MTU: mtu})
 	}
 	return want
 }
@@ -479,7 +503,7 @@ func (r *reconciler) compareRoutes() (want, have routes.State, err error) {
 		return rt.Kind == routes.PodRoute && dst.IsSingleIP() && (t.Addr(dst.Addr()) || t.Link(rt.Dev))
 	})
 	live := untouched(readyEndpoints(eps), t)
-	return routes.Desired(podRoutes(live), own, remote, have.Links), have, errors.Join(errs...)
+	return routes.Desired(podRoutes(live, r.net.podMTU), own, remote, have.Links), have, errors.Join(errs...)
 }
 
 // resolveEndpoints releases what no pod can use any more and returns the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"path/filepath"
@@ -52,24 +53,27 @@ var statePods = map[string]statePod{
 }
 
 // podText is what the kernel holds of each pod, with <name> for its
-// address.
+// address and <mtu> for the pods' MTU.
 var podText = map[string]string{
 	"web": `elem arp reef pod-addrs "reefweb" . <web>
-link reefweb mtu 1500
+link reefweb mtu <mtu>
+peer reefweb eth0 in /run/netns/web mtu <mtu>
 route <web>/32 dev reefweb scope link proto reef
 sysctl net/ipv4/conf/reefweb/proxy_arp = 1
 `,
 	"db": `elem arp reef pod-addrs "reefdb" . <db>
 elem inet reef-hostport hairpin4 <db>
 elem inet reef-hostport hostports4 tcp . 5432 : <db> . 5432
-link reefdb mtu 1500
+link reefdb mtu <mtu>
+peer reefdb eth0 in /run/netns/db mtu <mtu>
 route <db>/32 dev reefdb scope link proto reef
 sysctl net/ipv4/conf/reefdb/proxy_arp = 1
 sysctl net/ipv4/conf/reefdb/route_localnet = 1
 `,
 	"cache": `elem arp reef pod-addrs "reefcache" . <cache>
 ifb reefbcache of reefcache
-link reefcache mtu 1500
+link reefcache mtu <mtu>
+peer reefcache eth0 in /run/netns/cache mtu <mtu>
 route <cache>/32 dev reefcache scope link proto reef
 sysctl net/ipv4/conf/reefcache/proxy_arp = 1
 tc reefcache in 0/0 out 1000000/100000
@@ -78,7 +82,8 @@ tc reefcache in 0/0 out 1000000/100000
 elem inet reef-hostport hairpin4 <api>
 elem inet reef-hostport hostports4 udp . 8053 : <api> . 53
 ifb reefbapi of reefapi
-link reefapi mtu 1500
+link reefapi mtu <mtu>
+peer reefapi eth0 in /run/netns/api mtu <mtu>
 route <api>/32 dev reefapi scope link proto reef
 sysctl net/ipv4/conf/reefapi/proxy_arp = 1
 sysctl net/ipv4/conf/reefapi/route_localnet = 1
@@ -87,10 +92,12 @@ tc reefapi in 2000000/200000 out 3000000/300000
 }
 
 // nodeText is what the kernel holds with no pod: the own block's
-// blackhole, the other node's block, forwarding, reef's tables.
-const nodeText = `elem ip reef all-pools 10.244.0.0/16
+// blackhole, the other node's block on <dev>, forwarding, reef's tables,
+// and the address on tunl0 that is not reef's.
+const nodeText = `addr 192.168.99.1/32 dev tunl0
+elem ip reef all-pools 10.244.0.0/16
 elem ip reef masq-pools 10.244.0.0/16
-route 10.244.0.64/26 via 192.168.10.21 dev eth0 onlink proto reef
+route 10.244.0.64/26 via 192.168.10.21 dev <dev> onlink proto reef
 route blackhole 10.244.0.0/26 proto reef
 sysctl net/ipv4/ip_forward = 1
 table arp reef
@@ -98,21 +105,58 @@ table inet reef-hostport
 table ip reef
 `
 
-// states are the walk's states: the pods the node has.
-var states = [][]string{
-	{},
-	{"web"},
-	{"web", "db"},
-	{"db", "cache"},
-	{"web", "db", "cache", "api"},
-	{"api"},
+// ipipText is what a pool with ipipMode adds: tunl0 up at the uplink's
+// MTU less 20, with the node's tunnel address, reserved in the own block.
+const ipipText = `addr <ipip-tunnel-addr-n1>/32 dev tunl0 label tunl0:reef
+link tunl0 mtu 1480 up true
+`
+
+// nodeState is a state of the walk: the pods the node has, and its
+// configuration: mtu (0: derived from the uplink) and whether the pool
+// uses IPIP (ipipMode: Always; vxlanMode is Never throughout).
+type nodeState struct {
+	pods []string
+	mtu  int
+	ipip bool
 }
 
-// wantText is the kernel's text for pods.
-func wantText(pods []string) string {
-	lines := strings.Split(strings.TrimSpace(nodeText), "\n")
-	for _, p := range pods {
-		lines = append(lines, strings.Split(strings.TrimSpace(podText[p]), "\n")...)
+func (s nodeState) String() string { return fmt.Sprintf("%v mtu %d ipip %v", s.pods, s.mtu, s.ipip) }
+
+// states are the walk's states.
+var states = []nodeState{
+	{},
+	{pods: []string{"web"}},
+	{pods: []string{"web", "db"}},
+	{pods: []string{"db", "cache"}, mtu: 1400},
+	{pods: []string{"web", "db", "cache", "api"}},
+	{pods: []string{"api"}},
+	{pods: []string{"web", "cache"}, ipip: true},
+	{pods: []string{"db", "api"}, mtu: 1450, ipip: true},
+}
+
+// config is the node's configuration in s.
+func (s nodeState) config() Config {
+	ipip := EncapMode(routes.ModeNever)
+	if s.ipip {
+		ipip = EncapMode(routes.ModeAlways)
+	}
+	return Config{MTU: s.mtu, Pools: []PoolConfig{{CIDR: ConfigPrefix{statePool}, BlockSize: 26, VXLANMode: EncapMode(routes.ModeNever), IPIPMode: ipip, NATOutgoing: true}}}
+}
+
+// podMTU is the pods' MTU in s, on a 1500 uplink.
+func (s nodeState) podMTU() int { return DeriveMTU(s.config(), 1500) }
+
+// wantText is the kernel's text in s, less tunl0's state while no pool
+// uses IPIP (see text).
+func wantText(s nodeState) string {
+	dev := "eth0"
+	text := nodeText
+	if s.ipip {
+		dev, text = routes.IPIPDevice, text+ipipText
+	}
+	lines := strings.Split(strings.TrimSpace(strings.ReplaceAll(text, "<dev>", dev)), "\n")
+	for _, p := range s.pods {
+		lines = append(lines, strings.Split(strings.TrimSpace(strings.ReplaceAll(podText[p], "<mtu>", fmt.Sprint(s.podMTU()))), "\n")...)
 	}
 	slices.Sort(lines)
 	return strings.Join(lines, "\n") + "\n"
@@ -130,6 +174,7 @@ type node struct {
 	recs *fakeRecords
 	rec  *reconciler
 	pods map[string]bool // the pods the node has (ADD done, no DEL)
+	mtu  int             // the pods' MTU, as ADD and the pass have it
 }
 
 func newNode(t *testing.T) *node {
@@ -154,7 +199,16 @@ func newNode(t *testing.T) *node {
 			Prefix: netip.MustParsePrefix("192.168.10.20/24"), MTU: 1500},
 			pools: []PoolConfig{{CIDR: ConfigPrefix{statePool}, BlockSize: 26, VXLANMode: EncapMode(routes.ModeNever), IPIPMode: EncapMode(routes.ModeNever), NATOutgoing: true}}, podMTU: 1500},
 		pending: newPending(), interval: 1}, log)
+	n.configure(nodeState{})
 	return n
+}
+
+// configure gives the node s's configuration, as a restart of the daemon
+// with a new config file would: ADD and the pass both see it.
+func (n *node) configure(s nodeState) {
+	n.mtu = s.podMTU()
+	n.rec.net.podMTU = n.mtu
+	n.rec.net.pools = s.config().Pools
 }
 
 func handleOf(pod string) string { return "reef.c-" + pod }
@@ -167,14 +221,14 @@ func (n *node) addStart(pod string) (store.Endpoint, *activity.Op) {
 	sp := statePods[pod]
 	op := n.ops.Begin(handleOf(pod), "reef"+pod)
 	ep, _, err := n.st.Allocate(store.Endpoint{Handle: handleOf(pod), Network: "reef", ContainerID: "c-" + pod, IfName: "eth0",
-		Netns: netnsOf(pod), PodNamespace: "default", PodName: pod, HostVeth: "reef" + pod, MTU: 1500,
+		Netns: netnsOf(pod), PodNamespace: "default", PodName: pod, HostVeth: "reef" + pod, MTU: n.mtu,
 		PortMappings: sp.ports, Bandwidth: sp.bw}, store.Pool{CIDR: statePool, BlockSize: 26})
 	if err != nil {
 		n.t.Fatalf("allocate %s: %v", pod, err)
 	}
 	op.Pod(ep.IP, ep.HostVeth)
 	n.recs.alive[ep.Netns] = true
-	n.k.addLink(ep.HostVeth, 1500)
+	n.k.addVeth(ep.HostVeth, ep.Netns, ep.IfName, n.mtu)
 	n.k.mu.Lock()
 	n.k.routes[netip.PrefixFrom(ep.IP, 32)] = routes.Route{Dst: netip.PrefixFrom(ep.IP, 32), Kind: routes.PodRoute, Dev: ep.HostVeth}
 	n.k.mu.Unlock()
@@ -247,8 +301,8 @@ func (n *node) pass() {
 var ipInText = regexp.MustCompile(`\b10\.244\.0\.[0-9]+(/[0-9]+)?`)
 
 // text is the fake kernel's text, sorted, with each pod's address (alone
-// or as a /32) written <pod>, from the store; an address no record has is
-// written <stray IP>.
+// or as a /32) written <pod>, from the store, and a reserved address
+// <handle>; an address no record has is written <stray IP>.
 func (n *node) text() string {
 	eps, err := n.st.Endpoints()
 	if err != nil {
@@ -257,6 +311,9 @@ func (n *node) text() string {
 	names := map[string]string{}
 	for _, ep := range eps {
 		names[ep.IP.String()] = "<" + ep.PodName + ">"
+		if ep.State == store.EndpointReserved {
+			names[ep.IP.String()] = "<" + ep.Handle + ">"
+		}
 	}
 	out := ipInText.ReplaceAllStringFunc(n.k.String(), func(m string) string {
 		ip, bits, _ := strings.Cut(m, "/")
@@ -272,6 +329,32 @@ func (n *node) text() string {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	slices.Sort(lines)
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// textIn is text as wantText(s) has it: while no pool uses IPIP, tunl0's
+// MTU and state are the module's, or what an earlier state left, and
+// reef does not touch them.
+func (n *node) textIn(s nodeState) string {
+	lines := strings.SplitAfter(n.text(), "\n")
+	if !s.ipip {
+		lines = slices.DeleteFunc(lines, func(l string) bool { return strings.HasPrefix(l, "link "+routes.IPIPDevice+" ") })
+	}
+	return strings.Join(lines, "")
+}
+
+// recordsAt fails the test unless every ready record says the pods' MTU:
+// CHECK compares the kernel with them.
+func (n *node) recordsAt(what string) {
+	n.t.Helper()
+	eps, err := n.st.Endpoints()
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	for _, ep := range eps {
+		if ep.State == store.EndpointReady && ep.MTU != n.mtu {
+			n.t.Fatalf("%s: the record of %s says MTU %d, its veth has %d", what, ep.PodName, ep.MTU, n.mtu)
+		}
+	}
 }
 
 // moveTo brings the node's pods to want through ADDs and DELs.
@@ -298,7 +381,7 @@ func (n *node) drift(rng *rand.Rand) string {
 	}
 	slices.Sort(pods)
 	pick := func() string { return pods[rng.IntN(len(pods))] }
-	c := rng.IntN(9)
+	c := rng.IntN(12)
 	switch {
 	case c == 0 && len(pods) > 0:
 		p := pick()
@@ -347,6 +430,23 @@ func (n *node) drift(rng *rand.Rand) string {
 			n.t.Fatal(err)
 		}
 		return "a stray pod's elements"
+	case c == 9 && len(pods) > 0:
+		p := pick()
+		k.mu.Lock()
+		k.links["reef"+p] = 9000
+		k.mu.Unlock()
+		return "the MTU of " + p + "'s veth changed"
+	case c == 10:
+		k.mu.Lock()
+		k.ipip.Up, k.ipip.MTU = false, 1500
+		maps.DeleteFunc(k.ipip.Addrs, func(_ netip.Addr, ours bool) bool { return ours })
+		k.mu.Unlock()
+		return "tunl0 down at MTU 1500, without reef's address"
+	case c == 11:
+		k.mu.Lock()
+		k.ipip.Addrs[netip.MustParseAddr("10.244.0.62")] = true
+		k.mu.Unlock()
+		return "a stale reef address on tunl0"
 	}
 	return "none"
 }
@@ -369,15 +469,18 @@ func TestReconcileStates(t *testing.T) {
 			n := newNode(t)
 			n.pass()
 			for step, i := range rng.Perm(len(states)) {
-				n.moveTo(states[i])
+				s := states[i]
+				n.configure(s)
+				n.moveTo(s.pods)
 				var drifts []string
 				for range rng.IntN(3) {
 					drifts = append(drifts, n.drift(rng))
 				}
 				n.pass()
-				if got, want := n.text(), wantText(states[i]); got != want {
-					t.Fatalf("step %d, state %v, after drift %q: kernel\n%s\nwant\n%s", step, states[i], drifts, got, want)
+				if got, want := n.textIn(s), wantText(s); got != want {
+					t.Fatalf("step %d, state %v, after drift %q: kernel\n%s\nwant\n%s", step, s, drifts, got, want)
 				}
+				n.recordsAt(fmt.Sprintf("step %d, state %v", step, s))
 				before := n.text()
 				n.pass()
 				if after := n.text(); after != before {
@@ -403,7 +506,9 @@ func TestReconcileRacesCNI(t *testing.T) {
 			n := newNode(t)
 			n.pass()
 			for step, i := range rng.Perm(len(states)) {
-				target := states[i]
+				s := states[i]
+				target := s.pods
+				n.configure(s)
 				var adds, dels []string
 				for _, p := range target {
 					if !n.pods[p] {
@@ -434,24 +539,12 @@ func TestReconcileRacesCNI(t *testing.T) {
 				}
 				n.moveTo(first)
 				xt, yt := timings[rng.IntN(3)], timings[rng.IntN(3)]
-				what := fmt.Sprintf("step %d, state %v, ADD of %q %s, DEL of %q %s", step, target, x, xt, y, yt)
+				what := fmt.Sprintf("step %d, state %v, ADD of %q %s, DEL of %q %s", step, s, x, xt, y, yt)
 				finishX, finishY, during := n.race(x, xt, y, yt)
 				n.k.onRead = during
 				n.pass()
 
-				// What the pass must have left: the state without x,
-				// plus x as far as its ADD got.
-				var base []string
-				for _, p := range target {
-					if p != x || xt == "ends during" {
-						base = append(base, p)
-					}
-				}
-				want := wantText(base)
-				if x != "" && xt != "ends during" {
-					want = sortedText(want + "link reef" + x + " mtu 1500\nroute <" + x + ">/32 dev reef" + x + " scope link proto reef\n")
-				}
-				if got := n.text(); got != want {
+				if got, want := n.textIn(s), raceText(s, x, xt); got != want {
 					t.Fatalf("%s: after the racing pass, kernel\n%s\nwant\n%s", what, got, want)
 				}
 				if x != "" {
@@ -467,12 +560,27 @@ func TestReconcileRacesCNI(t *testing.T) {
 				finishX()
 				finishY()
 				n.pass()
-				if got, want := n.text(), wantText(target); got != want {
+				if got, want := n.textIn(s), wantText(s); got != want {
 					t.Fatalf("%s: after the operations ended and a pass, kernel\n%s\nwant\n%s", what, got, want)
 				}
+				n.recordsAt(what)
 			}
 		})
 	}
+}
+
+// raceText is what a pass that raced the ADD of x (timing xt) must have
+// left in s: the state without x, plus x as far as its ADD got.
+func raceText(s nodeState, x, xt string) string {
+	base := s
+	base.pods = slices.DeleteFunc(slices.Clone(s.pods), func(p string) bool { return p == x && xt != "ends during" })
+	want := wantText(base)
+	if x != "" && xt != "ends during" {
+		mtu := s.podMTU()
+		want = sortedText(want + fmt.Sprintf("link reef%s mtu %d\npeer reef%s eth0 in /run/netns/%s mtu %d\nroute <%s>/32 dev reef%s scope link proto reef\n",
+			x, mtu, x, x, mtu, x, x))
+	}
+	return want
 }
 
 // race starts an ADD of x and a DEL of y ("" for none) as their timings

@@ -16,16 +16,16 @@ import (
 // (reconcile_states_test.go) give a fake kernel that prints its state as
 // text. The store is the real bbolt file in both.
 
-// routesKernel is package routes' kernel side: routes, veths, tunnels and
-// the pods' MTU (*routes.Kernel).
+// routesKernel is package routes' kernel side: routes, veths and their
+// MTUs, vxlan.reef and tunl0 (*routes.Kernel).
 type routesKernel interface {
 	Read() (routes.State, error)
 	Apply(p routes.Plan, busy routes.Busy) error
 	HopTo(addr netip.Addr) (routes.Hop, error)
 	ReadTunnel(tunnelAddr netip.Addr) (routes.TunnelState, bool, error)
 	ApplyTunnel(want routes.TunnelState, plan routes.TunnelPlan) error
-	EnsureIPIP(mtu int, tunnelAddr netip.Addr) error
-	SetPodMTU(hostVeth, netnsPath, ifName string, mtu int) (bool, error)
+	ReadIPIP() (routes.IPIPState, error)
+	ApplyIPIP(p routes.IPIPPlan) error
 }
 
 // tcKernel is the pods' bandwidth limits: tc on the veths and their ifbs.
@@ -51,7 +51,7 @@ func (routesTC) DeleteIFB(name string, busy routes.Busy) (bool, error) {
 // (*cniserver.Server).
 type podRecords interface {
 	Release(ep store.Endpoint, wait bool) (bool, error)
-	Update(ep store.Endpoint, kernel func(cur store.Endpoint) error, record func(*store.Endpoint)) (bool, error)
+	Update(ep store.Endpoint, record func(*store.Endpoint)) (bool, error)
 	ReleaseDeferred(handle string) bool
 	Alive(ep store.Endpoint) bool
 }

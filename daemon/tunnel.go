@@ -225,35 +225,67 @@ func (r *reconciler) syncTunnel(vxPeers map[netip.Addr]bool, addr netip.Addr, er
 	}
 }
 
-// syncIPIP readies tunl0 while some pool may use IPIP. This lab's kernel
-// has no ipip module; the error then says so in the log and reef status.
+// desiredIPIP is what tunl0 must be, purely: nil while no pool may use
+// IPIP (reef then only takes its own address off it), else up, with the
+// uplink's MTU less IPIP's overhead, and addr on it (none yet: the device
+// runs without one until the first pod brings a block).
+func (n netInfo) desiredIPIP(addr netip.Addr) *routes.IPIPConfig {
+	if !n.ipipPool().IsValid() {
+		return nil
+	}
+	return &routes.IPIPConfig{MTU: n.uplink.MTU - ipipOverhead, TunnelAddr: addr}
+}
+
+// syncIPIP brings tunl0 in line with desiredIPIP. reef never creates
+// tunl0: this lab's kernel has no ipip module, and the error
+// (routes.ErrNoIPIP) then says so in the log and reef status.
 func (r *reconciler) syncIPIP(addr netip.Addr, errs *[]error) {
-	if !r.net.ipipPool().IsValid() {
+	have, err := r.kernel.ReadIPIP()
+	if err != nil {
+		*errs = append(*errs, err)
 		return
 	}
-	if err := r.kernel.EnsureIPIP(r.net.uplink.MTU-ipipOverhead, addr); err != nil {
+	plan, err := routes.DiffIPIP(r.net.desiredIPIP(addr), have)
+	if err != nil {
+		*errs = append(*errs, err)
+		return
+	}
+	if plan.Empty() {
+		return
+	}
+	var what []any
+	if plan.SetMTU != 0 {
+		what = append(what, "mtu", plan.SetMTU, "was", have.MTU)
+	}
+	if plan.AddAddr.IsValid() {
+		what = append(what, "addAddress", plan.AddAddr)
+	}
+	if len(plan.DelAddrs) > 0 {
+		what = append(what, "removeAddresses", plan.DelAddrs)
+	}
+	if plan.SetUp {
+		what = append(what, "setUp", true)
+	}
+	r.log.Info("bringing "+routes.IPIPDevice+" in line", what...)
+	if err := r.kernel.ApplyIPIP(plan); err != nil {
 		*errs = append(*errs, err)
 	}
 }
 
-// syncPodMTU brings existing pods to the configured MTU when it changed.
-func (r *reconciler) syncPodMTU(live []store.Endpoint, links map[string]bool, errs *[]error) {
+// recordMTUs keeps each record's MTU what its veth pair has, for CHECK,
+// which compares the kernel with the record: once the node's end has the
+// pods' MTU (veths, as syncRoutes left them), the record gets it too.
+// Through the CNI server, under the pod's lock, compare-and-set; a pod a
+// CNI operation touched waits for the next pass.
+func (r *reconciler) recordMTUs(live []store.Endpoint, veths map[string]int, busy routes.Busy, errs *[]error) {
+	mtu := r.net.podMTU
 	for _, ep := range live {
-		if ep.State != store.EndpointReady || ep.HostVeth == "" || !links[ep.HostVeth] || ep.MTU == r.net.podMTU {
+		if mtu == 0 || ep.State != store.EndpointReady || ep.HostVeth == "" || ep.MTU == mtu || veths[ep.HostVeth] != mtu ||
+			busy.Link(ep.HostVeth) {
 			continue
 		}
-		// Through the CNI server, under the pod's lock: a DEL that came
-		// since the pass read the record must not get it written back.
-		changed, err := r.cni.Update(ep, func(cur store.Endpoint) error {
-			_, err := r.kernel.SetPodMTU(cur.HostVeth, cur.Netns, cur.IfName, r.net.podMTU)
-			return err
-		}, func(rec *store.Endpoint) { rec.MTU = r.net.podMTU })
-		if err != nil {
-			*errs = append(*errs, err)
-			continue
-		}
-		if changed {
-			r.log.Info("pod MTU changed", "ip", ep.IP, "veth", ep.HostVeth, "from", ep.MTU, "to", r.net.podMTU)
+		if _, err := r.cni.Update(ep, func(rec *store.Endpoint) { rec.MTU = mtu }); err != nil {
+			*errs = append(*errs, fmt.Errorf("record MTU %d of %s: %w", mtu, ep.IP, err))
 		}
 	}
 }

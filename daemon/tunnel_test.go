@@ -98,3 +98,25 @@ func TestDesiredVXLAN(t *testing.T) {
 		t.Errorf("no pool uses VXLAN: want no device and no peers, got %+v", got)
 	}
 }
+
+// What tunl0 must be is computed from the node and the tunnel address the
+// store holds: nothing while no pool uses IPIP.
+func TestDesiredIPIP(t *testing.T) {
+	up := Uplink{Interface: "eth0", Index: 7, MTU: 1500, Address: netip.MustParseAddr("192.168.77.11"), Prefix: netip.MustParsePrefix("192.168.77.11/24")}
+	pool := func(ipip EncapMode) []PoolConfig {
+		return []PoolConfig{{CIDR: ConfigPrefix{netip.MustParsePrefix("10.244.0.0/16")}, BlockSize: 26, VXLANMode: EncapNever, IPIPMode: ipip}}
+	}
+	addr := netip.MustParseAddr("10.244.0.1")
+	for _, mode := range []EncapMode{EncapCrossSubnet, EncapAlways} {
+		got := netInfo{uplink: up, pools: pool(mode)}.desiredIPIP(addr)
+		if got == nil || *got != (routes.IPIPConfig{MTU: 1480, TunnelAddr: addr}) {
+			t.Errorf("%s: %+v, want MTU 1480 and %s", mode, got, addr)
+		}
+	}
+	if got := (netInfo{uplink: up, pools: pool(EncapAlways)}).desiredIPIP(netip.Addr{}); got == nil || got.TunnelAddr.IsValid() {
+		t.Errorf("no tunnel address yet: %+v", got)
+	}
+	if got := (netInfo{uplink: up, pools: pool(EncapNever)}).desiredIPIP(addr); got != nil {
+		t.Errorf("no pool uses IPIP: want nothing, got %+v", got)
+	}
+}

@@ -186,7 +186,8 @@ func TestCrossSubnetVXLAN(t *testing.T) {
 // TestEncapModeSwitch switches the pool from CrossSubnet to Always and to
 // Never by restarting the daemons with a new config: entries converge with
 // nothing stale; with Never, pods across subnets cannot talk and reef
-// status says why; a new MTU reaches existing pods.
+// status says why; a new MTU reaches existing pods, and their records,
+// which CHECK compares with.
 func TestEncapModeSwitch(t *testing.T) {
 	l, nodes := crossLab(t, "")
 	a1, a2, b1 := nodes[0], nodes[1], nodes[2]
@@ -266,6 +267,10 @@ func TestEncapModeSwitch(t *testing.T) {
 		veth := p.Result.Interfaces[0].Name
 		if link := run(t, l, p.Node.Netns, "ip", "link", "show", veth); !strings.Contains(link, "mtu 1400") {
 			t.Errorf("existing pod %s's node-side veth did not get the new MTU: %s", p.Name, link)
+		}
+		// CHECK compares the kernel with the record: the record follows.
+		if err := p.Check(); err != nil {
+			t.Errorf("CHECK of existing pod %s after the new MTU: %v", p.Name, err)
 		}
 	}
 	if rep, err := a1.IPAM(); err == nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -206,6 +207,9 @@ func TestReconcileRepairs(t *testing.T) {
 	run(t, l, n.Netns, "ip", "route", "del", p.IP.String()+"/32")
 	run(t, l, n.Netns, "sysctl", "-w", "net.ipv4.conf."+veth+".proxy_arp=0")
 	run(t, l, n.Netns, "sysctl", "-w", "net.ipv4.ip_forward=0")
+	podMTU := linkMTU(t, l, p.Netns, "eth0")
+	run(t, l, n.Netns, "ip", "link", "set", veth, "mtu", "9000")
+	run(t, l, n.Netns, "ip", "link", "set", "other0", "mtu", "1400")
 
 	eventually(t, 5e9, func() string {
 		routes := strings.Join(reefRoutes(t, n), "\n")
@@ -226,8 +230,14 @@ func TestReconcileRepairs(t *testing.T) {
 		if v := strings.TrimSpace(run(t, l, n.Netns, "sysctl", "-n", "net.ipv4.ip_forward")); v != "1" {
 			return "ip_forward not restored"
 		}
+		if m := linkMTU(t, l, n.Netns, veth); m != podMTU {
+			return fmt.Sprintf("veth MTU %d not restored to the pod's %d", m, podMTU)
+		}
 		return ""
 	})
+	if m := linkMTU(t, l, n.Netns, "other0"); m != 1400 {
+		t.Errorf("reconcile changed the MTU of other0, which is not reef's, to %d", m)
+	}
 	if !strings.Contains(run(t, l, n.Netns, "ip", "route", "show", "10.99.0.0/24"), "proto static") {
 		t.Error("reconcile touched a route that is not reef's (10.99.0.0/24 proto static)")
 	}
@@ -240,4 +250,22 @@ func TestReconcileRepairs(t *testing.T) {
 	if !strings.Contains(n.Log(), "repairing") && !strings.Contains(n.Log(), "adding route") {
 		t.Error("daemon log does not say what it repaired")
 	}
+	if !strings.Contains(n.Log(), "pod MTU changed") {
+		t.Error(`daemon log does not say "pod MTU changed"`)
+	}
+}
+
+// linkMTU is the MTU of dev in netns, from `ip -o link show`.
+func linkMTU(t *testing.T, l *lab.Lab, netns, dev string) int {
+	t.Helper()
+	f := strings.Fields(run(t, l, netns, "ip", "-o", "link", "show", dev))
+	for i := range len(f) - 1 {
+		if f[i] == "mtu" {
+			if m, err := strconv.Atoi(f[i+1]); err == nil {
+				return m
+			}
+		}
+	}
+	t.Fatalf("no MTU for %s in %s", dev, netns)
+	return 0
 }

@@ -30,9 +30,10 @@ func NewKernel() (*Kernel, error) {
 func (k *Kernel) Close() { k.h.Close() }
 
 // Read returns reef's routes in the main table (by protocol number) and its
-// veths (by name prefix). Nothing without those marks is returned.
+// veths (by name prefix) with their MTUs. Nothing without those marks is
+// returned.
 func (k *Kernel) Read() (State, error) {
-	st := State{Routes: map[netip.Prefix]Route{}, Links: map[string]bool{}}
+	st := State{Routes: map[netip.Prefix]Route{}, Links: map[string]bool{}, MTUs: map[string]PodMTU{}}
 	links, err := k.h.LinkList()
 	if err != nil {
 		return st, fmt.Errorf("list links: %w", err)
@@ -43,6 +44,7 @@ func (k *Kernel) Read() (State, error) {
 		names[a.Index] = a.Name
 		if podlink.Ours(a.Name) && l.Type() == "veth" {
 			st.Links[a.Name] = true
+			st.MTUs[a.Name] = PodMTU{HostVeth: a.Name, MTU: a.MTU}
 		}
 	}
 	filter := &netlink.Route{Protocol: Protocol, Table: unix.RT_TABLE_MAIN}
@@ -74,9 +76,9 @@ func (k *Kernel) Read() (State, error) {
 
 // Apply carries out a plan. It goes on after a failed step so that one bad
 // object does not hold back the rest, and returns every failure. A pod's
-// /32 or veth that busy names is left alone (see Busy): each is checked
-// under the object's lock, just before it would be changed. nil is never
-// busy.
+// /32, veth or veth pair's MTU that busy names is left alone (see Busy):
+// each is checked under the object's lock, just before it would be
+// changed. nil is never busy.
 func (k *Kernel) Apply(p Plan, busy Busy) error {
 	busy = podlink.OrNotBusy(busy)
 	var errs []error
@@ -93,6 +95,15 @@ func (k *Kernel) Apply(p Plan, busy Busy) error {
 			errs = append(errs, err)
 		}
 	}
+	for _, m := range p.SetMTU {
+		unlock := podlink.LockLink(m.HostVeth)
+		if !busy.Link(m.HostVeth) {
+			if err := k.setPodMTU(m); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		unlock()
+	}
 	for _, name := range p.DeleteLink {
 		unlock := podlink.LockLink(name)
 		if !busy.Link(name) {
@@ -103,6 +114,41 @@ func (k *Kernel) Apply(p Plan, busy Busy) error {
 		unlock()
 	}
 	return errors.Join(errs...)
+}
+
+// setPodMTU gives both ends of a pod's veth pair m.MTU, each only if it
+// differs. The pod's end is found first, so that a pod whose netns is gone
+// is left as it is.
+func (k *Kernel) setPodMTU(m PodMTU) error {
+	podNS, err := openNetns(m.Netns)
+	if err != nil {
+		return fmt.Errorf("set MTU %d on %s: %w", m.MTU, m.IfName, err)
+	}
+	defer podNS.Close()
+	h, err := netlinksafe.NewHandleAt(podNS)
+	if err != nil {
+		return fmt.Errorf("netlink handle in netns %s: %w", m.Netns, err)
+	}
+	defer h.Close()
+	pl, err := h.LinkByName(m.IfName)
+	if err != nil {
+		return fmt.Errorf("set MTU %d on %s in netns %s: %w", m.MTU, m.IfName, m.Netns, err)
+	}
+	l, err := k.h.LinkByName(m.HostVeth)
+	if err != nil {
+		return fmt.Errorf("set MTU %d on %s: %w", m.MTU, m.HostVeth, err)
+	}
+	if l.Attrs().MTU != m.MTU {
+		if err := k.h.LinkSetMTU(l, m.MTU); err != nil {
+			return fmt.Errorf("set MTU %d on %s: %w", m.MTU, m.HostVeth, err)
+		}
+	}
+	if pl.Attrs().MTU != m.MTU {
+		if err := h.LinkSetMTU(pl, m.MTU); err != nil {
+			return fmt.Errorf("set MTU %d on %s in netns %s: %w", m.MTU, m.IfName, m.Netns, err)
+		}
+	}
+	return nil
 }
 
 // Without is p less what busy names: the plan a pass logs. Apply asks
@@ -118,6 +164,11 @@ func (p Plan) Without(busy Busy) Plan {
 	for _, r := range p.DeleteRoute {
 		if keep(r) {
 			out.DeleteRoute = append(out.DeleteRoute, r)
+		}
+	}
+	for _, m := range p.SetMTU {
+		if !busy.Link(m.HostVeth) {
+			out.SetMTU = append(out.SetMTU, m)
 		}
 	}
 	for _, l := range p.DeleteLink {

@@ -320,13 +320,13 @@ func TestKernelReadApply(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Read: %v", err)
 	}
-	wantHave := state([]string{"reefkeep1", "reefstray1"},
+	wantHave := withMTU(withMTU(state([]string{"reefkeep1", "reefstray1"},
 		hole("10.244.9.0/26"),
 		podRt("10.244.1.99/32", "other0"),
 		Route{Dst: pfx("10.244.5.0/26"), Kind: RemoteRoute, Dev: "other0", Via: netip.MustParseAddr("192.0.2.2")},
 		podRt("10.244.6.0/26", "?other0"),
 		podRt("10.244.1.7/32", "reefstray1"),
-	)
+	), "reefkeep1", "", 1500), "reefstray1", "", 1500)
 	if diff := cmp.Diff(wantHave, have, stateCmpOpts); diff != "" {
 		t.Errorf("Read (-want +got):\n%s", diff)
 	}
@@ -379,7 +379,8 @@ func TestKernelReadApply(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Read after Apply: %v", err)
 	}
-	if diff := cmp.Diff(state([]string{"reefkeep1"}, hole("10.244.1.0/26"), podRt("10.244.1.7/32", "reefkeep1")), got, stateCmpOpts); diff != "" {
+	wantGot := withMTU(state([]string{"reefkeep1"}, hole("10.244.1.0/26"), podRt("10.244.1.7/32", "reefkeep1")), "reefkeep1", "", 1500)
+	if diff := cmp.Diff(wantGot, got, stateCmpOpts); diff != "" {
 		t.Errorf("Read after Apply (-want +got):\n%s", diff)
 	}
 	if p := Diff(want, got); !p.Empty() {
@@ -418,3 +419,89 @@ type testBusy struct {
 
 func (b testBusy) Link(name string) bool   { return b.links[name] }
 func (b testBusy) Addr(ip netip.Addr) bool { return b.addrs[ip] }
+
+// TestApplyPodMTU: a pod's veth pair at another MTU than the desired one
+// gets it on both ends, unless a CNI operation is busy with the veth; a
+// pod whose netns is gone is an error naming it, and keeps its MTU.
+func TestApplyPodMTU(t *testing.T) {
+	requireRoot(t)
+	node, pod := netnstest.New(t), netnstest.New(t)
+	nodeH, podH := netnsHandle(t, node.Path()), netnsHandle(t, pod.Path())
+	spec := PodSpec{Netns: pod.Path(), IfName: "eth0", HostVeth: "reefmtu0000000", IP: netip.MustParseAddr("10.244.1.5"), MTU: 1500}
+	if err := in(t, node, func() (err error) { _, err = SetupPod(spec); return err }); err != nil {
+		t.Fatalf("SetupPod: %v", err)
+	}
+	var k *Kernel
+	if err := in(t, node, func() (err error) { k, err = NewKernel(); return err }); err != nil {
+		t.Fatalf("NewKernel: %v", err)
+	}
+	defer k.Close()
+	mtus := func() (host, pod int) {
+		t.Helper()
+		h, err := nodeH.LinkByName(spec.HostVeth)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := podH.LinkByName("eth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.Attrs().MTU, p.Attrs().MTU
+	}
+
+	have, err := k.Read()
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	if got := have.MTUs[spec.HostVeth].MTU; got != 1500 {
+		t.Fatalf("Read: %s has MTU %d, want 1500", spec.HostVeth, got)
+	}
+	want := Desired([]Endpoint{{IP: spec.IP, HostVeth: spec.HostVeth, Netns: spec.Netns, IfName: "eth0", MTU: 1400}}, nil, nil, have.Links)
+	plan := Diff(want, have)
+	wantPlan := Plan{SetMTU: []PodMTU{{HostVeth: spec.HostVeth, Netns: spec.Netns, IfName: "eth0", MTU: 1400}}}
+	if diff := cmp.Diff(wantPlan, plan, stateCmpOpts); diff != "" {
+		t.Fatalf("Diff (-want +got):\n%s", diff)
+	}
+
+	busy := testBusy{links: map[string]bool{spec.HostVeth: true}}
+	if p := plan.Without(busy); !p.Empty() {
+		t.Errorf("Without(busy veth) = %+v, want empty", p)
+	}
+	if err := k.Apply(plan, busy); err != nil {
+		t.Fatalf("Apply with the veth busy: %v", err)
+	}
+	if h, p := mtus(); h != 1500 || p != 1500 {
+		t.Errorf("Apply changed the MTU of a veth a CNI operation was busy with: node %d, pod %d", h, p)
+	}
+
+	if err := k.Apply(plan, nil); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if h, p := mtus(); h != 1400 || p != 1400 {
+		t.Errorf("after Apply: node %d, pod %d, want 1400 on both ends", h, p)
+	}
+	if have, err = k.Read(); err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	if p := Diff(want, have); !p.Empty() {
+		t.Errorf("Diff after Apply = %+v, want empty", p)
+	}
+	// Again, with the node's end already right: the pod's end is still
+	// brought in line, and nothing fails.
+	netnstest.Run(t, pod, "ip", "link", "set", "eth0", "mtu", "1500")
+	if err := k.Apply(plan, nil); err != nil {
+		t.Fatalf("second Apply: %v", err)
+	}
+	if h, p := mtus(); h != 1400 || p != 1400 {
+		t.Errorf("after the second Apply: node %d, pod %d, want 1400 on both ends", h, p)
+	}
+
+	gone := plan.SetMTU[0]
+	gone.MTU, gone.Netns = 1300, filepath.Join(t.TempDir(), "no-such-netns")
+	if err := k.Apply(Plan{SetMTU: []PodMTU{gone}}, nil); !errors.Is(err, ErrNetnsGone) || !strings.Contains(err.Error(), gone.Netns) {
+		t.Errorf("Apply with the pod's netns gone = %v, want ErrNetnsGone naming it", err)
+	}
+	if h, _ := mtus(); h != 1400 {
+		t.Errorf("Apply with the pod's netns gone changed the node's end to %d", h)
+	}
+}

@@ -54,12 +54,28 @@ func (r Route) String() string {
 type Endpoint struct {
 	IP       netip.Addr
 	HostVeth string // "" when a newer sandbox of the pod took the veth over
+	// Netns and IfName are the pod's end of the veth pair, MTU what both
+	// ends must have (0: leave them as they are).
+	Netns, IfName string
+	MTU           int
 }
 
 // State is the part of the kernel reef owns: its routes and its veths.
 type State struct {
 	Routes map[netip.Prefix]Route
 	Links  map[string]bool // node-side veth names
+	// MTUs are the pods' veth pairs' MTUs, by node-side veth: what the
+	// kernel has on that end, or what reef wants on both ends (with the
+	// pod's end named).
+	MTUs map[string]PodMTU
+}
+
+// PodMTU is the MTU of a pod's veth pair. Netns and IfName name the
+// pod's end; a State read from the kernel knows only the node's.
+type PodMTU struct {
+	HostVeth      string
+	Netns, IfName string
+	MTU           int
 }
 
 // RemoteBlock is another node's confirmed block, the node that owns it and
@@ -90,8 +106,12 @@ type Hop struct {
 // the node address is the gateway that the tunnel's neighbour entry maps
 // to the node's VTEP), or "block via gateway dev <device>" for a block
 // with a Gateway.
+//
+// A pod's veth pair wants the endpoint's MTU, if it has one, on both ends,
+// and only while the veth exists: a pass changes what ADD made, it never
+// makes a veth.
 func Desired(endpoints []Endpoint, ownBlocks []netip.Prefix, remote []RemoteBlock, existingLinks map[string]bool) State {
-	want := State{Routes: map[netip.Prefix]Route{}, Links: map[string]bool{}}
+	want := State{Routes: map[netip.Prefix]Route{}, Links: map[string]bool{}, MTUs: map[string]PodMTU{}}
 	for _, b := range remote {
 		if b.Gateway.IsValid() {
 			want.Routes[b.Block] = Route{Dst: b.Block, Kind: RemoteRoute, Dev: b.Dev, Via: b.Gateway}
@@ -109,26 +129,33 @@ func Desired(endpoints []Endpoint, ownBlocks []netip.Prefix, remote []RemoteBloc
 		dst := netip.PrefixFrom(ep.IP, 32)
 		if ep.HostVeth != "" && existingLinks[ep.HostVeth] {
 			want.Routes[dst] = Route{Dst: dst, Kind: PodRoute, Dev: ep.HostVeth}
+			if ep.MTU != 0 {
+				want.MTUs[ep.HostVeth] = PodMTU{HostVeth: ep.HostVeth, Netns: ep.Netns, IfName: ep.IfName, MTU: ep.MTU}
+			}
 		}
 	}
 	return want
 }
 
 // Plan is what it takes to turn the kernel's state into the desired one.
-// Apply order: routes replaced first, then routes deleted, then links.
+// Apply order: routes replaced first, then routes deleted, then MTUs set,
+// then links deleted.
 type Plan struct {
 	Replace     []Route
 	DeleteRoute []Route
+	SetMTU      []PodMTU // both ends of each pod's veth pair
 	DeleteLink  []string
 }
 
 // Empty reports whether the kernel already matches.
 func (p Plan) Empty() bool {
-	return len(p.Replace) == 0 && len(p.DeleteRoute) == 0 && len(p.DeleteLink) == 0
+	return len(p.Replace) == 0 && len(p.DeleteRoute) == 0 && len(p.SetMTU) == 0 && len(p.DeleteLink) == 0
 }
 
 // Diff compares the desired state with the kernel's and returns the
-// operations, sorted so that plans compare and log stably.
+// operations, sorted so that plans compare and log stably. A pod's MTU is
+// compared on the node's end of its veth pair, which the kernel's state
+// lists; Apply sets both ends.
 func Diff(want, have State) Plan {
 	var p Plan
 	for dst, r := range want.Routes {
@@ -141,6 +168,11 @@ func Diff(want, have State) Plan {
 			p.DeleteRoute = append(p.DeleteRoute, r)
 		}
 	}
+	for name, m := range want.MTUs {
+		if cur, ok := have.MTUs[name]; ok && cur.MTU != m.MTU {
+			p.SetMTU = append(p.SetMTU, m)
+		}
+	}
 	for name := range have.Links {
 		if !want.Links[name] {
 			p.DeleteLink = append(p.DeleteLink, name)
@@ -148,6 +180,7 @@ func Diff(want, have State) Plan {
 	}
 	sortRoutes(p.Replace)
 	sortRoutes(p.DeleteRoute)
+	slices.SortFunc(p.SetMTU, func(a, b PodMTU) int { return strings.Compare(a.HostVeth, b.HostVeth) })
 	sort.Strings(p.DeleteLink)
 	return p
 }

@@ -39,6 +39,27 @@ func state(links []string, routes ...Route) State {
 
 func ep(ip, veth string) Endpoint { return Endpoint{IP: netip.MustParseAddr(ip), HostVeth: veth} }
 
+// withMTU is st with veth's MTU: the kernel's (netns "") or the wanted
+// one, with the pod's end in netns as eth0.
+func withMTU(st State, veth, netns string, mtu int) State {
+	if st.MTUs == nil {
+		st.MTUs = map[string]PodMTU{}
+	}
+	m := PodMTU{HostVeth: veth, MTU: mtu}
+	if netns != "" {
+		m.Netns, m.IfName = netns, "eth0"
+	}
+	st.MTUs[veth] = m
+	return st
+}
+
+// epMTU is an endpoint whose veth pair wants mtu, its pod in netns.
+func epMTU(ip, veth, netns string, mtu int) Endpoint {
+	e := ep(ip, veth)
+	e.Netns, e.IfName, e.MTU = netns, "eth0", mtu
+	return e
+}
+
 func linkSet(names ...string) map[string]bool {
 	m := map[string]bool{}
 	for _, n := range names {
@@ -83,6 +104,19 @@ func TestDesired(t *testing.T) {
 			endpoints: []Endpoint{ep("10.244.1.5", "")},
 			existing:  linkSet(""),
 			want:      state(nil),
+		},
+		{
+			name:      "an endpoint's MTU is wanted on its veth pair, while the veth exists",
+			endpoints: []Endpoint{epMTU("10.244.1.5", "reefaaaaaaaaaaa", "/run/netns/a", 1400), epMTU("10.244.1.6", "reefbbbbbbbbbbb", "/run/netns/b", 1400)},
+			existing:  linkSet("reefaaaaaaaaaaa"),
+			want: withMTU(state([]string{"reefaaaaaaaaaaa", "reefbbbbbbbbbbb"}, podRt("10.244.1.5/32", "reefaaaaaaaaaaa")),
+				"reefaaaaaaaaaaa", "/run/netns/a", 1400),
+		},
+		{
+			name:      "an endpoint without an MTU leaves its veth's",
+			endpoints: []Endpoint{epMTU("10.244.1.5", "reefaaaaaaaaaaa", "/run/netns/a", 0)},
+			existing:  linkSet("reefaaaaaaaaaaa"),
+			want:      state([]string{"reefaaaaaaaaaaa"}, podRt("10.244.1.5/32", "reefaaaaaaaaaaa")),
 		},
 		{
 			name: "mixed",
@@ -166,6 +200,23 @@ func TestDiff(t *testing.T) {
 			plan: Plan{DeleteLink: []string{"reefbbbbbbbbbbb", "reefzzzzzzzzzzz"}},
 		},
 		{
+			name: "a veth pair of another MTU gets the wanted one",
+			want: withMTU(withMTU(state([]string{"reefaaaaaaaaaaa", "reefbbbbbbbbbbb"}), "reefbbbbbbbbbbb", "/run/netns/b", 1400), "reefaaaaaaaaaaa", "/run/netns/a", 1400),
+			have: withMTU(withMTU(state([]string{"reefaaaaaaaaaaa", "reefbbbbbbbbbbb"}), "reefaaaaaaaaaaa", "", 1500), "reefbbbbbbbbbbb", "", 9000),
+			plan: Plan{SetMTU: []PodMTU{{HostVeth: "reefaaaaaaaaaaa", Netns: "/run/netns/a", IfName: "eth0", MTU: 1400},
+				{HostVeth: "reefbbbbbbbbbbb", Netns: "/run/netns/b", IfName: "eth0", MTU: 1400}}},
+		},
+		{
+			name: "a veth pair at the wanted MTU needs nothing",
+			want: withMTU(state([]string{"reefaaaaaaaaaaa"}), "reefaaaaaaaaaaa", "/run/netns/a", 1400),
+			have: withMTU(state([]string{"reefaaaaaaaaaaa"}), "reefaaaaaaaaaaa", "", 1400),
+		},
+		{
+			name: "no MTU for a veth the kernel does not have",
+			want: withMTU(state([]string{"reefaaaaaaaaaaa"}), "reefaaaaaaaaaaa", "/run/netns/a", 1400),
+			have: state(nil),
+		},
+		{
 			name: "everything at once, sorted",
 			want: state([]string{"reefaaaaaaaaaaa", "reefbbbbbbbbbbb"},
 				hole("10.244.1.64/26"), hole("10.244.1.0/26"),
@@ -191,7 +242,7 @@ func TestDiff(t *testing.T) {
 			if diff := cmp.Diff(tt.plan, got, stateCmpOpts); diff != "" {
 				t.Errorf("Diff (-want +got):\n%s", diff)
 			}
-			if got.Empty() != (len(tt.plan.Replace)+len(tt.plan.DeleteRoute)+len(tt.plan.DeleteLink) == 0) {
+			if got.Empty() != (len(tt.plan.Replace)+len(tt.plan.DeleteRoute)+len(tt.plan.SetMTU)+len(tt.plan.DeleteLink) == 0) {
 				t.Errorf("Empty() = %v for %+v", got.Empty(), got)
 			}
 		})
@@ -199,15 +250,18 @@ func TestDiff(t *testing.T) {
 }
 
 // apply carries a plan out on a State the way Kernel.Apply does on the
-// kernel: a route needs its device, and deleting a link takes its routes.
+// kernel: a route or an MTU needs its device, and deleting a link takes
+// its routes and MTU.
 func apply(t *testing.T, have State, p Plan) State {
 	t.Helper()
 	out := state(nil)
+	out.MTUs = map[string]PodMTU{}
 	for d, r := range have.Routes {
 		out.Routes[d] = r
 	}
 	for l := range have.Links {
 		out.Links[l] = true
+		out.MTUs[l] = have.MTUs[l]
 	}
 	for _, r := range p.Replace {
 		if r.Kind == PodRoute && !out.Links[r.Dev] {
@@ -218,8 +272,15 @@ func apply(t *testing.T, have State, p Plan) State {
 	for _, r := range p.DeleteRoute {
 		delete(out.Routes, r.Dst)
 	}
+	for _, m := range p.SetMTU {
+		if !out.Links[m.HostVeth] {
+			t.Fatalf("plan sets MTU %d on %s, which does not exist", m.MTU, m.HostVeth)
+		}
+		out.MTUs[m.HostVeth] = PodMTU{HostVeth: m.HostVeth, MTU: m.MTU}
+	}
 	for _, l := range p.DeleteLink {
 		delete(out.Links, l)
+		delete(out.MTUs, l)
 		for d, r := range out.Routes {
 			if r.Kind == PodRoute && r.Dev == l {
 				delete(out.Routes, d)
@@ -238,13 +299,14 @@ func plansSorted(p Plan) bool {
 	}
 	return sort.SliceIsSorted(p.Replace, func(i, j int) bool { return less(p.Replace[i], p.Replace[j]) }) &&
 		sort.SliceIsSorted(p.DeleteRoute, func(i, j int) bool { return less(p.DeleteRoute[i], p.DeleteRoute[j]) }) &&
+		sort.SliceIsSorted(p.SetMTU, func(i, j int) bool { return p.SetMTU[i].HostVeth < p.SetMTU[j].HostVeth }) &&
 		sort.StringsAreSorted(p.DeleteLink)
 }
 
 // TestDiffConverges replays random sequences of desired states against a
-// fake kernel: after each plan the fake holds exactly the desired routes,
-// keeps only desired veths (links are made by ADD, never by a plan), and a
-// second Diff finds nothing to do.
+// fake kernel: after each plan the fake holds exactly the desired routes
+// and MTUs, keeps only desired veths (links are made by ADD, never by a
+// plan), and a second Diff finds nothing to do.
 func TestDiffConverges(t *testing.T) {
 	veths := []string{"reefaaaaaaaaaaa", "reefbbbbbbbbbbb", "reefccccccccccc", "reefddddddddddd", "reefeeeeeeeeeee"}
 	blocks := []netip.Prefix{pfx("10.244.1.0/26"), pfx("10.244.1.64/26"), pfx("10.244.2.0/26"), pfx("10.244.1.5/32")}
@@ -255,9 +317,16 @@ func TestDiffConverges(t *testing.T) {
 			// Start from a kernel with random reef leftovers, some of
 			// shapes Read reports with an impossible device.
 			have := state(nil)
+			have.MTUs = map[string]PodMTU{}
+			addVeth := func(v string) {
+				if !have.Links[v] {
+					have.Links[v] = true
+					have.MTUs[v] = PodMTU{HostVeth: v, MTU: []int{1400, 1450, 1500}[rnd.Intn(3)]}
+				}
+			}
 			for _, v := range veths {
 				if rnd.Intn(2) == 0 {
-					have.Links[v] = true
+					addVeth(v)
 				}
 			}
 			for i := range 6 {
@@ -277,16 +346,18 @@ func TestDiffConverges(t *testing.T) {
 				// ADDs happened since the last pass: some veths appear.
 				for _, v := range veths {
 					if rnd.Intn(4) == 0 {
-						have.Links[v] = true
+						addVeth(v)
 					}
 				}
+				mtu := []int{0, 1400, 1450, 1500}[rnd.Intn(4)] // the pods' MTU of this pass; 0: none
 				var eps []Endpoint
 				for i := range rnd.Intn(8) {
 					veth := ""
 					if rnd.Intn(5) != 0 {
 						veth = veths[rnd.Intn(len(veths))]
 					}
-					eps = append(eps, Endpoint{IP: netip.AddrFrom4([4]byte{10, 244, 1, byte(i + rnd.Intn(10))}), HostVeth: veth})
+					eps = append(eps, Endpoint{IP: netip.AddrFrom4([4]byte{10, 244, 1, byte(i + rnd.Intn(10))}), HostVeth: veth,
+						Netns: "/run/netns/" + veth, IfName: "eth0", MTU: mtu})
 				}
 				var own []netip.Prefix
 				for _, b := range blocks {
@@ -312,6 +383,11 @@ func TestDiffConverges(t *testing.T) {
 				}
 				if diff := cmp.Diff(wantLinks, got.Links, stateCmpOpts); diff != "" {
 					t.Fatalf("step %d: links after plan %+v (-want +got):\n%s", step, plan, diff)
+				}
+				for l, m := range want.MTUs {
+					if got.MTUs[l].MTU != m.MTU {
+						t.Fatalf("step %d: %s has MTU %d after plan %+v, want %d", step, l, got.MTUs[l].MTU, plan, m.MTU)
+					}
 				}
 				if again := Diff(want, got); !again.Empty() {
 					t.Fatalf("step %d: second Diff not empty: %+v", step, again)

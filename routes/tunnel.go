@@ -179,3 +179,69 @@ func DiffTunnel(want, have TunnelState, haveAddr bool) TunnelPlan {
 func sortAddrs(as []netip.Addr) {
 	sort.Slice(as, func(i, j int) bool { return as[i].Less(as[j]) })
 }
+
+// IPIPLabel marks the addresses reef puts on tunl0. The device is the ipip
+// module's and may carry addresses of others; only one with reef's label
+// is reef's to remove.
+const IPIPLabel = IPIPDevice + ":reef"
+
+// IPIPConfig is what tunl0 must be while some pool may use IPIP: up, with
+// MTU and the node's tunnel address (invalid: none yet).
+type IPIPConfig struct {
+	MTU        int
+	TunnelAddr netip.Addr
+}
+
+// IPIPState is tunl0 as the kernel has it.
+type IPIPState struct {
+	Present bool // the ipip module made it
+	Up      bool
+	MTU     int
+	Addrs   map[netip.Addr]bool // its /32 addresses: true for reef's (IPIPLabel)
+}
+
+// IPIPPlan is what it takes to bring tunl0 in line. reef never creates or
+// deletes tunl0.
+type IPIPPlan struct {
+	SetMTU   int        // 0: leave
+	AddAddr  netip.Addr // invalid: none to add
+	DelAddrs []netip.Addr
+	SetUp    bool
+}
+
+// Empty reports whether nothing needs doing.
+func (p IPIPPlan) Empty() bool {
+	return p.SetMTU == 0 && !p.AddAddr.IsValid() && len(p.DelAddrs) == 0 && !p.SetUp
+}
+
+// DiffIPIP compares the desired tunl0 (nil: no pool may use IPIP) with the
+// kernel's. While no pool uses IPIP, reef only takes its own addresses
+// off the device and leaves its MTU and state as they are; a wanted tunl0
+// that is missing is ErrNoIPIP. The tunnel address counts as there with
+// or without reef's label; any other address with the label goes.
+func DiffIPIP(want *IPIPConfig, have IPIPState) (IPIPPlan, error) {
+	var p IPIPPlan
+	if want == nil && !have.Present {
+		return p, nil
+	}
+	if !have.Present {
+		return p, ErrNoIPIP
+	}
+	for a, ours := range have.Addrs {
+		if ours && (want == nil || a != want.TunnelAddr) {
+			p.DelAddrs = append(p.DelAddrs, a)
+		}
+	}
+	sortAddrs(p.DelAddrs)
+	if want == nil {
+		return p, nil
+	}
+	if have.MTU != want.MTU {
+		p.SetMTU = want.MTU
+	}
+	if _, ok := have.Addrs[want.TunnelAddr]; want.TunnelAddr.IsValid() && !ok {
+		p.AddAddr = want.TunnelAddr
+	}
+	p.SetUp = !have.Up
+	return p, nil
+}

@@ -182,53 +182,42 @@ func (k *Kernel) syncPeers(idx int, peers map[netip.Addr]bool) []error {
 	return errs
 }
 
-// SetPodMTU sets the MTU of both ends of a pod's veth if they differ from
-// mtu (a changed configuration reaching existing pods). It says whether it
-// changed anything.
-func (k *Kernel) SetPodMTU(hostVeth, netnsPath, ifName string, mtu int) (bool, error) {
-	defer lockPod(hostVeth)()
-	changed := false
-	l, err := k.h.LinkByName(hostVeth)
-	if err != nil {
-		return false, fmt.Errorf("find %s: %w", hostVeth, err)
-	}
-	if l.Attrs().MTU != mtu {
-		if err := k.h.LinkSetMTU(l, mtu); err != nil {
-			return false, fmt.Errorf("set MTU %d on %s: %w", mtu, hostVeth, err)
-		}
-		changed = true
-	}
-	podNS, err := openNetns(netnsPath)
-	if err != nil {
-		return changed, err
-	}
-	defer podNS.Close()
-	h, err := netlink.NewHandleAt(podNS)
-	if err != nil {
-		return changed, fmt.Errorf("netlink handle in %s: %w", netnsPath, err)
-	}
-	defer h.Close()
-	pl, err := h.LinkByName(ifName)
-	if err != nil {
-		return changed, fmt.Errorf("find %s in %s: %w", ifName, netnsPath, err)
-	}
-	if pl.Attrs().MTU != mtu {
-		if err := h.LinkSetMTU(pl, mtu); err != nil {
-			return changed, fmt.Errorf("set MTU %d on %s in %s: %w", mtu, ifName, netnsPath, err)
-		}
-		changed = true
-	}
-	return changed, nil
-}
-
 // ErrNoIPIP says the kernel has no ipip module: tunl0, which the module
 // creates in every namespace, is missing.
 var ErrNoIPIP = errors.New("ipipMode needs the kernel's ipip module, and tunl0 is missing: run `modprobe ipip`, or use vxlanMode instead")
 
-// EnsureIPIP readies tunl0 for IPIP routes: up, with the given MTU, and
-// the tunnel address if one is given. It never creates or deletes tunl0,
-// which belongs to the kernel module.
-func (k *Kernel) EnsureIPIP(mtu int, tunnelAddr netip.Addr) error {
+// ReadIPIP returns tunl0 as the kernel has it: absent without the ipip
+// module; else whether it is up, its MTU and its /32 addresses, reef's
+// told by their label (IPIPLabel).
+func (k *Kernel) ReadIPIP() (IPIPState, error) {
+	st := IPIPState{Addrs: map[netip.Addr]bool{}}
+	l, err := k.h.LinkByName(IPIPDevice)
+	if err != nil {
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) {
+			return st, nil
+		}
+		return st, fmt.Errorf("find %s: %w", IPIPDevice, err)
+	}
+	st.Present, st.Up, st.MTU = true, l.Attrs().Flags&net.FlagUp != 0, l.Attrs().MTU
+	addrs, err := k.h.AddrList(l, unix.AF_INET)
+	if err != nil {
+		return st, fmt.Errorf("list addresses of %s: %w", IPIPDevice, err)
+	}
+	for _, a := range addrs {
+		if p, ok := ipNetToPrefix(a.IPNet); ok && p.IsSingleIP() {
+			st.Addrs[p.Addr()] = st.Addrs[p.Addr()] || a.Label == IPIPLabel
+		}
+	}
+	return st, nil
+}
+
+// ApplyIPIP carries out a plan of DiffIPIP on tunl0: its MTU, reef's
+// address (added before the ones reef no longer wants are deleted), up.
+// It never creates or deletes tunl0, which belongs to the ipip module;
+// without it, it returns ErrNoIPIP. It goes on after a failed step and
+// returns every failure; every step is safe to repeat.
+func (k *Kernel) ApplyIPIP(p IPIPPlan) error {
 	l, err := k.h.LinkByName(IPIPDevice)
 	if err != nil {
 		var nf netlink.LinkNotFoundError
@@ -237,20 +226,30 @@ func (k *Kernel) EnsureIPIP(mtu int, tunnelAddr netip.Addr) error {
 		}
 		return fmt.Errorf("find %s: %w", IPIPDevice, err)
 	}
-	if l.Attrs().MTU != mtu {
-		if err := k.h.LinkSetMTU(l, mtu); err != nil {
-			return fmt.Errorf("set MTU %d on %s: %w", mtu, IPIPDevice, err)
+	var errs []error
+	if p.SetMTU != 0 {
+		if err := k.h.LinkSetMTU(l, p.SetMTU); err != nil {
+			errs = append(errs, fmt.Errorf("set MTU %d on %s: %w", p.SetMTU, IPIPDevice, err))
 		}
 	}
-	if tunnelAddr.IsValid() {
-		if err := k.h.AddrReplace(l, &netlink.Addr{IPNet: prefixToIPNet(netip.PrefixFrom(tunnelAddr, 32))}); err != nil {
-			return fmt.Errorf("add %s/32 to %s: %w", tunnelAddr, IPIPDevice, err)
+	if p.AddAddr.IsValid() {
+		na := &netlink.Addr{IPNet: prefixToIPNet(netip.PrefixFrom(p.AddAddr, 32)), Label: IPIPLabel}
+		if err := k.h.AddrReplace(l, na); err != nil {
+			errs = append(errs, fmt.Errorf("add %s/32 to %s: %w", p.AddAddr, IPIPDevice, err))
 		}
 	}
-	if l.Attrs().Flags&net.FlagUp == 0 {
+	for _, a := range p.DelAddrs {
+		na := &netlink.Addr{IPNet: prefixToIPNet(netip.PrefixFrom(a, 32)), Label: IPIPLabel}
+		// With the label, the kernel deletes the address only if it is
+		// still reef's.
+		if err := k.h.AddrDel(l, na); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("delete %s/32 from %s: %w", a, IPIPDevice, err))
+		}
+	}
+	if p.SetUp {
 		if err := k.h.LinkSetUp(l); err != nil {
-			return fmt.Errorf("set %s up: %w", IPIPDevice, err)
+			errs = append(errs, fmt.Errorf("set %s up: %w", IPIPDevice, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
