@@ -199,7 +199,7 @@ func (n nodeFlags) apply(cfg *daemon.Config) error {
 		if err != nil {
 			return fmt.Errorf("flag --node-address: value %q is not an IP address", *n.address)
 		}
-		cfg.NodeAddress = daemon.ConfigAddr{Addr: a}
+		cfg.NodeAddress = a
 	}
 	return nil
 }

@@ -69,13 +69,13 @@ func runStoreRecover(args []string, stdout, stderr io.Writer) error {
 	if err := refuseIfRunning(cfg.Socket, path, "nothing was changed"); err != nil {
 		return err
 	}
-	up, err := daemon.DetectUplink(cfg.Interface, cfg.NodeAddress.Addr)
+	up, err := daemon.DetectUplink(cfg.Interface, cfg.NodeAddress)
 	if err != nil {
 		return fmt.Errorf("node address: %w", err)
 	}
 	in := store.RecoverInput{Node: cfg.NodeName, Address: up.Address, Now: time.Now()}
 	for _, p := range cfg.Pools {
-		in.Pools = append(in.Pools, store.Pool{CIDR: p.CIDR.Prefix, BlockSize: p.BlockSize})
+		in.Pools = append(in.Pools, store.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize})
 	}
 	switch id, ok, err := store.ReadIdentity(path); {
 	case *incFlag != "":
@@ -156,7 +156,7 @@ func runStoreInit(args []string, stdout, stderr io.Writer) error {
 	if err := refuseIfRunning(cfg.Socket, path, "nothing was changed"); err != nil {
 		return err
 	}
-	up, err := daemon.DetectUplink(cfg.Interface, cfg.NodeAddress.Addr)
+	up, err := daemon.DetectUplink(cfg.Interface, cfg.NodeAddress)
 	if err != nil {
 		return fmt.Errorf("node address: %w", err)
 	}

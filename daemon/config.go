@@ -1,12 +1,15 @@
 package daemon
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -30,7 +33,7 @@ const (
 // overridden by flags. Every key has a default (see DefaultConfig).
 type Config struct {
 	NodeName         string       `yaml:"nodeName"`
-	NodeAddress      ConfigAddr   `yaml:"nodeAddress"` // zero: autodetected from the uplink
+	NodeAddress      netip.Addr   `yaml:"nodeAddress"` // zero: autodetected from the uplink
 	Interface        string       `yaml:"interface"`   // "": autodetected
 	StateDir         string       `yaml:"stateDir"`
 	Socket           string       `yaml:"socket"`
@@ -63,7 +66,7 @@ type KubeConfig struct {
 
 // PoolConfig is one IP pool that pod addresses are allocated from.
 type PoolConfig struct {
-	CIDR        ConfigPrefix `yaml:"cidr"`
+	CIDR        netip.Prefix `yaml:"cidr"`
 	BlockSize   int          `yaml:"blockSize"`
 	VXLANMode   EncapMode    `yaml:"vxlanMode"`
 	IPIPMode    EncapMode    `yaml:"ipipMode"`
@@ -74,8 +77,8 @@ type PoolConfig struct {
 type BGPConfig struct {
 	ASN           uint32         `yaml:"asn"`
 	Port          int            `yaml:"port"`
-	Peers         ConfigAddrs    `yaml:"peers"`
-	PeerPrefixes  ConfigPrefixes `yaml:"peerPrefixes"`
+	Peers         []netip.Addr   `yaml:"peers"`
+	PeerPrefixes  []netip.Prefix `yaml:"peerPrefixes"`
 	Password      string         `yaml:"password"` // TCP MD5; "": none
 	KeepaliveTime time.Duration  `yaml:"keepaliveTime"`
 	HoldTime      time.Duration  `yaml:"holdTime"`
@@ -83,10 +86,10 @@ type BGPConfig struct {
 	// node must list the same ones (docs/ipam.md). Required as soon as the
 	// node has other nodes to talk to (bgp.peers, bgp.peerPrefixes,
 	// bgp.routeReflectors); a node with none runs alone, its own voter.
-	Voters ConfigAddrs `yaml:"voters"`
+	Voters []netip.Addr `yaml:"voters"`
 	// RouteReflectors are the route reflectors this node peers with
 	// instead of the full mesh (Calico: BGPPeer with nodeToNodeMesh off).
-	RouteReflectors ConfigAddrs `yaml:"routeReflectors"`
+	RouteReflectors []netip.Addr `yaml:"routeReflectors"`
 	// RouteReflector makes this node a route reflector (Calico:
 	// routeReflectorClusterID on the node): sessions accepted through
 	// PeerPrefixes are its clients, Peers are the other reflectors, and
@@ -100,7 +103,7 @@ type BGPConfig struct {
 
 // ExternalPeerConfig is one router in bgp.externalPeers.
 type ExternalPeerConfig struct {
-	Address ConfigAddr `yaml:"address"`
+	Address netip.Addr `yaml:"address"`
 	ASN     uint32     `yaml:"asn"` // eBGP when it differs from bgp.asn, iBGP when equal
 	Port    int        `yaml:"port"`
 	// Password is the TCP MD5 key of the session; "": none.
@@ -126,7 +129,7 @@ type ExternalPeerConfig struct {
 func (b BGPConfig) externalPeers() []bgp.ExternalPeer {
 	var out []bgp.ExternalPeer
 	for _, p := range b.ExternalPeers {
-		e := bgp.ExternalPeer{Address: p.Address.Addr, ASN: p.ASN, Port: p.Port, Password: p.Password, Hold: p.HoldTime, Keepalive: p.KeepaliveTime,
+		e := bgp.ExternalPeer{Address: p.Address, ASN: p.ASN, Port: p.Port, Password: p.Password, Hold: p.HoldTime, Keepalive: p.KeepaliveTime,
 			Multihop: uint8(p.Multihop), MaxPrefixes: p.MaxPrefixes, Communities: p.Communities}
 		if e.Hold == 0 {
 			e.Hold = b.HoldTime
@@ -155,29 +158,12 @@ func configPoolDefaults() PoolConfig {
 	return PoolConfig{BlockSize: 26, VXLANMode: EncapCrossSubnet, IPIPMode: EncapNever, NATOutgoing: true}
 }
 
-// UnmarshalYAML starts a pool entry from its defaults. It is yaml.v3's
-// callback form, whose unmarshal keeps the decoder's KnownFields and error
-// list (yaml.Node.Decode would start a lenient decoder of its own).
-func (p *PoolConfig) UnmarshalYAML(unmarshal func(any) error) error {
-	type plain PoolConfig
-	*p = configPoolDefaults()
-	return configEntryErr(unmarshal((*plain)(p)))
-}
-
-// UnmarshalYAML starts an external peer entry from its defaults, as
-// PoolConfig's does.
-func (e *ExternalPeerConfig) UnmarshalYAML(unmarshal func(any) error) error {
-	type plain ExternalPeerConfig
-	*e = configExternalPeerDefaults()
-	return configEntryErr(unmarshal((*plain)(e)))
-}
-
 // DefaultConfig returns the configuration used when no file exists.
 // PendingDeleteDir is left empty because it derives from StateDir, which
 // flags may still override; Finish fills it.
 func DefaultConfig() Config {
 	pool := configPoolDefaults()
-	pool.CIDR = ConfigPrefix{netip.MustParsePrefix("10.244.0.0/16")}
+	pool.CIDR = netip.MustParsePrefix("10.244.0.0/16")
 	// Lower-cased as the kubelet does, so the default matches the Node object.
 	host, _ := os.Hostname()
 	return Config{
@@ -211,6 +197,56 @@ func LoadConfig(path string, mustExist bool) (Config, error) {
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	return ParseConfig(path, data)
+}
+
+// ParseConfig decodes YAML on top of DefaultConfig; name (the file path) starts
+// every error message. Each error names the line, the key path and the value.
+// Semantic checks (Validate) run on the keys the file sets, so they too get a
+// line; the caller applies flag overrides and then calls Finish.
+func ParseConfig(name string, data []byte) (Config, error) {
+	c := DefaultConfig()
+	d := &configDecoder{name: name, lines: map[string]int{}}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return c, nil // empty, or only comments
+		}
+		return Config{}, fmt.Errorf("config %s: %w", name, err)
+	}
+	// A second document would be silently ignored; a bare trailing "---" is harmless.
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("config %s: %w", name, err)
+	} else if err == nil && len(extra.Content) > 0 && !configIsNull(extra.Content[0]) {
+		return Config{}, &configError{file: name, line: extra.Line, msg: "more than one YAML document; reef reads one"}
+	}
+	top := &doc
+	if top.Kind == yaml.DocumentNode && len(top.Content) > 0 {
+		top = top.Content[0]
+	}
+	top = configDeref(top)
+	switch {
+	case top.Kind == yaml.DocumentNode || configIsNull(top):
+		return c, nil
+	case top.Kind != yaml.MappingNode:
+		return Config{}, &configError{file: name, line: top.Line, msg: "the top level must be a mapping of keys such as nodeName: and pools:"}
+	}
+	d.decodeStruct(top, "", reflect.ValueOf(&c).Elem())
+	c.source = configSource{file: name, lines: d.lines}
+	if len(d.errs) == 0 {
+		// Problems in values the file does not set (a default hostname, say)
+		// are left to Finish, after flags had their chance to override them.
+		for _, p := range c.configProblems() {
+			if line, ok := configLine(d.lines, p.path); ok {
+				d.errs = append(d.errs, &configError{file: name, line: line, path: p.path, msg: p.msg})
+			}
+		}
+	}
+	if len(d.errs) > 0 {
+		return Config{}, errors.Join(d.errs...)
+	}
+	return c, nil
 }
 
 // Finish fills the defaults derived from other keys and validates. Call it
@@ -273,6 +309,19 @@ func (e *configError) Error() string {
 
 func (e *configError) Unwrap() error { return e.err }
 
+// configDecoder walks the YAML node tree itself, rather than using
+// yaml.Unmarshal, to report every error with its line and key path, and to
+// reject unknown and duplicate keys.
+type configDecoder struct {
+	name  string
+	lines map[string]int // key path -> line, for the keys the file sets
+	errs  []error
+}
+
+func (d *configDecoder) fail(n *yaml.Node, path string, err error, format string, args ...any) {
+	d.errs = append(d.errs, &configError{file: d.name, line: n.Line, path: path, msg: fmt.Sprintf(format, args...), err: err})
+}
+
 func configDeref(n *yaml.Node) *yaml.Node {
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
@@ -294,6 +343,157 @@ func configLine(lines map[string]int, path string) (int, bool) {
 		path = path[:max(strings.LastIndexByte(path, '.'), strings.LastIndexByte(path, '['), 0)]
 	}
 	return 0, false
+}
+
+func (d *configDecoder) decodeStruct(n *yaml.Node, path string, v reflect.Value) {
+	t := v.Type()
+	fields := map[string]int{}
+	var names []string
+	for i := range t.NumField() {
+		if name := t.Field(i).Tag.Get("yaml"); name != "" {
+			fields[name] = i
+			names = append(names, name)
+		}
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := configDeref(n.Content[i]), configDeref(n.Content[i+1])
+		if k.Kind != yaml.ScalarNode {
+			d.fail(k, path, nil, "a key must be a plain name")
+			continue
+		}
+		if first, dup := seen[k.Value]; dup {
+			d.fail(k, path, nil, "duplicate key %q (first at line %d)", k.Value, first)
+			continue
+		}
+		seen[k.Value] = k.Line
+		fi, ok := fields[k.Value]
+		if !ok {
+			if s := configSuggest(k.Value, names); s != "" {
+				d.fail(k, path, nil, "unknown key %q (did you mean %q?)", k.Value, s)
+			} else {
+				d.fail(k, path, nil, "unknown key %q (known keys: %s)", k.Value, strings.Join(names, ", "))
+			}
+			continue
+		}
+		p := strings.TrimPrefix(path+"."+k.Value, ".")
+		d.lines[p] = k.Line
+		d.decodeValue(val, p, v.Field(fi))
+	}
+}
+
+var (
+	configTypeAddr     = reflect.TypeFor[netip.Addr]()
+	configTypePrefix   = reflect.TypeFor[netip.Prefix]()
+	configTypeDuration = reflect.TypeFor[time.Duration]()
+	configTypePool     = reflect.TypeFor[PoolConfig]()
+
+	configTypeExternalPeer = reflect.TypeFor[ExternalPeerConfig]()
+)
+
+func (d *configDecoder) decodeValue(n *yaml.Node, path string, v reflect.Value) {
+	t := v.Type()
+	switch {
+	case t.Kind() == reflect.Slice && configIsNull(n):
+		v.Set(reflect.Zero(t))
+	case t.Kind() == reflect.Slice && n.Kind != yaml.SequenceNode:
+		d.fail(n, path, nil, "value %s is not a list (write it as [ ... ] or as lines starting with \"- \")", configShow(n))
+	case t.Kind() == reflect.Slice:
+		s := reflect.MakeSlice(t, len(n.Content), len(n.Content))
+		for i, item := range n.Content {
+			item = configDeref(item)
+			p := fmt.Sprintf("%s[%d]", path, i)
+			d.lines[p] = item.Line
+			// A pool or external peer entry starts from its defaults so
+			// that it may leave keys out.
+			switch t.Elem() {
+			case configTypePool:
+				s.Index(i).Set(reflect.ValueOf(configPoolDefaults()))
+			case configTypeExternalPeer:
+				s.Index(i).Set(reflect.ValueOf(configExternalPeerDefaults()))
+			}
+			d.decodeValue(item, p, s.Index(i))
+		}
+		v.Set(s)
+	case t.Kind() == reflect.Struct && t != configTypeAddr && t != configTypePrefix:
+		if n.Kind == yaml.MappingNode {
+			d.decodeStruct(n, path, v)
+		} else if !configIsNull(n) { // "bgp:" with nothing under it keeps the defaults
+			d.fail(n, path, nil, "value %s is not a mapping of keys such as a: b", configShow(n))
+		}
+	case n.Kind != yaml.ScalarNode:
+		d.fail(n, path, nil, "value is %s, not a single value", configShow(n))
+	case configIsNull(n) && t.Kind() != reflect.String:
+		d.fail(n, path, nil, "has no value")
+	default:
+		x, err := configLeaf(t, n)
+		if err != nil {
+			d.errs = append(d.errs, &configError{file: d.name, line: n.Line, path: path, msg: err.Error(), err: err})
+			return
+		}
+		v.Set(reflect.ValueOf(x).Convert(t))
+	}
+}
+
+// configLeaf parses the scalar n for a field of type t.
+func configLeaf(t reflect.Type, n *yaml.Node) (any, error) {
+	s := n.Value
+	if configIsNull(n) {
+		s = ""
+	}
+	switch {
+	case t == configTypeAddr:
+		a, err := netip.ParseAddr(s)
+		if p, perr := netip.ParsePrefix(s); err != nil && perr == nil {
+			return nil, fmt.Errorf("value %q: not an IPv4 address (%w); write the address without /%d", s, err, p.Bits())
+		} else if err != nil {
+			return nil, fmt.Errorf("value %q: not an IPv4 address (%w)", s, err)
+		}
+		return a, nil
+	case t == configTypePrefix:
+		p, err := netip.ParsePrefix(s)
+		if _, aerr := netip.ParseAddr(s); err != nil && aerr == nil {
+			return nil, fmt.Errorf("value %q: not an IPv4 CIDR (%w); write it with a prefix length, e.g. 10.244.0.0/16", s, err)
+		} else if err != nil {
+			return nil, fmt.Errorf("value %q: not an IPv4 CIDR (%w)", s, err)
+		}
+		return p, nil
+	case t == configTypeDuration:
+		dur, err := time.ParseDuration(s)
+		if err != nil {
+			return nil, fmt.Errorf("value %q is not a duration (write e.g. \"30s\")", s)
+		}
+		return dur, nil
+	case t.Kind() == reflect.String:
+		return s, nil
+	case t.Kind() == reflect.Bool:
+		switch strings.ToLower(s) {
+		case "true", "yes", "on":
+			return true, nil
+		case "false", "no", "off":
+			return false, nil
+		}
+		return nil, fmt.Errorf("value %q is not true or false", s)
+	case t.Kind() == reflect.Int || t.Kind() == reflect.Uint32:
+		i, err := strconv.ParseInt(s, 10, 64)
+		if err != nil && !errors.Is(err, strconv.ErrRange) && n.ShortTag() == "!!int" {
+			err = n.Decode(&i) // 0x10, 0o17 and the like
+		}
+		z := reflect.New(t).Elem()
+		switch {
+		case t.Kind() == reflect.Uint32 && (errors.Is(err, strconv.ErrRange) || err == nil && (i < 0 || z.OverflowUint(uint64(i)))):
+			return nil, fmt.Errorf("value %q is out of range (0 to %d)", s, uint32(1<<32-1))
+		case errors.Is(err, strconv.ErrRange) || err == nil && t.Kind() == reflect.Int && z.OverflowInt(i):
+			return nil, fmt.Errorf("value %q is out of range", s)
+		case err != nil && n.ShortTag() == "!!float":
+			return nil, fmt.Errorf("value %q is not a whole number", s)
+		case err != nil:
+			return nil, fmt.Errorf("value %q is not a number", s)
+		}
+		return i, nil
+	}
+	// Only reachable when a field of an unsupported type is added.
+	return nil, fmt.Errorf("unsupported field type %s", t)
 }
 
 func configShow(n *yaml.Node) string {

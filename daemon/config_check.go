@@ -78,7 +78,7 @@ func (c *Config) poolProblems(ps *problems) {
 			bad(at+".cidr", "missing; every pool needs one, e.g. cidr: 10.244.0.0/16")
 		case !p.CIDR.Addr().Is4():
 			bad(at+".cidr", "value %q is not IPv4; reef supports IPv4 only", p.CIDR)
-		case p.CIDR.Prefix != p.CIDR.Masked():
+		case p.CIDR != p.CIDR.Masked():
 			bad(at+".cidr", "value %q has host bits set (did you mean %s?)", p.CIDR, p.CIDR.Masked())
 		case p.BlockSize < p.CIDR.Bits() || p.BlockSize > 32:
 			bad(at+".blockSize", "value %d is outside %d..32 (from the /%d of cidr %s to 32)", p.BlockSize, p.CIDR.Bits(), p.CIDR.Bits(), p.CIDR)
@@ -97,7 +97,7 @@ func (c *Config) poolProblems(ps *problems) {
 			bad(at+".ipipMode", "value %q and vxlanMode %q both encapsulate (vxlanMode defaults to CrossSubnet); set one of them to Never", p.IPIPMode, p.VXLANMode)
 		}
 		for j, q := range c.Pools[:i] {
-			if p.CIDR.IsValid() && q.CIDR.IsValid() && p.CIDR.Overlaps(q.CIDR.Prefix) {
+			if p.CIDR.IsValid() && q.CIDR.IsValid() && p.CIDR.Overlaps(q.CIDR) {
 				bad(at+".cidr", "value %q overlaps pools[%d].cidr %q", p.CIDR, j, q.CIDR)
 			}
 		}
@@ -133,7 +133,7 @@ func (c *Config) bgpProblems(ps *problems) {
 	if len(b.Voters) == 0 && (len(b.Peers) > 0 || len(b.PeerPrefixes) > 0) {
 		bad("bgp.voters", "is not set, but bgp.peers or bgp.peerPrefixes is: a node of a cluster must name the cluster's voters, "+
 			"the same 3 or 5 nodes on every node (their majority confirms each address block), e.g. voters: %s under bgp:; "+
-			"docs/ipam.md, \"Starting a cluster\"", exampleVoters(c.NodeAddress.Addr, b.Peers))
+			"docs/ipam.md, \"Starting a cluster\"", exampleVoters(c.NodeAddress, b.Peers))
 	}
 	c.bgpAddressLists(ps)
 	*ps = append(*ps, b.reflectorProblems()...)
@@ -251,13 +251,13 @@ func (c *Config) externalPeerProblems() []configProblem {
 		bad := func(key, format string, args ...any) {
 			ps = append(ps, configProblem{at + key, fmt.Sprintf(format, args...)})
 		}
-		a := p.Address.Addr
+		a := p.Address
 		switch {
 		case !a.IsValid():
 			bad(".address", "missing; every external peer needs the router's address, e.g. address: 192.168.10.1")
 		case !a.Is4() || a.IsUnspecified() || a.IsMulticast() || a.IsLoopback():
 			bad(".address", "value %q is not a unicast IPv4 address", a)
-		case a == c.NodeAddress.Addr:
+		case a == c.NodeAddress:
 			bad(".address", "value %q is this node's own address (nodeAddress)", a)
 		case slices.Contains(b.Peers, a) || slices.Contains(b.RouteReflectors, a):
 			bad(".address", "value %q is also in bgp.peers or bgp.routeReflectors; a cluster node is not an external peer: keep one of them", a)

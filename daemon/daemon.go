@@ -117,7 +117,7 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 			c()
 		}
 	}
-	up, err := DetectUplink(cfg.Interface, cfg.NodeAddress.Addr)
+	up, err := DetectUplink(cfg.Interface, cfg.NodeAddress)
 	if err != nil {
 		return nil, closeAll, fmt.Errorf("node address: %w", err)
 	}
@@ -177,7 +177,7 @@ func policyGate(p *policyDataplane) cniserver.PolicyGate {
 func storePools(cfg []PoolConfig) []store.Pool {
 	var pools []store.Pool
 	for _, p := range cfg {
-		pools = append(pools, store.Pool{CIDR: p.CIDR.Prefix, BlockSize: p.BlockSize})
+		pools = append(pools, store.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize})
 	}
 	return pools
 }

@@ -101,7 +101,7 @@ func (d *Daemon) metricsState() metrics.State {
 	for _, p := range d.cfg.Pools {
 		mp := metrics.Pool{CIDR: p.CIDR.String(), Blocks: 1 << (p.BlockSize - p.CIDR.Bits())}
 		for _, b := range blocks {
-			if b.Pool != p.CIDR.Prefix {
+			if b.Pool != p.CIDR {
 				continue
 			}
 			mp.Claimed++

@@ -44,7 +44,7 @@ type natDataplane struct {
 func newNATDataplane(pools []PoolConfig, m *metrics.Metrics, log *slog.Logger) *natDataplane {
 	n := &natDataplane{kernel: nat.NewKernel(), metrics: m, log: log.With("component", "nftables")}
 	for _, p := range pools {
-		n.pools = append(n.pools, masq.Pool{CIDR: p.CIDR.Prefix, NATOutgoing: p.NATOutgoing})
+		n.pools = append(n.pools, masq.Pool{CIDR: p.CIDR, NATOutgoing: p.NATOutgoing})
 	}
 	return n
 }

@@ -214,7 +214,7 @@ func (n *nodeService) IPAM(ctx context.Context, req *reefv1.IPAMRequest) (*reefv
 		pp := &reefv1.Pool{Cidr: p.CIDR.String(), BlockSize: int32(p.BlockSize),
 			Size: int64(1) << (32 - p.CIDR.Bits()), BlocksTotal: int32(1) << (p.BlockSize - p.CIDR.Bits())}
 		for _, b := range blocks {
-			if b.Pool != p.CIDR.Prefix {
+			if b.Pool != p.CIDR {
 				continue
 			}
 			pp.BlocksKnown++

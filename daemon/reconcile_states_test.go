@@ -140,7 +140,7 @@ func (s nodeState) config() Config {
 	if s.ipip {
 		ipip = EncapMode(routes.ModeAlways)
 	}
-	return Config{MTU: s.mtu, Pools: []PoolConfig{{CIDR: ConfigPrefix{statePool}, BlockSize: 26, VXLANMode: EncapMode(routes.ModeNever), IPIPMode: ipip, NATOutgoing: true}}}
+	return Config{MTU: s.mtu, Pools: []PoolConfig{{CIDR: statePool, BlockSize: 26, VXLANMode: EncapMode(routes.ModeNever), IPIPMode: ipip, NATOutgoing: true}}}
 }
 
 // podMTU is the pods' MTU in s, on a 1500 uplink.
@@ -197,7 +197,7 @@ func newNode(t *testing.T) *node {
 	n.rec = newReconciler(reconcilerDeps{store: st, cni: n.recs, activity: n.ops, kernel: k, tc: k, sysctls: n.sys, nat: n.nat,
 		net: netInfo{node: "n1", uplink: Uplink{Interface: "eth0", Index: 2, Address: netip.MustParseAddr("192.168.10.20"),
 			Prefix: netip.MustParsePrefix("192.168.10.20/24"), MTU: 1500},
-			pools: []PoolConfig{{CIDR: ConfigPrefix{statePool}, BlockSize: 26, VXLANMode: EncapMode(routes.ModeNever), IPIPMode: EncapMode(routes.ModeNever), NATOutgoing: true}}, podMTU: 1500},
+			pools: []PoolConfig{{CIDR: statePool, BlockSize: 26, VXLANMode: EncapMode(routes.ModeNever), IPIPMode: EncapMode(routes.ModeNever), NATOutgoing: true}}, podMTU: 1500},
 		pending: newPending(), interval: 1}, log)
 	n.configure(nodeState{})
 	return n

@@ -20,7 +20,7 @@ type netInfo struct {
 
 func (n netInfo) modes(pool netip.Prefix) (vxlan, ipip routes.EncapMode) {
 	for _, p := range n.pools {
-		if p.CIDR.Prefix == pool {
+		if p.CIDR == pool {
 			return routes.EncapMode(p.VXLANMode), routes.EncapMode(p.IPIPMode)
 		}
 	}
@@ -38,7 +38,7 @@ func (n netInfo) encapTo(pool netip.Prefix, owner netip.Addr) routes.Encap {
 func (n netInfo) vxlanPool() netip.Prefix {
 	for _, p := range n.pools {
 		if p.VXLANMode != EncapNever {
-			return p.CIDR.Prefix
+			return p.CIDR
 		}
 	}
 	return netip.Prefix{}
@@ -48,7 +48,7 @@ func (n netInfo) vxlanPool() netip.Prefix {
 func (n netInfo) ipipPool() netip.Prefix {
 	for _, p := range n.pools {
 		if p.IPIPMode != EncapNever {
-			return p.CIDR.Prefix
+			return p.CIDR
 		}
 	}
 	return netip.Prefix{}
@@ -145,8 +145,8 @@ func (r *reconciler) tunnelAddress(handle string, pool netip.Prefix, errs *[]err
 	}
 	var sp store.Pool
 	for _, p := range r.net.pools {
-		if p.CIDR.Prefix == pool {
-			sp = store.Pool{CIDR: p.CIDR.Prefix, BlockSize: p.BlockSize}
+		if p.CIDR == pool {
+			sp = store.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize}
 		}
 	}
 	ep, _, err = r.store.Allocate(store.Endpoint{Handle: handle, State: store.EndpointReserved, Network: ""}, sp)
@@ -300,8 +300,8 @@ func (n netInfo) reached(peer netip.Addr, externalUp bool) string {
 	}
 	pool := n.pools[0]
 	switch {
-	case !n.routed(pool.CIDR.Prefix, peer):
-		return n.encapTo(pool.CIDR.Prefix, peer).String()
+	case !n.routed(pool.CIDR, peer):
+		return n.encapTo(pool.CIDR, peer).String()
 	case externalUp:
 		return fmt.Sprintf("routed: through this node's route to %s, whose router learns the blocks from this node's external BGP peers", peer)
 	}

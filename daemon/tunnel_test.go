@@ -12,9 +12,9 @@ import (
 func TestRemoteRoutesPerPoolMode(t *testing.T) {
 	n := netInfo{node: "a1", uplink: Uplink{Interface: "eth0", Address: netip.MustParseAddr("192.168.77.11"), Prefix: netip.MustParsePrefix("192.168.77.11/24")},
 		pools: []PoolConfig{
-			{CIDR: ConfigPrefix{netip.MustParsePrefix("10.244.0.0/16")}, BlockSize: 26, VXLANMode: EncapCrossSubnet, IPIPMode: EncapNever},
-			{CIDR: ConfigPrefix{netip.MustParsePrefix("10.245.0.0/16")}, BlockSize: 26, VXLANMode: EncapNever, IPIPMode: EncapAlways},
-			{CIDR: ConfigPrefix{netip.MustParsePrefix("10.246.0.0/16")}, BlockSize: 26, VXLANMode: EncapNever, IPIPMode: EncapNever},
+			{CIDR: netip.MustParsePrefix("10.244.0.0/16"), BlockSize: 26, VXLANMode: EncapCrossSubnet, IPIPMode: EncapNever},
+			{CIDR: netip.MustParsePrefix("10.245.0.0/16"), BlockSize: 26, VXLANMode: EncapNever, IPIPMode: EncapAlways},
+			{CIDR: netip.MustParsePrefix("10.246.0.0/16"), BlockSize: 26, VXLANMode: EncapNever, IPIPMode: EncapNever},
 		}}
 	same, other := netip.MustParseAddr("192.168.77.12"), netip.MustParseAddr("192.168.78.11")
 	blk := func(cidr, pool string, owner netip.Addr, st store.BlockState) store.Block {
@@ -80,7 +80,7 @@ func TestRemoteRoutesPerPoolMode(t *testing.T) {
 func TestDesiredVXLAN(t *testing.T) {
 	up := Uplink{Interface: "eth0", Index: 7, MTU: 1500, Address: netip.MustParseAddr("192.168.77.11"), Prefix: netip.MustParsePrefix("192.168.77.11/24")}
 	pool := func(vx EncapMode) []PoolConfig {
-		return []PoolConfig{{CIDR: ConfigPrefix{netip.MustParsePrefix("10.244.0.0/16")}, BlockSize: 26, VXLANMode: vx, IPIPMode: EncapNever}}
+		return []PoolConfig{{CIDR: netip.MustParsePrefix("10.244.0.0/16"), BlockSize: 26, VXLANMode: vx, IPIPMode: EncapNever}}
 	}
 	peers := map[netip.Addr]bool{netip.MustParseAddr("192.168.78.11"): true}
 	addr := netip.MustParseAddr("10.244.0.1")
@@ -104,7 +104,7 @@ func TestDesiredVXLAN(t *testing.T) {
 func TestDesiredIPIP(t *testing.T) {
 	up := Uplink{Interface: "eth0", Index: 7, MTU: 1500, Address: netip.MustParseAddr("192.168.77.11"), Prefix: netip.MustParsePrefix("192.168.77.11/24")}
 	pool := func(ipip EncapMode) []PoolConfig {
-		return []PoolConfig{{CIDR: ConfigPrefix{netip.MustParsePrefix("10.244.0.0/16")}, BlockSize: 26, VXLANMode: EncapNever, IPIPMode: ipip}}
+		return []PoolConfig{{CIDR: netip.MustParsePrefix("10.244.0.0/16"), BlockSize: 26, VXLANMode: EncapNever, IPIPMode: ipip}}
 	}
 	addr := netip.MustParseAddr("10.244.0.1")
 	for _, mode := range []EncapMode{EncapCrossSubnet, EncapAlways} {

@@ -321,7 +321,7 @@ func (n *Node) initFounder() error {
 	}
 	self := n.Address
 	if cfg.NodeAddress.IsValid() {
-		self = cfg.NodeAddress.Addr
+		self = cfg.NodeAddress
 	}
 	if len(cfg.BGP.Voters) < 2 || !slices.Contains(cfg.BGP.Voters, self) {
 		return nil
