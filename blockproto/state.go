@@ -23,7 +23,7 @@ const maxBlockBits = 32
 // NumBlocks is how many blocks of the pool the protocol uses: all of an
 // IPv4 pool's, at most 2^32 of an IPv6 pool's.
 func (p Pool) NumBlocks() int {
-	if !p.CIDR.IsValid() || p.BlockSize < p.CIDR.Bits() || p.BlockSize > p.CIDR.Addr().BitLen() {
+	if !p.CIDR.IsValid() || p.CIDR.Addr().Is4In6() || p.BlockSize < p.CIDR.Bits() || p.BlockSize > p.CIDR.Addr().BitLen() {
 		return 0
 	}
 	return 1 << min(p.BlockSize-p.CIDR.Bits(), maxBlockBits)

@@ -131,10 +131,13 @@ func blockTaken(blocks *bolt.Bucket, c netip.Prefix) bool {
 	}
 	last := addrKey(lastAddr(c))
 	cur := blocks.Cursor()
-	for k, _ := cur.Seek(blockKey(netip.PrefixFrom(c.Addr(), 0))); k != nil && bytes.Compare(k[:max(len(k)-1, 0)], last) <= 0; k, _ = cur.Next() {
+	for k, _ := cur.Seek(blockKey(netip.PrefixFrom(c.Addr(), 0))); k != nil; k, _ = cur.Next() {
 		if sameFamilyKey(k, c.Addr(), 1) {
-			return true
+			return bytes.Compare(k[:len(k)-1], last) <= 0
 		}
+		// The other family's key: its length byte does not sort with
+		// ours (a00:3::/120 sorts before 10.0.0.3/32), so it says
+		// nothing about where our keys end.
 	}
 	return false
 }

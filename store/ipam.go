@@ -104,9 +104,12 @@ func (s *Store) freeInOwnBlocks(blocks, addrs *bolt.Bucket, pool Pool) (netip.Ad
 	// past its end visits only them, in address order.
 	end := addrKey(lastAddr(pool.CIDR))
 	c := blocks.Cursor()
-	for k, v := c.Seek(blockKey(netip.PrefixFrom(pool.CIDR.Addr(), 0))); k != nil && bytes.Compare(k[:max(len(k)-1, 0)], end) <= 0; k, v = c.Next() {
+	for k, v := c.Seek(blockKey(netip.PrefixFrom(pool.CIDR.Addr(), 0))); k != nil; k, v = c.Next() {
 		if !sameFamilyKey(k, pool.CIDR.Addr(), 1) {
-			continue
+			continue // the other family's, whose length byte sorts apart from ours
+		}
+		if bytes.Compare(k[:len(k)-1], end) > 0 {
+			break
 		}
 		r, err := decodeBlock(k, v)
 		if err != nil {

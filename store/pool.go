@@ -17,8 +17,8 @@ func (p Pool) Validate() error {
 	switch {
 	case !p.CIDR.IsValid():
 		return errors.New("pool has no valid CIDR")
-	case p.CIDR.Addr().Is4In6() || p.CIDR.Addr().Zone() != "":
-		return fmt.Errorf("pool %s: neither plain IPv4 nor IPv6", p.CIDR)
+	case p.CIDR.Addr().Is4In6():
+		return fmt.Errorf("pool %s: an IPv4-mapped IPv6 prefix; write the IPv4 pool itself", p.CIDR)
 	case p.CIDR != p.CIDR.Masked():
 		return fmt.Errorf("pool %s: host bits set (did you mean %s?)", p.CIDR, p.CIDR.Masked())
 	case p.BlockSize < p.CIDR.Bits() || p.BlockSize > p.CIDR.Addr().BitLen():

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/reefcni/reef/blockproto"
+	bolt "go.etcd.io/bbolt"
 )
 
 func TestPoolBlocks(t *testing.T) {
@@ -93,9 +94,10 @@ func TestFirstFreeUsesEveryAddress(t *testing.T) {
 }
 
 // TestFamiliesInterleave allocates from an IPv4 pool and an IPv6 pool
-// whose keys interleave in the buckets' byte order (10.0.0.x is 0a 00 00
-// xx, a00::x is 0a 00 00 00 ... xx), releases and allocates again: each
-// family sees only its own addresses and blocks.
+// whose keys share the buckets' byte order (10.0.0.x is 0a 00 00 xx,
+// a00::x is 0a 00 00 00 ... xx: 10.0.0.0 < a00:: < ... < a00::3 <
+// 10.0.0.1), releases and allocates again: each family sees only its own
+// addresses and blocks.
 func TestFamiliesInterleave(t *testing.T) {
 	s := openTest(t, "node-a")
 	v4 := Pool{CIDR: netip.MustParsePrefix("10.0.0.0/30"), BlockSize: 30}
@@ -130,5 +132,35 @@ func TestFamiliesInterleave(t *testing.T) {
 	}
 	if _, _, _, err := allocAuto(s, Endpoint{Handle: "full"}, v4); err == nil {
 		t.Error("a fifth address from the full IPv4 pool")
+	}
+}
+
+// TestBlockScanSkipsOtherFamily: the key of a00:3::/120 (0a 00 00 03,
+// twelve 00, then 120) sorts before that of 10.0.0.3/32 (0a 00 00 03,
+// then 32), so a scan of IPv4 blocks that stopped at the first key past
+// its range by address meets the IPv6 key first and stops too early.
+func TestBlockScanSkipsOtherFamily(t *testing.T) {
+	s := openTest(t, "node-a")
+	for _, b := range []blockproto.OwnBlock{
+		{Block: netip.MustParsePrefix("10.0.0.3/32"), Pool: netip.MustParsePrefix("10.0.0.0/30")},
+		{Block: netip.MustParsePrefix("a00:3::/120"), Pool: netip.MustParsePrefix("a00::/16")},
+	} {
+		if err := s.ApplyProtocol(blockproto.Changes{Claim: []blockproto.OwnBlock{b}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ApplyProtocol(blockproto.Changes{Confirm: []netip.Prefix{b.Block}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.db.View(func(tx *bolt.Tx) error {
+		if !blockTaken(tx.Bucket(bucketBlocks), netip.MustParsePrefix("10.0.0.0/30")) {
+			t.Error("10.0.0.0/30 is not taken, though 10.0.0.3/32 inside it is a block")
+		}
+		return nil
+	})
+	// The pool's block size was 32 when the node took 10.0.0.3/32.
+	ep, _, err := s.Allocate(Endpoint{Handle: "h"}, Pool{CIDR: netip.MustParsePrefix("10.0.0.0/30"), BlockSize: 32})
+	if err != nil || ep.IP != netip.MustParseAddr("10.0.0.3") {
+		t.Errorf("Allocate from the own block 10.0.0.3/32 = %s, %v; want 10.0.0.3", ep.IP, err)
 	}
 }

@@ -43,7 +43,10 @@ func createIncarnation(tx *bolt.Tx) error {
 	return tx.Bucket(bucketMeta).Put(keyIncarnation, b[:])
 }
 
-// nodeKey is a node incarnation as a key: 4-byte address, 4-byte incarnation.
+// nodeKey is a node incarnation as a key: 4-byte address, 4-byte
+// incarnation. Nodes are named by their IPv4 address: the config requires
+// one, and bgp.checkNode refuses any other from a peer. (IPv6-only nodes
+// will need 16-byte node keys.)
 func nodeKey(n blockproto.Node) []byte {
 	k := make([]byte, 8)
 	copy(k, n.Addr.AsSlice())
