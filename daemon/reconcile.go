@@ -390,7 +390,7 @@ func (r *reconciler) syncSysctls(live []store.Endpoint, busy routes.Busy, errs *
 			pods = append(pods, sysctl.Pod{HostVeth: ep.HostVeth, HostPorts: len(ep.PortMappings) > 0})
 		}
 	}
-	changes, err := r.sysctls.Sync(pods, busy)
+	changes, err := r.sysctls.Sync(sysctl.Node{Pods: pods}, busy)
 	for _, c := range changes {
 		r.log.Warn("repaired a sysctl", "sysctl", c.Key, "was", c.Was, "now", c.Value)
 	}
