@@ -313,6 +313,27 @@ func TestIPv6Pods(t *testing.T) {
 	}
 }
 
+// converge applies what Diff finds between want and the kernel, and fails
+// t unless the kernel then reads back as want (an empty Diff). It returns
+// what it read last.
+func converge(t *testing.T, k *Kernel, want State) State {
+	t.Helper()
+	have, err := k.Read()
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	if err := k.Apply(Diff(want, have), nil); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if have, err = k.Read(); err != nil {
+		t.Fatalf("Read after Apply: %v", err)
+	}
+	if p := Diff(want, have); !p.Empty() {
+		t.Errorf("Diff after Apply = %+v, want empty", p)
+	}
+	return have
+}
+
 // Reef's IPv6 routes on the node, without pods: Read finds exactly those
 // of protocol 238 in either family, Apply writes blackholes and the other
 // nodes' blocks (onlink, or through the router of the node's own route to
@@ -356,16 +377,7 @@ func TestKernelReadApplyIPv6(t *testing.T) {
 		{Block: pfx("fd00:10:244::40/122"), Node: netip.MustParseAddr("2001:db8:1::12"), Dev: "eth0"},
 		{Block: pfx("fd00:10:244::80/122"), Node: owner, Dev: hop.Dev, Gateway: hop.Gateway},
 	}
-	want := Desired(nil, []netip.Prefix{pfx("fd00:10:244::/122")}, remote, have.Links)
-	if err := n.k.Apply(Diff(want, have), nil); err != nil {
-		t.Fatalf("Apply: %v", err)
-	}
-	if have, err = n.k.Read(); err != nil {
-		t.Fatal(err)
-	}
-	if p := Diff(want, have); !p.Empty() {
-		t.Errorf("Diff after Apply = %+v, want empty", p)
-	}
+	converge(t, n.k, Desired(nil, []netip.Prefix{pfx("fd00:10:244::/122")}, remote, nil))
 	wantAll := []string{
 		"2001:db8:1::/64 dev eth0 proto kernel",
 		"2001:db8:99::/64 via 2001:db8:1::fe dev eth0 proto static",
