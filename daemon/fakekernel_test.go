@@ -98,8 +98,8 @@ func (k *fakeKernel) String() string {
 	for veth, bw := range k.limits {
 		lines = append(lines, fmt.Sprintf("tc %s in %d/%d out %d/%d", veth, bw.IngressRate, bw.IngressBurst, bw.EgressRate, bw.EgressBurst))
 	}
-	for _, l := range strings.Split(k.sys.String(), "\n") {
-		if l != "" && !strings.HasSuffix(l, " = 0") { // a new link's defaults say nothing
+	for _, l := range strings.Split(k.sys.Changed(), "\n") { // a new link's defaults say nothing
+		if l != "" {
 			lines = append(lines, "sysctl "+l)
 		}
 	}

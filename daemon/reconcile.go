@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -349,9 +350,11 @@ func (r *reconciler) syncRoutes(live []store.Endpoint, own []netip.Prefix, remot
 
 // logRoutes logs and counts what plan repairs.
 func (r *reconciler) logRoutes(plan routes.Plan, have routes.State, want []routes.Endpoint) {
-	pods := map[netip.Prefix]bool{} // the pods' /32s: ADD writes them, so a pass that adds one repairs it
+	pods := map[netip.Prefix]bool{} // the pods' /32s and /128s: ADD writes them, so a pass that adds one repairs it
 	for _, ep := range want {
-		pods[netip.PrefixFrom(ep.IP, ep.IP.BitLen())] = true
+		for _, ip := range ep.IPs {
+			pods[netip.PrefixFrom(ip, ip.BitLen())] = true
+		}
 	}
 	for _, rt := range plan.Replace {
 		if cur, ok := have.Routes[rt.Dst]; ok {
@@ -368,9 +371,9 @@ func (r *reconciler) logRoutes(plan routes.Plan, have routes.State, want []route
 		r.log.Warn("removing route no pod or block needs", "route", rt.String())
 	}
 	r.metrics.Repaired(metrics.RepairRoute, len(plan.DeleteRoute))
-	ips := map[string]netip.Addr{}
+	ips := map[string]string{}
 	for _, ep := range want {
-		ips[ep.HostVeth] = ep.IP
+		ips[ep.HostVeth] = joinAddrs(ep.IPs)
 	}
 	for _, m := range plan.SetMTU {
 		r.log.Info("pod MTU changed", "ip", ips[m.HostVeth], "veth", m.HostVeth, "from", have.MTUs[m.HostVeth].MTU, "to", m.MTU)
@@ -379,6 +382,16 @@ func (r *reconciler) logRoutes(plan routes.Plan, have routes.State, want []route
 		r.log.Warn("removing veth no pod owns", "veth", l)
 	}
 	r.metrics.Repaired(metrics.RepairLink, len(plan.DeleteLink))
+}
+
+// joinAddrs is a pod's addresses as one log value: "10.244.0.5", or
+// "10.244.0.5,fd00:10:244::5".
+func joinAddrs(ips []netip.Addr) string {
+	s := make([]string, len(ips))
+	for i, ip := range ips {
+		s[i] = ip.String()
+	}
+	return strings.Join(s, ",")
 }
 
 // syncSysctls has the sysctl owner bring forwarding and the pods' veths'
@@ -390,7 +403,7 @@ func (r *reconciler) syncSysctls(live []store.Endpoint, busy routes.Busy, errs *
 			pods = append(pods, sysctl.Pod{HostVeth: ep.HostVeth, HostPorts: len(ep.PortMappings) > 0})
 		}
 	}
-	changes, err := r.sysctls.Sync(pods, busy)
+	changes, err := r.sysctls.Sync(sysctl.Node{Pods: pods}, busy)
 	for _, c := range changes {
 		r.log.Warn("repaired a sysctl", "sysctl", c.Key, "was", c.Was, "now", c.Value)
 	}
@@ -470,7 +483,7 @@ func podRoutes(live []store.Endpoint, mtu int) []routes.Endpoint {
 		if ep.State == store.EndpointReserved {
 			continue
 		}
-		want = append(want, routes.Endpoint{IP: ep.IP, HostVeth: ep.HostVeth, Netns: ep.Netns, IfName: ep.IfName, MTU: mtu})
+		want = append(want, routes.Endpoint{IPs: []netip.Addr{ep.IP}, HostVeth: ep.HostVeth, Netns: ep.Netns, IfName: ep.IfName, MTU: mtu})
 	}
 	return want
 }

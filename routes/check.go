@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/reefcni/reef/routes/sysctl"
@@ -42,8 +43,15 @@ func CheckPod(spec PodSpec) error {
 		if v, err := (sysctl.Proc{}).Get(sysctl.ProxyARP(spec.HostVeth)); err != nil || v != "1" {
 			errs = append(errs, fmt.Errorf("proxy_arp on %s is %q, want 1", spec.HostVeth, v))
 		}
-		if !hasRoute(host, podRoute(spec.IP, a.Index)) {
-			errs = append(errs, fmt.Errorf("route %s/32 dev %s proto reef is missing on the node", spec.IP, spec.HostVeth))
+		for _, ip := range spec.IPs {
+			if !hasRoute(host, podRoute(ip, a.Index)) {
+				errs = append(errs, fmt.Errorf("route %s dev %s proto reef is missing on the node", hostPrefix(ip), spec.HostVeth))
+			}
+		}
+		if slices.ContainsFunc(spec.IPs, netip.Addr.Is6) {
+			if err := checkGateway6(host, hostLink); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 
@@ -64,24 +72,59 @@ func CheckPod(spec PodSpec) error {
 	if spec.MTU != 0 && podLink.Attrs().MTU != spec.MTU {
 		errs = append(errs, fmt.Errorf("%s in netns %s has MTU %d, want %d", spec.IfName, spec.Netns, podLink.Attrs().MTU, spec.MTU))
 	}
-	addrs, err := pod.AddrList(podLink, unix.AF_INET)
+	for _, ip := range spec.IPs {
+		errs = append(errs, checkPodAddr(pod, podLink, ip, spec)...)
+	}
+	return errors.Join(errs...)
+}
+
+// checkPodAddr is what the pod must have for ip: the address, and the
+// default route of its family via the gateway.
+func checkPodAddr(pod netlinksafe.Handle, podLink netlink.Link, ip netip.Addr, spec PodSpec) []error {
+	var errs []error
+	family, def := unix.AF_INET, netip.MustParsePrefix("0.0.0.0/0")
+	if ip.Is6() {
+		family, def = unix.AF_INET6, netip.MustParsePrefix("::/0")
+	}
+	addrs, err := pod.AddrList(podLink, family)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("list addresses of %s in netns %s: %w", spec.IfName, spec.Netns, err))
 	}
 	found := false
 	for _, a := range addrs {
-		if p, ok := ipNetToPrefix(a.IPNet); ok && p == netip.PrefixFrom(spec.IP, 32) {
+		if p, ok := ipNetToPrefix(a.IPNet); ok && p == hostPrefix(ip) {
 			found = true
 		}
 	}
 	if !found {
-		errs = append(errs, fmt.Errorf("address %s/32 is missing on %s in netns %s", spec.IP, spec.IfName, spec.Netns))
+		errs = append(errs, fmt.Errorf("address %s is missing on %s in netns %s", hostPrefix(ip), spec.IfName, spec.Netns))
 	}
-	gw := prefixToIPNet(netip.PrefixFrom(PodGateway, 32))
-	if !hasRoute(pod, &netlink.Route{LinkIndex: podLink.Attrs().Index, Dst: prefixToIPNet(netip.MustParsePrefix("0.0.0.0/0")), Gw: gw.IP}) {
-		errs = append(errs, fmt.Errorf("default route via %s dev %s is missing in netns %s", PodGateway, spec.IfName, spec.Netns))
+	gw := gatewayFor(ip)
+	if !hasRoute(pod, &netlink.Route{LinkIndex: podLink.Attrs().Index, Dst: prefixToIPNet(def), Gw: gw.AsSlice()}) {
+		errs = append(errs, fmt.Errorf("default route via %s dev %s is missing in netns %s", gw, spec.IfName, spec.Netns))
 	}
-	return errors.Join(errs...)
+	return errs
+}
+
+// checkGateway6 says whether the node-side veth holds PodGateway6, the
+// IPv6 pods' next hop, and can use it: a tentative or duplicate link-local
+// cannot send the neighbour solicitations that reach the pod.
+func checkGateway6(host netlinksafe.Handle, hostLink netlink.Link) error {
+	name := hostLink.Attrs().Name
+	addrs, err := host.AddrList(hostLink, unix.AF_INET6)
+	if err != nil {
+		return fmt.Errorf("list addresses of %s: %w", name, err)
+	}
+	for _, a := range addrs {
+		if ip, ok := addrOf(a.IP, true); !ok || ip != PodGateway6 {
+			continue
+		}
+		if a.Flags&(unix.IFA_F_TENTATIVE|unix.IFA_F_DADFAILED) != 0 {
+			return fmt.Errorf("link-local %s on veth %s is tentative or failed DAD", PodGateway6, name)
+		}
+		return nil
+	}
+	return fmt.Errorf("veth %s lacks the link-local %s, the IPv6 pods' gateway", name, PodGateway6)
 }
 
 const netIFUp = 1 // net.FlagUp
@@ -89,7 +132,11 @@ const netIFUp = 1 // net.FlagUp
 // hasRoute reports whether a route to want's destination exists with want's
 // device, gateway and (if set) protocol.
 func hasRoute(h netlinksafe.Handle, want *netlink.Route) bool {
-	rs, err := h.RouteListFiltered(unix.AF_INET, &netlink.Route{Dst: want.Dst, Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_DST|netlink.RT_FILTER_TABLE)
+	family := unix.AF_INET
+	if want.Dst.IP.To4() == nil {
+		family = unix.AF_INET6
+	}
+	rs, err := h.RouteListFiltered(family, &netlink.Route{Dst: want.Dst, Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_DST|netlink.RT_FILTER_TABLE)
 	if err != nil {
 		return false
 	}

@@ -29,9 +29,9 @@ func NewKernel() (*Kernel, error) {
 // Close releases the netlink handle.
 func (k *Kernel) Close() { k.h.Close() }
 
-// Read returns reef's routes in the main table (by protocol number) and its
-// veths (by name prefix) with their MTUs. Nothing without those marks is
-// returned.
+// Read returns reef's routes of both families in the main table (by
+// protocol number) and its veths (by name prefix) with their MTUs.
+// Nothing without those marks is returned.
 func (k *Kernel) Read() (State, error) {
 	st := State{Routes: map[netip.Prefix]Route{}, Links: map[string]bool{}, MTUs: map[string]PodMTU{}}
 	links, err := k.h.LinkList()
@@ -48,35 +48,54 @@ func (k *Kernel) Read() (State, error) {
 		}
 	}
 	filter := &netlink.Route{Protocol: Protocol, Table: unix.RT_TABLE_MAIN}
-	rs, err := k.h.RouteListFiltered(unix.AF_INET, filter, netlink.RT_FILTER_PROTOCOL|netlink.RT_FILTER_TABLE)
-	if err != nil {
-		return st, fmt.Errorf("list routes proto %d: %w", Protocol, err)
-	}
-	for _, r := range rs {
-		dst, ok := ipNetToPrefix(r.Dst)
-		if !ok {
-			continue
+	for _, family := range []int{unix.AF_INET, unix.AF_INET6} {
+		rs, err := k.h.RouteListFiltered(family, filter, netlink.RT_FILTER_PROTOCOL|netlink.RT_FILTER_TABLE)
+		if err != nil {
+			return st, fmt.Errorf("list %s routes proto %d: %w", familyName(family), Protocol, err)
 		}
-		switch {
-		case r.Type == unix.RTN_BLACKHOLE:
-			st.Routes[dst] = Route{Dst: dst, Kind: Blackhole}
-		case r.Gw == nil && r.Scope == netlink.SCOPE_LINK:
-			st.Routes[dst] = Route{Dst: dst, Kind: PodRoute, Dev: names[r.LinkIndex]}
-		case r.Gw != nil && len(r.MultiPath) == 0:
-			via, _ := netip.AddrFromSlice(r.Gw.To4())
-			st.Routes[dst] = Route{Dst: dst, Kind: RemoteRoute, Dev: names[r.LinkIndex], Via: via, OnLink: r.Flags&unix.RTNH_F_ONLINK != 0}
-		default:
-			// Ours by protocol but of a shape this version does not write:
-			// record it with an impossible device so Diff replaces or deletes it.
-			st.Routes[dst] = Route{Dst: dst, Kind: PodRoute, Dev: "?" + names[r.LinkIndex]}
+		for _, r := range rs {
+			if rt, ok := routeOf(r, names); ok {
+				st.Routes[rt.Dst] = rt
+			}
 		}
 	}
 	return st, nil
 }
 
+func familyName(family int) string {
+	if family == unix.AF_INET6 {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
+// routeOf is a kernel route of reef's as a Route.
+func routeOf(r netlink.Route, names map[int]string) (Route, bool) {
+	dst, ok := ipNetToPrefix(r.Dst)
+	if !ok {
+		return Route{}, false
+	}
+	v6 := dst.Addr().Is6()
+	switch {
+	case r.Type == unix.RTN_BLACKHOLE:
+		return Route{Dst: dst, Kind: Blackhole}, true
+	case r.Gw == nil && r.Scope == netlink.SCOPE_LINK,
+		// IPv6 routes have no scope: a unicast route to a device alone.
+		v6 && r.Gw == nil && r.Via == nil && r.Type == unix.RTN_UNICAST && len(r.MultiPath) == 0:
+		return Route{Dst: dst, Kind: PodRoute, Dev: names[r.LinkIndex]}, true
+	case r.Gw != nil && len(r.MultiPath) == 0:
+		via, _ := addrOf(r.Gw, v6)
+		return Route{Dst: dst, Kind: RemoteRoute, Dev: names[r.LinkIndex], Via: via, OnLink: r.Flags&unix.RTNH_F_ONLINK != 0}, true
+	default:
+		// Ours by protocol but of a shape this version does not write:
+		// record it with an impossible device so Diff replaces or deletes it.
+		return Route{Dst: dst, Kind: PodRoute, Dev: "?" + names[r.LinkIndex]}, true
+	}
+}
+
 // Apply carries out a plan. It goes on after a failed step so that one bad
 // object does not hold back the rest, and returns every failure. A pod's
-// /32, veth or veth pair's MTU that busy names is left alone (see Busy):
+// /32 or /128, veth or veth pair's MTU that busy names is left alone (see Busy):
 // each is checked under the object's lock, just before it would be
 // changed. nil is never busy.
 func (k *Kernel) Apply(p Plan, busy Busy) error {
@@ -179,10 +198,10 @@ func (p Plan) Without(busy Busy) Plan {
 	return out
 }
 
-// isPodObject says whether r is a pod's /32 (not a block's route).
+// isPodObject says whether r is a pod's /32 or /128 (not a block's route).
 func isPodObject(r Route) bool { return r.Kind == PodRoute && r.Dst.IsSingleIP() }
 
-// podObject runs change for r: under the locks of its veth and its /32,
+// podObject runs change for r: under the locks of its veth and its address,
 // and only if no CNI operation is busy with either, for a pod's route; at
 // once for a block's.
 func (k *Kernel) podObject(r Route, busy Busy, change func() error) error {
@@ -236,6 +255,9 @@ func (k *Kernel) replace(r Route, links map[string]int) error {
 			return fmt.Errorf("replace route %s: %w", r, err)
 		}
 	case RemoteRoute:
+		if r.Via.Is4() != r.Dst.Addr().Is4() {
+			return fmt.Errorf("replace route %s: a gateway of another family than the block's", r)
+		}
 		idx, err := k.linkIndex(r.Dev, links)
 		if err != nil {
 			return fmt.Errorf("replace route %s: %w", r, err)
@@ -279,7 +301,7 @@ func (k *Kernel) HopTo(addr netip.Addr) (Hop, error) {
 		return Hop{}, fmt.Errorf("route to %s: device %d: %w", addr, rs[0].LinkIndex, err)
 	}
 	h := Hop{Gateway: addr, Dev: l.Attrs().Name}
-	if gw, ok := netip.AddrFromSlice(rs[0].Gw.To4()); ok && rs[0].Gw != nil {
+	if gw, ok := addrOf(rs[0].Gw, addr.Is6()); ok && rs[0].Gw != nil {
 		h.Gateway = gw
 	}
 	return h, nil

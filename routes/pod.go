@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
@@ -27,8 +28,10 @@ type PodSpec struct {
 	Netns    string // path of the pod's network namespace
 	IfName   string // interface name inside the pod (CNI_IFNAME)
 	HostVeth string // node-side veth name (HostVethName)
-	IP       netip.Addr
-	MTU      int
+	// IPs are the pod's addresses: one, or one of each family
+	// (dual-stack), in any order.
+	IPs []netip.Addr
+	MTU int
 	// HostSettings asks the owner of the node's sysctls (package
 	// routes/sysctl) for the node-side veth's settings, once the veth
 	// exists and before it is up: proxy ARP, and route_localnet for a pod
@@ -127,16 +130,22 @@ func VethPeerIn(path, hostVeth string) (bool, error) {
 	return peer.Type() == "veth" && peer.Attrs().ParentIndex == host.Attrs().Index, nil
 }
 
-// SetupPod creates the veth pair and wires both ends: the pod gets ip/32,
-// the link-local gateway route, the default route and a permanent
-// neighbour for the gateway, with forwarding off; the node side gets the
-// fixed MAC, proxy ARP and "ip/32 dev host-veth scope link proto reef".
-// On any failure it removes the pair again, so a failed ADD leaves nothing.
-// A stale node-side veth of the same name (an earlier sandbox of the same
-// pod) is replaced.
+// SetupPod creates the veth pair and wires both ends. For an IPv4 address
+// the pod gets ip/32, the route to PodGateway, the default route and a
+// permanent neighbour for the gateway, and the node "ip/32 dev host-veth
+// scope link proto reef"; for an IPv6 address the pod gets ip/128 (nodad:
+// usable at once), the default route via PodGateway6 and a permanent
+// neighbour for it, and the node "ip/128 dev host-veth proto reef".
+// Forwarding is off in the pod; the node side gets the fixed MAC and, from
+// HostSettings, its sysctls. On any failure it removes the pair again, so
+// a failed ADD leaves nothing. A stale node-side veth of the same name (an
+// earlier sandbox of the same pod) is replaced.
 func SetupPod(spec PodSpec) (PodLinks, error) {
+	if err := checkPodAddrs(spec.IPs); err != nil {
+		return PodLinks{}, err
+	}
 	defer lockPod(spec.HostVeth)()
-	defer podlink.LockAddr(spec.IP)()
+	defer podlink.LockAddrs(spec.IPs)()
 	podNS, err := openNetns(spec.Netns)
 	if err != nil {
 		return PodLinks{}, err
@@ -197,6 +206,29 @@ func SetupPod(spec PodSpec) (PodLinks, error) {
 	return links, nil
 }
 
+// checkPodAddrs refuses what SetupPod cannot wire: no address, two of a
+// family, a zone or an IPv4-mapped IPv6 address.
+func checkPodAddrs(ips []netip.Addr) error {
+	if len(ips) == 0 {
+		return errors.New("wire pod: no address")
+	}
+	var v4, v6 int
+	for _, ip := range ips {
+		switch {
+		case !ip.IsValid() || ip.Zone() != "" || ip.Is4In6():
+			return fmt.Errorf("wire pod: %q is not a pod address", ip)
+		case ip.Is4():
+			v4++
+		default:
+			v6++
+		}
+	}
+	if v4 > 1 || v6 > 1 {
+		return fmt.Errorf("wire pod: addresses %v: at most one of each family", ips)
+	}
+	return nil
+}
+
 func wirePod(host, pod netlinksafe.Handle, spec PodSpec) (PodLinks, error) {
 	hostLink, err := host.LinkByName(spec.HostVeth)
 	if err != nil {
@@ -215,46 +247,95 @@ func wirePod(host, pod netlinksafe.Handle, spec PodSpec) (PodLinks, error) {
 	if err != nil {
 		return PodLinks{}, fmt.Errorf("find %s in netns %s: %w", spec.IfName, spec.Netns, err)
 	}
-	idx := podLink.Attrs().Index
-	addr := &netlink.Addr{IPNet: prefixToIPNet(netip.PrefixFrom(spec.IP, 32))}
-	if err := pod.AddrReplace(podLink, addr); err != nil {
-		return PodLinks{}, fmt.Errorf("add %s/32 to %s in netns %s: %w", spec.IP, spec.IfName, spec.Netns, err)
+	// Before the addresses: an IPv6 address needs IPv6 on.
+	if err := podSysctls(spec); err != nil {
+		return PodLinks{}, err
+	}
+	for _, ip := range spec.IPs {
+		addr := &netlink.Addr{IPNet: prefixToIPNet(hostPrefix(ip))}
+		if ip.Is6() {
+			// A /128 on one end of a veth has nobody to collide with; DAD
+			// would keep it tentative, unusable, for a second or two.
+			addr.Flags = unix.IFA_F_NODAD
+		}
+		if err := pod.AddrReplace(podLink, addr); err != nil {
+			return PodLinks{}, fmt.Errorf("add %s to %s in netns %s: %w", hostPrefix(ip), spec.IfName, spec.Netns, err)
+		}
 	}
 	if err := pod.LinkSetUp(podLink); err != nil {
 		return PodLinks{}, fmt.Errorf("set %s up in netns %s: %w", spec.IfName, spec.Netns, err)
 	}
-	gw := prefixToIPNet(netip.PrefixFrom(PodGateway, 32))
-	if err := pod.RouteReplace(&netlink.Route{LinkIndex: idx, Dst: gw, Scope: netlink.SCOPE_LINK}); err != nil {
-		return PodLinks{}, fmt.Errorf("add route %s dev %s in netns %s: %w", PodGateway, spec.IfName, spec.Netns, err)
+	for _, ip := range spec.IPs {
+		if err := podGatewayRoutes(pod, podLink.Attrs().Index, ip, spec); err != nil {
+			return PodLinks{}, err
+		}
 	}
-	def := prefixToIPNet(netip.MustParsePrefix("0.0.0.0/0"))
-	if err := pod.RouteReplace(&netlink.Route{LinkIndex: idx, Dst: def, Gw: gw.IP}); err != nil {
-		return PodLinks{}, fmt.Errorf("add default route via %s in netns %s: %w", PodGateway, spec.Netns, err)
-	}
-	neigh := &netlink.Neigh{LinkIndex: idx, Family: unix.AF_INET, State: netlink.NUD_PERMANENT, IP: gw.IP, HardwareAddr: HostVethMAC}
-	if err := pod.NeighSet(neigh); err != nil {
-		return PodLinks{}, fmt.Errorf("add neighbour %s lladdr %s in netns %s: %w", PodGateway, HostVethMAC, spec.Netns, err)
-	}
-	// The pod must not route for others; a new netns inherits the node's
-	// ip_forward=1, so turn it off explicitly.
-	if err := ns.WithNetNSPath(spec.Netns, func(ns.NetNS) error {
-		return (sysctl.Proc{}).Set(sysctl.Forwarding, "0")
-	}); err != nil {
-		return PodLinks{}, fmt.Errorf("in netns %s: %w", spec.Netns, err)
-	}
-	if err := host.RouteReplace(podRoute(spec.IP, hostLink.Attrs().Index)); err != nil {
-		return PodLinks{}, fmt.Errorf("add route %s/32 dev %s: %w", spec.IP, spec.HostVeth, err)
+	for _, ip := range spec.IPs {
+		if err := host.RouteReplace(podRoute(ip, hostLink.Attrs().Index)); err != nil {
+			return PodLinks{}, fmt.Errorf("add route %s dev %s: %w", hostPrefix(ip), spec.HostVeth, err)
+		}
 	}
 	return PodLinks{HostMAC: hostLink.Attrs().HardwareAddr, PodMAC: podLink.Attrs().HardwareAddr}, nil
 }
 
+// podSysctls turns forwarding off in the pod: it must not route for
+// others, and a new netns inherits the node's ip_forward=1 (IPv6's is
+// reset to 0 in a new netns, unless net.core.devconf_inherit_init_net
+// says otherwise). For an IPv6 address it turns IPv6 on on the pod's
+// interface, which a netns may have off by default.
+func podSysctls(spec PodSpec) error {
+	v6 := slices.ContainsFunc(spec.IPs, netip.Addr.Is6)
+	err := ns.WithNetNSPath(spec.Netns, func(ns.NetNS) error {
+		proc := sysctl.Proc{}
+		if err := proc.Set(sysctl.Forwarding, "0"); err != nil || !v6 {
+			return err
+		}
+		if err := proc.Set(sysctl.Forwarding6, "0"); err != nil {
+			return err
+		}
+		return proc.Set(sysctl.DisableIPv6(spec.IfName), "0")
+	})
+	if err != nil {
+		return fmt.Errorf("in netns %s: %w", spec.Netns, err)
+	}
+	return nil
+}
+
+// podGatewayRoutes are the pod's way out for ip's family: the default
+// route via the gateway and a permanent neighbour for it, and for IPv4 a
+// route to the gateway (an IPv6 link-local gateway is on the link by
+// definition).
+func podGatewayRoutes(pod netlinksafe.Handle, idx int, ip netip.Addr, spec PodSpec) error {
+	gw := gatewayFor(ip)
+	family, def := unix.AF_INET, netip.MustParsePrefix("0.0.0.0/0")
+	if ip.Is6() {
+		family, def = unix.AF_INET6, netip.MustParsePrefix("::/0")
+	} else if err := pod.RouteReplace(&netlink.Route{LinkIndex: idx, Dst: prefixToIPNet(hostPrefix(gw)), Scope: netlink.SCOPE_LINK}); err != nil {
+		return fmt.Errorf("add route %s dev %s in netns %s: %w", gw, spec.IfName, spec.Netns, err)
+	}
+	if err := pod.RouteReplace(&netlink.Route{LinkIndex: idx, Dst: prefixToIPNet(def), Gw: gw.AsSlice()}); err != nil {
+		return fmt.Errorf("add default route via %s in netns %s: %w", gw, spec.Netns, err)
+	}
+	neigh := &netlink.Neigh{LinkIndex: idx, Family: family, State: netlink.NUD_PERMANENT, IP: gw.AsSlice(), HardwareAddr: HostVethMAC}
+	if err := pod.NeighSet(neigh); err != nil {
+		return fmt.Errorf("add neighbour %s lladdr %s in netns %s: %w", gw, HostVethMAC, spec.Netns, err)
+	}
+	return nil
+}
+
+// podRoute is the node's route to a pod's address: IPv4's with scope
+// link, as `ip route add <ip> dev <veth>` writes it; IPv6 routes have no
+// scope.
 func podRoute(ip netip.Addr, linkIndex int) *netlink.Route {
-	return &netlink.Route{
+	r := &netlink.Route{
 		LinkIndex: linkIndex,
-		Dst:       prefixToIPNet(netip.PrefixFrom(ip, 32)),
-		Scope:     netlink.SCOPE_LINK,
+		Dst:       prefixToIPNet(hostPrefix(ip)),
 		Protocol:  Protocol,
 	}
+	if ip.Is4() {
+		r.Scope = netlink.SCOPE_LINK
+	}
+	return r
 }
 
 // TeardownPod removes a pod's veth pair by its node-side name, and the ifb
@@ -310,14 +391,30 @@ func prefixToIPNet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }
 
+// ipNetToPrefix is n as a prefix of its family, known by its mask's
+// length: an IPv4 address in net.IP's 16-byte form is IPv4, an IPv6 one
+// stays IPv6 even if IPv4-mapped.
 func ipNetToPrefix(n *net.IPNet) (netip.Prefix, bool) {
 	if n == nil {
 		return netip.Prefix{}, false
 	}
-	a, ok := netip.AddrFromSlice(n.IP)
+	ones, bits := n.Mask.Size()
+	a, ok := addrOf(n.IP, bits == 8*net.IPv6len)
 	if !ok {
 		return netip.Prefix{}, false
 	}
-	ones, _ := n.Mask.Size()
-	return netip.PrefixFrom(a.Unmap(), ones), true
+	p := netip.PrefixFrom(a, ones)
+	return p, p.IsValid()
+}
+
+// addrOf is the address of a netlink IP of either family: IPv4 in either
+// of net.IP's forms, IPv6 as its 16 bytes.
+func addrOf(ip net.IP, v6 bool) (netip.Addr, bool) {
+	if !v6 {
+		return netip.AddrFromSlice(ip.To4())
+	}
+	if len(ip) != net.IPv6len {
+		return netip.Addr{}, false
+	}
+	return netip.AddrFromSlice(ip)
 }

@@ -1,7 +1,6 @@
 package routes
 
 import (
-	"net/netip"
 	"testing"
 
 	"github.com/reefcni/reef/internal/netnstest"
@@ -14,7 +13,7 @@ func TestSetupPodRemovesStaleIFB(t *testing.T) {
 	requireRoot(t)
 	node, pod := netnstest.New(t), netnstest.New(t)
 	nodeH := netnsHandle(t, node.Path())
-	spec := PodSpec{Netns: pod.Path(), IfName: "eth0", HostVeth: HostVethName("default", "bw-2", ""), IP: netip.MustParseAddr("10.244.1.9"), MTU: 1400}
+	spec := PodSpec{Netns: pod.Path(), IfName: "eth0", HostVeth: HostVethName("default", "bw-2", ""), IPs: addrs("10.244.1.9"), MTU: 1400}
 	ifb := tc.IFBName(spec.HostVeth)
 	if err := in(t, node, func() (err error) { _, err = SetupPod(spec); return err }); err != nil {
 		t.Fatalf("SetupPod: %v", err)

@@ -123,7 +123,7 @@ func TestPodLifecycle(t *testing.T) {
 		Netns:    pod.Path(),
 		IfName:   "eth0",
 		HostVeth: HostVethName("default", "web-1", "3f1c0a9e2b7d"),
-		IP:       netip.MustParseAddr("10.244.1.5"),
+		IPs:      addrs("10.244.1.5"),
 		MTU:      1400,
 		HostSettings: func(veth string) error {
 			_, err := sysctl.New(sysctl.Proc{}).Pod(sysctl.Pod{HostVeth: veth})
@@ -267,7 +267,7 @@ func TestSetupPodNetnsGone(t *testing.T) {
 		filepath.Join(t.TempDir(), "no-such-netns"),
 		plain, // a netns file whose bind mount is gone
 	} {
-		spec := PodSpec{Netns: path, IfName: "eth0", HostVeth: "reefgone0000000", IP: netip.MustParseAddr("10.244.1.6"), MTU: 1400}
+		spec := PodSpec{Netns: path, IfName: "eth0", HostVeth: "reefgone0000000", IPs: addrs("10.244.1.6"), MTU: 1400}
 		err := in(t, node, func() error { _, err := SetupPod(spec); return err })
 		if !errors.Is(err, ErrNetnsGone) {
 			t.Errorf("SetupPod(netns %s) = %v, want ErrNetnsGone", path, err)
@@ -427,7 +427,7 @@ func TestApplyPodMTU(t *testing.T) {
 	requireRoot(t)
 	node, pod := netnstest.New(t), netnstest.New(t)
 	nodeH, podH := netnsHandle(t, node.Path()), netnsHandle(t, pod.Path())
-	spec := PodSpec{Netns: pod.Path(), IfName: "eth0", HostVeth: "reefmtu0000000", IP: netip.MustParseAddr("10.244.1.5"), MTU: 1500}
+	spec := PodSpec{Netns: pod.Path(), IfName: "eth0", HostVeth: "reefmtu0000000", IPs: addrs("10.244.1.5"), MTU: 1500}
 	if err := in(t, node, func() (err error) { _, err = SetupPod(spec); return err }); err != nil {
 		t.Fatalf("SetupPod: %v", err)
 	}
@@ -456,7 +456,7 @@ func TestApplyPodMTU(t *testing.T) {
 	if got := have.MTUs[spec.HostVeth].MTU; got != 1500 {
 		t.Fatalf("Read: %s has MTU %d, want 1500", spec.HostVeth, got)
 	}
-	want := Desired([]Endpoint{{IP: spec.IP, HostVeth: spec.HostVeth, Netns: spec.Netns, IfName: "eth0", MTU: 1400}}, nil, nil, have.Links)
+	want := Desired([]Endpoint{{IPs: spec.IPs, HostVeth: spec.HostVeth, Netns: spec.Netns, IfName: "eth0", MTU: 1400}}, nil, nil, have.Links)
 	plan := Diff(want, have)
 	wantPlan := Plan{SetMTU: []PodMTU{{HostVeth: spec.HostVeth, Netns: spec.Netns, IfName: "eth0", MTU: 1400}}}
 	if diff := cmp.Diff(wantPlan, plan, stateCmpOpts); diff != "" {

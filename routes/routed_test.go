@@ -47,23 +47,9 @@ func TestKernelRoutedRemoteBlock(t *testing.T) {
 		t.Errorf("HopTo(an address with no route) = %+v, want an error", hop)
 	}
 
-	want := Desired(nil, nil, []RemoteBlock{{Block: pfx("10.244.7.0/26"), Node: owner, Dev: hop.Dev, Gateway: hop.Gateway}}, nil)
-	have, err := k.Read()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.Apply(Diff(want, have), nil); err != nil {
-		t.Fatalf("Apply: %v", err)
-	}
+	have := converge(t, k, Desired(nil, nil, []RemoteBlock{{Block: pfx("10.244.7.0/26"), Node: owner, Dev: hop.Dev, Gateway: hop.Gateway}}, nil))
 	if diff := cmp.Diff([]string{"10.244.7.0/26 via 192.0.2.254 dev eth0 proto 238"}, routeStrings(t, nodeH, &netlink.Route{Protocol: Protocol}, netlink.RT_FILTER_PROTOCOL)); diff != "" {
 		t.Errorf("reef's routes (-want +got):\n%s", diff)
-	}
-	have, err = k.Read()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := Diff(want, have); !p.Empty() {
-		t.Errorf("Diff after Apply = %+v, want empty", p)
 	}
 	// The onlink route of the same block is another route: Diff replaces it.
 	onlink := Desired(nil, nil, []RemoteBlock{{Block: pfx("10.244.7.0/26"), Node: owner, Dev: "eth0"}}, nil)

@@ -12,7 +12,8 @@ import (
 type RouteKind int
 
 const (
-	// PodRoute delivers to a local pod: "ip/32 dev reefXXX scope link".
+	// PodRoute delivers to a local pod: "ip/32 dev reefXXX scope link", or
+	// "ip/128 dev reefXXX" (IPv6 routes have no scope).
 	PodRoute RouteKind = iota
 	// Blackhole drops traffic to an own block's unused addresses instead of
 	// letting it follow the default route out of the node.
@@ -20,12 +21,14 @@ const (
 	// RemoteRoute sends traffic for another node's block to that node:
 	// "block via node dev uplink onlink", or, to a node in another subnet
 	// without encapsulation, through the gateway of the node's own route to
-	// it: "block via router dev uplink".
+	// it: "block via router dev uplink". The gateway is of the block's
+	// family: the kernel has no IPv6 route through an IPv4 gateway.
 	RemoteRoute
 )
 
 // Route is one route reef owns, keyed by its destination: reef writes at
-// most one route per destination in the main table.
+// most one route per destination in the main table. IPv4 and IPv6 routes
+// are alike but for the pod route's scope.
 type Route struct {
 	Dst  netip.Prefix
 	Kind RouteKind
@@ -46,13 +49,18 @@ func (r Route) String() string {
 		}
 		return fmt.Sprintf("%s via %s dev %s onlink proto reef", r.Dst, r.Via, r.Dev)
 	default:
+		if r.Dst.Addr().Is6() {
+			return fmt.Sprintf("%s dev %s proto reef", r.Dst, r.Dev)
+		}
 		return fmt.Sprintf("%s dev %s scope link proto reef", r.Dst, r.Dev)
 	}
 }
 
 // Endpoint is a wired pod attachment as the desired state sees it.
 type Endpoint struct {
-	IP       netip.Addr
+	// IPs are the pod's addresses, at most one of each family (as the
+	// pod's PodSpec.IPs): each is routed to the veth, as a /32 or a /128.
+	IPs      []netip.Addr
 	HostVeth string // "" when a newer sandbox of the pod took the veth over
 	// Netns and IfName are the pod's end of the veth pair, MTU what both
 	// ends must have (0: leave them as they are).
@@ -99,9 +107,10 @@ type Hop struct {
 }
 
 // Desired computes the state reef wants from the store's endpoints, own
-// confirmed blocks and other nodes' confirmed blocks, given which reef
-// veths exist now: a route needs its device, and a veth that is gone can
-// only come back with a new ADD. A route to another node's block is
+// confirmed blocks and other nodes' confirmed blocks, of either family,
+// given which reef veths exist now: a route needs its device, and a veth
+// that is gone can only come back with a new ADD. Each of a pod's
+// addresses is routed to its veth. A route to another node's block is
 // "block via node dev <device> onlink" whatever the device (on a tunnel
 // the node address is the gateway that the tunnel's neighbour entry maps
 // to the node's VTEP), or "block via gateway dev <device>" for a block
@@ -126,9 +135,11 @@ func Desired(endpoints []Endpoint, ownBlocks []netip.Prefix, remote []RemoteBloc
 		if ep.HostVeth != "" {
 			want.Links[ep.HostVeth] = true
 		}
-		dst := netip.PrefixFrom(ep.IP, 32)
 		if ep.HostVeth != "" && existingLinks[ep.HostVeth] {
-			want.Routes[dst] = Route{Dst: dst, Kind: PodRoute, Dev: ep.HostVeth}
+			for _, ip := range ep.IPs {
+				dst := hostPrefix(ip)
+				want.Routes[dst] = Route{Dst: dst, Kind: PodRoute, Dev: ep.HostVeth}
+			}
 			if ep.MTU != 0 {
 				want.MTUs[ep.HostVeth] = PodMTU{HostVeth: ep.HostVeth, Netns: ep.Netns, IfName: ep.IfName, MTU: ep.MTU}
 			}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand"
 	"net/netip"
-	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -37,7 +36,19 @@ func state(links []string, routes ...Route) State {
 	return st
 }
 
-func ep(ip, veth string) Endpoint { return Endpoint{IP: netip.MustParseAddr(ip), HostVeth: veth} }
+// ep is an endpoint with veth and one address, or one of each family
+// ("10.244.1.5,fd00:10:244::5").
+func ep(ips, veth string) Endpoint {
+	return Endpoint{IPs: addrs(strings.Split(ips, ",")...), HostVeth: veth}
+}
+
+func addrs(ips ...string) []netip.Addr {
+	var out []netip.Addr
+	for _, ip := range ips {
+		out = append(out, netip.MustParseAddr(ip))
+	}
+	return out
+}
 
 // withMTU is st with veth's MTU: the kernel's (netns "") or the wanted
 // one, with the pod's end in netns as eth0.
@@ -73,6 +84,7 @@ func TestDesired(t *testing.T) {
 		name      string
 		endpoints []Endpoint
 		blocks    []netip.Prefix
+		remote    []RemoteBlock
 		existing  map[string]bool
 		want      State
 	}{
@@ -130,10 +142,43 @@ func TestDesired(t *testing.T) {
 			want: state([]string{"reefaaaaaaaaaaa", "reefccccccccccc"},
 				hole("10.244.1.0/26"), podRt("10.244.1.5/32", "reefaaaaaaaaaaa")),
 		},
+		{
+			name:      "an IPv6 endpoint gets a /128, an IPv6 block a blackhole",
+			endpoints: []Endpoint{ep("fd00:10:244::5", "reefaaaaaaaaaaa")},
+			blocks:    []netip.Prefix{pfx("fd00:10:244::/122")},
+			existing:  linkSet("reefaaaaaaaaaaa"),
+			want: state([]string{"reefaaaaaaaaaaa"},
+				hole("fd00:10:244::/122"), podRt("fd00:10:244::5/128", "reefaaaaaaaaaaa")),
+		},
+		{
+			name: "a dual-stack endpoint gets a /32 and a /128 on its one veth, and keeps neither without it",
+			endpoints: []Endpoint{epMTU("10.244.1.5,fd00:10:244::5", "reefaaaaaaaaaaa", "/run/netns/a", 1400),
+				ep("fd00:10:244::6,10.244.1.6", "reefbbbbbbbbbbb")},
+			blocks:   []netip.Prefix{pfx("10.244.1.0/26"), pfx("fd00:10:244::/122")},
+			existing: linkSet("reefaaaaaaaaaaa"),
+			want: withMTU(state([]string{"reefaaaaaaaaaaa", "reefbbbbbbbbbbb"},
+				hole("10.244.1.0/26"), hole("fd00:10:244::/122"),
+				podRt("10.244.1.5/32", "reefaaaaaaaaaaa"), podRt("fd00:10:244::5/128", "reefaaaaaaaaaaa")),
+				"reefaaaaaaaaaaa", "/run/netns/a", 1400),
+		},
+		{
+			name: "IPv6 blocks of other nodes: onlink to the owner on the uplink or vxlan.reef, or through a router",
+			remote: []RemoteBlock{
+				{Block: pfx("fd00:10:244::40/122"), Node: netip.MustParseAddr("2001:db8:77::12"), Dev: "eth0"},
+				{Block: pfx("fd00:10:244::80/122"), Node: netip.MustParseAddr("2001:db8:78::11"), Dev: VXLANDevice},
+				{Block: pfx("fd00:10:244::c0/122"), Node: netip.MustParseAddr("2001:db8:78::12"), Dev: "eth0", Gateway: netip.MustParseAddr("fe80::1")},
+				{Block: pfx("10.244.2.0/26"), Node: netip.MustParseAddr("192.168.77.12"), Dev: "eth0"},
+			},
+			want: state(nil,
+				Route{Dst: pfx("fd00:10:244::40/122"), Kind: RemoteRoute, Dev: "eth0", Via: netip.MustParseAddr("2001:db8:77::12"), OnLink: true},
+				Route{Dst: pfx("fd00:10:244::80/122"), Kind: RemoteRoute, Dev: VXLANDevice, Via: netip.MustParseAddr("2001:db8:78::11"), OnLink: true},
+				Route{Dst: pfx("fd00:10:244::c0/122"), Kind: RemoteRoute, Dev: "eth0", Via: netip.MustParseAddr("fe80::1")},
+				Route{Dst: pfx("10.244.2.0/26"), Kind: RemoteRoute, Dev: "eth0", Via: netip.MustParseAddr("192.168.77.12"), OnLink: true}),
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Desired(tt.endpoints, tt.blocks, nil, tt.existing)
+			got := Desired(tt.endpoints, tt.blocks, tt.remote, tt.existing)
 			if diff := cmp.Diff(tt.want, got, stateCmpOpts); diff != "" {
 				t.Errorf("Desired (-want +got):\n%s", diff)
 			}
@@ -215,6 +260,35 @@ func TestDiff(t *testing.T) {
 			name: "no MTU for a veth the kernel does not have",
 			want: withMTU(state([]string{"reefaaaaaaaaaaa"}), "reefaaaaaaaaaaa", "/run/netns/a", 1400),
 			have: state(nil),
+		},
+		{
+			name: "IPv6: a missing /128 and blackhole are added, a stale /128 deleted, a /128 on the wrong veth replaced",
+			want: state([]string{"reefaaaaaaaaaaa", "reefbbbbbbbbbbb"}, hole("fd00:10:244::/122"),
+				podRt("fd00:10:244::5/128", "reefaaaaaaaaaaa"), podRt("fd00:10:244::6/128", "reefbbbbbbbbbbb")),
+			have: state([]string{"reefaaaaaaaaaaa", "reefbbbbbbbbbbb"},
+				podRt("fd00:10:244::6/128", "reefaaaaaaaaaaa"), podRt("fd00:10:244::7/128", "reefbbbbbbbbbbb")),
+			plan: Plan{
+				Replace:     []Route{hole("fd00:10:244::/122"), podRt("fd00:10:244::5/128", "reefaaaaaaaaaaa"), podRt("fd00:10:244::6/128", "reefbbbbbbbbbbb")},
+				DeleteRoute: []Route{podRt("fd00:10:244::7/128", "reefbbbbbbbbbbb")},
+			},
+		},
+		{
+			name: "dual-stack: each family's routes on their own, IPv4 sorted first",
+			want: state([]string{"reefaaaaaaaaaaa"}, hole("fd00:10:244::/122"), hole("10.244.1.0/26"),
+				podRt("fd00:10:244::5/128", "reefaaaaaaaaaaa"), podRt("10.244.1.5/32", "reefaaaaaaaaaaa")),
+			have: state([]string{"reefaaaaaaaaaaa", "reefbbbbbbbbbbb"}, hole("10.244.1.0/26"), hole("fd00:10:244::40/122"),
+				podRt("10.244.1.5/32", "reefaaaaaaaaaaa"), podRt("fd00:10:244::5/128", "?reefaaaaaaaaaaa")),
+			plan: Plan{
+				Replace:     []Route{hole("fd00:10:244::/122"), podRt("fd00:10:244::5/128", "reefaaaaaaaaaaa")},
+				DeleteRoute: []Route{hole("fd00:10:244::40/122")},
+				DeleteLink:  []string{"reefbbbbbbbbbbb"},
+			},
+		},
+		{
+			name: "an IPv6 remote block whose owner moved to vxlan.reef is replaced",
+			want: state(nil, Route{Dst: pfx("fd00:10:244::40/122"), Kind: RemoteRoute, Dev: VXLANDevice, Via: netip.MustParseAddr("2001:db8:78::11"), OnLink: true}),
+			have: state(nil, Route{Dst: pfx("fd00:10:244::40/122"), Kind: RemoteRoute, Dev: "eth0", Via: netip.MustParseAddr("2001:db8:78::11"), OnLink: true}),
+			plan: Plan{Replace: []Route{{Dst: pfx("fd00:10:244::40/122"), Kind: RemoteRoute, Dev: VXLANDevice, Via: netip.MustParseAddr("2001:db8:78::11"), OnLink: true}}},
 		},
 		{
 			name: "everything at once, sorted",
@@ -309,7 +383,15 @@ func plansSorted(p Plan) bool {
 // plan), and a second Diff finds nothing to do.
 func TestDiffConverges(t *testing.T) {
 	veths := []string{"reefaaaaaaaaaaa", "reefbbbbbbbbbbb", "reefccccccccccc", "reefddddddddddd", "reefeeeeeeeeeee"}
-	blocks := []netip.Prefix{pfx("10.244.1.0/26"), pfx("10.244.1.64/26"), pfx("10.244.2.0/26"), pfx("10.244.1.5/32")}
+	blocks := []netip.Prefix{pfx("10.244.1.0/26"), pfx("10.244.1.64/26"), pfx("10.244.2.0/26"), pfx("10.244.1.5/32"),
+		pfx("fd00:10:244::/122"), pfx("fd00:10:244::40/122"), pfx("fd00:10:244::5/128")}
+	// addr is the i-th address of a family: 10.244.1.i or fd00:10:244::i.
+	addr := func(v6 bool, i int) netip.Addr {
+		if v6 {
+			return netip.AddrFrom16([16]byte{0xfd, 0, 0, 0x10, 0x02, 0x44, 15: byte(i)})
+		}
+		return netip.AddrFrom4([4]byte{10, 244, 1, byte(i)})
+	}
 
 	for seed := int64(1); seed <= 20; seed++ {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
@@ -329,8 +411,9 @@ func TestDiffConverges(t *testing.T) {
 					addVeth(v)
 				}
 			}
-			for i := range 6 {
-				dst := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, 1, byte(rnd.Intn(12))}), 32)
+			for i := range 12 {
+				a := addr(i >= 6, rnd.Intn(12))
+				dst := netip.PrefixFrom(a, a.BitLen())
 				switch i % 3 {
 				case 0:
 					have.Routes[dst] = Route{Dst: dst, Kind: Blackhole}
@@ -356,8 +439,17 @@ func TestDiffConverges(t *testing.T) {
 					if rnd.Intn(5) != 0 {
 						veth = veths[rnd.Intn(len(veths))]
 					}
-					eps = append(eps, Endpoint{IP: netip.AddrFrom4([4]byte{10, 244, 1, byte(i + rnd.Intn(10))}), HostVeth: veth,
-						Netns: "/run/netns/" + veth, IfName: "eth0", MTU: mtu})
+					// IPv4, IPv6 or dual-stack.
+					var ips []netip.Addr
+					switch n := i + rnd.Intn(10); rnd.Intn(3) {
+					case 0:
+						ips = []netip.Addr{addr(false, n)}
+					case 1:
+						ips = []netip.Addr{addr(true, n)}
+					default:
+						ips = []netip.Addr{addr(true, n), addr(false, n)}
+					}
+					eps = append(eps, Endpoint{IPs: ips, HostVeth: veth, Netns: "/run/netns/" + veth, IfName: "eth0", MTU: mtu})
 				}
 				var own []netip.Prefix
 				for _, b := range blocks {
@@ -437,33 +529,41 @@ func TestCompare(t *testing.T) {
 	block := netip.MustParsePrefix("10.244.1.0/26")
 	remote := netip.MustParsePrefix("10.244.2.0/26")
 	stale := netip.MustParsePrefix("10.244.3.0/26")
+	pod6 := netip.MustParsePrefix("fd00:10:244::5/128")
+	block6 := netip.MustParsePrefix("fd00:10:244::/122")
+	remote6 := netip.MustParsePrefix("fd00:10:244::40/122")
 	want := State{Routes: map[netip.Prefix]Route{
-		pod:    {Dst: pod, Kind: PodRoute, Dev: "reefaaaaaaaaaaa"},
-		block:  {Dst: block, Kind: Blackhole},
-		remote: {Dst: remote, Kind: RemoteRoute, Dev: "eth0", Via: netip.MustParseAddr("192.168.77.12"), OnLink: true},
+		pod:     {Dst: pod, Kind: PodRoute, Dev: "reefaaaaaaaaaaa"},
+		block:   {Dst: block, Kind: Blackhole},
+		remote:  {Dst: remote, Kind: RemoteRoute, Dev: "eth0", Via: netip.MustParseAddr("192.168.77.12"), OnLink: true},
+		pod6:    {Dst: pod6, Kind: PodRoute, Dev: "reefaaaaaaaaaaa"},
+		block6:  {Dst: block6, Kind: Blackhole},
+		remote6: {Dst: remote6, Kind: RemoteRoute, Dev: "eth0", Via: netip.MustParseAddr("2001:db8:77::12"), OnLink: true},
 	}, Links: map[string]bool{"reefaaaaaaaaaaa": true, "reefbbbbbbbbbbb": true}}
 	have := State{Routes: map[netip.Prefix]Route{
-		block:  {Dst: block, Kind: Blackhole},
-		remote: {Dst: remote, Kind: RemoteRoute, Dev: "eth0", Via: netip.MustParseAddr("192.168.77.13"), OnLink: true},
-		stale:  {Dst: stale, Kind: Blackhole},
+		block:   {Dst: block, Kind: Blackhole},
+		remote:  {Dst: remote, Kind: RemoteRoute, Dev: "eth0", Via: netip.MustParseAddr("192.168.77.13"), OnLink: true},
+		stale:   {Dst: stale, Kind: Blackhole},
+		pod6:    {Dst: pod6, Kind: PodRoute, Dev: "reefaaaaaaaaaaa"},
+		remote6: {Dst: remote6, Kind: RemoteRoute, Dev: "eth0", Via: netip.MustParseAddr("2001:db8:77::13"), OnLink: true},
 	}, Links: map[string]bool{"reefaaaaaaaaaaa": true, "reefccccccccccc": true}}
-	got := map[string]string{}
-	var order []string
+	var got []string
 	for _, e := range Compare(want, have) {
-		got[e.Kind+" "+e.Object] = e.State
-		order = append(order, e.Kind+" "+e.Object)
+		got = append(got, fmt.Sprintf("%s %s %s: want %q have %q", e.Kind, e.Object, e.State, e.Want, e.Have))
 	}
-	wantStates := map[string]string{
-		"route 10.244.1.5/32": EntryMissing, "route 10.244.1.0/26": EntryInSync, "route 10.244.2.0/26": EntryDiffers,
-		"route 10.244.3.0/26": EntryExtra, "link reefaaaaaaaaaaa": EntryInSync, "link reefbbbbbbbbbbb": EntryMissing,
-		"link reefccccccccccc": EntryExtra,
+	wantEntries := []string{
+		`route 10.244.1.0/26 in-sync: want "blackhole 10.244.1.0/26 proto reef" have "blackhole 10.244.1.0/26 proto reef"`,
+		`route 10.244.1.5/32 missing: want "10.244.1.5/32 dev reefaaaaaaaaaaa scope link proto reef" have ""`,
+		`route 10.244.2.0/26 differs: want "10.244.2.0/26 via 192.168.77.12 dev eth0 onlink proto reef" have "10.244.2.0/26 via 192.168.77.13 dev eth0 onlink proto reef"`,
+		`route 10.244.3.0/26 extra: want "" have "blackhole 10.244.3.0/26 proto reef"`,
+		`route fd00:10:244::/122 missing: want "blackhole fd00:10:244::/122 proto reef" have ""`,
+		`route fd00:10:244::5/128 in-sync: want "fd00:10:244::5/128 dev reefaaaaaaaaaaa proto reef" have "fd00:10:244::5/128 dev reefaaaaaaaaaaa proto reef"`,
+		`route fd00:10:244::40/122 differs: want "fd00:10:244::40/122 via 2001:db8:77::12 dev eth0 onlink proto reef" have "fd00:10:244::40/122 via 2001:db8:77::13 dev eth0 onlink proto reef"`,
+		`link reefaaaaaaaaaaa in-sync: want "reefaaaaaaaaaaa" have "reefaaaaaaaaaaa"`,
+		`link reefbbbbbbbbbbb missing: want "reefbbbbbbbbbbb" have ""`,
+		`link reefccccccccccc extra: want "" have "reefccccccccccc"`,
 	}
-	if !reflect.DeepEqual(got, wantStates) {
-		t.Errorf("states %v, want %v", got, wantStates)
-	}
-	wantOrder := []string{"route 10.244.1.0/26", "route 10.244.1.5/32", "route 10.244.2.0/26", "route 10.244.3.0/26",
-		"link reefaaaaaaaaaaa", "link reefbbbbbbbbbbb", "link reefccccccccccc"}
-	if !reflect.DeepEqual(order, wantOrder) {
-		t.Errorf("order %v, want %v", order, wantOrder)
+	if diff := cmp.Diff(wantEntries, got); diff != "" {
+		t.Errorf("Compare (-want +got):\n%s", diff)
 	}
 }

@@ -13,6 +13,7 @@ package podlink
 
 import (
 	"net/netip"
+	"slices"
 
 	"github.com/reefcni/reef/internal/keyed"
 )
@@ -26,7 +27,7 @@ func Ours(name string) bool { return len(name) > len(Prefix) && name[:len(Prefix
 
 // Busy says whether a CNI operation is writing a pod's objects, or wrote
 // them since the reconcile pass began reading (cniserver/activity's
-// Mark): a node-side veth by name, a pod's /32 by its address. The pass
+// Mark): a node-side veth by name, a pod's /32 or /128 by its address. The pass
 // leaves such objects alone; the next pass sees them in the store.
 type Busy interface {
 	Link(name string) bool
@@ -54,6 +55,24 @@ var locks keyed.Mutex
 func LockLink(name string) (unlock func())   { return locks.Lock("link " + name) }
 func LockAddr(ip netip.Addr) (unlock func()) { return locks.Lock("addr " + ip.String()) }
 func LockIFB(name string) (unlock func())    { return locks.Lock("ifb " + name) }
+
+// LockAddrs locks a pod's addresses in address order (IPv4 first), the
+// one order every holder of more than one takes them in, and returns
+// their unlock.
+func LockAddrs(ips []netip.Addr) (unlock func()) {
+	sorted := slices.Clone(ips)
+	slices.SortFunc(sorted, netip.Addr.Compare)
+	sorted = slices.Compact(sorted)
+	unlocks := make([]func(), 0, len(sorted))
+	for _, ip := range sorted {
+		unlocks = append(unlocks, LockAddr(ip))
+	}
+	return func() {
+		for _, u := range slices.Backward(unlocks) {
+			u()
+		}
+	}
+}
 
 // LockPod locks a pod's veth and its ifb, in that order: what ADD's and
 // DEL's writers of the veth, its qdiscs and its ifb hold. An ifb is

@@ -1,17 +1,21 @@
 // Package sysctl owns the node's sysctls that reef needs: IPv4 forwarding,
-// and on each pod's node-side veth proxy ARP (the node answers for the
-// pod's gateway) and, for a pod with hostPorts, route_localnet (DNAT to the
-// pod from 127.0.0.1). Desired computes the values from the pods, purely;
-// an Owner reads what the kernel holds and writes only what differs. It is
-// the only writer of these values: ADD asks it for one pod's (Owner.Pod),
-// the reconcile pass for the node's (Owner.Sync).
+// IPv6 forwarding once the node has an IPv6 pool or pod, and on each pod's
+// node-side veth proxy ARP (the node answers for the pod's gateway), for a
+// pod with hostPorts route_localnet (DNAT to the pod from 127.0.0.1), and
+// for a pod with an IPv6 address what its IPv6 gateway needs: IPv6 on,
+// the EUI-64 link-local the pod routes through, no DAD. Desired computes
+// the values from the pods, purely; an Owner reads what the kernel holds
+// and writes only what differs. It is the only writer of these values: ADD
+// asks it for one pod's (Owner.Pod), the reconcile pass for the node's
+// (Owner.Sync).
 //
 // The owner has an opinion only on the pods it is told of: a veth of a pod
 // that is not in the pass's snapshot (an ADD half-way, an orphan that the
 // links' owner removes), or that a CNI operation is busy with, is left
 // alone, so a pass never races an ADD, and a value reef does not need is
-// never reset (route_localnet of a pod
-// without hostPorts keeps what the node's default gave it).
+// never reset (route_localnet of a pod without hostPorts keeps what the
+// node's default gave it, the IPv6 settings of an IPv4 pod's veth and
+// IPv6 forwarding of a node without IPv6 what the node has).
 package sysctl
 
 import (
@@ -24,17 +28,41 @@ import (
 	"github.com/reefcni/reef/routes/podlink"
 )
 
-// Forwarding is the key of IPv4 forwarding in the daemon's namespace.
-const Forwarding = "net/ipv4/ip_forward"
+// Forwarding and Forwarding6 are the keys of IPv4 and IPv6 forwarding in
+// the daemon's namespace. Writing IPv6's "all" sets every link's and the
+// default for new ones.
+const (
+	Forwarding  = "net/ipv4/ip_forward"
+	Forwarding6 = "net/ipv6/conf/all/forwarding"
+)
 
-// ProxyARP and RouteLocalnet are the keys of a link's settings.
+// ProxyARP, RouteLocalnet, AcceptDAD, AddrGenMode and DisableIPv6 are the
+// keys of a link's settings.
 func ProxyARP(link string) string      { return "net/ipv4/conf/" + link + "/proxy_arp" }
 func RouteLocalnet(link string) string { return "net/ipv4/conf/" + link + "/route_localnet" }
+func AcceptDAD(link string) string     { return "net/ipv6/conf/" + link + "/accept_dad" }
+func AddrGenMode(link string) string   { return "net/ipv6/conf/" + link + "/addr_gen_mode" }
+func DisableIPv6(link string) string   { return "net/ipv6/conf/" + link + "/disable_ipv6" }
 
 // Pod is what the settings of one pod depend on.
 type Pod struct {
 	HostVeth  string
 	HostPorts bool
+	// IPv6 is a pod with an IPv6 address. Its gateway is the veth's
+	// link-local address, fe80::ecee:eeff:feee:eeee, which the kernel
+	// derives from the veth's MAC only with IPv6 on and addr_gen_mode 0
+	// (EUI-64), and which answers the node's neighbour solicitations to
+	// the pod only once it is not tentative: without accept_dad=0 a new
+	// pod's first packets wait about 2 s for DAD.
+	IPv6 bool
+}
+
+// Node is what the node's settings depend on: the pods, and whether the
+// node has an IPv6 pool, so that it forwards IPv6 before its first IPv6
+// pod is added (ADD asks only for its pod's settings).
+type Node struct {
+	Pods     []Pod
+	IPv6Pool bool
 }
 
 // Setting is one sysctl and the value reef wants: Key is its path under
@@ -56,27 +84,51 @@ type Kernel interface {
 	Set(key, value string) error
 }
 
-// Desired is what the node's sysctls must hold for these pods: forwarding
-// on; proxy ARP on every pod's veth; route_localnet on the veths of pods
-// with hostPorts. The settings are sorted by key, forwarding first.
-func Desired(pods []Pod) ([]Setting, error) {
-	want := []Setting{{Forwarding, "1"}}
+// Desired is what the node's sysctls must hold: IPv4 forwarding on, and
+// IPv6 forwarding with an IPv6 pool or pod; proxy ARP on every pod's veth;
+// route_localnet on the veths of pods with hostPorts; IPv6 on, EUI-64
+// link-local and no DAD on the veths of pods with an IPv6 address. The
+// node's settings come first, then the links' sorted by key.
+func Desired(n Node) ([]Setting, error) {
+	want := nodeSettings(n)
 	var errs []error
 	var links []Setting
-	for _, p := range pods {
-		// A veth without reef's prefix is refused: reef never touches
-		// another link's settings.
-		if !podlink.Ours(p.HostVeth) {
-			errs = append(errs, fmt.Errorf("refusing the sysctls of %q: not a reef link", p.HostVeth))
-			continue
-		}
-		links = append(links, Setting{ProxyARP(p.HostVeth), "1"})
-		if p.HostPorts {
-			links = append(links, Setting{RouteLocalnet(p.HostVeth), "1"})
-		}
+	for _, p := range n.Pods {
+		s, err := podSettings(p)
+		links, errs = append(links, s...), append(errs, err)
 	}
 	slices.SortFunc(links, func(a, b Setting) int { return strings.Compare(a.Key, b.Key) })
 	return append(want, slices.Compact(links)...), errors.Join(errs...)
+}
+
+// nodeSettings are the node's own: forwarding of the families it has.
+func nodeSettings(n Node) []Setting {
+	want := []Setting{{Forwarding, "1"}}
+	if n.IPv6Pool || slices.ContainsFunc(n.Pods, func(p Pod) bool { return p.IPv6 }) {
+		want = append(want, Setting{Forwarding6, "1"})
+	}
+	return want
+}
+
+func isNodeKey(key string) bool { return key == Forwarding || key == Forwarding6 }
+
+// podSettings are the settings of one pod's veth, in the order they must
+// be written: on a veth that is up, turning IPv6 on makes the link-local
+// at once, so addr_gen_mode and accept_dad go before disable_ipv6. A veth
+// without reef's prefix is refused: reef never touches another link's
+// settings.
+func podSettings(p Pod) ([]Setting, error) {
+	if !podlink.Ours(p.HostVeth) {
+		return nil, fmt.Errorf("refusing the sysctls of %q: not a reef link", p.HostVeth)
+	}
+	want := []Setting{{ProxyARP(p.HostVeth), "1"}}
+	if p.HostPorts {
+		want = append(want, Setting{RouteLocalnet(p.HostVeth), "1"})
+	}
+	if p.IPv6 {
+		want = append(want, Setting{AcceptDAD(p.HostVeth), "0"}, Setting{AddrGenMode(p.HostVeth), "0"}, Setting{DisableIPv6(p.HostVeth), "0"})
+	}
+	return want, nil
 }
 
 // Owner brings the kernel's sysctls in line with Desired. It keeps no state
@@ -93,20 +145,19 @@ func New(k Kernel) *Owner { return &Owner{k: k} }
 // veth with a new sandbox's, whose settings its ADD sets. A pod whose veth
 // is gone is skipped (the links' owner deals with it). It returns what it
 // changed: each change is a repair.
-func (o *Owner) Sync(pods []Pod, busy podlink.Busy) ([]Change, error) {
+func (o *Owner) Sync(n Node, busy podlink.Busy) ([]Change, error) {
 	busy = podlink.OrNotBusy(busy)
-	want, err := Desired(pods)
+	changes, err := o.apply(nodeSettings(n), true)
 	errs := []error{err}
-	changes, aerr := o.apply(want[:1], true)
-	errs = append(errs, aerr)
-	for _, p := range pods {
-		pw, perr := Desired([]Pod{p})
-		if perr != nil {
-			continue // refused: in err already
+	for _, p := range n.Pods {
+		pw, err := podSettings(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
 		}
 		unlock := podlink.LockLink(p.HostVeth)
 		if !busy.Link(p.HostVeth) {
-			c, aerr := o.apply(pw[1:], true)
+			c, aerr := o.apply(pw, true)
 			changes, errs = append(changes, c...), append(errs, aerr)
 		}
 		unlock()
@@ -117,11 +168,11 @@ func (o *Owner) Sync(pods []Pod, busy podlink.Busy) ([]Change, error) {
 // Pod is ADD's request: one pod's settings, before its veth is up. Its veth
 // must exist.
 func (o *Owner) Pod(p Pod) ([]Change, error) {
-	want, err := Desired([]Pod{p})
+	want, err := podSettings(p)
 	if err != nil {
 		return nil, err
 	}
-	changes, err := o.apply(want[1:], false)
+	changes, err := o.apply(want, false)
 	if errors.Is(err, fs.ErrNotExist) {
 		return changes, fmt.Errorf("veth %s is gone: %w", p.HostVeth, err)
 	}
@@ -145,7 +196,7 @@ func (o *Owner) apply(want []Setting, linkGoneOK bool) ([]Change, error) {
 		switch {
 		case err == nil:
 			changes = append(changes, Change{s, cur})
-		case linkGoneOK && errors.Is(err, fs.ErrNotExist) && s.Key != Forwarding:
+		case linkGoneOK && errors.Is(err, fs.ErrNotExist) && !isNodeKey(s.Key):
 		default:
 			errs = append(errs, err)
 		}

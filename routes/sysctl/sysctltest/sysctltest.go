@@ -13,33 +13,55 @@ import (
 	"github.com/reefcni/reef/routes/sysctl"
 )
 
-// Kernel holds forwarding and the settings of the links that exist, with
-// the kernel's defaults for a new link (0). Safe for concurrent use.
+// Kernel holds forwarding of both families and the settings of the links
+// that exist, with the kernel's defaults for a new link. Safe for
+// concurrent use.
 type Kernel struct {
-	mu     sync.Mutex
-	values map[string]string
-	writes int
+	mu       sync.Mutex
+	values   map[string]string
+	defaults map[string]string // what each key held when it was made
+	writes   int
 }
 
 // New returns a node with forwarding off and no links.
 func New() *Kernel {
-	return &Kernel{values: map[string]string{sysctl.Forwarding: "0"}}
+	k := &Kernel{values: map[string]string{}, defaults: map[string]string{}}
+	k.make(sysctl.Forwarding, "0")
+	k.make(sysctl.Forwarding6, "0")
+	return k
+}
+
+// make creates key at its default value.
+func (k *Kernel) make(key, value string) {
+	k.values[key], k.defaults[key] = value, value
+}
+
+// linkKeys are a link's settings, each with the kernel's default for a new
+// link (net.ipv6.conf.default's on an untouched node: DAD on, EUI-64).
+func linkKeys(name string) [][2]string {
+	return [][2]string{
+		{sysctl.ProxyARP(name), "0"}, {sysctl.RouteLocalnet(name), "0"},
+		{sysctl.AcceptDAD(name), "1"}, {sysctl.AddrGenMode(name), "0"}, {sysctl.DisableIPv6(name), "0"},
+	}
 }
 
 // AddLink creates a link's settings with the kernel's defaults.
 func (k *Kernel) AddLink(name string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.values[sysctl.ProxyARP(name)] = "0"
-	k.values[sysctl.RouteLocalnet(name)] = "0"
+	for _, kv := range linkKeys(name) {
+		k.make(kv[0], kv[1])
+	}
 }
 
 // DelLink removes a link and its settings.
 func (k *Kernel) DelLink(name string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	delete(k.values, sysctl.ProxyARP(name))
-	delete(k.values, sysctl.RouteLocalnet(name))
+	for _, kv := range linkKeys(name) {
+		delete(k.values, kv[0])
+		delete(k.defaults, kv[0])
+	}
 }
 
 // Put sets a value behind the owner's back (drift), as an operator would.
@@ -78,12 +100,20 @@ func (k *Kernel) Writes() int {
 }
 
 // String is every value, one "key = value" line each, sorted by key.
-func (k *Kernel) String() string {
+func (k *Kernel) String() string { return k.text(true) }
+
+// Changed is String without the values still at the default they were
+// made with: what was written, by the owner or by Put.
+func (k *Kernel) Changed() string { return k.text(false) }
+
+func (k *Kernel) text(defaults bool) string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var b strings.Builder
 	for _, key := range slices.Sorted(maps.Keys(k.values)) {
-		fmt.Fprintf(&b, "%s = %s\n", key, k.values[key])
+		if defaults || k.values[key] != k.defaults[key] {
+			fmt.Fprintf(&b, "%s = %s\n", key, k.values[key])
+		}
 	}
 	return b.String()
 }
