@@ -40,7 +40,7 @@ func (s *Server) check(in *reefv1.CNIRequest) *types.Error {
 	if ep.HostVeth == "" {
 		return types.NewError(ErrDataplaneDiffers, fmt.Sprintf("pod %s lost its veth to a newer sandbox of the same pod", ep.IP), "")
 	}
-	if err := routes.CheckPod(routes.PodSpec{Netns: ep.Netns, IfName: ep.IfName, HostVeth: ep.HostVeth, IPs: []netip.Addr{ep.IP}, MTU: ep.MTU}); err != nil {
+	if err := routes.CheckPod(routes.PodSpec{Netns: ep.Netns, IfName: ep.IfName, HostVeth: ep.HostVeth, IPs: ep.Addrs(), MTU: ep.MTU}); err != nil {
 		return types.NewError(ErrDataplaneDiffers, fmt.Sprintf("pod %s: %v", ep.IP, err),
 			"reef's reconcile loop repairs node-side routes within reconcileInterval; a missing veth or pod interface needs the pod recreated")
 	}

@@ -11,14 +11,15 @@ import (
 	"github.com/reefcni/reef/store"
 )
 
-// result builds the ADD result in the version the runtime asked for. The
-// interface MTU is only part of the spec from 1.1.0 on.
+// result builds the ADD result in the version the runtime asked for: each
+// of the pod's addresses (ips) as a host route, through the gateway of its
+// family, and a default route per family. The interface MTU is only part
+// of the spec from 1.1.0 on.
 func (s *Server) result(r *request, ep store.Endpoint, podMAC string) ([]byte, error) {
 	mtu := 0
 	if r.conf.CNIVersion == "1.1.0" {
 		mtu = ep.MTU
 	}
-	gw := net.IP(routes.PodGateway.AsSlice())
 	podIdx := 1
 	res := &types100.Result{
 		CNIVersion: types100.ImplementedSpecVersion,
@@ -26,13 +27,16 @@ func (s *Server) result(r *request, ep store.Endpoint, podMAC string) ([]byte, e
 			{Name: ep.HostVeth, Mac: routes.HostVethMAC.String(), Mtu: mtu},
 			{Name: r.ifName, Mac: podMAC, Sandbox: r.netns, Mtu: mtu},
 		},
-		IPs: []*types100.IPConfig{{
-			Interface: &podIdx,
-			Address:   net.IPNet{IP: ep.IP.AsSlice(), Mask: net.CIDRMask(32, 32)},
-			Gateway:   gw,
-		}},
-		Routes: []*types.Route{{Dst: net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}, GW: gw}},
-		DNS:    r.conf.DNS,
+		DNS: r.conf.DNS,
+	}
+	for _, ip := range ep.Addrs() {
+		gw, bits := routes.PodGateway, 32
+		if ip.Is6() {
+			gw, bits = routes.PodGateway6, 128
+		}
+		res.IPs = append(res.IPs, &types100.IPConfig{Interface: &podIdx,
+			Address: net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(bits, bits)}, Gateway: gw.AsSlice()})
+		res.Routes = append(res.Routes, &types.Route{Dst: net.IPNet{IP: make(net.IP, bits/8), Mask: net.CIDRMask(0, bits)}, GW: gw.AsSlice()})
 	}
 	versioned, err := res.GetAsVersion(r.conf.CNIVersion)
 	if err != nil {

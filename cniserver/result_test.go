@@ -121,3 +121,33 @@ func TestResult(t *testing.T) {
 		})
 	}
 }
+
+// TestResultIPv6: an IPv6 pod's result has its /128 through the veth's
+// link-local, and the IPv6 default route, in every version that has IPv6.
+func TestResultIPv6(t *testing.T) {
+	s := New(Config{MTU: 1450}, Deps{Log: slog.New(slog.DiscardHandler)})
+	ep := store.Endpoint{HostVeth: "reef0123456789a", IP: netip.MustParseAddr("fd00:10:244::5"), MTU: 1450}
+	for _, v := range SupportedVersions {
+		t.Run(v, func(t *testing.T) {
+			r := &request{command: "ADD", containerID: goodID, netns: goodNetns, ifName: "eth0", conf: goodConf(v)}
+			out, err := s.result(r, ep, "0a:58:0a:f4:01:05")
+			if err != nil {
+				t.Fatalf("result: %v", err)
+			}
+			parsed, err := version.NewResult(v, out)
+			if err != nil {
+				t.Fatalf("CNI library cannot parse the %s result: %v\n%s", v, err, out)
+			}
+			res, err := types100.NewResultFromResult(parsed)
+			if err != nil {
+				t.Fatalf("convert to 1.0.0+: %v", err)
+			}
+			got := viewOf(t, res)
+			want := resultView{IPs: []string{"if=1 addr=fd00:10:244::5/128 gw=fe80::ecee:eeff:feee:eeee"},
+				Routes: []string{"::/0 via fe80::ecee:eeff:feee:eeee"}}
+			if diff := cmp.Diff(want, resultView{IPs: got.IPs, Routes: got.Routes}); diff != "" {
+				t.Errorf("result %s (-want +got):\n%s\nraw: %s", v, diff, out)
+			}
+		})
+	}
+}

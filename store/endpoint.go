@@ -51,6 +51,10 @@ type Endpoint struct {
 	Bandwidth    *Bandwidth // nil: no limits
 }
 
+// Addrs are the endpoint's addresses, as the routes and the CNI result
+// take them: one, of either family, today.
+func (ep Endpoint) Addrs() []netip.Addr { return []netip.Addr{ep.IP} }
+
 // endpointRecord is an Endpoint as stored, a type of its own so that a
 // change to the Go API never silently changes the file format. JSON for
 // the reasons given at blockRecord.
