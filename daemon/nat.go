@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -19,8 +20,9 @@ import (
 )
 
 // natDataplane is the daemon's side of package nat: reef's nftables tables
-// (table ip reef: natOutgoing; table arp reef: the pods' ARP filter; table
-// inet reef-hostport: the pods' hostPorts). CNI
+// (table ip reef, and table ip6 reef with an IPv6 pool: natOutgoing; table
+// arp reef: the IPv4 pods' ARP filter; table inet reef-hostport: the pods'
+// hostPorts). CNI
 // ADD and DEL add and remove one pod's element through it, and every
 // reconcile pass compares the tables with the pools and the live endpoints
 // and repairs what differs. Stopping the daemon leaves the tables in place;
@@ -130,6 +132,9 @@ func (n *natDataplane) reconcile(live []store.Endpoint, mark *activity.Mark) err
 		pods = append(pods, p)
 	}
 	want := nat.Desired(masq.IPv4, n.pools, pods)
+	if slices.ContainsFunc(n.pools, func(p masq.Pool) bool { return p.CIDR.Addr().Is6() }) {
+		want = append(want, nat.Desired(masq.IPv6, n.pools, pods)...)
+	}
 	have, err := n.kernel.Read(nat.IDs(want))
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@
 package nat
 
 import (
+	"fmt"
 	"net/netip"
 
 	"github.com/google/nftables"
@@ -41,6 +42,19 @@ type Pod struct {
 }
 
 func (p Pod) arp() arpfilter.Pod { return arpfilter.Pod{Veth: p.Veth, IP: p.IP} }
+
+// check says why the pod can have no elements: an IPv4 pod needs what its
+// ARP-filter element needs, an IPv6 pod (no ARP) a veth name and an
+// address of its family.
+func (p Pod) check() error {
+	if p.IP.Is4() {
+		return p.arp().Check()
+	}
+	if p.Veth == "" || len(p.Veth) >= nft.IfNameSize || !p.IP.Is6() || p.IP.Is4In6() {
+		return fmt.Errorf("pod %q . %s: want a veth name of 1-15 characters and an IPv4 or IPv6 address", p.Veth, p.IP)
+	}
+	return nil
+}
 
 func (p Pod) hostPorts() hostport.Pod { return hostport.Pod{IP: p.IP, Ports: p.Ports} }
 

@@ -60,11 +60,11 @@ func (k *Kernel) DelPod(p Pod) error {
 // podBatch adds (or deletes) one pod's elements in a batch of its own.
 // Deleting, a pod with Ports deletes only those.
 func (k *Kernel) podBatch(p Pod, add bool) error {
-	if err := p.arp().Check(); err != nil {
+	if err := p.check(); err != nil {
 		return err
 	}
 	var edits []nft.ElemEdit
-	if add || len(p.Ports) == 0 {
+	if (add || len(p.Ports) == 0) && p.IP.Is4() {
 		edits = append(edits, arpfilter.Edit(p.arp()))
 	}
 	if len(p.Ports) > 0 {

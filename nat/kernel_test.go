@@ -347,3 +347,45 @@ func mustRead(t *testing.T, k *Kernel, want []nft.Table) []nft.Table {
 	}
 	return have
 }
+
+// TestKernelIPv6: table ip6 reef beside table ip reef, as an operator
+// reads it, and an IPv6 pod's elements: its hostPort, and no ARP-filter
+// element (ARP has no IPv6), added and removed by AddPod and DelPod.
+func TestKernelIPv6(t *testing.T) {
+	ns, k := testNetns(t)
+	pools := append(testPools(), masq.Pool{CIDR: pfx("fd00:10:244::/56"), NATOutgoing: true}, masq.Pool{CIDR: pfx("fd00:10:245::/64")})
+	pod := Pod{Veth: "reef0123456789b", IP: addr("fd00:10:244::5"), Ports: []hostport.Mapping{{Proto: unix.IPPROTO_TCP, Port: 8080, PodPort: 80}}}
+	want := append(Desired(masq.IPv4, pools, nil), Desired(masq.IPv6, pools, nil)...)
+	converge(t, k, want)
+	out := counters.ReplaceAllString(runNFT(t, ns, "list", "ruleset"), "counter")
+	for _, line := range []string{
+		"table ip6 reef {",
+		`ip6 saddr @masq-pools ip6 daddr != @all-pools counter masquerade fully-random comment "` + masq.Comment + `"`,
+		"elements = { fd00:10:244::/56,",
+		"fd00:10:245::/64 }",
+		"elements = { fd00:10:244::/56 }",
+		"elements = { 10.244.0.0/16,", // table ip reef keeps the IPv4 pools alone
+	} {
+		if !strings.Contains(out, line) {
+			t.Errorf("nft list ruleset lacks %q:\n%s", line, out)
+		}
+	}
+	if out := runNFT(t, ns, "list", "table", "ip", "reef"); strings.Contains(out, "fd00") {
+		t.Errorf("an IPv6 pool in table ip reef:\n%s", out)
+	}
+	if err := k.AddPod(pod); err != nil {
+		t.Fatalf("AddPod of an IPv6 pod: %v", err)
+	}
+	if out := runNFT(t, ns, "list", "table", "inet", "reef-hostport"); !strings.Contains(out, "fd00:10:244::5") {
+		t.Errorf("the IPv6 pod's hostPort is missing:\n%s", out)
+	}
+	if out := runNFT(t, ns, "list", "set", "arp", "reef", "pod-addrs"); strings.Contains(out, "reef0123456789b") {
+		t.Errorf("an ARP-filter element for an IPv6 pod:\n%s", out)
+	}
+	if err := k.DelPod(pod); err != nil {
+		t.Fatalf("DelPod of an IPv6 pod: %v", err)
+	}
+	if out := runNFT(t, ns, "list", "table", "inet", "reef-hostport"); strings.Contains(out, "fd00:10:244::5") {
+		t.Errorf("the IPv6 pod's hostPort is left after DelPod:\n%s", out)
+	}
+}

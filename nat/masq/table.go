@@ -29,10 +29,8 @@ const Priority nftables.ChainPriority = 110
 // Comment is the masquerade rule's comment, shown by `nft list ruleset`.
 const Comment = "reef natOutgoing: pods of these pools reach beyond every pool with the node's address"
 
-// Family is an IP family of the table. IPv4 is the one built today. IPv6
-// takes another value (table ip6 reef, ipv6_addr sets, the ip6 header
-// offsets) and, in place of the ARP filter, one on neighbour
-// advertisements.
+// Family is an IP family of the table: table ip reef or table ip6 reef,
+// their address type and the offsets of the addresses in the header.
 type Family struct {
 	Table     nftables.TableFamily
 	AddrType  nftables.SetDatatype
@@ -42,6 +40,9 @@ type Family struct {
 
 // IPv4 is table ip reef.
 var IPv4 = Family{Table: nftables.TableFamilyIPv4, AddrType: nftables.TypeIPAddr, SrcOffset: 12, DstOffset: 16}
+
+// IPv6 is table ip6 reef.
+var IPv6 = Family{Table: nftables.TableFamilyIPv6, AddrType: nftables.TypeIP6Addr, SrcOffset: 8, DstOffset: 24}
 
 func (f Family) addrLen() uint32 { return f.AddrType.Bytes }
 
