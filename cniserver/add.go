@@ -190,7 +190,7 @@ func (s *Server) addLocked(r *request, pool store.Pool, op *activity.Op, log *sl
 		return ep, "", false, s.rollback(r, ep, existed, types.NewError(types.ErrInternal, "take over veth "+ep.HostVeth, err.Error()), log)
 	}
 	links, err := routes.SetupPod(routes.PodSpec{Netns: r.netns, IfName: r.ifName, HostVeth: ep.HostVeth, IPs: ep.Addrs(), MTU: s.cfg.MTU,
-		HostSettings: s.hostSettings(len(ep.PortMappings) > 0), TestPauseAfterVeth: s.cfg.TestPauseAfterVeth})
+		HostSettings: s.hostSettings(len(ep.PortMappings) > 0, ep.IP.Is6()), TestPauseAfterVeth: s.cfg.TestPauseAfterVeth})
 	if err != nil {
 		code, msg := uint(types.ErrInternal), "wire pod "+ep.IP.String()+" in "+r.netns
 		if errors.Is(err, routes.ErrNetnsGone) {
@@ -311,13 +311,14 @@ func (s *Server) detachOthers(ep store.Endpoint) error {
 }
 
 // hostSettings is the request to the sysctl owner for the settings of a
-// pod's veth (proxy ARP, and route_localnet for a pod with hostPorts).
-func (s *Server) hostSettings(hostPorts bool) func(hostVeth string) error {
+// pod's veth (proxy ARP, route_localnet for a pod with hostPorts, and the
+// link-local gateway of an IPv6 pod).
+func (s *Server) hostSettings(hostPorts, ipv6 bool) func(hostVeth string) error {
 	if s.deps.Sysctls == nil {
 		return nil
 	}
 	return func(hostVeth string) error {
-		_, err := s.deps.Sysctls.Pod(sysctl.Pod{HostVeth: hostVeth, HostPorts: hostPorts})
+		_, err := s.deps.Sysctls.Pod(sysctl.Pod{HostVeth: hostVeth, HostPorts: hostPorts, IPv6: ipv6})
 		return err
 	}
 }

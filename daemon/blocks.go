@@ -214,14 +214,15 @@ func (e *blockEngine) need(st blockproto.State) map[netip.Prefix]bool {
 	defer e.mu.Unlock()
 	for _, pool := range e.pools {
 		owned, free := false, 0
+		size := 1 << (pool.CIDR.Addr().BitLen() - pool.BlockSize) // a block's addresses: at most 2^32 (IPv4), 4096 (IPv6)
 		for _, o := range st.Own {
 			if o.Pool == pool.CIDR && o.State == blockproto.OwnConfirmed {
 				owned = true
-				free += (1 << (32 - pool.BlockSize)) - o.Used
+				free += size - o.Used
 			}
 		}
 		waiting := e.demand[pool.CIDR] > 0 && free == 0
-		low := owned && free < max(1, (1<<(32-pool.BlockSize))/4)
+		low := owned && free < max(1, size/4)
 		out[pool.CIDR] = waiting || low
 		e.free[pool.CIDR] = free
 	}

@@ -67,7 +67,7 @@ type KubeConfig struct {
 // PoolConfig is one IP pool that pod addresses are allocated from.
 type PoolConfig struct {
 	CIDR        netip.Prefix `yaml:"cidr"`
-	BlockSize   int          `yaml:"blockSize"`
+	BlockSize   int          `yaml:"blockSize"` // default 26, IPv6 122
 	VXLANMode   EncapMode    `yaml:"vxlanMode"`
 	IPIPMode    EncapMode    `yaml:"ipipMode"`
 	NATOutgoing bool         `yaml:"natOutgoing"`
@@ -153,6 +153,10 @@ func configExternalPeerDefaults() ExternalPeerConfig {
 	return ExternalPeerConfig{Port: 179, MaxPrefixes: defaultMaxPrefixes}
 }
 
+// defaultBlockSize6 is an IPv6 pool's block length when the entry gives
+// none (configPoolDefaults' 26 is IPv4's).
+const defaultBlockSize6 = 122
+
 // configPoolDefaults is what a pool entry gets for the keys it leaves out.
 func configPoolDefaults() PoolConfig {
 	return PoolConfig{BlockSize: 26, VXLANMode: EncapCrossSubnet, IPIPMode: EncapNever, NATOutgoing: true}
@@ -233,6 +237,12 @@ func ParseConfig(name string, data []byte) (Config, error) {
 		return Config{}, &configError{file: name, line: top.Line, msg: "the top level must be a mapping of keys such as nodeName: and pools:"}
 	}
 	d.decodeStruct(top, "", reflect.ValueOf(&c).Elem())
+	for i, p := range c.Pools {
+		// An IPv6 pool's blocks default to Calico's /122 (64 addresses).
+		if _, set := d.lines[fmt.Sprintf("pools[%d].blockSize", i)]; !set && p.CIDR.Addr().Is6() {
+			c.Pools[i].BlockSize = defaultBlockSize6
+		}
+	}
 	c.source = configSource{file: name, lines: d.lines}
 	if len(d.errs) == 0 {
 		// Problems in values the file does not set (a default hostname, say)

@@ -76,12 +76,22 @@ func (c *Config) poolProblems(ps *problems) {
 		switch {
 		case !p.CIDR.IsValid():
 			bad(at+".cidr", "missing; every pool needs one, e.g. cidr: 10.244.0.0/16")
-		case !p.CIDR.Addr().Is4():
-			bad(at+".cidr", "value %q is not IPv4; reef supports IPv4 only", p.CIDR)
+		case p.CIDR.Addr().Is4In6():
+			bad(at+".cidr", "value %q is an IPv4-mapped IPv6 CIDR; write the IPv4 pool itself", p.CIDR)
 		case p.CIDR != p.CIDR.Masked():
 			bad(at+".cidr", "value %q has host bits set (did you mean %s?)", p.CIDR, p.CIDR.Masked())
-		case p.BlockSize < p.CIDR.Bits() || p.BlockSize > 32:
+		case p.CIDR.Addr().Is4() && (p.BlockSize < p.CIDR.Bits() || p.BlockSize > 32):
 			bad(at+".blockSize", "value %d is outside %d..32 (from the /%d of cidr %s to 32)", p.BlockSize, p.CIDR.Bits(), p.CIDR.Bits(), p.CIDR)
+		case p.CIDR.Addr().Is6() && (p.BlockSize < max(p.CIDR.Bits(), 116) || p.BlockSize > 128):
+			bad(at+".blockSize", "value %d is outside %d..128 (an IPv6 block is /116 to /128, and no shorter than cidr %s)", p.BlockSize, max(p.CIDR.Bits(), 116), p.CIDR)
+		case p.CIDR.Addr().Is6() && p.IPIPMode != EncapNever:
+			bad(at+".ipipMode", "value %q on an IPv6 pool: IPIP carries IPv4 only; set ipipMode: Never (vxlanMode encapsulates IPv6)", p.IPIPMode)
+		}
+		if p.CIDR.Addr().Is6() && (len(c.BGP.Peers) > 0 || len(c.BGP.PeerPrefixes) > 0 || len(c.BGP.RouteReflectors) > 0) {
+			bad(at+".cidr", "value %q: IPv6 pools work on a node that runs alone so far (no bgp.peers, bgp.peerPrefixes or bgp.routeReflectors); routing IPv6 blocks between nodes is not built yet", p.CIDR)
+		}
+		if p.CIDR.IsValid() && p.CIDR.Addr().Is6() != c.Pools[0].CIDR.Addr().Is6() && c.Pools[0].CIDR.IsValid() {
+			bad(at+".cidr", "value %q is not of pools[0]'s family (%s): dual-stack pods, one address of each family, are not built yet; use pools of one family", p.CIDR, c.Pools[0].CIDR)
 		}
 		modesOK := true
 		for _, m := range []struct {

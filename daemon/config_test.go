@@ -101,6 +101,12 @@ func TestParseConfig(t *testing.T) {
 		{name: "duration 0 without a unit", yaml: "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000, holdTime: 0}]}", want: func(c *Config) {
 			c.BGP.ExternalPeers = []ExternalPeerConfig{{Address: addr("10.0.0.1"), ASN: 65000, Port: 179, MaxPrefixes: 1000}}
 		}},
+		{name: "IPv6 pool, default block size", yaml: "pools: [{cidr: 'fd00:10:244::/56'}]", want: func(c *Config) {
+			c.Pools = []PoolConfig{{CIDR: pfx("fd00:10:244::/56"), BlockSize: 122, VXLANMode: EncapCrossSubnet, IPIPMode: EncapNever, NATOutgoing: true}}
+		}},
+		{name: "IPv6 pool, block size given", yaml: "pools: [{cidr: 'fd00:10:244::/64', blockSize: 120, natOutgoing: false}]", want: func(c *Config) {
+			c.Pools = []PoolConfig{{CIDR: pfx("fd00:10:244::/64"), BlockSize: 120, VXLANMode: EncapCrossSubnet, IPIPMode: EncapNever}}
+		}},
 		{name: "hex number", yaml: `bgp: {port: 0x1f90}`, want: func(c *Config) { c.BGP.Port = 8080 }},
 		{name: "leading zero is decimal", yaml: "mtu: 01450", want: func(c *Config) { c.MTU = 1450 }},
 		{name: "large ASN", yaml: "bgp: {asn: 4200000000}", want: func(c *Config) { c.BGP.ASN = 4200000000 }},
@@ -249,7 +255,13 @@ func TestParseConfigErrors(t *testing.T) {
 		{"null pools", "pools:", []string{`pools: no pool`}},
 		{"pool without cidr", "pools:\n- blockSize: 24\n", []string{f + `line 2: pools[0].cidr: missing`}},
 		{"pool host bits", "pools:\n- cidr: 10.244.1.0/16\n", []string{f + `line 2: pools[0].cidr: value "10.244.1.0/16" has host bits set (did you mean 10.244.0.0/16?)`}},
-		{"pool IPv6", "pools: [{cidr: 'fd00::/64'}]", []string{`pools[0].cidr: value "fd00::/64" is not IPv4`}},
+		{"IPv6 block too large", "pools: [{cidr: 'fd00::/64', blockSize: 112}]", []string{`pools[0].blockSize: value 112 is outside 116..128 (an IPv6 block is /116 to /128`}},
+		{"IPv6 block too small", "pools: [{cidr: 'fd00::/64', blockSize: 129}]", []string{`pools[0].blockSize: value 129 is outside 116..128`}},
+		{"IPv6 block longer than the pool", "pools: [{cidr: 'fd00::/120', blockSize: 118}]", []string{`pools[0].blockSize: value 118 is outside 120..128`}},
+		{"IPv6 pool with IPIP", "pools: [{cidr: 'fd00::/64', vxlanMode: Never, ipipMode: Always}]", []string{`pools[0].ipipMode: value "Always" on an IPv6 pool: IPIP carries IPv4 only`}},
+		{"IPv4-mapped pool", "pools: [{cidr: '::ffff:10.244.0.0/112'}]", []string{`pools[0].cidr: value "::ffff:10.244.0.0/112" is an IPv4-mapped IPv6 CIDR`}},
+		{"IPv6 pool with peers", "pools: [{cidr: 'fd00::/64'}]\nbgp: {peers: [10.0.0.2], voters: [10.0.0.2]}", []string{`pools[0].cidr: value "fd00::/64": IPv6 pools work on a node that runs alone so far`}},
+		{"pools of both families", "pools:\n- cidr: 10.244.0.0/16\n- cidr: fd00::/64\n", []string{f + `line 3: pools[1].cidr: value "fd00::/64" is not of pools[0]'s family (10.244.0.0/16): dual-stack pods`}},
 		{"block too large", "pools: [{cidr: 10.244.0.0/24, blockSize: 20}]", []string{`pools[0].blockSize: value 20 is outside 24..32`}},
 		{"block too small", "pools: [{cidr: 10.244.0.0/16, blockSize: 33}]", []string{`pools[0].blockSize: value 33 is outside 16..32`}},
 		{"bad encap", "pools:\n- cidr: 10.1.0.0/16\n  vxlanMode: always\n", []string{f + `line 3: pools[0].vxlanMode: value "always" is not one of Never, CrossSubnet, Always`}},

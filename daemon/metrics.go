@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/reefcni/reef/bgp"
+	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/cniserver"
 	"github.com/reefcni/reef/cniserver/pendingdel"
 	"github.com/reefcni/reef/metrics"
@@ -99,7 +100,7 @@ func (d *Daemon) metricsState() metrics.State {
 		}
 	}
 	for _, p := range d.cfg.Pools {
-		mp := metrics.Pool{CIDR: p.CIDR.String(), Blocks: 1 << (p.BlockSize - p.CIDR.Bits())}
+		mp := metrics.Pool{CIDR: p.CIDR.String(), Blocks: blockproto.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize}.NumBlocks()}
 		for _, b := range blocks {
 			if b.Pool != p.CIDR {
 				continue

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/netip"
 
 	"google.golang.org/grpc/codes"
@@ -212,7 +213,10 @@ func (n *nodeService) IPAM(ctx context.Context, req *reefv1.IPAMRequest) (*reefv
 	out := &reefv1.IPAMReply{}
 	for _, p := range n.d.cfg.Pools {
 		pp := &reefv1.Pool{Cidr: p.CIDR.String(), BlockSize: int32(p.BlockSize),
-			Size: int64(1) << (32 - p.CIDR.Bits()), BlocksTotal: int32(1) << (p.BlockSize - p.CIDR.Bits())}
+			// An IPv6 pool's addresses and blocks are counted up to what
+			// the fields hold (blocks: the 2^32 the protocol uses).
+			Size:        int64(1) << min(p.CIDR.Addr().BitLen()-p.CIDR.Bits(), 62),
+			BlocksTotal: int32(min(blockproto.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize}.NumBlocks(), math.MaxInt32))}
 		for _, b := range blocks {
 			if b.Pool != p.CIDR {
 				continue

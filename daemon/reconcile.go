@@ -50,6 +50,10 @@ type reconciler struct {
 	tunnelPeers map[netip.Addr]bool
 	tunnelOwn   []netip.Prefix
 	gone        map[string]int // handle -> passes in a row that found its netns gone
+	// sysctlsSet: a pass has brought the sysctls in line. The first
+	// one's changes are the node's start (a fresh node forwards nothing),
+	// not repairs.
+	sysctlsSet bool
 
 	mu      sync.Mutex
 	lastRun time.Time
@@ -400,17 +404,23 @@ func (r *reconciler) syncSysctls(live []store.Endpoint, busy routes.Busy, errs *
 	var pods []sysctl.Pod
 	for _, ep := range live {
 		if ep.State != store.EndpointReserved && ep.HostVeth != "" {
-			pods = append(pods, sysctl.Pod{HostVeth: ep.HostVeth, HostPorts: len(ep.PortMappings) > 0})
+			pods = append(pods, sysctl.Pod{HostVeth: ep.HostVeth, HostPorts: len(ep.PortMappings) > 0, IPv6: ep.IP.Is6()})
 		}
 	}
-	changes, err := r.sysctls.Sync(sysctl.Node{Pods: pods}, busy)
+	changes, err := r.sysctls.Sync(sysctl.Node{Pods: pods, IPv6Pool: r.net.ipv6Pool()}, busy)
 	for _, c := range changes {
+		if !r.sysctlsSet {
+			r.log.Info("set a sysctl", "sysctl", c.Key, "was", c.Was, "now", c.Value)
+			continue
+		}
 		r.log.Warn("repaired a sysctl", "sysctl", c.Key, "was", c.Was, "now", c.Value)
+		r.metrics.Repaired(metrics.RepairSysctl, 1)
 	}
-	r.metrics.Repaired(metrics.RepairSysctl, len(changes))
 	if err != nil {
 		*errs = append(*errs, err)
+		return
 	}
+	r.sysctlsSet = true
 }
 
 // syncTC brings the pods' bandwidth limits in line (tc on each limited

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/reefcni/reef/metrics"
 	"github.com/reefcni/reef/routes"
@@ -33,15 +34,21 @@ func (n netInfo) encapTo(pool netip.Prefix, owner netip.Addr) routes.Encap {
 	return routes.EncapFor(vx, ip, n.uplink.Prefix, owner)
 }
 
-// vxlanPool is the first pool that may use VXLAN, whose blocks hold the
-// tunnel address; invalid if none does.
+// vxlanPool is the first IPv4 pool that may use VXLAN, whose blocks hold
+// the tunnel address; invalid if none does. (An IPv6 pool's pods reach
+// only this node's so far: the config refuses peers beside one.)
 func (n netInfo) vxlanPool() netip.Prefix {
 	for _, p := range n.pools {
-		if p.VXLANMode != EncapNever {
+		if p.VXLANMode != EncapNever && p.CIDR.Addr().Is4() {
 			return p.CIDR
 		}
 	}
 	return netip.Prefix{}
+}
+
+// ipv6Pool says whether a pool is IPv6: the node then forwards IPv6.
+func (n netInfo) ipv6Pool() bool {
+	return slices.ContainsFunc(n.pools, func(p PoolConfig) bool { return p.CIDR.Addr().Is6() })
 }
 
 // ipipPool is the first pool that may use IPIP; invalid if none does.

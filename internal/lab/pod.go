@@ -135,7 +135,8 @@ func (p *Pod) Add() error {
 		return fmt.Errorf("ADD %s/%s: %d IPs in result, want 1", p.Namespace, p.Name, len(r.IPs))
 	}
 	p.Result = r
-	p.IP, _ = netip.AddrFromSlice(r.IPs[0].Address.IP.To4())
+	ip, _ := netip.AddrFromSlice(r.IPs[0].Address.IP)
+	p.IP = ip.Unmap()
 	return nil
 }
 

@@ -1,0 +1,83 @@
+package e2e
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/reefcni/reef/internal/lab"
+)
+
+// TestIPv6Pod: a node whose pool is IPv6 (issue 29, the first slice: a
+// node that runs alone) wires pods as Calico does for IPv6 — a /128 on
+// eth0, the default route through the host veth's link-local, a
+// permanent neighbour for it — routes each /128 and blackholes its block,
+// forwards IPv6, masquerades in table ip6 reef, and sends real packets on
+// the first try. DEL takes the pod's route away.
+func TestIPv6Pod(t *testing.T) {
+	l := newLab(t)
+	pool := netip.MustParsePrefix("fd00:10:244::/120")
+	n := startNode(t, l, "node1", lab.NodeOptions{Extra: "pools:\n  - cidr: " + pool.String() + "\n"})
+	a, b := newPod(t, n, "v6-a"), newPod(t, n, "v6-b")
+	for _, p := range []*lab.Pod{a, b} {
+		if !pool.Contains(p.IP) {
+			t.Fatalf("pod %s got %s, not an address of pool %s", p.Name, p.IP, pool)
+		}
+	}
+	const gw = "fe80::ecee:eeff:feee:eeee"
+	if got := a.Result.IPs[0].Address.String(); got != a.IP.String()+"/128" {
+		t.Errorf("result address %s, want %s/128", got, a.IP)
+	}
+	if got := a.Result.IPs[0].Gateway.String(); got != gw {
+		t.Errorf("result gateway %s, want %s", got, gw)
+	}
+
+	// Pod side.
+	if addr := run(t, l, a.Netns, "ip", "-6", "-o", "addr", "show", "dev", "eth0", "scope", "global"); !strings.Contains(addr, "inet6 "+a.IP.String()+"/128 ") {
+		t.Errorf("pod eth0: want %s/128 in\n%s", a.IP, addr)
+	}
+	if r := run(t, l, a.Netns, "ip", "-6", "route", "show", "default"); !strings.Contains(r, "default via "+gw+" dev eth0") {
+		t.Errorf("pod default route: want via %s dev eth0 in\n%s", gw, r)
+	}
+	if neigh := run(t, l, a.Netns, "ip", "-6", "neigh", "show", gw); !strings.Contains(neigh, "lladdr ee:ee:ee:ee:ee:ee PERMANENT") {
+		t.Errorf("pod neighbour %s: want lladdr ee:ee:ee:ee:ee:ee PERMANENT in\n%s", gw, neigh)
+	}
+
+	// Node side.
+	if got := strings.TrimSpace(run(t, l, n.Netns, "sysctl", "-n", "net.ipv6.conf.all.forwarding")); got != "1" {
+		t.Errorf("node net.ipv6.conf.all.forwarding = %s, want 1", got)
+	}
+	routes := run(t, l, n.Netns, "ip", "-6", "route", "show", "proto", "238")
+	block := netip.PrefixFrom(a.IP, 122).Masked()
+	for _, want := range []string{a.IP.String() + " dev reef", b.IP.String() + " dev reef", "blackhole " + block.String()} {
+		if !strings.Contains(routes, want) {
+			t.Errorf("node IPv6 routes with proto 238: %q missing in\n%s", want, routes)
+		}
+	}
+	if masq := run(t, l, n.Netns, "nft", "list", "table", "ip6", "reef"); !strings.Contains(masq, "elements = { "+pool.String()+" }") {
+		t.Errorf("table ip6 reef lacks pool %s:\n%s", pool, masq)
+	}
+
+	// Packets, first try: pod to pod, node to pod.
+	for _, c := range []struct{ from, to string }{{a.Netns, b.IP.String()}, {b.Netns, a.IP.String()}, {n.Netns, a.IP.String()}} {
+		if out, err := l.Run(c.from, "ping", "-6", "-c", "1", "-W", "2", c.to); err != nil {
+			t.Errorf("ping -6 %s from %s: %v\n%s", c.to, c.from, err, out)
+		}
+	}
+
+	if err := a.Del(); err != nil {
+		t.Fatal(err)
+	}
+	if routes := run(t, l, n.Netns, "ip", "-6", "route", "show", "proto", "238"); strings.Contains(routes, a.IP.String()+" dev") {
+		t.Errorf("DEL left %s's route:\n%s", a.IP, routes)
+	}
+	if out, err := l.Run(b.Netns, "ping", "-6", "-c", "1", "-W", "2", a.IP.String()); err == nil {
+		t.Errorf("ping -6 %s after its DEL answered:\n%s", a.IP, out)
+	}
+	t.Logf("pods %s and %s", a.IP, b.IP)
+	for _, line := range strings.Split(n.Log(), "\n") {
+		if strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN") {
+			t.Errorf("daemon log: %s", line)
+		}
+	}
+}
