@@ -68,7 +68,7 @@ func (sp *Speaker) onBestPath(paths []*apiutil.Path) (changed bool) {
 		}
 		lcs, _ = pathAttrs(lcs[:0], p.Attrs)
 		scratch = blockproto.Table{Records: scratch.Records[:0], Claims: scratch.Claims[:0], Grants: scratch.Grants[:0], Forgets: scratch.Forgets[:0], Seen: scratch.Seen[:0]}
-		err := DecodeVPN(asn, pools, rd, vpn.Prefix, lcs, &scratch)
+		err := DecodeVPN(asn, pools, AFIIPv4, rd, vpn.Prefix, lcs, &scratch)
 		sp.lmu.Lock()
 		if err == nil {
 			changed = sp.learned.add(key, scratch) || changed

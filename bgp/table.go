@@ -129,7 +129,7 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 			continue
 		}
 		scratch = blockproto.Table{Records: scratch.Records[:0], Claims: scratch.Claims[:0], Grants: scratch.Grants[:0], Forgets: scratch.Forgets[:0], Seen: scratch.Seen[:0]}
-		if err := DecodeVPN(asn, pools, w.rt.RD, w.rt.Prefix, w.rt.Communities, &scratch); err != nil {
+		if err := DecodeVPN(asn, pools, w.rt.AFI(), w.rt.RD, w.rt.Prefix, w.rt.Communities, &scratch); err != nil {
 			fail(w.e, fmt.Errorf("every peer would drop it: %w", err))
 			delete(want, k) // and withdraw what was announced before
 			continue
@@ -271,8 +271,10 @@ func largeCommunities(lcs []LargeCommunity) *bgppkt.PathAttributeLargeCommunitie
 	return bgppkt.NewPathAttributeLargeCommunities(vals)
 }
 
-// vpnPath is rt as a GoBGP path: label 0, next hop nh (GoBGP moves it into
-// MP_REACH_NLRI), no route target.
+// vpnPath is rt as a GoBGP path in rt's family: label 0, next hop nh
+// (GoBGP moves it into MP_REACH_NLRI; in VPN-IPv6 an IPv4 next hop goes as
+// an IPv4-mapped IPv6 address, as RFC 4659 has it for an IPv4 core), no
+// route target.
 func vpnPath(rt VPNRoute, nh *bgppkt.PathAttributeNextHop) (*apiutil.Path, error) {
 	if nh == nil {
 		return nil, errors.New("the router ID is not an IPv4 address")
@@ -285,8 +287,12 @@ func vpnPath(rt VPNRoute, nh *bgppkt.PathAttributeNextHop) (*apiutil.Path, error
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", rt, err)
 	}
+	family := bgppkt.RF_IPv4_VPN
+	if rt.AFI() == AFIIPv6 {
+		family = bgppkt.RF_IPv6_VPN
+	}
 	return &apiutil.Path{
-		Family: bgppkt.RF_IPv4_VPN,
+		Family: family,
 		Nlri:   nlri,
 		Attrs:  []bgppkt.PathAttributeInterface{bgppkt.NewPathAttributeOrigin(0), nh, largeCommunities(rt.Communities)},
 	}, nil
@@ -365,7 +371,7 @@ func (sp *Speaker) walk(t *blockproto.Table) (Counts, error) {
 						scratch = blockproto.Table{Records: scratch.Records[:0], Claims: scratch.Claims[:0], Grants: scratch.Grants[:0], Forgets: scratch.Forgets[:0], Seen: scratch.Seen[:0]}
 						into = &scratch
 					}
-					err = DecodeVPN(asn, pools, rdOf(vpn.RD), vpn.Prefix, lcs, into)
+					err = DecodeVPN(asn, pools, AFIIPv4, rdOf(vpn.RD), vpn.Prefix, lcs, into)
 				}
 				if err != nil {
 					c.VPN.Dropped++

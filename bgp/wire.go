@@ -1,15 +1,18 @@
 // Package bgp is reef's embedded BGP speaker (GoBGP as a library) and the
 // encoding of the block protocol (package blockproto) on the wire.
 //
-// Every protocol announcement (record, claim, grant, forget) is one IPv4
-// VPN path (AFI 1, SAFI 128): a type 1 route distinguisher <address>:<kind>,
-// MPLS label 0 and an IPv4 prefix, with the announcing speaker's router ID
-// as next hop, no route target (so no PE router imports it into a VRF) and
-// BGP large communities that carry the rest. The confirmed blocks are also
-// announced as plain IPv4 unicast prefixes whose next hop is the owner, for
-// the routers of the network to route pod traffic by. Everything learned is
-// validated before it is believed: a peer can announce nothing but reef
-// announcements about the configured pools.
+// Every protocol announcement (record, claim, grant, forget, seen) is one
+// VPN path (SAFI 128): a type 1 route distinguisher <address>:<kind>, MPLS
+// label 0 and a prefix, with the announcing speaker's router ID as next hop,
+// no route target (so no PE router imports it into a VRF) and BGP large
+// communities that carry the rest. The family is the prefix's: a claim or
+// grant of an IPv6 block is a VPN-IPv6 path (AFI 2), everything else
+// VPN-IPv4 (AFI 1); nodes are IPv4 addresses in both (see AFI). The
+// confirmed IPv4 blocks are also announced as plain IPv4 unicast prefixes
+// whose next hop is the owner, for the routers of the network to route pod
+// traffic by. Everything learned is validated before it is believed: a
+// peer can announce nothing but reef announcements about the configured
+// pools.
 package bgp
 
 import (
@@ -95,6 +98,39 @@ func (k Kind) String() string {
 	return fmt.Sprintf("kind(%d)", uint16(k))
 }
 
+// AFI is the address family of a block protocol path, all of SAFI 128
+// (labelled VPN). A path goes in the family of its prefix: the claims and
+// grants of an IPv6 block in VPN-IPv6, everything else (records, forgets
+// and seen incarnations, whose prefixes are IPv4 /32s, and the claims and
+// grants of IPv4 blocks) in VPN-IPv4. Only the block's encoding differs:
+// the route distinguisher, the communities and the nodes they name (IPv4
+// addresses) are the same in both.
+type AFI uint16
+
+// The families of the block protocol, by their IANA AFI numbers.
+const (
+	AFIIPv4 AFI = 1 // VPN-IPv4 (L3VPN_IPV4_UNICAST)
+	AFIIPv6 AFI = 2 // VPN-IPv6 (L3VPN_IPV6_UNICAST)
+)
+
+func (a AFI) String() string {
+	switch a {
+	case AFIIPv4:
+		return "VPN-IPv4"
+	case AFIIPv6:
+		return "VPN-IPv6"
+	}
+	return fmt.Sprintf("AFI %d", uint16(a))
+}
+
+// familyOf is the family a path about prefix goes in.
+func familyOf(prefix netip.Prefix) AFI {
+	if prefix.Addr().Is6() {
+		return AFIIPv6
+	}
+	return AFIIPv4
+}
+
 // RD is a route distinguisher as reef reads it. Reef's are all type 1: an
 // IPv4 address and a 2-byte assigned number (the Kind).
 type RD struct {
@@ -120,6 +156,9 @@ type VPNRoute struct {
 }
 
 func (r VPNRoute) String() string { return r.RD.String() + ":" + r.Prefix.String() }
+
+// AFI is the family the route goes in: that of its prefix.
+func (r VPNRoute) AFI() AFI { return familyOf(r.Prefix) }
 
 func newRoute(asn uint32, addr netip.Addr, k Kind, prefix netip.Prefix, inc uint32, n int) VPNRoute {
 	lcs := make([]LargeCommunity, 0, n)
@@ -155,7 +194,8 @@ func EncodeRecord(asn uint32, r blockproto.Record) (VPNRoute, error) {
 	return rt, nil
 }
 
-// EncodeClaim returns the path of a claim: RD <owner>:2, prefix the block.
+// EncodeClaim returns the path of a claim: RD <owner>:2, prefix the block
+// (of either family).
 func EncodeClaim(asn uint32, c blockproto.Claim) (VPNRoute, error) {
 	if err := need4("owner", c.Owner.Addr); err != nil {
 		return VPNRoute{}, err
@@ -165,7 +205,8 @@ func EncodeClaim(asn uint32, c blockproto.Claim) (VPNRoute, error) {
 	return rt, nil
 }
 
-// EncodeGrant returns the path of a grant: RD <voter>:3, prefix the block.
+// EncodeGrant returns the path of a grant: RD <voter>:3, prefix the block
+// (of either family).
 func EncodeGrant(asn uint32, g blockproto.Grant) (VPNRoute, error) {
 	if err := need4("voter", g.Voter.Addr); err != nil {
 		return VPNRoute{}, err
@@ -276,21 +317,26 @@ var (
 )
 
 // DecodeVPN validates one learned VPN path and appends what it announces
-// to t. It accepts only what a reef node may announce: a type 1 RD whose
-// number is a Kind, the reef community of this AS, a kind community equal
-// to the RD number and every community of the kind, once; claims and
-// grants of a block of a configured pool; records of the RD's /32; forgets
-// of a /32; node addresses (RD, grantee, voters) that are unicast IPv4
+// to t. It accepts only what a reef node may announce: a prefix of the
+// path's family (afi, not IPv4-mapped), a type 1 RD whose number is a
+// Kind, the reef community of this AS, a kind community equal to the RD
+// number and every community of the kind, once; claims and grants of a
+// block of a configured pool (in VPN-IPv6 only those of an IPv6 pool);
+// records of the RD's /32, forgets and seen incarnations of a /32, all in
+// VPN-IPv4; node addresses (RD, grantee, voters) that are unicast IPv4
 // outside every pool. The error, wrapping ErrNotReef, says why a path was
 // dropped. rd and prefix are the path's NLRI, lcs its large communities.
-func DecodeVPN(asn uint32, pools []Pool, rd RD, prefix netip.Prefix, lcs []LargeCommunity, t *blockproto.Table) error {
-	if err := decodeVPN(asn, pools, rd, prefix, lcs, t); err != nil {
+func DecodeVPN(asn uint32, pools []Pool, afi AFI, rd RD, prefix netip.Prefix, lcs []LargeCommunity, t *blockproto.Table) error {
+	if err := decodeVPN(asn, pools, afi, rd, prefix, lcs, t); err != nil {
 		return fmt.Errorf("%s:%s: %w", rd, prefix, err) // named only on failure: no allocation otherwise
 	}
 	return nil
 }
 
-func decodeVPN(asn uint32, pools []Pool, rd RD, prefix netip.Prefix, lcs []LargeCommunity, t *blockproto.Table) error {
+func decodeVPN(asn uint32, pools []Pool, afi AFI, rd RD, prefix netip.Prefix, lcs []LargeCommunity, t *blockproto.Table) error {
+	if err := checkFamily(afi, prefix); err != nil {
+		return err
+	}
 	if rd.Type != 1 {
 		return fmt.Errorf("route distinguisher of type %d, not 1 (address:number): %w", rd.Type, ErrNotReef)
 	}
@@ -310,8 +356,8 @@ func decodeVPN(asn uint32, pools []Pool, rd RD, prefix netip.Prefix, lcs []Large
 	default:
 		return fmt.Errorf("route distinguisher number %d is not a reef kind (1..5): %w", rd.Number, ErrNotReef)
 	}
-	if !prefix.Addr().Is4() {
-		return fmt.Errorf("prefix not IPv4: %w", ErrNotReef)
+	if afi != AFIIPv4 && k != KindClaim && k != KindGrant {
+		return fmt.Errorf("a %s travels in %s, not %s: %w", k, AFIIPv4, afi, ErrNotReef)
 	}
 	var s lcSet
 	if err := s.gather(asn, lcs, allowed); err != nil {
@@ -448,6 +494,9 @@ func DecodeUnicast(asn uint32, pools []Pool, prefix netip.Prefix, nextHop netip.
 }
 
 func decodeUnicast(asn uint32, pools []Pool, prefix netip.Prefix, nextHop netip.Addr, lcs []LargeCommunity) (UnicastBlock, error) {
+	if !prefix.Addr().Is4() {
+		return UnicastBlock{}, fmt.Errorf("not IPv4: IPv4 unicast carries IPv4 blocks only: %w", ErrNotReef)
+	}
 	if err := checkBlock(pools, prefix); err != nil {
 		return UnicastBlock{}, err
 	}
@@ -464,11 +513,27 @@ func decodeUnicast(asn uint32, pools []Pool, prefix netip.Prefix, nextHop netip.
 	return UnicastBlock{Block: prefix, Owner: blockproto.Node{Addr: nextHop, Inc: s.get(lcInc)}}, nil
 }
 
-// checkBlock accepts an IPv4 prefix inside a configured pool with exactly
-// that pool's block length, without host bits.
+// checkFamily accepts a prefix of the path's family: IPv4 in VPN-IPv4,
+// IPv6 (not IPv4-mapped: an IPv4 block has one encoding) in VPN-IPv6.
+func checkFamily(afi AFI, prefix netip.Prefix) error {
+	a := prefix.Addr()
+	switch {
+	case afi == AFIIPv4 && a.Is4(), afi == AFIIPv6 && a.Is6() && !a.Is4In6():
+		return nil
+	case afi != AFIIPv4 && afi != AFIIPv6:
+		return fmt.Errorf("%s is not a family of reef's: %w", afi, ErrNotReef)
+	case a.Is4In6():
+		return fmt.Errorf("IPv4-mapped prefix in %s: %w", afi, ErrNotReef)
+	}
+	return fmt.Errorf("prefix of the other family in %s: %w", afi, ErrNotReef)
+}
+
+// checkBlock accepts a prefix inside a configured pool of its family with
+// exactly that pool's block length, without host bits. An IPv4-mapped IPv6
+// prefix is no block: an IPv4 block has one encoding.
 func checkBlock(pools []Pool, prefix netip.Prefix) error {
-	if !prefix.Addr().Is4() {
-		return fmt.Errorf("not IPv4: %w", ErrNotReef)
+	if prefix.Addr().Is4In6() {
+		return fmt.Errorf("IPv4-mapped: %w", ErrNotReef)
 	}
 	inPool := false
 	for _, p := range pools {
