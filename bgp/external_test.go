@@ -184,22 +184,39 @@ func TestExternalPeerExportsOwnBlocksOnly(t *testing.T) {
 // startRouter runs a plain GoBGP server at addr in asn, peering with node.
 func startRouter(t *testing.T, ctx context.Context, addr netip.Addr, port int, asn uint32, node netip.Addr) *server.BgpServer {
 	t.Helper()
+	s := newGoBGP(t, ctx, addr, port, asn, nil)
+	addGoBGPPeer(t, ctx, s, addr, port, node, nil)
+	return s
+}
+
+// newGoBGP runs a plain GoBGP server at addr in asn with the families of
+// its global RIB (nil: every family GoBGP knows), without peers; it stops
+// when the test ends.
+func newGoBGP(t *testing.T, ctx context.Context, addr netip.Addr, port int, asn uint32, families []uint32) *server.BgpServer {
+	t.Helper()
 	s := server.NewBgpServer()
 	go s.Serve()
 	if err := s.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
-		Asn: asn, RouterId: addr.String(), ListenPort: int32(port), ListenAddresses: []string{addr.String()},
+		Asn: asn, RouterId: addr.String(), ListenPort: int32(port), ListenAddresses: []string{addr.String()}, Families: families,
 	}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.StopBgp(context.Background(), &api.StopBgpRequest{}) })
+	return s
+}
+
+// addGoBGPPeer makes s, at addr, peer with a speaker at node (in
+// testASN), in afiSafis (nil: GoBGP's default).
+func addGoBGPPeer(t *testing.T, ctx context.Context, s *server.BgpServer, addr netip.Addr, port int, node netip.Addr, afiSafis []*api.AfiSafi) {
+	t.Helper()
 	if err := s.AddPeer(ctx, &api.AddPeerRequest{Peer: &api.Peer{
 		Conf:      &api.PeerConf{NeighborAddress: node.String(), PeerAsn: testASN},
 		Timers:    &api.Timers{Config: &api.TimersConfig{ConnectRetry: 1, HoldTime: 10, KeepaliveInterval: 3}},
 		Transport: &api.Transport{LocalAddress: addr.String(), RemotePort: uint32(port)},
+		AfiSafis:  afiSafis,
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	return s
 }
 
 func mustEncodeUnicast(t *testing.T, owner netip.Addr) []LargeCommunity {

@@ -55,17 +55,40 @@ func describe(t *blockproto.Table, confirmed []UnicastBlock, e entry) string {
 		return fmt.Sprintf("seen incarnation %s", t.Seen[e.i].Node)
 	}
 	b := confirmed[e.i]
-	return fmt.Sprintf("confirmed block %s of %s (IPv4 unicast)", b.Block, b.Owner)
+	return fmt.Sprintf("confirmed block %s of %s (%s unicast)", b.Block, b.Owner, familyName(b.Block))
 }
 
-// AnnounceTable makes the node's own IPv4 VPN paths exactly t's entries
-// and its own IPv4 unicast paths exactly the confirmed blocks: new and
-// changed paths are added (a new path replaces the old one of the same
-// NLRI), the rest withdrawn. An entry that fails the import filter every
-// peer applies (DecodeVPN, DecodeUnicast) is not announced, nor two
-// different entries of one NLRI (the first is); the error names each such
-// entry and each path GoBGP refused. Paths GoBGP refused are tried again at
-// the next call.
+func familyName(p netip.Prefix) string {
+	if p.Addr().Is6() {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
+// vpnFamilies are the block protocol's families in GoBGP's terms.
+var vpnFamilies = []struct {
+	rf  bgppkt.Family
+	afi AFI
+}{{bgppkt.RF_IPv4_VPN, AFIIPv4}, {bgppkt.RF_IPv6_VPN, AFIIPv6}}
+
+// vpnAFI is the block protocol's family of a GoBGP family, if it is one.
+func vpnAFI(rf bgppkt.Family) (AFI, bool) {
+	for _, f := range vpnFamilies {
+		if f.rf == rf {
+			return f.afi, true
+		}
+	}
+	return 0, false
+}
+
+// AnnounceTable makes the node's own VPN paths (VPN-IPv4, and VPN-IPv6 for
+// the claims and grants of IPv6 blocks) exactly t's entries and its own
+// IPv4 unicast paths exactly the confirmed blocks: new and changed paths
+// are added (a new path replaces the old one of the same NLRI), the rest
+// withdrawn. An entry that fails the import filter every peer applies
+// (DecodeVPN, DecodeUnicast) is not announced, nor two different entries of
+// one NLRI (the first is); the error names each such entry and each path
+// GoBGP refused. Paths GoBGP refused are tried again at the next call.
 func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) error {
 	sp.announcing.Lock()
 	defer sp.announcing.Unlock()
@@ -213,7 +236,7 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 	}
 	sp.deletePaths(dels, func(i int, err error) {
 		if err != nil {
-			errs = append(errs, fmt.Errorf("withdraw confirmed block %s (IPv4 unicast): %w", delPrefixes[i], err))
+			errs = append(errs, fmt.Errorf("withdraw confirmed block %s (%s unicast): %w", delPrefixes[i], familyName(delPrefixes[i]), err))
 			return
 		}
 		delete(sp.ownUnicast, delPrefixes[i])
@@ -329,63 +352,68 @@ type PeerCounts struct{ Unicast, VPN PathCounts }
 
 // Counts are the paths of other speakers one pass of CountPaths saw: in
 // all and by the peer each came from (through a route reflector, the
-// reflector).
+// reflector). VPN counts both VPN families, the block protocol's paths;
+// Unicast is IPv4 unicast, the only unicast family the cluster's sessions
+// carry.
 type Counts struct {
 	Unicast, VPN PathCounts
 	Peers        map[netip.Addr]PeerCounts
 }
 
-// CountPaths walks the IPv4 VPN and IPv4 unicast tables (every path GoBGP
-// keeps: one per peer per NLRI, stale ones over a graceful restart
-// included), runs each path of another speaker through the import filter
-// (DecodeVPN, DecodeUnicast) and counts them by the peer each came from.
+// CountPaths walks the VPN-IPv4, VPN-IPv6 and IPv4 unicast tables (every
+// path GoBGP keeps: one per peer per NLRI, stale ones over a graceful
+// restart included), runs each path of another speaker through the import
+// filter (DecodeVPN, DecodeUnicast) and counts them by the peer each came
+// from.
 // A path that fails is logged once per peer and NLRI. It is what `reef
 // status` and the metrics show, and costs a pass over the tables: the
 // block protocol reads LearnedTable instead. Counts.Peers is the caller's.
 func (sp *Speaker) CountPaths() (Counts, error) { return sp.walk(nil) }
 
-// walk is CountPaths, and with t set it also appends every accepted IPv4
-// VPN path to t: every copy, from every peer (allTable).
+// walk is CountPaths, and with t set it also appends every accepted VPN
+// path to t: every copy, from every peer (allTable).
 func (sp *Speaker) walk(t *blockproto.Table) (Counts, error) {
 	peers := map[netip.Addr]PeerCounts{}
 	asn, pools := sp.cfg.ASN, sp.cfg.Pools
 	var lcs []LargeCommunity     // reused from path to path
 	var scratch blockproto.Table // what a pass that only counts decodes into
 
-	err := sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgppkt.RF_IPv4_VPN},
-		func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
-			vpn, _ := nlri.(*bgppkt.LabeledVPNIPAddrPrefix)
-			for _, p := range paths {
-				if sp.own(p) {
-					continue
-				}
-				c := peers[p.PeerAddress]
-				c.VPN.Received++
-				var err error
-				if vpn == nil {
-					err = fmt.Errorf("%s: not a labelled VPN-IPv4 NLRI: %w", nlri, ErrNotReef)
-				} else {
-					lcs, _ = pathAttrs(lcs[:0], p.Attrs)
-					into := t
-					if into == nil {
-						scratch = blockproto.Table{Records: scratch.Records[:0], Claims: scratch.Claims[:0], Grants: scratch.Grants[:0], Forgets: scratch.Forgets[:0], Seen: scratch.Seen[:0]}
-						into = &scratch
+	for _, f := range vpnFamilies {
+		err := sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: f.rf},
+			func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
+				vpn, _ := nlri.(*bgppkt.LabeledVPNIPAddrPrefix)
+				for _, p := range paths {
+					if sp.own(p) {
+						continue
 					}
-					err = DecodeVPN(asn, pools, AFIIPv4, rdOf(vpn.RD), vpn.Prefix, lcs, into)
+					c := peers[p.PeerAddress]
+					c.VPN.Received++
+					var err error
+					if vpn == nil {
+						err = fmt.Errorf("%s: not a labelled %s NLRI: %w", nlri, f.afi, ErrNotReef)
+					} else {
+						lcs, _ = pathAttrs(lcs[:0], p.Attrs)
+						into := t
+						if into == nil {
+							scratch = blockproto.Table{Records: scratch.Records[:0], Claims: scratch.Claims[:0], Grants: scratch.Grants[:0], Forgets: scratch.Forgets[:0], Seen: scratch.Seen[:0]}
+							into = &scratch
+						}
+						err = DecodeVPN(asn, pools, f.afi, rdOf(vpn.RD), vpn.Prefix, lcs, into)
+					}
+					if err != nil {
+						c.VPN.Dropped++
+						sp.drop(p.PeerAddress, nlri.String(), err)
+					} else {
+						c.VPN.Accepted++
+					}
+					peers[p.PeerAddress] = c
 				}
-				if err != nil {
-					c.VPN.Dropped++
-					sp.drop(p.PeerAddress, nlri.String(), err)
-				} else {
-					c.VPN.Accepted++
-				}
-				peers[p.PeerAddress] = c
-			}
-		})
-	if err != nil {
-		return Counts{}, fmt.Errorf("list BGP paths (IPv4 VPN): %w", err)
+			})
+		if err != nil {
+			return Counts{}, fmt.Errorf("list BGP paths (%s): %w", f.afi, err)
+		}
 	}
-	err = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgppkt.RF_IPv4_UC},
+	err := sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgppkt.RF_IPv4_UC},
 		func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
 			uc, _ := nlri.(*bgppkt.IPAddrPrefix)
 			for _, p := range paths {
