@@ -2,9 +2,12 @@ package bgp
 
 import (
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	api "github.com/osrg/gobgp/v4/api"
@@ -138,6 +141,163 @@ func TestMeshIPv6Blocks(t *testing.T) {
 	}
 }
 
+// A node with an IPv6 address (A) and one without (C), both peering with
+// a router (a plain GoBGP server in another AS that offers IPv4 and IPv6
+// unicast): the router learns exactly the confirmed IPv6 block of A, in
+// IPv6 unicast with A's IPv6 address as next hop, reef's and the peer's
+// communities, and the confirmed IPv4 blocks of both in IPv4 unicast; not
+// A's pending IPv6 claim, not C's IPv6 block (C has no address to route it
+// to, and says so once in its log and in its status). A installs none of
+// the IPv6 routes the router sends and counts them by reason; a block A
+// stops owning is withdrawn at the router.
+func TestExternalPeerIPv6(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three BGP speakers")
+	}
+	addrA, addrC, addrR := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.3")
+	ctx, logs, start := testSpeakers(t, addrA, addrC, addrR)
+	const routerASN = 65000
+	v6A := netip.MustParseAddr("2001:db8:77::11")
+	external := func(communities ...string) []ExternalPeer {
+		return []ExternalPeer{{Address: addrR, ASN: routerASN, Keepalive: 3 * time.Second, Hold: 10 * time.Second, MaxPrefixes: 100, Communities: communities}}
+	}
+	a := start(addrA, Config{Peers: []netip.Addr{addrC}, NodeAddressV6: v6A, ExternalPeers: external("65000:100", "65000:7:8")})
+	c := start(addrC, Config{Peers: []netip.Addr{addrA}, ExternalPeers: external()})
+	a.cfg.ExternalPeers[0].Port, c.cfg.ExternalPeers[0].Port = a.cfg.Port, c.cfg.Port
+	unicast := func(afi api.Family_Afi) *api.AfiSafi {
+		f := &api.Family{Afi: afi, Safi: api.Family_SAFI_UNICAST}
+		return &api.AfiSafi{Config: &api.AfiSafiConfig{Family: f, Enabled: true}}
+	}
+	router := newGoBGP(t, ctx, addrR, a.cfg.Port, routerASN, nil)
+	for _, n := range []netip.Addr{addrA, addrC} {
+		addGoBGPPeer(t, ctx, router, addrR, a.cfg.Port, n, []*api.AfiSafi{unicast(api.Family_AFI_IP), unicast(api.Family_AFI_IP6)})
+	}
+	for _, sp := range []*Speaker{a, c} {
+		if err := sp.connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	ownA4, ownA6 := netip.MustParsePrefix("10.244.7.0/26"), netip.MustParsePrefix("fd00:10:244::80/122")
+	ownC4, ownC6 := netip.MustParsePrefix("10.244.8.0/26"), netip.MustParsePrefix("fd00:10:244::c0/122")
+	ownerA, ownerC := blockproto.Node{Addr: nodeA, Inc: 1}, blockproto.Node{Addr: nodeC, Inc: 2}
+	pendingA6 := blockproto.Table{Claims: []blockproto.Claim{{Block: netip.MustParsePrefix("fd00:10:244::100/122"), Owner: ownerA, State: blockproto.Pending}}}
+	if err := a.AnnounceTable(pendingA6, []UnicastBlock{{Block: ownA4, Owner: ownerA}, {Block: ownA6, Owner: ownerA}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AnnounceTable(blockproto.Table{}, []UnicastBlock{{Block: ownC4, Owner: ownerC}, {Block: ownC6, Owner: ownerC}}); err != nil {
+		t.Fatalf("C, without an IPv6 address, refused its IPv6 block: %v", err)
+	}
+	// The router announces what a router may, in IPv6: one route for
+	// each reason reef has to refuse it.
+	hostile := map[string]string{
+		"::/0": DropDefault, "fd00:10:244::/56": DropPoolAggregate, "fd00:10:244::c0/122": DropBlock,
+		"fd00:10:244::85/128": DropInsideBlock, v6A.String() + "/128": DropNodeAddress, "2001:db8:99::/64": DropOther,
+	}
+	for h := range hostile {
+		p, err := unicastPath(netip.MustParsePrefix(h), netip.MustParseAddr("2001:db8:77::1"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := router.AddPath(apiutil.AddPathRequest{Paths: []*apiutil.Path{p}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	routerHas := func(rf bgppkt.Family) map[netip.Prefix]string { return routerLearned(router, rf) }
+	reef := func(owner netip.Addr) []LargeCommunity { return mustEncodeUnicast(t, owner) }
+	withPeer := func(lcs []LargeCommunity) []LargeCommunity { return append(lcs, LargeCommunity{65000, 7, 8}) }
+	incOf := func(lcs []LargeCommunity, inc uint32) []LargeCommunity {
+		for i := range lcs {
+			if lcs[i].Data1 == lcInc {
+				lcs[i].Data2 = inc
+			}
+		}
+		return lcs
+	}
+	want6 := map[netip.Prefix]string{ownA6: learnedLine(addrA, v6A, []uint32{65000<<16 | 100}, withPeer(reef(nodeA)))}
+	want4 := map[netip.Prefix]string{
+		ownA4: learnedLine(addrA, nodeA, []uint32{65000<<16 | 100}, withPeer(reef(nodeA))),
+		ownC4: learnedLine(addrC, nodeC, nil, incOf(reef(nodeC), 2)),
+	}
+	eventually(t, "the router learns the confirmed blocks, IPv6 ones only from the node with an IPv6 address", func() string {
+		d6, d4 := cmp.Diff(want6, routerHas(bgppkt.RF_IPv6_UC)), cmp.Diff(want4, routerHas(bgppkt.RF_IPv4_UC))
+		if d6 == "" && d4 == "" {
+			return ""
+		}
+		return "IPv6 unicast (-want +got):\n" + d6 + "\nIPv4 unicast (-want +got):\n" + d4
+	})
+
+	// A takes none of the router's routes, and counts them; it exports
+	// two blocks and withholds none.
+	wantDropped := map[string]uint64{}
+	for _, r := range hostile {
+		wantDropped[r]++
+	}
+	importsNothing(t, ctx, a, addrR, 2, wantDropped)
+	if st := a.ExternalStatus(ctx); len(st) != 1 || st[0].Withheld != "" {
+		t.Errorf("A's external status: %+v, want nothing withheld", st)
+	}
+	var inRIB []netip.Prefix
+	if err := a.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgppkt.RF_IPv6_UC}, func(n bgppkt.NLRI, ps []*apiutil.Path) {
+		for _, p := range ps {
+			if !a.own(p) {
+				inRIB = append(inRIB, n.(*bgppkt.IPAddrPrefix).Prefix)
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(inRIB) != 0 {
+		t.Errorf("A's IPv6 unicast table holds routes of others: %v", inRIB)
+	}
+
+	// C says why its IPv6 block is not exported: in its status, and once
+	// in its log.
+	if st := c.ExternalStatus(ctx); len(st) != 1 || !strings.Contains(st[0].Withheld, "nodeAddressV6") || st[0].Sent != 1 {
+		t.Errorf("C's external status: %+v, want 1 block sent and the IPv6 ones withheld for want of nodeAddressV6", st)
+	}
+	var said []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "IPv6 blocks are not exported to external peers") {
+			said = append(said, l)
+		}
+	}
+	if len(said) != 1 || !strings.Contains(said[0], "speaker="+addrC.String()) {
+		t.Errorf("the logs say that IPv6 blocks are not exported in %q, want once, by C", said)
+	}
+
+	// Each external session has a prefix limit on each family: A's on
+	// IPv4 and IPv6 unicast, C's on IPv4 unicast only.
+	lim := PrefixLimits(testPools)
+	mesh := map[string]uint32{"IPv4 unicast": lim.Unicast, "IPv4 VPN": lim.VPN, "IPv6 VPN": lim.VPNv6}
+	checkLimits(t, ctx, a, func(p netip.Addr) map[string]uint32 {
+		if p == addrR {
+			return map[string]uint32{"IPv4 unicast": 100, "IPv6 unicast": 100}
+		}
+		return mesh
+	})
+	checkLimits(t, ctx, c, func(p netip.Addr) map[string]uint32 {
+		if p == addrR {
+			return map[string]uint32{"IPv4 unicast": 100}
+		}
+		return mesh
+	})
+
+	// A loses its IPv6 block: the router hears the withdrawal, and keeps
+	// the IPv4 ones.
+	if err := a.AnnounceTable(pendingA6, []UnicastBlock{{Block: ownA4, Owner: ownerA}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the router drops A's IPv6 block", func() string {
+		d6, d4 := cmp.Diff(map[netip.Prefix]string{}, routerHas(bgppkt.RF_IPv6_UC)), cmp.Diff(want4, routerHas(bgppkt.RF_IPv4_UC))
+		if d6 == "" && d4 == "" {
+			return ""
+		}
+		return "IPv6 unicast (-want +got):\n" + d6 + "\nIPv4 unicast (-want +got):\n" + d4
+	})
+}
+
 // A peer that speaks only IPv4 unicast and VPN-IPv4, as reef did before
 // VPN-IPv6 (here a plain GoBGP server with an older reef's families and
 // limits), still gets a session with a node and exchanges everything about
@@ -243,6 +403,25 @@ func TestVPNv4OnlyPeer(t *testing.T) {
 	}
 	if n.Dropped() != 0 {
 		t.Errorf("the node dropped %d paths of the older reef's", n.Dropped())
+	}
+}
+
+// The speaker refuses, before it starts, a node IPv6 address that cannot be
+// the next hop of the node's IPv6 blocks.
+func TestNodeAddressV6Refused(t *testing.T) {
+	for a, want := range map[string]string{
+		"192.168.77.11":        "node IPv6 address 192.168.77.11 is not a global unicast IPv6 address",
+		"::ffff:192.168.77.11": "is not a global unicast IPv6 address",
+		"::":                   "is not a global unicast IPv6 address",
+		"::1":                  "is not a global unicast IPv6 address",
+		"fe80::1":              "is not a global unicast IPv6 address",
+		"ff02::1":              "is not a global unicast IPv6 address",
+		"fd00:10:244::9":       "node IPv6 address fd00:10:244::9 is a pod address (pool fd00:10:244::/56)",
+	} {
+		cfg := Config{ASN: testASN, RouterID: nodeA, NodeAddressV6: netip.MustParseAddr(a), Pools: testPools}
+		if _, err := listen(t.Context(), cfg, slog.New(slog.DiscardHandler), func() {}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("node IPv6 address %s: %v, want an error mentioning %q", a, err, want)
+		}
 	}
 }
 

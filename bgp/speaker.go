@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,12 @@ type Config struct {
 	ASN      uint32
 	Port     int
 	RouterID netip.Addr // the node address: the next hop of own paths, the local address of sessions
+	// NodeAddressV6 is the node's IPv6 address, the next hop of its
+	// confirmed IPv6 blocks in IPv6 unicast to its external peers. Unset,
+	// those blocks are not exported (the speaker logs why, once, and
+	// ExternalStatus says it). The node is still known by RouterID alone:
+	// records, route distinguishers, voters and grantees are IPv4.
+	NodeAddressV6 netip.Addr
 	// ListenAddress is where the speaker takes sessions in; unset, every
 	// IPv4 address (0.0.0.0). Two speakers in one host (tests) need one
 	// each.
@@ -108,6 +115,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (
 // StartBgp writes a package variable that the sessions of other servers
 // in the process read.)
 func listen(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (*Speaker, error) {
+	if cfg.NodeAddressV6.IsValid() {
+		if err := checkAddr6(cfg.Pools, cfg.NodeAddressV6, "node IPv6 address"); err != nil {
+			return nil, fmt.Errorf("start BGP: %w: it cannot be the next hop of the node's IPv6 blocks", err)
+		}
+	}
 	lvl := &slog.LevelVar{}
 	lvl.Set(cfg.LogLevel)
 	s := server.NewBgpServer(server.LoggerOption(log.With("component", "gobgp"), lvl))
@@ -294,13 +306,28 @@ func (sp *Speaker) acceptOwnPathsOnly(ctx context.Context, reflectors []netip.Ad
 }
 
 // families are the families of the global RIB: IPv4 unicast and both VPN
-// families.
+// families always, IPv6 unicast when the node has an IPv6 address to be the
+// next hop of its IPv6 blocks.
 func (cfg *Config) families() []uint32 {
-	return []uint32{
+	fs := []uint32{
 		uint32(oc.AfiSafiTypeToIntMap[oc.AFI_SAFI_TYPE_IPV4_UNICAST]),
 		uint32(oc.AfiSafiTypeToIntMap[oc.AFI_SAFI_TYPE_L3VPN_IPV4_UNICAST]),
 		uint32(oc.AfiSafiTypeToIntMap[oc.AFI_SAFI_TYPE_L3VPN_IPV6_UNICAST]),
 	}
+	if cfg.NodeAddressV6.IsValid() {
+		fs = append(fs, uint32(oc.AfiSafiTypeToIntMap[oc.AFI_SAFI_TYPE_IPV6_UNICAST]))
+	}
+	return fs
+}
+
+// v6Withheld says why the node's IPv6 blocks are not exported to its
+// external peers, or "" when they are, or there is nothing to say (no IPv6
+// pool, no external peer).
+func (cfg *Config) v6Withheld() string {
+	if len(cfg.ExternalPeers) == 0 || cfg.NodeAddressV6.IsValid() || !slices.ContainsFunc(cfg.Pools, func(p Pool) bool { return p.CIDR.Addr().Is6() }) {
+		return ""
+	}
+	return "IPv6 blocks are not exported to external peers: the node has no IPv6 address (nodeAddressV6) to be their next hop"
 }
 
 // configured are the neighbours the speaker dials: Peers, or on a route
@@ -368,6 +395,9 @@ const (
 // limitOf describes the prefix limit of the session with peer.
 func (sp *Speaker) limitOf(peer netip.Addr) string {
 	if p, ok := sp.cfg.external(peer); ok {
+		if sp.cfg.NodeAddressV6.IsValid() {
+			return fmt.Sprintf("%d IPv4 or %d IPv6 unicast routes (bgp.externalPeers maxPrefixes)", p.MaxPrefixes, p.MaxPrefixes)
+		}
 		return fmt.Sprintf("%d IPv4 unicast routes (bgp.externalPeers maxPrefixes)", p.MaxPrefixes)
 	}
 	lim := PrefixLimits(sp.cfg.Pools)

@@ -83,12 +83,15 @@ func vpnAFI(rf bgppkt.Family) (AFI, bool) {
 
 // AnnounceTable makes the node's own VPN paths (VPN-IPv4, and VPN-IPv6 for
 // the claims and grants of IPv6 blocks) exactly t's entries and its own
-// IPv4 unicast paths exactly the confirmed blocks: new and changed paths
-// are added (a new path replaces the old one of the same NLRI), the rest
-// withdrawn. An entry that fails the import filter every peer applies
-// (DecodeVPN, DecodeUnicast) is not announced, nor two different entries of
-// one NLRI (the first is); the error names each such entry and each path
-// GoBGP refused. Paths GoBGP refused are tried again at the next call.
+// unicast paths exactly the confirmed blocks: the IPv4 ones in IPv4
+// unicast, next hop the owner; the IPv6 ones in IPv6 unicast, next hop
+// Config.NodeAddressV6, and not at all without one (Start said so). New and
+// changed paths are added (a new path replaces the old one of the same
+// NLRI), the rest withdrawn. An entry that fails the import filter every
+// peer applies (DecodeVPN, DecodeUnicast, checkUnicast6) is not announced,
+// nor two different entries of one NLRI (the first is); the error names
+// each such entry and each path GoBGP refused. Paths GoBGP refused are
+// tried again at the next call.
 func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) error {
 	sp.announcing.Lock()
 	defer sp.announcing.Unlock()
@@ -187,9 +190,12 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 		delete(sp.ownVPN, delKeys[i])
 	})
 
-	// IPv4 unicast: the confirmed blocks.
+	// Unicast: the confirmed blocks.
 	wantUC := make(map[netip.Prefix]int, len(confirmed))
 	for i, b := range confirmed {
+		if b.Block.Addr().Is6() && !sp.cfg.NodeAddressV6.IsValid() {
+			continue // no next hop for it (Start said so); not an error of the entry
+		}
 		if j, ok := wantUC[b.Block]; ok {
 			if confirmed[j] != b {
 				fail(entry{kindUnicast, i}, fmt.Errorf("same block as the %s, which is announced instead", describe(&t, confirmed, entry{kindUnicast, j})))
@@ -201,24 +207,35 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 	var ucAdds []*apiutil.Path
 	var ucIdx []int
 	var ucLCs [][]LargeCommunity
+	var ucNH []netip.Addr
 	for p, i := range wantUC {
 		b := confirmed[i]
 		lcs := EncodeUnicast(asn, b)
-		if cur, ok := sp.ownUnicast[p]; ok && cur.nh == b.Owner.Addr && slices.Equal(cur.lcs, lcs) {
+		nh := b.Owner.Addr
+		if b.Block.Addr().Is6() {
+			nh = sp.cfg.NodeAddressV6
+		}
+		if cur, ok := sp.ownUnicast[p]; ok && cur.nh == nh && slices.Equal(cur.lcs, lcs) {
 			continue
 		}
-		if _, err := DecodeUnicast(asn, pools, b.Block, b.Owner.Addr, lcs); err != nil {
+		var err error
+		if b.Block.Addr().Is6() {
+			err = checkUnicast6(asn, pools, b.Block, nh, lcs)
+		} else {
+			_, err = DecodeUnicast(asn, pools, b.Block, nh, lcs)
+		}
+		if err != nil {
 			fail(entry{kindUnicast, i}, fmt.Errorf("every peer would drop it: %w", err))
 			delete(wantUC, p)
 			continue
 		}
-		path, err := unicastPath(b.Block, b.Owner.Addr, lcs)
+		path, err := unicastPath(b.Block, nh, lcs)
 		if err != nil {
 			fail(entry{kindUnicast, i}, err)
 			delete(wantUC, p)
 			continue
 		}
-		ucAdds, ucIdx, ucLCs = append(ucAdds, path), append(ucIdx, i), append(ucLCs, lcs)
+		ucAdds, ucIdx, ucLCs, ucNH = append(ucAdds, path), append(ucIdx, i), append(ucLCs, lcs), append(ucNH, nh)
 	}
 	sp.addPaths(ucAdds, func(j int, err error) {
 		b := confirmed[ucIdx[j]]
@@ -226,7 +243,7 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 			fail(entry{kindUnicast, ucIdx[j]}, err)
 			return
 		}
-		sp.ownUnicast[b.Block] = ownPath{path: ucAdds[j], lcs: ucLCs[j], nh: b.Owner.Addr}
+		sp.ownUnicast[b.Block] = ownPath{path: ucAdds[j], lcs: ucLCs[j], nh: ucNH[j]}
 	})
 	dels, delPrefixes := dels[:0], []netip.Prefix(nil)
 	for p, cur := range sp.ownUnicast {
@@ -321,19 +338,25 @@ func vpnPath(rt VPNRoute, nh *bgppkt.PathAttributeNextHop) (*apiutil.Path, error
 	}, nil
 }
 
-func unicastPath(block netip.Prefix, owner netip.Addr, lcs []LargeCommunity) (*apiutil.Path, error) {
+// unicastPath is a block as a GoBGP path of its family (IPv4 or IPv6
+// unicast) with next hop nh.
+func unicastPath(block netip.Prefix, nh netip.Addr, lcs []LargeCommunity) (*apiutil.Path, error) {
 	nlri, err := bgppkt.NewIPAddrPrefix(block)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", block, err)
 	}
-	nh, err := bgppkt.NewPathAttributeNextHop(owner)
+	nhAttr, err := bgppkt.NewPathAttributeNextHop(nh)
 	if err != nil {
-		return nil, fmt.Errorf("encode next hop %s: %w", owner, err)
+		return nil, fmt.Errorf("encode next hop %s: %w", nh, err)
+	}
+	family := bgppkt.RF_IPv4_UC
+	if block.Addr().Is6() {
+		family = bgppkt.RF_IPv6_UC
 	}
 	return &apiutil.Path{
-		Family: bgppkt.RF_IPv4_UC,
+		Family: family,
 		Nlri:   nlri,
-		Attrs:  []bgppkt.PathAttributeInterface{bgppkt.NewPathAttributeOrigin(0), nh, largeCommunities(lcs)},
+		Attrs:  []bgppkt.PathAttributeInterface{bgppkt.NewPathAttributeOrigin(0), nhAttr, largeCommunities(lcs)},
 	}, nil
 }
 

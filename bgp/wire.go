@@ -8,11 +8,12 @@
 // communities that carry the rest. The family is the prefix's: a claim or
 // grant of an IPv6 block is a VPN-IPv6 path (AFI 2), everything else
 // VPN-IPv4 (AFI 1); nodes are IPv4 addresses in both (see AFI). The
-// confirmed IPv4 blocks are also announced as plain IPv4 unicast prefixes
-// whose next hop is the owner, for the routers of the network to route pod
-// traffic by. Everything learned is validated before it is believed: a
-// peer can announce nothing but reef announcements about the configured
-// pools.
+// confirmed blocks are also announced as plain unicast prefixes, for the
+// routers of the network to route pod traffic by: IPv4 blocks in IPv4
+// unicast, next hop the owner; IPv6 blocks in IPv6 unicast to external
+// peers, next hop the node's IPv6 address. Everything learned is validated
+// before it is believed: a peer can announce nothing but reef announcements
+// about the configured pools.
 package bgp
 
 import (
@@ -466,15 +467,18 @@ func decodeVPN(asn uint32, pools []Pool, afi AFI, rd RD, prefix netip.Prefix, lc
 	return nil
 }
 
-// UnicastBlock is a confirmed block as IPv4 unicast carries it: the block,
-// routed to its owner.
+// UnicastBlock is a confirmed block as unicast carries it: the block,
+// routed to its owner. An IPv4 block's next hop is the owner's address; an
+// IPv6 block's, the owner's IPv6 address (Config.NodeAddressV6: only a
+// node's own blocks go out in IPv6 unicast).
 type UnicastBlock struct {
 	Block netip.Prefix
 	Owner blockproto.Node
 }
 
-// EncodeUnicast returns the large communities of a confirmed block's IPv4
-// unicast path, whose next hop is the owner's address.
+// EncodeUnicast returns the large communities of a confirmed block's
+// unicast path, of either family: the reef community and the owner's
+// incarnation.
 func EncodeUnicast(asn uint32, b UnicastBlock) []LargeCommunity {
 	return []LargeCommunity{{asn, lcMarker, 0}, {asn, lcInc, b.Owner.Inc}}
 }
@@ -484,7 +488,9 @@ func EncodeUnicast(asn uint32, b UnicastBlock) []LargeCommunity {
 // exactly that pool's block length, the reef community of this AS, the
 // owner's incarnation and nothing else of reef's, and a next hop (the
 // owner) that is a unicast IPv4 address outside every pool. The error,
-// wrapping ErrNotReef, says why a path was dropped.
+// wrapping ErrNotReef, says why a path was dropped. (IPv6 blocks go in
+// IPv6 unicast to external peers only, which reef never learns from: see
+// checkUnicast6.)
 func DecodeUnicast(asn uint32, pools []Pool, prefix netip.Prefix, nextHop netip.Addr, lcs []LargeCommunity) (UnicastBlock, error) {
 	b, err := decodeUnicast(asn, pools, prefix, nextHop, lcs)
 	if err != nil {
@@ -500,17 +506,50 @@ func decodeUnicast(asn uint32, pools []Pool, prefix netip.Prefix, nextHop netip.
 	if err := checkBlock(pools, prefix); err != nil {
 		return UnicastBlock{}, err
 	}
-	var s lcSet
-	if err := s.gather(asn, lcs, allowedUC); err != nil {
-		return UnicastBlock{}, err
-	}
-	if err := s.require(asn, lcInc); err != nil {
+	owner, err := unicastOwner(asn, lcs)
+	if err != nil {
 		return UnicastBlock{}, err
 	}
 	if err := checkNode(pools, nextHop, "next hop (owner)"); err != nil {
 		return UnicastBlock{}, err
 	}
-	return UnicastBlock{Block: prefix, Owner: blockproto.Node{Addr: nextHop, Inc: s.get(lcInc)}}, nil
+	owner.Addr = nextHop
+	return UnicastBlock{Block: prefix, Owner: owner}, nil
+}
+
+// unicastOwner reads the communities of a unicast path: the reef community
+// of this AS and the owner's incarnation, nothing else of reef's.
+func unicastOwner(asn uint32, lcs []LargeCommunity) (blockproto.Node, error) {
+	var s lcSet
+	if err := s.gather(asn, lcs, allowedUC); err != nil {
+		return blockproto.Node{}, err
+	}
+	if err := s.require(asn, lcInc); err != nil {
+		return blockproto.Node{}, err
+	}
+	return blockproto.Node{Inc: s.get(lcInc)}, nil
+}
+
+// checkUnicast6 is what a node checks of its own IPv6 unicast path before
+// it announces it to its external peers, as DecodeUnicast is for IPv4: an
+// IPv6 block of a configured pool, reef's communities, and a next hop (the
+// node's IPv6 address) that is a global unicast IPv6 address outside every
+// pool. No peer decodes these paths: the mesh does not carry IPv6 unicast,
+// and nothing is imported from external peers.
+func checkUnicast6(asn uint32, pools []Pool, prefix netip.Prefix, nextHop netip.Addr, lcs []LargeCommunity) error {
+	if !prefix.Addr().Is6() {
+		return fmt.Errorf("%s: not IPv6: IPv6 unicast carries IPv6 blocks only: %w", prefix, ErrNotReef)
+	}
+	if err := checkBlock(pools, prefix); err != nil {
+		return fmt.Errorf("%s: %w", prefix, err)
+	}
+	if _, err := unicastOwner(asn, lcs); err != nil {
+		return fmt.Errorf("%s: %w", prefix, err)
+	}
+	if err := checkAddr6(pools, nextHop, "next hop (node's IPv6 address)"); err != nil {
+		return fmt.Errorf("%s: %w: %w", prefix, err, ErrNotReef)
+	}
+	return nil
 }
 
 // checkFamily accepts a prefix of the path's family: IPv4 in VPN-IPv4,
@@ -562,6 +601,20 @@ func checkNode(pools []Pool, a netip.Addr, role string) error {
 	for _, p := range pools {
 		if p.CIDR.Contains(a) {
 			return fmt.Errorf("%s %s is a pod address (pool %s): %w", role, a, p.CIDR, ErrNotReef)
+		}
+	}
+	return nil
+}
+
+// checkAddr6 accepts a node's IPv6 address: global unicast IPv6, not
+// IPv4-mapped, outside every pool.
+func checkAddr6(pools []Pool, a netip.Addr, role string) error {
+	if !a.Is6() || a.Is4In6() || !a.IsGlobalUnicast() {
+		return fmt.Errorf("%s %s is not a global unicast IPv6 address", role, a)
+	}
+	for _, p := range pools {
+		if p.CIDR.Contains(a) {
+			return fmt.Errorf("%s %s is a pod address (pool %s)", role, a, p.CIDR)
 		}
 	}
 	return nil

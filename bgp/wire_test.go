@@ -450,6 +450,45 @@ func TestDecodeUnicastDrops(t *testing.T) {
 	}
 }
 
+// What a node checks of its own IPv6 unicast path before it sends it to
+// its external peers: an IPv6 block of a pool with that pool's block size,
+// reef's communities, and its own global unicast IPv6 address as next hop.
+func TestCheckUnicast6(t *testing.T) {
+	nh := netip.MustParseAddr("2001:db8:77::11")
+	good := EncodeUnicast(testASN, UnicastBlock{Block: block6, Owner: blockproto.Node{Addr: nodeA, Inc: 7}})
+	if err := checkUnicast6(testASN, testPools, block6, nh, good); err != nil {
+		t.Errorf("a good path: %v", err)
+	}
+	cases := []struct {
+		name    string
+		prefix  string
+		nextHop string
+		lcs     []LargeCommunity
+		want    string
+	}{
+		{"an IPv4 block", "10.244.3.64/26", "2001:db8:77::11", good, "not IPv6"},
+		{"IPv4-mapped", "::ffff:10.244.3.64/122", "2001:db8:77::11", good, "IPv4-mapped"},
+		{"outside the pools", "2001:db8::/122", "2001:db8:77::11", good, "outside every pool"},
+		{"the wrong block size", "fd00:10:244::/120", "2001:db8:77::11", good, "not a /122 block"},
+		{"the other pool's block size", "fd00:10:250::/122", "2001:db8:77::11", good, "not a /124 block"},
+		{"host bits", "fd00:10:244::41/122", "2001:db8:77::11", good, "host bits set"},
+		{"no reef community", "fd00:10:244::40/122", "2001:db8:77::11", without(good, lcMarker), "no reef community"},
+		{"no incarnation", "fd00:10:244::40/122", "2001:db8:77::11", without(good, lcInc), "64512:111:* missing"},
+		{"next hop IPv4", "fd00:10:244::40/122", "192.168.77.11", good, "not a global unicast IPv6 address"},
+		{"next hop IPv4-mapped", "fd00:10:244::40/122", "::ffff:192.168.77.11", good, "not a global unicast IPv6 address"},
+		{"next hop link-local", "fd00:10:244::40/122", "fe80::1", good, "not a global unicast IPv6 address"},
+		{"next hop a pod address", "fd00:10:244::40/122", "fd00:10:244::9", good, "is a pod address (pool fd00:10:244::/56)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkUnicast6(testASN, testPools, netip.MustParsePrefix(tc.prefix), netip.MustParseAddr(tc.nextHop), tc.lcs)
+			if err == nil || !errors.Is(err, ErrNotReef) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("checkUnicast6 = %v, want ErrNotReef mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
 // Whatever a peer sends, in either family, DecodeVPN neither panics nor
 // accepts what it would not announce the same way itself.
 func FuzzDecodeVPN(f *testing.F) {
