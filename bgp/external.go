@@ -15,19 +15,21 @@ import (
 )
 
 // External peers are the node's routers (a ToR, a core router, a
-// firewall): sessions in IPv4 unicast only, eBGP when their AS differs
-// from the cluster's. To them the node exports its own confirmed blocks
-// and nothing else; from them it imports nothing. Both rules are GoBGP
+// firewall): sessions in IPv4 unicast, and IPv6 unicast when the node has
+// an IPv6 address (Config.NodeAddressV6), eBGP when their AS differs from
+// the cluster's. To them the node exports its own confirmed blocks (IPv4
+// ones next hop the node's address, IPv6 ones its IPv6 address) and
+// nothing else; from them it imports nothing. Both rules are GoBGP
 // policies on the global RIB, keyed on the neighbour set of the external
-// peers:
+// peers, and hold for both families:
 //
 //   - export: a path the speaker originated (route type local) goes out,
 //     with the peer's communities added; every other path (other nodes'
 //     blocks, learned over the mesh or from reflectors) is rejected. The
 //     speaker originates unicast paths only for its confirmed blocks
-//     (Speaker.AnnounceTable), and the block protocol's VPN family is not
-//     negotiated on these sessions, so claims, votes and tombstones never
-//     reach a router.
+//     (Speaker.AnnounceTable), and the block protocol's VPN families are
+//     not negotiated on these sessions, so claims, votes and tombstones
+//     never reach a router.
 //   - import: every path is rejected. It stays in the peer's Adj-RIB-In,
 //     bounded by the peer's prefix limit, where ExternalStatus counts it by
 //     the reason it would be dangerous (ExternalDropReason).
@@ -177,11 +179,31 @@ func (sp *Speaker) addExternalPeers(ctx context.Context) error {
 			return fmt.Errorf("add external BGP peer %s (AS %d): %w", p.Address, p.ASN, err)
 		}
 	}
+	if why := sp.cfg.v6Withheld(); why != "" {
+		sp.log.Warn(why)
+	}
 	return nil
 }
 
+// externalFamilies are the unicast families of the sessions with external
+// peers: IPv4, and IPv6 when the node has an IPv6 address to be the next
+// hop of its IPv6 blocks.
+func (cfg *Config) externalFamilies() []bgppkt.Family {
+	if cfg.NodeAddressV6.IsValid() {
+		return []bgppkt.Family{bgppkt.RF_IPv4_UC, bgppkt.RF_IPv6_UC}
+	}
+	return []bgppkt.Family{bgppkt.RF_IPv4_UC}
+}
+
 func (sp *Speaker) addExternalPeer(ctx context.Context, p ExternalPeer) error {
-	f := &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
+	var families []*api.AfiSafi
+	for _, rf := range sp.cfg.externalFamilies() {
+		afi := api.Family_AFI_IP
+		if rf == bgppkt.RF_IPv6_UC {
+			afi = api.Family_AFI_IP6
+		}
+		families = append(families, afiSafi(afi, api.Family_SAFI_UNICAST, p.MaxPrefixes))
+	}
 	peer := &api.Peer{
 		Conf: &api.PeerConf{NeighborAddress: p.Address.String(), PeerAsn: p.ASN, AuthPassword: p.Password, Description: "external"},
 		Timers: &api.Timers{Config: &api.TimersConfig{
@@ -194,12 +216,8 @@ func (sp *Speaker) addExternalPeer(ctx context.Context, p ExternalPeer) error {
 		// As for the mesh: a planned restart keeps the router's routes to
 		// this node's blocks (the R bit and the restart time).
 		GracefulRestart: sp.gracefulRestart(),
-		AfiSafis: []*api.AfiSafi{{
-			Config:            &api.AfiSafiConfig{Family: f, Enabled: true},
-			MpGracefulRestart: &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}},
-			PrefixLimits:      &api.PrefixLimit{Family: f, MaxPrefixes: p.MaxPrefixes, ShutdownThresholdPct: prefixWarnPct},
-		}},
-		Transport: &api.Transport{LocalAddress: sp.cfg.RouterID.String(), RemotePort: uint32(p.Port)},
+		AfiSafis:        families,
+		Transport:       &api.Transport{LocalAddress: sp.cfg.RouterID.String(), RemotePort: uint32(p.Port)},
 	}
 	if p.Multihop > 0 {
 		peer.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(p.Multihop)}
@@ -209,7 +227,7 @@ func (sp *Speaker) addExternalPeer(ctx context.Context, p ExternalPeer) error {
 
 // The reasons ExternalDropReason gives, as `reef status -o json` keys them.
 const (
-	DropDefault       = "defaultRoute"  // 0.0.0.0/0
+	DropDefault       = "defaultRoute"  // 0.0.0.0/0 or ::/0
 	DropPoolAggregate = "poolAggregate" // shorter than a block, overlapping a pool
 	DropBlock         = "block"         // exactly a block of a pool: blocks are learned from the cluster only
 	DropInsideBlock   = "insideBlock"   // longer than a block, inside a pool: would steal pod addresses
@@ -254,15 +272,19 @@ func ExternalDropReason(prefix netip.Prefix, pools []Pool, nodes []netip.Prefix)
 type ExternalStatus struct {
 	PeerStatus
 	ASN         uint32
-	MaxPrefixes uint32
-	Sent        uint64            // blocks exported to it (its Adj-RIB-Out)
+	MaxPrefixes uint32            // per family
+	Sent        uint64            // blocks exported to it (its Adj-RIB-Out), both families
 	Dropped     map[string]uint64 // its routes, all dropped, by reason (DropReasons)
+	// Withheld says why some of the node's blocks are not exported to it
+	// (IPv6 blocks without a node IPv6 address), "" when none are.
+	Withheld string
 }
 
 // ExternalStatus lists the external peers, in the order of the config,
-// with what was sent to each and what each sent, by drop reason. It reads
-// each peer's Adj-RIB-In and Adj-RIB-Out (bounded by the prefix limit and
-// by the node's own blocks), so it is for `reef status`, not for a loop.
+// with what was sent to each and what each sent, by drop reason, in every
+// unicast family of the session. It reads each peer's Adj-RIB-In and
+// Adj-RIB-Out (bounded by the prefix limit and by the node's own blocks),
+// so it is for `reef status`, not for a loop.
 func (sp *Speaker) ExternalStatus(ctx context.Context) []ExternalStatus {
 	if len(sp.cfg.ExternalPeers) == 0 {
 		return nil
@@ -272,12 +294,15 @@ func (sp *Speaker) ExternalStatus(ctx context.Context) []ExternalStatus {
 		sessions[s.Address] = s
 	}
 	nodes := slices.Clone(sp.cfg.PeerPrefixes)
-	for _, a := range append(append([]netip.Addr{sp.cfg.RouterID}, sp.cfg.Peers...), sp.cfg.RouteReflectors...) {
-		nodes = append(nodes, netip.PrefixFrom(a, 32))
+	for _, a := range append(append([]netip.Addr{sp.cfg.RouterID, sp.cfg.NodeAddressV6}, sp.cfg.Peers...), sp.cfg.RouteReflectors...) {
+		if a.IsValid() {
+			nodes = append(nodes, netip.PrefixFrom(a, a.BitLen()))
+		}
 	}
+	withheld := sp.cfg.v6Withheld()
 	var out []ExternalStatus
 	for _, p := range sp.cfg.ExternalPeers {
-		st := ExternalStatus{PeerStatus: sessions[p.Address], ASN: p.ASN, MaxPrefixes: p.MaxPrefixes, Dropped: map[string]uint64{}}
+		st := ExternalStatus{PeerStatus: sessions[p.Address], ASN: p.ASN, MaxPrefixes: p.MaxPrefixes, Dropped: map[string]uint64{}, Withheld: withheld}
 		st.Address, st.Type = p.Address, PeerExternal
 		switch {
 		case st.State == "":
@@ -289,26 +314,28 @@ func (sp *Speaker) ExternalStatus(ctx context.Context) []ExternalStatus {
 			out = append(out, st) // GoBGP would list what it would send
 			continue
 		}
-		_ = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_IN, Name: p.Address.String(), Family: bgppkt.RF_IPv4_UC},
-			func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
-				uc, ok := nlri.(*bgppkt.IPAddrPrefix)
-				for range paths {
-					st.Received++
-					if ok {
-						st.Dropped[ExternalDropReason(uc.Prefix, sp.cfg.Pools, nodes)]++
-					} else {
-						st.Dropped[DropOther]++
+		for _, rf := range sp.cfg.externalFamilies() {
+			_ = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_IN, Name: p.Address.String(), Family: rf},
+				func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
+					uc, ok := nlri.(*bgppkt.IPAddrPrefix)
+					for range paths {
+						st.Received++
+						if ok {
+							st.Dropped[ExternalDropReason(uc.Prefix, sp.cfg.Pools, nodes)]++
+						} else {
+							st.Dropped[DropOther]++
+						}
 					}
-				}
-			})
-		_ = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_OUT, Name: p.Address.String(), Family: bgppkt.RF_IPv4_UC},
-			func(_ bgppkt.NLRI, paths []*apiutil.Path) {
-				for _, path := range paths {
-					if !path.Withdrawal {
-						st.Sent++
+				})
+			_ = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_OUT, Name: p.Address.String(), Family: rf},
+				func(_ bgppkt.NLRI, paths []*apiutil.Path) {
+					for _, path := range paths {
+						if !path.Withdrawal {
+							st.Sent++
+						}
 					}
-				}
-			})
+				})
+		}
 		out = append(out, st)
 	}
 	return out

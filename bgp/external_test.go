@@ -3,6 +3,7 @@ package bgp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
@@ -109,26 +110,7 @@ func TestExternalPeerExportsOwnBlocksOnly(t *testing.T) {
 		}
 	}
 
-	routerHas := func() map[netip.Prefix]string {
-		out := map[netip.Prefix]string{}
-		_ = router.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgppkt.RF_IPv4_UC}, func(n bgppkt.NLRI, ps []*apiutil.Path) {
-			for _, p := range ps {
-				if !p.PeerAddress.IsValid() || p.PeerAddress.IsUnspecified() {
-					continue // the router's own
-				}
-				lcs, nh := pathAttrs(nil, p.Attrs)
-				var comms []uint32
-				for _, at := range p.Attrs {
-					if c, ok := at.(*bgppkt.PathAttributeCommunities); ok {
-						comms = c.Value
-					}
-				}
-				out[n.(*bgppkt.IPAddrPrefix).Prefix] = "from " + p.PeerAddress.String() + " via " + nh.String() +
-					" communities " + cmp.Diff(nil, comms) + " large " + lcString(lcs)
-			}
-		})
-		return out
-	}
+	routerHas := func() map[netip.Prefix]string { return routerLearned(router, bgppkt.RF_IPv4_UC) }
 	// A has C's block and its own claim to offer: what the router gets
 	// is checked against a table that holds them.
 	eventually(t, "A learns C's block", func() string {
@@ -141,8 +123,7 @@ func TestExternalPeerExportsOwnBlocksOnly(t *testing.T) {
 		}
 		return ""
 	})
-	want := "from 127.0.0.1 via " + nodeA.String() + " communities " + cmp.Diff(nil, []uint32{65000<<16 | 100}) + " large " +
-		lcString(append(mustEncodeUnicast(t, nodeA), LargeCommunity{65000, 7, 8}))
+	want := learnedLine(addrA, nodeA, []uint32{65000<<16 | 100}, append(mustEncodeUnicast(t, nodeA), LargeCommunity{65000, 7, 8}))
 	eventually(t, "the router learns A's confirmed block only", func() string {
 		got := routerHas()
 		if len(got) == 1 && got[ownA] == want {
@@ -152,22 +133,7 @@ func TestExternalPeerExportsOwnBlocksOnly(t *testing.T) {
 	})
 
 	// A takes none of the router's routes, and counts them.
-	eventually(t, "A counts the router's routes", func() string {
-		st := a.ExternalStatus(ctx)
-		wantDropped := map[string]uint64{DropDefault: 1, DropPoolAggregate: 1, DropBlock: 1, DropInsideBlock: 1, DropNodeAddress: 1, DropOther: 1}
-		if len(st) == 1 && st[0].Established && st[0].Type == PeerExternal && st[0].Received == 6 && st[0].Sent == 1 && cmp.Equal(st[0].Dropped, wantDropped) {
-			return ""
-		}
-		return cmp.Diff([]ExternalStatus{{Dropped: wantDropped}}, st, cmpOpts...)
-	})
-	// Nor did the router's routes reach A's table, once they were all in.
-	counts, err := a.CountPaths()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := counts.Peers[addrR]; n != (PeerCounts{}) {
-		t.Errorf("A's table holds the router's paths: %+v", n)
-	}
+	importsNothing(t, ctx, a, addrR, 1, map[string]uint64{DropDefault: 1, DropPoolAggregate: 1, DropBlock: 1, DropInsideBlock: 1, DropNodeAddress: 1, DropOther: 1})
 
 	// A loses its block: the router hears the withdrawal.
 	if err := a.AnnounceTable(blockproto.Table{}, nil); err != nil {
@@ -184,22 +150,93 @@ func TestExternalPeerExportsOwnBlocksOnly(t *testing.T) {
 // startRouter runs a plain GoBGP server at addr in asn, peering with node.
 func startRouter(t *testing.T, ctx context.Context, addr netip.Addr, port int, asn uint32, node netip.Addr) *server.BgpServer {
 	t.Helper()
+	s := newGoBGP(t, ctx, addr, port, asn, nil)
+	addGoBGPPeer(t, ctx, s, addr, port, node, nil)
+	return s
+}
+
+// newGoBGP runs a plain GoBGP server at addr in asn with the families of
+// its global RIB (nil: every family GoBGP knows), without peers; it stops
+// when the test ends.
+func newGoBGP(t *testing.T, ctx context.Context, addr netip.Addr, port int, asn uint32, families []uint32) *server.BgpServer {
+	t.Helper()
 	s := server.NewBgpServer()
 	go s.Serve()
 	if err := s.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
-		Asn: asn, RouterId: addr.String(), ListenPort: int32(port), ListenAddresses: []string{addr.String()},
+		Asn: asn, RouterId: addr.String(), ListenPort: int32(port), ListenAddresses: []string{addr.String()}, Families: families,
 	}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.StopBgp(context.Background(), &api.StopBgpRequest{}) })
+	return s
+}
+
+// addGoBGPPeer makes s, at addr, peer with a speaker at node (in
+// testASN), in afiSafis (nil: GoBGP's default).
+func addGoBGPPeer(t *testing.T, ctx context.Context, s *server.BgpServer, addr netip.Addr, port int, node netip.Addr, afiSafis []*api.AfiSafi) {
+	t.Helper()
 	if err := s.AddPeer(ctx, &api.AddPeerRequest{Peer: &api.Peer{
 		Conf:      &api.PeerConf{NeighborAddress: node.String(), PeerAsn: testASN},
 		Timers:    &api.Timers{Config: &api.TimersConfig{ConnectRetry: 1, HoldTime: 10, KeepaliveInterval: 3}},
 		Transport: &api.Transport{LocalAddress: addr.String(), RemotePort: uint32(port)},
+		AfiSafis:  afiSafis,
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	return s
+}
+
+// routerLearned is what router learned from its peers in rf, a line per
+// prefix (learnedLine).
+func routerLearned(router *server.BgpServer, rf bgppkt.Family) map[netip.Prefix]string {
+	out := map[netip.Prefix]string{}
+	_ = router.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: rf}, func(n bgppkt.NLRI, ps []*apiutil.Path) {
+		for _, p := range ps {
+			if !p.PeerAddress.IsValid() || p.PeerAddress.IsUnspecified() {
+				continue // the router's own
+			}
+			lcs, nh := pathAttrs(nil, p.Attrs)
+			var comms []uint32
+			for _, at := range p.Attrs {
+				if c, ok := at.(*bgppkt.PathAttributeCommunities); ok {
+					comms = c.Value
+				}
+			}
+			out[n.(*bgppkt.IPAddrPrefix).Prefix] = learnedLine(p.PeerAddress, nh, comms, lcs)
+		}
+	})
+	return out
+}
+
+// learnedLine says where a route came from, its next hop and its standard
+// and large communities.
+func learnedLine(from, nh netip.Addr, comms []uint32, lcs []LargeCommunity) string {
+	return fmt.Sprintf("from %s via %s communities %v large %s", from, nh, comms, lcString(lcs))
+}
+
+// importsNothing waits until sp's one external peer, router, is
+// established with sent blocks exported to it and its routes counted, all
+// dropped, by reason; then checks that none reached sp's table.
+func importsNothing(t *testing.T, ctx context.Context, sp *Speaker, router netip.Addr, sent uint64, dropped map[string]uint64) {
+	t.Helper()
+	var received uint64
+	for _, n := range dropped {
+		received += n
+	}
+	eventually(t, sp.cfg.RouterID.String()+" counts the router's routes", func() string {
+		st := sp.ExternalStatus(ctx)
+		if len(st) == 1 && st[0].Established && st[0].Type == PeerExternal && st[0].Received == received && st[0].Sent == sent && cmp.Equal(st[0].Dropped, dropped) {
+			return ""
+		}
+		return cmp.Diff([]ExternalStatus{{Dropped: dropped}}, st, cmpOpts...)
+	})
+	// Nor did the router's routes reach the table, once they were all in.
+	counts, err := sp.CountPaths()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := counts.Peers[router]; n != (PeerCounts{}) {
+		t.Errorf("%s's table holds the router's paths: %+v", sp.cfg.RouterID, n)
+	}
 }
 
 func mustEncodeUnicast(t *testing.T, owner netip.Addr) []LargeCommunity {

@@ -11,10 +11,11 @@ import (
 	"github.com/reefcni/reef/blockproto"
 )
 
-// learned mirrors GoBGP's best path of every IPv4 VPN NLRI that another
-// speaker announces, decoded, as the best-path watcher reports changes: the
-// block protocol's step reads it (LearnedTable) without asking GoBGP for
-// its table and converting every path again. Through two route
+// learned mirrors GoBGP's best path of every VPN NLRI (VPN-IPv4 and
+// VPN-IPv6) that another speaker announces, decoded, as the best-path
+// watcher reports changes: the block protocol's step reads it
+// (LearnedTable) without asking GoBGP for its table and converting every
+// path again. Through two route
 // reflectors a path comes twice, and the best copy says what the other
 // says; in a full mesh a path has one copy, from its speaker. (Forgets and
 // seen incarnations are the NLRIs several speakers announce, all with the
@@ -48,13 +49,14 @@ func (sp *Speaker) onBestPath(paths []*apiutil.Path) (changed bool) {
 	var lcs []LargeCommunity
 	var scratch blockproto.Table
 	for _, p := range paths {
-		if p.Family != bgppkt.RF_IPv4_VPN {
-			continue // IPv4 unicast: routes come from the protocol's state
+		afi, ok := vpnAFI(p.Family)
+		if !ok {
+			continue // unicast: routes come from the protocol's state
 		}
 		vpn, _ := p.Nlri.(*bgppkt.LabeledVPNIPAddrPrefix)
 		if vpn == nil {
 			if !p.Withdrawal && !sp.own(p) {
-				sp.drop(p.PeerAddress, p.Nlri.String(), fmt.Errorf("%s: not a labelled VPN-IPv4 NLRI: %w", p.Nlri, ErrNotReef))
+				sp.drop(p.PeerAddress, p.Nlri.String(), fmt.Errorf("%s: not a labelled %s NLRI: %w", p.Nlri, afi, ErrNotReef))
 			}
 			continue
 		}
@@ -68,7 +70,7 @@ func (sp *Speaker) onBestPath(paths []*apiutil.Path) (changed bool) {
 		}
 		lcs, _ = pathAttrs(lcs[:0], p.Attrs)
 		scratch = blockproto.Table{Records: scratch.Records[:0], Claims: scratch.Claims[:0], Grants: scratch.Grants[:0], Forgets: scratch.Forgets[:0], Seen: scratch.Seen[:0]}
-		err := DecodeVPN(asn, pools, rd, vpn.Prefix, lcs, &scratch)
+		err := DecodeVPN(asn, pools, afi, rd, vpn.Prefix, lcs, &scratch)
 		sp.lmu.Lock()
 		if err == nil {
 			changed = sp.learned.add(key, scratch) || changed
@@ -146,12 +148,13 @@ func values[V any](m map[nlriKey]V) []V {
 	return out
 }
 
-// LearnedTable returns what the other speakers announce in IPv4 VPN: the
-// best path of every NLRI that is not the speaker's own (stale ones over a
-// graceful restart included, until GoBGP drops them), less those that fail
-// DecodeVPN, which are dropped and logged once per peer and NLRI. It is
-// kept from the best-path watcher's events as they come, so the call asks
-// nothing of GoBGP. The table is in no particular order.
+// LearnedTable returns what the other speakers announce in VPN-IPv4 and
+// VPN-IPv6: the best path of every NLRI that is not the speaker's own
+// (stale ones over a graceful restart included, until GoBGP drops them),
+// less those that fail DecodeVPN, which are dropped and logged once per
+// peer and NLRI. It is kept from the best-path watcher's events as they
+// come, so the call asks nothing of GoBGP. The table is in no particular
+// order.
 //
 // From the moment a session that was established goes down, for the
 // restart time (Config.RestartTime: reef's own, which reef peers give too)
@@ -179,7 +182,7 @@ func (sp *Speaker) readsAllCopies() bool {
 	return time.Now().Before(sp.copiesUntil)
 }
 
-// allTable is every copy of every IPv4 VPN path another speaker announces
+// allTable is every copy of every VPN path another speaker announces
 // that passes the import filter, from GoBGP's table.
 func (sp *Speaker) allTable() (blockproto.Table, error) {
 	var t blockproto.Table
@@ -192,7 +195,7 @@ func (sp *Speaker) allTable() (blockproto.Table, error) {
 
 // watchBestPath is the best-path watcher's callback: the mirror first,
 // then the wake-up, so that the step it wakes reads the change. A batch
-// that leaves the mirror as it was wakes nothing: IPv4 unicast is not the
+// that leaves the mirror as it was wakes nothing: unicast is not the
 // protocol's (the routes come from its state), and a copy of the same
 // content tells it nothing new. While LearnedTable reads every copy
 // (copiesUntil), every batch wakes the step.

@@ -27,13 +27,20 @@ func TestPrefixLimits(t *testing.T) {
 		pools []Pool
 		want  Limits
 	}{
-		{"no pools", nil, Limits{Unicast: 16384, VPN: 131072}},
-		{"default pool: 1,024 blocks", []Pool{{pfx("10.244.0.0/16"), 26}}, Limits{Unicast: 16384, VPN: 131072}},
-		{"a /12 of /26: 16,384 blocks", []Pool{{pfx("10.240.0.0/12"), 26}}, Limits{Unicast: 32768, VPN: 262144}},
-		{"two pools add up", []Pool{{pfx("10.240.0.0/12"), 26}, {pfx("10.0.0.0/12"), 26}}, Limits{Unicast: 65536, VPN: 524288}},
-		{"a /8 of /32", []Pool{{pfx("10.0.0.0/8"), 32}}, Limits{Unicast: 1 << 25, VPN: 1 << 28}},
-		{"all of IPv4 in /32s saturates", []Pool{{pfx("0.0.0.0/0"), 32}}, Limits{Unicast: 1<<32 - 1, VPN: 1<<32 - 1}},
-		{"block shorter than the pool counts nothing", []Pool{{pfx("10.0.0.0/24"), 16}}, Limits{Unicast: 16384, VPN: 131072}},
+		{"no pools", nil, Limits{Unicast: 16384, VPN: 131072, VPNv6: 131072}},
+		{"default pool: 1,024 blocks", []Pool{{pfx("10.244.0.0/16"), 26}}, Limits{Unicast: 16384, VPN: 131072, VPNv6: 131072}},
+		{"a /12 of /26: 16,384 blocks", []Pool{{pfx("10.240.0.0/12"), 26}}, Limits{Unicast: 32768, VPN: 262144, VPNv6: 131072}},
+		{"two pools add up", []Pool{{pfx("10.240.0.0/12"), 26}, {pfx("10.0.0.0/12"), 26}}, Limits{Unicast: 65536, VPN: 524288, VPNv6: 131072}},
+		{"a /8 of /32", []Pool{{pfx("10.0.0.0/8"), 32}}, Limits{Unicast: 1 << 25, VPN: 1 << 28, VPNv6: 131072}},
+		{"all of IPv4 in /32s saturates", []Pool{{pfx("0.0.0.0/0"), 32}}, Limits{Unicast: 1<<32 - 1, VPN: 1<<32 - 1, VPNv6: 131072}},
+		{"block shorter than the pool counts nothing", []Pool{{pfx("10.0.0.0/24"), 16}}, Limits{Unicast: 16384, VPN: 131072, VPNv6: 131072}},
+		// An IPv6 pool counts in VPN-IPv6 only; IPv4 unicast and VPN-IPv4
+		// carry none of its paths.
+		{"an IPv6 /100 of /122: 4M blocks", []Pool{{pfx("fd00:10:244::/100"), 122}}, Limits{Unicast: 16384, VPN: 131072, VPNv6: 1 << 26}},
+		{"IPv6 pools add up", []Pool{{pfx("fd00:10:244::/100"), 122}, {pfx("fd00:10:245::/100"), 122}}, Limits{Unicast: 16384, VPN: 131072, VPNv6: 1 << 27}},
+		{"dual stack", []Pool{{pfx("10.240.0.0/12"), 26}, {pfx("fd00:10:244::/100"), 122}}, Limits{Unicast: 32768, VPN: 262144, VPNv6: 1 << 26}},
+		{"a small IPv6 pool gets the floor", []Pool{{pfx("fd00:10:244::/112"), 122}}, Limits{Unicast: 16384, VPN: 131072, VPNv6: 131072}},
+		{"an IPv6 /56 of /122 saturates (2^32 blocks used)", []Pool{{pfx("fd00:10:244::/56"), 122}}, Limits{Unicast: 16384, VPN: 131072, VPNv6: 1<<32 - 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -130,13 +137,14 @@ func testSpeakers(t *testing.T, addrs ...netip.Addr) (context.Context, *syncBuff
 
 // Two route reflectors that peer with each other, two clients that peer
 // with both: what a client announces reaches the other client, exactly,
-// with the next hops unchanged, from both reflectors; a replaced path (a
-// grant that changes its grantee: same NLRI, new communities) and a
-// withdrawal go through too; a client does not learn its own paths back
-// (GoBGP drops them by ORIGINATOR_ID, else LearnedTable would list them as
-// the reflector's); a reflector's own paths reach the other reflector and
-// the clients, and the clients' paths as the other reflector reflects them
-// are not taken (acceptOwnPathsOnly); every session has a prefix limit.
+// with the next hops unchanged, from both reflectors, in VPN-IPv4 and
+// VPN-IPv6 alike; a replaced path (a grant that changes its grantee: same
+// NLRI, new communities) and a withdrawal go through too; a client does not
+// learn its own paths back (GoBGP drops them by ORIGINATOR_ID, else
+// LearnedTable would list them as the reflector's); a reflector's own
+// paths, of both families, reach the other reflector and the clients, and
+// the clients' paths as the other reflector reflects them are not taken
+// (acceptOwnPathsOnly); every session has a prefix limit on each family.
 func TestRouteReflectors(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four BGP speakers")
@@ -156,11 +164,14 @@ func TestRouteReflectors(t *testing.T) {
 		}
 	}
 
-	t1 := blockproto.Table{Records: []blockproto.Record{testRecord()}, Claims: []blockproto.Claim{testClaim()}}
+	t1 := blockproto.Table{Records: []blockproto.Record{testRecord()}, Claims: []blockproto.Claim{testClaim(), testClaim6()}}
 	u1 := []UnicastBlock{{Block: netip.MustParsePrefix("10.244.7.0/26"), Owner: blockproto.Node{Addr: nodeA, Inc: 7}}}
-	t2 := blockproto.Table{Grants: []blockproto.Grant{testGrant()}, Forgets: []blockproto.Forget{testForget()}}
+	t2 := blockproto.Table{Grants: []blockproto.Grant{testGrant(), testGrant6()}, Forgets: []blockproto.Forget{testForget()}}
 	u2 := []UnicastBlock{{Block: netip.MustParsePrefix("10.244.8.0/26"), Owner: blockproto.Node{Addr: nodeB, Inc: 8}}}
-	tr := blockproto.Table{Records: []blockproto.Record{{Node: blockproto.Node{Addr: nodeC, Inc: 9}, Born: 3, VoterHash: 0x01020304, Voters: []netip.Addr{nodeA, nodeB, nodeC}}}}
+	rrGrant6 := testGrant6() // the reflector is a voter too: its own VPN-IPv6 path
+	rrGrant6.Voter = blockproto.Node{Addr: nodeC, Inc: 9}
+	tr := blockproto.Table{Records: []blockproto.Record{{Node: blockproto.Node{Addr: nodeC, Inc: 9}, Born: 3, VoterHash: 0x01020304, Voters: []netip.Addr{nodeA, nodeB, nodeC}}},
+		Grants: []blockproto.Grant{rrGrant6}}
 	for _, a := range []struct {
 		sp *Speaker
 		t  blockproto.Table
@@ -209,11 +220,42 @@ func TestRouteReflectors(t *testing.T) {
 	// A client hears the other client from both reflectors, and rr1's own
 	// paths from rr1 (directly) and from rr2 (reflected from a non-client
 	// to a client).
-	learns("client 2", s2, with(t1, tr), map[netip.Addr][2]int{rr1: {3, 1}, rr2: {3, 1}})
-	learns("client 1", s1, with(t2, tr), map[netip.Addr][2]int{rr1: {3, 1}, rr2: {3, 1}})
+	learns("client 2", s2, with(t1, tr), map[netip.Addr][2]int{rr1: {5, 1}, rr2: {5, 1}})
+	learns("client 1", s1, with(t2, tr), map[netip.Addr][2]int{rr1: {5, 1}, rr2: {5, 1}})
 	// rr2 takes the clients' paths from the clients only, and rr1's own
 	// from rr1.
-	learns("reflector 2", r2, with(with(t1, t2), tr), map[netip.Addr][2]int{c1: {2, 1}, c2: {2, 1}, rr1: {1, 0}})
+	learns("reflector 2", r2, with(with(t1, t2), tr), map[netip.Addr][2]int{c1: {3, 1}, c2: {3, 1}, rr1: {2, 0}})
+
+	// VPN-IPv6 went as VPN-IPv6, its next hop the announcer's router ID
+	// (IPv4-mapped) through both reflectors.
+	for _, c := range []struct {
+		sp   *Speaker
+		want map[netip.Prefix]map[netip.Addr]bool // prefix: next hops
+	}{
+		{s2, map[netip.Prefix]map[netip.Addr]bool{block6: {mapped(c1): true, mapped(rr1): true}}},
+		{s1, map[netip.Prefix]map[netip.Addr]bool{block6: {mapped(c2): true, mapped(rr1): true}}},
+	} {
+		got := map[netip.Prefix]map[netip.Addr]bool{}
+		err := c.sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgppkt.RF_IPv6_VPN}, func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
+			for _, p := range paths {
+				if c.sp.own(p) {
+					continue
+				}
+				_, nh := pathAttrs(nil, p.Attrs)
+				pfx := nlri.(*bgppkt.LabeledVPNIPAddrPrefix).Prefix
+				if got[pfx] == nil {
+					got[pfx] = map[netip.Addr]bool{}
+				}
+				got[pfx][nh] = true
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(c.want, got, cmpOpts...); d != "" {
+			t.Errorf("%s's VPN-IPv6 table, prefixes and next hops (-want +got):\n%s", c.sp.cfg.RouterID, d)
+		}
+	}
 
 	// Next hops unchanged: the owner's, as announced.
 	for _, c := range []struct {
@@ -240,7 +282,8 @@ func TestRouteReflectors(t *testing.T) {
 			time.Sleep(time.Duration(i) * 5 * time.Millisecond) // the replacements' spacing: the race under test
 		}
 	}
-	learns("client 1 after a replaced grant", s1, with(t2, tr), map[netip.Addr][2]int{rr1: {3, 1}, rr2: {3, 1}})
+	// The VPN-IPv6 grant is withdrawn meanwhile.
+	learns("client 1 after a replaced grant", s1, with(t2, tr), map[netip.Addr][2]int{rr1: {4, 1}, rr2: {4, 1}})
 
 	// Peer types, as reef status shows them.
 	types := func(sp *Speaker) map[netip.Addr]PeerType {
@@ -262,23 +305,13 @@ func TestRouteReflectors(t *testing.T) {
 		}
 	}
 
-	// Every session, configured or accepted, has a prefix limit on both
-	// families.
+	// Every session, configured or accepted, has a prefix limit on each
+	// of its three families.
 	lim := PrefixLimits(testPools)
 	for _, sp := range []*Speaker{s1, s2, r1, r2} {
-		err := sp.s.ListPeer(ctx, &api.ListPeerRequest{}, func(p *api.Peer) {
-			got := map[api.Family_Safi]uint32{}
-			for _, af := range p.GetAfiSafis() {
-				got[af.GetConfig().GetFamily().GetSafi()] = af.GetPrefixLimits().GetMaxPrefixes()
-			}
-			want := map[api.Family_Safi]uint32{api.Family_SAFI_UNICAST: lim.Unicast, api.Family_SAFI_MPLS_VPN: lim.VPN}
-			if d := cmp.Diff(want, got); d != "" {
-				t.Errorf("%s: session to %s: prefix limits (-want +got):\n%s", sp.cfg.RouterID, p.GetConf().GetNeighborAddress(), d)
-			}
+		checkLimits(t, ctx, sp, func(netip.Addr) map[string]uint32 {
+			return map[string]uint32{"IPv4 unicast": lim.Unicast, "IPv4 VPN": lim.VPN, "IPv6 VPN": lim.VPNv6}
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 
 	// The learned table is the best copy of each path, the same content as
@@ -319,7 +352,7 @@ func TestRouteReflectors(t *testing.T) {
 	if err := s1.AnnounceTable(blockproto.Table{Records: t1.Records}, nil); err != nil {
 		t.Fatal(err)
 	}
-	learns("client 2 after a withdrawal", s2, with(blockproto.Table{Records: t1.Records}, tr), map[netip.Addr][2]int{rr1: {2, 0}, rr2: {2, 0}})
+	learns("client 2 after a withdrawal", s2, with(blockproto.Table{Records: t1.Records}, tr), map[netip.Addr][2]int{rr1: {3, 0}, rr2: {3, 0}})
 }
 
 // dedup drops repeated entries of a sorted table.
@@ -374,3 +407,37 @@ func unicastPaths(t *testing.T, sp *Speaker) []learnedUnicast {
 	}
 	return out
 }
+
+// checkLimits checks that every session of sp has exactly the families
+// want gives for its peer, named "IPv4 unicast", "IPv6 VPN" and so on,
+// each with its prefix limit.
+func checkLimits(t *testing.T, ctx context.Context, sp *Speaker, want func(peer netip.Addr) map[string]uint32) {
+	t.Helper()
+	err := sp.s.ListPeer(ctx, &api.ListPeerRequest{}, func(p *api.Peer) {
+		// A dynamic peer's configured address reads "invalid IP".
+		peer, err := netip.ParseAddr(p.GetState().GetNeighborAddress())
+		if err != nil {
+			t.Errorf("%s: a session to %q", sp.cfg.RouterID, p.GetState().GetNeighborAddress())
+			return
+		}
+		got := map[string]uint32{}
+		for _, af := range p.GetAfiSafis() {
+			f := af.GetConfig().GetFamily()
+			name := map[api.Family_Afi]string{api.Family_AFI_IP: "IPv4", api.Family_AFI_IP6: "IPv6"}[f.GetAfi()] + " " +
+				map[api.Family_Safi]string{api.Family_SAFI_UNICAST: "unicast", api.Family_SAFI_MPLS_VPN: "VPN"}[f.GetSafi()]
+			if f.GetAfi() != af.GetPrefixLimits().GetFamily().GetAfi() || f.GetSafi() != af.GetPrefixLimits().GetFamily().GetSafi() {
+				t.Errorf("%s: session to %s: the prefix limit of %s is for another family, %v", sp.cfg.RouterID, p.GetConf().GetNeighborAddress(), name, af.GetPrefixLimits().GetFamily())
+			}
+			got[name] = af.GetPrefixLimits().GetMaxPrefixes()
+		}
+		if d := cmp.Diff(want(peer), got); d != "" {
+			t.Errorf("%s: session to %s: prefix limits (-want +got):\n%s", sp.cfg.RouterID, peer, d)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mapped is a as an IPv4-mapped IPv6 address: an IPv4 next hop in VPN-IPv6.
+func mapped(a netip.Addr) netip.Addr { return netip.AddrFrom16(a.As16()) }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
 	"github.com/osrg/gobgp/v4/pkg/config/oc"
 	"github.com/osrg/gobgp/v4/pkg/server"
+
+	"github.com/reefcni/reef/blockproto"
 )
 
 // Config is the speaker's configuration.
@@ -20,6 +23,12 @@ type Config struct {
 	ASN      uint32
 	Port     int
 	RouterID netip.Addr // the node address: the next hop of own paths, the local address of sessions
+	// NodeAddressV6 is the node's IPv6 address, the next hop of its
+	// confirmed IPv6 blocks in IPv6 unicast to its external peers. Unset,
+	// those blocks are not exported (the speaker logs why, once, and
+	// ExternalStatus says it). The node is still known by RouterID alone:
+	// records, route distinguishers, voters and grantees are IPv4.
+	NodeAddressV6 netip.Addr
 	// ListenAddress is where the speaker takes sessions in; unset, every
 	// IPv4 address (0.0.0.0). Two speakers in one host (tests) need one
 	// each.
@@ -106,6 +115,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (
 // StartBgp writes a package variable that the sessions of other servers
 // in the process read.)
 func listen(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (*Speaker, error) {
+	if cfg.NodeAddressV6.IsValid() {
+		if err := checkAddr6(cfg.Pools, cfg.NodeAddressV6, "node IPv6 address"); err != nil {
+			return nil, fmt.Errorf("start BGP: %w: it cannot be the next hop of the node's IPv6 blocks", err)
+		}
+	}
 	lvl := &slog.LevelVar{}
 	lvl.Set(cfg.LogLevel)
 	s := server.NewBgpServer(server.LoggerOption(log.With("component", "gobgp"), lvl))
@@ -125,10 +139,7 @@ func listen(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) 
 		// Only the families reef speaks: without a list GoBGP builds a
 		// table for each of the 30 it knows, twice (global and route
 		// server RIB), at 2,048 map shards each, 8 MiB of heap.
-		Families: []uint32{
-			uint32(oc.AfiSafiTypeToIntMap[oc.AFI_SAFI_TYPE_IPV4_UNICAST]),
-			uint32(oc.AfiSafiTypeToIntMap[oc.AFI_SAFI_TYPE_L3VPN_IPV4_UNICAST]),
-		},
+		Families: cfg.families(),
 	}}); err != nil {
 		return nil, fmt.Errorf("start BGP (AS %d, router ID %s, port %d): %w", cfg.ASN, cfg.RouterID, cfg.Port, err)
 	}
@@ -253,10 +264,13 @@ const (
 // and TestRouteReflectors, without this policy, keeps a withdrawn claim
 // and block on both reflectors for good.
 func (sp *Speaker) acceptOwnPathsOnly(ctx context.Context, reflectors []netip.Addr) error {
-	var others []string
+	var others, nextHops []string
 	for _, a := range reflectors {
 		if a != sp.cfg.RouterID {
 			others = append(others, netip.PrefixFrom(a, 32).String())
+			// A VPN-IPv6 path's next hop is the router ID IPv4-mapped
+			// (vpnPath), which an IPv4 prefix does not contain.
+			nextHops = append(nextHops, netip.PrefixFrom(a, 32).String(), netip.PrefixFrom(netip.AddrFrom16(a.As16()), 128).String())
 		}
 	}
 	if len(others) == 0 {
@@ -271,7 +285,7 @@ func (sp *Speaker) acceptOwnPathsOnly(ctx context.Context, reflectors []netip.Ad
 	if err := sp.s.AddPolicy(ctx, &api.AddPolicyRequest{Policy: &api.Policy{Name: reflectorPolicy, Statements: []*api.Statement{
 		{
 			Name:       reflectorPolicy + "-own",
-			Conditions: &api.Conditions{NeighborSet: fromOthers, NextHopInList: others},
+			Conditions: &api.Conditions{NeighborSet: fromOthers, NextHopInList: nextHops},
 			Actions:    &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT},
 		},
 		{
@@ -291,26 +305,61 @@ func (sp *Speaker) acceptOwnPathsOnly(ctx context.Context, reflectors []netip.Ad
 	return nil
 }
 
+// families are the families of the global RIB: IPv4 unicast and both VPN
+// families always, IPv6 unicast when the node has an IPv6 address to be the
+// next hop of its IPv6 blocks.
+func (cfg *Config) families() []uint32 {
+	fs := []uint32{
+		uint32(oc.AfiSafiTypeToIntMap[oc.AFI_SAFI_TYPE_IPV4_UNICAST]),
+		uint32(oc.AfiSafiTypeToIntMap[oc.AFI_SAFI_TYPE_L3VPN_IPV4_UNICAST]),
+		uint32(oc.AfiSafiTypeToIntMap[oc.AFI_SAFI_TYPE_L3VPN_IPV6_UNICAST]),
+	}
+	if cfg.NodeAddressV6.IsValid() {
+		fs = append(fs, uint32(oc.AfiSafiTypeToIntMap[oc.AFI_SAFI_TYPE_IPV6_UNICAST]))
+	}
+	return fs
+}
+
+// v6Withheld says why the node's IPv6 blocks are not exported to its
+// external peers, or "" when they are, or there is nothing to say (no IPv6
+// pool, no external peer).
+func (cfg *Config) v6Withheld() string {
+	if len(cfg.ExternalPeers) == 0 || cfg.NodeAddressV6.IsValid() || !slices.ContainsFunc(cfg.Pools, func(p Pool) bool { return p.CIDR.Addr().Is6() }) {
+		return ""
+	}
+	return "IPv6 blocks are not exported to external peers: the node has no IPv6 address (nodeAddressV6) to be their next hop"
+}
+
 // configured are the neighbours the speaker dials: Peers, or on a route
 // reflector client RouteReflectors (the config never sets both).
 func (cfg *Config) configured() []netip.Addr {
 	return append(append([]netip.Addr(nil), cfg.Peers...), cfg.RouteReflectors...)
 }
 
-// afiSafis are the families of every session: IPv4 unicast (confirmed
-// blocks, for the network to route by) and IPv4 VPN (the block protocol),
-// each with graceful restart and a prefix limit (PrefixLimits).
+// afiSafis are the families of every session of the cluster (mesh, route
+// reflectors, their clients): IPv4 unicast (confirmed IPv4 blocks, for the
+// network to route by), VPN-IPv4 (the block protocol) and VPN-IPv6 (the
+// block protocol's paths about IPv6 blocks), each with graceful restart
+// and a prefix limit (PrefixLimits). A peer that offers only some of them
+// (an older reef: no VPN-IPv6) gets a session in those it offers.
 func (sp *Speaker) afiSafis() []*api.AfiSafi {
 	lim := PrefixLimits(sp.cfg.Pools)
-	family := func(safi api.Family_Safi, limit uint32) *api.AfiSafi {
-		f := &api.Family{Afi: api.Family_AFI_IP, Safi: safi}
-		return &api.AfiSafi{
-			Config:            &api.AfiSafiConfig{Family: f, Enabled: true},
-			MpGracefulRestart: &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}},
-			PrefixLimits:      &api.PrefixLimit{Family: f, MaxPrefixes: limit, ShutdownThresholdPct: prefixWarnPct},
-		}
+	return []*api.AfiSafi{
+		afiSafi(api.Family_AFI_IP, api.Family_SAFI_UNICAST, lim.Unicast),
+		afiSafi(api.Family_AFI_IP, api.Family_SAFI_MPLS_VPN, lim.VPN),
+		afiSafi(api.Family_AFI_IP6, api.Family_SAFI_MPLS_VPN, lim.VPNv6),
 	}
-	return []*api.AfiSafi{family(api.Family_SAFI_UNICAST, lim.Unicast), family(api.Family_SAFI_MPLS_VPN, lim.VPN)}
+}
+
+// afiSafi is one family of a session, with graceful restart and a prefix
+// limit.
+func afiSafi(afi api.Family_Afi, safi api.Family_Safi, limit uint32) *api.AfiSafi {
+	f := &api.Family{Afi: afi, Safi: safi}
+	return &api.AfiSafi{
+		Config:            &api.AfiSafiConfig{Family: f, Enabled: true},
+		MpGracefulRestart: &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}},
+		PrefixLimits:      &api.PrefixLimit{Family: f, MaxPrefixes: limit, ShutdownThresholdPct: prefixWarnPct},
+	}
 }
 
 // Every BGP session has a prefix limit: a speaker that announces more
@@ -324,12 +373,17 @@ func (sp *Speaker) afiSafis() []*api.AfiSafi {
 // reflector's carries every speaker's, so the limit is what the whole
 // cluster may announce, with room to spare:
 //
-//   - IPv4 unicast holds one path per confirmed block: twice the blocks
-//     of all pools, at least 16,384;
-//   - IPv4 VPN holds, per block, its confirmed claim, the few pending or
-//     released claims of a contest and one grant per voter, plus one
+//   - IPv4 unicast holds one path per confirmed IPv4 block: twice the
+//     blocks of the IPv4 pools, at least 16,384;
+//   - VPN-IPv4 holds, per IPv4 block, its confirmed claim, the few pending
+//     or released claims of a contest and one grant per voter, plus one
 //     record per node and one forget per node ever forgotten: 16 paths per
-//     block of all pools, at least 131,072.
+//     block of the IPv4 pools, at least 131,072;
+//   - VPN-IPv6 holds the same per IPv6 block, and nothing else: 16 paths
+//     per block of the IPv6 pools, at least 131,072. The blocks of a pool
+//     are those the protocol uses (blockproto.Pool.NumBlocks: at most 2^32
+//     of an IPv6 pool), so an IPv6 pool of the usual size (a /56 of /122)
+//     saturates the limit, as all of IPv4 in /32s does.
 //
 // GoBGP logs a warning once a session passes prefixWarnPct of its limit.
 const (
@@ -341,27 +395,34 @@ const (
 // limitOf describes the prefix limit of the session with peer.
 func (sp *Speaker) limitOf(peer netip.Addr) string {
 	if p, ok := sp.cfg.external(peer); ok {
+		if sp.cfg.NodeAddressV6.IsValid() {
+			return fmt.Sprintf("%d IPv4 or %d IPv6 unicast routes (bgp.externalPeers maxPrefixes)", p.MaxPrefixes, p.MaxPrefixes)
+		}
 		return fmt.Sprintf("%d IPv4 unicast routes (bgp.externalPeers maxPrefixes)", p.MaxPrefixes)
 	}
 	lim := PrefixLimits(sp.cfg.Pools)
-	return fmt.Sprintf("%d IPv4 unicast or %d IPv4 VPN paths (from the pools)", lim.Unicast, lim.VPN)
+	return fmt.Sprintf("%d IPv4 unicast, %d IPv4 VPN or %d IPv6 VPN paths (from the pools)", lim.Unicast, lim.VPN, lim.VPNv6)
 }
 
-// Limits are the prefix limits of a session, per family.
-type Limits struct{ Unicast, VPN uint32 }
+// Limits are the prefix limits of a session, per family: IPv4 unicast,
+// VPN-IPv4 and VPN-IPv6.
+type Limits struct{ Unicast, VPN, VPNv6 uint32 }
 
 // PrefixLimits returns the prefix limits of every session for pools.
 func PrefixLimits(pools []Pool) Limits {
-	var blocks uint64
+	var blocks4, blocks6 uint64
 	for _, p := range pools {
-		if n := p.BlockSize - p.CIDR.Bits(); n >= 0 && n < 40 {
-			blocks += 1 << n
+		n := uint64(blockproto.Pool(p).NumBlocks())
+		if p.CIDR.Addr().Is6() {
+			blocks6 += n
+		} else {
+			blocks4 += n
 		}
 	}
 	clamp := func(v uint64, floor uint32) uint32 {
 		return uint32(min(max(v, uint64(floor)), 1<<32-1))
 	}
-	return Limits{Unicast: clamp(2*blocks, minUnicastPrefixes), VPN: clamp(16*blocks, minVPNPrefixes)}
+	return Limits{Unicast: clamp(2*blocks4, minUnicastPrefixes), VPN: clamp(16*blocks4, minVPNPrefixes), VPNv6: clamp(16*blocks6, minVPNPrefixes)}
 }
 
 // Stop closes every session (with a NOTIFICATION: peers drop our paths at

@@ -55,17 +55,43 @@ func describe(t *blockproto.Table, confirmed []UnicastBlock, e entry) string {
 		return fmt.Sprintf("seen incarnation %s", t.Seen[e.i].Node)
 	}
 	b := confirmed[e.i]
-	return fmt.Sprintf("confirmed block %s of %s (IPv4 unicast)", b.Block, b.Owner)
+	return fmt.Sprintf("confirmed block %s of %s (%s unicast)", b.Block, b.Owner, familyName(b.Block))
 }
 
-// AnnounceTable makes the node's own IPv4 VPN paths exactly t's entries
-// and its own IPv4 unicast paths exactly the confirmed blocks: new and
+func familyName(p netip.Prefix) string {
+	if p.Addr().Is6() {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
+// vpnFamilies are the block protocol's families in GoBGP's terms.
+var vpnFamilies = []struct {
+	rf  bgppkt.Family
+	afi AFI
+}{{bgppkt.RF_IPv4_VPN, AFIIPv4}, {bgppkt.RF_IPv6_VPN, AFIIPv6}}
+
+// vpnAFI is the block protocol's family of a GoBGP family, if it is one.
+func vpnAFI(rf bgppkt.Family) (AFI, bool) {
+	for _, f := range vpnFamilies {
+		if f.rf == rf {
+			return f.afi, true
+		}
+	}
+	return 0, false
+}
+
+// AnnounceTable makes the node's own VPN paths (VPN-IPv4, and VPN-IPv6 for
+// the claims and grants of IPv6 blocks) exactly t's entries and its own
+// unicast paths exactly the confirmed blocks: the IPv4 ones in IPv4
+// unicast, next hop the owner; the IPv6 ones in IPv6 unicast, next hop
+// Config.NodeAddressV6, and not at all without one (Start said so). New and
 // changed paths are added (a new path replaces the old one of the same
 // NLRI), the rest withdrawn. An entry that fails the import filter every
-// peer applies (DecodeVPN, DecodeUnicast) is not announced, nor two
-// different entries of one NLRI (the first is); the error names each such
-// entry and each path GoBGP refused. Paths GoBGP refused are tried again at
-// the next call.
+// peer applies (DecodeVPN, DecodeUnicast, checkUnicast6) is not announced,
+// nor two different entries of one NLRI (the first is); the error names
+// each such entry and each path GoBGP refused. Paths GoBGP refused are
+// tried again at the next call.
 func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) error {
 	sp.announcing.Lock()
 	defer sp.announcing.Unlock()
@@ -129,7 +155,7 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 			continue
 		}
 		scratch = blockproto.Table{Records: scratch.Records[:0], Claims: scratch.Claims[:0], Grants: scratch.Grants[:0], Forgets: scratch.Forgets[:0], Seen: scratch.Seen[:0]}
-		if err := DecodeVPN(asn, pools, w.rt.RD, w.rt.Prefix, w.rt.Communities, &scratch); err != nil {
+		if err := DecodeVPN(asn, pools, w.rt.AFI(), w.rt.RD, w.rt.Prefix, w.rt.Communities, &scratch); err != nil {
 			fail(w.e, fmt.Errorf("every peer would drop it: %w", err))
 			delete(want, k) // and withdraw what was announced before
 			continue
@@ -164,9 +190,12 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 		delete(sp.ownVPN, delKeys[i])
 	})
 
-	// IPv4 unicast: the confirmed blocks.
+	// Unicast: the confirmed blocks.
 	wantUC := make(map[netip.Prefix]int, len(confirmed))
 	for i, b := range confirmed {
+		if b.Block.Addr().Is6() && !sp.cfg.NodeAddressV6.IsValid() {
+			continue // no next hop for it (Start said so); not an error of the entry
+		}
 		if j, ok := wantUC[b.Block]; ok {
 			if confirmed[j] != b {
 				fail(entry{kindUnicast, i}, fmt.Errorf("same block as the %s, which is announced instead", describe(&t, confirmed, entry{kindUnicast, j})))
@@ -178,24 +207,35 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 	var ucAdds []*apiutil.Path
 	var ucIdx []int
 	var ucLCs [][]LargeCommunity
+	var ucNH []netip.Addr
 	for p, i := range wantUC {
 		b := confirmed[i]
 		lcs := EncodeUnicast(asn, b)
-		if cur, ok := sp.ownUnicast[p]; ok && cur.nh == b.Owner.Addr && slices.Equal(cur.lcs, lcs) {
+		nh := b.Owner.Addr
+		if b.Block.Addr().Is6() {
+			nh = sp.cfg.NodeAddressV6
+		}
+		if cur, ok := sp.ownUnicast[p]; ok && cur.nh == nh && slices.Equal(cur.lcs, lcs) {
 			continue
 		}
-		if _, err := DecodeUnicast(asn, pools, b.Block, b.Owner.Addr, lcs); err != nil {
+		var err error
+		if b.Block.Addr().Is6() {
+			err = checkUnicast6(asn, pools, b.Block, nh, lcs)
+		} else {
+			_, err = DecodeUnicast(asn, pools, b.Block, nh, lcs)
+		}
+		if err != nil {
 			fail(entry{kindUnicast, i}, fmt.Errorf("every peer would drop it: %w", err))
 			delete(wantUC, p)
 			continue
 		}
-		path, err := unicastPath(b.Block, b.Owner.Addr, lcs)
+		path, err := unicastPath(b.Block, nh, lcs)
 		if err != nil {
 			fail(entry{kindUnicast, i}, err)
 			delete(wantUC, p)
 			continue
 		}
-		ucAdds, ucIdx, ucLCs = append(ucAdds, path), append(ucIdx, i), append(ucLCs, lcs)
+		ucAdds, ucIdx, ucLCs, ucNH = append(ucAdds, path), append(ucIdx, i), append(ucLCs, lcs), append(ucNH, nh)
 	}
 	sp.addPaths(ucAdds, func(j int, err error) {
 		b := confirmed[ucIdx[j]]
@@ -203,7 +243,7 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 			fail(entry{kindUnicast, ucIdx[j]}, err)
 			return
 		}
-		sp.ownUnicast[b.Block] = ownPath{path: ucAdds[j], lcs: ucLCs[j], nh: b.Owner.Addr}
+		sp.ownUnicast[b.Block] = ownPath{path: ucAdds[j], lcs: ucLCs[j], nh: ucNH[j]}
 	})
 	dels, delPrefixes := dels[:0], []netip.Prefix(nil)
 	for p, cur := range sp.ownUnicast {
@@ -213,7 +253,7 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 	}
 	sp.deletePaths(dels, func(i int, err error) {
 		if err != nil {
-			errs = append(errs, fmt.Errorf("withdraw confirmed block %s (IPv4 unicast): %w", delPrefixes[i], err))
+			errs = append(errs, fmt.Errorf("withdraw confirmed block %s (%s unicast): %w", delPrefixes[i], familyName(delPrefixes[i]), err))
 			return
 		}
 		delete(sp.ownUnicast, delPrefixes[i])
@@ -271,8 +311,10 @@ func largeCommunities(lcs []LargeCommunity) *bgppkt.PathAttributeLargeCommunitie
 	return bgppkt.NewPathAttributeLargeCommunities(vals)
 }
 
-// vpnPath is rt as a GoBGP path: label 0, next hop nh (GoBGP moves it into
-// MP_REACH_NLRI), no route target.
+// vpnPath is rt as a GoBGP path in rt's family: label 0, next hop nh
+// (GoBGP moves it into MP_REACH_NLRI; in VPN-IPv6 an IPv4 next hop goes as
+// an IPv4-mapped IPv6 address, as RFC 4659 has it for an IPv4 core), no
+// route target.
 func vpnPath(rt VPNRoute, nh *bgppkt.PathAttributeNextHop) (*apiutil.Path, error) {
 	if nh == nil {
 		return nil, errors.New("the router ID is not an IPv4 address")
@@ -285,26 +327,36 @@ func vpnPath(rt VPNRoute, nh *bgppkt.PathAttributeNextHop) (*apiutil.Path, error
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", rt, err)
 	}
+	family := bgppkt.RF_IPv4_VPN
+	if rt.AFI() == AFIIPv6 {
+		family = bgppkt.RF_IPv6_VPN
+	}
 	return &apiutil.Path{
-		Family: bgppkt.RF_IPv4_VPN,
+		Family: family,
 		Nlri:   nlri,
 		Attrs:  []bgppkt.PathAttributeInterface{bgppkt.NewPathAttributeOrigin(0), nh, largeCommunities(rt.Communities)},
 	}, nil
 }
 
-func unicastPath(block netip.Prefix, owner netip.Addr, lcs []LargeCommunity) (*apiutil.Path, error) {
+// unicastPath is a block as a GoBGP path of its family (IPv4 or IPv6
+// unicast) with next hop nh.
+func unicastPath(block netip.Prefix, nh netip.Addr, lcs []LargeCommunity) (*apiutil.Path, error) {
 	nlri, err := bgppkt.NewIPAddrPrefix(block)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", block, err)
 	}
-	nh, err := bgppkt.NewPathAttributeNextHop(owner)
+	nhAttr, err := bgppkt.NewPathAttributeNextHop(nh)
 	if err != nil {
-		return nil, fmt.Errorf("encode next hop %s: %w", owner, err)
+		return nil, fmt.Errorf("encode next hop %s: %w", nh, err)
+	}
+	family := bgppkt.RF_IPv4_UC
+	if block.Addr().Is6() {
+		family = bgppkt.RF_IPv6_UC
 	}
 	return &apiutil.Path{
-		Family: bgppkt.RF_IPv4_UC,
+		Family: family,
 		Nlri:   nlri,
-		Attrs:  []bgppkt.PathAttributeInterface{bgppkt.NewPathAttributeOrigin(0), nh, largeCommunities(lcs)},
+		Attrs:  []bgppkt.PathAttributeInterface{bgppkt.NewPathAttributeOrigin(0), nhAttr, largeCommunities(lcs)},
 	}, nil
 }
 
@@ -323,63 +375,68 @@ type PeerCounts struct{ Unicast, VPN PathCounts }
 
 // Counts are the paths of other speakers one pass of CountPaths saw: in
 // all and by the peer each came from (through a route reflector, the
-// reflector).
+// reflector). VPN counts both VPN families, the block protocol's paths;
+// Unicast is IPv4 unicast, the only unicast family the cluster's sessions
+// carry.
 type Counts struct {
 	Unicast, VPN PathCounts
 	Peers        map[netip.Addr]PeerCounts
 }
 
-// CountPaths walks the IPv4 VPN and IPv4 unicast tables (every path GoBGP
-// keeps: one per peer per NLRI, stale ones over a graceful restart
-// included), runs each path of another speaker through the import filter
-// (DecodeVPN, DecodeUnicast) and counts them by the peer each came from.
+// CountPaths walks the VPN-IPv4, VPN-IPv6 and IPv4 unicast tables (every
+// path GoBGP keeps: one per peer per NLRI, stale ones over a graceful
+// restart included), runs each path of another speaker through the import
+// filter (DecodeVPN, DecodeUnicast) and counts them by the peer each came
+// from.
 // A path that fails is logged once per peer and NLRI. It is what `reef
 // status` and the metrics show, and costs a pass over the tables: the
 // block protocol reads LearnedTable instead. Counts.Peers is the caller's.
 func (sp *Speaker) CountPaths() (Counts, error) { return sp.walk(nil) }
 
-// walk is CountPaths, and with t set it also appends every accepted IPv4
-// VPN path to t: every copy, from every peer (allTable).
+// walk is CountPaths, and with t set it also appends every accepted VPN
+// path to t: every copy, from every peer (allTable).
 func (sp *Speaker) walk(t *blockproto.Table) (Counts, error) {
 	peers := map[netip.Addr]PeerCounts{}
 	asn, pools := sp.cfg.ASN, sp.cfg.Pools
 	var lcs []LargeCommunity     // reused from path to path
 	var scratch blockproto.Table // what a pass that only counts decodes into
 
-	err := sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgppkt.RF_IPv4_VPN},
-		func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
-			vpn, _ := nlri.(*bgppkt.LabeledVPNIPAddrPrefix)
-			for _, p := range paths {
-				if sp.own(p) {
-					continue
-				}
-				c := peers[p.PeerAddress]
-				c.VPN.Received++
-				var err error
-				if vpn == nil {
-					err = fmt.Errorf("%s: not a labelled VPN-IPv4 NLRI: %w", nlri, ErrNotReef)
-				} else {
-					lcs, _ = pathAttrs(lcs[:0], p.Attrs)
-					into := t
-					if into == nil {
-						scratch = blockproto.Table{Records: scratch.Records[:0], Claims: scratch.Claims[:0], Grants: scratch.Grants[:0], Forgets: scratch.Forgets[:0], Seen: scratch.Seen[:0]}
-						into = &scratch
+	for _, f := range vpnFamilies {
+		err := sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: f.rf},
+			func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
+				vpn, _ := nlri.(*bgppkt.LabeledVPNIPAddrPrefix)
+				for _, p := range paths {
+					if sp.own(p) {
+						continue
 					}
-					err = DecodeVPN(asn, pools, rdOf(vpn.RD), vpn.Prefix, lcs, into)
+					c := peers[p.PeerAddress]
+					c.VPN.Received++
+					var err error
+					if vpn == nil {
+						err = fmt.Errorf("%s: not a labelled %s NLRI: %w", nlri, f.afi, ErrNotReef)
+					} else {
+						lcs, _ = pathAttrs(lcs[:0], p.Attrs)
+						into := t
+						if into == nil {
+							scratch = blockproto.Table{Records: scratch.Records[:0], Claims: scratch.Claims[:0], Grants: scratch.Grants[:0], Forgets: scratch.Forgets[:0], Seen: scratch.Seen[:0]}
+							into = &scratch
+						}
+						err = DecodeVPN(asn, pools, f.afi, rdOf(vpn.RD), vpn.Prefix, lcs, into)
+					}
+					if err != nil {
+						c.VPN.Dropped++
+						sp.drop(p.PeerAddress, nlri.String(), err)
+					} else {
+						c.VPN.Accepted++
+					}
+					peers[p.PeerAddress] = c
 				}
-				if err != nil {
-					c.VPN.Dropped++
-					sp.drop(p.PeerAddress, nlri.String(), err)
-				} else {
-					c.VPN.Accepted++
-				}
-				peers[p.PeerAddress] = c
-			}
-		})
-	if err != nil {
-		return Counts{}, fmt.Errorf("list BGP paths (IPv4 VPN): %w", err)
+			})
+		if err != nil {
+			return Counts{}, fmt.Errorf("list BGP paths (%s): %w", f.afi, err)
+		}
 	}
-	err = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgppkt.RF_IPv4_UC},
+	err := sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgppkt.RF_IPv4_UC},
 		func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
 			uc, _ := nlri.(*bgppkt.IPAddrPrefix)
 			for _, p := range paths {

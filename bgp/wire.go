@@ -1,15 +1,19 @@
 // Package bgp is reef's embedded BGP speaker (GoBGP as a library) and the
 // encoding of the block protocol (package blockproto) on the wire.
 //
-// Every protocol announcement (record, claim, grant, forget) is one IPv4
-// VPN path (AFI 1, SAFI 128): a type 1 route distinguisher <address>:<kind>,
-// MPLS label 0 and an IPv4 prefix, with the announcing speaker's router ID
-// as next hop, no route target (so no PE router imports it into a VRF) and
-// BGP large communities that carry the rest. The confirmed blocks are also
-// announced as plain IPv4 unicast prefixes whose next hop is the owner, for
-// the routers of the network to route pod traffic by. Everything learned is
-// validated before it is believed: a peer can announce nothing but reef
-// announcements about the configured pools.
+// Every protocol announcement (record, claim, grant, forget, seen) is one
+// VPN path (SAFI 128): a type 1 route distinguisher <address>:<kind>, MPLS
+// label 0 and a prefix, with the announcing speaker's router ID as next hop,
+// no route target (so no PE router imports it into a VRF) and BGP large
+// communities that carry the rest. The family is the prefix's: a claim or
+// grant of an IPv6 block is a VPN-IPv6 path (AFI 2), everything else
+// VPN-IPv4 (AFI 1); nodes are IPv4 addresses in both (see AFI). The
+// confirmed blocks are also announced as plain unicast prefixes, for the
+// routers of the network to route pod traffic by: IPv4 blocks in IPv4
+// unicast, next hop the owner; IPv6 blocks in IPv6 unicast to external
+// peers, next hop the node's IPv6 address. Everything learned is validated
+// before it is believed: a peer can announce nothing but reef announcements
+// about the configured pools.
 package bgp
 
 import (
@@ -95,6 +99,39 @@ func (k Kind) String() string {
 	return fmt.Sprintf("kind(%d)", uint16(k))
 }
 
+// AFI is the address family of a block protocol path, all of SAFI 128
+// (labelled VPN). A path goes in the family of its prefix: the claims and
+// grants of an IPv6 block in VPN-IPv6, everything else (records, forgets
+// and seen incarnations, whose prefixes are IPv4 /32s, and the claims and
+// grants of IPv4 blocks) in VPN-IPv4. Only the block's encoding differs:
+// the route distinguisher, the communities and the nodes they name (IPv4
+// addresses) are the same in both.
+type AFI uint16
+
+// The families of the block protocol, by their IANA AFI numbers.
+const (
+	AFIIPv4 AFI = 1 // VPN-IPv4 (L3VPN_IPV4_UNICAST)
+	AFIIPv6 AFI = 2 // VPN-IPv6 (L3VPN_IPV6_UNICAST)
+)
+
+func (a AFI) String() string {
+	switch a {
+	case AFIIPv4:
+		return "VPN-IPv4"
+	case AFIIPv6:
+		return "VPN-IPv6"
+	}
+	return fmt.Sprintf("AFI %d", uint16(a))
+}
+
+// familyOf is the family a path about prefix goes in.
+func familyOf(prefix netip.Prefix) AFI {
+	if prefix.Addr().Is6() {
+		return AFIIPv6
+	}
+	return AFIIPv4
+}
+
 // RD is a route distinguisher as reef reads it. Reef's are all type 1: an
 // IPv4 address and a 2-byte assigned number (the Kind).
 type RD struct {
@@ -120,6 +157,9 @@ type VPNRoute struct {
 }
 
 func (r VPNRoute) String() string { return r.RD.String() + ":" + r.Prefix.String() }
+
+// AFI is the family the route goes in: that of its prefix.
+func (r VPNRoute) AFI() AFI { return familyOf(r.Prefix) }
 
 func newRoute(asn uint32, addr netip.Addr, k Kind, prefix netip.Prefix, inc uint32, n int) VPNRoute {
 	lcs := make([]LargeCommunity, 0, n)
@@ -155,7 +195,8 @@ func EncodeRecord(asn uint32, r blockproto.Record) (VPNRoute, error) {
 	return rt, nil
 }
 
-// EncodeClaim returns the path of a claim: RD <owner>:2, prefix the block.
+// EncodeClaim returns the path of a claim: RD <owner>:2, prefix the block
+// (of either family).
 func EncodeClaim(asn uint32, c blockproto.Claim) (VPNRoute, error) {
 	if err := need4("owner", c.Owner.Addr); err != nil {
 		return VPNRoute{}, err
@@ -165,7 +206,8 @@ func EncodeClaim(asn uint32, c blockproto.Claim) (VPNRoute, error) {
 	return rt, nil
 }
 
-// EncodeGrant returns the path of a grant: RD <voter>:3, prefix the block.
+// EncodeGrant returns the path of a grant: RD <voter>:3, prefix the block
+// (of either family).
 func EncodeGrant(asn uint32, g blockproto.Grant) (VPNRoute, error) {
 	if err := need4("voter", g.Voter.Addr); err != nil {
 		return VPNRoute{}, err
@@ -276,21 +318,26 @@ var (
 )
 
 // DecodeVPN validates one learned VPN path and appends what it announces
-// to t. It accepts only what a reef node may announce: a type 1 RD whose
-// number is a Kind, the reef community of this AS, a kind community equal
-// to the RD number and every community of the kind, once; claims and
-// grants of a block of a configured pool; records of the RD's /32; forgets
-// of a /32; node addresses (RD, grantee, voters) that are unicast IPv4
+// to t. It accepts only what a reef node may announce: a prefix of the
+// path's family (afi, not IPv4-mapped), a type 1 RD whose number is a
+// Kind, the reef community of this AS, a kind community equal to the RD
+// number and every community of the kind, once; claims and grants of a
+// block of a configured pool (in VPN-IPv6 only those of an IPv6 pool);
+// records of the RD's /32, forgets and seen incarnations of a /32, all in
+// VPN-IPv4; node addresses (RD, grantee, voters) that are unicast IPv4
 // outside every pool. The error, wrapping ErrNotReef, says why a path was
 // dropped. rd and prefix are the path's NLRI, lcs its large communities.
-func DecodeVPN(asn uint32, pools []Pool, rd RD, prefix netip.Prefix, lcs []LargeCommunity, t *blockproto.Table) error {
-	if err := decodeVPN(asn, pools, rd, prefix, lcs, t); err != nil {
+func DecodeVPN(asn uint32, pools []Pool, afi AFI, rd RD, prefix netip.Prefix, lcs []LargeCommunity, t *blockproto.Table) error {
+	if err := decodeVPN(asn, pools, afi, rd, prefix, lcs, t); err != nil {
 		return fmt.Errorf("%s:%s: %w", rd, prefix, err) // named only on failure: no allocation otherwise
 	}
 	return nil
 }
 
-func decodeVPN(asn uint32, pools []Pool, rd RD, prefix netip.Prefix, lcs []LargeCommunity, t *blockproto.Table) error {
+func decodeVPN(asn uint32, pools []Pool, afi AFI, rd RD, prefix netip.Prefix, lcs []LargeCommunity, t *blockproto.Table) error {
+	if err := checkFamily(afi, prefix); err != nil {
+		return err
+	}
 	if rd.Type != 1 {
 		return fmt.Errorf("route distinguisher of type %d, not 1 (address:number): %w", rd.Type, ErrNotReef)
 	}
@@ -310,8 +357,8 @@ func decodeVPN(asn uint32, pools []Pool, rd RD, prefix netip.Prefix, lcs []Large
 	default:
 		return fmt.Errorf("route distinguisher number %d is not a reef kind (1..5): %w", rd.Number, ErrNotReef)
 	}
-	if !prefix.Addr().Is4() {
-		return fmt.Errorf("prefix not IPv4: %w", ErrNotReef)
+	if afi != AFIIPv4 && k != KindClaim && k != KindGrant {
+		return fmt.Errorf("a %s travels in %s, not %s: %w", k, AFIIPv4, afi, ErrNotReef)
 	}
 	var s lcSet
 	if err := s.gather(asn, lcs, allowed); err != nil {
@@ -420,15 +467,18 @@ func decodeVPN(asn uint32, pools []Pool, rd RD, prefix netip.Prefix, lcs []Large
 	return nil
 }
 
-// UnicastBlock is a confirmed block as IPv4 unicast carries it: the block,
-// routed to its owner.
+// UnicastBlock is a confirmed block as unicast carries it: the block,
+// routed to its owner. An IPv4 block's next hop is the owner's address; an
+// IPv6 block's, the owner's IPv6 address (Config.NodeAddressV6: only a
+// node's own blocks go out in IPv6 unicast).
 type UnicastBlock struct {
 	Block netip.Prefix
 	Owner blockproto.Node
 }
 
-// EncodeUnicast returns the large communities of a confirmed block's IPv4
-// unicast path, whose next hop is the owner's address.
+// EncodeUnicast returns the large communities of a confirmed block's
+// unicast path, of either family: the reef community and the owner's
+// incarnation.
 func EncodeUnicast(asn uint32, b UnicastBlock) []LargeCommunity {
 	return []LargeCommunity{{asn, lcMarker, 0}, {asn, lcInc, b.Owner.Inc}}
 }
@@ -438,7 +488,9 @@ func EncodeUnicast(asn uint32, b UnicastBlock) []LargeCommunity {
 // exactly that pool's block length, the reef community of this AS, the
 // owner's incarnation and nothing else of reef's, and a next hop (the
 // owner) that is a unicast IPv4 address outside every pool. The error,
-// wrapping ErrNotReef, says why a path was dropped.
+// wrapping ErrNotReef, says why a path was dropped. (IPv6 blocks go in
+// IPv6 unicast to external peers only, which reef never learns from: see
+// checkUnicast6.)
 func DecodeUnicast(asn uint32, pools []Pool, prefix netip.Prefix, nextHop netip.Addr, lcs []LargeCommunity) (UnicastBlock, error) {
 	b, err := decodeUnicast(asn, pools, prefix, nextHop, lcs)
 	if err != nil {
@@ -448,27 +500,79 @@ func DecodeUnicast(asn uint32, pools []Pool, prefix netip.Prefix, nextHop netip.
 }
 
 func decodeUnicast(asn uint32, pools []Pool, prefix netip.Prefix, nextHop netip.Addr, lcs []LargeCommunity) (UnicastBlock, error) {
+	if !prefix.Addr().Is4() {
+		return UnicastBlock{}, fmt.Errorf("not IPv4: IPv4 unicast carries IPv4 blocks only: %w", ErrNotReef)
+	}
 	if err := checkBlock(pools, prefix); err != nil {
 		return UnicastBlock{}, err
 	}
-	var s lcSet
-	if err := s.gather(asn, lcs, allowedUC); err != nil {
-		return UnicastBlock{}, err
-	}
-	if err := s.require(asn, lcInc); err != nil {
+	owner, err := unicastOwner(asn, lcs)
+	if err != nil {
 		return UnicastBlock{}, err
 	}
 	if err := checkNode(pools, nextHop, "next hop (owner)"); err != nil {
 		return UnicastBlock{}, err
 	}
-	return UnicastBlock{Block: prefix, Owner: blockproto.Node{Addr: nextHop, Inc: s.get(lcInc)}}, nil
+	owner.Addr = nextHop
+	return UnicastBlock{Block: prefix, Owner: owner}, nil
 }
 
-// checkBlock accepts an IPv4 prefix inside a configured pool with exactly
-// that pool's block length, without host bits.
+// unicastOwner reads the communities of a unicast path: the reef community
+// of this AS and the owner's incarnation, nothing else of reef's.
+func unicastOwner(asn uint32, lcs []LargeCommunity) (blockproto.Node, error) {
+	var s lcSet
+	if err := s.gather(asn, lcs, allowedUC); err != nil {
+		return blockproto.Node{}, err
+	}
+	if err := s.require(asn, lcInc); err != nil {
+		return blockproto.Node{}, err
+	}
+	return blockproto.Node{Inc: s.get(lcInc)}, nil
+}
+
+// checkUnicast6 is what a node checks of its own IPv6 unicast path before
+// it announces it to its external peers, as DecodeUnicast is for IPv4: an
+// IPv6 block of a configured pool, reef's communities, and a next hop (the
+// node's IPv6 address) that is a global unicast IPv6 address outside every
+// pool. No peer decodes these paths: the mesh does not carry IPv6 unicast,
+// and nothing is imported from external peers.
+func checkUnicast6(asn uint32, pools []Pool, prefix netip.Prefix, nextHop netip.Addr, lcs []LargeCommunity) error {
+	if !prefix.Addr().Is6() {
+		return fmt.Errorf("%s: not IPv6: IPv6 unicast carries IPv6 blocks only: %w", prefix, ErrNotReef)
+	}
+	if err := checkBlock(pools, prefix); err != nil {
+		return fmt.Errorf("%s: %w", prefix, err)
+	}
+	if _, err := unicastOwner(asn, lcs); err != nil {
+		return fmt.Errorf("%s: %w", prefix, err)
+	}
+	if err := checkAddr6(pools, nextHop, "next hop (node's IPv6 address)"); err != nil {
+		return fmt.Errorf("%s: %w: %w", prefix, err, ErrNotReef)
+	}
+	return nil
+}
+
+// checkFamily accepts a prefix of the path's family: IPv4 in VPN-IPv4,
+// IPv6 (not IPv4-mapped: an IPv4 block has one encoding) in VPN-IPv6.
+func checkFamily(afi AFI, prefix netip.Prefix) error {
+	a := prefix.Addr()
+	switch {
+	case afi == AFIIPv4 && a.Is4(), afi == AFIIPv6 && a.Is6() && !a.Is4In6():
+		return nil
+	case afi != AFIIPv4 && afi != AFIIPv6:
+		return fmt.Errorf("%s is not a family of reef's: %w", afi, ErrNotReef)
+	case a.Is4In6():
+		return fmt.Errorf("IPv4-mapped prefix in %s: %w", afi, ErrNotReef)
+	}
+	return fmt.Errorf("prefix of the other family in %s: %w", afi, ErrNotReef)
+}
+
+// checkBlock accepts a prefix inside a configured pool of its family with
+// exactly that pool's block length, without host bits. An IPv4-mapped IPv6
+// prefix is no block: an IPv4 block has one encoding.
 func checkBlock(pools []Pool, prefix netip.Prefix) error {
-	if !prefix.Addr().Is4() {
-		return fmt.Errorf("not IPv4: %w", ErrNotReef)
+	if prefix.Addr().Is4In6() {
+		return fmt.Errorf("IPv4-mapped: %w", ErrNotReef)
 	}
 	inPool := false
 	for _, p := range pools {
@@ -497,6 +601,20 @@ func checkNode(pools []Pool, a netip.Addr, role string) error {
 	for _, p := range pools {
 		if p.CIDR.Contains(a) {
 			return fmt.Errorf("%s %s is a pod address (pool %s): %w", role, a, p.CIDR, ErrNotReef)
+		}
+	}
+	return nil
+}
+
+// checkAddr6 accepts a node's IPv6 address: global unicast IPv6, not
+// IPv4-mapped, outside every pool.
+func checkAddr6(pools []Pool, a netip.Addr, role string) error {
+	if !a.Is6() || a.Is4In6() || !a.IsGlobalUnicast() {
+		return fmt.Errorf("%s %s is not a global unicast IPv6 address", role, a)
+	}
+	for _, p := range pools {
+		if p.CIDR.Contains(a) {
+			return fmt.Errorf("%s %s is a pod address (pool %s)", role, a, p.CIDR)
 		}
 	}
 	return nil

@@ -13,11 +13,14 @@ import (
 )
 
 var (
-	testPools = []Pool{{netip.MustParsePrefix("10.244.0.0/16"), 26}, {netip.MustParsePrefix("10.250.0.0/24"), 28}}
-	nodeA     = netip.MustParseAddr("192.168.77.11")
-	nodeB     = netip.MustParseAddr("192.168.77.12")
-	nodeC     = netip.MustParseAddr("192.168.77.13")
-	block     = netip.MustParsePrefix("10.244.3.64/26")
+	// Two pools of each family, with different block sizes.
+	testPools = []Pool{{netip.MustParsePrefix("10.244.0.0/16"), 26}, {netip.MustParsePrefix("10.250.0.0/24"), 28},
+		{netip.MustParsePrefix("fd00:10:244::/56"), 122}, {netip.MustParsePrefix("fd00:10:250::/120"), 124}}
+	nodeA  = netip.MustParseAddr("192.168.77.11")
+	nodeB  = netip.MustParseAddr("192.168.77.12")
+	nodeC  = netip.MustParseAddr("192.168.77.13")
+	block  = netip.MustParsePrefix("10.244.3.64/26")
+	block6 = netip.MustParsePrefix("fd00:10:244::40/122")
 )
 
 const testASN = 64512
@@ -41,6 +44,18 @@ func testGrant() blockproto.Grant {
 	return blockproto.Grant{Block: block, Voter: blockproto.Node{Addr: nodeB, Inc: 8}, To: blockproto.Node{Addr: nodeA, Inc: 7}, VoterHash: 0x01020304}
 }
 
+func testClaim6() blockproto.Claim {
+	c := testClaim()
+	c.Block = block6
+	return c
+}
+
+func testGrant6() blockproto.Grant {
+	g := testGrant()
+	g.Block = block6
+	return g
+}
+
 func testForget() blockproto.Forget {
 	return blockproto.Forget{Node: blockproto.Node{Addr: nodeC, Inc: 0xc0a84d0d}}
 }
@@ -52,9 +67,12 @@ func must(rt VPNRoute, err error) VPNRoute {
 	return rt
 }
 
-func decodeOne(rt VPNRoute) (blockproto.Table, error) {
+// decodeOne decodes rt as it comes in the family it goes in.
+func decodeOne(rt VPNRoute) (blockproto.Table, error) { return decodeIn(rt.AFI(), rt) }
+
+func decodeIn(afi AFI, rt VPNRoute) (blockproto.Table, error) {
 	var t blockproto.Table
-	err := DecodeVPN(testASN, testPools, rt.RD, rt.Prefix, rt.Communities, &t)
+	err := DecodeVPN(testASN, testPools, afi, rt.RD, rt.Prefix, rt.Communities, &t)
 	return t, err
 }
 
@@ -66,32 +84,35 @@ func TestVPNRoundTrip(t *testing.T) {
 	noVoters.Voters = nil
 	withPreds := rec
 	withPreds.Predecessors = []uint32{3, 0xfeedface}
-	cases := []struct {
+	// Grants of the second pool of each family.
+	grant28, grant124 := testGrant(), testGrant()
+	grant28.Block, grant124.Block = netip.MustParsePrefix("10.250.0.240/28"), netip.MustParsePrefix("fd00:10:250::f0/124")
+	type roundTrip struct {
 		name   string
 		route  VPNRoute
+		afi    AFI
 		rd     string
 		prefix string
 		want   blockproto.Table
-	}{
-		{"record", must(EncodeRecord(testASN, rec)), "192.168.77.11:1", "192.168.77.11/32", blockproto.Table{Records: []blockproto.Record{rec}}},
-		{"record, voters unsorted", must(EncodeRecord(testASN, unsorted)), "192.168.77.11:1", "192.168.77.11/32", blockproto.Table{Records: []blockproto.Record{rec}}},
-		{"record, no voters", must(EncodeRecord(testASN, noVoters)), "192.168.77.11:1", "192.168.77.11/32", blockproto.Table{Records: []blockproto.Record{noVoters}}},
-		{"claim", must(EncodeClaim(testASN, testClaim())), "192.168.77.11:2", "10.244.3.64/26", blockproto.Table{Claims: []blockproto.Claim{testClaim()}}},
-		{"grant", must(EncodeGrant(testASN, testGrant())), "192.168.77.12:3", "10.244.3.64/26", blockproto.Table{Grants: []blockproto.Grant{testGrant()}}},
-		{"forget", must(EncodeForget(testASN, testForget())), "192.168.77.13:4", "192.168.77.13/32", blockproto.Table{Forgets: []blockproto.Forget{testForget()}}},
-		{"record with earlier incarnations", must(EncodeRecord(testASN, withPreds)), "192.168.77.11:1", "192.168.77.11/32", blockproto.Table{Records: []blockproto.Record{withPreds}}},
-		{"seen", must(EncodeSeen(testASN, blockproto.Seen(testForget()))), "192.168.77.13:5", "192.168.77.13/32", blockproto.Table{Seen: []blockproto.Seen{blockproto.Seen(testForget())}}},
 	}
-	for _, st := range []blockproto.ClaimState{blockproto.Confirmed, blockproto.Released} {
-		c := testClaim()
-		c.State = st
-		cases = append(cases, struct {
-			name   string
-			route  VPNRoute
-			rd     string
-			prefix string
-			want   blockproto.Table
-		}{"claim " + st.String(), must(EncodeClaim(testASN, c)), "192.168.77.11:2", "10.244.3.64/26", blockproto.Table{Claims: []blockproto.Claim{c}}})
+	cases := []roundTrip{
+		{"record", must(EncodeRecord(testASN, rec)), AFIIPv4, "192.168.77.11:1", "192.168.77.11/32", blockproto.Table{Records: []blockproto.Record{rec}}},
+		{"record, voters unsorted", must(EncodeRecord(testASN, unsorted)), AFIIPv4, "192.168.77.11:1", "192.168.77.11/32", blockproto.Table{Records: []blockproto.Record{rec}}},
+		{"record, no voters", must(EncodeRecord(testASN, noVoters)), AFIIPv4, "192.168.77.11:1", "192.168.77.11/32", blockproto.Table{Records: []blockproto.Record{noVoters}}},
+		{"grant", must(EncodeGrant(testASN, testGrant())), AFIIPv4, "192.168.77.12:3", "10.244.3.64/26", blockproto.Table{Grants: []blockproto.Grant{testGrant()}}},
+		{"grant, IPv6", must(EncodeGrant(testASN, testGrant6())), AFIIPv6, "192.168.77.12:3", "fd00:10:244::40/122", blockproto.Table{Grants: []blockproto.Grant{testGrant6()}}},
+		{"grant of a /28 block", must(EncodeGrant(testASN, grant28)), AFIIPv4, "192.168.77.12:3", "10.250.0.240/28", blockproto.Table{Grants: []blockproto.Grant{grant28}}},
+		{"grant of a /124 block", must(EncodeGrant(testASN, grant124)), AFIIPv6, "192.168.77.12:3", "fd00:10:250::f0/124", blockproto.Table{Grants: []blockproto.Grant{grant124}}},
+		{"forget", must(EncodeForget(testASN, testForget())), AFIIPv4, "192.168.77.13:4", "192.168.77.13/32", blockproto.Table{Forgets: []blockproto.Forget{testForget()}}},
+		{"record with earlier incarnations", must(EncodeRecord(testASN, withPreds)), AFIIPv4, "192.168.77.11:1", "192.168.77.11/32", blockproto.Table{Records: []blockproto.Record{withPreds}}},
+		{"seen", must(EncodeSeen(testASN, blockproto.Seen(testForget()))), AFIIPv4, "192.168.77.13:5", "192.168.77.13/32", blockproto.Table{Seen: []blockproto.Seen{blockproto.Seen(testForget())}}},
+	}
+	for _, st := range []blockproto.ClaimState{blockproto.Pending, blockproto.Confirmed, blockproto.Released} {
+		c, c6 := testClaim(), testClaim6()
+		c.State, c6.State = st, st
+		cases = append(cases,
+			roundTrip{"claim " + st.String(), must(EncodeClaim(testASN, c)), AFIIPv4, "192.168.77.11:2", "10.244.3.64/26", blockproto.Table{Claims: []blockproto.Claim{c}}},
+			roundTrip{"claim " + st.String() + ", IPv6", must(EncodeClaim(testASN, c6)), AFIIPv6, "192.168.77.11:2", "fd00:10:244::40/122", blockproto.Table{Claims: []blockproto.Claim{c6}}})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,6 +121,9 @@ func TestVPNRoundTrip(t *testing.T) {
 			}
 			if got := tc.route.Prefix.String(); got != tc.prefix {
 				t.Errorf("prefix %s, want %s", got, tc.prefix)
+			}
+			if got := tc.route.AFI(); got != tc.afi {
+				t.Errorf("family %s, want %s", got, tc.afi)
 			}
 			got, err := decodeOne(tc.route)
 			if err != nil {
@@ -125,6 +149,9 @@ func TestVPNCommunities(t *testing.T) {
 			lc(114, addrUint(nodeA)), lc(114, addrUint(nodeB)), lc(114, addrUint(nodeC))}},
 		{"claim", must(EncodeClaim(testASN, testClaim())), []LargeCommunity{lc(100, 0), lc(110, 2), lc(111, 7), lc(112, 0x01020304), lc(115, 1)}},
 		{"grant", must(EncodeGrant(testASN, testGrant())), []LargeCommunity{lc(100, 0), lc(110, 3), lc(111, 8), lc(112, 0x01020304), lc(116, addrUint(nodeA)), lc(117, 7)}},
+		// An IPv6 block changes the prefix and the family, nothing else.
+		{"claim, IPv6", must(EncodeClaim(testASN, testClaim6())), []LargeCommunity{lc(100, 0), lc(110, 2), lc(111, 7), lc(112, 0x01020304), lc(115, 1)}},
+		{"grant, IPv6", must(EncodeGrant(testASN, testGrant6())), []LargeCommunity{lc(100, 0), lc(110, 3), lc(111, 8), lc(112, 0x01020304), lc(116, addrUint(nodeA)), lc(117, 7)}},
 		{"forget", must(EncodeForget(testASN, testForget())), []LargeCommunity{lc(100, 0), lc(110, 4), lc(111, 0xc0a84d0d)}},
 		{"seen", must(EncodeSeen(testASN, blockproto.Seen(testForget()))), []LargeCommunity{lc(100, 0), lc(110, 5), lc(111, 0xc0a84d0d)}},
 		{"record with earlier incarnations", must(EncodeRecord(testASN, blockproto.Record{Node: blockproto.Node{Addr: nodeA, Inc: 9}, Born: 1, VoterHash: 2, Predecessors: []uint32{3, 4}})),
@@ -135,8 +162,10 @@ func TestVPNCommunities(t *testing.T) {
 			t.Errorf("%s: communities %v, want %v", tc.name, tc.rt.Communities, tc.want)
 		}
 	}
-	if got, want := EncodeUnicast(testASN, UnicastBlock{Block: block, Owner: blockproto.Node{Addr: nodeA, Inc: 7}}), []LargeCommunity{lc(100, 0), lc(111, 7)}; !slices.Equal(got, want) {
-		t.Errorf("unicast: communities %v, want %v", got, want)
+	for _, b := range []netip.Prefix{block, block6} {
+		if got, want := EncodeUnicast(testASN, UnicastBlock{Block: b, Owner: blockproto.Node{Addr: nodeA, Inc: 7}}), []LargeCommunity{lc(100, 0), lc(111, 7)}; !slices.Equal(got, want) {
+			t.Errorf("unicast %s: communities %v, want %v", b, got, want)
+		}
 	}
 }
 
@@ -180,6 +209,8 @@ func TestDecodeVPNDrops(t *testing.T) {
 	grant := must(EncodeGrant(testASN, testGrant()))
 	forget := must(EncodeForget(testASN, testForget()))
 	seen := must(EncodeSeen(testASN, blockproto.Seen(testForget())))
+	claim6 := must(EncodeClaim(testASN, testClaim6()))
+	grant6 := must(EncodeGrant(testASN, testGrant6()))
 	route := func(base VPNRoute, f func(*VPNRoute)) VPNRoute {
 		base.Communities = slices.Clone(base.Communities)
 		f(&base)
@@ -260,7 +291,7 @@ func TestDecodeVPNDrops(t *testing.T) {
 		{"claim of the whole pool", prefix(claim, "10.244.0.0/16"), "not a /26 block"},
 		{"claim of the wrong block size", prefix(claim, "10.250.0.0/26"), "not a /28 block"},
 		{"claim with host bits", prefix(claim, "10.244.3.65/26"), "host bits set"},
-		{"claim of IPv6", prefix(claim, "2001:db8::/64"), "prefix not IPv4"},
+		{"claim of IPv6 outside the pools", prefix(claim, "2001:db8::/64"), "outside every pool"},
 
 		// Grants.
 		{"grant without incarnation", lcs(grant, without(grant.Communities, lcInc)), "64512:111:* missing"},
@@ -280,16 +311,57 @@ func TestDecodeVPNDrops(t *testing.T) {
 		{"forget not a /32", prefix(forget, "192.168.77.0/24"), "a forget's prefix must be a /32"},
 		{"forget of another incarnation", prefix(forget, "192.168.77.14/32"), "forgets incarnation c0a84d0e by its prefix but c0a84d0d by its community"},
 	}
+	// The families: each path comes in the family named.
+	familyCases := []struct {
+		name  string
+		afi   AFI
+		route VPNRoute
+		want  string
+	}{
+		// IPv6 blocks: VPN-IPv6, an IPv6 pool, that pool's block size.
+		{"IPv6 claim of the default route", AFIIPv6, prefix(claim6, "::/0"), "::/0: outside every pool"},
+		{"IPv6 claim outside the pools", AFIIPv6, prefix(claim6, "fd00:10:245::/122"), "outside every pool"},
+		{"IPv6 claim of a /128 inside a block", AFIIPv6, prefix(claim6, "fd00:10:244::41/128"), "inside pool fd00:10:244::/56 but not a /122 block"},
+		{"IPv6 claim of a /120", AFIIPv6, prefix(claim6, "fd00:10:244::/120"), "not a /122 block"},
+		{"IPv6 claim of the whole pool", AFIIPv6, prefix(claim6, "fd00:10:244::/56"), "not a /122 block"},
+		{"IPv6 claim of the other pool's block size", AFIIPv6, prefix(claim6, "fd00:10:250::/122"), "inside pool fd00:10:250::/120 but not a /124 block"},
+		{"IPv6 claim with an IPv4 pool's block size", AFIIPv6, prefix(claim6, "fd00:10:244::/26"), "outside every pool"},
+		{"IPv6 claim with host bits", AFIIPv6, prefix(claim6, "fd00:10:244::41/122"), "host bits set"},
+		{"IPv6 grant outside the pools", AFIIPv6, prefix(grant6, "2001:db8::40/122"), "outside every pool"},
+		{"IPv6 grant of the wrong block size", AFIIPv6, prefix(grant6, "fd00:10:244::/64"), "not a /122 block"},
+		{"IPv6 grant to a pod address", AFIIPv6, lcs(grant6, set(grant6.Communities, lcGrantee, pod)), "grantee 10.244.9.9 is a pod address"},
+		{"IPv6 claim by an IPv6 RD address", AFIIPv6, rdAddr(claim6, "fd00::1"), "node fd00::1 is not a unicast IPv4 address"},
+		{"IPv4-mapped claim", AFIIPv6, prefix(claim6, "::ffff:10.244.3.64/122"), "IPv4-mapped prefix in VPN-IPv6"},
+		{"IPv4-mapped grant", AFIIPv6, prefix(grant6, "::ffff:10.244.3.64/122"), "IPv4-mapped prefix in VPN-IPv6"},
+		{"IPv4-mapped claim in VPN-IPv4", AFIIPv4, prefix(claim6, "::ffff:10.244.3.64/122"), "IPv4-mapped prefix in VPN-IPv4"},
+
+		// Each family carries its own.
+		{"IPv4 claim in VPN-IPv6", AFIIPv6, claim, "prefix of the other family in VPN-IPv6"},
+		{"IPv4 grant in VPN-IPv6", AFIIPv6, grant, "prefix of the other family in VPN-IPv6"},
+		{"IPv6 claim in VPN-IPv4", AFIIPv4, claim6, "prefix of the other family in VPN-IPv4"},
+		{"IPv6 grant in VPN-IPv4", AFIIPv4, grant6, "prefix of the other family in VPN-IPv4"},
+		{"record in VPN-IPv6", AFIIPv6, rec, "prefix of the other family in VPN-IPv6"},
+		{"record of an IPv6 /128 in VPN-IPv6", AFIIPv6, prefix(rec, "fd00::1/128"), "a record travels in VPN-IPv4, not VPN-IPv6"},
+		{"forget of an IPv6 /128 in VPN-IPv6", AFIIPv6, prefix(forget, "::c0a8:4d0d/128"), "a forget travels in VPN-IPv4, not VPN-IPv6"},
+		{"seen of an IPv6 /128 in VPN-IPv6", AFIIPv6, prefix(seen, "::c0a8:4d0d/128"), "a seen travels in VPN-IPv4, not VPN-IPv6"},
+		{"claim in AFI 3", 3, claim, "AFI 3 is not a family of reef's"},
+		{"claim in AFI 0", 0, claim, "AFI 0 is not a family of reef's"},
+	}
+	check := func(t *testing.T, afi AFI, route VPNRoute, want string) {
+		t.Helper()
+		got, err := decodeIn(afi, route)
+		if err == nil || !errors.Is(err, ErrNotReef) || !strings.Contains(err.Error(), want) {
+			t.Errorf("DecodeVPN = %v, want ErrNotReef mentioning %q", err, want)
+		}
+		if got.Len() != 0 {
+			t.Errorf("a dropped path left %+v in the table", got)
+		}
+	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := decodeOne(tc.route)
-			if err == nil || !errors.Is(err, ErrNotReef) || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("DecodeVPN = %v, want ErrNotReef mentioning %q", err, tc.want)
-			}
-			if got.Len() != 0 {
-				t.Errorf("a dropped path left %+v in the table", got)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { check(t, tc.route.AFI(), tc.route, tc.want) })
+	}
+	for _, tc := range familyCases {
+		t.Run(tc.name, func(t *testing.T) { check(t, tc.afi, tc.route, tc.want) })
 	}
 }
 
@@ -356,6 +428,8 @@ func TestDecodeUnicastDrops(t *testing.T) {
 		{"wrong block size for the pool", "10.250.0.0/26", nodeA, good, "not a /28 block"},
 		{"host bits", "10.244.3.65/26", nodeA, good, "host bits set"},
 		{"IPv6", "2001:db8::/64", nodeA, good, "not IPv4"},
+		{"an IPv6 block of a pool", "fd00:10:244::40/122", nodeA, good, "not IPv4"},
+		{"IPv4-mapped", "::ffff:10.244.3.64/122", nodeA, good, "not IPv4"},
 		{"no reef community", "10.244.3.64/26", nodeA, without(good, lcMarker), "no reef community"},
 		{"another AS's communities", "10.244.3.64/26", nodeA, []LargeCommunity{{65000, lcMarker, 0}, {65000, lcInc, 7}}, "no reef community"},
 		{"no incarnation", "10.244.3.64/26", nodeA, without(good, lcInc), "64512:111:* missing"},
@@ -376,31 +450,71 @@ func TestDecodeUnicastDrops(t *testing.T) {
 	}
 }
 
-// Whatever a peer sends, DecodeVPN neither panics nor accepts what it
-// would not announce the same way itself.
+// What a node checks of its own IPv6 unicast path before it sends it to
+// its external peers: an IPv6 block of a pool with that pool's block size,
+// reef's communities, and its own global unicast IPv6 address as next hop.
+func TestCheckUnicast6(t *testing.T) {
+	nh := netip.MustParseAddr("2001:db8:77::11")
+	good := EncodeUnicast(testASN, UnicastBlock{Block: block6, Owner: blockproto.Node{Addr: nodeA, Inc: 7}})
+	if err := checkUnicast6(testASN, testPools, block6, nh, good); err != nil {
+		t.Errorf("a good path: %v", err)
+	}
+	cases := []struct {
+		name    string
+		prefix  string
+		nextHop string
+		lcs     []LargeCommunity
+		want    string
+	}{
+		{"an IPv4 block", "10.244.3.64/26", "2001:db8:77::11", good, "not IPv6"},
+		{"IPv4-mapped", "::ffff:10.244.3.64/122", "2001:db8:77::11", good, "IPv4-mapped"},
+		{"outside the pools", "2001:db8::/122", "2001:db8:77::11", good, "outside every pool"},
+		{"the wrong block size", "fd00:10:244::/120", "2001:db8:77::11", good, "not a /122 block"},
+		{"the other pool's block size", "fd00:10:250::/122", "2001:db8:77::11", good, "not a /124 block"},
+		{"host bits", "fd00:10:244::41/122", "2001:db8:77::11", good, "host bits set"},
+		{"no reef community", "fd00:10:244::40/122", "2001:db8:77::11", without(good, lcMarker), "no reef community"},
+		{"no incarnation", "fd00:10:244::40/122", "2001:db8:77::11", without(good, lcInc), "64512:111:* missing"},
+		{"next hop IPv4", "fd00:10:244::40/122", "192.168.77.11", good, "not a global unicast IPv6 address"},
+		{"next hop IPv4-mapped", "fd00:10:244::40/122", "::ffff:192.168.77.11", good, "not a global unicast IPv6 address"},
+		{"next hop link-local", "fd00:10:244::40/122", "fe80::1", good, "not a global unicast IPv6 address"},
+		{"next hop a pod address", "fd00:10:244::40/122", "fd00:10:244::9", good, "is a pod address (pool fd00:10:244::/56)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkUnicast6(testASN, testPools, netip.MustParsePrefix(tc.prefix), netip.MustParseAddr(tc.nextHop), tc.lcs)
+			if err == nil || !errors.Is(err, ErrNotReef) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("checkUnicast6 = %v, want ErrNotReef mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// Whatever a peer sends, in either family, DecodeVPN neither panics nor
+// accepts what it would not announce the same way itself.
 func FuzzDecodeVPN(f *testing.F) {
 	for _, rt := range []VPNRoute{must(EncodeRecord(testASN, testRecord())), must(EncodeClaim(testASN, testClaim())),
-		must(EncodeGrant(testASN, testGrant())), must(EncodeForget(testASN, testForget()))} {
+		must(EncodeGrant(testASN, testGrant())), must(EncodeForget(testASN, testForget())), must(EncodeSeen(testASN, blockproto.Seen(testForget()))),
+		must(EncodeClaim(testASN, testClaim6())), must(EncodeGrant(testASN, testGrant6()))} {
 		var lcs []byte
 		for _, lc := range rt.Communities {
 			lcs = append(lcs, byte(lc.Data1-lcReefFirst), byte(lc.Data2>>24), byte(lc.Data2>>16), byte(lc.Data2>>8), byte(lc.Data2))
 		}
 		a := rt.RD.Addr.As4()
-		p := rt.Prefix.Addr().As4()
-		f.Add(rt.RD.Type, a[:], rt.RD.Number, p[:], uint8(rt.Prefix.Bits()), lcs)
+		f.Add(uint16(rt.AFI()), rt.RD.Type, a[:], rt.RD.Number, rt.Prefix.Addr().AsSlice(), uint8(rt.Prefix.Bits()), lcs)
 	}
-	f.Fuzz(func(t *testing.T, typ uint16, rdAddr []byte, num uint16, pAddr []byte, bits uint8, lcBytes []byte) {
-		if len(rdAddr) != 4 || len(pAddr) != 4 || bits > 32 {
+	f.Fuzz(func(t *testing.T, afi uint16, typ uint16, rdAddr []byte, num uint16, pAddr []byte, bits uint8, lcBytes []byte) {
+		if len(rdAddr) != 4 || len(pAddr) != 4 && len(pAddr) != 16 || int(bits) > 8*len(pAddr) {
 			return
 		}
 		rd := RD{Type: typ, Addr: netip.AddrFrom4([4]byte(rdAddr)), Number: num}
-		prefix := netip.PrefixFrom(netip.AddrFrom4([4]byte(pAddr)), int(bits))
+		addr, _ := netip.AddrFromSlice(pAddr)
+		prefix := netip.PrefixFrom(addr, int(bits))
 		var lcs []LargeCommunity
 		for ; len(lcBytes) >= 5; lcBytes = lcBytes[5:] {
 			lcs = append(lcs, LargeCommunity{testASN, lcReefFirst + uint32(lcBytes[0]%24), uint32(lcBytes[1])<<24 | uint32(lcBytes[2])<<16 | uint32(lcBytes[3])<<8 | uint32(lcBytes[4])})
 		}
 		var tbl blockproto.Table
-		if err := DecodeVPN(testASN, testPools, rd, prefix, lcs, &tbl); err != nil {
+		if err := DecodeVPN(testASN, testPools, AFI(afi), rd, prefix, lcs, &tbl); err != nil {
 			if !errors.Is(err, ErrNotReef) || tbl.Len() != 0 {
 				t.Fatalf("error %v, table %+v", err, tbl)
 			}
@@ -418,14 +532,16 @@ func FuzzDecodeVPN(f *testing.F) {
 			again, err = EncodeClaim(testASN, tbl.Claims[0])
 		case len(tbl.Grants) == 1:
 			again, err = EncodeGrant(testASN, tbl.Grants[0])
+		case len(tbl.Seen) == 1:
+			again, err = EncodeSeen(testASN, tbl.Seen[0])
 		default:
 			again, err = EncodeForget(testASN, tbl.Forgets[0])
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if again.RD != rd || again.Prefix != prefix {
-			t.Fatalf("accepted %s:%s, which encodes back as %s", rd, prefix, again)
+		if again.RD != rd || again.Prefix != prefix || again.AFI() != AFI(afi) {
+			t.Fatalf("accepted %s:%s in %s, which encodes back as %s in %s", rd, prefix, AFI(afi), again, again.AFI())
 		}
 		back, err := decodeOne(again)
 		if err != nil {
@@ -442,14 +558,14 @@ func FuzzDecodeVPN(f *testing.F) {
 // thousands of paths on every pass.
 func BenchmarkDecodeVPN(b *testing.B) {
 	for _, rt := range []VPNRoute{must(EncodeRecord(testASN, testRecord())), must(EncodeClaim(testASN, testClaim())),
-		must(EncodeGrant(testASN, testGrant())), must(EncodeForget(testASN, testForget()))} {
-		b.Run(Kind(rt.RD.Number).String(), func(b *testing.B) {
+		must(EncodeGrant(testASN, testGrant())), must(EncodeForget(testASN, testForget())), must(EncodeClaim(testASN, testClaim6()))} {
+		b.Run(Kind(rt.RD.Number).String()+"/"+rt.AFI().String(), func(b *testing.B) {
 			t := blockproto.Table{Records: make([]blockproto.Record, 0, 1), Claims: make([]blockproto.Claim, 0, 1),
 				Grants: make([]blockproto.Grant, 0, 1), Forgets: make([]blockproto.Forget, 0, 1)}
 			b.ReportAllocs()
 			for b.Loop() {
 				t.Records, t.Claims, t.Grants, t.Forgets = t.Records[:0], t.Claims[:0], t.Grants[:0], t.Forgets[:0]
-				if err := DecodeVPN(testASN, testPools, rt.RD, rt.Prefix, rt.Communities, &t); err != nil {
+				if err := DecodeVPN(testASN, testPools, rt.AFI(), rt.RD, rt.Prefix, rt.Communities, &t); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -11,9 +11,19 @@ import (
 // TestSimChaos runs five nodes (three voters) on a pool of sixteen blocks
 // through loss, partitions, stale copies and wiped non-voters, and checks
 // after every step that no block has two owners handing out addresses;
-// then the network heals and every node must get its blocks.
+// then the network heals and every node must get its blocks. The pool is
+// IPv4, then IPv6: the protocol is the same for both (docs/ipam.md, "IPv6
+// blocks").
 func TestSimChaos(t *testing.T) {
-	small := []blockproto.Pool{{CIDR: netip.MustParsePrefix("10.244.0.0/22"), BlockSize: 26}}
+	for _, pool := range []blockproto.Pool{
+		{CIDR: netip.MustParsePrefix("10.244.0.0/22"), BlockSize: 26},
+		{CIDR: netip.MustParsePrefix("fd00:10:244::/118"), BlockSize: 122},
+	} {
+		t.Run(pool.CIDR.String(), func(t *testing.T) { simChaos(t, []blockproto.Pool{pool}) })
+	}
+}
+
+func simChaos(t *testing.T, small []blockproto.Pool) {
 	for seed := uint64(1); seed <= 30; seed++ {
 		s := blocksim.New(5, 3, small, seed)
 		rng := s.Rand() // the events in the cluster's own stream: one seed, one run

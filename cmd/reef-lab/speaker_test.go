@@ -47,7 +47,7 @@ func TestReefPathsPassTheImportFilter(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s: RD %T, want type 1", n, n.RD)
 			}
-			if err := bgp.DecodeVPN(64512, pools, bgp.RD{Type: 1, Addr: rd.Admin, Number: rd.Assigned}, n.Prefix, lcs, &tbl); err != nil {
+			if err := bgp.DecodeVPN(64512, pools, bgp.AFIIPv4, bgp.RD{Type: 1, Addr: rd.Admin, Number: rd.Assigned}, n.Prefix, lcs, &tbl); err != nil {
 				t.Fatal(err)
 			}
 		case *bgppkt.IPAddrPrefix:
