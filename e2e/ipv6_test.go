@@ -32,7 +32,10 @@ func TestIPv6Pod(t *testing.T) {
 		t.Errorf("result gateway %s, want %s", got, gw)
 	}
 
-	// Pod side.
+	// Pod side, as the README shows it.
+	for _, args := range [][]string{{"ip", "-6", "addr", "show", "eth0", "scope", "global"}, {"ip", "-6", "route"}, {"ip", "-6", "neigh"}} {
+		t.Logf("pod: %s\n%s", strings.Join(args, " "), run(t, l, a.Netns, args...))
+	}
 	if addr := run(t, l, a.Netns, "ip", "-6", "-o", "addr", "show", "dev", "eth0", "scope", "global"); !strings.Contains(addr, "inet6 "+a.IP.String()+"/128 ") {
 		t.Errorf("pod eth0: want %s/128 in\n%s", a.IP, addr)
 	}
