@@ -68,6 +68,58 @@ func TestIPv6Pod(t *testing.T) {
 		}
 	}
 
+	// Beyond the node, over an IPv6 underlay: a pod reaches the server
+	// with the node's address (table ip6 reef masquerades), and the server
+	// reaches a pod's hostPort on the node's address with its own.
+	out, err := l.AddOutside()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := out.AddIPv6(n); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := l.ListenTCP(out.Server, netip.AddrPortFrom(lab.OutsideAddr6, 8080))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if seen, err := l.AskTCP(a.Netns, srv.Addr); err != nil || seen != lab.NodeAddress6(n) {
+		t.Errorf("pod %s to the outside server: it saw %s (%v), want the node's %s", a.IP, seen, err, lab.NodeAddress6(n))
+	}
+	c, err := n.NewPodNetns("default", "v6-c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.CapabilityArgs = map[string]any{"portMappings": []lab.PortMapping{{HostPort: 8081, ContainerPort: 80, Protocol: "tcp"}}}
+	if err := c.Add(); err != nil {
+		t.Fatal(err)
+	}
+	podSrv, err := l.ListenTCP(c.Netns, netip.AddrPortFrom(c.IP, 80))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer podSrv.Close()
+	if seen, err := l.AskTCP(out.Server, netip.AddrPortFrom(lab.NodeAddress6(n), 8081)); err != nil || seen != lab.OutsideAddr6 {
+		t.Errorf("the outside server to hostPort [%s]:8081 of pod %s: the pod saw %s (%v), want the server's %s", lab.NodeAddress6(n), c.IP, seen, err, lab.OutsideAddr6)
+	}
+
+	// What an operator reads: the pool's size and blocks, the pods'
+	// addresses, the routes reef keeps.
+	ipam, err := n.Reef("ipam", "show", "--show-blocks", "--show-allocations")
+	if err != nil {
+		t.Fatalf("reef ipam show: %v\n%s", err, ipam)
+	}
+	for _, want := range []string{pool.String(), block.String(), a.IP.String(), b.IP.String()} {
+		if !strings.Contains(ipam, want) {
+			t.Errorf("reef ipam show lacks %s:\n%s", want, ipam)
+		}
+	}
+	for _, args := range [][]string{{"status"}, {"routes"}, {"ipam", "check"}} {
+		if out, err := n.Reef(args...); err != nil {
+			t.Errorf("reef %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+
 	if err := a.Del(); err != nil {
 		t.Fatal(err)
 	}

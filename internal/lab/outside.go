@@ -70,6 +70,54 @@ func (l *Lab) AddOutside() (*Outside, error) {
 	return o, nil
 }
 
+// The outside world's IPv6 side (AddIPv6): the underlay's IPv6 subnet,
+// the router on it, and the server host's subnet behind it.
+var (
+	Underlay6    = netip.MustParsePrefix("fd77::/64")
+	RouterAddr6  = netip.MustParseAddr("fd77::1")
+	OutsideNet6  = netip.MustParsePrefix("fd03:113::/64")
+	OutsideAddr6 = netip.MustParseAddr("fd03:113::10")
+)
+
+// NodeAddress6 is node n's IPv6 address on the underlay (AddIPv6).
+func NodeAddress6(n *Node) netip.Addr {
+	b := Underlay6.Addr().As16()
+	a4 := n.Address.As4()
+	b[15] = a4[3]
+	return netip.AddrFrom16(b)
+}
+
+// AddIPv6 gives the router, the server host and the nodes IPv6 beside
+// IPv4: addresses on the underlay and the server's subnet, forwarding on
+// the router, and each node a default route through it. Addresses are
+// added without DAD, so they are usable at once.
+func (o *Outside) AddIPv6(nodes ...*Node) error {
+	addr := func(p netip.Addr, bits int) string { return netip.PrefixFrom(p, bits).String() }
+	routerSide := OutsideNet6.Addr().Next()
+	type step struct {
+		netns string
+		args  []string
+	}
+	steps := []step{
+		{o.Router, []string{"-6", "addr", "add", addr(RouterAddr6, Underlay6.Bits()), "dev", "eth0", "nodad"}},
+		{o.Router, []string{"-6", "addr", "add", addr(routerSide, OutsideNet6.Bits()), "dev", "eth1", "nodad"}},
+		{o.Server, []string{"-6", "addr", "add", addr(OutsideAddr6, OutsideNet6.Bits()), "dev", "eth0", "nodad"}},
+		{o.Server, []string{"-6", "route", "add", "default", "via", routerSide.String()}},
+	}
+	for _, n := range nodes {
+		steps = append(steps,
+			step{n.Netns, []string{"-6", "addr", "add", addr(NodeAddress6(n), Underlay6.Bits()), "dev", "eth0", "nodad"}},
+			step{n.Netns, []string{"-6", "route", "replace", "default", "via", RouterAddr6.String()}})
+	}
+	for _, s := range steps {
+		if err := o.Lab.IP(s.netns, s.args...); err != nil {
+			return err
+		}
+	}
+	_, err := o.Lab.Run(o.Router, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
+	return err
+}
+
 // DefaultRoute gives a node a default route through the router, as a
 // node's uplink gateway.
 func (o *Outside) DefaultRoute(n *Node) error {
