@@ -230,7 +230,7 @@ func startSpeaker(ctx context.Context, cfg Config, addr netip.Addr, pools []stor
 	lim := bgp.PrefixLimits(bgpPools)
 	log.Info("BGP speaker started", "asn", cfg.BGP.ASN, "port", cfg.BGP.Port, "peers", len(cfg.BGP.Peers),
 		"peerPrefixes", len(cfg.BGP.PeerPrefixes), "routeReflectors", cfg.BGP.RouteReflectors, "routeReflector", cfg.BGP.RouteReflector,
-		"prefixLimitUnicast", lim.Unicast, "prefixLimitVPN", lim.VPN, "plannedRestart", planned, "externalPeers", len(cfg.BGP.ExternalPeers))
+		"prefixLimitUnicast", lim.Unicast, "prefixLimitVPN", lim.VPN, "prefixLimitVPNv6", lim.VPNv6, "plannedRestart", planned, "externalPeers", len(cfg.BGP.ExternalPeers))
 	return sp, nil
 }
 
