@@ -35,12 +35,14 @@ func TestPrefixLimits(t *testing.T) {
 		{"all of IPv4 in /32s saturates", []Pool{{pfx("0.0.0.0/0"), 32}}, Limits{Unicast: 1<<32 - 1, VPN: 1<<32 - 1, VPNv6: 131072}},
 		{"block shorter than the pool counts nothing", []Pool{{pfx("10.0.0.0/24"), 16}}, Limits{Unicast: 16384, VPN: 131072, VPNv6: 131072}},
 		// An IPv6 pool counts in VPN-IPv6 only; IPv4 unicast and VPN-IPv4
-		// carry none of its paths.
-		{"an IPv6 /100 of /122: 4M blocks", []Pool{{pfx("fd00:10:244::/100"), 122}}, Limits{Unicast: 16384, VPN: 131072, VPNv6: 1 << 26}},
-		{"IPv6 pools add up", []Pool{{pfx("fd00:10:244::/100"), 122}, {pfx("fd00:10:245::/100"), 122}}, Limits{Unicast: 16384, VPN: 131072, VPNv6: 1 << 27}},
-		{"dual stack", []Pool{{pfx("10.240.0.0/12"), 26}, {pfx("fd00:10:244::/100"), 122}}, Limits{Unicast: 32768, VPN: 262144, VPNv6: 1 << 26}},
+		// carry none of its paths. Its blocks count up to 65,536: an IPv6
+		// pool's size says nothing about how many blocks a cluster uses.
+		{"an IPv6 /108 of /122: 16,384 blocks", []Pool{{pfx("fd00:10:244::/108"), 122}}, Limits{Unicast: 16384, VPN: 131072, VPNv6: 1 << 18}},
+		{"an IPv6 /100 of /122 counts 65,536", []Pool{{pfx("fd00:10:244::/100"), 122}}, Limits{Unicast: 16384, VPN: 131072, VPNv6: 1 << 20}},
+		{"IPv6 pools add up, to the same cap", []Pool{{pfx("fd00:10:244::/106"), 122}, {pfx("fd00:10:245::/106"), 122}}, Limits{Unicast: 16384, VPN: 131072, VPNv6: 1 << 20}},
+		{"dual stack", []Pool{{pfx("10.240.0.0/12"), 26}, {pfx("fd00:10:244::/100"), 122}}, Limits{Unicast: 32768, VPN: 262144, VPNv6: 1 << 20}},
 		{"a small IPv6 pool gets the floor", []Pool{{pfx("fd00:10:244::/112"), 122}}, Limits{Unicast: 16384, VPN: 131072, VPNv6: 131072}},
-		{"an IPv6 /56 of /122 saturates (2^32 blocks used)", []Pool{{pfx("fd00:10:244::/56"), 122}}, Limits{Unicast: 16384, VPN: 131072, VPNv6: 1<<32 - 1}},
+		{"an IPv6 /56 of /122 (2^32 blocks used) counts 65,536", []Pool{{pfx("fd00:10:244::/56"), 122}}, Limits{Unicast: 16384, VPN: 131072, VPNv6: 1 << 20}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -389,7 +389,10 @@ func afiSafi(afi api.Family_Afi, safi api.Family_Safi, limit uint32) *api.AfiSaf
 const (
 	minUnicastPrefixes = 16384
 	minVPNPrefixes     = 131072
-	prefixWarnPct      = 80
+	// maxVPNv6Blocks is the most IPv6 blocks the VPN-IPv6 limit counts:
+	// 65,536 blocks of /122 hold four million pods.
+	maxVPNv6Blocks = 1 << 16
+	prefixWarnPct  = 80
 )
 
 // limitOf describes the prefix limit of the session with peer.
@@ -422,7 +425,11 @@ func PrefixLimits(pools []Pool) Limits {
 	clamp := func(v uint64, floor uint32) uint32 {
 		return uint32(min(max(v, uint64(floor)), 1<<32-1))
 	}
-	return Limits{Unicast: clamp(2*blocks4, minUnicastPrefixes), VPN: clamp(16*blocks4, minVPNPrefixes), VPNv6: clamp(16*blocks6, minVPNPrefixes)}
+	// An IPv6 pool's blocks (2^32 of a /56 of /122s) say nothing about how
+	// many a cluster uses: count at most maxVPNv6Blocks of them, so that a
+	// peer that floods claims is cut off long before memory runs out.
+	return Limits{Unicast: clamp(2*blocks4, minUnicastPrefixes), VPN: clamp(16*blocks4, minVPNPrefixes),
+		VPNv6: clamp(16*min(blocks6, maxVPNv6Blocks), minVPNPrefixes)}
 }
 
 // Stop closes every session (with a NOTIFICATION: peers drop our paths at

@@ -580,6 +580,12 @@ func checkBlock(pools []Pool, prefix netip.Prefix) error {
 			if prefix.Bits() != p.BlockSize {
 				return fmt.Errorf("inside pool %s but not a /%d block: %w", p.CIDR, p.BlockSize, ErrNotReef)
 			}
+			// The protocol uses the first 2^32 blocks of a pool (all of an
+			// IPv4 pool's): a block past them no node claims.
+			bp := blockproto.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize}
+			if last := bp.Block(bp.NumBlocks() - 1); prefix.Addr().Compare(last.Addr()) > 0 {
+				return fmt.Errorf("past the %d blocks of pool %s the protocol uses (the last is %s): %w", bp.NumBlocks(), p.CIDR, last, ErrNotReef)
+			}
 			inPool = true
 		}
 	}

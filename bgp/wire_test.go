@@ -327,6 +327,10 @@ func TestDecodeVPNDrops(t *testing.T) {
 		{"IPv6 claim of the other pool's block size", AFIIPv6, prefix(claim6, "fd00:10:250::/122"), "inside pool fd00:10:250::/120 but not a /124 block"},
 		{"IPv6 claim with an IPv4 pool's block size", AFIIPv6, prefix(claim6, "fd00:10:244::/26"), "outside every pool"},
 		{"IPv6 claim with host bits", AFIIPv6, prefix(claim6, "fd00:10:244::41/122"), "host bits set"},
+		// The protocol uses the first 2^32 blocks of the /56; the last of them is fd00:10:244::3f:ffff:ffc0/122.
+		{"IPv6 claim past the blocks the protocol uses", AFIIPv6, prefix(claim6, "fd00:10:244:ff::/122"),
+			"past the 4294967296 blocks of pool fd00:10:244::/56 the protocol uses (the last is fd00:10:244::3f:ffff:ffc0/122)"},
+		{"IPv6 claim of the next block after them", AFIIPv6, prefix(claim6, "fd00:10:244::40:0:0/122"), "past the 4294967296 blocks"},
 		{"IPv6 grant outside the pools", AFIIPv6, prefix(grant6, "2001:db8::40/122"), "outside every pool"},
 		{"IPv6 grant of the wrong block size", AFIIPv6, prefix(grant6, "fd00:10:244::/64"), "not a /122 block"},
 		{"IPv6 grant to a pod address", AFIIPv6, lcs(grant6, set(grant6.Communities, lcGrantee, pod)), "grantee 10.244.9.9 is a pod address"},
