@@ -112,7 +112,7 @@ func putBlock(blocks *bolt.Bucket, r blockRecord) error {
 	if err != nil {
 		return fmt.Errorf("encode block %s: %w", r.CIDR, err)
 	}
-	if err := blocks.Put(blockKey(r.CIDR), v); err != nil {
+	if err := putKeyed(blocks, r.CIDR.Addr(), blockKey(r.CIDR), v); err != nil {
 		return fmt.Errorf("write block %s: %w", r.CIDR, err)
 	}
 	return nil

@@ -76,7 +76,7 @@ func (s *Store) Allocate(ep Endpoint, pool Pool) (got Endpoint, existed bool, er
 		}
 
 		ep.IP, ep.Block, ep.Pool = ip, block, pool.CIDR
-		if err := addrs.Put(addrKey(ip), []byte(ep.Handle)); err != nil {
+		if err := putKeyed(addrs, ip, addrKey(ip), []byte(ep.Handle)); err != nil {
 			return fmt.Errorf("write address %s: %w", ip, err)
 		}
 		if pms != nil {

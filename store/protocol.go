@@ -241,7 +241,7 @@ func (s *Store) ApplyProtocol(c blockproto.Changes) error {
 			default:
 				return fmt.Errorf("release %s: not a pending claim of this node", p)
 			}
-			if err := tx.Bucket(bucketReleased).Put(blockKey(p), nil); err != nil {
+			if err := putKeyed(tx.Bucket(bucketReleased), p.Addr(), blockKey(p), nil); err != nil {
 				return err
 			}
 		}
@@ -252,7 +252,7 @@ func (s *Store) ApplyProtocol(c blockproto.Changes) error {
 			}
 		}
 		for _, g := range c.Grant {
-			if err := grants.Put(blockKey(g.Block), nodeKey(g.To)); err != nil {
+			if err := putKeyed(grants, g.Block.Addr(), blockKey(g.Block), nodeKey(g.To)); err != nil {
 				return fmt.Errorf("vote for %s: %w", g.Block, err)
 			}
 		}

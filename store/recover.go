@@ -319,7 +319,7 @@ func Recover(path string, in RecoverInput) (RecoverReport, error) {
 			}
 		}
 		for _, ep := range eps {
-			if err := tx.Bucket(bucketAddrs).Put(addrKey(ep.IP), []byte(ep.Handle)); err != nil {
+			if err := putKeyed(tx.Bucket(bucketAddrs), ep.IP, addrKey(ep.IP), []byte(ep.Handle)); err != nil {
 				return fmt.Errorf("write address %s: %w", ep.IP, err)
 			}
 			pms := ep.PortMappings

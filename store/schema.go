@@ -3,14 +3,22 @@ package store
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"strconv"
 
 	bolt "go.etcd.io/bbolt"
 )
 
-// schemaVersion is the layout this code reads and writes. Raise it together
-// with a new entry in migrations.
+// schemaVersion is the layout this code creates and migrates older files
+// to. Raise it together with a new entry in migrations.
 const schemaVersion = 4
+
+// schemaIPv6 is schemaVersion's layout holding IPv6 keys (see below). A
+// file is raised to it by its first IPv6 key, not at Open: a reef that
+// knows only schema 4, whose keys are all IPv4, refuses the file instead of
+// taking a 17-byte block key for damage, while a node without IPv6 pools can
+// still go back to such a reef.
+const schemaIPv6 = 5
 
 // Bucket layout, schema version 1:
 //
@@ -52,6 +60,11 @@ const schemaVersion = 4
 // index of the records' portMappings, which are the truth: an entry whose
 // endpoint no longer lists it is stale and ClaimPorts drops it. The
 // migration creates it empty, since no older record has port mappings.
+//
+// Schema version 5 (schemaIPv6) is version 4 with IPv6 keys: blocks,
+// released and grants keys of 16 address bytes + 1 length byte, addrs keys
+// of 16 bytes. Nothing else changes, and nothing migrates: the first write
+// of such a key raises the version (raiseToIPv6), and it stays raised.
 //
 // Keys are big-endian binary so that bbolt's byte order is address order:
 // block and address scans are cursor seeks, not full walks.
@@ -159,9 +172,10 @@ func createV1(tx *bolt.Tx) error {
 }
 
 // migrate brings the file to version target by running steps in order, all
-// in tx. It is separate from Open so that tests can drive it with a target
-// and steps of their own.
-func migrate(tx *bolt.Tx, target int, steps []migration) error {
+// in tx; a file at a version above target, up to newest, is left as it is
+// (schemaIPv6 above schemaVersion). It is separate from Open so that tests
+// can drive it with versions and steps of their own.
+func migrate(tx *bolt.Tx, target, newest int, steps []migration) error {
 	meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 	if err != nil {
 		return fmt.Errorf("create bucket %s: %w", bucketMeta, err)
@@ -173,10 +187,10 @@ func migrate(tx *bolt.Tx, target int, steps []migration) error {
 			return fmt.Errorf("schema version %q in bucket %s is not a version number", raw, bucketMeta)
 		}
 	}
-	if v > target {
-		return fmt.Errorf("schema version %d is %w (it knows up to %d); run a newer reef or restore the file from a backup", v, ErrSchemaTooNew, target)
+	if v > max(target, newest) {
+		return fmt.Errorf("schema version %d is %w (it knows up to %d); run a newer reef or restore the file from a backup", v, ErrSchemaTooNew, max(target, newest))
 	}
-	if v == target {
+	if v >= target {
 		return nil
 	}
 	for ; v < target; v++ {
@@ -200,6 +214,29 @@ func checkBuckets(tx *bolt.Tx) error {
 		if tx.Bucket(name) == nil {
 			return fmt.Errorf("bucket %s is missing although schema version is %d", name, schemaVersion)
 		}
+	}
+	return nil
+}
+
+// putKeyed writes k -> v in b, k being a's key (addrKey) or the key of a
+// block at a (blockKey): the first IPv6 key raises the file to schemaIPv6.
+func putKeyed(b *bolt.Bucket, a netip.Addr, k, v []byte) error {
+	if a.Is6() {
+		if err := raiseToIPv6(b.Tx()); err != nil {
+			return err
+		}
+	}
+	return b.Put(k, v)
+}
+
+// raiseToIPv6 marks the file as holding IPv6 keys (schemaIPv6).
+func raiseToIPv6(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	if string(meta.Get(keySchema)) == strconv.Itoa(schemaIPv6) {
+		return nil
+	}
+	if err := meta.Put(keySchema, []byte(strconv.Itoa(schemaIPv6))); err != nil {
+		return fmt.Errorf("write schema version %d: %w", schemaIPv6, err)
 	}
 	return nil
 }

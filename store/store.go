@@ -124,7 +124,7 @@ func Open(path string, opts Options) (*Store, error) {
 			}
 			// No schema yet: the file is new (RunUnder, New).
 			created := meta.Get(keySchema) == nil
-			if err := migrate(tx, schemaVersion, migrations); err != nil {
+			if err := migrate(tx, schemaVersion, schemaIPv6, migrations); err != nil {
 				return err
 			}
 			if created {

@@ -158,7 +158,7 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	path := s.Path()
 	s.Close()
 	withRaw(t, path, func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketMeta).Put(keySchema, []byte(strconv.Itoa(schemaVersion+1)))
+		return tx.Bucket(bucketMeta).Put(keySchema, []byte(strconv.Itoa(schemaIPv6+1)))
 	})
 
 	s2, err := Open(path, Options{Node: "node-a"})
@@ -169,18 +169,75 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	if !errors.Is(err, ErrSchemaTooNew) {
 		t.Errorf("error %q is not ErrSchemaTooNew", err)
 	}
-	for _, want := range []string{path, fmt.Sprintf("schema version %d", schemaVersion+1), fmt.Sprintf("up to %d", schemaVersion)} {
+	for _, want := range []string{path, fmt.Sprintf("schema version %d", schemaIPv6+1), fmt.Sprintf("up to %d", schemaIPv6)} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
 	}
 	// The refusal must leave the file as the newer reef wrote it.
 	withRaw(t, path, func(tx *bolt.Tx) error {
-		if got := string(tx.Bucket(bucketMeta).Get(keySchema)); got != strconv.Itoa(schemaVersion+1) {
-			t.Errorf("schema after refused Open = %q, want \"2\"", got)
+		if got := string(tx.Bucket(bucketMeta).Get(keySchema)); got != strconv.Itoa(schemaIPv6+1) {
+			t.Errorf("schema after refused Open = %q, want %d", got, schemaIPv6+1)
 		}
 		return nil
 	})
+}
+
+// The first IPv6 key raises the file to schemaIPv6, which a reef that
+// knows only schemaVersion refuses (its migrate with target 4 and no
+// knowledge of 5); IPv4 keys leave it at schemaVersion, and a reopen keeps
+// the raised version.
+func TestIPv6KeysRaiseSchema(t *testing.T) {
+	s := openTest(t, "node-a")
+	path := s.Path()
+	schema := func() string {
+		t.Helper()
+		var v string
+		s.db.View(func(tx *bolt.Tx) error {
+			v = string(tx.Bucket(bucketMeta).Get(keySchema))
+			return nil
+		})
+		return v
+	}
+	pool4 := Pool{CIDR: netip.MustParsePrefix("10.244.0.0/16"), BlockSize: 26}
+	if _, _, _, err := allocAuto(s, Endpoint{Handle: "net.a"}, pool4); err != nil {
+		t.Fatal(err)
+	}
+	if got := schema(); got != strconv.Itoa(schemaVersion) {
+		t.Fatalf("schema after an IPv4 allocation = %q, want %d", got, schemaVersion)
+	}
+	pool6 := Pool{CIDR: netip.MustParsePrefix("fd00:10:244::/56"), BlockSize: 122}
+	ep, _, _, err := allocAuto(s, Endpoint{Handle: "net.b"}, pool6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ep.IP.Is6() {
+		t.Fatalf("allocated %s from %s", ep.IP, pool6.CIDR)
+	}
+	if got := schema(); got != strconv.Itoa(schemaIPv6) {
+		t.Fatalf("schema after an IPv6 allocation = %q, want %d", got, schemaIPv6)
+	}
+	s.Close()
+
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error { return migrate(tx, 4, 4, migrations[:4]) })
+	db.Close()
+	if !errors.Is(err, ErrSchemaTooNew) {
+		t.Errorf("a reef that knows schema 4 only: migrate = %v, want ErrSchemaTooNew", err)
+	}
+	if s, err = Open(path, Options{Node: "node-a"}); err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if got := schema(); got != strconv.Itoa(schemaIPv6) {
+		t.Errorf("schema after reopening = %q, want %d", got, schemaIPv6)
+	}
+	if _, ok, err := s.Endpoint("net.b"); err != nil || !ok {
+		t.Errorf("IPv6 endpoint after reopening: found %v, %v", ok, err)
+	}
 }
 
 func TestOpenRefusesGarbledSchema(t *testing.T) {
@@ -239,7 +296,7 @@ func TestMigrate(t *testing.T) {
 					return b.Put(keySchema, []byte(tc.from))
 				})
 			}
-			err = db.Update(func(tx *bolt.Tx) error { return migrate(tx, tc.target, tc.steps) })
+			err = db.Update(func(tx *bolt.Tx) error { return migrate(tx, tc.target, tc.target, tc.steps) })
 			gotErr := ""
 			if err != nil {
 				gotErr = err.Error()
