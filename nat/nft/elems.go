@@ -66,9 +66,10 @@ func decodeElems(s *nftables.Set, raw []nftables.SetElement) []Elem {
 				out = append(out, Elem{From: a, To: a})
 			}
 		}
-	case !s.Interval && s.KeyType.Name == KeyIfnameAddr4.Name && s.KeyType.Bytes == KeyIfnameAddr4.Bytes:
+	case !s.Interval && (s.KeyType.Name == KeyIfnameAddr4.Name && s.KeyType.Bytes == KeyIfnameAddr4.Bytes ||
+		s.KeyType.Name == KeyIfnameAddr6.Name && s.KeyType.Bytes == KeyIfnameAddr6.Bytes):
 		for _, e := range raw {
-			if len(e.Key) != int(KeyIfnameAddr4.Bytes) {
+			if len(e.Key) != int(s.KeyType.Bytes) {
 				continue
 			}
 			name, _, _ := bytes.Cut(e.Key[:IfNameSize], []byte{0})
@@ -137,8 +138,8 @@ func encodeElems(s Set, es []Elem) []nftables.SetElement {
 	var out []nftables.SetElement
 	for _, e := range es {
 		switch {
-		case s.Concat && s.KeyType == KeyIfnameAddr4.Name:
-			key := make([]byte, IfNameSize, IfNameSize+4)
+		case s.Concat && (s.KeyType == KeyIfnameAddr4.Name || s.KeyType == KeyIfnameAddr6.Name):
+			key := make([]byte, IfNameSize, IfNameSize+16)
 			copy(key, e.Iface)
 			key = append(key, e.From.AsSlice()...)
 			out = append(out, nftables.SetElement{Key: key})

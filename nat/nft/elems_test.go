@@ -59,4 +59,16 @@ func TestElemsRoundTrip(t *testing.T) {
 	if k := encodeElems(ps, ps.Elems[:1])[0].Key; len(k) != 20 || string(k[:16]) != "reef0123456789a\x00" {
 		t.Errorf("pod key %q, want 16 bytes of NUL-padded name then 4 of address", k)
 	}
+
+	ps6 := Set{Name: "pod-addrs", KeyType: KeyIfnameAddr6.Name, KeyLen: KeyIfnameAddr6.Bytes, Concat: true, Elems: []Elem{
+		{Iface: "reef0123456789a", From: addr("fd00:10:244::5"), To: addr("fd00:10:244::5")},
+		{Iface: "reefbbbbbbbbbbb", From: addr("fd00:10:244::6"), To: addr("fd00:10:244::6")},
+	}}
+	got = decodeElems(&nftables.Set{Concatenation: true, KeyType: KeyIfnameAddr6}, encodeElems(ps6, ps6.Elems))
+	if diff := cmp.Diff(ps6.Elems, got, addrs); diff != "" {
+		t.Errorf("IPv6 pod elements (-want +got):\n%s", diff)
+	}
+	if k := encodeElems(ps6, ps6.Elems[:1])[0].Key; len(k) != 32 || string(k[:16]) != "reef0123456789a\x00" {
+		t.Errorf("IPv6 pod key %q, want 16 bytes of NUL-padded name then 16 of address", k)
+	}
 }

@@ -6,9 +6,10 @@ import "github.com/google/nftables"
 // codec (elems.go) knows. A table's builder names them in Set.KeyType and
 // Set.DataType by nft's name.
 var (
-	// KeyIfnameAddr4 is a node-side veth's name . a pod's address (the
-	// ARP filter).
+	// KeyIfnameAddr4 and KeyIfnameAddr6 are a node-side veth's name . a
+	// pod's address (the ARP filter, the NDP filter).
 	KeyIfnameAddr4 = nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIPAddr)
+	KeyIfnameAddr6 = nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIP6Addr)
 	// KeyAddrPort4 and KeyAddrPort6 are an address . a port: NetworkPolicy's
 	// named ports, and a hostPort's target.
 	KeyAddrPort4 = nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetService)
@@ -29,6 +30,7 @@ var keyTypes = map[string]nftables.SetDatatype{
 	nftables.TypeIPAddr.Name:  nftables.TypeIPAddr,
 	nftables.TypeIP6Addr.Name: nftables.TypeIP6Addr,
 	KeyIfnameAddr4.Name:       KeyIfnameAddr4,
+	KeyIfnameAddr6.Name:       KeyIfnameAddr6,
 	KeyAddrPort4.Name:         KeyAddrPort4,
 	KeyAddrPort6.Name:         KeyAddrPort6,
 	KeyProtoPort.Name:         KeyProtoPort,
