@@ -178,8 +178,8 @@ func runStoreInit(args []string, stdout, stderr io.Writer) error {
 }
 
 // readKernelForRecovery fills in what the kernel shows of reef's: every pod
-// (a reef veth with a /32 route of reef's protocol), every own block (a
-// blackhole of reef's protocol) and the tunnel addresses.
+// address (a reef veth with a /32 or /128 route of reef's protocol), every
+// own block (a blackhole of reef's protocol) and the tunnel addresses.
 func readKernelForRecovery(in *store.RecoverInput) error {
 	k, err := routes.NewKernel()
 	if err != nil {
@@ -194,7 +194,7 @@ func readKernelForRecovery(in *store.RecoverInput) error {
 		switch {
 		case r.Kind == routes.Blackhole:
 			in.Blackholes = append(in.Blackholes, dst)
-		case r.Kind == routes.PodRoute && dst.Bits() == 32 && st.Links[r.Dev]:
+		case r.Kind == routes.PodRoute && dst.IsSingleIP() && st.Links[r.Dev]:
 			kp := store.KernelPod{Veth: r.Dev, IP: dst.Addr()}
 			if l, err := netlink.LinkByName(r.Dev); err == nil {
 				kp.MTU = l.Attrs().MTU
@@ -292,7 +292,11 @@ func printRecovery(w io.Writer, path string, rep store.RecoverReport) {
 			}
 			partial = append(partial, e)
 		}
-		fmt.Fprintf(w, "  %-15s %-16s %s (%s)\n", e.IP, e.Veth, e.Handle, what)
+		ips := make([]string, len(e.IPs))
+		for i, ip := range e.IPs {
+			ips[i] = ip.String()
+		}
+		fmt.Fprintf(w, "  %-15s %-16s %s (%s)\n", strings.Join(ips, ","), e.Veth, e.Handle, what)
 	}
 	if len(partial) > 0 {
 		fmt.Fprintf(w, "not rebuilt: the container ID, pod name and netns of %d pods (listed above as \"container unknown\"); their hostPorts and limits come from the kernel.\n", len(partial))

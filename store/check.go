@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -67,24 +68,8 @@ func (s *Store) Check() ([]Problem, error) {
 			if err != nil {
 				return err
 			}
-			if !ep.IP.IsValid() {
-				return nil
-			}
-			switch holder := addrs.Get(addrKey(ep.IP)); {
-			case holder == nil:
-				out = append(out, Problem{Kind: ProblemUnindexed, IP: ep.IP, Handle: ep.Handle,
-					Detail: fmt.Sprintf("endpoint %s has address %s, which the address index has as free", ep.Handle, ep.IP)})
-			case !bytes.Equal(holder, []byte(ep.Handle)):
-				out = append(out, Problem{Kind: ProblemUnindexed, IP: ep.IP, Handle: ep.Handle,
-					Detail: fmt.Sprintf("endpoint %s has address %s, which the address index gives to %s", ep.Handle, ep.IP, holder)})
-			}
-			inOwn := false
-			for _, b := range own {
-				inOwn = inOwn || b.Contains(ep.IP)
-			}
-			if !inOwn {
-				out = append(out, Problem{Kind: ProblemOutsideBlocks, IP: ep.IP, Handle: ep.Handle,
-					Detail: fmt.Sprintf("endpoint %s has address %s, in none of this node's blocks", ep.Handle, ep.IP)})
+			for _, a := range ep.Assignments() {
+				out = append(out, checkAddr(ep.Handle, a.IP, addrs.Get(addrKey(a.IP)), own)...)
 			}
 			return nil
 		})
@@ -118,4 +103,23 @@ func (s *Store) ReleaseOrphanAddress(ip netip.Addr) (handle string, err error) {
 		return "", fmt.Errorf("release %s: %w", ip, err)
 	}
 	return handle, nil
+}
+
+// checkAddr is what is wrong with address ip of endpoint handle: the
+// address index gives it to holder, and own are this node's blocks.
+func checkAddr(handle string, ip netip.Addr, holder []byte, own []netip.Prefix) []Problem {
+	var out []Problem
+	switch {
+	case holder == nil:
+		out = append(out, Problem{Kind: ProblemUnindexed, IP: ip, Handle: handle,
+			Detail: fmt.Sprintf("endpoint %s has address %s, which the address index has as free", handle, ip)})
+	case !bytes.Equal(holder, []byte(handle)):
+		out = append(out, Problem{Kind: ProblemUnindexed, IP: ip, Handle: handle,
+			Detail: fmt.Sprintf("endpoint %s has address %s, which the address index gives to %s", handle, ip, holder)})
+	}
+	if !slices.ContainsFunc(own, func(b netip.Prefix) bool { return b.Contains(ip) }) {
+		out = append(out, Problem{Kind: ProblemOutsideBlocks, IP: ip, Handle: handle,
+			Detail: fmt.Sprintf("endpoint %s has address %s, in none of this node's blocks", handle, ip)})
+	}
+	return out
 }

@@ -27,8 +27,8 @@ const (
 	EndpointReserved EndpointState = "reserved"
 )
 
-// Endpoint is one pod attachment: the address it holds and the kernel
-// objects made for it.
+// Endpoint is one pod attachment: the addresses it holds, at most one of
+// each family, and the kernel objects made for it.
 type Endpoint struct {
 	Handle       string // "<network name>.<container id>", the key
 	Network      string
@@ -38,12 +38,17 @@ type Endpoint struct {
 	PodNamespace string
 	PodName      string
 	HostVeth     string // node-side veth name
-	IP           netip.Addr
-	Block        netip.Prefix // the block IP came from
-	Pool         netip.Prefix
-	MTU          int
-	State        EndpointState
-	Created      time.Time
+	// IP, Block and Pool are the endpoint's first address, the block it
+	// came from and the block's pool: its IPv4 address when it has one.
+	IP    netip.Addr
+	Block netip.Prefix
+	Pool  netip.Prefix
+	// Second is its address of the other family (a dual-stack pod: always
+	// the IPv6 one); zero when it has one address.
+	Second  Assignment
+	MTU     int
+	State   EndpointState
+	Created time.Time
 	// PortMappings are the pod's hostPorts, each held by this endpoint
 	// alone on the node. Only ClaimPorts changes them, because it keeps the
 	// hostports index with them; nil is none.
@@ -51,9 +56,56 @@ type Endpoint struct {
 	Bandwidth    *Bandwidth // nil: no limits
 }
 
+// Assignment is one address of an endpoint, the block it came from and
+// the block's pool. It is stored as it is, so its JSON tags are part of
+// the file format.
+type Assignment struct {
+	IP    netip.Addr   `json:"ip"`
+	Block netip.Prefix `json:"block"`
+	Pool  netip.Prefix `json:"pool"`
+}
+
+// Assignments are the endpoint's addresses with their blocks: the first
+// (IP, Block, Pool), then Second if it has one. A reserved endpoint may
+// have none yet.
+func (ep Endpoint) Assignments() []Assignment {
+	var out []Assignment
+	if ep.IP.IsValid() {
+		out = append(out, Assignment{IP: ep.IP, Block: ep.Block, Pool: ep.Pool})
+	}
+	if ep.Second.IP.IsValid() {
+		out = append(out, ep.Second)
+	}
+	return out
+}
+
 // Addrs are the endpoint's addresses, as the routes and the CNI result
-// take them: one, of either family, today.
-func (ep Endpoint) Addrs() []netip.Addr { return []netip.Addr{ep.IP} }
+// take them: one, or one of each family (IPv4 first).
+func (ep Endpoint) Addrs() []netip.Addr {
+	var out []netip.Addr
+	for _, a := range ep.Assignments() {
+		out = append(out, a.IP)
+	}
+	return out
+}
+
+// Holds reports whether ip is one of the endpoint's addresses.
+func (ep Endpoint) Holds(ip netip.Addr) bool {
+	return ip.IsValid() && (ep.IP == ip || ep.Second.IP == ip)
+}
+
+// HasIPv6 reports whether the endpoint has an IPv6 address.
+func (ep Endpoint) HasIPv6() bool { return ep.IP.Is6() || ep.Second.IP.Is6() }
+
+// AddrsString is the endpoint's addresses for a message or a log line:
+// "10.244.0.5" or "10.244.0.5,fd00:10:244::5".
+func (ep Endpoint) AddrsString() string {
+	s := make([]string, 0, 2)
+	for _, a := range ep.Addrs() {
+		s = append(s, a.String())
+	}
+	return strings.Join(s, ",")
+}
 
 // endpointRecord is an Endpoint as stored, a type of its own so that a
 // change to the Go API never silently changes the file format. JSON for
@@ -70,6 +122,7 @@ type endpointRecord struct {
 	IP           netip.Addr    `json:"ip"`
 	Block        netip.Prefix  `json:"block"`
 	Pool         netip.Prefix  `json:"pool"`
+	Second       Assignment    `json:"second,omitzero"` // absent in files of pods with one address
 	MTU          int           `json:"mtu,omitempty"`
 	State        EndpointState `json:"state"`
 	Created      time.Time     `json:"created"`
@@ -228,7 +281,7 @@ func (s *Store) EndpointsWithVeth(name string) ([]Endpoint, error) {
 
 // SetEndpoint overwrites the record of an existing endpoint, typically to
 // mark it ready once the kernel plumbing is done. It returns ErrNotFound if
-// the handle has no record. IP, Block and Pool belong to the allocation and
+// the handle has no record. IP, Block, Pool and Second belong to the allocation and
 // cannot change here: release and allocate again instead. Nor can
 // PortMappings, which the hostports index follows: ep must carry the stored
 // ones (it does when it was read from the store after the last ClaimPorts),
@@ -309,6 +362,9 @@ func sameAllocation(old, ep Endpoint) error {
 		return fmt.Errorf("block %s differs from allocated %s", ep.Block, old.Block)
 	case ep.Pool != old.Pool:
 		return fmt.Errorf("pool %s differs from allocated %s", ep.Pool, old.Pool)
+	case ep.Second != old.Second:
+		return fmt.Errorf("second address %s (block %s) differs from allocated %s (block %s); release and allocate again to change it",
+			ep.Second.IP, ep.Second.Block, old.Second.IP, old.Second.Block)
 	}
 	return nil
 }

@@ -10,27 +10,33 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Allocate gives ep.Handle an address from pool, in one transaction.
+// Allocate gives ep.Handle an address from each of pools, in one
+// transaction: one pool, or two of different families (a dual-stack pod).
 //
 // If the handle already has an endpoint record, Allocate returns that
 // record unchanged with existed=true, so a repeated ADD gets the same
-// address. Otherwise it takes the lowest free address of this node's
-// confirmed blocks of the pool, blocks in ascending order. It never claims
-// a block: that takes the block protocol (blockproto, ApplyProtocol). When every confirmed block is full it returns
-// ErrNoFreeAddress, wrapped.
+// addresses. Otherwise it takes, from each pool, the lowest free address
+// of this node's confirmed blocks of that pool, blocks in ascending order.
+// It never claims a block: that takes the block protocol (blockproto,
+// ApplyProtocol). When every confirmed block of a pool is full it returns
+// a *NoFreeAddressError naming that pool (errors.Is ErrNoFreeAddress), and
+// takes no address from the other pool either: an allocation is whole or
+// not at all.
 //
-// ep is the template of the record: Allocate sets IP, Block and Pool (any
-// values given are ignored), Created if zero and State to EndpointPending
-// if empty, and stores it. Its PortMappings are claimed in the same
-// transaction (ClaimPorts' check: a port another endpoint holds fails the
-// whole allocation with a *PortTakenError). For a handle that exists
-// already nothing is written and its record is returned (existed): its
-// ports are the caller's to change with ClaimPorts.
-func (s *Store) Allocate(ep Endpoint, pool Pool) (got Endpoint, existed bool, err error) {
+// ep is the template of the record: Allocate sets IP, Block, Pool and
+// Second (any values given are ignored; the IPv4 address is the first),
+// Created if zero and State to EndpointPending if empty, and stores it.
+// Its PortMappings are claimed in the same transaction (ClaimPorts'
+// check: a port another endpoint holds fails the whole allocation with a
+// *PortTakenError). For a handle that exists already nothing is written
+// and its record is returned (existed): its ports are the caller's to
+// change with ClaimPorts.
+func (s *Store) Allocate(ep Endpoint, pools ...Pool) (got Endpoint, existed bool, err error) {
 	if ep.Handle == "" {
 		return Endpoint{}, false, errors.New("allocate: handle is empty")
 	}
-	if err := pool.Validate(); err != nil {
+	pools, err = allocationPools(pools)
+	if err != nil {
 		return Endpoint{}, false, fmt.Errorf("allocate %s: %w", ep.Handle, err)
 	}
 	if ep.State == "" {
@@ -54,7 +60,9 @@ func (s *Store) Allocate(ep Endpoint, pool Pool) (got Endpoint, existed bool, er
 
 	// Everything from the handle lookup to the final write happens in this
 	// one closure: bbolt runs one writer at a time, so no other Allocate can
-	// see the address as free between our read and our write.
+	// see the address as free between our read and our write. An error
+	// rolls the whole transaction back, an address already taken from the
+	// first pool included.
 	err = s.update(func(tx *bolt.Tx) error {
 		eps := tx.Bucket(bucketEndpoints)
 		old, ok, err := getEndpoint(eps, ep.Handle)
@@ -67,17 +75,23 @@ func (s *Store) Allocate(ep Endpoint, pool Pool) (got Endpoint, existed bool, er
 		}
 
 		blocks, addrs := tx.Bucket(bucketBlocks), tx.Bucket(bucketAddrs)
-		ip, block, found, err := s.freeInOwnBlocks(blocks, addrs, pool)
-		if err != nil {
-			return err
+		var as []Assignment
+		for _, pool := range pools {
+			ip, block, found, err := s.freeInOwnBlocks(blocks, addrs, pool)
+			if err != nil {
+				return err
+			}
+			if !found {
+				return &NoFreeAddressError{Pool: pool.CIDR}
+			}
+			if err := putKeyed(addrs, ip, addrKey(ip), []byte(ep.Handle)); err != nil {
+				return fmt.Errorf("write address %s: %w", ip, err)
+			}
+			as = append(as, Assignment{IP: ip, Block: block, Pool: pool.CIDR})
 		}
-		if !found {
-			return fmt.Errorf("pool %s: %w in this node's confirmed blocks", pool.CIDR, ErrNoFreeAddress)
-		}
-
-		ep.IP, ep.Block, ep.Pool = ip, block, pool.CIDR
-		if err := putKeyed(addrs, ip, addrKey(ip), []byte(ep.Handle)); err != nil {
-			return fmt.Errorf("write address %s: %w", ip, err)
+		ep.IP, ep.Block, ep.Pool, ep.Second = as[0].IP, as[0].Block, as[0].Pool, Assignment{}
+		if len(as) > 1 {
+			ep.Second = as[1]
 		}
 		if pms != nil {
 			err = claimPorts(tx, &ep, pms) // writes ep
@@ -94,6 +108,42 @@ func (s *Store) Allocate(ep Endpoint, pool Pool) (got Endpoint, existed bool, er
 		return Endpoint{}, false, fmt.Errorf("allocate %s: %w", ep.Handle, err)
 	}
 	return got, existed, nil
+}
+
+// NoFreeAddressError is Allocate's error when a pool has no free address
+// in this node's confirmed blocks: the pool that needs a new block. It
+// matches ErrNoFreeAddress.
+type NoFreeAddressError struct{ Pool netip.Prefix }
+
+func (e *NoFreeAddressError) Error() string {
+	return fmt.Sprintf("pool %s: %s in this node's confirmed blocks", e.Pool, ErrNoFreeAddress)
+}
+
+func (e *NoFreeAddressError) Is(target error) bool { return target == ErrNoFreeAddress }
+
+// allocationPools checks the pools of one allocation (one, or one of each
+// family) and returns them IPv4 first.
+func allocationPools(pools []Pool) ([]Pool, error) {
+	switch {
+	case len(pools) == 0:
+		return nil, errors.New("no pool given")
+	case len(pools) > 2:
+		return nil, fmt.Errorf("%d pools given: an endpoint has at most one address of each family", len(pools))
+	}
+	for _, p := range pools {
+		if err := p.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	if len(pools) == 2 {
+		if pools[0].CIDR.Addr().Is4() == pools[1].CIDR.Addr().Is4() {
+			return nil, fmt.Errorf("pools %s and %s are of one family: an endpoint has at most one address of each family", pools[0].CIDR, pools[1].CIDR)
+		}
+		if pools[0].CIDR.Addr().Is6() {
+			pools = []Pool{pools[1], pools[0]}
+		}
+	}
+	return pools, nil
 }
 
 // freeInOwnBlocks returns the lowest free address of this node's blocks of
@@ -125,8 +175,8 @@ func (s *Store) freeInOwnBlocks(blocks, addrs *bolt.Bucket, pool Pool) (netip.Ad
 	return netip.Addr{}, netip.Prefix{}, false, nil
 }
 
-// Release removes the endpoint record of handle and frees its address and
-// hostPorts, in one transaction, and returns the record removed. An unknown handle is not
+// Release removes the endpoint record of handle and frees its addresses
+// and hostPorts, in one transaction, and returns the record removed. An unknown handle is not
 // an error (found=false): DEL must be safe to repeat. The block stays this
 // node's even when it becomes empty, as in Calico: keeping it spares a
 // claim and a BGP announcement for the next pod.
@@ -141,11 +191,13 @@ func (s *Store) Release(handle string) (ep Endpoint, found bool, err error) {
 			return err
 		}
 		addrs := tx.Bucket(bucketAddrs)
-		// Free the address only if it is still this handle's: a damaged
+		// Free an address only if it is still this handle's: a damaged
 		// file must not let one DEL take another pod's address.
-		if ep.IP.IsValid() && bytes.Equal(addrs.Get(addrKey(ep.IP)), []byte(handle)) {
-			if err := addrs.Delete(addrKey(ep.IP)); err != nil {
-				return fmt.Errorf("free address %s: %w", ep.IP, err)
+		for _, ip := range ep.Addrs() {
+			if bytes.Equal(addrs.Get(addrKey(ip)), []byte(handle)) {
+				if err := addrs.Delete(addrKey(ip)); err != nil {
+					return fmt.Errorf("free address %s: %w", ip, err)
+				}
 			}
 		}
 		// The same for its hostPorts.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -22,8 +23,9 @@ import (
 // name (which the pod's name or container ID determines) instead.
 const RecoveredHandlePrefix = "recovered."
 
-// KernelPod is a pod attachment as the kernel shows it: a reef veth with a
-// /32 route of reef's protocol.
+// KernelPod is a pod address as the kernel shows it: a reef veth with a
+// /32 or /128 route of reef's protocol. A dual-stack pod is two, with one
+// veth: Recover makes them one endpoint.
 type KernelPod struct {
 	Veth string
 	IP   netip.Addr
@@ -88,9 +90,10 @@ type RecoveredBlock struct {
 	State BlockState // confirmed, or lost
 }
 
-// RecoveredEndpoint is one address in use in the rebuilt store.
+// RecoveredEndpoint is one endpoint in the rebuilt store: a pod's
+// addresses (one, or one of each family), or a reserved one.
 type RecoveredEndpoint struct {
-	IP     netip.Addr
+	IPs    []netip.Addr
 	Veth   string
 	Handle string
 	// Complete: the damaged file's record of the pod was read, so its
@@ -206,25 +209,9 @@ func Recover(path string, in RecoverInput) (RecoverReport, error) {
 		return b, p
 	}
 
-	var eps []Endpoint
 	used := map[netip.Addr]bool{}
-	for _, kp := range in.Pods {
-		b, p := blockOf(kp.IP)
-		if p == nil || used[kp.IP] {
-			continue // not a pool address: not ours to keep
-		}
-		used[kp.IP] = true
-		ep, complete := sv.endpoints[kp.IP]
-		complete = complete && ep.HostVeth == kp.Veth && ep.State != EndpointReserved
-		if !complete {
-			ep = Endpoint{Handle: RecoveredHandlePrefix + kp.Veth, HostVeth: kp.Veth, MTU: kp.MTU, Created: in.Now.UTC().Round(0),
-				PortMappings: kp.PortMappings, Bandwidth: kp.Bandwidth}
-		}
-		ep.IP, ep.Block, ep.Pool, ep.State = kp.IP, b, p.CIDR, EndpointReady
-		eps = append(eps, ep)
-		rep.Endpoints = append(rep.Endpoints, RecoveredEndpoint{IP: kp.IP, Veth: kp.Veth, Handle: ep.Handle, Complete: complete,
-			HostPorts: len(ep.PortMappings), Limited: ep.Bandwidth != nil})
-	}
+	eps, reps := recoverPods(in, sv, blockOf, used)
+	rep.Endpoints = append(rep.Endpoints, reps...)
 	for _, r := range in.Reserved {
 		b, p := blockOf(r.IP)
 		if p == nil || used[r.IP] {
@@ -232,11 +219,12 @@ func Recover(path string, in RecoverInput) (RecoverReport, error) {
 		}
 		used[r.IP] = true
 		eps = append(eps, Endpoint{Handle: r.Handle, IP: r.IP, Block: b, Pool: p.CIDR, State: EndpointReserved, Created: in.Now.UTC().Round(0)})
-		rep.Endpoints = append(rep.Endpoints, RecoveredEndpoint{IP: r.IP, Handle: r.Handle, Complete: true})
+		rep.Endpoints = append(rep.Endpoints, RecoveredEndpoint{IPs: []netip.Addr{r.IP}, Handle: r.Handle, Complete: true})
 	}
 	for ip, ep := range sv.endpoints {
-		if !used[ip] && ep.State != EndpointReserved {
-			rep.Dropped = append(rep.Dropped, fmt.Sprintf("%s (%s, veth %s): its pod is gone from the kernel", ip, ep.Handle, ep.HostVeth))
+		// Once per record, which is here under each of its addresses.
+		if ep.State != EndpointReserved && ip == ep.IP && !slices.ContainsFunc(ep.Addrs(), func(a netip.Addr) bool { return used[a] }) {
+			rep.Dropped = append(rep.Dropped, fmt.Sprintf("%s (%s, veth %s): its pod is gone from the kernel", ep.AddrsString(), ep.Handle, ep.HostVeth))
 		}
 	}
 	slices.Sort(rep.Dropped)
@@ -244,7 +232,7 @@ func Recover(path string, in RecoverInput) (RecoverReport, error) {
 		rep.Blocks = append(rep.Blocks, RecoveredBlock{CIDR: b, From: ob.from, State: ob.state})
 	}
 	slices.SortFunc(rep.Blocks, func(a, b RecoveredBlock) int { return cmpPrefix(a.CIDR, b.CIDR) })
-	slices.SortFunc(rep.Endpoints, func(a, b RecoveredEndpoint) int { return a.IP.Compare(b.IP) })
+	slices.SortFunc(rep.Endpoints, func(a, b RecoveredEndpoint) int { return a.IPs[0].Compare(b.IPs[0]) })
 
 	// The damaged file stays locked while the new one is built, so a
 	// daemon started meanwhile waits for the lock and then fails.
@@ -319,8 +307,10 @@ func Recover(path string, in RecoverInput) (RecoverReport, error) {
 			}
 		}
 		for _, ep := range eps {
-			if err := putKeyed(tx.Bucket(bucketAddrs), ep.IP, addrKey(ep.IP), []byte(ep.Handle)); err != nil {
-				return fmt.Errorf("write address %s: %w", ep.IP, err)
+			for _, ip := range ep.Addrs() {
+				if err := putKeyed(tx.Bucket(bucketAddrs), ip, addrKey(ip), []byte(ep.Handle)); err != nil {
+					return fmt.Errorf("write address %s: %w", ip, err)
+				}
 			}
 			pms := ep.PortMappings
 			ep.PortMappings = nil
@@ -353,6 +343,66 @@ func Recover(path string, in RecoverInput) (RecoverReport, error) {
 		return rep, fmt.Errorf("recover %s: %w", path, err)
 	}
 	return rep, syncDir(filepath.Dir(path))
+}
+
+// recoverPods rebuilds the pods' endpoints from the kernel's pod routes,
+// one per veth with its address of each family, and marks their addresses
+// used. A record of the damaged file whose veth and first address match
+// is taken back whole; the addresses are the kernel's.
+func recoverPods(in RecoverInput, sv salvaged, blockOf func(netip.Addr) (netip.Prefix, *Pool), used map[netip.Addr]bool) ([]Endpoint, []RecoveredEndpoint) {
+	byVeth := map[string][]KernelPod{}
+	var veths []string
+	for _, kp := range in.Pods {
+		if _, ok := byVeth[kp.Veth]; !ok {
+			veths = append(veths, kp.Veth)
+		}
+		byVeth[kp.Veth] = append(byVeth[kp.Veth], kp)
+	}
+	slices.Sort(veths)
+	var eps []Endpoint
+	var reps []RecoveredEndpoint
+	for _, veth := range veths {
+		kps := byVeth[veth]
+		slices.SortFunc(kps, func(a, b KernelPod) int { return a.IP.Compare(b.IP) }) // IPv4 first
+		var as []Assignment
+		var pms []PortMapping
+		for _, kp := range kps {
+			b, p := blockOf(kp.IP)
+			if p == nil || used[kp.IP] || slices.ContainsFunc(as, func(a Assignment) bool { return a.IP.Is4() == kp.IP.Is4() }) {
+				continue // not a pool address (not ours to keep), or a second of its family
+			}
+			used[kp.IP] = true
+			as = append(as, Assignment{IP: kp.IP, Block: b, Pool: p.CIDR})
+			pms = append(pms, kp.PortMappings...)
+		}
+		if len(as) == 0 {
+			continue
+		}
+		// A hostPort on every address shows once per family.
+		slices.SortFunc(pms, comparePortMappings)
+		pms = slices.Compact(pms)
+		ep, complete := sv.endpoints[as[0].IP]
+		complete = complete && ep.HostVeth == veth && ep.State != EndpointReserved
+		if !complete {
+			ep = Endpoint{Handle: RecoveredHandlePrefix + veth, HostVeth: veth, MTU: kps[0].MTU, Created: in.Now.UTC().Round(0),
+				PortMappings: pms, Bandwidth: kps[0].Bandwidth}
+		}
+		ep.IP, ep.Block, ep.Pool, ep.Second, ep.State = as[0].IP, as[0].Block, as[0].Pool, Assignment{}, EndpointReady
+		if len(as) > 1 {
+			ep.Second = as[1]
+		}
+		eps = append(eps, ep)
+		reps = append(reps, RecoveredEndpoint{IPs: ep.Addrs(), Veth: veth, Handle: ep.Handle, Complete: complete,
+			HostPorts: len(ep.PortMappings), Limited: ep.Bandwidth != nil})
+	}
+	return eps, reps
+}
+
+// comparePortMappings orders port mappings for a sort: by protocol, host
+// port, host address and container port.
+func comparePortMappings(a, b PortMapping) int {
+	return cmp.Or(strings.Compare(a.Protocol, b.Protocol), cmp.Compare(a.HostPort, b.HostPort),
+		a.HostIP.Compare(b.HostIP), cmp.Compare(a.ContainerPort, b.ContainerPort))
 }
 
 // salvage reads what it can of a damaged file, bucket by bucket and record
@@ -435,8 +485,10 @@ func salvage(path string) salvaged {
 			return errors.New("no endpoints bucket")
 		}
 		return b.ForEach(func(k, v []byte) error {
-			if ep, err := decodeEndpoint(string(k), v); err == nil && ep.IP.IsValid() {
-				sv.endpoints[ep.IP] = ep
+			if ep, err := decodeEndpoint(string(k), v); err == nil {
+				for _, ip := range ep.Addrs() {
+					sv.endpoints[ip] = ep
+				}
 			}
 			return nil
 		})
