@@ -379,11 +379,14 @@ func editSet(sets []nft.Set, name string, es []nft.Elem, add bool) []nft.Set {
 
 // podElems are the elements a pod has in reef's tables, by table and set.
 func podElems(p nat.Pod) map[nft.TableID]map[string][]nft.Elem {
-	out := map[nft.TableID]map[string][]nft.Elem{
-		arpfilter.TableID: {arpfilter.SetPodAddrs: {{Iface: p.Veth, From: p.IP, To: p.IP}}},
+	out := map[nft.TableID]map[string][]nft.Elem{}
+	for _, ip := range p.IPs {
+		if ip.Is4() {
+			out[arpfilter.TableID] = map[string][]nft.Elem{arpfilter.SetPodAddrs: {{Iface: p.Veth, From: ip, To: ip}}}
+		}
 	}
 	if len(p.Ports) > 0 {
-		out[hostport.TableID] = hostport.Elems(hostport.Pod{IP: p.IP, Ports: p.Ports})
+		out[hostport.TableID] = hostport.Elems(hostport.Pod{IPs: p.IPs, Ports: p.Ports})
 	}
 	return out
 }

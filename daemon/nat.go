@@ -67,7 +67,7 @@ func (n *natDataplane) AddPod(ep store.Endpoint) error {
 	err = n.kernel.AddPod(p)
 	n.mu.Unlock()
 	if errors.Is(err, nat.ErrNoTable) {
-		return fmt.Errorf("add the elements of %s (%s): %w: %w", ep.HostVeth, ep.IP, err, cniserver.ErrRepairLater)
+		return fmt.Errorf("add the elements of %s (%s): %w: %w", ep.HostVeth, ep.AddrsString(), err, cniserver.ErrRepairLater)
 	}
 	if err != nil {
 		return err
@@ -97,7 +97,7 @@ func (n *natDataplane) DelPod(ep store.Endpoint) error {
 
 // natPod is an endpoint as package nat sees it.
 func natPod(ep store.Endpoint) (nat.Pod, error) {
-	p := nat.Pod{Veth: ep.HostVeth, IP: ep.IP}
+	p := nat.Pod{Veth: ep.HostVeth, IPs: ep.Addrs()}
 	for _, m := range ep.PortMappings {
 		proto, ok := nft.Proto(m.Protocol)
 		if !ok {

@@ -21,7 +21,7 @@ import (
 const benchPods = 1000
 
 func benchPod(i int) Pod {
-	return Pod{Veth: fmt.Sprintf("reef%011x", i), IP: netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)})}
+	return Pod{Veth: fmt.Sprintf("reef%011x", i), IPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)})}}
 }
 
 // inBenchNetns moves the benchmark's goroutine, locked to its thread, into

@@ -33,30 +33,49 @@ import (
 // policy's to write.
 func Ours(id nft.TableID) bool { return id.Name == nft.TableName || id == hostport.TableID }
 
-// Pod is one pod as reef's tables see it: its node-side veth and address
-// (its ARP-filter element) and its hostPorts.
+// Pod is one pod as reef's tables see it: its node-side veth and
+// addresses (one, or one of each family; the IPv4 one has an ARP-filter
+// element) and its hostPorts.
 type Pod struct {
 	Veth  string
-	IP    netip.Addr
+	IPs   []netip.Addr
 	Ports []hostport.Mapping
 }
 
-func (p Pod) arp() arpfilter.Pod { return arpfilter.Pod{Veth: p.Veth, IP: p.IP} }
-
-// check says why the pod can have no elements: an IPv4 pod needs what its
-// ARP-filter element needs, an IPv6 pod (no ARP) a veth name and an
-// address of its family.
-func (p Pod) check() error {
-	if p.IP.Is4() {
-		return p.arp().Check()
+// ip4 is the pod's IPv4 address, zero if it has none.
+func (p Pod) ip4() netip.Addr {
+	for _, ip := range p.IPs {
+		if ip.Is4() {
+			return ip
+		}
 	}
-	if p.Veth == "" || len(p.Veth) >= nft.IfNameSize || !p.IP.Is6() || p.IP.Is4In6() {
-		return fmt.Errorf("pod %q . %s: want a veth name of 1-15 characters and an IPv4 or IPv6 address", p.Veth, p.IP)
+	return netip.Addr{}
+}
+
+func (p Pod) arp() arpfilter.Pod { return arpfilter.Pod{Veth: p.Veth, IP: p.ip4()} }
+
+// check says why the pod can have no elements: a veth name an interface
+// can have, and one or two addresses, at most one of each family, none
+// IPv4-mapped.
+func (p Pod) check() error {
+	v4, v6 := 0, 0
+	for _, ip := range p.IPs {
+		switch {
+		case ip.Is4():
+			v4++
+		case ip.Is6() && !ip.Is4In6():
+			v6++
+		default:
+			v4 = 2 // refused below
+		}
+	}
+	if p.Veth == "" || len(p.Veth) >= nft.IfNameSize || v4+v6 == 0 || v4 > 1 || v6 > 1 {
+		return fmt.Errorf("pod %q . %v: want a veth name of 1-15 characters and an IPv4 or IPv6 address, or one of each", p.Veth, p.IPs)
 	}
 	return nil
 }
 
-func (p Pod) hostPorts() hostport.Pod { return hostport.Pod{IP: p.IP, Ports: p.Ports} }
+func (p Pod) hostPorts() hostport.Pod { return hostport.Pod{IPs: p.IPs, Ports: p.Ports} }
 
 // Desired returns reef's tables for the pools and pods of family f: the
 // masquerade table, and for IPv4 the ARP filter and table inet

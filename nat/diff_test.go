@@ -31,8 +31,8 @@ func testPools() []masq.Pool {
 
 func testPods() []Pod {
 	return []Pod{
-		{Veth: "reef0123456789a", IP: addr("10.244.0.5")},
-		{Veth: "reefbbbbbbbbbbb", IP: addr("10.244.0.6")},
+		{Veth: "reef0123456789a", IPs: []netip.Addr{addr("10.244.0.5")}},
+		{Veth: "reefbbbbbbbbbbb", IPs: []netip.Addr{addr("10.244.0.6")}},
 	}
 }
 
@@ -43,8 +43,8 @@ func testPods() []Pod {
 func TestDesired(t *testing.T) {
 	ports := []hostport.Mapping{{Proto: unix.IPPROTO_TCP, Port: 8080, PodPort: 80}}
 	pods := append(testPods(),
-		Pod{Veth: "", IP: addr("10.244.0.7")},                              // no veth (taken over by a newer sandbox)
-		Pod{Veth: "reefccccccccccc", IP: addr("10.244.0.8"), Ports: ports}, // with a hostPort
+		Pod{Veth: "", IPs: []netip.Addr{addr("10.244.0.7")}},                              // no veth (taken over by a newer sandbox)
+		Pod{Veth: "reefccccccccccc", IPs: []netip.Addr{addr("10.244.0.8")}, Ports: ports}, // with a hostPort
 	)
 	tables := Desired(masq.IPv4, testPools(), pods)
 	if got := IDs(tables); !cmp.Equal(got, []nft.TableID{{Family: nftables.TableFamilyIPv4, Name: "reef"}, {Family: nftables.TableFamilyARP, Name: "reef"}, {Family: nftables.TableFamilyINet, Name: "reef-hostport"}}) {
@@ -52,9 +52,9 @@ func TestDesired(t *testing.T) {
 	}
 	var arp []arpfilter.Pod
 	for _, p := range pods {
-		arp = append(arp, arpfilter.Pod{Veth: p.Veth, IP: p.IP})
+		arp = append(arp, arpfilter.Pod{Veth: p.Veth, IP: p.IPs[0]})
 	}
-	want := []nft.Table{masq.Table(masq.IPv4, testPools()), arpfilter.Table(arp), hostport.Table([]hostport.Pod{{IP: addr("10.244.0.8"), Ports: ports}})}
+	want := []nft.Table{masq.Table(masq.IPv4, testPools()), arpfilter.Table(arp), hostport.Table([]hostport.Pod{{IPs: []netip.Addr{addr("10.244.0.8")}, Ports: ports}})}
 	if !reflect.DeepEqual(tables, want) {
 		t.Errorf("Desired differs from the tables' own: %+v", nft.Diff(want, tables).Changes)
 	}

@@ -64,7 +64,7 @@ func (k *Kernel) podBatch(p Pod, add bool) error {
 		return err
 	}
 	var edits []nft.ElemEdit
-	if (add || len(p.Ports) == 0) && p.IP.Is4() {
+	if (add || len(p.Ports) == 0) && p.ip4().IsValid() {
 		edits = append(edits, arpfilter.Edit(p.arp()))
 	}
 	if len(p.Ports) > 0 {

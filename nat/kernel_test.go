@@ -3,6 +3,7 @@ package nat
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"regexp"
@@ -194,7 +195,7 @@ table arp other {
 	}
 	runNFT(t, ns, "delete", "table", "ip", "reef")
 	converge(t, k, want)
-	if err := k.AddPod(Pod{Veth: "reefnew", IP: addr("10.244.0.99")}); err != nil {
+	if err := k.AddPod(Pod{Veth: "reefnew", IPs: []netip.Addr{addr("10.244.0.99")}}); err != nil {
 		t.Fatal(err)
 	}
 	ids, err := k.OwnTables()
@@ -214,7 +215,7 @@ table arp other {
 
 func TestKernelPodElements(t *testing.T) {
 	ns, k := testNetns(t)
-	p := Pod{Veth: "reef0123456789a", IP: addr("10.244.0.5")}
+	p := Pod{Veth: "reef0123456789a", IPs: []netip.Addr{addr("10.244.0.5")}}
 	if err := k.AddPod(p); !errors.Is(err, ErrNoTable) {
 		t.Errorf("AddPod without the table: %v, want ErrNoTable", err)
 	}
@@ -238,22 +239,22 @@ func TestKernelPodElements(t *testing.T) {
 	if out := runNFT(t, ns, "list", "set", "arp", "reef", "pod-addrs"); strings.Contains(out, "reef0123456789a") {
 		t.Errorf("element left after DelPod:\n%s", out)
 	}
-	if err := k.AddPod(Pod{Veth: "reef-name-too-long", IP: addr("10.244.0.5")}); err == nil {
+	if err := k.AddPod(Pod{Veth: "reef-name-too-long", IPs: []netip.Addr{addr("10.244.0.5")}}); err == nil {
 		t.Error("AddPod took a 18-character interface name")
 	}
 }
 
 func hostPortPods() []Pod {
 	return []Pod{
-		{Veth: "reef0123456789a", IP: addr("10.244.0.5"), Ports: []hostport.Mapping{
+		{Veth: "reef0123456789a", IPs: []netip.Addr{addr("10.244.0.5")}, Ports: []hostport.Mapping{
 			{Proto: unix.IPPROTO_TCP, Port: 8080, PodPort: 80},
 			{Proto: unix.IPPROTO_UDP, Port: 5353, PodPort: 53},
 		}},
-		{Veth: "reefbbbbbbbbbbb", IP: addr("10.244.0.6"), Ports: []hostport.Mapping{
+		{Veth: "reefbbbbbbbbbbb", IPs: []netip.Addr{addr("10.244.0.6")}, Ports: []hostport.Mapping{
 			{Proto: unix.IPPROTO_TCP, HostIP: addr("192.168.77.1"), Port: 8080, PodPort: 8000},
 			{Proto: unix.IPPROTO_SCTP, Port: 9000, PodPort: 9000},
 		}},
-		{Veth: "reefccccccccccc", IP: addr("10.244.0.7")}, // no hostPorts
+		{Veth: "reefccccccccccc", IPs: []netip.Addr{addr("10.244.0.7")}}, // no hostPorts
 	}
 }
 
@@ -296,7 +297,7 @@ func TestHostPortTableInKernel(t *testing.T) {
 	}
 
 	// Per pod, as ADD and DEL do it.
-	p := Pod{Veth: "reefddddddddddd", IP: addr("10.244.0.8"), Ports: []hostport.Mapping{{Proto: unix.IPPROTO_TCP, Port: 443, PodPort: 8443}}}
+	p := Pod{Veth: "reefddddddddddd", IPs: []netip.Addr{addr("10.244.0.8")}, Ports: []hostport.Mapping{{Proto: unix.IPPROTO_TCP, Port: 443, PodPort: 8443}}}
 	if err := k.AddPod(p); err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +355,7 @@ func mustRead(t *testing.T, k *Kernel, want []nft.Table) []nft.Table {
 func TestKernelIPv6(t *testing.T) {
 	ns, k := testNetns(t)
 	pools := append(testPools(), masq.Pool{CIDR: pfx("fd00:10:244::/56"), NATOutgoing: true}, masq.Pool{CIDR: pfx("fd00:10:245::/64")})
-	pod := Pod{Veth: "reef0123456789b", IP: addr("fd00:10:244::5"), Ports: []hostport.Mapping{{Proto: unix.IPPROTO_TCP, Port: 8080, PodPort: 80}}}
+	pod := Pod{Veth: "reef0123456789b", IPs: []netip.Addr{addr("fd00:10:244::5")}, Ports: []hostport.Mapping{{Proto: unix.IPPROTO_TCP, Port: 8080, PodPort: 80}}}
 	want := append(Desired(masq.IPv4, pools, nil), Desired(masq.IPv6, pools, nil)...)
 	converge(t, k, want)
 	out := counters.ReplaceAllString(runNFT(t, ns, "list", "ruleset"), "counter")
@@ -387,5 +388,46 @@ func TestKernelIPv6(t *testing.T) {
 	}
 	if out := runNFT(t, ns, "list", "table", "inet", "reef-hostport"); strings.Contains(out, "fd00:10:244::5") {
 		t.Errorf("the IPv6 pod's hostPort is left after DelPod:\n%s", out)
+	}
+}
+
+// TestKernelDualStack: a dual-stack pod has an ARP-filter element for its
+// IPv4 address only, and its hostPort leads to both addresses; DelPod
+// removes all of it.
+func TestKernelDualStack(t *testing.T) {
+	ns, k := testNetns(t)
+	pools := append(testPools(), masq.Pool{CIDR: pfx("fd00:10:244::/56"), NATOutgoing: true})
+	converge(t, k, append(Desired(masq.IPv4, pools, nil), Desired(masq.IPv6, pools, nil)...))
+	pod := Pod{Veth: "reef0123456789d", IPs: []netip.Addr{addr("10.244.0.9"), addr("fd00:10:244::9")},
+		Ports: []hostport.Mapping{{Proto: unix.IPPROTO_TCP, Port: 8080, PodPort: 80}}}
+	if err := k.AddPod(pod); err != nil {
+		t.Fatalf("AddPod of a dual-stack pod: %v", err)
+	}
+	hp := runNFT(t, ns, "list", "table", "inet", "reef-hostport")
+	for _, want := range []string{"tcp . 8080 : 10.244.0.9 . 80", "tcp . 8080 : fd00:10:244::9 . 80"} {
+		if !strings.Contains(hp, want) {
+			t.Errorf("table inet reef-hostport lacks %q:\n%s", want, hp)
+		}
+	}
+	if arp := runNFT(t, ns, "list", "set", "arp", "reef", "pod-addrs"); !strings.Contains(arp, `"reef0123456789d" . 10.244.0.9`) {
+		t.Errorf("the ARP-filter element of the pod's IPv4 address is missing:\n%s", arp)
+	}
+	// The table the reconcile pass wants has the same elements.
+	want := append(Desired(masq.IPv4, pools, []Pod{pod}), Desired(masq.IPv6, pools, []Pod{pod})...)
+	have, err := k.Read(IDs(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan := nft.Diff(want, have); len(plan.Changes) != 0 {
+		t.Errorf("the kernel after AddPod differs from Desired: %+v", plan.Changes)
+	}
+	if err := k.DelPod(pod); err != nil {
+		t.Fatalf("DelPod of a dual-stack pod: %v", err)
+	}
+	out := runNFT(t, ns, "list", "ruleset")
+	for _, gone := range []string{"10.244.0.9", "fd00:10:244::9"} {
+		if strings.Contains(out, gone) {
+			t.Errorf("%s is left after DelPod:\n%s", gone, out)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package nat
 
 import (
+	"net/netip"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -16,13 +17,13 @@ import (
 // from the kernel), and a stale element of pod C is left from earlier. The
 // plan repairs A and removes C, and touches neither B nor D.
 func TestLeaveAlone(t *testing.T) {
-	a := Pod{Veth: "reefaaaaaaaaaaa", IP: addr("10.244.0.5"), Ports: []hostport.Mapping{{Proto: unix.IPPROTO_TCP, Port: 8080, PodPort: 80}}}
-	b := Pod{Veth: "reefbbbbbbbbbbb", IP: addr("10.244.0.6"), Ports: []hostport.Mapping{{Proto: unix.IPPROTO_TCP, Port: 9090, PodPort: 90}}}
-	c := Pod{Veth: "reefccccccccccc", IP: addr("10.244.0.7")}
-	d := Pod{Veth: "reefddddddddddd", IP: addr("10.244.0.8"), Ports: []hostport.Mapping{{Proto: unix.IPPROTO_UDP, Port: 53, PodPort: 53}}}
+	a := Pod{Veth: "reefaaaaaaaaaaa", IPs: []netip.Addr{addr("10.244.0.5")}, Ports: []hostport.Mapping{{Proto: unix.IPPROTO_TCP, Port: 8080, PodPort: 80}}}
+	b := Pod{Veth: "reefbbbbbbbbbbb", IPs: []netip.Addr{addr("10.244.0.6")}, Ports: []hostport.Mapping{{Proto: unix.IPPROTO_TCP, Port: 9090, PodPort: 90}}}
+	c := Pod{Veth: "reefccccccccccc", IPs: []netip.Addr{addr("10.244.0.7")}}
+	d := Pod{Veth: "reefddddddddddd", IPs: []netip.Addr{addr("10.244.0.8")}, Ports: []hostport.Mapping{{Proto: unix.IPPROTO_UDP, Port: 53, PodPort: 53}}}
 	touched := func(e nft.Elem) bool {
-		return e.Iface == b.Veth || e.Iface == d.Veth || e.From == e.To && (e.From == b.IP || e.From == d.IP) ||
-			e.Value.IsValid() && (e.Value.Addr() == b.IP || e.Value.Addr() == d.IP)
+		return e.Iface == b.Veth || e.Iface == d.Veth || e.From == e.To && (e.From == b.IPs[0] || e.From == d.IPs[0]) ||
+			e.Value.IsValid() && (e.Value.Addr() == b.IPs[0] || e.Value.Addr() == d.IPs[0])
 	}
 	want := Desired(masq.IPv4, testPools(), []Pod{a, d})
 	have := Desired(masq.IPv4, testPools(), []Pod{b, c})
@@ -43,12 +44,12 @@ func TestLeaveAlone(t *testing.T) {
 			t.Errorf("unexpected change %s of %s: %s", ch.Kind, ch.Table.ID, ch.Why)
 		}
 	}
-	for _, e := range []nft.Elem{{Iface: a.Veth, From: a.IP, To: a.IP}, {Proto: unix.IPPROTO_TCP, Port: 8080}, {From: a.IP, To: a.IP}} {
+	for _, e := range []nft.Elem{{Iface: a.Veth, From: a.IPs[0], To: a.IPs[0]}, {Proto: unix.IPPROTO_TCP, Port: 8080}, {From: a.IPs[0], To: a.IPs[0]}} {
 		if !added[e] {
 			t.Errorf("pod A's element %s is not repaired", e)
 		}
 	}
-	if !deleted[nft.Elem{Iface: c.Veth, From: c.IP, To: c.IP}] {
+	if !deleted[nft.Elem{Iface: c.Veth, From: c.IPs[0], To: c.IPs[0]}] {
 		t.Errorf("pod C's stale element is not removed")
 	}
 	for e := range added {

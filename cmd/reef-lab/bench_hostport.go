@@ -145,7 +145,7 @@ func (r *hostPortReport) tableBench(bin string, pods int) error {
 		return err
 	}
 	pod := func(i int) nat.Pod {
-		return nat.Pod{Veth: fmt.Sprintf("reef%011x", i), IP: netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)}),
+		return nat.Pod{Veth: fmt.Sprintf("reef%011x", i), IPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)})},
 			Ports: []hostport.Mapping{{Proto: unix.IPPROTO_TCP, Port: uint16(10000 + i), PodPort: 80}}}
 	}
 	var all []nat.Pod

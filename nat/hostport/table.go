@@ -101,9 +101,10 @@ func mapAnyPort(f family) string { return "hostports" + f.suffix }
 func mapIPPort(f family) string  { return "hostports" + f.suffix + "-ip" }
 func setHairpin(f family) string { return "hairpin" + f.suffix }
 
-// Pod is one pod's part of the table: its address and hostPorts.
+// Pod is one pod's part of the table: its addresses (one, or one of
+// each family) and hostPorts.
 type Pod struct {
-	IP    netip.Addr
+	IPs   []netip.Addr
 	Ports []Mapping
 }
 
@@ -129,28 +130,37 @@ func Edits(pod Pod) []nft.ElemEdit {
 	return out
 }
 
-// addElems appends pod's elements to out, by set name.
+// addElems appends pod's elements to out, by set name. A mapping on every
+// address leads to each of the pod's addresses, in its family's map (a
+// dual-stack pod's hostPort answers over IPv4 and IPv6); one on a host
+// address leads to the pod's address of that family, and to nothing if
+// the pod has none.
 func addElems(out map[string][]nft.Elem, pod Pod) {
-	if !pod.IP.IsValid() || len(pod.Ports) == 0 {
+	if len(pod.Ports) == 0 {
 		return
 	}
-	ip := pod.IP.Unmap()
-	f := families[0]
-	if !f.holds(ip) {
-		f = families[1]
-	}
-	anyPort, ipPort, hairpin := mapAnyPort(f), mapIPPort(f), setHairpin(f)
-	for _, hp := range pod.Ports {
-		to := netip.AddrPortFrom(ip, hp.PodPort)
-		switch {
-		case !hp.HostIP.IsValid():
-			out[anyPort] = append(out[anyPort], nft.Elem{Proto: hp.Proto, Port: hp.Port, Value: to})
-		case f.holds(hp.HostIP.Unmap()):
-			a := hp.HostIP.Unmap()
-			out[ipPort] = append(out[ipPort], nft.Elem{From: a, To: a, Proto: hp.Proto, Port: hp.Port, Value: to})
+	for _, ip := range pod.IPs {
+		if !ip.IsValid() {
+			continue
 		}
+		ip = ip.Unmap()
+		f := families[0]
+		if !f.holds(ip) {
+			f = families[1]
+		}
+		anyPort, ipPort, hairpin := mapAnyPort(f), mapIPPort(f), setHairpin(f)
+		for _, hp := range pod.Ports {
+			to := netip.AddrPortFrom(ip, hp.PodPort)
+			switch {
+			case !hp.HostIP.IsValid():
+				out[anyPort] = append(out[anyPort], nft.Elem{Proto: hp.Proto, Port: hp.Port, Value: to})
+			case f.holds(hp.HostIP.Unmap()):
+				a := hp.HostIP.Unmap()
+				out[ipPort] = append(out[ipPort], nft.Elem{From: a, To: a, Proto: hp.Proto, Port: hp.Port, Value: to})
+			}
+		}
+		out[hairpin] = append(out[hairpin], nft.Elem{From: ip, To: ip})
 	}
-	out[hairpin] = append(out[hairpin], nft.Elem{From: ip, To: ip})
 }
 
 // Table is table inet reef-hostport for the pods:
