@@ -47,21 +47,29 @@ func (s *Server) log4(r *request) *slog.Logger {
 	return s.deps.Log.With("cmd", r.command, "container", r.containerID, "pod", r.podNamespace+"/"+r.podName, "ifname", r.ifName)
 }
 
-func (s *Server) poolFor(r *request) (store.Pool, *types.Error) {
-	if !r.pool.IsValid() {
-		return s.cfg.Pools[0], nil
+// poolsFor are the pools a pod of r gets an address from: one of each
+// family the node has pools of, the first of its family (pools[0] for
+// its family) unless the netconf key "pool" names another.
+func (s *Server) poolsFor(r *request) ([]store.Pool, *types.Error) {
+	var out []store.Pool
+	if r.pool.IsValid() {
+		i := slices.IndexFunc(s.cfg.Pools, func(p store.Pool) bool { return p.CIDR == r.pool })
+		if i < 0 {
+			var names []string
+			for _, p := range s.cfg.Pools {
+				names = append(names, p.CIDR.String())
+			}
+			return nil, types.NewError(types.ErrInvalidNetworkConfig,
+				fmt.Sprintf("netconf key \"pool\": %s is not a pool of this node (pools: %v); add it to pools in /etc/reef/config.yaml", r.pool, names), "")
+		}
+		out = append(out, s.cfg.Pools[i])
 	}
 	for _, p := range s.cfg.Pools {
-		if p.CIDR == r.pool {
-			return p, nil
+		if !slices.ContainsFunc(out, func(q store.Pool) bool { return q.CIDR.Addr().Is4() == p.CIDR.Addr().Is4() }) {
+			out = append(out, p)
 		}
 	}
-	var names []string
-	for _, p := range s.cfg.Pools {
-		names = append(names, p.CIDR.String())
-	}
-	return store.Pool{}, types.NewError(types.ErrInvalidNetworkConfig,
-		fmt.Sprintf("netconf key \"pool\": %s is not a pool of this node (pools: %v); add it to pools in /etc/reef/config.yaml", r.pool, names), "")
+	return out, nil
 }
 
 func (s *Server) add(ctx context.Context, in *reefv1.CNIRequest) ([]byte, *types.Error) {
@@ -74,7 +82,7 @@ func (s *Server) add(ctx context.Context, in *reefv1.CNIRequest) ([]byte, *types
 	if !s.Ready() {
 		return nil, types.NewError(types.ErrTryAgainLater, "reef daemon is starting; try again later", "")
 	}
-	pool, cerr := s.poolFor(r)
+	pools, cerr := s.poolsFor(r)
 	if cerr != nil {
 		return nil, cerr
 	}
@@ -99,16 +107,17 @@ func (s *Server) add(ctx context.Context, in *reefv1.CNIRequest) ([]byte, *types
 	needCtx, cancel := context.WithTimeout(ctx, BlockWait)
 	defer cancel()
 	for {
-		var needBlock bool
-		ep, podMAC, needBlock, cerr = s.addLocked(r, pool, op, log)
-		if !needBlock {
+		var needBlock *store.Pool
+		ep, podMAC, needBlock, cerr = s.addLocked(r, pools, op, log)
+		if needBlock == nil {
 			break
 		}
-		// Every confirmed block of the pool is full. Wait, holding only
-		// the container's lock, for the block protocol to confirm a new
-		// claim, then retry. (The pass skips a container whose lock is
-		// held: Server.Release and Update only try it.)
-		if err := s.deps.NeedBlock(needCtx, pool); err != nil {
+		// Every confirmed block of a pool is full (nothing was taken from
+		// the other family's). Wait, holding only the container's lock,
+		// for the block protocol to confirm a new claim, then retry. (The
+		// pass skips a container whose lock is held: Server.Release and
+		// Update only try it.)
+		if err := s.deps.NeedBlock(needCtx, *needBlock); err != nil {
 			cerr = err
 			break
 		}
@@ -121,15 +130,15 @@ func (s *Server) add(ctx context.Context, in *reefv1.CNIRequest) ([]byte, *types
 	if err != nil {
 		return nil, types.NewError(types.ErrInternal, "encode CNI result", err.Error())
 	}
-	log.Info("pod added", "ip", ep.IP, "veth", ep.HostVeth)
+	log.Info("pod added", "ip", ep.AddrsString(), "veth", ep.HostVeth)
 	return out, nil
 }
 
 // addLocked allocates and wires, under the container's lock; op is the
-// ADD in the activity log, told the pod's address before anything of the
-// pod is written with it. needBlock says the pool has no free address in
-// this node's confirmed blocks (nothing was done).
-func (s *Server) addLocked(r *request, pool store.Pool, op *activity.Op, log *slog.Logger) (ep store.Endpoint, podMAC string, needBlock bool, cerr *types.Error) {
+// ADD in the activity log, told the pod's addresses before anything of the
+// pod is written with them. needBlock is the pool that has no free address
+// in this node's confirmed blocks (nothing was done).
+func (s *Server) addLocked(r *request, pools []store.Pool, op *activity.Op, log *slog.Logger) (ep store.Endpoint, podMAC string, needBlock *store.Pool, cerr *types.Error) {
 	tmpl := store.Endpoint{
 		Handle:       r.handle(),
 		Network:      r.conf.Name,
@@ -146,57 +155,59 @@ func (s *Server) addLocked(r *request, pool store.Pool, op *activity.Op, log *sl
 	}
 	// The record is written before the kernel is touched: a crash at any
 	// later point leaves a pending record that the next start resolves.
-	ep, existed, err := s.deps.Store.Allocate(tmpl, pool)
-	if errors.Is(err, store.ErrNoFreeAddress) {
-		return ep, "", true, nil
+	ep, existed, err := s.deps.Store.Allocate(tmpl, pools...)
+	var full *store.NoFreeAddressError
+	if errors.As(err, &full) {
+		i := slices.IndexFunc(pools, func(p store.Pool) bool { return p.CIDR == full.Pool })
+		return ep, "", &pools[i], nil
 	}
 	var taken *store.PortTakenError
 	if errors.As(err, &taken) {
-		return ep, "", false, portTaken(r, taken) // nothing was stored
+		return ep, "", nil, portTaken(r, taken) // nothing was stored
 	}
 	if err != nil {
-		return ep, "", false, storeError("allocate an address", err)
+		return ep, "", nil, storeError("allocate an address", err)
 	}
-	op.Pod(ep.IP, tmpl.HostVeth)
+	op.Pod(ep.Addrs(), tmpl.HostVeth)
 	if existed {
 		// A repeated ADD: same address, wiring redone with this call's netns.
-		log.Info("ADD repeated for a known attachment; keeping its address", "ip", ep.IP)
+		log.Info("ADD repeated for a known attachment; keeping its address", "ip", ep.AddrsString())
 		s.undefer(ep) // a DEL deferred for a full disk is overtaken: the pod is back
 		ep.Netns, ep.IfName, ep.HostVeth, ep.MTU, ep.Bandwidth = tmpl.Netns, tmpl.IfName, tmpl.HostVeth, tmpl.MTU, tmpl.Bandwidth
 		ep.State = store.EndpointPending
 		if err := s.deps.Store.SetEndpoint(ep); err != nil {
-			return ep, "", false, types.NewError(types.ErrInternal, "update endpoint record", err.Error())
+			return ep, "", nil, types.NewError(types.ErrInternal, "update endpoint record", err.Error())
 		}
 	}
 	if existed && !slices.Equal(r.ports, ep.PortMappings) {
 		// A repeated ADD with other hostPorts: this call's are the pod's.
 		claimed, err := s.deps.Store.ClaimPorts(ep.Handle, r.ports)
 		if errors.As(err, &taken) {
-			return ep, "", false, portTaken(r, taken)
+			return ep, "", nil, portTaken(r, taken)
 		}
 		if err != nil {
-			return ep, "", false, types.NewError(types.ErrInternal, "record the pod's hostPorts", err.Error())
+			return ep, "", nil, types.NewError(types.ErrInternal, "record the pod's hostPorts", err.Error())
 		}
 		ep = claimed
 	}
 	if s.deps.Policy != nil {
 		// Before the veth exists: the pod is covered from its first packet.
 		if err := s.deps.Policy.Cover(ep); err != nil {
-			return ep, "", false, s.rollback(r, ep, existed, types.NewError(types.ErrInternal,
-				"apply NetworkPolicy for pod "+ep.IP.String()+" (nftables table inet reef)", err.Error()), log)
+			return ep, "", nil, s.rollback(r, ep, existed, types.NewError(types.ErrInternal,
+				"apply NetworkPolicy for pod "+ep.AddrsString()+" (nftables table inet reef)", err.Error()), log)
 		}
 	}
 	if err := s.detachOthers(ep); err != nil {
-		return ep, "", false, s.rollback(r, ep, existed, types.NewError(types.ErrInternal, "take over veth "+ep.HostVeth, err.Error()), log)
+		return ep, "", nil, s.rollback(r, ep, existed, types.NewError(types.ErrInternal, "take over veth "+ep.HostVeth, err.Error()), log)
 	}
 	links, err := routes.SetupPod(routes.PodSpec{Netns: r.netns, IfName: r.ifName, HostVeth: ep.HostVeth, IPs: ep.Addrs(), MTU: s.cfg.MTU,
-		HostSettings: s.hostSettings(len(ep.PortMappings) > 0, ep.IP.Is6()), TestPauseAfterVeth: s.cfg.TestPauseAfterVeth})
+		HostSettings: s.hostSettings(len(ep.PortMappings) > 0, ep.HasIPv6()), TestPauseAfterVeth: s.cfg.TestPauseAfterVeth})
 	if err != nil {
-		code, msg := uint(types.ErrInternal), "wire pod "+ep.IP.String()+" in "+r.netns
+		code, msg := uint(types.ErrInternal), "wire pod "+ep.AddrsString()+" in "+r.netns
 		if errors.Is(err, routes.ErrNetnsGone) {
 			code, msg = types.ErrUnknownContainer, "CNI_NETNS "+r.netns+" is gone: the sandbox was deleted, or never created"
 		}
-		return ep, "", false, s.rollback(r, ep, existed, types.NewError(code, msg, err.Error()), log)
+		return ep, "", nil, s.rollback(r, ep, existed, types.NewError(code, msg, err.Error()), log)
 	}
 	// The bandwidth limits (tc on the veth and the ifb: a dozen netlink
 	// calls) are set while nftables and the store do their part; the ADD
@@ -222,19 +233,19 @@ func (s *Server) addLocked(r *request, pool store.Pool, op *activity.Op, log *sl
 		err = nil
 	}
 	if err != nil {
-		return ep, "", false, fail(types.NewError(types.ErrInternal,
-			"add pod "+ep.IP.String()+" to the ARP filter and its hostPorts (nftables tables arp reef, inet reef-hostport)", err.Error()))
+		return ep, "", nil, fail(types.NewError(types.ErrInternal,
+			"add pod "+ep.AddrsString()+" to the ARP filter and its hostPorts (nftables tables arp reef, inet reef-hostport)", err.Error()))
 	}
 	ep.State = store.EndpointReady
 	if err := s.deps.Store.SetEndpoint(ep); err != nil {
-		return ep, "", false, fail(storeError("record endpoint", err))
+		return ep, "", nil, fail(storeError("record endpoint", err))
 	}
 	if err := <-bw; err != nil {
 		bw <- nil // for fail's wait
-		return ep, "", false, fail(types.NewError(types.ErrInternal,
-			"limit the bandwidth of pod "+ep.IP.String()+" (tc on "+ep.HostVeth+")", err.Error()))
+		return ep, "", nil, fail(types.NewError(types.ErrInternal,
+			"limit the bandwidth of pod "+ep.AddrsString()+" (tc on "+ep.HostVeth+")", err.Error()))
 	}
-	return ep, links.PodMAC.String(), false, nil
+	return ep, links.PodMAC.String(), nil, nil
 }
 
 // storeError is the CNI error of a store call that failed: I/O failure
@@ -269,7 +280,7 @@ func (s *Server) rollback(r *request, ep store.Endpoint, existed bool, cerr *typ
 		return cerr
 	}
 	if _, _, err := s.deps.Store.Release(r.handle()); err != nil {
-		log.Error("roll back allocation", "ip", ep.IP, "error", err)
+		log.Error("roll back allocation", "ip", ep.AddrsString(), "error", err)
 		cerr.Details += "; rolling back the allocation also failed: " + err.Error()
 	}
 	if s.deps.Policy != nil {

@@ -28,28 +28,29 @@ func (s *Server) check(in *reefv1.CNIRequest) *types.Error {
 		return types.NewError(types.ErrUnknownContainer, fmt.Sprintf("reef has no attachment %s (container %s)", r.handle(), r.containerID), "")
 	}
 	if ep.State != store.EndpointReady {
-		return types.NewError(ErrDataplaneDiffers, fmt.Sprintf("attachment of %s is %s: its ADD did not finish", ep.IP, ep.State), "")
+		return types.NewError(ErrDataplaneDiffers, fmt.Sprintf("attachment of %s is %s: its ADD did not finish", ep.AddrsString(), ep.State), "")
 	}
 	if ep.Netns != r.netns || ep.IfName != r.ifName {
 		return types.NewError(ErrDataplaneDiffers,
-			fmt.Sprintf("attachment of %s was made in %s as %s, CHECK names %s as %s", ep.IP, ep.Netns, ep.IfName, r.netns, r.ifName), "")
+			fmt.Sprintf("attachment of %s was made in %s as %s, CHECK names %s as %s", ep.AddrsString(), ep.Netns, ep.IfName, r.netns, r.ifName), "")
 	}
-	if err := checkPrevResult(in.GetNetconf(), ep.IP); err != nil {
+	if err := checkPrevResult(in.GetNetconf(), ep.Addrs()); err != nil {
 		return types.NewError(ErrDataplaneDiffers, err.Error(), "")
 	}
 	if ep.HostVeth == "" {
-		return types.NewError(ErrDataplaneDiffers, fmt.Sprintf("pod %s lost its veth to a newer sandbox of the same pod", ep.IP), "")
+		return types.NewError(ErrDataplaneDiffers, fmt.Sprintf("pod %s lost its veth to a newer sandbox of the same pod", ep.AddrsString()), "")
 	}
 	if err := routes.CheckPod(routes.PodSpec{Netns: ep.Netns, IfName: ep.IfName, HostVeth: ep.HostVeth, IPs: ep.Addrs(), MTU: ep.MTU}); err != nil {
-		return types.NewError(ErrDataplaneDiffers, fmt.Sprintf("pod %s: %v", ep.IP, err),
+		return types.NewError(ErrDataplaneDiffers, fmt.Sprintf("pod %s: %v", ep.AddrsString(), err),
 			"reef's reconcile loop repairs node-side routes within reconcileInterval; a missing veth or pod interface needs the pod recreated")
 	}
 	return nil
 }
 
-// checkPrevResult compares the address the runtime remembers with the
-// record, when the runtime sends one.
-func checkPrevResult(netconf []byte, ip netip.Addr) error {
+// checkPrevResult compares the addresses the runtime remembers with the
+// record's, when the runtime sends them: each of the attachment's
+// addresses must be there.
+func checkPrevResult(netconf []byte, ips []netip.Addr) error {
 	var c struct {
 		PrevResult *struct {
 			IPs []struct {
@@ -60,10 +61,16 @@ func checkPrevResult(netconf []byte, ip netip.Addr) error {
 	if err := json.Unmarshal(netconf, &c); err != nil || c.PrevResult == nil {
 		return nil
 	}
+	have := map[netip.Addr]bool{}
 	for _, x := range c.PrevResult.IPs {
-		if p, err := netip.ParsePrefix(x.Address); err == nil && p.Addr() == ip {
-			return nil
+		if p, err := netip.ParsePrefix(x.Address); err == nil {
+			have[p.Addr()] = true
 		}
 	}
-	return fmt.Errorf("prevResult does not contain the attachment's address %s", ip)
+	for _, ip := range ips {
+		if !have[ip] {
+			return fmt.Errorf("prevResult does not contain the attachment's address %s", ip)
+		}
+	}
+	return nil
 }

@@ -41,7 +41,7 @@ func (s *Server) Delete(in *reefv1.CNIRequest) *types.Error {
 		log.Debug("DEL of an unknown attachment: nothing to do")
 		return nil
 	}
-	op.Pod(ep.IP, ep.HostVeth)
+	op.Pod(ep.Addrs(), ep.HostVeth)
 	err = s.release(ep)
 	if errors.Is(err, store.ErrNotWritable) || errors.Is(err, store.ErrDamaged) {
 		// The pod is gone from the kernel; only the store could not be
@@ -56,14 +56,14 @@ func (s *Server) Delete(in *reefv1.CNIRequest) *types.Error {
 				log.Error("queue the DEL's store part for the next start", "error", qerr)
 			}
 		}
-		log.Warn("DEL done in the kernel; the store could not be written, so the address is freed once it can be", "ip", ep.IP, "error", err)
+		log.Warn("DEL done in the kernel; the store could not be written, so the address is freed once it can be", "ip", ep.AddrsString(), "error", err)
 		return nil
 	}
 	if err != nil {
-		log.Error("DEL failed", "ip", ep.IP, "error", err)
-		return types.NewError(types.ErrInternal, "delete pod "+ep.IP.String(), err.Error())
+		log.Error("DEL failed", "ip", ep.AddrsString(), "error", err)
+		return types.NewError(types.ErrInternal, "delete pod "+ep.AddrsString(), err.Error())
 	}
-	log.Info("pod deleted", "ip", ep.IP, "veth", ep.HostVeth)
+	log.Info("pod deleted", "ip", ep.AddrsString(), "veth", ep.HostVeth)
 	return nil
 }
 
@@ -224,12 +224,12 @@ func (s *Server) withRecord(ep store.Endpoint, wait bool, f func(store.Endpoint)
 	defer unlock()
 	op := s.deps.Activity.Begin(ep.Handle, ep.HostVeth)
 	defer op.End()
-	op.Pod(ep.IP, "")
+	op.Pod(ep.Addrs(), "")
 	cur, found, err := s.deps.Store.Endpoint(ep.Handle)
 	if err != nil {
 		return err
 	}
-	if !found || cur.State != ep.State || cur.Netns != ep.Netns || cur.HostVeth != ep.HostVeth || cur.IP != ep.IP {
+	if !found || cur.State != ep.State || cur.Netns != ep.Netns || cur.HostVeth != ep.HostVeth || cur.IP != ep.IP || cur.Second != ep.Second {
 		return errChanged
 	}
 	return f(cur)

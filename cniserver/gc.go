@@ -39,7 +39,7 @@ func (s *Server) gc(in *reefv1.CNIRequest) *types.Error {
 			continue
 		}
 		released++
-		s.deps.Log.Info("GC released an attachment the runtime no longer knows", "container", ep.ContainerID, "pod", ep.PodNamespace+"/"+ep.PodName, "ip", ep.IP)
+		s.deps.Log.Info("GC released an attachment the runtime no longer knows", "container", ep.ContainerID, "pod", ep.PodNamespace+"/"+ep.PodName, "ip", ep.AddrsString())
 	}
 	s.deps.Log.Info("GC done", "network", r.conf.Name, "valid", len(valid), "released", released)
 	if len(failed) > 0 {
@@ -59,6 +59,6 @@ func (s *Server) releaseHandle(containerID, handle string) error {
 	if err != nil || !found {
 		return err
 	}
-	op.Pod(ep.IP, ep.HostVeth)
+	op.Pod(ep.Addrs(), ep.HostVeth)
 	return s.release(ep)
 }

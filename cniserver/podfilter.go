@@ -53,7 +53,7 @@ func (noPodFilter) DelPod(store.Endpoint) error { return nil }
 // logged: the caller is already returning the error that made it undo.
 func (s *Server) unwire(ep store.Endpoint, log *slog.Logger) {
 	if err := s.deps.PodFilter.DelPod(ep); err != nil {
-		log.Error("roll back the pod's nftables elements (ARP filter, hostPorts)", "veth", ep.HostVeth, "ip", ep.IP, "error", err)
+		log.Error("roll back the pod's nftables elements (ARP filter, hostPorts)", "veth", ep.HostVeth, "ip", ep.AddrsString(), "error", err)
 	}
 	if err := routes.TeardownPod(ep.HostVeth); err != nil {
 		log.Error("roll back veth", "veth", ep.HostVeth, "error", err)

@@ -151,3 +151,73 @@ func TestResultIPv6(t *testing.T) {
 		})
 	}
 }
+
+// TestResultDualStack: a dual-stack pod's result lists both addresses on
+// the pod's interface, each with its family's gateway and default route,
+// in every version.
+func TestResultDualStack(t *testing.T) {
+	s := New(Config{MTU: 1450}, Deps{Log: slog.New(slog.DiscardHandler)})
+	ep := store.Endpoint{HostVeth: "reef0123456789a", IP: netip.MustParseAddr("10.244.1.5"),
+		Second: store.Assignment{IP: netip.MustParseAddr("fd00:10:244::5")}, MTU: 1450}
+	for _, v := range SupportedVersions {
+		t.Run(v, func(t *testing.T) {
+			r := &request{command: "ADD", containerID: goodID, netns: goodNetns, ifName: "eth0", conf: goodConf(v)}
+			out, err := s.result(r, ep, "0a:58:0a:f4:01:05")
+			if err != nil {
+				t.Fatalf("result: %v", err)
+			}
+			parsed, err := version.NewResult(v, out)
+			if err != nil {
+				t.Fatalf("CNI library cannot parse the %s result: %v\n%s", v, err, out)
+			}
+			res, err := types100.NewResultFromResult(parsed)
+			if err != nil {
+				t.Fatalf("convert to 1.0.0+: %v", err)
+			}
+			got := viewOf(t, res)
+			want := resultView{
+				IPs:    []string{"if=1 addr=10.244.1.5/32 gw=169.254.1.1", "if=1 addr=fd00:10:244::5/128 gw=fe80::ecee:eeff:feee:eeee"},
+				Routes: []string{"0.0.0.0/0 via 169.254.1.1", "::/0 via fe80::ecee:eeff:feee:eeee"}}
+			if diff := cmp.Diff(want, resultView{IPs: got.IPs, Routes: got.Routes}); diff != "" {
+				t.Errorf("result %s (-want +got):\n%s\nraw: %s", v, diff, out)
+			}
+		})
+	}
+}
+
+// TestPoolsFor: a pod gets one pool of each family the node has, the
+// first of each, or the one the netconf names for its family.
+func TestPoolsFor(t *testing.T) {
+	p := func(cidr string) store.Pool { return store.Pool{CIDR: netip.MustParsePrefix(cidr), BlockSize: 26} }
+	v4a, v4b, v6a, v6b := p("10.244.0.0/16"), p("10.245.0.0/16"), p("fd00:1::/56"), p("fd00:2::/56")
+	for _, tc := range []struct {
+		pools []store.Pool
+		named string
+		want  []store.Pool
+	}{
+		{[]store.Pool{v4a, v4b}, "", []store.Pool{v4a}},
+		{[]store.Pool{v6a}, "", []store.Pool{v6a}},
+		{[]store.Pool{v4a, v4b, v6a, v6b}, "", []store.Pool{v4a, v6a}},
+		{[]store.Pool{v6a, v4a}, "", []store.Pool{v6a, v4a}},
+		{[]store.Pool{v4a, v4b, v6a, v6b}, "10.245.0.0/16", []store.Pool{v4b, v6a}},
+		{[]store.Pool{v4a, v4b, v6a, v6b}, "fd00:2::/56", []store.Pool{v6b, v4a}},
+	} {
+		s := New(Config{Pools: tc.pools}, Deps{Log: slog.New(slog.DiscardHandler)})
+		r := &request{}
+		if tc.named != "" {
+			r.pool = netip.MustParsePrefix(tc.named)
+		}
+		got, cerr := s.poolsFor(r)
+		if cerr != nil {
+			t.Errorf("pools %v, named %q: %v", tc.pools, tc.named, cerr)
+			continue
+		}
+		if diff := cmp.Diff(tc.want, got, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+			t.Errorf("pools %v, named %q (-want +got):\n%s", tc.pools, tc.named, diff)
+		}
+	}
+	s := New(Config{Pools: []store.Pool{v4a, v6a}}, Deps{Log: slog.New(slog.DiscardHandler)})
+	if _, cerr := s.poolsFor(&request{pool: v4b.CIDR}); cerr == nil || cerr.Code != types.ErrInvalidNetworkConfig {
+		t.Errorf("a pool the node does not have: %v", cerr)
+	}
+}

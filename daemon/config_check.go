@@ -90,9 +90,6 @@ func (c *Config) poolProblems(ps *problems) {
 		if p.CIDR.Addr().Is6() && (len(c.BGP.Peers) > 0 || len(c.BGP.PeerPrefixes) > 0 || len(c.BGP.RouteReflectors) > 0) {
 			bad(at+".cidr", "value %q: IPv6 pools work on a node that runs alone so far (no bgp.peers, bgp.peerPrefixes or bgp.routeReflectors); routing IPv6 blocks between nodes is not built yet", p.CIDR)
 		}
-		if p.CIDR.IsValid() && p.CIDR.Addr().Is6() != c.Pools[0].CIDR.Addr().Is6() && c.Pools[0].CIDR.IsValid() {
-			bad(at+".cidr", "value %q is not of pools[0]'s family (%s): dual-stack pods, one address of each family, are not built yet; use pools of one family", p.CIDR, c.Pools[0].CIDR)
-		}
 		modesOK := true
 		for _, m := range []struct {
 			key  string

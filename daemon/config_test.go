@@ -107,6 +107,11 @@ func TestParseConfig(t *testing.T) {
 		{name: "IPv6 pool, block size given", yaml: "pools: [{cidr: 'fd00:10:244::/64', blockSize: 120, natOutgoing: false}]", want: func(c *Config) {
 			c.Pools = []PoolConfig{{CIDR: pfx("fd00:10:244::/64"), BlockSize: 120, VXLANMode: EncapCrossSubnet, IPIPMode: EncapNever}}
 		}},
+		{name: "dual-stack pools, several of a family", yaml: "pools: [{cidr: 10.10.0.0/16}, {cidr: 'fd00:10:244::/56'}, {cidr: 10.20.0.0/16}]", want: func(c *Config) {
+			c.Pools = []PoolConfig{{CIDR: pfx("10.10.0.0/16"), BlockSize: 26, VXLANMode: EncapCrossSubnet, IPIPMode: EncapNever, NATOutgoing: true},
+				{CIDR: pfx("fd00:10:244::/56"), BlockSize: 122, VXLANMode: EncapCrossSubnet, IPIPMode: EncapNever, NATOutgoing: true},
+				{CIDR: pfx("10.20.0.0/16"), BlockSize: 26, VXLANMode: EncapCrossSubnet, IPIPMode: EncapNever, NATOutgoing: true}}
+		}},
 		{name: "hex number", yaml: `bgp: {port: 0x1f90}`, want: func(c *Config) { c.BGP.Port = 8080 }},
 		{name: "leading zero is decimal", yaml: "mtu: 01450", want: func(c *Config) { c.MTU = 1450 }},
 		{name: "large ASN", yaml: "bgp: {asn: 4200000000}", want: func(c *Config) { c.BGP.ASN = 4200000000 }},
@@ -261,7 +266,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"IPv6 pool with IPIP", "pools: [{cidr: 'fd00::/64', vxlanMode: Never, ipipMode: Always}]", []string{`pools[0].ipipMode: value "Always" on an IPv6 pool: IPIP carries IPv4 only`}},
 		{"IPv4-mapped pool", "pools: [{cidr: '::ffff:10.244.0.0/112'}]", []string{`pools[0].cidr: value "::ffff:10.244.0.0/112" is an IPv4-mapped IPv6 CIDR`}},
 		{"IPv6 pool with peers", "pools: [{cidr: 'fd00::/64'}]\nbgp: {peers: [10.0.0.2], voters: [10.0.0.2]}", []string{`pools[0].cidr: value "fd00::/64": IPv6 pools work on a node that runs alone so far`}},
-		{"pools of both families", "pools:\n- cidr: 10.244.0.0/16\n- cidr: fd00::/64\n", []string{f + `line 3: pools[1].cidr: value "fd00::/64" is not of pools[0]'s family (10.244.0.0/16): dual-stack pods`}},
+		{"dual-stack pools with peers", "pools: [{cidr: 10.244.0.0/16}, {cidr: 'fd00::/64'}]\nbgp: {peers: [10.0.0.2], voters: [10.0.0.2]}", []string{`pools[1].cidr: value "fd00::/64": IPv6 pools work on a node that runs alone so far`}},
+		{"dual-stack pools overlapping", "pools: [{cidr: 10.244.0.0/16}, {cidr: 'fd00::/64'}, {cidr: 'fd00::/56'}]", []string{`pools[2].cidr: value "fd00::/56" overlaps pools[1].cidr "fd00::/64"`}},
 		{"block too large", "pools: [{cidr: 10.244.0.0/24, blockSize: 20}]", []string{`pools[0].blockSize: value 20 is outside 24..32`}},
 		{"block too small", "pools: [{cidr: 10.244.0.0/16, blockSize: 33}]", []string{`pools[0].blockSize: value 33 is outside 16..32`}},
 		{"bad encap", "pools:\n- cidr: 10.1.0.0/16\n  vxlanMode: always\n", []string{f + `line 3: pools[0].vxlanMode: value "always" is not one of Never, CrossSubnet, Always`}},

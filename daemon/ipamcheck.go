@@ -84,13 +84,13 @@ func (c *ipamChecker) endpointsAndRoutes() error {
 		pod := podOf(ep)
 		switch {
 		case ep.State != store.EndpointReady:
-			add("add-never-finished", ep.IP.String(), fmt.Sprintf("%s holds %s in state %s: its ADD never finished", pod, ep.IP, ep.State),
+			add("add-never-finished", ep.AddrsString(), fmt.Sprintf("%s holds %s in state %s: its ADD never finished", pod, ep.AddrsString(), ep.State),
 				"nothing: the next reconcile pass frees it")
 		case !cniserver.SandboxAlive(ep):
-			add("no-live-sandbox", ep.IP.String(), fmt.Sprintf("%s holds %s, but its network namespace %s is gone", pod, ep.IP, ep.Netns),
+			add("no-live-sandbox", ep.AddrsString(), fmt.Sprintf("%s holds %s, but its network namespace %s is gone", pod, ep.AddrsString(), ep.Netns),
 				"reef ipam release "+ep.IP.String()+" (the reconcile pass also frees it on its second pass that finds it gone)")
 		case ep.HostVeth != "" && have.Links != nil && !have.Links[ep.HostVeth]:
-			add("veth-missing", ep.IP.String(), fmt.Sprintf("%s holds %s, but its veth %s is gone", pod, ep.IP, ep.HostVeth),
+			add("veth-missing", ep.AddrsString(), fmt.Sprintf("%s holds %s, but its veth %s is gone", pod, ep.AddrsString(), ep.HostVeth),
 				"recreate the pod (the runtime's DEL then ADD)")
 		}
 	}
@@ -231,7 +231,7 @@ func (n *nodeService) IPAMRelease(ctx context.Context, req *reefv1.IPAMReleaseRe
 			return nil, err
 		}
 		for _, e := range eps {
-			if e.IP == ip {
+			if e.Holds(ip) {
 				ep, found = e, true
 			}
 		}
@@ -251,25 +251,29 @@ func (n *nodeService) IPAMRelease(ctx context.Context, req *reefv1.IPAMReleaseRe
 		return nil, status.Error(codes.InvalidArgument, "give an IP address or --handle")
 	}
 	if ep.State == store.EndpointReserved {
-		return nil, status.Errorf(codes.FailedPrecondition, "%s is reserved by reef itself (%s), not a pod's", ep.IP, ep.Handle)
+		return nil, status.Errorf(codes.FailedPrecondition, "%s is reserved by reef itself (%s), not a pod's", ep.AddrsString(), ep.Handle)
 	}
 	live := ep.State == store.EndpointReady && cniserver.SandboxAlive(ep)
 	if live && !req.GetForce() {
 		return nil, status.Errorf(codes.FailedPrecondition,
 			"%s holds %s and is live (its network namespace %s exists): releasing it would give its address to the next pod; delete the pod, or use --force",
-			podOf(ep), ep.IP, ep.Netns)
+			podOf(ep), ep.AddrsString(), ep.Netns)
 	}
 	released, err := d.cni.Release(ep, true)
 	if err != nil {
-		return nil, fmt.Errorf("release %s of %s: %w", ep.IP, ep.Handle, err)
+		return nil, fmt.Errorf("release %s of %s: %w", ep.AddrsString(), ep.Handle, err)
 	}
 	if !released {
-		return nil, status.Errorf(codes.Aborted, "%s of %s changed while it was being released (an ADD or DEL of its pod came first): nothing was released; look again with reef ipam show", ep.IP, podOf(ep))
+		return nil, status.Errorf(codes.Aborted, "%s of %s changed while it was being released (an ADD or DEL of its pod came first): nothing was released; look again with reef ipam show", ep.AddrsString(), podOf(ep))
 	}
-	what := fmt.Sprintf("released %s of %s: its veth, nftables elements and record are gone, the address is free", ep.IP, podOf(ep))
+	free := "the address is free"
+	if len(ep.Addrs()) > 1 {
+		free = "both addresses are free"
+	}
+	what := fmt.Sprintf("released %s of %s: its veth, nftables elements and record are gone, %s", ep.AddrsString(), podOf(ep), free)
 	if live {
 		what += " (forced: the sandbox was live)"
 	}
-	d.log.Warn("released an allocation by hand (reef ipam release)", "ip", ep.IP, "handle", ep.Handle, "forced", live)
-	return &reefv1.IPAMReleaseReply{Ip: ep.IP.String(), Handle: ep.Handle, Pod: ep.PodNamespace + "/" + ep.PodName, What: what}, nil
+	d.log.Warn("released an allocation by hand (reef ipam release)", "ip", ep.AddrsString(), "handle", ep.Handle, "forced", live)
+	return &reefv1.IPAMReleaseReply{Ip: ep.AddrsString(), Handle: ep.Handle, Pod: ep.PodNamespace + "/" + ep.PodName, What: what}, nil
 }

@@ -239,17 +239,20 @@ func (n *nodeService) IPAM(ctx context.Context, req *reefv1.IPAMRequest) (*reefv
 		if err != nil {
 			return nil, err
 		}
+		// One row per address: a dual-stack pod has two, with one handle.
 		for _, ep := range eps {
-			a := &reefv1.Allocation{Ip: ep.IP.String(), Handle: ep.Handle,
-				ContainerId: ep.ContainerID, Pod: ep.PodNamespace + "/" + ep.PodName, HostVeth: ep.HostVeth,
-				Netns: ep.Netns, State: string(ep.State)}
-			for _, m := range ep.PortMappings {
-				a.HostPorts = append(a.HostPorts, m.String())
+			for _, ip := range ep.Addrs() {
+				a := &reefv1.Allocation{Ip: ip.String(), Handle: ep.Handle,
+					ContainerId: ep.ContainerID, Pod: ep.PodNamespace + "/" + ep.PodName, HostVeth: ep.HostVeth,
+					Netns: ep.Netns, State: string(ep.State)}
+				for _, m := range ep.PortMappings {
+					a.HostPorts = append(a.HostPorts, m.String())
+				}
+				if ep.Bandwidth != nil {
+					a.Bandwidth = ep.Bandwidth.String()
+				}
+				out.Allocations = append(out.Allocations, a)
 			}
-			if ep.Bandwidth != nil {
-				a.Bandwidth = ep.Bandwidth.String()
-			}
-			out.Allocations = append(out.Allocations, a)
 		}
 	}
 	return out, nil

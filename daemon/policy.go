@@ -169,8 +169,12 @@ func (p *policyDataplane) locked(f func(local []policy.Endpoint) error) (err err
 	}
 	var local []policy.Endpoint
 	for _, ep := range eps {
-		if ep.PodName != "" {
-			local = append(local, policy.Endpoint{Namespace: ep.PodNamespace, Name: ep.PodName, IP: ep.IP})
+		if ep.PodName == "" {
+			continue
+		}
+		// One per address: a dual-stack pod is in its policies' sets in both families.
+		for _, ip := range ep.Addrs() {
+			local = append(local, policy.Endpoint{Namespace: ep.PodNamespace, Name: ep.PodName, IP: ip})
 		}
 	}
 	return f(local)
@@ -330,7 +334,7 @@ func (p *policyDataplane) Admit(ctx context.Context, namespace, name string) *ty
 func (p *policyDataplane) Cover(ep store.Endpoint) error {
 	pod, _ := p.watch.Pod(ep.PodNamespace, ep.PodName)
 	if err := p.locked(func(local []policy.Endpoint) error { return p.syncPod(local, pod) }); err != nil {
-		return fmt.Errorf("cover pod %s/%s (%s) with its NetworkPolicies: %w", ep.PodNamespace, ep.PodName, ep.IP, err)
+		return fmt.Errorf("cover pod %s/%s (%s) with its NetworkPolicies: %w", ep.PodNamespace, ep.PodName, ep.AddrsString(), err)
 	}
 	return nil
 }

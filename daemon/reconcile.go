@@ -281,7 +281,7 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 func untouched(eps []store.Endpoint, t activity.Touched) []store.Endpoint {
 	var out []store.Endpoint
 	for _, ep := range eps {
-		if ep.State == store.EndpointReserved || !t.Pod(ep.Handle, ep.HostVeth, ep.IP) {
+		if ep.State == store.EndpointReserved || !t.Pod(ep.Handle, ep.HostVeth, ep.Addrs()...) {
 			out = append(out, ep)
 		}
 	}
@@ -404,7 +404,7 @@ func (r *reconciler) syncSysctls(live []store.Endpoint, busy routes.Busy, errs *
 	var pods []sysctl.Pod
 	for _, ep := range live {
 		if ep.State != store.EndpointReserved && ep.HostVeth != "" {
-			pods = append(pods, sysctl.Pod{HostVeth: ep.HostVeth, HostPorts: len(ep.PortMappings) > 0, IPv6: ep.IP.Is6()})
+			pods = append(pods, sysctl.Pod{HostVeth: ep.HostVeth, HostPorts: len(ep.PortMappings) > 0, IPv6: ep.HasIPv6()})
 		}
 	}
 	changes, err := r.sysctls.Sync(sysctl.Node{Pods: pods, IPv6Pool: r.net.ipv6Pool()}, busy)
@@ -435,7 +435,7 @@ func (r *reconciler) syncTC(live []store.Endpoint, veths map[string]int, busy ro
 		limited[ep.HostVeth] = ep.Bandwidth.EgressRate != 0
 		changes, err := r.tc.RepairBandwidth(ep.HostVeth, cniserver.RoutesBandwidth(*ep.Bandwidth), busy)
 		for _, c := range changes {
-			r.log.Warn("repaired: "+c, "veth", ep.HostVeth, "ip", ep.IP)
+			r.log.Warn("repaired: "+c, "veth", ep.HostVeth, "ip", ep.AddrsString())
 		}
 		r.metrics.Repaired(metrics.RepairTC, len(changes))
 		if err != nil {
@@ -493,7 +493,7 @@ func podRoutes(live []store.Endpoint, mtu int) []routes.Endpoint {
 		if ep.State == store.EndpointReserved {
 			continue
 		}
-		want = append(want, routes.Endpoint{IPs: []netip.Addr{ep.IP}, HostVeth: ep.HostVeth, Netns: ep.Netns, IfName: ep.IfName, MTU: mtu})
+		want = append(want, routes.Endpoint{IPs: ep.Addrs(), HostVeth: ep.HostVeth, Netns: ep.Netns, IfName: ep.IfName, MTU: mtu})
 	}
 	return want
 }
@@ -542,7 +542,7 @@ func (r *reconciler) resolveEndpoints(eps []store.Endpoint, touched activity.Tou
 		seen[ep.Handle] = true
 		switch {
 		case ep.State == store.EndpointReserved:
-		case touched.Pod(ep.Handle, ep.HostVeth, ep.IP):
+		case touched.Pod(ep.Handle, ep.HostVeth, ep.Addrs()...):
 			// A CNI operation's: it decides; the next pass sees what it did.
 			delete(r.gone, ep.Handle)
 			continue
@@ -559,7 +559,7 @@ func (r *reconciler) resolveEndpoints(eps []store.Endpoint, touched activity.Tou
 				delete(r.gone, ep.Handle)
 				continue
 			}
-			r.log.Info("pod's network namespace is gone; releasing its address on the next pass if still gone", "ip", ep.IP, "netns", ep.Netns, "container", ep.ContainerID)
+			r.log.Info("pod's network namespace is gone; releasing its address on the next pass if still gone", "ip", ep.AddrsString(), "netns", ep.Netns, "container", ep.ContainerID)
 		default:
 			delete(r.gone, ep.Handle)
 		}
@@ -576,14 +576,14 @@ func (r *reconciler) resolveEndpoints(eps []store.Endpoint, touched activity.Tou
 func (r *reconciler) release(ep store.Endpoint, why string, errs *[]error) {
 	released, err := r.cni.Release(ep, false)
 	if err != nil {
-		*errs = append(*errs, fmt.Errorf("release %s of %s: %w", ep.IP, ep.ContainerID, err))
+		*errs = append(*errs, fmt.Errorf("release %s of %s: %w", ep.AddrsString(), ep.ContainerID, err))
 		return
 	}
 	if !released {
-		r.log.Info("not releasing an address now: its record changed since the pass read it, or an operation on its container is in flight", "ip", ep.IP, "container", ep.ContainerID)
+		r.log.Info("not releasing an address now: its record changed since the pass read it, or an operation on its container is in flight", "ip", ep.AddrsString(), "container", ep.ContainerID)
 		return
 	}
-	r.log.Warn("released address: "+why, "ip", ep.IP, "container", ep.ContainerID, "pod", ep.PodNamespace+"/"+ep.PodName)
+	r.log.Warn("released address: "+why, "ip", ep.AddrsString(), "container", ep.ContainerID, "pod", ep.PodNamespace+"/"+ep.PodName)
 }
 
 // sameRouting says whether two block lists route the same: the same blocks,

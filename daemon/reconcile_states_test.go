@@ -226,7 +226,7 @@ func (n *node) addStart(pod string) (store.Endpoint, *activity.Op) {
 	if err != nil {
 		n.t.Fatalf("allocate %s: %v", pod, err)
 	}
-	op.Pod(ep.IP, ep.HostVeth)
+	op.Pod(ep.Addrs(), ep.HostVeth)
 	n.recs.alive[ep.Netns] = true
 	n.k.addVeth(ep.HostVeth, ep.Netns, ep.IfName, n.mtu)
 	n.k.mu.Lock()
@@ -268,7 +268,7 @@ func (n *node) delStart(pod string) (store.Endpoint, *activity.Op) {
 	if err != nil || !found {
 		n.t.Fatalf("DEL of %s: record %v, %v", pod, found, err)
 	}
-	op.Pod(ep.IP, ep.HostVeth)
+	op.Pod(ep.Addrs(), ep.HostVeth)
 	if err := n.nat.DelPod(ep); err != nil {
 		n.t.Fatal(err)
 	}
@@ -424,7 +424,7 @@ func (n *node) drift(rng *rand.Rand) string {
 		k.mu.Unlock()
 		return "table arp reef deleted"
 	case c == 8:
-		gone := nat.Pod{Veth: "reefgone", IP: netip.MustParseAddr("10.244.0.61"),
+		gone := nat.Pod{Veth: "reefgone", IPs: []netip.Addr{netip.MustParseAddr("10.244.0.61")},
 			Ports: []hostport.Mapping{{Proto: 6, Port: 7070, PodPort: 80}}}
 		if err := (fakeNAT{k}).AddPod(gone); err != nil && !errors.Is(err, nat.ErrNoTable) {
 			n.t.Fatal(err)

@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/store"
 )
 
@@ -53,6 +55,27 @@ func TestStepGap(t *testing.T) {
 	} {
 		if got := stepGap(last); got != want {
 			t.Errorf("stepGap(%s) = %s, want %s", last, got, want)
+		}
+	}
+}
+
+// TestPodRoutesDualStack: a dual-stack endpoint is one veth with both its
+// addresses routed; a reserved address is no pod's.
+func TestPodRoutesDualStack(t *testing.T) {
+	v4, v6 := netip.MustParseAddr("10.244.0.5"), netip.MustParseAddr("fd00:10:244::5")
+	eps := []store.Endpoint{
+		{Handle: "a", HostVeth: "reefa", IP: v4, Second: store.Assignment{IP: v6}, State: store.EndpointReady},
+		{Handle: "b", HostVeth: "reefb", IP: netip.MustParseAddr("10.244.0.6"), State: store.EndpointReady},
+		{Handle: "t", IP: netip.MustParseAddr("10.244.0.1"), State: store.EndpointReserved},
+	}
+	got := podRoutes(eps, 1450)
+	if len(got) != 2 || !slices.Equal(got[0].IPs, []netip.Addr{v4, v6}) || got[0].HostVeth != "reefa" || len(got[1].IPs) != 1 {
+		t.Fatalf("podRoutes: %+v", got)
+	}
+	st := routes.Desired(got, nil, nil, map[string]bool{"reefa": true, "reefb": true})
+	for _, dst := range []netip.Prefix{netip.PrefixFrom(v4, 32), netip.PrefixFrom(v6, 128)} {
+		if r, ok := st.Routes[dst]; !ok || r.Dev != "reefa" || r.Kind != routes.PodRoute {
+			t.Errorf("desired route %s: %+v (present %v), want a pod route dev reefa", dst, r, ok)
 		}
 	}
 }

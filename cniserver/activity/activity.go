@@ -20,6 +20,7 @@ package activity
 
 import (
 	"net/netip"
+	"slices"
 	"sync"
 )
 
@@ -41,7 +42,7 @@ type Op struct {
 
 type keys struct {
 	handle, veth string
-	ip           netip.Addr
+	ips          []netip.Addr // one, or one of each family
 }
 
 type ended struct {
@@ -63,14 +64,15 @@ func (l *Log) Begin(handle, veth string) *Op {
 	return op
 }
 
-// Pod records the pod's address and veth, before the operation writes an
-// object with either. An operation touches one pod: a second call names
-// the same pod again (a repeated ADD's veth may differ from the first).
-func (o *Op) Pod(ip netip.Addr, veth string) {
+// Pod records the pod's addresses and veth, before the operation writes
+// an object with any of them. An operation touches one pod: a second call
+// names the same pod again (a repeated ADD's veth may differ from the
+// first).
+func (o *Op) Pod(ips []netip.Addr, veth string) {
 	o.log.mu.Lock()
 	defer o.log.mu.Unlock()
-	if ip.IsValid() {
-		o.keys.ip = ip
+	if len(ips) > 0 {
+		o.keys.ips = slices.Clone(ips)
 	}
 	if veth != "" {
 		o.keys.veth = veth
@@ -156,7 +158,7 @@ func (m *Mark) Link(name string) bool {
 }
 
 func (m *Mark) Addr(ip netip.Addr) bool {
-	return m.each(func(k keys) bool { return k.ip == ip })
+	return m.each(func(k keys) bool { return slices.Contains(k.ips, ip) })
 }
 
 // each calls f with the keys of every operation in flight or ended since
@@ -190,8 +192,10 @@ func (t Touched) add(k keys) {
 	if k.veth != "" {
 		t.veths[k.veth] = true
 	}
-	if k.ip.IsValid() {
-		t.ips[k.ip] = true
+	for _, ip := range k.ips {
+		if ip.IsValid() {
+			t.ips[ip] = true
+		}
 	}
 }
 
@@ -201,6 +205,6 @@ func (t Touched) Handle(h string) bool    { return t.handles[h] }
 func (t Touched) Link(name string) bool   { return t.veths[name] }
 func (t Touched) Addr(ip netip.Addr) bool { return t.ips[ip] }
 func (t Touched) Empty() bool             { return len(t.handles) == 0 }
-func (t Touched) Pod(handle, veth string, ip netip.Addr) bool {
-	return t.handles[handle] || veth != "" && t.veths[veth] || ip.IsValid() && t.ips[ip]
+func (t Touched) Pod(handle, veth string, ips ...netip.Addr) bool {
+	return t.handles[handle] || veth != "" && t.veths[veth] || slices.ContainsFunc(ips, func(ip netip.Addr) bool { return ip.IsValid() && t.ips[ip] })
 }

@@ -19,7 +19,7 @@ func TestTouched(t *testing.T) {
 	m := l.Mark()
 	defer m.Close()
 	after := l.Begin("h-after", "")
-	after.Pod(ip1, "reefafter")
+	after.Pod([]netip.Addr{ip1}, "reefafter")
 	endedSince := l.Begin("h-ended", "reefended")
 	endedSince.End()
 
@@ -93,7 +93,7 @@ func TestConcurrent(t *testing.T) {
 			defer wg.Done()
 			for j := range 200 {
 				op := l.Begin(fmt.Sprintf("h%d-%d", i, j), "")
-				op.Pod(ip1, fmt.Sprintf("reef%d", i))
+				op.Pod([]netip.Addr{ip1}, fmt.Sprintf("reef%d", i))
 				op.End()
 			}
 		}()
