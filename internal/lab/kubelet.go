@@ -120,7 +120,10 @@ func (k *KubeAPI) RunPod(node *Node, namespace, name string, labels map[string]s
 	}
 	obj.Status.Phase = corev1.PodRunning
 	obj.Status.PodIP = p.IP.String()
-	obj.Status.PodIPs = []corev1.PodIP{{IP: p.IP.String()}}
+	obj.Status.PodIPs = nil
+	for _, ip := range p.IPs {
+		obj.Status.PodIPs = append(obj.Status.PodIPs, corev1.PodIP{IP: ip.String()})
+	}
 	if kp.Object, err = c.CoreV1().Pods(namespace).UpdateStatus(ctx, obj, metav1.UpdateOptions{}); err != nil {
 		return kp, fmt.Errorf("write status of pod %s/%s: %w", namespace, name, err)
 	}

@@ -27,7 +27,8 @@ type Pod struct {
 	Name        string // K8S_POD_NAME
 	ContainerID string
 	Netns       string // netns name; NetnsPath(Netns) is CNI_NETNS
-	IP          netip.Addr
+	IP          netip.Addr   // the first address of the result
+	IPs         []netip.Addr // every address: one, or one of each family on a dual-stack node
 	Result      *types100.Result
 	// CapabilityArgs are what a runtime passes for the conflist's
 	// capabilities: "portMappings" ([]PortMapping), "bandwidth"
@@ -131,12 +132,16 @@ func (p *Pod) Add() error {
 	if err != nil {
 		return err
 	}
-	if len(r.IPs) != 1 {
-		return fmt.Errorf("ADD %s/%s: %d IPs in result, want 1", p.Namespace, p.Name, len(r.IPs))
+	var ips []netip.Addr
+	for _, c := range r.IPs {
+		ip, _ := netip.AddrFromSlice(c.Address.IP)
+		ips = append(ips, ip.Unmap())
+	}
+	if len(ips) == 0 || len(ips) > 2 || len(ips) == 2 && ips[0].Is4() == ips[1].Is4() {
+		return fmt.Errorf("ADD %s/%s: IPs %v in result, want one, or one of each family", p.Namespace, p.Name, ips)
 	}
 	p.Result = r
-	ip, _ := netip.AddrFromSlice(r.IPs[0].Address.IP)
-	p.IP = ip.Unmap()
+	p.IP, p.IPs = ips[0], ips
 	return nil
 }
 
