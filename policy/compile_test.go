@@ -177,3 +177,27 @@ func TestPeerSetsShared(t *testing.T) {
 		t.Error("podSelector-only peers of namespaces x and y share a set")
 	}
 }
+
+// TestCompileDualStackPod: a dual-stack pod is two endpoints of one pod
+// here (and two status.podIPs elsewhere): both of its addresses are
+// isolated, and a peer selector stands for both.
+func TestCompileDualStackPod(t *testing.T) {
+	in := sampleInput()
+	a6, b6 := addr("fd00:10:244::1"), addr("fd00:10:244::2")
+	in.Local = append(in.Local, Endpoint{Namespace: "x", Name: "a", IP: a6}, Endpoint{Namespace: "x", Name: "b", IP: b6})
+	st := Compile(in)
+	if !slices.Contains(st.Isolated[Ingress], a6) || !slices.Contains(st.Isolated[Ingress], addr("10.0.0.1")) {
+		t.Errorf("isolated for ingress %v, want both of x/a's addresses", st.Isolated[Ingress])
+	}
+	// x/b is the peer of allow-y's second rule: its set holds both of b's.
+	found := false
+	for _, rs := range st.Peers {
+		if slices.ContainsFunc(rs, func(r Range) bool { return r.From == b6 && r.To == b6 }) &&
+			slices.ContainsFunc(rs, func(r Range) bool { return r.From == addr("10.0.0.2") }) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no peer set holds both of x/b's addresses: %v", st.Peers)
+	}
+}
