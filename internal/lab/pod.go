@@ -26,7 +26,7 @@ type Pod struct {
 	Namespace   string // Kubernetes namespace (K8S_POD_NAMESPACE)
 	Name        string // K8S_POD_NAME
 	ContainerID string
-	Netns       string // netns name; NetnsPath(Netns) is CNI_NETNS
+	Netns       string       // netns name; NetnsPath(Netns) is CNI_NETNS
 	IP          netip.Addr   // the first address of the result
 	IPs         []netip.Addr // every address: one, or one of each family on a dual-stack node
 	Result      *types100.Result
