@@ -21,8 +21,8 @@ import (
 
 // natDataplane is the daemon's side of package nat: reef's nftables tables
 // (table ip reef, and table ip6 reef with an IPv6 pool: natOutgoing; table
-// arp reef: the IPv4 pods' ARP filter; table inet reef-hostport: the pods'
-// hostPorts). CNI
+// arp reef: the IPv4 pods' ARP filter; table ip6 reef-ndp: the IPv6 pods'
+// NDP filter; table inet reef-hostport: the pods' hostPorts). CNI
 // ADD and DEL add and remove one pod's element through it, and every
 // reconcile pass compares the tables with the pools and the live endpoints
 // and repairs what differs. Stopping the daemon leaves the tables in place;
@@ -131,18 +131,20 @@ func (n *natDataplane) reconcile(live []store.Endpoint, mark *activity.Mark) err
 		}
 		pods = append(pods, p)
 	}
-	want := nat.Desired(masq.IPv4, n.pools, pods)
-	if slices.ContainsFunc(n.pools, func(p masq.Pool) bool { return p.CIDR.Addr().Is6() }) {
-		want = append(want, nat.Desired(masq.IPv6, n.pools, pods)...)
-	}
-	have, err := n.kernel.Read(nat.IDs(want))
+	want, retired := n.desired(pods)
+	have, err := n.kernel.Read(append(nat.IDs(want), retired...))
 	if err != nil {
 		return err
 	}
 	plan := nft.Diff(nft.LeaveAlone(want, have, func(e nft.Elem) bool { return touchedElem(e, touched) }), have)
+	plan.Changes = append(plan.Changes, nft.Retire(retired, have)...)
 	for _, c := range plan.Changes {
 		if !n.programmed && c.Kind == nft.CreateTable {
 			n.log.Info("creating nftables table", "table", c.Table.ID.String())
+			continue
+		}
+		if c.Kind == nft.DeleteTable {
+			n.log.Info("deleting nftables table: no pool is IPv6 any more", "table", c.Table.ID.String())
 			continue
 		}
 		n.log.Warn("repairing nftables: "+c.Why, "change", c.Kind.String(), "table", c.Table.ID.String())
@@ -153,6 +155,18 @@ func (n *natDataplane) reconcile(live []store.Endpoint, mark *activity.Mark) err
 	}
 	n.programmed = true
 	return nil
+}
+
+// desired is reef's tables for the pools and pods: IPv4's always, and
+// IPv6's (table ip6 reef, table ip6 reef-ndp) while a pool is IPv6; once
+// none is, those are retired: deleted if a pass finds them.
+func (n *natDataplane) desired(pods []nat.Pod) (want []nft.Table, retired []nft.TableID) {
+	want = nat.Desired(masq.IPv4, n.pools, pods)
+	v6 := nat.Desired(masq.IPv6, n.pools, pods)
+	if slices.ContainsFunc(n.pools, func(p masq.Pool) bool { return p.CIDR.Addr().Is6() }) {
+		return append(want, v6...), nil
+	}
+	return want, nat.IDs(v6)
 }
 
 // touchedElem says whether e is an element of a pod that t names: by its

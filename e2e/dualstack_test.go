@@ -108,6 +108,9 @@ func TestDualStackPod(t *testing.T) {
 	if arp := run(t, l, n.Netns, "nft", "list", "set", "arp", "reef", "pod-addrs"); !strings.Contains(arp, a4.String()) {
 		t.Errorf("the ARP filter lacks %s:\n%s", a4, arp)
 	}
+	if ndp := run(t, l, n.Netns, "nft", "list", "set", "ip6", "reef-ndp", "pod-addrs"); !strings.Contains(ndp, a6.String()) || !strings.Contains(ndp, b6.String()) {
+		t.Errorf("the NDP filter lacks %s or %s:\n%s", a6, b6, ndp)
+	}
 
 	// Packets, first try, both families.
 	pings(t, l, a.Netns, "a to b", b4, b6)

@@ -60,6 +60,11 @@ func TestIPv6Pod(t *testing.T) {
 	if masq := run(t, l, n.Netns, "nft", "list", "table", "ip6", "reef"); !strings.Contains(masq, "elements = { "+pool.String()+" }") {
 		t.Errorf("table ip6 reef lacks pool %s:\n%s", pool, masq)
 	}
+	// The NDP filter: an element per pod (nat/ndpfilter's kernel test shows
+	// what it keeps from the pod).
+	if ndp := run(t, l, n.Netns, "nft", "list", "set", "ip6", "reef-ndp", "pod-addrs"); !strings.Contains(ndp, a.IP.String()) || !strings.Contains(ndp, b.IP.String()) {
+		t.Errorf("the NDP filter lacks %s or %s:\n%s", a.IP, b.IP, ndp)
+	}
 
 	// Packets, first try: pod to pod, node to pod.
 	for _, c := range []struct{ from, to string }{{a.Netns, b.IP.String()}, {b.Netns, a.IP.String()}, {n.Netns, a.IP.String()}} {

@@ -24,14 +24,17 @@ import (
 	"github.com/reefcni/reef/nat/arpfilter"
 	"github.com/reefcni/reef/nat/hostport"
 	"github.com/reefcni/reef/nat/masq"
+	"github.com/reefcni/reef/nat/ndpfilter"
 	"github.com/reefcni/reef/nat/nft"
 )
 
 // Ours reports whether a table is one of package nat's: named
-// nft.TableName (ip reef, arp reef), or table inet reef-hostport.
-// NetworkPolicy's table inet reef has the name too, and is package
-// policy's to write.
-func Ours(id nft.TableID) bool { return id.Name == nft.TableName || id == hostport.TableID }
+// nft.TableName (ip reef, ip6 reef, arp reef), table inet reef-hostport or
+// table ip6 reef-ndp. NetworkPolicy's table inet reef has the name too,
+// and is package policy's to write.
+func Ours(id nft.TableID) bool {
+	return id.Name == nft.TableName || id == hostport.TableID || id == ndpfilter.TableID
+}
 
 // Pod is one pod as reef's tables see it: its node-side veth and
 // addresses (one, or one of each family; the IPv4 one has an ARP-filter
@@ -52,7 +55,19 @@ func (p Pod) ip4() netip.Addr {
 	return netip.Addr{}
 }
 
+// ip6 is the pod's IPv6 address, zero if it has none.
+func (p Pod) ip6() netip.Addr {
+	for _, ip := range p.IPs {
+		if ip.Is6() {
+			return ip
+		}
+	}
+	return netip.Addr{}
+}
+
 func (p Pod) arp() arpfilter.Pod { return arpfilter.Pod{Veth: p.Veth, IP: p.ip4()} }
+
+func (p Pod) ndp() ndpfilter.Pod { return ndpfilter.Pod{Veth: p.Veth, IP: p.ip6()} }
 
 // check says why the pod can have no elements: a veth name an interface
 // can have, and one or two addresses, at most one of each family, none
@@ -78,13 +93,19 @@ func (p Pod) check() error {
 func (p Pod) hostPorts() hostport.Pod { return hostport.Pod{IPs: p.IPs, Ports: p.Ports} }
 
 // Desired returns reef's tables for the pools and pods of family f: the
-// masquerade table, and for IPv4 the ARP filter and table inet
-// reef-hostport, which holds both families (IPv4 is the first family; an
-// IPv6 call adds only its masquerade table). Pools and pods of another
-// family are left out of the masquerade table and the ARP filter, as are
-// pods without a veth.
+// masquerade table, for IPv4 the ARP filter and table inet reef-hostport,
+// which holds both families (IPv4 is the first family), and for IPv6 the
+// NDP filter. Pools and pods of another family are left out of the
+// masquerade table and the filters, as are pods without a veth.
 func Desired(f masq.Family, pools []masq.Pool, pods []Pod) []nft.Table {
 	tables := []nft.Table{masq.Table(f, pools)}
+	if f.Table == nftables.TableFamilyIPv6 {
+		ndp := make([]ndpfilter.Pod, 0, len(pods))
+		for _, p := range pods {
+			ndp = append(ndp, p.ndp())
+		}
+		tables = append(tables, ndpfilter.Table(ndp))
+	}
 	if f.Table == nftables.TableFamilyIPv4 {
 		arp := make([]arpfilter.Pod, 0, len(pods))
 		var hp []hostport.Pod

@@ -59,8 +59,8 @@ func TestDesired(t *testing.T) {
 		t.Errorf("Desired differs from the tables' own: %+v", nft.Diff(want, tables).Changes)
 	}
 	v6 := masq.Family{Table: nftables.TableFamilyIPv6, AddrType: nftables.TypeIP6Addr, SrcOffset: 8, DstOffset: 24}
-	if got := IDs(Desired(v6, []masq.Pool{{CIDR: pfx("fd00::/64"), NATOutgoing: true}}, pods)); !cmp.Equal(got, []nft.TableID{{Family: nftables.TableFamilyIPv6, Name: "reef"}}) {
-		t.Errorf("IPv6 tables %v, want table ip6 reef only", got)
+	if got := IDs(Desired(v6, []masq.Pool{{CIDR: pfx("fd00::/64"), NATOutgoing: true}}, pods)); !cmp.Equal(got, []nft.TableID{{Family: nftables.TableFamilyIPv6, Name: "reef"}, {Family: nftables.TableFamilyIPv6, Name: "reef-ndp"}}) {
+		t.Errorf("IPv6 tables %v, want table ip6 reef and table ip6 reef-ndp", got)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/reefcni/reef/nat/arpfilter"
 	"github.com/reefcni/reef/nat/hostport"
+	"github.com/reefcni/reef/nat/ndpfilter"
 	"github.com/reefcni/reef/nat/nft"
 )
 
@@ -27,11 +28,19 @@ type Kernel struct{ *nft.Kernel }
 func NewKernel(opts ...nftables.ConnOption) *Kernel { return &Kernel{nft.NewKernel(opts...)} }
 
 // AddPod adds one pod's elements, in a batch of its own: its ARP-filter
-// element and, if it has hostPorts, theirs in table inet reef-hostport.
+// element (IPv4), its NDP-filter element (IPv6) and, if it has hostPorts,
+// theirs in table inet reef-hostport.
 // Adding elements that are there already succeeds. If one of reef's tables
 // is missing the error wraps ErrNoTable, and nothing was added.
 func (k *Kernel) AddPod(p Pod) error {
-	err := k.podBatch(p, true)
+	if err := p.check(); err != nil {
+		return err
+	}
+	var all []nft.ElemEdit
+	for _, edits := range p.edits() {
+		all = append(all, edits...)
+	}
+	err := k.EditElems(all, true)
 	if errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("%w: %w", err, ErrNoTable)
 	}
@@ -39,38 +48,36 @@ func (k *Kernel) AddPod(p Pod) error {
 }
 
 // DelPod removes one pod's elements. An element, set or table that is not
-// there is success: DEL is repeated. The ARP element and the hostPort
-// elements go in batches of their own, so that one missing table does not
-// keep the other's elements in place.
+// there is success: DEL is repeated. The ARP element, the NDP element and
+// the hostPort elements go in batches of their own, so that one missing
+// table does not keep the others' elements in place.
 func (k *Kernel) DelPod(p Pod) error {
-	arp := p
-	arp.Ports = nil
-	if err := k.podBatch(arp, false); err != nil && !errors.Is(err, unix.ENOENT) {
+	if err := p.check(); err != nil {
 		return err
 	}
-	if len(p.Ports) == 0 {
-		return nil
-	}
-	if err := k.podBatch(p, false); err != nil && !errors.Is(err, unix.ENOENT) {
-		return err
+	for _, edits := range p.edits() {
+		if err := k.EditElems(edits, false); err != nil && !errors.Is(err, unix.ENOENT) {
+			return err
+		}
 	}
 	return nil
 }
 
-// podBatch adds (or deletes) one pod's elements in a batch of its own.
-// Deleting, a pod with Ports deletes only those.
-func (k *Kernel) podBatch(p Pod, add bool) error {
-	if err := p.check(); err != nil {
-		return err
+// edits are the pod's elements, table by table: its ARP-filter element,
+// its NDP-filter element and its hostPorts, each for the addresses and
+// ports it has.
+func (p Pod) edits() [][]nft.ElemEdit {
+	var out [][]nft.ElemEdit
+	if p.ip4().IsValid() {
+		out = append(out, []nft.ElemEdit{arpfilter.Edit(p.arp())})
 	}
-	var edits []nft.ElemEdit
-	if (add || len(p.Ports) == 0) && p.ip4().IsValid() {
-		edits = append(edits, arpfilter.Edit(p.arp()))
+	if p.ip6().IsValid() {
+		out = append(out, []nft.ElemEdit{ndpfilter.Edit(p.ndp())})
 	}
 	if len(p.Ports) > 0 {
-		edits = append(edits, hostport.Edits(p.hostPorts())...)
+		out = append(out, hostport.Edits(p.hostPorts()))
 	}
-	return k.EditElems(edits, add)
+	return out
 }
 
 // OwnTables lists package nat's tables (Ours) in every family: what

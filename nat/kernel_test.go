@@ -383,8 +383,38 @@ func TestKernelIPv6(t *testing.T) {
 	if out := runNFT(t, ns, "list", "set", "arp", "reef", "pod-addrs"); strings.Contains(out, "reef0123456789b") {
 		t.Errorf("an ARP-filter element for an IPv6 pod:\n%s", out)
 	}
+	if out := runNFT(t, ns, "list", "set", "ip6", "reef-ndp", "pod-addrs"); !strings.Contains(out, `"reef0123456789b" . fd00:10:244::5`) {
+		t.Errorf("the IPv6 pod's NDP-filter element is missing:\n%s", out)
+	}
 	if err := k.DelPod(pod); err != nil {
 		t.Fatalf("DelPod of an IPv6 pod: %v", err)
+	}
+	if out := runNFT(t, ns, "list", "set", "ip6", "reef-ndp", "pod-addrs"); strings.Contains(out, "fd00:10:244::5") {
+		t.Errorf("the IPv6 pod's NDP-filter element is left after DelPod:\n%s", out)
+	}
+
+	// No pool IPv6 any more: the IPv6 tables are retired, the others kept.
+	retired := IDs(Desired(masq.IPv6, nil, nil))
+	want = Desired(masq.IPv4, testPools(), nil)
+	have, err := k.Read(append(IDs(want), retired...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := nft.Diff(want, have)
+	plan.Changes = append(plan.Changes, nft.Retire(retired, have)...)
+	if err := k.Apply(plan); err != nil {
+		t.Fatalf("apply %+v: %v", plan.Changes, err)
+	}
+	out = runNFT(t, ns, "list", "tables")
+	for _, gone := range []string{"table ip6 reef\n", "table ip6 reef-ndp"} {
+		if strings.Contains(out+"\n", gone) {
+			t.Errorf("%q is left after retiring the IPv6 tables:\n%s", gone, out)
+		}
+	}
+	for _, kept := range []string{"table ip reef", "table arp reef", "table inet reef-hostport"} {
+		if !strings.Contains(out, kept) {
+			t.Errorf("%q is gone after retiring the IPv6 tables:\n%s", kept, out)
+		}
 	}
 	if out := runNFT(t, ns, "list", "table", "inet", "reef-hostport"); strings.Contains(out, "fd00:10:244::5") {
 		t.Errorf("the IPv6 pod's hostPort is left after DelPod:\n%s", out)
@@ -411,6 +441,9 @@ func TestKernelDualStack(t *testing.T) {
 	}
 	if arp := runNFT(t, ns, "list", "set", "arp", "reef", "pod-addrs"); !strings.Contains(arp, `"reef0123456789d" . 10.244.0.9`) {
 		t.Errorf("the ARP-filter element of the pod's IPv4 address is missing:\n%s", arp)
+	}
+	if ndp := runNFT(t, ns, "list", "set", "ip6", "reef-ndp", "pod-addrs"); !strings.Contains(ndp, `"reef0123456789d" . fd00:10:244::9`) {
+		t.Errorf("the NDP-filter element of the pod's IPv6 address is missing:\n%s", ndp)
 	}
 	// The table the reconcile pass wants has the same elements.
 	want := append(Desired(masq.IPv4, pools, []Pod{pod}), Desired(masq.IPv6, pools, []Pod{pod})...)

@@ -34,6 +34,8 @@ const (
 	DelElems
 	// AddElems adds elements to a set.
 	AddElems
+	// DeleteTable deletes a table reef no longer wants (Retire).
+	DeleteTable
 )
 
 func (k ChangeKind) String() string {
@@ -56,6 +58,8 @@ func (k ChangeKind) String() string {
 		return "delete elements"
 	case AddElems:
 		return "add elements"
+	case DeleteTable:
+		return "delete table"
 	}
 	return fmt.Sprintf("change%d", int(k))
 }
@@ -83,6 +87,19 @@ func (p Plan) Empty() bool { return len(p.Changes) == 0 }
 // returns the changes that make the kernel match. A table of have that
 // want does not name is left alone: reef only ever reads its own.
 func Diff(want, have []Table) Plan { return diff(want, have, shapeProblems, nil) }
+
+// Retire returns the changes that delete the tables of retired that have
+// holds: tables reef made and no longer wants (an IPv6 pool's, once no pool
+// is IPv6). Their Table carries only the ID.
+func Retire(retired []TableID, have []Table) []Change {
+	var out []Change
+	for _, h := range have {
+		if slices.Contains(retired, h.ID) {
+			out = append(out, Change{Kind: DeleteTable, Table: Table{ID: h.ID}, Why: "table " + h.ID.String() + " is no longer wanted"})
+		}
+	}
+	return out
+}
 
 // DiffInPlace is Diff for a table whose shape follows its input (package
 // policy: a chain and sets per NetworkPolicy). Sets and chains that are

@@ -387,6 +387,8 @@ func (k *Kernel) Apply(p Plan) error {
 			c.DelChain(&nftables.Chain{Table: nt, Name: ch.Chain})
 		case DelSet:
 			c.DelSet(&nftables.Set{Table: nt, Name: ch.Set})
+		case DeleteTable:
+			c.DelTable(nt)
 		case AddElems, DelElems:
 			for _, s := range ch.Table.Sets {
 				if s.Name != ch.Set {
