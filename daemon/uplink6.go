@@ -3,6 +3,7 @@ package daemon
 import (
 	"cmp"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
@@ -172,4 +173,29 @@ func DetectUplink6(up Uplink, want netip.Addr) (Uplink6, error) {
 		addrs = append(addrs, Addr6Info{LinkIndex: a.LinkIndex, Prefix: netip.PrefixFrom(ip, ones), Global: a.Scope == unix.RT_SCOPE_UNIVERSE, Flags: a.Flags})
 	}
 	return chooseUplink6(links, addrs, uplinkDefaults(nlRoutes), up, want)
+}
+
+// nodeAddress6 is the node's IPv6 address while it has an IPv6 pool: the
+// configured one, checked, or the detected one. Missing, it is an error
+// only on a node with peers (bgp.peers, peerPrefixes, routeReflectors),
+// whose IPv6 blocks the other nodes route through it; a node that runs
+// alone routes none elsewhere. A configured address is checked even
+// without an IPv6 pool, and then not used.
+func nodeAddress6(cfg Config, up Uplink, log *slog.Logger) (Uplink6, error) {
+	v6 := slices.ContainsFunc(cfg.Pools, func(p PoolConfig) bool { return p.CIDR.Addr().Is6() })
+	if !v6 && !cfg.NodeAddressV6.IsValid() {
+		return Uplink6{}, nil
+	}
+	up6, err := DetectUplink6(up, cfg.NodeAddressV6)
+	switch {
+	case err != nil && (cfg.NodeAddressV6.IsValid() || cfg.hasPeers()):
+		return Uplink6{}, err
+	case err != nil:
+		log.Info("no node IPv6 address: a node that runs alone needs none; external peers get no IPv6 blocks", "why", err)
+		return Uplink6{}, nil
+	case !v6:
+		return Uplink6{}, nil
+	}
+	log.Info("node IPv6 address chosen", "address", up6.Address, "interface", up.Interface, "why", up6.Reason)
+	return up6, nil
 }
