@@ -87,7 +87,7 @@ func TestOwnerAddrs6(t *testing.T) {
 	}
 	table := blockproto.Table{Records: []blockproto.Record{
 		{Node: b, Addr6: addr("fd77::12")},
-		{Node: c, Addr6: addr("fd77::13")}, // as stored
+		{Node: c, Addr6: addr("fd77::13")},                                     // as stored
 		{Node: d, Addr6: addr("fd77::24")}, {Node: d, Addr6: addr("fd77::14")}, // copies disagree
 	}}
 	got := ownerAddrs6(table, blocks)
