@@ -42,6 +42,9 @@ func describe(t *blockproto.Table, confirmed []UnicastBlock, e entry) string {
 	switch e.kind {
 	case KindRecord:
 		r := t.Records[e.i]
+		if r.Addr6.IsValid() {
+			return fmt.Sprintf("record of %s (born %d, voters %v, IPv6 address %s)", r.Node, r.Born, r.Voters, r.Addr6)
+		}
 		return fmt.Sprintf("record of %s (born %d, voters %v)", r.Node, r.Born, r.Voters)
 	case KindClaim:
 		c := t.Claims[e.i]

@@ -38,11 +38,17 @@ import (
 //	<asn>:116:<grantee>  address of the node granted to (grant)
 //	<asn>:117:<inc>      its incarnation (grant)
 //	<asn>:118:<inc>      one per earlier incarnation of the node it names (record)
+//	<asn>:119..122:<n>   the node's IPv6 address, 32 bits each, most significant
+//	                     first (record; all four or none)
 //
 // Data1 values 100..199 are reef's: one that a path of its kind does not
 // carry makes the path invalid (an old reef's claim communities 101..104
 // among them). Other data1 values and other global administrators are
-// ignored.
+// ignored. So a reef older than 119..122 drops the record of a node that
+// carries an IPv6 address, and with it every claim of that node: a node
+// sends them only when it has an IPv6 pool and an IPv6 address, and a
+// cluster adds an IPv6 pool once all its nodes run a reef that knows them
+// (docs/bgp.md).
 const (
 	lcMarker      = 100
 	lcKind        = 110
@@ -54,6 +60,7 @@ const (
 	lcGrantee     = 116
 	lcGranteeInc  = 117
 	lcPredecessor = 118
+	lcAddr6       = 119 // to 122: lcAddr6+i holds bits 32i..32i+31 of the address
 
 	lcReefFirst = 100
 	lcReefLast  = 199
@@ -180,8 +187,11 @@ func EncodeRecord(asn uint32, r blockproto.Record) (VPNRoute, error) {
 	if err := need4("node", r.Node.Addr); err != nil {
 		return VPNRoute{}, err
 	}
+	if r.Addr6.IsValid() && (!r.Addr6.Is6() || r.Addr6.Is4In6()) {
+		return VPNRoute{}, fmt.Errorf("node IPv6 address %s is not an IPv6 address", r.Addr6)
+	}
 	voters := blockproto.Voters(r.Voters)
-	rt := newRoute(asn, r.Node.Addr, KindRecord, netip.PrefixFrom(r.Node.Addr, 32), r.Node.Inc, 5+len(voters)+len(r.Predecessors))
+	rt := newRoute(asn, r.Node.Addr, KindRecord, netip.PrefixFrom(r.Node.Addr, 32), r.Node.Inc, 9+len(voters)+len(r.Predecessors))
 	rt.Communities = append(rt.Communities, LargeCommunity{asn, lcVoterHash, r.VoterHash}, LargeCommunity{asn, lcBorn, r.Born})
 	for _, v := range voters {
 		if err := need4("voter", v); err != nil {
@@ -192,6 +202,7 @@ func EncodeRecord(asn uint32, r blockproto.Record) (VPNRoute, error) {
 	for _, p := range r.Predecessors {
 		rt.Communities = append(rt.Communities, LargeCommunity{asn, lcPredecessor, p})
 	}
+	rt.Communities = appendAddr6(rt.Communities, asn, r.Addr6)
 	return rt, nil
 }
 
@@ -242,10 +253,10 @@ func EncodeSeen(asn uint32, x blockproto.Seen) (VPNRoute, error) {
 
 // lcSet is the reef communities of one path, gathered for validation.
 type lcSet struct {
-	seen   uint64                                  // bit d1-lcReefFirst for each data1 seen (gather lets only 100..118 in)
-	val    [lcPredecessor - lcReefFirst + 1]uint32 // by d1-lcReefFirst
-	voters int                                     // number of distinct <asn>:114 values
-	preds  int                                     // number of distinct <asn>:118 values
+	seen   uint64                                // bit d1-lcReefFirst for each data1 seen (gather lets only 100..122 in)
+	val    [lcAddr6 + 3 - lcReefFirst + 1]uint32 // by d1-lcReefFirst
+	voters int                                   // number of distinct <asn>:114 values
+	preds  int                                   // number of distinct <asn>:118 values
 }
 
 func (s *lcSet) has(d1 uint32) bool { return s.seen&(1<<(d1-lcReefFirst)) != 0 }
@@ -309,7 +320,7 @@ func (s *lcSet) require(asn uint32, d1s ...uint32) error {
 func (s *lcSet) get(d1 uint32) uint32 { return s.val[d1-lcReefFirst] }
 
 var (
-	allowedRecord = []uint32{lcVoterHash, lcBorn, lcVoter, lcPredecessor}
+	allowedRecord = []uint32{lcVoterHash, lcBorn, lcVoter, lcPredecessor, lcAddr6, lcAddr6 + 1, lcAddr6 + 2, lcAddr6 + 3}
 	allowedClaim  = []uint32{lcVoterHash, lcState}
 	allowedGrant  = []uint32{lcVoterHash, lcGrantee, lcGranteeInc}
 	allowedForget = []uint32{}
@@ -412,7 +423,12 @@ func decodeVPN(asn uint32, pools []Pool, afi AFI, rd RD, prefix netip.Prefix, lc
 			slices.Sort(preds)
 			preds = slices.Compact(preds)
 		}
-		t.Records = append(t.Records, blockproto.Record{Node: node, Born: s.get(lcBorn), VoterHash: s.get(lcVoterHash), Voters: voters, Predecessors: preds})
+		addr6, err := s.addr6(asn, pools)
+		if err != nil {
+			return err
+		}
+		t.Records = append(t.Records, blockproto.Record{Node: node, Born: s.get(lcBorn), VoterHash: s.get(lcVoterHash), Voters: voters,
+			Predecessors: preds, Addr6: addr6})
 	case KindClaim:
 		if err := s.require(asn, lcInc, lcVoterHash, lcState); err != nil {
 			return err
@@ -522,20 +538,6 @@ func checkNode(pools []Pool, a netip.Addr, role string) error {
 	for _, p := range pools {
 		if p.CIDR.Contains(a) {
 			return fmt.Errorf("%s %s is a pod address (pool %s): %w", role, a, p.CIDR, ErrNotReef)
-		}
-	}
-	return nil
-}
-
-// checkAddr6 accepts a node's IPv6 address: global unicast IPv6, not
-// IPv4-mapped, outside every pool.
-func checkAddr6(pools []Pool, a netip.Addr, role string) error {
-	if !a.Is6() || a.Is4In6() || !a.IsGlobalUnicast() {
-		return fmt.Errorf("%s %s is not a global unicast IPv6 address", role, a)
-	}
-	for _, p := range pools {
-		if p.CIDR.Contains(a) {
-			return fmt.Errorf("%s %s is a pod address (pool %s)", role, a, p.CIDR)
 		}
 	}
 	return nil

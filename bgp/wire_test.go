@@ -498,7 +498,7 @@ func TestCheckUnicast6(t *testing.T) {
 func FuzzDecodeVPN(f *testing.F) {
 	for _, rt := range []VPNRoute{must(EncodeRecord(testASN, testRecord())), must(EncodeClaim(testASN, testClaim())),
 		must(EncodeGrant(testASN, testGrant())), must(EncodeForget(testASN, testForget())), must(EncodeSeen(testASN, blockproto.Seen(testForget()))),
-		must(EncodeClaim(testASN, testClaim6())), must(EncodeGrant(testASN, testGrant6()))} {
+		must(EncodeClaim(testASN, testClaim6())), must(EncodeGrant(testASN, testGrant6())), must(EncodeRecord(testASN, testRecord6()))} {
 		var lcs []byte
 		for _, lc := range rt.Communities {
 			lcs = append(lcs, byte(lc.Data1-lcReefFirst), byte(lc.Data2>>24), byte(lc.Data2>>16), byte(lc.Data2>>8), byte(lc.Data2))

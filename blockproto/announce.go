@@ -25,7 +25,7 @@ func (d *decider) announce() Table {
 		}
 	}
 	slices.Sort(preds)
-	t.Records = []Record{{Node: self, Born: d.state.Born, VoterHash: d.hash, Voters: d.voters, Predecessors: preds}}
+	t.Records = []Record{{Node: self, Born: d.state.Born, VoterHash: d.hash, Voters: d.voters, Predecessors: preds, Addr6: d.in.Addr6}}
 	for _, n := range d.seen {
 		t.Seen = append(t.Seen, Seen{Node: n})
 	}

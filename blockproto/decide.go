@@ -23,6 +23,10 @@ type Input struct {
 	// peer keeps over a graceful restart). They do not count as reached,
 	// so a cut-off node says so at once instead of waiting for votes.
 	Unreachable map[netip.Addr]bool
+	// Addr6 is this node's IPv6 address, announced in its record for the
+	// other nodes to route its IPv6 blocks through (Record.Addr6); no
+	// decision depends on it.
+	Addr6 netip.Addr
 }
 
 // Decision is what Decide asks for: the changes to persist, then the

@@ -75,18 +75,23 @@ type Grant struct {
 // predecessors, and it names only incarnations it saw while it ran, so a
 // predecessor is always older: that, not a clock, is how the cluster
 // orders two incarnations of one address.
+//
+// Addr6 is the node's IPv6 address, the next hop of its IPv6 blocks on
+// the other nodes (invalid: none, or no IPv6 pool). It travels with the
+// record only to be routed by: no decision reads it.
 type Record struct {
 	Node         Node
 	Born         uint32
 	VoterHash    uint32
 	Voters       []netip.Addr
 	Predecessors []uint32
+	Addr6        netip.Addr
 }
 
 // Equal reports whether r and o say the same.
 func (r Record) Equal(o Record) bool {
 	return r.Node == o.Node && r.Born == o.Born && r.VoterHash == o.VoterHash && slices.Equal(r.Voters, o.Voters) &&
-		slices.Equal(r.Predecessors, o.Predecessors)
+		slices.Equal(r.Predecessors, o.Predecessors) && r.Addr6 == o.Addr6
 }
 
 // Forget says an operator removed a node incarnation for good (`reef node

@@ -289,7 +289,11 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		state = "ready"
 	}
 	fmt.Fprintf(stdout, "reef %s is %s\n", st.GetVersion(), state)
-	fmt.Fprintf(stdout, "node:       %s  %s on %s (pod MTU %d)\n", st.GetNodeName(), st.GetNodeAddress(), st.GetInterface(), st.GetMtu())
+	addrs := st.GetNodeAddress()
+	if a6 := st.GetNodeAddressV6(); a6 != "" {
+		addrs += ", " + a6
+	}
+	fmt.Fprintf(stdout, "node:       %s  %s on %s (pod MTU %d)\n", st.GetNodeName(), addrs, st.GetInterface(), st.GetMtu())
 	fmt.Fprintf(stdout, "up since:   %s\n", time.Unix(st.GetStartedUnix(), 0).UTC().Format(time.RFC3339))
 	fmt.Fprintf(stdout, "store:      %s\n", st.GetStorePath())
 	for _, w := range st.GetRuntimeWarnings() {

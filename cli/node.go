@@ -14,15 +14,20 @@ import (
 )
 
 // ownerName shows a block's owner as "name (address)" when the name is
-// known, else the address.
+// known, else the address; the address is followed by the owner's IPv6
+// address when its record gave one ("name (address, IPv6 address)").
 func ownerName(b *reefv1.Block) string {
+	addr := b.GetOwnerAddress()
+	if a6 := b.GetOwnerAddressV6(); a6 != "" && addr != "" {
+		addr += ", " + a6
+	}
 	switch {
-	case b.GetOwner() != "" && b.GetOwnerAddress() != "":
-		return b.GetOwner() + " (" + b.GetOwnerAddress() + ")"
+	case b.GetOwner() != "" && addr != "":
+		return b.GetOwner() + " (" + addr + ")"
 	case b.GetOwner() != "":
 		return b.GetOwner()
 	}
-	return b.GetOwnerAddress()
+	return addr
 }
 
 // printPeers prints the BGP neighbours as calicoctl node status does.

@@ -36,6 +36,7 @@ type blockEngine struct {
 	log     *slog.Logger
 	name    string
 	voters  []netip.Addr // bgp.voters, or this node alone (voterList)
+	addr6   netip.Addr   // the node's IPv6 address for its record (nodeAddress6); invalid: none
 	pools   []store.Pool
 	metrics *metrics.Metrics // nil: off
 	trigger func()
@@ -259,7 +260,7 @@ func (e *blockEngine) Step(ctx context.Context) (blocks []store.Block, woke bool
 	peers := e.speaker.Sessions(ctx)
 	mark(&tm.sessions)
 	d := blockproto.Decide(blockproto.Input{State: st, Table: table, Voters: e.voters, Pools: pools, Need: e.need(st), Name: e.name,
-		Unreachable: unreachable(e.voters, st.Self.Addr, peers)})
+		Unreachable: unreachable(e.voters, st.Self.Addr, peers), Addr6: e.addr6})
 	e.logListsChange(d)
 	mark(&tm.decide)
 	var errs []error
@@ -288,8 +289,7 @@ func (e *blockEngine) Step(ctx context.Context) (blocks []store.Block, woke bool
 		}
 	}
 	mark(&tm.announce)
-	blocks, err = e.store.Blocks()
-	if err != nil {
+	if blocks, err = e.blocksWithAddrs6(table); err != nil {
 		return nil, false, err
 	}
 	e.nameOwners(peers, d.State, blocks)

@@ -32,9 +32,14 @@ const (
 // Config is the daemon configuration, read from /etc/reef/config.yaml and
 // overridden by flags. Every key has a default (see DefaultConfig).
 type Config struct {
-	NodeName         string       `yaml:"nodeName"`
-	NodeAddress      netip.Addr   `yaml:"nodeAddress"` // zero: autodetected from the uplink
-	Interface        string       `yaml:"interface"`   // "": autodetected
+	NodeName    string     `yaml:"nodeName"`
+	NodeAddress netip.Addr `yaml:"nodeAddress"` // zero: autodetected from the uplink
+	// NodeAddressV6 is the node's IPv6 address on the uplink, the next hop
+	// of its IPv6 blocks on the other nodes and on its external peers;
+	// zero: detected from the uplink when an IPv6 pool is configured
+	// (DetectUplink6).
+	NodeAddressV6    netip.Addr   `yaml:"nodeAddressV6"`
+	Interface        string       `yaml:"interface"` // "": autodetected
 	StateDir         string       `yaml:"stateDir"`
 	Socket           string       `yaml:"socket"`
 	PendingDeleteDir string       `yaml:"pendingDeleteDir"` // "": <stateDir>/pending-del, filled by Finish
@@ -455,9 +460,9 @@ func configLeaf(t reflect.Type, n *yaml.Node) (any, error) {
 	case t == configTypeAddr:
 		a, err := netip.ParseAddr(s)
 		if p, perr := netip.ParsePrefix(s); err != nil && perr == nil {
-			return nil, fmt.Errorf("value %q: not an IPv4 address (%w); write the address without /%d", s, err, p.Bits())
+			return nil, fmt.Errorf("value %q: not an IP address (%w); write the address without /%d", s, err, p.Bits())
 		} else if err != nil {
-			return nil, fmt.Errorf("value %q: not an IPv4 address (%w)", s, err)
+			return nil, fmt.Errorf("value %q: not an IP address (%w)", s, err)
 		}
 		return a, nil
 	case t == configTypePrefix:

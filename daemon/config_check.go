@@ -43,9 +43,19 @@ func (c *Config) nodeProblems(ps *problems) {
 	if a := c.NodeAddress; a.IsValid() {
 		switch {
 		case !a.Is4():
-			bad("nodeAddress", "value %q is not IPv4; reef supports IPv4 only", a)
+			bad("nodeAddress", "value %q is not IPv4; nodeAddress is the node's IPv4 address (its IPv6 address is nodeAddressV6)", a)
 		case a.IsLoopback() || a.IsUnspecified() || a.IsMulticast():
 			bad("nodeAddress", "value %q is a loopback, unspecified or multicast address; give the node's own address", a)
+		}
+	}
+	if a := c.NodeAddressV6; a.IsValid() {
+		if !a.Is6() || a.Is4In6() || !a.IsGlobalUnicast() {
+			bad("nodeAddressV6", "value %q is not a global unicast IPv6 address (not IPv4, link-local, loopback or multicast); give the node's IPv6 address on its uplink", a)
+		}
+		for i, p := range c.Pools {
+			if p.CIDR.Contains(a) {
+				bad("nodeAddressV6", "value %q is inside pools[%d].cidr %s: a pod address is never a node's", a, i, p.CIDR)
+			}
 		}
 	}
 	if i := c.Interface; i != "" && (len(i) > 15 || i == "." || i == ".." || strings.ContainsAny(i, "/: \t\n\r\v\f")) {
@@ -87,8 +97,9 @@ func (c *Config) poolProblems(ps *problems) {
 		case p.CIDR.Addr().Is6() && p.IPIPMode != EncapNever:
 			bad(at+".ipipMode", "value %q on an IPv6 pool: IPIP carries IPv4 only; set ipipMode: Never (vxlanMode encapsulates IPv6)", p.IPIPMode)
 		}
-		if p.CIDR.Addr().Is6() && (len(c.BGP.Peers) > 0 || len(c.BGP.PeerPrefixes) > 0 || len(c.BGP.RouteReflectors) > 0) {
-			bad(at+".cidr", "value %q: IPv6 pools work on a node that runs alone so far (no bgp.peers, bgp.peerPrefixes or bgp.routeReflectors); routing IPv6 blocks between nodes is not built yet", p.CIDR)
+		if p.CIDR.Addr().Is6() && p.VXLANMode != EncapNever && c.hasPeers() {
+			bad(at+".vxlanMode", "value %q on IPv6 pool %s beside other nodes (bgp.peers, bgp.peerPrefixes or bgp.routeReflectors): VXLAN for IPv6 pools between nodes is not built yet; "+
+				"set vxlanMode: Never (vxlanMode defaults to CrossSubnet), and the blocks are routed directly, via each node's IPv6 address", p.VXLANMode, p.CIDR)
 		}
 		modesOK := true
 		for _, m := range []struct {
@@ -123,13 +134,13 @@ func (c *Config) bgpProblems(ps *problems) {
 	}
 	for i, a := range b.Peers {
 		if !a.Is4() || a.IsUnspecified() || a.IsMulticast() {
-			bad(fmt.Sprintf("bgp.peers[%d]", i), "value %q is not a unicast IPv4 address", a)
+			bad(fmt.Sprintf("bgp.peers[%d]", i), "value %q is not a unicast IPv4 address%s", a, notYet6(a))
 		}
 	}
 	for i, p := range b.PeerPrefixes {
 		at := fmt.Sprintf("bgp.peerPrefixes[%d]", i)
 		if !p.Addr().Is4() {
-			bad(at, "value %q is not IPv4", p)
+			bad(at, "value %q is not IPv4%s", p, notYet6(p.Addr()))
 		} else if p != p.Masked() {
 			bad(at, "value %q has host bits set (did you mean %s?)", p, p.Masked())
 		}
@@ -159,7 +170,7 @@ func (c *Config) bgpAddressLists(ps *problems) {
 	for i, a := range b.Voters {
 		at := fmt.Sprintf("bgp.voters[%d]", i)
 		if !a.Is4() || a.IsUnspecified() || a.IsMulticast() {
-			bad(at, "value %q is not a unicast IPv4 address", a)
+			bad(at, "value %q is not a unicast IPv4 address%s", a, notYet6(a))
 		} else if j, dup := seen[a]; dup {
 			bad(at, "value %q is listed twice (also bgp.voters[%d])", a, j)
 		}
@@ -169,7 +180,7 @@ func (c *Config) bgpAddressLists(ps *problems) {
 	for i, a := range b.RouteReflectors {
 		at := fmt.Sprintf("bgp.routeReflectors[%d]", i)
 		if !a.Is4() || a.IsUnspecified() || a.IsMulticast() {
-			bad(at, "value %q is not a unicast IPv4 address", a)
+			bad(at, "value %q is not a unicast IPv4 address%s", a, notYet6(a))
 		} else if j, dup := seen[a]; dup {
 			bad(at, "value %q is listed twice (also bgp.routeReflectors[%d])", a, j)
 		}
@@ -198,6 +209,21 @@ func (c *Config) serviceProblems(ps *problems) {
 	default:
 		bad("logLevel", "value %q is not one of debug, info, warn, error", c.LogLevel)
 	}
+}
+
+// notYet6 says, of an IPv6 address where a node's or router's address
+// goes, that reef does not peer over IPv6 yet.
+func notYet6(a netip.Addr) string {
+	if !a.Is6() || a.Is4In6() {
+		return ""
+	}
+	return ": IPv6 peer addresses are not supported yet; give the IPv4 address (the sessions are IPv4, and carry IPv6 blocks too; a node's IPv6 address is nodeAddressV6)"
+}
+
+// hasPeers says whether the node talks to other nodes: it runs alone
+// without bgp.peers, bgp.peerPrefixes and bgp.routeReflectors.
+func (c *Config) hasPeers() bool {
+	return len(c.BGP.Peers) > 0 || len(c.BGP.PeerPrefixes) > 0 || len(c.BGP.RouteReflectors) > 0
 }
 
 // exampleVoters is a voter list to suggest: the three lowest addresses of
@@ -263,7 +289,7 @@ func (c *Config) externalPeerProblems() []configProblem {
 		case !a.IsValid():
 			bad(".address", "missing; every external peer needs the router's address, e.g. address: 192.168.10.1")
 		case !a.Is4() || a.IsUnspecified() || a.IsMulticast() || a.IsLoopback():
-			bad(".address", "value %q is not a unicast IPv4 address", a)
+			bad(".address", "value %q is not a unicast IPv4 address%s", a, notYet6(a))
 		case a == c.NodeAddress:
 			bad(".address", "value %q is this node's own address (nodeAddress)", a)
 		case slices.Contains(b.Peers, a) || slices.Contains(b.RouteReflectors, a):

@@ -112,6 +112,12 @@ func TestParseConfig(t *testing.T) {
 				{CIDR: pfx("fd00:10:244::/56"), BlockSize: 122, VXLANMode: EncapCrossSubnet, IPIPMode: EncapNever, NATOutgoing: true},
 				{CIDR: pfx("10.20.0.0/16"), BlockSize: 26, VXLANMode: EncapCrossSubnet, IPIPMode: EncapNever, NATOutgoing: true}}
 		}},
+		{name: "IPv6 pool beside peers, routed directly", yaml: "nodeAddressV6: 'fd77::20'\npools: [{cidr: 'fd00:10:244::/56', vxlanMode: Never}]\nbgp: {peers: [10.0.0.2], voters: [10.0.0.2]}",
+			want: func(c *Config) {
+				c.NodeAddressV6 = addr("fd77::20")
+				c.Pools = []PoolConfig{{CIDR: pfx("fd00:10:244::/56"), BlockSize: 122, VXLANMode: EncapNever, IPIPMode: EncapNever, NATOutgoing: true}}
+				c.BGP.Peers, c.BGP.Voters = []netip.Addr{addr("10.0.0.2")}, []netip.Addr{addr("10.0.0.2")}
+			}},
 		{name: "hex number", yaml: `bgp: {port: 0x1f90}`, want: func(c *Config) { c.BGP.Port = 8080 }},
 		{name: "leading zero is decimal", yaml: "mtu: 01450", want: func(c *Config) { c.MTU = 1450 }},
 		{name: "large ASN", yaml: "bgp: {asn: 4200000000}", want: func(c *Config) { c.BGP.ASN = 4200000000 }},
@@ -220,9 +226,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"ASN too large", "bgp: {asn: 4294967296}", []string{`bgp.asn: value "4294967296" is out of range`}},
 		{"bad CIDR", "pools:\n- cidr: 10.244.0.0/33\n", []string{f + `line 2: pools[0].cidr: value "10.244.0.0/33": not an IPv4 CIDR (`}},
 		{"CIDR without length", "pools: [{cidr: 10.244.0.0}]", []string{`pools[0].cidr: value "10.244.0.0": not an IPv4 CIDR (`, "write it with a prefix length"}},
-		{"bad address", "nodeAddress: 192.168.10.300", []string{`line 1: nodeAddress: value "192.168.10.300": not an IPv4 address (`}},
+		{"bad address", "nodeAddress: 192.168.10.300", []string{`line 1: nodeAddress: value "192.168.10.300": not an IP address (`}},
 		{"address with length", "nodeAddress: 192.168.10.20/24", []string{`nodeAddress: value "192.168.10.20/24"`, "write the address without /24"}},
-		{"bad peer", "bgp:\n  peers: [192.168.10.17, bogus]\n", []string{f + `line 2: bgp.peers[1]: value "bogus": not an IPv4 address`}},
+		{"bad peer", "bgp:\n  peers: [192.168.10.17, bogus]\n", []string{f + `line 2: bgp.peers[1]: value "bogus": not an IP address`}},
 		{"duration without unit", "logLevel: info\n\n\n\nreconcileInterval: 30\n", []string{f + `line 5: reconcileInterval: value "30" is not a duration (write e.g. "30s")`}},
 		{"bad bool", "pools: [{cidr: 10.1.0.0/16, natOutgoing: maybe}]", []string{`pools[0].natOutgoing: value "maybe" is not true or false`}},
 		{"scalar for list", "bgp: {peers: 10.0.0.1}", []string{`bgp.peers: value "10.0.0.1" is not a list`}},
@@ -265,9 +271,16 @@ func TestParseConfigErrors(t *testing.T) {
 		{"IPv6 block longer than the pool", "pools: [{cidr: 'fd00::/120', blockSize: 118}]", []string{`pools[0].blockSize: value 118 is outside 120..128`}},
 		{"IPv6 pool with IPIP", "pools: [{cidr: 'fd00::/64', vxlanMode: Never, ipipMode: Always}]", []string{`pools[0].ipipMode: value "Always" on an IPv6 pool: IPIP carries IPv4 only`}},
 		{"IPv4-mapped pool", "pools: [{cidr: '::ffff:10.244.0.0/112'}]", []string{`pools[0].cidr: value "::ffff:10.244.0.0/112" is an IPv4-mapped IPv6 CIDR`}},
-		{"IPv6 pool with peers", "pools: [{cidr: 'fd00::/64'}]\nbgp: {peers: [10.0.0.2], voters: [10.0.0.2]}", []string{`pools[0].cidr: value "fd00::/64": IPv6 pools work on a node that runs alone so far`}},
-		{"dual-stack pools with peers", "pools: [{cidr: 10.244.0.0/16}, {cidr: 'fd00::/64'}]\nbgp: {peers: [10.0.0.2], voters: [10.0.0.2]}", []string{`pools[1].cidr: value "fd00::/64": IPv6 pools work on a node that runs alone so far`}},
 		{"dual-stack pools overlapping", "pools: [{cidr: 10.244.0.0/16}, {cidr: 'fd00::/64'}, {cidr: 'fd00::/56'}]", []string{`pools[2].cidr: value "fd00::/56" overlaps pools[1].cidr "fd00::/64"`}},
+		{"IPv6 pool with VXLAN and peers", "pools: [{cidr: 'fd00::/64'}]\nbgp: {peers: [10.0.0.2], voters: [10.0.0.2]}",
+			[]string{`line 1: pools[0].vxlanMode: value "CrossSubnet" on IPv6 pool fd00::/64 beside other nodes`, "VXLAN for IPv6 pools between nodes is not built yet; set vxlanMode: Never"}},
+		{"IPv6 pool with VXLAN and reflectors", "pools: [{cidr: 'fd00::/64', vxlanMode: Always}]\nbgp: {routeReflectors: [10.0.0.2], voters: [10.0.0.2]}",
+			[]string{`pools[0].vxlanMode: value "Always" on IPv6 pool fd00::/64 beside other nodes`}},
+		{"node IPv6 address IPv4", "nodeAddressV6: 10.0.0.1", []string{`line 1: nodeAddressV6: value "10.0.0.1" is not a global unicast IPv6 address`}},
+		{"node IPv6 address link-local", "nodeAddressV6: 'fe80::1'", []string{`nodeAddressV6: value "fe80::1" is not a global unicast IPv6 address`}},
+		{"node IPv6 address mapped", "nodeAddressV6: '::ffff:10.0.0.1'", []string{`nodeAddressV6: value "::ffff:10.0.0.1" is not a global unicast IPv6 address`}},
+		{"node IPv6 address in a pool", "nodeAddressV6: 'fd00::5'\npools: [{cidr: 'fd00::/64'}]", []string{`line 1: nodeAddressV6: value "fd00::5" is inside pools[0].cidr fd00::/64`}},
+		{"node IPv6 address with length", "nodeAddressV6: 'fd77::1/64'", []string{`nodeAddressV6: value "fd77::1/64": not an IP address`, "write the address without /64"}},
 		{"block too large", "pools: [{cidr: 10.244.0.0/24, blockSize: 20}]", []string{`pools[0].blockSize: value 20 is outside 24..32`}},
 		{"block too small", "pools: [{cidr: 10.244.0.0/16, blockSize: 33}]", []string{`pools[0].blockSize: value 33 is outside 16..32`}},
 		{"bad encap", "pools:\n- cidr: 10.1.0.0/16\n  vxlanMode: always\n", []string{f + `line 3: pools[0].vxlanMode: value "always" is not one of Never, CrossSubnet, Always`}},
@@ -277,7 +290,10 @@ func TestParseConfigErrors(t *testing.T) {
 		{"asn zero", "bgp: {asn: 0}", []string{`bgp.asn: value 0 is not an AS number`}},
 		{"port zero", "bgp: {port: 0}", []string{`bgp.port: value 0 is outside 1..65535`}},
 		{"port too large", "bgp: {port: 70000}", []string{`bgp.port: value 70000 is outside 1..65535`}},
-		{"peer IPv6", "bgp: {peers: ['2001:db8::1']}", []string{`bgp.peers[0]: value "2001:db8::1" is not a unicast IPv4 address`}},
+		{"peer IPv6", "bgp: {peers: ['2001:db8::1']}", []string{`bgp.peers[0]: value "2001:db8::1" is not a unicast IPv4 address: IPv6 peer addresses are not supported yet`}},
+		{"peer prefix IPv6", "bgp: {peerPrefixes: ['2001:db8::/64']}", []string{`bgp.peerPrefixes[0]: value "2001:db8::/64" is not IPv4: IPv6 peer addresses are not supported yet`}},
+		{"voter IPv6", "bgp: {voters: ['2001:db8::1']}", []string{`bgp.voters[0]: value "2001:db8::1" is not a unicast IPv4 address: IPv6 peer addresses are not supported yet`}},
+		{"external peer IPv6", "bgp: {externalPeers: [{address: '2001:db8::1', asn: 65000}]}", []string{`bgp.externalPeers[0].address: value "2001:db8::1" is not a unicast IPv4 address: IPv6 peer addresses are not supported yet`}},
 		{"peer prefix host bits", "bgp: {peerPrefixes: [192.168.10.1/24]}", []string{`bgp.peerPrefixes[0]: value "192.168.10.1/24" has host bits set (did you mean 192.168.10.0/24?)`}},
 		{"keepalive zero", "bgp: {keepaliveTime: 0s}", []string{`bgp.keepaliveTime: value "0s" must be positive`}},
 		{"hold too short", "bgp: {holdTime: 2s, keepaliveTime: 1s}", []string{`bgp.holdTime: value "2s" is below the 3s BGP allows`}},
@@ -297,7 +313,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"peer prefixes without voters", "bgp:\n  peerPrefixes: [10.0.0.0/24]\n", []string{f + `line 1: bgp.voters: is not set`, "voters: [NODE1, NODE2, NODE3]"}},
 
 		// Route reflectors.
-		{"route reflector IPv6", "bgp: {routeReflectors: ['2001:db8::1'], voters: [10.0.0.1]}", []string{`bgp.routeReflectors[0]: value "2001:db8::1" is not a unicast IPv4 address`}},
+		{"route reflector IPv6", "bgp: {routeReflectors: ['2001:db8::1'], voters: [10.0.0.1]}", []string{`bgp.routeReflectors[0]: value "2001:db8::1" is not a unicast IPv4 address: IPv6 peer addresses are not supported yet`}},
 		{"route reflector twice", "bgp: {routeReflectors: [10.0.0.1, 10.0.0.1], voters: [10.0.0.5]}", []string{`bgp.routeReflectors[1]: value "10.0.0.1" is listed twice (also bgp.routeReflectors[0])`}},
 		{"peers and route reflectors", "bgp:\n  peers: [10.0.0.2]\n  voters: [10.0.0.5]\n  routeReflectors: [10.0.0.1]\n",
 			[]string{f + `line 4: bgp.routeReflectors: value [10.0.0.1] and bgp.peers [10.0.0.2] are both set`}},
@@ -348,7 +364,7 @@ func TestParseConfigErrorList(t *testing.T) {
 			f + `line 2: duplicate key "mtu" (first at line 1)` + "\n" + f + `line 3: duplicate key "mtu" (first at line 1)`},
 		{"walk and decoder errors in file order", "mtu: x\nnodeAddress: bogus\nbgp: {asm: 1, holdTime: 30}\n",
 			f + `line 1: mtu: value "x" is not a number` + "\n" +
-				f + `line 2: nodeAddress: value "bogus": not an IPv4 address (ParseAddr("bogus"): unable to parse IP)` + "\n" +
+				f + `line 2: nodeAddress: value "bogus": not an IP address (ParseAddr("bogus"): unable to parse IP)` + "\n" +
 				f + `line 3: bgp: unknown key "asm" (did you mean "asn"?)` + "\n" +
 				f + `line 3: bgp.holdTime: value "30" is not a duration (write e.g. "30s")`},
 		{"two complex keys", "? [a]\n: b\n? [c]\n: d\n", f + "line 1: a key must be a plain name\n" + f + "line 3: a key must be a plain name"},

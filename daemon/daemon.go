@@ -58,6 +58,7 @@ type Daemon struct {
 	cfg     Config
 	log     *slog.Logger
 	uplink  Uplink
+	uplink6 Uplink6 // zero: no IPv6 pool, or a node alone without an IPv6 address
 	mtu     int
 	store   *store.Store
 	cni     *cniserver.Server
@@ -123,6 +124,10 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	}
 	mtu := DeriveMTU(cfg, up.MTU)
 	log.Info("node address chosen", "address", up.Address, "interface", up.Interface, "why", up.Reason, "podMTU", mtu)
+	up6, err := nodeAddress6(cfg, up, log)
+	if err != nil {
+		return nil, closeAll, fmt.Errorf("node IPv6 address: %w", err)
+	}
 	st, planned, err := openStore(cfg, up, log)
 	if err != nil {
 		return nil, closeAll, err
@@ -142,7 +147,7 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	if err != nil {
 		return nil, closeAll, err
 	}
-	speaker, err := startSpeaker(ctx, cfg, up.Address, pools, planned, hooks, log, work.BGPChanged)
+	speaker, err := startSpeaker(ctx, cfg, up.Address, up6.Address, pools, planned, hooks, log, work.BGPChanged)
 	if err != nil {
 		return nil, closeAll, err
 	}
@@ -150,6 +155,7 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	if err != nil {
 		return nil, closeAll, err
 	}
+	blocks.addr6 = up6.Address
 	sysctls := sysctl.New(sysctl.Proc{})
 	// The CNI operations' log: the server writes it, the pass reads it
 	// instead of locking them out (package activity).
@@ -158,9 +164,9 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 		cniserver.Deps{Store: st, Log: log.With("component", "cni"), Sysctls: sysctls, NeedBlock: blocks.Need,
 			PodFilter: natDP, Policy: policyGate(policyDP), Activity: ops, Trigger: work.Trigger, Observe: m.CNI})
 	rec := newReconciler(reconcilerDeps{store: st, cni: cni, activity: ops, kernel: kernel, tc: routesTC{}, sysctls: sysctls, nat: natDP, policy: policyDP,
-		blocks: blocks, metrics: m, net: netInfo{node: cfg.NodeName, uplink: up, pools: cfg.Pools, podMTU: mtu},
+		blocks: blocks, metrics: m, net: netInfo{node: cfg.NodeName, uplink: up, uplink6: up6, pools: cfg.Pools, podMTU: mtu},
 		pending: work, interval: cfg.ReconcileInterval, passLoop: hooks.passLoop}, log)
-	d = &Daemon{cfg: cfg, log: log, uplink: up, mtu: mtu, store: st, cni: cni, rec: rec, speaker: speaker,
+	d = &Daemon{cfg: cfg, log: log, uplink: up, uplink6: up6, mtu: mtu, store: st, cni: cni, rec: rec, speaker: speaker,
 		blocks: blocks, policy: policyDP, metrics: m, started: time.Now()}
 	return d, closeAll, nil
 }
@@ -206,7 +212,7 @@ func openStore(cfg Config, up Uplink, log *slog.Logger) (st *store.Store, planne
 }
 
 // startSpeaker starts the BGP speaker; changed is told of every update.
-func startSpeaker(ctx context.Context, cfg Config, addr netip.Addr, pools []store.Pool, planned bool, hooks testHooks, log *slog.Logger, changed func()) (*bgp.Speaker, error) {
+func startSpeaker(ctx context.Context, cfg Config, addr, addr6 netip.Addr, pools []store.Pool, planned bool, hooks testHooks, log *slog.Logger, changed func()) (*bgp.Speaker, error) {
 	var bgpPools []bgp.Pool
 	for _, p := range pools {
 		bgpPools = append(bgpPools, bgp.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize})
@@ -216,7 +222,7 @@ func startSpeaker(ctx context.Context, cfg Config, addr netip.Addr, pools []stor
 		gobgpLevel = slog.LevelInfo
 	}
 	sp, err := bgp.Start(ctx, bgp.Config{
-		ASN: cfg.BGP.ASN, Port: cfg.BGP.Port, RouterID: addr,
+		ASN: cfg.BGP.ASN, Port: cfg.BGP.Port, RouterID: addr, NodeAddressV6: addr6,
 		Peers: cfg.BGP.Peers, PeerPrefixes: cfg.BGP.PeerPrefixes, Password: cfg.BGP.Password,
 		RouteReflectors: cfg.BGP.RouteReflectors, RouteReflector: cfg.BGP.RouteReflector,
 		Keepalive: cfg.BGP.KeepaliveTime, Hold: cfg.BGP.HoldTime,

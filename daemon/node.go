@@ -33,6 +33,9 @@ func blockProto(b store.Block) *reefv1.Block {
 	if !b.Own() {
 		out.OwnerIncarnation = fmt.Sprintf("%08x", b.OwnerInc)
 	}
+	if b.OwnerAddr6.IsValid() {
+		out.OwnerAddressV6 = b.OwnerAddr6.String()
+	}
 	return out
 }
 
@@ -50,6 +53,7 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 	out := &reefv1.StatusReply{
 		NodeName:          d.cfg.NodeName,
 		NodeAddress:       d.uplink.Address.String(),
+		NodeAddressV6:     addrString(d.uplink6.Address),
 		Interface:         d.uplink.Interface,
 		Ready:             d.cni.Ready(),
 		Version:           version.Version + " (" + version.Commit + ")",
@@ -292,4 +296,12 @@ func protoStatus(out *reefv1.StatusReply, d blockproto.Decision) {
 		}
 		out.PendingClaims = append(out.PendingClaims, pc)
 	}
+}
+
+// addrString is a's text, "" when a is invalid (not "invalid IP").
+func addrString(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
+	}
+	return a.String()
 }

@@ -459,31 +459,6 @@ func (r *reconciler) syncTC(live []store.Endpoint, veths map[string]int, busy ro
 	}
 }
 
-// routedBlocks are what the routes are made of: this node's confirmed
-// blocks (blackholed; a pending claim may still be lost to another node),
-// the other nodes' blocks with the device and next hop that reach each, and
-// the nodes VXLAN reaches. Blocks of nodes in other subnets reached without
-// encapsulation go where the node's own route to their owner goes; an
-// owner the kernel has no route to is an error, and its blocks get none.
-func (r *reconciler) routedBlocks(blocks []store.Block, errs *[]error) (own []netip.Prefix, remote []routes.RemoteBlock, vxPeers map[netip.Addr]bool) {
-	hops := map[netip.Addr]routes.Hop{}
-	for _, owner := range r.net.routedOwners(blocks) {
-		hop, err := r.kernel.HopTo(owner)
-		if err != nil {
-			*errs = append(*errs, fmt.Errorf("blocks of node %s get no route: %w", owner, err))
-			continue
-		}
-		hops[owner] = hop
-	}
-	for _, b := range blocks {
-		if b.State == store.BlockConfirmed {
-			own = append(own, b.CIDR)
-		}
-	}
-	remote, vxPeers = r.net.remoteRoutes(blocks, hops)
-	return own, remote, vxPeers
-}
-
 // podRoutes are the live endpoints that have a pod (not a reserved
 // address such as the tunnel's), as package routes wants them, each veth
 // pair with the pods' MTU (0: leave it).

@@ -13,10 +13,11 @@ import (
 
 // netInfo is what the reconcile loop knows of this node's network.
 type netInfo struct {
-	node   string
-	uplink Uplink
-	pools  []PoolConfig
-	podMTU int
+	node    string
+	uplink  Uplink
+	uplink6 Uplink6 // zero: none (no IPv6 pool, or alone without one)
+	pools   []PoolConfig
+	podMTU  int
 }
 
 func (n netInfo) modes(pool netip.Prefix) (vxlan, ipip routes.EncapMode) {
@@ -28,15 +29,31 @@ func (n netInfo) modes(pool netip.Prefix) (vxlan, ipip routes.EncapMode) {
 	return routes.ModeNever, routes.ModeNever
 }
 
-// encapTo says how this node reaches owner's blocks of pool.
+// encapTo says how this node reaches owner's blocks of pool. An IPv6
+// block is reached directly (owner is then its IPv6 address): VXLAN for
+// IPv6 pools between nodes is not built yet, and the config refuses it
+// beside peers.
 func (n netInfo) encapTo(pool netip.Prefix, owner netip.Addr) routes.Encap {
+	if pool.Addr().Is6() {
+		return routes.Direct
+	}
 	vx, ip := n.modes(pool)
 	return routes.EncapFor(vx, ip, n.uplink.Prefix, owner)
 }
 
+// via is the address this node routes b through: the owner's address of
+// b's family, for an IPv6 block the IPv6 address the owner's record gave
+// (invalid while none did).
+func via(b store.Block) netip.Addr {
+	if b.CIDR.Addr().Is6() {
+		return b.OwnerAddr6
+	}
+	return b.OwnerAddr
+}
+
 // vxlanPool is the first IPv4 pool that may use VXLAN, whose blocks hold
-// the tunnel address; invalid if none does. (An IPv6 pool's pods reach
-// only this node's so far: the config refuses peers beside one.)
+// the tunnel address; invalid if none does. (An IPv6 pool uses no VXLAN
+// so far: the config refuses it beside peers.)
 func (n netInfo) vxlanPool() netip.Prefix {
 	for _, p := range n.pools {
 		if p.VXLANMode != EncapNever && p.CIDR.Addr().Is4() {
@@ -74,22 +91,27 @@ func VXLANTunnelHandle(node string) string { return "vxlan-tunnel-addr-" + node 
 func IPIPTunnelHandle(node string) string { return "ipip-tunnel-addr-" + node }
 
 // routed says whether owner's blocks of pool are routed without
-// encapsulation to a node in another subnet: through the node's own route
-// to the owner (a router that knows the blocks from bgp.externalPeers),
-// not onlink.
+// encapsulation to a node in another subnet (of the uplink's address of
+// owner's family): through the node's own route to the owner (a router
+// that knows the blocks from bgp.externalPeers), not onlink.
 func (n netInfo) routed(pool netip.Prefix, owner netip.Addr) bool {
-	return n.encapTo(pool, owner) == routes.Direct && !n.uplink.Prefix.Masked().Contains(owner)
+	subnet := n.uplink.Prefix.Masked()
+	if owner.Is6() {
+		subnet = n.uplink6.Prefix.Masked()
+	}
+	return n.encapTo(pool, owner) == routes.Direct && !subnet.Contains(owner)
 }
 
-// routedOwners are the owners of other nodes' blocks that are routed
-// (routed): their routes need the node's route to each (routes.HopTo).
+// routedOwners are the addresses (via) of the owners of other nodes'
+// blocks that are routed (routed): their routes need the node's route to
+// each (routes.HopTo).
 func (n netInfo) routedOwners(blocks []store.Block) []netip.Addr {
 	seen := map[netip.Addr]bool{}
 	var out []netip.Addr
 	for _, b := range blocks {
-		if b.State == store.BlockRemote && b.OwnerAddr.IsValid() && !seen[b.OwnerAddr] && n.routed(b.Pool, b.OwnerAddr) {
-			seen[b.OwnerAddr] = true
-			out = append(out, b.OwnerAddr)
+		if a := via(b); b.State == store.BlockRemote && a.IsValid() && !seen[a] && n.routed(b.Pool, a) {
+			seen[a] = true
+			out = append(out, a)
 		}
 	}
 	return out
@@ -98,24 +120,26 @@ func (n netInfo) routedOwners(blocks []store.Block) []netip.Addr {
 // remoteRoutes turns other nodes' confirmed blocks into routes, each on the
 // device its pool's mode and the owner's subnet call for, and returns the
 // nodes reached through VXLAN. A routed owner's blocks go through hops[owner],
-// the node's own route to it; without one they get no route.
+// the node's own route to it; without one they get no route, nor does an
+// IPv6 block whose owner gave no IPv6 address (unrouted6).
 func (n netInfo) remoteRoutes(blocks []store.Block, hops map[netip.Addr]routes.Hop) ([]routes.RemoteBlock, map[netip.Addr]bool) {
 	var out []routes.RemoteBlock
 	vxPeers := map[netip.Addr]bool{}
 	for _, b := range blocks {
-		if b.State != store.BlockRemote || !b.OwnerAddr.IsValid() {
+		owner := via(b)
+		if b.State != store.BlockRemote || !owner.IsValid() {
 			continue
 		}
-		rb := routes.RemoteBlock{Block: b.CIDR, Node: b.OwnerAddr, Dev: n.uplink.Interface}
-		switch n.encapTo(b.Pool, b.OwnerAddr) {
+		rb := routes.RemoteBlock{Block: b.CIDR, Node: owner, Dev: n.uplink.Interface}
+		switch n.encapTo(b.Pool, owner) {
 		case routes.VXLAN:
 			rb.Dev = routes.VXLANDevice
-			vxPeers[b.OwnerAddr] = true
+			vxPeers[owner] = true
 		case routes.IPIP:
 			rb.Dev = routes.IPIPDevice
 		default:
-			if n.routed(b.Pool, b.OwnerAddr) {
-				hop, ok := hops[b.OwnerAddr]
+			if n.routed(b.Pool, owner) {
+				hop, ok := hops[owner]
 				if !ok {
 					continue
 				}
@@ -125,6 +149,55 @@ func (n netInfo) remoteRoutes(blocks []store.Block, hops map[netip.Addr]routes.H
 		out = append(out, rb)
 	}
 	return out, vxPeers
+}
+
+// unrouted6 names the owners of IPv6 blocks whose records gave no IPv6
+// address (an owner without nodeAddressV6, or a reef before it): their
+// IPv6 blocks get no route.
+func unrouted6(blocks []store.Block) error {
+	seen := map[netip.Addr]bool{}
+	var errs []error
+	for _, b := range blocks {
+		if b.State == store.BlockRemote && b.CIDR.Addr().Is6() && b.OwnerAddr.IsValid() && !b.OwnerAddr6.IsValid() && !seen[b.OwnerAddr] {
+			seen[b.OwnerAddr] = true
+			name := b.OwnerAddr.String()
+			if b.Owner != "" {
+				name = b.Owner + " (" + name + ")"
+			}
+			errs = append(errs, fmt.Errorf("IPv6 blocks of node %s get no route: its record gives no IPv6 address to route them through "+
+				"(every node with an IPv6 pool and peers has one: nodeAddressV6, docs/bgp.md)", name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// routedBlocks are what the routes are made of: this node's confirmed
+// blocks (blackholed; a pending claim may still be lost to another node),
+// the other nodes' blocks with the device and next hop that reach each, and
+// the nodes VXLAN reaches. Blocks of nodes in other subnets reached without
+// encapsulation go where the node's own route to their owner goes; an
+// owner the kernel has no route to is an error, and its blocks get none, as
+// is an owner of IPv6 blocks without an IPv6 address (unrouted6).
+func (r *reconciler) routedBlocks(blocks []store.Block, errs *[]error) (own []netip.Prefix, remote []routes.RemoteBlock, vxPeers map[netip.Addr]bool) {
+	hops := map[netip.Addr]routes.Hop{}
+	for _, owner := range r.net.routedOwners(blocks) {
+		hop, err := r.kernel.HopTo(owner)
+		if err != nil {
+			*errs = append(*errs, fmt.Errorf("blocks of node %s get no route: %w", owner, err))
+			continue
+		}
+		hops[owner] = hop
+	}
+	for _, b := range blocks {
+		if b.State == store.BlockConfirmed {
+			own = append(own, b.CIDR)
+		}
+	}
+	if err := unrouted6(blocks); err != nil {
+		*errs = append(*errs, err)
+	}
+	remote, vxPeers = r.net.remoteRoutes(blocks, hops)
+	return own, remote, vxPeers
 }
 
 // tunnelAddress returns the node's tunnel address, reserving it in the

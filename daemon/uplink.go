@@ -253,10 +253,15 @@ func uplinkReadKernel() ([]LinkInfo, []AddrInfo, []RouteInfo, error) {
 			Global:    a.Scope == unix.RT_SCOPE_UNIVERSE,
 		})
 	}
+	return links, addrs, uplinkDefaults(nlRoutes), nil
+}
+
+// uplinkDefaults are the default routes among rs, one per next hop.
+func uplinkDefaults(rs []netlink.Route) []RouteInfo {
 	var defaults []RouteInfo
-	for _, r := range nlRoutes {
+	for _, r := range rs {
 		// Depending on the version, netlink reports the default route's
-		// destination as nil or as 0.0.0.0/0.
+		// destination as nil or as 0.0.0.0/0 (::/0).
 		if r.Dst != nil {
 			if ones, _ := r.Dst.Mask.Size(); ones != 0 {
 				continue
@@ -272,7 +277,7 @@ func uplinkReadKernel() ([]LinkInfo, []AddrInfo, []RouteInfo, error) {
 			defaults = append(defaults, RouteInfo{LinkIndex: nh.LinkIndex, Priority: r.Priority})
 		}
 	}
-	return links, addrs, defaults, nil
+	return defaults
 }
 
 // uplinkDump retries a netlink dump the kernel interrupted because the table

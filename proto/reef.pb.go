@@ -604,6 +604,7 @@ type StatusReply struct {
 	VotersUnsettled string          `protobuf:"bytes,34,opt,name=voters_unsettled,json=votersUnsettled,proto3" json:"voters_unsettled,omitempty"`  // why, as far as this node sees, the next one-voter change of bgp.voters may not start; "" when it may
 	BlocksConfirmed int32           `protobuf:"varint,35,opt,name=blocks_confirmed,json=blocksConfirmed,proto3" json:"blocks_confirmed,omitempty"` // blocks this node sees confirmed, its own included
 	View            string          `protobuf:"bytes,36,opt,name=view,proto3" json:"view,omitempty"`                                               // hash of the confirmed blocks and owners and the nodes under this list: equal on every node when all see the same
+	NodeAddressV6   string          `protobuf:"bytes,37,opt,name=node_address_v6,json=nodeAddressV6,proto3" json:"node_address_v6,omitempty"`      // the node's IPv6 address (nodeAddressV6), the next hop of its IPv6 blocks; "" when it has none
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -886,6 +887,13 @@ func (x *StatusReply) GetBlocksConfirmed() int32 {
 func (x *StatusReply) GetView() string {
 	if x != nil {
 		return x.View
+	}
+	return ""
+}
+
+func (x *StatusReply) GetNodeAddressV6() string {
+	if x != nil {
+		return x.NodeAddressV6
 	}
 	return ""
 }
@@ -1502,6 +1510,7 @@ type Block struct {
 	OwnerAddress     string                 `protobuf:"bytes,7,opt,name=owner_address,json=ownerAddress,proto3" json:"owner_address,omitempty"`
 	State            string                 `protobuf:"bytes,8,opt,name=state,proto3" json:"state,omitempty"`                                               // pending | confirmed | lost | remote
 	OwnerIncarnation string                 `protobuf:"bytes,9,opt,name=owner_incarnation,json=ownerIncarnation,proto3" json:"owner_incarnation,omitempty"` // hex
+	OwnerAddressV6   string                 `protobuf:"bytes,10,opt,name=owner_address_v6,json=ownerAddressV6,proto3" json:"owner_address_v6,omitempty"`    // another node's IPv6 address, from its record: its IPv6 blocks are routed through it
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -1595,6 +1604,13 @@ func (x *Block) GetState() string {
 func (x *Block) GetOwnerIncarnation() string {
 	if x != nil {
 		return x.OwnerIncarnation
+	}
+	return ""
+}
+
+func (x *Block) GetOwnerAddressV6() string {
+	if x != nil {
+		return x.OwnerAddressV6
 	}
 	return ""
 }
@@ -2089,7 +2105,7 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\adynamic\x18\a \x01(\bR\adynamic\x12\x18\n" +
 	"\areached\x18\b \x01(\tR\areached\x12\x12\n" +
 	"\x04type\x18\t \x01(\tR\x04type\"\x0f\n" +
-	"\rStatusRequest\"\x8d\n" +
+	"\rStatusRequest\"\xb5\n" +
 	"\n" +
 	"\vStatusReply\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12!\n" +
@@ -2133,7 +2149,8 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x10voter_restricted\x18! \x01(\tR\x0fvoterRestricted\x12)\n" +
 	"\x10voters_unsettled\x18\" \x01(\tR\x0fvotersUnsettled\x12)\n" +
 	"\x10blocks_confirmed\x18# \x01(\x05R\x0fblocksConfirmed\x12\x12\n" +
-	"\x04view\x18$ \x01(\tR\x04view\"\xfd\x02\n" +
+	"\x04view\x18$ \x01(\tR\x04view\x12&\n" +
+	"\x0fnode_address_v6\x18% \x01(\tR\rnodeAddressV6\"\xfd\x02\n" +
 	"\fPolicyStatus\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x16\n" +
 	"\x06synced\x18\x02 \x01(\bR\x06synced\x12#\n" +
@@ -2194,7 +2211,7 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x04used\x18\x04 \x01(\x03R\x04used\x12!\n" +
 	"\fblocks_total\x18\x05 \x01(\x05R\vblocksTotal\x12!\n" +
 	"\fblocks_owned\x18\x06 \x01(\x05R\vblocksOwned\x12!\n" +
-	"\fblocks_known\x18\a \x01(\x05R\vblocksKnown\"\xf8\x01\n" +
+	"\fblocks_known\x18\a \x01(\x05R\vblocksKnown\"\xa2\x02\n" +
 	"\x05Block\x12\x12\n" +
 	"\x04cidr\x18\x01 \x01(\tR\x04cidr\x12\x12\n" +
 	"\x04pool\x18\x02 \x01(\tR\x04pool\x12\x14\n" +
@@ -2204,7 +2221,9 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\fclaimed_unix\x18\x06 \x01(\x03R\vclaimedUnix\x12#\n" +
 	"\rowner_address\x18\a \x01(\tR\fownerAddress\x12\x14\n" +
 	"\x05state\x18\b \x01(\tR\x05state\x12+\n" +
-	"\x11owner_incarnation\x18\t \x01(\tR\x10ownerIncarnation\"\x0f\n" +
+	"\x11owner_incarnation\x18\t \x01(\tR\x10ownerIncarnation\x12(\n" +
+	"\x10owner_address_v6\x18\n" +
+	" \x01(\tR\x0eownerAddressV6\"\x0f\n" +
 	"\rRoutesRequest\"v\n" +
 	"\n" +
 	"RouteEntry\x12\x12\n" +

@@ -18,10 +18,14 @@ type Block struct {
 	Owner     string     // node name; for another node's block the name its BGP session announced, or ""
 	OwnerAddr netip.Addr // node address: with OwnerInc, the owner's identity in the block protocol
 	OwnerInc  uint32     // the owner's incarnation (blockproto.Node)
-	State     BlockState
-	Claimed   time.Time // own block: when this node claimed it; remote: when this node learned it
-	Used      int       // allocated addresses (own blocks)
-	Size      int       // addresses in the block
+	// OwnerAddr6 is another node's IPv6 address, from its record: its
+	// IPv6 blocks are routed through it. Invalid for own blocks, and
+	// while the owner's record has not given one.
+	OwnerAddr6 netip.Addr
+	State      BlockState
+	Claimed    time.Time // own block: when this node claimed it; remote: when this node learned it
+	Used       int       // allocated addresses (own blocks)
+	Size       int       // addresses in the block
 }
 
 // BlockState is where a block stands in the block protocol.
@@ -61,13 +65,14 @@ func (b Block) Own() bool {
 // One key per block is what makes ownership single: a record for a block
 // is replaced, never duplicated.
 type blockRecord struct {
-	CIDR      netip.Prefix `json:"cidr"`
-	Pool      netip.Prefix `json:"pool"`
-	Owner     string       `json:"owner"`
-	OwnerAddr netip.Addr   `json:"ownerAddr,omitzero"`
-	OwnerInc  uint32       `json:"ownerInc,omitempty"`
-	State     BlockState   `json:"state,omitempty"` // "" in files of schema 1: confirmed if own
-	Claimed   time.Time    `json:"claimed"`
+	CIDR       netip.Prefix `json:"cidr"`
+	Pool       netip.Prefix `json:"pool"`
+	Owner      string       `json:"owner"`
+	OwnerAddr  netip.Addr   `json:"ownerAddr,omitzero"`
+	OwnerInc   uint32       `json:"ownerInc,omitempty"`
+	OwnerAddr6 netip.Addr   `json:"ownerAddr6,omitzero"`
+	State      BlockState   `json:"state,omitempty"` // "" in files of schema 1: confirmed if own
+	Claimed    time.Time    `json:"claimed"`
 }
 
 // own reports whether the record is this node's block.
@@ -76,7 +81,7 @@ func (s *Store) own(r blockRecord) bool {
 }
 
 func (s *Store) block(r blockRecord, addrs *bolt.Bucket) Block {
-	b := Block{CIDR: r.CIDR, Pool: r.Pool, Owner: r.Owner, OwnerAddr: r.OwnerAddr, OwnerInc: r.OwnerInc, State: r.State,
+	b := Block{CIDR: r.CIDR, Pool: r.Pool, Owner: r.Owner, OwnerAddr: r.OwnerAddr, OwnerInc: r.OwnerInc, OwnerAddr6: r.OwnerAddr6, State: r.State,
 		Claimed: r.Claimed, Size: int(blockLen(r.CIDR))}
 	if b.State == "" {
 		b.State = BlockRemote

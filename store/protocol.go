@@ -275,12 +275,15 @@ func (s *Store) ApplyProtocol(c blockproto.Changes) error {
 			if ok && s.own(r) {
 				return fmt.Errorf("remember %s as %s's: block %w", b.Block, b.Owner, ErrOwnBlock)
 			}
-			name := ""
+			name, addr6 := "", netip.Addr{}
 			if ok && r.OwnerAddr == b.Owner.Addr {
 				name = r.Owner // keep a name learned earlier
 			}
+			if ok && r.OwnerAddr == b.Owner.Addr && r.OwnerInc == b.Owner.Inc {
+				addr6 = r.OwnerAddr6 // and the incarnation's IPv6 address
+			}
 			if err := putBlock(blocks, blockRecord{CIDR: b.Block, Pool: b.Pool, Owner: name, OwnerAddr: b.Owner.Addr, OwnerInc: b.Owner.Inc,
-				State: BlockRemote, Claimed: now}); err != nil {
+				OwnerAddr6: addr6, State: BlockRemote, Claimed: now}); err != nil {
 				return err
 			}
 		}
@@ -427,4 +430,42 @@ func (s *Store) Flag(name string) (bool, error) {
 		return nil
 	})
 	return on, err
+}
+
+// SetBlockOwnerAddrs6 records the IPv6 addresses the owners of remote
+// blocks gave in their records (owner incarnation -> address; invalid:
+// none), in one transaction: their IPv6 blocks are routed through them,
+// also after a restart, before the records are learned again.
+func (s *Store) SetBlockOwnerAddrs6(addrs map[blockproto.Node]netip.Addr) error {
+	if len(addrs) == 0 {
+		return nil
+	}
+	err := s.update(func(tx *bolt.Tx) error {
+		blocks := tx.Bucket(bucketBlocks)
+		var recs []blockRecord
+		err := blocks.ForEach(func(k, v []byte) error {
+			r, err := decodeBlock(k, v)
+			if err != nil {
+				return err
+			}
+			if a, ok := addrs[blockproto.Node{Addr: r.OwnerAddr, Inc: r.OwnerInc}]; ok && !s.own(r) && r.OwnerAddr6 != a {
+				r.OwnerAddr6 = a
+				recs = append(recs, r)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if err := putBlock(blocks, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record the IPv6 addresses of the owners of remote blocks in %s: %w", s.path, err)
+	}
+	return nil
 }

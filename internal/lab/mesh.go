@@ -127,6 +127,14 @@ func unrouted(owner *Node, st *reefv1.StatusReply, nodes []*Node) string {
 			if n == owner || !n.Running() {
 				continue
 			}
+			if strings.Contains(b.GetCidr(), ":") {
+				// An IPv6 block goes through the owner's IPv6 address.
+				out, err := n.Lab.Run(n.Netns, "ip", "-6", "route", "show", "exact", b.GetCidr())
+				if a6 := st.GetNodeAddressV6(); err != nil || a6 == "" || !strings.Contains(out, "via "+a6+" ") {
+					return fmt.Sprintf("%s has no route to %s's IPv6 block %s via its IPv6 address %q (%q)", n.Name, owner.Name, b.GetCidr(), a6, strings.TrimSpace(out))
+				}
+				continue
+			}
 			out, err := n.Lab.Run(n.Netns, "ip", "-4", "route", "show", "exact", b.GetCidr())
 			// Across the lab's subnets without encapsulation, the route goes
 			// through the router (bgp.externalPeers).

@@ -1,0 +1,58 @@
+package daemon
+
+import (
+	"net/netip"
+
+	"github.com/reefcni/reef/blockproto"
+	"github.com/reefcni/reef/store"
+)
+
+// The other nodes' IPv6 addresses: each node's record gives its own
+// (blockproto.Record.Addr6), and the store keeps it with the node's remote
+// blocks (store.Block.OwnerAddr6), where the reconciler finds the next hop
+// of an IPv6 block, also after a restart, before the records are learned
+// again.
+
+// blocksWithAddrs6 reads the blocks, after recording the IPv6 addresses
+// the records in table give for their owners where the store has another.
+func (e *blockEngine) blocksWithAddrs6(table blockproto.Table) ([]store.Block, error) {
+	blocks, err := e.store.Blocks()
+	if err != nil {
+		return nil, err
+	}
+	addrs := ownerAddrs6(table, blocks)
+	if len(addrs) == 0 {
+		return blocks, nil
+	}
+	if err := e.store.SetBlockOwnerAddrs6(addrs); err != nil {
+		return nil, err
+	}
+	for n, a := range addrs {
+		e.log.Info("learned a node's IPv6 address: its IPv6 blocks are routed through it", "node", n, "address", a)
+	}
+	return e.store.Blocks()
+}
+
+// ownerAddrs6 are the IPv6 addresses that the records in t give for the
+// owners of remote blocks, where the block has another (an owner's record
+// without one gives none: invalid), by owner incarnation. An owner whose
+// copies of its record disagree (a reflector's stale copy of the record
+// before a change) is left as the store has it until they agree.
+func ownerAddrs6(t blockproto.Table, blocks []store.Block) map[blockproto.Node]netip.Addr {
+	given := map[blockproto.Node]netip.Addr{}
+	ambiguous := map[blockproto.Node]bool{}
+	for _, r := range t.Records {
+		if a, ok := given[r.Node]; ok && a != r.Addr6 {
+			ambiguous[r.Node] = true
+		}
+		given[r.Node] = r.Addr6
+	}
+	out := map[blockproto.Node]netip.Addr{}
+	for _, b := range blocks {
+		n := blockproto.Node{Addr: b.OwnerAddr, Inc: b.OwnerInc}
+		if a, ok := given[n]; ok && b.State == store.BlockRemote && !ambiguous[n] && a != b.OwnerAddr6 {
+			out[n] = a
+		}
+	}
+	return out
+}

@@ -1,0 +1,102 @@
+package daemon
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/reefcni/reef/blockproto"
+	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/store"
+)
+
+// Another node's IPv6 block goes `via <owner's IPv6 address> dev <uplink>
+// onlink` when the owner is on the uplink's IPv6 subnet, through the
+// node's own route to the owner when it is not, and nowhere, with an
+// error naming the node, while its record gave no IPv6 address; its
+// IPv4 blocks beside are routed as ever.
+func TestRemoteRoutesIPv6(t *testing.T) {
+	pfx, addr := netip.MustParsePrefix, netip.MustParseAddr
+	pool6 := pfx("fd00:10:244::/56")
+	n := netInfo{node: "a1", uplink: Uplink{Interface: "eth0", Address: addr("192.168.77.11"), Prefix: pfx("192.168.77.11/24")},
+		uplink6: Uplink6{Address: addr("fd77::11"), Prefix: pfx("fd77::11/64")},
+		pools: []PoolConfig{{CIDR: pool6, BlockSize: 122, VXLANMode: EncapNever, IPIPMode: EncapNever},
+			{CIDR: pfx("10.244.0.0/16"), BlockSize: 26, VXLANMode: EncapCrossSubnet}}}
+	b4, c4, d4 := addr("192.168.77.12"), addr("192.168.77.13"), addr("192.168.77.14")
+	b6, c6 := addr("fd77::12"), addr("fd78::13")
+	blocks := []store.Block{
+		{CIDR: pfx("fd00:10:244::40/122"), Pool: pool6, OwnerAddr: b4, OwnerAddr6: b6, State: store.BlockRemote},
+		{CIDR: pfx("fd00:10:244::80/122"), Pool: pool6, OwnerAddr: c4, OwnerAddr6: c6, State: store.BlockRemote},
+		{CIDR: pfx("fd00:10:244::c0/122"), Pool: pool6, OwnerAddr: d4, Owner: "node-d", State: store.BlockRemote},
+		{CIDR: pfx("fd00:10:244::100/122"), Pool: pool6, OwnerAddr: d4, Owner: "node-d", State: store.BlockRemote},
+		{CIDR: pfx("fd00:10:244::/122"), Pool: pool6, State: store.BlockConfirmed},
+		{CIDR: pfx("10.244.1.0/26"), Pool: pfx("10.244.0.0/16"), OwnerAddr: b4, OwnerAddr6: b6, State: store.BlockRemote},
+	}
+	if got := n.routedOwners(blocks); len(got) != 1 || got[0] != c6 {
+		t.Errorf("routedOwners = %v, want [%s] (outside fd77::/64)", got, c6)
+	}
+	router := addr("fe80::1")
+	got, vx := n.remoteRoutes(blocks, map[netip.Addr]routes.Hop{c6: {Gateway: router, Dev: "eth0"}})
+	want := map[netip.Prefix]routes.RemoteBlock{
+		pfx("fd00:10:244::40/122"): {Block: pfx("fd00:10:244::40/122"), Node: b6, Dev: "eth0"},
+		pfx("fd00:10:244::80/122"): {Block: pfx("fd00:10:244::80/122"), Node: c6, Dev: "eth0", Gateway: router},
+		pfx("10.244.1.0/26"):       {Block: pfx("10.244.1.0/26"), Node: b4, Dev: "eth0"},
+	}
+	if len(got) != len(want) || len(vx) != 0 {
+		t.Fatalf("routes %+v, VXLAN peers %v; want %d routes, no VXLAN peer", got, vx, len(want))
+	}
+	for _, r := range got {
+		if want[r.Block] != r {
+			t.Errorf("route %+v, want %+v", r, want[r.Block])
+		}
+	}
+	// As the kernel gets it: onlink through the owner's IPv6 address.
+	st := routes.Desired(nil, nil, got, nil)
+	if r := st.Routes[pfx("fd00:10:244::40/122")]; r.Via != b6 || !r.OnLink || r.Dev != "eth0" || r.Kind != routes.RemoteRoute {
+		t.Errorf("desired route %+v, want via %s dev eth0 onlink", r, b6)
+	}
+	err := unrouted6(blocks)
+	if err == nil || strings.Count(err.Error(), "node-d") != 1 || !strings.Contains(err.Error(), "IPv6 blocks of node node-d (192.168.77.14) get no route") {
+		t.Errorf("unrouted6 = %v, want one error naming node-d", err)
+	}
+	if err := unrouted6(blocks[:2]); err != nil {
+		t.Errorf("unrouted6 with every owner's address known = %v", err)
+	}
+}
+
+// ownerAddrs6: what the records give, for the remote blocks of the very
+// incarnation, where the store has another; disagreeing copies change
+// nothing.
+func TestOwnerAddrs6(t *testing.T) {
+	pfx, addr := netip.MustParsePrefix, netip.MustParseAddr
+	b := blockproto.Node{Addr: addr("192.168.77.12"), Inc: 1}
+	c := blockproto.Node{Addr: addr("192.168.77.13"), Inc: 2}
+	d := blockproto.Node{Addr: addr("192.168.77.14"), Inc: 3}
+	blk := func(cidr string, n blockproto.Node, a6 string, st store.BlockState) store.Block {
+		bl := store.Block{CIDR: pfx(cidr), OwnerAddr: n.Addr, OwnerInc: n.Inc, State: st}
+		if a6 != "" {
+			bl.OwnerAddr6 = addr(a6)
+		}
+		return bl
+	}
+	blocks := []store.Block{
+		blk("fd00::40/122", b, "", store.BlockRemote),
+		blk("fd00::80/122", c, "fd77::13", store.BlockRemote),
+		blk("fd00::c0/122", d, "fd77::14", store.BlockRemote),
+		blk("fd00::100/122", blockproto.Node{Addr: b.Addr, Inc: 9}, "", store.BlockRemote), // an older incarnation of b
+	}
+	table := blockproto.Table{Records: []blockproto.Record{
+		{Node: b, Addr6: addr("fd77::12")},
+		{Node: c, Addr6: addr("fd77::13")},                                     // as stored
+		{Node: d, Addr6: addr("fd77::24")}, {Node: d, Addr6: addr("fd77::14")}, // copies disagree
+	}}
+	got := ownerAddrs6(table, blocks)
+	if len(got) != 1 || got[b] != addr("fd77::12") {
+		t.Errorf("ownerAddrs6 = %v, want only %s: fd77::12", got, b)
+	}
+	// A record without an address takes the stored one away.
+	got = ownerAddrs6(blockproto.Table{Records: []blockproto.Record{{Node: c}}}, blocks)
+	if a, ok := got[c]; len(got) != 1 || !ok || a.IsValid() {
+		t.Errorf("ownerAddrs6 of a record without an address = %v, want %s: none", got, c)
+	}
+}
