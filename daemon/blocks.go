@@ -38,6 +38,9 @@ type blockEngine struct {
 	voters  []netip.Addr // bgp.voters, or this node alone (voterList)
 	addr6   netip.Addr   // the node's IPv6 address for its record (nodeAddress6); invalid: none
 	pools   []store.Pool
+	// retired are pools gone from the config whose blocks the store still
+	// has (retiredPools): the protocol keeps them, nothing claims in them.
+	retired []store.Pool
 	metrics *metrics.Metrics // nil: off
 	trigger func()
 
@@ -254,7 +257,7 @@ func (e *blockEngine) Step(ctx context.Context) (blocks []store.Block, woke bool
 	}
 	mark(&tm.load)
 	var pools []blockproto.Pool
-	for _, p := range e.pools {
+	for _, p := range append(slices.Clone(e.pools), e.retired...) {
 		pools = append(pools, blockproto.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize})
 	}
 	peers := e.speaker.Sessions(ctx)

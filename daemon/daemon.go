@@ -142,12 +142,16 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	work := newPending()
 	m := newMetrics(cfg, func() metrics.State { return d.metricsState() })
 	pools := storePools(cfg.Pools)
+	retired, err := retiredPools(pools, st, log)
+	if err != nil {
+		return nil, closeAll, err
+	}
 	natDP := newNATDataplane(cfg.Pools, m, log)
 	policyDP, err := newPolicyDataplane(ctx, cfg.Kubernetes, st, m, log, work.TriggerPolicy)
 	if err != nil {
 		return nil, closeAll, err
 	}
-	speaker, err := startSpeaker(ctx, cfg, up.Address, up6.Address, pools, planned, hooks, log, work.BGPChanged)
+	speaker, err := startSpeaker(ctx, cfg, up.Address, up6.Address, append(slices.Clone(pools), retired...), planned, hooks, log, work.BGPChanged)
 	if err != nil {
 		return nil, closeAll, err
 	}
@@ -155,7 +159,7 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	if err != nil {
 		return nil, closeAll, err
 	}
-	blocks.addr6 = up6.Address
+	blocks.addr6, blocks.retired = up6.Address, retired
 	sysctls := sysctl.New(sysctl.Proc{})
 	// The CNI operations' log: the server writes it, the pass reads it
 	// instead of locking them out (package activity).
@@ -178,6 +182,40 @@ func policyGate(p *policyDataplane) cniserver.PolicyGate {
 		return nil
 	}
 	return p
+}
+
+// retiredPools are the pools of the store's blocks that the config no
+// longer has (and that overlap none it has): a pool taken out of the
+// config. The block protocol has no way yet to give up a confirmed block,
+// so their blocks stay in it, owned, claimed and voted for as before, and
+// the speaker keeps taking their announcements; nothing is allocated from
+// them, claimed in them or routed to them. A pool put back finds its blocks
+// where they were.
+func retiredPools(pools []store.Pool, st *store.Store, log *slog.Logger) ([]store.Pool, error) {
+	blocks, err := st.Blocks()
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Pool
+	held := map[netip.Prefix]int{}
+	for _, b := range blocks {
+		if !b.Pool.IsValid() || slices.ContainsFunc(pools, func(p store.Pool) bool { return p.CIDR.Overlaps(b.Pool) }) {
+			continue
+		}
+		if !slices.ContainsFunc(out, func(p store.Pool) bool { return p.CIDR == b.Pool }) {
+			out = append(out, store.Pool{CIDR: b.Pool, BlockSize: b.CIDR.Bits()})
+		}
+		held[b.Pool] += b.Used
+	}
+	for _, p := range out {
+		if held[p.CIDR] > 0 {
+			log.Warn("a pool gone from the config still has pods with its addresses: they keep them, but reef routes none of them any more; delete those pods (reef ipam show --show-allocations)",
+				"pool", p.CIDR, "addresses", held[p.CIDR])
+			continue
+		}
+		log.Info("a pool gone from the config keeps its blocks in the block protocol (owned and voted for as before); nothing is allocated from or routed to them", "pool", p.CIDR)
+	}
+	return out, nil
 }
 
 func storePools(cfg []PoolConfig) []store.Pool {

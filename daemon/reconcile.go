@@ -372,9 +372,13 @@ func (r *reconciler) logRoutes(plan routes.Plan, have routes.State, want []route
 		}
 	}
 	for _, rt := range plan.DeleteRoute {
+		if rt.Kind != routes.PodRoute && !r.net.inPools(rt.Dst) {
+			r.log.Info("removing route of a pool gone from the config", "route", rt.String())
+			continue
+		}
 		r.log.Warn("removing route no pod or block needs", "route", rt.String())
+		r.metrics.Repaired(metrics.RepairRoute, 1)
 	}
-	r.metrics.Repaired(metrics.RepairRoute, len(plan.DeleteRoute))
 	ips := map[string]string{}
 	for _, ep := range want {
 		ips[ep.HostVeth] = joinAddrs(ep.IPs)

@@ -63,6 +63,19 @@ func (n netInfo) vxlanPool() netip.Prefix {
 	return netip.Prefix{}
 }
 
+// ofPools are the blocks of the configured pools: a retired pool's blocks
+// (retiredPools) get no route and no blackhole.
+func (n netInfo) ofPools(blocks []store.Block) []store.Block {
+	return slices.DeleteFunc(slices.Clone(blocks), func(b store.Block) bool {
+		return !slices.ContainsFunc(n.pools, func(p PoolConfig) bool { return p.CIDR == b.Pool })
+	})
+}
+
+// inPools says whether a block lies in one of the configured pools.
+func (n netInfo) inPools(block netip.Prefix) bool {
+	return slices.ContainsFunc(n.pools, func(p PoolConfig) bool { return p.CIDR.Contains(block.Addr()) })
+}
+
 // ipv6Pool says whether a pool is IPv6: the node then forwards IPv6.
 func (n netInfo) ipv6Pool() bool {
 	return slices.ContainsFunc(n.pools, func(p PoolConfig) bool { return p.CIDR.Addr().Is6() })
@@ -179,6 +192,7 @@ func unrouted6(blocks []store.Block) error {
 // owner the kernel has no route to is an error, and its blocks get none, as
 // is an owner of IPv6 blocks without an IPv6 address (unrouted6).
 func (r *reconciler) routedBlocks(blocks []store.Block, errs *[]error) (own []netip.Prefix, remote []routes.RemoteBlock, vxPeers map[netip.Addr]bool) {
+	blocks = r.net.ofPools(blocks)
 	hops := map[netip.Addr]routes.Hop{}
 	for _, owner := range r.net.routedOwners(blocks) {
 		hop, err := r.kernel.HopTo(owner)

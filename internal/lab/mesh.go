@@ -117,10 +117,19 @@ func waitRouted(nodes []*Node, timeout time.Duration, sessions func(owner *Node,
 }
 
 // unrouted says which running node has no route to one of owner's
-// confirmed blocks through owner's address; "" when all have.
+// confirmed blocks of its configured pools through owner's address; ""
+// when all have. (A pool gone from the config keeps its blocks, unrouted.)
 func unrouted(owner *Node, st *reefv1.StatusReply, nodes []*Node) string {
+	ipam, err := owner.IPAM()
+	if err != nil {
+		return fmt.Sprintf("reef ipam show of %s: %v", owner.Name, err)
+	}
+	pools := map[string]bool{}
+	for _, p := range ipam.GetPools() {
+		pools[p.GetCidr()] = true
+	}
 	for _, b := range st.GetBlocks() {
-		if b.GetState() != "confirmed" {
+		if b.GetState() != "confirmed" || !pools[b.GetPool()] {
 			continue
 		}
 		for _, n := range nodes {
