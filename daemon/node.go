@@ -88,28 +88,7 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 		out.Blocks = append(out.Blocks, blockProto(b))
 	}
 	if d.speaker != nil {
-		externalUp := false
-		for _, e := range d.speaker.ExternalStatus(ctx) {
-			externalUp = externalUp || e.Established
-			ep := &reefv1.ExternalPeer{Address: e.Address.String(), Asn: e.ASN, State: e.State, Sent: e.Sent, Received: e.Received,
-				Dropped: e.Dropped, MaxPrefixes: e.MaxPrefixes, Hostname: e.Hostname}
-			if e.Established {
-				ep.SinceUnix = e.Since.Unix()
-			}
-			out.ExternalPeers = append(out.ExternalPeers, ep)
-		}
-		for _, p := range d.speaker.Status(ctx) {
-			if p.Type == bgp.PeerExternal {
-				continue // listed above
-			}
-			pp := &reefv1.Peer{Address: p.Address.String(), Hostname: p.Hostname, State: p.State,
-				Received: p.Received, Accepted: p.Accepted, Dynamic: p.Dynamic, Reached: d.rec.net.reached(p.Address, externalUp), Type: string(p.Type)}
-			if p.Established {
-				pp.SinceUnix = p.Since.Unix()
-			}
-			out.Peers = append(out.Peers, pp)
-		}
-		out.BgpDropped = d.speaker.Dropped()
+		n.peerStatus(ctx, out)
 	}
 	if d.blocks != nil {
 		dec := d.blocks.Last()
@@ -119,6 +98,34 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 		out.Policy = policyStatusProto(d.policy.status())
 	}
 	return out, nil
+}
+
+// peerStatus adds the BGP sessions to out: external peers, then the mesh
+// and reflector sessions, and what the import filter dropped.
+func (n *nodeService) peerStatus(ctx context.Context, out *reefv1.StatusReply) {
+	d := n.d
+	externalUp := false
+	for _, e := range d.speaker.ExternalStatus(ctx) {
+		externalUp = externalUp || e.Established
+		ep := &reefv1.ExternalPeer{Address: e.Address.String(), Asn: e.ASN, State: e.State, Sent: e.Sent, Received: e.Received,
+			Dropped: e.Dropped, MaxPrefixes: e.MaxPrefixes, Hostname: e.Hostname}
+		if e.Established {
+			ep.SinceUnix = e.Since.Unix()
+		}
+		out.ExternalPeers = append(out.ExternalPeers, ep)
+	}
+	for _, p := range d.speaker.Status(ctx) {
+		if p.Type == bgp.PeerExternal {
+			continue // listed above
+		}
+		pp := &reefv1.Peer{Address: p.Address.String(), Hostname: p.Hostname, State: p.State,
+			Received: p.Received, Accepted: p.Accepted, Dynamic: p.Dynamic, Reached: d.rec.net.reached(p.Address, externalUp), Type: string(p.Type)}
+		if p.Established {
+			pp.SinceUnix = p.Since.Unix()
+		}
+		out.Peers = append(out.Peers, pp)
+	}
+	out.BgpDropped = d.speaker.Dropped()
 }
 
 func policyStatusProto(s policyStatus) *reefv1.PolicyStatus {
