@@ -20,10 +20,12 @@ var (
 )
 
 func docsToRConfigs() map[string]string {
-	v4 := []ToRPool{{docsPool, 26}}
+	v4, dual := []ToRPool{{docsPool, 26}}, []ToRPool{{docsPool, 26}, {docsPool6, 122}}
 	return map[string]string{
-		"BIRD": ToRBirdConfig(docsToR, 65000, docsToRNodes, 64512, v4, 30*time.Second),
-		"FRR":  ToRFRRConfig(docsToR, 65000, docsToRNodes, 64512, v4, 30*time.Second),
+		"BIRD":            ToRBirdConfig(docsToR, 65000, docsToRNodes, 64512, v4, 30*time.Second),
+		"FRR":             ToRFRRConfig(docsToR, 65000, docsToRNodes, 64512, v4, 30*time.Second),
+		"BIRD dual-stack": ToRBirdConfig(docsToR, 65000, docsToRNodes, 64512, dual, 30*time.Second),
+		"FRR dual-stack":  ToRFRRConfig(docsToR, 65000, docsToRNodes, 64512, dual, 30*time.Second),
 	}
 }
 
@@ -42,14 +44,47 @@ func TestToRConfigsInDocs(t *testing.T) {
 	}
 }
 
+// TestToRSnippetsInREADME: every line of README's IPv6 ToR snippets (the
+// indented lines between "beside its IPv4 parts" and "In the lab, BIRD and
+// FRR ToRs") is a line of the dual-stack configuration docs/bgp.md shows.
+func TestToRSnippetsInREADME(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, part, _ := strings.Cut(string(readme), "beside its IPv4 parts")
+	part, _, found := strings.Cut(part, "In the lab, BIRD and FRR ToRs")
+	if !found {
+		t.Fatal("README.md has no IPv6 ToR snippets")
+	}
+	confs := docsToRConfigs()
+	lines := map[string]bool{}
+	for _, c := range []string{confs["BIRD dual-stack"], confs["FRR dual-stack"]} {
+		for _, l := range strings.Split(c, "\n") {
+			lines[strings.TrimSpace(l)] = true
+		}
+	}
+	n := 0
+	for _, l := range strings.Split(part, "\n") {
+		if !strings.HasPrefix(l, "    ") || strings.TrimSpace(l) == "" {
+			continue
+		}
+		n++
+		if !lines[strings.TrimSpace(l)] {
+			t.Errorf("README.md's IPv6 ToR snippet line %q is in neither dual-stack configuration of docs/bgp.md", strings.TrimSpace(l))
+		}
+	}
+	if n < 20 {
+		t.Errorf("README.md's IPv6 ToR snippets: %d lines, want the BIRD and FRR ones", n)
+	}
+}
+
 // TestToRConfigsParse: BIRD and FRR accept the ToR configurations of
 // docs/bgp.md and an IPv6-only one, and BIRD the hostile ones of the lab.
 func TestToRConfigsParse(t *testing.T) {
 	dir := t.TempDir()
 	confs := docsToRConfigs()
-	v6, dual := []ToRPool{{docsPool6, 122}}, []ToRPool{{docsPool, 26}, {docsPool6, 122}}
-	confs["BIRD dual-stack"] = ToRBirdConfig(docsToR, 65000, docsToRNodes, 64512, dual, 30*time.Second)
-	confs["FRR dual-stack"] = ToRFRRConfig(docsToR, 65000, docsToRNodes, 64512, dual, 30*time.Second)
+	v6 := []ToRPool{{docsPool6, 122}}
 	confs["BIRD IPv6"] = ToRBirdConfig(docsToR, 65000, docsToRNodes, 64512, v6, 30*time.Second)
 	confs["FRR IPv6"] = ToRFRRConfig(docsToR, 65000, docsToRNodes, 64512, v6, 30*time.Second)
 	node6 := netip.MustParseAddr("2001:db8:10::12")
