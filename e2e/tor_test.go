@@ -62,7 +62,7 @@ func testToR(t *testing.T, kind string) {
 	for _, n := range nodes {
 		addrs = append(addrs, n.Address)
 	}
-	tor, err := l.StartToR(kind, addrs, password)
+	tor, err := l.StartToR(kind, addrs, lab.DefaultToRPools, password)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func testToR(t *testing.T, kind string) {
 	for _, n := range nodes {
 		before[n.Name] = reefRoutes(t, n)
 	}
-	if err := tor.Hostile(netip.MustParsePrefix("10.244.0.0/16"), a2.Address); err != nil {
+	if err := tor.Hostile(lab.HostileRoutes(lab.DefaultToRPools[0], a2.Address)); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, func() string {

@@ -69,7 +69,7 @@ func (b *meshBench) torCluster(r *meshToRResult) error {
 	if err != nil {
 		return err
 	}
-	if _, err := l.StartToRIn("bird", ns, torAddr, addrs, ""); err != nil {
+	if _, err := l.StartToRIn("bird", ns, torAddr, addrs, lab.DefaultToRPools, ""); err != nil {
 		return err
 	}
 	if err := lab.StartAll(nodes); err != nil {

@@ -137,9 +137,11 @@ func unrouted(owner *Node, st *reefv1.StatusReply, nodes []*Node) string {
 				continue
 			}
 			if strings.Contains(b.GetCidr(), ":") {
-				// An IPv6 block goes through the owner's IPv6 address.
+				// An IPv6 block goes through the owner's IPv6 address, or
+				// across the ToR lab's subnets through the router's.
 				out, err := n.Lab.Run(n.Netns, "ip", "-6", "route", "show", "exact", b.GetCidr())
-				if a6 := st.GetNodeAddressV6(); err != nil || a6 == "" || !strings.Contains(out, "via "+a6+" ") {
+				routed := SubnetB.Contains(owner.Address) != SubnetB.Contains(n.Address) && strings.Contains(out, "via "+RouterLeg6(n.Address).String()+" ")
+				if a6 := st.GetNodeAddressV6(); err != nil || a6 == "" || !strings.Contains(out, "via "+a6+" ") && !routed {
 					return fmt.Sprintf("%s has no route to %s's IPv6 block %s via its IPv6 address %q (%q)", n.Name, owner.Name, b.GetCidr(), a6, strings.TrimSpace(out))
 				}
 				continue

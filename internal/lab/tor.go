@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -69,17 +70,65 @@ func (l *Lab) AddLaptop() (string, error) {
 	return laptop, nil
 }
 
+// ToRPool is a pool whose blocks a ToR takes from the nodes: the
+// prefixes of exactly BlockSize bits inside CIDR.
+type ToRPool struct {
+	CIDR      netip.Prefix
+	BlockSize int
+}
+
+// DefaultToRPools are the lab's default pool, 10.244.0.0/16 of /26.
+var DefaultToRPools = []ToRPool{{netip.MustParsePrefix("10.244.0.0/16"), 26}}
+
+// torMaxLimit caps a ToR's prefix limit per family: an IPv6 pool has
+// more blocks than a node will ever own (2^66 /122s in a /56).
+const torMaxLimit = 1 << 16
+
+// torFamily is one address family of a ToR's sessions: BIRD's channel
+// name, the filters' names, and the pools of that family.
+type torFamily struct {
+	name, filter, frrList string
+	pools                 []ToRPool
+}
+
+// torFamilies sorts pools by family: IPv4, then IPv6; a family without
+// pools is left out.
+func torFamilies(pools []ToRPool) []torFamily {
+	fams := []torFamily{{name: "ipv4", filter: "reef_blocks", frrList: "reef-blocks"}, {name: "ipv6", filter: "reef_blocks6", frrList: "reef-blocks6"}}
+	for _, p := range pools {
+		i := 0
+		if p.CIDR.Addr().Is6() {
+			i = 1
+		}
+		fams[i].pools = append(fams[i].pools, p)
+	}
+	return slices.DeleteFunc(fams, func(f torFamily) bool { return len(f.pools) == 0 })
+}
+
+// limit is the prefix limit of a family: its pools' blocks, the most one
+// node may own, at most torMaxLimit.
+func (f torFamily) limit() int {
+	n := 0
+	for _, p := range f.pools {
+		n += 1 << min(p.BlockSize-p.CIDR.Bits(), 16)
+	}
+	return min(n, torMaxLimit)
+}
+
 // ToRBirdConfig is the BIRD 2 configuration of a ToR for reef nodes
 // (docs/bgp.md shows it, and a test checks that the docs show exactly
 // this): eBGP from asn to each node in nodes (AS nodeASN), directly
-// connected; from the nodes, only blocks of pool (prefixes of exactly
-// blockSize bits inside it) are taken, with the node as next hop, and
-// exported to the kernel; to the nodes, nothing (reef imports nothing from
-// routers). hold is the BGP hold time (keepalive: a third of it).
-func ToRBirdConfig(self netip.Addr, asn uint32, nodes []netip.Addr, nodeASN uint32, pool netip.Prefix, blockSize int, hold time.Duration) string {
+// connected, over the nodes' IPv4 addresses; from the nodes, only blocks
+// of pools (prefixes of exactly their block size inside them) are taken,
+// IPv4 ones in the ipv4 channel, IPv6 ones in an ipv6 channel of the
+// same session (next hop the node's IPv6 address), and exported to the
+// kernel; to the nodes, nothing (reef imports nothing from routers). hold
+// is the BGP hold time (keepalive: a third of it).
+func ToRBirdConfig(self netip.Addr, asn uint32, nodes []netip.Addr, nodeASN uint32, pools []ToRPool, hold time.Duration) string {
+	fams := torFamilies(pools)
 	var b strings.Builder
 	fmt.Fprintf(&b, `# A BIRD 2 ToR for reef nodes (docs/bgp.md).
-router id %[1]s;
+router id %s;
 log stderr { info, remote, warning, error, auth, fatal, bug };
 
 protocol device {
@@ -88,34 +137,56 @@ protocol device {
 
 # The pod blocks the nodes announce go into the kernel: hosts behind this
 # router reach pods by their addresses.
-protocol kernel {
-  ipv4 {
+`, self)
+	for _, f := range fams {
+		fmt.Fprintf(&b, `protocol kernel {
+  %s {
     import none;
     export where source = RTS_BGP;
   };
 }
 
-# A reef node announces its confirmed blocks of the pool, nothing else.
-filter reef_blocks {
-  if net ~ [ %[2]s{%[3]d,%[3]d} ] then accept;
+`, f.name)
+	}
+	what := "the pool"
+	if len(pools) > 1 {
+		what = "the pools"
+	}
+	fmt.Fprintf(&b, "# A reef node announces its confirmed blocks of %s, nothing else.\n", what)
+	for _, f := range fams {
+		var set []string
+		for _, p := range f.pools {
+			set = append(set, fmt.Sprintf("%s{%d,%d}", p.CIDR, p.BlockSize, p.BlockSize))
+		}
+		fmt.Fprintf(&b, `filter %s {
+  if net ~ [ %s ] then accept;
   reject;
 }
-
+`, f.filter, strings.Join(set, ", "))
+	}
+	fmt.Fprintf(&b, `
 template bgp reef_node {
-  local as %[4]d;
+  local as %d;
   direct;                       # the nodes share a subnet with the router
-  hold time %[5]d;
-  keepalive time %[6]d;
+  hold time %d;
+  keepalive time %d;
   connect retry time 5;
   error wait time 1, 10;
   graceful restart on;          # keep a node's blocks while reef restarts
-  ipv4 {
-    import filter reef_blocks;
+`, asn, int(hold/time.Second), max(1, int(hold/time.Second)/3))
+	for _, f := range fams {
+		comment := ""
+		if f.name == "ipv6" {
+			comment = "                        # next hop: the node's nodeAddressV6"
+		}
+		fmt.Fprintf(&b, `  %s {%s
+    import filter %s;
     export none;                # reef takes nothing from its routers
-    receive limit %[7]d action restart;
+    receive limit %d action restart;
   };
-}
-`, self, pool, blockSize, asn, int(hold/time.Second), max(1, int(hold/time.Second)/3), 1<<(blockSize-pool.Bits()))
+`, f.name, comment, f.filter, f.limit())
+	}
+	b.WriteString("}\n")
 	for i, n := range nodes {
 		fmt.Fprintf(&b, "\nprotocol bgp node%d from reef_node {\n  neighbor %s as %d;\n}\n", i+1, n, nodeASN)
 	}
@@ -124,83 +195,123 @@ template bgp reef_node {
 
 // ToRBirdHostile is a ToR gone wrong: on top of ToRBirdConfig, it sends
 // the nodes everything it has (every node's blocks, now with itself as
-// next hop) and a set of static routes that would steal traffic if a node
-// took them: a default route, the pool, a node's address, a /32 inside a
-// block and a block nobody owns.
-func ToRBirdHostile(base string, pool netip.Prefix, node netip.Addr) string {
+// next hop) and static routes that would steal traffic if a node took
+// them (HostileRoutes), each in the channel of its family.
+func ToRBirdHostile(base string, routes []netip.Prefix) string {
 	var b strings.Builder
 	b.WriteString(strings.ReplaceAll(base, "    export none;                # reef takes nothing from its routers\n", "    export all;\n"))
-	b.WriteString("\nprotocol static hostile {\n  ipv4;\n")
-	for _, r := range hostileRoutes(pool, node) {
-		fmt.Fprintf(&b, "  route %s blackhole;\n", r)
+	for _, fam := range []string{"ipv4", "ipv6"} {
+		var rs []netip.Prefix
+		for _, r := range routes {
+			if r.Addr().Is4() == (fam == "ipv4") {
+				rs = append(rs, r)
+			}
+		}
+		if len(rs) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\nprotocol static hostile_%s {\n  %s;\n", fam, fam)
+		for _, r := range rs {
+			fmt.Fprintf(&b, "  route %s blackhole;\n", r)
+		}
+		b.WriteString("}\n")
 	}
-	b.WriteString("}\n")
 	return b.String()
 }
 
-// hostileRoutes are the routes a hostile ToR sends besides what it
-// re-advertises: a default route, the pool, a node's /32, a /32 inside a
-// block and a block nobody owns (the pool's x.y.255.192/26).
-func hostileRoutes(pool netip.Prefix, node netip.Addr) []netip.Prefix {
-	p := pool.Addr().As4()
+// HostileRoutes are the routes a hostile ToR sends besides what it
+// re-advertises, of the pool's family: a default route, the pool, a
+// node's address (node, of the pool's family), an address inside a block
+// and the pool's last block, which nobody owns in the lab.
+func HostileRoutes(pool ToRPool, node netip.Addr) []netip.Prefix {
+	bits := pool.CIDR.Addr().BitLen()
+	unspecified := netip.IPv4Unspecified()
+	if bits == 128 {
+		unspecified = netip.IPv6Unspecified()
+	}
+	inside := pool.CIDR.Addr()
+	for range 5 {
+		inside = inside.Next()
+	}
 	return []netip.Prefix{
-		netip.MustParsePrefix("0.0.0.0/0"),
-		pool,
-		netip.PrefixFrom(node, 32),
-		netip.PrefixFrom(pool.Addr().Next().Next().Next().Next().Next(), 32),
-		netip.PrefixFrom(netip.AddrFrom4([4]byte{p[0], p[1], 255, 192}), 26),
+		netip.PrefixFrom(unspecified, 0),
+		pool.CIDR,
+		netip.PrefixFrom(node, bits),
+		netip.PrefixFrom(inside, bits),
+		netip.PrefixFrom(lastAddr(pool.CIDR), pool.BlockSize).Masked(),
 	}
 }
 
+// lastAddr is the last address of p: every bit past the prefix set.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 1 << (7 - i%8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
 // ToRFRRConfig is the FRR configuration of the same ToR (docs/bgp.md):
-// the blocks of pool from the nodes, nothing to them, a prefix limit on
-// each session, graceful restart.
-func ToRFRRConfig(self netip.Addr, asn uint32, nodes []netip.Addr, nodeASN uint32, pool netip.Prefix, blockSize int, hold time.Duration) string {
+// the blocks of pools from the nodes, each family in its address family
+// of the same session, nothing to them, a prefix limit on each, graceful
+// restart.
+func ToRFRRConfig(self netip.Addr, asn uint32, nodes []netip.Addr, nodeASN uint32, pools []ToRPool, hold time.Duration) string {
+	fams := torFamilies(pools)
 	var b strings.Builder
-	fmt.Fprintf(&b, `! An FRR ToR for reef nodes (docs/bgp.md).
+	b.WriteString(`! An FRR ToR for reef nodes (docs/bgp.md).
 frr defaults traditional
 hostname reef-tor
 log stdout informational
 !
-ip prefix-list reef-blocks seq 10 permit %[2]s ge %[3]d le %[3]d
-!
-route-map reef-in permit 10
- match ip address prefix-list reef-blocks
+`)
+	for _, f := range fams {
+		for i, p := range f.pools {
+			fmt.Fprintf(&b, "%s prefix-list %s seq %d permit %s ge %d le %d\n", strings.TrimSuffix(f.name, "v4"), f.frrList, 10*(i+1), p.CIDR, p.BlockSize, p.BlockSize)
+		}
+	}
+	b.WriteString("!\n")
+	for _, f := range fams {
+		seq := 10
+		if f.name == "ipv6" {
+			seq = 20
+		}
+		fmt.Fprintf(&b, "route-map reef-in permit %d\n match %s address prefix-list %s\nexit\n!\n", seq, strings.TrimSuffix(f.name, "v4"), f.frrList)
+	}
+	fmt.Fprintf(&b, `route-map reef-out deny 10
 exit
 !
-route-map reef-out deny 10
-exit
-!
-router bgp %[4]d
- bgp router-id %[1]s
+router bgp %d
+ bgp router-id %s
  bgp graceful-restart
  no bgp default ipv4-unicast
  neighbor reef peer-group
- neighbor reef remote-as %[8]d
- neighbor reef timers %[6]d %[5]d
-`, self, pool, blockSize, asn, int(hold/time.Second), max(1, int(hold/time.Second)/3), 1<<(blockSize-pool.Bits()), nodeASN)
+ neighbor reef remote-as %d
+ neighbor reef timers %d %d
+`, asn, self, nodeASN, max(1, int(hold/time.Second)/3), int(hold/time.Second))
 	for _, n := range nodes {
 		fmt.Fprintf(&b, " neighbor %s peer-group reef\n", n)
 	}
-	fmt.Fprintf(&b, ` !
- address-family ipv4 unicast
+	for _, f := range fams {
+		fmt.Fprintf(&b, ` !
+ address-family %s unicast
   neighbor reef activate
   neighbor reef route-map reef-in in
   neighbor reef route-map reef-out out
   neighbor reef maximum-prefix %d
  exit-address-family
-exit
-!
-`, 1<<(blockSize-pool.Bits()))
+`, f.name, f.limit())
+	}
+	b.WriteString("exit\n!\n")
 	return b.String()
 }
 
 // A ToR is the lab router's BGP daemon: BIRD or FRR.
 type ToR interface {
 	Log() string
-	// Hostile makes the router send the nodes everything it has and the
-	// routes of ToRBirdHostile.
-	Hostile(pool netip.Prefix, node netip.Addr) error
+	// Hostile makes the router send the nodes everything it has and
+	// routes (HostileRoutes).
+	Hostile(routes []netip.Prefix) error
 }
 
 // birdToR is BIRD as the ToR.
@@ -209,8 +320,8 @@ type birdToR struct {
 	base string
 }
 
-func (b *birdToR) Hostile(pool netip.Prefix, node netip.Addr) error {
-	if err := os.WriteFile(b.Conf, []byte(ToRBirdHostile(b.base, pool, node)), 0o644); err != nil {
+func (b *birdToR) Hostile(routes []netip.Prefix) error {
+	if err := os.WriteFile(b.Conf, []byte(ToRBirdHostile(b.base, routes)), 0o644); err != nil {
 		return err
 	}
 	_, err := b.Birdc("configure")
@@ -220,11 +331,17 @@ func (b *birdToR) Hostile(pool netip.Prefix, node netip.Addr) error {
 // frrToR is FRR as the ToR.
 type frrToR struct{ *FRR }
 
-func (f *frrToR) Hostile(pool netip.Prefix, node netip.Addr) error {
+func (f *frrToR) Hostile(routes []netip.Prefix) error {
 	// BGP networks without routes behind them (no staticd runs here).
-	cmds := []string{"route-map reef-out permit 5", "exit", fmt.Sprintf("router bgp %d", RouterASN), "no bgp network import-check", "address-family ipv4 unicast"}
-	for _, r := range hostileRoutes(pool, node) {
-		cmds = append(cmds, "network "+r.String())
+	cmds := []string{"route-map reef-out permit 5", "exit", fmt.Sprintf("router bgp %d", RouterASN), "no bgp network import-check"}
+	for _, fam := range []string{"ipv4", "ipv6"} {
+		cmds = append(cmds, "address-family "+fam+" unicast")
+		for _, r := range routes {
+			if r.Addr().Is4() == (fam == "ipv4") {
+				cmds = append(cmds, "network "+r.String())
+			}
+		}
+		cmds = append(cmds, "exit-address-family")
 	}
 	args := []string{"--vty_socket", f.Dir, "-c", "configure terminal"}
 	for _, c := range cmds {
@@ -233,31 +350,35 @@ func (f *frrToR) Hostile(pool netip.Prefix, node netip.Addr) error {
 	if out, err := exec.Command(Vtysh, args...).CombinedOutput(); err != nil {
 		return fmt.Errorf("vtysh %v: %v: %s", cmds, err, out)
 	}
-	_, err := f.Vtysh("clear bgp ipv4 unicast * soft out")
-	return err
+	for _, fam := range []string{"ipv4", "ipv6"} {
+		if _, err := f.Vtysh("clear bgp " + fam + " unicast * soft out"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // StartToR runs kind ("bird" or "frr") in the router of AddCrossRouter
-// as the ToR of nodes, for the lab's default pool; password, if set, is
-// the TCP MD5 key of every session.
-func (l *Lab) StartToR(kind string, nodes []netip.Addr, password string) (ToR, error) {
-	return l.StartToRIn(kind, l.Prefix+"-xr", RouterA, nodes, password)
+// as the ToR of nodes, for the blocks of pools (DefaultToRPools: the
+// lab's default pool); password, if set, is the TCP MD5 key of every
+// session.
+func (l *Lab) StartToR(kind string, nodes []netip.Addr, pools []ToRPool, password string) (ToR, error) {
+	return l.StartToRIn(kind, l.Prefix+"-xr", RouterA, nodes, pools, password)
 }
 
 // StartToRIn runs kind as the ToR of nodes in the namespace router, whose
 // router ID is self.
-func (l *Lab) StartToRIn(kind, router string, self netip.Addr, nodes []netip.Addr, password string) (ToR, error) {
+func (l *Lab) StartToRIn(kind, router string, self netip.Addr, nodes []netip.Addr, pools []ToRPool, password string) (ToR, error) {
 	dir := filepath.Join(l.Dir, "tor-"+kind)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	pool := netip.MustParsePrefix("10.244.0.0/16")
 	switch kind {
 	case "bird":
 		if _, err := os.Stat(BirdBinary); err != nil {
 			return nil, fmt.Errorf("lab: BIRD 2 not installed (make deps-test installs bird2): %w", err)
 		}
-		conf := ToRBirdConfig(self, RouterASN, nodes, 64512, pool, 26, 3*time.Second)
+		conf := ToRBirdConfig(self, RouterASN, nodes, 64512, pools, 3*time.Second)
 		if password != "" {
 			conf = strings.Replace(conf, "  direct; ", fmt.Sprintf("  password %q;\n  direct; ", password), 1)
 		}
@@ -274,7 +395,7 @@ func (l *Lab) StartToRIn(kind, router string, self netip.Addr, nodes []netip.Add
 			return nil, fmt.Errorf("lab: FRR not installed (make deps-test installs frr): %w", err)
 		}
 		f := &FRR{Lab: l, Name: "tor-frr", Netns: router, Address: self, Dir: dir, Conf: filepath.Join(dir, "frr.conf")}
-		conf := ToRFRRConfig(self, RouterASN, nodes, 64512, pool, 26, 3*time.Second)
+		conf := ToRFRRConfig(self, RouterASN, nodes, 64512, pools, 3*time.Second)
 		if password != "" {
 			conf = strings.Replace(conf, " neighbor reef remote-as", fmt.Sprintf(" neighbor reef password %s\n neighbor reef remote-as", password), 1)
 		}
