@@ -131,6 +131,13 @@ test-e2e: build deps-test deps-cri deps-kube deps-k8s
 	REEF_K8SIMAGES_TEST=1 $(GO) test -count=1 -run TestImagesRunInContainerd ./internal/lab/k8simages/
 	REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m ./e2e/
 
+# The slower variants of e2e tests that make test runs a slice of (e2e:
+# slowSuite): the IPv6 ToR tests with FRR and IPv6-only pools.
+SLOW_E2E := ^(TestToRIPv6Bird|TestToRIPv6FRR|TestToRDualStackFRR)$$
+.PHONY: test-e2e-slow
+test-e2e-slow: build deps-test
+	REEF_E2E_SLOW=1 REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m -run '$(SLOW_E2E)' ./e2e/
+
 # spin, the model checker of blockproto/model/; installed only when missing.
 deps-model:
 	@command -v spin >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq spin >/dev/null)

@@ -226,3 +226,14 @@ func inParallel(pods []*lab.Pod, workers int, f func(*lab.Pod) error) []error {
 	wg.Wait()
 	return errs
 }
+
+// slowSuite skips t under make test: t is one of the slower variants of a
+// test that make test runs one of (a representative slice, to keep make
+// test under 30 minutes); make test-e2e-slow runs them all
+// (REEF_E2E_SLOW=1).
+func slowSuite(t *testing.T) {
+	t.Helper()
+	if os.Getenv("REEF_E2E_SLOW") == "" {
+		t.Skip("a slower variant: make test-e2e-slow runs it (REEF_E2E_SLOW=1)")
+	}
+}
