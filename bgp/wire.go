@@ -45,10 +45,10 @@ import (
 // carry makes the path invalid (an old reef's claim communities 101..104
 // among them). Other data1 values and other global administrators are
 // ignored. So a reef older than 119..122 drops the record of a node that
-// carries an IPv6 address, and with it every claim of that node: a node
-// sends them only when it has an IPv6 pool and an IPv6 address, and a
-// cluster adds an IPv6 pool once all its nodes run a reef that knows them
-// (docs/bgp.md).
+// carries an IPv6 address (its claims and votes still count; what the
+// record says of the node is not learned): a node sends them only when it
+// has an IPv6 pool and an IPv6 address, and a cluster adds an IPv6 pool
+// once all its nodes run a reef that knows them (docs/bgp.md).
 const (
 	lcMarker      = 100
 	lcKind        = 110

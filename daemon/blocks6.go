@@ -34,10 +34,12 @@ func (e *blockEngine) blocksWithAddrs6(table blockproto.Table) ([]store.Block, e
 }
 
 // ownerAddrs6 are the IPv6 addresses that the records in t give for the
-// owners of remote blocks, where the block has another (an owner's record
-// without one gives none: invalid), by owner incarnation. An owner whose
-// copies of its record disagree (a reflector's stale copy of the record
-// before a change) is left as the store has it until they agree.
+// owners of remote blocks, where the block has another, by owner
+// incarnation. An owner whose record gives none (its IPv6 pool gone from
+// its config while this node still has it, during a rolling change) keeps
+// the address the store has: its blocks stay routed as they were. An owner
+// whose copies of its record disagree (a reflector's stale copy of the
+// record before a change) is left as the store has it until they agree.
 func ownerAddrs6(t blockproto.Table, blocks []store.Block) map[blockproto.Node]netip.Addr {
 	given := map[blockproto.Node]netip.Addr{}
 	ambiguous := map[blockproto.Node]bool{}
@@ -50,7 +52,7 @@ func ownerAddrs6(t blockproto.Table, blocks []store.Block) map[blockproto.Node]n
 	out := map[blockproto.Node]netip.Addr{}
 	for _, b := range blocks {
 		n := blockproto.Node{Addr: b.OwnerAddr, Inc: b.OwnerInc}
-		if a, ok := given[n]; ok && b.State == store.BlockRemote && !ambiguous[n] && a != b.OwnerAddr6 {
+		if a, ok := given[n]; ok && a.IsValid() && b.State == store.BlockRemote && !ambiguous[n] && a != b.OwnerAddr6 {
 			out[n] = a
 		}
 	}

@@ -63,8 +63,8 @@ func (n netInfo) vxlanPool() netip.Prefix {
 	return netip.Prefix{}
 }
 
-// ofPools are the blocks of the configured pools: a retired pool's blocks
-// (retiredPools) get no route and no blackhole.
+// ofPools are the blocks of the configured pools: other nodes' blocks of a
+// retired pool (retiredPools) get no route.
 func (n netInfo) ofPools(blocks []store.Block) []store.Block {
 	return slices.DeleteFunc(slices.Clone(blocks), func(b store.Block) bool {
 		return !slices.ContainsFunc(n.pools, func(p PoolConfig) bool { return p.CIDR == b.Pool })
@@ -192,6 +192,14 @@ func unrouted6(blocks []store.Block) error {
 // owner the kernel has no route to is an error, and its blocks get none, as
 // is an owner of IPv6 blocks without an IPv6 address (unrouted6).
 func (r *reconciler) routedBlocks(blocks []store.Block, errs *[]error) (own []netip.Prefix, remote []routes.RemoteBlock, vxPeers map[netip.Addr]bool) {
+	for _, b := range blocks {
+		if b.State == store.BlockConfirmed {
+			own = append(own, b.CIDR)
+		}
+	}
+	// A retired pool's own blocks keep their blackholes: they are still
+	// announced, and a router that sends their traffic here must not see
+	// it go back out by the default route. Other nodes' get no route.
 	blocks = r.net.ofPools(blocks)
 	hops := map[netip.Addr]routes.Hop{}
 	for _, owner := range r.net.routedOwners(blocks) {
@@ -201,11 +209,6 @@ func (r *reconciler) routedBlocks(blocks []store.Block, errs *[]error) (own []ne
 			continue
 		}
 		hops[owner] = hop
-	}
-	for _, b := range blocks {
-		if b.State == store.BlockConfirmed {
-			own = append(own, b.CIDR)
-		}
 	}
 	if err := unrouted6(blocks); err != nil {
 		*errs = append(*errs, err)

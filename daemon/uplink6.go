@@ -89,6 +89,9 @@ func chooseUplink6(links []LinkInfo, addrs []Addr6Info, defaults []RouteInfo, up
 		for _, a := range addrs {
 			switch {
 			case a.Prefix.Addr() != want:
+			case a.LinkIndex == up.Index && a.Flags&unix.IFA_F_DADFAILED != 0:
+				return Uplink6{}, fmt.Errorf("nodeAddressV6 %s on %s failed duplicate address detection: another host on the link has it, and the other nodes would route this node's IPv6 pods there; "+
+					"set nodeAddressV6 to an address of this node's own (usable: %s)", want, up.Interface, addrList(ok))
 			case a.LinkIndex == up.Index:
 				// The operator's choice is honoured even for a /128 or a dynamic address.
 				return Uplink6{Address: want, Prefix: a.Prefix, Reason: fmt.Sprintf("%s on %s: nodeAddressV6 set in the configuration", want, up.Interface)}, nil

@@ -38,7 +38,7 @@ func TestChooseUplink6(t *testing.T) {
 			name: "static before SLAAC, temporary, deprecated and tentative never",
 			addrs: []Addr6Info{
 				{LinkIndex: 2, Prefix: pfx("2001:db8::1111/64"), Global: true, Flags: unix.IFA_F_TEMPORARY},
-				{LinkIndex: 2, Prefix: pfx("2001:db8::5054:ff:fe00:1/64"), Global: true, Flags: unix.IFA_F_MANAGETEMPADDR},
+				{LinkIndex: 2, Prefix: pfx("2001:db8::5/64"), Global: true, Flags: unix.IFA_F_MANAGETEMPADDR}, // SLAAC, and lower than the static one
 				{LinkIndex: 2, Prefix: pfx("2001:db8::30/64"), Global: true, Flags: static},
 				{LinkIndex: 2, Prefix: pfx("2001:db8::1/64"), Global: true, Flags: static | unix.IFA_F_DEPRECATED},
 				{LinkIndex: 2, Prefix: pfx("2001:db8::2/64"), Global: true, Flags: static | unix.IFA_F_TENTATIVE},
@@ -72,6 +72,12 @@ func TestChooseUplink6(t *testing.T) {
 			addrs:    []Addr6Info{{LinkIndex: 2, Prefix: pfx("fd77::20/64"), Global: true, Flags: static}},
 			wantAddr: "fd77::99",
 			wantErr:  []string{"nodeAddressV6 fd77::99 is not on any interface of this node (usable IPv6 addresses on the uplink ens18: fd77::20/64)"},
+		},
+		{
+			name:     "configured, but it failed duplicate address detection",
+			addrs:    []Addr6Info{{LinkIndex: 2, Prefix: pfx("fd77::20/64"), Global: true, Flags: unix.IFA_F_DADFAILED | unix.IFA_F_TENTATIVE}, {LinkIndex: 2, Prefix: pfx("fd77::21/64"), Global: true, Flags: static}},
+			wantAddr: "fd77::20",
+			wantErr:  []string{"nodeAddressV6 fd77::20 on ens18 failed duplicate address detection: another host on the link has it", "(usable: fd77::21/64)"},
 		},
 		{
 			name: "none usable: each address and why",

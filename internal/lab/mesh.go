@@ -117,23 +117,30 @@ func waitRouted(nodes []*Node, timeout time.Duration, sessions func(owner *Node,
 }
 
 // unrouted says which running node has no route to one of owner's
-// confirmed blocks of its configured pools through owner's address; ""
-// when all have. (A pool gone from the config keeps its blocks, unrouted.)
+// confirmed blocks through owner's address, where both have the block's
+// pool in their config; "" when all have. (A pool gone from a node's
+// config keeps its blocks, unrouted.)
 func unrouted(owner *Node, st *reefv1.StatusReply, nodes []*Node) string {
-	ipam, err := owner.IPAM()
-	if err != nil {
-		return fmt.Sprintf("reef ipam show of %s: %v", owner.Name, err)
-	}
-	pools := map[string]bool{}
-	for _, p := range ipam.GetPools() {
-		pools[p.GetCidr()] = true
+	pools := map[*Node]map[string]bool{}
+	for _, n := range nodes {
+		if !n.Running() {
+			continue
+		}
+		ipam, err := n.IPAM()
+		if err != nil {
+			return fmt.Sprintf("reef ipam show of %s: %v", n.Name, err)
+		}
+		pools[n] = map[string]bool{}
+		for _, p := range ipam.GetPools() {
+			pools[n][p.GetCidr()] = true
+		}
 	}
 	for _, b := range st.GetBlocks() {
-		if b.GetState() != "confirmed" || !pools[b.GetPool()] {
+		if b.GetState() != "confirmed" || !pools[owner][b.GetPool()] {
 			continue
 		}
 		for _, n := range nodes {
-			if n == owner || !n.Running() {
+			if n == owner || !n.Running() || !pools[n][b.GetPool()] {
 				continue
 			}
 			if strings.Contains(b.GetCidr(), ":") {
