@@ -82,7 +82,7 @@ func TestOwnerAddrs6(t *testing.T) {
 	blocks := []store.Block{
 		blk("fd00::40/122", b, "", store.BlockRemote),
 		blk("fd00::80/122", c, "fd77::13", store.BlockRemote),
-		blk("fd00::c0/122", d, "fd77::34", store.BlockRemote), // neither copy below: only the disagreement keeps it
+		blk("fd00::c0/122", d, "fd77::34", store.BlockRemote),                              // neither copy below: only the disagreement keeps it
 		blk("fd00::100/122", blockproto.Node{Addr: b.Addr, Inc: 9}, "", store.BlockRemote), // an older incarnation of b
 	}
 	table := blockproto.Table{Records: []blockproto.Record{
