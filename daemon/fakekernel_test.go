@@ -214,11 +214,11 @@ func (k *fakeKernel) setPodMTULocked(m routes.PodMTU) error {
 
 func (k *fakeKernel) HopTo(netip.Addr) (routes.Hop, error) { return routes.Hop{Dev: "eth0"}, nil }
 
-func (k *fakeKernel) ReadTunnel(netip.Addr) (routes.TunnelState, bool, error) {
-	return routes.TunnelState{}, false, nil
+func (k *fakeKernel) ReadTunnel() (routes.TunnelState, error) {
+	return routes.TunnelState{}, nil
 }
 
-func (k *fakeKernel) ApplyTunnel(routes.TunnelState, routes.TunnelPlan) error {
+func (k *fakeKernel) ApplyTunnel(routes.TunnelState, routes.TunnelPlan, func(string) error) error {
 	return errors.New("the fake kernel has no vxlan")
 }
 
