@@ -12,6 +12,7 @@ import (
 
 	"github.com/reefcni/reef/internal/poll"
 	reefv1 "github.com/reefcni/reef/proto"
+	"github.com/reefcni/reef/routes"
 )
 
 // AddMesh adds n nodes ("node1".."nodeN") that peer with each other: each
@@ -128,10 +129,14 @@ func unrouted(owner *Node, st *reefv1.StatusReply, nodes []*Node) string {
 				continue
 			}
 			if strings.Contains(b.GetCidr(), ":") {
-				// An IPv6 block goes through the owner's IPv6 address.
+				// An IPv6 block goes through the owner's IPv6 address, or
+				// through VXLAN via its VTEP's link-local.
 				out, err := n.Lab.Run(n.Netns, "ip", "-6", "route", "show", "exact", b.GetCidr())
-				if a6 := st.GetNodeAddressV6(); err != nil || a6 == "" || !strings.Contains(out, "via "+a6+" ") {
-					return fmt.Sprintf("%s has no route to %s's IPv6 block %s via its IPv6 address %q (%q)", n.Name, owner.Name, b.GetCidr(), a6, strings.TrimSpace(out))
+				a6 := st.GetNodeAddressV6()
+				direct := a6 != "" && strings.Contains(out, "via "+a6+" ")
+				vxlan := strings.Contains(out, "via "+routes.VTEPLinkLocal(owner.Address).String()+" dev "+routes.VXLANDevice+" ")
+				if err != nil || !direct && !vxlan {
+					return fmt.Sprintf("%s has no route to %s's IPv6 block %s via its IPv6 address %q or its VTEP (%q)", n.Name, owner.Name, b.GetCidr(), a6, strings.TrimSpace(out))
 				}
 				continue
 			}
