@@ -309,8 +309,10 @@ func (n netInfo) desiredVXLAN(peers vxPeers, addrs tunnelAddrs) routes.TunnelSta
 		TunnelAddr6: addrs.vxlan6, MAC: routes.VTEPMAC(n.uplink.Address).String()}}
 }
 
-// syncTunnel brings vxlan.reef in line with desiredVXLAN. A device it
-// creates gets its IPv6 settings from the sysctls' owner before it is up.
+// syncTunnel brings vxlan.reef in line with desiredVXLAN. The device's
+// IPv6 settings come from the sysctls' owner, which ApplyTunnel asks
+// before it writes addresses and neighbours (and before a new device is
+// up): IPv6 turned off by hand is back before an IPv6 neighbour needs it.
 func (r *reconciler) syncTunnel(peers vxPeers, addrs tunnelAddrs, errs *[]error) {
 	want := r.net.desiredVXLAN(peers, addrs)
 	have, err := r.kernel.ReadTunnel()
@@ -327,7 +329,12 @@ func (r *reconciler) syncTunnel(peers vxPeers, addrs tunnelAddrs, errs *[]error)
 	settings := func(string) error {
 		changes, err := r.sysctls.Tunnel(v6)
 		for _, c := range changes {
-			r.log.Info("set a sysctl", "sysctl", c.Key, "was", c.Was, "now", c.Value)
+			if plan.Create {
+				r.log.Info("set a sysctl", "sysctl", c.Key, "was", c.Was, "now", c.Value)
+				continue
+			}
+			r.log.Warn("repaired a sysctl", "sysctl", c.Key, "was", c.Was, "now", c.Value)
+			r.metrics.Repaired(metrics.RepairSysctl, 1)
 		}
 		return err
 	}

@@ -99,9 +99,11 @@ func tunnelNeighNode(n netlink.Neigh) (node netip.Addr, v6, ok bool) {
 // (plan.Recreate says why), resizes or deletes the device, puts the tunnel
 // addresses on it and takes others off, and makes its neighbour and fdb
 // entries exactly those of want.Peers and want.Peers6: entries of other
-// nodes, or wrong ones, are deleted. A device it creates gets settings
-// (the owner of the sysctls, for its IPv6 ones; nil: none) before it is
-// up. Every call is safe to repeat.
+// nodes, or wrong ones, are deleted. settings (the sysctls' owner, for
+// the device's IPv6 settings; nil: none) runs before the addresses and
+// neighbours are written, and before a device it creates is up, so that
+// an IPv6 address or neighbour never meets IPv6 turned off. Every call is
+// safe to repeat.
 func (k *Kernel) ApplyTunnel(want TunnelState, plan TunnelPlan, settings func(link string) error) error {
 	if plan.Delete || len(plan.Recreate) > 0 {
 		if err := k.deleteTunnel(); err != nil {
@@ -133,7 +135,7 @@ func (k *Kernel) ApplyTunnel(want TunnelState, plan TunnelPlan, settings func(li
 		return fmt.Errorf("find %s: %w", VXLANDevice, err)
 	}
 	var errs []error
-	if plan.Create && settings != nil {
+	if settings != nil {
 		if err := settings(VXLANDevice); err != nil {
 			errs = append(errs, err)
 		}

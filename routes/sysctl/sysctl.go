@@ -202,8 +202,9 @@ func (o *Owner) Pod(p Pod) ([]Change, error) {
 }
 
 // Tunnel is the tunnel owner's request: vxlan.reef's settings (with v6,
-// that is while the device carries IPv6), after it made the device and
-// before it is up. The device must exist.
+// that is while the device carries IPv6), before it writes the device's
+// addresses and neighbours, and before a device it made is up. The
+// device must exist.
 func (o *Owner) Tunnel(v6 bool) ([]Change, error) {
 	return o.apply(tunnelSettings(v6), false)
 }
