@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -254,4 +257,73 @@ func TestVXLAN6Always(t *testing.T) {
 			noWarnings(t, nodes)
 		})
 	}
+}
+
+// reservedOf are n's reserved addresses (its tunnel addresses) by handle.
+func reservedOf(t *testing.T, n *lab.Node) map[string]string {
+	t.Helper()
+	rep, err := n.IPAM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, a := range rep.GetAllocations() {
+		if a.GetState() == "reserved" {
+			m[a.GetHandle()] = a.GetIp()
+		}
+	}
+	return m
+}
+
+// TestVXLAN6StoreRecover: `reef store recover` keeps both tunnel
+// addresses of a dual-stack node's vxlan.reef, read from the device,
+// under their handles; the recovered daemon keeps them on the device.
+func TestVXLAN6StoreRecover(t *testing.T) {
+	l := newLab(t)
+	n := startNode(t, l, "node1", lab.NodeOptions{Extra: vxPools(true, "Always")})
+	p := newVXPod(t, n, "a", true)
+	h4, h6 := "vxlan-tunnel-addr-node1", "vxlan-v6-tunnel-addr-node1"
+	var before map[string]string
+	eventually(t, 20*time.Second, func() string {
+		before = reservedOf(t, n)
+		a := run(t, l, n.Netns, "ip", "addr", "show", "dev", routes.VXLANDevice)
+		if before[h4] == "" || before[h6] == "" || !strings.Contains(a, before[h6]+"/128") || !strings.Contains(a, before[h4]+"/32") {
+			return "no tunnel addresses of both families yet: " + strings.Join(keys(before), " ") + "\n" + a
+		}
+		return ""
+	})
+	if err := n.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(n.StateDir, "reef.db"), 0); err != nil {
+		t.Fatal(err)
+	}
+	out, err := l.Run(n.Netns, filepath.Join(binDir, "reef"), "store", "recover", "--config", n.Config)
+	if err != nil {
+		t.Fatalf("reef store recover: %v\n%s", err, out)
+	}
+	t.Logf("reef store recover:\n%s", out)
+	// What recover read from the device, not what the restarted daemon
+	// reserves again (the first free address: the same one).
+	for _, h := range []string{h4, h6} {
+		if !slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool {
+			return strings.Contains(line, before[h]+" ") && strings.Contains(line, h+" (reserved)")
+		}) {
+			t.Errorf("reef store recover does not keep %s under %s", before[h], h)
+		}
+	}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if after := reservedOf(t, n); after[h4] != before[h4] || after[h6] != before[h6] {
+		t.Errorf("tunnel addresses after the recovery: %v, want %v", after, before)
+	}
+	if err := n.WaitPass(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if a := run(t, l, n.Netns, "ip", "-6", "addr", "show", "dev", routes.VXLANDevice, "scope", "global"); strings.Count(a, "inet6 ") != 1 || !strings.Contains(a, before[h6]+"/128") {
+		t.Errorf("vxlan.reef after the recovery:\n%s", a)
+	}
+	pings(t, l, n.Netns, "node1 to its pod", p.v6, p.v4)
+	noWarnings(t, []*lab.Node{n})
 }
