@@ -205,18 +205,30 @@ func readKernelForRecovery(in *store.RecoverInput) error {
 	if err := readPodExtras(in); err != nil {
 		return err
 	}
-	for dev, handle := range map[string]string{routes.VXLANDevice: daemon.VXLANTunnelHandle(in.Node), routes.IPIPDevice: daemon.IPIPTunnelHandle(in.Node)} {
-		l, err := netlink.LinkByName(dev)
+	for _, t := range []struct {
+		dev             string
+		handle, handle6 string // "": no address of that family is reef's
+	}{
+		{routes.VXLANDevice, daemon.VXLANTunnelHandle(in.Node), daemon.VXLANTunnelHandle6(in.Node)},
+		{routes.IPIPDevice, daemon.IPIPTunnelHandle(in.Node), ""},
+	} {
+		l, err := netlink.LinkByName(t.dev)
 		if err != nil {
 			continue // no such device: no tunnel address
 		}
-		addrs, err := netlink.AddrList(l, unix.AF_INET)
+		addrs, err := netlink.AddrList(l, unix.AF_UNSPEC)
 		if err != nil {
-			return fmt.Errorf("list addresses of %s: %w", dev, err)
+			return fmt.Errorf("list addresses of %s: %w", t.dev, err)
 		}
 		for _, a := range addrs {
-			if ip, ok := netip.AddrFromSlice(a.IP.To4()); ok {
-				in.Reserved = append(in.Reserved, store.KernelReserved{Handle: handle, IP: ip})
+			ip, ok := netip.AddrFromSlice(a.IP)
+			ip = ip.Unmap()
+			switch {
+			case !ok || ip.IsLinkLocalUnicast():
+			case ip.Is4():
+				in.Reserved = append(in.Reserved, store.KernelReserved{Handle: t.handle, IP: ip})
+			case t.handle6 != "":
+				in.Reserved = append(in.Reserved, store.KernelReserved{Handle: t.handle6, IP: ip})
 			}
 		}
 	}

@@ -42,7 +42,7 @@ func TestRemoteRoutesIPv6(t *testing.T) {
 		pfx("fd00:10:244::80/122"): {Block: pfx("fd00:10:244::80/122"), Node: c6, Dev: "eth0", Gateway: router},
 		pfx("10.244.1.0/26"):       {Block: pfx("10.244.1.0/26"), Node: b4, Dev: "eth0"},
 	}
-	if len(got) != len(want) || len(vx) != 0 {
+	if len(got) != len(want) || len(vx.v4) != 0 || len(vx.v6) != 0 {
 		t.Fatalf("routes %+v, VXLAN peers %v; want %d routes, no VXLAN peer", got, vx, len(want))
 	}
 	for _, r := range got {
@@ -55,11 +55,11 @@ func TestRemoteRoutesIPv6(t *testing.T) {
 	if r := st.Routes[pfx("fd00:10:244::40/122")]; r.Via != b6 || !r.OnLink || r.Dev != "eth0" || r.Kind != routes.RemoteRoute {
 		t.Errorf("desired route %+v, want via %s dev eth0 onlink", r, b6)
 	}
-	err := unrouted6(blocks)
+	err := n.unrouted6(blocks)
 	if err == nil || strings.Count(err.Error(), "node-d") != 1 || !strings.Contains(err.Error(), "IPv6 blocks of node node-d (192.168.77.14) get no route") {
 		t.Errorf("unrouted6 = %v, want one error naming node-d", err)
 	}
-	if err := unrouted6(blocks[:2]); err != nil {
+	if err := n.unrouted6(blocks[:2]); err != nil {
 		t.Errorf("unrouted6 with every owner's address known = %v", err)
 	}
 }

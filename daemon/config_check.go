@@ -97,10 +97,6 @@ func (c *Config) poolProblems(ps *problems) {
 		case p.CIDR.Addr().Is6() && p.IPIPMode != EncapNever:
 			bad(at+".ipipMode", "value %q on an IPv6 pool: IPIP carries IPv4 only; set ipipMode: Never (vxlanMode encapsulates IPv6)", p.IPIPMode)
 		}
-		if p.CIDR.Addr().Is6() && p.VXLANMode != EncapNever && c.hasPeers() {
-			bad(at+".vxlanMode", "value %q on IPv6 pool %s beside other nodes (bgp.peers, bgp.peerPrefixes or bgp.routeReflectors): VXLAN for IPv6 pools between nodes is not built yet; "+
-				"set vxlanMode: Never (vxlanMode defaults to CrossSubnet), and the blocks are routed directly, via each node's IPv6 address", p.VXLANMode, p.CIDR)
-		}
 		modesOK := true
 		for _, m := range []struct {
 			key  string

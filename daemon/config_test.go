@@ -118,6 +118,12 @@ func TestParseConfig(t *testing.T) {
 				c.Pools = []PoolConfig{{CIDR: pfx("fd00:10:244::/56"), BlockSize: 122, VXLANMode: EncapNever, IPIPMode: EncapNever, NATOutgoing: true}}
 				c.BGP.Peers, c.BGP.Voters = []netip.Addr{addr("10.0.0.2")}, []netip.Addr{addr("10.0.0.2")}
 			}},
+		{name: "IPv6 pool beside peers through VXLAN", yaml: "pools: [{cidr: 'fd00:10:244::/56'}, {cidr: 'fd00:10:245::/56', vxlanMode: Always}]\nbgp: {routeReflectors: [10.0.0.2], voters: [10.0.0.2]}",
+			want: func(c *Config) {
+				c.Pools = []PoolConfig{{CIDR: pfx("fd00:10:244::/56"), BlockSize: 122, VXLANMode: EncapCrossSubnet, IPIPMode: EncapNever, NATOutgoing: true},
+					{CIDR: pfx("fd00:10:245::/56"), BlockSize: 122, VXLANMode: EncapAlways, IPIPMode: EncapNever, NATOutgoing: true}}
+				c.BGP.RouteReflectors, c.BGP.Voters = []netip.Addr{addr("10.0.0.2")}, []netip.Addr{addr("10.0.0.2")}
+			}},
 		{name: "hex number", yaml: `bgp: {port: 0x1f90}`, want: func(c *Config) { c.BGP.Port = 8080 }},
 		{name: "leading zero is decimal", yaml: "mtu: 01450", want: func(c *Config) { c.MTU = 1450 }},
 		{name: "large ASN", yaml: "bgp: {asn: 4200000000}", want: func(c *Config) { c.BGP.ASN = 4200000000 }},
@@ -272,10 +278,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"IPv6 pool with IPIP", "pools: [{cidr: 'fd00::/64', vxlanMode: Never, ipipMode: Always}]", []string{`pools[0].ipipMode: value "Always" on an IPv6 pool: IPIP carries IPv4 only`}},
 		{"IPv4-mapped pool", "pools: [{cidr: '::ffff:10.244.0.0/112'}]", []string{`pools[0].cidr: value "::ffff:10.244.0.0/112" is an IPv4-mapped IPv6 CIDR`}},
 		{"dual-stack pools overlapping", "pools: [{cidr: 10.244.0.0/16}, {cidr: 'fd00::/64'}, {cidr: 'fd00::/56'}]", []string{`pools[2].cidr: value "fd00::/56" overlaps pools[1].cidr "fd00::/64"`}},
-		{"IPv6 pool with VXLAN and peers", "pools: [{cidr: 'fd00::/64'}]\nbgp: {peers: [10.0.0.2], voters: [10.0.0.2]}",
-			[]string{`line 1: pools[0].vxlanMode: value "CrossSubnet" on IPv6 pool fd00::/64 beside other nodes`, "VXLAN for IPv6 pools between nodes is not built yet; set vxlanMode: Never"}},
-		{"IPv6 pool with VXLAN and reflectors", "pools: [{cidr: 'fd00::/64', vxlanMode: Always}]\nbgp: {routeReflectors: [10.0.0.2], voters: [10.0.0.2]}",
-			[]string{`pools[0].vxlanMode: value "Always" on IPv6 pool fd00::/64 beside other nodes`}},
+		{"IPv6 pool with VXLAN and IPIP beside peers", "pools: [{cidr: 'fd00::/64', ipipMode: Always}]\nbgp: {peers: [10.0.0.2], voters: [10.0.0.2]}",
+			[]string{`line 1: pools[0].ipipMode: value "Always" on an IPv6 pool: IPIP carries IPv4 only; set ipipMode: Never (vxlanMode encapsulates IPv6)`}},
 		{"node IPv6 address IPv4", "nodeAddressV6: 10.0.0.1", []string{`line 1: nodeAddressV6: value "10.0.0.1" is not a global unicast IPv6 address`}},
 		{"node IPv6 address link-local", "nodeAddressV6: 'fe80::1'", []string{`nodeAddressV6: value "fe80::1" is not a global unicast IPv6 address`}},
 		{"node IPv6 address mapped", "nodeAddressV6: '::ffff:10.0.0.1'", []string{`nodeAddressV6: value "::ffff:10.0.0.1" is not a global unicast IPv6 address`}},

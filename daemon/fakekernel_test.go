@@ -34,10 +34,14 @@ type fakeKernel struct {
 	links  map[string]int      // reef veths and their MTU
 	peers  map[string]fakePeer // a veth's pod end
 	ipip   routes.IPIPState    // tunl0
-	tables map[nft.TableID]nft.Table
-	ifbs   map[string]string // ifb -> alias (its veth)
-	limits map[string]tc.Bandwidth
-	sys    *sysctltest.Kernel
+	vxlan  *fakeVXLAN          // vxlan.reef; nil: none (fakevxlan_test.go)
+	// vxlanIPv6Off: a new vxlan.reef has IPv6 off and no EUI-64
+	// link-local (the node's net.ipv6.conf.default says so).
+	vxlanIPv6Off bool
+	tables       map[nft.TableID]nft.Table
+	ifbs         map[string]string // ifb -> alias (its veth)
+	limits       map[string]tc.Bandwidth
+	sys          *sysctltest.Kernel
 	// onRead, if set, runs once when the pass reads the routes: a CNI
 	// operation that happens between the pass's store read and its
 	// kernel read.
@@ -84,6 +88,7 @@ func (k *fakeKernel) String() string {
 	for _, r := range k.routes {
 		lines = append(lines, "route "+r.String())
 	}
+	lines = append(lines, k.vxlanLines()...)
 	for id, t := range k.tables {
 		lines = append(lines, "table "+id.String())
 		for _, s := range t.Sets {
@@ -164,7 +169,7 @@ func (k *fakeKernel) Apply(p routes.Plan, busy routes.Busy) error {
 		if busy != nil && podObject(r) && (busy.Addr(r.Dst.Addr()) || busy.Link(r.Dev)) {
 			continue
 		}
-		if r.Kind == routes.PodRoute && k.links[r.Dev] == 0 {
+		if r.Kind == routes.PodRoute && k.links[r.Dev] == 0 || r.Dev == routes.VXLANDevice && k.vxlan == nil {
 			errs = append(errs, fmt.Errorf("replace route %s: Link not found", r))
 			continue
 		}
@@ -213,14 +218,6 @@ func (k *fakeKernel) setPodMTULocked(m routes.PodMTU) error {
 }
 
 func (k *fakeKernel) HopTo(netip.Addr) (routes.Hop, error) { return routes.Hop{Dev: "eth0"}, nil }
-
-func (k *fakeKernel) ReadTunnel(netip.Addr) (routes.TunnelState, bool, error) {
-	return routes.TunnelState{}, false, nil
-}
-
-func (k *fakeKernel) ApplyTunnel(routes.TunnelState, routes.TunnelPlan) error {
-	return errors.New("the fake kernel has no vxlan")
-}
 
 func (k *fakeKernel) ReadIPIP() (routes.IPIPState, error) {
 	k.mu.Lock()

@@ -47,7 +47,7 @@ type reconciler struct {
 	appliedOK bool
 	// tunnelPeers are the nodes the last syncTunnel was given, tunnelOwn
 	// the own confirmed blocks of the last pass (the tunnel addresses').
-	tunnelPeers map[netip.Addr]bool
+	tunnelPeers vxPeers
 	tunnelOwn   []netip.Prefix
 	gone        map[string]int // handle -> passes in a row that found its netns gone
 	// sysctlsSet: a pass has brought the sysctls in line. The first
@@ -259,8 +259,8 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 	if !routesOnly {
 		live = r.resolveEndpoints(eps, mark.Touched(), &errs)
 	}
-	own, remote, vxPeers := r.routedBlocks(blocks, &errs)
-	r.syncTunnels(own, vxPeers, routesOnly, &errs)
+	own, remote, peers := r.routedBlocks(blocks, &errs)
+	r.syncTunnels(own, peers, routesOnly, &errs)
 	live, veths, err := r.syncRoutes(live, own, remote, mark)
 	if err != nil {
 		errs = append(errs, err)
@@ -304,17 +304,17 @@ func readyEndpoints(eps []store.Endpoint) []store.Endpoint {
 // syncTunnels brings vxlan.reef and tunl0 in line. Both devices' addresses
 // live in the first own block, and VXLAN's peers are the nodes reached
 // through it: a routes-only pass syncs them only when those changed.
-func (r *reconciler) syncTunnels(own []netip.Prefix, vxPeers map[netip.Addr]bool, routesOnly bool, errs *[]error) {
+func (r *reconciler) syncTunnels(own []netip.Prefix, peers vxPeers, routesOnly bool, errs *[]error) {
 	ownChanged := !slices.Equal(own, r.tunnelOwn)
-	peersChanged := !maps.Equal(vxPeers, r.tunnelPeers)
+	peersChanged := !peers.equal(r.tunnelPeers)
 	r.tunnelOwn = own
 	if routesOnly && !ownChanged && !peersChanged {
 		return
 	}
 	addrs := r.tunnelAddresses(errs)
 	if !routesOnly || ownChanged || peersChanged {
-		r.syncTunnel(vxPeers, addrs.vxlan, errs)
-		r.tunnelPeers = vxPeers
+		r.syncTunnel(peers, addrs, errs)
+		r.tunnelPeers = peers
 	}
 	if !routesOnly || ownChanged {
 		r.syncIPIP(addrs.ipip, errs)
@@ -411,7 +411,7 @@ func (r *reconciler) syncSysctls(live []store.Endpoint, busy routes.Busy, errs *
 			pods = append(pods, sysctl.Pod{HostVeth: ep.HostVeth, HostPorts: len(ep.PortMappings) > 0, IPv6: ep.HasIPv6()})
 		}
 	}
-	changes, err := r.sysctls.Sync(sysctl.Node{Pods: pods, IPv6Pool: r.net.ipv6Pool()}, busy)
+	changes, err := r.sysctls.Sync(sysctl.Node{Pods: pods, IPv6Pool: r.net.ipv6Pool(), VXLAN6: r.net.vxlanPool6().IsValid()}, busy)
 	for _, c := range changes {
 		if !r.sysctlsSet {
 			r.log.Info("set a sysctl", "sysctl", c.Key, "was", c.Was, "now", c.Value)

@@ -22,8 +22,8 @@ type routesKernel interface {
 	Read() (routes.State, error)
 	Apply(p routes.Plan, busy routes.Busy) error
 	HopTo(addr netip.Addr) (routes.Hop, error)
-	ReadTunnel(tunnelAddr netip.Addr) (routes.TunnelState, bool, error)
-	ApplyTunnel(want routes.TunnelState, plan routes.TunnelPlan) error
+	ReadTunnel() (routes.TunnelState, error)
+	ApplyTunnel(want routes.TunnelState, plan routes.TunnelPlan, settings func(link string) error) error
 	ReadIPIP() (routes.IPIPState, error)
 	ApplyIPIP(p routes.IPIPPlan) error
 }

@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 
@@ -29,21 +30,21 @@ func (n netInfo) modes(pool netip.Prefix) (vxlan, ipip routes.EncapMode) {
 	return routes.ModeNever, routes.ModeNever
 }
 
-// encapTo says how this node reaches owner's blocks of pool. An IPv6
-// block is reached directly (owner is then its IPv6 address): VXLAN for
-// IPv6 pools between nodes is not built yet, and the config refuses it
-// beside peers.
+// encapTo says how this node reaches owner's blocks of pool, whatever
+// their family: owner is its IPv4 node address, the tunnel's underlay and
+// what CrossSubnet compares with the uplink's subnet. (The config refuses
+// ipipMode on an IPv6 pool.)
 func (n netInfo) encapTo(pool netip.Prefix, owner netip.Addr) routes.Encap {
-	if pool.Addr().Is6() {
-		return routes.Direct
-	}
 	vx, ip := n.modes(pool)
 	return routes.EncapFor(vx, ip, n.uplink.Prefix, owner)
 }
 
-// via is the address this node routes b through: the owner's address of
-// b's family, for an IPv6 block the IPv6 address the owner's record gave
-// (invalid while none did).
+// blockEncap says how this node reaches another node's block b.
+func (n netInfo) blockEncap(b store.Block) routes.Encap { return n.encapTo(b.Pool, b.OwnerAddr) }
+
+// via is the address this node routes b through without encapsulation:
+// the owner's address of b's family, for an IPv6 block the IPv6 address
+// the owner's record gave (invalid while none did).
 func via(b store.Block) netip.Addr {
 	if b.CIDR.Addr().Is6() {
 		return b.OwnerAddr6
@@ -52,11 +53,17 @@ func via(b store.Block) netip.Addr {
 }
 
 // vxlanPool is the first IPv4 pool that may use VXLAN, whose blocks hold
-// the tunnel address; invalid if none does. (An IPv6 pool uses no VXLAN
-// so far: the config refuses it beside peers.)
-func (n netInfo) vxlanPool() netip.Prefix {
+// the tunnel address; invalid if none does.
+func (n netInfo) vxlanPool() netip.Prefix { return n.vxlanPoolOf(false) }
+
+// vxlanPool6 is the first IPv6 pool that may use VXLAN, whose blocks hold
+// the IPv6 tunnel address; invalid if none does. vxlan.reef then carries
+// IPv6 too.
+func (n netInfo) vxlanPool6() netip.Prefix { return n.vxlanPoolOf(true) }
+
+func (n netInfo) vxlanPoolOf(v6 bool) netip.Prefix {
 	for _, p := range n.pools {
-		if p.VXLANMode != EncapNever && p.CIDR.Addr().Is4() {
+		if p.VXLANMode != EncapNever && p.CIDR.Addr().Is6() == v6 {
 			return p.CIDR
 		}
 	}
@@ -76,6 +83,9 @@ func (n netInfo) inPools(block netip.Prefix) bool {
 	return slices.ContainsFunc(n.pools, func(p PoolConfig) bool { return p.CIDR.Contains(block.Addr()) })
 }
 
+// usesVXLAN says whether some pool may use VXLAN: vxlan.reef then exists.
+func (n netInfo) usesVXLAN() bool { return n.vxlanPool().IsValid() || n.vxlanPool6().IsValid() }
+
 // ipv6Pool says whether a pool is IPv6: the node then forwards IPv6.
 func (n netInfo) ipv6Pool() bool {
 	return slices.ContainsFunc(n.pools, func(p PoolConfig) bool { return p.CIDR.Addr().Is6() })
@@ -94,25 +104,33 @@ func (n netInfo) ipipPool() netip.Prefix {
 // tunnelHandle is the IPAM handle of the node's VXLAN tunnel address.
 func (n netInfo) tunnelHandle() string { return VXLANTunnelHandle(n.node) }
 
+// tunnelHandle6 is the IPAM handle of the node's IPv6 VXLAN tunnel address.
+func (n netInfo) tunnelHandle6() string { return VXLANTunnelHandle6(n.node) }
+
 // ipipHandle is the IPAM handle of the node's IPIP tunnel address.
 func (n netInfo) ipipHandle() string { return IPIPTunnelHandle(n.node) }
 
 // VXLANTunnelHandle is the IPAM handle of node's VXLAN tunnel address.
 func VXLANTunnelHandle(node string) string { return "vxlan-tunnel-addr-" + node }
 
+// VXLANTunnelHandle6 is the IPAM handle of node's IPv6 VXLAN tunnel
+// address.
+func VXLANTunnelHandle6(node string) string { return "vxlan-v6-tunnel-addr-" + node }
+
 // IPIPTunnelHandle is the IPAM handle of node's IPIP tunnel address.
 func IPIPTunnelHandle(node string) string { return "ipip-tunnel-addr-" + node }
 
-// routed says whether owner's blocks of pool are routed without
-// encapsulation to a node in another subnet (of the uplink's address of
-// owner's family): through the node's own route to the owner (a router
-// that knows the blocks from bgp.externalPeers), not onlink.
-func (n netInfo) routed(pool netip.Prefix, owner netip.Addr) bool {
+// routed says whether the blocks of pool of the node at owner (its IPv4
+// address) are routed without encapsulation to a node in another subnet
+// (gw, the address routed through, outside the uplink's subnet of its
+// family): through the node's own route to gw (a router that knows the
+// blocks from bgp.externalPeers), not onlink.
+func (n netInfo) routed(pool netip.Prefix, owner, gw netip.Addr) bool {
 	subnet := n.uplink.Prefix.Masked()
-	if owner.Is6() {
+	if gw.Is6() {
 		subnet = n.uplink6.Prefix.Masked()
 	}
-	return n.encapTo(pool, owner) == routes.Direct && !subnet.Contains(owner)
+	return n.encapTo(pool, owner) == routes.Direct && !subnet.Contains(gw)
 }
 
 // routedOwners are the addresses (via) of the owners of other nodes'
@@ -122,7 +140,7 @@ func (n netInfo) routedOwners(blocks []store.Block) []netip.Addr {
 	seen := map[netip.Addr]bool{}
 	var out []netip.Addr
 	for _, b := range blocks {
-		if a := via(b); b.State == store.BlockRemote && a.IsValid() && !seen[a] && n.routed(b.Pool, a) {
+		if a := via(b); b.State == store.BlockRemote && a.IsValid() && !seen[a] && n.routed(b.Pool, b.OwnerAddr, a) {
 			seen[a] = true
 			out = append(out, a)
 		}
@@ -130,28 +148,45 @@ func (n netInfo) routedOwners(blocks []store.Block) []netip.Addr {
 	return out
 }
 
+// vxPeers are the nodes (by IPv4 address) whose blocks of each family
+// vxlan.reef reaches: routes.TunnelState's Peers and Peers6.
+type vxPeers struct{ v4, v6 map[netip.Addr]bool }
+
+func (p vxPeers) equal(q vxPeers) bool { return maps.Equal(p.v4, q.v4) && maps.Equal(p.v6, q.v6) }
+
 // remoteRoutes turns other nodes' confirmed blocks into routes, each on the
 // device its pool's mode and the owner's subnet call for, and returns the
-// nodes reached through VXLAN. A routed owner's blocks go through hops[owner],
+// nodes reached through VXLAN. Through vxlan.reef an IPv4 block goes
+// `via <owner> onlink` and an IPv6 block `via <owner's VTEP link-local>`
+// (routes.VTEPLinkLocal), which needs no IPv6 address of the owner.
+// Without encapsulation a routed owner's blocks go through hops[owner],
 // the node's own route to it; without one they get no route, nor does an
 // IPv6 block whose owner gave no IPv6 address (unrouted6).
-func (n netInfo) remoteRoutes(blocks []store.Block, hops map[netip.Addr]routes.Hop) ([]routes.RemoteBlock, map[netip.Addr]bool) {
+func (n netInfo) remoteRoutes(blocks []store.Block, hops map[netip.Addr]routes.Hop) ([]routes.RemoteBlock, vxPeers) {
 	var out []routes.RemoteBlock
-	vxPeers := map[netip.Addr]bool{}
+	peers := vxPeers{v4: map[netip.Addr]bool{}, v6: map[netip.Addr]bool{}}
 	for _, b := range blocks {
-		owner := via(b)
-		if b.State != store.BlockRemote || !owner.IsValid() {
+		if b.State != store.BlockRemote || !b.OwnerAddr.IsValid() {
 			continue
 		}
+		owner := via(b)
 		rb := routes.RemoteBlock{Block: b.CIDR, Node: owner, Dev: n.uplink.Interface}
-		switch n.encapTo(b.Pool, owner) {
+		switch n.blockEncap(b) {
 		case routes.VXLAN:
-			rb.Dev = routes.VXLANDevice
-			vxPeers[owner] = true
+			rb.Node, rb.Dev = b.OwnerAddr, routes.VXLANDevice
+			if b.CIDR.Addr().Is6() {
+				rb.Gateway = routes.VTEPLinkLocal(b.OwnerAddr)
+				peers.v6[b.OwnerAddr] = true
+			} else {
+				peers.v4[b.OwnerAddr] = true
+			}
 		case routes.IPIP:
 			rb.Dev = routes.IPIPDevice
 		default:
-			if n.routed(b.Pool, owner) {
+			if !owner.IsValid() {
+				continue
+			}
+			if n.routed(b.Pool, b.OwnerAddr, owner) {
 				hop, ok := hops[owner]
 				if !ok {
 					continue
@@ -161,24 +196,25 @@ func (n netInfo) remoteRoutes(blocks []store.Block, hops map[netip.Addr]routes.H
 		}
 		out = append(out, rb)
 	}
-	return out, vxPeers
+	return out, peers
 }
 
-// unrouted6 names the owners of IPv6 blocks whose records gave no IPv6
-// address (an owner without nodeAddressV6, or a reef before it): their
-// IPv6 blocks get no route.
-func unrouted6(blocks []store.Block) error {
+// unrouted6 names the owners of IPv6 blocks reached without encapsulation
+// whose records gave no IPv6 address (an owner without nodeAddressV6, or
+// a reef before it): these blocks get no route.
+func (n netInfo) unrouted6(blocks []store.Block) error {
 	seen := map[netip.Addr]bool{}
 	var errs []error
 	for _, b := range blocks {
-		if b.State == store.BlockRemote && b.CIDR.Addr().Is6() && b.OwnerAddr.IsValid() && !b.OwnerAddr6.IsValid() && !seen[b.OwnerAddr] {
+		if b.State == store.BlockRemote && b.CIDR.Addr().Is6() && b.OwnerAddr.IsValid() && !b.OwnerAddr6.IsValid() && !seen[b.OwnerAddr] &&
+			n.blockEncap(b) == routes.Direct {
 			seen[b.OwnerAddr] = true
 			name := b.OwnerAddr.String()
 			if b.Owner != "" {
 				name = b.Owner + " (" + name + ")"
 			}
 			errs = append(errs, fmt.Errorf("IPv6 blocks of node %s get no route: its record gives no IPv6 address to route them through "+
-				"(every node with an IPv6 pool and peers has one: nodeAddressV6, docs/bgp.md)", name))
+				"(every node with an IPv6 pool and peers has one unless every IPv6 pool has vxlanMode Always: nodeAddressV6, docs/bgp.md)", name))
 		}
 	}
 	return errors.Join(errs...)
@@ -191,7 +227,7 @@ func unrouted6(blocks []store.Block) error {
 // encapsulation go where the node's own route to their owner goes; an
 // owner the kernel has no route to is an error, and its blocks get none, as
 // is an owner of IPv6 blocks without an IPv6 address (unrouted6).
-func (r *reconciler) routedBlocks(blocks []store.Block, errs *[]error) (own []netip.Prefix, remote []routes.RemoteBlock, vxPeers map[netip.Addr]bool) {
+func (r *reconciler) routedBlocks(blocks []store.Block, errs *[]error) (own []netip.Prefix, remote []routes.RemoteBlock, peers vxPeers) {
 	for _, b := range blocks {
 		if b.State == store.BlockConfirmed {
 			own = append(own, b.CIDR)
@@ -210,17 +246,19 @@ func (r *reconciler) routedBlocks(blocks []store.Block, errs *[]error) (own []ne
 		}
 		hops[owner] = hop
 	}
-	if err := unrouted6(blocks); err != nil {
+	if err := r.net.unrouted6(blocks); err != nil {
 		*errs = append(*errs, err)
 	}
-	remote, vxPeers = r.net.remoteRoutes(blocks, hops)
-	return own, remote, vxPeers
+	remote, peers = r.net.remoteRoutes(blocks, hops)
+	return own, remote, peers
 }
 
-// tunnelAddress returns the node's tunnel address, reserving it in the
-// first confirmed own block of the VXLAN pool when there is none yet (with
-// no such block yet, the device runs without one until the first pod
-// brings a block). When no pool uses VXLAN any more, it releases it.
+// tunnelAddress returns the node's tunnel address of a tunnel (handle),
+// reserving it in the first confirmed own block of pool when there is
+// none yet (with no such block yet, the device runs without one until the
+// first pod brings a block). With no pool (none uses the encapsulation, or
+// for the IPv6 address of vxlan.reef no IPv6 pool uses VXLAN), it
+// releases it.
 func (r *reconciler) tunnelAddress(handle string, pool netip.Prefix, errs *[]error) netip.Addr {
 	ep, found, err := r.store.Endpoint(handle)
 	if err != nil {
@@ -258,8 +296,9 @@ func (r *reconciler) tunnelAddress(handle string, pool netip.Prefix, errs *[]err
 	return ep.IP
 }
 
-// tunnelAddrs are the node's tunnel addresses, held in the store.
-type tunnelAddrs struct{ vxlan, ipip netip.Addr }
+// tunnelAddrs are the node's tunnel addresses, held in the store: the
+// IPv4 and IPv6 ones of vxlan.reef, and tunl0's.
+type tunnelAddrs struct{ vxlan, vxlan6, ipip netip.Addr }
 
 // tunnelAddresses is the store's side of the tunnels, before their desired
 // state is computed: it reserves each tunnel's address in the first
@@ -267,58 +306,89 @@ type tunnelAddrs struct{ vxlan, ipip netip.Addr }
 // encapsulation any more (tunnelAddress).
 func (r *reconciler) tunnelAddresses(errs *[]error) tunnelAddrs {
 	return tunnelAddrs{
-		vxlan: r.tunnelAddress(r.net.tunnelHandle(), r.net.vxlanPool(), errs),
-		ipip:  r.tunnelAddress(r.net.ipipHandle(), r.net.ipipPool(), errs),
+		vxlan:  r.tunnelAddress(r.net.tunnelHandle(), r.net.vxlanPool(), errs),
+		vxlan6: r.tunnelAddress(r.net.tunnelHandle6(), r.net.vxlanPool6(), errs),
+		ipip:   r.tunnelAddress(r.net.ipipHandle(), r.net.ipipPool(), errs),
 	}
 }
 
 // desiredVXLAN is what vxlan.reef must be, purely: present while some pool
-// may use VXLAN, with a neighbour and fdb pair for every node reached
-// through it, and addr on it (none yet: the device runs without one until
-// the first pod brings a block).
-func (n netInfo) desiredVXLAN(vxPeers map[netip.Addr]bool, addr netip.Addr) routes.TunnelState {
-	if !n.vxlanPool().IsValid() {
+// of either family may use VXLAN, over the IPv4 underlay, with a
+// neighbour of each family (and one fdb entry) for every node whose blocks
+// of that family it reaches, and the tunnel addresses of addrs on it (none
+// yet: the device runs without until the first pod brings a block).
+func (n netInfo) desiredVXLAN(peers vxPeers, addrs tunnelAddrs) routes.TunnelState {
+	if !n.usesVXLAN() {
 		return routes.TunnelState{}
 	}
-	return routes.TunnelState{Peers: vxPeers, Device: &routes.VXLANConfig{VNI: routes.VXLANVNI, Port: routes.VXLANPort,
-		Local: n.uplink.Address, UplinkIdx: n.uplink.Index, MTU: n.uplink.MTU - vxlanOverhead, TunnelAddr: addr,
-		MAC: routes.VTEPMAC(n.uplink.Address).String()}}
+	return routes.TunnelState{Peers: peers.v4, Peers6: peers.v6, Device: &routes.VXLANConfig{VNI: routes.VXLANVNI, Port: routes.VXLANPort,
+		Local: n.uplink.Address, UplinkIdx: n.uplink.Index, MTU: n.uplink.MTU - vxlanOverhead, TunnelAddr: addrs.vxlan,
+		TunnelAddr6: addrs.vxlan6, MAC: routes.VTEPMAC(n.uplink.Address).String()}}
 }
 
-// syncTunnel brings vxlan.reef in line with desiredVXLAN.
-func (r *reconciler) syncTunnel(vxPeers map[netip.Addr]bool, addr netip.Addr, errs *[]error) {
-	want := r.net.desiredVXLAN(vxPeers, addr)
-	have, hasAddr, err := r.kernel.ReadTunnel(addr)
+// syncTunnel brings vxlan.reef in line with desiredVXLAN. The device's
+// IPv6 settings come from the sysctls' owner, which ApplyTunnel asks
+// before it writes addresses and neighbours (and before a new device is
+// up): IPv6 turned off by hand is back before an IPv6 neighbour needs it.
+func (r *reconciler) syncTunnel(peers vxPeers, addrs tunnelAddrs, errs *[]error) {
+	want := r.net.desiredVXLAN(peers, addrs)
+	have, err := r.kernel.ReadTunnel()
 	if err != nil {
 		*errs = append(*errs, err)
 		return
 	}
-	plan := routes.DiffTunnel(want, have, hasAddr)
+	plan := routes.DiffTunnel(want, have)
 	if plan.Empty() {
 		return
 	}
+	r.logTunnel(plan, addrs)
+	v6 := r.net.vxlanPool6().IsValid()
+	settings := func(string) error {
+		changes, err := r.sysctls.Tunnel(v6)
+		for _, c := range changes {
+			if plan.Create {
+				r.log.Info("set a sysctl", "sysctl", c.Key, "was", c.Was, "now", c.Value)
+				continue
+			}
+			r.log.Warn("repaired a sysctl", "sysctl", c.Key, "was", c.Was, "now", c.Value)
+			r.metrics.Repaired(metrics.RepairSysctl, 1)
+		}
+		return err
+	}
+	if err := r.kernel.ApplyTunnel(want, plan, settings); err != nil {
+		*errs = append(*errs, err)
+	}
+}
+
+// logTunnel logs and counts what a plan for vxlan.reef changes.
+func (r *reconciler) logTunnel(plan routes.TunnelPlan, addrs tunnelAddrs) {
 	switch {
 	case len(plan.Recreate) > 0:
 		r.log.Warn("recreating "+routes.VXLANDevice+": it differs", "differences", plan.Recreate)
 		r.metrics.Repaired(metrics.RepairLink, 1)
 	case plan.Create:
-		r.log.Info("creating "+routes.VXLANDevice, "vni", routes.VXLANVNI, "port", routes.VXLANPort, "local", r.net.uplink.Address, "tunnelAddress", addr)
+		r.log.Info("creating "+routes.VXLANDevice, "vni", routes.VXLANVNI, "port", routes.VXLANPort, "local", r.net.uplink.Address,
+			"tunnelAddress", addrs.vxlan, "tunnelAddressV6", addrs.vxlan6)
 	case plan.Delete:
 		r.log.Info("deleting " + routes.VXLANDevice + ": no pool uses VXLAN")
 	}
-	if len(plan.AddPeers) > 0 || len(plan.DelPeers) > 0 {
-		r.log.Info("VXLAN peers", "add", plan.AddPeers, "remove", plan.DelPeers)
+	if !plan.Create && (len(plan.AddAddrs) > 0 || len(plan.DelAddrs) > 0) {
+		r.log.Info(routes.VXLANDevice+" tunnel addresses", "add", plan.AddAddrs, "remove", plan.DelAddrs)
 	}
-	// A peer's neighbour and fdb entries added again though the last
-	// sync was given it too (r.tunnelPeers, set after this returns):
-	// someone removed them.
+	if len(plan.AddPeers) > 0 || len(plan.DelPeers) > 0 || len(plan.AddPeers6) > 0 || len(plan.DelPeers6) > 0 {
+		r.log.Info("VXLAN peers", "add", plan.AddPeers, "remove", plan.DelPeers, "addIPv6", plan.AddPeers6, "removeIPv6", plan.DelPeers6)
+	}
+	// A peer's neighbour added again though the last sync was given it
+	// too (r.tunnelPeers, set after this returns): someone removed it.
 	for _, p := range plan.AddPeers {
-		if r.tunnelPeers[p] {
+		if r.tunnelPeers.v4[p] {
 			r.metrics.Repaired(metrics.RepairNeighbour, 1)
 		}
 	}
-	if err := r.kernel.ApplyTunnel(want, plan); err != nil {
-		*errs = append(*errs, err)
+	for _, p := range plan.AddPeers6 {
+		if r.tunnelPeers.v6[p] {
+			r.metrics.Repaired(metrics.RepairNeighbour, 1)
+		}
 	}
 }
 
@@ -397,7 +467,7 @@ func (n netInfo) reached(peer netip.Addr, externalUp bool) string {
 	}
 	pool := n.pools[0]
 	switch {
-	case !n.routed(pool.CIDR, peer):
+	case !n.routed(pool.CIDR, peer, peer):
 		return n.encapTo(pool.CIDR, peer).String()
 	case externalUp:
 		return fmt.Sprintf("routed: through this node's route to %s, whose router learns the blocks from this node's external BGP peers", peer)

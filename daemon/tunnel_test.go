@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,7 +55,7 @@ func TestRemoteRoutesPerPoolMode(t *testing.T) {
 				t.Errorf("%s on %s, want %s", r.Block, dev, want[r.Block.String()])
 			}
 		}
-		if len(vx) != 1 || !vx[other] {
+		if len(vx.v4) != 1 || !vx.v4[other] || len(vx.v6) != 0 {
 			t.Errorf("VXLAN peers %v, want only %s", vx, other)
 		}
 	}
@@ -82,19 +84,19 @@ func TestDesiredVXLAN(t *testing.T) {
 	pool := func(vx EncapMode) []PoolConfig {
 		return []PoolConfig{{CIDR: netip.MustParsePrefix("10.244.0.0/16"), BlockSize: 26, VXLANMode: vx, IPIPMode: EncapNever}}
 	}
-	peers := map[netip.Addr]bool{netip.MustParseAddr("192.168.78.11"): true}
+	peers := vxPeers{v4: map[netip.Addr]bool{netip.MustParseAddr("192.168.78.11"): true}}
 	addr := netip.MustParseAddr("10.244.0.1")
 
-	got := netInfo{uplink: up, pools: pool(EncapCrossSubnet)}.desiredVXLAN(peers, addr)
+	got := netInfo{uplink: up, pools: pool(EncapCrossSubnet)}.desiredVXLAN(peers, tunnelAddrs{vxlan: addr})
 	d := got.Device
 	if d == nil || d.VNI != routes.VXLANVNI || d.Port != routes.VXLANPort || d.Local != up.Address || d.UplinkIdx != 7 ||
-		d.MTU != 1450 || d.TunnelAddr != addr || d.MAC != routes.VTEPMAC(up.Address).String() || len(got.Peers) != 1 {
+		d.MTU != 1450 || d.TunnelAddr != addr || d.TunnelAddr6.IsValid() || d.MAC != routes.VTEPMAC(up.Address).String() || len(got.Peers) != 1 {
 		t.Errorf("CrossSubnet: %+v, device %+v", got, d)
 	}
-	if got := (netInfo{uplink: up, pools: pool(EncapAlways)}).desiredVXLAN(peers, netip.Addr{}); got.Device == nil || got.Device.TunnelAddr.IsValid() {
+	if got := (netInfo{uplink: up, pools: pool(EncapAlways)}).desiredVXLAN(peers, tunnelAddrs{}); got.Device == nil || got.Device.TunnelAddr.IsValid() {
 		t.Errorf("no tunnel address yet: %+v", got.Device)
 	}
-	if got := (netInfo{uplink: up, pools: pool(EncapNever)}).desiredVXLAN(peers, addr); got.Device != nil || got.Peers != nil {
+	if got := (netInfo{uplink: up, pools: pool(EncapNever)}).desiredVXLAN(peers, tunnelAddrs{vxlan: addr}); got.Device != nil || got.Peers != nil {
 		t.Errorf("no pool uses VXLAN: want no device and no peers, got %+v", got)
 	}
 }
@@ -118,5 +120,133 @@ func TestDesiredIPIP(t *testing.T) {
 	}
 	if got := (netInfo{uplink: up, pools: pool(EncapNever)}).desiredIPIP(addr); got != nil {
 		t.Errorf("no pool uses IPIP: want nothing, got %+v", got)
+	}
+}
+
+// IPv6 blocks through vxlan.reef (issue 29): the IPv4 underlay decides the
+// encapsulation, as for IPv4 (CrossSubnet on the owner's IPv4 address),
+// and the route goes via the owner's VTEP link-local, which needs no IPv6
+// address of the owner; the device carries both families, with a
+// neighbour of each family per node reached, and the IPv6 tunnel address.
+func TestVXLAN6(t *testing.T) {
+	pfx, addr := netip.MustParsePrefix, netip.MustParseAddr
+	pool4, pool6 := pfx("10.244.0.0/16"), pfx("fd00:10:244::/56")
+	up := Uplink{Interface: "eth0", Index: 7, MTU: 1500, Address: addr("192.168.77.11"), Prefix: pfx("192.168.77.11/24")}
+	same, other := addr("192.168.77.12"), addr("192.168.78.11")
+	blocks := []store.Block{
+		{CIDR: pfx("fd00:10:244::40/122"), Pool: pool6, OwnerAddr: same, OwnerAddr6: addr("fd77::12"), State: store.BlockRemote},
+		{CIDR: pfx("fd00:10:244::80/122"), Pool: pool6, OwnerAddr: other, State: store.BlockRemote}, // no IPv6 address
+		{CIDR: pfx("10.244.1.0/26"), Pool: pool4, OwnerAddr: same, State: store.BlockRemote},
+		{CIDR: pfx("10.244.2.0/26"), Pool: pool4, OwnerAddr: other, State: store.BlockRemote},
+		{CIDR: pfx("fd00:10:244::/122"), Pool: pool6, State: store.BlockConfirmed},
+	}
+	ll := routes.VTEPLinkLocal
+	cases := []struct {
+		name       string
+		mode4      EncapMode // "": no IPv4 pool
+		mode6      EncapMode
+		routes     []string // as the kernel gets them
+		peers      vxPeers
+		unrouted   bool // an error for the IPv6 owner without an address
+		device, v6 bool
+	}{
+		{"dual-stack, CrossSubnet: the other subnet's blocks of both families through the tunnel", EncapCrossSubnet, EncapCrossSubnet, []string{
+			"fd00:10:244::40/122 via fd77::12 dev eth0 onlink proto reef",
+			"fd00:10:244::80/122 via " + ll(other).String() + " dev vxlan.reef proto reef",
+			"10.244.1.0/26 via 192.168.77.12 dev eth0 onlink proto reef",
+			"10.244.2.0/26 via 192.168.78.11 dev vxlan.reef onlink proto reef",
+		}, vxPeers{v4: set(other), v6: set(other)}, false, true, true},
+		{"dual-stack, IPv6 Always, IPv4 Never", EncapNever, EncapAlways, []string{
+			"fd00:10:244::40/122 via " + ll(same).String() + " dev vxlan.reef proto reef",
+			"fd00:10:244::80/122 via " + ll(other).String() + " dev vxlan.reef proto reef",
+			"10.244.1.0/26 via 192.168.77.12 dev eth0 onlink proto reef",
+			// 10.244.2.0/26 is routed: with the node's route to its owner only
+		}, vxPeers{v4: set(), v6: set(same, other)}, false, true, true},
+		{"IPv6 only, CrossSubnet", "", EncapCrossSubnet, []string{
+			"fd00:10:244::40/122 via fd77::12 dev eth0 onlink proto reef",
+			"fd00:10:244::80/122 via " + ll(other).String() + " dev vxlan.reef proto reef",
+		}, vxPeers{v4: set(), v6: set(other)}, false, true, true},
+		{"IPv6 Never: the owner without an IPv6 address gets no route, and an error", EncapCrossSubnet, EncapNever, []string{
+			"fd00:10:244::40/122 via fd77::12 dev eth0 onlink proto reef",
+			"10.244.1.0/26 via 192.168.77.12 dev eth0 onlink proto reef",
+			"10.244.2.0/26 via 192.168.78.11 dev vxlan.reef onlink proto reef",
+		}, vxPeers{v4: set(other), v6: set()}, true, true, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n := netInfo{node: "a1", uplink: up, uplink6: Uplink6{Address: addr("fd77::11"), Prefix: pfx("fd77::11/64")},
+				pools: []PoolConfig{{CIDR: pool6, BlockSize: 122, VXLANMode: tc.mode6, IPIPMode: EncapNever}}}
+			bs := blocks
+			if tc.mode4 != "" {
+				n.pools = append(n.pools, PoolConfig{CIDR: pool4, BlockSize: 26, VXLANMode: tc.mode4, IPIPMode: EncapNever})
+			} else {
+				bs = []store.Block{blocks[0], blocks[1], blocks[4]}
+			}
+			remote, peers := n.remoteRoutes(bs, nil)
+			var got []string
+			for _, r := range routes.Desired(nil, nil, remote, nil).Routes {
+				got = append(got, r.String())
+			}
+			slices.Sort(got)
+			want := slices.Sorted(slices.Values(tc.routes))
+			if !slices.Equal(got, want) {
+				t.Errorf("routes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			if !peers.equal(tc.peers) {
+				t.Errorf("VXLAN peers %+v, want %+v", peers, tc.peers)
+			}
+			if err := n.unrouted6(bs); (err != nil) != tc.unrouted {
+				t.Errorf("unrouted6 = %v, want an error: %v", err, tc.unrouted)
+			}
+			tun, tun6 := addr("10.244.0.0"), addr("fd00:10:244::")
+			st := n.desiredVXLAN(peers, tunnelAddrs{vxlan: tun, vxlan6: tun6})
+			if (st.Device != nil) != tc.device || n.vxlanPool6().IsValid() != tc.v6 {
+				t.Fatalf("device %+v, IPv6 VXLAN pool %s; want a device: %v, carrying IPv6: %v", st.Device, n.vxlanPool6(), tc.device, tc.v6)
+			}
+			if !maps.Equal(st.Peers, tc.peers.v4) || !maps.Equal(st.Peers6, tc.peers.v6) || st.Device.TunnelAddr6 != tun6 || st.Device.MTU != 1450 {
+				t.Errorf("desiredVXLAN = %+v, device %+v", st, st.Device)
+			}
+		})
+	}
+	if h := (netInfo{node: "a1"}).tunnelHandle6(); h != "vxlan-v6-tunnel-addr-a1" {
+		t.Errorf("IPv6 tunnel handle %q", h)
+	}
+}
+
+func set(as ...netip.Addr) map[netip.Addr]bool {
+	m := map[netip.Addr]bool{}
+	for _, a := range as {
+		m[a] = true
+	}
+	return m
+}
+
+// The pods' MTU leaves room for VXLAN's 50 bytes (an outer IPv4 header)
+// whatever the family of the pool that may use it: IPv6 only, dual-stack,
+// or an IPv6 pool routed directly beside an IPv4 one through VXLAN.
+func TestDeriveMTUFamilies(t *testing.T) {
+	v4 := func(vx EncapMode) PoolConfig {
+		return PoolConfig{CIDR: netip.MustParsePrefix("10.244.0.0/16"), BlockSize: 26, VXLANMode: vx, IPIPMode: EncapNever}
+	}
+	v6 := func(vx EncapMode) PoolConfig {
+		return PoolConfig{CIDR: netip.MustParsePrefix("fd00:10:244::/56"), BlockSize: 122, VXLANMode: vx, IPIPMode: EncapNever}
+	}
+	cases := []struct {
+		name  string
+		pools []PoolConfig
+		want  int
+	}{
+		{"IPv6 only, CrossSubnet", []PoolConfig{v6(EncapCrossSubnet)}, 1450},
+		{"IPv6 only, Always", []PoolConfig{v6(EncapAlways)}, 1450},
+		{"IPv6 only, Never", []PoolConfig{v6(EncapNever)}, 1500},
+		{"dual-stack, both CrossSubnet", []PoolConfig{v4(EncapCrossSubnet), v6(EncapCrossSubnet)}, 1450},
+		{"dual-stack, IPv6 through VXLAN only", []PoolConfig{v4(EncapNever), v6(EncapAlways)}, 1450},
+		{"dual-stack, IPv4 through VXLAN only", []PoolConfig{v4(EncapAlways), v6(EncapNever)}, 1450},
+		{"dual-stack, neither", []PoolConfig{v4(EncapNever), v6(EncapNever)}, 1500},
+	}
+	for _, c := range cases {
+		if got := DeriveMTU(Config{Pools: c.pools}, 1500); got != c.want {
+			t.Errorf("%s: DeriveMTU = %d, want %d", c.name, got, c.want)
+		}
 	}
 }

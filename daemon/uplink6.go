@@ -180,19 +180,25 @@ func DetectUplink6(up Uplink, want netip.Addr) (Uplink6, error) {
 
 // nodeAddress6 is the node's IPv6 address while it has an IPv6 pool: the
 // configured one, checked, or the detected one. Missing, it is an error
-// only on a node with peers (bgp.peers, peerPrefixes, routeReflectors),
-// whose IPv6 blocks the other nodes route through it; a node that runs
-// alone routes none elsewhere. A configured address is checked even
+// only on a node with peers (bgp.peers, peerPrefixes, routeReflectors)
+// and an IPv6 pool whose blocks the other nodes may route directly,
+// through this address; a node that runs alone routes none elsewhere, and
+// blocks of an IPv6 pool with vxlanMode Always go through vxlan.reef,
+// via the node's VTEP link-local. A configured address is checked even
 // without an IPv6 pool, and then not used.
 func nodeAddress6(cfg Config, up Uplink, log *slog.Logger) (Uplink6, error) {
 	v6 := slices.ContainsFunc(cfg.Pools, func(p PoolConfig) bool { return p.CIDR.Addr().Is6() })
 	if !v6 && !cfg.NodeAddressV6.IsValid() {
 		return Uplink6{}, nil
 	}
+	direct6 := slices.ContainsFunc(cfg.Pools, func(p PoolConfig) bool { return p.CIDR.Addr().Is6() && p.VXLANMode != EncapAlways })
 	up6, err := DetectUplink6(up, cfg.NodeAddressV6)
 	switch {
-	case err != nil && (cfg.NodeAddressV6.IsValid() || cfg.hasPeers()):
+	case err != nil && (cfg.NodeAddressV6.IsValid() || (cfg.hasPeers() && direct6)):
 		return Uplink6{}, err
+	case err != nil && cfg.hasPeers():
+		log.Info("no node IPv6 address: every IPv6 pool has vxlanMode Always, whose blocks need none; external peers get no IPv6 blocks", "why", err)
+		return Uplink6{}, nil
 	case err != nil:
 		log.Info("no node IPv6 address: a node that runs alone needs none; external peers get no IPv6 blocks", "why", err)
 		return Uplink6{}, nil

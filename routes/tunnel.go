@@ -9,10 +9,13 @@ import (
 
 // VXLAN and IPIP tunnels to nodes in other subnets. The tunnel device is
 // reef's own (vxlan.reef, or tunl0 for IPIP); on it, for every node reached
-// through it, a permanent neighbour maps the node's address (the gateway of
-// the routes to its blocks) to the node's VTEP MAC, and an fdb entry maps
-// that MAC to the node's address on the underlay. The VTEP MAC is derived
-// from the node address, so nothing but the block claims is distributed.
+// through it, a permanent neighbour maps the gateway of the routes to its
+// blocks to the node's VTEP MAC, and an fdb entry maps that MAC to the
+// node's address on the underlay. vxlan.reef carries both inner families
+// over the IPv4 underlay: the gateway of IPv4 blocks is the node's IPv4
+// address, that of IPv6 blocks the link-local the node's vxlan.reef
+// derives from its MAC (VTEPLinkLocal). The VTEP MAC is derived from the
+// node address, so nothing but the block claims is distributed.
 
 // VXLANDevice is the name of reef's VXLAN device.
 const VXLANDevice = "vxlan.reef"
@@ -32,6 +35,13 @@ func VTEPMAC(addr netip.Addr) net.HardwareAddr {
 	b := addr.As4()
 	return net.HardwareAddr{0x0e, 0xee, b[0], b[1], b[2], b[3]}
 }
+
+// VTEPLinkLocal is the IPv6 link-local address of the vxlan.reef of the
+// node at addr: the kernel's EUI-64 one from VTEPMAC(addr), which the
+// device makes itself with IPv6 on and addr_gen_mode 0 (routes/sysctl).
+// It is the gateway of the routes to the node's IPv6 blocks through the
+// tunnel, so that these need no IPv6 address of the node.
+func VTEPLinkLocal(addr netip.Addr) netip.Addr { return linkLocalEUI64(VTEPMAC(addr)) }
 
 // Encap is how traffic to another node's blocks leaves this node.
 type Encap int
@@ -77,23 +87,45 @@ func EncapFor(vxlan, ipip EncapMode, local netip.Prefix, owner netip.Addr) Encap
 	return Direct
 }
 
-// TunnelState is reef's part of a tunnel device: the device itself and its
-// neighbour and fdb entries, keyed by the remote node address.
+// TunnelState is reef's part of vxlan.reef: the device itself, its
+// addresses (not the kernel's link-local), and its neighbour and fdb
+// entries. Both peer sets are keyed by the remote node's IPv4 address: a
+// node in Peers has the neighbour `<node> lladdr <VTEP MAC>`, a node in
+// Peers6 the neighbour `<VTEPLinkLocal(node)> lladdr <VTEP MAC>`, and a
+// node in either the fdb entry `<VTEP MAC> dst <node>`, which the two
+// families share.
 type TunnelState struct {
 	Device *VXLANConfig        // nil: no device
-	Peers  map[netip.Addr]bool // nodes with a neighbour+fdb pair
+	Addrs  map[netip.Addr]bool // read from the kernel: its /32s and global /128s; wanted: Device's tunnel addresses
+	Peers  map[netip.Addr]bool // nodes whose IPv4 blocks are reached through the device
+	Peers6 map[netip.Addr]bool // nodes whose IPv6 blocks are reached through the device
 }
 
 // VXLANConfig is what vxlan.reef must look like.
 type VXLANConfig struct {
-	VNI        int
-	Port       int
-	Local      netip.Addr // node address, the outer source
-	UplinkIdx  int
-	MTU        int
-	Learning   bool
-	MAC        string     // VTEPMAC(Local): what the other nodes' neighbour entries point at
-	TunnelAddr netip.Addr // the node's tunnel address, /32 on the device
+	VNI       int
+	Port      int
+	Local     netip.Addr // node address, the outer source
+	UplinkIdx int
+	MTU       int
+	Learning  bool
+	MAC       string // VTEPMAC(Local): what the other nodes' neighbour entries point at
+	// TunnelAddr and TunnelAddr6 are the node's tunnel addresses, a /32
+	// and a /128 on the device (invalid: none), the source of the node's
+	// own packets to pods on other nodes, which the pods' replies route
+	// back through the tunnel.
+	TunnelAddr, TunnelAddr6 netip.Addr
+}
+
+// addrs are the tunnel addresses the device must hold.
+func (c VXLANConfig) addrs() map[netip.Addr]bool {
+	m := map[netip.Addr]bool{}
+	for _, a := range []netip.Addr{c.TunnelAddr, c.TunnelAddr6} {
+		if a.IsValid() {
+			m[a] = true
+		}
+	}
+	return m
 }
 
 // Differences explains why an existing device does not match want, one
@@ -114,26 +146,33 @@ func (c VXLANConfig) Differences(want VXLANConfig) []string {
 	return out
 }
 
-// TunnelPlan is what it takes to bring the VXLAN device in line.
+// TunnelPlan is what it takes to bring the VXLAN device in line. Peers
+// are nodes' IPv4 addresses, as in TunnelState: AddPeers6 and DelPeers6
+// are the nodes whose IPv6 neighbour is added or deleted. An fdb entry
+// goes with the last neighbour of its node.
 type TunnelPlan struct {
-	Recreate []string // why the device must be deleted first; empty: keep it
-	Create   bool
-	Delete   bool // no pool uses VXLAN any more
-	SetMTU   int  // 0: leave
-	SetAddr  bool // the tunnel address is missing
-	AddPeers []netip.Addr
-	DelPeers []netip.Addr
+	Recreate  []string // why the device must be deleted first; empty: keep it
+	Create    bool
+	Delete    bool // no pool uses VXLAN any more
+	SetMTU    int  // 0: leave
+	AddAddrs  []netip.Addr
+	DelAddrs  []netip.Addr
+	AddPeers  []netip.Addr
+	DelPeers  []netip.Addr
+	AddPeers6 []netip.Addr
+	DelPeers6 []netip.Addr
 }
 
 // Empty reports whether nothing needs doing.
 func (p TunnelPlan) Empty() bool {
-	return len(p.Recreate) == 0 && !p.Create && !p.Delete && p.SetMTU == 0 && !p.SetAddr && len(p.AddPeers) == 0 && len(p.DelPeers) == 0
+	return len(p.Recreate) == 0 && !p.Create && !p.Delete && p.SetMTU == 0 && len(p.AddAddrs) == 0 && len(p.DelAddrs) == 0 &&
+		len(p.AddPeers) == 0 && len(p.DelPeers) == 0 && len(p.AddPeers6) == 0 && len(p.DelPeers6) == 0
 }
 
-// DiffTunnel compares the desired VXLAN state with the kernel's. have.Device
-// carries what the kernel reports; haveAddr whether the tunnel address is
-// on it.
-func DiffTunnel(want, have TunnelState, haveAddr bool) TunnelPlan {
+// DiffTunnel compares the desired VXLAN state with the kernel's (have:
+// what ReadTunnel reports). A device that differs in what only its
+// creation sets is recreated, with everything on it.
+func DiffTunnel(want, have TunnelState) TunnelPlan {
 	var p TunnelPlan
 	switch {
 	case want.Device == nil && have.Device == nil:
@@ -142,38 +181,36 @@ func DiffTunnel(want, have TunnelState, haveAddr bool) TunnelPlan {
 		p.Delete = true
 		return p
 	case have.Device == nil:
-		p.Create, p.SetAddr = true, want.Device.TunnelAddr.IsValid()
-		for a := range want.Peers {
-			p.AddPeers = append(p.AddPeers, a)
-		}
-		sortAddrs(p.AddPeers)
-		return p
+		p.Create = true
+	case len(have.Device.Differences(*want.Device)) > 0:
+		p.Recreate, p.Create = have.Device.Differences(*want.Device), true
 	}
-	if d := have.Device.Differences(*want.Device); len(d) > 0 {
-		p.Recreate, p.Create, p.SetAddr = d, true, want.Device.TunnelAddr.IsValid()
-		for a := range want.Peers {
-			p.AddPeers = append(p.AddPeers, a)
-		}
-		sortAddrs(p.AddPeers)
-		return p
-	}
-	if have.Device.MTU != want.Device.MTU {
+	if p.Create {
+		have = TunnelState{}
+	} else if have.Device.MTU != want.Device.MTU {
 		p.SetMTU = want.Device.MTU
 	}
-	p.SetAddr = want.Device.TunnelAddr.IsValid() && !haveAddr
-	for a := range want.Peers {
-		if !have.Peers[a] {
-			p.AddPeers = append(p.AddPeers, a)
-		}
-	}
-	for a := range have.Peers {
-		if !want.Peers[a] {
-			p.DelPeers = append(p.DelPeers, a)
-		}
-	}
-	sortAddrs(p.AddPeers)
-	sortAddrs(p.DelPeers)
+	p.AddAddrs, p.DelAddrs = diffSet(want.Device.addrs(), have.Addrs)
+	p.AddPeers, p.DelPeers = diffSet(want.Peers, have.Peers)
+	p.AddPeers6, p.DelPeers6 = diffSet(want.Peers6, have.Peers6)
 	return p
+}
+
+// diffSet is what want has and have has not, and the reverse, sorted.
+func diffSet(want, have map[netip.Addr]bool) (add, del []netip.Addr) {
+	for a := range want {
+		if !have[a] {
+			add = append(add, a)
+		}
+	}
+	for a := range have {
+		if !want[a] {
+			del = append(del, a)
+		}
+	}
+	sortAddrs(add)
+	sortAddrs(del)
+	return add, del
 }
 
 func sortAddrs(as []netip.Addr) {

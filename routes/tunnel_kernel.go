@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 
@@ -11,47 +12,41 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ReadTunnel returns the kernel's vxlan.reef: its settings, whether it
-// holds tunnelAddr, and the peers with a complete and correct neighbour and
-// fdb pair.
-func (k *Kernel) ReadTunnel(tunnelAddr netip.Addr) (TunnelState, bool, error) {
-	st := TunnelState{Peers: map[netip.Addr]bool{}}
+// ReadTunnel returns the kernel's vxlan.reef: its settings, its addresses
+// but the link-local, and the peers with a complete and correct neighbour
+// and fdb pair of each family.
+func (k *Kernel) ReadTunnel() (TunnelState, error) {
+	st := TunnelState{Addrs: map[netip.Addr]bool{}, Peers: map[netip.Addr]bool{}, Peers6: map[netip.Addr]bool{}}
 	l, err := k.h.LinkByName(VXLANDevice)
 	if err != nil {
 		var nf netlink.LinkNotFoundError
 		if errors.As(err, &nf) {
-			return st, false, nil
+			return st, nil
 		}
-		return st, false, fmt.Errorf("find %s: %w", VXLANDevice, err)
+		return st, fmt.Errorf("find %s: %w", VXLANDevice, err)
 	}
 	vx, ok := l.(*netlink.Vxlan)
 	if !ok {
 		// Ours by name but not a VXLAN device: recreate it.
 		st.Device = &VXLANConfig{VNI: -1}
-		return st, false, nil
+		return st, nil
 	}
 	local, _ := netip.AddrFromSlice(vx.SrcAddr.To4())
 	st.Device = &VXLANConfig{VNI: vx.VxlanId, Port: vx.Port, Local: local, UplinkIdx: vx.VtepDevIndex,
 		MTU: vx.Attrs().MTU, Learning: vx.Learning, MAC: vx.Attrs().HardwareAddr.String()}
-	hasAddr := false
-	if tunnelAddr.IsValid() {
-		addrs, err := k.h.AddrList(l, unix.AF_INET)
-		if err != nil {
-			return st, false, fmt.Errorf("list addresses of %s: %w", VXLANDevice, err)
-		}
-		for _, a := range addrs {
-			if p, ok := ipNetToPrefix(a.IPNet); ok && p == netip.PrefixFrom(tunnelAddr, 32) {
-				hasAddr = true
-			}
+	addrs, err := k.h.AddrList(l, unix.AF_UNSPEC)
+	if err != nil {
+		return st, fmt.Errorf("list addresses of %s: %w", VXLANDevice, err)
+	}
+	for _, a := range addrs {
+		if p, ok := ipNetToPrefix(a.IPNet); ok && tunnelAddr(p) {
+			st.Addrs[p.Addr()] = true
 		}
 	}
-	neighs, err := k.h.NeighList(l.Attrs().Index, unix.AF_INET)
+	idx := l.Attrs().Index
+	fdb, err := k.h.NeighList(idx, unix.AF_BRIDGE)
 	if err != nil {
-		return st, false, fmt.Errorf("list neighbours of %s: %w", VXLANDevice, err)
-	}
-	fdb, err := k.h.NeighList(l.Attrs().Index, unix.AF_BRIDGE)
-	if err != nil {
-		return st, false, fmt.Errorf("list fdb of %s: %w", VXLANDevice, err)
+		return st, fmt.Errorf("list fdb of %s: %w", VXLANDevice, err)
 	}
 	dst := map[string]netip.Addr{}
 	for _, f := range fdb {
@@ -59,24 +54,57 @@ func (k *Kernel) ReadTunnel(tunnelAddr netip.Addr) (TunnelState, bool, error) {
 			dst[f.HardwareAddr.String()] = a
 		}
 	}
-	for _, n := range neighs {
-		a, ok := netip.AddrFromSlice(n.IP.To4())
-		if !ok || n.State&netlink.NUD_PERMANENT == 0 || !bytes.Equal(n.HardwareAddr, VTEPMAC(a)) {
-			continue
+	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
+		neighs, err := k.h.NeighList(idx, fam)
+		if err != nil {
+			return st, fmt.Errorf("list neighbours of %s: %w", VXLANDevice, err)
 		}
-		if dst[VTEPMAC(a).String()] == a {
-			st.Peers[a] = true
+		for _, n := range neighs {
+			node, v6, ok := tunnelNeighNode(n)
+			if ok && dst[VTEPMAC(node).String()] == node {
+				peers := st.Peers
+				if v6 {
+					peers = st.Peers6
+				}
+				peers[node] = true
+			}
 		}
 	}
-	return st, hasAddr, nil
+	return st, nil
+}
+
+// tunnelAddr says whether an address of vxlan.reef is one of reef's tunnel
+// addresses: a /32 or a /128 that is not link-local (the kernel's own).
+func tunnelAddr(p netip.Prefix) bool {
+	return p.IsSingleIP() && !p.Addr().IsLinkLocalUnicast()
+}
+
+// tunnelNeighNode is the node a neighbour entry of vxlan.reef is right
+// for, and whether it is the IPv6 one: permanent, with the VTEP MAC of the
+// node its address names (the node's IPv4 address, or the link-local
+// derived from its VTEP MAC).
+func tunnelNeighNode(n netlink.Neigh) (node netip.Addr, v6, ok bool) {
+	if n.State&netlink.NUD_PERMANENT == 0 || len(n.HardwareAddr) != 6 || n.HardwareAddr[0] != 0x0e || n.HardwareAddr[1] != 0xee {
+		return netip.Addr{}, false, false
+	}
+	node = netip.AddrFrom4([4]byte(n.HardwareAddr[2:6]))
+	if a, ok := netip.AddrFromSlice(n.IP.To4()); ok {
+		return node, false, a == node
+	}
+	a, _ := netip.AddrFromSlice(n.IP)
+	return node, true, a == VTEPLinkLocal(node)
 }
 
 // ApplyTunnel brings vxlan.reef in line with want: it creates, recreates
 // (plan.Recreate says why), resizes or deletes the device, puts the tunnel
-// address on it, and makes its neighbour and fdb entries exactly those of
-// want.Peers: entries of other nodes, or wrong ones, are deleted. Every
-// call is safe to repeat.
-func (k *Kernel) ApplyTunnel(want TunnelState, plan TunnelPlan) error {
+// addresses on it and takes others off, and makes its neighbour and fdb
+// entries exactly those of want.Peers and want.Peers6: entries of other
+// nodes, or wrong ones, are deleted. settings (the sysctls' owner, for
+// the device's IPv6 settings; nil: none) runs before the addresses and
+// neighbours are written, and before a device it creates is up, so that
+// an IPv6 address or neighbour never meets IPv6 turned off. Every call is
+// safe to repeat.
+func (k *Kernel) ApplyTunnel(want TunnelState, plan TunnelPlan, settings func(link string) error) error {
 	if plan.Delete || len(plan.Recreate) > 0 {
 		if err := k.deleteTunnel(); err != nil {
 			return err
@@ -107,24 +135,47 @@ func (k *Kernel) ApplyTunnel(want TunnelState, plan TunnelPlan) error {
 		return fmt.Errorf("find %s: %w", VXLANDevice, err)
 	}
 	var errs []error
+	if settings != nil {
+		if err := settings(VXLANDevice); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if plan.SetMTU != 0 {
 		if err := k.h.LinkSetMTU(l, plan.SetMTU); err != nil {
 			errs = append(errs, fmt.Errorf("set MTU %d on %s: %w", plan.SetMTU, VXLANDevice, err))
 		}
 	}
-	if plan.SetAddr {
-		a := &netlink.Addr{IPNet: prefixToIPNet(netip.PrefixFrom(d.TunnelAddr, 32))}
-		if err := k.h.AddrReplace(l, a); err != nil {
-			errs = append(errs, fmt.Errorf("add %s/32 to %s: %w", d.TunnelAddr, VXLANDevice, err))
-		}
-	}
+	errs = append(errs, k.syncTunnelAddrs(l, plan)...)
 	if l.Attrs().Flags&net.FlagUp == 0 {
 		if err := k.h.LinkSetUp(l); err != nil {
 			errs = append(errs, fmt.Errorf("set %s up: %w", VXLANDevice, err))
 		}
 	}
-	errs = append(errs, k.syncPeers(l.Attrs().Index, want.Peers)...)
+	errs = append(errs, k.syncPeers(l.Attrs().Index, want.Peers, want.Peers6)...)
 	return errors.Join(errs...)
+}
+
+// syncTunnelAddrs adds the plan's tunnel addresses (an IPv6 one without
+// DAD: the VXLAN device answers no neighbour solicitation, and the address
+// is usable at once) before it deletes the ones no longer wanted.
+func (k *Kernel) syncTunnelAddrs(l netlink.Link, plan TunnelPlan) []error {
+	var errs []error
+	for _, a := range plan.AddAddrs {
+		na := &netlink.Addr{IPNet: prefixToIPNet(netip.PrefixFrom(a, a.BitLen()))}
+		if a.Is6() {
+			na.Flags = unix.IFA_F_NODAD
+		}
+		if err := k.h.AddrReplace(l, na); err != nil {
+			errs = append(errs, fmt.Errorf("add %s/%d to %s: %w", a, a.BitLen(), VXLANDevice, err))
+		}
+	}
+	for _, a := range plan.DelAddrs {
+		na := &netlink.Addr{IPNet: prefixToIPNet(netip.PrefixFrom(a, a.BitLen()))}
+		if err := k.h.AddrDel(l, na); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("delete %s/%d from %s: %w", a, a.BitLen(), VXLANDevice, err))
+		}
+	}
+	return errs
 }
 
 func (k *Kernel) deleteTunnel() error {
@@ -138,21 +189,28 @@ func (k *Kernel) deleteTunnel() error {
 	return nil
 }
 
-// syncPeers makes the device's neighbours and fdb entries exactly the
-// pairs of peers.
-func (k *Kernel) syncPeers(idx int, peers map[netip.Addr]bool) []error {
+// syncPeers makes the device's neighbours exactly those of peers (IPv4)
+// and peers6 (IPv6), and its fdb entries exactly one per node of either.
+func (k *Kernel) syncPeers(idx int, peers, peers6 map[netip.Addr]bool) []error {
 	var errs []error
-	neighs, err := k.h.NeighList(idx, unix.AF_INET)
-	if err != nil {
-		return []error{fmt.Errorf("list neighbours of %s: %w", VXLANDevice, err)}
-	}
-	for _, n := range neighs {
-		a, ok := netip.AddrFromSlice(n.IP.To4())
-		if ok && peers[a] && bytes.Equal(n.HardwareAddr, VTEPMAC(a)) && n.State&netlink.NUD_PERMANENT != 0 {
-			continue
+	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
+		neighs, err := k.h.NeighList(idx, fam)
+		if err != nil {
+			return []error{fmt.Errorf("list neighbours of %s: %w", VXLANDevice, err)}
 		}
-		if err := k.h.NeighDel(&n); err != nil && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, fmt.Errorf("delete neighbour %s on %s: %w", n.IP, VXLANDevice, err))
+		for _, n := range neighs {
+			node, v6, ok := tunnelNeighNode(n)
+			if ok && ((!v6 && peers[node]) || (v6 && peers6[node])) {
+				continue
+			}
+			if fam == unix.AF_INET6 && n.State&netlink.NUD_PERMANENT == 0 {
+				// The kernel's own (its link-local's multicast and such):
+				// only permanent entries are ever reef's.
+				continue
+			}
+			if err := k.h.NeighDel(&n); err != nil && !errors.Is(err, unix.ENOENT) {
+				errs = append(errs, fmt.Errorf("delete neighbour %s on %s: %w", n.IP, VXLANDevice, err))
+			}
 		}
 	}
 	fdb, err := k.h.NeighList(idx, unix.AF_BRIDGE)
@@ -161,25 +219,44 @@ func (k *Kernel) syncPeers(idx int, peers map[netip.Addr]bool) []error {
 	}
 	for _, f := range fdb {
 		a, ok := netip.AddrFromSlice(f.IP.To4())
-		if ok && peers[a] && bytes.Equal(f.HardwareAddr, VTEPMAC(a)) {
+		if ok && (peers[a] || peers6[a]) && bytes.Equal(f.HardwareAddr, VTEPMAC(a)) {
 			continue
 		}
 		if err := k.h.NeighDel(&f); err != nil && !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, fmt.Errorf("delete fdb %s dst %s on %s: %w", f.HardwareAddr, f.IP, VXLANDevice, err))
 		}
 	}
-	for a := range peers {
+	set := func(a, ip netip.Addr, family int) {
 		mac := VTEPMAC(a)
-		if err := k.h.NeighSet(&netlink.Neigh{LinkIndex: idx, Family: unix.AF_INET, State: netlink.NUD_PERMANENT,
-			Type: unix.RTN_UNICAST, IP: a.AsSlice(), HardwareAddr: mac}); err != nil {
-			errs = append(errs, fmt.Errorf("set neighbour %s lladdr %s on %s: %w", a, mac, VXLANDevice, err))
+		if err := k.h.NeighSet(&netlink.Neigh{LinkIndex: idx, Family: family, State: netlink.NUD_PERMANENT,
+			Type: unix.RTN_UNICAST, IP: ip.AsSlice(), HardwareAddr: mac}); err != nil {
+			errs = append(errs, fmt.Errorf("set neighbour %s lladdr %s on %s: %w", ip, mac, VXLANDevice, err))
 		}
+	}
+	for a := range peers {
+		set(a, a, unix.AF_INET)
+	}
+	for a := range peers6 {
+		set(a, VTEPLinkLocal(a), unix.AF_INET6)
+	}
+	for a := range union(peers, peers6) {
+		mac := VTEPMAC(a)
 		if err := k.h.NeighSet(&netlink.Neigh{LinkIndex: idx, Family: unix.AF_BRIDGE, State: netlink.NUD_PERMANENT,
 			Flags: netlink.NTF_SELF, IP: a.AsSlice(), HardwareAddr: mac}); err != nil {
 			errs = append(errs, fmt.Errorf("set fdb %s dst %s on %s: %w", mac, a, VXLANDevice, err))
 		}
 	}
 	return errs
+}
+
+// union is the nodes of either set.
+func union(a, b map[netip.Addr]bool) map[netip.Addr]bool {
+	m := maps.Clone(a)
+	if m == nil {
+		m = map[netip.Addr]bool{}
+	}
+	maps.Copy(m, b)
+	return m
 }
 
 // ErrNoIPIP says the kernel has no ipip module: tunl0, which the module

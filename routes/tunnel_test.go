@@ -4,12 +4,15 @@ import (
 	"errors"
 	"maps"
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/reefcni/reef/internal/netnstest"
+	"github.com/reefcni/reef/routes/sysctl"
 )
 
 func TestVTEPMAC(t *testing.T) {
@@ -47,11 +50,21 @@ func TestEncapFor(t *testing.T) {
 	}
 }
 
+func TestVTEPLinkLocal(t *testing.T) {
+	// What the kernel gives a vxlan.reef with MAC 0e:ee:c0:a8:4e:0b
+	// (`ip -6 addr show dev vxlan.reef`; TestVXLANKernel reads it back).
+	if got := VTEPLinkLocal(netip.MustParseAddr("192.168.78.11")).String(); got != "fe80::cee:c0ff:fea8:4e0b" {
+		t.Errorf("VTEPLinkLocal = %s", got)
+	}
+}
+
 func TestDiffTunnel(t *testing.T) {
 	a, b, c := netip.MustParseAddr("192.168.78.11"), netip.MustParseAddr("192.168.78.12"), netip.MustParseAddr("192.168.78.13")
+	tun, tun6 := netip.MustParseAddr("10.244.0.0"), netip.MustParseAddr("fd00:10:244::")
+	old6 := netip.MustParseAddr("fd00:10:244::40")
 	dev := VXLANConfig{VNI: 4096, Port: 4789, Local: netip.MustParseAddr("192.168.77.11"), UplinkIdx: 2, MTU: 1450,
-		MAC: "0e:ee:c0:a8:4d:0b", TunnelAddr: netip.MustParseAddr("10.244.0.0")}
-	peers := func(as ...netip.Addr) map[netip.Addr]bool {
+		MAC: "0e:ee:c0:a8:4d:0b", TunnelAddr: tun}
+	set := func(as ...netip.Addr) map[netip.Addr]bool {
 		m := map[netip.Addr]bool{}
 		for _, x := range as {
 			m[x] = true
@@ -59,32 +72,50 @@ func TestDiffTunnel(t *testing.T) {
 		return m
 	}
 	with := func(f func(*VXLANConfig)) *VXLANConfig { d := dev; f(&d); return &d }
+	dual := with(func(d *VXLANConfig) { d.TunnelAddr6 = tun6 })
+	l := func(as ...netip.Addr) []netip.Addr { return as }
 	cases := []struct {
-		name     string
-		want     TunnelState
-		have     TunnelState
-		haveAddr bool
-		plan     TunnelPlan
+		name string
+		want TunnelState
+		have TunnelState
+		plan TunnelPlan
 	}{
-		{"nothing wanted, nothing there", TunnelState{}, TunnelState{}, false, TunnelPlan{}},
-		{"no VXLAN pool any more", TunnelState{}, TunnelState{Device: &dev, Peers: peers(a)}, true, TunnelPlan{Delete: true}},
-		{"create", TunnelState{Device: &dev, Peers: peers(b, a)}, TunnelState{}, false,
-			TunnelPlan{Create: true, SetAddr: true, AddPeers: []netip.Addr{a, b}}},
-		{"in line", TunnelState{Device: &dev, Peers: peers(a)}, TunnelState{Device: &dev, Peers: peers(a)}, true, TunnelPlan{}},
-		{"peers added and removed", TunnelState{Device: &dev, Peers: peers(a, c)}, TunnelState{Device: &dev, Peers: peers(a, b)}, true,
-			TunnelPlan{AddPeers: []netip.Addr{c}, DelPeers: []netip.Addr{b}}},
-		{"MTU changed", TunnelState{Device: with(func(d *VXLANConfig) { d.MTU = 1400 })}, TunnelState{Device: &dev}, true, TunnelPlan{SetMTU: 1400}},
-		{"address missing", TunnelState{Device: &dev}, TunnelState{Device: &dev}, false, TunnelPlan{SetAddr: true}},
-		{"other VNI: recreate", TunnelState{Device: &dev, Peers: peers(a)}, TunnelState{Device: with(func(d *VXLANConfig) { d.VNI = 1 })}, true,
-			TunnelPlan{Recreate: []string{"vni: 1 vs 4096"}, Create: true, SetAddr: true, AddPeers: []netip.Addr{a}}},
-		{"learning and MAC differ", TunnelState{Device: &dev}, TunnelState{Device: with(func(d *VXLANConfig) { d.Learning = true; d.MAC = "aa:bb:cc:dd:ee:ff" })}, true,
-			TunnelPlan{Recreate: []string{"learning: true vs false", "mac: aa:bb:cc:dd:ee:ff vs 0e:ee:c0:a8:4d:0b"}, Create: true, SetAddr: true}},
+		{"nothing wanted, nothing there", TunnelState{}, TunnelState{}, TunnelPlan{}},
+		{"no VXLAN pool any more", TunnelState{}, TunnelState{Device: &dev, Addrs: set(tun), Peers: set(a)}, TunnelPlan{Delete: true}},
+		{"create", TunnelState{Device: &dev, Peers: set(b, a)}, TunnelState{}, TunnelPlan{Create: true, AddAddrs: l(tun), AddPeers: l(a, b)}},
+		{"create, both families", TunnelState{Device: dual, Peers: set(a), Peers6: set(b, a)}, TunnelState{},
+			TunnelPlan{Create: true, AddAddrs: l(tun, tun6), AddPeers: l(a), AddPeers6: l(a, b)}},
+		{"in line", TunnelState{Device: &dev, Peers: set(a)}, TunnelState{Device: &dev, Addrs: set(tun), Peers: set(a)}, TunnelPlan{}},
+		{"in line, both families", TunnelState{Device: dual, Peers: set(a), Peers6: set(a, b)},
+			TunnelState{Device: dual, Addrs: set(tun, tun6), Peers: set(a), Peers6: set(a, b)}, TunnelPlan{}},
+		{"peers added and removed", TunnelState{Device: &dev, Peers: set(a, c)}, TunnelState{Device: &dev, Addrs: set(tun), Peers: set(a, b)},
+			TunnelPlan{AddPeers: l(c), DelPeers: l(b)}},
+		{"an IPv6 neighbour deleted by hand", TunnelState{Device: dual, Peers: set(a), Peers6: set(a, b)},
+			TunnelState{Device: dual, Addrs: set(tun, tun6), Peers: set(a), Peers6: set(a)}, TunnelPlan{AddPeers6: l(b)}},
+		{"a peer reached for IPv6 only, its IPv4 neighbour goes", TunnelState{Device: dual, Peers6: set(a)},
+			TunnelState{Device: dual, Addrs: set(tun, tun6), Peers: set(a), Peers6: set(a)}, TunnelPlan{DelPeers: l(a)}},
+		{"no IPv6 pool uses VXLAN any more: its address and neighbours go", TunnelState{Device: &dev, Peers: set(a)},
+			TunnelState{Device: dual, Addrs: set(tun, tun6), Peers: set(a), Peers6: set(a, b)}, TunnelPlan{DelAddrs: l(tun6), DelPeers6: l(a, b)}},
+		{"a new IPv6 tunnel address replaces an old one", TunnelState{Device: dual},
+			TunnelState{Device: &dev, Addrs: set(tun, old6)}, TunnelPlan{AddAddrs: l(tun6), DelAddrs: l(old6)}},
+		{"MTU changed", TunnelState{Device: with(func(d *VXLANConfig) { d.MTU = 1400 })}, TunnelState{Device: &dev, Addrs: set(tun)}, TunnelPlan{SetMTU: 1400}},
+		{"address missing", TunnelState{Device: &dev}, TunnelState{Device: &dev}, TunnelPlan{AddAddrs: l(tun)}},
+		{"no tunnel address yet, a stale one goes", TunnelState{Device: with(func(d *VXLANConfig) { d.TunnelAddr = netip.Addr{} })},
+			TunnelState{Device: &dev, Addrs: set(tun)}, TunnelPlan{DelAddrs: l(tun)}},
+		{"other VNI: recreate", TunnelState{Device: dual, Peers: set(a), Peers6: set(a)},
+			TunnelState{Device: with(func(d *VXLANConfig) { d.VNI = 1 }), Addrs: set(tun), Peers: set(a)},
+			TunnelPlan{Recreate: []string{"vni: 1 vs 4096"}, Create: true, AddAddrs: l(tun, tun6), AddPeers: l(a), AddPeers6: l(a)}},
+		{"learning and MAC differ", TunnelState{Device: &dev}, TunnelState{Device: with(func(d *VXLANConfig) { d.Learning = true; d.MAC = "aa:bb:cc:dd:ee:ff" })},
+			TunnelPlan{Recreate: []string{"learning: true vs false", "mac: aa:bb:cc:dd:ee:ff vs 0e:ee:c0:a8:4d:0b"}, Create: true, AddAddrs: l(tun)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := DiffTunnel(tc.want, tc.have, tc.haveAddr)
-			if diff := cmp.Diff(tc.plan, got, cmp.Comparer(func(x, y netip.Addr) bool { return x == y })); diff != "" {
+			got := DiffTunnel(tc.want, tc.have)
+			if diff := cmp.Diff(tc.plan, got, cmpopts.EquateComparable(netip.Addr{})); diff != "" {
 				t.Errorf("DiffTunnel (-want +got):\n%s", diff)
+			}
+			if got.Empty() != (tc.name == "nothing wanted, nothing there" || strings.HasPrefix(tc.name, "in line")) {
+				t.Errorf("Empty() = %v for %+v", got.Empty(), got)
 			}
 		})
 	}
@@ -257,5 +288,125 @@ func ipipCycle(t *testing.T, node ns.NetNS) {
 	have = read()
 	if !have.Up || have.MTU != 1400 || !maps.Equal(have.Addrs, map[netip.Addr]bool{op: false}) {
 		t.Errorf("after ApplyIPIP without IPIP: %+v, want up, MTU 1400, only %s", have, op)
+	}
+}
+
+// TestVXLANKernel brings a vxlan.reef carrying both families in line in a
+// namespace of its own, with the sysctls' owner's settings before it is
+// up, and reads back what the kernel made of it: the EUI-64 link-local
+// that the other nodes route this node's IPv6 blocks through, the tunnel
+// addresses (the IPv6 one usable at once), the permanent neighbours of
+// both families and one fdb entry per node. A neighbour deleted by hand
+// shows in the diff; with no IPv6 pool through VXLAN any more the IPv6
+// address and neighbours go and the IPv4 ones stay.
+func TestVXLANKernel(t *testing.T) {
+	requireRoot(t)
+	if sysctl.TunnelDevice != VXLANDevice {
+		t.Fatalf("sysctl.TunnelDevice %q is not %q", sysctl.TunnelDevice, VXLANDevice)
+	}
+	node := netnstest.New(t)
+	netnstest.Run(t, node, "ip", "link", "add", "uplink1", "type", "veth", "peer", "name", "uplink1peer")
+	netnstest.Run(t, node, "ip", "addr", "add", "192.168.77.11/24", "dev", "uplink1")
+	netnstest.Run(t, node, "ip", "link", "set", "uplink1", "up")
+	var k *Kernel
+	if err := in(t, node, func() (err error) { k, err = NewKernel(); return err }); err != nil {
+		t.Fatalf("NewKernel: %v", err)
+	}
+	defer k.Close()
+	uplink, err := netnsHandle(t, node.Path()).LinkByName("uplink1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := netip.MustParseAddr("192.168.77.11")
+	a, b := netip.MustParseAddr("192.168.78.12"), netip.MustParseAddr("192.168.77.13")
+	tun, tun6 := netip.MustParseAddr("10.244.0.0"), netip.MustParseAddr("fd00:10:244::")
+	dev := &VXLANConfig{VNI: VXLANVNI, Port: VXLANPort, Local: local, UplinkIdx: uplink.Attrs().Index, MTU: 1450,
+		MAC: VTEPMAC(local).String(), TunnelAddr: tun, TunnelAddr6: tun6}
+	owner := sysctl.New(sysctl.Proc{})
+	apply := func(want TunnelState, v6 bool) {
+		t.Helper()
+		have, err := k.ReadTunnel()
+		if err != nil {
+			t.Fatalf("ReadTunnel: %v", err)
+		}
+		plan := DiffTunnel(want, have)
+		for i := range 2 { // every step is safe to repeat
+			if err := in(t, node, func() error {
+				return k.ApplyTunnel(want, plan, func(string) error { _, err := owner.Tunnel(v6); return err })
+			}); err != nil {
+				t.Fatalf("ApplyTunnel #%d %+v: %v", i+1, plan, err)
+			}
+		}
+		if have, err = k.ReadTunnel(); err != nil {
+			t.Fatalf("ReadTunnel: %v", err)
+		}
+		if p := DiffTunnel(want, have); !p.Empty() {
+			t.Errorf("DiffTunnel after ApplyTunnel = %+v; want empty (kernel: %+v)", p, have)
+		}
+	}
+	show := func(args ...string) string { return netnstest.Run(t, node, args...) }
+
+	// Made with the node's default settings off: the owner turns IPv6 on.
+	show("sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1", "net.ipv6.conf.default.addr_gen_mode=1")
+	want := TunnelState{Device: dev, Peers: map[netip.Addr]bool{a: true}, Peers6: map[netip.Addr]bool{a: true, b: true}}
+	apply(want, true)
+	addrs := show("ip", "-6", "addr", "show", "dev", VXLANDevice)
+	ll := VTEPLinkLocal(local).String()
+	for _, w := range []string{"inet6 " + ll + "/64 scope link", "inet6 " + tun6.String() + "/128 scope global nodad"} {
+		if !strings.Contains(addrs, w) {
+			t.Errorf("vxlan.reef lacks %q:\n%s", w, addrs)
+		}
+	}
+	if strings.Contains(addrs, tun6.String()+"/128 scope global tentative") {
+		t.Errorf("the IPv6 tunnel address is tentative:\n%s", addrs)
+	}
+	neigh := show("ip", "neigh", "show", "dev", VXLANDevice)
+	for _, w := range []string{
+		a.String() + " lladdr " + VTEPMAC(a).String() + " PERMANENT",
+		VTEPLinkLocal(a).String() + " lladdr " + VTEPMAC(a).String() + " PERMANENT",
+		VTEPLinkLocal(b).String() + " lladdr " + VTEPMAC(b).String() + " PERMANENT",
+	} {
+		if !strings.Contains(neigh, w) {
+			t.Errorf("vxlan.reef lacks neighbour %q:\n%s", w, neigh)
+		}
+	}
+	if strings.Contains(neigh, b.String()+" ") {
+		t.Errorf("vxlan.reef has an IPv4 neighbour for %s, reached for IPv6 only:\n%s", b, neigh)
+	}
+	fdb := show("bridge", "fdb", "show", "dev", VXLANDevice)
+	for _, n := range []netip.Addr{a, b} {
+		if strings.Count(fdb, VTEPMAC(n).String()+" dst "+n.String()) != 1 {
+			t.Errorf("vxlan.reef wants one fdb entry for %s:\n%s", n, fdb)
+		}
+	}
+
+	// Drift: an IPv6 neighbour deleted by hand, a stray permanent one.
+	show("ip", "-6", "neigh", "del", VTEPLinkLocal(b).String(), "dev", VXLANDevice)
+	show("ip", "-6", "neigh", "add", "fe80::99", "lladdr", "0e:ee:00:00:00:01", "dev", VXLANDevice, "nud", "permanent")
+	have, err := k.ReadTunnel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := DiffTunnel(want, have); !slices.Equal(p.AddPeers6, []netip.Addr{b}) || len(p.AddPeers) != 0 {
+		t.Errorf("after the IPv6 neighbour of %s went: plan %+v", b, p)
+	}
+	apply(want, true)
+	if neigh := show("ip", "-6", "neigh", "show", "dev", VXLANDevice); strings.Contains(neigh, "fe80::99") ||
+		!strings.Contains(neigh, VTEPLinkLocal(b).String()) {
+		t.Errorf("after repair:\n%s", neigh)
+	}
+
+	// No IPv6 pool through VXLAN any more.
+	v4 := *dev
+	v4.TunnelAddr6 = netip.Addr{}
+	apply(TunnelState{Device: &v4, Peers: map[netip.Addr]bool{a: true}}, false)
+	if addrs := show("ip", "-6", "addr", "show", "dev", VXLANDevice); strings.Contains(addrs, tun6.String()) {
+		t.Errorf("the IPv6 tunnel address stayed:\n%s", addrs)
+	}
+	if neigh := show("ip", "-6", "neigh", "show", "dev", VXLANDevice); strings.Contains(neigh, "PERMANENT") {
+		t.Errorf("IPv6 neighbours stayed:\n%s", neigh)
+	}
+	if fdb := show("bridge", "fdb", "show", "dev", VXLANDevice); strings.Contains(fdb, b.String()) || !strings.Contains(fdb, "dst "+a.String()) {
+		t.Errorf("fdb:\n%s", fdb)
 	}
 }

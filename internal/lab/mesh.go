@@ -12,6 +12,7 @@ import (
 
 	"github.com/reefcni/reef/internal/poll"
 	reefv1 "github.com/reefcni/reef/proto"
+	"github.com/reefcni/reef/routes"
 )
 
 // AddMesh adds n nodes ("node1".."nodeN") that peer with each other: each
@@ -145,11 +146,15 @@ func unrouted(owner *Node, st *reefv1.StatusReply, nodes []*Node) string {
 			}
 			if strings.Contains(b.GetCidr(), ":") {
 				// An IPv6 block goes through the owner's IPv6 address, or
-				// across the ToR lab's subnets through the router's.
+				// across the ToR lab's subnets through the router's, or
+				// through VXLAN via its VTEP's link-local.
 				out, err := n.Lab.Run(n.Netns, "ip", "-6", "route", "show", "exact", b.GetCidr())
+				a6 := st.GetNodeAddressV6()
+				direct := a6 != "" && strings.Contains(out, "via "+a6+" ")
 				routed := SubnetB.Contains(owner.Address) != SubnetB.Contains(n.Address) && strings.Contains(out, "via "+RouterLeg6(n.Address).String()+" ")
-				if a6 := st.GetNodeAddressV6(); err != nil || a6 == "" || !strings.Contains(out, "via "+a6+" ") && !routed {
-					return fmt.Sprintf("%s has no route to %s's IPv6 block %s via its IPv6 address %q (%q)", n.Name, owner.Name, b.GetCidr(), a6, strings.TrimSpace(out))
+				vxlan := strings.Contains(out, "via "+routes.VTEPLinkLocal(owner.Address).String()+" dev "+routes.VXLANDevice+" ")
+				if err != nil || !direct && !routed && !vxlan {
+					return fmt.Sprintf("%s has no route to %s's IPv6 block %s via its IPv6 address %q, the router or its VTEP (%q)", n.Name, owner.Name, b.GetCidr(), a6, strings.TrimSpace(out))
 				}
 				continue
 			}

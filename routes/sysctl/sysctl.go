@@ -3,7 +3,9 @@
 // node-side veth proxy ARP (the node answers for the pod's gateway), for a
 // pod with hostPorts route_localnet (DNAT to the pod from 127.0.0.1), and
 // for a pod with an IPv6 address what its IPv6 gateway needs: IPv6 on,
-// the EUI-64 link-local the pod routes through, no DAD. Desired computes
+// the EUI-64 link-local the pod routes through, no DAD; and while
+// vxlan.reef carries IPv6, IPv6 on that device with its EUI-64 link-local,
+// which the other nodes route this node's IPv6 blocks through. Desired computes
 // the values from the pods, purely; an Owner reads what the kernel holds
 // and writes only what differs. It is the only writer of these values: ADD
 // asks it for one pod's (Owner.Pod), the reconcile pass for the node's
@@ -59,11 +61,17 @@ type Pod struct {
 
 // Node is what the node's settings depend on: the pods, and whether the
 // node has an IPv6 pool, so that it forwards IPv6 before its first IPv6
-// pod is added (ADD asks only for its pod's settings).
+// pod is added (ADD asks only for its pod's settings). VXLAN6 says that
+// vxlan.reef carries IPv6 (an IPv6 pool may use VXLAN).
 type Node struct {
 	Pods     []Pod
 	IPv6Pool bool
+	VXLAN6   bool
 }
+
+// TunnelDevice is the VXLAN device whose IPv6 settings the owner keeps
+// (routes.VXLANDevice; this package is below routes).
+const TunnelDevice = "vxlan.reef"
 
 // Setting is one sysctl and the value reef wants: Key is its path under
 // /proc/sys ("net/ipv4/conf/reef0123456789a/proxy_arp").
@@ -90,7 +98,7 @@ type Kernel interface {
 // link-local and no DAD on the veths of pods with an IPv6 address. The
 // node's settings come first, then the links' sorted by key.
 func Desired(n Node) ([]Setting, error) {
-	want := nodeSettings(n)
+	want := append(nodeSettings(n), tunnelSettings(n.VXLAN6)...)
 	var errs []error
 	var links []Setting
 	for _, p := range n.Pods {
@@ -111,6 +119,18 @@ func nodeSettings(n Node) []Setting {
 }
 
 func isNodeKey(key string) bool { return key == Forwarding || key == Forwarding6 }
+
+// tunnelSettings are vxlan.reef's while it carries IPv6: IPv6 on, and the
+// EUI-64 link-local (routes.VTEPLinkLocal) that the other nodes' routes to
+// this node's IPv6 blocks name as gateway, addr_gen_mode first for the
+// same reason as a pod's. Without IPv6 the device's settings are left as
+// the node's defaults made them.
+func tunnelSettings(v6 bool) []Setting {
+	if !v6 {
+		return nil
+	}
+	return []Setting{{AddrGenMode(TunnelDevice), "0"}, {DisableIPv6(TunnelDevice), "0"}}
+}
 
 // podSettings are the settings of one pod's veth, in the order they must
 // be written: on a veth that is up, turning IPv6 on makes the link-local
@@ -149,6 +169,8 @@ func (o *Owner) Sync(n Node, busy podlink.Busy) ([]Change, error) {
 	busy = podlink.OrNotBusy(busy)
 	changes, err := o.apply(nodeSettings(n), true)
 	errs := []error{err}
+	c, err := o.apply(tunnelSettings(n.VXLAN6), true)
+	changes, errs = append(changes, c...), append(errs, err)
 	for _, p := range n.Pods {
 		pw, err := podSettings(p)
 		if err != nil {
@@ -177,6 +199,14 @@ func (o *Owner) Pod(p Pod) ([]Change, error) {
 		return changes, fmt.Errorf("veth %s is gone: %w", p.HostVeth, err)
 	}
 	return changes, err
+}
+
+// Tunnel is the tunnel owner's request: vxlan.reef's settings (with v6,
+// that is while the device carries IPv6), before it writes the device's
+// addresses and neighbours, and before a device it made is up. The
+// device must exist.
+func (o *Owner) Tunnel(v6 bool) ([]Change, error) {
+	return o.apply(tunnelSettings(v6), false)
 }
 
 // apply writes each setting whose value differs. With linkGoneOK, a

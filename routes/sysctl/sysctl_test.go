@@ -88,6 +88,23 @@ net/ipv4/ip_forward = 1
 net/ipv6/conf/all/forwarding = 1
 net/ipv6/conf/reefeeeeeeeeeee/accept_dad = 0
 `},
+	{name: "vxlan.reef carries IPv6: IPv6 on, its EUI-64 link-local", node: sysctl.Node{IPv6Pool: true, VXLAN6: true},
+		links: []string{sysctl.TunnelDevice}, want: `
+net/ipv4/ip_forward = 1
+net/ipv6/conf/all/forwarding = 1
+`},
+	{name: "vxlan.reef not made yet: nothing to set", node: sysctl.Node{IPv6Pool: true, VXLAN6: true}, want: `
+net/ipv4/ip_forward = 1
+net/ipv6/conf/all/forwarding = 1
+`},
+	{name: "vxlan.reef carries IPv4 only: its IPv6 settings are the node's", node: sysctl.Node{IPv6Pool: true},
+		links:  []string{sysctl.TunnelDevice},
+		preset: map[string]string{sysctl.DisableIPv6(sysctl.TunnelDevice): "1", sysctl.AddrGenMode(sysctl.TunnelDevice): "1"}, want: `
+net/ipv4/ip_forward = 1
+net/ipv6/conf/all/forwarding = 1
+net/ipv6/conf/vxlan.reef/addr_gen_mode = 1
+net/ipv6/conf/vxlan.reef/disable_ipv6 = 1
+`},
 }
 
 // wantsIPv6 says whether the node must forward IPv6 in st.
@@ -109,6 +126,10 @@ func kernelIn(st state, rng *rand.Rand) *sysctltest.Kernel {
 	}
 	for key, v := range st.preset {
 		k.Put(key, v)
+	}
+	if _, err := k.Get(sysctl.DisableIPv6(sysctl.TunnelDevice)); err == nil && st.node.VXLAN6 {
+		k.Put(sysctl.AddrGenMode(sysctl.TunnelDevice), fmt.Sprint(rng.IntN(4)))
+		k.Put(sysctl.DisableIPv6(sysctl.TunnelDevice), fmt.Sprint(rng.IntN(2)))
 	}
 	for _, p := range st.node.Pods {
 		if _, err := k.Get(sysctl.ProxyARP(p.HostVeth)); err == nil {

@@ -1,0 +1,178 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+
+	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/sysctl"
+)
+
+// fakeVXLAN is vxlan.reef in the fake kernel, with the kernel's rules that
+// matter to a pass: the device takes its addresses, neighbours, fdb
+// entries, routes and sysctls with it; an IPv6 address or neighbour needs
+// IPv6 on the device, and turning it off takes them (and the IPv6 routes
+// through it) away; the link-local exists while IPv6 is on and
+// addr_gen_mode is 0, as the kernel makes it when the device comes up.
+type fakeVXLAN struct {
+	dev    routes.VXLANConfig
+	up     bool
+	addrs  map[netip.Addr]bool
+	neigh4 map[netip.Addr]bool // nodes with a right IPv4 neighbour
+	neigh6 map[netip.Addr]bool // nodes with a right IPv6 neighbour
+	fdb    map[netip.Addr]bool // nodes with a right fdb entry
+}
+
+// ipv6On says whether the device has IPv6, as its sysctl says.
+func (k *fakeKernel) vxlanIPv6On() bool {
+	v, err := k.sys.Get(sysctl.DisableIPv6(routes.VXLANDevice))
+	return err == nil && v == "0"
+}
+
+// vxlanSync applies the kernel's rule for IPv6 turned off on the device:
+// its IPv6 addresses, neighbours and routes go. It runs before each read.
+func (k *fakeKernel) vxlanSyncLocked() {
+	if k.vxlan == nil || k.vxlanIPv6On() {
+		return
+	}
+	for a := range k.vxlan.addrs {
+		if a.Is6() {
+			delete(k.vxlan.addrs, a)
+		}
+	}
+	clear(k.vxlan.neigh6)
+	for dst, r := range k.routes {
+		if r.Dev == routes.VXLANDevice && dst.Addr().Is6() {
+			delete(k.routes, dst)
+		}
+	}
+}
+
+func (k *fakeKernel) ReadTunnel() (routes.TunnelState, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.vxlanSyncLocked()
+	st := routes.TunnelState{Addrs: map[netip.Addr]bool{}, Peers: map[netip.Addr]bool{}, Peers6: map[netip.Addr]bool{}}
+	v := k.vxlan
+	if v == nil {
+		return st, nil
+	}
+	d := v.dev
+	st.Device, st.Addrs = &d, maps.Clone(v.addrs)
+	for a := range v.neigh4 {
+		st.Peers[a] = v.fdb[a]
+	}
+	for a := range v.neigh6 {
+		st.Peers6[a] = v.fdb[a]
+	}
+	maps.DeleteFunc(st.Peers, func(_ netip.Addr, ok bool) bool { return !ok })
+	maps.DeleteFunc(st.Peers6, func(_ netip.Addr, ok bool) bool { return !ok })
+	return st, nil
+}
+
+func (k *fakeKernel) ApplyTunnel(want routes.TunnelState, plan routes.TunnelPlan, settings func(link string) error) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if plan.Delete || len(plan.Recreate) > 0 {
+		k.delVXLANLocked()
+		if plan.Delete {
+			return nil
+		}
+	}
+	if want.Device == nil {
+		return nil
+	}
+	if plan.Create && k.vxlan == nil {
+		k.vxlan = &fakeVXLAN{dev: *want.Device, addrs: map[netip.Addr]bool{}, neigh4: map[netip.Addr]bool{}, neigh6: map[netip.Addr]bool{},
+			fdb: map[netip.Addr]bool{}}
+		k.vxlan.dev.TunnelAddr, k.vxlan.dev.TunnelAddr6 = netip.Addr{}, netip.Addr{}
+		k.sys.AddLink(routes.VXLANDevice)
+		if k.vxlanIPv6Off { // the node's net.ipv6.conf.default
+			k.sys.Put(sysctl.DisableIPv6(routes.VXLANDevice), "1")
+			k.sys.Put(sysctl.AddrGenMode(routes.VXLANDevice), "1")
+		}
+	}
+	v := k.vxlan
+	if v == nil {
+		return errors.New("find vxlan.reef: Link not found")
+	}
+	var errs []error
+	if settings != nil {
+		k.mu.Unlock() // the owner writes through k.sys, which has its own lock
+		errs = append(errs, settings(routes.VXLANDevice))
+		k.mu.Lock()
+	}
+	if plan.SetMTU != 0 {
+		v.dev.MTU = plan.SetMTU
+	}
+	v6 := k.vxlanIPv6On()
+	for _, a := range plan.AddAddrs {
+		if a.Is6() && !v6 {
+			errs = append(errs, fmt.Errorf("add %s/128 to vxlan.reef: permission denied", a))
+			continue
+		}
+		v.addrs[a] = true
+	}
+	for _, a := range plan.DelAddrs {
+		delete(v.addrs, a)
+	}
+	v.up = true
+	v.neigh4, v.neigh6, v.fdb = maps.Clone(want.Peers), map[netip.Addr]bool{}, map[netip.Addr]bool{}
+	if v.neigh4 == nil {
+		v.neigh4 = map[netip.Addr]bool{}
+	}
+	for a := range want.Peers6 {
+		if !v6 {
+			errs = append(errs, fmt.Errorf("set neighbour %s on vxlan.reef: invalid argument", routes.VTEPLinkLocal(a)))
+			continue
+		}
+		v.neigh6[a] = true
+	}
+	for a := range want.Peers {
+		v.fdb[a] = true
+	}
+	for a := range want.Peers6 {
+		v.fdb[a] = true
+	}
+	return errors.Join(errs...)
+}
+
+// delVXLANLocked deletes the device, and with it its routes and sysctls.
+func (k *fakeKernel) delVXLANLocked() {
+	k.vxlan = nil
+	k.sys.DelLink(routes.VXLANDevice)
+	for dst, r := range k.routes {
+		if r.Dev == routes.VXLANDevice {
+			delete(k.routes, dst)
+		}
+	}
+}
+
+// vxlanLines are the device's lines of the fake's text.
+func (k *fakeKernel) vxlanLines() []string {
+	v := k.vxlan
+	if v == nil {
+		return nil
+	}
+	lines := []string{fmt.Sprintf("link %s mtu %d up %v", routes.VXLANDevice, v.dev.MTU, v.up)}
+	if k.vxlanIPv6On() {
+		if m, err := k.sys.Get(sysctl.AddrGenMode(routes.VXLANDevice)); err == nil && m == "0" {
+			lines = append(lines, fmt.Sprintf("addr %s/64 dev %s scope link", routes.VTEPLinkLocal(v.dev.Local), routes.VXLANDevice))
+		}
+	}
+	for a := range v.addrs {
+		lines = append(lines, fmt.Sprintf("addr %s/%d dev %s", a, a.BitLen(), routes.VXLANDevice))
+	}
+	for a := range v.neigh4 {
+		lines = append(lines, fmt.Sprintf("neigh %s lladdr %s dev %s PERMANENT", a, routes.VTEPMAC(a), routes.VXLANDevice))
+	}
+	for a := range v.neigh6 {
+		lines = append(lines, fmt.Sprintf("neigh %s lladdr %s dev %s PERMANENT", routes.VTEPLinkLocal(a), routes.VTEPMAC(a), routes.VXLANDevice))
+	}
+	for a := range v.fdb {
+		lines = append(lines, fmt.Sprintf("fdb %s dst %s dev %s", routes.VTEPMAC(a), a, routes.VXLANDevice))
+	}
+	return lines
+}
