@@ -206,8 +206,9 @@ func podOf(ep store.Endpoint) string {
 // IPAMRelease is `reef ipam release IP|--handle H [--force]`: it frees an
 // allocation as the runtime's DEL would (veth, nftables elements, limits,
 // address, record), or an address the index gives to a handle with no
-// record. One a live sandbox holds (its network namespace exists) is
-// refused without force: that pod would lose its address to the next ADD.
+// record holding it. One a live sandbox holds (its network namespace
+// exists) is refused without force: that pod would lose its address to
+// the next ADD.
 func (n *nodeService) IPAMRelease(ctx context.Context, req *reefv1.IPAMReleaseRequest) (*reefv1.IPAMReleaseReply, error) {
 	d := n.d
 	var ep store.Endpoint
@@ -243,9 +244,9 @@ func (n *nodeService) IPAMRelease(ctx context.Context, req *reefv1.IPAMReleaseRe
 			if err != nil {
 				return nil, err
 			}
-			d.log.Warn("released an address by hand: its holder had no endpoint record", "ip", ip, "handle", holder)
+			d.log.Warn("released an address by hand: its holder had no endpoint record holding it", "ip", ip, "handle", holder)
 			return &reefv1.IPAMReleaseReply{Ip: ip.String(), Handle: holder,
-				What: fmt.Sprintf("freed %s, which the address index gave to %s, a handle with no endpoint record", ip, holder)}, nil
+				What: fmt.Sprintf("freed %s, which the address index gave to %s, a handle with no endpoint record holding it", ip, holder)}, nil
 		}
 	default:
 		return nil, status.Error(codes.InvalidArgument, "give an IP address or --handle")
