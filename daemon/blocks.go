@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,18 +77,23 @@ func newBlockEngine(st *store.Store, sp *bgp.Speaker, m *metrics.Metrics, log *s
 }
 
 // Need is cniserver's NeedBlock: it registers an ADD's need for a block of
-// pool, asks for a pass, and waits until the blocks change (the caller then
-// allocates again), or a pass after it finds the pool exhausted or the node
-// forgotten, or the wait times out.
-func (e *blockEngine) Need(ctx context.Context, pool store.Pool) *types.Error {
+// each of pools (both of a dual-stack pod's at once, so that one pass
+// claims both), asks for a pass, and waits until the blocks change (the
+// caller then allocates again), or a pass after it finds a pool exhausted
+// or the node forgotten, or the wait times out.
+func (e *blockEngine) Need(ctx context.Context, pools []store.Pool) *types.Error {
 	e.mu.Lock()
-	e.demand[pool.CIDR]++
+	for _, p := range pools {
+		e.demand[p.CIDR]++
+	}
 	changed, stepped := e.changed, e.stepped
 	e.mu.Unlock()
 	defer func() {
 		e.mu.Lock()
-		if e.demand[pool.CIDR]--; e.demand[pool.CIDR] <= 0 {
-			delete(e.demand, pool.CIDR)
+		for _, p := range pools {
+			if e.demand[p.CIDR]--; e.demand[p.CIDR] <= 0 {
+				delete(e.demand, p.CIDR)
+			}
 		}
 		e.mu.Unlock()
 	}()
@@ -103,34 +109,53 @@ func (e *blockEngine) Need(ctx context.Context, pool store.Pool) *types.Error {
 			return nil // blocks changed: try to allocate again
 		case <-stepped:
 		case <-ctx.Done():
-			msg := fmt.Sprintf("no block of pool %s could be confirmed within %s", pool.CIDR, needTimeout)
-			if f := e.failureOf(pool.CIDR); f != nil {
-				msg = f.Error()
-			}
-			return types.NewError(types.ErrTryAgainLater, msg, "see `reef status` for the voters and BGP sessions")
+			return e.timedOut(pools)
 		}
 		// A pass ran since this ADD asked: it knows this ADD's need.
 		e.mu.Lock()
-		err, free := e.failure[pool.CIDR], e.free[pool.CIDR]
 		stepped = e.stepped
+		allFree := true
+		var errs []error
+		for _, p := range pools {
+			allFree = allFree && e.free[p.CIDR] > 0
+			errs = append(errs, e.failure[p.CIDR])
+		}
 		e.mu.Unlock()
-		if free > 0 {
+		if allFree {
 			// The pass found free addresses in this node's blocks: a
 			// block was confirmed after this ADD found none and before it
 			// began to wait (its wake-up came before this wait). Try again.
 			return nil
 		}
-		if errors.Is(err, store.ErrPoolExhausted) {
-			return types.NewError(cniserver.ErrPoolExhausted, err.Error()+"; add a pool or free addresses", "")
-		}
-		if errors.Is(err, errGone) {
-			return types.NewError(cniserver.ErrNodeForgotten, err.Error(), "docs/ipam.md, \"Removing a node for good\"")
-		}
-		if errors.Is(err, errRecovered) {
-			return types.NewError(cniserver.ErrStoreRecovered, err.Error(), "")
+		for _, err := range errs {
+			switch {
+			case errors.Is(err, store.ErrPoolExhausted):
+				return types.NewError(cniserver.ErrPoolExhausted, err.Error()+"; add a pool or free addresses", "")
+			case errors.Is(err, errGone):
+				return types.NewError(cniserver.ErrNodeForgotten, err.Error(), "docs/ipam.md, \"Removing a node for good\"")
+			case errors.Is(err, errRecovered):
+				return types.NewError(cniserver.ErrStoreRecovered, err.Error(), "")
+			}
 		}
 		// Waiting for votes, sessions still coming up, a partition: wait on.
 	}
+}
+
+// timedOut is Need's error when no block came in time: why, for the first
+// pool a pass could say it of.
+func (e *blockEngine) timedOut(pools []store.Pool) *types.Error {
+	cidrs := make([]string, len(pools))
+	for i, p := range pools {
+		cidrs[i] = p.CIDR.String()
+	}
+	msg := fmt.Sprintf("no block of pool %s could be confirmed within %s", strings.Join(cidrs, " and "), needTimeout)
+	for _, p := range pools {
+		if f := e.failureOf(p.CIDR); f != nil {
+			msg = f.Error()
+			break
+		}
+	}
+	return types.NewError(types.ErrTryAgainLater, msg, "see `reef status` for the voters and BGP sessions")
 }
 
 func (e *blockEngine) failureOf(pool netip.Prefix) error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -126,7 +127,7 @@ func TestAllocateDualStackWholeOrNothing(t *testing.T) {
 			used := countAddrs(t, s)
 			_, _, err := s.Allocate(Endpoint{Handle: "net.x", PortMappings: []PortMapping{{Protocol: "tcp", HostPort: 8080, ContainerPort: 80}}}, dual4, dual6)
 			var nf *NoFreeAddressError
-			if !errors.Is(err, ErrNoFreeAddress) || !errors.As(err, &nf) || nf.Pool != full.CIDR {
+			if !errors.Is(err, ErrNoFreeAddress) || !errors.As(err, &nf) || !slices.Equal(nf.Pools, []netip.Prefix{full.CIDR}) {
 				t.Fatalf("Allocate with %s full: %v, want a NoFreeAddressError naming it", full.CIDR, err)
 			}
 			if n := countAddrs(t, s); n != used {
@@ -144,6 +145,24 @@ func TestAllocateDualStackWholeOrNothing(t *testing.T) {
 				t.Errorf("hostPort 8080 after the failed Allocate: %v", err)
 			}
 		})
+	}
+}
+
+// TestAllocateNamesEveryFullPool: on a node with no block of either pool
+// (a fresh dual-stack node), the error names both pools, so that the ADD
+// waits for a block of each at once rather than one after the other.
+func TestAllocateNamesEveryFullPool(t *testing.T) {
+	s := openProto(t)
+	_, _, err := s.Allocate(Endpoint{Handle: "net.a"}, dual6, dual4)
+	var nf *NoFreeAddressError
+	if !errors.As(err, &nf) || !slices.Equal(nf.Pools, []netip.Prefix{dual4.CIDR, dual6.CIDR}) {
+		t.Fatalf("Allocate with no block: %v, want a NoFreeAddressError naming %s and %s", err, dual4.CIDR, dual6.CIDR)
+	}
+	if !strings.Contains(err.Error(), dual4.CIDR.String()+" and "+dual6.CIDR.String()) {
+		t.Errorf("error %q names not both pools", err)
+	}
+	if n := countAddrs(t, s); n != 0 {
+		t.Errorf("%d addresses taken by the failed Allocate", n)
 	}
 }
 
