@@ -14,6 +14,11 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/reefcni/reef/nat"
+	"github.com/reefcni/reef/nat/masq"
+	"github.com/reefcni/reef/nat/nft"
+	"github.com/reefcni/reef/policy"
 )
 
 // diagnoseFile is one file of the bundle: its name and how it is made.
@@ -69,13 +74,9 @@ func runDiagnose(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		{"routes.txt", cli("routes")},
 		{"version.txt", cli("version")},
 		{"config.yaml", func(context.Context) ([]byte, error) { return redactedConfig(*cf.path) }},
-		{"links.txt", command("ip", "-d", "link", "show")},
-		{"ip-routes.txt", command("ip", "route", "show", "table", "all", "proto", "238")},
-		{"journal.txt", command("journalctl", "-u", "reef", "-n", fmt.Sprint(*lines), "--no-pager", "-o", "short-iso-precise")},
 	}
-	for _, t := range []string{"ip reef", "arp reef", "inet reef", "inet reef-hostport"} {
-		fam, name, _ := strings.Cut(t, " ")
-		files = append(files, diagnoseFile{"nftables-" + fam + "-" + name + ".txt", command("nft", "list", "table", fam, name)})
+	for _, c := range kernelCommands(*lines) {
+		files = append(files, diagnoseFile{c.name, command(c.argv[0], c.argv[1:]...)})
 	}
 	node := cfg.NodeName
 	stamp := time.Now().UTC().Format("20060102T150405Z")
@@ -128,6 +129,31 @@ func runDiagnose(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	fmt.Fprintf(stdout, "wrote %s (%d files; MANIFEST.txt lists them)\n", path, len(files)+1)
 	return nil
+}
+
+// kernelCommand is a file of the bundle that a command writes.
+type kernelCommand struct {
+	name string
+	argv []string
+}
+
+// kernelCommands are the bundle's files read from the kernel and the
+// journal: the links, reef's routes of both families (proto 238) and
+// each of reef's nftables tables (package nat's, of both families, and
+// NetworkPolicy's inet reef), whether the node has it or not.
+func kernelCommands(logLines int) []kernelCommand {
+	cmds := []kernelCommand{
+		{"links.txt", []string{"ip", "-d", "link", "show"}},
+		{"ip-routes.txt", []string{"ip", "route", "show", "table", "all", "proto", "238"}},
+		{"ip6-routes.txt", []string{"ip", "-6", "route", "show", "table", "all", "proto", "238"}},
+		{"journal.txt", []string{"journalctl", "-u", "reef", "-n", fmt.Sprint(logLines), "--no-pager", "-o", "short-iso-precise"}},
+	}
+	tables := append(nat.IDs(nat.Desired(masq.IPv4, nil, nil)), nat.IDs(nat.Desired(masq.IPv6, nil, nil))...)
+	for _, id := range append(tables, policy.TableID) {
+		fam := nft.FamilyName(id.Family)
+		cmds = append(cmds, kernelCommand{"nftables-" + fam + "-" + id.Name + ".txt", []string{"nft", "list", "table", fam, id.Name}})
+	}
+	return cmds
 }
 
 // redactedConfig is the configuration file with the value of every key

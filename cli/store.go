@@ -289,7 +289,19 @@ func printRecovery(w io.Writer, path string, rep store.RecoverReport) {
 		}
 	}
 	fmt.Fprintf(w, "addresses kept: %d of pods, %d reserved (tunnel addresses):\n", pods, len(rep.Endpoints)-pods)
-	for _, e := range rep.Endpoints {
+	// The columns as wide as their widest entry: a dual-stack pod's two
+	// addresses are far wider than one IPv4 address.
+	addrs := make([]string, len(rep.Endpoints))
+	ipWidth, vethWidth := 15, 16
+	for i, e := range rep.Endpoints {
+		ips := make([]string, len(e.IPs))
+		for j, ip := range e.IPs {
+			ips[j] = ip.String()
+		}
+		addrs[i] = strings.Join(ips, ",")
+		ipWidth, vethWidth = max(ipWidth, len(addrs[i])), max(vethWidth, len(e.Veth))
+	}
+	for i, e := range rep.Endpoints {
 		what := "its record read back whole"
 		switch {
 		case e.Veth == "":
@@ -304,11 +316,7 @@ func printRecovery(w io.Writer, path string, rep store.RecoverReport) {
 			}
 			partial = append(partial, e)
 		}
-		ips := make([]string, len(e.IPs))
-		for i, ip := range e.IPs {
-			ips[i] = ip.String()
-		}
-		fmt.Fprintf(w, "  %-15s %-16s %s (%s)\n", strings.Join(ips, ","), e.Veth, e.Handle, what)
+		fmt.Fprintf(w, "  %-*s %-*s %s (%s)\n", ipWidth, addrs[i], vethWidth, e.Veth, e.Handle, what)
 	}
 	if len(partial) > 0 {
 		fmt.Fprintf(w, "not rebuilt: the container ID, pod name and netns of %d pods (listed above as \"container unknown\"); their hostPorts and limits come from the kernel.\n", len(partial))

@@ -107,17 +107,17 @@ func (s *Server) add(ctx context.Context, in *reefv1.CNIRequest) ([]byte, *types
 	needCtx, cancel := context.WithTimeout(ctx, BlockWait)
 	defer cancel()
 	for {
-		var needBlock *store.Pool
-		ep, podMAC, needBlock, cerr = s.addLocked(r, pools, op, log)
-		if needBlock == nil {
+		var needBlocks []store.Pool
+		ep, podMAC, needBlocks, cerr = s.addLocked(r, pools, op, log)
+		if needBlocks == nil {
 			break
 		}
-		// Every confirmed block of a pool is full (nothing was taken from
-		// the other family's). Wait, holding only the container's lock,
-		// for the block protocol to confirm a new claim, then retry. (The
-		// pass skips a container whose lock is held: Server.Release and
-		// Update only try it.)
-		if err := s.deps.NeedBlock(needCtx, *needBlock); err != nil {
+		// Every confirmed block of a pool is full, of one or both (nothing
+		// was taken from the other family's). Wait, holding only the
+		// container's lock, for the block protocol to confirm new claims,
+		// of both pools at once, then retry. (The pass skips a container
+		// whose lock is held: Server.Release and Update only try it.)
+		if err := s.deps.NeedBlock(needCtx, needBlocks); err != nil {
 			cerr = err
 			break
 		}
@@ -136,9 +136,9 @@ func (s *Server) add(ctx context.Context, in *reefv1.CNIRequest) ([]byte, *types
 
 // addLocked allocates and wires, under the container's lock; op is the
 // ADD in the activity log, told the pod's addresses before anything of the
-// pod is written with them. needBlock is the pool that has no free address
-// in this node's confirmed blocks (nothing was done).
-func (s *Server) addLocked(r *request, pools []store.Pool, op *activity.Op, log *slog.Logger) (ep store.Endpoint, podMAC string, needBlock *store.Pool, cerr *types.Error) {
+// pod is written with them. needBlocks are the pools that have no free
+// address in this node's confirmed blocks (nothing was done).
+func (s *Server) addLocked(r *request, pools []store.Pool, op *activity.Op, log *slog.Logger) (ep store.Endpoint, podMAC string, needBlocks []store.Pool, cerr *types.Error) {
 	tmpl := store.Endpoint{
 		Handle:       r.handle(),
 		Network:      r.conf.Name,
@@ -158,8 +158,15 @@ func (s *Server) addLocked(r *request, pools []store.Pool, op *activity.Op, log 
 	ep, existed, err := s.deps.Store.Allocate(tmpl, pools...)
 	var full *store.NoFreeAddressError
 	if errors.As(err, &full) {
-		i := slices.IndexFunc(pools, func(p store.Pool) bool { return p.CIDR == full.Pool })
-		return ep, "", &pools[i], nil
+		for _, cidr := range full.Pools {
+			if i := slices.IndexFunc(pools, func(p store.Pool) bool { return p.CIDR == cidr }); i >= 0 {
+				needBlocks = append(needBlocks, pools[i])
+			}
+		}
+		if needBlocks == nil {
+			return ep, "", nil, storeError("allocate an address", err)
+		}
+		return ep, "", needBlocks, nil
 	}
 	var taken *store.PortTakenError
 	if errors.As(err, &taken) {

@@ -56,12 +56,13 @@ type Deps struct {
 	// Sysctls is the owner of the node's sysctls (package routes/sysctl):
 	// ADD asks it for the settings of the pod's veth. nil sets none.
 	Sysctls *sysctl.Owner
-	// NeedBlock is called, without locks, when the pool has no free address
-	// in this node's confirmed blocks. It returns once a new block may be
-	// there (the ADD then tries again), or a CNI error saying why no block
-	// can be had: the pool is exhausted, or the node cannot reach enough
-	// of the cluster to claim one. nil: "no block protocol running".
-	NeedBlock func(ctx context.Context, pool store.Pool) *types.Error
+	// NeedBlock is called, without locks, when pools (one, or both of a
+	// dual-stack pod's) have no free address in this node's confirmed
+	// blocks. It returns once a new block may be there (the ADD then
+	// tries again), or a CNI error saying why no block can be had: a pool
+	// is exhausted, or the node cannot reach enough of the cluster to
+	// claim one. nil: "no block protocol running".
+	NeedBlock func(ctx context.Context, pools []store.Pool) *types.Error
 	// PodFilter adds a pod's ARP-filter element and hostPorts after
 	// wiring and removes them before teardown (see PodFilter); nil does
 	// nothing.
@@ -85,7 +86,7 @@ type Deps struct {
 // New returns a server that refuses ADD until SetReady(true).
 func New(cfg Config, d Deps) *Server {
 	if d.NeedBlock == nil {
-		d.NeedBlock = func(context.Context, store.Pool) *types.Error {
+		d.NeedBlock = func(context.Context, []store.Pool) *types.Error {
 			return types.NewError(types.ErrTryAgainLater, "no block protocol running", "")
 		}
 	}

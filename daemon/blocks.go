@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/containernetworking/cni/pkg/types"
-
 	"github.com/reefcni/reef/bgp"
 	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/cniserver"
@@ -76,80 +74,6 @@ func (t stepTimes) LogValue() slog.Value {
 func newBlockEngine(st *store.Store, sp *bgp.Speaker, m *metrics.Metrics, log *slog.Logger, name string, voters []netip.Addr, pools []store.Pool, trigger func()) *blockEngine {
 	return &blockEngine{store: st, speaker: sp, metrics: m, log: log.With("component", "blocks"), name: name, voters: blockproto.Voters(voters), pools: pools,
 		trigger: trigger, demand: map[netip.Prefix]int{}, failure: map[netip.Prefix]error{}, free: map[netip.Prefix]int{}, changed: make(chan struct{}), stepped: make(chan struct{})}
-}
-
-// Need is cniserver's NeedBlock: it registers an ADD's need for a block of
-// pool, asks for a pass, and waits until the blocks change (the caller then
-// allocates again), or a pass after it finds the pool exhausted or the node
-// forgotten, or the wait times out.
-func (e *blockEngine) Need(ctx context.Context, pool store.Pool) *types.Error {
-	e.mu.Lock()
-	e.demand[pool.CIDR]++
-	changed, stepped := e.changed, e.stepped
-	e.mu.Unlock()
-	defer func() {
-		e.mu.Lock()
-		if e.demand[pool.CIDR]--; e.demand[pool.CIDR] <= 0 {
-			delete(e.demand, pool.CIDR)
-		}
-		e.mu.Unlock()
-	}()
-	e.trigger()
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, needTimeout)
-		defer cancel()
-	}
-	for {
-		select {
-		case <-changed:
-			return nil // blocks changed: try to allocate again
-		case <-stepped:
-		case <-ctx.Done():
-			msg := fmt.Sprintf("no block of pool %s could be confirmed within %s", pool.CIDR, needTimeout)
-			if f := e.failureOf(pool.CIDR); f != nil {
-				msg = f.Error()
-			}
-			return types.NewError(types.ErrTryAgainLater, msg, "see `reef status` for the voters and BGP sessions")
-		}
-		// A pass ran since this ADD asked: it knows this ADD's need.
-		e.mu.Lock()
-		err, free := e.failure[pool.CIDR], e.free[pool.CIDR]
-		stepped = e.stepped
-		e.mu.Unlock()
-		if free > 0 {
-			// The pass found free addresses in this node's blocks: a
-			// block was confirmed after this ADD found none and before it
-			// began to wait (its wake-up came before this wait). Try again.
-			return nil
-		}
-		if errors.Is(err, store.ErrPoolExhausted) {
-			return types.NewError(cniserver.ErrPoolExhausted, err.Error()+"; add a pool or free addresses", "")
-		}
-		if errors.Is(err, errGone) {
-			return types.NewError(cniserver.ErrNodeForgotten, err.Error(), "docs/ipam.md, \"Removing a node for good\"")
-		}
-		if errors.Is(err, errRecovered) {
-			return types.NewError(cniserver.ErrStoreRecovered, err.Error(), "")
-		}
-		// Waiting for votes, sessions still coming up, a partition: wait on.
-	}
-}
-
-func (e *blockEngine) failureOf(pool netip.Prefix) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.failure[pool]
-}
-
-// wake tells every waiting ADD to look again, and reports whether one
-// waited.
-func (e *blockEngine) wake() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	close(e.changed)
-	e.changed = make(chan struct{})
-	return len(e.demand) > 0
 }
 
 // AllowAnnounce is called once the first reconcile pass is done.

@@ -109,7 +109,7 @@ func TestNeedAfterMissedWakeUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	done := make(chan *types.Error, 1)
-	go func() { done <- e.Need(ctx, pool) }()
+	go func() { done <- e.Need(ctx, []store.Pool{pool}) }()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -117,5 +117,37 @@ func TestNeedAfterMissedWakeUp(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("Need waited out its deadline with free addresses in the node's blocks")
+	}
+}
+
+// TestNeedDemandsEveryPoolAtOnce: a fresh dual-stack node's first ADD
+// finds both pools without a block; one Need registers demand for both, so
+// the pass it triggers wants a block of each (and claims them together)
+// rather than the IPv6 one only after the IPv4 one is confirmed.
+func TestNeedDemandsEveryPoolAtOnce(t *testing.T) {
+	v4 := store.Pool{CIDR: netip.MustParsePrefix("10.244.0.0/16"), BlockSize: 26}
+	v6 := store.Pool{CIDR: netip.MustParsePrefix("fd00:10:244::/56"), BlockSize: 122}
+	e := &blockEngine{pools: []store.Pool{v4, v6}, demand: map[netip.Prefix]int{}, failure: map[netip.Prefix]error{}, free: map[netip.Prefix]int{},
+		changed: make(chan struct{}), stepped: make(chan struct{})}
+	needs := make(chan map[netip.Prefix]bool, 1)
+	e.trigger = func() {
+		// The pass this ADD's trigger runs, on a node with no block: it
+		// decides what to claim, and its claims are confirmed.
+		go func() {
+			needs <- e.need(blockproto.State{})
+			e.wake()
+		}()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.Need(ctx, []store.Pool{v4, v6}); err != nil {
+		t.Fatalf("Need: %v", err)
+	}
+	want := map[netip.Prefix]bool{v4.CIDR: true, v6.CIDR: true}
+	if diff := cmp.Diff(want, <-needs); diff != "" {
+		t.Errorf("the pass's need (-want +got):\n%s", diff)
+	}
+	if len(e.demand) != 0 {
+		t.Errorf("demand left after the wait: %v", e.demand)
 	}
 }

@@ -206,8 +206,9 @@ func podOf(ep store.Endpoint) string {
 // IPAMRelease is `reef ipam release IP|--handle H [--force]`: it frees an
 // allocation as the runtime's DEL would (veth, nftables elements, limits,
 // address, record), or an address the index gives to a handle with no
-// record. One a live sandbox holds (its network namespace exists) is
-// refused without force: that pod would lose its address to the next ADD.
+// record holding it. One a live sandbox holds (its network namespace
+// exists) is refused without force: that pod would lose its address to
+// the next ADD.
 func (n *nodeService) IPAMRelease(ctx context.Context, req *reefv1.IPAMReleaseRequest) (*reefv1.IPAMReleaseReply, error) {
 	d := n.d
 	var ep store.Endpoint
@@ -243,9 +244,9 @@ func (n *nodeService) IPAMRelease(ctx context.Context, req *reefv1.IPAMReleaseRe
 			if err != nil {
 				return nil, err
 			}
-			d.log.Warn("released an address by hand: its holder had no endpoint record", "ip", ip, "handle", holder)
+			d.log.Warn("released an address by hand: its holder had no endpoint record holding it", "ip", ip, "handle", holder)
 			return &reefv1.IPAMReleaseReply{Ip: ip.String(), Handle: holder,
-				What: fmt.Sprintf("freed %s, which the address index gave to %s, a handle with no endpoint record", ip, holder)}, nil
+				What: fmt.Sprintf("freed %s, which the address index gave to %s, a handle with no endpoint record holding it", ip, holder)}, nil
 		}
 	default:
 		return nil, status.Error(codes.InvalidArgument, "give an IP address or --handle")
@@ -266,14 +267,25 @@ func (n *nodeService) IPAMRelease(ctx context.Context, req *reefv1.IPAMReleaseRe
 	if !released {
 		return nil, status.Errorf(codes.Aborted, "%s of %s changed while it was being released (an ADD or DEL of its pod came first): nothing was released; look again with reef ipam show", ep.AddrsString(), podOf(ep))
 	}
+	d.log.Warn("released an allocation by hand (reef ipam release)", "ip", ep.AddrsString(), "handle", ep.Handle, "forced", live)
+	return releaseReply(ep, live), nil
+}
+
+// releaseReply is IPAMRelease's answer for endpoint ep, released: Ip is
+// its first address (one address, as the field says), and the text names
+// each of them.
+func releaseReply(ep store.Endpoint, forced bool) *reefv1.IPAMReleaseReply {
+	ips := make([]string, 0, 2)
+	for _, ip := range ep.Addrs() {
+		ips = append(ips, ip.String())
+	}
 	free := "the address is free"
-	if len(ep.Addrs()) > 1 {
+	if len(ips) > 1 {
 		free = "both addresses are free"
 	}
-	what := fmt.Sprintf("released %s of %s: its veth, nftables elements and record are gone, %s", ep.AddrsString(), podOf(ep), free)
-	if live {
+	what := fmt.Sprintf("released %s of %s: its veth, nftables elements and record are gone, %s", strings.Join(ips, " and "), podOf(ep), free)
+	if forced {
 		what += " (forced: the sandbox was live)"
 	}
-	d.log.Warn("released an allocation by hand (reef ipam release)", "ip", ep.AddrsString(), "handle", ep.Handle, "forced", live)
-	return &reefv1.IPAMReleaseReply{Ip: ep.AddrsString(), Handle: ep.Handle, Pod: ep.PodNamespace + "/" + ep.PodName, What: what}, nil
+	return &reefv1.IPAMReleaseReply{Ip: ep.IP.String(), Handle: ep.Handle, Pod: ep.PodNamespace + "/" + ep.PodName, What: what}
 }

@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/reefcni/reef/blockproto"
+	"github.com/reefcni/reef/store"
 )
 
 func TestClaimedTwice(t *testing.T) {
@@ -25,5 +27,23 @@ func TestClaimedTwice(t *testing.T) {
 	claims = append(claims, blockproto.Claim{Block: c, Owner: third, State: blockproto.Confirmed})
 	if got := claimedTwice(claims, []netip.Prefix{a, b}, self); len(got) != 2 || got[1].block != c {
 		t.Errorf("two other nodes confirming one block: %+v", got)
+	}
+}
+
+// TestReleaseReplyDualStack: the reply's Ip is one address (the first),
+// not the two joined, and its text names both.
+func TestReleaseReplyDualStack(t *testing.T) {
+	ep := store.Endpoint{Handle: "k8s-pod-network.c1", PodNamespace: "default", PodName: "web", ContainerID: "c1",
+		IP: netip.MustParseAddr("10.244.0.5"), Second: store.Assignment{IP: netip.MustParseAddr("fd00:10:244::5")}}
+	rep := releaseReply(ep, false)
+	if rep.GetIp() != "10.244.0.5" {
+		t.Errorf("Ip %q, want the first address 10.244.0.5", rep.GetIp())
+	}
+	if w := rep.GetWhat(); !strings.Contains(w, "released 10.244.0.5 and fd00:10:244::5 of pod default/web") || !strings.Contains(w, "both addresses are free") {
+		t.Errorf("What %q, want both addresses named", w)
+	}
+	if w := releaseReply(store.Endpoint{IP: netip.MustParseAddr("10.244.0.6"), PodName: "p"}, true).GetWhat(); !strings.Contains(w, "released 10.244.0.6 of") ||
+		!strings.Contains(w, "the address is free (forced") {
+		t.Errorf("one address, forced: %q", w)
 	}
 }

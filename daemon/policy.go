@@ -167,17 +167,23 @@ func (p *policyDataplane) locked(f func(local []policy.Endpoint) error) (err err
 	if err != nil {
 		return err
 	}
+	return f(localEndpoints(eps))
+}
+
+// localEndpoints are the store's pod endpoints as policy sees them: one
+// per address, so that a dual-stack pod is in its policies' sets in both
+// families.
+func localEndpoints(eps []store.Endpoint) []policy.Endpoint {
 	var local []policy.Endpoint
 	for _, ep := range eps {
 		if ep.PodName == "" {
 			continue
 		}
-		// One per address: a dual-stack pod is in its policies' sets in both families.
 		for _, ip := range ep.Addrs() {
 			local = append(local, policy.Endpoint{Namespace: ep.PodNamespace, Name: ep.PodName, IP: ip})
 		}
 	}
-	return f(local)
+	return local
 }
 
 // syncAll compiles everything and brings the kernel in line.

@@ -185,8 +185,9 @@ func TestDiagnose(t *testing.T) {
 		files[filepath.Base(h.Name)] = string(b)
 	}
 	for _, name := range []string{"MANIFEST.txt", "status.txt", "status.json", "ipam-show.txt", "ipam-show.json", "ipam-check.txt", "routes.txt",
-		"version.txt", "config.yaml", "links.txt", "ip-routes.txt", "journal.txt",
-		"nftables-ip-reef.txt", "nftables-arp-reef.txt", "nftables-inet-reef.txt", "nftables-inet-reef-hostport.txt"} {
+		"version.txt", "config.yaml", "links.txt", "ip-routes.txt", "ip6-routes.txt", "journal.txt",
+		"nftables-ip-reef.txt", "nftables-arp-reef.txt", "nftables-inet-reef.txt", "nftables-inet-reef-hostport.txt",
+		"nftables-ip6-reef.txt", "nftables-ip6-reef-ndp.txt"} {
 		if _, ok := files[name]; !ok {
 			t.Errorf("the bundle lacks %s (it has %d files)", name, len(files))
 		}

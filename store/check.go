@@ -21,7 +21,8 @@ type Problem struct {
 // The kinds of Problem.
 const (
 	// ProblemOrphanAddress: the address index gives an address to a
-	// handle that has no endpoint record. ReleaseOrphanAddress frees it.
+	// handle that has no endpoint record, or whose record does not hold
+	// it. ReleaseOrphanAddress frees it.
 	ProblemOrphanAddress = "address-without-endpoint"
 	// ProblemUnindexed: an endpoint's address is not its own in the index
 	// (free there, or another handle's).
@@ -55,9 +56,19 @@ func (s *Store) Check() ([]Problem, error) {
 			if !ok {
 				return nil
 			}
-			if eps.Get(v) == nil {
+			rec := eps.Get(v)
+			if rec == nil {
 				out = append(out, Problem{Kind: ProblemOrphanAddress, IP: ip, Handle: string(v),
 					Detail: fmt.Sprintf("address %s is held by handle %s, which has no endpoint record", ip, v)})
+				return nil
+			}
+			ep, err := decodeEndpoint(string(v), rec)
+			if err != nil {
+				return err
+			}
+			if !ep.Holds(ip) {
+				out = append(out, Problem{Kind: ProblemOrphanAddress, IP: ip, Handle: string(v),
+					Detail: fmt.Sprintf("address %s is held by handle %s, whose endpoint record does not hold it (it holds %s)", ip, v, ep.AddrsString())})
 			}
 			return nil
 		}); err != nil {
@@ -81,8 +92,9 @@ func (s *Store) Check() ([]Problem, error) {
 }
 
 // ReleaseOrphanAddress frees ip in the address index if its holder has no
-// endpoint record (ProblemOrphanAddress), and returns that holder. An
-// address an endpoint holds is refused: Release frees it with its record.
+// endpoint record, or one that does not hold ip (ProblemOrphanAddress),
+// and returns that holder. An address its holder's record holds is
+// refused: Release frees it with its record.
 func (s *Store) ReleaseOrphanAddress(ip netip.Addr) (handle string, err error) {
 	if !ip.IsValid() || ip.Is4In6() || ip.Zone() != "" {
 		return "", fmt.Errorf("release %s: not a plain IPv4 or IPv6 address", ip)
@@ -94,8 +106,14 @@ func (s *Store) ReleaseOrphanAddress(ip netip.Addr) (handle string, err error) {
 			return fmt.Errorf("address %s is not allocated: %w", ip, ErrNotFound)
 		}
 		handle = string(holder)
-		if eps.Get(holder) != nil {
-			return fmt.Errorf("address %s belongs to endpoint %s: release the endpoint, not the address", ip, handle)
+		if rec := eps.Get(holder); rec != nil {
+			ep, err := decodeEndpoint(handle, rec)
+			if err != nil {
+				return err
+			}
+			if ep.Holds(ip) {
+				return fmt.Errorf("address %s belongs to endpoint %s: release the endpoint, not the address", ip, handle)
+			}
 		}
 		return addrs.Delete(addrKey(ip))
 	})

@@ -58,3 +58,47 @@ func TestBandwidthString(t *testing.T) {
 		t.Errorf("%q, want %q", got, want)
 	}
 }
+
+// TestCheckAddressItsHolderDoesNotHold: an index entry whose holder has a
+// record that does not hold the address (a dual-stack record rewritten
+// without its second address) is an orphan: Check reports it and
+// ReleaseOrphanAddress frees it, but not the address the record holds.
+func TestCheckAddressItsHolderDoesNotHold(t *testing.T) {
+	s := openProto(t)
+	claimConfirmed(t, s, dual4)
+	claimConfirmed(t, s, dual6)
+	ep, _, err := s.Allocate(Endpoint{Handle: "net.a", HostVeth: "reefa"}, dual4, dual6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaked := ep.Second.IP
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		e := ep
+		e.Second = Assignment{}
+		return putEndpoint(tx.Bucket(bucketEndpoints), e)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p) != 1 || p[0].Kind != ProblemOrphanAddress || p[0].IP != leaked || p[0].Handle != "net.a" || !strings.Contains(p[0].Detail, "does not hold it") {
+		t.Errorf("Check: %+v, want one %s problem for %s held by net.a", p, ProblemOrphanAddress, leaked)
+	}
+	if _, err := s.ReleaseOrphanAddress(ep.IP); err == nil || !strings.Contains(err.Error(), "belongs to endpoint net.a") {
+		t.Errorf("ReleaseOrphanAddress of the address net.a holds: %v", err)
+	}
+	if h, err := s.ReleaseOrphanAddress(leaked); err != nil || h != "net.a" {
+		t.Errorf("ReleaseOrphanAddress(%s): %q, %v", leaked, h, err)
+	}
+	if h := addrHolder(t, s, leaked); h != "" {
+		t.Errorf("%s still held by %q", leaked, h)
+	}
+	if h := addrHolder(t, s, ep.IP); h != "net.a" {
+		t.Errorf("%s held by %q, want net.a", ep.IP, h)
+	}
+	if p, err := s.Check(); err != nil || len(p) != 0 {
+		t.Errorf("Check after the release: %+v %v", p, err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -126,7 +127,7 @@ func TestAllocateDualStackWholeOrNothing(t *testing.T) {
 			used := countAddrs(t, s)
 			_, _, err := s.Allocate(Endpoint{Handle: "net.x", PortMappings: []PortMapping{{Protocol: "tcp", HostPort: 8080, ContainerPort: 80}}}, dual4, dual6)
 			var nf *NoFreeAddressError
-			if !errors.Is(err, ErrNoFreeAddress) || !errors.As(err, &nf) || nf.Pool != full.CIDR {
+			if !errors.Is(err, ErrNoFreeAddress) || !errors.As(err, &nf) || !slices.Equal(nf.Pools, []netip.Prefix{full.CIDR}) {
 				t.Fatalf("Allocate with %s full: %v, want a NoFreeAddressError naming it", full.CIDR, err)
 			}
 			if n := countAddrs(t, s); n != used {
@@ -144,6 +145,24 @@ func TestAllocateDualStackWholeOrNothing(t *testing.T) {
 				t.Errorf("hostPort 8080 after the failed Allocate: %v", err)
 			}
 		})
+	}
+}
+
+// TestAllocateNamesEveryFullPool: on a node with no block of either pool
+// (a fresh dual-stack node), the error names both pools, so that the ADD
+// waits for a block of each at once rather than one after the other.
+func TestAllocateNamesEveryFullPool(t *testing.T) {
+	s := openProto(t)
+	_, _, err := s.Allocate(Endpoint{Handle: "net.a"}, dual6, dual4)
+	var nf *NoFreeAddressError
+	if !errors.As(err, &nf) || !slices.Equal(nf.Pools, []netip.Prefix{dual4.CIDR, dual6.CIDR}) {
+		t.Fatalf("Allocate with no block: %v, want a NoFreeAddressError naming %s and %s", err, dual4.CIDR, dual6.CIDR)
+	}
+	if !strings.Contains(err.Error(), dual4.CIDR.String()+" and "+dual6.CIDR.String()) {
+		t.Errorf("error %q names not both pools", err)
+	}
+	if n := countAddrs(t, s); n != 0 {
+		t.Errorf("%d addresses taken by the failed Allocate", n)
 	}
 }
 
@@ -250,6 +269,121 @@ func TestRecoverDualStack(t *testing.T) {
 			for _, ip := range ep.Addrs() {
 				if h := addrHolder(t, s, ip); h != got[0].Handle {
 					t.Errorf("address index: %s held by %q, want %s", ip, h, got[0].Handle)
+				}
+			}
+		})
+	}
+}
+
+// TestRecoverDualStackPartial: when the kernel shows some of a dual-stack
+// pod's routes, the pod keeps each recorded address that lies in a kept
+// block and that no other pod holds (its route may be all that was lost:
+// the pod still has the address on eth0, and another pod must not get it);
+// every recorded address the rebuilt store does not hold is in Dropped.
+func TestRecoverDualStackPartial(t *testing.T) {
+	var other6 netip.Addr // in net.a's IPv6 block, not net.a's
+	for _, tc := range []struct {
+		name    string
+		pods    func(a Endpoint) []KernelPod
+		pools   []Pool
+		want    func(a Endpoint) []netip.Addr // net.a's addresses after the recovery
+		dropped func(a Endpoint) []string     // substrings of rep.Dropped, one each
+	}{
+		{"only the /32", func(a Endpoint) []KernelPod { return []KernelPod{{Veth: "reefa", IP: a.IP}} }, nil,
+			func(a Endpoint) []netip.Addr { return a.Addrs() }, nil},
+		{"only the /128", func(a Endpoint) []KernelPod { return []KernelPod{{Veth: "reefa", IP: a.Second.IP}} }, nil,
+			func(a Endpoint) []netip.Addr { return a.Addrs() }, nil},
+		{"the /128 on another veth", func(a Endpoint) []KernelPod {
+			return []KernelPod{{Veth: "reefa", IP: a.IP}, {Veth: "reefb", IP: a.Second.IP}}
+		}, nil, func(a Endpoint) []netip.Addr { return []netip.Addr{a.IP} }, nil},
+		{"another /128 on the veth", func(a Endpoint) []KernelPod {
+			return []KernelPod{{Veth: "reefa", IP: a.IP}, {Veth: "reefa", IP: other6}}
+		}, nil, func(a Endpoint) []netip.Addr { return []netip.Addr{a.IP, other6} },
+			func(a Endpoint) []string {
+				return []string{a.Second.IP.String() + " of " + a.AddrsString() + " (net.a, veth reefa)"}
+			}},
+		{"the IPv6 pool removed", func(a Endpoint) []KernelPod { return []KernelPod{{Veth: "reefa", IP: a.IP}} }, []Pool{dual4},
+			func(a Endpoint) []netip.Addr { return []netip.Addr{a.IP} },
+			func(a Endpoint) []string {
+				return []string{a.Second.IP.String() + " of " + a.AddrsString() + " (net.a, veth reefa)"}
+			}},
+		{"the pod gone", func(a Endpoint) []KernelPod { return nil }, nil, nil,
+			func(a Endpoint) []string { return []string{a.AddrsString() + " (net.a, veth reefa): its pod is gone"} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "reef.db")
+			s := openProtoAt(t, path)
+			b4, b6 := claimConfirmed(t, s, dual4), claimConfirmed(t, s, dual6)
+			a, _, err := s.Allocate(Endpoint{Handle: "net.a", ContainerID: "a", HostVeth: "reefa", State: EndpointReady}, dual4, dual6)
+			if err != nil {
+				t.Fatal(err)
+			}
+			other6 = a.Second.IP.Next()
+			if !b6.Contains(other6) {
+				t.Fatalf("the test's other IPv6 address %s is outside %s", other6, b6)
+			}
+			s.Close()
+			id, _, err := ReadIdentity(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			overwritePages(t, path, pagesOf(t, path, "freelist")...) // damaged, but the records read
+			pools := tc.pools
+			if pools == nil {
+				pools = []Pool{dual4, dual6}
+			}
+			rep, err := Recover(path, RecoverInput{Node: "node-a", Address: protoSelf, Pools: pools, Identity: &id,
+				Now: time.Unix(1800000000, 0), Pods: tc.pods(a), Blackholes: []netip.Prefix{b4, b6}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("endpoints %+v, dropped %q", rep.Endpoints, rep.Dropped)
+			var want []string
+			if tc.dropped != nil {
+				want = tc.dropped(a)
+			}
+			if len(rep.Dropped) != len(want) {
+				t.Errorf("dropped %q, want %d entries like %q", rep.Dropped, len(want), want)
+			}
+			for i := range min(len(want), len(rep.Dropped)) {
+				if !strings.Contains(rep.Dropped[i], want[i]) {
+					t.Errorf("dropped[%d] %q, want it to contain %q", i, rep.Dropped[i], want[i])
+				}
+			}
+			s, err = Open(path, Options{Node: "node-a", Address: protoSelf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			got, ok, err := s.Endpoint("net.a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == nil {
+				if ok {
+					t.Errorf("net.a rebuilt as %s, its pod is gone", got.AddrsString())
+				}
+			} else {
+				if diff := cmp.Diff(tc.want(a), got.Addrs(), netipEqual); !ok || diff != "" {
+					t.Errorf("net.a's addresses (-want +got):\n%s", diff)
+				}
+				for _, r := range rep.Endpoints {
+					if r.Handle == "net.a" && !cmp.Equal(r.IPs, got.Addrs(), netipEqual) {
+						t.Errorf("the report gives net.a %v, the store %s", r.IPs, got.AddrsString())
+					}
+				}
+			}
+			if problems, err := s.Check(); err != nil || len(problems) != 0 {
+				t.Errorf("Check: %+v %v", problems, err)
+			}
+			// Every address net.a keeps is refused to the next pod.
+			next, _, err := s.Allocate(Endpoint{Handle: "net.b"}, pools...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ip := range next.Addrs() {
+				if ok && got.Holds(ip) {
+					t.Errorf("the next pod got %s, which net.a holds", ip)
 				}
 			}
 		})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -19,9 +20,9 @@ import (
 // of this node's confirmed blocks of that pool, blocks in ascending order.
 // It never claims a block: that takes the block protocol (blockproto,
 // ApplyProtocol). When every confirmed block of a pool is full it returns
-// a *NoFreeAddressError naming that pool (errors.Is ErrNoFreeAddress), and
-// takes no address from the other pool either: an allocation is whole or
-// not at all.
+// a *NoFreeAddressError naming that pool, and the other one if it is full
+// too (errors.Is ErrNoFreeAddress), and takes no address from the other
+// pool either: an allocation is whole or not at all.
 //
 // ep is the template of the record: Allocate sets IP, Block, Pool and
 // Second (any values given are ignored; the IPv4 address is the first),
@@ -76,18 +77,25 @@ func (s *Store) Allocate(ep Endpoint, pools ...Pool) (got Endpoint, existed bool
 
 		blocks, addrs := tx.Bucket(bucketBlocks), tx.Bucket(bucketAddrs)
 		var as []Assignment
+		var full []netip.Prefix
 		for _, pool := range pools {
 			ip, block, found, err := s.freeInOwnBlocks(blocks, addrs, pool)
 			if err != nil {
 				return err
 			}
 			if !found {
-				return &NoFreeAddressError{Pool: pool.CIDR}
+				// Look at the other pool still: the ADD waits for a
+				// block of each full pool at once, not one after the other.
+				full = append(full, pool.CIDR)
+				continue
 			}
 			if err := putKeyed(addrs, ip, addrKey(ip), []byte(ep.Handle)); err != nil {
 				return fmt.Errorf("write address %s: %w", ip, err)
 			}
 			as = append(as, Assignment{IP: ip, Block: block, Pool: pool.CIDR})
+		}
+		if len(full) > 0 {
+			return &NoFreeAddressError{Pools: full}
 		}
 		ep.IP, ep.Block, ep.Pool, ep.Second = as[0].IP, as[0].Block, as[0].Pool, Assignment{}
 		if len(as) > 1 {
@@ -111,12 +119,17 @@ func (s *Store) Allocate(ep Endpoint, pools ...Pool) (got Endpoint, existed bool
 }
 
 // NoFreeAddressError is Allocate's error when a pool has no free address
-// in this node's confirmed blocks: the pool that needs a new block. It
-// matches ErrNoFreeAddress.
-type NoFreeAddressError struct{ Pool netip.Prefix }
+// in this node's confirmed blocks: Pools are every such pool of the
+// allocation (one, or both of a dual-stack pod's), each needing a new
+// block. It matches ErrNoFreeAddress.
+type NoFreeAddressError struct{ Pools []netip.Prefix }
 
 func (e *NoFreeAddressError) Error() string {
-	return fmt.Sprintf("pool %s: %s in this node's confirmed blocks", e.Pool, ErrNoFreeAddress)
+	ps := make([]string, len(e.Pools))
+	for i, p := range e.Pools {
+		ps[i] = p.String()
+	}
+	return fmt.Sprintf("pool %s: %s in this node's confirmed blocks", strings.Join(ps, " and "), ErrNoFreeAddress)
 }
 
 func (e *NoFreeAddressError) Is(target error) bool { return target == ErrNoFreeAddress }

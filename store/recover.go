@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -75,8 +74,11 @@ type RecoverReport struct {
 	IncarnationFrom string
 	Blocks          []RecoveredBlock
 	Endpoints       []RecoveredEndpoint
-	// Dropped are records of the damaged file whose pod the kernel no
-	// longer has: their addresses are free again.
+	// Dropped are the addresses of damaged-file records that the rebuilt
+	// store does not hold, each with its record and why: they are free
+	// again. A record whose pod the kernel still has loses an address only
+	// when the kernel routes another address of its family to the pod, or
+	// the address lies in no block this node keeps.
 	Dropped []string
 	// Salvage is why nothing (or not everything) could be read from the
 	// damaged file; empty when it was read whole.
@@ -102,6 +104,13 @@ type RecoveredEndpoint struct {
 	Complete  bool
 	HostPorts int  // hostPorts kept
 	Limited   bool // bandwidth limits kept
+}
+
+// ownBlock is a block Recover keeps: where it learned of it, and its
+// state.
+type ownBlock struct {
+	from  string
+	state BlockState
 }
 
 // recoveredMark is the meta record of a recovered store.
@@ -172,10 +181,6 @@ func Recover(path string, in RecoverInput) (RecoverReport, error) {
 	// it can be read, has the newest state (lost wins). A pod address in
 	// neither is in a block that was lost (lost blocks have no blackhole):
 	// its pods keep their addresses, no new one is handed out from it.
-	type ownBlock struct {
-		from  string
-		state BlockState
-	}
 	blocks := map[netip.Prefix]ownBlock{}
 	for _, b := range in.Blackholes {
 		if poolOf(in.Pools, b) != nil {
@@ -221,13 +226,14 @@ func Recover(path string, in RecoverInput) (RecoverReport, error) {
 		eps = append(eps, Endpoint{Handle: r.Handle, IP: r.IP, Block: b, Pool: p.CIDR, State: EndpointReserved, Created: in.Now.UTC().Round(0)})
 		rep.Endpoints = append(rep.Endpoints, RecoveredEndpoint{IPs: []netip.Addr{r.IP}, Handle: r.Handle, Complete: true})
 	}
-	for ip, ep := range sv.endpoints {
-		// Once per record, which is here under each of its addresses.
-		if ep.State != EndpointReserved && ip == ep.IP && !slices.ContainsFunc(ep.Addrs(), func(a netip.Addr) bool { return used[a] }) {
-			rep.Dropped = append(rep.Dropped, fmt.Sprintf("%s (%s, veth %s): its pod is gone from the kernel", ep.AddrsString(), ep.Handle, ep.HostVeth))
-		}
+	// Kept blocks are known now: a pod's recorded address the kernel
+	// showed no route to stays with it where it can (its route may be all
+	// that was lost; the pod may still have it on eth0).
+	keepRecorded(in, sv, eps, blocks, used)
+	for i := range eps { // rep.Endpoints is still in eps' order
+		rep.Endpoints[i].IPs = eps[i].Addrs()
 	}
-	slices.Sort(rep.Dropped)
+	rep.Dropped = droppedAddrs(sv, eps, used)
 	for b, ob := range blocks {
 		rep.Blocks = append(rep.Blocks, RecoveredBlock{CIDR: b, From: ob.from, State: ob.state})
 	}
@@ -343,66 +349,6 @@ func Recover(path string, in RecoverInput) (RecoverReport, error) {
 		return rep, fmt.Errorf("recover %s: %w", path, err)
 	}
 	return rep, syncDir(filepath.Dir(path))
-}
-
-// recoverPods rebuilds the pods' endpoints from the kernel's pod routes,
-// one per veth with its address of each family, and marks their addresses
-// used. A record of the damaged file whose veth and first address match
-// is taken back whole; the addresses are the kernel's.
-func recoverPods(in RecoverInput, sv salvaged, blockOf func(netip.Addr) (netip.Prefix, *Pool), used map[netip.Addr]bool) ([]Endpoint, []RecoveredEndpoint) {
-	byVeth := map[string][]KernelPod{}
-	var veths []string
-	for _, kp := range in.Pods {
-		if _, ok := byVeth[kp.Veth]; !ok {
-			veths = append(veths, kp.Veth)
-		}
-		byVeth[kp.Veth] = append(byVeth[kp.Veth], kp)
-	}
-	slices.Sort(veths)
-	var eps []Endpoint
-	var reps []RecoveredEndpoint
-	for _, veth := range veths {
-		kps := byVeth[veth]
-		slices.SortFunc(kps, func(a, b KernelPod) int { return a.IP.Compare(b.IP) }) // IPv4 first
-		var as []Assignment
-		var pms []PortMapping
-		for _, kp := range kps {
-			b, p := blockOf(kp.IP)
-			if p == nil || used[kp.IP] || slices.ContainsFunc(as, func(a Assignment) bool { return a.IP.Is4() == kp.IP.Is4() }) {
-				continue // not a pool address (not ours to keep), or a second of its family
-			}
-			used[kp.IP] = true
-			as = append(as, Assignment{IP: kp.IP, Block: b, Pool: p.CIDR})
-			pms = append(pms, kp.PortMappings...)
-		}
-		if len(as) == 0 {
-			continue
-		}
-		// A hostPort on every address shows once per family.
-		slices.SortFunc(pms, comparePortMappings)
-		pms = slices.Compact(pms)
-		ep, complete := sv.endpoints[as[0].IP]
-		complete = complete && ep.HostVeth == veth && ep.State != EndpointReserved
-		if !complete {
-			ep = Endpoint{Handle: RecoveredHandlePrefix + veth, HostVeth: veth, MTU: kps[0].MTU, Created: in.Now.UTC().Round(0),
-				PortMappings: pms, Bandwidth: kps[0].Bandwidth}
-		}
-		ep.IP, ep.Block, ep.Pool, ep.Second, ep.State = as[0].IP, as[0].Block, as[0].Pool, Assignment{}, EndpointReady
-		if len(as) > 1 {
-			ep.Second = as[1]
-		}
-		eps = append(eps, ep)
-		reps = append(reps, RecoveredEndpoint{IPs: ep.Addrs(), Veth: veth, Handle: ep.Handle, Complete: complete,
-			HostPorts: len(ep.PortMappings), Limited: ep.Bandwidth != nil})
-	}
-	return eps, reps
-}
-
-// comparePortMappings orders port mappings for a sort: by protocol, host
-// port, host address and container port.
-func comparePortMappings(a, b PortMapping) int {
-	return cmp.Or(strings.Compare(a.Protocol, b.Protocol), cmp.Compare(a.HostPort, b.HostPort),
-		a.HostIP.Compare(b.HostIP), cmp.Compare(a.ContainerPort, b.ContainerPort))
 }
 
 // salvage reads what it can of a damaged file, bucket by bucket and record

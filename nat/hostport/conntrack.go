@@ -10,23 +10,47 @@ import (
 )
 
 // FlushUDPConntrack deletes the conntrack entries of UDP traffic to
-// hostPort hp (to its address, or to any), in the caller's network
-// namespace: a client that sent to the port before it was mapped, or
-// while another pod had it, keeps an entry that sends it there for as
-// long as it keeps sending. TCP needs none: a new connection gets a new
-// entry.
+// hostPort hp (to its address, or to any address of either family), in
+// the caller's network namespace: a client that sent to the port before
+// it was mapped, or while another pod had it, keeps an entry that sends
+// it there for as long as it keeps sending. TCP needs none: a new
+// connection gets a new entry.
 //
-// It is one request: the kernel walks its table with the filter
+// It is one request per family: the kernel walks its table with the filter
 // (ctnetlink's flush with CTA_FILTER on the original tuple's protocol,
 // destination port and address). A kernel without that filter refuses
 // it (EOPNOTSUPP) rather than flushing everything; reef then dumps the
 // table and deletes the matching entries one by one, which costs
 // milliseconds per thousand entries.
 func FlushUDPConntrack(hp Mapping) error {
-	err := flushFiltered(hp)
-	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EINVAL) {
-		return err
+	for _, fam := range flushFamilies(hp) {
+		err := flushFiltered(hp, fam)
+		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL) {
+			err = flushByDump(hp, fam)
+		}
+		if err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// flushFamilies are the address families of hp's entries: its hostIP's,
+// or both, since a hostPort without hostIP answers on the node's IPv4
+// and IPv6 addresses alike (a dual-stack or IPv6 pod has an IPv6 element).
+func flushFamilies(hp Mapping) []uint8 {
+	if !hp.HostIP.IsValid() {
+		return []uint8{unix.AF_INET, unix.AF_INET6}
+	}
+	if hp.HostIP.Unmap().Is6() {
+		return []uint8{unix.AF_INET6}
+	}
+	return []uint8{unix.AF_INET}
+}
+
+// flushByDump is the fallback for a kernel without ctnetlink's flush
+// filter: it dumps family fam's table and deletes the matching entries.
+func flushByDump(hp Mapping, fam uint8) error {
 	f := &netlink.ConntrackFilter{}
 	if err := f.AddProtocol(unix.IPPROTO_UDP); err != nil {
 		return err
@@ -34,16 +58,12 @@ func FlushUDPConntrack(hp Mapping) error {
 	if err := f.AddPort(netlink.ConntrackOrigDstPort, hp.Port); err != nil {
 		return err
 	}
-	fam := netlink.InetFamily(unix.AF_INET)
 	if hp.HostIP.IsValid() {
-		if hp.HostIP.Is6() {
-			fam = unix.AF_INET6
-		}
-		if err := f.AddIP(netlink.ConntrackOrigDstIP, hp.HostIP.AsSlice()); err != nil {
+		if err := f.AddIP(netlink.ConntrackOrigDstIP, hp.HostIP.Unmap().AsSlice()); err != nil {
 			return err
 		}
 	}
-	if _, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, fam, f); err != nil {
+	if _, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, netlink.InetFamily(fam), f); err != nil {
 		return fmt.Errorf("delete conntrack entries of udp port %d: %w", hp.Port, err)
 	}
 	return nil
@@ -60,15 +80,15 @@ const (
 	ctaFilterDstPort    = 1 << 5
 )
 
-func flushFiltered(hp Mapping) error {
-	fam, dst, ipAttr := uint8(unix.AF_INET), []byte(nil), uint16(nl.CTA_IP_V4_DST)
+// flushFiltered flushes family fam's matching entries in one request.
+func flushFiltered(hp Mapping, fam uint8) error {
+	dst, ipAttr := []byte(nil), uint16(nl.CTA_IP_V4_DST)
+	if fam == unix.AF_INET6 {
+		ipAttr = nl.CTA_IP_V6_DST
+	}
 	flags := uint32(ctaFilterProtoNum | ctaFilterDstPort)
 	if hp.HostIP.IsValid() {
-		a := hp.HostIP.Unmap()
-		if a.Is6() {
-			fam, ipAttr = unix.AF_INET6, nl.CTA_IP_V6_DST
-		}
-		dst, flags = a.AsSlice(), flags|ctaFilterIPDst
+		dst, flags = hp.HostIP.Unmap().AsSlice(), flags|ctaFilterIPDst
 	}
 	req := nl.NewNetlinkRequest(unix.NFNL_SUBSYS_CTNETLINK<<8|nl.IPCTNL_MSG_CT_DELETE, unix.NLM_F_ACK)
 	req.AddData(&nl.Nfgenmsg{NfgenFamily: fam, Version: nl.NFNETLINK_V0})

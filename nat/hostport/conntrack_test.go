@@ -16,8 +16,9 @@ import (
 )
 
 // TestFlushUDPConntrack: the flush deletes the entries of UDP to the
-// hostPort and keeps every other (another port, TCP, another address for
-// a bound port): a filter the kernel ignored would flush them all.
+// hostPort, of both families when it has no hostIP, and keeps every other
+// (another port, TCP, another address for a bound port): a filter the
+// kernel ignored would flush them all.
 func TestFlushUDPConntrack(t *testing.T) {
 	ns := netnstest.New(t)
 	// The table's nat chains: conntrack on in the namespace.
@@ -26,9 +27,13 @@ func TestFlushUDPConntrack(t *testing.T) {
 	}
 	send := func(proto string, port int) {
 		t.Helper()
+		host := "127.0.0.1"
+		if proto == "udp6" {
+			proto, host = "udp", "::1"
+		}
 		err := ns.Do(func(cnins.NetNS) error {
 			if proto == "tcp" {
-				l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+				l, err := net.Listen("tcp", net.JoinHostPort(host, fmt.Sprint(port)))
 				if err != nil {
 					return err
 				}
@@ -39,7 +44,7 @@ func TestFlushUDPConntrack(t *testing.T) {
 				}
 				return c.Close()
 			}
-			c, err := net.Dial("udp", fmt.Sprintf("127.0.0.1:%d", port))
+			c, err := net.Dial("udp", net.JoinHostPort(host, fmt.Sprint(port)))
 			if err != nil {
 				return err
 			}
@@ -60,10 +65,11 @@ func TestFlushUDPConntrack(t *testing.T) {
 		return string(out)
 	}
 	send("udp", 7070)
+	send("udp6", 7070) // a hostPort without hostIP answers over IPv6 too
 	send("udp", 7071)
 	send("tcp", 7070)
 	before := entries()
-	for _, want := range []string{"udp      17", "dport=7070", "dport=7071", "tcp      6"} {
+	for _, want := range []string{"ipv4     2 udp      17", "ipv6     10 udp      17", "dport=7070", "dport=7071", "tcp      6"} {
 		if !strings.Contains(before, want) {
 			t.Fatalf("no entry %q to flush before the test:\n%s", want, before)
 		}
@@ -90,5 +96,58 @@ func TestFlushUDPConntrack(t *testing.T) {
 	flush(Mapping{Proto: unix.IPPROTO_UDP, HostIP: addr("192.0.2.1"), Port: 7072, PodPort: 53})
 	if !strings.Contains(entries(), "dport=7072") {
 		t.Error("a flush bound to 192.0.2.1 took an entry to 127.0.0.1")
+	}
+}
+
+// TestFlushUDPConntrackByDump: the fallback for kernels without the flush
+// filter takes the hostPort's UDP entries of both families too.
+func TestFlushUDPConntrackByDump(t *testing.T) {
+	ns := netnstest.New(t)
+	if err := nft.NewKernel(nftables.WithNetNSFd(int(ns.Fd()))).Apply(nft.Diff([]nft.Table{Table(nil)}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	netnstest.Run(t, ns, "ip", "link", "set", "lo", "up")
+	for _, host := range []string{"127.0.0.1", "::1"} {
+		for _, port := range []string{"7080", "7081"} {
+			err := ns.Do(func(cnins.NetNS) error {
+				c, err := net.Dial("udp", net.JoinHostPort(host, port))
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				_, err = c.Write([]byte("x"))
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	entries := func() string {
+		out, err := netnstest.Output(ns, "cat", "/proc/net/nf_conntrack")
+		if err != nil {
+			t.Skipf("no /proc/net/nf_conntrack (nf_conntrack's proc file): %v: %s", err, out)
+		}
+		return string(out)
+	}
+	hp := Mapping{Proto: unix.IPPROTO_UDP, Port: 7080, PodPort: 53}
+	if err := ns.Do(func(cnins.NetNS) error {
+		for _, fam := range flushFamilies(hp) {
+			if err := flushByDump(hp, fam); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	after := entries()
+	if strings.Contains(after, "dport=7080 ") {
+		t.Errorf("an entry of hostPort 7080 survived the dump-and-delete flush:\n%s", after)
+	}
+	for _, fam := range []string{"ipv4", "ipv6"} {
+		if !regexp.MustCompile(fam + ` .* dport=7081 `).MatchString(after) {
+			t.Errorf("the flush took the %s entry of port 7081:\n%s", fam, after)
+		}
 	}
 }
