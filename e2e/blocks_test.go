@@ -47,19 +47,19 @@ func cniCode(err error) uint {
 	return 0
 }
 
-// uniqueAddresses fails the test if two pods hold one address.
+// uniqueAddresses fails the test if two pods hold one address (of either
+// family: a dual-stack pod's both are checked).
 func uniqueAddresses(t *testing.T, pods []*lab.Pod) {
 	t.Helper()
 	seen := map[netip.Addr]string{}
 	for _, p := range pods {
-		if !p.IP.IsValid() {
-			continue
+		for _, ip := range p.IPs {
+			who := p.Node.Name + "/" + p.Name
+			if o, dup := seen[ip]; dup {
+				t.Errorf("address %s on two pods: %s and %s", ip, o, who)
+			}
+			seen[ip] = who
 		}
-		who := p.Node.Name + "/" + p.Name
-		if o, dup := seen[p.IP]; dup {
-			t.Errorf("address %s on two pods: %s and %s", p.IP, o, who)
-		}
-		seen[p.IP] = who
 	}
 }
 

@@ -11,13 +11,16 @@ import (
 	"github.com/reefcni/reef/internal/lab"
 )
 
-// podAddresses maps every address routed to a pod veth on the running
-// nodes (the kernel's view, not the store's) to the nodes that route it.
+// podAddresses maps every address of either family routed to a pod veth
+// on the running nodes (the kernel's view, not the store's) to the nodes
+// that route it.
 func podAddresses(t *testing.T, nodes []*lab.Node) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
 	for _, n := range nodes {
-		for _, l := range reefRoutes(t, n) {
+		routes := reefRoutes(t, n)
+		routes = append(routes, nonEmptyLines(run(t, n.Lab, n.Netns, "ip", "-6", "route", "show", "proto", "238"))...)
+		for _, l := range routes {
 			f := strings.Fields(l)
 			if len(f) >= 3 && f[1] == "dev" && strings.HasPrefix(f[2], "reef") {
 				out[f[0]] = append(out[f[0]], n.Name)
@@ -27,17 +30,52 @@ func podAddresses(t *testing.T, nodes []*lab.Node) map[string][]string {
 	return out
 }
 
-// TestBlocksChaos: five nodes on a small pool, ADD and DEL on every node
-// all the time, while daemons are killed and restarted and nodes are cut
-// off at the switch (frames dropped, sessions up until the hold time) and
-// come back. After each round, once every node runs and is reachable: no
-// address is routed to pods on two nodes, no block is confirmed by two
-// nodes, and each node's allocations are exactly its live pods. At the end,
-// after DEL of every pod, nothing is left allocated.
-func TestBlocksChaos(t *testing.T) {
+// The chaos pools: 8 blocks of 8 addresses per family for 5 nodes that
+// want up to 6 pods each, so that nodes contend for blocks, routed
+// directly (no tunnel address takes a pod's place).
+const (
+	chaosPool4 = "  - cidr: 10.251.0.0/26\n    blockSize: 29\n    vxlanMode: Never\n"
+	chaosPool6 = "  - cidr: fd00:10:251::/122\n    blockSize: 125\n    vxlanMode: Never\n"
+)
+
+// TestBlocksChaos is the chaos below with dual-stack pods: an IPv4 and an
+// IPv6 pool of eight blocks each, so that the nodes contend for the blocks
+// of both families at once. make test runs it; the single-family variants
+// are under make test-e2e-slow.
+func TestBlocksChaos(t *testing.T) { blocksChaos(t, "pools:\n"+chaosPool4+chaosPool6) }
+
+// TestBlocksChaosIPv4 is the chaos with an IPv4 pool alone.
+func TestBlocksChaosIPv4(t *testing.T) {
+	slowSuite(t)
+	blocksChaos(t, "pools:\n"+chaosPool4)
+}
+
+// TestBlocksChaosIPv6 is the chaos with an IPv6 pool alone (issue 29).
+func TestBlocksChaosIPv6(t *testing.T) {
+	slowSuite(t)
+	blocksChaos(t, "pools:\n"+chaosPool6)
+}
+
+// blocksChaos: five nodes on small pools, ADD and DEL on every node all
+// the time, while daemons are killed (kill -9) and restarted and nodes are
+// cut off at the switch (frames of both families dropped, sessions up
+// until the hold time) and come back. After each round, once every node
+// runs and is reachable: no address of either family is routed to pods on
+// two nodes, no block is confirmed by two nodes, no address is on two
+// live pods, and each node's allocations are exactly its live pods'
+// addresses. At the end, after DEL of every pod, nothing is left
+// allocated. The nodes have IPv6 addresses on the underlay, as an IPv6
+// pool wants.
+func blocksChaos(t *testing.T, pools string) {
 	l := newLab(t)
-	// 8 blocks of 8 for 5 nodes that want up to 6 pods each.
-	nodes := startMesh(t, l, 5, "pools:\n  - cidr: 10.251.0.0/26\n    blockSize: 29\n    vxlanMode: Never\n")
+	nodes, err := l.AddMesh(5, pools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addNodeAddrs6(t, nodes...)
+	if err := lab.StartAll(nodes); err != nil {
+		t.Fatal(err)
+	}
 	converge(t, nodes...)
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 7))
@@ -155,7 +193,9 @@ func TestBlocksChaos(t *testing.T) {
 			eventually(t, 15*time.Second, func() string {
 				want := map[string]bool{}
 				for _, p := range live[n] {
-					want[p.IP.String()] = true
+					for _, ip := range p.IPs {
+						want[ip.String()] = true
+					}
 				}
 				got := allocations(t, n)
 				for ip := range got {
