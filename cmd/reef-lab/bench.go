@@ -99,6 +99,13 @@ func bench(ctx context.Context, bin, out string) error {
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
+	// reef with dual-stack pools, a plugin of its own in the sequential
+	// rounds: its ADD p50 against reef's IPv4-only one (issue 29).
+	dualNode, err := startBenchNode(l, "dual", benchPoolsDual)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	dual := reefTarget("dual", "reef dual-stack", bin, dualNode)
 	node, refNode := reef.node, ref.node
 	// The floor: libcni and the exec of a plugin that does next to nothing
 	// (loopback sets lo up), in the reference's namespaces.
@@ -106,8 +113,8 @@ func bench(ctx context.Context, bin, out string) error {
 		PluginDirs: []string{refPluginDir}, CacheDir: ref.tmpl.CacheDir,
 		Conflist: json.RawMessage(fmt.Sprintf(`{"cniVersion":%q,"name":"bench-lo","plugins":[{"type":"loopback"}]}`, refVersion))}}
 
-	progress("creating %d pod namespaces", 2*parPods)
-	for _, t := range []*target{reef, ref} {
+	progress("creating %d pod namespaces", 3*parPods)
+	for _, t := range []*target{reef, dual, ref} {
 		if t.netns, err = podNamespaces(t.node, parPods); err != nil {
 			return err
 		}
@@ -124,7 +131,7 @@ func bench(ctx context.Context, bin, out string) error {
 	}
 
 	progress("warm-up: %d pods per plugin", warmPods)
-	for _, t := range []*target{reef, ref} {
+	for _, t := range []*target{reef, dual, ref} {
 		for _, op := range []string{"ADD", "DEL"} {
 			if _, err := b.batch(ctx, t, "libcni", op, 1, t.pods("warm", 0, warmPods)); err != nil {
 				return err
@@ -133,15 +140,15 @@ func bench(ctx context.Context, bin, out string) error {
 	}
 
 	// Sequential: rounds of ADDs then DELs, plugins alternating (and the
-	// order flipping) between rounds, so drift hits both alike. Each round
-	// ends with a batch sent straight to reef's daemon over gRPC, to split
-	// reef's time between the daemon and the exec'd shim.
+	// order turning) between rounds, so drift hits all alike; reef with
+	// dual-stack pools is a plugin of its own here. Each round ends with a
+	// batch sent straight to reef's daemon over gRPC, to split reef's time
+	// between the daemon and the exec'd shim.
 	for r := range seqRounds {
 		progress("sequential round %d/%d: %d pods per plugin, %d straight to the daemon, %d loopback", r+1, seqRounds, seqPerRound, grpcPerRound, grpcPerRound)
-		order := []*target{reef, ref}
-		if r%2 == 1 {
-			order = []*target{ref, reef}
-		}
+		// reef before dual-stack reef in half the rounds, the reference
+		// first in half.
+		order := [][]*target{{reef, dual, ref}, {ref, dual, reef}, {dual, reef, ref}, {ref, reef, dual}}[r%4]
 		phase := fmt.Sprintf("seq%d", r)
 		for _, op := range []string{"ADD", "DEL"} {
 			for _, t := range order {
@@ -384,22 +391,39 @@ func shimCost(ctx context.Context, reefCNI, ptp, refVersion string) ([]shimResul
 	return rs, nil
 }
 
-// reefAndReference adds the two nodes a bench compares: reef's, started as
-// in production (30 s reconcile interval, log level info; the lab's own
-// defaults are tuned for tests), and the reference's, a node namespace of
-// its own with no daemon, where ptp puts its host veths and /32 routes,
-// with ptp+host-local's conflist at refVersion.
-func reefAndReference(l *lab.Lab, bin, refVersion string) (reef, ref *target, err error) {
-	node, err := l.AddNode("node1", lab.NodeOptions{ReconcileInterval: 30 * time.Second})
+// benchPoolsDual are the dual-stack reef node's pools: the IPv4 node's
+// pool (the daemon's default) and an IPv6 one.
+const benchPoolsDual = "pools: [{cidr: 10.244.0.0/16}, {cidr: fd00:10:244::/56}]\n"
+
+// startBenchNode adds and starts a reef node as in production (30 s
+// reconcile interval, log level info; the lab's own defaults are tuned for
+// tests), with extra appended to its config.
+func startBenchNode(l *lab.Lab, name, extra string) (*lab.Node, error) {
+	node, err := l.AddNode(name, lab.NodeOptions{ReconcileInterval: 30 * time.Second, Extra: extra})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if cfg, err := os.ReadFile(node.Config); err != nil {
-		return nil, nil, err
+		return nil, err
 	} else if err := os.WriteFile(node.Config, bytes.Replace(cfg, []byte("logLevel: debug"), []byte("logLevel: info"), 1), 0o644); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if err := node.Start(); err != nil {
+	return node, node.Start()
+}
+
+// reefTarget is reef on node n, through the shim in bin.
+func reefTarget(key, label, bin string, n *lab.Node) *target {
+	return &target{key: key, label: label, node: n, tmpl: childJob{Mode: "libcni",
+		PluginDirs: []string{bin}, CacheDir: filepath.Join(n.Dir, "cni-cache"), Conflist: n.Conflist(), Socket: n.Socket}}
+}
+
+// reefAndReference adds the two nodes a bench compares: reef's with its
+// default IPv4 pool, and the reference's, a node namespace of its own with
+// no daemon, where ptp puts its host veths and /32 routes, with
+// ptp+host-local's conflist at refVersion.
+func reefAndReference(l *lab.Lab, bin, refVersion string) (reef, ref *target, err error) {
+	node, err := startBenchNode(l, "node1", "")
+	if err != nil {
 		return nil, nil, err
 	}
 	refNode, err := l.AddNode("ref", lab.NodeOptions{})
@@ -411,9 +435,7 @@ func reefAndReference(l *lab.Lab, bin, refVersion string) (reef, ref *target, er
 	if _, err := libcni.ConfListFromBytes([]byte(refConflist)); err != nil {
 		return nil, nil, fmt.Errorf("reference conflist: %w", err)
 	}
-	reef = &target{key: "reef", label: "reef", node: node, tmpl: childJob{Mode: "libcni",
-		PluginDirs: []string{bin}, CacheDir: filepath.Join(node.Dir, "cni-cache"), Conflist: node.Conflist(), Socket: node.Socket}}
 	ref = &target{key: "ref", label: "ptp+host-local", node: refNode, tmpl: childJob{Mode: "libcni",
 		PluginDirs: []string{refPluginDir}, CacheDir: filepath.Join(refNode.Dir, "cni-cache"), Conflist: json.RawMessage(refConflist)}}
-	return reef, ref, nil
+	return reefTarget("reef", "reef", bin, node), ref, nil
 }

@@ -168,6 +168,8 @@ func (r *benchReport) markdown() string {
 	w("- for scale: half of ptp+host-local's sequential p50 is %s ms; libcni and the exec of a plugin that\n", ms(pct(pa.lat, .5)/2))
 	w("  does next to nothing (`loopback`) take %s ms, reef's daemon alone %s ms (below).\n\n", ms(pct(r.get("lo", "seq", "ADD").lat, .5)), ms(pct(r.get("reef", "grpc", "ADD").lat, .5)))
 
+	r.dualStack(w)
+
 	w("## ADD and DEL through libcni\n\n")
 	w("| op | mode | plugin | pods | p50 ms | p99 ms | pods/s |\n|---|---|---|---:|---:|---:|---:|\n")
 	for _, op := range []string{"ADD", "DEL"} {
@@ -232,6 +234,28 @@ func (r *benchReport) markdown() string {
 		w("\n```\n%s\n```\n", strings.Join(bad[:min(len(bad), 5)], "\n"))
 	}
 	return b.String()
+}
+
+// dualStack writes the aim of issue 29: a dual-stack pod's ADD (an address
+// of each family, two routes, both families' sets) against an IPv4-only
+// one, both through reef in the sequential rounds of one run.
+func (r *benchReport) dualStack(w func(string, ...any)) {
+	w("## Aim: a dual-stack ADD p50 at most 1.2× an IPv4-only ADD\n\n")
+	w("A second reef node with the IPv4 node's pool and an IPv6 one (`%s`) runs the sequential rounds\n", strings.TrimSpace(benchPoolsDual))
+	w("as a plugin of its own, in turn with reef's IPv4-only node and the reference; each of its pods gets an\n")
+	w("address of each family.\n\n")
+	w("| op | IPv4-only p50 ms | dual-stack p50 ms | ratio p50 | IPv4-only p99 ms | dual-stack p99 ms |\n|---|---:|---:|---:|---:|---:|\n")
+	for _, op := range []string{"ADD", "DEL"} {
+		v4, ds := r.get("reef", "seq", op), r.get("dual", "seq", op)
+		w("| %s | %s | %s | %s | %s | %s |\n", op, ms(pct(v4.lat, .5)), ms(pct(ds.lat, .5)),
+			ratio(float64(pct(ds.lat, .5)), float64(pct(v4.lat, .5))), ms(pct(v4.lat, .99)), ms(pct(ds.lat, .99)))
+	}
+	x := float64(pct(r.get("dual", "seq", "ADD").lat, .5)) / float64(pct(r.get("reef", "seq", "ADD").lat, .5))
+	verdict := "**not met**"
+	if x <= 1.2 {
+		verdict = "**met**"
+	}
+	w("\nADD ratio %.2f: %s.\n\n", x, verdict)
 }
 
 // writeSection puts section, which starts with its "## " heading line, into
