@@ -39,6 +39,14 @@ import (
 
 const tputPort = "5201"
 
+// tputPools are the lab's pools: the default IPv4 pool and an IPv6 one,
+// both vxlanMode CrossSubnet (the default).
+const tputPools = "pools: [{cidr: 10.244.0.0/16}, {cidr: fd00:10:244::/56}]\n"
+
+// tputUnderlay6 holds the nodes' IPv6 addresses on the underlay (the last
+// two bytes of each are its IPv4 address's).
+var tputUnderlay6 = netip.MustParsePrefix("fd77:7e::/64")
+
 // tputRun is one iperf3 client run.
 type tputRun struct {
 	gbps             float64 // end.sum_received.bits_per_second / 1e9
@@ -196,9 +204,20 @@ func benchTput(ctx context.Context, args []string) error {
 func (b *tputBench) build() ([]*tputGroup, error) {
 	l := b.l
 	// The production reconcile interval: the daemons stay quiet.
-	nodes, err := l.AddCrossNodes(lab.NodeOptions{ReconcileInterval: 30 * time.Second})
+	// Dual-stack pools, so that every path is measured over IPv6 too; the
+	// nodes' IPv6 addresses on the underlay route a1's and a2's IPv6
+	// blocks directly (b1's go through vxlan.reef, over IPv4).
+	nodes, err := l.AddCrossNodes(lab.NodeOptions{ReconcileInterval: 30 * time.Second, Extra: tputPools})
 	if err != nil {
 		return nil, err
+	}
+	for _, n := range nodes {
+		a := n.Address.As4()
+		a6 := tputUnderlay6.Addr().As16()
+		a6[14], a6[15] = a[2], a[3]
+		if err := l.IP(n.Netns, "-6", "addr", "add", netip.PrefixFrom(netip.AddrFrom16(a6), tputUnderlay6.Bits()).String(), "dev", "eth0", "nodad"); err != nil {
+			return nil, err
+		}
 	}
 	if err := lab.StartAll(nodes); err != nil {
 		return nil, err
@@ -357,9 +376,22 @@ func (b *tputBench) build() ([]*tputGroup, error) {
 	cC := &tputCase{key: "C", label: "hand-made VXLAN pair (VNI 42, port 4790), MTU 1450", ref: true,
 		cliNS: cA, srvNS: cB, cliRole: "vxlan-client", srvRole: "vxlan-server", dst: netip.MustParseAddr("10.99.42.2"), mtu: 1450}
 
+	for _, p := range []*lab.Pod{cli, same, direct, cross} {
+		if len(p.IPs) != 2 || !p.IPs[1].Is6() {
+			return nil, fmt.Errorf("pod %s got %v, want an IPv4 and an IPv6 address", p.Name, p.IPs)
+		}
+	}
 	podCase := func(key, label string, srv *lab.Pod, srvNode *lab.Node) *tputCase {
 		return &tputCase{key: key, label: label, cliNS: cli.Netns, srvNS: srv.Netns,
-			cliRole: "pod on a1", srvRole: "pod on " + srvNode.Name, dst: srv.IP, mtu: 1450}
+			cliRole: "pod on a1", srvRole: "pod on " + srvNode.Name, dst: srv.IPs[0], mtu: 1450}
+	}
+	// IPv6 against IPv4 between the same two pods, alternating: a case of
+	// its own for each, so that the IPv4 rows above keep their runs.
+	v6Group := func(path, label string, srv *lab.Pod, srvNode *lab.Node, key string) *tputGroup {
+		c6, c4 := podCase(key+"v6", label+" over IPv6", srv, srvNode), podCase(key+"v4", label+" over IPv4", srv, srvNode)
+		c6.dst = srv.IPs[1]
+		return &tputGroup{path: path + ", IPv6", reef: c6, refs: []*tputCase{c4},
+			notes: "the same two pods over IPv6 (a /128 route per pod; the pods' gateway fe80::ecee:eeff:feee:eeee), against their IPv4 addresses"}
 	}
 	groups := []*tputGroup{
 		{path: "same node", reef: podCase("R1", "reef: two pods on a1", same, a1), refs: []*tputCase{vA1450, vA1500},
@@ -369,8 +401,14 @@ func (b *tputBench) build() ([]*tputGroup, error) {
 		{path: "across subnets, VXLAN", reef: podCase("R3", "reef: pod on a1 → pod on b1", cross, b1), refs: []*tputCase{cC},
 			notes: "both cross the lab router with one VXLAN encapsulation (reef: vxlan.reef, VNI 4096, port 4789, static fdb); reef adds a pod veth and a forward on each end"},
 	}
+	groups = append(groups,
+		v6Group("same node", "reef: two pods on a1", same, a1, "R1"),
+		v6Group("across nodes, direct", "reef: pod on a1 → pod on a2", direct, a2, "R2"),
+		v6Group("across subnets, VXLAN", "reef: pod on a1 → pod on b1", cross, b1, "R3"))
 	groups[1].counters = []tputCounter{{role: "a1", netns: a1.Netns, dev: routes.VXLANDevice}, {role: "a1", netns: a1.Netns, dev: "eth0"}}
 	groups[2].counters = []tputCounter{{role: "a1", netns: a1.Netns, dev: routes.VXLANDevice}, {role: "vxlan-client", netns: cA, dev: "vx0"}}
+	groups[4].counters = groups[1].counters
+	groups[5].counters = []tputCounter{{role: "a1", netns: a1.Netns, dev: routes.VXLANDevice}}
 
 	for _, g := range groups {
 		for _, c := range append([]*tputCase{g.reef}, g.refs...) {

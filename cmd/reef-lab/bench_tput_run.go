@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -36,7 +37,7 @@ func (b *tputBench) startServer(c *tputCase) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		out, _ := b.l.Run(c.srvNS, "ss", "-Htln", "sport", "= :"+tputPort)
-		if strings.Contains(out, c.dst.String()+":"+tputPort) {
+		if strings.Contains(out, net.JoinHostPort(c.dst.String(), tputPort)) {
 			return nil
 		}
 		if time.Now().After(deadline) {
