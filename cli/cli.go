@@ -352,7 +352,11 @@ func runIPAMShow(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POOL\tBLOCK SIZE\tBLOCKS OWNED\tBLOCKS IN CLUSTER\tIPS IN USE\tIPS TOTAL")
 	for _, p := range rep.GetPools() {
-		fmt.Fprintf(tw, "%s\t/%d\t%d\t%d of %d\t%d (%.1f%%)\t%d\n", p.GetCidr(), p.GetBlockSize(), p.GetBlocksOwned(), p.GetBlocksKnown(), p.GetBlocksTotal(),
+		cidr := p.GetCidr()
+		if p.GetRetired() {
+			cidr += " (retired)"
+		}
+		fmt.Fprintf(tw, "%s\t/%d\t%d\t%d of %d\t%d (%.1f%%)\t%d\n", cidr, p.GetBlockSize(), p.GetBlocksOwned(), p.GetBlocksKnown(), p.GetBlocksTotal(),
 			p.GetUsed(), 100*float64(p.GetUsed())/float64(max(p.GetSize(), 1)), p.GetSize())
 	}
 	if *showBlocks {

@@ -101,3 +101,24 @@ func TestOwnerAddrs6(t *testing.T) {
 		t.Errorf("ownerAddrs6 of a record without an address = %v, want nothing changed", got)
 	}
 }
+
+// The CLI's view of a block names its owner's IPv6 address: a remote
+// block's from the store (the owner's record), an own IPv6 block's the
+// node's own, which the store does not keep; an IPv4 block gets none.
+func TestBlockProtoAddr6(t *testing.T) {
+	pfx, addr := netip.MustParsePrefix, netip.MustParseAddr
+	me := addr("fd77::11")
+	for _, c := range []struct {
+		b    store.Block
+		want string
+	}{
+		{store.Block{CIDR: pfx("fd00:10:244::/122"), State: store.BlockConfirmed}, "fd77::11"},
+		{store.Block{CIDR: pfx("fd00:10:244::40/122"), State: store.BlockRemote, OwnerAddr6: addr("fd77::12")}, "fd77::12"},
+		{store.Block{CIDR: pfx("fd00:10:244::80/122"), State: store.BlockRemote}, ""},
+		{store.Block{CIDR: pfx("10.244.0.0/26"), State: store.BlockConfirmed}, ""},
+	} {
+		if got := blockProto(c.b, me).GetOwnerAddressV6(); got != c.want {
+			t.Errorf("%s (%s): owner's IPv6 address %q, want %q", c.b.CIDR, c.b.State, got, c.want)
+		}
+	}
+}

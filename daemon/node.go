@@ -24,7 +24,10 @@ type nodeService struct {
 	d *Daemon
 }
 
-func blockProto(b store.Block) *reefv1.Block {
+// blockProto is b as the CLI shows it; addr6 is this node's IPv6 address,
+// the next hop of its own IPv6 blocks, which the store does not keep with
+// them.
+func blockProto(b store.Block, addr6 netip.Addr) *reefv1.Block {
 	out := &reefv1.Block{Cidr: b.CIDR.String(), Pool: b.Pool.String(), Owner: b.Owner,
 		Size: int32(b.Size), Used: int32(b.Used), ClaimedUnix: b.Claimed.Unix(), State: string(b.State)}
 	if b.OwnerAddr.IsValid() {
@@ -35,6 +38,8 @@ func blockProto(b store.Block) *reefv1.Block {
 	}
 	if b.OwnerAddr6.IsValid() {
 		out.OwnerAddressV6 = b.OwnerAddr6.String()
+	} else if b.Own() && b.CIDR.Addr().Is6() && addr6.IsValid() {
+		out.OwnerAddressV6 = addr6.String()
 	}
 	return out
 }
@@ -85,7 +90,7 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 		out.LastReconcileError = lastErr.Error()
 	}
 	for _, b := range own {
-		out.Blocks = append(out.Blocks, blockProto(b))
+		out.Blocks = append(out.Blocks, blockProto(b, d.uplink6.Address))
 	}
 	if d.speaker != nil {
 		n.peerStatus(ctx, out)
@@ -222,8 +227,19 @@ func (n *nodeService) IPAM(ctx context.Context, req *reefv1.IPAMRequest) (*reefv
 		return nil, err
 	}
 	out := &reefv1.IPAMReply{}
+	type pool struct {
+		store.Pool
+		retired bool
+	}
+	var pools []pool
 	for _, p := range n.d.cfg.Pools {
-		pp := &reefv1.Pool{Cidr: p.CIDR.String(), BlockSize: int32(p.BlockSize),
+		pools = append(pools, pool{Pool: store.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize}})
+	}
+	for _, p := range n.d.blocks.retired {
+		pools = append(pools, pool{Pool: p, retired: true})
+	}
+	for _, p := range pools {
+		pp := &reefv1.Pool{Cidr: p.CIDR.String(), BlockSize: int32(p.BlockSize), Retired: p.retired,
 			// An IPv6 pool's addresses and blocks are counted up to what
 			// the fields hold (blocks: the 2^32 the protocol uses).
 			Size:        int64(1) << min(p.CIDR.Addr().BitLen()-p.CIDR.Bits(), 62),
@@ -242,7 +258,7 @@ func (n *nodeService) IPAM(ctx context.Context, req *reefv1.IPAMRequest) (*reefv
 	}
 	if req.GetShowBlocks() {
 		for _, b := range blocks {
-			out.Blocks = append(out.Blocks, blockProto(b))
+			out.Blocks = append(out.Blocks, blockProto(b, n.d.uplink6.Address))
 		}
 	}
 	if req.GetShowAllocations() {

@@ -131,6 +131,10 @@ func TestIPv6PoolAddRemove(t *testing.T) {
 		if out, err := n.Reef("ipam", "check"); err != nil {
 			t.Errorf("%s: reef ipam check after the pool went: %v\n%s", n.Name, err, out)
 		}
+		// ipam show lists the retired pool, marked.
+		if out, err := n.Reef("ipam", "show"); err != nil || !strings.Contains(out, upgradePool6.String()+" (retired)") {
+			t.Errorf("%s: reef ipam show does not list the retired pool (err %v):\n%s", n.Name, err, out)
+		}
 	}
 	pings(t, l, a.Netns, "a to b after", b.IP)
 	noWarnings(t, nodes, gobgpIdleRefused)

@@ -1408,14 +1408,17 @@ func (x *Allocation) GetBandwidth() string {
 }
 
 type Pool struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Cidr          string                 `protobuf:"bytes,1,opt,name=cidr,proto3" json:"cidr,omitempty"`
-	BlockSize     int32                  `protobuf:"varint,2,opt,name=block_size,json=blockSize,proto3" json:"block_size,omitempty"`
-	Size          int64                  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"` // addresses in the pool
-	Used          int64                  `protobuf:"varint,4,opt,name=used,proto3" json:"used,omitempty"` // addresses allocated on this node
-	BlocksTotal   int32                  `protobuf:"varint,5,opt,name=blocks_total,json=blocksTotal,proto3" json:"blocks_total,omitempty"`
-	BlocksOwned   int32                  `protobuf:"varint,6,opt,name=blocks_owned,json=blocksOwned,proto3" json:"blocks_owned,omitempty"` // confirmed blocks of this node
-	BlocksKnown   int32                  `protobuf:"varint,7,opt,name=blocks_known,json=blocksKnown,proto3" json:"blocks_known,omitempty"` // owned or claimed by any node known here, this one's included
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Cidr        string                 `protobuf:"bytes,1,opt,name=cidr,proto3" json:"cidr,omitempty"`
+	BlockSize   int32                  `protobuf:"varint,2,opt,name=block_size,json=blockSize,proto3" json:"block_size,omitempty"`
+	Size        int64                  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"` // addresses in the pool
+	Used        int64                  `protobuf:"varint,4,opt,name=used,proto3" json:"used,omitempty"` // addresses allocated on this node
+	BlocksTotal int32                  `protobuf:"varint,5,opt,name=blocks_total,json=blocksTotal,proto3" json:"blocks_total,omitempty"`
+	BlocksOwned int32                  `protobuf:"varint,6,opt,name=blocks_owned,json=blocksOwned,proto3" json:"blocks_owned,omitempty"` // confirmed blocks of this node
+	BlocksKnown int32                  `protobuf:"varint,7,opt,name=blocks_known,json=blocksKnown,proto3" json:"blocks_known,omitempty"` // owned or claimed by any node known here, this one's included
+	// retired: gone from the config while the store still has blocks of it
+	// (docs/ipam.md): their pods keep working, nothing new is claimed in it.
+	Retired       bool `protobuf:"varint,8,opt,name=retired,proto3" json:"retired,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1497,6 +1500,13 @@ func (x *Pool) GetBlocksKnown() int32 {
 		return x.BlocksKnown
 	}
 	return 0
+}
+
+func (x *Pool) GetRetired() bool {
+	if x != nil {
+		return x.Retired
+	}
+	return false
 }
 
 type Block struct {
@@ -2202,7 +2212,7 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x05state\x18\a \x01(\tR\x05state\x12\x1d\n" +
 	"\n" +
 	"host_ports\x18\b \x03(\tR\thostPorts\x12\x1c\n" +
-	"\tbandwidth\x18\t \x01(\tR\tbandwidth\"\xca\x01\n" +
+	"\tbandwidth\x18\t \x01(\tR\tbandwidth\"\xe4\x01\n" +
 	"\x04Pool\x12\x12\n" +
 	"\x04cidr\x18\x01 \x01(\tR\x04cidr\x12\x1d\n" +
 	"\n" +
@@ -2211,7 +2221,8 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x04used\x18\x04 \x01(\x03R\x04used\x12!\n" +
 	"\fblocks_total\x18\x05 \x01(\x05R\vblocksTotal\x12!\n" +
 	"\fblocks_owned\x18\x06 \x01(\x05R\vblocksOwned\x12!\n" +
-	"\fblocks_known\x18\a \x01(\x05R\vblocksKnown\"\xa2\x02\n" +
+	"\fblocks_known\x18\a \x01(\x05R\vblocksKnown\x12\x18\n" +
+	"\aretired\x18\b \x01(\bR\aretired\"\xa2\x02\n" +
 	"\x05Block\x12\x12\n" +
 	"\x04cidr\x18\x01 \x01(\tR\x04cidr\x12\x12\n" +
 	"\x04pool\x18\x02 \x01(\tR\x04pool\x12\x14\n" +
