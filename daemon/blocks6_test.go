@@ -1,7 +1,11 @@
 package daemon
 
 import (
+	"io"
+	"log/slog"
 	"net/netip"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -119,6 +123,44 @@ func TestBlockProtoAddr6(t *testing.T) {
 	} {
 		if got := blockProto(c.b, me).GetOwnerAddressV6(); got != c.want {
 			t.Errorf("%s (%s): owner's IPv6 address %q, want %q", c.b.CIDR, c.b.State, got, c.want)
+		}
+	}
+}
+
+// A pool whose cidr or blockSize changed while the store has blocks of it
+// is refused at start, naming both; the same pool passes, and a pool gone
+// with no overlap beside it is retired.
+func TestRetiredPoolsRefuseChangedPool(t *testing.T) {
+	pfx := netip.MustParsePrefix
+	old := pfx("10.244.0.0/16")
+	st, err := store.Open(filepath.Join(t.TempDir(), "reef.db"), store.Options{Node: "n1", Address: netip.MustParseAddr("192.168.10.20")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.ApplyProtocol(blockproto.Changes{Claim: []blockproto.OwnBlock{{Block: pfx("10.244.0.0/26"), Pool: old}}, Confirm: []netip.Prefix{pfx("10.244.0.0/26")}}); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, c := range []struct {
+		pools   []store.Pool
+		err     string // "" for none
+		retired []store.Pool
+	}{
+		{[]store.Pool{{CIDR: old, BlockSize: 26}}, "", nil},
+		{[]store.Pool{{CIDR: pfx("10.244.0.0/15"), BlockSize: 26}}, "pool 10.244.0.0/15 overlaps pool 10.244.0.0/16, of which the store has blocks (10.244.0.0/26)", nil},
+		{[]store.Pool{{CIDR: pfx("10.244.0.0/17"), BlockSize: 26}}, "pool 10.244.0.0/17 overlaps pool 10.244.0.0/16", nil},
+		{[]store.Pool{{CIDR: old, BlockSize: 28}}, "pool 10.244.0.0/16: blockSize 28, but the store has blocks of it of size /26", nil},
+		{[]store.Pool{{CIDR: pfx("10.245.0.0/16"), BlockSize: 26}}, "", []store.Pool{{CIDR: old, BlockSize: 26}}},
+	} {
+		got, err := retiredPools(c.pools, st, log)
+		switch {
+		case c.err == "" && err != nil:
+			t.Errorf("pools %v: %v", c.pools, err)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("pools %v: error %v, want one with %q", c.pools, err, c.err)
+		case c.err == "" && !slices.Equal(got, c.retired):
+			t.Errorf("pools %v: retired %v, want %v", c.pools, got, c.retired)
 		}
 	}
 }

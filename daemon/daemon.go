@@ -199,7 +199,13 @@ func retiredPools(pools []store.Pool, st *store.Store, log *slog.Logger) ([]stor
 	var out []store.Pool
 	held := map[netip.Prefix]int{}
 	for _, b := range blocks {
-		if !b.Pool.IsValid() || slices.ContainsFunc(pools, func(p store.Pool) bool { return p.CIDR.Overlaps(b.Pool) }) {
+		if !b.Pool.IsValid() {
+			continue
+		}
+		if i := slices.IndexFunc(pools, func(p store.Pool) bool { return p.CIDR.Overlaps(b.Pool) }); i >= 0 {
+			if err := samePool(pools[i], b); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		if !slices.ContainsFunc(out, func(p store.Pool) bool { return p.CIDR == b.Pool }) {
@@ -216,6 +222,24 @@ func retiredPools(pools []store.Pool, st *store.Store, log *slog.Logger) ([]stor
 		log.Info("a pool gone from the config keeps its blocks in the block protocol (owned and voted for as before); nothing is allocated from or routed to them", "pool", p.CIDR)
 	}
 	return out, nil
+}
+
+// samePool refuses a configured pool p that overlaps the pool of the
+// store's block b without being that pool: a pool whose cidr or blockSize
+// changed while the store has blocks of it. The cluster agreed on those
+// blocks as blocks of the old pool: routes, allocations and the votes all
+// go by it, so a widened, narrowed or re-cut pool would leave pods
+// unrouted. Calico's pools are immutable for the same reason.
+func samePool(p store.Pool, b store.Block) error {
+	if p.CIDR == b.Pool && p.BlockSize == b.CIDR.Bits() {
+		return nil
+	}
+	if p.CIDR == b.Pool {
+		return fmt.Errorf("pool %s: blockSize %d, but the store has blocks of it of size /%d (%s): a pool's blockSize cannot change while it has blocks; put blockSize %d back, or add a new pool beside it and retire this one (docs/ipam.md)",
+			p.CIDR, p.BlockSize, b.CIDR.Bits(), b.CIDR, b.CIDR.Bits())
+	}
+	return fmt.Errorf("pool %s overlaps pool %s, of which the store has blocks (%s): a pool's cidr cannot change while it has blocks; put %s back, or add a pool that overlaps no other beside it and retire the old one (docs/ipam.md)",
+		p.CIDR, b.Pool, b.CIDR, b.Pool)
 }
 
 func storePools(cfg []PoolConfig) []store.Pool {

@@ -133,7 +133,11 @@ func unrouted(owner *Node, st *reefv1.StatusReply, nodes []*Node) string {
 		}
 		pools[n] = map[string]bool{}
 		for _, p := range ipam.GetPools() {
-			pools[n][p.GetCidr()] = true
+			// A retired pool (gone from the config, its blocks kept) is
+			// listed, but not routed.
+			if !p.GetRetired() {
+				pools[n][p.GetCidr()] = true
+			}
 		}
 	}
 	for _, b := range st.GetBlocks() {
