@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -114,10 +115,6 @@ func (b *tputBench) measure(g *tputGroup) {
 	for i := range g.counters {
 		g.counters[i].before, g.counters[i].err = tputTxBytes(b.l, g.counters[i].netns, g.counters[i].dev)
 	}
-	statsBefore := make([]map[string]int64, len(cases))
-	for i, c := range cases {
-		statsBefore[i], c.statErr = tputTCPStats(b.l, c.cliNS)
-	}
 	for round := 0; round < b.runs; round++ {
 		order := cases
 		if round%2 == 1 {
@@ -128,8 +125,12 @@ func (b *tputBench) measure(g *tputGroup) {
 			if c.err != nil || b.ctx.Err() != nil {
 				continue
 			}
+			// The counters around each run, not around the group: the
+			// cases of an IPv6 group share their client namespace.
+			before, statErr := tputTCPStats(b.l, c.cliNS)
 			r := b.client(c, b.secs)
 			c.runs = append(c.runs, r)
+			b.addTCPStats(c, before, statErr)
 			if r.rawErr != "" {
 				tputProgress("  %s run %d: %s", c.label, round+1, r.rawErr)
 			} else {
@@ -138,23 +139,26 @@ func (b *tputBench) measure(g *tputGroup) {
 			}
 		}
 	}
-	for i, c := range cases {
-		if c.statErr != nil {
-			continue
-		}
-		after, err := tputTCPStats(b.l, c.cliNS)
-		if err != nil {
-			c.statErr = err
-			continue
-		}
-		c.retransSegs = after["Tcp:RetransSegs"] - statsBefore[i]["Tcp:RetransSegs"]
-		c.dsackSegs = after["TcpExt:TCPDSACKRecvSegs"] - statsBefore[i]["TcpExt:TCPDSACKRecvSegs"]
-	}
 	for i := range g.counters {
 		if g.counters[i].err == nil {
 			g.counters[i].after, g.counters[i].err = tputTxBytes(b.l, g.counters[i].netns, g.counters[i].dev)
 		}
 	}
+}
+
+// addTCPStats adds to c's totals what its client namespace's TCP counters
+// moved by since before (read with error statErr); a failed read marks
+// them unknown.
+func (b *tputBench) addTCPStats(c *tputCase, before map[string]int64, statErr error) {
+	if c.statErr != nil {
+		return
+	}
+	after, err := tputTCPStats(b.l, c.cliNS)
+	if c.statErr = cmp.Or(statErr, err); c.statErr != nil {
+		return
+	}
+	c.retransSegs += after["Tcp:RetransSegs"] - before["Tcp:RetransSegs"]
+	c.dsackSegs += after["TcpExt:TCPDSACKRecvSegs"] - before["TcpExt:TCPDSACKRecvSegs"]
 }
 
 // tputTxBytes reads a device's transmitted bytes in a namespace (through
