@@ -467,10 +467,14 @@ func configLeaf(t reflect.Type, n *yaml.Node) (any, error) {
 		return a, nil
 	case t == configTypePrefix:
 		p, err := netip.ParsePrefix(s)
-		if _, aerr := netip.ParseAddr(s); err != nil && aerr == nil {
-			return nil, fmt.Errorf("value %q: not an IPv4 CIDR (%w); write it with a prefix length, e.g. 10.244.0.0/16", s, err)
+		if a, aerr := netip.ParseAddr(s); err != nil && aerr == nil {
+			eg := "10.244.0.0/16"
+			if a.Is6() {
+				eg = "fd00:10:244::/56"
+			}
+			return nil, fmt.Errorf("value %q: not a CIDR (%w); write it with a prefix length, e.g. %s", s, err, eg)
 		} else if err != nil {
-			return nil, fmt.Errorf("value %q: not an IPv4 CIDR (%w)", s, err)
+			return nil, fmt.Errorf("value %q: not a CIDR (%w)", s, err)
 		}
 		return p, nil
 	case t == configTypeDuration:
