@@ -718,6 +718,7 @@ type installedPod struct {
 	netns       string
 	containerID string
 	ip          netip.Addr
+	ip6         netip.Addr // with an IPv6 pool in the config
 }
 
 var installedPodSeq int
@@ -763,10 +764,20 @@ func (p *installedPod) add(t *testing.T) error {
 	if err != nil {
 		return err
 	}
-	if len(r.IPs) != 1 {
-		return fmt.Errorf("ADD %s: %d addresses in the result", p.name, len(r.IPs))
+	for _, ip := range r.IPs {
+		a, _ := netip.AddrFromSlice(ip.Address.IP)
+		switch a = a.Unmap(); {
+		case a.Is4() && !p.ip.IsValid():
+			p.ip = a
+		case a.Is6() && !p.ip6.IsValid():
+			p.ip6 = a
+		default:
+			return fmt.Errorf("ADD %s: addresses %v in the result, want one IPv4 address and at most one IPv6", p.name, r.IPs)
+		}
 	}
-	p.ip, _ = netip.AddrFromSlice(r.IPs[0].Address.IP.To4())
+	if !p.ip.IsValid() {
+		return fmt.Errorf("ADD %s: no IPv4 address in the result %v", p.name, r.IPs)
+	}
 	return nil
 }
 
@@ -778,8 +789,8 @@ func (p *installedPod) check(t *testing.T) error {
 	return cni.CheckNetworkList(ctx, list, p.rt())
 }
 
-// eth0Addr reads the pod's address from the kernel.
+// eth0Addr reads the pod's addresses (of both families) from the kernel.
 func (p *installedPod) eth0Addr(t *testing.T) string {
 	t.Helper()
-	return strings.TrimSpace(run(t, p.l, p.netns, "ip", "-4", "-o", "addr", "show", "dev", "eth0"))
+	return strings.TrimSpace(run(t, p.l, p.netns, "ip", "-o", "addr", "show", "dev", "eth0", "scope", "global"))
 }

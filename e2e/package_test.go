@@ -716,12 +716,13 @@ func firstLine(s string) string {
 	return first
 }
 
-// testUpgrade installs version N and starts it, wires two pods that ping
-// each other 10 times a second, installs N+1 over it with dpkg, and plays
-// systemd's try-restart (the postinst's call): stop the old daemon, start
-// the new /usr/bin/reef. No ping is lost, the pods keep their addresses,
-// the store is kept and reopened by the new daemon, and the operator's
-// change to config.yaml survives.
+// testUpgrade installs version N and starts it with the operator's
+// dual-stack pools, wires two pods that ping each other 10 times a second
+// over IPv4 and IPv6, installs N+1 over it with dpkg, and plays systemd's
+// try-restart (the postinst's call): stop the old daemon, start the new
+// /usr/bin/reef. No ping of either family is lost, the pods keep their
+// addresses, the store is kept and reopened by the new daemon, and the
+// operator's change to config.yaml survives.
 func testUpgrade(t *testing.T, pk *packager) {
 	oldPkg := pk.build(t, "")
 	newPkg := pk.build(t, oldPkg.Version+".1")
@@ -736,13 +737,14 @@ func testUpgrade(t *testing.T, pk *packager) {
 	if d := cmp.Diff([]string{"daemon-reload"}, env.calls(t)); d != "" {
 		t.Errorf("first install with systemd running: systemctl calls (-want +got) (it must not enable or start reef):\n%s", d)
 	}
-	// The operator's edit: a node name of its own.
+	// The operator's edit: a node name of its own, and dual-stack pools.
 	const nodeName = "reef-e2e-upgrade"
 	cfg, err := os.ReadFile(installedConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	edited := append(cfg, []byte("\n# changed by the operator\nnodeName: "+nodeName+"\n")...)
+	edited := append(cfg, []byte("\n# changed by the operator\nnodeName: "+nodeName+"\n"+
+		"pools:\n  - cidr: 10.244.0.0/16\n  - cidr: fd00:10:244::/56\n    vxlanMode: Never\n")...)
 	if err := os.WriteFile(installedConfig, edited, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -767,7 +769,11 @@ func testUpgrade(t *testing.T, pk *packager) {
 		t.Fatal(err)
 	}
 
+	if !a.ip6.IsValid() || !b.ip6.IsValid() {
+		t.Fatalf("pods without an IPv6 address under dual-stack pools: %s, %s", a.eth0Addr(t), b.eth0Addr(t))
+	}
 	wait := pingFor(t, &lab.Pod{Node: node, Netns: a.netns}, b.ip.String(), 60)
+	wait6 := pingFor(t, &lab.Pod{Node: node, Netns: b.netns}, a.ip6.String(), 60)
 	time.Sleep(500 * time.Millisecond) // half a second of traffic before the upgrade: the scenario, not a wait
 	start := time.Now()
 	env.dpkg(t, "-i", newPkg.Deb)
@@ -785,6 +791,9 @@ func testUpgrade(t *testing.T, pk *packager) {
 	t.Logf("dpkg -i of the new version and the daemon's restart took %s", time.Since(start).Round(10*time.Millisecond))
 	if recv, sent := wait(); recv != sent || sent == 0 {
 		t.Errorf("%d of %d pings lost across the upgrade", sent-recv, sent)
+	}
+	if recv, sent := wait6(); recv != sent || sent == 0 {
+		t.Errorf("%d of %d IPv6 pings lost across the upgrade", sent-recv, sent)
 	}
 
 	if got := strings.TrimSpace(cmdOut(t, "dpkg-query", "-W", "-f=${Version}", "reef")); got != newPkg.Version {
@@ -822,8 +831,8 @@ func testUpgrade(t *testing.T, pk *packager) {
 	if err != nil {
 		t.Fatalf("ADD after the upgrade: %v", err)
 	}
-	if c.ip == a.ip || c.ip == b.ip {
-		t.Errorf("a new pod got an address in use: %s", c.ip)
+	if c.ip == a.ip || c.ip == b.ip || !c.ip6.IsValid() || c.ip6 == a.ip6 || c.ip6 == b.ip6 {
+		t.Errorf("a new pod got %s and %s; a and b have %s, %s and %s, %s", c.ip, c.ip6, a.ip, a.ip6, b.ip, b.ip6)
 	}
 
 	// Remove and purge with systemd running: stop and disable, reloads.
