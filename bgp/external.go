@@ -114,7 +114,10 @@ func (sp *Speaker) addExternalPeers(ctx context.Context) error {
 		return fmt.Errorf("define the external BGP peers %v: %w", all, err)
 	}
 	externals := &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: externalSet}
-	var export []*api.Statement
+	export, err := sp.serviceExportStatements(ctx, externalSet)
+	if err != nil {
+		return err
+	}
 	for i, p := range peers {
 		std, large, err := SplitCommunities(p.Communities)
 		if err != nil {
@@ -173,6 +176,9 @@ func (sp *Speaker) addExternalPeers(ctx context.Context) error {
 		}}); err != nil {
 			return fmt.Errorf("assign the policy %s: %w", name, err)
 		}
+	}
+	if err := sp.announceServices(); err != nil {
+		return err
 	}
 	for _, p := range peers {
 		if err := sp.addExternalPeer(ctx, p); err != nil {

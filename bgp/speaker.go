@@ -47,9 +47,12 @@ type Config struct {
 	// ExternalPeers are the node's routers (external.go): they get this
 	// node's confirmed blocks and give it nothing.
 	ExternalPeers []ExternalPeer
-	Password      string // TCP MD5; "" for none
-	Keepalive     time.Duration
-	Hold          time.Duration
+	// ServiceCIDRs are announced to the external peers, next hop the node
+	// (services.go); never to the cluster's own sessions.
+	ServiceCIDRs []netip.Prefix
+	Password     string // TCP MD5; "" for none
+	Keepalive    time.Duration
+	Hold         time.Duration
 	// RestartTime is how long peers keep our routes after the session
 	// drops: above the worst-case time for the daemon to come back.
 	RestartTime time.Duration

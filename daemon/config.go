@@ -104,6 +104,12 @@ type BGPConfig struct {
 	// node selector): they get the node's confirmed blocks, next hop the
 	// node, and nothing they send is imported. docs/bgp.md.
 	ExternalPeers []ExternalPeerConfig `yaml:"externalPeers"`
+	// ServiceClusterIPs are announced to the external peers by every node,
+	// next hop the node (Calico's BGPConfiguration serviceClusterIPs): the
+	// routers spread traffic to Service addresses over the nodes, and
+	// kube-proxy delivers it. Never announced to the cluster's own
+	// sessions. docs/bgp.md.
+	ServiceClusterIPs []netip.Prefix `yaml:"serviceClusterIPs"`
 }
 
 // ExternalPeerConfig is one router in bgp.externalPeers.

@@ -152,6 +152,7 @@ func (c *Config) bgpProblems(ps *problems) {
 	c.bgpAddressLists(ps)
 	*ps = append(*ps, b.reflectorProblems()...)
 	*ps = append(*ps, c.externalPeerProblems()...)
+	c.serviceCIDRProblems(ps)
 	if b.HoldTime < 3*time.Second {
 		bad("bgp.holdTime", "value %q is below the 3s BGP allows", b.HoldTime)
 	} else if b.KeepaliveTime >= b.HoldTime {
@@ -333,6 +334,32 @@ func (c *Config) externalPeerProblems() []configProblem {
 		}
 	}
 	return ps
+}
+
+// serviceCIDRProblems checks bgp.serviceClusterIPs: CIDRs without host bits,
+// each once, outside every pool (a route to a Service CIDR that covers
+// pod blocks would steal pod traffic at the router), and external peers
+// to announce them to.
+func (c *Config) serviceCIDRProblems(ps *problems) {
+	b := c.BGP
+	for i, p := range b.ServiceClusterIPs {
+		at := fmt.Sprintf("bgp.serviceClusterIPs[%d]", i)
+		if p != p.Masked() {
+			ps.bad(at, "value %q has host bits set (did you mean %s?)", p, p.Masked())
+			continue
+		}
+		if j := slices.Index(b.ServiceClusterIPs[:i], p); j >= 0 {
+			ps.bad(at, "value %q is listed twice (also bgp.serviceClusterIPs[%d])", p, j)
+		}
+		for j, q := range c.Pools {
+			if q.CIDR.IsValid() && p.Overlaps(q.CIDR) {
+				ps.bad(at, "value %q overlaps pools[%d].cidr %q: a Service CIDR and pod addresses must not overlap (kubeadm's default service CIDR is 10.96.0.0/12)", p, j, q.CIDR)
+			}
+		}
+	}
+	if len(b.ServiceClusterIPs) > 0 && len(b.ExternalPeers) == 0 {
+		ps.bad("bgp.serviceClusterIPs", "value %v, but bgp.externalPeers is empty: Service CIDRs are announced to the node's routers only; add the routers under bgp.externalPeers (docs/bgp.md)", b.ServiceClusterIPs)
+	}
 }
 
 // configValidNodeName is a loose DNS-1123 subdomain check, the rule for

@@ -169,6 +169,14 @@ func TestParseConfig(t *testing.T) {
 			},
 		},
 		{
+			name: "service cluster IPs",
+			yaml: "bgp:\n  externalPeers: [{address: 192.168.10.1, asn: 65000}]\n  serviceClusterIPs: [10.96.0.0/12, 'fd00:10:96::/112']\n",
+			want: func(c *Config) {
+				c.BGP.ExternalPeers = []ExternalPeerConfig{{Address: addr("192.168.10.1"), ASN: 65000, Port: 179, MaxPrefixes: 1000}}
+				c.BGP.ServiceClusterIPs = []netip.Prefix{pfx("10.96.0.0/12"), pfx("fd00:10:96::/112")}
+			},
+		},
+		{
 			name: "anchors and aliases",
 			yaml: "pools:\n- &p {cidr: 10.10.0.0/16, blockSize: 28}\nbgp: {peers: [&a 10.0.0.1], peerPrefixes: [10.0.0.0/8], voters: [*a]}\n",
 			want: func(c *Config) {
@@ -335,6 +343,10 @@ func TestParseConfigErrors(t *testing.T) {
 		{"external peer is a mesh peer", "bgp: {peers: [10.0.0.1], externalPeers: [{address: 10.0.0.1, asn: 65000}]}", []string{`bgp.externalPeers[0].address: value "10.0.0.1" is also in bgp.peers`}},
 		{"external peer twice", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000}, {address: 10.0.0.1, asn: 65000}]}", []string{`bgp.externalPeers[1].address: value "10.0.0.1" is listed twice (also bgp.externalPeers[0])`}},
 		{"external peer unlimited", "bgp:\n  externalPeers:\n  - address: 10.0.0.1\n    asn: 65000\n    maxPrefixes: 0\n", []string{f + `line 5: bgp.externalPeers[0].maxPrefixes: value 0: every session has a prefix limit`}},
+		{"service CIDR host bits", "bgp:\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceClusterIPs: [10.96.0.1/12]\n", []string{f + `line 3: bgp.serviceClusterIPs[0]: value "10.96.0.1/12" has host bits set (did you mean 10.96.0.0/12?)`}},
+		{"service CIDR twice", "bgp:\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceClusterIPs: [10.96.0.0/12, 10.96.0.0/12]\n", []string{`bgp.serviceClusterIPs[1]: value "10.96.0.0/12" is listed twice (also bgp.serviceClusterIPs[0])`}},
+		{"service CIDR over a pool", "pools: [{cidr: 10.244.0.0/16}]\nbgp:\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceClusterIPs: [10.0.0.0/8]\n", []string{f + `line 4: bgp.serviceClusterIPs[0]: value "10.0.0.0/8" overlaps pools[0].cidr "10.244.0.0/16"`}},
+		{"service CIDR without routers", "bgp:\n  serviceClusterIPs: [10.96.0.0/12]\n", []string{f + `line 2: bgp.serviceClusterIPs: value [10.96.0.0/12], but bgp.externalPeers is empty`}},
 		{"external peer bad community", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000, communities: ['65000:70000']}]}", []string{`bgp.externalPeers[0].communities[0]: value "65000:70000"`}},
 		{"external peer multihop iBGP", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 64512, multihop: 2}]}", []string{`bgp.externalPeers[0].multihop: value 2 on an iBGP peer`}},
 		{"external peer hold time", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000, holdTime: 2s}]}", []string{`bgp.externalPeers[0].holdTime: value "2s" is below the 3s`}},

@@ -289,8 +289,8 @@ func startSpeaker(ctx context.Context, cfg Config, addr, addr6 netip.Addr, pools
 		RouteReflectors: cfg.BGP.RouteReflectors, RouteReflector: cfg.BGP.RouteReflector,
 		Keepalive: cfg.BGP.KeepaliveTime, Hold: cfg.BGP.HoldTime,
 		RestartTime: cmp.Or(hooks.bgpRestartTime, bgpRestartTime), Restarting: planned,
-		ExternalPeers: cfg.BGP.externalPeers(),
-		Pools:         bgpPools, LogLevel: gobgpLevel,
+		ExternalPeers: cfg.BGP.externalPeers(), ServiceCIDRs: cfg.BGP.ServiceClusterIPs,
+		Pools: bgpPools, LogLevel: gobgpLevel,
 	}, log.With("component", "bgp"), changed)
 	if err != nil {
 		return nil, err

@@ -101,8 +101,8 @@ func (l *Lab) routeAcross(netns string, onB bool) error {
 // AddCrossNodes makes the lab's two-subnet cluster: the router, then a1 and
 // a2 on Underlay and b1 on SubnetB, meshed over BGP (every node lists the
 // others and accepts both subnets). opts carries the rest (Extra,
-// ReconcileInterval, RouterASN: the router as every node's external
-// peer); the daemons are not started.
+// BGPExtra, ReconcileInterval, RouterASN: the router as every node's
+// external peer); the daemons are not started.
 func (l *Lab) AddCrossNodes(opts NodeOptions) ([]*Node, error) {
 	if _, err := l.AddCrossRouter(); err != nil {
 		return nil, err
@@ -125,6 +125,7 @@ func (l *Lab) AddCrossNodes(opts NodeOptions) ([]*Node, error) {
 				o.BGP += fmt.Sprintf("      password: %q\n", opts.RouterPassword)
 			}
 		}
+		o.BGP += opts.BGPExtra
 		o.SubnetB = i == 2
 		n, err := l.AddNode(name, o)
 		if err != nil {

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -312,6 +313,9 @@ type ToR interface {
 	// Hostile makes the router send the nodes everything it has and
 	// routes (HostileRoutes).
 	Hostile(routes []netip.Prefix) error
+	// NextHops are the next hops of the router's BGP paths to exactly
+	// prefix, one per path, sorted.
+	NextHops(prefix netip.Prefix) ([]netip.Addr, error)
 }
 
 // birdToR is BIRD as the ToR.
@@ -330,6 +334,58 @@ func (b *birdToR) Hostile(routes []netip.Prefix) error {
 
 // frrToR is FRR as the ToR.
 type frrToR struct{ *FRR }
+
+func (b *birdToR) NextHops(prefix netip.Prefix) ([]netip.Addr, error) {
+	table := "master4"
+	if prefix.Addr().Is6() {
+		table = "master6"
+	}
+	paths, err := b.Paths(table)
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Addr
+	for _, p := range paths {
+		if p.Net == prefix.String() {
+			out = append(out, p.NextHop)
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out, nil
+}
+
+func (f *frrToR) NextHops(prefix netip.Prefix) ([]netip.Addr, error) {
+	fam := "ipv4"
+	if prefix.Addr().Is6() {
+		fam = "ipv6"
+	}
+	out, err := f.Vtysh(fmt.Sprintf("show bgp %s unicast %s json", fam, prefix))
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Paths []struct {
+			Nexthops []struct {
+				IP string `json:"ip"`
+			} `json:"nexthops"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		return nil, fmt.Errorf("show bgp %s unicast %s json: %v: %s", fam, prefix, err, out)
+	}
+	var hops []netip.Addr
+	for _, p := range r.Paths {
+		if len(p.Nexthops) > 0 {
+			a, err := netip.ParseAddr(p.Nexthops[0].IP)
+			if err != nil {
+				return nil, fmt.Errorf("show bgp %s unicast %s json: next hop %q: %v", fam, prefix, p.Nexthops[0].IP, err)
+			}
+			hops = append(hops, a)
+		}
+	}
+	slices.SortFunc(hops, netip.Addr.Compare)
+	return hops, nil
+}
 
 func (f *frrToR) Hostile(routes []netip.Prefix) error {
 	// BGP networks without routes behind them (no staticd runs here).

@@ -1,0 +1,135 @@
+package bgp
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	bgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
+)
+
+// Service CIDRs (bgp.serviceClusterIPs, Calico's serviceClusterIPs) are
+// announced by every node to its external peers, next hop the node (its
+// IPv6 address for an IPv6 CIDR), so that a router spreads traffic to
+// Service addresses over the nodes (ECMP) and kube-proxy on the node
+// delivers it. They never go to the cluster's own sessions (mesh, route
+// reflectors): the first statement of the external export policy rejects
+// them towards every peer that is not external, and a reef peer would drop
+// them anyway (outside every pool; DecodeUnicast).
+
+// Names of the prefix sets of the service CIDRs, one per family (a GoBGP
+// prefix set holds one family).
+const (
+	serviceSet4 = "reef-services-v4"
+	serviceSet6 = "reef-services-v6"
+)
+
+// serviceExportStatements define the prefix sets of the service CIDRs and
+// return the statements that keep them from every peer that is not
+// external (externals: the neighbour set of the external peers).
+func (sp *Speaker) serviceExportStatements(ctx context.Context, externals string) ([]*api.Statement, error) {
+	sets := map[string][]*api.Prefix{}
+	for _, p := range sp.cfg.ServiceCIDRs {
+		name := serviceSet4
+		if p.Addr().Is6() {
+			name = serviceSet6
+		}
+		sets[name] = append(sets[name], &api.Prefix{IpPrefix: p.String(), MaskLengthMin: uint32(p.Bits()), MaskLengthMax: uint32(p.Bits())})
+	}
+	var out []*api.Statement
+	for _, name := range []string{serviceSet4, serviceSet6} {
+		if len(sets[name]) == 0 {
+			continue
+		}
+		if err := sp.s.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: &api.DefinedSet{
+			DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: name, Prefixes: sets[name],
+		}}); err != nil {
+			return nil, fmt.Errorf("define the service CIDRs %s: %w", name, err)
+		}
+		out = append(out, &api.Statement{
+			Name: name + "-not-to-cluster",
+			Conditions: &api.Conditions{
+				PrefixSet:   &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: name},
+				NeighborSet: &api.MatchSet{Type: api.MatchSet_TYPE_INVERT, Name: externals},
+			},
+			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT},
+		})
+	}
+	return out, nil
+}
+
+// serviceNextHop is the next hop of a service CIDR: the node's address of
+// its family; invalid when the node has none (an IPv6 CIDR without
+// NodeAddressV6).
+func (cfg *Config) serviceNextHop(p netip.Prefix) netip.Addr {
+	if p.Addr().Is6() {
+		return cfg.NodeAddressV6
+	}
+	return cfg.RouterID
+}
+
+// announceServices originates the service CIDRs, once: they do not change
+// while the daemon runs. A CIDR without a next hop of its family is left
+// out, and said so.
+func (sp *Speaker) announceServices() error {
+	var paths []*apiutil.Path
+	var cidrs []netip.Prefix
+	for _, p := range sp.cfg.ServiceCIDRs {
+		nh := sp.cfg.serviceNextHop(p)
+		if !nh.IsValid() {
+			sp.log.Warn("service CIDR not announced: the node has no IPv6 address (nodeAddressV6) to be its next hop", "cidr", p)
+			continue
+		}
+		path, err := servicePath(p, nh)
+		if err != nil {
+			return err
+		}
+		paths, cidrs = append(paths, path), append(cidrs, p)
+	}
+	var errs []error
+	sp.addPaths(paths, func(i int, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("announce service CIDR %s: %w", cidrs[i], err))
+		}
+	})
+	if len(errs) > 0 {
+		return errs[0]
+	}
+	if len(cidrs) > 0 {
+		sp.log.Info("announcing service CIDRs to external peers", "cidrs", cidrs)
+	}
+	return nil
+}
+
+// servicePath is a service CIDR as a unicast path of its family, next hop
+// nh, with no communities of reef's (it is no block).
+func servicePath(p netip.Prefix, nh netip.Addr) (*apiutil.Path, error) {
+	nlri, err := bgppkt.NewIPAddrPrefix(p)
+	if err != nil {
+		return nil, fmt.Errorf("encode service CIDR %s: %w", p, err)
+	}
+	nhAttr, err := bgppkt.NewPathAttributeNextHop(nh)
+	if err != nil {
+		return nil, fmt.Errorf("encode next hop %s: %w", nh, err)
+	}
+	family := bgppkt.RF_IPv4_UC
+	if p.Addr().Is6() {
+		family = bgppkt.RF_IPv6_UC
+	}
+	return &apiutil.Path{Family: family, Nlri: nlri, Attrs: []bgppkt.PathAttributeInterface{bgppkt.NewPathAttributeOrigin(0), nhAttr}}, nil
+}
+
+// ServiceCIDRs are the service CIDRs the node announces to its external
+// peers, and those it cannot (no next hop of their family).
+func (sp *Speaker) ServiceCIDRs() (announced, withheld []netip.Prefix) {
+	for _, p := range sp.cfg.ServiceCIDRs {
+		if sp.cfg.serviceNextHop(p).IsValid() {
+			announced = append(announced, p)
+		} else {
+			withheld = append(withheld, p)
+		}
+	}
+	return announced, withheld
+}

@@ -1,0 +1,71 @@
+package bgp
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	bgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
+
+	"github.com/reefcni/reef/blockproto"
+)
+
+// A node with a mesh peer and an external peer, and service CIDRs of both
+// families: the router learns the IPv4 CIDR, next hop the node, beside the
+// node's block; the IPv6 one is withheld (the node has no IPv6 address)
+// and said so; the mesh peer gets the block and never the service CIDR.
+func TestServiceCIDRsToExternalPeersOnly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three BGP speakers")
+	}
+	addrA, addrC, addrR := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.3")
+	ctx, logs, start := testSpeakers(t, addrA, addrC, addrR)
+	const routerASN = 65000
+	svc4, svc6 := netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("fd00:10:96::/112")
+	a := start(addrA, Config{Peers: []netip.Addr{addrC}, ServiceCIDRs: []netip.Prefix{svc4, svc6}, ExternalPeers: []ExternalPeer{{
+		Address: addrR, ASN: routerASN, Keepalive: 3 * time.Second, Hold: 10 * time.Second, MaxPrefixes: 100,
+	}}})
+	c := start(addrC, Config{Peers: []netip.Addr{addrA}})
+	a.cfg.ExternalPeers[0].Port = a.cfg.Port
+	router := startRouter(t, ctx, addrR, a.cfg.Port, routerASN, addrA)
+	for _, sp := range []*Speaker{a, c} {
+		if err := sp.connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, withheld := a.ServiceCIDRs(); !slices.Equal(got, []netip.Prefix{svc4}) || !slices.Equal(withheld, []netip.Prefix{svc6}) {
+		t.Errorf("ServiceCIDRs() = %v, %v; want [%s], [%s]", got, withheld, svc4, svc6)
+	}
+	ownA := netip.MustParsePrefix("10.244.7.0/26")
+	if err := a.AnnounceTable(blockproto.Table{}, []UnicastBlock{{Block: ownA, Owner: blockproto.Node{Addr: nodeA, Inc: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[netip.Prefix]string{
+		ownA: learnedLine(addrA, nodeA, nil, mustEncodeUnicast(t, nodeA)),
+		svc4: learnedLine(addrA, addrA, nil, nil),
+	}
+	eventually(t, "the router learns A's block and the service CIDR", func() string {
+		return cmp.Diff(want, routerLearned(router, bgppkt.RF_IPv4_UC))
+	})
+	// C has A's block, which A announced after the service CIDR: had the
+	// CIDR gone to C, it would have come first, or with it.
+	eventually(t, "C learns A's block only", func() string {
+		counts, err := c.CountPaths()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := counts.Unicast; got != (PathCounts{Received: 1, Accepted: 1}) {
+			return "C's unicast table: " + cmp.Diff(PathCounts{Received: 1, Accepted: 1}, got)
+		}
+		return ""
+	})
+	if c.Dropped() != 0 {
+		t.Errorf("C dropped %d paths: A sent it what is not a block", c.Dropped())
+	}
+	if !strings.Contains(logs.String(), "service CIDR not announced: the node has no IPv6 address") {
+		t.Errorf("no log line about the withheld IPv6 service CIDR:\n%s", logs.String())
+	}
+}

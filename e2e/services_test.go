@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reefcni/reef/internal/lab"
+)
+
+// serviceCIDR is the Service CIDR of the services tests: kubeadm's default.
+var serviceCIDR = netip.MustParsePrefix("10.96.0.0/12")
+
+// Services (docs/bgp.md, "Services"): the ToR lab's three nodes with
+// bgp.serviceClusterIPs, the router running BIRD 2 (TestServiceCIDRsBird)
+// or FRR (TestServiceCIDRsFRR) with the CIDR in its import filter:
+//
+//   - the router learns the CIDR from every node, next hop each node, and
+//     routes it in its kernel;
+//   - each node's session to the router sent its blocks and the CIDR;
+//   - no node has a route to the CIDR, and none dropped a path: the CIDR
+//     never went over the mesh. (GoBGP did not send it to the mesh here
+//     even without the export statement that keeps it from the mesh;
+//     bgp's TestServiceCIDRsToExternalPeersOnly is where a speaker without
+//     that statement fails.)
+func TestServiceCIDRsBird(t *testing.T) { testServiceCIDRs(t, "bird") }
+
+func TestServiceCIDRsFRR(t *testing.T) { slowSuite(t); testServiceCIDRs(t, "frr") }
+
+func testServiceCIDRs(t *testing.T, kind string) {
+	l := newLab(t)
+	nodes, err := l.AddCrossNodes(lab.NodeOptions{Extra: torPool, RouterASN: lab.RouterASN,
+		BGPExtra: fmt.Sprintf("  serviceClusterIPs: [%s]\n", serviceCIDR)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addrs []netip.Addr
+	for _, n := range nodes {
+		addrs = append(addrs, n.Address)
+	}
+	// The router takes the blocks and, as an operator configures it for
+	// Services, exactly the Service CIDR.
+	pools := append(slices.Clone(lab.DefaultToRPools), lab.ToRPool{CIDR: serviceCIDR, BlockSize: serviceCIDR.Bits()})
+	tor, err := l.StartToR(kind, addrs, pools, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s log:\n%s", kind, tor.Log())
+		}
+	})
+	if err := lab.StartAll(nodes); err != nil {
+		t.Fatal(err)
+	}
+	newPod(t, nodes[0], "pa1")
+	converge(t, nodes...)
+	router := l.Prefix + "-xr"
+
+	var legs []netip.Addr
+	for _, n := range nodes {
+		legs = append(legs, n.Address)
+	}
+	slices.SortFunc(legs, netip.Addr.Compare)
+	eventually(t, 20*time.Second, func() string {
+		hops, err := tor.NextHops(serviceCIDR)
+		if err != nil {
+			return err.Error()
+		}
+		if !slices.Equal(hops, legs) {
+			return fmt.Sprintf("the router's paths to %s: next hops %v, want one from each node %v", serviceCIDR, hops, legs)
+		}
+		out := run(t, l, router, "ip", "-4", "route", "show", "exact", serviceCIDR.String())
+		if !slices.ContainsFunc(legs, func(a netip.Addr) bool { return strings.Contains(out, "via "+a.String()+" ") }) {
+			return fmt.Sprintf("the router's kernel route to %s: %q, want one via a node", serviceCIDR, strings.TrimSpace(out))
+		}
+		return ""
+	})
+
+	for _, n := range nodes {
+		st := mustStatus(t, n)
+		if ext := st.GetExternalPeers(); len(ext) != 1 || ext[0].GetSent() != uint64(len(blocksOf(t, n))+1) {
+			t.Errorf("%s's external peers: %s; want one that was sent its %d blocks and the Service CIDR", n.Name, ext2s(ext), len(blocksOf(t, n)))
+		}
+		if st.GetBgpDropped() != 0 {
+			t.Errorf("%s dropped %d paths from its peers: a Service CIDR went over the mesh?", n.Name, st.GetBgpDropped())
+		}
+		if out := run(t, l, n.Netns, "ip", "-4", "route", "show", "exact", serviceCIDR.String()); strings.TrimSpace(out) != "" {
+			t.Errorf("%s has a route to the Service CIDR: %s", n.Name, out)
+		}
+		if !strings.Contains(n.Log(), "announcing service CIDRs to external peers") {
+			t.Errorf("%s does not log the Service CIDRs it announces", n.Name)
+		}
+	}
+}
