@@ -414,7 +414,7 @@ func externalReflectors(t *testing.T, l *lab.Lab, kind string) []externalRR {
 // With dual, the clients have IPv6 addresses on their uplinks and the
 // IPv6 pool rrPool6 too, and all that holds for both families.
 func testExternalReflectors(t *testing.T, kind string, dual bool) {
-	if _, err := os.Stat(lab.Vtysh); err != nil && kind == "frr" {
+	if _, err := os.Stat(lab.Vtysh); kind == "frr" && err != nil {
 		t.Skip("FRR is not installed (apt-get install frr); docs/bgp.md says what was checked without it")
 	}
 	l := newLab(t)
@@ -582,7 +582,7 @@ func birdTablesDiffer(b *lab.Bird, clients []*lab.Node) string {
 			want = append(want, rt)
 			if rt.Prefix.Addr().Is6() {
 				// No IPv6 unicast in the cluster: the claim is the block's path.
-				if p := seen[rt.RD.String()+" "+rt.Prefix.String()]; p.NextHop.Unmap() != c.Address {
+				if p, ok := seen[rt.RD.String()+" "+rt.Prefix.String()]; ok && p.NextHop.Unmap() != c.Address {
 					return fmt.Sprintf("%s: IPv6 VPN path %s (%s's claim): %+v (want next hop %s, IPv4-mapped)", b.Name, rt, c.Name, p, c.Address)
 				}
 				continue
