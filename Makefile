@@ -133,8 +133,10 @@ test-e2e: build deps-test deps-cri deps-kube deps-k8s
 
 # The slower variants of e2e tests that make test runs a slice of (e2e:
 # slowSuite): the IPv6 ToR tests with FRR and IPv6-only pools, the chaos
-# with one family (make test runs it dual-stack).
-SLOW_E2E := ^(TestServiceCIDRsFRR|TestToRIPv6Bird|TestToRIPv6FRR|TestToRDualStackFRR|TestBlocksChaosIPv4|TestBlocksChaosIPv6)$$
+# with one family (make test runs it dual-stack), the FRR reflectors with
+# dual-stack pools (make test runs the BIRD ones), the Service CIDRs through
+# FRR (make test runs BIRD).
+SLOW_E2E := ^(TestServiceCIDRsFRR|TestToRIPv6Bird|TestToRIPv6FRR|TestToRDualStackFRR|TestBlocksChaosIPv4|TestBlocksChaosIPv6|TestReflectorsFRRDualStack)$$
 .PHONY: test-e2e-slow
 test-e2e-slow: build deps-test
 	REEF_E2E_SLOW=1 REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m -run '$(SLOW_E2E)' ./e2e/

@@ -26,10 +26,22 @@ import (
 // at the same block and they ADD their first pods at once, so their claims
 // compete through the reflectors. Then: every pod reaches every pod,
 // every block has one owner, and a restart of one reflector loses no ping
-// between pods on two clients.
+// between pods on two clients. The dual-stack variants give the clients
+// an IPv6 pool too: its blocks travel through the reflectors in IPv6 VPN.
 
 // rrPool: 16 blocks of 16 addresses, no VXLAN (one subnet).
 const rrPool = "pools:\n  - cidr: 10.251.0.0/24\n    blockSize: 28\n    vxlanMode: Never\n"
+
+// rrPool6 is the IPv6 pool of the dual-stack variants (after rrPool): 16
+// blocks of 16 addresses too, so that a name's block search starts at the
+// same block in both pools (blockproto.Offset depends on the number of
+// blocks only) and the IPv6 claims compete as well.
+const rrPool6 = "  - cidr: fd00:10:248::/120\n    blockSize: 124\n    vxlanMode: Never\n"
+
+var (
+	rrPrefix4 = netip.MustParsePrefix("10.251.0.0/24")
+	rrPrefix6 = netip.MustParsePrefix("fd00:10:248::/120")
+)
 
 const rrClients = 6
 
@@ -50,19 +62,20 @@ func sameOffsetNames(t *testing.T, n int, pool blockproto.Pool) []string {
 	return names
 }
 
-// addClients adds the client nodes, peering with rrs; the first three are
-// the voters. first is the index of the first client among the lab's
-// nodes (their addresses follow the nodes added before).
-func addClients(t *testing.T, l *lab.Lab, first int, rrs []netip.Addr) ([]*lab.Node, []netip.Addr) {
+// addClients adds the client nodes with the pools (rrPool, and rrPool6
+// after it or not), peering with rrs; the first three are the voters.
+// first is the index of the first client among the lab's nodes (their
+// addresses follow the nodes added before).
+func addClients(t *testing.T, l *lab.Lab, first int, rrs []netip.Addr, pools string) ([]*lab.Node, []netip.Addr) {
 	t.Helper()
-	pool := blockproto.Pool{CIDR: netip.MustParsePrefix("10.251.0.0/24"), BlockSize: 28}
+	pool := blockproto.Pool{CIDR: rrPrefix4, BlockSize: 28}
 	var voters []netip.Addr
 	for i := range 3 {
 		voters = append(voters, lab.NodeAddress(first+i))
 	}
 	var clients []*lab.Node
 	for _, name := range sameOffsetNames(t, rrClients, pool) {
-		n, err := l.AddNode(name, lab.NodeOptions{BGP: lab.ClientBGP(rrs, voters), Extra: rrPool})
+		n, err := l.AddNode(name, lab.NodeOptions{BGP: lab.ClientBGP(rrs, voters), Extra: pools})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,10 +88,10 @@ func addClients(t *testing.T, l *lab.Lab, first int, rrs []netip.Addr) ([]*lab.N
 // clients' first choice is the same block (sameOffsetNames); so that they
 // all claim it before any hears another's claim, whatever the timing, the
 // switch drops the reflectors' frames (hold: their names) until every
-// client has claimed, for well under the lab's 3 s hold time: the sessions
-// (established before) stay up, and TCP delivers the claims, all at once,
-// after.
-func competingPods(t *testing.T, l *lab.Lab, clients []*lab.Node, hold []string) []*lab.Pod {
+// client has claimed (claims: one block per family of its pools), for well
+// under the lab's 3 s hold time: the sessions (established before) stay
+// up, and TCP delivers the claims, all at once, after.
+func competingPods(t *testing.T, l *lab.Lab, clients []*lab.Node, hold []string, claims int) []*lab.Pod {
 	t.Helper()
 	for _, h := range hold {
 		if err := l.Drop(h, true); err != nil {
@@ -116,12 +129,12 @@ func competingPods(t *testing.T, l *lab.Lab, clients []*lab.Node, hold []string)
 		if err := poll.Until(1500*time.Millisecond, func() error {
 			var late []string
 			for _, n := range clients {
-				if !strings.Contains(n.Log(), "claimed a block") {
+				if strings.Count(n.Log(), "claimed a block") < claims {
 					late = append(late, n.Name)
 				}
 			}
 			if len(late) > 0 {
-				return fmt.Errorf("%v claimed no block", late)
+				return fmt.Errorf("%v did not claim %d block(s)", late, claims)
 			}
 			return nil
 		}); err != nil {
@@ -136,28 +149,47 @@ func competingPods(t *testing.T, l *lab.Lab, clients []*lab.Node, hold []string)
 	return pods
 }
 
+// givenUp matches the daemon's log line of a claim lost to a competitor.
+var givenUp = regexp.MustCompile(`msg="gave up a pending claim[^"]*".* block=(\S+)`)
+
 // checkUnique: no address on two pods, no block confirmed by two nodes, no
-// conflict logged; it reports how many claims were lost to competitors.
+// conflict logged; it reports how many claims were lost to competitors, and
+// fails if none was in a family the pods have addresses of.
 func checkUnique(t *testing.T, pods []*lab.Pod, nodes []*lab.Node) {
 	t.Helper()
 	uniqueAddresses(t, pods)
 	owners := uniqueOwners(t, nodes...)
-	lost := 0
+	lost := map[string]int{} // "IPv4", "IPv6" -> claims given up
 	for _, n := range nodes {
-		lost += strings.Count(n.Log(), "gave up a pending claim")
+		for _, m := range givenUp.FindAllStringSubmatch(n.Log(), -1) {
+			lost[family(netip.MustParsePrefix(m[1]).Addr())]++
+		}
 		if strings.Contains(n.Log(), "block conflict") {
 			t.Errorf("%s logged a block conflict", n.Name)
 		}
 	}
+	families := map[string]bool{}
 	for _, p := range pods {
-		if o := ownerOf(owners, p.IP); o != p.Node.Name {
-			t.Errorf("pod %s/%s has %s, in a block of %q", p.Node.Name, p.Name, p.IP, o)
+		for _, ip := range p.IPs {
+			families[family(ip)] = true
+			if o := ownerOf(owners, ip); o != p.Node.Name {
+				t.Errorf("pod %s/%s has %s, in a block of %q", p.Node.Name, p.Name, ip, o)
+			}
 		}
 	}
-	t.Logf("%d blocks owned by %d nodes; %d claim(s) given up to a competing claim of the same block", len(owners), len(nodes), lost)
-	if lost == 0 {
-		t.Errorf("no claim was given up: the clients' claims did not compete")
+	t.Logf("%d blocks owned by %d nodes; claims given up to a competing claim of the same block: %v", len(owners), len(nodes), lost)
+	for f := range families {
+		if lost[f] == 0 {
+			t.Errorf("no claim of an %s block was given up: the clients' claims did not compete", f)
+		}
 	}
+}
+
+func family(a netip.Addr) string {
+	if a.Is6() {
+		return "IPv6"
+	}
+	return "IPv4"
 }
 
 func ownerOf(owners map[string]string, ip netip.Addr) string {
@@ -169,14 +201,17 @@ func ownerOf(owners map[string]string, ip netip.Addr) string {
 	return ""
 }
 
-// pingAll pings every pod from every other pod.
+// pingAll pings every address of every pod from every other pod.
 func pingAll(t *testing.T, pods []*lab.Pod) {
 	t.Helper()
 	for _, a := range pods {
 		for _, b := range pods {
-			if a != b {
-				if _, err := a.Ping(b.IP); err != nil {
-					t.Errorf("%s -> %s: %v", a.Node.Name, b.Node.Name, err)
+			if a == b {
+				continue
+			}
+			for _, ip := range b.IPs {
+				if _, err := a.Ping(ip); err != nil {
+					t.Errorf("%s -> %s (%s): %v", a.Node.Name, b.Node.Name, ip, err)
 				}
 			}
 		}
@@ -222,20 +257,29 @@ func checkPeers(t *testing.T, n *lab.Node, want map[string]string) {
 	}
 }
 
-// noLossAcross pings between pods on two clients in both directions while
+// noLossAcross pings between pods on two clients in both directions, to
+// each of their addresses (both families of dual-stack pods), while
 // restart runs, and fails the test if any ping is lost.
 func noLossAcross(t *testing.T, a, b *lab.Pod, what string, restart func()) {
 	t.Helper()
-	wab := pingFor(t, a, b.IP.String(), 80)
-	wba := pingFor(t, b, a.IP.String(), 80)
+	type pinger struct {
+		dir  string
+		wait func() (int, int)
+	}
+	var pingers []pinger
+	for _, d := range [][2]*lab.Pod{{a, b}, {b, a}} {
+		for _, ip := range d[1].IPs {
+			pingers = append(pingers, pinger{fmt.Sprintf("%s -> %s (%s)", d[0].Node.Name, d[1].Node.Name, family(ip)), pingFor(t, d[0], ip.String(), 80)})
+		}
+	}
 	time.Sleep(time.Second) // a second of traffic before the restart: the scenario, not a wait
 	restart()
-	for dir, w := range map[string]func() (int, int){a.Node.Name + " -> " + b.Node.Name: wab, b.Node.Name + " -> " + a.Node.Name: wba} {
-		recv, sent := w()
+	for _, p := range pingers {
+		recv, sent := p.wait()
 		if recv != sent {
-			t.Errorf("%s: %d of %d pings lost across %s", dir, sent-recv, sent, what)
+			t.Errorf("%s: %d of %d pings lost across %s", p.dir, sent-recv, sent, what)
 		} else {
-			t.Logf("%s: %d of %d pings answered across %s", dir, recv, sent, what)
+			t.Logf("%s: %d of %d pings answered across %s", p.dir, recv, sent, what)
 		}
 	}
 }
@@ -255,7 +299,7 @@ func TestReflectorsReef(t *testing.T) {
 		}
 		rrs = append(rrs, n)
 	}
-	clients, v := addClients(t, l, 2, rrAddrs)
+	clients, v := addClients(t, l, 2, rrAddrs, rrPool)
 	if !slices.Equal(v, voters) {
 		t.Fatalf("voters %v, want %v", v, voters)
 	}
@@ -268,7 +312,7 @@ func TestReflectorsReef(t *testing.T) {
 	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	pods := competingPods(t, l, clients, []string{"rr1", "rr2"})
+	pods := competingPods(t, l, clients, []string{"rr1", "rr2"}, 1)
 	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -319,11 +363,62 @@ type externalRR struct {
 	check func(clients []*lab.Node) string
 }
 
+// externalReflectors adds two route reflectors of kind "bird" or "frr"
+// to l, with the configuration of docs/bgp.md.
+func externalReflectors(t *testing.T, l *lab.Lab, kind string) []externalRR {
+	t.Helper()
+	var rrs []externalRR
+	for i := range 2 {
+		switch kind {
+		case "bird":
+			b, err := l.AddBird(fmt.Sprintf("bird%d", i+1), lab.BirdAddress(i), lab.Underlay)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rrs = append(rrs, externalRR{name: "BIRD " + b.Name, host: b.Name, addr: b.Address, start: b.Start, kill: b.Kill,
+				dump: func() string {
+					out, _ := b.Birdc("show", "protocols")
+					for _, table := range []string{"reefvpn", "reefvpn6", "master4"} {
+						r, _ := b.Birdc("show", "route", "table", table, "all")
+						out += r
+					}
+					return out + "log:\n" + b.Log()
+				},
+				check: func(clients []*lab.Node) string { return birdTablesDiffer(b, clients) }})
+		case "frr":
+			f, err := l.AddFRR(fmt.Sprintf("frr%d", i+1), lab.BirdAddress(i), lab.Underlay)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rrs = append(rrs, externalRR{name: "FRR " + f.Name, host: f.Name, addr: f.Address, start: f.Start, kill: f.Kill,
+				dump: func() string {
+					out, _ := f.Vtysh("show bgp summary")
+					for _, table := range []string{"ipv4 vpn", "ipv6 vpn"} {
+						r, _ := f.Vtysh("show bgp " + table)
+						out += r
+					}
+					return out + "log:\n" + f.Log()
+				},
+				check: func(clients []*lab.Node) string { return frrTablesDiffer(f, clients) }})
+		default:
+			t.Fatalf("no route reflector of kind %q", kind)
+		}
+	}
+	return rrs
+}
+
 // testExternalReflectors: six clients peer with two external route
-// reflectors (not peered with each other) and none else: competing
-// claims, every pod to every pod, the reflectors' tables (check), and a
-// kill and restart of one reflector loses no ping.
-func testExternalReflectors(t *testing.T, l *lab.Lab, rrs []externalRR) {
+// reflectors of kind ("bird", "frr"), not peered with each other, and
+// none else: competing claims, every pod to every pod, the reflectors'
+// tables (check), and a kill and restart of one reflector loses no ping.
+// With dual, the clients have IPv6 addresses on their uplinks and the
+// IPv6 pool rrPool6 too, and all that holds for both families.
+func testExternalReflectors(t *testing.T, kind string, dual bool) {
+	if _, err := os.Stat(lab.Vtysh); kind == "frr" && err != nil {
+		t.Skip("FRR is not installed (apt-get install frr); docs/bgp.md says what was checked without it")
+	}
+	l := newLab(t)
+	rrs := externalReflectors(t, l, kind)
 	var addrs []netip.Addr
 	for _, rr := range rrs {
 		if err := rr.start(); err != nil {
@@ -338,7 +433,14 @@ func testExternalReflectors(t *testing.T, l *lab.Lab, rrs []externalRR) {
 			}
 		}
 	})
-	clients, _ := addClients(t, l, 0, addrs)
+	pools, claims := rrPool, 1
+	if dual {
+		pools, claims = rrPool+rrPool6, 2
+	}
+	clients, _ := addClients(t, l, 0, addrs, pools)
+	if dual {
+		addNodeAddrs6(t, clients...)
+	}
 	if err := lab.StartAll(clients); err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +451,14 @@ func testExternalReflectors(t *testing.T, l *lab.Lab, rrs []externalRR) {
 	if err := lab.WaitReflected(clients, 2, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	pods := competingPods(t, l, clients, held)
+	pods := competingPods(t, l, clients, held, claims)
+	if dual {
+		for _, p := range pods {
+			dualPod(t, l, p, rrPrefix4, rrPrefix6)
+		}
+	}
+	// Every client routes every other's blocks of both families via the
+	// owner's address; the clients have no session but to the reflectors.
 	if err := lab.WaitReflected(clients, 2, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -382,50 +491,22 @@ func testExternalReflectors(t *testing.T, l *lab.Lab, rrs []externalRR) {
 // docs/bgp.md (lab.BirdConfig). BIRD holds one path per NLRI, from the
 // speaker its route distinguisher names, with reef's large communities as
 // reef sent them, and the confirmed blocks with the owners as next hops.
-func TestReflectorsBird(t *testing.T) {
-	l := newLab(t)
-	var rrs []externalRR
-	for i := range 2 {
-		b, err := l.AddBird(fmt.Sprintf("bird%d", i+1), lab.BirdAddress(i), lab.Underlay)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rrs = append(rrs, externalRR{name: "BIRD " + b.Name, host: b.Name, addr: b.Address, start: b.Start, kill: b.Kill,
-			dump: func() string {
-				p, _ := b.Birdc("show", "protocols")
-				vpn, _ := b.Birdc("show", "route", "table", "reefvpn", "all")
-				uc, _ := b.Birdc("show", "route", "table", "master4", "all")
-				return p + vpn + uc + "log:\n" + b.Log()
-			},
-			check: func(clients []*lab.Node) string { return birdTablesDiffer(b, clients) }})
-	}
-	testExternalReflectors(t, l, rrs)
-}
+func TestReflectorsBird(t *testing.T) { testExternalReflectors(t, "bird", false) }
 
 // TestReflectorsFRR: the same with two FRR route reflectors, configured as
 // docs/bgp.md says (lab.FRRConfig). FRR holds one path per NLRI of the
 // VPN table, and every client's record and claims.
-func TestReflectorsFRR(t *testing.T) {
-	if _, err := os.Stat(lab.Vtysh); err != nil {
-		t.Skip("FRR is not installed (apt-get install frr); docs/bgp.md says what was checked without it")
-	}
-	l := newLab(t)
-	var rrs []externalRR
-	for i := range 2 {
-		f, err := l.AddFRR(fmt.Sprintf("frr%d", i+1), lab.BirdAddress(i), lab.Underlay)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rrs = append(rrs, externalRR{name: "FRR " + f.Name, host: f.Name, addr: f.Address, start: f.Start, kill: f.Kill,
-			dump: func() string {
-				s, _ := f.Vtysh("show bgp summary")
-				vpn, _ := f.Vtysh("show bgp ipv4 vpn")
-				return s + vpn + "log:\n" + f.Log()
-			},
-			check: func(clients []*lab.Node) string { return frrTablesDiffer(f, clients) }})
-	}
-	testExternalReflectors(t, l, rrs)
-}
+func TestReflectorsFRR(t *testing.T) { testExternalReflectors(t, "frr", false) }
+
+// TestReflectorsBirdDualStack: the clients of the BIRD reflectors have an
+// IPv4 and an IPv6 pool (issue 29): the IPv6 claims compete through
+// BIRD's IPv6 VPN table as the IPv4 ones do, every client routes the
+// others' IPv6 blocks via their IPv6 addresses, and dual-stack pods ping
+// each other over both families, through a kill of a reflector too.
+func TestReflectorsBirdDualStack(t *testing.T) { testExternalReflectors(t, "bird", true) }
+
+// TestReflectorsFRRDualStack: the same with the FRR reflectors.
+func TestReflectorsFRRDualStack(t *testing.T) { slowSuite(t); testExternalReflectors(t, "frr", true) }
 
 // checkBirdTables fails the test with what birdTablesDiffer finds.
 func checkBirdTables(t *testing.T, b *lab.Bird, clients []*lab.Node) {
@@ -439,15 +520,22 @@ func checkBirdTables(t *testing.T, b *lab.Bird, clients []*lab.Node) {
 }
 
 // birdTablesDiffer compares BIRD's tables with what the clients announce:
-// in the VPN table, one path per NLRI, from the speaker its RD names; each
-// client's record, and the claims of its confirmed blocks, with exactly the
-// large communities reef encodes; in the IPv4 table, each confirmed block
-// once, next hop = owner. It returns "" when all is as it should be.
+// in the VPN tables (IPv4 and IPv6), one path per NLRI, from the speaker
+// its RD names; each client's record, and the claims of its confirmed
+// blocks, with exactly the large communities reef encodes (an IPv6 block's
+// in the IPv6 VPN table, next hop = the owner); in the IPv4 table, each
+// confirmed IPv4 block once, next hop = owner. It returns "" when all is
+// as it should be.
 func birdTablesDiffer(b *lab.Bird, clients []*lab.Node) string {
 	vpn, err := b.Paths("reefvpn")
 	if err != nil {
 		return err.Error()
 	}
+	vpn6, err := b.Paths("reefvpn6")
+	if err != nil {
+		return err.Error()
+	}
+	vpn = append(vpn, vpn6...)
 	uc, err := b.Paths("master4")
 	if err != nil {
 		return err.Error()
@@ -492,6 +580,13 @@ func birdTablesDiffer(b *lab.Bird, clients []*lab.Node) string {
 				return err.Error()
 			}
 			want = append(want, rt)
+			if rt.Prefix.Addr().Is6() {
+				// No IPv6 unicast in the cluster: the claim is the block's path.
+				if p, ok := seen[rt.RD.String()+" "+rt.Prefix.String()]; ok && p.NextHop.Unmap() != c.Address {
+					return fmt.Sprintf("%s: IPv6 VPN path %s (%s's claim): %+v (want next hop %s, IPv4-mapped)", b.Name, rt, c.Name, p, c.Address)
+				}
+				continue
+			}
 			p, ok := ucSeen[blk.GetCidr()]
 			if !ok || p.NextHop != c.Address {
 				return fmt.Sprintf("%s: IPv4 path of %s's block %s: %+v (want next hop %s)", b.Name, c.Name, blk.GetCidr(), p, c.Address)
@@ -500,7 +595,7 @@ func birdTablesDiffer(b *lab.Bird, clients []*lab.Node) string {
 		for _, rt := range want {
 			p, ok := seen[rt.RD.String()+" "+rt.Prefix.String()]
 			if !ok {
-				return fmt.Sprintf("%s has no path %s (%s's claim); it has %d VPN paths", b.Name, rt, c.Name, len(vpn))
+				return fmt.Sprintf("%s has no path %s (%s's claim); it has %d VPN paths, %d of them IPv6", b.Name, rt, c.Name, len(vpn), len(vpn6))
 			}
 			if got, want := sortedLarge(p.Large), wantLarge(rt); got != want {
 				return fmt.Sprintf("%s: %s has large communities %s, reef sent %s", b.Name, rt, got, want)
@@ -528,28 +623,50 @@ func sortedLarge(lcs []string) string {
 	return strings.Join(s, " ")
 }
 
-// frrTablesDiffer checks FRR's VPN table: each client's record and the
-// claims of its confirmed blocks are there, once each, with one path per
-// NLRI, and each confirmed block is in its IPv4 table with the owner as
-// next hop. It returns "" when all is as it should be.
-func frrTablesDiffer(f *lab.FRR, clients []*lab.Node) string {
-	out, err := f.Vtysh("show bgp ipv4 vpn json")
+// frrVPN is FRR's VPN table of one family: RD -> prefix -> paths.
+type frrVPN map[string]map[string][]struct {
+	Nexthops []struct {
+		IP string `json:"ip"`
+	} `json:"nexthops"`
+}
+
+// frrVPNTable reads FRR's VPN table of family ("ipv4", "ipv6").
+func frrVPNTable(f *lab.FRR, family string) (frrVPN, error) {
+	cmd := "show bgp " + family + " vpn json"
+	out, err := f.Vtysh(cmd)
 	if err != nil {
-		return err.Error()
+		return nil, err
+	}
+	if strings.TrimSpace(out) == "" {
+		return nil, nil // FRR 8.4 prints nothing for an empty VPN table
 	}
 	var vpn struct {
 		Routes struct {
-			RouteDistinguishers map[string]map[string][]struct {
-				Nexthops []struct {
-					IP string `json:"ip"`
-				} `json:"nexthops"`
-			} `json:"routeDistinguishers"`
+			RouteDistinguishers frrVPN `json:"routeDistinguishers"`
 		} `json:"routes"`
 	}
 	if err := json.Unmarshal([]byte(out), &vpn); err != nil {
-		return fmt.Sprintf("show bgp ipv4 vpn json: %v: %.300s", err, out)
+		return nil, fmt.Errorf("%s: %v: %.300s", cmd, err, out)
 	}
-	out, err = f.Vtysh("show bgp ipv4 unicast json")
+	return vpn.Routes.RouteDistinguishers, nil
+}
+
+// frrTablesDiffer checks FRR's VPN tables: each client's record and the
+// claims of its confirmed blocks are there, once each, with one path per
+// NLRI (an IPv6 block's claim in the IPv6 VPN table, next hop the owner's
+// address, IPv4-mapped), and each confirmed IPv4 block is in its IPv4
+// table with the owner as next hop. It returns "" when all is as it
+// should be.
+func frrTablesDiffer(f *lab.FRR, clients []*lab.Node) string {
+	rds, err := frrVPNTable(f, "ipv4")
+	if err != nil {
+		return err.Error()
+	}
+	rds6, err := frrVPNTable(f, "ipv6")
+	if err != nil {
+		return err.Error()
+	}
+	out, err := f.Vtysh("show bgp ipv4 unicast json")
 	if err != nil {
 		return err.Error()
 	}
@@ -563,11 +680,12 @@ func frrTablesDiffer(f *lab.FRR, clients []*lab.Node) string {
 	if err := json.Unmarshal([]byte(out), &uc); err != nil {
 		return fmt.Sprintf("show bgp ipv4 unicast json: %v: %.300s", err, out)
 	}
-	rds := vpn.Routes.RouteDistinguishers
-	for rd, nets := range rds {
-		for net, paths := range nets {
-			if len(paths) != 1 {
-				return fmt.Sprintf("%d paths for %s %s", len(paths), rd, net)
+	for _, t := range []frrVPN{rds, rds6} {
+		for rd, nets := range t {
+			for net, paths := range nets {
+				if len(paths) != 1 {
+					return fmt.Sprintf("%d paths for %s %s", len(paths), rd, net)
+				}
 			}
 		}
 	}
@@ -582,6 +700,16 @@ func frrTablesDiffer(f *lab.FRR, clients []*lab.Node) string {
 		}
 		for _, blk := range st.GetBlocks() {
 			if blk.GetState() != "confirmed" {
+				continue
+			}
+			if strings.Contains(blk.GetCidr(), ":") {
+				p, ok := rds6[a+":2"][blk.GetCidr()]
+				if !ok || len(p[0].Nexthops) == 0 {
+					return fmt.Sprintf("no IPv6 VPN claim of %s by %s: %+v", blk.GetCidr(), c.Name, p)
+				}
+				if nh, err := netip.ParseAddr(p[0].Nexthops[0].IP); err != nil || nh.Unmap() != c.Address {
+					return fmt.Sprintf("IPv6 VPN claim of %s by %s has next hop %q, want %s IPv4-mapped", blk.GetCidr(), c.Name, p[0].Nexthops[0].IP, a)
+				}
 				continue
 			}
 			if p, ok := rds[a+":2"][blk.GetCidr()]; !ok || len(p[0].Nexthops) == 0 || p[0].Nexthops[0].IP != a {

@@ -28,8 +28,8 @@ func BirdAddress(i int) netip.Addr {
 // (docs/bgp.md explains it line by line, and a test checks that the docs
 // show exactly this): router ID and cluster ID = its own address, iBGP in
 // asn, the clients accepted from the range clients (dynamic BGP: BIRD
-// waits for them to connect), both of reef's families reflected as they
-// came, next hops unchanged. hold is the BGP hold time (keepalive: a third
+// waits for them to connect), every family of reef's sessions (IPv4
+// unicast, IPv4 VPN, IPv6 VPN) reflected as it came, next hops unchanged. hold is the BGP hold time (keepalive: a third
 // of it).
 func BirdConfig(self netip.Addr, asn uint32, clients netip.Prefix, hold time.Duration) string {
 	return fmt.Sprintf(`# A BIRD 2 route reflector for reef (docs/bgp.md).
@@ -43,10 +43,11 @@ protocol device {
 }
 
 # reef's block protocol: IPv4 VPN paths, one per speaker and subject (the
-# route distinguisher is the speaker's address). They have no route
-# target and no protocol exports them to the kernel: BIRD only stores
-# and reflects them.
+# route distinguisher is the speaker's address), and IPv6 VPN paths for
+# the claims and grants of IPv6 blocks. They have no route target and no
+# protocol exports them to the kernel: BIRD only stores and reflects them.
 vpn4 table reefvpn;
+vpn6 table reefvpn6;
 
 template bgp reef_client {
   local %[1]s as %[2]d;
@@ -70,6 +71,15 @@ template bgp reef_client {
     import all;
     export all;
     next hop keep;
+    gateway direct;
+    receive limit 131072 action restart;
+  };
+  vpn6 mpls {                   # claims and grants of IPv6 blocks
+    table reefvpn6;
+    import all;
+    export all;
+    next hop keep;
+    extended next hop on;       # the next hop is the speaker's IPv4 address, IPv4-mapped
     gateway direct;
     receive limit 131072 action restart;
   };

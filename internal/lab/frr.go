@@ -21,9 +21,10 @@ const (
 // FRRConfig is the FRR configuration of a route reflector for reef
 // (docs/bgp.md shows it, and a test checks that the docs show exactly
 // this): router ID and cluster ID = its own address, iBGP in asn, the
-// clients accepted from the range clients into the peer group reef, both
-// of reef's families reflected with their large communities and next hops
-// as they came, a prefix limit on each. hold is the BGP hold time
+// clients accepted from the range clients into the peer group reef, every
+// family of reef's sessions (IPv4 unicast, IPv4 VPN, IPv6 VPN) reflected
+// with the paths' large communities and next hops as they came, a prefix
+// limit on each. hold is the BGP hold time
 // (keepalive: a third of it).
 func FRRConfig(self netip.Addr, asn uint32, clients netip.Prefix, hold time.Duration) string {
 	return fmt.Sprintf(`! An FRR route reflector for reef (docs/bgp.md).
@@ -49,6 +50,13 @@ router bgp %[2]d
  exit-address-family
  !
  address-family ipv4 vpn
+  neighbor reef activate
+  neighbor reef route-reflector-client
+  neighbor reef send-community large
+  neighbor reef maximum-prefix 131072
+ exit-address-family
+ !
+ address-family ipv6 vpn
   neighbor reef activate
   neighbor reef route-reflector-client
   neighbor reef send-community large
