@@ -508,17 +508,6 @@ func TestReflectorsBirdDualStack(t *testing.T) { testExternalReflectors(t, "bird
 // TestReflectorsFRRDualStack: the same with the FRR reflectors.
 func TestReflectorsFRRDualStack(t *testing.T) { slowSuite(t); testExternalReflectors(t, "frr", true) }
 
-// checkBirdTables fails the test with what birdTablesDiffer finds.
-func checkBirdTables(t *testing.T, b *lab.Bird, clients []*lab.Node) {
-	t.Helper()
-	if d := birdTablesDiffer(b, clients); d != "" {
-		t.Error(d)
-		vpn, _ := b.Birdc("show", "route", "table", "reefvpn", "all")
-		uc, _ := b.Birdc("show", "route", "table", "master4", "all")
-		t.Logf("%s's tables:\n%s\n%s", b.Name, vpn, uc)
-	}
-}
-
 // birdTablesDiffer compares BIRD's tables with what the clients announce:
 // in the VPN tables (IPv4 and IPv6), one path per NLRI, from the speaker
 // its RD names; each client's record, and the claims of its confirmed
