@@ -59,7 +59,8 @@ func printPeers(w io.Writer, st *reefv1.StatusReply) {
 }
 
 // printExternalPeers lists bgp.externalPeers: what each was sent (this
-// node's blocks) and what each sent, all dropped, by reason.
+// node's blocks, the Service CIDRs) and what each sent, all dropped, by
+// reason.
 func printExternalPeers(w io.Writer, st *reefv1.StatusReply) {
 	if len(st.GetExternalPeers()) == 0 {
 		return
@@ -82,6 +83,12 @@ func printExternalPeers(w io.Writer, st *reefv1.StatusReply) {
 			p.GetSent(), p.GetReceived(), orDash(strings.Join(dropped, ", ")), p.GetMaxPrefixes())
 	}
 	tw.Flush()
+	if cidrs := st.GetServiceCidrs(); len(cidrs) > 0 {
+		fmt.Fprintf(w, "Service CIDRs announced to them (bgp.serviceClusterIPs): %s\n", strings.Join(cidrs, ", "))
+	}
+	if cidrs := st.GetServiceCidrsWithheld(); len(cidrs) > 0 {
+		fmt.Fprintf(w, "Service CIDRs NOT announced, no IPv6 address (nodeAddressV6) to be their next hop: %s\n", strings.Join(cidrs, ", "))
+	}
 }
 
 // printVoters prints the block protocol's view (docs/ipam.md): the voters,

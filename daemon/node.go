@@ -131,6 +131,13 @@ func (n *nodeService) peerStatus(ctx context.Context, out *reefv1.StatusReply) {
 		out.Peers = append(out.Peers, pp)
 	}
 	out.BgpDropped = d.speaker.Dropped()
+	announced, withheld := d.speaker.ServiceCIDRs()
+	for _, p := range announced {
+		out.ServiceCidrs = append(out.ServiceCidrs, p.String())
+	}
+	for _, p := range withheld {
+		out.ServiceCidrsWithheld = append(out.ServiceCidrsWithheld, p.String())
+	}
 }
 
 func policyStatusProto(s policyStatus) *reefv1.PolicyStatus {

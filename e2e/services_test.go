@@ -20,12 +20,12 @@ var serviceCIDR = netip.MustParsePrefix("10.96.0.0/12")
 //
 //   - the router learns the CIDR from every node, next hop each node, and
 //     routes it in its kernel;
-//   - each node's session to the router sent its blocks and the CIDR;
+//   - each node's session to the router sent its blocks and the CIDR, and
+//     reef status lists the CIDR as announced;
 //   - no node has a route to the CIDR, and none dropped a path: the CIDR
-//     never went over the mesh. (GoBGP did not send it to the mesh here
-//     even without the export statement that keeps it from the mesh;
-//     bgp's TestServiceCIDRsToExternalPeersOnly is where a speaker without
-//     that statement fails.)
+//     never went over the mesh. (Without the export statement that keeps
+//     it from the mesh, each node drops it from both other nodes, and the
+//     test fails.)
 func TestServiceCIDRsBird(t *testing.T) { testServiceCIDRs(t, "bird") }
 
 func TestServiceCIDRsFRR(t *testing.T) { slowSuite(t); testServiceCIDRs(t, "frr") }
@@ -84,6 +84,12 @@ func testServiceCIDRs(t *testing.T, kind string) {
 		st := mustStatus(t, n)
 		if ext := st.GetExternalPeers(); len(ext) != 1 || ext[0].GetSent() != uint64(len(blocksOf(t, n))+1) {
 			t.Errorf("%s's external peers: %s; want one that was sent its %d blocks and the Service CIDR", n.Name, ext2s(ext), len(blocksOf(t, n)))
+		}
+		if got := st.GetServiceCidrs(); !slices.Equal(got, []string{serviceCIDR.String()}) || len(st.GetServiceCidrsWithheld()) != 0 {
+			t.Errorf("%s's status: service CIDRs %v, withheld %v; want [%s], none", n.Name, got, st.GetServiceCidrsWithheld(), serviceCIDR)
+		}
+		if out, err := n.Reef("status"); err != nil || !strings.Contains(out, "Service CIDRs announced to them (bgp.serviceClusterIPs): "+serviceCIDR.String()+"\n") {
+			t.Errorf("%s: reef status does not list the Service CIDR (err %v):\n%s", n.Name, err, out)
 		}
 		if st.GetBgpDropped() != 0 {
 			t.Errorf("%s dropped %d paths from its peers: a Service CIDR went over the mesh?", n.Name, st.GetBgpDropped())

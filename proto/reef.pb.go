@@ -584,29 +584,31 @@ type StatusReply struct {
 	QuorumUp           int32                  `protobuf:"varint,15,opt,name=quorum_up,json=quorumUp,proto3" json:"quorum_up,omitempty"`          // voters reached (their record is seen), itself included
 	QuorumKnown        int32                  `protobuf:"varint,16,opt,name=quorum_known,json=quorumKnown,proto3" json:"quorum_known,omitempty"` // voters in bgp.voters
 	// The block protocol (docs/ipam.md).
-	Voters          []string        `protobuf:"bytes,17,rep,name=voters,proto3" json:"voters,omitempty"`                                        // bgp.voters as this node uses them
-	VotersMissing   []string        `protobuf:"bytes,18,rep,name=voters_missing,json=votersMissing,proto3" json:"voters_missing,omitempty"`     // voters whose record this node does not see
-	VotersMajority  int32           `protobuf:"varint,19,opt,name=voters_majority,json=votersMajority,proto3" json:"voters_majority,omitempty"` // votes a claim needs
-	VoterHash       uint32          `protobuf:"varint,20,opt,name=voter_hash,json=voterHash,proto3" json:"voter_hash,omitempty"`
-	ClaimBlocked    string          `protobuf:"bytes,21,opt,name=claim_blocked,json=claimBlocked,proto3" json:"claim_blocked,omitempty"` // why this node cannot claim now; "" when it can
-	Conflicts       []string        `protobuf:"bytes,22,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
-	PendingClaims   []*PendingClaim `protobuf:"bytes,23,rep,name=pending_claims,json=pendingClaims,proto3" json:"pending_claims,omitempty"`
-	Incarnation     string          `protobuf:"bytes,24,opt,name=incarnation,proto3" json:"incarnation,omitempty"`                                 // this node's incarnation, hex
-	VotersDisagree  []string        `protobuf:"bytes,25,rep,name=voters_disagree,json=votersDisagree,proto3" json:"voters_disagree,omitempty"`     // "node: [voters]" of nodes with another voter list
-	Gone            string          `protobuf:"bytes,26,opt,name=gone,proto3" json:"gone,omitempty"`                                               // why this incarnation was forgotten or superseded
-	VotesHeld       int32           `protobuf:"varint,27,opt,name=votes_held,json=votesHeld,proto3" json:"votes_held,omitempty"`                   // votes this node holds as a voter (one per block it voted for)
-	ExternalPeers   []*ExternalPeer `protobuf:"bytes,28,rep,name=external_peers,json=externalPeers,proto3" json:"external_peers,omitempty"`        // bgp.externalPeers, in the config's order
-	Policy          *PolicyStatus   `protobuf:"bytes,29,opt,name=policy,proto3" json:"policy,omitempty"`                                           // absent: NetworkPolicy off (no kubernetes.kubeconfig)
-	HostPorts       []string        `protobuf:"bytes,30,rep,name=host_ports,json=hostPorts,proto3" json:"host_ports,omitempty"`                    // "tcp 8080 -> default/web 80", every pod's hostPorts
-	Bandwidth       []string        `protobuf:"bytes,31,rep,name=bandwidth,proto3" json:"bandwidth,omitempty"`                                     // "default/web: in 10Mbit/s (burst 80kbit), out -", pods with limits
-	RuntimeWarnings []string        `protobuf:"bytes,32,rep,name=runtime_warnings,json=runtimeWarnings,proto3" json:"runtime_warnings,omitempty"`  // why the container runtime will not use reef, with what to do
-	VoterRestricted string          `protobuf:"bytes,33,opt,name=voter_restricted,json=voterRestricted,proto3" json:"voter_restricted,omitempty"`  // why this voter grants only confirmed owners (its store is new), with what to do; "" when it is not restricted
-	VotersUnsettled string          `protobuf:"bytes,34,opt,name=voters_unsettled,json=votersUnsettled,proto3" json:"voters_unsettled,omitempty"`  // why, as far as this node sees, the next one-voter change of bgp.voters may not start; "" when it may
-	BlocksConfirmed int32           `protobuf:"varint,35,opt,name=blocks_confirmed,json=blocksConfirmed,proto3" json:"blocks_confirmed,omitempty"` // blocks this node sees confirmed, its own included
-	View            string          `protobuf:"bytes,36,opt,name=view,proto3" json:"view,omitempty"`                                               // hash of the confirmed blocks and owners and the nodes under this list: equal on every node when all see the same
-	NodeAddressV6   string          `protobuf:"bytes,37,opt,name=node_address_v6,json=nodeAddressV6,proto3" json:"node_address_v6,omitempty"`      // the node's IPv6 address (nodeAddressV6), the next hop of its IPv6 blocks; "" when it has none
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	Voters               []string        `protobuf:"bytes,17,rep,name=voters,proto3" json:"voters,omitempty"`                                        // bgp.voters as this node uses them
+	VotersMissing        []string        `protobuf:"bytes,18,rep,name=voters_missing,json=votersMissing,proto3" json:"voters_missing,omitempty"`     // voters whose record this node does not see
+	VotersMajority       int32           `protobuf:"varint,19,opt,name=voters_majority,json=votersMajority,proto3" json:"voters_majority,omitempty"` // votes a claim needs
+	VoterHash            uint32          `protobuf:"varint,20,opt,name=voter_hash,json=voterHash,proto3" json:"voter_hash,omitempty"`
+	ClaimBlocked         string          `protobuf:"bytes,21,opt,name=claim_blocked,json=claimBlocked,proto3" json:"claim_blocked,omitempty"` // why this node cannot claim now; "" when it can
+	Conflicts            []string        `protobuf:"bytes,22,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
+	PendingClaims        []*PendingClaim `protobuf:"bytes,23,rep,name=pending_claims,json=pendingClaims,proto3" json:"pending_claims,omitempty"`
+	Incarnation          string          `protobuf:"bytes,24,opt,name=incarnation,proto3" json:"incarnation,omitempty"`                                                 // this node's incarnation, hex
+	VotersDisagree       []string        `protobuf:"bytes,25,rep,name=voters_disagree,json=votersDisagree,proto3" json:"voters_disagree,omitempty"`                     // "node: [voters]" of nodes with another voter list
+	Gone                 string          `protobuf:"bytes,26,opt,name=gone,proto3" json:"gone,omitempty"`                                                               // why this incarnation was forgotten or superseded
+	VotesHeld            int32           `protobuf:"varint,27,opt,name=votes_held,json=votesHeld,proto3" json:"votes_held,omitempty"`                                   // votes this node holds as a voter (one per block it voted for)
+	ExternalPeers        []*ExternalPeer `protobuf:"bytes,28,rep,name=external_peers,json=externalPeers,proto3" json:"external_peers,omitempty"`                        // bgp.externalPeers, in the config's order
+	Policy               *PolicyStatus   `protobuf:"bytes,29,opt,name=policy,proto3" json:"policy,omitempty"`                                                           // absent: NetworkPolicy off (no kubernetes.kubeconfig)
+	HostPorts            []string        `protobuf:"bytes,30,rep,name=host_ports,json=hostPorts,proto3" json:"host_ports,omitempty"`                                    // "tcp 8080 -> default/web 80", every pod's hostPorts
+	Bandwidth            []string        `protobuf:"bytes,31,rep,name=bandwidth,proto3" json:"bandwidth,omitempty"`                                                     // "default/web: in 10Mbit/s (burst 80kbit), out -", pods with limits
+	RuntimeWarnings      []string        `protobuf:"bytes,32,rep,name=runtime_warnings,json=runtimeWarnings,proto3" json:"runtime_warnings,omitempty"`                  // why the container runtime will not use reef, with what to do
+	VoterRestricted      string          `protobuf:"bytes,33,opt,name=voter_restricted,json=voterRestricted,proto3" json:"voter_restricted,omitempty"`                  // why this voter grants only confirmed owners (its store is new), with what to do; "" when it is not restricted
+	VotersUnsettled      string          `protobuf:"bytes,34,opt,name=voters_unsettled,json=votersUnsettled,proto3" json:"voters_unsettled,omitempty"`                  // why, as far as this node sees, the next one-voter change of bgp.voters may not start; "" when it may
+	BlocksConfirmed      int32           `protobuf:"varint,35,opt,name=blocks_confirmed,json=blocksConfirmed,proto3" json:"blocks_confirmed,omitempty"`                 // blocks this node sees confirmed, its own included
+	View                 string          `protobuf:"bytes,36,opt,name=view,proto3" json:"view,omitempty"`                                                               // hash of the confirmed blocks and owners and the nodes under this list: equal on every node when all see the same
+	NodeAddressV6        string          `protobuf:"bytes,37,opt,name=node_address_v6,json=nodeAddressV6,proto3" json:"node_address_v6,omitempty"`                      // the node's IPv6 address (nodeAddressV6), the next hop of its IPv6 blocks; "" when it has none
+	ServiceCidrs         []string        `protobuf:"bytes,38,rep,name=service_cidrs,json=serviceCidrs,proto3" json:"service_cidrs,omitempty"`                           // bgp.serviceClusterIPs this node announces to its external peers
+	ServiceCidrsWithheld []string        `protobuf:"bytes,39,rep,name=service_cidrs_withheld,json=serviceCidrsWithheld,proto3" json:"service_cidrs_withheld,omitempty"` // those it cannot announce (an IPv6 CIDR without nodeAddressV6)
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *StatusReply) Reset() {
@@ -898,6 +900,20 @@ func (x *StatusReply) GetNodeAddressV6() string {
 	return ""
 }
 
+func (x *StatusReply) GetServiceCidrs() []string {
+	if x != nil {
+		return x.ServiceCidrs
+	}
+	return nil
+}
+
+func (x *StatusReply) GetServiceCidrsWithheld() []string {
+	if x != nil {
+		return x.ServiceCidrsWithheld
+	}
+	return nil
+}
+
 // PolicyStatus is NetworkPolicy's state on this node (docs/policy.md).
 type PolicyStatus struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -1031,7 +1047,7 @@ type ExternalPeer struct {
 	Asn           uint32                 `protobuf:"varint,2,opt,name=asn,proto3" json:"asn,omitempty"`
 	State         string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`                                                                                // idle, connect, active, opensent, openconfirm, established
 	SinceUnix     int64                  `protobuf:"varint,4,opt,name=since_unix,json=sinceUnix,proto3" json:"since_unix,omitempty"`                                                      // established since; 0 if not established
-	Sent          uint64                 `protobuf:"varint,5,opt,name=sent,proto3" json:"sent,omitempty"`                                                                                 // blocks exported to it
+	Sent          uint64                 `protobuf:"varint,5,opt,name=sent,proto3" json:"sent,omitempty"`                                                                                 // blocks and Service CIDRs exported to it
 	Received      uint64                 `protobuf:"varint,6,opt,name=received,proto3" json:"received,omitempty"`                                                                         // routes it sent, all dropped
 	Dropped       map[string]uint64      `protobuf:"bytes,7,rep,name=dropped,proto3" json:"dropped,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"` // of them, by reason (docs/bgp.md)
 	MaxPrefixes   uint32                 `protobuf:"varint,8,opt,name=max_prefixes,json=maxPrefixes,proto3" json:"max_prefixes,omitempty"`                                                // the session is torn down past this many
@@ -2115,8 +2131,7 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\adynamic\x18\a \x01(\bR\adynamic\x12\x18\n" +
 	"\areached\x18\b \x01(\tR\areached\x12\x12\n" +
 	"\x04type\x18\t \x01(\tR\x04type\"\x0f\n" +
-	"\rStatusRequest\"\xb5\n" +
-	"\n" +
+	"\rStatusRequest\"\x90\v\n" +
 	"\vStatusReply\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12!\n" +
 	"\fnode_address\x18\x02 \x01(\tR\vnodeAddress\x12\x1c\n" +
@@ -2160,7 +2175,9 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x10voters_unsettled\x18\" \x01(\tR\x0fvotersUnsettled\x12)\n" +
 	"\x10blocks_confirmed\x18# \x01(\x05R\x0fblocksConfirmed\x12\x12\n" +
 	"\x04view\x18$ \x01(\tR\x04view\x12&\n" +
-	"\x0fnode_address_v6\x18% \x01(\tR\rnodeAddressV6\"\xfd\x02\n" +
+	"\x0fnode_address_v6\x18% \x01(\tR\rnodeAddressV6\x12#\n" +
+	"\rservice_cidrs\x18& \x03(\tR\fserviceCidrs\x124\n" +
+	"\x16service_cidrs_withheld\x18' \x03(\tR\x14serviceCidrsWithheld\"\xfd\x02\n" +
 	"\fPolicyStatus\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x16\n" +
 	"\x06synced\x18\x02 \x01(\bR\x06synced\x12#\n" +
