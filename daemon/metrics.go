@@ -84,6 +84,14 @@ func (d *Daemon) metricsState() metrics.State {
 			s.Peers = append(s.Peers, mp)
 		}
 		s.InvalidPaths = sp.Dropped()
+		announced, withheld := sp.ServiceCIDRs()
+		s.ServiceCIDRs = map[string]bool{}
+		for _, p := range announced {
+			s.ServiceCIDRs[p.String()] = true
+		}
+		for _, p := range withheld {
+			s.ServiceCIDRs[p.String()] = false
+		}
 	}
 	if d.blocks != nil {
 		if st := d.blocks.Last().Status; len(st.Voters) > 0 {

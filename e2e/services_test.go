@@ -21,7 +21,7 @@ var serviceCIDR = netip.MustParsePrefix("10.96.0.0/12")
 //   - the router learns the CIDR from every node, next hop each node, and
 //     routes it in its kernel;
 //   - each node's session to the router sent its blocks and the CIDR, and
-//     reef status lists the CIDR as announced;
+//     reef status and the metrics list the CIDR as announced;
 //   - no node has a route to the CIDR, and none dropped a path: the CIDR
 //     never went over the mesh. (Without the export statement that keeps
 //     it from the mesh, each node drops it from both other nodes, and the
@@ -90,6 +90,9 @@ func testServiceCIDRs(t *testing.T, kind string) {
 		}
 		if out, err := n.Reef("status"); err != nil || !strings.Contains(out, "Service CIDRs announced to them (bgp.serviceClusterIPs): "+serviceCIDR.String()+"\n") {
 			t.Errorf("%s: reef status does not list the Service CIDR (err %v):\n%s", n.Name, err, out)
+		}
+		if v := scrapeIn(t, n, "reef_bgp_service_cidr_announced"); v != "1" {
+			t.Errorf("%s: reef_bgp_service_cidr_announced is %s, want 1", n.Name, v)
 		}
 		if st.GetBgpDropped() != 0 {
 			t.Errorf("%s dropped %d paths from its peers: a Service CIDR went over the mesh?", n.Name, st.GetBgpDropped())

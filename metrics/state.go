@@ -18,6 +18,10 @@ type State struct {
 	// InvalidPaths counts paths dropped because they are not reef blocks,
 	// since the start.
 	InvalidPaths uint64
+	// ServiceCIDRs are bgp.serviceClusterIPs: true for those announced to
+	// the external peers, false for those withheld (no next hop of their
+	// family).
+	ServiceCIDRs map[string]bool
 	// VoterLists is how many voter lists this node sees announced, its
 	// own included: 1 while every node agrees, 0 before the first step.
 	VoterLists int
@@ -72,6 +76,8 @@ var (
 		"UPDATE messages sent to the peer in the current session (GoBGP's count; it restarts with the session).", []string{"peer", "type"}, nil)
 	descInvalid = prometheus.NewDesc("reef_bgp_invalid_paths_total",
 		"Paths dropped because they are not reef blocks (a rogue or misconfigured speaker), since the daemon started.", nil, nil)
+	descServiceCIDR = prometheus.NewDesc("reef_bgp_service_cidr_announced",
+		"1 for a Service CIDR of bgp.serviceClusterIPs this node announces to its external peers, 0 for one it cannot (an IPv6 CIDR without nodeAddressV6).", []string{"cidr"}, nil)
 	descBlocks = prometheus.NewDesc("reef_blocks",
 		"Blocks this node knows, by state: pending and confirmed (its own claims and blocks), lost (its confirmed blocks another node won), remote (other nodes').", []string{"state"}, nil)
 	descInUse = prometheus.NewDesc("reef_pool_addresses_in_use",
@@ -99,7 +105,7 @@ var (
 type stateCollector struct{ state func() State }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSessionUp, descSessionUptime, descPathsReceived, descPathsAccepted, descPathsDropped, descUpdatesIn, descUpdatesOut, descInvalid,
+	for _, d := range []*prometheus.Desc{descSessionUp, descSessionUptime, descPathsReceived, descPathsAccepted, descPathsDropped, descUpdatesIn, descUpdatesOut, descInvalid, descServiceCIDR,
 		descBlocks, descInUse, descCapacity, descPoolBlocks, descPoolClaimed, descWaiting, descPendingDeletes, descVoterLists, descVoterListSettled, descVoterRestricted, descRuntime} {
 		ch <- d
 	}
@@ -132,6 +138,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(descInvalid, prometheus.CounterValue, float64(s.InvalidPaths))
+	for cidr, up := range s.ServiceCIDRs {
+		v := 0.0
+		if up {
+			v = 1
+		}
+		gauge(descServiceCIDR, v, cidr)
+	}
 	for _, st := range []string{"pending", "confirmed", "lost", "remote"} {
 		gauge(descBlocks, float64(s.Blocks[st]), st)
 	}
