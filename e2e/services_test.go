@@ -19,7 +19,8 @@ var serviceCIDR = netip.MustParsePrefix("10.96.0.0/12")
 // or FRR (TestServiceCIDRsFRR) with the CIDR in its import filter:
 //
 //   - the router learns the CIDR from every node, next hop each node, and
-//     routes it in its kernel;
+//     with multipath (lab.BIRDMultipath, lab.FRRMultipath) routes it in its
+//     kernel as one ECMP route over the three nodes;
 //   - each node's session to the router sent its blocks and the CIDR, and
 //     reef status and the metrics list the CIDR as announced;
 //   - no node has a route to the CIDR, and none dropped a path: the CIDR
@@ -53,6 +54,9 @@ func testServiceCIDRs(t *testing.T, kind string) {
 			t.Logf("%s log:\n%s", kind, tor.Log())
 		}
 	})
+	if err := tor.Multipath(); err != nil {
+		t.Fatal(err)
+	}
 	if err := lab.StartAll(nodes); err != nil {
 		t.Fatal(err)
 	}
@@ -73,12 +77,16 @@ func testServiceCIDRs(t *testing.T, kind string) {
 		if !slices.Equal(hops, legs) {
 			return fmt.Sprintf("the router's paths to %s: next hops %v, want one from each node %v", serviceCIDR, hops, legs)
 		}
+		// One ECMP route over the three nodes (the router's multipath).
 		out := run(t, l, router, "ip", "-4", "route", "show", "exact", serviceCIDR.String())
-		if !slices.ContainsFunc(legs, func(a netip.Addr) bool { return strings.Contains(out, "via "+a.String()+" ") }) {
-			return fmt.Sprintf("the router's kernel route to %s: %q, want one via a node", serviceCIDR, strings.TrimSpace(out))
+		for _, a := range legs {
+			if !strings.Contains(out, "nexthop via "+a.String()+" ") {
+				return fmt.Sprintf("the router's kernel route to %s: %q, want an ECMP route with a next hop via each node %v", serviceCIDR, strings.TrimSpace(out), legs)
+			}
 		}
 		return ""
 	})
+	t.Logf("the router's kernel route: %s", strings.TrimSpace(run(t, l, router, "ip", "-4", "route", "show", "exact", serviceCIDR.String())))
 
 	for _, n := range nodes {
 		st := mustStatus(t, n)

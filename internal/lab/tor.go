@@ -316,6 +316,41 @@ type ToR interface {
 	// NextHops are the next hops of the router's BGP paths to exactly
 	// prefix, one per path, sorted.
 	NextHops(prefix netip.Prefix) ([]netip.Addr, error)
+	// Multipath makes the router install equal BGP paths from several
+	// nodes as one ECMP route (BIRDMultipath, FRRMultipath).
+	Multipath() error
+}
+
+// BIRDMultipath is what Multipath adds to each kernel protocol of
+// ToRBirdConfig (docs/bgp.md, "Services").
+const BIRDMultipath = "  merge paths on;              # equal paths from several nodes: one ECMP route\n"
+
+// FRRMultipath is what Multipath adds to each address family of
+// ToRFRRConfig (docs/bgp.md, "Services").
+const FRRMultipath = "maximum-paths 8"
+
+func (b *birdToR) Multipath() error {
+	const kernelEnd = "    export where source = RTS_BGP;\n  };\n"
+	if !strings.Contains(b.base, kernelEnd) {
+		return fmt.Errorf("lab: BIRD's ToR config has no kernel protocol to merge paths in")
+	}
+	b.base = strings.ReplaceAll(b.base, kernelEnd, kernelEnd+BIRDMultipath)
+	if err := os.WriteFile(b.Conf, []byte(b.base), 0o644); err != nil {
+		return err
+	}
+	_, err := b.Birdc("configure")
+	return err
+}
+
+func (f *frrToR) Multipath() error {
+	args := []string{"--vty_socket", f.Dir, "-c", "configure terminal", "-c", fmt.Sprintf("router bgp %d", RouterASN)}
+	for _, fam := range []string{"ipv4", "ipv6"} {
+		args = append(args, "-c", "address-family "+fam+" unicast", "-c", FRRMultipath, "-c", "exit-address-family")
+	}
+	if out, err := exec.Command(Vtysh, args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("vtysh %v: %v: %s", args, err, out)
+	}
+	return nil
 }
 
 // birdToR is BIRD as the ToR.
