@@ -48,8 +48,8 @@ type ExternalPeer struct {
 	// MaxPrefixes is the session's prefix limit: past it, the session is
 	// torn down and stays down until the daemon restarts.
 	MaxPrefixes uint32
-	// Communities are added to every block exported to the peer: standard
-	// ("65000:100") or large ("65000:1:2").
+	// Communities are added to every block and service CIDR exported to
+	// the peer: standard ("65000:100") or large ("65000:1:2").
 	Communities []string
 }
 
@@ -279,7 +279,7 @@ type ExternalStatus struct {
 	PeerStatus
 	ASN         uint32
 	MaxPrefixes uint32            // per family
-	Sent        uint64            // blocks exported to it (its Adj-RIB-Out), both families
+	Sent        uint64            // blocks and service CIDRs exported to it (its Adj-RIB-Out), both families
 	Dropped     map[string]uint64 // its routes, all dropped, by reason (DropReasons)
 	// Withheld says why some of the node's blocks are not exported to it
 	// (IPv6 blocks without a node IPv6 address), "" when none are.

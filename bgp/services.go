@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	api "github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
@@ -15,9 +16,11 @@ import (
 // IPv6 address for an IPv6 CIDR), so that a router spreads traffic to
 // Service addresses over the nodes (ECMP) and kube-proxy on the node
 // delivers it. They never go to the cluster's own sessions (mesh, route
-// reflectors): the first statement of the external export policy rejects
-// them towards every peer that is not external, and a reef peer would drop
-// them anyway (outside every pool; DecodeUnicast).
+// reflectors): the first statements of the external export policy reject
+// them, in the unicast family only, towards every peer that is not
+// external. (A reef peer that got one would count it as dropped, outside
+// every pool, but GoBGP would keep it, and a reef reflector pass it on.)
+// The external peer's communities are added to them as to the blocks.
 
 // Names of the prefix sets of the service CIDRs, one per family (a GoBGP
 // prefix set holds one family).
@@ -43,6 +46,13 @@ func (sp *Speaker) serviceExportStatements(ctx context.Context, externals string
 		if len(sets[name]) == 0 {
 			continue
 		}
+		// GoBGP's prefix condition takes VPN paths of the family for the
+		// prefix inside them (the block protocol's records carry a
+		// node's /32): the statement is for unicast only.
+		afi := api.Family_AFI_IP
+		if name == serviceSet6 {
+			afi = api.Family_AFI_IP6
+		}
 		if err := sp.s.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: &api.DefinedSet{
 			DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: name, Prefixes: sets[name],
 		}}); err != nil {
@@ -53,6 +63,7 @@ func (sp *Speaker) serviceExportStatements(ctx context.Context, externals string
 			Conditions: &api.Conditions{
 				PrefixSet:   &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: name},
 				NeighborSet: &api.MatchSet{Type: api.MatchSet_TYPE_INVERT, Name: externals},
+				AfiSafiIn:   []*api.Family{{Afi: afi, Safi: api.Family_SAFI_UNICAST}},
 			},
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT},
 		})
@@ -92,7 +103,11 @@ func (sp *Speaker) announceServices() error {
 	sp.addPaths(paths, func(i int, err error) {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("announce service CIDR %s: %w", cidrs[i], err))
+			return
 		}
+		sp.mu.Lock()
+		sp.services = append(sp.services, cidrs[i])
+		sp.mu.Unlock()
 	})
 	if len(errs) > 0 {
 		return errs[0]
@@ -121,13 +136,15 @@ func servicePath(p netip.Prefix, nh netip.Addr) (*apiutil.Path, error) {
 	return &apiutil.Path{Family: family, Nlri: nlri, Attrs: []bgppkt.PathAttributeInterface{bgppkt.NewPathAttributeOrigin(0), nhAttr}}, nil
 }
 
-// ServiceCIDRs are the service CIDRs the node announces to its external
-// peers, and those it cannot (no next hop of their family).
+// ServiceCIDRs are the service CIDRs in the speaker's table for its
+// external peers, and those it cannot announce (no next hop of their
+// family).
 func (sp *Speaker) ServiceCIDRs() (announced, withheld []netip.Prefix) {
+	sp.mu.Lock()
+	announced = slices.Clone(sp.services)
+	sp.mu.Unlock()
 	for _, p := range sp.cfg.ServiceCIDRs {
-		if sp.cfg.serviceNextHop(p).IsValid() {
-			announced = append(announced, p)
-		} else {
+		if !sp.cfg.serviceNextHop(p).IsValid() {
 			withheld = append(withheld, p)
 		}
 	}

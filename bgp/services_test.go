@@ -14,9 +14,12 @@ import (
 )
 
 // A node with a mesh peer and an external peer, and service CIDRs of both
-// families: the router learns the IPv4 CIDR, next hop the node, beside the
+// families: the router learns the IPv4 ones, next hop the node, beside the
 // node's block; the IPv6 one is withheld (the node has no IPv6 address)
-// and said so; the mesh peer gets the block and never the service CIDR.
+// and said so; the mesh peer gets the block and the node's record, and
+// never a service CIDR, also where one is the prefix of the record's VPN
+// NLRI (the node's /32, which the daemon's config check refuses: here the
+// statement must still leave the VPN family alone).
 func TestServiceCIDRsToExternalPeersOnly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three BGP speakers")
@@ -24,8 +27,8 @@ func TestServiceCIDRsToExternalPeersOnly(t *testing.T) {
 	addrA, addrC, addrR := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.3")
 	ctx, logs, start := testSpeakers(t, addrA, addrC, addrR)
 	const routerASN = 65000
-	svc4, svc6 := netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("fd00:10:96::/112")
-	a := start(addrA, Config{Peers: []netip.Addr{addrC}, ServiceCIDRs: []netip.Prefix{svc4, svc6}, ExternalPeers: []ExternalPeer{{
+	svc4, svc6, svcNode := netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("fd00:10:96::/112"), netip.PrefixFrom(nodeA, 32)
+	a := start(addrA, Config{Peers: []netip.Addr{addrC}, ServiceCIDRs: []netip.Prefix{svc4, svc6, svcNode}, ExternalPeers: []ExternalPeer{{
 		Address: addrR, ASN: routerASN, Keepalive: 3 * time.Second, Hold: 10 * time.Second, MaxPrefixes: 100,
 	}}})
 	c := start(addrC, Config{Peers: []netip.Addr{addrA}})
@@ -36,29 +39,33 @@ func TestServiceCIDRsToExternalPeersOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, withheld := a.ServiceCIDRs(); !slices.Equal(got, []netip.Prefix{svc4}) || !slices.Equal(withheld, []netip.Prefix{svc6}) {
-		t.Errorf("ServiceCIDRs() = %v, %v; want [%s], [%s]", got, withheld, svc4, svc6)
+	if got, withheld := a.ServiceCIDRs(); !slices.Equal(got, []netip.Prefix{svc4, svcNode}) || !slices.Equal(withheld, []netip.Prefix{svc6}) {
+		t.Errorf("ServiceCIDRs() = %v, %v; want [%s %s], [%s]", got, withheld, svc4, svcNode, svc6)
 	}
 	ownA := netip.MustParsePrefix("10.244.7.0/26")
-	if err := a.AnnounceTable(blockproto.Table{}, []UnicastBlock{{Block: ownA, Owner: blockproto.Node{Addr: nodeA, Inc: 1}}}); err != nil {
+	if err := a.AnnounceTable(blockproto.Table{Records: []blockproto.Record{testRecord()}}, []UnicastBlock{{Block: ownA, Owner: blockproto.Node{Addr: nodeA, Inc: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	want := map[netip.Prefix]string{
-		ownA: learnedLine(addrA, nodeA, nil, mustEncodeUnicast(t, nodeA)),
-		svc4: learnedLine(addrA, addrA, nil, nil),
+		ownA:    learnedLine(addrA, nodeA, nil, mustEncodeUnicast(t, nodeA)),
+		svc4:    learnedLine(addrA, addrA, nil, nil),
+		svcNode: learnedLine(addrA, addrA, nil, nil),
 	}
 	eventually(t, "the router learns A's block and the service CIDR", func() string {
 		return cmp.Diff(want, routerLearned(router, bgppkt.RF_IPv4_UC))
 	})
 	// C has A's block, which A announced after the service CIDR: had the
 	// CIDR gone to C, it would have come first, or with it.
-	eventually(t, "C learns A's block only", func() string {
+	eventually(t, "C learns A's block and record only", func() string {
 		counts, err := c.CountPaths()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := counts.Unicast; got != (PathCounts{Received: 1, Accepted: 1}) {
 			return "C's unicast table: " + cmp.Diff(PathCounts{Received: 1, Accepted: 1}, got)
+		}
+		if got := counts.VPN; got != (PathCounts{Received: 1, Accepted: 1}) {
+			return "C's VPN table (A's record): " + cmp.Diff(PathCounts{Received: 1, Accepted: 1}, got)
 		}
 		return ""
 	})

@@ -88,6 +88,7 @@ type Speaker struct {
 	sessions  map[netip.Addr]PeerStatus // from GoBGP's peer events (notePeer)
 	named     map[netip.Addr]bool       // sessions whose hostname was looked up
 	adminDown map[netip.Addr]time.Time  // peers whose events say admin down, since
+	services  []netip.Prefix            // the service CIDRs added to the table (services.go)
 	naming    sync.Mutex                // one hostname lookup at a time (Sessions)
 
 	dropped atomic.Uint64

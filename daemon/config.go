@@ -130,8 +130,8 @@ type ExternalPeerConfig struct {
 	// the daemon restarts. reef imports none of them; a router that sends
 	// none (docs/bgp.md) never gets near it.
 	MaxPrefixes uint32 `yaml:"maxPrefixes"`
-	// Communities are added to every block exported to this peer:
-	// standard "65000:100" or large "65000:1:2".
+	// Communities are added to every block and Service CIDR exported to
+	// this peer: standard "65000:100" or large "65000:1:2".
 	Communities []string `yaml:"communities"`
 }
 

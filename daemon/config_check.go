@@ -338,15 +338,28 @@ func (c *Config) externalPeerProblems() []configProblem {
 
 // serviceCIDRProblems checks bgp.serviceClusterIPs: CIDRs without host bits,
 // each once, outside every pool (a route to a Service CIDR that covers
-// pod blocks would steal pod traffic at the router), and external peers
+// pod blocks would steal pod traffic at the router) and away from every
+// node and router address (it would steer node traffic, and the block
+// protocol's paths name nodes by their /32), an IPv6 one only beside an
+// IPv6 pool (the node has an IPv6 address only then), and external peers
 // to announce them to.
 func (c *Config) serviceCIDRProblems(ps *problems) {
 	b := c.BGP
+	hasPool6 := slices.ContainsFunc(c.Pools, func(p PoolConfig) bool { return p.CIDR.Addr().Is6() })
 	for i, p := range b.ServiceClusterIPs {
 		at := fmt.Sprintf("bgp.serviceClusterIPs[%d]", i)
-		if p != p.Masked() {
+		switch {
+		case p.Addr().Is4In6():
+			ps.bad(at, "value %q is an IPv4 CIDR written as IPv6; write it as IPv4", p)
+			continue
+		case p.Bits() == 0:
+			ps.bad(at, "value %q covers every address; give the cluster's Service CIDR, e.g. 10.96.0.0/12", p)
+			continue
+		case p != p.Masked():
 			ps.bad(at, "value %q has host bits set (did you mean %s?)", p, p.Masked())
 			continue
+		case p.Addr().Is6() && !hasPool6:
+			ps.bad(at, "value %q is IPv6, but no pool is: the node has an IPv6 address (nodeAddressV6) to be its next hop only beside an IPv6 pool; add one, or leave the CIDR out", p)
 		}
 		if j := slices.Index(b.ServiceClusterIPs[:i], p); j >= 0 {
 			ps.bad(at, "value %q is listed twice (also bgp.serviceClusterIPs[%d])", p, j)
@@ -356,10 +369,49 @@ func (c *Config) serviceCIDRProblems(ps *problems) {
 				ps.bad(at, "value %q overlaps pools[%d].cidr %q: a Service CIDR and pod addresses must not overlap (kubeadm's default service CIDR is 10.96.0.0/12)", p, j, q.CIDR)
 			}
 		}
+		if key, a := c.nodeAddressIn(p); key != "" {
+			ps.bad(at, "value %q overlaps %s %s: a route to it at the router would steer node traffic; give the cluster's Service CIDR, which holds no node or router", p, key, a)
+		}
 	}
 	if len(b.ServiceClusterIPs) > 0 && len(b.ExternalPeers) == 0 {
 		ps.bad("bgp.serviceClusterIPs", "value %v, but bgp.externalPeers is empty: Service CIDRs are announced to the node's routers only; add the routers under bgp.externalPeers (docs/bgp.md)", b.ServiceClusterIPs)
 	}
+}
+
+// nodeAddressIn names the first node or router address of the config that
+// p covers (nodeAddress, nodeAddressV6, bgp.peers, bgp.voters,
+// bgp.routeReflectors, the external peers) or bgp.peerPrefixes entry it
+// overlaps; "" when none.
+func (c *Config) nodeAddressIn(p netip.Prefix) (key string, what string) {
+	b := c.BGP
+	lists := []struct {
+		key   string
+		addrs []netip.Addr
+	}{
+		{"nodeAddress", []netip.Addr{c.NodeAddress}}, {"nodeAddressV6", []netip.Addr{c.NodeAddressV6}},
+		{"bgp.peers", b.Peers}, {"bgp.voters", b.Voters}, {"bgp.routeReflectors", b.RouteReflectors},
+	}
+	var ext []netip.Addr
+	for _, e := range b.ExternalPeers {
+		ext = append(ext, e.Address)
+	}
+	lists = append(lists, struct {
+		key   string
+		addrs []netip.Addr
+	}{"bgp.externalPeers", ext})
+	for _, l := range lists {
+		for _, a := range l.addrs {
+			if a.IsValid() && p.Contains(a) {
+				return l.key, a.String()
+			}
+		}
+	}
+	for _, q := range b.PeerPrefixes {
+		if p.Overlaps(q) {
+			return "bgp.peerPrefixes", q.String()
+		}
+	}
+	return "", ""
 }
 
 // configValidNodeName is a loose DNS-1123 subdomain check, the rule for

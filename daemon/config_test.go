@@ -170,8 +170,10 @@ func TestParseConfig(t *testing.T) {
 		},
 		{
 			name: "service cluster IPs",
-			yaml: "bgp:\n  externalPeers: [{address: 192.168.10.1, asn: 65000}]\n  serviceClusterIPs: [10.96.0.0/12, 'fd00:10:96::/112']\n",
+			yaml: "pools: [{cidr: 10.244.0.0/16}, {cidr: 'fd00:10:244::/56'}]\nbgp:\n  externalPeers: [{address: 192.168.10.1, asn: 65000}]\n  serviceClusterIPs: [10.96.0.0/12, 'fd00:10:96::/112']\n",
 			want: func(c *Config) {
+				c.Pools = []PoolConfig{{CIDR: pfx("10.244.0.0/16"), BlockSize: 26, VXLANMode: EncapCrossSubnet, IPIPMode: EncapNever, NATOutgoing: true},
+					{CIDR: pfx("fd00:10:244::/56"), BlockSize: 122, VXLANMode: EncapCrossSubnet, IPIPMode: EncapNever, NATOutgoing: true}}
 				c.BGP.ExternalPeers = []ExternalPeerConfig{{Address: addr("192.168.10.1"), ASN: 65000, Port: 179, MaxPrefixes: 1000}}
 				c.BGP.ServiceClusterIPs = []netip.Prefix{pfx("10.96.0.0/12"), pfx("fd00:10:96::/112")}
 			},
@@ -346,6 +348,13 @@ func TestParseConfigErrors(t *testing.T) {
 		{"service CIDR host bits", "bgp:\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceClusterIPs: [10.96.0.1/12]\n", []string{f + `line 3: bgp.serviceClusterIPs[0]: value "10.96.0.1/12" has host bits set (did you mean 10.96.0.0/12?)`}},
 		{"service CIDR twice", "bgp:\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceClusterIPs: [10.96.0.0/12, 10.96.0.0/12]\n", []string{`bgp.serviceClusterIPs[1]: value "10.96.0.0/12" is listed twice (also bgp.serviceClusterIPs[0])`}},
 		{"service CIDR over a pool", "pools: [{cidr: 10.244.0.0/16}]\nbgp:\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceClusterIPs: [10.0.0.0/8]\n", []string{f + `line 4: bgp.serviceClusterIPs[0]: value "10.0.0.0/8" overlaps pools[0].cidr "10.244.0.0/16"`}},
+		{"service CIDR everything", "bgp:\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceClusterIPs: [0.0.0.0/0]\n", []string{`bgp.serviceClusterIPs[0]: value "0.0.0.0/0" covers every address`}},
+		{"service CIDR 4in6", "bgp:\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceClusterIPs: ['::ffff:10.96.0.0/108']\n", []string{`bgp.serviceClusterIPs[0]: value "::ffff:10.96.0.0/108" is an IPv4 CIDR written as IPv6`}},
+		{"service CIDR IPv6 without pool", "bgp:\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceClusterIPs: ['fd00:10:96::/112']\n", []string{f + `line 3: bgp.serviceClusterIPs[0]: value "fd00:10:96::/112" is IPv6, but no pool is`}},
+		{"service CIDR over the node", "nodeAddress: 10.96.0.5\nbgp:\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceClusterIPs: [10.96.0.0/12]\n", []string{f + `line 4: bgp.serviceClusterIPs[0]: value "10.96.0.0/12" overlaps nodeAddress 10.96.0.5`}},
+		{"service CIDR over a router", "bgp:\n  externalPeers: [{address: 10.100.0.1, asn: 65000}]\n  serviceClusterIPs: [10.96.0.0/11]\n", []string{`bgp.serviceClusterIPs[0]: value "10.96.0.0/11" overlaps bgp.externalPeers 10.100.0.1`}},
+		{"service CIDR over a voter", "bgp:\n  peerPrefixes: [10.100.0.0/24]\n  voters: [10.100.0.1, 10.100.0.2, 10.100.0.3]\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceClusterIPs: [10.100.0.0/16]\n", []string{`bgp.serviceClusterIPs[0]: value "10.100.0.0/16" overlaps bgp.voters 10.100.0.1`}},
+		{"service CIDR over peerPrefixes", "bgp:\n  peerPrefixes: [10.100.0.0/24]\n  voters: [10.0.0.11, 10.0.0.12, 10.0.0.13]\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceClusterIPs: [10.100.0.0/16]\n", []string{`bgp.serviceClusterIPs[0]: value "10.100.0.0/16" overlaps bgp.peerPrefixes 10.100.0.0/24`}},
 		{"service CIDR without routers", "bgp:\n  serviceClusterIPs: [10.96.0.0/12]\n", []string{f + `line 2: bgp.serviceClusterIPs: value [10.96.0.0/12], but bgp.externalPeers is empty`}},
 		{"external peer bad community", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000, communities: ['65000:70000']}]}", []string{`bgp.externalPeers[0].communities[0]: value "65000:70000"`}},
 		{"external peer multihop iBGP", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 64512, multihop: 2}]}", []string{`bgp.externalPeers[0].multihop: value 2 on an iBGP peer`}},
