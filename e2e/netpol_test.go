@@ -71,6 +71,9 @@ type npDriver struct {
 	env    npEnv
 	pods   [npN]*lab.KubePod // by npPod.index
 	noSCTP bool              // the kernel has no SCTP: SCTP expectations are skipped
+	// logTables: after each case, log `nft list table inet reef` of the
+	// node of x/a, as the case left it.
+	logTables bool
 
 	// policies are the NetworkPolicies the driver made and has not
 	// deleted: how many each node should report once a step is applied.
@@ -102,7 +105,8 @@ func TestNetpolTruthTablesDualStack(t *testing.T) {
 }
 
 // TestNetpolDualStackSlice is TestNetpolTruthTablesDualStack on a few
-// cases (npDualSlice) for make test.
+// cases (npDualSlice) for make test. It logs the table each case leaves
+// on x/a's node (with -v).
 func TestNetpolDualStackSlice(t *testing.T) { runNetpolTables(t, npStackDual, npDualSlice) }
 
 // runNetpolTables runs the cases whose IDs are in only (nil: every case)
@@ -116,7 +120,8 @@ func runNetpolTables(t *testing.T, st npStack, only []string) {
 		}
 	}
 	start := time.Now()
-	d := &npDriver{pl: newPolicyLabWith(t, 2, lab.NodeOptions{Extra: st.pools}, slices.Contains(st.families, npIPv6)), policies: map[string]bool{}}
+	d := &npDriver{pl: newPolicyLabWith(t, 2, lab.NodeOptions{Extra: st.pools}, slices.Contains(st.families, npIPv6)), policies: map[string]bool{},
+		logTables: only != nil && testing.Verbose()}
 	d.env = npEnv{Prefix: "np-", Families: st.families, PodIPs: func(p npPod) []netip.Addr { return d.pods[p.index()].IPs }}
 	d.setUp(t)
 	t.Logf("lab with %d pods (%v) on %d nodes ready after %s", npN, st.families, len(d.pl.Nodes), time.Since(start).Round(time.Millisecond))
@@ -247,6 +252,11 @@ func (d *npDriver) run(t *testing.T, c npCase) {
 			d.explain(t)
 			t.FailNow()
 		}
+	}
+	if d.logTables {
+		node := d.pl.Nodes[npNodeIndex(npp("x/a"), len(d.pl.Nodes))]
+		out, err := d.pl.Run(node.Netns, "nft", "list", "table", "inet", "reef")
+		t.Logf("%s: nft list table inet reef (%v):\n%s", node.Name, err, out)
 	}
 }
 
