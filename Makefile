@@ -135,10 +135,12 @@ test-e2e: build deps-test deps-cri deps-kube deps-k8s
 # slowSuite): the IPv6 ToR tests with FRR and IPv6-only pools, the chaos
 # with one family (make test runs it dual-stack), the FRR reflectors with
 # dual-stack pools (make test runs the BIRD ones), the Service CIDRs through
-# FRR (make test runs BIRD).
-SLOW_E2E := ^(TestServiceCIDRsFRR|TestToRIPv6Bird|TestToRIPv6FRR|TestToRDualStackFRR|TestBlocksChaosIPv4|TestBlocksChaosIPv6|TestReflectorsFRRDualStack)$$
+# FRR (make test runs BIRD), the NetworkPolicy truth tables with IPv6-only
+# and dual-stack pods (make test runs a few cases dual-stack:
+# TestNetpolDualStackSlice); those need kube-apiserver and etcd.
+SLOW_E2E := ^(TestServiceCIDRsFRR|TestToRIPv6Bird|TestToRIPv6FRR|TestToRDualStackFRR|TestBlocksChaosIPv4|TestBlocksChaosIPv6|TestReflectorsFRRDualStack|TestNetpolTruthTablesIPv6|TestNetpolTruthTablesDualStack)$$
 .PHONY: test-e2e-slow
-test-e2e-slow: build deps-test
+test-e2e-slow: build deps-test deps-kube
 	REEF_E2E_SLOW=1 REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m -run '$(SLOW_E2E)' ./e2e/
 
 # spin, the model checker of blockproto/model/; installed only when missing.

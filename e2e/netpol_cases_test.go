@@ -182,11 +182,47 @@ func npContainerPorts() []corev1.ContainerPort {
 	return cps
 }
 
+// npFamily is an IP family the model's pods have addresses of.
+type npFamily int
+
+const (
+	npIPv4 npFamily = 4
+	npIPv6 npFamily = 6
+)
+
+func (f npFamily) String() string { return fmt.Sprintf("IPv%d", int(f)) }
+
+func npFamilyOf(a netip.Addr) npFamily {
+	if a.Is4() {
+		return npIPv4
+	}
+	return npIPv6
+}
+
+// holds: a is of family f.
+func (f npFamily) holds(a netip.Addr) bool { return a.Is4() == (f == npIPv4) }
+
 // npEnv is what a case is built against: the real namespace names and the
 // pods' addresses.
 type npEnv struct {
-	Prefix string                 // namespace x is Prefix+"x"
-	PodIP  func(npPod) netip.Addr // set once the pods are wired
+	Prefix string // namespace x is Prefix+"x"
+	// Families are the pods' families, IPv4 first: IPv4-only, IPv6-only
+	// or dual-stack pods. Every expectation holds in each: a case's
+	// ipBlocks come one per family (ipPeers).
+	Families []npFamily
+	// PodIPs are a pod's addresses, one of each family; set once the
+	// pods are wired.
+	PodIPs func(npPod) []netip.Addr
+}
+
+// PodIP is p's address of family f (invalid if p has none).
+func (e npEnv) PodIP(p npPod, f npFamily) netip.Addr {
+	for _, a := range e.PodIPs(p) {
+		if f.holds(a) {
+			return a
+		}
+	}
+	return netip.Addr{}
 }
 
 // NS is the Kubernetes name of symbolic namespace sym.
@@ -241,9 +277,10 @@ var (
 
 func (p npProbe) String() string { return fmt.Sprintf("%s/%d", p.Protocol, p.Port) }
 
-// Target is the `reef-lab probe` argument that probes ip: tcp:10.244.1.5:80.
+// Target is the `reef-lab probe` argument that probes ip: tcp:10.244.1.5:80,
+// tcp:[fd00:10:248::5]:80.
 func (p npProbe) Target(ip netip.Addr) string {
-	return fmt.Sprintf("%s:%s:%d", strings.ToLower(string(p.Protocol)), ip, p.Port)
+	return strings.ToLower(string(p.Protocol)) + ":" + netip.AddrPortFrom(ip, uint16(p.Port)).String()
 }
 
 // Reachability.
@@ -539,6 +576,30 @@ func npIPPeer(cidr string, except ...string) netv1.NetworkPolicyPeer {
 	return netv1.NetworkPolicyPeer{IPBlock: &netv1.IPBlock{CIDR: cidr, Except: except}}
 }
 
+// npBlock derives an ipBlock, its CIDR and excepts, from a pod's address.
+type npBlock func(ip netip.Addr) (cidr string, except []string)
+
+// npHostBlock is the address alone: ip/32 or ip/128.
+func npHostBlock(ip netip.Addr) (string, []string) { return npHostCIDR(ip), nil }
+
+// npLargeBlockExcept is the /4 holding the address, except the address.
+func npLargeBlockExcept(ip netip.Addr) (string, []string) {
+	return npLargeCIDR(ip), []string{npHostCIDR(ip)}
+}
+
+// ipPeers is block made from p's address as ipBlock peers, one per family
+// of the pods. An ipBlock holds addresses of one family; a case written
+// with p's IPv4 address has the same block made from p's IPv6 address as
+// its IPv6 counterpart, so that its expectations hold in both families.
+func (e npEnv) ipPeers(p npPod, block npBlock) []netv1.NetworkPolicyPeer {
+	var peers []netv1.NetworkPolicyPeer
+	for _, f := range e.Families {
+		cidr, except := block(e.PodIP(p, f))
+		peers = append(peers, npIPPeer(cidr, except...))
+	}
+	return peers
+}
+
 func npFrom(peers ...netv1.NetworkPolicyPeer) netv1.NetworkPolicyIngressRule {
 	return netv1.NetworkPolicyIngressRule{From: peers}
 }
@@ -573,7 +634,7 @@ func npHostCIDR(ip netip.Addr) string { return netip.PrefixFrom(ip, ip.BitLen())
 
 // npLargeCIDR is the /4 holding ip, as upstream's makeLargeCIDRForIP: a block
 // that holds every pod when the pool lies within one /4 (10.244.0.0/16 lies
-// in 0.0.0.0/4).
+// in 0.0.0.0/4, fd00:10:248::/56 in f000::/4).
 func npLargeCIDR(ip netip.Addr) string { return netip.PrefixFrom(ip, 4).Masked().String() }
 
 const (
@@ -929,14 +990,13 @@ func npCasesTCP() []npCase {
 			r := newReachability(true)
 			r.ExpectAllEgress(xa, false)
 			r.Expect(xa, npp("y/b"), true)
-			return npOneStep(npPolicies(e.policy("x", "allow-client-a-via-cidr-egress-rule", npSelectPod("a"), npEgress(npTo(npIPPeer(npHostCIDR(e.PodIP(npp("y/b")))))))),
+			return npOneStep(npPolicies(e.policy("x", "allow-client-a-via-cidr-egress-rule", npSelectPod("a"), npEgress(npTo(e.ipPeers(npp("y/b"), npHostBlock)...)))),
 				npExpectation{npTCP80, r})
 		}},
 		{Name: "should enforce except clause while egress access to server in CIDR block", Steps: func(e npEnv) []npStep {
-			xb := e.PodIP(npp("x/b"))
 			r := newReachability(true)
 			r.Expect(xa, npp("x/b"), false)
-			return npOneStep(npPolicies(e.policy("x", "allow-client-a-via-cidr-egress-rule", npSelectPod("a"), npEgress(npTo(npIPPeer(npLargeCIDR(xb), npHostCIDR(xb)))))),
+			return npOneStep(npPolicies(e.policy("x", "allow-client-a-via-cidr-egress-rule", npSelectPod("a"), npEgress(npTo(e.ipPeers(npp("x/b"), npLargeBlockExcept)...)))),
 				npExpectation{npTCP80, r})
 		}},
 		{Name: "should ensure an IP overlapping both IPBlock.CIDR and IPBlock.Except is allowed", Steps: func(e npEnv) []npStep {
@@ -944,16 +1004,16 @@ func npCasesTCP() []npCase {
 			// "update" replaces the except rule rather than adding to it,
 			// and the title's overlap is never in force. npCasesReef has the
 			// overlap proper.
-			xb := e.PodIP(npp("x/b"))
+			xb := npp("x/b")
 			except := newReachability(true)
 			except.Expect(xa, npp("x/b"), false)
 			onlyB := newReachability(true)
 			onlyB.ExpectAllEgress(xa, false)
 			onlyB.Expect(xa, npp("x/b"), true)
 			return []npStep{
-				{Do: []npAction{npCreate(e.policy("x", "allow-client-a-via-cidr-egress-rule", npSelectPod("a"), npEgress(npTo(npIPPeer(npLargeCIDR(xb), npHostCIDR(xb))))))},
+				{Do: []npAction{npCreate(e.policy("x", "allow-client-a-via-cidr-egress-rule", npSelectPod("a"), npEgress(npTo(e.ipPeers(xb, npLargeBlockExcept)...))))},
 					Expect: []npExpectation{{npTCP80, except}}},
-				{Do: []npAction{npUpdate(e.policy("x", "allow-client-a-via-cidr-egress-rule", npSelectPod("a"), npEgress(npTo(npIPPeer(npHostCIDR(xb))))))},
+				{Do: []npAction{npUpdate(e.policy("x", "allow-client-a-via-cidr-egress-rule", npSelectPod("a"), npEgress(npTo(e.ipPeers(xb, npHostBlock)...))))},
 					Expect: []npExpectation{{npTCP80, onlyB}}},
 			}
 		}},
@@ -1134,23 +1194,22 @@ func npCasesReef() []npCase {
 		{Name: "should ensure an IP overlapping both IPBlock.CIDR and IPBlock.Except is allowed (two policies)", Source: npSrcReef, Steps: func(e npEnv) []npStep {
 			// What upstream's title says: one policy's except does not take
 			// away what another policy allows.
-			xb := e.PodIP(npp("x/b"))
+			xb := npp("x/b")
 			except := newReachability(true)
 			except.Expect(xa, npp("x/b"), false)
 			return []npStep{
-				{Do: []npAction{npCreate(e.policy("x", "allow-client-a-via-cidr-egress-rule", npSelectPod("a"), npEgress(npTo(npIPPeer(npLargeCIDR(xb), npHostCIDR(xb))))))},
+				{Do: []npAction{npCreate(e.policy("x", "allow-client-a-via-cidr-egress-rule", npSelectPod("a"), npEgress(npTo(e.ipPeers(xb, npLargeBlockExcept)...))))},
 					Expect: []npExpectation{{npTCP80, except}}},
-				{Do: []npAction{npCreate(e.policy("x", "allow-client-a-to-b-via-cidr", npSelectPod("a"), npEgress(npTo(npIPPeer(npHostCIDR(xb))))))},
+				{Do: []npAction{npCreate(e.policy("x", "allow-client-a-to-b-via-cidr", npSelectPod("a"), npEgress(npTo(e.ipPeers(xb, npHostBlock)...))))},
 					Expect: []npExpectation{{npTCP80, newReachability(true)}}},
 			}
 		}},
 		{Name: "should allow ingress from a CIDR block with except", Source: npSrcReef, Steps: func(e npEnv) []npStep {
 			// ipBlock in ingress, matching the source pod's address: y/a's
 			// /4 without y/a.
-			ya := e.PodIP(npp("y/a"))
 			r := newReachability(true)
 			r.Expect(npp("y/a"), xa, false)
-			return npOneStep(npPolicies(e.policy("x", "allow-cidr-except-y-a", npSelectPod("a"), npIngress(npFrom(npIPPeer(npLargeCIDR(ya), npHostCIDR(ya)))))),
+			return npOneStep(npPolicies(e.policy("x", "allow-cidr-except-y-a", npSelectPod("a"), npIngress(npFrom(e.ipPeers(npp("y/a"), npLargeBlockExcept)...)))),
 				npExpectation{npTCP80, r}, npExpectation{npUDP80, r})
 		}},
 	}
@@ -1222,16 +1281,17 @@ func npMergeLabels(l, set map[string]string, del []string) {
 	}
 }
 
-// reachability is the verdict of every pair for probe p.
-func (s *npState) reachability(p npProbe) (*reachability, error) {
+// reachability is the verdict of every pair for probe p between the pods'
+// addresses of family f.
+func (s *npState) reachability(p npProbe, f npFamily) (*reachability, error) {
 	r := &reachability{}
-	for i, f := range npAllPods {
+	for i, from := range npAllPods {
 		for j, t := range npAllPods {
-			eg, err := s.admits(f, t, p, netv1.PolicyTypeEgress)
+			eg, err := s.admits(from, t, p, f, netv1.PolicyTypeEgress)
 			if err != nil {
 				return nil, err
 			}
-			in, err := s.admits(f, t, p, netv1.PolicyTypeIngress)
+			in, err := s.admits(from, t, p, f, netv1.PolicyTypeIngress)
 			if err != nil {
 				return nil, err
 			}
@@ -1245,7 +1305,7 @@ func (s *npState) reachability(p npProbe) (*reachability, error) {
 // from's namespace that select from; for ingress, those of to's namespace
 // that select to. No policy of that direction selecting the pod admits all;
 // else any rule of any of them must admit the pair (rules add up).
-func (s *npState) admits(from, to npPod, p npProbe, dir netv1.PolicyType) (bool, error) {
+func (s *npState) admits(from, to npPod, p npProbe, f npFamily, dir netv1.PolicyType) (bool, error) {
 	self, peer := from, to
 	if dir == netv1.PolicyTypeIngress {
 		self, peer = to, from
@@ -1264,7 +1324,7 @@ func (s *npState) admits(from, to npPod, p npProbe, dir netv1.PolicyType) (bool,
 		}
 		isolated = true
 		for _, r := range npRules(pol.Spec, dir) {
-			ok, err := s.ruleAdmits(self.NS, r, peer, p)
+			ok, err := s.ruleAdmits(self.NS, r, peer, p, f)
 			if err != nil {
 				return false, fmt.Errorf("policy %s/%s: %w", pol.Namespace, pol.Name, err)
 			}
@@ -1315,7 +1375,7 @@ func npHasPolicyType(spec netv1.NetworkPolicySpec, t netv1.PolicyType) bool {
 }
 
 // ruleAdmits: no peers admit every peer, no ports every port.
-func (s *npState) ruleAdmits(policyNS string, r npRule, peer npPod, p npProbe) (bool, error) {
+func (s *npState) ruleAdmits(policyNS string, r npRule, peer npPod, p npProbe, f npFamily) (bool, error) {
 	if len(r.ports) > 0 && !slices.ContainsFunc(r.ports, func(pp netv1.NetworkPolicyPort) bool { return npPortAdmits(pp, p) }) {
 		return false, nil
 	}
@@ -1323,7 +1383,7 @@ func (s *npState) ruleAdmits(policyNS string, r npRule, peer npPod, p npProbe) (
 		return true, nil
 	}
 	for _, pe := range r.peers {
-		ok, err := s.peerMatches(policyNS, pe, peer)
+		ok, err := s.peerMatches(policyNS, pe, peer, f)
 		if err != nil || ok {
 			return ok, err
 		}
@@ -1331,13 +1391,15 @@ func (s *npState) ruleAdmits(policyNS string, r npRule, peer npPod, p npProbe) (
 	return false, nil
 }
 
-func (s *npState) peerMatches(policyNS string, pe netv1.NetworkPolicyPeer, q npPod) (bool, error) {
+// peerMatches: an ipBlock matches q's address of family f (a block of the
+// other family never does); selectors match q whatever the family.
+func (s *npState) peerMatches(policyNS string, pe netv1.NetworkPolicyPeer, q npPod, f npFamily) (bool, error) {
 	if pe.IPBlock != nil {
 		cidr, err := netip.ParsePrefix(pe.IPBlock.CIDR)
 		if err != nil {
 			return false, err
 		}
-		ip := s.env.PodIP(q)
+		ip := s.env.PodIP(q, f)
 		if !cidr.Contains(ip) {
 			return false, nil
 		}
@@ -1525,16 +1587,22 @@ func npValidateIPBlock(b *netv1.IPBlock, path *field.Path) field.ErrorList {
 // Tests of the cases themselves: no root, no lab.
 
 // npTestEnvs are address layouts the cases must hold for: pods on two nodes'
-// blocks of 10.244.0.0/16, and all in one block.
+// blocks of 10.244.0.0/16, and all in one block; IPv6-only pods on two
+// nodes' blocks of fd00:10:248::/56, and dual-stack ones.
 func npTestEnvs() map[string]npEnv {
+	v4 := func(p npPod) netip.Addr {
+		return netip.AddrFrom4([4]byte{10, 244, byte(npNodeIndex(p, 2)), byte(10 + p.index())})
+	}
+	v6 := func(p npPod) netip.Addr {
+		return netip.AddrFrom16([16]byte{0xfd, 0, 0, 0x10, 0x02, 0x48, 0, byte(npNodeIndex(p, 2)), 15: byte(10 + p.index())})
+	}
 	return map[string]npEnv{
-		"two nodes": {Prefix: "np-", PodIP: func(p npPod) netip.Addr {
-			i := p.index()
-			return netip.AddrFrom4([4]byte{10, 244, byte(npNodeIndex(p, 2)), byte(10 + i)})
+		"two nodes": {Prefix: "np-", Families: []npFamily{npIPv4}, PodIPs: func(p npPod) []netip.Addr { return []netip.Addr{v4(p)} }},
+		"one block": {Prefix: "rl123x4-", Families: []npFamily{npIPv4}, PodIPs: func(p npPod) []netip.Addr {
+			return []netip.Addr{netip.AddrFrom4([4]byte{10, 244, 7, byte(200 + p.index())})}
 		}},
-		"one block": {Prefix: "rl123x4-", PodIP: func(p npPod) netip.Addr {
-			return netip.AddrFrom4([4]byte{10, 244, 7, byte(200 + p.index())})
-		}},
+		"IPv6 two nodes":       {Prefix: "np6-", Families: []npFamily{npIPv6}, PodIPs: func(p npPod) []netip.Addr { return []netip.Addr{v6(p)} }},
+		"dual-stack two nodes": {Prefix: "np46-", Families: []npFamily{npIPv4, npIPv6}, PodIPs: func(p npPod) []netip.Addr { return []netip.Addr{v4(p), v6(p)} }},
 	}
 }
 
@@ -1606,14 +1674,17 @@ func checkNPCase(t *testing.T, env npEnv, c npCase) {
 				t.Errorf("step %d: %s probed twice", i, x.Probe)
 			}
 			probed[x.Probe] = true
-			want, err := s.reachability(x.Probe)
-			if err != nil {
-				t.Fatalf("step %d: %s: %v", i, x.Probe, err)
-			}
-			if x.Reach.allowed != want.allowed {
-				// Show the reference as the observation: its '*' cells are
-				// the hand-written table's mistakes (or the evaluator's).
-				t.Errorf("step %d: the table differs from the reference evaluation:\n%s", i, x.Reach.Table(x.Probe, want.asObserved()))
+			for _, f := range env.Families {
+				want, err := s.reachability(x.Probe, f)
+				if err != nil {
+					t.Fatalf("step %d: %s: %v", i, x.Probe, err)
+				}
+				if x.Reach.allowed != want.allowed {
+					// Show the reference as the observation: its '*' cells
+					// are the hand-written table's mistakes (or the
+					// evaluator's).
+					t.Errorf("step %d: %s: the table differs from the reference evaluation:\n%s", i, f, x.Reach.Table(x.Probe, want.asObserved()))
+				}
 			}
 		}
 	}
@@ -1631,14 +1702,50 @@ func (r *reachability) asObserved() *npObserved {
 }
 
 // TestNetpolLargeCIDRHoldsThePods: the except cases need x/b's /4 to hold
-// every pod, as upstream assumes; it does for any pool within one /4.
+// every pod, as upstream assumes; it does for any pool within one /4, of
+// either family.
 func TestNetpolLargeCIDRHoldsThePods(t *testing.T) {
 	for name, env := range npTestEnvs() {
-		block := netip.MustParsePrefix(npLargeCIDR(env.PodIP(npp("x/b"))))
-		for _, p := range npAllPods {
-			if !block.Contains(env.PodIP(p)) {
-				t.Errorf("%s: %s (%s) outside %s", name, p, env.PodIP(p), block)
+		for _, f := range env.Families {
+			block := netip.MustParsePrefix(npLargeCIDR(env.PodIP(npp("x/b"), f)))
+			for _, p := range npAllPods {
+				if ip := env.PodIP(p, f); !block.Contains(ip) {
+					t.Errorf("%s: %s (%s) outside %s", name, p, ip, block)
+				}
 			}
+		}
+	}
+}
+
+// TestNetpolIPPeersPerFamily: a case's ipBlock comes once per family of
+// the pods, each made from the pod's address of that family, and only a
+// block of the address's family matches it.
+func TestNetpolIPPeersPerFamily(t *testing.T) {
+	env := npTestEnvs()["dual-stack two nodes"]
+	var got []string
+	for _, pe := range env.ipPeers(npp("x/b"), npLargeBlockExcept) {
+		got = append(got, pe.IPBlock.CIDR+" except "+strings.Join(pe.IPBlock.Except, ","))
+	}
+	want := []string{"0.0.0.0/4 except 10.244.1.11/32", "f000::/4 except fd00:10:248:1::b/128"}
+	if !slices.Equal(got, want) {
+		t.Errorf("ipPeers = %q, want %q", got, want)
+	}
+	// Only y/b's IPv4 block: x/a reaches y/b over IPv4, not over IPv6.
+	s := newNPState(env)
+	pol := env.policy("x", "to-y-b-v4", npSelectPod("a"), npEgress(npTo(npIPPeer(npHostCIDR(env.PodIP(npp("y/b"), npIPv4))))))
+	if err := s.apply(npCreate(pol)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		f    npFamily
+		want bool
+	}{{npIPv4, true}, {npIPv6, false}} {
+		r, err := s.reachability(npTCP80, c.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.Allowed(npp("x/a"), npp("y/b")); got != c.want {
+			t.Errorf("%s: x/a -> y/b allowed %v, want %v", c.f, got, c.want)
 		}
 	}
 }
@@ -1664,6 +1771,9 @@ func TestNetpolModelObjects(t *testing.T) {
 		t.Errorf("port names = %v, want %v", names, want)
 	}
 	if got := npSCTP81.Target(netip.MustParseAddr("10.244.1.5")); got != "sctp:10.244.1.5:81" {
+		t.Errorf("target = %q", got)
+	}
+	if got := npUDP80.Target(netip.MustParseAddr("fd00:10:248::5")); got != "udp:[fd00:10:248::5]:80" {
 		t.Errorf("target = %q", got)
 	}
 	if len(npAllPods) != npN || npAllPods[4] != npp("y/b") {

@@ -37,6 +37,33 @@ const (
 	npAppliedWait = 10 * time.Second
 )
 
+// npStack is what the pods of a truth-table lab have addresses of: the
+// families, and the pools (config lines) that give them.
+type npStack struct {
+	families []npFamily
+	pools    string // pools: of config.yaml; empty: the lab's IPv4 pool
+}
+
+// npPool6 is the IPv6 pool of the truth tables, routed directly between
+// the nodes' IPv6 uplink addresses.
+const npPool6 = "  - cidr: fd00:10:248::/56\n    vxlanMode: Never\n"
+
+var (
+	npStack4    = npStack{families: []npFamily{npIPv4}}
+	npStack6    = npStack{families: []npFamily{npIPv6}, pools: "pools:\n" + npPool6}
+	npStackDual = npStack{families: []npFamily{npIPv4, npIPv6}, pools: "pools:\n  - cidr: 10.244.0.0/16\n" + npPool6}
+)
+
+// npDualSlice are the cases TestNetpolDualStackSlice runs: an ipBlock with
+// an except in each direction (the IPv6 block beside the IPv4 one), a
+// podSelector peer, and a named UDP port (the address . port sets).
+var npDualSlice = []string{
+	npCtx + " should enforce except clause while egress access to server in CIDR block",
+	npCtxReef + " should allow ingress from a CIDR block with except",
+	npCtx + " should enforce policy to allow traffic from pods within server namespace based on PodSelector",
+	npCtxReef + " should allow egress access on one named UDP port",
+}
+
 // npDriver runs the cases on one lab: two nodes, the model's three
 // namespaces and nine pods.
 type npDriver struct {
@@ -44,6 +71,9 @@ type npDriver struct {
 	env    npEnv
 	pods   [npN]*lab.KubePod // by npPod.index
 	noSCTP bool              // the kernel has no SCTP: SCTP expectations are skipped
+	// logTables: after each case, log `nft list table inet reef` of the
+	// node of x/a, as the case left it.
+	logTables bool
 
 	// policies are the NetworkPolicies the driver made and has not
 	// deleted: how many each node should report once a step is applied.
@@ -53,12 +83,48 @@ type npDriver struct {
 // TestNetpolTruthTables runs every case of npCases against reef, one after
 // another on one lab, each case a subtest named by its ID. Before each, the
 // three namespaces are cleared of policies and every label is the model's.
-func TestNetpolTruthTables(t *testing.T) {
+func TestNetpolTruthTables(t *testing.T) { runNetpolTables(t, npStack4, nil) }
+
+// TestNetpolTruthTablesIPv6 is TestNetpolTruthTables with IPv6-only pods
+// (issue 29): every probe goes to the pods' IPv6 addresses, every ipBlock
+// is the IPv6 counterpart of the IPv4 case's. SCTP cases are skipped:
+// reef-lab probe's SCTP is IPv4 only.
+func TestNetpolTruthTablesIPv6(t *testing.T) {
+	slowSuite(t)
+	runNetpolTables(t, npStack6, nil)
+}
+
+// TestNetpolTruthTablesDualStack is TestNetpolTruthTables with dual-stack
+// pods (issue 29): each pod's Pod object has both addresses in
+// status.podIPs; every TCP and UDP expectation is probed to both addresses
+// of every pod and must hold in each family; an ipBlock case has a block
+// per family.
+func TestNetpolTruthTablesDualStack(t *testing.T) {
+	slowSuite(t)
+	runNetpolTables(t, npStackDual, nil)
+}
+
+// TestNetpolDualStackSlice is TestNetpolTruthTablesDualStack on a few
+// cases (npDualSlice) for make test. It logs the table each case leaves
+// on x/a's node (with -v).
+func TestNetpolDualStackSlice(t *testing.T) { runNetpolTables(t, npStackDual, npDualSlice) }
+
+// runNetpolTables runs the cases whose IDs are in only (nil: every case)
+// on a lab whose pods have the families of st.
+func runNetpolTables(t *testing.T, st npStack, only []string) {
+	cases := npCases()
+	if only != nil {
+		cases = slices.DeleteFunc(cases, func(c npCase) bool { return !slices.Contains(only, c.ID()) })
+		if len(cases) != len(only) {
+			t.Fatalf("%d of the %d cases asked for exist: %q", len(cases), len(only), only)
+		}
+	}
 	start := time.Now()
-	d := &npDriver{pl: newPolicyLab(t, 2), policies: map[string]bool{}}
-	d.env = npEnv{Prefix: "np-", PodIP: func(p npPod) netip.Addr { return d.pods[p.index()].IP }}
+	d := &npDriver{pl: newPolicyLabWith(t, 2, lab.NodeOptions{Extra: st.pools}, slices.Contains(st.families, npIPv6)), policies: map[string]bool{},
+		logTables: only != nil && testing.Verbose()}
+	d.env = npEnv{Prefix: "np-", Families: st.families, PodIPs: func(p npPod) []netip.Addr { return d.pods[p.index()].IPs }}
 	d.setUp(t)
-	t.Logf("lab with %d pods on %d nodes ready after %s", npN, len(d.pl.Nodes), time.Since(start).Round(time.Millisecond))
+	t.Logf("lab with %d pods (%v) on %d nodes ready after %s", npN, st.families, len(d.pl.Nodes), time.Since(start).Round(time.Millisecond))
 
 	// As upstream waits for its servers: every port answers with no policy,
 	// so that a failure later is a policy's, not the lab's.
@@ -78,7 +144,7 @@ func TestNetpolTruthTables(t *testing.T) {
 	}
 	var times []took
 	casesStart := time.Now()
-	for _, c := range npCases() {
+	for _, c := range cases {
 		caseStart := time.Now()
 		t.Run(c.ID(), func(t *testing.T) { d.run(t, c) })
 		times = append(times, took{c.ID(), time.Since(caseStart)})
@@ -127,6 +193,31 @@ func (d *npDriver) setUp(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
+	// One address of each family, IPv4 first, and the Pod object says so
+	// in status.podIPs: the peers of the other nodes come from there.
+	for i, p := range npAllPods {
+		kp := d.pods[i]
+		var fams []npFamily
+		var status []string
+		for _, ip := range kp.IPs {
+			fams = append(fams, npFamilyOf(ip))
+		}
+		for _, ip := range kp.Object.Status.PodIPs {
+			status = append(status, ip.IP)
+		}
+		if !slices.Equal(fams, d.env.Families) || strings.Join(status, " ") != npJoin(kp.IPs) {
+			t.Fatalf("pod %s got %v, status.podIPs %q; want one address of each of %v", p, kp.IPs, status, d.env.Families)
+		}
+	}
+	t.Logf("pod x/a: %s", npJoin(d.pods[0].IPs))
+}
+
+func npJoin(ips []netip.Addr) string {
+	var s []string
+	for _, ip := range ips {
+		s = append(s, ip.String())
+	}
+	return strings.Join(s, " ")
 }
 
 // run runs one case: reset, then each step's actions and probes. A step
@@ -136,8 +227,11 @@ func (d *npDriver) run(t *testing.T, c npCase) {
 		t.Logf("source: %s", c.Source)
 	}
 	steps := c.Steps(d.env)
-	if d.noSCTP && !slices.ContainsFunc(steps, func(s npStep) bool { return len(d.withoutSCTP(s.Expect)) > 0 }) {
-		t.Skip("every probe of this case is SCTP, and the kernel has no SCTP")
+	if !slices.ContainsFunc(steps, func(s npStep) bool { return len(d.matrices(s.Expect)) > 0 }) {
+		if d.noSCTP {
+			t.Skip("every probe of this case is SCTP, and the kernel has no SCTP")
+		}
+		t.Skip("every probe of this case is SCTP, and reef-lab probe's SCTP is IPv4 only")
 	}
 	d.reset(t)
 	for i, st := range steps {
@@ -158,6 +252,11 @@ func (d *npDriver) run(t *testing.T, c npCase) {
 			d.explain(t)
 			t.FailNow()
 		}
+	}
+	if d.logTables {
+		node := d.pl.Nodes[npNodeIndex(npp("x/a"), len(d.pl.Nodes))]
+		out, err := d.pl.Run(node.Netns, "nft", "list", "table", "inet", "reef")
+		t.Logf("%s: nft list table inet reef (%v):\n%s", node.Name, err, out)
 	}
 }
 
@@ -313,35 +412,36 @@ func (d *npDriver) waitNodes(timeout time.Duration, n int, unisolated bool) stri
 // returns false.
 func (d *npDriver) expect(t *testing.T, what string, exps []npExpectation) bool {
 	t.Helper()
+	var ms []npMatrix
 	var obs []*npObserved
 	var wrong []int
 	round := 0
 	err := poll.Until(npPollFor, func() error {
 		round++
-		exps = d.withoutSCTP(exps)
+		ms = d.matrices(exps)
 		obs, wrong = nil, nil
-		if len(exps) == 0 {
+		if len(ms) == 0 {
 			return nil
 		}
 		var noSCTP bool
 		var err error
-		if obs, noSCTP, err = d.probeRound(exps); err != nil {
+		if obs, noSCTP, err = d.probeRound(ms); err != nil {
 			return poll.Stop(err)
 		}
 		if noSCTP && !d.noSCTP {
 			d.noSCTP = true
 			t.Log("SCTP probes skipped: " + lab.ErrNoSCTP.Error())
 		}
-		for k, x := range exps {
-			if d.noSCTP && x.Probe.Protocol == corev1.ProtocolSCTP {
+		for k, m := range ms {
+			if d.noSCTP && m.Probe.Protocol == corev1.ProtocolSCTP {
 				continue
 			}
-			if len(x.Reach.Mismatches(obs[k])) > 0 {
+			if len(m.Reach.Mismatches(obs[k])) > 0 {
 				wrong = append(wrong, k)
 			}
 		}
 		if len(wrong) > 0 {
-			return fmt.Errorf("%d of %d matrices differ", len(wrong), len(exps))
+			return fmt.Errorf("%d of %d matrices differ", len(wrong), len(ms))
 		}
 		return nil
 	})
@@ -355,29 +455,43 @@ func (d *npDriver) expect(t *testing.T, what string, exps []npExpectation) bool 
 		t.Fatalf("%s: %v", what, err)
 	}
 	for _, k := range wrong {
-		t.Errorf("%s: after %s (%d rounds), %s", what, npPollFor, round, exps[k].Reach.Table(exps[k].Probe, obs[k]))
+		t.Errorf("%s: after %s (%d rounds), over %s, %s", what, npPollFor, round, ms[k].Family, ms[k].Reach.Table(ms[k].Probe, obs[k]))
 	}
 	return false
 }
 
-// withoutSCTP drops the SCTP expectations once the kernel is known to have
-// no SCTP.
-func (d *npDriver) withoutSCTP(exps []npExpectation) []npExpectation {
-	if !d.noSCTP {
-		return exps
-	}
-	return slices.DeleteFunc(slices.Clone(exps), func(x npExpectation) bool { return x.Probe.Protocol == corev1.ProtocolSCTP })
+// npMatrix is an expectation probed between the pods' addresses of one
+// family.
+type npMatrix struct {
+	npExpectation
+	Family npFamily
 }
 
-// probeRound probes every expectation's matrix once: one `reef-lab probe`
-// per source pod, the nine concurrently, each with the targets of every
-// expectation (so a round costs one probe timeout, not one per
-// expectation). noSCTP: an SCTP probe could not run.
-func (d *npDriver) probeRound(exps []npExpectation) (obs []*npObserved, noSCTP bool, err error) {
-	var targets []string
+// matrices are exps, each over every family of the pods, less what is not
+// probed: SCTP once the kernel is known to have none, and SCTP over IPv6,
+// which reef-lab probe does not speak.
+func (d *npDriver) matrices(exps []npExpectation) []npMatrix {
+	var ms []npMatrix
 	for _, x := range exps {
+		for _, f := range d.env.Families {
+			if x.Probe.Protocol == corev1.ProtocolSCTP && (d.noSCTP || f != npIPv4) {
+				continue
+			}
+			ms = append(ms, npMatrix{x, f})
+		}
+	}
+	return ms
+}
+
+// probeRound probes every matrix once: one `reef-lab probe` per source
+// pod, the nine concurrently, each with the targets of every matrix (so a
+// round costs one probe timeout, not one per matrix). noSCTP: an SCTP
+// probe could not run.
+func (d *npDriver) probeRound(ms []npMatrix) (obs []*npObserved, noSCTP bool, err error) {
+	var targets []string
+	for _, m := range ms {
 		for _, to := range npAllPods {
-			targets = append(targets, x.Probe.Target(d.env.PodIP(to)))
+			targets = append(targets, m.Probe.Target(d.env.PodIP(to, m.Family)))
 		}
 	}
 	results := make([][]lab.ProbeResult, npN)
@@ -394,7 +508,7 @@ func (d *npDriver) probeRound(exps []npExpectation) (obs []*npObserved, noSCTP b
 	if err := errors.Join(errs...); err != nil {
 		return nil, false, err
 	}
-	obs = make([]*npObserved, len(exps))
+	obs = make([]*npObserved, len(ms))
 	for k := range obs {
 		obs[k] = &npObserved{}
 	}

@@ -31,8 +31,16 @@ type policyLab struct {
 
 func newPolicyLab(t *testing.T, n int) *policyLab {
 	t.Helper()
+	return newPolicyLabWith(t, n, lab.NodeOptions{}, false)
+}
+
+// newPolicyLabWith is newPolicyLab with opts (pools in opts.Extra); with
+// ipv6, each node has its IPv6 address on its uplink (addNodeAddrs6)
+// before its daemon starts, as an IPv6 pool routed directly needs.
+func newPolicyLabWith(t *testing.T, n int, opts lab.NodeOptions, ipv6 bool) *policyLab {
+	t.Helper()
 	l := newLab(t)
-	k, nodes, err := l.StartPolicyMesh(n, lab.NodeOptions{})
+	k, nodes, err := l.AddPolicyMesh(n, opts)
 	if k != nil {
 		t.Cleanup(func() {
 			if t.Failed() {
@@ -41,6 +49,12 @@ func newPolicyLab(t *testing.T, n int) *policyLab {
 		})
 	}
 	if err != nil {
+		t.Fatal(err)
+	}
+	if ipv6 {
+		addNodeAddrs6(t, nodes...)
+	}
+	if err := lab.StartAll(nodes); err != nil {
 		t.Fatal(err)
 	}
 	converge(t, nodes...)

@@ -138,3 +138,120 @@ func TestPolicyChangesInPlace(t *testing.T) {
 		t.Logf("policy %s: %v", st.name, kinds)
 	}
 }
+
+// dualStackInput is sampleInput with every pod dual-stack (x/a and x/b
+// local, with an endpoint per family; y/a and y/b remote, with two
+// status.podIPs) and IPv6 ipBlocks beside the IPv4 one: an ingress block
+// with an except, and an egress rule to ::/0 but one address, whose
+// interval ends at the last IPv6 address.
+func dualStackInput() Input {
+	in := sampleInput()
+	for _, p := range in.Pods {
+		if p.Namespace == "y" {
+			v6 := "fd00:10:244:1::" + strings.TrimPrefix(p.IPs[0].String(), "10.0.1.")
+			p.IPs = append(p.IPs, addr(v6))
+		}
+	}
+	in.Local = append(in.Local, Endpoint{Namespace: "x", Name: "a", IP: addr("fd00:10:244::1")}, Endpoint{Namespace: "x", Name: "b", IP: addr("fd00:10:244::2")})
+	allowY := in.Policies[0]
+	allowY.Spec.Ingress = append(allowY.Spec.Ingress, networkingv1.NetworkPolicyIngressRule{From: []networkingv1.NetworkPolicyPeer{
+		{IPBlock: &networkingv1.IPBlock{CIDR: "2001:db8::/32", Except: []string{"2001:db8:8000::/33"}}}}})
+	egress := netpol("x", "egress-v6", sel("pod", "b"), []networkingv1.PolicyType{networkingv1.PolicyTypeEgress})
+	egress.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{
+		{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: []string{"fd00:10:244:1::2/128"}}}}}}
+	in.Policies = append(in.Policies, egress)
+	return in
+}
+
+// TestDualStackTableInKernel: IPv6 pods and IPv6 ipBlocks land in the
+// table's IPv6 sets and rules (ip6 saddr/daddr, the address . port set of
+// a named port), none of them in an IPv4 set; the kernel takes the
+// table, an interval up to the last IPv6 address included, and reads it
+// back equal.
+func TestDualStackTableInKernel(t *testing.T) {
+	netns, k := testNetns(t)
+	in := dualStackInput()
+	st := Compile(in)
+	if len(st.Skipped) > 0 {
+		t.Fatalf("skipped: %v", st.Skipped)
+	}
+	tab := Table(st)
+	sets := map[string]nft.Set{}
+	for _, s := range tab.Sets {
+		sets[s.Name] = s
+		for _, e := range s.Elems {
+			if e.From.Is4() != (s.KeyType == nftables.TypeIPAddr.Name || s.KeyType == nft.KeyAddrPort4.Name) || e.From.Is4() != e.To.Is4() {
+				t.Errorf("set %s (%s) holds %s-%s", s.Name, s.KeyType, e.From, e.To)
+			}
+		}
+	}
+	elems := func(name string) string {
+		var out []string
+		for _, e := range sets[name].Elems {
+			s := e.From.String()
+			if e.To != e.From {
+				s += "-" + e.To.String()
+			}
+			if e.Port != 0 {
+				s += fmt.Sprintf(" . %d", e.Port)
+			}
+			out = append(out, s)
+		}
+		return strings.Join(out, ", ")
+	}
+	for name, want := range map[string]string{
+		"in-isolated6":      "fd00:10:244::1",
+		"eg-isolated6":      "fd00:10:244::1, fd00:10:244::2",
+		"sel6.x.allow-y":    "fd00:10:244::1",
+		"sel6.x.egress-v6":  "fd00:10:244::2",
+		"in6.x.allow-y.1.0": "fd00:10:244::1 . 8080",
+		"sel4.x.egress-v6":  "10.0.0.2",
+		"in4.x.allow-y.1.0": "10.0.0.1 . 8080",
+		"eg-isolated4":      "10.0.0.1, 10.0.0.2",
+	} {
+		if got := elems(name); got != want {
+			t.Errorf("set %s = %q, want %q", name, got, want)
+		}
+	}
+	// The peer sets of the IPv6 blocks, and y's pods by namespace.
+	var peers6 []string
+	for name := range sets {
+		if strings.HasPrefix(name, "peers6.") {
+			peers6 = append(peers6, elems(name))
+		}
+	}
+	slices.Sort(peers6)
+	want6 := []string{
+		"", // the IPv4 block's set, empty in IPv6
+		"2001:db8::-2001:db8:7fff:ffff:ffff:ffff:ffff:ffff",
+		"::-fd00:10:244:1::1, fd00:10:244:1::3-ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+		"fd00:10:244:1::1-fd00:10:244:1::2", // y/a and y/b, merged
+		"fd00:10:244::2",
+	}
+	if !slices.Equal(peers6, want6) {
+		t.Errorf("IPv6 peer sets:\n  %s\nwant\n  %s", strings.Join(peers6, "\n  "), strings.Join(want6, "\n  "))
+	}
+
+	converge(t, k, tab)
+	if _, err := exec.LookPath("nft"); err != nil {
+		return
+	}
+	out := netnstest.Run(t, netns, "nft", "list", "table", "inet", "reef")
+	t.Logf("nft list table inet reef:\n%s", out)
+	for _, want := range []string{
+		"ip6 daddr != @in-isolated6 accept",
+		"ip6 saddr != @eg-isolated6 accept",
+		"ip6 daddr @sel6.x.allow-y jump in.x.allow-y",
+		"ip6 saddr @sel6.x.egress-v6 jump eg.x.egress-v6",
+		"ip6 saddr @peers6.",
+		"ip6 daddr @peers6.",
+		"ip6 daddr . tcp dport @in6.x.allow-y.1.0",
+		"fd00:10:244::1 . 8080",
+		"2001:db8::/33",
+		"fd00:10:244:1::3-ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("nft list table inet reef lacks %q", want)
+		}
+	}
+}

@@ -152,6 +152,17 @@ func (k *KubeAPI) DeletePod(p *KubePod) error {
 // an admin on a control-plane node runs it), and n meshed nodes with
 // opts that read the API through it, started together.
 func (l *Lab) StartPolicyMesh(n int, opts NodeOptions) (*KubeAPI, []*Node, error) {
+	k, nodes, err := l.AddPolicyMesh(n, opts)
+	if err != nil {
+		return k, nodes, err
+	}
+	return k, nodes, StartAll(nodes)
+}
+
+// AddPolicyMesh is StartPolicyMesh with the nodes' daemons not started,
+// for a caller that changes the nodes first (IPv6 addresses on their
+// uplinks) and then starts them with StartAll.
+func (l *Lab) AddPolicyMesh(n int, opts NodeOptions) (*KubeAPI, []*Node, error) {
 	k, err := l.StartKubeAPI()
 	if err != nil {
 		return nil, nil, err
@@ -174,8 +185,5 @@ func (l *Lab) StartPolicyMesh(n int, opts NodeOptions) (*KubeAPI, []*Node, error
 	}
 	opts.Extra += "kubernetes:\n  kubeconfig: " + kubeconfig + "\n"
 	nodes, err := l.AddMeshWith(n, opts)
-	if err != nil {
-		return k, nil, err
-	}
-	return k, nodes, StartAll(nodes)
+	return k, nodes, err
 }
