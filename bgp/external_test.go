@@ -69,21 +69,8 @@ func TestExternalPeerExportsOwnBlocksOnly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three BGP speakers")
 	}
-	addrA, addrC, addrR := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.3")
-	ctx, _, start := testSpeakers(t, addrA, addrC, addrR)
-	const routerASN = 65000
-	a := start(addrA, Config{Peers: []netip.Addr{addrC}, ExternalPeers: []ExternalPeer{{
-		Address: addrR, ASN: routerASN, Keepalive: 3 * time.Second, Hold: 10 * time.Second, MaxPrefixes: 100,
-		Communities: []string{"65000:100", "65000:7:8"},
-	}}})
-	c := start(addrC, Config{Peers: []netip.Addr{addrA}})
-	a.cfg.ExternalPeers[0].Port = a.cfg.Port
-	router := startRouter(t, ctx, addrR, a.cfg.Port, routerASN, addrA)
-	for _, sp := range []*Speaker{a, c} {
-		if err := sp.connect(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ctx, _, a, c, router := nodeWithRouter(t, Config{}, []string{"65000:100", "65000:7:8"})
+	addrA, addrR := a.cfg.RouterID, a.cfg.ExternalPeers[0].Address
 
 	ownA, ownC := netip.MustParsePrefix("10.244.7.0/26"), netip.MustParsePrefix("10.244.8.0/26")
 	pendingA := netip.MustParsePrefix("10.244.9.0/26")
@@ -145,6 +132,29 @@ func TestExternalPeerExportsOwnBlocksOnly(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// nodeWithRouter starts speaker A (127.0.0.1, with cfgA's ServiceCIDRs)
+// meshed with C (127.0.0.2) and with a router R (127.0.0.3, a plain GoBGP
+// server in AS 65000) as its external peer, which adds communities, and
+// connects them.
+func nodeWithRouter(t *testing.T, cfgA Config, communities []string) (ctx context.Context, logs *syncBuffer, a, c *Speaker, router *server.BgpServer) {
+	t.Helper()
+	addrA, addrC, addrR := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.3")
+	ctx, logs, start := testSpeakers(t, addrA, addrC, addrR)
+	const routerASN = 65000
+	cfgA.Peers = []netip.Addr{addrC}
+	cfgA.ExternalPeers = []ExternalPeer{{Address: addrR, ASN: routerASN, Keepalive: 3 * time.Second, Hold: 10 * time.Second, MaxPrefixes: 100, Communities: communities}}
+	a = start(addrA, cfgA)
+	c = start(addrC, Config{Peers: []netip.Addr{addrA}})
+	a.cfg.ExternalPeers[0].Port = a.cfg.Port
+	router = startRouter(t, ctx, addrR, a.cfg.Port, routerASN, addrA)
+	for _, sp := range []*Speaker{a, c} {
+		if err := sp.connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ctx, logs, a, c, router
 }
 
 // startRouter runs a plain GoBGP server at addr in asn, peering with node.

@@ -8,7 +8,6 @@ import (
 
 	api "github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
-	bgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 )
 
 // Service CIDRs (bgp.serviceClusterIPs, Calico's serviceClusterIPs) are
@@ -93,7 +92,7 @@ func (sp *Speaker) announceServices() error {
 			sp.log.Warn("service CIDR not announced: the node has no IPv6 address (nodeAddressV6) to be its next hop", "cidr", p)
 			continue
 		}
-		path, err := servicePath(p, nh)
+		path, err := unicastPath(p, nh, nil) // no communities of reef's: it is no block
 		if err != nil {
 			return err
 		}
@@ -116,24 +115,6 @@ func (sp *Speaker) announceServices() error {
 		sp.log.Info("announcing service CIDRs to external peers", "cidrs", cidrs)
 	}
 	return nil
-}
-
-// servicePath is a service CIDR as a unicast path of its family, next hop
-// nh, with no communities of reef's (it is no block).
-func servicePath(p netip.Prefix, nh netip.Addr) (*apiutil.Path, error) {
-	nlri, err := bgppkt.NewIPAddrPrefix(p)
-	if err != nil {
-		return nil, fmt.Errorf("encode service CIDR %s: %w", p, err)
-	}
-	nhAttr, err := bgppkt.NewPathAttributeNextHop(nh)
-	if err != nil {
-		return nil, fmt.Errorf("encode next hop %s: %w", nh, err)
-	}
-	family := bgppkt.RF_IPv4_UC
-	if p.Addr().Is6() {
-		family = bgppkt.RF_IPv6_UC
-	}
-	return &apiutil.Path{Family: family, Nlri: nlri, Attrs: []bgppkt.PathAttributeInterface{bgppkt.NewPathAttributeOrigin(0), nhAttr}}, nil
 }
 
 // ServiceCIDRs are the service CIDRs in the speaker's table for its

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	bgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
@@ -24,21 +23,9 @@ func TestServiceCIDRsToExternalPeersOnly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three BGP speakers")
 	}
-	addrA, addrC, addrR := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.3")
-	ctx, logs, start := testSpeakers(t, addrA, addrC, addrR)
-	const routerASN = 65000
 	svc4, svc6, svcNode := netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("fd00:10:96::/112"), netip.PrefixFrom(nodeA, 32)
-	a := start(addrA, Config{Peers: []netip.Addr{addrC}, ServiceCIDRs: []netip.Prefix{svc4, svc6, svcNode}, ExternalPeers: []ExternalPeer{{
-		Address: addrR, ASN: routerASN, Keepalive: 3 * time.Second, Hold: 10 * time.Second, MaxPrefixes: 100,
-	}}})
-	c := start(addrC, Config{Peers: []netip.Addr{addrA}})
-	a.cfg.ExternalPeers[0].Port = a.cfg.Port
-	router := startRouter(t, ctx, addrR, a.cfg.Port, routerASN, addrA)
-	for _, sp := range []*Speaker{a, c} {
-		if err := sp.connect(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	_, logs, a, c, router := nodeWithRouter(t, Config{ServiceCIDRs: []netip.Prefix{svc4, svc6, svcNode}}, nil)
+	addrA := a.cfg.RouterID
 	if got, withheld := a.ServiceCIDRs(); !slices.Equal(got, []netip.Prefix{svc4, svcNode}) || !slices.Equal(withheld, []netip.Prefix{svc6}) {
 		t.Errorf("ServiceCIDRs() = %v, %v; want [%s %s], [%s]", got, withheld, svc4, svcNode, svc6)
 	}

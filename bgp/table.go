@@ -341,8 +341,9 @@ func vpnPath(rt VPNRoute, nh *bgppkt.PathAttributeNextHop) (*apiutil.Path, error
 	}, nil
 }
 
-// unicastPath is a block as a GoBGP path of its family (IPv4 or IPv6
-// unicast) with next hop nh.
+// unicastPath is a block (or a service CIDR) as a GoBGP path of its
+// family (IPv4 or IPv6 unicast) with next hop nh and, if any, the large
+// communities lcs.
 func unicastPath(block netip.Prefix, nh netip.Addr, lcs []LargeCommunity) (*apiutil.Path, error) {
 	nlri, err := bgppkt.NewIPAddrPrefix(block)
 	if err != nil {
@@ -356,11 +357,11 @@ func unicastPath(block netip.Prefix, nh netip.Addr, lcs []LargeCommunity) (*apiu
 	if block.Addr().Is6() {
 		family = bgppkt.RF_IPv6_UC
 	}
-	return &apiutil.Path{
-		Family: family,
-		Nlri:   nlri,
-		Attrs:  []bgppkt.PathAttributeInterface{bgppkt.NewPathAttributeOrigin(0), nhAttr, largeCommunities(lcs)},
-	}, nil
+	attrs := []bgppkt.PathAttributeInterface{bgppkt.NewPathAttributeOrigin(0), nhAttr}
+	if len(lcs) > 0 {
+		attrs = append(attrs, largeCommunities(lcs))
+	}
+	return &apiutil.Path{Family: family, Nlri: nlri, Attrs: attrs}, nil
 }
 
 // PathCounts are the paths of one family one pass of CountPaths saw:
