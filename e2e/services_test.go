@@ -37,22 +37,10 @@ func testServiceCIDRs(t *testing.T, kind string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var addrs []netip.Addr
-	for _, n := range nodes {
-		addrs = append(addrs, n.Address)
-	}
 	// The router takes the blocks and, as an operator configures it for
 	// Services, exactly the Service CIDR.
 	pools := append(slices.Clone(lab.DefaultToRPools), lab.ToRPool{CIDR: serviceCIDR, BlockSize: serviceCIDR.Bits()})
-	tor, err := l.StartToR(kind, addrs, pools, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("%s log:\n%s", kind, tor.Log())
-		}
-	})
+	tor := startToR(t, l, kind, nodes, pools, "")
 	if err := tor.Multipath(); err != nil {
 		t.Fatal(err)
 	}

@@ -69,19 +69,7 @@ func testToR6(t *testing.T, kind string, pools ...lab.ToRPool) {
 	if err := l.AddCrossIPv6(nodes); err != nil {
 		t.Fatal(err)
 	}
-	var addrs []netip.Addr
-	for _, n := range nodes {
-		addrs = append(addrs, n.Address)
-	}
-	tor, err := l.StartToR(kind, addrs, pools, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("%s log:\n%s", kind, tor.Log())
-		}
-	})
+	tor := startToR(t, l, kind, nodes, pools, "")
 	if err := lab.StartAll(nodes); err != nil {
 		t.Fatal(err)
 	}

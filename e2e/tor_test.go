@@ -58,19 +58,7 @@ func testToR(t *testing.T, kind string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var addrs []netip.Addr
-	for _, n := range nodes {
-		addrs = append(addrs, n.Address)
-	}
-	tor, err := l.StartToR(kind, addrs, lab.DefaultToRPools, password)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("%s log:\n%s", kind, tor.Log())
-		}
-	})
+	tor := startToR(t, l, kind, nodes, lab.DefaultToRPools, password)
 	if err := lab.StartAll(nodes); err != nil {
 		t.Fatal(err)
 	}
@@ -233,6 +221,26 @@ func testToR(t *testing.T, kind string) {
 }
 
 // poolRoutes are the routes into 10.244.0.0/16 in netns: prefix -> next hop.
+// startToR runs kind ("bird", "frr") in the ToR lab's router as the
+// external peer of nodes, for pools; its log goes into a failed test's.
+func startToR(t *testing.T, l *lab.Lab, kind string, nodes []*lab.Node, pools []lab.ToRPool, password string) lab.ToR {
+	t.Helper()
+	var addrs []netip.Addr
+	for _, n := range nodes {
+		addrs = append(addrs, n.Address)
+	}
+	tor, err := l.StartToR(kind, addrs, pools, password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s log:\n%s", kind, tor.Log())
+		}
+	})
+	return tor
+}
+
 func poolRoutes(t *testing.T, l *lab.Lab, netns string) map[string]string {
 	t.Helper()
 	pool := netip.MustParsePrefix("10.244.0.0/16")
