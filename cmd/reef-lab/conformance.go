@@ -82,12 +82,16 @@ func conformance(ctx context.Context, args []string) error {
 		return err
 	}
 	took := time.Since(ran)
+	leftOut, err := lab.LeftOut(filepath.Join(report, "junit_01.xml"), focus, skip)
+	if err != nil {
+		return err
+	}
 	if b, err := os.ReadFile(filepath.Join(report, "junit_01.xml")); err == nil {
 		if err := writeGzip(*junit, b); err != nil {
 			return err
 		}
 	}
-	run := conformanceRun{results: results, focus: focus, skip: skip, junit: filepath.Base(*junit), up: up, took: took}
+	run := conformanceRun{results: results, leftOut: leftOut, focus: focus, skip: skip, junit: filepath.Base(*junit), up: up, took: took}
 	var b strings.Builder
 	if *dual {
 		writeDualStackConformance(&b, run)
@@ -110,6 +114,7 @@ func conformance(ctx context.Context, args []string) error {
 // conformanceRun is what a summary tells of a run.
 type conformanceRun struct {
 	results     []lab.E2EResult
+	leftOut     []string // selected by the focus, left out by the skip
 	focus, skip string
 	junit       string // the JUnit report's file name, beside the summary
 	up, took    time.Duration
@@ -168,6 +173,13 @@ func writeConformanceRun(w io.Writer, r conformanceRun, defaultSkip string, skip
 		fmt.Fprintf(w, "What the skip leaves out, and why:\n\n| pattern | why |\n|---|---|\n")
 		for _, s := range skips {
 			fmt.Fprintf(w, "| `%s` | %s |\n", strings.ReplaceAll(s.Pattern, "|", "\\|"), s.Why)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(r.leftOut) > 0 {
+		fmt.Fprintf(w, "The focus selects %d tests more, which the skip leaves out:\n\n", len(r.leftOut))
+		for _, name := range r.leftOut {
+			fmt.Fprintf(w, "- %s\n", name)
 		}
 		fmt.Fprintln(w)
 	}

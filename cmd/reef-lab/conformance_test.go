@@ -20,6 +20,7 @@ func TestConformanceSummaries(t *testing.T) {
 			junit: "conformance-junit.xml.gz", up: time.Second, took: time.Minute}
 		if dual {
 			r.focus, r.skip, r.junit = lab.DualStackFocus, lab.DualStackSkip, "conformance-dualstack-junit.xml.gz"
+			r.leftOut = []string{"[Feature:IPv6DualStack] an sctp one [Feature:SCTPConnectivity]"}
 		}
 		return r
 	}
@@ -50,7 +51,8 @@ func TestConformanceSummaries(t *testing.T) {
 	dual("[Feature:IPv6DualStack] dual two")
 	doc := read()
 	for _, want := range []string{"# Upstream conformance\n", "| passed | [sig-network] main two |", "\n## Dual-stack\n",
-		"| failed | [Feature:IPv6DualStack] dual two |", "`docs/conformance-dualstack-junit.xml.gz`", "`docs/conformance-junit.xml.gz`"} {
+		"| failed | [Feature:IPv6DualStack] dual two |", "`docs/conformance-dualstack-junit.xml.gz`", "`docs/conformance-junit.xml.gz`",
+		"which the skip leaves out:\n\n- [Feature:IPv6DualStack] an sctp one [Feature:SCTPConnectivity]\n"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("the summary lacks %q:\n%s", want, doc)
 		}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -229,6 +230,49 @@ func ReadJUnit(path string) ([]E2EResult, error) {
 	if len(out) == 0 {
 		return nil, errors.New("no test ran")
 	}
+	return out, nil
+}
+
+// LeftOut are the tests of the JUnit report at path that focus selects
+// and skip leaves out: what a summary names as not run by choice, each
+// with the skip's reasons. The expressions are matched against the test's
+// name, as ginkgo matches them against its full text.
+func LeftOut(path, focus, skip string) ([]string, error) {
+	if skip == "" {
+		return nil, nil
+	}
+	fre, err := regexp.Compile(focus)
+	if err != nil {
+		return nil, err
+	}
+	sre, err := regexp.Compile(skip)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var doc struct {
+		Suites []struct {
+			Cases []struct {
+				Name string `xml:"name,attr"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var out []string
+	for _, s := range doc.Suites {
+		for _, tc := range s.Cases {
+			name := strings.TrimPrefix(tc.Name, "[It] ")
+			if fre.MatchString(name) && sre.MatchString(name) {
+				out = append(out, name)
+			}
+		}
+	}
+	sort.Strings(out)
 	return out, nil
 }
 
