@@ -177,7 +177,7 @@ func writeConformanceRun(w io.Writer, r conformanceRun, defaultSkip string, skip
 		fmt.Fprintln(w)
 	}
 	if len(r.leftOut) > 0 {
-		fmt.Fprintf(w, "The focus selects %d tests more, which the skip leaves out:\n\n", len(r.leftOut))
+		fmt.Fprintf(w, "Selected by the focus and left out by the skip (%d):\n\n", len(r.leftOut))
 		for _, name := range r.leftOut {
 			fmt.Fprintf(w, "- %s\n", name)
 		}

@@ -52,7 +52,7 @@ func TestConformanceSummaries(t *testing.T) {
 	doc := read()
 	for _, want := range []string{"# Upstream conformance\n", "| passed | [sig-network] main two |", "\n## Dual-stack\n",
 		"| failed | [Feature:IPv6DualStack] dual two |", "`docs/conformance-dualstack-junit.xml.gz`", "`docs/conformance-junit.xml.gz`",
-		"which the skip leaves out:\n\n- [Feature:IPv6DualStack] an sctp one [Feature:SCTPConnectivity]\n"} {
+		"left out by the skip (1):\n\n- [Feature:IPv6DualStack] an sctp one [Feature:SCTPConnectivity]\n"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("the summary lacks %q:\n%s", want, doc)
 		}
