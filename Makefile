@@ -94,7 +94,7 @@ K8S_IMAGES := /tmp/reef-k8s-images
 # The upstream e2e suite against reef in the lab's Kubernetes cluster
 # (docs/conformance.md, which it rewrites); E2E_FOCUS and E2E_SKIP override
 # the selection. Hours: make test runs a slice (e2e TestConformanceSlice).
-.PHONY: conformance demo-k8s
+.PHONY: conformance conformance-dualstack demo-k8s
 # The cluster shown: pods of a Deployment on the three nodes with their reef
 # addresses, a NetworkPolicy and its effect; tears down.
 demo-k8s: build deps-k8s
@@ -102,6 +102,12 @@ demo-k8s: build deps-k8s
 
 conformance: build deps-k8s
 	$(BIN)/reef-lab conformance --bin $(CURDIR)/$(BIN) --images $(K8S_IMAGES) --out docs/conformance.md
+
+# The upstream dual-stack tests ([Feature:IPv6DualStack]) on the cluster
+# made dual-stack; rewrites the "## Dual-stack" section of
+# docs/conformance.md (issue 29).
+conformance-dualstack: build deps-k8s
+	$(BIN)/reef-lab conformance --dual-stack --bin $(CURDIR)/$(BIN) --images $(K8S_IMAGES) --out docs/conformance.md
 
 deps-proto:
 	@command -v protoc >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler >/dev/null)
@@ -137,10 +143,11 @@ test-e2e: build deps-test deps-cri deps-kube deps-k8s
 # dual-stack pools (make test runs the BIRD ones), the Service CIDRs through
 # FRR (make test runs BIRD), the NetworkPolicy truth tables with IPv6-only
 # and dual-stack pods (make test runs a few cases dual-stack:
-# TestNetpolDualStackSlice); those need kube-apiserver and etcd.
-SLOW_E2E := ^(TestServiceCIDRsFRR|TestToRIPv6Bird|TestToRIPv6FRR|TestToRDualStackFRR|TestBlocksChaosIPv4|TestBlocksChaosIPv6|TestReflectorsFRRDualStack|TestNetpolTruthTablesIPv6|TestNetpolTruthTablesDualStack)$$
+# TestNetpolDualStackSlice), the lab's Kubernetes cluster made dual-stack;
+# those need the Kubernetes binaries.
+SLOW_E2E := ^(TestServiceCIDRsFRR|TestToRIPv6Bird|TestToRIPv6FRR|TestToRDualStackFRR|TestBlocksChaosIPv4|TestBlocksChaosIPv6|TestReflectorsFRRDualStack|TestNetpolTruthTablesIPv6|TestNetpolTruthTablesDualStack|TestKubernetesDualStack)$$
 .PHONY: test-e2e-slow
-test-e2e-slow: build deps-test deps-kube
+test-e2e-slow: build deps-test deps-kube deps-k8s
 	REEF_E2E_SLOW=1 REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m -run '$(SLOW_E2E)' ./e2e/
 
 # spin, the model checker of blockproto/model/; installed only when missing.

@@ -31,9 +31,17 @@ func clusterImages(t *testing.T) []string {
 // with kubelet, kube-proxy, containerd 2 and reef.
 func startCluster(t *testing.T, l *lab.Lab) *lab.Cluster {
 	t.Helper()
+	return startClusterWith(t, l, lab.ClusterOptions{})
+}
+
+// startClusterWith is startCluster with opts, the images and CoreDNS
+// filled in.
+func startClusterWith(t *testing.T, l *lab.Lab, opts lab.ClusterOptions) *lab.Cluster {
+	t.Helper()
 	images := clusterImages(t)
 	start := time.Now()
-	c, err := l.StartCluster(lab.ClusterOptions{Images: images[:1], SandboxImage: k8simages.Pause, CoreDNSImage: k8simages.CoreDNS})
+	opts.Images, opts.SandboxImage, opts.CoreDNSImage = images[:1], k8simages.Pause, k8simages.CoreDNS
+	c, err := l.StartCluster(opts)
 	if c == nil {
 		t.Fatal(err)
 	}

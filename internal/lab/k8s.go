@@ -46,8 +46,13 @@ var ClusterDNS = func() netip.Addr {
 	return netip.AddrFrom4(a)
 }()
 
-// ClusterPool is the pod pool of the cluster's nodes.
-const ClusterPool = "10.244.0.0/16"
+// ClusterPool is the pod pool of the cluster's nodes; ClusterPool6 the
+// IPv6 one beside it in a dual-stack cluster (/122 blocks, reef's
+// default).
+const (
+	ClusterPool  = "10.244.0.0/16"
+	ClusterPool6 = "fd00:10:244::/56"
+)
 
 // ClusterOptions shape a cluster.
 type ClusterOptions struct {
@@ -64,6 +69,26 @@ type ClusterOptions struct {
 	// of reef (referenceCNI: ptp, host-local, portmap); the reef daemons
 	// do not run, and pods reach only the pods of their own node.
 	Reference bool
+	// DualStack makes the cluster dual-stack, IPv4 first (issue 29):
+	// reef pools of both families (ClusterPool, ClusterPool6), each node
+	// an IPv6 address on its uplink (NodeAddress6) and an IPv6 default
+	// route, both families in kube-apiserver's and the
+	// controller-manager's service range (ServiceRanges), kubelet's
+	// --node-ip and kube-proxy's clusterCIDR, and the control plane's
+	// routes to the pods in both families. Not with Reference.
+	DualStack bool
+}
+
+// dual is whether the cluster is dual-stack.
+func (c *Cluster) dual() bool { return c.opts.DualStack }
+
+// clusterCIDRs are the pod pools, as kube-proxy's clusterCIDR lists
+// them.
+func (c *Cluster) clusterCIDRs() string {
+	if c.dual() {
+		return ClusterPool + "," + ClusterPool6
+	}
+	return ClusterPool
 }
 
 // Cluster is a running cluster.
@@ -75,6 +100,7 @@ type Cluster struct {
 	// namespace (kubectl and e2e.test run there).
 	Kubeconfig string
 
+	opts      ClusterOptions
 	bins      map[string]string
 	cm, sched *kubeProc
 	mu        sync.Mutex
@@ -107,7 +133,10 @@ func (l *Lab) StartCluster(opts ClusterOptions) (*Cluster, error) {
 	if opts.Nodes == 0 {
 		opts.Nodes = 3
 	}
-	c := &Cluster{Lab: l, bins: map[string]string{}}
+	if opts.DualStack && opts.Reference {
+		return nil, errors.New("lab: a dual-stack cluster runs reef, not the reference plugins")
+	}
+	c := &Cluster{Lab: l, opts: opts, bins: map[string]string{}}
 	for _, b := range ClusterBinaries {
 		p, err := exec.LookPath(filepath.Join(KubeBinDir(), b))
 		if err != nil {
@@ -120,7 +149,7 @@ func (l *Lab) StartCluster(opts ClusterOptions) (*Cluster, error) {
 	for i := range opts.Nodes {
 		names = append(names, fmt.Sprintf("node%d", first+i+1))
 	}
-	k, err := l.StartKubeAPIWith(KubeAPIOptions{Cluster: true, Nodes: names})
+	k, err := l.StartKubeAPIWith(KubeAPIOptions{Cluster: true, Nodes: names, DualStack: opts.DualStack})
 	if err != nil {
 		return nil, err
 	}
@@ -144,9 +173,12 @@ func (l *Lab) StartCluster(opts ClusterOptions) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reef kubeconfig: %w: %s", err, out)
 	}
+	pools := "pools:\n  - cidr: " + ClusterPool + "\n    blockSize: 26\n    vxlanMode: Never\n    natOutgoing: true\n"
+	if opts.DualStack {
+		pools += "  - cidr: " + ClusterPool6 + "\n    vxlanMode: Never\n    natOutgoing: true\n"
+	}
 	nodes, err := l.AddMeshWith(opts.Nodes, NodeOptions{
-		Extra: "pools:\n  - cidr: " + ClusterPool + "\n    blockSize: 26\n    vxlanMode: Never\n    natOutgoing: true\n" +
-			"kubernetes:\n  kubeconfig: " + kubeconfig + "\n",
+		Extra:             pools + "kubernetes:\n  kubeconfig: " + kubeconfig + "\n",
 		ReconcileInterval: 30 * time.Second,
 	})
 	if err != nil {
@@ -163,6 +195,18 @@ func (l *Lab) StartCluster(opts ClusterOptions) (*Cluster, error) {
 	}
 	for _, n := range nodes {
 		if err := o.DefaultRoute(n); err != nil {
+			return nil, err
+		}
+	}
+	// Dual-stack: the nodes' IPv6 addresses on the uplink and their IPv6
+	// default route through the router, before reef starts (it takes
+	// nodeAddressV6 from the uplink); the API's namespace on the IPv6
+	// underlay too, to reach the nodes and, through them, the pods.
+	if opts.DualStack {
+		if err := o.AddIPv6(nodes...); err != nil {
+			return nil, err
+		}
+		if err := l.IP(k.Netns, "-6", "addr", "add", netip.PrefixFrom(KubeAPIAddr6, Underlay6.Bits()).String(), "dev", "eth0", "nodad"); err != nil {
 			return nil, err
 		}
 	}
@@ -203,10 +247,20 @@ func (l *Lab) StartCluster(opts ClusterOptions) (*Cluster, error) {
 // underlay). Without this route the upstream DNS tests, which read their
 // probes' results through the pod proxy, and the Proxy tests fail. A
 // Reference cluster has no routes between nodes, so it gets none.
+//
+// A dual-stack cluster routes the IPv6 pool the same way, through the
+// nodes' IPv6 addresses.
 func (c *Cluster) routePodsFromControlPlane(nodes []*Node) error {
 	args := []string{"route", "replace", ClusterPool}
 	for _, n := range nodes {
 		args = append(args, "nexthop", "via", n.Address.String())
+	}
+	if err := c.Lab.IP(c.API.Netns, args...); err != nil || !c.dual() {
+		return err
+	}
+	args = []string{"-6", "route", "replace", ClusterPool6}
+	for _, n := range nodes {
+		args = append(args, "nexthop", "via", NodeAddress6(n).String())
 	}
 	return c.Lab.IP(c.API.Netns, args...)
 }
@@ -246,7 +300,7 @@ func (c *Cluster) startControllers() error {
 		"--cluster-signing-key-file="+k.path("ca.key"),
 		// reef does IPAM: no node gets a podCIDR.
 		"--allocate-node-cidrs=false",
-		"--service-cluster-ip-range="+KubeServiceRange.String(),
+		"--service-cluster-ip-range="+ServiceRanges(c.dual()),
 	)
 	if err != nil {
 		return err

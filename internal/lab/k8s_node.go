@@ -99,9 +99,15 @@ func (c *Cluster) startNode(n *Node, opts ClusterOptions) (*ClusterNode, error) 
 	if err := os.WriteFile(cn.path("kubelet.yaml"), []byte(kc), 0o644); err != nil {
 		return nil, err
 	}
-	pc := fmt.Sprintf(kubeProxyConfig, cn.path("kube-proxy.conf"), n.Name, n.Address, ClusterPool)
+	pc := fmt.Sprintf(kubeProxyConfig, cn.path("kube-proxy.conf"), n.Name, n.Address, c.clusterCIDRs())
 	if err := os.WriteFile(cn.path("kube-proxy.yaml"), []byte(pc), 0o644); err != nil {
 		return nil, err
+	}
+	// Dual-stack: both addresses, IPv4 first (the primary family, as the
+	// service range's), so that the Node lists an InternalIP of each.
+	nodeIPs := n.Address.String()
+	if c.dual() {
+		nodeIPs += "," + NodeAddress6(n).String()
 	}
 	cn.kubeletArgv = []string{c.bins["kubelet"],
 		"--config=" + cn.path("kubelet.yaml"),
@@ -109,7 +115,7 @@ func (c *Cluster) startNode(n *Node, opts ClusterOptions) (*ClusterNode, error) 
 		"--root-dir=" + cn.path("root"),
 		"--cert-dir=" + cn.path("pki"),
 		"--hostname-override=" + n.Name,
-		"--node-ip=" + n.Address.String(),
+		"--node-ip=" + nodeIPs,
 	}
 	cn.proxyArgv = []string{c.bins["kube-proxy"], "--config=" + cn.path("kube-proxy.yaml")}
 	if err := cn.StartKubelet(); err != nil {

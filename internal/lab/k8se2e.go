@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -24,11 +25,14 @@ import (
 // the Networking granular checks, Services and Conntrack.
 const ConformanceFocus = `\[sig-network\] (.*\[Conformance\]|Netpol|HostPort|DNS|Networking|Services|Conntrack)`
 
+// E2ESkip is a pattern of a run's skip expression and why it is there.
+type E2ESkip struct{ Pattern, Why string }
+
 // ConformanceSkips are what this lab cannot run, each with the reason
 // docs/conformance.md gives.
-var ConformanceSkips = []struct{ Pattern, Why string }{
+var ConformanceSkips = []E2ESkip{
 	{`SCTP`, "the kernel of this machine has no SCTP module"},
-	{`IPv6|[Dd]ual[Ss]tack`, "reef pools are IPv4 until dual-stack (issue 29)"},
+	{`IPv6|[Dd]ual[Ss]tack`, "needs a dual-stack cluster, which this run's is not: make conformance-dualstack runs them on one (the dual-stack section below)"},
 	{`LoadBalancer`, "a Service of type LoadBalancer needs a cloud provider's load balancer (reef's own is issue 30)"},
 	{`\[Feature:Ingress`, "needs an Ingress controller, which is not a pod network's"},
 	{`should be able to reach outside|Forward PTR lookup|Forward external name lookup|Internet connection|\[Feature:Networking-DNS\]`, "needs the internet (8.8.8.8, google.com), which the lab does not reach"},
@@ -37,13 +41,31 @@ var ConformanceSkips = []struct{ Pattern, Why string }{
 }
 
 // ConformanceSkip is ConformanceSkips as one expression.
-var ConformanceSkip = func() string {
+var ConformanceSkip = SkipExpr(ConformanceSkips)
+
+// DualStackFocus is what `make conformance-dualstack` runs on a
+// dual-stack cluster (issue 29): the upstream dual-stack tests.
+const DualStackFocus = `\[Feature:IPv6DualStack\]`
+
+// DualStackSkips are the dual-stack tests that do not apply to reef in
+// this lab, each with the reason docs/conformance.md gives.
+var DualStackSkips = []E2ESkip{
+	{`SCTP`, "the kernel of this machine has no SCTP module"},
+	{`LoadBalancer`, "a Service of type LoadBalancer needs a cloud provider's load balancer (reef's own is issue 30)"},
+	{`\[Disruptive\]|\[Flaky\]`, "the suite's own disruptive and flaky tests, which conformance runs leave out"},
+}
+
+// DualStackSkip is DualStackSkips as one expression.
+var DualStackSkip = SkipExpr(DualStackSkips)
+
+// SkipExpr joins the patterns of skips into one expression.
+func SkipExpr(skips []E2ESkip) string {
 	var ps []string
-	for _, s := range ConformanceSkips {
+	for _, s := range skips {
 		ps = append(ps, s.Pattern)
 	}
 	return strings.Join(ps, "|")
-}()
+}
 
 // CISliceFocus is the slice `make test` runs (e2e TestConformanceSlice):
 // the pod-pod and node-pod granular checks and a handful of NetworkPolicy
@@ -208,6 +230,49 @@ func ReadJUnit(path string) ([]E2EResult, error) {
 	if len(out) == 0 {
 		return nil, errors.New("no test ran")
 	}
+	return out, nil
+}
+
+// LeftOut are the tests of the JUnit report at path that focus selects
+// and skip leaves out: what a summary names as not run by choice, each
+// with the skip's reasons. The expressions are matched against the test's
+// name, as ginkgo matches them against its full text.
+func LeftOut(path, focus, skip string) ([]string, error) {
+	if skip == "" {
+		return nil, nil
+	}
+	fre, err := regexp.Compile(focus)
+	if err != nil {
+		return nil, err
+	}
+	sre, err := regexp.Compile(skip)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var doc struct {
+		Suites []struct {
+			Cases []struct {
+				Name string `xml:"name,attr"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var out []string
+	for _, s := range doc.Suites {
+		for _, tc := range s.Cases {
+			name := strings.TrimPrefix(tc.Name, "[It] ")
+			if fre.MatchString(name) && sre.MatchString(name) {
+				out = append(out, name)
+			}
+		}
+	}
+	sort.Strings(out)
 	return out, nil
 }
 

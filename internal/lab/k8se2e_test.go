@@ -3,6 +3,7 @@ package lab
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -39,5 +40,27 @@ In [It] at: service.go:2459</failure></testcase>
 		if rs[i].Name != w.Name || rs[i].State != w.State || rs[i].Message != w.Message {
 			t.Errorf("result %d: %+v, want %+v", i, rs[i], w)
 		}
+	}
+}
+
+// TestLeftOut: the tests the focus selects and the skip leaves out, by
+// name, from the JUnit report.
+func TestLeftOut(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "junit_01.xml")
+	doc := `<testsuites><testsuite>
+<testcase name="[It] [sig-network] [Feature:IPv6DualStack] pod-Service: http" status="passed"></testcase>
+<testcase name="[It] [sig-network] [Feature:IPv6DualStack] pod-Service: sctp [Feature:SCTPConnectivity]" status="skipped"><skipped message="skipped"></skipped></testcase>
+<testcase name="[It] [sig-network] Services SCTP something" status="skipped"><skipped message="skipped"></skipped></testcase>
+</testsuite></testsuites>`
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LeftOut(path, DualStackFocus, DualStackSkip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"[sig-network] [Feature:IPv6DualStack] pod-Service: sctp [Feature:SCTPConnectivity]"}
+	if !slices.Equal(got, want) {
+		t.Errorf("LeftOut = %q, want %q", got, want)
 	}
 }

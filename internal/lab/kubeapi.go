@@ -49,6 +49,14 @@ var (
 	// KubeServiceRange is --service-cluster-ip-range; the API server
 	// takes its first address for the kubernetes service.
 	KubeServiceRange = netip.MustParsePrefix("10.96.0.0/16")
+	// KubeServiceRange6 is the IPv6 range of a dual-stack cluster's
+	// --service-cluster-ip-range, after KubeServiceRange (IPv4 is the
+	// primary family). /112: kube-apiserver refuses an IPv6 range wider
+	// than /108.
+	KubeServiceRange6 = netip.MustParsePrefix("fd00:10:96::/112")
+	// KubeAPIAddr6 is the API's namespace's IPv6 address on the lab's
+	// IPv6 underlay (Underlay6) in a dual-stack cluster.
+	KubeAPIAddr6 = netip.MustParseAddr("fd77::f0")
 )
 
 // KubeAPIPort is the API server's secure port.
@@ -105,6 +113,18 @@ type KubeAPIOptions struct {
 	Cluster bool
 	// Nodes are the node names whose kubelets get a token (Cluster).
 	Nodes []string
+	// DualStack: the service range has both families,
+	// KubeServiceRange then KubeServiceRange6.
+	DualStack bool
+}
+
+// ServiceRanges is --service-cluster-ip-range: KubeServiceRange, and
+// KubeServiceRange6 after it when dual is set.
+func ServiceRanges(dual bool) string {
+	if dual {
+		return KubeServiceRange.String() + "," + KubeServiceRange6.String()
+	}
+	return KubeServiceRange.String()
 }
 
 // StartKubeAPI starts the lab's Kubernetes API and waits until it is
@@ -303,7 +323,7 @@ func (k *KubeAPI) apiserverArgs() []string {
 		"--service-account-key-file=" + k.path("sa.pub"),
 		"--service-account-signing-key-file=" + k.path("sa.key"),
 		"--api-audiences=" + issuer,
-		"--service-cluster-ip-range=" + KubeServiceRange.String(),
+		"--service-cluster-ip-range=" + ServiceRanges(k.opts.DualStack),
 		"--profiling=false",
 	}
 	if !k.opts.Cluster {

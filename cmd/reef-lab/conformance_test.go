@@ -1,0 +1,71 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reefcni/reef/internal/lab"
+)
+
+// TestConformanceSummaries: make conformance rewrites the top of
+// docs/conformance.md and keeps the dual-stack section; make
+// conformance-dualstack rewrites that section and keeps the top.
+func TestConformanceSummaries(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "conformance.md")
+	run := func(name, state string, dual bool) conformanceRun {
+		r := conformanceRun{results: []lab.E2EResult{{Name: name, State: state}}, focus: lab.ConformanceFocus, skip: lab.ConformanceSkip,
+			junit: "conformance-junit.xml.gz", up: time.Second, took: time.Minute}
+		if dual {
+			r.focus, r.skip, r.junit = lab.DualStackFocus, lab.DualStackSkip, "conformance-dualstack-junit.xml.gz"
+			r.leftOut = []string{"[Feature:IPv6DualStack] an sctp one [Feature:SCTPConnectivity]"}
+		}
+		return r
+	}
+	main := func(name string) {
+		var b strings.Builder
+		writeConformance(&b, run(name, "passed", false))
+		if err := writeConformanceHead(path, b.String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dual := func(name string) {
+		var b strings.Builder
+		writeDualStackConformance(&b, run(name, "failed", true))
+		if err := writeSection(path, b.String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	main("[sig-network] main one")
+	dual("[Feature:IPv6DualStack] dual one")
+	main("[sig-network] main two")
+	dual("[Feature:IPv6DualStack] dual two")
+	doc := read()
+	for _, want := range []string{"# Upstream conformance\n", "| passed | [sig-network] main two |", "\n## Dual-stack\n",
+		"| failed | [Feature:IPv6DualStack] dual two |", "`docs/conformance-dualstack-junit.xml.gz`", "`docs/conformance-junit.xml.gz`",
+		"left out by the skip (1):\n\n- [Feature:IPv6DualStack] an sctp one [Feature:SCTPConnectivity]\n"} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, doc)
+		}
+	}
+	for _, gone := range []string{"main one", "dual one"} {
+		if strings.Contains(doc, gone) {
+			t.Errorf("the summary still has the earlier run's %q:\n%s", gone, doc)
+		}
+	}
+	if strings.Count(doc, "## Dual-stack") != 1 || strings.Count(doc, "# Upstream conformance") != 1 {
+		t.Errorf("the summary has its parts more than once:\n%s", doc)
+	}
+	if i, j := strings.Index(doc, "main two"), strings.Index(doc, "## Dual-stack"); i > j {
+		t.Errorf("the dual-stack section is not after the main summary:\n%s", doc)
+	}
+}
