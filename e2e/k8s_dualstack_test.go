@@ -76,20 +76,8 @@ spec:
 	var servers []string
 	for _, n := range c.Nodes[1:] {
 		servers = append(servers, "web-"+n.Name)
-		manifest += fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: web-%[1]s, namespace: default, labels: {app: web}}
-spec:
-  nodeName: %[1]s
-  containers:
-  - name: web
-    image: %[2]s
-    args: [netexec, --http-port=8080]
-    ports: [{containerPort: 8080}]
-    readinessProbe: {httpGet: {path: /healthz, port: 8080}}
----
-`, n.Name, k8simages.Agnhost)
 	}
+	manifest += webPods(c.Nodes[1:])
 	manifest += `apiVersion: v1
 kind: Service
 metadata: {name: web, namespace: default}

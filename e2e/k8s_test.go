@@ -60,6 +60,30 @@ func startClusterWith(t *testing.T, l *lab.Lab, opts lab.ClusterOptions) *lab.Cl
 	return c
 }
 
+// webPods is the manifest of a pod web-<node> on each of nodes, labelled
+// app=web: agnhost netexec serving HTTP on 8080 (the readiness probe), with
+// extra args.
+func webPods(nodes []*lab.ClusterNode, extra ...string) string {
+	args := strings.Join(append([]string{"netexec", "--http-port=8080"}, extra...), ", ")
+	manifest := ""
+	for _, n := range nodes {
+		manifest += fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: web-%[1]s, namespace: default, labels: {app: web}}
+spec:
+  nodeName: %[1]s
+  containers:
+  - name: web
+    image: %[2]s
+    args: [%[3]s]
+    ports: [{containerPort: 8080}]
+    readinessProbe: {httpGet: {path: /healthz, port: 8080}}
+---
+`, n.Name, k8simages.Agnhost, args)
+	}
+	return manifest
+}
+
 // TestKubernetesCluster: reef as the pod network of a real cluster, with
 // no part of Kubernetes played by the lab. Pods that the scheduler places
 // on the three nodes get reef addresses from kubelet through containerd's
@@ -69,22 +93,7 @@ func startClusterWith(t *testing.T, l *lab.Lab, opts lab.ClusterOptions) *lab.Cl
 func TestKubernetesCluster(t *testing.T) {
 	l := newLab(t)
 	c := startCluster(t, l)
-	manifest := ""
-	for _, n := range c.Nodes {
-		manifest += fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: web-%[1]s, namespace: default, labels: {app: web}}
-spec:
-  nodeName: %[1]s
-  containers:
-  - name: web
-    image: %[2]s
-    args: [netexec, --http-port=8080, --udp-port=8081]
-    ports: [{containerPort: 8080}]
-    readinessProbe: {httpGet: {path: /healthz, port: 8080}}
----
-`, n.Name, k8simages.Agnhost)
-	}
+	manifest := webPods(c.Nodes, "--udp-port=8081")
 	manifest += `apiVersion: v1
 kind: Service
 metadata: {name: web, namespace: default}

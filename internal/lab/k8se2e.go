@@ -166,35 +166,47 @@ func (c *Cluster) RunE2E(ctx context.Context, opts E2EOptions) ([]E2EResult, err
 	return results, nil
 }
 
+// junitDoc is the part of ginkgo's JUnit report that is read here.
+type junitDoc struct {
+	Suites []struct {
+		Cases []struct {
+			Name    string  `xml:"name,attr"`
+			Status  string  `xml:"status,attr"`
+			Time    float64 `xml:"time,attr"`
+			Skipped *struct {
+				Message string `xml:"message,attr"`
+			} `xml:"skipped"`
+			Failure *struct {
+				Message string `xml:"message,attr"`
+				Text    string `xml:",chardata"`
+			} `xml:"failure"`
+			Error *struct {
+				Message string `xml:"message,attr"`
+			} `xml:"error"`
+		} `xml:"testcase"`
+	} `xml:"testsuite"`
+}
+
+// readJUnitDoc reads the JUnit report at path.
+func readJUnitDoc(path string) (junitDoc, error) {
+	var doc junitDoc
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return doc, err
+	}
+	if err := xml.Unmarshal(b, &doc); err != nil {
+		return doc, fmt.Errorf("%s: %w", path, err)
+	}
+	return doc, nil
+}
+
 // ReadJUnit reads the JUnit report of e2e.test (ginkgo's): the tests that
 // ran or were skipped for a reason, leaving out those the focus and skip
 // expressions filtered.
 func ReadJUnit(path string) ([]E2EResult, error) {
-	b, err := os.ReadFile(path)
+	doc, err := readJUnitDoc(path)
 	if err != nil {
 		return nil, err
-	}
-	var doc struct {
-		Suites []struct {
-			Cases []struct {
-				Name    string  `xml:"name,attr"`
-				Status  string  `xml:"status,attr"`
-				Time    float64 `xml:"time,attr"`
-				Skipped *struct {
-					Message string `xml:"message,attr"`
-				} `xml:"skipped"`
-				Failure *struct {
-					Message string `xml:"message,attr"`
-					Text    string `xml:",chardata"`
-				} `xml:"failure"`
-				Error *struct {
-					Message string `xml:"message,attr"`
-				} `xml:"error"`
-			} `xml:"testcase"`
-		} `xml:"testsuite"`
-	}
-	if err := xml.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	var out []E2EResult
 	for _, s := range doc.Suites {
@@ -249,19 +261,9 @@ func LeftOut(path, focus, skip string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(path)
+	doc, err := readJUnitDoc(path)
 	if err != nil {
 		return nil, err
-	}
-	var doc struct {
-		Suites []struct {
-			Cases []struct {
-				Name string `xml:"name,attr"`
-			} `xml:"testcase"`
-		} `xml:"testsuite"`
-	}
-	if err := xml.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	var out []string
 	for _, s := range doc.Suites {
