@@ -169,7 +169,10 @@ func (k *fakeKernel) Apply(p routes.Plan, busy routes.Busy) error {
 		if busy != nil && podObject(r) && (busy.Addr(r.Dst.Addr()) || busy.Link(r.Dev)) {
 			continue
 		}
-		if r.Kind == routes.PodRoute && k.links[r.Dev] == 0 || r.Dev == routes.VXLANDevice && k.vxlan == nil {
+		if r.Kind == routes.PodRoute && k.links[r.Dev] == 0 {
+			continue // the veth vanished since the pass read it: nothing to route on (routes.Kernel.Apply)
+		}
+		if r.Dev == routes.VXLANDevice && k.vxlan == nil {
 			errs = append(errs, fmt.Errorf("replace route %s: Link not found", r))
 			continue
 		}
@@ -205,7 +208,7 @@ func (k *fakeKernel) Apply(p routes.Plan, busy routes.Busy) error {
 // routes.Kernel.Apply does: the pod's end is found by its netns and name.
 func (k *fakeKernel) setPodMTULocked(m routes.PodMTU) error {
 	if _, ok := k.links[m.HostVeth]; !ok {
-		return fmt.Errorf("set MTU %d on %s: Link not found", m.MTU, m.HostVeth)
+		return nil // vanished since the pass read it (routes.Kernel.Apply)
 	}
 	k.links[m.HostVeth] = m.MTU
 	p, ok := k.peers[m.HostVeth]

@@ -249,6 +249,7 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 	if err != nil {
 		return fmt.Errorf("read endpoints: %w", err)
 	}
+	know(mark, eps)
 	if blocks == nil {
 		if blocks, err = r.store.Blocks(); err != nil {
 			return fmt.Errorf("read blocks: %w", err)
@@ -275,6 +276,17 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 	// which the owners above would leave its pod alone for.
 	r.recordMTUs(live, veths, mark, &errs)
 	return errors.Join(errs...)
+}
+
+// know tells mark what the store holds for each pod, so that an operation
+// that names a pod by one key (a DEL, by its handle) touches all of the
+// pod's objects (activity.Mark.Know).
+func know(mark *activity.Mark, eps []store.Endpoint) {
+	for _, ep := range eps {
+		if ep.State != store.EndpointReserved {
+			mark.Know(ep.Handle, ep.HostVeth, ep.Addrs())
+		}
+	}
 }
 
 // untouched are the endpoints of eps that no CNI operation touched.
@@ -490,6 +502,7 @@ func (r *reconciler) compareRoutes() (want, have routes.State, err error) {
 	if err != nil {
 		return want, have, err
 	}
+	know(mark, eps)
 	blocks, err := r.store.Blocks()
 	if err != nil {
 		return want, have, err

@@ -632,3 +632,46 @@ func sortedText(s string) string {
 	slices.Sort(lines)
 	return strings.Join(lines, "\n") + "\n"
 }
+
+// TestReconcileDELNamedByHandle: a DEL begins knowing only its handle and
+// learns the pod's veth and address from the record. A pass that runs in
+// between leaves the pod alone whole, its /32, elements, sysctls and ifb
+// (the pass read the record: activity.Mark.Know), instead of removing
+// them as orphans of no live pod, which TestAddDelRacePasses once caught
+// as "repairing nftables". Both at each timing: the DEL begun before the
+// pass, and begun while it reads the kernel.
+func TestReconcileDELNamedByHandle(t *testing.T) {
+	for _, timing := range []string{"before", "during"} {
+		t.Run(timing, func(t *testing.T) {
+			all := nodeState{pods: []string{"web", "db", "cache", "api"}}
+			n := newNode(t)
+			n.configure(all)
+			n.pass()
+			n.moveTo(all.pods)
+			n.pass()
+			for _, pod := range []string{"db", "cache"} {
+				var op *activity.Op
+				begin := func() { op = n.ops.Begin(handleOf(pod), "") }
+				if timing == "before" {
+					begin()
+				} else {
+					n.k.onRead = begin
+				}
+				n.pass()
+				if got, want := n.textIn(all), wantText(all); got != want {
+					t.Fatalf("DEL of %s named by its handle alone: after a pass, kernel\n%s\nwant\n%s", pod, got, want)
+				}
+				if _, found, err := n.st.Endpoint(handleOf(pod)); err != nil || !found {
+					t.Fatalf("the pass released the record of %s under its DEL: %v", pod, err)
+				}
+				op.End()
+				n.delFinish(n.delStart(pod))
+				all.pods = slices.DeleteFunc(all.pods, func(p string) bool { return p == pod })
+				n.pass()
+				if got, want := n.textIn(all), wantText(all); got != want {
+					t.Fatalf("after the DEL of %s and a pass, kernel\n%s\nwant\n%s", pod, got, want)
+				}
+			}
+		})
+	}
+}

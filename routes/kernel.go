@@ -135,11 +135,25 @@ func (k *Kernel) Apply(p Plan, busy Busy) error {
 	return errors.Join(errs...)
 }
 
+// vanished says whether err is the kernel's "no such device": a pod's
+// veth that was there when the pass read the kernel went away since, with
+// its netns (a sandbox removed without a DEL). Nothing is routed on a veth
+// that does not exist (Desired), so a pass has nothing to write for it;
+// the next pass finds the record's netns gone and releases it.
+func vanished(err error) bool {
+	var nf netlink.LinkNotFoundError
+	return err != nil && (errors.As(err, &nf) || errors.Is(err, unix.ENODEV))
+}
+
 // setPodMTU gives both ends of a pod's veth pair m.MTU, each only if it
 // differs. The pod's end is found first, so that a pod whose netns is gone
-// is left as it is.
+// is left as it is (the pass that finds it gone twice releases it), as is
+// a pair that vanished since the pass read the kernel.
 func (k *Kernel) setPodMTU(m PodMTU) error {
 	podNS, err := openNetns(m.Netns)
+	if errors.Is(err, ErrNetnsGone) {
+		return nil // the pass that finds it gone twice releases the pod
+	}
 	if err != nil {
 		return fmt.Errorf("set MTU %d on %s: %w", m.MTU, m.IfName, err)
 	}
@@ -154,6 +168,9 @@ func (k *Kernel) setPodMTU(m PodMTU) error {
 		return fmt.Errorf("set MTU %d on %s in netns %s: %w", m.MTU, m.IfName, m.Netns, err)
 	}
 	l, err := k.h.LinkByName(m.HostVeth)
+	if vanished(err) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("set MTU %d on %s: %w", m.MTU, m.HostVeth, err)
 	}
@@ -275,10 +292,15 @@ func (k *Kernel) replace(r Route, links map[string]int) error {
 			return fmt.Errorf("replace route %s: no device", r)
 		}
 		idx, err := k.linkIndex(r.Dev, links)
+		if vanished(err) {
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("replace route %s: %w", r, err)
 		}
-		if err := k.h.RouteReplace(podRoute(r.Dst.Addr(), idx)); err != nil {
+		if err := k.h.RouteReplace(podRoute(r.Dst.Addr(), idx)); vanished(err) {
+			return nil
+		} else if err != nil {
 			return fmt.Errorf("replace route %s: %w", r, err)
 		}
 	}

@@ -15,7 +15,10 @@
 // pass that finds an object not Touched knows that no operation begun
 // before that check writes it; one begun after must take the object's own
 // lock (package routes keeps one per veth and per address) before writing
-// it, and the pass checks under that lock.
+// it, and the pass checks under that lock. Until an operation has named
+// them, the records the pass read name them for it (Mark.Know): a DEL
+// begins with the handle alone, and its record gives the veth and the
+// addresses it is about to remove.
 package activity
 
 import (
@@ -104,6 +107,12 @@ func (o *Op) End() {
 type Mark struct {
 	log *Log
 	seq uint64
+	// records are what the store held when the pass read it (Know), and
+	// the indexes to them by handle, veth and address.
+	records  []keys
+	byHandle map[string][]int
+	byVeth   map[string][]int
+	byAddr   map[netip.Addr][]int
 }
 
 // Mark returns the log's present point. Close it when the pass ends.
@@ -141,8 +150,35 @@ func (m *Mark) Close() {
 	l.ended = keep
 }
 
+// Know tells the mark what the store holds for an attachment, as the pass
+// read it: its node-side veth and its addresses. An operation touches all
+// of a record that it names by any of them (as Touched.Pod matches), even
+// before it has named the rest: a DEL or GC begins with the handle alone
+// and learns the veth and addresses from the record, and a pass that asks
+// in between must not take the record's objects for orphans. Call it
+// before the pass asks anything of the mark.
+func (m *Mark) Know(handle, veth string, ips []netip.Addr) {
+	l := m.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if m.byHandle == nil {
+		m.byHandle, m.byVeth, m.byAddr = map[string][]int{}, map[string][]int{}, map[netip.Addr][]int{}
+	}
+	i := len(m.records)
+	m.records = append(m.records, keys{handle: handle, veth: veth, ips: slices.Clone(ips)})
+	m.byHandle[handle] = append(m.byHandle[handle], i)
+	if veth != "" {
+		m.byVeth[veth] = append(m.byVeth[veth], i)
+	}
+	for _, ip := range ips {
+		if ip.IsValid() {
+			m.byAddr[ip] = append(m.byAddr[ip], i)
+		}
+	}
+}
+
 // Touched is what the operations in flight now, or ended since the mark,
-// touched.
+// touched, with all of each record (Know) they name.
 func (m *Mark) Touched() Touched {
 	t := Touched{handles: map[string]bool{}, veths: map[string]bool{}, ips: map[netip.Addr]bool{}}
 	m.each(func(k keys) bool { t.add(k); return false })
@@ -162,22 +198,39 @@ func (m *Mark) Addr(ip netip.Addr) bool {
 }
 
 // each calls f with the keys of every operation in flight or ended since
-// the mark, until f returns true; it says whether one did.
+// the mark, and with those of every record (Know) an operation names,
+// until f returns true; it says whether one did.
 func (m *Mark) each(f func(keys) bool) bool {
 	l := m.log
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	visit := func(k keys) bool { return f(k) || m.eachRecord(k, f) }
 	for op := range l.live {
-		if f(op.keys) {
+		if visit(op.keys) {
 			return true
 		}
 	}
 	for _, e := range l.ended {
-		if e.seq > m.seq && f(e.keys) {
+		if e.seq > m.seq && visit(e.keys) {
 			return true
 		}
 	}
 	return false
+}
+
+// eachRecord calls f with the keys of every record that k names by
+// handle, veth or address, until f returns true. The log's lock is held.
+func (m *Mark) eachRecord(k keys, f func(keys) bool) bool {
+	if len(m.records) == 0 {
+		return false
+	}
+	try := func(idx []int) bool {
+		return slices.ContainsFunc(idx, func(i int) bool { return f(m.records[i]) })
+	}
+	if try(m.byHandle[k.handle]) || k.veth != "" && try(m.byVeth[k.veth]) {
+		return true
+	}
+	return slices.ContainsFunc(k.ips, func(ip netip.Addr) bool { return ip.IsValid() && try(m.byAddr[ip]) })
 }
 
 // Touched is a set of attachments, veths and addresses that CNI operations

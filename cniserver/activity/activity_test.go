@@ -129,3 +129,39 @@ func TestAfterEnd(t *testing.T) {
 		t.Error("AfterEnd's function did not run, or ran while the operation was still in flight")
 	}
 }
+
+// TestKnownRecords: a DEL begins with the handle alone and learns the veth
+// and address from the record; a pass that read the record (Know) counts
+// them touched from the DEL's Begin on, and a record that an operation
+// names by its veth or its address alone is touched whole. Without Know
+// (a pass that skipped it) the veth and address are not touched: the
+// window the race test once hit.
+func TestKnownRecords(t *testing.T) {
+	ip2, ip3 := netip.MustParseAddr("10.244.0.6"), netip.MustParseAddr("10.244.0.7")
+	var l Log
+	bare := l.Mark()
+	defer bare.Close()
+	m := l.Mark()
+	defer m.Close()
+	m.Know("h-del", "reefdel", []netip.Addr{ip1})
+	m.Know("h-old", "reefsame", []netip.Addr{ip2})
+	m.Know("h-idle", "reefidle", []netip.Addr{ip3})
+	del := l.Begin("h-del", "")
+	defer del.End()
+	renew := l.Begin("h-new", "reefsame") // a new sandbox, the old one's veth name
+	defer renew.End()
+
+	if bare.Link("reefdel") || bare.Addr(ip1) {
+		t.Errorf("a mark that knows no record counts a DEL's veth or address touched before the DEL names them")
+	}
+	tc := m.Touched()
+	if !m.Link("reefdel") || !m.Addr(ip1) || !tc.Link("reefdel") || !tc.Addr(ip1) {
+		t.Errorf("a DEL that has named only its handle does not touch its record's veth and address")
+	}
+	if !m.Addr(ip2) || !tc.Addr(ip2) || !tc.Handle("h-old") {
+		t.Errorf("an ADD that takes over a record's veth name does not touch the record's address")
+	}
+	if m.Link("reefidle") || m.Addr(ip3) || tc.Pod("h-idle", "reefidle", ip3) {
+		t.Errorf("a record no operation names is touched")
+	}
+}
