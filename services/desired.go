@@ -198,7 +198,9 @@ func Desired(cfg Config, svcs []*corev1.Service, eps []*discoveryv1.EndpointSlic
 		}
 	}
 	for _, rs := range plan.Announce {
-		slices.SortFunc(rs, func(a, b Reason) int { return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.Source, b.Source)) })
+		slices.SortFunc(rs, func(a, b Reason) int {
+			return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.Source, b.Source))
+		})
 	}
 	slices.SortFunc(plan.Skipped, func(a, b Skipped) int {
 		return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.Source, b.Source), cmp.Compare(a.Address, b.Address))

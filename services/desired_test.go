@@ -118,10 +118,10 @@ func TestDesired(t *testing.T) {
 			skip: []Skipped{{"default/web", SourceExternalIP, "198.51.100.200", "outside bgp.serviceExternalIPs [198.51.100.0/25 2001:db8:e::/64]"}},
 		},
 		{
-			name: "local policy, a ready endpoint here",
-			svcs: []*corev1.Service{svc("web", lb, lo, []string{"198.51.100.10"}, "203.0.113.7")},
+			name:   "local policy, a ready endpoint here",
+			svcs:   []*corev1.Service{svc("web", lb, lo, []string{"198.51.100.10"}, "203.0.113.7")},
 			slices: []*discoveryv1.EndpointSlice{slice("web", v4, ep{"node1", yes}, ep{"node2", yes})},
-			want: map[netip.Addr][]Reason{addr("198.51.100.10"): {localR("web", SourceExternalIP, 1)}, addr("203.0.113.7"): {localR("web", SourceLoadBalancer, 1)}},
+			want:   map[netip.Addr][]Reason{addr("198.51.100.10"): {localR("web", SourceExternalIP, 1)}, addr("203.0.113.7"): {localR("web", SourceLoadBalancer, 1)}},
 		},
 		{
 			name:   "local policy, endpoints elsewhere only",
@@ -162,7 +162,11 @@ func TestDesired(t *testing.T) {
 			name: "local policy, a slice of another Service or namespace does not count",
 			svcs: []*corev1.Service{svc("web", lb, lo, nil, "203.0.113.7")},
 			slices: []*discoveryv1.EndpointSlice{slice("db", v4, ep{"node1", yes}),
-				func() *discoveryv1.EndpointSlice { s := slice("web", v4, ep{"node1", yes}); s.Namespace = "other"; return s }(),
+				func() *discoveryv1.EndpointSlice {
+					s := slice("web", v4, ep{"node1", yes})
+					s.Namespace = "other"
+					return s
+				}(),
 				func() *discoveryv1.EndpointSlice { s := slice("web", v4, ep{"node1", yes}); s.Labels = nil; return s }()},
 		},
 		{
@@ -189,7 +193,11 @@ func TestDesired(t *testing.T) {
 					s.Spec.ClusterIP = ""
 					return s
 				}(),
-				func() *corev1.Service { s := svc("headless", "", "", []string{"198.51.100.11"}); s.Spec.ClusterIP = "None"; return s }(),
+				func() *corev1.Service {
+					s := svc("headless", "", "", []string{"198.51.100.11"})
+					s.Spec.ClusterIP = "None"
+					return s
+				}(),
 			},
 		},
 		{
@@ -204,8 +212,8 @@ func TestDesired(t *testing.T) {
 			skip: []Skipped{{"default/lb", SourceLoadBalancer, "203.0.113.2", "ipMode Proxy: the load balancer proxies it, kube-proxy does not take it"}},
 		},
 		{
-			name: "malformed addresses are skipped, never fatal",
-			svcs: []*corev1.Service{svc("bad", lb, "", []string{"nonsense", "::ffff:198.51.100.10", "fe80::1%eth0", ""}, "203.0.113.300"), nil},
+			name:   "malformed addresses are skipped, never fatal",
+			svcs:   []*corev1.Service{svc("bad", lb, "", []string{"nonsense", "::ffff:198.51.100.10", "fe80::1%eth0", ""}, "203.0.113.300"), nil},
 			slices: []*discoveryv1.EndpointSlice{nil},
 			skip: []Skipped{
 				{"default/bad", SourceExternalIP, "", "not an IP address"},
