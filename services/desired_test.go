@@ -295,3 +295,37 @@ func TestDesiredOrderFree(t *testing.T) {
 		}
 	}
 }
+
+// The informers' transforms keep everything Desired reads: a plan from
+// trimmed objects is the plan from the API's.
+func TestTrimKeepsThePlan(t *testing.T) {
+	full := svc("web", lb, lo, []string{"198.51.100.1", "198.51.100.200"}, "203.0.113.7", "2001:db8:1b::7")
+	full.Annotations = map[string]string{"a": "b"}
+	full.Spec.Ports = []corev1.ServicePort{{Port: 80}}
+	full.Status.LoadBalancer.Ingress = append(full.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: "203.0.113.9", IPMode: ptr(corev1.LoadBalancerIPModeProxy)})
+	cl := svc("all", lb, "", nil, "203.0.113.8")
+	eps := []*discoveryv1.EndpointSlice{slice("web", v4, ep{"node1", yes}, ep{"node1", nil}, ep{"node2", yes}), slice("web", v6, ep{"node1", no}, ep{"node1", yes})}
+	eps[0].Labels["other"] = "x"
+	svcs := []*corev1.Service{full, cl}
+	want := Desired(testCfg, svcs, eps)
+	var tsvcs []*corev1.Service
+	for _, s := range svcs {
+		o, _ := trimService(s)
+		tsvcs = append(tsvcs, o.(*corev1.Service))
+	}
+	var teps []*discoveryv1.EndpointSlice
+	for _, e := range eps {
+		o, _ := trimSlice(e)
+		teps = append(teps, o.(*discoveryv1.EndpointSlice))
+	}
+	got := Desired(testCfg, tsvcs, teps)
+	if diff := cmp.Diff(want, got, cmpopts.EquateComparable(netip.Addr{})); diff != "" {
+		t.Errorf("plan from trimmed objects (-full +trimmed):\n%s", diff)
+	}
+	if len(want.Announce) != 4 {
+		t.Errorf("plan %+v: want 4 addresses", want.Announce)
+	}
+	if o, _ := trimService("tombstone"); o != "tombstone" {
+		t.Errorf("trimService changed what is not a Service: %v", o)
+	}
+}
