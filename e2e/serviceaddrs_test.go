@@ -46,12 +46,15 @@ var (
 //   - an externalIP and a LoadBalancer address outside the nodes' CIDRs
 //     (but inside what the router takes) are never announced;
 //   - reef status and the metrics name the addresses and why; no node
-//     dropped a path (nothing went over the mesh).
-func TestServiceAddressesBird(t *testing.T) { testServiceAddresses(t, "bird") }
+//     dropped a path (nothing went over the mesh);
+//   - (FRR, in the slow suite, to keep make test short) with the API
+//     away, the nodes say so and keep announcing the last known set; with
+//     it back, a Service deleted is withdrawn.
+func TestServiceAddressesBird(t *testing.T) { testServiceAddresses(t, "bird", false) }
 
-func TestServiceAddressesFRR(t *testing.T) { slowSuite(t); testServiceAddresses(t, "frr") }
+func TestServiceAddressesFRR(t *testing.T) { slowSuite(t); testServiceAddresses(t, "frr", true) }
 
-func testServiceAddresses(t *testing.T, kind string) {
+func testServiceAddresses(t *testing.T, kind string, apiAway bool) {
 	l := newLab(t)
 	k, kubeconfig, err := l.StartKubeAPIForReef()
 	if k != nil {
@@ -162,6 +165,9 @@ func testServiceAddresses(t *testing.T, kind string) {
 	setSlice(t, ctx, admin, ns, "lb-local", svcEndpoint{a2.Name, false}, svcEndpoint{b1.Name, true}, svcEndpoint{a1.Name, true})
 	want[lbLocal] = []netip.Addr{a1.Address, b1.Address}
 	routerHas(t, tor, want)
+	if apiAway {
+		serviceAPIAway(t, k, tor, nodes, want)
+	}
 	// The Service deleted: withdrawn everywhere.
 	if err := admin.CoreV1().Services(ns).Delete(ctx, "ext-cluster", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -172,6 +178,29 @@ func testServiceAddresses(t *testing.T, kind string) {
 		if !strings.Contains(n.Log(), "Service address announced") {
 			t.Errorf("%s does not log the Service addresses it announces", n.Name)
 		}
+	}
+}
+
+// serviceAPIAway stops the API: the nodes see the watch fail and keep
+// announcing what they announced; then starts it again.
+func serviceAPIAway(t *testing.T, k *lab.KubeAPI, tor lab.ToR, nodes []*lab.Node, want map[netip.Addr][]netip.Addr) {
+	t.Helper()
+	if err := k.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	eventually(t, 30*time.Second, func() string {
+		for _, n := range nodes {
+			if w := mustStatus(t, n).GetServiceAddressesWatch(); !strings.HasPrefix(w, "failing since") {
+				return fmt.Sprintf("%s's watch of Services with the API stopped: %q", n.Name, w)
+			}
+		}
+		return ""
+	})
+	t.Logf("the nodes saw the API gone after %s", time.Since(start).Round(time.Millisecond))
+	routerHas(t, tor, want)
+	if err := k.Start(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -34,6 +35,7 @@ import (
 type Watcher struct {
 	log      *slog.Logger
 	host     string
+	core     rest.Interface
 	svcs     cache.SharedIndexInformer
 	slices   cache.SharedIndexInformer
 	onChange func()
@@ -70,7 +72,7 @@ func New(kubeconfig string, log *slog.Logger, onChange func()) (*Watcher, error)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes.kubeconfig %s: %w", kubeconfig, err)
 	}
-	w := &Watcher{log: log, host: cfg.Host, onChange: onChange, status: Status{Server: cfg.Host}}
+	w := &Watcher{log: log, host: cfg.Host, core: core, onChange: onChange, status: Status{Server: cfg.Host}}
 	w.svcs = w.informer(core, "services", &corev1.Service{}, trimService)
 	w.slices = w.informer(disc, "endpointslices", &discoveryv1.EndpointSlice{}, trimSlice)
 	return w, nil
@@ -127,10 +129,12 @@ func (w *Watcher) informer(c rest.Interface, resource string, obj runtime.Object
 	return inf
 }
 
-// Run starts the informers and returns at once; they stop when ctx ends.
+// Run starts the informers and the reachability probe and returns at
+// once; they stop when ctx ends.
 func (w *Watcher) Run(ctx context.Context) {
 	go w.svcs.RunWithContext(ctx)
 	go w.slices.RunWithContext(ctx)
+	go w.probe(ctx)
 	go func() {
 		if cache.WaitForCacheSync(ctx.Done(), w.svcs.HasSynced, w.slices.HasSynced) {
 			w.mu.Lock()
@@ -142,6 +146,38 @@ func (w *Watcher) Run(ctx context.Context) {
 			}
 		}
 	}()
+}
+
+// probeEvery is how often the API's /readyz is asked. client-go's
+// reflectors retry a watch that cannot connect (connection refused) on
+// their own, without a word to the error handler, so only the probe tells
+// that the API is gone.
+const probeEvery = 5 * time.Second
+
+func (w *Watcher) probe(ctx context.Context) {
+	t := time.NewTicker(probeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, probeEvery)
+		var code int
+		err := w.core.Get().AbsPath("/readyz").Do(rctx).StatusCode(&code).Error()
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil && code == http.StatusOK:
+			w.ok()
+		case err == nil:
+			w.failed(fmt.Errorf("probe %s/readyz: answered %d", w.host, code))
+		default:
+			w.failed(fmt.Errorf("probe %s/readyz: %w", w.host, err))
+		}
+	}
 }
 
 func (w *Watcher) ok() {
