@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/reefcni/reef/internal/lab"
+	"github.com/reefcni/reef/internal/lab/k8simages"
 )
 
 // The CIDRs of the Service address tests: the nodes announce Services'
@@ -293,3 +296,128 @@ func setSlice(t *testing.T, ctx context.Context, c *kubernetes.Clientset, ns, se
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestKubernetesServiceAddresses: a LoadBalancer address reaches a pod
+// from a client behind the router, through kube-proxy, in the lab's real
+// cluster (two workers with kubelet, kube-proxy and reef) with the ToR
+// (BIRD, multipath) as every node's external peer and the laptop behind
+// it. Services made through kubectl with selectors, so the cluster's
+// EndpointSlice controller writes the slices from the pods' readiness;
+// the test writes the LoadBalancer status as a controller would:
+//
+//   - Cluster, backends on both nodes: the router has both nodes' paths,
+//     and the laptop gets an answer;
+//   - Local, a backend on the first node only: only that node announces
+//     it, and the pod sees the laptop's own address (no SNAT);
+//   - that backend deleted: the address is withdrawn.
+func TestKubernetesServiceAddresses(t *testing.T) {
+	slowSuite(t)
+	l := newLab(t)
+	if _, err := l.AddCrossRouter(); err != nil {
+		t.Fatal(err)
+	}
+	c := startClusterWith(t, l, lab.ClusterOptions{Nodes: 2,
+		BGPExtra: fmt.Sprintf("  externalPeers:\n    - address: %s\n      asn: %d\n  serviceLoadBalancerIPs: [%s]\n", lab.RouterA, lab.RouterASN, svcLBCIDR)})
+	var nodes []*lab.Node
+	for _, n := range c.Nodes {
+		nodes = append(nodes, n.Node)
+	}
+	tor := startToR(t, l, "bird", nodes, append(slices.Clone(lab.DefaultToRPools), lab.ToRPool{CIDR: svcRouterLB, BlockSize: 32}), "")
+	if err := tor.Multipath(); err != nil {
+		t.Fatal(err)
+	}
+	laptop, err := l.AddLaptop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := c.Nodes[0]
+	manifest := webPods(c.Nodes) + fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: local-%[1]s, namespace: default, labels: {app: local}}
+spec:
+  nodeName: %[1]s
+  containers:
+  - name: web
+    image: %[2]s
+    args: [netexec, --http-port=8080]
+    ports: [{containerPort: 8080}]
+    readinessProbe: {httpGet: {path: /healthz, port: 8080}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: lb-cluster, namespace: default}
+spec:
+  type: LoadBalancer
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: lb-local, namespace: default}
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Local
+  selector: {app: local}
+  ports: [{port: 80, targetPort: 8080}]
+`, first.Name, k8simages.Agnhost)
+	file := filepath.Join(l.Dir, "lb.yaml")
+	if err := os.WriteFile(file, []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Kubectl("apply", "-f", file); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Kubectl("wait", "--for=condition=Ready", "pod", "--all", "--timeout=120s"); err != nil {
+		out, _ := c.Kubectl("get", "pods", "-A", "-o", "wide")
+		t.Fatalf("%v\n%s", err, out)
+	}
+	admin, err := c.API.Admin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	lbCluster, lbLocal := netip.MustParseAddr("10.200.0.20"), netip.MustParseAddr("10.200.0.21")
+	for name, ip := range map[string]netip.Addr{"lb-cluster": lbCluster, "lb-local": lbLocal} {
+		s, err := admin.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip.String()}}
+		if _, err := admin.CoreV1().Services("default").UpdateStatus(ctx, s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var all []netip.Addr
+	for _, n := range nodes {
+		all = append(all, n.Address)
+	}
+	slices.SortFunc(all, netip.Addr.Compare)
+	want := map[netip.Addr][]netip.Addr{lbCluster: all, lbLocal: {first.Address}}
+	routerHas(t, tor, want)
+
+	// From the laptop, through the router and kube-proxy.
+	get := func(ip netip.Addr, path string) (string, error) {
+		out, err := l.Run(laptop, "curl", "-sS", "--max-time", "5", "http://"+ip.String()+path)
+		return strings.TrimSpace(string(out)), err
+	}
+	eventually(t, 30*time.Second, func() string {
+		if got, err := get(lbCluster, "/hostname"); err != nil || !strings.HasPrefix(got, "web-") {
+			return fmt.Sprintf("laptop -> %s (Cluster): %q, %v", lbCluster, got, err)
+		}
+		got, err := get(lbLocal, "/clientip")
+		if err != nil || !strings.HasPrefix(got, lab.LaptopAddr.String()+":") {
+			return fmt.Sprintf("laptop -> %s (Local) /clientip: %q, %v; want the laptop's own address %s", lbLocal, got, err, lab.LaptopAddr)
+		}
+		return ""
+	})
+	got, _ := get(lbLocal, "/clientip")
+	t.Logf("the Local backend sees the client as %s", got)
+
+	// The Local backend gone: its node withdraws the address.
+	if _, err := c.Kubectl("delete", "pod", "local-"+first.Name, "--wait=false"); err != nil {
+		t.Fatal(err)
+	}
+	want[lbLocal] = nil
+	routerHas(t, tor, want)
+}
