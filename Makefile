@@ -140,8 +140,10 @@ test-e2e: build deps-test deps-cri deps-kube deps-k8s
 # The slower variants of e2e tests that make test runs a slice of (e2e:
 # slowSuite): the IPv6 ToR tests with FRR and IPv6-only pools, the chaos
 # with one family (make test runs it dual-stack), the FRR reflectors with
-# dual-stack pools (make test runs the BIRD ones), the Service CIDRs through
-# FRR (make test runs BIRD), the NetworkPolicy truth tables with IPv6-only
+# dual-stack pools (make test runs the BIRD ones), the Service CIDRs and the
+# Service addresses through FRR (make test runs BIRD; the FRR one also stops
+# the API), the Service addresses with traffic through kube-proxy in the
+# lab's cluster, the NetworkPolicy truth tables with IPv6-only
 # and dual-stack pods (make test runs a few cases dual-stack:
 # TestNetpolDualStackSlice), the lab's Kubernetes cluster made dual-stack;
 # those need the Kubernetes binaries.
