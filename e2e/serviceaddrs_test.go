@@ -30,6 +30,11 @@ var (
 	svcLBCIDR         = netip.MustParsePrefix("10.200.0.0/24")
 	svcRouterExternal = netip.MustParsePrefix("192.0.2.0/24")
 	svcRouterLB       = netip.MustParsePrefix("10.200.0.0/23")
+	// IPv6, in the dual-stack variant.
+	svcExternalCIDR6   = netip.MustParsePrefix("2001:db8:5e::/64")
+	svcLBCIDR6         = netip.MustParsePrefix("2001:db8:1b::/64")
+	svcRouterExternal6 = netip.MustParsePrefix("2001:db8:5e::/48")
+	svcRouterLB6       = netip.MustParsePrefix("2001:db8:1b::/48")
 )
 
 // Service addresses (docs/bgp.md, "Services"): the ToR lab's three nodes
@@ -50,14 +55,20 @@ var (
 //     (but inside what the router takes) are never announced;
 //   - reef status and the metrics name the addresses and why; no node
 //     dropped a path (nothing went over the mesh);
-//   - (FRR, in the slow suite, to keep make test short) with the API
-//     away, the nodes say so and keep announcing the last known set; with
-//     it back, a Service deleted is withdrawn.
+//
+// The FRR variant, in the slow suite to keep make test short, is also
+// dual-stack: an IPv6 pool, the nodes' IPv6 addresses, IPv6 CIDRs in both
+// lists; an IPv6 Cluster external IP comes from every node, next hop its
+// IPv6 address, and an IPv6 Local LoadBalancer address only from the node
+// with a ready endpoint in an IPv6 EndpointSlice (an IPv4 slice's endpoint
+// on another node does not count). It also stops the API: the nodes say so
+// and keep announcing the last known set; with it back, a Service deleted
+// is withdrawn.
 func TestServiceAddressesBird(t *testing.T) { testServiceAddresses(t, "bird", false) }
 
 func TestServiceAddressesFRR(t *testing.T) { slowSuite(t); testServiceAddresses(t, "frr", true) }
 
-func testServiceAddresses(t *testing.T, kind string, apiAway bool) {
+func testServiceAddresses(t *testing.T, kind string, dualAndAPIAway bool) {
 	l := newLab(t)
 	k, kubeconfig, err := l.StartKubeAPIForReef()
 	if k != nil {
@@ -70,12 +81,22 @@ func testServiceAddresses(t *testing.T, kind string, apiAway bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes, err := l.AddCrossNodes(lab.NodeOptions{Extra: torPool + "kubernetes:\n  kubeconfig: " + kubeconfig + "\n", RouterASN: lab.RouterASN,
-		BGPExtra: fmt.Sprintf("  serviceExternalIPs: [%s]\n  serviceLoadBalancerIPs: [%s]\n", svcExternalCIDR, svcLBCIDR)})
+	extra, lists := torPool, fmt.Sprintf("  serviceExternalIPs: [%s]\n  serviceLoadBalancerIPs: [%s]\n", svcExternalCIDR, svcLBCIDR)
+	pools := append(slices.Clone(lab.DefaultToRPools), lab.ToRPool{CIDR: svcRouterExternal, BlockSize: 32}, lab.ToRPool{CIDR: svcRouterLB, BlockSize: 32})
+	if dualAndAPIAway {
+		extra += "  - cidr: " + torPool6.CIDR.String() + "\n    vxlanMode: Never\n"
+		lists = fmt.Sprintf("  serviceExternalIPs: [%s, '%s']\n  serviceLoadBalancerIPs: [%s, '%s']\n", svcExternalCIDR, svcExternalCIDR6, svcLBCIDR, svcLBCIDR6)
+		pools = append(pools, torPool6, lab.ToRPool{CIDR: svcRouterExternal6, BlockSize: 128}, lab.ToRPool{CIDR: svcRouterLB6, BlockSize: 128})
+	}
+	nodes, err := l.AddCrossNodes(lab.NodeOptions{Extra: extra + "kubernetes:\n  kubeconfig: " + kubeconfig + "\n", RouterASN: lab.RouterASN, BGPExtra: lists})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pools := append(slices.Clone(lab.DefaultToRPools), lab.ToRPool{CIDR: svcRouterExternal, BlockSize: 32}, lab.ToRPool{CIDR: svcRouterLB, BlockSize: 32})
+	if dualAndAPIAway {
+		if err := l.AddCrossIPv6(nodes); err != nil {
+			t.Fatal(err)
+		}
+	}
 	tor := startToR(t, l, kind, nodes, pools, "")
 	if err := tor.Multipath(); err != nil {
 		t.Fatal(err)
@@ -112,6 +133,22 @@ func testServiceAddresses(t *testing.T, kind string, apiAway bool) {
 	}
 	slices.SortFunc(all, netip.Addr.Compare)
 	want := map[netip.Addr][]netip.Addr{extCluster: all, lbCluster: all, extLocal: {a1.Address}, lbLocal: {a2.Address}}
+	if dualAndAPIAway {
+		ext6 := mkService(t, ctx, admin, ns, "ext6-cluster", corev1.ServiceTypeClusterIP, "", []string{"2001:db8:5e::10"}, "")
+		lb6 := mkService(t, ctx, admin, ns, "lb6-local", corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal, nil, "2001:db8:1b::11")
+		mkSlice(t, ctx, admin, ns, "lb6-local", svcEndpoint{a1.Name, true}) // IPv4: does not carry the IPv6 address
+		es := sliceOf(ns, "lb6-local", []svcEndpoint{{b1.Name, true}})
+		es.Name, es.AddressType, es.Endpoints[0].Addresses = "lb6-local-v6", discoveryv1.AddressTypeIPv6, []string{"fd00:10:246::5"}
+		if _, err := admin.DiscoveryV1().EndpointSlices(ns).Create(ctx, es, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var all6 []netip.Addr
+		for _, n := range nodes {
+			all6 = append(all6, lab.CrossAddress6(n.Address))
+		}
+		slices.SortFunc(all6, netip.Addr.Compare)
+		want[ext6], want[lb6] = all6, []netip.Addr{lab.CrossAddress6(b1.Address)}
+	}
 	routerHas(t, tor, want)
 	router := l.Prefix + "-xr"
 	out := run(t, l, router, "ip", "-4", "route", "show", "exact", lbCluster.String())
@@ -134,6 +171,9 @@ func testServiceAddresses(t *testing.T, kind string, apiAway bool) {
 	}
 	slices.Sort(lines)
 	wantLines := []string{"10.200.0.10 svc/lb-cluster loadBalancer cluster 0", "192.0.2.10 svc/ext-cluster externalIP cluster 0", "192.0.2.11 svc/ext-local externalIP local 1"}
+	if dualAndAPIAway {
+		wantLines = append(wantLines, "2001:db8:5e::10 svc/ext6-cluster externalIP cluster 0")
+	}
 	if !slices.Equal(lines, wantLines) {
 		t.Errorf("a1's status: Service addresses %q, want %q", lines, wantLines)
 	}
@@ -168,7 +208,7 @@ func testServiceAddresses(t *testing.T, kind string, apiAway bool) {
 	setSlice(t, ctx, admin, ns, "lb-local", svcEndpoint{a2.Name, false}, svcEndpoint{b1.Name, true}, svcEndpoint{a1.Name, true})
 	want[lbLocal] = []netip.Addr{a1.Address, b1.Address}
 	routerHas(t, tor, want)
-	if apiAway {
+	if dualAndAPIAway {
 		serviceAPIAway(t, k, tor, nodes, want)
 	}
 	// The Service deleted: withdrawn everywhere.
@@ -207,14 +247,14 @@ func serviceAPIAway(t *testing.T, k *lab.KubeAPI, tor lab.ToR, nodes []*lab.Node
 	}
 }
 
-// routerHas waits until the router's paths to each address (a /32) come
-// from exactly the nodes listed (none: no path).
+// routerHas waits until the router's paths to each address (a /32, a
+// /128) come from exactly the next hops listed (none: no path).
 func routerHas(t *testing.T, tor lab.ToR, want map[netip.Addr][]netip.Addr) {
 	t.Helper()
 	eventually(t, 20*time.Second, func() string {
 		var wrong []string
 		for a, nodes := range want {
-			hops, err := tor.NextHops(netip.PrefixFrom(a, 32))
+			hops, err := tor.NextHops(netip.PrefixFrom(a, a.BitLen()))
 			if err != nil {
 				return err.Error()
 			}
