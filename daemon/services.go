@@ -126,13 +126,14 @@ func (a *serviceAnnouncer) sync() {
 	a.plan, a.withheld, a.lastErr = plan, withheld, err
 	a.mu.Unlock()
 
+	had, has, wasWithheld := setOf(before), setOf(after), setOf(oldWithheld)
 	for _, addr := range after {
-		if !slices.Contains(before, addr) {
+		if !had[addr] {
 			a.log.Info("Service address announced", "address", addr, "why", reasons(plan.Announce[addr]))
 		}
 	}
 	for _, addr := range before {
-		if !slices.Contains(after, addr) {
+		if !has[addr] {
 			a.log.Info("Service address withdrawn", "address", addr, "was", reasons(old.Announce[addr]))
 		}
 	}
@@ -140,10 +141,18 @@ func (a *serviceAnnouncer) sync() {
 		a.log.Error("announce Service addresses; retried in the next pass", "error", err)
 	}
 	for _, addr := range withheld {
-		if !slices.Contains(oldWithheld, addr) {
+		if !wasWithheld[addr] {
 			a.log.Warn("Service address not announced: the node has no IPv6 address (nodeAddressV6) to be its next hop", "address", addr)
 		}
 	}
+}
+
+func setOf(addrs []netip.Addr) map[netip.Addr]bool {
+	m := make(map[netip.Addr]bool, len(addrs))
+	for _, a := range addrs {
+		m[a] = true
+	}
+	return m
 }
 
 func reasons(rs []services.Reason) string {
