@@ -26,21 +26,33 @@ import (
 const (
 	serviceSet4 = "reef-services-v4"
 	serviceSet6 = "reef-services-v6"
+	// serviceImportPolicy drops what a peer sends inside the sets.
+	serviceImportPolicy = "reef-services-import"
 )
 
-// serviceExportStatements define the prefix sets of the service CIDRs and
-// return the statements that keep them from every peer that is not
-// external (externals: the neighbour set of the external peers).
+// serviceExportStatements define the prefix sets of the service CIDRs
+// (exactly) and of the CIDRs of Service addresses (every prefix inside
+// them: serviceaddrs.go), install the import policy that takes none of
+// them from any peer, and return the statements that keep them from every
+// peer that is not external (externals: the neighbour set of the external
+// peers).
 func (sp *Speaker) serviceExportStatements(ctx context.Context, externals string) ([]*api.Statement, error) {
 	sets := map[string][]*api.Prefix{}
-	for _, p := range sp.cfg.ServiceCIDRs {
+	add := func(p netip.Prefix, maxBits int) {
 		name := serviceSet4
 		if p.Addr().Is6() {
 			name = serviceSet6
 		}
-		sets[name] = append(sets[name], &api.Prefix{IpPrefix: p.String(), MaskLengthMin: uint32(p.Bits()), MaskLengthMax: uint32(p.Bits())})
+		sets[name] = append(sets[name], &api.Prefix{IpPrefix: p.String(), MaskLengthMin: uint32(p.Bits()), MaskLengthMax: uint32(maxBits)})
+	}
+	for _, p := range sp.cfg.ServiceCIDRs {
+		add(p, p.Bits())
+	}
+	for _, p := range sp.cfg.ServiceAddressCIDRs {
+		add(p, p.Addr().BitLen())
 	}
 	var out []*api.Statement
+	var imports []*api.Statement
 	for _, name := range []string{serviceSet4, serviceSet6} {
 		if len(sets[name]) == 0 {
 			continue
@@ -66,8 +78,45 @@ func (sp *Speaker) serviceExportStatements(ctx context.Context, externals string
 			},
 			Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT},
 		})
+		for _, rt := range []api.Conditions_RouteType{api.Conditions_ROUTE_TYPE_INTERNAL, api.Conditions_ROUTE_TYPE_EXTERNAL} {
+			imports = append(imports, &api.Statement{
+				Name: fmt.Sprintf("%s-from-%s-peers", name, map[api.Conditions_RouteType]string{api.Conditions_ROUTE_TYPE_INTERNAL: "ibgp", api.Conditions_ROUTE_TYPE_EXTERNAL: "ebgp"}[rt]),
+				Conditions: &api.Conditions{
+					PrefixSet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: name},
+					RouteType: rt,
+					AfiSafiIn: []*api.Family{{Afi: afi, Safi: api.Family_SAFI_UNICAST}},
+				},
+				Actions: &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT},
+			})
+		}
+	}
+	if err := sp.serviceImportPolicy(ctx, imports); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// serviceImportPolicy installs the statements that drop, on import, every
+// path of another speaker inside the service sets: a Service address
+// (or CIDR) is never believed from a peer, a router or another node, so
+// that a peer cannot steer Service traffic, and a reflector never passes
+// one on. GoBGP runs the global import policy on the speaker's own paths
+// as well: the statements match the route types of peers' paths
+// (internal, external) only, never local.
+func (sp *Speaker) serviceImportPolicy(ctx context.Context, statements []*api.Statement) error {
+	if len(statements) == 0 {
+		return nil
+	}
+	if err := sp.s.AddPolicy(ctx, &api.AddPolicyRequest{Policy: &api.Policy{Name: serviceImportPolicy, Statements: statements}}); err != nil {
+		return fmt.Errorf("add the import policy of the service sets: %w", err)
+	}
+	if err := sp.s.AddPolicyAssignment(ctx, &api.AddPolicyAssignmentRequest{Assignment: &api.PolicyAssignment{
+		Name: "", Direction: api.PolicyDirection_POLICY_DIRECTION_IMPORT, // "": the global RIB
+		Policies: []*api.Policy{{Name: serviceImportPolicy}}, DefaultAction: api.RouteAction_ROUTE_ACTION_ACCEPT,
+	}}); err != nil {
+		return fmt.Errorf("assign the import policy of the service sets: %w", err)
+	}
+	return nil
 }
 
 // serviceNextHop is the next hop of a service CIDR: the node's address of

@@ -50,9 +50,14 @@ type Config struct {
 	// ServiceCIDRs are announced to the external peers, next hop the node
 	// (services.go); never to the cluster's own sessions.
 	ServiceCIDRs []netip.Prefix
-	Password     string // TCP MD5; "" for none
-	Keepalive    time.Duration
-	Hold         time.Duration
+	// ServiceAddressCIDRs hold the Service addresses the daemon may
+	// announce to the external peers (SetServiceAddresses): as for
+	// ServiceCIDRs, nothing inside them goes to the cluster's sessions or
+	// is taken from any peer (serviceaddrs.go).
+	ServiceAddressCIDRs []netip.Prefix
+	Password            string // TCP MD5; "" for none
+	Keepalive           time.Duration
+	Hold                time.Duration
 	// RestartTime is how long peers keep our routes after the session
 	// drops: above the worst-case time for the daemon to come back.
 	RestartTime time.Duration
@@ -89,6 +94,7 @@ type Speaker struct {
 	named     map[netip.Addr]bool       // sessions whose hostname was looked up
 	adminDown map[netip.Addr]time.Time  // peers whose events say admin down, since
 	services  []netip.Prefix            // the service CIDRs added to the table (services.go)
+	addrs     serviceAddrs              // the Service addresses originated (serviceaddrs.go)
 	naming    sync.Mutex                // one hostname lookup at a time (Sessions)
 
 	dropped atomic.Uint64

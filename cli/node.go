@@ -89,6 +89,44 @@ func printExternalPeers(w io.Writer, st *reefv1.StatusReply) {
 	if cidrs := st.GetServiceCidrsWithheld(); len(cidrs) > 0 {
 		fmt.Fprintf(w, "Service CIDRs NOT announced, no IPv6 address (nodeAddressV6) to be their next hop: %s\n", strings.Join(cidrs, ", "))
 	}
+	printServiceAddresses(w, st)
+}
+
+// printServiceAddresses lists the Service addresses announced to the
+// external peers (bgp.serviceExternalIPs, bgp.serviceLoadBalancerIPs) and
+// why, those left out and why, and the state of the API watch.
+func printServiceAddresses(w io.Writer, st *reefv1.StatusReply) {
+	watch := st.GetServiceAddressesWatch()
+	if watch == "" {
+		return
+	}
+	addrs := st.GetServiceAddresses()
+	fmt.Fprintf(w, "Service addresses announced to them (bgp.serviceExternalIPs, bgp.serviceLoadBalancerIPs): %d; API watch %s\n", countAddresses(addrs), watch)
+	if len(addrs) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  ADDRESS\tSERVICE\tSOURCE\tWHY")
+		for _, a := range addrs {
+			why := "externalTrafficPolicy Cluster: every node announces it"
+			if a.GetReason() == "local" {
+				why = fmt.Sprintf("externalTrafficPolicy Local: %d ready endpoint(s) on this node", a.GetLocalEndpoints())
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", a.GetAddress(), a.GetService(), a.GetSource(), why)
+		}
+		tw.Flush()
+	}
+	for _, s := range st.GetServiceAddressesSkipped() {
+		fmt.Fprintf(w, "  NOT announced: %s\n", s)
+	}
+}
+
+// countAddresses counts the distinct addresses of entries (one entry per
+// address and Service behind it).
+func countAddresses(entries []*reefv1.ServiceAddress) int {
+	seen := map[string]bool{}
+	for _, e := range entries {
+		seen[e.GetAddress()] = true
+	}
+	return len(seen)
 }
 
 // printVoters prints the block protocol's view (docs/ipam.md): the voters,

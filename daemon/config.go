@@ -110,6 +110,15 @@ type BGPConfig struct {
 	// kube-proxy delivers it. Never announced to the cluster's own
 	// sessions. docs/bgp.md.
 	ServiceClusterIPs []netip.Prefix `yaml:"serviceClusterIPs"`
+	// ServiceExternalIPs and ServiceLoadBalancerIPs (Calico's names): a
+	// Service's spec.externalIPs inside the first, and a LoadBalancer
+	// Service's status.loadBalancer.ingress addresses inside the second,
+	// are announced to the external peers as /32 (/128), by every node
+	// (externalTrafficPolicy Cluster) or by the nodes with a ready
+	// endpoint of the Service (Local). They are read from the Kubernetes
+	// API (kubernetes.kubeconfig). docs/bgp.md.
+	ServiceExternalIPs     []netip.Prefix `yaml:"serviceExternalIPs"`
+	ServiceLoadBalancerIPs []netip.Prefix `yaml:"serviceLoadBalancerIPs"`
 }
 
 // ExternalPeerConfig is one router in bgp.externalPeers.

@@ -336,45 +336,60 @@ func (c *Config) externalPeerProblems() []configProblem {
 	return ps
 }
 
-// serviceCIDRProblems checks bgp.serviceClusterIPs: CIDRs without host bits,
-// each once, outside every pool (a route to a Service CIDR that covers
-// pod blocks would steal pod traffic at the router) and away from every
-// node and router address (it would steer node traffic, and the block
-// protocol's paths name nodes by their /32), an IPv6 one only beside an
-// IPv6 pool (the node has an IPv6 address only then), and external peers
-// to announce them to.
+// serviceCIDRProblems checks bgp.serviceClusterIPs,
+// bgp.serviceExternalIPs and bgp.serviceLoadBalancerIPs: CIDRs without
+// host bits, each once in its list, outside every pool (a route to a
+// Service address that covers pod blocks would steal pod traffic at the
+// router) and away from every node and router address (it would steer
+// node traffic, and the block protocol's paths name nodes by their /32),
+// an IPv6 one only beside an IPv6 pool (the node has an IPv6 address only
+// then), and external peers to announce them to. The two lists of Service
+// addresses need the Kubernetes API too: the addresses are read from it.
 func (c *Config) serviceCIDRProblems(ps *problems) {
 	b := c.BGP
 	hasPool6 := slices.ContainsFunc(c.Pools, func(p PoolConfig) bool { return p.CIDR.Addr().Is6() })
-	for i, p := range b.ServiceClusterIPs {
-		at := fmt.Sprintf("bgp.serviceClusterIPs[%d]", i)
-		switch {
-		case p.Addr().Is4In6():
-			ps.bad(at, "value %q is an IPv4 CIDR written as IPv6; write it as IPv4", p)
-			continue
-		case p.Bits() == 0:
-			ps.bad(at, "value %q covers every address; give the cluster's Service CIDR, e.g. 10.96.0.0/12", p)
-			continue
-		case p != p.Masked():
-			ps.bad(at, "value %q has host bits set (did you mean %s?)", p, p.Masked())
-			continue
-		case p.Addr().Is6() && !hasPool6:
-			ps.bad(at, "value %q is IPv6, but no pool is: the node has an IPv6 address (nodeAddressV6) to be its next hop only beside an IPv6 pool; add one, or leave the CIDR out", p)
-		}
-		if j := slices.Index(b.ServiceClusterIPs[:i], p); j >= 0 {
-			ps.bad(at, "value %q is listed twice (also bgp.serviceClusterIPs[%d])", p, j)
-		}
-		for j, q := range c.Pools {
-			if q.CIDR.IsValid() && p.Overlaps(q.CIDR) {
-				ps.bad(at, "value %q overlaps pools[%d].cidr %q: a Service CIDR and pod addresses must not overlap (kubeadm's default service CIDR is 10.96.0.0/12)", p, j, q.CIDR)
+	for _, l := range []struct {
+		key     string
+		cidrs   []netip.Prefix
+		example string
+	}{
+		{"bgp.serviceClusterIPs", b.ServiceClusterIPs, "give the cluster's Service CIDR, e.g. 10.96.0.0/12"},
+		{"bgp.serviceExternalIPs", b.ServiceExternalIPs, "give the range the Services' externalIPs come from, e.g. 198.51.100.0/24"},
+		{"bgp.serviceLoadBalancerIPs", b.ServiceLoadBalancerIPs, "give the range the LoadBalancer addresses come from, e.g. 203.0.113.0/24"},
+	} {
+		for i, p := range l.cidrs {
+			at := fmt.Sprintf("%s[%d]", l.key, i)
+			switch {
+			case p.Addr().Is4In6():
+				ps.bad(at, "value %q is an IPv4 CIDR written as IPv6; write it as IPv4", p)
+				continue
+			case p.Bits() == 0:
+				ps.bad(at, "value %q covers every address; %s", p, l.example)
+				continue
+			case p != p.Masked():
+				ps.bad(at, "value %q has host bits set (did you mean %s?)", p, p.Masked())
+				continue
+			case p.Addr().Is6() && !hasPool6:
+				ps.bad(at, "value %q is IPv6, but no pool is: the node has an IPv6 address (nodeAddressV6) to be its next hop only beside an IPv6 pool; add one, or leave the CIDR out", p)
+			}
+			if j := slices.Index(l.cidrs[:i], p); j >= 0 {
+				ps.bad(at, "value %q is listed twice (also %s[%d])", p, l.key, j)
+			}
+			for j, q := range c.Pools {
+				if q.CIDR.IsValid() && p.Overlaps(q.CIDR) {
+					ps.bad(at, "value %q overlaps pools[%d].cidr %q: Service addresses and pod addresses must not overlap (kubeadm's default service CIDR is 10.96.0.0/12)", p, j, q.CIDR)
+				}
+			}
+			if key, a := c.nodeAddressIn(p); key != "" {
+				ps.bad(at, "value %q overlaps %s %s: a route to it at the router would steer node traffic; %s, which holds no node or router", p, key, a, l.example)
 			}
 		}
-		if key, a := c.nodeAddressIn(p); key != "" {
-			ps.bad(at, "value %q overlaps %s %s: a route to it at the router would steer node traffic; give the cluster's Service CIDR, which holds no node or router", p, key, a)
+		if len(l.cidrs) > 0 && len(b.ExternalPeers) == 0 {
+			ps.bad(l.key, "value %v, but bgp.externalPeers is empty: Service addresses are announced to the node's routers only; add the routers under bgp.externalPeers (docs/bgp.md)", l.cidrs)
 		}
-	}
-	if len(b.ServiceClusterIPs) > 0 && len(b.ExternalPeers) == 0 {
-		ps.bad("bgp.serviceClusterIPs", "value %v, but bgp.externalPeers is empty: Service CIDRs are announced to the node's routers only; add the routers under bgp.externalPeers (docs/bgp.md)", b.ServiceClusterIPs)
+		if len(l.cidrs) > 0 && l.key != "bgp.serviceClusterIPs" && c.Kubernetes.Kubeconfig == "" {
+			ps.bad(l.key, "value %v, but kubernetes.kubeconfig is empty: the Services' addresses are read from the Kubernetes API; give the node a kubeconfig (docs/policy.md, reef kubeconfig)", l.cidrs)
+		}
 	}
 }
 

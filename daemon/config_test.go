@@ -179,6 +179,18 @@ func TestParseConfig(t *testing.T) {
 			},
 		},
 		{
+			name: "service external and load balancer IPs",
+			yaml: "pools: [{cidr: 10.244.0.0/16}, {cidr: 'fd00:10:244::/56'}]\nkubernetes: {kubeconfig: /etc/reef/kubeconfig}\nbgp:\n  externalPeers: [{address: 192.168.10.1, asn: 65000}]\n  serviceExternalIPs: [198.51.100.0/24, '2001:db8:e::/64']\n  serviceLoadBalancerIPs: [203.0.113.0/24]\n",
+			want: func(c *Config) {
+				c.Pools = []PoolConfig{{CIDR: pfx("10.244.0.0/16"), BlockSize: 26, VXLANMode: EncapCrossSubnet, IPIPMode: EncapNever, NATOutgoing: true},
+					{CIDR: pfx("fd00:10:244::/56"), BlockSize: 122, VXLANMode: EncapCrossSubnet, IPIPMode: EncapNever, NATOutgoing: true}}
+				c.Kubernetes.Kubeconfig = "/etc/reef/kubeconfig"
+				c.BGP.ExternalPeers = []ExternalPeerConfig{{Address: addr("192.168.10.1"), ASN: 65000, Port: 179, MaxPrefixes: 1000}}
+				c.BGP.ServiceExternalIPs = []netip.Prefix{pfx("198.51.100.0/24"), pfx("2001:db8:e::/64")}
+				c.BGP.ServiceLoadBalancerIPs = []netip.Prefix{pfx("203.0.113.0/24")}
+			},
+		},
+		{
 			name: "anchors and aliases",
 			yaml: "pools:\n- &p {cidr: 10.10.0.0/16, blockSize: 28}\nbgp: {peers: [&a 10.0.0.1], peerPrefixes: [10.0.0.0/8], voters: [*a]}\n",
 			want: func(c *Config) {
@@ -356,6 +368,15 @@ func TestParseConfigErrors(t *testing.T) {
 		{"service CIDR over a voter", "bgp:\n  peerPrefixes: [10.100.0.0/24]\n  voters: [10.100.0.1, 10.100.0.2, 10.100.0.3]\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceClusterIPs: [10.100.0.0/16]\n", []string{`bgp.serviceClusterIPs[0]: value "10.100.0.0/16" overlaps bgp.voters 10.100.0.1`}},
 		{"service CIDR over peerPrefixes", "bgp:\n  peerPrefixes: [10.100.0.0/24]\n  voters: [10.0.0.11, 10.0.0.12, 10.0.0.13]\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceClusterIPs: [10.100.0.0/16]\n", []string{`bgp.serviceClusterIPs[0]: value "10.100.0.0/16" overlaps bgp.peerPrefixes 10.100.0.0/24`}},
 		{"service CIDR without routers", "bgp:\n  serviceClusterIPs: [10.96.0.0/12]\n", []string{f + `line 2: bgp.serviceClusterIPs: value [10.96.0.0/12], but bgp.externalPeers is empty`}},
+		{"external IPs host bits", "kubernetes: {kubeconfig: /etc/reef/kubeconfig}\nbgp:\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceExternalIPs: [198.51.100.1/24]\n", []string{f + `line 4: bgp.serviceExternalIPs[0]: value "198.51.100.1/24" has host bits set (did you mean 198.51.100.0/24?)`}},
+		{"external IPs twice", "kubernetes: {kubeconfig: /etc/reef/kubeconfig}\nbgp:\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceExternalIPs: [198.51.100.0/24, 198.51.100.0/24]\n", []string{`bgp.serviceExternalIPs[1]: value "198.51.100.0/24" is listed twice (also bgp.serviceExternalIPs[0])`}},
+		{"external IPs everything", "kubernetes: {kubeconfig: /etc/reef/kubeconfig}\nbgp:\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceExternalIPs: ['::/0']\n", []string{`bgp.serviceExternalIPs[0]: value "::/0" covers every address; give the range the Services' externalIPs come from`}},
+		{"external IPs IPv6 without pool", "kubernetes: {kubeconfig: /etc/reef/kubeconfig}\nbgp:\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceExternalIPs: ['2001:db8:e::/64']\n", []string{f + `line 4: bgp.serviceExternalIPs[0]: value "2001:db8:e::/64" is IPv6, but no pool is`}},
+		{"load balancer IPs over a pool", "pools: [{cidr: 10.244.0.0/16}]\nkubernetes: {kubeconfig: /etc/reef/kubeconfig}\nbgp:\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceLoadBalancerIPs: [10.244.255.0/24]\n", []string{f + `line 5: bgp.serviceLoadBalancerIPs[0]: value "10.244.255.0/24" overlaps pools[0].cidr "10.244.0.0/16"`}},
+		{"load balancer IPs 4in6", "kubernetes: {kubeconfig: /etc/reef/kubeconfig}\nbgp:\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceLoadBalancerIPs: ['::ffff:203.0.113.0/120']\n", []string{`bgp.serviceLoadBalancerIPs[0]: value "::ffff:203.0.113.0/120" is an IPv4 CIDR written as IPv6`}},
+		{"load balancer IPs over a router", "kubernetes: {kubeconfig: /etc/reef/kubeconfig}\nbgp:\n  externalPeers: [{address: 203.0.113.1, asn: 65000}]\n  serviceLoadBalancerIPs: [203.0.113.0/24]\n", []string{`bgp.serviceLoadBalancerIPs[0]: value "203.0.113.0/24" overlaps bgp.externalPeers 203.0.113.1`}},
+		{"load balancer IPs without routers", "kubernetes: {kubeconfig: /etc/reef/kubeconfig}\nbgp:\n  serviceLoadBalancerIPs: [203.0.113.0/24]\n", []string{f + `line 3: bgp.serviceLoadBalancerIPs: value [203.0.113.0/24], but bgp.externalPeers is empty`}},
+		{"external IPs without the API", "bgp:\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceExternalIPs: [198.51.100.0/24]\n", []string{f + `line 3: bgp.serviceExternalIPs: value [198.51.100.0/24], but kubernetes.kubeconfig is empty`}},
 		{"external peer bad community", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000, communities: ['65000:70000']}]}", []string{`bgp.externalPeers[0].communities[0]: value "65000:70000"`}},
 		{"external peer multihop iBGP", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 64512, multihop: 2}]}", []string{`bgp.externalPeers[0].multihop: value 2 on an iBGP peer`}},
 		{"external peer hold time", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000, holdTime: 2s}]}", []string{`bgp.externalPeers[0].holdTime: value "2s" is below the 3s`}},

@@ -55,19 +55,20 @@ const flagPlannedRestart = "planned-restart"
 // Daemon is one running reef daemon: its parts, each made once by build
 // and given everything it works with.
 type Daemon struct {
-	cfg     Config
-	log     *slog.Logger
-	uplink  Uplink
-	uplink6 Uplink6 // zero: no IPv6 pool, or a node alone without an IPv6 address
-	mtu     int
-	store   *store.Store
-	cni     *cniserver.Server
-	rec     *reconciler
-	speaker *bgp.Speaker
-	blocks  *blockEngine
-	policy  *policyDataplane // nil: NetworkPolicy off
-	metrics *metrics.Metrics // nil: metrics off
-	started time.Time
+	cfg      Config
+	log      *slog.Logger
+	uplink   Uplink
+	uplink6  Uplink6 // zero: no IPv6 pool, or a node alone without an IPv6 address
+	mtu      int
+	store    *store.Store
+	cni      *cniserver.Server
+	rec      *reconciler
+	speaker  *bgp.Speaker
+	blocks   *blockEngine
+	policy   *policyDataplane  // nil: NetworkPolicy off
+	services *serviceAnnouncer // nil: no Service addresses to announce
+	metrics  *metrics.Metrics  // nil: metrics off
+	started  time.Time
 	// bgpCounters are GoBGP's counters for the metrics, read every
 	// bgpCountersEvery.
 	bgpCounters atomic.Pointer[bgpCounters]
@@ -155,6 +156,10 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	if err != nil {
 		return nil, closeAll, err
 	}
+	svcAddrs, err := newServiceAnnouncer(ctx, cfg, speaker, log)
+	if err != nil {
+		return nil, closeAll, err
+	}
 	blocks, err := startBlocks(cfg, up.Address, st, speaker, m, pools, log, work.TriggerBlocks)
 	if err != nil {
 		return nil, closeAll, err
@@ -171,7 +176,7 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 		blocks: blocks, metrics: m, net: netInfo{node: cfg.NodeName, uplink: up, uplink6: up6, pools: cfg.Pools, podMTU: mtu},
 		pending: work, interval: cfg.ReconcileInterval, passLoop: hooks.passLoop}, log)
 	d = &Daemon{cfg: cfg, log: log, uplink: up, uplink6: up6, mtu: mtu, store: st, cni: cni, rec: rec, speaker: speaker,
-		blocks: blocks, policy: policyDP, metrics: m, started: time.Now()}
+		blocks: blocks, policy: policyDP, services: svcAddrs, metrics: m, started: time.Now()}
 	return d, closeAll, nil
 }
 
@@ -290,7 +295,8 @@ func startSpeaker(ctx context.Context, cfg Config, addr, addr6 netip.Addr, pools
 		Keepalive: cfg.BGP.KeepaliveTime, Hold: cfg.BGP.HoldTime,
 		RestartTime: cmp.Or(hooks.bgpRestartTime, bgpRestartTime), Restarting: planned,
 		ExternalPeers: cfg.BGP.externalPeers(), ServiceCIDRs: cfg.BGP.ServiceClusterIPs,
-		Pools: bgpPools, LogLevel: gobgpLevel,
+		ServiceAddressCIDRs: cfg.BGP.serviceAddressCIDRs(),
+		Pools:               bgpPools, LogLevel: gobgpLevel,
 	}, log.With("component", "bgp"), changed)
 	if err != nil {
 		return nil, err

@@ -92,6 +92,7 @@ func (d *Daemon) metricsState() metrics.State {
 		for _, p := range withheld {
 			s.ServiceCIDRs[p.String()] = false
 		}
+		s.ServiceAddresses = d.services.metrics()
 	}
 	if d.blocks != nil {
 		if st := d.blocks.Last().Status; len(st.Voters) > 0 {

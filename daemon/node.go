@@ -138,6 +138,7 @@ func (n *nodeService) peerStatus(ctx context.Context, out *reefv1.StatusReply) {
 	for _, p := range withheld {
 		out.ServiceCidrsWithheld = append(out.ServiceCidrsWithheld, p.String())
 	}
+	d.services.status(out)
 }
 
 func policyStatusProto(s policyStatus) *reefv1.PolicyStatus {

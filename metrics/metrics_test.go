@@ -21,6 +21,8 @@ func testState() State {
 		Pools:          []Pool{{CIDR: "10.244.0.0/16", InUse: 3, Capacity: 64, Blocks: 1024, Claimed: 3}},
 		PendingDeletes: 2,
 		ServiceCIDRs:   map[string]bool{"10.96.0.0/12": true, "fd00:10:96::/112": false},
+		ServiceAddresses: []ServiceAddress{{Address: "203.0.113.7", Service: "default/web", Source: "loadBalancer", Reason: "local"},
+			{Address: "203.0.113.7", Service: "default/api", Source: "externalIP", Reason: "cluster"}},
 	}
 }
 
@@ -72,6 +74,8 @@ func TestExposition(t *testing.T) {
 		`reef_cni_pending_deletes 2`,
 		`reef_bgp_service_cidr_announced{cidr="10.96.0.0/12"} 1`,
 		`reef_bgp_service_cidr_announced{cidr="fd00:10:96::/112"} 0`,
+		`reef_bgp_service_address_announced{address="203.0.113.7",reason="local",service="default/web",source="loadBalancer"} 1`,
+		`reef_bgp_service_address_announced{address="203.0.113.7",reason="cluster",service="default/api",source="externalIP"} 1`,
 		"go_goroutines", "process_resident_memory_bytes", "reef_process_anon_memory_bytes",
 	} {
 		if !strings.Contains(text, want) {

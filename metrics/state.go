@@ -22,6 +22,10 @@ type State struct {
 	// the external peers, false for those withheld (no next hop of their
 	// family).
 	ServiceCIDRs map[string]bool
+	// ServiceAddresses are the Service addresses this node announces to
+	// its external peers (bgp.serviceExternalIPs,
+	// bgp.serviceLoadBalancerIPs), one per address and Service behind it.
+	ServiceAddresses []ServiceAddress
 	// VoterLists is how many voter lists this node sees announced, its
 	// own included: 1 while every node agrees, 0 before the first step.
 	VoterLists int
@@ -47,6 +51,13 @@ type Peer struct {
 	// the session's life; Updates false: not known.
 	UpdatesIn, UpdatesOut uint64
 	Updates               bool
+}
+
+// ServiceAddress is one Service address announced, and why.
+type ServiceAddress struct {
+	Address, Service string
+	Source           string // externalIP or loadBalancer
+	Reason           string // cluster (externalTrafficPolicy Cluster) or local (a ready endpoint here)
 }
 
 // Pool is one pool on this node.
@@ -78,6 +89,9 @@ var (
 		"Paths dropped because they are not reef blocks (a rogue or misconfigured speaker), since the daemon started.", nil, nil)
 	descServiceCIDR = prometheus.NewDesc("reef_bgp_service_cidr_announced",
 		"1 for a Service CIDR of bgp.serviceClusterIPs this node announces to its external peers, 0 for one it cannot (an IPv6 CIDR without nodeAddressV6).", []string{"cidr"}, nil)
+	descServiceAddress = prometheus.NewDesc("reef_bgp_service_address_announced",
+		"1 for a Service address (bgp.serviceExternalIPs, bgp.serviceLoadBalancerIPs) this node announces to its external peers, per Service behind it; reason: cluster (externalTrafficPolicy Cluster: every node announces it) or local (Local: this node has a ready endpoint). An address this node does not announce has no series.",
+		[]string{"address", "service", "source", "reason"}, nil)
 	descBlocks = prometheus.NewDesc("reef_blocks",
 		"Blocks this node knows, by state: pending and confirmed (its own claims and blocks), lost (its confirmed blocks another node won), remote (other nodes').", []string{"state"}, nil)
 	descInUse = prometheus.NewDesc("reef_pool_addresses_in_use",
@@ -105,7 +119,7 @@ var (
 type stateCollector struct{ state func() State }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSessionUp, descSessionUptime, descPathsReceived, descPathsAccepted, descPathsDropped, descUpdatesIn, descUpdatesOut, descInvalid, descServiceCIDR,
+	for _, d := range []*prometheus.Desc{descSessionUp, descSessionUptime, descPathsReceived, descPathsAccepted, descPathsDropped, descUpdatesIn, descUpdatesOut, descInvalid, descServiceCIDR, descServiceAddress,
 		descBlocks, descInUse, descCapacity, descPoolBlocks, descPoolClaimed, descWaiting, descPendingDeletes, descVoterLists, descVoterListSettled, descVoterRestricted, descRuntime} {
 		ch <- d
 	}
@@ -144,6 +158,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			v = 1
 		}
 		gauge(descServiceCIDR, v, cidr)
+	}
+	for _, a := range s.ServiceAddresses {
+		gauge(descServiceAddress, 1, a.Address, a.Service, a.Source, a.Reason)
 	}
 	for _, st := range []string{"pending", "confirmed", "lost", "remote"} {
 		gauge(descBlocks, float64(s.Blocks[st]), st)

@@ -77,6 +77,9 @@ type ClusterOptions struct {
 	// --node-ip and kube-proxy's clusterCIDR, and the control plane's
 	// routes to the pods in both families. Not with Reference.
 	DualStack bool
+	// BGPExtra is appended to every node's bgp: section (NodeOptions):
+	// external peers, Service addresses.
+	BGPExtra string
 }
 
 // dual is whether the cluster is dual-stack.
@@ -180,6 +183,7 @@ func (l *Lab) StartCluster(opts ClusterOptions) (*Cluster, error) {
 	nodes, err := l.AddMeshWith(opts.Nodes, NodeOptions{
 		Extra:             pools + "kubernetes:\n  kubeconfig: " + kubeconfig + "\n",
 		ReconcileInterval: 30 * time.Second,
+		BGPExtra:          opts.BGPExtra,
 	})
 	if err != nil {
 		return nil, err

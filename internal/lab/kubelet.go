@@ -163,27 +163,40 @@ func (l *Lab) StartPolicyMesh(n int, opts NodeOptions) (*KubeAPI, []*Node, error
 // for a caller that changes the nodes first (IPv6 addresses on their
 // uplinks) and then starts them with StartAll.
 func (l *Lab) AddPolicyMesh(n int, opts NodeOptions) (*KubeAPI, []*Node, error) {
+	k, kubeconfig, err := l.StartKubeAPIForReef()
+	if err != nil {
+		return k, nil, err
+	}
+	opts.Extra += "kubernetes:\n  kubeconfig: " + kubeconfig + "\n"
+	nodes, err := l.AddMeshWith(n, opts)
+	return k, nodes, err
+}
+
+// StartKubeAPIForReef starts the lab's Kubernetes API, applies reef's
+// RBAC from the package's file and writes a node kubeconfig with `reef
+// kubeconfig` as docs/policy.md says (run in the API's namespace, as an
+// admin on a control-plane node runs it); it returns the kubeconfig's
+// path, for the nodes' kubernetes.kubeconfig.
+func (l *Lab) StartKubeAPIForReef() (*KubeAPI, string, error) {
 	k, err := l.StartKubeAPI()
 	if err != nil {
-		return nil, nil, err
+		return nil, "", err
 	}
 	if err := k.Apply("/usr/share/reef/rbac.yaml", packaging.RBAC); err != nil {
-		return k, nil, err
+		return k, "", err
 	}
 	admin := filepath.Join(l.Dir, "admin.conf")
 	if err := k.WriteAdminKubeconfig(admin); err != nil {
-		return k, nil, err
+		return k, "", err
 	}
 	kubeconfig := filepath.Join(l.Dir, "reef-kubeconfig")
 	out, err := exec.Command("nsenter", "--net="+NetnsPath(k.Netns), "--", filepath.Join(l.BinDir, "reef"),
 		"kubeconfig", "--admin-kubeconfig", admin, "--out", kubeconfig, "--duration", "24h").CombinedOutput()
 	if err != nil {
-		return k, nil, fmt.Errorf("reef kubeconfig: %w: %s", err, out)
+		return k, "", fmt.Errorf("reef kubeconfig: %w: %s", err, out)
 	}
 	if want := "wrote " + kubeconfig + " for service account kube-system/reef"; !bytes.Contains(out, []byte(want)) {
-		return k, nil, fmt.Errorf("reef kubeconfig said %q, want %q", out, want)
+		return k, "", fmt.Errorf("reef kubeconfig said %q, want %q", out, want)
 	}
-	opts.Extra += "kubernetes:\n  kubeconfig: " + kubeconfig + "\n"
-	nodes, err := l.AddMeshWith(n, opts)
-	return k, nodes, err
+	return k, kubeconfig, nil
 }
