@@ -110,6 +110,23 @@ type BGPConfig struct {
 	// kube-proxy delivers it. Never announced to the cluster's own
 	// sessions. docs/bgp.md.
 	ServiceClusterIPs []netip.Prefix `yaml:"serviceClusterIPs"`
+	// ServiceLoadBalancerIPs are the addresses of Services of type
+	// LoadBalancer (Calico's BGPConfiguration serviceLoadBalancerIPs).
+	// With kubernetes.kubeconfig, reef assigns them (docs/lbipam.md)
+	// unless AssignLoadBalancerIPs is false.
+	ServiceLoadBalancerIPs []netip.Prefix `yaml:"serviceLoadBalancerIPs"`
+	// AssignLoadBalancerIPs: one reef daemon at a time assigns
+	// LoadBalancer addresses from ServiceLoadBalancerIPs to the Services
+	// with no loadBalancerClass or reef's (true when unset). false:
+	// another controller (MetalLB, say) assigns them.
+	AssignLoadBalancerIPs *bool `yaml:"assignLoadBalancerIPs"`
+}
+
+// assignsLoadBalancerIPs says whether this daemon contends to assign
+// LoadBalancer addresses.
+func (c *Config) assignsLoadBalancerIPs() bool {
+	b := c.BGP
+	return c.Kubernetes.Kubeconfig != "" && len(b.ServiceLoadBalancerIPs) > 0 && (b.AssignLoadBalancerIPs == nil || *b.AssignLoadBalancerIPs)
 }
 
 // ExternalPeerConfig is one router in bgp.externalPeers.

@@ -373,6 +373,14 @@ func (c *Config) serviceCIDRProblems(ps *problems) {
 			ps.bad(at, "value %q overlaps %s %s: a route to it at the router would steer node traffic; give the cluster's Service CIDR, which holds no node or router", p, key, a)
 		}
 	}
+	if b.AssignLoadBalancerIPs != nil && *b.AssignLoadBalancerIPs {
+		switch {
+		case len(b.ServiceLoadBalancerIPs) == 0:
+			ps.bad("bgp.assignLoadBalancerIPs", "value true, but bgp.serviceLoadBalancerIPs is empty: give the CIDRs to assign from (docs/lbipam.md)")
+		case c.Kubernetes.Kubeconfig == "":
+			ps.bad("bgp.assignLoadBalancerIPs", "value true, but kubernetes.kubeconfig is not set: assignment writes the Services' status through the API (docs/lbipam.md)")
+		}
+	}
 	if len(b.ServiceClusterIPs) > 0 && len(b.ExternalPeers) == 0 {
 		ps.bad("bgp.serviceClusterIPs", "value %v, but bgp.externalPeers is empty: Service CIDRs are announced to the node's routers only; add the routers under bgp.externalPeers (docs/bgp.md)", b.ServiceClusterIPs)
 	}
