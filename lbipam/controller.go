@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +34,7 @@ const (
 	Namespace = "kube-system"
 	Name      = "reef-lb-ipam"
 	recordKey = "record.json"
+	writesKey = "writes" // the record's write counter (writeRecord)
 )
 
 // Lease timings, client-go's usual ones. They decide only how soon a
@@ -217,7 +219,7 @@ var errAgain = errors.New("a conditional write lost to another writer; running t
 // swap), then the statuses (each conditioned on the Service's version the
 // decision read), then the events.
 func (c *Controller) round(ctx context.Context) error {
-	rec, rv, err := c.readRecord(ctx)
+	rec, rv, writes, err := c.readRecord(ctx)
 	if err != nil {
 		return err
 	}
@@ -236,8 +238,16 @@ func (c *Controller) round(ctx context.Context) error {
 			c.log.Info("released LoadBalancer address", "ip", r.Addr, "service", r.Owner.Service, "why", r.Why)
 		}
 	}
-	if !sameRecord(rec, next) {
-		if err := c.writeRecord(ctx, next, rv); err != nil {
+	// A status that is to show an address the Service's cached status
+	// does not is written only after a compare-and-swap of the record in
+	// this round, even one that changes nothing but the write counter:
+	// the record that gives the address to the Service is then current at
+	// a moment after the Service's version the status write is
+	// conditioned on was read, so a release of the address (which first
+	// reads the Service afresh) either comes after, and sees the version
+	// move past the one the write names, or made the swap fail.
+	if !sameRecord(rec, next) || adds(p.Status, svcs) {
+		if err := c.writeRecord(ctx, next, rv, writes+1); err != nil {
 			return errors.Join(append(errs, err)...)
 		}
 	}
@@ -358,28 +368,32 @@ func (c *Controller) confirmRelease(ctx context.Context, r Release) (bool, error
 	return false, nil // released on a later round, once the status no longer shows it
 }
 
-// readRecord reads the record and its resourceVersion ("" when there is
-// none yet).
-func (c *Controller) readRecord(ctx context.Context) (Record, string, error) {
+// readRecord reads the record, its resourceVersion ("" when there is
+// none yet) and its write counter.
+func (c *Controller) readRecord(ctx context.Context) (Record, string, uint64, error) {
 	var cm corev1.ConfigMap
 	err := c.core.Get().Namespace(Namespace).Resource("configmaps").Name(Name).Do(ctx).Into(&cm)
 	if apierrors.IsNotFound(err) {
-		return Record{}, "", nil
+		return Record{}, "", 0, nil
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("read ConfigMap %s/%s: %w", Namespace, Name, err)
+		return nil, "", 0, fmt.Errorf("read ConfigMap %s/%s: %w", Namespace, Name, err)
 	}
 	rec := Record{}
 	if data := cm.Data[recordKey]; data != "" {
 		if err := json.Unmarshal([]byte(data), &rec); err != nil {
-			return nil, "", fmt.Errorf("ConfigMap %s/%s key %s: %w (fix or delete it: reef rebuilds it from the Services' status)", Namespace, Name, recordKey, err)
+			return nil, "", 0, fmt.Errorf("ConfigMap %s/%s key %s: %w (fix or delete it: reef rebuilds it from the Services' status)", Namespace, Name, recordKey, err)
 		}
 	}
-	return rec, cm.ResourceVersion, nil
+	writes, _ := strconv.ParseUint(cm.Data[writesKey], 10, 64)
+	return rec, cm.ResourceVersion, writes, nil
 }
 
-// writeRecord writes the record, conditioned on rv (create when "").
-func (c *Controller) writeRecord(ctx context.Context, rec Record, rv string) error {
+// writeRecord writes the record and the write counter, conditioned on rv
+// (create when ""). The counter makes every write a change: the API
+// server skips an update that changes nothing, and would not move the
+// resourceVersion on.
+func (c *Controller) writeRecord(ctx context.Context, rec Record, rv string, writes uint64) error {
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -387,7 +401,7 @@ func (c *Controller) writeRecord(ctx context.Context, rec Record, rv string) err
 	cm := &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: Name, ResourceVersion: rv},
-		Data:       map[string]string{recordKey: string(data)},
+		Data:       map[string]string{recordKey: string(data), writesKey: strconv.FormatUint(writes, 10)},
 	}
 	req := c.core.Put().Namespace(Namespace).Resource("configmaps").Name(Name)
 	if rv == "" {
@@ -464,6 +478,23 @@ func (c *Controller) event(ctx context.Context, e Event, kind string) {
 	if err := c.core.Post().Namespace(ns).Resource("events").Body(ev).Do(ctx).Error(); err != nil {
 		c.log.Warn("record an event", "service", e.Service, "reason", e.Reason, "error", err)
 	}
+}
+
+// adds says whether a status of st is to show an address its Service's
+// status (in svcs, the snapshot) does not.
+func adds(st []Ingress, svcs []Service) bool {
+	for _, in := range st {
+		i := slices.IndexFunc(svcs, func(s Service) bool { return s.Key == in.Service })
+		if i < 0 {
+			return true
+		}
+		for _, a := range in.Ingress {
+			if !slices.Contains(svcs[i].Ingress, a) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func sameRecord(a, b Record) bool {
