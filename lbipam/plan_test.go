@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 var (
@@ -214,5 +216,48 @@ func TestAssignNeverTwice(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestServiceFrom: which Services are ours, the families they want, and
+// how requests parse, with the errors a person reads in the event.
+func TestServiceFrom(t *testing.T) {
+	other, ours := "example.com/other", Class
+	for _, c := range []struct {
+		name string
+		svc  corev1.Service
+		want Service
+	}{{
+		name: "a LoadBalancer with no class, no families yet: ours, IPv4",
+		svc:  corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}},
+		want: Service{Ours: true, IPv4: true},
+	}, {
+		name: "reef's class, dual-stack",
+		svc: corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: &ours,
+			IPFamilies: []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}}},
+		want: Service{Ours: true, IPv4: true, IPv6: true},
+	}, {
+		name: "another class",
+		svc:  corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: &other}},
+		want: Service{IPv4: true},
+	}, {
+		name: "a ClusterIP Service",
+		svc:  corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP}},
+		want: Service{IPv4: true},
+	}, {
+		name: "requests: the annotation, then spec.loadBalancerIP; bad and second ones named",
+		svc: corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{RequestAnnotation: "192.0.2.7, nope,2001:db8:5::3"}},
+			Spec:   corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerIP: "192.0.2.9"},
+			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.7"}, {Hostname: "lb.example.com"}}}}},
+		want: Service{Ours: true, IPv4: true, Requested: addrs("192.0.2.7", "2001:db8:5::3"), Ingress: addrs("192.0.2.7"),
+			BadRequest: `annotation reefcni.io/loadBalancerIPs: "nope" is not an IP address; spec.loadBalancerIP: 192.0.2.9 is a second address of its family; only the first is used`},
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			c.svc.Namespace, c.svc.Name, c.svc.UID = "default", "web", "u1"
+			c.want.Key, c.want.UID = "default/web", "u1"
+			if diff := cmp.Diff(c.want, serviceFrom(&c.svc), cmp.Comparer(func(x, y netip.Addr) bool { return x == y })); diff != "" {
+				t.Errorf("serviceFrom (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
