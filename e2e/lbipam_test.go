@@ -250,4 +250,7 @@ func TestLoadBalancerIPAM(t *testing.T) {
 	if st.GetAssigned() != 6 {
 		t.Errorf("the new leader's record holds %d addresses, want 6", st.GetAssigned())
 	}
+	if got := scrapeIn(t, standby, "reef_lb_ipam_leader") + " " + scrapeIn(t, standby, "reef_lb_ipam_addresses_assigned"); got != "1 6" {
+		t.Errorf("%s's metrics: reef_lb_ipam_leader and reef_lb_ipam_addresses_assigned %q, want \"1 6\"", standby.Name, got)
+	}
 }
