@@ -99,6 +99,9 @@ func New(base *rest.Config, identity string, pools []netip.Prefix, log *slog.Log
 	if err := c.services.SetTransform(trimService); err != nil {
 		return nil, err
 	}
+	_ = c.services.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		c.log.Warn("watch Services; the informer retries with backoff, assignments stay as recorded", "error", err)
+	})
 	kick := func() {
 		select {
 		case c.kick <- struct{}{}:
@@ -274,6 +277,7 @@ func (c *Controller) round(ctx context.Context) error {
 	for _, e := range p.Events {
 		c.event(ctx, e, corev1.EventTypeWarning)
 	}
+	c.forgetEvents(svcs)
 	return errors.Join(errs...)
 }
 
@@ -495,6 +499,21 @@ func adds(st []Ingress, svcs []Service) bool {
 		}
 	}
 	return false
+}
+
+// forgetEvents forgets the events sent for Services that are gone.
+func (c *Controller) forgetEvents(svcs []Service) {
+	live := map[string]bool{}
+	for _, s := range svcs {
+		live[s.UID] = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id := range c.emitted {
+		if uid, _, _ := strings.Cut(id, "\x00"); !live[uid] {
+			delete(c.emitted, id)
+		}
+	}
 }
 
 func sameRecord(a, b Record) bool {
