@@ -314,6 +314,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "reconcile:  %s ago, %s\n", time.Since(time.Unix(st.GetLastReconcileUnix(), 0)).Round(time.Second), res)
 	}
 	printPolicy(stdout, st)
+	printLBIPAM(stdout, st)
 	fmt.Fprintf(stdout, "\nblocks of this node:\n")
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "BLOCK\tPOOL\tSTATE\tUSED")

@@ -15,6 +15,23 @@ import (
 )
 
 // printPolicy is the NetworkPolicy part of `reef status`.
+// printLBIPAM prints LoadBalancer address assignment, when this node
+// takes part in it (docs/lbipam.md).
+func printLBIPAM(w io.Writer, st *reefv1.StatusReply) {
+	lb := st.GetLbIpam()
+	if lb == nil {
+		return
+	}
+	role := "standby, the Lease is held by " + orDash(lb.GetHolder())
+	if lb.GetLeader() {
+		role = fmt.Sprintf("leader, %d addresses assigned", lb.GetAssigned())
+	}
+	fmt.Fprintf(w, "lb-ipam:    %s; pools %s\n", role, strings.Join(lb.GetPools(), ", "))
+	if e := lb.GetError(); e != "" {
+		fmt.Fprintf(w, "            last round failed: %s\n", e)
+	}
+}
+
 func printPolicy(w io.Writer, st *reefv1.StatusReply) {
 	p := st.GetPolicy()
 	if p == nil {

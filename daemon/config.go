@@ -116,9 +116,23 @@ type BGPConfig struct {
 	// are announced to the external peers as /32 (/128), by every node
 	// (externalTrafficPolicy Cluster) or by the nodes with a ready
 	// endpoint of the Service (Local). They are read from the Kubernetes
-	// API (kubernetes.kubeconfig). docs/bgp.md.
+	// API (kubernetes.kubeconfig). docs/bgp.md. With the API, reef also
+	// assigns the LoadBalancer addresses (docs/lbipam.md) unless
+	// AssignLoadBalancerIPs is false.
 	ServiceExternalIPs     []netip.Prefix `yaml:"serviceExternalIPs"`
 	ServiceLoadBalancerIPs []netip.Prefix `yaml:"serviceLoadBalancerIPs"`
+	// AssignLoadBalancerIPs: one reef daemon at a time assigns
+	// LoadBalancer addresses from ServiceLoadBalancerIPs to the Services
+	// with no loadBalancerClass or reef's (true when unset). false:
+	// another controller (MetalLB, say) assigns them.
+	AssignLoadBalancerIPs *bool `yaml:"assignLoadBalancerIPs"`
+}
+
+// assignsLoadBalancerIPs says whether this daemon contends to assign
+// LoadBalancer addresses.
+func (c *Config) assignsLoadBalancerIPs() bool {
+	b := c.BGP
+	return c.Kubernetes.Kubeconfig != "" && len(b.ServiceLoadBalancerIPs) > 0 && (b.AssignLoadBalancerIPs == nil || *b.AssignLoadBalancerIPs)
 }
 
 // ExternalPeerConfig is one router in bgp.externalPeers.

@@ -384,11 +384,22 @@ func (c *Config) serviceCIDRProblems(ps *problems) {
 				ps.bad(at, "value %q overlaps %s %s: a route to it at the router would steer node traffic; %s, which holds no node or router", p, key, a, l.example)
 			}
 		}
-		if len(l.cidrs) > 0 && len(b.ExternalPeers) == 0 {
+		// A node that assigns LoadBalancer addresses need not announce
+		// them (its routers may be other nodes').
+		assigns := l.key == "bgp.serviceLoadBalancerIPs" && c.assignsLoadBalancerIPs()
+		if len(l.cidrs) > 0 && len(b.ExternalPeers) == 0 && !assigns {
 			ps.bad(l.key, "value %v, but bgp.externalPeers is empty: Service addresses are announced to the node's routers only; add the routers under bgp.externalPeers (docs/bgp.md)", l.cidrs)
 		}
 		if len(l.cidrs) > 0 && l.key != "bgp.serviceClusterIPs" && c.Kubernetes.Kubeconfig == "" {
 			ps.bad(l.key, "value %v, but kubernetes.kubeconfig is empty: the Services' addresses are read from the Kubernetes API; give the node a kubeconfig (docs/policy.md, reef kubeconfig)", l.cidrs)
+		}
+	}
+	if b.AssignLoadBalancerIPs != nil && *b.AssignLoadBalancerIPs {
+		switch {
+		case len(b.ServiceLoadBalancerIPs) == 0:
+			ps.bad("bgp.assignLoadBalancerIPs", "value true, but bgp.serviceLoadBalancerIPs is empty: give the CIDRs to assign from (docs/lbipam.md)")
+		case c.Kubernetes.Kubeconfig == "":
+			ps.bad("bgp.assignLoadBalancerIPs", "value true, but kubernetes.kubeconfig is not set: assignment writes the Services' status through the API (docs/lbipam.md)")
 		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/reefcni/reef/cniserver"
 	"github.com/reefcni/reef/cniserver/activity"
 	"github.com/reefcni/reef/cniserver/pendingdel"
+	"github.com/reefcni/reef/lbipam"
 	"github.com/reefcni/reef/metrics"
 	reefv1 "github.com/reefcni/reef/proto"
 	"github.com/reefcni/reef/routes"
@@ -65,9 +66,10 @@ type Daemon struct {
 	rec      *reconciler
 	speaker  *bgp.Speaker
 	blocks   *blockEngine
-	policy   *policyDataplane  // nil: NetworkPolicy off
-	services *serviceAnnouncer // nil: no Service addresses to announce
-	metrics  *metrics.Metrics  // nil: metrics off
+	policy   *policyDataplane   // nil: NetworkPolicy off
+	services *serviceAnnouncer  // nil: no Service addresses to announce
+	lbIPAM   *lbipam.Controller // nil: this node does not assign LoadBalancer addresses
+	metrics  *metrics.Metrics   // nil: metrics off
 	started  time.Time
 	// bgpCounters are GoBGP's counters for the metrics, read every
 	// bgpCountersEvery.
@@ -152,6 +154,10 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	if err != nil {
 		return nil, closeAll, err
 	}
+	lbIPAM, err := startLBIPAM(ctx, cfg, log)
+	if err != nil {
+		return nil, closeAll, err
+	}
 	speaker, err := startSpeaker(ctx, cfg, up.Address, up6.Address, append(slices.Clone(pools), retired...), planned, hooks, log, work.BGPChanged)
 	if err != nil {
 		return nil, closeAll, err
@@ -176,7 +182,7 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 		blocks: blocks, metrics: m, net: netInfo{node: cfg.NodeName, uplink: up, uplink6: up6, pools: cfg.Pools, podMTU: mtu},
 		pending: work, interval: cfg.ReconcileInterval, passLoop: hooks.passLoop}, log)
 	d = &Daemon{cfg: cfg, log: log, uplink: up, uplink6: up6, mtu: mtu, store: st, cni: cni, rec: rec, speaker: speaker,
-		blocks: blocks, policy: policyDP, services: svcAddrs, metrics: m, started: time.Now()}
+		blocks: blocks, policy: policyDP, services: svcAddrs, lbIPAM: lbIPAM, metrics: m, started: time.Now()}
 	return d, closeAll, nil
 }
 

@@ -94,6 +94,10 @@ func (d *Daemon) metricsState() metrics.State {
 		}
 		s.ServiceAddresses = d.services.metrics()
 	}
+	if d.lbIPAM != nil {
+		st := d.lbIPAM.Status()
+		s.LBIPAM = &metrics.LBIPAM{Leader: st.Leader, Assigned: st.Assigned}
+	}
 	if d.blocks != nil {
 		if st := d.blocks.Last().Status; len(st.Voters) > 0 {
 			s.VoterLists = 1 + len(st.OtherLists)

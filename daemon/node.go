@@ -102,6 +102,13 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 	if d.policy != nil {
 		out.Policy = policyStatusProto(d.policy.status())
 	}
+	if d.lbIPAM != nil {
+		s := d.lbIPAM.Status()
+		out.LbIpam = &reefv1.LBIPAMStatus{Leader: s.Leader, Holder: s.Holder, Assigned: int32(s.Assigned), Error: s.LastErr}
+		for _, p := range d.cfg.BGP.ServiceLoadBalancerIPs {
+			out.LbIpam.Pools = append(out.LbIpam.Pools, p.String())
+		}
+	}
 	return out, nil
 }
 

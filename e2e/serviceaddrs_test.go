@@ -43,8 +43,10 @@ var (
 // kubeconfig`), the router running BIRD 2 (TestServiceAddressesBird) or
 // FRR (TestServiceAddressesFRR) with multipath. Services and
 // EndpointSlices are made through the API as a controller would (there is
-// none); the LoadBalancer addresses are written to status as a load
-// balancer controller would:
+// none); the LoadBalancer addresses are written to status as another load
+// balancer controller would (bgp.assignLoadBalancerIPs: false: reef's own
+// assignment is TestLoadBalancerIPAM's, and TestKubernetesServiceAddresses
+// has both):
 //
 //   - externalTrafficPolicy Cluster (an externalIP, a LoadBalancer
 //     address): the router has a path from each node and one ECMP route;
@@ -88,6 +90,7 @@ func testServiceAddresses(t *testing.T, kind string, dualAndAPIAway bool) {
 		lists = fmt.Sprintf("  serviceExternalIPs: [%s, '%s']\n  serviceLoadBalancerIPs: [%s, '%s']\n", svcExternalCIDR, svcExternalCIDR6, svcLBCIDR, svcLBCIDR6)
 		pools = append(pools, torPool6, lab.ToRPool{CIDR: svcRouterExternal6, BlockSize: 128}, lab.ToRPool{CIDR: svcRouterLB6, BlockSize: 128})
 	}
+	lists += "  assignLoadBalancerIPs: false\n"
 	nodes, err := l.AddCrossNodes(lab.NodeOptions{Extra: extra + "kubernetes:\n  kubeconfig: " + kubeconfig + "\n", RouterASN: lab.RouterASN, BGPExtra: lists})
 	if err != nil {
 		t.Fatal(err)
@@ -342,8 +345,10 @@ func ptrTo[T any](v T) *T { return &v }
 // cluster (two workers with kubelet, kube-proxy and reef) with the ToR
 // (BIRD, multipath) as every node's external peer and the laptop behind
 // it. Services made through kubectl with selectors, so the cluster's
-// EndpointSlice controller writes the slices from the pods' readiness;
-// the test writes the LoadBalancer status as a controller would:
+// EndpointSlice controller writes the slices from the pods' readiness,
+// and reef itself assigns the LoadBalancer addresses (docs/lbipam.md):
+// the Services ask for theirs with reefcni.io/loadBalancerIPs, and the
+// test only reads the status reef wrote:
 //
 //   - Cluster, backends on both nodes: the router has both nodes' paths,
 //     and the laptop gets an answer;
@@ -385,7 +390,7 @@ spec:
 ---
 apiVersion: v1
 kind: Service
-metadata: {name: lb-cluster, namespace: default}
+metadata: {name: lb-cluster, namespace: default, annotations: {reefcni.io/loadBalancerIPs: "10.200.0.20"}}
 spec:
   type: LoadBalancer
   selector: {app: web}
@@ -393,7 +398,7 @@ spec:
 ---
 apiVersion: v1
 kind: Service
-metadata: {name: lb-local, namespace: default}
+metadata: {name: lb-local, namespace: default, annotations: {reefcni.io/loadBalancerIPs: "10.200.0.21"}}
 spec:
   type: LoadBalancer
   externalTrafficPolicy: Local
@@ -419,14 +424,16 @@ spec:
 	defer cancel()
 	lbCluster, lbLocal := netip.MustParseAddr("10.200.0.20"), netip.MustParseAddr("10.200.0.21")
 	for name, ip := range map[string]netip.Addr{"lb-cluster": lbCluster, "lb-local": lbLocal} {
-		s, err := admin.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip.String()}}
-		if _, err := admin.CoreV1().Services("default").UpdateStatus(ctx, s, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		eventually(t, 30*time.Second, func() string {
+			s, err := admin.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err.Error()
+			}
+			if in := s.Status.LoadBalancer.Ingress; len(in) != 1 || in[0].IP != ip.String() {
+				return fmt.Sprintf("Service %s: reef assigned %v, want the requested %s", name, in, ip)
+			}
+			return ""
+		})
 	}
 	var all []netip.Addr
 	for _, n := range nodes {

@@ -23,6 +23,7 @@ func testState() State {
 		ServiceCIDRs:   map[string]bool{"10.96.0.0/12": true, "fd00:10:96::/112": false},
 		ServiceAddresses: []ServiceAddress{{Address: "203.0.113.7", Service: "default/web", Source: "loadBalancer", Reason: "local"},
 			{Address: "203.0.113.7", Service: "default/api", Source: "externalIP", Reason: "cluster"}},
+		LBIPAM: &LBIPAM{Leader: true, Assigned: 6},
 	}
 }
 
@@ -76,6 +77,8 @@ func TestExposition(t *testing.T) {
 		`reef_bgp_service_cidr_announced{cidr="fd00:10:96::/112"} 0`,
 		`reef_bgp_service_address_announced{address="203.0.113.7",reason="local",service="default/web",source="loadBalancer"} 1`,
 		`reef_bgp_service_address_announced{address="203.0.113.7",reason="cluster",service="default/api",source="externalIP"} 1`,
+		`reef_lb_ipam_leader 1`,
+		`reef_lb_ipam_addresses_assigned 6`,
 		"go_goroutines", "process_resident_memory_bytes", "reef_process_anon_memory_bytes",
 	} {
 		if !strings.Contains(text, want) {

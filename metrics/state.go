@@ -37,6 +37,15 @@ type State struct {
 	// not use reef (reef status says what to do); RuntimeKinds every kind,
 	// so that each series is there at 0.
 	RuntimeProblems, RuntimeKinds []string
+	// LBIPAM is LoadBalancer address assignment on this node; nil when
+	// the node takes no part in it.
+	LBIPAM *LBIPAM
+}
+
+// LBIPAM is LoadBalancer address assignment as this node sees it.
+type LBIPAM struct {
+	Leader   bool
+	Assigned int // addresses in the record after the leader's last round
 }
 
 // Peer is one BGP session.
@@ -112,6 +121,10 @@ var (
 		"1 when this node sees the voter list settled: no other list, every voter reached, no pending claim, and on a voter a vote held for every confirmed block; a change of bgp.voters waits until every node shows 1 (docs/ipam.md).", nil, nil)
 	descVoterRestricted = prometheus.NewDesc("reef_block_voter_restricted",
 		"1 when this node is a voter whose store is new (a wiped state dir, or reef store recover): it votes only for confirmed owners until it is taken out of bgp.voters and added back (reef status says how).", nil, nil)
+	descLBLeader = prometheus.NewDesc("reef_lb_ipam_leader",
+		"1 when this node holds the Lease and assigns LoadBalancer addresses (docs/lbipam.md), 0 on a standby; no series when assignment is off.", nil, nil)
+	descLBAssigned = prometheus.NewDesc("reef_lb_ipam_addresses_assigned",
+		"LoadBalancer addresses in the record after this node's last round as leader.", nil, nil)
 	descRuntime = prometheus.NewDesc("reef_runtime_config_problem",
 		"1 when the container runtime will not use reef for this reason (reef status says what to do), else 0.", []string{"problem"}, nil)
 )
@@ -120,7 +133,8 @@ type stateCollector struct{ state func() State }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSessionUp, descSessionUptime, descPathsReceived, descPathsAccepted, descPathsDropped, descUpdatesIn, descUpdatesOut, descInvalid, descServiceCIDR, descServiceAddress,
-		descBlocks, descInUse, descCapacity, descPoolBlocks, descPoolClaimed, descWaiting, descPendingDeletes, descVoterLists, descVoterListSettled, descVoterRestricted, descRuntime} {
+		descBlocks, descInUse, descCapacity, descPoolBlocks, descPoolClaimed, descWaiting, descPendingDeletes, descVoterLists, descVoterListSettled, descVoterRestricted, descRuntime,
+		descLBLeader, descLBAssigned} {
 		ch <- d
 	}
 }
@@ -173,6 +187,14 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descWaiting, float64(p.Waiting), p.CIDR)
 	}
 	gauge(descPendingDeletes, float64(s.PendingDeletes))
+	if lb := s.LBIPAM; lb != nil {
+		v := 0.0
+		if lb.Leader {
+			v = 1
+		}
+		gauge(descLBLeader, v)
+		gauge(descLBAssigned, float64(lb.Assigned))
+	}
 	gauge(descVoterLists, float64(s.VoterLists))
 	if s.VoterLists > 0 {
 		gauge(descVoterListSettled, b2f(s.VoterListSettled))

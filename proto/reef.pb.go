@@ -611,6 +611,7 @@ type StatusReply struct {
 	ServiceAddresses        []*ServiceAddress `protobuf:"bytes,40,rep,name=service_addresses,json=serviceAddresses,proto3" json:"service_addresses,omitempty"`                        // announced to the external peers: one per address and Service behind it
 	ServiceAddressesSkipped []string          `protobuf:"bytes,41,rep,name=service_addresses_skipped,json=serviceAddressesSkipped,proto3" json:"service_addresses_skipped,omitempty"` // "namespace/name source address: why" of addresses not announced (outside the CIDRs, no next hop, malformed)
 	ServiceAddressesWatch   string            `protobuf:"bytes,42,opt,name=service_addresses_watch,json=serviceAddressesWatch,proto3" json:"service_addresses_watch,omitempty"`       // the API watch: "" when off; "synced", "waiting for the first list", or the failure and since when
+	LbIpam                  *LBIPAMStatus     `protobuf:"bytes,50,opt,name=lb_ipam,json=lbIpam,proto3" json:"lb_ipam,omitempty"`                                                      // absent: this node does not assign LoadBalancer addresses (docs/lbipam.md)
 	unknownFields           protoimpl.UnknownFields
 	sizeCache               protoimpl.SizeCache
 }
@@ -939,6 +940,13 @@ func (x *StatusReply) GetServiceAddressesWatch() string {
 	return ""
 }
 
+func (x *StatusReply) GetLbIpam() *LBIPAMStatus {
+	if x != nil {
+		return x.LbIpam
+	}
+	return nil
+}
+
 // ServiceAddress is one Service address this node announces, and why.
 type ServiceAddress struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -1016,6 +1024,83 @@ func (x *ServiceAddress) GetLocalEndpoints() int32 {
 	return 0
 }
 
+// LBIPAMStatus is LoadBalancer address assignment as this node sees it.
+type LBIPAMStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Leader        bool                   `protobuf:"varint,1,opt,name=leader,proto3" json:"leader,omitempty"`     // this node holds the Lease and assigns
+	Holder        string                 `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`      // the Lease's holder, as last seen
+	Assigned      int32                  `protobuf:"varint,3,opt,name=assigned,proto3" json:"assigned,omitempty"` // addresses in the record after this node's last round (leader only)
+	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`        // the last round's error; "" when it succeeded
+	Pools         []string               `protobuf:"bytes,5,rep,name=pools,proto3" json:"pools,omitempty"`        // bgp.serviceLoadBalancerIPs
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LBIPAMStatus) Reset() {
+	*x = LBIPAMStatus{}
+	mi := &file_proto_reef_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LBIPAMStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LBIPAMStatus) ProtoMessage() {}
+
+func (x *LBIPAMStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_reef_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LBIPAMStatus.ProtoReflect.Descriptor instead.
+func (*LBIPAMStatus) Descriptor() ([]byte, []int) {
+	return file_proto_reef_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *LBIPAMStatus) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+func (x *LBIPAMStatus) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *LBIPAMStatus) GetAssigned() int32 {
+	if x != nil {
+		return x.Assigned
+	}
+	return 0
+}
+
+func (x *LBIPAMStatus) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *LBIPAMStatus) GetPools() []string {
+	if x != nil {
+		return x.Pools
+	}
+	return nil
+}
+
 // PolicyStatus is NetworkPolicy's state on this node (docs/policy.md).
 type PolicyStatus struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -1036,7 +1121,7 @@ type PolicyStatus struct {
 
 func (x *PolicyStatus) Reset() {
 	*x = PolicyStatus{}
-	mi := &file_proto_reef_proto_msgTypes[11]
+	mi := &file_proto_reef_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +1133,7 @@ func (x *PolicyStatus) String() string {
 func (*PolicyStatus) ProtoMessage() {}
 
 func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[11]
+	mi := &file_proto_reef_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +1146,7 @@ func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyStatus.ProtoReflect.Descriptor instead.
 func (*PolicyStatus) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{11}
+	return file_proto_reef_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PolicyStatus) GetServer() string {
@@ -1160,7 +1245,7 @@ type ExternalPeer struct {
 
 func (x *ExternalPeer) Reset() {
 	*x = ExternalPeer{}
-	mi := &file_proto_reef_proto_msgTypes[12]
+	mi := &file_proto_reef_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1257,7 @@ func (x *ExternalPeer) String() string {
 func (*ExternalPeer) ProtoMessage() {}
 
 func (x *ExternalPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[12]
+	mi := &file_proto_reef_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1270,7 @@ func (x *ExternalPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExternalPeer.ProtoReflect.Descriptor instead.
 func (*ExternalPeer) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{12}
+	return file_proto_reef_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExternalPeer) GetAddress() string {
@@ -1262,7 +1347,7 @@ type PendingClaim struct {
 
 func (x *PendingClaim) Reset() {
 	*x = PendingClaim{}
-	mi := &file_proto_reef_proto_msgTypes[13]
+	mi := &file_proto_reef_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1274,7 +1359,7 @@ func (x *PendingClaim) String() string {
 func (*PendingClaim) ProtoMessage() {}
 
 func (x *PendingClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[13]
+	mi := &file_proto_reef_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1287,7 +1372,7 @@ func (x *PendingClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingClaim.ProtoReflect.Descriptor instead.
 func (*PendingClaim) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{13}
+	return file_proto_reef_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PendingClaim) GetBlock() string {
@@ -1314,7 +1399,7 @@ type IPAMRequest struct {
 
 func (x *IPAMRequest) Reset() {
 	*x = IPAMRequest{}
-	mi := &file_proto_reef_proto_msgTypes[14]
+	mi := &file_proto_reef_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1411,7 @@ func (x *IPAMRequest) String() string {
 func (*IPAMRequest) ProtoMessage() {}
 
 func (x *IPAMRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[14]
+	mi := &file_proto_reef_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1424,7 @@ func (x *IPAMRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IPAMRequest.ProtoReflect.Descriptor instead.
 func (*IPAMRequest) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{14}
+	return file_proto_reef_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *IPAMRequest) GetShowBlocks() bool {
@@ -1367,7 +1452,7 @@ type IPAMReply struct {
 
 func (x *IPAMReply) Reset() {
 	*x = IPAMReply{}
-	mi := &file_proto_reef_proto_msgTypes[15]
+	mi := &file_proto_reef_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1379,7 +1464,7 @@ func (x *IPAMReply) String() string {
 func (*IPAMReply) ProtoMessage() {}
 
 func (x *IPAMReply) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[15]
+	mi := &file_proto_reef_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1392,7 +1477,7 @@ func (x *IPAMReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IPAMReply.ProtoReflect.Descriptor instead.
 func (*IPAMReply) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{15}
+	return file_proto_reef_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *IPAMReply) GetPools() []*Pool {
@@ -1434,7 +1519,7 @@ type Allocation struct {
 
 func (x *Allocation) Reset() {
 	*x = Allocation{}
-	mi := &file_proto_reef_proto_msgTypes[16]
+	mi := &file_proto_reef_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1446,7 +1531,7 @@ func (x *Allocation) String() string {
 func (*Allocation) ProtoMessage() {}
 
 func (x *Allocation) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[16]
+	mi := &file_proto_reef_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1459,7 +1544,7 @@ func (x *Allocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Allocation.ProtoReflect.Descriptor instead.
 func (*Allocation) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{16}
+	return file_proto_reef_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Allocation) GetIp() string {
@@ -1543,7 +1628,7 @@ type Pool struct {
 
 func (x *Pool) Reset() {
 	*x = Pool{}
-	mi := &file_proto_reef_proto_msgTypes[17]
+	mi := &file_proto_reef_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1555,7 +1640,7 @@ func (x *Pool) String() string {
 func (*Pool) ProtoMessage() {}
 
 func (x *Pool) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[17]
+	mi := &file_proto_reef_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1568,7 +1653,7 @@ func (x *Pool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pool.ProtoReflect.Descriptor instead.
 func (*Pool) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{17}
+	return file_proto_reef_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Pool) GetCidr() string {
@@ -1645,7 +1730,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_proto_reef_proto_msgTypes[18]
+	mi := &file_proto_reef_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1657,7 +1742,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[18]
+	mi := &file_proto_reef_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1670,7 +1755,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{18}
+	return file_proto_reef_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Block) GetCidr() string {
@@ -1751,7 +1836,7 @@ type RoutesRequest struct {
 
 func (x *RoutesRequest) Reset() {
 	*x = RoutesRequest{}
-	mi := &file_proto_reef_proto_msgTypes[19]
+	mi := &file_proto_reef_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1763,7 +1848,7 @@ func (x *RoutesRequest) String() string {
 func (*RoutesRequest) ProtoMessage() {}
 
 func (x *RoutesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[19]
+	mi := &file_proto_reef_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1776,7 +1861,7 @@ func (x *RoutesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutesRequest.ProtoReflect.Descriptor instead.
 func (*RoutesRequest) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{19}
+	return file_proto_reef_proto_rawDescGZIP(), []int{20}
 }
 
 // RouteEntry is one route (proto reef) or node-side veth.
@@ -1793,7 +1878,7 @@ type RouteEntry struct {
 
 func (x *RouteEntry) Reset() {
 	*x = RouteEntry{}
-	mi := &file_proto_reef_proto_msgTypes[20]
+	mi := &file_proto_reef_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +1890,7 @@ func (x *RouteEntry) String() string {
 func (*RouteEntry) ProtoMessage() {}
 
 func (x *RouteEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[20]
+	mi := &file_proto_reef_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +1903,7 @@ func (x *RouteEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteEntry.ProtoReflect.Descriptor instead.
 func (*RouteEntry) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{20}
+	return file_proto_reef_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RouteEntry) GetKind() string {
@@ -1865,7 +1950,7 @@ type RoutesReply struct {
 
 func (x *RoutesReply) Reset() {
 	*x = RoutesReply{}
-	mi := &file_proto_reef_proto_msgTypes[21]
+	mi := &file_proto_reef_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1877,7 +1962,7 @@ func (x *RoutesReply) String() string {
 func (*RoutesReply) ProtoMessage() {}
 
 func (x *RoutesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[21]
+	mi := &file_proto_reef_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1890,7 +1975,7 @@ func (x *RoutesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutesReply.ProtoReflect.Descriptor instead.
 func (*RoutesReply) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{21}
+	return file_proto_reef_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RoutesReply) GetEntries() []*RouteEntry {
@@ -1908,7 +1993,7 @@ type IPAMCheckRequest struct {
 
 func (x *IPAMCheckRequest) Reset() {
 	*x = IPAMCheckRequest{}
-	mi := &file_proto_reef_proto_msgTypes[22]
+	mi := &file_proto_reef_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1920,7 +2005,7 @@ func (x *IPAMCheckRequest) String() string {
 func (*IPAMCheckRequest) ProtoMessage() {}
 
 func (x *IPAMCheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[22]
+	mi := &file_proto_reef_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1933,7 +2018,7 @@ func (x *IPAMCheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IPAMCheckRequest.ProtoReflect.Descriptor instead.
 func (*IPAMCheckRequest) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{22}
+	return file_proto_reef_proto_rawDescGZIP(), []int{23}
 }
 
 type IPAMProblem struct {
@@ -1948,7 +2033,7 @@ type IPAMProblem struct {
 
 func (x *IPAMProblem) Reset() {
 	*x = IPAMProblem{}
-	mi := &file_proto_reef_proto_msgTypes[23]
+	mi := &file_proto_reef_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1960,7 +2045,7 @@ func (x *IPAMProblem) String() string {
 func (*IPAMProblem) ProtoMessage() {}
 
 func (x *IPAMProblem) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[23]
+	mi := &file_proto_reef_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1973,7 +2058,7 @@ func (x *IPAMProblem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IPAMProblem.ProtoReflect.Descriptor instead.
 func (*IPAMProblem) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{23}
+	return file_proto_reef_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *IPAMProblem) GetKind() string {
@@ -2015,7 +2100,7 @@ type IPAMCheckReply struct {
 
 func (x *IPAMCheckReply) Reset() {
 	*x = IPAMCheckReply{}
-	mi := &file_proto_reef_proto_msgTypes[24]
+	mi := &file_proto_reef_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2027,7 +2112,7 @@ func (x *IPAMCheckReply) String() string {
 func (*IPAMCheckReply) ProtoMessage() {}
 
 func (x *IPAMCheckReply) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[24]
+	mi := &file_proto_reef_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2040,7 +2125,7 @@ func (x *IPAMCheckReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IPAMCheckReply.ProtoReflect.Descriptor instead.
 func (*IPAMCheckReply) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{24}
+	return file_proto_reef_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *IPAMCheckReply) GetProblems() []*IPAMProblem {
@@ -2075,7 +2160,7 @@ type IPAMReleaseRequest struct {
 
 func (x *IPAMReleaseRequest) Reset() {
 	*x = IPAMReleaseRequest{}
-	mi := &file_proto_reef_proto_msgTypes[25]
+	mi := &file_proto_reef_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2087,7 +2172,7 @@ func (x *IPAMReleaseRequest) String() string {
 func (*IPAMReleaseRequest) ProtoMessage() {}
 
 func (x *IPAMReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[25]
+	mi := &file_proto_reef_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2100,7 +2185,7 @@ func (x *IPAMReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IPAMReleaseRequest.ProtoReflect.Descriptor instead.
 func (*IPAMReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{25}
+	return file_proto_reef_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *IPAMReleaseRequest) GetIp() string {
@@ -2136,7 +2221,7 @@ type IPAMReleaseReply struct {
 
 func (x *IPAMReleaseReply) Reset() {
 	*x = IPAMReleaseReply{}
-	mi := &file_proto_reef_proto_msgTypes[26]
+	mi := &file_proto_reef_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2148,7 +2233,7 @@ func (x *IPAMReleaseReply) String() string {
 func (*IPAMReleaseReply) ProtoMessage() {}
 
 func (x *IPAMReleaseReply) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_reef_proto_msgTypes[26]
+	mi := &file_proto_reef_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2161,7 +2246,7 @@ func (x *IPAMReleaseReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IPAMReleaseReply.ProtoReflect.Descriptor instead.
 func (*IPAMReleaseReply) Descriptor() ([]byte, []int) {
-	return file_proto_reef_proto_rawDescGZIP(), []int{26}
+	return file_proto_reef_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *IPAMReleaseReply) GetIp() string {
@@ -2233,7 +2318,7 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\adynamic\x18\a \x01(\bR\adynamic\x12\x18\n" +
 	"\areached\x18\b \x01(\tR\areached\x12\x12\n" +
 	"\x04type\x18\t \x01(\tR\x04type\"\x0f\n" +
-	"\rStatusRequest\"\xca\f\n" +
+	"\rStatusRequest\"\xfa\f\n" +
 	"\vStatusReply\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12!\n" +
 	"\fnode_address\x18\x02 \x01(\tR\vnodeAddress\x12\x1c\n" +
@@ -2282,13 +2367,20 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x16service_cidrs_withheld\x18' \x03(\tR\x14serviceCidrsWithheld\x12D\n" +
 	"\x11service_addresses\x18( \x03(\v2\x17.reef.v1.ServiceAddressR\x10serviceAddresses\x12:\n" +
 	"\x19service_addresses_skipped\x18) \x03(\tR\x17serviceAddressesSkipped\x126\n" +
-	"\x17service_addresses_watch\x18* \x01(\tR\x15serviceAddressesWatch\"\x9d\x01\n" +
+	"\x17service_addresses_watch\x18* \x01(\tR\x15serviceAddressesWatch\x12.\n" +
+	"\alb_ipam\x182 \x01(\v2\x15.reef.v1.LBIPAMStatusR\x06lbIpam\"\x9d\x01\n" +
 	"\x0eServiceAddress\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x16\n" +
 	"\x06source\x18\x03 \x01(\tR\x06source\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12'\n" +
-	"\x0flocal_endpoints\x18\x05 \x01(\x05R\x0elocalEndpoints\"\xfd\x02\n" +
+	"\x0flocal_endpoints\x18\x05 \x01(\x05R\x0elocalEndpoints\"\x86\x01\n" +
+	"\fLBIPAMStatus\x12\x16\n" +
+	"\x06leader\x18\x01 \x01(\bR\x06leader\x12\x16\n" +
+	"\x06holder\x18\x02 \x01(\tR\x06holder\x12\x1a\n" +
+	"\bassigned\x18\x03 \x01(\x05R\bassigned\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x14\n" +
+	"\x05pools\x18\x05 \x03(\tR\x05pools\"\xfd\x02\n" +
 	"\fPolicyStatus\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x16\n" +
 	"\x06synced\x18\x02 \x01(\bR\x06synced\x12#\n" +
@@ -2420,7 +2512,7 @@ func file_proto_reef_proto_rawDescGZIP() []byte {
 	return file_proto_reef_proto_rawDescData
 }
 
-var file_proto_reef_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_proto_reef_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_proto_reef_proto_goTypes = []any{
 	(*CNIRequest)(nil),         // 0: reef.v1.CNIRequest
 	(*CNIReply)(nil),           // 1: reef.v1.CNIReply
@@ -2433,67 +2525,69 @@ var file_proto_reef_proto_goTypes = []any{
 	(*StatusRequest)(nil),      // 8: reef.v1.StatusRequest
 	(*StatusReply)(nil),        // 9: reef.v1.StatusReply
 	(*ServiceAddress)(nil),     // 10: reef.v1.ServiceAddress
-	(*PolicyStatus)(nil),       // 11: reef.v1.PolicyStatus
-	(*ExternalPeer)(nil),       // 12: reef.v1.ExternalPeer
-	(*PendingClaim)(nil),       // 13: reef.v1.PendingClaim
-	(*IPAMRequest)(nil),        // 14: reef.v1.IPAMRequest
-	(*IPAMReply)(nil),          // 15: reef.v1.IPAMReply
-	(*Allocation)(nil),         // 16: reef.v1.Allocation
-	(*Pool)(nil),               // 17: reef.v1.Pool
-	(*Block)(nil),              // 18: reef.v1.Block
-	(*RoutesRequest)(nil),      // 19: reef.v1.RoutesRequest
-	(*RouteEntry)(nil),         // 20: reef.v1.RouteEntry
-	(*RoutesReply)(nil),        // 21: reef.v1.RoutesReply
-	(*IPAMCheckRequest)(nil),   // 22: reef.v1.IPAMCheckRequest
-	(*IPAMProblem)(nil),        // 23: reef.v1.IPAMProblem
-	(*IPAMCheckReply)(nil),     // 24: reef.v1.IPAMCheckReply
-	(*IPAMReleaseRequest)(nil), // 25: reef.v1.IPAMReleaseRequest
-	(*IPAMReleaseReply)(nil),   // 26: reef.v1.IPAMReleaseReply
-	nil,                        // 27: reef.v1.ExternalPeer.DroppedEntry
+	(*LBIPAMStatus)(nil),       // 11: reef.v1.LBIPAMStatus
+	(*PolicyStatus)(nil),       // 12: reef.v1.PolicyStatus
+	(*ExternalPeer)(nil),       // 13: reef.v1.ExternalPeer
+	(*PendingClaim)(nil),       // 14: reef.v1.PendingClaim
+	(*IPAMRequest)(nil),        // 15: reef.v1.IPAMRequest
+	(*IPAMReply)(nil),          // 16: reef.v1.IPAMReply
+	(*Allocation)(nil),         // 17: reef.v1.Allocation
+	(*Pool)(nil),               // 18: reef.v1.Pool
+	(*Block)(nil),              // 19: reef.v1.Block
+	(*RoutesRequest)(nil),      // 20: reef.v1.RoutesRequest
+	(*RouteEntry)(nil),         // 21: reef.v1.RouteEntry
+	(*RoutesReply)(nil),        // 22: reef.v1.RoutesReply
+	(*IPAMCheckRequest)(nil),   // 23: reef.v1.IPAMCheckRequest
+	(*IPAMProblem)(nil),        // 24: reef.v1.IPAMProblem
+	(*IPAMCheckReply)(nil),     // 25: reef.v1.IPAMCheckReply
+	(*IPAMReleaseRequest)(nil), // 26: reef.v1.IPAMReleaseRequest
+	(*IPAMReleaseReply)(nil),   // 27: reef.v1.IPAMReleaseReply
+	nil,                        // 28: reef.v1.ExternalPeer.DroppedEntry
 }
 var file_proto_reef_proto_depIdxs = []int32{
 	2,  // 0: reef.v1.CNIReply.error:type_name -> reef.v1.CNIError
-	18, // 1: reef.v1.StatusReply.blocks:type_name -> reef.v1.Block
+	19, // 1: reef.v1.StatusReply.blocks:type_name -> reef.v1.Block
 	7,  // 2: reef.v1.StatusReply.peers:type_name -> reef.v1.Peer
-	13, // 3: reef.v1.StatusReply.pending_claims:type_name -> reef.v1.PendingClaim
-	12, // 4: reef.v1.StatusReply.external_peers:type_name -> reef.v1.ExternalPeer
-	11, // 5: reef.v1.StatusReply.policy:type_name -> reef.v1.PolicyStatus
+	14, // 3: reef.v1.StatusReply.pending_claims:type_name -> reef.v1.PendingClaim
+	13, // 4: reef.v1.StatusReply.external_peers:type_name -> reef.v1.ExternalPeer
+	12, // 5: reef.v1.StatusReply.policy:type_name -> reef.v1.PolicyStatus
 	10, // 6: reef.v1.StatusReply.service_addresses:type_name -> reef.v1.ServiceAddress
-	27, // 7: reef.v1.ExternalPeer.dropped:type_name -> reef.v1.ExternalPeer.DroppedEntry
-	17, // 8: reef.v1.IPAMReply.pools:type_name -> reef.v1.Pool
-	18, // 9: reef.v1.IPAMReply.blocks:type_name -> reef.v1.Block
-	16, // 10: reef.v1.IPAMReply.allocations:type_name -> reef.v1.Allocation
-	20, // 11: reef.v1.RoutesReply.entries:type_name -> reef.v1.RouteEntry
-	23, // 12: reef.v1.IPAMCheckReply.problems:type_name -> reef.v1.IPAMProblem
-	0,  // 13: reef.v1.CNI.Add:input_type -> reef.v1.CNIRequest
-	0,  // 14: reef.v1.CNI.Del:input_type -> reef.v1.CNIRequest
-	0,  // 15: reef.v1.CNI.Check:input_type -> reef.v1.CNIRequest
-	0,  // 16: reef.v1.CNI.GC:input_type -> reef.v1.CNIRequest
-	0,  // 17: reef.v1.CNI.Status:input_type -> reef.v1.CNIRequest
-	8,  // 18: reef.v1.Node.Status:input_type -> reef.v1.StatusRequest
-	14, // 19: reef.v1.Node.IPAM:input_type -> reef.v1.IPAMRequest
-	5,  // 20: reef.v1.Node.Forget:input_type -> reef.v1.ForgetRequest
-	3,  // 21: reef.v1.Node.PolicyShow:input_type -> reef.v1.PolicyShowRequest
-	19, // 22: reef.v1.Node.Routes:input_type -> reef.v1.RoutesRequest
-	22, // 23: reef.v1.Node.IPAMCheck:input_type -> reef.v1.IPAMCheckRequest
-	25, // 24: reef.v1.Node.IPAMRelease:input_type -> reef.v1.IPAMReleaseRequest
-	1,  // 25: reef.v1.CNI.Add:output_type -> reef.v1.CNIReply
-	1,  // 26: reef.v1.CNI.Del:output_type -> reef.v1.CNIReply
-	1,  // 27: reef.v1.CNI.Check:output_type -> reef.v1.CNIReply
-	1,  // 28: reef.v1.CNI.GC:output_type -> reef.v1.CNIReply
-	1,  // 29: reef.v1.CNI.Status:output_type -> reef.v1.CNIReply
-	9,  // 30: reef.v1.Node.Status:output_type -> reef.v1.StatusReply
-	15, // 31: reef.v1.Node.IPAM:output_type -> reef.v1.IPAMReply
-	6,  // 32: reef.v1.Node.Forget:output_type -> reef.v1.ForgetReply
-	4,  // 33: reef.v1.Node.PolicyShow:output_type -> reef.v1.PolicyShowReply
-	21, // 34: reef.v1.Node.Routes:output_type -> reef.v1.RoutesReply
-	24, // 35: reef.v1.Node.IPAMCheck:output_type -> reef.v1.IPAMCheckReply
-	26, // 36: reef.v1.Node.IPAMRelease:output_type -> reef.v1.IPAMReleaseReply
-	25, // [25:37] is the sub-list for method output_type
-	13, // [13:25] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	11, // 7: reef.v1.StatusReply.lb_ipam:type_name -> reef.v1.LBIPAMStatus
+	28, // 8: reef.v1.ExternalPeer.dropped:type_name -> reef.v1.ExternalPeer.DroppedEntry
+	18, // 9: reef.v1.IPAMReply.pools:type_name -> reef.v1.Pool
+	19, // 10: reef.v1.IPAMReply.blocks:type_name -> reef.v1.Block
+	17, // 11: reef.v1.IPAMReply.allocations:type_name -> reef.v1.Allocation
+	21, // 12: reef.v1.RoutesReply.entries:type_name -> reef.v1.RouteEntry
+	24, // 13: reef.v1.IPAMCheckReply.problems:type_name -> reef.v1.IPAMProblem
+	0,  // 14: reef.v1.CNI.Add:input_type -> reef.v1.CNIRequest
+	0,  // 15: reef.v1.CNI.Del:input_type -> reef.v1.CNIRequest
+	0,  // 16: reef.v1.CNI.Check:input_type -> reef.v1.CNIRequest
+	0,  // 17: reef.v1.CNI.GC:input_type -> reef.v1.CNIRequest
+	0,  // 18: reef.v1.CNI.Status:input_type -> reef.v1.CNIRequest
+	8,  // 19: reef.v1.Node.Status:input_type -> reef.v1.StatusRequest
+	15, // 20: reef.v1.Node.IPAM:input_type -> reef.v1.IPAMRequest
+	5,  // 21: reef.v1.Node.Forget:input_type -> reef.v1.ForgetRequest
+	3,  // 22: reef.v1.Node.PolicyShow:input_type -> reef.v1.PolicyShowRequest
+	20, // 23: reef.v1.Node.Routes:input_type -> reef.v1.RoutesRequest
+	23, // 24: reef.v1.Node.IPAMCheck:input_type -> reef.v1.IPAMCheckRequest
+	26, // 25: reef.v1.Node.IPAMRelease:input_type -> reef.v1.IPAMReleaseRequest
+	1,  // 26: reef.v1.CNI.Add:output_type -> reef.v1.CNIReply
+	1,  // 27: reef.v1.CNI.Del:output_type -> reef.v1.CNIReply
+	1,  // 28: reef.v1.CNI.Check:output_type -> reef.v1.CNIReply
+	1,  // 29: reef.v1.CNI.GC:output_type -> reef.v1.CNIReply
+	1,  // 30: reef.v1.CNI.Status:output_type -> reef.v1.CNIReply
+	9,  // 31: reef.v1.Node.Status:output_type -> reef.v1.StatusReply
+	16, // 32: reef.v1.Node.IPAM:output_type -> reef.v1.IPAMReply
+	6,  // 33: reef.v1.Node.Forget:output_type -> reef.v1.ForgetReply
+	4,  // 34: reef.v1.Node.PolicyShow:output_type -> reef.v1.PolicyShowReply
+	22, // 35: reef.v1.Node.Routes:output_type -> reef.v1.RoutesReply
+	25, // 36: reef.v1.Node.IPAMCheck:output_type -> reef.v1.IPAMCheckReply
+	27, // 37: reef.v1.Node.IPAMRelease:output_type -> reef.v1.IPAMReleaseReply
+	26, // [26:38] is the sub-list for method output_type
+	14, // [14:26] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_proto_reef_proto_init() }
@@ -2507,7 +2601,7 @@ func file_proto_reef_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_reef_proto_rawDesc), len(file_proto_reef_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

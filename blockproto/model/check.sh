@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# check.sh: model-check blocks.pml and voters.pml with spin (`make model`,
-# part of `make test`).
+# check.sh: model-check blocks.pml and voters.pml, and lbipam.pml
+# (package lbipam), with spin (`make model`, part of `make test`).
 #
 # The protocol must hold: every configuration of the base models is searched
 # exhaustively (no bitstate, no hash compaction, no depth truncation) and
@@ -173,5 +173,14 @@ run NO_WAIT_FOR_SWITCH-replace          fail -DREPLACE -DNO_WAIT_FOR_SWITCH
 run WIPED_VOTER                         fail -DREJOIN -DWIPED_VOTER
 run SWITCH_KEEPS_PENDING-rejoin         fail -DREJOIN -DSWITCH_KEEPS_PENDING
 run WIPE_WAITS-keeps-pending-recover    fail -DREJOIN -DSWITCH_KEEPS_PENDING -DWIPE_WAITS -DRECOVER
+
+# LoadBalancer address assignment (lbipam/model/lbipam.pml): two
+# controllers at once (the Lease is not modelled), lagging informer
+# caches, Services changed and deleted; then each rule weakened.
+model=$here/../../lbipam/model/lbipam.pml
+run lbipam                              pass
+for v in NO_SWAP_BEFORE_STATUS UNCONDITIONED_STATUS BLIND_RECORD_WRITE RELEASE_FROM_CACHE; do
+	run "lbipam-$v" fail -D"$v"
+done
 
 exit "$fail"

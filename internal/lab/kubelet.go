@@ -77,6 +77,10 @@ func create(ctx context.Context, c *kubernetes.Clientset, obj runtime.Object) er
 		_, err = c.RbacV1().ClusterRoles().Create(ctx, v, o)
 	case *rbacv1.ClusterRoleBinding:
 		_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, v, o)
+	case *rbacv1.Role:
+		_, err = c.RbacV1().Roles(v.Namespace).Create(ctx, v, o)
+	case *rbacv1.RoleBinding:
+		_, err = c.RbacV1().RoleBindings(v.Namespace).Create(ctx, v, o)
 	case *networkingv1.NetworkPolicy:
 		_, err = c.NetworkingV1().NetworkPolicies(v.Namespace).Create(ctx, v, o)
 	default:

@@ -1,0 +1,256 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/reefcni/reef/internal/lab"
+	"github.com/reefcni/reef/lbipam"
+)
+
+// lbPool is the LoadBalancer pool of the lbipam test: 192.0.2.1-.6 are
+// assignable (the network and broadcast addresses are skipped).
+var lbPool = netip.MustParsePrefix("192.0.2.0/29")
+
+// TestLoadBalancerIPAM (docs/lbipam.md): two reef daemons with
+// bgp.serviceLoadBalancerIPs and the lab's real API server, reef's RBAC
+// from the package. Exactly one holds the Lease and assigns:
+//
+//   - a Service of type LoadBalancer gets the pool's first free address in
+//     status.loadBalancer.ingress, with an event;
+//   - a requested address (reefcni.io/loadBalancerIPs) is honoured; one in
+//     use, or outside the pool, is refused with a Warning event that says
+//     why; a Service of another loadBalancerClass is left alone;
+//   - a deleted Service's address is released and given to the next;
+//   - the leader is killed (SIGKILL) while Services are being created: the
+//     other daemon takes the Lease over and assigns the rest, the pool runs
+//     out (an event), and no address was ever shown by two Services: the
+//     statuses are watched throughout, every version of every Service.
+func TestLoadBalancerIPAM(t *testing.T) {
+	pl := newPolicyLabWith(t, 2, lab.NodeOptions{BGPExtra: fmt.Sprintf("  serviceLoadBalancerIPs: [%s]\n", lbPool)}, false)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	svcs := pl.Admin.CoreV1().Services("default")
+
+	// Every version of every Service's ingress, from a watch that runs
+	// for the whole test: two Services never show one address.
+	shown := map[string][]string{} // service -> its ingress now
+	var violations []string
+	w, err := svcs.Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		for ev := range w.ResultChan() {
+			s, ok := ev.Object.(*corev1.Service)
+			if !ok {
+				continue
+			}
+			var ips []string
+			for _, in := range s.Status.LoadBalancer.Ingress {
+				ips = append(ips, in.IP)
+			}
+			if ev.Type == "DELETED" {
+				ips = nil
+			}
+			shown[s.Name] = ips
+			for other, theirs := range shown {
+				for _, ip := range ips {
+					if other != s.Name && slices.Contains(theirs, ip) {
+						violations = append(violations, fmt.Sprintf("%s shown by %s and %s (resourceVersion %s)", ip, s.Name, other, s.ResourceVersion))
+					}
+				}
+			}
+		}
+	}()
+	stopWatch := func() []string { w.Stop(); <-watchDone; return violations }
+	defer stopWatch()
+
+	leader := func() (*lab.Node, *lab.Node) {
+		t.Helper()
+		var lead, standby *lab.Node
+		eventually(t, 30*time.Second, func() string {
+			lead, standby = nil, nil
+			var roles []string
+			for _, n := range pl.Nodes {
+				lb := mustStatus(t, n).GetLbIpam()
+				if lb == nil {
+					return n.Name + ": reef status has no lb_ipam: assignment is off"
+				}
+				roles = append(roles, fmt.Sprintf("%s leader=%v holder=%q", n.Name, lb.GetLeader(), lb.GetHolder()))
+				if lb.GetLeader() {
+					lead = n
+				} else {
+					standby = n
+				}
+			}
+			if lead == nil || standby == nil {
+				return fmt.Sprintf("want one leader and one standby: %v", roles)
+			}
+			return ""
+		})
+		return lead, standby
+	}
+	lead, standby := leader()
+	t.Logf("leader %s, standby %s", lead.Name, standby.Name)
+
+	lbService := func(name string, mods ...func(*corev1.Service)) {
+		t.Helper()
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}}}
+		for _, m := range mods {
+			m(s)
+		}
+		if _, err := svcs.Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	request := func(ip string) func(*corev1.Service) {
+		return func(s *corev1.Service) { s.Annotations = map[string]string{lbipam.RequestAnnotation: ip} }
+	}
+	ingress := func(name string) []string {
+		s, err := svcs.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return []string{"error: " + err.Error()}
+		}
+		var ips []string
+		for _, in := range s.Status.LoadBalancer.Ingress {
+			ips = append(ips, in.IP)
+		}
+		return ips
+	}
+	waitIngress := func(name string, want ...string) {
+		t.Helper()
+		eventually(t, 30*time.Second, func() string {
+			if got := ingress(name); !slices.Equal(got, want) {
+				return fmt.Sprintf("Service %s: ingress %v, want %v", name, got, want)
+			}
+			return ""
+		})
+	}
+	waitEvent := func(name, reason, text string) {
+		t.Helper()
+		eventually(t, 30*time.Second, func() string {
+			evs, err := pl.Admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{
+				FieldSelector: fields.OneTermEqualSelector("involvedObject.name", name).String()})
+			if err != nil {
+				return err.Error()
+			}
+			var seen []string
+			for _, e := range evs.Items {
+				if e.Reason == reason && strings.Contains(e.Message, text) {
+					return ""
+				}
+				seen = append(seen, e.Reason+": "+e.Message)
+			}
+			return fmt.Sprintf("Service %s: no event %s with %q; events %v", name, reason, text, seen)
+		})
+	}
+
+	lbService("web")
+	waitIngress("web", "192.0.2.1")
+	waitEvent("web", "LoadBalancerIPAssigned", "192.0.2.1")
+	lbService("asks", request("192.0.2.5"))
+	waitIngress("asks", "192.0.2.5")
+	lbService("thief", request("192.0.2.5"))
+	waitEvent("thief", "LoadBalancerIPInUse", "192.0.2.5 is in use by Service default/asks")
+	lbService("outside", request("198.51.100.9"))
+	waitEvent("outside", "LoadBalancerIPNotInPool", "198.51.100.9 is outside bgp.serviceLoadBalancerIPs")
+	other := "example.com/other"
+	lbService("other", func(s *corev1.Service) { s.Spec.LoadBalancerClass = &other })
+	for _, name := range []string{"thief", "outside", "other"} {
+		if got := ingress(name); len(got) != 0 {
+			t.Errorf("Service %s was given %v", name, got)
+		}
+	}
+
+	// Released and reused.
+	if err := svcs.Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lbService("next")
+	eventually(t, 30*time.Second, func() string {
+		if got := ingress("next"); len(got) != 1 {
+			return fmt.Sprintf("Service next: ingress %v, want one address", got)
+		}
+		return ""
+	})
+	// next got .2 at once (.1 was still recorded to web), or .1 once
+	// web's was released: either way, .1 goes back to the pool.
+	lbService("after")
+	eventually(t, 30*time.Second, func() string {
+		got := append(ingress("next"), ingress("after")...)
+		if !slices.Contains(got, "192.0.2.1") || len(got) != 2 {
+			return fmt.Sprintf("Services next and after: %v, want one of them to reuse web's 192.0.2.1", got)
+		}
+		return ""
+	})
+
+	// The leader killed while Services come: the standby takes over.
+	for i := range 4 {
+		lbService(fmt.Sprintf("burst-%d", i))
+		if i == 1 {
+			if err := lead.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("killed the leader %s's reef", lead.Name)
+		}
+	}
+	eventually(t, 60*time.Second, func() string {
+		lb := mustStatus(t, standby).GetLbIpam()
+		if !lb.GetLeader() {
+			return fmt.Sprintf("%s has not taken the Lease over: holder %q", standby.Name, lb.GetHolder())
+		}
+		return ""
+	})
+	// 6 addresses: asks, next, after and three of the burst; the fourth
+	// gets none.
+	var given []string
+	eventually(t, 60*time.Second, func() string {
+		given = nil
+		without := 0
+		for i := range 4 {
+			got := ingress(fmt.Sprintf("burst-%d", i))
+			given = append(given, got...)
+			if len(got) == 0 {
+				without++
+			}
+		}
+		if len(given) != 3 || without != 1 {
+			return fmt.Sprintf("the burst's addresses %v, want 3 given and 1 Service without", given)
+		}
+		return ""
+	})
+	for i := range 4 {
+		if name := fmt.Sprintf("burst-%d", i); len(ingress(name)) == 0 {
+			waitEvent(name, "NoFreeLoadBalancerIP", "no free IPv4 address in bgp.serviceLoadBalancerIPs ("+lbPool.String()+")")
+		}
+	}
+	all := append(append(append(given, ingress("asks")...), ingress("next")...), ingress("after")...)
+	slices.Sort(all)
+	if want := []string{"192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4", "192.0.2.5", "192.0.2.6"}; !slices.Equal(all, want) {
+		t.Errorf("the Services hold %v, want each of the pool's addresses once: %v", all, want)
+	}
+	if v := stopWatch(); len(v) > 0 {
+		t.Errorf("an address was shown by two Services at once: %v", v)
+	}
+	st := mustStatus(t, standby).GetLbIpam()
+	t.Logf("%s: leader %v, %d assigned, last error %q", standby.Name, st.GetLeader(), st.GetAssigned(), st.GetError())
+	if st.GetAssigned() != 6 {
+		t.Errorf("the new leader's record holds %d addresses, want 6", st.GetAssigned())
+	}
+	if got := scrapeIn(t, standby, "reef_lb_ipam_leader") + " " + scrapeIn(t, standby, "reef_lb_ipam_addresses_assigned"); got != "1 6" {
+		t.Errorf("%s's metrics: reef_lb_ipam_leader and reef_lb_ipam_addresses_assigned %q, want \"1 6\"", standby.Name, got)
+	}
+}

@@ -1,0 +1,313 @@
+// Package lbipam assigns LoadBalancer addresses to Services from
+// bgp.serviceLoadBalancerIPs, as a cloud's load balancer controller would:
+// for Services of type LoadBalancer with no loadBalancerClass or reef's
+// own (Class), it writes status.loadBalancer.ingress. One reef daemon at a
+// time does it, the holder of a coordination.k8s.io Lease; the Lease only
+// saves work. That no address is ever given to two Services rests on the
+// API server's compare-and-swap, not on the Lease or any clock (see
+// docs/lbipam.md, "Why no address goes to two Services", and the spin
+// model in model/):
+//
+//   - The record. Which address belongs to which Service (by UID) is one
+//     ConfigMap; every change to it is an update conditioned on the
+//     resourceVersion that was read (a compare-and-swap). An address is
+//     taken in the record before any Service's status shows it.
+//   - Status writes. A Service's status is written conditioned on the
+//     resourceVersion of the Service that the decision read, and only
+//     with addresses the record gives it.
+//   - Release. An address leaves the record only once a fresh read of its
+//     Service (not the informer's cache, which may lag) finds the Service
+//     gone, or finds that it no longer wants the address and that its
+//     status no longer shows it (reef clears it first, conditioned as
+//     above).
+//
+// This file is the pure part: from a snapshot of the Services and the
+// record, what to assign and what to release.
+package lbipam
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// Class is reef's loadBalancerClass. Services with no class are reef's
+// too, unless the operator turns assignment off (another controller, such
+// as MetalLB, assigns them).
+const Class = "reefcni.io/lb"
+
+// RequestAnnotation asks for specific addresses, one per family, comma
+// separated (as MetalLB's and Calico's annotations do);
+// spec.loadBalancerIP, deprecated upstream, is honoured too.
+const RequestAnnotation = "reefcni.io/loadBalancerIPs"
+
+// Service is what assignment needs of a Service.
+type Service struct {
+	Key  string // namespace/name
+	UID  string
+	Ours bool // type LoadBalancer, with no loadBalancerClass or Class
+	// IPv4 and IPv6 are the families it wants an address of
+	// (spec.ipFamilies).
+	IPv4, IPv6 bool
+	// Requested are the addresses it asks for (RequestAnnotation or
+	// spec.loadBalancerIP); BadRequest says why a request did not parse.
+	Requested  []netip.Addr
+	BadRequest string
+	Ingress    []netip.Addr // status.loadBalancer.ingress[].ip now
+}
+
+// wants says whether s may hold addr: it is ours, wants the family, and
+// asks for no address of that family or for this one.
+func (s Service) wants(addr netip.Addr) bool {
+	if !s.Ours || addr.Is4() && !s.IPv4 || addr.Is6() && !s.IPv6 {
+		return false
+	}
+	req, ok := s.request(addr.Is6())
+	return !ok || req == addr
+}
+
+// request is the address s asks for in one family, if it asks for one.
+func (s Service) request(v6 bool) (netip.Addr, bool) {
+	for _, a := range s.Requested {
+		if a.Is6() == v6 {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// Owner is a record's holder of an address.
+type Owner struct {
+	UID     string `json:"uid"`
+	Service string `json:"service"` // namespace/name, for people and for the fresh read
+}
+
+// Record is which Service holds each address.
+type Record map[netip.Addr]Owner
+
+// Plan is one round's decision.
+type Plan struct {
+	// Record is the record with this round's assignments (and adoptions)
+	// added; releases are not in it yet (see Release).
+	Record Record
+	// Release are entries the snapshot says to free. Each is confirmed
+	// with a fresh read of its Service before it leaves the record, and
+	// its address is not given to another Service in this round.
+	Release []Release
+	// Status are the Services whose status should show other addresses:
+	// the record's for each of ours.
+	Status []Ingress
+	// Events say why a Service got no address, or not the one it asked
+	// for.
+	Events []Event
+}
+
+// Release is an entry to free, and why.
+type Release struct {
+	Addr  netip.Addr
+	Owner Owner
+	Why   string
+}
+
+// Ingress is the ingress a Service's status should show.
+type Ingress struct {
+	Service string
+	UID     string
+	Ingress []netip.Addr
+}
+
+// Event is a Warning event for a Service.
+type Event struct {
+	Service, UID    string
+	Reason, Message string
+}
+
+// Assign decides a round: which entries of rec the Services no longer
+// back (to release once confirmed), which of ours get an address, and what
+// each of ours should show. Services are taken in key order, so that two
+// daemons deciding from one snapshot decide alike; addresses in pool order,
+// then ascending.
+func Assign(svcs []Service, rec Record, pools []netip.Prefix) Plan {
+	svcs = slices.SortedFunc(slices.Values(svcs), func(a, b Service) int { return cmp.Compare(a.Key, b.Key) })
+	byUID := map[string]Service{}
+	shownBy := map[netip.Addr][]string{} // address -> UIDs whose status shows it
+	for _, s := range svcs {
+		byUID[s.UID] = s
+		for _, a := range s.Ingress {
+			shownBy[a] = append(shownBy[a], s.UID)
+		}
+	}
+	p := Plan{Record: maps.Clone(rec)}
+	if p.Record == nil {
+		p.Record = Record{}
+	}
+	inPools := func(a netip.Addr) bool {
+		return slices.ContainsFunc(pools, func(pf netip.Prefix) bool { return pf.Contains(a) })
+	}
+	for _, a := range slices.SortedFunc(maps.Keys(rec), netip.Addr.Compare) {
+		o := rec[a]
+		s, ok := byUID[o.UID]
+		switch {
+		case !inPools(a):
+			p.Release = append(p.Release, Release{a, o, "outside bgp.serviceLoadBalancerIPs"})
+		case !ok:
+			p.Release = append(p.Release, Release{a, o, "the Service is gone"})
+		case !s.wants(a):
+			p.Release = append(p.Release, Release{a, o, "the Service no longer wants it"})
+		}
+	}
+	// taken: in the record (to be released or not), or shown by a Service
+	// other than uid.
+	taken := func(a netip.Addr, uid string) bool {
+		if _, ok := p.Record[a]; ok {
+			return true
+		}
+		return slices.ContainsFunc(shownBy[a], func(u string) bool { return u != uid })
+	}
+	for _, s := range svcs {
+		if !s.Ours {
+			continue
+		}
+		held := func(v6 bool) bool {
+			for a, o := range p.Record {
+				if o.UID == s.UID && a.Is6() == v6 && s.wants(a) && inPools(a) {
+					return true
+				}
+			}
+			return false
+		}
+		if s.BadRequest != "" {
+			p.Events = append(p.Events, Event{s.Key, s.UID, "InvalidLoadBalancerIP", s.BadRequest})
+		}
+		for _, v6 := range []bool{false, true} {
+			if v6 && !s.IPv6 || !v6 && !s.IPv4 || held(v6) {
+				continue
+			}
+			// Adopt what its status already shows (a record lost or
+			// recreated): the status is reef's earlier decision.
+			if a, ok := adoptable(s, v6, inPools, taken); ok {
+				p.Record[a] = Owner{s.UID, s.Key}
+				continue
+			}
+			if req, ok := s.request(v6); ok {
+				switch {
+				case !inPools(req):
+					p.Events = append(p.Events, Event{s.Key, s.UID, "LoadBalancerIPNotInPool",
+						fmt.Sprintf("requested address %s is outside bgp.serviceLoadBalancerIPs (%s)", req, joinPrefixes(pools))})
+				case taken(req, s.UID):
+					p.Events = append(p.Events, Event{s.Key, s.UID, "LoadBalancerIPInUse",
+						fmt.Sprintf("requested address %s is in use by %s", req, holder(req, p.Record, shownBy, byUID))})
+				default:
+					p.Record[req] = Owner{s.UID, s.Key}
+				}
+				continue
+			}
+			if a, ok := firstFree(pools, v6, func(a netip.Addr) bool { return taken(a, s.UID) }); ok {
+				p.Record[a] = Owner{s.UID, s.Key}
+			} else {
+				family := "IPv4"
+				if v6 {
+					family = "IPv6"
+				}
+				p.Events = append(p.Events, Event{s.Key, s.UID, "NoFreeLoadBalancerIP",
+					fmt.Sprintf("no free %s address in bgp.serviceLoadBalancerIPs (%s)", family, joinPrefixes(pools))})
+			}
+		}
+	}
+	released := map[netip.Addr]bool{}
+	for _, r := range p.Release {
+		released[r.Addr] = true
+	}
+	for _, s := range svcs {
+		if !s.Ours {
+			continue
+		}
+		var want []netip.Addr
+		for a, o := range p.Record {
+			if o.UID == s.UID && !released[a] {
+				want = append(want, a)
+			}
+		}
+		slices.SortFunc(want, netip.Addr.Compare)
+		if !slices.Equal(want, sortedAddrs(s.Ingress)) {
+			p.Status = append(p.Status, Ingress{s.Key, s.UID, want})
+		}
+	}
+	return p
+}
+
+// adoptable is an address of the family that s's status shows and that
+// it may hold, which no one else holds or shows.
+func adoptable(s Service, v6 bool, inPools func(netip.Addr) bool, taken func(netip.Addr, string) bool) (netip.Addr, bool) {
+	for _, a := range sortedAddrs(s.Ingress) {
+		if a.Is6() == v6 && inPools(a) && s.wants(a) && !taken(a, s.UID) {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// firstFree is the first address of the family in pools that is not
+// taken. The first address of a prefix (and the last of an IPv4 one), the
+// network and broadcast addresses, are skipped when the prefix has others:
+// some clients and routers treat them specially.
+func firstFree(pools []netip.Prefix, v6 bool, taken func(netip.Addr) bool) (netip.Addr, bool) {
+	for _, pf := range pools {
+		if pf.Addr().Is6() != v6 {
+			continue
+		}
+		pf = pf.Masked()
+		first, last := pf.Addr(), lastAddr(pf)
+		if pf.Bits() < pf.Addr().BitLen()-1 {
+			first = first.Next()
+			if !v6 {
+				last = last.Prev()
+			}
+		}
+		for a := first; a.IsValid() && a.Compare(last) <= 0; a = a.Next() {
+			if !taken(a) {
+				return a, true
+			}
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// lastAddr is the last address of a masked prefix.
+func lastAddr(pf netip.Prefix) netip.Addr {
+	b := pf.Addr().AsSlice()
+	for i := pf.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 1 << (7 - i%8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// holder names who holds or shows addr, for an event.
+func holder(a netip.Addr, rec Record, shownBy map[netip.Addr][]string, byUID map[string]Service) string {
+	if o, ok := rec[a]; ok {
+		return "Service " + o.Service
+	}
+	var names []string
+	for _, uid := range shownBy[a] {
+		names = append(names, "Service "+byUID[uid].Key)
+	}
+	return strings.Join(names, ", ")
+}
+
+func sortedAddrs(as []netip.Addr) []netip.Addr {
+	out := slices.Clone(as)
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
+}
+
+func joinPrefixes(ps []netip.Prefix) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ", ")
+}
