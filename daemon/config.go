@@ -459,6 +459,12 @@ func (d *configDecoder) decodeValue(n *yaml.Node, path string, v reflect.Value) 
 			d.decodeValue(item, p, s.Index(i))
 		}
 		v.Set(s)
+	case t.Kind() == reflect.Pointer && configIsNull(n):
+		v.Set(reflect.Zero(t)) // "key:" with no value: unset, the default
+	case t.Kind() == reflect.Pointer: // an optional value whose zero is not its default
+		p := reflect.New(t.Elem())
+		d.decodeValue(n, path, p.Elem())
+		v.Set(p)
 	case t.Kind() == reflect.Struct && t != configTypeAddr && t != configTypePrefix:
 		if n.Kind == yaml.MappingNode {
 			d.decodeStruct(n, path, v)

@@ -70,6 +70,18 @@ func TestParseConfig(t *testing.T) {
 			},
 		},
 		{
+			name: "LoadBalancer assignment off, and unset",
+			yaml: "kubernetes: {kubeconfig: /k}\nbgp:\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceLoadBalancerIPs: [203.0.113.0/24]\n  assignLoadBalancerIPs: false\n",
+			want: func(c *Config) {
+				off := false
+				c.Kubernetes.Kubeconfig = "/k"
+				c.BGP.ExternalPeers = []ExternalPeerConfig{configExternalPeerDefaults()}
+				c.BGP.ExternalPeers[0].Address, c.BGP.ExternalPeers[0].ASN = addr("10.0.0.1"), 65000
+				c.BGP.ServiceLoadBalancerIPs = []netip.Prefix{pfx("203.0.113.0/24")}
+				c.BGP.AssignLoadBalancerIPs = &off
+			},
+		},
+		{
 			name: "pool entries get the pool defaults",
 			yaml: "pools: [{cidr: 10.10.0.0/16}, {cidr: 10.20.0.0/16, blockSize: 24, vxlanMode: Never, ipipMode: Always, natOutgoing: false}]",
 			want: func(c *Config) {
@@ -375,7 +387,10 @@ func TestParseConfigErrors(t *testing.T) {
 		{"load balancer IPs over a pool", "pools: [{cidr: 10.244.0.0/16}]\nkubernetes: {kubeconfig: /etc/reef/kubeconfig}\nbgp:\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceLoadBalancerIPs: [10.244.255.0/24]\n", []string{f + `line 5: bgp.serviceLoadBalancerIPs[0]: value "10.244.255.0/24" overlaps pools[0].cidr "10.244.0.0/16"`}},
 		{"load balancer IPs 4in6", "kubernetes: {kubeconfig: /etc/reef/kubeconfig}\nbgp:\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceLoadBalancerIPs: ['::ffff:203.0.113.0/120']\n", []string{`bgp.serviceLoadBalancerIPs[0]: value "::ffff:203.0.113.0/120" is an IPv4 CIDR written as IPv6`}},
 		{"load balancer IPs over a router", "kubernetes: {kubeconfig: /etc/reef/kubeconfig}\nbgp:\n  externalPeers: [{address: 203.0.113.1, asn: 65000}]\n  serviceLoadBalancerIPs: [203.0.113.0/24]\n", []string{`bgp.serviceLoadBalancerIPs[0]: value "203.0.113.0/24" overlaps bgp.externalPeers 203.0.113.1`}},
-		{"load balancer IPs without routers", "kubernetes: {kubeconfig: /etc/reef/kubeconfig}\nbgp:\n  serviceLoadBalancerIPs: [203.0.113.0/24]\n", []string{f + `line 3: bgp.serviceLoadBalancerIPs: value [203.0.113.0/24], but bgp.externalPeers is empty`}},
+		{"load balancer IPs without routers, not assigned", "kubernetes: {kubeconfig: /etc/reef/kubeconfig}\nbgp:\n  serviceLoadBalancerIPs: [203.0.113.0/24]\n  assignLoadBalancerIPs: false\n", []string{f + `line 3: bgp.serviceLoadBalancerIPs: value [203.0.113.0/24], but bgp.externalPeers is empty`}},
+		{"assignment not a bool", "kubernetes: {kubeconfig: /etc/reef/kubeconfig}\nbgp:\n  serviceLoadBalancerIPs: [203.0.113.0/24]\n  assignLoadBalancerIPs: maybe\n", []string{f + `line 4: bgp.assignLoadBalancerIPs: value "maybe" is not true or false`}},
+		{"assignment without a range", "kubernetes: {kubeconfig: /etc/reef/kubeconfig}\nbgp:\n  assignLoadBalancerIPs: true\n", []string{f + `line 3: bgp.assignLoadBalancerIPs: value true, but bgp.serviceLoadBalancerIPs is empty`}},
+		{"assignment without the API", "bgp:\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceLoadBalancerIPs: [203.0.113.0/24]\n  assignLoadBalancerIPs: true\n", []string{f + `line 4: bgp.assignLoadBalancerIPs: value true, but kubernetes.kubeconfig is not set`}},
 		{"external IPs without the API", "bgp:\n  externalPeers: [{address: 10.0.0.1, asn: 65000}]\n  serviceExternalIPs: [198.51.100.0/24]\n", []string{f + `line 3: bgp.serviceExternalIPs: value [198.51.100.0/24], but kubernetes.kubeconfig is empty`}},
 		{"external peer bad community", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000, communities: ['65000:70000']}]}", []string{`bgp.externalPeers[0].communities[0]: value "65000:70000"`}},
 		{"external peer multihop iBGP", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 64512, multihop: 2}]}", []string{`bgp.externalPeers[0].multihop: value 2 on an iBGP peer`}},
