@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"k8s.io/client-go/tools/clientcmd"
-
+	"github.com/reefcni/reef/internal/kubeclient"
 	"github.com/reefcni/reef/lbipam"
 )
 
@@ -17,11 +16,10 @@ func startLBIPAM(ctx context.Context, cfg Config, log *slog.Logger) (*lbipam.Con
 	if !cfg.assignsLoadBalancerIPs() {
 		return nil, nil
 	}
-	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubernetes.Kubeconfig)
+	rc, err := kubeclient.Config(cfg.Kubernetes.Kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes.kubeconfig %s: %w", cfg.Kubernetes.Kubeconfig, err)
+		return nil, err
 	}
-	rc.UserAgent = "reef"
 	c, err := lbipam.New(rc, cfg.Kubernetes.NodeName, cfg.BGP.ServiceLoadBalancerIPs, log)
 	if err != nil {
 		return nil, fmt.Errorf("LoadBalancer address assignment: %w", err)

@@ -16,16 +16,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/reefcni/reef/internal/kubeclient"
 )
 
 // Namespace and Name are the Lease and the record's ConfigMap:
@@ -79,38 +77,25 @@ func New(base *rest.Config, identity string, pools []netip.Prefix, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
-	cfg := rest.CopyConfig(base)
-	gv := corev1.SchemeGroupVersion
-	s := runtime.NewScheme()
-	if err := corev1.AddToScheme(s); err != nil {
+	scheme, err := kubeclient.Scheme(corev1.AddToScheme)
+	if err != nil {
 		return nil, err
 	}
-	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
-	cfg.GroupVersion, cfg.APIPath = &gv, "/api"
-	cfg.NegotiatedSerializer = serializer.NewCodecFactory(s).WithoutConversion()
-	core, err := rest.RESTClientFor(cfg)
+	core, err := kubeclient.REST(base, scheme, corev1.SchemeGroupVersion)
 	if err != nil {
 		return nil, err
 	}
 	c := &Controller{log: log.With("component", "lb-ipam"), leases: leases, core: core, identity: identity, pools: pools,
 		kick: make(chan struct{}, 1), emitted: map[string]bool{}}
-	lw := cache.NewListWatchFromClient(core, "services", metav1.NamespaceAll, fields.Everything())
-	c.services = cache.NewSharedIndexInformer(lw, &corev1.Service{}, 0, cache.Indexers{})
-	if err := c.services.SetTransform(trimService); err != nil {
-		return nil, err
-	}
-	_ = c.services.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		c.log.Warn("watch Services; the informer retries with backoff, assignments stay as recorded", "error", err)
-	})
 	kick := func() {
 		select {
 		case c.kick <- struct{}{}:
 		default:
 		}
 	}
-	_, _ = c.services.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { kick() }, UpdateFunc: func(any, any) { kick() }, DeleteFunc: func(any) { kick() },
-	})
+	c.services = kubeclient.Informer(core, "services", &corev1.Service{}, trimService, func(err error) {
+		c.log.Warn("watch Services; the informer retries with backoff, assignments stay as recorded", "error", err)
+	}, kick)
 	return c, nil
 }
 

@@ -2,23 +2,18 @@ package services
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/reefcni/reef/internal/kubeclient"
 )
 
 // Watcher runs shared informers on Services (core/v1) and EndpointSlices
@@ -58,75 +53,32 @@ type Status struct {
 // onChange is called (from informer goroutines) after any change of the
 // objects and once the informers have synced; it must not block.
 func New(kubeconfig string, log *slog.Logger, onChange func()) (*Watcher, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	cfg, err := kubeclient.Config(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	scheme, err := kubeclient.Scheme(corev1.AddToScheme, discoveryv1.AddToScheme)
+	if err != nil {
+		return nil, err
+	}
+	core, err := kubeclient.REST(cfg, scheme, corev1.SchemeGroupVersion)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes.kubeconfig %s: %w", kubeconfig, err)
 	}
-	cfg.UserAgent = "reef"
-	cfg.Timeout = 0 // watches are long; requests are bounded by their contexts
-	core, err := restClient(cfg, corev1.SchemeGroupVersion, "/api")
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes.kubeconfig %s: %w", kubeconfig, err)
-	}
-	disc, err := restClient(cfg, discoveryv1.SchemeGroupVersion, "/apis")
+	disc, err := kubeclient.REST(cfg, scheme, discoveryv1.SchemeGroupVersion)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes.kubeconfig %s: %w", kubeconfig, err)
 	}
 	w := &Watcher{log: log, host: cfg.Host, core: core, onChange: onChange, status: Status{Server: cfg.Host}}
-	w.svcs = w.informer(core, "services", &corev1.Service{}, trimService)
-	w.slices = w.informer(disc, "endpointslices", &discoveryv1.EndpointSlice{}, trimSlice)
-	return w, nil
-}
-
-// scheme has only the two groups Desired reads, built on first use.
-var scheme = sync.OnceValues(func() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	if err := errors.Join(corev1.AddToScheme(s), discoveryv1.AddToScheme(s)); err != nil {
-		return nil, err
-	}
-	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
-	return s, nil
-})
-
-func restClient(base *rest.Config, gv schema.GroupVersion, apiPath string) (rest.Interface, error) {
-	scheme, err := scheme()
-	if err != nil {
-		return nil, err
-	}
-	cfg := rest.CopyConfig(base)
-	cfg.GroupVersion = &gv
-	cfg.APIPath = apiPath
-	cfg.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	return rest.RESTClientFor(cfg)
-}
-
-// resync is off: every change comes as an event; the daemon's own timer
-// retries what the speaker refused.
-const resync = 0
-
-func (w *Watcher) informer(c rest.Interface, resource string, obj runtime.Object, trim cache.TransformFunc) cache.SharedIndexInformer {
-	lw := cache.NewListWatchFromClient(c, resource, metav1.NamespaceAll, fields.Everything())
-	inf := cache.NewSharedIndexInformer(lw, obj, resync, cache.Indexers{})
-	if err := inf.SetTransform(trim); err != nil {
-		panic(err) // only before Run
-	}
-	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		w.failed(fmt.Errorf("watch %s: %w", resource, err))
-	})
 	changed := func() {
 		w.ok()
 		if w.onChange != nil {
 			w.onChange()
 		}
 	}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { changed() },
-		UpdateFunc: func(any, any) { changed() },
-		DeleteFunc: func(any) { changed() },
-	})
-	return inf
+	w.svcs = kubeclient.Informer(core, "services", &corev1.Service{}, trimService, w.failed, changed)
+	w.slices = kubeclient.Informer(disc, "endpointslices", &discoveryv1.EndpointSlice{}, trimSlice, w.failed, changed)
+	return w, nil
 }
 
 // Run starts the informers and the reachability probe and returns at
@@ -134,7 +86,7 @@ func (w *Watcher) informer(c rest.Interface, resource string, obj runtime.Object
 func (w *Watcher) Run(ctx context.Context) {
 	go w.svcs.RunWithContext(ctx)
 	go w.slices.RunWithContext(ctx)
-	go w.probe(ctx)
+	go kubeclient.Probe(ctx, w.core, w.host, probeEvery, w.ok, w.failed)
 	go func() {
 		if cache.WaitForCacheSync(ctx.Done(), w.svcs.HasSynced, w.slices.HasSynced) {
 			w.mu.Lock()
@@ -148,37 +100,9 @@ func (w *Watcher) Run(ctx context.Context) {
 	}()
 }
 
-// probeEvery is how often the API's /readyz is asked. client-go's
-// reflectors retry a watch that cannot connect (connection refused) on
-// their own, without a word to the error handler, so only the probe tells
-// that the API is gone.
+// probeEvery is how often the API's /readyz is asked (kubeclient.Probe:
+// only a probe tells that the API is gone).
 const probeEvery = 5 * time.Second
-
-func (w *Watcher) probe(ctx context.Context) {
-	t := time.NewTicker(probeEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		rctx, cancel := context.WithTimeout(ctx, probeEvery)
-		var code int
-		err := w.core.Get().AbsPath("/readyz").Do(rctx).StatusCode(&code).Error()
-		cancel()
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err == nil && code == http.StatusOK:
-			w.ok()
-		case err == nil:
-			w.failed(fmt.Errorf("probe %s/readyz: answered %d", w.host, code))
-		default:
-			w.failed(fmt.Errorf("probe %s/readyz: %w", w.host, err))
-		}
-	}
-}
 
 func (w *Watcher) ok() {
 	w.mu.Lock()
