@@ -197,6 +197,7 @@ func TestIPv6AcrossNodes(t *testing.T) {
 // reflectors; every pod pings every other over IPv6, and a restart of one
 // reflector loses no ping between pods on two clients.
 func TestIPv6Reflectors(t *testing.T) {
+	slowSuite(t)
 	l := newLab(t)
 	rrAddrs := []netip.Addr{lab.NodeAddress(0), lab.NodeAddress(1)}
 	voters := []netip.Addr{lab.NodeAddress(2), lab.NodeAddress(3), lab.NodeAddress(4)}
