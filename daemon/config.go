@@ -133,6 +133,38 @@ type ExternalPeerConfig struct {
 	// Communities are added to every block and Service CIDR exported to
 	// this peer: standard "65000:100" or large "65000:1:2".
 	Communities []string `yaml:"communities"`
+	// BFD, with minInterval set, runs single-hop BFD (RFC 5880, 5881)
+	// with the router, so that the router drops this node's routes within
+	// minInterval × multiplier of the node's death instead of the hold
+	// time. docs/bgp.md, "BFD".
+	BFD BFDConfig `yaml:"bfd"`
+}
+
+// BFDConfig is bgp.externalPeers[].bfd: the intervals reef asks for and
+// offers (RFC 5880's Desired Min TX and Required Min RX, both
+// minInterval) and its Detect Mult.
+type BFDConfig struct {
+	MinInterval time.Duration `yaml:"minInterval"` // 0: BFD off
+	Multiplier  int           `yaml:"multiplier"`  // 0: defaultBFDMultiplier
+}
+
+// The limits of bgp.externalPeers[].bfd: FRR's bfdd takes 10ms to 60s,
+// and a multiplier is a byte on the wire that must not be 0.
+const (
+	defaultBFDMultiplier = 3
+	minBFDInterval       = 10 * time.Millisecond
+	maxBFDInterval       = 60 * time.Second
+)
+
+// on says whether the peer runs BFD.
+func (b BFDConfig) on() bool { return b.MinInterval != 0 }
+
+// multiplier is the Detect Mult, the default filled in.
+func (b BFDConfig) multiplier() int {
+	if b.Multiplier == 0 {
+		return defaultBFDMultiplier
+	}
+	return b.Multiplier
 }
 
 // externalPeers are bgp.externalPeers as the speaker takes them, the
@@ -147,6 +179,9 @@ func (b BGPConfig) externalPeers() []bgp.ExternalPeer {
 		}
 		if e.Keepalive == 0 {
 			e.Keepalive = b.KeepaliveTime
+		}
+		if p.BFD.on() {
+			e.BFD = &bgp.BFD{MinInterval: p.BFD.MinInterval, Multiplier: uint8(p.BFD.multiplier())}
 		}
 		out = append(out, e)
 	}
@@ -252,6 +287,16 @@ func ParseConfig(name string, data []byte) (Config, error) {
 		// An IPv6 pool's blocks default to Calico's /122 (64 addresses).
 		if _, set := d.lines[fmt.Sprintf("pools[%d].blockSize", i)]; !set && p.CIDR.Addr().Is6() {
 			c.Pools[i].BlockSize = defaultBlockSize6
+		}
+	}
+	for i, p := range c.BGP.ExternalPeers {
+		// "bfd:" without minInterval would silently leave BFD off.
+		at := fmt.Sprintf("bgp.externalPeers[%d].bfd", i)
+		if line, set := d.lines[at]; set && !p.BFD.on() && p.BFD.Multiplier == 0 {
+			if _, given := d.lines[at+".minInterval"]; !given {
+				d.errs = append(d.errs, &configError{file: name, line: line, path: at + ".minInterval",
+					msg: "missing; BFD runs with minInterval set, e.g. bfd: {minInterval: 300ms, multiplier: 3} (or leave bfd out)"})
+			}
 		}
 	}
 	c.source = configSource{file: name, lines: d.lines}

@@ -92,6 +92,12 @@ func (d *Daemon) metricsState() metrics.State {
 		for _, p := range withheld {
 			s.ServiceCIDRs[p.String()] = false
 		}
+		if st := sp.BFDStates(ctx); len(st) > 0 {
+			s.BFD = map[string]bool{}
+			for a, state := range st {
+				s.BFD[a.String()] = state == bgp.BFDUp
+			}
+		}
 	}
 	if d.blocks != nil {
 		if st := d.blocks.Last().Status; len(st.Voters) > 0 {

@@ -21,6 +21,7 @@ func testState() State {
 		Pools:          []Pool{{CIDR: "10.244.0.0/16", InUse: 3, Capacity: 64, Blocks: 1024, Claimed: 3}},
 		PendingDeletes: 2,
 		ServiceCIDRs:   map[string]bool{"10.96.0.0/12": true, "fd00:10:96::/112": false},
+		BFD:            map[string]bool{"192.168.77.1": true, "192.168.78.1": false},
 	}
 }
 
@@ -72,6 +73,8 @@ func TestExposition(t *testing.T) {
 		`reef_cni_pending_deletes 2`,
 		`reef_bgp_service_cidr_announced{cidr="10.96.0.0/12"} 1`,
 		`reef_bgp_service_cidr_announced{cidr="fd00:10:96::/112"} 0`,
+		`reef_bgp_bfd_up{peer="192.168.77.1"} 1`,
+		`reef_bgp_bfd_up{peer="192.168.78.1"} 0`,
 		"go_goroutines", "process_resident_memory_bytes", "reef_process_anon_memory_bytes",
 	} {
 		if !strings.Contains(text, want) {

@@ -22,6 +22,9 @@ type State struct {
 	// the external peers, false for those withheld (no next hop of their
 	// family).
 	ServiceCIDRs map[string]bool
+	// BFD are the external peers with bgp.externalPeers[].bfd: true for
+	// those whose BFD session is up.
+	BFD map[string]bool
 	// VoterLists is how many voter lists this node sees announced, its
 	// own included: 1 while every node agrees, 0 before the first step.
 	VoterLists int
@@ -78,6 +81,8 @@ var (
 		"Paths dropped because they are not reef blocks (a rogue or misconfigured speaker), since the daemon started.", nil, nil)
 	descServiceCIDR = prometheus.NewDesc("reef_bgp_service_cidr_announced",
 		"1 for a Service CIDR of bgp.serviceClusterIPs this node announces to its external peers, 0 for one it cannot (an IPv6 CIDR without nodeAddressV6).", []string{"cidr"}, nil)
+	descBFDUp = prometheus.NewDesc("reef_bgp_bfd_up",
+		"1 when the BFD session with the external peer is up, else 0 (down, init or admin down); only peers with bgp.externalPeers[].bfd.", []string{"peer"}, nil)
 	descBlocks = prometheus.NewDesc("reef_blocks",
 		"Blocks this node knows, by state: pending and confirmed (its own claims and blocks), lost (its confirmed blocks another node won), remote (other nodes').", []string{"state"}, nil)
 	descInUse = prometheus.NewDesc("reef_pool_addresses_in_use",
@@ -105,7 +110,7 @@ var (
 type stateCollector struct{ state func() State }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSessionUp, descSessionUptime, descPathsReceived, descPathsAccepted, descPathsDropped, descUpdatesIn, descUpdatesOut, descInvalid, descServiceCIDR,
+	for _, d := range []*prometheus.Desc{descSessionUp, descSessionUptime, descPathsReceived, descPathsAccepted, descPathsDropped, descUpdatesIn, descUpdatesOut, descInvalid, descServiceCIDR, descBFDUp,
 		descBlocks, descInUse, descCapacity, descPoolBlocks, descPoolClaimed, descWaiting, descPendingDeletes, descVoterLists, descVoterListSettled, descVoterRestricted, descRuntime} {
 		ch <- d
 	}
@@ -144,6 +149,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			v = 1
 		}
 		gauge(descServiceCIDR, v, cidr)
+	}
+	for peer, up := range s.BFD {
+		v := 0.0
+		if up {
+			v = 1
+		}
+		gauge(descBFDUp, v, peer)
 	}
 	for _, st := range []string{"pending", "confirmed", "lost", "remote"} {
 		gauge(descBlocks, float64(s.Blocks[st]), st)
