@@ -110,7 +110,22 @@ type BGPConfig struct {
 	// kube-proxy delivers it. Never announced to the cluster's own
 	// sessions. docs/bgp.md.
 	ServiceClusterIPs []netip.Prefix `yaml:"serviceClusterIPs"`
+	// GracefulShutdownTime is how long a stopping daemon (SIGTERM) waits,
+	// once it has sent its Service CIDRs to the external peers marked
+	// GRACEFUL_SHUTDOWN (RFC 8326), for the routers to move the traffic to
+	// the other nodes before it exits; 0: it exits at once. docs/bgp.md,
+	// "Planned restarts".
+	GracefulShutdownTime time.Duration `yaml:"gracefulShutdownTime"`
 }
+
+// The default and the most of bgp.gracefulShutdownTime: a router runs its
+// decision process and programs its FIB in milliseconds, and reef.service
+// gives the whole stop TimeoutStopSec=30s, of which the CNI server may take
+// 5 s.
+const (
+	defaultGracefulShutdownTime = 2 * time.Second
+	maxGracefulShutdownTime     = 20 * time.Second
+)
 
 // ExternalPeerConfig is one router in bgp.externalPeers.
 type ExternalPeerConfig struct {
@@ -221,7 +236,7 @@ func DefaultConfig() Config {
 		StateDir:          "/var/lib/reef",
 		Socket:            "/run/reef/reef.sock",
 		Pools:             []PoolConfig{pool},
-		BGP:               BGPConfig{ASN: 64512, Port: 179, KeepaliveTime: 10 * time.Second, HoldTime: 30 * time.Second},
+		BGP:               BGPConfig{ASN: 64512, Port: 179, KeepaliveTime: 10 * time.Second, HoldTime: 30 * time.Second, GracefulShutdownTime: defaultGracefulShutdownTime},
 		Metrics:           "127.0.0.1:9099",
 		CNIConfDir:        "/etc/cni/net.d",
 		CNIBinDir:         "/opt/cni/bin",

@@ -153,6 +153,9 @@ func (c *Config) bgpProblems(ps *problems) {
 	*ps = append(*ps, b.reflectorProblems()...)
 	*ps = append(*ps, c.externalPeerProblems()...)
 	c.serviceCIDRProblems(ps)
+	if t := b.GracefulShutdownTime; t < 0 || t > maxGracefulShutdownTime {
+		bad("bgp.gracefulShutdownTime", "value %q is outside 0s..%s (0: exit at once; reef.service allows 30s for the whole stop)", t, maxGracefulShutdownTime)
+	}
 	if b.HoldTime < 3*time.Second {
 		bad("bgp.holdTime", "value %q is below the 3s BGP allows", b.HoldTime)
 	} else if b.KeepaliveTime >= b.HoldTime {

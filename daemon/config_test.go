@@ -371,6 +371,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"external peer hold time", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000, holdTime: 2s}]}", []string{`bgp.externalPeers[0].holdTime: value "2s" is below the 3s`}},
 		{"external peer keepalive", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000, holdTime: 9s, keepaliveTime: 9s}]}", []string{`bgp.externalPeers[0].keepaliveTime: value "9s" is not below the hold time "9s"`}},
 		{"external peer unknown key", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000, peerASN: 1}]}", []string{`bgp.externalPeers[0]: unknown key "peerASN"`}},
+		{"graceful shutdown too long", "bgp:\n  gracefulShutdownTime: 1m\n", []string{f + `line 2: bgp.gracefulShutdownTime: value "1m0s" is outside 0s..20s`}},
 		{"BFD without minInterval", "bgp:\n  externalPeers:\n  - address: 10.0.0.1\n    asn: 65000\n    bfd: {multiplier: 3}\n", []string{f + `line 5: bgp.externalPeers[0].bfd.minInterval: missing; BFD runs with minInterval set`}},
 		{"BFD empty", "bgp:\n  externalPeers:\n  - address: 10.0.0.1\n    asn: 65000\n    bfd: {}\n", []string{f + `line 5: bgp.externalPeers[0].bfd.minInterval: missing`}},
 		{"BFD interval too short", "bgp:\n  externalPeers:\n  - address: 10.0.0.1\n    asn: 65000\n    bfd:\n      minInterval: 1ms\n", []string{f + `line 6: bgp.externalPeers[0].bfd.minInterval: value "1ms" is outside 10ms..1m0s`}},
