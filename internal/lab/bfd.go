@@ -1,14 +1,18 @@
 package lab
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/netip"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
 )
 
 // BFD and graceful shutdown at the ToR (docs/bgp.md, "BFD" and "Planned
@@ -344,4 +348,28 @@ func (f *frrToR) PathsTo(prefix netip.Prefix) ([]ToRPath, error) {
 	}
 	slices.SortFunc(paths, func(a, b ToRPath) int { return a.From.Compare(b.From) })
 	return paths, nil
+}
+
+// Request is one request of a client that must not wait out a lost
+// packet: it connects from netns to a TCPServer at dst and reads its
+// answer, all within timeout. With a timeout under the kernel's first SYN
+// retransmission (1 s), a request whose SYN the network dropped fails
+// instead of being rescued by the retransmission, so a blackhole of any
+// length shows as failed requests.
+func (l *Lab) Request(netns string, dst netip.AddrPort, timeout time.Duration) error {
+	var c net.Conn
+	err := ns.WithNetNSPath(NetnsPath(netns), func(ns.NetNS) error {
+		var err error
+		c, err = net.DialTimeout("tcp", dst.String(), timeout)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("connect from %s to %s: %w", netns, dst, err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(timeout))
+	if _, err := bufio.NewReader(c).ReadString('\n'); err != nil {
+		return fmt.Errorf("read the answer of %s in %s: %w", dst, netns, err)
+	}
+	return nil
 }
