@@ -48,3 +48,20 @@ func TestToROptionsParse(t *testing.T) {
 		}
 	}
 }
+
+// TestToROptionsInDocs: docs/bgp.md shows the pieces the lab adds for BFD
+// and graceful shutdown, at the lab's BFD timers.
+func TestToROptionsInDocs(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/bgp.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, piece := range map[string]string{
+		"BirdBFD": "```" + BirdBFD(300*time.Millisecond, 3) + "```\n", "BirdBFDOn": BirdBFDOn, "BirdGracefulShutdown": BirdGracefulShutdown,
+		"FRRBFD": "```\n" + FRRBFD(300*time.Millisecond, 3) + "```\n", "FRRBFDOn": FRRBFDOn, "FRRGracefulShutdown": "```\n" + FRRGracefulShutdown + "```\n",
+	} {
+		if !strings.Contains(string(doc), piece) {
+			t.Errorf("docs/bgp.md does not show lab.%s:\n%s", name, piece)
+		}
+	}
+}
