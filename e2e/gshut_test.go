@@ -31,9 +31,10 @@ import (
 //   - not one of the client's requests failed, and a1 answered some
 //     before the stop.
 //
-// With bgp.gracefulShutdownTime: 0 (no drain), requests fail: BIRD keeps
-// routing to a1 until BFD notices that reef is gone, FRR (graceful
-// restart) until the restart time ends.
+// With bgp.gracefulShutdownTime: 0 (no drain) the test fails: the router
+// never marks a1's path, and requests fail (BIRD keeps routing to a1 until
+// BFD notices that reef is gone, FRR, over graceful restart, until the
+// restart time ends): 1 of 185 and 3 of 118 in one run each.
 func TestGracefulShutdownBird(t *testing.T) { testGracefulShutdown(t, "bird") }
 
 func TestGracefulShutdownFRR(t *testing.T) { slowSuite(t); testGracefulShutdown(t, "frr") }
@@ -185,8 +186,10 @@ func testGracefulShutdown(t *testing.T, kind string) {
 			t.Errorf("during the drain the router has the path from %s at local preference %d (graceful shutdown %v); want 100, unmarked", p.From, p.LocalPref, p.GShut)
 		}
 	}
-	t.Logf("%s: SIGTERM at 0; a1 drained at the router after %s; the router's session with a1 down after %s",
-		kind, drained.Sub(sigterm).Round(time.Millisecond), down.Sub(sigterm).Round(time.Millisecond))
+	if !drained.IsZero() {
+		t.Logf("%s: SIGTERM at 0; a1 drained at the router after %s; the router's session with a1 down after %s",
+			kind, drained.Sub(sigterm).Round(time.Millisecond), down.Sub(sigterm).Round(time.Millisecond))
+	}
 	if !strings.Contains(a1.Log(), "planned stop: Service traffic drained to the other nodes") {
 		t.Errorf("a1 does not log the drain")
 	}
