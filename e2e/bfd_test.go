@@ -60,8 +60,15 @@ func testBFD(t *testing.T, kind string) {
 
 	waitBFDUp(t, tor, nodes)
 	for _, n := range nodes {
-		if out, err := n.Reef("status"); err != nil || !strings.Contains(out, "BFD") {
-			t.Errorf("%s: reef status has no BFD column (err %v):\n%s", n.Name, err, out)
+		out, err := n.Reef("status")
+		row := ""
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, lab.RouterLeg(n.Address).String()+" ") {
+				row = line
+			}
+		}
+		if err != nil || !strings.Contains(out, "  BFD  ") || !strings.Contains(row, "  up  ") {
+			t.Errorf("%s: reef status shows no BFD up for its router (err %v):\n%s", n.Name, err, out)
 		}
 		if v := scrapeIn(t, n, "reef_bgp_bfd_up"); v != "1" {
 			t.Errorf("%s: reef_bgp_bfd_up is %s, want 1", n.Name, v)
