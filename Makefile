@@ -150,6 +150,12 @@ SLOW_E2E := ^(TestServiceCIDRsFRR|TestBFDFRR|TestGracefulShutdownFRR|TestToRIPv6
 test-e2e-slow: build deps-test deps-kube deps-k8s
 	REEF_E2E_SLOW=1 REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m -run '$(SLOW_E2E)' ./e2e/
 
+# The failover figures of docs/bgp.md, "BFD" (TestBFDFigures, e2e/bfd_figures_test.go):
+# a few minutes of lab runs that assert nothing about the times.
+.PHONY: bfd-figures
+bfd-figures: build deps-test
+	REEF_BFD_FIGURES=3 REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 30m -run '^TestBFDFigures$$' -v ./e2e/
+
 # spin, the model checker of blockproto/model/; installed only when missing.
 deps-model:
 	@command -v spin >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq spin >/dev/null)

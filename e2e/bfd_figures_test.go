@@ -15,7 +15,8 @@ import (
 // TestBFDFigures measures what docs/bgp.md ("BFD") reports: the time from
 // a node's failure to the router dropping its block, with and without
 // BFD, BIRD and FRR, for a killed reef (SIGKILL) and a cut link, several
-// runs each. It only runs with REEF_BFD_FIGURES set (to the number of
+// runs each; and how many pings at 10 per second from the laptop to a pod
+// on a node are answered over a planned restart of its reef. It only runs with REEF_BFD_FIGURES set (to the number of
 // runs, default 3): it takes minutes, and asserts nothing about the times.
 //
 //	REEF_BFD_FIGURES=3 REEF_BIN_DIR=$PWD/bin go test -count=1 -timeout 30m -run '^TestBFDFigures$' -v ./e2e/
@@ -56,12 +57,16 @@ func bfdFigures(t *testing.T, kind string, withBFD bool, runs int) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	laptop, err := l.AddLaptop()
+	if err != nil {
+		t.Fatal(err)
+	}
 	tor := startToRWith(t, l, kind, nodes, lab.DefaultToRPools, o)
 	if err := lab.StartAll(nodes); err != nil {
 		t.Fatal(err)
 	}
 	a1, a2 := nodes[0], nodes[1]
-	newPod(t, a1, "pa1")
+	pa1 := newPod(t, a1, "pa1")
 	newPod(t, a2, "pa2")
 	converge(t, nodes...)
 	router := l.Prefix + "-xr"
@@ -83,7 +88,17 @@ func bfdFigures(t *testing.T, kind string, withBFD bool, runs int) []string {
 		})
 	}
 	var kills, cuts []time.Duration
+	var answered []string
 	for range runs {
+		// A planned restart of a1, pinged from the laptop at 10 per second.
+		routed(a1)
+		ping := pingFrom(t, l, laptop, pa1.IP.String(), 100)
+		time.Sleep(2 * time.Second) // pings before the restart: the scenario, not a wait
+		if err := a1.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		recv, sent := ping()
+		answered = append(answered, fmt.Sprintf("%d/%d", recv, sent))
 		routed(a1)
 		kills = append(kills, waitDropped(t, l, router, a1, blocksOf(t, a1)[0], a1.Kill))
 		if err := a1.Start(); err != nil {
@@ -102,6 +117,7 @@ func bfdFigures(t *testing.T, kind string, withBFD bool, runs int) []string {
 	return []string{
 		fmt.Sprintf("%-4s %s, reef killed: %s", kind, mode, durations(kills)),
 		fmt.Sprintf("%-4s %s, link cut:    %s", kind, mode, durations(cuts)),
+		fmt.Sprintf("%-4s %s, pings from behind the router to a pod on a node whose reef restarts (planned): %s answered", kind, mode, strings.Join(answered, ", ")),
 	}
 }
 
