@@ -46,7 +46,7 @@ const GracefulShutdownCommunity = uint32(bgppkt.COMMUNITY_PLANNED_SHUT)
 // reached; none and a nil error when there is nothing to drain (no
 // Service CIDR, no established external peer).
 func (sp *Speaker) GracefulShutdown(ctx context.Context, settle time.Duration) ([]netip.Addr, error) {
-	announced, _ := sp.ServiceCIDRs()
+	announced := sp.drained()
 	if len(announced) == 0 || len(sp.cfg.ExternalPeers) == 0 {
 		return nil, nil
 	}
@@ -69,6 +69,8 @@ func (sp *Speaker) GracefulShutdown(ctx context.Context, settle time.Duration) (
 		if err != nil {
 			return nil, err
 		}
+		// The same NLRI from the same (local) source: GoBGP replaces
+		// the path, and sends the peers the marked one.
 		path.Attrs = append(path.Attrs, bgppkt.NewPathAttributeCommunities([]uint32{GracefulShutdownCommunity}))
 		paths = append(paths, path)
 	}
@@ -101,6 +103,13 @@ func (sp *Speaker) GracefulShutdown(ctx context.Context, settle time.Duration) (
 	case <-time.After(settle):
 	}
 	return peers, nil
+}
+
+// drained are the prefixes a planned stop marks: the Service prefixes the
+// speaker announces to its external peers, which other nodes announce too.
+func (sp *Speaker) drained() []netip.Prefix {
+	announced, _ := sp.ServiceCIDRs()
+	return announced
 }
 
 // notSent are the peers that are still established and have not been
