@@ -250,7 +250,7 @@ func (b *birdToR) PathsTo(prefix netip.Prefix) ([]ToRPath, error) {
 		if m := birdLocalPref.FindStringSubmatch(line); m != nil {
 			cur.LocalPref, _ = strconv.Atoi(m[1])
 		}
-		if m := birdCommunity.FindStringSubmatch(line); m != nil && strings.Contains(m[1], "(65535,0)") || m != nil && strings.Contains(m[1], "(65535, 0)") {
+		if m := birdCommunity.FindStringSubmatch(line); m != nil && strings.Contains(strings.ReplaceAll(m[1], " ", ""), "(65535,0)") {
 			cur.GShut = true
 		}
 	}
