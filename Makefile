@@ -143,16 +143,23 @@ test-e2e: build deps-test deps-cri deps-kube deps-k8s
 # dual-stack pools (make test runs the BIRD ones), the Service CIDRs and the
 # Service addresses through FRR (make test runs BIRD; the FRR one also stops
 # the API), the Service addresses with traffic through kube-proxy in the
-# lab's cluster, the reef route reflectors with IPv6 pools (make test
+# lab's cluster, BFD and the planned stop's drain with FRR (make test runs
+# BIRD), the reef route reflectors with IPv6 pools (make test
 # runs BIRD's dual-stack and reef's IPv4 ones), the NetworkPolicy truth
 # tables with IPv6-only
 # and dual-stack pods (make test runs a few cases dual-stack:
 # TestNetpolDualStackSlice), the lab's Kubernetes cluster made dual-stack;
 # those need the Kubernetes binaries.
-SLOW_E2E := ^(TestServiceCIDRsFRR|TestServiceAddressesFRR|TestKubernetesServiceAddresses|TestToRIPv6Bird|TestToRIPv6FRR|TestToRDualStackFRR|TestBlocksChaosIPv4|TestBlocksChaosIPv6|TestReflectorsFRRDualStack|TestIPv6Reflectors|TestNetpolTruthTablesIPv6|TestNetpolTruthTablesDualStack|TestKubernetesDualStack)$$
+SLOW_E2E := ^(TestServiceCIDRsFRR|TestServiceAddressesFRR|TestKubernetesServiceAddresses|TestBFDFRR|TestGracefulShutdownFRR|TestToRIPv6Bird|TestToRIPv6FRR|TestToRDualStackFRR|TestBlocksChaosIPv4|TestBlocksChaosIPv6|TestReflectorsFRRDualStack|TestIPv6Reflectors|TestNetpolTruthTablesIPv6|TestNetpolTruthTablesDualStack|TestKubernetesDualStack)$$
 .PHONY: test-e2e-slow
 test-e2e-slow: build deps-test deps-kube deps-k8s
 	REEF_E2E_SLOW=1 REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m -run '$(SLOW_E2E)' ./e2e/
+
+# The failover figures of docs/bgp.md, "BFD" (TestBFDFigures, e2e/bfd_figures_test.go):
+# a few minutes of lab runs that assert nothing about the times.
+.PHONY: bfd-figures
+bfd-figures: build deps-test
+	REEF_BFD_FIGURES=3 REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 30m -run '^TestBFDFigures$$' -v ./e2e/
 
 # spin, the model checker of blockproto/model/; installed only when missing.
 deps-model:

@@ -51,6 +51,20 @@ type ExternalPeer struct {
 	// Communities are added to every block and service CIDR exported to
 	// the peer: standard ("65000:100") or large ("65000:1:2").
 	Communities []string
+	// BFD, if set, runs BFD with the router (nil: off).
+	BFD *BFD
+}
+
+// BFD are the timers of a BFD session with an external peer, run by
+// GoBGP's BFD (single-hop, RFC 5881: UDP port 3784, TTL 255,
+// asynchronous mode, no echo, no authentication). MinInterval is both
+// what reef sends at and the slowest it accepts from the router; the
+// router declares the node dead after Multiplier intervals without a
+// packet, and tears the BGP session down with it, and reef does the same
+// on its side (GoBGP resets the session when BFD goes down).
+type BFD struct {
+	MinInterval time.Duration
+	Multiplier  uint8
 }
 
 // Names of the policies and sets of external peers.
@@ -228,6 +242,10 @@ func (sp *Speaker) addExternalPeer(ctx context.Context, p ExternalPeer) error {
 	if p.Multihop > 0 {
 		peer.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(p.Multihop)}
 	}
+	if b := p.BFD; b != nil {
+		us := uint32(b.MinInterval / time.Microsecond)
+		peer.Bfd = &api.BfdPeerConfig{Enabled: true, DesiredMinimumTxInterval: us, RequiredMinimumReceive: us, DetectionMultiplier: uint32(b.Multiplier)}
+	}
 	return sp.s.AddPeer(ctx, &api.AddPeerRequest{Peer: peer})
 }
 
@@ -284,6 +302,9 @@ type ExternalStatus struct {
 	// Withheld says why some of the node's blocks are not exported to it
 	// (IPv6 blocks without a node IPv6 address), "" when none are.
 	Withheld string
+	// BFD is the state of the BFD session with it: BFDUp, BFDDown,
+	// BFDInit, BFDAdminDown; BFDOff ("") without bfd.
+	BFD string
 }
 
 // ExternalStatus lists the external peers, in the order of the config,
@@ -306,9 +327,10 @@ func (sp *Speaker) ExternalStatus(ctx context.Context) []ExternalStatus {
 		}
 	}
 	withheld := sp.cfg.v6Withheld()
+	bfd := sp.BFDStates(ctx)
 	var out []ExternalStatus
 	for _, p := range sp.cfg.ExternalPeers {
-		st := ExternalStatus{PeerStatus: sessions[p.Address], ASN: p.ASN, MaxPrefixes: p.MaxPrefixes, Dropped: map[string]uint64{}, Withheld: withheld}
+		st := ExternalStatus{PeerStatus: sessions[p.Address], ASN: p.ASN, MaxPrefixes: p.MaxPrefixes, Dropped: map[string]uint64{}, Withheld: withheld, BFD: bfd[p.Address]}
 		st.Address, st.Type = p.Address, PeerExternal
 		switch {
 		case st.State == "":

@@ -67,7 +67,7 @@ func printExternalPeers(w io.Writer, st *reefv1.StatusReply) {
 	}
 	fmt.Fprintln(w, "\nExternal BGP peers (they get this node's confirmed blocks; reef installs nothing they send):")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PEER\tASN\tSTATE\tSINCE\tBLOCKS SENT\tROUTES RECEIVED\tDROPPED\tLIMIT")
+	fmt.Fprintln(tw, "PEER\tASN\tSTATE\tSINCE\tBFD\tBLOCKS SENT\tROUTES RECEIVED\tDROPPED\tLIMIT")
 	for _, p := range st.GetExternalPeers() {
 		since := "-"
 		if p.GetSinceUnix() > 0 {
@@ -79,7 +79,7 @@ func printExternalPeers(w io.Writer, st *reefv1.StatusReply) {
 				dropped = append(dropped, fmt.Sprintf("%s %d", r, n))
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s\t%d\n", p.GetAddress(), p.GetAsn(), p.GetState(), since,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t%d\n", p.GetAddress(), p.GetAsn(), p.GetState(), since, orDash(p.GetBfd()),
 			p.GetSent(), p.GetReceived(), orDash(strings.Join(dropped, ", ")), p.GetMaxPrefixes())
 	}
 	tw.Flush()

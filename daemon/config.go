@@ -126,6 +126,12 @@ type BGPConfig struct {
 	// with no loadBalancerClass or reef's (true when unset). false:
 	// another controller (MetalLB, say) assigns them.
 	AssignLoadBalancerIPs *bool `yaml:"assignLoadBalancerIPs"`
+	// GracefulShutdownTime is how long a stopping daemon (SIGTERM) waits,
+	// once it has sent its Service CIDRs to the external peers marked
+	// GRACEFUL_SHUTDOWN (RFC 8326), for the routers to move the traffic to
+	// the other nodes before it exits; 0: it exits at once. docs/bgp.md,
+	// "Planned restarts".
+	GracefulShutdownTime time.Duration `yaml:"gracefulShutdownTime"`
 }
 
 // assignsLoadBalancerIPs says whether this daemon contends to assign
@@ -134,6 +140,15 @@ func (c *Config) assignsLoadBalancerIPs() bool {
 	b := c.BGP
 	return c.Kubernetes.Kubeconfig != "" && len(b.ServiceLoadBalancerIPs) > 0 && (b.AssignLoadBalancerIPs == nil || *b.AssignLoadBalancerIPs)
 }
+
+// The default and the most of bgp.gracefulShutdownTime: a router runs its
+// decision process and programs its FIB in milliseconds, and reef.service
+// gives the whole stop TimeoutStopSec=30s, of which the CNI server may take
+// 5 s.
+const (
+	defaultGracefulShutdownTime = 2 * time.Second
+	maxGracefulShutdownTime     = 20 * time.Second
+)
 
 // ExternalPeerConfig is one router in bgp.externalPeers.
 type ExternalPeerConfig struct {
@@ -156,6 +171,38 @@ type ExternalPeerConfig struct {
 	// Communities are added to every block and Service CIDR exported to
 	// this peer: standard "65000:100" or large "65000:1:2".
 	Communities []string `yaml:"communities"`
+	// BFD, with minInterval set, runs single-hop BFD (RFC 5880, 5881)
+	// with the router, so that the router drops this node's routes within
+	// minInterval × multiplier of the node's death instead of the hold
+	// time. docs/bgp.md, "BFD".
+	BFD BFDConfig `yaml:"bfd"`
+}
+
+// BFDConfig is bgp.externalPeers[].bfd: the intervals reef asks for and
+// offers (RFC 5880's Desired Min TX and Required Min RX, both
+// minInterval) and its Detect Mult.
+type BFDConfig struct {
+	MinInterval time.Duration `yaml:"minInterval"` // 0: BFD off
+	Multiplier  int           `yaml:"multiplier"`  // 0: defaultBFDMultiplier
+}
+
+// The limits of bgp.externalPeers[].bfd: FRR's bfdd takes 10ms to 60s,
+// and a multiplier is a byte on the wire that must not be 0.
+const (
+	defaultBFDMultiplier = 3
+	minBFDInterval       = 10 * time.Millisecond
+	maxBFDInterval       = 60 * time.Second
+)
+
+// on says whether the peer runs BFD.
+func (b BFDConfig) on() bool { return b.MinInterval != 0 }
+
+// multiplier is the Detect Mult, the default filled in.
+func (b BFDConfig) multiplier() int {
+	if b.Multiplier == 0 {
+		return defaultBFDMultiplier
+	}
+	return b.Multiplier
 }
 
 // externalPeers are bgp.externalPeers as the speaker takes them, the
@@ -170,6 +217,9 @@ func (b BGPConfig) externalPeers() []bgp.ExternalPeer {
 		}
 		if e.Keepalive == 0 {
 			e.Keepalive = b.KeepaliveTime
+		}
+		if p.BFD.on() {
+			e.BFD = &bgp.BFD{MinInterval: p.BFD.MinInterval, Multiplier: uint8(p.BFD.multiplier())}
 		}
 		out = append(out, e)
 	}
@@ -209,7 +259,7 @@ func DefaultConfig() Config {
 		StateDir:          "/var/lib/reef",
 		Socket:            "/run/reef/reef.sock",
 		Pools:             []PoolConfig{pool},
-		BGP:               BGPConfig{ASN: 64512, Port: 179, KeepaliveTime: 10 * time.Second, HoldTime: 30 * time.Second},
+		BGP:               BGPConfig{ASN: 64512, Port: 179, KeepaliveTime: 10 * time.Second, HoldTime: 30 * time.Second, GracefulShutdownTime: defaultGracefulShutdownTime},
 		Metrics:           "127.0.0.1:9099",
 		CNIConfDir:        "/etc/cni/net.d",
 		CNIBinDir:         "/opt/cni/bin",
@@ -275,6 +325,16 @@ func ParseConfig(name string, data []byte) (Config, error) {
 		// An IPv6 pool's blocks default to Calico's /122 (64 addresses).
 		if _, set := d.lines[fmt.Sprintf("pools[%d].blockSize", i)]; !set && p.CIDR.Addr().Is6() {
 			c.Pools[i].BlockSize = defaultBlockSize6
+		}
+	}
+	for i, p := range c.BGP.ExternalPeers {
+		// "bfd:" without minInterval would silently leave BFD off.
+		at := fmt.Sprintf("bgp.externalPeers[%d].bfd", i)
+		if line, set := d.lines[at]; set && !p.BFD.on() && p.BFD.Multiplier == 0 {
+			if _, given := d.lines[at+".minInterval"]; !given {
+				d.errs = append(d.errs, &configError{file: name, line: line, path: at + ".minInterval",
+					msg: "missing; BFD runs with minInterval set, e.g. bfd: {minInterval: 300ms, multiplier: 3} (or leave bfd out)"})
+			}
 		}
 	}
 	c.source = configSource{file: name, lines: d.lines}

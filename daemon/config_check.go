@@ -153,6 +153,9 @@ func (c *Config) bgpProblems(ps *problems) {
 	*ps = append(*ps, b.reflectorProblems()...)
 	*ps = append(*ps, c.externalPeerProblems()...)
 	c.serviceCIDRProblems(ps)
+	if t := b.GracefulShutdownTime; t < 0 || t > maxGracefulShutdownTime {
+		bad("bgp.gracefulShutdownTime", "value %q is outside 0s..%s (0: exit at once; reef.service allows 30s for the whole stop)", t, maxGracefulShutdownTime)
+	}
 	if b.HoldTime < 3*time.Second {
 		bad("bgp.holdTime", "value %q is below the 3s BGP allows", b.HoldTime)
 	} else if b.KeepaliveTime >= b.HoldTime {
@@ -330,6 +333,23 @@ func (c *Config) externalPeerProblems() []configProblem {
 		for j, cm := range p.Communities {
 			if _, _, err := bgp.SplitCommunities([]string{cm}); err != nil {
 				bad(fmt.Sprintf(".communities[%d]", j), "value %q: %v", cm, err)
+			}
+		}
+		if b := p.BFD; b.on() || b.Multiplier != 0 {
+			detect := b.MinInterval * time.Duration(b.multiplier())
+			switch {
+			case b.MinInterval == 0:
+				bad(".bfd.minInterval", "missing; BFD runs with minInterval set, e.g. minInterval: 300ms (or leave bfd out)")
+			case b.MinInterval < minBFDInterval || b.MinInterval > maxBFDInterval:
+				bad(".bfd.minInterval", "value %q is outside %s..%s", b.MinInterval, minBFDInterval, maxBFDInterval)
+			case b.MinInterval%time.Millisecond != 0:
+				bad(".bfd.minInterval", "value %q is not a whole number of milliseconds (routers take milliseconds)", b.MinInterval)
+			case b.Multiplier < 0 || b.Multiplier > 255:
+				bad(".bfd.multiplier", "value %d is outside 1..255 (or 0 for %d)", b.Multiplier, defaultBFDMultiplier)
+			case detect >= hold && hold >= 3*time.Second:
+				bad(".bfd.minInterval", "value %q × multiplier %d = %s is not below the hold time %q: BFD would find a dead router no sooner than BGP; BFD is for well under a second", b.MinInterval, b.multiplier(), detect, hold)
+			case p.Multihop > 0:
+				bad(".bfd", "set on a multihop peer (multihop %d): reef's BFD is single-hop only (RFC 5881, UDP port 3784), for a directly connected router", p.Multihop)
 			}
 		}
 	}

@@ -181,6 +181,16 @@ func TestParseConfig(t *testing.T) {
 			},
 		},
 		{
+			name: "external peer with BFD",
+			yaml: "bgp:\n  externalPeers:\n    - {address: 192.168.10.1, asn: 65000, bfd: {minInterval: 300ms, multiplier: 3}}\n    - {address: 192.168.10.2, asn: 65000, bfd: {minInterval: 50ms}}\n",
+			want: func(c *Config) {
+				c.BGP.ExternalPeers = []ExternalPeerConfig{
+					{Address: addr("192.168.10.1"), ASN: 65000, Port: 179, MaxPrefixes: 1000, BFD: BFDConfig{MinInterval: 300 * time.Millisecond, Multiplier: 3}},
+					{Address: addr("192.168.10.2"), ASN: 65000, Port: 179, MaxPrefixes: 1000, BFD: BFDConfig{MinInterval: 50 * time.Millisecond}},
+				}
+			},
+		},
+		{
 			name: "service cluster IPs",
 			yaml: "pools: [{cidr: 10.244.0.0/16}, {cidr: 'fd00:10:244::/56'}]\nbgp:\n  externalPeers: [{address: 192.168.10.1, asn: 65000}]\n  serviceClusterIPs: [10.96.0.0/12, 'fd00:10:96::/112']\n",
 			want: func(c *Config) {
@@ -397,6 +407,16 @@ func TestParseConfigErrors(t *testing.T) {
 		{"external peer hold time", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000, holdTime: 2s}]}", []string{`bgp.externalPeers[0].holdTime: value "2s" is below the 3s`}},
 		{"external peer keepalive", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000, holdTime: 9s, keepaliveTime: 9s}]}", []string{`bgp.externalPeers[0].keepaliveTime: value "9s" is not below the hold time "9s"`}},
 		{"external peer unknown key", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000, peerASN: 1}]}", []string{`bgp.externalPeers[0]: unknown key "peerASN"`}},
+		{"graceful shutdown too long", "bgp:\n  gracefulShutdownTime: 1m\n", []string{f + `line 2: bgp.gracefulShutdownTime: value "1m0s" is outside 0s..20s`}},
+		{"BFD without minInterval", "bgp:\n  externalPeers:\n  - address: 10.0.0.1\n    asn: 65000\n    bfd: {multiplier: 3}\n", []string{f + `line 5: bgp.externalPeers[0].bfd.minInterval: missing; BFD runs with minInterval set`}},
+		{"BFD empty", "bgp:\n  externalPeers:\n  - address: 10.0.0.1\n    asn: 65000\n    bfd: {}\n", []string{f + `line 5: bgp.externalPeers[0].bfd.minInterval: missing`}},
+		{"BFD interval too short", "bgp:\n  externalPeers:\n  - address: 10.0.0.1\n    asn: 65000\n    bfd:\n      minInterval: 1ms\n", []string{f + `line 6: bgp.externalPeers[0].bfd.minInterval: value "1ms" is outside 10ms..1m0s`}},
+		{"BFD interval too long", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000, bfd: {minInterval: 2m}}]}", []string{`bgp.externalPeers[0].bfd.minInterval: value "2m0s" is outside 10ms..1m0s`}},
+		{"BFD interval in microseconds", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000, bfd: {minInterval: 300500us}}]}", []string{`bgp.externalPeers[0].bfd.minInterval: value "300.5ms" is not a whole number of milliseconds`}},
+		{"BFD interval not a duration", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000, bfd: {minInterval: 300}}]}", []string{`bgp.externalPeers[0].bfd.minInterval: value "300" is not a duration`}},
+		{"BFD multiplier", "bgp:\n  externalPeers:\n  - address: 10.0.0.1\n    asn: 65000\n    bfd:\n      minInterval: 300ms\n      multiplier: 256\n", []string{f + `line 7: bgp.externalPeers[0].bfd.multiplier: value 256 is outside 1..255`}},
+		{"BFD slower than BGP", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000, holdTime: 9s, keepaliveTime: 3s, bfd: {minInterval: 3s, multiplier: 3}}]}", []string{`bgp.externalPeers[0].bfd.minInterval: value "3s" × multiplier 3 = 9s is not below the hold time "9s"`}},
+		{"BFD multihop", "bgp: {externalPeers: [{address: 10.0.0.1, asn: 65000, multihop: 2, bfd: {minInterval: 300ms}}]}", []string{`bgp.externalPeers[0].bfd: set on a multihop peer (multihop 2): reef's BFD is single-hop only`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -364,6 +364,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 		err = fmt.Errorf("serve %s: %w", d.cfg.Socket, err)
 	}
 	sdNotify(d.log, sdaemon.SdNotifyStopping)
+	d.gracefulShutdown() // first, while everything still forwards
 	d.log.Info("stopping; the dataplane stays as it is, BGP sessions close without a Cease")
 	if err := d.store.SetFlag(flagPlannedRestart, true); err != nil {
 		d.log.Error("mark planned restart", "error", err)

@@ -93,6 +93,12 @@ func (d *Daemon) metricsState() metrics.State {
 			s.ServiceCIDRs[p.String()] = false
 		}
 		s.ServiceAddresses = d.services.metrics()
+		if st := sp.BFDStates(ctx); len(st) > 0 {
+			s.BFD = map[string]bool{}
+			for a, state := range st {
+				s.BFD[a.String()] = state == bgp.BFDUp
+			}
+		}
 	}
 	if d.lbIPAM != nil {
 		st := d.lbIPAM.Status()

@@ -120,7 +120,7 @@ func (n *nodeService) peerStatus(ctx context.Context, out *reefv1.StatusReply) {
 	for _, e := range d.speaker.ExternalStatus(ctx) {
 		externalUp = externalUp || e.Established
 		ep := &reefv1.ExternalPeer{Address: e.Address.String(), Asn: e.ASN, State: e.State, Sent: e.Sent, Received: e.Received,
-			Dropped: e.Dropped, MaxPrefixes: e.MaxPrefixes, Hostname: e.Hostname}
+			Dropped: e.Dropped, MaxPrefixes: e.MaxPrefixes, Hostname: e.Hostname, Bfd: e.BFD}
 		if e.Established {
 			ep.SinceUnix = e.Since.Unix()
 		}

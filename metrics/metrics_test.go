@@ -24,6 +24,7 @@ func testState() State {
 		ServiceAddresses: []ServiceAddress{{Address: "203.0.113.7", Service: "default/web", Source: "loadBalancer", Reason: "local"},
 			{Address: "203.0.113.7", Service: "default/api", Source: "externalIP", Reason: "cluster"}},
 		LBIPAM: &LBIPAM{Leader: true, Assigned: 6},
+		BFD:    map[string]bool{"192.168.77.1": true, "192.168.78.1": false},
 	}
 }
 
@@ -79,6 +80,8 @@ func TestExposition(t *testing.T) {
 		`reef_bgp_service_address_announced{address="203.0.113.7",reason="cluster",service="default/api",source="externalIP"} 1`,
 		`reef_lb_ipam_leader 1`,
 		`reef_lb_ipam_addresses_assigned 6`,
+		`reef_bgp_bfd_up{peer="192.168.77.1"} 1`,
+		`reef_bgp_bfd_up{peer="192.168.78.1"} 0`,
 		"go_goroutines", "process_resident_memory_bytes", "reef_process_anon_memory_bytes",
 	} {
 		if !strings.Contains(text, want) {

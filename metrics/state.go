@@ -26,6 +26,9 @@ type State struct {
 	// its external peers (bgp.serviceExternalIPs,
 	// bgp.serviceLoadBalancerIPs), one per address and Service behind it.
 	ServiceAddresses []ServiceAddress
+	// BFD are the external peers with bgp.externalPeers[].bfd: true for
+	// those whose BFD session is up.
+	BFD map[string]bool
 	// VoterLists is how many voter lists this node sees announced, its
 	// own included: 1 while every node agrees, 0 before the first step.
 	VoterLists int
@@ -101,6 +104,8 @@ var (
 	descServiceAddress = prometheus.NewDesc("reef_bgp_service_address_announced",
 		"1 for a Service address (bgp.serviceExternalIPs, bgp.serviceLoadBalancerIPs) this node announces to its external peers, per Service behind it; reason: cluster (externalTrafficPolicy Cluster: every node announces it) or local (Local: this node has a ready endpoint). An address this node does not announce has no series.",
 		[]string{"address", "service", "source", "reason"}, nil)
+	descBFDUp = prometheus.NewDesc("reef_bgp_bfd_up",
+		"1 when the BFD session with the external peer is up, else 0 (down, init or admin down); only peers with bgp.externalPeers[].bfd.", []string{"peer"}, nil)
 	descBlocks = prometheus.NewDesc("reef_blocks",
 		"Blocks this node knows, by state: pending and confirmed (its own claims and blocks), lost (its confirmed blocks another node won), remote (other nodes').", []string{"state"}, nil)
 	descInUse = prometheus.NewDesc("reef_pool_addresses_in_use",
@@ -132,7 +137,7 @@ var (
 type stateCollector struct{ state func() State }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSessionUp, descSessionUptime, descPathsReceived, descPathsAccepted, descPathsDropped, descUpdatesIn, descUpdatesOut, descInvalid, descServiceCIDR, descServiceAddress,
+	for _, d := range []*prometheus.Desc{descSessionUp, descSessionUptime, descPathsReceived, descPathsAccepted, descPathsDropped, descUpdatesIn, descUpdatesOut, descInvalid, descServiceCIDR, descServiceAddress, descBFDUp,
 		descBlocks, descInUse, descCapacity, descPoolBlocks, descPoolClaimed, descWaiting, descPendingDeletes, descVoterLists, descVoterListSettled, descVoterRestricted, descRuntime,
 		descLBLeader, descLBAssigned} {
 		ch <- d
@@ -175,6 +180,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, a := range s.ServiceAddresses {
 		gauge(descServiceAddress, 1, a.Address, a.Service, a.Source, a.Reason)
+	}
+	for peer, up := range s.BFD {
+		v := 0.0
+		if up {
+			v = 1
+		}
+		gauge(descBFDUp, v, peer)
 	}
 	for _, st := range []string{"pending", "confirmed", "lost", "remote"} {
 		gauge(descBlocks, float64(s.Blocks[st]), st)

@@ -1239,6 +1239,7 @@ type ExternalPeer struct {
 	Dropped       map[string]uint64      `protobuf:"bytes,7,rep,name=dropped,proto3" json:"dropped,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"` // of them, by reason (docs/bgp.md)
 	MaxPrefixes   uint32                 `protobuf:"varint,8,opt,name=max_prefixes,json=maxPrefixes,proto3" json:"max_prefixes,omitempty"`                                                // the session is torn down past this many
 	Hostname      string                 `protobuf:"bytes,9,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	Bfd           string                 `protobuf:"bytes,10,opt,name=bfd,proto3" json:"bfd,omitempty"` // BFD session: up, down, init, admin down; "" without bgp.externalPeers[].bfd
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1332,6 +1333,13 @@ func (x *ExternalPeer) GetMaxPrefixes() uint32 {
 func (x *ExternalPeer) GetHostname() string {
 	if x != nil {
 		return x.Hostname
+	}
+	return ""
+}
+
+func (x *ExternalPeer) GetBfd() string {
+	if x != nil {
+		return x.Bfd
 	}
 	return ""
 }
@@ -2394,7 +2402,7 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\n" +
 	" \x01(\tR\tlastError\x12,\n" +
-	"\x12token_expires_unix\x18\v \x01(\x03R\x10tokenExpiresUnix\"\xd8\x02\n" +
+	"\x12token_expires_unix\x18\v \x01(\x03R\x10tokenExpiresUnix\"\xea\x02\n" +
 	"\fExternalPeer\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x10\n" +
 	"\x03asn\x18\x02 \x01(\rR\x03asn\x12\x14\n" +
@@ -2405,7 +2413,9 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\breceived\x18\x06 \x01(\x04R\breceived\x12<\n" +
 	"\adropped\x18\a \x03(\v2\".reef.v1.ExternalPeer.DroppedEntryR\adropped\x12!\n" +
 	"\fmax_prefixes\x18\b \x01(\rR\vmaxPrefixes\x12\x1a\n" +
-	"\bhostname\x18\t \x01(\tR\bhostname\x1a:\n" +
+	"\bhostname\x18\t \x01(\tR\bhostname\x12\x10\n" +
+	"\x03bfd\x18\n" +
+	" \x01(\tR\x03bfd\x1a:\n" +
 	"\fDroppedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"C\n" +

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -76,6 +77,11 @@ type FRR struct {
 	Address netip.Addr
 	Dir     string // config, vty sockets, pid files
 	Conf    string
+	// BFDConf, if set, is bfdd's configuration (its bfd section): bfdd
+	// runs too, reading only this file, since each daemon reads its -f file
+	// whole and a section bfdd does not know (route-map ... exit) would
+	// end its configuration mode early.
+	BFDConf string
 	stops   []func()
 	runs    int
 }
@@ -114,8 +120,12 @@ func (f *FRR) Start() error {
 	f.runs++
 	zsock := filepath.Join(f.Dir, "zserv.api")
 	common := []string{"-f", f.Conf, "--vty_socket", f.Dir, "-z", zsock, "-u", "root", "-g", "frrvty", "-P", "0"} // root, in the group FRR wants of vty users
-	for _, d := range []string{"zebra", "bgpd"} {
+	for _, d := range f.daemons() {
 		args := append([]string{filepath.Join(FRRDir, d), "-i", filepath.Join(f.Dir, d+".pid")}, common...)
+		if d == "bfdd" {
+			args = append(args, "--bfdctl", filepath.Join(f.Dir, "bfdd.sock"))
+			args[slices.Index(args, f.Conf)] = f.BFDConf
+		}
 		stop, err := f.Lab.Spawn(f.Netns, fmt.Sprintf("%s-%s-%d.log", f.Name, d, f.runs), args...)
 		if err != nil {
 			f.Kill()
@@ -143,17 +153,25 @@ func (f *FRR) Kill() {
 		f.stops[i]()
 	}
 	f.stops = nil
-	for _, d := range []string{"zebra", "bgpd"} {
+	for _, d := range f.daemons() {
 		os.Remove(filepath.Join(f.Dir, d+".pid"))
 		os.Remove(filepath.Join(f.Dir, d+".vty"))
 	}
 	os.Remove(filepath.Join(f.Dir, "zserv.api"))
 }
 
-// Log is the log of FRR's latest run, zebra's then bgpd's.
+// daemons are the FRR daemons the lab runs, in start order.
+func (f *FRR) daemons() []string {
+	if f.BFDConf != "" {
+		return []string{"zebra", "bgpd", "bfdd"}
+	}
+	return []string{"zebra", "bgpd"}
+}
+
+// Log is the log of FRR's latest run, zebra's then bgpd's (then bfdd's).
 func (f *FRR) Log() string {
 	var b strings.Builder
-	for _, d := range []string{"zebra", "bgpd"} {
+	for _, d := range f.daemons() {
 		out, _ := os.ReadFile(filepath.Join(f.Lab.Dir, fmt.Sprintf("%s-%s-%d.log", f.Name, d, f.runs)))
 		fmt.Fprintf(&b, "--- %s\n%s", d, out)
 	}

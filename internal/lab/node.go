@@ -60,6 +60,9 @@ type NodeOptions struct {
 	RouterASN uint32
 	// RouterPassword, if set, is the TCP MD5 key of those sessions.
 	RouterPassword string
+	// RouterExtra is appended to each node's external peer entry (YAML
+	// lines indented six spaces, such as "      holdTime: 90s\n").
+	RouterExtra string
 	// Nice, if set, runs the daemon at this nice value (nice(1); negative
 	// is more CPU): a benchmark's stand-in for a node on a machine of its
 	// own, such as a route reflector among a hundred clients on 2 cores.

@@ -124,6 +124,7 @@ func (l *Lab) AddCrossNodes(opts NodeOptions) ([]*Node, error) {
 			if opts.RouterPassword != "" {
 				o.BGP += fmt.Sprintf("      password: %q\n", opts.RouterPassword)
 			}
+			o.BGP += opts.RouterExtra
 		}
 		o.BGP += opts.BGPExtra
 		o.SubnetB = i == 2

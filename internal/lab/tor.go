@@ -319,6 +319,13 @@ type ToR interface {
 	// Multipath makes the router install equal BGP paths from several
 	// nodes as one ECMP route (BIRDMultipath, FRRMultipath).
 	Multipath() error
+	// BFDSessions are the router's BFD sessions by node address: up,
+	// down, init or admindown (bfd.go).
+	BFDSessions() (map[netip.Addr]string, error)
+	// Session is the router's BGP session with a node.
+	Session(node netip.Addr) (ToRSession, error)
+	// PathsTo are the router's BGP paths to exactly prefix, sorted by node.
+	PathsTo(prefix netip.Prefix) ([]ToRPath, error)
 }
 
 // BIRDMultipath is what Multipath adds to each kernel protocol of
@@ -460,6 +467,13 @@ func (l *Lab) StartToR(kind string, nodes []netip.Addr, pools []ToRPool, passwor
 // StartToRIn runs kind as the ToR of nodes in the namespace router, whose
 // router ID is self.
 func (l *Lab) StartToRIn(kind, router string, self netip.Addr, nodes []netip.Addr, pools []ToRPool, password string) (ToR, error) {
+	return l.StartToRWith(kind, router, self, nodes, pools, ToROptions{Password: password})
+}
+
+// StartToRWith is StartToRIn with the options of bfd.go: the hold time,
+// BFD, graceful shutdown.
+func (l *Lab) StartToRWith(kind, router string, self netip.Addr, nodes []netip.Addr, pools []ToRPool, o ToROptions) (ToR, error) {
+	password := o.Password
 	dir := filepath.Join(l.Dir, "tor-"+kind)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -469,7 +483,10 @@ func (l *Lab) StartToRIn(kind, router string, self netip.Addr, nodes []netip.Add
 		if _, err := os.Stat(BirdBinary); err != nil {
 			return nil, fmt.Errorf("lab: BIRD 2 not installed (make deps-test installs bird2): %w", err)
 		}
-		conf := ToRBirdConfig(self, RouterASN, nodes, 64512, pools, 3*time.Second)
+		conf, err := withToROptions(kind, ToRBirdConfig(self, RouterASN, nodes, 64512, pools, o.hold()), o)
+		if err != nil {
+			return nil, err
+		}
 		if password != "" {
 			conf = strings.Replace(conf, "  direct; ", fmt.Sprintf("  password %q;\n  direct; ", password), 1)
 		}
@@ -486,7 +503,16 @@ func (l *Lab) StartToRIn(kind, router string, self netip.Addr, nodes []netip.Add
 			return nil, fmt.Errorf("lab: FRR not installed (make deps-test installs frr): %w", err)
 		}
 		f := &FRR{Lab: l, Name: "tor-frr", Netns: router, Address: self, Dir: dir, Conf: filepath.Join(dir, "frr.conf")}
-		conf := ToRFRRConfig(self, RouterASN, nodes, 64512, pools, 3*time.Second)
+		if o.BFD > 0 {
+			f.BFDConf = filepath.Join(dir, "bfdd.conf")
+			if err := os.WriteFile(f.BFDConf, []byte(FRRBFD(o.BFD, o.multiplier())), 0o644); err != nil {
+				return nil, err
+			}
+		}
+		conf, err := withToROptions(kind, ToRFRRConfig(self, RouterASN, nodes, 64512, pools, o.hold()), o)
+		if err != nil {
+			return nil, err
+		}
 		if password != "" {
 			conf = strings.Replace(conf, " neighbor reef remote-as", fmt.Sprintf(" neighbor reef password %s\n neighbor reef remote-as", password), 1)
 		}

@@ -1,0 +1,212 @@
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reefcni/reef/internal/lab"
+)
+
+// Planned restarts (docs/bgp.md, "Planned restarts"): the ToR lab's three
+// nodes announce the Service CIDR with BFD to their router, which runs
+// BIRD 2 (TestGracefulShutdownBird) or FRR (TestGracefulShutdownFRR) with
+// multipath, BFD, and GRACEFUL_SHUTDOWN honoured (local preference 0).
+// Each node answers on a Service address of the CIDR (10.96.0.10:80, on
+// its lo: kube-proxy's part), and a client behind the router (the laptop)
+// asks it every 10 ms, its connections spread over the nodes by the
+// router (layer-4 multipath hash). Then a1's reef gets SIGTERM, and once
+// it has exited a1 goes away (its link down), as a node does that is
+// stopped for a reboot. The test checks:
+//
+//   - the order of events at the router: a1's path to the CIDR carries
+//     65535:0 and local preference 0 and the router's kernel route has no
+//     next hop via a1, all while its session with a1 is still
+//     established; only then does the session go down;
+//   - a1's reef routes stay in its kernel after the stop;
+//   - not one of the client's requests failed, and a1 answered some
+//     before the stop.
+//
+// With bgp.gracefulShutdownTime: 0 (no drain) the test fails: the router
+// never marks a1's path, and requests fail (BIRD keeps routing to a1 until
+// BFD notices that reef is gone, FRR, over graceful restart, until the
+// restart time ends): 1 of 185 and 3 of 118 in one run each.
+func TestGracefulShutdownBird(t *testing.T) { testGracefulShutdown(t, "bird") }
+
+func TestGracefulShutdownFRR(t *testing.T) { slowSuite(t); testGracefulShutdown(t, "frr") }
+
+func testGracefulShutdown(t *testing.T, kind string) {
+	l := newLab(t)
+	nodes, err := l.AddCrossNodes(lab.NodeOptions{Extra: torPool, RouterASN: lab.RouterASN, RouterExtra: bfdPeerExtra,
+		BGPExtra: fmt.Sprintf("  serviceClusterIPs: [%s]\n", serviceCIDR)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	laptop, err := l.AddLaptop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools := append(slices.Clone(lab.DefaultToRPools), lab.ToRPool{CIDR: serviceCIDR, BlockSize: serviceCIDR.Bits()})
+	tor := startToRWith(t, l, kind, nodes, pools, lab.ToROptions{Hold: bfdHold, BFD: 300 * time.Millisecond, GracefulShutdown: true})
+	if err := tor.Multipath(); err != nil {
+		t.Fatal(err)
+	}
+	router := l.Prefix + "-xr"
+	run(t, l, router, "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1")
+	if err := lab.StartAll(nodes); err != nil {
+		t.Fatal(err)
+	}
+	a1 := nodes[0]
+	newPod(t, a1, "pa1")
+	converge(t, nodes...)
+
+	// The Service address on every node, kube-proxy's stand-in.
+	svc := netip.AddrPortFrom(netip.MustParseAddr("10.96.0.10"), 80)
+	servers := map[string]*lab.TCPServer{}
+	for _, n := range nodes {
+		run(t, l, n.Netns, "ip", "addr", "add", svc.Addr().String()+"/32", "dev", "lo")
+		srv, err := l.ListenTCP(n.Netns, svc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { srv.Close() })
+		servers[n.Name] = srv
+	}
+	var legs []netip.Addr
+	for _, n := range nodes {
+		legs = append(legs, n.Address)
+	}
+	slices.SortFunc(legs, netip.Addr.Compare)
+	waitBFDUp(t, tor, nodes)
+	eventually(t, 20*time.Second, func() string {
+		out := run(t, l, router, "ip", "-4", "route", "show", "exact", serviceCIDR.String())
+		for _, a := range legs {
+			if !strings.Contains(out, "nexthop via "+a.String()+" ") {
+				return fmt.Sprintf("the router's route to %s: %q, want a next hop via each node %v", serviceCIDR, strings.TrimSpace(out), legs)
+			}
+		}
+		return ""
+	})
+
+	// The client: a request every 10 ms, each a new connection that must
+	// not lose its SYN (lab.Request).
+	var mu sync.Mutex
+	var failures []string
+	requests := 0
+	stop := make(chan struct{})
+	clientDone := make(chan struct{})
+	go func() {
+		defer close(clientDone)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			err := l.Request(laptop, svc, 900*time.Millisecond)
+			mu.Lock()
+			requests++
+			if err != nil {
+				failures = append(failures, time.Now().Format("15:04:05.000")+" "+err.Error())
+			}
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		<-clientDone
+	}()
+	time.Sleep(time.Second) // a second of requests before the stop: the scenario, not a wait
+	if len(servers["a1"].Peers()) == 0 {
+		t.Fatalf("a1 answered none of the client's requests before the stop; the router's route: %s", run(t, l, router, "ip", "-4", "route", "show", "exact", serviceCIDR.String()))
+	}
+	routesBefore := reefRoutes(t, a1)
+
+	// SIGTERM, and the router watched meanwhile.
+	stopped := make(chan error, 1)
+	sigterm := time.Now()
+	go func() { stopped <- a1.Stop() }()
+	var drained, down time.Time
+	var drainedPaths []lab.ToRPath
+	var stopErr error
+	for exited := false; !exited || down.IsZero(); {
+		select {
+		case stopErr = <-stopped:
+			exited = true
+		default:
+		}
+		if time.Since(sigterm) > 30*time.Second {
+			t.Fatalf("30s after SIGTERM: reef exited %v, the router's session with a1 down at %v", exited, down)
+		}
+		s, err := tor.Session(a1.Address)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !s.Established {
+			if down.IsZero() {
+				down = time.Now()
+			}
+			continue
+		}
+		if !drained.IsZero() {
+			continue
+		}
+		paths, err := tor.PathsTo(serviceCIDR)
+		if err != nil {
+			t.Fatal(err)
+		}
+		route := run(t, l, router, "ip", "-4", "route", "show", "exact", serviceCIDR.String())
+		i := slices.IndexFunc(paths, func(p lab.ToRPath) bool { return p.From == a1.Address })
+		if i >= 0 && paths[i].GShut && paths[i].LocalPref == 0 && !strings.Contains(route, "via "+a1.Address.String()+" ") {
+			if s, err := tor.Session(a1.Address); err == nil && s.Established {
+				drained, drainedPaths = time.Now(), paths
+				t.Logf("%s after SIGTERM, session with a1 established: the router's paths to %s: %+v; its route: %s",
+					time.Since(sigterm).Round(time.Millisecond), serviceCIDR, paths, strings.Join(strings.Fields(route), " "))
+			}
+		}
+	}
+	if stopErr != nil {
+		t.Fatal(stopErr)
+	}
+	if drained.IsZero() {
+		t.Errorf("the router never had a1's path to %s marked GRACEFUL_SHUTDOWN with local preference 0 and out of its route while the session was up", serviceCIDR)
+	} else if !drained.Before(down) {
+		t.Errorf("the router took a1's path out at %v, after its session went down at %v", drained, down)
+	}
+	for _, p := range drainedPaths {
+		if p.From != a1.Address && (p.GShut || p.LocalPref != 100) {
+			t.Errorf("during the drain the router has the path from %s at local preference %d (graceful shutdown %v); want 100, unmarked", p.From, p.LocalPref, p.GShut)
+		}
+	}
+	if !drained.IsZero() {
+		t.Logf("%s: SIGTERM at 0; a1 drained at the router after %s; the router's session with a1 down after %s",
+			kind, drained.Sub(sigterm).Round(time.Millisecond), down.Sub(sigterm).Round(time.Millisecond))
+	}
+	if !strings.Contains(a1.Log(), "planned stop: Service traffic drained to the other nodes") {
+		t.Errorf("a1 does not log the drain")
+	}
+	if got := reefRoutes(t, a1); !slices.Equal(got, routesBefore) {
+		t.Errorf("a1's reef routes changed over the stop:\n%s\nwas\n%s", strings.Join(got, "\n"), strings.Join(routesBefore, "\n"))
+	}
+
+	// a1 goes away, as a node stopped for a reboot does.
+	run(t, l, a1.Netns, "ip", "link", "set", "eth0", "down")
+	time.Sleep(2 * time.Second) // two seconds of requests without a1: the scenario, not a wait
+	close(stop)
+	<-clientDone
+	mu.Lock()
+	defer mu.Unlock()
+	if len(failures) > 0 {
+		t.Errorf("%d of %d requests to %s failed over a1's planned stop:\n%s", len(failures), requests, svc, strings.Join(failures, "\n"))
+	} else {
+		t.Logf("%d requests to %s over a1's planned stop, none failed; a1 answered %d of them", requests, svc, len(servers["a1"].Peers()))
+	}
+}
