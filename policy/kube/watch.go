@@ -165,12 +165,13 @@ func (w *Watcher) informer(c rest.Interface, resource string, obj runtime.Object
 // Run starts the informers and the reachability probe and returns when
 // ctx ends.
 func (w *Watcher) Run(ctx context.Context) {
-	// Whether the ClusterNetworkPolicy CRD is there is asked first, so
-	// that when it is, nothing is enforced before its policies are read.
-	w.discoverCluster(ctx)
 	go w.pods.RunWithContext(ctx)
 	go w.ns.RunWithContext(ctx)
 	go w.policies.RunWithContext(ctx)
+	// Whether the ClusterNetworkPolicy CRD is there is asked while the
+	// others list, before the caches count as synced: when it is, nothing
+	// is enforced before its policies are read too.
+	w.discoverCluster(ctx)
 	synced := []cache.InformerSynced{w.pods.HasSynced, w.ns.HasSynced, w.policies.HasSynced}
 	if inf := w.clusterInformer(); inf != nil {
 		synced = append(synced, inf.HasSynced)
