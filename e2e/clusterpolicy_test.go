@@ -53,7 +53,7 @@ func clusterIngress(name string, tier cnp.Tier, prio int32, subjectNS, fromNS ma
 // Deny a NetworkPolicy allow cannot override; an Admin Pass handed to a
 // NetworkPolicy that then denies (and, the Pass deleted, the Admin Accept
 // behind it decides instead); a Baseline Deny on pods no NetworkPolicy
-// selects only. (What reef does not enforce is reported in reef status:
+// selects only; an egress Admin Deny to a network. (What reef does not enforce is reported in reef status:
 // policy's unit tests; the standard channel's CRD has none of it.)
 func TestClusterNetworkPolicy(t *testing.T) {
 	pl := newPolicyLab(t, 1)
@@ -127,5 +127,23 @@ func TestClusterNetworkPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, func() string { return pl.expect(t, probeWant{za, xa, "tcp", 80, true}) })
+	if out, err := n1.Reef("status"); err != nil || !strings.Contains(out, "ClusterNetworkPolicy on, 3 policies") {
+		t.Fatalf("reef status with three cluster policies: %v\n%s", err, out)
+	}
+
+	// Egress: an Admin Deny from x to y/a's address (a network peer) on
+	// TCP 80, which no NetworkPolicy of x's egress covers.
+	egress := &cnp.ClusterNetworkPolicy{TypeMeta: metav1.TypeMeta{Kind: "ClusterNetworkPolicy"}, ObjectMeta: metav1.ObjectMeta{Name: "deny-egress-ya-80"},
+		Spec: cnp.ClusterNetworkPolicySpec{Tier: cnp.AdminTier, Priority: 1,
+			Subject: cnp.ClusterNetworkPolicySubject{Namespaces: &metav1.LabelSelector{MatchLabels: x}},
+			Egress: []cnp.ClusterNetworkPolicyEgressRule{{Action: cnp.ClusterNetworkPolicyRuleActionDeny,
+				To:        []cnp.ClusterNetworkPolicyEgressPeer{{Networks: []cnp.CIDR{cnp.CIDR(ya.IP.String() + "/32")}}},
+				Protocols: []cnp.ClusterNetworkPolicyProtocol{{TCP: &cnp.ClusterNetworkPolicyProtocolTCP{DestinationPort: &cnp.Port{Number: 80}}}}}}}}
+	if err := pl.API.CreateCustom(cnpGVR, "", egress); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() string {
+		return pl.expect(t, probeWant{xb, ya, "tcp", 80, false}, probeWant{xb, ya, "tcp", 81, true}, probeWant{za, ya, "tcp", 80, true})
+	})
 
 }
