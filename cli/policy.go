@@ -58,8 +58,17 @@ func printPolicy(w io.Writer, st *reefv1.StatusReply) {
 			fmt.Fprintf(w, "            the kubeconfig's token expires in %s: make a new one (docs/policy.md)\n", left.Round(time.Hour))
 		}
 	}
+	switch c := p.GetClusterPolicies(); {
+	case c == "on":
+		fmt.Fprintf(w, "            ClusterNetworkPolicy on, %d policies\n", p.GetClusterPolicyCount())
+	case c != "":
+		fmt.Fprintf(w, "            ClusterNetworkPolicy %s\n", c)
+	}
 	for _, s := range p.GetSkipped() {
 		fmt.Fprintf(w, "            skipped (not enforced): %s\n", s)
+	}
+	for _, s := range p.GetClusterNotEnforced() {
+		fmt.Fprintf(w, "            ClusterNetworkPolicy not enforced as written: %s\n", s)
 	}
 	if e := p.GetLastError(); e != "" {
 		fmt.Fprintf(w, "            last apply failed: %s\n", e)

@@ -155,7 +155,15 @@ func policyStatusProto(s policyStatus) *reefv1.PolicyStatus {
 		out.TokenExpiresUnix = s.API.TokenExpires.Unix()
 	}
 	for _, sk := range s.Skipped {
-		out.Skipped = append(out.Skipped, sk.Namespace+"/"+sk.Name+": "+sk.Reason)
+		out.Skipped = append(out.Skipped, sk.Key()+": "+sk.Reason)
+		if sk.Cluster {
+			out.ClusterPolicyCount++
+		}
+	}
+	out.ClusterPolicies = s.API.Cluster
+	out.ClusterPolicyCount += int32(s.Cluster)
+	for _, n := range s.NotEnforced {
+		out.ClusterNotEnforced = append(out.ClusterNotEnforced, n.String())
 	}
 	if s.LastErr != nil {
 		out.LastError = s.LastErr.Error()

@@ -55,6 +55,7 @@ type policyDataplane struct {
 	state        policy.State
 	in           policy.Input
 	skipped      map[string]string // policy key -> reason, as last logged
+	notEnforced  map[string]bool   // NotEnforced.String(), as last logged
 	// nodeName is kubernetes.nodeName; warnedNode the last other name an
 	// ADD's pod was scheduled to (logged once).
 	nodeName   string
@@ -70,7 +71,7 @@ func newPolicyDataplane(ctx context.Context, kc KubeConfig, st *store.Store, m *
 		return nil, nil
 	}
 	p := &policyDataplane{kernel: nft.NewKernel(), metrics: m, store: st, log: log.With("component", "policy"), nodeName: kc.NodeName,
-		trigger: trigger, skipped: map[string]string{}}
+		trigger: trigger, skipped: map[string]string{}, notEnforced: map[string]bool{}}
 	// A burst of syncs of a big cluster (thousands of pods, hundreds of
 	// policies) leaves the heap they used to the Go runtime, which returns
 	// it to the kernel only slowly; the daemon's RSS would stay at the
@@ -190,8 +191,9 @@ func localEndpoints(eps []store.Endpoint) []policy.Endpoint {
 func (p *policyDataplane) syncAll(in policy.Input, readKernel bool) error {
 	st := policy.Compile(in)
 	p.logSkipped(st.Skipped)
+	p.logNotEnforced(st.NotEnforced)
 	want := p.renderer.Table(st)
-	shape := policy.Shape(in.Policies)
+	shape := shapeOf(in)
 	err := p.apply(want, shape, readKernel || p.applied == nil)
 	if err != nil && !readKernel {
 		// What was applied may not be what the kernel has (a table
@@ -218,7 +220,7 @@ func (p *policyDataplane) syncPod(local []policy.Endpoint, pod *policy.Pod) erro
 		in.Local = local
 		return p.syncAll(in, readKernel)
 	}
-	if pod == nil || p.applied == nil || !p.synced || policy.Shape(p.watch.Policies()) != p.appliedShape {
+	if pod == nil || p.applied == nil || !p.synced || shapeOf(policy.Input{Policies: p.watch.Policies(), ClusterPolicies: p.watch.ClusterPolicies()}) != p.appliedShape {
 		return full(false)
 	}
 	st, changed, ok := policy.Recompile(p.state, local, pod)
@@ -286,11 +288,30 @@ func (p *policyDataplane) apply(want nft.Table, shape string, readKernel bool) e
 	return nil
 }
 
+// shapeOf fingerprints the NetworkPolicies and ClusterNetworkPolicies:
+// while it holds, only set elements can differ.
+func shapeOf(in policy.Input) string {
+	return policy.Shape(in.Policies) + "|" + policy.ClusterShape(in.ClusterPolicies)
+}
+
+// logNotEnforced logs each part of a ClusterNetworkPolicy reef does not
+// enforce as written, once.
+func (p *policyDataplane) logNotEnforced(ne []policy.NotEnforced) {
+	now := map[string]bool{}
+	for _, n := range ne {
+		now[n.String()] = true
+		if !p.notEnforced[n.String()] {
+			p.log.Warn("ClusterNetworkPolicy: a part is not enforced as written", "policy", n.Name, "field", n.Field, "reason", n.Reason)
+		}
+	}
+	p.notEnforced = now
+}
+
 // logSkipped logs each policy that cannot be enforced once per reason.
 func (p *policyDataplane) logSkipped(sk []policy.Skipped) {
 	now := map[string]string{}
 	for _, s := range sk {
-		key := s.Namespace + "/" + s.Name
+		key := s.Key()
 		now[key] = s.Reason
 		if p.skipped[key] != s.Reason {
 			p.log.Error("NetworkPolicy skipped: reef cannot enforce it as written; the others are enforced", "policy", key, "reason", s.Reason)
@@ -355,15 +376,26 @@ type policyStatus struct {
 	Isolated [2]int
 	Skipped  []policy.Skipped
 	LastErr  error
+	// Cluster are the ClusterNetworkPolicies enforced, NotEnforced what
+	// of them is not as written.
+	Cluster     int
+	NotEnforced []policy.NotEnforced
 }
 
 func (p *policyDataplane) status() policyStatus {
 	s := policyStatus{API: p.watch.Status()}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s.Policies = len(p.state.Policies) + len(p.state.Skipped)
+	s.Policies = len(p.state.Policies)
+	for _, sk := range p.state.Skipped {
+		if !sk.Cluster {
+			s.Policies++
+		}
+	}
 	s.Isolated = [2]int{len(p.state.Isolated[0]), len(p.state.Isolated[1])}
 	s.Skipped = slices.Clone(p.state.Skipped)
+	s.Cluster = len(p.state.Cluster)
+	s.NotEnforced = slices.Clone(p.state.NotEnforced)
 	s.LastErr = p.lastErr
 	return s
 }

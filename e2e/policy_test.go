@@ -58,6 +58,20 @@ func newPolicyLabWith(t *testing.T, n int, opts lab.NodeOptions, ipv6 bool) *pol
 		t.Fatal(err)
 	}
 	converge(t, nodes...)
+	// An ADD before a daemon's informers have synced is "try again
+	// later" (kubelet retries; the lab's RunPod does not).
+	for _, n := range nodes {
+		eventually(t, 30*time.Second, func() string {
+			st, err := n.Status()
+			if err != nil {
+				return err.Error()
+			}
+			if !st.GetPolicy().GetSynced() {
+				return n.Name + ": policy informers not synced"
+			}
+			return ""
+		})
+	}
 	c, err := k.Admin()
 	if err != nil {
 		t.Fatal(err)

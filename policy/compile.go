@@ -12,6 +12,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 )
 
 // Endpoint is one of this node's pods as the store knows it: the address
@@ -31,6 +32,9 @@ type Input struct {
 	// endpoints' (the API's status may lag or be stale); a remote pod's
 	// are its status.podIPs.
 	Local []Endpoint
+	// ClusterPolicies are the ClusterNetworkPolicies (cluster.go); none
+	// when their CRD is not installed.
+	ClusterPolicies []*cnp.ClusterNetworkPolicy
 }
 
 // Direction is ingress (traffic to the selected pods) or egress (from
@@ -85,6 +89,15 @@ func (c *Compiled) Key() string { return c.Namespace + "/" + c.Name }
 type Skipped struct {
 	Namespace, Name string
 	Reason          string
+	Cluster         bool // a ClusterNetworkPolicy (no namespace)
+}
+
+// Key is namespace/name, or ClusterNetworkPolicy/name.
+func (s Skipped) Key() string {
+	if s.Cluster {
+		return "ClusterNetworkPolicy/" + s.Name
+	}
+	return s.Namespace + "/" + s.Name
 }
 
 // State is the desired policy state of one node.
@@ -97,6 +110,11 @@ type State struct {
 	// Peers are the addresses of each peer set (Rule.PeerKey): the one
 	// source the table's peer sets are rendered from.
 	Peers map[string][]Range
+	// Cluster are the ClusterNetworkPolicies, in the order they are
+	// checked (sortedCluster); NotEnforced what of them reef does not
+	// enforce as written.
+	Cluster     []*ClusterCompiled
+	NotEnforced []NotEnforced
 	// ix is the index compiled from: Recompile starts from it.
 	ix *index
 }
@@ -129,6 +147,7 @@ func Compile(in Input) State {
 		}
 		slices.SortFunc(st.Isolated[d], netip.Addr.Compare)
 	}
+	compileClusters(ix, in.ClusterPolicies, &st)
 	st.Peers, st.ix = ix.peers, ix
 	return st
 }

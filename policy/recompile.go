@@ -29,7 +29,8 @@ import (
 // Compile, which every informer event brings; what the pod and the
 // endpoints change is exact, as TestRecompileIsCompile checks.
 func Recompile(prev State, local []Endpoint, pod *Pod) (st State, changed []int, ok bool) {
-	if prev.ix == nil {
+	// Cluster policies are compiled again in full, by Compile.
+	if prev.ix == nil || len(prev.Cluster) > 0 {
 		return State{}, nil, false
 	}
 	ix, touched := prev.ix.patched(local, pod)

@@ -11,6 +11,8 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
+	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
+
 	"github.com/reefcni/reef/nat/nft"
 )
 
@@ -164,9 +166,18 @@ func render(st State, withChains bool, cache *Renderer) nft.Table {
 				&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)},
 				&expr.Verdict{Kind: expr.VerdictAccept},
 			}})
+		if hasTier(st, cnp.AdminTier, d) {
+			base[d].Rules = append(base[d].Rules, nft.Rule{Comment: "reef: ClusterNetworkPolicy Admin tier; Pass returns here",
+				Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: adminChain(d)}}})
+		}
 		for _, f := range families {
 			set := isolatedSet(f, d)
 			t.Sets = append(t.Sets, addrSet(f, set, fmt.Sprintf("reef: this node's pods isolated for %s", d), false, st.Isolated[d]))
+			if hasTier(st, cnp.BaselineTier, d) {
+				base[d].Rules = append(base[d].Rules, nft.Rule{Comment: fmt.Sprintf("reef: pods no policy isolates for %s: ClusterNetworkPolicy Baseline tier", d),
+					Exprs: append(match(f, f.offset(d, false), set, true), &expr.Verdict{Kind: expr.VerdictGoto, Chain: baselineChain(d)})})
+				continue
+			}
 			base[d].Rules = append(base[d].Rules, nft.Rule{Comment: fmt.Sprintf("reef: pods no policy isolates for %s", d),
 				Exprs: append(match(f, f.offset(d, false), set, true), &expr.Verdict{Kind: expr.VerdictAccept})})
 		}
@@ -218,6 +229,7 @@ func render(st State, withChains bool, cache *Renderer) nft.Table {
 			Exprs: []expr.Any{&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictDrop}}})
 	}
 	t.Chains = append(t.Chains, base[:]...)
+	renderCluster(st, &t, withChains)
 	if !withChains {
 		t.Chains = nil
 	}

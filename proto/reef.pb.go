@@ -1115,8 +1115,12 @@ type PolicyStatus struct {
 	Skipped          []string               `protobuf:"bytes,9,rep,name=skipped,proto3" json:"skipped,omitempty"`                                               // "namespace/name: reason" of policies reef cannot enforce
 	LastError        string                 `protobuf:"bytes,10,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`                         // the last failure applying table inet reef
 	TokenExpiresUnix int64                  `protobuf:"varint,11,opt,name=token_expires_unix,json=tokenExpiresUnix,proto3" json:"token_expires_unix,omitempty"` // the kubeconfig token's expiry; 0: none known
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// ClusterNetworkPolicy (docs/policy.md); numbers from 30 on.
+	ClusterPolicies    string   `protobuf:"bytes,30,opt,name=cluster_policies,json=clusterPolicies,proto3" json:"cluster_policies,omitempty"`             // "on", or "off: why" (its CRD is not installed)
+	ClusterPolicyCount int32    `protobuf:"varint,31,opt,name=cluster_policy_count,json=clusterPolicyCount,proto3" json:"cluster_policy_count,omitempty"` // ClusterNetworkPolicies in the API
+	ClusterNotEnforced []string `protobuf:"bytes,32,rep,name=cluster_not_enforced,json=clusterNotEnforced,proto3" json:"cluster_not_enforced,omitempty"`  // "name: field: what reef does instead" of parts reef does not enforce
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *PolicyStatus) Reset() {
@@ -1224,6 +1228,27 @@ func (x *PolicyStatus) GetTokenExpiresUnix() int64 {
 		return x.TokenExpiresUnix
 	}
 	return 0
+}
+
+func (x *PolicyStatus) GetClusterPolicies() string {
+	if x != nil {
+		return x.ClusterPolicies
+	}
+	return ""
+}
+
+func (x *PolicyStatus) GetClusterPolicyCount() int32 {
+	if x != nil {
+		return x.ClusterPolicyCount
+	}
+	return 0
+}
+
+func (x *PolicyStatus) GetClusterNotEnforced() []string {
+	if x != nil {
+		return x.ClusterNotEnforced
+	}
+	return nil
 }
 
 // ExternalPeer is one of the node's routers (bgp.externalPeers): it gets
@@ -2388,7 +2413,7 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12\x1a\n" +
 	"\bassigned\x18\x03 \x01(\x05R\bassigned\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x14\n" +
-	"\x05pools\x18\x05 \x03(\tR\x05pools\"\xfd\x02\n" +
+	"\x05pools\x18\x05 \x03(\tR\x05pools\"\x8c\x04\n" +
 	"\fPolicyStatus\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x16\n" +
 	"\x06synced\x18\x02 \x01(\bR\x06synced\x12#\n" +
@@ -2402,7 +2427,10 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\n" +
 	" \x01(\tR\tlastError\x12,\n" +
-	"\x12token_expires_unix\x18\v \x01(\x03R\x10tokenExpiresUnix\"\xea\x02\n" +
+	"\x12token_expires_unix\x18\v \x01(\x03R\x10tokenExpiresUnix\x12)\n" +
+	"\x10cluster_policies\x18\x1e \x01(\tR\x0fclusterPolicies\x120\n" +
+	"\x14cluster_policy_count\x18\x1f \x01(\x05R\x12clusterPolicyCount\x120\n" +
+	"\x14cluster_not_enforced\x18  \x03(\tR\x12clusterNotEnforced\"\xea\x02\n" +
 	"\fExternalPeer\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x10\n" +
 	"\x03asn\x18\x02 \x01(\rR\x03asn\x12\x14\n" +

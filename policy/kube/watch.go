@@ -29,6 +29,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
+	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
+
 	"github.com/reefcni/reef/policy"
 )
 
@@ -44,6 +46,9 @@ type Status struct {
 	// TokenExpires is when the kubeconfig's bearer token expires, if it
 	// is a JWT with an expiry (a TokenRequest token); zero otherwise.
 	TokenExpires time.Time
+	// Cluster says whether ClusterNetworkPolicy is watched, and if not,
+	// why: "on", or "off: ..." (its CRD is not installed).
+	Cluster string
 }
 
 // Watcher runs the informers.
@@ -55,8 +60,12 @@ type Watcher struct {
 	pods     cache.SharedIndexInformer
 	ns       cache.SharedIndexInformer
 	policies cache.SharedIndexInformer
-	onChange func()
-	expires  time.Time
+	// cnp is the ClusterNetworkPolicy client and informer: the informer
+	// is nil until discovery finds the CRD installed (cluster.go).
+	cnpClient rest.Interface
+	cnp       cache.SharedIndexInformer
+	onChange  func()
+	expires   time.Time
 
 	mu          sync.Mutex
 	status      Status
@@ -99,6 +108,9 @@ func New(kubeconfig string, log *slog.Logger, onChange func()) (*Watcher, error)
 	})
 	w.ns = w.informer(core, "namespaces", &corev1.Namespace{}, trimNamespace)
 	w.policies = w.informer(netc, "networkpolicies", &networkingv1.NetworkPolicy{}, trimPolicy)
+	if w.cnpClient, err = cnpRESTClient(cfg); err != nil {
+		return nil, fmt.Errorf("kubernetes.kubeconfig %s: %w", kubeconfig, err)
+	}
 	return w, nil
 }
 
@@ -106,7 +118,7 @@ func New(kubeconfig string, log *slog.Logger, onChange func()) (*Watcher, error)
 // daemon without the API never builds it.
 var scheme = sync.OnceValues(func() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	if err := errors.Join(corev1.AddToScheme(s), networkingv1.AddToScheme(s)); err != nil {
+	if err := errors.Join(corev1.AddToScheme(s), networkingv1.AddToScheme(s), cnp.Install(s)); err != nil {
 		return nil, err
 	}
 	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
@@ -156,8 +168,16 @@ func (w *Watcher) Run(ctx context.Context) {
 	go w.pods.RunWithContext(ctx)
 	go w.ns.RunWithContext(ctx)
 	go w.policies.RunWithContext(ctx)
+	// Whether the ClusterNetworkPolicy CRD is there is asked while the
+	// others list, before the caches count as synced: when it is, nothing
+	// is enforced before its policies are read too.
+	w.discoverCluster(ctx)
+	synced := []cache.InformerSynced{w.pods.HasSynced, w.ns.HasSynced, w.policies.HasSynced}
+	if inf := w.clusterInformer(); inf != nil {
+		synced = append(synced, inf.HasSynced)
+	}
 	go func() {
-		if cache.WaitForCacheSync(ctx.Done(), w.pods.HasSynced, w.ns.HasSynced, w.policies.HasSynced) {
+		if cache.WaitForCacheSync(ctx.Done(), synced...) {
 			w.mu.Lock()
 			w.status.Synced = true
 			w.mu.Unlock()
@@ -194,6 +214,9 @@ func (w *Watcher) probe(ctx context.Context) {
 			w.failed(fmt.Errorf("probe %s/readyz: %w", w.cfg.Host, err))
 		}
 		w.checkToken()
+		if w.clusterInformer() == nil {
+			w.discoverCluster(ctx) // installed since?
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -272,7 +295,7 @@ func (w *Watcher) WaitPod(ctx context.Context, namespace, name string) bool {
 
 // Input is the objects policy compiles from (Local left to the caller).
 func (w *Watcher) Input() policy.Input {
-	in := policy.Input{Policies: w.Policies()}
+	in := policy.Input{Policies: w.Policies(), ClusterPolicies: w.ClusterPolicies()}
 	for _, o := range w.ns.GetStore().List() {
 		if n, ok := o.(*corev1.Namespace); ok {
 			in.Namespaces = append(in.Namespaces, n)

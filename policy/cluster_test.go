@@ -1,0 +1,251 @@
+package policy
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/reefcni/reef/internal/netnstest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
+)
+
+func clusterPolicy(name string, tier cnp.Tier, prio int32, subject cnp.ClusterNetworkPolicySubject) *cnp.ClusterNetworkPolicy {
+	return &cnp.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: cnp.ClusterNetworkPolicySpec{Tier: tier, Priority: prio, Subject: subject}}
+}
+
+func nsSubject(kv ...string) cnp.ClusterNetworkPolicySubject {
+	return cnp.ClusterNetworkPolicySubject{Namespaces: sel(kv...)}
+}
+
+func tcpProto(n int32) cnp.ClusterNetworkPolicyProtocol {
+	return cnp.ClusterNetworkPolicyProtocol{TCP: &cnp.ClusterNetworkPolicyProtocolTCP{DestinationPort: &cnp.Port{Number: n}}}
+}
+
+func fromNS(kv ...string) []cnp.ClusterNetworkPolicyIngressPeer {
+	return []cnp.ClusterNetworkPolicyIngressPeer{{Namespaces: sel(kv...)}}
+}
+
+// cRuleView is a compiled rule as the truth tables write it.
+type cRuleView struct {
+	Action Action
+	Peers  string // "any", or the ranges
+	Ports  string
+}
+
+func viewRules(rs []ClusterRule) []cRuleView {
+	var out []cRuleView
+	for _, r := range rs {
+		v := cRuleView{Action: r.Action, Peers: "any"}
+		if !r.AnyPeer {
+			var ps []string
+			for _, p := range r.Peers {
+				ps = append(ps, p.From.String()+"-"+p.To.String())
+			}
+			v.Peers = strings.Join(ps, ",")
+		}
+		var ports []string
+		for _, p := range r.Ports {
+			ports = append(ports, p.String())
+		}
+		v.Ports = strings.Join(ports, ",")
+		out = append(out, v)
+	}
+	return out
+}
+
+// TestCompileClusterTruthTable: each row one ClusterNetworkPolicy over
+// sampleInput (x/a 10.0.0.1 and x/b 10.0.0.2 local, y/a and y/b remote):
+// what it selects here, its rules in each direction, and what of it is
+// not enforced (and how it fails closed).
+func TestCompileClusterTruthTable(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		edit     func(p *cnp.ClusterNetworkPolicy)
+		subject  cnp.ClusterNetworkPolicySubject
+		selected string
+		ingress  []cRuleView
+		egress   []cRuleView
+		notes    []string
+		skipped  string
+	}{{
+		name:    "admin deny from namespace y on TCP 80",
+		subject: nsSubject("ns", "x"),
+		edit: func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Ingress = []cnp.ClusterNetworkPolicyIngressRule{{Action: "Deny", From: fromNS("ns", "y"), Protocols: []cnp.ClusterNetworkPolicyProtocol{tcpProto(80)}}}
+		},
+		selected: "10.0.0.1,10.0.0.2",
+		ingress:  []cRuleView{{Deny, "10.0.1.1-10.0.1.2", "TCP/80"}},
+	}, {
+		name:    "pods subject: namespace AND pod selector",
+		subject: cnp.ClusterNetworkPolicySubject{Pods: &cnp.NamespacedPod{NamespaceSelector: *sel("ns", "x"), PodSelector: *sel("pod", "b")}},
+		edit: func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Egress = []cnp.ClusterNetworkPolicyEgressRule{{Action: "Pass",
+				To: []cnp.ClusterNetworkPolicyEgressPeer{{Pods: &cnp.NamespacedPod{NamespaceSelector: *sel(), PodSelector: *sel("pod", "a")}}}}}
+		},
+		selected: "10.0.0.2",
+		egress:   []cRuleView{{Pass, "10.0.0.1-10.0.0.1,10.0.1.1-10.0.1.1", ""}},
+	}, {
+		name:    "rules keep their written order; networks, ranges, UDP and any port",
+		subject: nsSubject("ns", "x"),
+		edit: func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Egress = []cnp.ClusterNetworkPolicyEgressRule{
+				{Action: "Accept", To: []cnp.ClusterNetworkPolicyEgressPeer{{Networks: []cnp.CIDR{"192.0.2.0/24", "2001:db8::/64"}}},
+					Protocols: []cnp.ClusterNetworkPolicyProtocol{{UDP: &cnp.ClusterNetworkPolicyProtocolUDP{DestinationPort: &cnp.Port{Range: &cnp.PortRange{Start: 5000, End: 5010}}}},
+						{SCTP: &cnp.ClusterNetworkPolicyProtocolSCTP{}}}},
+				{Action: "Deny", To: []cnp.ClusterNetworkPolicyEgressPeer{{Networks: []cnp.CIDR{"0.0.0.0/0"}}}},
+			}
+		},
+		selected: "10.0.0.1,10.0.0.2",
+		egress: []cRuleView{{Accept, "192.0.2.0-192.0.2.255,2001:db8::-2001:db8::ffff:ffff:ffff:ffff", "UDP/5000-5010,SCTP"},
+			{Deny, "0.0.0.0-255.255.255.255", ""}},
+	}, {
+		name:    "node peers in a Deny: fail closed, deny all, said",
+		subject: nsSubject("ns", "x"),
+		edit: func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Egress = []cnp.ClusterNetworkPolicyEgressRule{{Action: "Deny", To: []cnp.ClusterNetworkPolicyEgressPeer{{Nodes: sel()}}}}
+		},
+		selected: "10.0.0.1,10.0.0.2",
+		egress:   []cRuleView{{Deny, "any", ""}},
+		notes:    []string{"p: spec.egress[0].to[0].nodes: node peers are not enforced by reef: this Deny rule denies all traffic (fail closed)"},
+	}, {
+		name:    "domain names in an Accept: matches nothing, said",
+		subject: nsSubject("ns", "x"),
+		edit: func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Egress = []cnp.ClusterNetworkPolicyEgressRule{{Action: "Accept", To: []cnp.ClusterNetworkPolicyEgressPeer{{DomainNames: []cnp.DomainName{"example.com"}}}}}
+		},
+		selected: "10.0.0.1,10.0.0.2",
+		notes:    []string{"p: spec.egress[0].to[0].domainNames: domain name peers are not enforced by reef: this Accept rule matches nothing"},
+	}, {
+		name:    "named port in a Pass: fail closed",
+		subject: nsSubject("ns", "y"),
+		edit: func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Ingress = []cnp.ClusterNetworkPolicyIngressRule{{Action: "Pass", From: fromNS(), Protocols: []cnp.ClusterNetworkPolicyProtocol{{DestinationNamedPort: "http"}}}}
+		},
+		selected: "", // y's pods are remote
+		ingress:  []cRuleView{{Deny, "any", ""}},
+		notes:    []string{"p: spec.ingress[0].protocols[0].destinationNamedPort: named ports are not enforced by reef: this Pass rule denies all traffic (fail closed)"},
+	}, {
+		name:    "an unknown tier skips the policy",
+		subject: nsSubject(),
+		edit:    func(p *cnp.ClusterNetworkPolicy) { p.Spec.Tier = "Developer" },
+		skipped: `ClusterNetworkPolicy/p: spec.tier: unknown tier "Developer"`,
+	}, {
+		name:    "an empty subject skips the policy",
+		subject: cnp.ClusterNetworkPolicySubject{},
+		skipped: "ClusterNetworkPolicy/p: spec.subject: want exactly one of namespaces and pods",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := sampleInput()
+			p := clusterPolicy("p", cnp.AdminTier, 10, tc.subject)
+			if tc.edit != nil {
+				tc.edit(p)
+			}
+			in.ClusterPolicies = []*cnp.ClusterNetworkPolicy{p}
+			st := Compile(in)
+			if tc.skipped != "" {
+				if len(st.Skipped) != 1 || st.Skipped[0].Key()+": "+st.Skipped[0].Reason != tc.skipped || len(st.Cluster) != 0 {
+					t.Fatalf("skipped %+v, cluster %d; want %q", st.Skipped, len(st.Cluster), tc.skipped)
+				}
+				return
+			}
+			if len(st.Cluster) != 1 || len(st.Skipped) != 0 {
+				t.Fatalf("cluster %d, skipped %+v", len(st.Cluster), st.Skipped)
+			}
+			c := st.Cluster[0]
+			var selected []string
+			for _, a := range c.Selected {
+				selected = append(selected, a.String())
+			}
+			if got := strings.Join(selected, ","); got != tc.selected {
+				t.Errorf("selected %q, want %q", got, tc.selected)
+			}
+			if d := cmp.Diff(tc.ingress, viewRules(c.Rules[Ingress])); d != "" {
+				t.Errorf("ingress (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tc.egress, viewRules(c.Rules[Egress])); d != "" {
+				t.Errorf("egress (-want +got):\n%s", d)
+			}
+			var notes []string
+			for _, n := range st.NotEnforced {
+				notes = append(notes, n.String())
+			}
+			if d := cmp.Diff(tc.notes, notes); d != "" {
+				t.Errorf("not enforced (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestClusterOrder: Admin before Baseline, by priority, then name.
+func TestClusterOrder(t *testing.T) {
+	in := sampleInput()
+	in.ClusterPolicies = []*cnp.ClusterNetworkPolicy{
+		clusterPolicy("b-base", cnp.BaselineTier, 0, nsSubject()),
+		clusterPolicy("z", cnp.AdminTier, 5, nsSubject()),
+		clusterPolicy("a", cnp.AdminTier, 5, nsSubject()),
+		clusterPolicy("first", cnp.AdminTier, 1, nsSubject()),
+	}
+	var got []string
+	for _, c := range Compile(in).Cluster {
+		got = append(got, c.Name)
+	}
+	if want := []string{"first", "a", "z", "b-base"}; !slices.Equal(got, want) {
+		t.Errorf("order %v, want %v", got, want)
+	}
+}
+
+// TestNoClusterPolicyNoChange: without cluster policies the table is the
+// one reef rendered before they existed: no tier chains, pods no
+// NetworkPolicy isolates accepted in the base chain.
+func TestNoClusterPolicyNoChange(t *testing.T) {
+	tb := Table(Compile(sampleInput()))
+	for _, c := range tb.Chains {
+		if strings.HasPrefix(c.Name, "adm-") || strings.HasPrefix(c.Name, "bl-") {
+			t.Errorf("chain %s without cluster policies", c.Name)
+		}
+	}
+	for _, s := range tb.Sets {
+		if strings.HasPrefix(s.Name, "csel") || strings.HasPrefix(s.Name, "cpeers") {
+			t.Errorf("set %s without cluster policies", s.Name)
+		}
+	}
+}
+
+// TestClusterTableInKernel: the tiers as the kernel takes and lists them:
+// the Admin jump before NetworkPolicy, Pass as return, the Baseline chain
+// for pods no NetworkPolicy isolates.
+func TestClusterTableInKernel(t *testing.T) {
+	netns, k := testNetns(t)
+	in := sampleInput()
+	adm := clusterPolicy("deny-y", cnp.AdminTier, 10, nsSubject("ns", "x"))
+	adm.Spec.Ingress = []cnp.ClusterNetworkPolicyIngressRule{
+		{Action: "Pass", From: fromNS("ns", "y"), Protocols: []cnp.ClusterNetworkPolicyProtocol{tcpProto(8080)}},
+		{Action: "Deny", From: fromNS("ns", "y")},
+	}
+	base := clusterPolicy("base", cnp.BaselineTier, 10, nsSubject())
+	base.Spec.Egress = []cnp.ClusterNetworkPolicyEgressRule{{Action: "Deny", To: []cnp.ClusterNetworkPolicyEgressPeer{{Networks: []cnp.CIDR{"198.51.100.0/24"}}}}}
+	in.ClusterPolicies = []*cnp.ClusterNetworkPolicy{adm, base}
+	converge(t, k, Table(Compile(in)))
+	if _, err := exec.LookPath("nft"); err == nil {
+		out := netnstest.Run(t, netns, "nft", "list", "table", "inet", "reef")
+		for _, want := range []string{
+			"jump adm-in",
+			"ip daddr @csel4.deny-y ip saddr @cpeers4.in.0.deny-y tcp dport 8080 counter packets 0 bytes 0 return",
+			"ip daddr @csel4.deny-y ip saddr @cpeers4.in.1.deny-y counter packets 0 bytes 0 drop",
+			"ip saddr != @eg-isolated4 goto bl-eg",
+			"ip daddr != @in-isolated4 accept",
+			"ip saddr @csel4.base ip daddr @cpeers4.eg.0.base counter packets 0 bytes 0 drop",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("nft list table inet reef lacks %q:\n%s", want, out)
+			}
+		}
+	}
+	// The cluster policies go: back to the table without them.
+	in.ClusterPolicies = nil
+	converge(t, k, Table(Compile(in)))
+}

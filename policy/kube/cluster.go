@@ -1,0 +1,125 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
+)
+
+// ClusterNetworkPolicy is a CRD (sigs.k8s.io/network-policy-api): reef
+// watches it only where it is installed, and never installs it. Its
+// storage version, v1beta1, is the one read. Discovery asks the API
+// whether the group/version serves the resource, at start and then with
+// every probe until it does; the informer then runs for the daemon's
+// life (a CRD removed later leaves it watching nothing and saying so in
+// its watch errors).
+
+const cnpResource = "clusternetworkpolicies"
+
+// cnpOffAbsent is what `reef status` and the log say without the CRD.
+var cnpOffAbsent = fmt.Sprintf("off: the ClusterNetworkPolicy CRD (%s %s) is not installed; install the upstream one to use cluster policies (docs/policy.md)",
+	cnp.SchemeGroupVersion.String(), cnpResource)
+
+// cnpRESTClient talks JSON: custom resources have no protobuf.
+func cnpRESTClient(base *rest.Config) (rest.Interface, error) {
+	scheme, err := scheme()
+	if err != nil {
+		return nil, err
+	}
+	cfg := rest.CopyConfig(base)
+	gv := cnp.SchemeGroupVersion
+	cfg.GroupVersion = &gv
+	cfg.APIPath = "/apis"
+	cfg.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
+	cfg.ContentType = runtime.ContentTypeJSON
+	cfg.AcceptContentTypes = runtime.ContentTypeJSON
+	return rest.RESTClientFor(cfg)
+}
+
+// discoverCluster looks the resource up and starts its informer when it
+// is served. A failure other than "not found" leaves the question open
+// for the next probe.
+func (w *Watcher) discoverCluster(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, probeEvery)
+	defer cancel()
+	var code int
+	raw, err := w.cnpClient.Get().AbsPath("/apis", cnp.SchemeGroupVersion.Group, cnp.SchemeGroupVersion.Version).Do(rctx).StatusCode(&code).Raw()
+	served := false
+	switch {
+	case code == http.StatusNotFound || apierrors.IsNotFound(err):
+	case err != nil:
+		w.log.Debug("cannot tell whether the ClusterNetworkPolicy CRD is installed; asking again", "error", err)
+		return
+	default:
+		var list metav1.APIResourceList
+		if err := json.Unmarshal(raw, &list); err != nil {
+			w.log.Warn("cannot read the API's discovery of "+cnp.SchemeGroupVersion.String(), "error", err)
+			return
+		}
+		for _, r := range list.APIResources {
+			served = served || r.Name == cnpResource
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !served {
+		if w.status.Cluster != cnpOffAbsent {
+			w.status.Cluster = cnpOffAbsent
+			w.log.Info("ClusterNetworkPolicy "+cnpOffAbsent, "server", w.cfg.Host)
+		}
+		return
+	}
+	w.cnp = w.informer(w.cnpClient, cnpResource, &cnp.ClusterNetworkPolicy{}, trimClusterPolicy)
+	w.status.Cluster = "on"
+	w.log.Info("ClusterNetworkPolicy on: its CRD is installed; watching "+cnp.SchemeGroupVersion.String()+" "+cnpResource, "server", w.cfg.Host)
+	inf := w.cnp
+	go inf.RunWithContext(ctx)
+	go func() {
+		// Found after the start: its policies join the others' next
+		// sync once listed.
+		if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) && w.onChange != nil {
+			w.onChange()
+		}
+	}()
+}
+
+func (w *Watcher) clusterInformer() cache.SharedIndexInformer {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cnp
+}
+
+// ClusterPolicies are the informer's ClusterNetworkPolicies: none when the
+// CRD is not installed or they have not been listed yet.
+func (w *Watcher) ClusterPolicies() []*cnp.ClusterNetworkPolicy {
+	inf := w.clusterInformer()
+	if inf == nil || !inf.HasSynced() {
+		return nil
+	}
+	var out []*cnp.ClusterNetworkPolicy
+	for _, o := range inf.GetStore().List() {
+		if p, ok := o.(*cnp.ClusterNetworkPolicy); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func trimClusterPolicy(obj any) (any, error) {
+	p, ok := obj.(*cnp.ClusterNetworkPolicy)
+	if !ok {
+		return obj, nil
+	}
+	out := &cnp.ClusterNetworkPolicy{ObjectMeta: meta(p.ObjectMeta, false), Spec: p.Spec}
+	out.Generation = p.Generation
+	return out, nil
+}
