@@ -86,7 +86,7 @@ func New(kubeconfig string, log *slog.Logger, onChange func()) (*Watcher, error)
 func (w *Watcher) Run(ctx context.Context) {
 	go w.svcs.RunWithContext(ctx)
 	go w.slices.RunWithContext(ctx)
-	go kubeclient.Probe(ctx, w.core, w.host, probeEvery, w.ok, w.failed)
+	go kubeclient.Probe(ctx, w.core, w.host, probeEvery, w.ok, w.failed, nil)
 	go func() {
 		if cache.WaitForCacheSync(ctx.Done(), w.svcs.HasSynced, w.slices.HasSynced) {
 			w.mu.Lock()

@@ -53,6 +53,15 @@ func Scheme(add ...func(*runtime.Scheme) error) (*runtime.Scheme, error) {
 // REST is a client of one group version (core at /api, the others at
 // /apis), protobuf on the wire, JSON accepted.
 func REST(base *rest.Config, s *runtime.Scheme, gv schema.GroupVersion) (rest.Interface, error) {
+	return client(base, s, gv, runtime.ContentTypeProtobuf, runtime.ContentTypeProtobuf+","+runtime.ContentTypeJSON)
+}
+
+// RESTJSON is REST in JSON only: custom resources have no protobuf.
+func RESTJSON(base *rest.Config, s *runtime.Scheme, gv schema.GroupVersion) (rest.Interface, error) {
+	return client(base, s, gv, runtime.ContentTypeJSON, runtime.ContentTypeJSON)
+}
+
+func client(base *rest.Config, s *runtime.Scheme, gv schema.GroupVersion, contentType, accept string) (rest.Interface, error) {
 	cfg := rest.CopyConfig(base)
 	cfg.GroupVersion = &gv
 	cfg.APIPath = "/apis"
@@ -60,8 +69,7 @@ func REST(base *rest.Config, s *runtime.Scheme, gv schema.GroupVersion) (rest.In
 		cfg.APIPath = "/api"
 	}
 	cfg.NegotiatedSerializer = serializer.NewCodecFactory(s).WithoutConversion()
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	cfg.ContentType, cfg.AcceptContentTypes = contentType, accept
 	return rest.RESTClientFor(cfg)
 }
 
@@ -94,11 +102,12 @@ func Informer(c rest.Interface, resource string, obj runtime.Object, trim cache.
 }
 
 // Probe asks the API's /readyz through c at once and then every interval
-// until ctx ends, and calls ok or failed with each answer. client-go's
-// reflectors retry a watch that cannot connect (connection refused) on
-// their own, without a word to the error handler: only a probe tells that
-// the API is gone.
-func Probe(ctx context.Context, c rest.Interface, host string, every time.Duration, ok func(), failed func(error)) {
+// until ctx ends, and calls ok or failed with each answer, then each (if
+// not nil): what else its owner checks as often. client-go's reflectors
+// retry a watch that cannot connect (connection refused) on their own,
+// without a word to the error handler: only a probe tells that the API is
+// gone.
+func Probe(ctx context.Context, c rest.Interface, host string, every time.Duration, ok func(), failed func(error), each func()) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -115,6 +124,9 @@ func Probe(ctx context.Context, c rest.Interface, host string, every time.Durati
 			failed(fmt.Errorf("probe %s/readyz: answered %d", host, code))
 		default:
 			failed(fmt.Errorf("probe %s/readyz: %w", host, err))
+		}
+		if each != nil {
+			each()
 		}
 		select {
 		case <-ctx.Done():

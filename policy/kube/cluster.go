@@ -8,9 +8,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 )
@@ -28,22 +25,6 @@ const cnpResource = "clusternetworkpolicies"
 // cnpOffAbsent is what `reef status` and the log say without the CRD.
 var cnpOffAbsent = fmt.Sprintf("off: the ClusterNetworkPolicy CRD (%s %s) is not installed; install the upstream one to use cluster policies (docs/policy.md)",
 	cnp.SchemeGroupVersion.String(), cnpResource)
-
-// cnpRESTClient talks JSON: custom resources have no protobuf.
-func cnpRESTClient(base *rest.Config) (rest.Interface, error) {
-	scheme, err := scheme()
-	if err != nil {
-		return nil, err
-	}
-	cfg := rest.CopyConfig(base)
-	gv := cnp.SchemeGroupVersion
-	cfg.GroupVersion = &gv
-	cfg.APIPath = "/apis"
-	cfg.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
-	cfg.ContentType = runtime.ContentTypeJSON
-	cfg.AcceptContentTypes = runtime.ContentTypeJSON
-	return rest.RESTClientFor(cfg)
-}
 
 // discoverCluster looks the resource up and starts its informer when it
 // is served. A failure other than "not found" leaves the question open

@@ -11,26 +11,20 @@ package kube
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 
 	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
+	"github.com/reefcni/reef/internal/kubeclient"
 	"github.com/reefcni/reef/policy"
 )
 
@@ -75,26 +69,23 @@ type Watcher struct {
 	podEvent chan struct{}
 }
 
-// resync is off: every change comes as an event, and the reconcile loop's
-// own passes repair the kernel; a periodic resync would only re-deliver
-// every object.
-const resync = 0
-
 // New loads the kubeconfig and sets up the informers; Run starts them.
 // onChange is called (from informer goroutines) after any change of the
 // objects; it must not block.
 func New(kubeconfig string, log *slog.Logger, onChange func()) (*Watcher, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	cfg, err := kubeclient.Config(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	s, err := scheme()
+	if err != nil {
+		return nil, err
+	}
+	core, err := kubeclient.REST(cfg, s, corev1.SchemeGroupVersion)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes.kubeconfig %s: %w", kubeconfig, err)
 	}
-	cfg.UserAgent = "reef"
-	cfg.Timeout = 0 // watches are long; requests are bounded by their contexts
-	core, err := restClient(cfg, corev1.SchemeGroupVersion, "/api")
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes.kubeconfig %s: %w", kubeconfig, err)
-	}
-	netc, err := restClient(cfg, networkingv1.SchemeGroupVersion, "/apis")
+	netc, err := kubeclient.REST(cfg, s, networkingv1.SchemeGroupVersion)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes.kubeconfig %s: %w", kubeconfig, err)
 	}
@@ -108,58 +99,28 @@ func New(kubeconfig string, log *slog.Logger, onChange func()) (*Watcher, error)
 	})
 	w.ns = w.informer(core, "namespaces", &corev1.Namespace{}, trimNamespace)
 	w.policies = w.informer(netc, "networkpolicies", &networkingv1.NetworkPolicy{}, trimPolicy)
-	if w.cnpClient, err = cnpRESTClient(cfg); err != nil {
+	// JSON: custom resources have no protobuf.
+	if w.cnpClient, err = kubeclient.RESTJSON(cfg, s, cnp.SchemeGroupVersion); err != nil {
 		return nil, fmt.Errorf("kubernetes.kubeconfig %s: %w", kubeconfig, err)
 	}
 	return w, nil
 }
 
-// scheme has only the two groups policy reads, built on first use: a
-// daemon without the API never builds it.
+// scheme has only the groups policy reads, built on first use: a daemon
+// without the API never builds it.
 var scheme = sync.OnceValues(func() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	if err := errors.Join(corev1.AddToScheme(s), networkingv1.AddToScheme(s), cnp.Install(s)); err != nil {
-		return nil, err
-	}
-	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
-	return s, nil
+	return kubeclient.Scheme(corev1.AddToScheme, networkingv1.AddToScheme, cnp.Install)
 })
 
-func restClient(base *rest.Config, gv schema.GroupVersion, apiPath string) (rest.Interface, error) {
-	scheme, err := scheme()
-	if err != nil {
-		return nil, err
-	}
-	cfg := rest.CopyConfig(base)
-	cfg.GroupVersion = &gv
-	cfg.APIPath = apiPath
-	cfg.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	return rest.RESTClientFor(cfg)
-}
-
+// informer is a trimmed informer whose events tell the API reachable and
+// ask for a policy sync.
 func (w *Watcher) informer(c rest.Interface, resource string, obj runtime.Object, trim cache.TransformFunc) cache.SharedIndexInformer {
-	lw := cache.NewListWatchFromClient(c, resource, metav1.NamespaceAll, fields.Everything())
-	inf := cache.NewSharedIndexInformer(lw, obj, resync, cache.Indexers{})
-	if err := inf.SetTransform(trim); err != nil {
-		panic(err) // only before Run
-	}
-	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		w.failed(fmt.Errorf("watch %s: %w", resource, err))
-	})
-	changed := func() {
+	return kubeclient.Informer(c, resource, obj, trim, w.failed, func() {
 		w.ok()
 		if w.onChange != nil {
 			w.onChange()
 		}
-	}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { changed() },
-		UpdateFunc: func(any, any) { changed() },
-		DeleteFunc: func(any) { changed() },
 	})
-	return inf
 }
 
 // Run starts the informers and the reachability probe and returns when
@@ -195,34 +156,12 @@ func (w *Watcher) Run(ctx context.Context) {
 const probeEvery = 5 * time.Second
 
 func (w *Watcher) probe(ctx context.Context) {
-	t := time.NewTicker(probeEvery)
-	defer t.Stop()
-	for {
-		rctx, cancel := context.WithTimeout(ctx, probeEvery)
-		var code int
-		err := w.core.Get().AbsPath("/readyz").Do(rctx).StatusCode(&code).Error()
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		if err == nil && code == http.StatusOK {
-			w.ok()
-		} else {
-			if err == nil {
-				err = fmt.Errorf("/readyz answered %d", code)
-			}
-			w.failed(fmt.Errorf("probe %s/readyz: %w", w.cfg.Host, err))
-		}
+	kubeclient.Probe(ctx, w.core, w.cfg.Host, probeEvery, w.ok, w.failed, func() {
 		w.checkToken()
 		if w.clusterInformer() == nil {
 			w.discoverCluster(ctx) // installed since?
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 func (w *Watcher) ok() {
