@@ -199,22 +199,7 @@ func namespacedPods(ix *index, nsSel, podSel *metav1.LabelSelector) ([]podInfo, 
 			return nil, fmt.Errorf("podSelector: %w", err)
 		}
 	}
-	var names []string
-	for name := range ix.byNS {
-		if ns.Matches(nsLabels(ix, name)) {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	var out []podInfo
-	for _, n := range names {
-		for _, pi := range ix.byNS[n] {
-			if ps.Matches(labels.Set(pi.pod.Labels)) {
-				out = append(out, pi)
-			}
-		}
-	}
-	return out, nil
+	return podsIn(ix, matchingNamespaces(ix, ns), ps), nil
 }
 
 // compileClusterRule compiles one rule (ingress peers come as egress

@@ -347,23 +347,34 @@ func selectPeers(ix *index, ns string, peer networkingv1.NetworkPolicyPeer) ([]p
 		if err != nil {
 			return nil, fmt.Errorf("namespaceSelector: %w", err)
 		}
-		namespaces = namespaces[:0]
-		for name := range ix.byNS {
-			if nsSel.Matches(nsLabels(ix, name)) {
-				namespaces = append(namespaces, name)
-			}
-		}
-		slices.Sort(namespaces)
+		namespaces = matchingNamespaces(ix, nsSel)
 	}
+	return podsIn(ix, namespaces, podSel), nil
+}
+
+// matchingNamespaces are the namespaces whose labels sel matches, sorted.
+func matchingNamespaces(ix *index, sel labels.Selector) []string {
+	var names []string
+	for name := range ix.byNS {
+		if sel.Matches(nsLabels(ix, name)) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// podsIn are the pods of the namespaces, in their order, that sel matches.
+func podsIn(ix *index, namespaces []string, sel labels.Selector) []podInfo {
 	var out []podInfo
 	for _, n := range namespaces {
 		for _, pi := range ix.byNS[n] {
-			if podSel.Matches(labels.Set(pi.pod.Labels)) {
+			if sel.Matches(labels.Set(pi.pod.Labels)) {
 				out = append(out, pi)
 			}
 		}
 	}
-	return out, nil
+	return out
 }
 
 // nsLabels are a namespace's labels, with the name label the API server
