@@ -220,27 +220,14 @@ func testToR(t *testing.T, kind string) {
 	t.Logf("the router dropped the killed a1's block %s %s after the kill (restart time 8s)", a1block, time.Since(killed).Round(100*time.Millisecond))
 }
 
-// poolRoutes are the routes into 10.244.0.0/16 in netns: prefix -> next hop.
 // startToR runs kind ("bird", "frr") in the ToR lab's router as the
 // external peer of nodes, for pools; its log goes into a failed test's.
 func startToR(t *testing.T, l *lab.Lab, kind string, nodes []*lab.Node, pools []lab.ToRPool, password string) lab.ToR {
 	t.Helper()
-	var addrs []netip.Addr
-	for _, n := range nodes {
-		addrs = append(addrs, n.Address)
-	}
-	tor, err := l.StartToR(kind, addrs, pools, password)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("%s log:\n%s", kind, tor.Log())
-		}
-	})
-	return tor
+	return startToRWith(t, l, kind, nodes, pools, lab.ToROptions{Password: password})
 }
 
+// poolRoutes are the routes into 10.244.0.0/16 in netns: prefix -> next hop.
 func poolRoutes(t *testing.T, l *lab.Lab, netns string) map[string]string {
 	t.Helper()
 	pool := netip.MustParsePrefix("10.244.0.0/16")
