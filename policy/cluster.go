@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
-	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 
 	"github.com/reefcni/reef/nat/nft"
@@ -412,16 +411,8 @@ func clusterRules(f family, d Direction, c *ClusterCompiled, i int, r ClusterRul
 	var rules []nft.Rule
 	for _, p := range r.Ports {
 		e := append(slices.Clone(ex), l4proto(p.Proto)...)
-		switch {
-		case p.Any:
-		case p.From == p.To:
-			e = append(e, dport()...)
-			e = append(e, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(p.From)})
-		default:
-			e = append(e, dport()...)
-			e = append(e,
-				&expr.Cmp{Op: expr.CmpOpGte, Register: 1, Data: binaryutil.BigEndian.PutUint16(p.From)},
-				&expr.Cmp{Op: expr.CmpOpLte, Register: 1, Data: binaryutil.BigEndian.PutUint16(p.To)})
+		if !p.Any {
+			e = append(e, dportIn(p.From, p.To)...)
 		}
 		e = append(e, &expr.Counter{}, v)
 		rules = append(rules, nft.Rule{Comment: cut(fmt.Sprintf("%s port %s", comment, p)), Exprs: e})

@@ -308,14 +308,8 @@ func ruleRules(st *State, emitted map[string]bool, f family, d Direction, c *Com
 				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: f.dst, Len: f.addr.Bytes},
 				&expr.Payload{DestRegister: portReg, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 				&expr.Lookup{SourceRegister: 1, SetName: name})
-		case p.From == p.To:
-			ex = append(ex, dport()...)
-			ex = append(ex, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(p.From)})
 		default:
-			ex = append(ex, dport()...)
-			ex = append(ex,
-				&expr.Cmp{Op: expr.CmpOpGte, Register: 1, Data: binaryutil.BigEndian.PutUint16(p.From)},
-				&expr.Cmp{Op: expr.CmpOpLte, Register: 1, Data: binaryutil.BigEndian.PutUint16(p.To)})
+			ex = append(ex, dportIn(p.From, p.To)...)
 		}
 		ex = append(ex, &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictAccept})
 		rules = append(rules, nft.Rule{Comment: cut(fmt.Sprintf("%s port %s", comment, p)), Exprs: ex})
@@ -367,6 +361,17 @@ func l4proto(p uint8) []expr.Any {
 
 func dport() []expr.Any {
 	return []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2}}
+}
+
+// dportIn matches a destination port from..to (one port when equal),
+// after l4proto.
+func dportIn(from, to uint16) []expr.Any {
+	if from == to {
+		return append(dport(), &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(from)})
+	}
+	return append(dport(),
+		&expr.Cmp{Op: expr.CmpOpGte, Register: 1, Data: binaryutil.BigEndian.PutUint16(from)},
+		&expr.Cmp{Op: expr.CmpOpLte, Register: 1, Data: binaryutil.BigEndian.PutUint16(to)})
 }
 
 // String writes a port as a policy does: "TCP/80", "UDP/80-90", "SCTP",
