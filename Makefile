@@ -170,23 +170,30 @@ deps-model:
 model: deps-model
 	bash blockproto/model/check.sh
 
-# A short run of each fuzz target, bounded by executions rather than time:
-# a -fuzztime duration can end while a worker minimizes a new input, and
-# go test then fails with "context deadline exceeded" though nothing broke.
-# Longer runs: FUZZTIME=2000000x make fuzz. The voter-list property tests
-# run SIM_SEEDS seeds other than make test-unit's (SIM_SEEDS=50000 make fuzz).
+# Each fuzz target, bounded by executions rather than time: a -fuzztime
+# duration can end while a worker minimizes a new input, and go test then
+# fails with "context deadline exceeded" though nothing broke. make test runs
+# a slice (FUZZTIME=8000x, about a minute for all five; every go test also
+# runs their seed corpora); make fuzz runs 40000x each and the voter-list
+# property tests on SIM_SEEDS seeds other than make test-unit's. Longer:
+# FUZZTIME=2000000x SIM_SEEDS=50000 make fuzz.
+FUZZ_TARGETS := FuzzParseConfig:./daemon/ FuzzSocket:./daemon/ FuzzParseRequest:./cniserver/ FuzzDecodeVPN:./bgp/ FuzzCompile:./policy/
 FUZZTIME ?= 40000x
 SIM_SEEDS ?= 2000
+.PHONY: fuzz fuzz-targets
 fuzz:
 	REEF_SIM_SEED0=100001 REEF_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -count=1 -run '^TestProperty' ./blockproto/
-	$(GO) test -run '^$$' -fuzz FuzzParseConfig -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./daemon/
-	$(GO) test -run '^$$' -fuzz FuzzSocket -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./daemon/
-	$(GO) test -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./cniserver/
-	$(GO) test -run '^$$' -fuzz FuzzDecodeVPN -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./bgp/
-	$(GO) test -run '^$$' -fuzz FuzzCompile -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./policy/
+	$(MAKE) fuzz-targets FUZZTIME=$(FUZZTIME)
+
+fuzz-targets:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  echo "go test -fuzz $${t%%:*} -fuzztime $(FUZZTIME) $${t#*:}"; \
+	  $(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 200x "$${t#*:}"; \
+	done
 
 # The README's test command; CI runs it through .ci/run.
-test: vet test-unit model test-e2e fuzz
+test: vet test-unit model test-e2e
+	$(MAKE) fuzz-targets FUZZTIME=8000x
 
 demo: build deps-test
 	$(BIN)/reef-lab demo --bin $(CURDIR)/$(BIN)

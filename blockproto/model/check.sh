@@ -11,6 +11,8 @@
 # seconds. Exits non-zero if any run does not do what it must.
 #
 #   DEPTH=n    initial pan -m (raised by itself, x4, if the search hits it)
+#   JOBS=n     runs at once (default: the number of CPUs); the lines are
+#              printed in the order below either way
 #   TRAILS=dir keep, for each failing variant, pan's output, the trail and
 #              its replay (spin -t) in dir
 #
@@ -48,9 +50,35 @@ trap 'rm -rf "$tmp"' EXIT
 CFLAGS=(-O2 -DSAFETY -DREVERSE -w)
 
 fail=0
+jobs_max=${JOBS:-$(nproc)}
+runs=0
 
-# run NAME pass|fail SPIN-DEFINES...   (the model is $model)
+# run NAME pass|fail SPIN-DEFINES...   (the model is $model): starts
+# run_one in the background, at most jobs_max at once; report prints
+# each run's line, in order, and sets fail.
 run() {
+	while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do
+		wait -n || true
+	done
+	runs=$((runs + 1))
+	(
+		fail=0
+		run_one "$@"
+		echo "$fail" >"$tmp/run$runs.rc"
+	) >"$tmp/run$runs.out" 2>"$tmp/run$runs.err" &
+}
+
+report() {
+	wait || true
+	local i
+	for ((i = 1; i <= runs; i++)); do
+		cat "$tmp/run$i.out"
+		cat "$tmp/run$i.err" >&2
+		[ "$(cat "$tmp/run$i.rc" 2>/dev/null)" = 0 ] || fail=1
+	done
+}
+
+run_one() {
 	local name=$1 expect=$2
 	shift 2
 	local dir=$tmp/$name file
@@ -183,4 +211,5 @@ for v in NO_SWAP_BEFORE_STATUS UNCONDITIONED_STATUS BLIND_RECORD_WRITE RELEASE_F
 	run "lbipam-$v" fail -D"$v"
 done
 
+report
 exit "$fail"
