@@ -64,6 +64,28 @@ var npDualSlice = []string{
 	npCtxReef + " should allow egress access on one named UDP port",
 }
 
+// npSlice are the cases TestNetpolSlice runs: one of each kind of rule the
+// compiler has (default deny each way, pod and namespace selectors alone,
+// together and either, expressions, ports, named ports of each protocol,
+// port ranges, ipBlocks, stacked policies, a protocol the policy does not
+// name) and the table's lifecycle (updated, deleted).
+var npSlice = []string{
+	npCtx + " should support a 'default-deny-all' policy",
+	npCtx + " should enforce policy based on PodSelector and NamespaceSelector",
+	npCtx + " should enforce policy based on PodSelector or NamespaceSelector",
+	npCtx + " should enforce policy based on NamespaceSelector with MatchExpressions",
+	npCtx + " should enforce policy based on Ports",
+	npCtx + " should enforce multiple, stacked policies with overlapping podSelectors",
+	npCtx + " should allow ingress access on one named port",
+	npCtx + " should enforce updated policy",
+	npCtx + " should support denying of egress traffic on the client side (even if the server explicitly allows this traffic)",
+	npCtx + " should stop enforcing policies after they are deleted",
+	npCtx + " should allow egress access to server in CIDR block",
+	npCtx + " should not allow access by TCP when a policy specifies only UDP",
+	npCtxRange + " should enforce policy to allow ingress traffic using port range",
+	npCtxReef + " should not match a named port of another protocol",
+}
+
 // npDriver runs the cases on one lab: two nodes, the model's three
 // namespaces and nine pods.
 type npDriver struct {
@@ -83,7 +105,14 @@ type npDriver struct {
 // TestNetpolTruthTables runs every case of npCases against reef, one after
 // another on one lab, each case a subtest named by its ID. Before each, the
 // three namespaces are cleared of policies and every label is the model's.
-func TestNetpolTruthTables(t *testing.T) { runNetpolTables(t, npStack4, nil) }
+func TestNetpolTruthTables(t *testing.T) {
+	slowSuite(t)
+	runNetpolTables(t, npStack4, nil)
+}
+
+// TestNetpolSlice is TestNetpolTruthTables on the cases of npSlice, for
+// make test (the whole table is in make test-e2e-slow).
+func TestNetpolSlice(t *testing.T) { runNetpolTables(t, npStack4, npSlice) }
 
 // TestNetpolTruthTablesIPv6 is TestNetpolTruthTables with IPv6-only pods
 // (issue 29): every probe goes to the pods' IPv6 addresses, every ipBlock
