@@ -93,7 +93,7 @@ K8S_IMAGES := /tmp/reef-k8s-images
 
 # The upstream e2e suite against reef in the lab's Kubernetes cluster
 # (docs/conformance.md, which it rewrites); E2E_FOCUS and E2E_SKIP override
-# the selection. Hours: make test runs a slice (e2e TestConformanceSlice).
+# the selection. Hours: make test runs a slice (e2e TestKubernetesCluster/ConformanceSlice).
 .PHONY: conformance conformance-dualstack demo-k8s
 # The cluster shown: pods of a Deployment on the three nodes with their reef
 # addresses, a NetworkPolicy and its effect; tears down.

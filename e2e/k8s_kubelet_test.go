@@ -1,6 +1,6 @@
 package e2e
 
-// The kubelet-driven paths of issue 27 that TestKubernetesCluster does not
+// The kubelet-driven paths of issue 27 that TestKubernetesCluster's Basics do not
 // take: a container restarted in its sandbox, kubelet's own probes, a
 // deletion with a grace period, hostNetwork pods next to reef's, pods that
 // call the API through the kubernetes Service, and sandboxes recreated
@@ -29,7 +29,7 @@ import (
 	reefv1 "github.com/reefcni/reef/proto"
 )
 
-// kubeletPods are the pods of TestKubeletPaths, all created at once so
+// kubeletPods are the pods of kubeletPaths, all created at once so
 // that their starts overlap: name, node (index), and the container.
 // netexec answers /hostname with the pod's name.
 const kubeletPods = `apiVersion: v1
@@ -128,7 +128,7 @@ spec:
     readinessProbe: {httpGet: {path: /healthz, port: 18080}, periodSeconds: 1}
 `
 
-// kubeletRig is the cluster of TestKubeletPaths and its API client.
+// kubeletRig is the cluster of kubeletPaths and its API client.
 type kubeletRig struct {
 	l  *lab.Lab
 	c  *lab.Cluster
@@ -235,11 +235,11 @@ func allocationOf(t *testing.T, n *lab.Node, pod string) *reefv1.Allocation {
 	return found
 }
 
-// TestKubeletPaths drives reef through the paths only a kubelet takes.
-func TestKubeletPaths(t *testing.T) {
+// kubeletPaths drives reef through the paths only a kubelet takes, in the
+// cluster c of lab l (TestKubernetesCluster/KubeletPaths, the last of its
+// parts: it restarts kubelets and powers a node off).
+func kubeletPaths(t *testing.T, l *lab.Lab, c *lab.Cluster) {
 	start := time.Now()
-	l := newLab(t)
-	c := startCluster(t, l)
 	cs, err := c.API.Admin()
 	if err != nil {
 		t.Fatal(err)
@@ -695,5 +695,5 @@ spec:
 		// And the node's pods reach out again.
 		r.get(t, "base-"+n3.Name, "http://"+r.pod(t, client).Status.PodIP+":8080/hostname", client)
 	})
-	t.Logf("TestKubeletPaths: %s in all", time.Since(start).Round(time.Second))
+	t.Logf("KubeletPaths: %s in all", time.Since(start).Round(time.Second))
 }

@@ -90,9 +90,22 @@ spec:
 // CNI call, reach each other across nodes, reach a ClusterIP Service
 // through kube-proxy (nftables), resolve names through CoreDNS, and are
 // reached by the API server (pods/proxy).
+//
+// One cluster, three parts, since a cluster takes most of a minute to
+// start: Basics (this), ConformanceSlice, then KubeletPaths
+// (e2e/k8s_kubelet_test.go), which restarts kubelets and powers a node
+// off, and so comes last.
 func TestKubernetesCluster(t *testing.T) {
 	l := newLab(t)
 	c := startCluster(t, l)
+	t.Run("Basics", func(t *testing.T) { clusterBasics(t, l, c) })
+	t.Run("ConformanceSlice", func(t *testing.T) { conformanceSlice(t, l, c) })
+	t.Run("KubeletPaths", func(t *testing.T) { kubeletPaths(t, l, c) })
+}
+
+// clusterBasics: pods on every node, across nodes, through a Service and
+// its DNS name, from the API server.
+func clusterBasics(t *testing.T, l *lab.Lab, c *lab.Cluster) {
 	manifest := webPods(c.Nodes, "--udp-port=8081")
 	manifest += `apiVersion: v1
 kind: Service
@@ -181,13 +194,11 @@ spec:
 	}
 }
 
-// TestConformanceSlice: the part of the upstream suite that make test
-// runs on every change (issue 27): e2e.test v1.37.2's pod-pod and
-// node-pod granular checks and a handful of NetworkPolicy cases, against
-// reef in the lab's cluster. make conformance runs the rest.
-func TestConformanceSlice(t *testing.T) {
-	l := newLab(t)
-	c := startCluster(t, l)
+// conformanceSlice: the part of the upstream suite that make test runs on
+// every change (issue 27): e2e.test v1.37.2's pod-pod and node-pod
+// granular checks and a handful of NetworkPolicy cases, against reef in
+// the lab's cluster c. make conformance runs the rest.
+func conformanceSlice(t *testing.T, l *lab.Lab, c *lab.Cluster) {
 	dir := filepath.Join(l.Dir, "e2e-report")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()

@@ -67,7 +67,7 @@ func SkipExpr(skips []E2ESkip) string {
 	return strings.Join(ps, "|")
 }
 
-// CISliceFocus is the slice `make test` runs (e2e TestConformanceSlice):
+// CISliceFocus is the slice `make test` runs (e2e TestKubernetesCluster/ConformanceSlice):
 // the pod-pod and node-pod granular checks and a handful of NetworkPolicy
 // cases.
 const CISliceFocus = `\[sig-network\] (Networking Granular Checks: Pods should function for (intra-pod|node-pod) communication: (http|udp)|` +
