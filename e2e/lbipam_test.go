@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/reefcni/reef/internal/lab"
 	"github.com/reefcni/reef/lbipam"
@@ -110,62 +111,9 @@ func TestLoadBalancerIPAM(t *testing.T) {
 	lead, standby := leader()
 	t.Logf("leader %s, standby %s", lead.Name, standby.Name)
 
-	createLB := func(name string, mods ...func(*corev1.Service)) error {
-		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}}}
-		for _, m := range mods {
-			m(s)
-		}
-		_, err := svcs.Create(ctx, s, metav1.CreateOptions{})
-		return err
-	}
-	lbService := func(name string, mods ...func(*corev1.Service)) {
-		t.Helper()
-		if err := createLB(name, mods...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	request := func(ip string) func(*corev1.Service) {
-		return func(s *corev1.Service) { s.Annotations = map[string]string{lbipam.RequestAnnotation: ip} }
-	}
-	ingress := func(name string) []string {
-		s, err := svcs.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return []string{"error: " + err.Error()}
-		}
-		var ips []string
-		for _, in := range s.Status.LoadBalancer.Ingress {
-			ips = append(ips, in.IP)
-		}
-		return ips
-	}
-	waitIngress := func(name string, want ...string) {
-		t.Helper()
-		eventually(t, 30*time.Second, func() string {
-			if got := ingress(name); !slices.Equal(got, want) {
-				return fmt.Sprintf("Service %s: ingress %v, want %v", name, got, want)
-			}
-			return ""
-		})
-	}
-	waitEvent := func(name, reason, text string) {
-		t.Helper()
-		eventually(t, 30*time.Second, func() string {
-			evs, err := pl.Admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{
-				FieldSelector: fields.OneTermEqualSelector("involvedObject.name", name).String()})
-			if err != nil {
-				return err.Error()
-			}
-			var seen []string
-			for _, e := range evs.Items {
-				if e.Reason == reason && strings.Contains(e.Message, text) {
-					return ""
-				}
-				seen = append(seen, e.Reason+": "+e.Message)
-			}
-			return fmt.Sprintf("Service %s: no event %s with %q; events %v", name, reason, text, seen)
-		})
-	}
+	lb := &lbServices{t: t, ctx: ctx, admin: pl.Admin}
+	createLB, lbService, ingress, waitIngress, waitEvent := lb.create, lb.mustCreate, lb.ingress, lb.waitIngress, lb.waitEvent
+	request := lbRequest
 
 	lbService("web")
 	waitIngress("web", "192.0.2.1")
@@ -354,4 +302,150 @@ func TestLoadBalancerIPAM(t *testing.T) {
 	if v := stopWatch(); len(v) > 0 {
 		t.Errorf("an address was shown by two Services at once: %v", v)
 	}
+}
+
+// lbServices creates LoadBalancer Services in namespace default and reads
+// what reef gave them.
+type lbServices struct {
+	t     *testing.T
+	ctx   context.Context
+	admin *kubernetes.Clientset
+}
+
+// create creates a Service of type LoadBalancer, port 80, changed by mods.
+func (lb *lbServices) create(name string, mods ...func(*corev1.Service)) error {
+	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}}}
+	for _, m := range mods {
+		m(s)
+	}
+	_, err := lb.admin.CoreV1().Services("default").Create(lb.ctx, s, metav1.CreateOptions{})
+	return err
+}
+
+func (lb *lbServices) mustCreate(name string, mods ...func(*corev1.Service)) {
+	lb.t.Helper()
+	if err := lb.create(name, mods...); err != nil {
+		lb.t.Fatal(err)
+	}
+}
+
+// lbRequest asks for ips (reefcni.io/loadBalancerIPs).
+func lbRequest(ips string) func(*corev1.Service) {
+	return func(s *corev1.Service) { s.Annotations = map[string]string{lbipam.RequestAnnotation: ips} }
+}
+
+// ingress is the Service's status.loadBalancer.ingress.
+func (lb *lbServices) ingress(name string) []string {
+	s, err := lb.admin.CoreV1().Services("default").Get(lb.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return []string{"error: " + err.Error()}
+	}
+	var ips []string
+	for _, in := range s.Status.LoadBalancer.Ingress {
+		ips = append(ips, in.IP)
+	}
+	return ips
+}
+
+// waitIngress waits until the Service's ingress is want, in any order.
+func (lb *lbServices) waitIngress(name string, want ...string) {
+	lb.t.Helper()
+	want = slices.Sorted(slices.Values(want))
+	eventually(lb.t, 30*time.Second, func() string {
+		if got := slices.Sorted(slices.Values(lb.ingress(name))); !slices.Equal(got, want) {
+			return fmt.Sprintf("Service %s: ingress %v, want %v", name, got, want)
+		}
+		return ""
+	})
+}
+
+// waitEvent waits for an Event on the Service with reason and a message
+// that holds text.
+func (lb *lbServices) waitEvent(name, reason, text string) {
+	lb.t.Helper()
+	eventually(lb.t, 30*time.Second, func() string {
+		evs, err := lb.admin.CoreV1().Events("default").List(lb.ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("involvedObject.name", name).String()})
+		if err != nil {
+			return err.Error()
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			if e.Reason == reason && strings.Contains(e.Message, text) {
+				return ""
+			}
+			seen = append(seen, e.Reason+": "+e.Message)
+		}
+		return fmt.Sprintf("Service %s: no event %s with %q; events %v", name, reason, text, seen)
+	})
+}
+
+// lbPool6 is the IPv6 LoadBalancer pool of TestLoadBalancerIPAMDualStack:
+// fd00:10:5::1-::7 are assignable (the first address is skipped).
+var lbPool6 = netip.MustParsePrefix("fd00:10:5::/125")
+
+// TestLoadBalancerIPAMDualStack (docs/lbipam.md): a daemon with an IPv4 and
+// an IPv6 pool in bgp.serviceLoadBalancerIPs and the lab's API server with
+// a dual-stack service range. A dual-stack Service gets an address of each
+// family, an IPv6 Service one IPv6 address and an IPv4 one an IPv4 address;
+// a requested IPv6 address is honoured, one outside the pools refused with
+// an event; a deleted dual-stack Service frees both of its addresses.
+func TestLoadBalancerIPAMDualStack(t *testing.T) {
+	slowSuite(t)
+	// An IPv6 Service address needs an IPv6 pool and node address (its
+	// next hop when announced): the dual-stack pools of the netpol lab.
+	pl := newPolicyLabAPI(t, 1, lab.NodeOptions{Extra: npStackDual.pools,
+		BGPExtra: fmt.Sprintf("  serviceLoadBalancerIPs: [%s, %s]\n", lbPool, lbPool6)}, true,
+		lab.KubeAPIOptions{DualStack: true})
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	lb := &lbServices{t: t, ctx: ctx, admin: pl.Admin}
+	n := pl.Nodes[0]
+	eventually(t, 30*time.Second, func() string {
+		if !mustStatus(t, n).GetLbIpam().GetLeader() {
+			return n.Name + " does not lead LoadBalancer address assignment"
+		}
+		return ""
+	})
+	families := func(policy corev1.IPFamilyPolicy, fams ...corev1.IPFamily) func(*corev1.Service) {
+		return func(s *corev1.Service) { s.Spec.IPFamilyPolicy, s.Spec.IPFamilies = &policy, fams }
+	}
+	both := families(corev1.IPFamilyPolicyRequireDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol)
+	six := families(corev1.IPFamilyPolicySingleStack, corev1.IPv6Protocol)
+
+	lb.mustCreate("dual", both)
+	lb.waitIngress("dual", "192.0.2.1", "fd00:10:5::1")
+	lb.mustCreate("six", six)
+	lb.waitIngress("six", "fd00:10:5::2")
+	lb.mustCreate("four")
+	lb.waitIngress("four", "192.0.2.2")
+	lb.mustCreate("asks6", six, lbRequest("fd00:10:5::6"))
+	lb.waitIngress("asks6", "fd00:10:5::6")
+	lb.waitEvent("asks6", "LoadBalancerIPAssigned", "fd00:10:5::6")
+	lb.mustCreate("outside6", six, lbRequest("2001:db8::1"))
+	lb.waitEvent("outside6", "LoadBalancerIPNotInPool", "2001:db8::1 is outside bgp.serviceLoadBalancerIPs")
+	if got := lb.ingress("outside6"); len(got) != 0 {
+		t.Errorf("Service outside6 was given %v", got)
+	}
+	eventually(t, 30*time.Second, func() string {
+		if a := mustStatus(t, n).GetLbIpam().GetAssigned(); a != 5 {
+			return fmt.Sprintf("%s's record holds %d addresses, want 5", n.Name, a)
+		}
+		return ""
+	})
+
+	// Both of dual's addresses come free: the next dual-stack Service
+	// gets them.
+	if err := pl.Admin.CoreV1().Services("default").Delete(ctx, "dual", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() string {
+		if a := mustStatus(t, n).GetLbIpam().GetAssigned(); a != 3 {
+			return fmt.Sprintf("%s's record holds %d addresses, want 3 once dual's are released", n.Name, a)
+		}
+		return ""
+	})
+	lb.mustCreate("again", both)
+	lb.waitIngress("again", "192.0.2.1", "fd00:10:5::1")
 }

@@ -39,8 +39,14 @@ func newPolicyLab(t *testing.T, n int) *policyLab {
 // before its daemon starts, as an IPv6 pool routed directly needs.
 func newPolicyLabWith(t *testing.T, n int, opts lab.NodeOptions, ipv6 bool) *policyLab {
 	t.Helper()
+	return newPolicyLabAPI(t, n, opts, ipv6, lab.KubeAPIOptions{})
+}
+
+// newPolicyLabAPI is newPolicyLabWith with the API's options.
+func newPolicyLabAPI(t *testing.T, n int, opts lab.NodeOptions, ipv6 bool, api lab.KubeAPIOptions) *policyLab {
+	t.Helper()
 	l := newLab(t)
-	k, nodes, err := l.AddPolicyMesh(n, opts)
+	k, nodes, err := l.AddPolicyMeshWith(n, opts, api)
 	if k != nil {
 		t.Cleanup(func() {
 			if t.Failed() {

@@ -167,7 +167,13 @@ func (l *Lab) StartPolicyMesh(n int, opts NodeOptions) (*KubeAPI, []*Node, error
 // for a caller that changes the nodes first (IPv6 addresses on their
 // uplinks) and then starts them with StartAll.
 func (l *Lab) AddPolicyMesh(n int, opts NodeOptions) (*KubeAPI, []*Node, error) {
-	k, kubeconfig, err := l.StartKubeAPIForReef()
+	return l.AddPolicyMeshWith(n, opts, KubeAPIOptions{})
+}
+
+// AddPolicyMeshWith is AddPolicyMesh with the API's options (a dual-stack
+// service range).
+func (l *Lab) AddPolicyMeshWith(n int, opts NodeOptions, api KubeAPIOptions) (*KubeAPI, []*Node, error) {
+	k, kubeconfig, err := l.StartKubeAPIForReefWith(api)
 	if err != nil {
 		return k, nil, err
 	}
@@ -182,7 +188,12 @@ func (l *Lab) AddPolicyMesh(n int, opts NodeOptions) (*KubeAPI, []*Node, error) 
 // admin on a control-plane node runs it); it returns the kubeconfig's
 // path, for the nodes' kubernetes.kubeconfig.
 func (l *Lab) StartKubeAPIForReef() (*KubeAPI, string, error) {
-	k, err := l.StartKubeAPI()
+	return l.StartKubeAPIForReefWith(KubeAPIOptions{})
+}
+
+// StartKubeAPIForReefWith is StartKubeAPIForReef with the API's options.
+func (l *Lab) StartKubeAPIForReefWith(opts KubeAPIOptions) (*KubeAPI, string, error) {
+	k, err := l.StartKubeAPIWith(opts)
 	if err != nil {
 		return nil, "", err
 	}
