@@ -1,7 +1,10 @@
 package lab
 
 import (
+	"go/parser"
+	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -89,6 +92,7 @@ func TestReadTest2JSON(t *testing.T) {
 {"Action":"fail","Test":"TestConformance/CNPAdminTierEgressTCP","Elapsed":13}
 {"Action":"output","Test":"TestConformance/CNPAdminTierEgressNamedPort","Output":"    suite.go:209: Skipping CNPAdminTierEgressNamedPort: suite does not support ClusterNetworkPolicyNamedPorts\n"}
 {"Action":"skip","Test":"TestConformance/CNPAdminTierEgressNamedPort","Elapsed":0}
+{"Action":"output","Test":"TestConformance/CNPAdminTierPriorityField","Output":"    helper.go:70: reef-lab: SCTP probe not run (this kernel has no SCTP): x/a to 10.1.0.5:9003, want connect=true\n"}
 {"Action":"pass","Test":"TestConformance/CNPAdminTierPriorityField","Elapsed":2}
 {"Action":"fail","Test":"TestConformance","Elapsed":30}
 {"Action":"fail","Package":"conformance","Elapsed":30}
@@ -102,7 +106,7 @@ func TestReadTest2JSON(t *testing.T) {
 		{"TestConformance/CNPAdminTierEgressTCP/Should_deny", "failed", "probes failed: sctp, tcp; helper.go:71: Expected connection to be dropped from x/a to 10.1.0.5, but instead it returned a different status: OTHER: protocol not supported", 12500 * time.Millisecond},
 		{"TestConformance/CNPAdminTierEgressTCP", "failed", "", 13 * time.Second},
 		{"TestConformance/CNPAdminTierEgressNamedPort", "skipped", "suite.go:209: Skipping CNPAdminTierEgressNamedPort: suite does not support ClusterNetworkPolicyNamedPorts", 0},
-		{"TestConformance/CNPAdminTierPriorityField", "passed", "", 2 * time.Second},
+		{"TestConformance/CNPAdminTierPriorityField", "passed", "1 SCTP probes not run", 2 * time.Second},
 		{"TestConformance", "failed", "", 30 * time.Second},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -150,5 +154,32 @@ var B = suite.ConformanceTest{
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
+	}
+}
+
+// The patch applies to the module's helper, once, and what it writes
+// still parses; a helper of another shape is refused, not half patched.
+func TestPatchPolicyProbes(t *testing.T) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", NetpolAPIModule).Output()
+	if err != nil {
+		t.Fatalf("go list -m %s: %v", NetpolAPIModule, err)
+	}
+	path := filepath.Join(strings.TrimSpace(string(out)), "conformance", "utils", "kubernetes", "helper.go")
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := PatchPolicyProbes(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parser.ParseFile(token.NewFileSet(), path, got, 0); err != nil {
+		t.Fatalf("the patched helper does not parse: %v", err)
+	}
+	if strings.Count(string(got), SCTPNotProbed) != 1 || !strings.Contains(string(got), pokeServerHead+"\tif protocol == \"sctp\" {") {
+		t.Fatalf("the guard is not at the top of PokeServer")
+	}
+	if _, err := PatchPolicyProbes([]byte("package kubernetes\n")); err == nil {
+		t.Fatal("a helper without PokeServer patched")
 	}
 }
