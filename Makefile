@@ -109,6 +109,14 @@ conformance: build deps-k8s
 conformance-dualstack: build deps-k8s
 	$(BIN)/reef-lab conformance --dual-stack --bin $(CURDIR)/$(BIN) --images $(K8S_IMAGES) --out docs/conformance.md
 
+# The network-policy-api conformance suite (sigs.k8s.io/network-policy-api
+# at go.mod's version, its ClusterNetworkPolicy tests) against reef in the
+# lab's cluster; writes docs/conformance-policy.md (not make conformance's
+# docs/conformance.md). Slow; not part of make test.
+.PHONY: conformance-policy
+conformance-policy: build deps-k8s
+	$(BIN)/reef-lab conformance-policy --bin $(CURDIR)/$(BIN) --images $(K8S_IMAGES) --out docs/conformance-policy.md
+
 deps-proto:
 	@command -v protoc >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler >/dev/null)
 	@[ -x $(GOBIN_DIR)/protoc-gen-go ] || GOFLAGS= $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12

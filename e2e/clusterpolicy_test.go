@@ -146,4 +146,30 @@ func TestClusterNetworkPolicy(t *testing.T) {
 		return pl.expect(t, probeWant{xb, ya, "tcp", 80, false}, probeWant{xb, ya, "tcp", 81, true}, probeWant{za, ya, "tcp", 80, true})
 	})
 
+	// Two Admin priorities, Pass then a NetworkPolicy that allows: y to
+	// x on TCP 80 is passed at priority 2 and denied at 30. The Pass
+	// comes first, and x/a's NetworkPolicy allows y on 80; x/b has none,
+	// so the Baseline Deny decides there. Without the Pass, the Deny at
+	// 30 beats the NetworkPolicy.
+	for _, c := range []*cnp.ClusterNetworkPolicy{
+		clusterIngress("pass-y-80", cnp.AdminTier, 2, x, y, cnp.ClusterNetworkPolicyRuleActionPass, 80),
+		clusterIngress("deny-y-all", cnp.AdminTier, 30, x, y, cnp.ClusterNetworkPolicyRuleActionDeny, 0),
+	} {
+		if err := pl.API.CreateCustom(cnpGVR, "", c); err != nil {
+			t.Fatalf("create ClusterNetworkPolicy %s: %v", c.Name, err)
+		}
+	}
+	eventually(t, 10*time.Second, func() string {
+		return pl.expect(t,
+			probeWant{ya, xa, "tcp", 80, true},  // Pass (2), then the NetworkPolicy allows
+			probeWant{ya, xa, "tcp", 81, false}, // deny-y-81 (10)
+			probeWant{ya, xb, "tcp", 80, false}, // Pass (2), no NetworkPolicy, Baseline Deny
+		)
+	})
+	if err := pl.API.DeleteCustom(cnpGVR, "", "pass-y-80"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() string {
+		return pl.expect(t, probeWant{ya, xa, "tcp", 80, false}, probeWant{za, xa, "tcp", 80, true})
+	})
 }

@@ -144,7 +144,8 @@ func writeConformance(w io.Writer, r conformanceRun) {
 		"nodes with kubelet, kube-proxy in nftables mode, containerd 2 and reef; docs/kubernetes-lab.md),\n"+
 		"runs the upstream `e2e.test` %s against it and tears it down. The JUnit report is\n"+
 		"`docs/%s`. `E2E_FOCUS` and `E2E_SKIP` override the selection. The dual-stack run,\n"+
-		"`sudo make conformance-dualstack`, writes its own section at the end.\n\n", k8simages.KubeVersion, r.junit)
+		"`sudo make conformance-dualstack`, writes its own section at the end. The network-policy-api\n"+
+		"suite (ClusterNetworkPolicy), `sudo make conformance-policy`, writes [conformance-policy.md](conformance-policy.md).\n\n", k8simages.KubeVersion, r.junit)
 	writeConformanceRun(w, r, lab.ConformanceSkip, lab.ConformanceSkips)
 }
 

@@ -86,6 +86,11 @@ func run(args []string) error {
 		defer stop()
 		return conformance(ctx, args[1:])
 	}
+	if args[0] == "conformance-policy" { // the network-policy-api conformance suite against reef (conformance_policy.go)
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return conformancePolicy(ctx, args[1:])
+	}
 	if agent, ok := agentCommands[args[0]]; ok { // serve-ports, probe: the NetworkPolicy probe agent (netpol_agent.go)
 		return agent(args[1:])
 	}

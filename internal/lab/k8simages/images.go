@@ -64,6 +64,12 @@ const (
 	CoreDNS = "registry.k8s.io/coredns/coredns:" + CoreDNSVersion
 	// Agnhost is imageutils.Agnhost: nearly every network test.
 	Agnhost = "registry.k8s.io/e2e-test-images/agnhost:" + agnhostVersion
+	// AgnhostNetpolAPI is the agnhost tag of the network-policy-api
+	// conformance suite's manifests (sigs.k8s.io/network-policy-api
+	// v0.3.0, conformance/base): the same image under a second name. Its
+	// pods run serve-hostname, porter and connect, which agnhost of
+	// KubeVersion has with the same flags.
+	AgnhostNetpolAPI = "registry.k8s.io/e2e-test-images/agnhost:2.45"
 	// GlibcDNSTesting is imageutils.GlibcDnsTesting (jessie-dnsutils
 	// before): the glibc querier of the DNS tests.
 	GlibcDNSTesting = "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1"
@@ -401,7 +407,7 @@ func assemble(opts Options, b binaries) ([]spec, error) {
 			config: imageConfig{Entrypoint: append([]string{"/pause"}, opts.PauseArgs...), User: "65535:65535", WorkingDir: "/"}},
 		{refs: []string{CoreDNS}, layers: []*layer{corednsCap, corednsEtc},
 			config: imageConfig{Entrypoint: []string{"/coredns"}, User: "65532:65532", WorkingDir: "/", Env: env, ExposedPorts: []string{"53/tcp", "53/udp"}}},
-		{refs: []string{Agnhost}, layers: []*layer{base, toolsLayer, corednsPlain, agnhost},
+		{refs: []string{Agnhost, AgnhostNetpolAPI}, layers: []*layer{base, toolsLayer, corednsPlain, agnhost},
 			config: imageConfig{Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}, Env: env, WorkingDir: "/",
 				ExposedPorts: []string{"80/tcp", "8080/tcp", "8081/tcp", "9376/tcp", "5000/tcp"}}},
 		{refs: []string{GlibcDNSTesting}, layers: []*layer{base, toolsLayer, corednsPlain},
