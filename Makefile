@@ -143,7 +143,7 @@ test-unit:
 # tests exec in them (internal/lab/k8simages, about 20 s once they are cached).
 test-e2e: build deps-test deps-cri deps-kube deps-k8s
 	REEF_K8SIMAGES_TEST=1 $(GO) test -count=1 -run TestImagesRunInContainerd ./internal/lab/k8simages/
-	REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m ./e2e/
+	REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m -parallel 4 ./e2e/
 
 # The slower variants of e2e tests that make test runs a slice of (e2e:
 # slowSuite): the IPv6 ToR tests with FRR and IPv6-only pools, the chaos

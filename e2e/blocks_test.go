@@ -90,6 +90,7 @@ func uniqueOwners(t *testing.T, nodes ...*lab.Node) map[string]string {
 // address is ever on two pods. When the cut heals, node3's stale pending
 // claim of that block is given up, and node1 keeps it.
 func TestBlocksPartitionDuringHoldTime(t *testing.T) {
+	timerBound(t)
 	l := newLab(t)
 	nodes, err := l.AddMeshWith(3, lab.NodeOptions{Extra: smallPool, HoldTime: 30 * time.Second})
 	if err != nil {
@@ -363,6 +364,7 @@ func TestBlocksForgetHeardWhileDown(t *testing.T) {
 // reef_block_voter_lists reads 2. An ADD on node2 that needs a block waits;
 // once node3 has the cluster's list again, it gets its block.
 func TestBlocksVoterListsMustAgree(t *testing.T) {
+	timerBound(t)
 	l := newLab(t)
 	nodes := startMesh(t, l, 3, smallPool)
 	p1 := newPod(t, nodes[0], "a")

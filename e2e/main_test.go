@@ -54,6 +54,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// timerBound marks a test that spends its time waiting on timers (a hold
+// time, an idle limit, a retry) rather than on the CPU: such tests run in
+// parallel with each other, once the other tests are done (go test resumes
+// parallel tests after the sequential ones; make test-e2e runs up to 4 at
+// once). Each has its own lab, as every test has.
+func timerBound(t *testing.T) { t.Parallel() }
+
 // newLab returns a lab that is torn down when the test ends, whatever the
 // outcome; on failure the daemons' logs are printed first.
 func newLab(t *testing.T) *lab.Lab {

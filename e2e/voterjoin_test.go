@@ -358,6 +358,7 @@ func checkJoined(t *testing.T, jl *joinLab, pods []*lab.Pod) {
 // node fills the pool: the joiners take the two blocks left, and nothing is
 // ever on two pods or owned twice.
 func TestVoterJoinLowerAddresses(t *testing.T) {
+	timerBound(t)
 	start := time.Now()
 	jl := newJoinLab(t)
 	pods := jl.startOldThenCutJoin(t)
@@ -413,6 +414,7 @@ func TestVoterJoinLowerAddresses(t *testing.T) {
 // part way through theirs, paced to span the heal. Then every node fills
 // the pool again.
 func TestVoterJoinCutHealsMidFill(t *testing.T) {
+	timerBound(t)
 	start := time.Now()
 	jl := newJoinLab(t)
 	pods := jl.startOldThenCutJoin(t)

@@ -29,6 +29,7 @@ import (
 // on every node that runs (node3 and the joiner stay down), then added
 // back: with node3 down, node1's claim now gets node2's vote.
 func TestWipedVoterRestricted(t *testing.T) {
+	timerBound(t)
 	l := newLab(t)
 	nodes := startMesh(t, l, 3, smallPool)
 	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
