@@ -161,6 +161,12 @@ test-e2e-slow: build deps-test deps-kube deps-k8s
 bfd-figures: build deps-test
 	REEF_BFD_FIGURES=3 REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 30m -run '^TestBFDFigures$$' -v ./e2e/
 
+# Failover figures (BENCHMARKS.md, "## Failover"): rewrites only that
+# section, without the ~100 min of make bench.
+.PHONY: bench-failover
+bench-failover: build deps-test
+	REEF_FAILOVER_FIGURES=3 REEF_FAILOVER_OUT=$(CURDIR)/BENCHMARKS.md REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 60m -run '^TestFailoverFigures$$' -v ./e2e/
+
 # spin, the model checker of blockproto/model/; installed only when missing.
 deps-model:
 	@command -v spin >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq spin >/dev/null)
