@@ -59,7 +59,8 @@ func TestFailoverFigures(t *testing.T) {
 	}
 	md := failoverSection(rows, runs)
 	t.Logf("\n%s", md)
-	if out := os.Getenv("REEF_FAILOVER_OUT"); out != "" && !t.Failed() {
+	// Only a run of every router and setting makes the section.
+	if out := os.Getenv("REEF_FAILOVER_OUT"); out != "" && !t.Failed() && len(rows) == 4 {
 		if err := lab.WriteSection(out, md); err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +146,7 @@ func failoverFigures(t *testing.T, kind string, withBFD bool, runs int) failover
 	row := failoverRow{router: kind, bfd: withBFD}
 	for range runs {
 		ready()
-		row.cut = append(row.cut, clientOver(t, l, laptop, svc, func() {
+		row.cut = append(row.cut, clientOver(t, l, laptop, svc, "link cut", func() {
 			run(t, l, a1.Netns, "ip", "link", "set", "eth0", "down")
 		}, 15*time.Second))
 		run(t, l, a1.Netns, "ip", "link", "set", "eth0", "up")
@@ -154,7 +155,7 @@ func failoverFigures(t *testing.T, kind string, withBFD bool, runs int) failover
 		run(t, l, a1.Netns, "ip", "route", "replace", lab.LaptopNet.String(), "via", lab.RouterLeg(a1.Address).String())
 
 		ready()
-		row.killed = append(row.killed, clientOver(t, l, laptop, svc, func() {
+		row.killed = append(row.killed, clientOver(t, l, laptop, svc, "reef killed", func() {
 			if err := a1.Kill(); err != nil {
 				t.Fatal(err)
 			}
@@ -168,7 +169,7 @@ func failoverFigures(t *testing.T, kind string, withBFD bool, runs int) failover
 		}
 
 		ready()
-		row.restart = append(row.restart, clientOver(t, l, laptop, svc, func() {
+		row.restart = append(row.restart, clientOver(t, l, laptop, svc, "planned restart", func() {
 			if err := a1.Restart(); err != nil {
 				t.Fatal(err)
 			}
@@ -180,12 +181,12 @@ func failoverFigures(t *testing.T, kind string, withBFD bool, runs int) failover
 
 // clientOver runs the client: a second of requests, then fail, then
 // after more requests, and returns what the requests started from fail
-// on saw.
-func clientOver(t *testing.T, l *lab.Lab, netns string, svc netip.AddrPort, fail func(), after time.Duration) outage {
+// on saw. It logs the first failed requests of what, with their errors.
+func clientOver(t *testing.T, l *lab.Lab, netns string, svc netip.AddrPort, what string, fail func(), after time.Duration) outage {
 	t.Helper()
 	type result struct {
-		at time.Time
-		ok bool
+		at  time.Time
+		err error
 	}
 	var mu sync.Mutex
 	var results []result
@@ -207,7 +208,7 @@ func clientOver(t *testing.T, l *lab.Lab, netns string, svc netip.AddrPort, fail
 				defer wg.Done()
 				err := l.Request(netns, svc, 900*time.Millisecond)
 				mu.Lock()
-				results = append(results, result{at, err == nil})
+				results = append(results, result{at, err})
 				mu.Unlock()
 			}(time.Now())
 		}
@@ -219,19 +220,27 @@ func clientOver(t *testing.T, l *lab.Lab, netns string, svc netip.AddrPort, fail
 	close(stop)
 	<-done
 	wg.Wait()
+	slices.SortFunc(results, func(a, b result) int { return a.at.Compare(b.at) })
 	var o outage
+	var errs []string
 	for _, r := range results {
 		if r.at.Before(failed) {
-			if !r.ok {
-				t.Errorf("a request at %s, before the failure, failed", r.at.Format("15:04:05.000"))
+			if r.err != nil {
+				t.Errorf("a request at %s, before the %s, failed: %v", r.at.Format("15:04:05.000"), what, r.err)
 			}
 			continue
 		}
 		o.requests++
-		if !r.ok {
+		if r.err != nil {
 			o.failed++
 			o.last = max(o.last, r.at.Sub(failed))
+			if len(errs) < 5 {
+				errs = append(errs, fmt.Sprintf("%s after: %v", r.at.Sub(failed).Round(time.Millisecond), r.err))
+			}
 		}
+	}
+	if o.failed > 0 {
+		t.Logf("%s: %d of %d requests failed, the last %s after; the first:\n%s", what, o.failed, o.requests, o.last.Round(time.Millisecond), strings.Join(errs, "\n"))
 	}
 	return o
 }
@@ -265,18 +274,39 @@ func failoverSection(rows []failoverRow, runs int) string {
 		w("| %s | %s | %s | %s | %s |\n", name, bfd, outages(r.cut), outages(r.killed), failedOf(r.restart))
 	}
 	w("\nWithout BFD a cut link is noticed when the hold time has passed since the node's last keepalive,\n")
-	w("so 6 to 9 s after the cut. When only reef dies, the node's kernel closes the BGP connection at\n")
+	w("so up to 9 s after the cut. When only reef dies, the node's kernel closes the BGP connection at\n")
 	w("once and the router starts a graceful restart (docs/bgp.md, \"BFD\"): BIRD, with `bfd on`, ends\n")
 	w("it when BFD goes down; FRR ignores a BFD down on a session that is already down and keeps a1's\n")
 	w("paths for the restart time, BFD or not. The \"reef killed\" column is the worst case of that: a\n")
 	w("killed reef normally leaves the node's dataplane and kube-proxy working, and then requests through\n")
 	w("a1 keep succeeding and keeping its paths is right. A planned restart drains the Service traffic\n")
-	w("first (GRACEFUL_SHUTDOWN), so no request fails with either router; a package upgrade restarts\n")
-	w("the daemon the same way (`systemctl try-restart`).\n\n")
+	w("first (GRACEFUL_SHUTDOWN); failed requests over all its runs: %s. A package upgrade\n", restartSummary(rows))
+	w("restarts the daemon the same way (`systemctl try-restart`).\n\n")
 	w("From `make bench-failover`, which runs, after `make build`:\n\n")
 	w("    REEF_FAILOVER_FIGURES=%d REEF_FAILOVER_OUT=$PWD/BENCHMARKS.md REEF_BIN_DIR=$PWD/bin go test -count=1 -timeout 60m -run '^TestFailoverFigures$' -v ./e2e/\n\n", runs)
 	w("on %s; 1-minute load average after the run: %s (the lab shares a 2-core VM).\n", time.Now().UTC().Format("2006-01-02"), loadAverage())
 	return b.String()
+}
+
+// restartSummary says how many requests failed over the planned
+// restarts, per router.
+func restartSummary(rows []failoverRow) string {
+	var parts []string
+	for _, kind := range []string{"bird", "frr"} {
+		failed, requests := 0, 0
+		for _, r := range rows {
+			if r.router != kind {
+				continue
+			}
+			for _, o := range r.restart {
+				failed += o.failed
+				requests += o.requests
+			}
+		}
+		name := map[string]string{"bird": "BIRD", "frr": "FRR"}[kind]
+		parts = append(parts, fmt.Sprintf("%s %d of %d", name, failed, requests))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func outages(runs []outage) string {
