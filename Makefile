@@ -169,6 +169,14 @@ test-e2e-slow: build deps-test deps-kube deps-k8s
 bfd-figures: build deps-test
 	REEF_BFD_FIGURES=3 REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 30m -run '^TestBFDFigures$$' -v ./e2e/
 
+# Failover figures (BENCHMARKS.md, "## Failover", about 10 minutes):
+# rewrites only that section, without the ~100 min of make bench, which
+# runs it last.
+FAILOVER_BENCH = REEF_FAILOVER_FIGURES=3 REEF_FAILOVER_OUT=$(CURDIR)/BENCHMARKS.md REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 60m -run '^TestFailoverFigures$$' -v ./e2e/
+.PHONY: bench-failover
+bench-failover: build deps-test
+	$(FAILOVER_BENCH)
+
 # spin, the model checker of blockproto/model/; installed only when missing.
 deps-model:
 	@command -v spin >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq spin >/dev/null)
@@ -233,7 +241,8 @@ NAT_BENCH := $(GO) test -run '^$$' -bench . -benchtime 200x -count 3 ./nat/
 # bench-sim: the block protocol simulated for 10, 100 and 1,000 nodes in one
 # process (a few minutes of both cores at 1,000);
 # bench-k8s: pod startup latency in the lab's Kubernetes cluster, reef and
-# ptp + host-local + portmap (20 minutes here). Each writes its section.
+# ptp + host-local + portmap (20 minutes here); the failover figures
+# (bench-failover). Each writes its section.
 bench: build deps-test deps-bench deps-cri deps-kube deps-k8s
 	$(BIN)/reef-lab bench --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 	$(NAT_BENCH) > $(BIN)/bench-nat.txt; s=$$?; cat $(BIN)/bench-nat.txt; exit $$s
@@ -249,6 +258,7 @@ bench: build deps-test deps-bench deps-cri deps-kube deps-k8s
 	$(BIN)/reef-lab bench-storm --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 	$(BIN)/reef-lab bench-cri --bin $(CURDIR)/$(BIN) --out BENCHMARKS.md
 	$(BIN)/reef-lab bench-k8s --bin $(CURDIR)/$(BIN) --images $(K8S_IMAGES) --out BENCHMARKS.md
+	$(FAILOVER_BENCH)
 
 # The .deb and .rpm (packaging/, docs/install.md). The binaries in them are
 # stamped with the package version; nfpm is pinned and built once.

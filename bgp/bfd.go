@@ -30,7 +30,12 @@ import (
 //   - It never sends AdminDown: a stopping reef just falls silent, which
 //     the router cannot tell from a dead node. This is why a planned stop
 //     de-prefers the node's routes first (GracefulShutdown) instead of
-//     relying on AdminDown, which BIRD and FRR would honour.
+//     relying on AdminDown. Sending it would not help with the lab's
+//     routers anyway: BIRD 2 takes a received AdminDown for a BFD down
+//     like any other, and FRR already keeps the routes, because the
+//     kernel closes the BGP connection before BFD goes down and FRR
+//     ignores a BFD down during a graceful restart (docs/bgp.md, "Why not
+//     BFD AdminDown").
 
 // BFD states as `reef status` shows them.
 const (

@@ -34,7 +34,8 @@ import (
 // to, and the pods behind them still answer while the daemon restarts.
 // BFD AdminDown (RFC 5882 3.2), which would tell the router not to treat
 // the silence that follows as a failure, cannot be sent: GoBGP's BFD has
-// no AdminDown (bfd.go).
+// no AdminDown, and BIRD 2 would take it for a failure all the same
+// (bfd.go).
 
 // GracefulShutdownCommunity is RFC 8326's GRACEFUL_SHUTDOWN, 65535:0.
 const GracefulShutdownCommunity = uint32(bgppkt.COMMUNITY_PLANNED_SHUT)

@@ -30,12 +30,18 @@ func pingFor(t *testing.T, p *lab.Pod, dst string, count int) func() (received, 
 // background; the returned function waits and gives answered and sent.
 func pingFrom(t *testing.T, l *lab.Lab, netns, dst string, count int) func() (received, sent int) {
 	t.Helper()
+	return pingEvery(t, l, netns, dst, "0.1", count)
+}
+
+// pingEvery is pingFrom with ping's interval (-i, in seconds).
+func pingEvery(t *testing.T, l *lab.Lab, netns, dst, interval string, count int) func() (received, sent int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(count)*200*time.Millisecond+10*time.Second)
 	var out string
 	var err error
 	done := make(chan struct{})
 	go func() {
-		out, err = l.RunContext(ctx, netns, "ping", "-i", "0.1", "-W", "1", "-c", strconv.Itoa(count), dst)
+		out, err = l.RunContext(ctx, netns, "ping", "-i", interval, "-W", "1", "-c", strconv.Itoa(count), dst)
 		close(done)
 	}()
 	return func() (int, int) {

@@ -123,7 +123,7 @@ func benchK8s(ctx context.Context, args []string) error {
 	md := r.markdown()
 	fmt.Print(md)
 	if *out != "" {
-		return writeSection(*out, md)
+		return lab.WriteSection(*out, md)
 	}
 	return nil
 }

@@ -155,7 +155,7 @@ func benchMesh(ctx context.Context, args []string) error {
 	md := rep.markdown()
 	fmt.Print(md)
 	if *out != "" {
-		if err := writeSection(*out, md); err != nil {
+		if err := lab.WriteSection(*out, md); err != nil {
 			return err
 		}
 		meshProgress("section written to %s (%s)", *out, rep.took.Round(time.Second))

@@ -127,7 +127,7 @@ func benchMetrics(ctx context.Context, args []string) error {
 	md := r.markdown()
 	fmt.Print(md)
 	if *out != "" {
-		return writeSection(*out, md)
+		return lab.WriteSection(*out, md)
 	}
 	return nil
 }

@@ -155,7 +155,7 @@ func benchPolicy(ctx context.Context, args []string) error {
 	md := b.report.markdown()
 	fmt.Print(md)
 	if *out != "" {
-		return writeSection(*out, md)
+		return lab.WriteSection(*out, md)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -256,47 +255,4 @@ func (r *benchReport) dualStack(w func(string, ...any)) {
 		verdict = "**met**"
 	}
 	w("\nADD ratio %.2f: %s.\n\n", x, verdict)
-}
-
-// writeSection puts section, which starts with its "## " heading line, into
-// the markdown file at path: in place of the section with the same heading
-// (up to the next "## "), or at the end. The other sections stay as they
-// are, so each bench of `make bench` refreshes only its own.
-func writeSection(path, section string) error {
-	old, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	doc := string(old)
-	section = strings.TrimRight(section, "\n") + "\n"
-	head, _, _ := strings.Cut(section, "\n")
-	head += "\n"
-	i := -1
-	if strings.HasPrefix(doc, head) {
-		i = 0
-	} else if k := strings.Index(doc, "\n"+head); k >= 0 {
-		i = k + 1
-	}
-	var out string
-	if i >= 0 {
-		end := len(doc)
-		if k := strings.Index(doc[i+len(head):], "\n## "); k >= 0 {
-			end = i + len(head) + k + 1
-		}
-		rest := doc[end:]
-		if rest != "" {
-			section += "\n"
-		}
-		out = doc[:i] + section + rest
-	} else {
-		sep := ""
-		if doc != "" {
-			sep = "\n"
-			if !strings.HasSuffix(doc, "\n") {
-				sep = "\n\n"
-			}
-		}
-		out = doc + sep + section
-	}
-	return os.WriteFile(path, []byte(out), 0o644)
 }

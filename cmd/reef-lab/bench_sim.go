@@ -20,6 +20,7 @@ import (
 
 	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/blockproto/blocksim"
+	"github.com/reefcni/reef/internal/lab"
 )
 
 func simProgress(format string, args ...any) {
@@ -98,7 +99,7 @@ func benchSim(ctx context.Context, args []string) error {
 	md := rep.markdown()
 	fmt.Print(md)
 	if *out != "" {
-		if err := writeSection(*out, md); err != nil {
+		if err := lab.WriteSection(*out, md); err != nil {
 			return err
 		}
 		simProgress("section written to %s (%s)", *out, rep.took.Round(time.Second))

@@ -191,7 +191,7 @@ func benchTput(ctx context.Context, args []string) error {
 	md := rep.markdown()
 	fmt.Print(md)
 	if *out != "" {
-		if err := writeSection(*out, md); err != nil {
+		if err := lab.WriteSection(*out, md); err != nil {
 			return err
 		}
 		tputProgress("section written to %s (%s)", *out, rep.took.Round(time.Second))

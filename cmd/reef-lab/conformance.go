@@ -95,7 +95,7 @@ func conformance(ctx context.Context, args []string) error {
 	var b strings.Builder
 	if *dual {
 		writeDualStackConformance(&b, run)
-		err = writeSection(*out, b.String())
+		err = lab.WriteSection(*out, b.String())
 	} else {
 		writeConformance(&b, run)
 		err = writeConformanceHead(*out, b.String())

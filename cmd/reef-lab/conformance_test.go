@@ -34,7 +34,7 @@ func TestConformanceSummaries(t *testing.T) {
 	dual := func(name string) {
 		var b strings.Builder
 		writeDualStackConformance(&b, run(name, "failed", true))
-		if err := writeSection(path, b.String()); err != nil {
+		if err := lab.WriteSection(path, b.String()); err != nil {
 			t.Fatal(err)
 		}
 	}

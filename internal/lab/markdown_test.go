@@ -1,4 +1,4 @@
-package main
+package lab
 
 import (
 	"os"
@@ -18,7 +18,7 @@ func TestWriteSection(t *testing.T) {
 		{"## C\n\nc\n", "# Benchmarks\n\nintro\n\n## A\n\nnew a\n\n## B\n\nnew b\n\n## C\n\nc\n"},
 	}
 	for _, st := range steps {
-		if err := writeSection(path, st.section); err != nil {
+		if err := WriteSection(path, st.section); err != nil {
 			t.Fatal(err)
 		}
 		got, _ := os.ReadFile(path)
