@@ -86,43 +86,18 @@ type outage struct {
 }
 
 func failoverFigures(t *testing.T, kind string, withBFD bool, runs int) failoverRow {
-	l := newLab(t)
 	extra := "      holdTime: 9s\n      keepaliveTime: 3s\n"
 	o := lab.ToROptions{Hold: 9 * time.Second, GracefulShutdown: true}
 	if withBFD {
 		extra += "      bfd: {minInterval: 300ms, multiplier: 3}\n"
 		o.BFD = 300 * time.Millisecond
 	}
-	nodes, err := l.AddCrossNodes(lab.NodeOptions{Extra: torPool, RouterASN: lab.RouterASN, RouterExtra: extra,
-		BGPExtra: fmt.Sprintf("  serviceClusterIPs: [%s]\n", serviceCIDR),
-		Binary:   "reef-test", Env: []string{"REEF_TEST_BGP_RESTART_TIME=10s"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	laptop, err := l.AddLaptop()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pools := append(slices.Clone(lab.DefaultToRPools), lab.ToRPool{CIDR: serviceCIDR, BlockSize: serviceCIDR.Bits()})
-	tor := startToRWith(t, l, kind, nodes, pools, o)
-	if err := tor.Multipath(); err != nil {
-		t.Fatal(err)
-	}
+	l, nodes, laptop, tor := serviceToRLab(t, kind, lab.NodeOptions{RouterExtra: extra,
+		Binary: "reef-test", Env: []string{"REEF_TEST_BGP_RESTART_TIME=10s"}}, o)
 	router := l.Prefix + "-xr"
-	run(t, l, router, "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1")
-	if err := lab.StartAll(nodes); err != nil {
-		t.Fatal(err)
-	}
 	converge(t, nodes...)
 	svc := netip.AddrPortFrom(netip.MustParseAddr("10.96.0.10"), 80)
-	for _, n := range nodes {
-		run(t, l, n.Netns, "ip", "addr", "add", svc.Addr().String()+"/32", "dev", "lo")
-		srv, err := l.ListenTCP(n.Netns, svc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { srv.Close() })
-	}
+	serveOnEveryNode(t, l, nodes, svc)
 	a1 := nodes[0]
 	// ready waits until the router routes the CIDR over every node (and
 	// BFD is up with each): the lab as before a failure.

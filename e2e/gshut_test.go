@@ -53,10 +53,16 @@ func TestPlannedRestartBird(t *testing.T) { testGracefulShutdown(t, "bird", true
 
 func TestPlannedRestartFRR(t *testing.T) { slowSuite(t); testGracefulShutdown(t, "frr", true) }
 
-func testGracefulShutdown(t *testing.T, kind string, restart bool) {
+// serviceToRLab is the lab of the Service CIDR tests with a ToR: the cross
+// nodes announcing serviceCIDR (opts adds to their options), a laptop, the
+// ToR of kind (BIRD or FRR) with o, multipath hashing on the 5-tuple; the
+// nodes' daemons started.
+func serviceToRLab(t *testing.T, kind string, opts lab.NodeOptions, o lab.ToROptions) (*lab.Lab, []*lab.Node, string, lab.ToR) {
+	t.Helper()
 	l := newLab(t)
-	nodes, err := l.AddCrossNodes(lab.NodeOptions{Extra: torPool, RouterASN: lab.RouterASN, RouterExtra: bfdPeerExtra,
-		BGPExtra: fmt.Sprintf("  serviceClusterIPs: [%s]\n", serviceCIDR)})
+	opts.Extra, opts.RouterASN = torPool, lab.RouterASN
+	opts.BGPExtra = fmt.Sprintf("  serviceClusterIPs: [%s]\n", serviceCIDR)
+	nodes, err := l.AddCrossNodes(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,21 +71,21 @@ func testGracefulShutdown(t *testing.T, kind string, restart bool) {
 		t.Fatal(err)
 	}
 	pools := append(slices.Clone(lab.DefaultToRPools), lab.ToRPool{CIDR: serviceCIDR, BlockSize: serviceCIDR.Bits()})
-	tor := startToRWith(t, l, kind, nodes, pools, lab.ToROptions{Hold: bfdHold, BFD: 300 * time.Millisecond, GracefulShutdown: true})
+	tor := startToRWith(t, l, kind, nodes, pools, o)
 	if err := tor.Multipath(); err != nil {
 		t.Fatal(err)
 	}
-	router := l.Prefix + "-xr"
-	run(t, l, router, "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1")
+	run(t, l, l.Prefix+"-xr", "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1")
 	if err := lab.StartAll(nodes); err != nil {
 		t.Fatal(err)
 	}
-	a1 := nodes[0]
-	pa1 := newPod(t, a1, "pa1")
-	converge(t, nodes...)
+	return l, nodes, laptop, tor
+}
 
-	// The Service address on every node, kube-proxy's stand-in.
-	svc := netip.AddrPortFrom(netip.MustParseAddr("10.96.0.10"), 80)
+// serveOnEveryNode puts svc's address on each node's lo and a TCP server
+// on it (kube-proxy's stand-in), closed when the test ends.
+func serveOnEveryNode(t *testing.T, l *lab.Lab, nodes []*lab.Node, svc netip.AddrPort) map[string]*lab.TCPServer {
+	t.Helper()
 	servers := map[string]*lab.TCPServer{}
 	for _, n := range nodes {
 		run(t, l, n.Netns, "ip", "addr", "add", svc.Addr().String()+"/32", "dev", "lo")
@@ -90,6 +96,20 @@ func testGracefulShutdown(t *testing.T, kind string, restart bool) {
 		t.Cleanup(func() { srv.Close() })
 		servers[n.Name] = srv
 	}
+	return servers
+}
+
+func testGracefulShutdown(t *testing.T, kind string, restart bool) {
+	l, nodes, laptop, tor := serviceToRLab(t, kind, lab.NodeOptions{RouterExtra: bfdPeerExtra},
+		lab.ToROptions{Hold: bfdHold, BFD: 300 * time.Millisecond, GracefulShutdown: true})
+	a1 := nodes[0]
+	pa1 := newPod(t, a1, "pa1")
+	converge(t, nodes...)
+
+	// The Service address on every node, kube-proxy's stand-in.
+	svc := netip.AddrPortFrom(netip.MustParseAddr("10.96.0.10"), 80)
+	servers := serveOnEveryNode(t, l, nodes, svc)
+	router := l.Prefix + "-xr"
 	var legs []netip.Addr
 	for _, n := range nodes {
 		legs = append(legs, n.Address)
