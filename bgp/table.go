@@ -486,7 +486,7 @@ func nilIfEmpty[T any](s []T) []T {
 
 // own reports whether p is one of the speaker's own paths.
 func (sp *Speaker) own(p *apiutil.Path) bool {
-	return !p.PeerAddress.IsValid() || p.PeerAddress.IsUnspecified() || p.PeerAddress == sp.cfg.RouterID
+	return !p.PeerAddress.IsValid() || p.PeerAddress.IsUnspecified() || sp.cfg.self(p.PeerAddress)
 }
 
 // pathAttrs appends the large communities of attrs to lcs and returns
