@@ -171,7 +171,7 @@ func (d *decider) view() {
 	for _, r := range d.in.Table.Records {
 		if r.Node.Addr != self.Addr && d.current(r.Node) {
 			d.records[r.Node.Addr] = r
-			if r.VoterHash != d.hash {
+			if r.VoterHash != d.hash && r.VoterHash != UnknownList {
 				d.otherList(r.VoterHash, r.Node.Addr).Voters = Voters(r.Voters)
 			}
 		}

@@ -473,6 +473,16 @@ func TestUnresolvedVoterFailsClosed(t *testing.T) {
 	if err := d.Status.CanClaim(); err == nil || !strings.Contains(err.Error(), "fd77::3") {
 		t.Errorf("CanClaim = %v, want it to name the unresolved voter", err)
 	}
+	// Its record says its list is unknown, which another node does not
+	// take for a list of its own (no "voter lists disagree").
+	mine := d.Announce.Records[0]
+	if mine.VoterHash != UnknownList || mine.Voters != nil {
+		t.Errorf("record while a voter is unresolved: hash %08x, voters %v; want UnknownList, none", mine.VoterHash, mine.Voters)
+	}
+	seen := Decide(Input{State: NewState(other, 1), Table: Table{Records: []Record{mine}}, Voters: named, Pools: []Pool{pool6}, Name: "n2"})
+	if len(seen.Status.OtherLists) != 0 {
+		t.Errorf("a record of an unknown list shows as another list: %+v", seen.Status.OtherLists)
+	}
 	// A pending claim of its own, its own vote and the other voter's:
 	// a majority of the named two, but not of the three configured.
 	b := pool6.Block(0)

@@ -171,7 +171,10 @@ func (d *decider) status() Status {
 		}
 	}
 	slices.SortFunc(s.Agree, netip.Addr.Compare)
-	s.OtherLists = d.otherLists()
+	if len(d.in.Unresolved) == 0 {
+		// A node that cannot name its voters has no list to compare.
+		s.OtherLists = d.otherLists()
+	}
 	for _, b := range sortedKeys(d.state.Own) {
 		if d.state.Own[b].State == OwnPending {
 			s.Pending = append(s.Pending, PendingClaim{Block: b, Grants: d.grantsTo(b, d.self())})
