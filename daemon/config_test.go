@@ -213,6 +213,18 @@ func TestParseConfig(t *testing.T) {
 			},
 		},
 		{
+			name: "IPv6-only node",
+			yaml: "interface: eth0\npools: [{cidr: 'fd00:10:247::/56', vxlanMode: Never}]\nbgp:\n  routerID: 10.255.0.1\n  peers: ['fd77::12', 'fd77::13']\n  peerPrefixes: ['fd77::/64']\n  voters: ['fd77::11', 'fd77::12', 'fd77::13']\n",
+			want: func(c *Config) {
+				c.Interface = "eth0"
+				c.Pools = []PoolConfig{{CIDR: pfx("fd00:10:247::/56"), BlockSize: 122, VXLANMode: EncapNever, IPIPMode: EncapNever, NATOutgoing: true}}
+				c.BGP.RouterID = addr("10.255.0.1")
+				c.BGP.Peers = []netip.Addr{addr("fd77::12"), addr("fd77::13")}
+				c.BGP.PeerPrefixes = []netip.Prefix{pfx("fd77::/64")}
+				c.BGP.Voters = []netip.Addr{addr("fd77::11"), addr("fd77::12"), addr("fd77::13")}
+			},
+		},
+		{
 			name: "anchors and aliases",
 			yaml: "pools:\n- &p {cidr: 10.10.0.0/16, blockSize: 28}\nbgp: {peers: [&a 10.0.0.1], peerPrefixes: [10.0.0.0/8], voters: [*a]}\n",
 			want: func(c *Config) {

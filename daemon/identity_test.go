@@ -111,3 +111,33 @@ func TestChooseUplinkV6Only(t *testing.T) {
 		})
 	}
 }
+
+// TestIPv6OnlyConfigProblems: what an IPv6-only node refuses, naming the
+// key: an IPv4 pool, VXLAN, no IPv6 pool, an IPv4 peer; and what it
+// takes.
+func TestIPv6OnlyConfigProblems(t *testing.T) {
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"ok", "pools: [{cidr: 'fd00:10::/56', vxlanMode: Never}]\nbgp: {routerID: 10.255.0.1, peers: ['fd77::2'], voters: ['fd77::2']}\n", ""},
+		{"default pool", "bgp: {routerID: 10.255.0.1}\n", `pools[0].cidr: value "10.244.0.0/16" is IPv4, but this node has no IPv4 address`},
+		{"vxlan", "pools: [{cidr: 'fd00:10::/56'}]\nbgp: {routerID: 10.255.0.1}\n", `pools[0].vxlanMode: value "CrossSubnet" on an IPv6-only node: VXLAN over an IPv6 underlay is not built yet`},
+		{"IPv4 peer", "pools: [{cidr: 'fd00:10::/56', vxlanMode: Never}]\nbgp: {routerID: 10.255.0.1, peers: [10.0.0.2], voters: [10.0.0.2]}\n", "bgp.peers: has IPv4 address 10.0.0.2, but this node has no IPv4 address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := ParseConfig("/etc/reef/config.yaml", []byte(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = ipv6OnlyProblems(cfg)
+			if err == nil {
+				up6 := Uplink6{Address: netip.MustParseAddr("fd77::1")}
+				err = checkPeerFamilies(cfg, Uplink{Interface: "eth0"}, up6)
+			}
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("err = %v, want none", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
