@@ -104,8 +104,18 @@ func (e *blockEngine) Forget(addr netip.Addr) ([]netip.Prefix, []blockproto.Node
 	if err != nil {
 		return nil, nil, err
 	}
-	if addr == st.Self.Addr {
+	if addr == st.Self.Addr || e.mine.has(addr) {
 		return nil, nil, fmt.Errorf("%s is this node", addr)
+	}
+	if addr.Is6() {
+		// An IPv6-only node is known by its identity (docs/design.md,
+		// "IPv6-only nodes"): the one its records or the voter names give
+		// its address.
+		id, err := e.identityOf(addr)
+		if err != nil {
+			return nil, nil, err
+		}
+		addr = id
 	}
 	var nodes []blockproto.Node
 	add := func(n blockproto.Node) {
@@ -136,6 +146,31 @@ func (e *blockEngine) Forget(addr netip.Addr) ([]netip.Prefix, []blockproto.Node
 	e.log.Warn("node forgotten: its blocks and votes are free; every node will hear of it", "node", addr, "incarnations", len(nodes), "blocks", len(freed))
 	e.trigger()
 	return freed, nodes, nil
+}
+
+// identityOf is the identity of the node whose IPv6 address is addr: from
+// the records in the BGP table, else from what was learned of the voters.
+func (e *blockEngine) identityOf(addr netip.Addr) (netip.Addr, error) {
+	table, err := e.speaker.LearnedTable()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	var ids []netip.Addr
+	for _, r := range table.Records {
+		if r.Addr6 == addr && !slices.Contains(ids, r.Node.Addr) {
+			ids = append(ids, r.Node.Addr)
+		}
+	}
+	if id, ok := e.names[addr]; ok && !slices.Contains(ids, id) {
+		ids = append(ids, id)
+	}
+	switch len(ids) {
+	case 1:
+		return ids[0], nil
+	case 0:
+		return netip.Addr{}, fmt.Errorf("no node with IPv6 address %s is known here (no record announces it); give its identity (bgp.routerID) instead", addr)
+	}
+	return netip.Addr{}, fmt.Errorf("IPv6 address %s is announced by several nodes (%s); give the identity (bgp.routerID) to forget", addr, addrsString(ids))
 }
 
 // need is, per pool, whether this node wants a new block now: an ADD waits
