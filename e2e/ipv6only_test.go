@@ -26,8 +26,8 @@ const pool6Only = "pools:\n  - cidr: fd00:10:247::/56\n    vxlanMode: Never\n"
 // status` explains. Once
 // node3 starts, the same ADD gets its address. Then each node's IPv6
 // blocks are routed `via <owner's IPv6 address> dev eth0 onlink` on the
-// others, pods ping each other and the nodes across nodes, and the
-// sessions carry no IPv4 unicast.
+// others, and pods ping each other and the nodes across nodes. node2
+// restarted keeps its identity (from its store) and its block.
 func TestIPv6OnlyNodes(t *testing.T) {
 	l := newLab(t)
 	nodes, err := l.AddMeshWith(3, lab.NodeOptions{IPv6Only: true, Extra: pool6Only})
@@ -124,5 +124,22 @@ func TestIPv6OnlyNodes(t *testing.T) {
 		t.Errorf("node1's reef status lacks its IPv6 address and identity: %v\n%s", err, st)
 	}
 	uniqueAddresses(t, []*lab.Pod{a, b, c})
-	noWarnings(t, nodes)
+
+	// node2 restarted (SIGTERM, start): its store keeps its identity, and
+	// it keeps its block and its routes.
+	before := blocksOf(t, n2)
+	if err := n2.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	converge(t, nodes...)
+	if after := blocksOf(t, n2); strings.Join(after, " ") != strings.Join(before, " ") {
+		t.Errorf("node2's blocks changed across its restart: %v -> %v", before, after)
+	}
+	if st := mustStatus(t, n2); st.GetIdentity() != n2.Address.String() || len(st.GetVotersUnresolved()) != 0 {
+		t.Errorf("node2 after its restart: identity %q, voters unresolved %q", st.GetIdentity(), st.GetVotersUnresolved())
+	}
+	if out, err := l.Run(a.Netns, "ping", "-6", "-c", "1", "-W", "2", b.IP.String()); err != nil {
+		t.Errorf("ping -6 %s after node2's restart: %v\n%s", b.IP, err, out)
+	}
+	noWarnings(t, nodes, gobgpIdleRefused)
 }
