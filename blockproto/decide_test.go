@@ -498,3 +498,51 @@ func TestUnresolvedVoterFailsClosed(t *testing.T) {
 		t.Fatalf("with every voter named, Decide confirmed %v, want %v", d.Confirm, b)
 	}
 }
+
+// TestIdentityAtTwoAddresses: two records of one identity at different
+// IPv6 addresses are two nodes given one bgp.routerID, not two
+// incarnations of one node: a record naming the other as its predecessor
+// supersedes nothing (the other's blocks are not freed), a node does not
+// take the other for an earlier incarnation of itself, and both say so
+// in Conflicts. At one address, a newer incarnation supersedes as before.
+func TestIdentityAtTwoAddresses(t *testing.T) {
+	id := netip.MustParseAddr("10.255.0.1")
+	a6, b6 := netip.MustParseAddr("fd77::11"), netip.MustParseAddr("fd77::14")
+	first, second := Node{id, 1}, Node{id, 4}
+	observer := Node{netip.MustParseAddr("10.255.0.2"), 2}
+	voters := []netip.Addr{id, observer.Addr}
+	rec := func(n Node, addr6 netip.Addr, preds ...uint32) Record {
+		return Record{Node: n, Born: 1, VoterHash: VoterHash(voters), Voters: voters, Predecessors: preds, Addr6: addr6}
+	}
+	for _, tc := range []struct {
+		name       string
+		self       Node
+		addr6      netip.Addr
+		recs       []Record
+		superseded []Node
+		conflict   bool
+	}{
+		{"observer, two addresses", observer, netip.MustParseAddr("fd77::12"), []Record{rec(first, a6), rec(second, b6, 1)}, nil, true},
+		{"observer, one address", observer, netip.MustParseAddr("fd77::12"), []Record{rec(first, a6), rec(second, a6, 1)}, []Node{first}, false},
+		{"the first sees the second", first, a6, []Record{rec(second, b6, 1)}, nil, true},
+		// (It takes the other for an earlier one too, as any incarnation
+		// does: it is gone either way.)
+		{"a newer incarnation of itself", first, a6, []Record{rec(second, a6, 1)}, []Node{first, second}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Decide(Input{State: NewState(tc.self, 1), Table: Table{Records: tc.recs}, Voters: voters, Name: "n", Addr6: tc.addr6})
+			var got []Node
+			for n := range d.State.Superseded {
+				got = append(got, n)
+			}
+			slices.SortFunc(got, cmpNode)
+			if len(got) != len(tc.superseded) || len(got) > 0 && !slices.Equal(got, tc.superseded) {
+				t.Errorf("superseded %v, want %v", got, tc.superseded)
+			}
+			found := slices.ContainsFunc(d.Status.Conflicts, func(s string) bool { return strings.Contains(s, "identity 10.255.0.1 is announced by nodes at") })
+			if found != tc.conflict {
+				t.Errorf("conflicts %q, want one about 10.255.0.1: %v", d.Status.Conflicts, tc.conflict)
+			}
+		})
+	}
+}
