@@ -79,7 +79,6 @@ func Decide(in Input) Decision {
 	st := d.status()
 	// Only for reef status: not in status(), which every claim asks.
 	st.Unsettled = d.unsettled(st)
-	st.Conflicts = append(st.Conflicts, d.identityConflicts()...)
 	st.Confirmed, st.View = d.viewOf(st)
 	return Decision{Changes: all, Announce: d.announce(), Status: st, State: d.state}
 }
