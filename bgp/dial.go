@@ -31,7 +31,7 @@ const passiveWait = 10 * time.Second
 // passive says whether the speaker waits for peer to dial it rather than
 // dialling it.
 func (cfg *Config) passive(peer netip.Addr) bool {
-	return slices.Contains(cfg.Peers, peer) && cfg.RouterID.Less(peer)
+	return slices.Contains(cfg.Peers, peer) && cfg.local(peer).Less(peer)
 }
 
 // addPeer adds a configured neighbour.
@@ -42,7 +42,7 @@ func (sp *Speaker) addPeer(ctx context.Context, peer netip.Addr, passive bool) e
 		Timers:          sp.timers(),
 		GracefulRestart: sp.gracefulRestart(),
 		AfiSafis:        sp.afiSafis(),
-		Transport:       &api.Transport{LocalAddress: cfg.RouterID.String(), RemotePort: uint32(cfg.Port), PassiveMode: passive},
+		Transport:       &api.Transport{LocalAddress: cfg.local(peer).String(), RemotePort: uint32(cfg.Port), PassiveMode: passive},
 	}})
 }
 

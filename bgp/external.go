@@ -237,7 +237,7 @@ func (sp *Speaker) addExternalPeer(ctx context.Context, p ExternalPeer) error {
 		// this node's blocks (the R bit and the restart time).
 		GracefulRestart: sp.gracefulRestart(),
 		AfiSafis:        families,
-		Transport:       &api.Transport{LocalAddress: sp.cfg.RouterID.String(), RemotePort: uint32(p.Port)},
+		Transport:       &api.Transport{LocalAddress: sp.cfg.NodeAddress.String(), RemotePort: uint32(p.Port)},
 	}
 	if p.Multihop > 0 {
 		peer.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(p.Multihop)}

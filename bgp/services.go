@@ -126,7 +126,7 @@ func (cfg *Config) serviceNextHop(p netip.Prefix) netip.Addr {
 	if p.Addr().Is6() {
 		return cfg.NodeAddressV6
 	}
-	return cfg.RouterID
+	return cfg.NodeAddress
 }
 
 // announceServices originates the service CIDRs, once: they do not change

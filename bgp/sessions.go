@@ -209,8 +209,8 @@ func (sp *Speaker) stuckLimits() stuckLimits {
 }
 
 // stuckPeers updates seen with peers (the sessions now) and returns the
-// peers whose session must be reset. self is our router ID.
-func stuckPeers(self netip.Addr, peers []PeerStatus, seen map[netip.Addr]stuckState, now time.Time, lim stuckLimits) []netip.Addr {
+// peers whose session must be reset. local is our address toward a peer.
+func stuckPeers(local func(netip.Addr) netip.Addr, peers []PeerStatus, seen map[netip.Addr]stuckState, now time.Time, lim stuckLimits) []netip.Addr {
 	live := map[netip.Addr]bool{}
 	var reset []netip.Addr
 	for _, p := range peers {
@@ -232,7 +232,7 @@ func stuckPeers(self netip.Addr, peers []PeerStatus, seen map[netip.Addr]stuckSt
 		// in OpenConfirm itself (it sits in Active, its outgoing
 		// connection waiting on the one the higher end abandoned).
 		confirm := lim.confirm
-		if !self.Less(p.Address) {
+		if !local(p.Address).Less(p.Address) {
 			confirm *= 2
 		}
 		yields := p.State == "openconfirm" && held >= confirm
@@ -262,7 +262,7 @@ func (sp *Speaker) watchSessions(ctx context.Context) {
 		case now := <-t.C:
 			peers := sp.Sessions(ctx)
 			sp.mu.Lock()
-			reset := stuckPeers(sp.cfg.RouterID, peers, sp.stuck, now, lim)
+			reset := stuckPeers(sp.cfg.local, peers, sp.stuck, now, lim)
 			down := leftDown(sp.adminDown, now, lim.any+10*time.Second)
 			dial := overduePassive(peers, sp.waiting, now, sp.waitFor)
 			readd := readdable(sp.readd, peers)

@@ -36,8 +36,9 @@ func TestStuckPeers(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			seen := map[netip.Addr]stuckState{}
 			peers := []PeerStatus{{Address: tt.peer, State: tt.state, Dynamic: tt.dynamic}}
-			stuckPeers(tt.self, peers, seen, time.Unix(int64(tt.first), 0), lim)
-			got := stuckPeers(tt.self, peers, seen, time.Unix(int64(tt.last), 0), lim)
+			local := func(netip.Addr) netip.Addr { return tt.self }
+			stuckPeers(local, peers, seen, time.Unix(int64(tt.first), 0), lim)
+			got := stuckPeers(local, peers, seen, time.Unix(int64(tt.last), 0), lim)
 			if want := tt.reset; (len(got) == 1 && got[0] == tt.peer) != want || len(got) > 1 {
 				t.Errorf("reset %v, want reset of %s: %v", got, tt.peer, want)
 			}
@@ -52,19 +53,20 @@ func TestStuckPeersClock(t *testing.T) {
 	lim := stuckLimits{confirm: 3 * time.Second, any: 6 * time.Second}
 	t0 := time.Unix(0, 0)
 	seen := map[netip.Addr]stuckState{}
-	stuckPeers(lo, []PeerStatus{{Address: hi, State: "opensent"}}, seen, t0, lim)
-	stuckPeers(lo, []PeerStatus{{Address: hi, State: "openconfirm"}}, seen, t0.Add(5*time.Second), lim)
-	if got := stuckPeers(lo, []PeerStatus{{Address: hi, State: "openconfirm"}}, seen, t0.Add(7*time.Second), lim); got != nil {
+	local := func(netip.Addr) netip.Addr { return lo }
+	stuckPeers(local, []PeerStatus{{Address: hi, State: "opensent"}}, seen, t0, lim)
+	stuckPeers(local, []PeerStatus{{Address: hi, State: "openconfirm"}}, seen, t0.Add(5*time.Second), lim)
+	if got := stuckPeers(local, []PeerStatus{{Address: hi, State: "openconfirm"}}, seen, t0.Add(7*time.Second), lim); got != nil {
 		t.Fatalf("reset %v 2s after entering OpenConfirm; the clock must restart on a state change", got)
 	}
-	if got := stuckPeers(lo, []PeerStatus{{Address: hi, State: "openconfirm"}}, seen, t0.Add(8*time.Second), lim); len(got) != 1 {
+	if got := stuckPeers(local, []PeerStatus{{Address: hi, State: "openconfirm"}}, seen, t0.Add(8*time.Second), lim); len(got) != 1 {
 		t.Fatalf("reset %v 3s after entering OpenConfirm, want %v", got, hi)
 	}
 	if len(seen) != 0 {
 		t.Errorf("a reset peer is still remembered: %v", seen)
 	}
-	stuckPeers(lo, []PeerStatus{{Address: hi, State: "openconfirm"}}, seen, t0.Add(9*time.Second), lim)
-	stuckPeers(lo, []PeerStatus{{Address: hi, State: "established"}}, seen, t0.Add(10*time.Second), lim)
+	stuckPeers(local, []PeerStatus{{Address: hi, State: "openconfirm"}}, seen, t0.Add(9*time.Second), lim)
+	stuckPeers(local, []PeerStatus{{Address: hi, State: "established"}}, seen, t0.Add(10*time.Second), lim)
 	if len(seen) != 0 {
 		t.Errorf("an established peer is still remembered: %v", seen)
 	}

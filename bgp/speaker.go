@@ -20,14 +20,24 @@ import (
 
 // Config is the speaker's configuration.
 type Config struct {
-	ASN      uint32
-	Port     int
-	RouterID netip.Addr // the node address: the next hop of own paths, the local address of sessions
+	ASN  uint32
+	Port int
+	// RouterID is the node's identity (docs/design.md, "IPv6-only
+	// nodes"): the BGP router ID, the RD and next hop of its VPN paths.
+	// It is NodeAddress on a node that has one, bgp.routerID otherwise.
+	RouterID netip.Addr
+	// NodeAddress is the node's IPv4 address: the local address of its
+	// IPv4 sessions and the next hop of its IPv4 blocks; unset, RouterID.
+	NodeAddress netip.Addr
+	// IPv6Only: the node has no IPv4 address (NodeAddress stays unset); it
+	// offers no IPv4 unicast, and its sessions are to IPv6 peers.
+	IPv6Only bool
 	// NodeAddressV6 is the node's IPv6 address, the next hop of its
 	// confirmed IPv6 blocks in IPv6 unicast to its external peers. Unset,
 	// those blocks are not exported (the speaker logs why, once, and
-	// ExternalStatus says it). The node is still known by RouterID alone:
-	// records, route distinguishers, voters and grantees are IPv4.
+	// ExternalStatus says it). It is the local address of sessions to IPv6
+	// peers. The node is still known by RouterID alone: records, route
+	// distinguishers, voters and grantees are 32-bit identities.
 	NodeAddressV6 netip.Addr
 	// ListenAddress is where the speaker takes sessions in; unset, every
 	// IPv4 address (0.0.0.0). Two speakers in one host (tests) need one
@@ -125,6 +135,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (
 // StartBgp writes a package variable that the sessions of other servers
 // in the process read.)
 func listen(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) (*Speaker, error) {
+	if !cfg.NodeAddress.IsValid() && !cfg.IPv6Only {
+		cfg.NodeAddress = cfg.RouterID
+	}
 	if cfg.NodeAddressV6.IsValid() {
 		if err := checkAddr6(cfg.Pools, cfg.NodeAddressV6, "node IPv6 address"); err != nil {
 			return nil, fmt.Errorf("start BGP: %w: it cannot be the next hop of the node's IPv6 blocks", err)
@@ -137,15 +150,18 @@ func listen(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) 
 	sp := &Speaker{cfg: cfg, s: s, log: log, ownVPN: map[vpnKey]ownPath{}, ownUnicast: map[netip.Prefix]ownPath{}, badSeen: map[string]bool{},
 		stuck: map[netip.Addr]stuckState{}, waiting: map[netip.Addr]time.Time{}, waitFor: passiveWait, readd: map[netip.Addr]bool{}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}, adminDown: map[netip.Addr]time.Time{}}
 
-	listen := "0.0.0.0"
+	listen := []string{"0.0.0.0"}
+	if cfg.NodeAddressV6.IsValid() && cfg.ipv6Peers() {
+		listen = append(listen, "::")
+	}
 	if cfg.ListenAddress.IsValid() {
-		listen = cfg.ListenAddress.String()
+		listen = []string{cfg.ListenAddress.String()}
 	}
 	if err := s.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
 		Asn:             cfg.ASN,
 		RouterId:        cfg.RouterID.String(),
 		ListenPort:      int32(cfg.Port),
-		ListenAddresses: []string{listen},
+		ListenAddresses: listen,
 		// Only the families reef speaks: without a list GoBGP builds a
 		// table for each of the 30 it knows, twice (global and route
 		// server RIB), at 2,048 map shards each, 8 MiB of heap.
@@ -186,7 +202,7 @@ func (sp *Speaker) connect(ctx context.Context) error {
 	// afterwards fails ("can't overwrite the existing peer").
 	now := time.Now()
 	for _, peer := range cfg.configured() {
-		if peer == cfg.RouterID {
+		if cfg.self(peer) {
 			continue // a config shared by all nodes lists this one too
 		}
 		passive := cfg.passive(peer) // dial.go
@@ -320,9 +336,11 @@ func (sp *Speaker) acceptOwnPathsOnly(ctx context.Context, reflectors []netip.Ad
 // next hop of its IPv6 blocks.
 func (cfg *Config) families() []uint32 {
 	fs := []uint32{
-		uint32(oc.AfiSafiTypeToIntMap[oc.AFI_SAFI_TYPE_IPV4_UNICAST]),
 		uint32(oc.AfiSafiTypeToIntMap[oc.AFI_SAFI_TYPE_L3VPN_IPV4_UNICAST]),
 		uint32(oc.AfiSafiTypeToIntMap[oc.AFI_SAFI_TYPE_L3VPN_IPV6_UNICAST]),
+	}
+	if cfg.NodeAddress.IsValid() {
+		fs = append(fs, uint32(oc.AfiSafiTypeToIntMap[oc.AFI_SAFI_TYPE_IPV4_UNICAST]))
 	}
 	if cfg.NodeAddressV6.IsValid() {
 		fs = append(fs, uint32(oc.AfiSafiTypeToIntMap[oc.AFI_SAFI_TYPE_IPV6_UNICAST]))
@@ -340,6 +358,29 @@ func (cfg *Config) v6Withheld() string {
 	return "IPv6 blocks are not exported to external peers: the node has no IPv6 address (nodeAddressV6) to be their next hop"
 }
 
+// local is the speaker's address toward peer: the node's address of the
+// peer's family (invalid when it has none).
+func (cfg *Config) local(peer netip.Addr) netip.Addr {
+	switch {
+	case !peer.Is4():
+		return cfg.NodeAddressV6
+	case cfg.NodeAddress.IsValid() || cfg.IPv6Only:
+		return cfg.NodeAddress
+	}
+	return cfg.RouterID
+}
+
+// self reports whether a names this node: its identity or an address.
+func (cfg *Config) self(a netip.Addr) bool {
+	return a == cfg.RouterID || a == cfg.NodeAddress || cfg.NodeAddressV6.IsValid() && a == cfg.NodeAddressV6
+}
+
+// ipv6Peers reports whether any neighbour of the cluster is an IPv6
+// address (an IPv6-only node's sessions).
+func (cfg *Config) ipv6Peers() bool {
+	return slices.ContainsFunc(cfg.configured(), netip.Addr.Is6) || slices.ContainsFunc(cfg.PeerPrefixes, func(p netip.Prefix) bool { return p.Addr().Is6() })
+}
+
 // configured are the neighbours the speaker dials: Peers, or on a route
 // reflector client RouteReflectors (the config never sets both).
 func (cfg *Config) configured() []netip.Addr {
@@ -354,11 +395,16 @@ func (cfg *Config) configured() []netip.Addr {
 // (an older reef: no VPN-IPv6) gets a session in those it offers.
 func (sp *Speaker) afiSafis() []*api.AfiSafi {
 	lim := PrefixLimits(sp.cfg.Pools)
-	return []*api.AfiSafi{
-		afiSafi(api.Family_AFI_IP, api.Family_SAFI_UNICAST, lim.Unicast),
+	fs := []*api.AfiSafi{
 		afiSafi(api.Family_AFI_IP, api.Family_SAFI_MPLS_VPN, lim.VPN),
 		afiSafi(api.Family_AFI_IP6, api.Family_SAFI_MPLS_VPN, lim.VPNv6),
 	}
+	if sp.cfg.NodeAddress.IsValid() {
+		// An IPv6-only node has no IPv4 address to be the next hop of
+		// IPv4 blocks (and no IPv4 pool).
+		fs = append([]*api.AfiSafi{afiSafi(api.Family_AFI_IP, api.Family_SAFI_UNICAST, lim.Unicast)}, fs...)
+	}
+	return fs
 }
 
 // afiSafi is one family of a session, with graceful restart and a prefix

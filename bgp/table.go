@@ -440,32 +440,35 @@ func (sp *Speaker) walk(t *blockproto.Table) (Counts, error) {
 			return Counts{}, fmt.Errorf("list BGP paths (%s): %w", f.afi, err)
 		}
 	}
-	err := sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgppkt.RF_IPv4_UC},
-		func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
-			uc, _ := nlri.(*bgppkt.IPAddrPrefix)
-			for _, p := range paths {
-				if sp.own(p) {
-					continue
+	var err error
+	if !sp.cfg.IPv6Only { // no IPv4 unicast table on an IPv6-only node
+		err = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgppkt.RF_IPv4_UC},
+			func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
+				uc, _ := nlri.(*bgppkt.IPAddrPrefix)
+				for _, p := range paths {
+					if sp.own(p) {
+						continue
+					}
+					c := peers[p.PeerAddress]
+					c.Unicast.Received++
+					var err error
+					if uc == nil {
+						err = fmt.Errorf("%s: not an IPv4 prefix: %w", nlri, ErrNotReef)
+					} else {
+						var nh netip.Addr
+						lcs, nh = pathAttrs(lcs[:0], p.Attrs)
+						_, err = DecodeUnicast(asn, pools, uc.Prefix, nh, lcs)
+					}
+					if err != nil {
+						c.Unicast.Dropped++
+						sp.drop(p.PeerAddress, nlri.String(), err)
+					} else {
+						c.Unicast.Accepted++
+					}
+					peers[p.PeerAddress] = c
 				}
-				c := peers[p.PeerAddress]
-				c.Unicast.Received++
-				var err error
-				if uc == nil {
-					err = fmt.Errorf("%s: not an IPv4 prefix: %w", nlri, ErrNotReef)
-				} else {
-					var nh netip.Addr
-					lcs, nh = pathAttrs(lcs[:0], p.Attrs)
-					_, err = DecodeUnicast(asn, pools, uc.Prefix, nh, lcs)
-				}
-				if err != nil {
-					c.Unicast.Dropped++
-					sp.drop(p.PeerAddress, nlri.String(), err)
-				} else {
-					c.Unicast.Accepted++
-				}
-				peers[p.PeerAddress] = c
-			}
-		})
+			})
+	}
 	if err != nil {
 		return Counts{}, fmt.Errorf("list BGP paths (IPv4 unicast): %w", err)
 	}
@@ -486,7 +489,7 @@ func nilIfEmpty[T any](s []T) []T {
 
 // own reports whether p is one of the speaker's own paths.
 func (sp *Speaker) own(p *apiutil.Path) bool {
-	return !p.PeerAddress.IsValid() || p.PeerAddress.IsUnspecified() || p.PeerAddress == sp.cfg.RouterID
+	return !p.PeerAddress.IsValid() || p.PeerAddress.IsUnspecified() || sp.cfg.self(p.PeerAddress)
 }
 
 // pathAttrs appends the large communities of attrs to lcs and returns

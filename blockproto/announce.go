@@ -25,7 +25,13 @@ func (d *decider) announce() Table {
 		}
 	}
 	slices.Sort(preds)
-	t.Records = []Record{{Node: self, Born: d.state.Born, VoterHash: d.hash, Voters: d.voters, Predecessors: preds, Addr6: d.in.Addr6}}
+	rec := Record{Node: self, Born: d.state.Born, VoterHash: d.hash, Voters: d.voters, Predecessors: preds, Addr6: d.in.Addr6}
+	if len(d.in.Unresolved) > 0 {
+		// Its list is not known yet: the record says so (UnknownList)
+		// rather than show the voters it could name as a list of its own.
+		rec.VoterHash, rec.Voters = UnknownList, nil
+	}
+	t.Records = []Record{rec}
 	for _, n := range d.seen {
 		t.Seen = append(t.Seen, Seen{Node: n})
 	}

@@ -27,6 +27,13 @@ type Input struct {
 	// other nodes to route its IPv6 blocks through (Record.Addr6); no
 	// decision depends on it.
 	Addr6 netip.Addr
+	// Unresolved are the voters of bgp.voters the caller could not name
+	// yet, each with why: a voter written as an IPv6 address is known in
+	// the protocol by its identity, which the caller learns from that
+	// voter's own record (docs/design.md, "IPv6-only nodes"). Voters then
+	// holds the others only, and while any is unresolved this node claims
+	// nothing, casts no new vote and confirms nothing: fail closed.
+	Unresolved []string
 }
 
 // Decision is what Decide asks for: the changes to persist, then the
@@ -164,7 +171,7 @@ func (d *decider) view() {
 	for _, r := range d.in.Table.Records {
 		if r.Node.Addr != self.Addr && d.current(r.Node) {
 			d.records[r.Node.Addr] = r
-			if r.VoterHash != d.hash {
+			if r.VoterHash != d.hash && r.VoterHash != UnknownList {
 				d.otherList(r.VoterHash, r.Node.Addr).Voters = Voters(r.Voters)
 			}
 		}
@@ -319,6 +326,9 @@ func (d *decider) vote(c *Changes) {
 			}
 			c.Revoke = append(c.Revoke, b)
 		}
+		if len(d.in.Unresolved) > 0 {
+			continue // not knowing its list, it cannot say under which one it votes
+		}
 		if to, ok := d.candidate(b); ok {
 			c.Grant = append(c.Grant, Grant{Block: b, Voter: d.self(), To: to, VoterHash: d.hash})
 		}
@@ -394,7 +404,7 @@ func (d *decider) claimant(c *Changes) {
 				c.Release = append(c.Release, b)
 				continue
 			}
-			if len(d.grantsTo(b, self)) >= d.maj {
+			if len(d.grantsTo(b, self)) >= d.maj && len(d.in.Unresolved) == 0 {
 				c.Confirm = append(c.Confirm, b)
 				d.claimed[o.Pool] = true // the need this decision was asked for is met
 			}

@@ -452,3 +452,49 @@ func TestCheckListChange(t *testing.T) {
 		t.Errorf("replacing a voter: %v, want it to say %q", err, want)
 	}
 }
+
+// TestUnresolvedVoterFailsClosed: a node that cannot name one of its
+// voters (an IPv6 voter address with no record yet) claims nothing, votes
+// for nothing new and confirms nothing, even with its own vote and a
+// majority of the voters it can name; once it names all, it claims.
+func TestUnresolvedVoterFailsClosed(t *testing.T) {
+	self := Node{Addr: netip.MustParseAddr("10.0.0.1"), Inc: 1}
+	other := Node{Addr: netip.MustParseAddr("10.0.0.2"), Inc: 2}
+	pool6 := Pool{CIDR: netip.MustParsePrefix("fd00:10::/120"), BlockSize: 122}
+	named := []netip.Addr{self.Addr, other.Addr}
+	st := NewState(self, 1)
+	rec := Record{Node: other, Born: 1, VoterHash: VoterHash(named), Voters: named}
+	in := Input{State: st, Table: Table{Records: []Record{rec}}, Voters: named, Pools: []Pool{pool6},
+		Need: map[netip.Prefix]bool{pool6.CIDR: true}, Name: "n1", Unresolved: []string{"fd77::3 (no record announces it)"}}
+	d := Decide(in)
+	if len(d.Claim) != 0 || len(d.Grant) != 0 || len(d.Confirm) != 0 {
+		t.Fatalf("with a voter unresolved, Decide made changes %+v", d.Changes)
+	}
+	if err := d.Status.CanClaim(); err == nil || !strings.Contains(err.Error(), "fd77::3") {
+		t.Errorf("CanClaim = %v, want it to name the unresolved voter", err)
+	}
+	// Its record says its list is unknown, which another node does not
+	// take for a list of its own (no "voter lists disagree").
+	mine := d.Announce.Records[0]
+	if mine.VoterHash != UnknownList || mine.Voters != nil {
+		t.Errorf("record while a voter is unresolved: hash %08x, voters %v; want UnknownList, none", mine.VoterHash, mine.Voters)
+	}
+	seen := Decide(Input{State: NewState(other, 1), Table: Table{Records: []Record{mine}}, Voters: named, Pools: []Pool{pool6}, Name: "n2"})
+	if len(seen.Status.OtherLists) != 0 {
+		t.Errorf("a record of an unknown list shows as another list: %+v", seen.Status.OtherLists)
+	}
+	// A pending claim of its own, its own vote and the other voter's:
+	// a majority of the named two, but not of the three configured.
+	b := pool6.Block(0)
+	in.State = Apply(st, Changes{Claim: []OwnBlock{{Block: b, Pool: pool6.CIDR, State: OwnPending}},
+		Grant: []Grant{{Block: b, Voter: self, To: self, VoterHash: VoterHash(named)}}})
+	in.Table.Claims = []Claim{}
+	in.Table.Grants = []Grant{{Block: b, Voter: other, To: self, VoterHash: VoterHash(named)}}
+	if d := Decide(in); len(d.Confirm) != 0 {
+		t.Fatalf("with a voter unresolved, Decide confirmed %v", d.Confirm)
+	}
+	in.Unresolved = nil
+	if d := Decide(in); len(d.Confirm) != 1 {
+		t.Fatalf("with every voter named, Decide confirmed %v, want %v", d.Confirm, b)
+	}
+}

@@ -24,6 +24,9 @@ type Status struct {
 	// that announces one, or a claim or a vote made under one. While there
 	// is any, this node claims no block (CanClaim).
 	OtherLists []OtherList
+	// Unresolved are the voters whose identity this node does not know
+	// yet (Input.Unresolved); while there is any, it claims nothing.
+	Unresolved []string
 	// Gone says why this incarnation may not take part any more (forgotten
 	// or superseded); "" while it may.
 	Gone string
@@ -109,6 +112,10 @@ func (s Status) CanClaim() error {
 	if len(s.OtherLists) > 0 {
 		return errors.New(s.ListsDisagree())
 	}
+	if len(s.Unresolved) > 0 {
+		return fmt.Errorf("this node does not know which node %s of bgp.voters is (%d of %d voters named); it claims nothing, votes for nothing new "+
+			"and confirms nothing until it does (docs/design.md, \"IPv6-only nodes\")", strings.Join(s.Unresolved, "; "), len(s.Voters), len(s.Unresolved)+len(s.Voters))
+	}
 	if len(s.Reached) >= s.Majority {
 		return nil
 	}
@@ -143,7 +150,7 @@ func addrList(as []netip.Addr) string {
 func (d *decider) claimBlocked() error { return d.status().CanClaim() }
 
 func (d *decider) status() Status {
-	s := Status{Voters: d.voters, VoterHash: d.hash, Majority: d.maj, Gone: d.gone, Blocked: map[netip.Prefix]string{}}
+	s := Status{Voters: d.voters, VoterHash: d.hash, Majority: d.maj, Gone: d.gone, Blocked: map[netip.Prefix]string{}, Unresolved: d.in.Unresolved}
 	if d.state.Recovered {
 		s.Recovered = RecoveredReason
 	}
@@ -164,7 +171,10 @@ func (d *decider) status() Status {
 		}
 	}
 	slices.SortFunc(s.Agree, netip.Addr.Compare)
-	s.OtherLists = d.otherLists()
+	if len(d.in.Unresolved) == 0 {
+		// A node that cannot name its voters has no list to compare.
+		s.OtherLists = d.otherLists()
+	}
 	for _, b := range sortedKeys(d.state.Own) {
 		if d.state.Own[b].State == OwnPending {
 			s.Pending = append(s.Pending, PendingClaim{Block: b, Grants: d.grantsTo(b, d.self())})
@@ -215,6 +225,8 @@ func (d *decider) unsettled(s Status) string {
 	switch {
 	case len(s.OtherLists) > 0:
 		return "the cluster shows another voter list: " + s.ListsDisagree()
+	case len(s.Unresolved) > 0:
+		return "voters not named yet: " + strings.Join(s.Unresolved, "; ")
 	case len(s.Missing) > 0:
 		return fmt.Sprintf("no record under this list from voter %s", addrList(s.Missing))
 	}

@@ -88,6 +88,11 @@ type Record struct {
 	Addr6        netip.Addr
 }
 
+// UnknownList is the VoterHash of a record whose node cannot name all its
+// voters yet (Input.Unresolved): it claims and votes for nothing, so its
+// list is no other list; it is not reached under any list either.
+const UnknownList uint32 = 0
+
 // Equal reports whether r and o say the same.
 func (r Record) Equal(o Record) bool {
 	return r.Node == o.Node && r.Born == o.Born && r.VoterHash == o.VoterHash && slices.Equal(r.Voters, o.Voters) &&
@@ -168,7 +173,10 @@ func VoterHash(voters []netip.Addr) uint32 {
 	for _, a := range Voters(voters) {
 		h.Write(a.AsSlice())
 	}
-	return h.Sum32()
+	if s := h.Sum32(); s != UnknownList {
+		return s
+	}
+	return UnknownList + 1
 }
 
 // Majority is the number of grants a claim needs among n voters.

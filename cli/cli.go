@@ -290,8 +290,11 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fmt.Fprintf(stdout, "reef %s is %s\n", st.GetVersion(), state)
 	addrs := st.GetNodeAddress()
-	if a6 := st.GetNodeAddressV6(); a6 != "" {
+	if a6 := st.GetNodeAddressV6(); a6 != "" && addrs != "" {
 		addrs += ", " + a6
+	} else if a6 != "" {
+		// An IPv6-only node: known in the block protocol by its router ID.
+		addrs = a6 + " (identity " + st.GetIdentity() + ")"
 	}
 	fmt.Fprintf(stdout, "node:       %s  %s on %s (pod MTU %d)\n", st.GetNodeName(), addrs, st.GetInterface(), st.GetMtu())
 	fmt.Fprintf(stdout, "up since:   %s\n", time.Unix(st.GetStartedUnix(), 0).UTC().Format(time.RFC3339))

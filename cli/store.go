@@ -69,10 +69,12 @@ func runStoreRecover(args []string, stdout, stderr io.Writer) error {
 	if err := refuseIfRunning(cfg.Socket, path, "nothing was changed"); err != nil {
 		return err
 	}
-	up, err := daemon.DetectUplink(cfg.Interface, cfg.NodeAddress)
+	node, err := daemon.DetectNode(cfg)
 	if err != nil {
-		return fmt.Errorf("node address: %w", err)
+		return err
 	}
+	up := node.Uplink
+	up.Address = node.Identity // the identity is what the store keeps
 	in := store.RecoverInput{Node: cfg.NodeName, Address: up.Address, Now: time.Now()}
 	for _, p := range cfg.Pools {
 		in.Pools = append(in.Pools, store.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize})
@@ -156,19 +158,27 @@ func runStoreInit(args []string, stdout, stderr io.Writer) error {
 	if err := refuseIfRunning(cfg.Socket, path, "nothing was changed"); err != nil {
 		return err
 	}
-	up, err := daemon.DetectUplink(cfg.Interface, cfg.NodeAddress)
+	node, err := daemon.DetectNode(cfg)
 	if err != nil {
-		return fmt.Errorf("node address: %w", err)
+		return err
+	}
+	mine := []netip.Addr{node.Identity, node.Uplink6.Address}
+	if !node.IPv6Only {
+		// A voter may be written as its IPv6 address (docs/design.md,
+		// "IPv6-only nodes"); a node without one is simply not that voter.
+		if up6, err := daemon.DetectUplink6(node.Uplink, cfg.NodeAddressV6); err == nil {
+			mine = append(mine, up6.Address)
+		}
 	}
 	voters := blockproto.Voters(cfg.BGP.Voters)
 	switch {
 	case len(voters) == 0:
 		return cfg.KeyError("bgp.voters", "not set: this node runs alone (no peers) and needs no init; reef store init is for the voters of a new cluster")
-	case !slices.Contains(voters, up.Address):
+	case !slices.ContainsFunc(voters, func(v netip.Addr) bool { return v.IsValid() && slices.Contains(mine, v) }):
 		return cfg.KeyError("bgp.voters", fmt.Sprintf("value %v: this node (%s) is not a voter, and needs no init; reef store init is for the voters of a new cluster (is nodeAddress right?)",
-			voters, up.Address))
+			voters, node.Identity))
 	}
-	inc, err := store.Init(path, store.Options{Node: cfg.NodeName, Address: up.Address}, blockproto.VoterList{Voters: voters})
+	inc, err := store.Init(path, store.Options{Node: cfg.NodeName, Address: node.Identity}, blockproto.VoterList{Voters: voters})
 	if err != nil {
 		return err
 	}

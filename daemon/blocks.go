@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -33,9 +34,13 @@ type blockEngine struct {
 	speaker *bgp.Speaker
 	log     *slog.Logger
 	name    string
-	voters  []netip.Addr // bgp.voters, or this node alone (voterList)
+	voters  []netip.Addr // bgp.voters, or this node alone (voterList), as written: addresses
 	addr6   netip.Addr   // the node's IPv6 address for its record (nodeAddress6); invalid: none
-	pools   []store.Pool
+	mine    nodeAddrs    // what names this node in voters: its identity and addresses
+	// names are the identities learned of voters written as IPv6
+	// addresses (resolveVoters), as the store keeps them.
+	names map[netip.Addr]netip.Addr
+	pools []store.Pool
 	// retired are pools gone from the config whose blocks the store still
 	// has (retiredPools): the protocol keeps them, nothing claims in them.
 	retired []store.Pool
@@ -99,8 +104,18 @@ func (e *blockEngine) Forget(addr netip.Addr) ([]netip.Prefix, []blockproto.Node
 	if err != nil {
 		return nil, nil, err
 	}
-	if addr == st.Self.Addr {
+	if addr == st.Self.Addr || e.mine.has(addr) {
 		return nil, nil, fmt.Errorf("%s is this node", addr)
+	}
+	if addr.Is6() {
+		// An IPv6-only node is known by its identity (docs/design.md,
+		// "IPv6-only nodes"): the one its records or the voter names give
+		// its address.
+		id, err := e.identityOf(addr)
+		if err != nil {
+			return nil, nil, err
+		}
+		addr = id
 	}
 	var nodes []blockproto.Node
 	add := func(n blockproto.Node) {
@@ -131,6 +146,31 @@ func (e *blockEngine) Forget(addr netip.Addr) ([]netip.Prefix, []blockproto.Node
 	e.log.Warn("node forgotten: its blocks and votes are free; every node will hear of it", "node", addr, "incarnations", len(nodes), "blocks", len(freed))
 	e.trigger()
 	return freed, nodes, nil
+}
+
+// identityOf is the identity of the node whose IPv6 address is addr: from
+// the records in the BGP table, else from what was learned of the voters.
+func (e *blockEngine) identityOf(addr netip.Addr) (netip.Addr, error) {
+	table, err := e.speaker.LearnedTable()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	var ids []netip.Addr
+	for _, r := range table.Records {
+		if r.Addr6 == addr && !slices.Contains(ids, r.Node.Addr) {
+			ids = append(ids, r.Node.Addr)
+		}
+	}
+	if id, ok := e.names[addr]; ok && !slices.Contains(ids, id) {
+		ids = append(ids, id)
+	}
+	switch len(ids) {
+	case 1:
+		return ids[0], nil
+	case 0:
+		return netip.Addr{}, fmt.Errorf("no node with IPv6 address %s is known here (no record announces it); give its identity (bgp.routerID) instead", addr)
+	}
+	return netip.Addr{}, fmt.Errorf("IPv6 address %s is announced by several nodes (%s); give the identity (bgp.routerID) to forget", addr, addrsString(ids))
 }
 
 // need is, per pool, whether this node wants a new block now: an ADD waits
@@ -186,8 +226,16 @@ func (e *blockEngine) Step(ctx context.Context) (blocks []store.Block, woke bool
 	}
 	peers := e.speaker.Sessions(ctx)
 	mark(&tm.sessions)
-	d := blockproto.Decide(blockproto.Input{State: st, Table: table, Voters: e.voters, Pools: pools, Need: e.need(st), Name: e.name,
-		Unreachable: unreachable(e.voters, st.Self.Addr, peers), Addr6: e.addr6})
+	ids, unresolved, names := resolveVoters(e.voters, st.Self.Addr, e.mine, e.names, table.Records)
+	if !maps.Equal(names, e.names) {
+		if err := e.store.SetVoterIdentities(names); err != nil {
+			return nil, false, err
+		}
+		e.log.Info("voters named by their records", "voters", e.voters, "identities", ids)
+		e.names = names
+	}
+	d := blockproto.Decide(blockproto.Input{State: st, Table: table, Voters: ids, Pools: pools, Need: e.need(st), Name: e.name,
+		Unreachable: unreachableIDs(e.voters, e.mine, voterIdentity(e.voters, st.Self.Addr, e.mine, names), peers), Addr6: e.addr6, Unresolved: unresolved})
 	e.logListsChange(d)
 	mark(&tm.decide)
 	var errs []error
@@ -257,7 +305,7 @@ func (e *blockEngine) announceDecision(d blockproto.Decision) error {
 // unreachable are the voters no established session leads to: a voter that
 // is a BGP peer of this node is reached through its own session; one that
 // is not (route reflectors carry its announcements) through any session.
-func unreachable(voters []netip.Addr, self netip.Addr, peers []bgp.PeerStatus) map[netip.Addr]bool {
+func unreachable(voters []netip.Addr, mine nodeAddrs, peers []bgp.PeerStatus) map[netip.Addr]bool {
 	direct := map[netip.Addr]bool{}
 	anyUp := false
 	for _, p := range peers {
@@ -269,7 +317,7 @@ func unreachable(voters []netip.Addr, self netip.Addr, peers []bgp.PeerStatus) m
 	}
 	out := map[netip.Addr]bool{}
 	for _, v := range voters {
-		if v == self {
+		if mine.has(v) {
 			continue
 		}
 		if up, ok := direct[v]; ok && !up || !ok && !anyUp {
@@ -445,12 +493,13 @@ type voterStart struct {
 //
 // A store of an older reef (no voter list kept and not new) is never
 // restricted.
-func voterList(cfg Config, self netip.Addr, st *store.Store) (voterStart, error) {
+func voterList(cfg Config, mine nodeAddrs, st *store.Store) (voterStart, error) {
 	l := blockproto.VoterList{Voters: blockproto.Voters(cfg.BGP.Voters)}
 	if len(l.Voters) == 0 {
-		l = blockproto.VoterList{Voters: []netip.Addr{self}, Alone: true}
+		l = blockproto.VoterList{Voters: []netip.Addr{mine[0]}, Alone: true}
 	}
-	out := voterStart{VoterList: l, Voter: !l.Alone && len(l.Voters) > 1 && slices.Contains(l.Voters, self)}
+	in := func(vs []netip.Addr) bool { return slices.ContainsFunc(vs, mine.has) }
+	out := voterStart{VoterList: l, Voter: !l.Alone && len(l.Voters) > 1 && in(l.Voters)}
 	prev, ok, err := st.VoterList()
 	if err != nil {
 		return out, err
@@ -492,7 +541,7 @@ func voterList(cfg Config, self netip.Addr, st *store.Store) (voterStart, error)
 	switch {
 	case isNew && !l.Alone:
 		out.Restricted = out.Voter
-	case was && ok && !l.Alone && slices.Contains(l.Voters, self) && !slices.Contains(prev.Voters, self):
+	case was && ok && !l.Alone && in(l.Voters) && !in(prev.Voters):
 		out.Restricted, out.Lifted = false, true
 	}
 	if !ok || !slices.Equal(prev.Voters, l.Voters) || prev.Alone != l.Alone || out.Restricted != was || (isNew && !l.Alone) {

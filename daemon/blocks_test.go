@@ -31,7 +31,7 @@ func TestUnreachableVoters(t *testing.T) {
 		{"through a reflector that is down", []bgp.PeerStatus{{Address: rr}}, []netip.Addr{b, c}},
 		{"only a router is up", []bgp.PeerStatus{{Address: rr}, {Address: netip.MustParseAddr("10.0.0.254"), Established: true, Type: bgp.PeerExternal}}, []netip.Addr{b, c}},
 	} {
-		got := unreachable(voters, a, tc.peers)
+		got := unreachable(voters, nodeAddrs{a}, tc.peers)
 		var list []netip.Addr
 		for _, v := range voters {
 			if got[v] {

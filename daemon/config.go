@@ -91,6 +91,12 @@ type BGPConfig struct {
 	// node has other nodes to talk to (bgp.peers, bgp.peerPrefixes,
 	// bgp.routeReflectors); a node with none runs alone, its own voter.
 	Voters []netip.Addr `yaml:"voters"`
+	// RouterID is this node's identity in the block protocol and its BGP
+	// router ID on a node with no IPv4 address (an IPv6-only node), where
+	// it is required and must be unique in the cluster (docs/design.md,
+	// "IPv6-only nodes"). On a node with an IPv4 address the identity is
+	// that address, and RouterID, if set, must be it.
+	RouterID netip.Addr `yaml:"routerID"`
 	// RouteReflectors are the route reflectors this node peers with
 	// instead of the full mesh (Calico: BGPPeer with nodeToNodeMesh off).
 	RouteReflectors []netip.Addr `yaml:"routeReflectors"`

@@ -129,14 +129,22 @@ func (c *Config) bgpProblems(ps *problems) {
 		bad("bgp.port", "value %d is outside 1..65535", b.Port)
 	}
 	for i, a := range b.Peers {
-		if !a.Is4() || a.IsUnspecified() || a.IsMulticast() {
-			bad(fmt.Sprintf("bgp.peers[%d]", i), "value %q is not a unicast IPv4 address%s", a, notYet6(a))
+		if !peerAddr(a) {
+			bad(fmt.Sprintf("bgp.peers[%d]", i), "value %q is not a unicast IPv4 or global IPv6 address", a)
+		}
+	}
+	if a := b.RouterID; a.IsValid() {
+		switch {
+		case !a.Is4() || a.IsUnspecified() || a.IsMulticast() || a.IsLoopback():
+			bad("bgp.routerID", "value %q is not a unicast IPv4 address; a router ID is 32 bits, written as an IPv4 address, unique in the cluster", a)
+		case c.NodeAddress.IsValid() && a != c.NodeAddress:
+			bad("bgp.routerID", "value %q is not nodeAddress %s: a node with an IPv4 address is known by it; leave bgp.routerID out (it is for nodes with no IPv4 address)", a, c.NodeAddress)
 		}
 	}
 	for i, p := range b.PeerPrefixes {
 		at := fmt.Sprintf("bgp.peerPrefixes[%d]", i)
-		if !p.Addr().Is4() {
-			bad(at, "value %q is not IPv4%s", p, notYet6(p.Addr()))
+		if !peerAddr(p.Addr()) {
+			bad(at, "value %q is not an IPv4 or global IPv6 prefix", p)
 		} else if p != p.Masked() {
 			bad(at, "value %q has host bits set (did you mean %s?)", p, p.Masked())
 		}
@@ -169,8 +177,8 @@ func (c *Config) bgpAddressLists(ps *problems) {
 	seen := map[netip.Addr]int{}
 	for i, a := range b.Voters {
 		at := fmt.Sprintf("bgp.voters[%d]", i)
-		if !a.Is4() || a.IsUnspecified() || a.IsMulticast() {
-			bad(at, "value %q is not a unicast IPv4 address%s", a, notYet6(a))
+		if !peerAddr(a) {
+			bad(at, "value %q is not a unicast IPv4 or global IPv6 address", a)
 		} else if j, dup := seen[a]; dup {
 			bad(at, "value %q is listed twice (also bgp.voters[%d])", a, j)
 		}
@@ -179,8 +187,8 @@ func (c *Config) bgpAddressLists(ps *problems) {
 	seen = map[netip.Addr]int{}
 	for i, a := range b.RouteReflectors {
 		at := fmt.Sprintf("bgp.routeReflectors[%d]", i)
-		if !a.Is4() || a.IsUnspecified() || a.IsMulticast() {
-			bad(at, "value %q is not a unicast IPv4 address%s", a, notYet6(a))
+		if !peerAddr(a) {
+			bad(at, "value %q is not a unicast IPv4 or global IPv6 address", a)
 		} else if j, dup := seen[a]; dup {
 			bad(at, "value %q is listed twice (also bgp.routeReflectors[%d])", a, j)
 		}
@@ -211,13 +219,23 @@ func (c *Config) serviceProblems(ps *problems) {
 	}
 }
 
-// notYet6 says, of an IPv6 address where a node's or router's address
-// goes, that reef does not peer over IPv6 yet.
+// notYet6 says, of an IPv6 address where an external router's address
+// goes, that reef has no IPv6 sessions to routers yet.
 func notYet6(a netip.Addr) string {
 	if !a.Is6() || a.Is4In6() {
 		return ""
 	}
-	return ": IPv6 peer addresses are not supported yet; give the IPv4 address (the sessions are IPv4, and carry IPv6 blocks too; a node's IPv6 address is nodeAddressV6)"
+	return ": IPv6 external peer addresses are not supported yet; give the router's IPv4 address (the session carries IPv6 blocks too, next hop nodeAddressV6)"
+}
+
+// peerAddr reports whether a may name another node (bgp.peers, voters,
+// routeReflectors): a unicast IPv4 address, or a global unicast IPv6 one
+// (an IPv6-only node; docs/design.md, "IPv6-only nodes").
+func peerAddr(a netip.Addr) bool {
+	if a.Is6() && !a.Is4In6() {
+		return a.IsGlobalUnicast()
+	}
+	return a.Is4() && !a.IsUnspecified() && !a.IsMulticast()
 }
 
 // hasPeers says whether the node talks to other nodes: it runs alone

@@ -213,6 +213,18 @@ func TestParseConfig(t *testing.T) {
 			},
 		},
 		{
+			name: "IPv6-only node",
+			yaml: "interface: eth0\npools: [{cidr: 'fd00:10:247::/56', vxlanMode: Never}]\nbgp:\n  routerID: 10.255.0.1\n  peers: ['fd77::12', 'fd77::13']\n  peerPrefixes: ['fd77::/64']\n  voters: ['fd77::11', 'fd77::12', 'fd77::13']\n",
+			want: func(c *Config) {
+				c.Interface = "eth0"
+				c.Pools = []PoolConfig{{CIDR: pfx("fd00:10:247::/56"), BlockSize: 122, VXLANMode: EncapNever, IPIPMode: EncapNever, NATOutgoing: true}}
+				c.BGP.RouterID = addr("10.255.0.1")
+				c.BGP.Peers = []netip.Addr{addr("fd77::12"), addr("fd77::13")}
+				c.BGP.PeerPrefixes = []netip.Prefix{pfx("fd77::/64")}
+				c.BGP.Voters = []netip.Addr{addr("fd77::11"), addr("fd77::12"), addr("fd77::13")}
+			},
+		},
+		{
 			name: "anchors and aliases",
 			yaml: "pools:\n- &p {cidr: 10.10.0.0/16, blockSize: 28}\nbgp: {peers: [&a 10.0.0.1], peerPrefixes: [10.0.0.0/8], voters: [*a]}\n",
 			want: func(c *Config) {
@@ -340,10 +352,12 @@ func TestParseConfigErrors(t *testing.T) {
 		{"asn zero", "bgp: {asn: 0}", []string{`bgp.asn: value 0 is not an AS number`}},
 		{"port zero", "bgp: {port: 0}", []string{`bgp.port: value 0 is outside 1..65535`}},
 		{"port too large", "bgp: {port: 70000}", []string{`bgp.port: value 70000 is outside 1..65535`}},
-		{"peer IPv6", "bgp: {peers: ['2001:db8::1']}", []string{`bgp.peers[0]: value "2001:db8::1" is not a unicast IPv4 address: IPv6 peer addresses are not supported yet`}},
-		{"peer prefix IPv6", "bgp: {peerPrefixes: ['2001:db8::/64']}", []string{`bgp.peerPrefixes[0]: value "2001:db8::/64" is not IPv4: IPv6 peer addresses are not supported yet`}},
-		{"voter IPv6", "bgp: {voters: ['2001:db8::1']}", []string{`bgp.voters[0]: value "2001:db8::1" is not a unicast IPv4 address: IPv6 peer addresses are not supported yet`}},
-		{"external peer IPv6", "bgp: {externalPeers: [{address: '2001:db8::1', asn: 65000}]}", []string{`bgp.externalPeers[0].address: value "2001:db8::1" is not a unicast IPv4 address: IPv6 peer addresses are not supported yet`}},
+		{"peer link-local", "bgp: {peers: ['fe80::1'], voters: [10.0.0.1]}", []string{`bgp.peers[0]: value "fe80::1" is not a unicast IPv4 or global IPv6 address`}},
+		{"peer prefix IPv4-mapped", "bgp: {peerPrefixes: ['::ffff:10.0.0.0/104'], voters: [10.0.0.1]}", []string{`bgp.peerPrefixes[0]: value "::ffff:10.0.0.0/104" is not an IPv4 or global IPv6 prefix`}},
+		{"voter multicast", "bgp: {voters: ['ff02::1']}", []string{`bgp.voters[0]: value "ff02::1" is not a unicast IPv4 or global IPv6 address`}},
+		{"router ID IPv6", "bgp: {routerID: '2001:db8::1'}", []string{`bgp.routerID: value "2001:db8::1" is not a unicast IPv4 address; a router ID is 32 bits`}},
+		{"router ID not the node address", "nodeAddress: 10.0.0.1\nbgp: {routerID: 10.0.0.2}", []string{`bgp.routerID: value "10.0.0.2" is not nodeAddress 10.0.0.1: a node with an IPv4 address is known by it`}},
+		{"external peer IPv6", "bgp: {externalPeers: [{address: '2001:db8::1', asn: 65000}]}", []string{`bgp.externalPeers[0].address: value "2001:db8::1" is not a unicast IPv4 address: IPv6 external peer addresses are not supported yet`}},
 		{"peer prefix host bits", "bgp: {peerPrefixes: [192.168.10.1/24]}", []string{`bgp.peerPrefixes[0]: value "192.168.10.1/24" has host bits set (did you mean 192.168.10.0/24?)`}},
 		{"keepalive zero", "bgp: {keepaliveTime: 0s}", []string{`bgp.keepaliveTime: value "0s" must be positive`}},
 		{"hold too short", "bgp: {holdTime: 2s, keepaliveTime: 1s}", []string{`bgp.holdTime: value "2s" is below the 3s BGP allows`}},
@@ -363,7 +377,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"peer prefixes without voters", "bgp:\n  peerPrefixes: [10.0.0.0/24]\n", []string{f + `line 1: bgp.voters: is not set`, "voters: [NODE1, NODE2, NODE3]"}},
 
 		// Route reflectors.
-		{"route reflector IPv6", "bgp: {routeReflectors: ['2001:db8::1'], voters: [10.0.0.1]}", []string{`bgp.routeReflectors[0]: value "2001:db8::1" is not a unicast IPv4 address: IPv6 peer addresses are not supported yet`}},
+		{"route reflector link-local", "bgp: {routeReflectors: ['fe80::1'], voters: [10.0.0.1]}", []string{`bgp.routeReflectors[0]: value "fe80::1" is not a unicast IPv4 or global IPv6 address`}},
 		{"route reflector twice", "bgp: {routeReflectors: [10.0.0.1, 10.0.0.1], voters: [10.0.0.5]}", []string{`bgp.routeReflectors[1]: value "10.0.0.1" is listed twice (also bgp.routeReflectors[0])`}},
 		{"peers and route reflectors", "bgp:\n  peers: [10.0.0.2]\n  voters: [10.0.0.5]\n  routeReflectors: [10.0.0.1]\n",
 			[]string{f + `line 4: bgp.routeReflectors: value [10.0.0.1] and bgp.peers [10.0.0.2] are both set`}},

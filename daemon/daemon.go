@@ -58,8 +58,9 @@ const flagPlannedRestart = "planned-restart"
 type Daemon struct {
 	cfg      Config
 	log      *slog.Logger
-	uplink   Uplink
-	uplink6  Uplink6 // zero: no IPv6 pool, or a node alone without an IPv6 address
+	identity netip.Addr // the node in the block protocol (DetectNode)
+	uplink   Uplink     // Address invalid on an IPv6-only node
+	uplink6  Uplink6    // zero: no IPv6 pool, or a node alone without an IPv6 address
 	mtu      int
 	store    *store.Store
 	cni      *cniserver.Server
@@ -121,17 +122,25 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 			c()
 		}
 	}
-	up, err := DetectUplink(cfg.Interface, cfg.NodeAddress)
+	node, err := DetectNode(cfg)
 	if err != nil {
-		return nil, closeAll, fmt.Errorf("node address: %w", err)
+		return nil, closeAll, err
 	}
+	up, up6 := node.Uplink, node.Uplink6
 	mtu := DeriveMTU(cfg, up.MTU)
-	log.Info("node address chosen", "address", up.Address, "interface", up.Interface, "why", up.Reason, "podMTU", mtu)
-	up6, err := nodeAddress6(cfg, up, log)
-	if err != nil {
-		return nil, closeAll, fmt.Errorf("node IPv6 address: %w", err)
+	if node.IPv6Only {
+		log.Info("IPv6-only node: known by bgp.routerID", "identity", node.Identity, "address6", up6.Address, "interface", up.Interface, "why", up.Reason+"; "+up6.Reason, "podMTU", mtu)
+	} else {
+		log.Info("node address chosen", "address", up.Address, "interface", up.Interface, "why", up.Reason, "podMTU", mtu)
+		if up6, err = nodeAddress6(cfg, up, log); err != nil {
+			return nil, closeAll, fmt.Errorf("node IPv6 address: %w", err)
+		}
 	}
-	st, planned, err := openStore(cfg, up, log)
+	if err := checkPeerFamilies(cfg, up, up6); err != nil {
+		return nil, closeAll, err
+	}
+	mine := nodeAddrs{node.Identity, up.Address, up6.Address}
+	st, planned, err := openStore(cfg, node.Identity, log)
 	if err != nil {
 		return nil, closeAll, err
 	}
@@ -158,7 +167,7 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	if err != nil {
 		return nil, closeAll, err
 	}
-	speaker, err := startSpeaker(ctx, cfg, up.Address, up6.Address, append(slices.Clone(pools), retired...), planned, hooks, log, work.BGPChanged)
+	speaker, err := startSpeaker(ctx, cfg, node.Identity, up.Address, up6.Address, append(slices.Clone(pools), retired...), planned, hooks, log, work.BGPChanged)
 	if err != nil {
 		return nil, closeAll, err
 	}
@@ -166,7 +175,7 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	if err != nil {
 		return nil, closeAll, err
 	}
-	blocks, err := startBlocks(cfg, up.Address, st, speaker, m, pools, log, work.TriggerBlocks)
+	blocks, err := startBlocks(cfg, mine, st, speaker, m, pools, log, work.TriggerBlocks)
 	if err != nil {
 		return nil, closeAll, err
 	}
@@ -181,7 +190,7 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	rec := newReconciler(reconcilerDeps{store: st, cni: cni, activity: ops, kernel: kernel, tc: routesTC{}, sysctls: sysctls, nat: natDP, policy: policyDP,
 		blocks: blocks, metrics: m, net: netInfo{node: cfg.NodeName, uplink: up, uplink6: up6, pools: cfg.Pools, podMTU: mtu},
 		pending: work, interval: cfg.ReconcileInterval, passLoop: hooks.passLoop}, log)
-	d = &Daemon{cfg: cfg, log: log, uplink: up, uplink6: up6, mtu: mtu, store: st, cni: cni, rec: rec, speaker: speaker,
+	d = &Daemon{cfg: cfg, log: log, identity: node.Identity, uplink: up, uplink6: up6, mtu: mtu, store: st, cni: cni, rec: rec, speaker: speaker,
 		blocks: blocks, policy: policyDP, services: svcAddrs, lbIPAM: lbIPAM, metrics: m, started: time.Now()}
 	return d, closeAll, nil
 }
@@ -265,9 +274,9 @@ func storePools(cfg []PoolConfig) []store.Pool {
 // planned (SIGTERM), clearing the mark: only then does the speaker tell
 // peers it is restarting, so that they do not hold our updates back after
 // an unplanned start.
-func openStore(cfg Config, up Uplink, log *slog.Logger) (st *store.Store, planned bool, err error) {
+func openStore(cfg Config, identity netip.Addr, log *slog.Logger) (st *store.Store, planned bool, err error) {
 	dbPath := filepath.Join(cfg.StateDir, "reef.db")
-	st, err = store.Open(dbPath, store.Options{Node: cfg.NodeName, Address: up.Address, Timeout: storeLockTimeout})
+	st, err = store.Open(dbPath, store.Options{Node: cfg.NodeName, Address: identity, Timeout: storeLockTimeout})
 	if err != nil {
 		return nil, false, err
 	}
@@ -285,7 +294,7 @@ func openStore(cfg Config, up Uplink, log *slog.Logger) (st *store.Store, planne
 }
 
 // startSpeaker starts the BGP speaker; changed is told of every update.
-func startSpeaker(ctx context.Context, cfg Config, addr, addr6 netip.Addr, pools []store.Pool, planned bool, hooks testHooks, log *slog.Logger, changed func()) (*bgp.Speaker, error) {
+func startSpeaker(ctx context.Context, cfg Config, identity, addr, addr6 netip.Addr, pools []store.Pool, planned bool, hooks testHooks, log *slog.Logger, changed func()) (*bgp.Speaker, error) {
 	var bgpPools []bgp.Pool
 	for _, p := range pools {
 		bgpPools = append(bgpPools, bgp.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize})
@@ -295,7 +304,7 @@ func startSpeaker(ctx context.Context, cfg Config, addr, addr6 netip.Addr, pools
 		gobgpLevel = slog.LevelInfo
 	}
 	sp, err := bgp.Start(ctx, bgp.Config{
-		ASN: cfg.BGP.ASN, Port: cfg.BGP.Port, RouterID: addr, NodeAddressV6: addr6,
+		ASN: cfg.BGP.ASN, Port: cfg.BGP.Port, RouterID: identity, NodeAddress: addr, IPv6Only: !addr.IsValid(), NodeAddressV6: addr6,
 		Peers: cfg.BGP.Peers, PeerPrefixes: cfg.BGP.PeerPrefixes, Password: cfg.BGP.Password,
 		RouteReflectors: cfg.BGP.RouteReflectors, RouteReflector: cfg.BGP.RouteReflector,
 		Keepalive: cfg.BGP.KeepaliveTime, Hold: cfg.BGP.HoldTime,
@@ -316,8 +325,12 @@ func startSpeaker(ctx context.Context, cfg Config, addr, addr6 netip.Addr, pools
 
 // startBlocks chooses the voter list and makes the block protocol's
 // engine; trigger asks for a step at once.
-func startBlocks(cfg Config, addr netip.Addr, st *store.Store, sp *bgp.Speaker, m *metrics.Metrics, pools []store.Pool, log *slog.Logger, trigger func()) (*blockEngine, error) {
-	voters, err := voterList(cfg, addr, st)
+func startBlocks(cfg Config, mine nodeAddrs, st *store.Store, sp *bgp.Speaker, m *metrics.Metrics, pools []store.Pool, log *slog.Logger, trigger func()) (*blockEngine, error) {
+	voters, err := voterList(cfg, mine, st)
+	if err != nil {
+		return nil, err
+	}
+	names, err := st.VoterIdentities()
 	if err != nil {
 		return nil, err
 	}
@@ -335,7 +348,9 @@ func startBlocks(cfg Config, addr netip.Addr, st *store.Store, sp *bgp.Speaker, 
 	case voters.Lifted:
 		log.Info("this node is back in bgp.voters after a start without it: it votes for pending claims again (its store is no longer taken for a wiped voter's)")
 	}
-	return newBlockEngine(st, sp, m, log, cfg.NodeName, voters.Voters, pools, trigger), nil
+	e := newBlockEngine(st, sp, m, log, cfg.NodeName, voters.Voters, pools, trigger)
+	e.mine, e.names = mine, names
+	return e, nil
 }
 
 // serve serves the socket and the metrics, readies the node and runs the

@@ -137,7 +137,7 @@ func (c *ipamChecker) cluster(blocks []store.Block) {
 	if d.speaker != nil {
 		if t, err := d.speaker.LearnedTable(); err == nil {
 			inc, _ := d.store.Incarnation()
-			self := blockproto.Node{Addr: d.uplink.Address, Inc: inc}
+			self := blockproto.Node{Addr: d.identity, Inc: inc}
 			var own []netip.Prefix
 			for _, b := range blocks {
 				if b.State == store.BlockConfirmed {

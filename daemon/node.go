@@ -57,7 +57,8 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 	last, lastErr := d.rec.Last()
 	out := &reefv1.StatusReply{
 		NodeName:          d.cfg.NodeName,
-		NodeAddress:       d.uplink.Address.String(),
+		NodeAddress:       addrString(d.uplink.Address),
+		Identity:          d.identity.String(),
 		NodeAddressV6:     addrString(d.uplink6.Address),
 		Interface:         d.uplink.Interface,
 		Ready:             d.cni.Ready(),
@@ -332,6 +333,7 @@ func protoStatus(out *reefv1.StatusReply, d blockproto.Decision) {
 	out.Gone = s.Gone
 	out.VoterRestricted = s.Restricted
 	out.VotersUnsettled = s.Unsettled
+	out.VotersUnresolved = s.Unresolved
 	out.BlocksConfirmed = int32(s.Confirmed)
 	out.View = fmt.Sprintf("%08x", s.View)
 	out.VotesHeld = int32(len(d.State.Grants))

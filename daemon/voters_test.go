@@ -21,16 +21,16 @@ func TestVoterListAtStart(t *testing.T) {
 	st := openVoterStore(t, self)
 	parse := func(yaml string) Config { return parseVoterConfig(t, yaml) }
 	alone := parse("nodeName: n1\n")
-	l, err := voterList(alone, self, st)
+	l, err := voterList(alone, nodeAddrs{self}, st)
 	if err != nil || !l.Alone || !slices.Equal(l.Voters, []netip.Addr{self}) {
 		t.Fatalf("alone: %+v, %v", l, err)
 	}
 	three := "nodeName: n1\nbgp:\n  peers: [192.168.10.21, 192.168.10.22]\n  voters: [192.168.10.20, 192.168.10.21, 192.168.10.22]\n"
 	// Nothing held yet: joining a cluster is fine.
-	if _, err := voterList(parse(three), self, st); err != nil {
+	if _, err := voterList(parse(three), nodeAddrs{self}, st); err != nil {
 		t.Fatalf("a lone node that holds nothing joins: %v", err)
 	}
-	if _, err := voterList(alone, self, st); err != nil {
+	if _, err := voterList(alone, nodeAddrs{self}, st); err != nil {
 		t.Fatalf("back alone, holding nothing: %v", err)
 	}
 	pool := netip.MustParsePrefix("10.244.0.0/24")
@@ -38,25 +38,25 @@ func TestVoterListAtStart(t *testing.T) {
 	if err := st.ApplyProtocol(blockproto.Changes{Claim: []blockproto.OwnBlock{{Block: block, Pool: pool}}, Confirm: []netip.Prefix{block}}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = voterList(parse(three), self, st)
+	_, err = voterList(parse(three), nodeAddrs{self}, st)
 	if err == nil || !strings.HasPrefix(err.Error(), "config /etc/reef/config.yaml: line 4: bgp.voters: value [192.168.10.20 192.168.10.21 192.168.10.22]: this node ran alone") {
 		t.Fatalf("a lone node with a block joins a cluster: %v", err)
 	}
 	// Alone again, then as a founder of a cluster of one voter, which
 	// grows by one voter at a time.
-	if _, err := voterList(alone, self, st); err != nil {
+	if _, err := voterList(alone, nodeAddrs{self}, st); err != nil {
 		t.Fatal(err)
 	}
 	one := "nodeName: n1\nbgp:\n  peers: [192.168.10.21]\n  voters: [192.168.10.20]\n"
-	if _, err := voterList(parse(one), self, st); err != nil {
+	if _, err := voterList(parse(one), nodeAddrs{self}, st); err != nil {
 		t.Fatalf("the same list with peers: %v", err)
 	}
 	two := "nodeName: n1\nbgp:\n  peers: [192.168.10.21]\n  voters: [192.168.10.20, 192.168.10.21]\n"
-	if _, err := voterList(parse(two), self, st); err != nil {
+	if _, err := voterList(parse(two), nodeAddrs{self}, st); err != nil {
 		t.Fatalf("one voter added: %v", err)
 	}
 	other := "nodeName: n1\nbgp:\n  peers: [192.168.10.21]\n  voters: [192.168.10.22, 192.168.10.23]\n"
-	if _, err := voterList(parse(other), self, st); err == nil || !strings.Contains(err.Error(), "4 voters at once") {
+	if _, err := voterList(parse(other), nodeAddrs{self}, st); err == nil || !strings.Contains(err.Error(), "4 voters at once") {
 		t.Fatalf("four voters changed: %v", err)
 	}
 	if l, _, _ := st.VoterList(); !slices.Equal(l.Voters, []netip.Addr{self, netip.MustParseAddr("192.168.10.21")}) {
@@ -92,7 +92,7 @@ func TestVoterListRestriction(t *testing.T) {
 	}
 	start := func(st *store.Store, cfg Config, restricted, lifted bool) {
 		t.Helper()
-		v, err := voterList(cfg, self, st)
+		v, err := voterList(cfg, nodeAddrs{self}, st)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,7 +163,7 @@ func TestVoterListChangeGivesUpPending(t *testing.T) {
 	parse := func(yaml string) Config { return parseVoterConfig(t, yaml) }
 	three := parse("nodeName: n1\nbgp:\n  peers: [192.168.10.21, 192.168.10.22]\n  voters: [192.168.10.20, 192.168.10.21, 192.168.10.22]\n")
 	four := parse("nodeName: n1\nbgp:\n  peers: [192.168.10.21, 192.168.10.22]\n  voters: [192.168.10.20, 192.168.10.21, 192.168.10.22, 192.168.10.23]\n")
-	if _, err := voterList(three, self, st); err != nil {
+	if _, err := voterList(three, nodeAddrs{self}, st); err != nil {
 		t.Fatal(err)
 	}
 	pool := netip.MustParsePrefix("10.244.0.0/24")
@@ -172,10 +172,10 @@ func TestVoterListChangeGivesUpPending(t *testing.T) {
 		Confirm: []netip.Prefix{confirmed}}); err != nil {
 		t.Fatal(err)
 	}
-	if vs, err := voterList(three, self, st); err != nil || len(vs.Released) != 0 {
+	if vs, err := voterList(three, nodeAddrs{self}, st); err != nil || len(vs.Released) != 0 {
 		t.Fatalf("the same list: released %v, %v", vs.Released, err)
 	}
-	vs, err := voterList(four, self, st)
+	vs, err := voterList(four, nodeAddrs{self}, st)
 	if err != nil || !slices.Equal(vs.Released, []netip.Prefix{pending}) {
 		t.Fatalf("one voter added: released %v, %v; want %s", vs.Released, err, pending)
 	}

@@ -39,9 +39,14 @@ func addNodeAddrs6(t *testing.T, nodes ...*lab.Node) {
 
 // checkRoutes6 checks, on every running node, that every other node's
 // confirmed IPv6 blocks are routed `via <its IPv6 address> dev eth0 proto
-// 238 onlink`, as `ip -6 route` reads them.
-func checkRoutes6(t *testing.T, nodes []*lab.Node) {
+// 238 onlink`, as `ip -6 route` reads them; addr6 is a node's IPv6
+// address (nodeAddr6 unless given).
+func checkRoutes6(t *testing.T, nodes []*lab.Node, addr6 ...func(*lab.Node) netip.Addr) {
 	t.Helper()
+	addrOf := nodeAddr6
+	if len(addr6) > 0 {
+		addrOf = addr6[0]
+	}
 	for _, owner := range nodes {
 		blocks := blocksOf(t, owner)
 		if len(blocks) == 0 {
@@ -57,7 +62,7 @@ func checkRoutes6(t *testing.T, nodes []*lab.Node) {
 				}
 				// 238 is "reef" where /etc/iproute2/rt_protos.d names it.
 				out := run(t, n.Lab, n.Netns, "ip", "-6", "route", "show", "exact", b, "proto", "238")
-				want := fmt.Sprintf("%s via %s dev eth0 ", b, nodeAddr6(owner))
+				want := fmt.Sprintf("%s via %s dev eth0 ", b, addrOf(owner))
 				if !strings.HasPrefix(out, want) || !strings.Contains(out, " onlink") {
 					t.Errorf("%s's route to %s's block %s with proto 238 is %q, want %q...onlink", n.Name, owner.Name, b, strings.TrimSpace(out), want)
 				}

@@ -612,6 +612,8 @@ type StatusReply struct {
 	ServiceAddressesSkipped []string          `protobuf:"bytes,41,rep,name=service_addresses_skipped,json=serviceAddressesSkipped,proto3" json:"service_addresses_skipped,omitempty"` // "namespace/name source address: why" of addresses not announced (outside the CIDRs, no next hop, malformed)
 	ServiceAddressesWatch   string            `protobuf:"bytes,42,opt,name=service_addresses_watch,json=serviceAddressesWatch,proto3" json:"service_addresses_watch,omitempty"`       // the API watch: "" when off; "synced", "waiting for the first list", or the failure and since when
 	LbIpam                  *LBIPAMStatus     `protobuf:"bytes,50,opt,name=lb_ipam,json=lbIpam,proto3" json:"lb_ipam,omitempty"`                                                      // absent: this node does not assign LoadBalancer addresses (docs/lbipam.md)
+	Identity                string            `protobuf:"bytes,60,opt,name=identity,proto3" json:"identity,omitempty"`                                                                // the node in the block protocol: its IPv4 address, or bgp.routerID on an IPv6-only node (docs/design.md, "IPv6-only nodes")
+	VotersUnresolved        []string          `protobuf:"bytes,61,rep,name=voters_unresolved,json=votersUnresolved,proto3" json:"voters_unresolved,omitempty"`                        // voters of bgp.voters (IPv6 addresses) this node cannot name yet, each with why; it claims nothing meanwhile
 	unknownFields           protoimpl.UnknownFields
 	sizeCache               protoimpl.SizeCache
 }
@@ -943,6 +945,20 @@ func (x *StatusReply) GetServiceAddressesWatch() string {
 func (x *StatusReply) GetLbIpam() *LBIPAMStatus {
 	if x != nil {
 		return x.LbIpam
+	}
+	return nil
+}
+
+func (x *StatusReply) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
+func (x *StatusReply) GetVotersUnresolved() []string {
+	if x != nil {
+		return x.VotersUnresolved
 	}
 	return nil
 }
@@ -2351,7 +2367,7 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\adynamic\x18\a \x01(\bR\adynamic\x12\x18\n" +
 	"\areached\x18\b \x01(\tR\areached\x12\x12\n" +
 	"\x04type\x18\t \x01(\tR\x04type\"\x0f\n" +
-	"\rStatusRequest\"\xfa\f\n" +
+	"\rStatusRequest\"\xc3\r\n" +
 	"\vStatusReply\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12!\n" +
 	"\fnode_address\x18\x02 \x01(\tR\vnodeAddress\x12\x1c\n" +
@@ -2401,7 +2417,9 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x11service_addresses\x18( \x03(\v2\x17.reef.v1.ServiceAddressR\x10serviceAddresses\x12:\n" +
 	"\x19service_addresses_skipped\x18) \x03(\tR\x17serviceAddressesSkipped\x126\n" +
 	"\x17service_addresses_watch\x18* \x01(\tR\x15serviceAddressesWatch\x12.\n" +
-	"\alb_ipam\x182 \x01(\v2\x15.reef.v1.LBIPAMStatusR\x06lbIpam\"\x9d\x01\n" +
+	"\alb_ipam\x182 \x01(\v2\x15.reef.v1.LBIPAMStatusR\x06lbIpam\x12\x1a\n" +
+	"\bidentity\x18< \x01(\tR\bidentity\x12+\n" +
+	"\x11voters_unresolved\x18= \x03(\tR\x10votersUnresolved\"\x9d\x01\n" +
 	"\x0eServiceAddress\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x16\n" +

@@ -33,8 +33,10 @@ type Options struct {
 	// Node is this node's name: the owner recorded on the blocks it claims.
 	// It also seeds the block search offset, so nodes spread their claims.
 	Node string
-	// Address is this node's address, its identity in the block protocol,
-	// recorded on the blocks it claims.
+	// Address is this node's identity in the block protocol, recorded on
+	// the blocks it claims: its IPv4 address, or, on a node with none,
+	// bgp.routerID. The store keeps the first one it is opened with
+	// (keyNodeIdentity) and refuses another (ErrIdentityChanged).
 	Address netip.Addr
 	// Timeout is how long to wait for the file lock; 0 means 5s.
 	Timeout time.Duration
@@ -142,7 +144,7 @@ func Open(path string, opts Options) (*Store, error) {
 			if inc, born, ok = readIncarnation(tx); !ok {
 				return &DamagedError{Path: path, Problem: fmt.Sprintf("no incarnation in bucket %s although schema version is %d", bucketMeta, schemaVersion)}
 			}
-			return nil
+			return keepIdentity(path, meta, opts.Address)
 		})
 	})
 	if errors.As(err, &damaged) && damaged.panicked {
@@ -154,6 +156,10 @@ func Open(path string, opts Options) (*Store, error) {
 	if errors.As(err, &damaged) {
 		_ = db.Close()
 		return nil, err
+	}
+	if errors.Is(err, ErrIdentityChanged) {
+		_ = db.Close()
+		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
 	if err != nil {
 		_ = db.Close() // the schema error is the one worth reporting

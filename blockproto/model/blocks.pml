@@ -57,6 +57,18 @@
  *   by another" only forbids grants, so it is left out: the model is safe
  *   without it.
  *
+ * Identities (docs/design.md, "IPv6-only nodes"). A voter is named in the
+ * list, in its grants and in the claimant's count by its identity, a
+ * 32-bit value that is its IPv4 address or, on an IPv6-only node,
+ * bgp.routerID: not by anything the model ties to the node itself. Voter
+ * node n has identity ID(n), a permutation of the node indices; the
+ * claimant counts distinct identities. The safety argument needs only
+ * that no two nodes share one (configured, and kept in the store).
+ * -DDUP_IDENTITY adds voter node V3 with V0's identity: each of the two
+ * grants once, to different claimants, and each claimant counts the
+ * identity once, so two claimants each reach a majority (check.sh: must
+ * fail).
+ *
  * Not modelled: voter lists and their hashes (one agreed list is assumed),
  * incarnations and supersession (a wiped node is one more claimant, which
  * needs no new rule), forgets, confirmed-claim announcements (a voter
@@ -121,6 +133,7 @@
  * terminal, so it is asserted in the step that confirms.
  *
  * Weakened variants (each must fail; check.sh checks that they do):
+ *   -DDUP_IDENTITY              two voter nodes of one identity
  *   -DVOTER_GRANTS_TWICE        a voter grants a claim of a block it has
  *                               granted to another claimant
  *   -DCONFIRM_WITHOUT_MAJORITY  a claimant confirms with 1 grant
@@ -145,7 +158,17 @@
 #error CLAIMANTS must be 2 or 3
 #endif
 
-#define NV  3            /* voters V0..V2 */
+#define NV  3            /* voters: identities 0..2 in the list */
+#ifdef DUP_IDENTITY
+#define NVN (NV+1)       /* voter nodes V0..V3: V3 has V0's identity */
+#else
+#define NVN NV           /* voter nodes V0..V2 */
+#endif
+/* The identity of voter node n, what its grants carry and the claimant
+ * counts (the list's entry: an IPv4 address or bgp.routerID): not the
+ * node's index (its address); one identity per node, except that
+ * DUP_IDENTITY's V3 has V0's (1). */
+#define ID(n) (((n) + 1) % NV)
 #define NC  CLAIMANTS    /* claimants C0..C(NC-1) */
 #ifndef BLOCKS
 #define BLOCKS 2
@@ -175,7 +198,7 @@ byte counted[NC*NB];     /* volatile: bit v set = voter v's grant counted */
 #define NCOUNTED(c,b) ((COUNTED(c,b) & 1) + ((COUNTED(c,b) >> 1) & 1) + ((COUNTED(c,b) >> 2) & 1))
 
 /* ---- voter state, persisted: NOBODY, or c+1 = granted to claimant c ---- */
-byte grant[NV*NB];
+byte grant[NVN*NB];
 #define GRANT(v,b) grant[(v)*NB + (b)]
 #define NOBODY     0
 
@@ -189,7 +212,7 @@ byte grant[NV*NB];
 #define M_CONFIRMED(c,b) (1 + 2*NC*NB + NV*NB*NC + (c)*NB + (b))  /* confirmed(c,b): c announces b confirmed */
 #define NMSG            (3*NC*NB + NV*NB*NC)
 bool crecovered[NC];     /* claimant c's store was recovered */
-bool vrecovered[NV];     /* voter v's store was recovered */
+bool vrecovered[NVN];    /* voter node v's store was recovered */
 #endif
 
 #ifndef BAG
@@ -246,7 +269,7 @@ end:	do
 
 /* ---- claimant c, block b ---- */
 
-/* A grant of b to c from voter v has arrived, is not counted yet, and b is
+/* A grant of b to c from voter identity v has arrived, is not counted yet, and b is
  * pending (a grant for a claim that is not pending is ignored). */
 #define GRANT_ARRIVES(v) (CLAIM(c,b) == PENDING && (COUNTED(c,b) & (1 << (v))) == 0 && net_has(M_GRANT(v,b,c)))
 
@@ -263,9 +286,10 @@ inline release_block() {
 	net_send(M_RELEASE(c,b))
 }
 
-/* counted is a set of voters: a second grant from one voter adds nothing */
+/* counted is a set of voter identities: a second grant from one adds
+ * nothing */
 inline count_grant(v) {
-	printf("C%d counts V%d's grant of B%d\n", c, v, b);
+	printf("C%d counts identity %d's grant of B%d\n", c, v, b);
 	COUNTED(c,b) = COUNTED(c,b) | (1 << (v));
 	net_done(M_GRANT(v,b,c))
 }
@@ -416,11 +440,11 @@ end:	do
 /* persist the grant, then announce it (one step) */
 inline grant_to(c) {
 	if
-	:: GRANT(v,b) == NOBODY -> printf("V%d grants B%d to C%d\n", v, b, c)
-	:: else -> printf("V%d grants B%d to C%d, though it granted it to C%d\n", v, b, c, GRANT(v,b) - 1)
+	:: GRANT(v,b) == NOBODY -> printf("V%d (identity %d) grants B%d to C%d\n", v, ID(v), b, c)
+	:: else -> printf("V%d (identity %d) grants B%d to C%d, though it granted it to C%d\n", v, ID(v), b, c, GRANT(v,b) - 1)
 	fi;
 	GRANT(v,b) = (c) + 1;
-	net_send(M_GRANT(v,b,c));
+	net_send(M_GRANT(ID(v),b,c));
 	net_done(M_CLAIM(c,b))
 }
 
@@ -429,7 +453,7 @@ inline grant_to(c) {
 inline grant_confirmed(c) {
 	printf("V%d (recovered) grants B%d to its confirmed owner C%d\n", v, b, c);
 	GRANT(v,b) = (c) + 1;
-	net_send(M_GRANT(v,b,c));
+	net_send(M_GRANT(ID(v),b,c));
 	net_done(M_CONFIRMED(c,b))
 }
 #endif
@@ -470,7 +494,7 @@ end:	do
 	 * re-announcement */
 	:: atomic { GRANT(v,b) != NOBODY ->
 		printf("V%d re-announces its grant of B%d to C%d\n", v, b, GRANT(v,b) - 1);
-		net_send(M_GRANT(v,b,GRANT(v,b) - 1)) }
+		net_send(M_GRANT(ID(v),b,GRANT(v,b) - 1)) }
 #endif
 	od
 }
@@ -478,7 +502,7 @@ end:	do
 init {
 	byte i, j;
 	atomic {
-		for (i : 0 .. NV-1) {
+		for (i : 0 .. NVN-1) {
 			for (j : 0 .. NB-1) { run Voter(i, j) }
 		}
 		for (i : 0 .. NC-1) {
@@ -487,7 +511,7 @@ init {
 		}
 #ifdef RECOVERY
 		for (i : 0 .. NC-1) { run ClaimantRecover(i) }
-		for (i : 0 .. NV-1) { run VoterRecover(i) }
+		for (i : 0 .. NVN-1) { run VoterRecover(i) }
 #endif
 		i = 0; j = 0
 	}

@@ -156,6 +156,10 @@ for v in VOTER_GRANTS_TWICE CONFIRM_WITHOUT_MAJORITY RECLAIM_AFTER_RELEASE; do
 	run "$v-bag6-blocks1" fail -D"$v" -DBAG=6 -DBLOCKS=1
 done
 
+# Two voter nodes of one identity (bgp.routerID configured twice): must
+# break the protocol (docs/design.md, "IPv6-only nodes").
+run DUP_IDENTITY-blocks1        fail -DDUP_IDENTITY -DBLOCKS=1
+
 # Recovered stores (`reef store recover`): with 1 block, since the rules
 # are per block and a recovery's effect on one block is the recovery of
 # that block alone (2 blocks: 35M states, 6 minutes, 6 GB here).

@@ -29,7 +29,15 @@ func (l *Lab) AddMeshWith(n int, base NodeOptions) ([]*Node, error) {
 	first := len(l.Nodes())
 	var addrs []netip.Addr
 	for i := 0; i < n; i++ {
-		addrs = append(addrs, NodeAddress(first+i))
+		a := NodeAddress(first + i)
+		if base.IPv6Only {
+			a = NodeAddress6(&Node{Address: a})
+		}
+		addrs = append(addrs, a)
+	}
+	prefix := Underlay
+	if base.IPv6Only {
+		prefix = Underlay6
 	}
 	l.mu.Lock()
 	if len(l.Voters) == 0 {
@@ -45,7 +53,7 @@ func (l *Lab) AddMeshWith(n int, base NodeOptions) ([]*Node, error) {
 			}
 		}
 		opts := base
-		opts.Peers, opts.PeerPrefixes = peers, []netip.Prefix{Underlay}
+		opts.Peers, opts.PeerPrefixes = peers, []netip.Prefix{prefix}
 		node, err := l.AddNode(fmt.Sprintf("node%d", first+i+1), opts)
 		if err != nil {
 			return nil, err
@@ -81,8 +89,8 @@ func WaitConverged(nodes []*Node, timeout time.Duration) error {
 			state[p.GetAddress()] = p.GetState()
 		}
 		for _, n := range nodes {
-			if n != owner && n.Running() && state[n.Address.String()] != "established" {
-				return fmt.Sprintf("%s's BGP session to %s is %q", owner.Name, n.Name, state[n.Address.String()])
+			if a := n.PeerAddress().String(); n != owner && n.Running() && state[a] != "established" {
+				return fmt.Sprintf("%s's BGP session to %s is %q", owner.Name, n.Name, state[a])
 			}
 		}
 		return ""

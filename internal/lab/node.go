@@ -52,6 +52,12 @@ type NodeOptions struct {
 	// BGPExtra is appended to the generated bgp: section (YAML lines
 	// indented two spaces, such as "  voters: [...]\n").
 	BGPExtra string
+	// IPv6Only makes an IPv6-only node (docs/design.md, "IPv6-only
+	// nodes"): eth0 has its IPv6 address on Underlay6 (NodeAddress6) and
+	// no IPv4 address; the config has no nodeAddress, and the IPv4
+	// address the node would have had (Address) is its bgp.routerID.
+	// Peers and PeerPrefixes are then IPv6.
+	IPv6Only bool
 	// SubnetB puts the node on the second underlay subnet (SubnetB, bridge
 	// br1), behind the router AddCrossRouter makes.
 	SubnetB bool
@@ -85,7 +91,7 @@ type Node struct {
 	Lab        *Lab
 	Name       string // node name, also in the netns name
 	Netns      string
-	Address    netip.Addr
+	Address    netip.Addr // on an IPv6-only node, its router ID (on no interface)
 	Dir        string
 	Config     string // path of config.yaml
 	StateDir   string
@@ -141,6 +147,9 @@ func (l *Lab) AddNode(name string, opts NodeOptions) (*Node, error) {
 		{"addr", "add", netip.PrefixFrom(addr, 24).String(), "dev", "eth0"},
 		{"link", "set", "eth0", "up"},
 	}
+	if opts.IPv6Only {
+		steps[1] = []string{"-6", "addr", "add", netip.PrefixFrom(NodeAddress6(n), Underlay6.Bits()).String(), "dev", "eth0", "nodad"}
+	}
 	for _, s := range steps {
 		if err := l.IP(n.Netns, s...); err != nil {
 			return nil, err
@@ -178,9 +187,13 @@ func (n *Node) WriteConfig() error {
 	if err := os.WriteFile(filepath.Join(n.CNIConfDir(), "10-reef.conflist"), n.Conflist(), 0o644); err != nil {
 		return err
 	}
+	nodeAddr := "nodeAddress: " + n.Address.String()
+	if n.opts.IPv6Only {
+		nodeAddr = "nodeAddressV6: " + NodeAddress6(n).String()
+	}
 	cfg := fmt.Sprintf(`# written by the reef lab
 nodeName: %s
-nodeAddress: %s
+%s
 interface: eth0
 stateDir: %s
 socket: %s
@@ -189,7 +202,7 @@ cniConfDir: %s
 cniBinDir: %s
 reconcileInterval: %s
 logLevel: debug
-`, n.Name, n.Address, n.StateDir, n.Socket, n.PendingDir, n.CNIConfDir(), n.Lab.BinDir, interval)
+`, n.Name, nodeAddr, n.StateDir, n.Socket, n.PendingDir, n.CNIConfDir(), n.Lab.BinDir, interval)
 	switch {
 	case n.opts.BGP != "":
 		cfg += "bgp:\n" + n.opts.BGP
@@ -214,7 +227,10 @@ logLevel: debug
 		}
 		cfg += "]\n" + n.opts.BGPExtra
 		if !strings.Contains(n.opts.BGPExtra, "voters:") {
-			cfg += "  voters: " + addrList(n.Lab.clusterVoters(n.Address, n.opts.Peers)) + "\n"
+			cfg += "  voters: " + addrList(n.Lab.clusterVoters(n.PeerAddress(), n.opts.Peers)) + "\n"
+		}
+		if n.opts.IPv6Only && !strings.Contains(n.opts.BGPExtra, "routerID:") {
+			cfg += "  routerID: " + n.Address.String() + "\n"
 		}
 	}
 	return os.WriteFile(n.Config, []byte(cfg+n.opts.Extra), 0o644)
@@ -232,6 +248,15 @@ func (l *Lab) clusterVoters(self netip.Addr, peers []netip.Addr) []netip.Addr {
 	slices.SortFunc(all, netip.Addr.Compare)
 	all = slices.Compact(all)
 	return all[:min(len(all), 5)]
+}
+
+// PeerAddress is the address other nodes name this one by in bgp.peers
+// and voters: its IPv6 address on an IPv6-only node, else Address.
+func (n *Node) PeerAddress() netip.Addr {
+	if n.opts.IPv6Only {
+		return NodeAddress6(n)
+	}
+	return n.Address
 }
 
 // CNIConfDir is the node's CNI config dir, as a runtime would read it: the
@@ -322,7 +347,7 @@ func (n *Node) initFounder() error {
 	if err != nil {
 		return nil
 	}
-	self := n.Address
+	self := n.PeerAddress()
 	if cfg.NodeAddress.IsValid() {
 		self = cfg.NodeAddress
 	}

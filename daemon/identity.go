@@ -1,0 +1,178 @@
+package daemon
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/reefcni/reef/bgp"
+	"github.com/reefcni/reef/blockproto"
+)
+
+// How a node is known in the block protocol (docs/design.md, "IPv6-only
+// nodes"): by a 32-bit identity, its IPv4 address where it has one, else
+// bgp.routerID. The store keeps it (store.ErrIdentityChanged).
+
+// NodeUplink is how a node reaches the others and how they know it.
+type NodeUplink struct {
+	Uplink Uplink // Address invalid on an IPv6-only node
+	// Uplink6 is set here only on an IPv6-only node (its one address);
+	// others find theirs with nodeAddress6.
+	Uplink6  Uplink6
+	Identity netip.Addr // the node in the block protocol, its BGP router ID
+	IPv6Only bool
+}
+
+// DetectNode chooses the uplink and the identity: the IPv4 uplink and its
+// address; or, with bgp.routerID set, nodeAddress not and no usable IPv4
+// address, the IPv6 uplink and the router ID. A router ID beside an IPv4
+// address that is not it is refused: a node has one identity.
+func DetectNode(cfg Config) (NodeUplink, error) {
+	up, err := DetectUplink(cfg.Interface, cfg.NodeAddress)
+	rid := cfg.BGP.RouterID
+	switch {
+	case err == nil && rid.IsValid() && rid != up.Address:
+		return NodeUplink{}, cfg.KeyError("bgp.routerID", fmt.Sprintf("value %q is not this node's IPv4 address %s (%s): a node with an IPv4 address is known by it; leave bgp.routerID out (it is for nodes with no IPv4 address)",
+			rid, up.Address, up.Reason))
+	case err == nil:
+		return NodeUplink{Uplink: up, Identity: up.Address}, nil
+	case !rid.IsValid() || cfg.NodeAddress.IsValid():
+		return NodeUplink{}, fmt.Errorf("node address: %w (a node with no IPv4 address, IPv6 only, needs bgp.routerID: a 32-bit ID written as an IPv4 address, unique in the cluster)", err)
+	}
+	if perr := ipv6OnlyProblems(cfg); perr != nil {
+		return NodeUplink{}, perr
+	}
+	up, up6, err6 := DetectUplinkV6Only(cfg.Interface, cfg.NodeAddressV6)
+	if err6 != nil {
+		return NodeUplink{}, fmt.Errorf("IPv6-only node (no IPv4 address: %v): %w", err, err6)
+	}
+	return NodeUplink{Uplink: up, Uplink6: up6, Identity: rid, IPv6Only: true}, nil
+}
+
+// nodeAddrs is what names this node in bgp.voters, peers and the rest: its
+// identity and its addresses.
+type nodeAddrs []netip.Addr
+
+func (n nodeAddrs) has(a netip.Addr) bool { return a.IsValid() && slices.Contains(n, a) }
+
+// resolveVoters names the configured voters by identity (docs/design.md,
+// "IPv6-only nodes"): an IPv4 address is the identity of the node that has
+// it; an address of this node is this node; an IPv6 address is the
+// identity of the record that announces it as its node's address
+// (Record.Addr6), learned once and kept (known). A voter no record names
+// yet, or that two identities claim, stays unresolved, with why.
+func resolveVoters(voters []netip.Addr, self netip.Addr, mine nodeAddrs, known map[netip.Addr]netip.Addr, recs []blockproto.Record) (ids []netip.Addr, unresolved []string, learned map[netip.Addr]netip.Addr) {
+	learned = known
+	changed := false
+	for _, v := range voters {
+		switch {
+		case mine.has(v):
+			ids = append(ids, self)
+			continue
+		case v.Is4():
+			ids = append(ids, v)
+			continue
+		}
+		var seen []netip.Addr
+		for _, r := range recs {
+			if r.Addr6 == v && r.Node.IsValid() && !slices.Contains(seen, r.Node.Addr) {
+				seen = append(seen, r.Node.Addr)
+			}
+		}
+		slices.SortFunc(seen, netip.Addr.Compare)
+		k, ok := known[v]
+		switch {
+		case ok && slices.ContainsFunc(seen, func(a netip.Addr) bool { return a != k }):
+			unresolved = append(unresolved, fmt.Sprintf("%s (known as %s, but %s announce it as their address: two nodes with one address, or a node whose bgp.routerID changed)", v, k, addrsString(seen)))
+		case ok:
+			ids = append(ids, k)
+		case len(seen) == 0:
+			unresolved = append(unresolved, fmt.Sprintf("%s (no record announces it yet: is it up, and in this node's BGP mesh?)", v))
+		case len(seen) > 1:
+			unresolved = append(unresolved, fmt.Sprintf("%s (%s all announce it as their address)", v, addrsString(seen)))
+		default:
+			if !changed {
+				learned, changed = cloneMap(known), true
+			}
+			learned[v] = seen[0]
+			ids = append(ids, seen[0])
+		}
+	}
+	return blockproto.Voters(ids), unresolved, learned
+}
+
+func addrsString(as []netip.Addr) string {
+	s := make([]string, len(as))
+	for i, a := range as {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+func cloneMap(m map[netip.Addr]netip.Addr) map[netip.Addr]netip.Addr {
+	out := make(map[netip.Addr]netip.Addr, len(m)+1)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// voterIdentity maps each resolved voter address to its identity, for
+// the sessions (unreachable) that are keyed by address.
+func voterIdentity(voters []netip.Addr, self netip.Addr, mine nodeAddrs, learned map[netip.Addr]netip.Addr) map[netip.Addr]netip.Addr {
+	out := map[netip.Addr]netip.Addr{}
+	for _, v := range voters {
+		switch {
+		case mine.has(v):
+			out[v] = self
+		case v.Is4():
+			out[v] = v
+		default:
+			if id, ok := learned[v]; ok {
+				out[v] = id
+			}
+		}
+	}
+	return out
+}
+
+// unreachableIDs is unreachable for voters written as addresses, keyed
+// by identity as the protocol wants it.
+func unreachableIDs(voters []netip.Addr, mine nodeAddrs, ids map[netip.Addr]netip.Addr, peers []bgp.PeerStatus) map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
+	for a := range unreachable(voters, mine, peers) {
+		if id, ok := ids[a]; ok {
+			out[id] = true
+		}
+	}
+	return out
+}
+
+// checkPeerFamilies refuses neighbours of a family the node has no address
+// of: a session's local address is the node's address of the peer's
+// family (bgp.Config.local).
+func checkPeerFamilies(cfg Config, up Uplink, up6 Uplink6) error {
+	b := cfg.BGP
+	lists := []struct {
+		key   string
+		addrs []netip.Addr
+	}{{"bgp.peers", b.Peers}, {"bgp.routeReflectors", b.RouteReflectors}}
+	for _, p := range b.PeerPrefixes {
+		lists = append(lists, struct {
+			key   string
+			addrs []netip.Addr
+		}{"bgp.peerPrefixes", []netip.Addr{p.Addr()}})
+	}
+	for _, l := range lists {
+		for _, a := range l.addrs {
+			switch {
+			case a.Is4() && !up.Address.IsValid():
+				return cfg.KeyError(l.key, fmt.Sprintf("has IPv4 address %s, but this node has no IPv4 address (an IPv6-only node): its sessions are IPv6; name the nodes by their IPv6 addresses", a))
+			case a.Is6() && !up6.Address.IsValid():
+				return cfg.KeyError(l.key, fmt.Sprintf("has IPv6 address %s, but this node has no IPv6 address for the session (nodeAddressV6, detected only beside an IPv6 pool)", a))
+			}
+		}
+	}
+	return nil
+}
