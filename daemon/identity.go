@@ -61,10 +61,37 @@ func (n nodeAddrs) has(a netip.Addr) bool { return a.IsValid() && slices.Contain
 // it; an address of this node is this node; an IPv6 address is the
 // identity of the record that announces it as its node's address
 // (Record.Addr6), learned once and kept (known). A voter no record names
-// yet, or that two identities claim, stays unresolved, with why.
+// yet, or that two identities claim, stays unresolved, with why; so does
+// one whose identity is another voter's (a bgp.routerID given twice, or
+// one that is another node's IPv4 address): two voters of one identity
+// would each vote, and be counted, as one (blocks.pml, DUP_IDENTITY).
 func resolveVoters(voters []netip.Addr, self netip.Addr, mine nodeAddrs, known map[netip.Addr]netip.Addr, recs []blockproto.Record) (ids []netip.Addr, unresolved []string, learned map[netip.Addr]netip.Addr) {
 	learned = known
 	changed := false
+	byV6 := map[netip.Addr]netip.Addr{} // IPv6 voter -> its identity
+	defer func() {
+		voterOf := map[netip.Addr][]netip.Addr{} // identity -> the voters named by it
+		for _, v := range voters {
+			switch id, ok := byV6[v]; {
+			case ok:
+				voterOf[id] = append(voterOf[id], v)
+			case mine.has(v):
+				voterOf[self] = append(voterOf[self], v)
+			case v.Is4():
+				voterOf[v] = append(voterOf[v], v)
+			}
+		}
+		for _, v := range voters {
+			id, ok := byV6[v]
+			if !ok || len(voterOf[id]) < 2 {
+				continue
+			}
+			ids = slices.DeleteFunc(ids, func(a netip.Addr) bool { return a == id })
+			unresolved = append(unresolved, fmt.Sprintf("%s (its identity %s is also that of voter %s: two voters of one identity; each node's bgp.routerID must be unique and no other node's IPv4 address)",
+				v, id, addrsString(slices.DeleteFunc(slices.Clone(voterOf[id]), func(a netip.Addr) bool { return a == v }))))
+		}
+		ids = blockproto.Voters(ids)
+	}()
 	for _, v := range voters {
 		switch {
 		case mine.has(v):
@@ -87,6 +114,7 @@ func resolveVoters(voters []netip.Addr, self netip.Addr, mine nodeAddrs, known m
 			unresolved = append(unresolved, fmt.Sprintf("%s (known as %s, but %s announce it as their address: two nodes with one address, or a node whose bgp.routerID changed)", v, k, addrsString(seen)))
 		case ok:
 			ids = append(ids, k)
+			byV6[v] = k
 		case len(seen) == 0:
 			unresolved = append(unresolved, fmt.Sprintf("%s (no record announces it yet: is it up, and in this node's BGP mesh?)", v))
 		case len(seen) > 1:
@@ -97,9 +125,10 @@ func resolveVoters(voters []netip.Addr, self netip.Addr, mine nodeAddrs, known m
 			}
 			learned[v] = seen[0]
 			ids = append(ids, seen[0])
+			byV6[v] = seen[0]
 		}
 	}
-	return blockproto.Voters(ids), unresolved, learned
+	return ids, unresolved, learned
 }
 
 func addrsString(as []netip.Addr) string {

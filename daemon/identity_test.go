@@ -49,6 +49,19 @@ func TestResolveVoters(t *testing.T) {
 			ids:        []netip.Addr{self, a("10.255.0.3"), a("192.168.10.4")},
 			unresolved: []string{"fd76::2 (known as 10.255.0.2, but 10.255.0.9 announce it"},
 			learned:    map[netip.Addr]netip.Addr{a("fd76::2"): a("10.255.0.2"), a("fd76::3"): a("10.255.0.3")}},
+		{name: "an identity that is another voter's IPv4 address", recs: []blockproto.Record{rec("192.168.10.4", "fd76::2"), rec("10.255.0.3", "fd76::3")},
+			ids:        []netip.Addr{self, a("10.255.0.3")},
+			unresolved: []string{"fd76::2 (its identity 192.168.10.4 is also that of voter 192.168.10.4"},
+			learned:    map[netip.Addr]netip.Addr{a("fd76::2"): a("192.168.10.4"), a("fd76::3"): a("10.255.0.3")}},
+		{name: "two IPv6 voters of one identity", recs: []blockproto.Record{rec("10.255.0.2", "fd76::2"), rec("10.255.0.2", "fd76::3")},
+			ids: []netip.Addr{self, a("192.168.10.4")},
+			unresolved: []string{"fd76::2 (its identity 10.255.0.2 is also that of voter fd76::3",
+				"fd76::3 (its identity 10.255.0.2 is also that of voter fd76::2"},
+			learned: map[netip.Addr]netip.Addr{a("fd76::2"): a("10.255.0.2"), a("fd76::3"): a("10.255.0.2")}},
+		{name: "this node's identity", recs: []blockproto.Record{rec("10.255.0.1", "fd76::2"), rec("10.255.0.3", "fd76::3")},
+			ids:        []netip.Addr{a("10.255.0.3"), a("192.168.10.4")},
+			unresolved: []string{"fd76::2 (its identity 10.255.0.1 is also that of voter fd76::1"},
+			learned:    map[netip.Addr]netip.Addr{a("fd76::2"): a("10.255.0.1"), a("fd76::3"): a("10.255.0.3")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ids, unresolved, learned := resolveVoters(voters, self, mine, tc.known, tc.recs)
