@@ -230,15 +230,7 @@ func uplinkReadKernel() ([]LinkInfo, []AddrInfo, []RouteInfo, error) {
 		return nil, nil, nil, fmt.Errorf("list IPv4 routes: %w", err)
 	}
 
-	links := make([]LinkInfo, 0, len(nlLinks))
-	for _, l := range nlLinks {
-		at := l.Attrs()
-		kind := l.Type()
-		if at.Flags&net.FlagLoopback != 0 {
-			kind = "loopback"
-		}
-		links = append(links, LinkInfo{Index: at.Index, Name: at.Name, Kind: kind, Up: at.Flags&net.FlagUp != 0, MTU: at.MTU})
-	}
+	links := linkInfos(nlLinks)
 	var addrs []AddrInfo
 	for _, a := range nlAddrs {
 		ip, ok := netip.AddrFromSlice(a.IP.To4())
@@ -291,4 +283,18 @@ func uplinkDump[T any](dump func() ([]T, error)) ([]T, error) {
 		}
 	}
 	return nil, err
+}
+
+// linkInfos is what uplink choice reads of each link.
+func linkInfos(nlLinks []netlink.Link) []LinkInfo {
+	links := make([]LinkInfo, 0, len(nlLinks))
+	for _, l := range nlLinks {
+		at := l.Attrs()
+		kind := l.Type()
+		if at.Flags&net.FlagLoopback != 0 {
+			kind = "loopback"
+		}
+		links = append(links, LinkInfo{Index: at.Index, Name: at.Name, Kind: kind, Up: at.Flags&net.FlagUp != 0, MTU: at.MTU})
+	}
+	return links
 }

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"slices"
 
@@ -91,15 +90,7 @@ func DetectUplinkV6Only(wantIface string, want netip.Addr) (Uplink, Uplink6, err
 	if err != nil {
 		return Uplink{}, Uplink6{}, fmt.Errorf("list IPv6 routes: %w", err)
 	}
-	var links []LinkInfo
-	for _, l := range nlLinks {
-		at := l.Attrs()
-		kind := l.Type()
-		if at.Flags&net.FlagLoopback != 0 {
-			kind = "loopback"
-		}
-		links = append(links, LinkInfo{Index: at.Index, Name: at.Name, Kind: kind, Up: at.Flags&net.FlagUp != 0, MTU: at.MTU})
-	}
+	links := linkInfos(nlLinks)
 	var addrs []Addr6Info
 	for _, a := range nlAddrs {
 		ip, ok := netip.AddrFromSlice(a.IP)
