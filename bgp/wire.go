@@ -243,12 +243,15 @@ func EncodeForget(asn uint32, f blockproto.Forget) (VPNRoute, error) {
 
 // EncodeSeen returns the path of a seen incarnation: RD <node>:5, prefix
 // its incarnation as an IPv4 address /32 (the NLRI is the same whoever
-// announces it).
+// announces it), and the IPv6 address its record announced, when known
+// (<asn>:119..122, as in a record).
 func EncodeSeen(asn uint32, x blockproto.Seen) (VPNRoute, error) {
 	if err := need4("node", x.Node.Addr); err != nil {
 		return VPNRoute{}, err
 	}
-	return newRoute(asn, x.Node.Addr, KindSeen, netip.PrefixFrom(uintAddr(x.Node.Inc), 32), x.Node.Inc, 3), nil
+	rt := newRoute(asn, x.Node.Addr, KindSeen, netip.PrefixFrom(uintAddr(x.Node.Inc), 32), x.Node.Inc, 3)
+	rt.Communities = appendAddr6(rt.Communities, asn, x.Addr6)
+	return rt, nil
 }
 
 // lcSet is the reef communities of one path, gathered for validation.
@@ -324,7 +327,7 @@ var (
 	allowedClaim  = []uint32{lcVoterHash, lcState}
 	allowedGrant  = []uint32{lcVoterHash, lcGrantee, lcGranteeInc}
 	allowedForget = []uint32{}
-	allowedSeen   = []uint32{}
+	allowedSeen   = []uint32{lcAddr6, lcAddr6 + 1, lcAddr6 + 2, lcAddr6 + 3}
 	allowedUC     = []uint32{}
 )
 
@@ -478,7 +481,11 @@ func decodeVPN(asn uint32, pools []Pool, afi AFI, rd RD, prefix netip.Prefix, lc
 		if p := addrUint(prefix.Addr()); p != node.Inc {
 			return fmt.Errorf("names incarnation %08x by its prefix but %08x by its community: %w", p, node.Inc, ErrNotReef)
 		}
-		t.Seen = append(t.Seen, blockproto.Seen{Node: node})
+		addr6, err := s.addr6(asn, pools)
+		if err != nil {
+			return err
+		}
+		t.Seen = append(t.Seen, blockproto.Seen{Node: node, Addr6: addr6})
 	}
 	return nil
 }

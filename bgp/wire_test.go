@@ -95,6 +95,8 @@ func TestVPNRoundTrip(t *testing.T) {
 		prefix string
 		want   blockproto.Table
 	}
+	seen := blockproto.Seen{Node: testForget().Node}
+	seen6 := blockproto.Seen{Node: seen.Node, Addr6: netip.MustParseAddr("2001:db8:77::13")}
 	cases := []roundTrip{
 		{"record", must(EncodeRecord(testASN, rec)), AFIIPv4, "192.168.77.11:1", "192.168.77.11/32", blockproto.Table{Records: []blockproto.Record{rec}}},
 		{"record, voters unsorted", must(EncodeRecord(testASN, unsorted)), AFIIPv4, "192.168.77.11:1", "192.168.77.11/32", blockproto.Table{Records: []blockproto.Record{rec}}},
@@ -105,7 +107,8 @@ func TestVPNRoundTrip(t *testing.T) {
 		{"grant of a /124 block", must(EncodeGrant(testASN, grant124)), AFIIPv6, "192.168.77.12:3", "fd00:10:250::f0/124", blockproto.Table{Grants: []blockproto.Grant{grant124}}},
 		{"forget", must(EncodeForget(testASN, testForget())), AFIIPv4, "192.168.77.13:4", "192.168.77.13/32", blockproto.Table{Forgets: []blockproto.Forget{testForget()}}},
 		{"record with earlier incarnations", must(EncodeRecord(testASN, withPreds)), AFIIPv4, "192.168.77.11:1", "192.168.77.11/32", blockproto.Table{Records: []blockproto.Record{withPreds}}},
-		{"seen", must(EncodeSeen(testASN, blockproto.Seen(testForget()))), AFIIPv4, "192.168.77.13:5", "192.168.77.13/32", blockproto.Table{Seen: []blockproto.Seen{blockproto.Seen(testForget())}}},
+		{"seen", must(EncodeSeen(testASN, seen)), AFIIPv4, "192.168.77.13:5", "192.168.77.13/32", blockproto.Table{Seen: []blockproto.Seen{seen}}},
+		{"seen, with the IPv6 address its record announced", must(EncodeSeen(testASN, seen6)), AFIIPv4, "192.168.77.13:5", "192.168.77.13/32", blockproto.Table{Seen: []blockproto.Seen{seen6}}},
 	}
 	for _, st := range []blockproto.ClaimState{blockproto.Pending, blockproto.Confirmed, blockproto.Released} {
 		c, c6 := testClaim(), testClaim6()
@@ -153,7 +156,9 @@ func TestVPNCommunities(t *testing.T) {
 		{"claim, IPv6", must(EncodeClaim(testASN, testClaim6())), []LargeCommunity{lc(100, 0), lc(110, 2), lc(111, 7), lc(112, 0x01020304), lc(115, 1)}},
 		{"grant, IPv6", must(EncodeGrant(testASN, testGrant6())), []LargeCommunity{lc(100, 0), lc(110, 3), lc(111, 8), lc(112, 0x01020304), lc(116, addrUint(nodeA)), lc(117, 7)}},
 		{"forget", must(EncodeForget(testASN, testForget())), []LargeCommunity{lc(100, 0), lc(110, 4), lc(111, 0xc0a84d0d)}},
-		{"seen", must(EncodeSeen(testASN, blockproto.Seen(testForget()))), []LargeCommunity{lc(100, 0), lc(110, 5), lc(111, 0xc0a84d0d)}},
+		{"seen", must(EncodeSeen(testASN, blockproto.Seen{Node: testForget().Node})), []LargeCommunity{lc(100, 0), lc(110, 5), lc(111, 0xc0a84d0d)}},
+		{"seen, with an IPv6 address", must(EncodeSeen(testASN, blockproto.Seen{Node: testForget().Node, Addr6: netip.MustParseAddr("fd76:6e::c")})),
+			[]LargeCommunity{lc(100, 0), lc(110, 5), lc(111, 0xc0a84d0d), lc(119, 0xfd76006e), lc(120, 0), lc(121, 0), lc(122, 12)}},
 		{"record with earlier incarnations", must(EncodeRecord(testASN, blockproto.Record{Node: blockproto.Node{Addr: nodeA, Inc: 9}, Born: 1, VoterHash: 2, Predecessors: []uint32{3, 4}})),
 			[]LargeCommunity{lc(100, 0), lc(110, 1), lc(111, 9), lc(112, 2), lc(113, 1), lc(118, 3), lc(118, 4)}},
 	}
@@ -208,7 +213,7 @@ func TestDecodeVPNDrops(t *testing.T) {
 	claim := must(EncodeClaim(testASN, testClaim()))
 	grant := must(EncodeGrant(testASN, testGrant()))
 	forget := must(EncodeForget(testASN, testForget()))
-	seen := must(EncodeSeen(testASN, blockproto.Seen(testForget())))
+	seen := must(EncodeSeen(testASN, blockproto.Seen{Node: testForget().Node}))
 	claim6 := must(EncodeClaim(testASN, testClaim6()))
 	grant6 := must(EncodeGrant(testASN, testGrant6()))
 	route := func(base VPNRoute, f func(*VPNRoute)) VPNRoute {
@@ -497,7 +502,7 @@ func TestCheckUnicast6(t *testing.T) {
 // accepts what it would not announce the same way itself.
 func FuzzDecodeVPN(f *testing.F) {
 	for _, rt := range []VPNRoute{must(EncodeRecord(testASN, testRecord())), must(EncodeClaim(testASN, testClaim())),
-		must(EncodeGrant(testASN, testGrant())), must(EncodeForget(testASN, testForget())), must(EncodeSeen(testASN, blockproto.Seen(testForget()))),
+		must(EncodeGrant(testASN, testGrant())), must(EncodeForget(testASN, testForget())), must(EncodeSeen(testASN, blockproto.Seen{Node: testForget().Node})),
 		must(EncodeClaim(testASN, testClaim6())), must(EncodeGrant(testASN, testGrant6())), must(EncodeRecord(testASN, testRecord6()))} {
 		var lcs []byte
 		for _, lc := range rt.Communities {

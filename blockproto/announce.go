@@ -32,9 +32,7 @@ func (d *decider) announce() Table {
 		rec.VoterHash, rec.Voters = UnknownList, nil
 	}
 	t.Records = []Record{rec}
-	for _, n := range d.seen {
-		t.Seen = append(t.Seen, Seen{Node: n})
-	}
+	t.Seen = append(t.Seen, d.seen...)
 	for b, o := range d.state.Own {
 		st := Pending
 		if o.State != OwnPending {

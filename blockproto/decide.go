@@ -34,6 +34,18 @@ type Input struct {
 	// holds the others only, and while any is unresolved this node claims
 	// nothing, casts no new vote and confirms nothing: fail closed.
 	Unresolved []string
+	// RouterID says this node's identity is a configured router ID, not an
+	// address of its own (an IPv6-only node, bgp.routerID): another
+	// incarnation of that identity is an earlier one of this node only if
+	// it announced this node's IPv6 address (Addr6). Any other is another
+	// node given the same router ID: it is not superseded, and the status
+	// names it as a conflict (incarnations.go).
+	RouterID bool
+	// VoterAddr6 maps the identity of each voter configured by its IPv6
+	// address to that address. Such a voter's votes count only while the
+	// record of its current incarnation announces that address: a node
+	// given the same router ID elsewhere never votes in its place.
+	VoterAddr6 map[netip.Addr]netip.Addr
 }
 
 // Decision is what Decide asks for: the changes to persist, then the
@@ -112,7 +124,7 @@ type decider struct {
 	// seen are the incarnations of other addresses this node cannot order
 	// (Seen): the known one and every other in the table that is not
 	// superseded, when there are two or more.
-	seen    []Node
+	seen    []Seen
 	claimed map[netip.Prefix]bool // pools claimed in during this decision
 }
 
@@ -134,6 +146,14 @@ func (d *decider) current(n Node) bool {
 	return k.Inc == n.Inc
 }
 
+// atVoterAddr6 reports whether the votes of identity v may count: a voter
+// configured by its IPv6 address counts only while the record of its
+// current incarnation announces that address (Input.VoterAddr6).
+func (d *decider) atVoterAddr6(v netip.Addr) bool {
+	a6, ok := d.in.VoterAddr6[v]
+	return !ok || (d.records[v].Node.IsValid() && d.records[v].Addr6 == a6)
+}
+
 func (d *decider) view() {
 	self := d.self()
 	d.gone = ""
@@ -145,13 +165,13 @@ func (d *decider) view() {
 	}
 	d.ambiguous, d.seen = nil, nil
 	for a, recs := range d.unordered(func(n Node) bool { return d.state.Forgotten[n] || d.state.Superseded[n] }) {
-		group := make([]Node, 0, len(recs)+1)
+		group := make([]Seen, 0, len(recs)+1)
 		for _, r := range recs {
-			group = append(group, r.Node)
+			group = append(group, Seen{r.Node, r.Addr6})
 		}
 		k, ok := d.state.Known[a]
-		if kn := (Node{a, k.Inc}); ok && !d.state.Forgotten[kn] && !d.state.Superseded[kn] && !slices.Contains(group, kn) {
-			group = append(group, kn)
+		if kn := (Node{a, k.Inc}); ok && !d.state.Forgotten[kn] && !d.state.Superseded[kn] && !slices.ContainsFunc(group, func(x Seen) bool { return x.Node == kn }) {
+			group = append(group, Seen{kn, k.Addr6})
 		}
 		if len(group) < 2 {
 			continue
@@ -230,7 +250,7 @@ func (d *decider) view() {
 		if g.To == self {
 			d.toSelf[g.Block] = true
 		}
-		if !d.current(g.Voter) {
+		if !d.current(g.Voter) || !d.atVoterAddr6(g.Voter.Addr) {
 			continue
 		}
 		if g.VoterHash != d.hash {

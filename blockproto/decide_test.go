@@ -289,7 +289,7 @@ func TestNewIncarnationSupersedesOld(t *testing.T) {
 	if len(d.Supersede) != 0 || len(d.Unremember) != 0 || len(d.Revoke) != 0 {
 		t.Fatalf("unordered incarnations: %+v", d.Changes)
 	}
-	if diff := cmp.Diff([]Seen{{old}, {fresh}}, d.Announce.Seen, netipCmp); diff != "" {
+	if diff := cmp.Diff([]Seen{{Node: old}, {Node: fresh}}, d.Announce.Seen, netipCmp); diff != "" {
 		t.Fatalf("seen (-want +got):\n%s", diff)
 	}
 	// Once it names the old one, the old one is superseded, whatever the
@@ -330,7 +330,7 @@ func TestOwnEarlierIncarnations(t *testing.T) {
 	stale := Record{Node: Node{addrA, 3}, Born: 1000, VoterHash: VoterHash(three), Voters: three}
 	in := Input{State: st, Voters: three, Pools: []Pool{pool}, Table: Table{
 		Records: []Record{stale},
-		Seen:    []Seen{{Node{addrA, 4}}},
+		Seen:    []Seen{{Node: Node{addrA, 4}}},
 	}}
 	d := Decide(in)
 	if d.Status.Gone != "" {

@@ -112,6 +112,9 @@ type RemoteBlock struct {
 type Incarnation struct {
 	Inc  uint32
 	Born uint32
+	// Addr6 is the IPv6 address its record announced (Record.Addr6), kept
+	// so that a Seen of it can say which node it was.
+	Addr6 netip.Addr
 }
 
 // State is what a node keeps in its store for the protocol. Everything in

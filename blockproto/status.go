@@ -158,7 +158,7 @@ func (d *decider) status() Status {
 		s.Restricted = RestrictedReason
 	}
 	for _, v := range d.voters {
-		if r := d.records[v]; v == d.self().Addr || (r.Node.IsValid() && !d.in.Unreachable[v] && r.VoterHash == d.hash) {
+		if r := d.records[v]; v == d.self().Addr || (r.Node.IsValid() && !d.in.Unreachable[v] && r.VoterHash == d.hash && d.atVoterAddr6(v)) {
 			s.Reached = append(s.Reached, v)
 		} else {
 			s.Missing = append(s.Missing, v)
@@ -180,6 +180,7 @@ func (d *decider) status() Status {
 			s.Pending = append(s.Pending, PendingClaim{Block: b, Grants: d.grantsTo(b, d.self())})
 		}
 	}
+	s.Conflicts = d.identityConflicts()
 	for _, b := range sortedKeys(d.state.Own) {
 		o := d.state.Own[b]
 		if other, ok := d.confirmedBy(b); ok && o.State != OwnPending {

@@ -108,9 +108,13 @@ type Forget struct {
 // Seen says an incarnation of a node exists that some record of the same
 // address does not name as a predecessor: a node that knows two
 // incarnations of one address and cannot order them announces each, so
-// that the one running learns of the other and names it.
+// that the one running learns of the other and names it. Addr6 is the
+// IPv6 address that incarnation's record announced, when the announcer
+// knows it: a node known by a router ID names as its earlier incarnation
+// only one of its own IPv6 address (Input.RouterID).
 type Seen struct {
-	Node Node
+	Node  Node
+	Addr6 netip.Addr
 }
 
 // Table is one snapshot of what the cluster announces, as this node

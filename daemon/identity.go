@@ -166,6 +166,22 @@ func voterIdentity(voters []netip.Addr, self netip.Addr, mine nodeAddrs, learned
 	return out
 }
 
+// voterAddrs6 maps the identity of each other voter written as an IPv6
+// address to that address (blockproto.Input.VoterAddr6): its votes count
+// only from the node that announces it. byAddr is voterIdentity's.
+func voterAddrs6(byAddr map[netip.Addr]netip.Addr, self netip.Addr) map[netip.Addr]netip.Addr {
+	var out map[netip.Addr]netip.Addr
+	for a, id := range byAddr {
+		if a.Is6() && id != self {
+			if out == nil {
+				out = map[netip.Addr]netip.Addr{}
+			}
+			out[id] = a
+		}
+	}
+	return out
+}
+
 // unreachableIDs is unreachable for voters written as addresses, keyed
 // by identity as the protocol wants it.
 func unreachableIDs(voters []netip.Addr, mine nodeAddrs, ids map[netip.Addr]netip.Addr, peers []bgp.PeerStatus) map[netip.Addr]bool {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -142,4 +143,149 @@ func TestIPv6OnlyNodes(t *testing.T) {
 		t.Errorf("ping -6 %s after node2's restart: %v\n%s", b.IP, err, out)
 	}
 	noWarnings(t, nodes, gobgpIdleRefused)
+
+	// node3's state dir wiped (a reinstall at the same IPv6 address): its
+	// new incarnation learns of the old one from node1's and node2's Seen
+	// paths, which carry the IPv6 address the old one announced, takes it
+	// for its own earlier incarnation and names it, and the others free
+	// its block, as for a node known by an IPv4 address.
+	oldInc, oldBlocks := mustStatus(t, n3).GetIncarnation(), blocksOf(t, n3)
+	if len(oldBlocks) == 0 || ownerIncarnations(t, n1)[oldBlocks[0]] != n3.Address.String()+"#"+oldInc {
+		t.Fatalf("node1 does not show node3's block %v as node3#%s's: %v", oldBlocks, oldInc, ownerIncarnations(t, n1))
+	}
+	if err := n3.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(n3.StateDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := n3.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if inc := mustStatus(t, n3).GetIncarnation(); inc == oldInc || len(oldBlocks) == 0 {
+		t.Fatalf("node3's incarnation %s after the wipe (was %s), blocks before %v", inc, oldInc, oldBlocks)
+	}
+	for _, n := range []*lab.Node{n1, n2} {
+		eventually(t, 20*time.Second, func() string {
+			if o, ok := ownerIncarnations(t, n)[oldBlocks[0]]; ok && strings.HasSuffix(o, "#"+oldInc) {
+				return fmt.Sprintf("%s still holds %s for node3's old incarnation %s", n.Name, oldBlocks[0], oldInc)
+			}
+			return ""
+		})
+	}
+	if c := mustStatus(t, n3).GetConflicts(); len(c) != 0 {
+		t.Errorf("node3 after its wipe reports conflicts: %q", c)
+	}
+
+	dupRouterID(t, l, nodes, a, b)
+}
+
+// dupRouterID: node4 starts with node1's bgp.routerID (a mistake the
+// operator made). BGP refuses their session ("bad BGP identifier"), and
+// the other nodes see two incarnations of one identity. Before reef bound
+// a router ID to the node's IPv6 address, node4 took node1's incarnation
+// for an earlier one of its own (it learned of it from node2's Seen path)
+// and named it, and the cluster freed node1's blocks while its pods held
+// their addresses. Now neither names the other: node1 keeps its
+// incarnation and its block on every node, its pod keeps its traffic,
+// and node1, node4 and node2 say what is wrong in reef status.
+func dupRouterID(t *testing.T, l *lab.Lab, nodes []*lab.Node, a, b *lab.Pod) {
+	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
+	var peers []netip.Addr
+	for _, n := range nodes {
+		peers = append(peers, n.PeerAddress())
+	}
+	n4, err := l.AddNode("node4", lab.NodeOptions{IPv6Only: true, Extra: pool6Only, Peers: peers, PeerPrefixes: []netip.Prefix{lab.Underlay6},
+		BGPExtra: "  routerID: " + n1.Address.String() + "\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inc1 := mustStatus(t, n1).GetIncarnation()
+	owners := map[string]map[string]string{n2.Name: ownerIncarnations(t, n2), n3.Name: ownerIncarnations(t, n3)}
+	for _, n := range []*lab.Node{n2, n3} {
+		if b := blocksOf(t, n1); len(b) == 0 || owners[n.Name][b[0]] != n1.Address.String()+"#"+inc1 {
+			t.Fatalf("%s does not show node1's block %v as node1#%s's: %v", n.Name, b, inc1, owners[n.Name])
+		}
+	}
+	if err := n4.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// tookFor: n freed an incarnation of node1's identity as a node back
+	// with an empty state dir.
+	tookFor := func(n *lab.Node) bool {
+		for _, line := range strings.Split(n.Log(), "\n") {
+			if strings.Contains(line, "came back with an empty state dir") && strings.Contains(line, "node="+n1.Address.String()+"#") {
+				return true
+			}
+		}
+		return false
+	}
+	sharedBy := func(n *lab.Node, want string) func() string {
+		return func() string {
+			st := mustStatus(t, n)
+			for _, c := range st.GetConflicts() {
+				if strings.Contains(c, want) {
+					return ""
+				}
+			}
+			return fmt.Sprintf("%s's reef status names no conflict %q: %q", n.Name, want, st.GetConflicts())
+		}
+	}
+	// node4 has learned of node1's incarnation (from the others' Seen
+	// paths), whatever it made of it: it says so, or it named node1's as
+	// its predecessor and node2 or node3 let node1's blocks go.
+	eventually(t, 20*time.Second, func() string {
+		for _, n := range []*lab.Node{n2, n3} {
+			if tookFor(n) {
+				return ""
+			}
+		}
+		return sharedBy(n4, "two nodes were given one bgp.routerID")()
+	})
+	// Two whole passes on every node after that.
+	waitPass(t, n1, n2, n3, n4)
+	waitPass(t, n1, n2, n3, n4)
+	if st := mustStatus(t, n1); st.GetGone() != "" || st.GetIncarnation() != inc1 {
+		t.Fatalf("node1 after node4 came with its router ID: incarnation %s (was %s), gone %q", st.GetIncarnation(), inc1, st.GetGone())
+	}
+	for _, n := range []*lab.Node{n2, n3} {
+		if got := ownerIncarnations(t, n); fmt.Sprint(got) != fmt.Sprint(owners[n.Name]) {
+			t.Errorf("%s's block owners changed when node4 came with node1's router ID: %v -> %v", n.Name, owners[n.Name], got)
+		}
+		if tookFor(n) {
+			t.Errorf("%s took node4 for a new incarnation of node1", n.Name)
+		}
+	}
+	if st := mustStatus(t, n4); st.GetGone() != "" {
+		t.Errorf("node4 gone: %q", st.GetGone())
+	}
+	eventually(t, 20*time.Second, sharedBy(n1, "two nodes were given one bgp.routerID"))
+	// node2 and node3 each hold one record of the identity (the best of
+	// the two paths of one NLRI) beside the incarnation they knew: at
+	// least one of them sees the other node's, and says so.
+	eventually(t, 20*time.Second, func() string {
+		const want = "incarnations announce it from different IPv6 addresses"
+		if sharedBy(n2, want)() == "" || sharedBy(n3, want)() == "" {
+			return ""
+		}
+		return sharedBy(n2, want)() + "; " + sharedBy(n3, want)()
+	})
+	if out, err := l.Run(a.Netns, "ping", "-6", "-c", "1", "-W", "2", b.IP.String()); err != nil {
+		t.Errorf("ping -6 %s from node1's pod with node4 up: %v\n%s", b.IP, err, out)
+	}
+}
+
+// ownerIncarnations maps block -> owner#incarnation as node n's IPAM
+// shows it.
+func ownerIncarnations(t *testing.T, n *lab.Node) map[string]string {
+	t.Helper()
+	rep, err := n.IPAM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, b := range rep.GetBlocks() {
+		m[b.GetCidr()] = b.GetOwnerAddress() + "#" + b.GetOwnerIncarnation()
+	}
+	return m
 }

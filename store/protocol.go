@@ -73,8 +73,9 @@ const (
 )
 
 type knownRecord struct {
-	Inc  uint32 `json:"inc"`
-	Born uint32 `json:"born"`
+	Inc   uint32     `json:"inc"`
+	Born  uint32     `json:"born"`
+	Addr6 netip.Addr `json:"addr6,omitzero"` // the IPv6 address its record announced (blockproto.Incarnation)
 }
 
 // LoadProtocol returns the protocol's state as the store holds it. The
@@ -170,7 +171,7 @@ func (s *Store) LoadProtocol() (blockproto.State, error) {
 			if err := json.Unmarshal(v, &r); err != nil {
 				return fmt.Errorf("known node %s: %w", a, err)
 			}
-			st.Known[a] = blockproto.Incarnation{Inc: r.Inc, Born: r.Born}
+			st.Known[a] = blockproto.Incarnation{Inc: r.Inc, Born: r.Born, Addr6: r.Addr6}
 			return nil
 		})
 	})
@@ -191,7 +192,7 @@ func (s *Store) ApplyProtocol(c blockproto.Changes) error {
 	err := s.update(func(tx *bolt.Tx) error {
 		blocks := tx.Bucket(bucketBlocks)
 		for _, k := range c.Known {
-			v, _ := json.Marshal(knownRecord{Inc: k.Inc, Born: k.Born})
+			v, _ := json.Marshal(knownRecord{Inc: k.Inc, Born: k.Born, Addr6: k.Addr6})
 			if err := tx.Bucket(bucketKnown).Put(k.Addr.AsSlice(), v); err != nil {
 				return err
 			}

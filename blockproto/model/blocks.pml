@@ -68,6 +68,13 @@
  * grants once, to different claimants, and each claimant counts the
  * identity once, so two claimants each reach a majority (check.sh: must
  * fail).
+ * -DADDR_BOUND is what reef does for a voter written in bgp.voters as an
+ * IPv6 address (blockproto.Input.VoterAddr6): a grant is tied to the
+ * address of the node that made it (through the record of the voter's
+ * current incarnation, which announces the node's IPv6 address), and a
+ * claimant counts identity i's grant only from the node at the address
+ * configured for i. With DUP_IDENTITY it must hold (check.sh): V3's
+ * grants are sent and never counted.
  *
  * Not modelled: voter lists and their hashes (one agreed list is assumed),
  * incarnations and supersession (a wiped node is one more claimant, which
@@ -205,12 +212,25 @@ byte grant[NVN*NB];
 /* ---- messages: a number each, 1..NMSG (0 = no message) ---- */
 #define M_CLAIM(c,b)    (1 + (c)*NB + (b))                        /* claim(c,b): c announces b pending */
 #define M_RELEASE(c,b)  (1 + NC*NB + (c)*NB + (b))                /* release(c,b): c announces b released */
+/* A grant message is named by the identity that makes it; with
+ * ADDR_BOUND by the voter node (its address) instead, and the claimant
+ * counts identity i only from SLOTNODE(i), the node at i's configured
+ * address (the one of V0..V2 whose identity is i). */
+#ifdef ADDR_BOUND
+#define NGS             NVN
+#define SENDER(v)       (v)
+#define SLOTNODE(i)     (((i) + NV - 1) % NV)
+#else
+#define NGS             NV
+#define SENDER(v)       ID(v)
+#define SLOTNODE(i)     (i)
+#endif
 #define M_GRANT(v,b,c)  (1 + 2*NC*NB + ((v)*NB + (b))*NC + (c))   /* grant(v,b,c): v grants b to c */
 #ifndef RECOVERY
-#define NMSG            (2*NC*NB + NV*NB*NC)
+#define NMSG            (2*NC*NB + NGS*NB*NC)
 #else
-#define M_CONFIRMED(c,b) (1 + 2*NC*NB + NV*NB*NC + (c)*NB + (b))  /* confirmed(c,b): c announces b confirmed */
-#define NMSG            (3*NC*NB + NV*NB*NC)
+#define M_CONFIRMED(c,b) (1 + 2*NC*NB + NGS*NB*NC + (c)*NB + (b))  /* confirmed(c,b): c announces b confirmed */
+#define NMSG            (3*NC*NB + NGS*NB*NC)
 bool crecovered[NC];     /* claimant c's store was recovered */
 bool vrecovered[NVN];    /* voter node v's store was recovered */
 #endif
@@ -271,7 +291,7 @@ end:	do
 
 /* A grant of b to c from voter identity v has arrived, is not counted yet, and b is
  * pending (a grant for a claim that is not pending is ignored). */
-#define GRANT_ARRIVES(v) (CLAIM(c,b) == PENDING && (COUNTED(c,b) & (1 << (v))) == 0 && net_has(M_GRANT(v,b,c)))
+#define GRANT_ARRIVES(v) (CLAIM(c,b) == PENDING && (COUNTED(c,b) & (1 << (v))) == 0 && net_has(M_GRANT(SLOTNODE(v),b,c)))
 
 inline claim_block() {
 	printf("C%d claims B%d\n", c, b);
@@ -291,7 +311,7 @@ inline release_block() {
 inline count_grant(v) {
 	printf("C%d counts identity %d's grant of B%d\n", c, v, b);
 	COUNTED(c,b) = COUNTED(c,b) | (1 << (v));
-	net_done(M_GRANT(v,b,c))
+	net_done(M_GRANT(SLOTNODE(v),b,c))
 }
 
 inline confirm_block() {
@@ -444,7 +464,7 @@ inline grant_to(c) {
 	:: else -> printf("V%d (identity %d) grants B%d to C%d, though it granted it to C%d\n", v, ID(v), b, c, GRANT(v,b) - 1)
 	fi;
 	GRANT(v,b) = (c) + 1;
-	net_send(M_GRANT(ID(v),b,c));
+	net_send(M_GRANT(SENDER(v),b,c));
 	net_done(M_CLAIM(c,b))
 }
 
@@ -453,7 +473,7 @@ inline grant_to(c) {
 inline grant_confirmed(c) {
 	printf("V%d (recovered) grants B%d to its confirmed owner C%d\n", v, b, c);
 	GRANT(v,b) = (c) + 1;
-	net_send(M_GRANT(ID(v),b,c));
+	net_send(M_GRANT(SENDER(v),b,c));
 	net_done(M_CONFIRMED(c,b))
 }
 #endif
@@ -494,7 +514,7 @@ end:	do
 	 * re-announcement */
 	:: atomic { GRANT(v,b) != NOBODY ->
 		printf("V%d re-announces its grant of B%d to C%d\n", v, b, GRANT(v,b) - 1);
-		net_send(M_GRANT(ID(v),b,GRANT(v,b) - 1)) }
+		net_send(M_GRANT(SENDER(v),b,GRANT(v,b) - 1)) }
 #endif
 	od
 }

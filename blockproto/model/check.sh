@@ -159,6 +159,9 @@ done
 # Two voter nodes of one identity (bgp.routerID configured twice): must
 # break the protocol (docs/design.md, "IPv6-only nodes").
 run DUP_IDENTITY-blocks1        fail -DDUP_IDENTITY -DBLOCKS=1
+# The same, with the voters written as IPv6 addresses, as reef binds them
+# (blockproto.Input.VoterAddr6): must hold.
+run ADDR_BOUND-dup-identity-blocks1 pass -DDUP_IDENTITY -DADDR_BOUND -DBLOCKS=1
 
 # Recovered stores (`reef store recover`): with 1 block, since the rules
 # are per block and a recovery's effect on one block is the recovery of
