@@ -58,6 +58,7 @@ type Watcher struct {
 	// is nil until discovery finds the CRD installed (cluster.go).
 	cnpClient rest.Interface
 	cnp       cache.SharedIndexInformer
+	nodes     cache.SharedIndexInformer // with cnp: node peers
 	onChange  func()
 	expires   time.Time
 
@@ -134,8 +135,8 @@ func (w *Watcher) Run(ctx context.Context) {
 	// is enforced before its policies are read too.
 	w.discoverCluster(ctx)
 	synced := []cache.InformerSynced{w.pods.HasSynced, w.ns.HasSynced, w.policies.HasSynced}
-	if inf := w.clusterInformer(); inf != nil {
-		synced = append(synced, inf.HasSynced)
+	if inf, nodes := w.clusterInformers(); inf != nil {
+		synced = append(synced, inf.HasSynced, nodes.HasSynced)
 	}
 	go func() {
 		if cache.WaitForCacheSync(ctx.Done(), synced...) {
@@ -234,7 +235,7 @@ func (w *Watcher) WaitPod(ctx context.Context, namespace, name string) bool {
 
 // Input is the objects policy compiles from (Local left to the caller).
 func (w *Watcher) Input() policy.Input {
-	in := policy.Input{Policies: w.Policies(), ClusterPolicies: w.ClusterPolicies()}
+	in := policy.Input{Policies: w.Policies(), ClusterPolicies: w.ClusterPolicies(), Nodes: w.Nodes()}
 	for _, o := range w.ns.GetStore().List() {
 		if n, ok := o.(*corev1.Namespace); ok {
 			in.Namespaces = append(in.Namespaces, n)
