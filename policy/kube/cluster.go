@@ -112,7 +112,8 @@ func trimClusterPolicy(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	out := &cnp.ClusterNetworkPolicy{ObjectMeta: meta(p.ObjectMeta, false), Spec: p.Spec}
+	// The status's conditions: whether reef's condition is written.
+	out := &cnp.ClusterNetworkPolicy{ObjectMeta: meta(p.ObjectMeta, false), Spec: p.Spec, Status: p.Status}
 	out.Generation = p.Generation
 	return out, nil
 }

@@ -1,7 +1,9 @@
 // Package kube is the daemon's view of the Kubernetes API for
-// NetworkPolicy: shared informers on Pods, Namespaces and NetworkPolicies,
+// NetworkPolicy: shared informers on Pods, Namespaces and NetworkPolicies
+// (and, where their CRD is installed, ClusterNetworkPolicies and Nodes),
 // each trimmed by a transform to what policy needs, and whether the API
-// is reachable. It reads; it never writes to the API.
+// is reachable. It reads, and writes one thing: each
+// ClusterNetworkPolicy's status condition (status.go).
 //
 // It talks to the API through REST clients of its own, with a scheme of
 // only core/v1 and networking/v1 and protobuf on the wire, rather than
@@ -43,6 +45,9 @@ type Status struct {
 	// Cluster says whether ClusterNetworkPolicy is watched, and if not,
 	// why: "on", or "off: ..." (its CRD is not installed).
 	Cluster string
+	// ConditionError is the last failure writing ClusterNetworkPolicy
+	// status conditions; "" once they are written.
+	ConditionError string
 }
 
 // Watcher runs the informers.
@@ -68,6 +73,10 @@ type Watcher struct {
 	// podEvent is closed (and replaced) when a pod is added or updated:
 	// what WaitPod waits on.
 	podEvent chan struct{}
+	// conditions are the ClusterNetworkPolicy conditions to write, by
+	// name; statusPoke wakes their writer (status.go).
+	conditions map[string]Condition
+	statusPoke chan struct{}
 }
 
 // New loads the kubeconfig and sets up the informers; Run starts them.
@@ -90,7 +99,7 @@ func New(kubeconfig string, log *slog.Logger, onChange func()) (*Watcher, error)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes.kubeconfig %s: %w", kubeconfig, err)
 	}
-	w := &Watcher{log: log, cfg: cfg, core: core, net: netc, onChange: onChange, podEvent: make(chan struct{}),
+	w := &Watcher{log: log, cfg: cfg, core: core, net: netc, onChange: onChange, podEvent: make(chan struct{}), statusPoke: make(chan struct{}, 1),
 		expires: tokenExpiry(cfg), status: Status{Reachable: true, Since: time.Now(), Server: cfg.Host}}
 	w.status.TokenExpires = w.expires
 	w.pods = w.informer(core, "pods", &corev1.Pod{}, trimPod)
@@ -130,6 +139,7 @@ func (w *Watcher) Run(ctx context.Context) {
 	go w.pods.RunWithContext(ctx)
 	go w.ns.RunWithContext(ctx)
 	go w.policies.RunWithContext(ctx)
+	go w.runStatus(ctx)
 	// Whether the ClusterNetworkPolicy CRD is there is asked while the
 	// others list, before the caches count as synced: when it is, nothing
 	// is enforced before its policies are read too.
