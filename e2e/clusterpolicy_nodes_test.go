@@ -81,8 +81,10 @@ func labNode(n *lab.Node, labels map[string]string) *corev1.Node {
 // CRD, node peers stand for the Node objects' addresses, on the pod's own
 // node (the input hook) as on another (forward), and follow the Nodes as
 // they go and come; named ports resolve, pod by pod, on the subject's
-// pods for ingress and the peers' for egress. Real TCP and UDP probes;
-// the lab's nodes serve on their own addresses, as host-network pods do.
+// pods for ingress and the peers' for egress; each policy's status
+// condition says whether reef enforces it as written. Real TCP and UDP
+// probes; the lab's nodes serve on their own addresses, as host-network
+// pods do.
 func TestClusterNetworkPolicyNodesNamedPorts(t *testing.T) {
 	pl := newPolicyLab(t, 2)
 	n1, n2 := pl.Nodes[0], pl.Nodes[1]
@@ -191,13 +193,53 @@ func TestClusterNetworkPolicyNodesNamedPorts(t *testing.T) {
 			addrWant{xa, yb.IP, "tcp", 81, true},
 			addrWant{xa, yc.IP, "tcp", 81, false}, // y/c's web
 			addrWant{xa, yc.IP, "tcp", 80, true},
-			addrWant{xa, ya.IP, "tcp", 80, true}, // y/a has no web
+			addrWant{xa, ya.IP, "tcp", 80, true},  // y/a has no web
 			addrWant{ya, xa.IP, "udp", 80, false}, // x/a's serve-80-udp
 			addrWant{ya, xa.IP, "tcp", 80, true},
 			addrWant{yb, xa.IP, "udp", 81, true},
 		)
 	})
 	if out, err := n1.Reef("status"); err != nil || !strings.Contains(out, "ClusterNetworkPolicy on, 2 policies") || strings.Contains(out, "not enforced") {
+		t.Fatalf("reef status: %v\n%s", err, out)
+	}
+
+	// What reef cannot enforce (domain names) is said on the policy's
+	// status, and in reef status; what it can, too.
+	domains := &cnp.ClusterNetworkPolicy{TypeMeta: metav1.TypeMeta{Kind: "ClusterNetworkPolicy"}, ObjectMeta: metav1.ObjectMeta{Name: "domains"},
+		Spec: cnp.ClusterNetworkPolicySpec{Tier: cnp.AdminTier, Priority: 20,
+			Subject: cnp.ClusterNetworkPolicySubject{Namespaces: &metav1.LabelSelector{MatchLabels: y}},
+			Egress: []cnp.ClusterNetworkPolicyEgressRule{{Action: cnp.ClusterNetworkPolicyRuleActionAccept,
+				To: []cnp.ClusterNetworkPolicyEgressPeer{{DomainNames: []cnp.DomainName{"example.com"}}}}}}}
+	if err := pl.API.CreateCustom(cnpGVR, "", domains); err != nil {
+		t.Fatal(err)
+	}
+	condition := func(name string) string {
+		var p cnp.ClusterNetworkPolicy
+		if err := pl.API.GetCustom(cnpGVR, "", name, &p); err != nil {
+			return err.Error()
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == "reef.cni/Enforced" {
+				return fmt.Sprintf("%s %s gen %d/%d: %s", c.Status, c.Reason, c.ObservedGeneration, p.Generation, c.Message)
+			}
+		}
+		return "no condition"
+	}
+	eventually(t, 10*time.Second, func() string {
+		var bad []string
+		for name, want := range map[string]string{
+			"domains":           "False PartiallyEnforced gen 1/1: reef enforces this policy except: spec.egress[0].to[0].domainNames: domain name peers are not enforced by reef: this Accept rule matches nothing",
+			"named":             "True Enforced gen 1/1: reef enforces this policy as written",
+			"nodes-tcp-80-only": "True Enforced gen 1/1: reef enforces this policy as written",
+		} {
+			if got := condition(name); got != want {
+				bad = append(bad, fmt.Sprintf("%s: %q, want %q", name, got, want))
+			}
+		}
+		return strings.Join(bad, "; ")
+	})
+	if out, err := n1.Reef("status"); err != nil || !strings.Contains(out, "ClusterNetworkPolicy not enforced as written: domains: spec.egress[0].to[0].domainNames") ||
+		strings.Contains(out, "status conditions not written") {
 		t.Fatalf("reef status: %v\n%s", err, out)
 	}
 }
