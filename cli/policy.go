@@ -70,6 +70,9 @@ func printPolicy(w io.Writer, st *reefv1.StatusReply) {
 	for _, s := range p.GetClusterNotEnforced() {
 		fmt.Fprintf(w, "            ClusterNetworkPolicy not enforced as written: %s\n", s)
 	}
+	if e := p.GetClusterConditionsError(); e != "" {
+		fmt.Fprintf(w, "            ClusterNetworkPolicy status conditions not written: %s\n", e)
+	}
 	if e := p.GetLastError(); e != "" {
 		fmt.Fprintf(w, "            last apply failed: %s\n", e)
 	}

@@ -166,6 +166,7 @@ func policyStatusProto(s policyStatus) *reefv1.PolicyStatus {
 	for _, n := range s.NotEnforced {
 		out.ClusterNotEnforced = append(out.ClusterNotEnforced, n.String())
 	}
+	out.ClusterConditionsError = s.API.ConditionError
 	if s.LastErr != nil {
 		out.LastError = s.LastErr.Error()
 	}

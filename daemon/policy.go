@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/reefcni/reef/metrics"
 	"github.com/reefcni/reef/nat/nft"
@@ -192,6 +195,7 @@ func (p *policyDataplane) syncAll(in policy.Input, readKernel bool) error {
 	st := policy.Compile(in)
 	p.logSkipped(st.Skipped)
 	p.logNotEnforced(st.NotEnforced)
+	p.watch.SetClusterConditions(clusterConditions(in.ClusterPolicies, st))
 	want := p.renderer.Table(st)
 	shape := shapeOf(in)
 	err := p.apply(want, shape, readKernel || p.applied == nil)
@@ -305,6 +309,38 @@ func (p *policyDataplane) logNotEnforced(ne []policy.NotEnforced) {
 		}
 	}
 	p.notEnforced = now
+}
+
+// clusterConditions are the status conditions of the cluster policies:
+// enforced as written, in part (what is not, and what reef does
+// instead), or not at all (why). They depend on the specs only.
+func clusterConditions(pols []*cnp.ClusterNetworkPolicy, st policy.State) map[string]kube.Condition {
+	out := map[string]kube.Condition{}
+	skipped := map[string]string{}
+	for _, s := range st.Skipped {
+		if s.Cluster {
+			skipped[s.Name] = s.Reason
+		}
+	}
+	notes := map[string][]string{}
+	for _, n := range st.NotEnforced {
+		notes[n.Name] = append(notes[n.Name], n.Field+": "+n.Reason)
+	}
+	for _, p := range pols {
+		if p == nil {
+			continue
+		}
+		c := kube.Condition{Status: metav1.ConditionTrue, Reason: kube.ReasonEnforced, Message: "reef enforces this policy as written", Generation: p.Generation}
+		switch {
+		case skipped[p.Name] != "":
+			c.Status, c.Reason, c.Message = metav1.ConditionFalse, kube.ReasonNotEnforced, "reef does not enforce this policy: "+skipped[p.Name]
+		case len(notes[p.Name]) > 0:
+			c.Status, c.Reason, c.Message = metav1.ConditionFalse, kube.ReasonPartiallyEnforced,
+				"reef enforces this policy except: "+strings.Join(notes[p.Name], "; ")
+		}
+		out[p.Name] = c
+	}
+	return out
 }
 
 // logSkipped logs each policy that cannot be enforced once per reason.

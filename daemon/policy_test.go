@@ -6,12 +6,15 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/policy"
+	"github.com/reefcni/reef/policy/kube"
 	"github.com/reefcni/reef/store"
 )
 
@@ -56,5 +59,38 @@ func TestPolicyGetsEveryAddressOfAPod(t *testing.T) {
 	got := policy.Compile(in).Isolated[policy.Ingress]
 	if want := ep.Addrs(); !slices.Equal(got, want) {
 		t.Errorf("isolated for ingress: %v, want both of x/a's addresses %v (local endpoints %+v)", got, want, local)
+	}
+}
+
+// TestClusterConditions: each cluster policy's status condition says
+// whether reef enforces it as written, in part (what not, and what it
+// does instead), or not at all (why), at the generation compiled.
+func TestClusterConditions(t *testing.T) {
+	mk := func(name string, gen int64, edit func(*cnp.ClusterNetworkPolicy)) *cnp.ClusterNetworkPolicy {
+		p := &cnp.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name, Generation: gen},
+			Spec: cnp.ClusterNetworkPolicySpec{Tier: cnp.AdminTier, Priority: 1,
+				Subject: cnp.ClusterNetworkPolicySubject{Namespaces: &metav1.LabelSelector{}}}}
+		edit(p)
+		return p
+	}
+	pols := []*cnp.ClusterNetworkPolicy{
+		mk("whole", 3, func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Egress = []cnp.ClusterNetworkPolicyEgressRule{{Action: "Deny", To: []cnp.ClusterNetworkPolicyEgressPeer{{Nodes: &metav1.LabelSelector{}}}}}
+		}),
+		mk("domains", 1, func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Egress = []cnp.ClusterNetworkPolicyEgressRule{{Action: "Accept", To: []cnp.ClusterNetworkPolicyEgressPeer{{DomainNames: []cnp.DomainName{"example.com"}}}}}
+		}),
+		mk("tier", 2, func(p *cnp.ClusterNetworkPolicy) { p.Spec.Tier = "Developer" }),
+	}
+	got := clusterConditions(pols, policy.Compile(policy.Input{ClusterPolicies: pols}))
+	want := map[string]kube.Condition{
+		"whole": {Status: metav1.ConditionTrue, Reason: kube.ReasonEnforced, Message: "reef enforces this policy as written", Generation: 3},
+		"domains": {Status: metav1.ConditionFalse, Reason: kube.ReasonPartiallyEnforced, Generation: 1,
+			Message: "reef enforces this policy except: spec.egress[0].to[0].domainNames: domain name peers are not enforced by reef: this Accept rule matches nothing"},
+		"tier": {Status: metav1.ConditionFalse, Reason: kube.ReasonNotEnforced, Generation: 2,
+			Message: `reef does not enforce this policy: spec.tier: unknown tier "Developer"`},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("conditions (-want +got):\n%s", d)
 	}
 }

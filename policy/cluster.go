@@ -15,7 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
+	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
 
 	"github.com/reefcni/reef/nat/nft"
 )
@@ -132,8 +134,12 @@ func compileCluster(ix *index, p *cnp.ClusterNetworkPolicy) (*ClusterCompiled, [
 	if err != nil {
 		return nil, nil, fmt.Errorf("spec.subject: %w", err)
 	}
+	// The subject's pods here: the destinations of an ingress rule, whose
+	// containerPorts its named ports refer to.
+	var local []podInfo
 	for _, pi := range subj {
 		if _, ok := ix.local[pi.pod.Namespace+"/"+pi.pod.Name]; ok {
+			local = append(local, pi)
 			c.Selected = append(c.Selected, pi.addrs...)
 		}
 	}
@@ -146,7 +152,7 @@ func compileCluster(ix *index, p *cnp.ClusterNetworkPolicy) (*ClusterCompiled, [
 			peers[j] = cnp.ClusterNetworkPolicyEgressPeer{Namespaces: f.Namespaces, Pods: f.Pods}
 		}
 		where := fmt.Sprintf("spec.ingress[%d]", i)
-		rule, n, err := compileClusterRule(ix, where, "from", r.Name, r.Action, peers, r.Protocols)
+		rule, n, err := compileClusterRule(ix, where, Ingress, r.Name, r.Action, peers, r.Protocols, local)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -158,7 +164,7 @@ func compileCluster(ix *index, p *cnp.ClusterNetworkPolicy) (*ClusterCompiled, [
 	}
 	for i, r := range p.Spec.Egress {
 		where := fmt.Sprintf("spec.egress[%d]", i)
-		rule, n, err := compileClusterRule(ix, where, "to", r.Name, r.Action, r.To, r.Protocols)
+		rule, n, err := compileClusterRule(ix, where, Egress, r.Name, r.Action, r.To, r.Protocols, nil)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -202,9 +208,15 @@ func namespacedPods(ix *index, nsSel, podSel *metav1.LabelSelector) ([]podInfo, 
 }
 
 // compileClusterRule compiles one rule (ingress peers come as egress
-// peers with only namespaces and pods). A nil rule matches nothing.
-func compileClusterRule(ix *index, where, peersField, name string, action cnp.ClusterNetworkPolicyRuleAction,
-	peers []cnp.ClusterNetworkPolicyEgressPeer, protos []cnp.ClusterNetworkPolicyProtocol) (*ClusterRule, []NotEnforced, error) {
+// peers with only namespaces and pods). dst are the pods a named port is
+// looked up on for an ingress rule (the subject's, here); for an egress
+// rule they are the peers' pods. A nil rule matches nothing.
+func compileClusterRule(ix *index, where string, d Direction, name string, action cnp.ClusterNetworkPolicyRuleAction,
+	peers []cnp.ClusterNetworkPolicyEgressPeer, protos []cnp.ClusterNetworkPolicyProtocol, dst []podInfo) (*ClusterRule, []NotEnforced, error) {
+	peersField := "from"
+	if d == Egress {
+		peersField = "to"
+	}
 	r := &ClusterRule{Name: name, Action: Action(action)}
 	switch r.Action {
 	case Accept, Deny, Pass:
@@ -221,12 +233,28 @@ func compileClusterRule(ix *index, where, peersField, name string, action cnp.Cl
 		return &ClusterRule{Name: name, Action: Deny, AnyPeer: true},
 			append(notes, NotEnforced{Field: field, Reason: what + " not enforced by reef: this " + string(r.Action) + " rule denies all traffic (fail closed)"}), nil
 	}
+	named := slices.ContainsFunc(protos, func(p cnp.ClusterNetworkPolicyProtocol) bool { return p.DestinationNamedPort != "" })
 	var ranges []Range
+	var peerPods []podInfo // an egress rule's, for its named ports
+	nodeField := ""        // a node peer's, for the note on named ports
 	for j, peer := range peers {
 		field := fmt.Sprintf("%s.%s[%d]", where, peersField, j)
 		switch {
 		case peer.Nodes != nil:
-			return failClosed(field+".nodes", "node peers are")
+			s, err := ix.selector(peer.Nodes)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s.nodes: %w", field, err)
+			}
+			for _, n := range ix.nodes {
+				if n != nil && s.Matches(labels.Set(n.Labels)) {
+					for _, a := range NodeAddrs(n) {
+						ranges = append(ranges, Range{a, a})
+					}
+				}
+			}
+			if nodeField == "" {
+				nodeField = field + ".nodes"
+			}
 		case len(peer.DomainNames) > 0:
 			return failClosed(field+".domainNames", "domain name peers are")
 		case peer.Namespaces != nil:
@@ -235,36 +263,55 @@ func compileClusterRule(ix *index, where, peersField, name string, action cnp.Cl
 				return nil, nil, fmt.Errorf("%s.namespaces: %w", field, err)
 			}
 			ranges = appendPodRanges(ranges, pods)
+			peerPods = append(peerPods, pods...)
 		case peer.Pods != nil:
 			pods, err := namespacedPods(ix, &peer.Pods.NamespaceSelector, &peer.Pods.PodSelector)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s.pods: %w", field, err)
 			}
 			ranges = appendPodRanges(ranges, pods)
+			peerPods = append(peerPods, pods...)
 		case len(peer.Networks) > 0:
+			var rs []Range
 			for k, n := range peer.Networks {
 				pfx, err := netip.ParsePrefix(string(n))
 				if err != nil {
 					return nil, nil, fmt.Errorf("%s.networks[%d]: %w", field, k, err)
 				}
-				rs, err := blockRanges(&networkingv1.IPBlock{CIDR: pfx.Masked().String()})
+				br, err := blockRanges(&networkingv1.IPBlock{CIDR: pfx.Masked().String()})
 				if err != nil {
 					return nil, nil, fmt.Errorf("%s.networks[%d]: %w", field, k, err)
 				}
-				ranges = append(ranges, rs...)
+				rs = append(rs, br...)
+			}
+			ranges = append(ranges, rs...)
+			if named && d == Egress {
+				for _, pi := range ix.pods {
+					if slices.ContainsFunc(pi.addrs, func(a netip.Addr) bool { return inRanges(rs, a) }) {
+						peerPods = append(peerPods, pi)
+					}
+				}
 			}
 		default:
 			return failClosed(field, "a peer with no field reef knows (a newer CRD?) is")
 		}
 	}
 	r.Peers = mergeRanges(ranges)
+	if d == Egress {
+		dst = peerPods
+	}
 	for j, pr := range protos {
 		field := fmt.Sprintf("%s.protocols[%d]", where, j)
 		var proto corev1.Protocol
 		var dp *cnp.Port
 		switch {
 		case pr.DestinationNamedPort != "":
-			return failClosed(field+".destinationNamedPort", "named ports are")
+			r.Ports = append(r.Ports, clusterNamedPorts(dst, pr.DestinationNamedPort)...)
+			if nodeField != "" {
+				notes = append(notes, NotEnforced{Field: field + ".destinationNamedPort",
+					Reason: fmt.Sprintf("named port %q is looked up on pods only, not on the nodes of %s: this rule matches no traffic to those nodes on it", pr.DestinationNamedPort, nodeField)})
+			}
+			continue
 		case pr.TCP != nil:
 			proto, dp = corev1.ProtocolTCP, pr.TCP.DestinationPort
 		case pr.UDP != nil:
@@ -291,6 +338,34 @@ func compileClusterRule(ix *index, where, peersField, name string, action cnp.Cl
 		r.Ports = append(r.Ports, port)
 	}
 	return r, notes, nil
+}
+
+// clusterNamedPorts resolves a destinationNamedPort on pods: one Port per
+// protocol, each with the pods' addresses and numbers of the name with
+// that protocol (a cluster policy's named port has no protocol of its
+// own; the containerPort's is meant). All three always: the rules depend
+// on the spec only, and a pod changes set elements, never a rule.
+func clusterNamedPorts(pods []podInfo, name string) []Port {
+	var out []Port
+	for _, proto := range []uint8{protoTCP, protoUDP, protoSCTP} {
+		out = append(out, Port{Proto: proto, Name: name, Named: namedPorts(pods, name, proto)})
+	}
+	return out
+}
+
+// NodeAddrs are the addresses of a Node that node peers stand for: its
+// status.addresses of type InternalIP and ExternalIP, of both families.
+func NodeAddrs(n *corev1.Node) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range n.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
+			continue
+		}
+		if ip, err := netip.ParseAddr(a.Address); err == nil {
+			out = append(out, ip.Unmap())
+		}
+	}
+	return out
 }
 
 func appendPodRanges(rs []Range, pods []podInfo) []Range {
@@ -325,6 +400,14 @@ func clusterSelSet(f family, c *ClusterCompiled) string {
 func clusterPeerSet(f family, c *ClusterCompiled, r ClusterRule) string {
 	return limitName("cpeers" + f.suffix + "." + r.key + "." + c.Name)
 }
+func clusterNamedSet(f family, c *ClusterCompiled, r ClusterRule, port int) string {
+	return limitName(fmt.Sprintf("cnamed%s.%s.%d.%s", f.suffix, r.key, port, c.Name))
+}
+
+// ChainHostEgress is the input hook's chain: the cluster tiers' egress
+// rules for a pod's traffic to its own node, which the forward hook does
+// not see (node peers, networks that hold the node's addresses).
+const ChainHostEgress = "host-eg"
 
 // hasTier reports whether some cluster policy of tier t has rules in d.
 func hasTier(st State, t cnp.Tier, d Direction) bool {
@@ -350,6 +433,23 @@ func renderCluster(st State, t *nft.Table, withChains bool) {
 						}
 					}
 					t.Sets = append(t.Sets, s)
+				}
+			}
+			for d := Ingress; d <= Egress; d++ {
+				for i, r := range c.Rules[d] {
+					for j, p := range r.Ports {
+						if p.Name == "" {
+							continue
+						}
+						s := nft.Set{Name: clusterNamedSet(f, c, r, j), KeyType: f.addrPort.Name, KeyLen: f.addrPort.Bytes, Concat: true,
+							Comment: cut(fmt.Sprintf("reef: ClusterNetworkPolicy %s %s[%d] port %s: address . port", c.Name, d, i, p))}
+						for _, ap := range p.Named {
+							if f.holds(ap.Addr) {
+								s.Elems = append(s.Elems, nft.Elem{From: ap.Addr, To: ap.Addr, Port: ap.Port})
+							}
+						}
+						t.Sets = append(t.Sets, s)
+					}
 				}
 			}
 		}
@@ -383,6 +483,39 @@ func renderCluster(st State, t *nft.Table, withChains bool) {
 			t.Chains = append(t.Chains, ch)
 		}
 	}
+	if hasTier(st, cnp.AdminTier, Egress) || hasTier(st, cnp.BaselineTier, Egress) {
+		t.Chains = append(t.Chains, hostEgress(st))
+	}
+}
+
+// hostEgress is the input hook's chain for the cluster tiers' egress: as
+// the forward hook's egress chain, but a pod some NetworkPolicy isolates
+// for egress is allowed after the Admin tier (NetworkPolicy does not
+// filter a pod's traffic with its own node), and IPv6 neighbour discovery
+// with the node always is.
+func hostEgress(st State) nft.Chain {
+	ch := nft.Chain{Name: ChainHostEgress, Type: nftables.ChainTypeFilter, Hooked: true, Hook: *nftables.ChainHookInput,
+		Priority: EgressPriority, Policy: nftables.ChainPolicyAccept}
+	ch.Rules = append(ch.Rules, established(), nft.Rule{Comment: "reef: IPv6 neighbour discovery with the node",
+		Exprs: []expr.Any{
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_ICMPV6}},
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
+			&expr.Cmp{Op: expr.CmpOpGte, Register: 1, Data: []byte{133}},
+			&expr.Cmp{Op: expr.CmpOpLte, Register: 1, Data: []byte{137}},
+			&expr.Verdict{Kind: expr.VerdictAccept},
+		}})
+	if hasTier(st, cnp.AdminTier, Egress) {
+		ch.Rules = append(ch.Rules, nft.Rule{Comment: "reef: ClusterNetworkPolicy Admin tier; Pass returns here",
+			Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: adminChain(Egress)}}})
+	}
+	if hasTier(st, cnp.BaselineTier, Egress) {
+		for _, f := range families {
+			ch.Rules = append(ch.Rules, nft.Rule{Comment: "reef: pods no policy isolates for egress: ClusterNetworkPolicy Baseline tier",
+				Exprs: append(match(f, f.offset(Egress, false), isolatedSet(f, Egress), true), &expr.Verdict{Kind: expr.VerdictGoto, Chain: baselineChain(Egress)})})
+		}
+	}
+	return ch
 }
 
 // clusterRules renders rule i of a cluster policy in family f: one rule
@@ -409,9 +542,13 @@ func clusterRules(f family, d Direction, c *ClusterCompiled, i int, r ClusterRul
 		return []nft.Rule{{Comment: cut(comment), Exprs: append(ex, &expr.Counter{}, v)}}
 	}
 	var rules []nft.Rule
-	for _, p := range r.Ports {
+	for j, p := range r.Ports {
 		e := append(slices.Clone(ex), l4proto(p.Proto)...)
-		if !p.Any {
+		switch {
+		case p.Any:
+		case p.Name != "":
+			e = append(e, namedMatch(f, clusterNamedSet(f, c, r, j))...)
+		default:
 			e = append(e, dportIn(p.From, p.To)...)
 		}
 		e = append(e, &expr.Counter{}, v)

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"net/netip"
 	"os/exec"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/reefcni/reef/internal/netnstest"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 )
@@ -27,6 +29,22 @@ func tcpProto(n int32) cnp.ClusterNetworkPolicyProtocol {
 
 func fromNS(kv ...string) []cnp.ClusterNetworkPolicyIngressPeer {
 	return []cnp.ClusterNetworkPolicyIngressPeer{{Namespaces: sel(kv...)}}
+}
+
+// withNodes gives sampleInput two Nodes: n1 (a control plane, IPv4
+// only) and n2 (a worker, dual-stack, with an ExternalIP and a hostname
+// that node peers do not stand for).
+func withNodes(in *Input) {
+	node := func(name string, lbl []string, addrs ...corev1.NodeAddress) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labelMap(lbl)}, Status: corev1.NodeStatus{Addresses: addrs}}
+	}
+	in.Nodes = []*corev1.Node{
+		node("n1", []string{"role", "control-plane"}, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "192.168.10.1"},
+			corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "fd00::1"}),
+		node("n2", []string{"role", "worker"}, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "192.168.10.2"},
+			corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "fd00::2"}, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "203.0.113.2"},
+			corev1.NodeAddress{Type: corev1.NodeHostName, Address: "n2"}, corev1.NodeAddress{Type: corev1.NodeInternalDNS, Address: "10.9.9.9"}),
+	}
 }
 
 // cRuleView is a compiled rule as the truth tables write it.
@@ -49,7 +67,15 @@ func viewRules(rs []ClusterRule) []cRuleView {
 		}
 		var ports []string
 		for _, p := range r.Ports {
-			ports = append(ports, p.String())
+			s := p.String()
+			if p.Name != "" {
+				var at []string
+				for _, ap := range p.Named {
+					at = append(at, netip.AddrPortFrom(ap.Addr, ap.Port).String())
+				}
+				s += "[" + strings.Join(at, " ") + "]"
+			}
+			ports = append(ports, s)
 		}
 		v.Ports = strings.Join(ports, ",")
 		out = append(out, v)
@@ -64,6 +90,7 @@ func viewRules(rs []ClusterRule) []cRuleView {
 func TestCompileClusterTruthTable(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
+		input    func(in *Input)
 		edit     func(p *cnp.ClusterNetworkPolicy)
 		subject  cnp.ClusterNetworkPolicySubject
 		selected string
@@ -103,14 +130,64 @@ func TestCompileClusterTruthTable(t *testing.T) {
 		egress: []cRuleView{{Accept, "192.0.2.0-192.0.2.255,2001:db8::-2001:db8::ffff:ffff:ffff:ffff", "UDP/5000-5010,SCTP"},
 			{Deny, "0.0.0.0-255.255.255.255", ""}},
 	}, {
-		name:    "node peers in a Deny: fail closed, deny all, said",
+		name:    "node peers: the selected Nodes' InternalIP and ExternalIP addresses, both families",
 		subject: nsSubject("ns", "x"),
+		input:   withNodes,
 		edit: func(p *cnp.ClusterNetworkPolicy) {
-			p.Spec.Egress = []cnp.ClusterNetworkPolicyEgressRule{{Action: "Deny", To: []cnp.ClusterNetworkPolicyEgressPeer{{Nodes: sel()}}}}
+			p.Spec.Egress = []cnp.ClusterNetworkPolicyEgressRule{
+				{Action: "Accept", To: []cnp.ClusterNetworkPolicyEgressPeer{{Nodes: sel("role", "worker")}}, Protocols: []cnp.ClusterNetworkPolicyProtocol{tcpProto(10250)}},
+				{Action: "Deny", To: []cnp.ClusterNetworkPolicyEgressPeer{{Nodes: sel()}}},
+			}
 		},
 		selected: "10.0.0.1,10.0.0.2",
-		egress:   []cRuleView{{Deny, "any", ""}},
-		notes:    []string{"p: spec.egress[0].to[0].nodes: node peers are not enforced by reef: this Deny rule denies all traffic (fail closed)"},
+		egress: []cRuleView{{Accept, "192.168.10.2-192.168.10.2,203.0.113.2-203.0.113.2,fd00::2-fd00::2", "TCP/10250"},
+			{Deny, "192.168.10.1-192.168.10.2,203.0.113.2-203.0.113.2,fd00::1-fd00::2", ""}},
+	}, {
+		name:    "node peers selecting no node match nothing",
+		subject: nsSubject("ns", "x"),
+		input:   withNodes,
+		edit: func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Egress = []cnp.ClusterNetworkPolicyEgressRule{{Action: "Deny", To: []cnp.ClusterNetworkPolicyEgressPeer{{Nodes: sel("role", "gpu")}}}}
+		},
+		selected: "10.0.0.1,10.0.0.2",
+		egress:   []cRuleView{{Deny, "", ""}},
+	}, {
+		name:    "named port, ingress: looked up on the subject's pods here",
+		subject: nsSubject("ns", "x"),
+		edit: func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Ingress = []cnp.ClusterNetworkPolicyIngressRule{{Action: "Accept", From: fromNS("ns", "y"), Protocols: []cnp.ClusterNetworkPolicyProtocol{{DestinationNamedPort: "http"}}}}
+		},
+		selected: "10.0.0.1,10.0.0.2",
+		ingress:  []cRuleView{{Accept, "10.0.1.1-10.0.1.2", "TCP/http[10.0.0.1:8080],UDP/http[],SCTP/http[]"}},
+	}, {
+		name:    "named port, egress: looked up on the peers' pods, one entry per protocol the name has",
+		subject: nsSubject("ns", "x"),
+		input: func(in *Input) {
+			in.Pods[2] = pod("y", "a", "10.0.1.1", []string{"pod", "a"}, onNode("n2"), withPort("dns", corev1.ProtocolUDP, 53), withPort("dns", corev1.ProtocolTCP, 53))
+			in.Pods[3] = pod("y", "b", "10.0.1.2", []string{"pod", "b"}, onNode("n2"), withPort("dns", corev1.ProtocolUDP, 5353))
+		},
+		edit: func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Egress = []cnp.ClusterNetworkPolicyEgressRule{
+				{Action: "Deny", To: []cnp.ClusterNetworkPolicyEgressPeer{{Pods: &cnp.NamespacedPod{NamespaceSelector: *sel("ns", "y"), PodSelector: *sel("pod", "b")}}},
+					Protocols: []cnp.ClusterNetworkPolicyProtocol{{DestinationNamedPort: "dns"}}},
+				{Action: "Accept", To: []cnp.ClusterNetworkPolicyEgressPeer{{Networks: []cnp.CIDR{"10.0.1.0/24"}}},
+					Protocols: []cnp.ClusterNetworkPolicyProtocol{{DestinationNamedPort: "dns"}, tcpProto(80)}},
+			}
+		},
+		selected: "10.0.0.1,10.0.0.2",
+		egress: []cRuleView{{Deny, "10.0.1.2-10.0.1.2", "TCP/dns[],UDP/dns[10.0.1.2:5353],SCTP/dns[]"},
+			{Accept, "10.0.1.0-10.0.1.255", "TCP/dns[10.0.1.1:53],UDP/dns[10.0.1.1:53 10.0.1.2:5353],SCTP/dns[],TCP/80"}},
+	}, {
+		name:    "named port with node peers: not looked up on the nodes, said",
+		subject: nsSubject("ns", "x"),
+		input:   withNodes,
+		edit: func(p *cnp.ClusterNetworkPolicy) {
+			p.Spec.Egress = []cnp.ClusterNetworkPolicyEgressRule{{Action: "Accept", To: []cnp.ClusterNetworkPolicyEgressPeer{{Nodes: sel("role", "worker")}},
+				Protocols: []cnp.ClusterNetworkPolicyProtocol{{DestinationNamedPort: "kubelet"}}}}
+		},
+		selected: "10.0.0.1,10.0.0.2",
+		egress:   []cRuleView{{Accept, "192.168.10.2-192.168.10.2,203.0.113.2-203.0.113.2,fd00::2-fd00::2", "TCP/kubelet[],UDP/kubelet[],SCTP/kubelet[]"}},
+		notes:    []string{`p: spec.egress[0].protocols[0].destinationNamedPort: named port "kubelet" is looked up on pods only, not on the nodes of spec.egress[0].to[0].nodes: this rule matches no traffic to those nodes on it`},
 	}, {
 		name:    "domain names in an Accept: matches nothing, said",
 		subject: nsSubject("ns", "x"),
@@ -120,14 +197,13 @@ func TestCompileClusterTruthTable(t *testing.T) {
 		selected: "10.0.0.1,10.0.0.2",
 		notes:    []string{"p: spec.egress[0].to[0].domainNames: domain name peers are not enforced by reef: this Accept rule matches nothing"},
 	}, {
-		name:    "named port in a Pass: fail closed",
+		name:    "named port of a subject with no pod here: matches nothing",
 		subject: nsSubject("ns", "y"),
 		edit: func(p *cnp.ClusterNetworkPolicy) {
 			p.Spec.Ingress = []cnp.ClusterNetworkPolicyIngressRule{{Action: "Pass", From: fromNS(), Protocols: []cnp.ClusterNetworkPolicyProtocol{{DestinationNamedPort: "http"}}}}
 		},
 		selected: "", // y's pods are remote
-		ingress:  []cRuleView{{Deny, "any", ""}},
-		notes:    []string{"p: spec.ingress[0].protocols[0].destinationNamedPort: named ports are not enforced by reef: this Pass rule denies all traffic (fail closed)"},
+		ingress:  []cRuleView{{Pass, "10.0.0.1-10.0.0.2,10.0.1.1-10.0.1.2", "TCP/http[],UDP/http[],SCTP/http[]"}},
 	}, {
 		name:    "an unknown tier skips the policy",
 		subject: nsSubject(),
@@ -140,6 +216,9 @@ func TestCompileClusterTruthTable(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := sampleInput()
+			if tc.input != nil {
+				tc.input(&in)
+			}
 			p := clusterPolicy("p", cnp.AdminTier, 10, tc.subject)
 			if tc.edit != nil {
 				tc.edit(p)
@@ -217,7 +296,10 @@ func TestNoClusterPolicyNoChange(t *testing.T) {
 
 // TestClusterTableInKernel: the tiers as the kernel takes and lists them:
 // the Admin jump before NetworkPolicy, Pass as return, the Baseline chain
-// for pods no NetworkPolicy isolates.
+// for pods no NetworkPolicy isolates, a named port's address . port set,
+// node peers' addresses, the input hook's chain for egress to the node;
+// and the table goes back to none of it (the base chains deleted before
+// the chains they jump to).
 func TestClusterTableInKernel(t *testing.T) {
 	netns, k := testNetns(t)
 	in := sampleInput()
@@ -226,6 +308,9 @@ func TestClusterTableInKernel(t *testing.T) {
 		{Action: "Pass", From: fromNS("ns", "y"), Protocols: []cnp.ClusterNetworkPolicyProtocol{tcpProto(8080)}},
 		{Action: "Deny", From: fromNS("ns", "y")},
 	}
+	adm.Spec.Ingress = append(adm.Spec.Ingress, cnp.ClusterNetworkPolicyIngressRule{Action: "Accept", From: fromNS(), Protocols: []cnp.ClusterNetworkPolicyProtocol{{DestinationNamedPort: "http"}}})
+	adm.Spec.Egress = []cnp.ClusterNetworkPolicyEgressRule{{Action: "Accept", To: []cnp.ClusterNetworkPolicyEgressPeer{{Nodes: sel("role", "worker")}}, Protocols: []cnp.ClusterNetworkPolicyProtocol{tcpProto(10250)}}}
+	withNodes(&in)
 	base := clusterPolicy("base", cnp.BaselineTier, 10, nsSubject())
 	base.Spec.Egress = []cnp.ClusterNetworkPolicyEgressRule{{Action: "Deny", To: []cnp.ClusterNetworkPolicyEgressPeer{{Networks: []cnp.CIDR{"198.51.100.0/24"}}}}}
 	in.ClusterPolicies = []*cnp.ClusterNetworkPolicy{adm, base}
@@ -239,6 +324,12 @@ func TestClusterTableInKernel(t *testing.T) {
 			"ip saddr != @eg-isolated4 goto bl-eg",
 			"ip daddr != @in-isolated4 accept",
 			"ip saddr @csel4.base ip daddr @cpeers4.eg.0.base counter packets 0 bytes 0 drop",
+			"ip daddr @csel4.deny-y ip saddr @cpeers4.in.2.deny-y ip daddr . tcp dport @cnamed4.in.2.0.deny-y counter packets 0 bytes 0 accept",
+			"elements = { 10.0.0.1 . 8080 }",
+			"ip saddr @csel4.deny-y ip daddr @cpeers4.eg.0.deny-y tcp dport 10250 counter packets 0 bytes 0 accept",
+			"elements = { 192.168.10.2, 203.0.113.2 }",
+			"elements = { fd00::2 }",
+			"chain host-eg {\n\t\ttype filter hook input priority filter; policy accept;",
 		} {
 			if !strings.Contains(out, want) {
 				t.Errorf("nft list table inet reef lacks %q:\n%s", want, out)

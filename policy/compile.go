@@ -35,6 +35,9 @@ type Input struct {
 	// ClusterPolicies are the ClusterNetworkPolicies (cluster.go); none
 	// when their CRD is not installed.
 	ClusterPolicies []*cnp.ClusterNetworkPolicy
+	// Nodes are the cluster's Nodes (their labels and status.addresses):
+	// what a cluster policy's node peers stand for.
+	Nodes []*corev1.Node
 }
 
 // Direction is ingress (traffic to the selected pods) or egress (from

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -29,11 +30,13 @@ type index struct {
 	all, over map[string]*Pod
 	peers     map[string][]Range // by Rule.PeerKey: computed once per compile
 	sels      *selectors
+	nodes     []*corev1.Node // for cluster policies' node peers
 }
 
 func newIndex(in Input) *index {
 	ix := &index{nsLabels: map[string]labels.Set{}, byNS: map[string][]podInfo{}, local: localAddrs(in.Local),
-		all: make(map[string]*Pod, len(in.Pods)), peers: map[string][]Range{}, sels: &selectors{}}
+		all: make(map[string]*Pod, len(in.Pods)), peers: map[string][]Range{}, sels: &selectors{},
+		nodes: in.Nodes}
 	for _, ns := range in.Namespaces {
 		if ns != nil {
 			ix.nsLabels[ns.Name] = ns.Labels
@@ -97,7 +100,7 @@ func (ix *index) info(k string, p *Pod) (podInfo, bool) {
 // Its cost is in the pods whose addresses change, not in all pods; those
 // are returned (as the API has them) for Recompile.
 func (ix *index) patched(local []Endpoint, pod *Pod) (*index, []*Pod) {
-	nx := &index{nsLabels: ix.nsLabels, all: ix.all, local: localAddrs(local), peers: map[string][]Range{}, sels: ix.sels,
+	nx := &index{nsLabels: ix.nsLabels, all: ix.all, nodes: ix.nodes, local: localAddrs(local), peers: map[string][]Range{}, sels: ix.sels,
 		over: make(map[string]*Pod, len(ix.over)+1)}
 	for k, p := range ix.over {
 		nx.over[k] = p

@@ -157,15 +157,7 @@ func render(st State, withChains bool, cache *Renderer) nft.Table {
 			Priority: EgressPriority, Policy: nftables.ChainPolicyAccept},
 	}
 	for d := Ingress; d <= Egress; d++ {
-		base[d].Rules = append(base[d].Rules, nft.Rule{Comment: "reef: replies and connections already allowed",
-			Exprs: []expr.Any{
-				&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
-				&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
-					Mask: binaryutil.NativeEndian.PutUint32(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED),
-					Xor:  binaryutil.NativeEndian.PutUint32(0)},
-				&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)},
-				&expr.Verdict{Kind: expr.VerdictAccept},
-			}})
+		base[d].Rules = append(base[d].Rules, established())
 		if hasTier(st, cnp.AdminTier, d) {
 			base[d].Rules = append(base[d].Rules, nft.Rule{Comment: "reef: ClusterNetworkPolicy Admin tier; Pass returns here",
 				Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: adminChain(d)}}})
@@ -238,6 +230,19 @@ func render(st State, withChains bool, cache *Renderer) nft.Table {
 	return t
 }
 
+// established accepts replies and connections already allowed.
+func established() nft.Rule {
+	return nft.Rule{Comment: "reef: replies and connections already allowed",
+		Exprs: []expr.Any{
+			&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+				Mask: binaryutil.NativeEndian.PutUint32(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED),
+				Xor:  binaryutil.NativeEndian.PutUint32(0)},
+			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)},
+			&expr.Verdict{Kind: expr.VerdictAccept},
+		}}
+}
+
 func compare(a, b string) int {
 	switch {
 	case a < b:
@@ -300,14 +305,7 @@ func ruleRules(st *State, emitted map[string]bool, f family, d Direction, c *Com
 			// The port goes right after the address: NFT_REG32_01 after
 			// an IPv4 address in NFT_REG_1, NFT_REG_2 after an IPv6 one
 			// (the numbers the kernel dumps them with).
-			portReg := uint32(9)
-			if f.addr.Bytes == 16 {
-				portReg = 2
-			}
-			ex = append(ex,
-				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: f.dst, Len: f.addr.Bytes},
-				&expr.Payload{DestRegister: portReg, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-				&expr.Lookup{SourceRegister: 1, SetName: name})
+			ex = append(ex, namedMatch(f, name)...)
 		default:
 			ex = append(ex, dportIn(p.From, p.To)...)
 		}
@@ -315,6 +313,22 @@ func ruleRules(st *State, emitted map[string]bool, f family, d Direction, c *Com
 		rules = append(rules, nft.Rule{Comment: cut(fmt.Sprintf("%s port %s", comment, p)), Exprs: ex})
 	}
 	return sets, rules
+}
+
+// namedMatch is `ip daddr . th dport @set` in family f.
+func namedMatch(f family, set string) []expr.Any {
+	// The port goes right after the address: NFT_REG32_01 after an IPv4
+	// address in NFT_REG_1, NFT_REG_2 after an IPv6 one (the numbers the
+	// kernel dumps them with).
+	portReg := uint32(9)
+	if f.addr.Bytes == 16 {
+		portReg = 2
+	}
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: f.dst, Len: f.addr.Bytes},
+		&expr.Payload{DestRegister: portReg, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Lookup{SourceRegister: 1, SetName: set},
+	}
 }
 
 func namedPortSet(f family, d Direction, c *Compiled, i, j int, p Port) nft.Set {

@@ -1135,8 +1135,10 @@ type PolicyStatus struct {
 	ClusterPolicies    string   `protobuf:"bytes,30,opt,name=cluster_policies,json=clusterPolicies,proto3" json:"cluster_policies,omitempty"`             // "on", or "off: why" (its CRD is not installed)
 	ClusterPolicyCount int32    `protobuf:"varint,31,opt,name=cluster_policy_count,json=clusterPolicyCount,proto3" json:"cluster_policy_count,omitempty"` // ClusterNetworkPolicies in the API
 	ClusterNotEnforced []string `protobuf:"bytes,32,rep,name=cluster_not_enforced,json=clusterNotEnforced,proto3" json:"cluster_not_enforced,omitempty"`  // "name: field: what reef does instead" of parts reef does not enforce
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Numbers 40 to 44: the policies' status conditions (reef.cni/Enforced).
+	ClusterConditionsError string `protobuf:"bytes,40,opt,name=cluster_conditions_error,json=clusterConditionsError,proto3" json:"cluster_conditions_error,omitempty"` // the last failure writing them; "" when written
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *PolicyStatus) Reset() {
@@ -1265,6 +1267,13 @@ func (x *PolicyStatus) GetClusterNotEnforced() []string {
 		return x.ClusterNotEnforced
 	}
 	return nil
+}
+
+func (x *PolicyStatus) GetClusterConditionsError() string {
+	if x != nil {
+		return x.ClusterConditionsError
+	}
+	return ""
 }
 
 // ExternalPeer is one of the node's routers (bgp.externalPeers): it gets
@@ -2431,7 +2440,7 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12\x1a\n" +
 	"\bassigned\x18\x03 \x01(\x05R\bassigned\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x14\n" +
-	"\x05pools\x18\x05 \x03(\tR\x05pools\"\x8c\x04\n" +
+	"\x05pools\x18\x05 \x03(\tR\x05pools\"\xc6\x04\n" +
 	"\fPolicyStatus\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x16\n" +
 	"\x06synced\x18\x02 \x01(\bR\x06synced\x12#\n" +
@@ -2448,7 +2457,8 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x12token_expires_unix\x18\v \x01(\x03R\x10tokenExpiresUnix\x12)\n" +
 	"\x10cluster_policies\x18\x1e \x01(\tR\x0fclusterPolicies\x120\n" +
 	"\x14cluster_policy_count\x18\x1f \x01(\x05R\x12clusterPolicyCount\x120\n" +
-	"\x14cluster_not_enforced\x18  \x03(\tR\x12clusterNotEnforced\"\xea\x02\n" +
+	"\x14cluster_not_enforced\x18  \x03(\tR\x12clusterNotEnforced\x128\n" +
+	"\x18cluster_conditions_error\x18( \x01(\tR\x16clusterConditionsError\"\xea\x02\n" +
 	"\fExternalPeer\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x10\n" +
 	"\x03asn\x18\x02 \x01(\rR\x03asn\x12\x14\n" +

@@ -185,17 +185,23 @@ func writePolicyConformance(w io.Writer, r policyConformanceRun) {
 		"it builds the conformance suite of `sigs.k8s.io/network-policy-api` %s (the version reef's go.mod\n"+
 		"pins; its `conformance` package, as upstream's `make conformance` runs it) from the Go module proxy,\n"+
 		"brings the lab's Kubernetes cluster up (%d nodes with kubelet, kube-proxy, containerd 2 and reef;\n"+
-		"docs/kubernetes-lab.md), installs the module's standard-channel ClusterNetworkPolicy CRD, runs the\n"+
-		"suite against it and tears it down. The run's `go test` events are `docs/%s`.\n\n", r.version, r.nodes, r.events)
+		"docs/kubernetes-lab.md), installs the module's experimental-channel ClusterNetworkPolicy CRD (the\n"+
+		"standard channel's prunes node peers and named ports), runs the suite against it and tears it\n"+
+		"down. The run's `go test` events are `docs/%s`.\n\n", r.version, r.nodes, r.events)
 	fmt.Fprintf(w, "Run of %s UTC: cluster up in %s, suite ran for %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04"),
 		r.up.Round(time.Second), r.took.Round(time.Second))
 	fmt.Fprintf(w, "The command (in the API server's network namespace):\n\n```\n%s\n```\n\n", strings.Join(r.cmdline, " "))
-	fmt.Fprintf(w, "Features claimed: `%s` (the suite's standard tests of the Admin and Baseline tiers).\n\n", r.features)
-	fmt.Fprintf(w, "Not claimed, and why (their tests skip themselves):\n\n| feature | why |\n|---|---|\n")
-	for _, f := range lab.PolicyConformanceUnclaimed {
-		fmt.Fprintf(w, "| `%s` | %s |\n", f.Pattern, f.Why)
+	fmt.Fprintf(w, "Features claimed: `%s` (the suite's standard tests of the Admin and Baseline tiers, and the\n"+
+		"experimental channel's named ports and node peers).\n\n", r.features)
+	if len(lab.PolicyConformanceUnclaimed) == 0 {
+		fmt.Fprintf(w, "Not claimed: none (every feature of the suite).\n\n")
+	} else {
+		fmt.Fprintf(w, "Not claimed, and why (their tests skip themselves):\n\n| feature | why |\n|---|---|\n")
+		for _, f := range lab.PolicyConformanceUnclaimed {
+			fmt.Fprintf(w, "| `%s` | %s |\n", f.Pattern, f.Why)
+		}
+		fmt.Fprintln(w)
 	}
-	fmt.Fprintln(w)
 	if r.skip == lab.SkipExpr(lab.PolicyConformanceSkips) {
 		fmt.Fprintf(w, "Left out by `-test.skip /%s`, and why:\n\n| pattern | why |\n|---|---|\n", r.skip)
 		for _, s := range lab.PolicyConformanceSkips {

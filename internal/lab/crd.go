@@ -110,3 +110,19 @@ func (k *KubeAPI) DeleteCustom(gvr schema.GroupVersionResource, namespace, name 
 	defer cancel()
 	return c.Resource(gvr).Namespace(namespace).Delete(ctx, name, metav1.DeleteOptions{})
 }
+
+// GetCustom reads a custom resource into obj, a typed object of its Go
+// API.
+func (k *KubeAPI) GetCustom(gvr schema.GroupVersionResource, namespace, name string, obj any) error {
+	c, err := k.Dynamic()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	u, err := c.Resource(gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj)
+}

@@ -31,16 +31,14 @@ import (
 const NetpolAPIModule = "sigs.k8s.io/network-policy-api"
 
 // PolicyConformanceFeatures are the suite's features reef claims: the
-// standard ClusterNetworkPolicy tests (Admin and Baseline tiers).
-const PolicyConformanceFeatures = "ClusterNetworkPolicy"
+// standard ClusterNetworkPolicy tests (Admin and Baseline tiers) and the
+// experimental channel's named ports and node peers.
+const PolicyConformanceFeatures = "ClusterNetworkPolicy,ClusterNetworkPolicyNamedPorts,ClusterNetworkPolicyEgressNodePeers"
 
 // PolicyConformanceUnclaimed are the suite's optional features reef does
 // not claim, and why; their tests skip themselves ("suite does not
-// support ...").
-var PolicyConformanceUnclaimed = []E2ESkip{
-	{"ClusterNetworkPolicyNamedPorts", "reef does not enforce `destinationNamedPort` (experimental channel): such a rule is reported and fails closed (docs/policy.md)"},
-	{"ClusterNetworkPolicyEgressNodePeers", "reef does not enforce `nodes` peers (experimental channel): such a rule is reported and fails closed (docs/policy.md)"},
-}
+// support ..."). None: v0.3.0's suite has no feature reef leaves out.
+var PolicyConformanceUnclaimed []E2ESkip
 
 // PolicyConformanceSkips are the suite's tests this lab leaves out
 // (go test -skip, one pattern per entry, matched against the test's
@@ -54,7 +52,7 @@ type PolicyConformanceSuite struct {
 	Bin     string // the test binary
 	Src     string // the module's copy it was built from (manifests patched)
 	Version string // of the module
-	CRD     string // the standard channel's ClusterNetworkPolicy CRD
+	CRD     string // the experimental channel's ClusterNetworkPolicy CRD (node peers and named ports)
 }
 
 // BuildPolicyConformance builds the suite's test binary under cache from
@@ -104,7 +102,7 @@ func BuildPolicyConformance(ctx context.Context, goCmd, dir, cache string) (*Pol
 		Bin:     filepath.Join(cache, "netpol-conformance-"+version+"-"+id+".test"),
 		Src:     filepath.Join(cache, "network-policy-api@"+version),
 		Version: version,
-		CRD:     filepath.Join(dl.Dir, "config", "crd", "standard", "policy.networking.k8s.io_clusternetworkpolicies.yaml"),
+		CRD:     filepath.Join(dl.Dir, "config", "crd", "experimental", "policy.networking.k8s.io_clusternetworkpolicies.yaml"),
 	}
 	if _, err := os.Stat(s.Bin); err == nil {
 		if _, err := os.Stat(s.Src); err == nil {
@@ -259,8 +257,9 @@ type PolicyConformanceOptions struct {
 	Args []string
 }
 
-// RunPolicyConformance installs the suite's CRD (the standard channel's
-// ClusterNetworkPolicy) and runs the suite against the cluster; it returns
+// RunPolicyConformance installs the suite's CRD (the experimental
+// channel's ClusterNetworkPolicy, whose node peers and named ports the
+// standard channel's prunes) and runs the suite against the cluster; it returns
 // each test and subtest under TestConformance with its result, and
 // TestConformance itself last. The error is the run's when it reports no
 // result.

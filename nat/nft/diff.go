@@ -196,8 +196,10 @@ func growShape(w, h Table) []Change {
 		delete(hs, ws.Name)
 	}
 	hc := map[string]bool{}
+	hooked := map[string]bool{}
 	for _, c := range h.Chains {
 		hc[c.Name] = true
+		hooked[c.Name] = c.Hooked
 	}
 	for _, wc := range w.Chains {
 		if !hc[wc.Name] {
@@ -205,7 +207,19 @@ func growShape(w, h Table) []Change {
 		}
 		delete(hc, wc.Name)
 	}
-	for _, c := range slices.Sorted(maps.Keys(hc)) {
+	// Base chains first: a chain a rule still jumps to cannot be deleted
+	// (EBUSY), and the base chains are what jumps.
+	dels := slices.Sorted(maps.Keys(hc))
+	slices.SortStableFunc(dels, func(a, b string) int {
+		switch {
+		case hooked[a] == hooked[b]:
+			return 0
+		case hooked[a]:
+			return -1
+		}
+		return 1
+	})
+	for _, c := range dels {
 		out = append(out, Change{Kind: DelChain, Table: w, Chain: c, Why: "chain " + w.ID.String() + " " + c + " is not wanted"})
 	}
 	for _, s := range slices.Sorted(maps.Keys(hs)) {

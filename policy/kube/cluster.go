@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -60,17 +61,27 @@ func (w *Watcher) discoverCluster(ctx context.Context) {
 		return
 	}
 	w.cnp = w.informer(w.cnpClient, cnpResource, &cnp.ClusterNetworkPolicy{}, trimClusterPolicy)
+	// Nodes: what node peers stand for, watched only with cluster
+	// policies.
+	w.nodes = w.informer(w.core, "nodes", &corev1.Node{}, trimNode)
 	w.status.Cluster = "on"
-	w.log.Info("ClusterNetworkPolicy on: its CRD is installed; watching "+cnp.SchemeGroupVersion.String()+" "+cnpResource, "server", w.cfg.Host)
-	inf := w.cnp
+	w.log.Info("ClusterNetworkPolicy on: its CRD is installed; watching "+cnp.SchemeGroupVersion.String()+" "+cnpResource+" and nodes", "server", w.cfg.Host)
+	inf, nodes := w.cnp, w.nodes
 	go inf.RunWithContext(ctx)
+	go nodes.RunWithContext(ctx)
 	go func() {
 		// Found after the start: its policies join the others' next
 		// sync once listed.
-		if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) && w.onChange != nil {
+		if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced, nodes.HasSynced) && w.onChange != nil {
 			w.onChange()
 		}
 	}()
+}
+
+func (w *Watcher) clusterInformers() (policies, nodes cache.SharedIndexInformer) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cnp, w.nodes
 }
 
 func (w *Watcher) clusterInformer() cache.SharedIndexInformer {
@@ -80,10 +91,11 @@ func (w *Watcher) clusterInformer() cache.SharedIndexInformer {
 }
 
 // ClusterPolicies are the informer's ClusterNetworkPolicies: none when the
-// CRD is not installed or they have not been listed yet.
+// CRD is not installed or they (and the Nodes their node peers stand for)
+// have not been listed yet.
 func (w *Watcher) ClusterPolicies() []*cnp.ClusterNetworkPolicy {
-	inf := w.clusterInformer()
-	if inf == nil || !inf.HasSynced() {
+	inf, nodes := w.clusterInformers()
+	if inf == nil || !inf.HasSynced() || !nodes.HasSynced() {
 		return nil
 	}
 	var out []*cnp.ClusterNetworkPolicy
@@ -100,7 +112,33 @@ func trimClusterPolicy(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	out := &cnp.ClusterNetworkPolicy{ObjectMeta: meta(p.ObjectMeta, false), Spec: p.Spec}
+	// The status's conditions: whether reef's condition is written.
+	out := &cnp.ClusterNetworkPolicy{ObjectMeta: meta(p.ObjectMeta, false), Spec: p.Spec, Status: p.Status}
 	out.Generation = p.Generation
 	return out, nil
+}
+
+// Nodes are the informer's Nodes: none without cluster policies.
+func (w *Watcher) Nodes() []*corev1.Node {
+	_, inf := w.clusterInformers()
+	if inf == nil || !inf.HasSynced() {
+		return nil
+	}
+	var out []*corev1.Node
+	for _, o := range inf.GetStore().List() {
+		if n, ok := o.(*corev1.Node); ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// trimNode keeps a Node's name, labels and addresses: what node peers
+// select and stand for.
+func trimNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Node{ObjectMeta: meta(n.ObjectMeta, true), Status: corev1.NodeStatus{Addresses: n.Status.Addresses}}, nil
 }

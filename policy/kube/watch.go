@@ -1,7 +1,9 @@
 // Package kube is the daemon's view of the Kubernetes API for
-// NetworkPolicy: shared informers on Pods, Namespaces and NetworkPolicies,
+// NetworkPolicy: shared informers on Pods, Namespaces and NetworkPolicies
+// (and, where their CRD is installed, ClusterNetworkPolicies and Nodes),
 // each trimmed by a transform to what policy needs, and whether the API
-// is reachable. It reads; it never writes to the API.
+// is reachable. It reads, and writes one thing: each
+// ClusterNetworkPolicy's status condition (status.go).
 //
 // It talks to the API through REST clients of its own, with a scheme of
 // only core/v1 and networking/v1 and protobuf on the wire, rather than
@@ -43,6 +45,9 @@ type Status struct {
 	// Cluster says whether ClusterNetworkPolicy is watched, and if not,
 	// why: "on", or "off: ..." (its CRD is not installed).
 	Cluster string
+	// ConditionError is the last failure writing ClusterNetworkPolicy
+	// status conditions; "" once they are written.
+	ConditionError string
 }
 
 // Watcher runs the informers.
@@ -58,6 +63,7 @@ type Watcher struct {
 	// is nil until discovery finds the CRD installed (cluster.go).
 	cnpClient rest.Interface
 	cnp       cache.SharedIndexInformer
+	nodes     cache.SharedIndexInformer // with cnp: node peers
 	onChange  func()
 	expires   time.Time
 
@@ -67,6 +73,10 @@ type Watcher struct {
 	// podEvent is closed (and replaced) when a pod is added or updated:
 	// what WaitPod waits on.
 	podEvent chan struct{}
+	// conditions are the ClusterNetworkPolicy conditions to write, by
+	// name; statusPoke wakes their writer (status.go).
+	conditions map[string]Condition
+	statusPoke chan struct{}
 }
 
 // New loads the kubeconfig and sets up the informers; Run starts them.
@@ -89,7 +99,7 @@ func New(kubeconfig string, log *slog.Logger, onChange func()) (*Watcher, error)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes.kubeconfig %s: %w", kubeconfig, err)
 	}
-	w := &Watcher{log: log, cfg: cfg, core: core, net: netc, onChange: onChange, podEvent: make(chan struct{}),
+	w := &Watcher{log: log, cfg: cfg, core: core, net: netc, onChange: onChange, podEvent: make(chan struct{}), statusPoke: make(chan struct{}, 1),
 		expires: tokenExpiry(cfg), status: Status{Reachable: true, Since: time.Now(), Server: cfg.Host}}
 	w.status.TokenExpires = w.expires
 	w.pods = w.informer(core, "pods", &corev1.Pod{}, trimPod)
@@ -129,13 +139,14 @@ func (w *Watcher) Run(ctx context.Context) {
 	go w.pods.RunWithContext(ctx)
 	go w.ns.RunWithContext(ctx)
 	go w.policies.RunWithContext(ctx)
+	go w.runStatus(ctx)
 	// Whether the ClusterNetworkPolicy CRD is there is asked while the
 	// others list, before the caches count as synced: when it is, nothing
 	// is enforced before its policies are read too.
 	w.discoverCluster(ctx)
 	synced := []cache.InformerSynced{w.pods.HasSynced, w.ns.HasSynced, w.policies.HasSynced}
-	if inf := w.clusterInformer(); inf != nil {
-		synced = append(synced, inf.HasSynced)
+	if inf, nodes := w.clusterInformers(); inf != nil {
+		synced = append(synced, inf.HasSynced, nodes.HasSynced)
 	}
 	go func() {
 		if cache.WaitForCacheSync(ctx.Done(), synced...) {
@@ -234,7 +245,7 @@ func (w *Watcher) WaitPod(ctx context.Context, namespace, name string) bool {
 
 // Input is the objects policy compiles from (Local left to the caller).
 func (w *Watcher) Input() policy.Input {
-	in := policy.Input{Policies: w.Policies(), ClusterPolicies: w.ClusterPolicies()}
+	in := policy.Input{Policies: w.Policies(), ClusterPolicies: w.ClusterPolicies(), Nodes: w.Nodes()}
 	for _, o := range w.ns.GetStore().List() {
 		if n, ok := o.(*corev1.Namespace); ok {
 			in.Namespaces = append(in.Namespaces, n)
