@@ -141,9 +141,17 @@ test-unit:
 
 # First the cluster's images under Debian's containerd, each tool the upstream
 # tests exec in them (internal/lab/k8simages, about 20 s once they are cached).
+# The e2e run's whole -v log goes to bin/e2e.log; the console gets it all
+# when a test fails, and in any case the slowest tests with their wall
+# times (what make test's 30-minute budget is spent on).
 test-e2e: build deps-test deps-cri deps-kube deps-k8s
 	REEF_K8SIMAGES_TEST=1 $(GO) test -count=1 -run TestImagesRunInContainerd ./internal/lab/k8simages/
-	REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m -parallel 4 ./e2e/
+	@echo "REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -v -count=1 -timeout 40m -parallel 4 ./e2e/ > $(BIN)/e2e.log"
+	@REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -v -count=1 -timeout 40m -parallel 4 ./e2e/ > $(BIN)/e2e.log 2>&1; s=$$?; \
+	  if [ $$s -ne 0 ]; then grep -v -E '^=== (RUN|PAUSE|CONT|NAME)' $(BIN)/e2e.log; else tail -n 1 $(BIN)/e2e.log; fi; \
+	  echo "slowest e2e tests, wall seconds (the whole log: $(BIN)/e2e.log):"; \
+	  grep -E '^--- (PASS|FAIL|SKIP)' $(BIN)/e2e.log | sed -E 's/^--- ([A-Z]+): (.*) \(([0-9.]+)s\)$$/\3 \1 \2/' | sort -rn | head -n 20; \
+	  exit $$s
 
 # The slower variants of e2e tests that make test runs a slice of (e2e:
 # slowSuite): the IPv6 ToR tests with FRR and IPv6-only pools, the chaos
