@@ -13,6 +13,7 @@ import (
 	api "github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
 	"github.com/osrg/gobgp/v4/pkg/config/oc"
+	bgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v4/pkg/server"
 
 	"github.com/reefcni/reef/blockproto"
@@ -375,10 +376,11 @@ func (cfg *Config) self(a netip.Addr) bool {
 	return a == cfg.RouterID || a == cfg.NodeAddress || cfg.NodeAddressV6.IsValid() && a == cfg.NodeAddressV6
 }
 
-// ipv6Peers reports whether any neighbour of the cluster is an IPv6
-// address (an IPv6-only node's sessions).
+// ipv6Peers reports whether any neighbour is an IPv6 address: a node of
+// the cluster (an IPv6-only node's sessions) or a router.
 func (cfg *Config) ipv6Peers() bool {
-	return slices.ContainsFunc(cfg.configured(), netip.Addr.Is6) || slices.ContainsFunc(cfg.PeerPrefixes, func(p netip.Prefix) bool { return p.Addr().Is6() })
+	return slices.ContainsFunc(cfg.configured(), netip.Addr.Is6) ||
+		slices.ContainsFunc(cfg.ExternalPeers, func(p ExternalPeer) bool { return p.Address.Is6() }) || slices.ContainsFunc(cfg.PeerPrefixes, func(p netip.Prefix) bool { return p.Addr().Is6() })
 }
 
 // configured are the neighbours the speaker dials: Peers, or on a route
@@ -454,8 +456,11 @@ const (
 // limitOf describes the prefix limit of the session with peer.
 func (sp *Speaker) limitOf(peer netip.Addr) string {
 	if p, ok := sp.cfg.external(peer); ok {
-		if sp.cfg.NodeAddressV6.IsValid() {
+		switch fams := sp.cfg.externalFamilies(peer); {
+		case len(fams) == 2:
 			return fmt.Sprintf("%d IPv4 or %d IPv6 unicast routes (bgp.externalPeers maxPrefixes)", p.MaxPrefixes, p.MaxPrefixes)
+		case fams[0] == bgppkt.RF_IPv6_UC:
+			return fmt.Sprintf("%d IPv6 unicast routes (bgp.externalPeers maxPrefixes)", p.MaxPrefixes)
 		}
 		return fmt.Sprintf("%d IPv4 unicast routes (bgp.externalPeers maxPrefixes)", p.MaxPrefixes)
 	}
