@@ -3,10 +3,12 @@ package e2e
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/internal/lab"
 )
 
@@ -142,4 +144,116 @@ func TestIPv6OnlyNodes(t *testing.T) {
 		t.Errorf("ping -6 %s after node2's restart: %v\n%s", b.IP, err, out)
 	}
 	noWarnings(t, nodes, gobgpIdleRefused)
+}
+
+// TestIPv6OnlyReflectors: two reef route reflectors and four clients, all
+// IPv6-only (docs/design.md, "IPv6-only nodes"): the reflectors name each
+// other in bgp.peers and take the clients in through bgp.peerPrefixes
+// (fd77::/64), the clients list the reflectors in bgp.routeReflectors,
+// all by IPv6 address; three clients are the voters. The clients' names
+// make their block searches start at the same block and they ADD their
+// first pods at once, so their claims compete through the reflectors.
+// Then: claims are confirmed, every block has one owner and no address
+// is on two pods; every node routes every other node's block via the
+// owner's IPv6 address; every pod (the reflectors host pods too) pings
+// every other; each node's sessions are all up, of the right type, with
+// nothing dropped; and a restart of reflector rr1 loses no ping between
+// pods on two clients.
+//
+// The reflectors send each other only the paths they originate
+// (bgp.acceptOwnPathsOnly); their import policy, which named the other
+// reflectors by IPv4 address only (a /32 of an IPv6 address matched
+// every client too), took nothing from the clients before.
+func TestIPv6OnlyReflectors(t *testing.T) {
+	slowSuite(t)
+	l := newLab(t)
+	addr6 := func(i int) netip.Addr { return lab.NodeAddress6(&lab.Node{Address: lab.NodeAddress(i)}) }
+	const clients = 4
+	rrAddrs := []netip.Addr{addr6(0), addr6(1)}
+	voters := []netip.Addr{addr6(2), addr6(3), addr6(4)}
+	pool := blockproto.Pool{CIDR: rrPrefix6, BlockSize: 124}
+	pools := "pools:\n" + rrPool6
+	timers := "  keepaliveTime: 1s\n  holdTime: 3s\n"
+	var rrs, cs []*lab.Node
+	for i, name := range []string{"rr1", "rr2"} {
+		bgpSection := fmt.Sprintf("%s  routeReflector: true\n  peers: [%s]\n  peerPrefixes: [%s]\n  voters: %s\n  routerID: %s\n",
+			timers, rrAddrs[1-i], lab.Underlay6, yamlAddrs(voters), lab.NodeAddress(i))
+		n, err := l.AddNode(name, lab.NodeOptions{IPv6Only: true, BGP: bgpSection, Extra: pools})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rrs = append(rrs, n)
+	}
+	for i, name := range sameOffsetNames(t, clients, pool) {
+		bgpSection := fmt.Sprintf("%s  routeReflectors: %s\n  voters: %s\n  routerID: %s\n", timers, yamlAddrs(rrAddrs), yamlAddrs(voters), lab.NodeAddress(2+i))
+		n, err := l.AddNode(name, lab.NodeOptions{IPv6Only: true, BGP: bgpSection, Extra: pools})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, n)
+	}
+	all := append(append([]*lab.Node{}, rrs...), cs...)
+	for _, n := range all {
+		if n.PeerAddress() != addr6(slices.Index(all, n)) {
+			t.Fatalf("%s is at %s, want %s", n.Name, n.PeerAddress(), addr6(slices.Index(all, n)))
+		}
+	}
+	if err := lab.StartAll(all); err != nil {
+		t.Fatal(err)
+	}
+	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	pods := competingPods(t, l, cs, []string{"rr1", "rr2"}, 1)
+	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	checkUnique(t, pods, cs)
+	for _, rr := range rrs {
+		pods = append(pods, newPod(t, rr, "on-"+rr.Name))
+	}
+	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	uniqueAddresses(t, pods)
+	uniqueOwners(t, all...)
+	checkRoutes6(t, all, lab.NodeAddress6)
+	pingAll(t, pods)
+	for _, c := range cs {
+		checkPeers(t, c, map[string]string{rrAddrs[0].String(): "reflector", rrAddrs[1].String(): "reflector"})
+	}
+	for i, rr := range rrs {
+		want := map[string]string{rrAddrs[1-i].String(): "reflector"}
+		for _, c := range cs {
+			want[c.PeerAddress().String()] = "client"
+		}
+		checkPeers(t, rr, want)
+	}
+	for _, n := range all {
+		if st := mustStatus(t, n); len(st.GetVotersUnresolved()) != 0 || st.GetIdentity() != n.Address.String() {
+			t.Errorf("%s: identity %q, voters unresolved %q", n.Name, st.GetIdentity(), st.GetVotersUnresolved())
+		}
+	}
+	noWarnings(t, all)
+
+	noLossAcross(t, pods[0], pods[3], "the restart of reflector rr1", func() {
+		if err := rrs[0].Restart(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	checkRoutes6(t, all, lab.NodeAddress6)
+	uniqueOwners(t, all...)
+	noWarnings(t, all, gobgpIdleRefused, gobgpNoRestartFlag)
+}
+
+// yamlAddrs is a YAML flow list of addresses.
+func yamlAddrs(as []netip.Addr) string {
+	s := make([]string, len(as))
+	for i, a := range as {
+		s[i] = a.String()
+	}
+	return "[" + strings.Join(s, ", ") + "]"
 }
