@@ -257,3 +257,62 @@ func yamlAddrs(as []netip.Addr) string {
 	}
 	return "[" + strings.Join(s, ", ") + "]"
 }
+
+// TestIPv6OnlyReflectorsBird is TestIPv6OnlyReflectors with two BIRD 2
+// route reflectors (lab.BirdConfigAt: the configuration of docs/bgp.md,
+// its sessions from the reflector's IPv6 address, the clients taken in
+// from fd77::/64) instead of reef ones, and six IPv6-only clients: claims
+// compete and are confirmed once, no address twice, every client routes
+// every other's block via the owner's IPv6 address, every pod pings every
+// other.
+func TestIPv6OnlyReflectorsBird(t *testing.T) {
+	slowSuite(t)
+	l := newLab(t)
+	var rrAddrs []netip.Addr
+	for i := range 2 {
+		id := lab.BirdAddress(i)
+		a := lab.NodeAddress6(&lab.Node{Address: id})
+		b, err := l.AddBirdAt(fmt.Sprintf("bird%d", i+1), id, a, lab.Underlay6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if t.Failed() {
+				out, _ := b.Birdc("show", "protocols", "all")
+				t.Logf("%s:\n%s\nlog:\n%s", b.Name, out, b.Log())
+			}
+		})
+		rrAddrs = append(rrAddrs, a)
+	}
+	addr6 := func(i int) netip.Addr { return lab.NodeAddress6(&lab.Node{Address: lab.NodeAddress(i)}) }
+	voters := []netip.Addr{addr6(0), addr6(1), addr6(2)}
+	var cs []*lab.Node
+	for i, name := range sameOffsetNames(t, rrClients, blockproto.Pool{CIDR: rrPrefix6, BlockSize: 124}) {
+		bgpSection := fmt.Sprintf("  keepaliveTime: 1s\n  holdTime: 3s\n  routeReflectors: %s\n  voters: %s\n  routerID: %s\n", yamlAddrs(rrAddrs), yamlAddrs(voters), lab.NodeAddress(i))
+		n, err := l.AddNode(name, lab.NodeOptions{IPv6Only: true, BGP: bgpSection, Extra: "pools:\n" + rrPool6})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, n)
+	}
+	if err := lab.StartAll(cs); err != nil {
+		t.Fatal(err)
+	}
+	if err := lab.WaitReflected(cs, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	pods := competingPods(t, l, cs, []string{"bird1", "bird2"}, 1)
+	if err := lab.WaitReflected(cs, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	checkUnique(t, pods, cs)
+	checkRoutes6(t, cs, lab.NodeAddress6)
+	pingAll(t, pods)
+	for _, c := range cs {
+		checkPeers(t, c, map[string]string{rrAddrs[0].String(): "reflector", rrAddrs[1].String(): "reflector"})
+	}
+	noWarnings(t, cs)
+}
