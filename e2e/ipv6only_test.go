@@ -261,31 +261,58 @@ func yamlAddrs(as []netip.Addr) string {
 // TestIPv6OnlyReflectorsBird is TestIPv6OnlyReflectors with two BIRD 2
 // route reflectors (lab.BirdConfigAt: the configuration of docs/bgp.md,
 // its sessions from the reflector's IPv6 address, the clients taken in
-// from fd77::/64) instead of reef ones, and six IPv6-only clients: claims
-// compete and are confirmed once, no address twice, every client routes
-// every other's block via the owner's IPv6 address, every pod pings every
-// other.
+// from fd77::/64, gateway recursive in the VPN channels) instead of reef
+// ones, and six IPv6-only clients: claims compete and are confirmed once,
+// no address twice, every client routes every other's block via the
+// owner's IPv6 address, every pod pings every other.
 func TestIPv6OnlyReflectorsBird(t *testing.T) {
 	slowSuite(t)
+	testIPv6OnlyExternalReflectors(t, "bird")
+}
+
+// TestIPv6OnlyReflectorsFRR is the same with two FRR reflectors
+// (lab.FRRConfig as docs/bgp.md shows it, the clients' range IPv6).
+func TestIPv6OnlyReflectorsFRR(t *testing.T) { slowSuite(t); testIPv6OnlyExternalReflectors(t, "frr") }
+
+func testIPv6OnlyExternalReflectors(t *testing.T, kind string) {
 	l := newLab(t)
 	var rrAddrs []netip.Addr
+	var hosts []string
 	for i := range 2 {
 		id := lab.BirdAddress(i)
 		a := lab.NodeAddress6(&lab.Node{Address: id})
-		b, err := l.AddBirdAt(fmt.Sprintf("bird%d", i+1), id, a, lab.Underlay6)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Start(); err != nil {
-			t.Fatal(err)
+		name := fmt.Sprintf("%s%d", kind, i+1)
+		var dump func() string
+		switch kind {
+		case "bird":
+			b, err := l.AddBirdAt(name, id, a, lab.Underlay6)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Start(); err != nil {
+				t.Fatal(err)
+			}
+			dump = func() string { out, _ := b.Birdc("show", "protocols", "all"); return out + "\nlog:\n" + b.Log() }
+		case "frr":
+			f, err := l.AddFRRAt(name, id, a, lab.Underlay6)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Start(); err != nil {
+				t.Fatal(err)
+			}
+			dump = func() string {
+				out, _ := f.Vtysh("show bgp summary")
+				r, _ := f.Vtysh("show bgp ipv4 vpn")
+				return out + r + "\nlog:\n" + f.Log()
+			}
 		}
 		t.Cleanup(func() {
 			if t.Failed() {
-				out, _ := b.Birdc("show", "protocols", "all")
-				t.Logf("%s:\n%s\nlog:\n%s", b.Name, out, b.Log())
+				t.Logf("%s:\n%s", name, dump())
 			}
 		})
-		rrAddrs = append(rrAddrs, a)
+		rrAddrs, hosts = append(rrAddrs, a), append(hosts, name)
 	}
 	addr6 := func(i int) netip.Addr { return lab.NodeAddress6(&lab.Node{Address: lab.NodeAddress(i)}) }
 	voters := []netip.Addr{addr6(0), addr6(1), addr6(2)}
@@ -304,7 +331,7 @@ func TestIPv6OnlyReflectorsBird(t *testing.T) {
 	if err := lab.WaitReflected(cs, 2, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	pods := competingPods(t, l, cs, []string{"bird1", "bird2"}, 1)
+	pods := competingPods(t, l, cs, hosts, 1)
 	if err := lab.WaitReflected(cs, 2, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}

@@ -123,18 +123,22 @@ func (o *Outside) AddIPv6(nodes ...*Node) error {
 }
 
 // WaitLinkLocal waits until the router's link-local address on the
-// underlay is valid: it is tentative for a second or two after AddIPv6
-// (DAD). FRR's bgpd, started on the router with a session to an IPv6
-// address, needs it for the link-local next hop, and waits for good ("does
-// not have a v6 LL address") if it starts before the address is valid.
-func (o *Outside) WaitLinkLocal() error {
+// underlay is valid (Lab.WaitLinkLocal).
+func (o *Outside) WaitLinkLocal() error { return o.Lab.WaitLinkLocal(o.Router) }
+
+// WaitLinkLocal waits until the link-local address of eth0 in netns is
+// valid: it is tentative for a second or two after the link comes up
+// (DAD). FRR's bgpd, started there with a session to an IPv6 address,
+// needs it for the link-local next hop, and waits for good ("does not have
+// a v6 LL address") if it starts before the address is valid.
+func (l *Lab) WaitLinkLocal(netns string) error {
 	return poll.Until(10*time.Second, func() error {
-		out, err := o.Lab.Run(o.Router, "ip", "-6", "addr", "show", "dev", "eth0", "scope", "link")
+		out, err := l.Run(netns, "ip", "-6", "addr", "show", "dev", "eth0", "scope", "link")
 		if err != nil {
 			return err
 		}
 		if !strings.Contains(out, "fe80:") || strings.Contains(out, "tentative") {
-			return fmt.Errorf("the router's link-local address on the underlay is not valid yet: %s", out)
+			return fmt.Errorf("the link-local address of eth0 in %s is not valid yet: %s", netns, out)
 		}
 		return nil
 	})
