@@ -206,7 +206,15 @@ func testToR6Only(t *testing.T, kind string, v tor6Only) {
 		}
 		converge(t, nodes...)
 	}
-	noWarnings(t, nodes, gobgpIdleRefused, "hold timer expired", gobgpNoRestartFlag)
+	known := []string{gobgpIdleRefused, "hold timer expired", gobgpNoRestartFlag}
+	if v.bfd {
+		// 900 ms of silence is a BFD failure: at a load average of 9 on
+		// the lab's 2 cores, FRR's bfdd declared two nodes down once
+		// (GoBGP: "Remote peer signaled BFD down"), and the sessions came
+		// back. What BFD must do is checked below.
+		known = append(known, "Remote peer signaled BFD down")
+	}
+	noWarnings(t, nodes, known...)
 
 	// With BFD: node3 cut off at the switch (its link stays up), the
 	// router drops node3's block once BFD says so, well within the hold
