@@ -120,7 +120,7 @@ func (sp *Speaker) addExternalPeers(ctx context.Context) error {
 	s := sp.s
 	var all []string
 	for _, p := range peers {
-		all = append(all, netip.PrefixFrom(p.Address, 32).String())
+		all = append(all, netip.PrefixFrom(p.Address, p.Address.BitLen()).String())
 	}
 	if err := s.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: &api.DefinedSet{
 		DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: externalSet, List: all,
@@ -205,11 +205,19 @@ func (sp *Speaker) addExternalPeers(ctx context.Context) error {
 	return nil
 }
 
-// externalFamilies are the unicast families of the sessions with external
-// peers: IPv4, and IPv6 when the node has an IPv6 address to be the next
-// hop of its IPv6 blocks.
-func (cfg *Config) externalFamilies() []bgppkt.Family {
-	if cfg.NodeAddressV6.IsValid() {
+// externalFamilies are the unicast families of the session with the
+// external peer at peer. With a router at an IPv4 address: IPv4, and IPv6
+// when the node has an IPv6 address to be the next hop of its IPv6
+// blocks. With one at an IPv6 address: IPv6 only, the node's IPv6 address
+// both the session's local address and the blocks' next hop. IPv4 blocks
+// over an IPv6 session would need an IPv4 next hop the session cannot
+// give without RFC 8950 (extended next hop), which reef does not offer; a
+// dual-stack node lists the router's IPv4 address for them.
+func (cfg *Config) externalFamilies(peer netip.Addr) []bgppkt.Family {
+	switch {
+	case peer.Is6():
+		return []bgppkt.Family{bgppkt.RF_IPv6_UC}
+	case cfg.NodeAddressV6.IsValid():
 		return []bgppkt.Family{bgppkt.RF_IPv4_UC, bgppkt.RF_IPv6_UC}
 	}
 	return []bgppkt.Family{bgppkt.RF_IPv4_UC}
@@ -217,7 +225,7 @@ func (cfg *Config) externalFamilies() []bgppkt.Family {
 
 func (sp *Speaker) addExternalPeer(ctx context.Context, p ExternalPeer) error {
 	var families []*api.AfiSafi
-	for _, rf := range sp.cfg.externalFamilies() {
+	for _, rf := range sp.cfg.externalFamilies(p.Address) {
 		afi := api.Family_AFI_IP
 		if rf == bgppkt.RF_IPv6_UC {
 			afi = api.Family_AFI_IP6
@@ -237,7 +245,7 @@ func (sp *Speaker) addExternalPeer(ctx context.Context, p ExternalPeer) error {
 		// this node's blocks (the R bit and the restart time).
 		GracefulRestart: sp.gracefulRestart(),
 		AfiSafis:        families,
-		Transport:       &api.Transport{LocalAddress: sp.cfg.NodeAddress.String(), RemotePort: uint32(p.Port)},
+		Transport:       &api.Transport{LocalAddress: sp.cfg.local(p.Address).String(), RemotePort: uint32(p.Port)},
 	}
 	if p.Multihop > 0 {
 		peer.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(p.Multihop)}
@@ -342,7 +350,7 @@ func (sp *Speaker) ExternalStatus(ctx context.Context) []ExternalStatus {
 			out = append(out, st) // GoBGP would list what it would send
 			continue
 		}
-		for _, rf := range sp.cfg.externalFamilies() {
+		for _, rf := range sp.cfg.externalFamilies(p.Address) {
 			_ = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_IN, Name: p.Address.String(), Family: rf},
 				func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
 					uc, ok := nlri.(*bgppkt.IPAddrPrefix)

@@ -280,3 +280,32 @@ func eventually(t *testing.T, what string, cond func() string) {
 		t.Fatalf("%s: %v", what, err)
 	}
 }
+
+// TestExternalFamilies: a router at an IPv4 address gets IPv4 unicast, and
+// IPv6 unicast beside it when the node has an IPv6 address; a router at an
+// IPv6 address gets IPv6 unicast alone, from the node's IPv6 address.
+func TestExternalFamilies(t *testing.T) {
+	v4, v6 := netip.MustParseAddr("192.168.10.1"), netip.MustParseAddr("fd77::1")
+	node4, node6, id := netip.MustParseAddr("192.168.10.11"), netip.MustParseAddr("fd77::11"), netip.MustParseAddr("10.255.0.1")
+	for _, tc := range []struct {
+		name  string
+		cfg   Config
+		peer  netip.Addr
+		want  []bgppkt.Family
+		local netip.Addr
+	}{
+		{"IPv4 node, IPv4 router", Config{NodeAddress: node4}, v4, []bgppkt.Family{bgppkt.RF_IPv4_UC}, node4},
+		{"dual-stack node, IPv4 router", Config{NodeAddress: node4, NodeAddressV6: node6}, v4, []bgppkt.Family{bgppkt.RF_IPv4_UC, bgppkt.RF_IPv6_UC}, node4},
+		{"dual-stack node, IPv6 router", Config{NodeAddress: node4, NodeAddressV6: node6}, v6, []bgppkt.Family{bgppkt.RF_IPv6_UC}, node6},
+		{"IPv6-only node, IPv6 router", Config{RouterID: id, IPv6Only: true, NodeAddressV6: node6}, v6, []bgppkt.Family{bgppkt.RF_IPv6_UC}, node6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.cfg.externalFamilies(tc.peer); !slices.Equal(got, tc.want) {
+				t.Errorf("families %v, want %v", got, tc.want)
+			}
+			if got := tc.cfg.local(tc.peer); got != tc.local {
+				t.Errorf("local address %s, want %s", got, tc.local)
+			}
+		})
+	}
+}

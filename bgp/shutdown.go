@@ -142,7 +142,13 @@ func (sp *Speaker) notSent(ctx context.Context, peers []netip.Addr, cidrs []neti
 			continue
 		}
 		marked := map[netip.Prefix]bool{}
-		for _, rf := range sp.cfg.externalFamilies() {
+		fams := sp.cfg.externalFamilies(peer)
+		// Only the prefixes of the session's families reach the peer: an
+		// IPv4 Service CIDR is not sent to a router at an IPv6 address.
+		want := slices.DeleteFunc(slices.Clone(cidrs), func(c netip.Prefix) bool {
+			return !slices.Contains(fams, unicastFamily(c))
+		})
+		for _, rf := range fams {
 			_ = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_OUT, Name: peer.String(), Family: rf},
 				func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
 					uc, ok := nlri.(*bgppkt.IPAddrPrefix)
@@ -156,7 +162,7 @@ func (sp *Speaker) notSent(ctx context.Context, peers []netip.Addr, cidrs []neti
 					}
 				})
 		}
-		if len(marked) < len(cidrs) {
+		if len(marked) < len(want) {
 			out = append(out, peer)
 		}
 	}
@@ -170,4 +176,12 @@ func hasCommunity(attrs []bgppkt.PathAttributeInterface, c uint32) bool {
 		}
 	}
 	return false
+}
+
+// unicastFamily is the unicast family of a prefix.
+func unicastFamily(p netip.Prefix) bgppkt.Family {
+	if p.Addr().Is6() {
+		return bgppkt.RF_IPv6_UC
+	}
+	return bgppkt.RF_IPv4_UC
 }

@@ -13,6 +13,7 @@ import (
 	api "github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
 	"github.com/osrg/gobgp/v4/pkg/config/oc"
+	bgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v4/pkg/server"
 
 	"github.com/reefcni/reef/blockproto"
@@ -268,32 +269,51 @@ func (sp *Speaker) gracefulRestart() *api.GracefulRestart {
 	}
 }
 
-// The names of the import policy of a route reflector (acceptOwnPathsOnly).
+// The names of the policies of a route reflector (acceptOwnPathsOnly).
 const (
-	reflectorSet    = "reef-other-reflectors"
-	reflectorPolicy = "reef-reflector-import"
+	reflectorSet       = "reef-other-reflectors"
+	reflectorSet4      = "reef-other-reflectors-ipv4"
+	reflectorPolicy    = "reef-reflector-import"
+	reflectorExpPolicy = "reef-reflector-export"
 )
 
-// acceptOwnPathsOnly makes a route reflector take from the other
-// reflectors (reflectors, its configured peers) only the paths they
-// originate, those whose next hop is the reflector itself; the paths they
-// reflect from their clients are dropped on import. Every client peers
-// with every reflector, so a reflector has each client's paths first hand
-// and loses nothing by it. Without it, GoBGP v4.8.0 freezes replaced
-// paths: a reflector prefers the other reflector's copy of a client's
-// path (lower router ID; GoBGP does not compare CLUSTER_LIST lengths), and
-// when its best path moves from a client's to a non-client's it sends the
-// non-client no withdrawal of what it sent before (BgpServer.filterpath,
-// "iBGP handling"). Two reflectors then hold each other's copy as best,
-// and a client's later update or withdrawal of that NLRI goes nowhere: in
-// the lab, grants that changed their grantee never reached the claimants,
-// and TestRouteReflectors, without this policy, keeps a withdrawn claim
-// and block on both reflectors for good.
+// acceptOwnPathsOnly makes a route reflector and the other reflectors
+// (reflectors, its configured peers) exchange only the paths each
+// originates, not those each reflects from its clients. Every client
+// peers with every reflector, so a reflector has each client's paths
+// first hand and loses nothing by it. Without it, GoBGP v4.8.0 freezes
+// replaced paths: a reflector prefers the other reflector's copy of a
+// client's path (lower router ID; GoBGP does not compare CLUSTER_LIST
+// lengths), and when its best path moves from a client's to a
+// non-client's it sends the non-client no withdrawal of what it sent
+// before (BgpServer.filterpath, "iBGP handling"). Two reflectors then hold
+// each other's copy as best, and a client's later update or withdrawal of
+// that NLRI goes nowhere: in the lab, grants that changed their grantee
+// never reached the claimants, and TestRouteReflectors, without these
+// policies, keeps a withdrawn claim and block on both reflectors for good.
+// Two policies on the global RIB:
+//
+//   - export: to the other reflectors, only the paths this reflector
+//     originates (route type local); a client's path is not sent to them.
+//     This needs nothing but the other reflectors' addresses, of either
+//     family.
+//   - import: from the other reflectors at IPv4 addresses, only the paths
+//     whose next hop is the sender itself (its identity, or that
+//     IPv4-mapped in VPN-IPv6), for a reflector that reflects anyway (BIRD
+//     or FRR beside reef). A reflector at an IPv6 address is named by an
+//     identity this one learns only from its paths (docs/design.md,
+//     "IPv6-only nodes"), so its paths cannot be told apart by next hop
+//     before they are taken; the export policy of a reef reflector at an
+//     IPv6 address is what keeps its clients' paths away.
 func (sp *Speaker) acceptOwnPathsOnly(ctx context.Context, reflectors []netip.Addr) error {
-	var others, nextHops []string
+	var others, others4, nextHops []string
 	for _, a := range reflectors {
-		if a != sp.cfg.RouterID {
-			others = append(others, netip.PrefixFrom(a, 32).String())
+		if sp.cfg.self(a) {
+			continue
+		}
+		others = append(others, netip.PrefixFrom(a, a.BitLen()).String())
+		if a.Is4() {
+			others4 = append(others4, netip.PrefixFrom(a, 32).String())
 			// A VPN-IPv6 path's next hop is the router ID IPv4-mapped
 			// (vpnPath), which an IPv4 prefix does not contain.
 			nextHops = append(nextHops, netip.PrefixFrom(a, 32).String(), netip.PrefixFrom(netip.AddrFrom16(a.As16()), 128).String())
@@ -302,12 +322,33 @@ func (sp *Speaker) acceptOwnPathsOnly(ctx context.Context, reflectors []netip.Ad
 	if len(others) == 0 {
 		return nil
 	}
-	if err := sp.s.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: &api.DefinedSet{
-		DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: reflectorSet, List: others,
-	}}); err != nil {
-		return fmt.Errorf("define the other route reflectors %v: %w", others, err)
+	for name, list := range map[string][]string{reflectorSet: others, reflectorSet4: others4} {
+		if len(list) == 0 {
+			continue
+		}
+		if err := sp.s.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: &api.DefinedSet{
+			DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: name, List: list,
+		}}); err != nil {
+			return fmt.Errorf("define the other route reflectors %v: %w", list, err)
+		}
 	}
-	fromOthers := &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: reflectorSet}
+	if err := sp.s.AddPolicy(ctx, &api.AddPolicyRequest{Policy: &api.Policy{Name: reflectorExpPolicy, Statements: []*api.Statement{{
+		Name:       reflectorExpPolicy + "-reflected",
+		Conditions: &api.Conditions{NeighborSet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: reflectorSet}, RouteType: api.Conditions_ROUTE_TYPE_INTERNAL},
+		Actions:    &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT},
+	}}}}); err != nil {
+		return fmt.Errorf("add the route reflector's export policy: %w", err)
+	}
+	if err := sp.s.AddPolicyAssignment(ctx, &api.AddPolicyAssignmentRequest{Assignment: &api.PolicyAssignment{
+		Name: "", Direction: api.PolicyDirection_POLICY_DIRECTION_EXPORT, // "": the global RIB
+		Policies: []*api.Policy{{Name: reflectorExpPolicy}}, DefaultAction: api.RouteAction_ROUTE_ACTION_ACCEPT,
+	}}); err != nil {
+		return fmt.Errorf("assign the route reflector's export policy: %w", err)
+	}
+	if len(others4) == 0 {
+		return nil
+	}
+	fromOthers := &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: reflectorSet4}
 	if err := sp.s.AddPolicy(ctx, &api.AddPolicyRequest{Policy: &api.Policy{Name: reflectorPolicy, Statements: []*api.Statement{
 		{
 			Name:       reflectorPolicy + "-own",
@@ -375,10 +416,11 @@ func (cfg *Config) self(a netip.Addr) bool {
 	return a == cfg.RouterID || a == cfg.NodeAddress || cfg.NodeAddressV6.IsValid() && a == cfg.NodeAddressV6
 }
 
-// ipv6Peers reports whether any neighbour of the cluster is an IPv6
-// address (an IPv6-only node's sessions).
+// ipv6Peers reports whether any neighbour is an IPv6 address: a node of
+// the cluster (an IPv6-only node's sessions) or a router.
 func (cfg *Config) ipv6Peers() bool {
-	return slices.ContainsFunc(cfg.configured(), netip.Addr.Is6) || slices.ContainsFunc(cfg.PeerPrefixes, func(p netip.Prefix) bool { return p.Addr().Is6() })
+	return slices.ContainsFunc(cfg.configured(), netip.Addr.Is6) ||
+		slices.ContainsFunc(cfg.ExternalPeers, func(p ExternalPeer) bool { return p.Address.Is6() }) || slices.ContainsFunc(cfg.PeerPrefixes, func(p netip.Prefix) bool { return p.Addr().Is6() })
 }
 
 // configured are the neighbours the speaker dials: Peers, or on a route
@@ -454,8 +496,11 @@ const (
 // limitOf describes the prefix limit of the session with peer.
 func (sp *Speaker) limitOf(peer netip.Addr) string {
 	if p, ok := sp.cfg.external(peer); ok {
-		if sp.cfg.NodeAddressV6.IsValid() {
+		switch fams := sp.cfg.externalFamilies(peer); {
+		case len(fams) == 2:
 			return fmt.Sprintf("%d IPv4 or %d IPv6 unicast routes (bgp.externalPeers maxPrefixes)", p.MaxPrefixes, p.MaxPrefixes)
+		case fams[0] == bgppkt.RF_IPv6_UC:
+			return fmt.Sprintf("%d IPv6 unicast routes (bgp.externalPeers maxPrefixes)", p.MaxPrefixes)
 		}
 		return fmt.Sprintf("%d IPv4 unicast routes (bgp.externalPeers maxPrefixes)", p.MaxPrefixes)
 	}

@@ -219,15 +219,6 @@ func (c *Config) serviceProblems(ps *problems) {
 	}
 }
 
-// notYet6 says, of an IPv6 address where an external router's address
-// goes, that reef has no IPv6 sessions to routers yet.
-func notYet6(a netip.Addr) string {
-	if !a.Is6() || a.Is4In6() {
-		return ""
-	}
-	return ": IPv6 external peer addresses are not supported yet; give the router's IPv4 address (the session carries IPv6 blocks too, next hop nodeAddressV6)"
-}
-
 // peerAddr reports whether a may name another node (bgp.peers, voters,
 // routeReflectors): a unicast IPv4 address, or a global unicast IPv6 one
 // (an IPv6-only node; docs/design.md, "IPv6-only nodes").
@@ -306,10 +297,12 @@ func (c *Config) externalPeerProblems() []configProblem {
 		switch {
 		case !a.IsValid():
 			bad(".address", "missing; every external peer needs the router's address, e.g. address: 192.168.10.1")
-		case !a.Is4() || a.IsUnspecified() || a.IsMulticast() || a.IsLoopback():
-			bad(".address", "value %q is not a unicast IPv4 address%s", a, notYet6(a))
+		case !peerAddr(a) || a.IsLoopback():
+			bad(".address", "value %q is not a unicast IPv4 or global IPv6 address", a)
 		case a == c.NodeAddress:
 			bad(".address", "value %q is this node's own address (nodeAddress)", a)
+		case a == c.NodeAddressV6:
+			bad(".address", "value %q is this node's own address (nodeAddressV6)", a)
 		case slices.Contains(b.Peers, a) || slices.Contains(b.RouteReflectors, a):
 			bad(".address", "value %q is also in bgp.peers or bgp.routeReflectors; a cluster node is not an external peer: keep one of them", a)
 		default:

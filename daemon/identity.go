@@ -219,5 +219,14 @@ func checkPeerFamilies(cfg Config, up Uplink, up6 Uplink6) error {
 			}
 		}
 	}
+	for i, p := range b.ExternalPeers {
+		key, a := fmt.Sprintf("bgp.externalPeers[%d].address", i), p.Address
+		switch {
+		case a.Is4() && !up.Address.IsValid():
+			return cfg.KeyError(key, fmt.Sprintf("value %q is an IPv4 address, but this node has no IPv4 address (an IPv6-only node): give the router's IPv6 address", a))
+		case a.Is6() && !up6.Address.IsValid():
+			return cfg.KeyError(key, fmt.Sprintf("value %q is an IPv6 address, but this node has no IPv6 address for the session (nodeAddressV6, detected only beside an IPv6 pool): give the router's IPv4 address", a))
+		}
+	}
 	return nil
 }

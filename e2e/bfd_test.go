@@ -138,7 +138,7 @@ func waitDropped(t *testing.T, l *lab.Lab, router string, n *lab.Node, block str
 // says BFD took it down (not the hold timer).
 func checkDownByBFD(t *testing.T, tor lab.ToR, n *lab.Node) {
 	t.Helper()
-	s, err := tor.Session(n.Address)
+	s, err := tor.Session(n.PeerAddress())
 	if err != nil {
 		t.Fatal(err)
 	}

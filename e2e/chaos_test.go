@@ -56,6 +56,15 @@ func TestBlocksChaosIPv6(t *testing.T) {
 	blocksChaos(t, "pools:\n"+chaosPool6)
 }
 
+// TestBlocksChaosIPv6Only is the chaos with IPv6-only nodes (docs/design.md,
+// "IPv6-only nodes"): no IPv4 address on the underlay, each node known by
+// its bgp.routerID, meshed and voting by IPv6 address, with the IPv6 pool
+// alone. A node killed comes back with its identity from its store.
+func TestBlocksChaosIPv6Only(t *testing.T) {
+	slowSuite(t)
+	blocksChaosWith(t, lab.NodeOptions{IPv6Only: true, Extra: "pools:\n" + chaosPool6})
+}
+
 // blocksChaos: five nodes on small pools, ADD and DEL on every node all
 // the time, while daemons are killed (kill -9) and restarted and nodes are
 // cut off at the switch (frames of both families dropped, sessions up
@@ -66,13 +75,19 @@ func TestBlocksChaosIPv6(t *testing.T) {
 // addresses. At the end, after DEL of every pod, nothing is left
 // allocated. The nodes have IPv6 addresses on the underlay, as an IPv6
 // pool wants.
-func blocksChaos(t *testing.T, pools string) {
+func blocksChaos(t *testing.T, pools string) { blocksChaosWith(t, lab.NodeOptions{Extra: pools}) }
+
+// blocksChaosWith is blocksChaos with the nodes' options (the pools in
+// Extra); IPv6-only nodes have their IPv6 addresses already.
+func blocksChaosWith(t *testing.T, o lab.NodeOptions) {
 	l := newLab(t)
-	nodes, err := l.AddMesh(5, pools)
+	nodes, err := l.AddMeshWith(5, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addNodeAddrs6(t, nodes...)
+	if !o.IPv6Only {
+		addNodeAddrs6(t, nodes...)
+	}
 	if err := lab.StartAll(nodes); err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/internal/lab"
 )
 
@@ -288,4 +290,202 @@ func ownerIncarnations(t *testing.T, n *lab.Node) map[string]string {
 		m[b.GetCidr()] = b.GetOwnerAddress() + "#" + b.GetOwnerIncarnation()
 	}
 	return m
+}
+
+// TestIPv6OnlyReflectors: two reef route reflectors and four clients, all
+// IPv6-only (docs/design.md, "IPv6-only nodes"): the reflectors name each
+// other in bgp.peers and take the clients in through bgp.peerPrefixes
+// (fd77::/64), the clients list the reflectors in bgp.routeReflectors,
+// all by IPv6 address; three clients are the voters. The clients' names
+// make their block searches start at the same block and they ADD their
+// first pods at once, so their claims compete through the reflectors.
+// Then: claims are confirmed, every block has one owner and no address
+// is on two pods; every node routes every other node's block via the
+// owner's IPv6 address; every pod (the reflectors host pods too) pings
+// every other; each node's sessions are all up, of the right type, with
+// nothing dropped; and a restart of reflector rr1 loses no ping between
+// pods on two clients.
+//
+// The reflectors send each other only the paths they originate
+// (bgp.acceptOwnPathsOnly); their import policy, which named the other
+// reflectors by IPv4 address only (a /32 of an IPv6 address matched
+// every client too), took nothing from the clients before.
+func TestIPv6OnlyReflectors(t *testing.T) {
+	slowSuite(t)
+	l := newLab(t)
+	addr6 := func(i int) netip.Addr { return lab.NodeAddress6(&lab.Node{Address: lab.NodeAddress(i)}) }
+	const clients = 4
+	rrAddrs := []netip.Addr{addr6(0), addr6(1)}
+	voters := []netip.Addr{addr6(2), addr6(3), addr6(4)}
+	pool := blockproto.Pool{CIDR: rrPrefix6, BlockSize: 124}
+	pools := "pools:\n" + rrPool6
+	timers := "  keepaliveTime: 1s\n  holdTime: 3s\n"
+	var rrs, cs []*lab.Node
+	for i, name := range []string{"rr1", "rr2"} {
+		bgpSection := fmt.Sprintf("%s  routeReflector: true\n  peers: [%s]\n  peerPrefixes: [%s]\n  voters: %s\n  routerID: %s\n",
+			timers, rrAddrs[1-i], lab.Underlay6, yamlAddrs(voters), lab.NodeAddress(i))
+		n, err := l.AddNode(name, lab.NodeOptions{IPv6Only: true, BGP: bgpSection, Extra: pools})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rrs = append(rrs, n)
+	}
+	for i, name := range sameOffsetNames(t, clients, pool) {
+		bgpSection := fmt.Sprintf("%s  routeReflectors: %s\n  voters: %s\n  routerID: %s\n", timers, yamlAddrs(rrAddrs), yamlAddrs(voters), lab.NodeAddress(2+i))
+		n, err := l.AddNode(name, lab.NodeOptions{IPv6Only: true, BGP: bgpSection, Extra: pools})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, n)
+	}
+	all := append(append([]*lab.Node{}, rrs...), cs...)
+	for _, n := range all {
+		if n.PeerAddress() != addr6(slices.Index(all, n)) {
+			t.Fatalf("%s is at %s, want %s", n.Name, n.PeerAddress(), addr6(slices.Index(all, n)))
+		}
+	}
+	if err := lab.StartAll(all); err != nil {
+		t.Fatal(err)
+	}
+	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	pods := competingPods(t, l, cs, []string{"rr1", "rr2"}, 1)
+	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	checkUnique(t, pods, cs)
+	for _, rr := range rrs {
+		pods = append(pods, newPod(t, rr, "on-"+rr.Name))
+	}
+	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	uniqueAddresses(t, pods)
+	uniqueOwners(t, all...)
+	checkRoutes6(t, all, lab.NodeAddress6)
+	pingAll(t, pods)
+	for _, c := range cs {
+		checkPeers(t, c, map[string]string{rrAddrs[0].String(): "reflector", rrAddrs[1].String(): "reflector"})
+	}
+	for i, rr := range rrs {
+		want := map[string]string{rrAddrs[1-i].String(): "reflector"}
+		for _, c := range cs {
+			want[c.PeerAddress().String()] = "client"
+		}
+		checkPeers(t, rr, want)
+	}
+	for _, n := range all {
+		if st := mustStatus(t, n); len(st.GetVotersUnresolved()) != 0 || st.GetIdentity() != n.Address.String() {
+			t.Errorf("%s: identity %q, voters unresolved %q", n.Name, st.GetIdentity(), st.GetVotersUnresolved())
+		}
+	}
+	noWarnings(t, all)
+
+	noLossAcross(t, pods[0], pods[3], "the restart of reflector rr1", func() {
+		if err := rrs[0].Restart(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	checkRoutes6(t, all, lab.NodeAddress6)
+	uniqueOwners(t, all...)
+	noWarnings(t, all, gobgpIdleRefused, gobgpNoRestartFlag)
+}
+
+// yamlAddrs is a YAML flow list of addresses.
+func yamlAddrs(as []netip.Addr) string {
+	s := make([]string, len(as))
+	for i, a := range as {
+		s[i] = a.String()
+	}
+	return "[" + strings.Join(s, ", ") + "]"
+}
+
+// TestIPv6OnlyReflectorsBird is TestIPv6OnlyReflectors with two BIRD 2
+// route reflectors (lab.BirdConfigAt: the configuration of docs/bgp.md,
+// its sessions from the reflector's IPv6 address, the clients taken in
+// from fd77::/64, gateway recursive in the VPN channels) instead of reef
+// ones, and six IPv6-only clients: claims compete and are confirmed once,
+// no address twice, every client routes every other's block via the
+// owner's IPv6 address, every pod pings every other.
+func TestIPv6OnlyReflectorsBird(t *testing.T) {
+	slowSuite(t)
+	testIPv6OnlyExternalReflectors(t, "bird")
+}
+
+// TestIPv6OnlyReflectorsFRR is the same with two FRR reflectors
+// (lab.FRRConfig as docs/bgp.md shows it, the clients' range IPv6).
+func TestIPv6OnlyReflectorsFRR(t *testing.T) { slowSuite(t); testIPv6OnlyExternalReflectors(t, "frr") }
+
+func testIPv6OnlyExternalReflectors(t *testing.T, kind string) {
+	l := newLab(t)
+	var rrAddrs []netip.Addr
+	var hosts []string
+	for i := range 2 {
+		id := lab.BirdAddress(i)
+		a := lab.NodeAddress6(&lab.Node{Address: id})
+		name := fmt.Sprintf("%s%d", kind, i+1)
+		var dump func() string
+		switch kind {
+		case "bird":
+			b, err := l.AddBirdAt(name, id, a, lab.Underlay6)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Start(); err != nil {
+				t.Fatal(err)
+			}
+			dump = func() string { out, _ := b.Birdc("show", "protocols", "all"); return out + "\nlog:\n" + b.Log() }
+		case "frr":
+			f, err := l.AddFRRAt(name, id, a, lab.Underlay6)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Start(); err != nil {
+				t.Fatal(err)
+			}
+			dump = func() string {
+				out, _ := f.Vtysh("show bgp summary")
+				r, _ := f.Vtysh("show bgp ipv4 vpn")
+				return out + r + "\nlog:\n" + f.Log()
+			}
+		}
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("%s:\n%s", name, dump())
+			}
+		})
+		rrAddrs, hosts = append(rrAddrs, a), append(hosts, name)
+	}
+	addr6 := func(i int) netip.Addr { return lab.NodeAddress6(&lab.Node{Address: lab.NodeAddress(i)}) }
+	voters := []netip.Addr{addr6(0), addr6(1), addr6(2)}
+	var cs []*lab.Node
+	for i, name := range sameOffsetNames(t, rrClients, blockproto.Pool{CIDR: rrPrefix6, BlockSize: 124}) {
+		bgpSection := fmt.Sprintf("  keepaliveTime: 1s\n  holdTime: 3s\n  routeReflectors: %s\n  voters: %s\n  routerID: %s\n", yamlAddrs(rrAddrs), yamlAddrs(voters), lab.NodeAddress(i))
+		n, err := l.AddNode(name, lab.NodeOptions{IPv6Only: true, BGP: bgpSection, Extra: "pools:\n" + rrPool6})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, n)
+	}
+	if err := lab.StartAll(cs); err != nil {
+		t.Fatal(err)
+	}
+	if err := lab.WaitReflected(cs, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	pods := competingPods(t, l, cs, hosts, 1)
+	if err := lab.WaitReflected(cs, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	checkUnique(t, pods, cs)
+	checkRoutes6(t, cs, lab.NodeAddress6)
+	pingAll(t, pods)
+	for _, c := range cs {
+		checkPeers(t, c, map[string]string{rrAddrs[0].String(): "reflector", rrAddrs[1].String(): "reflector"})
+	}
+	noWarnings(t, cs)
 }

@@ -32,7 +32,14 @@ func BirdAddress(i int) netip.Addr {
 // unicast, IPv4 VPN, IPv6 VPN) reflected as it came, next hops unchanged. hold is the BGP hold time (keepalive: a third
 // of it).
 func BirdConfig(self netip.Addr, asn uint32, clients netip.Prefix, hold time.Duration) string {
-	return fmt.Sprintf(`# A BIRD 2 route reflector for reef (docs/bgp.md).
+	return BirdConfigAt(self, self, asn, clients, hold)
+}
+
+// BirdConfigAt is BirdConfig for a reflector whose sessions run from
+// local, which need not be its router ID: an IPv6 address, for IPv6-only
+// clients (clients an IPv6 prefix), the router ID staying 32 bits.
+func BirdConfigAt(self, local netip.Addr, asn uint32, clients netip.Prefix, hold time.Duration) string {
+	conf := fmt.Sprintf(`# A BIRD 2 route reflector for reef (docs/bgp.md).
 router id %[1]s;
 log stderr { info, remote, warning, error, auth, fatal, bug };
 
@@ -50,7 +57,7 @@ vpn4 table reefvpn;
 vpn6 table reefvpn6;
 
 template bgp reef_client {
-  local %[1]s as %[2]d;
+  local %[6]s as %[2]d;
   direct;                       # the clients share a subnet with the reflector
   rr client;                    # reflect between the clients (RFC 4456)
   rr cluster id %[1]s;
@@ -89,7 +96,17 @@ protocol bgp reef from reef_client {
   neighbor range %[5]s as %[2]d;  # iBGP: the clients' AS is ours
   dynamic name "client";
 }
-`, self, asn, int(hold/time.Second), max(1, int(hold/time.Second)/3), clients)
+`, self, asn, int(hold/time.Second), max(1, int(hold/time.Second)/3), clients, local)
+	if local.Is6() {
+		// The VPN next hops are the clients' identities (IPv4, and
+		// IPv4-mapped in IPv6 VPN), on no subnet of an IPv6-only
+		// reflector: "gateway direct" refuses them ("Invalid NEXT_HOP
+		// attribute - address ... not directly reachable").
+		conf = strings.ReplaceAll(conf, "    next hop keep;\n    gateway direct;\n    receive limit 131072",
+			"    next hop keep;\n    gateway recursive;            # identities on no subnet of ours: stored and reflected\n    receive limit 131072")
+		conf = strings.ReplaceAll(conf, "IPv4-mapped\n    gateway direct;", "IPv4-mapped\n    gateway recursive;")
+	}
+	return conf
 }
 
 // Bird is a BIRD 2 route reflector in a namespace of its own on the
@@ -109,6 +126,12 @@ type Bird struct {
 // the configuration of a BIRD route reflector for the clients in clients;
 // Start runs it.
 func (l *Lab) AddBird(name string, addr netip.Addr, clients netip.Prefix) (*Bird, error) {
+	return l.AddBirdAt(name, addr, addr, clients)
+}
+
+// AddBirdAt is AddBird for a reflector with router ID id at addr, which
+// may be an IPv6 address on Underlay6 (for IPv6-only clients).
+func (l *Lab) AddBirdAt(name string, id, addr netip.Addr, clients netip.Prefix) (*Bird, error) {
 	if _, err := os.Stat(BirdBinary); err != nil {
 		return nil, fmt.Errorf("lab: BIRD 2 not installed (make deps-test installs bird2): %w", err)
 	}
@@ -121,7 +144,7 @@ func (l *Lab) AddBird(name string, addr netip.Addr, clients netip.Prefix) (*Bird
 		return nil, err
 	}
 	b := &Bird{Lab: l, Name: name, Netns: ns, Address: addr, Conf: filepath.Join(dir, "bird.conf"), Sock: filepath.Join(dir, "bird.ctl")}
-	if err := os.WriteFile(b.Conf, []byte(BirdConfig(addr, 64512, clients, 3*time.Second)), 0o644); err != nil {
+	if err := os.WriteFile(b.Conf, []byte(BirdConfigAt(id, addr, 64512, clients, 3*time.Second)), 0o644); err != nil {
 		return nil, err
 	}
 	if out, err := exec.Command(BirdBinary, "-p", "-c", b.Conf).CombinedOutput(); err != nil {

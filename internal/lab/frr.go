@@ -90,6 +90,14 @@ type FRR struct {
 // the configuration of an FRR route reflector for the clients in clients,
 // checked with vtysh --dryrun; Start runs it.
 func (l *Lab) AddFRR(name string, addr netip.Addr, clients netip.Prefix) (*FRR, error) {
+	return l.AddFRRAt(name, addr, addr, clients)
+}
+
+// AddFRRAt is AddFRR for a reflector with router ID id at addr, which may
+// be an IPv6 address on Underlay6 (for IPv6-only clients); it then waits
+// until the namespace's link-local address is valid, which bgpd needs
+// (Lab.WaitLinkLocal).
+func (l *Lab) AddFRRAt(name string, id, addr netip.Addr, clients netip.Prefix) (*FRR, error) {
 	if _, err := os.Stat(filepath.Join(FRRDir, "bgpd")); err != nil {
 		return nil, fmt.Errorf("lab: FRR not installed (apt-get install frr): %w", err)
 	}
@@ -102,8 +110,13 @@ func (l *Lab) AddFRR(name string, addr netip.Addr, clients netip.Prefix) (*FRR, 
 	if err := os.MkdirAll(f.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(f.Conf, []byte(FRRConfig(addr, 64512, clients, 3*time.Second)), 0o644); err != nil {
+	if err := os.WriteFile(f.Conf, []byte(FRRConfig(id, 64512, clients, 3*time.Second)), 0o644); err != nil {
 		return nil, err
+	}
+	if addr.Is6() {
+		if err := l.WaitLinkLocal(ns); err != nil {
+			return nil, err
+		}
 	}
 	if out, err := exec.Command(Vtysh, "--dryrun", "-f", f.Conf).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("vtysh --dryrun -f %s: %v: %s", f.Conf, err, out)

@@ -183,7 +183,8 @@ func unrouted(owner *Node, st *reefv1.StatusReply, nodes []*Node) string {
 }
 
 // AddHost adds a bare namespace on the underlay with address addr (a rogue
-// BGP speaker, a client): eth0 in it, its peer on the switch.
+// BGP speaker, a client): eth0 in it, its peer on the switch. An IPv6
+// address goes on Underlay6, without DAD.
 func (l *Lab) AddHost(name string, addr netip.Addr) (string, error) {
 	ns := l.Prefix + "-" + name
 	if err := l.AddNetns(ns); err != nil {
@@ -193,11 +194,15 @@ func (l *Lab) AddHost(name string, addr netip.Addr) (string, error) {
 	if len(peer) > 15 {
 		peer = peer[len(peer)-15:]
 	}
-	for _, s := range [][]string{
+	steps := [][]string{
 		{"link", "add", "eth0", "type", "veth", "peer", "name", peer, "netns", NetnsPath(l.Switch)},
 		{"addr", "add", netip.PrefixFrom(addr, Underlay.Bits()).String(), "dev", "eth0"},
 		{"link", "set", "eth0", "up"},
-	} {
+	}
+	if addr.Is6() {
+		steps[1] = []string{"-6", "addr", "add", netip.PrefixFrom(addr, Underlay6.Bits()).String(), "dev", "eth0", "nodad"}
+	}
+	for _, s := range steps {
 		if err := l.IP(ns, s...); err != nil {
 			return "", err
 		}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/reefcni/reef/internal/poll"
 )
 
 // The outside world of a lab: a router on the underlay and a subnet
@@ -89,8 +91,9 @@ func NodeAddress6(n *Node) netip.Addr {
 
 // AddIPv6 gives the router, the server host and the nodes IPv6 beside
 // IPv4: addresses on the underlay and the server's subnet, forwarding on
-// the router, and each node a default route through it. Addresses are
-// added without DAD, so they are usable at once.
+// the router, and each node a default route through it (an IPv6-only
+// node has its address already). Addresses are added without DAD, so
+// they are usable at once.
 func (o *Outside) AddIPv6(nodes ...*Node) error {
 	addr := func(p netip.Addr, bits int) string { return netip.PrefixFrom(p, bits).String() }
 	routerSide := OutsideNet6.Addr().Next()
@@ -105,9 +108,10 @@ func (o *Outside) AddIPv6(nodes ...*Node) error {
 		{o.Server, []string{"-6", "route", "add", "default", "via", routerSide.String()}},
 	}
 	for _, n := range nodes {
-		steps = append(steps,
-			step{n.Netns, []string{"-6", "addr", "add", addr(NodeAddress6(n), Underlay6.Bits()), "dev", "eth0", "nodad"}},
-			step{n.Netns, []string{"-6", "route", "replace", "default", "via", RouterAddr6.String()}})
+		if !n.opts.IPv6Only {
+			steps = append(steps, step{n.Netns, []string{"-6", "addr", "add", addr(NodeAddress6(n), Underlay6.Bits()), "dev", "eth0", "nodad"}})
+		}
+		steps = append(steps, step{n.Netns, []string{"-6", "route", "replace", "default", "via", RouterAddr6.String()}})
 	}
 	for _, s := range steps {
 		if err := o.Lab.IP(s.netns, s.args...); err != nil {
@@ -116,6 +120,28 @@ func (o *Outside) AddIPv6(nodes ...*Node) error {
 	}
 	_, err := o.Lab.Run(o.Router, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
 	return err
+}
+
+// WaitLinkLocal waits until the router's link-local address on the
+// underlay is valid (Lab.WaitLinkLocal).
+func (o *Outside) WaitLinkLocal() error { return o.Lab.WaitLinkLocal(o.Router) }
+
+// WaitLinkLocal waits until the link-local address of eth0 in netns is
+// valid: it is tentative for a second or two after the link comes up
+// (DAD). FRR's bgpd, started there with a session to an IPv6 address,
+// needs it for the link-local next hop, and waits for good ("does not have
+// a v6 LL address") if it starts before the address is valid.
+func (l *Lab) WaitLinkLocal(netns string) error {
+	return poll.Until(10*time.Second, func() error {
+		out, err := l.Run(netns, "ip", "-6", "addr", "show", "dev", "eth0", "scope", "link")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(out, "fe80:") || strings.Contains(out, "tentative") {
+			return fmt.Errorf("the link-local address of eth0 in %s is not valid yet: %s", netns, out)
+		}
+		return nil
+	})
 }
 
 // DefaultRoute gives a node a default route through the router, as a

@@ -43,6 +43,13 @@ func TestReflectorConfigsParse(t *testing.T) {
 		birdParses(t, dir, "bird.conf", BirdConfig(docsReflector, 64512, docsClients, 30*time.Second))
 	})
 	t.Run("FRR", func(t *testing.T) { frrParses(t, dir, FRRConfig(docsReflector, 64512, docsClients, 30*time.Second)) })
+	t.Run("BIRD IPv6-only", func(t *testing.T) {
+		conf := BirdConfigAt(docsReflector, netip.MustParseAddr("fd77::11"), 64512, netip.MustParsePrefix("fd77::/64"), 30*time.Second)
+		if n := strings.Count(conf, "gateway recursive;"); n != 2 || !strings.Contains(conf, "local fd77::11 as") {
+			t.Errorf("the IPv6-only BIRD reflector: %d VPN channels with gateway recursive, want 2; or no local fd77::11:\n%s", n, conf)
+		}
+		birdParses(t, dir, "bird6.conf", conf)
+	})
 }
 
 // birdParses checks that BIRD takes conf (bird -p), written to dir/name.

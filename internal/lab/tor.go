@@ -119,7 +119,8 @@ func (f torFamily) limit() int {
 // ToRBirdConfig is the BIRD 2 configuration of a ToR for reef nodes
 // (docs/bgp.md shows it, and a test checks that the docs show exactly
 // this): eBGP from asn to each node in nodes (AS nodeASN), directly
-// connected, over the nodes' IPv4 addresses; from the nodes, only blocks
+// connected, over the nodes' addresses (IPv4, or IPv6 for IPv6-only
+// nodes; self is the router ID, 32 bits either way); from the nodes, only blocks
 // of pools (prefixes of exactly their block size inside them) are taken,
 // IPv4 ones in the ipv4 channel, IPv6 ones in an ipv6 channel of the
 // same session (next hop the node's IPv6 address), and exported to the

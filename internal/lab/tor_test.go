@@ -17,15 +17,23 @@ var (
 	docsPool     = netip.MustParsePrefix("10.244.0.0/16")
 	// The dual-stack example adds README's IPv6 pool.
 	docsPool6 = netip.MustParsePrefix("fd00:10:244::/56")
+	// The IPv6-only example ("Routers at IPv6 addresses"): the nodes of
+	// "IPv6-only nodes: sessions over IPv6", their pool, and the router's
+	// ID (it has no IPv4 address either).
+	docsToRID6    = netip.MustParseAddr("10.255.0.254")
+	docsToRNodes6 = []netip.Addr{netip.MustParseAddr("fd77::11"), netip.MustParseAddr("fd77::12"), netip.MustParseAddr("fd77::13")}
+	docsPool6Only = netip.MustParsePrefix("fd00:10:247::/56")
 )
 
 func docsToRConfigs() map[string]string {
-	v4, dual := []ToRPool{{docsPool, 26}}, []ToRPool{{docsPool, 26}, {docsPool6, 122}}
+	v4, dual, v6only := []ToRPool{{docsPool, 26}}, []ToRPool{{docsPool, 26}, {docsPool6, 122}}, []ToRPool{{docsPool6Only, 122}}
 	return map[string]string{
 		"BIRD":            ToRBirdConfig(docsToR, 65000, docsToRNodes, 64512, v4, 30*time.Second),
 		"FRR":             ToRFRRConfig(docsToR, 65000, docsToRNodes, 64512, v4, 30*time.Second),
 		"BIRD dual-stack": ToRBirdConfig(docsToR, 65000, docsToRNodes, 64512, dual, 30*time.Second),
 		"FRR dual-stack":  ToRFRRConfig(docsToR, 65000, docsToRNodes, 64512, dual, 30*time.Second),
+		"BIRD IPv6-only":  ToRBirdConfig(docsToRID6, 65000, docsToRNodes6, 64512, v6only, 30*time.Second),
+		"FRR IPv6-only":   ToRFRRConfig(docsToRID6, 65000, docsToRNodes6, 64512, v6only, 30*time.Second),
 	}
 }
 
@@ -80,7 +88,8 @@ func TestToRSnippetsInREADME(t *testing.T) {
 }
 
 // TestToRConfigsParse: BIRD and FRR accept the ToR configurations of
-// docs/bgp.md and an IPv6-only one, and BIRD the hostile ones of the lab.
+// docs/bgp.md (sessions to IPv4 and to IPv6 addresses) and one with an
+// IPv6 pool alone, and BIRD the hostile ones of the lab.
 func TestToRConfigsParse(t *testing.T) {
 	dir := t.TempDir()
 	confs := docsToRConfigs()
@@ -88,10 +97,10 @@ func TestToRConfigsParse(t *testing.T) {
 	confs["BIRD IPv6"] = ToRBirdConfig(docsToR, 65000, docsToRNodes, 64512, v6, 30*time.Second)
 	confs["FRR IPv6"] = ToRFRRConfig(docsToR, 65000, docsToRNodes, 64512, v6, 30*time.Second)
 	node6 := netip.MustParseAddr("2001:db8:10::12")
-	for _, name := range []string{"BIRD", "BIRD dual-stack", "BIRD IPv6"} {
+	for _, name := range []string{"BIRD", "BIRD dual-stack", "BIRD IPv6", "BIRD IPv6-only"} {
 		t.Run(name, func(t *testing.T) {
 			var routes []netip.Prefix
-			if name != "BIRD IPv6" {
+			if name != "BIRD IPv6" && name != "BIRD IPv6-only" {
 				routes = HostileRoutes(ToRPool{docsPool, 26}, docsToRNodes[1])
 			}
 			if name != "BIRD" {
@@ -105,7 +114,7 @@ func TestToRConfigsParse(t *testing.T) {
 			birdParses(t, dir, "hostile.conf", hostile)
 		})
 	}
-	for _, name := range []string{"FRR", "FRR dual-stack", "FRR IPv6"} {
+	for _, name := range []string{"FRR", "FRR dual-stack", "FRR IPv6", "FRR IPv6-only"} {
 		t.Run(name, func(t *testing.T) { frrParses(t, dir, confs[name]) })
 	}
 }
