@@ -1,0 +1,86 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/reefcni/reef/internal/lab"
+	"github.com/reefcni/reef/routes"
+)
+
+// VXLAN over an IPv6 underlay (issue 29): on IPv6-only nodes vxlan.reef's
+// local is the node's IPv6 address, and its fdb entries point at the
+// owners' IPv6 addresses (docs/design.md, "VXLAN over an IPv6 underlay").
+
+// checkVXLANOver6 checks on node from what reaching owner's IPv6 blocks
+// through vxlan.reef over the IPv6 underlay takes: the route via owner's
+// VTEP link-local (its identity's), the permanent neighbour, and one fdb
+// entry to owner's IPv6 address.
+func checkVXLANOver6(t *testing.T, l *lab.Lab, from, owner *lab.Node) {
+	t.Helper()
+	ll, mac := routes.VTEPLinkLocal(owner.Address).String(), routes.VTEPMAC(owner.Address).String()
+	for _, b := range blocks6Of(t, owner) {
+		if r := run(t, l, from.Netns, "ip", "-6", "route", "show", "exact", b, "proto", "238"); !strings.HasPrefix(r, b+" via "+ll+" dev "+routes.VXLANDevice+" ") {
+			t.Errorf("%s's route to %s's block %s is %q, want via %s dev %s", from.Name, owner.Name, b, strings.TrimSpace(r), ll, routes.VXLANDevice)
+		}
+	}
+	if n := run(t, l, from.Netns, "ip", "-6", "neigh", "show", "dev", routes.VXLANDevice); !strings.Contains(n, ll+" lladdr "+mac+" PERMANENT") {
+		t.Errorf("%s: no permanent neighbour %s lladdr %s on %s:\n%s", from.Name, ll, mac, routes.VXLANDevice, n)
+	}
+	if f := run(t, l, from.Netns, "bridge", "fdb", "show", "dev", routes.VXLANDevice); strings.Count(f, mac+" dst "+lab.NodeAddress6(owner).String()+" ") != 1 {
+		t.Errorf("%s: want one fdb entry %s dst %s:\n%s", from.Name, mac, lab.NodeAddress6(owner), f)
+	}
+}
+
+// TestVXLANIPv6Underlay: three IPv6-only nodes (no IPv4 address at all)
+// on one subnet, the IPv6 pool vxlanMode Always. Each vxlan.reef has the
+// node's IPv6 address as local and MTU 1430 (the uplink's 1500 less 70);
+// the pods ping each other on the first try, a node reaches another's pod
+// from its IPv6 tunnel address, what crosses the underlay is VXLAN between
+// the nodes' IPv6 addresses, and the largest ICMPv6 echo that fits the
+// pods' 1430 (1382 bytes) crosses while one byte more fails with "message
+// too long".
+func TestVXLANIPv6Underlay(t *testing.T) {
+	l := newLab(t)
+	nodes, err := l.AddMeshWith(3, lab.NodeOptions{IPv6Only: true, Extra: vxPools(false, "Always")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lab.StartAll(nodes); err != nil {
+		t.Fatal(err)
+	}
+	var pods []vxPod
+	for _, n := range nodes {
+		pods = append(pods, newVXPod(t, n, "p-"+n.Name, false))
+	}
+	converge(t, nodes...)
+	for _, from := range nodes {
+		link := run(t, l, from.Netns, "ip", "-d", "link", "show", "dev", routes.VXLANDevice)
+		if !strings.Contains(link, "local "+lab.NodeAddress6(from).String()+" ") || !strings.Contains(link, " mtu 1430 ") ||
+			!strings.Contains(link, routes.VTEPMAC(from.Address).String()) {
+			t.Errorf("%s's %s: want local %s, mtu 1430, MAC %s:\n%s", from.Name, routes.VXLANDevice, lab.NodeAddress6(from), routes.VTEPMAC(from.Address), link)
+		}
+		for _, owner := range nodes {
+			if owner != from {
+				checkVXLANOver6(t, l, from, owner)
+			}
+		}
+	}
+	for _, p := range pods {
+		for _, q := range pods {
+			if p != q {
+				pings(t, l, p.Netns, p.Name+" to "+q.Name, q.v6)
+			}
+		}
+	}
+	out := capture(t, l, "br0", "udp port 4789", func() { pods[0].Run("ping", "-6", "-c", "1", "-W", "2", pods[1].v6.String()) })
+	if !strings.Contains(out, lab.NodeAddress6(nodes[0]).String()) || !strings.Contains(out, lab.NodeAddress6(nodes[1]).String()+".4789") {
+		t.Errorf("no VXLAN between %s and %s on the underlay:\n%s", lab.NodeAddress6(nodes[0]), lab.NodeAddress6(nodes[1]), out)
+	}
+	nodeToPod6(t, nodes[0], pods[1])
+	if link := run(t, l, pods[0].Netns, "ip", "link", "show", "eth0"); !strings.Contains(link, "mtu 1430") {
+		t.Errorf("pod eth0: %s", link)
+	}
+	mtu6(t, pods[0], pods[2].v6, 1430)
+	noWarnings(t, nodes, gobgpIdleRefused)
+}
