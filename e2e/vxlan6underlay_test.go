@@ -84,3 +84,55 @@ func TestVXLANIPv6Underlay(t *testing.T) {
 	mtu6(t, pods[0], pods[2].v6, 1430)
 	noWarnings(t, nodes, gobgpIdleRefused)
 }
+
+// TestVXLANIPv6UnderlayCrossSubnet: three IPv6-only nodes in two IPv6
+// subnets behind a router, the IPv6 pool vxlanMode CrossSubnet. a1 and a2
+// (one subnet) route each other's blocks directly, via each other's IPv6
+// address onlink, with no VXLAN peer for each other; b1 (the other) is
+// reached through vxlan.reef over IPv6 and reaches them the same way.
+// Pods ping each other on the first try, a1 reaches b1's pod from its
+// IPv6 tunnel address, the captured traffic between the subnets is VXLAN
+// between the nodes' IPv6 addresses, and the MTU holds across the router.
+// In the slow set (about 10 s here); TestVXLANIPv6Underlay is make test's.
+func TestVXLANIPv6UnderlayCrossSubnet(t *testing.T) {
+	slowSuite(t)
+	l := newLab(t)
+	nodes, err := l.AddCrossNodes6(lab.NodeOptions{Extra: vxPools(false, "CrossSubnet")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lab.StartAll(nodes); err != nil {
+		t.Fatal(err)
+	}
+	a1, a2, b1 := nodes[0], nodes[1], nodes[2]
+	pa1, pa2, pb1 := newVXPod(t, a1, "pa1", false), newVXPod(t, a2, "pa2", false), newVXPod(t, b1, "pb1", false)
+	converge(t, nodes...)
+	checkVXLANOver6(t, l, a1, b1)
+	checkVXLANOver6(t, l, a2, b1)
+	checkVXLANOver6(t, l, b1, a1)
+	checkVXLANOver6(t, l, b1, a2)
+	for _, pair := range [][2]*lab.Node{{a1, a2}, {a2, a1}} {
+		from, owner := pair[0], pair[1]
+		for _, b := range blocks6Of(t, owner) {
+			if r := run(t, l, from.Netns, "ip", "-6", "route", "show", "exact", b, "proto", "238"); !strings.HasPrefix(r, b+" via "+lab.NodeAddress6(owner).String()+" dev eth0 ") || !strings.Contains(r, "onlink") {
+				t.Errorf("%s's route to %s's block %s (one subnet: direct) is %q", from.Name, owner.Name, b, strings.TrimSpace(r))
+			}
+		}
+		if f := run(t, l, from.Netns, "bridge", "fdb", "show", "dev", routes.VXLANDevice); strings.Contains(f, routes.VTEPMAC(owner.Address).String()) {
+			t.Errorf("%s has a VXLAN peer %s in its own subnet:\n%s", from.Name, owner.Name, f)
+		}
+	}
+	t.Logf("a1's IPv6 routes:\n%s", run(t, l, a1.Netns, "ip", "-6", "route", "show", "proto", "238"))
+	for _, pair := range [][2]vxPod{{pa1, pb1}, {pb1, pa1}, {pb1, pa2}, {pa1, pa2}, {pa2, pa1}} {
+		pings(t, l, pair[0].Netns, pair[0].Name+" to "+pair[1].Name, pair[1].v6)
+	}
+	out := capture(t, l, "br0", "udp port 4789", func() { pa1.Run("ping", "-6", "-c", "1", "-W", "2", pb1.v6.String()) })
+	if !strings.Contains(out, lab.NodeAddress6(a1).String()) || !strings.Contains(out, lab.NodeAddress6(b1).String()+".4789") {
+		t.Errorf("no VXLAN between %s and %s on the underlay:\n%s", lab.NodeAddress6(a1), lab.NodeAddress6(b1), out)
+	}
+	nodeToPod6(t, a1, pb1)
+	nodeToPod6(t, b1, pa2)
+	mtu6(t, pa1, pb1.v6, 1430)
+	mtu6(t, pb1, pa2.v6, 1430)
+	noWarnings(t, nodes, gobgpIdleRefused)
+}
