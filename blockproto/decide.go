@@ -27,6 +27,9 @@ type Input struct {
 	// other nodes to route its IPv6 blocks through (Record.Addr6); no
 	// decision depends on it.
 	Addr6 netip.Addr
+	// IPv6Only: this node has no IPv4 address (Record.IPv6Only); no
+	// decision depends on it.
+	IPv6Only bool
 	// Unresolved are the voters of bgp.voters the caller could not name
 	// yet, each with why: a voter written as an IPv6 address is known in
 	// the protocol by its identity, which the caller learns from that

@@ -36,6 +36,7 @@ type blockEngine struct {
 	name    string
 	voters  []netip.Addr // bgp.voters, or this node alone (voterList), as written: addresses
 	addr6   netip.Addr   // the node's IPv6 address for its record (nodeAddress6); invalid: none
+	v6only  bool         // an IPv6-only node, which its record says (Record.IPv6Only)
 	mine    nodeAddrs    // what names this node in voters: its identity and addresses
 	// names are the identities learned of voters written as IPv6
 	// addresses (resolveVoters), as the store keeps them.
@@ -235,7 +236,7 @@ func (e *blockEngine) Step(ctx context.Context) (blocks []store.Block, woke bool
 		e.names = names
 	}
 	d := blockproto.Decide(blockproto.Input{State: st, Table: table, Voters: ids, Pools: pools, Need: e.need(st), Name: e.name,
-		Unreachable: unreachableIDs(e.voters, e.mine, voterIdentity(e.voters, st.Self.Addr, e.mine, names), peers), Addr6: e.addr6, Unresolved: unresolved})
+		Unreachable: unreachableIDs(e.voters, e.mine, voterIdentity(e.voters, st.Self.Addr, e.mine, names), peers), Addr6: e.addr6, IPv6Only: e.v6only, Unresolved: unresolved})
 	e.logListsChange(d)
 	mark(&tm.decide)
 	var errs []error

@@ -183,7 +183,7 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	if err != nil {
 		return nil, closeAll, err
 	}
-	blocks.addr6, blocks.retired = up6.Address, retired
+	blocks.addr6, blocks.v6only, blocks.retired = up6.Address, node.IPv6Only, retired
 	sysctls := sysctl.New(sysctl.Proc{})
 	// The CNI operations' log: the server writes it, the pass reads it
 	// instead of locking them out (package activity).

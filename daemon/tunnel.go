@@ -47,24 +47,33 @@ func (n netInfo) vtepLocal() netip.Addr {
 	return n.uplink.Address
 }
 
-// underlayPrefix is the uplink's subnet of the underlay's family, which
-// CrossSubnet compares an owner's underlay address with.
-func (n netInfo) underlayPrefix() netip.Prefix {
-	if n.v6only {
-		return n.uplink6.Prefix
+// subnetOf is the uplink's subnet of a's family, which CrossSubnet
+// compares an owner's address with.
+func (n netInfo) subnetOf(a netip.Addr) netip.Prefix {
+	if a.Is4() {
+		return n.uplink.Prefix
 	}
-	return n.uplink.Prefix
+	return n.uplink6.Prefix
 }
 
-// underlay is the address b's owner is reached at on this node's
-// underlay: its IPv4 address (its identity), or on an IPv6-only node the
-// IPv6 address its record gave (invalid while none did).
+// over6 says whether b's owner is reached over IPv6, at the IPv6 address
+// its record gave: this node is IPv6-only, or the owner is.
+func (n netInfo) over6(b store.Block) bool { return n.v6only || b.OwnerIPv6Only }
+
+// underlay is the address b's owner is reached at: its IPv4 address (its
+// identity), or over IPv6 (over6) its IPv6 address (invalid while its
+// record gave none).
 func (n netInfo) underlay(b store.Block) netip.Addr {
-	if n.v6only {
+	if n.over6(b) {
 		return b.OwnerAddr6
 	}
 	return b.OwnerAddr
 }
+
+// mixed says whether b's owner and this node have underlays of two
+// families (one of them IPv6-only): VXLAN between them is not built, and
+// only direct routing over IPv6 reaches the owner.
+func (n netInfo) mixed(b store.Block) bool { return n.v6only != b.OwnerIPv6Only }
 
 // vxlanOverheadOf is VXLAN's overhead on an underlay: the outer IPv4 or
 // IPv6 header, UDP, VXLAN and the inner Ethernet header.
@@ -85,12 +94,12 @@ func (n netInfo) modes(pool netip.Prefix) (vxlan, ipip routes.EncapMode) {
 }
 
 // encapTo says how this node reaches owner's blocks of pool, whatever
-// their family: owner is its address on the underlay (underlay), the
+// their family: owner is the address it is reached at (underlay), the
 // tunnel's destination and what CrossSubnet compares with the uplink's
-// subnet of that family. (The config refuses ipipMode on an IPv6 pool.)
+// subnet of its family. (The config refuses ipipMode on an IPv6 pool.)
 func (n netInfo) encapTo(pool netip.Prefix, owner netip.Addr) routes.Encap {
 	vx, ip := n.modes(pool)
-	return routes.EncapFor(vx, ip, n.underlayPrefix(), owner)
+	return routes.EncapFor(vx, ip, n.subnetOf(owner), owner)
 }
 
 // blockEncap says how this node reaches another node's block b.
@@ -236,6 +245,9 @@ func (n netInfo) remoteRoutes(blocks []store.Block, hops map[netip.Addr]routes.H
 		rb := routes.RemoteBlock{Block: b.CIDR, Node: owner, Dev: n.uplink.Interface}
 		switch n.blockEncap(b) {
 		case routes.VXLAN:
+			if n.mixed(b) {
+				continue // not built: mixedUnderlays says so
+			}
 			rb.Node, rb.Dev = b.OwnerAddr, routes.VXLANDevice
 			if n.v6only {
 				if !b.OwnerAddr6.IsValid() {
@@ -255,7 +267,7 @@ func (n netInfo) remoteRoutes(blocks []store.Block, hops map[netip.Addr]routes.H
 			if !owner.IsValid() {
 				continue
 			}
-			if n.routed(b.Pool, b.OwnerAddr, owner) {
+			if n.routed(b.Pool, n.underlay(b), owner) {
 				hop, ok := hops[owner]
 				if !ok {
 					continue
@@ -277,7 +289,7 @@ func (n netInfo) unrouted6(blocks []store.Block) error {
 	var errs []error
 	for _, b := range blocks {
 		if b.State == store.BlockRemote && b.CIDR.Addr().Is6() && b.OwnerAddr.IsValid() && !b.OwnerAddr6.IsValid() && !seen[b.OwnerAddr] &&
-			(n.v6only || n.blockEncap(b) == routes.Direct) {
+			(n.over6(b) || n.blockEncap(b) == routes.Direct) {
 			seen[b.OwnerAddr] = true
 			name := b.OwnerAddr.String()
 			if b.Owner != "" {
@@ -293,6 +305,42 @@ func (n netInfo) unrouted6(blocks []store.Block) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// mixedUnderlays names the owners whose blocks VXLAN would reach though
+// their underlay is of another family than this node's (an IPv6-only node
+// beside one with an IPv4 address): VXLAN between them is not built, so
+// these blocks get no route. With vxlanMode CrossSubnet, an owner in the
+// uplink's IPv6 subnet is routed directly instead, over IPv6.
+func (n netInfo) mixedUnderlays(blocks []store.Block) error {
+	seen := map[netip.Addr]bool{}
+	var errs []error
+	for _, b := range blocks {
+		if b.State != store.BlockRemote || !b.OwnerAddr.IsValid() || !b.OwnerAddr6.IsValid() || seen[b.OwnerAddr] || !n.mixed(b) ||
+			n.blockEncap(b) != routes.VXLAN {
+			continue
+		}
+		seen[b.OwnerAddr] = true
+		name := b.OwnerAddr6.String()
+		if b.Owner != "" {
+			name = b.Owner + " (" + name + ")"
+		}
+		why := "it is IPv6-only (no IPv4 address) and this node's VXLAN runs over IPv4"
+		if n.v6only {
+			why = "this node is IPv6-only and its VXLAN runs over IPv6, but that node has an IPv4 address and its VXLAN runs over IPv4"
+		}
+		errs = append(errs, fmt.Errorf("blocks of node %s get no route: pool %s has vxlanMode %s, but %s; "+
+			"VXLAN between nodes whose underlays differ in family is not built (docs/design.md, \"VXLAN over an IPv6 underlay\"): "+
+			"put both on one IPv6 subnet with vxlanMode CrossSubnet (routed directly), or set vxlanMode: Never",
+			name, b.Pool, n.vxlanMode(b.Pool), why))
+	}
+	return errors.Join(errs...)
+}
+
+// vxlanMode is pool's vxlanMode.
+func (n netInfo) vxlanMode(pool netip.Prefix) routes.EncapMode {
+	vx, _ := n.modes(pool)
+	return vx
 }
 
 // routedBlocks are what the routes are made of: this node's confirmed
@@ -322,6 +370,9 @@ func (r *reconciler) routedBlocks(blocks []store.Block, errs *[]error) (own []ne
 		hops[owner] = hop
 	}
 	if err := r.net.unrouted6(blocks); err != nil {
+		*errs = append(*errs, err)
+	}
+	if err := r.net.mixedUnderlays(blocks); err != nil {
 		*errs = append(*errs, err)
 	}
 	remote, peers = r.net.remoteRoutes(blocks, hops)
@@ -551,5 +602,5 @@ func (n netInfo) reached(peer netip.Addr, externalUp bool) string {
 	}
 	return fmt.Sprintf("direct, but %s is outside %s and pool %s has vxlanMode %s and ipipMode %s: "+
 		"pods there are unreachable unless a router knows the blocks, and no external BGP peer is established (bgp.externalPeers, docs/bgp.md); or set vxlanMode: CrossSubnet",
-		peer, n.underlayPrefix().Masked(), pool.CIDR, pool.VXLANMode, pool.IPIPMode)
+		peer, n.subnetOf(peer).Masked(), pool.CIDR, pool.VXLANMode, pool.IPIPMode)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/store"
 )
 
 // The IPv6 pool of the VXLAN state test, its own block and the other
@@ -186,7 +187,7 @@ var (
 // would give it.
 func (n *node) setOwner6(a netip.Addr) {
 	n.t.Helper()
-	if err := n.st.SetBlockOwnerAddrs6(map[blockproto.Node]netip.Addr{{Addr: otherNode, Inc: 1}: a}); err != nil {
+	if err := n.st.SetBlockOwnerAddrs6(map[blockproto.Node]store.Owner6{{Addr: otherNode, Inc: 1}: {Addr: a, IPv6Only: true}}); err != nil {
 		n.t.Fatal(err)
 	}
 }
@@ -249,4 +250,52 @@ func TestVXLANIPv6UnderlayStates(t *testing.T) {
 		strings.Contains(n.vxlanText(), "fdb ") || strings.Contains(n.vxlanText(), "neigh ") {
 		t.Errorf("CrossSubnet, the owner in the uplink's IPv6 subnet: want a direct route and no VXLAN peer:\n%s", got)
 	}
+}
+
+// TestVXLANMixedUnderlays: between an IPv6-only node and one with an IPv4
+// address, VXLAN is not built. With vxlanMode Always the owner's IPv6
+// block gets no route, nothing of it is on vxlan.reef, and the pass says
+// why, on either side; with CrossSubnet and both in one IPv6 subnet the
+// block is routed directly, over IPv6.
+func TestVXLANMixedUnderlays(t *testing.T) {
+	other6 := netip.MustParseAddr("fd77::21")
+	const notBuilt = "VXLAN between nodes whose underlays differ in family is not built"
+	check := func(t *testing.T, n *node, why string) {
+		t.Helper()
+		n.rec.net.pools[len(n.rec.net.pools)-1].VXLANMode = EncapAlways
+		err := n.rec.pass(nil, false)
+		if err == nil || !strings.Contains(err.Error(), "blocks of node "+other6.String()+" get no route: pool "+vxPool6.String()+" has vxlanMode Always, but "+why) ||
+			!strings.Contains(err.Error(), notBuilt) {
+			t.Errorf("pass with Always: %v; want the owner named, %q", err, why)
+		}
+		if got := n.k.String(); strings.Contains(got, vxOtherBlock6.String()) || strings.Contains(got, routes.VTEPMAC(otherNode).String()) {
+			t.Errorf("with Always, the other node's IPv6 block or VTEP is in the kernel:\n%s", got)
+		}
+		n.rec.net.pools[len(n.rec.net.pools)-1].VXLANMode = EncapCrossSubnet
+		if err := n.rec.pass(nil, false); err != nil && strings.Contains(err.Error(), notBuilt) {
+			t.Errorf("pass with CrossSubnet in one IPv6 subnet: %v", err)
+		}
+		if got := n.k.String(); !strings.Contains(got, "route "+vxOtherBlock6.String()+" via "+other6.String()+" dev eth0 onlink proto reef") {
+			t.Errorf("with CrossSubnet in one IPv6 subnet, want a direct route to %s:\n%s", vxOtherBlock6, got)
+		}
+	}
+	t.Run("IPv6-only node, owner with an IPv4 address", func(t *testing.T) {
+		n := v6onlyNode(t, EncapAlways, other6)
+		if err := n.st.SetBlockOwnerAddrs6(map[blockproto.Node]store.Owner6{{Addr: otherNode, Inc: 1}: {Addr: other6}}); err != nil {
+			t.Fatal(err)
+		}
+		check(t, n, "this node is IPv6-only and its VXLAN runs over IPv6, but that node has an IPv4 address")
+	})
+	t.Run("node with an IPv4 address, IPv6-only owner", func(t *testing.T) {
+		n := vxNode(t)
+		n.vxModes(EncapAlways, EncapAlways)
+		n.rec.net.pools = n.rec.net.pools[1:] // an IPv6-only owner has no IPv4 block
+		n.rec.net.uplink6 = Uplink6{Address: netip.MustParseAddr("fd77::20"), Prefix: netip.MustParsePrefix("fd77::20/64")}
+		n.setOwner6(other6) // IPv6-only
+		check(t, n, "it is IPv6-only (no IPv4 address) and this node's VXLAN runs over IPv4")
+		// This node's own vxlan.reef, over IPv4, stays.
+		if got := n.vxlanText(); !strings.Contains(got, "link vxlan.reef local 192.168.10.20") {
+			t.Errorf("vxlan.reef went:\n%s", got)
+		}
+	})
 }
