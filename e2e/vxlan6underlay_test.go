@@ -1,8 +1,13 @@
 package e2e
 
 import (
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/reefcni/reef/internal/lab"
 	"github.com/reefcni/reef/routes"
@@ -135,4 +140,126 @@ func TestVXLANIPv6UnderlayCrossSubnet(t *testing.T) {
 	mtu6(t, pa1, pb1.v6, 1430)
 	mtu6(t, pb1, pa2.v6, 1430)
 	noWarnings(t, nodes, gobgpIdleRefused)
+}
+
+// TestVXLANMixedUnderlays: two nodes with an IPv4 address (their VXLAN
+// over IPv4) and one IPv6-only node (its VXLAN over IPv6) on one subnet,
+// meshed over IPv6, the IPv6 pool vxlanMode Always. VXLAN between the two
+// families of underlay is not built: each side gives the other's blocks
+// no route, says why in reef status, and puts nothing of it on vxlan.reef;
+// the two dual-stack nodes' pods reach each other through VXLAN over IPv4.
+// With CrossSubnet all three route each other directly over IPv6 (one
+// subnet), and every pod reaches every other. In the slow set (about 11 s
+// here); TestVXLANMixedUnderlays in daemon/ is the state test.
+func TestVXLANMixedUnderlays(t *testing.T) {
+	slowSuite(t)
+	l := newLab(t)
+	var nodes []*lab.Node
+	addrs6 := []string{"fd77::b", "fd77::c", "fd77::d"}
+	bgp := func(i int) string {
+		var peers []string
+		for j, a := range addrs6 {
+			if j != i {
+				peers = append(peers, a)
+			}
+		}
+		s := "  keepaliveTime: 1s\n  holdTime: 3s\n  peers: [" + strings.Join(peers, ", ") + "]\n  voters: [" + strings.Join(addrs6, ", ") + "]\n"
+		if i == 2 {
+			s += "  routerID: " + lab.NodeAddress(2).String() + "\n"
+		}
+		return s
+	}
+	for i, name := range []string{"ds1", "ds2", "v6only"} {
+		o := lab.NodeOptions{BGP: bgp(i), Extra: vxPools(false, "Always"), IPv6Only: i == 2}
+		if i < 2 {
+			o.Extra += "nodeAddressV6: " + addrs6[i] + "\n"
+		}
+		n, err := l.AddNode(name, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i < 2 {
+			if err := l.IP(n.Netns, "-6", "addr", "add", addrs6[i]+"/64", "dev", "eth0", "nodad"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		nodes = append(nodes, n)
+	}
+	if err := lab.StartAll(nodes); err != nil {
+		t.Fatal(err)
+	}
+	ds1, ds2, v6 := nodes[0], nodes[1], nodes[2]
+	p1, p2, p3 := newVXPod(t, ds1, "p1", false), newVXPod(t, ds2, "p2", false), newVXPod(t, v6, "p3", false)
+	const notBuilt = "VXLAN between nodes whose underlays differ in family is not built"
+	for _, c := range []struct {
+		n      *lab.Node
+		others []string
+	}{{ds1, []string{addrs6[2]}}, {ds2, []string{addrs6[2]}}, {v6, []string{addrs6[0], addrs6[1]}}} {
+		eventually(t, 20*time.Second, func() string {
+			e := mustStatus(t, c.n).GetLastReconcileError()
+			for _, o := range c.others {
+				if !strings.Contains(e, "blocks of node "+o) || !strings.Contains(e, notBuilt) {
+					return fmt.Sprintf("%s's last reconcile error %q does not name %s", c.n.Name, e, o)
+				}
+			}
+			return ""
+		})
+	}
+	for _, c := range [][2]*lab.Node{{ds1, v6}, {v6, ds1}, {v6, ds2}} {
+		from, owner := c[0], c[1]
+		for _, b := range blocks6Of(t, owner) {
+			if r := run(t, l, from.Netns, "ip", "-6", "route", "show", "exact", b, "proto", "238"); strings.TrimSpace(r) != "" {
+				t.Errorf("%s routes %s's block %s across underlay families: %q", from.Name, owner.Name, b, r)
+			}
+		}
+		if f := run(t, l, from.Netns, "bridge", "fdb", "show", "dev", routes.VXLANDevice); strings.Contains(f, routes.VTEPMAC(owner.Address).String()) {
+			t.Errorf("%s has a VXLAN peer %s across underlay families:\n%s", from.Name, owner.Name, f)
+		}
+	}
+	checkVXLAN6(t, l, ds1, ds2)
+	pings(t, l, p1.Netns, "p1 to p2 through VXLAN over IPv4", p2.v6)
+
+	// CrossSubnet: one IPv6 subnet, so every node routes the others
+	// directly over IPv6, and nothing is refused.
+	for _, n := range nodes {
+		if err := n.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := os.ReadFile(n.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(n.Config, []byte(strings.Replace(string(cfg), "vxlanMode: Always", "vxlanMode: CrossSubnet", 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := lab.StartAll(nodes); err != nil {
+		t.Fatal(err)
+	}
+	// Sessions are by IPv6 address here, which converge does not know:
+	// wait for a pass without error on each node, then for the routes.
+	eventually(t, 20*time.Second, func() string {
+		for _, n := range nodes {
+			if err := n.WaitPass(10 * time.Second); err != nil {
+				return err.Error()
+			}
+			if e := mustStatus(t, n).GetLastReconcileError(); e != "" {
+				return fmt.Sprintf("%s with CrossSubnet: %s", n.Name, e)
+			}
+		}
+		for _, owner := range nodes {
+			for _, b := range blocks6Of(t, owner) {
+				for _, n := range nodes {
+					if r := run(t, l, n.Netns, "ip", "-6", "route", "show", "exact", b, "proto", "238"); n != owner && strings.TrimSpace(r) == "" {
+						return fmt.Sprintf("%s has no route to %s's block %s yet", n.Name, owner.Name, b)
+					}
+				}
+			}
+		}
+		return ""
+	})
+	checkRoutes6(t, nodes, func(n *lab.Node) netip.Addr { return netip.MustParseAddr(addrs6[slices.Index(nodes, n)]) })
+	for _, pair := range [][2]vxPod{{p1, p3}, {p3, p1}, {p3, p2}, {p2, p1}} {
+		pings(t, l, pair[0].Netns, pair[0].Name+" to "+pair[1].Name, pair[1].v6)
+	}
 }

@@ -356,7 +356,9 @@ func (n *Node) initFounder() error {
 	if cfg.NodeAddress.IsValid() {
 		self = cfg.NodeAddress
 	}
-	if len(cfg.BGP.Voters) < 2 || !slices.Contains(cfg.BGP.Voters, self) {
+	// A voter named by its nodeAddressV6 (a mixed cluster) is one too.
+	named := slices.Contains(cfg.BGP.Voters, self) || cfg.NodeAddressV6.IsValid() && slices.Contains(cfg.BGP.Voters, cfg.NodeAddressV6)
+	if len(cfg.BGP.Voters) < 2 || !named {
 		return nil
 	}
 	if out, err := n.Lab.Run(n.Netns, filepath.Join(n.Lab.BinDir, "reef"), "store", "init", "--config", n.Config); err != nil {
