@@ -71,6 +71,8 @@ func TestVXLANIPv6Underlay(t *testing.T) {
 			}
 		}
 	}
+	t.Logf("node1's %s:\n%s%s", routes.VXLANDevice, run(t, l, nodes[0].Netns, "ip", "-d", "link", "show", "dev", routes.VXLANDevice),
+		run(t, l, nodes[0].Netns, "bridge", "fdb", "show", "dev", routes.VXLANDevice))
 	for _, p := range pods {
 		for _, q := range pods {
 			if p != q {
