@@ -313,8 +313,24 @@ func (n netInfo) unrouted6(blocks []store.Block) error {
 // these blocks get no route. With vxlanMode CrossSubnet, an owner in the
 // uplink's IPv6 subnet is routed directly instead, over IPv6.
 func (n netInfo) mixedUnderlays(blocks []store.Block) error {
-	seen := map[netip.Addr]bool{}
 	var errs []error
+	for _, m := range n.vxlanNotBuilt(blocks) {
+		errs = append(errs, fmt.Errorf("blocks of node %s get no route: %s; "+
+			"VXLAN between nodes whose underlays differ in family is not built (docs/design.md, \"VXLAN over an IPv6 underlay\"): "+
+			"put both on one IPv6 subnet with vxlanMode CrossSubnet (routed directly), or set vxlanMode: Never", m.node, m.why))
+	}
+	return errors.Join(errs...)
+}
+
+// notBuilt is an owner VXLAN would reach across underlay families, and why.
+type notBuilt struct{ node, why string }
+
+// vxlanNotBuilt are the owners of blocks whose pool's mode calls for
+// VXLAN but whose underlay is of the other family than this node's
+// (mixed), once each: what mixedUnderlays reports and reef status shows.
+func (n netInfo) vxlanNotBuilt(blocks []store.Block) []notBuilt {
+	seen := map[netip.Addr]bool{}
+	var out []notBuilt
 	for _, b := range blocks {
 		if b.State != store.BlockRemote || !b.OwnerAddr.IsValid() || !b.OwnerAddr6.IsValid() || seen[b.OwnerAddr] || !n.mixed(b) ||
 			n.blockEncap(b) != routes.VXLAN {
@@ -329,12 +345,21 @@ func (n netInfo) mixedUnderlays(blocks []store.Block) error {
 		if n.v6only {
 			why = "this node is IPv6-only and its VXLAN runs over IPv6, but that node has an IPv4 address and its VXLAN runs over IPv4"
 		}
-		errs = append(errs, fmt.Errorf("blocks of node %s get no route: pool %s has vxlanMode %s, but %s; "+
-			"VXLAN between nodes whose underlays differ in family is not built (docs/design.md, \"VXLAN over an IPv6 underlay\"): "+
-			"put both on one IPv6 subnet with vxlanMode CrossSubnet (routed directly), or set vxlanMode: Never",
-			name, b.Pool, n.vxlanMode(b.Pool), why))
+		out = append(out, notBuilt{name, fmt.Sprintf("pool %s has vxlanMode %s, but %s", b.Pool, n.vxlanMode(b.Pool), why)})
 	}
-	return errors.Join(errs...)
+	return out
+}
+
+// vxlanStatus is vxlan.reef's underlay for reef status: its family and
+// local address; "" while no pool uses VXLAN.
+func (n netInfo) vxlanStatus() string {
+	switch {
+	case !n.usesVXLAN():
+		return ""
+	case n.v6only:
+		return "IPv6, local " + n.vtepLocal().String()
+	}
+	return "IPv4, local " + n.vtepLocal().String()
 }
 
 // vxlanMode is pool's vxlanMode.

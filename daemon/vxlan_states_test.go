@@ -231,6 +231,9 @@ func TestVXLANIPv6UnderlayStates(t *testing.T) {
 	}
 	check("after the first pass", other6)
 	check("after a second pass", other6)
+	if s := n.rec.net.vxlanStatus(); s != "IPv6, local fd77::20" {
+		t.Errorf("reef status's vxlan: %q", s)
+	}
 
 	// The owner's record gives another IPv6 address: its fdb entry
 	// follows. An entry rewritten by hand is put back.
@@ -270,6 +273,13 @@ func TestVXLANMixedUnderlays(t *testing.T) {
 		}
 		if got := n.k.String(); strings.Contains(got, vxOtherBlock6.String()) || strings.Contains(got, routes.VTEPMAC(otherNode).String()) {
 			t.Errorf("with Always, the other node's IPv6 block or VTEP is in the kernel:\n%s", got)
+		}
+		blocks, err := n.st.Blocks()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if nb := n.rec.net.vxlanNotBuilt(n.rec.net.ofPools(blocks)); len(nb) != 1 || nb[0].node != other6.String() || !strings.Contains(nb[0].why, why) {
+			t.Errorf("vxlanNotBuilt (reef status) = %+v, want %s: %s", nb, other6, why)
 		}
 		n.rec.net.pools[len(n.rec.net.pools)-1].VXLANMode = EncapCrossSubnet
 		if err := n.rec.pass(nil, false); err != nil && strings.Contains(err.Error(), notBuilt) {

@@ -59,6 +59,9 @@ func TestVXLANIPv6Underlay(t *testing.T) {
 		pods = append(pods, newVXPod(t, n, "p-"+n.Name, false))
 	}
 	converge(t, nodes...)
+	if st, err := nodes[0].Reef("status"); err != nil || !strings.Contains(st, "vxlan:      over IPv6, local "+lab.NodeAddress6(nodes[0]).String()+"\n") {
+		t.Errorf("node1's reef status does not say its VXLAN runs over IPv6: %v\n%s", err, st)
+	}
 	for _, from := range nodes {
 		link := run(t, l, from.Netns, "ip", "-d", "link", "show", "dev", routes.VXLANDevice)
 		if !strings.Contains(link, "local "+lab.NodeAddress6(from).String()+" ") || !strings.Contains(link, " mtu 1430 ") ||
@@ -220,6 +223,15 @@ func TestVXLANMixedUnderlays(t *testing.T) {
 	}
 	checkVXLAN6(t, l, ds1, ds2)
 	pings(t, l, p1.Netns, "p1 to p2 through VXLAN over IPv4", p2.v6)
+	if st, err := ds1.Reef("status"); err != nil || !strings.Contains(st, "vxlan:      over IPv4, local "+ds1.Address.String()+"\n") ||
+		!strings.Contains(st, "NOT BUILT:  VXLAN to "+addrs6[2]) {
+		t.Errorf("ds1's reef status does not show its VXLAN over IPv4 and v6only's blocks without a route: %v\n%s", err, st)
+	} else {
+		t.Logf("ds1's reef status:\n%s", st)
+	}
+	if nb := mustStatus(t, v6).GetVxlanNotBuilt(); len(nb) != 2 {
+		t.Errorf("v6only's reef status names %q as not reached by VXLAN, want ds1 and ds2", nb)
+	}
 
 	// CrossSubnet: one IPv6 subnet, so every node routes the others
 	// directly over IPv6, and nothing is refused.
@@ -245,8 +257,8 @@ func TestVXLANMixedUnderlays(t *testing.T) {
 			if err := n.WaitPass(10 * time.Second); err != nil {
 				return err.Error()
 			}
-			if e := mustStatus(t, n).GetLastReconcileError(); e != "" {
-				return fmt.Sprintf("%s with CrossSubnet: %s", n.Name, e)
+			if st := mustStatus(t, n); st.GetLastReconcileError() != "" || len(st.GetVxlanNotBuilt()) != 0 {
+				return fmt.Sprintf("%s with CrossSubnet: %s %q", n.Name, st.GetLastReconcileError(), st.GetVxlanNotBuilt())
 			}
 		}
 		for _, owner := range nodes {
