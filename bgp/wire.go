@@ -61,6 +61,7 @@ const (
 	lcGranteeInc  = 117
 	lcPredecessor = 118
 	lcAddr6       = 119 // to 122: lcAddr6+i holds bits 32i..32i+31 of the address
+	lcIPv6Only    = 123 // value 1: the record's node has no IPv4 address (Record.IPv6Only)
 
 	lcReefFirst = 100
 	lcReefLast  = 199
@@ -203,6 +204,12 @@ func EncodeRecord(asn uint32, r blockproto.Record) (VPNRoute, error) {
 		rt.Communities = append(rt.Communities, LargeCommunity{asn, lcPredecessor, p})
 	}
 	rt.Communities = appendAddr6(rt.Communities, asn, r.Addr6)
+	if r.IPv6Only {
+		if !r.Addr6.IsValid() {
+			return VPNRoute{}, fmt.Errorf("record of IPv6-only node %s has no IPv6 address", r.Node.Addr)
+		}
+		rt.Communities = append(rt.Communities, LargeCommunity{asn, lcIPv6Only, 1})
+	}
 	return rt, nil
 }
 
@@ -256,10 +263,10 @@ func EncodeSeen(asn uint32, x blockproto.Seen) (VPNRoute, error) {
 
 // lcSet is the reef communities of one path, gathered for validation.
 type lcSet struct {
-	seen   uint64                                // bit d1-lcReefFirst for each data1 seen (gather lets only 100..122 in)
-	val    [lcAddr6 + 3 - lcReefFirst + 1]uint32 // by d1-lcReefFirst
-	voters int                                   // number of distinct <asn>:114 values
-	preds  int                                   // number of distinct <asn>:118 values
+	seen   uint64                               // bit d1-lcReefFirst for each data1 seen (gather lets only 100..123 in)
+	val    [lcIPv6Only - lcReefFirst + 1]uint32 // by d1-lcReefFirst
+	voters int                                  // number of distinct <asn>:114 values
+	preds  int                                  // number of distinct <asn>:118 values
 }
 
 func (s *lcSet) has(d1 uint32) bool { return s.seen&(1<<(d1-lcReefFirst)) != 0 }
@@ -323,7 +330,7 @@ func (s *lcSet) require(asn uint32, d1s ...uint32) error {
 func (s *lcSet) get(d1 uint32) uint32 { return s.val[d1-lcReefFirst] }
 
 var (
-	allowedRecord = []uint32{lcVoterHash, lcBorn, lcVoter, lcPredecessor, lcAddr6, lcAddr6 + 1, lcAddr6 + 2, lcAddr6 + 3}
+	allowedRecord = []uint32{lcVoterHash, lcBorn, lcVoter, lcPredecessor, lcAddr6, lcAddr6 + 1, lcAddr6 + 2, lcAddr6 + 3, lcIPv6Only}
 	allowedClaim  = []uint32{lcVoterHash, lcState}
 	allowedGrant  = []uint32{lcVoterHash, lcGrantee, lcGranteeInc}
 	allowedForget = []uint32{}
@@ -430,8 +437,12 @@ func decodeVPN(asn uint32, pools []Pool, afi AFI, rd RD, prefix netip.Prefix, lc
 		if err != nil {
 			return err
 		}
+		only6 := s.has(lcIPv6Only)
+		if v := s.get(lcIPv6Only); only6 && (v != 1 || !addr6.IsValid()) {
+			return fmt.Errorf("community %d:%d:%d on a record with IPv6 address %v: want %d:%d:1 beside the node's IPv6 address: %w", asn, lcIPv6Only, v, addr6, asn, lcIPv6Only, ErrNotReef)
+		}
 		t.Records = append(t.Records, blockproto.Record{Node: node, Born: s.get(lcBorn), VoterHash: s.get(lcVoterHash), Voters: voters,
-			Predecessors: preds, Addr6: addr6})
+			Predecessors: preds, Addr6: addr6, IPv6Only: only6})
 	case KindClaim:
 		if err := s.require(asn, lcInc, lcVoterHash, lcState); err != nil {
 			return err

@@ -102,3 +102,44 @@ func TestRecordAddr6Drops(t *testing.T) {
 		t.Errorf("a repeated community of the address: %v", err)
 	}
 }
+
+// An IPv6-only node's record carries <asn>:123:1 beside its IPv6 address,
+// and decodes back to the same record; other records carry none. A value
+// other than 1, or the flag without an address, drops the record.
+func TestRecordIPv6Only(t *testing.T) {
+	r := testRecord6()
+	r.IPv6Only = true
+	rt := must(EncodeRecord(testASN, r))
+	if got := rt.Communities[len(rt.Communities)-1]; got != lc(123, 1) {
+		t.Errorf("the last community of the record is %v, want %v", got, lc(123, 1))
+	}
+	got, err := decodeOne(rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(blockproto.Table{Records: []blockproto.Record{r}}, got, cmpOpts...); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+	if r.Equal(testRecord6()) {
+		t.Error("Record.Equal ignores IPv6Only")
+	}
+	if slices.Contains(must(EncodeRecord(testASN, testRecord6())).Communities, lc(123, 1)) {
+		t.Error("a record of a node with an IPv4 address says IPv6-only")
+	}
+	noAddr := testRecord()
+	noAddr.IPv6Only = true
+	if _, err := EncodeRecord(testASN, noAddr); err == nil {
+		t.Error("EncodeRecord of an IPv6-only node without an IPv6 address: no error")
+	}
+	for name, lcs := range map[string][]LargeCommunity{
+		"value 2":       append(slices.Clone(rt.Communities[:len(rt.Communities)-1]), lc(123, 2)),
+		"no address":    append(must(EncodeRecord(testASN, testRecord())).Communities, lc(123, 1)),
+		"twice, differ": append(slices.Clone(rt.Communities), lc(123, 0)),
+	} {
+		bad := rt
+		bad.Communities = lcs
+		if tbl, err := decodeOne(bad); err == nil || !errors.Is(err, ErrNotReef) || tbl.Len() != 0 {
+			t.Errorf("%s: DecodeVPN = %v, table %+v; want ErrNotReef", name, err, tbl)
+		}
+	}
+}

@@ -25,7 +25,7 @@ func (d *decider) announce() Table {
 		}
 	}
 	slices.Sort(preds)
-	rec := Record{Node: self, Born: d.state.Born, VoterHash: d.hash, Voters: d.voters, Predecessors: preds, Addr6: d.in.Addr6}
+	rec := Record{Node: self, Born: d.state.Born, VoterHash: d.hash, Voters: d.voters, Predecessors: preds, Addr6: d.in.Addr6, IPv6Only: d.in.IPv6Only}
 	if len(d.in.Unresolved) > 0 {
 		// Its list is not known yet: the record says so (UnknownList)
 		// rather than show the voters it could name as a list of its own.

@@ -24,9 +24,16 @@ type Input struct {
 	// so a cut-off node says so at once instead of waiting for votes.
 	Unreachable map[netip.Addr]bool
 	// Addr6 is this node's IPv6 address, announced in its record for the
-	// other nodes to route its IPv6 blocks through (Record.Addr6); no
-	// decision depends on it.
+	// other nodes to route its IPv6 blocks through (Record.Addr6).
 	Addr6 netip.Addr
+	// IPv6Only: this node has no IPv4 address (Record.IPv6Only), so its
+	// identity is a configured router ID, not an address of its own
+	// (bgp.routerID): another incarnation of that identity is an earlier
+	// one of this node only if it announced this node's IPv6 address
+	// (Addr6). Any other is another node given the same router ID: it is
+	// not superseded, and the status names it as a conflict
+	// (incarnations.go).
+	IPv6Only bool
 	// Unresolved are the voters of bgp.voters the caller could not name
 	// yet, each with why: a voter written as an IPv6 address is known in
 	// the protocol by its identity, which the caller learns from that
@@ -34,13 +41,6 @@ type Input struct {
 	// holds the others only, and while any is unresolved this node claims
 	// nothing, casts no new vote and confirms nothing: fail closed.
 	Unresolved []string
-	// RouterID says this node's identity is a configured router ID, not an
-	// address of its own (an IPv6-only node, bgp.routerID): another
-	// incarnation of that identity is an earlier one of this node only if
-	// it announced this node's IPv6 address (Addr6). Any other is another
-	// node given the same router ID: it is not superseded, and the status
-	// names it as a conflict (incarnations.go).
-	RouterID bool
 	// VoterAddr6 maps the identity of each voter configured by its IPv6
 	// address to that address. Such a voter's votes count only while the
 	// record of its current incarnation announces that address: a node

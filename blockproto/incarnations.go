@@ -79,7 +79,7 @@ func (d *decider) learn(c *Changes) {
 // while its pods hold their addresses (docs/design.md, "IPv6-only
 // nodes").
 func (d *decider) sameNode(addr6 netip.Addr) bool {
-	return !d.in.RouterID || (d.in.Addr6.IsValid() && addr6 == d.in.Addr6)
+	return !d.in.IPv6Only || (d.in.Addr6.IsValid() && addr6 == d.in.Addr6)
 }
 
 // identityConflicts names the incarnations of this node's identity that

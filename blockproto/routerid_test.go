@@ -44,7 +44,7 @@ func TestRouterIDNamesOnlyItsOwnAddress(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			in := Input{State: NewState(self, 1), Voters: three, Pools: []Pool{pool}, Table: tc.table, Addr6: here6, RouterID: tc.routerID}
+			in := Input{State: NewState(self, 1), Voters: three, Pools: []Pool{pool}, Table: tc.table, Addr6: here6, IPv6Only: tc.routerID}
 			d := Decide(in)
 			if d.Status.Gone != "" {
 				t.Fatalf("gone: %s", d.Status.Gone)
@@ -66,7 +66,7 @@ func TestRouterIDNamesOnlyItsOwnAddress(t *testing.T) {
 func TestRouterIDNotSupersededByAnother(t *testing.T) {
 	self := Node{addrA, 7}
 	other := Record{Node: Node{addrA, 9}, Addr6: there6, Predecessors: []uint32{7}}
-	in := Input{State: NewState(self, 1), Voters: three, Pools: []Pool{pool}, Table: Table{Records: []Record{other}}, Addr6: here6, RouterID: true}
+	in := Input{State: NewState(self, 1), Voters: three, Pools: []Pool{pool}, Table: Table{Records: []Record{other}}, Addr6: here6, IPv6Only: true}
 	if d := Decide(in); d.Status.Gone != "" || slices.Contains(d.Supersede, self) {
 		t.Fatalf("another node's record superseded this one: %q %+v", d.Status.Gone, d.Supersede)
 	}

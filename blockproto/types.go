@@ -77,8 +77,10 @@ type Grant struct {
 // orders two incarnations of one address.
 //
 // Addr6 is the node's IPv6 address, the next hop of its IPv6 blocks on
-// the other nodes (invalid: none, or no IPv6 pool). It travels with the
-// record only to be routed by: no decision reads it.
+// the other nodes (invalid: none, or no IPv6 pool). IPv6Only says the node
+// has no IPv4 address: it is reached only at Addr6, and its VXLAN runs
+// over IPv6 (docs/design.md, "VXLAN over an IPv6 underlay"). Both travel
+// with the record only to be routed by: no decision reads them.
 type Record struct {
 	Node         Node
 	Born         uint32
@@ -86,6 +88,7 @@ type Record struct {
 	Voters       []netip.Addr
 	Predecessors []uint32
 	Addr6        netip.Addr
+	IPv6Only     bool
 }
 
 // UnknownList is the VoterHash of a record whose node cannot name all its
@@ -96,7 +99,7 @@ const UnknownList uint32 = 0
 // Equal reports whether r and o say the same.
 func (r Record) Equal(o Record) bool {
 	return r.Node == o.Node && r.Born == o.Born && r.VoterHash == o.VoterHash && slices.Equal(r.Voters, o.Voters) &&
-		slices.Equal(r.Predecessors, o.Predecessors) && r.Addr6 == o.Addr6
+		slices.Equal(r.Predecessors, o.Predecessors) && r.Addr6 == o.Addr6 && r.IPv6Only == o.IPv6Only
 }
 
 // Forget says an operator removed a node incarnation for good (`reef node
@@ -111,7 +114,7 @@ type Forget struct {
 // that the one running learns of the other and names it. Addr6 is the
 // IPv6 address that incarnation's record announced, when the announcer
 // knows it: a node known by a router ID names as its earlier incarnation
-// only one of its own IPv6 address (Input.RouterID).
+// only one of its own IPv6 address (Input.IPv6Only).
 type Seen struct {
 	Node  Node
 	Addr6 netip.Addr

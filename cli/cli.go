@@ -297,6 +297,12 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		addrs = a6 + " (identity " + st.GetIdentity() + ")"
 	}
 	fmt.Fprintf(stdout, "node:       %s  %s on %s (pod MTU %d)\n", st.GetNodeName(), addrs, st.GetInterface(), st.GetMtu())
+	if v := st.GetVxlan(); v != "" {
+		fmt.Fprintf(stdout, "vxlan:      over %s\n", v)
+	}
+	for _, m := range st.GetVxlanNotBuilt() {
+		fmt.Fprintf(stdout, "NOT BUILT:  VXLAN to %s: its blocks get no route\n", m)
+	}
 	fmt.Fprintf(stdout, "up since:   %s\n", time.Unix(st.GetStartedUnix(), 0).UTC().Format(time.RFC3339))
 	fmt.Fprintf(stdout, "store:      %s\n", st.GetStorePath())
 	for _, w := range st.GetRuntimeWarnings() {

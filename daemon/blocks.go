@@ -36,10 +36,8 @@ type blockEngine struct {
 	name    string
 	voters  []netip.Addr // bgp.voters, or this node alone (voterList), as written: addresses
 	addr6   netip.Addr   // the node's IPv6 address for its record (nodeAddress6); invalid: none
-	// routerID: the node's identity is bgp.routerID (an IPv6-only node),
-	// bound to addr6 (blockproto.Input.RouterID).
-	routerID bool
-	mine     nodeAddrs // what names this node in voters: its identity and addresses
+	v6only  bool         // an IPv6-only node, which its record says (Record.IPv6Only)
+	mine    nodeAddrs    // what names this node in voters: its identity and addresses
 	// names are the identities learned of voters written as IPv6
 	// addresses (resolveVoters), as the store keeps them.
 	names map[netip.Addr]netip.Addr
@@ -239,8 +237,8 @@ func (e *blockEngine) Step(ctx context.Context) (blocks []store.Block, woke bool
 	}
 	byAddr := voterIdentity(e.voters, st.Self.Addr, e.mine, names)
 	d := blockproto.Decide(blockproto.Input{State: st, Table: table, Voters: ids, Pools: pools, Need: e.need(st), Name: e.name,
-		Unreachable: unreachableIDs(e.voters, e.mine, byAddr, peers), Addr6: e.addr6, Unresolved: unresolved,
-		RouterID: e.routerID, VoterAddr6: voterAddrs6(byAddr, st.Self.Addr)})
+		Unreachable: unreachableIDs(e.voters, e.mine, byAddr, peers), Addr6: e.addr6, IPv6Only: e.v6only, Unresolved: unresolved,
+		VoterAddr6: voterAddrs6(byAddr, st.Self.Addr)})
 	e.logListsChange(d)
 	mark(&tm.decide)
 	var errs []error

@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"net/netip"
-
 	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/store"
 )
@@ -28,31 +26,33 @@ func (e *blockEngine) blocksWithAddrs6(table blockproto.Table) ([]store.Block, e
 		return nil, err
 	}
 	for n, a := range addrs {
-		e.log.Info("learned a node's IPv6 address: its IPv6 blocks are routed through it", "node", n, "address", a)
+		e.log.Info("learned a node's IPv6 address: its IPv6 blocks are routed through it", "node", n, "address", a.Addr, "ipv6Only", a.IPv6Only)
 	}
 	return e.store.Blocks()
 }
 
 // ownerAddrs6 are the IPv6 addresses that the records in t give for the
-// owners of remote blocks, where the block has another, by owner
-// incarnation. An owner whose record gives none (its IPv6 pool gone from
+// owners of remote blocks, and whether the owners are IPv6-only, where the
+// block says otherwise, by owner incarnation. An owner whose record gives none (its IPv6 pool gone from
 // its config while this node still has it, during a rolling change) keeps
 // the address the store has: its blocks stay routed as they were. An owner
 // whose copies of its record disagree (a reflector's stale copy of the
 // record before a change) is left as the store has it until they agree.
-func ownerAddrs6(t blockproto.Table, blocks []store.Block) map[blockproto.Node]netip.Addr {
-	given := map[blockproto.Node]netip.Addr{}
+func ownerAddrs6(t blockproto.Table, blocks []store.Block) map[blockproto.Node]store.Owner6 {
+	given := map[blockproto.Node]store.Owner6{}
 	ambiguous := map[blockproto.Node]bool{}
 	for _, r := range t.Records {
-		if a, ok := given[r.Node]; ok && a != r.Addr6 {
+		o := store.Owner6{Addr: r.Addr6, IPv6Only: r.IPv6Only}
+		if a, ok := given[r.Node]; ok && a != o {
 			ambiguous[r.Node] = true
 		}
-		given[r.Node] = r.Addr6
+		given[r.Node] = o
 	}
-	out := map[blockproto.Node]netip.Addr{}
+	out := map[blockproto.Node]store.Owner6{}
 	for _, b := range blocks {
 		n := blockproto.Node{Addr: b.OwnerAddr, Inc: b.OwnerInc}
-		if a, ok := given[n]; ok && a.IsValid() && b.State == store.BlockRemote && !ambiguous[n] && a != b.OwnerAddr6 {
+		if a, ok := given[n]; ok && a.Addr.IsValid() && b.State == store.BlockRemote && !ambiguous[n] &&
+			(a.Addr != b.OwnerAddr6 || a.IPv6Only != b.OwnerIPv6Only) {
 			out[n] = a
 		}
 	}

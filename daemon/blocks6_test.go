@@ -95,8 +95,13 @@ func TestOwnerAddrs6(t *testing.T) {
 		{Node: d, Addr6: addr("fd77::24")}, {Node: d, Addr6: addr("fd77::14")}, // copies disagree
 	}}
 	got := ownerAddrs6(table, blocks)
-	if len(got) != 1 || got[b] != addr("fd77::12") {
+	if len(got) != 1 || got[b] != (store.Owner6{Addr: addr("fd77::12")}) {
 		t.Errorf("ownerAddrs6 = %v, want only %s: fd77::12", got, b)
+	}
+	// c's record now says it is IPv6-only: that changes.
+	got = ownerAddrs6(blockproto.Table{Records: []blockproto.Record{{Node: c, Addr6: addr("fd77::13"), IPv6Only: true}}}, blocks)
+	if len(got) != 1 || got[c] != (store.Owner6{Addr: addr("fd77::13"), IPv6Only: true}) {
+		t.Errorf("ownerAddrs6 of an IPv6-only record = %v, want only %s: fd77::13, IPv6-only", got, c)
 	}
 	// A record without an address (the owner's IPv6 pool gone from its
 	// config during a rolling change) leaves the stored one.

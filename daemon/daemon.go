@@ -42,7 +42,10 @@ const storeLockTimeout = time.Second
 // uplink MTU when the MTU is derived.
 const (
 	vxlanOverhead = 50
-	ipipOverhead  = 20
+	// vxlanOverhead6 is VXLAN's over an IPv6 underlay: a 40-byte outer
+	// header instead of 20.
+	vxlanOverhead6 = 70
+	ipipOverhead   = 20
 )
 
 // bgpRestartTime is what peers are told to wait for this node after its
@@ -78,15 +81,16 @@ type Daemon struct {
 }
 
 // DeriveMTU is the pods' MTU: the configured one, or the uplink's less the
-// largest overhead of an encapsulation some pool may use.
-func DeriveMTU(cfg Config, uplinkMTU int) int {
+// largest overhead of an encapsulation some pool may use, VXLAN's over
+// the node's underlay (IPv6 on an IPv6-only node: underlay6).
+func DeriveMTU(cfg Config, uplinkMTU int, underlay6 bool) int {
 	if cfg.MTU != 0 {
 		return cfg.MTU
 	}
 	overhead := 0
 	for _, p := range cfg.Pools {
 		if p.VXLANMode != EncapNever {
-			overhead = max(overhead, vxlanOverhead)
+			overhead = max(overhead, vxlanOverheadOf(underlay6))
 		}
 		if p.IPIPMode != EncapNever {
 			overhead = max(overhead, ipipOverhead)
@@ -127,7 +131,7 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 		return nil, closeAll, err
 	}
 	up, up6 := node.Uplink, node.Uplink6
-	mtu := DeriveMTU(cfg, up.MTU)
+	mtu := DeriveMTU(cfg, up.MTU, node.IPv6Only)
 	if node.IPv6Only {
 		log.Info("IPv6-only node: known by bgp.routerID", "identity", node.Identity, "address6", up6.Address, "interface", up.Interface, "why", up.Reason+"; "+up6.Reason, "podMTU", mtu)
 	} else {
@@ -179,7 +183,7 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	if err != nil {
 		return nil, closeAll, err
 	}
-	blocks.addr6, blocks.routerID, blocks.retired = up6.Address, node.IPv6Only, retired
+	blocks.addr6, blocks.v6only, blocks.retired = up6.Address, node.IPv6Only, retired
 	sysctls := sysctl.New(sysctl.Proc{})
 	// The CNI operations' log: the server writes it, the pass reads it
 	// instead of locking them out (package activity).
@@ -188,7 +192,8 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 		cniserver.Deps{Store: st, Log: log.With("component", "cni"), Sysctls: sysctls, NeedBlock: blocks.Need,
 			PodFilter: natDP, Policy: policyGate(policyDP), Activity: ops, Trigger: work.Trigger, Observe: m.CNI})
 	rec := newReconciler(reconcilerDeps{store: st, cni: cni, activity: ops, kernel: kernel, tc: routesTC{}, sysctls: sysctls, nat: natDP, policy: policyDP,
-		blocks: blocks, metrics: m, net: netInfo{node: cfg.NodeName, uplink: up, uplink6: up6, pools: cfg.Pools, podMTU: mtu},
+		blocks: blocks, metrics: m, net: netInfo{node: cfg.NodeName, uplink: up, uplink6: up6, pools: cfg.Pools, podMTU: mtu,
+			identity: node.Identity, v6only: node.IPv6Only},
 		pending: work, interval: cfg.ReconcileInterval, passLoop: hooks.passLoop}, log)
 	d = &Daemon{cfg: cfg, log: log, identity: node.Identity, uplink: up, uplink6: up6, mtu: mtu, store: st, cni: cni, rec: rec, speaker: speaker,
 		blocks: blocks, policy: policyDP, services: svcAddrs, lbIPAM: lbIPAM, metrics: m, started: time.Now()}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/netip"
 
 	"github.com/reefcni/reef/routes"
@@ -20,9 +21,9 @@ type fakeVXLAN struct {
 	dev    routes.VXLANConfig
 	up     bool
 	addrs  map[netip.Addr]bool
-	neigh4 map[netip.Addr]bool // nodes with a right IPv4 neighbour
-	neigh6 map[netip.Addr]bool // nodes with a right IPv6 neighbour
-	fdb    map[netip.Addr]bool // nodes with a right fdb entry
+	neigh4 map[netip.Addr]bool       // nodes with a right IPv4 neighbour
+	neigh6 map[netip.Addr]bool       // nodes with a right IPv6 neighbour
+	fdb    map[netip.Addr]netip.Addr // node -> where its fdb entry points
 }
 
 // ipv6On says whether the device has IPv6, as its sysctl says.
@@ -54,21 +55,24 @@ func (k *fakeKernel) ReadTunnel() (routes.TunnelState, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.vxlanSyncLocked()
-	st := routes.TunnelState{Addrs: map[netip.Addr]bool{}, Peers: map[netip.Addr]bool{}, Peers6: map[netip.Addr]bool{}}
+	st := routes.TunnelState{Addrs: map[netip.Addr]bool{}, Peers: map[netip.Addr]bool{}, Peers6: map[netip.Addr]bool{}, Dst: map[netip.Addr]netip.Addr{}}
 	v := k.vxlan
 	if v == nil {
 		return st, nil
 	}
 	d := v.dev
 	st.Device, st.Addrs = &d, maps.Clone(v.addrs)
-	for a := range v.neigh4 {
-		st.Peers[a] = v.fdb[a]
+	for a, d := range v.fdb {
+		if v.neigh4[a] {
+			st.Peers[a] = true
+		}
+		if v.neigh6[a] {
+			st.Peers6[a] = true
+		}
+		if d != a && (v.neigh4[a] || v.neigh6[a]) {
+			st.Dst[a] = d
+		}
 	}
-	for a := range v.neigh6 {
-		st.Peers6[a] = v.fdb[a]
-	}
-	maps.DeleteFunc(st.Peers, func(_ netip.Addr, ok bool) bool { return !ok })
-	maps.DeleteFunc(st.Peers6, func(_ netip.Addr, ok bool) bool { return !ok })
 	return st, nil
 }
 
@@ -86,7 +90,7 @@ func (k *fakeKernel) ApplyTunnel(want routes.TunnelState, plan routes.TunnelPlan
 	}
 	if plan.Create && k.vxlan == nil {
 		k.vxlan = &fakeVXLAN{dev: *want.Device, addrs: map[netip.Addr]bool{}, neigh4: map[netip.Addr]bool{}, neigh6: map[netip.Addr]bool{},
-			fdb: map[netip.Addr]bool{}}
+			fdb: map[netip.Addr]netip.Addr{}}
 		k.vxlan.dev.TunnelAddr, k.vxlan.dev.TunnelAddr6 = netip.Addr{}, netip.Addr{}
 		k.sys.AddLink(routes.VXLANDevice)
 		if k.vxlanIPv6Off { // the node's net.ipv6.conf.default
@@ -119,7 +123,7 @@ func (k *fakeKernel) ApplyTunnel(want routes.TunnelState, plan routes.TunnelPlan
 		delete(v.addrs, a)
 	}
 	v.up = true
-	v.neigh4, v.neigh6, v.fdb = maps.Clone(want.Peers), map[netip.Addr]bool{}, map[netip.Addr]bool{}
+	v.neigh4, v.neigh6, v.fdb = maps.Clone(want.Peers), map[netip.Addr]bool{}, map[netip.Addr]netip.Addr{}
 	if v.neigh4 == nil {
 		v.neigh4 = map[netip.Addr]bool{}
 	}
@@ -131,10 +135,10 @@ func (k *fakeKernel) ApplyTunnel(want routes.TunnelState, plan routes.TunnelPlan
 		v.neigh6[a] = true
 	}
 	for a := range want.Peers {
-		v.fdb[a] = true
+		v.fdb[a] = want.Underlay(a)
 	}
 	for a := range want.Peers6 {
-		v.fdb[a] = true
+		v.fdb[a] = want.Underlay(a)
 	}
 	return errors.Join(errs...)
 }
@@ -156,10 +160,12 @@ func (k *fakeKernel) vxlanLines() []string {
 	if v == nil {
 		return nil
 	}
-	lines := []string{fmt.Sprintf("link %s mtu %d up %v", routes.VXLANDevice, v.dev.MTU, v.up)}
+	lines := []string{fmt.Sprintf("link %s local %s mac %s mtu %d up %v", routes.VXLANDevice, v.dev.Local, v.dev.MAC, v.dev.MTU, v.up)}
 	if k.vxlanIPv6On() {
 		if m, err := k.sys.Get(sysctl.AddrGenMode(routes.VXLANDevice)); err == nil && m == "0" {
-			lines = append(lines, fmt.Sprintf("addr %s/64 dev %s scope link", routes.VTEPLinkLocal(v.dev.Local), routes.VXLANDevice))
+			// The kernel's EUI-64 link-local of the device's MAC.
+			mac, _ := net.ParseMAC(v.dev.MAC)
+			lines = append(lines, fmt.Sprintf("addr %s/64 dev %s scope link", routes.VTEPLinkLocal(netip.AddrFrom4([4]byte(mac[2:6]))), routes.VXLANDevice))
 		}
 	}
 	for a := range v.addrs {
@@ -171,8 +177,8 @@ func (k *fakeKernel) vxlanLines() []string {
 	for a := range v.neigh6 {
 		lines = append(lines, fmt.Sprintf("neigh %s lladdr %s dev %s PERMANENT", routes.VTEPLinkLocal(a), routes.VTEPMAC(a), routes.VXLANDevice))
 	}
-	for a := range v.fdb {
-		lines = append(lines, fmt.Sprintf("fdb %s dst %s dev %s", routes.VTEPMAC(a), a, routes.VXLANDevice))
+	for a, d := range v.fdb {
+		lines = append(lines, fmt.Sprintf("fdb %s dst %s dev %s", routes.VTEPMAC(a), d, routes.VXLANDevice))
 	}
 	return lines
 }

@@ -126,13 +126,14 @@ func TestChooseUplinkV6Only(t *testing.T) {
 }
 
 // TestIPv6OnlyConfigProblems: what an IPv6-only node refuses, naming the
-// key: an IPv4 pool, VXLAN, no IPv6 pool, an IPv4 peer; and what it
-// takes.
+// key: an IPv4 pool, no IPv6 pool, an IPv4 peer; and what it
+// takes, VXLAN (over its IPv6 underlay) included.
 func TestIPv6OnlyConfigProblems(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"ok", "pools: [{cidr: 'fd00:10::/56', vxlanMode: Never}]\nbgp: {routerID: 10.255.0.1, peers: ['fd77::2'], voters: ['fd77::2']}\n", ""},
 		{"default pool", "bgp: {routerID: 10.255.0.1}\n", `pools[0].cidr: value "10.244.0.0/16" is IPv4, but this node has no IPv4 address`},
-		{"vxlan", "pools: [{cidr: 'fd00:10::/56'}]\nbgp: {routerID: 10.255.0.1}\n", `pools[0].vxlanMode: value "CrossSubnet" on an IPv6-only node: VXLAN over an IPv6 underlay is not built yet`},
+		{"vxlan, the default CrossSubnet", "pools: [{cidr: 'fd00:10::/56'}]\nbgp: {routerID: 10.255.0.1, peers: ['fd77::2'], voters: ['fd77::2']}\n", ""},
+		{"vxlan Always", "pools: [{cidr: 'fd00:10::/56', vxlanMode: Always}]\nbgp: {routerID: 10.255.0.1}\n", ""},
 		{"IPv6 router", "pools: [{cidr: 'fd00:10::/56', vxlanMode: Never}]\nbgp: {routerID: 10.255.0.1, externalPeers: [{address: 'fd77::fe', asn: 65000}]}\n", ""},
 		{"IPv4 router", "pools: [{cidr: 'fd00:10::/56', vxlanMode: Never}]\nbgp: {routerID: 10.255.0.1, externalPeers: [{address: 10.0.0.254, asn: 65000}]}\n", `bgp.externalPeers[0].address: value "10.0.0.254" is an IPv4 address, but this node has no IPv4 address`},
 		{"IPv4 peer", "pools: [{cidr: 'fd00:10::/56', vxlanMode: Never}]\nbgp: {routerID: 10.255.0.1, peers: [10.0.0.2], voters: [10.0.0.2]}\n", "bgp.peers: has IPv4 address 10.0.0.2, but this node has no IPv4 address"},

@@ -90,6 +90,12 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 	if lastErr != nil {
 		out.LastReconcileError = lastErr.Error()
 	}
+	out.Vxlan = d.rec.net.vxlanStatus()
+	if all, err := d.store.Blocks(); err == nil {
+		for _, m := range d.rec.net.vxlanNotBuilt(d.rec.net.ofPools(all)) {
+			out.VxlanNotBuilt = append(out.VxlanNotBuilt, m.node+": "+m.why)
+		}
+	}
 	for _, b := range own {
 		out.Blocks = append(out.Blocks, blockProto(b, d.uplink6.Address))
 	}

@@ -144,7 +144,7 @@ func (s nodeState) config() Config {
 }
 
 // podMTU is the pods' MTU in s, on a 1500 uplink.
-func (s nodeState) podMTU() int { return DeriveMTU(s.config(), 1500) }
+func (s nodeState) podMTU() int { return DeriveMTU(s.config(), 1500, false) }
 
 // wantText is the kernel's text in s, less tunl0's state while no pool
 // uses IPIP (see text).

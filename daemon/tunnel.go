@@ -19,6 +19,69 @@ type netInfo struct {
 	uplink6 Uplink6 // zero: none (no IPv6 pool, or alone without one)
 	pools   []PoolConfig
 	podMTU  int
+	// identity is the node in the block protocol (DetectNode); invalid:
+	// its IPv4 address. It names the node's VTEP MAC.
+	identity netip.Addr
+	// v6only: an IPv6-only node, whose underlay is IPv6: vxlan.reef
+	// sends to the owners' IPv6 addresses, and CrossSubnet compares them
+	// with the uplink's IPv6 subnet (docs/design.md, "VXLAN over an IPv6
+	// underlay").
+	v6only bool
+}
+
+// vtepID is what the node's VTEP MAC is made of: its identity, which is
+// its IPv4 address where it has one.
+func (n netInfo) vtepID() netip.Addr {
+	if n.identity.IsValid() {
+		return n.identity
+	}
+	return n.uplink.Address
+}
+
+// vtepLocal is vxlan.reef's local address, the node's address on the
+// underlay.
+func (n netInfo) vtepLocal() netip.Addr {
+	if n.v6only {
+		return n.uplink6.Address
+	}
+	return n.uplink.Address
+}
+
+// subnetOf is the uplink's subnet of a's family, which CrossSubnet
+// compares an owner's address with.
+func (n netInfo) subnetOf(a netip.Addr) netip.Prefix {
+	if a.Is4() {
+		return n.uplink.Prefix
+	}
+	return n.uplink6.Prefix
+}
+
+// over6 says whether b's owner is reached over IPv6, at the IPv6 address
+// its record gave: this node is IPv6-only, or the owner is.
+func (n netInfo) over6(b store.Block) bool { return n.v6only || b.OwnerIPv6Only }
+
+// underlay is the address b's owner is reached at: its IPv4 address (its
+// identity), or over IPv6 (over6) its IPv6 address (invalid while its
+// record gave none).
+func (n netInfo) underlay(b store.Block) netip.Addr {
+	if n.over6(b) {
+		return b.OwnerAddr6
+	}
+	return b.OwnerAddr
+}
+
+// mixed says whether b's owner and this node have underlays of two
+// families (one of them IPv6-only): VXLAN between them is not built, and
+// only direct routing over IPv6 reaches the owner.
+func (n netInfo) mixed(b store.Block) bool { return n.v6only != b.OwnerIPv6Only }
+
+// vxlanOverheadOf is VXLAN's overhead on an underlay: the outer IPv4 or
+// IPv6 header, UDP, VXLAN and the inner Ethernet header.
+func vxlanOverheadOf(underlay6 bool) int {
+	if underlay6 {
+		return vxlanOverhead6
+	}
+	return vxlanOverhead
 }
 
 func (n netInfo) modes(pool netip.Prefix) (vxlan, ipip routes.EncapMode) {
@@ -31,16 +94,16 @@ func (n netInfo) modes(pool netip.Prefix) (vxlan, ipip routes.EncapMode) {
 }
 
 // encapTo says how this node reaches owner's blocks of pool, whatever
-// their family: owner is its IPv4 node address, the tunnel's underlay and
-// what CrossSubnet compares with the uplink's subnet. (The config refuses
-// ipipMode on an IPv6 pool.)
+// their family: owner is the address it is reached at (underlay), the
+// tunnel's destination and what CrossSubnet compares with the uplink's
+// subnet of its family. (The config refuses ipipMode on an IPv6 pool.)
 func (n netInfo) encapTo(pool netip.Prefix, owner netip.Addr) routes.Encap {
 	vx, ip := n.modes(pool)
-	return routes.EncapFor(vx, ip, n.uplink.Prefix, owner)
+	return routes.EncapFor(vx, ip, n.subnetOf(owner), owner)
 }
 
 // blockEncap says how this node reaches another node's block b.
-func (n netInfo) blockEncap(b store.Block) routes.Encap { return n.encapTo(b.Pool, b.OwnerAddr) }
+func (n netInfo) blockEncap(b store.Block) routes.Encap { return n.encapTo(b.Pool, n.underlay(b)) }
 
 // via is the address this node routes b through without encapsulation:
 // the owner's address of b's family, for an IPv6 block the IPv6 address
@@ -120,8 +183,8 @@ func VXLANTunnelHandle6(node string) string { return "vxlan-v6-tunnel-addr-" + n
 // IPIPTunnelHandle is the IPAM handle of node's IPIP tunnel address.
 func IPIPTunnelHandle(node string) string { return "ipip-tunnel-addr-" + node }
 
-// routed says whether the blocks of pool of the node at owner (its IPv4
-// address) are routed without encapsulation to a node in another subnet
+// routed says whether the blocks of pool of the node at owner (its
+// underlay address) are routed without encapsulation to a node in another subnet
 // (gw, the address routed through, outside the uplink's subnet of its
 // family): through the node's own route to gw (a router that knows the
 // blocks from bgp.externalPeers), not onlink.
@@ -140,7 +203,7 @@ func (n netInfo) routedOwners(blocks []store.Block) []netip.Addr {
 	seen := map[netip.Addr]bool{}
 	var out []netip.Addr
 	for _, b := range blocks {
-		if a := via(b); b.State == store.BlockRemote && a.IsValid() && !seen[a] && n.routed(b.Pool, b.OwnerAddr, a) {
+		if a := via(b); b.State == store.BlockRemote && a.IsValid() && !seen[a] && n.routed(b.Pool, n.underlay(b), a) {
 			seen[a] = true
 			out = append(out, a)
 		}
@@ -148,23 +211,32 @@ func (n netInfo) routedOwners(blocks []store.Block) []netip.Addr {
 	return out
 }
 
-// vxPeers are the nodes (by IPv4 address) whose blocks of each family
-// vxlan.reef reaches: routes.TunnelState's Peers and Peers6.
-type vxPeers struct{ v4, v6 map[netip.Addr]bool }
+// vxPeers are the nodes (by IPv4 address or identity) whose blocks of each
+// family vxlan.reef reaches, and on an IPv6 underlay each one's IPv6
+// address: routes.TunnelState's Peers, Peers6 and Dst.
+type vxPeers struct {
+	v4, v6 map[netip.Addr]bool
+	dst    map[netip.Addr]netip.Addr
+}
 
-func (p vxPeers) equal(q vxPeers) bool { return maps.Equal(p.v4, q.v4) && maps.Equal(p.v6, q.v6) }
+func (p vxPeers) equal(q vxPeers) bool {
+	return maps.Equal(p.v4, q.v4) && maps.Equal(p.v6, q.v6) && maps.Equal(p.dst, q.dst)
+}
 
 // remoteRoutes turns other nodes' confirmed blocks into routes, each on the
 // device its pool's mode and the owner's subnet call for, and returns the
 // nodes reached through VXLAN. Through vxlan.reef an IPv4 block goes
 // `via <owner> onlink` and an IPv6 block `via <owner's VTEP link-local>`
-// (routes.VTEPLinkLocal), which needs no IPv6 address of the owner.
+// (routes.VTEPLinkLocal), which over the IPv4 underlay needs no IPv6
+// address of the owner; over the IPv6 underlay the owner's IPv6 address is
+// where its fdb entry points, and without one its blocks get no route
+// (unrouted6).
 // Without encapsulation a routed owner's blocks go through hops[owner],
 // the node's own route to it; without one they get no route, nor does an
 // IPv6 block whose owner gave no IPv6 address (unrouted6).
 func (n netInfo) remoteRoutes(blocks []store.Block, hops map[netip.Addr]routes.Hop) ([]routes.RemoteBlock, vxPeers) {
 	var out []routes.RemoteBlock
-	peers := vxPeers{v4: map[netip.Addr]bool{}, v6: map[netip.Addr]bool{}}
+	peers := vxPeers{v4: map[netip.Addr]bool{}, v6: map[netip.Addr]bool{}, dst: map[netip.Addr]netip.Addr{}}
 	for _, b := range blocks {
 		if b.State != store.BlockRemote || !b.OwnerAddr.IsValid() {
 			continue
@@ -173,7 +245,16 @@ func (n netInfo) remoteRoutes(blocks []store.Block, hops map[netip.Addr]routes.H
 		rb := routes.RemoteBlock{Block: b.CIDR, Node: owner, Dev: n.uplink.Interface}
 		switch n.blockEncap(b) {
 		case routes.VXLAN:
+			if n.mixed(b) {
+				continue // not built: mixedUnderlays says so
+			}
 			rb.Node, rb.Dev = b.OwnerAddr, routes.VXLANDevice
+			if n.v6only {
+				if !b.OwnerAddr6.IsValid() {
+					continue
+				}
+				peers.dst[b.OwnerAddr] = b.OwnerAddr6
+			}
 			if b.CIDR.Addr().Is6() {
 				rb.Gateway = routes.VTEPLinkLocal(b.OwnerAddr)
 				peers.v6[b.OwnerAddr] = true
@@ -186,7 +267,7 @@ func (n netInfo) remoteRoutes(blocks []store.Block, hops map[netip.Addr]routes.H
 			if !owner.IsValid() {
 				continue
 			}
-			if n.routed(b.Pool, b.OwnerAddr, owner) {
+			if n.routed(b.Pool, n.underlay(b), owner) {
 				hop, ok := hops[owner]
 				if !ok {
 					continue
@@ -199,25 +280,92 @@ func (n netInfo) remoteRoutes(blocks []store.Block, hops map[netip.Addr]routes.H
 	return out, peers
 }
 
-// unrouted6 names the owners of IPv6 blocks reached without encapsulation
-// whose records gave no IPv6 address (an owner without nodeAddressV6, or
-// a reef before it): these blocks get no route.
+// unrouted6 names the owners of IPv6 blocks reached without encapsulation,
+// or on an IPv6-only node at all, whose records gave no IPv6 address (an
+// owner without nodeAddressV6, or a reef before it): these blocks get no
+// route.
 func (n netInfo) unrouted6(blocks []store.Block) error {
 	seen := map[netip.Addr]bool{}
 	var errs []error
 	for _, b := range blocks {
 		if b.State == store.BlockRemote && b.CIDR.Addr().Is6() && b.OwnerAddr.IsValid() && !b.OwnerAddr6.IsValid() && !seen[b.OwnerAddr] &&
-			n.blockEncap(b) == routes.Direct {
+			(n.over6(b) || n.blockEncap(b) == routes.Direct) {
 			seen[b.OwnerAddr] = true
 			name := b.OwnerAddr.String()
 			if b.Owner != "" {
 				name = b.Owner + " (" + name + ")"
+			}
+			if n.v6only {
+				errs = append(errs, fmt.Errorf("IPv6 blocks of node %s get no route: its record gives no IPv6 address, and this node, IPv6-only, "+
+					"reaches other nodes only at their IPv6 addresses, directly or through VXLAN over IPv6 (nodeAddressV6, docs/bgp.md)", name))
+				continue
 			}
 			errs = append(errs, fmt.Errorf("IPv6 blocks of node %s get no route: its record gives no IPv6 address to route them through "+
 				"(every node with an IPv6 pool and peers has one unless every IPv6 pool has vxlanMode Always: nodeAddressV6, docs/bgp.md)", name))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// mixedUnderlays names the owners whose blocks VXLAN would reach though
+// their underlay is of another family than this node's (an IPv6-only node
+// beside one with an IPv4 address): VXLAN between them is not built, so
+// these blocks get no route. With vxlanMode CrossSubnet, an owner in the
+// uplink's IPv6 subnet is routed directly instead, over IPv6.
+func (n netInfo) mixedUnderlays(blocks []store.Block) error {
+	var errs []error
+	for _, m := range n.vxlanNotBuilt(blocks) {
+		errs = append(errs, fmt.Errorf("blocks of node %s get no route: %s; "+
+			"VXLAN between nodes whose underlays differ in family is not built (docs/design.md, \"VXLAN over an IPv6 underlay\"): "+
+			"put both on one IPv6 subnet with vxlanMode CrossSubnet (routed directly), or set vxlanMode: Never", m.node, m.why))
+	}
+	return errors.Join(errs...)
+}
+
+// notBuilt is an owner VXLAN would reach across underlay families, and why.
+type notBuilt struct{ node, why string }
+
+// vxlanNotBuilt are the owners of blocks whose pool's mode calls for
+// VXLAN but whose underlay is of the other family than this node's
+// (mixed), once each: what mixedUnderlays reports and reef status shows.
+func (n netInfo) vxlanNotBuilt(blocks []store.Block) []notBuilt {
+	seen := map[netip.Addr]bool{}
+	var out []notBuilt
+	for _, b := range blocks {
+		if b.State != store.BlockRemote || !b.OwnerAddr.IsValid() || !b.OwnerAddr6.IsValid() || seen[b.OwnerAddr] || !n.mixed(b) ||
+			n.blockEncap(b) != routes.VXLAN {
+			continue
+		}
+		seen[b.OwnerAddr] = true
+		name := b.OwnerAddr6.String()
+		if b.Owner != "" {
+			name = b.Owner + " (" + name + ")"
+		}
+		why := "it is IPv6-only (no IPv4 address) and this node's VXLAN runs over IPv4"
+		if n.v6only {
+			why = "this node is IPv6-only and its VXLAN runs over IPv6, but that node has an IPv4 address and its VXLAN runs over IPv4"
+		}
+		out = append(out, notBuilt{name, fmt.Sprintf("pool %s has vxlanMode %s, but %s", b.Pool, n.vxlanMode(b.Pool), why)})
+	}
+	return out
+}
+
+// vxlanStatus is vxlan.reef's underlay for reef status: its family and
+// local address; "" while no pool uses VXLAN.
+func (n netInfo) vxlanStatus() string {
+	switch {
+	case !n.usesVXLAN():
+		return ""
+	case n.v6only:
+		return "IPv6, local " + n.vtepLocal().String()
+	}
+	return "IPv4, local " + n.vtepLocal().String()
+}
+
+// vxlanMode is pool's vxlanMode.
+func (n netInfo) vxlanMode(pool netip.Prefix) routes.EncapMode {
+	vx, _ := n.modes(pool)
+	return vx
 }
 
 // routedBlocks are what the routes are made of: this node's confirmed
@@ -247,6 +395,9 @@ func (r *reconciler) routedBlocks(blocks []store.Block, errs *[]error) (own []ne
 		hops[owner] = hop
 	}
 	if err := r.net.unrouted6(blocks); err != nil {
+		*errs = append(*errs, err)
+	}
+	if err := r.net.mixedUnderlays(blocks); err != nil {
 		*errs = append(*errs, err)
 	}
 	remote, peers = r.net.remoteRoutes(blocks, hops)
@@ -313,17 +464,19 @@ func (r *reconciler) tunnelAddresses(errs *[]error) tunnelAddrs {
 }
 
 // desiredVXLAN is what vxlan.reef must be, purely: present while some pool
-// of either family may use VXLAN, over the IPv4 underlay, with a
-// neighbour of each family (and one fdb entry) for every node whose blocks
-// of that family it reaches, and the tunnel addresses of addrs on it (none
-// yet: the device runs without until the first pod brings a block).
+// of either family may use VXLAN, over the node's underlay (IPv4; IPv6 on
+// an IPv6-only node, with 20 bytes more overhead), with a neighbour of
+// each family (and one fdb entry, to the node's underlay address) for
+// every node whose blocks of that family it reaches, and the tunnel
+// addresses of addrs on it (none yet: the device runs without until the
+// first pod brings a block).
 func (n netInfo) desiredVXLAN(peers vxPeers, addrs tunnelAddrs) routes.TunnelState {
 	if !n.usesVXLAN() {
 		return routes.TunnelState{}
 	}
-	return routes.TunnelState{Peers: peers.v4, Peers6: peers.v6, Device: &routes.VXLANConfig{VNI: routes.VXLANVNI, Port: routes.VXLANPort,
-		Local: n.uplink.Address, UplinkIdx: n.uplink.Index, MTU: n.uplink.MTU - vxlanOverhead, TunnelAddr: addrs.vxlan,
-		TunnelAddr6: addrs.vxlan6, MAC: routes.VTEPMAC(n.uplink.Address).String()}}
+	return routes.TunnelState{Peers: peers.v4, Peers6: peers.v6, Dst: peers.dst, Device: &routes.VXLANConfig{VNI: routes.VXLANVNI, Port: routes.VXLANPort,
+		Local: n.vtepLocal(), UplinkIdx: n.uplink.Index, MTU: n.uplink.MTU - vxlanOverheadOf(n.v6only), TunnelAddr: addrs.vxlan,
+		TunnelAddr6: addrs.vxlan6, MAC: routes.VTEPMAC(n.vtepID()).String()}}
 }
 
 // syncTunnel brings vxlan.reef in line with desiredVXLAN. The device's
@@ -367,7 +520,7 @@ func (r *reconciler) logTunnel(plan routes.TunnelPlan, addrs tunnelAddrs) {
 		r.log.Warn("recreating "+routes.VXLANDevice+": it differs", "differences", plan.Recreate)
 		r.metrics.Repaired(metrics.RepairLink, 1)
 	case plan.Create:
-		r.log.Info("creating "+routes.VXLANDevice, "vni", routes.VXLANVNI, "port", routes.VXLANPort, "local", r.net.uplink.Address,
+		r.log.Info("creating "+routes.VXLANDevice, "vni", routes.VXLANVNI, "port", routes.VXLANPort, "local", r.net.vtepLocal(),
 			"tunnelAddress", addrs.vxlan, "tunnelAddressV6", addrs.vxlan6)
 	case plan.Delete:
 		r.log.Info("deleting " + routes.VXLANDevice + ": no pool uses VXLAN")
@@ -474,5 +627,5 @@ func (n netInfo) reached(peer netip.Addr, externalUp bool) string {
 	}
 	return fmt.Sprintf("direct, but %s is outside %s and pool %s has vxlanMode %s and ipipMode %s: "+
 		"pods there are unreachable unless a router knows the blocks, and no external BGP peer is established (bgp.externalPeers, docs/bgp.md); or set vxlanMode: CrossSubnet",
-		peer, n.uplink.Prefix.Masked(), pool.CIDR, pool.VXLANMode, pool.IPIPMode)
+		peer, n.subnetOf(peer).Masked(), pool.CIDR, pool.VXLANMode, pool.IPIPMode)
 }

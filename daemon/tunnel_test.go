@@ -223,7 +223,8 @@ func set(as ...netip.Addr) map[netip.Addr]bool {
 
 // The pods' MTU leaves room for VXLAN's 50 bytes (an outer IPv4 header)
 // whatever the family of the pool that may use it: IPv6 only, dual-stack,
-// or an IPv6 pool routed directly beside an IPv4 one through VXLAN.
+// or an IPv6 pool routed directly beside an IPv4 one through VXLAN; on an
+// IPv6 underlay (an IPv6-only node), for 70 (an outer IPv6 header).
 func TestDeriveMTUFamilies(t *testing.T) {
 	v4 := func(vx EncapMode) PoolConfig {
 		return PoolConfig{CIDR: netip.MustParsePrefix("10.244.0.0/16"), BlockSize: 26, VXLANMode: vx, IPIPMode: EncapNever}
@@ -232,20 +233,24 @@ func TestDeriveMTUFamilies(t *testing.T) {
 		return PoolConfig{CIDR: netip.MustParsePrefix("fd00:10:244::/56"), BlockSize: 122, VXLANMode: vx, IPIPMode: EncapNever}
 	}
 	cases := []struct {
-		name  string
-		pools []PoolConfig
-		want  int
+		name      string
+		pools     []PoolConfig
+		underlay6 bool
+		want      int
 	}{
-		{"IPv6 only, CrossSubnet", []PoolConfig{v6(EncapCrossSubnet)}, 1450},
-		{"IPv6 only, Always", []PoolConfig{v6(EncapAlways)}, 1450},
-		{"IPv6 only, Never", []PoolConfig{v6(EncapNever)}, 1500},
-		{"dual-stack, both CrossSubnet", []PoolConfig{v4(EncapCrossSubnet), v6(EncapCrossSubnet)}, 1450},
-		{"dual-stack, IPv6 through VXLAN only", []PoolConfig{v4(EncapNever), v6(EncapAlways)}, 1450},
-		{"dual-stack, IPv4 through VXLAN only", []PoolConfig{v4(EncapAlways), v6(EncapNever)}, 1450},
-		{"dual-stack, neither", []PoolConfig{v4(EncapNever), v6(EncapNever)}, 1500},
+		{"IPv6 underlay, CrossSubnet", []PoolConfig{v6(EncapCrossSubnet)}, true, 1430},
+		{"IPv6 underlay, Always", []PoolConfig{v6(EncapAlways)}, true, 1430},
+		{"IPv6 underlay, Never", []PoolConfig{v6(EncapNever)}, true, 1500},
+		{"IPv6 only, CrossSubnet", []PoolConfig{v6(EncapCrossSubnet)}, false, 1450},
+		{"IPv6 only, Always", []PoolConfig{v6(EncapAlways)}, false, 1450},
+		{"IPv6 only, Never", []PoolConfig{v6(EncapNever)}, false, 1500},
+		{"dual-stack, both CrossSubnet", []PoolConfig{v4(EncapCrossSubnet), v6(EncapCrossSubnet)}, false, 1450},
+		{"dual-stack, IPv6 through VXLAN only", []PoolConfig{v4(EncapNever), v6(EncapAlways)}, false, 1450},
+		{"dual-stack, IPv4 through VXLAN only", []PoolConfig{v4(EncapAlways), v6(EncapNever)}, false, 1450},
+		{"dual-stack, neither", []PoolConfig{v4(EncapNever), v6(EncapNever)}, false, 1500},
 	}
 	for _, c := range cases {
-		if got := DeriveMTU(Config{Pools: c.pools}, 1500); got != c.want {
+		if got := DeriveMTU(Config{Pools: c.pools}, 1500, c.underlay6); got != c.want {
 			t.Errorf("%s: DeriveMTU = %d, want %d", c.name, got, c.want)
 		}
 	}

@@ -103,17 +103,15 @@ func DetectUplinkV6Only(wantIface string, want netip.Addr) (Uplink, Uplink6, err
 	return chooseUplinkV6Only(links, addrs, uplinkDefaults(nlRoutes), wantIface, want)
 }
 
-// ipv6OnlyProblems are what an IPv6-only node cannot do (yet): IPv4 pools
-// (no IPv4 address to route them through), encapsulation (vxlan.reef and
-// tunl0 have an IPv4 underlay), and no IPv6 pool at all.
+// ipv6OnlyProblems are what an IPv6-only node cannot do: IPv4 pools (no
+// IPv4 address to route them through), and no IPv6 pool at all. VXLAN
+// runs over its IPv6 underlay (IPIP, IPv4 only, the config refuses on an
+// IPv6 pool).
 func ipv6OnlyProblems(cfg Config) error {
 	has6 := false
 	for i, p := range cfg.Pools {
-		switch {
-		case p.CIDR.Addr().Is4():
+		if p.CIDR.Addr().Is4() {
 			return cfg.KeyError(fmt.Sprintf("pools[%d].cidr", i), fmt.Sprintf("value %q is IPv4, but this node has no IPv4 address (bgp.routerID set, nodeAddress not: an IPv6-only node); an IPv6-only node has IPv6 pools only", p.CIDR))
-		case p.VXLANMode != EncapNever:
-			return cfg.KeyError(fmt.Sprintf("pools[%d].vxlanMode", i), fmt.Sprintf("value %q on an IPv6-only node: VXLAN over an IPv6 underlay is not built yet; set vxlanMode: Never (blocks are routed via the owner's IPv6 address onlink)", p.VXLANMode))
 		}
 		has6 = true
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/store"
 )
 
 // The IPv6 pool of the VXLAN state test, its own block and the other
@@ -84,7 +85,7 @@ func TestVXLAN6States(t *testing.T) {
 		"addr " + ll(netip.MustParseAddr("192.168.10.20")).String() + "/64 dev vxlan.reef scope link",
 		"addr " + tun6.String() + "/128 dev vxlan.reef",
 		"fdb " + mac + " dst " + other.String() + " dev vxlan.reef",
-		"link vxlan.reef mtu 1450 up true",
+		"link vxlan.reef local 192.168.10.20 mac " + routes.VTEPMAC(netip.MustParseAddr("192.168.10.20")).String() + " mtu 1450 up true",
 		"neigh " + other.String() + " lladdr " + mac + " dev vxlan.reef PERMANENT",
 		"neigh " + ll(other).String() + " lladdr " + mac + " dev vxlan.reef PERMANENT",
 		"route " + otherBlock.String() + " via " + other.String() + " dev vxlan.reef onlink proto reef",
@@ -155,4 +156,156 @@ func TestVXLAN6States(t *testing.T) {
 	if a := n.tunnelAddrOf(VXLANTunnelHandle6("n1")); a.IsValid() {
 		t.Errorf("IPv6 tunnel address %s still reserved", a)
 	}
+}
+
+// v6onlyNode is vxNode as an IPv6-only node: no IPv4 address (its
+// identity, 192.168.10.20, is its bgp.routerID), its IPv6 uplink
+// fd77::20/64, the IPv6 pool alone with vxlanMode mode; the other node,
+// 192.168.10.21, at owner6, and a third, 192.168.10.22, whose record gave
+// no IPv6 address.
+func v6onlyNode(t *testing.T, mode EncapMode, owner6 netip.Addr) *node {
+	t.Helper()
+	n := vxNode(t)
+	err := n.st.ApplyProtocol(blockproto.Changes{Remember: []blockproto.RemoteBlock{{Block: vxThirdBlock6, Pool: vxPool6, Owner: blockproto.Node{Addr: thirdNode, Inc: 1}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.setOwner6(owner6)
+	n.rec.net.v6only, n.rec.net.identity = true, netip.MustParseAddr("192.168.10.20")
+	n.rec.net.uplink = Uplink{Interface: "eth0", Index: 2, MTU: 1500}
+	n.rec.net.uplink6 = Uplink6{Address: netip.MustParseAddr("fd77::20"), Prefix: netip.MustParsePrefix("fd77::20/64")}
+	n.rec.net.pools = []PoolConfig{{CIDR: vxPool6, BlockSize: 122, VXLANMode: mode, IPIPMode: EncapNever, NATOutgoing: true}}
+	return n
+}
+
+var (
+	thirdNode     = netip.MustParseAddr("192.168.10.22")
+	vxThirdBlock6 = netip.MustParsePrefix("fd00:10:244::80/122")
+)
+
+// setOwner6 records a as the other node's IPv6 address, as its record
+// would give it.
+func (n *node) setOwner6(a netip.Addr) {
+	n.t.Helper()
+	if err := n.st.SetBlockOwnerAddrs6(map[blockproto.Node]store.Owner6{{Addr: otherNode, Inc: 1}: {Addr: a, IPv6Only: true}}); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+// TestVXLANIPv6UnderlayStates: on an IPv6-only node, vxlan.reef's local is
+// the node's IPv6 address, its MAC that of its identity, its MTU the
+// uplink's less 70; the other node's IPv6 block goes via its VTEP
+// link-local, whose fdb entry points at its IPv6 address. An owner whose
+// record gave no IPv6 address gets no route, and the pass says so. A
+// changed IPv6 address of the owner, or an fdb entry rewritten by hand,
+// is brought back in one pass; CrossSubnet routes an owner on the uplink's
+// IPv6 subnet directly and one outside it through the tunnel.
+func TestVXLANIPv6UnderlayStates(t *testing.T) {
+	other6, moved6 := netip.MustParseAddr("fd77::21"), netip.MustParseAddr("fd78::21")
+	n := v6onlyNode(t, EncapAlways, other6)
+	if err := n.rec.pass(nil, false); err == nil || !strings.Contains(err.Error(), "IPv6 blocks of node 192.168.10.22 get no route: its record gives no IPv6 address") {
+		t.Errorf("pass: %v, want the owner without an IPv6 address named", err)
+	}
+	tun6 := n.tunnelAddrOf(VXLANTunnelHandle6("n1"))
+	if !vxOwnBlock6.Contains(tun6) || n.tunnelAddrOf(VXLANTunnelHandle("n1")).IsValid() {
+		t.Fatalf("tunnel addresses: IPv6 %s, want one of %s; IPv4 %s, want none", tun6, vxOwnBlock6, n.tunnelAddrOf(VXLANTunnelHandle("n1")))
+	}
+	ll, self := routes.VTEPLinkLocal, netip.MustParseAddr("192.168.10.20")
+	mac := routes.VTEPMAC(otherNode).String()
+	want := func(dst netip.Addr) string {
+		return strings.Join([]string{
+			"addr " + ll(self).String() + "/64 dev vxlan.reef scope link",
+			"addr " + tun6.String() + "/128 dev vxlan.reef",
+			"fdb " + mac + " dst " + dst.String() + " dev vxlan.reef",
+			"link vxlan.reef local fd77::20 mac " + routes.VTEPMAC(self).String() + " mtu 1430 up true",
+			"neigh " + ll(otherNode).String() + " lladdr " + mac + " dev vxlan.reef PERMANENT",
+			"route " + vxOtherBlock6.String() + " via " + ll(otherNode).String() + " dev vxlan.reef proto reef",
+		}, "\n")
+	}
+	check := func(what string, dst netip.Addr) {
+		t.Helper()
+		_ = n.rec.pass(nil, false) // the third node's block, as above
+		if got := n.vxlanText(); sortedText(got) != sortedText(want(dst)) {
+			t.Errorf("%s:\n%s\nwant:\n%s", what, got, want(dst))
+		}
+	}
+	check("after the first pass", other6)
+	check("after a second pass", other6)
+	if s := n.rec.net.vxlanStatus(); s != "IPv6, local fd77::20" {
+		t.Errorf("reef status's vxlan: %q", s)
+	}
+
+	// The owner's record gives another IPv6 address: its fdb entry
+	// follows. An entry rewritten by hand is put back.
+	n.setOwner6(moved6)
+	check("after the owner's address changed", moved6)
+	n.k.vxlan.fdb[otherNode] = other6
+	check("after the fdb entry was rewritten by hand", moved6)
+
+	// CrossSubnet: the owner outside fd77::/64 through the tunnel, inside
+	// it directly, via its IPv6 address onlink on the uplink.
+	n.rec.net.pools[0].VXLANMode = EncapCrossSubnet
+	check("CrossSubnet, the owner in another subnet", moved6)
+	n.setOwner6(other6)
+	_ = n.rec.pass(nil, false)
+	got := n.k.String()
+	if !strings.Contains(got, "route "+vxOtherBlock6.String()+" via "+other6.String()+" dev eth0 onlink proto reef") ||
+		strings.Contains(n.vxlanText(), "fdb ") || strings.Contains(n.vxlanText(), "neigh ") {
+		t.Errorf("CrossSubnet, the owner in the uplink's IPv6 subnet: want a direct route and no VXLAN peer:\n%s", got)
+	}
+}
+
+// TestVXLANMixedUnderlays: between an IPv6-only node and one with an IPv4
+// address, VXLAN is not built. With vxlanMode Always the owner's IPv6
+// block gets no route, nothing of it is on vxlan.reef, and the pass says
+// why, on either side; with CrossSubnet and both in one IPv6 subnet the
+// block is routed directly, over IPv6.
+func TestVXLANMixedUnderlays(t *testing.T) {
+	other6 := netip.MustParseAddr("fd77::21")
+	const notBuilt = "VXLAN between nodes whose underlays differ in family is not built"
+	check := func(t *testing.T, n *node, why string) {
+		t.Helper()
+		n.rec.net.pools[len(n.rec.net.pools)-1].VXLANMode = EncapAlways
+		err := n.rec.pass(nil, false)
+		if err == nil || !strings.Contains(err.Error(), "blocks of node "+other6.String()+" get no route: pool "+vxPool6.String()+" has vxlanMode Always, but "+why) ||
+			!strings.Contains(err.Error(), notBuilt) {
+			t.Errorf("pass with Always: %v; want the owner named, %q", err, why)
+		}
+		if got := n.k.String(); strings.Contains(got, vxOtherBlock6.String()) || strings.Contains(got, routes.VTEPMAC(otherNode).String()) {
+			t.Errorf("with Always, the other node's IPv6 block or VTEP is in the kernel:\n%s", got)
+		}
+		blocks, err := n.st.Blocks()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if nb := n.rec.net.vxlanNotBuilt(n.rec.net.ofPools(blocks)); len(nb) != 1 || nb[0].node != other6.String() || !strings.Contains(nb[0].why, why) {
+			t.Errorf("vxlanNotBuilt (reef status) = %+v, want %s: %s", nb, other6, why)
+		}
+		n.rec.net.pools[len(n.rec.net.pools)-1].VXLANMode = EncapCrossSubnet
+		if err := n.rec.pass(nil, false); err != nil && strings.Contains(err.Error(), notBuilt) {
+			t.Errorf("pass with CrossSubnet in one IPv6 subnet: %v", err)
+		}
+		if got := n.k.String(); !strings.Contains(got, "route "+vxOtherBlock6.String()+" via "+other6.String()+" dev eth0 onlink proto reef") {
+			t.Errorf("with CrossSubnet in one IPv6 subnet, want a direct route to %s:\n%s", vxOtherBlock6, got)
+		}
+	}
+	t.Run("IPv6-only node, owner with an IPv4 address", func(t *testing.T) {
+		n := v6onlyNode(t, EncapAlways, other6)
+		if err := n.st.SetBlockOwnerAddrs6(map[blockproto.Node]store.Owner6{{Addr: otherNode, Inc: 1}: {Addr: other6}}); err != nil {
+			t.Fatal(err)
+		}
+		check(t, n, "this node is IPv6-only and its VXLAN runs over IPv6, but that node has an IPv4 address")
+	})
+	t.Run("node with an IPv4 address, IPv6-only owner", func(t *testing.T) {
+		n := vxNode(t)
+		n.vxModes(EncapAlways, EncapAlways)
+		n.rec.net.pools = n.rec.net.pools[1:] // an IPv6-only owner has no IPv4 block
+		n.rec.net.uplink6 = Uplink6{Address: netip.MustParseAddr("fd77::20"), Prefix: netip.MustParsePrefix("fd77::20/64")}
+		n.setOwner6(other6) // IPv6-only
+		check(t, n, "it is IPv6-only (no IPv4 address) and this node's VXLAN runs over IPv4")
+		// This node's own vxlan.reef, over IPv4, stays.
+		if got := n.vxlanText(); !strings.Contains(got, "link vxlan.reef local 192.168.10.20") {
+			t.Errorf("vxlan.reef went:\n%s", got)
+		}
+	})
 }

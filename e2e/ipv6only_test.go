@@ -14,7 +14,7 @@ import (
 )
 
 // pool6Only is the pool of the IPv6-only nodes: /122 blocks, routed
-// directly (VXLAN over an IPv6 underlay is not built).
+// directly (TestVXLANIPv6Underlay has them through VXLAN).
 const pool6Only = "pools:\n  - cidr: fd00:10:247::/56\n    vxlanMode: Never\n"
 
 // TestIPv6OnlyNodes: three nodes with no IPv4 address (eth0 has only its

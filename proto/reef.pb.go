@@ -614,6 +614,8 @@ type StatusReply struct {
 	LbIpam                  *LBIPAMStatus     `protobuf:"bytes,50,opt,name=lb_ipam,json=lbIpam,proto3" json:"lb_ipam,omitempty"`                                                      // absent: this node does not assign LoadBalancer addresses (docs/lbipam.md)
 	Identity                string            `protobuf:"bytes,60,opt,name=identity,proto3" json:"identity,omitempty"`                                                                // the node in the block protocol: its IPv4 address, or bgp.routerID on an IPv6-only node (docs/design.md, "IPv6-only nodes")
 	VotersUnresolved        []string          `protobuf:"bytes,61,rep,name=voters_unresolved,json=votersUnresolved,proto3" json:"voters_unresolved,omitempty"`                        // voters of bgp.voters (IPv6 addresses) this node cannot name yet, each with why; it claims nothing meanwhile
+	Vxlan                   string            `protobuf:"bytes,70,opt,name=vxlan,proto3" json:"vxlan,omitempty"`                                                                      // vxlan.reef's underlay: "IPv4, local <address>" or "IPv6, local <address>" (an IPv6-only node); "" while no pool uses VXLAN
+	VxlanNotBuilt           []string          `protobuf:"bytes,71,rep,name=vxlan_not_built,json=vxlanNotBuilt,proto3" json:"vxlan_not_built,omitempty"`                               // nodes whose blocks VXLAN would reach though their underlay is of the other family (docs/design.md, "VXLAN over an IPv6 underlay"): they get no route
 	unknownFields           protoimpl.UnknownFields
 	sizeCache               protoimpl.SizeCache
 }
@@ -959,6 +961,20 @@ func (x *StatusReply) GetIdentity() string {
 func (x *StatusReply) GetVotersUnresolved() []string {
 	if x != nil {
 		return x.VotersUnresolved
+	}
+	return nil
+}
+
+func (x *StatusReply) GetVxlan() string {
+	if x != nil {
+		return x.Vxlan
+	}
+	return ""
+}
+
+func (x *StatusReply) GetVxlanNotBuilt() []string {
+	if x != nil {
+		return x.VxlanNotBuilt
 	}
 	return nil
 }
@@ -2376,7 +2392,7 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\adynamic\x18\a \x01(\bR\adynamic\x12\x18\n" +
 	"\areached\x18\b \x01(\tR\areached\x12\x12\n" +
 	"\x04type\x18\t \x01(\tR\x04type\"\x0f\n" +
-	"\rStatusRequest\"\xc3\r\n" +
+	"\rStatusRequest\"\x81\x0e\n" +
 	"\vStatusReply\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12!\n" +
 	"\fnode_address\x18\x02 \x01(\tR\vnodeAddress\x12\x1c\n" +
@@ -2428,7 +2444,9 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x17service_addresses_watch\x18* \x01(\tR\x15serviceAddressesWatch\x12.\n" +
 	"\alb_ipam\x182 \x01(\v2\x15.reef.v1.LBIPAMStatusR\x06lbIpam\x12\x1a\n" +
 	"\bidentity\x18< \x01(\tR\bidentity\x12+\n" +
-	"\x11voters_unresolved\x18= \x03(\tR\x10votersUnresolved\"\x9d\x01\n" +
+	"\x11voters_unresolved\x18= \x03(\tR\x10votersUnresolved\x12\x14\n" +
+	"\x05vxlan\x18F \x01(\tR\x05vxlan\x12&\n" +
+	"\x0fvxlan_not_built\x18G \x03(\tR\rvxlanNotBuilt\"\x9d\x01\n" +
 	"\x0eServiceAddress\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x16\n" +

@@ -30,7 +30,8 @@ const (
 )
 
 // VTEPMAC is the VXLAN MAC of the node at addr: locally administered,
-// unicast, 0e:ee followed by the IPv4 address.
+// unicast, 0e:ee followed by the IPv4 address, or on an IPv6-only node by
+// its 32-bit identity (bgp.routerID), unique in the cluster as well.
 func VTEPMAC(addr netip.Addr) net.HardwareAddr {
 	b := addr.As4()
 	return net.HardwareAddr{0x0e, 0xee, b[0], b[1], b[2], b[3]}
@@ -89,27 +90,40 @@ func EncapFor(vxlan, ipip EncapMode, local netip.Prefix, owner netip.Addr) Encap
 
 // TunnelState is reef's part of vxlan.reef: the device itself, its
 // addresses (not the kernel's link-local), and its neighbour and fdb
-// entries. Both peer sets are keyed by the remote node's IPv4 address: a
-// node in Peers has the neighbour `<node> lladdr <VTEP MAC>`, a node in
-// Peers6 the neighbour `<VTEPLinkLocal(node)> lladdr <VTEP MAC>`, and a
-// node in either the fdb entry `<VTEP MAC> dst <node>`, which the two
-// families share.
+// entries. Both peer sets are keyed by the remote node's IPv4 address (on
+// an IPv6 underlay, by its 32-bit identity): a node in Peers has the
+// neighbour `<node> lladdr <VTEP MAC>`, a node in Peers6 the neighbour
+// `<VTEPLinkLocal(node)> lladdr <VTEP MAC>`, and a node in either the fdb
+// entry `<VTEP MAC> dst <Underlay(node)>`, which the two families share.
 type TunnelState struct {
 	Device *VXLANConfig        // nil: no device
 	Addrs  map[netip.Addr]bool // read from the kernel: its /32s and global /128s; wanted: Device's tunnel addresses
 	Peers  map[netip.Addr]bool // nodes whose IPv4 blocks are reached through the device
 	Peers6 map[netip.Addr]bool // nodes whose IPv6 blocks are reached through the device
+	// Dst is the underlay address of each peer whose fdb entry does not
+	// point at its key: on an IPv6 underlay, the node's IPv6 address. A
+	// peer without an entry is reached at its key (the IPv4 underlay).
+	Dst map[netip.Addr]netip.Addr
+}
+
+// Underlay is the address the fdb entry of node points at: Dst[node], or
+// node itself.
+func (s TunnelState) Underlay(node netip.Addr) netip.Addr {
+	if d, ok := s.Dst[node]; ok {
+		return d
+	}
+	return node
 }
 
 // VXLANConfig is what vxlan.reef must look like.
 type VXLANConfig struct {
 	VNI       int
 	Port      int
-	Local     netip.Addr // node address, the outer source
+	Local     netip.Addr // node address, the outer source: IPv4, or IPv6 on an IPv6-only node (the underlay's family)
 	UplinkIdx int
 	MTU       int
 	Learning  bool
-	MAC       string // VTEPMAC(Local): what the other nodes' neighbour entries point at
+	MAC       string // VTEPMAC(the node's IPv4 address or identity): what the other nodes' neighbour entries point at
 	// TunnelAddr and TunnelAddr6 are the node's tunnel addresses, a /32
 	// and a /128 on the device (invalid: none), the source of the node's
 	// own packets to pods on other nodes, which the pods' replies route
@@ -191,8 +205,22 @@ func DiffTunnel(want, have TunnelState) TunnelPlan {
 		p.SetMTU = want.Device.MTU
 	}
 	p.AddAddrs, p.DelAddrs = diffSet(want.Device.addrs(), have.Addrs)
-	p.AddPeers, p.DelPeers = diffSet(want.Peers, have.Peers)
-	p.AddPeers6, p.DelPeers6 = diffSet(want.Peers6, have.Peers6)
+	// A peer whose fdb entry points elsewhere than want's (its IPv6
+	// address changed) is not there: it is added again, which rewrites
+	// the entry.
+	right := func(peers map[netip.Addr]bool) map[netip.Addr]bool {
+		m := map[netip.Addr]bool{}
+		for a := range peers {
+			if have.Underlay(a) == want.Underlay(a) {
+				m[a] = true
+			}
+		}
+		return m
+	}
+	p.AddPeers, _ = diffSet(want.Peers, right(have.Peers))
+	_, p.DelPeers = diffSet(want.Peers, have.Peers)
+	p.AddPeers6, _ = diffSet(want.Peers6, right(have.Peers6))
+	_, p.DelPeers6 = diffSet(want.Peers6, have.Peers6)
 	return p
 }
 

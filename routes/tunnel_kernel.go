@@ -1,7 +1,6 @@
 package routes
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,9 +13,10 @@ import (
 
 // ReadTunnel returns the kernel's vxlan.reef: its settings, its addresses
 // but the link-local, and the peers with a complete and correct neighbour
-// and fdb pair of each family.
+// of each family and an fdb entry, whose destination it reports where it
+// is not the peer's key (Dst: on an IPv6 underlay).
 func (k *Kernel) ReadTunnel() (TunnelState, error) {
-	st := TunnelState{Addrs: map[netip.Addr]bool{}, Peers: map[netip.Addr]bool{}, Peers6: map[netip.Addr]bool{}}
+	st := TunnelState{Addrs: map[netip.Addr]bool{}, Peers: map[netip.Addr]bool{}, Peers6: map[netip.Addr]bool{}, Dst: map[netip.Addr]netip.Addr{}}
 	l, err := k.h.LinkByName(VXLANDevice)
 	if err != nil {
 		var nf netlink.LinkNotFoundError
@@ -31,8 +31,8 @@ func (k *Kernel) ReadTunnel() (TunnelState, error) {
 		st.Device = &VXLANConfig{VNI: -1}
 		return st, nil
 	}
-	local, _ := netip.AddrFromSlice(vx.SrcAddr.To4())
-	st.Device = &VXLANConfig{VNI: vx.VxlanId, Port: vx.Port, Local: local, UplinkIdx: vx.VtepDevIndex,
+	local, _ := netip.AddrFromSlice(vx.SrcAddr)
+	st.Device = &VXLANConfig{VNI: vx.VxlanId, Port: vx.Port, Local: local.Unmap(), UplinkIdx: vx.VtepDevIndex,
 		MTU: vx.Attrs().MTU, Learning: vx.Learning, MAC: vx.Attrs().HardwareAddr.String()}
 	addrs, err := k.h.AddrList(l, unix.AF_UNSPEC)
 	if err != nil {
@@ -48,10 +48,12 @@ func (k *Kernel) ReadTunnel() (TunnelState, error) {
 	if err != nil {
 		return st, fmt.Errorf("list fdb of %s: %w", VXLANDevice, err)
 	}
-	dst := map[string]netip.Addr{}
+	dst := map[netip.Addr]netip.Addr{} // node -> where its fdb entry points
 	for _, f := range fdb {
-		if a, ok := netip.AddrFromSlice(f.IP.To4()); ok {
-			dst[f.HardwareAddr.String()] = a
+		node, ok := vtepNode(f.HardwareAddr)
+		a, aok := netip.AddrFromSlice(f.IP)
+		if ok && aok {
+			dst[node] = a.Unmap()
 		}
 	}
 	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
@@ -61,16 +63,29 @@ func (k *Kernel) ReadTunnel() (TunnelState, error) {
 		}
 		for _, n := range neighs {
 			node, v6, ok := tunnelNeighNode(n)
-			if ok && dst[VTEPMAC(node).String()] == node {
-				peers := st.Peers
-				if v6 {
-					peers = st.Peers6
-				}
-				peers[node] = true
+			d, hasFDB := dst[node]
+			if !ok || !hasFDB {
+				continue
+			}
+			if v6 {
+				st.Peers6[node] = true
+			} else {
+				st.Peers[node] = true
+			}
+			if d != node {
+				st.Dst[node] = d
 			}
 		}
 	}
 	return st, nil
+}
+
+// vtepNode is the node (IPv4 address or identity) a VTEP MAC names.
+func vtepNode(mac net.HardwareAddr) (netip.Addr, bool) {
+	if len(mac) != 6 || mac[0] != 0x0e || mac[1] != 0xee {
+		return netip.Addr{}, false
+	}
+	return netip.AddrFrom4([4]byte(mac[2:6])), true
 }
 
 // tunnelAddr says whether an address of vxlan.reef is one of reef's tunnel
@@ -84,10 +99,10 @@ func tunnelAddr(p netip.Prefix) bool {
 // node its address names (the node's IPv4 address, or the link-local
 // derived from its VTEP MAC).
 func tunnelNeighNode(n netlink.Neigh) (node netip.Addr, v6, ok bool) {
-	if n.State&netlink.NUD_PERMANENT == 0 || len(n.HardwareAddr) != 6 || n.HardwareAddr[0] != 0x0e || n.HardwareAddr[1] != 0xee {
+	node, ok = vtepNode(n.HardwareAddr)
+	if n.State&netlink.NUD_PERMANENT == 0 || !ok {
 		return netip.Addr{}, false, false
 	}
-	node = netip.AddrFrom4([4]byte(n.HardwareAddr[2:6]))
 	if a, ok := netip.AddrFromSlice(n.IP.To4()); ok {
 		return node, false, a == node
 	}
@@ -118,8 +133,12 @@ func (k *Kernel) ApplyTunnel(want TunnelState, plan TunnelPlan, settings func(li
 	}
 	d := want.Device
 	if plan.Create {
+		mac, err := net.ParseMAC(d.MAC)
+		if err != nil {
+			return fmt.Errorf("create %s: MAC %q: %w", VXLANDevice, d.MAC, err)
+		}
 		vx := &netlink.Vxlan{
-			LinkAttrs:    netlink.LinkAttrs{Name: VXLANDevice, MTU: d.MTU, HardwareAddr: VTEPMAC(d.Local)},
+			LinkAttrs:    netlink.LinkAttrs{Name: VXLANDevice, MTU: d.MTU, HardwareAddr: mac},
 			VxlanId:      d.VNI,
 			VtepDevIndex: d.UplinkIdx,
 			SrcAddr:      d.Local.AsSlice(),
@@ -151,7 +170,7 @@ func (k *Kernel) ApplyTunnel(want TunnelState, plan TunnelPlan, settings func(li
 			errs = append(errs, fmt.Errorf("set %s up: %w", VXLANDevice, err))
 		}
 	}
-	errs = append(errs, k.syncPeers(l.Attrs().Index, want.Peers, want.Peers6)...)
+	errs = append(errs, k.syncPeers(l.Attrs().Index, want)...)
 	return errors.Join(errs...)
 }
 
@@ -189,9 +208,11 @@ func (k *Kernel) deleteTunnel() error {
 	return nil
 }
 
-// syncPeers makes the device's neighbours exactly those of peers (IPv4)
-// and peers6 (IPv6), and its fdb entries exactly one per node of either.
-func (k *Kernel) syncPeers(idx int, peers, peers6 map[netip.Addr]bool) []error {
+// syncPeers makes the device's neighbours exactly those of want.Peers
+// (IPv4) and want.Peers6 (IPv6), and its fdb entries exactly one per node
+// of either, to the node's underlay address (want.Underlay).
+func (k *Kernel) syncPeers(idx int, want TunnelState) []error {
+	peers, peers6 := want.Peers, want.Peers6
 	var errs []error
 	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
 		neighs, err := k.h.NeighList(idx, fam)
@@ -218,8 +239,9 @@ func (k *Kernel) syncPeers(idx int, peers, peers6 map[netip.Addr]bool) []error {
 		return append(errs, fmt.Errorf("list fdb of %s: %w", VXLANDevice, err))
 	}
 	for _, f := range fdb {
-		a, ok := netip.AddrFromSlice(f.IP.To4())
-		if ok && (peers[a] || peers6[a]) && bytes.Equal(f.HardwareAddr, VTEPMAC(a)) {
+		node, ok := vtepNode(f.HardwareAddr)
+		a, aok := netip.AddrFromSlice(f.IP)
+		if ok && aok && (peers[node] || peers6[node]) && a.Unmap() == want.Underlay(node) {
 			continue
 		}
 		if err := k.h.NeighDel(&f); err != nil && !errors.Is(err, unix.ENOENT) {
@@ -240,10 +262,10 @@ func (k *Kernel) syncPeers(idx int, peers, peers6 map[netip.Addr]bool) []error {
 		set(a, VTEPLinkLocal(a), unix.AF_INET6)
 	}
 	for a := range union(peers, peers6) {
-		mac := VTEPMAC(a)
+		mac, dst := VTEPMAC(a), want.Underlay(a)
 		if err := k.h.NeighSet(&netlink.Neigh{LinkIndex: idx, Family: unix.AF_BRIDGE, State: netlink.NUD_PERMANENT,
-			Flags: netlink.NTF_SELF, IP: a.AsSlice(), HardwareAddr: mac}); err != nil {
-			errs = append(errs, fmt.Errorf("set fdb %s dst %s on %s: %w", mac, a, VXLANDevice, err))
+			Flags: netlink.NTF_SELF, IP: dst.AsSlice(), HardwareAddr: mac}); err != nil {
+			errs = append(errs, fmt.Errorf("set fdb %s dst %s on %s: %w", mac, dst, VXLANDevice, err))
 		}
 	}
 	return errs

@@ -73,6 +73,19 @@ func TestDiffTunnel(t *testing.T) {
 	}
 	with := func(f func(*VXLANConfig)) *VXLANConfig { d := dev; f(&d); return &d }
 	dual := with(func(d *VXLANConfig) { d.TunnelAddr6 = tun6 })
+	// On an IPv6 underlay: the local address is IPv6, peers are keyed by
+	// their identities and their fdb entries point at their IPv6
+	// addresses (Dst).
+	over6 := &VXLANConfig{VNI: 4096, Port: 4789, Local: netip.MustParseAddr("fd77::11"), UplinkIdx: 2, MTU: 1430,
+		MAC: "0e:ee:0a:ff:00:01", TunnelAddr6: tun6}
+	a6, a6old, b6 := netip.MustParseAddr("fd77::12"), netip.MustParseAddr("fd77::99"), netip.MustParseAddr("fd78::13")
+	dst := func(kv ...netip.Addr) map[netip.Addr]netip.Addr {
+		m := map[netip.Addr]netip.Addr{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
 	l := func(as ...netip.Addr) []netip.Addr { return as }
 	cases := []struct {
 		name string
@@ -98,6 +111,21 @@ func TestDiffTunnel(t *testing.T) {
 			TunnelState{Device: dual, Addrs: set(tun, tun6), Peers: set(a), Peers6: set(a, b)}, TunnelPlan{DelAddrs: l(tun6), DelPeers6: l(a, b)}},
 		{"a new IPv6 tunnel address replaces an old one", TunnelState{Device: dual},
 			TunnelState{Device: &dev, Addrs: set(tun, old6)}, TunnelPlan{AddAddrs: l(tun6), DelAddrs: l(old6)}},
+		{"IPv6 underlay: create", TunnelState{Device: over6, Peers6: set(b, a), Dst: dst(a, a6, b, b6)}, TunnelState{},
+			TunnelPlan{Create: true, AddAddrs: l(tun6), AddPeers6: l(a, b)}},
+		{"in line, IPv6 underlay", TunnelState{Device: over6, Peers6: set(a, b), Dst: dst(a, a6, b, b6)},
+			TunnelState{Device: over6, Addrs: set(tun6), Peers6: set(a, b), Dst: dst(a, a6, b, b6)}, TunnelPlan{}},
+		{"IPv6 underlay: a peer's fdb entry points at its old IPv6 address", TunnelState{Device: over6, Peers6: set(a, b), Dst: dst(a, a6, b, b6)},
+			TunnelState{Device: over6, Addrs: set(tun6), Peers6: set(a, b), Dst: dst(a, a6old, b, b6)}, TunnelPlan{AddPeers6: l(a)}},
+		{"IPv6 underlay: a peer's fdb entry points at its key", TunnelState{Device: over6, Peers6: set(a), Dst: dst(a, a6)},
+			TunnelState{Device: over6, Addrs: set(tun6), Peers6: set(a)}, TunnelPlan{AddPeers6: l(a)}},
+		{"IPv4 underlay: a peer's fdb entry points elsewhere", TunnelState{Device: &dev, Peers: set(a)},
+			TunnelState{Device: &dev, Addrs: set(tun), Peers: set(a), Dst: dst(a, b)}, TunnelPlan{AddPeers: l(a)}},
+		{"IPv6 underlay: a peer gone whose fdb entry pointed elsewhere", TunnelState{Device: over6, Peers6: set(b), Dst: dst(b, b6)},
+			TunnelState{Device: over6, Addrs: set(tun6), Peers6: set(a, b), Dst: dst(a, a6old, b, b6)}, TunnelPlan{DelPeers6: l(a)}},
+		{"IPv6 underlay: the local address differs", TunnelState{Device: over6},
+			TunnelState{Device: with(func(d *VXLANConfig) { *d = *over6; d.Local = a6 }), Addrs: set(tun6)},
+			TunnelPlan{Recreate: []string{"local: fd77::12 vs fd77::11"}, Create: true, AddAddrs: l(tun6)}},
 		{"MTU changed", TunnelState{Device: with(func(d *VXLANConfig) { d.MTU = 1400 })}, TunnelState{Device: &dev, Addrs: set(tun)}, TunnelPlan{SetMTU: 1400}},
 		{"address missing", TunnelState{Device: &dev}, TunnelState{Device: &dev}, TunnelPlan{AddAddrs: l(tun)}},
 		{"no tunnel address yet, a stale one goes", TunnelState{Device: with(func(d *VXLANConfig) { d.TunnelAddr = netip.Addr{} })},
@@ -408,5 +436,89 @@ func TestVXLANKernel(t *testing.T) {
 	}
 	if fdb := show("bridge", "fdb", "show", "dev", VXLANDevice); strings.Contains(fdb, b.String()) || !strings.Contains(fdb, "dst "+a.String()) {
 		t.Errorf("fdb:\n%s", fdb)
+	}
+}
+
+// TestVXLANKernelIPv6Underlay brings an IPv6-only node's vxlan.reef in
+// line in a namespace of its own: local the node's IPv6 address, the MAC
+// of its identity, IPv6 neighbours to the peers' VTEP link-locals and fdb
+// entries to their IPv6 addresses. An fdb entry that points at a peer's
+// old address shows in the diff and is rewritten.
+func TestVXLANKernelIPv6Underlay(t *testing.T) {
+	requireRoot(t)
+	node := netnstest.New(t)
+	netnstest.Run(t, node, "ip", "link", "add", "uplink1", "type", "veth", "peer", "name", "uplink1peer")
+	netnstest.Run(t, node, "ip", "addr", "add", "fd77::11/64", "dev", "uplink1", "nodad")
+	netnstest.Run(t, node, "ip", "link", "set", "uplink1", "up")
+	var k *Kernel
+	if err := in(t, node, func() (err error) { k, err = NewKernel(); return err }); err != nil {
+		t.Fatalf("NewKernel: %v", err)
+	}
+	defer k.Close()
+	uplink, err := netnsHandle(t, node.Path()).LinkByName("uplink1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, local := netip.MustParseAddr("10.255.0.1"), netip.MustParseAddr("fd77::11")
+	a, b := netip.MustParseAddr("10.255.0.2"), netip.MustParseAddr("10.255.0.3")
+	a6, a6new, b6 := netip.MustParseAddr("fd77::12"), netip.MustParseAddr("fd77::22"), netip.MustParseAddr("fd78::13")
+	tun6 := netip.MustParseAddr("fd00:10:244::")
+	dev := &VXLANConfig{VNI: VXLANVNI, Port: VXLANPort, Local: local, UplinkIdx: uplink.Attrs().Index, MTU: 1430,
+		MAC: VTEPMAC(id).String(), TunnelAddr6: tun6}
+	owner := sysctl.New(sysctl.Proc{})
+	apply := func(want TunnelState) {
+		t.Helper()
+		have, err := k.ReadTunnel()
+		if err != nil {
+			t.Fatalf("ReadTunnel: %v", err)
+		}
+		plan := DiffTunnel(want, have)
+		for i := range 2 {
+			if err := in(t, node, func() error {
+				return k.ApplyTunnel(want, plan, func(string) error { _, err := owner.Tunnel(true); return err })
+			}); err != nil {
+				t.Fatalf("ApplyTunnel #%d %+v: %v", i+1, plan, err)
+			}
+		}
+		if have, err = k.ReadTunnel(); err != nil {
+			t.Fatalf("ReadTunnel: %v", err)
+		}
+		if p := DiffTunnel(want, have); !p.Empty() {
+			t.Errorf("DiffTunnel after ApplyTunnel = %+v; want empty (kernel: %+v)", p, have)
+		}
+	}
+	show := func(args ...string) string { return netnstest.Run(t, node, args...) }
+	want := TunnelState{Device: dev, Peers6: map[netip.Addr]bool{a: true, b: true}, Dst: map[netip.Addr]netip.Addr{a: a6, b: b6}}
+	apply(want)
+	if link := show("ip", "-d", "link", "show", "dev", VXLANDevice); !strings.Contains(link, "local "+local.String()) ||
+		!strings.Contains(link, VTEPMAC(id).String()) || !strings.Contains(link, "mtu 1430") {
+		t.Errorf("vxlan.reef:\n%s", link)
+	}
+	neigh := show("ip", "-6", "neigh", "show", "dev", VXLANDevice)
+	for _, n := range []netip.Addr{a, b} {
+		if w := VTEPLinkLocal(n).String() + " lladdr " + VTEPMAC(n).String() + " PERMANENT"; !strings.Contains(neigh, w) {
+			t.Errorf("vxlan.reef lacks neighbour %q:\n%s", w, neigh)
+		}
+	}
+	fdb := show("bridge", "fdb", "show", "dev", VXLANDevice)
+	for n, d := range want.Dst {
+		if strings.Count(fdb, VTEPMAC(n).String()+" dst "+d.String()) != 1 {
+			t.Errorf("vxlan.reef wants one fdb entry %s dst %s:\n%s", VTEPMAC(n), d, fdb)
+		}
+	}
+
+	// a's IPv6 address changes: its entry is rewritten, not doubled.
+	want.Dst = map[netip.Addr]netip.Addr{a: a6new, b: b6}
+	have, err := k.ReadTunnel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := DiffTunnel(want, have); !slices.Equal(p.AddPeers6, []netip.Addr{a}) {
+		t.Errorf("after a's address changed: plan %+v", p)
+	}
+	apply(want)
+	fdb = show("bridge", "fdb", "show", "dev", VXLANDevice)
+	if strings.Contains(fdb, a6.String()+" ") || strings.Count(fdb, VTEPMAC(a).String()+" dst "+a6new.String()) != 1 {
+		t.Errorf("fdb after a's address changed:\n%s", fdb)
 	}
 }

@@ -22,10 +22,13 @@ type Block struct {
 	// IPv6 blocks are routed through it. Invalid for own blocks, and
 	// while the owner's record has not given one.
 	OwnerAddr6 netip.Addr
-	State      BlockState
-	Claimed    time.Time // own block: when this node claimed it; remote: when this node learned it
-	Used       int       // allocated addresses (own blocks)
-	Size       int       // addresses in the block
+	// OwnerIPv6Only: the owner's record says it has no IPv4 address
+	// (blockproto.Record.IPv6Only): its underlay is IPv6.
+	OwnerIPv6Only bool
+	State         BlockState
+	Claimed       time.Time // own block: when this node claimed it; remote: when this node learned it
+	Used          int       // allocated addresses (own blocks)
+	Size          int       // addresses in the block
 }
 
 // BlockState is where a block stands in the block protocol.
@@ -65,14 +68,15 @@ func (b Block) Own() bool {
 // One key per block is what makes ownership single: a record for a block
 // is replaced, never duplicated.
 type blockRecord struct {
-	CIDR       netip.Prefix `json:"cidr"`
-	Pool       netip.Prefix `json:"pool"`
-	Owner      string       `json:"owner"`
-	OwnerAddr  netip.Addr   `json:"ownerAddr,omitzero"`
-	OwnerInc   uint32       `json:"ownerInc,omitempty"`
-	OwnerAddr6 netip.Addr   `json:"ownerAddr6,omitzero"`
-	State      BlockState   `json:"state,omitempty"` // "" in files of schema 1: confirmed if own
-	Claimed    time.Time    `json:"claimed"`
+	CIDR        netip.Prefix `json:"cidr"`
+	Pool        netip.Prefix `json:"pool"`
+	Owner       string       `json:"owner"`
+	OwnerAddr   netip.Addr   `json:"ownerAddr,omitzero"`
+	OwnerInc    uint32       `json:"ownerInc,omitempty"`
+	OwnerAddr6  netip.Addr   `json:"ownerAddr6,omitzero"`
+	OwnerV6Only bool         `json:"ownerIPv6Only,omitempty"`
+	State       BlockState   `json:"state,omitempty"` // "" in files of schema 1: confirmed if own
+	Claimed     time.Time    `json:"claimed"`
 }
 
 // own reports whether the record is this node's block.
@@ -81,7 +85,7 @@ func (s *Store) own(r blockRecord) bool {
 }
 
 func (s *Store) block(r blockRecord, addrs *bolt.Bucket) Block {
-	b := Block{CIDR: r.CIDR, Pool: r.Pool, Owner: r.Owner, OwnerAddr: r.OwnerAddr, OwnerInc: r.OwnerInc, OwnerAddr6: r.OwnerAddr6, State: r.State,
+	b := Block{CIDR: r.CIDR, Pool: r.Pool, Owner: r.Owner, OwnerAddr: r.OwnerAddr, OwnerInc: r.OwnerInc, OwnerAddr6: r.OwnerAddr6, OwnerIPv6Only: r.OwnerV6Only, State: r.State,
 		Claimed: r.Claimed, Size: int(blockLen(r.CIDR))}
 	if b.State == "" {
 		b.State = BlockRemote

@@ -10,8 +10,8 @@ import (
 
 // TestBlockOwnerAddrs6: the IPv6 address an owner's record gives is kept
 // with its remote blocks, across a restart and a remember of the same
-// incarnation; a new incarnation's blocks start without one, and own
-// blocks never get one.
+// incarnation, and so is whether the owner is IPv6-only; a new
+// incarnation's blocks start without either, and own blocks never get one.
 func TestBlockOwnerAddrs6(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "reef.db")
 	s := openProtoAt(t, path)
@@ -27,15 +27,15 @@ func TestBlockOwnerAddrs6(t *testing.T) {
 	b6, c6 := netip.MustParseAddr("fd77::3"), netip.MustParseAddr("fd77::4")
 	self := blockproto.Node{Addr: protoSelf}
 	self.Inc, _ = s.Incarnation()
-	if err := s.SetBlockOwnerAddrs6(map[blockproto.Node]netip.Addr{nodeB: b6, {Addr: protoPeerC, Inc: 0xcc}: c6, self: c6}); err != nil {
+	if err := s.SetBlockOwnerAddrs6(map[blockproto.Node]Owner6{nodeB: {b6, true}, {Addr: protoPeerC, Inc: 0xcc}: {c6, true}, self: {c6, true}}); err != nil {
 		t.Fatal(err)
 	}
 	want := map[netip.Prefix]netip.Addr{own: {}, blkB: b6, blkC: {}}
 	check := func(when string) {
 		t.Helper()
 		for _, b := range blockList(t, s) {
-			if b.OwnerAddr6 != want[b.CIDR] {
-				t.Errorf("%s: block %s of %s has IPv6 address %v, want %v", when, b.CIDR, b.OwnerAddr, b.OwnerAddr6, want[b.CIDR])
+			if b.OwnerAddr6 != want[b.CIDR] || b.OwnerIPv6Only != want[b.CIDR].IsValid() {
+				t.Errorf("%s: block %s of %s has IPv6 address %v, IPv6-only %v; want %v", when, b.CIDR, b.OwnerAddr, b.OwnerAddr6, b.OwnerIPv6Only, want[b.CIDR])
 			}
 		}
 	}

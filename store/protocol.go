@@ -276,15 +276,15 @@ func (s *Store) ApplyProtocol(c blockproto.Changes) error {
 			if ok && s.own(r) {
 				return fmt.Errorf("remember %s as %s's: block %w", b.Block, b.Owner, ErrOwnBlock)
 			}
-			name, addr6 := "", netip.Addr{}
+			name, addr6, only6 := "", netip.Addr{}, false
 			if ok && r.OwnerAddr == b.Owner.Addr {
 				name = r.Owner // keep a name learned earlier
 			}
 			if ok && r.OwnerAddr == b.Owner.Addr && r.OwnerInc == b.Owner.Inc {
-				addr6 = r.OwnerAddr6 // and the incarnation's IPv6 address
+				addr6, only6 = r.OwnerAddr6, r.OwnerV6Only // and the incarnation's IPv6 address
 			}
 			if err := putBlock(blocks, blockRecord{CIDR: b.Block, Pool: b.Pool, Owner: name, OwnerAddr: b.Owner.Addr, OwnerInc: b.Owner.Inc,
-				OwnerAddr6: addr6, State: BlockRemote, Claimed: now}); err != nil {
+				OwnerAddr6: addr6, OwnerV6Only: only6, State: BlockRemote, Claimed: now}); err != nil {
 				return err
 			}
 		}
@@ -433,11 +433,19 @@ func (s *Store) Flag(name string) (bool, error) {
 	return on, err
 }
 
+// Owner6 is what an owner's record says of its IPv6 side: its IPv6
+// address, and whether it has no IPv4 address (an IPv6 underlay).
+type Owner6 struct {
+	Addr     netip.Addr
+	IPv6Only bool
+}
+
 // SetBlockOwnerAddrs6 records the IPv6 addresses the owners of remote
-// blocks gave in their records (owner incarnation -> address; invalid:
-// none), in one transaction: their IPv6 blocks are routed through them,
-// also after a restart, before the records are learned again.
-func (s *Store) SetBlockOwnerAddrs6(addrs map[blockproto.Node]netip.Addr) error {
+// blocks gave in their records, and whether they are IPv6-only (owner
+// incarnation -> what its record says; invalid address: none), in one
+// transaction: their IPv6 blocks are routed through them, also after a
+// restart, before the records are learned again.
+func (s *Store) SetBlockOwnerAddrs6(addrs map[blockproto.Node]Owner6) error {
 	if len(addrs) == 0 {
 		return nil
 	}
@@ -449,8 +457,8 @@ func (s *Store) SetBlockOwnerAddrs6(addrs map[blockproto.Node]netip.Addr) error 
 			if err != nil {
 				return err
 			}
-			if a, ok := addrs[blockproto.Node{Addr: r.OwnerAddr, Inc: r.OwnerInc}]; ok && !s.own(r) && r.OwnerAddr6 != a {
-				r.OwnerAddr6 = a
+			if a, ok := addrs[blockproto.Node{Addr: r.OwnerAddr, Inc: r.OwnerInc}]; ok && !s.own(r) && (r.OwnerAddr6 != a.Addr || r.OwnerV6Only != a.IPv6Only) {
+				r.OwnerAddr6, r.OwnerV6Only = a.Addr, a.IPv6Only
 				recs = append(recs, r)
 			}
 			return nil

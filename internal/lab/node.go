@@ -53,7 +53,8 @@ type NodeOptions struct {
 	// indented two spaces, such as "  voters: [...]\n").
 	BGPExtra string
 	// IPv6Only makes an IPv6-only node (docs/design.md, "IPv6-only
-	// nodes"): eth0 has its IPv6 address on Underlay6 (NodeAddress6) and
+	// nodes"): eth0 has its IPv6 address on Underlay6, or SubnetB6 with
+	// SubnetB (NodeAddress6), and
 	// no IPv4 address; the config has no nodeAddress, and the IPv4
 	// address the node would have had (Address) is its bgp.routerID.
 	// Peers and PeerPrefixes are then IPv6.
@@ -158,7 +159,11 @@ func (l *Lab) AddNode(name string, opts NodeOptions) (*Node, error) {
 	if err := l.IP(l.Switch, "link", "set", peer, "master", bridge, "up"); err != nil {
 		return nil, err
 	}
-	if err := l.routeAcross(n.Netns, opts.SubnetB); err != nil {
+	across := l.routeAcross
+	if opts.IPv6Only {
+		across = l.routeAcross6
+	}
+	if err := across(n.Netns, opts.SubnetB); err != nil {
 		return nil, err
 	}
 	if err := l.pinNeighbors(n, bridge); err != nil {
@@ -351,7 +356,9 @@ func (n *Node) initFounder() error {
 	if cfg.NodeAddress.IsValid() {
 		self = cfg.NodeAddress
 	}
-	if len(cfg.BGP.Voters) < 2 || !slices.Contains(cfg.BGP.Voters, self) {
+	// A voter named by its nodeAddressV6 (a mixed cluster) is one too.
+	named := slices.Contains(cfg.BGP.Voters, self) || cfg.NodeAddressV6.IsValid() && slices.Contains(cfg.BGP.Voters, cfg.NodeAddressV6)
+	if len(cfg.BGP.Voters) < 2 || !named {
 		return nil
 	}
 	if out, err := n.Lab.Run(n.Netns, filepath.Join(n.Lab.BinDir, "reef"), "store", "init", "--config", n.Config); err != nil {

@@ -81,9 +81,14 @@ var (
 	OutsideAddr6 = netip.MustParseAddr("fd03:113::10")
 )
 
-// NodeAddress6 is node n's IPv6 address on the underlay (AddIPv6).
+// NodeAddress6 is node n's IPv6 address on the underlay (AddIPv6), or
+// for an IPv6-only node on SubnetB its address on SubnetB6
+// (AddCrossNodes6).
 func NodeAddress6(n *Node) netip.Addr {
 	b := Underlay6.Addr().As16()
+	if n.opts.IPv6Only && n.opts.SubnetB {
+		b = SubnetB6.Addr().As16()
+	}
 	a4 := n.Address.As4()
 	b[15] = a4[3]
 	return netip.AddrFrom16(b)
