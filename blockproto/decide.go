@@ -146,12 +146,20 @@ func (d *decider) current(n Node) bool {
 	return k.Inc == n.Inc
 }
 
-// atVoterAddr6 reports whether the votes of identity v may count: a voter
-// configured by its IPv6 address counts only while the record of its
-// current incarnation announces that address (Input.VoterAddr6).
-func (d *decider) atVoterAddr6(v netip.Addr) bool {
+// boundVoter reports whether the votes of identity v may count as those
+// of the voter configured for it. A voter written as its IPv6 address
+// counts only while the record of its current incarnation announces that
+// address (Input.VoterAddr6); one written as an IPv4 address is the node
+// that has it, never an IPv6-only node given that value as its router ID
+// (Record.IPv6Only). Either way the votes counted for a voter are those
+// of one node (blocks.pml, ADDR_BOUND).
+func (d *decider) boundVoter(v netip.Addr) bool {
+	r := d.records[v]
 	a6, ok := d.in.VoterAddr6[v]
-	return !ok || (d.records[v].Node.IsValid() && d.records[v].Addr6 == a6)
+	if !ok {
+		return !r.IPv6Only
+	}
+	return r.Node.IsValid() && r.Addr6 == a6
 }
 
 func (d *decider) view() {
@@ -250,7 +258,7 @@ func (d *decider) view() {
 		if g.To == self {
 			d.toSelf[g.Block] = true
 		}
-		if !d.current(g.Voter) || !d.atVoterAddr6(g.Voter.Addr) {
+		if !d.current(g.Voter) || !d.boundVoter(g.Voter.Addr) {
 			continue
 		}
 		if g.VoterHash != d.hash {

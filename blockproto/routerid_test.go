@@ -110,6 +110,24 @@ func TestVoterBoundToItsAddress(t *testing.T) {
 	}
 }
 
+// TestIPv4VoterNotAnIPv6OnlyNode: a voter written as an IPv4 address
+// counts only the votes of the node that has it, not those of an IPv6-only
+// node given that value as its router ID.
+func TestIPv4VoterNotAnIPv6OnlyNode(t *testing.T) {
+	st := NewState(nodeA, 1)
+	st.Own[blk0] = OwnBlock{Block: blk0, Pool: pool.CIDR, State: OwnPending}
+	st.Grants[blk0] = nodeA
+	vote := Grant{Block: blk0, Voter: nodeB, To: nodeA, VoterHash: VoterHash(three)}
+	for _, v6only := range []bool{false, true} {
+		r := record(nodeB, three...)
+		r.Addr6, r.IPv6Only = there6, v6only
+		d := Decide(Input{State: st, Voters: three, Pools: []Pool{pool}, Table: Table{Records: []Record{r}, Grants: []Grant{vote}}})
+		if got := slices.Contains(d.Confirm, blk0); got == v6only {
+			t.Errorf("record IPv6-only %v: confirmed %v", v6only, got)
+		}
+	}
+}
+
 // TestKnownKeepsAddr6: the known incarnation keeps the IPv6 address its
 // record announced (filled in for a store of an older reef), and a Seen
 // of it carries the address, so that the node it names can tell whether

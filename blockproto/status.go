@@ -158,7 +158,7 @@ func (d *decider) status() Status {
 		s.Restricted = RestrictedReason
 	}
 	for _, v := range d.voters {
-		if r := d.records[v]; v == d.self().Addr || (r.Node.IsValid() && !d.in.Unreachable[v] && r.VoterHash == d.hash && d.atVoterAddr6(v)) {
+		if r := d.records[v]; v == d.self().Addr || (r.Node.IsValid() && !d.in.Unreachable[v] && r.VoterHash == d.hash && d.boundVoter(v)) {
 			s.Reached = append(s.Reached, v)
 		} else {
 			s.Missing = append(s.Missing, v)

@@ -98,6 +98,15 @@ func resolveVoters(voters []netip.Addr, self netip.Addr, mine nodeAddrs, known m
 			ids = append(ids, self)
 			continue
 		case v.Is4():
+			// An IPv4 address is the identity of the node that has it, and
+			// that node is not IPv6-only: a record of that identity that
+			// says IPv6-only is a router ID given this value (by mistake,
+			// or to name an IPv6-only voter, which must be named by its
+			// IPv6 address), and its votes must not count as this voter's.
+			if slices.ContainsFunc(recs, func(r blockproto.Record) bool { return r.Node.Addr == v && r.IPv6Only }) {
+				unresolved = append(unresolved, fmt.Sprintf("%s (an IPv6-only node announces it as its bgp.routerID: name an IPv6-only voter by its IPv6 address, and give no node another node's IPv4 address as router ID)", v))
+				continue
+			}
 			ids = append(ids, v)
 			continue
 		}
