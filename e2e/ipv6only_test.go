@@ -344,27 +344,8 @@ func TestIPv6OnlyReflectors(t *testing.T) {
 			t.Fatalf("%s is at %s, want %s", n.Name, n.PeerAddress(), addr6(slices.Index(all, n)))
 		}
 	}
-	if err := lab.StartAll(all); err != nil {
-		t.Fatal(err)
-	}
-	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	pods := competingPods(t, l, cs, []string{"rr1", "rr2"}, 1)
-	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	checkUnique(t, pods, cs)
-	for _, rr := range rrs {
-		pods = append(pods, newPod(t, rr, "on-"+rr.Name))
-	}
-	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	uniqueAddresses(t, pods)
-	uniqueOwners(t, all...)
+	pods := reflectedClaims(t, l, rrs, cs)
 	checkRoutes6(t, all, lab.NodeAddress6)
-	pingAll(t, pods)
 	for _, c := range cs {
 		checkPeers(t, c, map[string]string{rrAddrs[0].String(): "reflector", rrAddrs[1].String(): "reflector"})
 	}

@@ -304,30 +304,7 @@ func TestReflectorsReef(t *testing.T) {
 		t.Fatalf("voters %v, want %v", v, voters)
 	}
 	all := append(append([]*lab.Node{}, rrs...), clients...)
-	if err := lab.StartAll(all); err != nil {
-		t.Fatal(err)
-	}
-	// Sessions first: the claims must meet at the reflectors, not wait
-	// for sessions (competingPods).
-	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	pods := competingPods(t, l, clients, []string{"rr1", "rr2"}, 1)
-	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	checkUnique(t, pods, clients)
-
-	// The reflectors are nodes like any other: they host pods too.
-	for _, rr := range rrs {
-		pods = append(pods, newPod(t, rr, "on-"+rr.Name))
-	}
-	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	uniqueAddresses(t, pods)
-	uniqueOwners(t, all...)
-	pingAll(t, pods)
+	pods := reflectedClaims(t, l, rrs, clients)
 
 	for _, c := range clients {
 		checkPeers(t, c, map[string]string{rrAddrs[0].String(): "reflector", rrAddrs[1].String(): "reflector"})
@@ -710,4 +687,37 @@ func frrTablesDiffer(f *lab.FRR, clients []*lab.Node) string {
 		}
 	}
 	return ""
+}
+
+// reflectedClaims starts two reef reflectors and their clients, lets the
+// clients' competing claims meet at the reflectors, puts a pod on each
+// reflector too (they are nodes like any other), and checks what a cluster
+// of reflectors must do whatever its family: no block and no address had
+// twice, every pod reaching every other.
+func reflectedClaims(t *testing.T, l *lab.Lab, rrs, clients []*lab.Node) []*lab.Pod {
+	t.Helper()
+	all := append(append([]*lab.Node{}, rrs...), clients...)
+	if err := lab.StartAll(all); err != nil {
+		t.Fatal(err)
+	}
+	// Sessions first: the claims must meet at the reflectors, not wait
+	// for sessions (competingPods).
+	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	pods := competingPods(t, l, clients, []string{"rr1", "rr2"}, 1)
+	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	checkUnique(t, pods, clients)
+	for _, rr := range rrs {
+		pods = append(pods, newPod(t, rr, "on-"+rr.Name))
+	}
+	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	uniqueAddresses(t, pods)
+	uniqueOwners(t, all...)
+	pingAll(t, pods)
+	return pods
 }
