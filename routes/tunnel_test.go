@@ -351,27 +351,7 @@ func TestVXLANKernel(t *testing.T) {
 	dev := &VXLANConfig{VNI: VXLANVNI, Port: VXLANPort, Local: local, UplinkIdx: uplink.Attrs().Index, MTU: 1450,
 		MAC: VTEPMAC(local).String(), TunnelAddr: tun, TunnelAddr6: tun6}
 	owner := sysctl.New(sysctl.Proc{})
-	apply := func(want TunnelState, v6 bool) {
-		t.Helper()
-		have, err := k.ReadTunnel()
-		if err != nil {
-			t.Fatalf("ReadTunnel: %v", err)
-		}
-		plan := DiffTunnel(want, have)
-		for i := range 2 { // every step is safe to repeat
-			if err := in(t, node, func() error {
-				return k.ApplyTunnel(want, plan, func(string) error { _, err := owner.Tunnel(v6); return err })
-			}); err != nil {
-				t.Fatalf("ApplyTunnel #%d %+v: %v", i+1, plan, err)
-			}
-		}
-		if have, err = k.ReadTunnel(); err != nil {
-			t.Fatalf("ReadTunnel: %v", err)
-		}
-		if p := DiffTunnel(want, have); !p.Empty() {
-			t.Errorf("DiffTunnel after ApplyTunnel = %+v; want empty (kernel: %+v)", p, have)
-		}
-	}
+	apply := func(want TunnelState, v6 bool) { t.Helper(); applyTunnel(t, k, node, owner, want, v6) }
 	show := func(args ...string) string { return netnstest.Run(t, node, args...) }
 
 	// Made with the node's default settings off: the owner turns IPv6 on.
@@ -466,27 +446,7 @@ func TestVXLANKernelIPv6Underlay(t *testing.T) {
 	dev := &VXLANConfig{VNI: VXLANVNI, Port: VXLANPort, Local: local, UplinkIdx: uplink.Attrs().Index, MTU: 1430,
 		MAC: VTEPMAC(id).String(), TunnelAddr6: tun6}
 	owner := sysctl.New(sysctl.Proc{})
-	apply := func(want TunnelState) {
-		t.Helper()
-		have, err := k.ReadTunnel()
-		if err != nil {
-			t.Fatalf("ReadTunnel: %v", err)
-		}
-		plan := DiffTunnel(want, have)
-		for i := range 2 {
-			if err := in(t, node, func() error {
-				return k.ApplyTunnel(want, plan, func(string) error { _, err := owner.Tunnel(true); return err })
-			}); err != nil {
-				t.Fatalf("ApplyTunnel #%d %+v: %v", i+1, plan, err)
-			}
-		}
-		if have, err = k.ReadTunnel(); err != nil {
-			t.Fatalf("ReadTunnel: %v", err)
-		}
-		if p := DiffTunnel(want, have); !p.Empty() {
-			t.Errorf("DiffTunnel after ApplyTunnel = %+v; want empty (kernel: %+v)", p, have)
-		}
-	}
+	apply := func(want TunnelState) { t.Helper(); applyTunnel(t, k, node, owner, want, true) }
 	show := func(args ...string) string { return netnstest.Run(t, node, args...) }
 	want := TunnelState{Device: dev, Peers6: map[netip.Addr]bool{a: true, b: true}, Dst: map[netip.Addr]netip.Addr{a: a6, b: b6}}
 	apply(want)
@@ -520,5 +480,30 @@ func TestVXLANKernelIPv6Underlay(t *testing.T) {
 	fdb = show("bridge", "fdb", "show", "dev", VXLANDevice)
 	if strings.Contains(fdb, a6.String()+" ") || strings.Count(fdb, VTEPMAC(a).String()+" dst "+a6new.String()) != 1 {
 		t.Errorf("fdb after a's address changed:\n%s", fdb)
+	}
+}
+
+// applyTunnel diffs want against the kernel of node, applies the plan
+// twice (every step is safe to repeat; the sysctl owner turns the device's
+// IPv6 on when v6) and checks that nothing is left to do.
+func applyTunnel(t *testing.T, k *Kernel, node ns.NetNS, owner *sysctl.Owner, want TunnelState, v6 bool) {
+	t.Helper()
+	have, err := k.ReadTunnel()
+	if err != nil {
+		t.Fatalf("ReadTunnel: %v", err)
+	}
+	plan := DiffTunnel(want, have)
+	for i := range 2 {
+		if err := in(t, node, func() error {
+			return k.ApplyTunnel(want, plan, func(string) error { _, err := owner.Tunnel(v6); return err })
+		}); err != nil {
+			t.Fatalf("ApplyTunnel #%d %+v: %v", i+1, plan, err)
+		}
+	}
+	if have, err = k.ReadTunnel(); err != nil {
+		t.Fatalf("ReadTunnel: %v", err)
+	}
+	if p := DiffTunnel(want, have); !p.Empty() {
+		t.Errorf("DiffTunnel after ApplyTunnel = %+v; want empty (kernel: %+v)", p, have)
 	}
 }
