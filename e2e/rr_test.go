@@ -473,7 +473,7 @@ func TestReflectorsBird(t *testing.T) { testExternalReflectors(t, "bird", false)
 // TestReflectorsFRR: the same with two FRR route reflectors, configured as
 // docs/bgp.md says (lab.FRRConfig). FRR holds one path per NLRI of the
 // VPN table, and every client's record and claims.
-func TestReflectorsFRR(t *testing.T) { testExternalReflectors(t, "frr", false) }
+func TestReflectorsFRR(t *testing.T) { slowSuite(t); testExternalReflectors(t, "frr", false) }
 
 // TestReflectorsBirdDualStack: the clients of the BIRD reflectors have an
 // IPv4 and an IPv6 pool (issue 29): the IPv6 claims compete through
