@@ -76,7 +76,6 @@ type policyReport struct {
 	memSeries                   []string // node1's memory while it settles after the scale step
 
 	// The ClusterNetworkPolicy step (bench_policy_cluster.go).
-	only                  string
 	crd, clusterWhat      string
 	clusters              int
 	addFullOn, addFullOff []time.Duration
@@ -110,7 +109,7 @@ func benchPolicy(ctx context.Context, args []string) error {
 		return errors.New("bench-policy: iperf3 not found (apt-get install iperf3, or make bench)")
 	}
 	b := &policyBench{ctx: ctx}
-	b.report.only, b.report.clusters = *only, *clusters
+	b.report.clusters = *clusters
 	b.report.began, b.report.loadStart, b.report.command = time.Now(), tputLoad(), "reef-lab bench-policy "+strings.Join(args, " ")
 	l, err := lab.New(*bin)
 	if err != nil {
