@@ -12,7 +12,10 @@ package main
 //     the API, next to the same daemon idle and a daemon with policy off;
 //   - pod-to-pod TCP throughput (iperf3) across nodes with both pods
 //     isolated by policies that allow the flow, alternating with the same
-//     pods selected by none.
+//     pods selected by none;
+//   - with 1,000 pods, 500 policies and 50 ClusterNetworkPolicies, a
+//     NetworkPolicy and a ClusterNetworkPolicy change enforced as a probe
+//     sees it, the ADD, and the memory (bench_policy_cluster.go).
 //
 // The API's pods beyond the nodes' own are objects only, scheduled to
 // nodes the lab does not run (nodeName elsewhere-N) with an address in
@@ -53,9 +56,10 @@ type policyBench struct {
 	off    *lab.Node   // node3: policy off, alone
 	seq    int
 	remote int // pods made by background, for their addresses
-	// settledFor is how long settledMemory has waited so far.
-	settledFor time.Duration
-	report     policyReport
+	// policies and bgNamespaces are background's so far.
+	policies     int
+	bgNamespaces []string
+	report       policyReport
 }
 
 type policyReport struct {
@@ -70,6 +74,16 @@ type policyReport struct {
 	tputOn, tputOff             []float64 // Gbit/s
 	tputErr                     string
 	memSeries                   []string // node1's memory while it settles after the scale step
+
+	// The ClusterNetworkPolicy step (bench_policy_cluster.go).
+	crd, clusterWhat      string
+	clusters              int
+	addFullOn, addFullOff []time.Duration
+	npChange, cnpChange   []time.Duration // API write -> first probe decided the new way
+	npFlaps, cnpFlaps     int
+	npProbes, cnpProbes   string
+	clusterMem            lab.Memory
+	clusterMemSeries      []string
 }
 
 func benchPolicy(ctx context.Context, args []string) error {
@@ -79,13 +93,23 @@ func benchPolicy(ctx context.Context, args []string) error {
 	out := fs.String("out", "", `write the report into this file as its "## NetworkPolicy" section`)
 	adds := fs.Int("adds", 40, "ADDs per mode")
 	creates := fs.Int("creates", 20, "policies created one by one for the enforcement figure")
+	changes := fs.Int("changes", 30, "changes of each kind (NetworkPolicy, ClusterNetworkPolicy) for the probe-timed figures")
+	clusters := fs.Int("cluster-policies", 50, "ClusterNetworkPolicies in the ClusterNetworkPolicy step")
+	only := fs.String("only", "", `run only this step after the background ("cluster": the ClusterNetworkPolicy step), to iterate; not with --out`)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *only != "" && *only != "cluster" {
+		return fmt.Errorf("bench-policy: --only %q: the only step is cluster", *only)
+	}
+	if *only != "" && *out != "" {
+		return errors.New("bench-policy: --only leaves figures out of the section: not with --out")
 	}
 	if _, err := exec.LookPath("iperf3"); err != nil {
 		return errors.New("bench-policy: iperf3 not found (apt-get install iperf3, or make bench)")
 	}
 	b := &policyBench{ctx: ctx}
+	b.report.clusters = *clusters
 	b.report.began, b.report.loadStart, b.report.command = time.Now(), tputLoad(), "reef-lab bench-policy "+strings.Join(args, " ")
 	l, err := lab.New(*bin)
 	if err != nil {
@@ -132,25 +156,32 @@ func benchPolicy(ctx context.Context, args []string) error {
 	if err := b.background(1000, 50, 100); err != nil {
 		return err
 	}
-	progress("%d ADDs per mode with 100 policies", *adds)
-	if b.report.addOn, b.report.addOff, err = b.adds(*adds, true); err != nil {
-		return err
+	if *only == "" {
+		progress("%d ADDs per mode with 100 policies", *adds)
+		if b.report.addOn, b.report.addOff, err = b.adds(*adds, true); err != nil {
+			return err
+		}
+		progress("%d policies created one by one", *creates)
+		b.report.enforceBG = "1,000 pods and 100 policies in the API"
+		if b.report.enforce, err = b.enforcement(*creates); err != nil {
+			return err
+		}
+		progress("throughput, isolated and allowed vs not isolated")
+		b.throughput()
 	}
-	progress("%d policies created one by one", *creates)
-	b.report.enforceBG = "1,000 pods and 100 policies in the API"
-	if b.report.enforce, err = b.enforcement(*creates); err != nil {
-		return err
+	if err := b.clusterStep(500, *clusters, *changes, *adds); err != nil {
+		return fmt.Errorf("bench-policy: ClusterNetworkPolicy step: %w", err)
 	}
-	progress("throughput, isolated and allowed vs not isolated")
-	b.throughput()
-	progress("scale: 5,000 pods, 500 namespaces, 500 policies")
-	if err := b.background(4000, 450, 400); err != nil {
-		return err
+	if *only == "" {
+		progress("scale: 5,000 pods, 500 namespaces, 500 policies")
+		if err := b.background(4000, 450, 400); err != nil {
+			return err
+		}
+		if b.report.loadedOn, err = b.settledMemory(500, 0, &b.report.memSeries); err != nil {
+			return err
+		}
+		b.report.loadedWhat = "5,000 pods, 500 namespaces and 500 policies in the API"
 	}
-	if b.report.loadedOn, err = b.settledMemory(500); err != nil {
-		return err
-	}
-	b.report.loadedWhat = "5,000 pods, 500 namespaces and 500 policies in the API"
 	b.report.took, b.report.loadEnd = time.Since(b.report.began), tputLoad()
 	md := b.report.markdown()
 	fmt.Print(md)
@@ -204,6 +235,10 @@ func (b *policyBench) background(pods, namespaces, policies int) error {
 	}); err != nil {
 		return err
 	}
+	for i := range namespaces {
+		b.bgNamespaces = append(b.bgNamespaces, fmt.Sprintf("bg-%d", base+i))
+	}
+	b.policies += policies
 	start := b.remote
 	if err := parallel(pods, func(i int) error {
 		n := start + i
@@ -487,33 +522,27 @@ func (b *policyBench) throughput() {
 	}
 }
 
-// settledMemory waits until node1 has compiled the given number of
-// policies, then a minute more, and reads its memory.
-func (b *policyBench) settledMemory(policies int) (lab.Memory, error) {
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		st, err := b.on[0].Status()
-		if err == nil && st.GetPolicy().GetPolicies() >= int32(policies) {
-			break
-		}
-		if time.Now().After(deadline) {
-			return lab.Memory{}, fmt.Errorf("node1 did not see %d policies within 3 minutes: %v", policies, err)
-		}
-		time.Sleep(time.Second)
+// settledMemory waits until node1 has seen the given number of policies
+// and cluster policies, then a minute more, and reads its memory; series
+// gets the samples on the way.
+func (b *policyBench) settledMemory(policies, clusters int, series *[]string) (lab.Memory, error) {
+	if err := b.waitLoaded(policies, clusters); err != nil {
+		return lab.Memory{}, err
 	}
 	// The RSS of a daemon that has just compiled a burst of changes holds
 	// freed heap the runtime returns to the kernel over the next minute
 	// (its background scavenger); the figure is the settled one, after a
 	// minute, with the samples on the way in the report.
 	var m lab.Memory
+	var waited time.Duration
 	for _, at := range []time.Duration{5 * time.Second, 15 * time.Second, 30 * time.Second, 60 * time.Second} {
-		time.Sleep(at - b.settledFor)
-		b.settledFor = at
+		time.Sleep(at - waited)
+		waited = at
 		var err error
 		if m, err = b.on[0].Memory(); err != nil {
 			return m, err
 		}
-		b.report.memSeries = append(b.report.memSeries, fmt.Sprintf("%s (RSS %s) after %s", meshMiB(m.Anon), meshMiB(m.RSS), at))
+		*series = append(*series, fmt.Sprintf("%s (RSS %s) after %s", meshMiB(m.Anon), meshMiB(m.RSS), at))
 	}
 	return m, nil
 }

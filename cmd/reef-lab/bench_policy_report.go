@@ -34,7 +34,9 @@ func (r *policyReport) markdown() string {
 	w("reconcile interval (30 s). The API's pods beyond the nodes' own are objects scheduled to nodes the lab does\n")
 	w("not run, with an address in status: what a node sees of the rest of a cluster. Each background policy has\n")
 	w("an ingress rule (namespaceSelector AND podSelector, a port and a named port) and an egress rule (an ipBlock\n")
-	w("with an except). 1-minute load average %s at the start, %s at the end (2 cores; other work shows).\n\n", r.loadStart, r.loadEnd)
+	w("with an except). 1-minute load average %s at the start, %s at the end (2 cores; other work shows).\n", r.loadStart, r.loadEnd)
+	w("The ClusterNetworkPolicy step (issue 31) runs between the throughput and the scale step, its extra\n")
+	w("policies deleted after it; the CRD it installs stays for the scale step, with no cluster policy left.\n\n")
 
 	w("### Aims\n\nFrom issue 12, \"Measured in `make bench`\".\n\n")
 	e, eok := p50(r.enforce)
@@ -65,6 +67,8 @@ func (r *policyReport) markdown() string {
 			ton, toff, tr, len(r.tputOn), meshMet(tonok && toffok && tr >= 0.95))
 	}
 
+	r.clusterAims(w, ms)
+
 	w("\n### CNI ADD through libcni\n\nSequential, node1 and node3 alternating; every pod's object created a second before its ADD.\n\n")
 	w("| node | policies in the API | ADD p50 | p90 | n |\n|---|---|---|---|---|\n")
 	row := func(node, what string, ds []time.Duration) {
@@ -74,6 +78,8 @@ func (r *policyReport) markdown() string {
 	row("node1, policy on", "none", r.addOn0)
 	row("node1, policy on", "100, 1,000 pods", r.addOn)
 	row("node3, policy off", "-", r.addOff)
+	row("node1, policy on", "500 + 50 cluster, 1,000 pods", r.addFullOn)
+	row("node3, policy off", "- (alternating with the row above)", r.addFullOff)
 
 	w("\n### Memory\n\nVmRSS, its anonymous (RssAnon) and file-backed parts, and VmHWM (the peak RSS so far, during the bursts of changes).\n\n")
 	w("| daemon | RSS | RssAnon | file-backed | peak RSS |\n|---|---|---|---|---|\n")
@@ -82,8 +88,12 @@ func (r *policyReport) markdown() string {
 	}
 	mem("node3, policy off, idle", r.idleOff)
 	mem("node1, policy on, empty API", r.idleOn)
+	mem("node1, "+r.clusterWhat, r.clusterMem)
 	mem("node1, "+r.loadedWhat, r.loadedOn)
+	w("\nnode1's RssAnon after the ClusterNetworkPolicy step's last change: %s.\n", strings.Join(r.clusterMemSeries, ", "))
 	w("\nnode1's RssAnon after the scale step's last change: %s.\n", strings.Join(r.memSeries, ", "))
+
+	r.clusterSection(w, ms)
 
 	w("\n### Throughput (iperf3, node1 -> node2, 5 s runs)\n\n")
 	if r.tputErr == "" {
@@ -101,4 +111,81 @@ func floats(v []float64) string {
 		s = append(s, fmt.Sprintf("%.2f", f))
 	}
 	return strings.Join(s, ", ")
+}
+
+// clusterAims are the aims of issue 31, "What must be shown", the bench.
+func (r *policyReport) clusterAims(w func(string, ...any), ms func(time.Duration, bool) string) {
+	w("\nFrom issue 31, \"What must be shown\", with %s.\n\n", r.clusterWhat)
+	change := func(what string, ds []time.Duration) {
+		a, aok := meshQuantile(ds, 0.5)
+		z, zok := meshQuantile(ds, 0.99)
+		w("- A %s change enforced (API write -> the probe's first packet decided the new way), p50 at most 100 ms and p99 at most\n  500 ms: p50 %s, p99 %s (%d changes): %s\n", what, ms(a, aok), ms(z, zok), len(ds),
+			meshMet(aok && zok && a <= 100*time.Millisecond && z <= 500*time.Millisecond))
+	}
+	change("NetworkPolicy", r.npChange)
+	change("ClusterNetworkPolicy", r.cnpChange)
+	on, onok := meshQuantile(r.addFullOn, 0.5)
+	off, offok := meshQuantile(r.addFullOff, 0.5)
+	none, noneok := meshQuantile(r.addOn0, 0.5)
+	ratio := 0.0
+	if onok && offok && off > 0 {
+		ratio = float64(on) / float64(off)
+	}
+	w("- A pod's ADD with all of it loaded, p50 at most 1.2x an ADD with no policy in the same run: %s vs %s on node3 (policy off,\n  alternating), %.2fx; node1 with an empty API earlier in the run: %s: %s\n",
+		ms(on, onok), ms(off, offok), ratio, ms(none, noneok), meshMet(onok && offok && ratio <= 1.2))
+	w("- node1's memory with all of it loaded (settled a minute): RssAnon %s, RSS %s; RssAnon %s over the same daemon idle with an\n  empty API (no aim in the issue)\n",
+		meshMiB(r.clusterMem.Anon), meshMiB(r.clusterMem.RSS), meshMiB(r.clusterMem.Anon-r.idleOn.Anon))
+}
+
+// clusterSection says how the ClusterNetworkPolicy step measured, and its
+// change figures by direction.
+func (r *policyReport) clusterSection(w func(string, ...any), ms func(time.Duration, bool) string) {
+	w("\n### Policy changes under the ClusterNetworkPolicy load\n\n")
+	w("With %s: %s installed in the lab's API; the\n", r.clusterWhat, r.crd)
+	w("background's 400 more NetworkPolicies of the same shape; %d ClusterNetworkPolicies, half Admin, half Baseline:\n", r.clusters)
+	w("kube-dns allowed and the metadata address denied for every namespace, a team's databases (its app accepted,\n")
+	w("its neighbour passed to NetworkPolicy, a port range denied to everyone, egress denied to two networks), a team's\n")
+	w("default (its own and the monitoring namespace in, everything else denied; egress to its caches, private networks\n")
+	w("denied), subjects and peers by namespace labels, pod labels and matchExpressions.\n\n")
+	w("Enforced means a probe's first packet decided the new way, not the kernel's nft state: a prober pod on node1\n")
+	w("opens a new TCP connection to a target pod on node2 every %s, each from a source port no attempt of the run\n", probeEvery)
+	w("used before (so no conntrack entry of an earlier connection decides it); allowed when it connects, denied when\n")
+	w("nothing answers in %s (reef drops, it does not reject; less than the kernel's first SYN retransmission, 1 s,\n", probeTimeout)
+	w("so every outcome is the first SYN's). A change counts from just before its API write (a merge patch) to the send\n")
+	w("time of the first attempt after which every attempt decided the new way, held for %s: exact to the probe's\n", probeSettle)
+	w("interval. It includes the API server, the informer, the daemon's compile of everything and its nftables batch.\n")
+	w("The NetworkPolicy change moves the port of the target's one ingress rule between 8080 (the target's, allowed) and\n")
+	w("8081 (denied); the ClusterNetworkPolicy change switches an Admin rule on the prober's TCP 8080 between Accept and\n")
+	w("Deny. The changes alternate, denying first. An attempt that decided the new way before one that decided the old\n")
+	w("way again counts the change as flapped. p99 is by nearest rank")
+	if n := len(r.npChange); n > 0 && n <= 100 {
+		w(": of %d changes, the largest", n)
+	}
+	w(".\n\n")
+	w("| change | to | p50 | p90 | p99 | max | n |\n|---|---|---|---|---|---|---|\n")
+	row := func(what, to string, ds []time.Duration) {
+		a, aok := meshQuantile(ds, 0.5)
+		w("| %s | %s | %s | %s | %s | %s | %d |\n", what, to, ms(a, aok), ms(meshQuantile(ds, 0.9)), ms(meshQuantile(ds, 0.99)), ms(meshQuantile(ds, 1)), len(ds))
+	}
+	half := func(ds []time.Duration, odd int) []time.Duration {
+		var h []time.Duration
+		for i, d := range ds {
+			if i%2 == odd {
+				h = append(h, d)
+			}
+		}
+		return h
+	}
+	for _, k := range []struct {
+		what   string
+		ds     []time.Duration
+		flaps  int
+		probes string
+	}{{"NetworkPolicy", r.npChange, r.npFlaps, r.npProbes}, {"ClusterNetworkPolicy", r.cnpChange, r.cnpFlaps, r.cnpProbes}} {
+		row(k.what, "deny", half(k.ds, 0))
+		row(k.what, "allow", half(k.ds, 1))
+		row(k.what, "both", k.ds)
+	}
+	w("\nProbe attempts: NetworkPolicy %s, %d changes flapped; ClusterNetworkPolicy %s, %d changes flapped.\n",
+		r.npProbes, r.npFlaps, r.cnpProbes, r.cnpFlaps)
 }

@@ -6,6 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -125,4 +129,27 @@ func (k *KubeAPI) GetCustom(gvr schema.GroupVersionResource, namespace, name str
 		return err
 	}
 	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj)
+}
+
+// ClusterPolicyCRD is the ClusterNetworkPolicy CRD of the network-policy-api
+// module at the version of the go.mod in dir (reef's), as the module ships
+// it in channel ("standard" or "experimental"): its path, in the module
+// cache, and its text. goCmd "" is go.
+func ClusterPolicyCRD(ctx context.Context, goCmd, dir, channel string) (string, []byte, error) {
+	if goCmd == "" {
+		goCmd = "go"
+	}
+	cmd := exec.CommandContext(ctx, goCmd, "list", "-m", "-f", "{{.Dir}}", NetpolAPIModule)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return "", nil, fmt.Errorf("go list -m %s in %s: %w", NetpolAPIModule, dir, err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" {
+		return "", nil, fmt.Errorf("go list -m %s in %s: not in the module cache (go mod download %s)", NetpolAPIModule, dir, NetpolAPIModule)
+	}
+	path := filepath.Join(mod, "config", "crd", channel, "policy.networking.k8s.io_clusternetworkpolicies.yaml")
+	data, err := os.ReadFile(path)
+	return path, data, err
 }
