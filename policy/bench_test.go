@@ -106,14 +106,34 @@ func BenchmarkScale(b *testing.B) {
 
 // BenchmarkRecompile is an ADD's compile: one pod gets its endpoint.
 func BenchmarkRecompile(b *testing.B) {
-	in := benchInput(1000, 50, 100, 20)
+	b.Run("NetworkPolicy", func(b *testing.B) { benchRecompile(b, benchInput(1000, 50, 100, 20), false) })
+	// With cluster policies: recompileClusterInput's three, over the same
+	// 1,000 pods and 100 NetworkPolicies; full is what the ADD path did
+	// before Recompile took cluster policies (Compile).
+	withCluster := func() Input {
+		in := benchInput(1000, 50, 100, 20)
+		in.ClusterPolicies, in.Nodes = recompileClusterInput().ClusterPolicies, recompileClusterInput().Nodes
+		return in
+	}
+	b.Run("ClusterNetworkPolicy", func(b *testing.B) { benchRecompile(b, withCluster(), false) })
+	b.Run("ClusterNetworkPolicy-full", func(b *testing.B) { benchRecompile(b, withCluster(), true) })
+}
+
+func benchRecompile(b *testing.B, in Input, full bool) {
 	p := in.Pods[33].DeepCopyObject().(*Pod)
 	p.IPs = nil
 	in.Pods[33] = p
 	prev := Compile(in)
 	in.Local = append(in.Local, Endpoint{Namespace: p.Namespace, Name: p.Name, IP: netip.MustParseAddr("10.251.0.1")})
 	for b.Loop() {
-		st, changed, _ := Recompile(prev, in.Local, p)
+		if full {
+			Table(Compile(in))
+			continue
+		}
+		st, changed, ok := Recompile(prev, in.Local, p)
+		if !ok {
+			b.Fatal("Recompile refused")
+		}
 		SetsOf(st, changed)
 	}
 }

@@ -8,8 +8,10 @@ import (
 
 	"github.com/reefcni/reef/nat/nft"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 )
 
 // Recompile is Compile for the CNI ADD path. prev is the State last
@@ -29,8 +31,7 @@ import (
 // Compile, which every informer event brings; what the pod and the
 // endpoints change is exact, as TestRecompileIsCompile checks.
 func Recompile(prev State, local []Endpoint, pod *Pod) (st State, changed []int, ok bool) {
-	// Cluster policies are compiled again in full, by Compile.
-	if prev.ix == nil || len(prev.Cluster) > 0 {
+	if prev.ix == nil {
 		return State{}, nil, false
 	}
 	ix, touched := prev.ix.patched(local, pod)
@@ -55,6 +56,23 @@ func Recompile(prev State, local []Endpoint, pod *Pod) (st State, changed []int,
 	}
 	// Skipped reasons depend on the spec only: prev's hold.
 	st.Skipped = slices.Clone(prev.Skipped)
+	// Cluster policies the same way: those a touched pod can affect are
+	// compiled again against the patched index, the others are prev's.
+	// Those skipped stay skipped (their reasons are the spec's), so the
+	// compiled ones are prev's list, in its order; a policy's notes of what
+	// is not enforced come with it.
+	for _, c := range prev.Cluster {
+		notes := slices.DeleteFunc(slices.Clone(prev.NotEnforced), func(n NotEnforced) bool { return n.Name != c.Name })
+		if slices.ContainsFunc(touched, func(p *Pod) bool { return clusterAffects(ix, c.src, p) }) {
+			n, nn, err := compileCluster(ix, c.src)
+			if err != nil {
+				return State{}, nil, false // compiled before: cannot happen
+			}
+			c, notes = n, nn
+		}
+		st.Cluster = append(st.Cluster, c)
+		st.NotEnforced = append(st.NotEnforced, notes...)
+	}
 	// Peer sets: prev's, those the recompiled policies use computed again
 	// (a set shared with a policy not compiled again has the same peers
 	// and namespace, so the pod affects that policy too).
@@ -109,6 +127,55 @@ func affects(ix *index, p *networkingv1.NetworkPolicy, pod *Pod) bool {
 	return false
 }
 
+// clusterAffects is affects for a cluster policy: pod is of its subject,
+// or a rule's namespace or pod peers can name it; a rule with a named port
+// and a peer that is not pods (nodes, networks) counts as affected by
+// every pod, as does a selector that does not parse.
+func clusterAffects(ix *index, p *cnp.ClusterNetworkPolicy, pod *Pod) bool {
+	lbl, nsLbl := labels.Set(pod.Labels), nsLabels(ix, pod.Namespace)
+	matches := func(nsSel, podSel *metav1.LabelSelector) bool {
+		ns, err := ix.selector(nsSel)
+		if err != nil || !ns.Matches(nsLbl) {
+			return err != nil
+		}
+		if podSel == nil {
+			return true
+		}
+		ps, err := ix.selector(podSel)
+		return err != nil || ps.Matches(lbl)
+	}
+	peer := func(nsSel *metav1.LabelSelector, pods *cnp.NamespacedPod) bool {
+		switch {
+		case nsSel != nil:
+			return matches(nsSel, nil)
+		case pods != nil:
+			return matches(&pods.NamespaceSelector, &pods.PodSelector)
+		}
+		return false
+	}
+	named := func(ps []cnp.ClusterNetworkPolicyProtocol) bool {
+		return slices.ContainsFunc(ps, func(p cnp.ClusterNetworkPolicyProtocol) bool { return p.DestinationNamedPort != "" })
+	}
+	if peer(p.Spec.Subject.Namespaces, p.Spec.Subject.Pods) {
+		return true
+	}
+	for _, r := range p.Spec.Ingress {
+		for _, f := range r.From {
+			if peer(f.Namespaces, f.Pods) {
+				return true
+			}
+		}
+	}
+	for _, r := range p.Spec.Egress {
+		for _, to := range r.To {
+			if peer(to.Namespaces, to.Pods) || (named(r.Protocols) && to.Namespaces == nil && to.Pods == nil) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func peersAffect(ix *index, ns string, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort, pod *Pod, lbl labels.Set) bool {
 	named := slices.ContainsFunc(ports, func(p networkingv1.NetworkPolicyPort) bool { return p.Port != nil && p.Port.Type == intstr.String })
 	if len(peers) == 0 {
@@ -143,10 +210,11 @@ func peersAffect(ix *index, ns string, peers []networkingv1.NetworkPolicyPeer, p
 	return false
 }
 
-// SetsOf renders the sets of the policies at indexes (of st.Policies)
-// and the isolated sets: with Recompile, the sets an ADD can change.
+// SetsOf renders the sets of the policies at indexes (of st.Policies),
+// the isolated sets and those of every cluster policy: with Recompile, the
+// sets an ADD can change.
 func SetsOf(st State, indexes []int) []nft.Set {
-	sub := State{Isolated: st.Isolated, Peers: st.Peers}
+	sub := State{Isolated: st.Isolated, Peers: st.Peers, Cluster: st.Cluster}
 	for _, i := range indexes {
 		sub.Policies = append(sub.Policies, st.Policies[i])
 	}

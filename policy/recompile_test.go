@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 )
 
 // recompileInput is benchInput with policies that look at pods in every
@@ -22,6 +23,32 @@ func recompileInput() Input {
 	blockNamed.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.250.0.0/16"}}}},
 		{From: []networkingv1.NetworkPolicyPeer{{PodSelector: sel("tier", "db")}}, Ports: []networkingv1.NetworkPolicyPort{named(corev1.ProtocolTCP, "http")}}}
 	in.Policies = append(in.Policies, anyNamed, blockNamed)
+	return in
+}
+
+// recompileClusterInput is recompileInput with cluster policies of both
+// tiers that look at pods in every way: a subject by pod labels, pod and
+// namespace peers, a named port, node peers and networks.
+func recompileClusterInput() Input {
+	in := recompileInput()
+	withNodes(&in)
+	all := func(kv ...string) *cnp.NamespacedPod {
+		return &cnp.NamespacedPod{NamespaceSelector: *sel(), PodSelector: *sel(kv...)}
+	}
+	db := clusterPolicy("db-from-app-2", cnp.AdminTier, 10, cnp.ClusterNetworkPolicySubject{Pods: all("tier", "db")})
+	db.Spec.Ingress = []cnp.ClusterNetworkPolicyIngressRule{
+		{Action: cnp.ClusterNetworkPolicyRuleActionAccept, From: []cnp.ClusterNetworkPolicyIngressPeer{{Pods: all("app", "app-2")}},
+			Protocols: []cnp.ClusterNetworkPolicyProtocol{{DestinationNamedPort: "http"}}},
+		{Action: cnp.ClusterNetworkPolicyRuleActionDeny, From: []cnp.ClusterNetworkPolicyIngressPeer{{Namespaces: sel()}}},
+	}
+	pass := clusterPolicy("app-3-pass", cnp.AdminTier, 20, cnp.ClusterNetworkPolicySubject{Pods: all("app", "app-3")})
+	pass.Spec.Egress = []cnp.ClusterNetworkPolicyEgressRule{
+		{Action: cnp.ClusterNetworkPolicyRuleActionPass, To: []cnp.ClusterNetworkPolicyEgressPeer{{Nodes: sel("role", "worker")}}},
+		{Action: cnp.ClusterNetworkPolicyRuleActionDeny, To: []cnp.ClusterNetworkPolicyEgressPeer{{Networks: []cnp.CIDR{"169.254.169.254/32"}}}},
+	}
+	base := clusterPolicy("baseline", cnp.BaselineTier, 5, nsSubject())
+	base.Spec.Ingress = []cnp.ClusterNetworkPolicyIngressRule{{Action: cnp.ClusterNetworkPolicyRuleActionDeny, From: []cnp.ClusterNetworkPolicyIngressPeer{{Pods: all("tier", "db")}}}}
+	in.ClusterPolicies = []*cnp.ClusterNetworkPolicy{db, pass, base}
 	return in
 }
 
@@ -51,7 +78,17 @@ func checkRecompile(t *testing.T, prev State, in Input, p *Pod) State {
 // table Compile gives, for one ADD and for ADDs in a row, each from the
 // State the one before made.
 func TestRecompileIsCompile(t *testing.T) {
-	base := recompileInput()
+	t.Run("NetworkPolicy", func(t *testing.T) { testRecompileIsCompile(t, recompileInput()) })
+	t.Run("ClusterNetworkPolicy", func(t *testing.T) {
+		in := recompileClusterInput()
+		if st := Compile(in); len(st.Cluster) != len(in.ClusterPolicies) {
+			t.Fatalf("compiled %d of the %d cluster policies: %+v", len(st.Cluster), len(in.ClusterPolicies), st.Skipped)
+		}
+		testRecompileIsCompile(t, in)
+	})
+}
+
+func testRecompileIsCompile(t *testing.T, base Input) {
 	in := base
 	in.Pods = slices.Clone(base.Pods)
 	in.Local = slices.Clone(base.Local)
