@@ -158,7 +158,7 @@ test-e2e: build deps-test deps-cri deps-kube deps-k8s
 # IPv4, TestNetpolSlice, and 4 dual-stack, TestNetpolDualStackSlice), the
 # lab's Kubernetes cluster made dual-stack;
 # those need the Kubernetes binaries.
-SLOW_E2E := ^(TestServiceCIDRsFRR|TestServiceAddressesFRR|TestKubernetesServiceAddresses|TestBFDFRR|TestGracefulShutdownFRR|TestPlannedRestartFRR|TestToRIPv6Bird|TestToRIPv6FRR|TestToRDualStackFRR|TestBlocksChaosIPv4|TestBlocksChaosIPv6|TestReflectorsFRRDualStack|TestIPv6Reflectors|TestNetpolTruthTables|TestNetpolTruthTablesIPv6|TestNetpolTruthTablesDualStack|TestKubernetesDualStack|TestLoadBalancerIPAMDualStack)$$
+SLOW_E2E := ^(TestServiceCIDRsFRR|TestClusterNetworkPolicyLiveChange|TestServiceAddressesFRR|TestKubernetesServiceAddresses|TestBFDFRR|TestGracefulShutdownFRR|TestPlannedRestartFRR|TestToRIPv6Bird|TestToRIPv6FRR|TestToRDualStackFRR|TestBlocksChaosIPv4|TestBlocksChaosIPv6|TestReflectorsFRRDualStack|TestIPv6Reflectors|TestNetpolTruthTables|TestNetpolTruthTablesIPv6|TestNetpolTruthTablesDualStack|TestKubernetesDualStack|TestLoadBalancerIPAMDualStack)$$
 .PHONY: test-e2e-slow
 test-e2e-slow: build deps-test deps-kube deps-k8s
 	REEF_E2E_SLOW=1 REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m -run '$(SLOW_E2E)' ./e2e/

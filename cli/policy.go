@@ -132,9 +132,9 @@ func printPodViews(w io.Writer, views []policy.PodView) {
 		}
 		iso := func(b bool, dir string) string {
 			if b {
-				return dir + ": isolated (only what a policy allows)"
+				return dir + ": isolated by a NetworkPolicy"
 			}
-			return dir + ": open (no policy isolates it)"
+			return dir + ": no NetworkPolicy isolates it"
 		}
 		fmt.Fprintf(w, "pod %s  %s\n  %s\n  %s\n", v.Pod, strings.Join(v.IPs, ", "), iso(v.IsolatedIngress, "ingress"), iso(v.IsolatedEgress, "egress"))
 		printOrder(w, "ingress", "from", v.IngressOrder)

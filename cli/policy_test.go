@@ -37,8 +37,8 @@ func TestPrintPodViews(t *testing.T) {
 	var b strings.Builder
 	printPodViews(&b, views)
 	want := `pod x/a  10.244.0.2
-  ingress: isolated (only what a policy allows)
-  egress: open (no policy isolates it)
+  ingress: isolated by a NetworkPolicy
+  egress: no NetworkPolicy isolates it
   ingress, decided by the first that matches:
     Admin 5 pass-z ingress[0]: Pass from every pod in namespaces ns=z
       addresses: 10.244.0.9
