@@ -156,7 +156,8 @@ test-e2e: build deps-test deps-cri deps-kube deps-k8s
 # runs BIRD's dual-stack and reef's IPv4 ones), the NetworkPolicy truth
 # tables with IPv4, IPv6-only and dual-stack pods (make test runs 14 cases
 # IPv4, TestNetpolSlice, and 4 dual-stack, TestNetpolDualStackSlice), the
-# lab's Kubernetes cluster made dual-stack;
+# lab's Kubernetes cluster made dual-stack; ClusterNetworkPolicy rules changed
+# under long-lived connections (TestClusterNetworkPolicyLiveChange, about 20 s);
 # those need the Kubernetes binaries.
 SLOW_E2E := ^(TestServiceCIDRsFRR|TestClusterNetworkPolicyLiveChange|TestServiceAddressesFRR|TestKubernetesServiceAddresses|TestBFDFRR|TestGracefulShutdownFRR|TestPlannedRestartFRR|TestToRIPv6Bird|TestToRIPv6FRR|TestToRDualStackFRR|TestBlocksChaosIPv4|TestBlocksChaosIPv6|TestReflectorsFRRDualStack|TestIPv6Reflectors|TestNetpolTruthTables|TestNetpolTruthTablesIPv6|TestNetpolTruthTablesDualStack|TestKubernetesDualStack|TestLoadBalancerIPAMDualStack)$$
 .PHONY: test-e2e-slow

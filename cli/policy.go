@@ -168,7 +168,7 @@ func printOrder(w io.Writer, dir, prep string, o policy.OrderView) {
 	if len(o.NetworkPolicies) == 0 {
 		fmt.Fprintln(w, "    NetworkPolicy: none isolates the pod")
 	} else {
-		fmt.Fprintf(w, "    NetworkPolicy: %s allow what they list (below)\n", strings.Join(o.NetworkPolicies, ", "))
+		fmt.Fprintf(w, "    NetworkPolicy: %s (rules below)\n", strings.Join(o.NetworkPolicies, ", "))
 	}
 	for _, r := range o.Baseline {
 		rule(r)

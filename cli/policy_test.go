@@ -46,7 +46,7 @@ func TestPrintPodViews(t *testing.T) {
     Admin 10 deny-y-81 ingress[0] no-81: Deny from every pod in namespaces ns=y
       addresses: 10.244.0.7
       ports:     TCP/81
-    NetworkPolicy: x/allow-from-y allow what they list (below)
+    NetworkPolicy: x/allow-from-y (rules below)
     Baseline baseline-deny-y ingress[0]: not reached (a NetworkPolicy isolates the pod)
     otherwise: dropped: a NetworkPolicy isolates the pod and none allows it
   egress, decided by the first that matches:

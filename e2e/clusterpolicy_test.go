@@ -130,7 +130,7 @@ func TestClusterNetworkPolicy(t *testing.T) {
 		"Admin 5 pass-z ingress[0]: Pass from every pod in namespaces ns=z",
 		"Admin 10 deny-y-81 ingress[0]: Deny from every pod in namespaces ns=y",
 		"Admin 20 accept-z ingress[0]: Accept from every pod in namespaces ns=z",
-		"NetworkPolicy: x/allow-from-y allow what they list (below)",
+		"NetworkPolicy: x/allow-from-y (rules below)",
 		"Baseline baseline-deny-y ingress[0]: not reached (a NetworkPolicy isolates the pod)",
 		"otherwise: "+policy.OtherwiseIsolated)
 	showSteps(t, n1, "x/b", "ingress",
