@@ -42,7 +42,7 @@ commands:
   ipam check           compare the store, the kernel and the cluster (exit 1: problems found)
   ipam release IP      free a leaked allocation (--handle H; --force for a live sandbox)
   node forget NODE     free the blocks of a node gone for good (its address or name)
-  policy show [NS/POD] the NetworkPolicies of this node's pods and what they allow
+  policy show [NS/POD] what decides each direction of this node's pods: cluster tiers, NetworkPolicies
   kubeconfig           write /etc/reef/kubeconfig for reef's service account (docs/policy.md)
   routes               the routes and veths reef wants next to the kernel's (exit 1: not in sync)
   diagnose [-o FILE]   one tar.gz for a bug report: status, IPAM, routes, nftables, links, config (no passwords), log

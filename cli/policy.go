@@ -83,7 +83,7 @@ func runPolicyShow(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs := flag.NewFlagSet("reef policy show", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: reef policy show [NAMESPACE/POD] [flags]\n\nThe NetworkPolicies that select this node's pods, and what they allow.")
+		fmt.Fprintln(stderr, "usage: reef policy show [NAMESPACE/POD] [flags]\n\nFor each of this node's pods, what decides each direction: the ClusterNetworkPolicy Admin tier, the NetworkPolicies that select it (and what they allow), the Baseline tier, the default.")
 		fs.PrintDefaults()
 	}
 	c.register(fs)
@@ -117,24 +117,66 @@ func runPolicyShow(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := json.Unmarshal(rep.GetJson(), &views); err != nil {
 		return fmt.Errorf("decode the daemon's answer: %w", err)
 	}
+	printPodViews(stdout, views)
+	return nil
+}
+
+// printPodViews is the text of `reef policy show`: per pod, its
+// isolation, the order that decides each direction (the
+// ClusterNetworkPolicy tiers around the NetworkPolicies), then the
+// NetworkPolicies that select it with their rules.
+func printPodViews(w io.Writer, views []policy.PodView) {
 	for i, v := range views {
 		if i > 0 {
-			fmt.Fprintln(stdout)
+			fmt.Fprintln(w)
 		}
 		iso := func(b bool, dir string) string {
 			if b {
-				return dir + ": isolated (only what a policy allows)"
+				return dir + ": isolated by a NetworkPolicy"
 			}
-			return dir + ": open (no policy isolates it)"
+			return dir + ": no NetworkPolicy isolates it"
 		}
-		fmt.Fprintf(stdout, "pod %s  %s\n  %s\n  %s\n", v.Pod, strings.Join(v.IPs, ", "), iso(v.IsolatedIngress, "ingress"), iso(v.IsolatedEgress, "egress"))
+		fmt.Fprintf(w, "pod %s  %s\n  %s\n  %s\n", v.Pod, strings.Join(v.IPs, ", "), iso(v.IsolatedIngress, "ingress"), iso(v.IsolatedEgress, "egress"))
+		printOrder(w, "ingress", "from", v.IngressOrder)
+		printOrder(w, "egress", "to", v.EgressOrder)
 		for _, p := range v.Policies {
-			fmt.Fprintf(stdout, "  policy %s (%s)\n", p.Name, strings.Join(p.Types, ", "))
-			printRules(stdout, "ingress", "from", p.Ingress, p.Types)
-			printRules(stdout, "egress", "to", p.Egress, p.Types)
+			fmt.Fprintf(w, "  policy %s (%s)\n", p.Name, strings.Join(p.Types, ", "))
+			printRules(w, "ingress", "from", p.Ingress, p.Types)
+			printRules(w, "egress", "to", p.Egress, p.Types)
 		}
 	}
-	return nil
+}
+
+// printOrder prints what decides one direction, first match first.
+func printOrder(w io.Writer, dir, prep string, o policy.OrderView) {
+	fmt.Fprintf(w, "  %s, decided by the first that matches:\n", dir)
+	rule := func(r policy.ClusterRuleView) {
+		name := ""
+		if r.Name != "" {
+			name = " " + r.Name
+		}
+		fmt.Fprintf(w, "    %s %d %s %s%s: %s %s %s\n", r.Tier, r.Priority, r.Policy, r.Rule, name, r.Action, prep, strings.Join(r.Peers, "; "))
+		if r.Note != "" {
+			fmt.Fprintf(w, "      note:      %s\n", r.Note)
+		}
+		fmt.Fprintf(w, "      addresses: %s\n", strings.Join(r.Addresses, ", "))
+		fmt.Fprintf(w, "      ports:     %s\n", strings.Join(r.Ports, ", "))
+	}
+	for _, r := range o.Admin {
+		rule(r)
+	}
+	if len(o.NetworkPolicies) == 0 {
+		fmt.Fprintln(w, "    NetworkPolicy: none isolates the pod")
+	} else {
+		fmt.Fprintf(w, "    NetworkPolicy: %s (rules below)\n", strings.Join(o.NetworkPolicies, ", "))
+	}
+	for _, r := range o.Baseline {
+		rule(r)
+	}
+	for _, r := range o.BaselineNotReached {
+		fmt.Fprintf(w, "    Baseline %s: not reached (a NetworkPolicy isolates the pod)\n", r)
+	}
+	fmt.Fprintf(w, "    otherwise: %s\n", o.Otherwise)
 }
 
 func printRules(w io.Writer, dir, prep string, rules []policy.RuleView, types []string) {

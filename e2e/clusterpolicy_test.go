@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
+
+	"github.com/reefcni/reef/internal/lab"
+	"github.com/reefcni/reef/policy"
 )
 
 var cnpGVR = cnp.SchemeGroupVersion.WithResource("clusternetworkpolicies")
@@ -121,6 +125,22 @@ func TestClusterNetworkPolicy(t *testing.T) {
 			probeWant{xb, ya, "tcp", 80, true},  // y is no subject
 		)
 	})
+	// reef policy show says what decides, in the order the probes found.
+	showSteps(t, n1, "x/a", "ingress",
+		"Admin 5 pass-z ingress[0]: Pass from every pod in namespaces ns=z",
+		"Admin 10 deny-y-81 ingress[0]: Deny from every pod in namespaces ns=y",
+		"Admin 20 accept-z ingress[0]: Accept from every pod in namespaces ns=z",
+		"NetworkPolicy: x/allow-from-y (rules below)",
+		"Baseline baseline-deny-y ingress[0]: not reached (a NetworkPolicy isolates the pod)",
+		"otherwise: "+policy.OtherwiseIsolated)
+	showSteps(t, n1, "x/b", "ingress",
+		"Admin 5 pass-z ingress[0]: Pass from every pod in namespaces ns=z",
+		"Admin 10 deny-y-81 ingress[0]: Deny from every pod in namespaces ns=y",
+		"Admin 20 accept-z ingress[0]: Accept from every pod in namespaces ns=z",
+		"NetworkPolicy: none isolates the pod",
+		"Baseline 10 baseline-deny-y ingress[0]: Deny from every pod in namespaces ns=y",
+		"otherwise: "+policy.OtherwiseAllowed)
+	showSteps(t, n1, "y/a", "ingress", "NetworkPolicy: none isolates the pod", "otherwise: "+policy.OtherwiseAllowed)
 
 	// Without the Pass, the Admin Accept behind it decides.
 	if err := pl.API.DeleteCustom(cnpGVR, "", "pass-z"); err != nil {
@@ -172,4 +192,31 @@ func TestClusterNetworkPolicy(t *testing.T) {
 	eventually(t, 10*time.Second, func() string {
 		return pl.expect(t, probeWant{ya, xa, "tcp", 80, false}, probeWant{za, xa, "tcp", 80, true})
 	})
+}
+
+// showSteps runs reef policy show for pod on n and compares the steps
+// that decide direction dir (the lines of its "decided by" list, without
+// each rule's addresses and ports) with want.
+func showSteps(t *testing.T, n *lab.Node, pod, dir string, want ...string) {
+	t.Helper()
+	out, err := n.Reef("policy", "show", pod)
+	if err != nil {
+		t.Fatalf("reef policy show %s: %v\n%s", pod, err, out)
+	}
+	t.Logf("reef policy show %s:\n%s", pod, out)
+	var got []string
+	in := false
+	for _, l := range strings.Split(out, "\n") {
+		switch {
+		case l == "  "+dir+", decided by the first that matches:":
+			in = true
+		case in && strings.HasPrefix(l, "    ") && !strings.HasPrefix(l, "      "):
+			got = append(got, strings.TrimSpace(l))
+		case in && !strings.HasPrefix(l, "      "):
+			in = false
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("reef policy show %s, %s: got\n%s\nwant\n%s\nthe output:\n%s", pod, dir, strings.Join(got, "\n"), strings.Join(want, "\n"), out)
+	}
 }
