@@ -317,21 +317,7 @@ func (c *Config) externalPeerProblems() []configProblem {
 		if p.Port < 1 || p.Port > 65535 {
 			bad(".port", "value %d is outside 1..65535", p.Port)
 		}
-		hold, keep := p.HoldTime, p.KeepaliveTime
-		if hold == 0 {
-			hold = b.HoldTime
-		}
-		if keep == 0 {
-			keep = b.KeepaliveTime
-		}
-		switch {
-		case p.HoldTime < 0 || p.HoldTime > 0 && p.HoldTime < 3*time.Second:
-			bad(".holdTime", "value %q is below the 3s BGP allows (or 0 for bgp.holdTime)", p.HoldTime)
-		case p.KeepaliveTime < 0:
-			bad(".keepaliveTime", "value %q is negative (or 0 for bgp.keepaliveTime)", p.KeepaliveTime)
-		case keep >= hold && hold >= 3*time.Second:
-			bad(".keepaliveTime", "value %q is not below the hold time %q (a third of it is usual)", keep, hold)
-		}
+		hold := p.timerProblems(b, bad)
 		switch {
 		case p.Multihop < 0 || p.Multihop > 255:
 			bad(".multihop", "value %d is outside 0..255 (the TTL of an eBGP session; 0 for a directly connected router)", p.Multihop)
@@ -346,25 +332,54 @@ func (c *Config) externalPeerProblems() []configProblem {
 				bad(fmt.Sprintf(".communities[%d]", j), "value %q: %v", cm, err)
 			}
 		}
-		if b := p.BFD; b.on() || b.Multiplier != 0 {
-			detect := b.MinInterval * time.Duration(b.multiplier())
-			switch {
-			case b.MinInterval == 0:
-				bad(".bfd.minInterval", "missing; BFD runs with minInterval set, e.g. minInterval: 300ms (or leave bfd out)")
-			case b.MinInterval < minBFDInterval || b.MinInterval > maxBFDInterval:
-				bad(".bfd.minInterval", "value %q is outside %s..%s", b.MinInterval, minBFDInterval, maxBFDInterval)
-			case b.MinInterval%time.Millisecond != 0:
-				bad(".bfd.minInterval", "value %q is not a whole number of milliseconds (routers take milliseconds)", b.MinInterval)
-			case b.Multiplier < 0 || b.Multiplier > 255:
-				bad(".bfd.multiplier", "value %d is outside 1..255 (or 0 for %d)", b.Multiplier, defaultBFDMultiplier)
-			case detect >= hold && hold >= 3*time.Second:
-				bad(".bfd.minInterval", "value %q × multiplier %d = %s is not below the hold time %q: BFD would find a dead router no sooner than BGP; BFD is for well under a second", b.MinInterval, b.multiplier(), detect, hold)
-			case p.Multihop > 0:
-				bad(".bfd", "set on a multihop peer (multihop %d): reef's BFD is single-hop only (RFC 5881, UDP port 3784), for a directly connected router", p.Multihop)
-			}
-		}
+		p.bfdProblems(hold, bad)
 	}
 	return ps
+}
+
+// timerProblems checks an external peer's BGP timers, each 0 for the
+// bgp section's; it returns the hold time in effect.
+func (p ExternalPeerConfig) timerProblems(b BGPConfig, bad func(key, format string, args ...any)) time.Duration {
+	hold, keep := p.HoldTime, p.KeepaliveTime
+	if hold == 0 {
+		hold = b.HoldTime
+	}
+	if keep == 0 {
+		keep = b.KeepaliveTime
+	}
+	switch {
+	case p.HoldTime < 0 || p.HoldTime > 0 && p.HoldTime < 3*time.Second:
+		bad(".holdTime", "value %q is below the 3s BGP allows (or 0 for bgp.holdTime)", p.HoldTime)
+	case p.KeepaliveTime < 0:
+		bad(".keepaliveTime", "value %q is negative (or 0 for bgp.keepaliveTime)", p.KeepaliveTime)
+	case keep >= hold && hold >= 3*time.Second:
+		bad(".keepaliveTime", "value %q is not below the hold time %q (a third of it is usual)", keep, hold)
+	}
+	return hold
+}
+
+// bfdProblems checks an external peer's bfd, against the hold time in
+// effect (BFD must find a dead router sooner than BGP would).
+func (p ExternalPeerConfig) bfdProblems(hold time.Duration, bad func(key, format string, args ...any)) {
+	b := p.BFD
+	if !b.on() && b.Multiplier == 0 {
+		return
+	}
+	detect := b.MinInterval * time.Duration(b.multiplier())
+	switch {
+	case b.MinInterval == 0:
+		bad(".bfd.minInterval", "missing; BFD runs with minInterval set, e.g. minInterval: 300ms (or leave bfd out)")
+	case b.MinInterval < minBFDInterval || b.MinInterval > maxBFDInterval:
+		bad(".bfd.minInterval", "value %q is outside %s..%s", b.MinInterval, minBFDInterval, maxBFDInterval)
+	case b.MinInterval%time.Millisecond != 0:
+		bad(".bfd.minInterval", "value %q is not a whole number of milliseconds (routers take milliseconds)", b.MinInterval)
+	case b.Multiplier < 0 || b.Multiplier > 255:
+		bad(".bfd.multiplier", "value %d is outside 1..255 (or 0 for %d)", b.Multiplier, defaultBFDMultiplier)
+	case detect >= hold && hold >= 3*time.Second:
+		bad(".bfd.minInterval", "value %q × multiplier %d = %s is not below the hold time %q: BFD would find a dead router no sooner than BGP; BFD is for well under a second", b.MinInterval, b.multiplier(), detect, hold)
+	case p.Multihop > 0:
+		bad(".bfd", "set on a multihop peer (multihop %d): reef's BFD is single-hop only (RFC 5881, UDP port 3784), for a directly connected router", p.Multihop)
+	}
 }
 
 // serviceCIDRProblems checks bgp.serviceClusterIPs,

@@ -66,39 +66,7 @@ func (d *Daemon) metricsState() metrics.State {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if sp := d.speaker; sp != nil {
-		var counters bgpCounters // zero before the first read: those series are left out
-		if c := d.bgpCounters.Load(); c != nil {
-			counters = *c
-		}
-		for _, p := range sp.Status(ctx) {
-			mp := metrics.Peer{Address: p.Address.String(), Type: string(p.Type), Up: p.Established, Since: p.Since,
-				Received: p.Received, Accepted: p.Accepted}
-			if u, ok := counters.updates[p.Address]; ok {
-				mp.UpdatesIn, mp.UpdatesOut, mp.Updates = u.Received, u.Sent, true
-			}
-			if p.Type == bgp.PeerExternal {
-				mp.Dropped = counters.externalDropped[p.Address]
-			} else if p.Received >= p.Accepted {
-				mp.Dropped = map[string]uint64{"import-filter": p.Received - p.Accepted}
-			}
-			s.Peers = append(s.Peers, mp)
-		}
-		s.InvalidPaths = sp.Dropped()
-		announced, withheld := sp.ServiceCIDRs()
-		s.ServiceCIDRs = map[string]bool{}
-		for _, p := range announced {
-			s.ServiceCIDRs[p.String()] = true
-		}
-		for _, p := range withheld {
-			s.ServiceCIDRs[p.String()] = false
-		}
-		s.ServiceAddresses = d.services.metrics()
-		if st := sp.BFDStates(ctx); len(st) > 0 {
-			s.BFD = map[string]bool{}
-			for a, state := range st {
-				s.BFD[a.String()] = state == bgp.BFDUp
-			}
-		}
+		d.bgpMetrics(ctx, sp, &s)
 	}
 	if d.lbIPAM != nil {
 		st := d.lbIPAM.Status()
@@ -111,6 +79,60 @@ func (d *Daemon) metricsState() metrics.State {
 			s.VoterRestricted = st.Restricted != ""
 		}
 	}
+	d.blockMetrics(&s)
+	s.RuntimeKinds = RuntimeProblemKinds
+	for _, p := range checkRuntime(d.cfg.CNIConfDir, d.cfg.CNIBinDir) {
+		s.RuntimeProblems = append(s.RuntimeProblems, p.Kind)
+	}
+	for _, dir := range []string{d.cfg.PendingDeleteDir, DeferredDir(d.cfg)} {
+		if entries, bad, err := pendingdel.List(dir); err == nil {
+			s.PendingDeletes += len(entries) + len(bad)
+		}
+	}
+	return s
+}
+
+// bgpMetrics fills s with the sessions, the dropped paths, the Service
+// CIDRs and addresses and the BFD states.
+func (d *Daemon) bgpMetrics(ctx context.Context, sp *bgp.Speaker, s *metrics.State) {
+	var counters bgpCounters // zero before the first read: those series are left out
+	if c := d.bgpCounters.Load(); c != nil {
+		counters = *c
+	}
+	for _, p := range sp.Status(ctx) {
+		mp := metrics.Peer{Address: p.Address.String(), Type: string(p.Type), Up: p.Established, Since: p.Since,
+			Received: p.Received, Accepted: p.Accepted}
+		if u, ok := counters.updates[p.Address]; ok {
+			mp.UpdatesIn, mp.UpdatesOut, mp.Updates = u.Received, u.Sent, true
+		}
+		if p.Type == bgp.PeerExternal {
+			mp.Dropped = counters.externalDropped[p.Address]
+		} else if p.Received >= p.Accepted {
+			mp.Dropped = map[string]uint64{"import-filter": p.Received - p.Accepted}
+		}
+		s.Peers = append(s.Peers, mp)
+	}
+	s.InvalidPaths = sp.Dropped()
+	announced, withheld := sp.ServiceCIDRs()
+	s.ServiceCIDRs = map[string]bool{}
+	for _, p := range announced {
+		s.ServiceCIDRs[p.String()] = true
+	}
+	for _, p := range withheld {
+		s.ServiceCIDRs[p.String()] = false
+	}
+	s.ServiceAddresses = d.services.metrics()
+	if st := sp.BFDStates(ctx); len(st) > 0 {
+		s.BFD = map[string]bool{}
+		for a, state := range st {
+			s.BFD[a.String()] = state == bgp.BFDUp
+		}
+	}
+}
+
+// blockMetrics fills s with the store's blocks by state and each pool's
+// use.
+func (d *Daemon) blockMetrics(s *metrics.State) {
 	s.Blocks = map[string]int{}
 	blocks, err := d.store.Blocks()
 	if err == nil {
@@ -137,16 +159,6 @@ func (d *Daemon) metricsState() metrics.State {
 		}
 		s.Pools = append(s.Pools, mp)
 	}
-	s.RuntimeKinds = RuntimeProblemKinds
-	for _, p := range checkRuntime(d.cfg.CNIConfDir, d.cfg.CNIBinDir) {
-		s.RuntimeProblems = append(s.RuntimeProblems, p.Kind)
-	}
-	for _, dir := range []string{d.cfg.PendingDeleteDir, DeferredDir(d.cfg)} {
-		if entries, bad, err := pendingdel.List(dir); err == nil {
-			s.PendingDeletes += len(entries) + len(bad)
-		}
-	}
-	return s
 }
 
 // bgpCounters are what the metrics need from GoBGP beyond the sessions:
