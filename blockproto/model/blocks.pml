@@ -76,9 +76,34 @@
  * configured for i. With DUP_IDENTITY it must hold (check.sh): V3's
  * grants are sent and never counted.
  *
+ * Incarnations and supersession (doc.go; docs/ipam.md, "Restarts and
+ * wiped state"). A claimant here is one incarnation: what it claims and
+ * what it is granted are its own, and a wiped node is one more claimant.
+ * What the model adds with -DSUPERSEDE is the rule that frees an
+ * incarnation's blocks without a release: an incarnation names another
+ * incarnation of its identity as its predecessor, and a voter that learns
+ * of it revokes its grants to the named one (a grant of the named one's
+ * pending claim may still be made afterwards: the real voter voids it for
+ * good, so the model allows more). Claimant slot NEW is the node of C0
+ * started again from an empty state dir (Wipe): C0's daemon stops, its
+ * pods lose their network before the new incarnation announces anything
+ * (the first reconcile pass), and from then on NEW claims as any claimant
+ * and may name C0 at any time (it sees C0 in a record or a Seen path).
+ * The property counts a block as C0's only while C0's pods hold it
+ * (holds[]): an incarnation named while its pods still run would have its
+ * blocks handed out under them.
+ *   -DWIPE_KEEPS_PODS (weakened, must fail): the new incarnation announces
+ *   before the old pods are gone.
+ *   -DDUP_CLAIMANT: NEW is another node given C0's identity (two nodes
+ *   given one bgp.routerID), C0 running; each of the two may name the other
+ *   when it sees it (incarnations.go, learn: every other incarnation of its
+ *   own identity it sees). Must fail. With -DADDR_BOUND it is what reef
+ *   does for a router ID (blockproto's sameNode): an incarnation names
+ *   another only if that one announced its own IPv6 address, which two
+ *   nodes never share, so neither names the other; must hold.
+ *
  * Not modelled: voter lists and their hashes (one agreed list is assumed),
- * incarnations and supersession (a wiped node is one more claimant, which
- * needs no new rule), forgets, confirmed-claim announcements (a voter
+ * forgets, confirmed-claim announcements (a voter
  * treats a confirmed claim like a pending one; the claim message stays
  * in the network anyway), and the "own confirmed block confirmed by
  * another" rule (it only reacts to a violation, which never occurs here).
@@ -164,6 +189,12 @@
 #if CLAIMANTS < 2 || CLAIMANTS > 3
 #error CLAIMANTS must be 2 or 3
 #endif
+#if defined(SUPERSEDE) || defined(DUP_CLAIMANT)
+#define INCARNATIONS
+#if CLAIMANTS != 2 || defined(RECOVERY) || defined(BAG) || (defined(SUPERSEDE) && defined(DUP_CLAIMANT))
+#error SUPERSEDE and DUP_CLAIMANT: 2 claimants, the set network, no RECOVERY, one of the two
+#endif
+#endif
 
 #define NV  3            /* voters: identities 0..2 in the list */
 #ifdef DUP_IDENTITY
@@ -176,7 +207,12 @@
  * node's index (its address); one identity per node, except that
  * DUP_IDENTITY's V3 has V0's (1). */
 #define ID(n) (((n) + 1) % NV)
+#ifdef INCARNATIONS
+#define NC  (CLAIMANTS+1)  /* claimants C0..C(NC-1): C2 is NEW */
+#define NEW (NC-1)
+#else
 #define NC  CLAIMANTS    /* claimants C0..C(NC-1) */
+#endif
 #ifndef BLOCKS
 #define BLOCKS 2
 #endif
@@ -226,13 +262,25 @@ byte grant[NVN*NB];
 #define SLOTNODE(i)     (i)
 #endif
 #define M_GRANT(v,b,c)  (1 + 2*NC*NB + ((v)*NB + (b))*NC + (c))   /* grant(v,b,c): v grants b to c */
-#ifndef RECOVERY
+#if defined(INCARNATIONS)
+#define M_SUPERSEDE(c)  (1 + 2*NC*NB + NGS*NB*NC + (c))           /* supersede(c): an incarnation names c its predecessor */
+#define NMSG            (2*NC*NB + NGS*NB*NC + NC)
+bool acts[NC];           /* the incarnation's daemon runs */
+bool holds[NC];          /* its pods hold its confirmed blocks */
+#define ACTS(c)  acts[c]
+#define HOLDS(c) holds[c]
+#elif !defined(RECOVERY)
 #define NMSG            (2*NC*NB + NGS*NB*NC)
 #else
 #define M_CONFIRMED(c,b) (1 + 2*NC*NB + NGS*NB*NC + (c)*NB + (b))  /* confirmed(c,b): c announces b confirmed */
 #define NMSG            (3*NC*NB + NGS*NB*NC)
 bool crecovered[NC];     /* claimant c's store was recovered */
 bool vrecovered[NVN];    /* voter node v's store was recovered */
+#endif
+
+#ifndef INCARNATIONS
+#define ACTS(c)  true
+#define HOLDS(c) true
 #endif
 
 #ifndef BAG
@@ -291,7 +339,7 @@ end:	do
 
 /* A grant of b to c from voter identity v has arrived, is not counted yet, and b is
  * pending (a grant for a claim that is not pending is ignored). */
-#define GRANT_ARRIVES(v) (CLAIM(c,b) == PENDING && (COUNTED(c,b) & (1 << (v))) == 0 && net_has(M_GRANT(SLOTNODE(v),b,c)))
+#define GRANT_ARRIVES(v) (ACTS(c) && CLAIM(c,b) == PENDING && (COUNTED(c,b) & (1 << (v))) == 0 && net_has(M_GRANT(SLOTNODE(v),b,c)))
 
 inline claim_block() {
 	printf("C%d claims B%d\n", c, b);
@@ -321,10 +369,11 @@ inline confirm_block() {
 #ifdef RECOVERY
 	net_send(M_CONFIRMED(c,b));
 #endif
-	/* the property: no other claimant has b confirmed */
+	/* the property: no other claimant has b confirmed (and, with
+	 * incarnations, its pods holding it) */
 	o = 0;
 	do
-	:: o < NC -> assert(o == c || CLAIM(o,b) != CONFIRMED); o++
+	:: o < NC -> assert(o == c || CLAIM(o,b) != CONFIRMED || !HOLDS(o)); o++
 	:: else -> break
 	od;
 	o = 0
@@ -336,7 +385,7 @@ end:	do
 	/* claim b, at any time, at most once: "a claimant claims a block at
 	 * most once per incarnation" */
 #ifndef RECLAIM_AFTER_RELEASE
-	:: atomic { CLAIM(c,b) == NONE -> claim_block() }
+	:: atomic { ACTS(c) && CLAIM(c,b) == NONE -> claim_block() }
 #else
 	/* weakened: claims again a block it released */
 	:: atomic { (CLAIM(c,b) == NONE || CLAIM(c,b) == RELEASED) -> claim_block() }
@@ -344,7 +393,7 @@ end:	do
 
 	/* give a pending claim up, at any time: every give-up rule of doc.go
 	 * is one of these; released is terminal */
-	:: atomic { CLAIM(c,b) == PENDING -> release_block() }
+	:: atomic { ACTS(c) && CLAIM(c,b) == PENDING -> release_block() }
 #ifdef RECOVERY
 #ifdef RECOVERED_CLAIMS
 	/* weakened: it claims the block again, as if it never had */
@@ -358,7 +407,7 @@ end:	do
 	:: atomic { GRANT_ARRIVES(2) -> count_grant(2) }
 
 	/* confirm once a strict majority of the voters granted b */
-	:: atomic { CLAIM(c,b) == PENDING && NCOUNTED(c,b) >= MAJORITY -> confirm_block() }
+	:: atomic { ACTS(c) && CLAIM(c,b) == PENDING && NCOUNTED(c,b) >= MAJORITY -> confirm_block() }
 
 #ifdef BAG
 	/* re-announce its claim state (BGP is state-based) */
@@ -380,7 +429,7 @@ end:	do
 proctype Restart(byte c) {
 	byte b;
 end:	do
-	:: atomic { ANY_COUNTED(c) ->
+	:: atomic { ACTS(c) && ANY_COUNTED(c) ->
 		printf("C%d crashes and restarts: its grant counts are lost\n", c);
 		b = 0;
 		do
@@ -438,6 +487,49 @@ end:	do
 }
 #endif
 
+#ifdef INCARNATIONS
+#ifdef SUPERSEDE
+/* C0's node is started again from an empty state dir, once, at any time:
+ * C0's daemon is gone; the new one removes the pods its new store does not
+ * know (C0's) before it announces anything, and runs as NEW. */
+proctype Wipe() {
+	atomic {
+		printf("C0's state dir is wiped: it comes back as C%d\n", NEW);
+		acts[0] = false;
+#ifndef WIPE_KEEPS_PODS
+		holds[0] = false;
+#endif
+		acts[NEW] = true; holds[NEW] = true }
+}
+#define NAMES(a, o) true                /* one node: its own earlier incarnation */
+#elif defined(ADDR_BOUND)
+#define NAMES(a, o) false               /* another node's IPv6 address: never named */
+#else
+#define NAMES(a, o) true                /* the identity alone: named */
+#endif
+
+/* An incarnation that runs names another of its identity it sees as its
+ * predecessor (incarnations.go, learn), once, at any time after it has
+ * seen it: NEW may see C0 (its record, or a Seen path of it, stays in the
+ * table after C0 stops); C0 sees NEW only while both run. */
+proctype Name() {
+end:	do
+	:: atomic { ACTS(NEW) && NAMES(NEW, 0) && !net_has(M_SUPERSEDE(0)) ->
+		printf("C%d names C0 its predecessor\n", NEW); net_send(M_SUPERSEDE(0)) }
+	:: atomic { ACTS(0) && ACTS(NEW) && NAMES(0, NEW) && !net_has(M_SUPERSEDE(NEW)) ->
+		printf("C0 names C%d its predecessor\n", NEW); net_send(M_SUPERSEDE(NEW)) }
+	od
+}
+
+/* supersede(c) arrives and v's grant for b is c's */
+#define SUPERSEDE_ARRIVES(c) (GRANT(v,b) == (c) + 1 && net_has(M_SUPERSEDE(c)))
+
+inline revoke_superseded(c) {
+	printf("V%d revokes its grant of B%d to C%d (C%d superseded)\n", v, b, c, c);
+	GRANT(v,b) = NOBODY
+}
+#endif
+
 /* ---- voter v, block b ---- */
 
 /* claim(c,b) arrives and v has no grant for b */
@@ -490,21 +582,26 @@ end:	do
 	:: atomic { RELEASE_ARRIVES(0) -> revoke(0) }
 	:: atomic { CLAIM_ARRIVES(1)   -> grant_to(1) }
 	:: atomic { RELEASE_ARRIVES(1) -> revoke(1) }
-#if CLAIMANTS > 2
+#if NC > 2
 	:: atomic { CLAIM_ARRIVES(2)   -> grant_to(2) }
 	:: atomic { RELEASE_ARRIVES(2) -> revoke(2) }
+#endif
+#ifdef INCARNATIONS
+	:: atomic { SUPERSEDE_ARRIVES(0) -> revoke_superseded(0) }
+	:: atomic { SUPERSEDE_ARRIVES(1) -> revoke_superseded(1) }
+	:: atomic { SUPERSEDE_ARRIVES(2) -> revoke_superseded(2) }
 #endif
 #ifdef RECOVERY
 	:: atomic { CONFIRMED_ARRIVES(0) -> grant_confirmed(0) }
 	:: atomic { CONFIRMED_ARRIVES(1) -> grant_confirmed(1) }
-#if CLAIMANTS > 2
+#if NC > 2
 	:: atomic { CONFIRMED_ARRIVES(2) -> grant_confirmed(2) }
 #endif
 #endif
 #ifdef VOTER_GRANTS_TWICE
 	:: atomic { STEAL_ARRIVES(0) -> grant_to(0) }
 	:: atomic { STEAL_ARRIVES(1) -> grant_to(1) }
-#if CLAIMANTS > 2
+#if NC > 2
 	:: atomic { STEAL_ARRIVES(2) -> grant_to(2) }
 #endif
 #endif
@@ -532,6 +629,15 @@ init {
 #ifdef RECOVERY
 		for (i : 0 .. NC-1) { run ClaimantRecover(i) }
 		for (i : 0 .. NVN-1) { run VoterRecover(i) }
+#endif
+#ifdef INCARNATIONS
+		for (i : 0 .. NEW-1) { acts[i] = true; holds[i] = true }
+#ifdef SUPERSEDE
+		run Wipe();
+#else
+		acts[NEW] = true; holds[NEW] = true;   /* the second node runs from the start */
+#endif
+		run Name();
 #endif
 		i = 0; j = 0
 	}

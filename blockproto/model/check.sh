@@ -163,6 +163,21 @@ run DUP_IDENTITY-blocks1        fail -DDUP_IDENTITY -DBLOCKS=1
 # (blockproto.Input.VoterAddr6): must hold.
 run ADDR_BOUND-dup-identity-blocks1 pass -DDUP_IDENTITY -DADDR_BOUND -DBLOCKS=1
 
+# Supersession (blocks.pml, "Incarnations and supersession"): a node
+# started again from an empty state dir names its old incarnation, whose
+# grants the voters revoke: must hold, with identities as IPv4 addresses and
+# as router IDs bound to IPv6 addresses; must fail if the new incarnation
+# announces before the old pods are gone.
+run supersede-blocks1           pass -DSUPERSEDE -DBLOCKS=1
+run supersede-addr-bound-blocks1 pass -DSUPERSEDE -DADDR_BOUND -DBLOCKS=1
+run WIPE_KEEPS_PODS-blocks1     fail -DSUPERSEDE -DWIPE_KEEPS_PODS -DBLOCKS=1
+# Two claimant nodes given one identity (one bgp.routerID), both running,
+# either may name the other: must fail by the identity alone, and hold with
+# reef's rule (ADDR_BOUND: only an incarnation that announced this node's
+# IPv6 address is named).
+run DUP_CLAIMANT-blocks1        fail -DDUP_CLAIMANT -DBLOCKS=1
+run ADDR_BOUND-dup-claimant-blocks1 pass -DDUP_CLAIMANT -DADDR_BOUND -DBLOCKS=1
+
 # Recovered stores (`reef store recover`): with 1 block, since the rules
 # are per block and a recovery's effect on one block is the recovery of
 # that block alone (2 blocks: 35M states, 6 minutes, 6 GB here).
