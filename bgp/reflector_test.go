@@ -108,6 +108,13 @@ func freePortOn(t testing.TB, addrs ...netip.Addr) int {
 // testSpeakers prepares speakers on the loopback addresses addrs, on one
 // free port: start makes one (listening, not yet connected; see listen)
 // with the test timers, pools and a log that the test prints if it fails.
+//
+// No test of this package may call t.Parallel(): GoBGP's StartBgp writes
+// the package variables table.SelectionOptions and UseMultiplePaths
+// (upstream GoBGP, pkg/server/server.go; not from gobgp.diff), and every
+// server in the process reads them when it picks best paths, so two
+// tests' speakers (or newGoBGP's servers) at once are a data race under
+// -race. Within a test, start every speaker before any connects.
 func testSpeakers(t *testing.T, addrs ...netip.Addr) (context.Context, *syncBuffer, func(self netip.Addr, cfg Config) *Speaker) {
 	t.Helper()
 	port := freePortOn(t, addrs...)

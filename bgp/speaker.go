@@ -190,13 +190,20 @@ func listen(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) 
 // reflector, its import policy, and starts the session watcher.
 func (sp *Speaker) connect(ctx context.Context) error {
 	cfg, s := &sp.cfg, sp.s
+	// The external peers' policies before the reflector's: GoBGP appends
+	// each policy assigned to a direction of the global RIB to those
+	// assigned before, and the first with a verdict decides. The
+	// reflector's import policy accepts a path another reflector
+	// originates, so it must come after the service sets' import policy,
+	// which drops a Service address from any peer. (The export policies
+	// match disjoint neighbours, and reject where they overlap.)
+	if err := sp.addExternalPeers(ctx); err != nil {
+		return err
+	}
 	if cfg.RouteReflector {
 		if err := sp.acceptOwnPathsOnly(ctx, cfg.Peers); err != nil {
 			return err
 		}
-	}
-	if err := sp.addExternalPeers(ctx); err != nil {
-		return err
 	}
 	// Configured peers first: a configured peer that connects before it is
 	// added would otherwise be taken in as a dynamic one, and adding it

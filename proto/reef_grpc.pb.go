@@ -297,7 +297,13 @@ type NodeClient interface {
 	IPAM(ctx context.Context, in *IPAMRequest, opts ...grpc.CallOption) (*IPAMReply, error)
 	// Forget frees the blocks of a node gone for good (reef node forget).
 	Forget(ctx context.Context, in *ForgetRequest, opts ...grpc.CallOption) (*ForgetReply, error)
-	// PolicyShow explains the NetworkPolicies of this node's pods (reef policy show).
+	// PolicyShow says, for each of this node's pods or the one named, what
+	// decides each direction: the ClusterNetworkPolicy Admin tier, the
+	// NetworkPolicies that select the pod and what they allow, the Baseline
+	// tier, and the verdict when nothing matches (reef policy show).
+	// FailedPrecondition with NetworkPolicy off, Unavailable until the
+	// Kubernetes informers have synced, NotFound for a pod with no endpoint
+	// on this node.
 	PolicyShow(ctx context.Context, in *PolicyShowRequest, opts ...grpc.CallOption) (*PolicyShowReply, error)
 	// Routes compares the routes and veths reef wants with the kernel's.
 	Routes(ctx context.Context, in *RoutesRequest, opts ...grpc.CallOption) (*RoutesReply, error)
@@ -393,7 +399,13 @@ type NodeServer interface {
 	IPAM(context.Context, *IPAMRequest) (*IPAMReply, error)
 	// Forget frees the blocks of a node gone for good (reef node forget).
 	Forget(context.Context, *ForgetRequest) (*ForgetReply, error)
-	// PolicyShow explains the NetworkPolicies of this node's pods (reef policy show).
+	// PolicyShow says, for each of this node's pods or the one named, what
+	// decides each direction: the ClusterNetworkPolicy Admin tier, the
+	// NetworkPolicies that select the pod and what they allow, the Baseline
+	// tier, and the verdict when nothing matches (reef policy show).
+	// FailedPrecondition with NetworkPolicy off, Unavailable until the
+	// Kubernetes informers have synced, NotFound for a pod with no endpoint
+	// on this node.
 	PolicyShow(context.Context, *PolicyShowRequest) (*PolicyShowReply, error)
 	// Routes compares the routes and veths reef wants with the kernel's.
 	Routes(context.Context, *RoutesRequest) (*RoutesReply, error)

@@ -1,0 +1,54 @@
+package daemon
+
+import (
+	"net/netip"
+
+	"github.com/reefcni/reef/routes"
+)
+
+// desiredIPIP is what tunl0 must be, purely: nil while no pool may use
+// IPIP (reef then only takes its own address off it), else up, with the
+// uplink's MTU less IPIP's overhead, and addr on it (none yet: the device
+// runs without one until the first pod brings a block).
+func (n netInfo) desiredIPIP(addr netip.Addr) *routes.IPIPConfig {
+	if !n.ipipPool().IsValid() {
+		return nil
+	}
+	return &routes.IPIPConfig{MTU: n.uplink.MTU - ipipOverhead, TunnelAddr: addr}
+}
+
+// syncIPIP brings tunl0 in line with desiredIPIP. reef never creates
+// tunl0: this lab's kernel has no ipip module, and the error
+// (routes.ErrNoIPIP) then says so in the log and reef status.
+func (r *reconciler) syncIPIP(addr netip.Addr, errs *[]error) {
+	have, err := r.kernel.ReadIPIP()
+	if err != nil {
+		*errs = append(*errs, err)
+		return
+	}
+	plan, err := routes.DiffIPIP(r.net.desiredIPIP(addr), have)
+	if err != nil {
+		*errs = append(*errs, err)
+		return
+	}
+	if plan.Empty() {
+		return
+	}
+	var what []any
+	if plan.SetMTU != 0 {
+		what = append(what, "mtu", plan.SetMTU, "was", have.MTU)
+	}
+	if plan.AddAddr.IsValid() {
+		what = append(what, "addAddress", plan.AddAddr)
+	}
+	if len(plan.DelAddrs) > 0 {
+		what = append(what, "removeAddresses", plan.DelAddrs)
+	}
+	if plan.SetUp {
+		what = append(what, "setUp", true)
+	}
+	r.log.Info("bringing "+routes.IPIPDevice+" in line", what...)
+	if err := r.kernel.ApplyIPIP(plan); err != nil {
+		*errs = append(*errs, err)
+	}
+}
