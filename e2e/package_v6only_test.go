@@ -18,8 +18,8 @@ import (
 // 10 ms while version N+1 is installed over N on node1 with dpkg and the
 // test plays the try-restart the postinst asks of systemd. No ping is
 // lost; the new daemon reports the new version, keeps its identity, has
-// its session to node2 up again, and serves an ADD whose pod node2's pod
-// reaches.
+// its session to node2 up again, both say the other is reached "direct
+// over IPv6", and it serves an ADD whose pod node2's pod reaches.
 //
 // The package can be installed once per machine, so only node1 has it;
 // the installed config has the operator's edit, the bgp section and pool
@@ -108,15 +108,22 @@ func TestPackageUpgradeIPv6Only(t *testing.T) {
 	if got, _ := os.ReadFile(installedConfig); !bytes.Equal(got, edited) {
 		t.Errorf("the upgrade replaced the operator's %s", installedConfig)
 	}
+	// Each reaches the other's blocks directly over IPv6 (reef status's
+	// REACHED) once the session is up again.
 	eventually(t, 20*time.Second, func() string {
 		st, _ := installedIPAM(t)
 		for _, p := range st.GetPeers() {
-			if p.GetAddress() == n2.PeerAddress().String() && p.GetState() == "established" {
+			if p.GetAddress() == n2.PeerAddress().String() && p.GetState() == "established" && p.GetReached() == "direct over IPv6" {
 				return ""
 			}
 		}
-		return fmt.Sprintf("the new daemon has no established session to node2: %v", st.GetPeers())
+		return fmt.Sprintf("the new daemon has no established session to node2 reached direct over IPv6: %v", st.GetPeers())
 	})
+	for _, p := range mustStatus(t, n2).GetPeers() {
+		if p.GetAddress() == n1.PeerAddress().String() && p.GetReached() != "direct over IPv6" {
+			t.Errorf("node2 says node1 is reached %q, want direct over IPv6", p.GetReached())
+		}
+	}
 	c, err := newInstalledPod(t, l, "web-3")
 	if err != nil {
 		t.Fatalf("ADD after the upgrade: %v", err)
