@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/store"
@@ -168,22 +169,97 @@ func (n netInfo) vxlanMode(pool netip.Prefix) routes.EncapMode {
 	return vx
 }
 
-// reached says how this node reaches a peer's blocks of the first pool,
-// and why that cannot work when it cannot: a node in another subnet
-// reached without encapsulation needs a router that knows the blocks,
-// which an established external peer (bgp.externalPeers) is taken to be.
-func (n netInfo) reached(peer netip.Addr, externalUp bool) string {
-	if len(n.pools) == 0 {
-		return ""
+// reached says how this node reaches the blocks of the peer at addr (its
+// session's address), pool by pool, as remoteRoutes routes them, and why
+// that cannot work when it cannot: a node in another subnet reached
+// without encapsulation needs a router that knows the blocks, which an
+// established external peer (bgp.externalPeers) is taken to be. What the
+// store has of the peer's blocks says what it is (its identity, IPv6
+// address, whether it is IPv6-only) and which pools count; before it has
+// any, the first pool of each family it can have counts, and a peer at an
+// IPv6 address is taken for an IPv6-only node (a node with an IPv4
+// address is named by it). One answer for every pool is given alone,
+// else each pool's.
+func (n netInfo) reached(addr netip.Addr, blocks []store.Block, externalUp bool) string {
+	owner, pools := n.peerBlocks(addr, blocks)
+	var rs, each []string
+	for _, p := range pools {
+		b := owner
+		b.Pool, b.CIDR = p, p
+		r := n.reachedIn(b, externalUp)
+		rs, each = append(rs, r), append(each, p.String()+": "+r)
 	}
-	pool := n.pools[0]
 	switch {
-	case !n.routed(pool.CIDR, peer, peer):
-		return n.encapTo(pool.CIDR, peer).String()
-	case externalUp:
-		return fmt.Sprintf("routed: through this node's route to %s, whose router learns the blocks from this node's external BGP peers", peer)
+	case len(rs) == 0:
+		return ""
+	case len(slices.Compact(slices.Clone(rs))) == 1:
+		return rs[0]
 	}
+	return strings.Join(each, "; ")
+}
+
+// peerBlocks is what the store says of the owner at addr (a block without
+// prefix or pool: owner, identity, IPv6 address, IPv6-only) and the pools
+// of its blocks, in the configuration's order (see reached).
+func (n netInfo) peerBlocks(addr netip.Addr, blocks []store.Block) (store.Block, []netip.Prefix) {
+	var owner store.Block
+	in := map[netip.Prefix]bool{}
+	for _, b := range blocks {
+		if b.State == store.BlockRemote && b.OwnerAddr.IsValid() && (b.OwnerAddr == addr || b.OwnerAddr6 == addr) {
+			owner = store.Block{Owner: b.Owner, OwnerAddr: b.OwnerAddr, OwnerAddr6: b.OwnerAddr6, OwnerIPv6Only: b.OwnerIPv6Only}
+			in[b.Pool] = true
+		}
+	}
+	if len(in) == 0 {
+		owner = store.Block{OwnerAddr: addr}
+		if addr.Is6() {
+			owner = store.Block{OwnerAddr6: addr, OwnerIPv6Only: true}
+		}
+	}
+	var pools []netip.Prefix
+	first := map[bool]bool{} // family (IPv6) -> a pool of it taken
+	for _, p := range n.pools {
+		v6 := p.CIDR.Addr().Is6()
+		switch {
+		case len(in) > 0 && !in[p.CIDR]:
+		case len(in) == 0 && (first[v6] || owner.OwnerIPv6Only && !v6):
+		default:
+			first[v6] = true
+			pools = append(pools, p.CIDR)
+		}
+	}
+	return owner, pools
+}
+
+// reachedIn says how this node reaches b, a block of the peer's in b.Pool.
+func (n netInfo) reachedIn(b store.Block, externalUp bool) string {
+	v6 := b.CIDR.Addr().Is6()
+	switch n.blockEncap(b) {
+	case routes.VXLAN:
+		switch {
+		case n.mixed(b):
+			return fmt.Sprintf("not at all: pool %s has vxlanMode %s, and VXLAN between nodes whose underlays differ in family is not built "+
+				"(docs/design.md, \"VXLAN over an IPv6 underlay\")", b.Pool, n.vxlanMode(b.Pool))
+		case n.v6only:
+			return "vxlan over IPv6"
+		}
+		return "vxlan"
+	case routes.IPIP:
+		return "ipip"
+	}
+	gw := via(b)
+	switch {
+	case !gw.IsValid() && v6:
+		return fmt.Sprintf("not at all: its record gives no IPv6 address to route pool %s's blocks through (nodeAddressV6, docs/bgp.md)", b.Pool)
+	case !n.routed(b.Pool, n.underlay(b), gw) && v6:
+		return "direct over IPv6"
+	case !n.routed(b.Pool, n.underlay(b), gw):
+		return "direct"
+	case externalUp:
+		return fmt.Sprintf("routed: through this node's route to %s, whose router learns the blocks from this node's external BGP peers", gw)
+	}
+	vx, ip := n.modes(b.Pool)
 	return fmt.Sprintf("direct, but %s is outside %s and pool %s has vxlanMode %s and ipipMode %s: "+
 		"pods there are unreachable unless a router knows the blocks, and no external BGP peer is established (bgp.externalPeers, docs/bgp.md); or set vxlanMode: CrossSubnet",
-		peer, n.subnetOf(peer).Masked(), pool.CIDR, pool.VXLANMode, pool.IPIPMode)
+		gw, n.subnetOf(gw).Masked(), b.Pool, vx, ip)
 }

@@ -91,7 +91,8 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 		out.LastReconcileError = lastErr.Error()
 	}
 	out.Vxlan = d.rec.net.vxlanStatus()
-	if all, err := d.store.Blocks(); err == nil {
+	all, err := d.store.Blocks()
+	if err == nil {
 		for _, m := range d.rec.net.vxlanNotBuilt(d.rec.net.ofPools(all)) {
 			out.VxlanNotBuilt = append(out.VxlanNotBuilt, m.node+": "+m.why)
 		}
@@ -100,7 +101,7 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 		out.Blocks = append(out.Blocks, blockProto(b, d.uplink6.Address))
 	}
 	if d.speaker != nil {
-		n.peerStatus(ctx, out)
+		n.peerStatus(ctx, out, d.rec.net.ofPools(all))
 	}
 	if d.blocks != nil {
 		dec := d.blocks.Last()
@@ -120,8 +121,9 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 }
 
 // peerStatus adds the BGP sessions to out: external peers, then the mesh
-// and reflector sessions, and what the import filter dropped.
-func (n *nodeService) peerStatus(ctx context.Context, out *reefv1.StatusReply) {
+// and reflector sessions, each with how its blocks (of blocks, the
+// store's) are reached, and what the import filter dropped.
+func (n *nodeService) peerStatus(ctx context.Context, out *reefv1.StatusReply, blocks []store.Block) {
 	d := n.d
 	externalUp := false
 	for _, e := range d.speaker.ExternalStatus(ctx) {
@@ -138,7 +140,7 @@ func (n *nodeService) peerStatus(ctx context.Context, out *reefv1.StatusReply) {
 			continue // listed above
 		}
 		pp := &reefv1.Peer{Address: p.Address.String(), Hostname: p.Hostname, State: p.State,
-			Received: p.Received, Accepted: p.Accepted, Dynamic: p.Dynamic, Reached: d.rec.net.reached(p.Address, externalUp), Type: string(p.Type)}
+			Received: p.Received, Accepted: p.Accepted, Dynamic: p.Dynamic, Reached: d.rec.net.reached(p.Address, blocks, externalUp), Type: string(p.Type)}
 		if p.Established {
 			pp.SinceUnix = p.Since.Unix()
 		}

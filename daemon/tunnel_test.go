@@ -62,18 +62,80 @@ func TestRemoteRoutesPerPoolMode(t *testing.T) {
 	if n.vxlanPool() != netip.MustParsePrefix("10.244.0.0/16") || n.tunnelHandle() != "vxlan-tunnel-addr-a1" {
 		t.Errorf("vxlan pool %s, handle %s", n.vxlanPool(), n.tunnelHandle())
 	}
-	if r := n.reached(other, false); r != "vxlan" {
+	if r := n.reached(other, nil, false); r != "vxlan" {
 		t.Errorf("reached(%s) = %q", other, r)
 	}
 	n.pools[0].VXLANMode = EncapNever
-	if r := n.reached(other, false); !strings.Contains(r, "set vxlanMode: CrossSubnet") || !strings.HasPrefix(r, "direct") {
+	if r := n.reached(other, nil, false); !strings.Contains(r, "set vxlanMode: CrossSubnet") || !strings.HasPrefix(r, "direct") {
 		t.Errorf("reached(%s) with Never = %q, want an explanation", other, r)
 	}
-	if r := n.reached(other, true); !strings.HasPrefix(r, "routed") {
+	if r := n.reached(other, nil, true); !strings.HasPrefix(r, "routed") {
 		t.Errorf("reached(%s) with Never and an external peer up = %q, want routed", other, r)
 	}
-	if r := n.reached(same, true); r != "direct" {
+	if r := n.reached(same, nil, true); r != "direct" {
 		t.Errorf("reached(%s) = %q", same, r)
+	}
+}
+
+// reef status's REACHED says how each peer's blocks are reached, for
+// both families: over IPv6 where the owner's IPv6 address is the next hop
+// or the tunnel's destination, and per pool where pools differ. An
+// IPv6-only peer beside a node with an IPv4 address has no IPv4 blocks:
+// only the IPv6 pools count (it said "vxlan" from the first pool, IPv4
+// with vxlanMode Always, though its blocks were routed directly over IPv6).
+func TestReachedFamilies(t *testing.T) {
+	mp, ma, mpp := netip.MustParsePrefix, netip.MustParseAddr, func(cidr string, vx EncapMode) PoolConfig {
+		return PoolConfig{CIDR: netip.MustParsePrefix(cidr), VXLANMode: vx, IPIPMode: EncapNever}
+	}
+	up4 := Uplink{Interface: "eth0", Address: ma("192.168.77.11"), Prefix: mp("192.168.77.11/24")}
+	up6 := Uplink6{Address: ma("fd77::11"), Prefix: mp("fd77::11/64")}
+	v6only := func(pools ...PoolConfig) netInfo {
+		return netInfo{uplink: Uplink{Interface: "eth0"}, uplink6: up6, identity: ma("10.255.0.11"), v6only: true, pools: pools}
+	}
+	dual := func(pools ...PoolConfig) netInfo { return netInfo{uplink: up4, uplink6: up6, pools: pools} }
+	peer6, far6, peer4 := ma("fd77::12"), ma("fd78::12"), ma("192.168.77.12")
+	// blk: a block of the owner at addr (IPv4) and addr6 in pool.
+	blk := func(pool string, addr, addr6 netip.Addr, only bool) store.Block {
+		p := mp(pool)
+		return store.Block{CIDR: netip.PrefixFrom(p.Addr(), p.Bits()+8), Pool: p, OwnerAddr: addr, OwnerAddr6: addr6, OwnerIPv6Only: only, State: store.BlockRemote}
+	}
+	id := ma("10.255.0.12")
+	for _, tc := range []struct {
+		name   string
+		n      netInfo
+		peer   netip.Addr
+		blocks []store.Block
+		want   string
+	}{
+		{"IPv6-only, Never", v6only(mpp("fd00:10:247::/56", EncapNever)), peer6,
+			[]store.Block{blk("fd00:10:247::/56", id, peer6, true)}, "direct over IPv6"},
+		{"IPv6-only, Never, no blocks yet", v6only(mpp("fd00:10:247::/56", EncapNever)), peer6, nil, "direct over IPv6"},
+		{"IPv6-only, Always", v6only(mpp("fd00:10:247::/56", EncapAlways)), peer6,
+			[]store.Block{blk("fd00:10:247::/56", id, peer6, true)}, "vxlan over IPv6"},
+		{"IPv6-only, CrossSubnet, same subnet", v6only(mpp("fd00:10:247::/56", EncapCrossSubnet)), peer6, nil, "direct over IPv6"},
+		{"IPv6-only, CrossSubnet, across", v6only(mpp("fd00:10:247::/56", EncapCrossSubnet)), far6,
+			[]store.Block{blk("fd00:10:247::/56", id, far6, true)}, "vxlan over IPv6"},
+		{"mixed: IPv6-only peer, IPv4 pool Always first", dual(mpp("10.244.0.0/16", EncapAlways), mpp("fd00:10:244::/56", EncapCrossSubnet)), peer6,
+			[]store.Block{blk("fd00:10:244::/56", id, peer6, true)}, "direct over IPv6"},
+		{"mixed, no blocks yet", dual(mpp("10.244.0.0/16", EncapAlways), mpp("fd00:10:244::/56", EncapNever)), peer6, nil, "direct over IPv6"},
+		{"mixed, IPv6 pool Always", dual(mpp("10.244.0.0/16", EncapNever), mpp("fd00:10:244::/56", EncapAlways)), peer6,
+			[]store.Block{blk("fd00:10:244::/56", id, peer6, true)}, "not at all: pool fd00:10:244::/56 has vxlanMode Always, and VXLAN between nodes whose underlays differ in family is not built (docs/design.md, \"VXLAN over an IPv6 underlay\")"},
+		{"dual-stack peer", dual(mpp("10.244.0.0/16", EncapCrossSubnet), mpp("fd00:10:244::/56", EncapNever)), peer4,
+			[]store.Block{blk("10.244.0.0/16", peer4, peer6, false), blk("fd00:10:244::/56", peer4, peer6, false)},
+			"10.244.0.0/16: direct; fd00:10:244::/56: direct over IPv6"},
+		{"dual-stack peer, no blocks yet: the first pool of each family", dual(mpp("10.244.0.0/16", EncapAlways), mpp("10.245.0.0/16", EncapNever), mpp("fd00:10:244::/56", EncapAlways)), peer4, nil,
+			"vxlan"},
+		{"dual-stack peer, IPv6 block without its IPv6 address", dual(mpp("fd00:10:244::/56", EncapNever)), peer4,
+			[]store.Block{blk("fd00:10:244::/56", peer4, netip.Addr{}, false)},
+			"not at all: its record gives no IPv6 address to route pool fd00:10:244::/56's blocks through (nodeAddressV6, docs/bgp.md)"},
+		{"only the pools of its blocks", dual(mpp("10.244.0.0/16", EncapAlways), mpp("10.245.0.0/16", EncapNever)), peer4,
+			[]store.Block{blk("10.245.0.0/16", peer4, netip.Addr{}, false), blk("10.244.0.0/16", ma("192.168.77.13"), netip.Addr{}, false)}, "direct"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.n.reached(tc.peer, tc.blocks, false); got != tc.want {
+				t.Errorf("reached(%s) = %q, want %q", tc.peer, got, tc.want)
+			}
+		})
 	}
 }
 

@@ -29,7 +29,8 @@ const pool6Only = "pools:\n  - cidr: fd00:10:247::/56\n    vxlanMode: Never\n"
 // status` explains. Once
 // node3 starts, the same ADD gets its address. Then each node's IPv6
 // blocks are routed `via <owner's IPv6 address> dev eth0 onlink` on the
-// others, and pods ping each other and the nodes across nodes. node2
+// others (reef status: each peer reached "direct over IPv6"), and pods
+// ping each other and the nodes across nodes. node2
 // restarted keeps its identity (from its store) and its block.
 func TestIPv6OnlyNodes(t *testing.T) {
 	l := newLab(t)
@@ -105,6 +106,11 @@ func TestIPv6OnlyNodes(t *testing.T) {
 		}
 		if len(st.GetVotersUnresolved()) != 0 {
 			t.Errorf("%s still cannot name voters %q", n.Name, st.GetVotersUnresolved())
+		}
+		for _, p := range st.GetPeers() {
+			if p.GetReached() != "direct over IPv6" {
+				t.Errorf("%s says peer %s is reached %q, want direct over IPv6", n.Name, p.GetAddress(), p.GetReached())
+			}
 		}
 		if got, want := strings.Join(st.GetVoters(), " "), fmt.Sprintf("%s %s %s", n1.Address, n2.Address, n3.Address); got != want {
 			t.Errorf("%s's voters by identity: %s, want %s", n.Name, got, want)

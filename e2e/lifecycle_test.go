@@ -36,25 +36,52 @@ func pingFrom(t *testing.T, l *lab.Lab, netns, dst string, count int) func() (re
 // pingEvery is pingFrom with ping's interval (-i, in seconds).
 func pingEvery(t *testing.T, l *lab.Lab, netns, dst, interval string, count int) func() (received, sent int) {
 	t.Helper()
+	return startPings(t, l, netns, dst, interval, count).wait
+}
+
+// pingRun is one ping run in the background (startPings).
+type pingRun struct {
+	t      *testing.T
+	cancel context.CancelFunc
+	done   chan struct{}
+	out    string
+	err    error
+}
+
+// startPings pings dst from netns count times, every interval seconds,
+// in the background.
+func startPings(t *testing.T, l *lab.Lab, netns, dst, interval string, count int) *pingRun {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(count)*200*time.Millisecond+10*time.Second)
-	var out string
-	var err error
-	done := make(chan struct{})
+	p := &pingRun{t: t, cancel: cancel, done: make(chan struct{})}
 	go func() {
-		out, err = l.RunContext(ctx, netns, "ping", "-i", interval, "-W", "1", "-c", strconv.Itoa(count), dst)
-		close(done)
+		p.out, p.err = l.RunContext(ctx, netns, "ping", "-i", interval, "-W", "1", "-c", strconv.Itoa(count), dst)
+		close(p.done)
 	}()
-	return func() (int, int) {
-		<-done
-		cancel()
-		m := regexp.MustCompile(`(\d+) packets transmitted, (\d+) received`).FindStringSubmatch(out)
-		if m == nil {
-			t.Fatalf("ping output: %v\n%s", err, out)
-		}
-		sent, _ := strconv.Atoi(m[1])
-		recv, _ := strconv.Atoi(m[2])
-		return recv, sent
+	return p
+}
+
+// running says whether ping has not yet sent its count.
+func (p *pingRun) running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
 	}
+}
+
+// wait waits for ping to end and gives answered and sent.
+func (p *pingRun) wait() (received, sent int) {
+	<-p.done
+	p.cancel()
+	m := regexp.MustCompile(`(\d+) packets transmitted, (\d+) received`).FindStringSubmatch(p.out)
+	if m == nil {
+		p.t.Fatalf("ping output: %v\n%s", p.err, p.out)
+	}
+	sent, _ = strconv.Atoi(m[1])
+	received, _ = strconv.Atoi(m[2])
+	return received, sent
 }
 
 // TestRestartKeepsTraffic: pods keep pinging each other, at 10 per second,

@@ -17,6 +17,7 @@ import (
 	"debug/elf"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -378,11 +379,7 @@ func testRPMScriptlets(t *testing.T, pk *packager) {
 	}
 }
 
-// newPackageNode is a lab node for the installed daemon. It gets a default
-// route (to a gateway that does not exist) so that the installed config's
-// node address detection works as on a real node: without one, reef falls
-// back to the first plausible interface and skips veths, and the lab
-// node's eth0 is a veth.
+// newPackageNode is a lab node for the installed daemon (packageNode).
 func newPackageNode(t *testing.T) (*lab.Lab, *lab.Node) {
 	t.Helper()
 	l := newLab(t)
@@ -390,12 +387,26 @@ func newPackageNode(t *testing.T) (*lab.Lab, *lab.Node) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := lab.Underlay.Addr().Next()
-	if err := l.IP(n.Netns, "route", "add", "default", "via", gw.String(), "dev", "eth0"); err != nil {
+	packageNode(t, l, n, lab.Underlay.Addr().Next())
+	return l, n
+}
+
+// packageNode readies lab node n for the installed daemon. It gets a
+// default route of gw's family (to a gateway that does not exist) so that
+// the installed config's node address detection works as on a real node:
+// without one, reef falls back to the first plausible interface and skips
+// veths, and the lab node's eth0 is a veth. The runtime's CNI cache of an
+// earlier run goes.
+func packageNode(t *testing.T, l *lab.Lab, n *lab.Node, gw netip.Addr) {
+	t.Helper()
+	args := []string{"route", "add", "default", "via", gw.String(), "dev", "eth0"}
+	if gw.Is6() {
+		args = append([]string{"-6"}, args...)
+	}
+	if err := l.IP(n.Netns, args...); err != nil {
 		t.Fatal(err)
 	}
 	os.RemoveAll(filepath.Join(os.TempDir(), "reef-e2e-pkg-cni-cache"))
-	return l, n
 }
 
 // purgeAtEnd purges the package when the test ends, however it ends.
@@ -733,27 +744,11 @@ func testUpgrade(t *testing.T, pk *packager) {
 	// Here /run/systemd/system exists for the maintainer scripts.
 	env := newPkgEnv(t, node.Netns, true)
 
-	env.dpkg(t, "-i", oldPkg.Deb)
-	if d := cmp.Diff([]string{"daemon-reload"}, env.calls(t)); d != "" {
-		t.Errorf("first install with systemd running: systemctl calls (-want +got) (it must not enable or start reef):\n%s", d)
-	}
 	// The operator's edit: a node name of its own, and dual-stack pools.
 	const nodeName = "reef-e2e-upgrade"
-	cfg, err := os.ReadFile(installedConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	edited := append(cfg, []byte("\n# changed by the operator\nnodeName: "+nodeName+"\n"+
-		"pools:\n  - cidr: 10.244.0.0/16\n  - cidr: fd00:10:244::/56\n    vxlanMode: Never\n")...)
-	if err := os.WriteFile(installedConfig, edited, 0o644); err != nil {
-		t.Fatal(err)
-	}
-
-	unit := parseUnit(t, installedUnit)
-	old := startUnitDaemon(t, node, unit, daemonOptions{logFileName: "old.log"})
-	if err := old.waitReady(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	edited := installConfigured(t, env, oldPkg, "nodeName: "+nodeName+"\n"+
+		"pools:\n  - cidr: 10.244.0.0/16\n  - cidr: fd00:10:244::/56\n    vxlanMode: Never\n")
+	unit, old := startInstalled(t, node)
 	a, err := newInstalledPod(t, l, "web-1")
 	if err != nil {
 		t.Fatal(err)
@@ -775,20 +770,7 @@ func testUpgrade(t *testing.T, pk *packager) {
 	wait := pingFor(t, &lab.Pod{Node: node, Netns: a.netns}, b.ip.String(), 60)
 	wait6 := pingFor(t, &lab.Pod{Node: node, Netns: b.netns}, a.ip6.String(), 60)
 	time.Sleep(500 * time.Millisecond) // half a second of traffic before the upgrade: the scenario, not a wait
-	start := time.Now()
-	env.dpkg(t, "-i", newPkg.Deb)
-	if d := cmp.Diff([]string{"daemon-reload", "try-restart reef.service"}, env.calls(t)); d != "" {
-		t.Errorf("upgrade: systemctl calls (-want +got):\n%s", d)
-	}
-	// systemd's try-restart of a running unit: stop, then start.
-	if err := old.stop(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	nu := startUnitDaemon(t, node, unit, daemonOptions{logFileName: "new.log"})
-	if err := nu.waitReady(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("dpkg -i of the new version and the daemon's restart took %s", time.Since(start).Round(10*time.Millisecond))
+	nu := upgradeUnit(t, env, node, unit, old, newPkg)
 	if recv, sent := wait(); recv != sent || sent == 0 {
 		t.Errorf("%d of %d pings lost across the upgrade", sent-recv, sent)
 	}
@@ -796,13 +778,7 @@ func testUpgrade(t *testing.T, pk *packager) {
 		t.Errorf("%d of %d IPv6 pings lost across the upgrade", sent-recv, sent)
 	}
 
-	if got := strings.TrimSpace(cmdOut(t, "dpkg-query", "-W", "-f=${Version}", "reef")); got != newPkg.Version {
-		t.Errorf("installed version after the upgrade: %q, want %q", got, newPkg.Version)
-	}
-	st, ipamAfter := installedIPAM(t)
-	if want := newPkg.Version + " (" + newPkg.Commit + ")"; st.GetVersion() != want {
-		t.Errorf("daemon after the upgrade reports %q, want %q", st.GetVersion(), want)
-	}
+	st, ipamAfter := checkUpgraded(t, newPkg)
 	if st.GetEndpoints() != stBefore.GetEndpoints() {
 		t.Errorf("daemon after the upgrade has %d endpoints, before it had %d", st.GetEndpoints(), stBefore.GetEndpoints())
 	}
@@ -847,6 +823,74 @@ func testUpgrade(t *testing.T, pk *packager) {
 	if d := cmp.Diff([]string{"daemon-reload"}, env.calls(t)); d != "" {
 		t.Errorf("dpkg --purge with systemd running: systemctl calls (-want +got):\n%s", d)
 	}
+}
+
+// installConfigured installs pkg with dpkg in env, where systemd runs
+// (the postinst then only reloads, and neither enables nor starts reef),
+// and adds the operator's lines to config.yaml, which it returns.
+func installConfigured(t *testing.T, env *pkgEnv, pkg *builtPackages, operator string) []byte {
+	t.Helper()
+	env.dpkg(t, "-i", pkg.Deb)
+	if d := cmp.Diff([]string{"daemon-reload"}, env.calls(t)); d != "" {
+		t.Errorf("first install with systemd running: systemctl calls (-want +got) (it must not enable or start reef):\n%s", d)
+	}
+	cfg, err := os.ReadFile(installedConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := append(cfg, []byte("\n# changed by the operator\n"+operator)...)
+	if err := os.WriteFile(installedConfig, edited, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return edited
+}
+
+// startInstalled starts the installed daemon on node as the unit does and
+// waits until it is ready.
+func startInstalled(t *testing.T, node *lab.Node) (unitFile, *unitDaemon) {
+	t.Helper()
+	unit := parseUnit(t, installedUnit)
+	d := startUnitDaemon(t, node, unit, daemonOptions{logFileName: "old.log"})
+	if err := d.waitReady(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return unit, d
+}
+
+// upgradeUnit installs newPkg with dpkg over the running daemon old, in
+// env, where systemd runs, and plays the try-restart the postinst asks of
+// systemd: stop old, start the new /usr/bin/reef as the unit does. It
+// returns the new daemon, ready.
+func upgradeUnit(t *testing.T, env *pkgEnv, node *lab.Node, unit unitFile, old *unitDaemon, newPkg *builtPackages) *unitDaemon {
+	t.Helper()
+	start := time.Now()
+	env.dpkg(t, "-i", newPkg.Deb)
+	if d := cmp.Diff([]string{"daemon-reload", "try-restart reef.service"}, env.calls(t)); d != "" {
+		t.Errorf("upgrade: systemctl calls (-want +got):\n%s", d)
+	}
+	if err := old.stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	nu := startUnitDaemon(t, node, unit, daemonOptions{logFileName: "new.log"})
+	if err := nu.waitReady(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("dpkg -i of the new version and the daemon's restart took %s", time.Since(start).Round(10*time.Millisecond))
+	return nu
+}
+
+// checkUpgraded checks that dpkg has newPkg installed and that the daemon
+// on the installed socket is newPkg's, and returns its status and IPAM.
+func checkUpgraded(t *testing.T, newPkg *builtPackages) (*reefv1.StatusReply, *reefv1.IPAMReply) {
+	t.Helper()
+	if got := strings.TrimSpace(cmdOut(t, "dpkg-query", "-W", "-f=${Version}", "reef")); got != newPkg.Version {
+		t.Errorf("installed version after the upgrade: %q, want %q", got, newPkg.Version)
+	}
+	st, ipam := installedIPAM(t)
+	if want := newPkg.Version + " (" + newPkg.Commit + ")"; st.GetVersion() != want {
+		t.Errorf("daemon after the upgrade reports %q, want %q", st.GetVersion(), want)
+	}
+	return st, ipam
 }
 
 // allocs lists allocations as "ip pod veth state", sorted.

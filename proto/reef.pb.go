@@ -430,7 +430,7 @@ type Peer struct {
 	Received      uint64                 `protobuf:"varint,5,opt,name=received,proto3" json:"received,omitempty"`
 	Accepted      uint64                 `protobuf:"varint,6,opt,name=accepted,proto3" json:"accepted,omitempty"`
 	Dynamic       bool                   `protobuf:"varint,7,opt,name=dynamic,proto3" json:"dynamic,omitempty"` // accepted through bgp.peerPrefixes
-	Reached       string                 `protobuf:"bytes,8,opt,name=reached,proto3" json:"reached,omitempty"`  // direct | vxlan | ipip, and why when it cannot work
+	Reached       string                 `protobuf:"bytes,8,opt,name=reached,proto3" json:"reached,omitempty"`  // direct | vxlan | ipip, " over IPv6" where so, per pool where they differ; why when it cannot work
 	Type          string                 `protobuf:"bytes,9,opt,name=type,proto3" json:"type,omitempty"`        // mesh | reflector | client (docs/bgp.md)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
