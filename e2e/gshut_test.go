@@ -1,9 +1,15 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"net/netip"
+	"os"
+	"os/exec"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -165,17 +171,21 @@ func testGracefulShutdown(t *testing.T, kind string, restart bool) {
 	routesBefore := reefRoutes(t, a1)
 	var pings func() (int, int)
 	if restart {
-		// 10 s of pings every 10 ms: over the stop and the start.
-		pings = pingEvery(t, l, laptop, pa1.IP.String(), "0.01", 1000)
+		// Pings every 10 ms, over the stop and the start, until the
+		// stand-ins have ended and two seconds after.
+		pings = pingUntil(t, laptop, pa1.IP.String(), "0.01")
 	}
 
 	// SIGTERM, and the router watched meanwhile.
 	stopped := make(chan error, 1)
 	sigterm := time.Now()
 	go func() { stopped <- a1.Stop() }()
-	var drained, down time.Time
+	var drained, down, stoodIn time.Time
 	var drainedPaths []lab.ToRPath
 	var stopErr error
+	// a1's block: a2 and b1 announce it for a1 (stand-ins), next hop a1,
+	// before the router's session with a1 goes down.
+	block := netip.PrefixFrom(pa1.IP, lab.DefaultToRPools[0].BlockSize).Masked()
 	for exited := false; !exited || down.IsZero(); {
 		select {
 		case stopErr = <-stopped:
@@ -194,6 +204,19 @@ func testGracefulShutdown(t *testing.T, kind string, restart bool) {
 				down = time.Now()
 			}
 			continue
+		}
+		if stoodIn.IsZero() {
+			paths, err := tor.PathsTo(block)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.ContainsFunc(paths, func(p lab.ToRPath) bool { return p.From != a1.Address && p.LocalPref == 100 && !p.GShut }) {
+				if s, err := tor.Session(a1.Address); err == nil && s.Established {
+					stoodIn = time.Now()
+					t.Logf("%s after SIGTERM, session with a1 established: the router's paths to a1's block %s: %+v",
+						time.Since(sigterm).Round(time.Millisecond), block, paths)
+				}
+			}
 		}
 		if !drained.IsZero() {
 			continue
@@ -225,6 +248,9 @@ func testGracefulShutdown(t *testing.T, kind string, restart bool) {
 			t.Errorf("during the drain the router has the path from %s at local preference %d (graceful shutdown %v); want 100, unmarked", p.From, p.LocalPref, p.GShut)
 		}
 	}
+	if stoodIn.IsZero() {
+		t.Errorf("the router never had a stand-in for a1's block %s (a path from another node, unmarked) while its session with a1 was up", block)
+	}
 	if !drained.IsZero() {
 		t.Logf("%s: SIGTERM at 0; a1 drained at the router after %s; the router's session with a1 down after %s",
 			kind, drained.Sub(sigterm).Round(time.Millisecond), down.Sub(sigterm).Round(time.Millisecond))
@@ -251,14 +277,30 @@ func testGracefulShutdown(t *testing.T, kind string, restart bool) {
 			}
 			return ""
 		})
+		// The stand-ins end once a1's own path is back at the router:
+		// then it has a1's path alone, unmarked.
+		eventually(t, 30*time.Second, func() string {
+			paths, err := tor.PathsTo(block)
+			if err != nil {
+				return err.Error()
+			}
+			if len(paths) != 1 || paths[0].From != a1.Address || paths[0].GShut || paths[0].LocalPref != 100 {
+				return fmt.Sprintf("the router's paths to a1's block %s after a1's restart: %+v, want a1's alone, unmarked", block, paths)
+			}
+			return ""
+		})
+		t.Logf("%s after SIGTERM: the stand-ins for a1's block have ended, a1's own path is back", time.Since(sigterm).Round(time.Millisecond))
+		if !strings.Contains(a1.Log(), "mark taken off, the other nodes' stand-ins end") {
+			t.Errorf("a1 does not log the end of the stand-ins")
+		}
 		answeredBefore := len(servers["a1"].Peers())
-		time.Sleep(2 * time.Second) // two seconds of requests with a1 back: the scenario, not a wait
+		time.Sleep(2 * time.Second) // two seconds of requests and pings with a1 back: the scenario, not a wait
 		if len(servers["a1"].Peers()) == answeredBefore {
 			t.Errorf("a1 answered none of the client's requests after its restart")
 		}
 		recv, sent := pings()
-		if recv < sent && kind == "frr" {
-			t.Errorf("%s: %d of %d pings to the pod %s on a1 answered over a1's planned restart; FRR keeps a1's block over graceful restart", kind, recv, sent, pa1.IP)
+		if recv < sent {
+			t.Errorf("%s: %d of %d pings (every 10 ms) to the pod %s on a1 answered over a1's planned restart", kind, recv, sent, pa1.IP)
 		} else {
 			t.Logf("%s: %d of %d pings (every 10 ms) to the pod %s on a1 answered over a1's planned restart", kind, recv, sent, pa1.IP)
 		}
@@ -275,5 +317,32 @@ func testGracefulShutdown(t *testing.T, kind string, restart bool) {
 		t.Errorf("%d of %d requests to %s failed over a1's planned %s:\n%s", len(failures), requests, svc, what, strings.Join(failures, "\n"))
 	} else {
 		t.Logf("%s: %d requests to %s over a1's planned %s, none failed; a1 answered %d of them", kind, requests, svc, what, len(servers["a1"].Peers()))
+	}
+}
+
+// pingUntil pings dst from netns every interval seconds until the
+// returned function is called, which stops ping (SIGINT, so that it
+// prints its count) and returns the pings answered and sent.
+func pingUntil(t *testing.T, netns, dst, interval string) func() (received, sent int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, "nsenter", "--net="+lab.NetnsPath(netns), "--", "ping", "-i", interval, "-W", "1", dst)
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cancel)
+	return func() (int, int) {
+		cancel()
+		err := cmd.Wait()
+		m := regexp.MustCompile(`(\d+) packets transmitted, (\d+) received`).FindStringSubmatch(out.String())
+		if m == nil {
+			t.Fatalf("ping output: %v\n%s", err, out.String())
+		}
+		sent, _ := strconv.Atoi(m[1])
+		recv, _ := strconv.Atoi(m[2])
+		return recv, sent
 	}
 }
