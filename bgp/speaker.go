@@ -157,7 +157,7 @@ func listen(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) 
 	sp := &Speaker{cfg: cfg, s: s, log: log, ownVPN: map[vpnKey]ownPath{}, ownUnicast: map[netip.Prefix]ownPath{}, badSeen: map[string]bool{},
 		stuck: map[netip.Addr]stuckState{}, waiting: map[netip.Addr]time.Time{}, waitFor: passiveWait, readd: map[netip.Addr]bool{}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}, adminDown: map[netip.Addr]time.Time{}}
 
-	sp.marked = cfg.PlannedMark && cfg.NodeAddress.IsValid()
+	sp.marked = cfg.standsIn() && cfg.PlannedMark
 
 	listen := []string{"0.0.0.0"}
 	if cfg.NodeAddressV6.IsValid() && cfg.ipv6Peers() {
@@ -250,7 +250,7 @@ func (sp *Speaker) connect(ctx context.Context) error {
 		}
 	}
 	go sp.watchSessions(ctx)
-	if sp.marked {
+	if sp.cfg.standsIn() && sp.cfg.PlannedMark {
 		go sp.unmarkWhenRouted(ctx)
 	}
 	return nil

@@ -63,6 +63,14 @@ func StandInPeers(cfg *Config) []ExternalPeer {
 	return out
 }
 
+// standsIn reports whether the node marks its blocks for stand-ins: it
+// has IPv4 blocks to mark and external peers that stand-ins go to. The
+// other nodes of a rack have the same routers, so a node without BFD
+// routers asks nobody, and its stop does not wait for nothing.
+func (cfg *Config) standsIn() bool {
+	return cfg.NodeAddress.IsValid() && len(StandInPeers(cfg)) > 0
+}
+
 // Names of the sets and statements of the stand-ins.
 const (
 	standInBlocks = "reef-stand-in-blocks"     // the IPv4 pools' blocks, exactly
@@ -188,10 +196,14 @@ func (sp *Speaker) mark(on bool) ([]netip.Prefix, error) {
 // blocks at their BFD routers: it announces them marked and waits until
 // GoBGP has written them to every established peer of the cluster (mesh
 // or reflector), or ctx ends. It returns those peers; none when there is
-// nothing to mark (no IPv4 block, no established cluster peer). The
-// caller waits for the peers to pass the stand-ins on (a few
-// milliseconds: no decision of anyone's is involved) before it stops.
+// nothing to mark (no IPv4 block, no established cluster peer, no
+// external peer with BFD on this node: standsIn). The caller waits for
+// the peers to pass the stand-ins on (a few milliseconds: no decision of
+// anyone's is involved) before it stops.
 func (sp *Speaker) PlannedStop(ctx context.Context) ([]netip.Addr, error) {
+	if !sp.cfg.standsIn() {
+		return nil, nil
+	}
 	var peers []netip.Addr
 	for _, s := range sp.snapshot() {
 		if s.Type != PeerExternal && s.Established {

@@ -35,6 +35,19 @@ func TestStandInPolicy(t *testing.T) {
 	if want := []netip.Addr{r1, r4}; !slices.Equal(got, want) {
 		t.Errorf("StandInPeers = %v, want %v", got, want)
 	}
+	// A node marks its blocks only with an IPv4 address and such a router.
+	cfg.NodeAddress = nodeA
+	for _, c := range []struct {
+		peers []ExternalPeer
+		addr  netip.Addr
+		want  bool
+	}{{cfg.ExternalPeers, nodeA, true}, {cfg.ExternalPeers[1:4], nodeA, false}, {cfg.ExternalPeers, netip.Addr{}, false}} {
+		cfg := cfg
+		cfg.ExternalPeers, cfg.NodeAddress = c.peers, c.addr
+		if got := cfg.standsIn(); got != c.want {
+			t.Errorf("standsIn with %d external peers, node address %v = %v, want %v", len(c.peers), c.addr, got, c.want)
+		}
+	}
 
 	stmts, sets := standInPolicy(&cfg)
 	var lines []string
@@ -96,7 +109,10 @@ func TestStandInForPlannedStop(t *testing.T) {
 	// never had BFD up.
 	a := start(addrA, Config{Peers: []netip.Addr{addrC}, ExternalPeers: []ExternalPeer{{Address: addrR, ASN: routerASN, Keepalive: 3 * time.Second, Hold: 10 * time.Second,
 		MaxPrefixes: 100, Communities: []string{"65000:100"}, BFD: &BFD{MinInterval: time.Second, Multiplier: 3}}}})
-	c := start(addrC, Config{Peers: []netip.Addr{addrA}})
+	// C has a BFD router of its own, as the nodes of a rack do (one
+	// that never answers): without one it would ask nobody (standsIn).
+	c := start(addrC, Config{Peers: []netip.Addr{addrA}, ExternalPeers: []ExternalPeer{{Address: netip.MustParseAddr("127.0.0.4"), ASN: routerASN,
+		Keepalive: 3 * time.Second, Hold: 10 * time.Second, MaxPrefixes: 100, BFD: &BFD{MinInterval: time.Second, Multiplier: 3}}}})
 	a.cfg.ExternalPeers[0].Port = a.cfg.Port
 	router := startRouter(t, ctx, addrR, a.cfg.Port, routerASN, addrA)
 	for _, sp := range []*Speaker{a, c} {
@@ -144,6 +160,7 @@ func TestStandInForPlannedStop(t *testing.T) {
 	if _, err := a.mark(true); err != nil {
 		t.Fatal(err)
 	}
+
 	eventually(t, "A's own block marked at the router: A does not stand in for itself", func() string {
 		return cmp.Diff(map[netip.Prefix]string{ownA: fmt.Sprintf("from %s via %s as [64512] communities [%s %s]", addrA, nodeA, "65535:0", peerComm)}, routerHas())
 	})
