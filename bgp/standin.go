@@ -354,3 +354,64 @@ func (sp *Speaker) routedBy(ctx context.Context, peers []ExternalPeer) (int, boo
 	missing, err := sp.notSentTo(ctx, addrs, blocks, nil, true)
 	return len(blocks), err == nil && len(missing) == 0
 }
+
+// StandIn is another node's block this node announces to one of its
+// routers for it, next hop the owner.
+type StandIn struct {
+	Block         netip.Prefix
+	Owner, Router netip.Addr
+}
+
+// String is the stand-in as `reef status` shows it.
+func (s StandIn) String() string {
+	return fmt.Sprintf("%s via %s to %s", s.Block, s.Owner, s.Router)
+}
+
+// StandIns are the stand-ins this node announces now: the blocks its
+// established StandInPeers are sent that are not its own. It reads their
+// Adj-RIB-Out, so it is for `reef status`, not for a loop.
+func (sp *Speaker) StandIns(ctx context.Context) []StandIn {
+	sp.announcing.Lock()
+	own := make(map[netip.Prefix]bool, len(sp.ownUnicast))
+	for p := range sp.ownUnicast {
+		own[p] = true
+	}
+	sp.announcing.Unlock()
+	up := map[netip.Addr]bool{}
+	for _, s := range sp.snapshot() {
+		up[s.Address] = s.Established
+	}
+	var out []StandIn
+	for _, p := range StandInPeers(&sp.cfg) {
+		if !up[p.Address] {
+			continue
+		}
+		_ = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_OUT, Name: p.Address.String(), Family: bgppkt.RF_IPv4_UC},
+			func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
+				uc, ok := nlri.(*bgppkt.IPAddrPrefix)
+				if !ok || own[uc.Prefix] || checkBlock(sp.cfg.Pools, uc.Prefix) != nil {
+					return // its own block, or a Service prefix
+				}
+				for _, path := range paths {
+					if _, nh := pathAttrs(nil, path.Attrs); !path.Withdrawal {
+						out = append(out, StandIn{Block: uc.Prefix, Owner: nh, Router: p.Address})
+					}
+				}
+			})
+	}
+	slices.SortFunc(out, func(a, b StandIn) int {
+		if c := a.Block.Compare(b.Block); c != 0 {
+			return c
+		}
+		return a.Router.Compare(b.Router)
+	})
+	return out
+}
+
+// BlocksMarked reports whether this node's IPv4 blocks go out marked for
+// the other nodes to stand in for them.
+func (sp *Speaker) BlocksMarked() bool {
+	sp.announcing.Lock()
+	defer sp.announcing.Unlock()
+	return sp.marked
+}

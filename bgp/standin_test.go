@@ -149,6 +149,13 @@ func TestStandInForPlannedStop(t *testing.T) {
 	eventually(t, "A stands in for C's block at the router", func() string {
 		return cmp.Diff(map[netip.Prefix]string{ownA: ownLine, ownC: standIn}, routerHas())
 	})
+	// What reef status shows.
+	if got, want := a.StandIns(ctx), []StandIn{{Block: ownC, Owner: nodeC, Router: addrR}}; !slices.Equal(got, want) {
+		t.Errorf("A's StandIns() = %v, want %v", got, want)
+	}
+	if !c.BlocksMarked() || a.BlocksMarked() {
+		t.Errorf("BlocksMarked() = %v on C, %v on A; want true, false", c.BlocksMarked(), a.BlocksMarked())
+	}
 
 	// C's new daemon with its router's path: the mark off ends it.
 	if _, err := c.mark(false); err != nil {
@@ -157,6 +164,9 @@ func TestStandInForPlannedStop(t *testing.T) {
 	eventually(t, "A's stand-in for C's block is withdrawn", func() string {
 		return cmp.Diff(map[netip.Prefix]string{ownA: ownLine}, routerHas())
 	})
+	if got := a.StandIns(ctx); len(got) != 0 || c.BlocksMarked() {
+		t.Errorf("after the mark is off: A's StandIns() = %v, C's BlocksMarked() = %v; want none, false", got, c.BlocksMarked())
+	}
 	if _, err := a.mark(true); err != nil {
 		t.Fatal(err)
 	}

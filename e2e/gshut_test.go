@@ -184,6 +184,7 @@ func testGracefulShutdown(t *testing.T, kind string, restart bool) {
 	sigterm := time.Now()
 	go func() { stopped <- a1.Stop() }()
 	var drained, down, stoodIn time.Time
+	var a2StandIns []string // what a2's reef status says meanwhile
 	var drainedPaths []lab.ToRPath
 	var stopErr error
 	// a1's block: a2 and b1 announce it for a1 (stand-ins), next hop a1,
@@ -216,6 +217,9 @@ func testGracefulShutdown(t *testing.T, kind string, restart bool) {
 			if slices.ContainsFunc(paths, func(p lab.ToRPath) bool { return p.From != a1.Address && p.LocalPref == 100 && !p.GShut }) {
 				if s, err := tor.Session(a1.Address); err == nil && s.Established {
 					stoodIn = time.Now()
+					if st, err := nodes[1].Status(); err == nil {
+						a2StandIns = st.GetStandIns()
+					}
 					t.Logf("%s after SIGTERM, session with a1 established: the router's paths to a1's block %s: %+v",
 						time.Since(sigterm).Round(time.Millisecond), block, paths)
 				}
@@ -253,6 +257,8 @@ func testGracefulShutdown(t *testing.T, kind string, restart bool) {
 	}
 	if stoodIn.IsZero() {
 		t.Errorf("the router never had a stand-in for a1's block %s (a path from another node, unmarked) while its session with a1 was up", block)
+	} else if !slices.ContainsFunc(a2StandIns, func(s string) bool { return strings.HasPrefix(s, block.String()+" via "+a1.Address.String()+" to ") }) {
+		t.Errorf("a2's status lists the stand-ins %q meanwhile, want %s via a1", a2StandIns, block)
 	}
 	if !drained.IsZero() {
 		t.Logf("%s: SIGTERM at 0; a1 drained at the router after %s; the router's session with a1 down after %s",
