@@ -29,7 +29,8 @@ import (
 //     when their operator disables BFD.
 //   - It never sends AdminDown: a stopping reef just falls silent, which
 //     the router cannot tell from a dead node. This is why a planned stop
-//     de-prefers the node's routes first (GracefulShutdown) instead of
+//     de-prefers the node's Service routes first (GracefulShutdown) and
+//     has the other nodes stand in for its blocks (standin.go) instead of
 //     relying on AdminDown. Sending it would not help with the lab's
 //     routers anyway: BIRD 2 takes a received AdminDown for a BFD down
 //     like any other, and FRR already keeps the routes, because the

@@ -132,6 +132,11 @@ func (sp *Speaker) addExternalPeers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	standIns, err := sp.standInStatements(ctx)
+	if err != nil {
+		return err
+	}
+	export = append(export, standIns...)
 	for i, p := range peers {
 		std, large, err := SplitCommunities(p.Communities)
 		if err != nil {

@@ -29,9 +29,10 @@ import (
 // to each established peer: its Adj-RIB-Out for the peer holds them
 // marked, and its count of UPDATE messages written to the peer's socket
 // has moved past the count before the marking. After that it waits
-// settle, bounded, for the router to act on them. The blocks are left
-// alone: only this node announces them, so there is nothing to move them
-// to, and the pods behind them still answer while the daemon restarts.
+// settle, bounded, for the router to act on them. The blocks have no
+// other node to move to: only this node has the pods, which still answer
+// while the daemon restarts. The other nodes announce them for it at
+// their BFD routers instead (standin.go, PlannedStop).
 // BFD AdminDown (RFC 5882 3.2), which would tell the router not to treat
 // the silence that follows as a failure, cannot be sent: GoBGP's BFD has
 // no AdminDown, and BIRD 2 would take it for a failure all the same

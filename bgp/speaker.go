@@ -75,7 +75,11 @@ type Config struct {
 	// Restarting sets the graceful-restart R bit: only after a planned
 	// restart, so that peers do not hold our updates back otherwise.
 	Restarting bool
-	Pools      []Pool
+	// PlannedMark starts the speaker with its IPv4 blocks marked for the
+	// other nodes to stand in for them at their BFD routers, until its
+	// own BFD routers have them (standin.go): after a planned stop.
+	PlannedMark bool
+	Pools       []Pool
 	// LogLevel of GoBGP's own log lines.
 	LogLevel slog.Level
 }
@@ -94,6 +98,8 @@ type Speaker struct {
 	announcing sync.Mutex
 	ownVPN     map[vpnKey]ownPath
 	ownUnicast map[netip.Prefix]ownPath
+	// marked: the IPv4 blocks go out marked 65535:0 (standin.go).
+	marked bool
 
 	mu        sync.Mutex
 	badSeen   map[string]bool           // peer|prefix already logged as dropped
@@ -150,6 +156,8 @@ func listen(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) 
 	go s.Serve()
 	sp := &Speaker{cfg: cfg, s: s, log: log, ownVPN: map[vpnKey]ownPath{}, ownUnicast: map[netip.Prefix]ownPath{}, badSeen: map[string]bool{},
 		stuck: map[netip.Addr]stuckState{}, waiting: map[netip.Addr]time.Time{}, waitFor: passiveWait, readd: map[netip.Addr]bool{}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}, adminDown: map[netip.Addr]time.Time{}}
+
+	sp.marked = cfg.standsIn() && cfg.PlannedMark
 
 	listen := []string{"0.0.0.0"}
 	if cfg.NodeAddressV6.IsValid() && cfg.ipv6Peers() {
@@ -249,6 +257,9 @@ func (sp *Speaker) connect(ctx context.Context) error {
 		}
 	}
 	go sp.watchSessions(ctx)
+	if sp.cfg.standsIn() && sp.cfg.PlannedMark {
+		go sp.unmarkWhenRouted(ctx)
+	}
 	return nil
 }
 

@@ -23,9 +23,10 @@ type vpnKey struct {
 
 // ownPath is one path the speaker announces, as it last announced it.
 type ownPath struct {
-	path *apiutil.Path
-	lcs  []LargeCommunity
-	nh   netip.Addr
+	path   *apiutil.Path
+	lcs    []LargeCommunity
+	nh     netip.Addr
+	marked bool // 65535:0, for the other nodes to stand in (standin.go)
 }
 
 // entry names one announcement of a table, for errors: its kind and its
@@ -218,7 +219,7 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 		if b.Block.Addr().Is6() {
 			nh = sp.cfg.NodeAddressV6
 		}
-		if cur, ok := sp.ownUnicast[p]; ok && cur.nh == nh && slices.Equal(cur.lcs, lcs) {
+		if cur, ok := sp.ownUnicast[p]; ok && cur.nh == nh && slices.Equal(cur.lcs, lcs) && cur.marked == (sp.marked && p.Addr().Is4()) {
 			continue
 		}
 		var err error
@@ -232,7 +233,7 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 			delete(wantUC, p)
 			continue
 		}
-		path, err := unicastPath(b.Block, nh, lcs)
+		path, err := sp.blockPath(b.Block, nh, lcs)
 		if err != nil {
 			fail(entry{kindUnicast, i}, err)
 			delete(wantUC, p)
@@ -246,7 +247,7 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 			fail(entry{kindUnicast, ucIdx[j]}, err)
 			return
 		}
-		sp.ownUnicast[b.Block] = ownPath{path: ucAdds[j], lcs: ucLCs[j], nh: ucNH[j]}
+		sp.ownUnicast[b.Block] = ownPath{path: ucAdds[j], lcs: ucLCs[j], nh: ucNH[j], marked: sp.marked && b.Block.Addr().Is4()}
 	})
 	dels, delPrefixes := dels[:0], []netip.Prefix(nil)
 	for p, cur := range sp.ownUnicast {

@@ -89,6 +89,7 @@ func printExternalPeers(w io.Writer, st *reefv1.StatusReply) {
 	if cidrs := st.GetServiceCidrsWithheld(); len(cidrs) > 0 {
 		fmt.Fprintf(w, "Service CIDRs NOT announced, no IPv6 address (nodeAddressV6) to be their next hop: %s\n", strings.Join(cidrs, ", "))
 	}
+	printStandIns(w, st)
 	printServiceAddresses(w, st)
 }
 
@@ -215,5 +216,17 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
+	}
+}
+
+// printStandIns says which blocks of restarting nodes this node announces
+// to its BFD routers for them, and whether its own are marked for the
+// other nodes to do so (docs/bgp.md, "Stand-ins").
+func printStandIns(w io.Writer, st *reefv1.StatusReply) {
+	if st.GetBlocksMarked() {
+		fmt.Fprintln(w, "This node's blocks are marked GRACEFUL_SHUTDOWN for the other nodes to stand in for them at their BFD routers (a planned stop, or a start after one until its own BFD routers have them)")
+	}
+	if s := st.GetStandIns(); len(s) > 0 {
+		fmt.Fprintf(w, "Standing in for restarting nodes (their blocks, next hop the owner): %s\n", strings.Join(s, ", "))
 	}
 }

@@ -37,3 +37,19 @@ func TestPrintServiceAddresses(t *testing.T) {
 		}
 	}
 }
+
+// reef status says which restarting nodes' blocks this node stands in
+// for, and whether its own are marked; nothing when neither.
+func TestPrintStandIns(t *testing.T) {
+	var b bytes.Buffer
+	printStandIns(&b, &reefv1.StatusReply{})
+	if b.Len() != 0 {
+		t.Errorf("without stand-ins, status prints %q", b.String())
+	}
+	printStandIns(&b, &reefv1.StatusReply{BlocksMarked: true, StandIns: []string{"10.244.41.192/26 via 192.168.77.11 to 192.168.77.254"}})
+	want := "This node's blocks are marked GRACEFUL_SHUTDOWN for the other nodes to stand in for them at their BFD routers (a planned stop, or a start after one until its own BFD routers have them)\n" +
+		"Standing in for restarting nodes (their blocks, next hop the owner): 10.244.41.192/26 via 192.168.77.11 to 192.168.77.254\n"
+	if got := b.String(); got != want {
+		t.Errorf("status prints\n%q\nwant\n%q", got, want)
+	}
+}

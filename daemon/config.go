@@ -133,9 +133,10 @@ type BGPConfig struct {
 	AssignLoadBalancerIPs *bool `yaml:"assignLoadBalancerIPs"`
 	// GracefulShutdownTime is how long a stopping daemon (SIGTERM) waits,
 	// once it has sent its Service CIDRs to the external peers marked
-	// GRACEFUL_SHUTDOWN (RFC 8326), for the routers to move the traffic to
-	// the other nodes before it exits; 0: it exits at once. docs/bgp.md,
-	// "Planned restarts".
+	// GRACEFUL_SHUTDOWN (RFC 8326), and its blocks so marked to the other
+	// nodes (which stand in for them at their BFD routers), for the routers
+	// to move the traffic before it exits; 0: it exits at once, and no
+	// node stands in. docs/bgp.md, "Planned restarts".
 	GracefulShutdownTime time.Duration `yaml:"gracefulShutdownTime"`
 }
 

@@ -314,6 +314,7 @@ func startSpeaker(ctx context.Context, cfg Config, identity, addr, addr6 netip.A
 		RouteReflectors: cfg.BGP.RouteReflectors, RouteReflector: cfg.BGP.RouteReflector,
 		Keepalive: cfg.BGP.KeepaliveTime, Hold: cfg.BGP.HoldTime,
 		RestartTime: cmp.Or(hooks.bgpRestartTime, bgpRestartTime), Restarting: planned,
+		PlannedMark:   planned && cfg.BGP.GracefulShutdownTime > 0,
 		ExternalPeers: cfg.BGP.externalPeers(), ServiceCIDRs: cfg.BGP.ServiceClusterIPs,
 		ServiceAddressCIDRs: cfg.BGP.serviceAddressCIDRs(),
 		Pools:               bgpPools, LogLevel: gobgpLevel,

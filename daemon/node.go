@@ -147,6 +147,10 @@ func (n *nodeService) peerStatus(ctx context.Context, out *reefv1.StatusReply, b
 		out.Peers = append(out.Peers, pp)
 	}
 	out.BgpDropped = d.speaker.Dropped()
+	for _, s := range d.speaker.StandIns(ctx) {
+		out.StandIns = append(out.StandIns, s.String())
+	}
+	out.BlocksMarked = d.speaker.BlocksMarked()
 	announced, withheld := d.speaker.ServiceCIDRs()
 	for _, p := range announced {
 		out.ServiceCidrs = append(out.ServiceCidrs, p.String())

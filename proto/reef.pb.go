@@ -616,6 +616,8 @@ type StatusReply struct {
 	VotersUnresolved        []string          `protobuf:"bytes,61,rep,name=voters_unresolved,json=votersUnresolved,proto3" json:"voters_unresolved,omitempty"`                        // voters of bgp.voters (IPv6 addresses) this node cannot name yet, each with why; it claims nothing meanwhile
 	Vxlan                   string            `protobuf:"bytes,70,opt,name=vxlan,proto3" json:"vxlan,omitempty"`                                                                      // vxlan.reef's underlay: "IPv4, local <address>" or "IPv6, local <address>" (an IPv6-only node); "" while no pool uses VXLAN
 	VxlanNotBuilt           []string          `protobuf:"bytes,71,rep,name=vxlan_not_built,json=vxlanNotBuilt,proto3" json:"vxlan_not_built,omitempty"`                               // nodes whose blocks VXLAN would reach though their underlay is of the other family (docs/design.md, "VXLAN over an IPv6 underlay"): they get no route
+	StandIns                []string          `protobuf:"bytes,72,rep,name=stand_ins,json=standIns,proto3" json:"stand_ins,omitempty"`                                                // other nodes' blocks this node announces to its BFD routers while those nodes restart (docs/bgp.md, "Stand-ins"): "<block> via <owner> to <router>"
+	BlocksMarked            bool              `protobuf:"varint,73,opt,name=blocks_marked,json=blocksMarked,proto3" json:"blocks_marked,omitempty"`                                   // this node's IPv4 blocks go out marked 65535:0 for the other nodes to stand in for them: a planned stop, or a start after one until its BFD routers have them
 	unknownFields           protoimpl.UnknownFields
 	sizeCache               protoimpl.SizeCache
 }
@@ -977,6 +979,20 @@ func (x *StatusReply) GetVxlanNotBuilt() []string {
 		return x.VxlanNotBuilt
 	}
 	return nil
+}
+
+func (x *StatusReply) GetStandIns() []string {
+	if x != nil {
+		return x.StandIns
+	}
+	return nil
+}
+
+func (x *StatusReply) GetBlocksMarked() bool {
+	if x != nil {
+		return x.BlocksMarked
+	}
+	return false
 }
 
 // ServiceAddress is one Service address this node announces, and why.
@@ -2392,7 +2408,7 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\adynamic\x18\a \x01(\bR\adynamic\x12\x18\n" +
 	"\areached\x18\b \x01(\tR\areached\x12\x12\n" +
 	"\x04type\x18\t \x01(\tR\x04type\"\x0f\n" +
-	"\rStatusRequest\"\x81\x0e\n" +
+	"\rStatusRequest\"\xc3\x0e\n" +
 	"\vStatusReply\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12!\n" +
 	"\fnode_address\x18\x02 \x01(\tR\vnodeAddress\x12\x1c\n" +
@@ -2446,7 +2462,9 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\bidentity\x18< \x01(\tR\bidentity\x12+\n" +
 	"\x11voters_unresolved\x18= \x03(\tR\x10votersUnresolved\x12\x14\n" +
 	"\x05vxlan\x18F \x01(\tR\x05vxlan\x12&\n" +
-	"\x0fvxlan_not_built\x18G \x03(\tR\rvxlanNotBuilt\"\x9d\x01\n" +
+	"\x0fvxlan_not_built\x18G \x03(\tR\rvxlanNotBuilt\x12\x1b\n" +
+	"\tstand_ins\x18H \x03(\tR\bstandIns\x12#\n" +
+	"\rblocks_marked\x18I \x01(\bR\fblocksMarked\"\x9d\x01\n" +
 	"\x0eServiceAddress\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x16\n" +

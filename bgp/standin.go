@@ -1,0 +1,417 @@
+package bgp
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	bgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
+)
+
+// Stand-ins: a router with BFD drops a node's pod blocks as soon as the
+// node's BFD session goes down, and a planned restart of reef takes BFD
+// down like a crash does (BIRD 2 even with graceful restart: bfd.go). The
+// pods on the node have no other path, so a Service-style drain cannot
+// help them. Instead, the other nodes announce the restarting node's
+// blocks for it while it is away, next hop the owner itself, which still
+// forwards to its pods (docs/bgp.md, "Planned restarts"):
+//
+//   - The owner, on a planned stop (SIGTERM), announces its IPv4 blocks
+//     again marked with RFC 8326's GRACEFUL_SHUTDOWN community (65535:0),
+//     and waits until GoBGP has written them to its cluster peers, then
+//     gracefulShutdownTime, before it exits (PlannedStop). The same paths
+//     reach its routers marked: one that honours the community (the
+//     documented configs do) prefers the stand-ins while the owner is
+//     still up.
+//   - Every node, by an export policy statement per external peer with
+//     BFD (eBGP, IPv4: StandInPeers), sends such a router every block
+//     path it learned over the cluster's sessions that carries the mark:
+//     next hop unchanged (the owner's own address, as the owner set it),
+//     the cluster's AS prepended once more (so the owner's own path wins
+//     when both are there), 65535:0 taken off (a stand-in is not going
+//     away) and the peer's communities added. Nothing else of another
+//     node's ever goes to a router, and nothing of this goes to the
+//     cluster: the statements match external peers only.
+//   - While the owner is away its peers keep its marked paths, stale,
+//     over graceful restart; the stand-ins last as long. The new daemon
+//     announces its blocks marked too (Config.PlannedMark), until each of
+//     its own BFD routers is established and has been sent its blocks
+//     (unmarkWhenRouted): only then can the peers withdraw their
+//     stand-ins without a gap at the router. A node that never comes back
+//     loses its stale paths, and the stand-ins with them, when the restart
+//     time ends.
+//
+// A node that is killed or cut off marks nothing: no stand-ins, and BFD
+// takes its routes away as before.
+
+// StandInPeers are the external peers a node stands in toward: those
+// with BFD (without it, graceful restart already keeps the owner's
+// routes), over eBGP (GoBGP sends an iBGP peer nothing it learned over
+// iBGP), at IPv4 addresses (only IPv4 blocks travel between the nodes,
+// so only they can be stood in for).
+func StandInPeers(cfg *Config) []ExternalPeer {
+	var out []ExternalPeer
+	for _, p := range cfg.ExternalPeers {
+		if p.BFD != nil && p.ASN != cfg.ASN && p.Address.Is4() && p.Multihop == 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// standsIn reports whether the node marks its blocks for stand-ins: it
+// has IPv4 blocks to mark and external peers that stand-ins go to. The
+// other nodes of a rack have the same routers, so a node without BFD
+// routers asks nobody, and its stop does not wait for nothing.
+func (cfg *Config) standsIn() bool {
+	return cfg.NodeAddress.IsValid() && len(StandInPeers(cfg)) > 0
+}
+
+// Names of the sets and statements of the stand-ins.
+const (
+	standInBlocks = "reef-stand-in-blocks"     // the IPv4 pools' blocks, exactly
+	standInMarked = "reef-stand-in-marked"     // 65535:0
+	standInPeer   = "reef-stand-in-peer"       // one per peer: -<i>
+	standInStmt   = "reef-external-export-for" // one per peer: -<i>
+)
+
+// standInStatements define the sets of the stand-ins and return the
+// export statements that send marked blocks of other nodes to the
+// StandInPeers; none when there is no such peer or no IPv4 pool.
+func (sp *Speaker) standInStatements(ctx context.Context) ([]*api.Statement, error) {
+	stmts, sets := standInPolicy(&sp.cfg)
+	for _, set := range sets {
+		if err := sp.s.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: set}); err != nil {
+			return nil, fmt.Errorf("define %s for the stand-ins: %w", set.Name, err)
+		}
+	}
+	return stmts, nil
+}
+
+// standInPolicy is the stand-ins' export statements and the sets they
+// name, from the config alone.
+func standInPolicy(cfg *Config) ([]*api.Statement, []*api.DefinedSet) {
+	peers := StandInPeers(cfg)
+	var blocks []*api.Prefix
+	for _, p := range cfg.Pools {
+		if p.CIDR.Addr().Is4() {
+			blocks = append(blocks, &api.Prefix{IpPrefix: p.CIDR.Masked().String(), MaskLengthMin: uint32(p.BlockSize), MaskLengthMax: uint32(p.BlockSize)})
+		}
+	}
+	if len(peers) == 0 || len(blocks) == 0 {
+		return nil, nil
+	}
+	sets := []*api.DefinedSet{
+		{DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: standInBlocks, Prefixes: blocks},
+		{DefinedType: api.DefinedType_DEFINED_TYPE_COMMUNITY, Name: standInMarked, List: []string{"65535:0"}},
+	}
+	var stmts []*api.Statement
+	for i, p := range peers {
+		set := fmt.Sprintf("%s-%d", standInPeer, i)
+		sets = append(sets, &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: set, List: []string{netip.PrefixFrom(p.Address, 32).String()}})
+		std, large, _ := SplitCommunities(p.Communities) // checked by addExternalPeers
+		act := &api.Actions{
+			RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT,
+			// GoBGP sets an eBGP peer's next hop to itself for a path it
+			// did not originate; unchanged puts the owner's back.
+			Nexthop:   &api.NexthopAction{Unchanged: true},
+			AsPrepend: &api.AsPrependAction{Asn: cfg.ASN, Repeat: 1},
+			// The mark off: a router that honours it would give the
+			// stand-in local preference 0 as well.
+			Community: &api.CommunityAction{Type: api.CommunityAction_TYPE_REMOVE, Communities: []string{"65535:0"}},
+		}
+		if len(std) > 0 {
+			// The owner's block carries no other standard community.
+			act.Community = &api.CommunityAction{Type: api.CommunityAction_TYPE_REPLACE, Communities: std}
+		}
+		if len(large) > 0 {
+			act.LargeCommunity = &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: large}
+		}
+		stmts = append(stmts, &api.Statement{
+			Name: fmt.Sprintf("%s-%d", standInStmt, i),
+			Conditions: &api.Conditions{
+				NeighborSet:  &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: set},
+				RouteType:    api.Conditions_ROUTE_TYPE_INTERNAL, // learned from the cluster
+				PrefixSet:    &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: standInBlocks},
+				CommunitySet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: standInMarked},
+				AfiSafiIn:    []*api.Family{{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}},
+			},
+			Actions: act,
+		})
+	}
+	return stmts, sets
+}
+
+// blockPath is the path of one of the node's blocks, marked with 65535:0
+// when the speaker's IPv4 blocks are (Speaker.marked).
+func (sp *Speaker) blockPath(block netip.Prefix, nh netip.Addr, lcs []LargeCommunity) (*apiutil.Path, error) {
+	path, err := unicastPath(block, nh, lcs)
+	if err != nil || !sp.marked || !block.Addr().Is4() {
+		return path, err
+	}
+	path.Attrs = append(path.Attrs, bgppkt.NewPathAttributeCommunities([]uint32{GracefulShutdownCommunity}))
+	return path, nil
+}
+
+// mark announces the node's IPv4 blocks again with the mark on or off,
+// and returns them.
+func (sp *Speaker) mark(on bool) ([]netip.Prefix, error) {
+	sp.announcing.Lock()
+	defer sp.announcing.Unlock()
+	sp.marked = on
+	var blocks []netip.Prefix
+	var paths []*apiutil.Path
+	for p, cur := range sp.ownUnicast {
+		if !p.Addr().Is4() {
+			continue
+		}
+		path, err := sp.blockPath(p, cur.nh, cur.lcs)
+		if err != nil {
+			return nil, err
+		}
+		blocks, paths = append(blocks, p), append(paths, path)
+	}
+	var errs []error
+	sp.addPaths(paths, func(i int, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("announce block %s again (marked %v): %w", blocks[i], on, err))
+			return
+		}
+		cur := sp.ownUnicast[blocks[i]]
+		cur.path, cur.marked = paths[i], on
+		sp.ownUnicast[blocks[i]] = cur
+	})
+	if len(errs) > 0 {
+		return nil, errs[0]
+	}
+	slices.SortFunc(blocks, netip.Prefix.Compare)
+	return blocks, nil
+}
+
+// PlannedStop asks the other nodes to stand in for this node's IPv4
+// blocks at their BFD routers: it announces them marked and waits until
+// GoBGP has written them to every established peer of the cluster (mesh
+// or reflector), or ctx ends. It returns those peers; none when there is
+// nothing to mark (no IPv4 block, no established cluster peer, no
+// external peer with BFD on this node: standsIn). The caller waits for
+// the peers to pass the stand-ins on (a few milliseconds: no decision of
+// anyone's is involved) before it stops.
+func (sp *Speaker) PlannedStop(ctx context.Context) ([]netip.Addr, error) {
+	if !sp.cfg.standsIn() {
+		return nil, nil
+	}
+	var peers []netip.Addr
+	for _, s := range sp.snapshot() {
+		if s.Type != PeerExternal && s.Established {
+			peers = append(peers, s.Address)
+		}
+	}
+	if len(peers) == 0 {
+		return nil, nil
+	}
+	before, err := sp.UpdateCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	blocks, err := sp.mark(true)
+	if err != nil || len(blocks) == 0 {
+		return nil, err
+	}
+	sp.log.Info("planned stop: blocks marked GRACEFUL_SHUTDOWN (65535:0) for the other nodes to stand in at their BFD routers", "blocks", blocks, "peers", peers)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		missing, err := sp.notSentTo(ctx, peers, blocks, before, true)
+		if err == nil && len(missing) == 0 {
+			return peers, nil
+		}
+		select {
+		case <-ctx.Done():
+			return peers, fmt.Errorf("marked blocks not sent to %v: %w", missing, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// notSentTo are the peers of peers, still established, to which GoBGP
+// has not yet written every block of blocks (IPv4 unicast) marked as
+// wanted: their Adj-RIB-Out lacks one so, or their count of UPDATEs
+// written has not moved past before.
+func (sp *Speaker) notSentTo(ctx context.Context, peers []netip.Addr, blocks []netip.Prefix, before map[netip.Addr]Updates, marked bool) ([]netip.Addr, error) {
+	counts, err := sp.UpdateCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	up := map[netip.Addr]bool{}
+	for _, s := range sp.snapshot() {
+		up[s.Address] = s.Established
+	}
+	var out []netip.Addr
+	for _, peer := range peers {
+		if !up[peer] {
+			continue // gone meanwhile: nothing more to tell it
+		}
+		if counts[peer].Sent <= before[peer].Sent {
+			out = append(out, peer)
+			continue
+		}
+		seen := map[netip.Prefix]bool{}
+		_ = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_OUT, Name: peer.String(), Family: bgppkt.RF_IPv4_UC},
+			func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
+				uc, ok := nlri.(*bgppkt.IPAddrPrefix)
+				if !ok || !slices.Contains(blocks, uc.Prefix) {
+					return
+				}
+				for _, p := range paths {
+					if !p.Withdrawal && hasCommunity(p.Attrs, GracefulShutdownCommunity) == marked {
+						seen[uc.Prefix] = true
+					}
+				}
+			})
+		if len(seen) < len(blocks) {
+			out = append(out, peer)
+		}
+	}
+	return out, nil
+}
+
+// standInSettle is how long a starting node keeps its blocks marked after
+// its BFD routers have been sent them: for the routers to take them in
+// before the other nodes withdraw their stand-ins.
+const standInSettle = time.Second
+
+// unmarkWhenRouted runs on a node that starts marked (Config.PlannedMark):
+// once it has IPv4 blocks announced and every one of its StandInPeers is
+// established and has been sent them, it waits standInSettle and takes
+// the mark off, which ends the other nodes' stand-ins. It gives up
+// waiting after the restart time, as long as a router would keep the
+// node's routes over graceful restart, and takes the mark off anyway.
+func (sp *Speaker) unmarkWhenRouted(ctx context.Context) {
+	deadline := time.Now().Add(sp.cfg.RestartTime)
+	peers := StandInPeers(&sp.cfg)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		blocks, routed := sp.routedBy(ctx, peers)
+		if time.Now().After(deadline) {
+			if blocks > 0 {
+				sp.log.Warn("blocks still marked for stand-ins after the restart time: taking the mark off; a router may not have this node's blocks", "routers", peers)
+			}
+			break
+		}
+		if routed {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(standInSettle):
+			}
+			break
+		}
+	}
+	blocks, err := sp.mark(false)
+	if err != nil {
+		sp.log.Error("take the stand-in mark off the blocks", "error", err)
+		return
+	}
+	sp.log.Info("started after a planned stop: the routers have this node's blocks; mark taken off, the other nodes' stand-ins end", "blocks", blocks, "routers", peers)
+}
+
+// routedBy counts the node's IPv4 blocks announced, and reports whether
+// there are some and every one of peers is established and has been sent
+// them (its Adj-RIB-Out holds them and GoBGP has written UPDATEs to it).
+func (sp *Speaker) routedBy(ctx context.Context, peers []ExternalPeer) (int, bool) {
+	sp.announcing.Lock()
+	var blocks []netip.Prefix
+	for p := range sp.ownUnicast {
+		if p.Addr().Is4() {
+			blocks = append(blocks, p)
+		}
+	}
+	sp.announcing.Unlock()
+	if len(blocks) == 0 {
+		return 0, false
+	}
+	up := map[netip.Addr]bool{}
+	for _, s := range sp.snapshot() {
+		up[s.Address] = s.Established
+	}
+	var addrs []netip.Addr
+	for _, p := range peers {
+		if !up[p.Address] {
+			return len(blocks), false
+		}
+		addrs = append(addrs, p.Address)
+	}
+	missing, err := sp.notSentTo(ctx, addrs, blocks, nil, true)
+	return len(blocks), err == nil && len(missing) == 0
+}
+
+// StandIn is another node's block this node announces to one of its
+// routers for it, next hop the owner.
+type StandIn struct {
+	Block         netip.Prefix
+	Owner, Router netip.Addr
+}
+
+// String is the stand-in as `reef status` shows it.
+func (s StandIn) String() string {
+	return fmt.Sprintf("%s via %s to %s", s.Block, s.Owner, s.Router)
+}
+
+// StandIns are the stand-ins this node announces now: the blocks its
+// established StandInPeers are sent that are not its own. It reads their
+// Adj-RIB-Out, so it is for `reef status`, not for a loop.
+func (sp *Speaker) StandIns(ctx context.Context) []StandIn {
+	sp.announcing.Lock()
+	own := make(map[netip.Prefix]bool, len(sp.ownUnicast))
+	for p := range sp.ownUnicast {
+		own[p] = true
+	}
+	sp.announcing.Unlock()
+	up := map[netip.Addr]bool{}
+	for _, s := range sp.snapshot() {
+		up[s.Address] = s.Established
+	}
+	var out []StandIn
+	for _, p := range StandInPeers(&sp.cfg) {
+		if !up[p.Address] {
+			continue
+		}
+		_ = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_OUT, Name: p.Address.String(), Family: bgppkt.RF_IPv4_UC},
+			func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
+				uc, ok := nlri.(*bgppkt.IPAddrPrefix)
+				if !ok || own[uc.Prefix] || checkBlock(sp.cfg.Pools, uc.Prefix) != nil {
+					return // its own block, or a Service prefix
+				}
+				for _, path := range paths {
+					if _, nh := pathAttrs(nil, path.Attrs); !path.Withdrawal {
+						out = append(out, StandIn{Block: uc.Prefix, Owner: nh, Router: p.Address})
+					}
+				}
+			})
+	}
+	slices.SortFunc(out, func(a, b StandIn) int {
+		if c := a.Block.Compare(b.Block); c != 0 {
+			return c
+		}
+		return a.Router.Compare(b.Router)
+	})
+	return out
+}
+
+// BlocksMarked reports whether this node's IPv4 blocks go out marked for
+// the other nodes to stand in for them.
+func (sp *Speaker) BlocksMarked() bool {
+	sp.announcing.Lock()
+	defer sp.announcing.Unlock()
+	return sp.marked
+}

@@ -1,0 +1,207 @@
+package bgp
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	bgppkt "github.com/osrg/gobgp/v4/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/server"
+
+	"github.com/reefcni/reef/blockproto"
+)
+
+// Which routers a node stands in toward: eBGP ones with BFD at IPv4
+// addresses, directly connected; none without an IPv4 pool.
+func TestStandInPolicy(t *testing.T) {
+	bfd := &BFD{MinInterval: 300 * time.Millisecond, Multiplier: 3}
+	r1, r2, r3, r4, r6 := netip.MustParseAddr("192.168.77.1"), netip.MustParseAddr("192.168.77.2"), netip.MustParseAddr("192.168.77.3"), netip.MustParseAddr("192.168.77.4"), netip.MustParseAddr("fd77::1")
+	cfg := Config{ASN: testASN, Pools: testPools, ExternalPeers: []ExternalPeer{
+		{Address: r1, ASN: 65000, BFD: bfd, Communities: []string{"65000:100", "65000:7:8"}},
+		{Address: r2, ASN: 65000},             // no BFD: graceful restart keeps the owner's routes
+		{Address: r3, ASN: testASN, BFD: bfd}, // iBGP: GoBGP sends it nothing learned over iBGP
+		{Address: r6, ASN: 65000, BFD: bfd},   // IPv6: no IPv4 block travels to it
+		{Address: r4, ASN: 65001, BFD: bfd},   // a second eBGP router with BFD, no communities
+	}}
+	var got []netip.Addr
+	for _, p := range StandInPeers(&cfg) {
+		got = append(got, p.Address)
+	}
+	if want := []netip.Addr{r1, r4}; !slices.Equal(got, want) {
+		t.Errorf("StandInPeers = %v, want %v", got, want)
+	}
+	// A node marks its blocks only with an IPv4 address and such a router.
+	cfg.NodeAddress = nodeA
+	for _, c := range []struct {
+		peers []ExternalPeer
+		addr  netip.Addr
+		want  bool
+	}{{cfg.ExternalPeers, nodeA, true}, {cfg.ExternalPeers[1:4], nodeA, false}, {cfg.ExternalPeers, netip.Addr{}, false}} {
+		cfg := cfg
+		cfg.ExternalPeers, cfg.NodeAddress = c.peers, c.addr
+		if got := cfg.standsIn(); got != c.want {
+			t.Errorf("standsIn with %d external peers, node address %v = %v, want %v", len(c.peers), c.addr, got, c.want)
+		}
+	}
+
+	stmts, sets := standInPolicy(&cfg)
+	var lines []string
+	for _, s := range sets {
+		switch s.DefinedType {
+		case api.DefinedType_DEFINED_TYPE_PREFIX:
+			for _, p := range s.Prefixes {
+				lines = append(lines, fmt.Sprintf("set %s: %s %d..%d", s.Name, p.IpPrefix, p.MaskLengthMin, p.MaskLengthMax))
+			}
+		default:
+			lines = append(lines, fmt.Sprintf("set %s: %v", s.Name, s.List))
+		}
+	}
+	for _, s := range stmts {
+		c, a := s.Conditions, s.Actions
+		var fams []string
+		for _, f := range c.AfiSafiIn {
+			fams = append(fams, f.Afi.String()+"/"+f.Safi.String())
+		}
+		line := fmt.Sprintf("%s: to %s, %s, prefixes %s, communities %s, %v -> %s, next hop unchanged %v, prepend %d x%d, communities %s %v",
+			s.Name, c.NeighborSet.Name, c.RouteType, c.PrefixSet.Name, c.CommunitySet.Name, fams, a.RouteAction, a.Nexthop.Unchanged, a.AsPrepend.Asn, a.AsPrepend.Repeat, a.Community.Type, a.Community.Communities)
+		if a.LargeCommunity != nil {
+			line += fmt.Sprintf(", large %s %v", a.LargeCommunity.Type, a.LargeCommunity.Communities)
+		}
+		lines = append(lines, line)
+	}
+	want := []string{
+		"set reef-stand-in-blocks: 10.244.0.0/16 26..26",
+		"set reef-stand-in-blocks: 10.250.0.0/24 28..28",
+		"set reef-stand-in-marked: [65535:0]",
+		"set reef-stand-in-peer-0: [192.168.77.1/32]",
+		"set reef-stand-in-peer-1: [192.168.77.4/32]",
+		"reef-external-export-for-0: to reef-stand-in-peer-0, ROUTE_TYPE_INTERNAL, prefixes reef-stand-in-blocks, communities reef-stand-in-marked, [AFI_IP/SAFI_UNICAST] -> ROUTE_ACTION_ACCEPT, next hop unchanged true, prepend 64512 x1, communities TYPE_REPLACE [65000:100], large TYPE_ADD [65000:7:8]",
+		"reef-external-export-for-1: to reef-stand-in-peer-1, ROUTE_TYPE_INTERNAL, prefixes reef-stand-in-blocks, communities reef-stand-in-marked, [AFI_IP/SAFI_UNICAST] -> ROUTE_ACTION_ACCEPT, next hop unchanged true, prepend 64512 x1, communities TYPE_REMOVE [65535:0]",
+	}
+	if d := cmp.Diff(want, lines); d != "" {
+		t.Errorf("standInPolicy (-want +got):\n%s", d)
+	}
+
+	cfg.Pools = []Pool{{netip.MustParsePrefix("fd00:10:244::/56"), 122}}
+	if stmts, sets := standInPolicy(&cfg); stmts != nil || sets != nil {
+		t.Errorf("standInPolicy without an IPv4 pool = %v, %v; want nothing", stmts, sets)
+	}
+}
+
+// A planned stop of C, meshed with A, whose router R has BFD: C's block
+// reaches R from A, as a stand-in (next hop C, AS path prepended, without
+// 65535:0, with R's communities), only while C announces it marked; A's
+// own block is untouched, and C's unmarked block never goes to R from A.
+func TestStandInForPlannedStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three BGP speakers")
+	}
+	addrA, addrC, addrR := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.3")
+	ctx, _, start := testSpeakers(t, addrA, addrC, addrR)
+	const routerASN = 65000
+	// BFD toward R: R (plain GoBGP) never answers it, so A's BFD session
+	// stays down, which GoBGP does not hold against a BGP session that
+	// never had BFD up.
+	a := start(addrA, Config{Peers: []netip.Addr{addrC}, ExternalPeers: []ExternalPeer{{Address: addrR, ASN: routerASN, Keepalive: 3 * time.Second, Hold: 10 * time.Second,
+		MaxPrefixes: 100, Communities: []string{"65000:100"}, BFD: &BFD{MinInterval: time.Second, Multiplier: 3}}}})
+	// C has a BFD router of its own, as the nodes of a rack do (one
+	// that never answers): without one it would ask nobody (standsIn).
+	c := start(addrC, Config{Peers: []netip.Addr{addrA}, ExternalPeers: []ExternalPeer{{Address: netip.MustParseAddr("127.0.0.4"), ASN: routerASN,
+		Keepalive: 3 * time.Second, Hold: 10 * time.Second, MaxPrefixes: 100, BFD: &BFD{MinInterval: time.Second, Multiplier: 3}}}})
+	a.cfg.ExternalPeers[0].Port = a.cfg.Port
+	router := startRouter(t, ctx, addrR, a.cfg.Port, routerASN, addrA)
+	for _, sp := range []*Speaker{a, c} {
+		if err := sp.connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ownA, ownC := netip.MustParsePrefix("10.244.7.0/26"), netip.MustParsePrefix("10.244.8.0/26")
+	if err := a.AnnounceTable(blockproto.Table{}, []UnicastBlock{{Block: ownA, Owner: blockproto.Node{Addr: nodeA, Inc: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AnnounceTable(blockproto.Table{}, []UnicastBlock{{Block: ownC, Owner: blockproto.Node{Addr: nodeC, Inc: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	const peerComm = "65000:100"
+	ownLine := fmt.Sprintf("from %s via %s as [64512] communities [%s]", addrA, nodeA, peerComm)
+	routerHas := func() map[netip.Prefix]string { return routerPaths(router) }
+	eventually(t, "the router learns A's block, and C's block reaches A", func() string {
+		counts, err := a.CountPaths()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if counts.Unicast.Accepted != 1 {
+			return fmt.Sprintf("A has %d of C's blocks", counts.Unicast.Accepted)
+		}
+		return cmp.Diff(map[netip.Prefix]string{ownA: ownLine}, routerHas())
+	})
+
+	peers, err := c.PlannedStop(ctx)
+	if err != nil || !slices.Equal(peers, []netip.Addr{addrA}) {
+		t.Fatalf("C's PlannedStop() = %v, %v; want A, nil", peers, err)
+	}
+	standIn := fmt.Sprintf("from %s via %s as [64512 64512] communities [%s]", addrA, nodeC, peerComm)
+	eventually(t, "A stands in for C's block at the router", func() string {
+		return cmp.Diff(map[netip.Prefix]string{ownA: ownLine, ownC: standIn}, routerHas())
+	})
+	// What reef status shows.
+	if got, want := a.StandIns(ctx), []StandIn{{Block: ownC, Owner: nodeC, Router: addrR}}; !slices.Equal(got, want) {
+		t.Errorf("A's StandIns() = %v, want %v", got, want)
+	}
+	if !c.BlocksMarked() || a.BlocksMarked() {
+		t.Errorf("BlocksMarked() = %v on C, %v on A; want true, false", c.BlocksMarked(), a.BlocksMarked())
+	}
+
+	// C's new daemon with its router's path: the mark off ends it.
+	if _, err := c.mark(false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "A's stand-in for C's block is withdrawn", func() string {
+		return cmp.Diff(map[netip.Prefix]string{ownA: ownLine}, routerHas())
+	})
+	if got := a.StandIns(ctx); len(got) != 0 || c.BlocksMarked() {
+		t.Errorf("after the mark is off: A's StandIns() = %v, C's BlocksMarked() = %v; want none, false", got, c.BlocksMarked())
+	}
+	if _, err := a.mark(true); err != nil {
+		t.Fatal(err)
+	}
+
+	eventually(t, "A's own block marked at the router: A does not stand in for itself", func() string {
+		return cmp.Diff(map[netip.Prefix]string{ownA: fmt.Sprintf("from %s via %s as [64512] communities [%s %s]", addrA, nodeA, "65535:0", peerComm)}, routerHas())
+	})
+}
+
+// routerPaths is what router learned in IPv4 unicast, a line per prefix:
+// from, next hop, AS path, standard communities.
+func routerPaths(router *server.BgpServer) map[netip.Prefix]string {
+	out := map[netip.Prefix]string{}
+	_ = router.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgppkt.RF_IPv4_UC}, func(n bgppkt.NLRI, ps []*apiutil.Path) {
+		for _, p := range ps {
+			if !p.PeerAddress.IsValid() || p.PeerAddress.IsUnspecified() {
+				continue
+			}
+			_, nh := pathAttrs(nil, p.Attrs)
+			var as []uint32
+			var comms []string
+			for _, at := range p.Attrs {
+				switch at := at.(type) {
+				case *bgppkt.PathAttributeAsPath:
+					for _, seg := range at.Value {
+						as = append(as, seg.GetAS()...)
+					}
+				case *bgppkt.PathAttributeCommunities:
+					for _, c := range at.Value {
+						comms = append(comms, fmt.Sprintf("%d:%d", c>>16, c&0xffff))
+					}
+				}
+			}
+			out[n.(*bgppkt.IPAddrPrefix).Prefix] = fmt.Sprintf("from %s via %s as %v communities %v", p.PeerAddress, nh, as, comms)
+		}
+	})
+	return out
+}
