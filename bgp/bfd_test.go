@@ -21,3 +21,16 @@ func TestBFDState(t *testing.T) {
 		}
 	}
 }
+
+// TestNoGracefulRestartWithBFD: a router with BFD is offered no graceful
+// restart (so it drops a node whose daemon died when its connection
+// closes, FRR included); one without BFD is offered the mesh's.
+func TestNoGracefulRestartWithBFD(t *testing.T) {
+	gr := &api.GracefulRestart{Enabled: true, RestartTime: 120}
+	if got := externalGracefulRestart(ExternalPeer{BFD: &BFD{}}, gr); got != nil {
+		t.Errorf("with BFD: %v, want none", got)
+	}
+	if got := externalGracefulRestart(ExternalPeer{}, gr); got != gr {
+		t.Errorf("without BFD: %v, want %v", got, gr)
+	}
+}

@@ -228,6 +228,25 @@ func (cfg *Config) externalFamilies(peer netip.Addr) []bgppkt.Family {
 	return []bgppkt.Family{bgppkt.RF_IPv4_UC}
 }
 
+// externalGracefulRestart is what a router is offered of graceful
+// restart: as in the mesh, the R bit and the restart time, so that a
+// planned restart keeps the router's routes to this node's blocks; none
+// toward a router with BFD. A router keeps a peer's routes over a graceful
+// restart when the peer's connection closes, which it does at once when
+// only the daemon dies (kill -9, an OOM kill): FRR then ignores the BFD
+// down that follows and keeps a dead daemon's node for the restart time
+// (BIRD ends the restart on it). Without the capability both routers drop
+// the node's routes when its connection closes or BFD goes down, the
+// sub-second failover asked of BFD; over a planned restart the Service
+// addresses are drained first and the other nodes stand in for the node's
+// IPv4 blocks (standin.go, docs/bgp.md "BFD").
+func externalGracefulRestart(p ExternalPeer, gr *api.GracefulRestart) *api.GracefulRestart {
+	if p.BFD != nil {
+		return nil
+	}
+	return gr
+}
+
 func (sp *Speaker) addExternalPeer(ctx context.Context, p ExternalPeer) error {
 	var families []*api.AfiSafi
 	for _, rf := range sp.cfg.externalFamilies(p.Address) {
@@ -246,9 +265,7 @@ func (sp *Speaker) addExternalPeer(ctx context.Context, p ExternalPeer) error {
 			MinimumAdvertisementInterval: 0, // a new block reaches the router at once
 			IdleHoldTimeAfterReset:       1,
 		}},
-		// As for the mesh: a planned restart keeps the router's routes to
-		// this node's blocks (the R bit and the restart time).
-		GracefulRestart: sp.gracefulRestart(),
+		GracefulRestart: externalGracefulRestart(p, sp.gracefulRestart()),
 		AfiSafis:        families,
 		Transport:       &api.Transport{LocalAddress: sp.cfg.local(p.Address).String(), RemotePort: uint32(p.Port)},
 	}
