@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
@@ -182,29 +181,17 @@ func compileCluster(ix *index, p *cnp.ClusterNetworkPolicy) (*ClusterCompiled, [
 
 // subjectPods are the pods of a subject, on any node.
 func subjectPods(ix *index, s cnp.ClusterNetworkPolicySubject) ([]podInfo, error) {
+	var sel selection
+	var err error
 	switch {
 	case s.Namespaces != nil && s.Pods == nil:
-		return namespacedPods(ix, s.Namespaces, nil)
+		sel, err = ix.selection(s.Namespaces, nil)
 	case s.Pods != nil && s.Namespaces == nil:
-		return namespacedPods(ix, &s.Pods.NamespaceSelector, &s.Pods.PodSelector)
+		sel, err = ix.selection(&s.Pods.NamespaceSelector, &s.Pods.PodSelector)
+	default:
+		return nil, fmt.Errorf("want exactly one of namespaces and pods")
 	}
-	return nil, fmt.Errorf("want exactly one of namespaces and pods")
-}
-
-// namespacedPods are the pods of the namespaces nsSel selects that
-// podSel (nil: every pod) selects.
-func namespacedPods(ix *index, nsSel, podSel *metav1.LabelSelector) ([]podInfo, error) {
-	ns, err := ix.selector(nsSel)
-	if err != nil {
-		return nil, fmt.Errorf("namespaceSelector: %w", err)
-	}
-	ps := labels.Everything()
-	if podSel != nil {
-		if ps, err = ix.selector(podSel); err != nil {
-			return nil, fmt.Errorf("podSelector: %w", err)
-		}
-	}
-	return podsIn(ix, matchingNamespaces(ix, ns), ps), nil
+	return sel.pods, err
 }
 
 // compileClusterRule compiles one rule (ingress peers come as egress
@@ -235,6 +222,10 @@ func compileClusterRule(ix *index, where string, d Direction, name string, actio
 	}
 	named := slices.ContainsFunc(protos, func(p cnp.ClusterNetworkPolicyProtocol) bool { return p.DestinationNamedPort != "" })
 	var ranges []Range
+	// parts are the merged ranges of namespace and pod peers, shared
+	// with every rule of the compile that names the same pods
+	// (index.selection): most rules have one, kept as it is.
+	var parts [][]Range
 	var peerPods []podInfo // an egress rule's, for its named ports
 	nodeField := ""        // a node peer's, for the note on named ports
 	for j, peer := range peers {
@@ -258,19 +249,19 @@ func compileClusterRule(ix *index, where string, d Direction, name string, actio
 		case len(peer.DomainNames) > 0:
 			return failClosed(field+".domainNames", "domain name peers are")
 		case peer.Namespaces != nil:
-			pods, err := namespacedPods(ix, peer.Namespaces, nil)
+			sel, err := ix.selection(peer.Namespaces, nil)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s.namespaces: %w", field, err)
 			}
-			ranges = appendPodRanges(ranges, pods)
-			peerPods = append(peerPods, pods...)
+			parts = append(parts, sel.ranges)
+			peerPods = append(peerPods, sel.pods...)
 		case peer.Pods != nil:
-			pods, err := namespacedPods(ix, &peer.Pods.NamespaceSelector, &peer.Pods.PodSelector)
+			sel, err := ix.selection(&peer.Pods.NamespaceSelector, &peer.Pods.PodSelector)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s.pods: %w", field, err)
 			}
-			ranges = appendPodRanges(ranges, pods)
-			peerPods = append(peerPods, pods...)
+			parts = append(parts, sel.ranges)
+			peerPods = append(peerPods, sel.pods...)
 		case len(peer.Networks) > 0:
 			var rs []Range
 			for k, n := range peer.Networks {
@@ -296,7 +287,15 @@ func compileClusterRule(ix *index, where string, d Direction, name string, actio
 			return failClosed(field, "a peer with no field reef knows (a newer CRD?) is")
 		}
 	}
-	r.Peers = mergeRanges(ranges)
+	switch {
+	case len(ranges) == 0 && len(parts) == 1:
+		r.Peers = parts[0] // merged already; never changed in place
+	default:
+		for _, p := range parts {
+			ranges = append(ranges, p...)
+		}
+		r.Peers = mergeRanges(ranges)
+	}
 	if d == Egress {
 		dst = peerPods
 	}
