@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"net/netip"
 	"slices"
@@ -244,6 +245,9 @@ type selection struct {
 	ns     labels.Selector // the namespaces': see patched
 	pods   []podInfo
 	ranges []Range
+	// name is a hash of the selectors, what says them: a shared peer
+	// set's name and comment (ClusterRule.peers).
+	name, what string
 }
 
 // selection is what nsSel and podSel select, computed once
@@ -265,7 +269,10 @@ func (ix *index) selection(nsSel, podSel *metav1.LabelSelector) (selection, erro
 	if s, ok := ix.selected[key]; ok {
 		return s, nil
 	}
-	s := selection{ns: ns, pods: podsIn(ix, matchingNamespaces(ix, ns), ps)}
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	s := selection{ns: ns, pods: podsIn(ix, matchingNamespaces(ix, ns), ps), name: fmt.Sprintf("%016x", h.Sum64()),
+		what: fmt.Sprintf("pods {%s} of namespaces {%s}", ps, ns)}
 	s.ranges = mergeRanges(appendPodRanges(nil, s.pods))
 	ix.selected[key] = s
 	return s, nil
