@@ -291,6 +291,9 @@ func (p *policyDataplane) compileAll(in policy.Input) (c compiled, err error) {
 
 // install brings the kernel in line with a compile; under the lock.
 func (p *policyDataplane) install(c compiled, readKernel bool) error {
+	for _, ep := range c.in.Local {
+		p.watch.MarkLocal(ep.Namespace, ep.Name) // after a restart, say
+	}
 	p.logSkipped(c.st.Skipped)
 	p.logNotEnforced(c.st.NotEnforced)
 	p.watch.SetClusterConditions(clusterConditions(c.in.ClusterPolicies, c.st))
@@ -495,6 +498,9 @@ func (p *policyDataplane) Admit(ctx context.Context, namespace, name string) *ty
 // (recorded, not yet wired) included: the pod is covered before its veth
 // exists.
 func (p *policyDataplane) Cover(ep store.Endpoint) error {
+	// Marked before the informer's copy is read: an event it handles
+	// after the read asks for a sync (kube.Watcher.MarkLocal).
+	p.watch.MarkLocal(ep.PodNamespace, ep.PodName)
 	pod, _ := p.watch.Pod(ep.PodNamespace, ep.PodName)
 	if err := p.locked(func(local []policy.Endpoint) error {
 		p.covers++
