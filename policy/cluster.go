@@ -109,12 +109,18 @@ func tierRank(t cnp.Tier) int {
 }
 
 // ClusterShape fingerprints the cluster policies as Shape does
-// NetworkPolicies: the same ClusterShape, the same chains and sets.
+// NetworkPolicies: the same ClusterShape, the same chains and sets. An
+// object from the API is known by its UID and generation, not its
+// resourceVersion: the status conditions the nodes write change that,
+// and only the spec (which raises the generation) changes the table.
 func ClusterShape(pols []*cnp.ClusterNetworkPolicy) string {
 	keys := make([]string, 0, len(pols))
 	for _, p := range pols {
 		if p != nil {
 			v := p.ResourceVersion
+			if p.Generation != 0 {
+				v = string(p.UID)
+			}
 			if v == "" {
 				v = fmt.Sprintf("%v", p.Spec)
 			}

@@ -344,3 +344,24 @@ func TestClusterTableInKernel(t *testing.T) {
 	in.ClusterPolicies = nil
 	converge(t, k, Table(Compile(in)))
 }
+
+// TestClusterShapeIgnoresStatus: a cluster policy from the API keeps its
+// shape when only its resourceVersion changes (a status condition
+// written), and not when its generation or UID does.
+func TestClusterShapeIgnoresStatus(t *testing.T) {
+	p := clusterPolicy("p", cnp.AdminTier, 1, nsSubject())
+	p.UID, p.Generation, p.ResourceVersion = "u", 2, "10"
+	q := p.DeepCopy()
+	q.ResourceVersion = "11"
+	if ClusterShape([]*cnp.ClusterNetworkPolicy{p}) != ClusterShape([]*cnp.ClusterNetworkPolicy{q}) {
+		t.Error("a status-only update changed the shape")
+	}
+	q.Generation = 3
+	if ClusterShape([]*cnp.ClusterNetworkPolicy{p}) == ClusterShape([]*cnp.ClusterNetworkPolicy{q}) {
+		t.Error("a new generation kept the shape")
+	}
+	q.Generation, q.UID = 2, "v"
+	if ClusterShape([]*cnp.ClusterNetworkPolicy{p}) == ClusterShape([]*cnp.ClusterNetworkPolicy{q}) {
+		t.Error("a recreated object kept the shape")
+	}
+}

@@ -131,12 +131,16 @@ var scheme = sync.OnceValues(func() (*runtime.Scheme, error) {
 // informer is a trimmed informer whose events tell the API reachable and
 // ask for a policy sync.
 func (w *Watcher) informer(c rest.Interface, resource string, obj runtime.Object, trim cache.TransformFunc) cache.SharedIndexInformer {
-	return kubeclient.Informer(c, resource, obj, trim, w.failed, func() {
-		w.ok()
-		if w.onChange != nil {
-			w.onChange()
-		}
-	})
+	return kubeclient.Informer(c, resource, obj, trim, w.failed, w.changed)
+}
+
+// changed is an event that tells the API reachable and asks for a policy
+// sync.
+func (w *Watcher) changed() {
+	w.ok()
+	if w.onChange != nil {
+		w.onChange()
+	}
 }
 
 // Run starts the informers and the reachability probe and returns when

@@ -5,7 +5,9 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/reefcni/reef/policy"
 )
@@ -47,6 +49,39 @@ func TestPodEventsThatMatter(t *testing.T) {
 		w.podEvent(tc.old, tc.obj, tc.obj != nil)
 		if got := syncs == 1; got != tc.want {
 			t.Errorf("%s: sync asked for: %t, want %t", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestClusterStatusOnlyUpdate: an update of a cluster policy's status
+// alone (the same UID and generation: the conditions the nodes write)
+// asks for no sync but wakes the conditions' writer; a new generation, or
+// an object recreated under the same name, asks for one.
+func TestClusterStatusOnlyUpdate(t *testing.T) {
+	syncs := 0
+	w := &Watcher{onChange: func() { syncs++ }, statusPoke: make(chan struct{}, 1), status: Status{Reachable: true}}
+	pol := func(uid string, gen int64, rv string) *cnp.ClusterNetworkPolicy {
+		return &cnp.ClusterNetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: types.UID(uid), Generation: gen, ResourceVersion: rv}}
+	}
+	for _, tc := range []struct {
+		name     string
+		old, obj *cnp.ClusterNetworkPolicy
+		sync     bool
+	}{
+		{"status only", pol("u", 2, "10"), pol("u", 2, "11"), false},
+		{"spec changed", pol("u", 2, "10"), pol("u", 3, "11"), true},
+		{"recreated", pol("u", 1, "10"), pol("v", 1, "11"), true},
+		{"no generation (not from the API)", pol("u", 0, "10"), pol("u", 0, "11"), true},
+	} {
+		syncs = 0
+		select {
+		case <-w.statusPoke:
+		default:
+		}
+		w.clusterUpdated(tc.old, tc.obj)
+		poked := len(w.statusPoke) == 1
+		if got := syncs == 1; got != tc.sync || poked == tc.sync {
+			t.Errorf("%s: sync %t, writer woken %t; want sync %t", tc.name, got, poked, tc.sync)
 		}
 	}
 }
