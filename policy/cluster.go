@@ -302,16 +302,7 @@ func compileClusterRule(ix *index, where string, d Direction, name string, actio
 			return failClosed(field, "a peer with no field reef knows (a newer CRD?) is")
 		}
 	}
-	switch {
-	case len(ranges) == 0 && len(parts) == 1:
-		r.Peers = parts[0] // merged already; never changed in place
-		r.peers, r.peersText = "sel."+shared.name, shared.what
-	default:
-		for _, p := range parts {
-			ranges = append(ranges, p...)
-		}
-		r.Peers = mergeRanges(ranges)
-	}
+	r.setPeers(ranges, parts, shared)
 	if d == Egress {
 		dst = peerPods
 	}
@@ -353,6 +344,21 @@ func compileClusterRule(ix *index, where string, d Direction, name string, actio
 		r.Ports = append(r.Ports, port)
 	}
 	return r, notes, nil
+}
+
+// setPeers sets a rule's peers from the ranges of its network and node
+// peers and the merged ranges of its selections (parts): a rule whose
+// peers are one selection (shared) has that selection's ranges and set.
+func (r *ClusterRule) setPeers(ranges []Range, parts [][]Range, shared selection) {
+	if len(ranges) == 0 && len(parts) == 1 {
+		r.Peers = parts[0] // merged already; never changed in place
+		r.peers, r.peersText = "sel."+shared.name, shared.what
+		return
+	}
+	for _, p := range parts {
+		ranges = append(ranges, p...)
+	}
+	r.Peers = mergeRanges(ranges)
 }
 
 // clusterNamedPorts resolves a destinationNamedPort on pods: one Port per

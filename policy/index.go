@@ -166,14 +166,7 @@ func (ix *index) patched(local []Endpoint, pod *Pod) (*index, []*Pod) {
 		}
 	}
 	nx.pods = append(nx.pods, fresh...)
-	// A selection of namespaces none of the touched pods is in, then or
-	// now, is the same.
-	changedNS := slices.Collect(maps.Keys(namespaces))
-	for k, sel := range ix.selected {
-		if !slices.ContainsFunc(changedNS, func(ns string) bool { return sel.ns.Matches(nsLabels(ix, ns)) }) {
-			nx.selected[k] = sel
-		}
-	}
+	nx.keepSelections(ix, namespaces)
 	nx.byNS = make(map[string][]podInfo, len(ix.byNS)+1)
 	for ns, pods := range ix.byNS {
 		if !namespaces[ns] {
@@ -197,6 +190,17 @@ func (ix *index) patched(local []Endpoint, pod *Pod) (*index, []*Pod) {
 		}
 	}
 	return nx, pods
+}
+
+// keepSelections copies into nx the selections of ix that select none of
+// the namespaces (of the pods whose entries changed): they are the same.
+func (nx *index) keepSelections(ix *index, namespaces map[string]bool) {
+	changed := slices.Collect(maps.Keys(namespaces))
+	for k, sel := range ix.selected {
+		if !slices.ContainsFunc(changed, func(ns string) bool { return sel.ns.Matches(nsLabels(ix, ns)) }) {
+			nx.selected[k] = sel
+		}
+	}
 }
 
 // pod is the API's pod namespace/name as the index knows it, or nil.
