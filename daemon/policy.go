@@ -46,12 +46,25 @@ type policyDataplane struct {
 	// releaseAfter); reset by each heavy sync.
 	release *time.Timer
 
+	// renderMu serializes the renderer's use: a full compile renders
+	// outside mu (the reconcile loop's), or under it (an ADD's fallback);
+	// taken after mu, never before it.
+	renderMu sync.Mutex
+	renderer policy.Renderer
+	// syncMu makes the syncs one at a time (the loop's; the start's
+	// first pass, Once): of two compiles made outside mu, the later is
+	// applied last.
+	syncMu sync.Mutex
+
 	mu sync.Mutex
+	// covers counts the ADDs' syncs (Cover): a full compile made outside
+	// the lock is applied only if none came between the endpoints it
+	// read and its apply (see sync).
+	covers uint64
 	// applied is the table as last applied or read, nil when unknown: an
 	// ADD diffs against it instead of dumping the kernel; the reconcile
 	// pass reads the kernel.
-	applied  *nft.Table
-	renderer policy.Renderer
+	applied *nft.Table
 	// appliedShape fingerprints the policies applied: while it holds, the
 	// table's chains and sets are the same and only elements can differ.
 	appliedShape string
@@ -139,10 +152,57 @@ func (p *policyDataplane) timedSync(readKernel bool) (time.Duration, error) {
 	return took, err
 }
 
+// outsideTries is how many full compiles sync makes outside the lock
+// before it compiles under it, when ADDs keep covering pods meanwhile.
+const outsideTries = 3
+
 // sync compiles the desired table and brings the kernel in line with it.
 // readKernel: compare with the kernel itself (the reconcile pass), not
 // with what was last applied.
+//
+// The compile (tens of milliseconds with a thousand pods and hundreds of
+// policies) runs outside the lock, so that an ADD's Cover does not wait
+// for it; only the apply holds it. The endpoints it compiled from must
+// still be the store's: an ADD records its endpoint before its Cover, so
+// a compile whose apply finds no Cover since it read the endpoints has
+// every covered pod; otherwise it is made again (its result would leave
+// that pod out of its sets until the next sync).
 func (p *policyDataplane) sync(readKernel bool) error {
+	if !p.watch.Synced() {
+		return nil
+	}
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	for range outsideTries {
+		p.mu.Lock()
+		covers := p.covers
+		p.mu.Unlock()
+		eps, err := p.store.Endpoints()
+		if err != nil {
+			return err
+		}
+		in := p.watch.Input()
+		in.Local = localEndpoints(eps)
+		c, err := p.compileAll(in)
+		if err != nil {
+			return err
+		}
+		if readKernel {
+			// The kernel's table, read outside the lock too (with tens
+			// of thousands of elements, a second on a loaded node): no
+			// Cover since means no write since but this loop's.
+			if c.have, err = p.kernel.Read([]nft.TableID{policy.TableID}); err != nil {
+				return err
+			}
+		}
+		p.mu.Lock()
+		if p.covers == covers {
+			err := p.install(c, readKernel)
+			p.mu.Unlock()
+			return err
+		}
+		p.mu.Unlock()
+	}
 	return p.locked(func(local []policy.Endpoint) error {
 		in := p.watch.Input()
 		in.Local = local
@@ -190,26 +250,65 @@ func localEndpoints(eps []store.Endpoint) []policy.Endpoint {
 	return local
 }
 
-// syncAll compiles everything and brings the kernel in line.
+// syncAll compiles everything and brings the kernel in line; under the
+// lock.
 func (p *policyDataplane) syncAll(in policy.Input, readKernel bool) error {
-	st := policy.Compile(in)
-	p.logSkipped(st.Skipped)
-	p.logNotEnforced(st.NotEnforced)
-	p.watch.SetClusterConditions(clusterConditions(in.ClusterPolicies, st))
-	want := p.renderer.Table(st)
-	shape := shapeOf(in)
-	err := p.apply(want, shape, readKernel || p.applied == nil)
+	c, err := p.compileAll(in)
+	if err != nil {
+		return err
+	}
+	return p.install(c, readKernel)
+}
+
+// compiled is a full compile and its table, not applied yet.
+type compiled struct {
+	in    policy.Input
+	st    policy.State
+	want  nft.Table
+	shape string
+	// have is the kernel's table when read with the compile (sync with
+	// readKernel); nil: read it when applying.
+	have []nft.Table
+}
+
+// compileAll compiles and renders in; it needs no lock of the caller's.
+// Whatever the API holds must not take the daemon down: a panic in
+// compiling it is a bug of reef's, reported, and the table stays as it
+// was.
+func (p *policyDataplane) compileAll(in policy.Input) (c compiled, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.Error("BUG: compiling NetworkPolicy panicked; the table stays as last applied", "panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("compile NetworkPolicy: panic: %v", r)
+		}
+	}()
+	c = compiled{in: in, st: policy.Compile(in), shape: shapeOf(in)}
+	p.renderMu.Lock()
+	defer p.renderMu.Unlock()
+	c.want = p.renderer.Table(c.st)
+	return c, nil
+}
+
+// install brings the kernel in line with a compile; under the lock.
+func (p *policyDataplane) install(c compiled, readKernel bool) error {
+	for _, ep := range c.in.Local {
+		p.watch.MarkLocal(ep.Namespace, ep.Name) // after a restart, say
+	}
+	p.logSkipped(c.st.Skipped)
+	p.logNotEnforced(c.st.NotEnforced)
+	p.watch.SetClusterConditions(clusterConditions(c.in.ClusterPolicies, c.st))
+	err := p.apply(c.want, c.shape, readKernel || p.applied == nil, c.have)
 	if err != nil && !readKernel {
 		// What was applied may not be what the kernel has (a table
 		// deleted by hand): compare with the kernel and try once more.
-		err = p.apply(want, shape, true)
+		err = p.apply(c.want, c.shape, true, nil)
 	}
 	p.lastErr = err
 	if err != nil {
 		p.applied, p.appliedShape = nil, ""
 		return err
 	}
-	p.state, p.in, p.synced = st, in, true
+	p.state, p.in, p.synced = c.st, c.in, true
 	return nil
 }
 
@@ -255,7 +354,10 @@ func (p *policyDataplane) syncPod(local []policy.Endpoint, pod *policy.Pod) erro
 	return nil
 }
 
-func (p *policyDataplane) apply(want nft.Table, shape string, readKernel bool) error {
+// apply brings the kernel in line with want: by its elements when the
+// shape is the one applied, else by a diff with what was applied or, with
+// readKernel, with the kernel's table (have, if read already).
+func (p *policyDataplane) apply(want nft.Table, shape string, readKernel bool, have []nft.Table) error {
 	var plan nft.Plan
 	ok := false
 	if !readKernel && shape == p.appliedShape {
@@ -264,13 +366,14 @@ func (p *policyDataplane) apply(want nft.Table, shape string, readKernel bool) e
 		plan, ok = nft.DiffElements(want, *p.applied)
 	}
 	if !ok {
-		var have []nft.Table
-		if readKernel {
+		switch {
+		case readKernel && have != nil:
+		case readKernel:
 			var err error
 			if have, err = p.kernel.Read([]nft.TableID{policy.TableID}); err != nil {
 				return err
 			}
-		} else {
+		default:
 			have = []nft.Table{*p.applied}
 		}
 		plan = nft.DiffInPlace([]nft.Table{want}, have)
@@ -395,8 +498,14 @@ func (p *policyDataplane) Admit(ctx context.Context, namespace, name string) *ty
 // (recorded, not yet wired) included: the pod is covered before its veth
 // exists.
 func (p *policyDataplane) Cover(ep store.Endpoint) error {
+	// Marked before the informer's copy is read: an event it handles
+	// after the read asks for a sync (kube.Watcher.MarkLocal).
+	p.watch.MarkLocal(ep.PodNamespace, ep.PodName)
 	pod, _ := p.watch.Pod(ep.PodNamespace, ep.PodName)
-	if err := p.locked(func(local []policy.Endpoint) error { return p.syncPod(local, pod) }); err != nil {
+	if err := p.locked(func(local []policy.Endpoint) error {
+		p.covers++
+		return p.syncPod(local, pod)
+	}); err != nil {
 		return fmt.Errorf("cover pod %s/%s (%s) with its NetworkPolicies: %w", ep.PodNamespace, ep.PodName, ep.AddrsString(), err)
 	}
 	return nil

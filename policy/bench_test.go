@@ -10,6 +10,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 )
 
 // benchInput is the shape of reef-lab bench-policy: pods in namespaces
@@ -117,6 +118,71 @@ func BenchmarkRecompile(b *testing.B) {
 	}
 	b.Run("ClusterNetworkPolicy", func(b *testing.B) { benchRecompile(b, withCluster(), false) })
 	b.Run("ClusterNetworkPolicy-full", func(b *testing.B) { benchRecompile(b, withCluster(), true) })
+	// bench-policy's ClusterNetworkPolicy step: 1,000 pods, 500
+	// NetworkPolicies and 50 cluster policies of its shapes.
+	b.Run("Cluster50", func(b *testing.B) { benchRecompile(b, benchClusterInput(), false) })
+	b.Run("Cluster50-full", func(b *testing.B) { benchRecompile(b, benchClusterInput(), true) })
+}
+
+// BenchmarkCompileCluster50 is a full sync's compile in bench-policy's
+// ClusterNetworkPolicy step.
+func BenchmarkCompileCluster50(b *testing.B) {
+	in := benchClusterInput()
+	for b.Loop() {
+		Compile(in)
+	}
+}
+
+// benchClusterInput is benchInput(1000, 50, 500, 20) with the 50 cluster
+// policies of reef-lab bench-policy (benchClusterPolicy): two for every
+// namespace (kube-dns allowed, the metadata address denied), 23 Admin
+// ones for a team's databases (its app accepted, its neighbour passed, a
+// port range denied from every namespace, egress to two networks denied)
+// and 25 Baseline ones for a team's namespaces (its own and monitoring
+// in, every namespace denied; egress to its caches, private networks
+// denied).
+func benchClusterInput() Input {
+	in := benchInput(1000, 50, 500, 20)
+	team := func(j int) *metav1.LabelSelector { return sel("team", fmt.Sprintf("t%d", j%10)) }
+	peers := func(ps ...cnp.ClusterNetworkPolicyIngressPeer) []cnp.ClusterNetworkPolicyIngressPeer { return ps }
+	dns := clusterPolicy("allow-kube-dns", cnp.AdminTier, 1, nsSubject())
+	dns.Spec.Egress = []cnp.ClusterNetworkPolicyEgressRule{{Action: cnp.ClusterNetworkPolicyRuleActionAccept,
+		To:        []cnp.ClusterNetworkPolicyEgressPeer{{Pods: &cnp.NamespacedPod{NamespaceSelector: *sel("kubernetes.io/metadata.name", "kube-system"), PodSelector: *sel("k8s-app", "kube-dns")}}},
+		Protocols: []cnp.ClusterNetworkPolicyProtocol{tcpProto(53)}}}
+	meta := clusterPolicy("deny-metadata", cnp.AdminTier, 2, nsSubject())
+	meta.Spec.Egress = []cnp.ClusterNetworkPolicyEgressRule{{Action: cnp.ClusterNetworkPolicyRuleActionDeny,
+		To: []cnp.ClusterNetworkPolicyEgressPeer{{Networks: []cnp.CIDR{"169.254.169.254/32"}}}}}
+	in.ClusterPolicies = append(in.ClusterPolicies, dns, meta)
+	for i := 2; i < 25; i++ {
+		c := clusterPolicy(fmt.Sprintf("admin-db-%d", i), cnp.AdminTier, int32(10+i), cnp.ClusterNetworkPolicySubject{Pods: &cnp.NamespacedPod{NamespaceSelector: *team(i),
+			PodSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"db", "cache"}}}}}})
+		c.Spec.Ingress = []cnp.ClusterNetworkPolicyIngressRule{
+			{Action: cnp.ClusterNetworkPolicyRuleActionAccept, Protocols: []cnp.ClusterNetworkPolicyProtocol{tcpProto(5432)},
+				From: peers(cnp.ClusterNetworkPolicyIngressPeer{Pods: &cnp.NamespacedPod{NamespaceSelector: *team(i), PodSelector: *sel("app", fmt.Sprintf("app-%d", i))}})},
+			{Action: cnp.ClusterNetworkPolicyRuleActionPass, From: peers(cnp.ClusterNetworkPolicyIngressPeer{Namespaces: team(i + 1)})},
+			{Action: cnp.ClusterNetworkPolicyRuleActionDeny, From: peers(cnp.ClusterNetworkPolicyIngressPeer{Namespaces: sel()}),
+				Protocols: []cnp.ClusterNetworkPolicyProtocol{{TCP: &cnp.ClusterNetworkPolicyProtocolTCP{DestinationPort: &cnp.Port{Range: &cnp.PortRange{Start: 5000, End: 6999}}}}}},
+		}
+		c.Spec.Egress = []cnp.ClusterNetworkPolicyEgressRule{{Action: cnp.ClusterNetworkPolicyRuleActionDeny,
+			To: []cnp.ClusterNetworkPolicyEgressPeer{{Networks: []cnp.CIDR{cnp.CIDR(fmt.Sprintf("10.96.%d.0/24", i)), "192.0.2.0/24"}}}}}
+		in.ClusterPolicies = append(in.ClusterPolicies, c)
+	}
+	for j := range 25 {
+		c := clusterPolicy(fmt.Sprintf("baseline-team-%d", j), cnp.BaselineTier, int32(j), cnp.ClusterNetworkPolicySubject{Namespaces: team(j)})
+		c.Spec.Ingress = []cnp.ClusterNetworkPolicyIngressRule{
+			{Action: cnp.ClusterNetworkPolicyRuleActionAccept, From: peers(cnp.ClusterNetworkPolicyIngressPeer{Namespaces: team(j)})},
+			{Action: cnp.ClusterNetworkPolicyRuleActionAccept, Protocols: []cnp.ClusterNetworkPolicyProtocol{tcpProto(9090)},
+				From: peers(cnp.ClusterNetworkPolicyIngressPeer{Namespaces: sel("kubernetes.io/metadata.name", "monitoring")})},
+			{Action: cnp.ClusterNetworkPolicyRuleActionDeny, From: peers(cnp.ClusterNetworkPolicyIngressPeer{Namespaces: sel()})},
+		}
+		c.Spec.Egress = []cnp.ClusterNetworkPolicyEgressRule{
+			{Action: cnp.ClusterNetworkPolicyRuleActionAccept, Protocols: []cnp.ClusterNetworkPolicyProtocol{tcpProto(6379)},
+				To: []cnp.ClusterNetworkPolicyEgressPeer{{Pods: &cnp.NamespacedPod{NamespaceSelector: *team(j), PodSelector: *sel("tier", "cache")}}}},
+			{Action: cnp.ClusterNetworkPolicyRuleActionDeny, To: []cnp.ClusterNetworkPolicyEgressPeer{{Networks: []cnp.CIDR{"10.0.0.0/8", "172.16.0.0/12"}}}},
+		}
+		in.ClusterPolicies = append(in.ClusterPolicies, c)
+	}
+	return in
 }
 
 func benchRecompile(b *testing.B, in Input, full bool) {

@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
@@ -59,8 +58,14 @@ type ClusterRule struct {
 	AnyPeer bool
 	Peers   []Range
 	Ports   []Port
-	// key names the rule's peer set: policy, direction and index.
+	// key names the rule: direction and index ("in.0").
 	key string
+	// peers names its peer set (cpeers4.<peers>): a selection's when its
+	// peers are one namespace or pod selection ("sel.<hash>", shared by
+	// every rule with the same), else the rule's own ("in.0.<policy>").
+	peers string
+	// peersText says what a shared peer set holds, for its comment.
+	peersText string
 }
 
 // ClusterCompiled is one ClusterNetworkPolicy as enforced on this node.
@@ -104,12 +109,18 @@ func tierRank(t cnp.Tier) int {
 }
 
 // ClusterShape fingerprints the cluster policies as Shape does
-// NetworkPolicies: the same ClusterShape, the same chains and sets.
+// NetworkPolicies: the same ClusterShape, the same chains and sets. An
+// object from the API is known by its UID and generation, not its
+// resourceVersion: the status conditions the nodes write change that,
+// and only the spec (which raises the generation) changes the table.
 func ClusterShape(pols []*cnp.ClusterNetworkPolicy) string {
 	keys := make([]string, 0, len(pols))
 	for _, p := range pols {
 		if p != nil {
 			v := p.ResourceVersion
+			if p.Generation != 0 {
+				v = string(p.UID)
+			}
 			if v == "" {
 				v = fmt.Sprintf("%v", p.Spec)
 			}
@@ -159,6 +170,7 @@ func compileCluster(ix *index, p *cnp.ClusterNetworkPolicy) (*ClusterCompiled, [
 		notes = append(notes, n...)
 		if rule != nil {
 			rule.key = fmt.Sprintf("in.%d", i)
+			rule.peers = cmp.Or(rule.peers, rule.key+"."+p.Name)
 			c.Rules[Ingress] = append(c.Rules[Ingress], *rule)
 		}
 	}
@@ -171,6 +183,7 @@ func compileCluster(ix *index, p *cnp.ClusterNetworkPolicy) (*ClusterCompiled, [
 		notes = append(notes, n...)
 		if rule != nil {
 			rule.key = fmt.Sprintf("eg.%d", i)
+			rule.peers = cmp.Or(rule.peers, rule.key+"."+p.Name)
 			c.Rules[Egress] = append(c.Rules[Egress], *rule)
 		}
 	}
@@ -182,29 +195,17 @@ func compileCluster(ix *index, p *cnp.ClusterNetworkPolicy) (*ClusterCompiled, [
 
 // subjectPods are the pods of a subject, on any node.
 func subjectPods(ix *index, s cnp.ClusterNetworkPolicySubject) ([]podInfo, error) {
+	var sel selection
+	var err error
 	switch {
 	case s.Namespaces != nil && s.Pods == nil:
-		return namespacedPods(ix, s.Namespaces, nil)
+		sel, err = ix.selection(s.Namespaces, nil)
 	case s.Pods != nil && s.Namespaces == nil:
-		return namespacedPods(ix, &s.Pods.NamespaceSelector, &s.Pods.PodSelector)
+		sel, err = ix.selection(&s.Pods.NamespaceSelector, &s.Pods.PodSelector)
+	default:
+		return nil, fmt.Errorf("want exactly one of namespaces and pods")
 	}
-	return nil, fmt.Errorf("want exactly one of namespaces and pods")
-}
-
-// namespacedPods are the pods of the namespaces nsSel selects that
-// podSel (nil: every pod) selects.
-func namespacedPods(ix *index, nsSel, podSel *metav1.LabelSelector) ([]podInfo, error) {
-	ns, err := ix.selector(nsSel)
-	if err != nil {
-		return nil, fmt.Errorf("namespaceSelector: %w", err)
-	}
-	ps := labels.Everything()
-	if podSel != nil {
-		if ps, err = ix.selector(podSel); err != nil {
-			return nil, fmt.Errorf("podSelector: %w", err)
-		}
-	}
-	return podsIn(ix, matchingNamespaces(ix, ns), ps), nil
+	return sel.pods, err
 }
 
 // compileClusterRule compiles one rule (ingress peers come as egress
@@ -235,6 +236,11 @@ func compileClusterRule(ix *index, where string, d Direction, name string, actio
 	}
 	named := slices.ContainsFunc(protos, func(p cnp.ClusterNetworkPolicyProtocol) bool { return p.DestinationNamedPort != "" })
 	var ranges []Range
+	// parts are the merged ranges of namespace and pod peers, shared
+	// with every rule of the compile that names the same pods
+	// (index.selection): most rules have one, kept as it is.
+	var parts [][]Range
+	var shared selection   // parts' selection, when one
 	var peerPods []podInfo // an egress rule's, for its named ports
 	nodeField := ""        // a node peer's, for the note on named ports
 	for j, peer := range peers {
@@ -258,19 +264,19 @@ func compileClusterRule(ix *index, where string, d Direction, name string, actio
 		case len(peer.DomainNames) > 0:
 			return failClosed(field+".domainNames", "domain name peers are")
 		case peer.Namespaces != nil:
-			pods, err := namespacedPods(ix, peer.Namespaces, nil)
+			sel, err := ix.selection(peer.Namespaces, nil)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s.namespaces: %w", field, err)
 			}
-			ranges = appendPodRanges(ranges, pods)
-			peerPods = append(peerPods, pods...)
+			parts, shared = append(parts, sel.ranges), sel
+			peerPods = append(peerPods, sel.pods...)
 		case peer.Pods != nil:
-			pods, err := namespacedPods(ix, &peer.Pods.NamespaceSelector, &peer.Pods.PodSelector)
+			sel, err := ix.selection(&peer.Pods.NamespaceSelector, &peer.Pods.PodSelector)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s.pods: %w", field, err)
 			}
-			ranges = appendPodRanges(ranges, pods)
-			peerPods = append(peerPods, pods...)
+			parts, shared = append(parts, sel.ranges), sel
+			peerPods = append(peerPods, sel.pods...)
 		case len(peer.Networks) > 0:
 			var rs []Range
 			for k, n := range peer.Networks {
@@ -296,7 +302,7 @@ func compileClusterRule(ix *index, where string, d Direction, name string, actio
 			return failClosed(field, "a peer with no field reef knows (a newer CRD?) is")
 		}
 	}
-	r.Peers = mergeRanges(ranges)
+	r.setPeers(ranges, parts, shared)
 	if d == Egress {
 		dst = peerPods
 	}
@@ -338,6 +344,21 @@ func compileClusterRule(ix *index, where string, d Direction, name string, actio
 		r.Ports = append(r.Ports, port)
 	}
 	return r, notes, nil
+}
+
+// setPeers sets a rule's peers from the ranges of its network and node
+// peers and the merged ranges of its selections (parts): a rule whose
+// peers are one selection (shared) has that selection's ranges and set.
+func (r *ClusterRule) setPeers(ranges []Range, parts [][]Range, shared selection) {
+	if len(ranges) == 0 && len(parts) == 1 {
+		r.Peers = parts[0] // merged already; never changed in place
+		r.peers, r.peersText = "sel."+shared.name, shared.what
+		return
+	}
+	for _, p := range parts {
+		ranges = append(ranges, p...)
+	}
+	r.Peers = mergeRanges(ranges)
 }
 
 // clusterNamedPorts resolves a destinationNamedPort on pods: one Port per
@@ -398,7 +419,7 @@ func clusterSelSet(f family, c *ClusterCompiled) string {
 	return limitName("csel" + f.suffix + "." + c.Name)
 }
 func clusterPeerSet(f family, c *ClusterCompiled, r ClusterRule) string {
-	return limitName("cpeers" + f.suffix + "." + r.key + "." + c.Name)
+	return limitName("cpeers" + f.suffix + "." + r.peers)
 }
 func clusterNamedSet(f family, c *ClusterCompiled, r ClusterRule, port int) string {
 	return limitName(fmt.Sprintf("cnamed%s.%s.%d.%s", f.suffix, r.key, port, c.Name))
@@ -415,8 +436,9 @@ func hasTier(st State, t cnp.Tier, d Direction) bool {
 }
 
 // renderCluster adds the cluster policies' sets, and with withChains
-// their tier chains, to t.
-func renderCluster(st State, t *nft.Table, withChains bool) {
+// their tier chains, to t; cache (nil: none) keeps their rules.
+func renderCluster(st State, t *nft.Table, withChains bool, cache *Renderer) {
+	shared := map[string]bool{} // peer sets of selections, rendered once
 	for _, c := range st.Cluster {
 		for _, f := range families {
 			t.Sets = append(t.Sets, addrSet(f, clusterSelSet(f, c), cut("reef: this node's pods ClusterNetworkPolicy "+c.Name+" selects"), false, c.Selected))
@@ -425,8 +447,16 @@ func renderCluster(st State, t *nft.Table, withChains bool) {
 					if r.AnyPeer {
 						continue
 					}
-					s := nft.Set{Name: clusterPeerSet(f, c, r), KeyType: f.addr.Name, KeyLen: f.addr.Bytes, Interval: true,
-						Comment: cut(fmt.Sprintf("reef: peers of ClusterNetworkPolicy %s %s[%d]", c.Name, d, i))}
+					name := clusterPeerSet(f, c, r)
+					comment := fmt.Sprintf("reef: peers of ClusterNetworkPolicy %s %s[%d]", c.Name, d, i)
+					if strings.HasPrefix(r.peers, "sel.") {
+						if shared[name] {
+							continue
+						}
+						shared[name] = true
+						comment = "reef: peers of ClusterNetworkPolicy rules: " + r.peersText
+					}
+					s := nft.Set{Name: name, KeyType: f.addr.Name, KeyLen: f.addr.Bytes, Interval: true, Comment: cut(comment)}
 					for _, rg := range r.Peers {
 						if f.holds(rg.From) {
 							s.Elems = append(s.Elems, nft.Elem{From: rg.From, To: rg.To})
@@ -472,7 +502,7 @@ func renderCluster(st State, t *nft.Table, withChains bool) {
 				}
 				for i, r := range c.Rules[d] {
 					for _, f := range families {
-						ch.Rules = append(ch.Rules, clusterRules(f, d, c, i, r)...)
+						ch.Rules = append(ch.Rules, cache.clusterRules(f, d, c, i, r)...)
 					}
 				}
 			}
@@ -516,6 +546,35 @@ func hostEgress(st State) nft.Chain {
 		}
 	}
 	return ch
+}
+
+// clusterRules is clusterRules, reusing the rules rendered before for
+// the same policy, rule and spec, with their keys: the tier chains hold
+// every cluster policy's rules, and a change of one compared all of them
+// again, each encoded on both sides (nft.Rule.key). A nil Renderer
+// renders.
+func (cache *Renderer) clusterRules(f family, d Direction, c *ClusterCompiled, i int, r ClusterRule) []nft.Rule {
+	if cache == nil {
+		return clusterRules(f, d, c, i, r)
+	}
+	// What clusterRules reads: not the peers, not the named ports'
+	// addresses (set elements).
+	var b strings.Builder
+	fmt.Fprintf(&b, "cluster %s %s %d %s %v %d %s %q %t %s %s", f.suffix, c.Name, c.Priority, c.Tier, d, i, r.Action, r.Name, r.AnyPeer, r.key, r.peers)
+	for _, p := range r.Ports {
+		fmt.Fprintf(&b, " %d %t %d %d %q", p.Proto, p.Any, p.From, p.To, p.Name)
+	}
+	key := b.String()
+	cache.used[key] = true
+	if hit, ok := cache.rules[key]; ok {
+		return hit.rules
+	}
+	rules := clusterRules(f, d, c, i, r)
+	for j := range rules {
+		rules[j] = rules[j].WithKey(TableID.Family)
+	}
+	cache.rules[key] = cachedRules{rules: rules}
+	return rules
 }
 
 // clusterRules renders rule i of a cluster policy in family f: one rule

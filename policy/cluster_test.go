@@ -297,7 +297,8 @@ func TestNoClusterPolicyNoChange(t *testing.T) {
 // TestClusterTableInKernel: the tiers as the kernel takes and lists them:
 // the Admin jump before NetworkPolicy, Pass as return, the Baseline chain
 // for pods no NetworkPolicy isolates, a named port's address . port set,
-// node peers' addresses, the input hook's chain for egress to the node;
+// node peers' addresses, a peer set shared by the rules with the same
+// peers, the input hook's chain for egress to the node;
 // and the table goes back to none of it (the base chains deleted before
 // the chains they jump to).
 func TestClusterTableInKernel(t *testing.T) {
@@ -319,12 +320,15 @@ func TestClusterTableInKernel(t *testing.T) {
 		out := netnstest.Run(t, netns, "nft", "list", "table", "inet", "reef")
 		for _, want := range []string{
 			"jump adm-in",
-			"ip daddr @csel4.deny-y ip saddr @cpeers4.in.0.deny-y tcp dport 8080 counter packets 0 bytes 0 return",
-			"ip daddr @csel4.deny-y ip saddr @cpeers4.in.1.deny-y counter packets 0 bytes 0 drop",
+			// Rules with the same peers share their set: in.0 and in.1
+			// (namespaces ns=y), named by a hash of the selectors.
+			"ip daddr @csel4.deny-y ip saddr @cpeers4.sel.a9f8da72c813bd8f tcp dport 8080 counter packets 0 bytes 0 return",
+			"ip daddr @csel4.deny-y ip saddr @cpeers4.sel.a9f8da72c813bd8f counter packets 0 bytes 0 drop",
+			`comment "reef: peers of ClusterNetworkPolicy rules: pods {} of namespaces {ns=y}"`,
 			"ip saddr != @eg-isolated4 goto bl-eg",
 			"ip daddr != @in-isolated4 accept",
 			"ip saddr @csel4.base ip daddr @cpeers4.eg.0.base counter packets 0 bytes 0 drop",
-			"ip daddr @csel4.deny-y ip saddr @cpeers4.in.2.deny-y ip daddr . tcp dport @cnamed4.in.2.0.deny-y counter packets 0 bytes 0 accept",
+			"ip daddr @csel4.deny-y ip saddr @cpeers4.sel.3e7ea713641f5037 ip daddr . tcp dport @cnamed4.in.2.0.deny-y counter packets 0 bytes 0 accept",
 			"elements = { 10.0.0.1 . 8080 }",
 			"ip saddr @csel4.deny-y ip daddr @cpeers4.eg.0.deny-y tcp dport 10250 counter packets 0 bytes 0 accept",
 			"elements = { 192.168.10.2, 203.0.113.2 }",
@@ -339,4 +343,25 @@ func TestClusterTableInKernel(t *testing.T) {
 	// The cluster policies go: back to the table without them.
 	in.ClusterPolicies = nil
 	converge(t, k, Table(Compile(in)))
+}
+
+// TestClusterShapeIgnoresStatus: a cluster policy from the API keeps its
+// shape when only its resourceVersion changes (a status condition
+// written), and not when its generation or UID does.
+func TestClusterShapeIgnoresStatus(t *testing.T) {
+	p := clusterPolicy("p", cnp.AdminTier, 1, nsSubject())
+	p.UID, p.Generation, p.ResourceVersion = "u", 2, "10"
+	q := p.DeepCopy()
+	q.ResourceVersion = "11"
+	if ClusterShape([]*cnp.ClusterNetworkPolicy{p}) != ClusterShape([]*cnp.ClusterNetworkPolicy{q}) {
+		t.Error("a status-only update changed the shape")
+	}
+	q.Generation = 3
+	if ClusterShape([]*cnp.ClusterNetworkPolicy{p}) == ClusterShape([]*cnp.ClusterNetworkPolicy{q}) {
+		t.Error("a new generation kept the shape")
+	}
+	q.Generation, q.UID = 2, "v"
+	if ClusterShape([]*cnp.ClusterNetworkPolicy{p}) == ClusterShape([]*cnp.ClusterNetworkPolicy{q}) {
+		t.Error("a recreated object kept the shape")
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/reefcni/reef/nat/nft"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 )
 
 func TestCompileSample(t *testing.T) {
@@ -132,6 +133,36 @@ func TestRendererIsTable(t *testing.T) {
 		}
 		st := Compile(in)
 		if got, want := noKeys(r.Table(st)), Table(st); !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d: the Renderer's table differs from Table's", round)
+		}
+	}
+}
+
+// TestRendererIsTableCluster: the same with cluster policies, whose rules
+// the Renderer keeps too: a rule's action and ports changed, a policy
+// gone, are rendered anew.
+func TestRendererIsTableCluster(t *testing.T) {
+	in := benchClusterInput()
+	var r Renderer
+	for round := range 4 {
+		switch round {
+		case 2:
+			c := in.ClusterPolicies[5].DeepCopy()
+			c.Spec.Ingress[0].Action = cnp.ClusterNetworkPolicyRuleActionDeny
+			c.Spec.Ingress[2].Protocols[0].TCP.DestinationPort.Range.End = 5999
+			in.ClusterPolicies = append(slices.Clone(in.ClusterPolicies[:5]), append([]*cnp.ClusterNetworkPolicy{c}, in.ClusterPolicies[6:]...)...)
+		case 3:
+			in.ClusterPolicies = slices.Delete(slices.Clone(in.ClusterPolicies), 30, 31)
+		}
+		st := Compile(in)
+		got, want := r.Table(st), Table(st)
+		for i := range got.Chains {
+			got.Chains[i].Rules = slices.Clone(got.Chains[i].Rules)
+			for j := range got.Chains[i].Rules {
+				got.Chains[i].Rules[j].Key = ""
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("round %d: the Renderer's table differs from Table's", round)
 		}
 	}

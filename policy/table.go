@@ -221,7 +221,7 @@ func render(st State, withChains bool, cache *Renderer) nft.Table {
 			Exprs: []expr.Any{&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictDrop}}})
 	}
 	t.Chains = append(t.Chains, base[:]...)
-	renderCluster(st, &t, withChains)
+	renderCluster(st, &t, withChains, cache)
 	if !withChains {
 		t.Chains = nil
 	}

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
+
+	"github.com/reefcni/reef/internal/kubeclient"
 )
 
 // ClusterNetworkPolicy is a CRD (sigs.k8s.io/network-policy-api): reef
@@ -60,7 +62,12 @@ func (w *Watcher) discoverCluster(ctx context.Context) {
 		}
 		return
 	}
-	w.cnp = w.informer(w.cnpClient, cnpResource, &cnp.ClusterNetworkPolicy{}, trimClusterPolicy)
+	w.cnp = kubeclient.Informer(w.cnpClient, cnpResource, &cnp.ClusterNetworkPolicy{}, trimClusterPolicy, w.failed, nil)
+	_, _ = w.cnp.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { w.changed() },
+		UpdateFunc: func(old, obj any) { w.clusterUpdated(old, obj) },
+		DeleteFunc: func(any) { w.changed() },
+	})
 	// Nodes: what node peers stand for, watched only with cluster
 	// policies.
 	w.nodes = w.informer(w.core, "nodes", &corev1.Node{}, trimNode)
@@ -116,6 +123,32 @@ func trimClusterPolicy(obj any) (any, error) {
 	out := &cnp.ClusterNetworkPolicy{ObjectMeta: meta(p.ObjectMeta, false), Spec: p.Spec, Status: p.Status}
 	out.Generation = p.Generation
 	return out, nil
+}
+
+// clusterUpdated handles an update of a cluster policy: one of its spec
+// asks for a sync; one of its status alone (the conditions reef and the
+// other nodes write, each one an update of every policy in a big burst)
+// compiles to the same table, and only wakes the conditions' writer, in
+// case another writer changed reef's condition.
+func (w *Watcher) clusterUpdated(old, obj any) {
+	o, ok1 := old.(*cnp.ClusterNetworkPolicy)
+	n, ok2 := obj.(*cnp.ClusterNetworkPolicy)
+	if !ok1 || !ok2 || !sameSpec(o, n) {
+		w.changed()
+		return
+	}
+	w.ok()
+	select {
+	case w.statusPoke <- struct{}{}:
+	default:
+	}
+}
+
+// sameSpec reports whether two versions of a cluster policy compile the
+// same: the same object (UID) and generation, which the API raises with
+// every change of the spec (the CRD has a status subresource).
+func sameSpec(o, n *cnp.ClusterNetworkPolicy) bool {
+	return o.UID == n.UID && o.Name == n.Name && o.Generation == n.Generation && o.Generation != 0
 }
 
 // Nodes are the informer's Nodes: none without cluster policies.

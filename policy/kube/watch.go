@@ -70,9 +70,12 @@ type Watcher struct {
 	mu          sync.Mutex
 	status      Status
 	tokenWarned time.Time
-	// podEvent is closed (and replaced) when a pod is added or updated:
+	// podEvents is closed (and replaced) when a pod is added or updated:
 	// what WaitPod waits on.
-	podEvent chan struct{}
+	podEvents chan struct{}
+	// local are the pods ("namespace/name") this node has endpoints for,
+	// as the daemon says (MarkLocal): their events always matter.
+	local sync.Map
 	// conditions are the ClusterNetworkPolicy conditions to write, by
 	// name; statusPoke wakes their writer (status.go).
 	conditions map[string]Condition
@@ -99,13 +102,16 @@ func New(kubeconfig string, log *slog.Logger, onChange func()) (*Watcher, error)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes.kubeconfig %s: %w", kubeconfig, err)
 	}
-	w := &Watcher{log: log, cfg: cfg, core: core, net: netc, onChange: onChange, podEvent: make(chan struct{}), statusPoke: make(chan struct{}, 1),
+	w := &Watcher{log: log, cfg: cfg, core: core, net: netc, onChange: onChange, podEvents: make(chan struct{}), statusPoke: make(chan struct{}, 1),
 		expires: tokenExpiry(cfg), status: Status{Reachable: true, Since: time.Now(), Server: cfg.Host}}
 	w.status.TokenExpires = w.expires
-	w.pods = w.informer(core, "pods", &corev1.Pod{}, trimPod)
+	// Pods: a sync only for the events that can change the table (see
+	// podMatters); every add and update wakes WaitPod.
+	w.pods = kubeclient.Informer(core, "pods", &corev1.Pod{}, trimPod, w.failed, nil)
 	_, _ = w.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { w.podChanged() },
-		UpdateFunc: func(any, any) { w.podChanged() },
+		AddFunc:    func(obj any) { w.podEvent(nil, obj, true) },
+		UpdateFunc: func(old, obj any) { w.podEvent(old, obj, true) },
+		DeleteFunc: func(obj any) { w.podEvent(obj, nil, false) },
 	})
 	w.ns = w.informer(core, "namespaces", &corev1.Namespace{}, trimNamespace)
 	w.policies = w.informer(netc, "networkpolicies", &networkingv1.NetworkPolicy{}, trimPolicy)
@@ -125,12 +131,16 @@ var scheme = sync.OnceValues(func() (*runtime.Scheme, error) {
 // informer is a trimmed informer whose events tell the API reachable and
 // ask for a policy sync.
 func (w *Watcher) informer(c rest.Interface, resource string, obj runtime.Object, trim cache.TransformFunc) cache.SharedIndexInformer {
-	return kubeclient.Informer(c, resource, obj, trim, w.failed, func() {
-		w.ok()
-		if w.onChange != nil {
-			w.onChange()
-		}
-	})
+	return kubeclient.Informer(c, resource, obj, trim, w.failed, w.changed)
+}
+
+// changed is an event that tells the API reachable and asks for a policy
+// sync.
+func (w *Watcher) changed() {
+	w.ok()
+	if w.onChange != nil {
+		w.onChange()
+	}
 }
 
 // Run starts the informers and the reachability probe and returns when
@@ -219,18 +229,65 @@ func (w *Watcher) Pod(namespace, name string) (*policy.Pod, bool) {
 	return p, ok
 }
 
-func (w *Watcher) podChanged() {
-	w.mu.Lock()
-	close(w.podEvent)
-	w.podEvent = make(chan struct{})
-	w.mu.Unlock()
+// podEvent handles a pod's add, update or delete: WaitPod is woken by an
+// add or update (wake), and a policy sync asked for when it matters.
+func (w *Watcher) podEvent(old, obj any, wake bool) {
+	w.ok()
+	if wake {
+		w.mu.Lock()
+		close(w.podEvents)
+		w.podEvents = make(chan struct{})
+		w.mu.Unlock()
+	}
+	if w.onChange != nil && (w.podMatters(old) || w.podMatters(obj)) {
+		w.onChange()
+	}
+	if obj == nil { // deleted: its mark goes with it
+		switch p := old.(type) {
+		case *policy.Pod:
+			w.local.Delete(p.Namespace + "/" + p.Name)
+		case cache.DeletedFinalStateUnknown:
+			w.local.Delete(p.Key)
+		}
+	}
+}
+
+// podMatters reports whether a pod, as it was or is now (nil: none), can
+// change the table: one with an address in its status (a member of some
+// selector's sets, with its named ports), or one of this node's (its
+// addresses are its endpoints'). A pod of another node without an
+// address is in no set, and no compile differs by it: in a cluster, the
+// pods just created, not started yet. Anything else (an object of no
+// known type, a delete whose last state is unknown) matters.
+func (w *Watcher) podMatters(obj any) bool {
+	if obj == nil {
+		return false
+	}
+	p, ok := obj.(*policy.Pod)
+	if !ok {
+		return true
+	}
+	if len(p.IPs) > 0 {
+		return true
+	}
+	_, local := w.local.Load(p.Namespace + "/" + p.Name)
+	return local
+}
+
+// MarkLocal says that this node has (or is about to have) an endpoint of
+// the pod: its events matter from now on, addresses or not. The ADD
+// marks its pod before it reads the informer's copy (Pod), so that an
+// event the informer handles after that read asks for a sync. A mark
+// goes when the pod is deleted from the API.
+func (w *Watcher) MarkLocal(namespace, name string) {
+	w.local.Store(namespace+"/"+name, struct{}{})
 }
 
 // WaitPod waits until the informer has the pod, or ctx ends.
 func (w *Watcher) WaitPod(ctx context.Context, namespace, name string) bool {
 	for {
 		w.mu.Lock()
-		ev := w.podEvent
+		ev := w.podEvents
 		w.mu.Unlock()
 		if _, ok := w.Pod(namespace, name); ok {
 			return true
