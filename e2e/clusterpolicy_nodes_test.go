@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,7 +56,7 @@ func (pl *policyLab) expectAddrs(t *testing.T, wants ...addrWant) string {
 	for _, from := range order {
 		var targets []string
 		for _, w := range byPod[from] {
-			targets = append(targets, fmt.Sprintf("%s:%s:%d", w.proto, w.to, w.port))
+			targets = append(targets, w.proto+":"+netip.AddrPortFrom(w.to, uint16(w.port)).String())
 		}
 		res, err := pl.Probe(from.Netns, time.Second, targets)
 		if err != nil {
@@ -71,10 +72,28 @@ func (pl *policyLab) expectAddrs(t *testing.T, wants ...addrWant) string {
 }
 
 // labNode is the Node object of a lab node, as kubelet would register it
-// (the lab has no kubelet): its name, labels and InternalIP.
-func labNode(n *lab.Node, labels map[string]string) *corev1.Node {
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: labels},
-		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.Address.String()}}}}
+// (the lab has no kubelet): its name, labels and InternalIPs (n.Address,
+// then extra, as a dual-stack node's kubelet lists both families).
+func labNode(n *lab.Node, labels map[string]string, extra ...netip.Addr) *corev1.Node {
+	addrs := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.Address.String()}}
+	for _, a := range extra {
+		addrs = append(addrs, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: a.String()})
+	}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: labels}, Status: corev1.NodeStatus{Addresses: addrs}}
+}
+
+// inFamilies is wants, and with twin (an IPv4 address's IPv6 counterpart)
+// each want again to the counterpart of its address, for a dual-stack lab
+// where every expectation must hold in both families.
+func inFamilies(twin map[netip.Addr]netip.Addr, wants ...addrWant) []addrWant {
+	out := slices.Clone(wants)
+	for _, w := range wants {
+		if a, ok := twin[w.to]; ok {
+			w.to = a
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // TestClusterNetworkPolicyNodesNamedPorts: with the experimental channel's
@@ -85,14 +104,52 @@ func labNode(n *lab.Node, labels map[string]string) *corev1.Node {
 // condition says whether reef enforces it as written. Real TCP and UDP
 // probes; the lab's nodes serve on their own addresses, as host-network
 // pods do.
-func TestClusterNetworkPolicyNodesNamedPorts(t *testing.T) {
-	pl := newPolicyLab(t, 2)
+func TestClusterNetworkPolicyNodesNamedPorts(t *testing.T) { testCNPNodesNamedPorts(t, false) }
+
+// TestClusterNetworkPolicyNodesNamedPortsDualStack is
+// TestClusterNetworkPolicyNodesNamedPorts with dual-stack pods and nodes
+// whose Node objects list an IPv6 InternalIP too (issues 29 and 31): every
+// expectation is probed to the IPv4 and the IPv6 address of its node or
+// pod, in the same run, and must hold in each.
+func TestClusterNetworkPolicyNodesNamedPortsDualStack(t *testing.T) {
+	slowSuite(t)
+	testCNPNodesNamedPorts(t, true)
+}
+
+func testCNPNodesNamedPorts(t *testing.T, dual bool) {
+	var pl *policyLab
+	twin := map[netip.Addr]netip.Addr{} // dual: IPv4 address -> IPv6 one
+	if dual {
+		pl = newPolicyLabWith(t, 2, lab.NodeOptions{Extra: npStackDual.pools}, true)
+		for _, n := range pl.Nodes {
+			twin[n.Address] = nodeAddr6(n)
+		}
+	} else {
+		pl = newPolicyLab(t, 2)
+	}
+	nodeObject := func(n *lab.Node) *corev1.Node {
+		var extra []netip.Addr
+		if a, ok := twin[n.Address]; ok {
+			extra = append(extra, a)
+		}
+		return labNode(n, map[string]string{"kubernetes.io/os": "linux"}, extra...)
+	}
+	expect := func(wants ...addrWant) string { return pl.expectAddrs(t, inFamilies(twin, wants...)...) }
 	n1, n2 := pl.Nodes[0], pl.Nodes[1]
 	x, y := map[string]string{"ns": "x"}, map[string]string{"ns": "y"}
 	pl.namespace(t, "x", x)
 	pl.namespace(t, "y", y)
-	xa := pl.pod(t, n1, "x", "a", map[string]string{"app": "a"})
-	ya := pl.pod(t, n2, "y", "a", map[string]string{"app": "a"})
+	podTwin := func(p *lab.KubePod) *lab.KubePod {
+		if dual {
+			if len(p.IPs) != 2 || !p.IPs[0].Is4() || !p.IPs[1].Is6() {
+				t.Fatalf("%s/%s: addresses %v, want an IPv4 and an IPv6 one", p.Namespace, p.Name, p.IPs)
+			}
+			twin[p.IP] = p.IPs[1]
+		}
+		return p
+	}
+	xa := podTwin(pl.pod(t, n1, "x", "a", map[string]string{"app": "a"}))
+	ya := podTwin(pl.pod(t, n2, "y", "a", map[string]string{"app": "a"}))
 	// y/b and y/c name port 80 and 81 "web": a named port means a
 	// number per pod.
 	web := func(node *lab.Node, name string, port int32) *lab.KubePod {
@@ -105,7 +162,7 @@ func TestClusterNetworkPolicyNodesNamedPorts(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(stop)
-		return p
+		return podTwin(p)
 	}
 	yb, yc := web(n1, "b", 80), web(n2, "c", 81)
 	for _, n := range pl.Nodes {
@@ -114,7 +171,7 @@ func TestClusterNetworkPolicyNodesNamedPorts(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(stop)
-		if _, err := pl.Admin.CoreV1().Nodes().Create(pl.ctx(t), labNode(n, map[string]string{"kubernetes.io/os": "linux"}), metav1.CreateOptions{}); err != nil {
+		if _, err := pl.Admin.CoreV1().Nodes().Create(pl.ctx(t), nodeObject(n), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -146,7 +203,7 @@ func TestClusterNetworkPolicyNodesNamedPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, func() string {
-		return pl.expectAddrs(t,
+		return expect(
 			addrWant{xa, n1.Address, "tcp", 80, true}, // its own node: the input hook
 			addrWant{xa, n2.Address, "tcp", 80, true}, // another node: forward
 			addrWant{xa, n1.Address, "tcp", 81, false},
@@ -163,37 +220,41 @@ func TestClusterNetworkPolicyNodesNamedPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, func() string {
-		return pl.expectAddrs(t, addrWant{xa, n2.Address, "tcp", 81, true}, addrWant{xa, n1.Address, "tcp", 81, false})
+		return expect(addrWant{xa, n2.Address, "tcp", 81, true}, addrWant{xa, n1.Address, "tcp", 81, false})
 	})
-	if _, err := pl.Admin.CoreV1().Nodes().Create(pl.ctx(t), labNode(n2, map[string]string{"kubernetes.io/os": "linux"}), metav1.CreateOptions{}); err != nil {
+	if _, err := pl.Admin.CoreV1().Nodes().Create(pl.ctx(t), nodeObject(n2), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, func() string {
-		return pl.expectAddrs(t, addrWant{xa, n2.Address, "tcp", 81, false}, addrWant{xa, n2.Address, "tcp", 80, true})
+		return expect(addrWant{xa, n2.Address, "tcp", 81, false}, addrWant{xa, n2.Address, "tcp", 80, true})
 	})
 
-	// Named ports: x may not reach y's "web" (80 on y/b, 81 on y/c), and
-	// y may not reach x/a's "serve-80-udp".
+	// Named ports: x may reach y's pods on their "web" only (80 on y/b,
+	// 81 on y/c), and y may not reach x/a's "serve-80-udp".
 	named := &cnp.ClusterNetworkPolicy{TypeMeta: metav1.TypeMeta{Kind: "ClusterNetworkPolicy"}, ObjectMeta: metav1.ObjectMeta{Name: "named"},
 		Spec: cnp.ClusterNetworkPolicySpec{Tier: cnp.AdminTier, Priority: 5,
 			Subject: cnp.ClusterNetworkPolicySubject{Namespaces: &metav1.LabelSelector{MatchLabels: x}},
 			Ingress: []cnp.ClusterNetworkPolicyIngressRule{{Action: cnp.ClusterNetworkPolicyRuleActionDeny,
 				From:      []cnp.ClusterNetworkPolicyIngressPeer{{Namespaces: &metav1.LabelSelector{MatchLabels: y}}},
 				Protocols: []cnp.ClusterNetworkPolicyProtocol{{DestinationNamedPort: "serve-80-udp"}}}},
-			Egress: []cnp.ClusterNetworkPolicyEgressRule{{Action: cnp.ClusterNetworkPolicyRuleActionDeny,
-				To:        []cnp.ClusterNetworkPolicyEgressPeer{{Pods: &cnp.NamespacedPod{NamespaceSelector: metav1.LabelSelector{MatchLabels: y}}}},
-				Protocols: []cnp.ClusterNetworkPolicyProtocol{{DestinationNamedPort: "web"}}}},
+			Egress: []cnp.ClusterNetworkPolicyEgressRule{
+				{Action: cnp.ClusterNetworkPolicyRuleActionAccept,
+					To:        []cnp.ClusterNetworkPolicyEgressPeer{{Pods: &cnp.NamespacedPod{NamespaceSelector: metav1.LabelSelector{MatchLabels: y}}}},
+					Protocols: []cnp.ClusterNetworkPolicyProtocol{{DestinationNamedPort: "web"}}},
+				{Action: cnp.ClusterNetworkPolicyRuleActionDeny,
+					To: []cnp.ClusterNetworkPolicyEgressPeer{{Pods: &cnp.NamespacedPod{NamespaceSelector: metav1.LabelSelector{MatchLabels: y}}}}},
+			},
 		}}
 	if err := pl.API.CreateCustom(cnpGVR, "", named); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, func() string {
-		return pl.expectAddrs(t,
-			addrWant{xa, yb.IP, "tcp", 80, false}, // y/b's web
-			addrWant{xa, yb.IP, "tcp", 81, true},
-			addrWant{xa, yc.IP, "tcp", 81, false}, // y/c's web
-			addrWant{xa, yc.IP, "tcp", 80, true},
-			addrWant{xa, ya.IP, "tcp", 80, true},  // y/a has no web
+		return expect(
+			addrWant{xa, yb.IP, "tcp", 80, true}, // y/b's web
+			addrWant{xa, yb.IP, "tcp", 81, false},
+			addrWant{xa, yc.IP, "tcp", 81, true}, // y/c's web
+			addrWant{xa, yc.IP, "tcp", 80, false},
+			addrWant{xa, ya.IP, "tcp", 80, false}, // y/a has no web
 			addrWant{ya, xa.IP, "udp", 80, false}, // x/a's serve-80-udp
 			addrWant{ya, xa.IP, "tcp", 80, true},
 			addrWant{yb, xa.IP, "udp", 81, true},
