@@ -48,6 +48,12 @@ func (sp *Speaker) onBestPath(paths []*apiutil.Path) (changed bool) {
 	asn, pools := sp.cfg.ASN, sp.cfg.Pools
 	var lcs []LargeCommunity
 	var scratch blockproto.Table
+	marks6 := false
+	defer func() {
+		if marks6 || changed {
+			sp.wakeStandIns()
+		}
+	}()
 	for _, p := range paths {
 		afi, ok := vpnAFI(p.Family)
 		if !ok {
@@ -62,6 +68,7 @@ func (sp *Speaker) onBestPath(paths []*apiutil.Path) (changed bool) {
 		}
 		rd := rdOf(vpn.RD)
 		key := vpnKey{rd.Addr, Kind(rd.Number), vpn.Prefix}
+		marks6 = sp.noteMark6(key, p, p.Withdrawal || sp.own(p)) || marks6
 		if p.Withdrawal || sp.own(p) {
 			sp.lmu.Lock()
 			changed = sp.learned.remove(key) || changed

@@ -116,8 +116,14 @@ type Speaker struct {
 
 	dropped atomic.Uint64
 
-	lmu     sync.Mutex // guards learned
+	lmu     sync.Mutex // guards learned and marks6
 	learned learned    // the best paths of IPv4 VPN (learned.go)
+	// marks6 are the other nodes' IPv6 claims that carry 65535:0
+	// (standin6.go).
+	marks6      map[nlriKey]bool
+	standInWake chan struct{}            // wakes standInLoop; nil without StandInPeers6
+	standInMu   sync.Mutex               // guards standIns6
+	standIns6   map[netip.Prefix]ownPath // the IPv6 stand-ins originated
 	// copiesUntil: LearnedTable reads every copy of every path until
 	// then (a session went down; notePeer). Guarded by mu.
 	copiesUntil time.Time
@@ -154,7 +160,7 @@ func listen(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) 
 	lvl.Set(cfg.LogLevel)
 	s := server.NewBgpServer(server.LoggerOption(log.With("component", "gobgp"), lvl))
 	go s.Serve()
-	sp := &Speaker{cfg: cfg, s: s, log: log, ownVPN: map[vpnKey]ownPath{}, ownUnicast: map[netip.Prefix]ownPath{}, badSeen: map[string]bool{},
+	sp := &Speaker{cfg: cfg, s: s, log: log, ownVPN: map[vpnKey]ownPath{}, ownUnicast: map[netip.Prefix]ownPath{}, badSeen: map[string]bool{}, standInWake: make(chan struct{}, 1),
 		stuck: map[netip.Addr]stuckState{}, waiting: map[netip.Addr]time.Time{}, waitFor: passiveWait, readd: map[netip.Addr]bool{}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}, adminDown: map[netip.Addr]time.Time{}}
 
 	sp.marked = cfg.standsIn() && cfg.PlannedMark
@@ -257,6 +263,9 @@ func (sp *Speaker) connect(ctx context.Context) error {
 		}
 	}
 	go sp.watchSessions(ctx)
+	if len(StandInPeers6(&sp.cfg)) > 0 {
+		go sp.standInLoop(ctx)
+	}
 	if sp.cfg.standsIn() && sp.cfg.PlannedMark {
 		go sp.unmarkWhenRouted(ctx)
 	}

@@ -68,7 +68,7 @@ func StandInPeers(cfg *Config) []ExternalPeer {
 // other nodes of a rack have the same routers, so a node without BFD
 // routers asks nobody, and its stop does not wait for nothing.
 func (cfg *Config) standsIn() bool {
-	return cfg.NodeAddress.IsValid() && len(StandInPeers(cfg)) > 0
+	return cfg.NodeAddress.IsValid() && len(StandInPeers(cfg)) > 0 || cfg.standsIn6()
 }
 
 // Names of the sets and statements of the stand-ins.
@@ -84,6 +84,8 @@ const (
 // StandInPeers; none when there is no such peer or no IPv4 pool.
 func (sp *Speaker) standInStatements(ctx context.Context) ([]*api.Statement, error) {
 	stmts, sets := standInPolicy(&sp.cfg)
+	stmts6, sets6 := standInPolicy6(&sp.cfg)
+	stmts, sets = append(stmts, stmts6...), append(sets, sets6...)
 	for _, set := range sets {
 		if err := sp.s.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: set}); err != nil {
 			return nil, fmt.Errorf("define %s for the stand-ins: %w", set.Name, err)
@@ -185,8 +187,39 @@ func (sp *Speaker) mark(on bool) ([]netip.Prefix, error) {
 		cur.path, cur.marked = paths[i], on
 		sp.ownUnicast[blocks[i]] = cur
 	})
+	// The IPv6 blocks: their confirmed claims in VPN-IPv6, the only
+	// paths of them the other nodes get (standin6.go).
+	confirmed6 := map[netip.Prefix]bool{}
+	for p := range sp.ownUnicast {
+		if p.Addr().Is6() {
+			confirmed6[p] = true
+		}
+	}
+	var keys []vpnKey
+	paths = paths[:0]
+	for k, cur := range sp.ownVPN {
+		want := sp.marksVPN(k, confirmed6)
+		if !(k.kind == KindClaim && confirmed6[k.prefix]) || cur.marked == want {
+			continue
+		}
+		keys, paths = append(keys, k), append(paths, withMark(cur.path, want))
+	}
+	sp.addPaths(paths, func(i int, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("announce the claim of block %s again (marked %v): %w", keys[i].prefix, on, err))
+			return
+		}
+		cur := sp.ownVPN[keys[i]]
+		cur.path, cur.marked = paths[i], hasCommunity(paths[i].Attrs, GracefulShutdownCommunity)
+		sp.ownVPN[keys[i]] = cur
+	})
 	if len(errs) > 0 {
 		return nil, errs[0]
+	}
+	for p := range confirmed6 {
+		if sp.cfg.standsIn6() {
+			blocks = append(blocks, p)
+		}
 	}
 	slices.SortFunc(blocks, netip.Prefix.Compare)
 	return blocks, nil
@@ -225,7 +258,7 @@ func (sp *Speaker) PlannedStop(ctx context.Context) ([]netip.Addr, error) {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		missing, err := sp.notSentTo(ctx, peers, blocks, before, true)
+		missing, err := sp.notSentTo(ctx, peers, blocks, before, true, true)
 		if err == nil && len(missing) == 0 {
 			return peers, nil
 		}
@@ -238,10 +271,13 @@ func (sp *Speaker) PlannedStop(ctx context.Context) ([]netip.Addr, error) {
 }
 
 // notSentTo are the peers of peers, still established, to which GoBGP
-// has not yet written every block of blocks (IPv4 unicast) marked as
-// wanted: their Adj-RIB-Out lacks one so, or their count of UPDATEs
-// written has not moved past before.
-func (sp *Speaker) notSentTo(ctx context.Context, peers []netip.Addr, blocks []netip.Prefix, before map[netip.Addr]Updates, marked bool) ([]netip.Addr, error) {
+// has not yet written every block of blocks marked as wanted: their
+// Adj-RIB-Out lacks one so, or their count of UPDATEs written has not
+// moved past before. An IPv4 block is looked for in IPv4 unicast; an IPv6
+// one in VPN-IPv6, as its confirmed claim, toward the cluster (vpn6), and
+// in IPv6 unicast, unmarked (only IPv4 blocks go to routers marked),
+// toward a router.
+func (sp *Speaker) notSentTo(ctx context.Context, peers []netip.Addr, blocks []netip.Prefix, before map[netip.Addr]Updates, marked, vpn6 bool) ([]netip.Addr, error) {
 	counts, err := sp.UpdateCounts(ctx)
 	if err != nil {
 		return nil, err
@@ -250,6 +286,7 @@ func (sp *Speaker) notSentTo(ctx context.Context, peers []netip.Addr, blocks []n
 	for _, s := range sp.snapshot() {
 		up[s.Address] = s.Established
 	}
+	has6 := slices.ContainsFunc(blocks, func(p netip.Prefix) bool { return p.Addr().Is6() })
 	var out []netip.Addr
 	for _, peer := range peers {
 		if !up[peer] {
@@ -272,6 +309,36 @@ func (sp *Speaker) notSentTo(ctx context.Context, peers []netip.Addr, blocks []n
 					}
 				}
 			})
+		if has6 && vpn6 {
+			_ = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_OUT, Name: peer.String(), Family: bgppkt.RF_IPv6_VPN},
+				func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
+					vpn, ok := nlri.(*bgppkt.LabeledVPNIPAddrPrefix)
+					if !ok || !slices.Contains(blocks, vpn.Prefix) {
+						return
+					}
+					if rd := rdOf(vpn.RD); rd.Addr != sp.cfg.RouterID || Kind(rd.Number) != KindClaim {
+						return
+					}
+					for _, p := range paths {
+						if !p.Withdrawal && hasCommunity(p.Attrs, GracefulShutdownCommunity) == marked {
+							seen[vpn.Prefix] = true
+						}
+					}
+				})
+		} else if has6 {
+			_ = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_OUT, Name: peer.String(), Family: bgppkt.RF_IPv6_UC},
+				func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
+					uc, ok := nlri.(*bgppkt.IPAddrPrefix)
+					if !ok || !slices.Contains(blocks, uc.Prefix) {
+						return
+					}
+					for _, p := range paths {
+						if !p.Withdrawal {
+							seen[uc.Prefix] = true
+						}
+					}
+				})
+		}
 		if len(seen) < len(blocks) {
 			out = append(out, peer)
 		}
@@ -332,7 +399,7 @@ func (sp *Speaker) routedBy(ctx context.Context, peers []ExternalPeer) (int, boo
 	sp.announcing.Lock()
 	var blocks []netip.Prefix
 	for p := range sp.ownUnicast {
-		if p.Addr().Is4() {
+		if p.Addr().Is4() || sp.cfg.standsIn6() {
 			blocks = append(blocks, p)
 		}
 	}
@@ -344,14 +411,32 @@ func (sp *Speaker) routedBy(ctx context.Context, peers []ExternalPeer) (int, boo
 	for _, s := range sp.snapshot() {
 		up[s.Address] = s.Established
 	}
-	var addrs []netip.Addr
+	var addrs, addrs6 []netip.Addr
 	for _, p := range peers {
 		if !up[p.Address] {
 			return len(blocks), false
 		}
 		addrs = append(addrs, p.Address)
 	}
-	missing, err := sp.notSentTo(ctx, addrs, blocks, nil, true)
+	for _, p := range StandInPeers6(&sp.cfg) {
+		if !up[p.Address] {
+			return len(blocks), false
+		}
+		addrs6 = append(addrs6, p.Address)
+	}
+	var blocks4, blocks6 []netip.Prefix
+	for _, b := range blocks {
+		if b.Addr().Is4() {
+			blocks4 = append(blocks4, b)
+		} else {
+			blocks6 = append(blocks6, b)
+		}
+	}
+	missing, err := sp.notSentTo(ctx, addrs, blocks4, nil, true, false)
+	if err != nil || len(missing) > 0 {
+		return len(blocks), false
+	}
+	missing, err = sp.notSentTo(ctx, addrs6, blocks6, nil, true, false)
 	return len(blocks), err == nil && len(missing) == 0
 }
 
@@ -391,6 +476,23 @@ func (sp *Speaker) StandIns(ctx context.Context) []StandIn {
 				uc, ok := nlri.(*bgppkt.IPAddrPrefix)
 				if !ok || own[uc.Prefix] || checkBlock(sp.cfg.Pools, uc.Prefix) != nil {
 					return // its own block, or a Service prefix
+				}
+				for _, path := range paths {
+					if _, nh := pathAttrs(nil, path.Attrs); !path.Withdrawal {
+						out = append(out, StandIn{Block: uc.Prefix, Owner: nh, Router: p.Address})
+					}
+				}
+			})
+	}
+	for _, p := range StandInPeers6(&sp.cfg) {
+		if !up[p.Address] {
+			continue
+		}
+		_ = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_OUT, Name: p.Address.String(), Family: bgppkt.RF_IPv6_UC},
+			func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
+				uc, ok := nlri.(*bgppkt.IPAddrPrefix)
+				if !ok || own[uc.Prefix] || checkBlock(sp.cfg.Pools, uc.Prefix) != nil {
+					return
 				}
 				for _, path := range paths {
 					if _, nh := pathAttrs(nil, path.Attrs); !path.Withdrawal {

@@ -26,7 +26,7 @@ type ownPath struct {
 	path   *apiutil.Path
 	lcs    []LargeCommunity
 	nh     netip.Addr
-	marked bool // 65535:0, for the other nodes to stand in (standin.go)
+	marked bool // 65535:0, for the other nodes to stand in (standin.go, standin6.go)
 }
 
 // entry names one announcement of a table, for errors: its kind and its
@@ -154,8 +154,15 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 		nextHop  = sp.cfg.RouterID
 		vpnNH, _ = bgppkt.NewPathAttributeNextHop(nextHop)
 	)
+	confirmed6 := map[netip.Prefix]bool{}
+	for _, b := range confirmed {
+		if b.Block.Addr().Is6() {
+			confirmed6[b.Block] = true
+		}
+	}
 	for k, w := range want {
-		if cur, ok := sp.ownVPN[k]; ok && cur.nh == nextHop && slices.Equal(cur.lcs, w.rt.Communities) {
+		marked := sp.marksVPN(k, confirmed6)
+		if cur, ok := sp.ownVPN[k]; ok && cur.nh == nextHop && slices.Equal(cur.lcs, w.rt.Communities) && cur.marked == marked {
 			continue
 		}
 		scratch = blockproto.Table{Records: scratch.Records[:0], Claims: scratch.Claims[:0], Grants: scratch.Grants[:0], Forgets: scratch.Forgets[:0], Seen: scratch.Seen[:0]}
@@ -170,6 +177,9 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 			delete(want, k)
 			continue
 		}
+		if marked {
+			p.Attrs = append(p.Attrs, bgppkt.NewPathAttributeCommunities([]uint32{GracefulShutdownCommunity}))
+		}
 		adds, addKeys, addWhat, addLCs = append(adds, p), append(addKeys, k), append(addWhat, w.e), append(addLCs, w.rt.Communities)
 	}
 	sp.addPaths(adds, func(i int, err error) {
@@ -177,7 +187,7 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 			fail(addWhat[i], err)
 			return
 		}
-		sp.ownVPN[addKeys[i]] = ownPath{path: adds[i], lcs: addLCs[i], nh: nextHop}
+		sp.ownVPN[addKeys[i]] = ownPath{path: adds[i], lcs: addLCs[i], nh: nextHop, marked: hasCommunity(adds[i].Attrs, GracefulShutdownCommunity)}
 	})
 	var dels []*apiutil.Path
 	var delKeys []vpnKey
