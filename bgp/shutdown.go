@@ -125,23 +125,7 @@ func (sp *Speaker) drained() []netip.Prefix {
 // sent cidrs with GRACEFUL_SHUTDOWN: their Adj-RIB-Out lacks one of them
 // marked, or GoBGP has written no UPDATE to them since before.
 func (sp *Speaker) notSent(ctx context.Context, peers []netip.Addr, cidrs []netip.Prefix, before map[netip.Addr]Updates) ([]netip.Addr, error) {
-	counts, err := sp.UpdateCounts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	up := map[netip.Addr]bool{}
-	for _, s := range sp.snapshot() {
-		up[s.Address] = s.Established
-	}
-	var out []netip.Addr
-	for _, peer := range peers {
-		if !up[peer] {
-			continue // gone meanwhile: nothing more to tell it
-		}
-		if counts[peer].Sent <= before[peer].Sent {
-			out = append(out, peer)
-			continue
-		}
+	return sp.unsentPeers(ctx, peers, before, func(peer netip.Addr) bool {
 		marked := map[netip.Prefix]bool{}
 		fams := sp.cfg.externalFamilies(peer)
 		// Only the prefixes of the session's families reach the peer: an
@@ -163,7 +147,28 @@ func (sp *Speaker) notSent(ctx context.Context, peers []netip.Addr, cidrs []neti
 					}
 				})
 		}
-		if len(marked) < len(want) {
+		return len(marked) >= len(want)
+	})
+}
+
+// unsentPeers are the peers of peers, still established, to which GoBGP
+// has written no UPDATE since before, or whose Adj-RIB-Out lacks what
+// sent looks for: those a stop still waits for (notSent, notSentTo).
+func (sp *Speaker) unsentPeers(ctx context.Context, peers []netip.Addr, before map[netip.Addr]Updates, sent func(peer netip.Addr) bool) ([]netip.Addr, error) {
+	counts, err := sp.UpdateCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	up := map[netip.Addr]bool{}
+	for _, s := range sp.snapshot() {
+		up[s.Address] = s.Established
+	}
+	var out []netip.Addr
+	for _, peer := range peers {
+		if !up[peer] {
+			continue // gone meanwhile: nothing more to tell it
+		}
+		if counts[peer].Sent <= before[peer].Sent || !sent(peer) {
 			out = append(out, peer)
 		}
 	}

@@ -278,24 +278,8 @@ func (sp *Speaker) PlannedStop(ctx context.Context) ([]netip.Addr, error) {
 // in IPv6 unicast, unmarked (only IPv4 blocks go to routers marked),
 // toward a router.
 func (sp *Speaker) notSentTo(ctx context.Context, peers []netip.Addr, blocks []netip.Prefix, before map[netip.Addr]Updates, marked, vpn6 bool) ([]netip.Addr, error) {
-	counts, err := sp.UpdateCounts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	up := map[netip.Addr]bool{}
-	for _, s := range sp.snapshot() {
-		up[s.Address] = s.Established
-	}
 	has6 := slices.ContainsFunc(blocks, func(p netip.Prefix) bool { return p.Addr().Is6() })
-	var out []netip.Addr
-	for _, peer := range peers {
-		if !up[peer] {
-			continue // gone meanwhile: nothing more to tell it
-		}
-		if counts[peer].Sent <= before[peer].Sent {
-			out = append(out, peer)
-			continue
-		}
+	return sp.unsentPeers(ctx, peers, before, func(peer netip.Addr) bool {
 		seen := map[netip.Prefix]bool{}
 		_ = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_OUT, Name: peer.String(), Family: bgppkt.RF_IPv4_UC},
 			func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
@@ -339,11 +323,8 @@ func (sp *Speaker) notSentTo(ctx context.Context, peers []netip.Addr, blocks []n
 					}
 				})
 		}
-		if len(seen) < len(blocks) {
-			out = append(out, peer)
-		}
-	}
-	return out, nil
+		return len(seen) >= len(blocks)
+	})
 }
 
 // standInSettle is how long a starting node keeps its blocks marked after

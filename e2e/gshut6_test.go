@@ -82,36 +82,8 @@ func TestPlannedRestartIPv6OnlyBird(t *testing.T) {
 	needNATTools(t, "ping")
 	l := newLab(t)
 	peer := fmt.Sprintf("  externalPeers:\n    - address: %s\n      asn: %d\n      maxPrefixes: %d\n", lab.RouterAddr6, lab.RouterASN, torMaxPrefixes) + bfdPeerExtra
-	nodes, err := l.AddMeshWith(3, lab.NodeOptions{IPv6Only: true, Extra: pool6Only, BGPExtra: peer})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := l.AddOutside()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := out.AddIPv6(nodes...); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.WaitLinkLocal(); err != nil {
-		t.Fatal(err)
-	}
-	var addrs []netip.Addr
-	for _, n := range nodes {
-		addrs = append(addrs, n.PeerAddress())
-	}
-	tor, err := l.StartToRWith("bird", out.Router, lab.RouterAddr, addrs, []lab.ToRPool{torPool6Only}, lab.ToROptions{Hold: bfdHold, BFD: 300 * time.Millisecond, GracefulShutdown: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("bird log:\n%s", tor.Log())
-		}
-	})
-	if err := lab.StartAll(nodes); err != nil {
-		t.Fatal(err)
-	}
+	nodes, out, tor := startIPv6OnlyToR(t, l, "bird", peer, lab.ToROptions{Hold: bfdHold, BFD: 300 * time.Millisecond, GracefulShutdown: true})
+	addrs := peerAddresses(nodes)
 	a1, a2 := nodes[0], nodes[1]
 	p1 := newPod(t, a1, "p1")
 	converge(t, nodes...)

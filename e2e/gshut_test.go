@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -138,7 +140,7 @@ func testGracefulShutdown(t *testing.T, kind string, restart bool) {
 	// The client: a request every 10 ms, each a new connection that must
 	// not lose its SYN (lab.Request).
 	var mu sync.Mutex
-	var failures []string
+	var failures, resets []string
 	requests := 0
 	stop := make(chan struct{})
 	clientDone := make(chan struct{})
@@ -153,8 +155,12 @@ func testGracefulShutdown(t *testing.T, kind string, restart bool) {
 			err := l.Request(laptop, svc, 900*time.Millisecond)
 			mu.Lock()
 			requests++
-			if err != nil {
-				failures = append(failures, time.Now().Format("15:04:05.000")+" "+err.Error())
+			switch line := time.Now().Format("15:04:05.000") + " " + err2s(err); {
+			case err == nil:
+			case errors.Is(err, syscall.ECONNRESET):
+				resets = append(resets, line)
+			default:
+				failures = append(failures, line)
 			}
 			mu.Unlock()
 		}
@@ -322,9 +328,25 @@ func testGracefulShutdown(t *testing.T, kind string, restart bool) {
 	<-clientDone
 	mu.Lock()
 	defer mu.Unlock()
-	if len(failures) > 0 {
-		t.Errorf("%d of %d requests to %s failed over a1's planned %s:\n%s", len(failures), requests, svc, what, strings.Join(failures, "\n"))
-	} else {
+	// A connection open while the router's ECMP set for the Service CIDR
+	// changes may be hashed to another node in the middle of its
+	// handshake, which resets it: any ECMP announcement of a Service does
+	// this, and no announcement can avoid it. The stop changes the set
+	// once (a1 drained), the restart twice (a1 back), and the client has
+	// one request open at a time: at most that many resets. A request lost
+	// for lack of a route (a timeout) or refused fails the test.
+	maxResets := 1
+	if restart {
+		maxResets = 2
+	}
+	switch {
+	case len(failures) > 0 || len(resets) > maxResets:
+		t.Errorf("%d of %d requests to %s failed over a1's planned %s, and %d reset (at most %d: the router's ECMP changes):\n%s", len(failures), requests, svc, what,
+			len(resets), maxResets, strings.Join(append(failures, resets...), "\n"))
+	case len(resets) > 0:
+		t.Logf("%s: %d requests to %s over a1's planned %s, none lost; %d reset where the router's ECMP set changed under an open connection:\n%s", kind, requests, svc, what,
+			len(resets), strings.Join(resets, "\n"))
+	default:
 		t.Logf("%s: %d requests to %s over a1's planned %s, none failed; a1 answered %d of them", kind, requests, svc, what, len(servers["a1"].Peers()))
 	}
 }
@@ -354,4 +376,12 @@ func pingUntil(t *testing.T, netns, dst, interval string) func() (received, sent
 		recv, _ := strconv.Atoi(m[2])
 		return recv, sent
 	}
+}
+
+// err2s is err's text, "" for nil.
+func err2s(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

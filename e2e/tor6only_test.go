@@ -66,16 +66,13 @@ type tor6Only struct {
 	restart bool // a planned restart of node1 under pings
 }
 
-func testToR6Only(t *testing.T, kind string, v tor6Only) {
-	needNATTools(t, "ping", "tcpdump")
-	l := newLab(t)
-	peer := fmt.Sprintf("  externalPeers:\n    - address: %s\n      asn: %d\n      maxPrefixes: %d\n", lab.RouterAddr6, lab.RouterASN, torMaxPrefixes)
-	var o lab.ToROptions
-	if v.bfd {
-		peer += "      bfd: {minInterval: 300ms, multiplier: 3}\n"
-		o.BFD = 300 * time.Millisecond
-	}
-	nodes, err := l.AddMeshWith(3, lab.NodeOptions{IPv6Only: true, Extra: pool6Only, BGPExtra: peer})
+// startIPv6OnlyToR starts the IPv6-only ToR lab: three IPv6-only nodes
+// meshed, with bgpExtra (their external peer, the router at
+// lab.RouterAddr6) in their config, the outside host behind a router
+// running kind with o, and the nodes started.
+func startIPv6OnlyToR(t *testing.T, l *lab.Lab, kind, bgpExtra string, o lab.ToROptions) ([]*lab.Node, *lab.Outside, lab.ToR) {
+	t.Helper()
+	nodes, err := l.AddMeshWith(3, lab.NodeOptions{IPv6Only: true, Extra: pool6Only, BGPExtra: bgpExtra})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,11 +86,7 @@ func testToR6Only(t *testing.T, kind string, v tor6Only) {
 	if err := out.WaitLinkLocal(); err != nil {
 		t.Fatal(err)
 	}
-	var addrs []netip.Addr
-	for _, n := range nodes {
-		addrs = append(addrs, n.PeerAddress())
-	}
-	tor, err := l.StartToRWith(kind, out.Router, lab.RouterAddr, addrs, []lab.ToRPool{torPool6Only}, o)
+	tor, err := l.StartToRWith(kind, out.Router, lab.RouterAddr, peerAddresses(nodes), []lab.ToRPool{torPool6Only}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,6 +98,28 @@ func testToR6Only(t *testing.T, kind string, v tor6Only) {
 	if err := lab.StartAll(nodes); err != nil {
 		t.Fatal(err)
 	}
+	return nodes, out, tor
+}
+
+// peerAddresses are the nodes' BGP session addresses.
+func peerAddresses(nodes []*lab.Node) []netip.Addr {
+	var addrs []netip.Addr
+	for _, n := range nodes {
+		addrs = append(addrs, n.PeerAddress())
+	}
+	return addrs
+}
+
+func testToR6Only(t *testing.T, kind string, v tor6Only) {
+	needNATTools(t, "ping", "tcpdump")
+	l := newLab(t)
+	peer := fmt.Sprintf("  externalPeers:\n    - address: %s\n      asn: %d\n      maxPrefixes: %d\n", lab.RouterAddr6, lab.RouterASN, torMaxPrefixes)
+	var o lab.ToROptions
+	if v.bfd {
+		peer += "      bfd: {minInterval: 300ms, multiplier: 3}\n"
+		o.BFD = 300 * time.Millisecond
+	}
+	nodes, out, tor := startIPv6OnlyToR(t, l, kind, peer, o)
 	var pods []*lab.Pod
 	for i, n := range nodes {
 		pods = append(pods, newPod(t, n, fmt.Sprintf("p%d", i+1)))
@@ -147,7 +162,7 @@ func testToR6Only(t *testing.T, kind string, v tor6Only) {
 			if err != nil {
 				return err.Error()
 			}
-			for _, a := range addrs {
+			for _, a := range peerAddresses(nodes) {
 				if sessions[a] != "up" {
 					return fmt.Sprintf("the router's BFD sessions: %v; want %s up", sessions, a)
 				}
