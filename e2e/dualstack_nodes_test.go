@@ -12,7 +12,7 @@ import (
 
 // poolsDualNodes are the pools of a dual-stack cluster beside BGP peers:
 // an IPv4 pool with the default modes and an IPv6 pool routed directly.
-const poolsDualNodes = "pools:\n  - cidr: 10.244.0.0/16\n  - cidr: fd00:10:246::/56\n    vxlanMode: Never\n"
+const poolsDualNodes = "pools:\n  - cidr: 10.244.0.0/16\n  - cidr: fd00:10:246::/56\n    vxlanMode: Never\n" + "metrics: 0.0.0.0:9099\n"
 
 var (
 	dualNodesPool4 = netip.MustParsePrefix("10.244.0.0/16")
@@ -110,6 +110,22 @@ func TestDualStackAcrossNodes(t *testing.T) {
 		t.Errorf("node1's reef ipam show lacks node2's two addresses: %v\n%s", err, ipam)
 	} else {
 		t.Logf("node1: reef ipam show --show-blocks\n%s", ipam)
+	}
+	// The metrics have a row per pool of each family: node1 has pod a's
+	// two addresses in use (and its VXLAN tunnel address of the IPv4
+	// pool), and the three nodes' blocks of each family.
+	_, body := scrape(t, nodes[1].Netns, nodes[0], "/metrics")
+	for _, want := range []string{
+		`reef_pool_addresses_in_use{pool="` + dualNodesPool4.String() + `"} 2`,
+		`reef_pool_addresses_in_use{pool="` + dualNodesPool6.String() + `"} 1`,
+		`reef_pool_addresses_capacity{pool="` + dualNodesPool6.String() + `"} 64`,
+		`reef_pool_blocks_claimed{pool="` + dualNodesPool6.String() + `"} 3`,
+		`reef_pool_claims_waiting{pool="` + dualNodesPool6.String() + `"} 0`,
+		`reef_pool_blocks{pool="` + dualNodesPool6.String() + `"} 4.294967296e+09`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("node1's /metrics lacks %q:\n%s", want, grepLines(body, "reef_pool_"))
+		}
 	}
 	noWarnings(t, nodes)
 

@@ -113,7 +113,7 @@ var (
 	descCapacity = prometheus.NewDesc("reef_pool_addresses_capacity",
 		"Addresses in this node's confirmed blocks of the pool.", []string{"pool"}, nil)
 	descPoolBlocks = prometheus.NewDesc("reef_pool_blocks",
-		"Blocks the pool has.", []string{"pool"}, nil)
+		"Blocks of the pool that nodes can claim: all of an IPv4 pool's, the first 2^32 of an IPv6 pool's.", []string{"pool"}, nil)
 	descPoolClaimed = prometheus.NewDesc("reef_pool_blocks_claimed",
 		"Blocks of the pool that some node known here owns or claims.", []string{"pool"}, nil)
 	descWaiting = prometheus.NewDesc("reef_pool_claims_waiting",
