@@ -78,6 +78,14 @@ func TestIPv6PoolAddRemove(t *testing.T) {
 		if err := p.Check(); err != nil {
 			t.Errorf("CHECK of pod %s, made before the IPv6 pool: %v", p.Name, err)
 		}
+		// A repeated ADD (a runtime retrying) answers what the pod has:
+		// its one IPv4 address, no IPv6 one.
+		before := p.IP
+		if err := p.Add(); err != nil {
+			t.Errorf("repeated ADD of pod %s, made before the IPv6 pool: %v", p.Name, err)
+		} else if len(p.IPs) != 1 || p.IP != before {
+			t.Errorf("repeated ADD of pod %s, made before the IPv6 pool: result %v, want its address %s alone", p.Name, p.IPs, before)
+		}
 		if out := run(t, l, p.Netns, "ip", "-6", "-o", "addr", "show", "dev", "eth0", "scope", "global"); strings.TrimSpace(out) != "" {
 			t.Errorf("pod %s, made before the IPv6 pool, has an IPv6 address now:\n%s", p.Name, out)
 		}
