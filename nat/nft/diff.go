@@ -24,7 +24,9 @@ const (
 	// shape that grows.
 	AddSet
 	AddChain
-	// ReplaceRules flushes a chain whose rules differ and adds reef's.
+	// ReplaceRules makes the rules of a chain that differ reef's: in
+	// place, rule by rule, where Apply can read the kernel's (edit.go),
+	// else by a flush and all of reef's.
 	ReplaceRules
 	// DelChain and DelSet remove what the desired shape no longer has,
 	// after the rules that referred to them are gone (DiffInPlace).

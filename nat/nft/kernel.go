@@ -190,12 +190,8 @@ func readTable(c *nftables.Conn, id TableID, spare chan *nftables.Conn) (Table, 
 				ch.Policy = *nc.Policy
 			}
 		}
-		rules, err := c.GetRules(nt, nc)
-		if err != nil {
-			return t, true, fmt.Errorf("chain %s: %w", nc.Name, err)
-		}
-		for _, r := range rules {
-			ch.Rules = append(ch.Rules, Rule{Comment: commentOf(r.UserData), Exprs: r.Exprs})
+		if ch.Rules, err = readRules(c, nt, nc); err != nil {
+			return t, true, err
 		}
 		t.Chains = append(t.Chains, ch)
 	}
@@ -220,6 +216,19 @@ func readTable(c *nftables.Conn, id TableID, spare chan *nftables.Conn) (Table, 
 	}
 	slices.SortFunc(t.Sets, func(a, b Set) int { return compareStrings(a.Name, b.Name) })
 	return t, true, nil
+}
+
+// readRules are the rules of chain nc, in order, with their handles.
+func readRules(c *nftables.Conn, nt *nftables.Table, nc *nftables.Chain) ([]Rule, error) {
+	rules, err := c.GetRules(nt, nc)
+	if err != nil {
+		return nil, fmt.Errorf("chain %s: %w", nc.Name, err)
+	}
+	out := make([]Rule, 0, len(rules))
+	for _, r := range rules {
+		out = append(out, Rule{Comment: commentOf(r.UserData), Exprs: r.Exprs, Handle: r.Handle})
+	}
+	return out, nil
 }
 
 // readElements fills the elements of sets (the table's, in the order of
@@ -302,17 +311,92 @@ func nftChain(t *nftables.Table, c Chain) *nftables.Chain {
 // same batch, whose lookups must carry the batch's set ID.
 func addRules(c *nftables.Conn, t *nftables.Table, ch *nftables.Chain, rules []Rule, setIDs map[string]uint32) {
 	for _, r := range rules {
-		exprs := make([]expr.Any, len(r.Exprs))
-		for i, e := range r.Exprs {
-			if l, ok := e.(*expr.Lookup); ok {
-				cp := *l
-				cp.SetID = setIDs[l.SetName]
-				e = &cp
-			}
-			exprs[i] = e
-		}
-		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: exprs, UserData: r.userData()})
+		c.AddRule(nftRule(t, ch, r, setIDs))
 	}
+}
+
+func nftRule(t *nftables.Table, ch *nftables.Chain, r Rule, setIDs map[string]uint32) *nftables.Rule {
+	exprs := make([]expr.Any, len(r.Exprs))
+	for i, e := range r.Exprs {
+		if l, ok := e.(*expr.Lookup); ok {
+			cp := *l
+			cp.SetID = setIDs[l.SetName]
+			e = &cp
+		}
+		exprs[i] = e
+	}
+	return &nftables.Rule{Table: t, Chain: ch, Exprs: exprs, UserData: r.userData()}
+}
+
+// replaceRules queues what makes chain ch's rules want: an edit of the
+// kernel's rules (have, read before the batch) where editRules finds one,
+// else a flush and all of want.
+func replaceRules(c *nftables.Conn, t *nftables.Table, ch *nftables.Chain, want, have []Rule, read bool, setIDs map[string]uint32) error {
+	e, ok := editRules(t.Family, want, have)
+	if !read || !ok {
+		c.FlushChain(ch)
+		addRules(c, t, ch, want, setIDs)
+		return nil
+	}
+	for _, h := range e.del {
+		if err := c.DelRule(&nftables.Rule{Table: t, Chain: ch, Handle: h}); err != nil {
+			return err
+		}
+	}
+	for _, in := range e.ins {
+		r := nftRule(t, ch, in.rule, setIDs)
+		if in.before == 0 {
+			c.AddRule(r)
+		} else {
+			r.Position = in.before
+			c.InsertRule(r)
+		}
+	}
+	return nil
+}
+
+// chainRef names a chain of a table.
+type chainRef struct {
+	table TableID
+	chain string
+}
+
+// chainsToEdit reads, before a batch, the kernel's rules of the chains
+// whose rules p replaces and that are there before it (not in a table it
+// creates, not a chain it adds). A chain that cannot be read is left out:
+// its rules are replaced whole.
+func (k *Kernel) chainsToEdit(p Plan) map[chainRef][]Rule {
+	fresh := map[chainRef]bool{}
+	whole := map[TableID]bool{}
+	var edit []chainRef
+	for _, ch := range p.Changes {
+		switch ch.Kind {
+		case CreateTable, RecreateTable:
+			whole[ch.Table.ID] = true
+		case AddChain:
+			fresh[chainRef{ch.Table.ID, ch.Chain}] = true
+		case ReplaceRules:
+			edit = append(edit, chainRef{ch.Table.ID, ch.Chain})
+		}
+	}
+	out := map[chainRef][]Rule{}
+	var c *nftables.Conn
+	for _, r := range edit {
+		if whole[r.table] || fresh[r] {
+			continue
+		}
+		if c == nil {
+			var err error
+			if c, err = k.conn(false); err != nil {
+				return out
+			}
+		}
+		nt := nftTable(r.table)
+		if rules, err := readRules(c, nt, &nftables.Chain{Table: nt, Name: r.chain}); err == nil {
+			out[r] = rules
+		}
+	}
+	return out
 }
 
 // queueTable queues the whole of t: table, sets with elements, chains,
@@ -353,6 +437,7 @@ func (k *Kernel) Apply(p Plan) error {
 	ok := false
 	defer func() { k.putPodConn(c, ok) }()
 	ids := map[string]uint32{} // sets added in this batch, for the rules that look them up
+	edits := k.chainsToEdit(p)
 	for _, ch := range p.Changes {
 		nt := nftTable(ch.Table.ID)
 		switch ch.Kind {
@@ -378,9 +463,8 @@ func (k *Kernel) Apply(p Plan) error {
 		case ReplaceRules:
 			for _, wc := range ch.Table.Chains {
 				if wc.Name == ch.Chain {
-					nc := nftChain(nt, wc)
-					c.FlushChain(nc)
-					addRules(c, nt, nc, wc.Rules, ids)
+					have, read := edits[chainRef{ch.Table.ID, wc.Name}]
+					err = replaceRules(c, nt, nftChain(nt, wc), wc.Rules, have, read, ids)
 				}
 			}
 		case DelChain:

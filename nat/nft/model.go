@@ -151,6 +151,9 @@ type Rule struct {
 	// renderer that reuses a rule keeps its key, so that comparing it
 	// costs no encoding. Rules read from the kernel have none.
 	Key string
+	// Handle is the kernel's handle of a rule Read returns (0 for a
+	// desired rule); it takes no part in comparisons.
+	Handle uint64
 }
 
 // WithKey returns r with its Key computed for family fam.
