@@ -97,53 +97,82 @@ func (sp *Speaker) standInStatements(ctx context.Context) ([]*api.Statement, err
 // standInPolicy is the stand-ins' export statements and the sets they
 // name, from the config alone.
 func standInPolicy(cfg *Config) ([]*api.Statement, []*api.DefinedSet) {
-	peers := StandInPeers(cfg)
 	var blocks []*api.Prefix
 	for _, p := range cfg.Pools {
 		if p.CIDR.Addr().Is4() {
 			blocks = append(blocks, &api.Prefix{IpPrefix: p.CIDR.Masked().String(), MaskLengthMin: uint32(p.BlockSize), MaskLengthMax: uint32(p.BlockSize)})
 		}
 	}
-	if len(peers) == 0 || len(blocks) == 0 {
+	if len(blocks) == 0 {
 		return nil, nil
 	}
-	sets := []*api.DefinedSet{
-		{DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: standInBlocks, Prefixes: blocks},
-		{DefinedType: api.DefinedType_DEFINED_TYPE_COMMUNITY, Name: standInMarked, List: []string{"65535:0"}},
-	}
-	var stmts []*api.Statement
-	for i, p := range peers {
-		set := fmt.Sprintf("%s-%d", standInPeer, i)
-		sets = append(sets, &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: set, List: []string{netip.PrefixFrom(p.Address, 32).String()}})
-		std, large, _ := SplitCommunities(p.Communities) // checked by addExternalPeers
-		act := &api.Actions{
-			RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT,
-			// GoBGP sets an eBGP peer's next hop to itself for a path it
-			// did not originate; unchanged puts the owner's back.
-			Nexthop:   &api.NexthopAction{Unchanged: true},
-			AsPrepend: &api.AsPrependAction{Asn: cfg.ASN, Repeat: 1},
-			// The mark off: a router that honours it would give the
-			// stand-in local preference 0 as well.
-			Community: &api.CommunityAction{Type: api.CommunityAction_TYPE_REMOVE, Communities: []string{"65535:0"}},
-		}
-		if len(std) > 0 {
-			// The owner's block carries no other standard community.
-			act.Community = &api.CommunityAction{Type: api.CommunityAction_TYPE_REPLACE, Communities: std}
-		}
-		if len(large) > 0 {
-			act.LargeCommunity = &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: large}
-		}
-		stmts = append(stmts, &api.Statement{
-			Name: fmt.Sprintf("%s-%d", standInStmt, i),
-			Conditions: &api.Conditions{
-				NeighborSet:  &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: set},
+	return standInExports(cfg, standInFamily{
+		peers: StandInPeers(cfg), peerSet: standInPeer, stmt: standInStmt,
+		sets: []*api.DefinedSet{
+			{DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: standInBlocks, Prefixes: blocks},
+			{DefinedType: api.DefinedType_DEFINED_TYPE_COMMUNITY, Name: standInMarked, List: []string{"65535:0"}},
+		},
+		match: func() *api.Conditions {
+			return &api.Conditions{
 				RouteType:    api.Conditions_ROUTE_TYPE_INTERNAL, // learned from the cluster
 				PrefixSet:    &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: standInBlocks},
 				CommunitySet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: standInMarked},
 				AfiSafiIn:    []*api.Family{{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}},
-			},
-			Actions: act,
-		})
+			}
+		},
+		actions: func(std []string) *api.Actions {
+			act := &api.Actions{
+				// GoBGP sets an eBGP peer's next hop to itself for a path
+				// it did not originate; unchanged puts the owner's back.
+				Nexthop: &api.NexthopAction{Unchanged: true},
+				// The mark off: a router that honours it would give the
+				// stand-in local preference 0 as well.
+				Community: &api.CommunityAction{Type: api.CommunityAction_TYPE_REMOVE, Communities: []string{"65535:0"}},
+			}
+			if len(std) > 0 {
+				// The owner's block carries no other standard community.
+				act.Community = &api.CommunityAction{Type: api.CommunityAction_TYPE_REPLACE, Communities: std}
+			}
+			return act
+		},
+	})
+}
+
+// standInFamily is what the export statements of one family's
+// stand-ins (standInPolicy, standInPolicy6) differ in.
+type standInFamily struct {
+	peers         []ExternalPeer
+	peerSet, stmt string            // the names of a peer's neighbor set and statement, before -<i>
+	sets          []*api.DefinedSet // the sets match names
+	// match is what a statement matches besides its peer; actions what
+	// it does, given the peer's standard communities, besides accepting
+	// with the AS prepended once more and the peer's large communities
+	// added.
+	match   func() *api.Conditions
+	actions func(std []string) *api.Actions
+}
+
+// standInExports is a statement per peer of f, and the sets they name
+// (f's own first); none without a peer.
+func standInExports(cfg *Config, f standInFamily) ([]*api.Statement, []*api.DefinedSet) {
+	if len(f.peers) == 0 {
+		return nil, nil
+	}
+	sets := f.sets
+	var stmts []*api.Statement
+	for i, p := range f.peers {
+		set := fmt.Sprintf("%s-%d", f.peerSet, i)
+		sets = append(sets, &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: set, List: []string{netip.PrefixFrom(p.Address, p.Address.BitLen()).String()}})
+		std, large, _ := SplitCommunities(p.Communities) // checked by addExternalPeers
+		act := f.actions(std)
+		act.RouteAction = api.RouteAction_ROUTE_ACTION_ACCEPT
+		act.AsPrepend = &api.AsPrependAction{Asn: cfg.ASN, Repeat: 1}
+		if len(large) > 0 {
+			act.LargeCommunity = &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: large}
+		}
+		cond := f.match()
+		cond.NeighborSet = &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: set}
+		stmts = append(stmts, &api.Statement{Name: fmt.Sprintf("%s-%d", f.stmt, i), Conditions: cond, Actions: act})
 	}
 	return stmts, sets
 }
@@ -434,8 +463,9 @@ func (s StandIn) String() string {
 }
 
 // StandIns are the stand-ins this node announces now: the blocks its
-// established StandInPeers are sent that are not its own. It reads their
-// Adj-RIB-Out, so it is for `reef status`, not for a loop.
+// established StandInPeers and StandInPeers6 are sent that are not its
+// own. It reads their Adj-RIB-Out, so it is for `reef status` and a
+// scrape, not for a loop.
 func (sp *Speaker) StandIns(ctx context.Context) []StandIn {
 	sp.announcing.Lock()
 	own := make(map[netip.Prefix]bool, len(sp.ownUnicast))
@@ -448,39 +478,27 @@ func (sp *Speaker) StandIns(ctx context.Context) []StandIn {
 		up[s.Address] = s.Established
 	}
 	var out []StandIn
-	for _, p := range StandInPeers(&sp.cfg) {
-		if !up[p.Address] {
-			continue
-		}
-		_ = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_OUT, Name: p.Address.String(), Family: bgppkt.RF_IPv4_UC},
-			func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
-				uc, ok := nlri.(*bgppkt.IPAddrPrefix)
-				if !ok || own[uc.Prefix] || checkBlock(sp.cfg.Pools, uc.Prefix) != nil {
-					return // its own block, or a Service prefix
-				}
-				for _, path := range paths {
-					if _, nh := pathAttrs(nil, path.Attrs); !path.Withdrawal {
-						out = append(out, StandIn{Block: uc.Prefix, Owner: nh, Router: p.Address})
+	for _, f := range []struct {
+		peers  []ExternalPeer
+		family bgppkt.Family
+	}{{StandInPeers(&sp.cfg), bgppkt.RF_IPv4_UC}, {StandInPeers6(&sp.cfg), bgppkt.RF_IPv6_UC}} {
+		for _, p := range f.peers {
+			if !up[p.Address] {
+				continue
+			}
+			_ = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_OUT, Name: p.Address.String(), Family: f.family},
+				func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
+					uc, ok := nlri.(*bgppkt.IPAddrPrefix)
+					if !ok || own[uc.Prefix] || checkBlock(sp.cfg.Pools, uc.Prefix) != nil {
+						return // its own block, or a Service prefix
 					}
-				}
-			})
-	}
-	for _, p := range StandInPeers6(&sp.cfg) {
-		if !up[p.Address] {
-			continue
-		}
-		_ = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_OUT, Name: p.Address.String(), Family: bgppkt.RF_IPv6_UC},
-			func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
-				uc, ok := nlri.(*bgppkt.IPAddrPrefix)
-				if !ok || own[uc.Prefix] || checkBlock(sp.cfg.Pools, uc.Prefix) != nil {
-					return
-				}
-				for _, path := range paths {
-					if _, nh := pathAttrs(nil, path.Attrs); !path.Withdrawal {
-						out = append(out, StandIn{Block: uc.Prefix, Owner: nh, Router: p.Address})
+					for _, path := range paths {
+						if _, nh := pathAttrs(nil, path.Attrs); !path.Withdrawal {
+							out = append(out, StandIn{Block: uc.Prefix, Owner: nh, Router: p.Address})
+						}
 					}
-				}
-			})
+				})
+		}
 	}
 	slices.SortFunc(out, func(a, b StandIn) int {
 		if c := a.Block.Compare(b.Block); c != 0 {
@@ -497,4 +515,43 @@ func (sp *Speaker) BlocksMarked() bool {
 	sp.announcing.Lock()
 	defer sp.announcing.Unlock()
 	return sp.marked
+}
+
+// MarkedBlocks counts this node's blocks that go out marked 65535:0 now,
+// by family: its IPv4 blocks (in IPv4 unicast) and the claims of its
+// IPv6 blocks (in VPN-IPv6).
+func (sp *Speaker) MarkedBlocks() (ipv4, ipv6 int) {
+	sp.announcing.Lock()
+	defer sp.announcing.Unlock()
+	for p, cur := range sp.ownUnicast {
+		if cur.marked && p.Addr().Is4() {
+			ipv4++
+		}
+	}
+	for k, cur := range sp.ownVPN {
+		if cur.marked && k.kind == KindClaim && k.prefix.Addr().Is6() {
+			ipv6++
+		}
+	}
+	return ipv4, ipv6
+}
+
+// StandInBlocks counts the blocks of other nodes this node stands in
+// for now (StandIns), by family: a block sent to two routers counts
+// once. It reads the routers' Adj-RIB-Out, so it is for a scrape, not
+// for a loop.
+func (sp *Speaker) StandInBlocks(ctx context.Context) (ipv4, ipv6 int) {
+	seen := map[netip.Prefix]bool{}
+	for _, s := range sp.StandIns(ctx) {
+		if seen[s.Block] {
+			continue
+		}
+		seen[s.Block] = true
+		if s.Block.Addr().Is4() {
+			ipv4++
+		} else {
+			ipv6++
+		}
+	}
+	return ipv4, ipv6
 }

@@ -156,6 +156,15 @@ func TestStandInForPlannedStop(t *testing.T) {
 	if !c.BlocksMarked() || a.BlocksMarked() {
 		t.Errorf("BlocksMarked() = %v on C, %v on A; want true, false", c.BlocksMarked(), a.BlocksMarked())
 	}
+	// What the metrics show (reef_bgp_blocks_marked, reef_bgp_stand_ins).
+	counts := func() string {
+		c4, c6 := c.MarkedBlocks()
+		a4, a6 := a.StandInBlocks(ctx)
+		return fmt.Sprintf("C marks %d IPv4 and %d IPv6 blocks, A stands in for %d and %d", c4, c6, a4, a6)
+	}
+	if got, want := counts(), "C marks 1 IPv4 and 0 IPv6 blocks, A stands in for 1 and 0"; got != want {
+		t.Errorf("during C's stop: %s; want %s", got, want)
+	}
 
 	// C's new daemon with its router's path: the mark off ends it.
 	if _, err := c.mark(false); err != nil {
@@ -166,6 +175,9 @@ func TestStandInForPlannedStop(t *testing.T) {
 	})
 	if got := a.StandIns(ctx); len(got) != 0 || c.BlocksMarked() {
 		t.Errorf("after the mark is off: A's StandIns() = %v, C's BlocksMarked() = %v; want none, false", got, c.BlocksMarked())
+	}
+	if got, want := counts(), "C marks 0 IPv4 and 0 IPv6 blocks, A stands in for 0 and 0"; got != want {
+		t.Errorf("after the mark is off: %s; want %s", got, want)
 	}
 	if _, err := a.mark(true); err != nil {
 		t.Fatal(err)

@@ -114,7 +114,7 @@ func TestPlannedRestartIPv6OnlyBird(t *testing.T) {
 // every ping is answered.
 func standInOverRestart(t *testing.T, l *lab.Lab, tor lab.ToR, kind, router, client string, a1, a2 *lab.Node, ip6 netip.Addr, block netip.Prefix, a1v6 netip.Addr) {
 	t.Helper()
-	standInsOverRestart(t, l, tor, kind, router, client, a1, a2, []standInTarget{{ip6, block, a1v6}})
+	standInsOverRestart(t, l, tor, kind, router, client, a1, a2, []standInTarget{{ip6, block, a1v6}}, nil)
 }
 
 // standInTarget is a pod on the restarting node, its block, and the next
@@ -128,7 +128,9 @@ type standInTarget struct {
 
 // standInsOverRestart is standInOverRestart for several pods of a1 at
 // once (of either family), over one restart; the messages name the nodes.
-func standInsOverRestart(t *testing.T, l *lab.Lab, tor lab.ToR, kind, router, client string, a1, a2 *lab.Node, targets []standInTarget) {
+// during, if set, runs once while the router has a2's stand-ins for every
+// target and its session with a1 is still up.
+func standInsOverRestart(t *testing.T, l *lab.Lab, tor lab.ToR, kind, router, client string, a1, a2 *lab.Node, targets []standInTarget, during func()) {
 	t.Helper()
 	pings := make([]func() (int, int), len(targets))
 	for i, g := range targets {
@@ -182,6 +184,10 @@ func standInsOverRestart(t *testing.T, l *lab.Lab, tor lab.ToR, kind, router, cl
 						time.Since(sigterm).Round(time.Millisecond), a1.Name, g.block, paths)
 				}
 			}
+		}
+		if during != nil && !slices.ContainsFunc(stoodIn, time.Time.IsZero) {
+			during()
+			during = nil
 		}
 	}
 	routes := bgpRoutes(t, l, router)

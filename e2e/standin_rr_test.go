@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/netip"
+	"regexp"
 	"testing"
 	"time"
 
@@ -20,7 +21,8 @@ import (
 // c1's blocks (the IPv4 one by its export statement, the IPv6 one
 // originated from the marked claim), which the test sees at the router
 // while its session with c1 is still up, and stop once c1 is back. Every
-// ping must be answered. Slow suite: the reflector lab and the restart
+// ping must be answered. c2's reef_bgp_stand_ins counts the two blocks
+// meanwhile, and 0 before and after. Slow suite: the reflector lab and the restart
 // take over 20 s.
 func TestPlannedRestartReflectorsBird(t *testing.T) {
 	slowSuite(t)
@@ -47,7 +49,7 @@ func TestPlannedRestartReflectorsBird(t *testing.T) {
 		if i == 0 {
 			bgp = lab.ReflectorBGP(nil, voters)
 		}
-		n, err := l.AddNode(name, lab.NodeOptions{BGP: bgp + router, Extra: extra})
+		n, err := l.AddNode(name, lab.NodeOptions{BGP: bgp + router, Extra: extra + "metrics: 0.0.0.0:9099\n"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,5 +97,34 @@ func TestPlannedRestartReflectorsBird(t *testing.T) {
 		}
 		return ""
 	})
-	standInsOverRestart(t, l, tor, "bird", l.Prefix+"-xr", laptop, c1, c2, targets)
+	// reef_bgp_stand_ins on c2 while it stands in, and after; and
+	// reef_bgp_blocks_marked on c1 once it is back. (c1's own count while
+	// it stops is not to be had: its metrics listener closes at SIGTERM.)
+	metric := func(n *lab.Node, name, family string) string {
+		_, body := scrape(t, l.Prefix+"-xr", n, "/metrics")
+		re := regexp.MustCompile(`(?m)^` + name + `\{family="` + family + `"\} (\S+)$`)
+		if m := re.FindStringSubmatch(body); m != nil {
+			return m[1]
+		}
+		return "none"
+	}
+	metrics := func(want string) string {
+		got := fmt.Sprintf("c2 stands in for %s IPv4 and %s IPv6 blocks, c1 marks %s and %s", metric(c2, "reef_bgp_stand_ins", "ipv4"), metric(c2, "reef_bgp_stand_ins", "ipv6"),
+			metric(c1, "reef_bgp_blocks_marked", "ipv4"), metric(c1, "reef_bgp_blocks_marked", "ipv6"))
+		if got != want {
+			return fmt.Sprintf("metrics: %s; want %s", got, want)
+		}
+		return ""
+	}
+	if d := metrics("c2 stands in for 0 IPv4 and 0 IPv6 blocks, c1 marks 0 and 0"); d != "" {
+		t.Fatal(d)
+	}
+	standInsOverRestart(t, l, tor, "bird", l.Prefix+"-xr", laptop, c1, c2, targets, func() {
+		if got, want := metric(c2, "reef_bgp_stand_ins", "ipv4")+" "+metric(c2, "reef_bgp_stand_ins", "ipv6"), "1 1"; got != want {
+			t.Errorf("c2's reef_bgp_stand_ins (ipv4 ipv6) while it stands in for c1: %s, want %s", got, want)
+		}
+	})
+	eventually(t, 10*time.Second, func() string {
+		return metrics("c2 stands in for 0 IPv4 and 0 IPv6 blocks, c1 marks 0 and 0")
+	})
 }
