@@ -63,12 +63,31 @@ func StandInPeers(cfg *Config) []ExternalPeer {
 	return out
 }
 
-// standsIn reports whether the node marks its blocks for stand-ins: it
-// has IPv4 blocks to mark and external peers that stand-ins go to. The
-// other nodes of a rack have the same routers, so a node without BFD
-// routers asks nobody, and its stop does not wait for nothing.
+// standsIn reports whether the node marks blocks for stand-ins, of
+// either family (standsIn4, standsIn6).
 func (cfg *Config) standsIn() bool {
-	return cfg.NodeAddress.IsValid() && len(StandInPeers(cfg)) > 0 || cfg.standsIn6()
+	return cfg.standsIn4() || cfg.standsIn6()
+}
+
+// standsIn4 reports whether the node marks its IPv4 blocks for
+// stand-ins: it has IPv4 blocks to mark and external peers that IPv4
+// stand-ins go to. The other nodes of a rack have the same routers, so a
+// node without such routers asks nobody, and its stop does not wait for
+// nothing. A node whose BFD routers are all at IPv6 addresses marks its
+// IPv4 blocks no more than one without BFD routers: its IPv4 routers,
+// without BFD, keep its IPv4 blocks over graceful restart, and the mark
+// would only lower the preference of its one path there, and ask the
+// other nodes to announce its blocks to their IPv4 BFD routers, which
+// this node does not peer with.
+func (cfg *Config) standsIn4() bool {
+	return cfg.NodeAddress.IsValid() && len(StandInPeers(cfg)) > 0
+}
+
+// marks4 reports whether the node's block p goes out marked: an IPv4
+// block while the node's blocks are marked and it marks IPv4 ones. The
+// caller holds sp.announcing.
+func (sp *Speaker) marks4(p netip.Prefix) bool {
+	return sp.marked && p.Addr().Is4() && sp.cfg.standsIn4()
 }
 
 // Names of the sets and statements of the stand-ins.
@@ -178,18 +197,19 @@ func standInExports(cfg *Config, f standInFamily) ([]*api.Statement, []*api.Defi
 }
 
 // blockPath is the path of one of the node's blocks, marked with 65535:0
-// when the speaker's IPv4 blocks are (Speaker.marked).
+// when the speaker's IPv4 blocks are (marks4).
 func (sp *Speaker) blockPath(block netip.Prefix, nh netip.Addr, lcs []LargeCommunity) (*apiutil.Path, error) {
 	path, err := unicastPath(block, nh, lcs)
-	if err != nil || !sp.marked || !block.Addr().Is4() {
+	if err != nil || !sp.marks4(block) {
 		return path, err
 	}
 	path.Attrs = append(path.Attrs, bgppkt.NewPathAttributeCommunities([]uint32{GracefulShutdownCommunity}))
 	return path, nil
 }
 
-// mark announces the node's IPv4 blocks again with the mark on or off,
-// and returns them.
+// mark announces the node's IPv4 blocks again with the mark on or off
+// (when it marks them at all: standsIn4), and the claims of its IPv6
+// ones (standsIn6), and returns those blocks.
 func (sp *Speaker) mark(on bool) ([]netip.Prefix, error) {
 	sp.announcing.Lock()
 	defer sp.announcing.Unlock()
@@ -197,7 +217,7 @@ func (sp *Speaker) mark(on bool) ([]netip.Prefix, error) {
 	var blocks []netip.Prefix
 	var paths []*apiutil.Path
 	for p, cur := range sp.ownUnicast {
-		if !p.Addr().Is4() {
+		if !p.Addr().Is4() || !sp.cfg.standsIn4() {
 			continue
 		}
 		path, err := sp.blockPath(p, cur.nh, cur.lcs)
@@ -213,7 +233,7 @@ func (sp *Speaker) mark(on bool) ([]netip.Prefix, error) {
 			return
 		}
 		cur := sp.ownUnicast[blocks[i]]
-		cur.path, cur.marked = paths[i], on
+		cur.path, cur.marked = paths[i], sp.marks4(blocks[i])
 		sp.ownUnicast[blocks[i]] = cur
 	})
 	// The IPv6 blocks: their confirmed claims in VPN-IPv6, the only
