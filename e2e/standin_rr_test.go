@@ -22,9 +22,14 @@ import (
 // originated from the marked claim), which the test sees at the router
 // while its session with c1 is still up, and stop once c1 is back. Every
 // ping must be answered. c2's reef_bgp_stand_ins counts the two blocks
-// meanwhile, and 0 before and after. Slow suite: the reflector lab and the restart
-// take over 20 s.
-func TestPlannedRestartReflectorsBird(t *testing.T) {
+// meanwhile, and 0 before and after. Slow suite: the reflector lab and
+// the restart take over 20 s. TestPlannedRestartReflectorsFRR is the
+// same with FRR as the router.
+func TestPlannedRestartReflectorsBird(t *testing.T) { testPlannedRestartReflectors(t, "bird") }
+
+func TestPlannedRestartReflectorsFRR(t *testing.T) { testPlannedRestartReflectors(t, "frr") }
+
+func testPlannedRestartReflectors(t *testing.T, kind string) {
 	slowSuite(t)
 	needNATTools(t, "ping")
 	l := newLab(t)
@@ -58,7 +63,7 @@ func TestPlannedRestartReflectorsBird(t *testing.T) {
 	if err := l.AddCrossIPv6(nodes); err != nil {
 		t.Fatal(err)
 	}
-	tor := startToRWith(t, l, "bird", nodes, pools, lab.ToROptions{Hold: bfdHold, BFD: 300 * time.Millisecond, GracefulShutdown: true})
+	tor := startToRWith(t, l, kind, nodes, pools, lab.ToROptions{Hold: bfdHold, BFD: 300 * time.Millisecond, GracefulShutdown: true})
 	if err := lab.StartAll(nodes); err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +93,14 @@ func TestPlannedRestartReflectorsBird(t *testing.T) {
 		{p.IPs[1], netip.PrefixFrom(p.IPs[1], torPool6.BlockSize).Masked(), lab.CrossAddress6(c1.Address)},
 	}
 	waitBFDUp(t, tor, nodes)
+	// Every node's session with the router up, not only BFD: c2 can only
+	// stand in over an established one.
 	eventually(t, 20*time.Second, func() string {
+		for _, n := range nodes {
+			if s, err := tor.Session(n.PeerAddress()); err != nil || !s.Established {
+				return fmt.Sprintf("the router's session with %s: %+v, %v; want established", n.Name, s, err)
+			}
+		}
 		routes := bgpRoutes(t, l, l.Prefix+"-xr")
 		for _, g := range targets {
 			if via := routes[g.block.String()]; via != g.nh.String() {
@@ -119,7 +131,7 @@ func TestPlannedRestartReflectorsBird(t *testing.T) {
 	if d := metrics("c2 stands in for 0 IPv4 and 0 IPv6 blocks, c1 marks 0 and 0"); d != "" {
 		t.Fatal(d)
 	}
-	standInsOverRestart(t, l, tor, "bird", l.Prefix+"-xr", laptop, c1, c2, targets, func() {
+	standInsOverRestart(t, l, tor, kind, l.Prefix+"-xr", laptop, c1, c2, targets, func() {
 		if got, want := metric(c2, "reef_bgp_stand_ins", "ipv4")+" "+metric(c2, "reef_bgp_stand_ins", "ipv6"), "1 1"; got != want {
 			t.Errorf("c2's reef_bgp_stand_ins (ipv4 ipv6) while it stands in for c1: %s, want %s", got, want)
 		}
