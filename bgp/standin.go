@@ -48,11 +48,12 @@ import (
 // A node that is killed or cut off marks nothing: no stand-ins, and BFD
 // takes its routes away as before.
 
-// StandInPeers are the external peers a node stands in toward: those
-// with BFD (without it, graceful restart already keeps the owner's
-// routes), over eBGP (GoBGP sends an iBGP peer nothing it learned over
-// iBGP), at IPv4 addresses (only IPv4 blocks travel between the nodes,
-// so only they can be stood in for).
+// StandInPeers are the external peers a node stands in toward for IPv4
+// blocks: those with BFD (without it, graceful restart already keeps the
+// owner's routes), over eBGP (GoBGP sends an iBGP peer nothing it learned
+// over iBGP), at IPv4 addresses (a session at an IPv6 address carries no
+// IPv4 unicast: externalFamilies). StandInPeers6 are those for IPv6
+// blocks.
 func StandInPeers(cfg *Config) []ExternalPeer {
 	var out []ExternalPeer
 	for _, p := range cfg.ExternalPeers {
