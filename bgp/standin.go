@@ -48,11 +48,12 @@ import (
 // A node that is killed or cut off marks nothing: no stand-ins, and BFD
 // takes its routes away as before.
 
-// StandInPeers are the external peers a node stands in toward: those
-// with BFD (without it, graceful restart already keeps the owner's
-// routes), over eBGP (GoBGP sends an iBGP peer nothing it learned over
-// iBGP), at IPv4 addresses (only IPv4 blocks travel between the nodes,
-// so only they can be stood in for).
+// StandInPeers are the external peers a node stands in toward for IPv4
+// blocks: those with BFD (without it, graceful restart already keeps the
+// owner's routes), over eBGP (GoBGP sends an iBGP peer nothing it learned
+// over iBGP), at IPv4 addresses (a session at an IPv6 address carries no
+// IPv4 unicast: externalFamilies). StandInPeers6 are those for IPv6
+// blocks.
 func StandInPeers(cfg *Config) []ExternalPeer {
 	var out []ExternalPeer
 	for _, p := range cfg.ExternalPeers {
@@ -63,12 +64,31 @@ func StandInPeers(cfg *Config) []ExternalPeer {
 	return out
 }
 
-// standsIn reports whether the node marks its blocks for stand-ins: it
-// has IPv4 blocks to mark and external peers that stand-ins go to. The
-// other nodes of a rack have the same routers, so a node without BFD
-// routers asks nobody, and its stop does not wait for nothing.
+// standsIn reports whether the node marks blocks for stand-ins, of
+// either family (standsIn4, standsIn6).
 func (cfg *Config) standsIn() bool {
-	return cfg.NodeAddress.IsValid() && len(StandInPeers(cfg)) > 0 || cfg.standsIn6()
+	return cfg.standsIn4() || cfg.standsIn6()
+}
+
+// standsIn4 reports whether the node marks its IPv4 blocks for
+// stand-ins: it has IPv4 blocks to mark and external peers that IPv4
+// stand-ins go to. The other nodes of a rack have the same routers, so a
+// node without such routers asks nobody, and its stop does not wait for
+// nothing. A node whose BFD routers are all at IPv6 addresses marks its
+// IPv4 blocks no more than one without BFD routers: its IPv4 routers,
+// without BFD, keep its IPv4 blocks over graceful restart, and the mark
+// would only lower the preference of its one path there, and ask the
+// other nodes to announce its blocks to their IPv4 BFD routers, which
+// this node does not peer with.
+func (cfg *Config) standsIn4() bool {
+	return cfg.NodeAddress.IsValid() && len(StandInPeers(cfg)) > 0
+}
+
+// marks4 reports whether the node's block p goes out marked: an IPv4
+// block while the node's blocks are marked and it marks IPv4 ones. The
+// caller holds sp.announcing.
+func (sp *Speaker) marks4(p netip.Prefix) bool {
+	return sp.marked && p.Addr().Is4() && sp.cfg.standsIn4()
 }
 
 // Names of the sets and statements of the stand-ins.
@@ -97,70 +117,100 @@ func (sp *Speaker) standInStatements(ctx context.Context) ([]*api.Statement, err
 // standInPolicy is the stand-ins' export statements and the sets they
 // name, from the config alone.
 func standInPolicy(cfg *Config) ([]*api.Statement, []*api.DefinedSet) {
-	peers := StandInPeers(cfg)
 	var blocks []*api.Prefix
 	for _, p := range cfg.Pools {
 		if p.CIDR.Addr().Is4() {
 			blocks = append(blocks, &api.Prefix{IpPrefix: p.CIDR.Masked().String(), MaskLengthMin: uint32(p.BlockSize), MaskLengthMax: uint32(p.BlockSize)})
 		}
 	}
-	if len(peers) == 0 || len(blocks) == 0 {
+	if len(blocks) == 0 {
 		return nil, nil
 	}
-	sets := []*api.DefinedSet{
-		{DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: standInBlocks, Prefixes: blocks},
-		{DefinedType: api.DefinedType_DEFINED_TYPE_COMMUNITY, Name: standInMarked, List: []string{"65535:0"}},
-	}
-	var stmts []*api.Statement
-	for i, p := range peers {
-		set := fmt.Sprintf("%s-%d", standInPeer, i)
-		sets = append(sets, &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: set, List: []string{netip.PrefixFrom(p.Address, 32).String()}})
-		std, large, _ := SplitCommunities(p.Communities) // checked by addExternalPeers
-		act := &api.Actions{
-			RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT,
-			// GoBGP sets an eBGP peer's next hop to itself for a path it
-			// did not originate; unchanged puts the owner's back.
-			Nexthop:   &api.NexthopAction{Unchanged: true},
-			AsPrepend: &api.AsPrependAction{Asn: cfg.ASN, Repeat: 1},
-			// The mark off: a router that honours it would give the
-			// stand-in local preference 0 as well.
-			Community: &api.CommunityAction{Type: api.CommunityAction_TYPE_REMOVE, Communities: []string{"65535:0"}},
-		}
-		if len(std) > 0 {
-			// The owner's block carries no other standard community.
-			act.Community = &api.CommunityAction{Type: api.CommunityAction_TYPE_REPLACE, Communities: std}
-		}
-		if len(large) > 0 {
-			act.LargeCommunity = &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: large}
-		}
-		stmts = append(stmts, &api.Statement{
-			Name: fmt.Sprintf("%s-%d", standInStmt, i),
-			Conditions: &api.Conditions{
-				NeighborSet:  &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: set},
+	return standInExports(cfg, standInFamily{
+		peers: StandInPeers(cfg), peerSet: standInPeer, stmt: standInStmt,
+		sets: []*api.DefinedSet{
+			{DefinedType: api.DefinedType_DEFINED_TYPE_PREFIX, Name: standInBlocks, Prefixes: blocks},
+			{DefinedType: api.DefinedType_DEFINED_TYPE_COMMUNITY, Name: standInMarked, List: []string{"65535:0"}},
+		},
+		match: func() *api.Conditions {
+			return &api.Conditions{
 				RouteType:    api.Conditions_ROUTE_TYPE_INTERNAL, // learned from the cluster
 				PrefixSet:    &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: standInBlocks},
 				CommunitySet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: standInMarked},
 				AfiSafiIn:    []*api.Family{{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}},
-			},
-			Actions: act,
-		})
+			}
+		},
+		actions: func(std []string) *api.Actions {
+			act := &api.Actions{
+				// GoBGP sets an eBGP peer's next hop to itself for a path
+				// it did not originate; unchanged puts the owner's back.
+				Nexthop: &api.NexthopAction{Unchanged: true},
+				// The mark off: a router that honours it would give the
+				// stand-in local preference 0 as well.
+				Community: &api.CommunityAction{Type: api.CommunityAction_TYPE_REMOVE, Communities: []string{"65535:0"}},
+			}
+			if len(std) > 0 {
+				// The owner's block carries no other standard community.
+				act.Community = &api.CommunityAction{Type: api.CommunityAction_TYPE_REPLACE, Communities: std}
+			}
+			return act
+		},
+	})
+}
+
+// standInFamily is what the export statements of one family's
+// stand-ins (standInPolicy, standInPolicy6) differ in.
+type standInFamily struct {
+	peers         []ExternalPeer
+	peerSet, stmt string            // the names of a peer's neighbor set and statement, before -<i>
+	sets          []*api.DefinedSet // the sets match names
+	// match is what a statement matches besides its peer; actions what
+	// it does, given the peer's standard communities, besides accepting
+	// with the AS prepended once more and the peer's large communities
+	// added.
+	match   func() *api.Conditions
+	actions func(std []string) *api.Actions
+}
+
+// standInExports is a statement per peer of f, and the sets they name
+// (f's own first); none without a peer.
+func standInExports(cfg *Config, f standInFamily) ([]*api.Statement, []*api.DefinedSet) {
+	if len(f.peers) == 0 {
+		return nil, nil
+	}
+	sets := f.sets
+	var stmts []*api.Statement
+	for i, p := range f.peers {
+		set := fmt.Sprintf("%s-%d", f.peerSet, i)
+		sets = append(sets, &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: set, List: []string{netip.PrefixFrom(p.Address, p.Address.BitLen()).String()}})
+		std, large, _ := SplitCommunities(p.Communities) // checked by addExternalPeers
+		act := f.actions(std)
+		act.RouteAction = api.RouteAction_ROUTE_ACTION_ACCEPT
+		act.AsPrepend = &api.AsPrependAction{Asn: cfg.ASN, Repeat: 1}
+		if len(large) > 0 {
+			act.LargeCommunity = &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: large}
+		}
+		cond := f.match()
+		cond.NeighborSet = &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: set}
+		stmts = append(stmts, &api.Statement{Name: fmt.Sprintf("%s-%d", f.stmt, i), Conditions: cond, Actions: act})
 	}
 	return stmts, sets
 }
 
 // blockPath is the path of one of the node's blocks, marked with 65535:0
-// when the speaker's IPv4 blocks are (Speaker.marked).
+// when the speaker's IPv4 blocks are (marks4).
 func (sp *Speaker) blockPath(block netip.Prefix, nh netip.Addr, lcs []LargeCommunity) (*apiutil.Path, error) {
 	path, err := unicastPath(block, nh, lcs)
-	if err != nil || !sp.marked || !block.Addr().Is4() {
+	if err != nil || !sp.marks4(block) {
 		return path, err
 	}
 	path.Attrs = append(path.Attrs, bgppkt.NewPathAttributeCommunities([]uint32{GracefulShutdownCommunity}))
 	return path, nil
 }
 
-// mark announces the node's IPv4 blocks again with the mark on or off,
-// and returns them.
+// mark announces the node's IPv4 blocks again with the mark on or off
+// (when it marks them at all: standsIn4), and the claims of its IPv6
+// ones (standsIn6), and returns those blocks.
 func (sp *Speaker) mark(on bool) ([]netip.Prefix, error) {
 	sp.announcing.Lock()
 	defer sp.announcing.Unlock()
@@ -168,7 +218,7 @@ func (sp *Speaker) mark(on bool) ([]netip.Prefix, error) {
 	var blocks []netip.Prefix
 	var paths []*apiutil.Path
 	for p, cur := range sp.ownUnicast {
-		if !p.Addr().Is4() {
+		if !p.Addr().Is4() || !sp.cfg.standsIn4() {
 			continue
 		}
 		path, err := sp.blockPath(p, cur.nh, cur.lcs)
@@ -184,7 +234,7 @@ func (sp *Speaker) mark(on bool) ([]netip.Prefix, error) {
 			return
 		}
 		cur := sp.ownUnicast[blocks[i]]
-		cur.path, cur.marked = paths[i], on
+		cur.path, cur.marked = paths[i], sp.marks4(blocks[i])
 		sp.ownUnicast[blocks[i]] = cur
 	})
 	// The IPv6 blocks: their confirmed claims in VPN-IPv6, the only
@@ -434,8 +484,9 @@ func (s StandIn) String() string {
 }
 
 // StandIns are the stand-ins this node announces now: the blocks its
-// established StandInPeers are sent that are not its own. It reads their
-// Adj-RIB-Out, so it is for `reef status`, not for a loop.
+// established StandInPeers and StandInPeers6 are sent that are not its
+// own. It reads their Adj-RIB-Out, so it is for `reef status` and a
+// scrape, not for a loop.
 func (sp *Speaker) StandIns(ctx context.Context) []StandIn {
 	sp.announcing.Lock()
 	own := make(map[netip.Prefix]bool, len(sp.ownUnicast))
@@ -448,39 +499,27 @@ func (sp *Speaker) StandIns(ctx context.Context) []StandIn {
 		up[s.Address] = s.Established
 	}
 	var out []StandIn
-	for _, p := range StandInPeers(&sp.cfg) {
-		if !up[p.Address] {
-			continue
-		}
-		_ = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_OUT, Name: p.Address.String(), Family: bgppkt.RF_IPv4_UC},
-			func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
-				uc, ok := nlri.(*bgppkt.IPAddrPrefix)
-				if !ok || own[uc.Prefix] || checkBlock(sp.cfg.Pools, uc.Prefix) != nil {
-					return // its own block, or a Service prefix
-				}
-				for _, path := range paths {
-					if _, nh := pathAttrs(nil, path.Attrs); !path.Withdrawal {
-						out = append(out, StandIn{Block: uc.Prefix, Owner: nh, Router: p.Address})
+	for _, f := range []struct {
+		peers  []ExternalPeer
+		family bgppkt.Family
+	}{{StandInPeers(&sp.cfg), bgppkt.RF_IPv4_UC}, {StandInPeers6(&sp.cfg), bgppkt.RF_IPv6_UC}} {
+		for _, p := range f.peers {
+			if !up[p.Address] {
+				continue
+			}
+			_ = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_OUT, Name: p.Address.String(), Family: f.family},
+				func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
+					uc, ok := nlri.(*bgppkt.IPAddrPrefix)
+					if !ok || own[uc.Prefix] || checkBlock(sp.cfg.Pools, uc.Prefix) != nil {
+						return // its own block, or a Service prefix
 					}
-				}
-			})
-	}
-	for _, p := range StandInPeers6(&sp.cfg) {
-		if !up[p.Address] {
-			continue
-		}
-		_ = sp.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_OUT, Name: p.Address.String(), Family: bgppkt.RF_IPv6_UC},
-			func(nlri bgppkt.NLRI, paths []*apiutil.Path) {
-				uc, ok := nlri.(*bgppkt.IPAddrPrefix)
-				if !ok || own[uc.Prefix] || checkBlock(sp.cfg.Pools, uc.Prefix) != nil {
-					return
-				}
-				for _, path := range paths {
-					if _, nh := pathAttrs(nil, path.Attrs); !path.Withdrawal {
-						out = append(out, StandIn{Block: uc.Prefix, Owner: nh, Router: p.Address})
+					for _, path := range paths {
+						if _, nh := pathAttrs(nil, path.Attrs); !path.Withdrawal {
+							out = append(out, StandIn{Block: uc.Prefix, Owner: nh, Router: p.Address})
+						}
 					}
-				}
-			})
+				})
+		}
 	}
 	slices.SortFunc(out, func(a, b StandIn) int {
 		if c := a.Block.Compare(b.Block); c != 0 {
@@ -497,4 +536,43 @@ func (sp *Speaker) BlocksMarked() bool {
 	sp.announcing.Lock()
 	defer sp.announcing.Unlock()
 	return sp.marked
+}
+
+// MarkedBlocks counts this node's blocks that go out marked 65535:0 now,
+// by family: its IPv4 blocks (in IPv4 unicast) and the claims of its
+// IPv6 blocks (in VPN-IPv6).
+func (sp *Speaker) MarkedBlocks() (ipv4, ipv6 int) {
+	sp.announcing.Lock()
+	defer sp.announcing.Unlock()
+	for p, cur := range sp.ownUnicast {
+		if cur.marked && p.Addr().Is4() {
+			ipv4++
+		}
+	}
+	for k, cur := range sp.ownVPN {
+		if cur.marked && k.kind == KindClaim && k.prefix.Addr().Is6() {
+			ipv6++
+		}
+	}
+	return ipv4, ipv6
+}
+
+// StandInBlocks counts the blocks of other nodes this node stands in
+// for now (StandIns), by family: a block sent to two routers counts
+// once. It reads the routers' Adj-RIB-Out, so it is for a scrape, not
+// for a loop.
+func (sp *Speaker) StandInBlocks(ctx context.Context) (ipv4, ipv6 int) {
+	seen := map[netip.Prefix]bool{}
+	for _, s := range sp.StandIns(ctx) {
+		if seen[s.Block] {
+			continue
+		}
+		seen[s.Block] = true
+		if s.Block.Addr().Is4() {
+			ipv4++
+		} else {
+			ipv6++
+		}
+	}
+	return ipv4, ipv6
 }

@@ -241,41 +241,30 @@ const (
 // the AS prepended and the peer's communities added, and to no other
 // peer. None without such a peer.
 func standInPolicy6(cfg *Config) ([]*api.Statement, []*api.DefinedSet) {
-	peers := StandInPeers6(cfg)
-	if len(peers) == 0 {
-		return nil, nil
-	}
-	tag := &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: standInTag}
-	sets := []*api.DefinedSet{{DefinedType: api.DefinedType_DEFINED_TYPE_LARGE_COMMUNITY, Name: standInTag, List: []string{fmt.Sprintf("^%d:%d:0$", cfg.ASN, lcStandIn)}}}
-	var stmts []*api.Statement
-	for i, p := range peers {
-		set := fmt.Sprintf("%s-%d", standInPeer6, i)
-		sets = append(sets, &api.DefinedSet{DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: set, List: []string{netip.PrefixFrom(p.Address, p.Address.BitLen()).String()}})
-		std, large, _ := SplitCommunities(p.Communities) // checked by addExternalPeers
-		act := &api.Actions{
-			RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT,
-			AsPrepend:   &api.AsPrependAction{Asn: cfg.ASN, Repeat: 1},
-		}
-		if len(std) > 0 {
-			act.Community = &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: std}
-		}
-		if len(large) > 0 {
-			act.LargeCommunity = &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: large}
-		}
-		stmts = append(stmts, &api.Statement{
-			Name: fmt.Sprintf("%s-%d", standInStmt6, i),
-			Conditions: &api.Conditions{
-				NeighborSet:       &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: set},
+	tag := func() *api.MatchSet { return &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: standInTag} }
+	stmts, sets := standInExports(cfg, standInFamily{
+		peers: StandInPeers6(cfg), peerSet: standInPeer6, stmt: standInStmt6,
+		sets: []*api.DefinedSet{{DefinedType: api.DefinedType_DEFINED_TYPE_LARGE_COMMUNITY, Name: standInTag, List: []string{fmt.Sprintf("^%d:%d:0$", cfg.ASN, lcStandIn)}}},
+		match: func() *api.Conditions {
+			return &api.Conditions{
 				RouteType:         api.Conditions_ROUTE_TYPE_LOCAL,
-				LargeCommunitySet: tag,
+				LargeCommunitySet: tag(),
 				AfiSafiIn:         []*api.Family{{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_UNICAST}},
-			},
-			Actions: act,
-		})
+			}
+		},
+		actions: func(std []string) *api.Actions {
+			if len(std) == 0 {
+				return &api.Actions{}
+			}
+			return &api.Actions{Community: &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: std}}
+		},
+	})
+	if len(stmts) == 0 {
+		return nil, nil
 	}
 	stmts = append(stmts, &api.Statement{
 		Name:       standInStmt6 + "-rest",
-		Conditions: &api.Conditions{LargeCommunitySet: tag},
+		Conditions: &api.Conditions{LargeCommunitySet: tag()},
 		Actions:    &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT},
 	})
 	return stmts, sets

@@ -2,6 +2,7 @@ package bgp
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"testing"
@@ -156,6 +157,15 @@ func TestStandInForPlannedStop(t *testing.T) {
 	if !c.BlocksMarked() || a.BlocksMarked() {
 		t.Errorf("BlocksMarked() = %v on C, %v on A; want true, false", c.BlocksMarked(), a.BlocksMarked())
 	}
+	// What the metrics show (reef_bgp_blocks_marked, reef_bgp_stand_ins).
+	counts := func() string {
+		c4, c6 := c.MarkedBlocks()
+		a4, a6 := a.StandInBlocks(ctx)
+		return fmt.Sprintf("C marks %d IPv4 and %d IPv6 blocks, A stands in for %d and %d", c4, c6, a4, a6)
+	}
+	if got, want := counts(), "C marks 1 IPv4 and 0 IPv6 blocks, A stands in for 1 and 0"; got != want {
+		t.Errorf("during C's stop: %s; want %s", got, want)
+	}
 
 	// C's new daemon with its router's path: the mark off ends it.
 	if _, err := c.mark(false); err != nil {
@@ -166,6 +176,9 @@ func TestStandInForPlannedStop(t *testing.T) {
 	})
 	if got := a.StandIns(ctx); len(got) != 0 || c.BlocksMarked() {
 		t.Errorf("after the mark is off: A's StandIns() = %v, C's BlocksMarked() = %v; want none, false", got, c.BlocksMarked())
+	}
+	if got, want := counts(), "C marks 0 IPv4 and 0 IPv6 blocks, A stands in for 0 and 0"; got != want {
+		t.Errorf("after the mark is off: %s; want %s", got, want)
 	}
 	if _, err := a.mark(true); err != nil {
 		t.Fatal(err)
@@ -204,4 +217,50 @@ func routerPaths(router *server.BgpServer) map[netip.Prefix]string {
 		}
 	})
 	return out
+}
+
+// A dual-stack node whose only BFD router is at an IPv6 address (its
+// session carries IPv6 unicast only) marks no IPv4 block on a planned
+// stop: no router of its would take an IPv4 stand-in, and its IPv4
+// router without BFD keeps its blocks over graceful restart (standsIn4).
+// The IPv4 block goes on unmarked, and stays so when the table is
+// announced again.
+func TestNoIPv4MarkWithIPv6BFDRoutersOnly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a BGP speaker")
+	}
+	addrA := netip.MustParseAddr("127.0.0.1")
+	_, _, start := testSpeakers(t, addrA)
+	bfd := &BFD{MinInterval: time.Second, Multiplier: 3}
+	a := start(addrA, Config{NodeAddressV6: netip.MustParseAddr("fd77::11"), ExternalPeers: []ExternalPeer{
+		{Address: netip.MustParseAddr("fd77::1"), ASN: 65000, BFD: bfd, MaxPrefixes: 100, Keepalive: 3 * time.Second, Hold: 10 * time.Second},
+		{Address: netip.MustParseAddr("127.0.0.9"), ASN: 65000, MaxPrefixes: 100, Keepalive: 3 * time.Second, Hold: 10 * time.Second},
+	}})
+	if !a.cfg.standsIn() || a.cfg.standsIn4() || !a.cfg.standsIn6() {
+		t.Fatalf("standsIn %v, standsIn4 %v, standsIn6 %v; want true, false, true", a.cfg.standsIn(), a.cfg.standsIn4(), a.cfg.standsIn6())
+	}
+	own := netip.MustParsePrefix("10.244.7.0/26")
+	table := []UnicastBlock{{Block: own, Owner: blockproto.Node{Addr: nodeA, Inc: 1}}}
+	if err := a.AnnounceTable(blockproto.Table{}, table); err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := a.mark(true)
+	if err != nil || len(blocks) != 0 {
+		t.Fatalf("mark(true) = %v, %v; want no block, nil", blocks, err)
+	}
+	if err := a.AnnounceTable(blockproto.Table{}, table); err != nil {
+		t.Fatal(err)
+	}
+	marked := map[netip.Prefix]bool{}
+	_ = a.s.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgppkt.RF_IPv4_UC}, func(n bgppkt.NLRI, ps []*apiutil.Path) {
+		for _, p := range ps {
+			marked[n.(*bgppkt.IPAddrPrefix).Prefix] = hasCommunity(p.Attrs, GracefulShutdownCommunity)
+		}
+	})
+	if want := map[netip.Prefix]bool{own: false}; !maps.Equal(marked, want) {
+		t.Errorf("GoBGP's IPv4 unicast, block -> marked: %v, want %v", marked, want)
+	}
+	if v4, v6 := a.MarkedBlocks(); v4 != 0 || v6 != 0 || !a.BlocksMarked() {
+		t.Errorf("MarkedBlocks() = %d, %d, BlocksMarked() = %v; want 0, 0 (no IPv6 claim), true", v4, v6, a.BlocksMarked())
+	}
 }

@@ -229,7 +229,7 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 		if b.Block.Addr().Is6() {
 			nh = sp.cfg.NodeAddressV6
 		}
-		if cur, ok := sp.ownUnicast[p]; ok && cur.nh == nh && slices.Equal(cur.lcs, lcs) && cur.marked == (sp.marked && p.Addr().Is4()) {
+		if cur, ok := sp.ownUnicast[p]; ok && cur.nh == nh && slices.Equal(cur.lcs, lcs) && cur.marked == sp.marks4(p) {
 			continue
 		}
 		var err error
@@ -257,7 +257,7 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 			fail(entry{kindUnicast, ucIdx[j]}, err)
 			return
 		}
-		sp.ownUnicast[b.Block] = ownPath{path: ucAdds[j], lcs: ucLCs[j], nh: ucNH[j], marked: sp.marked && b.Block.Addr().Is4()}
+		sp.ownUnicast[b.Block] = ownPath{path: ucAdds[j], lcs: ucLCs[j], nh: ucNH[j], marked: sp.marks4(b.Block)}
 	})
 	dels, delPrefixes := dels[:0], []netip.Prefix(nil)
 	for p, cur := range sp.ownUnicast {

@@ -93,7 +93,7 @@ func (d *Daemon) metricsState() metrics.State {
 }
 
 // bgpMetrics fills s with the sessions, the dropped paths, the Service
-// CIDRs and addresses and the BFD states.
+// CIDRs and addresses, the BFD states and the stand-ins.
 func (d *Daemon) bgpMetrics(ctx context.Context, sp *bgp.Speaker, s *metrics.State) {
 	var counters bgpCounters // zero before the first read: those series are left out
 	if c := d.bgpCounters.Load(); c != nil {
@@ -122,6 +122,10 @@ func (d *Daemon) bgpMetrics(ctx context.Context, sp *bgp.Speaker, s *metrics.Sta
 		s.ServiceCIDRs[p.String()] = false
 	}
 	s.ServiceAddresses = d.services.metrics()
+	v4, v6 := sp.StandInBlocks(ctx)
+	s.StandIns = map[string]int{"ipv4": v4, "ipv6": v6}
+	v4, v6 = sp.MarkedBlocks()
+	s.BlocksMarked = map[string]int{"ipv4": v4, "ipv6": v6}
 	if st := sp.BFDStates(ctx); len(st) > 0 {
 		s.BFD = map[string]bool{}
 		for a, state := range st {

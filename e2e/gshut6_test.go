@@ -114,14 +114,36 @@ func TestPlannedRestartIPv6OnlyBird(t *testing.T) {
 // every ping is answered.
 func standInOverRestart(t *testing.T, l *lab.Lab, tor lab.ToR, kind, router, client string, a1, a2 *lab.Node, ip6 netip.Addr, block netip.Prefix, a1v6 netip.Addr) {
 	t.Helper()
-	pings := pingUntil(t, client, ip6.String(), "0.01")
+	standInsOverRestart(t, l, tor, kind, router, client, a1, a2, []standInTarget{{ip6, block, a1v6}}, nil)
+}
+
+// standInTarget is a pod on the restarting node, its block, and the next
+// hop a stand-in for the block must have (the node's address of the
+// block's family).
+type standInTarget struct {
+	ip    netip.Addr
+	block netip.Prefix
+	nh    netip.Addr
+}
+
+// standInsOverRestart is standInOverRestart for several pods of a1 at
+// once (of either family), over one restart; the messages name the nodes.
+// during, if set, runs once while the router has a2's stand-ins for every
+// target and its session with a1 is still up.
+func standInsOverRestart(t *testing.T, l *lab.Lab, tor lab.ToR, kind, router, client string, a1, a2 *lab.Node, targets []standInTarget, during func()) {
+	t.Helper()
+	pings := make([]func() (int, int), len(targets))
+	for i, g := range targets {
+		pings[i] = pingUntil(t, client, g.ip.String(), "0.01")
+	}
 	time.Sleep(time.Second) // a second of pings before the stop: the scenario, not a wait
 
 	stopped := make(chan error, 1)
 	sigterm := time.Now()
 	go func() { stopped <- a1.Stop() }()
-	var stoodIn, down time.Time
-	var a2StandIns []string
+	var down time.Time
+	stoodIn := make([]time.Time, len(targets))
+	a2StandIns := make([][]string, len(targets))
 	for exited := false; !exited || down.IsZero(); {
 		select {
 		case err := <-stopped:
@@ -132,7 +154,7 @@ func standInOverRestart(t *testing.T, l *lab.Lab, tor lab.ToR, kind, router, cli
 		default:
 		}
 		if time.Since(sigterm) > 30*time.Second {
-			t.Fatalf("30s after SIGTERM: reef exited %v, the router's session with a1 down at %v", exited, down)
+			t.Fatalf("30s after SIGTERM: reef exited %v, the router's session with %s down at %v", exited, a1.Name, down)
 		}
 		s, err := tor.Session(a1.PeerAddress())
 		if err != nil {
@@ -144,31 +166,40 @@ func standInOverRestart(t *testing.T, l *lab.Lab, tor lab.ToR, kind, router, cli
 			}
 			continue
 		}
-		if !stoodIn.IsZero() {
-			continue
-		}
-		paths, err := tor.PathsTo(block)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if slices.ContainsFunc(paths, func(p lab.ToRPath) bool { return p.From == a2.PeerAddress() && p.LocalPref == 100 && !p.GShut }) {
-			if s, err := tor.Session(a1.PeerAddress()); err == nil && s.Established {
-				stoodIn = time.Now()
-				if st, err := a2.Status(); err == nil {
-					a2StandIns = st.GetStandIns()
+		for i, g := range targets {
+			if !stoodIn[i].IsZero() {
+				continue
+			}
+			paths, err := tor.PathsTo(g.block)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.ContainsFunc(paths, func(p lab.ToRPath) bool { return p.From == a2.PeerAddress() && p.LocalPref == 100 && !p.GShut }) {
+				if s, err := tor.Session(a1.PeerAddress()); err == nil && s.Established {
+					stoodIn[i] = time.Now()
+					if st, err := a2.Status(); err == nil {
+						a2StandIns[i] = st.GetStandIns()
+					}
+					t.Logf("%s after SIGTERM, session with %s established: the router's paths to its block %s: %+v",
+						time.Since(sigterm).Round(time.Millisecond), a1.Name, g.block, paths)
 				}
-				t.Logf("%s after SIGTERM, session with a1 established: the router's paths to a1's IPv6 block %s: %+v",
-					time.Since(sigterm).Round(time.Millisecond), block, paths)
 			}
 		}
+		if during != nil && !slices.ContainsFunc(stoodIn, time.Time.IsZero) {
+			during()
+			during = nil
+		}
 	}
-	if stoodIn.IsZero() {
-		t.Errorf("the router never had a stand-in from a2 for a1's IPv6 block %s while its session with a1 was up", block)
-	} else if !slices.ContainsFunc(a2StandIns, func(s string) bool { return strings.HasPrefix(s, block.String()+" via "+a1v6.String()+" to ") }) {
-		t.Errorf("a2's status lists the stand-ins %q meanwhile, want %s via %s", a2StandIns, block, a1v6)
-	}
-	if via := bgpRoutes(t, l, router)[block.String()]; via != a1v6.String() {
-		t.Errorf("with a1's reef stopped, the router routes a1's IPv6 block %s via %q, want %s (a stand-in)", block, via, a1v6)
+	routes := bgpRoutes(t, l, router)
+	for i, g := range targets {
+		if stoodIn[i].IsZero() {
+			t.Errorf("the router never had a stand-in from %s for %s's block %s while its session with %[2]s was up", a2.Name, a1.Name, g.block)
+		} else if !slices.ContainsFunc(a2StandIns[i], func(s string) bool { return strings.HasPrefix(s, g.block.String()+" via "+g.nh.String()+" to ") }) {
+			t.Errorf("%s's status lists the stand-ins %q meanwhile, want %s via %s", a2.Name, a2StandIns[i], g.block, g.nh)
+		}
+		if via := routes[g.block.String()]; via != g.nh.String() {
+			t.Errorf("with %s's reef stopped, the router routes its block %s via %q, want %s (a stand-in)", a1.Name, g.block, via, g.nh)
+		}
 	}
 
 	if err := a1.Start(); err != nil {
@@ -176,24 +207,28 @@ func standInOverRestart(t *testing.T, l *lab.Lab, tor lab.ToR, kind, router, cli
 	}
 	// The stand-ins end once a1's own path is back at the router.
 	eventually(t, 30*time.Second, func() string {
-		paths, err := tor.PathsTo(block)
-		if err != nil {
-			return err.Error()
-		}
-		if len(paths) != 1 || paths[0].From != a1.PeerAddress() || paths[0].GShut || paths[0].LocalPref != 100 {
-			return fmt.Sprintf("the router's paths to a1's IPv6 block %s after a1's restart: %+v, want a1's alone, unmarked", block, paths)
+		for _, g := range targets {
+			paths, err := tor.PathsTo(g.block)
+			if err != nil {
+				return err.Error()
+			}
+			if len(paths) != 1 || paths[0].From != a1.PeerAddress() || paths[0].GShut || paths[0].LocalPref != 100 {
+				return fmt.Sprintf("the router's paths to %s's block %s after its restart: %+v, want its own alone, unmarked", a1.Name, g.block, paths)
+			}
 		}
 		return ""
 	})
-	t.Logf("%s after SIGTERM: the stand-in for a1's IPv6 block has ended, a1's own path is back", time.Since(sigterm).Round(time.Millisecond))
-	if !strings.Contains(a2.Log(), "stand-in for another node's IPv6 block withdrawn") {
-		t.Errorf("a2 does not log the end of its stand-in")
+	t.Logf("%s after SIGTERM: the stand-ins for %s's blocks have ended, its own paths are back", time.Since(sigterm).Round(time.Millisecond), a1.Name)
+	if slices.ContainsFunc(targets, func(g standInTarget) bool { return g.block.Addr().Is6() }) && !strings.Contains(a2.Log(), "stand-in for another node's IPv6 block withdrawn") {
+		t.Errorf("%s does not log the end of its IPv6 stand-in", a2.Name)
 	}
 	time.Sleep(2 * time.Second) // two seconds of pings with a1 back: the scenario, not a wait
-	recv, sent := pings()
-	if recv < sent {
-		t.Errorf("%s: %d of %d pings (every 10 ms) from behind the router to the pod %s on a1 answered over a1's planned restart", kind, recv, sent, ip6)
-	} else {
-		t.Logf("%s: %d of %d pings (every 10 ms) from behind the router to the pod %s on a1 answered over a1's planned restart", kind, recv, sent, ip6)
+	for i, g := range targets {
+		recv, sent := pings[i]()
+		if recv < sent {
+			t.Errorf("%s: %d of %d pings (every 10 ms) from behind the router to the pod %s on %s answered over its planned restart", kind, recv, sent, g.ip, a1.Name)
+		} else {
+			t.Logf("%s: %d of %d pings (every 10 ms) from behind the router to the pod %s on %s answered over its planned restart", kind, recv, sent, g.ip, a1.Name)
+		}
 	}
 }

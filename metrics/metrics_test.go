@@ -23,8 +23,10 @@ func testState() State {
 		ServiceCIDRs:   map[string]bool{"10.96.0.0/12": true, "fd00:10:96::/112": false},
 		ServiceAddresses: []ServiceAddress{{Address: "203.0.113.7", Service: "default/web", Source: "loadBalancer", Reason: "local"},
 			{Address: "203.0.113.7", Service: "default/api", Source: "externalIP", Reason: "cluster"}},
-		LBIPAM: &LBIPAM{Leader: true, Assigned: 6},
-		BFD:    map[string]bool{"192.168.77.1": true, "192.168.78.1": false},
+		LBIPAM:       &LBIPAM{Leader: true, Assigned: 6},
+		BFD:          map[string]bool{"192.168.77.1": true, "192.168.78.1": false},
+		StandIns:     map[string]int{"ipv4": 2},
+		BlocksMarked: map[string]int{"ipv6": 1},
 	}
 }
 
@@ -82,6 +84,10 @@ func TestExposition(t *testing.T) {
 		`reef_lb_ipam_addresses_assigned 6`,
 		`reef_bgp_bfd_up{peer="192.168.77.1"} 1`,
 		`reef_bgp_bfd_up{peer="192.168.78.1"} 0`,
+		`reef_bgp_stand_ins{family="ipv4"} 2`,
+		`reef_bgp_stand_ins{family="ipv6"} 0`,
+		`reef_bgp_blocks_marked{family="ipv4"} 0`,
+		`reef_bgp_blocks_marked{family="ipv6"} 1`,
 		"go_goroutines", "process_resident_memory_bytes", "reef_process_anon_memory_bytes",
 	} {
 		if !strings.Contains(text, want) {

@@ -29,6 +29,11 @@ type State struct {
 	// BFD are the external peers with bgp.externalPeers[].bfd: true for
 	// those whose BFD session is up.
 	BFD map[string]bool
+	// StandIns are the blocks of other nodes this node stands in for at
+	// its BFD routers now, BlocksMarked its own blocks marked for the
+	// other nodes to stand in for (docs/bgp.md, "Stand-ins"); both by
+	// family (ipv4, ipv6), nil without BGP.
+	StandIns, BlocksMarked map[string]int
 	// VoterLists is how many voter lists this node sees announced, its
 	// own included: 1 while every node agrees, 0 before the first step.
 	VoterLists int
@@ -106,6 +111,10 @@ var (
 		[]string{"address", "service", "source", "reason"}, nil)
 	descBFDUp = prometheus.NewDesc("reef_bgp_bfd_up",
 		"1 when the BFD session with the external peer is up, else 0 (down, init or admin down); only peers with bgp.externalPeers[].bfd.", []string{"peer"}, nil)
+	descStandIns = prometheus.NewDesc("reef_bgp_stand_ins",
+		"Blocks of other nodes that this node announces to its BFD routers for them while they restart (docs/bgp.md, \"Stand-ins\"), by family; a block sent to two routers counts once.", []string{"family"}, nil)
+	descBlocksMarked = prometheus.NewDesc("reef_bgp_blocks_marked",
+		"This node's blocks announced marked GRACEFUL_SHUTDOWN (65535:0) for the other nodes to stand in for them, by family: a planned stop, or a start after one until its BFD routers have its blocks.", []string{"family"}, nil)
 	descBlocks = prometheus.NewDesc("reef_blocks",
 		"Blocks this node knows, by state: pending and confirmed (its own claims and blocks), lost (its confirmed blocks another node won), remote (other nodes').", []string{"state"}, nil)
 	descInUse = prometheus.NewDesc("reef_pool_addresses_in_use",
@@ -137,7 +146,7 @@ var (
 type stateCollector struct{ state func() State }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSessionUp, descSessionUptime, descPathsReceived, descPathsAccepted, descPathsDropped, descUpdatesIn, descUpdatesOut, descInvalid, descServiceCIDR, descServiceAddress, descBFDUp,
+	for _, d := range []*prometheus.Desc{descSessionUp, descSessionUptime, descPathsReceived, descPathsAccepted, descPathsDropped, descUpdatesIn, descUpdatesOut, descInvalid, descServiceCIDR, descServiceAddress, descBFDUp, descStandIns, descBlocksMarked,
 		descBlocks, descInUse, descCapacity, descPoolBlocks, descPoolClaimed, descWaiting, descPendingDeletes, descVoterLists, descVoterListSettled, descVoterRestricted, descRuntime,
 		descLBLeader, descLBAssigned} {
 		ch <- d
@@ -187,6 +196,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			v = 1
 		}
 		gauge(descBFDUp, v, peer)
+	}
+	if s.StandIns != nil || s.BlocksMarked != nil {
+		for _, fam := range []string{"ipv4", "ipv6"} {
+			gauge(descStandIns, float64(s.StandIns[fam]), fam)
+			gauge(descBlocksMarked, float64(s.BlocksMarked[fam]), fam)
+		}
 	}
 	for _, st := range []string{"pending", "confirmed", "lost", "remote"} {
 		gauge(descBlocks, float64(s.Blocks[st]), st)
