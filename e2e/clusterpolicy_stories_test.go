@@ -223,6 +223,12 @@ func newStoriesLab(t *testing.T) *storiesLab {
 	t.Helper()
 	s := &storiesLab{policyLab: newPolicyLab(t, 2)}
 	n1, n2 := s.Nodes[0], s.Nodes[1]
+	// The CRD first: the nodes find it within their next discovery
+	// (every 5 s) while the pods are made.
+	path, crd := upstreamCNPCRD(t)
+	if err := s.API.ApplyCRDs(path, crd); err != nil {
+		t.Fatal(err)
+	}
 	// kube-system is the API server's; every namespace's
 	// kubernetes.io/metadata.name label too.
 	for _, ns := range []string{"monitoring", "shop", "blog"} {
@@ -249,10 +255,6 @@ func newStoriesLab(t *testing.T) *storiesLab {
 	s.dns = dns
 	s.addMetadataServer(t)
 
-	path, crd := upstreamCNPCRD(t)
-	if err := s.API.ApplyCRDs(path, crd); err != nil {
-		t.Fatal(err)
-	}
 	eventually(t, 20*time.Second, func() string {
 		for _, n := range s.Nodes {
 			st, err := n.Status()
