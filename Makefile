@@ -174,7 +174,7 @@ test-e2e: build deps-test deps-cri deps-kube deps-k8s
 # beside nodes with an IPv4 underlay; ClusterNetworkPolicy rules changed
 # under long-lived connections (TestClusterNetworkPolicyLiveChange, about 20 s);
 # the ClusterNetworkPolicy stories with the API stopped and reef restarted on a
-# node (TestClusterNetworkPolicyStoriesAPIAway, about 50 s; make test runs the
+# node (TestClusterNetworkPolicyStoriesAPIAway, 34 to 51 s; make test runs the
 # stories, TestClusterNetworkPolicyStories);
 # node peers and named ports with dual-stack pods and nodes
 # (TestClusterNetworkPolicyNodesNamedPortsDualStack, 18 s; make test runs IPv4);
