@@ -92,8 +92,10 @@ deps-k8s: deps-kube deps-cri deps-test
 K8S_IMAGES := /tmp/reef-k8s-images
 
 # The upstream e2e suite against reef in the lab's Kubernetes cluster
-# (docs/conformance.md, which it rewrites); E2E_FOCUS and E2E_SKIP override
+# (docs/conformance.md, whose top part it rewrites); E2E_FOCUS and E2E_SKIP override
 # the selection. Hours: make test runs a slice (e2e TestKubernetesCluster/ConformanceSlice).
+# Then the network-policy-api suite (conformance-policy, below), even when
+# the first failed; make fails if either did.
 .PHONY: conformance conformance-dualstack demo-k8s
 # The cluster shown: pods of a Deployment on the three nodes with their reef
 # addresses, a NetworkPolicy and its effect; tears down.
@@ -101,7 +103,8 @@ demo-k8s: build deps-k8s
 	$(BIN)/reef-lab demo-k8s --bin $(CURDIR)/$(BIN) --images $(K8S_IMAGES)
 
 conformance: build deps-k8s
-	$(BIN)/reef-lab conformance --bin $(CURDIR)/$(BIN) --images $(K8S_IMAGES) --out docs/conformance.md
+	$(BIN)/reef-lab conformance --bin $(CURDIR)/$(BIN) --images $(K8S_IMAGES) --out docs/conformance.md; s=$$?; \
+	  $(POLICY_CONFORMANCE) || exit 1; exit $$s
 
 # The upstream dual-stack tests ([Feature:IPv6DualStack]) on the cluster
 # made dual-stack; rewrites the "## Dual-stack" section of
@@ -111,11 +114,13 @@ conformance-dualstack: build deps-k8s
 
 # The network-policy-api conformance suite (sigs.k8s.io/network-policy-api
 # at go.mod's version, its ClusterNetworkPolicy tests) against reef in the
-# lab's cluster; writes docs/conformance-policy.md (not make conformance's
-# docs/conformance.md). Slow; not part of make test.
+# lab's cluster, alone; rewrites the "## network-policy-api conformance"
+# section of docs/conformance.md (make conformance runs it too, after the
+# Kubernetes suite). About 20 minutes; not part of make test.
 .PHONY: conformance-policy
+POLICY_CONFORMANCE = $(BIN)/reef-lab conformance-policy --bin $(CURDIR)/$(BIN) --images $(K8S_IMAGES) --out docs/conformance.md
 conformance-policy: build deps-k8s
-	$(BIN)/reef-lab conformance-policy --bin $(CURDIR)/$(BIN) --images $(K8S_IMAGES) --out docs/conformance-policy.md
+	$(POLICY_CONFORMANCE)
 
 deps-proto:
 	@command -v protoc >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler >/dev/null)
@@ -168,6 +173,9 @@ test-e2e: build deps-test deps-cri deps-kube deps-k8s
 # across two subnets (make test runs it on one, TestVXLANIPv6Underlay) and
 # beside nodes with an IPv4 underlay; ClusterNetworkPolicy rules changed
 # under long-lived connections (TestClusterNetworkPolicyLiveChange, about 20 s);
+# the ClusterNetworkPolicy stories with the API stopped and reef restarted on a
+# node (TestClusterNetworkPolicyStoriesAPIAway, 34 to 51 s; make test runs the
+# stories, TestClusterNetworkPolicyStories);
 # node peers and named ports with dual-stack pods and nodes
 # (TestClusterNetworkPolicyNodesNamedPortsDualStack, 18 s; make test runs IPv4);
 # those need the Kubernetes binaries. The package upgrade on IPv6-only nodes
@@ -176,7 +184,7 @@ test-e2e: build deps-test deps-cri deps-kube deps-k8s
 # restart behind reef route reflectors (TestPlannedRestartReflectorsBird
 # and TestPlannedRestartReflectorsFRR, 21 to 29 s here; make test runs the
 # full-mesh ones).
-SLOW_E2E := ^(TestServiceCIDRsFRR|TestClusterNetworkPolicyLiveChange|TestClusterNetworkPolicyNodesNamedPortsDualStack|TestServiceAddressesFRR|TestKubernetesServiceAddresses|TestBFDFRR|TestGracefulShutdownFRR|TestPlannedRestartFRR|TestToRIPv6Bird|TestToRIPv6FRR|TestToRDualStackFRR|TestToRIPv6OnlyFRR|TestToRIPv6OnlyBirdRestart|TestBlocksChaosIPv4|TestBlocksChaosIPv6|TestBlocksChaosIPv6Only|TestReflectorsFRR|TestReflectorsFRRDualStack|TestIPv6Reflectors|TestIPv6OnlyReflectors|TestIPv6OnlyReflectorsBird|TestIPv6OnlyReflectorsFRR|TestNetpolTruthTables|TestNetpolTruthTablesIPv6|TestNetpolTruthTablesDualStack|TestKubernetesDualStack|TestLoadBalancerIPAMDualStack|TestVXLANIPv6UnderlayCrossSubnet|TestVXLANMixedUnderlays|TestPackageUpgradeIPv6Only|TestPlannedRestartIPv6FRR|TestPlannedRestartIPv6OnlyBird|TestPlannedRestartReflectorsBird|TestPlannedRestartReflectorsFRR)$$
+SLOW_E2E := ^(TestServiceCIDRsFRR|TestClusterNetworkPolicyLiveChange|TestClusterNetworkPolicyStoriesAPIAway|TestClusterNetworkPolicyNodesNamedPortsDualStack|TestServiceAddressesFRR|TestKubernetesServiceAddresses|TestBFDFRR|TestGracefulShutdownFRR|TestPlannedRestartFRR|TestToRIPv6Bird|TestToRIPv6FRR|TestToRDualStackFRR|TestToRIPv6OnlyFRR|TestToRIPv6OnlyBirdRestart|TestBlocksChaosIPv4|TestBlocksChaosIPv6|TestBlocksChaosIPv6Only|TestReflectorsFRR|TestReflectorsFRRDualStack|TestIPv6Reflectors|TestIPv6OnlyReflectors|TestIPv6OnlyReflectorsBird|TestIPv6OnlyReflectorsFRR|TestNetpolTruthTables|TestNetpolTruthTablesIPv6|TestNetpolTruthTablesDualStack|TestKubernetesDualStack|TestLoadBalancerIPAMDualStack|TestVXLANIPv6UnderlayCrossSubnet|TestVXLANMixedUnderlays|TestPackageUpgradeIPv6Only|TestPlannedRestartIPv6FRR|TestPlannedRestartIPv6OnlyBird|TestPlannedRestartReflectorsBird|TestPlannedRestartReflectorsFRR)$$
 .PHONY: test-e2e-slow
 test-e2e-slow: build deps-test deps-kube deps-k8s
 	REEF_E2E_SLOW=1 REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m -run '$(SLOW_E2E)' ./e2e/

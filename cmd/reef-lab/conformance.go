@@ -20,11 +20,12 @@ import (
 // conformance brings the lab's Kubernetes cluster up, runs the upstream
 // e2e.test against reef with a focus and a skip (E2E_FOCUS and E2E_SKIP
 // override the defaults), copies the JUnit report to --junit, writes the
-// summary to --out and tears the cluster down (`make conformance`). With
+// summary to --out (its top part) and tears the cluster down (`make
+// conformance`, which then runs conformance-policy). With
 // --dual-stack the cluster is dual-stack, the default focus the upstream
 // dual-stack tests, and the summary the "## Dual-stack" section of --out
-// (`make conformance-dualstack`); each run keeps the other's part of the
-// file.
+// (`make conformance-dualstack`); each run keeps the other parts of the
+// file (the network-policy-api section too).
 func conformance(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("reef-lab conformance", flag.ContinueOnError)
 	exe, _ := os.Executable()
@@ -144,8 +145,9 @@ func writeConformance(w io.Writer, r conformanceRun) {
 		"nodes with kubelet, kube-proxy in nftables mode, containerd 2 and reef; docs/kubernetes-lab.md),\n"+
 		"runs the upstream `e2e.test` %s against it and tears it down. The JUnit report is\n"+
 		"`docs/%s`. `E2E_FOCUS` and `E2E_SKIP` override the selection. The dual-stack run,\n"+
-		"`sudo make conformance-dualstack`, writes its own section at the end. The network-policy-api\n"+
-		"suite (ClusterNetworkPolicy), `sudo make conformance-policy`, writes [conformance-policy.md](conformance-policy.md).\n\n", k8simages.KubeVersion, r.junit)
+		"`sudo make conformance-dualstack`, writes its own section below. Then `make conformance` runs the\n"+
+		"network-policy-api suite (ClusterNetworkPolicy), which rewrites its own section below, as\n"+
+		"`sudo make conformance-policy` does alone.\n\n", k8simages.KubeVersion, r.junit)
 	writeConformanceRun(w, r, lab.ConformanceSkip, lab.ConformanceSkips)
 }
 

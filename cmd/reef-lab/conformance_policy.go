@@ -17,14 +17,15 @@ import (
 // conformancePolicy brings the lab's Kubernetes cluster up, installs the
 // network-policy-api ClusterNetworkPolicy CRD, runs the module's
 // conformance suite against reef for the features reef claims, writes the
-// summary to --out (a file of its own: `make conformance` rewrites
-// docs/conformance.md) and the run's events beside it, and tears the
-// cluster down (`make conformance-policy`).
+// summary as the policySection section of --out (the Kubernetes suite's
+// summary and the dual-stack section stay) and the run's events beside
+// it, and tears the cluster down (`make conformance-policy`, and `make
+// conformance` after the Kubernetes suite).
 func conformancePolicy(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("reef-lab conformance-policy", flag.ContinueOnError)
 	exe, _ := os.Executable()
 	bin := fs.String("bin", filepath.Dir(exe), "directory holding reef and reef-cni")
-	out := fs.String("out", "docs/conformance-policy.md", "the summary to write")
+	out := fs.String("out", "docs/conformance.md", "the file whose \""+policySection+"\" section the summary is")
 	events := fs.String("events", "", "where to write the run's go test events (test2json), gzipped (default: beside --out, conformance-policy-events.json.gz)")
 	images := fs.String("images", filepath.Join(os.TempDir(), "reef-k8s-images"), "where the images are built (cached)")
 	cache := fs.String("cache", defaultCache("reef-npconf"), "where the suite's test binary is built (cached)")
@@ -88,7 +89,7 @@ func conformancePolicy(ctx context.Context, args []string) error {
 		cmdline: cmdline, events: filepath.Base(*events), up: up, took: took, nodes: len(c.Nodes)}
 	var b strings.Builder
 	writePolicyConformance(&b, run)
-	if err := os.WriteFile(*out, []byte(b.String()), 0o644); err != nil {
+	if err := lab.WriteSection(*out, b.String()); err != nil {
 		return err
 	}
 	n := policyCounts(results)
@@ -176,13 +177,18 @@ func policyCounts(rs []lab.E2EResult) map[string]int {
 	return n
 }
 
-// writePolicyConformance writes the summary: how it was run, what is
-// claimed and what is not, the counts, each test and subtest with its
-// result and why, and the tests the run left out.
+// policySection is the heading of the suite's section of
+// docs/conformance.md.
+const policySection = "## network-policy-api conformance (ClusterNetworkPolicy)"
+
+// writePolicyConformance writes the summary, a section of
+// docs/conformance.md with no other "## " heading in it: how it was run,
+// what is claimed and what is not, the counts, each test and subtest with
+// its result and why, and the tests the run left out.
 func writePolicyConformance(w io.Writer, r policyConformanceRun) {
-	fmt.Fprintf(w, "# network-policy-api conformance (ClusterNetworkPolicy)\n\n")
-	fmt.Fprintf(w, "`sudo make conformance-policy` rewrites this file (docs/conformance.md is `make conformance`'s):\n"+
-		"it builds the conformance suite of `sigs.k8s.io/network-policy-api` %s (the version reef's go.mod\n"+
+	fmt.Fprintf(w, "%s\n\n", policySection)
+	fmt.Fprintf(w, "`sudo make conformance-policy` rewrites this section, and `sudo make conformance` after the\n"+
+		"Kubernetes suite: it builds the conformance suite of `sigs.k8s.io/network-policy-api` %s (the version reef's go.mod\n"+
 		"pins; its `conformance` package, as upstream's `make conformance` runs it) from the Go module proxy,\n"+
 		"brings the lab's Kubernetes cluster up (%d nodes with kubelet, kube-proxy, containerd 2 and reef;\n"+
 		"docs/kubernetes-lab.md), installs the module's experimental-channel ClusterNetworkPolicy CRD (the\n"+

@@ -11,8 +11,9 @@ import (
 )
 
 // TestConformanceSummaries: make conformance rewrites the top of
-// docs/conformance.md and keeps the dual-stack section; make
-// conformance-dualstack rewrites that section and keeps the top.
+// docs/conformance.md and keeps the dual-stack and network-policy-api
+// sections; make conformance-dualstack and make conformance-policy
+// rewrite their own section and keep the rest.
 func TestConformanceSummaries(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "conformance.md")
 	run := func(name, state string, dual bool) conformanceRun {
@@ -38,6 +39,20 @@ func TestConformanceSummaries(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	policy := func(name, state string) {
+		r := policyConformanceRun{results: []lab.E2EResult{{Name: "TestConformance", State: state}, {Name: "TestConformance/" + name, State: state},
+			{Name: "TestConformance/" + name + "/a_subtest", State: state, Message: "a line\n## not a heading"}},
+			tests: []lab.PolicyConformanceTest{{Name: name}, {Name: "CNPLeftOut"}}, version: "v0.3.0", features: lab.PolicyConformanceFeatures,
+			skip: lab.SkipExpr(lab.PolicyConformanceSkips), cmdline: []string{"netpol-conformance.test"}, events: "conformance-policy-events.json.gz", nodes: 3}
+		var b strings.Builder
+		writePolicyConformance(&b, r)
+		if n := strings.Count("\n"+b.String(), "\n## "); n != 1 || !strings.HasPrefix(b.String(), policySection+"\n") {
+			t.Fatalf("the network-policy-api section has %d \"## \" lines, want its heading only, first:\n%s", n, b.String())
+		}
+		if err := lab.WriteSection(path, b.String()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	read := func() string {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -46,26 +61,33 @@ func TestConformanceSummaries(t *testing.T) {
 		return string(b)
 	}
 	main("[sig-network] main one")
+	policy("CNPPolicyOne", "failed")
 	dual("[Feature:IPv6DualStack] dual one")
 	main("[sig-network] main two")
+	policy("CNPPolicyTwo", "passed")
 	dual("[Feature:IPv6DualStack] dual two")
 	doc := read()
 	for _, want := range []string{"# Upstream conformance\n", "| passed | [sig-network] main two |", "\n## Dual-stack\n",
 		"| failed | [Feature:IPv6DualStack] dual two |", "`docs/conformance-dualstack-junit.xml.gz`", "`docs/conformance-junit.xml.gz`",
-		"left out by the skip (1):\n\n- [Feature:IPv6DualStack] an sctp one [Feature:SCTPConnectivity]\n"} {
+		"left out by the skip (1):\n\n- [Feature:IPv6DualStack] an sctp one [Feature:SCTPConnectivity]\n",
+		"\n" + policySection + "\n", "| passed | CNPPolicyTwo |", "**1 passed, 0 failed, 0 skipped** of the suite's 2 tests; 1 left out by the skip.",
+		"Left out: CNPLeftOut.", "`docs/conformance-policy-events.json.gz`"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("the summary lacks %q:\n%s", want, doc)
 		}
 	}
-	for _, gone := range []string{"main one", "dual one"} {
+	for _, gone := range []string{"main one", "dual one", "CNPPolicyOne"} {
 		if strings.Contains(doc, gone) {
 			t.Errorf("the summary still has the earlier run's %q:\n%s", gone, doc)
 		}
 	}
-	if strings.Count(doc, "## Dual-stack") != 1 || strings.Count(doc, "# Upstream conformance") != 1 {
+	if strings.Count(doc, "## Dual-stack") != 1 || strings.Count(doc, "# Upstream conformance") != 1 || strings.Count(doc, policySection) != 1 {
 		t.Errorf("the summary has its parts more than once:\n%s", doc)
 	}
 	if i, j := strings.Index(doc, "main two"), strings.Index(doc, "## Dual-stack"); i > j {
 		t.Errorf("the dual-stack section is not after the main summary:\n%s", doc)
+	}
+	if i, j := strings.Index(doc, "main two"), strings.Index(doc, policySection); i > j {
+		t.Errorf("the network-policy-api section is not after the main summary:\n%s", doc)
 	}
 }

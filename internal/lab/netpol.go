@@ -56,12 +56,18 @@ func (l *Lab) reefLab() (string, error) {
 // returns once every port listens; stop kills it (Lab.Close does too).
 // Without SCTP in the kernel it serves TCP and UDP, and says so in its log.
 func (l *Lab) ServePorts(netns string) (stop func(), err error) {
+	return l.ServePortsOn(netns, ServePortsArgs...)
+}
+
+// ServePortsOn is ServePorts with serve-ports' own flags ("--tcp",
+// "53,80", ...): a kube-dns stand-in serves port 53 besides the model's.
+func (l *Lab) ServePortsOn(netns string, args ...string) (stop func(), err error) {
 	bin, err := l.reefLab()
 	if err != nil {
 		return nil, err
 	}
 	logName := "serve-ports-" + netns + ".log"
-	stop, err = l.Spawn(netns, logName, append([]string{bin, "serve-ports"}, ServePortsArgs...)...)
+	stop, err = l.Spawn(netns, logName, append([]string{bin, "serve-ports"}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("serve-ports in %s: %w", netns, err)
 	}
