@@ -117,54 +117,62 @@ func (sp *Speaker) addExternalPeers(ctx context.Context) error {
 	if len(peers) == 0 {
 		return nil
 	}
-	s := sp.s
 	var all []string
 	for _, p := range peers {
 		all = append(all, netip.PrefixFrom(p.Address, p.Address.BitLen()).String())
 	}
-	if err := s.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: &api.DefinedSet{
+	if err := sp.s.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: &api.DefinedSet{
 		DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: externalSet, List: all,
 	}}); err != nil {
 		return fmt.Errorf("define the external BGP peers %v: %w", all, err)
 	}
-	externals := &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: externalSet}
-	export, err := sp.serviceExportStatements(ctx, externalSet)
+	export, err := sp.externalExportStatements(ctx, all)
 	if err != nil {
 		return err
+	}
+	if err := sp.addExternalPolicies(ctx, export); err != nil {
+		return err
+	}
+	if err := sp.announceServices(); err != nil {
+		return err
+	}
+	for _, p := range peers {
+		if err := sp.addExternalPeer(ctx, p); err != nil {
+			return fmt.Errorf("add external BGP peer %s (AS %d): %w", p.Address, p.ASN, err)
+		}
+	}
+	if why := sp.cfg.v6Withheld(); why != "" {
+		sp.log.Warn(why)
+	}
+	return nil
+}
+
+// externalExportStatements are the statements of the external peers'
+// export policy, in order: the Service addresses, the stand-ins, each
+// peer's communities on the node's own paths, then the node's own paths
+// accepted and the rest rejected. all are the peers' neighbour sets'
+// entries, in the order of Config.ExternalPeers.
+func (sp *Speaker) externalExportStatements(ctx context.Context, all []string) ([]*api.Statement, error) {
+	export, err := sp.serviceExportStatements(ctx, externalSet)
+	if err != nil {
+		return nil, err
 	}
 	standIns, err := sp.standInStatements(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	export = append(export, standIns...)
-	for i, p := range peers {
-		std, large, err := SplitCommunities(p.Communities)
+	for i, p := range sp.cfg.ExternalPeers {
+		st, err := sp.communityStatement(ctx, i, p, all[i])
 		if err != nil {
-			return fmt.Errorf("external BGP peer %s: %w", p.Address, err)
+			return nil, err
 		}
-		if len(std) == 0 && len(large) == 0 {
-			continue
+		if st != nil {
+			export = append(export, st)
 		}
-		set := fmt.Sprintf("%s-%d", externalSet, i)
-		if err := s.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: &api.DefinedSet{
-			DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: set, List: []string{all[i]},
-		}}); err != nil {
-			return fmt.Errorf("define external BGP peer %s: %w", p.Address, err)
-		}
-		act := &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT}
-		if len(std) > 0 {
-			act.Community = &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: std}
-		}
-		if len(large) > 0 {
-			act.LargeCommunity = &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: large}
-		}
-		export = append(export, &api.Statement{
-			Name:       fmt.Sprintf("%s-own-%d", externalExportPolicy, i),
-			Conditions: &api.Conditions{NeighborSet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: set}, RouteType: api.Conditions_ROUTE_TYPE_LOCAL},
-			Actions:    act,
-		})
 	}
-	export = append(export,
+	externals := &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: externalSet}
+	return append(export,
 		&api.Statement{
 			Name:       externalExportPolicy + "-own",
 			Conditions: &api.Conditions{NeighborSet: externals, RouteType: api.Conditions_ROUTE_TYPE_LOCAL},
@@ -174,13 +182,52 @@ func (sp *Speaker) addExternalPeers(ctx context.Context) error {
 			Name:       externalExportPolicy + "-rest",
 			Conditions: &api.Conditions{NeighborSet: externals},
 			Actions:    &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT},
-		})
+		}), nil
+}
+
+// communityStatement is the statement that adds the communities of the
+// i-th external peer p, whose neighbour set's entry is member, to the
+// node's own paths it is sent; nil when p has none. It defines p's own
+// neighbour set.
+func (sp *Speaker) communityStatement(ctx context.Context, i int, p ExternalPeer, member string) (*api.Statement, error) {
+	std, large, err := SplitCommunities(p.Communities)
+	if err != nil {
+		return nil, fmt.Errorf("external BGP peer %s: %w", p.Address, err)
+	}
+	if len(std) == 0 && len(large) == 0 {
+		return nil, nil
+	}
+	set := fmt.Sprintf("%s-%d", externalSet, i)
+	if err := sp.s.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: &api.DefinedSet{
+		DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: set, List: []string{member},
+	}}); err != nil {
+		return nil, fmt.Errorf("define external BGP peer %s: %w", p.Address, err)
+	}
+	act := &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT}
+	if len(std) > 0 {
+		act.Community = &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: std}
+	}
+	if len(large) > 0 {
+		act.LargeCommunity = &api.CommunityAction{Type: api.CommunityAction_TYPE_ADD, Communities: large}
+	}
+	return &api.Statement{
+		Name:       fmt.Sprintf("%s-own-%d", externalExportPolicy, i),
+		Conditions: &api.Conditions{NeighborSet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: set}, RouteType: api.Conditions_ROUTE_TYPE_LOCAL},
+		Actions:    act,
+	}, nil
+}
+
+// addExternalPolicies adds the external peers' export policy (export)
+// and their import policy, which takes nothing, and assigns both to the
+// global RIB.
+func (sp *Speaker) addExternalPolicies(ctx context.Context, export []*api.Statement) error {
+	s := sp.s
 	if err := s.AddPolicy(ctx, &api.AddPolicyRequest{Policy: &api.Policy{Name: externalExportPolicy, Statements: export}}); err != nil {
 		return fmt.Errorf("add the export policy of external BGP peers: %w", err)
 	}
 	if err := s.AddPolicy(ctx, &api.AddPolicyRequest{Policy: &api.Policy{Name: externalImportPolicy, Statements: []*api.Statement{{
 		Name:       externalImportPolicy + "-none",
-		Conditions: &api.Conditions{NeighborSet: externals},
+		Conditions: &api.Conditions{NeighborSet: &api.MatchSet{Type: api.MatchSet_TYPE_ANY, Name: externalSet}},
 		Actions:    &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_REJECT},
 	}}}}); err != nil {
 		return fmt.Errorf("add the import policy of external BGP peers: %w", err)
@@ -195,17 +242,6 @@ func (sp *Speaker) addExternalPeers(ctx context.Context) error {
 		}}); err != nil {
 			return fmt.Errorf("assign the policy %s: %w", name, err)
 		}
-	}
-	if err := sp.announceServices(); err != nil {
-		return err
-	}
-	for _, p := range peers {
-		if err := sp.addExternalPeer(ctx, p); err != nil {
-			return fmt.Errorf("add external BGP peer %s (AS %d): %w", p.Address, p.ASN, err)
-		}
-	}
-	if why := sp.cfg.v6Withheld(); why != "" {
-		sp.log.Warn(why)
 	}
 	return nil
 }

@@ -99,30 +99,54 @@ func vpnAFI(rf bgppkt.Family) (AFI, bool) {
 func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) error {
 	sp.announcing.Lock()
 	defer sp.announcing.Unlock()
-	asn, pools := sp.cfg.ASN, sp.cfg.Pools
-	var errs []error
-	fail := func(e entry, err error) {
-		errs = append(errs, fmt.Errorf("announce %s: %w", describe(&t, confirmed, e), err))
-	}
+	a := &announcement{t: &t, confirmed: confirmed}
+	want := a.wantVPN(sp.cfg.ASN)
+	sp.addVPN(a, want)
+	sp.withdrawVPN(a, want)
+	wantUC := sp.wantUnicast(a)
+	sp.addUnicast(a, wantUC)
+	sp.withdrawUnicast(a, wantUC)
+	return errors.Join(a.errs...)
+}
 
-	type wantVPN struct {
-		rt VPNRoute
-		e  entry
-	}
-	want := make(map[vpnKey]wantVPN, t.Len())
+// announcement is one call of AnnounceTable: what it announces, and the
+// errors of the entries it does not.
+type announcement struct {
+	t         *blockproto.Table
+	confirmed []UnicastBlock
+	errs      []error
+}
+
+// fail records that the entry e is not announced, and why.
+func (a *announcement) fail(e entry, err error) {
+	a.errs = append(a.errs, fmt.Errorf("announce %s: %w", describe(a.t, a.confirmed, e), err))
+}
+
+// vpnWant is one VPN path of the table, with the entry it encodes.
+type vpnWant struct {
+	rt VPNRoute
+	e  entry
+}
+
+// wantVPN encodes the table's entries, keyed by NLRI. Of two entries of
+// one NLRI the first is kept, and the second is an error unless its
+// communities are the same.
+func (a *announcement) wantVPN(asn uint32) map[vpnKey]vpnWant {
+	t := a.t
+	want := make(map[vpnKey]vpnWant, t.Len())
 	add := func(e entry, rt VPNRoute, err error) {
 		if err != nil {
-			fail(e, err)
+			a.fail(e, err)
 			return
 		}
 		k := vpnKey{rt.RD.Addr, Kind(rt.RD.Number), rt.Prefix}
 		if prev, ok := want[k]; ok {
 			if !slices.Equal(prev.rt.Communities, rt.Communities) {
-				fail(e, fmt.Errorf("same NLRI %s as the %s, which is announced instead", rt, describe(&t, confirmed, prev.e)))
+				a.fail(e, fmt.Errorf("same NLRI %s as the %s, which is announced instead", rt, describe(t, a.confirmed, prev.e)))
 			}
 			return
 		}
-		want[k] = wantVPN{rt, e}
+		want[k] = vpnWant{rt, e}
 	}
 	for i, r := range t.Records {
 		rt, err := EncodeRecord(asn, r)
@@ -144,22 +168,25 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 		rt, err := EncodeSeen(asn, x)
 		add(entry{KindSeen, i}, rt, err)
 	}
+	return want
+}
 
+// addVPN adds the paths of want that are new or differ from what the
+// speaker announced (next hop, communities, the graceful shutdown mark).
+// A path every peer would drop, or that cannot be encoded, leaves want, so
+// that withdrawVPN withdraws what was announced before.
+func (sp *Speaker) addVPN(a *announcement, want map[vpnKey]vpnWant) {
 	var (
-		adds     []*apiutil.Path
-		addKeys  []vpnKey
-		addWhat  []entry
-		addLCs   [][]LargeCommunity
-		scratch  blockproto.Table
-		nextHop  = sp.cfg.RouterID
-		vpnNH, _ = bgppkt.NewPathAttributeNextHop(nextHop)
+		asn, pools = sp.cfg.ASN, sp.cfg.Pools
+		adds       []*apiutil.Path
+		addKeys    []vpnKey
+		addWhat    []entry
+		addLCs     [][]LargeCommunity
+		scratch    blockproto.Table
+		nextHop    = sp.cfg.RouterID
+		vpnNH, _   = bgppkt.NewPathAttributeNextHop(nextHop)
+		confirmed6 = confirmedIPv6(a.confirmed)
 	)
-	confirmed6 := map[netip.Prefix]bool{}
-	for _, b := range confirmed {
-		if b.Block.Addr().Is6() {
-			confirmed6[b.Block] = true
-		}
-	}
 	for k, w := range want {
 		marked := sp.marksVPN(k, confirmed6)
 		if cur, ok := sp.ownVPN[k]; ok && cur.nh == nextHop && slices.Equal(cur.lcs, w.rt.Communities) && cur.marked == marked {
@@ -167,13 +194,13 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 		}
 		scratch = blockproto.Table{Records: scratch.Records[:0], Claims: scratch.Claims[:0], Grants: scratch.Grants[:0], Forgets: scratch.Forgets[:0], Seen: scratch.Seen[:0]}
 		if err := DecodeVPN(asn, pools, w.rt.AFI(), w.rt.RD, w.rt.Prefix, w.rt.Communities, &scratch); err != nil {
-			fail(w.e, fmt.Errorf("every peer would drop it: %w", err))
-			delete(want, k) // and withdraw what was announced before
+			a.fail(w.e, fmt.Errorf("every peer would drop it: %w", err))
+			delete(want, k)
 			continue
 		}
 		p, err := vpnPath(w.rt, vpnNH)
 		if err != nil {
-			fail(w.e, err)
+			a.fail(w.e, err)
 			delete(want, k)
 			continue
 		}
@@ -184,11 +211,26 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 	}
 	sp.addPaths(adds, func(i int, err error) {
 		if err != nil {
-			fail(addWhat[i], err)
+			a.fail(addWhat[i], err)
 			return
 		}
 		sp.ownVPN[addKeys[i]] = ownPath{path: adds[i], lcs: addLCs[i], nh: nextHop, marked: hasCommunity(adds[i].Attrs, GracefulShutdownCommunity)}
 	})
+}
+
+// confirmedIPv6 is the set of the IPv6 blocks of confirmed.
+func confirmedIPv6(confirmed []UnicastBlock) map[netip.Prefix]bool {
+	confirmed6 := map[netip.Prefix]bool{}
+	for _, b := range confirmed {
+		if b.Block.Addr().Is6() {
+			confirmed6[b.Block] = true
+		}
+	}
+	return confirmed6
+}
+
+// withdrawVPN withdraws the speaker's own VPN paths that want lacks.
+func (sp *Speaker) withdrawVPN(a *announcement, want map[vpnKey]vpnWant) {
 	var dels []*apiutil.Path
 	var delKeys []vpnKey
 	for k, cur := range sp.ownVPN {
@@ -198,32 +240,45 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 	}
 	sp.deletePaths(dels, func(i int, err error) {
 		if err != nil {
-			errs = append(errs, fmt.Errorf("withdraw %s %s: %w", delKeys[i].kind, dels[i].Nlri, err))
+			a.errs = append(a.errs, fmt.Errorf("withdraw %s %s: %w", delKeys[i].kind, dels[i].Nlri, err))
 			return
 		}
 		delete(sp.ownVPN, delKeys[i])
 	})
+}
 
-	// Unicast: the confirmed blocks.
-	wantUC := make(map[netip.Prefix]int, len(confirmed))
-	for i, b := range confirmed {
+// wantUnicast maps each confirmed block the speaker announces in unicast
+// to its index in a.confirmed. Of two entries of one block the first is
+// kept, and the second is an error unless it is the same.
+func (sp *Speaker) wantUnicast(a *announcement) map[netip.Prefix]int {
+	wantUC := make(map[netip.Prefix]int, len(a.confirmed))
+	for i, b := range a.confirmed {
 		if b.Block.Addr().Is6() && !sp.cfg.NodeAddressV6.IsValid() {
 			continue // no next hop for it (Start said so); not an error of the entry
 		}
 		if j, ok := wantUC[b.Block]; ok {
-			if confirmed[j] != b {
-				fail(entry{kindUnicast, i}, fmt.Errorf("same block as the %s, which is announced instead", describe(&t, confirmed, entry{kindUnicast, j})))
+			if a.confirmed[j] != b {
+				a.fail(entry{kindUnicast, i}, fmt.Errorf("same block as the %s, which is announced instead", describe(a.t, a.confirmed, entry{kindUnicast, j})))
 			}
 			continue
 		}
 		wantUC[b.Block] = i
 	}
+	return wantUC
+}
+
+// addUnicast adds the blocks of wantUC that are new or differ from what
+// the speaker announced. A block every peer would drop, or that cannot be
+// encoded, leaves wantUC, so that withdrawUnicast withdraws what was
+// announced before.
+func (sp *Speaker) addUnicast(a *announcement, wantUC map[netip.Prefix]int) {
+	asn, pools := sp.cfg.ASN, sp.cfg.Pools
 	var ucAdds []*apiutil.Path
 	var ucIdx []int
 	var ucLCs [][]LargeCommunity
 	var ucNH []netip.Addr
 	for p, i := range wantUC {
-		b := confirmed[i]
+		b := a.confirmed[i]
 		lcs := EncodeUnicast(asn, b)
 		nh := b.Owner.Addr
 		if b.Block.Addr().Is6() {
@@ -239,27 +294,33 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 			_, err = DecodeUnicast(asn, pools, b.Block, nh, lcs)
 		}
 		if err != nil {
-			fail(entry{kindUnicast, i}, fmt.Errorf("every peer would drop it: %w", err))
+			a.fail(entry{kindUnicast, i}, fmt.Errorf("every peer would drop it: %w", err))
 			delete(wantUC, p)
 			continue
 		}
 		path, err := sp.blockPath(b.Block, nh, lcs)
 		if err != nil {
-			fail(entry{kindUnicast, i}, err)
+			a.fail(entry{kindUnicast, i}, err)
 			delete(wantUC, p)
 			continue
 		}
 		ucAdds, ucIdx, ucLCs, ucNH = append(ucAdds, path), append(ucIdx, i), append(ucLCs, lcs), append(ucNH, nh)
 	}
 	sp.addPaths(ucAdds, func(j int, err error) {
-		b := confirmed[ucIdx[j]]
+		b := a.confirmed[ucIdx[j]]
 		if err != nil {
-			fail(entry{kindUnicast, ucIdx[j]}, err)
+			a.fail(entry{kindUnicast, ucIdx[j]}, err)
 			return
 		}
 		sp.ownUnicast[b.Block] = ownPath{path: ucAdds[j], lcs: ucLCs[j], nh: ucNH[j], marked: sp.marks4(b.Block)}
 	})
-	dels, delPrefixes := dels[:0], []netip.Prefix(nil)
+}
+
+// withdrawUnicast withdraws the speaker's own unicast blocks that wantUC
+// lacks.
+func (sp *Speaker) withdrawUnicast(a *announcement, wantUC map[netip.Prefix]int) {
+	var dels []*apiutil.Path
+	var delPrefixes []netip.Prefix
 	for p, cur := range sp.ownUnicast {
 		if _, ok := wantUC[p]; !ok {
 			dels, delPrefixes = append(dels, cur.path), append(delPrefixes, p)
@@ -267,12 +328,11 @@ func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) e
 	}
 	sp.deletePaths(dels, func(i int, err error) {
 		if err != nil {
-			errs = append(errs, fmt.Errorf("withdraw confirmed block %s (%s unicast): %w", delPrefixes[i], familyName(delPrefixes[i]), err))
+			a.errs = append(a.errs, fmt.Errorf("withdraw confirmed block %s (%s unicast): %w", delPrefixes[i], familyName(delPrefixes[i]), err))
 			return
 		}
 		delete(sp.ownUnicast, delPrefixes[i])
 	})
-	return errors.Join(errs...)
 }
 
 // addPaths adds ps in one GoBGP call and reports each path to done. GoBGP

@@ -356,11 +356,47 @@ func DecodeVPN(asn uint32, pools []Pool, afi AFI, rd RD, prefix netip.Prefix, lc
 }
 
 func decodeVPN(asn uint32, pools []Pool, afi AFI, rd RD, prefix netip.Prefix, lcs []LargeCommunity, t *blockproto.Table) error {
-	if err := checkFamily(afi, prefix); err != nil {
+	k, allowed, err := vpnKind(afi, rd, prefix)
+	if err != nil {
 		return err
 	}
+	d := vpnDecoder{asn: asn, pools: pools, prefix: prefix, lcs: lcs, t: t}
+	if err := d.s.gather(asn, lcs, allowed); err != nil {
+		return err
+	}
+	if err := d.s.require(asn, lcKind); err != nil {
+		return err
+	}
+	if got := d.s.get(lcKind); got != uint32(k) {
+		return fmt.Errorf("kind community %d:%d:%d does not match the RD's %d (%s): %w", asn, lcKind, got, k, k, ErrNotReef)
+	}
+	if err := checkNode(pools, rd.Addr, "node"); err != nil {
+		return err
+	}
+	d.node = blockproto.Node{Addr: rd.Addr}
+	switch k {
+	case KindRecord:
+		return d.record()
+	case KindClaim:
+		return d.claim()
+	case KindGrant:
+		return d.grant()
+	case KindForget:
+		return d.forget()
+	case KindSeen:
+		return d.seen()
+	}
+	return nil
+}
+
+// vpnKind checks a path's family and RD and returns the kind its RD
+// names, with the communities that kind carries.
+func vpnKind(afi AFI, rd RD, prefix netip.Prefix) (Kind, []uint32, error) {
+	if err := checkFamily(afi, prefix); err != nil {
+		return 0, nil, err
+	}
 	if rd.Type != 1 {
-		return fmt.Errorf("route distinguisher of type %d, not 1 (address:number): %w", rd.Type, ErrNotReef)
+		return 0, nil, fmt.Errorf("route distinguisher of type %d, not 1 (address:number): %w", rd.Type, ErrNotReef)
 	}
 	k := Kind(rd.Number)
 	var allowed []uint32
@@ -376,128 +412,168 @@ func decodeVPN(asn uint32, pools []Pool, afi AFI, rd RD, prefix netip.Prefix, lc
 	case KindSeen:
 		allowed = allowedSeen
 	default:
-		return fmt.Errorf("route distinguisher number %d is not a reef kind (1..5): %w", rd.Number, ErrNotReef)
+		return 0, nil, fmt.Errorf("route distinguisher number %d is not a reef kind (1..5): %w", rd.Number, ErrNotReef)
 	}
 	if afi != AFIIPv4 && k != KindClaim && k != KindGrant {
-		return fmt.Errorf("a %s travels in %s, not %s: %w", k, AFIIPv4, afi, ErrNotReef)
+		return 0, nil, fmt.Errorf("a %s travels in %s, not %s: %w", k, AFIIPv4, afi, ErrNotReef)
 	}
-	var s lcSet
-	if err := s.gather(asn, lcs, allowed); err != nil {
+	return k, allowed, nil
+}
+
+// vpnDecoder is one learned VPN path whose family, RD, kind community and
+// node have passed decodeVPN's checks: what the decoder of its kind
+// checks further and appends to t.
+type vpnDecoder struct {
+	asn    uint32
+	pools  []Pool
+	prefix netip.Prefix
+	lcs    []LargeCommunity
+	s      lcSet
+	node   blockproto.Node
+	t      *blockproto.Table
+}
+
+// record decodes a record: its prefix is its node's /32.
+func (d *vpnDecoder) record() error {
+	asn, s := d.asn, &d.s
+	if err := s.require(asn, lcInc, lcVoterHash, lcBorn); err != nil {
 		return err
 	}
-	if err := s.require(asn, lcKind); err != nil {
+	if want := netip.PrefixFrom(d.node.Addr, 32); d.prefix != want {
+		return fmt.Errorf("a record's prefix must be %s: %w", want, ErrNotReef)
+	}
+	voters, err := d.voters()
+	if err != nil {
 		return err
 	}
-	if got := s.get(lcKind); got != uint32(k) {
-		return fmt.Errorf("kind community %d:%d:%d does not match the RD's %d (%s): %w", asn, lcKind, got, k, k, ErrNotReef)
-	}
-	if err := checkNode(pools, rd.Addr, "node"); err != nil {
+	d.node.Inc = s.get(lcInc)
+	preds, err := d.predecessors()
+	if err != nil {
 		return err
 	}
-	node := blockproto.Node{Addr: rd.Addr}
-	switch k {
-	case KindRecord:
-		if err := s.require(asn, lcInc, lcVoterHash, lcBorn); err != nil {
-			return err
-		}
-		if want := netip.PrefixFrom(rd.Addr, 32); prefix != want {
-			return fmt.Errorf("a record's prefix must be %s: %w", want, ErrNotReef)
-		}
-		var voters []netip.Addr
-		if s.voters > 0 {
-			voters = make([]netip.Addr, 0, s.voters)
-			for _, lc := range lcs {
-				if lc.ASN == asn && lc.Data1 == lcVoter {
-					v := uintAddr(lc.Data2)
-					if err := checkNode(pools, v, "voter"); err != nil {
-						return err
-					}
-					voters = append(voters, v)
-				}
+	addr6, err := s.addr6(asn, d.pools)
+	if err != nil {
+		return err
+	}
+	only6 := s.has(lcIPv6Only)
+	if v := s.get(lcIPv6Only); only6 && (v != 1 || !addr6.IsValid()) {
+		return fmt.Errorf("community %d:%d:%d on a record with IPv6 address %v: want %d:%d:1 beside the node's IPv6 address: %w", asn, lcIPv6Only, v, addr6, asn, lcIPv6Only, ErrNotReef)
+	}
+	d.t.Records = append(d.t.Records, blockproto.Record{Node: d.node, Born: s.get(lcBorn), VoterHash: s.get(lcVoterHash), Voters: voters,
+		Predecessors: preds, Addr6: addr6, IPv6Only: only6})
+	return nil
+}
+
+// voters are a record's voters, sorted and without duplicates; nil for
+// none.
+func (d *vpnDecoder) voters() ([]netip.Addr, error) {
+	if d.s.voters == 0 {
+		return nil, nil
+	}
+	voters := make([]netip.Addr, 0, d.s.voters)
+	for _, lc := range d.lcs {
+		if lc.ASN == d.asn && lc.Data1 == lcVoter {
+			v := uintAddr(lc.Data2)
+			if err := checkNode(d.pools, v, "voter"); err != nil {
+				return nil, err
 			}
-			slices.SortFunc(voters, netip.Addr.Compare)
-			voters = slices.Compact(voters)
+			voters = append(voters, v)
 		}
-		node.Inc = s.get(lcInc)
-		var preds []uint32
-		if s.preds > 0 {
-			preds = make([]uint32, 0, s.preds)
-			for _, lc := range lcs {
-				if lc.ASN == asn && lc.Data1 == lcPredecessor {
-					if lc.Data2 == node.Inc {
-						return fmt.Errorf("a record names its own incarnation %08x as an earlier one: %w", node.Inc, ErrNotReef)
-					}
-					preds = append(preds, lc.Data2)
-				}
-			}
-			slices.Sort(preds)
-			preds = slices.Compact(preds)
-		}
-		addr6, err := s.addr6(asn, pools)
-		if err != nil {
-			return err
-		}
-		only6 := s.has(lcIPv6Only)
-		if v := s.get(lcIPv6Only); only6 && (v != 1 || !addr6.IsValid()) {
-			return fmt.Errorf("community %d:%d:%d on a record with IPv6 address %v: want %d:%d:1 beside the node's IPv6 address: %w", asn, lcIPv6Only, v, addr6, asn, lcIPv6Only, ErrNotReef)
-		}
-		t.Records = append(t.Records, blockproto.Record{Node: node, Born: s.get(lcBorn), VoterHash: s.get(lcVoterHash), Voters: voters,
-			Predecessors: preds, Addr6: addr6, IPv6Only: only6})
-	case KindClaim:
-		if err := s.require(asn, lcInc, lcVoterHash, lcState); err != nil {
-			return err
-		}
-		if err := checkBlock(pools, prefix); err != nil {
-			return err
-		}
-		st := s.get(lcState)
-		if st > 255 || !blockproto.ClaimState(st).Valid() {
-			return fmt.Errorf("unknown claim state %d: %w", st, ErrNotReef)
-		}
-		node.Inc = s.get(lcInc)
-		t.Claims = append(t.Claims, blockproto.Claim{Block: prefix, Owner: node, State: blockproto.ClaimState(st), VoterHash: s.get(lcVoterHash)})
-	case KindGrant:
-		if err := s.require(asn, lcInc, lcVoterHash, lcGrantee, lcGranteeInc); err != nil {
-			return err
-		}
-		if err := checkBlock(pools, prefix); err != nil {
-			return err
-		}
-		to := blockproto.Node{Addr: uintAddr(s.get(lcGrantee)), Inc: s.get(lcGranteeInc)}
-		if err := checkNode(pools, to.Addr, "grantee"); err != nil {
-			return err
-		}
-		node.Inc = s.get(lcInc)
-		t.Grants = append(t.Grants, blockproto.Grant{Block: prefix, Voter: node, To: to, VoterHash: s.get(lcVoterHash)})
-	case KindForget:
-		if err := s.require(asn, lcInc); err != nil {
-			return err
-		}
-		if prefix.Bits() != 32 {
-			return fmt.Errorf("a forget's prefix must be a /32: %w", ErrNotReef)
-		}
-		node.Inc = s.get(lcInc)
-		if p := addrUint(prefix.Addr()); p != node.Inc {
-			return fmt.Errorf("forgets incarnation %08x by its prefix but %08x by its community: %w", p, node.Inc, ErrNotReef)
-		}
-		t.Forgets = append(t.Forgets, blockproto.Forget{Node: node})
-	case KindSeen:
-		if err := s.require(asn, lcInc); err != nil {
-			return err
-		}
-		if prefix.Bits() != 32 {
-			return fmt.Errorf("a seen incarnation's prefix must be a /32: %w", ErrNotReef)
-		}
-		node.Inc = s.get(lcInc)
-		if p := addrUint(prefix.Addr()); p != node.Inc {
-			return fmt.Errorf("names incarnation %08x by its prefix but %08x by its community: %w", p, node.Inc, ErrNotReef)
-		}
-		addr6, err := s.addr6(asn, pools)
-		if err != nil {
-			return err
-		}
-		t.Seen = append(t.Seen, blockproto.Seen{Node: node, Addr6: addr6})
 	}
+	slices.SortFunc(voters, netip.Addr.Compare)
+	return slices.Compact(voters), nil
+}
+
+// predecessors are the earlier incarnations a record names, sorted and
+// without duplicates; nil for none. A record never names its own
+// (d.node.Inc).
+func (d *vpnDecoder) predecessors() ([]uint32, error) {
+	if d.s.preds == 0 {
+		return nil, nil
+	}
+	preds := make([]uint32, 0, d.s.preds)
+	for _, lc := range d.lcs {
+		if lc.ASN == d.asn && lc.Data1 == lcPredecessor {
+			if lc.Data2 == d.node.Inc {
+				return nil, fmt.Errorf("a record names its own incarnation %08x as an earlier one: %w", d.node.Inc, ErrNotReef)
+			}
+			preds = append(preds, lc.Data2)
+		}
+	}
+	slices.Sort(preds)
+	return slices.Compact(preds), nil
+}
+
+// claim decodes a claim of a block of a configured pool.
+func (d *vpnDecoder) claim() error {
+	s := &d.s
+	if err := s.require(d.asn, lcInc, lcVoterHash, lcState); err != nil {
+		return err
+	}
+	if err := checkBlock(d.pools, d.prefix); err != nil {
+		return err
+	}
+	st := s.get(lcState)
+	if st > 255 || !blockproto.ClaimState(st).Valid() {
+		return fmt.Errorf("unknown claim state %d: %w", st, ErrNotReef)
+	}
+	d.node.Inc = s.get(lcInc)
+	d.t.Claims = append(d.t.Claims, blockproto.Claim{Block: d.prefix, Owner: d.node, State: blockproto.ClaimState(st), VoterHash: s.get(lcVoterHash)})
+	return nil
+}
+
+// grant decodes a vote for a block of a configured pool.
+func (d *vpnDecoder) grant() error {
+	s := &d.s
+	if err := s.require(d.asn, lcInc, lcVoterHash, lcGrantee, lcGranteeInc); err != nil {
+		return err
+	}
+	if err := checkBlock(d.pools, d.prefix); err != nil {
+		return err
+	}
+	to := blockproto.Node{Addr: uintAddr(s.get(lcGrantee)), Inc: s.get(lcGranteeInc)}
+	if err := checkNode(d.pools, to.Addr, "grantee"); err != nil {
+		return err
+	}
+	d.node.Inc = s.get(lcInc)
+	d.t.Grants = append(d.t.Grants, blockproto.Grant{Block: d.prefix, Voter: d.node, To: to, VoterHash: s.get(lcVoterHash)})
+	return nil
+}
+
+// forget decodes a forget: its prefix is the forgotten incarnation.
+func (d *vpnDecoder) forget() error {
+	if err := d.s.require(d.asn, lcInc); err != nil {
+		return err
+	}
+	if d.prefix.Bits() != 32 {
+		return fmt.Errorf("a forget's prefix must be a /32: %w", ErrNotReef)
+	}
+	d.node.Inc = d.s.get(lcInc)
+	if p := addrUint(d.prefix.Addr()); p != d.node.Inc {
+		return fmt.Errorf("forgets incarnation %08x by its prefix but %08x by its community: %w", p, d.node.Inc, ErrNotReef)
+	}
+	d.t.Forgets = append(d.t.Forgets, blockproto.Forget{Node: d.node})
+	return nil
+}
+
+// seen decodes a seen incarnation: its prefix is the incarnation, with
+// the IPv6 address that incarnation's record announced, if any.
+func (d *vpnDecoder) seen() error {
+	if err := d.s.require(d.asn, lcInc); err != nil {
+		return err
+	}
+	if d.prefix.Bits() != 32 {
+		return fmt.Errorf("a seen incarnation's prefix must be a /32: %w", ErrNotReef)
+	}
+	d.node.Inc = d.s.get(lcInc)
+	if p := addrUint(d.prefix.Addr()); p != d.node.Inc {
+		return fmt.Errorf("names incarnation %08x by its prefix but %08x by its community: %w", p, d.node.Inc, ErrNotReef)
+	}
+	addr6, err := d.s.addr6(d.asn, d.pools)
+	if err != nil {
+		return err
+	}
+	d.t.Seen = append(d.t.Seen, blockproto.Seen{Node: d.node, Addr6: addr6})
 	return nil
 }
 

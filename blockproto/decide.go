@@ -162,7 +162,20 @@ func (d *decider) boundVoter(v netip.Addr) bool {
 	return r.Node.IsValid() && r.Addr6 == a6
 }
 
+// view reads the input into the decider's maps, in order, for a round:
+// whether this node is gone, the incarnations of one address whose order
+// is unknown, the current records, the claims and the votes.
 func (d *decider) view() {
+	d.viewGone()
+	d.viewSeen()
+	d.viewRecords()
+	d.viewClaims()
+	d.viewGrants()
+}
+
+// viewGone says why this node no longer counts, if it was forgotten or
+// superseded.
+func (d *decider) viewGone() {
 	self := d.self()
 	d.gone = ""
 	switch {
@@ -171,6 +184,11 @@ func (d *decider) view() {
 	case d.state.Superseded[self]:
 		d.gone = fmt.Sprintf("this node (%s) was superseded by a newer incarnation of %s: another reef with this node's address started from an empty state dir", self, self.Addr)
 	}
+}
+
+// viewSeen collects, per address, the incarnations that nothing orders
+// (d.seen), and the addresses of which none is known (d.ambiguous).
+func (d *decider) viewSeen() {
 	d.ambiguous, d.seen = nil, nil
 	for a, recs := range d.unordered(func(n Node) bool { return d.state.Forgotten[n] || d.state.Superseded[n] }) {
 		group := make([]Seen, 0, len(recs)+1)
@@ -192,6 +210,12 @@ func (d *decider) view() {
 		}
 		d.seen = append(d.seen, group...)
 	}
+}
+
+// viewRecords keeps the current records of the other nodes, and notes the
+// voter lists they name that are not this node's.
+func (d *decider) viewRecords() {
+	self := d.self()
 	// Sized up front: the maps are made anew at every step, and growing
 	// them was most of the view's cost with a few hundred paths.
 	d.records = make(map[netip.Addr]Record, len(d.in.Table.Records))
@@ -204,52 +228,59 @@ func (d *decider) view() {
 			}
 		}
 	}
+}
+
+// viewClaims collects the claims of every block: the current ones of the
+// other nodes from the table, this node's own from its state (none once
+// it is gone).
+func (d *decider) viewClaims() {
+	self := d.self()
 	d.claims = make(map[netip.Prefix]map[Node]claimInfo, len(d.in.Table.Claims)+len(d.state.Own)+len(d.state.Released))
-	put := func(b netip.Prefix, n Node, ci claimInfo) {
-		m := d.claims[b]
-		if m == nil {
-			m = map[Node]claimInfo{}
-			d.claims[b] = m
-		}
-		// Of two copies, the later state wins: pending is followed by
-		// confirmed or released, never the other way.
-		if old, ok := m[n]; !ok || ci.state > old.state {
-			m[n] = ci
-		}
-	}
 	for _, c := range d.in.Table.Claims {
 		if c.Owner.Addr != self.Addr && c.State.Valid() && d.current(c.Owner) {
-			put(c.Block, c.Owner, claimInfo{c.State, c.VoterHash})
+			d.putClaim(c.Block, c.Owner, claimInfo{c.State, c.VoterHash})
 			if c.VoterHash != d.hash {
 				d.otherList(c.VoterHash, c.Owner.Addr)
 			}
 		}
 	}
-	if d.gone == "" {
-		for b, o := range d.state.Own {
-			st := Pending
-			if o.State != OwnPending {
-				st = Confirmed
-			}
-			put(b, self, claimInfo{st, d.hash})
-		}
-		for b := range d.state.Released {
-			put(b, self, claimInfo{Released, d.hash})
-		}
+	if d.gone != "" {
+		return
 	}
+	for b, o := range d.state.Own {
+		st := Pending
+		if o.State != OwnPending {
+			st = Confirmed
+		}
+		d.putClaim(b, self, claimInfo{st, d.hash})
+	}
+	for b := range d.state.Released {
+		d.putClaim(b, self, claimInfo{Released, d.hash})
+	}
+}
+
+// putClaim notes n's claim of b. Of two copies, the later state wins:
+// pending is followed by confirmed or released, never the other way.
+func (d *decider) putClaim(b netip.Prefix, n Node, ci claimInfo) {
+	m := d.claims[b]
+	if m == nil {
+		m = map[Node]claimInfo{}
+		d.claims[b] = m
+	}
+	if old, ok := m[n]; !ok || ci.state > old.state {
+		m[n] = ci
+	}
+}
+
+// viewGrants collects the votes: which blocks have any (d.granted), which
+// are for this node (d.toSelf), and those that count, of current voters
+// of this node's list bound to their configured address (d.grants), with
+// this node's own from its state while it is a voter and not gone.
+func (d *decider) viewGrants() {
+	self := d.self()
 	d.grants = make(map[netip.Prefix]map[netip.Addr][]Node, len(d.in.Table.Grants)+len(d.state.Grants))
 	d.granted = make(map[netip.Prefix]bool, len(d.in.Table.Grants)+len(d.state.Grants))
 	d.toSelf = map[netip.Prefix]bool{}
-	vote := func(b netip.Prefix, v netip.Addr, to Node) {
-		m := d.grants[b]
-		if m == nil {
-			m = map[netip.Addr][]Node{}
-			d.grants[b] = m
-		}
-		if !slices.Contains(m[v], to) {
-			m[v] = append(m[v], to)
-		}
-	}
 	for _, g := range d.in.Table.Grants {
 		if g.Voter.Addr == self.Addr {
 			continue // our own votes come from the state
@@ -264,14 +295,26 @@ func (d *decider) view() {
 		if g.VoterHash != d.hash {
 			d.otherList(g.VoterHash, g.Voter.Addr)
 		} else if slices.Contains(d.voters, g.Voter.Addr) {
-			vote(g.Block, g.Voter.Addr, g.To)
+			d.countVote(g.Block, g.Voter.Addr, g.To)
 		}
 	}
 	if d.isVoter && d.gone == "" {
 		for b, to := range d.state.Grants {
 			d.granted[b] = true
-			vote(b, self.Addr, to)
+			d.countVote(b, self.Addr, to)
 		}
+	}
+}
+
+// countVote notes voter v's vote for to's claim of b, once.
+func (d *decider) countVote(b netip.Prefix, v netip.Addr, to Node) {
+	m := d.grants[b]
+	if m == nil {
+		m = map[netip.Addr][]Node{}
+		d.grants[b] = m
+	}
+	if !slices.Contains(m[v], to) {
+		m[v] = append(m[v], to)
 	}
 }
 

@@ -75,27 +75,9 @@ func (s *Store) Allocate(ep Endpoint, pools ...Pool) (got Endpoint, existed bool
 			return nil
 		}
 
-		blocks, addrs := tx.Bucket(bucketBlocks), tx.Bucket(bucketAddrs)
-		var as []Assignment
-		var full []netip.Prefix
-		for _, pool := range pools {
-			ip, block, found, err := s.freeInOwnBlocks(blocks, addrs, pool)
-			if err != nil {
-				return err
-			}
-			if !found {
-				// Look at the other pool still: the ADD waits for a
-				// block of each full pool at once, not one after the other.
-				full = append(full, pool.CIDR)
-				continue
-			}
-			if err := putKeyed(addrs, ip, addrKey(ip), []byte(ep.Handle)); err != nil {
-				return fmt.Errorf("write address %s: %w", ip, err)
-			}
-			as = append(as, Assignment{IP: ip, Block: block, Pool: pool.CIDR})
-		}
-		if len(full) > 0 {
-			return &NoFreeAddressError{Pools: full}
+		as, err := s.takeAddresses(tx, ep.Handle, pools)
+		if err != nil {
+			return err
 		}
 		ep.IP, ep.Block, ep.Pool, ep.Second = as[0].IP, as[0].Block, as[0].Pool, Assignment{}
 		if len(as) > 1 {
@@ -116,6 +98,36 @@ func (s *Store) Allocate(ep Endpoint, pools ...Pool) (got Endpoint, existed bool
 		return Endpoint{}, false, fmt.Errorf("allocate %s: %w", ep.Handle, err)
 	}
 	return got, existed, nil
+}
+
+// takeAddresses takes the lowest free address of this node's confirmed
+// blocks of each pool for handle, or returns a *NoFreeAddressError naming
+// every pool without one (the caller's transaction then rolls back the
+// addresses taken).
+func (s *Store) takeAddresses(tx *bolt.Tx, handle string, pools []Pool) ([]Assignment, error) {
+	blocks, addrs := tx.Bucket(bucketBlocks), tx.Bucket(bucketAddrs)
+	var as []Assignment
+	var full []netip.Prefix
+	for _, pool := range pools {
+		ip, block, found, err := s.freeInOwnBlocks(blocks, addrs, pool)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			// Look at the other pool still: the ADD waits for a block of
+			// each full pool at once, not one after the other.
+			full = append(full, pool.CIDR)
+			continue
+		}
+		if err := putKeyed(addrs, ip, addrKey(ip), []byte(handle)); err != nil {
+			return nil, fmt.Errorf("write address %s: %w", ip, err)
+		}
+		as = append(as, Assignment{IP: ip, Block: block, Pool: pool.CIDR})
+	}
+	if len(full) > 0 {
+		return nil, &NoFreeAddressError{Pools: full}
+	}
+	return as, nil
 }
 
 // NoFreeAddressError is Allocate's error when a pool has no free address

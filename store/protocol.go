@@ -93,93 +93,108 @@ func (s *Store) LoadProtocol() (blockproto.State, error) {
 		Known: map[netip.Addr]blockproto.Incarnation{},
 	}
 	err := s.view(func(tx *bolt.Tx) error {
-		addrs := tx.Bucket(bucketAddrs)
-		err := tx.Bucket(bucketBlocks).ForEach(func(k, v []byte) error {
-			r, err := decodeBlock(k, v)
-			if err != nil {
+		for _, load := range []func(*bolt.Tx, *blockproto.State) error{s.loadBlocks, loadReleased, loadGrants, loadGone, loadKnown} {
+			if err := load(tx, &st); err != nil {
 				return err
 			}
-			b := s.block(r, addrs)
-			switch b.State {
-			case BlockPending:
-				st.Own[b.CIDR] = blockproto.OwnBlock{Block: b.CIDR, Pool: b.Pool, State: blockproto.OwnPending, Used: b.Used}
-			case BlockConfirmed:
-				st.Own[b.CIDR] = blockproto.OwnBlock{Block: b.CIDR, Pool: b.Pool, State: blockproto.OwnConfirmed, Used: b.Used}
-			case BlockLost:
-				st.Own[b.CIDR] = blockproto.OwnBlock{Block: b.CIDR, Pool: b.Pool, State: blockproto.OwnLost, Used: b.Used}
-			case BlockRemote:
-				st.Remote[b.CIDR] = blockproto.RemoteBlock{Block: b.CIDR, Pool: b.Pool, Owner: blockproto.Node{Addr: b.OwnerAddr, Inc: b.OwnerInc}}
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		err = tx.Bucket(bucketReleased).ForEach(func(k, _ []byte) error {
-			p, err := parseBlockKey(k)
-			if err != nil {
-				return err
-			}
-			st.Released[p] = true
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		err = tx.Bucket(bucketGrants).ForEach(func(k, v []byte) error {
-			p, err := parseBlockKey(k)
-			if err != nil {
-				return err
-			}
-			n, err := parseNodeKey(v)
-			if err != nil {
-				return fmt.Errorf("vote for %s: %w", p, err)
-			}
-			st.Grants[p] = n
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		err = tx.Bucket(bucketForgotten).ForEach(func(k, v []byte) error {
-			n, err := parseNodeKey(k)
-			if err != nil {
-				return err
-			}
-			var g goneRecord
-			if err := json.Unmarshal(v, &g); err != nil {
-				return fmt.Errorf("forgotten %s: %w", n, err)
-			}
-			if g.Kind == goneSuperseded {
-				st.Superseded[n] = true
-			} else {
-				st.Forgotten[n] = true
-			}
-			return nil
-		})
-		if err != nil {
-			return err
 		}
 		st.Recovered = tx.Bucket(bucketMeta).Get(keyRecovered) != nil
 		st.Restricted = tx.Bucket(bucketMeta).Get(keyVoterRestricted) != nil
-		return tx.Bucket(bucketKnown).ForEach(func(k, v []byte) error {
-			a, ok := netip.AddrFromSlice(k)
-			if !ok {
-				return fmt.Errorf("bad known-node key %x", k)
-			}
-			var r knownRecord
-			if err := json.Unmarshal(v, &r); err != nil {
-				return fmt.Errorf("known node %s: %w", a, err)
-			}
-			st.Known[a] = blockproto.Incarnation{Inc: r.Inc, Born: r.Born, Addr6: r.Addr6}
-			return nil
-		})
+		return nil
 	})
 	if err != nil {
 		return blockproto.State{}, fmt.Errorf("read the block protocol's state from %s: %w", s.path, err)
 	}
 	s.cache.keepProtocol(gen, st)
 	return st, nil
+}
+
+// loadBlocks reads the blocks: this node's into st.Own, other nodes' into
+// st.Remote.
+func (s *Store) loadBlocks(tx *bolt.Tx, st *blockproto.State) error {
+	addrs := tx.Bucket(bucketAddrs)
+	return tx.Bucket(bucketBlocks).ForEach(func(k, v []byte) error {
+		r, err := decodeBlock(k, v)
+		if err != nil {
+			return err
+		}
+		b := s.block(r, addrs)
+		switch b.State {
+		case BlockPending:
+			st.Own[b.CIDR] = blockproto.OwnBlock{Block: b.CIDR, Pool: b.Pool, State: blockproto.OwnPending, Used: b.Used}
+		case BlockConfirmed:
+			st.Own[b.CIDR] = blockproto.OwnBlock{Block: b.CIDR, Pool: b.Pool, State: blockproto.OwnConfirmed, Used: b.Used}
+		case BlockLost:
+			st.Own[b.CIDR] = blockproto.OwnBlock{Block: b.CIDR, Pool: b.Pool, State: blockproto.OwnLost, Used: b.Used}
+		case BlockRemote:
+			st.Remote[b.CIDR] = blockproto.RemoteBlock{Block: b.CIDR, Pool: b.Pool, Owner: blockproto.Node{Addr: b.OwnerAddr, Inc: b.OwnerInc}}
+		}
+		return nil
+	})
+}
+
+// loadReleased reads the blocks this node gave up claiming.
+func loadReleased(tx *bolt.Tx, st *blockproto.State) error {
+	return tx.Bucket(bucketReleased).ForEach(func(k, _ []byte) error {
+		p, err := parseBlockKey(k)
+		if err != nil {
+			return err
+		}
+		st.Released[p] = true
+		return nil
+	})
+}
+
+// loadGrants reads the votes this node cast as a voter.
+func loadGrants(tx *bolt.Tx, st *blockproto.State) error {
+	return tx.Bucket(bucketGrants).ForEach(func(k, v []byte) error {
+		p, err := parseBlockKey(k)
+		if err != nil {
+			return err
+		}
+		n, err := parseNodeKey(v)
+		if err != nil {
+			return fmt.Errorf("vote for %s: %w", p, err)
+		}
+		st.Grants[p] = n
+		return nil
+	})
+}
+
+// loadGone reads the forgotten and the superseded incarnations.
+func loadGone(tx *bolt.Tx, st *blockproto.State) error {
+	return tx.Bucket(bucketForgotten).ForEach(func(k, v []byte) error {
+		n, err := parseNodeKey(k)
+		if err != nil {
+			return err
+		}
+		var g goneRecord
+		if err := json.Unmarshal(v, &g); err != nil {
+			return fmt.Errorf("forgotten %s: %w", n, err)
+		}
+		if g.Kind == goneSuperseded {
+			st.Superseded[n] = true
+		} else {
+			st.Forgotten[n] = true
+		}
+		return nil
+	})
+}
+
+// loadKnown reads the incarnations this node knows of the others.
+func loadKnown(tx *bolt.Tx, st *blockproto.State) error {
+	return tx.Bucket(bucketKnown).ForEach(func(k, v []byte) error {
+		a, ok := netip.AddrFromSlice(k)
+		if !ok {
+			return fmt.Errorf("bad known-node key %x", k)
+		}
+		var r knownRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			return fmt.Errorf("known node %s: %w", a, err)
+		}
+		st.Known[a] = blockproto.Incarnation{Inc: r.Inc, Born: r.Born, Addr6: r.Addr6}
+		return nil
+	})
 }
 
 // ApplyProtocol writes one decision of the protocol in one transaction: all
@@ -189,109 +204,156 @@ func (s *Store) LoadProtocol() (blockproto.State, error) {
 // own one), naming the block.
 func (s *Store) ApplyProtocol(c blockproto.Changes) error {
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	err := s.update(func(tx *bolt.Tx) error {
-		blocks := tx.Bucket(bucketBlocks)
-		for _, k := range c.Known {
-			v, _ := json.Marshal(knownRecord{Inc: k.Inc, Born: k.Born, Addr6: k.Addr6})
-			if err := tx.Bucket(bucketKnown).Put(k.Addr.AsSlice(), v); err != nil {
-				return err
-			}
-		}
-		for _, n := range c.Forget {
-			if err := putGone(tx, n, goneForgotten, now); err != nil {
-				return err
-			}
-		}
-		for _, n := range c.Supersede {
-			if err := putGone(tx, n, goneSuperseded, now); err != nil {
-				return err
-			}
-		}
-		for _, b := range c.Claim {
-			if blockTaken(blocks, b.Block) || tx.Bucket(bucketReleased).Get(blockKey(b.Block)) != nil {
-				return fmt.Errorf("claim %s: the store already has it", b.Block)
-			}
-			if err := putBlock(blocks, blockRecord{CIDR: b.Block, Pool: b.Pool, Owner: s.node, OwnerAddr: s.addr, OwnerInc: s.inc,
-				State: BlockPending, Claimed: now}); err != nil {
-				return err
-			}
-		}
-		for _, p := range c.Confirm {
-			if err := setOwnState(s, blocks, p, BlockPending, BlockConfirmed); err != nil {
-				return err
-			}
-		}
-		for _, p := range c.Lose {
-			if err := setOwnState(s, blocks, p, BlockConfirmed, BlockLost); err != nil {
-				return err
-			}
-		}
-		for _, p := range c.Release {
-			r, ok, err := getBlock(blocks, p)
-			if err != nil {
-				return err
-			}
-			switch {
-			case ok && r.State == BlockPending:
-				if n := usedIn(tx.Bucket(bucketAddrs), p); n > 0 {
-					return fmt.Errorf("release %s: block %w (%d)", p, ErrBlockInUse, n)
-				}
-				if err := blocks.Delete(blockKey(p)); err != nil {
-					return err
-				}
-			default:
-				return fmt.Errorf("release %s: not a pending claim of this node", p)
-			}
-			if err := putKeyed(tx.Bucket(bucketReleased), p.Addr(), blockKey(p), nil); err != nil {
-				return err
-			}
-		}
-		grants := tx.Bucket(bucketGrants)
-		for _, p := range c.Revoke {
-			if err := grants.Delete(blockKey(p)); err != nil {
-				return err
-			}
-		}
-		for _, g := range c.Grant {
-			if err := putKeyed(grants, g.Block.Addr(), blockKey(g.Block), nodeKey(g.To)); err != nil {
-				return fmt.Errorf("vote for %s: %w", g.Block, err)
-			}
-		}
-		for _, p := range c.Unremember {
-			r, ok, err := getBlock(blocks, p)
-			if err != nil {
-				return err
-			}
-			if ok && r.State == BlockRemote {
-				if err := blocks.Delete(blockKey(p)); err != nil {
-					return err
-				}
-			}
-		}
-		for _, b := range c.Remember {
-			r, ok, err := getBlock(blocks, b.Block)
-			if err != nil {
-				return err
-			}
-			if ok && s.own(r) {
-				return fmt.Errorf("remember %s as %s's: block %w", b.Block, b.Owner, ErrOwnBlock)
-			}
-			name, addr6, only6 := "", netip.Addr{}, false
-			if ok && r.OwnerAddr == b.Owner.Addr {
-				name = r.Owner // keep a name learned earlier
-			}
-			if ok && r.OwnerAddr == b.Owner.Addr && r.OwnerInc == b.Owner.Inc {
-				addr6, only6 = r.OwnerAddr6, r.OwnerV6Only // and the incarnation's IPv6 address
-			}
-			if err := putBlock(blocks, blockRecord{CIDR: b.Block, Pool: b.Pool, Owner: name, OwnerAddr: b.Owner.Addr, OwnerInc: b.Owner.Inc,
-				OwnerAddr6: addr6, OwnerV6Only: only6, State: BlockRemote, Claimed: now}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	err := s.update(func(tx *bolt.Tx) error { return s.applyProtocol(tx, c, now) })
 	if err != nil {
 		return fmt.Errorf("write the block protocol's decision to %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// applyProtocol writes c in tx, one kind of change after the other.
+func (s *Store) applyProtocol(tx *bolt.Tx, c blockproto.Changes, now time.Time) error {
+	for _, k := range c.Known {
+		v, _ := json.Marshal(knownRecord{Inc: k.Inc, Born: k.Born, Addr6: k.Addr6})
+		if err := tx.Bucket(bucketKnown).Put(k.Addr.AsSlice(), v); err != nil {
+			return err
+		}
+	}
+	for _, n := range c.Forget {
+		if err := putGone(tx, n, goneForgotten, now); err != nil {
+			return err
+		}
+	}
+	for _, n := range c.Supersede {
+		if err := putGone(tx, n, goneSuperseded, now); err != nil {
+			return err
+		}
+	}
+	if err := s.putClaims(tx, c.Claim, now); err != nil {
+		return err
+	}
+	blocks := tx.Bucket(bucketBlocks)
+	for _, p := range c.Confirm {
+		if err := setOwnState(s, blocks, p, BlockPending, BlockConfirmed); err != nil {
+			return err
+		}
+	}
+	for _, p := range c.Lose {
+		if err := setOwnState(s, blocks, p, BlockConfirmed, BlockLost); err != nil {
+			return err
+		}
+	}
+	if err := releaseClaims(tx, c.Release); err != nil {
+		return err
+	}
+	if err := putGrants(tx, c.Revoke, c.Grant); err != nil {
+		return err
+	}
+	if err := unremember(blocks, c.Unremember); err != nil {
+		return err
+	}
+	return s.remember(blocks, c.Remember, now)
+}
+
+// putClaims writes new pending claims of this node, refusing a block the
+// store has, or gave up.
+func (s *Store) putClaims(tx *bolt.Tx, claims []blockproto.OwnBlock, now time.Time) error {
+	blocks := tx.Bucket(bucketBlocks)
+	for _, b := range claims {
+		if blockTaken(blocks, b.Block) || tx.Bucket(bucketReleased).Get(blockKey(b.Block)) != nil {
+			return fmt.Errorf("claim %s: the store already has it", b.Block)
+		}
+		if err := putBlock(blocks, blockRecord{CIDR: b.Block, Pool: b.Pool, Owner: s.node, OwnerAddr: s.addr, OwnerInc: s.inc,
+			State: BlockPending, Claimed: now}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// releaseClaims gives up pending claims of this node with no address in
+// use, and records them as released: the node never claims them again.
+func releaseClaims(tx *bolt.Tx, release []netip.Prefix) error {
+	blocks := tx.Bucket(bucketBlocks)
+	for _, p := range release {
+		r, ok, err := getBlock(blocks, p)
+		if err != nil {
+			return err
+		}
+		switch {
+		case ok && r.State == BlockPending:
+			if n := usedIn(tx.Bucket(bucketAddrs), p); n > 0 {
+				return fmt.Errorf("release %s: block %w (%d)", p, ErrBlockInUse, n)
+			}
+			if err := blocks.Delete(blockKey(p)); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("release %s: not a pending claim of this node", p)
+		}
+		if err := putKeyed(tx.Bucket(bucketReleased), p.Addr(), blockKey(p), nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// putGrants withdraws the votes of revoke, then writes those of grant.
+func putGrants(tx *bolt.Tx, revoke []netip.Prefix, grant []blockproto.Grant) error {
+	grants := tx.Bucket(bucketGrants)
+	for _, p := range revoke {
+		if err := grants.Delete(blockKey(p)); err != nil {
+			return err
+		}
+	}
+	for _, g := range grant {
+		if err := putKeyed(grants, g.Block.Addr(), blockKey(g.Block), nodeKey(g.To)); err != nil {
+			return fmt.Errorf("vote for %s: %w", g.Block, err)
+		}
+	}
+	return nil
+}
+
+// unremember deletes the remote blocks of ps; an own block, or none, is
+// left as it is.
+func unremember(blocks *bolt.Bucket, ps []netip.Prefix) error {
+	for _, p := range ps {
+		r, ok, err := getBlock(blocks, p)
+		if err != nil {
+			return err
+		}
+		if ok && r.State == BlockRemote {
+			if err := blocks.Delete(blockKey(p)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// remember writes other nodes' blocks, refusing one of this node's. An
+// owner's name learned earlier is kept, and so is what its incarnation's
+// record said of its IPv6 side.
+func (s *Store) remember(blocks *bolt.Bucket, remote []blockproto.RemoteBlock, now time.Time) error {
+	for _, b := range remote {
+		r, ok, err := getBlock(blocks, b.Block)
+		if err != nil {
+			return err
+		}
+		if ok && s.own(r) {
+			return fmt.Errorf("remember %s as %s's: block %w", b.Block, b.Owner, ErrOwnBlock)
+		}
+		name, addr6, only6 := "", netip.Addr{}, false
+		if ok && r.OwnerAddr == b.Owner.Addr {
+			name = r.Owner // keep a name learned earlier
+		}
+		if ok && r.OwnerAddr == b.Owner.Addr && r.OwnerInc == b.Owner.Inc {
+			addr6, only6 = r.OwnerAddr6, r.OwnerV6Only // and the incarnation's IPv6 address
+		}
+		if err := putBlock(blocks, blockRecord{CIDR: b.Block, Pool: b.Pool, Owner: name, OwnerAddr: b.Owner.Addr, OwnerInc: b.Owner.Inc,
+			OwnerAddr6: addr6, OwnerV6Only: only6, State: BlockRemote, Claimed: now}); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -152,17 +152,35 @@ func Recover(path string, in RecoverInput) (RecoverReport, error) {
 	}
 	sv := salvage(path)
 	rep.Salvage = strings.Join(sv.problems, "; ")
+	if err := recoverIncarnation(path, in, sv, &rep); err != nil {
+		return rep, err
+	}
+	eps := recoverEndpoints(in, sv, recoverBlocks(in, sv), &rep)
 
-	// Nothing of the old incarnation in use here (a reboot wiped the
-	// kernel, and the file holds no block of its own): a new incarnation,
-	// as from an empty state dir, which supersedes the old one; it takes
-	// part in the protocol in full.
+	// The damaged file stays locked while the new one is built, so a
+	// daemon started meanwhile waits for the lock and then fails.
+	if f, err := os.Open(path); err == nil {
+		defer f.Close()
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			return rep, fmt.Errorf("recover %s: the file is locked by a running reef daemon: stop it first", path)
+		}
+	}
+	return rep, writeRecovered(path, in, sv, eps, &rep)
+}
+
+// recoverIncarnation sets the incarnation of the rebuilt store in rep,
+// and whether it is marked recovered. Nothing of the old incarnation in
+// use here (a reboot wiped the kernel, and the file holds no block of its
+// own): a new incarnation, as from an empty state dir, which supersedes
+// the old one; it takes part in the protocol in full. Otherwise the old
+// one, from in.Identity or the damaged file, which must agree.
+func recoverIncarnation(path string, in RecoverInput, sv salvaged, rep *RecoverReport) error {
 	nothing := len(in.Pods) == 0 && len(in.Blackholes) == 0 && len(in.Reserved) == 0 && len(sv.own) == 0
 	switch {
 	case nothing:
 		rep.IncarnationFrom = "new: nothing of the old incarnation is in use on this node (as from an empty state dir)"
 	case in.Identity != nil && sv.inc != 0 && sv.inc != in.Identity.Incarnation:
-		return rep, fmt.Errorf("recover %s: %s says incarnation %08x, the damaged file %08x: move the wrong one away "+
+		return fmt.Errorf("recover %s: %s says incarnation %08x, the damaged file %08x: move the wrong one away "+
 			"(or give --incarnation of the one the other nodes know: `reef ipam show --show-blocks -o json` on one of them)",
 			path, in.IdentityFrom, in.Identity.Incarnation, sv.inc)
 	case in.Identity != nil:
@@ -170,17 +188,19 @@ func Recover(path string, in RecoverInput) (RecoverReport, error) {
 	case sv.inc != 0:
 		rep.Incarnation, rep.Born, rep.IncarnationFrom = sv.inc, sv.born, "the damaged file"
 	default:
-		return rep, fmt.Errorf("recover %s: this node's incarnation is lost with the file and %s is missing, "+
+		return fmt.Errorf("recover %s: this node's incarnation is lost with the file and %s is missing, "+
 			"but the kernel shows %d pods and %d blocks in use: give it with --incarnation "+
 			"(on another node, `reef ipam show --show-blocks -o json` gives this node's blocks' ownerIncarnation), or drain the node and start it with an empty state dir",
 			path, IdentityPath(path), len(in.Pods), len(in.Blackholes))
 	}
 	rep.Recovered = !nothing
+	return nil
+}
 
-	// A blackhole is a block confirmed at the last pass; the file, where
-	// it can be read, has the newest state (lost wins). A pod address in
-	// neither is in a block that was lost (lost blocks have no blackhole):
-	// its pods keep their addresses, no new one is handed out from it.
+// recoverBlocks are this node's blocks of a configured pool. A blackhole
+// is a block confirmed at the last pass; the file, where it can be read,
+// has the newest state (lost wins).
+func recoverBlocks(in RecoverInput, sv salvaged) map[netip.Prefix]ownBlock {
 	blocks := map[netip.Prefix]ownBlock{}
 	for _, b := range in.Blackholes {
 		if poolOf(in.Pools, b) != nil {
@@ -199,6 +219,15 @@ func Recover(path string, in RecoverInput) (RecoverReport, error) {
 			blocks[b] = ownBlock{from, r.State}
 		}
 	}
+	return blocks
+}
+
+// recoverEndpoints rebuilds the endpoints, the pods' and the reserved
+// addresses, and reports them in rep with the blocks and the addresses
+// dropped. A pod address in none of blocks is in a block that was lost
+// (lost blocks have no blackhole): it joins blocks as lost, its pods keep
+// their addresses, and no new one is handed out from it.
+func recoverEndpoints(in RecoverInput, sv salvaged, blocks map[netip.Prefix]ownBlock, rep *RecoverReport) []Endpoint {
 	blockOf := func(ip netip.Addr) (netip.Prefix, *Pool) {
 		for b := range blocks {
 			if b.Contains(ip) {
@@ -213,7 +242,6 @@ func Recover(path string, in RecoverInput) (RecoverReport, error) {
 		blocks[b] = ownBlock{"pod address, no blackhole: lost", BlockLost}
 		return b, p
 	}
-
 	used := map[netip.Addr]bool{}
 	eps, reps := recoverPods(in, sv, blockOf, used)
 	rep.Endpoints = append(rep.Endpoints, reps...)
@@ -239,116 +267,136 @@ func Recover(path string, in RecoverInput) (RecoverReport, error) {
 	}
 	slices.SortFunc(rep.Blocks, func(a, b RecoveredBlock) int { return cmpPrefix(a.CIDR, b.CIDR) })
 	slices.SortFunc(rep.Endpoints, func(a, b RecoveredEndpoint) int { return a.IPs[0].Compare(b.IPs[0]) })
+	return eps
+}
 
-	// The damaged file stays locked while the new one is built, so a
-	// daemon started meanwhile waits for the lock and then fails.
-	if f, err := os.Open(path); err == nil {
-		defer f.Close()
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			return rep, fmt.Errorf("recover %s: the file is locked by a running reef daemon: stop it first", path)
-		}
-	}
-	// Build the new file beside the old one, then swap them: the damaged
-	// file is linked aside and the new one renamed over it, so path always
-	// names one or the other.
+// writeRecovered builds the new file beside the old one, then swaps
+// them: the damaged file is linked aside (rep.MovedTo) and the new one
+// renamed over it, so path always names one or the other.
+func writeRecovered(path string, in RecoverInput, sv salvaged, eps []Endpoint, rep *RecoverReport) error {
 	building := path + ".recovering"
 	if err := os.Remove(building); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return rep, fmt.Errorf("recover %s: %w", path, err)
+		return fmt.Errorf("recover %s: %w", path, err)
 	}
 	// The identity file is written once the incarnation is in the file.
 	st, err := Open(building, Options{Node: in.Node, Address: in.Address, keepIdentity: true})
 	if err != nil {
-		return rep, fmt.Errorf("recover %s: %w", path, err)
+		return fmt.Errorf("recover %s: %w", path, err)
 	}
 	if rep.Incarnation == 0 {
 		rep.Incarnation, rep.Born = st.inc, st.born
 	}
 	rep.MovedTo = fmt.Sprintf("%s.damaged-%s", path, in.Now.UTC().Format("20060102T150405Z"))
 	err = st.update(func(tx *bolt.Tx) error {
-		var b [8]byte
-		binary.BigEndian.PutUint32(b[:4], rep.Incarnation)
-		binary.BigEndian.PutUint32(b[4:], rep.Born)
-		meta := tx.Bucket(bucketMeta)
-		if err := meta.Put(keyIncarnation, b[:]); err != nil {
+		if err := putRecoveredMeta(tx, in, sv, rep); err != nil {
 			return err
 		}
-		if rep.Recovered {
-			mark, err := json.Marshal(recoveredMark{At: in.Now.UTC().Round(0), From: rep.MovedTo})
-			if err != nil {
-				return err
-			}
-			if err := meta.Put(keyRecovered, mark); err != nil {
-				return err
-			}
-			// The same incarnation, not a new store: Recovered, not
-			// Restricted, covers its lost votes. (A new incarnation
-			// keeps Open's new-store mark and no voter list: the daemon
-			// then takes it for a wiped state dir, and a voter comes up
-			// restricted.)
-			if err := meta.Delete(keyNewStore); err != nil {
-				return err
-			}
-			// What the node learned of others' incarnations is true
-			// whatever became of the file: above all a forget of this
-			// node, which must keep it from allocating.
-			for _, kv := range sv.gone {
-				if err := tx.Bucket(bucketForgotten).Put(kv[0], kv[1]); err != nil {
-					return err
-				}
-			}
-			for _, kv := range sv.known {
-				if err := tx.Bucket(bucketKnown).Put(kv[0], kv[1]); err != nil {
-					return err
-				}
-			}
+		if err := putRecoveredBlocks(tx, in, sv, rep.Blocks, rep.Incarnation); err != nil {
+			return err
 		}
-		for _, rb := range rep.Blocks {
-			r := blockRecord{CIDR: rb.CIDR, Pool: poolOf(in.Pools, rb.CIDR).CIDR, Owner: in.Node, OwnerAddr: in.Address,
-				OwnerInc: rep.Incarnation, State: rb.State, Claimed: in.Now.UTC().Round(0)}
-			if old, ok := sv.own[rb.CIDR]; ok && !old.Claimed.IsZero() {
-				r.Claimed = old.Claimed
-			}
-			if err := putBlock(tx.Bucket(bucketBlocks), r); err != nil {
-				return err
-			}
-		}
-		for _, ep := range eps {
-			for _, ip := range ep.Addrs() {
-				if err := putKeyed(tx.Bucket(bucketAddrs), ip, addrKey(ip), []byte(ep.Handle)); err != nil {
-					return fmt.Errorf("write address %s: %w", ip, err)
-				}
-			}
-			pms := ep.PortMappings
-			ep.PortMappings = nil
-			if len(pms) > 0 {
-				if err := claimPorts(tx, &ep, pms); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := putEndpoint(tx.Bucket(bucketEndpoints), ep); err != nil {
-				return err
-			}
-		}
-		return nil
+		return putRecoveredEndpoints(tx, eps)
 	})
 	st.inc, st.born = rep.Incarnation, rep.Born
 	if cerr := st.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return rep, fmt.Errorf("recover %s: write %s: %w", path, building, err)
+		return fmt.Errorf("recover %s: write %s: %w", path, building, err)
 	}
 	if err := writeIdentity(building, Identity{Node: in.Node, Address: in.Address, Incarnation: rep.Incarnation, Born: rep.Born}); err != nil {
-		return rep, fmt.Errorf("recover %s: %w", path, err)
+		return fmt.Errorf("recover %s: %w", path, err)
 	}
 	if err := os.Link(path, rep.MovedTo); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return rep, fmt.Errorf("recover %s: keep the damaged file as %s: %w", path, rep.MovedTo, err)
+		return fmt.Errorf("recover %s: keep the damaged file as %s: %w", path, rep.MovedTo, err)
 	}
 	if err := os.Rename(building, path); err != nil {
-		return rep, fmt.Errorf("recover %s: %w", path, err)
+		return fmt.Errorf("recover %s: %w", path, err)
 	}
-	return rep, syncDir(filepath.Dir(path))
+	return syncDir(filepath.Dir(path))
+}
+
+// putRecoveredMeta writes the rebuilt store's incarnation and, when it is
+// the old one, the recovered mark and what the damaged file knew of other
+// nodes' incarnations.
+func putRecoveredMeta(tx *bolt.Tx, in RecoverInput, sv salvaged, rep *RecoverReport) error {
+	var b [8]byte
+	binary.BigEndian.PutUint32(b[:4], rep.Incarnation)
+	binary.BigEndian.PutUint32(b[4:], rep.Born)
+	meta := tx.Bucket(bucketMeta)
+	if err := meta.Put(keyIncarnation, b[:]); err != nil {
+		return err
+	}
+	if !rep.Recovered {
+		return nil
+	}
+	mark, err := json.Marshal(recoveredMark{At: in.Now.UTC().Round(0), From: rep.MovedTo})
+	if err != nil {
+		return err
+	}
+	if err := meta.Put(keyRecovered, mark); err != nil {
+		return err
+	}
+	// The same incarnation, not a new store: Recovered, not Restricted,
+	// covers its lost votes. (A new incarnation keeps Open's new-store
+	// mark and no voter list: the daemon then takes it for a wiped state
+	// dir, and a voter comes up restricted.)
+	if err := meta.Delete(keyNewStore); err != nil {
+		return err
+	}
+	// What the node learned of others' incarnations is true whatever
+	// became of the file: above all a forget of this node, which must
+	// keep it from allocating.
+	for _, kv := range sv.gone {
+		if err := tx.Bucket(bucketForgotten).Put(kv[0], kv[1]); err != nil {
+			return err
+		}
+	}
+	for _, kv := range sv.known {
+		if err := tx.Bucket(bucketKnown).Put(kv[0], kv[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// putRecoveredBlocks writes the kept blocks as this node's, of
+// incarnation inc, claimed when the damaged file says (else now).
+func putRecoveredBlocks(tx *bolt.Tx, in RecoverInput, sv salvaged, blocks []RecoveredBlock, inc uint32) error {
+	for _, rb := range blocks {
+		r := blockRecord{CIDR: rb.CIDR, Pool: poolOf(in.Pools, rb.CIDR).CIDR, Owner: in.Node, OwnerAddr: in.Address,
+			OwnerInc: inc, State: rb.State, Claimed: in.Now.UTC().Round(0)}
+		if old, ok := sv.own[rb.CIDR]; ok && !old.Claimed.IsZero() {
+			r.Claimed = old.Claimed
+		}
+		if err := putBlock(tx.Bucket(bucketBlocks), r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// putRecoveredEndpoints writes the endpoints with their addresses and
+// hostPorts.
+func putRecoveredEndpoints(tx *bolt.Tx, eps []Endpoint) error {
+	for _, ep := range eps {
+		for _, ip := range ep.Addrs() {
+			if err := putKeyed(tx.Bucket(bucketAddrs), ip, addrKey(ip), []byte(ep.Handle)); err != nil {
+				return fmt.Errorf("write address %s: %w", ip, err)
+			}
+		}
+		pms := ep.PortMappings
+		ep.PortMappings = nil
+		if len(pms) > 0 {
+			if err := claimPorts(tx, &ep, pms); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := putEndpoint(tx.Bucket(bucketEndpoints), ep); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // salvage reads what it can of a damaged file, bucket by bucket and record
@@ -376,70 +424,86 @@ func salvage(path string) salvaged {
 			sv.problems = append(sv.problems, fmt.Sprintf("%s: %v", what, err))
 		}
 	}
-	read("incarnation", func(tx *bolt.Tx) error {
-		if tx.Bucket(bucketMeta) == nil {
-			return errors.New("no meta bucket")
+	read("incarnation", sv.readIncarnation)
+	read("blocks", sv.readBlocks)
+	read("forgotten and superseded nodes", sv.readGone)
+	read("known nodes", sv.readKnown)
+	read("endpoints", sv.readEndpoints)
+	return sv
+}
+
+func (sv *salvaged) readIncarnation(tx *bolt.Tx) error {
+	if tx.Bucket(bucketMeta) == nil {
+		return errors.New("no meta bucket")
+	}
+	inc, born, ok := readIncarnation(tx)
+	if !ok {
+		return errors.New("no incarnation in it")
+	}
+	sv.inc, sv.born = inc, born
+	return nil
+}
+
+// readBlocks keeps the blocks the file says are this node's: confirmed
+// or lost.
+func (sv *salvaged) readBlocks(tx *bolt.Tx) error {
+	b := tx.Bucket(bucketBlocks)
+	if b == nil {
+		return errors.New("no blocks bucket")
+	}
+	return b.ForEach(func(k, v []byte) error {
+		if r, err := decodeBlock(k, v); err == nil && (r.State == BlockConfirmed || r.State == BlockLost) {
+			sv.own[r.CIDR] = r
 		}
-		inc, born, ok := readIncarnation(tx)
-		if !ok {
-			return errors.New("no incarnation in it")
-		}
-		sv.inc, sv.born = inc, born
 		return nil
 	})
-	read("blocks", func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketBlocks)
-		if b == nil {
-			return errors.New("no blocks bucket")
+}
+
+// readGone keeps the forgotten and superseded incarnations that decode.
+func (sv *salvaged) readGone(tx *bolt.Tx) error {
+	b := tx.Bucket(bucketForgotten)
+	if b == nil {
+		return errors.New("no forgotten bucket")
+	}
+	return b.ForEach(func(k, v []byte) error {
+		var g goneRecord
+		if _, err := parseNodeKey(k); err == nil && json.Unmarshal(v, &g) == nil && (g.Kind == goneForgotten || g.Kind == goneSuperseded) {
+			sv.gone = append(sv.gone, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
 		}
-		return b.ForEach(func(k, v []byte) error {
-			if r, err := decodeBlock(k, v); err == nil && (r.State == BlockConfirmed || r.State == BlockLost) {
-				sv.own[r.CIDR] = r
-			}
-			return nil
-		})
+		return nil
 	})
-	read("forgotten and superseded nodes", func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketForgotten)
-		if b == nil {
-			return errors.New("no forgotten bucket")
+}
+
+// readKnown keeps the known incarnations of other nodes that decode.
+func (sv *salvaged) readKnown(tx *bolt.Tx) error {
+	b := tx.Bucket(bucketKnown)
+	if b == nil {
+		return errors.New("no known bucket")
+	}
+	return b.ForEach(func(k, v []byte) error {
+		var r knownRecord
+		if len(k) == 4 && json.Unmarshal(v, &r) == nil {
+			sv.known = append(sv.known, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
 		}
-		return b.ForEach(func(k, v []byte) error {
-			var g goneRecord
-			if _, err := parseNodeKey(k); err == nil && json.Unmarshal(v, &g) == nil && (g.Kind == goneForgotten || g.Kind == goneSuperseded) {
-				sv.gone = append(sv.gone, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
-			}
-			return nil
-		})
+		return nil
 	})
-	read("known nodes", func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketKnown)
-		if b == nil {
-			return errors.New("no known bucket")
+}
+
+// readEndpoints keeps the endpoints that decode, by each of their
+// addresses.
+func (sv *salvaged) readEndpoints(tx *bolt.Tx) error {
+	b := tx.Bucket(bucketEndpoints)
+	if b == nil {
+		return errors.New("no endpoints bucket")
+	}
+	return b.ForEach(func(k, v []byte) error {
+		if ep, err := decodeEndpoint(string(k), v); err == nil {
+			for _, ip := range ep.Addrs() {
+				sv.endpoints[ip] = ep
+			}
 		}
-		return b.ForEach(func(k, v []byte) error {
-			var r knownRecord
-			if len(k) == 4 && json.Unmarshal(v, &r) == nil {
-				sv.known = append(sv.known, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
-			}
-			return nil
-		})
+		return nil
 	})
-	read("endpoints", func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketEndpoints)
-		if b == nil {
-			return errors.New("no endpoints bucket")
-		}
-		return b.ForEach(func(k, v []byte) error {
-			if ep, err := decodeEndpoint(string(k), v); err == nil {
-				for _, ip := range ep.Addrs() {
-					sv.endpoints[ip] = ep
-				}
-			}
-			return nil
-		})
-	})
-	return sv
 }
 
 func poolOf(pools []Pool, b netip.Prefix) *Pool {

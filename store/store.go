@@ -74,6 +74,29 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.Node == "" {
 		return nil, fmt.Errorf("open store %s: node name is empty", path)
 	}
+	db, err := openFile(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	inc, born, err := bringUp(db, path, opts)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	st := &Store{db: db, path: path, node: opts.Node, addr: opts.Address, inc: inc, born: born}
+	if !opts.keepIdentity {
+		// Not fatal: a store from before identity.json, on a full disk,
+		// still opens; IdentityErr says so, and the next Open tries again.
+		st.identityErr = writeIdentity(path, Identity{Node: opts.Node, Address: opts.Address, Incarnation: inc, Born: born})
+	}
+	st.cache.gen.Store(1)
+	return st, nil
+}
+
+// openFile opens the bbolt file at path, creating it and its directory,
+// and checks it for damage. A file locked past opts.Timeout is ErrLocked;
+// one bbolt cannot read, or that fails the check, a DamagedError.
+func openFile(path string, opts Options) (*bolt.DB, error) {
 	timeout := opts.Timeout
 	if timeout == 0 {
 		timeout = defaultTimeout
@@ -112,67 +135,69 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = db.Close() // the damage is the error worth reporting
 		return nil, err
 	}
-	var inc, born uint32
+	return db, nil
+}
+
+// bringUp brings a checked file to the current schema in one transaction
+// and returns its incarnation. The caller closes db on an error.
+func bringUp(db *bolt.DB, path string, opts Options) (inc, born uint32, err error) {
 	err = guard(path, func() error {
-		return db.Update(func(tx *bolt.Tx) error {
-			// The node's name, for the migration of schema 1 block records
-			// (owned by name); not kept.
-			meta, err := tx.CreateBucketIfNotExists(bucketMeta)
-			if err != nil {
-				return err
-			}
-			if err := meta.Put(keyMigrateNode, []byte(opts.Node)); err != nil {
-				return err
-			}
-			// No schema yet: the file is new (RunUnder, New).
-			created := meta.Get(keySchema) == nil
-			if err := migrate(tx, schemaVersion, schemaIPv6, migrations); err != nil {
-				return err
-			}
-			if created {
-				if err := meta.Put(keyNewStore, []byte(time.Now().UTC().Format(time.RFC3339))); err != nil {
-					return err
-				}
-			}
-			if err := meta.Delete(keyMigrateNode); err != nil {
-				return err
-			}
-			if err := checkBuckets(tx); err != nil {
-				return &DamagedError{Path: path, Problem: err.Error()}
-			}
-			var ok bool
-			if inc, born, ok = readIncarnation(tx); !ok {
-				return &DamagedError{Path: path, Problem: fmt.Sprintf("no incarnation in bucket %s although schema version is %d", bucketMeta, schemaVersion)}
-			}
-			return keepIdentity(path, meta, opts.Address)
+		return db.Update(func(tx *bolt.Tx) (err error) {
+			inc, born, err = setUp(tx, path, opts)
+			return err
 		})
 	})
-	if errors.As(err, &damaged) && damaged.panicked {
-		// The check above passed: not damage, a reef bug.
-		_ = db.Close()
-		return nil, fmt.Errorf("open store %s: reef failed bringing a sound file to schema %d (a reef bug; please report it, and do not run `reef store recover` for it): %s",
+	var damaged *DamagedError
+	switch {
+	case errors.As(err, &damaged) && damaged.panicked:
+		// The check passed: not damage, a reef bug.
+		return 0, 0, fmt.Errorf("open store %s: reef failed bringing a sound file to schema %d (a reef bug; please report it, and do not run `reef store recover` for it): %s",
 			path, schemaVersion, damaged.Problem)
+	case errors.As(err, &damaged):
+		return 0, 0, err
+	case errors.Is(err, ErrIdentityChanged):
+		return 0, 0, fmt.Errorf("store %s: %w", path, err)
+	case err != nil:
+		// The schema error is the one worth reporting.
+		return 0, 0, fmt.Errorf("open store %s: %w", path, storageError(path, err))
 	}
-	if errors.As(err, &damaged) {
-		_ = db.Close()
-		return nil, err
-	}
-	if errors.Is(err, ErrIdentityChanged) {
-		_ = db.Close()
-		return nil, fmt.Errorf("store %s: %w", path, err)
-	}
+	return inc, born, nil
+}
+
+// setUp migrates the file to the current schema, marks a new file as
+// such, checks its buckets, reads its incarnation and keeps the node's
+// identity.
+func setUp(tx *bolt.Tx, path string, opts Options) (inc, born uint32, err error) {
+	// The node's name, for the migration of schema 1 block records
+	// (owned by name); not kept.
+	meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 	if err != nil {
-		_ = db.Close() // the schema error is the one worth reporting
-		return nil, fmt.Errorf("open store %s: %w", path, storageError(path, err))
+		return 0, 0, err
 	}
-	st := &Store{db: db, path: path, node: opts.Node, addr: opts.Address, inc: inc, born: born}
-	if !opts.keepIdentity {
-		// Not fatal: a store from before identity.json, on a full disk,
-		// still opens; IdentityErr says so, and the next Open tries again.
-		st.identityErr = writeIdentity(path, Identity{Node: opts.Node, Address: opts.Address, Incarnation: inc, Born: born})
+	if err := meta.Put(keyMigrateNode, []byte(opts.Node)); err != nil {
+		return 0, 0, err
 	}
-	st.cache.gen.Store(1)
-	return st, nil
+	// No schema yet: the file is new (RunUnder, New).
+	created := meta.Get(keySchema) == nil
+	if err := migrate(tx, schemaVersion, schemaIPv6, migrations); err != nil {
+		return 0, 0, err
+	}
+	if created {
+		if err := meta.Put(keyNewStore, []byte(time.Now().UTC().Format(time.RFC3339))); err != nil {
+			return 0, 0, err
+		}
+	}
+	if err := meta.Delete(keyMigrateNode); err != nil {
+		return 0, 0, err
+	}
+	if err := checkBuckets(tx); err != nil {
+		return 0, 0, &DamagedError{Path: path, Problem: err.Error()}
+	}
+	inc, born, ok := readIncarnation(tx)
+	if !ok {
+		return 0, 0, &DamagedError{Path: path, Problem: fmt.Sprintf("no incarnation in bucket %s although schema version is %d", bucketMeta, schemaVersion)}
+	}
+	return inc, born, keepIdentity(path, meta, opts.Address)
 }
 
 // Close releases the file and its lock. The Store must not be used after.

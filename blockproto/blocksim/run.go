@@ -81,31 +81,8 @@ func Run(sc Scenario) Result {
 		}
 		r.Wanted += n.Want
 	}
-	minority := func(i int) bool {
-		if i == 0 {
-			return true
-		}
-		if i < sc.Voters {
-			return false
-		}
-		others := sc.Nodes - sc.Voters
-		return i >= sc.Nodes-int(float64(others)*sc.PartitionShare+0.5)
-	}
 	for step := 1; step <= sc.MaxSteps; step++ {
-		if sc.PartitionSteps > 0 {
-			switch step {
-			case sc.PartitionAt:
-				for i, n := range c.Nodes {
-					if minority(i) {
-						n.Side = 1
-					}
-				}
-			case sc.PartitionAt + sc.PartitionSteps:
-				for _, n := range c.Nodes {
-					n.Side = 0
-				}
-			}
-		}
+		sc.partition(c, step)
 		before := make([]*output, len(c.Nodes))
 		for i, n := range c.Nodes {
 			before[i] = n.out
@@ -135,6 +112,45 @@ func Run(sc Scenario) Result {
 			}
 		}
 	}
+	r.tally(c)
+	r.Wall = time.Since(t0)
+	return r
+}
+
+// partition cuts the minority off at sc.PartitionAt and heals the cut
+// sc.PartitionSteps later. The minority is the first voter and the last
+// sc.PartitionShare of the nodes that are not voters.
+func (sc Scenario) partition(c *Cluster, step int) {
+	if sc.PartitionSteps == 0 {
+		return
+	}
+	minority := func(i int) bool {
+		if i == 0 {
+			return true
+		}
+		if i < sc.Voters {
+			return false
+		}
+		others := sc.Nodes - sc.Voters
+		return i >= sc.Nodes-int(float64(others)*sc.PartitionShare+0.5)
+	}
+	switch step {
+	case sc.PartitionAt:
+		for i, n := range c.Nodes {
+			if minority(i) {
+				n.Side = 1
+			}
+		}
+	case sc.PartitionAt + sc.PartitionSteps:
+		for _, n := range c.Nodes {
+			n.Side = 0
+		}
+	}
+}
+
+// tally fills r with the cluster's outcome once the run has ended.
+func (r *Result) tally(c *Cluster) {
+	sc := r.Scenario
 	r.Satisfied = c.Satisfied()
 	for _, n := range c.Nodes {
 		got := n.Confirmed(sc.Pool.CIDR)
@@ -154,8 +170,6 @@ func Run(sc Scenario) Result {
 	r.Messages, r.Updates, r.Decisions = c.Messages, c.Updates, c.Decisions
 	r.Latency = slices.Clone(c.Latency)
 	slices.Sort(r.Latency)
-	r.Wall = time.Since(t0)
-	return r
 }
 
 // Pool is the report's pool: a /14 of /26 blocks, 4,096 blocks.
