@@ -187,8 +187,8 @@ test-e2e-slow: build deps-test deps-kube deps-k8s
 bfd-figures: build deps-test
 	REEF_BFD_FIGURES=3 REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 30m -run '^TestBFDFigures$$' -v ./e2e/
 
-# Failover figures (BENCHMARKS.md, "## Failover", about 15 minutes with
-# the package upgrades, whose packages it builds first):
+# Failover figures (BENCHMARKS.md, "## Failover", 19 minutes here under
+# load, with the package upgrades, whose 4 packages it builds first):
 # rewrites only that section, without the ~100 min of make bench, which
 # runs it last.
 FAILOVER_BENCH = REEF_FAILOVER_FIGURES=3 REEF_FAILOVER_OUT=$(CURDIR)/BENCHMARKS.md REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 60m -run '^TestFailoverFigures$$' -v ./e2e/
