@@ -171,11 +171,12 @@ test-e2e: build deps-test deps-cri deps-kube deps-k8s
 # node peers and named ports with dual-stack pods and nodes
 # (TestClusterNetworkPolicyNodesNamedPortsDualStack, 18 s; make test runs IPv4);
 # those need the Kubernetes binaries. The package upgrade on IPv6-only nodes
-# (TestPackageUpgradeIPv6Only: two more `make package` runs, 100 to 130 s
-# here; make test runs TestPackage's dual-stack upgrade). The package
-# upgrade under Service traffic with FRR (TestPackageUpgradeServiceFRR;
-# make test runs BIRD's, about 23 s here beside TestPackage, whose
-# packages it shares).
+# (TestPackageUpgradeIPv6Only: 22 s here with the packages built, which
+# the test binary does once for all its package tests, 40 to 120 s; make
+# test runs TestPackage's dual-stack upgrade). The package upgrade under
+# Service traffic with FRR (TestPackageUpgradeServiceFRR, 29 s here with
+# the packages built; make test runs BIRD's, 19 to 23 s beside
+# TestPackage, whose packages it shares).
 SLOW_E2E := ^(TestPackageUpgradeServiceFRR|TestServiceCIDRsFRR|TestClusterNetworkPolicyLiveChange|TestClusterNetworkPolicyNodesNamedPortsDualStack|TestServiceAddressesFRR|TestKubernetesServiceAddresses|TestBFDFRR|TestGracefulShutdownFRR|TestPlannedRestartFRR|TestToRIPv6Bird|TestToRIPv6FRR|TestToRDualStackFRR|TestToRIPv6OnlyFRR|TestToRIPv6OnlyBirdRestart|TestBlocksChaosIPv4|TestBlocksChaosIPv6|TestBlocksChaosIPv6Only|TestReflectorsFRR|TestReflectorsFRRDualStack|TestIPv6Reflectors|TestIPv6OnlyReflectors|TestIPv6OnlyReflectorsBird|TestIPv6OnlyReflectorsFRR|TestNetpolTruthTables|TestNetpolTruthTablesIPv6|TestNetpolTruthTablesDualStack|TestKubernetesDualStack|TestLoadBalancerIPAMDualStack|TestVXLANIPv6UnderlayCrossSubnet|TestVXLANMixedUnderlays|TestPackageUpgradeIPv6Only|TestPlannedRestartIPv6FRR|TestPlannedRestartIPv6OnlyBird)$$
 .PHONY: test-e2e-slow
 test-e2e-slow: build deps-test deps-kube deps-k8s
