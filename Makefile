@@ -179,12 +179,16 @@ test-e2e: build deps-test deps-cri deps-kube deps-k8s
 # node peers and named ports with dual-stack pods and nodes
 # (TestClusterNetworkPolicyNodesNamedPortsDualStack, 18 s; make test runs IPv4);
 # those need the Kubernetes binaries. The package upgrade on IPv6-only nodes
-# (TestPackageUpgradeIPv6Only: two more `make package` runs, 100 to 130 s
-# here; make test runs TestPackage's dual-stack upgrade). The planned
-# restart behind reef route reflectors (TestPlannedRestartReflectorsBird
-# and TestPlannedRestartReflectorsFRR, 21 to 29 s here; make test runs the
-# full-mesh ones).
-SLOW_E2E := ^(TestServiceCIDRsFRR|TestClusterNetworkPolicyLiveChange|TestClusterNetworkPolicyStoriesAPIAway|TestClusterNetworkPolicyNodesNamedPortsDualStack|TestServiceAddressesFRR|TestKubernetesServiceAddresses|TestBFDFRR|TestGracefulShutdownFRR|TestPlannedRestartFRR|TestToRIPv6Bird|TestToRIPv6FRR|TestToRDualStackFRR|TestToRIPv6OnlyFRR|TestToRIPv6OnlyBirdRestart|TestBlocksChaosIPv4|TestBlocksChaosIPv6|TestBlocksChaosIPv6Only|TestReflectorsFRR|TestReflectorsFRRDualStack|TestIPv6Reflectors|TestIPv6OnlyReflectors|TestIPv6OnlyReflectorsBird|TestIPv6OnlyReflectorsFRR|TestNetpolTruthTables|TestNetpolTruthTablesIPv6|TestNetpolTruthTablesDualStack|TestKubernetesDualStack|TestLoadBalancerIPAMDualStack|TestVXLANIPv6UnderlayCrossSubnet|TestVXLANMixedUnderlays|TestPackageUpgradeIPv6Only|TestPlannedRestartIPv6FRR|TestPlannedRestartIPv6OnlyBird|TestPlannedRestartReflectorsBird|TestPlannedRestartReflectorsFRR)$$
+# (TestPackageUpgradeIPv6Only: 22 s here with the packages built, which
+# the test binary does once for all its package tests, 40 to 120 s; make
+# test runs TestPackage's dual-stack upgrade). The package upgrade under
+# Service traffic with FRR (TestPackageUpgradeServiceFRR, 29 s here with
+# the packages built; make test runs BIRD's, 19 to 23 s beside
+# TestPackage, whose packages it shares).
+# The planned restart behind reef route reflectors
+# (TestPlannedRestartReflectorsBird and TestPlannedRestartReflectorsFRR, 21 to
+# 29 s here; make test runs the full-mesh ones).
+SLOW_E2E := ^(TestPackageUpgradeServiceFRR|TestServiceCIDRsFRR|TestClusterNetworkPolicyLiveChange|TestClusterNetworkPolicyStoriesAPIAway|TestClusterNetworkPolicyNodesNamedPortsDualStack|TestServiceAddressesFRR|TestKubernetesServiceAddresses|TestBFDFRR|TestGracefulShutdownFRR|TestPlannedRestartFRR|TestToRIPv6Bird|TestToRIPv6FRR|TestToRDualStackFRR|TestToRIPv6OnlyFRR|TestToRIPv6OnlyBirdRestart|TestBlocksChaosIPv4|TestBlocksChaosIPv6|TestBlocksChaosIPv6Only|TestReflectorsFRR|TestReflectorsFRRDualStack|TestIPv6Reflectors|TestIPv6OnlyReflectors|TestIPv6OnlyReflectorsBird|TestIPv6OnlyReflectorsFRR|TestNetpolTruthTables|TestNetpolTruthTablesIPv6|TestNetpolTruthTablesDualStack|TestKubernetesDualStack|TestLoadBalancerIPAMDualStack|TestVXLANIPv6UnderlayCrossSubnet|TestVXLANMixedUnderlays|TestPackageUpgradeIPv6Only|TestPlannedRestartIPv6FRR|TestPlannedRestartIPv6OnlyBird|TestPlannedRestartReflectorsBird|TestPlannedRestartReflectorsFRR)$$
 .PHONY: test-e2e-slow
 test-e2e-slow: build deps-test deps-kube deps-k8s
 	REEF_E2E_SLOW=1 REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m -run '$(SLOW_E2E)' ./e2e/
@@ -195,7 +199,8 @@ test-e2e-slow: build deps-test deps-kube deps-k8s
 bfd-figures: build deps-test
 	REEF_BFD_FIGURES=3 REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 30m -run '^TestBFDFigures$$' -v ./e2e/
 
-# Failover figures (BENCHMARKS.md, "## Failover", about 10 minutes):
+# Failover figures (BENCHMARKS.md, "## Failover", 19 minutes here under
+# load, with the package upgrades, whose 4 packages it builds first):
 # rewrites only that section, without the ~100 min of make bench, which
 # runs it last.
 FAILOVER_BENCH = REEF_FAILOVER_FIGURES=3 REEF_FAILOVER_OUT=$(CURDIR)/BENCHMARKS.md REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 60m -run '^TestFailoverFigures$$' -v ./e2e/

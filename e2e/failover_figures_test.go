@@ -28,7 +28,10 @@ import (
 //   - reef killed: a1's reef gets SIGKILL and a1 drops the Service's
 //     traffic (a blackhole route in place of its address), a node whose
 //     software died while its kernel lives on;
-//   - planned restart: a1's reef gets SIGTERM and starts again.
+//   - planned restart: a1's reef gets SIGTERM and starts again;
+//   - package upgrade (upgradeFigures, a lab of its own): a1 runs reef
+//     from the installed .deb and the next version is installed over it
+//     with dpkg, its postinst's try-restart played.
 //
 // For each it records how many requests failed and how long after the
 // failure the last failed one started: from then on every request
@@ -36,6 +39,9 @@ import (
 // REEF_FAILOVER_FIGURES set (to the number of runs, default 3), asserts
 // nothing about the times, and with REEF_FAILOVER_OUT set writes its
 // section into that markdown file (lab.WriteSection): `make bench-failover`.
+// It builds the packages first (N and one more version per run: `make
+// package`, 30 to 45 s each here) and holds lockPackageTests over each
+// upgrade lab.
 //
 // The sessions use keepalive 3 s and hold 9 s, and graceful restart keeps
 // a node's paths for 10 s (REEF_TEST_BGP_RESTART_TIME), so that the runs
@@ -49,11 +55,20 @@ func TestFailoverFigures(t *testing.T) {
 	if runs < 1 {
 		runs = 3
 	}
+	// The packages of the upgrades, N and N+1 to N+runs, built before
+	// any lab runs, so that the builds do not share the CPU with one.
+	needTools(t, "dpkg", "dpkg-deb", "setpriv", "unshare", "make", "git")
+	pkgs := []*builtPackages{packages.build(t, "")}
+	for i := range runs {
+		pkgs = append(pkgs, packages.build(t, fmt.Sprintf("%s.%d", pkgs[0].Version, i+1)))
+	}
 	var rows []failoverRow
 	for _, kind := range []string{"bird", "frr"} {
 		for _, withBFD := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/bfd=%v", kind, withBFD), func(t *testing.T) {
-				rows = append(rows, failoverFigures(t, kind, withBFD, runs))
+				row := failoverFigures(t, kind, withBFD, runs)
+				row.upgrade = upgradeFigures(t, kind, withBFD, pkgs)
+				rows = append(rows, row)
 			})
 		}
 	}
@@ -75,6 +90,7 @@ type failoverRow struct {
 	cut     []outage
 	killed  []outage
 	restart []outage
+	upgrade []outage
 }
 
 // outage is what the client saw over one failure: how many requests it
@@ -85,7 +101,12 @@ type outage struct {
 	last             time.Duration
 }
 
-func failoverFigures(t *testing.T, kind string, withBFD bool, runs int) failoverRow {
+// failoverLab is the lab of the figures: the ToR lab's nodes serving the
+// Service address svc, with kind's router; before (serviceToRLab's) runs
+// before the daemons start. ready waits until the router routes the
+// Service CIDR over every node (and BFD is up with a1): the lab as before
+// a failure.
+func failoverLab(t *testing.T, kind string, withBFD bool, before func([]*lab.Node)) (l *lab.Lab, nodes []*lab.Node, laptop string, svc netip.AddrPort, ready func()) {
 	extra := "      holdTime: 9s\n      keepaliveTime: 3s\n"
 	o := lab.ToROptions{Hold: 9 * time.Second, GracefulShutdown: true}
 	if withBFD {
@@ -93,15 +114,12 @@ func failoverFigures(t *testing.T, kind string, withBFD bool, runs int) failover
 		o.BFD = 300 * time.Millisecond
 	}
 	l, nodes, laptop, tor := serviceToRLab(t, kind, lab.NodeOptions{RouterExtra: extra,
-		Binary: "reef-test", Env: []string{"REEF_TEST_BGP_RESTART_TIME=10s"}}, o)
+		Binary: "reef-test", Env: []string{"REEF_TEST_BGP_RESTART_TIME=10s"}}, o, before)
 	router := l.Prefix + "-xr"
 	converge(t, nodes...)
-	svc := netip.AddrPortFrom(netip.MustParseAddr("10.96.0.10"), 80)
+	svc = netip.AddrPortFrom(netip.MustParseAddr("10.96.0.10"), 80)
 	serveOnEveryNode(t, l, nodes, svc)
-	a1 := nodes[0]
-	// ready waits until the router routes the CIDR over every node (and
-	// BFD is up with each): the lab as before a failure.
-	ready := func() {
+	ready = func() {
 		t.Helper()
 		eventually(t, 60*time.Second, func() string {
 			out := run(t, l, router, "ip", "-4", "route", "show", "exact", serviceCIDR.String())
@@ -111,13 +129,19 @@ func failoverFigures(t *testing.T, kind string, withBFD bool, runs int) failover
 				}
 			}
 			if withBFD {
-				if s, err := tor.BFDSessions(); err != nil || s[a1.Address] != "up" {
+				if s, err := tor.BFDSessions(); err != nil || s[nodes[0].Address] != "up" {
 					return fmt.Sprintf("the router's BFD sessions: %v %v", s, err)
 				}
 			}
 			return ""
 		})
 	}
+	return l, nodes, laptop, svc, ready
+}
+
+func failoverFigures(t *testing.T, kind string, withBFD bool, runs int) failoverRow {
+	l, nodes, laptop, svc, ready := failoverLab(t, kind, withBFD, nil)
+	a1 := nodes[0]
 	row := failoverRow{router: kind, bfd: withBFD}
 	for range runs {
 		ready()
@@ -152,6 +176,38 @@ func failoverFigures(t *testing.T, kind string, withBFD bool, runs int) failover
 		}, 2*time.Second))
 	}
 	return row
+}
+
+// upgradeFigures is the package upgrade column: in a lab of its own, a1
+// runs reef from the installed package pkgs[0] (installAsUnit, as
+// TestPackageUpgradeServiceBird does; a2 and b1 run the lab's daemon as
+// in failoverFigures), and each run installs the next of pkgs over it
+// with dpkg and plays the try-restart its postinst asks of systemd
+// (SIGTERM, the new /usr/bin/reef started as reef.service does), until
+// a1 is back in the router's route. The installed daemon is reef, not
+// reef-test: its graceful restart time is reef's own (120 s), which a
+// planned stop does not wait for.
+func upgradeFigures(t *testing.T, kind string, withBFD bool, pkgs []*builtPackages) []outage {
+	lockPackageTests(t)
+	cleanInstalled(t)
+	var env *pkgEnv
+	l, nodes, laptop, svc, ready := failoverLab(t, kind, withBFD, func(nodes []*lab.Node) {
+		env, _ = installAsUnit(t, nodes[0].Lab, nodes[0], pkgs[0])
+	})
+	a1 := nodes[0]
+	var out []outage
+	for _, next := range pkgs[1:] {
+		ready()
+		out = append(out, clientOver(t, l, laptop, svc, "package upgrade", func() {
+			installOver(t, env, next)
+			if err := a1.Restart(); err != nil {
+				t.Fatal(err)
+			}
+			ready()
+		}, 2*time.Second))
+		checkUpgraded(t, next)
+	}
+	return out
 }
 
 // clientOver runs the client: a second of requests, then fail, then
@@ -233,20 +289,26 @@ func failoverSection(rows []failoverRow, runs int) string {
 	w("- **link cut**: a1's eth0 down, the node gone for the router (as a node that loses power);\n")
 	w("- **reef killed**: `kill -9` of a1's reef and a1 dropping the Service's traffic (a blackhole route\n")
 	w("  in place of the address): software dead, kernel alive, so the BGP connection closes at once;\n")
-	w("- **planned restart**: SIGTERM to a1's reef, then a new daemon, until a1 is back in the route.\n\n")
+	w("- **planned restart**: SIGTERM to a1's reef, then a new daemon, until a1 is back in the route;\n")
+	w("- **package upgrade**: in a lab of its own, a1 runs reef from the installed .deb, started as\n")
+	w("  reef.service runs it, and the next version is installed over it with `dpkg -i`; the run plays\n")
+	w("  the `systemctl try-restart` its postinst asks for (SIGTERM, then the new /usr/bin/reef) until a1\n")
+	w("  is back in the route (`TestPackageUpgradeServiceBird` and `...FRR` check the same with more);\n")
+	w("  the installed daemon is reef, not reef-test, with reef's restart time, which a planned stop\n")
+	w("  does not wait for.\n\n")
 	w("Each cell: per run, the time from the failure to the start of the last failed request (every\n")
 	w("later request succeeded, through the other nodes), and failed of all requests started after the\n")
 	w("failure. BFD 300 ms × 3 on both sides; BGP keepalive 3 s, hold 9 s, graceful restart time 10 s\n")
 	w("(`REEF_TEST_BGP_RESTART_TIME`, the reef-test binary) so that the runs without BFD end in seconds:\n")
 	w("with reef's defaults (hold 30 s, restart time 120 s) those grow to the hold and restart times.\n\n")
-	w("| router | BFD | link cut | reef killed | planned restart: failed requests |\n|---|---|---|---|---|\n")
+	w("| router | BFD | link cut | reef killed | planned restart: failed requests | package upgrade: failed requests |\n|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		name := map[string]string{"bird": "BIRD " + upstreamVersion("bird2"), "frr": "FRR " + upstreamVersion("frr")}[r.router]
 		bfd := "off"
 		if r.bfd {
 			bfd = "300 ms × 3"
 		}
-		w("| %s | %s | %s | %s | %s |\n", name, bfd, outages(r.cut), outages(r.killed), failedOf(r.restart))
+		w("| %s | %s | %s | %s | %s | %s |\n", name, bfd, outages(r.cut), outages(r.killed), failedOf(r.restart), failedOf(r.upgrade))
 	}
 	w("\nWithout BFD a cut link is noticed when the hold time has passed since the node's last keepalive,\n")
 	w("so up to 9 s after the cut. When only reef dies, the node's kernel closes the BGP connection at\n")
@@ -255,17 +317,19 @@ func failoverSection(rows []failoverRow, runs int) string {
 	w("\"reef killed\" column without BFD is the worst case of graceful restart: a killed reef normally\n")
 	w("leaves the node's dataplane and kube-proxy working, and then requests through a1 keep succeeding\n")
 	w("and keeping its paths is right. A planned restart drains the Service traffic\n")
-	w("first (GRACEFUL_SHUTDOWN); failed requests over all its runs: %s. A package upgrade\n", restartSummary(rows))
-	w("restarts the daemon the same way (`systemctl try-restart`).\n\n")
+	w("first (GRACEFUL_SHUTDOWN), and so does a package upgrade, whose restart is the same SIGTERM;\n")
+	w("failed requests over all runs, planned restart: %s; package upgrade: %s\n",
+		summary(rows, func(r failoverRow) []outage { return r.restart }), summary(rows, func(r failoverRow) []outage { return r.upgrade }))
+	w("(a request counts as failed here on any error, a reset where the router's ECMP set changed too).\n\n")
 	w("From `make bench-failover`, which runs, after `make build`:\n\n")
 	w("    REEF_FAILOVER_FIGURES=%d REEF_FAILOVER_OUT=$PWD/BENCHMARKS.md REEF_BIN_DIR=$PWD/bin go test -count=1 -timeout 60m -run '^TestFailoverFigures$' -v ./e2e/\n\n", runs)
 	w("on %s; 1-minute load average after the run: %s (the lab shares a 2-core VM).\n", time.Now().UTC().Format("2006-01-02"), loadAverage())
 	return b.String()
 }
 
-// restartSummary says how many requests failed over the planned
-// restarts, per router.
-func restartSummary(rows []failoverRow) string {
+// summary says how many requests failed over the runs of one column
+// (of), per router.
+func summary(rows []failoverRow, of func(failoverRow) []outage) string {
 	var parts []string
 	for _, kind := range []string{"bird", "frr"} {
 		failed, requests := 0, 0
@@ -273,7 +337,7 @@ func restartSummary(rows []failoverRow) string {
 			if r.router != kind {
 				continue
 			}
-			for _, o := range r.restart {
+			for _, o := range of(r) {
 				failed += o.failed
 				requests += o.requests
 			}

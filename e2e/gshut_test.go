@@ -68,7 +68,8 @@ func TestPlannedRestartFRR(t *testing.T) { slowSuite(t); testGracefulShutdown(t,
 // nodes announcing serviceCIDR (opts adds to their options), a laptop, the
 // ToR of kind (BIRD or FRR) with o, multipath hashing on the 5-tuple; the
 // nodes' daemons started.
-func serviceToRLab(t *testing.T, kind string, opts lab.NodeOptions, o lab.ToROptions) (*lab.Lab, []*lab.Node, string, lab.ToR) {
+// before, if set, runs after the lab is made and before the daemons start.
+func serviceToRLab(t *testing.T, kind string, opts lab.NodeOptions, o lab.ToROptions, before func([]*lab.Node)) (*lab.Lab, []*lab.Node, string, lab.ToR) {
 	t.Helper()
 	l := newLab(t)
 	opts.Extra, opts.RouterASN = torPool, lab.RouterASN
@@ -87,6 +88,9 @@ func serviceToRLab(t *testing.T, kind string, opts lab.NodeOptions, o lab.ToROpt
 		t.Fatal(err)
 	}
 	run(t, l, l.Prefix+"-xr", "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1")
+	if before != nil {
+		before(nodes)
+	}
 	if err := lab.StartAll(nodes); err != nil {
 		t.Fatal(err)
 	}
@@ -111,10 +115,47 @@ func serveOnEveryNode(t *testing.T, l *lab.Lab, nodes []*lab.Node, svc netip.Add
 }
 
 func testGracefulShutdown(t *testing.T, kind string, restart bool) {
-	l, nodes, laptop, tor := serviceToRLab(t, kind, lab.NodeOptions{RouterExtra: bfdPeerExtra},
-		lab.ToROptions{Hold: bfdHold, BFD: 300 * time.Millisecond, GracefulShutdown: true})
+	l, nodes, laptop, tor := serviceToRLab(t, kind, plannedStopNodes, plannedStopToR, nil)
+	pa1 := newPod(t, nodes[0], "pa1")
+	what := "stop"
+	if restart {
+		what = "restart"
+	}
+	plannedStop(t, plannedStopCase{kind: kind, l: l, nodes: nodes, laptop: laptop, tor: tor, pod: pa1.IP, restart: restart, what: what})
+}
+
+// The nodes and router of the planned stop tests: BFD 300 ms × 3 with
+// a long hold time, GRACEFUL_SHUTDOWN honoured.
+var (
+	plannedStopNodes = lab.NodeOptions{RouterExtra: bfdPeerExtra}
+	plannedStopToR   = lab.ToROptions{Hold: bfdHold, BFD: 300 * time.Millisecond, GracefulShutdown: true}
+)
+
+// plannedStopCase is one planned stop of a1 (nodes[0]) in the lab of
+// serviceToRLab with plannedStopNodes and plannedStopToR, its daemons
+// started.
+type plannedStopCase struct {
+	kind    string // the router: "bird" or "frr"
+	l       *lab.Lab
+	nodes   []*lab.Node
+	laptop  string
+	tor     lab.ToR
+	pod     netip.Addr // of a pod on a1
+	restart bool       // a1's daemon starts again (else a1 goes away)
+	what    string     // the stop, in messages: "stop", "restart", "package upgrade"
+	// beforeStop, if set, runs with the client's requests and the pings
+	// going, right before the SIGTERM: the package upgrade's dpkg -i,
+	// whose postinst asks systemd for the try-restart the SIGTERM and
+	// the start then play.
+	beforeStop func()
+}
+
+// plannedStop runs c: the client's requests to the Service address and
+// the checks of testGracefulShutdown's comment over a1's SIGTERM (and
+// start, with c.restart).
+func plannedStop(t *testing.T, c plannedStopCase) {
+	kind, l, nodes, laptop, tor, restart, what := c.kind, c.l, c.nodes, c.laptop, c.tor, c.restart, c.what
 	a1 := nodes[0]
-	pa1 := newPod(t, a1, "pa1")
 	converge(t, nodes...)
 
 	// The Service address on every node, kube-proxy's stand-in.
@@ -182,7 +223,10 @@ func testGracefulShutdown(t *testing.T, kind string, restart bool) {
 	if restart {
 		// Pings every 10 ms, over the stop and the start, until the
 		// stand-ins have ended and two seconds after.
-		pings = pingUntil(t, laptop, pa1.IP.String(), "0.01")
+		pings = pingUntil(t, laptop, c.pod.String(), "0.01")
+	}
+	if c.beforeStop != nil {
+		c.beforeStop()
 	}
 
 	// SIGTERM, and the router watched meanwhile.
@@ -195,7 +239,7 @@ func testGracefulShutdown(t *testing.T, kind string, restart bool) {
 	var stopErr error
 	// a1's block: a2 and b1 announce it for a1 (stand-ins), next hop a1,
 	// before the router's session with a1 goes down.
-	block := netip.PrefixFrom(pa1.IP, lab.DefaultToRPools[0].BlockSize).Masked()
+	block := netip.PrefixFrom(c.pod, lab.DefaultToRPools[0].BlockSize).Masked()
 	for exited := false; !exited || down.IsZero(); {
 		select {
 		case stopErr = <-stopped:
@@ -277,11 +321,9 @@ func testGracefulShutdown(t *testing.T, kind string, restart bool) {
 		t.Errorf("a1's reef routes changed over the stop:\n%s\nwas\n%s", strings.Join(got, "\n"), strings.Join(routesBefore, "\n"))
 	}
 
-	what := "stop"
 	if restart {
 		// a1's reef starts again, as systemctl restart does, and a1
 		// comes back into the router's route to the CIDR.
-		what = "restart"
 		if err := a1.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -315,9 +357,9 @@ func testGracefulShutdown(t *testing.T, kind string, restart bool) {
 		}
 		recv, sent := pings()
 		if recv < sent {
-			t.Errorf("%s: %d of %d pings (every 10 ms) to the pod %s on a1 answered over a1's planned restart", kind, recv, sent, pa1.IP)
+			t.Errorf("%s: %d of %d pings (every 10 ms) to the pod %s on a1 answered over a1's planned %s", kind, recv, sent, c.pod, what)
 		} else {
-			t.Logf("%s: %d of %d pings (every 10 ms) to the pod %s on a1 answered over a1's planned restart", kind, recv, sent, pa1.IP)
+			t.Logf("%s: %d of %d pings (every 10 ms) to the pod %s on a1 answered over a1's planned %s", kind, recv, sent, c.pod, what)
 		}
 	} else {
 		// a1 goes away, as a node stopped for a reboot does.

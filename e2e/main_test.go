@@ -51,6 +51,9 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	cleanup()
+	if packages.dir != "" {
+		os.RemoveAll(packages.dir)
+	}
 	os.Exit(code)
 }
 

@@ -66,13 +66,18 @@ type builtPackages struct {
 	RPM     string
 }
 
-// packager builds the packages once per version for the subtests of one
-// test, into that test's temporary directory.
+// packager builds the packages once per version, into dir (a temporary
+// directory of its own when that is "").
 type packager struct {
 	dir   string
 	mu    sync.Mutex
 	built map[string]*builtPackages // by requested version ("" = make's own)
 }
+
+// packages is the packager of every test in the binary: `make package`
+// runs once per version (30 to 45 s each here), for whichever test asks
+// first, and TestMain removes what it built.
+var packages = &packager{}
 
 // build runs `make package`: version "" builds the version that
 // packaging/version.sh prints, as a plain `make package` does; anything
@@ -86,6 +91,13 @@ func (pk *packager) build(t *testing.T, version string) *builtPackages {
 	}
 	if pk.built == nil {
 		pk.built = map[string]*builtPackages{}
+	}
+	if pk.dir == "" {
+		dir, err := os.MkdirTemp("", "reef-e2e-packages-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pk.dir = dir
 	}
 	root := repoRoot(t)
 	want := version
@@ -503,6 +515,41 @@ type daemonOptions struct {
 
 func startUnitDaemon(t *testing.T, node *lab.Node, unit unitFile, opts daemonOptions) *unitDaemon {
 	t.Helper()
+	d := &unitDaemon{done: make(chan struct{}), notify: newNotifySocket(t)}
+	name := opts.logFileName
+	if name == "" {
+		name = "daemon.log"
+	}
+	d.log = filepath.Join(t.TempDir(), name)
+	logf, err := os.Create(d.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.cmd = unitCommand(t, node, unit, opts, d.notify)
+	d.cmd.Stdout, d.cmd.Stderr = logf, logf
+	if err := d.cmd.Start(); err != nil {
+		logf.Close()
+		t.Fatal(err)
+	}
+	go func() {
+		d.exit = d.cmd.Wait()
+		logf.Close()
+		close(d.done)
+	}()
+	t.Cleanup(func() {
+		d.stop(syscall.SIGKILL)
+		if t.Failed() {
+			t.Logf("log of %s:\n%s", strings.Fields(unit.get("Service.ExecStart"))[0], d.logTail(30))
+		}
+	})
+	return d
+}
+
+// unitCommand is the command startUnitDaemon runs: the unit's ExecStart
+// in node's network namespace, sandboxed as that describes, with notify
+// as its NOTIFY_SOCKET. It creates the unit's writable directories.
+func unitCommand(t *testing.T, node *lab.Node, unit unitFile, opts daemonOptions, notify *notifySocket) *exec.Cmd {
+	t.Helper()
 	if unit.get("Service.ProtectSystem") != "strict" {
 		t.Fatalf("the unit has ProtectSystem=%q; this stand-in only knows strict", unit.get("Service.ProtectSystem"))
 	}
@@ -546,39 +593,12 @@ exec "$@"`
 	args = append(args, "nsenter", "--net="+lab.NetnsPath(node.Netns), "--")
 	args = append(append(args, privs...), "--")
 	args = append(append(args, exe...), opts.extraArgs...)
-
-	d := &unitDaemon{done: make(chan struct{}), notify: newNotifySocket(t)}
-	name := opts.logFileName
-	if name == "" {
-		name = "daemon.log"
-	}
-	d.log = filepath.Join(t.TempDir(), name)
-	logf, err := os.Create(d.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.cmd = exec.Command("unshare", args...)
-	d.cmd.Stdout, d.cmd.Stderr = logf, logf
-	d.cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "NOTIFY_SOCKET=" + d.notify.path}
+	cmd := exec.Command("unshare", args...)
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "NOTIFY_SOCKET=" + notify.path}
 	if opts.watchdog > 0 {
-		d.cmd.Env = append(d.cmd.Env, fmt.Sprintf("WATCHDOG_USEC=%d", opts.watchdog.Microseconds()))
+		cmd.Env = append(cmd.Env, fmt.Sprintf("WATCHDOG_USEC=%d", opts.watchdog.Microseconds()))
 	}
-	if err := d.cmd.Start(); err != nil {
-		logf.Close()
-		t.Fatal(err)
-	}
-	go func() {
-		d.exit = d.cmd.Wait()
-		logf.Close()
-		close(d.done)
-	}()
-	t.Cleanup(func() {
-		d.stop(syscall.SIGKILL)
-		if t.Failed() {
-			t.Logf("log of %s:\n%s", exe[0], d.logTail(30))
-		}
-	})
-	return d
+	return cmd
 }
 
 // mountPoints lists this mount namespace's mount points, less the network
@@ -793,4 +813,48 @@ func (p *installedPod) check(t *testing.T) error {
 func (p *installedPod) eth0Addr(t *testing.T) string {
 	t.Helper()
 	return strings.TrimSpace(run(t, p.l, p.netns, "ip", "-o", "addr", "show", "dev", "eth0", "scope", "global"))
+}
+
+// installAsUnit installs pkg on lab node n before the lab starts its
+// daemon, and makes the lab run the installed daemon as reef.service does
+// (unitCommand, with the unit file installed at that moment) at each
+// start of n: a node that runs reef from the package among the lab's
+// daemons. config.yaml is the package's with the operator's edit: n's
+// lab config less the paths the package sets (state, socket, CNI), and
+// the store is initialised with the installed binary, as the operator of
+// a new cluster does on a founding voter, which n must be. n's Config,
+// StateDir and Socket become the installed ones, so that the lab's
+// status calls and waits reach the installed daemon. It returns the dpkg
+// environment, in n's namespace with systemd played (upgrades go through
+// it), and the daemon's NOTIFY_SOCKET. The caller holds
+// lockPackageTests and ran cleanInstalled; the package is purged when
+// the test ends.
+func installAsUnit(t *testing.T, l *lab.Lab, n *lab.Node, pkg *builtPackages) (*pkgEnv, *notifySocket) {
+	t.Helper()
+	labCfg, err := os.ReadFile(n.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var operator []string
+	for _, line := range strings.Split(string(labCfg), "\n") {
+		key, _, _ := strings.Cut(line, ":")
+		if strings.HasPrefix(line, "#") || slices.Contains([]string{"stateDir", "socket", "pendingDeleteDir", "cniConfDir", "cniBinDir"}, key) {
+			continue
+		}
+		operator = append(operator, line)
+	}
+	purgeAtEnd(t, n.Netns)
+	env := newPkgEnv(t, n.Netns, true)
+	installConfigured(t, env, pkg, strings.Join(operator, "\n"))
+	run(t, l, n.Netns, installedReef, "store", "init", "--config", installedConfig)
+	notify := newNotifySocket(t)
+	opts := n.Options()
+	opts.Command = func() (*exec.Cmd, error) {
+		return unitCommand(t, n, parseUnit(t, installedUnit), daemonOptions{}, notify), nil
+	}
+	if err := n.SetOptions(opts); err != nil {
+		t.Fatal(err)
+	}
+	n.Config, n.StateDir, n.Socket = installedConfig, installedStateDir, installedSocket
+	return env, notify
 }

@@ -141,7 +141,7 @@ func TestSystemdUnit(t *testing.T) {
 // Those that install run one at a time, also across test binaries.
 func TestPackage(t *testing.T) {
 	needTools(t, "dpkg", "dpkg-deb", "rpm", "setpriv", "unshare", "systemctl", "make", "git")
-	pk := &packager{dir: t.TempDir()}
+	pk := packages
 	t.Run("Contents", func(t *testing.T) { testPackageContents(t, pk) })
 	t.Run("RPMScriptlets", func(t *testing.T) { testRPMScriptlets(t, pk) })
 	t.Run("InstallRunRemovePurge", func(t *testing.T) { testInstallRunRemovePurge(t, pk) })
@@ -864,10 +864,7 @@ func startInstalled(t *testing.T, node *lab.Node) (unitFile, *unitDaemon) {
 func upgradeUnit(t *testing.T, env *pkgEnv, node *lab.Node, unit unitFile, old *unitDaemon, newPkg *builtPackages) *unitDaemon {
 	t.Helper()
 	start := time.Now()
-	env.dpkg(t, "-i", newPkg.Deb)
-	if d := cmp.Diff([]string{"daemon-reload", "try-restart reef.service"}, env.calls(t)); d != "" {
-		t.Errorf("upgrade: systemctl calls (-want +got):\n%s", d)
-	}
+	installOver(t, env, newPkg)
 	if err := old.stop(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -877,6 +874,18 @@ func upgradeUnit(t *testing.T, env *pkgEnv, node *lab.Node, unit unitFile, old *
 	}
 	t.Logf("dpkg -i of the new version and the daemon's restart took %s", time.Since(start).Round(10*time.Millisecond))
 	return nu
+}
+
+// installOver installs newPkg with dpkg over the installed version in
+// env, where systemd runs, with the daemon running: the postinst asks
+// systemd for a reload and a try-restart of reef.service, which the
+// caller plays (the recording systemctl does nothing).
+func installOver(t *testing.T, env *pkgEnv, newPkg *builtPackages) {
+	t.Helper()
+	env.dpkg(t, "-i", newPkg.Deb)
+	if d := cmp.Diff([]string{"daemon-reload", "try-restart reef.service"}, env.calls(t)); d != "" {
+		t.Errorf("upgrade: systemctl calls (-want +got):\n%s", d)
+	}
 }
 
 // checkUpgraded checks that dpkg has newPkg installed and that the daemon

@@ -27,7 +27,7 @@ import (
 func TestPackageUpgradeIPv6Only(t *testing.T) {
 	slowSuite(t) // two `make package` runs: over a minute here
 	needTools(t, "dpkg", "dpkg-deb", "setpriv", "unshare", "make", "git")
-	pk := &packager{dir: t.TempDir()}
+	pk := packages
 	oldPkg := pk.build(t, "")
 	newPkg := pk.build(t, oldPkg.Version+".1")
 	lockPackageTests(t)

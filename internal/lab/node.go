@@ -74,6 +74,15 @@ type NodeOptions struct {
 	// is more CPU): a benchmark's stand-in for a node on a machine of its
 	// own, such as a route reflector among a hundred clients on 2 cores.
 	Nice int
+	// Command, if set, makes the daemon's process at each start in place
+	// of the lab's (its binary with the node's config in the node's
+	// namespace; Binary, Env and Nice are then unused): a daemon run
+	// another way, such as the installed package's as reef.service runs
+	// it (e2e/package_helpers_test.go). Every step of it must exec, so
+	// that the process is the daemon's; the lab sets its output to
+	// LogPath. Such a node's Config, StateDir and Socket are the ones
+	// that daemon uses, and the lab does not initialise its store.
+	Command func() (*exec.Cmd, error)
 }
 
 // NodeAddress is the underlay address node i (0-based, in creation order)
@@ -301,8 +310,12 @@ func (n *Node) StartNoWait() error {
 	}
 	if !n.started {
 		n.started = true
-		if err := n.initFounder(); err != nil {
-			return err
+		// A daemon run by Command has its store initialised by the
+		// test that runs it so.
+		if n.opts.Command == nil {
+			if err := n.initFounder(); err != nil {
+				return err
+			}
 		}
 	}
 	logf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -319,8 +332,14 @@ func (n *Node) StartNoWait() error {
 		argv = append([]string{"nice", "-n", strconv.Itoa(n.opts.Nice)}, argv...)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), n.opts.Env...)
+	if n.opts.Command != nil {
+		if cmd, err = n.opts.Command(); err != nil {
+			logf.Close()
+			return fmt.Errorf("start daemon of %s: %w", n.Name, err)
+		}
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start daemon of %s: %w", n.Name, err)
