@@ -147,6 +147,13 @@ func (n *natDataplane) reconcile(live []store.Endpoint, mark *activity.Mark) err
 			n.log.Info("creating nftables table", "table", c.Table.ID.String())
 			continue
 		}
+		// The pools' sets are the config's: on a start with pools added
+		// or removed they differ from what the previous run wrote, and
+		// that is no drift.
+		if !n.programmed && c.Table.ID == masq.TableID && (c.Kind == nft.AddElems || c.Kind == nft.DelElems) {
+			n.log.Info("updating nftables pool set to the configured pools: "+c.Why, "change", c.Kind.String(), "table", c.Table.ID.String())
+			continue
+		}
 		if c.Kind == nft.DeleteTable {
 			why := "no pool is IPv6 any more"
 			if slices.Contains(masq.OldTableIDs, c.Table.ID) {

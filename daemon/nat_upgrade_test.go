@@ -231,6 +231,8 @@ func masqCounts(t *testing.T, node ns.NetNS, fam, name string) map[string]int {
 // new connection is still masqueraded, once (the counters of the two
 // tables' rules add up to the connections made: the first NAT decision
 // binds), and the next pass of this version deletes the old ones again.
+// Last, a start without the IPv6 pool removes its elements and logs that
+// at info: a pool changed in the config is no drift.
 func TestNATUpgradeToInetTable(t *testing.T) {
 	node, dial := masqLab(t)
 	k := &recordingNAT{Kernel: nat.NewKernel(nftables.WithNetNSFd(int(node.Fd())))}
@@ -338,5 +340,18 @@ func TestNATUpgradeToInetTable(t *testing.T) {
 	if tables := netnstest.Run(t, node, "nft", "list", "tables"); strings.Contains(tables, "table ip reef\n") || strings.Contains(tables, "table ip6 reef\n") ||
 		!strings.Contains(tables, "table inet reef-nat\n") || len(k.plans) != 1 {
 		t.Errorf("after the upgrade again (%d batches):\n%s", len(k.plans), tables)
+	}
+
+	// A restart without the IPv6 pool: its elements go, logged as the
+	// config's change, not as a repair.
+	logs.Reset()
+	n = &natDataplane{kernel: k, pools: upgradePools[:1], log: slog.New(slog.NewTextHandler(&logs, nil))}
+	pass()
+	if set := netnstest.Run(t, node, "nft", "list", "set", "inet", "reef-nat", "masq-pools6"); strings.Contains(set, "fd00:10:244::/56") {
+		t.Errorf("the IPv6 pool is left after a start without it:\n%s", set)
+	}
+	if !strings.Contains(logs.String(), `level=INFO msg="updating nftables pool set to the configured pools: set inet reef-nat masq-pools6 has 1 element(s) reef does not want: fd00:10:244::/56"`) ||
+		strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("a start with a pool removed logged:\n%s", logs.String())
 	}
 }

@@ -495,7 +495,7 @@ func TestPodSet200(t *testing.T) {
 		t.Errorf("the loop repaired the set %d times: ADD and DEL should keep it exact", r)
 	}
 	if all := run(t, l, n.Netns, "nft", "list", "set", "inet", "reef-nat", "all-pools4"); !strings.Contains(all, "elements = { 10.244.0.0/16 }") {
-		t.Errorf("all-pools:\n%s", all)
+		t.Errorf("all-pools4:\n%s", all)
 	}
 }
 
