@@ -16,7 +16,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/reefcni/reef/nat"
-	"github.com/reefcni/reef/nat/masq"
 	"github.com/reefcni/reef/nat/nft"
 	"github.com/reefcni/reef/policy"
 )
@@ -148,8 +147,7 @@ func kernelCommands(logLines int) []kernelCommand {
 		{"ip6-routes.txt", []string{"ip", "-6", "route", "show", "table", "all", "proto", "238"}},
 		{"journal.txt", []string{"journalctl", "-u", "reef", "-n", fmt.Sprint(logLines), "--no-pager", "-o", "short-iso-precise"}},
 	}
-	tables := append(nat.IDs(nat.Desired(masq.IPv4, nil, nil)), nat.IDs(nat.Desired(masq.IPv6, nil, nil))...)
-	for _, id := range append(tables, policy.TableID) {
+	for _, id := range append(nat.TableIDs(), policy.TableID) {
 		fam := nft.FamilyName(id.Family)
 		cmds = append(cmds, kernelCommand{"nftables-" + fam + "-" + id.Name + ".txt", []string{"nft", "list", "table", fam, id.Name}})
 	}

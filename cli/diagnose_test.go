@@ -7,8 +7,9 @@ import (
 )
 
 // TestDiagnoseKernelCommands: the bundle reads reef's routes and tables of
-// both families: the IPv6 routes of proto 238 and table ip6 reef and ip6
-// reef-ndp beside the IPv4 ones, and NetworkPolicy's inet reef.
+// both families: the IPv6 routes of proto 238 beside the IPv4 ones, the
+// masquerade of both in inet reef-nat, ip6 reef-ndp beside arp reef, and
+// NetworkPolicy's inet reef.
 func TestDiagnoseKernelCommands(t *testing.T) {
 	got := map[string]string{}
 	for _, c := range kernelCommands(2000) {
@@ -21,8 +22,7 @@ func TestDiagnoseKernelCommands(t *testing.T) {
 		"ip-routes.txt":                   "ip route show table all proto 238",
 		"ip6-routes.txt":                  "ip -6 route show table all proto 238",
 		"journal.txt":                     "journalctl -u reef -n 2000 --no-pager -o short-iso-precise",
-		"nftables-ip-reef.txt":            "nft list table ip reef",
-		"nftables-ip6-reef.txt":           "nft list table ip6 reef",
+		"nftables-inet-reef-nat.txt":      "nft list table inet reef-nat",
 		"nftables-ip6-reef-ndp.txt":       "nft list table ip6 reef-ndp",
 		"nftables-arp-reef.txt":           "nft list table arp reef",
 		"nftables-inet-reef.txt":          "nft list table inet reef",
@@ -40,7 +40,7 @@ func TestDiagnoseKernelCommands(t *testing.T) {
 		}
 	}
 	slices.Sort(tables)
-	if len(tables) != 6 {
-		t.Errorf("nftables files %v, want reef's 6 tables", tables)
+	if len(tables) != 5 {
+		t.Errorf("nftables files %v, want reef's 5 tables", tables)
 	}
 }

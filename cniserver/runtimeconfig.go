@@ -69,11 +69,10 @@ func portMappings(in []PortMapEntry) ([]store.PortMapping, *types.Error) {
 			if err != nil || a.Zone() != "" {
 				return nil, bad("hostIP %q is not an IP address", e.HostIP)
 			}
-			a = a.Unmap()
-			switch {
-			case a.Is6() && !a.IsUnspecified():
-				return nil, bad("hostIP %s is IPv6 and reef gives pods IPv4 addresses only", a)
-			case !a.IsUnspecified():
+			// A hostIP of either family: it leads to the pod's address
+			// of that family, and to none if the pod has none (package
+			// hostport), as the portmap plugin skips such an entry.
+			if a = a.Unmap(); !a.IsUnspecified() {
 				m.HostIP = a // 0.0.0.0 and :: are every address, as no hostIP
 			}
 		}

@@ -17,11 +17,15 @@ func TestPortMappings(t *testing.T) {
 		{HostPort: 8080, ContainerPort: 80, Protocol: "tcp"}, // a repeat
 		{HostPort: 53, ContainerPort: 53, Protocol: "udp", HostIP: "0.0.0.0"},
 		{HostPort: 9000, ContainerPort: 9000, HostIP: "192.168.1.5"}, // no protocol: tcp
+		{HostPort: 9001, ContainerPort: 9000, HostIP: "fd77::5"},
+		{HostPort: 9002, ContainerPort: 9000, HostIP: "::"},
 	})
 	want := []store.PortMapping{
 		{Protocol: "tcp", HostPort: 8080, ContainerPort: 80},
 		{Protocol: "udp", HostPort: 53, ContainerPort: 53},
 		{Protocol: "tcp", HostIP: netip.MustParseAddr("192.168.1.5"), HostPort: 9000, ContainerPort: 9000},
+		{Protocol: "tcp", HostIP: netip.MustParseAddr("fd77::5"), HostPort: 9001, ContainerPort: 9000},
+		{Protocol: "tcp", HostPort: 9002, ContainerPort: 9000},
 	}
 	if cerr != nil || len(got) != len(want) {
 		t.Fatalf("portMappings: %v, %v", got, cerr)
@@ -39,7 +43,7 @@ func TestPortMappings(t *testing.T) {
 		{[]PortMapEntry{{HostPort: 80, ContainerPort: 70000, Protocol: "tcp"}}, "containerPort 70000"},
 		{[]PortMapEntry{{HostPort: 80, ContainerPort: 80, Protocol: "icmp"}}, `protocol "icmp"`},
 		{[]PortMapEntry{{HostPort: 80, ContainerPort: 80, HostIP: "node1"}}, `hostIP "node1"`},
-		{[]PortMapEntry{{HostPort: 80, ContainerPort: 80, HostIP: "fd00::1"}}, "IPv6"},
+		{[]PortMapEntry{{HostPort: 80, ContainerPort: 80, HostIP: "fe80::1%eth0"}}, `hostIP "fe80::1%eth0"`},
 		{[]PortMapEntry{{HostPort: 80, ContainerPort: 80}, {HostPort: 80, ContainerPort: 81, HostIP: "10.0.0.1"}}, "portMappings[1]: tcp 10.0.0.1:80 -> 81 overlaps"},
 	} {
 		_, cerr := portMappings(c.in)

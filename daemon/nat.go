@@ -20,13 +20,15 @@ import (
 )
 
 // natDataplane is the daemon's side of package nat: reef's nftables tables
-// (table ip reef, and table ip6 reef with an IPv6 pool: natOutgoing; table
-// arp reef: the IPv4 pods' ARP filter; table ip6 reef-ndp: the IPv6 pods'
-// NDP filter; table inet reef-hostport: the pods' hostPorts). CNI
+// (table inet reef-nat: natOutgoing of both families; table arp reef: the
+// IPv4 pods' ARP filter; table ip6 reef-ndp, with an IPv6 pool: the IPv6
+// pods' NDP filter; table inet reef-hostport: the pods' hostPorts). CNI
 // ADD and DEL add and remove one pod's element through it, and every
 // reconcile pass compares the tables with the pools and the live endpoints
-// and repairs what differs. Stopping the daemon leaves the tables in place;
-// `reef cleanup` removes them.
+// and repairs what differs, and deletes the tables nat.Retired names (an
+// earlier version's masquerade tables among them) in the same batch.
+// Stopping the daemon leaves the tables in place; `reef cleanup` removes
+// them.
 type natDataplane struct {
 	// mu orders ADD's and DEL's elements with a pass: a pass that asks
 	// which pods CNI operations touched, under mu, sees every AddPod and
@@ -131,11 +133,13 @@ func (n *natDataplane) reconcile(live []store.Endpoint, mark *activity.Mark) err
 		}
 		pods = append(pods, p)
 	}
-	want, retired := n.desired(pods)
+	want, retired := nat.Desired(n.pools, pods), nat.Retired(n.pools)
 	have, err := n.kernel.Read(append(nat.IDs(want), retired...))
 	if err != nil {
 		return err
 	}
+	// One batch: an earlier version's masquerade tables go as table inet
+	// reef-nat comes, so that no packet sees neither or both.
 	plan := nft.Diff(nft.LeaveAlone(want, have, func(e nft.Elem) bool { return touchedElem(e, touched) }), have)
 	plan.Changes = append(plan.Changes, nft.Retire(retired, have)...)
 	for _, c := range plan.Changes {
@@ -143,8 +147,19 @@ func (n *natDataplane) reconcile(live []store.Endpoint, mark *activity.Mark) err
 			n.log.Info("creating nftables table", "table", c.Table.ID.String())
 			continue
 		}
+		// The pools' sets are the config's: on a start with pools added
+		// or removed they differ from what the previous run wrote, and
+		// that is no drift.
+		if !n.programmed && c.Table.ID == masq.TableID && (c.Kind == nft.AddElems || c.Kind == nft.DelElems) {
+			n.log.Info("updating nftables pool set to the configured pools: "+c.Why, "change", c.Kind.String(), "table", c.Table.ID.String())
+			continue
+		}
 		if c.Kind == nft.DeleteTable {
-			n.log.Info("deleting nftables table: no pool is IPv6 any more", "table", c.Table.ID.String())
+			why := "no pool is IPv6 any more"
+			if slices.Contains(masq.OldTableIDs, c.Table.ID) {
+				why = "an earlier version's masquerade, now in table " + masq.TableID.String()
+			}
+			n.log.Info("deleting nftables table: "+why, "table", c.Table.ID.String())
 			continue
 		}
 		n.log.Warn("repairing nftables: "+c.Why, "change", c.Kind.String(), "table", c.Table.ID.String())
@@ -155,18 +170,6 @@ func (n *natDataplane) reconcile(live []store.Endpoint, mark *activity.Mark) err
 	}
 	n.programmed = true
 	return nil
-}
-
-// desired is reef's tables for the pools and pods: IPv4's always, and
-// IPv6's (table ip6 reef, table ip6 reef-ndp) while a pool is IPv6; once
-// none is, those are retired: deleted if a pass finds them.
-func (n *natDataplane) desired(pods []nat.Pod) (want []nft.Table, retired []nft.TableID) {
-	want = nat.Desired(masq.IPv4, n.pools, pods)
-	v6 := nat.Desired(masq.IPv6, n.pools, pods)
-	if slices.ContainsFunc(n.pools, func(p masq.Pool) bool { return p.CIDR.Addr().Is6() }) {
-		return append(want, v6...), nil
-	}
-	return want, nat.IDs(v6)
 }
 
 // touchedElem says whether e is an element of a pod that t names: by its

@@ -95,14 +95,14 @@ tc reefapi in 2000000/200000 out 3000000/300000
 // blackhole, the other node's block on <dev>, forwarding, reef's tables,
 // and the address on tunl0 that is not reef's.
 const nodeText = `addr 192.168.99.1/32 dev tunl0
-elem ip reef all-pools 10.244.0.0/16
-elem ip reef masq-pools 10.244.0.0/16
+elem inet reef-nat all-pools4 10.244.0.0/16
+elem inet reef-nat masq-pools4 10.244.0.0/16
 route 10.244.0.64/26 via 192.168.10.21 dev <dev> onlink proto reef
 route blackhole 10.244.0.0/26 proto reef
 sysctl net/ipv4/ip_forward = 1
 table arp reef
 table inet reef-hostport
-table ip reef
+table inet reef-nat
 `
 
 // ipipText is what a pool with ipipMode adds: tunl0 up at the uplink's

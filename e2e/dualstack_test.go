@@ -100,9 +100,9 @@ func TestDualStackPod(t *testing.T) {
 			t.Errorf("node routes with proto 238: %q missing", want)
 		}
 	}
-	for _, c := range []struct{ family, pool string }{{"ip", dualPool4.String()}, {"ip6", dualPool6.String()}} {
-		if masq := run(t, l, n.Netns, "nft", "list", "table", c.family, "reef"); !strings.Contains(masq, c.pool) {
-			t.Errorf("table %s reef lacks pool %s:\n%s", c.family, c.pool, masq)
+	for _, c := range []struct{ set, pool string }{{"masq-pools4", dualPool4.String()}, {"masq-pools6", dualPool6.String()}} {
+		if masq := run(t, l, n.Netns, "nft", "list", "set", "inet", "reef-nat", c.set); !strings.Contains(masq, c.pool) {
+			t.Errorf("set inet reef-nat %s lacks pool %s:\n%s", c.set, c.pool, masq)
 		}
 	}
 	if arp := run(t, l, n.Netns, "nft", "list", "set", "arp", "reef", "pod-addrs"); !strings.Contains(arp, a4.String()) {

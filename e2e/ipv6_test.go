@@ -12,7 +12,7 @@ import (
 // node that runs alone) wires pods as Calico does for IPv6 — a /128 on
 // eth0, the default route through the host veth's link-local, a
 // permanent neighbour for it — routes each /128 and blackholes its block,
-// forwards IPv6, masquerades in table ip6 reef, and sends real packets on
+// forwards IPv6, masquerades in table inet reef-nat, and sends real packets on
 // the first try. DEL takes the pod's route away.
 func TestIPv6Pod(t *testing.T) {
 	l := newLab(t)
@@ -57,8 +57,8 @@ func TestIPv6Pod(t *testing.T) {
 			t.Errorf("node IPv6 routes with proto 238: %q missing in\n%s", want, routes)
 		}
 	}
-	if masq := run(t, l, n.Netns, "nft", "list", "table", "ip6", "reef"); !strings.Contains(masq, "elements = { "+pool.String()+" }") {
-		t.Errorf("table ip6 reef lacks pool %s:\n%s", pool, masq)
+	if masq := run(t, l, n.Netns, "nft", "list", "set", "inet", "reef-nat", "masq-pools6"); !strings.Contains(masq, "elements = { "+pool.String()+" }") {
+		t.Errorf("set inet reef-nat masq-pools6 lacks pool %s:\n%s", pool, masq)
 	}
 	// The NDP filter: an element per pod (nat/ndpfilter's kernel test shows
 	// what it keeps from the pod).
@@ -74,7 +74,7 @@ func TestIPv6Pod(t *testing.T) {
 	}
 
 	// Beyond the node, over an IPv6 underlay: a pod reaches the server
-	// with the node's address (table ip6 reef masquerades), and the server
+	// with the node's address (table inet reef-nat masquerades), and the server
 	// reaches a pod's hostPort on the node's address with its own.
 	out, err := l.AddOutside()
 	if err != nil {

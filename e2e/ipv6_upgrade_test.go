@@ -26,7 +26,8 @@ const (
 // made after are dual-stack and reach each other over both families. Then
 // the pool goes again: the dual-stack pods are deleted, the config loses
 // the pool, the nodes restart one by one, again without a lost ping; no
-// IPv6 route to another node's block or nftables table of reef's is left,
+// IPv6 route to another node's block, IPv6 nftables table of reef's or
+// IPv6 pool in table inet reef-nat is left,
 // and no error: the pool's blocks stay owned in the block protocol, each
 // node's blackholed. Between two restarts the nodes run with different
 // pools, also without an error.
@@ -121,6 +122,11 @@ func TestIPv6PoolAddRemove(t *testing.T) {
 		}
 		if out := run(t, l, n.Netns, "nft", "list", "tables"); strings.Contains(out, "ip6 reef") {
 			t.Errorf("%s: IPv6 tables of reef's left after the pool went:\n%s", n.Name, out)
+		}
+		// The masquerade table holds both families: the IPv6 pool's
+		// elements go, the table and its IPv4 pool stay.
+		if out := run(t, l, n.Netns, "nft", "list", "table", "inet", "reef-nat"); strings.Contains(out, upgradePool6.String()) || !strings.Contains(out, "10.244.0.0/16") {
+			t.Errorf("%s: table inet reef-nat after the IPv6 pool went:\n%s", n.Name, out)
 		}
 		// The blocks stay in the block protocol (it cannot give up a
 		// confirmed block yet), blackholed by their owners (above).

@@ -31,7 +31,9 @@ const pool6Only = "pools:\n  - cidr: fd00:10:247::/56\n    vxlanMode: Never\n"
 // blocks are routed `via <owner's IPv6 address> dev eth0 onlink` on the
 // others (reef status: each peer reached "direct over IPv6"), and pods
 // ping each other and the nodes across nodes. node2
-// restarted keeps its identity (from its store) and its block.
+// restarted keeps its identity (from its store) and its block. Then
+// natIPv6Only: masquerade to an outside server, hostPorts from it and a
+// drift repair of table inet reef-nat, over IPv6.
 func TestIPv6OnlyNodes(t *testing.T) {
 	l := newLab(t)
 	nodes, err := l.AddMeshWith(3, lab.NodeOptions{IPv6Only: true, Extra: pool6Only})
@@ -151,6 +153,7 @@ func TestIPv6OnlyNodes(t *testing.T) {
 		t.Errorf("ping -6 %s after node2's restart: %v\n%s", b.IP, err, out)
 	}
 	noWarnings(t, nodes, gobgpIdleRefused)
+	t.Logf("masquerade, hostPorts and a drift repair over IPv6: %s", natIPv6Only(t, l, nodes, a, b).Round(time.Millisecond))
 
 	// node3's state dir wiped (a reinstall at the same IPv6 address): its
 	// new incarnation learns of the old one from node1's and node2's Seen

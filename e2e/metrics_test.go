@@ -157,7 +157,7 @@ func TestMetricsPrometheus(t *testing.T) {
 	})
 	t.Run("a table deleted by hand shows as an nftables repair", func(t *testing.T) {
 		before, _ := value(`reef_reconcile_repairs_total{instance="`+n1.Address.String()+`:9099"}`, "kind", "nftables")
-		run(t, l, n1.Netns, "nft", "delete", "table", "ip", "reef")
+		run(t, l, n1.Netns, "nft", "delete", "table", "inet", "reef-nat")
 		eventually(t, 20*time.Second, func() string {
 			if v, _ := value(`reef_reconcile_repairs_total{instance="`+n1.Address.String()+`:9099"}`, "kind", "nftables"); v <= before {
 				return fmt.Sprintf("nftables repairs %v, was %v", v, before)

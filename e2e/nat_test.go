@@ -29,14 +29,14 @@ func needNATTools(t *testing.T, tools ...string) {
 
 var nftCounters = regexp.MustCompile(`counter packets \d+ bytes \d+`)
 
-// nftReefTables is reef's two tables as `nft list` prints them, counters
-// blanked, or a note of what is missing.
+// nftReefTables is reef's masquerade and ARP tables as `nft list` prints
+// them, counters blanked, or a note of what is missing.
 func nftReefTables(n *lab.Node) string {
 	var b strings.Builder
-	for _, fam := range []string{"ip", "arp"} {
-		out, err := n.Lab.Run(n.Netns, "nft", "list", "table", fam, "reef")
+	for _, table := range []string{"inet reef-nat", "arp reef"} {
+		out, err := n.Lab.Run(n.Netns, append([]string{"nft", "list", "table"}, strings.Fields(table)...)...)
 		if err != nil {
-			out = "(table " + fam + " reef missing)\n"
+			out = "(table " + table + " missing)\n"
 		}
 		b.WriteString(nftCounters.ReplaceAllString(out, "counter"))
 	}
@@ -153,7 +153,7 @@ func TestNATOutgoing(t *testing.T) {
 	t.Run("pod to outside: the server sees the node's address, the reply reaches the pod", func(t *testing.T) {
 		ask(t, a1, server, n1.Address)
 		ask(t, a2, server, n2.Address)
-		ruleset := run(t, l, n1.Netns, "nft", "list", "table", "ip", "reef")
+		ruleset := run(t, l, n1.Netns, "nft", "list", "table", "inet", "reef-nat")
 		if m := regexp.MustCompile(`counter packets (\d+) bytes \d+ masquerade fully-random`).FindStringSubmatch(ruleset); m == nil || m[1] == "0" {
 			t.Errorf("masquerade rule did not count the connection:\n%s", ruleset)
 		}
@@ -172,9 +172,10 @@ func TestNATOutgoing(t *testing.T) {
 	t.Run("nft list ruleset explains reef's rules", func(t *testing.T) {
 		rs := run(t, l, n1.Netns, "nft", "list", "ruleset")
 		for _, want := range []string{
-			"table ip reef {", "table arp reef {",
+			"table inet reef-nat {", "table arp reef {",
 			"type nat hook postrouting priority srcnat + 10; policy accept;",
-			`ip saddr @masq-pools ip daddr != @all-pools counter`, `masquerade fully-random comment "` + masq.Comment + `"`,
+			`ip saddr @masq-pools4 ip daddr != @all-pools4 counter`, `masquerade fully-random comment "` + masq.Comment + `"`,
+			`ip6 saddr @masq-pools6 ip6 daddr != @all-pools6 counter`,
 			`arp operation reply oifname . arp saddr ip @pod-addrs counter`, `drop comment "` + arpfilter.Comment + `"`,
 			"elements = { 10.244.0.0/16, 10.245.0.0/24 }", `"` + a1.Result.Interfaces[0].Name + `" . ` + a1.IP.String(),
 		} {
@@ -267,33 +268,34 @@ func TestNFTDriftRepair(t *testing.T) {
 	if r := nftRepairLines(n); r != 0 {
 		t.Fatalf("%d repairs before any drift:\n%s", r, n.Log())
 	}
-	ruleHandle := func(fam, chain string) string {
-		ms := regexp.MustCompile(`# handle (\d+)`).FindAllStringSubmatch(run(t, l, n.Netns, "nft", "-a", "list", "chain", fam, "reef", chain), -1)
+	// The first rule's handle: the IPv4 masquerade.
+	ruleHandle := func(fam, table, chain string) string {
+		ms := regexp.MustCompile(`# handle (\d+)`).FindAllStringSubmatch(run(t, l, n.Netns, "nft", "-a", "list", "chain", fam, table, chain), -1)
 		if len(ms) < 2 {
-			t.Fatalf("no rule in chain %s reef %s", fam, chain)
+			t.Fatalf("no rule in chain %s %s %s", fam, table, chain)
 		}
-		return ms[len(ms)-1][1]
+		return ms[1][1]
 	}
 	cases := []struct {
 		name string
 		nft  func() []string
 	}{
-		{"nft delete table ip reef", func() []string { return []string{"delete table ip reef"} }},
+		{"nft delete table inet reef-nat", func() []string { return []string{"delete table inet reef-nat"} }},
 		{"nft delete table arp reef", func() []string { return []string{"delete table arp reef"} }},
-		{"nft flush chain ip reef postrouting", func() []string { return []string{"flush chain ip reef postrouting"} }},
+		{"nft flush chain inet reef-nat postrouting", func() []string { return []string{"flush chain inet reef-nat postrouting"} }},
 		{"nft flush chain arp reef output", func() []string { return []string{"flush chain arp reef output"} }},
 		{"masquerade rule changed", func() []string {
-			return []string{"replace rule ip reef postrouting handle " + ruleHandle("ip", "postrouting") + " ip saddr @masq-pools masquerade"}
+			return []string{"replace rule inet reef-nat postrouting handle " + ruleHandle("inet", "reef-nat", "postrouting") + " ip saddr @masq-pools4 masquerade"}
 		}},
 		{"a pod's element deleted", func() []string {
 			return []string{fmt.Sprintf(`delete element arp reef pod-addrs { "%s" . %s }`, veth, p.IP)}
 		}},
 		{"an element no pod has", func() []string { return []string{`add element arp reef pod-addrs { "reefdeadbeef000" . 10.244.9.9 }`} }},
-		{"a pool deleted from all-pools", func() []string { return []string{"delete element ip reef all-pools { 10.244.0.0/16 }"} }},
-		{"table made dormant", func() []string { return []string{"add table ip reef { flags dormant; }"} }},
+		{"a pool deleted from all-pools4", func() []string { return []string{"delete element inet reef-nat all-pools4 { 10.244.0.0/16 }"} }},
+		{"table made dormant", func() []string { return []string{"add table inet reef-nat { flags dormant; }"} }},
 		{"chain moved to priority srcnat", func() []string {
-			return []string{"delete chain ip reef postrouting",
-				"add chain ip reef postrouting { type nat hook postrouting priority srcnat; policy accept; }"}
+			return []string{"delete chain inet reef-nat postrouting",
+				"add chain inet reef-nat postrouting { type nat hook postrouting priority srcnat; policy accept; }"}
 		}},
 	}
 	var worst time.Duration
@@ -392,10 +394,10 @@ func TestKubeProxyCoexistence(t *testing.T) {
 		t.Errorf("pod to outside with kube-proxy's chain in place: seen %s, %v; want %s", seen, err, n.Address)
 	}
 	// reef repairs its own table beside kube-proxy's.
-	run(t, l, n.Netns, "nft", "delete", "table", "ip", "reef")
+	run(t, l, n.Netns, "nft", "delete", "table", "inet", "reef-nat")
 	eventually(t, 5*time.Second, func() string {
 		if strings.Contains(nftReefTables(n), "missing") {
-			return "table ip reef not back"
+			return "table inet reef-nat not back"
 		}
 		return ""
 	})
@@ -492,8 +494,8 @@ func TestPodSet200(t *testing.T) {
 	if r := nftRepairLines(n); r != 0 {
 		t.Errorf("the loop repaired the set %d times: ADD and DEL should keep it exact", r)
 	}
-	if all := run(t, l, n.Netns, "nft", "list", "set", "ip", "reef", "all-pools"); !strings.Contains(all, "elements = { 10.244.0.0/16 }") {
-		t.Errorf("all-pools:\n%s", all)
+	if all := run(t, l, n.Netns, "nft", "list", "set", "inet", "reef-nat", "all-pools4"); !strings.Contains(all, "elements = { 10.244.0.0/16 }") {
+		t.Errorf("all-pools4:\n%s", all)
 	}
 }
 

@@ -186,8 +186,8 @@ func TestDiagnose(t *testing.T) {
 	}
 	for _, name := range []string{"MANIFEST.txt", "status.txt", "status.json", "ipam-show.txt", "ipam-show.json", "ipam-check.txt", "routes.txt",
 		"version.txt", "config.yaml", "links.txt", "ip-routes.txt", "ip6-routes.txt", "journal.txt",
-		"nftables-ip-reef.txt", "nftables-arp-reef.txt", "nftables-inet-reef.txt", "nftables-inet-reef-hostport.txt",
-		"nftables-ip6-reef.txt", "nftables-ip6-reef-ndp.txt"} {
+		"nftables-inet-reef-nat.txt", "nftables-arp-reef.txt", "nftables-inet-reef.txt", "nftables-inet-reef-hostport.txt",
+		"nftables-ip6-reef-ndp.txt"} {
 		if _, ok := files[name]; !ok {
 			t.Errorf("the bundle lacks %s (it has %d files)", name, len(files))
 		}
@@ -198,7 +198,7 @@ func TestDiagnose(t *testing.T) {
 		}
 	}
 	for name, want := range map[string]string{"config.yaml": "password: REDACTED", "status.txt": "endpoints:", "routes.txt": "in-sync",
-		"nftables-ip-reef.txt": "masq-pools", "ipam-check.txt": "ok: 1 endpoints", "MANIFEST.txt": "status.txt"} {
+		"nftables-inet-reef-nat.txt": "masq-pools4", "ipam-check.txt": "ok: 1 endpoints", "MANIFEST.txt": "status.txt"} {
 		if !strings.Contains(files[name], want) {
 			t.Errorf("%s lacks %q:\n%s\nMANIFEST:\n%s", name, want, files[name], files["MANIFEST.txt"])
 		}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/reefcni/reef/nat/arpfilter"
 	"github.com/reefcni/reef/nat/hostport"
-	"github.com/reefcni/reef/nat/masq"
 	"github.com/reefcni/reef/nat/nft"
 )
 
@@ -60,7 +59,7 @@ func withPods(b *testing.B, k *Kernel) []nft.Table {
 	for i := 0; i < benchPods; i++ {
 		pods = append(pods, benchPod(i))
 	}
-	want := Desired(masq.IPv4, testPools(), pods)
+	want := Desired(testPools(), pods)
 	if err := k.Apply(nft.Diff(want, nil)); err != nil {
 		b.Fatal(err)
 	}
@@ -111,7 +110,7 @@ func BenchmarkDriftCheck(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		w := Desired(masq.IPv4, testPools(), pods)
+		w := Desired(testPools(), pods)
 		have, err := k.Read(IDs(w))
 		if err != nil {
 			b.Fatal(err)
@@ -163,7 +162,7 @@ func BenchmarkHostPort(b *testing.B) {
 		for i := 0; i < benchPods; i++ {
 			pods = append(pods, benchHostPortPod(i))
 		}
-		if err := k.Apply(nft.Diff(Desired(masq.IPv4, testPools(), pods), nil)); err != nil {
+		if err := k.Apply(nft.Diff(Desired(testPools(), pods), nil)); err != nil {
 			leave()
 			b.Fatal(err)
 		}
@@ -184,7 +183,7 @@ func BenchmarkHostPort(b *testing.B) {
 		defer leave()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			w := Desired(masq.IPv4, testPools(), pods)
+			w := Desired(testPools(), pods)
 			have, err := k.Read(IDs(w))
 			if err != nil {
 				b.Fatal(err)

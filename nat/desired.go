@@ -1,12 +1,13 @@
 // Package nat is reef's tables other than NetworkPolicy's, put together
 // for the daemon: the masquerade of pod traffic that leaves every pool
-// (natOutgoing, table ip reef: package masq), the filter that keeps the
-// node from answering a pod's ARP for the pod's own address (table arp
-// reef: package arpfilter), and the pods' hostPorts (table inet
-// reef-hostport: package hostport), all on the nftables engine (package
-// nft). reef keeps them in tables of its own, next to whatever else has
-// tables on the node (kube-proxy, a firewall); it reads and writes only
-// those.
+// (natOutgoing, table inet reef-nat, both families: package masq), the
+// filters that keep the node from answering a pod's ARP or neighbour
+// solicitation for the pod's own address (table arp reef: package
+// arpfilter; table ip6 reef-ndp: package ndpfilter; each of one family by
+// nature), and the pods' hostPorts (table inet reef-hostport, both
+// families: package hostport), all on the nftables engine (package nft).
+// reef keeps them in tables of its own, next to whatever else has tables
+// on the node (kube-proxy, a firewall); it reads and writes only those.
 //
 // Desired computes the tables from the pools and the pods, purely; the
 // engine diffs them against the kernel and applies the difference. The
@@ -18,8 +19,7 @@ package nat
 import (
 	"fmt"
 	"net/netip"
-
-	"github.com/google/nftables"
+	"slices"
 
 	"github.com/reefcni/reef/nat/arpfilter"
 	"github.com/reefcni/reef/nat/hostport"
@@ -28,12 +28,13 @@ import (
 	"github.com/reefcni/reef/nat/nft"
 )
 
-// Ours reports whether a table is one of package nat's: named
-// nft.TableName (ip reef, ip6 reef, arp reef), table inet reef-hostport or
-// table ip6 reef-ndp. NetworkPolicy's table inet reef has the name too,
-// and is package policy's to write.
+// Ours reports whether a table is one of package nat's: table inet
+// reef-nat, table arp reef, table inet reef-hostport or table ip6
+// reef-ndp, or one named nft.TableName in another family (table ip reef
+// and table ip6 reef, the masquerade of earlier versions). NetworkPolicy's
+// table inet reef has the name too, and is package policy's to write.
 func Ours(id nft.TableID) bool {
-	return id.Name == nft.TableName || id == hostport.TableID || id == ndpfilter.TableID
+	return id.Name == nft.TableName || id == masq.TableID || id == hostport.TableID || id == ndpfilter.TableID
 }
 
 // Pod is one pod as reef's tables see it: its node-side veth and
@@ -92,32 +93,53 @@ func (p Pod) check() error {
 
 func (p Pod) hostPorts() hostport.Pod { return hostport.Pod{IPs: p.IPs, Ports: p.Ports} }
 
-// Desired returns reef's tables for the pools and pods of family f: the
-// masquerade table, for IPv4 the ARP filter and table inet reef-hostport,
-// which holds both families (IPv4 is the first family), and for IPv6 the
-// NDP filter. Pools and pods of another family are left out of the
-// masquerade table and the filters, as are pods without a veth.
-func Desired(f masq.Family, pools []masq.Pool, pods []Pod) []nft.Table {
-	tables := []nft.Table{masq.Table(f, pools)}
-	if f.Table == nftables.TableFamilyIPv6 {
+// Desired returns reef's tables for the pools and pods: the masquerade
+// table (table inet reef-nat, both families), the ARP filter (the pods'
+// IPv4 addresses), table inet reef-hostport (both families) and, while a
+// pool is IPv6, the NDP filter (the pods' IPv6 addresses). Pods without
+// a veth are left out of the filters.
+func Desired(pools []masq.Pool, pods []Pod) []nft.Table {
+	arp := make([]arpfilter.Pod, 0, len(pods))
+	var hp []hostport.Pod
+	for _, p := range pods {
+		arp = append(arp, p.arp())
+		if len(p.Ports) > 0 {
+			hp = append(hp, p.hostPorts())
+		}
+	}
+	tables := []nft.Table{masq.Table(pools), arpfilter.Table(arp), hostport.Table(hp)}
+	if hasIPv6(pools) {
 		ndp := make([]ndpfilter.Pod, 0, len(pods))
 		for _, p := range pods {
 			ndp = append(ndp, p.ndp())
 		}
 		tables = append(tables, ndpfilter.Table(ndp))
 	}
-	if f.Table == nftables.TableFamilyIPv4 {
-		arp := make([]arpfilter.Pod, 0, len(pods))
-		var hp []hostport.Pod
-		for _, p := range pods {
-			arp = append(arp, p.arp())
-			if len(p.Ports) > 0 {
-				hp = append(hp, p.hostPorts())
-			}
-		}
-		tables = append(tables, arpfilter.Table(arp), hostport.Table(hp))
-	}
 	return tables
+}
+
+// Retired returns the tables of package nat that the pools do not want
+// and a pass deletes where it finds them, in the batch that brings the
+// others in line: the masquerade tables of earlier versions (table ip
+// reef, table ip6 reef: masq.OldTableIDs), replaced by table inet
+// reef-nat, so that a node never has no masquerade table nor two; and the
+// NDP filter once no pool is IPv6.
+func Retired(pools []masq.Pool) []nft.TableID {
+	out := slices.Clone(masq.OldTableIDs)
+	if !hasIPv6(pools) {
+		out = append(out, ndpfilter.TableID)
+	}
+	return out
+}
+
+// TableIDs are every table package nat writes, whatever the pools: what
+// `reef diagnose` lists.
+func TableIDs() []nft.TableID {
+	return []nft.TableID{masq.TableID, arpfilter.TableID, hostport.TableID, ndpfilter.TableID}
+}
+
+func hasIPv6(pools []masq.Pool) bool {
+	return slices.ContainsFunc(pools, func(p masq.Pool) bool { return p.CIDR.Addr().Is6() })
 }
 
 // IDs returns the IDs of tables.

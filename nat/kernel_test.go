@@ -66,16 +66,20 @@ var counters = regexp.MustCompile(`counter packets \d+ bytes \d+`)
 func TestKernelCreateAndList(t *testing.T) {
 	ns, k := testNetns(t)
 	pools := append(testPools(), masq.Pool{CIDR: pfx("10.246.0.0/16"), NATOutgoing: true}) // touches 10.245.0.0/24's neighbour range
-	want := Desired(masq.IPv4, pools, testPods())
+	want := Desired(pools, testPods())
 	if p := converge(t, k, want); len(p.Changes) != 3 || p.Changes[0].Kind != nft.CreateTable {
 		t.Errorf("first apply: %+v, want three nft.CreateTable", p.Changes)
 	}
 	// What an operator reads.
 	out := counters.ReplaceAllString(runNFT(t, ns, "list", "ruleset"), "counter")
 	for _, line := range []string{
-		"table ip reef {",
+		"table inet reef-nat {",
+		"set all-pools4 {",
+		"set masq-pools6 {",
+		"type ipv6_addr",
 		"type nat hook postrouting priority srcnat + 10; policy accept;",
-		`ip saddr @masq-pools ip daddr != @all-pools counter masquerade fully-random comment "` + masq.Comment + `"`,
+		`ip saddr @masq-pools4 ip daddr != @all-pools4 counter masquerade fully-random comment "` + masq.Comment + `"`,
+		`ip6 saddr @masq-pools6 ip6 daddr != @all-pools6 counter masquerade fully-random comment "` + masq.Comment + `"`,
 		"elements = { 10.244.0.0/16, 10.245.0.0/24,",
 		"table arp reef {",
 		"type filter hook output priority filter; policy accept;",
@@ -89,59 +93,93 @@ func TestKernelCreateAndList(t *testing.T) {
 	}
 }
 
-// TestKernelRepairs makes the drift an operator could make with nft and
+// TestKernelRepairs makes the drift an operator could make with nft, to
+// both families' parts of table inet reef-nat and to table arp reef, and
 // checks that one nft.Diff and Apply undo it.
 func TestKernelRepairs(t *testing.T) {
 	ns, k := testNetns(t)
-	want := Desired(masq.IPv4, testPools(), testPods())
+	want := Desired(dualPools(), testPods())
 	converge(t, k, want)
 	// Table by table: a recreated table is listed after the other.
+	runNFT(t, ns, "list", "tables") // skips without nft
 	ours := func() string {
-		return counters.ReplaceAllString(runNFT(t, ns, "list", "table", "ip", "reef")+runNFT(t, ns, "list", "table", "arp", "reef"), "counter")
+		var b strings.Builder
+		for _, table := range [][]string{{"inet", "reef-nat"}, {"arp", "reef"}} {
+			out, err := netnstest.Output(ns, "nft", "list", "table", table[0], table[1])
+			if err != nil {
+				out = "(table " + strings.Join(table, " ") + ": " + err.Error() + ")\n"
+			}
+			b.WriteString(counters.ReplaceAllString(out, "counter"))
+		}
+		return b.String()
 	}
 	baseline := ours()
-	ruleHandle := func(family, chain string) string {
-		ms := regexp.MustCompile(`# handle (\d+)`).FindAllStringSubmatch(runNFT(t, ns, "-a", "list", "chain", family, "reef", chain), -1)
-		if len(ms) < 2 { // the chain's handle, then the rule's
-			t.Fatalf("no rule handle in chain %s reef %s", family, chain)
+	// ruleHandle is the handle of the chain's rule i (0: the first).
+	ruleHandle := func(family, table, chain string, i int) string {
+		ms := regexp.MustCompile(`# handle (\d+)`).FindAllStringSubmatch(runNFT(t, ns, "-a", "list", "chain", family, table, chain), -1)
+		if len(ms) < 2+i { // the chain's handle, then the rules'
+			t.Fatalf("no rule %d in chain %s %s %s", i+1, family, table, chain)
 		}
-		return ms[len(ms)-1][1]
+		return ms[1+i][1]
 	}
+	const v4Rule, v6Rule = 0, 1
 	cases := []struct {
 		name string
 		nft  func() []string
 		kind nft.ChangeKind
 	}{
-		{"delete table ip reef", func() []string { return []string{"delete table ip reef"} }, nft.CreateTable},
+		{"delete table inet reef-nat", func() []string { return []string{"delete table inet reef-nat"} }, nft.CreateTable},
 		{"delete table arp reef", func() []string { return []string{"delete table arp reef"} }, nft.CreateTable},
-		{"flush chain", func() []string { return []string{"flush chain ip reef postrouting"} }, nft.ReplaceRules},
+		{"flush chain", func() []string { return []string{"flush chain inet reef-nat postrouting"} }, nft.ReplaceRules},
 		{"flush table", func() []string { return []string{"flush table arp reef"} }, nft.ReplaceRules},
 		{"rule replaced", func() []string {
-			return []string{"replace rule ip reef postrouting handle " + ruleHandle("ip", "postrouting") + " ip saddr @masq-pools masquerade"}
+			return []string{"replace rule inet reef-nat postrouting handle " + ruleHandle("inet", "reef-nat", "postrouting", v4Rule) + " ip saddr @masq-pools4 masquerade"}
+		}, nft.ReplaceRules},
+		{"IPv6 rule replaced", func() []string {
+			return []string{"replace rule inet reef-nat postrouting handle " + ruleHandle("inet", "reef-nat", "postrouting", v6Rule) + " ip6 saddr @masq-pools6 masquerade"}
+		}, nft.ReplaceRules},
+		{"IPv6 rule deleted", func() []string {
+			return []string{"delete rule inet reef-nat postrouting handle " + ruleHandle("inet", "reef-nat", "postrouting", v6Rule)}
 		}, nft.ReplaceRules},
 		{"rule added", func() []string { return []string{"add rule arp reef output accept"} }, nft.ReplaceRules},
 		{"element deleted", func() []string {
 			return []string{`delete element arp reef pod-addrs { "reef0123456789a" . 10.244.0.5 }`}
 		}, nft.AddElems},
 		{"element added", func() []string { return []string{`add element arp reef pod-addrs { "reefzzz" . 10.9.9.9 }`} }, nft.DelElems},
-		{"pool deleted", func() []string { return []string{`delete element ip reef all-pools { 10.244.0.0/16 }`} }, nft.AddElems},
+		{"pool deleted", func() []string { return []string{`delete element inet reef-nat all-pools4 { 10.244.0.0/16 }`} }, nft.AddElems},
+		{"IPv6 pool deleted from all-pools6", func() []string {
+			return []string{`delete element inet reef-nat all-pools6 { fd00:10:245::/64 }`}
+		}, nft.AddElems},
+		{"IPv6 pool deleted from masq-pools6", func() []string {
+			return []string{`delete element inet reef-nat masq-pools6 { fd00:10:244::/56 }`}
+		}, nft.AddElems},
 		{"pool widened", func() []string {
-			return []string{`delete element ip reef masq-pools { 10.244.0.0/16 }`, `add element ip reef masq-pools { 10.0.0.0/8 }`}
+			return []string{`delete element inet reef-nat masq-pools4 { 10.244.0.0/16 }`, `add element inet reef-nat masq-pools4 { 10.0.0.0/8 }`}
 		}, nft.DelElems},
-		{"table dormant", func() []string { return []string{"add table ip reef { flags dormant; }"} }, nft.RecreateTable},
+		{"IPv6 pool widened", func() []string {
+			return []string{`delete element inet reef-nat masq-pools6 { fd00:10:244::/56 }`, `add element inet reef-nat masq-pools6 { fd00::/8 }`}
+		}, nft.DelElems},
+		{"IPv6 element no pool has", func() []string { return []string{`add element inet reef-nat all-pools6 { fd99::/64 }`} }, nft.DelElems},
+		{"table dormant", func() []string { return []string{"add table inet reef-nat { flags dormant; }"} }, nft.RecreateTable},
 		{"chain at another priority", func() []string {
-			return []string{"delete chain ip reef postrouting",
-				"add chain ip reef postrouting { type nat hook postrouting priority srcnat; policy accept; }"}
+			return []string{"delete chain inet reef-nat postrouting",
+				"add chain inet reef-nat postrouting { type nat hook postrouting priority srcnat; policy accept; }"}
 		}, nft.RecreateTable},
 		{"set deleted", func() []string {
 			return []string{"flush chain arp reef output", "delete set arp reef pod-addrs"}
 		}, nft.RecreateTable},
-		{"extra chain", func() []string { return []string{"add chain ip reef mine"} }, nft.RecreateTable},
+		{"IPv6 set deleted", func() []string {
+			return []string{"flush chain inet reef-nat postrouting", "delete set inet reef-nat all-pools6"}
+		}, nft.RecreateTable},
+		{"extra chain", func() []string { return []string{"add chain inet reef-nat mine"} }, nft.RecreateTable},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			for _, cmd := range c.nft() {
 				runNFT(t, ns, strings.Fields(cmd)...)
+			}
+			if ours() == baseline {
+				t.Fatalf("%q changed nothing", c.nft())
 			}
 			p := converge(t, k, want)
 			if len(p.Changes) == 0 || p.Changes[0].Kind != c.kind {
@@ -182,7 +220,7 @@ table arp other {
 		return runNFT(t, ns, "list", "table", "ip", "kube-proxy") + runNFT(t, ns, "list", "table", "arp", "other")
 	}
 	before := foreign()
-	want := Desired(masq.IPv4, testPools(), testPods())
+	want := Desired(testPools(), testPods())
 	converge(t, k, want)
 	have, err := k.Read(IDs(want))
 	if err != nil {
@@ -193,7 +231,7 @@ table arp other {
 			t.Errorf("Read returned %s", h.ID)
 		}
 	}
-	runNFT(t, ns, "delete", "table", "ip", "reef")
+	runNFT(t, ns, "delete", "table", "inet", "reef-nat")
 	converge(t, k, want)
 	if err := k.AddPod(Pod{Veth: "reefnew", IPs: []netip.Addr{addr("10.244.0.99")}}); err != nil {
 		t.Fatal(err)
@@ -222,7 +260,7 @@ func TestKernelPodElements(t *testing.T) {
 	if err := k.DelPod(p); err != nil {
 		t.Errorf("DelPod without the table: %v", err)
 	}
-	converge(t, k, Desired(masq.IPv4, testPools(), nil))
+	converge(t, k, Desired(testPools(), nil))
 	for i := 0; i < 2; i++ {
 		if err := k.AddPod(p); err != nil {
 			t.Fatalf("AddPod #%d: %v", i+1, err)
@@ -265,7 +303,7 @@ func hostPortPods() []Pod {
 func TestHostPortTableInKernel(t *testing.T) {
 	ns, k := testNetns(t)
 	pods := hostPortPods()
-	want := Desired(masq.IPv4, testPools(), pods)
+	want := Desired(testPools(), pods)
 	converge(t, k, want)
 	out := counters.ReplaceAllString(runNFT(t, ns, "list", "table", "inet", "reef-hostport"), "counter")
 	for _, line := range []string{
@@ -304,7 +342,7 @@ func TestHostPortTableInKernel(t *testing.T) {
 	if out := runNFT(t, ns, "list", "map", "inet", "reef-hostport", "hostports4"); !strings.Contains(out, "tcp . 443 : 10.244.0.8 . 8443") {
 		t.Errorf("AddPod's mapping missing:\n%s", out)
 	}
-	plan := nft.Diff(Desired(masq.IPv4, testPools(), append(pods, p)), mustRead(t, k, want))
+	plan := nft.Diff(Desired(testPools(), append(pods, p)), mustRead(t, k, want))
 	if !plan.Empty() {
 		t.Errorf("after AddPod the kernel differs from the desired tables with the pod: %+v", plan.Changes)
 	}
@@ -320,11 +358,11 @@ func TestHostPortTableInKernel(t *testing.T) {
 	// The same hostPort, now another pod's: the value changes in place.
 	moved := hostPortPods()
 	moved[0].Ports[0].PodPort = 81
-	plan = nft.Diff(Desired(masq.IPv4, testPools(), moved), mustRead(t, k, want))
+	plan = nft.Diff(Desired(testPools(), moved), mustRead(t, k, want))
 	if len(plan.Changes) != 2 || plan.Changes[0].Kind != nft.DelElems || plan.Changes[1].Kind != nft.AddElems {
 		t.Fatalf("a changed value: %+v, want one nft.DelElems and one nft.AddElems", plan.Changes)
 	}
-	converge(t, k, Desired(masq.IPv4, testPools(), moved))
+	converge(t, k, Desired(testPools(), moved))
 
 	// Drift: a mapping deleted by hand, the table deleted.
 	runNFT(t, ns, "delete", "element", "inet", "reef-hostport", "hostports4", "{ udp . 5353 }")
@@ -349,30 +387,32 @@ func mustRead(t *testing.T, k *Kernel, want []nft.Table) []nft.Table {
 	return have
 }
 
-// TestKernelIPv6: table ip6 reef beside table ip reef, as an operator
-// reads it, and an IPv6 pod's elements: its hostPort, and no ARP-filter
-// element (ARP has no IPv6), added and removed by AddPod and DelPod.
+// TestKernelIPv6: IPv6 pools in table inet reef-nat beside the IPv4 ones,
+// as an operator reads it, and an IPv6 pod's elements: its hostPort, its
+// NDP-filter element and no ARP-filter element (ARP has no IPv6), added
+// and removed by AddPod and DelPod. Without an IPv6 pool any more, the NDP
+// filter is retired and table inet reef-nat keeps its shape, its IPv6
+// sets empty.
 func TestKernelIPv6(t *testing.T) {
 	ns, k := testNetns(t)
-	pools := append(testPools(), masq.Pool{CIDR: pfx("fd00:10:244::/56"), NATOutgoing: true}, masq.Pool{CIDR: pfx("fd00:10:245::/64")})
 	pod := Pod{Veth: "reef0123456789b", IPs: []netip.Addr{addr("fd00:10:244::5")}, Ports: []hostport.Mapping{{Proto: unix.IPPROTO_TCP, Port: 8080, PodPort: 80}}}
-	want := append(Desired(masq.IPv4, pools, nil), Desired(masq.IPv6, pools, nil)...)
-	converge(t, k, want)
-	out := counters.ReplaceAllString(runNFT(t, ns, "list", "ruleset"), "counter")
+	converge(t, k, Desired(dualPools(), nil))
+	out := counters.ReplaceAllString(runNFT(t, ns, "list", "table", "inet", "reef-nat"), "counter")
 	for _, line := range []string{
-		"table ip6 reef {",
-		`ip6 saddr @masq-pools ip6 daddr != @all-pools counter masquerade fully-random comment "` + masq.Comment + `"`,
+		`ip6 saddr @masq-pools6 ip6 daddr != @all-pools6 counter masquerade fully-random comment "` + masq.Comment + `"`,
 		"elements = { fd00:10:244::/56,",
 		"fd00:10:245::/64 }",
 		"elements = { fd00:10:244::/56 }",
-		"elements = { 10.244.0.0/16,", // table ip reef keeps the IPv4 pools alone
+		"elements = { 10.244.0.0/16,",
 	} {
 		if !strings.Contains(out, line) {
-			t.Errorf("nft list ruleset lacks %q:\n%s", line, out)
+			t.Errorf("nft list table inet reef-nat lacks %q:\n%s", line, out)
 		}
 	}
-	if out := runNFT(t, ns, "list", "table", "ip", "reef"); strings.Contains(out, "fd00") {
-		t.Errorf("an IPv6 pool in table ip reef:\n%s", out)
+	for _, set := range []string{"all-pools4", "masq-pools4"} {
+		if out := runNFT(t, ns, "list", "set", "inet", "reef-nat", set); strings.Contains(out, "fd00") {
+			t.Errorf("an IPv6 pool in set %s:\n%s", set, out)
+		}
 	}
 	if err := k.AddPod(pod); err != nil {
 		t.Fatalf("AddPod of an IPv6 pod: %v", err)
@@ -393,9 +433,9 @@ func TestKernelIPv6(t *testing.T) {
 		t.Errorf("the IPv6 pod's NDP-filter element is left after DelPod:\n%s", out)
 	}
 
-	// No pool IPv6 any more: the IPv6 tables are retired, the others kept.
-	retired := IDs(Desired(masq.IPv6, nil, nil))
-	want = Desired(masq.IPv4, testPools(), nil)
+	// No pool IPv6 any more: the NDP filter is retired, the others kept.
+	retired := Retired(testPools())
+	want := Desired(testPools(), nil)
 	have, err := k.Read(append(IDs(want), retired...))
 	if err != nil {
 		t.Fatal(err)
@@ -405,16 +445,22 @@ func TestKernelIPv6(t *testing.T) {
 	if err := k.Apply(plan); err != nil {
 		t.Fatalf("apply %+v: %v", plan.Changes, err)
 	}
-	out = runNFT(t, ns, "list", "tables")
-	for _, gone := range []string{"table ip6 reef\n", "table ip6 reef-ndp"} {
-		if strings.Contains(out+"\n", gone) {
-			t.Errorf("%q is left after retiring the IPv6 tables:\n%s", gone, out)
+	for _, c := range plan.Changes {
+		if c.Kind != nft.DelElems && c.Kind != nft.DeleteTable {
+			t.Errorf("without the IPv6 pools: %s %s (%s), want only their elements deleted and the NDP filter", c.Kind, c.Table.ID, c.Why)
 		}
 	}
-	for _, kept := range []string{"table ip reef", "table arp reef", "table inet reef-hostport"} {
+	out = runNFT(t, ns, "list", "tables")
+	if strings.Contains(out, "table ip6 reef-ndp") {
+		t.Errorf("table ip6 reef-ndp is left after retiring it:\n%s", out)
+	}
+	for _, kept := range []string{"table inet reef-nat", "table arp reef", "table inet reef-hostport"} {
 		if !strings.Contains(out, kept) {
-			t.Errorf("%q is gone after retiring the IPv6 tables:\n%s", kept, out)
+			t.Errorf("%q is gone after the IPv6 pools went:\n%s", kept, out)
 		}
+	}
+	if out := runNFT(t, ns, "list", "table", "inet", "reef-nat"); strings.Contains(out, "fd00") || !strings.Contains(out, "10.244.0.0/16") {
+		t.Errorf("table inet reef-nat without the IPv6 pools:\n%s", out)
 	}
 	if out := runNFT(t, ns, "list", "table", "inet", "reef-hostport"); strings.Contains(out, "fd00:10:244::5") {
 		t.Errorf("the IPv6 pod's hostPort is left after DelPod:\n%s", out)
@@ -427,7 +473,7 @@ func TestKernelIPv6(t *testing.T) {
 func TestKernelDualStack(t *testing.T) {
 	ns, k := testNetns(t)
 	pools := append(testPools(), masq.Pool{CIDR: pfx("fd00:10:244::/56"), NATOutgoing: true})
-	converge(t, k, append(Desired(masq.IPv4, pools, nil), Desired(masq.IPv6, pools, nil)...))
+	converge(t, k, Desired(pools, nil))
 	pod := Pod{Veth: "reef0123456789d", IPs: []netip.Addr{addr("10.244.0.9"), addr("fd00:10:244::9")},
 		Ports: []hostport.Mapping{{Proto: unix.IPPROTO_TCP, Port: 8080, PodPort: 80}}}
 	if err := k.AddPod(pod); err != nil {
@@ -446,7 +492,7 @@ func TestKernelDualStack(t *testing.T) {
 		t.Errorf("the NDP-filter element of the pod's IPv6 address is missing:\n%s", ndp)
 	}
 	// The table the reconcile pass wants has the same elements.
-	want := append(Desired(masq.IPv4, pools, []Pod{pod}), Desired(masq.IPv6, pools, []Pod{pod})...)
+	want := Desired(pools, []Pod{pod})
 	have, err := k.Read(IDs(want))
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/reefcni/reef/nat/hostport"
-	"github.com/reefcni/reef/nat/masq"
 	"github.com/reefcni/reef/nat/nft"
 )
 
@@ -25,8 +24,8 @@ func TestLeaveAlone(t *testing.T) {
 		return e.Iface == b.Veth || e.Iface == d.Veth || e.From == e.To && (e.From == b.IPs[0] || e.From == d.IPs[0]) ||
 			e.Value.IsValid() && (e.Value.Addr() == b.IPs[0] || e.Value.Addr() == d.IPs[0])
 	}
-	want := Desired(masq.IPv4, testPools(), []Pod{a, d})
-	have := Desired(masq.IPv4, testPools(), []Pod{b, c})
+	want := Desired(testPools(), []Pod{a, d})
+	have := Desired(testPools(), []Pod{b, c})
 
 	plan := nft.Diff(nft.LeaveAlone(want, have, touched), have)
 	added, deleted := map[nft.Elem]bool{}, map[nft.Elem]bool{}

@@ -154,7 +154,7 @@ func (r *hostPortReport) tableBench(bin string, pods int) error {
 	}
 	pools := []masq.Pool{{CIDR: netip.MustParsePrefix("10.244.0.0/16"), NATOutgoing: true}}
 	k := nat.NewKernel()
-	if err := k.Apply(nft.Diff(nat.Desired(masq.IPv4, pools, all), nil)); err != nil {
+	if err := k.Apply(nft.Diff(nat.Desired(pools, all), nil)); err != nil {
 		return err
 	}
 	for i := range 200 {
@@ -170,7 +170,7 @@ func (r *hostPortReport) tableBench(bin string, pods int) error {
 	}
 	for range 50 {
 		t0 := time.Now()
-		want := nat.Desired(masq.IPv4, pools, all)
+		want := nat.Desired(pools, all)
 		have, err := k.Read(nat.IDs(want))
 		if err != nil {
 			return err
@@ -219,7 +219,7 @@ func (r *hostPortReport) markdown() string {
 	w("| plain | %s | %s | %d |\n", benchMS(pp, ppok), q(r.plain, 0.9), len(r.plain))
 	w("| two hostPorts and a bandwidth limit | %s | %s | %d |\n\n", benchMS(pm, pok), q(r.mapped, 0.9), len(r.mapped))
 	w("### nftables with %d hostPorts\n\nIn a throw-away namespace, through package nat as the daemon calls it: the three tables\n", r.pods)
-	w("(ip reef, arp reef, inet reef-hostport) with %d pods that have a hostPort each. \"Mapping added\" is one pod's\n", r.pods)
+	w("(inet reef-nat, arp reef, inet reef-hostport) with %d pods that have a hostPort each. \"Mapping added\" is one pod's\n", r.pods)
 	w("ARP element, map element and hairpin pair in one batch (ADD's); the drift check computes the desired tables,\n")
 	w("reads all three back (the sets' dumps at once on separate sockets) and diffs them.\n\n")
 	w("| operation | p50 | p90 | n |\n|---|---|---|---|\n")

@@ -91,8 +91,9 @@ func (p Plan) Empty() bool { return len(p.Changes) == 0 }
 func Diff(want, have []Table) Plan { return diff(want, have, shapeProblems, nil) }
 
 // Retire returns the changes that delete the tables of retired that have
-// holds: tables reef made and no longer wants (an IPv6 pool's, once no pool
-// is IPv6). Their Table carries only the ID.
+// holds: tables reef made and no longer wants (the NDP filter once no pool
+// is IPv6, an earlier version's masquerade tables). Their Table carries
+// only the ID.
 func Retire(retired []TableID, have []Table) []Change {
 	var out []Change
 	for _, h := range have {

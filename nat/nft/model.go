@@ -25,12 +25,14 @@ type TableID struct {
 	Name   string
 }
 
-// TableName is the name of reef's tables in every family (ip reef, arp
-// reef, inet reef; table inet reef-hostport starts with it). The name is
-// reef's mark: a table of another name is never read or written.
+// TableName is the name of reef's tables in every family (arp reef, inet
+// reef; tables inet reef-nat, inet reef-hostport and ip6 reef-ndp start
+// with it; ip reef and ip6 reef were the masquerade of earlier versions).
+// The name is reef's mark: a table of another name is never read or
+// written.
 const TableName = "reef"
 
-// String is the table as nft names it: "ip reef", "arp reef".
+// String is the table as nft names it: "inet reef-nat", "arp reef".
 func (id TableID) String() string { return FamilyName(id.Family) + " " + id.Name }
 
 // FamilyName is nft's name of a table family.
