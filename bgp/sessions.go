@@ -43,6 +43,10 @@ func (sp *Speaker) notePeer(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time
 		delete(sp.adminDown, addr)
 	} else if _, ok := sp.adminDown[addr]; !ok {
 		sp.adminDown[addr] = t
+		if c, ok := sp.downSeen[addr]; ok {
+			close(c) // resetSession waits for this event
+			delete(sp.downSeen, addr)
+		}
 	}
 	old := sp.sessions[addr]
 	st := PeerStatus{Address: addr, State: fsmStateName(ev.Peer.State.SessionState), Dynamic: !sp.static(addr),
@@ -290,23 +294,33 @@ func (sp *Speaker) watchSessions(ctx context.Context) {
 // so the peer is enabled only once its event says it is down.
 func (sp *Speaker) resetSession(ctx context.Context, peer netip.Addr) {
 	sp.log.Warn("BGP session stuck between OPEN and Established; resetting it", "peer", peer)
+	// The event that says the peer is down closes seen (notePeer).
+	seen := make(chan struct{})
+	sp.mu.Lock()
+	_, down := sp.adminDown[peer]
+	if !down {
+		sp.downSeen[peer] = seen
+	}
+	sp.mu.Unlock()
 	if err := sp.s.DisablePeer(ctx, &api.DisablePeerRequest{Address: peer.String(), Communication: "stuck before Established"}); err != nil {
 		sp.log.Warn("reset stuck BGP session", "peer", peer, "error", err)
+		sp.mu.Lock()
+		delete(sp.downSeen, peer)
+		sp.mu.Unlock()
 		return
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		sp.mu.Lock()
-		_, down := sp.adminDown[peer]
-		sp.mu.Unlock()
-		if down || ctx.Err() != nil {
-			break
-		}
-		if time.Now().After(deadline) {
+	if !down {
+		timeout := time.NewTimer(5 * time.Second)
+		select {
+		case <-seen:
+		case <-ctx.Done():
+		case <-timeout.C:
 			sp.log.Warn("BGP peer did not report itself down within 5s of the reset; enabling it anyway", "peer", peer)
-			break
+			sp.mu.Lock()
+			delete(sp.downSeen, peer)
+			sp.mu.Unlock()
 		}
-		time.Sleep(10 * time.Millisecond)
+		timeout.Stop()
 	}
 	sp.enable(ctx, peer)
 }

@@ -112,9 +112,16 @@ func TestNotePeer(t *testing.T) {
 	}
 	down := ev(static, bgppkt.BGP_FSM_IDLE)
 	down.Peer.State.AdminState = api.PeerState_ADMIN_STATE_DOWN
+	seen := make(chan struct{})
+	sp.downSeen = map[netip.Addr]chan struct{}{static: seen}
 	sp.notePeer(down, t3)
 	if _, ok := sp.adminDown[static]; !ok {
 		t.Error("an event saying admin down is not recorded: resetSession would enable the peer too early")
+	}
+	select {
+	case <-seen:
+	default:
+		t.Error("the event saying admin down does not wake resetSession's wait")
 	}
 	sp.notePeer(ev(static, bgppkt.BGP_FSM_ESTABLISHED), t3)
 	if _, ok := sp.adminDown[static]; ok {

@@ -98,17 +98,18 @@ type Speaker struct {
 	marked bool
 
 	mu        sync.Mutex
-	badSeen   map[string]bool           // peer|prefix already logged as dropped
-	stuck     map[netip.Addr]stuckState // peers seen between OPEN and Established
-	waiting   map[netip.Addr]time.Time  // passive peers that never connected, since (dial.go)
-	waitFor   time.Duration             // how long (passiveWait; tests shorten it)
-	readd     map[netip.Addr]bool       // peers to add again as dialled ones (dial.go)
-	sessions  map[netip.Addr]PeerStatus // from GoBGP's peer events (notePeer)
-	named     map[netip.Addr]bool       // sessions whose hostname was looked up
-	adminDown map[netip.Addr]time.Time  // peers whose events say admin down, since
-	services  []netip.Prefix            // the service CIDRs added to the table (services.go)
-	addrs     serviceAddrs              // the Service addresses originated (serviceaddrs.go)
-	naming    sync.Mutex                // one hostname lookup at a time (Sessions)
+	badSeen   map[string]bool              // peer|prefix already logged as dropped
+	stuck     map[netip.Addr]stuckState    // peers seen between OPEN and Established
+	waiting   map[netip.Addr]time.Time     // passive peers that never connected, since (dial.go)
+	waitFor   time.Duration                // how long (passiveWait; tests shorten it)
+	readd     map[netip.Addr]bool          // peers to add again as dialled ones (dial.go)
+	sessions  map[netip.Addr]PeerStatus    // from GoBGP's peer events (notePeer)
+	named     map[netip.Addr]bool          // sessions whose hostname was looked up
+	adminDown map[netip.Addr]time.Time     // peers whose events say admin down, since
+	downSeen  map[netip.Addr]chan struct{} // resetSession's waits for a peer's admin-down event
+	services  []netip.Prefix               // the service CIDRs added to the table (services.go)
+	addrs     serviceAddrs                 // the Service addresses originated (serviceaddrs.go)
+	naming    sync.Mutex                   // one hostname lookup at a time (Sessions)
 
 	dropped atomic.Uint64
 
@@ -157,7 +158,7 @@ func listen(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) 
 	s := server.NewBgpServer(server.LoggerOption(log.With("component", "gobgp"), lvl))
 	go s.Serve()
 	sp := &Speaker{cfg: cfg, s: s, log: log, ownVPN: map[vpnKey]ownPath{}, ownUnicast: map[netip.Prefix]ownPath{}, badSeen: map[string]bool{}, standInWake: make(chan struct{}, 1),
-		stuck: map[netip.Addr]stuckState{}, waiting: map[netip.Addr]time.Time{}, waitFor: passiveWait, readd: map[netip.Addr]bool{}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}, adminDown: map[netip.Addr]time.Time{}}
+		stuck: map[netip.Addr]stuckState{}, waiting: map[netip.Addr]time.Time{}, waitFor: passiveWait, readd: map[netip.Addr]bool{}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}, adminDown: map[netip.Addr]time.Time{}, downSeen: map[netip.Addr]chan struct{}{}}
 
 	sp.marked = cfg.standsIn() && cfg.PlannedMark
 
