@@ -67,7 +67,8 @@ func (n *node) vxlanText() string {
 // block of the other node via its VTEP link-local, a neighbour of each
 // family, one fdb entry, both tunnel addresses from the store, IPv6 on
 // (the node's default has it off) — repairs a deleted IPv6 neighbour and
-// IPv6 turned off on the device in one pass, takes the IPv6 side off when
+// IPv6 turned off on the device in one pass, removes the other node's
+// neighbours, fdb entry and routes when its blocks go, takes the IPv6 side off when
 // the IPv6 pool stops using VXLAN, and the device when no pool uses it.
 func TestVXLAN6States(t *testing.T) {
 	n := vxNode(t)
@@ -112,6 +113,35 @@ func TestVXLAN6States(t *testing.T) {
 		}
 	}
 
+	// The other node's blocks go (its claims withdrawn): its neighbours of
+	// both families, its fdb entry and its routes go, the device and this
+	// node's own addresses stay. Then they come back.
+	forget := blockproto.Changes{Unremember: []netip.Prefix{otherBlock, vxOtherBlock6}}
+	if err := n.st.ApplyProtocol(forget); err != nil {
+		t.Fatal(err)
+	}
+	n.pass()
+	got := n.vxlanText()
+	for _, gone := range []string{"neigh " + other.String(), "neigh " + ll(other).String(), "fdb " + mac, "route "} {
+		if strings.Contains(got, gone) {
+			t.Errorf("%q stayed after the other node's blocks went:\n%s", gone, got)
+		}
+	}
+	for _, kept := range []string{"addr " + tun.String() + "/32", "addr " + tun6.String() + "/128", "link vxlan.reef"} {
+		if !strings.Contains(got, kept) {
+			t.Errorf("%q went with the other node's blocks:\n%s", kept, got)
+		}
+	}
+	back := blockproto.Changes{Remember: []blockproto.RemoteBlock{{Block: otherBlock, Pool: statePool, Owner: blockproto.Node{Addr: otherNode, Inc: 1}},
+		{Block: vxOtherBlock6, Pool: vxPool6, Owner: blockproto.Node{Addr: otherNode, Inc: 1}}}}
+	if err := n.st.ApplyProtocol(back); err != nil {
+		t.Fatal(err)
+	}
+	n.pass()
+	if got := n.vxlanText(); sortedText(got) != sortedText(want) {
+		t.Errorf("after the other node's blocks came back:\n%s\nwant:\n%s", got, want)
+	}
+
 	// The IPv6 pool no longer uses VXLAN: its side of the device goes, its
 	// tunnel address is released, and the other node's IPv6 block, whose
 	// record gave no IPv6 address, gets no route, which the pass says.
@@ -122,7 +152,7 @@ func TestVXLAN6States(t *testing.T) {
 	if a := n.tunnelAddrOf(VXLANTunnelHandle6("n1")); a.IsValid() {
 		t.Errorf("IPv6 tunnel address %s still reserved", a)
 	}
-	got := n.vxlanText()
+	got = n.vxlanText()
 	for _, gone := range []string{tun6.String(), ll(other).String()} {
 		if strings.Contains(got, gone) {
 			t.Errorf("%s stayed:\n%s", gone, got)
