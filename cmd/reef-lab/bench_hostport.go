@@ -50,7 +50,7 @@ func benchHostPort(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	r := &hostPortReport{began: time.Now(), loadStart: tputLoad(), command: "reef-lab bench-hostport " + strings.Join(args, " "), pods: *pods}
+	r := &hostPortReport{began: time.Now(), loadStart: tputLoad(), command: benchCommand("reef-lab bench-hostport", args), pods: *pods}
 	say := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "bench-hostport: "+format+"\n", a...) }
 	say("%d ADDs per mode through libcni", *adds)
 	if err := r.addBench(ctx, *bin, *adds); err != nil {

@@ -84,7 +84,7 @@ func benchK8s(ctx context.Context, args []string) error {
 	if err := lab.CheckReferencePlugins(); err != nil {
 		return err
 	}
-	r := &k8sReport{began: time.Now(), loadStart: tputLoad(), command: "reef-lab bench-k8s " + strings.Join(args, " "),
+	r := &k8sReport{began: time.Now(), loadStart: tputLoad(), command: benchCommand("reef-lab bench-k8s", args),
 		others: k8sOtherWork(), nice: k8sNice(), rounds: *rounds, plugins: []string{k8sLabel(false), k8sLabel(true)}}
 	progress := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "bench-k8s: "+format+"\n", a...) }
 	progress("building the images (cached after the first run)")

@@ -56,18 +56,23 @@ func meshRun(name string, args ...string) string {
 
 // meshCommand is the command line as a reader would type it, with the
 // working directory's bin as $PWD/bin.
-func meshCommand(args []string) string {
+func meshCommand(args []string) string { return benchCommand("bin/reef-lab bench-mesh", args) }
+
+// benchCommand is the command line a section names, with paths under the
+// working directory written $PWD/...: the section says how to run it in
+// any clone, not where this one was.
+func benchCommand(cmd string, args []string) string {
 	wd, _ := os.Getwd()
 	var parts []string
 	for _, a := range args {
 		if wd != "" && strings.HasPrefix(a, wd+"/") {
 			a = "$PWD/" + strings.TrimPrefix(a, wd+"/")
-		} else if strings.HasPrefix(a, "--bin="+wd+"/") {
-			a = "--bin=$PWD/" + strings.TrimPrefix(a, "--bin="+wd+"/")
+		} else if flag, path, ok := strings.Cut(a, "="); ok && wd != "" && strings.HasPrefix(path, wd+"/") {
+			a = flag + "=$PWD/" + strings.TrimPrefix(path, wd+"/")
 		}
 		parts = append(parts, a)
 	}
-	return strings.TrimSpace("bin/reef-lab bench-mesh " + strings.Join(parts, " "))
+	return strings.TrimSpace(cmd + " " + strings.Join(parts, " "))
 }
 
 // meshP50 and meshMax of durations; negative values (unknown) are skipped.

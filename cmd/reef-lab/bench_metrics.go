@@ -39,7 +39,7 @@ func benchMetrics(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	r := &metricsReport{began: time.Now(), loadStart: tputLoad(), command: "reef-lab bench-metrics " + strings.Join(args, " "), pods: *pods, peers: *peers}
+	r := &metricsReport{began: time.Now(), loadStart: tputLoad(), command: benchCommand("reef-lab bench-metrics", args), pods: *pods, peers: *peers}
 	say := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "bench-metrics: "+format+"\n", a...) }
 	l, err := lab.New(*bin)
 	if err != nil {

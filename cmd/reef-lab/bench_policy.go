@@ -32,7 +32,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -110,7 +109,7 @@ func benchPolicy(ctx context.Context, args []string) error {
 	}
 	b := &policyBench{ctx: ctx}
 	b.report.clusters = *clusters
-	b.report.began, b.report.loadStart, b.report.command = time.Now(), tputLoad(), "reef-lab bench-policy "+strings.Join(args, " ")
+	b.report.began, b.report.loadStart, b.report.command = time.Now(), tputLoad(), benchCommand("reef-lab bench-policy", args)
 	l, err := lab.New(*bin)
 	if err != nil {
 		return err

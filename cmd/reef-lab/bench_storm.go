@@ -59,7 +59,7 @@ func benchStorm(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	r := &stormReport{began: time.Now(), loadStart: tputLoad(), command: "reef-lab bench-storm " + strings.Join(args, " "),
+	r := &stormReport{began: time.Now(), loadStart: tputLoad(), command: benchCommand("reef-lab bench-storm", args),
 		pods: *pods, rounds: *rounds, results: map[string]*series{}, perRound: map[string][]float64{}}
 	say := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "bench-storm: "+format+"\n", a...) }
 	for _, p := range []string{"ptp", "host-local"} {
