@@ -291,7 +291,7 @@ func (s *Server) rollback(r *request, ep store.Endpoint, existed bool, cerr *typ
 		cerr.Details += "; rolling back the allocation also failed: " + err.Error()
 	}
 	if s.deps.Policy != nil {
-		s.deps.Policy.Changed()
+		s.deps.Policy.Uncover(ep)
 	}
 	return cerr
 }
