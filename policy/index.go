@@ -114,28 +114,7 @@ func (ix *index) patched(local []Endpoint, pod *Pod) (*index, []*Pod) {
 	for k, p := range ix.over {
 		nx.over[k] = p
 	}
-	// The pods whose entry can differ: the given one, and those whose
-	// endpoints came or went or changed.
-	touched := map[string]bool{}
-	var pods []*Pod // touched, as the API has them now and had them
-	if pod != nil {
-		k := pod.Namespace + "/" + pod.Name
-		if old := ix.pod(k); old != nil && old != pod {
-			pods = append(pods, old) // its labels may have changed
-		}
-		nx.over[k] = pod
-		touched[k] = true
-	}
-	for k, a := range nx.local {
-		if !slices.Equal(a, ix.local[k]) {
-			touched[k] = true
-		}
-	}
-	for k := range ix.local {
-		if _, ok := nx.local[k]; !ok {
-			touched[k] = true
-		}
-	}
+	touched, pods := nx.touched(ix, pod)
 	if len(touched) == 0 {
 		nx.pods, nx.byNS = ix.pods, ix.byNS
 		maps.Copy(nx.selected, ix.selected)
@@ -191,6 +170,33 @@ func (ix *index) patched(local []Endpoint, pod *Pod) (*index, []*Pod) {
 		}
 	}
 	return nx, pods
+}
+
+// touched are the pods whose entry in nx can differ from ix's: pod (put
+// into nx), and those whose endpoints came or went or changed; pods are
+// those pod was as ix had it, when it differs (its labels may have
+// changed).
+func (nx *index) touched(ix *index, pod *Pod) (touched map[string]bool, pods []*Pod) {
+	touched = map[string]bool{}
+	if pod != nil {
+		k := pod.Namespace + "/" + pod.Name
+		if old := ix.pod(k); old != nil && old != pod {
+			pods = append(pods, old)
+		}
+		nx.over[k] = pod
+		touched[k] = true
+	}
+	for k, a := range nx.local {
+		if !slices.Equal(a, ix.local[k]) {
+			touched[k] = true
+		}
+	}
+	for k := range ix.local {
+		if _, ok := nx.local[k]; !ok {
+			touched[k] = true
+		}
+	}
+	return touched, pods
 }
 
 // keepSelections copies into nx the selections of ix that select none of
