@@ -60,13 +60,13 @@ type policyDataplane struct {
 	syncMu sync.Mutex
 
 	mu sync.Mutex
-	// covers counts the ADDs' syncs (Cover): a full compile made outside
-	// the lock is applied only if none came between the endpoints it
-	// read and its apply (see sync).
+	// covers counts the ADDs' and DELs' syncs (Cover, Uncover): a full
+	// compile made outside the lock is applied only if none came between
+	// the endpoints it read and its apply (see sync).
 	covers uint64
 	// applied is the table as last applied or read, nil when unknown: an
-	// ADD diffs against it instead of dumping the kernel; the reconcile
-	// pass reads the kernel.
+	// ADD or DEL diffs against it instead of dumping the kernel; the
+	// reconcile pass reads the kernel.
 	applied *nft.Table
 	// appliedShape fingerprints the policies applied: while it holds, the
 	// table's chains and sets are the same and only elements can differ.
@@ -553,7 +553,8 @@ func (p *policyDataplane) Uncover(ep store.Endpoint) {
 		p.covers++
 		return p.syncPod(local, nil)
 	}); err != nil {
-		p.log.Error("take pod out of its NetworkPolicies; a full sync follows", "pod", ep.PodNamespace+"/"+ep.PodName, "ip", ep.AddrsString(), "error", err)
+		p.log.Error("take pod out of its NetworkPolicies; a full sync follows", "container", ep.ContainerID, "pod", ep.PodNamespace+"/"+ep.PodName,
+			"ip", ep.AddrsString(), "error", err)
 		p.trigger()
 	}
 }
