@@ -139,6 +139,40 @@ func (s *Server) add(ctx context.Context, in *reefv1.CNIRequest) ([]byte, *types
 // pod is written with them. needBlocks are the pools that have no free
 // address in this node's confirmed blocks (nothing was done).
 func (s *Server) addLocked(r *request, pools []store.Pool, op *activity.Op, log *slog.Logger) (ep store.Endpoint, podMAC string, needBlocks []store.Pool, cerr *types.Error) {
+	ep, existed, needBlocks, cerr := s.allocate(r, pools, op, log)
+	if cerr != nil || needBlocks != nil {
+		return ep, "", needBlocks, cerr
+	}
+	if s.deps.Policy != nil {
+		// Before the veth exists: the pod is covered from its first packet.
+		if err := s.deps.Policy.Cover(ep); err != nil {
+			return ep, "", nil, s.rollback(r, ep, existed, types.NewError(types.ErrInternal,
+				"apply NetworkPolicy for pod "+ep.AddrsString()+" (nftables table inet reef)", err.Error()), log)
+		}
+	}
+	if err := s.detachOthers(ep); err != nil {
+		return ep, "", nil, s.rollback(r, ep, existed, types.NewError(types.ErrInternal, "take over veth "+ep.HostVeth, err.Error()), log)
+	}
+	links, err := routes.SetupPod(routes.PodSpec{Netns: r.netns, IfName: r.ifName, HostVeth: ep.HostVeth, IPs: ep.Addrs(), MTU: s.cfg.MTU,
+		HostSettings: s.hostSettings(len(ep.PortMappings) > 0, ep.HasIPv6()), TestPauseAfterVeth: s.cfg.TestPauseAfterVeth})
+	if err != nil {
+		code, msg := uint(types.ErrInternal), "wire pod "+ep.AddrsString()+" in "+r.netns
+		if errors.Is(err, routes.ErrNetnsGone) {
+			code, msg = types.ErrUnknownContainer, "CNI_NETNS "+r.netns+" is gone: the sandbox was deleted, or never created"
+		}
+		return ep, "", nil, s.rollback(r, ep, existed, types.NewError(code, msg, err.Error()), log)
+	}
+	if ep, cerr = s.finishWired(r, ep, existed, op, log); cerr != nil {
+		return ep, "", nil, cerr
+	}
+	return ep, links.PodMAC.String(), nil, nil
+}
+
+// allocate records the ADD's endpoint, pending, with its addresses (a
+// repeated ADD's are kept, with this call's netns and hostPorts); op is
+// told them. needBlocks are the pools with no free address (nothing was
+// stored).
+func (s *Server) allocate(r *request, pools []store.Pool, op *activity.Op, log *slog.Logger) (ep store.Endpoint, existed bool, needBlocks []store.Pool, cerr *types.Error) {
 	tmpl := store.Endpoint{
 		Handle:       r.handle(),
 		Network:      r.conf.Name,
@@ -164,16 +198,16 @@ func (s *Server) addLocked(r *request, pools []store.Pool, op *activity.Op, log 
 			}
 		}
 		if needBlocks == nil {
-			return ep, "", nil, storeError("allocate an address", err)
+			return ep, existed, nil, storeError("allocate an address", err)
 		}
-		return ep, "", needBlocks, nil
+		return ep, existed, needBlocks, nil
 	}
 	var taken *store.PortTakenError
 	if errors.As(err, &taken) {
-		return ep, "", nil, portTaken(r, taken) // nothing was stored
+		return ep, existed, nil, portTaken(r, taken) // nothing was stored
 	}
 	if err != nil {
-		return ep, "", nil, storeError("allocate an address", err)
+		return ep, existed, nil, storeError("allocate an address", err)
 	}
 	op.Pod(ep.Addrs(), tmpl.HostVeth)
 	if existed {
@@ -183,39 +217,28 @@ func (s *Server) addLocked(r *request, pools []store.Pool, op *activity.Op, log 
 		ep.Netns, ep.IfName, ep.HostVeth, ep.MTU, ep.Bandwidth = tmpl.Netns, tmpl.IfName, tmpl.HostVeth, tmpl.MTU, tmpl.Bandwidth
 		ep.State = store.EndpointPending
 		if err := s.deps.Store.SetEndpoint(ep); err != nil {
-			return ep, "", nil, types.NewError(types.ErrInternal, "update endpoint record", err.Error())
+			return ep, existed, nil, types.NewError(types.ErrInternal, "update endpoint record", err.Error())
 		}
 	}
 	if existed && !slices.Equal(r.ports, ep.PortMappings) {
 		// A repeated ADD with other hostPorts: this call's are the pod's.
 		claimed, err := s.deps.Store.ClaimPorts(ep.Handle, r.ports)
 		if errors.As(err, &taken) {
-			return ep, "", nil, portTaken(r, taken)
+			return ep, existed, nil, portTaken(r, taken)
 		}
 		if err != nil {
-			return ep, "", nil, types.NewError(types.ErrInternal, "record the pod's hostPorts", err.Error())
+			return ep, existed, nil, types.NewError(types.ErrInternal, "record the pod's hostPorts", err.Error())
 		}
 		ep = claimed
 	}
-	if s.deps.Policy != nil {
-		// Before the veth exists: the pod is covered from its first packet.
-		if err := s.deps.Policy.Cover(ep); err != nil {
-			return ep, "", nil, s.rollback(r, ep, existed, types.NewError(types.ErrInternal,
-				"apply NetworkPolicy for pod "+ep.AddrsString()+" (nftables table inet reef)", err.Error()), log)
-		}
-	}
-	if err := s.detachOthers(ep); err != nil {
-		return ep, "", nil, s.rollback(r, ep, existed, types.NewError(types.ErrInternal, "take over veth "+ep.HostVeth, err.Error()), log)
-	}
-	links, err := routes.SetupPod(routes.PodSpec{Netns: r.netns, IfName: r.ifName, HostVeth: ep.HostVeth, IPs: ep.Addrs(), MTU: s.cfg.MTU,
-		HostSettings: s.hostSettings(len(ep.PortMappings) > 0, ep.HasIPv6()), TestPauseAfterVeth: s.cfg.TestPauseAfterVeth})
-	if err != nil {
-		code, msg := uint(types.ErrInternal), "wire pod "+ep.AddrsString()+" in "+r.netns
-		if errors.Is(err, routes.ErrNetnsGone) {
-			code, msg = types.ErrUnknownContainer, "CNI_NETNS "+r.netns+" is gone: the sandbox was deleted, or never created"
-		}
-		return ep, "", nil, s.rollback(r, ep, existed, types.NewError(code, msg, err.Error()), log)
-	}
+	return ep, existed, nil, nil
+}
+
+// finishWired completes an ADD whose pod is wired: its bandwidth limits,
+// its ARP-filter and hostPort elements, its record ready (the endpoint
+// returned). A failure undoes the ADD (the wiring, the allocation) and is
+// returned.
+func (s *Server) finishWired(r *request, ep store.Endpoint, existed bool, op *activity.Op, log *slog.Logger) (store.Endpoint, *types.Error) {
 	// The bandwidth limits (tc on the veth and the ifb: a dozen netlink
 	// calls) are set while nftables and the store do their part; the ADD
 	// waits for both before it answers, and undoes both on a failure.
@@ -233,26 +256,26 @@ func (s *Server) addLocked(r *request, pools []store.Pool, op *activity.Op, log 
 		s.unwire(ep, log)
 		return s.rollback(r, ep, existed, cerr, log)
 	}
-	err = s.deps.PodFilter.AddPod(ep)
+	err := s.deps.PodFilter.AddPod(ep)
 	if errors.Is(err, ErrRepairLater) && s.deps.Trigger != nil {
 		log.Warn("an nftables table of reef's is missing at ADD; a whole reconcile pass after this ADD recreates it with the pod's elements", "error", err)
 		op.AfterEnd(s.deps.Trigger)
 		err = nil
 	}
 	if err != nil {
-		return ep, "", nil, fail(types.NewError(types.ErrInternal,
+		return ep, fail(types.NewError(types.ErrInternal,
 			"add pod "+ep.AddrsString()+" to the ARP filter and its hostPorts (nftables tables arp reef, inet reef-hostport)", err.Error()))
 	}
 	ep.State = store.EndpointReady
 	if err := s.deps.Store.SetEndpoint(ep); err != nil {
-		return ep, "", nil, fail(storeError("record endpoint", err))
+		return ep, fail(storeError("record endpoint", err))
 	}
 	if err := <-bw; err != nil {
 		bw <- nil // for fail's wait
-		return ep, "", nil, fail(types.NewError(types.ErrInternal,
+		return ep, fail(types.NewError(types.ErrInternal,
 			"limit the bandwidth of pod "+ep.AddrsString()+" (tc on "+ep.HostVeth+")", err.Error()))
 	}
-	return ep, links.PodMAC.String(), nil, nil
+	return ep, nil
 }
 
 // storeError is the CNI error of a store call that failed: I/O failure
@@ -291,7 +314,7 @@ func (s *Server) rollback(r *request, ep store.Endpoint, existed bool, cerr *typ
 		cerr.Details += "; rolling back the allocation also failed: " + err.Error()
 	}
 	if s.deps.Policy != nil {
-		s.deps.Policy.Changed()
+		s.deps.Policy.Uncover(ep)
 	}
 	return cerr
 }

@@ -134,7 +134,7 @@ func (s *Server) release(ep store.Endpoint) error {
 	if err == nil {
 		s.undefer(ep)
 		if s.deps.Policy != nil {
-			s.deps.Policy.Changed()
+			s.deps.Policy.Uncover(ep)
 		}
 	}
 	return err

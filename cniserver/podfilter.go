@@ -24,17 +24,19 @@ type PodFilter interface {
 	DelPod(ep store.Endpoint) error
 }
 
-// PolicyGate is NetworkPolicy's part of an ADD. Admit is asked before
-// anything is allocated: it refuses (with "try again later") while the
-// API's objects are not known, or the pod is not among them. Cover is
+// PolicyGate is NetworkPolicy's part of an ADD and a DEL. Admit is asked
+// before anything is allocated: it refuses (with "try again later") while
+// the API's objects are not known, or the pod is not among them. Cover is
 // called once the endpoint is recorded and before its veth exists, and
 // puts the pod under the policies that select it; its failure fails and
-// undoes the ADD. Changed says an endpoint went (a DEL, a rolled-back
-// ADD): its address leaves the policy's sets soon after.
+// undoes the ADD. Uncover is called once an endpoint's record is gone (a
+// DEL, a rolled-back ADD, a release by the reconcile pass): its address
+// leaves the policies' sets before it returns, or, should that fail, with
+// a full sync it asks for; it does not fail the DEL.
 type PolicyGate interface {
 	Admit(ctx context.Context, namespace, name string) *types.Error
 	Cover(ep store.Endpoint) error
-	Changed()
+	Uncover(ep store.Endpoint)
 }
 
 // ErrRepairLater, wrapped by a PodFilter's AddPod, says a table of reef's

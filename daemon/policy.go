@@ -33,8 +33,8 @@ import (
 // answers "try again later" until then. Once synced, the table follows
 // the caches, which keep their last state while the API is away.
 type policyDataplane struct {
-	watch   *kube.Watcher
-	kernel  *nft.Kernel
+	watch   policyAPI
+	kernel  policyKernel
 	metrics *metrics.Metrics // nil: off
 	store   *store.Store
 	log     *slog.Logger
@@ -51,27 +51,33 @@ type policyDataplane struct {
 	// taken after mu, never before it.
 	renderMu sync.Mutex
 	renderer policy.Renderer
+	// compiles counts the full compiles (compileAll), for tests: an ADD
+	// or a DEL makes none when the policies are those applied.
+	compiles atomic.Uint64
 	// syncMu makes the syncs one at a time (the loop's; the start's
 	// first pass, Once): of two compiles made outside mu, the later is
 	// applied last.
 	syncMu sync.Mutex
 
 	mu sync.Mutex
-	// covers counts the ADDs' syncs (Cover): a full compile made outside
-	// the lock is applied only if none came between the endpoints it
-	// read and its apply (see sync).
+	// covers counts the ADDs' and DELs' syncs (Cover, Uncover): a full
+	// compile made outside the lock is applied only if none came between
+	// the endpoints it read and its apply (see sync).
 	covers uint64
 	// applied is the table as last applied or read, nil when unknown: an
-	// ADD diffs against it instead of dumping the kernel; the reconcile
-	// pass reads the kernel.
+	// ADD or DEL diffs against it instead of dumping the kernel; the
+	// reconcile pass reads the kernel.
 	applied *nft.Table
 	// appliedShape fingerprints the policies applied: while it holds, the
 	// table's chains and sets are the same and only elements can differ.
 	appliedShape string
-	state        policy.State
-	in           policy.Input
-	skipped      map[string]string // policy key -> reason, as last logged
-	notEnforced  map[string]bool   // NotEnforced.String(), as last logged
+	// appliedSets indexes applied's sets by name; an ADD or DEL changes
+	// their elements in place.
+	appliedSets map[string]int
+	state       policy.State
+	in          policy.Input
+	skipped     map[string]string // policy key -> reason, as last logged
+	notEnforced map[string]bool   // NotEnforced.String(), as last logged
 	// nodeName is kubernetes.nodeName; warnedNode the last other name an
 	// ADD's pod was scheduled to (logged once).
 	nodeName   string
@@ -203,11 +209,7 @@ func (p *policyDataplane) sync(readKernel bool) error {
 		}
 		p.mu.Unlock()
 	}
-	return p.locked(func(local []policy.Endpoint) error {
-		in := p.watch.Input()
-		in.Local = local
-		return p.syncAll(in, readKernel)
-	})
+	return p.locked(func(local []policy.Endpoint) error { return p.syncLocal(local, readKernel) })
 }
 
 // locked runs f under the lock with this node's endpoints of this moment.
@@ -250,6 +252,14 @@ func localEndpoints(eps []store.Endpoint) []policy.Endpoint {
 	return local
 }
 
+// syncLocal is syncAll with the API's objects as the informers have them
+// and local as this node's endpoints; under the lock.
+func (p *policyDataplane) syncLocal(local []policy.Endpoint, readKernel bool) error {
+	in := p.watch.Input()
+	in.Local = local
+	return p.syncAll(in, readKernel)
+}
+
 // syncAll compiles everything and brings the kernel in line; under the
 // lock.
 func (p *policyDataplane) syncAll(in policy.Input, readKernel bool) error {
@@ -282,6 +292,7 @@ func (p *policyDataplane) compileAll(in policy.Input) (c compiled, err error) {
 			err = fmt.Errorf("compile NetworkPolicy: panic: %v", r)
 		}
 	}()
+	p.compiles.Add(1)
 	c = compiled{in: in, st: policy.Compile(in), shape: shapeOf(in)}
 	p.renderMu.Lock()
 	defer p.renderMu.Unlock()
@@ -305,53 +316,71 @@ func (p *policyDataplane) install(c compiled, readKernel bool) error {
 	}
 	p.lastErr = err
 	if err != nil {
-		p.applied, p.appliedShape = nil, ""
+		p.setApplied(nil, "")
 		return err
 	}
 	p.state, p.in, p.synced = c.st, c.in, true
 	return nil
 }
 
-// syncPod is the ADD's sync: with the same policies as last applied,
-// only those the pod can affect are compiled again (policy.Recompile,
-// which works from the last compile's view of the API: no list of every
-// pod per ADD) and only their sets and the isolated sets are compared
-// and changed; else it is syncAll.
+// syncPod is the sync of an ADD (pod, its endpoint in local) and of a
+// DEL (pod nil; its endpoint gone from local): with the same policies as
+// last applied, only those the pod can affect are compiled again
+// (policy.Recompile, which works from the last compile's view of the API:
+// no list of every pod) and only the sets that can have changed are
+// compared with those applied and changed; else it is syncAll.
 func (p *policyDataplane) syncPod(local []policy.Endpoint, pod *policy.Pod) error {
-	full := func(readKernel bool) error {
-		in := p.watch.Input()
-		in.Local = local
-		return p.syncAll(in, readKernel)
-	}
-	if pod == nil || p.applied == nil || !p.synced || shapeOf(policy.Input{Policies: p.watch.Policies(), ClusterPolicies: p.watch.ClusterPolicies()}) != p.appliedShape {
+	full := func(readKernel bool) error { return p.syncLocal(local, readKernel) }
+	if p.applied == nil || !p.synced || shapeOf(policy.Input{Policies: p.watch.Policies(), ClusterPolicies: p.watch.ClusterPolicies()}) != p.appliedShape {
 		return full(false)
 	}
-	st, changed, ok := policy.Recompile(p.state, local, pod)
+	st, ch, ok := policy.Recompile(p.state, local, pod)
 	if !ok {
 		return full(false)
 	}
-	sets := policy.SetsOf(st, changed)
-	plan, ok := nft.DiffElements(nft.Table{ID: policy.TableID, Sets: sets}, *p.applied)
+	sets := policy.SetsOf(st, ch)
+	plan, ok := p.diffSets(sets)
 	if !ok {
 		return full(false)
 	}
 	if err := p.kernel.Apply(plan); err != nil {
 		return full(true)
 	}
-	applied := *p.applied
-	applied.Sets = slices.Clone(applied.Sets)
-	bySet := map[string]nft.Set{}
 	for _, s := range sets {
-		bySet[s.Name] = s
+		// Elements only: a shared set's comment names the first policy
+		// rendered with it, which SetsOf's few need not be.
+		p.applied.Sets[p.appliedSets[s.Name]].Elems = s.Elems
 	}
-	for i, s := range applied.Sets {
-		if w, ok := bySet[s.Name]; ok {
-			applied.Sets[i] = w
-		}
-	}
-	p.applied, p.state, p.lastErr = &applied, st, nil
+	p.state, p.lastErr = st, nil
 	p.in.Local = local
 	return nil
+}
+
+// diffSets is the element changes that make the applied sets of those
+// names sets; ok is false when one is not applied.
+func (p *policyDataplane) diffSets(sets []nft.Set) (nft.Plan, bool) {
+	have := nft.Table{ID: policy.TableID, Sets: make([]nft.Set, 0, len(sets))}
+	for _, s := range sets {
+		i, ok := p.appliedSets[s.Name]
+		if !ok {
+			return nft.Plan{}, false
+		}
+		have.Sets = append(have.Sets, p.applied.Sets[i])
+	}
+	return nft.DiffElements(nft.Table{ID: policy.TableID, Sets: sets}, have)
+}
+
+// setApplied records t (nil: unknown) as the table applied, of shape, and
+// indexes its sets by name for the ADDs' and DELs' diffs.
+func (p *policyDataplane) setApplied(t *nft.Table, shape string) {
+	p.applied, p.appliedShape, p.appliedSets = t, shape, nil
+	if t == nil {
+		return
+	}
+	p.appliedSets = make(map[string]int, len(t.Sets))
+	for i, s := range t.Sets {
+		p.appliedSets[s.Name] = i
+	}
 }
 
 // apply brings the kernel in line with want: by its elements when the
@@ -391,7 +420,7 @@ func (p *policyDataplane) apply(want nft.Table, shape string, readKernel bool, h
 	if err := p.kernel.Apply(plan); err != nil {
 		return fmt.Errorf("table %s: %w", policy.TableID, err)
 	}
-	p.applied, p.appliedShape = &want, shape
+	p.setApplied(&want, shape)
 	return nil
 }
 
@@ -504,6 +533,9 @@ func (p *policyDataplane) Cover(ep store.Endpoint) error {
 	pod, _ := p.watch.Pod(ep.PodNamespace, ep.PodName)
 	if err := p.locked(func(local []policy.Endpoint) error {
 		p.covers++
+		if pod == nil {
+			return p.syncLocal(local, false) // not a pod of the API's (no K8S_POD_NAME)
+		}
 		return p.syncPod(local, pod)
 	}); err != nil {
 		return fmt.Errorf("cover pod %s/%s (%s) with its NetworkPolicies: %w", ep.PodNamespace, ep.PodName, ep.AddrsString(), err)
@@ -511,8 +543,21 @@ func (p *policyDataplane) Cover(ep store.Endpoint) error {
 	return nil
 }
 
-// Changed is called when an endpoint went: its address leaves the sets.
-func (p *policyDataplane) Changed() { p.trigger() }
+// Uncover takes an endpoint that went (a DEL, a rolled-back ADD, the
+// reconcile pass's release) out of the table: with the endpoints left,
+// only what its pod affected is compiled again and changed (syncPod). A
+// failure asks for a full sync, and the reconcile pass repairs what that
+// misses: the address must not stay in a set for the next pod given it.
+func (p *policyDataplane) Uncover(ep store.Endpoint) {
+	if err := p.locked(func(local []policy.Endpoint) error {
+		p.covers++
+		return p.syncPod(local, nil)
+	}); err != nil {
+		p.log.Error("take pod out of its NetworkPolicies; a full sync follows", "container", ep.ContainerID, "pod", ep.PodNamespace+"/"+ep.PodName,
+			"ip", ep.AddrsString(), "error", err)
+		p.trigger()
+	}
+}
 
 // policyStatus is what `reef status` reports.
 type policyStatus struct {

@@ -1,11 +1,17 @@
 package daemon
 
 import (
+	"context"
 	"net/netip"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/reefcni/reef/cniserver"
 	"github.com/reefcni/reef/nat"
 	"github.com/reefcni/reef/nat/nft"
+	"github.com/reefcni/reef/policy"
+	"github.com/reefcni/reef/policy/kube"
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/routes/tc"
 	"github.com/reefcni/reef/store"
@@ -64,7 +70,28 @@ type natKernel interface {
 	DelPod(p nat.Pod) error
 }
 
+// policyAPI is policy's view of the Kubernetes API (*kube.Watcher).
+type policyAPI interface {
+	Synced() bool
+	Status() kube.Status
+	Input() policy.Input
+	Policies() []*networkingv1.NetworkPolicy
+	ClusterPolicies() []*cnp.ClusterNetworkPolicy
+	Pod(namespace, name string) (*policy.Pod, bool)
+	WaitPod(ctx context.Context, namespace, name string) bool
+	MarkLocal(namespace, name string)
+	SetClusterConditions(want map[string]kube.Condition)
+}
+
+// policyKernel is table inet reef in the kernel (*nft.Kernel).
+type policyKernel interface {
+	Read(ids []nft.TableID) ([]nft.Table, error)
+	Apply(p nft.Plan) error
+}
+
 var (
+	_ policyAPI    = (*kube.Watcher)(nil)
+	_ policyKernel = (*nft.Kernel)(nil)
 	_ routesKernel = (*routes.Kernel)(nil)
 	_ tcKernel     = routesTC{}
 	_ podRecords   = (*cniserver.Server)(nil)

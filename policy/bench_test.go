@@ -3,12 +3,14 @@ package policy
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/reefcni/reef/nat/nft"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 )
@@ -196,10 +198,47 @@ func benchRecompile(b *testing.B, in Input, full bool) {
 			Table(Compile(in))
 			continue
 		}
-		st, changed, ok := Recompile(prev, in.Local, p)
+		st, ch, ok := Recompile(prev, in.Local, p)
 		if !ok {
 			b.Fatal("Recompile refused")
 		}
-		SetsOf(st, changed)
+		SetsOf(st, ch)
+	}
+}
+
+// BenchmarkCoverCluster50 is the daemon's work for one ADD (its Cover) in
+// bench-policy's ClusterNetworkPolicy step: a pod of namespace bench (no
+// labels) gets its endpoint; the shapes compared, Recompile, the sets it
+// can change rendered and diffed with those of the table applied before.
+func BenchmarkCoverCluster50(b *testing.B) {
+	in := benchClusterInput()
+	in.Namespaces = append(in.Namespaces, ns("bench"))
+	for i, c := range in.ClusterPolicies { // as from the API: ClusterShape reads these
+		c.UID, c.Generation = types.UID(fmt.Sprint("uid-", i)), 1
+	}
+	p := pod("bench", "add-0", "", []string{"app", "app-7"})
+	in.Pods = append(in.Pods, p)
+	prev := Compile(in)
+	var r Renderer
+	have := r.Table(prev)
+	local := append(slices.Clone(in.Local), Endpoint{Namespace: "bench", Name: "add-0", IP: netip.MustParseAddr("10.251.0.1")})
+	bySet := map[string]int{} // as the daemon keeps it (policyDataplane.appliedSets)
+	for i, s := range have.Sets {
+		bySet[s.Name] = i
+	}
+	for b.Loop() {
+		_ = Shape(in.Policies) + ClusterShape(in.ClusterPolicies)
+		st, ch, ok := Recompile(prev, local, p)
+		if !ok {
+			b.Fatal("Recompile refused")
+		}
+		sets := SetsOf(st, ch)
+		sub := nft.Table{ID: TableID}
+		for _, s := range sets {
+			sub.Sets = append(sub.Sets, have.Sets[bySet[s.Name]])
+		}
+		if _, ok := nft.DiffElements(nft.Table{ID: TableID, Sets: sets}, sub); !ok {
+			b.Fatal("DiffElements refused")
+		}
 	}
 }

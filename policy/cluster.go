@@ -149,7 +149,7 @@ func compileCluster(ix *index, p *cnp.ClusterNetworkPolicy) (*ClusterCompiled, [
 	// containerPorts its named ports refer to.
 	var local []podInfo
 	for _, pi := range subj {
-		if _, ok := ix.local[pi.pod.Namespace+"/"+pi.pod.Name]; ok {
+		if pi.local {
 			local = append(local, pi)
 			c.Selected = append(c.Selected, pi.addrs...)
 		}
@@ -162,27 +162,27 @@ func compileCluster(ix *index, p *cnp.ClusterNetworkPolicy) (*ClusterCompiled, [
 		for j, f := range r.From {
 			peers[j] = cnp.ClusterNetworkPolicyEgressPeer{Namespaces: f.Namespaces, Pods: f.Pods}
 		}
-		where := fmt.Sprintf("spec.ingress[%d]", i)
+		where := "spec.ingress[" + strconv.Itoa(i) + "]"
 		rule, n, err := compileClusterRule(ix, where, Ingress, r.Name, r.Action, peers, r.Protocols, local)
 		if err != nil {
 			return nil, nil, err
 		}
 		notes = append(notes, n...)
 		if rule != nil {
-			rule.key = fmt.Sprintf("in.%d", i)
+			rule.key = "in." + strconv.Itoa(i)
 			rule.peers = cmp.Or(rule.peers, rule.key+"."+p.Name)
 			c.Rules[Ingress] = append(c.Rules[Ingress], *rule)
 		}
 	}
 	for i, r := range p.Spec.Egress {
-		where := fmt.Sprintf("spec.egress[%d]", i)
+		where := "spec.egress[" + strconv.Itoa(i) + "]"
 		rule, n, err := compileClusterRule(ix, where, Egress, r.Name, r.Action, r.To, r.Protocols, nil)
 		if err != nil {
 			return nil, nil, err
 		}
 		notes = append(notes, n...)
 		if rule != nil {
-			rule.key = fmt.Sprintf("eg.%d", i)
+			rule.key = "eg." + strconv.Itoa(i)
 			rule.peers = cmp.Or(rule.peers, rule.key+"."+p.Name)
 			c.Rules[Egress] = append(c.Rules[Egress], *rule)
 		}
@@ -214,107 +214,164 @@ func subjectPods(ix *index, s cnp.ClusterNetworkPolicySubject) ([]podInfo, error
 // rule they are the peers' pods. A nil rule matches nothing.
 func compileClusterRule(ix *index, where string, d Direction, name string, action cnp.ClusterNetworkPolicyRuleAction,
 	peers []cnp.ClusterNetworkPolicyEgressPeer, protos []cnp.ClusterNetworkPolicyProtocol, dst []podInfo) (*ClusterRule, []NotEnforced, error) {
-	peersField := "from"
-	if d == Egress {
-		peersField = "to"
-	}
 	r := &ClusterRule{Name: name, Action: Action(action)}
 	switch r.Action {
 	case Accept, Deny, Pass:
 	default:
 		return nil, nil, fmt.Errorf("%s.action: unknown action %q", where, action)
 	}
-	var notes []NotEnforced
-	// failClosed is the API's reading of what an implementation cannot
-	// match: an Accept matches nothing, a Deny or Pass denies everything.
-	failClosed := func(field, what string) (*ClusterRule, []NotEnforced, error) {
-		if r.Action == Accept {
-			return nil, append(notes, NotEnforced{Field: field, Reason: what + " not enforced by reef: this Accept rule matches nothing"}), nil
-		}
-		return &ClusterRule{Name: name, Action: Deny, AnyPeer: true},
-			append(notes, NotEnforced{Field: field, Reason: what + " not enforced by reef: this " + string(r.Action) + " rule denies all traffic (fail closed)"}), nil
-	}
 	named := slices.ContainsFunc(protos, func(p cnp.ClusterNetworkPolicyProtocol) bool { return p.DestinationNamedPort != "" })
-	var ranges []Range
-	// parts are the merged ranges of namespace and pod peers, shared
-	// with every rule of the compile that names the same pods
-	// (index.selection): most rules have one, kept as it is.
-	var parts [][]Range
-	var shared selection   // parts' selection, when one
-	var peerPods []podInfo // an egress rule's, for its named ports
-	nodeField := ""        // a node peer's, for the note on named ports
+	rp, err := clusterRulePeers(ix, where, d, peers, named && d == Egress)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rp.unknown != "" {
+		return r.failClosed(rp.unknown, rp.what)
+	}
+	r.setPeers(rp.ranges, rp.parts, rp.shared)
+	if d == Egress {
+		dst = rp.pods
+	}
+	return r.compilePorts(where, protos, dst, rp.nodeField)
+}
+
+// failClosed is the API's reading of what an implementation cannot
+// match: an Accept matches nothing, a Deny or Pass denies everything.
+// field is what is not enforced, what says what it is.
+func (r *ClusterRule) failClosed(field, what string) (*ClusterRule, []NotEnforced, error) {
+	if r.Action == Accept {
+		return nil, []NotEnforced{{Field: field, Reason: what + " not enforced by reef: this Accept rule matches nothing"}}, nil
+	}
+	return &ClusterRule{Name: r.Name, Action: Deny, AnyPeer: true},
+		[]NotEnforced{{Field: field, Reason: what + " not enforced by reef: this " + string(r.Action) + " rule denies all traffic (fail closed)"}}, nil
+}
+
+// rulePeers are a cluster rule's peers resolved: the ranges of its node
+// and network peers; the merged ranges of its namespace and pod peers
+// (parts), shared with every rule of the compile that names the same
+// pods (index.selection): most rules have one, kept as it is, and shared
+// is its selection; the peers' pods, when an egress rule's named ports
+// look them up; the first node peer's field, for the note on named ports.
+// unknown is the field of a peer reef cannot enforce (what says why): the
+// rule fails closed.
+type rulePeers struct {
+	ranges        []Range
+	parts         [][]Range
+	shared        selection
+	pods          []podInfo
+	nodeField     string
+	unknown, what string
+}
+
+// clusterRulePeers resolves a cluster rule's peers; withPods: collect the
+// peers' pods (an egress rule with a named port). Field names are made
+// only for what is reported: an ADD compiles every cluster policy whose
+// peers the pod is among.
+func clusterRulePeers(ix *index, where string, d Direction, peers []cnp.ClusterNetworkPolicyEgressPeer, withPods bool) (rulePeers, error) {
+	var rp rulePeers
+	field := func(j int) string {
+		if d == Egress {
+			return where + ".to[" + strconv.Itoa(j) + "]"
+		}
+		return where + ".from[" + strconv.Itoa(j) + "]"
+	}
 	for j, peer := range peers {
-		field := fmt.Sprintf("%s.%s[%d]", where, peersField, j)
 		switch {
 		case peer.Nodes != nil:
 			s, err := ix.selector(peer.Nodes)
 			if err != nil {
-				return nil, nil, fmt.Errorf("%s.nodes: %w", field, err)
+				return rp, fmt.Errorf("%s.nodes: %w", field(j), err)
 			}
 			for _, n := range ix.nodes {
 				if n != nil && s.Matches(labels.Set(n.Labels)) {
 					for _, a := range NodeAddrs(n) {
-						ranges = append(ranges, Range{a, a})
+						rp.ranges = append(rp.ranges, Range{a, a})
 					}
 				}
 			}
-			if nodeField == "" {
-				nodeField = field + ".nodes"
+			if rp.nodeField == "" {
+				rp.nodeField = field(j) + ".nodes"
 			}
 		case len(peer.DomainNames) > 0:
-			return failClosed(field+".domainNames", "domain name peers are")
-		case peer.Namespaces != nil:
-			sel, err := ix.selection(peer.Namespaces, nil)
+			rp.unknown, rp.what = field(j)+".domainNames", "domain name peers are"
+			return rp, nil
+		case peer.Namespaces != nil || peer.Pods != nil:
+			sel, err := peerSelection(ix, peer)
 			if err != nil {
-				return nil, nil, fmt.Errorf("%s.namespaces: %w", field, err)
+				return rp, fmt.Errorf("%s.%w", field(j), err)
 			}
-			parts, shared = append(parts, sel.ranges), sel
-			peerPods = append(peerPods, sel.pods...)
-		case peer.Pods != nil:
-			sel, err := ix.selection(&peer.Pods.NamespaceSelector, &peer.Pods.PodSelector)
-			if err != nil {
-				return nil, nil, fmt.Errorf("%s.pods: %w", field, err)
+			rp.parts, rp.shared = append(rp.parts, sel.ranges), sel
+			if withPods {
+				rp.pods = append(rp.pods, sel.pods...)
 			}
-			parts, shared = append(parts, sel.ranges), sel
-			peerPods = append(peerPods, sel.pods...)
 		case len(peer.Networks) > 0:
-			var rs []Range
-			for k, n := range peer.Networks {
-				pfx, err := netip.ParsePrefix(string(n))
-				if err != nil {
-					return nil, nil, fmt.Errorf("%s.networks[%d]: %w", field, k, err)
-				}
-				br, err := blockRanges(&networkingv1.IPBlock{CIDR: pfx.Masked().String()})
-				if err != nil {
-					return nil, nil, fmt.Errorf("%s.networks[%d]: %w", field, k, err)
-				}
-				rs = append(rs, br...)
+			rs, err := networkRanges(peer.Networks)
+			if err != nil {
+				return rp, fmt.Errorf("%s.%w", field(j), err)
 			}
-			ranges = append(ranges, rs...)
-			if named && d == Egress {
+			rp.ranges = append(rp.ranges, rs...)
+			if withPods {
 				for _, pi := range ix.pods {
 					if slices.ContainsFunc(pi.addrs, func(a netip.Addr) bool { return inRanges(rs, a) }) {
-						peerPods = append(peerPods, pi)
+						rp.pods = append(rp.pods, pi)
 					}
 				}
 			}
 		default:
-			return failClosed(field, "a peer with no field reef knows (a newer CRD?) is")
+			rp.unknown, rp.what = field(j), "a peer with no field reef knows (a newer CRD?) is"
+			return rp, nil
 		}
 	}
-	r.setPeers(ranges, parts, shared)
-	if d == Egress {
-		dst = peerPods
+	return rp, nil
+}
+
+// peerSelection is what a namespaces or pods peer selects.
+func peerSelection(ix *index, peer cnp.ClusterNetworkPolicyEgressPeer) (selection, error) {
+	if peer.Namespaces != nil {
+		sel, err := ix.selection(peer.Namespaces, nil)
+		if err != nil {
+			return sel, fmt.Errorf("namespaces: %w", err)
+		}
+		return sel, nil
 	}
+	sel, err := ix.selection(&peer.Pods.NamespaceSelector, &peer.Pods.PodSelector)
+	if err != nil {
+		return sel, fmt.Errorf("pods: %w", err)
+	}
+	return sel, nil
+}
+
+// networkRanges are the ranges of a networks peer's CIDRs.
+func networkRanges(networks []cnp.CIDR) ([]Range, error) {
+	var rs []Range
+	for k, n := range networks {
+		pfx, err := netip.ParsePrefix(string(n))
+		if err != nil {
+			return nil, fmt.Errorf("networks[%d]: %w", k, err)
+		}
+		br, err := blockRanges(&networkingv1.IPBlock{CIDR: pfx.Masked().String()})
+		if err != nil {
+			return nil, fmt.Errorf("networks[%d]: %w", k, err)
+		}
+		rs = append(rs, br...)
+	}
+	return rs, nil
+}
+
+// compilePorts sets the rule's ports from its protocols: named ports
+// looked up on dst (with a note when the rule has node peers, nodeField,
+// which named ports are not looked up on).
+func (r *ClusterRule) compilePorts(where string, protos []cnp.ClusterNetworkPolicyProtocol, dst []podInfo, nodeField string) (*ClusterRule, []NotEnforced, error) {
+	var notes []NotEnforced
 	for j, pr := range protos {
-		field := fmt.Sprintf("%s.protocols[%d]", where, j)
+		field := func() string { return where + ".protocols[" + strconv.Itoa(j) + "]" }
 		var proto corev1.Protocol
 		var dp *cnp.Port
 		switch {
 		case pr.DestinationNamedPort != "":
 			r.Ports = append(r.Ports, clusterNamedPorts(dst, pr.DestinationNamedPort)...)
 			if nodeField != "" {
-				notes = append(notes, NotEnforced{Field: field + ".destinationNamedPort",
+				notes = append(notes, NotEnforced{Field: field() + ".destinationNamedPort",
 					Reason: fmt.Sprintf("named port %q is looked up on pods only, not on the nodes of %s: this rule matches no traffic to those nodes on it", pr.DestinationNamedPort, nodeField)})
 			}
 			continue
@@ -325,7 +382,8 @@ func compileClusterRule(ix *index, where string, d Direction, name string, actio
 		case pr.SCTP != nil:
 			proto, dp = corev1.ProtocolSCTP, pr.SCTP.DestinationPort
 		default:
-			return failClosed(field, "a protocol with no field reef knows is")
+			rule, more, err := r.failClosed(field(), "a protocol with no field reef knows is")
+			return rule, append(notes, more...), err
 		}
 		np := networkingv1.NetworkPolicyPort{Protocol: &proto}
 		switch {
@@ -339,7 +397,7 @@ func compileClusterRule(ix *index, where string, d Direction, name string, actio
 		}
 		port, err := compilePort(np, nil)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", field, err)
+			return nil, nil, fmt.Errorf("%s: %w", field(), err)
 		}
 		r.Ports = append(r.Ports, port)
 	}
@@ -438,52 +496,8 @@ func hasTier(st State, t cnp.Tier, d Direction) bool {
 // renderCluster adds the cluster policies' sets, and with withChains
 // their tier chains, to t; cache (nil: none) keeps their rules.
 func renderCluster(st State, t *nft.Table, withChains bool, cache *Renderer) {
-	shared := map[string]bool{} // peer sets of selections, rendered once
-	for _, c := range st.Cluster {
-		for _, f := range families {
-			t.Sets = append(t.Sets, addrSet(f, clusterSelSet(f, c), cut("reef: this node's pods ClusterNetworkPolicy "+c.Name+" selects"), false, c.Selected))
-			for d := Ingress; d <= Egress; d++ {
-				for i, r := range c.Rules[d] {
-					if r.AnyPeer {
-						continue
-					}
-					name := clusterPeerSet(f, c, r)
-					comment := fmt.Sprintf("reef: peers of ClusterNetworkPolicy %s %s[%d]", c.Name, d, i)
-					if strings.HasPrefix(r.peers, "sel.") {
-						if shared[name] {
-							continue
-						}
-						shared[name] = true
-						comment = "reef: peers of ClusterNetworkPolicy rules: " + r.peersText
-					}
-					s := nft.Set{Name: name, KeyType: f.addr.Name, KeyLen: f.addr.Bytes, Interval: true, Comment: cut(comment)}
-					for _, rg := range r.Peers {
-						if f.holds(rg.From) {
-							s.Elems = append(s.Elems, nft.Elem{From: rg.From, To: rg.To})
-						}
-					}
-					t.Sets = append(t.Sets, s)
-				}
-			}
-			for d := Ingress; d <= Egress; d++ {
-				for i, r := range c.Rules[d] {
-					for j, p := range r.Ports {
-						if p.Name == "" {
-							continue
-						}
-						s := nft.Set{Name: clusterNamedSet(f, c, r, j), KeyType: f.addrPort.Name, KeyLen: f.addrPort.Bytes, Concat: true,
-							Comment: cut(fmt.Sprintf("reef: ClusterNetworkPolicy %s %s[%d] port %s: address . port", c.Name, d, i, p))}
-						for _, ap := range p.Named {
-							if f.holds(ap.Addr) {
-								s.Elems = append(s.Elems, nft.Elem{From: ap.Addr, To: ap.Addr, Port: ap.Port})
-							}
-						}
-						t.Sets = append(t.Sets, s)
-					}
-				}
-			}
-		}
-	}
+	all := func(int) bool { return true }
+	t.Sets = append(t.Sets, clusterSets(st, all, func(string) bool { return true })...)
 	if !withChains {
 		return
 	}
@@ -516,6 +530,75 @@ func renderCluster(st State, t *nft.Table, withChains bool, cache *Renderer) {
 	if hasTier(st, cnp.AdminTier, Egress) || hasTier(st, cnp.BaselineTier, Egress) {
 		t.Chains = append(t.Chains, hostEgress(st))
 	}
+}
+
+// clusterSets renders the sets of the cluster policies: own(i), those of
+// st.Cluster[i] (its selected pods, its rules' own peers, its named
+// ports); shared(name), the shared peer set of the rules whose peers
+// are that selection (ClusterRule.peers), once.
+func clusterSets(st State, own func(int) bool, shared func(string) bool) []nft.Set {
+	var sets []nft.Set
+	emitted := map[string]bool{} // shared peer sets, rendered once
+	for i, c := range st.Cluster {
+		for _, f := range families {
+			if own(i) {
+				sets = append(sets, addrSet(f, clusterSelSet(f, c), cut("reef: this node's pods ClusterNetworkPolicy "+c.Name+" selects"), false, c.Selected))
+			}
+			for d := Ingress; d <= Egress; d++ {
+				for j, r := range c.Rules[d] {
+					isShared := strings.HasPrefix(r.peers, "sel.")
+					if r.AnyPeer || isShared && (emitted[clusterPeerSet(f, c, r)] || !shared(r.peers)) || !isShared && !own(i) {
+						continue
+					}
+					sets = append(sets, clusterPeers(f, c, d, j, r))
+					emitted[clusterPeerSet(f, c, r)] = isShared
+				}
+			}
+			if own(i) {
+				sets = append(sets, clusterNamedSets(f, c)...)
+			}
+		}
+	}
+	return sets
+}
+
+// clusterPeers is the peer set of rule i of a cluster policy in family f.
+func clusterPeers(f family, c *ClusterCompiled, d Direction, i int, r ClusterRule) nft.Set {
+	comment := fmt.Sprintf("reef: peers of ClusterNetworkPolicy %s %s[%d]", c.Name, d, i)
+	if strings.HasPrefix(r.peers, "sel.") {
+		comment = "reef: peers of ClusterNetworkPolicy rules: " + r.peersText
+	}
+	s := nft.Set{Name: clusterPeerSet(f, c, r), KeyType: f.addr.Name, KeyLen: f.addr.Bytes, Interval: true, Comment: cut(comment)}
+	for _, rg := range r.Peers {
+		if f.holds(rg.From) {
+			s.Elems = append(s.Elems, nft.Elem{From: rg.From, To: rg.To})
+		}
+	}
+	return s
+}
+
+// clusterNamedSets are the address . port sets of a cluster policy's
+// named ports in family f.
+func clusterNamedSets(f family, c *ClusterCompiled) []nft.Set {
+	var sets []nft.Set
+	for d := Ingress; d <= Egress; d++ {
+		for i, r := range c.Rules[d] {
+			for j, p := range r.Ports {
+				if p.Name == "" {
+					continue
+				}
+				s := nft.Set{Name: clusterNamedSet(f, c, r, j), KeyType: f.addrPort.Name, KeyLen: f.addrPort.Bytes, Concat: true,
+					Comment: cut(fmt.Sprintf("reef: ClusterNetworkPolicy %s %s[%d] port %s: address . port", c.Name, d, i, p))}
+				for _, ap := range p.Named {
+					if f.holds(ap.Addr) {
+						s.Elems = append(s.Elems, nft.Elem{From: ap.Addr, To: ap.Addr, Port: ap.Port})
+					}
+				}
+				sets = append(sets, s)
+			}
+		}
+	}
+	return sets
 }
 
 // hostEgress is the input hook's chain for the cluster tiers' egress: as

@@ -17,6 +17,7 @@ import (
 type podInfo struct {
 	pod   *Pod
 	addrs []netip.Addr
+	local bool // one of this node's: addrs are its endpoints'
 }
 
 // index is the Input arranged for selection. Once built it is not
@@ -99,7 +100,7 @@ func (ix *index) info(k string, p *Pod) (podInfo, bool) {
 		slices.SortFunc(addrs, netip.Addr.Compare)
 		addrs = slices.Compact(addrs)
 	}
-	return podInfo{pod: p, addrs: addrs}, true
+	return podInfo{pod: p, addrs: addrs, local: local}, true
 }
 
 // patched is the index Recompile compiles against: ix's view of the API
@@ -113,28 +114,7 @@ func (ix *index) patched(local []Endpoint, pod *Pod) (*index, []*Pod) {
 	for k, p := range ix.over {
 		nx.over[k] = p
 	}
-	// The pods whose entry can differ: the given one, and those whose
-	// endpoints came or went or changed.
-	touched := map[string]bool{}
-	var pods []*Pod // touched, as the API has them now and had them
-	if pod != nil {
-		k := pod.Namespace + "/" + pod.Name
-		if old := ix.pod(k); old != nil && old != pod {
-			pods = append(pods, old) // its labels may have changed
-		}
-		nx.over[k] = pod
-		touched[k] = true
-	}
-	for k, a := range nx.local {
-		if !slices.Equal(a, ix.local[k]) {
-			touched[k] = true
-		}
-	}
-	for k := range ix.local {
-		if _, ok := nx.local[k]; !ok {
-			touched[k] = true
-		}
-	}
+	touched, pods := nx.touched(ix, pod)
 	if len(touched) == 0 {
 		nx.pods, nx.byNS = ix.pods, ix.byNS
 		maps.Copy(nx.selected, ix.selected)
@@ -166,7 +146,7 @@ func (ix *index) patched(local []Endpoint, pod *Pod) (*index, []*Pod) {
 		}
 	}
 	nx.pods = append(nx.pods, fresh...)
-	nx.keepSelections(ix, namespaces)
+	nx.keepSelections(ix, namespaces, len(nx.pods)-len(fresh) == len(ix.pods), fresh)
 	nx.byNS = make(map[string][]podInfo, len(ix.byNS)+1)
 	for ns, pods := range ix.byNS {
 		if !namespaces[ns] {
@@ -192,14 +172,58 @@ func (ix *index) patched(local []Endpoint, pod *Pod) (*index, []*Pod) {
 	return nx, pods
 }
 
+// touched are the pods whose entry in nx can differ from ix's: pod (put
+// into nx), and those whose endpoints came or went or changed; pods are
+// those pod was as ix had it, when it differs (its labels may have
+// changed).
+func (nx *index) touched(ix *index, pod *Pod) (touched map[string]bool, pods []*Pod) {
+	touched = map[string]bool{}
+	if pod != nil {
+		k := pod.Namespace + "/" + pod.Name
+		if old := ix.pod(k); old != nil && old != pod {
+			pods = append(pods, old)
+		}
+		nx.over[k] = pod
+		touched[k] = true
+	}
+	for k, a := range nx.local {
+		if !slices.Equal(a, ix.local[k]) {
+			touched[k] = true
+		}
+	}
+	for k := range ix.local {
+		if _, ok := nx.local[k]; !ok {
+			touched[k] = true
+		}
+	}
+	return touched, pods
+}
+
 // keepSelections copies into nx the selections of ix that select none of
 // the namespaces (of the pods whose entries changed): they are the same.
-func (nx *index) keepSelections(ix *index, namespaces map[string]bool) {
+// With added (no touched pod had an entry in ix: ADDs, whose pods had no
+// address before), those that do select one get the fresh pods they
+// match, their addresses put into the ranges in place: an ADD re-selects
+// and sorts no cluster's worth of pods. The others nx computes again.
+func (nx *index) keepSelections(ix *index, namespaces map[string]bool, added bool, fresh []podInfo) {
 	changed := slices.Collect(maps.Keys(namespaces))
 	for k, sel := range ix.selected {
 		if !slices.ContainsFunc(changed, func(ns string) bool { return sel.ns.Matches(nsLabels(ix, ns)) }) {
 			nx.selected[k] = sel
+			continue
 		}
+		if !added || sel.podSel == nil {
+			continue
+		}
+		for _, pi := range fresh {
+			if sel.ns.Matches(nsLabels(nx, pi.pod.Namespace)) && sel.podSel.Matches(labels.Set(pi.pod.Labels)) {
+				sel.pods = append(slices.Clip(sel.pods), pi)
+				for _, a := range pi.addrs {
+					sel.ranges = insertAddr(sel.ranges, a)
+				}
+			}
+		}
+		nx.selected[k] = sel
 	}
 }
 
@@ -225,7 +249,25 @@ func increasing(addrs []netip.Addr) bool {
 // address: the informer's objects are never changed, and an entry keeps
 // its object alive, so an address means one selector for the cache's
 // life (one index and the copies Recompile patches from it).
-type selectors struct{ m sync.Map }
+type selectors struct {
+	m sync.Map
+	// keys are the keys in index.selected of pairs of them, by
+	// their addresses as m's.
+	keys sync.Map
+}
+
+// key is the selection key of nsSel and podSel (nil: every pod), parsed
+// as ns and ps: what they select, as text, made once per pair.
+func (s *selectors) key(nsSel, podSel *metav1.LabelSelector, ns, ps labels.Selector) string {
+	pair := [2]*metav1.LabelSelector{nsSel, podSel}
+	if k, ok := s.keys.Load(pair); ok {
+		return k.(string)
+	}
+	// Empty tells labels.Everything from labels.Nothing, both "".
+	k := fmt.Sprintf("%t %q %t %q", ns.Empty(), ns.String(), ps.Empty(), ps.String())
+	s.keys.Store(pair, k)
+	return k
+}
 
 type parsed struct {
 	sel labels.Selector
@@ -247,6 +289,7 @@ func (ix *index) selector(s *metav1.LabelSelector) (labels.Selector, error) {
 // merged ranges. Shared: never changed.
 type selection struct {
 	ns     labels.Selector // the namespaces': see patched
+	podSel labels.Selector // the pods', in the namespaces
 	pods   []podInfo
 	ranges []Range
 	// name is a hash of the selectors, what says them: a shared peer
@@ -268,14 +311,13 @@ func (ix *index) selection(nsSel, podSel *metav1.LabelSelector) (selection, erro
 			return selection{}, fmt.Errorf("podSelector: %w", err)
 		}
 	}
-	// Empty tells labels.Everything from labels.Nothing, both "".
-	key := fmt.Sprintf("%t %q %t %q", ns.Empty(), ns.String(), ps.Empty(), ps.String())
+	key := ix.sels.key(nsSel, podSel, ns, ps)
 	if s, ok := ix.selected[key]; ok {
 		return s, nil
 	}
 	h := fnv.New64a()
 	h.Write([]byte(key))
-	s := selection{ns: ns, pods: podsIn(ix, matchingNamespaces(ix, ns), ps), name: fmt.Sprintf("%016x", h.Sum64()),
+	s := selection{ns: ns, podSel: ps, pods: podsIn(ix, matchingNamespaces(ix, ns), ps), name: fmt.Sprintf("%016x", h.Sum64()),
 		what: fmt.Sprintf("pods {%s} of namespaces {%s}", ps, ns)}
 	s.ranges = mergeRanges(appendPodRanges(nil, s.pods))
 	ix.selected[key] = s

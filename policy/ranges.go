@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sort"
 
 	"github.com/reefcni/reef/nat/nft"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -93,4 +94,29 @@ func inRanges(rs []Range, a netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// insertAddr is mergeRanges(rs plus a's own range) for rs merged already,
+// made without sorting: a new slice, rs unchanged.
+func insertAddr(rs []Range, a netip.Addr) []Range {
+	i := sort.Search(len(rs), func(i int) bool { return a.Less(rs[i].From) }) // rs[i-1].From <= a
+	if i > 0 && !rs[i-1].To.Less(a) {
+		return rs // in rs[i-1] already
+	}
+	joinPrev := i > 0 && rs[i-1].To.Is4() == a.Is4() && rs[i-1].To.Next() == a
+	joinNext := i < len(rs) && rs[i].From.Is4() == a.Is4() && a.Next() == rs[i].From
+	out := make([]Range, 0, len(rs)+1)
+	switch {
+	case joinPrev && joinNext:
+		out = append(append(out, rs[:i-1]...), Range{rs[i-1].From, rs[i].To})
+		return append(out, rs[i+1:]...)
+	case joinPrev:
+		out = append(append(out, rs[:i-1]...), Range{rs[i-1].From, a})
+	case joinNext:
+		out = append(append(out, rs[:i]...), Range{a, rs[i].To})
+		return append(out, rs[i+1:]...)
+	default:
+		out = append(append(out, rs[:i]...), Range{a, a})
+	}
+	return append(out, rs[i:]...)
 }

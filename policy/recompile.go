@@ -14,25 +14,26 @@ import (
 	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 )
 
-// Recompile is Compile for the CNI ADD path. prev is the State last
-// applied, compiled from the same policies (the same Shape: the caller
-// checks); local are this node's endpoints now, and pod the one pod
-// whose addresses changed (its new endpoint is in local), as the
-// informer has it now. Only the policies the pod (and any other pod whose
-// endpoints changed since prev) can affect (it is selected, or a peer of
-// one of their rules) are compiled again, against
-// prev's view of the API with pod and local put in (index.patched); the
-// others are prev's. Nothing is done per pod of the cluster: the cost is
-// in the policies the pod affects. It returns the State and the indexes
-// (in its Policies) of those compiled again; ok is false when prev was
-// not made by Compile or Recompile.
+// Recompile is Compile for the CNI ADD and DEL paths. prev is the State
+// last applied, compiled from the same policies (the same Shape: the
+// caller checks); local are this node's endpoints now, and pod the one pod
+// whose addresses changed (its new endpoint is in local), as the informer
+// has it now, or nil for a DEL (the pods whose endpoints went since prev
+// are found from local). Only the policies the pods whose endpoints
+// changed can affect (they are selected, or a peer of one of their rules)
+// are compiled again, against prev's view of the API with pod and local
+// put in (index.patched); the others are prev's. Nothing is done per pod
+// of the cluster: the cost is in the policies those pods affect. It
+// returns the State and what in it was compiled again with a different
+// result (Changes, for SetsOf); ok is false when prev was not made by
+// Compile or Recompile.
 //
 // The API's other changes since prev reach the table with the next
 // Compile, which every informer event brings; what the pod and the
 // endpoints change is exact, as TestRecompileIsCompile checks.
-func Recompile(prev State, local []Endpoint, pod *Pod) (st State, changed []int, ok bool) {
+func Recompile(prev State, local []Endpoint, pod *Pod) (st State, ch Changes, ok bool) {
 	if prev.ix == nil {
-		return State{}, nil, false
+		return State{}, Changes{}, false
 	}
 	ix, touched := prev.ix.patched(local, pod)
 	isolated := [2]map[netip.Addr]bool{{}, {}}
@@ -40,10 +41,10 @@ func Recompile(prev State, local []Endpoint, pod *Pod) (st State, changed []int,
 		if slices.ContainsFunc(touched, func(p *Pod) bool { return affects(ix, c.src, p) }) {
 			n, err := compilePolicy(ix, c.src)
 			if err != nil {
-				return State{}, nil, false // compiled before: cannot happen
+				return State{}, Changes{}, false // compiled before: cannot happen
 			}
 			c = n
-			changed = append(changed, len(st.Policies))
+			ch.policies = append(ch.policies, len(st.Policies))
 		}
 		for d := range 2 {
 			if c.Covers[d] {
@@ -56,22 +57,8 @@ func Recompile(prev State, local []Endpoint, pod *Pod) (st State, changed []int,
 	}
 	// Skipped reasons depend on the spec only: prev's hold.
 	st.Skipped = slices.Clone(prev.Skipped)
-	// Cluster policies the same way: those a touched pod can affect are
-	// compiled again against the patched index, the others are prev's.
-	// Those skipped stay skipped (their reasons are the spec's), so the
-	// compiled ones are prev's list, in its order; a policy's notes of what
-	// is not enforced come with it.
-	for _, c := range prev.Cluster {
-		notes := slices.DeleteFunc(slices.Clone(prev.NotEnforced), func(n NotEnforced) bool { return n.Name != c.Name })
-		if slices.ContainsFunc(touched, func(p *Pod) bool { return clusterAffects(ix, c.src, p) }) {
-			n, nn, err := compileCluster(ix, c.src)
-			if err != nil {
-				return State{}, nil, false // compiled before: cannot happen
-			}
-			c, notes = n, nn
-		}
-		st.Cluster = append(st.Cluster, c)
-		st.NotEnforced = append(st.NotEnforced, notes...)
+	if !recompileClusters(ix, prev, touched, &st, &ch) {
+		return State{}, Changes{}, false
 	}
 	// Peer sets: prev's, those the recompiled policies use computed again
 	// (a set shared with a policy not compiled again has the same peers
@@ -90,7 +77,102 @@ func Recompile(prev State, local []Endpoint, pod *Pod) (st State, changed []int,
 		slices.SortFunc(st.Isolated[d], netip.Addr.Compare)
 	}
 	st.ix = ix
-	return st, changed, true
+	return st, ch, true
+}
+
+// Changes are what a Recompile compiled again, for SetsOf: the
+// NetworkPolicies (indexes in State.Policies), the cluster policies whose
+// own sets differ from prev's (indexes in State.Cluster), and the shared
+// peer sets of cluster rules (ClusterRule.peers) whose addresses differ.
+type Changes struct {
+	policies []int
+	cluster  []int
+	shared   map[string]bool
+}
+
+// Policies counts the NetworkPolicies compiled again.
+func (ch Changes) Policies() int { return len(ch.policies) }
+
+// recompileClusters is Recompile's part for cluster policies: those a
+// touched pod can affect are compiled again against the patched index,
+// the others are prev's. Those skipped stay skipped (their reasons are
+// the spec's), so the compiled ones are prev's list, in its order; a
+// policy's notes of what is not enforced come with it. A policy compiled
+// again to the same sets stays prev's; one whose only change is in
+// shared peer sets (a selection many rules name) adds those to ch, not
+// its own sets. ok is false on an error (compiled before: cannot happen).
+func recompileClusters(ix *index, prev State, touched []*Pod, st *State, ch *Changes) bool {
+	ch.shared = map[string]bool{}
+	decided := map[string]bool{} // shared sets compared already
+	for _, c := range prev.Cluster {
+		notes := slices.DeleteFunc(slices.Clone(prev.NotEnforced), func(n NotEnforced) bool { return n.Name != c.Name })
+		if slices.ContainsFunc(touched, func(p *Pod) bool { return clusterAffects(ix, c.src, p) }) {
+			n, nn, err := compileCluster(ix, c.src)
+			if err != nil {
+				return false
+			}
+			own, shared := clusterChanges(c, n, decided)
+			for _, name := range shared {
+				ch.shared[name] = true
+			}
+			if own {
+				ch.cluster = append(ch.cluster, len(st.Cluster))
+			}
+			if own || len(shared) > 0 {
+				c, notes = n, nn
+			}
+		}
+		st.Cluster = append(st.Cluster, c)
+		st.NotEnforced = append(st.NotEnforced, notes...)
+	}
+	return true
+}
+
+// clusterChanges compares a cluster policy compiled again (b) with prev's
+// (a): own, its own sets differ (selected pods, its rules' own peers,
+// named ports); shared, the shared peer sets of its rules whose addresses
+// differ. decided are the shared sets compared before (true: differ),
+// each compared once.
+func clusterChanges(a, b *ClusterCompiled, decided map[string]bool) (own bool, shared []string) {
+	own = !slices.Equal(a.Selected, b.Selected)
+	for d := range 2 {
+		if len(a.Rules[d]) != len(b.Rules[d]) {
+			return true, nil
+		}
+		for i, rb := range b.Rules[d] {
+			ra := a.Rules[d][i]
+			if ra.peers != rb.peers || ra.AnyPeer != rb.AnyPeer || len(ra.Ports) != len(rb.Ports) {
+				return true, nil
+			}
+			for j := range rb.Ports {
+				if !slices.Equal(ra.Ports[j].Named, rb.Ports[j].Named) {
+					own = true
+				}
+			}
+			if !strings.HasPrefix(rb.peers, "sel.") {
+				own = own || !slices.Equal(ra.Peers, rb.Peers)
+				continue
+			}
+			differ, seen := decided[rb.peers]
+			if !seen {
+				differ = !sameRanges(ra.Peers, rb.Peers)
+				decided[rb.peers] = differ
+			}
+			if differ {
+				shared = append(shared, rb.peers)
+			}
+		}
+	}
+	return own, shared
+}
+
+// sameRanges is slices.Equal, quick for the one slice a kept selection
+// shares.
+func sameRanges(a, b []Range) bool {
+	if len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0]) {
+		return true
+	}
+	return slices.Equal(a, b)
 }
 
 func sortedPolicies(in []*networkingv1.NetworkPolicy) []*networkingv1.NetworkPolicy {
@@ -210,13 +292,21 @@ func peersAffect(ix *index, ns string, peers []networkingv1.NetworkPolicyPeer, p
 	return false
 }
 
-// SetsOf renders the sets of the policies at indexes (of st.Policies),
-// the isolated sets and those of every cluster policy: with Recompile, the
-// sets an ADD can change.
-func SetsOf(st State, indexes []int) []nft.Set {
-	sub := State{Isolated: st.Isolated, Peers: st.Peers, Cluster: st.Cluster}
-	for _, i := range indexes {
+// SetsOf renders the sets a Recompile's Changes can have changed: the
+// isolated sets, those of the NetworkPolicies compiled again, the own sets
+// of the cluster policies whose own sets changed, and the shared cluster
+// peer sets that changed. Applied over the table of the State Recompile
+// started from, they give Table(st) (TestRecompileIsCompile).
+func SetsOf(st State, ch Changes) []nft.Set {
+	sub := State{Isolated: st.Isolated, Peers: st.Peers}
+	for _, i := range ch.policies {
 		sub.Policies = append(sub.Policies, st.Policies[i])
 	}
-	return Sets(sub)
+	t := render(sub, false, nil)
+	own := map[int]bool{}
+	for _, i := range ch.cluster {
+		own[i] = true
+	}
+	t.Sets = append(t.Sets, clusterSets(st, func(i int) bool { return own[i] }, func(name string) bool { return ch.shared[name] })...)
+	return t.Sets
 }

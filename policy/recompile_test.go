@@ -5,11 +5,14 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
+
+	"github.com/reefcni/reef/nat/nft"
 )
 
 // recompileInput is benchInput with policies that look at pods in every
@@ -56,7 +59,7 @@ func recompileClusterInput() Input {
 // gives for in, and compiles only some of the policies again.
 func checkRecompile(t *testing.T, prev State, in Input, p *Pod) State {
 	t.Helper()
-	st, changed, ok := Recompile(prev, in.Local, p)
+	st, ch, ok := Recompile(prev, in.Local, p)
 	if !ok {
 		t.Fatal("Recompile refused a State Compile made")
 	}
@@ -64,19 +67,50 @@ func checkRecompile(t *testing.T, prev State, in Input, p *Pod) State {
 	if !reflect.DeepEqual(Table(st), Table(want)) {
 		t.Fatal("Recompile's table differs from Compile's")
 	}
-	if !reflect.DeepEqual(SetsOf(st, changed), SetsOf(want, changed)) {
-		t.Fatal("SetsOf differs")
+	if got := withSets(t, Table(prev), SetsOf(st, ch)); !reflect.DeepEqual(got, Table(want)) {
+		t.Fatalf("the table before with SetsOf's sets differs from Compile's:\n%s", setsDiff(got, Table(want)))
 	}
-	if len(changed) == len(want.Policies) {
+	if ch.Policies() == len(want.Policies) {
 		t.Errorf("compiled again all %d policies", len(want.Policies))
 	}
 	return st
 }
 
+// withSets is t with the elements of each of sets in its set of that
+// name, as the ADD's nft.DiffElements applies them (elements only: a
+// shared set's comment names the first policy rendered with it); a set t
+// lacks fails the test.
+func withSets(t *testing.T, tab nft.Table, sets []nft.Set) nft.Table {
+	t.Helper()
+	tab.Sets = slices.Clone(tab.Sets)
+	for _, s := range sets {
+		i := slices.IndexFunc(tab.Sets, func(h nft.Set) bool { return h.Name == s.Name })
+		if i < 0 {
+			t.Fatalf("SetsOf has set %s, which the table before lacks", s.Name)
+		}
+		tab.Sets[i].Elems = s.Elems
+	}
+	return tab
+}
+
+// setsDiff names the sets whose elements differ between two tables of
+// the same sets.
+func setsDiff(a, b nft.Table) string {
+	var out []string
+	for i, s := range a.Sets {
+		if i >= len(b.Sets) || !reflect.DeepEqual(s, b.Sets[i]) {
+			out = append(out, s.Name)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 // TestRecompileIsCompile: for an ADD (a pod of the API without an address
-// gets its endpoint), Recompile from the State before gives exactly the
-// table Compile gives, for one ADD and for ADDs in a row, each from the
-// State the one before made.
+// gets its endpoint) and a DEL (an endpoint goes), Recompile from the
+// State before gives exactly the table Compile gives, and the sets SetsOf
+// renders from it, put in the table before, give that table too: for one
+// ADD, and for ADDs then DELs in a row, each from the State the one
+// before made.
 func TestRecompileIsCompile(t *testing.T) {
 	t.Run("NetworkPolicy", func(t *testing.T) { testRecompileIsCompile(t, recompileInput()) })
 	t.Run("ClusterNetworkPolicy", func(t *testing.T) {
@@ -114,6 +148,13 @@ func testRecompileIsCompile(t *testing.T, base Input) {
 		for i, p := range adds {
 			seq.Local = append(seq.Local, Endpoint{Namespace: p.Namespace, Name: p.Name, IP: netip.AddrFrom4([4]byte{10, 251, 1, byte(i + 1)})})
 			st = checkRecompile(t, st, seq, p)
+		}
+		// DELs in a row (no pod: the endpoints that went are found from
+		// local), each from the State the one before made, the ADDs'
+		// pods and pods local from the start.
+		for _, name := range []string{adds[1].Name, "p3", adds[4].Name, "p0"} {
+			seq.Local = slices.DeleteFunc(slices.Clone(seq.Local), func(e Endpoint) bool { return e.Name == name })
+			st = checkRecompile(t, st, seq, nil)
 		}
 	})
 }
@@ -157,4 +198,34 @@ func TestRecompileAPIChanges(t *testing.T) {
 		now.Local = append(now.Local, Endpoint{Namespace: p.Namespace, Name: p.Name, IP: netip.MustParseAddr("10.251.2.2")})
 		checkRecompile(t, prev, now, p)
 	})
+}
+
+// TestInsertAddr: insertAddr is mergeRanges with the address added, for
+// every address in and around merged ranges of both families (in a
+// range, at its ends, next to one, between two that it joins, at the
+// ends of the address space).
+func TestInsertAddr(t *testing.T) {
+	addrs := func(ss ...string) []netip.Addr {
+		var out []netip.Addr
+		for _, s := range ss {
+			out = append(out, netip.MustParseAddr(s))
+		}
+		return out
+	}
+	base := addrs("0.0.0.0", "10.0.0.1", "10.0.0.2", "10.0.0.4", "10.0.0.9", "255.255.255.255", "::", "fd00::1", "fd00::3", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff")
+	var rs []Range
+	for _, a := range base {
+		rs = append(rs, Range{a, a})
+	}
+	rs = mergeRanges(rs)
+	before := slices.Clone(rs)
+	for _, a := range append(base, addrs("0.0.0.1", "10.0.0.0", "10.0.0.3", "10.0.0.5", "10.0.0.8", "10.0.0.10", "255.255.255.254", "::1", "fd00::", "fd00::2", "fd00::4", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe")...) {
+		want := mergeRanges(append(slices.Clone(rs), Range{a, a}))
+		if got := insertAddr(rs, a); !slices.Equal(got, want) {
+			t.Errorf("insertAddr(%v, %s) = %v, want %v", rs, a, got, want)
+		}
+	}
+	if !slices.Equal(rs, before) {
+		t.Errorf("insertAddr changed its argument: %v, was %v", rs, before)
+	}
 }
