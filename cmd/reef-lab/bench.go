@@ -125,7 +125,9 @@ func bench(ctx context.Context, bin, out string) error {
 	if cfg, err := os.ReadFile(node.Config); err == nil {
 		rep.daemonConfig = configSummary(cfg)
 	}
-	time.Sleep(time.Second) // let the daemon settle after its start
+	// The idle figure is the memory a second after the start (Start
+	// waited until the daemon serves ADD): the measurement, not a wait.
+	time.Sleep(time.Second)
 	if rep.memIdle, err = node.Memory(); err != nil {
 		return err
 	}
@@ -202,6 +204,8 @@ func bench(ctx context.Context, bin, out string) error {
 			rep.get(step.t.key, "par", step.op).add(res)
 		}
 	}
+	// memAfter is the memory a second after the last DEL returned: the
+	// measurement, not a wait.
 	time.Sleep(time.Second)
 	if rep.memAfter, err = node.Memory(); err != nil {
 		return err

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/reefcni/reef/internal/poll"
 )
 
 // k8sOtherWork names other Kubernetes test work on the machine (the
@@ -57,25 +59,27 @@ func k8sWaitInotify(ctx context.Context, progress func(string, ...any)) error {
 	if err != nil {
 		return nil
 	}
-	deadline := time.Now().Add(10 * time.Minute)
-	for said := false; ; said = true {
+	said := false
+	// Every 5s: a count walks every process's file descriptors.
+	err = poll.Every(5*time.Second, 10*time.Minute, func() error {
+		if ctx.Err() != nil {
+			return poll.Stop(ctx.Err())
+		}
 		used := k8sInotifyUsed()
 		if limit-used >= k8sInotifyNeed {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("bench-k8s: %d of %d inotify instances (fs.inotify.max_user_instances) in use, a cluster needs about %d",
-				used, limit, k8sInotifyNeed)
-		}
 		if !said {
 			progress("%d of %d inotify instances in use by other work; waiting until %d are free", used, limit, k8sInotifyNeed)
+			said = true
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(5 * time.Second):
-		}
+		return fmt.Errorf("%d of %d inotify instances (fs.inotify.max_user_instances) in use, a cluster needs about %d",
+			used, limit, k8sInotifyNeed)
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("bench-k8s: %w", err)
 	}
+	return err
 }
 
 // k8sInotifyUsed counts the inotify instances open on the machine.

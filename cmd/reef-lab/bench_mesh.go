@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/reefcni/reef/internal/lab"
+	"github.com/reefcni/reef/internal/poll"
 )
 
 // meshParts are the parts of bench-mesh in the order they run.
@@ -314,6 +315,15 @@ func (b *meshBench) sleep(d time.Duration) error {
 	}
 }
 
+// unlessInterrupted is what a condition of poll returns for err, what is
+// still missing: err, or, once the bench is interrupted, an end of the wait.
+func (b *meshBench) unlessInterrupted(err error) error {
+	if b.ctx.Err() != nil {
+		return poll.Stop(fmt.Errorf("%w: %v", b.ctx.Err(), err))
+	}
+	return err
+}
+
 // meshSupervisor restarts daemons that exit, as systemd does with reef's
 // unit (Restart=always, RestartSec=2s), and records why they exited.
 type meshSupervisor struct {
@@ -394,9 +404,8 @@ func (s *meshSupervisor) Stop() []string {
 // waitAllReady waits until every daemon says it serves ADD (daemons that
 // exit meanwhile are restarted by the supervisor).
 func (b *meshBench) waitAllReady(nodes []*lab.Node, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
 	pending := append([]*lab.Node(nil), nodes...)
-	for len(pending) > 0 {
+	err := poll.Until(timeout, func() error {
 		var still []*lab.Node
 		for _, n := range pending {
 			if st, err := n.Status(); err != nil || !st.GetReady() {
@@ -405,12 +414,12 @@ func (b *meshBench) waitAllReady(nodes []*lab.Node, timeout time.Duration) error
 		}
 		pending = still
 		if len(pending) == 0 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) || b.ctx.Err() != nil {
-			return fmt.Errorf("%d daemons not ready after %s, e.g. %s:\n%s", len(pending), timeout, pending[0].Name, pending[0].LogTail(5))
-		}
-		time.Sleep(50 * time.Millisecond)
+		return b.unlessInterrupted(fmt.Errorf("%d daemons not ready, e.g. %s", len(pending), pending[0].Name))
+	})
+	if err != nil {
+		return fmt.Errorf("%w:\n%s", err, pending[0].LogTail(5))
 	}
 	return nil
 }

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/reefcni/reef/internal/poll"
 )
 
 // quiet is how long a part waited for the machine to go quiet, and
@@ -35,18 +39,22 @@ const (
 // that one part's cleanup does not land in the next one's figures.
 func meshQuiet(ctx context.Context) quiet {
 	began := time.Now()
-	for time.Since(began) < quietMax && ctx.Err() == nil {
+	err := poll.Until(quietMax, func() error {
+		if ctx.Err() != nil {
+			return poll.Stop(ctx.Err())
+		}
 		a, errA := cpuTimes()
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // the second measured: the measurement, not a wait
 		b, errB := cpuTimes()
-		if errA != nil || errB != nil {
-			return quiet{waited: time.Since(began)}
+		if err := cmp.Or(errA, errB); err != nil {
+			return poll.Stop(err)
 		}
 		if total := b[0] - a[0]; total > 0 && float64(total-(b[1]-a[1]))/float64(total) <= quietBusy {
-			return quiet{waited: time.Since(began), ok: true}
+			return nil
 		}
-	}
-	return quiet{waited: time.Since(began)}
+		return errors.New("busy")
+	})
+	return quiet{waited: time.Since(began), ok: err == nil}
 }
 
 // cpuTimes returns the total and the idle (idle + iowait) jiffies of all

@@ -24,6 +24,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/reefcni/reef/internal/lab"
+	"github.com/reefcni/reef/internal/poll"
 )
 
 // rrNotBuilt is the part's answer while reef has no route reflectors.
@@ -233,7 +234,7 @@ func (b *meshBench) rrRun(clients int, timeout time.Duration) (r meshRRResult) {
 // both reflectors and the reflectors one with each other, by `reef
 // status` of the clients and the reflectors.
 func (b *meshBench) rrWaitSessions(rrs, clients []*lab.Node, deadline time.Time) error {
-	for {
+	return poll.Until(time.Until(deadline), func() error {
 		var missing []string
 		var mu sync.Mutex
 		var wg sync.WaitGroup
@@ -275,9 +276,6 @@ func (b *meshBench) rrWaitSessions(rrs, clients []*lab.Node, deadline time.Time)
 		if len(missing) == 0 {
 			return nil
 		}
-		if time.Now().After(deadline) || b.ctx.Err() != nil {
-			return fmt.Errorf("%d sessions to the reflectors not established, e.g. %s", len(missing), strings.Join(missing[:min(4, len(missing))], ", "))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return b.unlessInterrupted(fmt.Errorf("%d sessions to the reflectors not established, e.g. %s", len(missing), strings.Join(missing[:min(4, len(missing))], ", ")))
+	})
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/reefcni/reef/internal/lab"
+	"github.com/reefcni/reef/internal/poll"
 )
 
 // meshSessionsPoint is how many sessions were established at a moment.
@@ -43,16 +45,23 @@ const meshStall = 15 * time.Second
 func (b *meshBench) waitSessions(nodes []*lab.Node, timeout time.Duration, series *[]meshSessionsPoint) meshSessions {
 	want := len(nodes) - 1
 	start := time.Now()
-	deadline := start.Add(timeout)
 	best, bestAt := -1, start
 	byAddr := map[string]string{}
 	for _, n := range nodes {
 		byAddr[n.Address.String()] = n.Name
 	}
-	for {
+	var (
+		pt     meshSessionsPoint
+		errs   []error
+		states []map[string]string // per node: peer address -> state
+		why    string
+	)
+	// Asked every 100ms: the series and the time of the full mesh are
+	// measured by the call that sees them.
+	err := poll.Every(100*time.Millisecond, timeout, func() error {
 		counts := make([]int, len(nodes))
-		errs := make([]error, len(nodes))
-		states := make([]map[string]string, len(nodes)) // peer address -> state
+		errs = make([]error, len(nodes))
+		states = make([]map[string]string, len(nodes))
 		sem := make(chan struct{}, 8)
 		var wg sync.WaitGroup
 		for i, n := range nodes {
@@ -77,7 +86,7 @@ func (b *meshBench) waitSessions(nodes []*lab.Node, timeout time.Duration, serie
 		}
 		wg.Wait()
 		now := time.Now()
-		pt := meshSessionsPoint{at: now.Sub(start)}
+		pt = meshSessionsPoint{at: now.Sub(start)}
 		for i := range nodes {
 			pt.established += counts[i]
 			if counts[i] >= want && errs[i] == nil {
@@ -88,52 +97,57 @@ func (b *meshBench) waitSessions(nodes []*lab.Node, timeout time.Duration, serie
 			*series = append(*series, pt)
 		}
 		if pt.full == len(nodes) {
-			return meshSessions{at: now}
+			return nil
 		}
 		if pt.established > best {
 			best, bestAt = pt.established, now
 		}
-		stalled := now.Sub(bestAt) >= meshStall
-		if stalled || now.After(deadline) || b.ctx.Err() != nil {
-			r := meshSessions{at: now, states: map[string]int{}}
-			var errText []string
-			for i, n := range nodes {
-				if errs[i] != nil {
-					errText = append(errText, fmt.Sprintf("status of %s: %v", n.Name, errs[i]))
-				}
-				for _, other := range nodes {
-					if other == n {
-						continue
-					}
-					st, ok := states[i][other.Address.String()]
-					if !ok {
-						st = "not listed"
-					}
-					if st == "established" {
-						continue
-					}
-					r.states[st]++
-					if n.Name < other.Name && len(r.pairs) < 4 {
-						back := "?"
-						for k, m := range nodes {
-							if m == other && states[k] != nil {
-								back = states[k][n.Address.String()]
-							}
-						}
-						r.pairs = append(r.pairs, fmt.Sprintf("%s→%s %s, %s→%s %s", n.Name, other.Name, st, other.Name, n.Name, back))
-					}
-				}
-			}
-			why := fmt.Sprintf("after %s", timeout)
-			if stalled {
-				why = fmt.Sprintf("no new session for %s (gave up %s after the start of the wait)", meshStall, now.Sub(start).Round(time.Second))
-			}
-			r.err = fmt.Errorf("full mesh not reached: %d of %d sessions established, %s%s", pt.established/2, len(nodes)*want/2, why,
-				strings.Join(append([]string{""}, errText...), "; "))
-			return r
+		missing := errors.New("full mesh not reached")
+		if now.Sub(bestAt) >= meshStall {
+			why = fmt.Sprintf("no new session for %s (gave up %s after the start of the wait)", meshStall, now.Sub(start).Round(time.Second))
+			return poll.Stop(missing)
 		}
-		time.Sleep(100 * time.Millisecond)
+		return b.unlessInterrupted(missing)
+	})
+	now := time.Now()
+	if err == nil {
+		return meshSessions{at: now}
 	}
+	if why == "" {
+		why = fmt.Sprintf("after %s", timeout)
+	}
+	r := meshSessions{at: now, states: map[string]int{}}
+	var errText []string
+	for i, n := range nodes {
+		if errs[i] != nil {
+			errText = append(errText, fmt.Sprintf("status of %s: %v", n.Name, errs[i]))
+		}
+		for _, other := range nodes {
+			if other == n {
+				continue
+			}
+			st, ok := states[i][other.Address.String()]
+			if !ok {
+				st = "not listed"
+			}
+			if st == "established" {
+				continue
+			}
+			r.states[st]++
+			if n.Name < other.Name && len(r.pairs) < 4 {
+				back := "?"
+				for k, m := range nodes {
+					if m == other && states[k] != nil {
+						back = states[k][n.Address.String()]
+					}
+				}
+				r.pairs = append(r.pairs, fmt.Sprintf("%s→%s %s, %s→%s %s", n.Name, other.Name, st, other.Name, n.Name, back))
+			}
+		}
+	}
+	r.err = fmt.Errorf("full mesh not reached: %d of %d sessions established, %s%s", pt.established/2, len(nodes)*want/2, why,
+		strings.Join(append([]string{""}, errText...), "; "))
+	return r
 }
 
 // meshStatesText renders a peer-state histogram.
@@ -247,7 +261,8 @@ func (b *meshBench) meshStart(n, voters int, timeout time.Duration) (r meshStart
 	if b.ctx.Err() != nil {
 		return fail(b.ctx.Err())
 	}
-	// The cost of keeping the mesh up: 5 quiet seconds.
+	// The cost of keeping the mesh up: 5 quiet seconds, the measurement,
+	// not a wait.
 	c0, q0 := meshCPU(nodes), time.Now()
 	if err := b.sleep(5 * time.Second); err != nil {
 		return fail(err)
@@ -307,6 +322,7 @@ func (b *meshBench) meshStart(n, voters int, timeout time.Duration) (r meshStart
 
 // meshSettle is how long after the last route memory and paths are read:
 // the steady state, once the voters withdrew the votes of confirmed claims.
+// The figures are defined as read then: the measurement, not a wait.
 const meshSettle = 5 * time.Second
 
 // meshAdds is what addAll measured.
@@ -367,9 +383,11 @@ func (b *meshBench) addAll(nodes []*lab.Node, pods []*lab.Pod, handles []*netlin
 	for i, node := range nodes {
 		addrIdx[node.Address] = i
 	}
-	deadline := t0.Add(90 * time.Second)
 	finished := false
-	for {
+	// Asked every 50ms: when each node first had each route is measured by
+	// the call that sees it.
+	errMissing := errors.New("routes missing")
+	err = poll.Every(50*time.Millisecond, time.Until(t0.Add(90*time.Second)), func() error {
 		select {
 		case <-addsDone:
 			finished = true
@@ -379,7 +397,7 @@ func (b *meshBench) addAll(nodes []*lab.Node, pods []*lab.Pod, handles []*netlin
 		for j, h := range handles {
 			rs, err := meshReefRoutes(h)
 			if err != nil {
-				return a, err
+				return poll.Stop(err)
 			}
 			for gw, ds := range rs {
 				if i, ok := addrIdx[gw]; ok && first[j][i] == 0 && len(ds) > 0 {
@@ -408,14 +426,15 @@ func (b *meshBench) addAll(nodes []*lab.Node, pods []*lab.Pod, handles []*netlin
 			a.routesHave, a.routesWant = have, want
 			if have == want {
 				a.routes = last
-				return a, nil
+				return nil
 			}
 		}
-		if time.Now().After(deadline) || b.ctx.Err() != nil {
-			return a, fmt.Errorf("%d of %d routes after %s", a.routesHave, a.routesWant, time.Since(t0).Round(time.Millisecond))
-		}
-		time.Sleep(50 * time.Millisecond)
+		return b.unlessInterrupted(errMissing)
+	})
+	if errors.Is(err, errMissing) {
+		return a, fmt.Errorf("%d of %d routes after %s", a.routesHave, a.routesWant, time.Since(t0).Round(time.Millisecond))
 	}
+	return a, err
 }
 
 // meshOthers counts the reef daemons running on this machine that belong

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/reefcni/reef/internal/lab"
+	"github.com/reefcni/reef/internal/poll"
 )
 
 // The tor part: 3 meshed nodes and a ToR (BIRD 2 from Debian, the
@@ -95,6 +96,8 @@ func (b *meshBench) torCluster(r *meshToRResult) error {
 		defer close(w.stop)
 		ws = append(ws, w)
 	}
+	// A second of quiet before the first ADD (the watchers listen from
+	// their return): the scenario, not a wait.
 	if err := b.sleep(time.Second); err != nil {
 		return err
 	}
@@ -125,6 +128,7 @@ func (b *meshBench) torCluster(r *meshToRResult) error {
 		r.nodes = append(r.nodes, last.Sub(t0))
 		meshProgress("  %s: new block in the ToR's kernel after %s, on every other node after %s", node.Name,
 			r.router[len(r.router)-1].Round(time.Millisecond), last.Sub(t0).Round(time.Millisecond))
+		// ADDs 200ms apart: the scenario's pace, not a wait.
 		if err := b.sleep(200 * time.Millisecond); err != nil {
 			return err
 		}
@@ -135,33 +139,34 @@ func (b *meshBench) torCluster(r *meshToRResult) error {
 // waitSeen waits until w has a route via gw to a prefix holding ip, and
 // returns it with when it appeared.
 func waitSeen(w *meshWatcher, gw, ip netip.Addr, deadline time.Time) (meshSeen, error) {
-	for {
-		seen, ok, err := w.get(gw)
-		if err != nil {
-			return meshSeen{}, fmt.Errorf("route watch on %s: %w", w.name, err)
+	// The watcher stamps the route when it appears: how soon it is asked
+	// does not change the figure.
+	var seen meshSeen
+	err := poll.Until(time.Until(deadline), func() error {
+		var ok bool
+		var err error
+		if seen, ok, err = w.get(gw); err != nil {
+			return poll.Stop(fmt.Errorf("route watch on %s: %w", w.name, err))
 		}
-		if ok {
-			if !seen.dst.Contains(ip) {
-				return meshSeen{}, fmt.Errorf("%s: first route via %s is to %s, which does not hold the pod's %s", w.name, gw, seen.dst, ip)
-			}
-			return seen, nil
+		if !ok {
+			return fmt.Errorf("%s has no route via %s to the new block of pod %s", w.name, gw, ip)
 		}
-		if time.Now().After(deadline) {
-			return meshSeen{}, fmt.Errorf("%s has no route via %s to the new block of pod %s", w.name, gw, ip)
+		if !seen.dst.Contains(ip) {
+			return poll.Stop(fmt.Errorf("%s: first route via %s is to %s, which does not hold the pod's %s", w.name, gw, seen.dst, ip))
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
+	return seen, err
 }
 
 // waitExternalUp waits until every node's external peers are established.
 func (b *meshBench) waitExternalUp(nodes []*lab.Node, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
+	return poll.Until(timeout, func() error {
 		var down []string
 		for _, n := range nodes {
 			st, err := n.Status()
 			if err != nil {
-				return err
+				return poll.Stop(err)
 			}
 			for _, e := range st.GetExternalPeers() {
 				if e.GetState() != "established" {
@@ -172,13 +177,8 @@ func (b *meshBench) waitExternalUp(nodes []*lab.Node, timeout time.Duration) err
 		if len(down) == 0 {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("external peers not established after %s: %s", timeout, strings.Join(down, "; "))
-		}
-		if err := b.sleep(100 * time.Millisecond); err != nil {
-			return err
-		}
-	}
+		return b.unlessInterrupted(fmt.Errorf("external peers not established: %s", strings.Join(down, "; ")))
+	})
 }
 
 func (r *meshReport) torAim(w func(string, ...any)) {

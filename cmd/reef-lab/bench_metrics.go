@@ -69,6 +69,8 @@ func benchMetrics(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	// Both figures are the memory 10s after a restart (Restart waited
+	// until the daemon serves ADD): the measurement, not a wait.
 	settle := func() (lab.Memory, error) {
 		time.Sleep(10 * time.Second)
 		return n.Memory()
@@ -117,7 +119,7 @@ func benchMetrics(ctx context.Context, args []string) error {
 				r.series++
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // scrapes 50ms apart: the scenario, not a wait
 	}
 	say("memory with metrics on")
 	if r.memOn, err = settle(); err != nil {

@@ -27,11 +27,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +45,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/reefcni/reef/internal/lab"
+	"github.com/reefcni/reef/internal/poll"
 	"github.com/reefcni/reef/policy"
 )
 
@@ -136,7 +139,25 @@ func benchPolicy(ctx context.Context, args []string) error {
 	if b.c, err = kubernetes.NewForConfig(cfg); err != nil {
 		return err
 	}
-	time.Sleep(3 * time.Second)
+	// Idle: both policy-on nodes have listed the API (their informers
+	// synced), the state the idle figure is of.
+	if err := poll.Until(30*time.Second, func() error {
+		for _, n := range b.on {
+			st, err := n.Status()
+			if err != nil {
+				return err
+			}
+			if !st.GetPolicy().GetSynced() {
+				return fmt.Errorf("%s has not listed the API yet: %s", n.Name, st.GetPolicy().GetApiError())
+			}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("bench-policy: %w", err)
+	}
+	// A second of idle after that, as bench's idle figure: the
+	// measurement, not a wait.
+	time.Sleep(time.Second)
 	if b.report.idleOn, err = b.on[0].Memory(); err != nil {
 		return err
 	}
@@ -311,6 +332,10 @@ func (b *policyBench) adds(n int, withOff bool) (on, off []time.Duration, err er
 		}
 	}
 	b.seq++
+	// The objects a second before their sandboxes, as kubelet's are long
+	// before: the scenario, not a wait. reef shows no count of the pods its
+	// informer holds to wait for; an ADD whose pod it has not seen yet
+	// waits for it (podWait), and the figure would show that.
 	time.Sleep(time.Second)
 	for i := range n {
 		p, err := b.on[0].NewPodNetns("bench", objs[i])
@@ -393,19 +418,21 @@ func (b *policyBench) enforcement(n int) ([]time.Duration, error) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				deadline := time.Now().Add(30 * time.Second)
-				for !hasChain(c, chain) {
-					if time.Now().After(deadline) {
-						mu.Lock()
-						failed = true
-						mu.Unlock()
-						return
+				// Asked every millisecond: the time to the chain is
+				// measured by the call that sees it.
+				err := poll.Every(time.Millisecond, 30*time.Second, func() error {
+					if !hasChain(c, chain) {
+						return errors.New("no chain")
 					}
-					time.Sleep(time.Millisecond)
-				}
+					return nil
+				})
 				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					failed = true
+					return
+				}
 				worst = max(worst, time.Since(t0))
-				mu.Unlock()
 			}()
 		}
 		wg.Wait()
@@ -417,8 +444,13 @@ func (b *policyBench) enforcement(n int) ([]time.Duration, error) {
 			return nil, err
 		}
 		for _, c := range conns {
-			for hasChain(c, chain) {
-				time.Sleep(5 * time.Millisecond)
+			if err := poll.Until(30*time.Second, func() error {
+				if hasChain(c, chain) {
+					return fmt.Errorf("chain %s still in table inet reef after its policy's deletion", chain)
+				}
+				return nil
+			}); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -446,7 +478,16 @@ func (b *policyBench) throughput() {
 		return
 	}
 	defer stop()
-	time.Sleep(500 * time.Millisecond)
+	if err := poll.Until(5*time.Second, func() error {
+		out, _ := b.l.Run(srv.Netns, "ss", "-Htln", "sport", "= :5201")
+		if !strings.Contains(out, net.JoinHostPort(srv.IP.String(), "5201")) {
+			return fmt.Errorf("iperf3 server on %s not listening", srv.IP)
+		}
+		return nil
+	}); err != nil {
+		fail(err)
+		return
+	}
 	tcp := corev1.ProtocolTCP
 	port := intstr.FromInt32(5201)
 	egress := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "iperf-egress"},
@@ -459,16 +500,26 @@ func (b *policyBench) throughput() {
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "iperf-client"}}}},
 				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}}}}}}
-	isolated := func() (bool, error) {
-		var views []policy.PodView
-		out, err := b.on[0].Reef("policy", "show", "bench/iperf-client", "-o", "json")
+	// isolated is whether the client is isolated for egress on its node
+	// and the server for ingress on its own.
+	isolated := func() (bool, bool, error) {
+		view := func(n *lab.Node, pod string) (policy.PodView, error) {
+			var views []policy.PodView
+			out, err := n.Reef("policy", "show", pod, "-o", "json")
+			if err != nil {
+				return policy.PodView{}, err
+			}
+			if err := json.Unmarshal([]byte(out), &views); err != nil || len(views) != 1 {
+				return policy.PodView{}, fmt.Errorf("reef policy show %s on %s: %v: %s", pod, n.Name, err, out)
+			}
+			return views[0], nil
+		}
+		c, err := view(b.on[0], "bench/iperf-client")
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
-		if err := json.Unmarshal([]byte(out), &views); err != nil || len(views) != 1 {
-			return false, fmt.Errorf("reef policy show: %v: %s", err, out)
-		}
-		return views[0].IsolatedEgress, nil
+		s, err := view(b.on[1], "bench/iperf-server")
+		return c.IsolatedEgress, s.IsolatedIngress, err
 	}
 	for round := range 3 {
 		for _, on := range []bool{false, true} {
@@ -480,16 +531,19 @@ func (b *policyBench) throughput() {
 					}
 				}
 			}
-			for deadline := time.Now().Add(10 * time.Second); ; {
-				if iso, err := isolated(); err == nil && iso == on {
-					break
-				} else if time.Now().After(deadline) {
-					fail(fmt.Errorf("round %d: isolation never became %t: %v", round, on, err))
-					return
+			if err := poll.Until(10*time.Second, func() error {
+				egress, ingress, err := isolated()
+				if err != nil {
+					return err
 				}
-				time.Sleep(50 * time.Millisecond)
+				if egress != on || ingress != on {
+					return fmt.Errorf("the client isolated for egress: %t, the server for ingress: %t", egress, ingress)
+				}
+				return nil
+			}); err != nil {
+				fail(fmt.Errorf("round %d: isolation never became %t: %w", round, on, err))
+				return
 			}
-			time.Sleep(time.Second) // the server's node too
 			out, err := b.l.Run(cli.Netns, "iperf3", "-c", srv.IP.String(), "-t", "5", "-J")
 			if err != nil {
 				fail(fmt.Errorf("iperf3: %w", err))
@@ -535,7 +589,7 @@ func (b *policyBench) settledMemory(policies, clusters int, series *[]string) (l
 	var m lab.Memory
 	var waited time.Duration
 	for _, at := range []time.Duration{5 * time.Second, 15 * time.Second, 30 * time.Second, 60 * time.Second} {
-		time.Sleep(at - waited)
+		time.Sleep(at - waited) // samples at set times: the measurement, not a wait
 		waited = at
 		var err error
 		if m, err = b.on[0].Memory(); err != nil {

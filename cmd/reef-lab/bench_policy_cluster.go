@@ -36,6 +36,7 @@ import (
 	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/reefcni/reef/internal/lab"
+	"github.com/reefcni/reef/internal/poll"
 )
 
 var cnpGVR = cnp.SchemeGroupVersion.WithResource("clusternetworkpolicies")
@@ -204,17 +205,20 @@ func (b *policyBench) clusterStep(npTotal, clusters, changes, adds int) error {
 // waitLoaded waits until node1's status counts the policies and cluster
 // policies, and its table has been applied since.
 func (b *policyBench) waitLoaded(policies, clusters int) error {
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
+	err := poll.Until(3*time.Minute, func() error {
 		st, err := b.on[0].Status()
-		if err == nil && st.GetPolicy().GetPolicies() >= int32(policies) && st.GetPolicy().GetClusterPolicyCount() >= int32(clusters) {
-			return nil
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("node1 did not see %d policies and %d cluster policies within 3 minutes: %v", policies, clusters, err)
+		if p := st.GetPolicy(); p.GetPolicies() < int32(policies) || p.GetClusterPolicyCount() < int32(clusters) {
+			return fmt.Errorf("it sees %d and %d", p.GetPolicies(), p.GetClusterPolicyCount())
 		}
-		time.Sleep(time.Second)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("node1 did not see %d policies and %d cluster policies: %w", policies, clusters, err)
 	}
+	return nil
 }
 
 // changes times n changes of one policy, alternately to deny and to allow
@@ -232,15 +236,18 @@ func (b *policyBench) changes(client, target *lab.KubePod, n int, change func(al
 			probes += fmt.Sprintf(", %d neither connected nor unanswered (last: %s)", bad, last)
 		}
 	}()
-	wait := func(t0 time.Time, allow bool) (time.Duration, bool, error) {
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if at, flapped, ok := p.decided(t0, allow, probeSettle); ok {
-				return at.Sub(t0), flapped, nil
+	// The prober stamps its attempts: how soon it is asked does not
+	// change the figure.
+	wait := func(t0 time.Time, allow bool) (took time.Duration, flapped bool, err error) {
+		err = poll.Until(30*time.Second, func() error {
+			at, f, ok := p.decided(t0, allow, probeSettle)
+			if !ok {
+				return fmt.Errorf("the probe's attempts did not settle on allow=%t", allow)
 			}
-			if time.Now().After(deadline) {
-				return 0, false, fmt.Errorf("the probe's attempts did not settle on allow=%t within 30s", allow)
-			}
-		}
+			took, flapped = at.Sub(t0), f
+			return nil
+		})
+		return took, flapped, err
 	}
 	if _, _, err := wait(time.Now(), true); err != nil {
 		return nil, 0, "", fmt.Errorf("before the first change: %w", err)

@@ -103,6 +103,8 @@ func benchStorm(ctx context.Context, args []string) error {
 	if r.blocksBefore, err = ownBlocks(node); err != nil {
 		return err
 	}
+	// The idle figures are read a second after the warm-up's last DEL
+	// returned: the measurement, not a wait.
 	time.Sleep(time.Second)
 	if r.idle, err = readDaemon(node); err != nil {
 		return err
@@ -148,6 +150,8 @@ func benchStorm(ctx context.Context, args []string) error {
 			}
 		}
 	}
+	// after is read 2s after the last storm returned, settled at *settle:
+	// the measurement, not a wait.
 	time.Sleep(2 * time.Second)
 	if r.after, err = readDaemon(node); err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/reefcni/reef/internal/lab"
+	"github.com/reefcni/reef/internal/poll"
 )
 
 // ip runs an ip command in a reference namespace and records it for the
@@ -35,17 +36,13 @@ func (b *tputBench) startServer(c *tputCase) error {
 		return err
 	}
 	c.stopServer = stop
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	return poll.Until(5*time.Second, func() error {
 		out, _ := b.l.Run(c.srvNS, "ss", "-Htln", "sport", "= :"+tputPort)
-		if strings.Contains(out, net.JoinHostPort(c.dst.String(), tputPort)) {
-			return nil
+		if !strings.Contains(out, net.JoinHostPort(c.dst.String(), tputPort)) {
+			return fmt.Errorf("iperf3 server on %s in %s not listening", c.dst, c.srvRole)
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("iperf3 server on %s in %s not listening after 5s", c.dst, c.srvRole)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // iperfJSON is the part of iperf3 -J we read.

@@ -25,8 +25,21 @@ const (
 // waited. cond returns Stop(err) to end the wait at once with err (a
 // daemon that exited will not become ready). cond is called at least once.
 func Until(timeout time.Duration, cond func() error) error {
+	return loop(timeout, firstPause, maxPause, cond)
+}
+
+// Every is Until with the same pause between any two calls: for a wait
+// that measures as it asks (when a route first showed, how many sessions
+// were up at each call), where the pause is the resolution of the figure,
+// or for a condition too dear to ask more often (a walk of every process's
+// file descriptors).
+func Every(pause, timeout time.Duration, cond func() error) error {
+	return loop(timeout, pause, pause, cond)
+}
+
+func loop(timeout, first, most time.Duration, cond func() error) error {
 	deadline := time.Now().Add(timeout)
-	pause := firstPause
+	pause := first
 	for {
 		err := cond()
 		if err == nil {
@@ -40,7 +53,7 @@ func Until(timeout time.Duration, cond func() error) error {
 			return fmt.Errorf("after %s: %w", timeout, err)
 		}
 		time.Sleep(min(pause, max(time.Until(deadline), time.Millisecond)))
-		pause = min(2*pause, maxPause)
+		pause = min(2*pause, most)
 	}
 }
 

@@ -59,3 +59,35 @@ func TestFor(t *testing.T) {
 		t.Errorf("For failed a test whose condition held: %q", f.failed)
 	}
 }
+
+func TestEveryKeepsItsPause(t *testing.T) {
+	var at []time.Time
+	err := Every(20*time.Millisecond, time.Second, func() error {
+		if at = append(at, time.Now()); len(at) < 4 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if err != nil || len(at) != 4 {
+		t.Fatalf("Every = %v after %d calls, want nil after 4", err, len(at))
+	}
+	// Until would pause 10ms, then 20ms: Every pauses 20ms each time.
+	for i := 1; i < len(at); i++ {
+		if d := at[i].Sub(at[i-1]); d < 20*time.Millisecond {
+			t.Errorf("pause %d of Every(20ms) was %s", i, d)
+		}
+	}
+}
+
+func TestEveryTimesOutAndStops(t *testing.T) {
+	err := Every(5*time.Millisecond, 30*time.Millisecond, func() error { return errors.New("no session") })
+	if err == nil || err.Error() != "after 30ms: no session" {
+		t.Errorf("Every = %v, want the last error after 30ms", err)
+	}
+	gone := errors.New("interrupted")
+	calls := 0
+	err = Every(time.Hour, time.Hour, func() error { calls++; return Stop(gone) })
+	if !errors.Is(err, gone) || calls != 1 {
+		t.Errorf("Every = %v after %d calls, want %v at once", err, calls, gone)
+	}
+}
