@@ -78,7 +78,7 @@ func (w *Watcher) discoverCluster(ctx context.Context) {
 	go nodes.RunWithContext(ctx)
 	go func() {
 		// Found after the start: its policies join the others' next
-		// sync once listed; until then Synced is false (ADDs try again).
+		// sync once listed.
 		if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced, nodes.HasSynced) && w.onChange != nil {
 			w.onChange()
 		}

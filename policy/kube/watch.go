@@ -212,15 +212,11 @@ func (w *Watcher) Status() Status {
 }
 
 // Synced reports whether every informer has listed once: before that the
-// caches are incomplete, and nothing may be computed from them. That
-// includes the ClusterNetworkPolicy informers of a CRD found after the
-// start: until they have listed, an ADD is told to try again rather than
-// return before the cluster policies that select its pod cover it.
+// caches are incomplete, and nothing may be computed from them.
 func (w *Watcher) Synced() bool {
 	w.mu.Lock()
-	synced, inf, nodes := w.status.Synced, w.cnp, w.nodes
-	w.mu.Unlock()
-	return synced && (inf == nil || inf.HasSynced() && nodes.HasSynced())
+	defer w.mu.Unlock()
+	return w.status.Synced
 }
 
 // Pod is the informer's copy of a pod, if it has one.
