@@ -178,5 +178,5 @@ func TestDualStackAcrossNodes(t *testing.T) {
 			t.Errorf("%s after node2's restart: reef ipam check: %v\n%s", n.Name, err, out)
 		}
 	}
-	noWarnings(t, nodes, gobgpIdleRefused)
+	noWarnings(t, nodes, gobgpIdleRefused, gobgpSendOnClosed)
 }

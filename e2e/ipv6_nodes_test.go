@@ -96,10 +96,15 @@ func noWarnings(t *testing.T, nodes []*lab.Node, known ...string) {
 //   - a reef route reflector's sessions to the clients it takes in
 //     through bgp.peerPrefixes do not carry the graceful-restart R bit
 //     after its planned restart (the clients keep its routes anyway: no
-//     ping is lost).
+//     ping is lost);
+//   - a message (a keepalive) written by a peer's session just as the
+//     restarting node's connection closed: "use of closed network
+//     connection" (seen once in CI, on node3 of TestDualStackAcrossNodes
+//     at node2's SIGTERM; the session came back and no ping was lost).
 const (
 	gobgpIdleRefused   = "Closed an accepted connection"
 	gobgpNoRestartFlag = "restart flag is not set"
+	gobgpSendOnClosed  = "failed to send"
 )
 
 // TestIPv6AcrossNodes: three nodes in a full mesh over an IPv4 underlay,
@@ -193,7 +198,7 @@ func TestIPv6AcrossNodes(t *testing.T) {
 	}
 	converge(t, nodes...)
 	checkRoutes6(t, nodes)
-	noWarnings(t, nodes, gobgpIdleRefused)
+	noWarnings(t, nodes, gobgpIdleRefused, gobgpSendOnClosed)
 }
 
 // TestIPv6Reflectors: the IPv6 blocks of three clients and two reef route
@@ -246,5 +251,5 @@ func TestIPv6Reflectors(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkRoutes6(t, all)
-	noWarnings(t, all, gobgpIdleRefused, gobgpNoRestartFlag)
+	noWarnings(t, all, gobgpIdleRefused, gobgpSendOnClosed, gobgpNoRestartFlag)
 }

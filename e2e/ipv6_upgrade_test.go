@@ -151,5 +151,5 @@ func TestIPv6PoolAddRemove(t *testing.T) {
 		}
 	}
 	pings(t, l, a.Netns, "a to b after", b.IP)
-	noWarnings(t, nodes, gobgpIdleRefused)
+	noWarnings(t, nodes, gobgpIdleRefused, gobgpSendOnClosed)
 }

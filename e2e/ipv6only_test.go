@@ -152,7 +152,7 @@ func TestIPv6OnlyNodes(t *testing.T) {
 	if out, err := l.Run(a.Netns, "ping", "-6", "-c", "1", "-W", "2", b.IP.String()); err != nil {
 		t.Errorf("ping -6 %s after node2's restart: %v\n%s", b.IP, err, out)
 	}
-	noWarnings(t, nodes, gobgpIdleRefused)
+	noWarnings(t, nodes, gobgpIdleRefused, gobgpSendOnClosed)
 	t.Logf("masquerade, hostPorts and a drift repair over IPv6: %s", natIPv6Only(t, l, nodes, a, b).Round(time.Millisecond))
 
 	// node3's state dir wiped (a reinstall at the same IPv6 address): its
@@ -382,7 +382,7 @@ func TestIPv6OnlyReflectors(t *testing.T) {
 	}
 	checkRoutes6(t, all, lab.NodeAddress6)
 	uniqueOwners(t, all...)
-	noWarnings(t, all, gobgpIdleRefused, gobgpNoRestartFlag)
+	noWarnings(t, all, gobgpIdleRefused, gobgpSendOnClosed, gobgpNoRestartFlag)
 }
 
 // yamlAddrs is a YAML flow list of addresses.

@@ -176,7 +176,7 @@ func testToR6(t *testing.T, kind string, pools ...lab.ToRPool) {
 	// The lab's hold time is 3s: on a machine that stalls for longer (BIRD
 	// logged "I/O loop cycle took 5481 ms" at a load average of 100 on 2
 	// cores) the sessions to the router expire and come back.
-	noWarnings(t, nodes, gobgpIdleRefused, "hold timer expired", gobgpNoRestartFlag)
+	noWarnings(t, nodes, gobgpIdleRefused, gobgpSendOnClosed, "hold timer expired", gobgpNoRestartFlag)
 
 	// The router turns hostile, in each family.
 	before := map[string]string{}

@@ -221,7 +221,7 @@ func testToR6Only(t *testing.T, kind string, v tor6Only) {
 		}
 		converge(t, nodes...)
 	}
-	known := []string{gobgpIdleRefused, "hold timer expired", gobgpNoRestartFlag}
+	known := []string{gobgpIdleRefused, gobgpSendOnClosed, "hold timer expired", gobgpNoRestartFlag}
 	if v.bfd {
 		// 900 ms of silence is a BFD failure: at a load average of 9 on
 		// the lab's 2 cores, FRR's bfdd declared two nodes down once

@@ -92,7 +92,7 @@ func TestVXLANIPv6Underlay(t *testing.T) {
 		t.Errorf("pod eth0: %s", link)
 	}
 	mtu6(t, pods[0], pods[2].v6, 1430)
-	noWarnings(t, nodes, gobgpIdleRefused)
+	noWarnings(t, nodes, gobgpIdleRefused, gobgpSendOnClosed)
 }
 
 // TestVXLANIPv6UnderlayCrossSubnet: three IPv6-only nodes in two IPv6
@@ -144,7 +144,7 @@ func TestVXLANIPv6UnderlayCrossSubnet(t *testing.T) {
 	nodeToPod6(t, b1, pa2)
 	mtu6(t, pa1, pb1.v6, 1430)
 	mtu6(t, pb1, pa2.v6, 1430)
-	noWarnings(t, nodes, gobgpIdleRefused)
+	noWarnings(t, nodes, gobgpIdleRefused, gobgpSendOnClosed)
 }
 
 // TestVXLANMixedUnderlays: two nodes with an IPv4 address (their VXLAN
