@@ -30,23 +30,7 @@ const needTimeout = cniserver.BlockWait
 // need and wait for the blocks to change. Step runs only in the reconcile
 // goroutine.
 type blockEngine struct {
-	store   *store.Store
-	speaker *bgp.Speaker
-	log     *slog.Logger
-	name    string
-	voters  []netip.Addr // bgp.voters, or this node alone (voterList), as written: addresses
-	addr6   netip.Addr   // the node's IPv6 address for its record (nodeAddress6); invalid: none
-	v6only  bool         // an IPv6-only node, which its record says (Record.IPv6Only)
-	mine    nodeAddrs    // what names this node in voters: its identity and addresses
-	// names are the identities learned of voters written as IPv6
-	// addresses (resolveVoters), as the store keeps them.
-	names map[netip.Addr]netip.Addr
-	pools []store.Pool
-	// retired are pools gone from the config whose blocks the store still
-	// has (retiredPools): the protocol keeps them, nothing claims in them.
-	retired []store.Pool
-	metrics *metrics.Metrics // nil: off
-	trigger func()
+	blockEngineDeps
 
 	mu      sync.Mutex
 	demand  map[netip.Prefix]int   // pool -> ADDs waiting for a block
@@ -63,6 +47,28 @@ type blockEngine struct {
 	timer    *time.Timer
 }
 
+// blockEngineDeps are what a blockEngine is made with (newBlockEngine).
+type blockEngineDeps struct {
+	store   *store.Store
+	speaker *bgp.Speaker
+	log     *slog.Logger
+	name    string
+	voters  []netip.Addr // bgp.voters, or this node alone (voterList), as written: addresses
+	addr6   netip.Addr   // the node's IPv6 address for its record (nodeAddress6); invalid: none
+	v6only  bool         // an IPv6-only node, which its record says (Record.IPv6Only)
+	mine    nodeAddrs    // what names this node in voters: its identity and addresses
+	// names are the identities learned of voters written as IPv6
+	// addresses (resolveVoters), as the store keeps them; Step updates
+	// them.
+	names map[netip.Addr]netip.Addr
+	pools []store.Pool
+	// retired are pools gone from the config whose blocks the store still
+	// has (retiredPools): the protocol keeps them, nothing claims in them.
+	retired []store.Pool
+	metrics *metrics.Metrics // nil: off
+	trigger func()
+}
+
 // slowStep: a Step that takes longer is logged with where its time went
 // (a loaded node; GoBGP busy, whose table and sessions are read through
 // its own loop).
@@ -77,9 +83,10 @@ func (t stepTimes) LogValue() slog.Value {
 		slog.String("decide", r(t.decide)), slog.String("persist", r(t.persist)), slog.String("announce", r(t.announce)), slog.String("rest", r(t.rest)))
 }
 
-func newBlockEngine(st *store.Store, sp *bgp.Speaker, m *metrics.Metrics, log *slog.Logger, name string, voters []netip.Addr, pools []store.Pool, trigger func()) *blockEngine {
-	return &blockEngine{store: st, speaker: sp, metrics: m, log: log.With("component", "blocks"), name: name, voters: blockproto.Voters(voters), pools: pools,
-		trigger: trigger, demand: map[netip.Prefix]int{}, failure: map[netip.Prefix]error{}, free: map[netip.Prefix]int{}, changed: make(chan struct{}), stepped: make(chan struct{})}
+func newBlockEngine(deps blockEngineDeps) *blockEngine {
+	deps.log = deps.log.With("component", "blocks")
+	deps.voters = blockproto.Voters(deps.voters)
+	return &blockEngine{blockEngineDeps: deps, demand: map[netip.Prefix]int{}, failure: map[netip.Prefix]error{}, free: map[netip.Prefix]int{}, changed: make(chan struct{}), stepped: make(chan struct{})}
 }
 
 // AllowAnnounce is called once the first reconcile pass is done.

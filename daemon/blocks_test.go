@@ -127,7 +127,7 @@ func TestNeedAfterMissedWakeUp(t *testing.T) {
 func TestNeedDemandsEveryPoolAtOnce(t *testing.T) {
 	v4 := store.Pool{CIDR: netip.MustParsePrefix("10.244.0.0/16"), BlockSize: 26}
 	v6 := store.Pool{CIDR: netip.MustParsePrefix("fd00:10:244::/56"), BlockSize: 122}
-	e := &blockEngine{pools: []store.Pool{v4, v6}, demand: map[netip.Prefix]int{}, failure: map[netip.Prefix]error{}, free: map[netip.Prefix]int{},
+	e := &blockEngine{blockEngineDeps: blockEngineDeps{pools: []store.Pool{v4, v6}}, demand: map[netip.Prefix]int{}, failure: map[netip.Prefix]error{}, free: map[netip.Prefix]int{},
 		changed: make(chan struct{}), stepped: make(chan struct{})}
 	needs := make(chan map[netip.Prefix]bool, 1)
 	e.trigger = func() {

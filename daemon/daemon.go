@@ -156,7 +156,7 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	closers = append(closers, kernel.Close)
 
 	work := newPending()
-	m := newMetrics(cfg, func() metrics.State { return d.metricsState() })
+	m := newMetrics(cfg)
 	pools := storePools(cfg.Pools)
 	retired, err := retiredPools(pools, st, log)
 	if err != nil {
@@ -179,11 +179,11 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	if err != nil {
 		return nil, closeAll, err
 	}
-	blocks, err := startBlocks(cfg, mine, st, speaker, m, pools, log, work.TriggerBlocks)
+	blocks, err := startBlocks(cfg, blockEngineDeps{store: st, speaker: speaker, metrics: m, log: log, trigger: work.TriggerBlocks,
+		mine: mine, addr6: up6.Address, v6only: node.IPv6Only, pools: pools, retired: retired})
 	if err != nil {
 		return nil, closeAll, err
 	}
-	blocks.addr6, blocks.v6only, blocks.retired = up6.Address, node.IPv6Only, retired
 	sysctls := sysctl.New(sysctl.Proc{})
 	// The CNI operations' log: the server writes it, the pass reads it
 	// instead of locking them out (package activity).
@@ -330,9 +330,11 @@ func startSpeaker(ctx context.Context, cfg Config, identity, addr, addr6 netip.A
 }
 
 // startBlocks chooses the voter list and makes the block protocol's
-// engine; trigger asks for a step at once.
-func startBlocks(cfg Config, mine nodeAddrs, st *store.Store, sp *bgp.Speaker, m *metrics.Metrics, pools []store.Pool, log *slog.Logger, trigger func()) (*blockEngine, error) {
-	voters, err := voterList(cfg, mine, st)
+// engine from deps, to which it adds the voters and their learned
+// identities; deps.trigger asks for a step at once.
+func startBlocks(cfg Config, deps blockEngineDeps) (*blockEngine, error) {
+	st, log := deps.store, deps.log
+	voters, err := voterList(cfg, deps.mine, st)
 	if err != nil {
 		return nil, err
 	}
@@ -354,9 +356,8 @@ func startBlocks(cfg Config, mine nodeAddrs, st *store.Store, sp *bgp.Speaker, m
 	case voters.Lifted:
 		log.Info("this node is back in bgp.voters after a start without it: it votes for pending claims again (its store is no longer taken for a wiped voter's)")
 	}
-	e := newBlockEngine(st, sp, m, log, cfg.NodeName, voters.Voters, pools, trigger)
-	e.mine, e.names = mine, names
-	return e, nil
+	deps.name, deps.voters, deps.names = cfg.NodeName, voters.Voters, names
+	return newBlockEngine(deps), nil
 }
 
 // serve serves the socket and the metrics, readies the node and runs the

@@ -19,11 +19,11 @@ import (
 // newMetrics is the daemon's metrics when `metrics:` is set, else nil
 // (every call on a nil *metrics.Metrics does nothing); state is what a
 // scrape reads.
-func newMetrics(cfg Config, state func() metrics.State) *metrics.Metrics {
+func newMetrics(cfg Config) *metrics.Metrics {
 	if cfg.Metrics == "" {
 		return nil
 	}
-	return metrics.New(state)
+	return metrics.New()
 }
 
 // serveMetrics serves /metrics, /healthz and /readyz on `metrics:` until
@@ -45,7 +45,7 @@ func (d *Daemon) serveMetrics(ctx context.Context, m *metrics.Metrics) {
 		}
 		return true, ""
 	}
-	srv := &http.Server{Handler: m.Handler(ready), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
+	srv := &http.Server{Handler: m.Handler(d.metricsState, ready), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
 	go func() {
 		<-ctx.Done()
 		srv.Close()

@@ -50,9 +50,11 @@ type Metrics struct {
 	claims *prometheus.CounterVec
 }
 
-// New registers reef's metrics, the state collector (state may be nil)
-// and the Go and process collectors.
-func New(state func() State) *Metrics {
+// New registers reef's metrics and the Go and process collectors. The
+// state collector comes with the Handler, which is given what a scrape
+// reads: the parts that count into Metrics are made before the daemon
+// whose state the scrape reads.
+func New() *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	m.cniOps = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "reef_cni_operations_total",
@@ -104,9 +106,6 @@ func New(state func() State) *Metrics {
 	}, func() float64 { return float64(rssAnon("/proc/self/status")) })
 	m.reg.MustRegister(m.cniOps, m.cniDuration, m.tryAgain, m.passes, m.passDuration, m.repairs, m.passErrors, m.lastSuccess, m.claims, anon,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if state != nil {
-		m.reg.MustRegister(&stateCollector{state: state})
-	}
 	return m
 }
 
@@ -156,13 +155,15 @@ func (m *Metrics) Claim(pool, outcome string) {
 	m.claims.WithLabelValues(pool, outcome).Inc()
 }
 
-// Handler serves /metrics, /healthz (the process serves HTTP) and
+// Handler serves /metrics (m's metrics, and what state reads at each
+// scrape; state may be nil), /healthz (the process serves HTTP) and
 // /readyz (ready is true: the daemon serves ADD, as CNI STATUS says).
-func (m *Metrics) Handler(ready func() (bool, string)) http.Handler {
+func (m *Metrics) Handler(state func() State, ready func() (bool, string)) http.Handler {
+	g := m.gatherer(state)
 	mux := http.NewServeMux()
 	// Uncompressed: a node's exposition is some 30 kB, and a gzip writer
 	// per scrape costs the daemon more memory than the bytes it saves.
-	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, DisableCompression: true}))
+	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, DisableCompression: true}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
@@ -176,6 +177,16 @@ func (m *Metrics) Handler(ready func() (bool, string)) http.Handler {
 		w.Write([]byte("ok\n"))
 	})
 	return mux
+}
+
+// gatherer is m's registry, and the state collector of state (nil: none).
+func (m *Metrics) gatherer(state func() State) prometheus.Gatherer {
+	if state == nil {
+		return m.reg
+	}
+	sr := prometheus.NewRegistry()
+	sr.MustRegister(&stateCollector{state: state})
+	return prometheus.Gatherers{m.reg, sr}
 }
 
 // rssAnon is RssAnon of a /proc/<pid>/status file, in bytes; 0 when it

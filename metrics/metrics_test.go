@@ -34,20 +34,20 @@ func testState() State {
 // (testutil's lint, as promtool check metrics), has HELP for every family
 // and carries the state and the counters.
 func TestExposition(t *testing.T) {
-	m := New(testState)
+	m := New()
 	m.CNI("ADD", "ok", 12*time.Millisecond)
 	m.CNI("ADD", "11", time.Millisecond)
 	m.Pass(3*time.Millisecond, nil)
 	m.Pass(3*time.Millisecond, []string{"kernel"})
 	m.Repaired(RepairNFTables, 2)
-	problems, err := testutil.GatherAndLint(m.reg)
+	problems, err := testutil.GatherAndLint(m.gatherer(testState))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range problems {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
-	srv := httptest.NewServer(m.Handler(func() (bool, string) { return true, "" }))
+	srv := httptest.NewServer(m.Handler(testState, func() (bool, string) { return true, "" }))
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL + "/metrics")
 	if err != nil {
@@ -106,7 +106,7 @@ func TestExposition(t *testing.T) {
 
 func TestHealthAndReady(t *testing.T) {
 	ready := false
-	srv := httptest.NewServer(New(nil).Handler(func() (bool, string) { return ready, "starting" }))
+	srv := httptest.NewServer(New().Handler(nil, func() (bool, string) { return ready, "starting" }))
 	defer srv.Close()
 	get := func(path string) (int, string) {
 		resp, err := srv.Client().Get(srv.URL + path)

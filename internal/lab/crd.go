@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/reefcni/reef/internal/poll"
 )
 
 // crdResource is apiextensions.k8s.io/v1 customresourcedefinitions: the
@@ -64,25 +66,26 @@ func (k *KubeAPI) ApplyCRDs(path string, data []byte) error {
 	}
 }
 
-// waitEstablished waits for the CRD's Established condition: from then on
-// its resources are served.
+// waitEstablished waits, until ctx's deadline, for the CRD's Established
+// condition: from then on its resources are served.
 func waitEstablished(ctx context.Context, c dynamic.Interface, name string) error {
-	for {
+	timeout := time.Minute
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	return poll.Until(timeout, func() error {
 		got, err := c.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
-		if err == nil {
-			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-			for _, cv := range conds {
-				if m, ok := cv.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
-					return nil
-				}
+		if err != nil {
+			return fmt.Errorf("CRD %s not established: %w", name, err)
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		for _, cv := range conds {
+			if m, ok := cv.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
+				return nil
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("CRD %s not established: %w (last error: %v)", name, ctx.Err(), err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return fmt.Errorf("CRD %s not established: conditions %v", name, conds)
+	})
 }
 
 // CreateCustom creates a custom resource (cluster-scoped when namespace is
