@@ -268,7 +268,7 @@ func (k *Kernel) replace(r Route, links map[string]int) error {
 	switch r.Kind {
 	case Blackhole:
 		nr := &netlink.Route{Dst: prefixToIPNet(r.Dst), Type: unix.RTN_BLACKHOLE, Protocol: Protocol, Table: unix.RT_TABLE_MAIN}
-		if err := k.h.RouteReplace(nr); err != nil {
+		if err := writeRoute(k.h, nr); err != nil {
 			return fmt.Errorf("replace route %s: %w", r, err)
 		}
 	case RemoteRoute:
@@ -284,7 +284,7 @@ func (k *Kernel) replace(r Route, links map[string]int) error {
 		if r.OnLink {
 			nr.Flags = int(netlink.FLAG_ONLINK)
 		}
-		if err := k.h.RouteReplace(nr); err != nil {
+		if err := writeRoute(k.h, nr); err != nil {
 			return fmt.Errorf("replace route %s: %w", r, err)
 		}
 	case PodRoute:
@@ -298,7 +298,7 @@ func (k *Kernel) replace(r Route, links map[string]int) error {
 		if err != nil {
 			return fmt.Errorf("replace route %s: %w", r, err)
 		}
-		if err := k.h.RouteReplace(podRoute(r.Dst.Addr(), idx)); vanished(err) {
+		if err := writeRoute(k.h, podRoute(r.Dst.Addr(), idx)); vanished(err) {
 			return nil
 		} else if err != nil {
 			return fmt.Errorf("replace route %s: %w", r, err)

@@ -271,7 +271,7 @@ func wirePod(host, pod netlinksafe.Handle, spec PodSpec) (PodLinks, error) {
 		}
 	}
 	for _, ip := range spec.IPs {
-		if err := host.RouteReplace(podRoute(ip, hostLink.Attrs().Index)); err != nil {
+		if err := writeRoute(host, podRoute(ip, hostLink.Attrs().Index)); err != nil {
 			return PodLinks{}, fmt.Errorf("add route %s dev %s: %w", hostPrefix(ip), spec.HostVeth, err)
 		}
 	}

@@ -1,0 +1,74 @@
+package routes
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/containernetworking/plugins/pkg/netlinksafe"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// ForeignRouteError says a route of another owner (a protocol other than
+// reef's: static, BIRD, the kernel's) holds the place in the main table
+// that a route of reef's would take: the same destination and metric.
+// reef leaves it alone and reports it; the operator decides whose it is.
+type ForeignRouteError struct {
+	Dst      netip.Prefix
+	Protocol netlink.RouteProtocol
+}
+
+func (e *ForeignRouteError) Error() string {
+	return fmt.Sprintf("a route to %s that is not reef's (proto %s) is in the way; reef does not overwrite it: delete it if %s belongs to reef's pools",
+		e.Dst, e.Protocol, e.Dst)
+}
+
+// writeRoute puts nr (a route of reef's protocol in the main table) in
+// the kernel: added where the place is free, replacing only a route of
+// reef's own. RTM_NEWROUTE with NLM_F_REPLACE replaces whatever route has
+// the same destination and metric, whoever wrote it; so reef adds
+// exclusively first, and on EEXIST looks at who has the place.
+func writeRoute(h netlinksafe.Handle, nr *netlink.Route) error {
+	err := h.RouteAdd(nr)
+	if !errors.Is(err, unix.EEXIST) {
+		return err
+	}
+	if err := foreignAt(h, nr); err != nil {
+		return err
+	}
+	return h.RouteReplace(nr)
+}
+
+// foreignAt is a ForeignRouteError when a route at nr's destination and
+// metric in nr's table is not reef's, nil when it is.
+func foreignAt(h netlinksafe.Handle, nr *netlink.Route) error {
+	family := unix.AF_INET
+	if nr.Dst.IP.To4() == nil {
+		family = unix.AF_INET6
+	}
+	table := nr.Table
+	if table == 0 {
+		table = unix.RT_TABLE_MAIN // what the kernel writes a route without one to
+	}
+	rs, err := h.RouteListFiltered(family, &netlink.Route{Dst: nr.Dst, Table: table}, netlink.RT_FILTER_DST|netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return fmt.Errorf("list routes to %s: %w", nr.Dst, err)
+	}
+	for _, r := range rs {
+		if metric(r) == metric(*nr) && r.Protocol != Protocol {
+			dst, _ := ipNetToPrefix(nr.Dst)
+			return &ForeignRouteError{Dst: dst, Protocol: r.Protocol}
+		}
+	}
+	return nil
+}
+
+// metric is a route's metric as the kernel keys it: an IPv6 route written
+// with none has 1024.
+func metric(r netlink.Route) int {
+	if r.Priority == 0 && r.Dst != nil && r.Dst.IP.To4() == nil {
+		return 1024
+	}
+	return r.Priority
+}
