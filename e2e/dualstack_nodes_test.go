@@ -173,6 +173,14 @@ func TestDualStackAcrossNodes(t *testing.T) {
 	}
 	converge(t, nodes...)
 	checkRoutesDual(t, nodes)
+	// The restarted node2 found both families' routes, veths, sysctls and
+	// tables as it had left them: it repaired nothing.
+	if err := nodes[1].WaitPass(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got := repairs(t, nodes[1]); len(got) > 0 {
+		t.Errorf("node2 after its restart repaired what it had left as it should be: %v", got)
+	}
 	for _, n := range nodes {
 		if out, err := n.Reef("ipam", "check"); err != nil {
 			t.Errorf("%s after node2's restart: reef ipam check: %v\n%s", n.Name, err, out)

@@ -117,6 +117,15 @@ func TestRestartKeepsTraffic(t *testing.T) {
 	if err := a.Check(); err != nil {
 		t.Errorf("CHECK after restarts: %v", err)
 	}
+	// A restart finds the kernel as the daemon before it left it: the
+	// new daemon's passes repair nothing (one that flushed and rewrote
+	// would count each object it put back, as any repair counts).
+	if err := n.WaitPass(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got := repairs(t, n); len(got) > 0 {
+		t.Errorf("the restarted daemon repaired what the one before it had left as it should be: %v\n%s", got, n.Log())
+	}
 	// The restarted daemon serves new pods from the same store.
 	c := newPod(t, n, "web-3")
 	if c.IP == a.IP || c.IP == b.IP {
@@ -394,4 +403,21 @@ func TestDaemonRefusals(t *testing.T) {
 			t.Errorf("config %q: %v\n%s\nwant an error naming %s and %s", tc.yaml, err, out, cfg, tc.want)
 		}
 	}
+}
+
+// repairs are the daemon's non-zero reef_reconcile_repairs_total series
+// (from its /metrics, the lab's default 127.0.0.1:9099 in its netns).
+func repairs(t *testing.T, n *lab.Node) []string {
+	t.Helper()
+	out := run(t, n.Lab, n.Netns, "curl", "-sS", "--max-time", "5", "http://127.0.0.1:9099/metrics")
+	var got []string
+	for _, l := range nonEmptyLines(out) {
+		if strings.HasPrefix(l, "reef_reconcile_repairs_total{") && !strings.HasSuffix(l, " 0") {
+			got = append(got, l)
+		}
+	}
+	if !strings.Contains(out, "reef_reconcile_repairs_total{") {
+		t.Fatalf("no reef_reconcile_repairs_total in the daemon's /metrics:\n%s", out)
+	}
+	return got
 }
