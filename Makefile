@@ -220,11 +220,11 @@ model: deps-model
 # Each fuzz target, bounded by executions rather than time: a -fuzztime
 # duration can end while a worker minimizes a new input, and go test then
 # fails with "context deadline exceeded" though nothing broke. make test runs
-# a slice (FUZZTIME=8000x, about a minute for all five; every go test also
+# a slice (FUZZTIME=8000x, about a minute for all seven; every go test also
 # runs their seed corpora); make fuzz runs 40000x each and the voter-list
 # property tests on SIM_SEEDS seeds other than make test-unit's. Longer:
 # FUZZTIME=2000000x SIM_SEEDS=50000 make fuzz.
-FUZZ_TARGETS := FuzzParseConfig:./daemon/ FuzzSocket:./daemon/ FuzzParseRequest:./cniserver/ FuzzDecodeVPN:./bgp/ FuzzCompile:./policy/
+FUZZ_TARGETS := FuzzParseConfig:./daemon/ FuzzSocket:./daemon/ FuzzParseRequest:./cniserver/ FuzzDecodeVPN:./bgp/ FuzzCompile:./policy/ FuzzDesired:./services/ FuzzAssign:./lbipam/
 FUZZTIME ?= 40000x
 SIM_SEEDS ?= 2000
 .PHONY: fuzz fuzz-targets

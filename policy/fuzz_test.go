@@ -8,6 +8,7 @@ import (
 	"github.com/google/nftables/expr"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 )
 
 // fuzzInput is Input as JSON, the API's own encoding of its objects.
@@ -16,6 +17,10 @@ type fuzzInput struct {
 	Namespaces []*corev1.Namespace           `json:"namespaces"`
 	Pods       []*corev1.Pod                 `json:"pods"`
 	Local      []struct{ Namespace, Name, IP string }
+	// ClusterNetworkPolicies and Nodes: what a cluster policy's node peers
+	// stand for.
+	Cluster []*cnp.ClusterNetworkPolicy `json:"cluster"`
+	Nodes   []*corev1.Node              `json:"nodes"`
 }
 
 // FuzzCompile: whatever the API holds, Compile and Table neither panic
@@ -34,12 +39,13 @@ func FuzzCompile(f *testing.F) {
 	f.Add(seed)
 	f.Add([]byte(`{"policies":[{"metadata":{"namespace":"x","name":"p"},"spec":{"podSelector":{"matchExpressions":[{"key":"a","operator":"Bogus"}]}}}]}`))
 	f.Add([]byte(`{"policies":[{"metadata":{"namespace":"x","name":"p"},"spec":{"podSelector":{},"ingress":[{"from":[{"ipBlock":{"cidr":"::ffff:10.0.0.0/104","except":["10.0.0.0/8"]}}],"ports":[{"port":"http","endPort":5},{"protocol":"ICMP"}]}]}}]}`))
+	f.Add([]byte(`{"cluster":[null,{"metadata":{"name":"c"},"spec":{"tier":"Admin","priority":-3,"subject":{"pods":{"namespaceSelector":{},"podSelector":{"matchExpressions":[{"key":"a","operator":"In"}]}}},"ingress":[{"action":"Pass","from":[{"namespaces":{}},{"nodes":{"matchLabels":{"x":"y"}}}],"protocols":[{"tcp":{"destinationPort":{"number":0}}},{"udp":{"destinationPort":{"range":{"start":9,"end":2}}}},{"destinationNamedPort":""}]}],"egress":[{"action":"Deny","to":[{"networks":["::ffff:10.0.0.0/104","bogus"]},{"domainNames":["*.example"]}]}]}},{"spec":{"tier":"Baseline","subject":{"namespaces":{}}}}],"nodes":[null,{"metadata":{"labels":{"x":"y"}},"status":{"addresses":[{"type":"InternalIP","address":"fe80::1%eth0"},{"type":"InternalIP","address":"10.0.0.1"}]}}],"pods":[{"metadata":{"namespace":"x","name":"a"},"status":{"podIPs":[{"ip":"10.244.0.9"}]}}],"Local":[{"Namespace":"x","Name":"a","IP":"10.244.0.9"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var fi fuzzInput
 		if json.Unmarshal(data, &fi) != nil {
 			return
 		}
-		in := Input{Policies: fi.Policies, Namespaces: fi.Namespaces}
+		in := Input{Policies: fi.Policies, Namespaces: fi.Namespaces, ClusterPolicies: fi.Cluster, Nodes: fi.Nodes}
 		for _, p := range fi.Pods {
 			if p != nil {
 				in.Pods = append(in.Pods, PodFrom(p))
