@@ -232,6 +232,26 @@ func TestPolicyLifecycle(t *testing.T) {
 	if _, err := xa.Ping(n1.Address); err != nil {
 		t.Fatalf("x/a -> its node under the policy: %v", err)
 	}
+	// Isolated for egress too (no egress rule: every destination denied),
+	// x/a still reaches its node and its node it: that traffic never
+	// crosses the forward hook (docs/policy.md).
+	denyEgress := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "deny-egress"},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "a"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}}}
+	if _, err := pl.Admin.NetworkingV1().NetworkPolicies("x").Create(pl.ctx(t), denyEgress, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() string { return pl.expect(t, probeWant{xa, xb, "tcp", 80, false}, probeWant{xa, ya, "udp", 81, false}) })
+	if _, err := xa.Ping(n1.Address); err != nil {
+		t.Errorf("x/a -> its node, isolated for egress: %v", err)
+	}
+	if res, err := pl.Probe(n1.Netns, time.Second, []string{fmt.Sprintf("tcp:%s:81", xa.IP)}); err != nil || !res[0].OK {
+		t.Errorf("node1 -> x/a tcp 81, x/a isolated for both directions: %v %+v, want reached", err, res)
+	}
+	if err := pl.Admin.NetworkingV1().NetworkPolicies("x").Delete(pl.ctx(t), "deny-egress", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() string { return pl.expect(t, probeWant{xa, xb, "tcp", 80, true}) })
 
 	out := run(t, pl.Lab, n1.Netns, filepath.Join(binDir, "reef"), "policy", "show", "x/a", "--socket", n1.Socket, "-o", "json")
 	var views []policy.PodView
