@@ -13,8 +13,6 @@ import (
 	"github.com/reefcni/reef/cniserver/activity"
 	reefv1 "github.com/reefcni/reef/proto"
 	"github.com/reefcni/reef/routes"
-	"github.com/reefcni/reef/routes/sysctl"
-	"github.com/reefcni/reef/routes/tc"
 	"github.com/reefcni/reef/store"
 )
 
@@ -153,8 +151,8 @@ func (s *Server) addLocked(r *request, pools []store.Pool, op *activity.Op, log 
 	if err := s.detachOthers(ep); err != nil {
 		return ep, "", nil, s.rollback(r, ep, existed, types.NewError(types.ErrInternal, "take over veth "+ep.HostVeth, err.Error()), log)
 	}
-	links, err := routes.SetupPod(routes.PodSpec{Netns: r.netns, IfName: r.ifName, HostVeth: ep.HostVeth, IPs: ep.Addrs(), MTU: s.cfg.MTU,
-		HostSettings: s.hostSettings(len(ep.PortMappings) > 0, ep.HasIPv6()), TestPauseAfterVeth: s.cfg.TestPauseAfterVeth})
+	links, err := s.deps.Pods.Up(routes.PodSpec{Netns: r.netns, IfName: r.ifName, HostVeth: ep.HostVeth, IPs: ep.Addrs(), MTU: s.cfg.MTU,
+		HostPorts: len(ep.PortMappings) > 0, TestPauseAfterVeth: s.cfg.TestPauseAfterVeth})
 	if err != nil {
 		code, msg := uint(types.ErrInternal), "wire pod "+ep.AddrsString()+" in "+r.netns
 		if errors.Is(err, routes.ErrNetnsGone) {
@@ -245,7 +243,7 @@ func (s *Server) finishWired(r *request, ep store.Endpoint, existed bool, op *ac
 	bw := make(chan error, 1)
 	if ep.Bandwidth != nil {
 		go func(veth string, b store.Bandwidth) {
-			_, err := tc.SetBandwidth(veth, RoutesBandwidth(b))
+			_, err := s.deps.Pods.Limit(veth, RoutesBandwidth(b))
 			bw <- err
 		}(ep.HostVeth, *ep.Bandwidth)
 	} else {
@@ -303,7 +301,7 @@ func podName(r *request) string {
 }
 
 // rollback undoes the allocation of a failed ADD (the kernel side is undone
-// by SetupPod itself). An address that a repeated ADD found is kept but left
+// by the pods' owner's Up itself). An address that a repeated ADD found is kept but left
 // pending: the runtime's DEL after the failure releases it.
 func (s *Server) rollback(r *request, ep store.Endpoint, existed bool, cerr *types.Error, log *slog.Logger) *types.Error {
 	if existed {
@@ -349,17 +347,4 @@ func (s *Server) detachOthers(ep store.Endpoint) error {
 		}
 	}
 	return nil
-}
-
-// hostSettings is the request to the sysctl owner for the settings of a
-// pod's veth (proxy ARP, route_localnet for a pod with hostPorts, and the
-// link-local gateway of an IPv6 pod).
-func (s *Server) hostSettings(hostPorts, ipv6 bool) func(hostVeth string) error {
-	if s.deps.Sysctls == nil {
-		return nil
-	}
-	return func(hostVeth string) error {
-		_, err := s.deps.Sysctls.Pod(sysctl.Pod{HostVeth: hostVeth, HostPorts: hostPorts, IPv6: ipv6})
-		return err
-	}
 }

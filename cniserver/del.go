@@ -126,7 +126,7 @@ func (s *Server) release(ep store.Endpoint) error {
 			cur, found, err := s.deps.Store.Endpoint(ep.Handle)
 			return err != nil || found && cur.HostVeth == ep.HostVeth
 		}
-		if err := routes.TeardownPodIf(ep.HostVeth, still); err != nil {
+		if err := s.deps.Pods.Down(ep.HostVeth, still); err != nil {
 			return err
 		}
 	}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/store"
 )
 
@@ -57,7 +56,7 @@ func (s *Server) unwire(ep store.Endpoint, log *slog.Logger) {
 	if err := s.deps.PodFilter.DelPod(ep); err != nil {
 		log.Error("roll back the pod's nftables elements (ARP filter, hostPorts)", "veth", ep.HostVeth, "ip", ep.AddrsString(), "error", err)
 	}
-	if err := routes.TeardownPod(ep.HostVeth); err != nil {
+	if err := s.deps.Pods.Down(ep.HostVeth, nil); err != nil {
 		log.Error("roll back veth", "veth", ep.HostVeth, "error", err)
 	}
 }

@@ -20,7 +20,8 @@ import (
 	"github.com/reefcni/reef/cniserver/activity"
 	"github.com/reefcni/reef/internal/keyed"
 	reefv1 "github.com/reefcni/reef/proto"
-	"github.com/reefcni/reef/routes/sysctl"
+	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/tc"
 	"github.com/reefcni/reef/store"
 )
 
@@ -49,13 +50,25 @@ type Server struct {
 	deferred   sync.Map // handle -> true: DEL done but the store not written (ReleaseDeferred)
 }
 
+// Pods is the owner of the pods' kernel objects (*routes.Pods): the veth
+// pair, the node's routes to the pod, the veth's sysctls, its tc and ifb.
+// ADD tells it that the pod now exists (Up; then Limit, which may run
+// beside the ADD's other work), DEL and every other release that it is
+// gone (Down, which may be repeated). The server never writes these
+// objects itself, and shares no lock with the owner.
+type Pods interface {
+	Up(spec routes.PodSpec) (routes.PodLinks, error)
+	Limit(hostVeth string, bw tc.Bandwidth) ([]string, error)
+	Down(hostVeth string, still func() bool) error
+}
+
 // Deps are the server's collaborators, all given to New.
 type Deps struct {
 	Store *store.Store
 	Log   *slog.Logger
-	// Sysctls is the owner of the node's sysctls (package routes/sysctl):
-	// ADD asks it for the settings of the pod's veth. nil sets none.
-	Sysctls *sysctl.Owner
+	// Pods is the owner of the pods' kernel objects (see Pods): ADD,
+	// DEL and every release of an endpoint ask it.
+	Pods Pods
 	// NeedBlock is called, without locks, when pools (one, or both of a
 	// dual-stack pod's) have no free address in this node's confirmed
 	// blocks. It returns once a new block may be there (the ADD then

@@ -154,7 +154,6 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 		return nil, closeAll, err
 	}
 	closers = append(closers, kernel.Close)
-
 	work := newPending()
 	m := newMetrics(cfg)
 	pools := storePools(cfg.Pools)
@@ -184,14 +183,15 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	if err != nil {
 		return nil, closeAll, err
 	}
-	sysctls := sysctl.New(sysctl.Proc{})
-	// The CNI operations' log: the server writes it, the pass reads it
-	// instead of locking them out (package activity).
-	ops := &activity.Log{}
+	// The one owner of the pods' kernel objects, asked by the CNI server
+	// and the pass; the CNI operations' log, which the server writes and
+	// the pass reads instead of locking them out (package activity).
+	sysctls, ops := sysctl.New(sysctl.Proc{}), &activity.Log{}
+	pods := routes.NewPods(kernel, sysctls)
 	cni := cniserver.New(cniserver.Config{Pools: pools, MTU: mtu, DeferredDir: DeferredDir(cfg), TestPauseAfterVeth: hooks.pauseAfterVeth},
-		cniserver.Deps{Store: st, Log: log.With("component", "cni"), Sysctls: sysctls, NeedBlock: blocks.Need,
+		cniserver.Deps{Store: st, Log: log.With("component", "cni"), Pods: pods, NeedBlock: blocks.Need,
 			PodFilter: natDP, Policy: policyGate(policyDP), Activity: ops, Trigger: work.Trigger, Observe: m.CNI})
-	rec := newReconciler(reconcilerDeps{store: st, cni: cni, activity: ops, kernel: kernel, tc: routesTC{}, sysctls: sysctls, nat: natDP, policy: policyDP,
+	rec := newReconciler(reconcilerDeps{store: st, cni: cni, activity: ops, kernel: kernel, pods: pods, sysctls: sysctls, nat: natDP, policy: policyDP,
 		blocks: blocks, metrics: m, net: netInfo{node: cfg.NodeName, uplink: up, uplink6: up6, pools: cfg.Pools, podMTU: mtu,
 			identity: node.Identity, v6only: node.IPv6Only},
 		pending: work, interval: cfg.ReconcileInterval, passLoop: hooks.passLoop}, log)

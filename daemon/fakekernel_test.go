@@ -21,9 +21,10 @@ import (
 	"github.com/reefcni/reef/store"
 )
 
-// fakeKernel is the node's kernel as the reconcile pass sees it through
-// its seams (routesKernel, tcKernel, natKernel, and the sysctls through
-// sysctltest), with the kernel's own rules where they matter to the pass:
+// fakeKernel is the node's kernel as the reconcile pass and the CNI
+// operations see it through their seams (routesKernel, routes.PodKernel as
+// fakePods, natKernel, and the sysctls through sysctltest), with the
+// kernel's own rules where they matter to the pass:
 // a route needs its device, a link takes its routes, sysctls, qdiscs and
 // pod end with it, a missing table fails an element. It has the ipip
 // module: tunl0 is there from the start, down, with an address that is
@@ -46,6 +47,10 @@ type fakeKernel struct {
 	// operation that happens between the pass's store read and its
 	// kernel read.
 	onRead func()
+	// afterRead, if set, runs once when the pass applies the blocks'
+	// routes: a CNI operation that begins after the pass read the kernel
+	// and before the pods' owner syncs.
+	afterRead func()
 }
 
 // fakePeer is the pod's end of a veth: its interface in its netns.
@@ -160,15 +165,20 @@ func (k *fakeKernel) Read() (routes.State, error) {
 	return routes.State{Routes: maps.Clone(k.routes), Links: links, MTUs: mtus}, nil
 }
 
-func (k *fakeKernel) Apply(p routes.Plan, busy routes.Busy) error {
+func (k *fakeKernel) Apply(p routes.Plan) error {
+	if f := k.afterRead; f != nil {
+		k.afterRead = nil
+		f()
+	}
+	return k.apply(p)
+}
+
+// apply is Apply without the hook: the pods' owner's (fakePods).
+func (k *fakeKernel) apply(p routes.Plan) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	podObject := func(r routes.Route) bool { return r.Kind == routes.PodRoute && r.Dst.IsSingleIP() }
 	var errs []error
 	for _, r := range p.Replace {
-		if busy != nil && podObject(r) && (busy.Addr(r.Dst.Addr()) || busy.Link(r.Dev)) {
-			continue
-		}
 		if r.Kind == routes.PodRoute && k.links[r.Dev] == 0 {
 			continue // the veth vanished since the pass read it: nothing to route on (routes.Kernel.Apply)
 		}
@@ -179,23 +189,14 @@ func (k *fakeKernel) Apply(p routes.Plan, busy routes.Busy) error {
 		k.routes[r.Dst] = r
 	}
 	for _, r := range p.DeleteRoute {
-		if busy != nil && podObject(r) && (busy.Addr(r.Dst.Addr()) || busy.Link(r.Dev)) {
-			continue
-		}
 		delete(k.routes, r.Dst)
 	}
 	for _, m := range p.SetMTU {
-		if busy != nil && busy.Link(m.HostVeth) {
-			continue
-		}
 		errs = append(errs, k.setPodMTULocked(m))
 	}
 	for _, l := range p.DeleteLink {
 		if !strings.HasPrefix(l, routes.HostVethPrefix) {
 			errs = append(errs, fmt.Errorf("refusing to delete link %q: not a reef link", l))
-			continue
-		}
-		if busy != nil && busy.Link(l) {
 			continue
 		}
 		k.delLinkLocked(l)
@@ -251,14 +252,50 @@ func (k *fakeKernel) ApplyIPIP(p routes.IPIPPlan) error {
 	return nil
 }
 
-// tcKernel
+// fakePods is the fake kernel as the pods' owner writes it
+// (routes.PodKernel): veth pairs, pod routes, MTUs, tc and ifbs.
+type fakePods struct{ *fakeKernel }
 
-func (k *fakeKernel) RepairBandwidth(veth string, bw tc.Bandwidth, busy routes.Busy) ([]string, error) {
+// Wire is an ADD's veth pair: both ends, the settings before the node's
+// end is up, the routes to the pod's addresses. A stale veth of the name
+// is replaced, with its ifb.
+func (k fakePods) Wire(spec routes.PodSpec, settings func(string) error) (routes.PodLinks, error) {
+	if err := k.Unwire(spec.HostVeth); err != nil {
+		return routes.PodLinks{}, err
+	}
+	k.addVeth(spec.HostVeth, spec.Netns, spec.IfName, spec.MTU)
+	if settings != nil {
+		if err := settings(spec.HostVeth); err != nil {
+			k.delLink(spec.HostVeth)
+			return routes.PodLinks{}, err
+		}
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if busy != nil && busy.Link(veth) {
-		return nil, nil
+	for _, ip := range spec.IPs {
+		dst := netip.PrefixFrom(ip, ip.BitLen())
+		k.routes[dst] = routes.Route{Dst: dst, Kind: routes.PodRoute, Dev: spec.HostVeth}
 	}
+	return routes.PodLinks{}, nil
+}
+
+// Unwire is a DEL's: the veth pair, with its routes, and its ifb if the
+// ifb's alias names it.
+func (k fakePods) Unwire(hostVeth string) error {
+	k.delLink(hostVeth)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.ifbs[tc.IFBName(hostVeth)] == hostVeth {
+		delete(k.ifbs, tc.IFBName(hostVeth))
+	}
+	return nil
+}
+
+func (k fakePods) Apply(p routes.Plan) error { return k.apply(p) }
+
+func (k fakePods) SetBandwidth(veth string, bw tc.Bandwidth) ([]string, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	if _, ok := k.links[veth]; !ok {
 		return nil, fmt.Errorf("find veth %s: Link not found", veth)
 	}
@@ -279,7 +316,19 @@ func (k *fakeKernel) RepairBandwidth(veth string, bw tc.Bandwidth, busy routes.B
 	return changes, nil
 }
 
-func (k *fakeKernel) OrphanIFBs(live map[string]bool) ([]string, error) {
+// RepairBandwidth is SetBandwidth, for which a veth that is gone is no
+// failure (tc.RepairBandwidth).
+func (k fakePods) RepairBandwidth(veth string, bw tc.Bandwidth) ([]string, error) {
+	k.mu.Lock()
+	_, ok := k.links[veth]
+	k.mu.Unlock()
+	if !ok {
+		return nil, nil
+	}
+	return k.SetBandwidth(veth, bw)
+}
+
+func (k fakePods) OrphanIFBs(live map[string]bool) ([]string, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var out []string
@@ -292,11 +341,11 @@ func (k *fakeKernel) OrphanIFBs(live map[string]bool) ([]string, error) {
 	return out, nil
 }
 
-func (k *fakeKernel) DeleteIFB(name string, busy routes.Busy) (bool, error) {
+func (k fakePods) DeleteIFB(name string, inUse func(string) bool) (bool, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	alias, ok := k.ifbs[name]
-	if !ok || busy != nil && alias != "" && busy.Link(alias) {
+	if !ok || inUse != nil && alias != "" && inUse(alias) {
 		return false, nil
 	}
 	delete(k.ifbs, name)
@@ -420,16 +469,17 @@ func (n fakeNAT) AddPod(p nat.Pod) error                      { return n.podBatc
 func (n fakeNAT) DelPod(p nat.Pod) error                      { return n.podBatch(p, false) }
 
 var (
-	_ routesKernel = (*fakeKernel)(nil)
-	_ tcKernel     = (*fakeKernel)(nil)
-	_ natKernel    = fakeNAT{}
+	_ routesKernel     = (*fakeKernel)(nil)
+	_ routes.PodKernel = fakePods{}
+	_ natKernel        = fakeNAT{}
 )
 
 // fakeRecords is the CNI server's side of a pass (podRecords) on the real
-// store and the fake kernel: a release tears the pod down as DEL does.
+// store and the fake kernel: a release tears the pod down as DEL does,
+// through the pods' owner.
 type fakeRecords struct {
 	st    *store.Store
-	k     *fakeKernel
+	pods  *routes.Pods
 	nat   *natDataplane
 	alive map[string]bool // netns paths that exist
 }
@@ -443,12 +493,9 @@ func (f *fakeRecords) Release(ep store.Endpoint, _ bool) (bool, error) {
 		if err := f.nat.DelPod(ep); err != nil {
 			return false, err
 		}
-		f.k.delLink(ep.HostVeth)
-		f.k.mu.Lock()
-		if f.k.ifbs[tc.IFBName(ep.HostVeth)] == ep.HostVeth {
-			delete(f.k.ifbs, tc.IFBName(ep.HostVeth))
+		if err := f.pods.Down(ep.HostVeth, nil); err != nil {
+			return false, err
 		}
-		f.k.mu.Unlock()
 	}
 	_, _, err = f.st.Release(ep.Handle)
 	return err == nil, err

@@ -67,7 +67,7 @@ type reconcilerDeps struct {
 	cni      podRecords    // the CNI server: a pod's record changes through it
 	activity *activity.Log // the CNI operations' log, which a pass reads (package activity)
 	kernel   routesKernel
-	tc       tcKernel
+	pods     *routes.Pods // the owner of the pods' kernel objects, shared with the CNI server
 	sysctls  *sysctl.Owner
 	nat      *natDataplane
 	policy   *policyDataplane // nil: NetworkPolicy off
@@ -239,9 +239,9 @@ func (r *reconciler) record(err error) {
 // ended since the mark, touched (its record, veth, /32, elements, ifb) is
 // left alone: neither released, pruned nor put back; the next pass, whose
 // mark comes after the operation ended, finds it in the store. Each owner
-// asks again after reading the kernel, and under each pod object's lock
-// before changing it (routes.Busy), so an operation that begins while the
-// pass runs is seen too.
+// asks again after reading the kernel, and the pods' owner under each pod
+// object's lock before changing it (routes.Busy), so an operation that
+// begins while the pass runs is seen too.
 func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 	mark := r.activity.Mark()
 	defer mark.Close()
@@ -262,7 +262,7 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 	}
 	own, remote, peers := r.routedBlocks(blocks, &errs)
 	r.syncTunnels(own, peers, routesOnly, &errs)
-	live, veths, err := r.syncRoutes(live, own, remote, mark)
+	live, veths, err := r.syncRoutes(live, own, remote, mark, !routesOnly)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -270,7 +270,6 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 		return errors.Join(errs...)
 	}
 	r.syncSysctls(live, mark, &errs)
-	r.syncTC(live, veths, mark, &errs)
 	errs = append(errs, r.nat.reconcile(live, mark), r.policy.reconcile())
 	// Last: an update of a record is a CNI operation of the server's,
 	// which the owners above would leave its pod alone for.
@@ -333,43 +332,62 @@ func (r *reconciler) syncTunnels(own []netip.Prefix, peers vxPeers, routesOnly b
 	}
 }
 
-// syncRoutes brings the routes and the pods' veths in line: the pods'
-// /32s, the own blocks' blackholes, the other nodes' blocks, no veth
-// without a pod, and the pods' MTU on both ends of every veth pair. After
-// reading the kernel it drops from live the endpoints a CNI operation
-// touched since the mark, and returns the rest with the veths the kernel
-// had and the MTU of each one's node-side end after the pass (nil when
-// the kernel could not be read; an MTU counts as set once an Apply ended
-// without error).
-func (r *reconciler) syncRoutes(live []store.Endpoint, own []netip.Prefix, remote []routes.RemoteBlock, mark *activity.Mark) ([]store.Endpoint, map[string]int, error) {
+// syncRoutes brings the routes and the pods' objects in line: the own
+// blocks' blackholes and the other nodes' blocks itself, then, through
+// the pods' owner, the pods' /32s and /128s, no veth without a pod, the
+// pods' MTU on both ends of every veth pair and, with limits (a whole
+// pass), each limited pod's tc and no ifb without a pod. After reading the
+// kernel it drops from live the endpoints a CNI operation touched since
+// the mark, and returns the rest with the veths the kernel had and the
+// MTU of each one's node-side end after the pass (nil when the kernel
+// could not be read).
+func (r *reconciler) syncRoutes(live []store.Endpoint, own []netip.Prefix, remote []routes.RemoteBlock, mark *activity.Mark, limits bool) ([]store.Endpoint, map[string]int, error) {
 	have, err := r.kernel.Read()
 	if err != nil {
 		return live, nil, err
 	}
-	touched := mark.Touched()
-	live = untouched(live, touched)
-	want := podRoutes(live, r.net.podMTU)
-	plan := routes.Diff(routes.Desired(want, own, remote, have.Links), have).Without(touched)
-	r.logRoutes(plan, have, want)
-	veths := map[string]int{}
-	for l := range have.Links {
-		veths[l] = have.MTUs[l].MTU
+	live = untouched(live, mark.Touched())
+	blocks := routes.Diff(routes.Desired(nil, own, remote, nil), have.BlockRoutes())
+	errs := []error{r.kernel.Apply(blocks)}
+	want := podsOf(live, r.net.podMTU)
+	sync := r.pods.SyncRoutes
+	if limits {
+		sync = r.pods.Sync
 	}
-	err = r.kernel.Apply(plan, mark)
-	if err == nil {
-		for _, m := range plan.SetMTU {
-			veths[m.HostVeth] = m.MTU
-		}
+	synced, err := sync(want, have, mark)
+	errs = append(errs, err)
+	r.logRoutes(blocks, synced.Plan, have, want)
+	for _, c := range synced.TC {
+		r.log.Warn("repaired: "+c.Change, "veth", c.HostVeth, "ip", ipOfVeth(live, c.HostVeth))
 	}
-	return live, veths, err
+	r.metrics.Repaired(metrics.RepairTC, len(synced.TC))
+	for _, ifb := range synced.IFBs {
+		r.log.Warn("removed an ifb no pod's egress limit uses", "ifb", ifb)
+	}
+	r.metrics.Repaired(metrics.RepairLink, len(synced.IFBs))
+	return live, synced.MTUs, errors.Join(errs...)
 }
 
-// logRoutes logs and counts what plan repairs.
-func (r *reconciler) logRoutes(plan routes.Plan, have routes.State, want []routes.Endpoint) {
-	pods := map[netip.Prefix]bool{} // the pods' /32s and /128s: ADD writes them, so a pass that adds one repairs it
+// ipOfVeth is the addresses of the endpoint of live whose veth is veth,
+// for the log.
+func ipOfVeth(live []store.Endpoint, veth string) string {
+	for _, ep := range live {
+		if ep.HostVeth == veth {
+			return ep.AddrsString()
+		}
+	}
+	return ""
+}
+
+// logRoutes logs and counts what the pass changed: blocks, its own plan,
+// and pods, what the pods' owner applied.
+func (r *reconciler) logRoutes(blocks, pods routes.Plan, have routes.State, want []routes.Pod) {
+	plan := routes.Plan{Replace: slices.Concat(blocks.Replace, pods.Replace), DeleteRoute: slices.Concat(blocks.DeleteRoute, pods.DeleteRoute),
+		SetMTU: pods.SetMTU, DeleteLink: pods.DeleteLink}
+	podAddrs := map[netip.Prefix]bool{} // the pods' /32s and /128s: ADD writes them, so a pass that adds one repairs it
 	for _, ep := range want {
 		for _, ip := range ep.IPs {
-			pods[netip.PrefixFrom(ip, ip.BitLen())] = true
+			podAddrs[netip.PrefixFrom(ip, ip.BitLen())] = true
 		}
 	}
 	for _, rt := range plan.Replace {
@@ -378,7 +396,7 @@ func (r *reconciler) logRoutes(plan routes.Plan, have routes.State, want []route
 			r.metrics.Repaired(metrics.RepairRoute, 1)
 		} else {
 			r.log.Info("adding route", "route", rt.String())
-			if pods[rt.Dst] {
+			if podAddrs[rt.Dst] {
 				r.metrics.Repaired(metrics.RepairRoute, 1)
 			}
 		}
@@ -415,7 +433,8 @@ func joinAddrs(ips []netip.Addr) string {
 }
 
 // syncSysctls has the sysctl owner bring forwarding and the pods' veths'
-// settings in line; what it changes was a repair (ADD sets a pod's).
+// settings in line, each veth's through the pods' owner (under its lock,
+// not while busy); what it changes was a repair (ADD sets a pod's).
 func (r *reconciler) syncSysctls(live []store.Endpoint, busy routes.Busy, errs *[]error) {
 	var pods []sysctl.Pod
 	for _, ep := range live {
@@ -423,7 +442,7 @@ func (r *reconciler) syncSysctls(live []store.Endpoint, busy routes.Busy, errs *
 			pods = append(pods, sysctl.Pod{HostVeth: ep.HostVeth, HostPorts: len(ep.PortMappings) > 0, IPv6: ep.HasIPv6()})
 		}
 	}
-	changes, err := r.sysctls.Sync(sysctl.Node{Pods: pods, IPv6Pool: r.net.ipv6Pool(), VXLAN6: r.net.vxlanPool6().IsValid()}, busy)
+	changes, err := r.sysctls.Sync(sysctl.Node{Pods: pods, IPv6Pool: r.net.ipv6Pool(), VXLAN6: r.net.vxlanPool6().IsValid()}, r.pods.Links(busy))
 	for _, c := range changes {
 		if !r.sysctlsSet {
 			r.log.Info("set a sysctl", "sysctl", c.Key, "was", c.Was, "now", c.Value)
@@ -439,52 +458,31 @@ func (r *reconciler) syncSysctls(live []store.Endpoint, busy routes.Busy, errs *
 	r.sysctlsSet = true
 }
 
-// syncTC brings the pods' bandwidth limits in line (tc on each limited
-// pod's veth, and its ifb for an egress limit), and removes the ifbs no
-// pod's egress limit uses.
-func (r *reconciler) syncTC(live []store.Endpoint, veths map[string]int, busy routes.Busy, errs *[]error) {
-	limited := map[string]bool{} // veths whose pods limit egress
-	for _, ep := range live {
-		if _, ok := veths[ep.HostVeth]; !ok || ep.HostVeth == "" || ep.Bandwidth == nil {
-			continue
-		}
-		limited[ep.HostVeth] = ep.Bandwidth.EgressRate != 0
-		changes, err := r.tc.RepairBandwidth(ep.HostVeth, cniserver.RoutesBandwidth(*ep.Bandwidth), busy)
-		for _, c := range changes {
-			r.log.Warn("repaired: "+c, "veth", ep.HostVeth, "ip", ep.AddrsString())
-		}
-		r.metrics.Repaired(metrics.RepairTC, len(changes))
-		if err != nil {
-			*errs = append(*errs, err)
-		}
-	}
-	maps.DeleteFunc(limited, func(_ string, egress bool) bool { return !egress })
-	orphans, err := r.tc.OrphanIFBs(limited)
-	if err != nil {
-		*errs = append(*errs, err)
-	}
-	for _, ifb := range orphans {
-		removed, err := r.tc.DeleteIFB(ifb, busy)
-		if err != nil {
-			*errs = append(*errs, err)
-		}
-		if removed {
-			r.log.Warn("removed an ifb no pod's egress limit uses", "ifb", ifb)
-			r.metrics.Repaired(metrics.RepairLink, 1)
-		}
-	}
-}
-
 // podRoutes are the live endpoints that have a pod (not a reserved
 // address such as the tunnel's), as package routes wants them, each veth
 // pair with the pods' MTU (0: leave it).
 func podRoutes(live []store.Endpoint, mtu int) []routes.Endpoint {
 	var want []routes.Endpoint
+	for _, pod := range podsOf(live, mtu) {
+		want = append(want, pod.Endpoint)
+	}
+	return want
+}
+
+// podsOf are the live endpoints that have a pod, as the pods' owner wants
+// them, with their bandwidth limits.
+func podsOf(live []store.Endpoint, mtu int) []routes.Pod {
+	var want []routes.Pod
 	for _, ep := range live {
 		if ep.State == store.EndpointReserved {
 			continue
 		}
-		want = append(want, routes.Endpoint{IPs: ep.Addrs(), HostVeth: ep.HostVeth, Netns: ep.Netns, IfName: ep.IfName, MTU: mtu})
+		pod := routes.Pod{Endpoint: routes.Endpoint{IPs: ep.Addrs(), HostVeth: ep.HostVeth, Netns: ep.Netns, IfName: ep.IfName, MTU: mtu}}
+		if ep.Bandwidth != nil {
+			bw := cniserver.RoutesBandwidth(*ep.Bandwidth)
+			pod.Bandwidth = &bw
+		}
+		want = append(want, pod)
 	}
 	return want
 }

@@ -171,6 +171,7 @@ type node struct {
 	ops  *activity.Log
 	nat  *natDataplane
 	sys  *sysctl.Owner
+	own  *routes.Pods // the pods' owner: ADD, DEL and the pass ask it
 	recs *fakeRecords
 	rec  *reconciler
 	pods map[string]bool // the pods the node has (ADD done, no DEL)
@@ -193,8 +194,9 @@ func newNode(t *testing.T) *node {
 	k := newFakeKernel()
 	n := &node{t: t, st: st, k: k, ops: &activity.Log{}, sys: sysctl.New(k.sys), pods: map[string]bool{}}
 	n.nat = &natDataplane{kernel: fakeNAT{k}, pools: []masq.Pool{{CIDR: statePool, NATOutgoing: true}}, log: log}
-	n.recs = &fakeRecords{st: st, k: k, nat: n.nat, alive: map[string]bool{}}
-	n.rec = newReconciler(reconcilerDeps{store: st, cni: n.recs, activity: n.ops, kernel: k, tc: k, sysctls: n.sys, nat: n.nat,
+	n.own = routes.NewPods(fakePods{k}, n.sys)
+	n.recs = &fakeRecords{st: st, pods: n.own, nat: n.nat, alive: map[string]bool{}}
+	n.rec = newReconciler(reconcilerDeps{store: st, cni: n.recs, activity: n.ops, kernel: k, pods: n.own, sysctls: n.sys, nat: n.nat,
 		net: netInfo{node: "n1", uplink: Uplink{Interface: "eth0", Index: 2, Address: netip.MustParseAddr("192.168.10.20"),
 			Prefix: netip.MustParsePrefix("192.168.10.20/24"), MTU: 1500},
 			pools: []PoolConfig{{CIDR: statePool, BlockSize: 26, VXLANMode: EncapMode(routes.ModeNever), IPIPMode: EncapMode(routes.ModeNever), NATOutgoing: true}}, podMTU: 1500},
@@ -214,8 +216,9 @@ func (n *node) configure(s nodeState) {
 func handleOf(pod string) string { return "reef.c-" + pod }
 func netnsOf(pod string) string  { return "/run/netns/" + pod }
 
-// addStart is an ADD up to its pending record and its veth and /32, told
-// to the activity log: the point where a pass meets it half-way.
+// addStart is an ADD up to its pending record and its kernel side, told
+// to the activity log: the pods' owner's Up (veth pair, sysctls, /32) and
+// Limit (tc, ifb). It is the point where a pass meets it half-way.
 func (n *node) addStart(pod string) (store.Endpoint, *activity.Op) {
 	n.t.Helper()
 	sp := statePods[pod]
@@ -228,27 +231,23 @@ func (n *node) addStart(pod string) (store.Endpoint, *activity.Op) {
 	}
 	op.Pod(ep.Addrs(), ep.HostVeth)
 	n.recs.alive[ep.Netns] = true
-	n.k.addVeth(ep.HostVeth, ep.Netns, ep.IfName, n.mtu)
-	n.k.mu.Lock()
-	n.k.routes[netip.PrefixFrom(ep.IP, 32)] = routes.Route{Dst: netip.PrefixFrom(ep.IP, 32), Kind: routes.PodRoute, Dev: ep.HostVeth}
-	n.k.mu.Unlock()
+	spec := routes.PodSpec{Netns: ep.Netns, IfName: ep.IfName, HostVeth: ep.HostVeth, IPs: ep.Addrs(), MTU: n.mtu, HostPorts: len(ep.PortMappings) > 0}
+	if _, err := n.own.Up(spec); err != nil {
+		n.t.Fatalf("Up %s: %v", pod, err)
+	}
+	if ep.Bandwidth != nil {
+		if _, err := n.own.Limit(ep.HostVeth, tc.Bandwidth{IngressRate: ep.Bandwidth.IngressRate, IngressBurst: ep.Bandwidth.IngressBurst,
+			EgressRate: ep.Bandwidth.EgressRate, EgressBurst: ep.Bandwidth.EgressBurst}); err != nil {
+			n.t.Fatalf("Limit %s: %v", pod, err)
+		}
+	}
 	return ep, op
 }
 
-// addFinish is the rest of the ADD: sysctls, tc, elements, the record
-// ready.
+// addFinish is the rest of the ADD: elements, the record ready.
 func (n *node) addFinish(ep store.Endpoint, op *activity.Op) {
 	n.t.Helper()
 	defer op.End()
-	if _, err := n.sys.Pod(sysctl.Pod{HostVeth: ep.HostVeth, HostPorts: len(ep.PortMappings) > 0}); err != nil {
-		n.t.Fatal(err)
-	}
-	if ep.Bandwidth != nil {
-		if _, err := n.k.RepairBandwidth(ep.HostVeth, tc.Bandwidth{IngressRate: ep.Bandwidth.IngressRate, IngressBurst: ep.Bandwidth.IngressBurst,
-			EgressRate: ep.Bandwidth.EgressRate, EgressBurst: ep.Bandwidth.EgressBurst}, nil); err != nil {
-			n.t.Fatal(err)
-		}
-	}
 	if err := n.nat.AddPod(ep); err != nil {
 		n.t.Fatal(err)
 	}
@@ -259,8 +258,8 @@ func (n *node) addFinish(ep store.Endpoint, op *activity.Op) {
 	n.pods[ep.PodName] = true
 }
 
-// delStart is a DEL up to its kernel side: elements and veth gone, the
-// record still there.
+// delStart is a DEL up to its kernel side: elements gone, then the pods'
+// owner's Down (veth pair, /32, ifb); the record still there.
 func (n *node) delStart(pod string) (store.Endpoint, *activity.Op) {
 	n.t.Helper()
 	op := n.ops.Begin(handleOf(pod), "")
@@ -272,10 +271,9 @@ func (n *node) delStart(pod string) (store.Endpoint, *activity.Op) {
 	if err := n.nat.DelPod(ep); err != nil {
 		n.t.Fatal(err)
 	}
-	n.k.delLink(ep.HostVeth)
-	n.k.mu.Lock()
-	delete(n.k.ifbs, tc.IFBName(ep.HostVeth))
-	n.k.mu.Unlock()
+	if err := n.own.Down(ep.HostVeth, nil); err != nil {
+		n.t.Fatalf("Down %s: %v", pod, err)
+	}
 	return ep, op
 }
 
@@ -499,7 +497,7 @@ func TestReconcileStates(t *testing.T) {
 // DEL's veth and elements are not put back, nothing fails; once they are
 // done, the next pass gives the state's text.
 func TestReconcileRacesCNI(t *testing.T) {
-	timings := []string{"before", "during", "ends during"}
+	timings := []string{"before", "during", "in sync", "ends during"}
 	for seed := range uint64(20) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 2828))
@@ -538,10 +536,9 @@ func TestReconcileRacesCNI(t *testing.T) {
 					first = append(first, y)
 				}
 				n.moveTo(first)
-				xt, yt := timings[rng.IntN(3)], timings[rng.IntN(3)]
+				xt, yt := timings[rng.IntN(len(timings))], timings[rng.IntN(len(timings))]
 				what := fmt.Sprintf("step %d, state %v, ADD of %q %s, DEL of %q %s", step, s, x, xt, y, yt)
-				finishX, finishY, during := n.race(x, xt, y, yt)
-				n.k.onRead = during
+				finishX, finishY := n.race(x, xt, y, yt)
 				n.pass()
 
 				if got, want := n.textIn(s), raceText(s, x, xt); got != want {
@@ -570,26 +567,32 @@ func TestReconcileRacesCNI(t *testing.T) {
 }
 
 // raceText is what a pass that raced the ADD of x (timing xt) must have
-// left in s: the state without x, plus x as far as its ADD got.
+// left in s: the state without x, plus x as far as its ADD got (its whole
+// kernel side but the nftables elements, which come after it).
 func raceText(s nodeState, x, xt string) string {
 	base := s
 	base.pods = slices.DeleteFunc(slices.Clone(s.pods), func(p string) bool { return p == x && xt != "ends during" })
 	want := wantText(base)
 	if x != "" && xt != "ends during" {
-		mtu := s.podMTU()
-		want = sortedText(want + fmt.Sprintf("link reef%s mtu %d\npeer reef%s eth0 in /run/netns/%s mtu %d\nroute <%s>/32 dev reef%s scope link proto reef\n",
-			x, mtu, x, x, mtu, x, x))
+		for _, l := range strings.SplitAfter(strings.ReplaceAll(podText[x], "<mtu>", fmt.Sprint(s.podMTU())), "\n") {
+			if !strings.HasPrefix(l, "elem ") {
+				want += l
+			}
+		}
+		want = sortedText(want)
 	}
 	return want
 }
 
 // race starts an ADD of x and a DEL of y ("" for none) as their timings
-// say: "before" the pass, "during" its read, or begun before and "ends
-// during" it. It returns what finishes each afterwards, and what runs
-// during the read.
-func (n *node) race(x, xt, y, yt string) (finishX, finishY, during func()) {
+// say: "before" the pass, "during" its read (after the store, before the
+// kernel), "in sync" (after the pass read the kernel, as the pods' owner
+// is about to sync), or begun before and "ends during" the read. It sets
+// the fake kernel's hooks for what runs in the pass, and returns what
+// finishes each afterwards.
+func (n *node) race(x, xt, y, yt string) (finishX, finishY func()) {
 	finishX, finishY = func() {}, func() {}
-	var inRead []func()
+	var inRead, inSync []func()
 	if x != "" {
 		var ep store.Endpoint
 		var op *activity.Op
@@ -599,6 +602,9 @@ func (n *node) race(x, xt, y, yt string) (finishX, finishY, during func()) {
 			finishX = func() { n.addFinish(ep, op) }
 		case "during":
 			inRead = append(inRead, func() { ep, op = n.addStart(x) })
+			finishX = func() { n.addFinish(ep, op) }
+		case "in sync":
+			inSync = append(inSync, func() { ep, op = n.addStart(x) })
 			finishX = func() { n.addFinish(ep, op) }
 		case "ends during":
 			ep, op = n.addStart(x)
@@ -615,16 +621,23 @@ func (n *node) race(x, xt, y, yt string) (finishX, finishY, during func()) {
 		case "during":
 			inRead = append(inRead, func() { ep, op = n.delStart(y) })
 			finishY = func() { n.delFinish(ep, op) }
+		case "in sync":
+			inSync = append(inSync, func() { ep, op = n.delStart(y) })
+			finishY = func() { n.delFinish(ep, op) }
 		case "ends during":
 			ep, op = n.delStart(y)
 			inRead = append(inRead, func() { n.delFinish(ep, op) })
 		}
 	}
-	return finishX, finishY, func() {
-		for _, f := range inRead {
-			f()
+	all := func(fs []func()) func() {
+		return func() {
+			for _, f := range fs {
+				f()
+			}
 		}
 	}
+	n.k.onRead, n.k.afterRead = all(inRead), all(inSync)
+	return finishX, finishY
 }
 
 func sortedText(s string) string {

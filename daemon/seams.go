@@ -13,7 +13,6 @@ import (
 	"github.com/reefcni/reef/policy"
 	"github.com/reefcni/reef/policy/kube"
 	"github.com/reefcni/reef/routes"
-	"github.com/reefcni/reef/routes/tc"
 	"github.com/reefcni/reef/store"
 )
 
@@ -22,34 +21,18 @@ import (
 // (reconcile_states_test.go) give a fake kernel that prints its state as
 // text. The store is the real bbolt file in both.
 
-// routesKernel is package routes' kernel side: routes, veths and their
-// MTUs, vxlan.reef and tunl0 (*routes.Kernel).
+// routesKernel is package routes' kernel side as the pass uses it: it
+// reads the routes and veths, and writes the blocks' routes, vxlan.reef and
+// tunl0 (*routes.Kernel). The pods' objects are written only through
+// their owner, routes.Pods, on a routes.PodKernel.
 type routesKernel interface {
 	Read() (routes.State, error)
-	Apply(p routes.Plan, busy routes.Busy) error
+	Apply(p routes.Plan) error
 	HopTo(addr netip.Addr) (routes.Hop, error)
 	ReadTunnel() (routes.TunnelState, error)
 	ApplyTunnel(want routes.TunnelState, plan routes.TunnelPlan, settings func(link string) error) error
 	ReadIPIP() (routes.IPIPState, error)
 	ApplyIPIP(p routes.IPIPPlan) error
-}
-
-// tcKernel is the pods' bandwidth limits: tc on the veths and their ifbs.
-type tcKernel interface {
-	RepairBandwidth(hostVeth string, bw tc.Bandwidth, busy routes.Busy) ([]string, error)
-	OrphanIFBs(live map[string]bool) ([]string, error)
-	DeleteIFB(name string, busy routes.Busy) (bool, error)
-}
-
-// routesTC is tcKernel on the node's kernel.
-type routesTC struct{}
-
-func (routesTC) RepairBandwidth(v string, bw tc.Bandwidth, busy routes.Busy) ([]string, error) {
-	return tc.RepairBandwidth(v, bw, busy)
-}
-func (routesTC) OrphanIFBs(live map[string]bool) ([]string, error) { return tc.OrphanIFBs(live) }
-func (routesTC) DeleteIFB(name string, busy routes.Busy) (bool, error) {
-	return tc.DeleteIFB(name, busy)
 }
 
 // podRecords is the CNI server's side of a pass: what it changes of a
@@ -93,7 +76,6 @@ var (
 	_ policyAPI    = (*kube.Watcher)(nil)
 	_ policyKernel = (*nft.Kernel)(nil)
 	_ routesKernel = (*routes.Kernel)(nil)
-	_ tcKernel     = routesTC{}
 	_ podRecords   = (*cniserver.Server)(nil)
 	_ natKernel    = (*nat.Kernel)(nil)
 )

@@ -1,13 +1,27 @@
 package routes
 
-import (
-	"github.com/reefcni/reef/routes/podlink"
-	"github.com/reefcni/reef/routes/tc"
-)
+import "net/netip"
 
-// Busy says whether a CNI operation is busy with a pod's veth or /32
-// (podlink.Busy): the reconcile pass leaves such objects alone.
-type Busy = podlink.Busy
+// Busy says whether a CNI operation is writing a pod's objects, or wrote
+// them since the reconcile pass began reading (cniserver/activity's
+// Mark): a node-side veth by name, a pod's /32 or /128 by its address.
+// The pass leaves such objects alone; the next pass sees them in the
+// store. Pods asks it under the object's lock, just before each change.
+type Busy interface {
+	Link(name string) bool
+	Addr(ip netip.Addr) bool
+}
 
-// lockPod locks a pod's veth and its ifb, as every writer of them does.
-func lockPod(hostVeth string) (unlock func()) { return podlink.LockPod(hostVeth, tc.IFBName(hostVeth)) }
+// orNotBusy is b, or a Busy that names nothing when b is nil (a caller
+// alone on the node: tests, `reef cleanup`).
+func orNotBusy(b Busy) Busy {
+	if b == nil {
+		return notBusy{}
+	}
+	return b
+}
+
+type notBusy struct{}
+
+func (notBusy) Link(string) bool     { return false }
+func (notBusy) Addr(netip.Addr) bool { return false }

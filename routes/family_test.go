@@ -122,7 +122,7 @@ func TestIPNetToPrefix(t *testing.T) {
 	}
 }
 
-// SetupPod wires one address, or one of each family; it refuses the rest
+// setupPod wires one address, or one of each family; it refuses the rest
 // before it touches anything.
 func TestCheckPodAddrs(t *testing.T) {
 	for _, tt := range []struct {

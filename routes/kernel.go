@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
-	"github.com/reefcni/reef/routes/podlink"
+	"github.com/reefcni/reef/routes/linkname"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -42,7 +42,7 @@ func (k *Kernel) Read() (State, error) {
 	for _, l := range links {
 		a := l.Attrs()
 		names[a.Index] = a.Name
-		if podlink.Ours(a.Name) && l.Type() == "veth" {
+		if linkname.Ours(a.Name) && l.Type() == "veth" {
 			st.Links[a.Name] = true
 			st.MTUs[a.Name] = PodMTU{HostVeth: a.Name, MTU: a.MTU}
 		}
@@ -94,43 +94,34 @@ func routeOf(r netlink.Route, names map[int]string) (Route, bool) {
 }
 
 // Apply carries out a plan. It goes on after a failed step so that one bad
-// object does not hold back the rest, and returns every failure. A pod's
-// /32 or /128, veth or veth pair's MTU that busy names is left alone (see Busy):
-// each is checked under the object's lock, just before it would be
-// changed. nil is never busy.
-func (k *Kernel) Apply(p Plan, busy Busy) error {
-	busy = podlink.OrNotBusy(busy)
+// object does not hold back the rest, and returns every failure. It takes
+// no lock: the routes of blocks are the reconcile pass's alone, and a
+// plan with pods' objects comes from their owner (Pods), which applies
+// each under the object's lock.
+func (k *Kernel) Apply(p Plan) error {
 	var errs []error
 	// Each device is looked up once per plan: the routes of a pass mostly
 	// share one (the uplink), and a lookup is a netlink request of its own.
 	links := map[string]int{}
 	for _, r := range p.Replace {
-		if err := k.podObject(r, busy, func() error { return k.replace(r, links) }); err != nil {
+		if err := k.replace(r, links); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	for _, r := range p.DeleteRoute {
-		if err := k.podObject(r, busy, func() error { return k.deleteRoute(r) }); err != nil {
+		if err := k.deleteRoute(r); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	for _, m := range p.SetMTU {
-		unlock := podlink.LockLink(m.HostVeth)
-		if !busy.Link(m.HostVeth) {
-			if err := k.setPodMTU(m); err != nil {
-				errs = append(errs, err)
-			}
+		if err := k.setPodMTU(m); err != nil {
+			errs = append(errs, err)
 		}
-		unlock()
 	}
 	for _, name := range p.DeleteLink {
-		unlock := podlink.LockLink(name)
-		if !busy.Link(name) {
-			if err := deleteLink(k.h, name); err != nil {
-				errs = append(errs, err)
-			}
+		if err := deleteLink(k.h, name); err != nil {
+			errs = append(errs, err)
 		}
-		unlock()
 	}
 	return errors.Join(errs...)
 }
@@ -187,7 +178,7 @@ func (k *Kernel) setPodMTU(m PodMTU) error {
 	return nil
 }
 
-// Without is p less what busy names: the plan a pass logs. Apply asks
+// Without is p less what busy names: the plan a pass logs. Pods asks
 // again, under each object's lock.
 func (p Plan) Without(busy Busy) Plan {
 	keep := func(r Route) bool { return !isPodObject(r) || !busy.Addr(r.Dst.Addr()) && !busy.Link(r.Dev) }
@@ -217,25 +208,6 @@ func (p Plan) Without(busy Busy) Plan {
 
 // isPodObject says whether r is a pod's /32 or /128 (not a block's route).
 func isPodObject(r Route) bool { return r.Kind == PodRoute && r.Dst.IsSingleIP() }
-
-// podObject runs change for r: under the locks of its veth and its address,
-// and only if no CNI operation is busy with either, for a pod's route; at
-// once for a block's.
-func (k *Kernel) podObject(r Route, busy Busy, change func() error) error {
-	if !isPodObject(r) {
-		return change()
-	}
-	// The veth's lock too, before the address's (the order SetupPod takes
-	// them in): the route is written on the veth's index.
-	if podlink.Ours(r.Dev) {
-		defer podlink.LockLink(r.Dev)()
-	}
-	defer podlink.LockAddr(r.Dst.Addr())()
-	if busy.Addr(r.Dst.Addr()) || busy.Link(r.Dev) {
-		return nil
-	}
-	return change()
-}
 
 func (k *Kernel) deleteRoute(r Route) error {
 	// Scope "nowhere" matches a route of any scope; the protocol makes

@@ -1,9 +1,11 @@
 // Package routes programs the kernel's view of reef's pods: the veth pairs,
 // the pod side of the Calico L3 model, the node's /32 and /128 routes, the
 // blackholes of its own blocks, the other nodes' blocks and the tunnels
-// to them. The pods' bandwidth limits are routes/tc's, their sysctls
-// routes/sysctl's. It touches only what carries reef's marks: routes with
-// Protocol and links whose names start with HostVethPrefix.
+// to them. Pods is the one owner of each pod's objects (its veth pair,
+// its routes, its veth's sysctls through routes/sysctl, its tc and ifb
+// through routes/tc): the CNI path and the reconcile pass both ask it. It
+// touches only what carries reef's marks: routes with Protocol and links
+// whose names start with HostVethPrefix.
 package routes
 
 import (
@@ -12,7 +14,7 @@ import (
 	"net"
 	"net/netip"
 
-	"github.com/reefcni/reef/routes/podlink"
+	"github.com/reefcni/reef/routes/linkname"
 )
 
 // Protocol is reef's rtnetlink protocol number. packaging/rt_protos.d names
@@ -20,8 +22,8 @@ import (
 const Protocol = 238
 
 // HostVethPrefix starts every node-side veth name reef creates
-// (podlink.Prefix).
-const HostVethPrefix = podlink.Prefix
+// (linkname.Prefix).
+const HostVethPrefix = linkname.Prefix
 
 // PodGateway is the link-local next hop every pod routes through. It exists
 // nowhere: the node answers for it by proxy ARP and the permanent neighbour

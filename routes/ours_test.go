@@ -13,12 +13,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/reefcni/reef/internal/netnstest"
+	"github.com/reefcni/reef/routes/sysctl"
 )
 
 // TestForeignRouteInTheWay: a route that is not reef's at the destination
 // and metric of one reef wants (an operator's static route to an address
 // of reef's pools, a routing daemon's) is never overwritten, neither by a
-// pass (Apply) nor by ADD (SetupPod's /32): each reports a
+// pass (Apply) nor by ADD (Pods.Up's /32): each reports a
 // ForeignRouteError, and the route stays as it was. Where the place is
 // reef's own, it is replaced as before.
 func TestForeignRouteInTheWay(t *testing.T) {
@@ -53,7 +54,7 @@ func TestForeignRouteInTheWay(t *testing.T) {
 		podRt("10.244.3.7/32", "other0"),
 		{Dst: pfx("10.244.4.0/26"), Kind: RemoteRoute, Dev: "other0", Via: via},
 	}}
-	err := k.Apply(plan, nil)
+	err := k.Apply(plan)
 	var foreign *ForeignRouteError
 	if !errors.As(err, &foreign) {
 		t.Fatalf("Apply over routes that are not reef's = %v, want a ForeignRouteError", err)
@@ -93,16 +94,16 @@ func TestForeignRouteInTheWay(t *testing.T) {
 	// ADD of a pod whose /32 an operator's route holds: refused, nothing left.
 	pod := netnstest.New(t)
 	err = in(t, node, func() error {
-		_, err := SetupPod(PodSpec{Netns: pod.Path(), IfName: "eth0", HostVeth: "reeff1", IPs: []netip.Addr{netip.MustParseAddr("10.244.3.7")}, MTU: 1500})
+		_, err := cniPods(sysctl.New(sysctl.Proc{})).Up(PodSpec{Netns: pod.Path(), IfName: "eth0", HostVeth: "reeff1", IPs: []netip.Addr{netip.MustParseAddr("10.244.3.7")}, MTU: 1500})
 		return err
 	})
 	if !errors.As(err, &foreign) {
-		t.Errorf("SetupPod of 10.244.3.7 over a static /32 = %v, want a ForeignRouteError", err)
+		t.Errorf("Up of 10.244.3.7 over a static /32 = %v, want a ForeignRouteError", err)
 	}
 	if diff := cmp.Diff(after, routeStrings(t, nodeH, &netlink.Route{}, 0)); diff != "" {
-		t.Errorf("routes after the refused SetupPod (-want +got):\n%s", diff)
+		t.Errorf("routes after the refused Up (-want +got):\n%s", diff)
 	}
 	if _, err := nodeH.LinkByName("reeff1"); err == nil {
-		t.Errorf("the refused SetupPod left its veth reeff1")
+		t.Errorf("the refused Up left its veth reeff1")
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/reefcni/reef/routes/podlink"
+	"github.com/reefcni/reef/routes/linkname"
 	"github.com/reefcni/reef/routes/sysctl"
 	"github.com/reefcni/reef/routes/tc"
 	"github.com/vishvananda/netlink"
@@ -32,18 +32,16 @@ type PodSpec struct {
 	// (dual-stack), in any order.
 	IPs []netip.Addr
 	MTU int
-	// HostSettings asks the owner of the node's sysctls (package
-	// routes/sysctl) for the node-side veth's settings, once the veth
-	// exists and before it is up: proxy ARP, and route_localnet for a pod
-	// with hostPorts. nil sets none.
-	HostSettings func(hostVeth string) error
-	// TestPauseAfterVeth holds SetupPod between creating the veth and
+	// HostPorts is a pod with hostPorts: its veth gets route_localnet
+	// (Pods asks the sysctl owner for the veth's settings).
+	HostPorts bool
+	// TestPauseAfterVeth holds setupPod between creating the veth and
 	// wiring it, so the lab can make the netns vanish mid-ADD. Zero in
 	// production; the daemon sets it only from REEF_TEST_PAUSE_AFTER_VETH.
 	TestPauseAfterVeth time.Duration
 }
 
-// PodLinks describes the veth pair SetupPod made.
+// PodLinks describes the veth pair Pods.Up made.
 type PodLinks struct {
 	HostMAC net.HardwareAddr
 	PodMAC  net.HardwareAddr
@@ -130,22 +128,21 @@ func VethPeerIn(path, hostVeth string) (bool, error) {
 	return peer.Type() == "veth" && peer.Attrs().ParentIndex == host.Attrs().Index, nil
 }
 
-// SetupPod creates the veth pair and wires both ends. For an IPv4 address
+// setupPod creates the veth pair and wires both ends (Pods.Up, through
+// Kernel.Wire; it takes no lock). For an IPv4 address
 // the pod gets ip/32, the route to PodGateway, the default route and a
 // permanent neighbour for the gateway, and the node "ip/32 dev host-veth
 // scope link proto reef"; for an IPv6 address the pod gets ip/128 (nodad:
 // usable at once), the default route via PodGateway6 and a permanent
 // neighbour for it, and the node "ip/128 dev host-veth proto reef".
 // Forwarding is off in the pod; the node side gets the fixed MAC and, from
-// HostSettings, its sysctls. On any failure it removes the pair again, so
+// settings (nil: none), its sysctls before it is up. On any failure it removes the pair again, so
 // a failed ADD leaves nothing. A stale node-side veth of the same name (an
 // earlier sandbox of the same pod) is replaced.
-func SetupPod(spec PodSpec) (PodLinks, error) {
+func setupPod(spec PodSpec, settings func(hostVeth string) error) (PodLinks, error) {
 	if err := checkPodAddrs(spec.IPs); err != nil {
 		return PodLinks{}, err
 	}
-	defer lockPod(spec.HostVeth)()
-	defer podlink.LockAddrs(spec.IPs)()
 	podNS, err := openNetns(spec.Netns)
 	if err != nil {
 		return PodLinks{}, err
@@ -188,7 +185,7 @@ func SetupPod(spec PodSpec) (PodLinks, error) {
 	if spec.TestPauseAfterVeth > 0 {
 		time.Sleep(spec.TestPauseAfterVeth)
 	}
-	links, err := wirePod(host, pod, spec)
+	links, err := wirePod(host, pod, spec, settings)
 	if err == nil && !sameNetns(spec.Netns, podNS) {
 		// The sandbox went away while we wired it: our open handle kept the
 		// namespace alive, but nobody can reach it any more.
@@ -206,7 +203,7 @@ func SetupPod(spec PodSpec) (PodLinks, error) {
 	return links, nil
 }
 
-// checkPodAddrs refuses what SetupPod cannot wire: no address, two of a
+// checkPodAddrs refuses what setupPod cannot wire: no address, two of a
 // family, a zone or an IPv4-mapped IPv6 address.
 func checkPodAddrs(ips []netip.Addr) error {
 	if len(ips) == 0 {
@@ -229,13 +226,13 @@ func checkPodAddrs(ips []netip.Addr) error {
 	return nil
 }
 
-func wirePod(host, pod netlinksafe.Handle, spec PodSpec) (PodLinks, error) {
+func wirePod(host, pod netlinksafe.Handle, spec PodSpec, settings func(string) error) (PodLinks, error) {
 	hostLink, err := host.LinkByName(spec.HostVeth)
 	if err != nil {
 		return PodLinks{}, fmt.Errorf("find veth %s: %w", spec.HostVeth, err)
 	}
-	if spec.HostSettings != nil {
-		if err := spec.HostSettings(spec.HostVeth); err != nil {
+	if settings != nil {
+		if err := settings(spec.HostVeth); err != nil {
 			return PodLinks{}, err
 		}
 	}
@@ -338,21 +335,12 @@ func podRoute(ip netip.Addr, linkIndex int) *netlink.Route {
 	return r
 }
 
-// TeardownPod removes a pod's veth pair by its node-side name, and the ifb
+// teardownPod removes a pod's veth pair by its node-side name, and the ifb
 // of its egress limit (IFBName, if its alias names this veth); the kernel
 // removes the /32 route and the veth's qdiscs with the veth. What is
-// already gone is success, so DEL can be repeated.
-func TeardownPod(hostVeth string) error { return TeardownPodIf(hostVeth, nil) }
-
-// TeardownPodIf is TeardownPod if still (nil: always), asked under the
-// veth's locks, says the veth is still the pod's: a newer sandbox of the
-// same pod takes the name over (cniserver's detachOthers) and may create
-// it again at any moment.
-func TeardownPodIf(hostVeth string, still func() bool) error {
-	defer lockPod(hostVeth)()
-	if still != nil && !still() {
-		return nil
-	}
+// already gone is success, so DEL can be repeated (Pods.Down, through
+// Kernel.Unwire; it takes no lock).
+func teardownPod(hostVeth string) error {
 	h, err := netlinksafe.NewHandle()
 	if err != nil {
 		return fmt.Errorf("netlink handle: %w", err)
@@ -385,7 +373,7 @@ func deleteLink(h netlinksafe.Handle, name string) error {
 	return nil
 }
 
-func isOurs(name string) bool { return podlink.Ours(name) }
+func isOurs(name string) bool { return linkname.Ours(name) }
 
 func prefixToIPNet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}

@@ -104,7 +104,7 @@ func (n *v6Node) pass(t *testing.T) []sysctl.Change {
 		t.Fatalf("sysctl Sync: %v", err)
 	}
 	if p := n.plan(t); !p.Empty() {
-		if err := n.k.Apply(p, nil); err != nil {
+		if err := n.k.Apply(p); err != nil {
 			t.Fatalf("Apply %+v: %v", p, err)
 		}
 	}
@@ -135,14 +135,9 @@ func (n *v6Node) addPod(t *testing.T, name string, ips []netip.Addr, prepare fun
 	if prepare != nil {
 		prepare(pod)
 	}
-	v6 := slices.ContainsFunc(ips, netip.Addr.Is6)
-	spec := PodSpec{Netns: pod.Path(), IfName: "eth0", HostVeth: HostVethName("default", name, ""), IPs: ips, MTU: 1400,
-		HostSettings: func(veth string) error {
-			_, err := n.owner.Pod(sysctl.Pod{HostVeth: veth, IPv6: v6})
-			return err
-		}}
-	if err := in(t, n.ns, func() (err error) { _, err = SetupPod(spec); return err }); err != nil {
-		t.Fatalf("SetupPod %s %v: %v", name, ips, err)
+	spec := PodSpec{Netns: pod.Path(), IfName: "eth0", HostVeth: HostVethName("default", name, ""), IPs: ips, MTU: 1400}
+	if err := in(t, n.ns, func() (err error) { _, err = cniPods(n.owner).Up(spec); return err }); err != nil {
+		t.Fatalf("Up %s %v: %v", name, ips, err)
 	}
 	n.pods[spec.HostVeth] = pod
 	n.specs = append(n.specs, spec)
@@ -190,7 +185,7 @@ func TestIPv6Pods(t *testing.T) {
 	}
 
 	a := n.addPod(t, "v6-a", addrs("fd00:10:244::1"), nil)
-	// A namespace whose new links have IPv6 off: SetupPod turns it on on
+	// A namespace whose new links have IPv6 off: setupPod turns it on on
 	// the pod's interface.
 	b := n.addPod(t, "v6-b", addrs("fd00:10:244::2"), func(pod ns.NetNS) {
 		writeSysctlIn(t, pod, "net/ipv6/conf/default/disable_ipv6", "1")
@@ -294,11 +289,11 @@ func TestIPv6Pods(t *testing.T) {
 
 	// DEL: the pods' veths, routes and interfaces go; the blocks stay.
 	for _, s := range n.specs {
-		if err := in(t, n.ns, func() error { return TeardownPod(s.HostVeth) }); err != nil {
-			t.Errorf("TeardownPod %s: %v", s.HostVeth, err)
+		if err := in(t, n.ns, func() error { return cniPods(n.owner).Down(s.HostVeth, nil) }); err != nil {
+			t.Errorf("Down %s: %v", s.HostVeth, err)
 		}
 		if _, err := netnsHandle(t, s.Netns).LinkByName("eth0"); err == nil {
-			t.Errorf("pod %v still has eth0 after TeardownPod", s.IPs)
+			t.Errorf("pod %v still has eth0 after Down", s.IPs)
 		}
 	}
 	if diff := cmp.Diff([]string{"blackhole fd00:10:244::/122 dev lo"}, ipLines(t, n.ns, "-6", "route", "show", "table", "main", "proto", "238")); diff != "" {
@@ -322,7 +317,7 @@ func converge(t *testing.T, k *Kernel, want State) State {
 	if err != nil {
 		t.Fatalf("Read: %v", err)
 	}
-	if err := k.Apply(Diff(want, have), nil); err != nil {
+	if err := k.Apply(Diff(want, have)); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
 	if have, err = k.Read(); err != nil {
@@ -396,7 +391,7 @@ func TestKernelReadApplyIPv6(t *testing.T) {
 	// A gateway of another family is refused by name, and nothing is
 	// written.
 	mixed := Route{Dst: pfx("fd00:10:244::c0/122"), Kind: RemoteRoute, Dev: "eth0", Via: netip.MustParseAddr("192.0.2.12"), OnLink: true}
-	if err := n.k.Apply(Plan{Replace: []Route{mixed}}, nil); err == nil || !strings.Contains(err.Error(), "fd00:10:244::c0/122") {
+	if err := n.k.Apply(Plan{Replace: []Route{mixed}}); err == nil || !strings.Contains(err.Error(), "fd00:10:244::c0/122") {
 		t.Errorf("Apply of %s = %v, want a refusal naming it", mixed, err)
 	}
 	if rs, _ := netnsHandle(t, n.ns.Path()).RouteListFiltered(unix.AF_INET6, &netlink.Route{Dst: prefixToIPNet(mixed.Dst)}, netlink.RT_FILTER_DST); len(rs) != 0 {

@@ -15,8 +15,8 @@ func TestSetupPodRemovesStaleIFB(t *testing.T) {
 	nodeH := netnsHandle(t, node.Path())
 	spec := PodSpec{Netns: pod.Path(), IfName: "eth0", HostVeth: HostVethName("default", "bw-2", ""), IPs: addrs("10.244.1.9"), MTU: 1400}
 	ifb := tc.IFBName(spec.HostVeth)
-	if err := in(t, node, func() (err error) { _, err = SetupPod(spec); return err }); err != nil {
-		t.Fatalf("SetupPod: %v", err)
+	if err := in(t, node, func() (err error) { _, err = setupPod(spec, nil); return err }); err != nil {
+		t.Fatalf("setupPod: %v", err)
 	}
 	if err := in(t, node, func() error {
 		_, err := tc.SetBandwidth(spec.HostVeth, tc.Bandwidth{EgressRate: 1e6, EgressBurst: 80e3})
@@ -27,11 +27,11 @@ func TestSetupPodRemovesStaleIFB(t *testing.T) {
 	if _, err := nodeH.LinkByName(ifb); err != nil {
 		t.Fatalf("ifb %s after SetBandwidth: %v", ifb, err)
 	}
-	if err := in(t, node, func() (err error) { _, err = SetupPod(spec); return err }); err != nil {
-		t.Fatalf("second SetupPod: %v", err)
+	if err := in(t, node, func() (err error) { _, err = setupPod(spec, nil); return err }); err != nil {
+		t.Fatalf("second setupPod: %v", err)
 	}
 	if _, err := nodeH.LinkByName(ifb); err == nil {
-		t.Errorf("ifb %s of the stale pair survived SetupPod", ifb)
+		t.Errorf("ifb %s of the stale pair survived setupPod", ifb)
 	}
 	var got tc.Bandwidth
 	if err := in(t, node, func() (err error) { got, err = tc.ReadBandwidth(spec.HostVeth); return err }); err != nil {
@@ -47,10 +47,10 @@ func TestSetupPodRemovesStaleIFB(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("SetBandwidth: %v", err)
 	}
-	if err := in(t, node, func() error { return TeardownPod(spec.HostVeth) }); err != nil {
-		t.Fatalf("TeardownPod: %v", err)
+	if err := in(t, node, func() error { return teardownPod(spec.HostVeth) }); err != nil {
+		t.Fatalf("teardownPod: %v", err)
 	}
 	if _, err := nodeH.LinkByName(ifb); err == nil {
-		t.Errorf("ifb %s still exists after TeardownPod", ifb)
+		t.Errorf("ifb %s still exists after teardownPod", ifb)
 	}
 }

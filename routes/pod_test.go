@@ -20,7 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Kernel tests. SetupPod, CheckPod, TeardownPod and Kernel work in the
+// Kernel tests. setupPod, CheckPod, teardownPod and Kernel work in the
 // caller's network namespace, so every call runs inside a throw-away "node"
 // namespace (netnstest.New) through ns.Do, never in the namespace the test
 // was started in.
@@ -116,7 +116,7 @@ func TestPodLifecycle(t *testing.T) {
 	node, pod := netnstest.New(t), netnstest.New(t)
 	nodeH, podH := netnsHandle(t, node.Path()), netnsHandle(t, pod.Path())
 
-	// A new netns may inherit forwarding; SetupPod must turn it off.
+	// A new netns may inherit forwarding; setupPod must turn it off.
 	writeSysctlIn(t, pod, "net/ipv4/ip_forward", "1")
 
 	spec := PodSpec{
@@ -125,14 +125,10 @@ func TestPodLifecycle(t *testing.T) {
 		HostVeth: HostVethName("default", "web-1", "3f1c0a9e2b7d"),
 		IPs:      addrs("10.244.1.5"),
 		MTU:      1400,
-		HostSettings: func(veth string) error {
-			_, err := sysctl.New(sysctl.Proc{}).Pod(sysctl.Pod{HostVeth: veth})
-			return err
-		},
 	}
 	var links PodLinks
-	if err := in(t, node, func() (err error) { links, err = SetupPod(spec); return err }); err != nil {
-		t.Fatalf("SetupPod: %v", err)
+	if err := in(t, node, func() (err error) { links, err = cniPods(sysctl.New(sysctl.Proc{})).Up(spec); return err }); err != nil {
+		t.Fatalf("Up: %v", err)
 	}
 
 	// Node side.
@@ -213,7 +209,7 @@ func TestPodLifecycle(t *testing.T) {
 
 	// CHECK finds everything in place, then a missing route.
 	if err := in(t, node, func() error { return CheckPod(spec) }); err != nil {
-		t.Errorf("CheckPod after SetupPod: %v", err)
+		t.Errorf("CheckPod after setupPod: %v", err)
 	}
 	netnstest.Run(t, node, "ip", "route", "del", "10.244.1.5/32", "dev", spec.HostVeth)
 	err = in(t, node, func() error { return CheckPod(spec) })
@@ -221,36 +217,37 @@ func TestPodLifecycle(t *testing.T) {
 		t.Errorf("CheckPod without the node route = %v, want an error naming the route", err)
 	}
 
-	// A repeated SetupPod (a new sandbox of the same pod) replaces the
-	// stale pair and restores what was lost.
-	if err := in(t, node, func() (err error) { _, err = SetupPod(spec); return err }); err != nil {
-		t.Fatalf("second SetupPod: %v", err)
+	// A repeated Up (a new sandbox of the same pod) replaces the stale
+	// pair and restores what was lost.
+	pods := cniPods(sysctl.New(sysctl.Proc{}))
+	if err := in(t, node, func() (err error) { _, err = pods.Up(spec); return err }); err != nil {
+		t.Fatalf("second Up: %v", err)
 	}
 	if err := in(t, node, func() error { return CheckPod(spec) }); err != nil {
-		t.Errorf("CheckPod after second SetupPod: %v", err)
+		t.Errorf("CheckPod after second Up: %v", err)
 	}
 
-	// DEL removes the pair and its route, and may be repeated.
-	if err := in(t, node, func() error { return TeardownPod(spec.HostVeth) }); err != nil {
-		t.Fatalf("TeardownPod: %v", err)
+	// Down removes the pair and its route, and may be repeated.
+	if err := in(t, node, func() error { return pods.Down(spec.HostVeth, nil) }); err != nil {
+		t.Fatalf("Down: %v", err)
 	}
 	if _, err := nodeH.LinkByName(spec.HostVeth); err == nil {
-		t.Errorf("%s still exists after TeardownPod", spec.HostVeth)
+		t.Errorf("%s still exists after Down", spec.HostVeth)
 	}
 	if _, err := podH.LinkByName("eth0"); err == nil {
-		t.Errorf("pod eth0 still exists after TeardownPod")
+		t.Errorf("pod eth0 still exists after Down")
 	}
 	if got := routeStrings(t, nodeH, &netlink.Route{Protocol: Protocol}, netlink.RT_FILTER_PROTOCOL); len(got) != 0 {
-		t.Errorf("node routes proto 238 after TeardownPod: %v", got)
+		t.Errorf("node routes proto 238 after Down: %v", got)
 	}
-	if err := in(t, node, func() error { return TeardownPod(spec.HostVeth) }); err != nil {
-		t.Errorf("second TeardownPod = %v, want nil", err)
+	if err := in(t, node, func() error { return pods.Down(spec.HostVeth, nil) }); err != nil {
+		t.Errorf("second Down = %v, want nil", err)
 	}
 	if err := in(t, node, func() error { return CheckPod(spec) }); err == nil || !strings.Contains(err.Error(), "missing") {
-		t.Errorf("CheckPod after TeardownPod = %v, want an error naming what is missing", err)
+		t.Errorf("CheckPod after Down = %v, want an error naming what is missing", err)
 	}
-	if err := in(t, node, func() error { return TeardownPod("eth0") }); err == nil {
-		t.Errorf("TeardownPod(eth0) = nil, want a refusal: not a reef link")
+	if err := in(t, node, func() error { return pods.Down("eth0", nil) }); err == nil {
+		t.Errorf("Down(eth0) = nil, want a refusal: not a reef link")
 	}
 }
 
@@ -268,11 +265,11 @@ func TestSetupPodNetnsGone(t *testing.T) {
 		plain, // a netns file whose bind mount is gone
 	} {
 		spec := PodSpec{Netns: path, IfName: "eth0", HostVeth: "reefgone0000000", IPs: addrs("10.244.1.6"), MTU: 1400}
-		err := in(t, node, func() error { _, err := SetupPod(spec); return err })
+		err := in(t, node, func() error { _, err := setupPod(spec, nil); return err })
 		if !errors.Is(err, ErrNetnsGone) {
-			t.Errorf("SetupPod(netns %s) = %v, want ErrNetnsGone", path, err)
+			t.Errorf("setupPod(netns %s) = %v, want ErrNetnsGone", path, err)
 		} else if !strings.Contains(err.Error(), path) {
-			t.Errorf("SetupPod(netns %s) = %v, want the path named", path, err)
+			t.Errorf("setupPod(netns %s) = %v, want the path named", path, err)
 		}
 		if NetnsExists(path) {
 			t.Errorf("NetnsExists(%s) = true", path)
@@ -350,7 +347,7 @@ func TestKernelReadApply(t *testing.T) {
 	// A pass leaves alone what a CNI operation is busy with: the stray
 	// veth and the /32 of 10.244.1.7 stay as they are; the rest changes.
 	busy := testBusy{links: map[string]bool{"reefstray1": true}, addrs: map[netip.Addr]bool{netip.MustParseAddr("10.244.1.7"): true}}
-	if err := k.Apply(plan, busy); err != nil {
+	if err := NewPods(k, nil).apply(plan, busy); err != nil {
 		t.Fatalf("Apply with busy objects: %v", err)
 	}
 	mid, err := k.Read()
@@ -366,12 +363,12 @@ func TestKernelReadApply(t *testing.T) {
 	if _, ok := mid.Routes[pfx("10.244.1.99/32")]; ok {
 		t.Errorf("Apply with busy objects left 10.244.1.99/32, which nobody was busy with")
 	}
-	if err := k.Apply(plan, nil); err != nil {
+	if err := k.Apply(plan); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
 	// Deletes of what is already gone are success, so a plan can be
 	// applied twice.
-	if err := k.Apply(Plan{DeleteRoute: plan.DeleteRoute, DeleteLink: plan.DeleteLink}, nil); err != nil {
+	if err := k.Apply(Plan{DeleteRoute: plan.DeleteRoute, DeleteLink: plan.DeleteLink}); err != nil {
 		t.Errorf("second Apply of the deletes: %v", err)
 	}
 
@@ -403,7 +400,7 @@ func TestKernelReadApply(t *testing.T) {
 	}
 
 	// A plan that names a link without reef's prefix is refused.
-	if err := k.Apply(Plan{DeleteLink: []string{"other0"}}, nil); err == nil {
+	if err := k.Apply(Plan{DeleteLink: []string{"other0"}}); err == nil {
 		t.Errorf("Apply deleting other0 = nil, want a refusal")
 	}
 	if _, err := nodeH.LinkByName("other0"); err != nil {
@@ -429,8 +426,8 @@ func TestApplyPodMTU(t *testing.T) {
 	node, pod := netnstest.New(t), netnstest.New(t)
 	nodeH, podH := netnsHandle(t, node.Path()), netnsHandle(t, pod.Path())
 	spec := PodSpec{Netns: pod.Path(), IfName: "eth0", HostVeth: "reefmtu0000000", IPs: addrs("10.244.1.5"), MTU: 1500}
-	if err := in(t, node, func() (err error) { _, err = SetupPod(spec); return err }); err != nil {
-		t.Fatalf("SetupPod: %v", err)
+	if err := in(t, node, func() (err error) { _, err = setupPod(spec, nil); return err }); err != nil {
+		t.Fatalf("setupPod: %v", err)
 	}
 	var k *Kernel
 	if err := in(t, node, func() (err error) { k, err = NewKernel(); return err }); err != nil {
@@ -468,14 +465,14 @@ func TestApplyPodMTU(t *testing.T) {
 	if p := plan.Without(busy); !p.Empty() {
 		t.Errorf("Without(busy veth) = %+v, want empty", p)
 	}
-	if err := k.Apply(plan, busy); err != nil {
+	if err := NewPods(k, nil).apply(plan, busy); err != nil {
 		t.Fatalf("Apply with the veth busy: %v", err)
 	}
 	if h, p := mtus(); h != 1500 || p != 1500 {
 		t.Errorf("Apply changed the MTU of a veth a CNI operation was busy with: node %d, pod %d", h, p)
 	}
 
-	if err := k.Apply(plan, nil); err != nil {
+	if err := k.Apply(plan); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
 	if h, p := mtus(); h != 1400 || p != 1400 {
@@ -490,7 +487,7 @@ func TestApplyPodMTU(t *testing.T) {
 	// Again, with the node's end already right: the pod's end is still
 	// brought in line, and nothing fails.
 	netnstest.Run(t, pod, "ip", "link", "set", "eth0", "mtu", "1500")
-	if err := k.Apply(plan, nil); err != nil {
+	if err := k.Apply(plan); err != nil {
 		t.Fatalf("second Apply: %v", err)
 	}
 	if h, p := mtus(); h != 1400 || p != 1400 {
@@ -499,7 +496,7 @@ func TestApplyPodMTU(t *testing.T) {
 
 	gone := plan.SetMTU[0]
 	gone.MTU, gone.Netns = 1300, filepath.Join(t.TempDir(), "no-such-netns")
-	if err := k.Apply(Plan{SetMTU: []PodMTU{gone}}, nil); err != nil {
+	if err := k.Apply(Plan{SetMTU: []PodMTU{gone}}); err != nil {
 		t.Errorf("Apply with the pod's netns gone = %v, want nothing done (the pass releases the pod)", err)
 	}
 	if h, _ := mtus(); h != 1400 {
@@ -511,7 +508,7 @@ func TestApplyPodMTU(t *testing.T) {
 	vanishedPod := netip.MustParseAddr("10.244.1.6")
 	stale := Plan{Replace: []Route{{Dst: netip.PrefixFrom(vanishedPod, 32), Kind: PodRoute, Dev: "reefvanished00"}},
 		SetMTU: []PodMTU{{HostVeth: "reefvanished00", Netns: pod.Path(), IfName: "eth0", MTU: 1300}}}
-	if err := k.Apply(stale, nil); err != nil {
+	if err := k.Apply(stale); err != nil {
 		t.Errorf("Apply for a veth that vanished = %v, want nothing done", err)
 	}
 	if have, err = k.Read(); err != nil {
@@ -524,3 +521,8 @@ func TestApplyPodMTU(t *testing.T) {
 		t.Errorf("Apply for a vanished veth changed another pair's MTU: node %d, pod %d", h, p)
 	}
 }
+
+// cniPods is the pods' owner as the CNI path uses it, on the kernel of
+// the caller's network namespace: Wire and Unwire open netlink handles of
+// their own, so the Kernel needs none.
+func cniPods(sys *sysctl.Owner) *Pods { return NewPods(&Kernel{}, sys) }

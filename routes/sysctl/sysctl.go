@@ -7,14 +7,18 @@
 // vxlan.reef carries IPv6, IPv6 on that device with its EUI-64 link-local,
 // which the other nodes route this node's IPv6 blocks through. Desired computes
 // the values from the pods, purely; an Owner reads what the kernel holds
-// and writes only what differs. It is the only writer of these values: ADD
-// asks it for one pod's (Owner.Pod), the reconcile pass for the node's
-// (Owner.Sync).
+// and writes only what differs. It is the only writer of these values: the
+// owner of the pods' kernel objects (routes.Pods) asks it for one pod's
+// veth while it creates the veth (Owner.Pod), the reconcile pass for the
+// node's (Owner.Sync).
 //
-// The owner has an opinion only on the pods it is told of: a veth of a pod
-// that is not in the pass's snapshot (an ADD half-way, an orphan that the
-// links' owner removes), or that a CNI operation is busy with, is left
-// alone, so a pass never races an ADD, and a value reef does not need is
+// A veth's settings exist only with the veth, and only the veth's owner
+// knows whether a CNI operation is busy with it, so the pass writes them
+// through that owner (Links): under the veth's lock, and not at all while
+// an operation is busy with it. The owner has an opinion only on the pods
+// it is told of: a veth of a pod that is not in the pass's snapshot (an
+// ADD half-way, an orphan that the links' owner removes) is left alone,
+// so a pass never races an ADD, and a value reef does not need is
 // never reset (route_localnet of a pod without hostPorts keeps what the
 // node's default gave it, the IPv6 settings of an IPv4 pod's veth and
 // IPv6 forwarding of a node without IPv6 what the node has).
@@ -27,7 +31,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/reefcni/reef/routes/podlink"
+	"github.com/reefcni/reef/routes/linkname"
 )
 
 // Forwarding and Forwarding6 are the keys of IPv4 and IPv6 forwarding in
@@ -138,7 +142,7 @@ func tunnelSettings(v6 bool) []Setting {
 // without reef's prefix is refused: reef never touches another link's
 // settings.
 func podSettings(p Pod) ([]Setting, error) {
-	if !podlink.Ours(p.HostVeth) {
+	if !linkname.Ours(p.HostVeth) {
 		return nil, fmt.Errorf("refusing the sysctls of %q: not a reef link", p.HostVeth)
 	}
 	want := []Setting{{ProxyARP(p.HostVeth), "1"}}
@@ -159,14 +163,19 @@ type Owner struct{ k Kernel }
 // New returns the owner of the sysctls that k reads and writes.
 func New(k Kernel) *Owner { return &Owner{k: k} }
 
+// Links is the owner of the pods' veths (routes.Pods), which the pass asks
+// before it writes a veth's settings: With runs write under the veth's
+// lock, or not at all if a CNI operation is busy with the veth (it may be
+// replacing the veth with a new sandbox's, whose settings its ADD sets).
+type Links interface {
+	With(hostVeth string, write func())
+}
+
 // Sync is the pass: the node's forwarding and the settings of every pod in
-// the snapshot. A pod's are written under its veth's lock (podlink), and
-// not at all if busy names the veth: a CNI operation may be replacing the
-// veth with a new sandbox's, whose settings its ADD sets. A pod whose veth
-// is gone is skipped (the links' owner deals with it). It returns what it
-// changed: each change is a repair.
-func (o *Owner) Sync(n Node, busy podlink.Busy) ([]Change, error) {
-	busy = podlink.OrNotBusy(busy)
+// the snapshot, each pod's through links (nil: at once, for a caller alone
+// on the node). A pod whose veth is gone is skipped (the links' owner
+// deals with it). It returns what it changed: each change is a repair.
+func (o *Owner) Sync(n Node, links Links) ([]Change, error) {
 	changes, err := o.apply(nodeSettings(n), true)
 	errs := []error{err}
 	c, err := o.apply(tunnelSettings(n.VXLAN6), true)
@@ -177,18 +186,21 @@ func (o *Owner) Sync(n Node, busy podlink.Busy) ([]Change, error) {
 			errs = append(errs, err)
 			continue
 		}
-		unlock := podlink.LockLink(p.HostVeth)
-		if !busy.Link(p.HostVeth) {
+		write := func() {
 			c, aerr := o.apply(pw, true)
 			changes, errs = append(changes, c...), append(errs, aerr)
 		}
-		unlock()
+		if links == nil {
+			write()
+		} else {
+			links.With(p.HostVeth, write)
+		}
 	}
 	return changes, errors.Join(errs...)
 }
 
-// Pod is ADD's request: one pod's settings, before its veth is up. Its veth
-// must exist.
+// Pod is ADD's request, through the veth's owner, which holds the veth's
+// lock: one pod's settings, before its veth is up. Its veth must exist.
 func (o *Owner) Pod(p Pod) ([]Change, error) {
 	want, err := podSettings(p)
 	if err != nil {

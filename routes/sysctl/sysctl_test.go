@@ -304,3 +304,42 @@ func TestRefusesOtherLinks(t *testing.T) {
 		}
 	}
 }
+
+// busyLinks is the pods' owner as the pass's Sync asks it (sysctl.Links):
+// busy veths are not written, the others are, each inside With.
+type busyLinks struct {
+	busy  map[string]bool
+	asked []string
+}
+
+func (l *busyLinks) With(veth string, write func()) {
+	l.asked = append(l.asked, veth)
+	if !l.busy[veth] {
+		write()
+	}
+}
+
+// The pass writes each veth's settings through the veths' owner, and
+// nothing of a veth it says is busy; the node's own settings need no
+// veth's owner.
+func TestSyncThroughLinks(t *testing.T) {
+	k := sysctltest.New()
+	a, b := sysctl.Pod{HostVeth: "reefa"}, sysctl.Pod{HostVeth: "reefb", HostPorts: true}
+	k.AddLink(a.HostVeth)
+	k.AddLink(b.HostVeth)
+	links := &busyLinks{busy: map[string]bool{b.HostVeth: true}}
+	change := func(key, value, was string) sysctl.Change {
+		return sysctl.Change{Setting: sysctl.Setting{Key: key, Value: value}, Was: was}
+	}
+	changes, err := sysctl.New(k).Sync(sysctl.Node{Pods: []sysctl.Pod{a, b}}, links)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sysctl.Change{change(sysctl.Forwarding, "1", "0"), change(sysctl.ProxyARP(a.HostVeth), "1", "0")}
+	if diff := cmp.Diff(want, changes); diff != "" {
+		t.Errorf("changes (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{a.HostVeth, b.HostVeth}, links.asked); diff != "" {
+		t.Errorf("veths asked (-want +got):\n%s", diff)
+	}
+}

@@ -1,7 +1,9 @@
 // Package tc is a pod's bandwidth limits: tc qdiscs on its node-side veth
-// and an ifb device for what the pod sends. SetBandwidth is ADD's,
-// RepairBandwidth, OrphanIFBs and DeleteIFB the reconcile pass's; both
-// sides hold the pod's locks (package podlink) while they write.
+// and an ifb device for what the pod sends. Its functions are kernel
+// primitives without locks: the owner of the pods' kernel objects
+// (routes.Pods) is their one caller, for ADD (SetBandwidth), DEL
+// (DeletePodIFB) and the reconcile pass (RepairBandwidth, OrphanIFBs,
+// DeleteIFB), and orders them with its own locks.
 //
 // A pod's limits follow the CNI bandwidth convention (as the reference
 // bandwidth plugin): traffic into the pod leaves the node through the
@@ -22,7 +24,7 @@ import (
 	"strings"
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
-	"github.com/reefcni/reef/routes/podlink"
+	"github.com/reefcni/reef/routes/linkname"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -32,7 +34,7 @@ import (
 type Bandwidth struct{ IngressRate, IngressBurst, EgressRate, EgressBurst uint64 }
 
 // IFBPrefix starts the name of every ifb device reef creates. It starts with
-// podlink.Prefix, so everything that guards reef's links guards these too;
+// linkname.Prefix, so everything that guards reef's links guards these too;
 // a veth may also be named so (HostVethName can give "reefb..."), which is
 // why reef takes a link for its ifb only if it is of type ifb.
 const IFBPrefix = "reefb"
@@ -59,7 +61,7 @@ const redirectPriority = 1
 // "reef" and 11), 15 characters at most (IFNAMSIZ-1). It carries the veth's
 // name as its alias (IFLA_IFALIAS), so ownership can be checked.
 func IFBName(hostVeth string) string {
-	rest := strings.TrimPrefix(hostVeth, podlink.Prefix)
+	rest := strings.TrimPrefix(hostVeth, linkname.Prefix)
 	if len(rest) > 10 {
 		rest = rest[:10]
 	}
@@ -204,34 +206,9 @@ func MinBurstBits(mtu int) uint64 { return uint64(mtu+ethHeader) * 8 }
 // veth, and a clsact qdisc on the veth (not reef's). Refusals come before
 // any change; on a later failure it returns what it did change.
 func SetBandwidth(hostVeth string, bw Bandwidth) (changes []string, err error) {
-	if !podlink.Ours(hostVeth) {
+	if !linkname.Ours(hostVeth) {
 		return nil, fmt.Errorf("refusing to touch %q: not a reef link", hostVeth)
 	}
-	defer lockPod(hostVeth)()
-	return setBandwidth(hostVeth, bw)
-}
-
-// RepairBandwidth is SetBandwidth for the reconcile pass: a veth that
-// busy names is left alone, checked under the pod's lock (a DEL that began
-// after the pass read the store may be removing it), and so is a veth that
-// is gone (its pod's netns ended: the links' owner deals with it).
-func RepairBandwidth(hostVeth string, bw Bandwidth, busy podlink.Busy) (changes []string, err error) {
-	if !podlink.Ours(hostVeth) {
-		return nil, fmt.Errorf("refusing to touch %q: not a reef link", hostVeth)
-	}
-	defer lockPod(hostVeth)()
-	if podlink.OrNotBusy(busy).Link(hostVeth) {
-		return nil, nil
-	}
-	changes, err = setBandwidth(hostVeth, bw)
-	if isNotFound(err) && len(changes) == 0 {
-		return nil, nil
-	}
-	return changes, err
-}
-
-// setBandwidth is SetBandwidth, under the pod's lock.
-func setBandwidth(hostVeth string, bw Bandwidth) (changes []string, err error) {
 	h, err := netlinksafe.NewHandle()
 	if err != nil {
 		return nil, fmt.Errorf("netlink handle: %w", err)
@@ -265,6 +242,17 @@ func setBandwidth(hostVeth string, bw Bandwidth) (changes []string, err error) {
 	return b.changes, err
 }
 
+// RepairBandwidth is SetBandwidth for the reconcile pass: a veth that is
+// gone (its pod's netns ended, or a DEL removed it since the pass read
+// the kernel) is no failure; the links' owner deals with it.
+func RepairBandwidth(hostVeth string, bw Bandwidth) (changes []string, err error) {
+	changes, err = SetBandwidth(hostVeth, bw)
+	if isNotFound(err) && len(changes) == 0 {
+		return nil, nil
+	}
+	return changes, err
+}
+
 // ReadBandwidth returns the limits the kernel has on a pod's veth, for
 // `reef ipam show` and tests: a root tbf on the veth, and the root tbf of
 // the ifb its ingress redirects to. It is best effort: the bw SetBandwidth
@@ -272,7 +260,7 @@ func setBandwidth(hostVeth string, bw Bandwidth) (changes []string, err error) {
 // to what tbf holds reads back cut, bits below a byte are lost).
 func ReadBandwidth(hostVeth string) (Bandwidth, error) {
 	var bw Bandwidth
-	if !podlink.Ours(hostVeth) {
+	if !linkname.Ours(hostVeth) {
 		return bw, fmt.Errorf("refusing to read %q: not a reef link", hostVeth)
 	}
 	h, err := netlinksafe.NewHandle()
@@ -358,15 +346,13 @@ func OrphanIFBs(live map[string]bool) ([]string, error) {
 // DeleteIFB removes one of reef's ifb devices, and says whether it did.
 // Absent is success; a name without IFBPrefix, or a link of that name that
 // is not an ifb (a pod's veth may be named reefb...), is refused. An ifb
-// whose veth (its alias) busy names is left alone: it is checked under the
-// ifb's lock, which ADD's and DEL's writers hold while they create, alias
-// or delete it. nil is never busy.
-func DeleteIFB(name string, busy podlink.Busy) (bool, error) {
+// whose veth (its alias) inUse names is left alone: the caller holds the
+// ifb's lock and asks whether a CNI operation is busy with the veth. nil
+// names none.
+func DeleteIFB(name string, inUse func(veth string) bool) (bool, error) {
 	if !strings.HasPrefix(name, IFBPrefix) || len(name) == len(IFBPrefix) {
 		return false, fmt.Errorf("refusing to delete %q: not a reef ifb", name)
 	}
-	busy = podlink.OrNotBusy(busy)
-	defer podlink.LockIFB(name)()
 	h, err := netlinksafe.NewHandle()
 	if err != nil {
 		return false, fmt.Errorf("netlink handle: %w", err)
@@ -382,7 +368,7 @@ func DeleteIFB(name string, busy podlink.Busy) (bool, error) {
 	if l.Type() != "ifb" {
 		return false, fmt.Errorf("refusing to delete %s: a %s, not an ifb", name, l.Type())
 	}
-	if veth := l.Attrs().Alias; veth != "" && busy.Link(veth) {
+	if veth := l.Attrs().Alias; veth != "" && inUse != nil && inUse(veth) {
 		return false, nil
 	}
 	if err := h.LinkDel(l); err != nil && !errors.Is(err, unix.ENODEV) && !errors.Is(err, os.ErrNotExist) {
@@ -390,6 +376,3 @@ func DeleteIFB(name string, busy podlink.Busy) (bool, error) {
 	}
 	return true, nil
 }
-
-// lockPod locks hostVeth and its ifb (podlink.LockPod).
-func lockPod(hostVeth string) (unlock func()) { return podlink.LockPod(hostVeth, IFBName(hostVeth)) }

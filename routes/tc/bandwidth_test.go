@@ -544,7 +544,7 @@ func TestIFBOwnership(t *testing.T) {
 		t.Errorf("OrphanIFBs(none live) (-want +got):\n%s", diff)
 	}
 	// An ifb whose veth a CNI operation is busy with stays.
-	busyY := testBusy{links: map[string]bool{vethY: true}}
+	busyY := func(veth string) bool { return veth == vethY }
 	if err := in(t, node, func() error { _, err := DeleteIFB(IFBName(vethY), busyY); return err }); err != nil {
 		t.Fatalf("DeleteIFB of a busy veth's ifb: %v", err)
 	}

@@ -294,8 +294,9 @@ func (b *tcWriter) clearEgress(veth netlink.Link) error {
 }
 
 // DeletePodIFB removes hostVeth's ifb if it is there and names hostVeth; an
-// ifb of that name that names another veth is that pod's and stays. The
-// caller holds the pod's locks (SetupPod, TeardownPod).
+// ifb of that name that names another veth is that pod's and stays. Its
+// caller is the pods' owner (routes.Pods: Up, Down), under the pod's
+// locks.
 func DeletePodIFB(h netlinksafe.Handle, hostVeth string) (removed bool, err error) {
 	name := IFBName(hostVeth)
 	l, err := h.LinkByName(name)
