@@ -23,15 +23,11 @@ import (
 // text. The store is the real bbolt file in both.
 
 // routesKernel is package routes' kernel side: routes, veths and their
-// MTUs, vxlan.reef and tunl0 (*routes.Kernel).
+// MTUs (*routes.Kernel). The tunnels are their owner's (tunnelKernel).
 type routesKernel interface {
 	Read() (routes.State, error)
 	Apply(p routes.Plan, busy routes.Busy) error
 	HopTo(addr netip.Addr) (routes.Hop, error)
-	ReadTunnel() (routes.TunnelState, error)
-	ApplyTunnel(want routes.TunnelState, plan routes.TunnelPlan, settings func(link string) error) error
-	ReadIPIP() (routes.IPIPState, error)
-	ApplyIPIP(p routes.IPIPPlan) error
 }
 
 // tcKernel is the pods' bandwidth limits: tc on the veths and their ifbs.
