@@ -137,29 +137,40 @@ func (r *reconciler) run(w work) {
 	if !step {
 		return
 	}
-	r.retry(kernel, r.once(kernel), time.Now())
-}
-
-// retry counts the passes in a row that ended in error (err, at now) and,
-// while retryDelay is shorter than the interval, asks for a whole pass
-// again (workRetry: next holds it back until the delay has passed); after
-// that the interval's own pass is the retry. A whole pass that ends
-// without error ends the run.
-func (r *reconciler) retry(kernel kernelPass, err error, now time.Time) {
+	err := r.once(kernel)
 	if err == nil {
-		if kernel == kernelAll {
-			r.failures = 0
-		}
 		return
 	}
-	r.failures++
-	r.failedAt = now
-	if d, ok := retryDelay(r.failures, r.interval); ok {
+	if d, ok := r.retryAfter(); ok {
 		r.log.Error("reconcile pass failed; retrying", "in", d, "failures", r.failures, "error", err)
-		r.pending.add(workRetry)
 		return
 	}
 	r.log.Error("reconcile pass failed; retrying next interval", "failures", r.failures, "error", err)
+}
+
+// ended notes how a pass of the kernel pass k ended (err, at now): a
+// whole pass without error ends a run of failures; a pass that failed
+// counts one more.
+func (r *reconciler) ended(k kernelPass, err error, now time.Time) {
+	switch {
+	case err != nil:
+		r.failures++
+		r.failedAt = now
+	case k == kernelAll:
+		r.failures = 0
+	}
+}
+
+// retryAfter asks for a whole pass again after the failures so far, while
+// retryDelay is shorter than the interval (workRetry: next holds it back
+// until the delay has passed); after that the interval's own pass is the
+// retry.
+func (r *reconciler) retryAfter() (time.Duration, bool) {
+	d, ok := retryDelay(r.failures, r.interval)
+	if ok {
+		r.pending.add(workRetry)
+	}
+	return d, ok
 }
 
 // Last returns when the last pass ran and how it ended.
@@ -172,8 +183,15 @@ func (r *reconciler) Last() (time.Time, error) {
 // Once runs one pass: the block protocol's step first, which reads and
 // writes only the store and BGP (bbolt orders its transactions with the
 // CNI path's), then the kernel. CNI operations go on meanwhile: the pass
-// leaves alone what they touch (see pass).
-func (r *reconciler) Once() error { return r.once(kernelAll) }
+// leaves alone what they touch (see pass). A pass that fails is retried by
+// the loop, after retryDelay.
+func (r *reconciler) Once() error {
+	err := r.once(kernelAll)
+	if err != nil {
+		r.retryAfter()
+	}
+	return err
+}
 
 // once runs a step and then the kernel side: the whole of it for
 // kernelAll (the interval, Trigger, the start, a retry), and otherwise only
@@ -218,6 +236,7 @@ func (r *reconciler) once(kernel kernelPass) error {
 	r.applied, r.appliedOK = blocks, stepErr == nil && passErr == nil && r.blocks != nil
 	err := errors.Join(stepErr, passErr)
 	r.record(err)
+	r.ended(kernel, err, time.Now())
 	return err
 }
 

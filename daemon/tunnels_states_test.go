@@ -75,8 +75,9 @@ func wantVXLANNode(t *testing.T) string {
 // TestRetryAfterFailedApply: a whole pass whose vxlan.reef apply fails
 // leaves a retry pending; next holds it back 1 s after the failure, the
 // retry fails again and waits 2 s, the third try succeeds, the kernel is
-// as a pass that never failed leaves it, and the run of failures is over.
-// The loop's clock is passed in: nothing sleeps.
+// as a pass that never failed leaves it, and the run of failures is over;
+// the daemon's first pass (Once) is retried the same way. The loop's
+// clock is passed in: nothing sleeps.
 func TestRetryAfterFailedApply(t *testing.T) {
 	want := wantVXLANNode(t)
 	n := vxNode(t)
@@ -124,6 +125,23 @@ func TestRetryAfterFailedApply(t *testing.T) {
 	}
 	if _, err := n.rec.Last(); err != nil {
 		t.Errorf("Last after the retry that succeeded: %v", err)
+	}
+
+	// The daemon's first pass (Once, before the loop runs) is retried
+	// the same way.
+	delete(n.k.vxlan.neigh4, otherNode)
+	f.fails["ApplyTunnel"] = 1
+	if err := n.rec.Once(); !errors.Is(err, f.err) {
+		t.Fatalf("Once whose apply fails: %v", err)
+	}
+	if w, _ := n.rec.pending.peek(); w != workRetry || n.rec.failures != 1 {
+		t.Fatalf("after Once failed: pending %06b, failures %d; want a retry, 1", w, n.rec.failures)
+	}
+	if ran, _ := runDue(n.rec.failedAt.Add(time.Second)); ran != workRetry {
+		t.Fatalf("1 s after Once failed: ran %06b, want the retry", ran)
+	}
+	if got := n.text(); got != want || n.rec.failures != 0 {
+		t.Errorf("after the retry of Once (failures %d), kernel\n%s\nwant\n%s", n.rec.failures, got, want)
 	}
 }
 
