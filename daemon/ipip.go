@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"net/netip"
 
 	"github.com/reefcni/reef/routes"
@@ -17,22 +18,23 @@ func (n netInfo) desiredIPIP(addr netip.Addr) *routes.IPIPConfig {
 	return &routes.IPIPConfig{MTU: n.uplink.MTU - ipipOverhead, TunnelAddr: addr}
 }
 
-// syncIPIP brings tunl0 in line with desiredIPIP. reef never creates
-// tunl0: this lab's kernel has no ipip module, and the error
-// (routes.ErrNoIPIP) then says so in the log and reef status.
-func (r *reconciler) syncIPIP(addr netip.Addr, errs *[]error) {
-	have, err := r.kernel.ReadIPIP()
+// syncIPIP brings tunl0 in line with desiredIPIP, its tunnel address
+// reserved or released in the store first. reef never creates tunl0: this
+// lab's kernel has no ipip module, and the error (routes.ErrNoIPIP) then
+// says so in the log and reef status.
+func (t *tunnels) syncIPIP(n netInfo) error {
+	var errs []error
+	addr := t.address(n, n.ipipHandle(), n.ipipPool(), &errs)
+	have, err := t.kernel.ReadIPIP()
 	if err != nil {
-		*errs = append(*errs, err)
-		return
+		return errors.Join(append(errs, err)...)
 	}
-	plan, err := routes.DiffIPIP(r.net.desiredIPIP(addr), have)
+	plan, err := routes.DiffIPIP(n.desiredIPIP(addr), have)
 	if err != nil {
-		*errs = append(*errs, err)
-		return
+		return errors.Join(append(errs, err)...)
 	}
 	if plan.Empty() {
-		return
+		return errors.Join(errs...)
 	}
 	var what []any
 	if plan.SetMTU != 0 {
@@ -47,8 +49,6 @@ func (r *reconciler) syncIPIP(addr netip.Addr, errs *[]error) {
 	if plan.SetUp {
 		what = append(what, "setUp", true)
 	}
-	r.log.Info("bringing "+routes.IPIPDevice+" in line", what...)
-	if err := r.kernel.ApplyIPIP(plan); err != nil {
-		*errs = append(*errs, err)
-	}
+	t.log.Info("bringing "+routes.IPIPDevice+" in line", what...)
+	return errors.Join(append(errs, t.kernel.ApplyIPIP(plan))...)
 }

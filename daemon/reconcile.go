@@ -45,11 +45,11 @@ type reconciler struct {
 	// line with, if it ended without error (appliedOK).
 	applied   []store.Block
 	appliedOK bool
-	// tunnelPeers are the nodes the last syncTunnel was given, tunnelOwn
-	// the own confirmed blocks of the last pass (the tunnel addresses').
-	tunnelPeers vxPeers
-	tunnelOwn   []netip.Prefix
-	gone        map[string]int // handle -> passes in a row that found its netns gone
+	// failures are the passes in a row that ended in error, the last at
+	// failedAt: a retry waits retryDelay(failures) after it.
+	failures int
+	failedAt time.Time
+	gone     map[string]int // handle -> passes in a row that found its netns gone
 	// sysctlsSet: a pass has brought the sysctls in line. The first
 	// one's changes are the node's start (a fresh node forwards nothing),
 	// not repairs.
@@ -72,6 +72,7 @@ type reconcilerDeps struct {
 	nat      *natDataplane
 	policy   *policyDataplane // nil: NetworkPolicy off
 	blocks   *blockEngine     // nil: no block protocol (tests of the kernel side)
+	tunnels  *tunnels         // the owner of vxlan.reef, tunl0 and their addresses
 	metrics  *metrics.Metrics // nil: metrics off
 	net      netInfo          // the node's uplink, pools and pod MTU
 	pending  *pending         // what the loop has to do: the triggers fill it (schedule.go)
@@ -83,7 +84,7 @@ func newReconciler(deps reconcilerDeps, log *slog.Logger) *reconciler {
 	return &reconciler{reconcilerDeps: deps, log: log.With("component", "reconcile"), gone: map[string]int{}}
 }
 
-// Run loops until ctx ends: it runs the pending work when delay says it is
+// Run loops until ctx ends: it runs the pending work that next says is
 // due, and asks for a whole pass every interval.
 func (r *reconciler) Run(ctx context.Context) {
 	tick := time.NewTicker(r.interval)
@@ -92,11 +93,9 @@ func (r *reconciler) Run(ctx context.Context) {
 	due.Stop()
 	for {
 		w, age := r.pending.peek()
-		wait := delay(w, timing{age: age,
-			lastPolicy: r.lastPolicy, sincePolicy: time.Since(r.lastPolicyEnd),
-			lastStep: r.lastStep, sinceStep: time.Since(r.lastStepEnd)})
-		if w != 0 && wait == 0 {
-			r.run(r.pending.take())
+		now, wait := next(w, r.timing(age, time.Now()))
+		if now != 0 {
+			r.run(r.pending.take(now))
 			if r.passLoop {
 				r.pending.add(workStep | workKernel)
 			}
@@ -119,6 +118,15 @@ func (r *reconciler) Run(ctx context.Context) {
 	}
 }
 
+// timing is what the loop knows at now of its recent work, for next; age
+// is how long the work pending has waited.
+func (r *reconciler) timing(age time.Duration, now time.Time) timing {
+	return timing{age: age,
+		lastPolicy: r.lastPolicy, sincePolicy: now.Sub(r.lastPolicyEnd),
+		lastStep: r.lastStep, sinceStep: now.Sub(r.lastStepEnd),
+		failures: r.failures, sinceFailure: now.Sub(r.failedAt), interval: r.interval}
+}
+
 // run does the work w, as plan says.
 func (r *reconciler) run(w work) {
 	policy, step, kernel := plan(w)
@@ -129,9 +137,40 @@ func (r *reconciler) run(w work) {
 	if !step {
 		return
 	}
-	if err := r.once(kernel); err != nil {
-		r.log.Error("reconcile pass failed; retrying next interval", "error", err)
+	err := r.once(kernel)
+	if err == nil {
+		return
 	}
+	if d, ok := r.retryAfter(); ok {
+		r.log.Error("reconcile pass failed; retrying", "in", d, "failures", r.failures, "error", err)
+		return
+	}
+	r.log.Error("reconcile pass failed; retrying next interval", "failures", r.failures, "error", err)
+}
+
+// ended notes how a pass of the kernel pass k ended (err, at now): a
+// whole pass without error ends a run of failures; a pass that failed
+// counts one more.
+func (r *reconciler) ended(k kernelPass, err error, now time.Time) {
+	switch {
+	case err != nil:
+		r.failures++
+		r.failedAt = now
+	case k == kernelAll:
+		r.failures = 0
+	}
+}
+
+// retryAfter asks for a whole pass again after the failures so far, while
+// retryDelay is shorter than the interval (workRetry: next holds it back
+// until the delay has passed); after that the interval's own pass is the
+// retry.
+func (r *reconciler) retryAfter() (time.Duration, bool) {
+	d, ok := retryDelay(r.failures, r.interval)
+	if ok {
+		r.pending.add(workRetry)
+	}
+	return d, ok
 }
 
 // Last returns when the last pass ran and how it ended.
@@ -144,12 +183,19 @@ func (r *reconciler) Last() (time.Time, error) {
 // Once runs one pass: the block protocol's step first, which reads and
 // writes only the store and BGP (bbolt orders its transactions with the
 // CNI path's), then the kernel. CNI operations go on meanwhile: the pass
-// leaves alone what they touch (see pass).
-func (r *reconciler) Once() error { return r.once(kernelAll) }
+// leaves alone what they touch (see pass). A pass that fails is retried by
+// the loop, after retryDelay.
+func (r *reconciler) Once() error {
+	err := r.once(kernelAll)
+	if err != nil {
+		r.retryAfter()
+	}
+	return err
+}
 
 // once runs a step and then the kernel side: the whole of it for
-// kernelAll (the interval, Trigger, the start), and otherwise only its
-// routes (routesOnly), when the step changed the blocks the kernel routes
+// kernelAll (the interval, Trigger, the start, a retry), and otherwise only
+// its routes (kernelPass.scope), when the step changed the blocks the kernel routes
 // or kernelRoutes says an earlier step left that to this pass. When the
 // step (not a whole pass) woke ADDs that waited for a block, their wiring
 // goes first: the kernel side is put off to the next pass (workRoutes),
@@ -174,7 +220,7 @@ func (r *reconciler) once(kernel kernelPass) error {
 		return nil
 	}
 	began := time.Now()
-	passErr := r.pass(blocks, kernel != kernelAll)
+	passErr := r.pass(blocks, kernel.scope())
 	var failed []string
 	if stepErr != nil {
 		failed = append(failed, "blocks")
@@ -190,6 +236,7 @@ func (r *reconciler) once(kernel kernelPass) error {
 	r.applied, r.appliedOK = blocks, stepErr == nil && passErr == nil && r.blocks != nil
 	err := errors.Join(stepErr, passErr)
 	r.record(err)
+	r.ended(kernel, err, time.Now())
 	return err
 }
 
@@ -225,10 +272,11 @@ func (r *reconciler) record(err error) {
 // what hangs off the pods' veths (sysctls, tc), nftables last, and the
 // records' MTUs after all of it (see recordMTUs).
 //
-// routesOnly is the pass of a step that changed what is routed (a block
-// learnt, lost or confirmed): the routes, and the tunnels when the nodes
-// reached through them or the own blocks (which hold their addresses)
-// changed, and nothing else. Through route reflectors every node hears
+// A routes-only pass (scope routesOnly) is the pass of a step that changed
+// what is routed (a block learnt, lost or confirmed): the routes, and the
+// tunnels when the nodes reached through them or the own blocks (which
+// hold their addresses) changed (the tunnels' owner decides), and nothing
+// else. Through route reflectors every node hears
 // every block of the cluster come, and a whole pass for each (sysctls,
 // every pod's proxy ARP, the nftables tables, the tunnel's neighbours) was
 // a seventh of a 100-client bench's CPU; the next whole pass (the interval,
@@ -242,7 +290,7 @@ func (r *reconciler) record(err error) {
 // asks again after reading the kernel, and the pods' owner under each pod
 // object's lock before changing it (routes.Busy), so an operation that
 // begins while the pass runs is seen too.
-func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
+func (r *reconciler) pass(blocks []store.Block, sc scope) error {
 	mark := r.activity.Mark()
 	defer mark.Close()
 	eps, err := r.store.Endpoints()
@@ -257,16 +305,16 @@ func (r *reconciler) pass(blocks []store.Block, routesOnly bool) error {
 	}
 	var errs []error
 	live := readyEndpoints(eps)
-	if !routesOnly {
+	if sc.has(syncPods) {
 		live = r.resolveEndpoints(eps, mark.Touched(), &errs)
 	}
 	own, remote, peers := r.routedBlocks(blocks, &errs)
-	r.syncTunnels(own, peers, routesOnly, &errs)
-	live, veths, err := r.syncRoutes(live, own, remote, mark, !routesOnly)
+	errs = append(errs, r.tunnels.Sync(tunnelSnapshot{net: r.net, own: own, peers: peers}, sc.has(resyncTunnels)))
+	live, veths, err := r.syncRoutes(live, own, remote, mark, sc.has(syncPods))
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if routesOnly || veths == nil {
+	if !sc.has(syncPods) || veths == nil {
 		return errors.Join(errs...)
 	}
 	r.syncSysctls(live, mark, &errs)
@@ -310,26 +358,6 @@ func readyEndpoints(eps []store.Endpoint) []store.Endpoint {
 		}
 	}
 	return live
-}
-
-// syncTunnels brings vxlan.reef and tunl0 in line. Both devices' addresses
-// live in the first own block, and VXLAN's peers are the nodes reached
-// through it: a routes-only pass syncs them only when those changed.
-func (r *reconciler) syncTunnels(own []netip.Prefix, peers vxPeers, routesOnly bool, errs *[]error) {
-	ownChanged := !slices.Equal(own, r.tunnelOwn)
-	peersChanged := !peers.equal(r.tunnelPeers)
-	r.tunnelOwn = own
-	if routesOnly && !ownChanged && !peersChanged {
-		return
-	}
-	addrs := r.tunnelAddresses(errs)
-	if !routesOnly || ownChanged || peersChanged {
-		r.syncTunnel(peers, addrs, errs)
-		r.tunnelPeers = peers
-	}
-	if !routesOnly || ownChanged {
-		r.syncIPIP(addrs.ipip, errs)
-	}
 }
 
 // syncRoutes brings the routes and the pods' objects in line: the own

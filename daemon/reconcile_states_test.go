@@ -197,6 +197,7 @@ func newNode(t *testing.T) *node {
 	n.own = routes.NewPods(fakePods{k}, n.sys)
 	n.recs = &fakeRecords{st: st, pods: n.own, nat: n.nat, alive: map[string]bool{}}
 	n.rec = newReconciler(reconcilerDeps{store: st, cni: n.recs, activity: n.ops, kernel: k, pods: n.own, sysctls: n.sys, nat: n.nat,
+		tunnels: newTunnels(tunnelDeps{kernel: k, store: st, sysctls: n.sys}, log),
 		net: netInfo{node: "n1", uplink: Uplink{Interface: "eth0", Index: 2, Address: netip.MustParseAddr("192.168.10.20"),
 			Prefix: netip.MustParsePrefix("192.168.10.20/24"), MTU: 1500},
 			pools: []PoolConfig{{CIDR: statePool, BlockSize: 26, VXLANMode: EncapMode(routes.ModeNever), IPIPMode: EncapMode(routes.ModeNever), NATOutgoing: true}}, podMTU: 1500},
@@ -291,7 +292,7 @@ func (n *node) delFinish(ep store.Endpoint, op *activity.Op) {
 // pass runs a whole pass; a failure fails the test.
 func (n *node) pass() {
 	n.t.Helper()
-	if err := n.rec.pass(nil, false); err != nil {
+	if err := n.rec.pass(nil, wholePass); err != nil {
 		n.t.Fatalf("pass: %v", err)
 	}
 }

@@ -23,10 +23,13 @@ const (
 	// workRoutes: the routes-only pass an earlier step put off because it
 	// woke ADDs waiting for a block (see reconciler.once).
 	workRoutes
+	// workRetry: a whole pass again after passes that ended in error,
+	// once retryDelay has passed (reconciler.retry).
+	workRetry
 )
 
 // steps is the work that runs a block protocol step.
-const steps = workStep | workStepNow | workKernel | workRoutes
+const steps = workStep | workStepNow | workKernel | workRoutes | workRetry
 
 func (w work) has(x work) bool { return w&x != 0 }
 
@@ -35,7 +38,7 @@ func (w work) has(x work) bool { return w&x != 0 }
 type pending struct {
 	mu    sync.Mutex
 	set   work
-	since time.Time // when set became non-empty
+	since time.Time // when set, a retry aside, became non-empty
 	wake  chan struct{}
 }
 
@@ -43,7 +46,7 @@ func newPending() *pending { return &pending{wake: make(chan struct{}, 1)} }
 
 func (p *pending) add(w work) {
 	p.mu.Lock()
-	if p.set == 0 {
+	if p.set&^workRetry == 0 && w&^workRetry != 0 {
 		p.since = time.Now()
 	}
 	p.set |= w
@@ -54,23 +57,24 @@ func (p *pending) add(w work) {
 	}
 }
 
-// peek returns the set and how long it has been non-empty.
+// peek returns the set and how long it has been non-empty, a retry
+// aside (a retry waits for its own delay: next).
 func (p *pending) peek() (work, time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.set == 0 {
-		return 0, 0
+	if p.set&^workRetry == 0 {
+		return p.set, 0
 	}
 	return p.set, time.Since(p.since)
 }
 
-// take empties the set and returns what it held.
-func (p *pending) take() work {
+// take takes w out of the set and returns what the set held of it.
+func (p *pending) take(w work) work {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	w := p.set
-	p.set = 0
-	return w
+	got := p.set & w
+	p.set &^= w
+	return got
 }
 
 // Trigger asks for a whole pass soon; triggers that come while one is
@@ -102,12 +106,65 @@ func (p *pending) BGPChanged() { p.add(workStep) }
 
 // timing is what the loop knows of its recent work: how long the work now
 // pending has waited, how long the last policy sync and the last step took,
-// and how long ago each ended.
+// and how long ago each ended; how many passes in a row ended in error,
+// how long ago the last did, and the interval of the whole passes.
 type timing struct {
 	age                     time.Duration
 	lastPolicy, sincePolicy time.Duration
 	lastStep, sinceStep     time.Duration
+	failures                int
+	sinceFailure, interval  time.Duration
 }
+
+// next is what of the pending work w runs now (nothing: 0) and, when
+// nothing does, how long until something is due. All but a retry wait as
+// delay says. A retry waits its own delay after the last failure
+// (retryDelay), whatever else runs meanwhile, unless a whole pass is due
+// anyway, which takes it along; once due it runs as a whole pass with
+// everything else pending.
+func next(w work, t timing) (now work, wait time.Duration) {
+	rest := w &^ workRetry
+	wait = -1
+	if rest != 0 {
+		switch d := delay(rest, t); {
+		case d == 0 && rest.has(workKernel):
+			return w, 0
+		case d == 0:
+			return rest, 0
+		default:
+			wait = d
+		}
+	}
+	if w.has(workRetry) {
+		backoff, _ := retryDelay(t.failures, t.interval)
+		d := max(0, backoff-t.sinceFailure)
+		if d == 0 {
+			return w, 0
+		}
+		if wait < 0 || d < wait {
+			wait = d
+		}
+	}
+	return 0, max(0, wait)
+}
+
+// retryDelay is how long after the last of failures passes in a row that
+// ended in error the next is tried: firstRetry, doubled with each failure
+// (cilium's reconciler retries a failed target so: exponentially, capped).
+// ok is false once that reaches the interval: the interval's own whole
+// pass is then the retry.
+func retryDelay(failures int, interval time.Duration) (d time.Duration, ok bool) {
+	if failures < 1 {
+		return 0, false
+	}
+	d = firstRetry << min(failures-1, 20)
+	if d >= interval {
+		return interval, false
+	}
+	return d, true
+}
+
+const firstRetry = time.Second
 
 // delay is how long the loop waits before it runs the work w: zero for a
 // whole pass or a step asked for at once; for a step, until the step gap
@@ -130,7 +187,7 @@ func delay(w work, t timing) time.Duration {
 	}
 }
 
-// kernelPass is how much of the kernel a pass brings in line.
+// kernelPass is how much of the kernel a pass brings in line, and when.
 type kernelPass uint8
 
 const (
@@ -143,12 +200,41 @@ const (
 	kernelAll
 )
 
+// scope is which owners a kernel pass brings in line besides the routes,
+// which every pass does.
+type scope uint8
+
+const (
+	// resyncTunnels: the tunnels' owner reads both devices and repairs
+	// drift; without it, it syncs only a device whose snapshot changed
+	// (tunnels.Sync).
+	resyncTunnels scope = 1 << iota
+	// syncPods: the pods' side: endpoints released, sysctls, tc,
+	// nftables, NetworkPolicy, the records' MTUs.
+	syncPods
+
+	// routesOnly is the pass of a step that changed what is routed.
+	routesOnly scope = 0
+	// wholePass is every owner.
+	wholePass = resyncTunnels | syncPods
+)
+
+func (s scope) has(x scope) bool { return s&x == x }
+
+// scope is what the kernel pass k brings in line.
+func (k kernelPass) scope() scope {
+	if k == kernelAll {
+		return wholePass
+	}
+	return routesOnly
+}
+
 // plan says what running the work w does: a policy sync, a block protocol
 // step, and after the step which kernel pass.
 func plan(w work) (policy, step bool, kernel kernelPass) {
 	policy, step = w.has(workPolicy), w.has(steps)
 	switch {
-	case w.has(workKernel):
+	case w.has(workKernel | workRetry):
 		kernel = kernelAll
 	case w.has(workRoutes):
 		kernel = kernelRoutes

@@ -22,17 +22,14 @@ import (
 // text. The store is the real bbolt file in both.
 
 // routesKernel is package routes' kernel side as the pass uses it: it
-// reads the routes and veths, and writes the blocks' routes, vxlan.reef and
-// tunl0 (*routes.Kernel). The pods' objects are written only through
-// their owner, routes.Pods, on a routes.PodKernel.
+// reads the routes and veths, and writes the blocks' routes
+// (*routes.Kernel). The pods' objects are written only through their
+// owner, routes.Pods, on a routes.PodKernel; the tunnels only through
+// theirs (tunnelKernel).
 type routesKernel interface {
 	Read() (routes.State, error)
 	Apply(p routes.Plan) error
 	HopTo(addr netip.Addr) (routes.Hop, error)
-	ReadTunnel() (routes.TunnelState, error)
-	ApplyTunnel(want routes.TunnelState, plan routes.TunnelPlan, settings func(link string) error) error
-	ReadIPIP() (routes.IPIPState, error)
-	ApplyIPIP(p routes.IPIPPlan) error
 }
 
 // podRecords is the CNI server's side of a pass: what it changes of a

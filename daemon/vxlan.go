@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"net/netip"
 
 	"github.com/reefcni/reef/metrics"
@@ -62,68 +63,74 @@ func (n netInfo) desiredVXLAN(peers vxPeers, addrs tunnelAddrs) routes.TunnelSta
 		TunnelAddr6: addrs.vxlan6, MAC: routes.VTEPMAC(n.vtepID()).String()}}
 }
 
-// syncTunnel brings vxlan.reef in line with desiredVXLAN. The device's
-// IPv6 settings come from the sysctls' owner, which ApplyTunnel asks
-// before it writes addresses and neighbours (and before a new device is
-// up): IPv6 turned off by hand is back before an IPv6 neighbour needs it.
-func (r *reconciler) syncTunnel(peers vxPeers, addrs tunnelAddrs, errs *[]error) {
-	want := r.net.desiredVXLAN(peers, addrs)
-	have, err := r.kernel.ReadTunnel()
+// syncVXLAN brings vxlan.reef in line with desiredVXLAN, its tunnel
+// addresses reserved or released in the store first. The device's IPv6
+// settings come from the sysctls' owner, which ApplyTunnel asks before it
+// writes addresses and neighbours (and before a new device is up): IPv6
+// turned off by hand is back before an IPv6 neighbour needs it.
+func (t *tunnels) syncVXLAN(s tunnelSnapshot) error {
+	var errs []error
+	addrs := tunnelAddrs{
+		vxlan:  t.address(s.net, s.net.tunnelHandle(), s.net.vxlanPool(), &errs),
+		vxlan6: t.address(s.net, s.net.tunnelHandle6(), s.net.vxlanPool6(), &errs),
+	}
+	want := s.net.desiredVXLAN(s.peers, addrs)
+	have, err := t.kernel.ReadTunnel()
 	if err != nil {
-		*errs = append(*errs, err)
-		return
+		return errors.Join(append(errs, err)...)
 	}
 	plan := routes.DiffTunnel(want, have)
 	if plan.Empty() {
-		return
+		return errors.Join(errs...)
 	}
-	r.logTunnel(plan, addrs)
-	v6 := r.net.vxlanPool6().IsValid()
+	t.logVXLAN(s, plan, addrs)
+	v6 := s.net.vxlanPool6().IsValid()
 	settings := func(string) error {
-		changes, err := r.sysctls.Tunnel(v6)
+		changes, err := t.sysctls.Tunnel(v6)
 		for _, c := range changes {
 			if plan.Create {
-				r.log.Info("set a sysctl", "sysctl", c.Key, "was", c.Was, "now", c.Value)
+				t.log.Info("set a sysctl", "sysctl", c.Key, "was", c.Was, "now", c.Value)
 				continue
 			}
-			r.log.Warn("repaired a sysctl", "sysctl", c.Key, "was", c.Was, "now", c.Value)
-			r.metrics.Repaired(metrics.RepairSysctl, 1)
+			t.log.Warn("repaired a sysctl", "sysctl", c.Key, "was", c.Was, "now", c.Value)
+			t.metrics.Repaired(metrics.RepairSysctl, 1)
 		}
 		return err
 	}
-	if err := r.kernel.ApplyTunnel(want, plan, settings); err != nil {
-		*errs = append(*errs, err)
-	}
+	return errors.Join(append(errs, t.kernel.ApplyTunnel(want, plan, settings))...)
 }
 
-// logTunnel logs and counts what a plan for vxlan.reef changes.
-func (r *reconciler) logTunnel(plan routes.TunnelPlan, addrs tunnelAddrs) {
+// logVXLAN logs and counts what a plan for vxlan.reef changes.
+func (t *tunnels) logVXLAN(s tunnelSnapshot, plan routes.TunnelPlan, addrs tunnelAddrs) {
 	switch {
 	case len(plan.Recreate) > 0:
-		r.log.Warn("recreating "+routes.VXLANDevice+": it differs", "differences", plan.Recreate)
-		r.metrics.Repaired(metrics.RepairLink, 1)
+		t.log.Warn("recreating "+routes.VXLANDevice+": it differs", "differences", plan.Recreate)
+		t.metrics.Repaired(metrics.RepairLink, 1)
 	case plan.Create:
-		r.log.Info("creating "+routes.VXLANDevice, "vni", routes.VXLANVNI, "port", routes.VXLANPort, "local", r.net.vtepLocal(),
+		t.log.Info("creating "+routes.VXLANDevice, "vni", routes.VXLANVNI, "port", routes.VXLANPort, "local", s.net.vtepLocal(),
 			"tunnelAddress", addrs.vxlan, "tunnelAddressV6", addrs.vxlan6)
 	case plan.Delete:
-		r.log.Info("deleting " + routes.VXLANDevice + ": no pool uses VXLAN")
+		t.log.Info("deleting " + routes.VXLANDevice + ": no pool uses VXLAN")
 	}
 	if !plan.Create && (len(plan.AddAddrs) > 0 || len(plan.DelAddrs) > 0) {
-		r.log.Info(routes.VXLANDevice+" tunnel addresses", "add", plan.AddAddrs, "remove", plan.DelAddrs)
+		t.log.Info(routes.VXLANDevice+" tunnel addresses", "add", plan.AddAddrs, "remove", plan.DelAddrs)
 	}
 	if len(plan.AddPeers) > 0 || len(plan.DelPeers) > 0 || len(plan.AddPeers6) > 0 || len(plan.DelPeers6) > 0 {
-		r.log.Info("VXLAN peers", "add", plan.AddPeers, "remove", plan.DelPeers, "addIPv6", plan.AddPeers6, "removeIPv6", plan.DelPeers6)
+		t.log.Info("VXLAN peers", "add", plan.AddPeers, "remove", plan.DelPeers, "addIPv6", plan.AddPeers6, "removeIPv6", plan.DelPeers6)
 	}
-	// A peer's neighbour added again though the last sync was given it
-	// too (r.tunnelPeers, set after this returns): someone removed it.
+	// A peer's neighbour added again though the last sync that ended
+	// without error had it too: someone removed it.
+	if t.vxlanIn == nil {
+		return
+	}
 	for _, p := range plan.AddPeers {
-		if r.tunnelPeers.v4[p] {
-			r.metrics.Repaired(metrics.RepairNeighbour, 1)
+		if t.vxlanIn.peers.v4[p] {
+			t.metrics.Repaired(metrics.RepairNeighbour, 1)
 		}
 	}
 	for _, p := range plan.AddPeers6 {
-		if r.tunnelPeers.v6[p] {
-			r.metrics.Repaired(metrics.RepairNeighbour, 1)
+		if t.vxlanIn.peers.v6[p] {
+			t.metrics.Repaired(metrics.RepairNeighbour, 1)
 		}
 	}
 }

@@ -146,7 +146,7 @@ func TestVXLAN6States(t *testing.T) {
 	// tunnel address is released, and the other node's IPv6 block, whose
 	// record gave no IPv6 address, gets no route, which the pass says.
 	n.vxModes(EncapAlways, EncapNever)
-	if err := n.rec.pass(nil, false); err == nil || !strings.Contains(err.Error(), "IPv6 blocks of node 192.168.10.21 get no route") {
+	if err := n.rec.pass(nil, wholePass); err == nil || !strings.Contains(err.Error(), "IPv6 blocks of node 192.168.10.21 get no route") {
 		t.Errorf("pass with the IPv6 pool routed directly: %v, want its owner named", err)
 	}
 	if a := n.tunnelAddrOf(VXLANTunnelHandle6("n1")); a.IsValid() {
@@ -179,7 +179,7 @@ func TestVXLAN6States(t *testing.T) {
 
 	// No pool uses VXLAN: the device goes, and its sysctls with it.
 	n.vxModes(EncapNever, EncapNever)
-	_ = n.rec.pass(nil, false) // the IPv6 block without a route, as above
+	_ = n.rec.pass(nil, wholePass) // the IPv6 block without a route, as above
 	if got := n.vxlanText(); got != "" {
 		t.Errorf("without VXLAN:\n%s", got)
 	}
@@ -233,7 +233,7 @@ func (n *node) setOwner6(a netip.Addr) {
 func TestVXLANIPv6UnderlayStates(t *testing.T) {
 	other6, moved6 := netip.MustParseAddr("fd77::21"), netip.MustParseAddr("fd78::21")
 	n := v6onlyNode(t, EncapAlways, other6)
-	if err := n.rec.pass(nil, false); err == nil || !strings.Contains(err.Error(), "IPv6 blocks of node 192.168.10.22 get no route: its record gives no IPv6 address") {
+	if err := n.rec.pass(nil, wholePass); err == nil || !strings.Contains(err.Error(), "IPv6 blocks of node 192.168.10.22 get no route: its record gives no IPv6 address") {
 		t.Errorf("pass: %v, want the owner without an IPv6 address named", err)
 	}
 	tun6 := n.tunnelAddrOf(VXLANTunnelHandle6("n1"))
@@ -254,7 +254,7 @@ func TestVXLANIPv6UnderlayStates(t *testing.T) {
 	}
 	check := func(what string, dst netip.Addr) {
 		t.Helper()
-		_ = n.rec.pass(nil, false) // the third node's block, as above
+		_ = n.rec.pass(nil, wholePass) // the third node's block, as above
 		if got := n.vxlanText(); sortedText(got) != sortedText(want(dst)) {
 			t.Errorf("%s:\n%s\nwant:\n%s", what, got, want(dst))
 		}
@@ -277,7 +277,7 @@ func TestVXLANIPv6UnderlayStates(t *testing.T) {
 	n.rec.net.pools[0].VXLANMode = EncapCrossSubnet
 	check("CrossSubnet, the owner in another subnet", moved6)
 	n.setOwner6(other6)
-	_ = n.rec.pass(nil, false)
+	_ = n.rec.pass(nil, wholePass)
 	got := n.k.String()
 	if !strings.Contains(got, "route "+vxOtherBlock6.String()+" via "+other6.String()+" dev eth0 onlink proto reef") ||
 		strings.Contains(n.vxlanText(), "fdb ") || strings.Contains(n.vxlanText(), "neigh ") {
@@ -296,7 +296,7 @@ func TestVXLANMixedUnderlays(t *testing.T) {
 	check := func(t *testing.T, n *node, why string) {
 		t.Helper()
 		n.rec.net.pools[len(n.rec.net.pools)-1].VXLANMode = EncapAlways
-		err := n.rec.pass(nil, false)
+		err := n.rec.pass(nil, wholePass)
 		if err == nil || !strings.Contains(err.Error(), "blocks of node "+other6.String()+" get no route: pool "+vxPool6.String()+" has vxlanMode Always, but "+why) ||
 			!strings.Contains(err.Error(), notBuilt) {
 			t.Errorf("pass with Always: %v; want the owner named, %q", err, why)
@@ -312,7 +312,7 @@ func TestVXLANMixedUnderlays(t *testing.T) {
 			t.Errorf("vxlanNotBuilt (reef status) = %+v, want %s: %s", nb, other6, why)
 		}
 		n.rec.net.pools[len(n.rec.net.pools)-1].VXLANMode = EncapCrossSubnet
-		if err := n.rec.pass(nil, false); err != nil && strings.Contains(err.Error(), notBuilt) {
+		if err := n.rec.pass(nil, wholePass); err != nil && strings.Contains(err.Error(), notBuilt) {
 			t.Errorf("pass with CrossSubnet in one IPv6 subnet: %v", err)
 		}
 		if got := n.k.String(); !strings.Contains(got, "route "+vxOtherBlock6.String()+" via "+other6.String()+" dev eth0 onlink proto reef") {
