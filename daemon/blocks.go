@@ -45,6 +45,10 @@ type blockEngine struct {
 	// incarnation makes the cluster free their blocks.
 	announce bool
 	timer    *time.Timer
+	// awaiting6 are the owners of IPv6 blocks whose records the last
+	// step had not learned yet (awaitingRecords): the pass routes their
+	// IPv6 blocks once it has, and does not report them meanwhile.
+	awaiting6 map[netip.Addr]bool
 }
 
 // blockEngineDeps are what a blockEngine is made with (newBlockEngine).

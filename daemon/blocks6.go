@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"net/netip"
+
 	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/store"
 )
@@ -18,6 +20,9 @@ func (e *blockEngine) blocksWithAddrs6(table blockproto.Table) ([]store.Block, e
 	if err != nil {
 		return nil, err
 	}
+	e.mu.Lock()
+	e.awaiting6 = awaitingRecords(table, blocks)
+	e.mu.Unlock()
 	addrs := ownerAddrs6(table, blocks)
 	if len(addrs) == 0 {
 		return blocks, nil
@@ -57,4 +62,38 @@ func ownerAddrs6(t blockproto.Table, blocks []store.Block) map[blockproto.Node]s
 		}
 	}
 	return out
+}
+
+// awaitingRecords are the owners of remote IPv6 blocks that the store has
+// no IPv6 address for and whose records t does not hold (or holds in
+// copies that disagree): a node learns another's blocks and its record
+// in separate updates, so the blocks may come a step before the record
+// that says where they are routed. Such an owner's blocks are not yet
+// unroutable; one whose record is learned and gives no IPv6 address is.
+func awaitingRecords(t blockproto.Table, blocks []store.Block) map[netip.Addr]bool {
+	given := map[blockproto.Node]store.Owner6{}
+	ambiguous := map[blockproto.Node]bool{}
+	for _, r := range t.Records {
+		o := store.Owner6{Addr: r.Addr6, IPv6Only: r.IPv6Only}
+		if a, ok := given[r.Node]; ok && a != o {
+			ambiguous[r.Node] = true
+		}
+		given[r.Node] = o
+	}
+	out := map[netip.Addr]bool{}
+	for _, b := range blocks {
+		n := blockproto.Node{Addr: b.OwnerAddr, Inc: b.OwnerInc}
+		if _, ok := given[n]; b.State == store.BlockRemote && b.CIDR.Addr().Is6() && !b.OwnerAddr6.IsValid() && (!ok || ambiguous[n]) {
+			out[b.OwnerAddr] = true
+		}
+	}
+	return out
+}
+
+// awaitingRecord says whether the last step was still waiting for the
+// record of owner, which has IPv6 blocks (awaitingRecords).
+func (e *blockEngine) awaitingRecord(owner netip.Addr) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.awaiting6[owner]
 }

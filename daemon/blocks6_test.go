@@ -59,12 +59,56 @@ func TestRemoteRoutesIPv6(t *testing.T) {
 	if r := st.Routes[pfx("fd00:10:244::40/122")]; r.Via != b6 || !r.OnLink || r.Dev != "eth0" || r.Kind != routes.RemoteRoute {
 		t.Errorf("desired route %+v, want via %s dev eth0 onlink", r, b6)
 	}
-	err := n.unrouted6(blocks)
+	none := func(netip.Addr) bool { return false }
+	err := n.unrouted6(blocks, none)
 	if err == nil || strings.Count(err.Error(), "node-d") != 1 || !strings.Contains(err.Error(), "IPv6 blocks of node node-d (192.168.77.14) get no route") {
 		t.Errorf("unrouted6 = %v, want one error naming node-d", err)
 	}
-	if err := n.unrouted6(blocks[:2]); err != nil {
+	if err := n.unrouted6(blocks[:2], none); err != nil {
 		t.Errorf("unrouted6 with every owner's address known = %v", err)
+	}
+	// node-d's record not learned yet: its blocks wait for it, unreported.
+	if err := n.unrouted6(blocks, func(a netip.Addr) bool { return a == d4 }); err != nil {
+		t.Errorf("unrouted6 with node-d's record awaited = %v, want nil", err)
+	}
+}
+
+// awaitingRecords: the owners of remote IPv6 blocks without a stored IPv6
+// address whose records the table does not hold, or holds in copies that
+// disagree; not one whose record is there (with or without an address),
+// nor one the store has an address for, nor an IPv4 block's owner.
+func TestAwaitingRecords(t *testing.T) {
+	pfx, addr := netip.MustParsePrefix, netip.MustParseAddr
+	b := blockproto.Node{Addr: addr("192.168.77.12"), Inc: 1}
+	c := blockproto.Node{Addr: addr("192.168.77.13"), Inc: 2}
+	d := blockproto.Node{Addr: addr("192.168.77.14"), Inc: 3}
+	e := blockproto.Node{Addr: addr("192.168.77.15"), Inc: 4}
+	f := blockproto.Node{Addr: addr("192.168.77.16"), Inc: 5}
+	blk := func(cidr string, n blockproto.Node, a6 string) store.Block {
+		bl := store.Block{CIDR: pfx(cidr), OwnerAddr: n.Addr, OwnerInc: n.Inc, State: store.BlockRemote}
+		if a6 != "" {
+			bl.OwnerAddr6 = addr(a6)
+		}
+		return bl
+	}
+	blocks := []store.Block{
+		blk("fd00::40/122", b, ""),                                      // no record: awaited
+		blk("fd00::80/122", c, ""),                                      // a record without an address: unroutable, not awaited
+		blk("fd00::c0/122", d, ""),                                      // copies disagree: awaited
+		blk("fd00::100/122", e, "fd77::15"),                             // stored address: routed
+		blk("10.244.1.0/26", f, ""),                                     // IPv4: nothing to wait for
+		blk("fd00::140/122", blockproto.Node{Addr: c.Addr, Inc: 9}, ""), // another incarnation of c, without a record: awaited
+	}
+	table := blockproto.Table{Records: []blockproto.Record{
+		{Node: c}, {Node: d, Addr6: addr("fd77::14")}, {Node: d, Addr6: addr("fd77::24")},
+	}}
+	got := awaitingRecords(table, blocks)
+	want := map[netip.Addr]bool{b.Addr: true, d.Addr: true, c.Addr: true}
+	if len(got) != len(want) || !got[b.Addr] || !got[d.Addr] || !got[c.Addr] {
+		t.Errorf("awaitingRecords = %v, want %v", got, want)
+	}
+	if got := awaitingRecords(table, blocks[1:2]); len(got) != 0 {
+		t.Errorf("awaitingRecords of an owner whose record gives no address = %v, want none", got)
 	}
 }
 

@@ -82,13 +82,14 @@ func (n netInfo) remoteRoutes(blocks []store.Block, hops map[netip.Addr]routes.H
 // unrouted6 names the owners of IPv6 blocks reached without encapsulation,
 // or on an IPv6-only node at all, whose records gave no IPv6 address (an
 // owner without nodeAddressV6, or a reef before it): these blocks get no
-// route.
-func (n netInfo) unrouted6(blocks []store.Block) error {
+// route. An owner whose record is still awaited (awaiting) is not named:
+// its blocks get their route once the record is learned.
+func (n netInfo) unrouted6(blocks []store.Block, awaiting func(netip.Addr) bool) error {
 	seen := map[netip.Addr]bool{}
 	var errs []error
 	for _, b := range blocks {
 		if b.State == store.BlockRemote && b.CIDR.Addr().Is6() && b.OwnerAddr.IsValid() && !b.OwnerAddr6.IsValid() && !seen[b.OwnerAddr] &&
-			(n.over6(b) || n.blockEncap(b) == routes.Direct) {
+			(n.over6(b) || n.blockEncap(b) == routes.Direct) && !awaiting(b.OwnerAddr) {
 			seen[b.OwnerAddr] = true
 			name := b.OwnerAddr.String()
 			if b.Owner != "" {
@@ -175,7 +176,11 @@ func (r *reconciler) routedBlocks(blocks []store.Block, errs *[]error) (own []ne
 		}
 		hops[owner] = hop
 	}
-	if err := r.net.unrouted6(blocks); err != nil {
+	awaiting := func(netip.Addr) bool { return false }
+	if r.blocks != nil {
+		awaiting = r.blocks.awaitingRecord
+	}
+	if err := r.net.unrouted6(blocks, awaiting); err != nil {
 		*errs = append(*errs, err)
 	}
 	if err := r.net.mixedUnderlays(blocks); err != nil {

@@ -257,7 +257,7 @@ func TestVXLAN6(t *testing.T) {
 			if !peers.equal(tc.peers) {
 				t.Errorf("VXLAN peers %+v, want %+v", peers, tc.peers)
 			}
-			if err := n.unrouted6(bs); (err != nil) != tc.unrouted {
+			if err := n.unrouted6(bs, func(netip.Addr) bool { return false }); (err != nil) != tc.unrouted {
 				t.Errorf("unrouted6 = %v, want an error: %v", err, tc.unrouted)
 			}
 			tun, tun6 := addr("10.244.0.0"), addr("fd00:10:244::")
