@@ -118,6 +118,10 @@ func (t *tunnels) logVXLAN(s tunnelSnapshot, plan routes.TunnelPlan, addrs tunne
 	if len(plan.AddPeers) > 0 || len(plan.DelPeers) > 0 || len(plan.AddPeers6) > 0 || len(plan.DelPeers6) > 0 {
 		t.log.Info("VXLAN peers", "add", plan.AddPeers, "remove", plan.DelPeers, "addIPv6", plan.AddPeers6, "removeIPv6", plan.DelPeers6)
 	}
+	if len(plan.Prune) > 0 {
+		t.log.Warn("repairing "+routes.VXLANDevice+": removing entries no peer has", "entries", plan.Prune)
+		t.metrics.Repaired(metrics.RepairNeighbour, len(plan.Prune))
+	}
 	// A peer's neighbour added again though the last sync that ended
 	// without error had it too: someone removed it.
 	if t.vxlanIn == nil {

@@ -149,7 +149,7 @@ func TestCrossSubnetVXLAN(t *testing.T) {
 	run(t, l, a1.Netns, "bridge", "fdb", "del", mac, "dev", routes.VXLANDevice, "dst", b1.Address.String())
 	run(t, l, a1.Netns, "ip", "route", "del", b1block)
 	run(t, l, a1.Netns, "ip", "neigh", "add", "192.168.78.99", "lladdr", "0e:ee:00:00:00:01", "dev", routes.VXLANDevice, "nud", "permanent")
-	eventually(t, 5*time.Second, func() string {
+	eventually(t, 20*time.Second, func() string {
 		n := run(t, l, a1.Netns, "ip", "neigh", "show", "dev", routes.VXLANDevice)
 		f := run(t, l, a1.Netns, "bridge", "fdb", "show", "dev", routes.VXLANDevice)
 		r := run(t, l, a1.Netns, "ip", "route", "show", "exact", b1block)
@@ -162,6 +162,15 @@ func TestCrossSubnetVXLAN(t *testing.T) {
 			return "fdb entry not restored"
 		case !strings.Contains(r, routes.VXLANDevice):
 			return "route not restored"
+		}
+		return ""
+	})
+	// A stray neighbour alone, with every peer's entries in place, is
+	// removed too: the pass sees it without other drift to repair.
+	run(t, l, a1.Netns, "ip", "neigh", "add", "192.168.78.98", "lladdr", "0e:ee:00:00:00:02", "dev", routes.VXLANDevice, "nud", "permanent")
+	eventually(t, 20*time.Second, func() string {
+		if strings.Contains(run(t, l, a1.Netns, "ip", "neigh", "show", "dev", routes.VXLANDevice), "192.168.78.98") {
+			return "a stray neighbour alone not removed"
 		}
 		return ""
 	})

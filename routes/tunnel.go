@@ -104,6 +104,12 @@ type TunnelState struct {
 	// point at its key: on an IPv6 underlay, the node's IPv6 address. A
 	// peer without an entry is reached at its key (the IPv4 underlay).
 	Dst map[netip.Addr]netip.Addr
+	// Strays are entries of the device that look like reef's and are no
+	// peer's (read from the kernel only): a permanent neighbour whose
+	// address and VTEP MAC do not name one node, or that has no fdb
+	// entry; an fdb entry with a VTEP MAC whose node has no neighbour.
+	// Nothing else would make a plan that removes them.
+	Strays []string
 }
 
 // Underlay is the address the fdb entry of node points at: Dst[node], or
@@ -175,12 +181,13 @@ type TunnelPlan struct {
 	DelPeers  []netip.Addr
 	AddPeers6 []netip.Addr
 	DelPeers6 []netip.Addr
+	Prune     []string // stray entries to delete (have.Strays)
 }
 
 // Empty reports whether nothing needs doing.
 func (p TunnelPlan) Empty() bool {
 	return len(p.Recreate) == 0 && !p.Create && !p.Delete && p.SetMTU == 0 && len(p.AddAddrs) == 0 && len(p.DelAddrs) == 0 &&
-		len(p.AddPeers) == 0 && len(p.DelPeers) == 0 && len(p.AddPeers6) == 0 && len(p.DelPeers6) == 0
+		len(p.AddPeers) == 0 && len(p.DelPeers) == 0 && len(p.AddPeers6) == 0 && len(p.DelPeers6) == 0 && len(p.Prune) == 0
 }
 
 // DiffTunnel compares the desired VXLAN state with the kernel's (have:
@@ -221,6 +228,7 @@ func DiffTunnel(want, have TunnelState) TunnelPlan {
 	_, p.DelPeers = diffSet(want.Peers, have.Peers)
 	p.AddPeers6, _ = diffSet(want.Peers6, right(have.Peers6))
 	_, p.DelPeers6 = diffSet(want.Peers6, have.Peers6)
+	p.Prune = have.Strays
 	return p
 }
 

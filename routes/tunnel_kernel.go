@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net"
 	"net/netip"
+	"sort"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -65,6 +66,9 @@ func (k *Kernel) ReadTunnel() (TunnelState, error) {
 			node, v6, ok := tunnelNeighNode(n)
 			d, hasFDB := dst[node]
 			if !ok || !hasFDB {
+				if n.State&netlink.NUD_PERMANENT != 0 {
+					st.Strays = append(st.Strays, fmt.Sprintf("neighbour %s lladdr %s", n.IP, n.HardwareAddr))
+				}
 				continue
 			}
 			if v6 {
@@ -77,6 +81,12 @@ func (k *Kernel) ReadTunnel() (TunnelState, error) {
 			}
 		}
 	}
+	for node, d := range dst {
+		if !st.Peers[node] && !st.Peers6[node] {
+			st.Strays = append(st.Strays, fmt.Sprintf("fdb %s dst %s", VTEPMAC(node), d))
+		}
+	}
+	sort.Strings(st.Strays)
 	return st, nil
 }
 

@@ -126,6 +126,9 @@ func TestDiffTunnel(t *testing.T) {
 		{"IPv6 underlay: the local address differs", TunnelState{Device: over6},
 			TunnelState{Device: with(func(d *VXLANConfig) { *d = *over6; d.Local = a6 }), Addrs: set(tun6)},
 			TunnelPlan{Recreate: []string{"local: fd77::12 vs fd77::11"}, Create: true, AddAddrs: l(tun6)}},
+		{"stray entries, nothing else", TunnelState{Device: &dev, Peers: set(a)},
+			TunnelState{Device: &dev, Addrs: set(tun), Peers: set(a), Strays: []string{"neighbour 192.168.78.99 lladdr 0e:ee:00:00:00:01"}},
+			TunnelPlan{Prune: []string{"neighbour 192.168.78.99 lladdr 0e:ee:00:00:00:01"}}},
 		{"MTU changed", TunnelState{Device: with(func(d *VXLANConfig) { d.MTU = 1400 })}, TunnelState{Device: &dev, Addrs: set(tun)}, TunnelPlan{SetMTU: 1400}},
 		{"address missing", TunnelState{Device: &dev}, TunnelState{Device: &dev}, TunnelPlan{AddAddrs: l(tun)}},
 		{"no tunnel address yet, a stale one goes", TunnelState{Device: with(func(d *VXLANConfig) { d.TunnelAddr = netip.Addr{} })},
@@ -402,6 +405,25 @@ func TestVXLANKernel(t *testing.T) {
 	if neigh := show("ip", "-6", "neigh", "show", "dev", VXLANDevice); strings.Contains(neigh, "fe80::99") ||
 		!strings.Contains(neigh, VTEPLinkLocal(b).String()) {
 		t.Errorf("after repair:\n%s", neigh)
+	}
+
+	// Strays alone, with every peer's entries in place: a permanent IPv4
+	// neighbour that names no node, and an fdb entry of a node that has
+	// no neighbour. They make a plan of their own, which removes them.
+	show("ip", "neigh", "add", "192.168.78.99", "lladdr", "0e:ee:00:00:00:01", "dev", VXLANDevice, "nud", "permanent")
+	show("bridge", "fdb", "append", VTEPMAC(netip.MustParseAddr("192.168.78.98")).String(), "dev", VXLANDevice, "dst", "192.168.78.98")
+	if have, err = k.ReadTunnel(); err != nil {
+		t.Fatal(err)
+	}
+	if p := DiffTunnel(want, have); len(p.Prune) != 2 || len(p.AddPeers)+len(p.AddPeers6)+len(p.DelPeers)+len(p.DelPeers6) != 0 {
+		t.Errorf("with two stray entries alone: plan %+v, want them pruned and nothing else", p)
+	}
+	apply(want, true)
+	if neigh := show("ip", "neigh", "show", "dev", VXLANDevice); strings.Contains(neigh, "192.168.78.99") {
+		t.Errorf("the stray neighbour stayed:\n%s", neigh)
+	}
+	if fdb := show("bridge", "fdb", "show", "dev", VXLANDevice); strings.Contains(fdb, "192.168.78.98") {
+		t.Errorf("the stray fdb entry stayed:\n%s", fdb)
 	}
 
 	// No IPv6 pool through VXLAN any more.
