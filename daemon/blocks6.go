@@ -44,15 +44,7 @@ func (e *blockEngine) blocksWithAddrs6(table blockproto.Table) ([]store.Block, e
 // whose copies of its record disagree (a reflector's stale copy of the
 // record before a change) is left as the store has it until they agree.
 func ownerAddrs6(t blockproto.Table, blocks []store.Block) map[blockproto.Node]store.Owner6 {
-	given := map[blockproto.Node]store.Owner6{}
-	ambiguous := map[blockproto.Node]bool{}
-	for _, r := range t.Records {
-		o := store.Owner6{Addr: r.Addr6, IPv6Only: r.IPv6Only}
-		if a, ok := given[r.Node]; ok && a != o {
-			ambiguous[r.Node] = true
-		}
-		given[r.Node] = o
-	}
+	given, ambiguous := recordsOf(t)
 	out := map[blockproto.Node]store.Owner6{}
 	for _, b := range blocks {
 		n := blockproto.Node{Addr: b.OwnerAddr, Inc: b.OwnerInc}
@@ -71,15 +63,7 @@ func ownerAddrs6(t blockproto.Table, blocks []store.Block) map[blockproto.Node]s
 // that says where they are routed. Such an owner's blocks are not yet
 // unroutable; one whose record is learned and gives no IPv6 address is.
 func awaitingRecords(t blockproto.Table, blocks []store.Block) map[netip.Addr]bool {
-	given := map[blockproto.Node]store.Owner6{}
-	ambiguous := map[blockproto.Node]bool{}
-	for _, r := range t.Records {
-		o := store.Owner6{Addr: r.Addr6, IPv6Only: r.IPv6Only}
-		if a, ok := given[r.Node]; ok && a != o {
-			ambiguous[r.Node] = true
-		}
-		given[r.Node] = o
-	}
+	given, ambiguous := recordsOf(t)
 	out := map[netip.Addr]bool{}
 	for _, b := range blocks {
 		n := blockproto.Node{Addr: b.OwnerAddr, Inc: b.OwnerInc}
@@ -96,4 +80,18 @@ func (e *blockEngine) awaitingRecord(owner netip.Addr) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.awaiting6[owner]
+}
+
+// recordsOf is what the records in t say of each node's IPv6 side, and
+// the nodes whose copies of their record disagree.
+func recordsOf(t blockproto.Table) (given map[blockproto.Node]store.Owner6, ambiguous map[blockproto.Node]bool) {
+	given, ambiguous = map[blockproto.Node]store.Owner6{}, map[blockproto.Node]bool{}
+	for _, r := range t.Records {
+		o := store.Owner6{Addr: r.Addr6, IPv6Only: r.IPv6Only}
+		if a, ok := given[r.Node]; ok && a != o {
+			ambiguous[r.Node] = true
+		}
+		given[r.Node] = o
+	}
+	return given, ambiguous
 }

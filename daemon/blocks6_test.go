@@ -78,19 +78,13 @@ func TestRemoteRoutesIPv6(t *testing.T) {
 // disagree; not one whose record is there (with or without an address),
 // nor one the store has an address for, nor an IPv4 block's owner.
 func TestAwaitingRecords(t *testing.T) {
-	pfx, addr := netip.MustParsePrefix, netip.MustParseAddr
+	addr := netip.MustParseAddr
 	b := blockproto.Node{Addr: addr("192.168.77.12"), Inc: 1}
 	c := blockproto.Node{Addr: addr("192.168.77.13"), Inc: 2}
 	d := blockproto.Node{Addr: addr("192.168.77.14"), Inc: 3}
 	e := blockproto.Node{Addr: addr("192.168.77.15"), Inc: 4}
 	f := blockproto.Node{Addr: addr("192.168.77.16"), Inc: 5}
-	blk := func(cidr string, n blockproto.Node, a6 string) store.Block {
-		bl := store.Block{CIDR: pfx(cidr), OwnerAddr: n.Addr, OwnerInc: n.Inc, State: store.BlockRemote}
-		if a6 != "" {
-			bl.OwnerAddr6 = addr(a6)
-		}
-		return bl
-	}
+	blk := remoteBlock6
 	blocks := []store.Block{
 		blk("fd00::40/122", b, ""),                                      // no record: awaited
 		blk("fd00::80/122", c, ""),                                      // a record without an address: unroutable, not awaited
@@ -116,15 +110,13 @@ func TestAwaitingRecords(t *testing.T) {
 // incarnation, where the store has another; disagreeing copies and a
 // record without an address change nothing.
 func TestOwnerAddrs6(t *testing.T) {
-	pfx, addr := netip.MustParsePrefix, netip.MustParseAddr
+	addr := netip.MustParseAddr
 	b := blockproto.Node{Addr: addr("192.168.77.12"), Inc: 1}
 	c := blockproto.Node{Addr: addr("192.168.77.13"), Inc: 2}
 	d := blockproto.Node{Addr: addr("192.168.77.14"), Inc: 3}
 	blk := func(cidr string, n blockproto.Node, a6 string, st store.BlockState) store.Block {
-		bl := store.Block{CIDR: pfx(cidr), OwnerAddr: n.Addr, OwnerInc: n.Inc, State: st}
-		if a6 != "" {
-			bl.OwnerAddr6 = addr(a6)
-		}
+		bl := remoteBlock6(cidr, n, a6)
+		bl.State = st
 		return bl
 	}
 	blocks := []store.Block{
@@ -212,4 +204,14 @@ func TestRetiredPoolsRefuseChangedPool(t *testing.T) {
 			t.Errorf("pools %v: retired %v, want %v", c.pools, got, c.retired)
 		}
 	}
+}
+
+// remoteBlock6 is another node's block cidr, owned by n, with the IPv6
+// address a6 ("": none) the store has for n.
+func remoteBlock6(cidr string, n blockproto.Node, a6 string) store.Block {
+	bl := store.Block{CIDR: netip.MustParsePrefix(cidr), OwnerAddr: n.Addr, OwnerInc: n.Inc, State: store.BlockRemote}
+	if a6 != "" {
+		bl.OwnerAddr6 = netip.MustParseAddr(a6)
+	}
+	return bl
 }
