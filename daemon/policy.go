@@ -74,6 +74,11 @@ type policyDataplane struct {
 	// appliedSets indexes applied's sets by name; an ADD or DEL changes
 	// their elements in place.
 	appliedSets map[string]int
+	// verified is the ruleset generation taken before the kernel's table
+	// was last read and applied over: while no writer but reef's Kernels
+	// committed since (nft.Generations), the kernel's table is applied,
+	// and the reconcile pass need not read it (mustRead).
+	verified    nft.Mark
 	state       policy.State
 	in          policy.Input
 	skipped     map[string]string // policy key -> reason, as last logged
@@ -87,12 +92,14 @@ type policyDataplane struct {
 }
 
 // newPolicyDataplane starts the API client when kubernetes.kubeconfig is
-// set, and is nil when it is not; trigger asks for a policy sync.
-func newPolicyDataplane(ctx context.Context, kc KubeConfig, st *store.Store, m *metrics.Metrics, log *slog.Logger, trigger func()) (*policyDataplane, error) {
+// set, and is nil when it is not; trigger asks for a policy sync. Its
+// Kernel follows gens, which the node's other writers of reef's tables
+// share (the NAT dataplane's).
+func newPolicyDataplane(ctx context.Context, kc KubeConfig, st *store.Store, m *metrics.Metrics, log *slog.Logger, trigger func(), gens *nft.Generations) (*policyDataplane, error) {
 	if kc.Kubeconfig == "" {
 		return nil, nil
 	}
-	p := &policyDataplane{kernel: nft.NewKernel(), metrics: m, store: st, log: log.With("component", "policy"), nodeName: kc.NodeName,
+	p := &policyDataplane{kernel: nft.NewKernel().Follow(gens), metrics: m, store: st, log: log.With("component", "policy"), nodeName: kc.NodeName,
 		trigger: trigger, skipped: map[string]string{}, notEnforced: map[string]bool{}}
 	// A burst of syncs of a big cluster (thousands of pods, hundreds of
 	// policies) leaves the heap they used to the Go runtime, which returns
@@ -164,7 +171,8 @@ const outsideTries = 3
 
 // sync compiles the desired table and brings the kernel in line with it.
 // readKernel: compare with the kernel itself (the reconcile pass), not
-// with what was last applied.
+// with what was last applied, unless no writer but reef committed since
+// the table was last read (mustRead).
 //
 // The compile (tens of milliseconds with a thousand pods and hundreds of
 // policies) runs outside the lock, so that an ADD's Cover does not wait
@@ -182,6 +190,7 @@ func (p *policyDataplane) sync(readKernel bool) error {
 	for range outsideTries {
 		p.mu.Lock()
 		covers := p.covers
+		read := readKernel && p.mustRead()
 		p.mu.Unlock()
 		eps, err := p.store.Endpoints()
 		if err != nil {
@@ -193,23 +202,34 @@ func (p *policyDataplane) sync(readKernel bool) error {
 		if err != nil {
 			return err
 		}
-		if readKernel {
+		if read {
 			// The kernel's table, read outside the lock too (with tens
 			// of thousands of elements, a second on a loaded node): no
-			// Cover since means no write since but this loop's.
+			// Cover since means no write since but this loop's. The
+			// generation is taken before it.
+			c.mark = p.kernel.Mark()
 			if c.have, err = p.kernel.Read([]nft.TableID{policy.TableID}); err != nil {
 				return err
 			}
 		}
 		p.mu.Lock()
 		if p.covers == covers {
-			err := p.install(c, readKernel)
+			err := p.install(c, read)
 			p.mu.Unlock()
 			return err
 		}
 		p.mu.Unlock()
 	}
-	return p.locked(func(local []policy.Endpoint) error { return p.syncLocal(local, readKernel) })
+	return p.locked(func(local []policy.Endpoint) error { return p.syncLocal(local, readKernel && p.mustRead()) })
+}
+
+// mustRead says whether the kernel's table can differ from the one
+// applied: none is, or it was never read, or a writer that is not one of
+// reef's Kernels committed since it was (nft.Generations.Unchanged; any
+// other nft command, even one that changed another table, counts). Under
+// the lock.
+func (p *policyDataplane) mustRead() bool {
+	return p.applied == nil || !p.kernel.Unchanged(p.verified)
 }
 
 // locked runs f under the lock with this node's endpoints of this moment.
@@ -277,8 +297,10 @@ type compiled struct {
 	want  nft.Table
 	shape string
 	// have is the kernel's table when read with the compile (sync with
-	// readKernel); nil: read it when applying.
+	// readKernel), mark the generation before it; nil: read it when
+	// applying.
 	have []nft.Table
+	mark nft.Mark
 }
 
 // compileAll compiles and renders in; it needs no lock of the caller's.
@@ -308,11 +330,11 @@ func (p *policyDataplane) install(c compiled, readKernel bool) error {
 	p.logSkipped(c.st.Skipped)
 	p.logNotEnforced(c.st.NotEnforced)
 	p.watch.SetClusterConditions(clusterConditions(c.in.ClusterPolicies, c.st))
-	err := p.apply(c.want, c.shape, readKernel || p.applied == nil, c.have)
+	err := p.apply(c.want, c.shape, readKernel || p.applied == nil, c.have, c.mark)
 	if err != nil && !readKernel {
 		// What was applied may not be what the kernel has (a table
 		// deleted by hand): compare with the kernel and try once more.
-		err = p.apply(c.want, c.shape, true, nil)
+		err = p.apply(c.want, c.shape, true, nil, nft.Mark{})
 	}
 	p.lastErr = err
 	if err != nil {
@@ -375,6 +397,7 @@ func (p *policyDataplane) diffSets(sets []nft.Set) (nft.Plan, bool) {
 func (p *policyDataplane) setApplied(t *nft.Table, shape string) {
 	p.applied, p.appliedShape, p.appliedSets = t, shape, nil
 	if t == nil {
+		p.verified = nft.Mark{}
 		return
 	}
 	p.appliedSets = make(map[string]int, len(t.Sets))
@@ -385,8 +408,8 @@ func (p *policyDataplane) setApplied(t *nft.Table, shape string) {
 
 // apply brings the kernel in line with want: by its elements when the
 // shape is the one applied, else by a diff with what was applied or, with
-// readKernel, with the kernel's table (have, if read already).
-func (p *policyDataplane) apply(want nft.Table, shape string, readKernel bool, have []nft.Table) error {
+// readKernel, with the kernel's table (have, if read already, after mark).
+func (p *policyDataplane) apply(want nft.Table, shape string, readKernel bool, have []nft.Table, mark nft.Mark) error {
 	var plan nft.Plan
 	ok := false
 	if !readKernel && shape == p.appliedShape {
@@ -399,6 +422,7 @@ func (p *policyDataplane) apply(want nft.Table, shape string, readKernel bool, h
 		case readKernel && have != nil:
 		case readKernel:
 			var err error
+			mark = p.kernel.Mark()
 			if have, err = p.kernel.Read([]nft.TableID{policy.TableID}); err != nil {
 				return err
 			}
@@ -420,7 +444,12 @@ func (p *policyDataplane) apply(want nft.Table, shape string, readKernel bool, h
 	if err := p.kernel.Apply(plan); err != nil {
 		return fmt.Errorf("table %s: %w", policy.TableID, err)
 	}
+	verified := p.verified
 	p.setApplied(&want, shape)
+	p.verified = verified
+	if readKernel {
+		p.verified = mark
+	}
 	return nil
 }
 
