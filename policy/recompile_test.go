@@ -120,6 +120,15 @@ func TestRecompileIsCompile(t *testing.T) {
 		}
 		testRecompileIsCompile(t, in)
 	})
+	// bench-policy's ClusterNetworkPolicy step, with one of the pods an
+	// ADD of its own namespace's, unlabelled like bench-policy's: most
+	// cluster policies name it only in a shared peer set (reshared).
+	t.Run("Cluster50", func(t *testing.T) {
+		in := benchClusterInput()
+		in.Namespaces = append(in.Namespaces, ns("bench"))
+		in.Pods[77] = pod("bench", "add-0", "10.250.9.9", []string{"app", "app-7"})
+		testRecompileIsCompile(t, in)
+	})
 }
 
 func testRecompileIsCompile(t *testing.T, base Input) {
