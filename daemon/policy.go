@@ -15,6 +15,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
@@ -78,7 +79,12 @@ type policyDataplane struct {
 	// was last read and applied over: while no writer but reef's Kernels
 	// committed since (nft.Generations), the kernel's table is applied,
 	// and the reconcile pass need not read it (mustRead).
-	verified    nft.Mark
+	verified nft.Mark
+	// appliedObjs are the API's objects (*NetworkPolicy,
+	// *ClusterNetworkPolicy) appliedShape was made of: the informers
+	// replace an object on every change, so the same objects are the same
+	// shape (samePolicies).
+	appliedObjs map[any]bool
 	state       policy.State
 	in          policy.Input
 	skipped     map[string]string // policy key -> reason, as last logged
@@ -342,7 +348,54 @@ func (p *policyDataplane) install(c compiled, readKernel bool) error {
 		return err
 	}
 	p.state, p.in, p.synced = c.st, c.in, true
+	p.appliedObjs = policyObjs(c.in.Policies, c.in.ClusterPolicies)
 	return nil
+}
+
+// policyObjs are the objects of pols and cpols, nil left out.
+func policyObjs(pols []*networkingv1.NetworkPolicy, cpols []*cnp.ClusterNetworkPolicy) map[any]bool {
+	out := make(map[any]bool, len(pols)+len(cpols))
+	for _, o := range pols {
+		if o != nil {
+			out[o] = true
+		}
+	}
+	for _, o := range cpols {
+		if o != nil {
+			out[o] = true
+		}
+	}
+	return out
+}
+
+// samePolicies reports whether the informers' policies are of the shape
+// applied: the same objects, or else (an update that changed no spec,
+// a relist) the same Shape, whose objects are then recorded as applied's.
+// Under the lock.
+func (p *policyDataplane) samePolicies() bool {
+	pols, cpols := p.watch.Policies(), p.watch.ClusterPolicies()
+	same := true
+	n := 0
+	for _, o := range pols {
+		if o != nil {
+			n++
+			same = same && p.appliedObjs[o]
+		}
+	}
+	for _, o := range cpols {
+		if o != nil {
+			n++
+			same = same && p.appliedObjs[o]
+		}
+	}
+	if same && n == len(p.appliedObjs) {
+		return true
+	}
+	if shapeOf(policy.Input{Policies: pols, ClusterPolicies: cpols}) != p.appliedShape {
+		return false
+	}
+	p.appliedObjs = policyObjs(pols, cpols)
+	return true
 }
 
 // syncPod is the sync of an ADD (pod, its endpoint in local) and of a
@@ -353,7 +406,7 @@ func (p *policyDataplane) install(c compiled, readKernel bool) error {
 // compared with those applied and changed; else it is syncAll.
 func (p *policyDataplane) syncPod(local []policy.Endpoint, pod *policy.Pod) error {
 	full := func(readKernel bool) error { return p.syncLocal(local, readKernel) }
-	if p.applied == nil || !p.synced || shapeOf(policy.Input{Policies: p.watch.Policies(), ClusterPolicies: p.watch.ClusterPolicies()}) != p.appliedShape {
+	if p.applied == nil || !p.synced || !p.samePolicies() {
 		return full(false)
 	}
 	st, ch, ok := policy.Recompile(p.state, local, pod)
