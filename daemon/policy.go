@@ -198,6 +198,9 @@ func (p *policyDataplane) sync(readKernel bool) error {
 		covers := p.covers
 		read := readKernel && p.mustRead()
 		p.mu.Unlock()
+		if readKernel && !read {
+			p.log.Debug("table inet reef as applied: no nftables batch but reef's since it was read; not read again")
+		}
 		eps, err := p.store.Endpoints()
 		if err != nil {
 			return err
