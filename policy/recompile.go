@@ -137,12 +137,13 @@ func recompileClusters(ix *index, prev State, touched []*Pod, st *State, ch *Cha
 // "sel."): those rules' peers are the selection's in ix, the rest is c's.
 // It is nil when a touched pod can change more (it is of the subject; it
 // is a peer of a rule with a peer set of its own; an egress rule has a
-// named port, looked up on its peers): compileCluster is needed.
+// named port, looked up on its peers' pods and those in its networks):
+// compileCluster is needed.
 func reshared(ix *index, c *ClusterCompiled, touched []*Pod) *ClusterCompiled {
 	p := c.src
 	out := *c
 	cloned := [2]bool{}
-	rule := func(d Direction, key string, peers []cnp.ClusterNetworkPolicyEgressPeer, named bool) bool {
+	rule := func(d Direction, key string, peers []cnp.ClusterNetworkPolicyEgressPeer) bool {
 		names := false
 		for _, pod := range touched {
 			if slices.ContainsFunc(peers, func(pe cnp.ClusterNetworkPolicyEgressPeer) bool { return peerNames(ix, pe.Namespaces, pe.Pods, pod) }) {
@@ -153,7 +154,7 @@ func reshared(ix *index, c *ClusterCompiled, touched []*Pod) *ClusterCompiled {
 			return true
 		}
 		j := slices.IndexFunc(out.Rules[d], func(r ClusterRule) bool { return r.key == key })
-		if j < 0 || named || !strings.HasPrefix(out.Rules[d][j].peers, "sel.") {
+		if j < 0 || !strings.HasPrefix(out.Rules[d][j].peers, "sel.") {
 			return false
 		}
 		var sel selection
@@ -186,13 +187,17 @@ func reshared(ix *index, c *ClusterCompiled, touched []*Pod) *ClusterCompiled {
 		for j, f := range r.From {
 			peers[j] = cnp.ClusterNetworkPolicyEgressPeer{Namespaces: f.Namespaces, Pods: f.Pods}
 		}
-		if !rule(Ingress, "in."+strconv.Itoa(i), peers, false) {
+		if !rule(Ingress, "in."+strconv.Itoa(i), peers) {
 			return nil
 		}
 	}
 	for i, r := range p.Spec.Egress {
-		named := slices.ContainsFunc(r.Protocols, func(p cnp.ClusterNetworkPolicyProtocol) bool { return p.DestinationNamedPort != "" })
-		if !rule(Egress, "eg."+strconv.Itoa(i), r.To, named) {
+		// Its named ports are looked up on its peers' pods, those of its
+		// networks too, whether or not a touched pod is a peer.
+		if slices.ContainsFunc(r.Protocols, func(p cnp.ClusterNetworkPolicyProtocol) bool { return p.DestinationNamedPort != "" }) {
+			return nil
+		}
+		if !rule(Egress, "eg."+strconv.Itoa(i), r.To) {
 			return nil
 		}
 	}

@@ -31,7 +31,8 @@ func recompileInput() Input {
 
 // recompileClusterInput is recompileInput with cluster policies of both
 // tiers that look at pods in every way: a subject by pod labels, pod and
-// namespace peers, a named port, node peers and networks.
+// namespace peers, named ports (of the subject; of a network's pods),
+// node peers and networks.
 func recompileClusterInput() Input {
 	in := recompileInput()
 	withNodes(&in)
@@ -51,7 +52,13 @@ func recompileClusterInput() Input {
 	}
 	base := clusterPolicy("baseline", cnp.BaselineTier, 5, nsSubject())
 	base.Spec.Ingress = []cnp.ClusterNetworkPolicyIngressRule{{Action: cnp.ClusterNetworkPolicyRuleActionDeny, From: []cnp.ClusterNetworkPolicyIngressPeer{{Pods: all("tier", "db")}}}}
-	in.ClusterPolicies = []*cnp.ClusterNetworkPolicy{db, pass, base}
+	// A named port looked up on the pods of a network the ADDs' addresses
+	// are in (checkRecompile's 10.251.0.0/16): every pod there changes
+	// its ports.
+	toNet := clusterPolicy("named-to-net", cnp.AdminTier, 30, cnp.ClusterNetworkPolicySubject{Pods: all("app", "app-4")})
+	toNet.Spec.Egress = []cnp.ClusterNetworkPolicyEgressRule{{Action: cnp.ClusterNetworkPolicyRuleActionAccept,
+		To: []cnp.ClusterNetworkPolicyEgressPeer{{Networks: []cnp.CIDR{"10.251.0.0/16"}}}, Protocols: []cnp.ClusterNetworkPolicyProtocol{{DestinationNamedPort: "http"}}}}
+	in.ClusterPolicies = []*cnp.ClusterNetworkPolicy{db, pass, base, toNet}
 	return in
 }
 
