@@ -500,9 +500,7 @@ func (p *policyDataplane) apply(want nft.Table, shape string, readKernel bool, h
 	if err := p.kernel.Apply(plan); err != nil {
 		return fmt.Errorf("table %s: %w", policy.TableID, err)
 	}
-	verified := p.verified
 	p.setApplied(&want, shape)
-	p.verified = verified
 	if readKernel {
 		p.verified = mark
 	}
