@@ -27,6 +27,7 @@ import (
 	"github.com/reefcni/reef/cniserver/pendingdel"
 	"github.com/reefcni/reef/lbipam"
 	"github.com/reefcni/reef/metrics"
+	"github.com/reefcni/reef/nat/nft"
 	reefv1 "github.com/reefcni/reef/proto"
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/routes/sysctl"
@@ -161,8 +162,17 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	if err != nil {
 		return nil, closeAll, err
 	}
-	natDP := newNATDataplane(cfg.Pools, m, log)
-	policyDP, err := newPolicyDataplane(ctx, cfg.Kubernetes, st, m, log, work.TriggerPolicy)
+	// With NetworkPolicy on, every commit of reef's to its tables is
+	// accounted in one nftables generation, so that the pass can tell
+	// table inet reef is as applied without reading it (policyDataplane.
+	// mustRead); with it off, no commit pays for that.
+	var gens *nft.Generations
+	if cfg.Kubernetes.Kubeconfig != "" {
+		gens = nft.NewGenerations()
+		closers = append(closers, func() { gens.Close() })
+	}
+	natDP := newNATDataplane(cfg.Pools, m, log, gens)
+	policyDP, err := newPolicyDataplane(ctx, cfg.Kubernetes, st, m, log, work.TriggerPolicy, gens)
 	if err != nil {
 		return nil, closeAll, err
 	}

@@ -465,8 +465,13 @@ type fakeNAT struct{ *fakeKernel }
 
 func (n fakeNAT) Read(ids []nft.TableID) ([]nft.Table, error) { return n.NATRead(ids) }
 func (n fakeNAT) Apply(p nft.Plan) error                      { return n.NATApply(p) }
-func (n fakeNAT) AddPod(p nat.Pod) error                      { return n.podBatch(p, true) }
-func (n fakeNAT) DelPod(p nat.Pod) error                      { return n.podBatch(p, false) }
+
+// Mark and Unchanged: the fake follows no generation; the pass reads it
+// every time.
+func (n fakeNAT) Mark() nft.Mark          { return nft.Mark{} }
+func (n fakeNAT) Unchanged(nft.Mark) bool { return false }
+func (n fakeNAT) AddPod(p nat.Pod) error  { return n.podBatch(p, true) }
+func (n fakeNAT) DelPod(p nat.Pod) error  { return n.podBatch(p, false) }
 
 var (
 	_ routesKernel     = (*fakeKernel)(nil)

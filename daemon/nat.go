@@ -44,9 +44,12 @@ type natDataplane struct {
 }
 
 // newNATDataplane is the nftables dataplane of the daemon's network
-// namespace (the node's).
-func newNATDataplane(pools []PoolConfig, m *metrics.Metrics, log *slog.Logger) *natDataplane {
-	n := &natDataplane{kernel: nat.NewKernel(), metrics: m, log: log.With("component", "nftables")}
+// namespace (the node's). Its commits are accounted in gens (nil: none),
+// which the policy dataplane follows.
+func newNATDataplane(pools []PoolConfig, m *metrics.Metrics, log *slog.Logger, gens *nft.Generations) *natDataplane {
+	k := nat.NewKernel()
+	k.Follow(gens)
+	n := &natDataplane{kernel: k, metrics: m, log: log.With("component", "nftables")}
 	for _, p := range pools {
 		n.pools = append(n.pools, masq.Pool{CIDR: p.CIDR, NATOutgoing: p.NATOutgoing})
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
@@ -74,6 +75,16 @@ type policyDataplane struct {
 	// appliedSets indexes applied's sets by name; an ADD or DEL changes
 	// their elements in place.
 	appliedSets map[string]int
+	// verified is the ruleset generation taken before the kernel's table
+	// was last read and applied over: while no writer but reef's Kernels
+	// committed since (nft.Generations), the kernel's table is applied,
+	// and the reconcile pass need not read it (mustRead).
+	verified nft.Mark
+	// appliedObjs are the API's objects (*NetworkPolicy,
+	// *ClusterNetworkPolicy) appliedShape was made of: the informers
+	// replace an object on every change, so the same objects are the same
+	// shape (samePolicies).
+	appliedObjs map[any]bool
 	state       policy.State
 	in          policy.Input
 	skipped     map[string]string // policy key -> reason, as last logged
@@ -87,12 +98,14 @@ type policyDataplane struct {
 }
 
 // newPolicyDataplane starts the API client when kubernetes.kubeconfig is
-// set, and is nil when it is not; trigger asks for a policy sync.
-func newPolicyDataplane(ctx context.Context, kc KubeConfig, st *store.Store, m *metrics.Metrics, log *slog.Logger, trigger func()) (*policyDataplane, error) {
+// set, and is nil when it is not; trigger asks for a policy sync. Its
+// Kernel follows gens, which the node's other writers of reef's tables
+// share (the NAT dataplane's).
+func newPolicyDataplane(ctx context.Context, kc KubeConfig, st *store.Store, m *metrics.Metrics, log *slog.Logger, trigger func(), gens *nft.Generations) (*policyDataplane, error) {
 	if kc.Kubeconfig == "" {
 		return nil, nil
 	}
-	p := &policyDataplane{kernel: nft.NewKernel(), metrics: m, store: st, log: log.With("component", "policy"), nodeName: kc.NodeName,
+	p := &policyDataplane{kernel: nft.NewKernel().Follow(gens), metrics: m, store: st, log: log.With("component", "policy"), nodeName: kc.NodeName,
 		trigger: trigger, skipped: map[string]string{}, notEnforced: map[string]bool{}}
 	// A burst of syncs of a big cluster (thousands of pods, hundreds of
 	// policies) leaves the heap they used to the Go runtime, which returns
@@ -164,7 +177,8 @@ const outsideTries = 3
 
 // sync compiles the desired table and brings the kernel in line with it.
 // readKernel: compare with the kernel itself (the reconcile pass), not
-// with what was last applied.
+// with what was last applied, unless no writer but reef committed since
+// the table was last read (mustRead).
 //
 // The compile (tens of milliseconds with a thousand pods and hundreds of
 // policies) runs outside the lock, so that an ADD's Cover does not wait
@@ -182,7 +196,11 @@ func (p *policyDataplane) sync(readKernel bool) error {
 	for range outsideTries {
 		p.mu.Lock()
 		covers := p.covers
+		read := readKernel && p.mustRead()
 		p.mu.Unlock()
+		if readKernel && !read {
+			p.log.Debug("table inet reef as applied: no nftables batch but reef's since it was read; not read again")
+		}
 		eps, err := p.store.Endpoints()
 		if err != nil {
 			return err
@@ -193,23 +211,34 @@ func (p *policyDataplane) sync(readKernel bool) error {
 		if err != nil {
 			return err
 		}
-		if readKernel {
+		if read {
 			// The kernel's table, read outside the lock too (with tens
 			// of thousands of elements, a second on a loaded node): no
-			// Cover since means no write since but this loop's.
+			// Cover since means no write since but this loop's. The
+			// generation is taken before it.
+			c.mark = p.kernel.Mark()
 			if c.have, err = p.kernel.Read([]nft.TableID{policy.TableID}); err != nil {
 				return err
 			}
 		}
 		p.mu.Lock()
 		if p.covers == covers {
-			err := p.install(c, readKernel)
+			err := p.install(c, read)
 			p.mu.Unlock()
 			return err
 		}
 		p.mu.Unlock()
 	}
-	return p.locked(func(local []policy.Endpoint) error { return p.syncLocal(local, readKernel) })
+	return p.locked(func(local []policy.Endpoint) error { return p.syncLocal(local, readKernel && p.mustRead()) })
+}
+
+// mustRead says whether the kernel's table can differ from the one
+// applied: none is, or it was never read, or a writer that is not one of
+// reef's Kernels committed since it was (nft.Generations.Unchanged; any
+// other nft command, even one that changed another table, counts). Under
+// the lock.
+func (p *policyDataplane) mustRead() bool {
+	return p.applied == nil || !p.kernel.Unchanged(p.verified)
 }
 
 // locked runs f under the lock with this node's endpoints of this moment.
@@ -277,8 +306,10 @@ type compiled struct {
 	want  nft.Table
 	shape string
 	// have is the kernel's table when read with the compile (sync with
-	// readKernel); nil: read it when applying.
+	// readKernel), mark the generation before it; nil: read it when
+	// applying.
 	have []nft.Table
+	mark nft.Mark
 }
 
 // compileAll compiles and renders in; it needs no lock of the caller's.
@@ -308,11 +339,11 @@ func (p *policyDataplane) install(c compiled, readKernel bool) error {
 	p.logSkipped(c.st.Skipped)
 	p.logNotEnforced(c.st.NotEnforced)
 	p.watch.SetClusterConditions(clusterConditions(c.in.ClusterPolicies, c.st))
-	err := p.apply(c.want, c.shape, readKernel || p.applied == nil, c.have)
+	err := p.apply(c.want, c.shape, readKernel || p.applied == nil, c.have, c.mark)
 	if err != nil && !readKernel {
 		// What was applied may not be what the kernel has (a table
 		// deleted by hand): compare with the kernel and try once more.
-		err = p.apply(c.want, c.shape, true, nil)
+		err = p.apply(c.want, c.shape, true, nil, nft.Mark{})
 	}
 	p.lastErr = err
 	if err != nil {
@@ -320,7 +351,54 @@ func (p *policyDataplane) install(c compiled, readKernel bool) error {
 		return err
 	}
 	p.state, p.in, p.synced = c.st, c.in, true
+	p.appliedObjs = policyObjs(c.in.Policies, c.in.ClusterPolicies)
 	return nil
+}
+
+// policyObjs are the objects of pols and cpols, nil left out.
+func policyObjs(pols []*networkingv1.NetworkPolicy, cpols []*cnp.ClusterNetworkPolicy) map[any]bool {
+	out := make(map[any]bool, len(pols)+len(cpols))
+	for _, o := range pols {
+		if o != nil {
+			out[o] = true
+		}
+	}
+	for _, o := range cpols {
+		if o != nil {
+			out[o] = true
+		}
+	}
+	return out
+}
+
+// samePolicies reports whether the informers' policies are of the shape
+// applied: the same objects, or else (an update that changed no spec,
+// a relist) the same Shape, whose objects are then recorded as applied's.
+// Under the lock.
+func (p *policyDataplane) samePolicies() bool {
+	pols, cpols := p.watch.Policies(), p.watch.ClusterPolicies()
+	same := true
+	n := 0
+	for _, o := range pols {
+		if o != nil {
+			n++
+			same = same && p.appliedObjs[o]
+		}
+	}
+	for _, o := range cpols {
+		if o != nil {
+			n++
+			same = same && p.appliedObjs[o]
+		}
+	}
+	if same && n == len(p.appliedObjs) {
+		return true
+	}
+	if shapeOf(policy.Input{Policies: pols, ClusterPolicies: cpols}) != p.appliedShape {
+		return false
+	}
+	p.appliedObjs = policyObjs(pols, cpols)
+	return true
 }
 
 // syncPod is the sync of an ADD (pod, its endpoint in local) and of a
@@ -331,7 +409,7 @@ func (p *policyDataplane) install(c compiled, readKernel bool) error {
 // compared with those applied and changed; else it is syncAll.
 func (p *policyDataplane) syncPod(local []policy.Endpoint, pod *policy.Pod) error {
 	full := func(readKernel bool) error { return p.syncLocal(local, readKernel) }
-	if p.applied == nil || !p.synced || shapeOf(policy.Input{Policies: p.watch.Policies(), ClusterPolicies: p.watch.ClusterPolicies()}) != p.appliedShape {
+	if p.applied == nil || !p.synced || !p.samePolicies() {
 		return full(false)
 	}
 	st, ch, ok := policy.Recompile(p.state, local, pod)
@@ -375,6 +453,7 @@ func (p *policyDataplane) diffSets(sets []nft.Set) (nft.Plan, bool) {
 func (p *policyDataplane) setApplied(t *nft.Table, shape string) {
 	p.applied, p.appliedShape, p.appliedSets = t, shape, nil
 	if t == nil {
+		p.verified = nft.Mark{}
 		return
 	}
 	p.appliedSets = make(map[string]int, len(t.Sets))
@@ -385,8 +464,8 @@ func (p *policyDataplane) setApplied(t *nft.Table, shape string) {
 
 // apply brings the kernel in line with want: by its elements when the
 // shape is the one applied, else by a diff with what was applied or, with
-// readKernel, with the kernel's table (have, if read already).
-func (p *policyDataplane) apply(want nft.Table, shape string, readKernel bool, have []nft.Table) error {
+// readKernel, with the kernel's table (have, if read already, after mark).
+func (p *policyDataplane) apply(want nft.Table, shape string, readKernel bool, have []nft.Table, mark nft.Mark) error {
 	var plan nft.Plan
 	ok := false
 	if !readKernel && shape == p.appliedShape {
@@ -399,6 +478,7 @@ func (p *policyDataplane) apply(want nft.Table, shape string, readKernel bool, h
 		case readKernel && have != nil:
 		case readKernel:
 			var err error
+			mark = p.kernel.Mark()
 			if have, err = p.kernel.Read([]nft.TableID{policy.TableID}); err != nil {
 				return err
 			}
@@ -421,6 +501,9 @@ func (p *policyDataplane) apply(want nft.Table, shape string, readKernel bool, h
 		return fmt.Errorf("table %s: %w", policy.TableID, err)
 	}
 	p.setApplied(&want, shape)
+	if readKernel {
+		p.verified = mark
+	}
 	return nil
 }
 

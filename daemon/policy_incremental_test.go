@@ -211,3 +211,49 @@ func setsHolding(k *fakeKernel, a netip.Addr) []string {
 	}
 	return out
 }
+
+// TestPolicyADDSeesPolicyChanges: an ADD compiles everything again when a
+// policy changed since the last compile (a new object, of another
+// resourceVersion: the fake kernel does not change rules, so its spec is
+// the same), and not when the informer holds a new object of the same one
+// (a relist); the table is a full compile's every time.
+func TestPolicyADDSeesPolicyChanges(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "reef.db"), store.Options{Node: "n1", Address: netip.MustParseAddr("192.168.10.20")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	pool := store.Pool{CIDR: netip.MustParsePrefix("10.244.0.0/24"), BlockSize: 26}
+	block := netip.MustParsePrefix("10.244.0.0/26")
+	if err := st.ApplyProtocol(blockproto.Changes{Claim: []blockproto.OwnBlock{{Block: block, Pool: pool.CIDR}}, Confirm: []netip.Prefix{block}}); err != nil {
+		t.Fatal(err)
+	}
+	k := newFakeKernel()
+	api := &fakePolicyAPI{in: incrementalAPI()}
+	p := &policyDataplane{watch: api, kernel: fakeNAT{k}, store: st, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		trigger: func() {}, skipped: map[string]string{}, notEnforced: map[string]bool{}}
+	add := func(pod string, compiles uint64, what string) {
+		t.Helper()
+		ns, name, _ := strings.Cut(pod, "/")
+		ep, _, err := st.Allocate(store.Endpoint{Handle: "net." + name, HostVeth: "reef" + name, PodNamespace: ns, PodName: name, State: store.EndpointReady}, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Cover(ep); err != nil {
+			t.Fatal(err)
+		}
+		if n := p.compiles.Load(); n != compiles {
+			t.Errorf("ADD of %s %s: %d full compiles in all, want %d", pod, what, n, compiles)
+		}
+		checkFullTable(t, k, api, st, "ADD of "+pod)
+	}
+	add("a/db-0", 1, "first")
+	relisted := api.in.Policies[0].DeepCopy()
+	api.in.Policies = []*networkingv1.NetworkPolicy{relisted}
+	add("a/web-0", 1, "after a relist (a new object, the same resourceVersion)")
+	changed := relisted.DeepCopy()
+	changed.ResourceVersion = "8"
+	api.in.Policies = []*networkingv1.NetworkPolicy{changed}
+	add("b/web-1", 2, "after the policy changed")
+	add("b/db-1", 2, "with the policies of the last compile")
+}

@@ -63,10 +63,13 @@ type policyAPI interface {
 	SetClusterConditions(want map[string]kube.Condition)
 }
 
-// policyKernel is table inet reef in the kernel (*nft.Kernel).
+// policyKernel is table inet reef in the kernel (*nft.Kernel), with the
+// ruleset generation it follows (Mark, Unchanged: nft.Generations).
 type policyKernel interface {
 	Read(ids []nft.TableID) ([]nft.Table, error)
 	Apply(p nft.Plan) error
+	Mark() nft.Mark
+	Unchanged(m nft.Mark) bool
 }
 
 var (

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/reefcni/reef/nat/nft"
@@ -107,9 +108,12 @@ func recompileClusters(ix *index, prev State, touched []*Pod, st *State, ch *Cha
 	for _, c := range prev.Cluster {
 		notes := slices.DeleteFunc(slices.Clone(prev.NotEnforced), func(n NotEnforced) bool { return n.Name != c.Name })
 		if slices.ContainsFunc(touched, func(p *Pod) bool { return clusterAffects(ix, c.src, p) }) {
-			n, nn, err := compileCluster(ix, c.src)
-			if err != nil {
-				return false
+			n, nn := reshared(ix, c, touched), notes
+			if n == nil {
+				var err error
+				if n, nn, err = compileCluster(ix, c.src); err != nil {
+					return false
+				}
 			}
 			own, shared := clusterChanges(c, n, decided)
 			for _, name := range shared {
@@ -126,6 +130,78 @@ func recompileClusters(ix *index, prev State, touched []*Pod, st *State, ch *Cha
 		st.NotEnforced = append(st.NotEnforced, notes...)
 	}
 	return true
+}
+
+// reshared is c compiled again when the touched pods are only peers of
+// its rules whose peer set is a shared selection (ClusterRule.peers
+// "sel."): those rules' peers are the selection's in ix, the rest is c's.
+// It is nil when a touched pod can change more (it is of the subject; it
+// is a peer of a rule with a peer set of its own; an egress rule has a
+// named port, looked up on its peers' pods and those in its networks):
+// compileCluster is needed.
+func reshared(ix *index, c *ClusterCompiled, touched []*Pod) *ClusterCompiled {
+	p := c.src
+	out := *c
+	cloned := [2]bool{}
+	rule := func(d Direction, key string, peers []cnp.ClusterNetworkPolicyEgressPeer) bool {
+		names := false
+		for _, pod := range touched {
+			if slices.ContainsFunc(peers, func(pe cnp.ClusterNetworkPolicyEgressPeer) bool { return peerNames(ix, pe.Namespaces, pe.Pods, pod) }) {
+				names = true
+			}
+		}
+		if !names {
+			return true
+		}
+		j := slices.IndexFunc(out.Rules[d], func(r ClusterRule) bool { return r.key == key })
+		if j < 0 || !strings.HasPrefix(out.Rules[d][j].peers, "sel.") {
+			return false
+		}
+		var sel selection
+		found := 0
+		for _, pe := range peers {
+			if pe.Namespaces != nil || pe.Pods != nil {
+				var err error
+				if sel, err = peerSelection(ix, pe); err != nil {
+					return false
+				}
+				found++
+			}
+		}
+		if found != 1 || "sel."+sel.name != out.Rules[d][j].peers {
+			return false
+		}
+		if !cloned[d] {
+			out.Rules[d], cloned[d] = slices.Clone(out.Rules[d]), true
+		}
+		out.Rules[d][j].Peers = sel.ranges
+		return true
+	}
+	for _, pod := range touched {
+		if peerNames(ix, p.Spec.Subject.Namespaces, p.Spec.Subject.Pods, pod) {
+			return nil
+		}
+	}
+	for i, r := range p.Spec.Ingress {
+		peers := make([]cnp.ClusterNetworkPolicyEgressPeer, len(r.From))
+		for j, f := range r.From {
+			peers[j] = cnp.ClusterNetworkPolicyEgressPeer{Namespaces: f.Namespaces, Pods: f.Pods}
+		}
+		if !rule(Ingress, "in."+strconv.Itoa(i), peers) {
+			return nil
+		}
+	}
+	for i, r := range p.Spec.Egress {
+		// Its named ports are looked up on its peers' pods, those of its
+		// networks too, whether or not a touched pod is a peer.
+		if slices.ContainsFunc(r.Protocols, func(p cnp.ClusterNetworkPolicyProtocol) bool { return p.DestinationNamedPort != "" }) {
+			return nil
+		}
+		if !rule(Egress, "eg."+strconv.Itoa(i), r.To) {
+			return nil
+		}
+	}
+	return &out
 }
 
 // clusterChanges compares a cluster policy compiled again (b) with prev's
@@ -214,46 +290,49 @@ func affects(ix *index, p *networkingv1.NetworkPolicy, pod *Pod) bool {
 // and a peer that is not pods (nodes, networks) counts as affected by
 // every pod, as does a selector that does not parse.
 func clusterAffects(ix *index, p *cnp.ClusterNetworkPolicy, pod *Pod) bool {
-	lbl, nsLbl := labels.Set(pod.Labels), nsLabels(ix, pod.Namespace)
-	matches := func(nsSel, podSel *metav1.LabelSelector) bool {
-		ns, err := ix.selector(nsSel)
-		if err != nil || !ns.Matches(nsLbl) {
-			return err != nil
-		}
-		if podSel == nil {
-			return true
-		}
-		ps, err := ix.selector(podSel)
-		return err != nil || ps.Matches(lbl)
-	}
-	peer := func(nsSel *metav1.LabelSelector, pods *cnp.NamespacedPod) bool {
-		switch {
-		case nsSel != nil:
-			return matches(nsSel, nil)
-		case pods != nil:
-			return matches(&pods.NamespaceSelector, &pods.PodSelector)
-		}
-		return false
-	}
 	named := func(ps []cnp.ClusterNetworkPolicyProtocol) bool {
 		return slices.ContainsFunc(ps, func(p cnp.ClusterNetworkPolicyProtocol) bool { return p.DestinationNamedPort != "" })
 	}
-	if peer(p.Spec.Subject.Namespaces, p.Spec.Subject.Pods) {
+	if peerNames(ix, p.Spec.Subject.Namespaces, p.Spec.Subject.Pods, pod) {
 		return true
 	}
 	for _, r := range p.Spec.Ingress {
 		for _, f := range r.From {
-			if peer(f.Namespaces, f.Pods) {
+			if peerNames(ix, f.Namespaces, f.Pods, pod) {
 				return true
 			}
 		}
 	}
 	for _, r := range p.Spec.Egress {
 		for _, to := range r.To {
-			if peer(to.Namespaces, to.Pods) || (named(r.Protocols) && to.Namespaces == nil && to.Pods == nil) {
+			if peerNames(ix, to.Namespaces, to.Pods, pod) || (named(r.Protocols) && to.Namespaces == nil && to.Pods == nil) {
 				return true
 			}
 		}
+	}
+	return false
+}
+
+// peerNames reports whether a subject or peer of a cluster policy (by
+// namespaces, or by pods) can name pod: a selector that does not parse
+// counts as naming it.
+func peerNames(ix *index, nsSel *metav1.LabelSelector, pods *cnp.NamespacedPod, pod *Pod) bool {
+	matches := func(nsSel, podSel *metav1.LabelSelector) bool {
+		ns, err := ix.selector(nsSel)
+		if err != nil || !ns.Matches(nsLabels(ix, pod.Namespace)) {
+			return err != nil
+		}
+		if podSel == nil {
+			return true
+		}
+		ps, err := ix.selector(podSel)
+		return err != nil || ps.Matches(labels.Set(pod.Labels))
+	}
+	switch {
+	case nsSel != nil:
+		return matches(nsSel, nil)
+	case pods != nil:
+		return matches(&pods.NamespaceSelector, &pods.PodSelector)
 	}
 	return false
 }

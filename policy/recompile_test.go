@@ -31,7 +31,8 @@ func recompileInput() Input {
 
 // recompileClusterInput is recompileInput with cluster policies of both
 // tiers that look at pods in every way: a subject by pod labels, pod and
-// namespace peers, a named port, node peers and networks.
+// namespace peers, named ports (of the subject; of a network's pods),
+// node peers and networks.
 func recompileClusterInput() Input {
 	in := recompileInput()
 	withNodes(&in)
@@ -51,7 +52,13 @@ func recompileClusterInput() Input {
 	}
 	base := clusterPolicy("baseline", cnp.BaselineTier, 5, nsSubject())
 	base.Spec.Ingress = []cnp.ClusterNetworkPolicyIngressRule{{Action: cnp.ClusterNetworkPolicyRuleActionDeny, From: []cnp.ClusterNetworkPolicyIngressPeer{{Pods: all("tier", "db")}}}}
-	in.ClusterPolicies = []*cnp.ClusterNetworkPolicy{db, pass, base}
+	// A named port looked up on the pods of a network the ADDs' addresses
+	// are in (checkRecompile's 10.251.0.0/16): every pod there changes
+	// its ports.
+	toNet := clusterPolicy("named-to-net", cnp.AdminTier, 30, cnp.ClusterNetworkPolicySubject{Pods: all("app", "app-4")})
+	toNet.Spec.Egress = []cnp.ClusterNetworkPolicyEgressRule{{Action: cnp.ClusterNetworkPolicyRuleActionAccept,
+		To: []cnp.ClusterNetworkPolicyEgressPeer{{Networks: []cnp.CIDR{"10.251.0.0/16"}}}, Protocols: []cnp.ClusterNetworkPolicyProtocol{{DestinationNamedPort: "http"}}}}
+	in.ClusterPolicies = []*cnp.ClusterNetworkPolicy{db, pass, base, toNet}
 	return in
 }
 
@@ -118,6 +125,15 @@ func TestRecompileIsCompile(t *testing.T) {
 		if st := Compile(in); len(st.Cluster) != len(in.ClusterPolicies) {
 			t.Fatalf("compiled %d of the %d cluster policies: %+v", len(st.Cluster), len(in.ClusterPolicies), st.Skipped)
 		}
+		testRecompileIsCompile(t, in)
+	})
+	// bench-policy's ClusterNetworkPolicy step, with one of the pods an
+	// ADD of its own namespace's, unlabelled like bench-policy's: most
+	// cluster policies name it only in a shared peer set (reshared).
+	t.Run("Cluster50", func(t *testing.T) {
+		in := benchClusterInput()
+		in.Namespaces = append(in.Namespaces, ns("bench"))
+		in.Pods[77] = pod("bench", "add-0", "10.250.9.9", []string{"app", "app-7"})
 		testRecompileIsCompile(t, in)
 	})
 }

@@ -27,6 +27,9 @@ type Kernel struct {
 	// closing an nftables socket right after a batch that deleted set
 	// elements blocks for milliseconds in the kernel, on every DEL.
 	podConns chan *nftables.Conn
+	// gens, when set, accounts for every batch this Kernel commits
+	// (Generations): set before the Kernel's first use.
+	gens *Generations
 }
 
 // podConnsKept bounds the sockets kept open: about the CNI operations in
@@ -38,6 +41,30 @@ const podConnsKept = 8
 // nftables.WithNetNSFd (tests).
 func NewKernel(opts ...nftables.ConnOption) *Kernel {
 	return &Kernel{opts: opts, podConns: make(chan *nftables.Conn, podConnsKept)}
+}
+
+// Follow makes the Kernel account for its commits in gens, which the
+// Kernels of the other writers of reef's tables in the namespace share,
+// and returns it. Called before the Kernel's first use.
+func (k *Kernel) Follow(gens *Generations) *Kernel {
+	k.gens = gens
+	return k
+}
+
+// Mark is gens' Mark (a Kernel that follows none: a Mark that never
+// holds): taken before a Read that a check of drift then trusts.
+func (k *Kernel) Mark() Mark { return k.gens.Mark() }
+
+// Unchanged is gens' Unchanged: no writer but reef's Kernels that follow
+// the same Generations committed since m.
+func (k *Kernel) Unchanged(m Mark) bool { return k.gens.Unchanged(m) }
+
+// flush commits c's batch, accounted for in the Generations followed.
+func (k *Kernel) flush(c *nftables.Conn) error {
+	if k.gens == nil {
+		return c.Flush()
+	}
+	return k.gens.commit(c.Flush)
 }
 
 // podConn takes a kept socket, or opens one.
@@ -489,7 +516,7 @@ func (k *Kernel) Apply(p Plan) error {
 			return fmt.Errorf("%s %s: %w", ch.Kind, ch.Table.ID, err)
 		}
 	}
-	if err := c.Flush(); err != nil {
+	if err := k.flush(c); err != nil {
 		return fmt.Errorf("apply nftables batch of %d change(s): %w", len(p.Changes), err)
 	}
 	ok = true
@@ -526,7 +553,7 @@ func (k *Kernel) EditElems(edits []ElemEdit, add bool) error {
 			return fmt.Errorf("%s %s in set %s %s: %w", verb, elemList(e.Elems), e.Table, e.Set.Name, err)
 		}
 	}
-	err = c.Flush()
+	err = k.flush(c)
 	k.putPodConn(c, err == nil)
 	if err != nil {
 		var what []string
@@ -569,7 +596,7 @@ func (k *Kernel) DeleteTables(ids []TableID) error {
 	for _, id := range ids {
 		c.DelTable(nftTable(id))
 	}
-	if err := c.Flush(); err != nil {
+	if err := k.flush(c); err != nil {
 		return fmt.Errorf("delete nftables tables %v: %w", ids, err)
 	}
 	return nil
