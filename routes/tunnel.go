@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 )
 
@@ -104,12 +105,15 @@ type TunnelState struct {
 	// point at its key: on an IPv6 underlay, the node's IPv6 address. A
 	// peer without an entry is reached at its key (the IPv4 underlay).
 	Dst map[netip.Addr]netip.Addr
-	// Strays are entries of the device that look like reef's and are no
-	// peer's (read from the kernel only): a permanent neighbour whose
-	// address and VTEP MAC do not name one node, or that has no fdb
-	// entry; an fdb entry with a VTEP MAC whose node has no neighbour.
-	// Nothing else would make a plan that removes them.
-	Strays []string
+	// Strays and Partial are read from the kernel only. Strays are
+	// permanent neighbours whose address and VTEP MAC do not name one
+	// node; Partial are the nodes with half a peer's entries (a neighbour
+	// without an fdb entry, or an fdb entry without a neighbour), each
+	// with what the kernel has. No peer stands for them, so without them
+	// a diff would never remove them: a wanted node's half is completed
+	// (AddPeers), an unwanted one's pruned.
+	Strays  []string
+	Partial map[netip.Addr]string
 }
 
 // Underlay is the address the fdb entry of node points at: Dst[node], or
@@ -228,7 +232,13 @@ func DiffTunnel(want, have TunnelState) TunnelPlan {
 	_, p.DelPeers = diffSet(want.Peers, have.Peers)
 	p.AddPeers6, _ = diffSet(want.Peers6, right(have.Peers6))
 	_, p.DelPeers6 = diffSet(want.Peers6, have.Peers6)
-	p.Prune = have.Strays
+	p.Prune = slices.Clone(have.Strays)
+	for node, what := range have.Partial {
+		if !want.Peers[node] && !want.Peers6[node] {
+			p.Prune = append(p.Prune, what)
+		}
+	}
+	slices.Sort(p.Prune)
 	return p
 }
 

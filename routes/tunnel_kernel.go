@@ -17,7 +17,8 @@ import (
 // of each family and an fdb entry, whose destination it reports where it
 // is not the peer's key (Dst: on an IPv6 underlay).
 func (k *Kernel) ReadTunnel() (TunnelState, error) {
-	st := TunnelState{Addrs: map[netip.Addr]bool{}, Peers: map[netip.Addr]bool{}, Peers6: map[netip.Addr]bool{}, Dst: map[netip.Addr]netip.Addr{}}
+	st := TunnelState{Addrs: map[netip.Addr]bool{}, Peers: map[netip.Addr]bool{}, Peers6: map[netip.Addr]bool{}, Dst: map[netip.Addr]netip.Addr{},
+		Partial: map[netip.Addr]string{}}
 	l, err := k.h.LinkByName(VXLANDevice)
 	if err != nil {
 		var nf netlink.LinkNotFoundError
@@ -66,7 +67,10 @@ func (k *Kernel) ReadTunnel() (TunnelState, error) {
 			node, v6, ok := tunnelNeighNode(n)
 			d, hasFDB := dst[node]
 			if !ok || !hasFDB {
-				if n.State&netlink.NUD_PERMANENT != 0 {
+				switch {
+				case ok:
+					st.Partial[node] = fmt.Sprintf("neighbour %s lladdr %s without an fdb entry", n.IP, n.HardwareAddr)
+				case n.State&netlink.NUD_PERMANENT != 0:
 					st.Strays = append(st.Strays, fmt.Sprintf("neighbour %s lladdr %s", n.IP, n.HardwareAddr))
 				}
 				continue
@@ -82,8 +86,8 @@ func (k *Kernel) ReadTunnel() (TunnelState, error) {
 		}
 	}
 	for node, d := range dst {
-		if !st.Peers[node] && !st.Peers6[node] {
-			st.Strays = append(st.Strays, fmt.Sprintf("fdb %s dst %s", VTEPMAC(node), d))
+		if _, neigh := st.Partial[node]; !st.Peers[node] && !st.Peers6[node] && !neigh {
+			st.Partial[node] = fmt.Sprintf("fdb %s dst %s without a neighbour", VTEPMAC(node), d)
 		}
 	}
 	sort.Strings(st.Strays)
