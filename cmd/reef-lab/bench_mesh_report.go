@@ -216,6 +216,36 @@ func (r *meshReport) aims(w func(string, ...any)) {
 		w("From issue 10 (block ownership v2), \"Measured in `make bench`\". The memory figures, which the issues set on RSS,\n")
 		w("are aims for RssAnon since issue 28: the rest of RSS is pages of the reef binary that the page cache holds anyway.\n\n")
 	}
+	r.convAim(w)
+	r.meshAims(w)
+	r.rrAims(w)
+	if r.parts["routes"] {
+		rt := r.routes
+		if rt.err != "" {
+			w("- A test speaker announcing %d blocks: RssAnon at most 45 MiB: not measured (%s).\n", rt.blocks, meshFirstLine(rt.err))
+		} else {
+			w("- A test speaker announcing %d blocks: RssAnon at most 45 MiB: %s 5 s after the last route (RSS %s, peak RSS %s): %s.\n", rt.blocks,
+				meshMiB(rt.steady.Anon), meshMiB(rt.steady.RSS), meshMiB(rt.steady.HWM), meshMet(rt.steady.Anon <= 45*1024))
+		}
+	}
+	if r.parts["idle"] {
+		if r.idle.err != "" {
+			w("- Daemon RssAnon at most 20 MiB idle: not measured (%s).\n", meshFirstLine(r.idle.err))
+		} else {
+			w("- Daemon RssAnon at most 20 MiB idle: %s (RSS %s, of which %s file-backed pages of the reef binary; kube-router,\n",
+				meshMiB(r.idle.Anon), meshMiB(r.idle.RSS), meshMiB(r.idle.File))
+			w("  which also embeds GoBGP, runs at 9-18 MiB RSS): %s.\n", meshMet(r.idle.Anon <= 20*1024))
+		}
+	}
+	if r.parts["tor"] {
+		w("\nFrom issue 11 (BGP to the routers), \"Measured in `make bench`\".\n\n")
+		r.torAim(w)
+	}
+	w("\n")
+}
+
+// convAim writes the convergence aim, when that part ran.
+func (r *meshReport) convAim(w func(string, ...any)) {
 	if r.parts["convergence"] {
 		var parts []string
 		met := true
@@ -236,6 +266,10 @@ func (r *meshReport) aims(w func(string, ...any)) {
 		}
 		w("- A new block routed on every node within 250 ms p50, with the default config: %s: %s.\n", strings.Join(parts, ", "), meshMet(met && any))
 	}
+}
+
+// meshAims writes the full mesh's aims, when that part ran.
+func (r *meshReport) meshAims(w func(string, ...any)) {
 	if r.parts["mesh"] {
 		m := r.mesh
 		switch {
@@ -262,6 +296,10 @@ func (r *meshReport) aims(w func(string, ...any)) {
 			w("  average (min %d, max %d); per block of another node, at the most %s: %s.\n", lo, hi, meshRatio(worst), meshMet(worst > 0 && worst <= 3))
 		}
 	}
+}
+
+// rrAims writes the route reflectors' aims, when that part ran.
+func (r *meshReport) rrAims(w func(string, ...any)) {
 	if r.parts["rr"] {
 		rr := r.rr
 		switch {
@@ -288,29 +326,6 @@ func (r *meshReport) aims(w func(string, ...any)) {
 			w("  node, at the most %s.\n", meshRatio(worst))
 		}
 	}
-	if r.parts["routes"] {
-		rt := r.routes
-		if rt.err != "" {
-			w("- A test speaker announcing %d blocks: RssAnon at most 45 MiB: not measured (%s).\n", rt.blocks, meshFirstLine(rt.err))
-		} else {
-			w("- A test speaker announcing %d blocks: RssAnon at most 45 MiB: %s 5 s after the last route (RSS %s, peak RSS %s): %s.\n", rt.blocks,
-				meshMiB(rt.steady.Anon), meshMiB(rt.steady.RSS), meshMiB(rt.steady.HWM), meshMet(rt.steady.Anon <= 45*1024))
-		}
-	}
-	if r.parts["idle"] {
-		if r.idle.err != "" {
-			w("- Daemon RssAnon at most 20 MiB idle: not measured (%s).\n", meshFirstLine(r.idle.err))
-		} else {
-			w("- Daemon RssAnon at most 20 MiB idle: %s (RSS %s, of which %s file-backed pages of the reef binary; kube-router,\n",
-				meshMiB(r.idle.Anon), meshMiB(r.idle.RSS), meshMiB(r.idle.File))
-			w("  which also embeds GoBGP, runs at 9-18 MiB RSS): %s.\n", meshMet(r.idle.Anon <= 20*1024))
-		}
-	}
-	if r.parts["tor"] {
-		w("\nFrom issue 11 (BGP to the routers), \"Measured in `make bench`\".\n\n")
-		r.torAim(w)
-	}
-	w("\n")
 }
 
 // meshPaths is the mean, least and most of per-node path counts.
@@ -428,6 +443,15 @@ func (r *meshReport) meshSection(w func(string, ...any)) {
 	w("all %d ADDs at once, until every node has the route to every other node's block (%d routes). The wait for\n", m.nodes, m.nodes*(m.nodes-1))
 	w("sessions polls `reef status` of every node and gives up when no session has come up for %s. ", meshStall)
 	w("Every node has `bgp.voters: [%s]`, the first %d nodes, so a claim needs %d votes.\n\n", meshAddrList(m.voters), len(m.voters), len(m.voters)/2+1)
+	r.meshSteps(w)
+	r.meshTrouble(w)
+	r.meshCosts(w)
+	w("\n")
+}
+
+// meshSteps writes the table of the mesh start's steps.
+func (r *meshReport) meshSteps(w func(string, ...any)) {
+	m := r.mesh
 	w("| step | time |\n|---|---:|\n")
 	if m.started > 0 {
 		w("| every daemon exec'd | %s |\n", meshSec(m.started))
@@ -459,6 +483,11 @@ func (r *meshReport) meshSection(w func(string, ...any)) {
 		w("| **cold to every route** | **%s** |\n", meshSec(m.sessions+m.routes))
 	}
 	w("\n")
+}
+
+// meshTrouble writes how the sessions came up, and what went wrong.
+func (r *meshReport) meshTrouble(w func(string, ...any)) {
+	m := r.mesh
 	if len(m.series) > 0 {
 		var pts []string
 		next := time.Duration(0)
@@ -489,6 +518,12 @@ func (r *meshReport) meshSection(w func(string, ...any)) {
 	if m.addErrs > 0 {
 		w("%d of %d ADDs failed; the first error: %s\n\n", m.addErrs, m.nodes, "`"+strings.ReplaceAll(meshFirstLine(m.addErr), "`", "'")+"`")
 	}
+}
+
+// meshCosts writes the CPU, the paths per node, the memory, the block
+// conflicts and the logs' warnings.
+func (r *meshReport) meshCosts(w func(string, ...any)) {
+	m := r.mesh
 	if m.ready > 0 {
 		w("**Where the time goes.** The daemons used %.1f CPU-seconds from the start to ready, %.1f while the sessions came up\n",
 			m.cpuReady, m.cpuSessions)
@@ -530,7 +565,6 @@ func (r *meshReport) meshSection(w func(string, ...any)) {
 			w("- %s\n", strings.ReplaceAll(s, "|", "\\|"))
 		}
 	}
-	w("\n")
 }
 
 // meshRestartsNote lists daemons that exited and were restarted.
