@@ -393,20 +393,7 @@ func (b *meshBench) addAll(nodes []*lab.Node, pods []*lab.Pod, handles []*netlin
 		case <-time.After(30 * time.Second):
 			return // ADDs still running after a failure: no figures of them
 		}
-		a.failed = make([]bool, n)
-		for i, e := range addErr {
-			a.failed[i] = e != nil
-			a.adds = max(a.adds, addAt[i])
-			a.addLat = append(a.addLat, addAt[i])
-			if e != nil {
-				a.addErrs++
-				if a.addErr == "" {
-					a.addErr = e.Error()
-				}
-			} else {
-				a.addsOK = max(a.addsOK, addAt[i])
-			}
-		}
+		a.record(addErr, addAt)
 	}()
 	first := make([][]time.Duration, n) // [observer][owner] -> first route seen
 	dst := make([][]netip.Prefix, n)
@@ -440,23 +427,7 @@ func (b *meshBench) addAll(nodes []*lab.Node, pods []*lab.Pod, handles []*netlin
 			}
 		}
 		if finished {
-			have, want := 0, 0
-			var last time.Duration
-			for i := range pods {
-				if addErr[i] != nil {
-					continue
-				}
-				for j := range nodes {
-					if j == i {
-						continue
-					}
-					want++
-					if first[j][i] > 0 && dst[j][i].Contains(pods[i].IP) {
-						have++
-						last = max(last, first[j][i])
-					}
-				}
-			}
+			have, want, last := meshRoutesIn(pods, addErr, first, dst)
 			a.routesHave, a.routesWant = have, want
 			if have == want {
 				a.routes = last
@@ -469,6 +440,48 @@ func (b *meshBench) addAll(nodes []*lab.Node, pods []*lab.Pod, handles []*netlin
 		return a, fmt.Errorf("%d of %d routes after %s", a.routesHave, a.routesWant, time.Since(t0).Round(time.Millisecond))
 	}
 	return a, err
+}
+
+// record takes the ADDs' outcomes (addErr) and times from their start
+// (addAt), per node.
+func (a *meshAdds) record(addErr []error, addAt []time.Duration) {
+	a.failed = make([]bool, len(addErr))
+	for i, e := range addErr {
+		a.failed[i] = e != nil
+		a.adds = max(a.adds, addAt[i])
+		a.addLat = append(a.addLat, addAt[i])
+		if e != nil {
+			a.addErrs++
+			if a.addErr == "" {
+				a.addErr = e.Error()
+			}
+		} else {
+			a.addsOK = max(a.addsOK, addAt[i])
+		}
+	}
+}
+
+// meshRoutesIn counts the routes every node should have to the block of
+// each other node whose ADD succeeded (want) and those it has (have: its
+// first route via the owner covers the owner's pod), and when the last
+// of them came; first and dst are [observer][owner].
+func meshRoutesIn(pods []*lab.Pod, addErr []error, first [][]time.Duration, dst [][]netip.Prefix) (have, want int, last time.Duration) {
+	for i := range pods {
+		if addErr[i] != nil {
+			continue
+		}
+		for j := range first {
+			if j == i {
+				continue
+			}
+			want++
+			if first[j][i] > 0 && dst[j][i].Contains(pods[i].IP) {
+				have++
+				last = max(last, first[j][i])
+			}
+		}
+	}
+	return have, want, last
 }
 
 // meshOthers counts the reef daemons running on this machine that belong
