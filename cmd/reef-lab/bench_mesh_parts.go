@@ -118,9 +118,30 @@ func (b *meshBench) routes(count int) (r meshRoutesResult) {
 		"--reef-blocks", fmt.Sprint(count), "--pool", meshRoutesPool, "--block-size", "27", "--voters", r.voters); err != nil {
 		return fail(err)
 	}
+	if err := b.waitRoutesVia(h, count, start, &r); err != nil {
+		return fail(fmt.Errorf("%w\n%s", err, node.LogTail(5)))
+	}
+	if r.with, err = node.Memory(); err != nil {
+		return fail(err)
+	}
+	// steady is the memory 5s after the last route: the measurement,
+	// not a wait.
+	if err := b.sleep(5 * time.Second); err != nil {
+		return fail(err)
+	}
+	if r.steady, err = node.Memory(); err != nil {
+		return fail(err)
+	}
+	meshRoutesAfter(node, h, start, &r)
+	return r
+}
+
+// waitRoutesVia waits until h's namespace has count routes via the
+// speaker, and records when the first and the last came.
+func (b *meshBench) waitRoutesVia(h *netlink.Handle, count int, start time.Time, r *meshRoutesResult) error {
 	// Asked every 10ms: firstRoute and allRoutes are measured by the
 	// call that sees them.
-	if err := poll.Every(10*time.Millisecond, 60*time.Second, func() error {
+	return poll.Every(10*time.Millisecond, 60*time.Second, func() error {
 		n, err := meshCountVia(h, meshSpeakerAddr)
 		if err != nil {
 			return poll.Stop(err)
@@ -135,20 +156,13 @@ func (b *meshBench) routes(count int) (r meshRoutesResult) {
 			return nil
 		}
 		return b.unlessInterrupted(fmt.Errorf("%d of %d routes", n, count))
-	}); err != nil {
-		return fail(fmt.Errorf("%w\n%s", err, node.LogTail(5)))
-	}
-	if r.with, err = node.Memory(); err != nil {
-		return fail(err)
-	}
-	// steady is the memory 5s after the last route: the measurement,
-	// not a wait.
-	if err := b.sleep(5 * time.Second); err != nil {
-		return fail(err)
-	}
-	if r.steady, err = node.Memory(); err != nil {
-		return fail(err)
-	}
+	})
+}
+
+// meshRoutesAfter records, once the routes are in, when the session came
+// up and the first route was added (from the node's log), the routes,
+// the store's size, the paths received and whether the voters disagree.
+func meshRoutesAfter(node *lab.Node, h *netlink.Handle, start time.Time, r *meshRoutesResult) {
 	r.peerUp, r.firstAdding = -1, -1
 	if at, ok := meshLogLine(node.Log(), `msg="Peer Up"`); ok {
 		r.peerUp = at.Sub(start)
@@ -168,7 +182,6 @@ func (b *meshBench) routes(count int) (r meshRoutesResult) {
 		}
 		r.disagree = st.GetVotersDisagree()
 	}
-	return r
 }
 
 // meshHandle is a netlink handle bound to the node's namespace.
