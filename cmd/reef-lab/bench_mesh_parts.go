@@ -391,37 +391,9 @@ func (b *meshBench) convCluster(r *meshConvResult, n int) (stall string, err err
 		if err != nil {
 			return "", err
 		}
-		t0 := time.Now()
-		if err := p.Add(); err != nil {
+		s, err := convSample(node, p, ws, i)
+		if err != nil {
 			return "", err
-		}
-		s := meshConvSample{node: node.Name, add: time.Since(t0), claimed: -1, confirmed: -1}
-		var last, first time.Time
-		var block netip.Prefix
-		deadline := t0.Add(20 * time.Second)
-		for j, w := range ws {
-			if j == i {
-				continue
-			}
-			seen, err := waitSeen(w, node.Address, p.IP, deadline)
-			if err != nil {
-				return "", fmt.Errorf("%w, %s after the ADD\n%s", err, time.Since(t0).Round(time.Millisecond), node.LogTail(8))
-			}
-			block = seen.dst
-			if seen.at.After(last) {
-				last = seen.at
-			}
-			if first.IsZero() || seen.at.Before(first) {
-				first = seen.at
-			}
-		}
-		s.total, s.firstRoute = last.Sub(t0), first.Sub(t0)
-		log := node.Log()
-		if at, ok := meshLogTime(log, meshLogClaimed, block); ok {
-			s.claimed = at.Sub(t0)
-		}
-		if at, ok := meshLogTime(log, meshLogConfirmed, block); ok {
-			s.confirmed = at.Sub(t0)
 		}
 		r.samples = append(r.samples, s)
 		meshProgress("  %s (N=%d): ADD %s, routed everywhere after %s", node.Name, n,
@@ -437,6 +409,45 @@ func (b *meshBench) convCluster(r *meshConvResult, n int) (stall string, err err
 		}
 	}
 	return "", nil
+}
+
+// convSample ADDs p on node, the i-th of the cluster, and measures when
+// every other node's watcher (all of ws but ws[i]) saw the route to its
+// block, and when the node's log says it claimed and confirmed the block.
+func convSample(node *lab.Node, p *lab.Pod, ws []*meshWatcher, i int) (meshConvSample, error) {
+	t0 := time.Now()
+	if err := p.Add(); err != nil {
+		return meshConvSample{}, err
+	}
+	s := meshConvSample{node: node.Name, add: time.Since(t0), claimed: -1, confirmed: -1}
+	var last, first time.Time
+	var block netip.Prefix
+	deadline := t0.Add(20 * time.Second)
+	for j, w := range ws {
+		if j == i {
+			continue
+		}
+		seen, err := waitSeen(w, node.Address, p.IP, deadline)
+		if err != nil {
+			return meshConvSample{}, fmt.Errorf("%w, %s after the ADD\n%s", err, time.Since(t0).Round(time.Millisecond), node.LogTail(8))
+		}
+		block = seen.dst
+		if seen.at.After(last) {
+			last = seen.at
+		}
+		if first.IsZero() || seen.at.Before(first) {
+			first = seen.at
+		}
+	}
+	s.total, s.firstRoute = last.Sub(t0), first.Sub(t0)
+	log := node.Log()
+	if at, ok := meshLogTime(log, meshLogClaimed, block); ok {
+		s.claimed = at.Sub(t0)
+	}
+	if at, ok := meshLogTime(log, meshLogConfirmed, block); ok {
+		s.confirmed = at.Sub(t0)
+	}
+	return s, nil
 }
 
 var meshLogTimeRE = regexp.MustCompile(`^time=(\S+) `)
