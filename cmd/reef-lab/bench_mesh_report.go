@@ -58,6 +58,17 @@ func meshRun(name string, args ...string) string {
 // working directory's bin as $PWD/bin.
 func meshCommand(args []string) string { return benchCommand("bin/reef-lab bench-mesh", args) }
 
+// printSection prints a bench's section of BENCHMARKS.md and, with out
+// set, writes it into that file (lab.WriteSection: in place of the
+// section with its heading, or at the end).
+func printSection(md, out string) error {
+	fmt.Print(md)
+	if out != "" {
+		return lab.WriteSection(out, md)
+	}
+	return nil
+}
+
 // benchCommand is the command line a section names, with paths under the
 // working directory written $PWD/...: the section says how to run it in
 // any clone, not where this one was.

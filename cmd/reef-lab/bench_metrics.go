@@ -100,12 +100,7 @@ func benchMetrics(ctx context.Context, args []string) error {
 		return err
 	}
 	r.took, r.loadEnd = time.Since(r.began), tputLoad()
-	md := r.markdown()
-	fmt.Print(md)
-	if *out != "" {
-		return lab.WriteSection(*out, md)
-	}
-	return nil
+	return printSection(r.markdown(), *out)
 }
 
 // scrape times count scrapes of n's metrics listener, 50ms apart, after 5

@@ -128,12 +128,7 @@ func benchPolicy(ctx context.Context, args []string) error {
 		return err
 	}
 	b.report.took, b.report.loadEnd = time.Since(b.report.began), tputLoad()
-	md := b.report.markdown()
-	fmt.Print(md)
-	if f.out != "" {
-		return lab.WriteSection(f.out, md)
-	}
-	return nil
+	return printSection(b.report.markdown(), f.out)
 }
 
 func policyProgress(format string, a ...any) {

@@ -103,12 +103,7 @@ func benchStorm(ctx context.Context, args []string) error {
 		return err
 	}
 	r.took, r.loadEnd = time.Since(r.began), tputLoad()
-	md := r.markdown()
-	fmt.Print(md)
-	if *out != "" {
-		return lab.WriteSection(*out, md)
-	}
-	return nil
+	return printSection(r.markdown(), *out)
 }
 
 func stormSay(format string, a ...any) { fmt.Fprintf(os.Stderr, "bench-storm: "+format+"\n", a...) }
