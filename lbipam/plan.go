@@ -185,7 +185,8 @@ func (a *assigner) taken(addr netip.Addr, uid string) bool {
 	return slices.ContainsFunc(a.shownBy[addr], func(u string) bool { return u != uid })
 }
 
-// releases plans the release of the entries of rec that no Service backs.
+// releases plans the release of the entries of rec outside the pools or
+// that no Service backs any more.
 func (a *assigner) releases(rec Record) {
 	for _, addr := range slices.SortedFunc(maps.Keys(rec), netip.Addr.Compare) {
 		o := rec[addr]
