@@ -93,8 +93,8 @@ func runStoreRecover(args []string, stdout, stderr io.Writer) error {
 
 // stoppedNode parses the flags of a `reef store` command, which works on
 // a node whose daemon is stopped: the config with the node flags applied,
-// the store's path and the node's address. It refuses while a daemon
-// serves the socket or holds the store.
+// the store's path, and the node's uplink and identity. It refuses while
+// a daemon serves the socket or holds the store.
 func stoppedNode(fs *flag.FlagSet, args []string, cf configFlags, nf nodeFlags) (daemon.Config, string, daemon.NodeUplink, error) {
 	if err := fs.Parse(args); err != nil {
 		return daemon.Config{}, "", daemon.NodeUplink{}, UsageError{err.Error()}
