@@ -106,14 +106,10 @@ func benchMesh(ctx context.Context, args []string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("bench-mesh: interrupted: %w", err)
 	}
-	md := rep.markdown()
-	fmt.Print(md)
-	if *out != "" {
-		if err := lab.WriteSection(*out, md); err != nil {
-			return err
-		}
-		meshProgress("section written to %s (%s)", *out, rep.took.Round(time.Second))
+	if err := printSection(rep.markdown(), *out); err != nil || *out == "" {
+		return err
 	}
+	meshProgress("section written to %s (%s)", *out, rep.took.Round(time.Second))
 	return nil
 }
 

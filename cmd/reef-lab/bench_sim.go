@@ -20,7 +20,6 @@ import (
 
 	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/blockproto/blocksim"
-	"github.com/reefcni/reef/internal/lab"
 )
 
 func simProgress(format string, args ...any) {
@@ -96,14 +95,10 @@ func benchSim(ctx context.Context, args []string) error {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	rep.heapSys = ms.HeapSys
-	md := rep.markdown()
-	fmt.Print(md)
-	if *out != "" {
-		if err := lab.WriteSection(*out, md); err != nil {
-			return err
-		}
-		simProgress("section written to %s (%s)", *out, rep.took.Round(time.Second))
+	if err := printSection(rep.markdown(), *out); err != nil || *out == "" {
+		return err
 	}
+	simProgress("section written to %s (%s)", *out, rep.took.Round(time.Second))
 	return nil
 }
 

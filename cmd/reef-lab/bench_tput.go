@@ -185,13 +185,9 @@ func benchTput(ctx context.Context, args []string) error {
 	rep.routes = b.routes
 	rep.took = time.Since(rep.began)
 	rep.loadEnd = tputLoad()
-	md := rep.markdown()
-	fmt.Print(md)
-	if *out != "" {
-		if err := lab.WriteSection(*out, md); err != nil {
-			return err
-		}
-		tputProgress("section written to %s (%s)", *out, rep.took.Round(time.Second))
+	if err := printSection(rep.markdown(), *out); err != nil || *out == "" {
+		return err
 	}
+	tputProgress("section written to %s (%s)", *out, rep.took.Round(time.Second))
 	return nil
 }
