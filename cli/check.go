@@ -35,14 +35,11 @@ func runRoutes(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parse(fs, args, c); err != nil {
 		return err
 	}
-	client, ctx, done, err := c.node(ctx)
+	rep, err := ask(ctx, c, func(ctx context.Context, client reefv1.NodeClient) (*reefv1.RoutesReply, error) {
+		return client.Routes(ctx, &reefv1.RoutesRequest{})
+	})
 	if err != nil {
 		return err
-	}
-	defer done()
-	rep, err := client.Routes(ctx, &reefv1.RoutesRequest{})
-	if err != nil {
-		return fmt.Errorf("reef daemon at %s: %w", c.socket, err)
 	}
 	off := 0
 	for _, e := range rep.GetEntries() {
@@ -82,14 +79,11 @@ func runIPAMCheck(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := parse(fs, args, c); err != nil {
 		return err
 	}
-	client, ctx, done, err := c.node(ctx)
+	rep, err := ask(ctx, c, func(ctx context.Context, client reefv1.NodeClient) (*reefv1.IPAMCheckReply, error) {
+		return client.IPAMCheck(ctx, &reefv1.IPAMCheckRequest{})
+	})
 	if err != nil {
 		return err
-	}
-	defer done()
-	rep, err := client.IPAMCheck(ctx, &reefv1.IPAMCheckRequest{})
-	if err != nil {
-		return fmt.Errorf("reef daemon at %s: %w", c.socket, err)
 	}
 	if c.output == "json" {
 		if err := printJSON(stdout, rep); err != nil {
@@ -128,14 +122,11 @@ func runIPAMRelease(ctx context.Context, args []string, stdout, stderr io.Writer
 		fs.Usage()
 		return UsageError{"give an IP address or --handle, not both"}
 	}
-	client, ctx, done, err := c.node(ctx)
+	rep, err := ask(ctx, c, func(ctx context.Context, client reefv1.NodeClient) (*reefv1.IPAMReleaseReply, error) {
+		return client.IPAMRelease(ctx, &reefv1.IPAMReleaseRequest{Ip: ip, Handle: *handle, Force: *force})
+	})
 	if err != nil {
 		return err
-	}
-	defer done()
-	rep, err := client.IPAMRelease(ctx, &reefv1.IPAMReleaseRequest{Ip: ip, Handle: *handle, Force: *force})
-	if err != nil {
-		return fmt.Errorf("reef daemon at %s: %w", c.socket, err)
 	}
 	if c.output == "json" {
 		return printJSON(stdout, rep)

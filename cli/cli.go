@@ -233,6 +233,22 @@ func (c *clientFlags) node(ctx context.Context) (client reefv1.NodeClient, callC
 	return reefv1.NewNodeClient(conn), callCtx, func() { cancel(); conn.Close() }, nil
 }
 
+// ask dials the daemon at c's socket and makes one call, under the
+// node's call timeout; a failed call's error names the socket.
+func ask[Rep any](ctx context.Context, c *clientFlags, call func(ctx context.Context, client reefv1.NodeClient) (Rep, error)) (Rep, error) {
+	var none Rep
+	client, ctx, done, err := c.node(ctx)
+	if err != nil {
+		return none, err
+	}
+	defer done()
+	rep, err := call(ctx, client)
+	if err != nil {
+		return none, fmt.Errorf("reef daemon at %s: %w", c.socket, err)
+	}
+	return rep, nil
+}
+
 func (c *clientFlags) validate() error {
 	if c.output != "table" && c.output != "json" {
 		return UsageError{fmt.Sprintf("-o %q: use table or json", c.output)}
@@ -272,14 +288,11 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parse(fs, args, &c); err != nil {
 		return err
 	}
-	client, ctx, done, err := c.node(ctx)
+	st, err := ask(ctx, &c, func(ctx context.Context, client reefv1.NodeClient) (*reefv1.StatusReply, error) {
+		return client.Status(ctx, &reefv1.StatusRequest{})
+	})
 	if err != nil {
 		return err
-	}
-	defer done()
-	st, err := client.Status(ctx, &reefv1.StatusRequest{})
-	if err != nil {
-		return fmt.Errorf("reef daemon at %s: %w", c.socket, err)
 	}
 	if c.output == "json" {
 		return printJSON(stdout, st)
@@ -347,14 +360,11 @@ func runIPAMShow(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := parse(fs, args, &c); err != nil {
 		return err
 	}
-	client, ctx, done, err := c.node(ctx)
+	rep, err := ask(ctx, &c, func(ctx context.Context, client reefv1.NodeClient) (*reefv1.IPAMReply, error) {
+		return client.IPAM(ctx, &reefv1.IPAMRequest{ShowBlocks: *showBlocks, ShowAllocations: *showAllocs})
+	})
 	if err != nil {
 		return err
-	}
-	defer done()
-	rep, err := client.IPAM(ctx, &reefv1.IPAMRequest{ShowBlocks: *showBlocks, ShowAllocations: *showAllocs})
-	if err != nil {
-		return fmt.Errorf("reef daemon at %s: %w", c.socket, err)
 	}
 	if c.output == "json" {
 		return printJSON(stdout, rep)

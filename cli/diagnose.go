@@ -48,7 +48,24 @@ func runDiagnose(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := cfg.Finish(); err != nil {
 		return err
 	}
-	socket := []string{"--socket", cfg.Socket}
+	files := diagnoseFiles(cfg.Socket, *cf.path, *lines)
+	node := cfg.NodeName
+	stamp := time.Now().UTC().Format("20060102T150405Z")
+	path := *outPath
+	if path == "" {
+		path = fmt.Sprintf("reef-diagnose-%s-%s.tar.gz", node, stamp)
+	}
+	if err := writeBundle(ctx, path, node, stamp, files); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s (%d files; MANIFEST.txt lists them)\n", path, len(files)+1)
+	return nil
+}
+
+// diagnoseFiles is what goes in the bundle: the CLI's views through the
+// daemon's socket, the redacted config at cfgPath and the kernel's state.
+func diagnoseFiles(socketPath, cfgPath string, logLines int) []diagnoseFile {
+	socket := []string{"--socket", socketPath}
 	cli := func(args ...string) func(ctx context.Context) ([]byte, error) {
 		return func(ctx context.Context) ([]byte, error) {
 			var out bytes.Buffer
@@ -72,17 +89,18 @@ func runDiagnose(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		{"ipam-check.txt", cli("ipam", "check")},
 		{"routes.txt", cli("routes")},
 		{"version.txt", cli("version")},
-		{"config.yaml", func(context.Context) ([]byte, error) { return redactedConfig(*cf.path) }},
+		{"config.yaml", func(context.Context) ([]byte, error) { return redactedConfig(cfgPath) }},
 	}
-	for _, c := range kernelCommands(*lines) {
+	for _, c := range kernelCommands(logLines) {
 		files = append(files, diagnoseFile{c.name, command(c.argv[0], c.argv[1:]...)})
 	}
-	node := cfg.NodeName
-	stamp := time.Now().UTC().Format("20060102T150405Z")
-	path := *outPath
-	if path == "" {
-		path = fmt.Sprintf("reef-diagnose-%s-%s.tar.gz", node, stamp)
-	}
+	return files
+}
+
+// writeBundle writes files and a MANIFEST.txt of them, under a folder
+// named after node and stamp, to the gzipped tar at path. A file whose
+// command fails goes in with the error at its end.
+func writeBundle(ctx context.Context, path, node, stamp string, files []diagnoseFile) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
@@ -123,11 +141,7 @@ func runDiagnose(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := gz.Close(); err != nil {
 		return err
 	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "wrote %s (%d files; MANIFEST.txt lists them)\n", path, len(files)+1)
-	return nil
+	return f.Close()
 }
 
 // kernelCommand is a file of the bundle that a command writes.

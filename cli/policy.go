@@ -100,14 +100,11 @@ func runPolicyShow(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if pod != "" && !strings.Contains(pod, "/") {
 		return UsageError{fmt.Sprintf("pod %q: want NAMESPACE/NAME", pod)}
 	}
-	client, ctx, done, err := c.node(ctx)
+	rep, err := ask(ctx, &c, func(ctx context.Context, client reefv1.NodeClient) (*reefv1.PolicyShowReply, error) {
+		return client.PolicyShow(ctx, &reefv1.PolicyShowRequest{Pod: pod})
+	})
 	if err != nil {
 		return err
-	}
-	defer done()
-	rep, err := client.PolicyShow(ctx, &reefv1.PolicyShowRequest{Pod: pod})
-	if err != nil {
-		return fmt.Errorf("reef daemon at %s: %w", c.socket, err)
 	}
 	if c.output == "json" {
 		_, err := fmt.Fprintf(stdout, "%s\n", rep.GetJson())

@@ -49,27 +49,7 @@ func runStoreRecover(args []string, stdout, stderr io.Writer) error {
 	nf := registerNode(fs)
 	incFlag := fs.String("incarnation", "", "this node's incarnation (8 hex digits), when the identity file is lost too")
 	bornFlag := fs.Uint("born", 0, "with --incarnation: when it was drawn, in Unix seconds, if known (default: now)")
-	if err := fs.Parse(args); err != nil {
-		return UsageError{err.Error()}
-	}
-	if fs.NArg() > 0 {
-		return UsageError{"unexpected arguments: " + strings.Join(fs.Args(), " ")}
-	}
-	cfg, err := cf.load()
-	if err != nil {
-		return err
-	}
-	if err := nf.apply(&cfg); err != nil {
-		return err
-	}
-	if err := cfg.Finish(); err != nil {
-		return err
-	}
-	path := filepath.Join(cfg.StateDir, "reef.db")
-	if err := refuseIfRunning(cfg.Socket, path, "nothing was changed"); err != nil {
-		return err
-	}
-	node, err := daemon.DetectNode(cfg)
+	cfg, path, node, err := stoppedNode(fs, args, cf, nf)
 	if err != nil {
 		return err
 	}
@@ -111,6 +91,35 @@ func runStoreRecover(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// stoppedNode parses the flags of a `reef store` command, which works on
+// a node whose daemon is stopped: the config with the node flags applied,
+// the store's path, and the node's uplink and identity. It refuses while
+// a daemon serves the socket or holds the store.
+func stoppedNode(fs *flag.FlagSet, args []string, cf configFlags, nf nodeFlags) (daemon.Config, string, daemon.NodeUplink, error) {
+	if err := fs.Parse(args); err != nil {
+		return daemon.Config{}, "", daemon.NodeUplink{}, UsageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return daemon.Config{}, "", daemon.NodeUplink{}, UsageError{"unexpected arguments: " + strings.Join(fs.Args(), " ")}
+	}
+	cfg, err := cf.load()
+	if err == nil {
+		err = nf.apply(&cfg)
+	}
+	if err == nil {
+		err = cfg.Finish()
+	}
+	if err != nil {
+		return daemon.Config{}, "", daemon.NodeUplink{}, err
+	}
+	path := filepath.Join(cfg.StateDir, "reef.db")
+	if err := refuseIfRunning(cfg.Socket, path, "nothing was changed"); err != nil {
+		return daemon.Config{}, "", daemon.NodeUplink{}, err
+	}
+	node, err := daemon.DetectNode(cfg)
+	return cfg, path, node, err
+}
+
 // storeInitAbout is `reef store init -h`.
 const storeInitAbout = `Creates this node's store as a founding voter of a new cluster, with the
 cluster's voter list (bgp.voters) recorded, so that it votes for pending
@@ -138,27 +147,7 @@ func runStoreInit(args []string, stdout, stderr io.Writer) error {
 	}
 	cf := registerConfig(fs, "configuration file, for stateDir, nodeName, the node address and bgp.voters")
 	nf := registerNode(fs)
-	if err := fs.Parse(args); err != nil {
-		return UsageError{err.Error()}
-	}
-	if fs.NArg() > 0 {
-		return UsageError{"unexpected arguments: " + strings.Join(fs.Args(), " ")}
-	}
-	cfg, err := cf.load()
-	if err != nil {
-		return err
-	}
-	if err := nf.apply(&cfg); err != nil {
-		return err
-	}
-	if err := cfg.Finish(); err != nil {
-		return err
-	}
-	path := filepath.Join(cfg.StateDir, "reef.db")
-	if err := refuseIfRunning(cfg.Socket, path, "nothing was changed"); err != nil {
-		return err
-	}
-	node, err := daemon.DetectNode(cfg)
+	cfg, path, node, err := stoppedNode(fs, args, cf, nf)
 	if err != nil {
 		return err
 	}

@@ -248,18 +248,7 @@ func TestClusterNetworkPolicyLiveChange(t *testing.T) {
 	if err := pl.API.ApplyCRDs(path, crd); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, func() string {
-		for _, n := range pl.Nodes {
-			st, err := n.Status()
-			if err != nil {
-				return err.Error()
-			}
-			if c := st.GetPolicy().GetClusterPolicies(); c != "on" {
-				return n.Name + ": status says cluster policies are " + c
-			}
-		}
-		return ""
-	})
+	pl.waitClusterPoliciesOn(t)
 
 	unrelated := openStream(t, za, xb)
 	affected := openStream(t, ya, xa)
@@ -342,4 +331,23 @@ func TestClusterNetworkPolicyLiveChange(t *testing.T) {
 		t.Logf("%s: %d bytes echoed, no error, no retransmission", s.name, s.echoed.Load())
 		s.close()
 	}
+}
+
+// waitClusterPoliciesOn waits until every node's status says cluster
+// policies are "on", as they are once the daemons have found the
+// ClusterNetworkPolicy CRD.
+func (pl *policyLab) waitClusterPoliciesOn(t *testing.T) {
+	t.Helper()
+	eventually(t, 20*time.Second, func() string {
+		for _, n := range pl.Nodes {
+			st, err := n.Status()
+			if err != nil {
+				return err.Error()
+			}
+			if c := st.GetPolicy().GetClusterPolicies(); c != "on" {
+				return n.Name + ": status says cluster policies are " + c
+			}
+		}
+		return ""
+	})
 }

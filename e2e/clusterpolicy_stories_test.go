@@ -255,18 +255,7 @@ func newStoriesLab(t *testing.T) *storiesLab {
 	s.dns = dns
 	s.addMetadataServer(t)
 
-	eventually(t, 20*time.Second, func() string {
-		for _, n := range s.Nodes {
-			st, err := n.Status()
-			if err != nil {
-				return err.Error()
-			}
-			if c := st.GetPolicy().GetClusterPolicies(); c != "on" {
-				return n.Name + ": status says cluster policies are " + c
-			}
-		}
-		return ""
-	})
+	s.waitClusterPoliciesOn(t)
 	return s
 }
 

@@ -149,6 +149,18 @@ func cmdOut(t *testing.T, name string, args ...string) string {
 	return string(out)
 }
 
+// upgradePackages is the start of every upgrade test: it builds version
+// N and N+1 of the packages, then takes the machine's package lock and
+// removes what an earlier, killed run installed.
+func upgradePackages(t *testing.T, pk *packager) (oldPkg, newPkg *builtPackages) {
+	t.Helper()
+	oldPkg = pk.build(t, "")
+	newPkg = pk.build(t, oldPkg.Version+".1")
+	lockPackageTests(t)
+	cleanInstalled(t)
+	return oldPkg, newPkg
+}
+
 // lockPackageTests serialises the tests that install the package: there is
 // one dpkg database, one /usr/bin/reef and one /var/lib/reef per machine,
 // and two test binaries (two developers' `make test`) may run at once.

@@ -31,11 +31,7 @@ func TestPackageUpgradeServiceFRR(t *testing.T) {
 
 func testPackageUpgradeService(t *testing.T, kind string) {
 	needTools(t, "dpkg", "dpkg-deb", "setpriv", "unshare", "make", "git")
-	pk := packages
-	oldPkg := pk.build(t, "")
-	newPkg := pk.build(t, oldPkg.Version+".1")
-	lockPackageTests(t)
-	cleanInstalled(t)
+	oldPkg, newPkg := upgradePackages(t, packages)
 	var env *pkgEnv
 	var notify *notifySocket
 	l, nodes, laptop, tor := serviceToRLab(t, kind, plannedStopNodes, plannedStopToR, func(nodes []*lab.Node) {

@@ -735,10 +735,7 @@ func firstLine(s string) string {
 // addresses, the store is kept and reopened by the new daemon, and the
 // operator's change to config.yaml survives.
 func testUpgrade(t *testing.T, pk *packager) {
-	oldPkg := pk.build(t, "")
-	newPkg := pk.build(t, oldPkg.Version+".1")
-	lockPackageTests(t)
-	cleanInstalled(t)
+	oldPkg, newPkg := upgradePackages(t, pk)
 	l, node := newPackageNode(t)
 	purgeAtEnd(t, node.Netns)
 	// Here /run/systemd/system exists for the maintainer scripts.

@@ -27,11 +27,7 @@ import (
 func TestPackageUpgradeIPv6Only(t *testing.T) {
 	slowSuite(t) // two `make package` runs: over a minute here
 	needTools(t, "dpkg", "dpkg-deb", "setpriv", "unshare", "make", "git")
-	pk := packages
-	oldPkg := pk.build(t, "")
-	newPkg := pk.build(t, oldPkg.Version+".1")
-	lockPackageTests(t)
-	cleanInstalled(t)
+	oldPkg, newPkg := upgradePackages(t, packages)
 	l := newLab(t)
 	nodes, err := l.AddMeshWith(2, lab.NodeOptions{IPv6Only: true, Extra: pool6Only})
 	if err != nil {

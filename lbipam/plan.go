@@ -131,112 +131,157 @@ type Event struct {
 // daemons deciding from one snapshot decide alike; addresses in pool order,
 // then ascending.
 func Assign(svcs []Service, rec Record, pools []netip.Prefix) Plan {
-	svcs = slices.SortedFunc(slices.Values(svcs), func(a, b Service) int { return cmp.Compare(a.Key, b.Key) })
-	byUID := map[string]Service{}
-	shownBy := map[netip.Addr][]string{} // address -> UIDs whose status shows it
-	for _, s := range svcs {
-		byUID[s.UID] = s
-		for _, a := range s.Ingress {
-			shownBy[a] = append(shownBy[a], s.UID)
+	a := newAssigner(svcs, rec, pools)
+	a.releases(rec)
+	for _, s := range a.svcs {
+		if s.Ours {
+			a.assign(s)
 		}
 	}
-	p := Plan{Record: maps.Clone(rec)}
-	if p.Record == nil {
-		p.Record = Record{}
+	a.statuses()
+	return a.p
+}
+
+// assigner holds one round of Assign: the Services in key order, the
+// plan as it grows, and who shows which address.
+type assigner struct {
+	svcs    []Service
+	pools   []netip.Prefix
+	byUID   map[string]Service
+	shownBy map[netip.Addr][]string // address -> UIDs whose status shows it
+	p       Plan
+}
+
+func newAssigner(svcs []Service, rec Record, pools []netip.Prefix) *assigner {
+	a := &assigner{
+		svcs:    slices.SortedFunc(slices.Values(svcs), func(a, b Service) int { return cmp.Compare(a.Key, b.Key) }),
+		pools:   pools,
+		byUID:   map[string]Service{},
+		shownBy: map[netip.Addr][]string{},
+		p:       Plan{Record: maps.Clone(rec)},
 	}
-	inPools := func(a netip.Addr) bool {
-		return slices.ContainsFunc(pools, func(pf netip.Prefix) bool { return pf.Contains(a) })
+	for _, s := range a.svcs {
+		a.byUID[s.UID] = s
+		for _, addr := range s.Ingress {
+			a.shownBy[addr] = append(a.shownBy[addr], s.UID)
+		}
 	}
-	for _, a := range slices.SortedFunc(maps.Keys(rec), netip.Addr.Compare) {
-		o := rec[a]
-		s, ok := byUID[o.UID]
+	if a.p.Record == nil {
+		a.p.Record = Record{}
+	}
+	return a
+}
+
+func (a *assigner) inPools(addr netip.Addr) bool {
+	return slices.ContainsFunc(a.pools, func(pf netip.Prefix) bool { return pf.Contains(addr) })
+}
+
+// taken: in the record (to be released or not), or shown by a Service
+// other than uid.
+func (a *assigner) taken(addr netip.Addr, uid string) bool {
+	if _, ok := a.p.Record[addr]; ok {
+		return true
+	}
+	return slices.ContainsFunc(a.shownBy[addr], func(u string) bool { return u != uid })
+}
+
+// releases plans the release of the entries of rec outside the pools or
+// that no Service backs any more.
+func (a *assigner) releases(rec Record) {
+	for _, addr := range slices.SortedFunc(maps.Keys(rec), netip.Addr.Compare) {
+		o := rec[addr]
+		s, ok := a.byUID[o.UID]
 		switch {
-		case !inPools(a):
-			p.Release = append(p.Release, Release{a, o, "outside bgp.serviceLoadBalancerIPs"})
+		case !a.inPools(addr):
+			a.p.Release = append(a.p.Release, Release{addr, o, "outside bgp.serviceLoadBalancerIPs"})
 		case !ok:
-			p.Release = append(p.Release, Release{a, o, "the Service is gone"})
-		case !s.wants(a):
-			p.Release = append(p.Release, Release{a, o, "the Service no longer wants it"})
+			a.p.Release = append(a.p.Release, Release{addr, o, "the Service is gone"})
+		case !s.wants(addr):
+			a.p.Release = append(a.p.Release, Release{addr, o, "the Service no longer wants it"})
 		}
 	}
-	// taken: in the record (to be released or not), or shown by a Service
-	// other than uid.
-	taken := func(a netip.Addr, uid string) bool {
-		if _, ok := p.Record[a]; ok {
+}
+
+// held says whether s holds an address of the family that it wants.
+func (a *assigner) held(s Service, v6 bool) bool {
+	for addr, o := range a.p.Record {
+		if o.UID == s.UID && addr.Is6() == v6 && s.wants(addr) && a.inPools(addr) {
 			return true
 		}
-		return slices.ContainsFunc(shownBy[a], func(u string) bool { return u != uid })
 	}
-	for _, s := range svcs {
-		if !s.Ours {
+	return false
+}
+
+// assign gives our Service s an address of each family it asks for and
+// does not hold yet.
+func (a *assigner) assign(s Service) {
+	if s.BadRequest != "" {
+		a.p.Events = append(a.p.Events, Event{s.Key, s.UID, "InvalidLoadBalancerIP", s.BadRequest})
+	}
+	for _, v6 := range []bool{false, true} {
+		if v6 && !s.IPv6 || !v6 && !s.IPv4 || a.held(s, v6) {
 			continue
 		}
-		held := func(v6 bool) bool {
-			for a, o := range p.Record {
-				if o.UID == s.UID && a.Is6() == v6 && s.wants(a) && inPools(a) {
-					return true
-				}
-			}
-			return false
-		}
-		if s.BadRequest != "" {
-			p.Events = append(p.Events, Event{s.Key, s.UID, "InvalidLoadBalancerIP", s.BadRequest})
-		}
-		for _, v6 := range []bool{false, true} {
-			if v6 && !s.IPv6 || !v6 && !s.IPv4 || held(v6) {
-				continue
-			}
-			// Adopt what its status already shows (a record lost or
-			// recreated): the status is reef's earlier decision.
-			if a, ok := adoptable(s, v6, inPools, taken); ok {
-				p.Record[a] = Owner{s.UID, s.Key}
-				continue
-			}
-			if req, ok := s.request(v6); ok {
-				switch {
-				case !inPools(req):
-					p.Events = append(p.Events, Event{s.Key, s.UID, "LoadBalancerIPNotInPool",
-						fmt.Sprintf("requested address %s is outside bgp.serviceLoadBalancerIPs (%s)", req, joinPrefixes(pools))})
-				case taken(req, s.UID):
-					p.Events = append(p.Events, Event{s.Key, s.UID, "LoadBalancerIPInUse",
-						fmt.Sprintf("requested address %s is in use by %s", req, holder(req, p.Record, shownBy, byUID))})
-				default:
-					p.Record[req] = Owner{s.UID, s.Key}
-				}
-				continue
-			}
-			if a, ok := firstFree(pools, v6, func(a netip.Addr) bool { return taken(a, s.UID) }); ok {
-				p.Record[a] = Owner{s.UID, s.Key}
-			} else {
-				family := "IPv4"
-				if v6 {
-					family = "IPv6"
-				}
-				p.Events = append(p.Events, Event{s.Key, s.UID, "NoFreeLoadBalancerIP",
-					fmt.Sprintf("no free %s address in bgp.serviceLoadBalancerIPs (%s)", family, joinPrefixes(pools))})
-			}
-		}
+		a.assignFamily(s, v6)
 	}
+}
+
+// assignFamily gives s an address of one family: the one its status shows,
+// the one it requests, or the first free one.
+func (a *assigner) assignFamily(s Service, v6 bool) {
+	// Adopt what its status already shows (a record lost or
+	// recreated): the status is reef's earlier decision.
+	if addr, ok := adoptable(s, v6, a.inPools, a.taken); ok {
+		a.p.Record[addr] = Owner{s.UID, s.Key}
+		return
+	}
+	if req, ok := s.request(v6); ok {
+		switch {
+		case !a.inPools(req):
+			a.p.Events = append(a.p.Events, Event{s.Key, s.UID, "LoadBalancerIPNotInPool",
+				fmt.Sprintf("requested address %s is outside bgp.serviceLoadBalancerIPs (%s)", req, joinPrefixes(a.pools))})
+		case a.taken(req, s.UID):
+			a.p.Events = append(a.p.Events, Event{s.Key, s.UID, "LoadBalancerIPInUse",
+				fmt.Sprintf("requested address %s is in use by %s", req, holder(req, a.p.Record, a.shownBy, a.byUID))})
+		default:
+			a.p.Record[req] = Owner{s.UID, s.Key}
+		}
+		return
+	}
+	if addr, ok := firstFree(a.pools, v6, func(addr netip.Addr) bool { return a.taken(addr, s.UID) }); ok {
+		a.p.Record[addr] = Owner{s.UID, s.Key}
+		return
+	}
+	family := "IPv4"
+	if v6 {
+		family = "IPv6"
+	}
+	a.p.Events = append(a.p.Events, Event{s.Key, s.UID, "NoFreeLoadBalancerIP",
+		fmt.Sprintf("no free %s address in bgp.serviceLoadBalancerIPs (%s)", family, joinPrefixes(a.pools))})
+}
+
+// statuses plans the status of each of our Services whose shown addresses
+// differ from what it holds once the releases are done.
+func (a *assigner) statuses() {
 	released := map[netip.Addr]bool{}
-	for _, r := range p.Release {
+	for _, r := range a.p.Release {
 		released[r.Addr] = true
 	}
-	for _, s := range svcs {
+	for _, s := range a.svcs {
 		if !s.Ours {
 			continue
 		}
 		var want []netip.Addr
-		for a, o := range p.Record {
-			if o.UID == s.UID && !released[a] {
-				want = append(want, a)
+		for addr, o := range a.p.Record {
+			if o.UID == s.UID && !released[addr] {
+				want = append(want, addr)
 			}
 		}
 		slices.SortFunc(want, netip.Addr.Compare)
 		if !slices.Equal(want, sortedAddrs(s.Ingress)) {
-			p.Status = append(p.Status, Ingress{s.Key, s.UID, want})
+			a.p.Status = append(a.p.Status, Ingress{s.Key, s.UID, want})
 		}
 	}
-	return p
 }
 
 // adoptable is an address of the family that s's status shows and that

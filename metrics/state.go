@@ -158,16 +158,26 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	now := time.Now()
-	for _, p := range s.Peers {
-		up, uptime := 0.0, 0.0
-		if p.Up {
-			up = 1
-			if !p.Since.IsZero() {
-				uptime = now.Sub(p.Since).Seconds()
-			}
+	collectPeers(ch, gauge, s.Peers, time.Now())
+	ch <- prometheus.MustNewConstMetric(descInvalid, prometheus.CounterValue, float64(s.InvalidPaths))
+	collectAnnounced(gauge, s)
+	collectBlocks(gauge, s)
+	for _, k := range s.RuntimeKinds {
+		gauge(descRuntime, b2f(slices.Contains(s.RuntimeProblems, k)), k)
+	}
+}
+
+// gaugeFunc sends one gauge of d.
+type gaugeFunc func(d *prometheus.Desc, v float64, labels ...string)
+
+// collectPeers sends the series of each BGP peer's session.
+func collectPeers(ch chan<- prometheus.Metric, gauge gaugeFunc, peers []Peer, now time.Time) {
+	for _, p := range peers {
+		uptime := 0.0
+		if p.Up && !p.Since.IsZero() {
+			uptime = now.Sub(p.Since).Seconds()
 		}
-		gauge(descSessionUp, up, p.Address, p.Type)
+		gauge(descSessionUp, b2f(p.Up), p.Address, p.Type)
 		gauge(descSessionUptime, uptime, p.Address, p.Type)
 		gauge(descPathsReceived, float64(p.Received), p.Address, p.Type)
 		gauge(descPathsAccepted, float64(p.Accepted), p.Address, p.Type)
@@ -179,23 +189,19 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descUpdatesOut, prometheus.CounterValue, float64(p.UpdatesOut), p.Address, p.Type)
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(descInvalid, prometheus.CounterValue, float64(s.InvalidPaths))
+}
+
+// collectAnnounced sends what this node announces to its external peers:
+// Service CIDRs and addresses, BFD sessions, stand-ins and marked blocks.
+func collectAnnounced(gauge gaugeFunc, s State) {
 	for cidr, up := range s.ServiceCIDRs {
-		v := 0.0
-		if up {
-			v = 1
-		}
-		gauge(descServiceCIDR, v, cidr)
+		gauge(descServiceCIDR, b2f(up), cidr)
 	}
 	for _, a := range s.ServiceAddresses {
 		gauge(descServiceAddress, 1, a.Address, a.Service, a.Source, a.Reason)
 	}
 	for peer, up := range s.BFD {
-		v := 0.0
-		if up {
-			v = 1
-		}
-		gauge(descBFDUp, v, peer)
+		gauge(descBFDUp, b2f(up), peer)
 	}
 	if s.StandIns != nil || s.BlocksMarked != nil {
 		for _, fam := range []string{"ipv4", "ipv6"} {
@@ -203,6 +209,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descBlocksMarked, float64(s.BlocksMarked[fam]), fam)
 		}
 	}
+}
+
+// collectBlocks sends the block protocol's and the address pools' series,
+// the pending DELs and LoadBalancer address assignment.
+func collectBlocks(gauge gaugeFunc, s State) {
 	for _, st := range []string{"pending", "confirmed", "lost", "remote"} {
 		gauge(descBlocks, float64(s.Blocks[st]), st)
 	}
@@ -215,24 +226,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descPendingDeletes, float64(s.PendingDeletes))
 	if lb := s.LBIPAM; lb != nil {
-		v := 0.0
-		if lb.Leader {
-			v = 1
-		}
-		gauge(descLBLeader, v)
+		gauge(descLBLeader, b2f(lb.Leader))
 		gauge(descLBAssigned, float64(lb.Assigned))
 	}
 	gauge(descVoterLists, float64(s.VoterLists))
 	if s.VoterLists > 0 {
 		gauge(descVoterListSettled, b2f(s.VoterListSettled))
 		gauge(descVoterRestricted, b2f(s.VoterRestricted))
-	}
-	for _, k := range s.RuntimeKinds {
-		v := 0.0
-		if slices.Contains(s.RuntimeProblems, k) {
-			v = 1
-		}
-		gauge(descRuntime, v, k)
 	}
 }
 

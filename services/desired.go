@@ -116,8 +116,20 @@ func (p Plan) Addrs() []netip.Addr {
 // not parse, an IPv4 address written as IPv6) is skipped, never fatal.
 func Desired(cfg Config, svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice) Plan {
 	plan := Plan{Announce: map[netip.Addr][]Reason{}}
-	// The ready local endpoints of each Service, by family, counted only
-	// for Local Services (the rest do not need them).
+	local := localEndpoints(cfg.Node, svcs, eps)
+	for _, s := range svcs {
+		if s == nil || s.Spec.Type == corev1.ServiceTypeExternalName || s.Spec.ClusterIP == corev1.ClusterIPNone {
+			continue
+		}
+		plan.service(cfg, s, local[s.Namespace+"/"+s.Name])
+	}
+	plan.sort()
+	return plan
+}
+
+// localEndpoints is the ready endpoints on node of each Service, by
+// family, counted only for Local Services (the rest do not need them).
+func localEndpoints(node string, svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice) map[string]map[bool]int {
 	local := map[string]map[bool]int{} // namespace/name -> is6 -> count
 	for _, s := range svcs {
 		if s != nil && s.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
@@ -142,61 +154,72 @@ func Desired(cfg Config, svcs []*corev1.Service, eps []*discoveryv1.EndpointSlic
 			continue // FQDN: kube-proxy serves no such slice
 		}
 		for _, e := range es.Endpoints {
-			if e.NodeName != nil && *e.NodeName == cfg.Node && (e.Conditions.Ready == nil || *e.Conditions.Ready) {
+			if e.NodeName != nil && *e.NodeName == node && (e.Conditions.Ready == nil || *e.Conditions.Ready) {
 				counts[is6]++
 			}
 		}
 	}
+	return local
+}
 
-	for _, s := range svcs {
-		if s == nil || s.Spec.Type == corev1.ServiceTypeExternalName || s.Spec.ClusterIP == corev1.ClusterIPNone {
+// service adds the addresses of one Service that kube-proxy serves;
+// local is its ready local endpoints by family.
+func (plan *Plan) service(cfg Config, s *corev1.Service, local map[bool]int) {
+	key := s.Namespace + "/" + s.Name
+	policy := PolicyCluster
+	if s.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
+		policy = PolicyLocal
+	}
+	consider := func(source, text string, cidrs []netip.Prefix, key4 string) {
+		plan.consider(Reason{Service: key, Source: source, Policy: policy}, text, cidrs, key4, local)
+	}
+	for _, ip := range s.Spec.ExternalIPs {
+		consider(SourceExternalIP, ip, cfg.ExternalIPs, "serviceExternalIPs")
+	}
+	if s.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		return
+	}
+	for _, ing := range s.Status.LoadBalancer.Ingress {
+		if ing.IP == "" {
+			continue // a hostname: nothing to route
+		}
+		if ing.IPMode != nil && *ing.IPMode == corev1.LoadBalancerIPModeProxy {
+			plan.Skipped = append(plan.Skipped, Skipped{key, SourceLoadBalancer, ing.IP, "ipMode Proxy: the load balancer proxies it, kube-proxy does not take it"})
 			continue
 		}
-		key := s.Namespace + "/" + s.Name
-		policy := PolicyCluster
-		if s.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
-			policy = PolicyLocal
-		}
-		consider := func(source, text string, cidrs []netip.Prefix, key4 string) {
-			a, err := netip.ParseAddr(text)
-			switch {
-			case err != nil || a.Zone() != "":
-				plan.Skipped = append(plan.Skipped, Skipped{key, source, text, "not an IP address"})
-				return
-			case a.Is4In6():
-				plan.Skipped = append(plan.Skipped, Skipped{key, source, text, "an IPv4 address written as IPv6"})
-				return
-			case !slices.ContainsFunc(cidrs, func(p netip.Prefix) bool { return p.Contains(a) }):
-				plan.Skipped = append(plan.Skipped, Skipped{key, source, text, "outside bgp." + key4 + " " + fmt.Sprint(cidrs)})
-				return
-			}
-			r := Reason{Service: key, Source: source, Policy: policy}
-			if policy == PolicyLocal {
-				r.LocalEndpoints = local[key][a.Is6()]
-				if r.LocalEndpoints == 0 {
-					return
-				}
-			}
-			if !slices.Contains(plan.Announce[a], r) {
-				plan.Announce[a] = append(plan.Announce[a], r)
-			}
-		}
-		for _, ip := range s.Spec.ExternalIPs {
-			consider(SourceExternalIP, ip, cfg.ExternalIPs, "serviceExternalIPs")
-		}
-		if s.Spec.Type == corev1.ServiceTypeLoadBalancer {
-			for _, ing := range s.Status.LoadBalancer.Ingress {
-				if ing.IP == "" {
-					continue // a hostname: nothing to route
-				}
-				if ing.IPMode != nil && *ing.IPMode == corev1.LoadBalancerIPModeProxy {
-					plan.Skipped = append(plan.Skipped, Skipped{key, SourceLoadBalancer, ing.IP, "ipMode Proxy: the load balancer proxies it, kube-proxy does not take it"})
-					continue
-				}
-				consider(SourceLoadBalancer, ing.IP, cfg.LoadBalancerIPs, "serviceLoadBalancerIPs")
-			}
+		consider(SourceLoadBalancer, ing.IP, cfg.LoadBalancerIPs, "serviceLoadBalancerIPs")
+	}
+}
+
+// consider announces the address text for r when it parses, lies inside
+// cidrs (bgp.key4) and, with policy Local, has a local endpoint of its
+// family; otherwise it records why it is skipped, or leaves it out.
+func (plan *Plan) consider(r Reason, text string, cidrs []netip.Prefix, key4 string, local map[bool]int) {
+	a, err := netip.ParseAddr(text)
+	switch {
+	case err != nil || a.Zone() != "":
+		plan.Skipped = append(plan.Skipped, Skipped{r.Service, r.Source, text, "not an IP address"})
+		return
+	case a.Is4In6():
+		plan.Skipped = append(plan.Skipped, Skipped{r.Service, r.Source, text, "an IPv4 address written as IPv6"})
+		return
+	case !slices.ContainsFunc(cidrs, func(p netip.Prefix) bool { return p.Contains(a) }):
+		plan.Skipped = append(plan.Skipped, Skipped{r.Service, r.Source, text, "outside bgp." + key4 + " " + fmt.Sprint(cidrs)})
+		return
+	}
+	if r.Policy == PolicyLocal {
+		r.LocalEndpoints = local[a.Is6()]
+		if r.LocalEndpoints == 0 {
+			return
 		}
 	}
+	if !slices.Contains(plan.Announce[a], r) {
+		plan.Announce[a] = append(plan.Announce[a], r)
+	}
+}
+
+// sort puts each address's reasons and the skipped addresses in order.
+func (plan *Plan) sort() {
 	for _, rs := range plan.Announce {
 		slices.SortFunc(rs, func(a, b Reason) int {
 			return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.Source, b.Source))
@@ -205,5 +228,4 @@ func Desired(cfg Config, svcs []*corev1.Service, eps []*discoveryv1.EndpointSlic
 	slices.SortFunc(plan.Skipped, func(a, b Skipped) int {
 		return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.Source, b.Source), cmp.Compare(a.Address, b.Address))
 	})
-	return plan
 }

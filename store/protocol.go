@@ -398,29 +398,13 @@ func (s *Store) SetBlockOwnerNames(names map[netip.Addr]string) error {
 	if len(names) == 0 {
 		return nil
 	}
-	err := s.update(func(tx *bolt.Tx) error {
-		blocks := tx.Bucket(bucketBlocks)
-		var recs []blockRecord
-		err := blocks.ForEach(func(k, v []byte) error {
-			r, err := decodeBlock(k, v)
-			if err != nil {
-				return err
-			}
-			if name, ok := names[r.OwnerAddr]; ok && !s.own(r) && r.Owner != name {
-				r.Owner = name
-				recs = append(recs, r)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
+	err := s.updateRemoteBlocks(func(r *blockRecord) bool {
+		name, ok := names[r.OwnerAddr]
+		if !ok || r.Owner == name {
+			return false
 		}
-		for _, r := range recs {
-			if err := putBlock(blocks, r); err != nil {
-				return err
-			}
-		}
-		return nil
+		r.Owner = name
+		return true
 	})
 	if err != nil {
 		return fmt.Errorf("name the owners of remote blocks in %s: %w", s.path, err)
@@ -511,7 +495,24 @@ func (s *Store) SetBlockOwnerAddrs6(addrs map[blockproto.Node]Owner6) error {
 	if len(addrs) == 0 {
 		return nil
 	}
-	err := s.update(func(tx *bolt.Tx) error {
+	err := s.updateRemoteBlocks(func(r *blockRecord) bool {
+		a, ok := addrs[blockproto.Node{Addr: r.OwnerAddr, Inc: r.OwnerInc}]
+		if !ok || r.OwnerAddr6 == a.Addr && r.OwnerV6Only == a.IPv6Only {
+			return false
+		}
+		r.OwnerAddr6, r.OwnerV6Only = a.Addr, a.IPv6Only
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("record the IPv6 addresses of the owners of remote blocks in %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// updateRemoteBlocks rewrites, in one transaction, every block of another
+// node that change changes (it returns true when it did).
+func (s *Store) updateRemoteBlocks(change func(r *blockRecord) bool) error {
+	return s.update(func(tx *bolt.Tx) error {
 		blocks := tx.Bucket(bucketBlocks)
 		var recs []blockRecord
 		err := blocks.ForEach(func(k, v []byte) error {
@@ -519,8 +520,7 @@ func (s *Store) SetBlockOwnerAddrs6(addrs map[blockproto.Node]Owner6) error {
 			if err != nil {
 				return err
 			}
-			if a, ok := addrs[blockproto.Node{Addr: r.OwnerAddr, Inc: r.OwnerInc}]; ok && !s.own(r) && (r.OwnerAddr6 != a.Addr || r.OwnerV6Only != a.IPv6Only) {
-				r.OwnerAddr6, r.OwnerV6Only = a.Addr, a.IPv6Only
+			if !s.own(r) && change(&r) {
 				recs = append(recs, r)
 			}
 			return nil
@@ -535,8 +535,4 @@ func (s *Store) SetBlockOwnerAddrs6(addrs map[blockproto.Node]Owner6) error {
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("record the IPv6 addresses of the owners of remote blocks in %s: %w", s.path, err)
-	}
-	return nil
 }

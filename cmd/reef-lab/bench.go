@@ -68,20 +68,10 @@ type benchRun struct {
 
 func bench(ctx context.Context, bin, out string) error {
 	began, loadStart := time.Now(), loadAvg()
-	for _, p := range []string{"ptp", "host-local"} {
-		if _, err := os.Stat(filepath.Join(refPluginDir, p)); err != nil {
-			return fmt.Errorf("bench: reference plugin %s/%s missing: install containernetworking-plugins (apt-get install containernetworking-plugins; `sudo make bench` does it)", refPluginDir, p)
-		}
-	}
-	refVersion, err := refCNIVersion(ctx)
+	refVersion, exe, err := benchPrecheck(ctx)
 	if err != nil {
 		return err
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	exe, _ = filepath.EvalSymlinks(exe)
 
 	progress("building the lab")
 	l, err := lab.New(bin)
@@ -94,32 +84,11 @@ func bench(ctx context.Context, bin, out string) error {
 		}
 	}()
 	b := &benchRun{exe: exe}
-
-	reef, ref, err := reefAndReference(l, bin, refVersion)
+	ts, err := benchTargets(l, bin, refVersion)
 	if err != nil {
-		return fmt.Errorf("bench: %w", err)
+		return err
 	}
-	// reef with dual-stack pools, a plugin of its own in the sequential
-	// rounds: its ADD p50 against reef's IPv4-only one (issue 29).
-	dualNode, err := startBenchNode(l, "dual", benchPoolsDual)
-	if err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
-	dual := reefTarget("dual", "reef dual-stack", bin, dualNode)
-	node, refNode := reef.node, ref.node
-	// The floor: libcni and the exec of a plugin that does next to nothing
-	// (loopback sets lo up), in the reference's namespaces.
-	floor := &target{key: "lo", label: "loopback", node: refNode, tmpl: childJob{Mode: "libcni",
-		PluginDirs: []string{refPluginDir}, CacheDir: ref.tmpl.CacheDir,
-		Conflist: json.RawMessage(fmt.Sprintf(`{"cniVersion":%q,"name":"bench-lo","plugins":[{"type":"loopback"}]}`, refVersion))}}
-
-	progress("creating %d pod namespaces", 3*parPods)
-	for _, t := range []*target{reef, dual, ref} {
-		if t.netns, err = podNamespaces(t.node, parPods); err != nil {
-			return err
-		}
-	}
-	floor.netns = ref.netns
+	node := ts.reef.node
 
 	rep := &benchReport{began: began, refVersion: refVersion, results: map[string]*series{}}
 	if cfg, err := os.ReadFile(node.Config); err == nil {
@@ -131,78 +100,8 @@ func bench(ctx context.Context, bin, out string) error {
 	if rep.memIdle, err = node.Memory(); err != nil {
 		return err
 	}
-
-	progress("warm-up: %d pods per plugin", warmPods)
-	for _, t := range []*target{reef, dual, ref} {
-		for _, op := range []string{"ADD", "DEL"} {
-			if _, err := b.batch(ctx, t, "libcni", op, 1, t.pods("warm", 0, warmPods)); err != nil {
-				return err
-			}
-		}
-	}
-
-	// Sequential: rounds of ADDs then DELs, plugins alternating (and the
-	// order turning) between rounds, so drift hits all alike; reef with
-	// dual-stack pools is a plugin of its own here. Each round ends with a
-	// batch sent straight to reef's daemon over gRPC, to split reef's time
-	// between the daemon and the exec'd shim.
-	for r := range seqRounds {
-		progress("sequential round %d/%d: %d pods per plugin, %d straight to the daemon, %d loopback", r+1, seqRounds, seqPerRound, grpcPerRound, grpcPerRound)
-		// reef before dual-stack reef in half the rounds, the reference
-		// first in half.
-		order := [][]*target{{reef, dual, ref}, {ref, dual, reef}, {dual, reef, ref}, {ref, reef, dual}}[r%4]
-		phase := fmt.Sprintf("seq%d", r)
-		for _, op := range []string{"ADD", "DEL"} {
-			for _, t := range order {
-				res, err := b.batch(ctx, t, "libcni", op, 1, t.pods(phase, r*seqPerRound, (r+1)*seqPerRound))
-				if err != nil {
-					return err
-				}
-				rep.get(t.key, "seq", op).add(res)
-			}
-		}
-		for _, op := range []string{"ADD", "DEL"} {
-			res, err := b.batch(ctx, reef, "grpc", op, 1, reef.pods(fmt.Sprintf("grpc%d", r), r*seqPerRound, r*seqPerRound+grpcPerRound))
-			if err != nil {
-				return err
-			}
-			rep.get("reef", "grpc", op).add(res)
-		}
-		for _, op := range []string{"ADD", "DEL"} {
-			res, err := b.batch(ctx, floor, "libcni", op, 1, floor.pods(phase, r*seqPerRound, r*seqPerRound+grpcPerRound))
-			if err != nil {
-				return err
-			}
-			rep.get("lo", "seq", op).add(res)
-		}
-	}
-
-	for r := range parRounds {
-		progress("parallel round %d/%d: %d pods per plugin, %d workers", r+1, parRounds, parPods, parWorkers)
-		first, second := reef, ref
-		if r%2 == 1 {
-			first, second = ref, reef
-		}
-		phase := fmt.Sprintf("par%d", r)
-		for _, step := range []struct {
-			t  *target
-			op string
-		}{{first, "ADD"}, {second, "ADD"}, {second, "DEL"}, {first, "DEL"}} {
-			if step.t == reef && step.op == "DEL" {
-				// reef's pods are all up, and the daemon idle since the
-				// reference's batch ran: the highest of these is reported.
-				m, err := node.Memory()
-				if err != nil {
-					return err
-				}
-				rep.mem200 = rep.mem200.Max(m)
-			}
-			res, err := b.batch(ctx, step.t, "libcni", step.op, parWorkers, step.t.pods(phase, 0, parPods))
-			if err != nil {
-				return err
-			}
-			rep.get(step.t.key, "par", step.op).add(res)
-		}
+	if err := b.rounds(ctx, ts, rep); err != nil {
+		return err
 	}
 	// memAfter is the memory a second after the last DEL returned: the
 	// measurement, not a wait.
@@ -227,6 +126,150 @@ func bench(ctx context.Context, bin, out string) error {
 			return err
 		}
 		progress("report written to %s", out)
+	}
+	return nil
+}
+
+// benchPrecheck checks that the reference plugins are installed and
+// returns their CNI version and this binary's path (re-exec'd as the
+// child).
+func benchPrecheck(ctx context.Context) (refVersion, exe string, err error) {
+	for _, p := range []string{"ptp", "host-local"} {
+		if _, err := os.Stat(filepath.Join(refPluginDir, p)); err != nil {
+			return "", "", fmt.Errorf("bench: reference plugin %s/%s missing: install containernetworking-plugins (apt-get install containernetworking-plugins; `sudo make bench` does it)", refPluginDir, p)
+		}
+	}
+	if refVersion, err = refCNIVersion(ctx); err != nil {
+		return "", "", err
+	}
+	if exe, err = os.Executable(); err != nil {
+		return "", "", err
+	}
+	exe, _ = filepath.EvalSymlinks(exe)
+	return refVersion, exe, nil
+}
+
+// benchPlugins are the plugins bench measures: reef, reef with
+// dual-stack pools, the reference (ptp) and the floor (loopback).
+type benchPlugins struct{ reef, dual, ref, floor *target }
+
+// benchTargets starts the nodes of the plugins and makes their pod
+// namespaces.
+func benchTargets(l *lab.Lab, bin, refVersion string) (benchPlugins, error) {
+	reef, ref, err := reefAndReference(l, bin, refVersion)
+	if err != nil {
+		return benchPlugins{}, fmt.Errorf("bench: %w", err)
+	}
+	// reef with dual-stack pools, a plugin of its own in the sequential
+	// rounds: its ADD p50 against reef's IPv4-only one (issue 29).
+	dualNode, err := startBenchNode(l, "dual", benchPoolsDual)
+	if err != nil {
+		return benchPlugins{}, fmt.Errorf("bench: %w", err)
+	}
+	dual := reefTarget("dual", "reef dual-stack", bin, dualNode)
+	// The floor: libcni and the exec of a plugin that does next to nothing
+	// (loopback sets lo up), in the reference's namespaces.
+	floor := &target{key: "lo", label: "loopback", node: ref.node, tmpl: childJob{Mode: "libcni",
+		PluginDirs: []string{refPluginDir}, CacheDir: ref.tmpl.CacheDir,
+		Conflist: json.RawMessage(fmt.Sprintf(`{"cniVersion":%q,"name":"bench-lo","plugins":[{"type":"loopback"}]}`, refVersion))}}
+
+	progress("creating %d pod namespaces", 3*parPods)
+	for _, t := range []*target{reef, dual, ref} {
+		if t.netns, err = podNamespaces(t.node, parPods); err != nil {
+			return benchPlugins{}, err
+		}
+	}
+	floor.netns = ref.netns
+	return benchPlugins{reef: reef, dual: dual, ref: ref, floor: floor}, nil
+}
+
+// rounds runs the warm-up, the sequential rounds and the parallel ones.
+func (b *benchRun) rounds(ctx context.Context, ts benchPlugins, rep *benchReport) error {
+	progress("warm-up: %d pods per plugin", warmPods)
+	for _, t := range []*target{ts.reef, ts.dual, ts.ref} {
+		for _, op := range []string{"ADD", "DEL"} {
+			if _, err := b.batch(ctx, t, "libcni", op, 1, t.pods("warm", 0, warmPods)); err != nil {
+				return err
+			}
+		}
+	}
+	// Sequential: rounds of ADDs then DELs, plugins alternating (and the
+	// order turning) between rounds, so drift hits all alike; reef with
+	// dual-stack pools is a plugin of its own here. Each round ends with a
+	// batch sent straight to reef's daemon over gRPC, to split reef's time
+	// between the daemon and the exec'd shim.
+	for r := range seqRounds {
+		if err := b.seqRound(ctx, ts, rep, r); err != nil {
+			return err
+		}
+	}
+	for r := range parRounds {
+		if err := b.parRound(ctx, ts, rep, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *benchRun) seqRound(ctx context.Context, ts benchPlugins, rep *benchReport, r int) error {
+	reef, dual, ref, floor := ts.reef, ts.dual, ts.ref, ts.floor
+	progress("sequential round %d/%d: %d pods per plugin, %d straight to the daemon, %d loopback", r+1, seqRounds, seqPerRound, grpcPerRound, grpcPerRound)
+	// reef before dual-stack reef in half the rounds, the reference
+	// first in half.
+	order := [][]*target{{reef, dual, ref}, {ref, dual, reef}, {dual, reef, ref}, {ref, reef, dual}}[r%4]
+	phase := fmt.Sprintf("seq%d", r)
+	for _, op := range []string{"ADD", "DEL"} {
+		for _, t := range order {
+			res, err := b.batch(ctx, t, "libcni", op, 1, t.pods(phase, r*seqPerRound, (r+1)*seqPerRound))
+			if err != nil {
+				return err
+			}
+			rep.get(t.key, "seq", op).add(res)
+		}
+	}
+	for _, op := range []string{"ADD", "DEL"} {
+		res, err := b.batch(ctx, reef, "grpc", op, 1, reef.pods(fmt.Sprintf("grpc%d", r), r*seqPerRound, r*seqPerRound+grpcPerRound))
+		if err != nil {
+			return err
+		}
+		rep.get("reef", "grpc", op).add(res)
+	}
+	for _, op := range []string{"ADD", "DEL"} {
+		res, err := b.batch(ctx, floor, "libcni", op, 1, floor.pods(phase, r*seqPerRound, r*seqPerRound+grpcPerRound))
+		if err != nil {
+			return err
+		}
+		rep.get("lo", "seq", op).add(res)
+	}
+	return nil
+}
+
+func (b *benchRun) parRound(ctx context.Context, ts benchPlugins, rep *benchReport, r int) error {
+	reef, ref := ts.reef, ts.ref
+	progress("parallel round %d/%d: %d pods per plugin, %d workers", r+1, parRounds, parPods, parWorkers)
+	first, second := reef, ref
+	if r%2 == 1 {
+		first, second = ref, reef
+	}
+	phase := fmt.Sprintf("par%d", r)
+	for _, step := range []struct {
+		t  *target
+		op string
+	}{{first, "ADD"}, {second, "ADD"}, {second, "DEL"}, {first, "DEL"}} {
+		if step.t == reef && step.op == "DEL" {
+			// reef's pods are all up, and the daemon idle since the
+			// reference's batch ran: the highest of these is reported.
+			m, err := reef.node.Memory()
+			if err != nil {
+				return err
+			}
+			rep.mem200 = rep.mem200.Max(m)
+		}
+		res, err := b.batch(ctx, step.t, "libcni", step.op, parWorkers, step.t.pods(phase, 0, parPods))
+		if err != nil {
+			return err
+		}
+		rep.get(step.t.key, "par", step.op).add(res)
 	}
 	return nil
 }

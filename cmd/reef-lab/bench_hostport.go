@@ -61,12 +61,7 @@ func benchHostPort(ctx context.Context, args []string) error {
 		return fmt.Errorf("bench-hostport: %w", err)
 	}
 	r.took, r.loadEnd = time.Since(r.began), tputLoad()
-	md := r.markdown()
-	fmt.Print(md)
-	if *out != "" {
-		return lab.WriteSection(*out, md)
-	}
-	return nil
+	return printSection(r.markdown(), *out)
 }
 
 // addBench alternates a plain ADD and one with two port mappings and a

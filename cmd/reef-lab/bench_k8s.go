@@ -120,12 +120,7 @@ func benchK8s(ctx context.Context, args []string) error {
 		}
 	}
 	r.took, r.loadEnd = time.Since(r.began), tputLoad()
-	md := r.markdown()
-	fmt.Print(md)
-	if *out != "" {
-		return lab.WriteSection(*out, md)
-	}
-	return nil
+	return printSection(r.markdown(), *out)
 }
 
 func k8sLabel(ref bool) string {

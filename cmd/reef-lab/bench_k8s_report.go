@@ -150,6 +150,24 @@ func (r *k8sReport) markdown() string {
 	w("and the run ends when the watch has seen every pod deleted: kubelet deletes a pod's object only after it has\n")
 	w("stopped the sandbox (CNI DEL) and reclaimed its resources. Each cluster first runs 5 pods per node, not counted,\n")
 	w("then half of the %d rounds of its plugin; a round is one run of each scenario.\n\n", r.rounds)
+	r.startupTables(w)
+	w("\nEach run, in the order they ran (created in: the first create sent to the last answered; CPU busy: both\n")
+	w("CPUs, from the first create to the last pod Running; load: the 1-minute load average as the run began; watch\n")
+	w("reopened: how often the watch ended before every pod was Running and was reopened from the last resource version\n")
+	w("seen, so that no event is lost, but those of the gap arrive late):\n\n")
+	w("| round | scenario | plugin | p50 | p99 | created in | CPU busy | load | watch reopened |\n|---:|---|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, run := range r.runs {
+		ds := run.startups()
+		w("| %d | %s | %s | %s | %s | %s | %.0f%% | %s | %d |\n", run.round+1, run.scenario, run.plugin, q(ds, 0.5), q(ds, 0.99),
+			k8sSec(run.createSpan, true), 100*run.busy, run.load, run.reopened)
+	}
+	return b.String()
+}
+
+// startupTables writes pod_startup and its phases per scenario and plugin,
+// then the first plugin's against the second's.
+func (r *k8sReport) startupTables(w func(string, ...any)) {
+	q := func(ds []time.Duration, p float64) string { return k8sSec(meshQuantile(ds, p)) }
 	w("| scenario | plugin | pods | p50 | p90 | p99 | max | create_to_schedule p50 | schedule_to_run p50 | p50 per round |\n")
 	w("|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, s := range r.scenarios {
@@ -173,17 +191,6 @@ func (r *k8sReport) markdown() string {
 			w("| %s | %s | %s | %s | %s |\n", s, k8sRatio(a, c, 0.5), k8sRatio(a, c, 0.9), k8sRatio(a, c, 0.99), k8sRatio(a, c, 1))
 		}
 	}
-	w("\nEach run, in the order they ran (created in: the first create sent to the last answered; CPU busy: both\n")
-	w("CPUs, from the first create to the last pod Running; load: the 1-minute load average as the run began; watch\n")
-	w("reopened: how often the watch ended before every pod was Running and was reopened from the last resource version\n")
-	w("seen, so that no event is lost, but those of the gap arrive late):\n\n")
-	w("| round | scenario | plugin | p50 | p99 | created in | CPU busy | load | watch reopened |\n|---:|---|---|---:|---:|---:|---:|---:|---:|\n")
-	for _, run := range r.runs {
-		ds := run.startups()
-		w("| %d | %s | %s | %s | %s | %s | %.0f%% | %s | %d |\n", run.round+1, run.scenario, run.plugin, q(ds, 0.5), q(ds, 0.99),
-			k8sSec(run.createSpan, true), 100*run.busy, run.load, run.reopened)
-	}
-	return b.String()
 }
 
 // k8sVersion is the field'th word of `bin --version`, of a binary of

@@ -82,25 +82,9 @@ func benchMesh(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("bench-mesh: unexpected arguments %q", fs.Args())
 	}
-	want := map[string]bool{}
-	for _, p := range strings.Split(*only, ",") {
-		p = strings.TrimSpace(p)
-		if p == "" {
-			continue
-		}
-		known := false
-		for _, k := range meshParts {
-			known = known || k == p
-		}
-		if !known {
-			return fmt.Errorf("bench-mesh: unknown part %q (parts: %s)", p, strings.Join(meshParts, ", "))
-		}
-		want[p] = true
-	}
-	for _, b := range []string{"reef", "reef-cni", "reef-lab"} {
-		if _, err := os.Stat(filepath.Join(*bin, b)); err != nil {
-			return fmt.Errorf("bench-mesh: %s not built in %s (run make build)", b, *bin)
-		}
+	want, err := meshWanted(*only, *bin)
+	if err != nil {
+		return err
 	}
 	if *keepLogs != "" {
 		if err := os.MkdirAll(*keepLogs, 0o755); err != nil {
@@ -115,6 +99,56 @@ func benchMesh(ctx context.Context, args []string) error {
 	rep.reef = meshRun(filepath.Join(*bin, "reef"), "version")
 	rep.othersStart = meshOthers()
 
+	b.runParts(rep, meshSizes{conv3: *convClusters3, conv10: *convClusters10, tor: *torClusters,
+		meshNodes: *meshNodes, meshVoters: *meshVoters, meshWait: *meshWait, rrClients: *rrClients, rrWait: *rrWait})
+	rep.took = time.Since(rep.began)
+	rep.loadEnd = meshLoad()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("bench-mesh: interrupted: %w", err)
+	}
+	if err := printSection(rep.markdown(), *out); err != nil || *out == "" {
+		return err
+	}
+	meshProgress("section written to %s (%s)", *out, rep.took.Round(time.Second))
+	return nil
+}
+
+// meshWanted parses --only into the parts to run, and checks that bin
+// holds the binaries.
+func meshWanted(only, bin string) (map[string]bool, error) {
+	want := map[string]bool{}
+	for _, p := range strings.Split(only, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		known := false
+		for _, k := range meshParts {
+			known = known || k == p
+		}
+		if !known {
+			return nil, fmt.Errorf("bench-mesh: unknown part %q (parts: %s)", p, strings.Join(meshParts, ", "))
+		}
+		want[p] = true
+	}
+	for _, b := range []string{"reef", "reef-cni", "reef-lab"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			return nil, fmt.Errorf("bench-mesh: %s not built in %s (run make build)", b, bin)
+		}
+	}
+	return want, nil
+}
+
+// meshSizes are the parts' sizes and timeouts from the command line.
+type meshSizes struct {
+	conv3, conv10, tor, meshNodes, meshVoters, rrClients int
+	meshWait, rrWait                                     time.Duration
+}
+
+// runParts runs the wanted parts (rep.parts) in order, each unless the
+// run was interrupted, into rep.
+func (b *meshBench) runParts(rep *meshReport, sz meshSizes) {
+	ctx, want := b.ctx, rep.parts
 	if want["idle"] {
 		meshProgress("idle: one node, no pods")
 		rep.idle = b.idle()
@@ -124,7 +158,7 @@ func benchMesh(ctx context.Context, args []string) error {
 		rep.routes = b.routes(2000)
 	}
 	if want["convergence"] {
-		for _, c := range []struct{ n, clusters int }{{3, *convClusters3}, {10, *convClusters10}} {
+		for _, c := range []struct{ n, clusters int }{{3, sz.conv3}, {10, sz.conv10}} {
 			if ctx.Err() != nil || c.clusters <= 0 {
 				continue
 			}
@@ -133,35 +167,21 @@ func benchMesh(ctx context.Context, args []string) error {
 		}
 	}
 	if want["tor"] && ctx.Err() == nil {
-		meshProgress("tor: %d clusters of 3 nodes and a BIRD 2 ToR", *torClusters)
-		rep.tor = b.tor(*torClusters)
+		meshProgress("tor: %d clusters of 3 nodes and a BIRD 2 ToR", sz.tor)
+		rep.tor = b.tor(sz.tor)
 	}
 	if want["mesh"] && ctx.Err() == nil {
 		rep.quietMesh = meshQuiet(ctx)
 		rep.loadMesh, rep.othersMesh = meshLoad(), meshOthers()
-		meshProgress("mesh: %d nodes from cold", *meshNodes)
-		rep.mesh = b.meshStart(*meshNodes, *meshVoters, *meshWait)
+		meshProgress("mesh: %d nodes from cold", sz.meshNodes)
+		rep.mesh = b.meshStart(sz.meshNodes, sz.meshVoters, sz.meshWait)
 	}
 	if want["rr"] && ctx.Err() == nil {
 		rep.quietRR = meshQuiet(ctx)
 		rep.loadRR, rep.othersRR = meshLoad(), meshOthers()
-		meshProgress("rr: %d clients through 2 reef route reflectors", *rrClients)
-		rep.rr = b.routeReflectors(*rrClients, *rrWait)
+		meshProgress("rr: %d clients through 2 reef route reflectors", sz.rrClients)
+		rep.rr = b.routeReflectors(sz.rrClients, sz.rrWait)
 	}
-	rep.took = time.Since(rep.began)
-	rep.loadEnd = meshLoad()
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("bench-mesh: interrupted: %w", err)
-	}
-	md := rep.markdown()
-	fmt.Print(md)
-	if *out != "" {
-		if err := lab.WriteSection(*out, md); err != nil {
-			return err
-		}
-		meshProgress("section written to %s (%s)", *out, rep.took.Round(time.Second))
-	}
-	return nil
 }
 
 // meshNodeCfg shapes the nodes of a bench lab.

@@ -118,9 +118,30 @@ func (b *meshBench) routes(count int) (r meshRoutesResult) {
 		"--reef-blocks", fmt.Sprint(count), "--pool", meshRoutesPool, "--block-size", "27", "--voters", r.voters); err != nil {
 		return fail(err)
 	}
+	if err := b.waitRoutesVia(h, count, start, &r); err != nil {
+		return fail(fmt.Errorf("%w\n%s", err, node.LogTail(5)))
+	}
+	if r.with, err = node.Memory(); err != nil {
+		return fail(err)
+	}
+	// steady is the memory 5s after the last route: the measurement,
+	// not a wait.
+	if err := b.sleep(5 * time.Second); err != nil {
+		return fail(err)
+	}
+	if r.steady, err = node.Memory(); err != nil {
+		return fail(err)
+	}
+	meshRoutesAfter(node, h, start, &r)
+	return r
+}
+
+// waitRoutesVia waits until h's namespace has count routes via the
+// speaker, and records when the first and the last came.
+func (b *meshBench) waitRoutesVia(h *netlink.Handle, count int, start time.Time, r *meshRoutesResult) error {
 	// Asked every 10ms: firstRoute and allRoutes are measured by the
 	// call that sees them.
-	if err := poll.Every(10*time.Millisecond, 60*time.Second, func() error {
+	return poll.Every(10*time.Millisecond, 60*time.Second, func() error {
 		n, err := meshCountVia(h, meshSpeakerAddr)
 		if err != nil {
 			return poll.Stop(err)
@@ -135,20 +156,13 @@ func (b *meshBench) routes(count int) (r meshRoutesResult) {
 			return nil
 		}
 		return b.unlessInterrupted(fmt.Errorf("%d of %d routes", n, count))
-	}); err != nil {
-		return fail(fmt.Errorf("%w\n%s", err, node.LogTail(5)))
-	}
-	if r.with, err = node.Memory(); err != nil {
-		return fail(err)
-	}
-	// steady is the memory 5s after the last route: the measurement,
-	// not a wait.
-	if err := b.sleep(5 * time.Second); err != nil {
-		return fail(err)
-	}
-	if r.steady, err = node.Memory(); err != nil {
-		return fail(err)
-	}
+	})
+}
+
+// meshRoutesAfter records, once the routes are in, when the session came
+// up and the first route was added (from the node's log), the routes,
+// the store's size, the paths received and whether the voters disagree.
+func meshRoutesAfter(node *lab.Node, h *netlink.Handle, start time.Time, r *meshRoutesResult) {
 	r.peerUp, r.firstAdding = -1, -1
 	if at, ok := meshLogLine(node.Log(), `msg="Peer Up"`); ok {
 		r.peerUp = at.Sub(start)
@@ -168,7 +182,6 @@ func (b *meshBench) routes(count int) (r meshRoutesResult) {
 		}
 		r.disagree = st.GetVotersDisagree()
 	}
-	return r
 }
 
 // meshHandle is a netlink handle bound to the node's namespace.
@@ -378,37 +391,9 @@ func (b *meshBench) convCluster(r *meshConvResult, n int) (stall string, err err
 		if err != nil {
 			return "", err
 		}
-		t0 := time.Now()
-		if err := p.Add(); err != nil {
+		s, err := convSample(node, p, ws, i)
+		if err != nil {
 			return "", err
-		}
-		s := meshConvSample{node: node.Name, add: time.Since(t0), claimed: -1, confirmed: -1}
-		var last, first time.Time
-		var block netip.Prefix
-		deadline := t0.Add(20 * time.Second)
-		for j, w := range ws {
-			if j == i {
-				continue
-			}
-			seen, err := waitSeen(w, node.Address, p.IP, deadline)
-			if err != nil {
-				return "", fmt.Errorf("%w, %s after the ADD\n%s", err, time.Since(t0).Round(time.Millisecond), node.LogTail(8))
-			}
-			block = seen.dst
-			if seen.at.After(last) {
-				last = seen.at
-			}
-			if first.IsZero() || seen.at.Before(first) {
-				first = seen.at
-			}
-		}
-		s.total, s.firstRoute = last.Sub(t0), first.Sub(t0)
-		log := node.Log()
-		if at, ok := meshLogTime(log, meshLogClaimed, block); ok {
-			s.claimed = at.Sub(t0)
-		}
-		if at, ok := meshLogTime(log, meshLogConfirmed, block); ok {
-			s.confirmed = at.Sub(t0)
 		}
 		r.samples = append(r.samples, s)
 		meshProgress("  %s (N=%d): ADD %s, routed everywhere after %s", node.Name, n,
@@ -424,6 +409,45 @@ func (b *meshBench) convCluster(r *meshConvResult, n int) (stall string, err err
 		}
 	}
 	return "", nil
+}
+
+// convSample ADDs p on node, the i-th of the cluster, and measures when
+// every other node's watcher (all of ws but ws[i]) saw the route to its
+// block, and when the node's log says it claimed and confirmed the block.
+func convSample(node *lab.Node, p *lab.Pod, ws []*meshWatcher, i int) (meshConvSample, error) {
+	t0 := time.Now()
+	if err := p.Add(); err != nil {
+		return meshConvSample{}, err
+	}
+	s := meshConvSample{node: node.Name, add: time.Since(t0), claimed: -1, confirmed: -1}
+	var last, first time.Time
+	var block netip.Prefix
+	deadline := t0.Add(20 * time.Second)
+	for j, w := range ws {
+		if j == i {
+			continue
+		}
+		seen, err := waitSeen(w, node.Address, p.IP, deadline)
+		if err != nil {
+			return meshConvSample{}, fmt.Errorf("%w, %s after the ADD\n%s", err, time.Since(t0).Round(time.Millisecond), node.LogTail(8))
+		}
+		block = seen.dst
+		if seen.at.After(last) {
+			last = seen.at
+		}
+		if first.IsZero() || seen.at.Before(first) {
+			first = seen.at
+		}
+	}
+	s.total, s.firstRoute = last.Sub(t0), first.Sub(t0)
+	log := node.Log()
+	if at, ok := meshLogTime(log, meshLogClaimed, block); ok {
+		s.claimed = at.Sub(t0)
+	}
+	if at, ok := meshLogTime(log, meshLogConfirmed, block); ok {
+		s.confirmed = at.Sub(t0)
+	}
+	return s, nil
 }
 
 var meshLogTimeRE = regexp.MustCompile(`^time=(\S+) `)

@@ -65,6 +65,20 @@ func (r *meshReport) rrSection(w func(string, ...any)) {
 		w("%d of %d ADDs failed; the first error: %s\n\n", rr.addErrs, rr.clients, "`"+strings.ReplaceAll(meshFirstLine(rr.addErr), "`", "'")+"`")
 	}
 	meshRestartsNote(w, rr.restarts)
+	r.rrCosts(w)
+	w("Block conflicts: %d.\n", rr.conflict)
+	if len(rr.warnings) > 0 {
+		w("Most frequent warnings and errors in the daemons' logs:\n\n")
+		for _, s := range rr.warnings {
+			w("- %s\n", strings.ReplaceAll(s, "|", "\\|"))
+		}
+	}
+	w("\n")
+}
+
+// rrCosts writes the route reflector run's CPU, memory and paths.
+func (r *meshReport) rrCosts(w func(string, ...any)) {
+	rr := r.rr
 	if rr.cpuAddsClients > 0 {
 		w("CPU (user + system, `/proc/<pid>/stat`): from the start to every session, clients %.1f s in all, reflectors %.1f s;\n",
 			rr.cpuStartClients, rr.cpuStartRRs)
@@ -85,14 +99,6 @@ func (r *meshReport) rrSection(w func(string, ...any)) {
 		w("Paths received (`reef status`, both families): clients %.0f on average (min %d, max %d), reflectors %.0f, for\n", avg, lo, hi, ravg)
 		w("%d blocks. A client learns everything through both reflectors, so it holds two copies of each path.\n", rr.blocks)
 	}
-	w("Block conflicts: %d.\n", rr.conflict)
-	if len(rr.warnings) > 0 {
-		w("Most frequent warnings and errors in the daemons' logs:\n\n")
-		for _, s := range rr.warnings {
-			w("- %s\n", strings.ReplaceAll(s, "|", "\\|"))
-		}
-	}
-	w("\n")
 }
 
 func (r *meshReport) routesSection(w func(string, ...any)) {

@@ -146,22 +146,7 @@ func (b *meshBench) rrRun(clients int, timeout time.Duration) (r meshRRResult) {
 	defer done()
 	r.rrs = []netip.Addr{lab.NodeAddress(0), lab.NodeAddress(1)}
 	r.voters = []netip.Addr{lab.NodeAddress(2), lab.NodeAddress(3), lab.NodeAddress(4)}
-	// The production BGP timers (keepalive 10 s, hold 30 s), not the lab's
-	// 1 s / 3 s: with 102 daemons on 2 cores the start alone starves them
-	// past a 3 s hold time.
-	voters := "  voters: [" + meshAddrList(r.voters) + "]\n"
-	all, err := b.addNodes(l, 2+clients, meshNodeCfg{perNode: func(i int) string {
-		if i < 2 {
-			return "  routeReflector: true\n  peers: [" + r.rrs[1-i].String() + "]\n" +
-				fmt.Sprintf("  peerPrefixes: [%s]\n", lab.Underlay) + voters
-		}
-		return "  routeReflectors: [" + meshAddrList(r.rrs) + "]\n" + voters
-	}, nice: func(i int) int {
-		if i < 2 {
-			return r.nice
-		}
-		return 0
-	}})
+	all, err := b.addNodes(l, 2+clients, rrNodeCfg(&r))
 	if err != nil {
 		return fail(err)
 	}
@@ -210,10 +195,40 @@ func (b *meshBench) rrRun(clients int, timeout time.Duration) (r meshRRResult) {
 		}
 	}
 	r.blocks = clients - a.addErrs
+	if err := rrSteady(all, &r); err != nil {
+		return fail(err)
+	}
+	return r
+}
+
+// rrNodeCfg is the config of the 2 reflectors (nodes 0 and 1, at r.nice)
+// and of their clients.
+func rrNodeCfg(r *meshRRResult) meshNodeCfg {
+	// The production BGP timers (keepalive 10 s, hold 30 s), not the lab's
+	// 1 s / 3 s: with 102 daemons on 2 cores the start alone starves them
+	// past a 3 s hold time.
+	voters := "  voters: [" + meshAddrList(r.voters) + "]\n"
+	return meshNodeCfg{perNode: func(i int) string {
+		if i < 2 {
+			return "  routeReflector: true\n  peers: [" + r.rrs[1-i].String() + "]\n" +
+				fmt.Sprintf("  peerPrefixes: [%s]\n", lab.Underlay) + voters
+		}
+		return "  routeReflectors: [" + meshAddrList(r.rrs) + "]\n" + voters
+	}, nice: func(i int) int {
+		if i < 2 {
+			return r.nice
+		}
+		return 0
+	}}
+}
+
+// rrSteady records each daemon's memory and paths received, the
+// reflectors' (the first 2 of all) apart from the clients'.
+func rrSteady(all []*lab.Node, r *meshRRResult) error {
 	for i, node := range all {
 		m, err := node.Memory()
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		var k uint64
 		if st, err := node.Status(); err == nil {
@@ -227,7 +242,7 @@ func (b *meshBench) rrRun(clients int, timeout time.Duration) (r meshRRResult) {
 			r.memClients, r.pathsClient = append(r.memClients, m), append(r.pathsClient, k)
 		}
 	}
-	return r
+	return nil
 }
 
 // rrWaitSessions waits until every client has an established session with

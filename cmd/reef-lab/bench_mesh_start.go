@@ -46,10 +46,6 @@ func (b *meshBench) waitSessions(nodes []*lab.Node, timeout time.Duration, serie
 	want := len(nodes) - 1
 	start := time.Now()
 	best, bestAt := -1, start
-	byAddr := map[string]string{}
-	for _, n := range nodes {
-		byAddr[n.Address.String()] = n.Name
-	}
 	var (
 		pt     meshSessionsPoint
 		errs   []error
@@ -59,32 +55,8 @@ func (b *meshBench) waitSessions(nodes []*lab.Node, timeout time.Duration, serie
 	// Asked every 100ms: the series and the time of the full mesh are
 	// measured by the call that sees them.
 	err := poll.Every(100*time.Millisecond, timeout, func() error {
-		counts := make([]int, len(nodes))
-		errs = make([]error, len(nodes))
-		states = make([]map[string]string, len(nodes))
-		sem := make(chan struct{}, 8)
-		var wg sync.WaitGroup
-		for i, n := range nodes {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				st, err := n.Status()
-				if err != nil {
-					errs[i] = err
-					return
-				}
-				states[i] = map[string]string{}
-				for _, p := range st.GetPeers() {
-					states[i][p.GetAddress()] = p.GetState()
-					if p.GetState() == "established" {
-						counts[i]++
-					}
-				}
-			}()
-		}
-		wg.Wait()
+		var counts []int
+		counts, errs, states = meshStatuses(nodes)
 		now := time.Now()
 		pt = meshSessionsPoint{at: now.Sub(start)}
 		for i := range nodes {
@@ -116,6 +88,47 @@ func (b *meshBench) waitSessions(nodes []*lab.Node, timeout time.Duration, serie
 	if why == "" {
 		why = fmt.Sprintf("after %s", timeout)
 	}
+	return meshNotReached(nodes, errs, states, pt.established, why, now)
+}
+
+// meshStatuses asks every node's status, 8 at a time: per node, its
+// established sessions, the error of its status and its peers' states
+// (peer address -> state).
+func meshStatuses(nodes []*lab.Node) (counts []int, errs []error, states []map[string]string) {
+	counts = make([]int, len(nodes))
+	errs = make([]error, len(nodes))
+	states = make([]map[string]string, len(nodes))
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			st, err := n.Status()
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			states[i] = map[string]string{}
+			for _, p := range st.GetPeers() {
+				states[i][p.GetAddress()] = p.GetState()
+				if p.GetState() == "established" {
+					counts[i]++
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return counts, errs, states
+}
+
+// meshNotReached says why the full mesh was not reached: the session ends
+// not established by state, a few pairs with both ends' states, and the
+// nodes whose status failed; established counts session ends.
+func meshNotReached(nodes []*lab.Node, errs []error, states []map[string]string, established int, why string, now time.Time) meshSessions {
+	want := len(nodes) - 1
 	r := meshSessions{at: now, states: map[string]int{}}
 	var errText []string
 	for i, n := range nodes {
@@ -145,7 +158,7 @@ func (b *meshBench) waitSessions(nodes []*lab.Node, timeout time.Duration, serie
 			}
 		}
 	}
-	r.err = fmt.Errorf("full mesh not reached: %d of %d sessions established, %s%s", pt.established/2, len(nodes)*want/2, why,
+	r.err = fmt.Errorf("full mesh not reached: %d of %d sessions established, %s%s", established/2, len(nodes)*want/2, why,
 		strings.Join(append([]string{""}, errText...), "; "))
 	return r
 }
@@ -245,6 +258,31 @@ func (b *meshBench) meshStart(n, voters int, timeout time.Duration) (r meshStart
 	}
 	r.ready = time.Since(start)
 	r.cpuReady = meshCPU(nodes)
+	b.waitMesh(nodes, start, timeout, &r)
+	if b.ctx.Err() != nil {
+		return fail(b.ctx.Err())
+	}
+	// The cost of keeping the mesh up: 5 quiet seconds, the measurement,
+	// not a wait.
+	c0, q0 := meshCPU(nodes), time.Now()
+	if err := b.sleep(5 * time.Second); err != nil {
+		return fail(err)
+	}
+	cpu := meshCPU(nodes)
+	r.idleCPU = (cpu - c0) / time.Since(q0).Seconds()
+	if err := b.meshAdds(nodes, pods, handles, cpu, &r); err != nil {
+		return fail(err)
+	}
+	if err := meshSteady(nodes, start, &r); err != nil {
+		return fail(err)
+	}
+	return r
+}
+
+// waitMesh waits for the full mesh of sessions, within timeout of
+// start, and records when it came or what it never reached.
+func (b *meshBench) waitMesh(nodes []*lab.Node, start time.Time, timeout time.Duration, r *meshStartResult) {
+	n := len(nodes)
 	meshProgress("mesh: all ready after %s; waiting for %d sessions", r.ready.Round(time.Millisecond), n*(n-1)/2)
 	ws := time.Now()
 	ms := b.waitSessions(nodes, timeout-time.Since(start), &r.series)
@@ -258,18 +296,13 @@ func (b *meshBench) meshStart(n, voters int, timeout time.Duration) (r meshStart
 		r.sessions = ms.at.Sub(start)
 		meshProgress("mesh: full mesh after %s", r.sessions.Round(time.Millisecond))
 	}
-	if b.ctx.Err() != nil {
-		return fail(b.ctx.Err())
-	}
-	// The cost of keeping the mesh up: 5 quiet seconds, the measurement,
-	// not a wait.
-	c0, q0 := meshCPU(nodes), time.Now()
-	if err := b.sleep(5 * time.Second); err != nil {
-		return fail(err)
-	}
-	cpu = meshCPU(nodes)
-	r.idleCPU = (cpu - c0) / time.Since(q0).Seconds()
+}
 
+// meshAdds runs one ADD per node, all at once, and records them and the
+// routes; cpu is the daemons' CPU before. When every route came, it waits
+// meshSettle for the steady state (votes withdrawn once the claims they
+// count for are confirmed).
+func (b *meshBench) meshAdds(nodes []*lab.Node, pods []*lab.Pod, handles []*netlink.Handle, cpu float64, r *meshStartResult) error {
 	meshProgress("mesh: one ADD per node, all at once")
 	a, err := b.addAll(nodes, pods, handles)
 	r.adds, r.addsOK, r.addErrs, r.addErr, r.addLat = a.adds, a.addsOK, a.addErrs, a.addErr, a.addLat
@@ -279,19 +312,20 @@ func (b *meshBench) meshStart(n, voters int, timeout time.Duration) (r meshStart
 		// Not every route came: memory and paths as they are now.
 		r.err = err.Error()
 		meshProgress("mesh: %v", err)
-	} else {
-		meshProgress("mesh: ADDs: %d failed; every route to the blocks of the others in after %s from the ADDs' start",
-			r.addErrs, r.routes.Round(time.Millisecond))
-		// Memory and paths in the steady state: votes withdrawn once the
-		// claims they count for are confirmed.
-		if err := b.sleep(meshSettle); err != nil {
-			return fail(err)
-		}
+		return nil
 	}
+	meshProgress("mesh: ADDs: %d failed; every route to the blocks of the others in after %s from the ADDs' start",
+		r.addErrs, r.routes.Round(time.Millisecond))
+	return b.sleep(meshSettle)
+}
+
+// meshSteady records each daemon's memory and paths received, and the
+// sessions down, or up since after the mesh was complete (flaps).
+func meshSteady(nodes []*lab.Node, start time.Time, r *meshStartResult) error {
 	for _, node := range nodes {
 		m, err := node.Memory()
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		r.mem = append(r.mem, m)
 		var k uint64 // 0 if the status fails: one per node, in order
@@ -303,21 +337,21 @@ func (b *meshBench) meshStart(n, voters int, timeout time.Duration) (r meshStart
 		r.paths += k
 		r.pathsPer = append(r.pathsPer, k)
 	}
-	// Sessions down, or up since after the mesh was complete: flaps.
-	if r.sessionsErr == "" {
-		for _, node := range nodes {
-			st, err := node.Status()
-			if err != nil {
-				continue
-			}
-			for _, p := range st.GetPeers() {
-				if p.GetState() != "established" || time.Unix(p.GetSinceUnix(), 0).After(start.Add(r.sessions)) {
-					r.downAfter++
-				}
+	if r.sessionsErr != "" {
+		return nil
+	}
+	for _, node := range nodes {
+		st, err := node.Status()
+		if err != nil {
+			continue
+		}
+		for _, p := range st.GetPeers() {
+			if p.GetState() != "established" || time.Unix(p.GetSinceUnix(), 0).After(start.Add(r.sessions)) {
+				r.downAfter++
 			}
 		}
 	}
-	return r
+	return nil
 }
 
 // meshSettle is how long after the last route memory and paths are read:
@@ -359,20 +393,7 @@ func (b *meshBench) addAll(nodes []*lab.Node, pods []*lab.Pod, handles []*netlin
 		case <-time.After(30 * time.Second):
 			return // ADDs still running after a failure: no figures of them
 		}
-		a.failed = make([]bool, n)
-		for i, e := range addErr {
-			a.failed[i] = e != nil
-			a.adds = max(a.adds, addAt[i])
-			a.addLat = append(a.addLat, addAt[i])
-			if e != nil {
-				a.addErrs++
-				if a.addErr == "" {
-					a.addErr = e.Error()
-				}
-			} else {
-				a.addsOK = max(a.addsOK, addAt[i])
-			}
-		}
+		a.record(addErr, addAt)
 	}()
 	first := make([][]time.Duration, n) // [observer][owner] -> first route seen
 	dst := make([][]netip.Prefix, n)
@@ -406,23 +427,7 @@ func (b *meshBench) addAll(nodes []*lab.Node, pods []*lab.Pod, handles []*netlin
 			}
 		}
 		if finished {
-			have, want := 0, 0
-			var last time.Duration
-			for i := range pods {
-				if addErr[i] != nil {
-					continue
-				}
-				for j := range nodes {
-					if j == i {
-						continue
-					}
-					want++
-					if first[j][i] > 0 && dst[j][i].Contains(pods[i].IP) {
-						have++
-						last = max(last, first[j][i])
-					}
-				}
-			}
+			have, want, last := meshRoutesIn(pods, addErr, first, dst)
 			a.routesHave, a.routesWant = have, want
 			if have == want {
 				a.routes = last
@@ -435,6 +440,48 @@ func (b *meshBench) addAll(nodes []*lab.Node, pods []*lab.Pod, handles []*netlin
 		return a, fmt.Errorf("%d of %d routes after %s", a.routesHave, a.routesWant, time.Since(t0).Round(time.Millisecond))
 	}
 	return a, err
+}
+
+// record takes the ADDs' outcomes (addErr) and times from their start
+// (addAt), per node.
+func (a *meshAdds) record(addErr []error, addAt []time.Duration) {
+	a.failed = make([]bool, len(addErr))
+	for i, e := range addErr {
+		a.failed[i] = e != nil
+		a.adds = max(a.adds, addAt[i])
+		a.addLat = append(a.addLat, addAt[i])
+		if e != nil {
+			a.addErrs++
+			if a.addErr == "" {
+				a.addErr = e.Error()
+			}
+		} else {
+			a.addsOK = max(a.addsOK, addAt[i])
+		}
+	}
+}
+
+// meshRoutesIn counts the routes every node should have to the block of
+// each other node whose ADD succeeded (want) and those it has (have: its
+// first route via the owner covers the owner's pod), and when the last
+// of them came; first and dst are [observer][owner].
+func meshRoutesIn(pods []*lab.Pod, addErr []error, first [][]time.Duration, dst [][]netip.Prefix) (have, want int, last time.Duration) {
+	for i := range pods {
+		if addErr[i] != nil {
+			continue
+		}
+		for j := range first {
+			if j == i {
+				continue
+			}
+			want++
+			if first[j][i] > 0 && dst[j][i].Contains(pods[i].IP) {
+				have++
+				last = max(last, first[j][i])
+			}
+		}
+	}
+	return have, want, last
 }
 
 // meshOthers counts the reef daemons running on this machine that belong

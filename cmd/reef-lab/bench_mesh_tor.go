@@ -47,39 +47,8 @@ func (b *meshBench) torCluster(r *meshToRResult) error {
 		return err
 	}
 	defer done()
-	const n = 3
-	var addrs []netip.Addr
-	for i := range n {
-		addrs = append(addrs, lab.NodeAddress(i))
-	}
-	cfg := meshNodeCfg{peered: true, voters: addrs} // perNode writes the bgp: section itself
-	cfg.perNode = func(i int) string {
-		var peers []netip.Addr
-		for j, a := range addrs {
-			if j != i {
-				peers = append(peers, a)
-			}
-		}
-		return cfg.bgpSection(peers) + fmt.Sprintf("  externalPeers:\n    - address: %s\n      asn: %d\n", torAddr, lab.RouterASN)
-	}
-	nodes, err := b.addNodes(l, n, cfg)
+	nodes, ns, err := b.torStart(l)
 	if err != nil {
-		return err
-	}
-	ns, err := l.AddHost("tor", torAddr)
-	if err != nil {
-		return err
-	}
-	if _, err := l.StartToRIn("bird", ns, torAddr, addrs, lab.DefaultToRPools, ""); err != nil {
-		return err
-	}
-	if err := lab.StartAll(nodes); err != nil {
-		return err
-	}
-	if err := lab.WaitConverged(nodes, 60*time.Second); err != nil {
-		return err
-	}
-	if err := b.waitExternalUp(nodes, 30*time.Second); err != nil {
 		return err
 	}
 	router, err := meshWatchIn(ns, "the ToR", unix.RTPROT_BIRD)
@@ -106,34 +75,87 @@ func (b *meshBench) torCluster(r *meshToRResult) error {
 		if err != nil {
 			return err
 		}
-		t0 := time.Now()
-		if err := p.Add(); err != nil {
+		last, err := torSample(node, p, ws, i, r)
+		if err != nil {
 			return err
 		}
-		var last time.Time
-		for j, w := range ws {
-			if j == i+1 {
-				continue // the node itself
-			}
-			seen, err := waitSeen(w, node.Address, p.IP, t0.Add(20*time.Second))
-			if err != nil {
-				return fmt.Errorf("%w\n%s", err, node.LogTail(8))
-			}
-			if j == 0 {
-				r.router = append(r.router, seen.at.Sub(t0))
-			} else if seen.at.After(last) {
-				last = seen.at
-			}
-		}
-		r.nodes = append(r.nodes, last.Sub(t0))
 		meshProgress("  %s: new block in the ToR's kernel after %s, on every other node after %s", node.Name,
-			r.router[len(r.router)-1].Round(time.Millisecond), last.Sub(t0).Round(time.Millisecond))
+			r.router[len(r.router)-1].Round(time.Millisecond), last.Round(time.Millisecond))
 		// ADDs 200ms apart: the scenario's pace, not a wait.
 		if err := b.sleep(200 * time.Millisecond); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// torStart starts 3 meshed nodes, each with the BIRD 2 ToR as an external
+// peer, and the ToR in a namespace of its own (ns), and waits until the
+// nodes have converged and every external session is up.
+func (b *meshBench) torStart(l *lab.Lab) (nodes []*lab.Node, ns string, err error) {
+	const n = 3
+	var addrs []netip.Addr
+	for i := range n {
+		addrs = append(addrs, lab.NodeAddress(i))
+	}
+	cfg := meshNodeCfg{peered: true, voters: addrs} // perNode writes the bgp: section itself
+	cfg.perNode = func(i int) string {
+		var peers []netip.Addr
+		for j, a := range addrs {
+			if j != i {
+				peers = append(peers, a)
+			}
+		}
+		return cfg.bgpSection(peers) + fmt.Sprintf("  externalPeers:\n    - address: %s\n      asn: %d\n", torAddr, lab.RouterASN)
+	}
+	nodes, err = b.addNodes(l, n, cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	ns, err = l.AddHost("tor", torAddr)
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := l.StartToRIn("bird", ns, torAddr, addrs, lab.DefaultToRPools, ""); err != nil {
+		return nil, "", err
+	}
+	if err := lab.StartAll(nodes); err != nil {
+		return nil, "", err
+	}
+	if err := lab.WaitConverged(nodes, 60*time.Second); err != nil {
+		return nil, "", err
+	}
+	if err := b.waitExternalUp(nodes, 30*time.Second); err != nil {
+		return nil, "", err
+	}
+	return nodes, ns, nil
+}
+
+// torSample ADDs p on node, the i-th of the cluster, and records when the
+// ToR's kernel (ws[0]) had the route to its block; it returns when the last
+// other node (ws[1:], but ws[i+1]) had it, from the ADD's start.
+func torSample(node *lab.Node, p *lab.Pod, ws []*meshWatcher, i int, r *meshToRResult) (time.Duration, error) {
+	t0 := time.Now()
+	if err := p.Add(); err != nil {
+		return 0, err
+	}
+	var last time.Time
+	for j, w := range ws {
+		if j == i+1 {
+			continue // the node itself
+		}
+		seen, err := waitSeen(w, node.Address, p.IP, t0.Add(20*time.Second))
+		if err != nil {
+			return 0, fmt.Errorf("%w\n%s", err, node.LogTail(8))
+		}
+		if j == 0 {
+			r.router = append(r.router, seen.at.Sub(t0))
+		} else if seen.at.After(last) {
+			last = seen.at
+		}
+	}
+	r.nodes = append(r.nodes, last.Sub(t0))
+	return last.Sub(t0), nil
 }
 
 // waitSeen waits until w has a route via gw to a prefix holding ip, and

@@ -91,6 +91,21 @@ func benchMetrics(ctx context.Context, args []string) error {
 	if err := n.Restart(); err != nil {
 		return err
 	}
+	say("%d scrapes", *scrapes)
+	if err := r.scrape(n, *scrapes); err != nil {
+		return err
+	}
+	say("memory with metrics on")
+	if r.memOn, err = settle(); err != nil {
+		return err
+	}
+	r.took, r.loadEnd = time.Since(r.began), tputLoad()
+	return printSection(r.markdown(), *out)
+}
+
+// scrape times count scrapes of n's metrics listener, 50ms apart, after 5
+// not counted, and records the size and series of the last.
+func (r *metricsReport) scrape(n *lab.Node, count int) error {
 	client := lab.HTTPClientIn(n.Netns)
 	scrape := func() (time.Duration, string, error) {
 		t0 := time.Now()
@@ -102,8 +117,7 @@ func benchMetrics(ctx context.Context, args []string) error {
 		resp.Body.Close()
 		return time.Since(t0), string(body), err
 	}
-	say("%d scrapes", *scrapes)
-	for i := range *scrapes + 5 {
+	for i := range count + 5 {
 		d, body, err := scrape()
 		if err != nil {
 			return err
@@ -120,16 +134,6 @@ func benchMetrics(ctx context.Context, args []string) error {
 			}
 		}
 		time.Sleep(50 * time.Millisecond) // scrapes 50ms apart: the scenario, not a wait
-	}
-	say("memory with metrics on")
-	if r.memOn, err = settle(); err != nil {
-		return err
-	}
-	r.took, r.loadEnd = time.Since(r.began), tputLoad()
-	md := r.markdown()
-	fmt.Print(md)
-	if *out != "" {
-		return lab.WriteSection(*out, md)
 	}
 	return nil
 }

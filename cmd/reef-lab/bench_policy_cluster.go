@@ -56,87 +56,123 @@ const (
 	probePort   = 8080
 )
 
+// undoStack is cleanups to run in reverse order, as defers would, at the
+// end of a step split into functions.
+type undoStack []func()
+
+func (u *undoStack) push(f func()) { *u = append(*u, f) }
+
+func (u undoStack) run() {
+	for i := len(u) - 1; i >= 0; i-- {
+		u[i]()
+	}
+}
+
 // clusterStep loads the step's NetworkPolicies (to npTotal, in the
 // background's namespaces) and cluster policies, then measures.
 func (b *policyBench) clusterStep(npTotal, clusters, changes, adds int) error {
-	progress := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "bench-policy: "+format+"\n", a...) }
+	var undo undoStack
+	defer undo.run()
 	r := &b.report
-	wd, _ := os.Getwd()
-	path, crd, err := lab.ClusterPolicyCRD(b.ctx, os.Getenv("GO"), wd, "standard")
+	dyn, err := b.loadClusterStep(npTotal, clusters, &undo)
 	if err != nil {
 		return err
 	}
-	r.crd = "the upstream CRD (network-policy-api, standard channel)"
-	if err := b.api.ApplyCRDs(path, crd); err != nil {
+	r.clusterWhat = fmt.Sprintf("1,000 pods, %d NetworkPolicies and %d ClusterNetworkPolicies in the API", npTotal, clusters)
+
+	policyProgress("%d ADDs per mode with all of it loaded", adds)
+	if r.addFullOn, r.addFullOff, err = b.adds(adds, true); err != nil {
 		return err
+	}
+
+	policyProgress("%d NetworkPolicy changes and %d ClusterNetworkPolicy changes, each enforced as a probe sees it", changes, changes)
+	prober, err := b.api.RunPod(b.on[0], "bench", "prober", map[string]string{"role": "prober"}, nil)
+	if err != nil {
+		return err
+	}
+	undo.push(func() { b.api.DeletePod(prober); prober.Remove() })
+	npTarget, err := b.probeTarget("np-target", &undo)
+	if err != nil {
+		return err
+	}
+	cnpTarget, err := b.probeTarget("cnp-target", &undo)
+	if err != nil {
+		return err
+	}
+	if err := b.npChanges(prober, npTarget, changes, &undo); err != nil {
+		return err
+	}
+	if err := b.cnpChanges(dyn, prober, cnpTarget, changes, &undo); err != nil {
+		return err
+	}
+
+	policyProgress("memory with all of it loaded")
+	r.clusterMem, err = b.settledMemory(npTotal, clusters, &r.clusterMemSeries)
+	return err
+}
+
+// loadClusterStep installs the upstream CRD, creates NetworkPolicies to
+// npTotal and the cluster policies (undo deletes them) and waits until
+// node1 has them.
+func (b *policyBench) loadClusterStep(npTotal, clusters int, undo *undoStack) (*dynamic.DynamicClient, error) {
+	wd, _ := os.Getwd()
+	path, crd, err := lab.ClusterPolicyCRD(b.ctx, os.Getenv("GO"), wd, "standard")
+	if err != nil {
+		return nil, err
+	}
+	b.report.crd = "the upstream CRD (network-policy-api, standard channel)"
+	if err := b.api.ApplyCRDs(path, crd); err != nil {
+		return nil, err
 	}
 	cfg := b.api.AdminConfig()
 	cfg.QPS, cfg.Burst = 2000, 4000
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	extra := npTotal - b.policies
 	bgNS := b.bgNamespaces
-	progress("ClusterNetworkPolicy step: %d more NetworkPolicies (%d in all) and %d ClusterNetworkPolicies", extra, npTotal, clusters)
+	policyProgress("ClusterNetworkPolicy step: %d more NetworkPolicies (%d in all) and %d ClusterNetworkPolicies", extra, npTotal, clusters)
 	if err := parallel(extra, func(i int) error {
 		ns := bgNS[i%len(bgNS)]
 		_, err := b.c.NetworkingV1().NetworkPolicies(ns).Create(b.ctx, benchNetpol(ns, fmt.Sprintf("more-%d", i), map[string]string{"app": fmt.Sprintf("app-%d", (i*7)%100)}, i), metav1.CreateOptions{})
 		return err
 	}); err != nil {
-		return err
+		return nil, err
 	}
 	if err := parallel(clusters, func(i int) error { return createCustom(b.ctx, dyn, benchClusterPolicy(i, clusters)) }); err != nil {
-		return err
+		return nil, err
 	}
-	defer func() {
+	undo.push(func() {
 		parallel(extra, func(i int) error {
 			return b.c.NetworkingV1().NetworkPolicies(bgNS[i%len(bgNS)]).Delete(b.ctx, fmt.Sprintf("more-%d", i), metav1.DeleteOptions{})
 		})
 		parallel(clusters, func(i int) error {
 			return dyn.Resource(cnpGVR).Delete(b.ctx, benchClusterPolicy(i, clusters).Name, metav1.DeleteOptions{})
 		})
-	}()
-	if err := b.waitLoaded(npTotal, clusters); err != nil {
-		return err
-	}
-	r.clusterWhat = fmt.Sprintf("1,000 pods, %d NetworkPolicies and %d ClusterNetworkPolicies in the API", npTotal, clusters)
+	})
+	return dyn, b.waitLoaded(npTotal, clusters)
+}
 
-	progress("%d ADDs per mode with all of it loaded", adds)
-	if r.addFullOn, r.addFullOff, err = b.adds(adds, true); err != nil {
-		return err
+// probeTarget runs a pod named and labelled role name on node2 that
+// listens on probePort; undo removes it.
+func (b *policyBench) probeTarget(name string, undo *undoStack) (*lab.KubePod, error) {
+	p, err := b.api.RunPod(b.on[1], "bench", name, map[string]string{"role": name}, []corev1.ContainerPort{{Name: "http", ContainerPort: probePort}})
+	if err != nil {
+		return nil, err
 	}
+	srv, err := b.l.ListenTCP(p.Netns, netip.AddrPortFrom(p.IP, probePort))
+	if err != nil {
+		return nil, err
+	}
+	undo.push(func() { srv.Close(); b.api.DeletePod(p); p.Remove() })
+	return p, nil
+}
 
-	progress("%d NetworkPolicy changes and %d ClusterNetworkPolicy changes, each enforced as a probe sees it", changes, changes)
-	prober, err := b.api.RunPod(b.on[0], "bench", "prober", map[string]string{"role": "prober"}, nil)
-	if err != nil {
-		return err
-	}
-	defer func() { b.api.DeletePod(prober); prober.Remove() }()
-	target := func(name string) (*lab.KubePod, func(), error) {
-		p, err := b.api.RunPod(b.on[1], "bench", name, map[string]string{"role": name}, []corev1.ContainerPort{{Name: "http", ContainerPort: probePort}})
-		if err != nil {
-			return nil, nil, err
-		}
-		srv, err := b.l.ListenTCP(p.Netns, netip.AddrPortFrom(p.IP, probePort))
-		if err != nil {
-			return nil, nil, err
-		}
-		return p, func() { srv.Close(); b.api.DeletePod(p); p.Remove() }, nil
-	}
-	npTarget, stop, err := target("np-target")
-	if err != nil {
-		return err
-	}
-	defer stop()
-	cnpTarget, stop, err := target("cnp-target")
-	if err != nil {
-		return err
-	}
-	defer stop()
-
-	// The NetworkPolicy change: the port of its one ingress rule, 8080
-	// (the target's, allowed) or 8081 (denied).
+// npChanges measures the NetworkPolicy change: the port of its one
+// ingress rule, 8080 (the target's, allowed) or 8081 (denied). undo
+// deletes the policy.
+func (b *policyBench) npChanges(prober, target *lab.KubePod, changes int, undo *undoStack) error {
 	npRule := func(allow bool) []byte {
 		port := probePort + 1
 		if allow {
@@ -158,17 +194,23 @@ func (b *policyBench) clusterStep(npTotal, clusters, changes, adds int) error {
 	if _, err := b.c.NetworkingV1().NetworkPolicies("bench").Create(b.ctx, np, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	defer b.c.NetworkingV1().NetworkPolicies("bench").Delete(b.ctx, np.Name, metav1.DeleteOptions{})
-	if r.npChange, r.npFlaps, r.npProbes, err = b.changes(prober, npTarget, changes, func(allow bool) error {
+	undo.push(func() { b.c.NetworkingV1().NetworkPolicies("bench").Delete(b.ctx, np.Name, metav1.DeleteOptions{}) })
+	r := &b.report
+	var err error
+	if r.npChange, r.npFlaps, r.npProbes, err = b.changes(prober, target, changes, func(allow bool) error {
 		_, err := b.c.NetworkingV1().NetworkPolicies("bench").Patch(b.ctx, np.Name, types.MergePatchType, npRule(allow), metav1.PatchOptions{})
 		return err
 	}); err != nil {
 		return fmt.Errorf("NetworkPolicy changes: %w", err)
 	}
+	return nil
+}
 
-	// The ClusterNetworkPolicy change: the action of an Admin rule on the
-	// prober's traffic to the target, Accept or Deny (the target has no
-	// NetworkPolicy: Accept and no rule decide the same).
+// cnpChanges measures the ClusterNetworkPolicy change: the action of an
+// Admin rule on the prober's traffic to the target, Accept or Deny (the
+// target has no NetworkPolicy: Accept and no rule decide the same). undo
+// deletes the policy.
+func (b *policyBench) cnpChanges(dyn *dynamic.DynamicClient, prober, target *lab.KubePod, changes int, undo *undoStack) error {
 	benchNS := map[string]string{"kubernetes.io/metadata.name": "bench"}
 	cnpRule := func(allow bool) []cnp.ClusterNetworkPolicyIngressRule {
 		action := cnp.ClusterNetworkPolicyRuleActionDeny
@@ -186,18 +228,15 @@ func (b *policyBench) clusterStep(npTotal, clusters, changes, adds int) error {
 	if err := createCustom(b.ctx, dyn, measured); err != nil {
 		return err
 	}
-	defer dyn.Resource(cnpGVR).Delete(b.ctx, measured.Name, metav1.DeleteOptions{})
-	if r.cnpChange, r.cnpFlaps, r.cnpProbes, err = b.changes(prober, cnpTarget, changes, func(allow bool) error {
+	undo.push(func() { dyn.Resource(cnpGVR).Delete(b.ctx, measured.Name, metav1.DeleteOptions{}) })
+	r := &b.report
+	var err error
+	if r.cnpChange, r.cnpFlaps, r.cnpProbes, err = b.changes(prober, target, changes, func(allow bool) error {
 		data, _ := json.Marshal(map[string]any{"spec": map[string]any{"ingress": cnpRule(allow)}})
 		_, err := dyn.Resource(cnpGVR).Patch(b.ctx, measured.Name, types.MergePatchType, data, metav1.PatchOptions{})
 		return err
 	}); err != nil {
 		return fmt.Errorf("ClusterNetworkPolicy changes: %w", err)
-	}
-
-	progress("memory with all of it loaded")
-	if r.clusterMem, err = b.settledMemory(npTotal, clusters, &r.clusterMemSeries); err != nil {
-		return err
 	}
 	return nil
 }

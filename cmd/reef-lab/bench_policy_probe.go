@@ -78,20 +78,10 @@ func (p *prober) Stop() error {
 // run is the probe loop, on one thread in the client's namespace: a socket
 // made here stays in the namespace.
 func (p *prober) run(dst netip.AddrPort, every, timeout time.Duration) error {
-	type pend struct {
-		fd   int
-		sent time.Time
-		port int
-	}
-	var pending []pend
-	closeFd := func(fd int) {
-		// No TIME_WAIT: the attempts would run the client out of ports.
-		unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
-		unix.Close(fd)
-	}
+	var pending []probePend
 	defer func() {
 		for _, q := range pending {
-			closeFd(q.fd)
+			closeProbeFd(q.fd)
 		}
 	}()
 	sa := &unix.SockaddrInet4{Port: int(dst.Port()), Addr: dst.Addr().As4()}
@@ -103,21 +93,11 @@ func (p *prober) run(dst netip.AddrPort, every, timeout time.Duration) error {
 		default:
 		}
 		if now := time.Now(); !now.Before(next) {
-			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+			q, err := sendProbe(sa, dst)
 			if err != nil {
-				return fmt.Errorf("probe: socket: %w", err)
+				return err
 			}
-			port := probePortFirst + int(probePortNext.Add(1)-1)%probePorts
-			if err := unix.Bind(fd, &unix.SockaddrInet4{Port: port}); err != nil {
-				closeFd(fd)
-				return fmt.Errorf("probe: bind to port %d: %w", port, err)
-			}
-			sent := time.Now()
-			if err := unix.Connect(fd, sa); err != nil && !errors.Is(err, unix.EINPROGRESS) {
-				closeFd(fd)
-				return fmt.Errorf("probe: connect to %s: %w", dst, err)
-			}
-			pending = append(pending, pend{fd, sent, port})
+			pending = append(pending, q)
 			// After a stall, on at the interval, not a burst.
 			if next = next.Add(every); next.Before(now) {
 				next = now.Add(every)
@@ -131,41 +111,81 @@ func (p *prober) run(dst netip.AddrPort, every, timeout time.Duration) error {
 		if _, err := unix.Poll(fds, max(0, wait)); err != nil && !errors.Is(err, unix.EINTR) {
 			return fmt.Errorf("probe: poll: %w", err)
 		}
-		var keep []pend
-		var done []probeRec
-		errs, lastErr := 0, ""
-		for i, q := range pending {
-			switch {
-			case fds[i].Revents != 0:
-				soerr, err := unix.GetsockoptInt(q.fd, unix.SOL_SOCKET, unix.SO_ERROR)
-				if err == nil && soerr == 0 {
-					done = append(done, probeRec{q.sent, true, q.port})
-				} else {
-					errs++
-					lastErr = fmt.Sprintf("%v %v", err, unix.Errno(soerr))
-				}
-				closeFd(q.fd)
-			case time.Since(q.sent) >= timeout:
-				done = append(done, probeRec{q.sent, false, q.port})
-				closeFd(q.fd)
-			default:
-				keep = append(keep, q)
-			}
-		}
-		pending = keep
-		p.mu.Lock()
-		p.recs = append(p.recs, done...)
-		p.errs += errs
-		if lastErr != "" {
-			p.lastErr = lastErr
-		}
-		if len(pending) > 0 {
-			p.pendFrom = pending[0].sent
-		} else {
-			p.pendFrom = time.Now()
-		}
-		p.mu.Unlock()
+		pending = p.collect(pending, fds, timeout)
 	}
+}
+
+// probePend is an attempt whose outcome is not known yet.
+type probePend struct {
+	fd   int
+	sent time.Time
+	port int
+}
+
+func closeProbeFd(fd int) {
+	// No TIME_WAIT: the attempts would run the client out of ports.
+	unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+	unix.Close(fd)
+}
+
+// sendProbe starts a non-blocking connect to sa (dst) from the next
+// source port of the probes' range.
+func sendProbe(sa *unix.SockaddrInet4, dst netip.AddrPort) (probePend, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return probePend{}, fmt.Errorf("probe: socket: %w", err)
+	}
+	port := probePortFirst + int(probePortNext.Add(1)-1)%probePorts
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: port}); err != nil {
+		closeProbeFd(fd)
+		return probePend{}, fmt.Errorf("probe: bind to port %d: %w", port, err)
+	}
+	sent := time.Now()
+	if err := unix.Connect(fd, sa); err != nil && !errors.Is(err, unix.EINPROGRESS) {
+		closeProbeFd(fd)
+		return probePend{}, fmt.Errorf("probe: connect to %s: %w", dst, err)
+	}
+	return probePend{fd, sent, port}, nil
+}
+
+// collect records the outcome of each pending attempt that has one (fds:
+// the poll of pending): connected, failed otherwise, or unanswered for
+// timeout. It returns the attempts still pending.
+func (p *prober) collect(pending []probePend, fds []unix.PollFd, timeout time.Duration) []probePend {
+	var keep []probePend
+	var done []probeRec
+	errs, lastErr := 0, ""
+	for i, q := range pending {
+		switch {
+		case fds[i].Revents != 0:
+			soerr, err := unix.GetsockoptInt(q.fd, unix.SOL_SOCKET, unix.SO_ERROR)
+			if err == nil && soerr == 0 {
+				done = append(done, probeRec{q.sent, true, q.port})
+			} else {
+				errs++
+				lastErr = fmt.Sprintf("%v %v", err, unix.Errno(soerr))
+			}
+			closeProbeFd(q.fd)
+		case time.Since(q.sent) >= timeout:
+			done = append(done, probeRec{q.sent, false, q.port})
+			closeProbeFd(q.fd)
+		default:
+			keep = append(keep, q)
+		}
+	}
+	p.mu.Lock()
+	p.recs = append(p.recs, done...)
+	p.errs += errs
+	if lastErr != "" {
+		p.lastErr = lastErr
+	}
+	if len(keep) > 0 {
+		p.pendFrom = keep[0].sent
+	} else {
+		p.pendFrom = time.Now()
+	}
+	p.mu.Unlock()
+	return keep
 }
 
 // decided is when the attempts sent after t0 began to decide want (true:

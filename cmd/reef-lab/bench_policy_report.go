@@ -21,7 +21,6 @@ func policyMedian(v []float64) (float64, bool) {
 func (r *policyReport) markdown() string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	p50 := func(ds []time.Duration) (time.Duration, bool) { return meshQuantile(ds, 0.5) }
 	ms := func(d time.Duration, ok bool) string {
 		if !ok {
 			return "?"
@@ -39,6 +38,25 @@ func (r *policyReport) markdown() string {
 	w("policies deleted after it; the CRD it installs stays for the scale step, with no cluster policy left.\n\n")
 
 	w("### Aims\n\nFrom issue 12, \"Measured in `make bench`\".\n\n")
+	r.aims(w, ms)
+	r.clusterAims(w, ms)
+
+	r.addsAndMemory(w, ms)
+	r.clusterSection(w, ms)
+
+	w("\n### Throughput (iperf3, node1 -> node2, 5 s runs)\n\n")
+	if r.tputErr == "" {
+		w("Not isolated: %s Gbit/s. Isolated by an egress policy on the client and an ingress policy on the server\n", floats(r.tputOff))
+		w("that allow TCP 5201: %s Gbit/s.\n", floats(r.tputOn))
+	} else {
+		w("Not measured: %s\n", r.tputErr)
+	}
+	return b.String()
+}
+
+// aims writes issue 12's aims, each with its figure and whether it is met.
+func (r *policyReport) aims(w func(string, ...any), ms func(time.Duration, bool) string) {
+	p50 := func(ds []time.Duration) (time.Duration, bool) { return meshQuantile(ds, 0.5) }
 	e, eok := p50(r.enforce)
 	w("- Policy created -> enforced on every node, p50 at most 100 ms with 1,000 pods and 100 policies: %s (p90 %s, %d policies): %s\n",
 		ms(e, eok), ms(meshQuantile(r.enforce, 0.9)), len(r.enforce), meshMet(eok && e <= 100*time.Millisecond))
@@ -67,8 +85,11 @@ func (r *policyReport) markdown() string {
 			ton, toff, tr, len(r.tputOn), meshMet(tonok && toffok && tr >= 0.95))
 	}
 
-	r.clusterAims(w, ms)
+}
 
+// addsAndMemory writes the ADD figures and the memory figures.
+func (r *policyReport) addsAndMemory(w func(string, ...any), ms func(time.Duration, bool) string) {
+	p50 := func(ds []time.Duration) (time.Duration, bool) { return meshQuantile(ds, 0.5) }
 	w("\n### CNI ADD through libcni\n\nSequential, node1 and node3 alternating; every pod's object created a second before its ADD.\n\n")
 	w("| node | policies in the API | ADD p50 | p90 | n |\n|---|---|---|---|---|\n")
 	row := func(node, what string, ds []time.Duration) {
@@ -93,16 +114,6 @@ func (r *policyReport) markdown() string {
 	w("\nnode1's RssAnon after the ClusterNetworkPolicy step's last change: %s.\n", strings.Join(r.clusterMemSeries, ", "))
 	w("\nnode1's RssAnon after the scale step's last change: %s.\n", strings.Join(r.memSeries, ", "))
 
-	r.clusterSection(w, ms)
-
-	w("\n### Throughput (iperf3, node1 -> node2, 5 s runs)\n\n")
-	if r.tputErr == "" {
-		w("Not isolated: %s Gbit/s. Isolated by an egress policy on the client and an ingress policy on the server\n", floats(r.tputOff))
-		w("that allow TCP 5201: %s Gbit/s.\n", floats(r.tputOn))
-	} else {
-		w("Not measured: %s\n", r.tputErr)
-	}
-	return b.String()
 }
 
 func floats(v []float64) string {

@@ -123,11 +123,6 @@ func mib(kb int64) string { return fmt.Sprintf("%.1f", float64(kb)/1024) }
 func (r *benchReport) markdown() string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	modes := []struct{ key, label string }{
-		{"seq", "sequential"},
-		{"par", fmt.Sprintf("%d parallel", parWorkers)},
-	}
-
 	w("# Benchmarks\n\n")
 	w("`sudo make bench` rewrites this file; nothing in it is edited by hand, and each section names the\n")
 	w("command behind its figures. The sections down to \"reef daemon memory\" come from one run of\n\n")
@@ -169,6 +164,19 @@ func (r *benchReport) markdown() string {
 
 	r.dualStack(w)
 
+	r.libcniTables(w)
+	r.whereTimeGoes(w)
+	r.shimAndMemory(w)
+	return b.String()
+}
+
+// libcniTables writes the ADD and DEL figures through libcni of each plugin
+// and mode, then reef's against the reference's.
+func (r *benchReport) libcniTables(w func(string, ...any)) {
+	modes := []struct{ key, label string }{
+		{"seq", "sequential"},
+		{"par", fmt.Sprintf("%d parallel", parWorkers)},
+	}
 	w("## ADD and DEL through libcni\n\n")
 	w("| op | mode | plugin | pods | p50 ms | p99 ms | pods/s |\n|---|---|---|---:|---:|---:|---:|\n")
 	for _, op := range []string{"ADD", "DEL"} {
@@ -191,6 +199,12 @@ func (r *benchReport) markdown() string {
 		}
 	}
 
+}
+
+// whereTimeGoes writes reef's path through libcni and the shim against its
+// daemon alone, and the floor.
+func (r *benchReport) whereTimeGoes(w func(string, ...any)) {
+	ra := r.get("reef", "seq", "ADD")
 	w("\n## Where reef's time goes\n\n")
 	w("At the end of each sequential round, %d pods go straight to reef's daemon over its gRPC socket\n", grpcPerRound)
 	w("(one kept connection: no libcni, no exec), and %d through libcni to Debian's `loopback` plugin,\n", grpcPerRound)
@@ -205,6 +219,11 @@ func (r *benchReport) markdown() string {
 		ms(pct(ra.lat, .5)-pct(ga.lat, .5)), ms(pct(rd.lat, .5)-pct(gd.lat, .5)))
 	w("| floor: libcni → `loopback` | %s | %s | %s | %s |\n", ms(pct(la.lat, .5)), ms(pct(la.lat, .99)), ms(pct(ld.lat, .5)), ms(pct(ld.lat, .99)))
 
+}
+
+// shimAndMemory writes the shim's exec cost, the daemon's memory and the
+// warnings and errors in its log.
+func (r *benchReport) shimAndMemory(w func(string, ...any)) {
 	w("\n## The shim's own cost\n\n")
 	w("%d execs of each binary with `CNI_COMMAND=VERSION`, alternating (fork + exec + runtime start + answer):\n\n", shimExecs)
 	w("| binary | size MiB | p50 ms | p99 ms |\n|---|---:|---:|---:|\n")
@@ -232,7 +251,6 @@ func (r *benchReport) markdown() string {
 	if len(bad) > 0 {
 		w("\n```\n%s\n```\n", strings.Join(bad[:min(len(bad), 5)], "\n"))
 	}
-	return b.String()
 }
 
 // dualStack writes the aim of issue 29: a dual-stack pod's ADD (an address

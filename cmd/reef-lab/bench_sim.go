@@ -20,7 +20,6 @@ import (
 
 	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/blockproto/blocksim"
-	"github.com/reefcni/reef/internal/lab"
 )
 
 func simProgress(format string, args ...any) {
@@ -96,14 +95,10 @@ func benchSim(ctx context.Context, args []string) error {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	rep.heapSys = ms.HeapSys
-	md := rep.markdown()
-	fmt.Print(md)
-	if *out != "" {
-		if err := lab.WriteSection(*out, md); err != nil {
-			return err
-		}
-		simProgress("section written to %s (%s)", *out, rep.took.Round(time.Second))
+	if err := printSection(rep.markdown(), *out); err != nil || *out == "" {
+		return err
 	}
+	simProgress("section written to %s (%s)", *out, rep.took.Round(time.Second))
 	return nil
 }
 
@@ -166,6 +161,15 @@ func (r *simReport) markdown() string {
 	if len(r.runs) == 0 {
 		return b.String()
 	}
+	r.simSetup(w)
+	r.simTable(w)
+	r.simGrowth(w)
+	r.simTime(w)
+	return b.String()
+}
+
+// simSetup writes what runs, the scenario and what is counted.
+func (r *simReport) simSetup(w func(string, ...any)) {
 	sc := r.runs[0].Scenario
 	w("**What runs.** The pure protocol, `blockproto.Decide`, the code every reef daemon runs, for N simulated nodes in\n")
 	w("one process (`blocksim.Cluster`, `blocksim.Run`; blockproto/blocksim/); no BGP, no daemon. The network\n")
@@ -202,6 +206,10 @@ func (r *simReport) markdown() string {
 	w("- *Held per node*: the announcements a node holds of the others once the run has settled (nothing left to\n")
 	w("  deliver, no node changing what it announces): records and claims, votes withdrawn; IPv4 unicast, not\n")
 	w("  simulated, would add one path per remote block.\n\n")
+}
+
+// simTable writes a row of figures per size, then what went wrong.
+func (r *simReport) simTable(w func(string, ...any)) {
 	w("| nodes | blocks wanted | all blocks after (steps) | settled (steps) | every node got its blocks | two owners ever | claims | confirmed | released | messages per claim | updates per claim | latency p50 / p90 / max (steps) | in one round trip | held per node | decisions | wall |\n")
 	w("|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|\n")
 	for _, x := range r.runs {
@@ -241,6 +249,10 @@ func (r *simReport) markdown() string {
 			w("- %d nodes: not every node got its blocks, e.g. %s.\n", x.Nodes, strings.Join(x.Short[:min(5, len(x.Short))], ", "))
 		}
 	}
+}
+
+// simGrowth writes how the figures grow from the smallest size to the largest.
+func (r *simReport) simGrowth(w func(string, ...any)) {
 	first, last := r.runs[0], r.runs[len(r.runs)-1]
 	if len(r.runs) > 1 {
 		w("**How it grows** from %d to %d nodes (%.0f×): messages per claim %.1f → %.1f (×%.2f); updates per claim %.0f → %.0f\n",
@@ -263,6 +275,10 @@ func (r *simReport) markdown() string {
 		w("address is released and the node claims the next free block, which is what lengthens the latency's tail and\n")
 		w("the run at the largest size; and the claims on the cut-off side of the partition wait for the heal.\n\n")
 	}
+}
+
+// simTime writes where the time goes.
+func (r *simReport) simTime(w func(string, ...any)) {
 	w("**Where the time goes.** Nearly all of it is in `blockproto.Decide`, which each node runs on its whole table\n")
 	w("(every other node's record and claims) whenever a copy it holds changed; a node whose input is the same as at\n")
 	w("a decision that changed nothing is not asked again (Decide is pure), and %d decisions run at once. CPU time\n", runtime.GOMAXPROCS(0))
@@ -275,5 +291,4 @@ func (r *simReport) markdown() string {
 	}
 	w("%s. `go test -bench DecideSettled ./blockproto/` times\n", strings.Join(per, ", "))
 	w("Decide alone on a settled cluster's table. Go heap obtained from the system at the end: %.1f GiB.\n\n", float64(r.heapSys)/(1<<30))
-	return b.String()
 }

@@ -61,7 +61,6 @@ func benchStorm(ctx context.Context, args []string) error {
 	}
 	r := &stormReport{began: time.Now(), loadStart: tputLoad(), command: benchCommand("reef-lab bench-storm", args),
 		pods: *pods, rounds: *rounds, results: map[string]*series{}, perRound: map[string][]float64{}}
-	say := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "bench-storm: "+format+"\n", a...) }
 	for _, p := range []string{"ptp", "host-local"} {
 		if _, err := os.Stat(filepath.Join(refPluginDir, p)); err != nil {
 			return fmt.Errorf("bench-storm: reference plugin %s/%s missing: install containernetworking-plugins", refPluginDir, p)
@@ -84,29 +83,7 @@ func benchStorm(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("bench-storm: %w", err)
 	}
-	node := reef.node
-
-	say("creating %d pod namespaces", 2**pods)
-	for _, t := range []*target{reef, ref} {
-		if t.netns, err = podNamespaces(t.node, *pods); err != nil {
-			return err
-		}
-	}
-	say("warm-up: %d pods per plugin", warmPods)
-	for _, t := range []*target{reef, ref} {
-		for _, op := range []string{"ADD", "DEL"} {
-			if _, err := b.batch(ctx, t, "libcni", op, 1, t.pods("warm", 0, warmPods)); err != nil {
-				return err
-			}
-		}
-	}
-	if r.blocksBefore, err = ownBlocks(node); err != nil {
-		return err
-	}
-	// The idle figures are read a second after the warm-up's last DEL
-	// returned: the measurement, not a wait.
-	time.Sleep(time.Second)
-	if r.idle, err = readDaemon(node); err != nil {
+	if err := b.stormPrepare(ctx, r, reef, ref); err != nil {
 		return err
 	}
 	for round := range *rounds {
@@ -114,65 +91,105 @@ func benchStorm(ctx context.Context, args []string) error {
 		if round%2 == 1 {
 			order = []*target{ref, reef}
 		}
-		phase := fmt.Sprintf("storm%d", round)
 		for _, t := range order {
 			for _, op := range []string{"ADD", "DEL"} {
-				say("round %d/%d: %s, %d %ss at once", round+1, *rounds, t.label, *pods, op)
-				var stop func() daemonPeak
-				if t == reef {
-					if stop, err = sampleDaemon(node); err != nil {
-						return err
-					}
-				}
-				res, err := b.batch(ctx, t, "libcni", op, *pods, t.pods(phase, 0, *pods))
-				if stop != nil {
-					peak := stop()
-					if op == "ADD" {
-						r.peakAdd = maxPeak(r.peakAdd, peak)
-					} else {
-						r.peakDel = maxPeak(r.peakDel, peak)
-					}
-				}
-				if err != nil {
+				if err := b.storm(ctx, r, t, t == reef, op, round); err != nil {
 					return err
-				}
-				k := t.key + "/" + op
-				if r.results[k] == nil {
-					r.results[k] = &series{}
-				}
-				r.results[k].add(res)
-				r.perRound[k] = append(r.perRound[k], float64(len(res.Lat))/time.Duration(res.Wall).Seconds())
-				if t == reef && op == "ADD" && round == 0 {
-					if r.blocksA, err = ownBlocks(node); err != nil {
-						return err
-					}
 				}
 			}
 		}
 	}
-	// after is read 2s after the last storm returned, settled at *settle:
-	// the measurement, not a wait.
+	if err := stormSettle(ctx, r, reef.node, *settle); err != nil {
+		return err
+	}
+	r.took, r.loadEnd = time.Since(r.began), tputLoad()
+	return printSection(r.markdown(), *out)
+}
+
+func stormSay(format string, a ...any) { fmt.Fprintf(os.Stderr, "bench-storm: "+format+"\n", a...) }
+
+// stormPrepare makes the pod namespaces, warms both plugins up and reads
+// reef's blocks and its idle figures.
+func (b *benchRun) stormPrepare(ctx context.Context, r *stormReport, reef, ref *target) error {
+	var err error
+	stormSay("creating %d pod namespaces", 2*r.pods)
+	for _, t := range []*target{reef, ref} {
+		if t.netns, err = podNamespaces(t.node, r.pods); err != nil {
+			return err
+		}
+	}
+	stormSay("warm-up: %d pods per plugin", warmPods)
+	for _, t := range []*target{reef, ref} {
+		for _, op := range []string{"ADD", "DEL"} {
+			if _, err := b.batch(ctx, t, "libcni", op, 1, t.pods("warm", 0, warmPods)); err != nil {
+				return err
+			}
+		}
+	}
+	if r.blocksBefore, err = ownBlocks(reef.node); err != nil {
+		return err
+	}
+	// The idle figures are read a second after the warm-up's last DEL
+	// returned: the measurement, not a wait.
+	time.Sleep(time.Second)
+	r.idle, err = readDaemon(reef.node)
+	return err
+}
+
+// storm is one storm of round: all of t's pods ADDed (or DELed) at once,
+// with reef's daemon sampled for its peak when t is reef.
+func (b *benchRun) storm(ctx context.Context, r *stormReport, t *target, isReef bool, op string, round int) error {
+	stormSay("round %d/%d: %s, %d %ss at once", round+1, r.rounds, t.label, r.pods, op)
+	var stop func() daemonPeak
+	var err error
+	if isReef {
+		if stop, err = sampleDaemon(t.node); err != nil {
+			return err
+		}
+	}
+	res, err := b.batch(ctx, t, "libcni", op, r.pods, t.pods(fmt.Sprintf("storm%d", round), 0, r.pods))
+	if stop != nil {
+		peak := stop()
+		if op == "ADD" {
+			r.peakAdd = maxPeak(r.peakAdd, peak)
+		} else {
+			r.peakDel = maxPeak(r.peakDel, peak)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	k := t.key + "/" + op
+	if r.results[k] == nil {
+		r.results[k] = &series{}
+	}
+	r.results[k].add(res)
+	r.perRound[k] = append(r.perRound[k], float64(len(res.Lat))/time.Duration(res.Wall).Seconds())
+	if isReef && op == "ADD" && round == 0 {
+		if r.blocksA, err = ownBlocks(t.node); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stormSettle reads the daemon's figures 2s after the last storm
+// returned, then settled at settle: the measurements, not waits.
+func stormSettle(ctx context.Context, r *stormReport, node *lab.Node, settle time.Duration) error {
+	var err error
 	time.Sleep(2 * time.Second)
 	if r.after, err = readDaemon(node); err != nil {
 		return err
 	}
-	say("waiting %s for the daemon's memory to settle", *settle)
-	r.settle = *settle
+	stormSay("waiting %s for the daemon's memory to settle", settle)
+	r.settle = settle
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-time.After(*settle - 2*time.Second):
+	case <-time.After(settle - 2*time.Second):
 	}
-	if r.settled, err = readDaemon(node); err != nil {
-		return err
-	}
-	r.took, r.loadEnd = time.Since(r.began), tputLoad()
-	md := r.markdown()
-	fmt.Print(md)
-	if *out != "" {
-		return lab.WriteSection(*out, md)
-	}
-	return nil
+	r.settled, err = readDaemon(node)
+	return err
 }
 
 // ownBlocks counts the node's own blocks.

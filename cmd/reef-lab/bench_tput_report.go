@@ -87,6 +87,28 @@ func (r *tputReport) markdown() string {
 	w("On %d cores iperf3 is CPU-bound: the client, the server and the kernel's softirq work for every hop share them, so these figures\n", r.nproc)
 	w("measure what each path costs the CPU per byte, not a link speed (the CPU columns below are iperf3's own, per side, as %% of one core).\n\n")
 
+	r.medians(w)
+	w("\nnftables base chains (the ones packets pass) in node a1 during the run: %s. The reference namespaces have none.\n", r.nftA1)
+	w("A nat-type chain makes the kernel track connections (conntrack) in the node's namespace, so reef's forwarded packets also pass\n")
+	w("conntrack, which the references do not. A ratio below 1 is what the reef path costs over the bare kernel path on this CPU-bound\n")
+	w("machine.\n\n")
+	w("**Retransmits.** The references retransmit as well as reef's paths. The client namespace's TCP counters (`/proc/net/snmp`,\n")
+	w("`/proc/net/netstat`) over each case's runs say how many retransmitted segments the receiver reported as duplicates (DSACK), that\n")
+	w("is, sent again although the original had arrived: where that share (last column) is high, the retransmits come from reordering or\n")
+	w("delay inside the busy machine, not from loss on the path.\n\n")
+
+	r.everyRun(w)
+	r.pathsTaken(w)
+	w("\n**The references**, built by bench-tput in the same lab (`<x>` is the namespace of role x; namespaces on a bridge have their\n")
+	w("veth's other end in the lab's switch namespace, on br0 = 192.168.77.0/24 or br1 = 192.168.78.0/24):\n\n")
+	for _, s := range r.setup {
+		w("    %s\n", s)
+	}
+	return sb.String()
+}
+
+// medians writes the table of each path's median against its references'.
+func (r *tputReport) medians(w func(string, ...any)) {
 	w("| path | reef Gbit/s | reference | reference Gbit/s | reef / reference | notes |\n")
 	w("|---|---:|---|---:|---:|---|\n")
 	for _, g := range r.groups {
@@ -104,15 +126,11 @@ func (r *tputReport) markdown() string {
 			w("| %s | %s | %s | %s | %s | %s |\n", path, reefCell, ref.label, tputGbps(fv, fok), ratio, notes)
 		}
 	}
-	w("\nnftables base chains (the ones packets pass) in node a1 during the run: %s. The reference namespaces have none.\n", r.nftA1)
-	w("A nat-type chain makes the kernel track connections (conntrack) in the node's namespace, so reef's forwarded packets also pass\n")
-	w("conntrack, which the references do not. A ratio below 1 is what the reef path costs over the bare kernel path on this CPU-bound\n")
-	w("machine.\n\n")
-	w("**Retransmits.** The references retransmit as well as reef's paths. The client namespace's TCP counters (`/proc/net/snmp`,\n")
-	w("`/proc/net/netstat`) over each case's runs say how many retransmitted segments the receiver reported as duplicates (DSACK), that\n")
-	w("is, sent again although the original had arrived: where that share (last column) is high, the retransmits come from reordering or\n")
-	w("delay inside the busy machine, not from loss on the path.\n\n")
+}
 
+// everyRun writes every run of every case, with the client namespace's TCP
+// counters over the runs.
+func (r *tputReport) everyRun(w func(string, ...any)) {
 	w("Every run (Gbit/s received; retransmits as iperf3 counts them; CPU %% client / server), and the client namespace's TCP counters over the runs:\n\n")
 	w("| case | client netns → server | runs | retransmits | CPU client / server %% | retransmitted segments, of them DSACKed |\n")
 	w("|---|---|---|---|---|---|\n")
@@ -140,6 +158,11 @@ func (r *tputReport) markdown() string {
 		}
 	}
 
+}
+
+// pathsTaken writes each row group's load, the route each reef case took
+// and the bytes the devices sent.
+func (r *tputReport) pathsTaken(w func(string, ...any)) {
 	w("\n1-minute load average at the start and end of each row group:")
 	for i, g := range r.groups {
 		sep := ";"
@@ -166,10 +189,4 @@ func (r *tputReport) markdown() string {
 		}
 	}
 
-	w("\n**The references**, built by bench-tput in the same lab (`<x>` is the namespace of role x; namespaces on a bridge have their\n")
-	w("veth's other end in the lab's switch namespace, on br0 = 192.168.77.0/24 or br1 = 192.168.78.0/24):\n\n")
-	for _, s := range r.setup {
-		w("    %s\n", s)
-	}
-	return sb.String()
 }

@@ -56,25 +56,11 @@ func conformance(ctx context.Context, args []string) error {
 		}
 		*junit = filepath.Join(filepath.Dir(*out), name)
 	}
-	fmt.Println("building the images (cached after the first run)")
-	if _, err := k8simages.Build(ctx, k8simages.Options{Out: *images}); err != nil {
-		return err
-	}
-	l, err := lab.New(*bin)
+	l, c, up, err := startConformanceCluster(ctx, *bin, *images, *dual)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
-	began := time.Now()
-	c, err := l.StartCluster(lab.ClusterOptions{Images: []string{filepath.Join(*images, k8simages.AllArchive)},
-		SandboxImage: k8simages.Pause, CoreDNSImage: k8simages.CoreDNS, DualStack: *dual})
-	if err != nil {
-		if c != nil {
-			fmt.Fprintln(os.Stderr, c.LogTail(30))
-		}
-		return err
-	}
-	up := time.Since(began)
 	fmt.Printf("cluster of %d nodes up in %s; running e2e.test\n  focus %s\n  skip  %s\n", len(c.Nodes), up.Round(time.Second), focus, skip)
 	report := filepath.Join(l.Dir, "e2e-report")
 	ran := time.Now()
@@ -110,6 +96,32 @@ func conformance(ctx context.Context, args []string) error {
 		return fmt.Errorf("%d tests failed", counts["failed"])
 	}
 	return nil
+}
+
+// startConformanceCluster builds the images (cached in images), then
+// brings the lab's Kubernetes cluster up with the binaries in bin, and
+// says how long the cluster took to come up. The caller closes the lab;
+// on an error there is none to close.
+func startConformanceCluster(ctx context.Context, bin, images string, dual bool) (*lab.Lab, *lab.Cluster, time.Duration, error) {
+	fmt.Println("building the images (cached after the first run)")
+	if _, err := k8simages.Build(ctx, k8simages.Options{Out: images}); err != nil {
+		return nil, nil, 0, err
+	}
+	l, err := lab.New(bin)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	began := time.Now()
+	c, err := l.StartCluster(lab.ClusterOptions{Images: []string{filepath.Join(images, k8simages.AllArchive)},
+		SandboxImage: k8simages.Pause, CoreDNSImage: k8simages.CoreDNS, DualStack: dual})
+	if err != nil {
+		if c != nil {
+			fmt.Fprintln(os.Stderr, c.LogTail(30))
+		}
+		l.Close()
+		return nil, nil, 0, err
+	}
+	return l, c, time.Since(began), nil
 }
 
 // conformanceRun is what a summary tells of a run.
@@ -189,9 +201,15 @@ func writeConformanceRun(w io.Writer, r conformanceRun, defaultSkip string, skip
 	fmt.Fprintf(w, "**%d passed, %d failed, %d skipped** of %d tests selected.\n\n", counts["passed"], counts["failed"], counts["skipped"], len(rs))
 	fmt.Fprintf(w, "| result | test | time | why |\n|---|---|---|---|\n")
 	for _, t := range rs {
-		why := strings.ReplaceAll(strings.ReplaceAll(firstLine(t.Message), "|", "\\|"), "\n", " ")
-		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", t.State, strings.ReplaceAll(t.Name, "|", "\\|"), t.Duration.Round(time.Second), why)
+		writeResultRow(w, t, t.Name)
 	}
+}
+
+// writeResultRow writes a row of a results table: t's result, the test
+// as name, its time and the first line of its message.
+func writeResultRow(w io.Writer, t lab.E2EResult, name string) {
+	why := strings.ReplaceAll(strings.ReplaceAll(firstLine(t.Message), "|", "\\|"), "\n", " ")
+	fmt.Fprintf(w, "| %s | %s | %s | %s |\n", t.State, strings.ReplaceAll(name, "|", "\\|"), t.Duration.Round(time.Second), why)
 }
 
 func firstLine(s string) string {

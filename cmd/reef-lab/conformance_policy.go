@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/reefcni/reef/internal/lab"
-	"github.com/reefcni/reef/internal/lab/k8simages"
 )
 
 // conformancePolicy brings the lab's Kubernetes cluster up, installs the
@@ -51,25 +50,11 @@ func conformancePolicy(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Println("building the images (cached after the first run)")
-	if _, err := k8simages.Build(ctx, k8simages.Options{Out: *images}); err != nil {
-		return err
-	}
-	l, err := lab.New(*bin)
+	l, c, up, err := startConformanceCluster(ctx, *bin, *images, false)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
-	began := time.Now()
-	c, err := l.StartCluster(lab.ClusterOptions{Images: []string{filepath.Join(*images, k8simages.AllArchive)},
-		SandboxImage: k8simages.Pause, CoreDNSImage: k8simages.CoreDNS})
-	if err != nil {
-		if c != nil {
-			fmt.Fprintln(os.Stderr, c.LogTail(30))
-		}
-		return err
-	}
-	up := time.Since(began)
 	fmt.Printf("cluster of %d nodes up in %s; running the network-policy-api %s conformance suite\n", len(c.Nodes), up.Round(time.Second), suite.Version)
 	report := filepath.Join(l.Dir, "npapi-report")
 	ran := time.Now()
@@ -199,22 +184,7 @@ func writePolicyConformance(w io.Writer, r policyConformanceRun) {
 	fmt.Fprintf(w, "The command (in the API server's network namespace):\n\n```\n%s\n```\n\n", strings.Join(r.cmdline, " "))
 	fmt.Fprintf(w, "Features claimed: `%s` (the suite's standard tests of the Admin and Baseline tiers, and the\n"+
 		"experimental channel's named ports and node peers).\n\n", r.features)
-	if len(lab.PolicyConformanceUnclaimed) == 0 {
-		fmt.Fprintf(w, "Not claimed: none (every feature of the suite).\n\n")
-	} else {
-		fmt.Fprintf(w, "Not claimed, and why (their tests skip themselves):\n\n| feature | why |\n|---|---|\n")
-		for _, f := range lab.PolicyConformanceUnclaimed {
-			fmt.Fprintf(w, "| `%s` | %s |\n", f.Pattern, f.Why)
-		}
-		fmt.Fprintln(w)
-	}
-	if r.skip == lab.SkipExpr(lab.PolicyConformanceSkips) {
-		fmt.Fprintf(w, "Left out by `-test.skip /%s`, and why:\n\n| pattern | why |\n|---|---|\n", r.skip)
-		for _, s := range lab.PolicyConformanceSkips {
-			fmt.Fprintf(w, "| `%s` | %s |\n", s.Pattern, s.Why)
-		}
-		fmt.Fprintln(w)
-	}
+	writePolicyClaims(w, r.skip)
 	seen := map[string]bool{}
 	for _, t := range r.results {
 		seen[strings.TrimPrefix(t.Name, "TestConformance/")] = true
@@ -246,27 +216,49 @@ func writePolicyConformance(w io.Writer, r policyConformanceRun) {
 	if len(leftOut) > 0 {
 		fmt.Fprintf(w, "Left out: %s.\n\n", strings.Join(leftOut, ", "))
 	}
-	fmt.Fprintf(w, "| result | test | time | why |\n|---|---|---|---|\n")
-	row := func(t lab.E2EResult, name string) {
-		why := strings.ReplaceAll(strings.ReplaceAll(firstLine(t.Message), "|", "\\|"), "\n", " ")
-		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", t.State, strings.ReplaceAll(name, "|", "\\|"), t.Duration.Round(time.Second), why)
+	writePolicyResults(w, r.results)
+}
+
+// writePolicyClaims writes the features not claimed and, when skip is the
+// default one, what it leaves out; each with why.
+func writePolicyClaims(w io.Writer, skip string) {
+	if len(lab.PolicyConformanceUnclaimed) == 0 {
+		fmt.Fprintf(w, "Not claimed: none (every feature of the suite).\n\n")
+	} else {
+		fmt.Fprintf(w, "Not claimed, and why (their tests skip themselves):\n\n| feature | why |\n|---|---|\n")
+		for _, f := range lab.PolicyConformanceUnclaimed {
+			fmt.Fprintf(w, "| `%s` | %s |\n", f.Pattern, f.Why)
+		}
+		fmt.Fprintln(w)
 	}
-	// A test, then its subtests (which end before it).
+	if skip == lab.SkipExpr(lab.PolicyConformanceSkips) {
+		fmt.Fprintf(w, "Left out by `-test.skip /%s`, and why:\n\n| pattern | why |\n|---|---|\n", skip)
+		for _, s := range lab.PolicyConformanceSkips {
+			fmt.Fprintf(w, "| `%s` | %s |\n", s.Pattern, s.Why)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// writePolicyResults writes the table of results: a test, then its
+// subtests (which end before it).
+func writePolicyResults(w io.Writer, results []lab.E2EResult) {
+	fmt.Fprintf(w, "| result | test | time | why |\n|---|---|---|---|\n")
 	subs := map[string][]lab.E2EResult{}
-	for _, t := range r.results {
+	for _, t := range results {
 		if parts := strings.SplitN(t.Name, "/", 3); len(parts) == 3 {
 			subs[parts[1]] = append(subs[parts[1]], t)
 		}
 	}
-	for _, t := range r.results {
+	for _, t := range results {
 		parts := strings.SplitN(t.Name, "/", 3)
 		switch len(parts) {
 		case 1:
-			row(t, t.Name+" (setup and the whole run)")
+			writeResultRow(w, t, t.Name+" (setup and the whole run)")
 		case 2:
-			row(t, parts[1])
+			writeResultRow(w, t, parts[1])
 			for _, s := range subs[parts[1]] {
-				row(s, "&nbsp;&nbsp;↳ "+strings.SplitN(s.Name, "/", 3)[2])
+				writeResultRow(w, s, "&nbsp;&nbsp;↳ "+strings.SplitN(s.Name, "/", 3)[2])
 			}
 		}
 	}

@@ -83,40 +83,15 @@ func demoCRI(ctx context.Context, bin string) error {
 	if err := lab.StartAll(nodes); err != nil {
 		return err
 	}
-	var cs []*lab.Containerd
-	for _, n := range nodes {
-		c, err := n.StartContainerd(lab.ContainerdOptions{})
-		if err != nil {
-			return err
-		}
-		cs = append(cs, c)
-		fmt.Printf("%s: netns %s; containerd pid %d, socket %s\n", n.Name, n.Netns, c.Pid(), c.Socket)
-		fmt.Printf("       config %s, log %s\n", c.Config, c.LogPath)
+	cs, err := criStartContainerds(nodes)
+	if err != nil {
+		return err
 	}
-	conf, _ := os.ReadFile(filepath.Join(cs[0].ConfDir, "10-lab.conflist"))
-	fmt.Printf("\nthe only file of node1's CNI conf dir %s:\n%s\n", cs[0].ConfDir, conf)
-	entries, _ := os.ReadDir(cs[0].CNIBinDir)
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	fmt.Printf("its CNI bin dir %s: %s\n", cs[0].CNIBinDir, strings.Join(names, " "))
-	fmt.Println("(cniVersion 1.0.0: containerd 1.6's libcni rejects 1.1.0 results; libcni 1.2 on picks 1.1.0 from cniVersions; docs/cri.md)")
 
 	say("crictl runp: two pods on node1, one on node2")
-	var pods []*lab.CRIPod
-	for _, spec := range []struct {
-		c    *lab.Containerd
-		name string
-	}{{cs[0], "web-1"}, {cs[0], "web-2"}, {cs[1], "web-3"}} {
-		start := time.Now()
-		p, err := spec.c.RunPod(ctx, "default", spec.name)
-		if err != nil {
-			return err
-		}
-		pods = append(pods, p)
-		fmt.Printf("  %s  pod %-6s sandbox %.12s  %s  ip %-12s netns %s  (%s)\n", spec.c.Node.Name, p.Name, p.ID, p.State, p.IP, p.NetnsPath,
-			time.Since(start).Round(time.Millisecond))
+	pods, err := criRunPods(ctx, cs)
+	if err != nil {
+		return err
 	}
 	crictlShow(ctx, cs[0], "the sandboxes containerd knows", "pods")
 	_, pid, err := pods[0].StartContainer(ctx, "sidecar")
@@ -135,7 +110,73 @@ func demoCRI(ctx context.Context, bin string) error {
 	if err := lab.WaitConverged(nodes, 30*time.Second); err != nil {
 		return err
 	}
-	sidecar := fmt.Sprintf("/proc/%d/ns/net", pid)
+	failed := criPings(pods, fmt.Sprintf("/proc/%d/ns/net", pid))
+
+	say("reef's daemon on node1 stopped: the next runp fails with reef's message")
+	p, err := criDaemonDown(ctx, nodes[0], cs[0])
+	if err != nil {
+		return err
+	}
+	pods = append(pods, p)
+
+	say("crictl stopp (CNI DEL with the netns) and rmp (DEL again, empty CNI_NETNS) of every pod")
+	if err := criRemoveAll(ctx, pods, nodes); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d pings failed", failed)
+	}
+	say("demo-cri done: containerd's CRI created and removed %d pods through reef-cni", len(pods))
+	return nil
+}
+
+// criStartContainerds starts a containerd in each node's namespace and
+// shows node1's CNI conf and bin dirs.
+func criStartContainerds(nodes []*lab.Node) ([]*lab.Containerd, error) {
+	var cs []*lab.Containerd
+	for _, n := range nodes {
+		c, err := n.StartContainerd(lab.ContainerdOptions{})
+		if err != nil {
+			return nil, err
+		}
+		cs = append(cs, c)
+		fmt.Printf("%s: netns %s; containerd pid %d, socket %s\n", n.Name, n.Netns, c.Pid(), c.Socket)
+		fmt.Printf("       config %s, log %s\n", c.Config, c.LogPath)
+	}
+	conf, _ := os.ReadFile(filepath.Join(cs[0].ConfDir, "10-lab.conflist"))
+	fmt.Printf("\nthe only file of node1's CNI conf dir %s:\n%s\n", cs[0].ConfDir, conf)
+	entries, _ := os.ReadDir(cs[0].CNIBinDir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	fmt.Printf("its CNI bin dir %s: %s\n", cs[0].CNIBinDir, strings.Join(names, " "))
+	fmt.Println("(cniVersion 1.0.0: containerd 1.6's libcni rejects 1.1.0 results; libcni 1.2 on picks 1.1.0 from cniVersions; docs/cri.md)")
+	return cs, nil
+}
+
+// criRunPods runs web-1 and web-2 on node1 and web-3 on node2.
+func criRunPods(ctx context.Context, cs []*lab.Containerd) ([]*lab.CRIPod, error) {
+	var pods []*lab.CRIPod
+	for _, spec := range []struct {
+		c    *lab.Containerd
+		name string
+	}{{cs[0], "web-1"}, {cs[0], "web-2"}, {cs[1], "web-3"}} {
+		start := time.Now()
+		p, err := spec.c.RunPod(ctx, "default", spec.name)
+		if err != nil {
+			return nil, err
+		}
+		pods = append(pods, p)
+		fmt.Printf("  %s  pod %-6s sandbox %.12s  %s  ip %-12s netns %s  (%s)\n", spec.c.Node.Name, p.Name, p.ID, p.State, p.IP, p.NetnsPath,
+			time.Since(start).Round(time.Millisecond))
+	}
+	return pods, nil
+}
+
+// criPings pings from web-1's sidecar (its netns at sidecar) to web-2 and
+// web-3, and from web-3 to web-1; it returns how many failed.
+func criPings(pods []*lab.CRIPod, sidecar string) int {
 	failed := 0
 	for _, ping := range []struct {
 		from, label string
@@ -151,14 +192,19 @@ func demoCRI(ctx context.Context, bin string) error {
 		}
 		fmt.Printf("  %s -> %s %s (%s): %s\n", ping.label, ping.to.Name, ping.to.IP, ping.to.C.Node.Name, r)
 	}
+	return failed
+}
 
-	say("reef's daemon on node1 stopped: the next runp fails with reef's message")
-	if err := nodes[0].Stop(); err != nil {
-		return err
+// criDaemonDown stops n's daemon, shows that a runp fails with reef's
+// message and what containerd says of the network, starts the daemon
+// again and returns the pod a runp then makes.
+func criDaemonDown(ctx context.Context, n *lab.Node, c *lab.Containerd) (*lab.CRIPod, error) {
+	if err := n.Stop(); err != nil {
+		return nil, err
 	}
-	_, err = cs[0].RunPod(ctx, "default", "while-down")
+	_, err := c.RunPod(ctx, "default", "while-down")
 	if err == nil {
-		return errors.New("runp succeeded with the daemon stopped")
+		return nil, errors.New("runp succeeded with the daemon stopped")
 	}
 	msg := strings.ReplaceAll(err.Error(), `\"`, `"`)
 	if i := strings.Index(msg, "failed to setup network"); i >= 0 {
@@ -168,26 +214,29 @@ func demoCRI(ctx context.Context, bin string) error {
 		}
 	}
 	fmt.Printf("  containerd: %s\n", msg)
-	ready, reason, err := cs[0].NetworkReady(ctx)
+	ready, reason, err := c.NetworkReady(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	status := "does not call CNI STATUS, so the network stays ready"
 	if lab.ContainerdKnowsCNI11() {
 		status = "calls CNI STATUS"
 	}
 	fmt.Printf("  crictl info: NetworkReady=%v %s (containerd %s %s)\n", ready, reason, lab.ContainerdVersion(), status)
-	if err := nodes[0].Start(); err != nil {
-		return err
+	if err := n.Start(); err != nil {
+		return nil, err
 	}
-	p, err := cs[0].RunPod(ctx, "default", "after-restart")
+	p, err := c.RunPod(ctx, "default", "after-restart")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	pods = append(pods, p)
 	fmt.Printf("  daemon started again: runp %s -> %s, ip %s\n", p.Name, p.State, p.IP)
+	return p, nil
+}
 
-	say("crictl stopp (CNI DEL with the netns) and rmp (DEL again, empty CNI_NETNS) of every pod")
+// criRemoveAll stops and removes every pod through the CRI and shows
+// that the nodes hold no address.
+func criRemoveAll(ctx context.Context, pods []*lab.CRIPod, nodes []*lab.Node) error {
 	for _, p := range pods {
 		if err := p.Stop(ctx); err != nil {
 			return err
@@ -202,10 +251,6 @@ func demoCRI(ctx context.Context, bin string) error {
 		o, _ := n.Reef("ipam", "show", "--show-allocations")
 		fmt.Print(o)
 	}
-	if failed > 0 {
-		return fmt.Errorf("%d pings failed", failed)
-	}
-	say("demo-cri done: containerd's CRI created and removed %d pods through reef-cni", len(pods))
 	return nil
 }
 
@@ -241,41 +286,9 @@ func benchCRI(ctx context.Context, bin, out string, podsPer int) error {
 			fmt.Fprintln(os.Stderr, "bench-cri cleanup:", err)
 		}
 	}()
-	// reef's node as in production: default reconcile interval, info logs.
-	node, err := l.AddNode("reef", lab.NodeOptions{ReconcileInterval: 30 * time.Second})
+	targets, err := criTargets(l)
 	if err != nil {
 		return err
-	}
-	if cfg, err := os.ReadFile(node.Config); err != nil {
-		return err
-	} else if err := os.WriteFile(node.Config, []byte(strings.Replace(string(cfg), "logLevel: debug", "logLevel: info", 1)), 0o644); err != nil {
-		return err
-	}
-	if err := node.Start(); err != nil {
-		return err
-	}
-	// ptp + host-local: a node namespace of its own without a daemon;
-	// ptp's host veths and routes land there.
-	refNode, err := l.AddNode("ref", lab.NodeOptions{})
-	if err != nil {
-		return err
-	}
-	refConflist := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"bench-ptp","plugins":[{"type":"ptp","ipMasq":false,"mtu":1450,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.246.0.0/16"}]],"dataDir":%q}}]}`,
-		filepath.Join(refNode.Dir, "host-local"))
-	fmt.Fprintln(os.Stderr, "bench-cri: starting two containerds")
-	reefC, err := node.StartContainerd(lab.ContainerdOptions{})
-	if err != nil {
-		return err
-	}
-	refC, err := refNode.StartContainerd(lab.ContainerdOptions{Conflist: []byte(refConflist),
-		Plugins: []string{filepath.Join(lab.RefPluginDir, "ptp"), filepath.Join(lab.RefPluginDir, "host-local")}})
-	if err != nil {
-		return err
-	}
-	targets := []*criTarget{
-		{label: "reef", c: reefC, lat: map[string][]time.Duration{}},
-		{label: "ptp+host-local", c: refC, lat: map[string][]time.Duration{}},
-		{label: "hostNetwork (no CNI)", c: refC, hostNetwork: true, lat: map[string][]time.Duration{}},
 	}
 	// crictl's own cost: a CRI call that does nothing.
 	floor := &criTarget{lat: map[string][]time.Duration{}}
@@ -296,39 +309,8 @@ func benchCRI(ctx context.Context, bin, out string, podsPer int) error {
 			k := r % len(order)
 			order = append(order[k:], order[:k]...)
 		}
-		var made []*lab.CRIPod
-		var by []*criTarget
-		for i := 0; i < n; i++ {
-			for _, t := range order {
-				seq++
-				cfg, uid, err := t.c.PodConfig("default", fmt.Sprintf("b%d", seq), t.hostNetwork)
-				if err != nil {
-					return err
-				}
-				var out string
-				if err := t.timed("runp", func() error { out, err = t.c.Run(ctx, "runp", cfg); return err }); err != nil {
-					return fmt.Errorf("%s: %w", t.label, err)
-				}
-				p := &lab.CRIPod{C: t.c, ID: strings.TrimSpace(out), Name: fmt.Sprintf("b%d", seq), Namespace: "default", UID: uid}
-				if err := p.Inspect(ctx); err != nil { // outside the clock; records it for cleanup
-					return err
-				}
-				made, by = append(made, p), append(by, t)
-			}
-			floor.timed("version", func() error { _, err := reefC.Run(ctx, "version"); return err })
-		}
-		for _, op := range []string{"stopp", "rmp"} {
-			for i, p := range made {
-				err := by[i].timed(op, func() error {
-					if op == "stopp" {
-						return p.Stop(ctx)
-					}
-					return p.Remove(ctx)
-				})
-				if err != nil {
-					return fmt.Errorf("%s: %w", by[i].label, err)
-				}
-			}
+		if err := criRound(ctx, order, floor, targets[0].c, n, &seq); err != nil {
+			return err
 		}
 		if r < 0 { // the warm-up is not counted
 			for _, t := range append(targets, floor) {
@@ -350,6 +332,90 @@ func benchCRI(ctx context.Context, bin, out string, podsPer int) error {
 		return err
 	}
 	return f.Close()
+}
+
+// criTargets starts reef's node as in production (default reconcile
+// interval, info logs) and a reference node without a daemon for ptp and
+// host-local, each with a containerd, and returns what bench-cri
+// measures: reef, ptp+host-local and hostNetwork pods (no CNI), reef's
+// first.
+func criTargets(l *lab.Lab) ([]*criTarget, error) {
+	node, err := l.AddNode("reef", lab.NodeOptions{ReconcileInterval: 30 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	if cfg, err := os.ReadFile(node.Config); err != nil {
+		return nil, err
+	} else if err := os.WriteFile(node.Config, []byte(strings.Replace(string(cfg), "logLevel: debug", "logLevel: info", 1)), 0o644); err != nil {
+		return nil, err
+	}
+	if err := node.Start(); err != nil {
+		return nil, err
+	}
+	// ptp + host-local: a node namespace of its own without a daemon;
+	// ptp's host veths and routes land there.
+	refNode, err := l.AddNode("ref", lab.NodeOptions{})
+	if err != nil {
+		return nil, err
+	}
+	refConflist := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"bench-ptp","plugins":[{"type":"ptp","ipMasq":false,"mtu":1450,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.246.0.0/16"}]],"dataDir":%q}}]}`,
+		filepath.Join(refNode.Dir, "host-local"))
+	fmt.Fprintln(os.Stderr, "bench-cri: starting two containerds")
+	reefC, err := node.StartContainerd(lab.ContainerdOptions{})
+	if err != nil {
+		return nil, err
+	}
+	refC, err := refNode.StartContainerd(lab.ContainerdOptions{Conflist: []byte(refConflist),
+		Plugins: []string{filepath.Join(lab.RefPluginDir, "ptp"), filepath.Join(lab.RefPluginDir, "host-local")}})
+	if err != nil {
+		return nil, err
+	}
+	return []*criTarget{
+		{label: "reef", c: reefC, lat: map[string][]time.Duration{}},
+		{label: "ptp+host-local", c: refC, lat: map[string][]time.Duration{}},
+		{label: "hostNetwork (no CNI)", c: refC, hostNetwork: true, lat: map[string][]time.Duration{}},
+	}, nil
+}
+
+// criRound times n pod setups of each target, alternating in order (and
+// a call of floor's through reefC after each), then the stopp and rmp of
+// every pod made; seq numbers the pods across rounds.
+func criRound(ctx context.Context, order []*criTarget, floor *criTarget, reefC *lab.Containerd, n int, seq *int) error {
+	var made []*lab.CRIPod
+	var by []*criTarget
+	for i := 0; i < n; i++ {
+		for _, t := range order {
+			*seq++
+			cfg, uid, err := t.c.PodConfig("default", fmt.Sprintf("b%d", *seq), t.hostNetwork)
+			if err != nil {
+				return err
+			}
+			var out string
+			if err := t.timed("runp", func() error { out, err = t.c.Run(ctx, "runp", cfg); return err }); err != nil {
+				return fmt.Errorf("%s: %w", t.label, err)
+			}
+			p := &lab.CRIPod{C: t.c, ID: strings.TrimSpace(out), Name: fmt.Sprintf("b%d", *seq), Namespace: "default", UID: uid}
+			if err := p.Inspect(ctx); err != nil { // outside the clock; records it for cleanup
+				return err
+			}
+			made, by = append(made, p), append(by, t)
+		}
+		floor.timed("version", func() error { _, err := reefC.Run(ctx, "version"); return err })
+	}
+	for _, op := range []string{"stopp", "rmp"} {
+		for i, p := range made {
+			err := by[i].timed(op, func() error {
+				if op == "stopp" {
+					return p.Stop(ctx)
+				}
+				return p.Remove(ctx)
+			})
+			if err != nil {
+				return fmt.Errorf("%s: %w", by[i].label, err)
+			}
+		}
+	}
+	return nil
 }
 
 func criPct(lat []time.Duration, p float64) time.Duration {

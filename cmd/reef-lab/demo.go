@@ -72,36 +72,10 @@ func demo(ctx context.Context, bin string, podsPerNode int, keep bool) error {
 	fmt.Printf("converged in %s\n", time.Since(start).Round(time.Millisecond))
 
 	say("every pod pings every other pod: TTL 63 on one node (one routed hop), 62 across nodes (two)")
-	failed := 0
-	for _, a := range pods {
-		var line []string
-		for _, b := range pods {
-			if a == b {
-				continue
-			}
-			ttl, err := a.Ping(b.IP)
-			if err != nil {
-				failed++
-				line = append(line, b.Name+":FAILED")
-				continue
-			}
-			line = append(line, fmt.Sprintf("%s:ttl=%d", b.Name, ttl))
-		}
-		fmt.Printf("  %s -> %s\n", a.Name, strings.Join(line, " "))
-	}
+	failed := demoPings(pods)
 
 	say("what to look at")
-	show(l, pods[0].Netns, "inside a pod: a /32 on eth0", "ip", "-4", "addr", "show", "eth0")
-	show(l, pods[0].Netns, "inside a pod: everything via the link-local gateway", "ip", "route")
-	for _, n := range nodes {
-		show(l, n.Netns, n.Name+": /32 per local pod, blackhole for its own block, one route per other node's block", "ip", "route", "show", "proto", "reef")
-	}
-	fmt.Printf("\n$ reef status   # on %s\n", nodes[0].Name)
-	out, _ := nodes[0].Reef("status")
-	fmt.Print(out)
-	fmt.Printf("\n$ reef ipam show --show-blocks   # on %s\n", nodes[0].Name)
-	out, _ = nodes[0].Reef("ipam", "show", "--show-blocks")
-	fmt.Print(out)
+	demoShow(l, nodes, pods[0])
 
 	if keep {
 		say("lab is up; explore with: nsenter --net=/var/run/netns/%s bash   (Ctrl-C here tears it down)", nodes[0].Netns)
@@ -120,4 +94,42 @@ func demo(ctx context.Context, bin string, podsPerNode int, keep bool) error {
 	}
 	say("demo done: %d nodes, %d pods, all pings answered", len(nodes), len(pods))
 	return nil
+}
+
+// demoPings pings every pod from every other and returns how many failed.
+func demoPings(pods []*lab.Pod) int {
+	failed := 0
+	for _, a := range pods {
+		var line []string
+		for _, b := range pods {
+			if a == b {
+				continue
+			}
+			ttl, err := a.Ping(b.IP)
+			if err != nil {
+				failed++
+				line = append(line, b.Name+":FAILED")
+				continue
+			}
+			line = append(line, fmt.Sprintf("%s:ttl=%d", b.Name, ttl))
+		}
+		fmt.Printf("  %s -> %s\n", a.Name, strings.Join(line, " "))
+	}
+	return failed
+}
+
+// demoShow shows a pod's address and routes, every node's reef routes,
+// and reef status and reef ipam show on the first node.
+func demoShow(l *lab.Lab, nodes []*lab.Node, pod *lab.Pod) {
+	show(l, pod.Netns, "inside a pod: a /32 on eth0", "ip", "-4", "addr", "show", "eth0")
+	show(l, pod.Netns, "inside a pod: everything via the link-local gateway", "ip", "route")
+	for _, n := range nodes {
+		show(l, n.Netns, n.Name+": /32 per local pod, blackhole for its own block, one route per other node's block", "ip", "route", "show", "proto", "reef")
+	}
+	fmt.Printf("\n$ reef status   # on %s\n", nodes[0].Name)
+	out, _ := nodes[0].Reef("status")
+	fmt.Print(out)
+	fmt.Printf("\n$ reef ipam show --show-blocks   # on %s\n", nodes[0].Name)
+	out, _ = nodes[0].Reef("ipam", "show", "--show-blocks")
+	fmt.Print(out)
 }

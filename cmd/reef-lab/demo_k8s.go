@@ -52,7 +52,53 @@ func demoK8s(ctx context.Context, args []string) error {
 	if err := show("get", "nodes", "-o", "wide"); err != nil {
 		return err
 	}
-	manifest := fmt.Sprintf(`apiVersion: apps/v1
+	manifest := fmt.Sprintf(demoWebManifest, k8simages.Agnhost)
+	file := filepath.Join(l.Dir, "web.yaml")
+	if err := os.WriteFile(file, []byte(manifest), 0o644); err != nil {
+		return err
+	}
+	if err := show("apply", "-f", file); err != nil {
+		return err
+	}
+	if _, err := c.Kubectl("wait", "--for=condition=Ready", "pod", "--all", "--timeout=120s"); err != nil {
+		return err
+	}
+	if err := show("get", "pods", "-o", "wide"); err != nil {
+		return err
+	}
+	target, web, err := demoWebPods(c)
+	if err != nil {
+		return err
+	}
+	probe := func(from string) {
+		fmt.Printf("\n$ kubectl exec %s -- curl -sS --max-time 2 http://%s:8080/hostname\n", from, target)
+		out, err := c.Kubectl("exec", from, "--", "curl", "-sS", "--max-time", "2", "http://"+target+":8080/hostname")
+		if err != nil {
+			fmt.Printf("(no answer: %s)\n", strings.TrimSpace(lastLine(out)))
+			return
+		}
+		fmt.Println(strings.TrimSpace(out))
+	}
+	probe("client")
+	pfile := filepath.Join(l.Dir, "policy.yaml")
+	if err := os.WriteFile(pfile, []byte(demoPolicy), 0o644); err != nil {
+		return err
+	}
+	fmt.Println("\n== a NetworkPolicy: the web pods accept only each other")
+	if err := show("apply", "-f", pfile); err != nil {
+		return err
+	}
+	probe("client")
+	probe(web)
+	fmt.Println("\n== reef's view on " + c.Nodes[0].Name)
+	out, err := c.Nodes[0].Reef("policy", "show")
+	fmt.Print(out)
+	return err
+}
+
+// demoWebManifest is demo-k8s's Deployment of 6 web pods spread over the
+// nodes and a client pod; %[1]s is the agnhost image.
+const demoWebManifest = `apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web, namespace: default}
 spec:
@@ -75,41 +121,10 @@ metadata: {name: client, namespace: default, labels: {app: client}}
 spec:
   containers:
   - {name: client, image: %[1]s, args: [pause]}
-`, k8simages.Agnhost)
-	file := filepath.Join(l.Dir, "web.yaml")
-	if err := os.WriteFile(file, []byte(manifest), 0o644); err != nil {
-		return err
-	}
-	if err := show("apply", "-f", file); err != nil {
-		return err
-	}
-	if _, err := c.Kubectl("wait", "--for=condition=Ready", "pod", "--all", "--timeout=120s"); err != nil {
-		return err
-	}
-	if err := show("get", "pods", "-o", "wide"); err != nil {
-		return err
-	}
-	ips, err := c.Kubectl("get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].status.podIP}")
-	if err != nil {
-		return err
-	}
-	target := strings.Fields(ips)[len(strings.Fields(ips))-1]
-	names, err := c.Kubectl("get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].metadata.name}")
-	if err != nil {
-		return err
-	}
-	web := strings.Fields(names)[0]
-	probe := func(from string) {
-		fmt.Printf("\n$ kubectl exec %s -- curl -sS --max-time 2 http://%s:8080/hostname\n", from, target)
-		out, err := c.Kubectl("exec", from, "--", "curl", "-sS", "--max-time", "2", "http://"+target+":8080/hostname")
-		if err != nil {
-			fmt.Printf("(no answer: %s)\n", strings.TrimSpace(lastLine(out)))
-			return
-		}
-		fmt.Println(strings.TrimSpace(out))
-	}
-	probe("client")
-	policy := `apiVersion: networking.k8s.io/v1
+`
+
+// demoPolicy lets the web pods accept only each other.
+const demoPolicy = `apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
 metadata: {name: web-only-from-web, namespace: default}
 spec:
@@ -117,20 +132,21 @@ spec:
   ingress:
   - from: [{podSelector: {matchLabels: {app: web}}}]
 `
-	pfile := filepath.Join(l.Dir, "policy.yaml")
-	if err := os.WriteFile(pfile, []byte(policy), 0o644); err != nil {
-		return err
+
+// demoWebPods is the address of the last web pod, the target of the
+// probes, and the name of the first.
+func demoWebPods(c *lab.Cluster) (target, web string, err error) {
+	ips, err := c.Kubectl("get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].status.podIP}")
+	if err != nil {
+		return "", "", err
 	}
-	fmt.Println("\n== a NetworkPolicy: the web pods accept only each other")
-	if err := show("apply", "-f", pfile); err != nil {
-		return err
+	target = strings.Fields(ips)[len(strings.Fields(ips))-1]
+	names, err := c.Kubectl("get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].metadata.name}")
+	if err != nil {
+		return "", "", err
 	}
-	probe("client")
-	probe(web)
-	fmt.Println("\n== reef's view on " + c.Nodes[0].Name)
-	out, err := c.Nodes[0].Reef("policy", "show")
-	fmt.Print(out)
-	return err
+	web = strings.Fields(names)[0]
+	return target, web, nil
 }
 
 func lastLine(s string) string {

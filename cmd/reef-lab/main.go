@@ -22,74 +22,33 @@ func main() {
 	}
 }
 
+// commands are the commands with flags of their own, each run with a
+// context that SIGINT and SIGTERM cancel.
+var commands = map[string]func(ctx context.Context, args []string) error{
+	"speaker":            speaker,
+	"demo-cri":           func(ctx context.Context, args []string) error { return cri(ctx, "demo-cri", args) }, // containerd's CRI (cri.go)
+	"bench-cri":          func(ctx context.Context, args []string) error { return cri(ctx, "bench-cri", args) },
+	"bench-mesh":         benchMesh,         // multi-node benchmarks (bench_mesh.go)
+	"bench-sim":          benchSim,          // the block protocol simulated (bench_sim.go)
+	"bench-policy":       benchPolicy,       // NetworkPolicy's cost (bench_policy.go)
+	"bench-metrics":      benchMetrics,      // the metrics listener's cost (bench_metrics.go)
+	"bench-hostport":     benchHostPort,     // hostPort and bandwidth (bench_hostport.go)
+	"bench-storm":        benchStorm,        // 250 ADDs and DELs at once (bench_storm.go)
+	"bench-tput":         benchTput,         // iperf3 throughput (bench_tput.go)
+	"bench-k8s":          benchK8s,          // pod startup latency in real clusters, reef and the reference plugins (bench_k8s.go)
+	"demo-k8s":           demoK8s,           // the lab's Kubernetes cluster shown (demo_k8s.go)
+	"conformance":        conformance,       // the upstream e2e suite against reef in a real cluster (conformance.go)
+	"conformance-policy": conformancePolicy, // the network-policy-api conformance suite against reef (conformance_policy.go)
+}
+
 func run(args []string) error {
 	if len(args) == 0 {
 		return errors.New("usage: reef-lab demo|up|bench|speaker [flags]")
 	}
-	if args[0] == "speaker" {
+	if cmd, ok := commands[args[0]]; ok {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
-		return speaker(ctx, args[1:])
-	}
-	if args[0] == "demo-cri" || args[0] == "bench-cri" { // containerd's CRI: flags of their own (cri.go)
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-		defer stop()
-		return cri(ctx, args[0], args[1:])
-	}
-	if args[0] == "bench-mesh" { // multi-node benchmarks: flags of its own (bench_mesh.go)
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-		defer stop()
-		return benchMesh(ctx, args[1:])
-	}
-	if args[0] == "bench-sim" { // the block protocol simulated: flags of its own (bench_sim.go)
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-		defer stop()
-		return benchSim(ctx, args[1:])
-	}
-	if args[0] == "bench-policy" { // NetworkPolicy's cost: flags of its own (bench_policy.go)
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-		defer stop()
-		return benchPolicy(ctx, args[1:])
-	}
-	if args[0] == "bench-metrics" { // the metrics listener's cost: flags of its own (bench_metrics.go)
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-		defer stop()
-		return benchMetrics(ctx, args[1:])
-	}
-	if args[0] == "bench-hostport" { // hostPort and bandwidth: flags of its own (bench_hostport.go)
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-		defer stop()
-		return benchHostPort(ctx, args[1:])
-	}
-	if args[0] == "bench-storm" { // 250 ADDs and DELs at once: flags of its own (bench_storm.go)
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-		defer stop()
-		return benchStorm(ctx, args[1:])
-	}
-	if args[0] == "bench-tput" { // iperf3 throughput: flags of its own (bench_tput.go)
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-		defer stop()
-		return benchTput(ctx, args[1:])
-	}
-	if args[0] == "bench-k8s" { // pod startup latency in real clusters, reef and the reference plugins: flags of its own (bench_k8s.go)
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-		defer stop()
-		return benchK8s(ctx, args[1:])
-	}
-	if args[0] == "demo-k8s" { // the lab's Kubernetes cluster shown (demo_k8s.go)
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-		defer stop()
-		return demoK8s(ctx, args[1:])
-	}
-	if args[0] == "conformance" { // the upstream e2e suite against reef in a real cluster (conformance.go)
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-		defer stop()
-		return conformance(ctx, args[1:])
-	}
-	if args[0] == "conformance-policy" { // the network-policy-api conformance suite against reef (conformance_policy.go)
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-		defer stop()
-		return conformancePolicy(ctx, args[1:])
+		return cmd(ctx, args[1:])
 	}
 	if agent, ok := agentCommands[args[0]]; ok { // serve-ports, probe: the NetworkPolicy probe agent (netpol_agent.go)
 		return agent(args[1:])

@@ -59,35 +59,54 @@ func speaker(ctx context.Context, args []string) error {
 		paths = append(paths, p)
 	}
 	if *reefBlocks > 0 {
-		id, err := netip.ParseAddr(*routerID)
-		if err != nil {
-			return fmt.Errorf("--router-id: %w", err)
-		}
-		pool, err := netip.ParsePrefix(*poolFlag)
-		if err != nil {
-			return fmt.Errorf("--pool: %w", err)
-		}
-		voters := []netip.Addr{id}
-		if *votersFlag != "" {
-			voters = nil
-			for _, v := range strings.Split(*votersFlag, ",") {
-				a, err := netip.ParseAddr(strings.TrimSpace(v))
-				if err != nil {
-					return fmt.Errorf("--voters: %w", err)
-				}
-				voters = append(voters, a)
-			}
-		}
-		ps, err := reefPaths(uint32(*asn), id, blockproto.Pool{CIDR: pool, BlockSize: *blockSize}, *reefBlocks, voters)
+		ps, err := speakerReefPaths(uint32(*asn), *routerID, *poolFlag, *blockSize, *reefBlocks, *votersFlag)
 		if err != nil {
 			return err
 		}
 		paths = append(paths, ps...)
 	}
+	if err := startSpeaker(ctx, uint32(*asn), *routerID, *peers, paths); err != nil {
+		return err
+	}
+	fmt.Printf("speaker %s: announcing %d paths to %s\n", *routerID, len(paths), *peers)
+	<-ctx.Done()
+	return nil
+}
+
+// speakerReefPaths is a reef node's record and n confirmed blocks of the
+// pool, owned by the speaker routerID, with the voters (comma-separated;
+// "": the speaker alone).
+func speakerReefPaths(asn uint32, routerID, poolFlag string, blockSize, n int, votersFlag string) ([]*apiutil.Path, error) {
+	id, err := netip.ParseAddr(routerID)
+	if err != nil {
+		return nil, fmt.Errorf("--router-id: %w", err)
+	}
+	pool, err := netip.ParsePrefix(poolFlag)
+	if err != nil {
+		return nil, fmt.Errorf("--pool: %w", err)
+	}
+	voters := []netip.Addr{id}
+	if votersFlag != "" {
+		voters = nil
+		for _, v := range strings.Split(votersFlag, ",") {
+			a, err := netip.ParseAddr(strings.TrimSpace(v))
+			if err != nil {
+				return nil, fmt.Errorf("--voters: %w", err)
+			}
+			voters = append(voters, a)
+		}
+	}
+	return reefPaths(asn, id, blockproto.Pool{CIDR: pool, BlockSize: blockSize}, n, voters)
+}
+
+// startSpeaker starts a GoBGP server as routerID, with a session to each
+// of peers (comma-separated) in the families of a reef node's sessions,
+// and announces paths.
+func startSpeaker(ctx context.Context, asn uint32, routerID, peers string, paths []*apiutil.Path) error {
 	s := server.NewBgpServer()
 	go s.Serve()
 	if err := s.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
-		Asn: uint32(*asn), RouterId: *routerID, ListenPort: -1,
+		Asn: asn, RouterId: routerID, ListenPort: -1,
 	}}); err != nil {
 		return err
 	}
@@ -96,13 +115,13 @@ func speaker(ctx context.Context, args []string) error {
 	family := func(safi api.Family_Safi) *api.AfiSafi {
 		return &api.AfiSafi{Config: &api.AfiSafiConfig{Family: &api.Family{Afi: api.Family_AFI_IP, Safi: safi}, Enabled: true}}
 	}
-	for _, p := range strings.Split(*peers, ",") {
+	for _, p := range strings.Split(peers, ",") {
 		if p == "" {
 			continue
 		}
 		if err := s.AddPeer(ctx, &api.AddPeerRequest{Peer: &api.Peer{
-			Conf:      &api.PeerConf{NeighborAddress: p, PeerAsn: uint32(*asn)},
-			Transport: &api.Transport{LocalAddress: *routerID},
+			Conf:      &api.PeerConf{NeighborAddress: p, PeerAsn: asn},
+			Transport: &api.Transport{LocalAddress: routerID},
 			Timers:    &api.Timers{Config: &api.TimersConfig{ConnectRetry: 1, HoldTime: 9, KeepaliveInterval: 3}},
 			AfiSafis:  []*api.AfiSafi{family(api.Family_SAFI_UNICAST), family(api.Family_SAFI_MPLS_VPN)},
 		}}); err != nil {
@@ -114,8 +133,6 @@ func speaker(ctx context.Context, args []string) error {
 			return fmt.Errorf("announce: %w", err)
 		}
 	}
-	fmt.Printf("speaker %s: announcing %d paths to %s\n", *routerID, len(paths), *peers)
-	<-ctx.Done()
 	return nil
 }
 
