@@ -115,6 +115,25 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	return d.serve(ctx)
 }
 
+// nodeAddresses finds the node's identity, its uplinks of both families
+// and the pods' MTU, and checks that the peers are of families it has.
+func nodeAddresses(cfg Config, log *slog.Logger) (node NodeUplink, up Uplink, up6 Uplink6, mtu int, err error) {
+	if node, err = DetectNode(cfg); err != nil {
+		return node, up, up6, 0, err
+	}
+	up, up6 = node.Uplink, node.Uplink6
+	mtu = DeriveMTU(cfg, up.MTU, node.IPv6Only)
+	if node.IPv6Only {
+		log.Info("IPv6-only node: known by bgp.routerID", "identity", node.Identity, "address6", up6.Address, "interface", up.Interface, "why", up.Reason+"; "+up6.Reason, "podMTU", mtu)
+	} else {
+		log.Info("node address chosen", "address", up.Address, "interface", up.Interface, "why", up.Reason, "podMTU", mtu)
+		if up6, err = nodeAddress6(cfg, up, log); err != nil {
+			return node, up, up6, 0, fmt.Errorf("node IPv6 address: %w", err)
+		}
+	}
+	return node, up, up6, mtu, checkPeerFamilies(cfg, up, up6)
+}
+
 // build makes the daemon: every part, in the order in which they need each
 // other, each given what it works with. The triggers of the reconcile loop
 // are its pending set's, made first, so that the parts that trigger passes
@@ -127,21 +146,8 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 			c()
 		}
 	}
-	node, err := DetectNode(cfg)
+	node, up, up6, mtu, err := nodeAddresses(cfg, log)
 	if err != nil {
-		return nil, closeAll, err
-	}
-	up, up6 := node.Uplink, node.Uplink6
-	mtu := DeriveMTU(cfg, up.MTU, node.IPv6Only)
-	if node.IPv6Only {
-		log.Info("IPv6-only node: known by bgp.routerID", "identity", node.Identity, "address6", up6.Address, "interface", up.Interface, "why", up.Reason+"; "+up6.Reason, "podMTU", mtu)
-	} else {
-		log.Info("node address chosen", "address", up.Address, "interface", up.Interface, "why", up.Reason, "podMTU", mtu)
-		if up6, err = nodeAddress6(cfg, up, log); err != nil {
-			return nil, closeAll, fmt.Errorf("node IPv6 address: %w", err)
-		}
-	}
-	if err := checkPeerFamilies(cfg, up, up6); err != nil {
 		return nil, closeAll, err
 	}
 	mine := nodeAddrs{node.Identity, up.Address, up6.Address}
