@@ -150,30 +150,7 @@ func specKey(c *Compiled) string {
 func render(st State, withChains bool, cache *Renderer) nft.Table {
 	t := nft.Table{ID: TableID}
 	emitted := map[string]bool{} // shared peer sets, rendered once
-	base := [2]nft.Chain{
-		{Name: ChainIngress, Type: nftables.ChainTypeFilter, Hooked: true, Hook: *nftables.ChainHookForward,
-			Priority: IngressPriority, Policy: nftables.ChainPolicyAccept},
-		{Name: ChainEgress, Type: nftables.ChainTypeFilter, Hooked: true, Hook: *nftables.ChainHookForward,
-			Priority: EgressPriority, Policy: nftables.ChainPolicyAccept},
-	}
-	for d := Ingress; d <= Egress; d++ {
-		base[d].Rules = append(base[d].Rules, established())
-		if hasTier(st, cnp.AdminTier, d) {
-			base[d].Rules = append(base[d].Rules, nft.Rule{Comment: "reef: ClusterNetworkPolicy Admin tier; Pass returns here",
-				Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: adminChain(d)}}})
-		}
-		for _, f := range families {
-			set := isolatedSet(f, d)
-			t.Sets = append(t.Sets, addrSet(f, set, fmt.Sprintf("reef: this node's pods isolated for %s", d), false, st.Isolated[d]))
-			if hasTier(st, cnp.BaselineTier, d) {
-				base[d].Rules = append(base[d].Rules, nft.Rule{Comment: fmt.Sprintf("reef: pods no policy isolates for %s: ClusterNetworkPolicy Baseline tier", d),
-					Exprs: append(match(f, f.offset(d, false), set, true), &expr.Verdict{Kind: expr.VerdictGoto, Chain: baselineChain(d)})})
-				continue
-			}
-			base[d].Rules = append(base[d].Rules, nft.Rule{Comment: fmt.Sprintf("reef: pods no policy isolates for %s", d),
-				Exprs: append(match(f, f.offset(d, false), set, true), &expr.Verdict{Kind: expr.VerdictAccept})})
-		}
-	}
+	base := baseChains(st, &t)
 	for _, c := range st.Policies {
 		for _, f := range families {
 			t.Sets = append(t.Sets, addrSet(f, selSet(f, c), cut("reef: this node's pods policy "+c.Key()+" selects"), false, c.Selected))
@@ -228,6 +205,38 @@ func render(st State, withChains bool, cache *Renderer) nft.Table {
 	slices.SortFunc(t.Chains, func(a, b nft.Chain) int { return compare(a.Name, b.Name) })
 	slices.SortFunc(t.Sets, func(a, b nft.Set) int { return compare(a.Name, b.Name) })
 	return t
+}
+
+// baseChains are the two hooked chains' first rules: replies and allowed
+// connections, the jump to the Admin tier, and for each family pods no
+// policy isolates (accepted, or handed to the Baseline tier); the
+// isolated-pods sets go into t.
+func baseChains(st State, t *nft.Table) [2]nft.Chain {
+	base := [2]nft.Chain{
+		{Name: ChainIngress, Type: nftables.ChainTypeFilter, Hooked: true, Hook: *nftables.ChainHookForward,
+			Priority: IngressPriority, Policy: nftables.ChainPolicyAccept},
+		{Name: ChainEgress, Type: nftables.ChainTypeFilter, Hooked: true, Hook: *nftables.ChainHookForward,
+			Priority: EgressPriority, Policy: nftables.ChainPolicyAccept},
+	}
+	for d := Ingress; d <= Egress; d++ {
+		base[d].Rules = append(base[d].Rules, established())
+		if hasTier(st, cnp.AdminTier, d) {
+			base[d].Rules = append(base[d].Rules, nft.Rule{Comment: "reef: ClusterNetworkPolicy Admin tier; Pass returns here",
+				Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: adminChain(d)}}})
+		}
+		for _, f := range families {
+			set := isolatedSet(f, d)
+			t.Sets = append(t.Sets, addrSet(f, set, fmt.Sprintf("reef: this node's pods isolated for %s", d), false, st.Isolated[d]))
+			if hasTier(st, cnp.BaselineTier, d) {
+				base[d].Rules = append(base[d].Rules, nft.Rule{Comment: fmt.Sprintf("reef: pods no policy isolates for %s: ClusterNetworkPolicy Baseline tier", d),
+					Exprs: append(match(f, f.offset(d, false), set, true), &expr.Verdict{Kind: expr.VerdictGoto, Chain: baselineChain(d)})})
+				continue
+			}
+			base[d].Rules = append(base[d].Rules, nft.Rule{Comment: fmt.Sprintf("reef: pods no policy isolates for %s", d),
+				Exprs: append(match(f, f.offset(d, false), set, true), &expr.Verdict{Kind: expr.VerdictAccept})})
+		}
+	}
+	return base
 }
 
 // established accepts replies and connections already allowed.

@@ -18,48 +18,7 @@ func decodeElems(s *nftables.Set, raw []nftables.SetElement) []Elem {
 	out := make([]Elem, 0, len(raw))
 	switch {
 	case s.Interval && (s.KeyType.Bytes == 4 || s.KeyType.Bytes == 16):
-		type bound struct {
-			a   netip.Addr
-			end bool
-		}
-		var bs []bound
-		for _, e := range raw {
-			if a, ok := netip.AddrFromSlice(e.Key); ok {
-				bs = append(bs, bound{a, e.IntervalEnd})
-			}
-		}
-		// Ends before starts at the same address: adjacent ranges.
-		slices.SortFunc(bs, func(x, y bound) int {
-			if c := x.a.Compare(y.a); c != 0 {
-				return c
-			}
-			if x.end == y.end {
-				return 0
-			}
-			if x.end {
-				return -1
-			}
-			return 1
-		})
-		var open *netip.Addr
-		for _, b := range bs {
-			switch {
-			case !b.end:
-				if open != nil { // a start without an end, then another start
-					out = append(out, Elem{From: *open, To: b.a.Prev()})
-				}
-				a := b.a
-				open = &a
-			case open != nil:
-				out = append(out, Elem{From: *open, To: b.a.Prev()})
-				open = nil
-			}
-			// An end with no start before it: nft's "0.0.0.0 interval end"
-			// marker, which bounds nothing.
-		}
-		if open != nil {
-			out = append(out, Elem{From: *open, To: LastAddr(netip.PrefixFrom(*open, 0))})
-		}
+		out = decodeIntervals(raw)
 	case !s.Interval && (s.KeyType.Bytes == 4 || s.KeyType.Bytes == 16) && !s.Concatenation:
 		for _, e := range raw {
 			if a, ok := netip.AddrFromSlice(e.Key); ok {
@@ -115,6 +74,55 @@ func decodeElems(s *nftables.Set, raw []nftables.SetElement) []Elem {
 		}
 	}
 	slices.SortFunc(out, CompareElems)
+	return out
+}
+
+// decodeIntervals turns an interval set's raw elements (a start, and an
+// end one past the range) into ranges, From to To inclusive.
+func decodeIntervals(raw []nftables.SetElement) []Elem {
+	var out []Elem
+	type bound struct {
+		a   netip.Addr
+		end bool
+	}
+	var bs []bound
+	for _, e := range raw {
+		if a, ok := netip.AddrFromSlice(e.Key); ok {
+			bs = append(bs, bound{a, e.IntervalEnd})
+		}
+	}
+	// Ends before starts at the same address: adjacent ranges.
+	slices.SortFunc(bs, func(x, y bound) int {
+		if c := x.a.Compare(y.a); c != 0 {
+			return c
+		}
+		if x.end == y.end {
+			return 0
+		}
+		if x.end {
+			return -1
+		}
+		return 1
+	})
+	var open *netip.Addr
+	for _, b := range bs {
+		switch {
+		case !b.end:
+			if open != nil { // a start without an end, then another start
+				out = append(out, Elem{From: *open, To: b.a.Prev()})
+			}
+			a := b.a
+			open = &a
+		case open != nil:
+			out = append(out, Elem{From: *open, To: b.a.Prev()})
+			open = nil
+		}
+		// An end with no start before it: nft's "0.0.0.0 interval end"
+		// marker, which bounds nothing.
+	}
+	if open != nil {
+		out = append(out, Elem{From: *open, To: LastAddr(netip.PrefixFrom(*open, 0))})
+	}
 	return out
 }
 
