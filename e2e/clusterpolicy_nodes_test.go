@@ -179,16 +179,7 @@ func testCNPNodesNamedPorts(t *testing.T, dual bool) {
 	if err := pl.API.ApplyCRDs(path, crd); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, func() string {
-		st, err := n1.Status()
-		if err != nil {
-			return err.Error()
-		}
-		if c := st.GetPolicy().GetClusterPolicies(); c != "on" {
-			return "status says cluster policies are " + c
-		}
-		return ""
-	})
+	pl.waitClusterPoliciesOn(t)
 
 	// x may reach the nodes on TCP 80 only; y is no subject.
 	nodes := &cnp.ClusterNetworkPolicy{TypeMeta: metav1.TypeMeta{Kind: "ClusterNetworkPolicy"}, ObjectMeta: metav1.ObjectMeta{Name: "nodes-tcp-80-only"},

@@ -86,16 +86,7 @@ func TestClusterNetworkPolicy(t *testing.T) {
 	if err := pl.API.ApplyCRDs(path, crd); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, func() string {
-		st, err := n1.Status()
-		if err != nil {
-			return err.Error()
-		}
-		if c := st.GetPolicy().GetClusterPolicies(); c != "on" {
-			return "status says cluster policies are " + c
-		}
-		return ""
-	})
+	pl.waitClusterPoliciesOn(t)
 
 	// x/a: a NetworkPolicy allows y on TCP 80 and 81 (so z is denied);
 	// x/b: no NetworkPolicy.
