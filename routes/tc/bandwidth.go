@@ -12,6 +12,10 @@
 // ifb device whose root tbf limits it before the ifb hands it back to the
 // veth's receive path. Everything is written through netlink: no tc binary
 // runs.
+//
+// Like reef's other owners, SetBandwidth reads the kernel (Read: one pod's
+// State), computes what the limits need (Desired), diffs the two purely
+// (Diff: a Plan of steps, or a refusal) and writes the plan (Apply).
 package tc
 
 import (
@@ -172,22 +176,6 @@ func (p tbfParams) describe(tick float64) string {
 	return fmt.Sprintf("rate %s burst %s limit %db", bitString(rate), bitString(burst), p.Limit)
 }
 
-// describeQdisc says what a root qdisc is, for a change's "was".
-func describeQdisc(q netlink.Qdisc, tick float64) string {
-	switch q := q.(type) {
-	case nil:
-		return "none"
-	case *netlink.Tbf:
-		s := tbfOf(q).describe(tick)
-		if q.Peakrate != 0 {
-			s += " peakrate " + bitString(q.Peakrate*8)
-		}
-		return s
-	default:
-		return q.Type()
-	}
-}
-
 func tbfOf(q *netlink.Tbf) tbfParams {
 	return tbfParams{Rate: q.Rate, Buffer: q.Buffer, Limit: q.Limit}
 }
@@ -198,7 +186,9 @@ func MinBurstBits(mtu int) uint64 { return uint64(mtu+ethHeader) * 8 }
 
 // SetBandwidth brings the tc setup of a pod's node-side veth, and of its
 // ifb, in line with bw, changing only what differs from what the kernel
-// has, and says what it changed, one short line per change, for the log.
+// has, and says what it changed, one short line per change, for the log:
+// it reads the kernel (Read), computes what bw needs (Desired), diffs the
+// two (Diff) and writes the plan (Apply).
 // A zero bw removes reef's limits: the veth's root tbf, its ingress qdisc
 // and the ifb. It may be called again with the same bw (it then changes
 // nothing) and repairs what someone removed or changed. It refuses a link
@@ -214,32 +204,15 @@ func SetBandwidth(hostVeth string, bw Bandwidth) (changes []string, err error) {
 		return nil, fmt.Errorf("netlink handle: %w", err)
 	}
 	defer h.Close()
-	veth, err := h.LinkByName(hostVeth)
+	have, err := Read(h, hostVeth)
 	if err != nil {
-		return nil, fmt.Errorf("find veth %s: %w", hostVeth, err)
+		return nil, err
 	}
-	tick := netlink.TickInUsec()
-	mtu := veth.Attrs().MTU
-	in, err := limitFor("ingress", bw.IngressRate, bw.IngressBurst, mtu, tick)
+	want, err := Desired(bw, have.MTU, have.Tick)
 	if err != nil {
 		return nil, fmt.Errorf("bandwidth of %s: %w", hostVeth, err)
 	}
-	out, err := limitFor("egress", bw.EgressRate, bw.EgressBurst, mtu, tick)
-	if err != nil {
-		return nil, fmt.Errorf("bandwidth of %s: %w", hostVeth, err)
-	}
-	b := &tcWriter{h: h, tick: tick}
-	// Egress first: its refusals (another pod's ifb, a clsact) then come
-	// before anything has changed.
-	if out != nil {
-		err = b.setEgress(veth, *out)
-	} else {
-		err = b.clearEgress(veth)
-	}
-	if err == nil {
-		err = b.setRootTbf(veth, in)
-	}
-	return b.changes, err
+	return Apply(h, Diff(want, have))
 }
 
 // RepairBandwidth is SetBandwidth for the reconcile pass: a veth that is
