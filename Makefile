@@ -37,7 +37,8 @@ TEST_PKGS += iputils-arping
 TEST_PKGS += containerd
 # bird2, frr: BIRD 2 and FRR as the route reflectors of e2e/rr_test.go and the
 # ToRs of e2e/tor_test.go (docs/bgp.md); gobgpd: the flooding external peer of
-# e2e/flood_test.go.
+# e2e/flood_test.go, and the router that reads the graceful-restart R bit in
+# e2e/restartflag_test.go.
 TEST_PKGS += bird2 frr gobgpd
 # busybox-static, bind9-dnsutils, netcat-openbsd, conntrack, wget: what the images
 # of the lab's Kubernetes cluster hold besides agnhost (internal/lab/k8simages).

@@ -241,7 +241,9 @@ func TestPolicyLifecycle(t *testing.T) {
 	if _, err := pl.Admin.NetworkingV1().NetworkPolicies("x").Create(pl.ctx(t), denyEgress, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() string { return pl.expect(t, probeWant{xa, xb, "tcp", 80, false}, probeWant{xa, ya, "udp", 81, false}) })
+	eventually(t, 10*time.Second, func() string {
+		return pl.expect(t, probeWant{xa, xb, "tcp", 80, false}, probeWant{xa, ya, "udp", 81, false})
+	})
 	if _, err := xa.Ping(n1.Address); err != nil {
 		t.Errorf("x/a -> its node, isolated for egress: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -84,6 +85,70 @@ func (g *Gobgpd) CLI(args ...string) (string, error) {
 		return out, fmt.Errorf("gobgp %s: %w", strings.Join(args, " "), err)
 	}
 	return out, nil
+}
+
+// GobgpNeighbor is what `gobgp neighbor ADDR` says of one peer: the
+// session's state, the OPEN and NOTIFICATION messages received from the
+// peer (counted over all its sessions since gobgpd started), and the
+// graceful-restart capability (64) of the peer's last OPEN.
+type GobgpNeighbor struct {
+	State                 string // "ESTABLISHED", "ACTIVE", "IDLE", ...
+	OpensReceived         int
+	NotificationsReceived int
+	GracefulRestart       bool // the OPEN had the capability
+	RestartFlag           bool // with the Restart State bit (R, RFC 4724) set
+}
+
+// Neighbor reads what this gobgpd says of its peer addr.
+func (g *Gobgpd) Neighbor(addr netip.Addr) (GobgpNeighbor, error) {
+	out, err := g.CLI("neighbor", addr.String())
+	if err != nil {
+		return GobgpNeighbor{}, fmt.Errorf("%w: %s", err, out)
+	}
+	return ParseGobgpNeighbor(out)
+}
+
+// ParseGobgpNeighbor reads the text of `gobgp neighbor ADDR` (Debian's
+// gobgp 3.10). The capability's flags are in the line "Remote: restart
+// time 120 sec, restart flag set" under "graceful-restart:".
+func ParseGobgpNeighbor(out string) (GobgpNeighbor, error) {
+	var n GobgpNeighbor
+	var opens, notifications bool
+	lines := strings.Split(out, "\n")
+	for i, line := range lines {
+		f := strings.Fields(line)
+		switch {
+		case strings.HasPrefix(strings.TrimSpace(line), "BGP state = "):
+			n.State, _, _ = strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "BGP state = "), ",")
+		case len(f) == 3 && f[0] == "Opens:":
+			n.OpensReceived, opens = atoiOr(f[2], -1), true
+		case len(f) == 3 && f[0] == "Notifications:":
+			n.NotificationsReceived, notifications = atoiOr(f[2], -1), true
+		case len(f) > 1 && f[0] == "graceful-restart:":
+			n.GracefulRestart = strings.Contains(line, "received")
+			indent := len(line) - len(strings.TrimLeft(line, " \t"))
+			for _, sub := range lines[i+1:] {
+				if len(sub)-len(strings.TrimLeft(sub, " \t")) <= indent {
+					break
+				}
+				if r, ok := strings.CutPrefix(strings.TrimSpace(sub), "Remote:"); ok {
+					n.RestartFlag = strings.Contains(r, "restart flag set")
+				}
+			}
+		}
+	}
+	if n.State == "" || !opens || !notifications || n.OpensReceived < 0 || n.NotificationsReceived < 0 {
+		return n, fmt.Errorf("gobgp neighbor: no state or message counts in:\n%s", out)
+	}
+	return n, nil
+}
+
+func atoiOr(s string, or int) int {
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		return or
+	}
+	return v
 }
 
 // FloodFile writes an --announce-file for `reef-lab speaker`: n routes,

@@ -1,0 +1,96 @@
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/reefcni/reef/internal/lab"
+)
+
+// TestRestartFlagGobgpd: a router sees the graceful-restart Restart
+// State bit (R, RFC 4724) in the OPEN of a node's daemon only after a
+// planned restart (README, "the restarting flag is set only after a
+// planned restart"): the first start and a start after kill -9 send
+// R=0, a start after SIGTERM R=1; and SIGTERM closes the session without
+// a NOTIFICATION (no Cease). The router is Debian's gobgpd, an external
+// peer of the node; `gobgp neighbor` shows the flags of the OPEN it last
+// received and counts the messages.
+func TestRestartFlagGobgpd(t *testing.T) {
+	timerBound(t)
+	l := newLab(t)
+	gaddr := netip.MustParseAddr("192.168.77.60")
+	n := startNode(t, l, "a1", lab.NodeOptions{BGP: "  keepaliveTime: 1s\n  holdTime: 3s\n  externalPeers:\n    - address: " + gaddr.String() + "\n      asn: 65001\n"})
+	g, err := l.AddGobgpd("gobgpd", gaddr, 65001, []netip.Addr{n.Address}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(); err != nil {
+		t.Fatal(err)
+	}
+	neighbor := func() (lab.GobgpNeighbor, string) {
+		nb, err := g.Neighbor(n.Address)
+		if err != nil {
+			return nb, err.Error()
+		}
+		return nb, ""
+	}
+	opens := 0
+	// opened waits for the session of the daemon's latest start (the
+	// old one seen down first, so that this one is the new daemon's) and
+	// checks the R bit of its OPEN.
+	opened := func(after string, wantR bool) lab.GobgpNeighbor {
+		t.Helper()
+		var nb lab.GobgpNeighbor
+		eventually(t, 20*time.Second, func() string {
+			var msg string
+			if nb, msg = neighbor(); msg != "" {
+				return msg
+			}
+			if nb.State != "ESTABLISHED" || nb.OpensReceived <= opens {
+				return fmt.Sprintf("after %s, gobgpd's session with the node: %+v, want established on a new OPEN (it had %d)", after, nb, opens)
+			}
+			return ""
+		})
+		opens = nb.OpensReceived
+		if !nb.GracefulRestart {
+			t.Errorf("after %s, the node's OPEN (gobgpd's %d.) has no graceful-restart capability", after, opens)
+		}
+		if nb.RestartFlag != wantR {
+			t.Errorf("after %s, the node's OPEN (gobgpd's %d.) has the Restart State bit %v, want %v", after, opens, nb.RestartFlag, wantR)
+		}
+		return nb
+	}
+	closed := func(after string) {
+		t.Helper()
+		eventually(t, 20*time.Second, func() string {
+			if nb, msg := neighbor(); msg != "" || nb.State == "ESTABLISHED" {
+				return fmt.Sprintf("after %s, gobgpd still has the session: %+v %s", after, nb, msg)
+			}
+			return ""
+		})
+	}
+
+	opened("the first start", false)
+
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	closed("SIGTERM")
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if nb := opened("SIGTERM and a start", true); nb.NotificationsReceived != 0 {
+		t.Errorf("gobgpd received %d NOTIFICATION messages from the node, want none (no Cease at SIGTERM)", nb.NotificationsReceived)
+	}
+
+	if err := n.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	closed("kill -9")
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	opened("kill -9 and a start", false)
+}
