@@ -259,6 +259,13 @@ func TestFailedRepeatedAddKeepsAddressPending(t *testing.T) {
 			if !ok || ep.IP != first.IP || ep.State != store.EndpointPending {
 				t.Fatalf("after the failed repeated ADD: record %+v (found %v), want %s pending", ep, ok, first.IP)
 			}
+			// What of the pod stays until the DEL (docs/cni.md): the
+			// steps after the wiring undo it; a failed wiring leaves the
+			// earlier ADD's filter elements; a refused cover all of the
+			// earlier ADD. The policy elements go with the address.
+			if got, want := kinds(f.String()), leftUntilDel[step]; got != want {
+				t.Errorf("kinds of objects of the pod after the failed repeated ADD: %q, want %q:\n%s", got, want, f)
+			}
 			if _, cerr := s.add(context.Background(), podRequest("c2", "web-2", "/run/netns/p2", 8081)); cerr != nil {
 				t.Fatalf("second pod's ADD: %v", cerr)
 			}
@@ -282,4 +289,25 @@ func TestFailedRepeatedAddKeepsAddressPending(t *testing.T) {
 			}
 		})
 	}
+}
+
+// leftUntilDel are the kinds of objects (fakeNode.String's first words) a
+// failed repeated ADD leaves until the DEL, by the step that failed.
+var leftUntilDel = map[string]string{
+	"cover":  "filter policy tc+ifb veth",
+	"up":     "filter policy",
+	"addpod": "policy",
+	"limit":  "policy",
+}
+
+// kinds are the distinct first words of state's lines, sorted.
+func kinds(state string) string {
+	var ks []string
+	for _, l := range strings.Split(state, "\n") {
+		if k, _, _ := strings.Cut(l, " "); k != "" && !slices.Contains(ks, k) {
+			ks = append(ks, k)
+		}
+	}
+	slices.Sort(ks)
+	return strings.Join(ks, " ")
 }
