@@ -227,7 +227,7 @@ func podLeftovers(t *testing.T, n *lab.Node, veth, ip string) []string {
 // pending (`reef ipam show` says so), no other pod gets it, and the DEL
 // after it frees it and leaves nothing of the pod.
 func TestFailedAddRollsBackHostPortAndBandwidth(t *testing.T) {
-	needNATTools(t, "nft", "tc")
+	needNATTools(t, "nft")
 	l := newLab(t)
 	// No pass but those the block claim triggers: a pass frees a pending
 	// address whose netns is gone, which the test must see kept.
