@@ -302,9 +302,18 @@ func podName(r *request) string {
 
 // rollback undoes the allocation of a failed ADD (the kernel side is undone
 // by the pods' owner's Up itself). An address that a repeated ADD found is kept but left
-// pending: the runtime's DEL after the failure releases it.
+// pending: the runtime's DEL after the failure releases it. A record the
+// ADD had made ready already (the bandwidth limits fail last) is made
+// pending again: its veth is gone.
 func (s *Server) rollback(r *request, ep store.Endpoint, existed bool, cerr *types.Error, log *slog.Logger) *types.Error {
 	if existed {
+		if ep.State != store.EndpointPending {
+			ep.State = store.EndpointPending
+			if err := s.deps.Store.SetEndpoint(ep); err != nil {
+				log.Error("mark the failed repeated ADD's record pending", "ip", ep.AddrsString(), "error", err)
+				cerr.Details += "; marking the record pending also failed: " + err.Error()
+			}
+		}
 		return cerr
 	}
 	if _, _, err := s.deps.Store.Release(r.handle()); err != nil {

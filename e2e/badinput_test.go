@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/reefcni/reef/internal/lab"
 	reefv1 "github.com/reefcni/reef/proto"
+	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/tc"
 )
 
 type cniError struct {
@@ -176,4 +179,160 @@ func TestNetnsVanishesDuringAdd(t *testing.T) {
 			t.Errorf("route left: %s", r)
 		}
 	}
+}
+
+// podLeftovers lists what of a pod (its host veth, its address) is on the
+// node: the veth, its ifb, a route to the address, an element of table
+// inet reef-hostport or of set arp reef pod-addrs naming either, the
+// address's allocation.
+func podLeftovers(t *testing.T, n *lab.Node, veth, ip string) []string {
+	t.Helper()
+	var left []string
+	for _, v := range reefVeths(t, n) {
+		if v == veth {
+			left = append(left, "veth "+v)
+		}
+	}
+	ifb := tc.IFBName(veth)
+	if out, err := n.Lab.Run(n.Netns, "ip", "-br", "link", "show", "type", "ifb"); err != nil {
+		t.Fatalf("ip link show type ifb: %v\n%s", err, out)
+	} else if strings.Contains(out, ifb) {
+		left = append(left, "ifb "+ifb)
+	}
+	for _, r := range reefRoutes(t, n) {
+		if strings.HasPrefix(r, ip+" ") {
+			left = append(left, "route "+r)
+		}
+	}
+	hp := run(t, n.Lab, n.Netns, "nft", "list", "table", "inet", "reef-hostport")
+	if strings.Contains(hp, " "+ip+" ") {
+		left = append(left, "table inet reef-hostport names "+ip+":\n"+hp)
+	}
+	for e := range nftPodSet(t, n) {
+		if strings.Contains(e, veth) || strings.HasSuffix(e, " "+ip) {
+			left = append(left, "set arp reef pod-addrs: "+e)
+		}
+	}
+	if st, ok := allocations(t, n)[ip]; ok {
+		left = append(left, "allocation "+ip+" "+st)
+	}
+	return left
+}
+
+// TestFailedAddRollsBackHostPortAndBandwidth: a pod with a hostPort and
+// a bandwidth limit whose netns vanishes mid-ADD (bin/reef-test pausing
+// after the veth) leaves nothing: no veth, ifb, route, hostPort or
+// ARP-filter element, allocation. A repeated ADD of a running pod of the
+// same kind, in a new netns that vanishes mid-ADD, keeps its address
+// pending (`reef ipam show` says so), no other pod gets it, and the DEL
+// after it frees it and leaves nothing of the pod.
+func TestFailedAddRollsBackHostPortAndBandwidth(t *testing.T) {
+	needNATTools(t, "nft")
+	l := newLab(t)
+	// No pass but those the block claim triggers: a pass frees a pending
+	// address whose netns is gone, which the test must see kept.
+	n := startNode(t, l, "node1", lab.NodeOptions{Binary: "reef-test", Env: []string{"REEF_TEST_PAUSE_AFTER_VETH=1s"},
+		ReconcileInterval: 10 * time.Minute})
+	caps := func(port int) map[string]any {
+		return map[string]any{
+			"portMappings": []lab.PortMapping{{HostPort: port, ContainerPort: 80, Protocol: "tcp"}},
+			"bandwidth":    lab.Bandwidth{IngressRate: 10e6, IngressBurst: 80e3, EgressRate: 10e6, EgressBurst: 80e3},
+		}
+	}
+	// addVanishing runs p's ADD and deletes its netns once the veth's
+	// peer is in it (the daemon pauses there); the ADD's error.
+	addVanishing := func(p *lab.Pod) error {
+		done := make(chan error, 1)
+		go func() { done <- p.Add() }()
+		eventually(t, 10*time.Second, func() string {
+			if _, err := l.Run(p.Netns, "ip", "link", "show", "eth0"); err != nil {
+				return "no eth0 in " + p.Netns + " yet"
+			}
+			return ""
+		})
+		if err := p.Remove(); err != nil {
+			t.Fatal(err)
+		}
+		return <-done
+	}
+
+	keep, err := n.NewPodNetns("default", "keep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep.CapabilityArgs = caps(8080)
+	if err := keep.Add(); err != nil {
+		t.Fatal(err)
+	}
+	veth := keep.Result.Interfaces[0].Name
+	ip := keep.IP.String()
+	if left := podLeftovers(t, n, veth, ip); len(left) < 5 {
+		t.Fatalf("a running pod with a hostPort and a limit shows only %v; the checks would see nothing", left)
+	}
+
+	t.Run("first ADD", func(t *testing.T) {
+		p, err := n.NewPodNetns("default", "vanishing")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.CapabilityArgs = caps(8081)
+		var e *types.Error
+		if err := addVanishing(p); !errors.As(err, &e) || e.Code != types.ErrUnknownContainer {
+			t.Fatalf("ADD whose netns vanished: %v, want CNI code 3", err)
+		}
+		if a := allocations(t, n); len(a) != 1 || a[ip] != "ready" {
+			t.Errorf("allocations after the failed ADD: %v, want only %s ready", a, ip)
+		}
+		pv := routes.HostVethName(p.Namespace, p.Name, p.ContainerID)
+		if left := podLeftovers(t, n, pv, "none"); len(left) != 0 {
+			t.Errorf("left by the failed ADD: %v", left)
+		}
+	})
+
+	t.Run("repeated ADD", func(t *testing.T) {
+		again, err := n.NewPodNetns("default", "keep")
+		if err != nil {
+			t.Fatal(err)
+		}
+		again.ContainerID, again.CapabilityArgs = keep.ContainerID, caps(8080)
+		var e *types.Error
+		if err := addVanishing(again); !errors.As(err, &e) || e.Code != types.ErrUnknownContainer {
+			t.Fatalf("repeated ADD whose netns vanished: %v, want CNI code 3", err)
+		}
+		if st := allocations(t, n)[ip]; st != "pending" {
+			t.Errorf("%s after the failed repeated ADD: %q, want pending", ip, st)
+		}
+		out, err := n.Reef("ipam", "show", "--show-allocations")
+		if err != nil || !regexp.MustCompile(`(?m)^\s*`+regexp.QuoteMeta(ip)+`\s.*pending`).MatchString(out) {
+			t.Errorf("reef ipam show --show-allocations does not show %s pending (%v):\n%s", ip, err, out)
+		}
+		// Its veth, ifb and route are gone with the failed wiring; its
+		// ARP-filter and hostPort elements stay until the DEL (they name
+		// an address no other pod can get meanwhile).
+		for _, o := range podLeftovers(t, n, veth, ip) {
+			if strings.HasPrefix(o, "veth ") || strings.HasPrefix(o, "ifb ") || strings.HasPrefix(o, "route ") {
+				t.Errorf("left by the failed repeated ADD: %s", o)
+			}
+		}
+		other, err := n.NewPodNetns("default", "other")
+		if err != nil {
+			t.Fatal(err)
+		}
+		other.CapabilityArgs = caps(8082)
+		if err := other.Add(); err != nil {
+			t.Fatal(err)
+		}
+		if other.IP == keep.IP {
+			t.Fatalf("another pod got %s, the failed repeated ADD's pending address", ip)
+		}
+		if err := again.Del(); err != nil {
+			t.Fatalf("DEL after the failed repeated ADD: %v", err)
+		}
+		if left := podLeftovers(t, n, veth, ip); len(left) != 0 {
+			t.Errorf("left after the DEL: %v", left)
+		}
+		if left := podLeftovers(t, n, other.Result.Interfaces[0].Name, other.IP.String()); len(left) < 5 {
+			t.Errorf("the other pod lost objects: has only %v", left)
+		}
+	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/reefcni/reef/internal/lab"
 	"github.com/reefcni/reef/nat/arpfilter"
 	"github.com/reefcni/reef/nat/masq"
+	"github.com/reefcni/reef/routes"
 )
 
 // needNATTools fails the test when a tool it drives is missing.
@@ -590,7 +591,8 @@ func TestCleanup(t *testing.T) {
 
 // TestARPFilterFailureRollsBackADD: when the pod's element cannot be added
 // (here: set pod-addrs replaced by hand with one of another type), the ADD
-// fails, names the ARP filter, and leaves no veth and no address behind.
+// fails, names the ARP filter, and leaves no veth, ifb, hostPort element
+// and no address behind.
 // A restart repairs the table and the next ADD works.
 func TestARPFilterFailureRollsBackADD(t *testing.T) {
 	needNATTools(t, "nft")
@@ -621,9 +623,22 @@ func TestARPFilterFailureRollsBackADD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A hostPort and a limit: the ADD gets past its wiring and its tc
+	// before the filter fails, so both are undone.
+	p.CapabilityArgs = map[string]any{
+		"portMappings": []lab.PortMapping{{HostPort: 8080, ContainerPort: 80, Protocol: "tcp"}},
+		"bandwidth":    lab.Bandwidth{IngressRate: 10e6, IngressBurst: 80e3, EgressRate: 10e6, EgressBurst: 80e3},
+	}
 	err = p.Add()
 	if err == nil || !strings.Contains(err.Error(), "ARP filter") {
 		t.Fatalf("ADD with a broken ARP filter: %v, want an error naming the ARP filter", err)
+	}
+	veth := routes.HostVethName(p.Namespace, p.Name, p.ContainerID)
+	if left := podLeftovers(t, n, veth, "none"); len(left) != 0 {
+		t.Errorf("left by the failed ADD: %v", left)
+	}
+	if hp := run(t, l, n.Netns, "nft", "list", "table", "inet", "reef-hostport"); strings.Contains(hp, "8080") {
+		t.Errorf("the failed ADD's hostPort is left in table inet reef-hostport:\n%s", hp)
 	}
 	if v := reefVeths(t, n); len(v) != 1 || v[0] != first.Result.Interfaces[0].Name {
 		t.Errorf("veths after the failed ADD: %v, want only the first pod's", v)

@@ -1,0 +1,313 @@
+package cniserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/reefcni/reef/blockproto"
+	reefv1 "github.com/reefcni/reef/proto"
+	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/tc"
+	"github.com/reefcni/reef/store"
+)
+
+// fakeNode stands for every owner an ADD asks (Pods, PodFilter, Policy):
+// it keeps what they would have in the kernel and prints it as sorted
+// text. fail names the one step that fails next ("cover", "up", "addpod",
+// "limit"; "" none).
+type fakeNode struct {
+	mu     sync.Mutex
+	fail   string
+	veths  map[string]bool           // veth pairs (with their routes)
+	limits map[string]bool           // tc and the ifb, by veth
+	filter map[string]string         // ARP-filter and hostPort elements, by veth
+	policy map[netip.Addr]string     // covered addresses, by handle
+	wired  map[string]routes.PodSpec // veth -> the spec it was wired with
+}
+
+func newFakeNode() *fakeNode {
+	return &fakeNode{veths: map[string]bool{}, limits: map[string]bool{}, filter: map[string]string{},
+		policy: map[netip.Addr]string{}, wired: map[string]routes.PodSpec{}}
+}
+
+var errInjected = errors.New("injected failure")
+
+func (f *fakeNode) failing(step string) bool { return f.fail == step }
+
+func (f *fakeNode) Up(spec routes.PodSpec) (routes.PodLinks, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failing("up") {
+		// Wire undoes what it did: the pair is gone, with its qdiscs.
+		delete(f.veths, spec.HostVeth)
+		delete(f.limits, spec.HostVeth)
+		return routes.PodLinks{}, errInjected
+	}
+	f.veths[spec.HostVeth] = true
+	f.wired[spec.HostVeth] = spec
+	return routes.PodLinks{}, nil
+}
+
+func (f *fakeNode) Limit(veth string, _ tc.Bandwidth) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.veths[veth] {
+		return nil, fmt.Errorf("limit: no veth %s", veth)
+	}
+	f.limits[veth] = true // set, even when the call then fails half-way
+	if f.failing("limit") {
+		return nil, errInjected
+	}
+	return nil, nil
+}
+
+func (f *fakeNode) Down(veth string, still func() bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if still != nil && !still() {
+		return nil
+	}
+	delete(f.veths, veth)
+	delete(f.limits, veth)
+	return nil
+}
+
+func (f *fakeNode) AddPod(ep store.Endpoint) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.filter[ep.HostVeth] = fmt.Sprintf("%s ports=%v", ep.AddrsString(), ep.PortMappings) // added, then the commit fails
+	if f.failing("addpod") {
+		return errInjected
+	}
+	return nil
+}
+
+func (f *fakeNode) DelPod(ep store.Endpoint) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.filter, ep.HostVeth)
+	return nil
+}
+
+func (f *fakeNode) Admit(context.Context, string, string) *types.Error { return nil }
+
+func (f *fakeNode) Cover(ep store.Endpoint) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, a := range ep.Addrs() {
+		f.policy[a] = ep.Handle
+	}
+	if f.failing("cover") {
+		return errInjected
+	}
+	return nil
+}
+
+func (f *fakeNode) Uncover(ep store.Endpoint) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, a := range ep.Addrs() {
+		if f.policy[a] == ep.Handle {
+			delete(f.policy, a)
+		}
+	}
+}
+
+// String is the fake kernel's state, one object a line, sorted.
+func (f *fakeNode) String() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var lines []string
+	for v := range f.veths {
+		lines = append(lines, "veth "+v)
+	}
+	for v := range f.limits {
+		lines = append(lines, "tc+ifb "+v)
+	}
+	for v, e := range f.filter {
+		lines = append(lines, "filter "+v+" "+e)
+	}
+	for a, h := range f.policy {
+		lines = append(lines, "policy "+a.String()+" "+h)
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
+
+var addFailPool = store.Pool{CIDR: netip.MustParsePrefix("10.244.0.0/16"), BlockSize: 26}
+
+// newAddFailServer is a ready server on a fresh store whose NeedBlock
+// claims and confirms the pool's first block at once (a lone node).
+func newAddFailServer(t *testing.T) (*Server, *store.Store, *fakeNode) {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "reef.db"), store.Options{Node: "node-a", Address: netip.MustParseAddr("192.0.2.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	claimed := false
+	need := func(_ context.Context, pools []store.Pool) *types.Error {
+		if claimed {
+			return types.NewError(types.ErrTryAgainLater, "one block in this test", "")
+		}
+		claimed = true
+		b := netip.MustParsePrefix("10.244.0.0/26")
+		if err := st.ApplyProtocol(blockproto.Changes{Claim: []blockproto.OwnBlock{{Block: b, Pool: addFailPool.CIDR}}}); err != nil {
+			return types.NewError(types.ErrInternal, "claim", err.Error())
+		}
+		if err := st.ApplyProtocol(blockproto.Changes{Confirm: []netip.Prefix{b}}); err != nil {
+			return types.NewError(types.ErrInternal, "confirm", err.Error())
+		}
+		return nil
+	}
+	f := newFakeNode()
+	s := New(Config{Pools: []store.Pool{addFailPool}, MTU: 1450}, Deps{Store: st, Log: slog.New(slog.DiscardHandler),
+		NeedBlock: need, Pods: f, PodFilter: f, Policy: f})
+	s.SetReady(true)
+	return s, st, f
+}
+
+// podRequest is an ADD (or DEL) of pod name, container id, with
+// hostPort and a bandwidth limit.
+func podRequest(id, name, netns string, hostPort int) *reefv1.CNIRequest {
+	return goodRequest(func(in *reefv1.CNIRequest) {
+		in.ContainerId = id
+		in.Netns = netns
+		in.Args = "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=" + name
+		in.Netconf = []byte(`{"cniVersion":"1.1.0","name":"k8s-pod-network","type":"reef-cni","runtimeConfig":` +
+			`{"portMappings":[{"hostPort":` + fmt.Sprint(hostPort) + `,"containerPort":80,"protocol":"tcp"}],` +
+			`"bandwidth":{"ingressRate":1000000,"ingressBurst":80000}}}`)
+	})
+}
+
+func endpoints(t *testing.T, st *store.Store) map[string]store.Endpoint {
+	t.Helper()
+	eps, err := st.Endpoints()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]store.Endpoint{}
+	for _, ep := range eps {
+		m[ep.Handle] = ep
+	}
+	return m
+}
+
+// addFailSteps are the steps of an ADD that can fail after something of
+// the pod was written: NetworkPolicy's cover, the wiring, the ARP-filter
+// and hostPort elements, the bandwidth limits (tc, ifb).
+var addFailSteps = []string{"cover", "up", "addpod", "limit"}
+
+// TestFailedAddLeavesNothing: an ADD that fails at any step leaves none
+// of the pod's objects (veth, tc and ifb, ARP-filter and hostPort
+// elements, NetworkPolicy coverage) and no record; the address goes to
+// the next pod.
+func TestFailedAddLeavesNothing(t *testing.T) {
+	for _, step := range addFailSteps {
+		t.Run(step, func(t *testing.T) {
+			s, st, f := newAddFailServer(t)
+			f.fail = step
+			if _, cerr := s.add(context.Background(), podRequest("c1", "web-1", "/run/netns/p1", 8080)); cerr == nil {
+				t.Fatalf("ADD with %s failing succeeded", step)
+			}
+			if got := f.String(); got != "" {
+				t.Errorf("objects left by the failed ADD:\n%s", got)
+			}
+			if eps := endpoints(t, st); len(eps) != 0 {
+				t.Errorf("records left by the failed ADD: %v", eps)
+			}
+			f.fail = ""
+			if _, cerr := s.add(context.Background(), podRequest("c2", "web-2", "/run/netns/p2", 8081)); cerr != nil {
+				t.Fatalf("ADD after the failed one: %v", cerr)
+			}
+			if ep := endpoints(t, st)["k8s-pod-network.c2"]; ep.IP != netip.MustParseAddr("10.244.0.0") {
+				t.Errorf("next pod got %s, want the failed ADD's 10.244.0.0 (freed)", ep.IP)
+			}
+		})
+	}
+}
+
+// TestFailedRepeatedAddKeepsAddressPending: an ADD that repeats a
+// successful one (same container, a new netns) and fails at any step
+// keeps the pod's address, pending: no other pod gets it meanwhile. The
+// runtime's DEL after the failure frees it and leaves nothing of the pod.
+func TestFailedRepeatedAddKeepsAddressPending(t *testing.T) {
+	const handle = "k8s-pod-network.c1"
+	for _, step := range addFailSteps {
+		t.Run(step, func(t *testing.T) {
+			s, st, f := newAddFailServer(t)
+			if _, cerr := s.add(context.Background(), podRequest("c1", "web-1", "/run/netns/p1", 8080)); cerr != nil {
+				t.Fatalf("first ADD: %v", cerr)
+			}
+			first := endpoints(t, st)[handle]
+			f.fail = step
+			if _, cerr := s.add(context.Background(), podRequest("c1", "web-1", "/run/netns/p1b", 8080)); cerr == nil {
+				t.Fatalf("repeated ADD with %s failing succeeded", step)
+			}
+			f.fail = ""
+			ep, ok := endpoints(t, st)[handle]
+			if !ok || ep.IP != first.IP || ep.State != store.EndpointPending {
+				t.Fatalf("after the failed repeated ADD: record %+v (found %v), want %s pending", ep, ok, first.IP)
+			}
+			// What of the pod stays until the DEL (docs/cni.md): the
+			// steps after the wiring undo it; a failed wiring leaves the
+			// earlier ADD's filter elements; a refused cover all of the
+			// earlier ADD. The policy elements go with the address.
+			if got, want := kinds(f.String()), leftUntilDel[step]; got != want {
+				t.Errorf("kinds of objects of the pod after the failed repeated ADD: %q, want %q:\n%s", got, want, f)
+			}
+			if _, cerr := s.add(context.Background(), podRequest("c2", "web-2", "/run/netns/p2", 8081)); cerr != nil {
+				t.Fatalf("second pod's ADD: %v", cerr)
+			}
+			if other := endpoints(t, st)["k8s-pod-network.c2"]; other.IP == first.IP {
+				t.Fatalf("second pod got %s, the pending address of the failed repeated ADD: one address on two pods", other.IP)
+			}
+			if cerr := s.Delete(podRequest("c1", "web-1", "/run/netns/p1b", 8080)); cerr != nil {
+				t.Fatalf("DEL after the failed repeated ADD: %v", cerr)
+			}
+			if _, ok := endpoints(t, st)[handle]; ok {
+				t.Errorf("DEL left the record of %s", first.IP)
+			}
+			if got := f.String(); strings.Contains(got, first.HostVeth) || strings.Contains(got, " "+handle) {
+				t.Errorf("objects of the pod left after its DEL:\n%s", got)
+			}
+			if _, cerr := s.add(context.Background(), podRequest("c3", "web-3", "/run/netns/p3", 8082)); cerr != nil {
+				t.Fatalf("third pod's ADD: %v", cerr)
+			}
+			if third := endpoints(t, st)["k8s-pod-network.c3"]; third.IP != first.IP {
+				t.Errorf("third pod got %s, want %s freed by the DEL", third.IP, first.IP)
+			}
+		})
+	}
+}
+
+// leftUntilDel are the kinds of objects (fakeNode.String's first words) a
+// failed repeated ADD leaves until the DEL, by the step that failed.
+var leftUntilDel = map[string]string{
+	"cover":  "filter policy tc+ifb veth",
+	"up":     "filter policy",
+	"addpod": "policy",
+	"limit":  "policy",
+}
+
+// kinds are the distinct first words of state's lines, sorted.
+func kinds(state string) string {
+	var ks []string
+	for _, l := range strings.Split(state, "\n") {
+		if k, _, _ := strings.Cut(l, " "); k != "" && !slices.Contains(ks, k) {
+			ks = append(ks, k)
+		}
+	}
+	slices.Sort(ks)
+	return strings.Join(ks, " ")
+}
