@@ -14,8 +14,10 @@ import (
 	"github.com/reefcni/reef/nat"
 	"github.com/reefcni/reef/nat/arpfilter"
 	"github.com/reefcni/reef/nat/hostport"
+	"github.com/reefcni/reef/nat/ndpfilter"
 	"github.com/reefcni/reef/nat/nft"
 	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/sysctl"
 	"github.com/reefcni/reef/routes/sysctl/sysctltest"
 	"github.com/reefcni/reef/routes/tc"
 	"github.com/reefcni/reef/store"
@@ -39,10 +41,16 @@ type fakeKernel struct {
 	// vxlanIPv6Off: a new vxlan.reef has IPv6 off and no EUI-64
 	// link-local (the node's net.ipv6.conf.default says so).
 	vxlanIPv6Off bool
-	tables       map[nft.TableID]nft.Table
-	ifbs         map[string]string // ifb -> alias (its veth)
-	limits       map[string]tc.Bandwidth
-	sys          *sysctltest.Kernel
+	// ipv6DefaultOff: a new veth has IPv6 off and no EUI-64 link-local
+	// (the node's net.ipv6.conf.default says so); linkDefaults are
+	// those defaults by key, which String leaves out as it leaves out
+	// sysctltest's.
+	ipv6DefaultOff bool
+	linkDefaults   map[string]string
+	tables         map[nft.TableID]nft.Table
+	ifbs           map[string]string // ifb -> alias (its veth)
+	limits         map[string]tc.Bandwidth
+	sys            *sysctltest.Kernel
 	// onRead, if set, runs once when the pass reads the routes: a CNI
 	// operation that happens between the pass's store read and its
 	// kernel read.
@@ -65,8 +73,8 @@ var operatorAddr = netip.MustParseAddr("192.168.99.1")
 
 func newFakeKernel() *fakeKernel {
 	return &fakeKernel{routes: map[netip.Prefix]routes.Route{}, links: map[string]int{}, peers: map[string]fakePeer{},
-		ipip:   routes.IPIPState{Present: true, MTU: 1480, Addrs: map[netip.Addr]bool{operatorAddr: false}},
-		tables: map[nft.TableID]nft.Table{}, ifbs: map[string]string{}, limits: map[string]tc.Bandwidth{}, sys: sysctltest.New()}
+		ipip:         routes.IPIPState{Present: true, MTU: 1480, Addrs: map[netip.Addr]bool{operatorAddr: false}},
+		linkDefaults: map[string]string{}, tables: map[nft.TableID]nft.Table{}, ifbs: map[string]string{}, limits: map[string]tc.Bandwidth{}, sys: sysctltest.New()}
 }
 
 // String is the kernel's state, one sorted line per object.
@@ -108,21 +116,42 @@ func (k *fakeKernel) String() string {
 	for veth, bw := range k.limits {
 		lines = append(lines, fmt.Sprintf("tc %s in %d/%d out %d/%d", veth, bw.IngressRate, bw.IngressBurst, bw.EgressRate, bw.EgressBurst))
 	}
-	for _, l := range strings.Split(k.sys.Changed(), "\n") { // a new link's defaults say nothing
-		if l != "" {
+	lines = append(lines, k.sysctlLinesLocked()...)
+	slices.Sort(lines)
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// sysctlLinesLocked are the sysctls that differ from their defaults (a
+// new link's defaults say nothing): sysctltest's, or the node's
+// (linkDefaults).
+func (k *fakeKernel) sysctlLinesLocked() []string {
+	changed := map[string]bool{}
+	for _, l := range strings.Split(k.sys.Changed(), "\n") {
+		changed[l] = true
+	}
+	var lines []string
+	for _, l := range strings.Split(k.sys.String(), "\n") {
+		key, v, _ := strings.Cut(l, " = ")
+		d, ok := k.linkDefaults[key]
+		if ok && v != d || !ok && l != "" && changed[l] {
 			lines = append(lines, "sysctl "+l)
 		}
 	}
-	slices.Sort(lines)
-	return strings.Join(lines, "\n") + "\n"
+	return lines
 }
 
 // addLink is a link's creation: the link with its default sysctls.
 func (k *fakeKernel) addLink(name string, mtu int) {
 	k.mu.Lock()
+	defer k.mu.Unlock()
 	k.links[name] = mtu
-	k.mu.Unlock()
 	k.sys.AddLink(name)
+	if k.ipv6DefaultOff {
+		for _, key := range []string{sysctl.DisableIPv6(name), sysctl.AddrGenMode(name)} {
+			k.sys.Put(key, "1")
+			k.linkDefaults[key] = "1"
+		}
+	}
 }
 
 // addVeth is a veth pair's creation (ADD): both ends with one MTU.
@@ -432,6 +461,8 @@ func podElems(p nat.Pod) map[nft.TableID]map[string][]nft.Elem {
 	for _, ip := range p.IPs {
 		if ip.Is4() {
 			out[arpfilter.TableID] = map[string][]nft.Elem{arpfilter.SetPodAddrs: {{Iface: p.Veth, From: ip, To: ip}}}
+		} else {
+			out[ndpfilter.TableID] = map[string][]nft.Elem{ndpfilter.SetPodAddrs: {{Iface: p.Veth, From: ip, To: ip}}}
 		}
 	}
 	if len(p.Ports) > 0 {
@@ -440,15 +471,21 @@ func podElems(p nat.Pod) map[nft.TableID]map[string][]nft.Elem {
 	return out
 }
 
+// podBatch adds or deletes a pod's elements as nat.Kernel does: an ADD's
+// in one batch, none of them if a table is missing; a DEL's table by
+// table, a missing table no failure.
 func (k *fakeKernel) podBatch(p nat.Pod, add bool) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	for id, sets := range podElems(p) {
+	elems := podElems(p)
+	for id := range elems {
+		if _, ok := k.tables[id]; !ok && add {
+			return fmt.Errorf("add elements to %s: %w: %w", id, unix.ENOENT, nat.ErrNoTable)
+		}
+	}
+	for id, sets := range elems {
 		t, ok := k.tables[id]
 		if !ok {
-			if add {
-				return fmt.Errorf("add elements to %s: %w: %w", id, unix.ENOENT, nat.ErrNoTable)
-			}
 			continue
 		}
 		for name, es := range sets {
