@@ -404,6 +404,9 @@ func cloneTable(t nft.Table) nft.Table {
 	return t
 }
 
+// NATApply carries out a plan: whole tables, elements, and the in-place
+// changes of table inet reef's shape (nft.DiffInPlace: sets and chains
+// added and deleted, a chain's rules replaced).
 func (k *fakeKernel) NATApply(p nft.Plan) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -412,16 +415,42 @@ func (k *fakeKernel) NATApply(p nft.Plan) error {
 		switch ch.Kind {
 		case nft.CreateTable, nft.RecreateTable:
 			k.tables[id] = cloneTable(ch.Table)
+			continue
+		case nft.DeleteTable:
+			delete(k.tables, id)
+			continue
+		}
+		t, ok := k.tables[id]
+		if !ok {
+			return fmt.Errorf("%s %s: %w", ch.Kind, id, unix.ENOENT)
+		}
+		switch ch.Kind {
 		case nft.AddElems, nft.DelElems:
-			t, ok := k.tables[id]
-			if !ok {
-				return fmt.Errorf("%s %s: %w", ch.Kind, id, unix.ENOENT)
-			}
 			t.Sets = editSet(t.Sets, ch.Set, ch.Elems, ch.Kind == nft.AddElems)
-			k.tables[id] = t
+		case nft.AddSet:
+			i := slices.IndexFunc(ch.Table.Sets, func(s nft.Set) bool { return s.Name == ch.Set })
+			t.Sets = append(slices.Clone(t.Sets), cloneTable(nft.Table{Sets: ch.Table.Sets[i : i+1]}).Sets[0])
+		case nft.DelSet:
+			t.Sets = slices.DeleteFunc(slices.Clone(t.Sets), func(s nft.Set) bool { return s.Name == ch.Set })
+		case nft.AddChain:
+			i := slices.IndexFunc(ch.Table.Chains, func(c nft.Chain) bool { return c.Name == ch.Chain })
+			c := ch.Table.Chains[i]
+			c.Rules = nil // they come with a ReplaceRules
+			t.Chains = append(slices.Clone(t.Chains), c)
+		case nft.ReplaceRules:
+			i := slices.IndexFunc(ch.Table.Chains, func(c nft.Chain) bool { return c.Name == ch.Chain })
+			j := slices.IndexFunc(t.Chains, func(c nft.Chain) bool { return c.Name == ch.Chain })
+			if j < 0 {
+				return fmt.Errorf("%s %s chain %s: %w", ch.Kind, id, ch.Chain, unix.ENOENT)
+			}
+			t.Chains = slices.Clone(t.Chains)
+			t.Chains[j].Rules = slices.Clone(ch.Table.Chains[i].Rules)
+		case nft.DelChain:
+			t.Chains = slices.DeleteFunc(slices.Clone(t.Chains), func(c nft.Chain) bool { return c.Name == ch.Chain })
 		default:
 			return fmt.Errorf("the fake kernel does not do %s", ch.Kind)
 		}
+		k.tables[id] = t
 	}
 	return nil
 }
@@ -520,10 +549,11 @@ var (
 // store and the fake kernel: a release tears the pod down as DEL does,
 // through the pods' owner.
 type fakeRecords struct {
-	st    *store.Store
-	pods  *routes.Pods
-	nat   *natDataplane
-	alive map[string]bool // netns paths that exist
+	st     *store.Store
+	pods   *routes.Pods
+	nat    *natDataplane
+	policy *policyDataplane // nil: NetworkPolicy off
+	alive  map[string]bool  // netns paths that exist
 }
 
 func (f *fakeRecords) Release(ep store.Endpoint, _ bool) (bool, error) {
@@ -539,8 +569,13 @@ func (f *fakeRecords) Release(ep store.Endpoint, _ bool) (bool, error) {
 			return false, err
 		}
 	}
-	_, _, err = f.st.Release(ep.Handle)
-	return err == nil, err
+	if _, _, err = f.st.Release(ep.Handle); err != nil {
+		return false, err
+	}
+	if f.policy != nil {
+		f.policy.Uncover(ep)
+	}
+	return true, nil
 }
 
 func (f *fakeRecords) Update(ep store.Endpoint, record func(*store.Endpoint)) (bool, error) {

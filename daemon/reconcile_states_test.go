@@ -297,6 +297,10 @@ type node struct {
 	pods map[string]bool // the pods the node has (ADD done, no DEL)
 	mtu  int             // the pods' MTU, as ADD and the pass have it
 	dual bool            // an IPv6 pool beside the IPv4 one (newDualNode)
+	// pol, if not nil, is NetworkPolicy's dataplane on the fake API api
+	// (newPolicyNode): ADD covers its pod, DEL uncovers it.
+	pol *policyDataplane
+	api *fakePolicyAPI
 }
 
 // newWalkNode is the node of a walk.
@@ -390,6 +394,11 @@ func (n *node) addStart(pod string) (store.Endpoint, *activity.Op) {
 		n.t.Fatalf("allocate %s: %v", pod, err)
 	}
 	op.Pod(ep.Addrs(), ep.HostVeth)
+	if n.pol != nil {
+		if err := n.pol.Cover(ep); err != nil { // before the veth exists, as cniserver's ADD
+			n.t.Fatalf("Cover %s: %v", pod, err)
+		}
+	}
 	n.recs.alive[ep.Netns] = true
 	spec := routes.PodSpec{Netns: ep.Netns, IfName: ep.IfName, HostVeth: ep.HostVeth, IPs: ep.Addrs(), MTU: n.mtu, HostPorts: len(ep.PortMappings) > 0}
 	if _, err := n.own.Up(spec); err != nil {
@@ -437,12 +446,16 @@ func (n *node) delStart(pod string) (store.Endpoint, *activity.Op) {
 	return ep, op
 }
 
-// delFinish frees the address.
+// delFinish frees the address and, with NetworkPolicy, takes the pod
+// out of its policies.
 func (n *node) delFinish(ep store.Endpoint, op *activity.Op) {
 	n.t.Helper()
 	defer op.End()
 	if _, _, err := n.st.Release(ep.Handle); err != nil {
 		n.t.Fatal(err)
+	}
+	if n.pol != nil {
+		n.pol.Uncover(ep)
 	}
 	delete(n.recs.alive, ep.Netns)
 	delete(n.pods, ep.PodName)
@@ -539,13 +552,6 @@ func (n *node) moveTo(want []string) {
 // drift changes the kernel behind reef's back, as an operator or a crash
 // would: what each pass must repair.
 func (n *node) drift(rng *rand.Rand) string {
-	k := n.k
-	var pods []string
-	for p := range n.pods {
-		pods = append(pods, p)
-	}
-	slices.Sort(pods)
-	pick := func() string { return pods[rng.IntN(len(pods))] }
 	cases := 12
 	if n.dual {
 		cases += len(drift6)
@@ -554,6 +560,14 @@ func (n *node) drift(rng *rand.Rand) string {
 	if c >= 12 {
 		return drift6[c-12](n, rng)
 	}
+	return n.drift4(rng, c)
+}
+
+// drift4 is drift's case c of the drifts of every node.
+func (n *node) drift4(rng *rand.Rand, c int) string {
+	k := n.k
+	pods := slices.Sorted(maps.Keys(n.pods))
+	pick := func() string { return pods[rng.IntN(len(pods))] }
 	switch {
 	case c == 0 && len(pods) > 0:
 		p := pick()
@@ -708,6 +722,7 @@ func TestReconcileStates(t *testing.T) {
 func walkStates(t *testing.T, w walk) {
 	for seed := range w.seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			t.Parallel() // the walks wait on the store's fsyncs, not the CPU
 			rng := rand.New(rand.NewPCG(seed, 28))
 			n := newWalkNode(t, w)
 			n.pass()
@@ -751,42 +766,14 @@ func walkRaces(t *testing.T, w walk) {
 	timings := []string{"before", "during", "in sync", "ends during"}
 	for seed := range w.seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			t.Parallel() // the walks wait on the store's fsyncs, not the CPU
 			rng := rand.New(rand.NewPCG(seed, 2828))
 			n := newWalkNode(t, w)
 			n.pass()
 			for step, i := range rng.Perm(len(w.states)) {
 				s := w.states[i]
-				target := s.pods
 				n.configure(s)
-				var adds, dels []string
-				for _, p := range target {
-					if !n.pods[p] {
-						adds = append(adds, p)
-					}
-				}
-				for p := range n.pods {
-					if !slices.Contains(target, p) {
-						dels = append(dels, p)
-					}
-				}
-				slices.Sort(dels)
-				var x, y string // the racing ADD and DEL
-				if len(adds) > 0 {
-					x = adds[rng.IntN(len(adds))]
-				}
-				if len(dels) > 0 {
-					y = dels[rng.IntN(len(dels))]
-				}
-				var first []string
-				for _, p := range target {
-					if p != x {
-						first = append(first, p)
-					}
-				}
-				if y != "" {
-					first = append(first, y)
-				}
-				n.moveTo(first)
+				x, y := n.racers(rng, s.pods) // the racing ADD and DEL
 				xt, yt := timings[rng.IntN(len(timings))], timings[rng.IntN(len(timings))]
 				what := fmt.Sprintf("step %d, state %v, ADD of %q %s, DEL of %q %s", step, s, x, xt, y, yt)
 				finishX, finishY := n.race(x, xt, y, yt)
@@ -815,6 +802,36 @@ func walkRaces(t *testing.T, w walk) {
 			}
 		})
 	}
+}
+
+// racers picks at random the pod whose ADD (x) and the one whose DEL (y)
+// will race, on the way from the node's pods to target ("" for none), and
+// brings the node to target but for them: every pod of target but x, and
+// y.
+func (n *node) racers(rng *rand.Rand, target []string) (x, y string) {
+	var adds, dels []string
+	for _, p := range target {
+		if !n.pods[p] {
+			adds = append(adds, p)
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(n.pods)) {
+		if !slices.Contains(target, p) {
+			dels = append(dels, p)
+		}
+	}
+	if len(adds) > 0 {
+		x = adds[rng.IntN(len(adds))]
+	}
+	if len(dels) > 0 {
+		y = dels[rng.IntN(len(dels))]
+	}
+	first := slices.DeleteFunc(slices.Clone(target), func(p string) bool { return p == x })
+	if y != "" {
+		first = append(first, y)
+	}
+	n.moveTo(first)
+	return x, y
 }
 
 // raceText is what a pass that raced the ADD of x (timing xt) must have
