@@ -14,8 +14,10 @@ import (
 	"github.com/reefcni/reef/nat"
 	"github.com/reefcni/reef/nat/arpfilter"
 	"github.com/reefcni/reef/nat/hostport"
+	"github.com/reefcni/reef/nat/ndpfilter"
 	"github.com/reefcni/reef/nat/nft"
 	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/sysctl"
 	"github.com/reefcni/reef/routes/sysctl/sysctltest"
 	"github.com/reefcni/reef/routes/tc"
 	"github.com/reefcni/reef/store"
@@ -39,10 +41,16 @@ type fakeKernel struct {
 	// vxlanIPv6Off: a new vxlan.reef has IPv6 off and no EUI-64
 	// link-local (the node's net.ipv6.conf.default says so).
 	vxlanIPv6Off bool
-	tables       map[nft.TableID]nft.Table
-	ifbs         map[string]string // ifb -> alias (its veth)
-	limits       map[string]tc.Bandwidth
-	sys          *sysctltest.Kernel
+	// ipv6DefaultOff: a new veth has IPv6 off and no EUI-64 link-local
+	// (the node's net.ipv6.conf.default says so); linkDefaults are
+	// those defaults by key, which String leaves out as it leaves out
+	// sysctltest's.
+	ipv6DefaultOff bool
+	linkDefaults   map[string]string
+	tables         map[nft.TableID]nft.Table
+	ifbs           map[string]string // ifb -> alias (its veth)
+	limits         map[string]tc.Bandwidth
+	sys            *sysctltest.Kernel
 	// onRead, if set, runs once when the pass reads the routes: a CNI
 	// operation that happens between the pass's store read and its
 	// kernel read.
@@ -65,8 +73,8 @@ var operatorAddr = netip.MustParseAddr("192.168.99.1")
 
 func newFakeKernel() *fakeKernel {
 	return &fakeKernel{routes: map[netip.Prefix]routes.Route{}, links: map[string]int{}, peers: map[string]fakePeer{},
-		ipip:   routes.IPIPState{Present: true, MTU: 1480, Addrs: map[netip.Addr]bool{operatorAddr: false}},
-		tables: map[nft.TableID]nft.Table{}, ifbs: map[string]string{}, limits: map[string]tc.Bandwidth{}, sys: sysctltest.New()}
+		ipip:         routes.IPIPState{Present: true, MTU: 1480, Addrs: map[netip.Addr]bool{operatorAddr: false}},
+		linkDefaults: map[string]string{}, tables: map[nft.TableID]nft.Table{}, ifbs: map[string]string{}, limits: map[string]tc.Bandwidth{}, sys: sysctltest.New()}
 }
 
 // String is the kernel's state, one sorted line per object.
@@ -108,21 +116,42 @@ func (k *fakeKernel) String() string {
 	for veth, bw := range k.limits {
 		lines = append(lines, fmt.Sprintf("tc %s in %d/%d out %d/%d", veth, bw.IngressRate, bw.IngressBurst, bw.EgressRate, bw.EgressBurst))
 	}
-	for _, l := range strings.Split(k.sys.Changed(), "\n") { // a new link's defaults say nothing
-		if l != "" {
+	lines = append(lines, k.sysctlLinesLocked()...)
+	slices.Sort(lines)
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// sysctlLinesLocked are the sysctls that differ from their defaults (a
+// new link's defaults say nothing): sysctltest's, or the node's
+// (linkDefaults).
+func (k *fakeKernel) sysctlLinesLocked() []string {
+	changed := map[string]bool{}
+	for _, l := range strings.Split(k.sys.Changed(), "\n") {
+		changed[l] = true
+	}
+	var lines []string
+	for _, l := range strings.Split(k.sys.String(), "\n") {
+		key, v, _ := strings.Cut(l, " = ")
+		d, ok := k.linkDefaults[key]
+		if ok && v != d || !ok && l != "" && changed[l] {
 			lines = append(lines, "sysctl "+l)
 		}
 	}
-	slices.Sort(lines)
-	return strings.Join(lines, "\n") + "\n"
+	return lines
 }
 
 // addLink is a link's creation: the link with its default sysctls.
 func (k *fakeKernel) addLink(name string, mtu int) {
 	k.mu.Lock()
+	defer k.mu.Unlock()
 	k.links[name] = mtu
-	k.mu.Unlock()
 	k.sys.AddLink(name)
+	if k.ipv6DefaultOff {
+		for _, key := range []string{sysctl.DisableIPv6(name), sysctl.AddrGenMode(name)} {
+			k.sys.Put(key, "1")
+			k.linkDefaults[key] = "1"
+		}
+	}
 }
 
 // addVeth is a veth pair's creation (ADD): both ends with one MTU.
@@ -375,6 +404,9 @@ func cloneTable(t nft.Table) nft.Table {
 	return t
 }
 
+// NATApply carries out a plan: whole tables, elements, and the in-place
+// changes of table inet reef's shape (nft.DiffInPlace: sets and chains
+// added and deleted, a chain's rules replaced).
 func (k *fakeKernel) NATApply(p nft.Plan) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -383,16 +415,42 @@ func (k *fakeKernel) NATApply(p nft.Plan) error {
 		switch ch.Kind {
 		case nft.CreateTable, nft.RecreateTable:
 			k.tables[id] = cloneTable(ch.Table)
+			continue
+		case nft.DeleteTable:
+			delete(k.tables, id)
+			continue
+		}
+		t, ok := k.tables[id]
+		if !ok {
+			return fmt.Errorf("%s %s: %w", ch.Kind, id, unix.ENOENT)
+		}
+		switch ch.Kind {
 		case nft.AddElems, nft.DelElems:
-			t, ok := k.tables[id]
-			if !ok {
-				return fmt.Errorf("%s %s: %w", ch.Kind, id, unix.ENOENT)
-			}
 			t.Sets = editSet(t.Sets, ch.Set, ch.Elems, ch.Kind == nft.AddElems)
-			k.tables[id] = t
+		case nft.AddSet:
+			i := slices.IndexFunc(ch.Table.Sets, func(s nft.Set) bool { return s.Name == ch.Set })
+			t.Sets = append(slices.Clone(t.Sets), cloneTable(nft.Table{Sets: ch.Table.Sets[i : i+1]}).Sets[0])
+		case nft.DelSet:
+			t.Sets = slices.DeleteFunc(slices.Clone(t.Sets), func(s nft.Set) bool { return s.Name == ch.Set })
+		case nft.AddChain:
+			i := slices.IndexFunc(ch.Table.Chains, func(c nft.Chain) bool { return c.Name == ch.Chain })
+			c := ch.Table.Chains[i]
+			c.Rules = nil // they come with a ReplaceRules
+			t.Chains = append(slices.Clone(t.Chains), c)
+		case nft.ReplaceRules:
+			i := slices.IndexFunc(ch.Table.Chains, func(c nft.Chain) bool { return c.Name == ch.Chain })
+			j := slices.IndexFunc(t.Chains, func(c nft.Chain) bool { return c.Name == ch.Chain })
+			if j < 0 {
+				return fmt.Errorf("%s %s chain %s: %w", ch.Kind, id, ch.Chain, unix.ENOENT)
+			}
+			t.Chains = slices.Clone(t.Chains)
+			t.Chains[j].Rules = slices.Clone(ch.Table.Chains[i].Rules)
+		case nft.DelChain:
+			t.Chains = slices.DeleteFunc(slices.Clone(t.Chains), func(c nft.Chain) bool { return c.Name == ch.Chain })
 		default:
 			return fmt.Errorf("the fake kernel does not do %s", ch.Kind)
 		}
+		k.tables[id] = t
 	}
 	return nil
 }
@@ -432,6 +490,8 @@ func podElems(p nat.Pod) map[nft.TableID]map[string][]nft.Elem {
 	for _, ip := range p.IPs {
 		if ip.Is4() {
 			out[arpfilter.TableID] = map[string][]nft.Elem{arpfilter.SetPodAddrs: {{Iface: p.Veth, From: ip, To: ip}}}
+		} else {
+			out[ndpfilter.TableID] = map[string][]nft.Elem{ndpfilter.SetPodAddrs: {{Iface: p.Veth, From: ip, To: ip}}}
 		}
 	}
 	if len(p.Ports) > 0 {
@@ -440,15 +500,21 @@ func podElems(p nat.Pod) map[nft.TableID]map[string][]nft.Elem {
 	return out
 }
 
+// podBatch adds or deletes a pod's elements as nat.Kernel does: an ADD's
+// in one batch, none of them if a table is missing; a DEL's table by
+// table, a missing table no failure.
 func (k *fakeKernel) podBatch(p nat.Pod, add bool) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	for id, sets := range podElems(p) {
+	elems := podElems(p)
+	for id := range elems {
+		if _, ok := k.tables[id]; !ok && add {
+			return fmt.Errorf("add elements to %s: %w: %w", id, unix.ENOENT, nat.ErrNoTable)
+		}
+	}
+	for id, sets := range elems {
 		t, ok := k.tables[id]
 		if !ok {
-			if add {
-				return fmt.Errorf("add elements to %s: %w: %w", id, unix.ENOENT, nat.ErrNoTable)
-			}
 			continue
 		}
 		for name, es := range sets {
@@ -483,10 +549,11 @@ var (
 // store and the fake kernel: a release tears the pod down as DEL does,
 // through the pods' owner.
 type fakeRecords struct {
-	st    *store.Store
-	pods  *routes.Pods
-	nat   *natDataplane
-	alive map[string]bool // netns paths that exist
+	st     *store.Store
+	pods   *routes.Pods
+	nat    *natDataplane
+	policy *policyDataplane // nil: NetworkPolicy off
+	alive  map[string]bool  // netns paths that exist
 }
 
 func (f *fakeRecords) Release(ep store.Endpoint, _ bool) (bool, error) {
@@ -502,8 +569,13 @@ func (f *fakeRecords) Release(ep store.Endpoint, _ bool) (bool, error) {
 			return false, err
 		}
 	}
-	_, _, err = f.st.Release(ep.Handle)
-	return err == nil, err
+	if _, _, err = f.st.Release(ep.Handle); err != nil {
+		return false, err
+	}
+	if f.policy != nil {
+		f.policy.Uncover(ep)
+	}
+	return true, nil
 }
 
 func (f *fakeRecords) Update(ep store.Endpoint, record func(*store.Endpoint)) (bool, error) {

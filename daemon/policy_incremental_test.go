@@ -26,12 +26,21 @@ import (
 )
 
 // fakePolicyAPI is the API as policyDataplane reads it, synced, with
-// fixed objects.
-type fakePolicyAPI struct{ in policy.Input }
+// fixed objects. onInput, if set, runs once when Input is next called: a
+// CNI operation between a sync's read of the endpoints and its compile
+// (policy_states_test.go).
+type fakePolicyAPI struct {
+	in      policy.Input
+	onInput func()
+}
 
 func (a *fakePolicyAPI) Synced() bool        { return true }
 func (a *fakePolicyAPI) Status() kube.Status { return kube.Status{Synced: true, Reachable: true} }
 func (a *fakePolicyAPI) Input() policy.Input {
+	if f := a.onInput; f != nil {
+		a.onInput = nil
+		f()
+	}
 	in := a.in
 	in.Local = nil
 	return in

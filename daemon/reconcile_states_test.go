@@ -20,6 +20,7 @@ import (
 	"github.com/reefcni/reef/nat/arpfilter"
 	"github.com/reefcni/reef/nat/hostport"
 	"github.com/reefcni/reef/nat/masq"
+	"github.com/reefcni/reef/nat/ndpfilter"
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/routes/sysctl"
 	"github.com/reefcni/reef/routes/tc"
@@ -41,15 +42,30 @@ var (
 
 // statePod is a pod of the walk; its veth is "reef" + its name.
 type statePod struct {
+	fam   family
 	ports []store.PortMapping
 	bw    *store.Bandwidth
 }
+
+// family is which addresses a pod has.
+type family int
+
+const (
+	ipv4 family = iota
+	ipv6        // IPv6 alone
+	dual        // one of each
+)
 
 var statePods = map[string]statePod{
 	"web":   {},
 	"db":    {ports: []store.PortMapping{{Protocol: "tcp", HostPort: 5432, ContainerPort: 5432}}},
 	"cache": {bw: &store.Bandwidth{EgressRate: 1e6, EgressBurst: 1e5}},
 	"api":   {ports: []store.PortMapping{{Protocol: "udp", HostPort: 8053, ContainerPort: 53}}, bw: &store.Bandwidth{IngressRate: 2e6, IngressBurst: 2e5, EgressRate: 3e6, EgressBurst: 3e5}},
+	// The dual-stack walk's (states6): IPv6 alone, and one of each.
+	"log": {fam: ipv6},
+	"dns": {fam: ipv6, ports: []store.PortMapping{{Protocol: "udp", HostPort: 1053, ContainerPort: 53}}, bw: &store.Bandwidth{IngressRate: 4e6, IngressBurst: 4e5}},
+	"app": {fam: dual, ports: []store.PortMapping{{Protocol: "tcp", HostPort: 8080, ContainerPort: 80}}},
+	"mq":  {fam: dual, bw: &store.Bandwidth{EgressRate: 5e6, EgressBurst: 5e5}},
 }
 
 // podText is what the kernel holds of each pod, with <name> for its
@@ -89,6 +105,60 @@ sysctl net/ipv4/conf/reefapi/proxy_arp = 1
 sysctl net/ipv4/conf/reefapi/route_localnet = 1
 tc reefapi in 2000000/200000 out 3000000/300000
 `,
+	// IPv6 pods: a /128, an element in the NDP filter, IPv6 on their
+	// veths with the EUI-64 link-local and no DAD (the node's default has
+	// them off: newDualNode); hostPorts of each address's family.
+	"log": `elem ip6 reef-ndp pod-addrs "reeflog" . <log:6>
+link reeflog mtu <mtu>
+peer reeflog eth0 in /run/netns/log mtu <mtu>
+route <log:6>/128 dev reeflog proto reef
+sysctl net/ipv4/conf/reeflog/proxy_arp = 1
+sysctl net/ipv6/conf/reeflog/accept_dad = 0
+sysctl net/ipv6/conf/reeflog/addr_gen_mode = 0
+sysctl net/ipv6/conf/reeflog/disable_ipv6 = 0
+`,
+	"dns": `elem inet reef-hostport hairpin6 <dns:6>
+elem inet reef-hostport hostports6 udp . 1053 : <dns:6> . 53
+elem ip6 reef-ndp pod-addrs "reefdns" . <dns:6>
+link reefdns mtu <mtu>
+peer reefdns eth0 in /run/netns/dns mtu <mtu>
+route <dns:6>/128 dev reefdns proto reef
+sysctl net/ipv4/conf/reefdns/proxy_arp = 1
+sysctl net/ipv4/conf/reefdns/route_localnet = 1
+sysctl net/ipv6/conf/reefdns/accept_dad = 0
+sysctl net/ipv6/conf/reefdns/addr_gen_mode = 0
+sysctl net/ipv6/conf/reefdns/disable_ipv6 = 0
+tc reefdns in 4000000/400000 out 0/0
+`,
+	"app": `elem arp reef pod-addrs "reefapp" . <app>
+elem inet reef-hostport hairpin4 <app>
+elem inet reef-hostport hairpin6 <app:6>
+elem inet reef-hostport hostports4 tcp . 8080 : <app> . 80
+elem inet reef-hostport hostports6 tcp . 8080 : <app:6> . 80
+elem ip6 reef-ndp pod-addrs "reefapp" . <app:6>
+link reefapp mtu <mtu>
+peer reefapp eth0 in /run/netns/app mtu <mtu>
+route <app:6>/128 dev reefapp proto reef
+route <app>/32 dev reefapp scope link proto reef
+sysctl net/ipv4/conf/reefapp/proxy_arp = 1
+sysctl net/ipv4/conf/reefapp/route_localnet = 1
+sysctl net/ipv6/conf/reefapp/accept_dad = 0
+sysctl net/ipv6/conf/reefapp/addr_gen_mode = 0
+sysctl net/ipv6/conf/reefapp/disable_ipv6 = 0
+`,
+	"mq": `elem arp reef pod-addrs "reefmq" . <mq>
+elem ip6 reef-ndp pod-addrs "reefmq" . <mq:6>
+ifb reefbmq of reefmq
+link reefmq mtu <mtu>
+peer reefmq eth0 in /run/netns/mq mtu <mtu>
+route <mq:6>/128 dev reefmq proto reef
+route <mq>/32 dev reefmq scope link proto reef
+sysctl net/ipv4/conf/reefmq/proxy_arp = 1
+sysctl net/ipv6/conf/reefmq/accept_dad = 0
+sysctl net/ipv6/conf/reefmq/addr_gen_mode = 0
+sysctl net/ipv6/conf/reefmq/disable_ipv6 = 0
+tc reefmq in 0/0 out 5000000/500000
+`,
 }
 
 // nodeText is what the kernel holds with no pod: the own block's
@@ -111,16 +181,33 @@ const ipipText = `addr <ipip-tunnel-addr-n1>/32 dev tunl0 label tunl0:reef
 link tunl0 mtu 1480 up true
 `
 
+// node6Text is what a dual-stack node (nodeState.dual) holds beside
+// nodeText with no pod: the IPv6 pool's masquerade, the own IPv6 block's
+// blackhole, the other node's IPv6 block via the IPv6 address its record
+// gave, IPv6 forwarding and the NDP filter's table.
+const node6Text = `elem inet reef-nat all-pools6 fd00:10:244::/56
+elem inet reef-nat masq-pools6 fd00:10:244::/56
+route blackhole fd00:10:244::/122 proto reef
+route fd00:10:244::40/122 via fd77::21 dev eth0 onlink proto reef
+sysctl net/ipv6/conf/all/forwarding = 1
+table ip6 reef-ndp
+`
+
 // nodeState is a state of the walk: the pods the node has, and its
-// configuration: mtu (0: derived from the uplink) and whether the pool
-// uses IPIP (ipipMode: Always; vxlanMode is Never throughout).
+// configuration: mtu (0: derived from the uplink), whether the IPv4 pool
+// uses IPIP (ipipMode: Always; vxlanMode is Never throughout), and dual,
+// whether the node has an IPv6 pool beside it (states6; vxlanMode and
+// ipipMode Never).
 type nodeState struct {
 	pods []string
 	mtu  int
 	ipip bool
+	dual bool
 }
 
-func (s nodeState) String() string { return fmt.Sprintf("%v mtu %d ipip %v", s.pods, s.mtu, s.ipip) }
+func (s nodeState) String() string {
+	return fmt.Sprintf("%v mtu %d ipip %v dual-stack %v", s.pods, s.mtu, s.ipip, s.dual)
+}
 
 // states are the walk's states.
 var states = []nodeState{
@@ -134,13 +221,43 @@ var states = []nodeState{
 	{pods: []string{"db", "api"}, mtu: 1450, ipip: true},
 }
 
+// states6 are the dual-stack walk's: a node with an IPv6 pool beside the
+// IPv4 one, whose pods are IPv4 alone, IPv6 alone or of both.
+var states6 = []nodeState{
+	{dual: true},
+	{pods: []string{"log"}, dual: true},
+	{pods: []string{"web", "app"}, dual: true},
+	{pods: []string{"app", "mq", "log"}, mtu: 1400, dual: true},
+	{pods: []string{"web", "db", "app", "mq", "log", "dns"}, dual: true},
+	{pods: []string{"dns", "mq"}, dual: true},
+	{pods: []string{"log", "app", "cache"}, ipip: true, dual: true},
+	{pods: []string{"db", "dns", "mq"}, mtu: 1450, ipip: true, dual: true},
+}
+
+// walk is a walk of the state tests: its states, the node they are of,
+// and how many random orders it takes.
+type walk struct {
+	name   string
+	states []nodeState
+	dual   bool
+	seeds  uint64
+}
+
+// walks are the state tests' walks: an IPv4 node's, and a dual-stack
+// node's in fewer orders (each step of its has more pods).
+var walks = []walk{{name: "IPv4", states: states, seeds: 20}, {name: "dual-stack", states: states6, dual: true, seeds: 10}}
+
 // config is the node's configuration in s.
 func (s nodeState) config() Config {
 	ipip := EncapMode(routes.ModeNever)
 	if s.ipip {
 		ipip = EncapMode(routes.ModeAlways)
 	}
-	return Config{MTU: s.mtu, Pools: []PoolConfig{{CIDR: statePool, BlockSize: 26, VXLANMode: EncapMode(routes.ModeNever), IPIPMode: ipip, NATOutgoing: true}}}
+	pools := []PoolConfig{{CIDR: statePool, BlockSize: 26, VXLANMode: EncapMode(routes.ModeNever), IPIPMode: ipip, NATOutgoing: true}}
+	if s.dual {
+		pools = append(pools, PoolConfig{CIDR: vxPool6, BlockSize: 122, VXLANMode: EncapNever, IPIPMode: EncapNever, NATOutgoing: true})
+	}
+	return Config{MTU: s.mtu, Pools: pools}
 }
 
 // podMTU is the pods' MTU in s, on a 1500 uplink.
@@ -153,6 +270,9 @@ func wantText(s nodeState) string {
 	text := nodeText
 	if s.ipip {
 		dev, text = routes.IPIPDevice, text+ipipText
+	}
+	if s.dual {
+		text += node6Text
 	}
 	lines := strings.Split(strings.TrimSpace(strings.ReplaceAll(text, "<dev>", dev)), "\n")
 	for _, p := range s.pods {
@@ -176,6 +296,38 @@ type node struct {
 	rec  *reconciler
 	pods map[string]bool // the pods the node has (ADD done, no DEL)
 	mtu  int             // the pods' MTU, as ADD and the pass have it
+	dual bool            // an IPv6 pool beside the IPv4 one (newDualNode)
+	// pol, if not nil, is NetworkPolicy's dataplane on the fake API api
+	// (newPolicyNode): ADD covers its pod, DEL uncovers it.
+	pol *policyDataplane
+	api *fakePolicyAPI
+}
+
+// newWalkNode is the node of a walk.
+func newWalkNode(t *testing.T, w walk) *node {
+	if w.dual {
+		return newDualNode(t)
+	}
+	return newNode(t)
+}
+
+// newDualNode is newNode with the IPv6 pool too (vxNode), its uplink's
+// IPv6 address fd77::20/64 and the other node's fd77::21, as its record
+// gives it; veths are made with IPv6 off and no EUI-64 link-local, as
+// the node's net.ipv6.conf.default says: reef turns them on for the
+// IPv6 pods, and leaves the others'.
+func newDualNode(t *testing.T) *node {
+	t.Helper()
+	n := vxNode(t)
+	n.dual = true
+	n.k.ipv6DefaultOff = true
+	err := n.st.SetBlockOwnerAddrs6(map[blockproto.Node]store.Owner6{{Addr: otherNode, Inc: 1}: {Addr: netip.MustParseAddr("fd77::21")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.rec.net.uplink6 = Uplink6{Address: netip.MustParseAddr("fd77::20"), Prefix: netip.MustParsePrefix("fd77::20/64")}
+	n.configure(nodeState{dual: true})
+	return n
 }
 
 func newNode(t *testing.T) *node {
@@ -212,6 +364,10 @@ func (n *node) configure(s nodeState) {
 	n.mtu = s.podMTU()
 	n.rec.net.podMTU = n.mtu
 	n.rec.net.pools = s.config().Pools
+	n.nat.pools = nil
+	for _, p := range n.rec.net.pools {
+		n.nat.pools = append(n.nat.pools, masq.Pool{CIDR: p.CIDR, NATOutgoing: p.NATOutgoing})
+	}
 }
 
 func handleOf(pod string) string { return "reef.c-" + pod }
@@ -223,14 +379,26 @@ func netnsOf(pod string) string  { return "/run/netns/" + pod }
 func (n *node) addStart(pod string) (store.Endpoint, *activity.Op) {
 	n.t.Helper()
 	sp := statePods[pod]
+	pools := []store.Pool{{CIDR: statePool, BlockSize: 26}, {CIDR: vxPool6, BlockSize: 122}}
+	switch sp.fam {
+	case ipv4:
+		pools = pools[:1]
+	case ipv6:
+		pools = pools[1:]
+	}
 	op := n.ops.Begin(handleOf(pod), "reef"+pod)
 	ep, _, err := n.st.Allocate(store.Endpoint{Handle: handleOf(pod), Network: "reef", ContainerID: "c-" + pod, IfName: "eth0",
 		Netns: netnsOf(pod), PodNamespace: "default", PodName: pod, HostVeth: "reef" + pod, MTU: n.mtu,
-		PortMappings: sp.ports, Bandwidth: sp.bw}, store.Pool{CIDR: statePool, BlockSize: 26})
+		PortMappings: sp.ports, Bandwidth: sp.bw}, pools...)
 	if err != nil {
 		n.t.Fatalf("allocate %s: %v", pod, err)
 	}
 	op.Pod(ep.Addrs(), ep.HostVeth)
+	if n.pol != nil {
+		if err := n.pol.Cover(ep); err != nil { // before the veth exists, as cniserver's ADD
+			n.t.Fatalf("Cover %s: %v", pod, err)
+		}
+	}
 	n.recs.alive[ep.Netns] = true
 	spec := routes.PodSpec{Netns: ep.Netns, IfName: ep.IfName, HostVeth: ep.HostVeth, IPs: ep.Addrs(), MTU: n.mtu, HostPorts: len(ep.PortMappings) > 0}
 	if _, err := n.own.Up(spec); err != nil {
@@ -278,12 +446,16 @@ func (n *node) delStart(pod string) (store.Endpoint, *activity.Op) {
 	return ep, op
 }
 
-// delFinish frees the address.
+// delFinish frees the address and, with NetworkPolicy, takes the pod
+// out of its policies.
 func (n *node) delFinish(ep store.Endpoint, op *activity.Op) {
 	n.t.Helper()
 	defer op.End()
 	if _, _, err := n.st.Release(ep.Handle); err != nil {
 		n.t.Fatal(err)
+	}
+	if n.pol != nil {
+		n.pol.Uncover(ep)
 	}
 	delete(n.recs.alive, ep.Netns)
 	delete(n.pods, ep.PodName)
@@ -297,11 +469,12 @@ func (n *node) pass() {
 	}
 }
 
-var ipInText = regexp.MustCompile(`\b10\.244\.0\.[0-9]+(/[0-9]+)?`)
+var ipInText = regexp.MustCompile(`\b10\.244\.0\.[0-9]+(/[0-9]+)?|\bfd00:10:244::[0-9a-f]*(/[0-9]+)?`)
 
-// text is the fake kernel's text, sorted, with each pod's address (alone
-// or as a /32) written <pod>, from the store, and a reserved address
-// <handle>; an address no record has is written <stray IP>.
+// text is the fake kernel's text, sorted, with each pod's address (alone,
+// or as a /32 or /128) written <pod>, or <pod:6> if IPv6, from the
+// store, and a reserved address <handle>; an address no record has is
+// written <stray IP>.
 func (n *node) text() string {
 	eps, err := n.st.Endpoints()
 	if err != nil {
@@ -309,14 +482,20 @@ func (n *node) text() string {
 	}
 	names := map[string]string{}
 	for _, ep := range eps {
-		names[ep.IP.String()] = "<" + ep.PodName + ">"
-		if ep.State == store.EndpointReserved {
-			names[ep.IP.String()] = "<" + ep.Handle + ">"
+		for _, ip := range ep.Addrs() {
+			name := ep.PodName
+			if ep.State == store.EndpointReserved {
+				name = ep.Handle
+			}
+			if ip.Is6() {
+				name += ":6"
+			}
+			names[ip.String()] = "<" + name + ">"
 		}
 	}
 	out := ipInText.ReplaceAllStringFunc(n.k.String(), func(m string) string {
 		ip, bits, _ := strings.Cut(m, "/")
-		if bits != "" && bits != "32" {
+		if bits != "" && bits != "32" && bits != "128" {
 			return m // a block or a pool
 		}
 		name, ok := names[ip]
@@ -373,22 +552,30 @@ func (n *node) moveTo(want []string) {
 // drift changes the kernel behind reef's back, as an operator or a crash
 // would: what each pass must repair.
 func (n *node) drift(rng *rand.Rand) string {
-	k := n.k
-	var pods []string
-	for p := range n.pods {
-		pods = append(pods, p)
+	cases := 12
+	if n.dual {
+		cases += len(drift6)
 	}
-	slices.Sort(pods)
+	c := rng.IntN(cases)
+	if c >= 12 {
+		return drift6[c-12](n, rng)
+	}
+	return n.drift4(rng, c)
+}
+
+// drift4 is drift's case c of the drifts of every node.
+func (n *node) drift4(rng *rand.Rand, c int) string {
+	k := n.k
+	pods := slices.Sorted(maps.Keys(n.pods))
 	pick := func() string { return pods[rng.IntN(len(pods))] }
-	c := rng.IntN(12)
 	switch {
 	case c == 0 && len(pods) > 0:
 		p := pick()
 		ep, _, _ := n.st.Endpoint(handleOf(p))
 		k.mu.Lock()
-		delete(k.routes, netip.PrefixFrom(ep.IP, 32))
+		delete(k.routes, netip.PrefixFrom(ep.IP, ep.IP.BitLen()))
 		k.mu.Unlock()
-		return "the /32 of " + p + " deleted"
+		return "the route to the first address of " + p + " deleted"
 	case c == 1:
 		k.mu.Lock()
 		delete(k.routes, ownBlock)
@@ -450,6 +637,71 @@ func (n *node) drift(rng *rand.Rand) string {
 	return "none"
 }
 
+// drift6 are the dual-stack node's drifts beside drift's.
+var drift6 = []func(n *node, rng *rand.Rand) string{
+	func(n *node, rng *rand.Rand) string {
+		ep, ok := n.pick6(rng)
+		if !ok {
+			return "none"
+		}
+		n.k.mu.Lock()
+		delete(n.k.routes, netip.PrefixFrom(ep.Second.IP, 128))
+		delete(n.k.routes, netip.PrefixFrom(ep.IP, 128))
+		n.k.mu.Unlock()
+		return "the /128 of " + ep.PodName + " deleted"
+	},
+	func(n *node, rng *rand.Rand) string {
+		ep, ok := n.pick6(rng)
+		if !ok {
+			return "none"
+		}
+		n.k.sys.Put(sysctl.AcceptDAD(ep.HostVeth), "1")
+		n.k.sys.Put(sysctl.AddrGenMode(ep.HostVeth), "1")
+		n.k.sys.Put(sysctl.DisableIPv6(ep.HostVeth), "1")
+		return "IPv6 off on the veth of " + ep.PodName + ", with DAD and no EUI-64 link-local"
+	},
+	func(n *node, _ *rand.Rand) string {
+		n.k.sys.Put(sysctl.Forwarding6, "0")
+		return "IPv6 forwarding off"
+	},
+	func(n *node, _ *rand.Rand) string {
+		n.k.mu.Lock()
+		delete(n.k.tables, ndpfilter.TableID)
+		n.k.mu.Unlock()
+		return "table ip6 reef-ndp deleted"
+	},
+	func(n *node, _ *rand.Rand) string {
+		stray := netip.MustParseAddr("fd00:10:244::3e")
+		gone := nat.Pod{Veth: "reefgone6", IPs: []netip.Addr{stray}, Ports: []hostport.Mapping{{Proto: 17, Port: 7053, PodPort: 53}}}
+		if err := (fakeNAT{n.k}).AddPod(gone); err != nil && !errors.Is(err, nat.ErrNoTable) {
+			n.t.Fatal(err)
+		}
+		n.k.mu.Lock()
+		n.k.routes[netip.PrefixFrom(stray, 128)] = routes.Route{Dst: netip.PrefixFrom(stray, 128), Kind: routes.PodRoute, Dev: "reefgone6"}
+		n.k.mu.Unlock()
+		return "a stray IPv6 pod's elements and /128"
+	},
+}
+
+// pick6 is a random pod of the node's with an IPv6 address, by its
+// record.
+func (n *node) pick6(rng *rand.Rand) (store.Endpoint, bool) {
+	var eps []store.Endpoint
+	for _, p := range slices.Sorted(maps.Keys(n.pods)) {
+		ep, _, err := n.st.Endpoint(handleOf(p))
+		if err != nil {
+			n.t.Fatal(err)
+		}
+		if ep.HasIPv6() {
+			eps = append(eps, ep)
+		}
+	}
+	if len(eps) == 0 {
+		return store.Endpoint{}, false
+	}
+	return eps[rng.IntN(len(eps))], true
+}
+
 func mustNATPod(t *testing.T, ep store.Endpoint) nat.Pod {
 	p, err := natPod(ep)
 	if err != nil {
@@ -462,13 +714,20 @@ func mustNATPod(t *testing.T, ep store.Endpoint) nat.Pod {
 // random drift, and checks the kernel's text after a pass, and that a
 // second pass changes nothing.
 func TestReconcileStates(t *testing.T) {
-	for seed := range uint64(20) {
+	for _, w := range walks {
+		t.Run(w.name, func(t *testing.T) { walkStates(t, w) })
+	}
+}
+
+func walkStates(t *testing.T, w walk) {
+	for seed := range w.seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			t.Parallel() // the walks wait on the store's fsyncs, not the CPU
 			rng := rand.New(rand.NewPCG(seed, 28))
-			n := newNode(t)
+			n := newWalkNode(t, w)
 			n.pass()
-			for step, i := range rng.Perm(len(states)) {
-				s := states[i]
+			for step, i := range rng.Perm(len(w.states)) {
+				s := w.states[i]
 				n.configure(s)
 				n.moveTo(s.pods)
 				var drifts []string
@@ -477,13 +736,13 @@ func TestReconcileStates(t *testing.T) {
 				}
 				n.pass()
 				if got, want := n.textIn(s), wantText(s); got != want {
-					t.Fatalf("step %d, state %v, after drift %q: kernel\n%s\nwant\n%s", step, s, drifts, got, want)
+					t.Fatalf("step %d, state %v, after drift %q: kernel (-want +got):\n%s", step, s, drifts, textDiff(want, got))
 				}
 				n.recordsAt(fmt.Sprintf("step %d, state %v", step, s))
 				before := n.text()
 				n.pass()
 				if after := n.text(); after != before {
-					t.Fatalf("step %d, state %v: a second pass changed the kernel:\n%s\nwas\n%s", step, states[i], after, before)
+					t.Fatalf("step %d, state %v: a second pass changed the kernel (-before +after):\n%s", step, s, textDiff(before, after))
 				}
 			}
 		})
@@ -498,52 +757,30 @@ func TestReconcileStates(t *testing.T) {
 // DEL's veth and elements are not put back, nothing fails; once they are
 // done, the next pass gives the state's text.
 func TestReconcileRacesCNI(t *testing.T) {
+	for _, w := range walks {
+		t.Run(w.name, func(t *testing.T) { walkRaces(t, w) })
+	}
+}
+
+func walkRaces(t *testing.T, w walk) {
 	timings := []string{"before", "during", "in sync", "ends during"}
-	for seed := range uint64(20) {
+	for seed := range w.seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			t.Parallel() // the walks wait on the store's fsyncs, not the CPU
 			rng := rand.New(rand.NewPCG(seed, 2828))
-			n := newNode(t)
+			n := newWalkNode(t, w)
 			n.pass()
-			for step, i := range rng.Perm(len(states)) {
-				s := states[i]
-				target := s.pods
+			for step, i := range rng.Perm(len(w.states)) {
+				s := w.states[i]
 				n.configure(s)
-				var adds, dels []string
-				for _, p := range target {
-					if !n.pods[p] {
-						adds = append(adds, p)
-					}
-				}
-				for p := range n.pods {
-					if !slices.Contains(target, p) {
-						dels = append(dels, p)
-					}
-				}
-				slices.Sort(dels)
-				var x, y string // the racing ADD and DEL
-				if len(adds) > 0 {
-					x = adds[rng.IntN(len(adds))]
-				}
-				if len(dels) > 0 {
-					y = dels[rng.IntN(len(dels))]
-				}
-				var first []string
-				for _, p := range target {
-					if p != x {
-						first = append(first, p)
-					}
-				}
-				if y != "" {
-					first = append(first, y)
-				}
-				n.moveTo(first)
+				x, y := n.racers(rng, s.pods) // the racing ADD and DEL
 				xt, yt := timings[rng.IntN(len(timings))], timings[rng.IntN(len(timings))]
 				what := fmt.Sprintf("step %d, state %v, ADD of %q %s, DEL of %q %s", step, s, x, xt, y, yt)
 				finishX, finishY := n.race(x, xt, y, yt)
 				n.pass()
 
 				if got, want := n.textIn(s), raceText(s, x, xt); got != want {
-					t.Fatalf("%s: after the racing pass, kernel\n%s\nwant\n%s", what, got, want)
+					t.Fatalf("%s: after the racing pass, kernel (-want +got):\n%s", what, textDiff(want, got))
 				}
 				if x != "" {
 					if _, found, _ := n.st.Endpoint(handleOf(x)); !found {
@@ -559,12 +796,42 @@ func TestReconcileRacesCNI(t *testing.T) {
 				finishY()
 				n.pass()
 				if got, want := n.textIn(s), wantText(s); got != want {
-					t.Fatalf("%s: after the operations ended and a pass, kernel\n%s\nwant\n%s", what, got, want)
+					t.Fatalf("%s: after the operations ended and a pass, kernel (-want +got):\n%s", what, textDiff(want, got))
 				}
 				n.recordsAt(what)
 			}
 		})
 	}
+}
+
+// racers picks at random the pod whose ADD (x) and the one whose DEL (y)
+// will race, on the way from the node's pods to target ("" for none), and
+// brings the node to target but for them: every pod of target but x, and
+// y.
+func (n *node) racers(rng *rand.Rand, target []string) (x, y string) {
+	var adds, dels []string
+	for _, p := range target {
+		if !n.pods[p] {
+			adds = append(adds, p)
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(n.pods)) {
+		if !slices.Contains(target, p) {
+			dels = append(dels, p)
+		}
+	}
+	if len(adds) > 0 {
+		x = adds[rng.IntN(len(adds))]
+	}
+	if len(dels) > 0 {
+		y = dels[rng.IntN(len(dels))]
+	}
+	first := slices.DeleteFunc(slices.Clone(target), func(p string) bool { return p == x })
+	if y != "" {
+		first = append(first, y)
+	}
+	n.moveTo(first)
+	return x, y
 }
 
 // raceText is what a pass that raced the ADD of x (timing xt) must have
@@ -639,6 +906,28 @@ func (n *node) race(x, xt, y, yt string) (finishX, finishY func()) {
 	}
 	n.k.onRead, n.k.afterRead = all(inRead), all(inSync)
 	return finishX, finishY
+}
+
+// textDiff is how two of the fake kernel's texts differ: the lines of
+// want that got lacks, "-", and those it has beyond want, "+".
+func textDiff(want, got string) string {
+	count := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(want), "\n") {
+		count[l]++
+	}
+	for _, l := range strings.Split(strings.TrimSpace(got), "\n") {
+		count[l]--
+	}
+	var out []string
+	for _, l := range slices.Sorted(maps.Keys(count)) {
+		for ; count[l] > 0; count[l]-- {
+			out = append(out, "- "+l)
+		}
+		for ; count[l] < 0; count[l]++ {
+			out = append(out, "+ "+l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 func sortedText(s string) string {
