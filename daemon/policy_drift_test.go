@@ -3,9 +3,7 @@ package daemon
 import (
 	"io"
 	"log/slog"
-	"net/netip"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -13,7 +11,6 @@ import (
 
 	"github.com/google/nftables"
 
-	"github.com/reefcni/reef/blockproto"
 	"github.com/reefcni/reef/internal/netnstest"
 	"github.com/reefcni/reef/nat/nft"
 	"github.com/reefcni/reef/policy"
@@ -65,23 +62,14 @@ func testPolicyPassDrift(t *testing.T, forceTrust bool) {
 	k := &readCounting{Kernel: nft.NewKernel(opt).Follow(gens), forceTrust: forceTrust}
 	other := nft.NewKernel(opt).Follow(gens) // the NAT dataplane's
 
-	st, err := store.Open(filepath.Join(t.TempDir(), "reef.db"), store.Options{Node: "n1", Address: netip.MustParseAddr("192.168.10.20")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	pool := store.Pool{CIDR: netip.MustParsePrefix("10.244.0.0/24"), BlockSize: 26}
-	block := netip.MustParsePrefix("10.244.0.0/26")
-	if err := st.ApplyProtocol(blockproto.Changes{Claim: []blockproto.OwnBlock{{Block: block, Pool: pool.CIDR}}, Confirm: []netip.Prefix{block}}); err != nil {
-		t.Fatal(err)
-	}
+	st := storeWithBlock(t)
 	api := &fakePolicyAPI{in: incrementalAPI()}
 	p := &policyDataplane{watch: api, kernel: k, store: st, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		trigger: func() {}, skipped: map[string]string{}, notEnforced: map[string]bool{}}
 	allocate := func(pod string) store.Endpoint {
 		t.Helper()
 		ns, name, _ := strings.Cut(pod, "/")
-		ep, _, err := st.Allocate(store.Endpoint{Handle: "net." + name, HostVeth: "reef" + name, PodNamespace: ns, PodName: name, State: store.EndpointReady}, pool)
+		ep, _, err := st.Allocate(store.Endpoint{Handle: "net." + name, HostVeth: "reef" + name, PodNamespace: ns, PodName: name, State: store.EndpointReady}, testPool)
 		if err != nil {
 			t.Fatal(err)
 		}

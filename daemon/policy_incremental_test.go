@@ -120,16 +120,7 @@ func incrementalAPI() policy.Input {
 // full compile of that moment gives: after a DEL, the pod's address in
 // no set (a DEL that left an element behind fails here).
 func TestPolicyAddDelIncremental(t *testing.T) {
-	st, err := store.Open(filepath.Join(t.TempDir(), "reef.db"), store.Options{Node: "n1", Address: netip.MustParseAddr("192.168.10.20")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	pool := store.Pool{CIDR: netip.MustParsePrefix("10.244.0.0/24"), BlockSize: 26}
-	block := netip.MustParsePrefix("10.244.0.0/26")
-	if err := st.ApplyProtocol(blockproto.Changes{Claim: []blockproto.OwnBlock{{Block: block, Pool: pool.CIDR}}, Confirm: []netip.Prefix{block}}); err != nil {
-		t.Fatal(err)
-	}
+	st := storeWithBlock(t)
 	k := newFakeKernel()
 	api := &fakePolicyAPI{in: incrementalAPI()}
 	syncs := 0
@@ -137,7 +128,7 @@ func TestPolicyAddDelIncremental(t *testing.T) {
 		trigger: func() { syncs++ }, skipped: map[string]string{}, notEnforced: map[string]bool{}}
 	add := func(ns, name string) store.Endpoint {
 		t.Helper()
-		ep, _, err := st.Allocate(store.Endpoint{Handle: "net." + name, HostVeth: "reef" + name, PodNamespace: ns, PodName: name, State: store.EndpointReady}, pool)
+		ep, _, err := st.Allocate(store.Endpoint{Handle: "net." + name, HostVeth: "reef" + name, PodNamespace: ns, PodName: name, State: store.EndpointReady}, testPool)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,16 +218,7 @@ func setsHolding(k *fakeKernel, a netip.Addr) []string {
 // the same), and not when the informer holds a new object of the same one
 // (a relist); the table is a full compile's every time.
 func TestPolicyADDSeesPolicyChanges(t *testing.T) {
-	st, err := store.Open(filepath.Join(t.TempDir(), "reef.db"), store.Options{Node: "n1", Address: netip.MustParseAddr("192.168.10.20")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	pool := store.Pool{CIDR: netip.MustParsePrefix("10.244.0.0/24"), BlockSize: 26}
-	block := netip.MustParsePrefix("10.244.0.0/26")
-	if err := st.ApplyProtocol(blockproto.Changes{Claim: []blockproto.OwnBlock{{Block: block, Pool: pool.CIDR}}, Confirm: []netip.Prefix{block}}); err != nil {
-		t.Fatal(err)
-	}
+	st := storeWithBlock(t)
 	k := newFakeKernel()
 	api := &fakePolicyAPI{in: incrementalAPI()}
 	p := &policyDataplane{watch: api, kernel: fakeNAT{k}, store: st, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -244,7 +226,7 @@ func TestPolicyADDSeesPolicyChanges(t *testing.T) {
 	add := func(pod string, compiles uint64, what string) {
 		t.Helper()
 		ns, name, _ := strings.Cut(pod, "/")
-		ep, _, err := st.Allocate(store.Endpoint{Handle: "net." + name, HostVeth: "reef" + name, PodNamespace: ns, PodName: name, State: store.EndpointReady}, pool)
+		ep, _, err := st.Allocate(store.Endpoint{Handle: "net." + name, HostVeth: "reef" + name, PodNamespace: ns, PodName: name, State: store.EndpointReady}, testPool)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -266,3 +248,22 @@ func TestPolicyADDSeesPolicyChanges(t *testing.T) {
 	add("b/web-1", 2, "after the policy changed")
 	add("b/db-1", 2, "with the policies of the last compile")
 }
+
+// storeWithBlock is a store of node n1 with one confirmed block,
+// 10.244.0.0/26 of pool 10.244.0.0/24, closed when t ends.
+func storeWithBlock(t *testing.T) *store.Store {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "reef.db"), store.Options{Node: "n1", Address: netip.MustParseAddr("192.168.10.20")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	block := netip.MustParsePrefix("10.244.0.0/26")
+	if err := st.ApplyProtocol(blockproto.Changes{Claim: []blockproto.OwnBlock{{Block: block, Pool: testPool.CIDR}}, Confirm: []netip.Prefix{block}}); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// testPool is storeWithBlock's pool.
+var testPool = store.Pool{CIDR: netip.MustParsePrefix("10.244.0.0/24"), BlockSize: 26}
