@@ -221,7 +221,7 @@ model: deps-model
 # Each fuzz target, bounded by executions rather than time: a -fuzztime
 # duration can end while a worker minimizes a new input, and go test then
 # fails with "context deadline exceeded" though nothing broke. make test runs
-# a slice (FUZZTIME=8000x, about a minute for all seven; every go test also
+# a slice (FUZZTIME=5000x, about a minute and a half for all seven; every go test also
 # runs their seed corpora); make fuzz runs 40000x each and the voter-list
 # property tests on SIM_SEEDS seeds other than make test-unit's. Longer:
 # FUZZTIME=2000000x SIM_SEEDS=50000 make fuzz.
@@ -241,7 +241,7 @@ fuzz-targets:
 
 # The README's test command; CI runs it through .ci/run.
 test: vet test-unit model test-e2e
-	$(MAKE) fuzz-targets FUZZTIME=8000x
+	$(MAKE) fuzz-targets FUZZTIME=5000x
 
 demo: build deps-test
 	$(BIN)/reef-lab demo --bin $(CURDIR)/$(BIN)
