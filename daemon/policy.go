@@ -44,7 +44,8 @@ type policyDataplane struct {
 	// table, as of the other kernel state.
 	trigger func()
 	// release returns freed heap to the kernel after heavy syncs (see
-	// releaseAfter); reset by each heavy sync.
+	// releaseAfter); reset by each heavy sync. Nil: no release (a
+	// dataplane built by a test).
 	release *time.Timer
 
 	// renderMu serializes the renderer's use: a full compile renders
@@ -165,7 +166,7 @@ func (p *policyDataplane) timedSync(readKernel bool) (time.Duration, error) {
 	start := time.Now()
 	err := p.sync(readKernel)
 	took := time.Since(start)
-	if took >= heavySync {
+	if took >= heavySync && p.release != nil {
 		p.release.Reset(releaseAfter)
 	}
 	return took, err
