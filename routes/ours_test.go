@@ -23,13 +23,7 @@ import (
 // ForeignRouteError, and the route stays as it was. Where the place is
 // reef's own, it is replaced as before.
 func TestForeignRouteInTheWay(t *testing.T) {
-	requireRoot(t)
-	node := netnstest.New(t)
-	nodeH := netnsHandle(t, node.Path())
-	ip := func(args ...string) { netnstest.Run(t, node, append([]string{"ip"}, args...)...) }
-	ip("link", "add", "other0", "type", "veth", "peer", "name", "other1")
-	ip("link", "set", "other0", "up")
-	ip("addr", "add", "192.0.2.1/24", "dev", "other0")
+	node, nodeH, ip := nodeWithOther(t)
 	ip("-6", "addr", "add", "2001:db8::1/64", "dev", "other0", "nodad")
 	// Not reef's: a static route to a block, a BIRD route to another
 	// block, a static IPv6 route to a block, and a static /32.

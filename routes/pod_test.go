@@ -32,6 +32,21 @@ var (
 	in          = netnstest.Do
 )
 
+// nodeWithOther is a throw-away node namespace (root only) with a veth
+// pair that is not reef's: other0, up, at 192.0.2.1/24, and other1. ip
+// runs ip(8) in the namespace.
+func nodeWithOther(t *testing.T) (node ns.NetNS, nodeH netlinksafe.Handle, ip func(args ...string)) {
+	t.Helper()
+	requireRoot(t)
+	node = netnstest.New(t)
+	nodeH = netnsHandle(t, node.Path())
+	ip = func(args ...string) { netnstest.Run(t, node, append([]string{"ip"}, args...)...) }
+	ip("link", "add", "other0", "type", "veth", "peer", "name", "other1")
+	ip("link", "set", "other0", "up")
+	ip("addr", "add", "192.0.2.1/24", "dev", "other0")
+	return node, nodeH, ip
+}
+
 // sysctlIn reads a sysctl of namespace n.
 func sysctlIn(t *testing.T, n ns.NetNS, name string) string {
 	t.Helper()
@@ -284,15 +299,8 @@ func TestSetupPodNetnsGone(t *testing.T) {
 }
 
 func TestKernelReadApply(t *testing.T) {
-	requireRoot(t)
-	node := netnstest.New(t)
-	nodeH := netnsHandle(t, node.Path())
-	ip := func(args ...string) { netnstest.Run(t, node, append([]string{"ip"}, args...)...) }
-
 	// Not ours: a veth pair with other names, an address and a static route.
-	ip("link", "add", "other0", "type", "veth", "peer", "name", "other1")
-	ip("link", "set", "other0", "up")
-	ip("addr", "add", "192.0.2.1/24", "dev", "other0")
+	node, nodeH, ip := nodeWithOther(t)
 	ip("route", "add", "10.99.0.0/24", "dev", "other0", "proto", "static")
 	ip("route", "add", "blackhole", "10.98.0.0/24", "proto", "static")
 	// Ours: an endpoint's veth, a stray veth, and proto 238 routes nobody
