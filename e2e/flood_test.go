@@ -21,13 +21,8 @@ import (
 // daemon's anonymous memory (RssAnon) grows by less than 10 MiB.
 func TestExternalPeerFlood(t *testing.T) {
 	l := newLab(t)
-	gaddr := netip.MustParseAddr("192.168.77.60")
 	feeders := []netip.Addr{netip.MustParseAddr("192.168.77.61"), netip.MustParseAddr("192.168.77.62")}
-	n := startNode(t, l, "a1", lab.NodeOptions{BGP: "  keepaliveTime: 1s\n  holdTime: 3s\n  externalPeers:\n    - address: " + gaddr.String() + "\n      asn: 65001\n"})
-	g, err := l.AddGobgpd("gobgpd", gaddr, 65001, []netip.Addr{n.Address}, feeders)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, g := nodeWithGobgpd(t, l, feeders)
 	// feed runs feeder i with count routes for gobgpd to pass on.
 	feed := func(i, count int) {
 		t.Helper()
@@ -40,7 +35,7 @@ func TestExternalPeerFlood(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := l.Spawn(ns, fmt.Sprintf("feeder%d.log", i), filepath.Join(binDir, "reef-lab"), "speaker", "--asn", "65001",
-			"--router-id", feeders[i].String(), "--peers", gaddr.String(), "--announce-file", file); err != nil {
+			"--router-id", feeders[i].String(), "--peers", g.Address.String(), "--announce-file", file); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -20,12 +19,7 @@ import (
 func TestRestartFlagGobgpd(t *testing.T) {
 	timerBound(t)
 	l := newLab(t)
-	gaddr := netip.MustParseAddr("192.168.77.60")
-	n := startNode(t, l, "a1", lab.NodeOptions{BGP: "  keepaliveTime: 1s\n  holdTime: 3s\n  externalPeers:\n    - address: " + gaddr.String() + "\n      asn: 65001\n"})
-	g, err := l.AddGobgpd("gobgpd", gaddr, 65001, []netip.Addr{n.Address}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, g := nodeWithGobgpd(t, l, nil)
 	if err := g.Start(); err != nil {
 		t.Fatal(err)
 	}
