@@ -61,18 +61,11 @@ func (r *meshReport) rrSection(w func(string, ...any)) {
 		}
 	}
 	w("\n")
-	if rr.addErrs > 0 {
-		w("%d of %d ADDs failed; the first error: %s\n\n", rr.addErrs, rr.clients, "`"+strings.ReplaceAll(meshFirstLine(rr.addErr), "`", "'")+"`")
-	}
+	meshAddErrsNote(w, rr.addErrs, rr.clients, rr.addErr)
 	meshRestartsNote(w, rr.restarts)
 	r.rrCosts(w)
 	w("Block conflicts: %d.\n", rr.conflict)
-	if len(rr.warnings) > 0 {
-		w("Most frequent warnings and errors in the daemons' logs:\n\n")
-		for _, s := range rr.warnings {
-			w("- %s\n", strings.ReplaceAll(s, "|", "\\|"))
-		}
-	}
+	meshWarnings(w, "daemons'", rr.warnings)
 	w("\n")
 }
 

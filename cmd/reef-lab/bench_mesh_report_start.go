@@ -89,9 +89,7 @@ func (r *meshReport) meshTrouble(w func(string, ...any)) {
 		w("Stopped: %s.\n\n", meshFirstLine(m.err))
 	}
 	meshRestartsNote(w, m.restarts)
-	if m.addErrs > 0 {
-		w("%d of %d ADDs failed; the first error: %s\n\n", m.addErrs, m.nodes, "`"+strings.ReplaceAll(meshFirstLine(m.addErr), "`", "'")+"`")
-	}
+	meshAddErrsNote(w, m.addErrs, m.nodes, m.addErr)
 }
 
 // meshCosts writes the CPU, the paths per node, the memory, the block
@@ -133,11 +131,25 @@ func (r *meshReport) meshCosts(w func(string, ...any)) {
 		w(" Sessions down, or re-established after the mesh was complete: %d.", m.downAfter)
 	}
 	w("\n")
-	if len(m.warnings) > 0 {
-		w("Most frequent warnings and errors in the %d daemons' logs:\n\n", m.nodes)
-		for _, s := range m.warnings {
-			w("- %s\n", strings.ReplaceAll(s, "|", "\\|"))
-		}
+	meshWarnings(w, fmt.Sprintf("%d daemons'", m.nodes), m.warnings)
+}
+
+// meshAddErrsNote says how many of the ADDs failed, and the first error.
+func meshAddErrsNote(w func(string, ...any), errs, adds int, first string) {
+	if errs > 0 {
+		w("%d of %d ADDs failed; the first error: %s\n\n", errs, adds, "`"+strings.ReplaceAll(meshFirstLine(first), "`", "'")+"`")
+	}
+}
+
+// meshWarnings lists the most frequent warnings and errors in the logs of
+// whose (the daemons'), if any.
+func meshWarnings(w func(string, ...any), whose string, warnings []string) {
+	if len(warnings) == 0 {
+		return
+	}
+	w("Most frequent warnings and errors in the %s logs:\n\n", whose)
+	for _, s := range warnings {
+		w("- %s\n", strings.ReplaceAll(s, "|", "\\|"))
 	}
 }
 
