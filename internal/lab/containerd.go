@@ -273,68 +273,16 @@ func (n *Node) StartContainerd(opts ContainerdOptions) (*Containerd, error) {
 		CNIBinDir: filepath.Join(dir, "cni-bin"),
 		LogPath:   filepath.Join(dir, "containerd.log"),
 	}
-	for _, d := range []string{c.ConfDir, c.CNIBinDir, filepath.Join(dir, "pod-logs")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
-		}
-	}
-	conflist := opts.Conflist
-	if conflist == nil {
-		conflist = n.CRIConflist()
-	}
-	if err := os.WriteFile(filepath.Join(c.ConfDir, "10-lab.conflist"), conflist, 0o644); err != nil {
+	if err := c.writeCNI(opts); err != nil {
 		return nil, err
 	}
-	plugins := opts.Plugins
-	if plugins == nil {
-		plugins = []string{filepath.Join(n.Lab.BinDir, "reef-cni")}
-	}
-	for _, p := range append([]string{filepath.Join(RefPluginDir, "loopback")}, plugins...) {
-		if err := copyFile(p, filepath.Join(c.CNIBinDir, filepath.Base(p))); err != nil {
-			return nil, err
-		}
-	}
-	format, sandbox := containerdConfig, PauseImage
-	c.bin = "containerd"
-	if opts.V2 {
-		format = containerd2Config
-		c.bin = filepath.Join(KubeBinDir(), "containerd2")
-		// containerd looks for containerd-shim-runc-v2 in PATH: its own,
-		// built beside it, not Debian's 1.6 one.
-		shims := filepath.Join(dir, "bin")
-		if err := os.MkdirAll(shims, 0o755); err != nil {
-			return nil, err
-		}
-		if err := os.Symlink(c.bin+"-shim-runc-v2", filepath.Join(shims, "containerd-shim-runc-v2")); err != nil && !os.IsExist(err) {
-			return nil, err
-		}
-		c.env = append(os.Environ(), "PATH="+shims+":"+os.Getenv("PATH"))
-	}
-	if opts.SandboxImage != "" {
-		sandbox = opts.SandboxImage
-	}
-	cfg := fmt.Sprintf(format, n.Netns,
-		filepath.Join(dir, "root"), filepath.Join(dir, "state"),
-		c.Socket, c.Socket+".ttrpc", filepath.Join(dir, "opt"),
-		sandbox, filepath.Join(dir, "runc"), c.CNIBinDir, c.ConfDir)
-	if err := os.WriteFile(c.Config, []byte(cfg), 0o644); err != nil {
+	sandbox, err := c.writeConfig(opts)
+	if err != nil {
 		return nil, err
 	}
-	crictlCfg := fmt.Sprintf("runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 60\n", c.Socket, c.Socket)
-	if err := os.WriteFile(filepath.Join(dir, "crictl.yaml"), []byte(crictlCfg), 0o644); err != nil {
+	images, err := c.imageFiles(opts)
+	if err != nil {
 		return nil, err
-	}
-	images := opts.Images
-	if images == nil {
-		pause, err := n.Lab.buildPause()
-		if err != nil {
-			return nil, err
-		}
-		image := filepath.Join(dir, "pause-image.tar")
-		if err := writePauseImage(pause, dir, image); err != nil {
-			return nil, fmt.Errorf("write the pause image: %w", err)
-		}
-		images = []string{image}
 	}
 
 	// Registered before the start, so that a failure below still tears
@@ -355,6 +303,90 @@ func (n *Node) StartContainerd(opts ContainerdOptions) (*Containerd, error) {
 		return nil, fmt.Errorf("containerd of %s: the CRI does not see %s: %v", n.Name, sandbox, err)
 	}
 	return c, nil
+}
+
+// writeCNI writes the CNI configuration containerd loads, opts.Conflist or
+// the node's reef conflist, and copies loopback and the plugins beside it.
+func (c *Containerd) writeCNI(opts ContainerdOptions) error {
+	n := c.Node
+	for _, d := range []string{c.ConfDir, c.CNIBinDir, filepath.Join(c.Dir, "pod-logs")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	conflist := opts.Conflist
+	if conflist == nil {
+		conflist = n.CRIConflist()
+	}
+	if err := os.WriteFile(filepath.Join(c.ConfDir, "10-lab.conflist"), conflist, 0o644); err != nil {
+		return err
+	}
+	plugins := opts.Plugins
+	if plugins == nil {
+		plugins = []string{filepath.Join(n.Lab.BinDir, "reef-cni")}
+	}
+	for _, p := range append([]string{filepath.Join(RefPluginDir, "loopback")}, plugins...) {
+		if err := copyFile(p, filepath.Join(c.CNIBinDir, filepath.Base(p))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeConfig picks the containerd binary (Debian's 1.6, or with opts.V2
+// the 2.x beside the Kubernetes binaries, its shim first in PATH) and
+// writes its config.toml and crictl's crictl.yaml. sandbox is the pause
+// image the CRI is told to use.
+func (c *Containerd) writeConfig(opts ContainerdOptions) (sandbox string, err error) {
+	dir := c.Dir
+	format, sandbox := containerdConfig, PauseImage
+	c.bin = "containerd"
+	if opts.V2 {
+		format = containerd2Config
+		c.bin = filepath.Join(KubeBinDir(), "containerd2")
+		// containerd looks for containerd-shim-runc-v2 in PATH: its own,
+		// built beside it, not Debian's 1.6 one.
+		shims := filepath.Join(dir, "bin")
+		if err := os.MkdirAll(shims, 0o755); err != nil {
+			return "", err
+		}
+		if err := os.Symlink(c.bin+"-shim-runc-v2", filepath.Join(shims, "containerd-shim-runc-v2")); err != nil && !os.IsExist(err) {
+			return "", err
+		}
+		c.env = append(os.Environ(), "PATH="+shims+":"+os.Getenv("PATH"))
+	}
+	if opts.SandboxImage != "" {
+		sandbox = opts.SandboxImage
+	}
+	cfg := fmt.Sprintf(format, c.Node.Netns,
+		filepath.Join(dir, "root"), filepath.Join(dir, "state"),
+		c.Socket, c.Socket+".ttrpc", filepath.Join(dir, "opt"),
+		sandbox, filepath.Join(dir, "runc"), c.CNIBinDir, c.ConfDir)
+	if err := os.WriteFile(c.Config, []byte(cfg), 0o644); err != nil {
+		return "", err
+	}
+	crictlCfg := fmt.Sprintf("runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\ntimeout: 60\n", c.Socket, c.Socket)
+	if err := os.WriteFile(filepath.Join(dir, "crictl.yaml"), []byte(crictlCfg), 0o644); err != nil {
+		return "", err
+	}
+	return sandbox, nil
+}
+
+// imageFiles are the image archives to import: opts.Images, or the lab's
+// pause image written as one.
+func (c *Containerd) imageFiles(opts ContainerdOptions) ([]string, error) {
+	if opts.Images != nil {
+		return opts.Images, nil
+	}
+	pause, err := c.Node.Lab.buildPause()
+	if err != nil {
+		return nil, err
+	}
+	image := filepath.Join(c.Dir, "pause-image.tar")
+	if err := writePauseImage(pause, c.Dir, image); err != nil {
+		return nil, fmt.Errorf("write the pause image: %w", err)
+	}
+	return []string{image}, nil
 }
 
 func (c *Containerd) start() error {

@@ -140,12 +140,8 @@ func (l *Lab) StartCluster(opts ClusterOptions) (*Cluster, error) {
 		return nil, errors.New("lab: a dual-stack cluster runs reef, not the reference plugins")
 	}
 	c := &Cluster{Lab: l, opts: opts, bins: map[string]string{}}
-	for _, b := range ClusterBinaries {
-		p, err := exec.LookPath(filepath.Join(KubeBinDir(), b))
-		if err != nil {
-			return nil, fmt.Errorf("lab: %s not found in %s (run make deps-k8s): %w", b, KubeBinDir(), err)
-		}
-		c.bins[b] = p
+	if err := c.findBinaries(); err != nil {
+		return nil, err
 	}
 	first := len(l.Nodes())
 	var names []string
@@ -167,52 +163,13 @@ func (l *Lab) StartCluster(opts ClusterOptions) (*Cluster, error) {
 	if err := c.startControllers(); err != nil {
 		return nil, err
 	}
-	if err := k.Apply("/usr/share/reef/rbac.yaml", packaging.RBAC); err != nil {
-		return nil, err
-	}
-	kubeconfig := filepath.Join(l.Dir, "reef-kubeconfig")
-	out, err := exec.Command("nsenter", "--net="+NetnsPath(k.Netns), "--", filepath.Join(l.BinDir, "reef"),
-		"kubeconfig", "--admin-kubeconfig", c.Kubeconfig, "--out", kubeconfig, "--duration", "24h").CombinedOutput()
-	if err != nil {
-		return nil, fmt.Errorf("reef kubeconfig: %w: %s", err, out)
-	}
-	pools := "pools:\n  - cidr: " + ClusterPool + "\n    blockSize: 26\n    vxlanMode: Never\n    natOutgoing: true\n"
-	if opts.DualStack {
-		pools += "  - cidr: " + ClusterPool6 + "\n    vxlanMode: Never\n    natOutgoing: true\n"
-	}
-	nodes, err := l.AddMeshWith(opts.Nodes, NodeOptions{
-		Extra:             pools + "kubernetes:\n  kubeconfig: " + kubeconfig + "\n",
-		ReconcileInterval: 30 * time.Second,
-		BGPExtra:          opts.BGPExtra,
-	})
+	kubeconfig, err := c.reefKubeconfig()
 	if err != nil {
 		return nil, err
 	}
-	// A node has a default route through its uplink's gateway, as a
-	// kubeadm node has: kube-proxy rejects traffic to a Service with no
-	// endpoints in its forward chain, which only a routed packet reaches
-	// (without the route, the kernel answers "network is unreachable"
-	// first, and the Services tests that want "connection refused" fail).
-	o, err := l.AddOutside()
+	nodes, err := c.addNodes(kubeconfig)
 	if err != nil {
 		return nil, err
-	}
-	for _, n := range nodes {
-		if err := o.DefaultRoute(n); err != nil {
-			return nil, err
-		}
-	}
-	// Dual-stack: the nodes' IPv6 addresses on the uplink and their IPv6
-	// default route through the router, before reef starts (it takes
-	// nodeAddressV6 from the uplink); the API's namespace on the IPv6
-	// underlay too, to reach the nodes and, through them, the pods.
-	if opts.DualStack {
-		if err := o.AddIPv6(nodes...); err != nil {
-			return nil, err
-		}
-		if err := l.IP(k.Netns, "-6", "addr", "add", netip.PrefixFrom(KubeAPIAddr6, Underlay6.Bits()).String(), "dev", "eth0", "nodad"); err != nil {
-			return nil, err
-		}
 	}
 	if !opts.Reference {
 		if err := c.routePodsFromControlPlane(nodes); err != nil {
@@ -238,6 +195,82 @@ func (l *Lab) StartCluster(opts ClusterOptions) (*Cluster, error) {
 		}
 	}
 	return c, nil
+}
+
+// findBinaries finds the cluster's binaries (ClusterBinaries) in
+// KubeBinDir.
+func (c *Cluster) findBinaries() error {
+	for _, b := range ClusterBinaries {
+		p, err := exec.LookPath(filepath.Join(KubeBinDir(), b))
+		if err != nil {
+			return fmt.Errorf("lab: %s not found in %s (run make deps-k8s): %w", b, KubeBinDir(), err)
+		}
+		c.bins[b] = p
+	}
+	return nil
+}
+
+// reefKubeconfig applies reef's RBAC and writes the kubeconfig of reef's
+// daemons, as an operator would with `reef kubeconfig`; it returns its
+// path.
+func (c *Cluster) reefKubeconfig() (string, error) {
+	k := c.API
+	if err := k.Apply("/usr/share/reef/rbac.yaml", packaging.RBAC); err != nil {
+		return "", err
+	}
+	kubeconfig := filepath.Join(c.Lab.Dir, "reef-kubeconfig")
+	out, err := exec.Command("nsenter", "--net="+NetnsPath(k.Netns), "--", filepath.Join(c.Lab.BinDir, "reef"),
+		"kubeconfig", "--admin-kubeconfig", c.Kubeconfig, "--out", kubeconfig, "--duration", "24h").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("reef kubeconfig: %w: %s", err, out)
+	}
+	return kubeconfig, nil
+}
+
+// addNodes adds the cluster's nodes, their reef configured with the
+// cluster's pools and kubeconfig (not started), each with a default route
+// through the lab's outside router, and with DualStack their IPv6
+// addresses and the API's on the IPv6 underlay.
+func (c *Cluster) addNodes(kubeconfig string) ([]*Node, error) {
+	pools := "pools:\n  - cidr: " + ClusterPool + "\n    blockSize: 26\n    vxlanMode: Never\n    natOutgoing: true\n"
+	if c.opts.DualStack {
+		pools += "  - cidr: " + ClusterPool6 + "\n    vxlanMode: Never\n    natOutgoing: true\n"
+	}
+	nodes, err := c.Lab.AddMeshWith(c.opts.Nodes, NodeOptions{
+		Extra:             pools + "kubernetes:\n  kubeconfig: " + kubeconfig + "\n",
+		ReconcileInterval: 30 * time.Second,
+		BGPExtra:          c.opts.BGPExtra,
+	})
+	if err != nil {
+		return nil, err
+	}
+	// A node has a default route through its uplink's gateway, as a
+	// kubeadm node has: kube-proxy rejects traffic to a Service with no
+	// endpoints in its forward chain, which only a routed packet reaches
+	// (without the route, the kernel answers "network is unreachable"
+	// first, and the Services tests that want "connection refused" fail).
+	o, err := c.Lab.AddOutside()
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range nodes {
+		if err := o.DefaultRoute(n); err != nil {
+			return nil, err
+		}
+	}
+	// Dual-stack: the nodes' IPv6 addresses on the uplink and their IPv6
+	// default route through the router, before reef starts (it takes
+	// nodeAddressV6 from the uplink); the API's namespace on the IPv6
+	// underlay too, to reach the nodes and, through them, the pods.
+	if c.opts.DualStack {
+		if err := o.AddIPv6(nodes...); err != nil {
+			return nil, err
+		}
+		if err := c.Lab.IP(c.API.Netns, "-6", "addr", "add", netip.PrefixFrom(KubeAPIAddr6, Underlay6.Bits()).String(), "dev", "eth0", "nodad"); err != nil {
+			return nil, err
+		}
+	}
+	return nodes, nil
 }
 
 // routePodsFromControlPlane routes the pod pool from the control plane's
