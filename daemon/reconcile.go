@@ -63,21 +63,22 @@ type reconciler struct {
 // reconcilerDeps are what the reconcile loop works with, all given to
 // newReconciler.
 type reconcilerDeps struct {
-	store    *store.Store
-	cni      podRecords    // the CNI server: a pod's record changes through it
-	activity *activity.Log // the CNI operations' log, which a pass reads (package activity)
-	kernel   routesKernel
-	pods     *routes.Pods // the owner of the pods' kernel objects, shared with the CNI server
-	sysctls  *sysctl.Owner
-	nat      *natDataplane
-	policy   *policyDataplane // nil: NetworkPolicy off
-	blocks   *blockEngine     // nil: no block protocol (tests of the kernel side)
-	tunnels  *tunnels         // the owner of vxlan.reef, tunl0 and their addresses
-	metrics  *metrics.Metrics // nil: metrics off
-	net      netInfo          // the node's uplink, pools and pod MTU
-	pending  *pending         // what the loop has to do: the triggers fill it (schedule.go)
-	interval time.Duration
-	passLoop bool // test hook: a whole pass right after each (testHooks.passLoop)
+	store       *store.Store
+	cni         podRecords     // the CNI server: a pod's record changes through it
+	activity    *activity.Log  // the CNI operations' log, which a pass reads (package activity)
+	kernel      routesKernel   // the node's own routing, read for the hops to routed owners
+	blockRoutes *routes.Blocks // the owner of the block routes: the own blocks' blackholes, the other nodes' blocks
+	pods        *routes.Pods   // the owner of the pods' kernel objects, shared with the CNI server
+	sysctls     *sysctl.Owner
+	nat         *natDataplane
+	policy      *policyDataplane // nil: NetworkPolicy off
+	blocks      *blockEngine     // nil: no block protocol (tests of the kernel side)
+	tunnels     *tunnels         // the owner of vxlan.reef, tunl0 and their addresses
+	metrics     *metrics.Metrics // nil: metrics off
+	net         netInfo          // the node's uplink, pools and pod MTU
+	pending     *pending         // what the loop has to do: the triggers fill it (schedule.go)
+	interval    time.Duration
+	passLoop    bool // test hook: a whole pass right after each (testHooks.passLoop)
 }
 
 func newReconciler(deps reconcilerDeps, log *slog.Logger) *reconciler {
@@ -310,7 +311,7 @@ func (r *reconciler) pass(blocks []store.Block, sc scope) error {
 	}
 	own, remote, peers := r.routedBlocks(blocks, &errs)
 	errs = append(errs, r.tunnels.Sync(tunnelSnapshot{net: r.net, own: own, peers: peers}, sc.has(resyncTunnels)))
-	live, veths, err := r.syncRoutes(live, own, remote, mark, sc.has(syncPods))
+	live, veths, err := r.syncRoutes(live, routes.BlockSnapshot{Own: own, Remote: remote}, mark, sc.has(syncPods))
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -360,23 +361,25 @@ func readyEndpoints(eps []store.Endpoint) []store.Endpoint {
 	return live
 }
 
-// syncRoutes brings the routes and the pods' objects in line: the own
-// blocks' blackholes and the other nodes' blocks itself, then, through
-// the pods' owner, the pods' /32s and /128s, no veth without a pod, the
-// pods' MTU on both ends of every veth pair and, with limits (a whole
-// pass), each limited pod's tc and no ifb without a pod. After reading the
-// kernel it drops from live the endpoints a CNI operation touched since
-// the mark, and returns the rest with the veths the kernel had and the
-// MTU of each one's node-side end after the pass (nil when the kernel
-// could not be read).
-func (r *reconciler) syncRoutes(live []store.Endpoint, own []netip.Prefix, remote []routes.RemoteBlock, mark *activity.Mark, limits bool) ([]store.Endpoint, map[string]int, error) {
-	have, err := r.kernel.Read()
+// syncRoutes brings the routes and the pods' objects in line, from one
+// read of the kernel (the blocks' owner's Read): through the blocks'
+// owner, the own blocks' blackholes and the other nodes' blocks of
+// snapshot; then, through the pods' owner, the pods' /32s and /128s, no
+// veth without a pod, the pods' MTU on both ends of every veth pair and,
+// with limits (a whole pass), each limited pod's tc and no ifb without a
+// pod. After reading the kernel, before either owner changes it, it
+// drops from live the endpoints a CNI operation touched since the mark,
+// and returns the rest with the veths the kernel had and the MTU of each
+// one's node-side end after the pass (nil when the kernel could not be
+// read).
+func (r *reconciler) syncRoutes(live []store.Endpoint, snapshot routes.BlockSnapshot, mark *activity.Mark, limits bool) ([]store.Endpoint, map[string]int, error) {
+	have, err := r.blockRoutes.Read()
 	if err != nil {
 		return live, nil, err
 	}
 	live = untouched(live, mark.Touched())
-	blocks := routes.Diff(routes.Desired(nil, own, remote, nil), have.BlockRoutes())
-	errs := []error{r.kernel.Apply(blocks)}
+	blocks, err := r.blockRoutes.Sync(snapshot, have)
+	errs := []error{err}
 	want := podsOf(live, r.net.podMTU)
 	sync := r.pods.SyncRoutes
 	if limits {
@@ -535,7 +538,7 @@ func (r *reconciler) compareRoutes() (want, have routes.State, err error) {
 	}
 	var errs []error
 	own, remote, _ := r.routedBlocks(blocks, &errs)
-	if have, err = r.kernel.Read(); err != nil {
+	if have, err = r.blockRoutes.Read(); err != nil {
 		return want, have, err
 	}
 	t := mark.Touched()
