@@ -204,10 +204,13 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	// the pass reads instead of locking them out (package activity).
 	sysctls, ops := sysctl.New(sysctl.Proc{}), &activity.Log{}
 	pods := routes.NewPods(kernel, sysctls)
+	// The one owner of the block routes (blackholes, other nodes'
+	// blocks), which only the pass asks.
+	blockRoutes := routes.NewBlocks(kernel)
 	cni := cniserver.New(cniserver.Config{Pools: pools, MTU: mtu, DeferredDir: DeferredDir(cfg), TestPauseAfterVeth: hooks.pauseAfterVeth},
 		cniserver.Deps{Store: st, Log: log.With("component", "cni"), Pods: pods, NeedBlock: blocks.Need,
 			PodFilter: natDP, Policy: policyGate(policyDP), Activity: ops, Trigger: work.Trigger, Observe: m.CNI})
-	rec := newReconciler(reconcilerDeps{store: st, cni: cni, activity: ops, kernel: kernel, pods: pods, sysctls: sysctls, nat: natDP, policy: policyDP,
+	rec := newReconciler(reconcilerDeps{store: st, cni: cni, activity: ops, kernel: kernel, blockRoutes: blockRoutes, pods: pods, sysctls: sysctls, nat: natDP, policy: policyDP,
 		blocks: blocks, tunnels: newTunnels(tunnelDeps{kernel: kernel, store: st, sysctls: sysctls, metrics: m}, log), metrics: m, net: netInfo{node: cfg.NodeName, uplink: up, uplink6: up6, pools: cfg.Pools, podMTU: mtu,
 			identity: node.Identity, v6only: node.IPv6Only},
 		pending: work, interval: cfg.ReconcileInterval, passLoop: hooks.passLoop}, log)

@@ -24,8 +24,8 @@ import (
 )
 
 // fakeKernel is the node's kernel as the reconcile pass and the CNI
-// operations see it through their seams (routesKernel, routes.PodKernel as
-// fakePods, natKernel, and the sysctls through sysctltest), with the
+// operations see it through their seams (routesKernel, routes.BlockKernel,
+// routes.PodKernel as fakePods, natKernel, and the sysctls through sysctltest), with the
 // kernel's own rules where they matter to the pass:
 // a route needs its device, a link takes its routes, sysctls, qdiscs and
 // pod end with it, a missing table fails an element. It has the ipip
@@ -55,8 +55,8 @@ type fakeKernel struct {
 	// operation that happens between the pass's store read and its
 	// kernel read.
 	onRead func()
-	// afterRead, if set, runs once when the pass applies the blocks'
-	// routes: a CNI operation that begins after the pass read the kernel
+	// afterRead, if set, runs once when the blocks' owner applies its
+	// plan: a CNI operation that begins after the pass read the kernel
 	// and before the pods' owner syncs.
 	afterRead func()
 }
@@ -177,7 +177,7 @@ func (k *fakeKernel) delLinkLocked(name string) {
 	maps.DeleteFunc(k.routes, func(_ netip.Prefix, r routes.Route) bool { return r.Dev == name })
 }
 
-// routesKernel
+// routes.BlockKernel
 
 func (k *fakeKernel) Read() (routes.State, error) {
 	if f := k.onRead; f != nil {
@@ -540,9 +540,10 @@ func (n fakeNAT) AddPod(p nat.Pod) error  { return n.podBatch(p, true) }
 func (n fakeNAT) DelPod(p nat.Pod) error  { return n.podBatch(p, false) }
 
 var (
-	_ routesKernel     = (*fakeKernel)(nil)
-	_ routes.PodKernel = fakePods{}
-	_ natKernel        = fakeNAT{}
+	_ routesKernel       = (*fakeKernel)(nil)
+	_ routes.BlockKernel = (*fakeKernel)(nil)
+	_ routes.PodKernel   = fakePods{}
+	_ natKernel          = fakeNAT{}
 )
 
 // fakeRecords is the CNI server's side of a pass (podRecords) on the real

@@ -348,7 +348,7 @@ func newNode(t *testing.T) *node {
 	n.nat = &natDataplane{kernel: fakeNAT{k}, pools: []masq.Pool{{CIDR: statePool, NATOutgoing: true}}, log: log}
 	n.own = routes.NewPods(fakePods{k}, n.sys)
 	n.recs = &fakeRecords{st: st, pods: n.own, nat: n.nat, alive: map[string]bool{}}
-	n.rec = newReconciler(reconcilerDeps{store: st, cni: n.recs, activity: n.ops, kernel: k, pods: n.own, sysctls: n.sys, nat: n.nat,
+	n.rec = newReconciler(reconcilerDeps{store: st, cni: n.recs, activity: n.ops, kernel: k, blockRoutes: routes.NewBlocks(k), pods: n.own, sysctls: n.sys, nat: n.nat,
 		tunnels: newTunnels(tunnelDeps{kernel: k, store: st, sysctls: n.sys}, log),
 		net: netInfo{node: "n1", uplink: Uplink{Interface: "eth0", Index: 2, Address: netip.MustParseAddr("192.168.10.20"),
 			Prefix: netip.MustParsePrefix("192.168.10.20/24"), MTU: 1500},

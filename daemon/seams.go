@@ -21,14 +21,13 @@ import (
 // (reconcile_states_test.go) give a fake kernel that prints its state as
 // text. The store is the real bbolt file in both.
 
-// routesKernel is package routes' kernel side as the pass uses it: it
-// reads the routes and veths, and writes the blocks' routes
-// (*routes.Kernel). The pods' objects are written only through their
-// owner, routes.Pods, on a routes.PodKernel; the tunnels only through
+// routesKernel is the node's own routing as the pass reads it: where it
+// sends packets for another node in another subnet (*routes.Kernel). reef's
+// routes and veths are read and written only through their owners: the
+// block routes through routes.Blocks (on a routes.BlockKernel), the pods'
+// objects through routes.Pods (on a routes.PodKernel), the tunnels through
 // theirs (tunnelKernel).
 type routesKernel interface {
-	Read() (routes.State, error)
-	Apply(p routes.Plan) error
 	HopTo(addr netip.Addr) (routes.Hop, error)
 }
 

@@ -95,7 +95,7 @@ func routeOf(r netlink.Route, names map[int]string) (Route, bool) {
 
 // Apply carries out a plan. It goes on after a failed step so that one bad
 // object does not hold back the rest, and returns every failure. It takes
-// no lock: the routes of blocks are the reconcile pass's alone, and a
+// no lock: the routes of blocks are their owner's (Blocks) alone, and a
 // plan with pods' objects comes from their owner (Pods), which applies
 // each under the object's lock.
 func (k *Kernel) Apply(p Plan) error {

@@ -31,8 +31,9 @@ func TestPodsLockAddrs(t *testing.T) {
 }
 
 // PodObjects and BlockRoutes split a State between the pods' owner and
-// the pass: a pod's /32 or /128 (of any shape the kernel holds) is the
-// owner's with the veths; blackholes and other nodes' blocks are not.
+// the blocks' owner: a pod's /32 or /128 (of any shape the kernel holds) is the
+// pods' owner's with the veths; blackholes and other nodes' blocks are the
+// blocks' owner's.
 func TestStateSplit(t *testing.T) {
 	pfx := netip.MustParsePrefix
 	pod := Route{Dst: pfx("10.244.1.5/32"), Kind: PodRoute, Dev: "reefa"}

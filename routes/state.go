@@ -160,19 +160,6 @@ func (s State) PodObjects() State {
 	return out
 }
 
-// BlockRoutes is the rest of s's routes, which the reconcile pass keeps
-// itself: the own blocks' blackholes, the other nodes' blocks, and any
-// route of reef's that is no pod's /32 or /128.
-func (s State) BlockRoutes() State {
-	out := State{Routes: map[netip.Prefix]Route{}, Links: map[string]bool{}, MTUs: map[string]PodMTU{}}
-	for dst, r := range s.Routes {
-		if !isPodObject(r) {
-			out.Routes[dst] = r
-		}
-	}
-	return out
-}
-
 // Plan is what it takes to turn the kernel's state into the desired one.
 // Apply order: routes replaced first, then routes deleted, then MTUs set,
 // then links deleted.
