@@ -79,11 +79,8 @@ func TestRemoteRoutesIPv6(t *testing.T) {
 // nor one the store has an address for, nor an IPv4 block's owner.
 func TestAwaitingRecords(t *testing.T) {
 	addr := netip.MustParseAddr
-	b := blockproto.Node{Addr: addr("192.168.77.12"), Inc: 1}
-	c := blockproto.Node{Addr: addr("192.168.77.13"), Inc: 2}
-	d := blockproto.Node{Addr: addr("192.168.77.14"), Inc: 3}
-	e := blockproto.Node{Addr: addr("192.168.77.15"), Inc: 4}
-	f := blockproto.Node{Addr: addr("192.168.77.16"), Inc: 5}
+	n := testNodes(5)
+	b, c, d, e, f := n[0], n[1], n[2], n[3], n[4]
 	blk := remoteBlock6
 	blocks := []store.Block{
 		blk("fd00::40/122", b, ""),                                      // no record: awaited
@@ -111,9 +108,8 @@ func TestAwaitingRecords(t *testing.T) {
 // record without an address change nothing.
 func TestOwnerAddrs6(t *testing.T) {
 	addr := netip.MustParseAddr
-	b := blockproto.Node{Addr: addr("192.168.77.12"), Inc: 1}
-	c := blockproto.Node{Addr: addr("192.168.77.13"), Inc: 2}
-	d := blockproto.Node{Addr: addr("192.168.77.14"), Inc: 3}
+	n := testNodes(3)
+	b, c, d := n[0], n[1], n[2]
 	blk := func(cidr string, n blockproto.Node, a6 string, st store.BlockState) store.Block {
 		bl := remoteBlock6(cidr, n, a6)
 		bl.State = st
@@ -214,4 +210,16 @@ func remoteBlock6(cidr string, n blockproto.Node, a6 string) store.Block {
 		bl.OwnerAddr6 = netip.MustParseAddr(a6)
 	}
 	return bl
+}
+
+// testNodes is count nodes of the tests' lab subnet: 192.168.77.12 on,
+// incarnations 1 on.
+func testNodes(count int) []blockproto.Node {
+	nodes := make([]blockproto.Node, count)
+	a := netip.MustParseAddr("192.168.77.12")
+	for i := range nodes {
+		nodes[i] = blockproto.Node{Addr: a, Inc: uint32(i + 1)}
+		a = a.Next()
+	}
+	return nodes
 }
