@@ -172,3 +172,97 @@ func TestDetectUplink6(t *testing.T) {
 		t.Errorf("DetectUplink6 (-want +got):\n%s", diff)
 	}
 }
+
+// TestDetectUplink6NotByDefaultRoute pins how a dual-stack node's IPv6
+// address is found when its IPv6 default route is on another interface
+// than the IPv4 uplink: the address is the uplink's (the other nodes route
+// this node's IPv6 blocks `via <it> dev <their uplink> onlink`), not the
+// one of the IPv6 default route's interface; with no usable address on
+// the uplink, the error names the interface the IPv6 default route is on.
+// (An IPv6-only node, which has no IPv4 uplink, takes the IPv6 default
+// route's interface: TestChooseUplinkV6Only.)
+func TestDetectUplink6NotByDefaultRoute(t *testing.T) {
+	testNS := netnstest.New(t)
+	nsh, err := netns.GetFromPath(testNS.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nsh.Close()
+	h, err := netlink.NewHandleAt(nsh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	links := map[string]netlink.Link{}
+	for _, name := range []string{"up6-v4", "up6-v6"} {
+		if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{name, name + "p"} {
+			l, err := h.LinkByName(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := h.LinkSetUp(l); err != nil {
+				t.Fatal(err)
+			}
+			links[n] = l
+		}
+	}
+	addAddr := func(link, cidr string) *netlink.Addr {
+		t.Helper()
+		a, err := netlink.ParseAddr(cidr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Flags = unix.IFA_F_NODAD
+		if err := h.AddrAdd(links[link], a); err != nil {
+			t.Fatalf("add %s to %s: %v", cidr, link, err)
+		}
+		return a
+	}
+	addAddr("up6-v4", "10.99.0.2/24")
+	uplinkV6 := addAddr("up6-v4", "fd77::20/64")
+	addAddr("up6-v6", "fd78::20/64")
+	for _, r := range []struct{ link, gw string }{{"up6-v4", "10.99.0.1"}, {"up6-v6", "fd78::1"}} {
+		gw := netip.MustParseAddr(r.gw)
+		if err := h.RouteAdd(&netlink.Route{LinkIndex: links[r.link].Attrs().Index, Gw: gw.AsSlice(), Flags: int(netlink.FLAG_ONLINK)}); err != nil {
+			t.Fatalf("default route via %s on %s: %v", r.gw, r.link, err)
+		}
+	}
+	var up Uplink
+	var got Uplink6
+	var err4, err6 error
+	detect := func() {
+		t.Helper()
+		if err := testNS.Do(func(ns.NetNS) error {
+			up, err4 = DetectUplink("", netip.Addr{})
+			if err4 == nil {
+				got, err6 = DetectUplink6(up, netip.Addr{})
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err4 != nil {
+			t.Fatal(err4)
+		}
+	}
+	detect()
+	if up.Interface != "up6-v4" {
+		t.Fatalf("the IPv4 uplink is %s, want up6-v4 (the IPv4 default route's)", up.Interface)
+	}
+	if err6 != nil || got.Address != netip.MustParseAddr("fd77::20") {
+		t.Errorf("IPv6 address with the IPv6 default route on up6-v6: %+v, %v; want fd77::20 on the uplink up6-v4", got, err6)
+	}
+
+	// Without a usable address on the uplink: an error naming where the
+	// IPv6 default route is, not fd78::20 taken from there.
+	if err := h.AddrDel(links["up6-v4"], uplinkV6); err != nil {
+		t.Fatal(err)
+	}
+	detect()
+	if err6 == nil || !strings.Contains(err6.Error(), "the uplink up6-v4 has no usable IPv6 address") || !strings.Contains(err6.Error(), "the IPv6 default route is on up6-v6, not on the uplink") {
+		t.Errorf("IPv6 address with none on the uplink: %+v, %v; want the error naming up6-v6", got, err6)
+	}
+}

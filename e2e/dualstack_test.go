@@ -92,6 +92,7 @@ func TestDualStackPod(t *testing.T) {
 
 	// Node side: a /32 and a /128 to each pod's veth, both blocks
 	// blackholed, both masquerade tables.
+	waitBlackholes(t, n, netip.PrefixFrom(a4, 26).Masked(), netip.PrefixFrom(a6, 122).Masked())
 	routes := podRoutesOf(t, l, n)
 	t.Logf("node: routes of proto 238\n%s", routes)
 	for _, want := range []string{a4.String() + " dev reef", a6.String() + " dev reef", b4.String() + " dev reef", b6.String() + " dev reef",

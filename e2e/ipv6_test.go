@@ -1,12 +1,35 @@
 package e2e
 
 import (
+	"fmt"
 	"net/netip"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/reefcni/reef/internal/lab"
 )
+
+// waitBlackholes waits for n's blackholes of its blocks: the pass after a
+// block's claim adds it, and may end after the ADD that made the claim
+// returned (seen in TestIPv6Pod: the pods' ADDs at .197 and .225, the
+// blackhole at .306, after the pass had reserved the IPv6 tunnel address).
+func waitBlackholes(t *testing.T, n *lab.Node, blocks ...netip.Prefix) {
+	t.Helper()
+	eventually(t, 10*time.Second, func() string {
+		for _, b := range blocks {
+			fam := "-4"
+			if b.Addr().Is6() {
+				fam = "-6"
+			}
+			if r := run(t, n.Lab, n.Netns, "ip", fam, "route", "show", "exact", b.String(), "proto", "238"); !strings.HasPrefix(r, "blackhole ") {
+				return fmt.Sprintf("%s has no blackhole for its block %s yet: %q", n.Name, b, r)
+			}
+		}
+		return ""
+	})
+}
 
 // TestIPv6Pod: a node whose pool is IPv6 (issue 29, the first slice: a
 // node that runs alone) wires pods as Calico does for IPv6 — a /128 on
@@ -50,8 +73,9 @@ func TestIPv6Pod(t *testing.T) {
 	if got := strings.TrimSpace(run(t, l, n.Netns, "sysctl", "-n", "net.ipv6.conf.all.forwarding")); got != "1" {
 		t.Errorf("node net.ipv6.conf.all.forwarding = %s, want 1", got)
 	}
-	routes := run(t, l, n.Netns, "ip", "-6", "route", "show", "proto", "238")
 	block := netip.PrefixFrom(a.IP, 122).Masked()
+	waitBlackholes(t, n, block)
+	routes := run(t, l, n.Netns, "ip", "-6", "route", "show", "proto", "238")
 	for _, want := range []string{a.IP.String() + " dev reef", b.IP.String() + " dev reef", "blackhole " + block.String()} {
 		if !strings.Contains(routes, want) {
 			t.Errorf("node IPv6 routes with proto 238: %q missing in\n%s", want, routes)
@@ -122,6 +146,16 @@ func TestIPv6Pod(t *testing.T) {
 	for _, args := range [][]string{{"status"}, {"routes"}, {"ipam", "check"}} {
 		if out, err := n.Reef(args...); err != nil {
 			t.Errorf("reef %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	// reef routes lists the IPv6 routes it wants, in sync: each pod's
+	// /128 and the block's blackhole (an exit status 0 alone would hold
+	// for a command that left IPv6 out).
+	if out, err := n.Reef("routes"); err == nil {
+		for _, want := range []string{a.IP.String() + "/128", b.IP.String() + "/128", block.String()} {
+			if !regexp.MustCompile(`(?m)^route\s+` + regexp.QuoteMeta(want) + `\s+in-sync\s`).MatchString(out) {
+				t.Errorf("reef routes has no in-sync route %s:\n%s", want, out)
+			}
 		}
 	}
 

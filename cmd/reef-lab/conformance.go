@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -78,7 +79,7 @@ func conformance(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	run := conformanceRun{results: results, leftOut: leftOut, focus: focus, skip: skip, junit: filepath.Base(*junit), up: up, took: took}
+	run := conformanceRun{results: results, leftOut: leftOut, focus: focus, skip: skip, junit: filepath.Base(*junit), up: up, took: took, reef: reefVersion(*bin)}
 	var b strings.Builder
 	if *dual {
 		writeDualStackConformance(&b, run)
@@ -131,6 +132,7 @@ type conformanceRun struct {
 	focus, skip string
 	junit       string // the JUnit report's file name, beside the summary
 	up, took    time.Duration
+	reef        string // `reef version` of the binaries under test: which commit ran
 }
 
 // writeConformanceHead puts the summary of `make conformance`, which has
@@ -175,14 +177,28 @@ func writeDualStackConformance(w io.Writer, r conformanceRun) {
 	writeConformanceRun(w, r, lab.DualStackSkip, lab.DualStackSkips)
 }
 
+// reefVersion is `reef version` of bin's reef, which names its commit;
+// "unknown" when it does not run.
+func reefVersion(bin string) string {
+	out, err := exec.Command(filepath.Join(bin, "reef"), "version").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
+
 // writeConformanceRun writes the run, the counts, and each test with its
 // result and, for a failure or a skip, why; and the skips' reasons when
 // the skip is the default one.
 func writeConformanceRun(w io.Writer, r conformanceRun, defaultSkip string, skips []lab.E2ESkip) {
 	rs := r.results
 	counts := lab.E2ECounts(rs)
-	fmt.Fprintf(w, "Run of %s UTC: cluster up in %s, tests ran for %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04"),
+	fmt.Fprintf(w, "Run of %s UTC: cluster up in %s, tests ran for %s.", time.Now().UTC().Format("2006-01-02 15:04"),
 		r.up.Round(time.Second), r.took.Round(time.Second))
+	if r.reef != "" {
+		fmt.Fprintf(w, " `reef version`: %s.", r.reef)
+	}
+	fmt.Fprint(w, "\n\n")
 	fmt.Fprintf(w, "- focus: `%s`\n- skip: `%s`\n\n", r.focus, r.skip)
 	if r.skip == defaultSkip {
 		fmt.Fprintf(w, "What the skip leaves out, and why:\n\n| pattern | why |\n|---|---|\n")

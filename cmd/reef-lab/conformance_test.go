@@ -18,7 +18,7 @@ func TestConformanceSummaries(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "conformance.md")
 	run := func(name, state string, dual bool) conformanceRun {
 		r := conformanceRun{results: []lab.E2EResult{{Name: name, State: state}}, focus: lab.ConformanceFocus, skip: lab.ConformanceSkip,
-			junit: "conformance-junit.xml.gz", up: time.Second, took: time.Minute}
+			junit: "conformance-junit.xml.gz", up: time.Second, took: time.Minute, reef: "reef 1a2b3c4 (commit 1a2b3c4)"}
 		if dual {
 			r.focus, r.skip, r.junit = lab.DualStackFocus, lab.DualStackSkip, "conformance-dualstack-junit.xml.gz"
 			r.leftOut = []string{"[Feature:IPv6DualStack] an sctp one [Feature:SCTPConnectivity]"}
@@ -71,7 +71,8 @@ func TestConformanceSummaries(t *testing.T) {
 		"| failed | [Feature:IPv6DualStack] dual two |", "`docs/conformance-dualstack-junit.xml.gz`", "`docs/conformance-junit.xml.gz`",
 		"left out by the skip (1):\n\n- [Feature:IPv6DualStack] an sctp one [Feature:SCTPConnectivity]\n",
 		"\n" + policySection + "\n", "| passed | CNPPolicyTwo |", "**1 passed, 0 failed, 0 skipped** of the suite's 2 tests; 1 left out by the skip.",
-		"Left out: CNPLeftOut.", "`docs/conformance-policy-events.json.gz`"} {
+		"Left out: CNPLeftOut.", "`docs/conformance-policy-events.json.gz`",
+		"tests ran for 1m0s. `reef version`: reef 1a2b3c4 (commit 1a2b3c4).\n"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("the summary lacks %q:\n%s", want, doc)
 		}
