@@ -320,7 +320,9 @@ func failoverSection(rows []failoverRow, runs int) string {
 	w("first (GRACEFUL_SHUTDOWN), and so does a package upgrade, whose restart is the same SIGTERM;\n")
 	w("failed requests over all runs, planned restart: %s; package upgrade: %s\n",
 		summary(rows, func(r failoverRow) []outage { return r.restart }), summary(rows, func(r failoverRow) []outage { return r.upgrade }))
-	w("(a request counts as failed here on any error, a reset where the router's ECMP set changed too).\n\n")
+	w("(a request counts as failed here on any error, a reset where the router's ECMP set changed too: the router's\n")
+	w("stateless multipath moves half of the open flows at each change of its next hops, a1's drain and its return, which no\n")
+	w("announcement avoids; docs/bgp.md, \"Resets where the router's ECMP set changes\", has the packets).\n\n")
 	w("From `make bench-failover`, which runs, after `make build`:\n\n")
 	w("    REEF_FAILOVER_FIGURES=%d REEF_FAILOVER_OUT=$PWD/BENCHMARKS.md REEF_BIN_DIR=$PWD/bin go test -count=1 -timeout 60m -run '^TestFailoverFigures$' -v ./e2e/\n\n", runs)
 	w("on %s; 1-minute load average after the run: %s (the lab shares a 2-core VM).\n", time.Now().UTC().Format("2006-01-02"), loadAverage())
