@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/reefcni/reef/internal/netnstest"
 	"github.com/vishvananda/netlink"
 )
 
@@ -89,7 +90,7 @@ func TestKernelBlocksSync(t *testing.T) {
 	ip("route", "add", "10.244.1.5/32", "dev", "eth0", "scope", "link", "proto", "238")
 	ip("route", "add", "10.244.3.0/26", "via", "192.0.2.9", "dev", "eth0", "proto", "static")
 
-	k := kernelIn(t, node)
+	k := netnstest.Open(t, node, NewKernel)
 	b := NewBlocks(k)
 	s := BlockSnapshot{Own: []netip.Prefix{pfx("10.244.1.0/26")}, Remote: []RemoteBlock{
 		{Block: pfx("10.244.2.0/26"), Node: netip.MustParseAddr("192.0.2.2"), Dev: "eth0"},

@@ -36,7 +36,7 @@ func TestForeignRouteInTheWay(t *testing.T) {
 	ip("route", "add", "blackhole", "10.244.4.0/26", "proto", "238")
 	before := routeStrings(t, nodeH, &netlink.Route{}, 0)
 
-	k := kernelIn(t, node)
+	k := netnstest.Open(t, node, NewKernel)
 	via := netip.MustParseAddr("192.0.2.2")
 	plan := Plan{Replace: []Route{
 		hole("10.244.1.0/26"),

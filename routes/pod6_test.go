@@ -79,7 +79,7 @@ func newV6Node(t *testing.T, blocks ...string) *v6Node {
 	ip("link", "set", "eth0", "up")
 	ip("addr", "add", "192.0.2.1/24", "dev", "eth0")
 	ip("addr", "add", "2001:db8:1::1/64", "dev", "eth0", "nodad")
-	n.k = kernelIn(t, n.ns)
+	n.k = netnstest.Open(t, n.ns, NewKernel)
 	return n
 }
 

@@ -56,17 +56,6 @@ func nodeWithVeth(t *testing.T, dev, addr string) (node ns.NetNS, nodeH netlinks
 	return node, nodeH, ip
 }
 
-// kernelIn is a Kernel in node's namespace, closed when the test ends.
-func kernelIn(t *testing.T, node ns.NetNS) *Kernel {
-	t.Helper()
-	var k *Kernel
-	if err := in(t, node, func() (err error) { k, err = NewKernel(); return err }); err != nil {
-		t.Fatalf("NewKernel: %v", err)
-	}
-	t.Cleanup(k.Close)
-	return k
-}
-
 // sysctlIn reads a sysctl of namespace n.
 func sysctlIn(t *testing.T, n ns.NetNS, name string) string {
 	t.Helper()
@@ -335,7 +324,7 @@ func TestKernelReadApply(t *testing.T) {
 	ip("route", "add", "10.244.6.0/26", "dev", "other0", "scope", "global", "proto", "238")
 	ip("route", "add", "10.244.1.7/32", "dev", "reefstray1", "scope", "link", "proto", "238")
 
-	k := kernelIn(t, node)
+	k := netnstest.Open(t, node, NewKernel)
 
 	have, err := k.Read()
 	if err != nil {
@@ -453,7 +442,7 @@ func TestApplyPodMTU(t *testing.T) {
 	if err := in(t, node, func() (err error) { _, err = veth.Setup(spec, nil); return err }); err != nil {
 		t.Fatalf("veth.Setup: %v", err)
 	}
-	k := kernelIn(t, node)
+	k := netnstest.Open(t, node, NewKernel)
 	mtus := func() (host, pod int) {
 		t.Helper()
 		h, err := nodeH.LinkByName(spec.HostVeth)

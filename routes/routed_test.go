@@ -7,6 +7,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/google/go-cmp/cmp"
+	"github.com/reefcni/reef/internal/netnstest"
 	"github.com/vishvananda/netlink"
 )
 
@@ -19,7 +20,7 @@ func TestKernelRoutedRemoteBlock(t *testing.T) {
 	node, nodeH, ip := nodeWithUplink(t)
 	ip("route", "add", "198.51.100.0/24", "via", "192.0.2.254", "dev", "eth0", "proto", "static")
 
-	k := kernelIn(t, node)
+	k := netnstest.Open(t, node, NewKernel)
 
 	owner := netip.MustParseAddr("198.51.100.21")
 	hop, err := k.HopTo(owner)

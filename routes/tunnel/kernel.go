@@ -38,13 +38,9 @@ func (k *Kernel) Close() { k.h.Close() }
 func (k *Kernel) ReadTunnel() (State, error) {
 	st := State{Addrs: map[netip.Addr]bool{}, Peers: map[netip.Addr]bool{}, Peers6: map[netip.Addr]bool{}, Dst: map[netip.Addr]netip.Addr{},
 		Partial: map[netip.Addr]string{}}
-	l, err := k.h.LinkByName(VXLANDevice)
-	if err != nil {
-		var nf netlink.LinkNotFoundError
-		if errors.As(err, &nf) {
-			return st, nil
-		}
-		return st, fmt.Errorf("find %s: %w", VXLANDevice, err)
+	l, err := k.link(VXLANDevice)
+	if l == nil {
+		return st, err
 	}
 	vx, ok := l.(*netlink.Vxlan)
 	if !ok {
@@ -111,6 +107,19 @@ func (k *Kernel) ReadTunnel() (State, error) {
 	}
 	sort.Strings(st.Strays)
 	return st, nil
+}
+
+// link is the device named name; nil and no error where there is none.
+func (k *Kernel) link(name string) (netlink.Link, error) {
+	l, err := k.h.LinkByName(name)
+	if err != nil {
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("find %s: %w", name, err)
+	}
+	return l, nil
 }
 
 // vtepNode is the node (IPv4 address or identity) a VTEP MAC names.
@@ -323,13 +332,9 @@ var ErrNoIPIP = errors.New("ipipMode needs the kernel's ipip module, and tunl0 i
 // told by their label (IPIPLabel).
 func (k *Kernel) ReadIPIP() (IPIPState, error) {
 	st := IPIPState{Addrs: map[netip.Addr]bool{}}
-	l, err := k.h.LinkByName(IPIPDevice)
-	if err != nil {
-		var nf netlink.LinkNotFoundError
-		if errors.As(err, &nf) {
-			return st, nil
-		}
-		return st, fmt.Errorf("find %s: %w", IPIPDevice, err)
+	l, err := k.link(IPIPDevice)
+	if l == nil {
+		return st, err
 	}
 	st.Present, st.Up, st.MTU = true, l.Attrs().Flags&net.FlagUp != 0, l.Attrs().MTU
 	addrs, err := k.h.AddrList(l, unix.AF_INET)
@@ -350,13 +355,12 @@ func (k *Kernel) ReadIPIP() (IPIPState, error) {
 // without it, it returns ErrNoIPIP. It goes on after a failed step and
 // returns every failure; every step is safe to repeat.
 func (k *Kernel) ApplyIPIP(p IPIPPlan) error {
-	l, err := k.h.LinkByName(IPIPDevice)
+	l, err := k.link(IPIPDevice)
 	if err != nil {
-		var nf netlink.LinkNotFoundError
-		if errors.As(err, &nf) {
-			return ErrNoIPIP
-		}
-		return fmt.Errorf("find %s: %w", IPIPDevice, err)
+		return err
+	}
+	if l == nil {
+		return ErrNoIPIP
 	}
 	var errs []error
 	if p.SetMTU != 0 {

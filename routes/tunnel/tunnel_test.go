@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/reefcni/reef/internal/netnstest"
 	"github.com/reefcni/reef/routes/sysctl"
+	"github.com/vishvananda/netlink"
 )
 
 var (
@@ -216,11 +217,7 @@ func TestIPIPKernel(t *testing.T) {
 	requireRoot(t)
 	node := netnstest.New(t)
 	if _, err := netnsHandle(t, node.Path()).LinkByName(IPIPDevice); err != nil {
-		var k *Kernel
-		if err := in(t, node, func() (err error) { k, err = NewKernel(); return err }); err != nil {
-			t.Fatalf("NewKernel: %v", err)
-		}
-		defer k.Close()
+		k := netnstest.Open(t, node, NewKernel)
 		if have, err := k.ReadIPIP(); err != nil || have.Present {
 			t.Errorf("ReadIPIP without tunl0 = %+v, %v; want absent, nil", have, err)
 		}
@@ -254,11 +251,7 @@ func ipipCycle(t *testing.T, node ns.NetNS) {
 	netnstest.Run(t, node, "ip", "link", "set", IPIPDevice, "down")
 	netnstest.Run(t, node, "ip", "addr", "add", "192.0.2.7/32", "dev", IPIPDevice)
 	netnstest.Run(t, node, "ip", "addr", "add", "10.244.9.9/32", "dev", IPIPDevice, "label", IPIPLabel)
-	var k *Kernel
-	if err := in(t, node, func() (err error) { k, err = NewKernel(); return err }); err != nil {
-		t.Fatalf("NewKernel: %v", err)
-	}
-	defer k.Close()
+	k := netnstest.Open(t, node, NewKernel)
 	read := func() IPIPState {
 		t.Helper()
 		st, err := k.ReadIPIP()
@@ -323,19 +316,7 @@ func TestVXLANKernel(t *testing.T) {
 	if sysctl.TunnelDevice != VXLANDevice {
 		t.Fatalf("sysctl.TunnelDevice %q is not %q", sysctl.TunnelDevice, VXLANDevice)
 	}
-	node := netnstest.New(t)
-	netnstest.Run(t, node, "ip", "link", "add", "uplink1", "type", "veth", "peer", "name", "uplink1peer")
-	netnstest.Run(t, node, "ip", "addr", "add", "192.168.77.11/24", "dev", "uplink1")
-	netnstest.Run(t, node, "ip", "link", "set", "uplink1", "up")
-	var k *Kernel
-	if err := in(t, node, func() (err error) { k, err = NewKernel(); return err }); err != nil {
-		t.Fatalf("NewKernel: %v", err)
-	}
-	defer k.Close()
-	uplink, err := netnsHandle(t, node.Path()).LinkByName("uplink1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	node, k, uplink := nodeWithUplink1(t, "192.168.77.11/24")
 	local := netip.MustParseAddr("192.168.77.11")
 	a, b := netip.MustParseAddr("192.168.78.12"), netip.MustParseAddr("192.168.77.13")
 	tun, tun6 := netip.MustParseAddr("10.244.0.0"), netip.MustParseAddr("fd00:10:244::")
@@ -436,19 +417,7 @@ func TestVXLANKernel(t *testing.T) {
 // old address shows in the diff and is rewritten.
 func TestVXLANKernelIPv6Underlay(t *testing.T) {
 	requireRoot(t)
-	node := netnstest.New(t)
-	netnstest.Run(t, node, "ip", "link", "add", "uplink1", "type", "veth", "peer", "name", "uplink1peer")
-	netnstest.Run(t, node, "ip", "addr", "add", "fd77::11/64", "dev", "uplink1", "nodad")
-	netnstest.Run(t, node, "ip", "link", "set", "uplink1", "up")
-	var k *Kernel
-	if err := in(t, node, func() (err error) { k, err = NewKernel(); return err }); err != nil {
-		t.Fatalf("NewKernel: %v", err)
-	}
-	defer k.Close()
-	uplink, err := netnsHandle(t, node.Path()).LinkByName("uplink1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	node, k, uplink := nodeWithUplink1(t, "fd77::11/64", "nodad")
 	id, local := netip.MustParseAddr("10.255.0.1"), netip.MustParseAddr("fd77::11")
 	a, b := netip.MustParseAddr("10.255.0.2"), netip.MustParseAddr("10.255.0.3")
 	a6, a6new, b6 := netip.MustParseAddr("fd77::12"), netip.MustParseAddr("fd77::22"), netip.MustParseAddr("fd78::13")
@@ -516,4 +485,20 @@ func applyTunnel(t *testing.T, k *Kernel, node ns.NetNS, owner *sysctl.Owner, wa
 	if p := Diff(want, have); !p.Empty() {
 		t.Errorf("Diff after ApplyTunnel = %+v; want empty (kernel: %+v)", p, have)
 	}
+}
+
+// nodeWithUplink1 is a throw-away node namespace whose uplink1, up, has
+// the address addr (with the further arguments of ip-address(8)), and a
+// Kernel in it.
+func nodeWithUplink1(t *testing.T, addr ...string) (ns.NetNS, *Kernel, netlink.Link) {
+	t.Helper()
+	node := netnstest.New(t)
+	netnstest.Run(t, node, "ip", "link", "add", "uplink1", "type", "veth", "peer", "name", "uplink1peer")
+	netnstest.Run(t, node, append([]string{"ip", "addr", "add", addr[0], "dev", "uplink1"}, addr[1:]...)...)
+	netnstest.Run(t, node, "ip", "link", "set", "uplink1", "up")
+	uplink, err := netnsHandle(t, node.Path()).LinkByName("uplink1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return node, netnstest.Open(t, node, NewKernel), uplink
 }
