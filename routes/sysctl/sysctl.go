@@ -74,7 +74,8 @@ type Node struct {
 }
 
 // TunnelDevice is the VXLAN device whose IPv6 settings the owner keeps
-// (tunnel.VXLANDevice; this package is below routes).
+// (routes/tunnel.VXLANDevice; this package imports neither routes nor
+// routes/tunnel).
 const TunnelDevice = "vxlan.reef"
 
 // Setting is one sysctl and the value reef wants: Key is its path under
