@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reefcni/reef/routes/tunnel"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -208,8 +209,8 @@ func readKernelForRecovery(in *store.RecoverInput) error {
 		dev             string
 		handle, handle6 string // "": no address of that family is reef's
 	}{
-		{routes.VXLANDevice, daemon.VXLANTunnelHandle(in.Node), daemon.VXLANTunnelHandle6(in.Node)},
-		{routes.IPIPDevice, daemon.IPIPTunnelHandle(in.Node), ""},
+		{tunnel.VXLANDevice, daemon.VXLANTunnelHandle(in.Node), daemon.VXLANTunnelHandle6(in.Node)},
+		{tunnel.IPIPDevice, daemon.IPIPTunnelHandle(in.Node), ""},
 	} {
 		l, err := netlink.LinkByName(t.dev)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/reefcni/reef/routes/veth"
 
 	"github.com/reefcni/reef/cniserver/activity"
 	reefv1 "github.com/reefcni/reef/proto"
@@ -151,11 +152,11 @@ func (s *Server) addLocked(r *request, pools []store.Pool, op *activity.Op, log 
 	if err := s.detachOthers(ep); err != nil {
 		return ep, "", nil, s.rollback(r, ep, existed, types.NewError(types.ErrInternal, "take over veth "+ep.HostVeth, err.Error()), log)
 	}
-	links, err := s.deps.Pods.Up(routes.PodSpec{Netns: r.netns, IfName: r.ifName, HostVeth: ep.HostVeth, IPs: ep.Addrs(), MTU: s.cfg.MTU,
+	links, err := s.deps.Pods.Up(veth.Spec{Netns: r.netns, IfName: r.ifName, HostVeth: ep.HostVeth, IPs: ep.Addrs(), MTU: s.cfg.MTU,
 		HostPorts: len(ep.PortMappings) > 0, TestPauseAfterVeth: s.cfg.TestPauseAfterVeth})
 	if err != nil {
 		code, msg := uint(types.ErrInternal), "wire pod "+ep.AddrsString()+" in "+r.netns
-		if errors.Is(err, routes.ErrNetnsGone) {
+		if errors.Is(err, veth.ErrNetnsGone) {
 			code, msg = types.ErrUnknownContainer, "CNI_NETNS "+r.netns+" is gone: the sandbox was deleted, or never created"
 		}
 		return ep, "", nil, s.rollback(r, ep, existed, types.NewError(code, msg, err.Error()), log)

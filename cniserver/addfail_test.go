@@ -13,10 +13,10 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/reefcni/reef/routes/veth"
 
 	"github.com/reefcni/reef/blockproto"
 	reefv1 "github.com/reefcni/reef/proto"
-	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/routes/tc"
 	"github.com/reefcni/reef/store"
 )
@@ -28,34 +28,34 @@ import (
 type fakeNode struct {
 	mu     sync.Mutex
 	fail   string
-	veths  map[string]bool           // veth pairs (with their routes)
-	limits map[string]bool           // tc and the ifb, by veth
-	filter map[string]string         // ARP-filter and hostPort elements, by veth
-	policy map[netip.Addr]string     // covered addresses, by handle
-	wired  map[string]routes.PodSpec // veth -> the spec it was wired with
+	veths  map[string]bool       // veth pairs (with their routes)
+	limits map[string]bool       // tc and the ifb, by veth
+	filter map[string]string     // ARP-filter and hostPort elements, by veth
+	policy map[netip.Addr]string // covered addresses, by handle
+	wired  map[string]veth.Spec  // veth -> the spec it was wired with
 }
 
 func newFakeNode() *fakeNode {
 	return &fakeNode{veths: map[string]bool{}, limits: map[string]bool{}, filter: map[string]string{},
-		policy: map[netip.Addr]string{}, wired: map[string]routes.PodSpec{}}
+		policy: map[netip.Addr]string{}, wired: map[string]veth.Spec{}}
 }
 
 var errInjected = errors.New("injected failure")
 
 func (f *fakeNode) failing(step string) bool { return f.fail == step }
 
-func (f *fakeNode) Up(spec routes.PodSpec) (routes.PodLinks, error) {
+func (f *fakeNode) Up(spec veth.Spec) (veth.Pair, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failing("up") {
 		// Wire undoes what it did: the pair is gone, with its qdiscs.
 		delete(f.veths, spec.HostVeth)
 		delete(f.limits, spec.HostVeth)
-		return routes.PodLinks{}, errInjected
+		return veth.Pair{}, errInjected
 	}
 	f.veths[spec.HostVeth] = true
 	f.wired[spec.HostVeth] = spec
-	return routes.PodLinks{}, nil
+	return veth.Pair{}, nil
 }
 
 func (f *fakeNode) Limit(veth string, _ tc.Bandwidth) ([]string, error) {

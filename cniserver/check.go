@@ -6,9 +6,9 @@ import (
 	"net/netip"
 
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/reefcni/reef/routes/veth"
 
 	reefv1 "github.com/reefcni/reef/proto"
-	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/store"
 )
 
@@ -40,7 +40,7 @@ func (s *Server) check(in *reefv1.CNIRequest) *types.Error {
 	if ep.HostVeth == "" {
 		return types.NewError(ErrDataplaneDiffers, fmt.Sprintf("pod %s lost its veth to a newer sandbox of the same pod", ep.AddrsString()), "")
 	}
-	if err := routes.CheckPod(routes.PodSpec{Netns: ep.Netns, IfName: ep.IfName, HostVeth: ep.HostVeth, IPs: ep.Addrs(), MTU: ep.MTU}); err != nil {
+	if err := veth.Check(veth.Spec{Netns: ep.Netns, IfName: ep.IfName, HostVeth: ep.HostVeth, IPs: ep.Addrs(), MTU: ep.MTU}); err != nil {
 		return types.NewError(ErrDataplaneDiffers, fmt.Sprintf("pod %s: %v", ep.AddrsString(), err),
 			"reef's reconcile loop repairs node-side routes within reconcileInterval; a missing veth or pod interface needs the pod recreated")
 	}

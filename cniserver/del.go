@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/reefcni/reef/routes/veth"
 
 	"github.com/reefcni/reef/cniserver/pendingdel"
 	reefv1 "github.com/reefcni/reef/proto"
@@ -87,7 +88,7 @@ func (s *Server) recoveredEndpoint(r *request) (store.Endpoint, bool, error) {
 		if r.netns == "" {
 			return store.Endpoint{}, false, nil
 		}
-		ours, err := routes.VethPeerIn(r.netns, ep.HostVeth)
+		ours, err := veth.PeerIn(r.netns, ep.HostVeth)
 		if err != nil || !ours {
 			s.deps.Log.Info("DEL names a rebuilt record by its veth, but the veth is not this sandbox's: left alone",
 				"veth", ep.HostVeth, "netns", r.netns, "error", err)
@@ -107,9 +108,9 @@ func (s *Server) Alive(ep store.Endpoint) bool { return SandboxAlive(ep) }
 // namespace, stands in for it.
 func SandboxAlive(ep store.Endpoint) bool {
 	if ep.Netns == "" && ep.Recovered() {
-		return routes.LinkExists(ep.HostVeth)
+		return veth.LinkExists(ep.HostVeth)
 	}
-	return routes.NetnsExists(ep.Netns)
+	return veth.NetnsExists(ep.Netns)
 }
 
 // release tears an endpoint down and frees its address. Callers hold the

@@ -6,8 +6,8 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/reefcni/reef/routes/veth"
 
-	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/store"
 )
 
@@ -24,15 +24,15 @@ func (s *Server) result(r *request, ep store.Endpoint, podMAC string) ([]byte, e
 	res := &types100.Result{
 		CNIVersion: types100.ImplementedSpecVersion,
 		Interfaces: []*types100.Interface{
-			{Name: ep.HostVeth, Mac: routes.HostVethMAC.String(), Mtu: mtu},
+			{Name: ep.HostVeth, Mac: veth.HostMAC.String(), Mtu: mtu},
 			{Name: r.ifName, Mac: podMAC, Sandbox: r.netns, Mtu: mtu},
 		},
 		DNS: r.conf.DNS,
 	}
 	for _, ip := range ep.Addrs() {
-		gw, bits := routes.PodGateway, 32
+		gw, bits := veth.Gateway, 32
 		if ip.Is6() {
-			gw, bits = routes.PodGateway6, 128
+			gw, bits = veth.Gateway6, 128
 		}
 		res.IPs = append(res.IPs, &types100.IPConfig{Interface: &podIdx,
 			Address: net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(bits, bits)}, Gateway: gw.AsSlice()})

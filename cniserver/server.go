@@ -15,12 +15,12 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/reefcni/reef/routes/veth"
 	"google.golang.org/grpc"
 
 	"github.com/reefcni/reef/cniserver/activity"
 	"github.com/reefcni/reef/internal/keyed"
 	reefv1 "github.com/reefcni/reef/proto"
-	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/routes/tc"
 	"github.com/reefcni/reef/store"
 )
@@ -29,7 +29,7 @@ import (
 type Config struct {
 	Pools []store.Pool // the first is the default
 	MTU   int          // of both ends of every veth
-	// TestPauseAfterVeth: see routes.PodSpec. Zero outside tests.
+	// TestPauseAfterVeth: see veth.Spec. Zero outside tests.
 	TestPauseAfterVeth time.Duration
 	// DeferredDir queues the DELs done in the kernel while the store could
 	// not be written (a pendingdel queue on another file system than the
@@ -57,7 +57,7 @@ type Server struct {
 // gone (Down, which may be repeated). The server never writes these
 // objects itself, and shares no lock with the owner.
 type Pods interface {
-	Up(spec routes.PodSpec) (routes.PodLinks, error)
+	Up(spec veth.Spec) (veth.Pair, error)
 	Limit(hostVeth string, bw tc.Bandwidth) ([]string, error)
 	Down(hostVeth string, still func() bool) error
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	sdaemon "github.com/coreos/go-systemd/v22/daemon"
+	"github.com/reefcni/reef/routes/tunnel"
 
 	"github.com/reefcni/reef/bgp"
 	"github.com/reefcni/reef/blockproto"
@@ -161,6 +162,11 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 		return nil, closeAll, err
 	}
 	closers = append(closers, kernel.Close)
+	tunKernel, err := tunnel.NewKernel()
+	if err != nil {
+		return nil, closeAll, err
+	}
+	closers = append(closers, tunKernel.Close)
 	work := newPending()
 	m := newMetrics(cfg)
 	pools := storePools(cfg.Pools)
@@ -211,7 +217,7 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 		cniserver.Deps{Store: st, Log: log.With("component", "cni"), Pods: pods, NeedBlock: blocks.Need,
 			PodFilter: natDP, Policy: policyGate(policyDP), Activity: ops, Trigger: work.Trigger, Observe: m.CNI})
 	rec := newReconciler(reconcilerDeps{store: st, cni: cni, activity: ops, kernel: kernel, blockRoutes: blockRoutes, pods: pods, sysctls: sysctls, nat: natDP, policy: policyDP,
-		blocks: blocks, tunnels: newTunnels(tunnelDeps{kernel: kernel, store: st, sysctls: sysctls, metrics: m}, log), metrics: m, net: netInfo{node: cfg.NodeName, uplink: up, uplink6: up6, pools: cfg.Pools, podMTU: mtu,
+		blocks: blocks, tunnels: newTunnels(tunnelDeps{kernel: tunKernel, store: st, sysctls: sysctls, metrics: m}, log), metrics: m, net: netInfo{node: cfg.NodeName, uplink: up, uplink6: up6, pools: cfg.Pools, podMTU: mtu,
 			identity: node.Identity, v6only: node.IPv6Only},
 		pending: work, interval: cfg.ReconcileInterval, passLoop: hooks.passLoop}, log)
 	d = &Daemon{cfg: cfg, log: log, identity: node.Identity, uplink: up, uplink6: up6, mtu: mtu, store: st, cni: cni, rec: rec, speaker: speaker,

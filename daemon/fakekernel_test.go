@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/reefcni/reef/routes/tunnel"
+	"github.com/reefcni/reef/routes/veth"
 	"golang.org/x/sys/unix"
 
 	"github.com/reefcni/reef/nat"
@@ -36,7 +38,7 @@ type fakeKernel struct {
 	routes map[netip.Prefix]routes.Route
 	links  map[string]int      // reef veths and their MTU
 	peers  map[string]fakePeer // a veth's pod end
-	ipip   routes.IPIPState    // tunl0
+	ipip   tunnel.IPIPState    // tunl0
 	vxlan  *fakeVXLAN          // vxlan.reef; nil: none (fakevxlan_test.go)
 	// vxlanIPv6Off: a new vxlan.reef has IPv6 off and no EUI-64
 	// link-local (the node's net.ipv6.conf.default says so).
@@ -73,7 +75,7 @@ var operatorAddr = netip.MustParseAddr("192.168.99.1")
 
 func newFakeKernel() *fakeKernel {
 	return &fakeKernel{routes: map[netip.Prefix]routes.Route{}, links: map[string]int{}, peers: map[string]fakePeer{},
-		ipip:         routes.IPIPState{Present: true, MTU: 1480, Addrs: map[netip.Addr]bool{operatorAddr: false}},
+		ipip:         tunnel.IPIPState{Present: true, MTU: 1480, Addrs: map[netip.Addr]bool{operatorAddr: false}},
 		linkDefaults: map[string]string{}, tables: map[nft.TableID]nft.Table{}, ifbs: map[string]string{}, limits: map[string]tc.Bandwidth{}, sys: sysctltest.New()}
 }
 
@@ -89,12 +91,12 @@ func (k *fakeKernel) String() string {
 		lines = append(lines, fmt.Sprintf("peer %s %s in %s mtu %d", veth, p.ifName, p.netns, p.mtu))
 	}
 	if k.ipip.Present {
-		lines = append(lines, fmt.Sprintf("link %s mtu %d up %v", routes.IPIPDevice, k.ipip.MTU, k.ipip.Up))
+		lines = append(lines, fmt.Sprintf("link %s mtu %d up %v", tunnel.IPIPDevice, k.ipip.MTU, k.ipip.Up))
 		for a, ours := range k.ipip.Addrs {
 			if ours {
-				lines = append(lines, fmt.Sprintf("addr %s/32 dev %s label %s", a, routes.IPIPDevice, routes.IPIPLabel))
+				lines = append(lines, fmt.Sprintf("addr %s/32 dev %s label %s", a, tunnel.IPIPDevice, tunnel.IPIPLabel))
 			} else {
-				lines = append(lines, fmt.Sprintf("addr %s/32 dev %s", a, routes.IPIPDevice))
+				lines = append(lines, fmt.Sprintf("addr %s/32 dev %s", a, tunnel.IPIPDevice))
 			}
 		}
 	}
@@ -211,7 +213,7 @@ func (k *fakeKernel) apply(p routes.Plan) error {
 		if r.Kind == routes.PodRoute && k.links[r.Dev] == 0 {
 			continue // the veth vanished since the pass read it: nothing to route on (routes.Kernel.Apply)
 		}
-		if r.Dev == routes.VXLANDevice && k.vxlan == nil {
+		if r.Dev == tunnel.VXLANDevice && k.vxlan == nil {
 			errs = append(errs, fmt.Errorf("replace route %s: Link not found", r))
 			continue
 		}
@@ -252,7 +254,7 @@ func (k *fakeKernel) setPodMTULocked(m routes.PodMTU) error {
 
 func (k *fakeKernel) HopTo(netip.Addr) (routes.Hop, error) { return routes.Hop{Dev: "eth0"}, nil }
 
-func (k *fakeKernel) ReadIPIP() (routes.IPIPState, error) {
+func (k *fakeKernel) ReadIPIP() (tunnel.IPIPState, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	st := k.ipip
@@ -260,11 +262,11 @@ func (k *fakeKernel) ReadIPIP() (routes.IPIPState, error) {
 	return st, nil
 }
 
-func (k *fakeKernel) ApplyIPIP(p routes.IPIPPlan) error {
+func (k *fakeKernel) ApplyIPIP(p tunnel.IPIPPlan) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if !k.ipip.Present {
-		return routes.ErrNoIPIP
+		return tunnel.ErrNoIPIP
 	}
 	if p.SetMTU != 0 {
 		k.ipip.MTU = p.SetMTU
@@ -288,15 +290,15 @@ type fakePods struct{ *fakeKernel }
 // Wire is an ADD's veth pair: both ends, the settings before the node's
 // end is up, the routes to the pod's addresses. A stale veth of the name
 // is replaced, with its ifb.
-func (k fakePods) Wire(spec routes.PodSpec, settings func(string) error) (routes.PodLinks, error) {
+func (k fakePods) Wire(spec veth.Spec, settings func(string) error) (veth.Pair, error) {
 	if err := k.Unwire(spec.HostVeth); err != nil {
-		return routes.PodLinks{}, err
+		return veth.Pair{}, err
 	}
 	k.addVeth(spec.HostVeth, spec.Netns, spec.IfName, spec.MTU)
 	if settings != nil {
 		if err := settings(spec.HostVeth); err != nil {
 			k.delLink(spec.HostVeth)
-			return routes.PodLinks{}, err
+			return veth.Pair{}, err
 		}
 	}
 	k.mu.Lock()
@@ -305,7 +307,7 @@ func (k fakePods) Wire(spec routes.PodSpec, settings func(string) error) (routes
 		dst := netip.PrefixFrom(ip, ip.BitLen())
 		k.routes[dst] = routes.Route{Dst: dst, Kind: routes.PodRoute, Dev: spec.HostVeth}
 	}
-	return routes.PodLinks{}, nil
+	return veth.Pair{}, nil
 }
 
 // Unwire is a DEL's: the veth pair, with its routes, and its ifb if the

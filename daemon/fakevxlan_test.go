@@ -7,8 +7,8 @@ import (
 	"net"
 	"net/netip"
 
-	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/routes/sysctl"
+	"github.com/reefcni/reef/routes/tunnel"
 )
 
 // fakeVXLAN is vxlan.reef in the fake kernel, with the kernel's rules that
@@ -18,7 +18,7 @@ import (
 // through it) away; the link-local exists while IPv6 is on and
 // addr_gen_mode is 0, as the kernel makes it when the device comes up.
 type fakeVXLAN struct {
-	dev    routes.VXLANConfig
+	dev    tunnel.VXLANConfig
 	up     bool
 	addrs  map[netip.Addr]bool
 	neigh4 map[netip.Addr]bool       // nodes with a right IPv4 neighbour
@@ -28,7 +28,7 @@ type fakeVXLAN struct {
 
 // ipv6On says whether the device has IPv6, as its sysctl says.
 func (k *fakeKernel) vxlanIPv6On() bool {
-	v, err := k.sys.Get(sysctl.DisableIPv6(routes.VXLANDevice))
+	v, err := k.sys.Get(sysctl.DisableIPv6(tunnel.VXLANDevice))
 	return err == nil && v == "0"
 }
 
@@ -45,17 +45,17 @@ func (k *fakeKernel) vxlanSyncLocked() {
 	}
 	clear(k.vxlan.neigh6)
 	for dst, r := range k.routes {
-		if r.Dev == routes.VXLANDevice && dst.Addr().Is6() {
+		if r.Dev == tunnel.VXLANDevice && dst.Addr().Is6() {
 			delete(k.routes, dst)
 		}
 	}
 }
 
-func (k *fakeKernel) ReadTunnel() (routes.TunnelState, error) {
+func (k *fakeKernel) ReadTunnel() (tunnel.State, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.vxlanSyncLocked()
-	st := routes.TunnelState{Addrs: map[netip.Addr]bool{}, Peers: map[netip.Addr]bool{}, Peers6: map[netip.Addr]bool{}, Dst: map[netip.Addr]netip.Addr{}}
+	st := tunnel.State{Addrs: map[netip.Addr]bool{}, Peers: map[netip.Addr]bool{}, Peers6: map[netip.Addr]bool{}, Dst: map[netip.Addr]netip.Addr{}}
 	v := k.vxlan
 	if v == nil {
 		return st, nil
@@ -76,7 +76,7 @@ func (k *fakeKernel) ReadTunnel() (routes.TunnelState, error) {
 	return st, nil
 }
 
-func (k *fakeKernel) ApplyTunnel(want routes.TunnelState, plan routes.TunnelPlan, settings func(link string) error) error {
+func (k *fakeKernel) ApplyTunnel(want tunnel.State, plan tunnel.Plan, settings func(link string) error) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if plan.Delete || len(plan.Recreate) > 0 {
@@ -92,10 +92,10 @@ func (k *fakeKernel) ApplyTunnel(want routes.TunnelState, plan routes.TunnelPlan
 		k.vxlan = &fakeVXLAN{dev: *want.Device, addrs: map[netip.Addr]bool{}, neigh4: map[netip.Addr]bool{}, neigh6: map[netip.Addr]bool{},
 			fdb: map[netip.Addr]netip.Addr{}}
 		k.vxlan.dev.TunnelAddr, k.vxlan.dev.TunnelAddr6 = netip.Addr{}, netip.Addr{}
-		k.sys.AddLink(routes.VXLANDevice)
+		k.sys.AddLink(tunnel.VXLANDevice)
 		if k.vxlanIPv6Off { // the node's net.ipv6.conf.default
-			k.sys.Put(sysctl.DisableIPv6(routes.VXLANDevice), "1")
-			k.sys.Put(sysctl.AddrGenMode(routes.VXLANDevice), "1")
+			k.sys.Put(sysctl.DisableIPv6(tunnel.VXLANDevice), "1")
+			k.sys.Put(sysctl.AddrGenMode(tunnel.VXLANDevice), "1")
 		}
 	}
 	v := k.vxlan
@@ -105,7 +105,7 @@ func (k *fakeKernel) ApplyTunnel(want routes.TunnelState, plan routes.TunnelPlan
 	var errs []error
 	if settings != nil {
 		k.mu.Unlock() // the owner writes through k.sys, which has its own lock
-		errs = append(errs, settings(routes.VXLANDevice))
+		errs = append(errs, settings(tunnel.VXLANDevice))
 		k.mu.Lock()
 	}
 	if plan.SetMTU != 0 {
@@ -129,7 +129,7 @@ func (k *fakeKernel) ApplyTunnel(want routes.TunnelState, plan routes.TunnelPlan
 	}
 	for a := range want.Peers6 {
 		if !v6 {
-			errs = append(errs, fmt.Errorf("set neighbour %s on vxlan.reef: invalid argument", routes.VTEPLinkLocal(a)))
+			errs = append(errs, fmt.Errorf("set neighbour %s on vxlan.reef: invalid argument", tunnel.VTEPLinkLocal(a)))
 			continue
 		}
 		v.neigh6[a] = true
@@ -146,9 +146,9 @@ func (k *fakeKernel) ApplyTunnel(want routes.TunnelState, plan routes.TunnelPlan
 // delVXLANLocked deletes the device, and with it its routes and sysctls.
 func (k *fakeKernel) delVXLANLocked() {
 	k.vxlan = nil
-	k.sys.DelLink(routes.VXLANDevice)
+	k.sys.DelLink(tunnel.VXLANDevice)
 	for dst, r := range k.routes {
-		if r.Dev == routes.VXLANDevice {
+		if r.Dev == tunnel.VXLANDevice {
 			delete(k.routes, dst)
 		}
 	}
@@ -160,25 +160,25 @@ func (k *fakeKernel) vxlanLines() []string {
 	if v == nil {
 		return nil
 	}
-	lines := []string{fmt.Sprintf("link %s local %s mac %s mtu %d up %v", routes.VXLANDevice, v.dev.Local, v.dev.MAC, v.dev.MTU, v.up)}
+	lines := []string{fmt.Sprintf("link %s local %s mac %s mtu %d up %v", tunnel.VXLANDevice, v.dev.Local, v.dev.MAC, v.dev.MTU, v.up)}
 	if k.vxlanIPv6On() {
-		if m, err := k.sys.Get(sysctl.AddrGenMode(routes.VXLANDevice)); err == nil && m == "0" {
+		if m, err := k.sys.Get(sysctl.AddrGenMode(tunnel.VXLANDevice)); err == nil && m == "0" {
 			// The kernel's EUI-64 link-local of the device's MAC.
 			mac, _ := net.ParseMAC(v.dev.MAC)
-			lines = append(lines, fmt.Sprintf("addr %s/64 dev %s scope link", routes.VTEPLinkLocal(netip.AddrFrom4([4]byte(mac[2:6]))), routes.VXLANDevice))
+			lines = append(lines, fmt.Sprintf("addr %s/64 dev %s scope link", tunnel.VTEPLinkLocal(netip.AddrFrom4([4]byte(mac[2:6]))), tunnel.VXLANDevice))
 		}
 	}
 	for a := range v.addrs {
-		lines = append(lines, fmt.Sprintf("addr %s/%d dev %s", a, a.BitLen(), routes.VXLANDevice))
+		lines = append(lines, fmt.Sprintf("addr %s/%d dev %s", a, a.BitLen(), tunnel.VXLANDevice))
 	}
 	for a := range v.neigh4 {
-		lines = append(lines, fmt.Sprintf("neigh %s lladdr %s dev %s PERMANENT", a, routes.VTEPMAC(a), routes.VXLANDevice))
+		lines = append(lines, fmt.Sprintf("neigh %s lladdr %s dev %s PERMANENT", a, tunnel.VTEPMAC(a), tunnel.VXLANDevice))
 	}
 	for a := range v.neigh6 {
-		lines = append(lines, fmt.Sprintf("neigh %s lladdr %s dev %s PERMANENT", routes.VTEPLinkLocal(a), routes.VTEPMAC(a), routes.VXLANDevice))
+		lines = append(lines, fmt.Sprintf("neigh %s lladdr %s dev %s PERMANENT", tunnel.VTEPLinkLocal(a), tunnel.VTEPMAC(a), tunnel.VXLANDevice))
 	}
 	for a, d := range v.fdb {
-		lines = append(lines, fmt.Sprintf("fdb %s dst %s dev %s", routes.VTEPMAC(a), d, routes.VXLANDevice))
+		lines = append(lines, fmt.Sprintf("fdb %s dst %s dev %s", tunnel.VTEPMAC(a), d, tunnel.VXLANDevice))
 	}
 	return lines
 }

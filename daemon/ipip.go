@@ -4,23 +4,23 @@ import (
 	"errors"
 	"net/netip"
 
-	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/tunnel"
 )
 
 // desiredIPIP is what tunl0 must be, purely: nil while no pool may use
 // IPIP (reef then only takes its own address off it), else up, with the
 // uplink's MTU less IPIP's overhead, and addr on it (none yet: the device
 // runs without one until the first pod brings a block).
-func (n netInfo) desiredIPIP(addr netip.Addr) *routes.IPIPConfig {
+func (n netInfo) desiredIPIP(addr netip.Addr) *tunnel.IPIPConfig {
 	if !n.ipipPool().IsValid() {
 		return nil
 	}
-	return &routes.IPIPConfig{MTU: n.uplink.MTU - ipipOverhead, TunnelAddr: addr}
+	return &tunnel.IPIPConfig{MTU: n.uplink.MTU - ipipOverhead, TunnelAddr: addr}
 }
 
 // syncIPIP brings tunl0 in line with desiredIPIP, its tunnel address
 // reserved or released in the store first. reef never creates tunl0: this
-// lab's kernel has no ipip module, and the error (routes.ErrNoIPIP) then
+// lab's kernel has no ipip module, and the error (tunnel.ErrNoIPIP) then
 // says so in the log and reef status.
 func (t *tunnels) syncIPIP(n netInfo) error {
 	var errs []error
@@ -29,7 +29,7 @@ func (t *tunnels) syncIPIP(n netInfo) error {
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	plan, err := routes.DiffIPIP(n.desiredIPIP(addr), have)
+	plan, err := tunnel.DiffIPIP(n.desiredIPIP(addr), have)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
@@ -49,6 +49,6 @@ func (t *tunnels) syncIPIP(n netInfo) error {
 	if plan.SetUp {
 		what = append(what, "setUp", true)
 	}
-	t.log.Info("bringing "+routes.IPIPDevice+" in line", what...)
+	t.log.Info("bringing "+tunnel.IPIPDevice+" in line", what...)
 	return errors.Join(append(errs, t.kernel.ApplyIPIP(plan))...)
 }

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/tunnel"
 	"github.com/reefcni/reef/store"
 )
 
@@ -55,26 +55,26 @@ func (n netInfo) underlay(b store.Block) netip.Addr {
 // only direct routing over IPv6 reaches the owner.
 func (n netInfo) mixed(b store.Block) bool { return n.v6only != b.OwnerIPv6Only }
 
-func (n netInfo) modes(pool netip.Prefix) (vxlan, ipip routes.EncapMode) {
+func (n netInfo) modes(pool netip.Prefix) (vxlan, ipip tunnel.EncapMode) {
 	for _, p := range n.pools {
 		if p.CIDR == pool {
-			return routes.EncapMode(p.VXLANMode), routes.EncapMode(p.IPIPMode)
+			return tunnel.EncapMode(p.VXLANMode), tunnel.EncapMode(p.IPIPMode)
 		}
 	}
-	return routes.ModeNever, routes.ModeNever
+	return tunnel.ModeNever, tunnel.ModeNever
 }
 
 // encapTo says how this node reaches owner's blocks of pool, whatever
 // their family: owner is the address it is reached at (underlay), the
 // tunnel's destination and what CrossSubnet compares with the uplink's
 // subnet of its family. (The config refuses ipipMode on an IPv6 pool.)
-func (n netInfo) encapTo(pool netip.Prefix, owner netip.Addr) routes.Encap {
+func (n netInfo) encapTo(pool netip.Prefix, owner netip.Addr) tunnel.Encap {
 	vx, ip := n.modes(pool)
-	return routes.EncapFor(vx, ip, n.subnetOf(owner), owner)
+	return tunnel.EncapFor(vx, ip, n.subnetOf(owner), owner)
 }
 
 // blockEncap says how this node reaches another node's block b.
-func (n netInfo) blockEncap(b store.Block) routes.Encap { return n.encapTo(b.Pool, n.underlay(b)) }
+func (n netInfo) blockEncap(b store.Block) tunnel.Encap { return n.encapTo(b.Pool, n.underlay(b)) }
 
 // via is the address this node routes b through without encapsulation:
 // the owner's address of b's family, for an IPv6 block the IPv6 address
@@ -145,7 +145,7 @@ func (n netInfo) routed(pool netip.Prefix, owner, gw netip.Addr) bool {
 	if gw.Is6() {
 		subnet = n.uplink6.Prefix.Masked()
 	}
-	return n.encapTo(pool, owner) == routes.Direct && !subnet.Contains(gw)
+	return n.encapTo(pool, owner) == tunnel.Direct && !subnet.Contains(gw)
 }
 
 // routedOwners are the addresses (via) of the owners of other nodes'
@@ -164,7 +164,7 @@ func (n netInfo) routedOwners(blocks []store.Block) []netip.Addr {
 }
 
 // vxlanMode is pool's vxlanMode.
-func (n netInfo) vxlanMode(pool netip.Prefix) routes.EncapMode {
+func (n netInfo) vxlanMode(pool netip.Prefix) tunnel.EncapMode {
 	vx, _ := n.modes(pool)
 	return vx
 }
@@ -235,7 +235,7 @@ func (n netInfo) peerBlocks(addr netip.Addr, blocks []store.Block) (store.Block,
 func (n netInfo) reachedIn(b store.Block, externalUp bool) string {
 	v6 := b.CIDR.Addr().Is6()
 	switch n.blockEncap(b) {
-	case routes.VXLAN:
+	case tunnel.VXLAN:
 		switch {
 		case n.mixed(b):
 			return fmt.Sprintf("not at all: pool %s has vxlanMode %s, and VXLAN between nodes whose underlays differ in family is not built "+
@@ -244,7 +244,7 @@ func (n netInfo) reachedIn(b store.Block, externalUp bool) string {
 			return "vxlan over IPv6"
 		}
 		return "vxlan"
-	case routes.IPIP:
+	case tunnel.IPIP:
 		return "ipip"
 	}
 	gw := via(b)

@@ -24,6 +24,8 @@ import (
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/routes/sysctl"
 	"github.com/reefcni/reef/routes/tc"
+	"github.com/reefcni/reef/routes/tunnel"
+	"github.com/reefcni/reef/routes/veth"
 	"github.com/reefcni/reef/store"
 )
 
@@ -249,11 +251,11 @@ var walks = []walk{{name: "IPv4", states: states, seeds: 20}, {name: "dual-stack
 
 // config is the node's configuration in s.
 func (s nodeState) config() Config {
-	ipip := EncapMode(routes.ModeNever)
+	ipip := EncapMode(tunnel.ModeNever)
 	if s.ipip {
-		ipip = EncapMode(routes.ModeAlways)
+		ipip = EncapMode(tunnel.ModeAlways)
 	}
-	pools := []PoolConfig{{CIDR: statePool, BlockSize: 26, VXLANMode: EncapMode(routes.ModeNever), IPIPMode: ipip, NATOutgoing: true}}
+	pools := []PoolConfig{{CIDR: statePool, BlockSize: 26, VXLANMode: EncapMode(tunnel.ModeNever), IPIPMode: ipip, NATOutgoing: true}}
 	if s.dual {
 		pools = append(pools, PoolConfig{CIDR: vxPool6, BlockSize: 122, VXLANMode: EncapNever, IPIPMode: EncapNever, NATOutgoing: true})
 	}
@@ -269,7 +271,7 @@ func wantText(s nodeState) string {
 	dev := "eth0"
 	text := nodeText
 	if s.ipip {
-		dev, text = routes.IPIPDevice, text+ipipText
+		dev, text = tunnel.IPIPDevice, text+ipipText
 	}
 	if s.dual {
 		text += node6Text
@@ -352,7 +354,7 @@ func newNode(t *testing.T) *node {
 		tunnels: newTunnels(tunnelDeps{kernel: k, store: st, sysctls: n.sys}, log),
 		net: netInfo{node: "n1", uplink: Uplink{Interface: "eth0", Index: 2, Address: netip.MustParseAddr("192.168.10.20"),
 			Prefix: netip.MustParsePrefix("192.168.10.20/24"), MTU: 1500},
-			pools: []PoolConfig{{CIDR: statePool, BlockSize: 26, VXLANMode: EncapMode(routes.ModeNever), IPIPMode: EncapMode(routes.ModeNever), NATOutgoing: true}}, podMTU: 1500},
+			pools: []PoolConfig{{CIDR: statePool, BlockSize: 26, VXLANMode: EncapMode(tunnel.ModeNever), IPIPMode: EncapMode(tunnel.ModeNever), NATOutgoing: true}}, podMTU: 1500},
 		pending: newPending(), interval: 1}, log)
 	n.configure(nodeState{})
 	return n
@@ -400,7 +402,7 @@ func (n *node) addStart(pod string) (store.Endpoint, *activity.Op) {
 		}
 	}
 	n.recs.alive[ep.Netns] = true
-	spec := routes.PodSpec{Netns: ep.Netns, IfName: ep.IfName, HostVeth: ep.HostVeth, IPs: ep.Addrs(), MTU: n.mtu, HostPorts: len(ep.PortMappings) > 0}
+	spec := veth.Spec{Netns: ep.Netns, IfName: ep.IfName, HostVeth: ep.HostVeth, IPs: ep.Addrs(), MTU: n.mtu, HostPorts: len(ep.PortMappings) > 0}
 	if _, err := n.own.Up(spec); err != nil {
 		n.t.Fatalf("Up %s: %v", pod, err)
 	}
@@ -515,7 +517,7 @@ func (n *node) text() string {
 func (n *node) textIn(s nodeState) string {
 	lines := strings.SplitAfter(n.text(), "\n")
 	if !s.ipip {
-		lines = slices.DeleteFunc(lines, func(l string) bool { return strings.HasPrefix(l, "link "+routes.IPIPDevice+" ") })
+		lines = slices.DeleteFunc(lines, func(l string) bool { return strings.HasPrefix(l, "link "+tunnel.IPIPDevice+" ") })
 	}
 	return strings.Join(lines, "")
 }

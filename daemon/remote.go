@@ -7,12 +7,13 @@ import (
 	"net/netip"
 
 	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/tunnel"
 	"github.com/reefcni/reef/store"
 )
 
 // vxPeers are the nodes (by IPv4 address or identity) whose blocks of each
 // family vxlan.reef reaches, and on an IPv6 underlay each one's IPv6
-// address: routes.TunnelState's Peers, Peers6 and Dst.
+// address: tunnel.State's Peers, Peers6 and Dst.
 type vxPeers struct {
 	v4, v6 map[netip.Addr]bool
 	dst    map[netip.Addr]netip.Addr
@@ -26,7 +27,7 @@ func (p vxPeers) equal(q vxPeers) bool {
 // device its pool's mode and the owner's subnet call for, and returns the
 // nodes reached through VXLAN. Through vxlan.reef an IPv4 block goes
 // `via <owner> onlink` and an IPv6 block `via <owner's VTEP link-local>`
-// (routes.VTEPLinkLocal), which over the IPv4 underlay needs no IPv6
+// (tunnel.VTEPLinkLocal), which over the IPv4 underlay needs no IPv6
 // address of the owner; over the IPv6 underlay the owner's IPv6 address is
 // where its fdb entry points, and without one its blocks get no route
 // (unrouted6).
@@ -43,11 +44,11 @@ func (n netInfo) remoteRoutes(blocks []store.Block, hops map[netip.Addr]routes.H
 		owner := via(b)
 		rb := routes.RemoteBlock{Block: b.CIDR, Node: owner, Dev: n.uplink.Interface}
 		switch n.blockEncap(b) {
-		case routes.VXLAN:
+		case tunnel.VXLAN:
 			if n.mixed(b) {
 				continue // not built: mixedUnderlays says so
 			}
-			rb.Node, rb.Dev = b.OwnerAddr, routes.VXLANDevice
+			rb.Node, rb.Dev = b.OwnerAddr, tunnel.VXLANDevice
 			if n.v6only {
 				if !b.OwnerAddr6.IsValid() {
 					continue
@@ -55,13 +56,13 @@ func (n netInfo) remoteRoutes(blocks []store.Block, hops map[netip.Addr]routes.H
 				peers.dst[b.OwnerAddr] = b.OwnerAddr6
 			}
 			if b.CIDR.Addr().Is6() {
-				rb.Gateway = routes.VTEPLinkLocal(b.OwnerAddr)
+				rb.Gateway = tunnel.VTEPLinkLocal(b.OwnerAddr)
 				peers.v6[b.OwnerAddr] = true
 			} else {
 				peers.v4[b.OwnerAddr] = true
 			}
-		case routes.IPIP:
-			rb.Dev = routes.IPIPDevice
+		case tunnel.IPIP:
+			rb.Dev = tunnel.IPIPDevice
 		default:
 			if !owner.IsValid() {
 				continue
@@ -89,7 +90,7 @@ func (n netInfo) unrouted6(blocks []store.Block, awaiting func(netip.Addr) bool)
 	var errs []error
 	for _, b := range blocks {
 		if b.State == store.BlockRemote && b.CIDR.Addr().Is6() && b.OwnerAddr.IsValid() && !b.OwnerAddr6.IsValid() && !seen[b.OwnerAddr] &&
-			(n.over6(b) || n.blockEncap(b) == routes.Direct) && !awaiting(b.OwnerAddr) {
+			(n.over6(b) || n.blockEncap(b) == tunnel.Direct) && !awaiting(b.OwnerAddr) {
 			seen[b.OwnerAddr] = true
 			name := b.OwnerAddr.String()
 			if b.Owner != "" {
@@ -133,7 +134,7 @@ func (n netInfo) vxlanNotBuilt(blocks []store.Block) []notBuilt {
 	var out []notBuilt
 	for _, b := range blocks {
 		if b.State != store.BlockRemote || !b.OwnerAddr.IsValid() || !b.OwnerAddr6.IsValid() || seen[b.OwnerAddr] || !n.mixed(b) ||
-			n.blockEncap(b) != routes.VXLAN {
+			n.blockEncap(b) != tunnel.VXLAN {
 			continue
 		}
 		seen[b.OwnerAddr] = true

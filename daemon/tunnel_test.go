@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/tunnel"
 	"github.com/reefcni/reef/store"
 )
 
@@ -39,7 +40,7 @@ func TestRemoteRoutesPerPoolMode(t *testing.T) {
 	router := netip.MustParseAddr("192.168.77.254")
 	for _, hops := range []map[netip.Addr]routes.Hop{nil, {other: {Gateway: router, Dev: "eth0"}}} {
 		got, vx := n.remoteRoutes(blocks, hops)
-		want := map[string]string{"10.244.1.0/26": "eth0", "10.244.2.0/26": routes.VXLANDevice, "10.245.1.0/26": routes.IPIPDevice}
+		want := map[string]string{"10.244.1.0/26": "eth0", "10.244.2.0/26": tunnel.VXLANDevice, "10.245.1.0/26": tunnel.IPIPDevice}
 		if hops != nil {
 			want["10.246.1.0/26"] = "eth0 via " + router.String()
 		}
@@ -151,8 +152,8 @@ func TestDesiredVXLAN(t *testing.T) {
 
 	got := netInfo{uplink: up, pools: pool(EncapCrossSubnet)}.desiredVXLAN(peers, tunnelAddrs{vxlan: addr})
 	d := got.Device
-	if d == nil || d.VNI != routes.VXLANVNI || d.Port != routes.VXLANPort || d.Local != up.Address || d.UplinkIdx != 7 ||
-		d.MTU != 1450 || d.TunnelAddr != addr || d.TunnelAddr6.IsValid() || d.MAC != routes.VTEPMAC(up.Address).String() || len(got.Peers) != 1 {
+	if d == nil || d.VNI != tunnel.VXLANVNI || d.Port != tunnel.VXLANPort || d.Local != up.Address || d.UplinkIdx != 7 ||
+		d.MTU != 1450 || d.TunnelAddr != addr || d.TunnelAddr6.IsValid() || d.MAC != tunnel.VTEPMAC(up.Address).String() || len(got.Peers) != 1 {
 		t.Errorf("CrossSubnet: %+v, device %+v", got, d)
 	}
 	if got := (netInfo{uplink: up, pools: pool(EncapAlways)}).desiredVXLAN(peers, tunnelAddrs{}); got.Device == nil || got.Device.TunnelAddr.IsValid() {
@@ -173,7 +174,7 @@ func TestDesiredIPIP(t *testing.T) {
 	addr := netip.MustParseAddr("10.244.0.1")
 	for _, mode := range []EncapMode{EncapCrossSubnet, EncapAlways} {
 		got := netInfo{uplink: up, pools: pool(mode)}.desiredIPIP(addr)
-		if got == nil || *got != (routes.IPIPConfig{MTU: 1480, TunnelAddr: addr}) {
+		if got == nil || *got != (tunnel.IPIPConfig{MTU: 1480, TunnelAddr: addr}) {
 			t.Errorf("%s: %+v, want MTU 1480 and %s", mode, got, addr)
 		}
 	}
@@ -202,7 +203,7 @@ func TestVXLAN6(t *testing.T) {
 		{CIDR: pfx("10.244.2.0/26"), Pool: pool4, OwnerAddr: other, State: store.BlockRemote},
 		{CIDR: pfx("fd00:10:244::/122"), Pool: pool6, State: store.BlockConfirmed},
 	}
-	ll := routes.VTEPLinkLocal
+	ll := tunnel.VTEPLinkLocal
 	cases := []struct {
 		name       string
 		mode4      EncapMode // "": no IPv4 pool

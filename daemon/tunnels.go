@@ -7,8 +7,8 @@ import (
 	"slices"
 
 	"github.com/reefcni/reef/metrics"
-	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/routes/sysctl"
+	"github.com/reefcni/reef/routes/tunnel"
 	"github.com/reefcni/reef/store"
 )
 
@@ -39,13 +39,13 @@ type tunnelDeps struct {
 	metrics *metrics.Metrics // nil: metrics off
 }
 
-// tunnelKernel is package routes' side of the tunnels (*routes.Kernel);
+// tunnelKernel is the kernel's side of the tunnels (*tunnel.Kernel);
 // the state tests give a fake kernel.
 type tunnelKernel interface {
-	ReadTunnel() (routes.TunnelState, error)
-	ApplyTunnel(want routes.TunnelState, plan routes.TunnelPlan, settings func(link string) error) error
-	ReadIPIP() (routes.IPIPState, error)
-	ApplyIPIP(p routes.IPIPPlan) error
+	ReadTunnel() (tunnel.State, error)
+	ApplyTunnel(want tunnel.State, plan tunnel.Plan, settings func(link string) error) error
+	ReadIPIP() (tunnel.IPIPState, error)
+	ApplyIPIP(p tunnel.IPIPPlan) error
 }
 
 // tunnelStore is where the tunnel addresses are reserved (*store.Store).
@@ -61,7 +61,7 @@ type tunnelSysctls interface {
 }
 
 var (
-	_ tunnelKernel  = (*routes.Kernel)(nil)
+	_ tunnelKernel  = (*tunnel.Kernel)(nil)
 	_ tunnelStore   = (*store.Store)(nil)
 	_ tunnelSysctls = (*sysctl.Owner)(nil)
 )

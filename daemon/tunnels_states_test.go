@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/reefcni/reef/blockproto"
-	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/tunnel"
 )
 
 // flakyTunnels is the fake kernel's tunnels, counting the reads, with
@@ -30,24 +30,24 @@ func (f *flakyTunnels) failing(call string) error {
 	return f.err
 }
 
-func (f *flakyTunnels) ReadTunnel() (routes.TunnelState, error) {
+func (f *flakyTunnels) ReadTunnel() (tunnel.State, error) {
 	f.reads++
 	return f.tunnelKernel.ReadTunnel()
 }
 
-func (f *flakyTunnels) ReadIPIP() (routes.IPIPState, error) {
+func (f *flakyTunnels) ReadIPIP() (tunnel.IPIPState, error) {
 	f.reads++
 	return f.tunnelKernel.ReadIPIP()
 }
 
-func (f *flakyTunnels) ApplyTunnel(want routes.TunnelState, plan routes.TunnelPlan, settings func(string) error) error {
+func (f *flakyTunnels) ApplyTunnel(want tunnel.State, plan tunnel.Plan, settings func(string) error) error {
 	if err := f.failing("ApplyTunnel"); err != nil {
 		return err
 	}
 	return f.tunnelKernel.ApplyTunnel(want, plan, settings)
 }
 
-func (f *flakyTunnels) ApplyIPIP(p routes.IPIPPlan) error {
+func (f *flakyTunnels) ApplyIPIP(p tunnel.IPIPPlan) error {
 	if err := f.failing("ApplyIPIP"); err != nil {
 		return err
 	}

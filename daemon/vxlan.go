@@ -5,7 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/reefcni/reef/metrics"
-	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/tunnel"
 )
 
 // vtepID is what the node's VTEP MAC is made of: its identity, which is
@@ -54,13 +54,13 @@ func (n netInfo) vxlanStatus() string {
 // every node whose blocks of that family it reaches, and the tunnel
 // addresses of addrs on it (none yet: the device runs without until the
 // first pod brings a block).
-func (n netInfo) desiredVXLAN(peers vxPeers, addrs tunnelAddrs) routes.TunnelState {
+func (n netInfo) desiredVXLAN(peers vxPeers, addrs tunnelAddrs) tunnel.State {
 	if !n.usesVXLAN() {
-		return routes.TunnelState{}
+		return tunnel.State{}
 	}
-	return routes.TunnelState{Peers: peers.v4, Peers6: peers.v6, Dst: peers.dst, Device: &routes.VXLANConfig{VNI: routes.VXLANVNI, Port: routes.VXLANPort,
+	return tunnel.State{Peers: peers.v4, Peers6: peers.v6, Dst: peers.dst, Device: &tunnel.VXLANConfig{VNI: tunnel.VXLANVNI, Port: tunnel.VXLANPort,
 		Local: n.vtepLocal(), UplinkIdx: n.uplink.Index, MTU: n.uplink.MTU - vxlanOverheadOf(n.v6only), TunnelAddr: addrs.vxlan,
-		TunnelAddr6: addrs.vxlan6, MAC: routes.VTEPMAC(n.vtepID()).String()}}
+		TunnelAddr6: addrs.vxlan6, MAC: tunnel.VTEPMAC(n.vtepID()).String()}}
 }
 
 // syncVXLAN brings vxlan.reef in line with desiredVXLAN, its tunnel
@@ -79,7 +79,7 @@ func (t *tunnels) syncVXLAN(s tunnelSnapshot) error {
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	plan := routes.DiffTunnel(want, have)
+	plan := tunnel.Diff(want, have)
 	if plan.Empty() {
 		return errors.Join(errs...)
 	}
@@ -101,25 +101,25 @@ func (t *tunnels) syncVXLAN(s tunnelSnapshot) error {
 }
 
 // logVXLAN logs and counts what a plan for vxlan.reef changes.
-func (t *tunnels) logVXLAN(s tunnelSnapshot, plan routes.TunnelPlan, addrs tunnelAddrs) {
+func (t *tunnels) logVXLAN(s tunnelSnapshot, plan tunnel.Plan, addrs tunnelAddrs) {
 	switch {
 	case len(plan.Recreate) > 0:
-		t.log.Warn("recreating "+routes.VXLANDevice+": it differs", "differences", plan.Recreate)
+		t.log.Warn("recreating "+tunnel.VXLANDevice+": it differs", "differences", plan.Recreate)
 		t.metrics.Repaired(metrics.RepairLink, 1)
 	case plan.Create:
-		t.log.Info("creating "+routes.VXLANDevice, "vni", routes.VXLANVNI, "port", routes.VXLANPort, "local", s.net.vtepLocal(),
+		t.log.Info("creating "+tunnel.VXLANDevice, "vni", tunnel.VXLANVNI, "port", tunnel.VXLANPort, "local", s.net.vtepLocal(),
 			"tunnelAddress", addrs.vxlan, "tunnelAddressV6", addrs.vxlan6)
 	case plan.Delete:
-		t.log.Info("deleting " + routes.VXLANDevice + ": no pool uses VXLAN")
+		t.log.Info("deleting " + tunnel.VXLANDevice + ": no pool uses VXLAN")
 	}
 	if !plan.Create && (len(plan.AddAddrs) > 0 || len(plan.DelAddrs) > 0) {
-		t.log.Info(routes.VXLANDevice+" tunnel addresses", "add", plan.AddAddrs, "remove", plan.DelAddrs)
+		t.log.Info(tunnel.VXLANDevice+" tunnel addresses", "add", plan.AddAddrs, "remove", plan.DelAddrs)
 	}
 	if len(plan.AddPeers) > 0 || len(plan.DelPeers) > 0 || len(plan.AddPeers6) > 0 || len(plan.DelPeers6) > 0 {
 		t.log.Info("VXLAN peers", "add", plan.AddPeers, "remove", plan.DelPeers, "addIPv6", plan.AddPeers6, "removeIPv6", plan.DelPeers6)
 	}
 	if len(plan.Prune) > 0 {
-		t.log.Warn("repairing "+routes.VXLANDevice+": removing entries no peer has", "entries", plan.Prune)
+		t.log.Warn("repairing "+tunnel.VXLANDevice+": removing entries no peer has", "entries", plan.Prune)
 		t.metrics.Repaired(metrics.RepairNeighbour, len(plan.Prune))
 	}
 	// A peer's neighbour added again though the last sync that ended

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/reefcni/reef/blockproto"
-	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/tunnel"
 	"github.com/reefcni/reef/store"
 )
 
@@ -56,7 +56,7 @@ func (n *node) tunnelAddrOf(handle string) netip.Addr {
 func (n *node) vxlanText() string {
 	var out []string
 	for _, l := range strings.Split(n.k.String(), "\n") {
-		if strings.Contains(l, routes.VXLANDevice) {
+		if strings.Contains(l, tunnel.VXLANDevice) {
 			out = append(out, l)
 		}
 	}
@@ -79,14 +79,14 @@ func TestVXLAN6States(t *testing.T) {
 	if !ownBlock.Contains(tun) || !vxOwnBlock6.Contains(tun6) {
 		t.Fatalf("tunnel addresses %s and %s, want one of %s and one of %s", tun, tun6, ownBlock, vxOwnBlock6)
 	}
-	ll, other := routes.VTEPLinkLocal, otherNode
-	mac := routes.VTEPMAC(other).String()
+	ll, other := tunnel.VTEPLinkLocal, otherNode
+	mac := tunnel.VTEPMAC(other).String()
 	want := strings.Join([]string{
 		"addr " + tun.String() + "/32 dev vxlan.reef",
 		"addr " + ll(netip.MustParseAddr("192.168.10.20")).String() + "/64 dev vxlan.reef scope link",
 		"addr " + tun6.String() + "/128 dev vxlan.reef",
 		"fdb " + mac + " dst " + other.String() + " dev vxlan.reef",
-		"link vxlan.reef local 192.168.10.20 mac " + routes.VTEPMAC(netip.MustParseAddr("192.168.10.20")).String() + " mtu 1450 up true",
+		"link vxlan.reef local 192.168.10.20 mac " + tunnel.VTEPMAC(netip.MustParseAddr("192.168.10.20")).String() + " mtu 1450 up true",
 		"neigh " + other.String() + " lladdr " + mac + " dev vxlan.reef PERMANENT",
 		"neigh " + ll(other).String() + " lladdr " + mac + " dev vxlan.reef PERMANENT",
 		"route " + otherBlock.String() + " via " + other.String() + " dev vxlan.reef onlink proto reef",
@@ -240,14 +240,14 @@ func TestVXLANIPv6UnderlayStates(t *testing.T) {
 	if !vxOwnBlock6.Contains(tun6) || n.tunnelAddrOf(VXLANTunnelHandle("n1")).IsValid() {
 		t.Fatalf("tunnel addresses: IPv6 %s, want one of %s; IPv4 %s, want none", tun6, vxOwnBlock6, n.tunnelAddrOf(VXLANTunnelHandle("n1")))
 	}
-	ll, self := routes.VTEPLinkLocal, netip.MustParseAddr("192.168.10.20")
-	mac := routes.VTEPMAC(otherNode).String()
+	ll, self := tunnel.VTEPLinkLocal, netip.MustParseAddr("192.168.10.20")
+	mac := tunnel.VTEPMAC(otherNode).String()
 	want := func(dst netip.Addr) string {
 		return strings.Join([]string{
 			"addr " + ll(self).String() + "/64 dev vxlan.reef scope link",
 			"addr " + tun6.String() + "/128 dev vxlan.reef",
 			"fdb " + mac + " dst " + dst.String() + " dev vxlan.reef",
-			"link vxlan.reef local fd77::20 mac " + routes.VTEPMAC(self).String() + " mtu 1430 up true",
+			"link vxlan.reef local fd77::20 mac " + tunnel.VTEPMAC(self).String() + " mtu 1430 up true",
 			"neigh " + ll(otherNode).String() + " lladdr " + mac + " dev vxlan.reef PERMANENT",
 			"route " + vxOtherBlock6.String() + " via " + ll(otherNode).String() + " dev vxlan.reef proto reef",
 		}, "\n")
@@ -301,7 +301,7 @@ func TestVXLANMixedUnderlays(t *testing.T) {
 			!strings.Contains(err.Error(), notBuilt) {
 			t.Errorf("pass with Always: %v; want the owner named, %q", err, why)
 		}
-		if got := n.k.String(); strings.Contains(got, vxOtherBlock6.String()) || strings.Contains(got, routes.VTEPMAC(otherNode).String()) {
+		if got := n.k.String(); strings.Contains(got, vxOtherBlock6.String()) || strings.Contains(got, tunnel.VTEPMAC(otherNode).String()) {
 			t.Errorf("with Always, the other node's IPv6 block or VTEP is in the kernel:\n%s", got)
 		}
 		blocks, err := n.st.Blocks()

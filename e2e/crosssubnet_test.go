@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/reefcni/reef/internal/lab"
-	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/tunnel"
 )
 
 // crossLab builds two underlay subnets joined by a router that knows no pod
@@ -84,25 +84,25 @@ func TestCrossSubnetVXLAN(t *testing.T) {
 	converge(t, nodes...)
 
 	// Kernel state on a1.
-	vx := run(t, l, a1.Netns, "ip", "-d", "link", "show", routes.VXLANDevice)
+	vx := run(t, l, a1.Netns, "ip", "-d", "link", "show", tunnel.VXLANDevice)
 	for _, want := range []string{"mtu 1450", "vxlan id 4096", "local " + a1.Address.String(), "dev eth0", "dstport 4789", "nolearning", "state UNKNOWN"} {
 		if !strings.Contains(vx, want) {
-			t.Errorf("a1 %s: %q missing in\n%s", routes.VXLANDevice, want, vx)
+			t.Errorf("a1 %s: %q missing in\n%s", tunnel.VXLANDevice, want, vx)
 		}
 	}
-	if addr := run(t, l, a1.Netns, "ip", "-4", "addr", "show", "dev", routes.VXLANDevice); !regexp.MustCompile(`inet 10\.244\.\d+\.\d+/32`).MatchString(addr) {
-		t.Errorf("a1 %s has no /32 tunnel address from its block:\n%s", routes.VXLANDevice, addr)
+	if addr := run(t, l, a1.Netns, "ip", "-4", "addr", "show", "dev", tunnel.VXLANDevice); !regexp.MustCompile(`inet 10\.244\.\d+\.\d+/32`).MatchString(addr) {
+		t.Errorf("a1 %s has no /32 tunnel address from its block:\n%s", tunnel.VXLANDevice, addr)
 	}
-	mac := routes.VTEPMAC(b1.Address).String()
-	if n := run(t, l, a1.Netns, "ip", "neigh", "show", "dev", routes.VXLANDevice); !strings.Contains(n, b1.Address.String()+" lladdr "+mac+" PERMANENT") {
-		t.Errorf("a1: no permanent neighbour %s -> %s on %s:\n%s", b1.Address, mac, routes.VXLANDevice, n)
+	mac := tunnel.VTEPMAC(b1.Address).String()
+	if n := run(t, l, a1.Netns, "ip", "neigh", "show", "dev", tunnel.VXLANDevice); !strings.Contains(n, b1.Address.String()+" lladdr "+mac+" PERMANENT") {
+		t.Errorf("a1: no permanent neighbour %s -> %s on %s:\n%s", b1.Address, mac, tunnel.VXLANDevice, n)
 	}
-	if f := run(t, l, a1.Netns, "bridge", "fdb", "show", "dev", routes.VXLANDevice); !strings.Contains(f, mac+" dst "+b1.Address.String()) {
+	if f := run(t, l, a1.Netns, "bridge", "fdb", "show", "dev", tunnel.VXLANDevice); !strings.Contains(f, mac+" dst "+b1.Address.String()) {
 		t.Errorf("a1: no fdb %s dst %s:\n%s", mac, b1.Address, f)
 	}
 	b1block := blocksOf(t, b1)[0]
 	a2block := blocksOf(t, a2)[0]
-	if r := run(t, l, a1.Netns, "ip", "route", "show", "exact", b1block); !strings.Contains(r, "via "+b1.Address.String()+" dev "+routes.VXLANDevice+" ") || !strings.Contains(r, "onlink") {
+	if r := run(t, l, a1.Netns, "ip", "route", "show", "exact", b1block); !strings.Contains(r, "via "+b1.Address.String()+" dev "+tunnel.VXLANDevice+" ") || !strings.Contains(r, "onlink") {
 		t.Errorf("a1 route to b1's block: %q", r)
 	}
 	if r := run(t, l, a1.Netns, "ip", "route", "show", "exact", a2block); !strings.Contains(r, "via "+a2.Address.String()+" dev eth0 ") || !strings.Contains(r, "onlink") {
@@ -145,13 +145,13 @@ func TestCrossSubnetVXLAN(t *testing.T) {
 	}
 
 	// Drift: neighbour, fdb entry and route deleted by hand come back.
-	run(t, l, a1.Netns, "ip", "neigh", "del", b1.Address.String(), "dev", routes.VXLANDevice)
-	run(t, l, a1.Netns, "bridge", "fdb", "del", mac, "dev", routes.VXLANDevice, "dst", b1.Address.String())
+	run(t, l, a1.Netns, "ip", "neigh", "del", b1.Address.String(), "dev", tunnel.VXLANDevice)
+	run(t, l, a1.Netns, "bridge", "fdb", "del", mac, "dev", tunnel.VXLANDevice, "dst", b1.Address.String())
 	run(t, l, a1.Netns, "ip", "route", "del", b1block)
-	run(t, l, a1.Netns, "ip", "neigh", "add", "192.168.78.99", "lladdr", "0e:ee:00:00:00:01", "dev", routes.VXLANDevice, "nud", "permanent")
+	run(t, l, a1.Netns, "ip", "neigh", "add", "192.168.78.99", "lladdr", "0e:ee:00:00:00:01", "dev", tunnel.VXLANDevice, "nud", "permanent")
 	eventually(t, 20*time.Second, func() string {
-		n := run(t, l, a1.Netns, "ip", "neigh", "show", "dev", routes.VXLANDevice)
-		f := run(t, l, a1.Netns, "bridge", "fdb", "show", "dev", routes.VXLANDevice)
+		n := run(t, l, a1.Netns, "ip", "neigh", "show", "dev", tunnel.VXLANDevice)
+		f := run(t, l, a1.Netns, "bridge", "fdb", "show", "dev", tunnel.VXLANDevice)
 		r := run(t, l, a1.Netns, "ip", "route", "show", "exact", b1block)
 		switch {
 		case !strings.Contains(n, b1.Address.String()+" lladdr "+mac):
@@ -160,16 +160,16 @@ func TestCrossSubnetVXLAN(t *testing.T) {
 			return "stray neighbour not removed"
 		case !strings.Contains(f, mac+" dst "+b1.Address.String()):
 			return "fdb entry not restored"
-		case !strings.Contains(r, routes.VXLANDevice):
+		case !strings.Contains(r, tunnel.VXLANDevice):
 			return "route not restored"
 		}
 		return ""
 	})
 	// A stray neighbour alone, with every peer's entries in place, is
 	// removed too: the pass sees it without other drift to repair.
-	run(t, l, a1.Netns, "ip", "neigh", "add", "192.168.78.98", "lladdr", "0e:ee:00:00:00:02", "dev", routes.VXLANDevice, "nud", "permanent")
+	run(t, l, a1.Netns, "ip", "neigh", "add", "192.168.78.98", "lladdr", "0e:ee:00:00:00:02", "dev", tunnel.VXLANDevice, "nud", "permanent")
 	eventually(t, 20*time.Second, func() string {
-		if strings.Contains(run(t, l, a1.Netns, "ip", "neigh", "show", "dev", routes.VXLANDevice), "192.168.78.98") {
+		if strings.Contains(run(t, l, a1.Netns, "ip", "neigh", "show", "dev", tunnel.VXLANDevice), "192.168.78.98") {
 			return "a stray neighbour alone not removed"
 		}
 		return ""
@@ -227,10 +227,10 @@ func TestEncapModeSwitch(t *testing.T) {
 	reconfigure("pools:\n  - cidr: 10.244.0.0/16\n    vxlanMode: Always\n")
 	eventually(t, 5*time.Second, func() string {
 		r := run(t, l, a1.Netns, "ip", "route", "show", "exact", a2block)
-		if !strings.Contains(r, routes.VXLANDevice) {
+		if !strings.Contains(r, tunnel.VXLANDevice) {
 			return "a1 -> a2's block not through VXLAN with Always: " + r
 		}
-		if n := run(t, l, a1.Netns, "ip", "neigh", "show", "dev", routes.VXLANDevice); !strings.Contains(n, a2.Address.String()) {
+		if n := run(t, l, a1.Netns, "ip", "neigh", "show", "dev", tunnel.VXLANDevice); !strings.Contains(n, a2.Address.String()) {
 			return "no neighbour for a2 on the tunnel"
 		}
 		return ""
@@ -243,8 +243,8 @@ func TestEncapModeSwitch(t *testing.T) {
 	// Never, and a smaller MTU: no tunnel at all, no stale entry.
 	reconfigure("mtu: 1400\npools:\n  - cidr: 10.244.0.0/16\n    vxlanMode: Never\n")
 	eventually(t, 5*time.Second, func() string {
-		if _, err := l.Run(a1.Netns, "ip", "link", "show", routes.VXLANDevice); err == nil {
-			return routes.VXLANDevice + " still there with vxlanMode Never"
+		if _, err := l.Run(a1.Netns, "ip", "link", "show", tunnel.VXLANDevice); err == nil {
+			return tunnel.VXLANDevice + " still there with vxlanMode Never"
 		}
 		if r := run(t, l, a1.Netns, "ip", "route", "show", "exact", b1block); !strings.Contains(r, "dev eth0") {
 			return "route to b1's block not direct: " + r

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/reefcni/reef/internal/lab"
-	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/tunnel"
 )
 
 // IPv6 pools through vxlan.reef over the IPv4 underlay (issue 29): an IPv6
@@ -73,21 +73,21 @@ func blocks6Of(t *testing.T, n *lab.Node) []string {
 // owner that its vxlan.reef has that link-local.
 func checkVXLAN6(t *testing.T, l *lab.Lab, from, owner *lab.Node) {
 	t.Helper()
-	ll, mac := routes.VTEPLinkLocal(owner.Address).String(), routes.VTEPMAC(owner.Address).String()
+	ll, mac := tunnel.VTEPLinkLocal(owner.Address).String(), tunnel.VTEPMAC(owner.Address).String()
 	for _, b := range blocks6Of(t, owner) {
 		r := run(t, l, from.Netns, "ip", "-6", "route", "show", "exact", b, "proto", "238")
-		if !strings.HasPrefix(r, b+" via "+ll+" dev "+routes.VXLANDevice+" ") || strings.Contains(r, "onlink") {
-			t.Errorf("%s's route to %s's IPv6 block %s is %q, want via %s dev %s, not onlink", from.Name, owner.Name, b, strings.TrimSpace(r), ll, routes.VXLANDevice)
+		if !strings.HasPrefix(r, b+" via "+ll+" dev "+tunnel.VXLANDevice+" ") || strings.Contains(r, "onlink") {
+			t.Errorf("%s's route to %s's IPv6 block %s is %q, want via %s dev %s, not onlink", from.Name, owner.Name, b, strings.TrimSpace(r), ll, tunnel.VXLANDevice)
 		}
 	}
-	if n := run(t, l, from.Netns, "ip", "-6", "neigh", "show", "dev", routes.VXLANDevice); !strings.Contains(n, ll+" lladdr "+mac+" PERMANENT") {
-		t.Errorf("%s: no permanent neighbour %s lladdr %s on %s:\n%s", from.Name, ll, mac, routes.VXLANDevice, n)
+	if n := run(t, l, from.Netns, "ip", "-6", "neigh", "show", "dev", tunnel.VXLANDevice); !strings.Contains(n, ll+" lladdr "+mac+" PERMANENT") {
+		t.Errorf("%s: no permanent neighbour %s lladdr %s on %s:\n%s", from.Name, ll, mac, tunnel.VXLANDevice, n)
 	}
-	if f := run(t, l, from.Netns, "bridge", "fdb", "show", "dev", routes.VXLANDevice); strings.Count(f, mac+" dst "+owner.Address.String()) != 1 {
+	if f := run(t, l, from.Netns, "bridge", "fdb", "show", "dev", tunnel.VXLANDevice); strings.Count(f, mac+" dst "+owner.Address.String()) != 1 {
 		t.Errorf("%s: want one fdb entry %s dst %s:\n%s", from.Name, mac, owner.Address, f)
 	}
-	if a := run(t, l, owner.Netns, "ip", "-6", "addr", "show", "dev", routes.VXLANDevice); !strings.Contains(a, "inet6 "+ll+"/64 scope link") {
-		t.Errorf("%s's %s lacks the link-local %s the others route through:\n%s", owner.Name, routes.VXLANDevice, ll, a)
+	if a := run(t, l, owner.Netns, "ip", "-6", "addr", "show", "dev", tunnel.VXLANDevice); !strings.Contains(a, "inet6 "+ll+"/64 scope link") {
+		t.Errorf("%s's %s lacks the link-local %s the others route through:\n%s", owner.Name, tunnel.VXLANDevice, ll, a)
 	}
 }
 
@@ -95,7 +95,7 @@ func checkVXLAN6(t *testing.T, l *lab.Lab, from, owner *lab.Node) {
 // vxlan.reef.
 func tunnelAddr6(t *testing.T, n *lab.Node) netip.Addr {
 	t.Helper()
-	out := run(t, n.Lab, n.Netns, "ip", "-6", "-o", "addr", "show", "dev", routes.VXLANDevice, "scope", "global")
+	out := run(t, n.Lab, n.Netns, "ip", "-6", "-o", "addr", "show", "dev", tunnel.VXLANDevice, "scope", "global")
 	var found []netip.Addr
 	for _, f := range strings.Fields(out) {
 		if p, err := netip.ParsePrefix(f); err == nil && p.Bits() == 128 && netip.MustParsePrefix(vxPool6).Contains(p.Addr()) {
@@ -103,7 +103,7 @@ func tunnelAddr6(t *testing.T, n *lab.Node) netip.Addr {
 		}
 	}
 	if len(found) != 1 {
-		t.Fatalf("%s's %s: want one /128 of %s, got:\n%s", n.Name, routes.VXLANDevice, vxPool6, out)
+		t.Fatalf("%s's %s: want one /128 of %s, got:\n%s", n.Name, tunnel.VXLANDevice, vxPool6, out)
 	}
 	return found[0]
 }
@@ -113,8 +113,8 @@ func tunnelAddr6(t *testing.T, n *lab.Node) netip.Addr {
 func nodeToPod6(t *testing.T, n *lab.Node, p vxPod) {
 	t.Helper()
 	tun := tunnelAddr6(t, n)
-	if r := run(t, n.Lab, n.Netns, "ip", "-6", "route", "get", p.v6.String()); !strings.Contains(r, " src "+tun.String()+" ") || !strings.Contains(r, routes.VXLANDevice) {
-		t.Errorf("%s's route to pod %s: %q, want dev %s src %s (its IPv6 tunnel address)", n.Name, p.v6, strings.TrimSpace(r), routes.VXLANDevice, tun)
+	if r := run(t, n.Lab, n.Netns, "ip", "-6", "route", "get", p.v6.String()); !strings.Contains(r, " src "+tun.String()+" ") || !strings.Contains(r, tunnel.VXLANDevice) {
+		t.Errorf("%s's route to pod %s: %q, want dev %s src %s (its IPv6 tunnel address)", n.Name, p.v6, strings.TrimSpace(r), tunnel.VXLANDevice, tun)
 	}
 	pings(t, n.Lab, n.Netns, n.Name+" to pod "+p.Name, p.v6)
 }
@@ -170,7 +170,7 @@ func TestVXLAN6CrossSubnet(t *testing.T) {
 			}
 			t.Logf("a1's IPv6 routes:\n%s", run(t, l, a1.Netns, "ip", "-6", "route", "show", "proto", "238"))
 			if dual {
-				if r := run(t, l, a1.Netns, "ip", "-4", "route", "show", "exact", blocksOf(t, b1)[0]); !strings.Contains(r, "via "+b1.Address.String()+" dev "+routes.VXLANDevice+" ") {
+				if r := run(t, l, a1.Netns, "ip", "-4", "route", "show", "exact", blocksOf(t, b1)[0]); !strings.Contains(r, "via "+b1.Address.String()+" dev "+tunnel.VXLANDevice+" ") {
 					t.Errorf("a1's route to b1's IPv4 block: %q", r)
 				}
 			}
@@ -195,10 +195,10 @@ func TestVXLAN6CrossSubnet(t *testing.T) {
 			mtu6(t, pa1, pb1.v6, 1450)
 
 			// Drift: b1's neighbour on a1 deleted by hand comes back.
-			ll := routes.VTEPLinkLocal(b1.Address).String()
-			run(t, l, a1.Netns, "ip", "-6", "neigh", "del", ll, "dev", routes.VXLANDevice)
+			ll := tunnel.VTEPLinkLocal(b1.Address).String()
+			run(t, l, a1.Netns, "ip", "-6", "neigh", "del", ll, "dev", tunnel.VXLANDevice)
 			eventually(t, 10*time.Second, func() string {
-				if n := run(t, l, a1.Netns, "ip", "-6", "neigh", "show", "dev", routes.VXLANDevice); !strings.Contains(n, ll+" lladdr "+routes.VTEPMAC(b1.Address).String()+" PERMANENT") {
+				if n := run(t, l, a1.Netns, "ip", "-6", "neigh", "show", "dev", tunnel.VXLANDevice); !strings.Contains(n, ll+" lladdr "+tunnel.VTEPMAC(b1.Address).String()+" PERMANENT") {
 					return "b1's IPv6 neighbour not restored on a1:\n" + n
 				}
 				return ""
@@ -286,7 +286,7 @@ func TestVXLAN6StoreRecover(t *testing.T) {
 	var before map[string]string
 	eventually(t, 20*time.Second, func() string {
 		before = reservedOf(t, n)
-		a := run(t, l, n.Netns, "ip", "addr", "show", "dev", routes.VXLANDevice)
+		a := run(t, l, n.Netns, "ip", "addr", "show", "dev", tunnel.VXLANDevice)
 		if before[h4] == "" || before[h6] == "" || !strings.Contains(a, before[h6]+"/128") || !strings.Contains(a, before[h4]+"/32") {
 			return "no tunnel addresses of both families yet: " + strings.Join(keys(before), " ") + "\n" + a
 		}
@@ -321,7 +321,7 @@ func TestVXLAN6StoreRecover(t *testing.T) {
 	if err := n.WaitPass(20 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if a := run(t, l, n.Netns, "ip", "-6", "addr", "show", "dev", routes.VXLANDevice, "scope", "global"); strings.Count(a, "inet6 ") != 1 || !strings.Contains(a, before[h6]+"/128") {
+	if a := run(t, l, n.Netns, "ip", "-6", "addr", "show", "dev", tunnel.VXLANDevice, "scope", "global"); strings.Count(a, "inet6 ") != 1 || !strings.Contains(a, before[h6]+"/128") {
 		t.Errorf("vxlan.reef after the recovery:\n%s", a)
 	}
 	pings(t, l, n.Netns, "node1 to its pod", p.v6, p.v4)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/reefcni/reef/internal/lab"
-	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/tunnel"
 )
 
 // VXLAN over an IPv6 underlay (issue 29): on IPv6-only nodes vxlan.reef's
@@ -23,16 +23,16 @@ import (
 // entry to owner's IPv6 address.
 func checkVXLANOver6(t *testing.T, l *lab.Lab, from, owner *lab.Node) {
 	t.Helper()
-	ll, mac := routes.VTEPLinkLocal(owner.Address).String(), routes.VTEPMAC(owner.Address).String()
+	ll, mac := tunnel.VTEPLinkLocal(owner.Address).String(), tunnel.VTEPMAC(owner.Address).String()
 	for _, b := range blocks6Of(t, owner) {
-		if r := run(t, l, from.Netns, "ip", "-6", "route", "show", "exact", b, "proto", "238"); !strings.HasPrefix(r, b+" via "+ll+" dev "+routes.VXLANDevice+" ") {
-			t.Errorf("%s's route to %s's block %s is %q, want via %s dev %s", from.Name, owner.Name, b, strings.TrimSpace(r), ll, routes.VXLANDevice)
+		if r := run(t, l, from.Netns, "ip", "-6", "route", "show", "exact", b, "proto", "238"); !strings.HasPrefix(r, b+" via "+ll+" dev "+tunnel.VXLANDevice+" ") {
+			t.Errorf("%s's route to %s's block %s is %q, want via %s dev %s", from.Name, owner.Name, b, strings.TrimSpace(r), ll, tunnel.VXLANDevice)
 		}
 	}
-	if n := run(t, l, from.Netns, "ip", "-6", "neigh", "show", "dev", routes.VXLANDevice); !strings.Contains(n, ll+" lladdr "+mac+" PERMANENT") {
-		t.Errorf("%s: no permanent neighbour %s lladdr %s on %s:\n%s", from.Name, ll, mac, routes.VXLANDevice, n)
+	if n := run(t, l, from.Netns, "ip", "-6", "neigh", "show", "dev", tunnel.VXLANDevice); !strings.Contains(n, ll+" lladdr "+mac+" PERMANENT") {
+		t.Errorf("%s: no permanent neighbour %s lladdr %s on %s:\n%s", from.Name, ll, mac, tunnel.VXLANDevice, n)
 	}
-	if f := run(t, l, from.Netns, "bridge", "fdb", "show", "dev", routes.VXLANDevice); strings.Count(f, mac+" dst "+lab.NodeAddress6(owner).String()+" ") != 1 {
+	if f := run(t, l, from.Netns, "bridge", "fdb", "show", "dev", tunnel.VXLANDevice); strings.Count(f, mac+" dst "+lab.NodeAddress6(owner).String()+" ") != 1 {
 		t.Errorf("%s: want one fdb entry %s dst %s:\n%s", from.Name, mac, lab.NodeAddress6(owner), f)
 	}
 }
@@ -63,10 +63,10 @@ func TestVXLANIPv6Underlay(t *testing.T) {
 		t.Errorf("node1's reef status does not say its VXLAN runs over IPv6: %v\n%s", err, st)
 	}
 	for _, from := range nodes {
-		link := run(t, l, from.Netns, "ip", "-d", "link", "show", "dev", routes.VXLANDevice)
+		link := run(t, l, from.Netns, "ip", "-d", "link", "show", "dev", tunnel.VXLANDevice)
 		if !strings.Contains(link, "local "+lab.NodeAddress6(from).String()+" ") || !strings.Contains(link, " mtu 1430 ") ||
-			!strings.Contains(link, routes.VTEPMAC(from.Address).String()) {
-			t.Errorf("%s's %s: want local %s, mtu 1430, MAC %s:\n%s", from.Name, routes.VXLANDevice, lab.NodeAddress6(from), routes.VTEPMAC(from.Address), link)
+			!strings.Contains(link, tunnel.VTEPMAC(from.Address).String()) {
+			t.Errorf("%s's %s: want local %s, mtu 1430, MAC %s:\n%s", from.Name, tunnel.VXLANDevice, lab.NodeAddress6(from), tunnel.VTEPMAC(from.Address), link)
 		}
 		for _, owner := range nodes {
 			if owner != from {
@@ -74,8 +74,8 @@ func TestVXLANIPv6Underlay(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("node1's %s:\n%s%s", routes.VXLANDevice, run(t, l, nodes[0].Netns, "ip", "-d", "link", "show", "dev", routes.VXLANDevice),
-		run(t, l, nodes[0].Netns, "bridge", "fdb", "show", "dev", routes.VXLANDevice))
+	t.Logf("node1's %s:\n%s%s", tunnel.VXLANDevice, run(t, l, nodes[0].Netns, "ip", "-d", "link", "show", "dev", tunnel.VXLANDevice),
+		run(t, l, nodes[0].Netns, "bridge", "fdb", "show", "dev", tunnel.VXLANDevice))
 	for _, p := range pods {
 		for _, q := range pods {
 			if p != q {
@@ -128,7 +128,7 @@ func TestVXLANIPv6UnderlayCrossSubnet(t *testing.T) {
 				t.Errorf("%s's route to %s's block %s (one subnet: direct) is %q", from.Name, owner.Name, b, strings.TrimSpace(r))
 			}
 		}
-		if f := run(t, l, from.Netns, "bridge", "fdb", "show", "dev", routes.VXLANDevice); strings.Contains(f, routes.VTEPMAC(owner.Address).String()) {
+		if f := run(t, l, from.Netns, "bridge", "fdb", "show", "dev", tunnel.VXLANDevice); strings.Contains(f, tunnel.VTEPMAC(owner.Address).String()) {
 			t.Errorf("%s has a VXLAN peer %s in its own subnet:\n%s", from.Name, owner.Name, f)
 		}
 	}
@@ -217,7 +217,7 @@ func TestVXLANMixedUnderlays(t *testing.T) {
 				t.Errorf("%s routes %s's block %s across underlay families: %q", from.Name, owner.Name, b, r)
 			}
 		}
-		if f := run(t, l, from.Netns, "bridge", "fdb", "show", "dev", routes.VXLANDevice); strings.Contains(f, routes.VTEPMAC(owner.Address).String()) {
+		if f := run(t, l, from.Netns, "bridge", "fdb", "show", "dev", tunnel.VXLANDevice); strings.Contains(f, tunnel.VTEPMAC(owner.Address).String()) {
 			t.Errorf("%s has a VXLAN peer %s across underlay families:\n%s", from.Name, owner.Name, f)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -202,8 +203,8 @@ func render(st State, withChains bool, cache *Renderer) nft.Table {
 	if !withChains {
 		t.Chains = nil
 	}
-	slices.SortFunc(t.Chains, func(a, b nft.Chain) int { return compare(a.Name, b.Name) })
-	slices.SortFunc(t.Sets, func(a, b nft.Set) int { return compare(a.Name, b.Name) })
+	slices.SortFunc(t.Chains, func(a, b nft.Chain) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(t.Sets, func(a, b nft.Set) int { return strings.Compare(a.Name, b.Name) })
 	return t
 }
 
@@ -250,16 +251,6 @@ func established() nft.Rule {
 			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)},
 			&expr.Verdict{Kind: expr.VerdictAccept},
 		}}
-}
-
-func compare(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // ruleRules renders rule i of a policy in family f: its sets and one

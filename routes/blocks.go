@@ -11,7 +11,7 @@ import "net/netip"
 // of its snapshot (Sync), and it computes what they want, diffs them
 // against what the kernel had and applies the difference. It writes with
 // reef's protocol number, adding exclusively and replacing only a route
-// of reef's own (ours.go: a foreign route in the way is a
+// of reef's own (routes/internal/nl/ours.go: a foreign route in the way is a
 // ForeignRouteError); it takes no lock, since nothing else writes these
 // routes.
 //

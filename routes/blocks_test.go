@@ -6,9 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/vishvananda/netlink"
-
 	"github.com/reefcni/reef/internal/netnstest"
+	"github.com/vishvananda/netlink"
 )
 
 // blockKernel is a BlockKernel that holds a State and records the plans
@@ -83,26 +82,15 @@ func TestBlocksSync(t *testing.T) {
 
 // On the kernel, the owner writes with reef's protocol, deletes its own
 // stale blackhole, leaves a pod's /32 and the routes of other protocols
-// alone, and reports a foreign route in a block's place (ours.go); the
+// alone, and reports a foreign route in a block's place (routes/internal/nl/ours.go); the
 // next Sync has only that route left to write.
 func TestKernelBlocksSync(t *testing.T) {
-	requireRoot(t)
-	node := netnstest.New(t)
-	nodeH := netnsHandle(t, node.Path())
-	ip := func(args ...string) { netnstest.Run(t, node, append([]string{"ip"}, args...)...) }
-	ip("link", "add", "eth0", "type", "veth", "peer", "name", "other1")
-	ip("link", "set", "eth0", "up")
-	ip("link", "set", "other1", "up")
-	ip("addr", "add", "192.0.2.11/24", "dev", "eth0")
+	node, nodeH, ip := nodeWithUplink(t)
 	ip("route", "add", "blackhole", "10.244.9.0/26", "proto", "238") // reef's, stale
 	ip("route", "add", "10.244.1.5/32", "dev", "eth0", "scope", "link", "proto", "238")
 	ip("route", "add", "10.244.3.0/26", "via", "192.0.2.9", "dev", "eth0", "proto", "static")
 
-	var k *Kernel
-	if err := in(t, node, func() (err error) { k, err = NewKernel(); return err }); err != nil {
-		t.Fatalf("NewKernel: %v", err)
-	}
-	defer k.Close()
+	k := netnstest.Open(t, node, NewKernel)
 	b := NewBlocks(k)
 	s := BlockSnapshot{Own: []netip.Prefix{pfx("10.244.1.0/26")}, Remote: []RemoteBlock{
 		{Block: pfx("10.244.2.0/26"), Node: netip.MustParseAddr("192.0.2.2"), Dev: "eth0"},

@@ -3,28 +3,14 @@ package routes
 import (
 	"net"
 	"net/netip"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/reefcni/reef/routes/internal/nl"
+	"github.com/reefcni/reef/routes/tunnel"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
-
-// The IPv6 gateway is the node-side veth's EUI-64 link-local: Calico's
-// fe80::ecee:eeff:feee:eeee, fixed here so that a change to the MAC or to
-// the derivation cannot pass by changing both sides.
-func TestPodGateway6(t *testing.T) {
-	if got := PodGateway6.String(); got != "fe80::ecee:eeff:feee:eeee" {
-		t.Errorf("PodGateway6 = %s, want fe80::ecee:eeff:feee:eeee", got)
-	}
-	if got := linkLocalEUI64(net.HardwareAddr{0x02, 0x42, 0xac, 0x11, 0x00, 0x02}); got != netip.MustParseAddr("fe80::42:acff:fe11:2") {
-		t.Errorf("linkLocalEUI64(02:42:ac:11:00:02) = %s, want fe80::42:acff:fe11:2", got)
-	}
-	if gatewayFor(netip.MustParseAddr("10.244.1.5")) != PodGateway || gatewayFor(netip.MustParseAddr("fd00::5")) != PodGateway6 {
-		t.Errorf("gatewayFor: want PodGateway for IPv4, PodGateway6 for IPv6")
-	}
-}
 
 func TestRouteString(t *testing.T) {
 	for _, tt := range []struct {
@@ -35,7 +21,7 @@ func TestRouteString(t *testing.T) {
 		{podRt("fd00:10:244::5/128", "reefaaaaaaaaaaa"), "fd00:10:244::5/128 dev reefaaaaaaaaaaa proto reef"},
 		{hole("10.244.1.0/26"), "blackhole 10.244.1.0/26 proto reef"},
 		{hole("fd00:10:244::/122"), "blackhole fd00:10:244::/122 proto reef"},
-		{Route{Dst: pfx("fd00:10:244::40/122"), Kind: RemoteRoute, Dev: VXLANDevice, Via: netip.MustParseAddr("2001:db8::12"), OnLink: true},
+		{Route{Dst: pfx("fd00:10:244::40/122"), Kind: RemoteRoute, Dev: tunnel.VXLANDevice, Via: netip.MustParseAddr("2001:db8::12"), OnLink: true},
 			"fd00:10:244::40/122 via 2001:db8::12 dev vxlan.reef onlink proto reef"},
 		{Route{Dst: pfx("fd00:10:244::40/122"), Kind: RemoteRoute, Dev: "eth0", Via: netip.MustParseAddr("fe80::1")},
 			"fd00:10:244::40/122 via fe80::1 dev eth0 proto reef"},
@@ -51,8 +37,8 @@ func TestRouteString(t *testing.T) {
 // another family as RTA_VIA, and IPv4 addresses in either of net.IP's
 // forms.
 func TestRouteOf(t *testing.T) {
-	names := map[int]string{1: "lo", 2: "eth0", 3: "reefaaaaaaaaaaa", 4: VXLANDevice}
-	ipnet := func(s string) *net.IPNet { return prefixToIPNet(pfx(s)) }
+	names := map[int]string{1: "lo", 2: "eth0", 3: "reefaaaaaaaaaaa", 4: tunnel.VXLANDevice}
+	ipnet := func(s string) *net.IPNet { return nl.IPNet(pfx(s)) }
 	ip := func(s string) net.IP { return netip.MustParseAddr(s).AsSlice() }
 	remote := func(dst, dev, via string, onlink bool) Route {
 		return Route{Dst: pfx(dst), Kind: RemoteRoute, Dev: dev, Via: netip.MustParseAddr(via), OnLink: onlink}
@@ -76,7 +62,7 @@ func TestRouteOf(t *testing.T) {
 		{"IPv6 unreachable: not reef's shape", netlink.Route{Dst: ipnet("fd00:10:244::/122"), LinkIndex: 1, Type: unix.RTN_UNREACHABLE},
 			podRt("fd00:10:244::/122", "?lo"), false},
 		{"IPv6 onlink to the owner", netlink.Route{Dst: ipnet("fd00:10:244::40/122"), LinkIndex: 4, Gw: ip("2001:db8::12"), Flags: unix.RTNH_F_ONLINK, Type: unix.RTN_UNICAST},
-			remote("fd00:10:244::40/122", VXLANDevice, "2001:db8::12", true), false},
+			remote("fd00:10:244::40/122", tunnel.VXLANDevice, "2001:db8::12", true), false},
 		{"IPv6 through a link-local router", netlink.Route{Dst: ipnet("fd00:10:244::40/122"), LinkIndex: 2, Gw: ip("fe80::1"), Type: unix.RTN_UNICAST},
 			remote("fd00:10:244::40/122", "eth0", "fe80::1", false), false},
 		{"IPv6 with an IPv4-mapped gateway stays IPv6", netlink.Route{Dst: ipnet("fd00:10:244::40/122"), LinkIndex: 2, Gw: net.ParseIP("::ffff:192.0.2.1"), Type: unix.RTN_UNICAST},
@@ -96,58 +82,5 @@ func TestRouteOf(t *testing.T) {
 		if diff := cmp.Diff(tt.want, got, stateCmpOpts); diff != "" {
 			t.Errorf("%s: routeOf (-want +got):\n%s", tt.name, diff)
 		}
-	}
-}
-
-func TestIPNetToPrefix(t *testing.T) {
-	for _, tt := range []struct {
-		n    *net.IPNet
-		want string // "" for none
-	}{
-		{&net.IPNet{IP: net.IP{10, 244, 1, 0}, Mask: net.CIDRMask(26, 32)}, "10.244.1.0/26"},
-		{&net.IPNet{IP: net.ParseIP("10.244.1.5"), Mask: net.CIDRMask(32, 32)}, "10.244.1.5/32"},
-		{&net.IPNet{IP: net.ParseIP("fd00:10:244::"), Mask: net.CIDRMask(122, 128)}, "fd00:10:244::/122"},
-		{&net.IPNet{IP: net.ParseIP("::ffff:10.244.1.5"), Mask: net.CIDRMask(128, 128)}, "::ffff:10.244.1.5/128"},
-		{&net.IPNet{IP: net.IP{10, 244, 1, 5}, Mask: net.CIDRMask(128, 128)}, ""},
-		{nil, ""},
-	} {
-		p, ok := ipNetToPrefix(tt.n)
-		got := ""
-		if ok {
-			got = p.String()
-		}
-		if got != tt.want {
-			t.Errorf("ipNetToPrefix(%v) = %q, want %q", tt.n, got, tt.want)
-		}
-	}
-}
-
-// setupPod wires one address, or one of each family; it refuses the rest
-// before it touches anything.
-func TestCheckPodAddrs(t *testing.T) {
-	for _, tt := range []struct {
-		ips  string
-		want string // "" for nil, else a part of the error
-	}{
-		{"10.244.1.5", ""},
-		{"fd00:10:244::5", ""},
-		{"fd00:10:244::5,10.244.1.5", ""},
-		{"", "no address"},
-		{"10.244.1.5,10.244.1.6", "at most one of each family"},
-		{"fd00::5,fd00::6", "at most one of each family"},
-		{"::ffff:10.244.1.5", "not a pod address"},
-		{"fe80::5%eth0", "not a pod address"},
-	} {
-		var ips []netip.Addr
-		if tt.ips != "" {
-			ips = addrs(strings.Split(tt.ips, ",")...)
-		}
-		err := checkPodAddrs(ips)
-		if (err == nil) != (tt.want == "") || err != nil && !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("checkPodAddrs(%s) = %v, want %q", tt.ips, err, tt.want)
-		}
-	}
-	if err := checkPodAddrs([]netip.Addr{{}}); err == nil {
-		t.Errorf("checkPodAddrs(zero address) = nil")
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"strings"
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
+	"github.com/reefcni/reef/routes/internal/nl"
 	"github.com/reefcni/reef/routes/linkname"
+	"github.com/reefcni/reef/routes/veth"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -71,7 +73,7 @@ func familyName(family int) string {
 
 // routeOf is a kernel route of reef's as a Route.
 func routeOf(r netlink.Route, names map[int]string) (Route, bool) {
-	dst, ok := ipNetToPrefix(r.Dst)
+	dst, ok := nl.Prefix(r.Dst)
 	if !ok {
 		return Route{}, false
 	}
@@ -84,7 +86,7 @@ func routeOf(r netlink.Route, names map[int]string) (Route, bool) {
 		v6 && r.Gw == nil && r.Via == nil && r.Type == unix.RTN_UNICAST && len(r.MultiPath) == 0:
 		return Route{Dst: dst, Kind: PodRoute, Dev: names[r.LinkIndex]}, true
 	case r.Gw != nil && len(r.MultiPath) == 0:
-		via, _ := addrOf(r.Gw, v6)
+		via, _ := nl.Addr(r.Gw, v6)
 		return Route{Dst: dst, Kind: RemoteRoute, Dev: names[r.LinkIndex], Via: via, OnLink: r.Flags&unix.RTNH_F_ONLINK != 0}, true
 	default:
 		// Ours by protocol but of a shape this version does not write:
@@ -119,7 +121,7 @@ func (k *Kernel) Apply(p Plan) error {
 		}
 	}
 	for _, name := range p.DeleteLink {
-		if err := deleteLink(k.h, name); err != nil {
+		if err := veth.Delete(k.h, name); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -141,8 +143,8 @@ func vanished(err error) bool {
 // is left as it is (the pass that finds it gone twice releases it), as is
 // a pair that vanished since the pass read the kernel.
 func (k *Kernel) setPodMTU(m PodMTU) error {
-	podNS, err := openNetns(m.Netns)
-	if errors.Is(err, ErrNetnsGone) {
+	podNS, err := veth.OpenNetns(m.Netns)
+	if errors.Is(err, veth.ErrNetnsGone) {
 		return nil // the pass that finds it gone twice releases the pod
 	}
 	if err != nil {
@@ -212,7 +214,7 @@ func isPodObject(r Route) bool { return r.Kind == PodRoute && r.Dst.IsSingleIP()
 func (k *Kernel) deleteRoute(r Route) error {
 	// Scope "nowhere" matches a route of any scope; the protocol makes
 	// sure the kernel deletes only a route of ours.
-	nr := &netlink.Route{Dst: prefixToIPNet(r.Dst), Protocol: Protocol, Table: unix.RT_TABLE_MAIN, Scope: netlink.SCOPE_NOWHERE}
+	nr := &netlink.Route{Dst: nl.IPNet(r.Dst), Protocol: Protocol, Table: unix.RT_TABLE_MAIN, Scope: netlink.SCOPE_NOWHERE}
 	if r.Kind == Blackhole {
 		nr.Type = unix.RTN_BLACKHOLE
 	}
@@ -239,8 +241,8 @@ func (k *Kernel) linkIndex(dev string, links map[string]int) (int, error) {
 func (k *Kernel) replace(r Route, links map[string]int) error {
 	switch r.Kind {
 	case Blackhole:
-		nr := &netlink.Route{Dst: prefixToIPNet(r.Dst), Type: unix.RTN_BLACKHOLE, Protocol: Protocol, Table: unix.RT_TABLE_MAIN}
-		if err := writeRoute(k.h, nr); err != nil {
+		nr := &netlink.Route{Dst: nl.IPNet(r.Dst), Type: unix.RTN_BLACKHOLE, Protocol: Protocol, Table: unix.RT_TABLE_MAIN}
+		if err := nl.WriteRoute(k.h, nr); err != nil {
 			return fmt.Errorf("replace route %s: %w", r, err)
 		}
 	case RemoteRoute:
@@ -251,12 +253,12 @@ func (k *Kernel) replace(r Route, links map[string]int) error {
 		if err != nil {
 			return fmt.Errorf("replace route %s: %w", r, err)
 		}
-		nr := &netlink.Route{Dst: prefixToIPNet(r.Dst), Gw: r.Via.AsSlice(), LinkIndex: idx,
+		nr := &netlink.Route{Dst: nl.IPNet(r.Dst), Gw: r.Via.AsSlice(), LinkIndex: idx,
 			Protocol: Protocol, Table: unix.RT_TABLE_MAIN}
 		if r.OnLink {
 			nr.Flags = int(netlink.FLAG_ONLINK)
 		}
-		if err := writeRoute(k.h, nr); err != nil {
+		if err := nl.WriteRoute(k.h, nr); err != nil {
 			return fmt.Errorf("replace route %s: %w", r, err)
 		}
 	case PodRoute:
@@ -270,7 +272,7 @@ func (k *Kernel) replace(r Route, links map[string]int) error {
 		if err != nil {
 			return fmt.Errorf("replace route %s: %w", r, err)
 		}
-		if err := writeRoute(k.h, podRoute(r.Dst.Addr(), idx)); vanished(err) {
+		if err := nl.WriteRoute(k.h, veth.NodeRoute(r.Dst.Addr(), idx)); vanished(err) {
 			return nil
 		} else if err != nil {
 			return fmt.Errorf("replace route %s: %w", r, err)
@@ -295,7 +297,7 @@ func (k *Kernel) HopTo(addr netip.Addr) (Hop, error) {
 		return Hop{}, fmt.Errorf("route to %s: device %d: %w", addr, rs[0].LinkIndex, err)
 	}
 	h := Hop{Gateway: addr, Dev: l.Attrs().Name}
-	if gw, ok := addrOf(rs[0].Gw, addr.Is6()); ok && rs[0].Gw != nil {
+	if gw, ok := nl.Addr(rs[0].Gw, addr.Is6()); ok && rs[0].Gw != nil {
 		h.Gateway = gw
 	}
 	return h, nil

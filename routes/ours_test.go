@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/reefcni/reef/routes/veth"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -35,11 +36,7 @@ func TestForeignRouteInTheWay(t *testing.T) {
 	ip("route", "add", "blackhole", "10.244.4.0/26", "proto", "238")
 	before := routeStrings(t, nodeH, &netlink.Route{}, 0)
 
-	var k *Kernel
-	if err := in(t, node, func() (err error) { k, err = NewKernel(); return err }); err != nil {
-		t.Fatalf("NewKernel: %v", err)
-	}
-	defer k.Close()
+	k := netnstest.Open(t, node, NewKernel)
 	via := netip.MustParseAddr("192.0.2.2")
 	plan := Plan{Replace: []Route{
 		hole("10.244.1.0/26"),
@@ -88,7 +85,7 @@ func TestForeignRouteInTheWay(t *testing.T) {
 	// ADD of a pod whose /32 an operator's route holds: refused, nothing left.
 	pod := netnstest.New(t)
 	err = in(t, node, func() error {
-		_, err := cniPods(sysctl.New(sysctl.Proc{})).Up(PodSpec{Netns: pod.Path(), IfName: "eth0", HostVeth: "reeff1", IPs: []netip.Addr{netip.MustParseAddr("10.244.3.7")}, MTU: 1500})
+		_, err := cniPods(sysctl.New(sysctl.Proc{})).Up(veth.Spec{Netns: pod.Path(), IfName: "eth0", HostVeth: "reeff1", IPs: []netip.Addr{netip.MustParseAddr("10.244.3.7")}, MTU: 1500})
 		return err
 	})
 	if !errors.As(err, &foreign) {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/google/go-cmp/cmp"
+	"github.com/reefcni/reef/routes/internal/nl"
+	"github.com/reefcni/reef/routes/veth"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -61,7 +63,7 @@ type v6Node struct {
 	k      *Kernel
 	owner  *sysctl.Owner
 	pods   map[string]ns.NetNS // by host veth
-	specs  []PodSpec
+	specs  []veth.Spec
 	blocks []netip.Prefix
 }
 
@@ -77,10 +79,7 @@ func newV6Node(t *testing.T, blocks ...string) *v6Node {
 	ip("link", "set", "eth0", "up")
 	ip("addr", "add", "192.0.2.1/24", "dev", "eth0")
 	ip("addr", "add", "2001:db8:1::1/64", "dev", "eth0", "nodad")
-	if err := in(t, n.ns, func() (err error) { n.k, err = NewKernel(); return err }); err != nil {
-		t.Fatalf("NewKernel: %v", err)
-	}
-	t.Cleanup(n.k.Close)
+	n.k = netnstest.Open(t, n.ns, NewKernel)
 	return n
 }
 
@@ -128,14 +127,14 @@ func (n *v6Node) plan(t *testing.T) Plan {
 // addPod wires a pod in a namespace of its own as ADD does, the host
 // settings through the sysctl owner; prepare runs in the pod's namespace
 // first.
-func (n *v6Node) addPod(t *testing.T, name string, ips []netip.Addr, prepare func(ns.NetNS)) PodSpec {
+func (n *v6Node) addPod(t *testing.T, name string, ips []netip.Addr, prepare func(ns.NetNS)) veth.Spec {
 	t.Helper()
 	pod := netnstest.New(t)
 	netnstest.Run(t, pod, "ip", "link", "set", "lo", "up")
 	if prepare != nil {
 		prepare(pod)
 	}
-	spec := PodSpec{Netns: pod.Path(), IfName: "eth0", HostVeth: HostVethName("default", name, ""), IPs: ips, MTU: 1400}
+	spec := veth.Spec{Netns: pod.Path(), IfName: "eth0", HostVeth: HostVethName("default", name, ""), IPs: ips, MTU: 1400}
 	if err := in(t, n.ns, func() (err error) { _, err = cniPods(n.owner).Up(spec); return err }); err != nil {
 		t.Fatalf("Up %s %v: %v", name, ips, err)
 	}
@@ -144,7 +143,7 @@ func (n *v6Node) addPod(t *testing.T, name string, ips []netip.Addr, prepare fun
 	return spec
 }
 
-// checkPods waits until CheckPod finds every pod in place. The veth's
+// checkPods waits until veth.Check finds every pod in place. The veth's
 // link-local stays tentative for a moment after IPv6 comes up on it, until
 // the kernel's DAD work runs and, with accept_dad=0, ends at once; DAD
 // itself would take a second or more, so the short wait still fails
@@ -153,8 +152,8 @@ func (n *v6Node) checkPods(t *testing.T) {
 	t.Helper()
 	for _, s := range n.specs {
 		poll.For(t, 300*time.Millisecond, func() error {
-			if err := in(t, n.ns, func() error { return CheckPod(s) }); err != nil {
-				return fmt.Errorf("CheckPod %v: %w", s.IPs, err)
+			if err := in(t, n.ns, func() error { return veth.Check(s) }); err != nil {
+				return fmt.Errorf("veth.Check %v: %w", s.IPs, err)
 			}
 			return nil
 		})
@@ -185,7 +184,7 @@ func TestIPv6Pods(t *testing.T) {
 	}
 
 	a := n.addPod(t, "v6-a", addrs("fd00:10:244::1"), nil)
-	// A namespace whose new links have IPv6 off: setupPod turns it on on
+	// A namespace whose new links have IPv6 off: veth.Setup turns it on on
 	// the pod's interface.
 	b := n.addPod(t, "v6-b", addrs("fd00:10:244::2"), func(pod ns.NetNS) {
 		writeSysctlIn(t, pod, "net/ipv6/conf/default/disable_ipv6", "1")
@@ -264,13 +263,13 @@ func TestIPv6Pods(t *testing.T) {
 	netnstest.Run(t, n.ns, "ip", "-6", "route", "del", "fd00:10:244::1/128", "dev", a.HostVeth)
 	writeSysctlIn(t, n.ns, sysctl.DisableIPv6(b.HostVeth), "1")
 	writeSysctlIn(t, n.ns, sysctl.AcceptDAD(b.HostVeth), "1")
-	for _, s := range []PodSpec{a, b} {
-		if err := in(t, n.ns, func() error { return CheckPod(s) }); err == nil {
-			t.Errorf("CheckPod %v after the drift = nil, want what is missing", s.IPs)
+	for _, s := range []veth.Spec{a, b} {
+		if err := in(t, n.ns, func() error { return veth.Check(s) }); err == nil {
+			t.Errorf("veth.Check %v after the drift = nil, want what is missing", s.IPs)
 		}
 	}
-	if err := in(t, n.ns, func() error { return CheckPod(b) }); err == nil || !strings.Contains(err.Error(), "fe80::ecee:eeff:feee:eeee") {
-		t.Errorf("CheckPod of pod b with IPv6 off on its veth = %v, want the link-local named", err)
+	if err := in(t, n.ns, func() error { return veth.Check(b) }); err == nil || !strings.Contains(err.Error(), "fe80::ecee:eeff:feee:eeee") {
+		t.Errorf("veth.Check of pod b with IPv6 off on its veth = %v, want the link-local named", err)
 	}
 	changes := n.pass(t)
 	wantChanges := []sysctl.Change{
@@ -394,7 +393,7 @@ func TestKernelReadApplyIPv6(t *testing.T) {
 	if err := n.k.Apply(Plan{Replace: []Route{mixed}}); err == nil || !strings.Contains(err.Error(), "fd00:10:244::c0/122") {
 		t.Errorf("Apply of %s = %v, want a refusal naming it", mixed, err)
 	}
-	if rs, _ := netnsHandle(t, n.ns.Path()).RouteListFiltered(unix.AF_INET6, &netlink.Route{Dst: prefixToIPNet(mixed.Dst)}, netlink.RT_FILTER_DST); len(rs) != 0 {
+	if rs, _ := netnsHandle(t, n.ns.Path()).RouteListFiltered(unix.AF_INET6, &netlink.Route{Dst: nl.IPNet(mixed.Dst)}, netlink.RT_FILTER_DST); len(rs) != 0 {
 		t.Errorf("a route of mixed families was written: %v", rs)
 	}
 }

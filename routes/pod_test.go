@@ -16,11 +16,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/reefcni/reef/internal/netnstest"
 	"github.com/reefcni/reef/routes/sysctl"
+	"github.com/reefcni/reef/routes/veth"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
-// Kernel tests. setupPod, CheckPod, teardownPod and Kernel work in the
+// Kernel tests. veth.Setup, veth.Check, veth.Teardown and Kernel work in the
 // caller's network namespace, so every call runs inside a throw-away "node"
 // namespace (netnstest.New) through ns.Do, never in the namespace the test
 // was started in.
@@ -33,17 +34,25 @@ var (
 )
 
 // nodeWithOther is a throw-away node namespace (root only) with a veth
-// pair that is not reef's: other0, up, at 192.0.2.1/24, and other1. ip
-// runs ip(8) in the namespace.
+// pair that is not reef's: other0, up, at 192.0.2.1/24, and other1, up.
+// ip runs ip(8) in the namespace.
 func nodeWithOther(t *testing.T) (node ns.NetNS, nodeH netlinksafe.Handle, ip func(args ...string)) {
+	t.Helper()
+	return nodeWithVeth(t, "other0", "192.0.2.1/24")
+}
+
+// nodeWithVeth is a throw-away node namespace (root only) with a veth
+// pair that is not reef's: dev, at addr, and other1, both up.
+func nodeWithVeth(t *testing.T, dev, addr string) (node ns.NetNS, nodeH netlinksafe.Handle, ip func(args ...string)) {
 	t.Helper()
 	requireRoot(t)
 	node = netnstest.New(t)
 	nodeH = netnsHandle(t, node.Path())
 	ip = func(args ...string) { netnstest.Run(t, node, append([]string{"ip"}, args...)...) }
-	ip("link", "add", "other0", "type", "veth", "peer", "name", "other1")
-	ip("link", "set", "other0", "up")
-	ip("addr", "add", "192.0.2.1/24", "dev", "other0")
+	ip("link", "add", dev, "type", "veth", "peer", "name", "other1")
+	ip("link", "set", dev, "up")
+	ip("link", "set", "other1", "up")
+	ip("addr", "add", addr, "dev", dev)
 	return node, nodeH, ip
 }
 
@@ -131,17 +140,17 @@ func TestPodLifecycle(t *testing.T) {
 	node, pod := netnstest.New(t), netnstest.New(t)
 	nodeH, podH := netnsHandle(t, node.Path()), netnsHandle(t, pod.Path())
 
-	// A new netns may inherit forwarding; setupPod must turn it off.
+	// A new netns may inherit forwarding; veth.Setup must turn it off.
 	writeSysctlIn(t, pod, "net/ipv4/ip_forward", "1")
 
-	spec := PodSpec{
+	spec := veth.Spec{
 		Netns:    pod.Path(),
 		IfName:   "eth0",
 		HostVeth: HostVethName("default", "web-1", "3f1c0a9e2b7d"),
 		IPs:      addrs("10.244.1.5"),
 		MTU:      1400,
 	}
-	var links PodLinks
+	var links veth.Pair
 	if err := in(t, node, func() (err error) { links, err = cniPods(sysctl.New(sysctl.Proc{})).Up(spec); return err }); err != nil {
 		t.Fatalf("Up: %v", err)
 	}
@@ -165,7 +174,7 @@ func TestPodLifecycle(t *testing.T) {
 		t.Errorf("%s is down", spec.HostVeth)
 	}
 	if a.HardwareAddr.String() != links.HostMAC.String() {
-		t.Errorf("PodLinks.HostMAC = %s, kernel has %s", links.HostMAC, a.HardwareAddr)
+		t.Errorf("veth.Pair.HostMAC = %s, kernel has %s", links.HostMAC, a.HardwareAddr)
 	}
 	if v := sysctlIn(t, node, sysctl.ProxyARP(spec.HostVeth)); v != "1" {
 		t.Errorf("proxy_arp on %s = %q, want 1", spec.HostVeth, v)
@@ -187,7 +196,7 @@ func TestPodLifecycle(t *testing.T) {
 		t.Errorf("pod eth0 is down")
 	}
 	if eth0.Attrs().HardwareAddr.String() != links.PodMAC.String() {
-		t.Errorf("PodLinks.PodMAC = %s, kernel has %s", links.PodMAC, eth0.Attrs().HardwareAddr)
+		t.Errorf("veth.Pair.PodMAC = %s, kernel has %s", links.PodMAC, eth0.Attrs().HardwareAddr)
 	}
 	addrs, err := podH.AddrList(eth0, unix.AF_INET)
 	if err != nil {
@@ -223,13 +232,13 @@ func TestPodLifecycle(t *testing.T) {
 	}
 
 	// CHECK finds everything in place, then a missing route.
-	if err := in(t, node, func() error { return CheckPod(spec) }); err != nil {
-		t.Errorf("CheckPod after setupPod: %v", err)
+	if err := in(t, node, func() error { return veth.Check(spec) }); err != nil {
+		t.Errorf("veth.Check after veth.Setup: %v", err)
 	}
 	netnstest.Run(t, node, "ip", "route", "del", "10.244.1.5/32", "dev", spec.HostVeth)
-	err = in(t, node, func() error { return CheckPod(spec) })
+	err = in(t, node, func() error { return veth.Check(spec) })
 	if err == nil || !strings.Contains(err.Error(), "route") || !strings.Contains(err.Error(), "10.244.1.5") {
-		t.Errorf("CheckPod without the node route = %v, want an error naming the route", err)
+		t.Errorf("veth.Check without the node route = %v, want an error naming the route", err)
 	}
 
 	// A repeated Up (a new sandbox of the same pod) replaces the stale
@@ -238,8 +247,8 @@ func TestPodLifecycle(t *testing.T) {
 	if err := in(t, node, func() (err error) { _, err = pods.Up(spec); return err }); err != nil {
 		t.Fatalf("second Up: %v", err)
 	}
-	if err := in(t, node, func() error { return CheckPod(spec) }); err != nil {
-		t.Errorf("CheckPod after second Up: %v", err)
+	if err := in(t, node, func() error { return veth.Check(spec) }); err != nil {
+		t.Errorf("veth.Check after second Up: %v", err)
 	}
 
 	// Down removes the pair and its route, and may be repeated.
@@ -258,8 +267,8 @@ func TestPodLifecycle(t *testing.T) {
 	if err := in(t, node, func() error { return pods.Down(spec.HostVeth, nil) }); err != nil {
 		t.Errorf("second Down = %v, want nil", err)
 	}
-	if err := in(t, node, func() error { return CheckPod(spec) }); err == nil || !strings.Contains(err.Error(), "missing") {
-		t.Errorf("CheckPod after Down = %v, want an error naming what is missing", err)
+	if err := in(t, node, func() error { return veth.Check(spec) }); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("veth.Check after Down = %v, want an error naming what is missing", err)
 	}
 	if err := in(t, node, func() error { return pods.Down("eth0", nil) }); err == nil {
 		t.Errorf("Down(eth0) = nil, want a refusal: not a reef link")
@@ -279,22 +288,22 @@ func TestSetupPodNetnsGone(t *testing.T) {
 		filepath.Join(t.TempDir(), "no-such-netns"),
 		plain, // a netns file whose bind mount is gone
 	} {
-		spec := PodSpec{Netns: path, IfName: "eth0", HostVeth: "reefgone0000000", IPs: addrs("10.244.1.6"), MTU: 1400}
-		err := in(t, node, func() error { _, err := setupPod(spec, nil); return err })
-		if !errors.Is(err, ErrNetnsGone) {
-			t.Errorf("setupPod(netns %s) = %v, want ErrNetnsGone", path, err)
+		spec := veth.Spec{Netns: path, IfName: "eth0", HostVeth: "reefgone0000000", IPs: addrs("10.244.1.6"), MTU: 1400}
+		err := in(t, node, func() error { _, err := veth.Setup(spec, nil); return err })
+		if !errors.Is(err, veth.ErrNetnsGone) {
+			t.Errorf("veth.Setup(netns %s) = %v, want veth.ErrNetnsGone", path, err)
 		} else if !strings.Contains(err.Error(), path) {
-			t.Errorf("setupPod(netns %s) = %v, want the path named", path, err)
+			t.Errorf("veth.Setup(netns %s) = %v, want the path named", path, err)
 		}
-		if NetnsExists(path) {
-			t.Errorf("NetnsExists(%s) = true", path)
+		if veth.NetnsExists(path) {
+			t.Errorf("veth.NetnsExists(%s) = true", path)
 		}
 	}
 	if diff := cmp.Diff([]string{"lo"}, linkNames(t, nodeH)); diff != "" {
 		t.Errorf("links left on the node (-want +got):\n%s", diff)
 	}
-	if !NetnsExists(node.Path()) {
-		t.Errorf("NetnsExists(%s) = false for a live namespace", node.Path())
+	if !veth.NetnsExists(node.Path()) {
+		t.Errorf("veth.NetnsExists(%s) = false for a live namespace", node.Path())
 	}
 }
 
@@ -315,11 +324,7 @@ func TestKernelReadApply(t *testing.T) {
 	ip("route", "add", "10.244.6.0/26", "dev", "other0", "scope", "global", "proto", "238")
 	ip("route", "add", "10.244.1.7/32", "dev", "reefstray1", "scope", "link", "proto", "238")
 
-	var k *Kernel
-	if err := in(t, node, func() (err error) { k, err = NewKernel(); return err }); err != nil {
-		t.Fatalf("NewKernel: %v", err)
-	}
-	defer k.Close()
+	k := netnstest.Open(t, node, NewKernel)
 
 	have, err := k.Read()
 	if err != nil {
@@ -433,15 +438,11 @@ func TestApplyPodMTU(t *testing.T) {
 	requireRoot(t)
 	node, pod := netnstest.New(t), netnstest.New(t)
 	nodeH, podH := netnsHandle(t, node.Path()), netnsHandle(t, pod.Path())
-	spec := PodSpec{Netns: pod.Path(), IfName: "eth0", HostVeth: "reefmtu0000000", IPs: addrs("10.244.1.5"), MTU: 1500}
-	if err := in(t, node, func() (err error) { _, err = setupPod(spec, nil); return err }); err != nil {
-		t.Fatalf("setupPod: %v", err)
+	spec := veth.Spec{Netns: pod.Path(), IfName: "eth0", HostVeth: "reefmtu0000000", IPs: addrs("10.244.1.5"), MTU: 1500}
+	if err := in(t, node, func() (err error) { _, err = veth.Setup(spec, nil); return err }); err != nil {
+		t.Fatalf("veth.Setup: %v", err)
 	}
-	var k *Kernel
-	if err := in(t, node, func() (err error) { k, err = NewKernel(); return err }); err != nil {
-		t.Fatalf("NewKernel: %v", err)
-	}
-	defer k.Close()
+	k := netnstest.Open(t, node, NewKernel)
 	mtus := func() (host, pod int) {
 		t.Helper()
 		h, err := nodeH.LinkByName(spec.HostVeth)

@@ -10,6 +10,7 @@ import (
 	"github.com/reefcni/reef/routes/linkname"
 	"github.com/reefcni/reef/routes/sysctl"
 	"github.com/reefcni/reef/routes/tc"
+	"github.com/reefcni/reef/routes/veth"
 )
 
 // Pods is the one owner of the pods' kernel objects: each pod's veth pair
@@ -37,10 +38,10 @@ type Pods struct {
 // SetBandwidth run on the CNI operations' goroutines, the rest on the
 // reconcile pass's.
 type PodKernel interface {
-	// Wire creates spec's veth pair and wires both ends (setupPod's
+	// Wire creates spec's veth pair and wires both ends (veth.Setup's
 	// contract); settings, if not nil, is called once the node's end
 	// exists and before it is up. On a failure it removes the pair again.
-	Wire(spec PodSpec, settings func(hostVeth string) error) (PodLinks, error)
+	Wire(spec veth.Spec, settings func(hostVeth string) error) (veth.Pair, error)
 	// Unwire removes a veth pair by its node-side name, with the ifb of
 	// its egress limit; what is already gone is success.
 	Unwire(hostVeth string) error
@@ -61,14 +62,14 @@ func NewPods(k PodKernel, sys *sysctl.Owner) *Pods { return &Pods{k: k, sys: sys
 // wires both ends and the node's routes to the pod's addresses. A stale
 // node-side veth of the same name (an earlier sandbox of the same pod) is
 // replaced, with its ifb. On any failure nothing of the pod is left.
-func (p *Pods) Up(spec PodSpec) (PodLinks, error) {
+func (p *Pods) Up(spec veth.Spec) (veth.Pair, error) {
 	defer p.lockPod(spec.HostVeth)()
 	defer p.lockAddrs(spec.IPs)()
 	return p.k.Wire(spec, p.settings(spec))
 }
 
 // settings is the request to the sysctl owner for spec's veth.
-func (p *Pods) settings(spec PodSpec) func(string) error {
+func (p *Pods) settings(spec veth.Spec) func(string) error {
 	if p.sys == nil {
 		return nil
 	}
@@ -288,13 +289,13 @@ func (p *Pods) lockAddrs(ips []netip.Addr) (unlock func()) {
 // The node's kernel as PodKernel: the CNI operations' methods open
 // netlink handles of their own, the pass's use the Kernel's.
 
-// Wire is setupPod.
-func (k *Kernel) Wire(spec PodSpec, settings func(hostVeth string) error) (PodLinks, error) {
-	return setupPod(spec, settings)
+// Wire is veth.Setup.
+func (k *Kernel) Wire(spec veth.Spec, settings func(hostVeth string) error) (veth.Pair, error) {
+	return veth.Setup(spec, settings)
 }
 
-// Unwire is teardownPod.
-func (k *Kernel) Unwire(hostVeth string) error { return teardownPod(hostVeth) }
+// Unwire is veth.Teardown.
+func (k *Kernel) Unwire(hostVeth string) error { return veth.Teardown(hostVeth) }
 
 func (k *Kernel) SetBandwidth(hostVeth string, bw tc.Bandwidth) ([]string, error) {
 	return tc.SetBandwidth(hostVeth, bw)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/reefcni/reef/routes/veth"
 
 	"github.com/reefcni/reef/routes/tc"
 )
@@ -57,9 +58,9 @@ type recKernel struct {
 	ifbs  map[string]string // ifb -> its veth
 }
 
-func (k *recKernel) Wire(spec PodSpec, _ func(string) error) (PodLinks, error) {
+func (k *recKernel) Wire(spec veth.Spec, _ func(string) error) (veth.Pair, error) {
 	k.calls = append(k.calls, "wire "+spec.HostVeth)
-	return PodLinks{}, nil
+	return veth.Pair{}, nil
 }
 func (k *recKernel) Unwire(veth string) error { k.calls = append(k.calls, "unwire "+veth); return nil }
 func (k *recKernel) Apply(p Plan) error {

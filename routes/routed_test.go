@@ -4,10 +4,11 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/containernetworking/plugins/pkg/netlinksafe"
+	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/google/go-cmp/cmp"
-	"github.com/vishvananda/netlink"
-
 	"github.com/reefcni/reef/internal/netnstest"
+	"github.com/vishvananda/netlink"
 )
 
 // A block of a node in another subnet, reached without encapsulation,
@@ -16,21 +17,10 @@ import (
 // router", not onlink; Read gives back what Apply wrote, so the next
 // pass finds nothing to do.
 func TestKernelRoutedRemoteBlock(t *testing.T) {
-	requireRoot(t)
-	node := netnstest.New(t)
-	nodeH := netnsHandle(t, node.Path())
-	ip := func(args ...string) { netnstest.Run(t, node, append([]string{"ip"}, args...)...) }
-	ip("link", "add", "eth0", "type", "veth", "peer", "name", "other1")
-	ip("link", "set", "eth0", "up")
-	ip("link", "set", "other1", "up")
-	ip("addr", "add", "192.0.2.11/24", "dev", "eth0")
+	node, nodeH, ip := nodeWithUplink(t)
 	ip("route", "add", "198.51.100.0/24", "via", "192.0.2.254", "dev", "eth0", "proto", "static")
 
-	var k *Kernel
-	if err := in(t, node, func() (err error) { k, err = NewKernel(); return err }); err != nil {
-		t.Fatalf("NewKernel: %v", err)
-	}
-	defer k.Close()
+	k := netnstest.Open(t, node, NewKernel)
 
 	owner := netip.MustParseAddr("198.51.100.21")
 	hop, err := k.HopTo(owner)
@@ -56,4 +46,12 @@ func TestKernelRoutedRemoteBlock(t *testing.T) {
 	if p := Diff(onlink, have); len(p.Replace) != 1 || !p.Replace[0].OnLink {
 		t.Errorf("Diff(onlink, routed) = %+v, want the onlink route replacing it", p)
 	}
+}
+
+// nodeWithUplink is a throw-away node namespace (root only) whose uplink
+// is eth0, up, at 192.0.2.11/24, one end of a veth pair whose other end
+// (other1) is up too. ip runs ip(8) in the namespace.
+func nodeWithUplink(t *testing.T) (node ns.NetNS, nodeH netlinksafe.Handle, ip func(args ...string)) {
+	t.Helper()
+	return nodeWithVeth(t, "eth0", "192.0.2.11/24")
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/reefcni/reef/routes/internal/nl"
 )
 
 // RouteKind is what a reef route does with a packet.
@@ -59,7 +61,7 @@ func (r Route) String() string {
 // Endpoint is a wired pod attachment as the desired state sees it.
 type Endpoint struct {
 	// IPs are the pod's addresses, at most one of each family (as the
-	// pod's PodSpec.IPs): each is routed to the veth, as a /32 or a /128.
+	// pod's veth.Spec.IPs): each is routed to the veth, as a /32 or a /128.
 	IPs      []netip.Addr
 	HostVeth string // "" when a newer sandbox of the pod took the veth over
 	// Netns and IfName are the pod's end of the veth pair, MTU what both
@@ -137,7 +139,7 @@ func Desired(endpoints []Endpoint, ownBlocks []netip.Prefix, remote []RemoteBloc
 		}
 		if ep.HostVeth != "" && existingLinks[ep.HostVeth] {
 			for _, ip := range ep.IPs {
-				dst := hostPrefix(ip)
+				dst := nl.Host(ip)
 				want.Routes[dst] = Route{Dst: dst, Kind: PodRoute, Dev: ep.HostVeth}
 			}
 			if ep.MTU != 0 {

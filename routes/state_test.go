@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/reefcni/reef/routes/linkname"
+	"github.com/reefcni/reef/routes/tunnel"
 )
 
 var stateCmpOpts = cmp.Options{
@@ -165,13 +167,13 @@ func TestDesired(t *testing.T) {
 			name: "IPv6 blocks of other nodes: onlink to the owner on the uplink or vxlan.reef, or through a router",
 			remote: []RemoteBlock{
 				{Block: pfx("fd00:10:244::40/122"), Node: netip.MustParseAddr("2001:db8:77::12"), Dev: "eth0"},
-				{Block: pfx("fd00:10:244::80/122"), Node: netip.MustParseAddr("2001:db8:78::11"), Dev: VXLANDevice},
+				{Block: pfx("fd00:10:244::80/122"), Node: netip.MustParseAddr("2001:db8:78::11"), Dev: tunnel.VXLANDevice},
 				{Block: pfx("fd00:10:244::c0/122"), Node: netip.MustParseAddr("2001:db8:78::12"), Dev: "eth0", Gateway: netip.MustParseAddr("fe80::1")},
 				{Block: pfx("10.244.2.0/26"), Node: netip.MustParseAddr("192.168.77.12"), Dev: "eth0"},
 			},
 			want: state(nil,
 				Route{Dst: pfx("fd00:10:244::40/122"), Kind: RemoteRoute, Dev: "eth0", Via: netip.MustParseAddr("2001:db8:77::12"), OnLink: true},
-				Route{Dst: pfx("fd00:10:244::80/122"), Kind: RemoteRoute, Dev: VXLANDevice, Via: netip.MustParseAddr("2001:db8:78::11"), OnLink: true},
+				Route{Dst: pfx("fd00:10:244::80/122"), Kind: RemoteRoute, Dev: tunnel.VXLANDevice, Via: netip.MustParseAddr("2001:db8:78::11"), OnLink: true},
 				Route{Dst: pfx("fd00:10:244::c0/122"), Kind: RemoteRoute, Dev: "eth0", Via: netip.MustParseAddr("fe80::1")},
 				Route{Dst: pfx("10.244.2.0/26"), Kind: RemoteRoute, Dev: "eth0", Via: netip.MustParseAddr("192.168.77.12"), OnLink: true}),
 		},
@@ -286,9 +288,9 @@ func TestDiff(t *testing.T) {
 		},
 		{
 			name: "an IPv6 remote block whose owner moved to vxlan.reef is replaced",
-			want: state(nil, Route{Dst: pfx("fd00:10:244::40/122"), Kind: RemoteRoute, Dev: VXLANDevice, Via: netip.MustParseAddr("2001:db8:78::11"), OnLink: true}),
+			want: state(nil, Route{Dst: pfx("fd00:10:244::40/122"), Kind: RemoteRoute, Dev: tunnel.VXLANDevice, Via: netip.MustParseAddr("2001:db8:78::11"), OnLink: true}),
 			have: state(nil, Route{Dst: pfx("fd00:10:244::40/122"), Kind: RemoteRoute, Dev: "eth0", Via: netip.MustParseAddr("2001:db8:78::11"), OnLink: true}),
-			plan: Plan{Replace: []Route{{Dst: pfx("fd00:10:244::40/122"), Kind: RemoteRoute, Dev: VXLANDevice, Via: netip.MustParseAddr("2001:db8:78::11"), OnLink: true}}},
+			plan: Plan{Replace: []Route{{Dst: pfx("fd00:10:244::40/122"), Kind: RemoteRoute, Dev: tunnel.VXLANDevice, Via: netip.MustParseAddr("2001:db8:78::11"), OnLink: true}}},
 		},
 		{
 			name: "everything at once, sorted",
@@ -512,7 +514,7 @@ func TestHostVethName(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("HostVethName(%q, %q, %q) = %q, want %q", tt.ns, tt.pod, tt.id, got, tt.want)
 		}
-		if len(got) != 15 || !strings.HasPrefix(got, HostVethPrefix) || !isOurs(got) {
+		if len(got) != 15 || !strings.HasPrefix(got, HostVethPrefix) || !linkname.Ours(got) {
 			t.Errorf("HostVethName(%q, %q, %q) = %q: want 15 characters starting with %q", tt.ns, tt.pod, tt.id, got, HostVethPrefix)
 		}
 	}
@@ -565,5 +567,26 @@ func TestCompare(t *testing.T) {
 	}
 	if diff := cmp.Diff(wantEntries, got); diff != "" {
 		t.Errorf("Compare (-want +got):\n%s", diff)
+	}
+}
+
+// TestDesiredRemoteDevices: routes to other nodes' blocks go on the device
+// the encapsulation picked, tunl0 included (the IPIP dataplane cannot be
+// tried on this kernel; its desired state is what is tested).
+func TestDesiredRemoteDevices(t *testing.T) {
+	remote := []RemoteBlock{
+		{Block: netip.MustParsePrefix("10.244.1.0/26"), Node: netip.MustParseAddr("192.168.77.12"), Dev: "eth0"},
+		{Block: netip.MustParsePrefix("10.244.2.0/26"), Node: netip.MustParseAddr("192.168.78.11"), Dev: tunnel.VXLANDevice},
+		{Block: netip.MustParsePrefix("10.244.3.0/26"), Node: netip.MustParseAddr("192.168.78.12"), Dev: tunnel.IPIPDevice},
+	}
+	got := Desired(nil, nil, remote, nil)
+	for _, r := range remote {
+		want := Route{Dst: r.Block, Kind: RemoteRoute, Dev: r.Dev, Via: r.Node, OnLink: true}
+		if got.Routes[r.Block] != want {
+			t.Errorf("route to %s = %+v, want %+v (%s)", r.Block, got.Routes[r.Block], want, want)
+		}
+	}
+	if s := got.Routes[remote[2].Block].String(); s != "10.244.3.0/26 via 192.168.78.12 dev tunl0 onlink proto reef" {
+		t.Errorf("IPIP route renders as %q", s)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/reefcni/reef/internal/lab"
-	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/tunnel"
 )
 
 // bench-tput's lab: the reef nodes and pods, and the reference paths built
@@ -285,9 +285,9 @@ func tputGroups(nodes []*lab.Node, p tputPods, r tputRefs) ([]*tputGroup, error)
 		v6Group("same node", "reef: two pods on a1", p.same, a1, "R1"),
 		v6Group("across nodes, direct", "reef: pod on a1 → pod on a2", p.direct, a2, "R2"),
 		v6Group("across subnets, VXLAN", "reef: pod on a1 → pod on b1", p.cross, b1, "R3"))
-	groups[1].counters = []tputCounter{{role: "a1", netns: a1.Netns, dev: routes.VXLANDevice}, {role: "a1", netns: a1.Netns, dev: "eth0"}}
-	groups[2].counters = []tputCounter{{role: "a1", netns: a1.Netns, dev: routes.VXLANDevice}, {role: "vxlan-client", netns: r.vxlanClient, dev: "vx0"}}
+	groups[1].counters = []tputCounter{{role: "a1", netns: a1.Netns, dev: tunnel.VXLANDevice}, {role: "a1", netns: a1.Netns, dev: "eth0"}}
+	groups[2].counters = []tputCounter{{role: "a1", netns: a1.Netns, dev: tunnel.VXLANDevice}, {role: "vxlan-client", netns: r.vxlanClient, dev: "vx0"}}
 	groups[4].counters = groups[1].counters
-	groups[5].counters = []tputCounter{{role: "a1", netns: a1.Netns, dev: routes.VXLANDevice}}
+	groups[5].counters = []tputCounter{{role: "a1", netns: a1.Netns, dev: tunnel.VXLANDevice}}
 	return groups, nil
 }

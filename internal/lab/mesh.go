@@ -12,7 +12,7 @@ import (
 
 	"github.com/reefcni/reef/internal/poll"
 	reefv1 "github.com/reefcni/reef/proto"
-	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/tunnel"
 )
 
 // AddMesh adds n nodes ("node1".."nodeN") that peer with each other: each
@@ -164,7 +164,7 @@ func unrouted(owner *Node, st *reefv1.StatusReply, nodes []*Node) string {
 				a6 := st.GetNodeAddressV6()
 				direct := a6 != "" && strings.Contains(out, "via "+a6+" ")
 				routed := SubnetB.Contains(owner.Address) != SubnetB.Contains(n.Address) && strings.Contains(out, "via "+RouterLeg6(n.Address).String()+" ")
-				vxlan := strings.Contains(out, "via "+routes.VTEPLinkLocal(owner.Address).String()+" dev "+routes.VXLANDevice+" ")
+				vxlan := strings.Contains(out, "via "+tunnel.VTEPLinkLocal(owner.Address).String()+" dev "+tunnel.VXLANDevice+" ")
 				if err != nil || !direct && !routed && !vxlan {
 					return fmt.Sprintf("%s has no route to %s's IPv6 block %s via its IPv6 address %q, the router or its VTEP (%q)", n.Name, owner.Name, b.GetCidr(), a6, strings.TrimSpace(out))
 				}

@@ -98,3 +98,16 @@ func Do(t testing.TB, n ns.NetNS, f func() error) error {
 	}
 	return ferr
 }
+
+// Open is what open makes inside n (a netlink Kernel of the caller's
+// namespace, opened there), closed when the test ends; a failure fails
+// the test.
+func Open[T interface{ Close() }](t testing.TB, n ns.NetNS, open func() (T, error)) T {
+	t.Helper()
+	var v T
+	if err := Do(t, n, func() (err error) { v, err = open(); return err }); err != nil {
+		t.Fatalf("open in netns %s: %v", n.Path(), err)
+	}
+	t.Cleanup(v.Close)
+	return v
+}

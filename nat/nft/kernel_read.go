@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/google/nftables"
@@ -106,7 +107,7 @@ func readTable(c *nftables.Conn, id TableID, spare chan *nftables.Conn) (Table, 
 		}
 		t.Chains = append(t.Chains, ch)
 	}
-	slices.SortFunc(t.Chains, func(a, b Chain) int { return compareStrings(a.Name, b.Name) })
+	slices.SortFunc(t.Chains, func(a, b Chain) int { return strings.Compare(a.Name, b.Name) })
 	sets, err := c.GetSets(nt)
 	if err != nil {
 		return t, true, err
@@ -125,7 +126,7 @@ func readTable(c *nftables.Conn, id TableID, spare chan *nftables.Conn) (Table, 
 	if err := readElements(c, sets, t.Sets, spare); err != nil {
 		return t, true, err
 	}
-	slices.SortFunc(t.Sets, func(a, b Set) int { return compareStrings(a.Name, b.Name) })
+	slices.SortFunc(t.Sets, func(a, b Set) int { return strings.Compare(a.Name, b.Name) })
 	return t, true, nil
 }
 
@@ -179,14 +180,4 @@ func readElements(c *nftables.Conn, ns []*nftables.Set, sets []Set, spare chan *
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

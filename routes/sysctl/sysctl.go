@@ -74,7 +74,8 @@ type Node struct {
 }
 
 // TunnelDevice is the VXLAN device whose IPv6 settings the owner keeps
-// (routes.VXLANDevice; this package is below routes).
+// (routes/tunnel.VXLANDevice; this package imports neither routes nor
+// routes/tunnel).
 const TunnelDevice = "vxlan.reef"
 
 // Setting is one sysctl and the value reef wants: Key is its path under
@@ -125,7 +126,7 @@ func nodeSettings(n Node) []Setting {
 func isNodeKey(key string) bool { return key == Forwarding || key == Forwarding6 }
 
 // tunnelSettings are vxlan.reef's while it carries IPv6: IPv6 on, and the
-// EUI-64 link-local (routes.VTEPLinkLocal) that the other nodes' routes to
+// EUI-64 link-local (tunnel.VTEPLinkLocal) that the other nodes' routes to
 // this node's IPv6 blocks name as gateway, addr_gen_mode first for the
 // same reason as a pod's. Without IPv6 the device's settings are left as
 // the node's defaults made them.

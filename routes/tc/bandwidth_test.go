@@ -432,7 +432,7 @@ func TestSetBandwidth(t *testing.T) {
 		t.Errorf("ReadBandwidth of an egress limit = %+v", got)
 	}
 
-	// DeletePodIFB (DEL's, with the veth: routes.TeardownPod) removes the
+	// DeletePodIFB (DEL's, with the veth: veth.Teardown) removes the
 	// ifb, and may be repeated.
 	delIFB := func() error {
 		h, err := netlinksafe.NewHandle()

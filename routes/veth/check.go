@@ -1,4 +1,4 @@
-package routes
+package veth
 
 import (
 	"bytes"
@@ -8,14 +8,15 @@ import (
 	"slices"
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
+	"github.com/reefcni/reef/routes/internal/nl"
 	"github.com/reefcni/reef/routes/sysctl"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
-// CheckPod compares the kernel with the model for one pod and returns every
+// Check compares the kernel with the model for one pod and returns every
 // difference it finds, each naming the object; nil means all is in place.
-func CheckPod(spec PodSpec) error {
+func Check(spec Spec) error {
 	var errs []error
 	host, err := netlinksafe.NewHandle()
 	if err != nil {
@@ -34,8 +35,8 @@ func CheckPod(spec PodSpec) error {
 		if a.Flags&netIFUp == 0 {
 			errs = append(errs, fmt.Errorf("veth %s is down", spec.HostVeth))
 		}
-		if !bytes.Equal(a.HardwareAddr, HostVethMAC) {
-			errs = append(errs, fmt.Errorf("veth %s has MAC %s, want %s", spec.HostVeth, a.HardwareAddr, HostVethMAC))
+		if !bytes.Equal(a.HardwareAddr, HostMAC) {
+			errs = append(errs, fmt.Errorf("veth %s has MAC %s, want %s", spec.HostVeth, a.HardwareAddr, HostMAC))
 		}
 		if spec.MTU != 0 && a.MTU != spec.MTU {
 			errs = append(errs, fmt.Errorf("veth %s has MTU %d, want %d", spec.HostVeth, a.MTU, spec.MTU))
@@ -44,8 +45,8 @@ func CheckPod(spec PodSpec) error {
 			errs = append(errs, fmt.Errorf("proxy_arp on %s is %q, want 1", spec.HostVeth, v))
 		}
 		for _, ip := range spec.IPs {
-			if !hasRoute(host, podRoute(ip, a.Index)) {
-				errs = append(errs, fmt.Errorf("route %s dev %s proto reef is missing on the node", hostPrefix(ip), spec.HostVeth))
+			if !hasRoute(host, NodeRoute(ip, a.Index)) {
+				errs = append(errs, fmt.Errorf("route %s dev %s proto reef is missing on the node", nl.Host(ip), spec.HostVeth))
 			}
 		}
 		if slices.ContainsFunc(spec.IPs, netip.Addr.Is6) {
@@ -55,7 +56,7 @@ func CheckPod(spec PodSpec) error {
 		}
 	}
 
-	podNS, err := openNetns(spec.Netns)
+	podNS, err := OpenNetns(spec.Netns)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
@@ -80,7 +81,7 @@ func CheckPod(spec PodSpec) error {
 
 // checkPodAddr is what the pod must have for ip: the address, and the
 // default route of its family via the gateway.
-func checkPodAddr(pod netlinksafe.Handle, podLink netlink.Link, ip netip.Addr, spec PodSpec) []error {
+func checkPodAddr(pod netlinksafe.Handle, podLink netlink.Link, ip netip.Addr, spec Spec) []error {
 	var errs []error
 	family, def := unix.AF_INET, netip.MustParsePrefix("0.0.0.0/0")
 	if ip.Is6() {
@@ -92,21 +93,21 @@ func checkPodAddr(pod netlinksafe.Handle, podLink netlink.Link, ip netip.Addr, s
 	}
 	found := false
 	for _, a := range addrs {
-		if p, ok := ipNetToPrefix(a.IPNet); ok && p == hostPrefix(ip) {
+		if p, ok := nl.Prefix(a.IPNet); ok && p == nl.Host(ip) {
 			found = true
 		}
 	}
 	if !found {
-		errs = append(errs, fmt.Errorf("address %s is missing on %s in netns %s", hostPrefix(ip), spec.IfName, spec.Netns))
+		errs = append(errs, fmt.Errorf("address %s is missing on %s in netns %s", nl.Host(ip), spec.IfName, spec.Netns))
 	}
 	gw := gatewayFor(ip)
-	if !hasRoute(pod, &netlink.Route{LinkIndex: podLink.Attrs().Index, Dst: prefixToIPNet(def), Gw: gw.AsSlice()}) {
+	if !hasRoute(pod, &netlink.Route{LinkIndex: podLink.Attrs().Index, Dst: nl.IPNet(def), Gw: gw.AsSlice()}) {
 		errs = append(errs, fmt.Errorf("default route via %s dev %s is missing in netns %s", gw, spec.IfName, spec.Netns))
 	}
 	return errs
 }
 
-// checkGateway6 says whether the node-side veth holds PodGateway6, the
+// checkGateway6 says whether the node-side veth holds Gateway6, the
 // IPv6 pods' next hop, and can use it: a tentative or duplicate link-local
 // cannot send the neighbour solicitations that reach the pod.
 func checkGateway6(host netlinksafe.Handle, hostLink netlink.Link) error {
@@ -116,15 +117,15 @@ func checkGateway6(host netlinksafe.Handle, hostLink netlink.Link) error {
 		return fmt.Errorf("list addresses of %s: %w", name, err)
 	}
 	for _, a := range addrs {
-		if ip, ok := addrOf(a.IP, true); !ok || ip != PodGateway6 {
+		if ip, ok := nl.Addr(a.IP, true); !ok || ip != Gateway6 {
 			continue
 		}
 		if a.Flags&(unix.IFA_F_TENTATIVE|unix.IFA_F_DADFAILED) != 0 {
-			return fmt.Errorf("link-local %s on veth %s is tentative or failed DAD", PodGateway6, name)
+			return fmt.Errorf("link-local %s on veth %s is tentative or failed DAD", Gateway6, name)
 		}
 		return nil
 	}
-	return fmt.Errorf("veth %s lacks the link-local %s, the IPv6 pods' gateway", name, PodGateway6)
+	return fmt.Errorf("veth %s lacks the link-local %s, the IPv6 pods' gateway", name, Gateway6)
 }
 
 const netIFUp = 1 // net.FlagUp

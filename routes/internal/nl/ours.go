@@ -1,4 +1,8 @@
-package routes
+// Package nl is what routes, routes/veth and routes/tunnel share of
+// netlink: reef's route protocol and its exclusive write of a route
+// (ours.go), and the conversions between netlink's addresses and
+// net/netip's (addr.go).
+package nl
 
 import (
 	"errors"
@@ -9,6 +13,11 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
+
+// Protocol is reef's rtnetlink protocol number (routes.Protocol).
+// packaging/rt_protos.d names it "reef" so that `ip route` prints "proto
+// reef"; the kernel needs no name.
+const Protocol = 238
 
 // ForeignRouteError says a route of another owner (a protocol other than
 // reef's: static, BIRD, the kernel's) holds the place in the main table
@@ -24,12 +33,12 @@ func (e *ForeignRouteError) Error() string {
 		e.Dst, e.Protocol, e.Dst)
 }
 
-// writeRoute puts nr (a route of reef's protocol in the main table) in
+// WriteRoute puts nr (a route of reef's protocol in the main table) in
 // the kernel: added where the place is free, replacing only a route of
 // reef's own. RTM_NEWROUTE with NLM_F_REPLACE replaces whatever route has
 // the same destination and metric, whoever wrote it; so reef adds
 // exclusively first, and on EEXIST looks at who has the place.
-func writeRoute(h netlinksafe.Handle, nr *netlink.Route) error {
+func WriteRoute(h netlinksafe.Handle, nr *netlink.Route) error {
 	err := h.RouteAdd(nr)
 	if !errors.Is(err, unix.EEXIST) {
 		return err
@@ -57,7 +66,7 @@ func foreignAt(h netlinksafe.Handle, nr *netlink.Route) error {
 	}
 	for _, r := range rs {
 		if metric(r) == metric(*nr) && r.Protocol != Protocol {
-			dst, _ := ipNetToPrefix(nr.Dst)
+			dst, _ := Prefix(nr.Dst)
 			return &ForeignRouteError{Dst: dst, Protocol: r.Protocol}
 		}
 	}

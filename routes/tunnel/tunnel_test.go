@@ -1,4 +1,4 @@
-package routes
+package tunnel
 
 import (
 	"errors"
@@ -13,6 +13,13 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/reefcni/reef/internal/netnstest"
 	"github.com/reefcni/reef/routes/sysctl"
+	"github.com/vishvananda/netlink"
+)
+
+var (
+	requireRoot = netnstest.RequireRoot
+	netnsHandle = netnstest.Handle
+	in          = netnstest.Do
 )
 
 func TestVTEPMAC(t *testing.T) {
@@ -89,90 +96,69 @@ func TestDiffTunnel(t *testing.T) {
 	l := func(as ...netip.Addr) []netip.Addr { return as }
 	cases := []struct {
 		name string
-		want TunnelState
-		have TunnelState
-		plan TunnelPlan
+		want State
+		have State
+		plan Plan
 	}{
-		{"nothing wanted, nothing there", TunnelState{}, TunnelState{}, TunnelPlan{}},
-		{"no VXLAN pool any more", TunnelState{}, TunnelState{Device: &dev, Addrs: set(tun), Peers: set(a)}, TunnelPlan{Delete: true}},
-		{"create", TunnelState{Device: &dev, Peers: set(b, a)}, TunnelState{}, TunnelPlan{Create: true, AddAddrs: l(tun), AddPeers: l(a, b)}},
-		{"create, both families", TunnelState{Device: dual, Peers: set(a), Peers6: set(b, a)}, TunnelState{},
-			TunnelPlan{Create: true, AddAddrs: l(tun, tun6), AddPeers: l(a), AddPeers6: l(a, b)}},
-		{"in line", TunnelState{Device: &dev, Peers: set(a)}, TunnelState{Device: &dev, Addrs: set(tun), Peers: set(a)}, TunnelPlan{}},
-		{"in line, both families", TunnelState{Device: dual, Peers: set(a), Peers6: set(a, b)},
-			TunnelState{Device: dual, Addrs: set(tun, tun6), Peers: set(a), Peers6: set(a, b)}, TunnelPlan{}},
-		{"peers added and removed", TunnelState{Device: &dev, Peers: set(a, c)}, TunnelState{Device: &dev, Addrs: set(tun), Peers: set(a, b)},
-			TunnelPlan{AddPeers: l(c), DelPeers: l(b)}},
-		{"an IPv6 neighbour deleted by hand", TunnelState{Device: dual, Peers: set(a), Peers6: set(a, b)},
-			TunnelState{Device: dual, Addrs: set(tun, tun6), Peers: set(a), Peers6: set(a)}, TunnelPlan{AddPeers6: l(b)}},
-		{"a peer reached for IPv6 only, its IPv4 neighbour goes", TunnelState{Device: dual, Peers6: set(a)},
-			TunnelState{Device: dual, Addrs: set(tun, tun6), Peers: set(a), Peers6: set(a)}, TunnelPlan{DelPeers: l(a)}},
-		{"no IPv6 pool uses VXLAN any more: its address and neighbours go", TunnelState{Device: &dev, Peers: set(a)},
-			TunnelState{Device: dual, Addrs: set(tun, tun6), Peers: set(a), Peers6: set(a, b)}, TunnelPlan{DelAddrs: l(tun6), DelPeers6: l(a, b)}},
-		{"a new IPv6 tunnel address replaces an old one", TunnelState{Device: dual},
-			TunnelState{Device: &dev, Addrs: set(tun, old6)}, TunnelPlan{AddAddrs: l(tun6), DelAddrs: l(old6)}},
-		{"IPv6 underlay: create", TunnelState{Device: over6, Peers6: set(b, a), Dst: dst(a, a6, b, b6)}, TunnelState{},
-			TunnelPlan{Create: true, AddAddrs: l(tun6), AddPeers6: l(a, b)}},
-		{"in line, IPv6 underlay", TunnelState{Device: over6, Peers6: set(a, b), Dst: dst(a, a6, b, b6)},
-			TunnelState{Device: over6, Addrs: set(tun6), Peers6: set(a, b), Dst: dst(a, a6, b, b6)}, TunnelPlan{}},
-		{"IPv6 underlay: a peer's fdb entry points at its old IPv6 address", TunnelState{Device: over6, Peers6: set(a, b), Dst: dst(a, a6, b, b6)},
-			TunnelState{Device: over6, Addrs: set(tun6), Peers6: set(a, b), Dst: dst(a, a6old, b, b6)}, TunnelPlan{AddPeers6: l(a)}},
-		{"IPv6 underlay: a peer's fdb entry points at its key", TunnelState{Device: over6, Peers6: set(a), Dst: dst(a, a6)},
-			TunnelState{Device: over6, Addrs: set(tun6), Peers6: set(a)}, TunnelPlan{AddPeers6: l(a)}},
-		{"IPv4 underlay: a peer's fdb entry points elsewhere", TunnelState{Device: &dev, Peers: set(a)},
-			TunnelState{Device: &dev, Addrs: set(tun), Peers: set(a), Dst: dst(a, b)}, TunnelPlan{AddPeers: l(a)}},
-		{"IPv6 underlay: a peer gone whose fdb entry pointed elsewhere", TunnelState{Device: over6, Peers6: set(b), Dst: dst(b, b6)},
-			TunnelState{Device: over6, Addrs: set(tun6), Peers6: set(a, b), Dst: dst(a, a6old, b, b6)}, TunnelPlan{DelPeers6: l(a)}},
-		{"IPv6 underlay: the local address differs", TunnelState{Device: over6},
-			TunnelState{Device: with(func(d *VXLANConfig) { *d = *over6; d.Local = a6 }), Addrs: set(tun6)},
-			TunnelPlan{Recreate: []string{"local: fd77::12 vs fd77::11"}, Create: true, AddAddrs: l(tun6)}},
-		{"stray entries, nothing else", TunnelState{Device: &dev, Peers: set(a)},
-			TunnelState{Device: &dev, Addrs: set(tun), Peers: set(a), Strays: []string{"neighbour 192.168.78.99 lladdr 0e:ee:00:00:00:01"}},
-			TunnelPlan{Prune: []string{"neighbour 192.168.78.99 lladdr 0e:ee:00:00:00:01"}}},
-		{"half a peer's entries: a wanted node's is completed, another's pruned", TunnelState{Device: dual, Peers6: set(a)},
-			TunnelState{Device: dual, Addrs: set(tun, tun6), Partial: map[netip.Addr]string{a: "fdb of a", b: "fdb of b"}},
-			TunnelPlan{AddPeers6: l(a), Prune: []string{"fdb of b"}}},
-		{"MTU changed", TunnelState{Device: with(func(d *VXLANConfig) { d.MTU = 1400 })}, TunnelState{Device: &dev, Addrs: set(tun)}, TunnelPlan{SetMTU: 1400}},
-		{"address missing", TunnelState{Device: &dev}, TunnelState{Device: &dev}, TunnelPlan{AddAddrs: l(tun)}},
-		{"no tunnel address yet, a stale one goes", TunnelState{Device: with(func(d *VXLANConfig) { d.TunnelAddr = netip.Addr{} })},
-			TunnelState{Device: &dev, Addrs: set(tun)}, TunnelPlan{DelAddrs: l(tun)}},
-		{"other VNI: recreate", TunnelState{Device: dual, Peers: set(a), Peers6: set(a)},
-			TunnelState{Device: with(func(d *VXLANConfig) { d.VNI = 1 }), Addrs: set(tun), Peers: set(a)},
-			TunnelPlan{Recreate: []string{"vni: 1 vs 4096"}, Create: true, AddAddrs: l(tun, tun6), AddPeers: l(a), AddPeers6: l(a)}},
-		{"learning and MAC differ", TunnelState{Device: &dev}, TunnelState{Device: with(func(d *VXLANConfig) { d.Learning = true; d.MAC = "aa:bb:cc:dd:ee:ff" })},
-			TunnelPlan{Recreate: []string{"learning: true vs false", "mac: aa:bb:cc:dd:ee:ff vs 0e:ee:c0:a8:4d:0b"}, Create: true, AddAddrs: l(tun)}},
+		{"nothing wanted, nothing there", State{}, State{}, Plan{}},
+		{"no VXLAN pool any more", State{}, State{Device: &dev, Addrs: set(tun), Peers: set(a)}, Plan{Delete: true}},
+		{"create", State{Device: &dev, Peers: set(b, a)}, State{}, Plan{Create: true, AddAddrs: l(tun), AddPeers: l(a, b)}},
+		{"create, both families", State{Device: dual, Peers: set(a), Peers6: set(b, a)}, State{},
+			Plan{Create: true, AddAddrs: l(tun, tun6), AddPeers: l(a), AddPeers6: l(a, b)}},
+		{"in line", State{Device: &dev, Peers: set(a)}, State{Device: &dev, Addrs: set(tun), Peers: set(a)}, Plan{}},
+		{"in line, both families", State{Device: dual, Peers: set(a), Peers6: set(a, b)},
+			State{Device: dual, Addrs: set(tun, tun6), Peers: set(a), Peers6: set(a, b)}, Plan{}},
+		{"peers added and removed", State{Device: &dev, Peers: set(a, c)}, State{Device: &dev, Addrs: set(tun), Peers: set(a, b)},
+			Plan{AddPeers: l(c), DelPeers: l(b)}},
+		{"an IPv6 neighbour deleted by hand", State{Device: dual, Peers: set(a), Peers6: set(a, b)},
+			State{Device: dual, Addrs: set(tun, tun6), Peers: set(a), Peers6: set(a)}, Plan{AddPeers6: l(b)}},
+		{"a peer reached for IPv6 only, its IPv4 neighbour goes", State{Device: dual, Peers6: set(a)},
+			State{Device: dual, Addrs: set(tun, tun6), Peers: set(a), Peers6: set(a)}, Plan{DelPeers: l(a)}},
+		{"no IPv6 pool uses VXLAN any more: its address and neighbours go", State{Device: &dev, Peers: set(a)},
+			State{Device: dual, Addrs: set(tun, tun6), Peers: set(a), Peers6: set(a, b)}, Plan{DelAddrs: l(tun6), DelPeers6: l(a, b)}},
+		{"a new IPv6 tunnel address replaces an old one", State{Device: dual},
+			State{Device: &dev, Addrs: set(tun, old6)}, Plan{AddAddrs: l(tun6), DelAddrs: l(old6)}},
+		{"IPv6 underlay: create", State{Device: over6, Peers6: set(b, a), Dst: dst(a, a6, b, b6)}, State{},
+			Plan{Create: true, AddAddrs: l(tun6), AddPeers6: l(a, b)}},
+		{"in line, IPv6 underlay", State{Device: over6, Peers6: set(a, b), Dst: dst(a, a6, b, b6)},
+			State{Device: over6, Addrs: set(tun6), Peers6: set(a, b), Dst: dst(a, a6, b, b6)}, Plan{}},
+		{"IPv6 underlay: a peer's fdb entry points at its old IPv6 address", State{Device: over6, Peers6: set(a, b), Dst: dst(a, a6, b, b6)},
+			State{Device: over6, Addrs: set(tun6), Peers6: set(a, b), Dst: dst(a, a6old, b, b6)}, Plan{AddPeers6: l(a)}},
+		{"IPv6 underlay: a peer's fdb entry points at its key", State{Device: over6, Peers6: set(a), Dst: dst(a, a6)},
+			State{Device: over6, Addrs: set(tun6), Peers6: set(a)}, Plan{AddPeers6: l(a)}},
+		{"IPv4 underlay: a peer's fdb entry points elsewhere", State{Device: &dev, Peers: set(a)},
+			State{Device: &dev, Addrs: set(tun), Peers: set(a), Dst: dst(a, b)}, Plan{AddPeers: l(a)}},
+		{"IPv6 underlay: a peer gone whose fdb entry pointed elsewhere", State{Device: over6, Peers6: set(b), Dst: dst(b, b6)},
+			State{Device: over6, Addrs: set(tun6), Peers6: set(a, b), Dst: dst(a, a6old, b, b6)}, Plan{DelPeers6: l(a)}},
+		{"IPv6 underlay: the local address differs", State{Device: over6},
+			State{Device: with(func(d *VXLANConfig) { *d = *over6; d.Local = a6 }), Addrs: set(tun6)},
+			Plan{Recreate: []string{"local: fd77::12 vs fd77::11"}, Create: true, AddAddrs: l(tun6)}},
+		{"stray entries, nothing else", State{Device: &dev, Peers: set(a)},
+			State{Device: &dev, Addrs: set(tun), Peers: set(a), Strays: []string{"neighbour 192.168.78.99 lladdr 0e:ee:00:00:00:01"}},
+			Plan{Prune: []string{"neighbour 192.168.78.99 lladdr 0e:ee:00:00:00:01"}}},
+		{"half a peer's entries: a wanted node's is completed, another's pruned", State{Device: dual, Peers6: set(a)},
+			State{Device: dual, Addrs: set(tun, tun6), Partial: map[netip.Addr]string{a: "fdb of a", b: "fdb of b"}},
+			Plan{AddPeers6: l(a), Prune: []string{"fdb of b"}}},
+		{"MTU changed", State{Device: with(func(d *VXLANConfig) { d.MTU = 1400 })}, State{Device: &dev, Addrs: set(tun)}, Plan{SetMTU: 1400}},
+		{"address missing", State{Device: &dev}, State{Device: &dev}, Plan{AddAddrs: l(tun)}},
+		{"no tunnel address yet, a stale one goes", State{Device: with(func(d *VXLANConfig) { d.TunnelAddr = netip.Addr{} })},
+			State{Device: &dev, Addrs: set(tun)}, Plan{DelAddrs: l(tun)}},
+		{"other VNI: recreate", State{Device: dual, Peers: set(a), Peers6: set(a)},
+			State{Device: with(func(d *VXLANConfig) { d.VNI = 1 }), Addrs: set(tun), Peers: set(a)},
+			Plan{Recreate: []string{"vni: 1 vs 4096"}, Create: true, AddAddrs: l(tun, tun6), AddPeers: l(a), AddPeers6: l(a)}},
+		{"learning and MAC differ", State{Device: &dev}, State{Device: with(func(d *VXLANConfig) { d.Learning = true; d.MAC = "aa:bb:cc:dd:ee:ff" })},
+			Plan{Recreate: []string{"learning: true vs false", "mac: aa:bb:cc:dd:ee:ff vs 0e:ee:c0:a8:4d:0b"}, Create: true, AddAddrs: l(tun)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := DiffTunnel(tc.want, tc.have)
+			got := Diff(tc.want, tc.have)
 			if diff := cmp.Diff(tc.plan, got, cmpopts.EquateComparable(netip.Addr{})); diff != "" {
-				t.Errorf("DiffTunnel (-want +got):\n%s", diff)
+				t.Errorf("Diff (-want +got):\n%s", diff)
 			}
 			if got.Empty() != (tc.name == "nothing wanted, nothing there" || strings.HasPrefix(tc.name, "in line")) {
 				t.Errorf("Empty() = %v for %+v", got.Empty(), got)
 			}
 		})
-	}
-}
-
-// TestDesiredRemoteDevices: routes to other nodes' blocks go on the device
-// the encapsulation picked, tunl0 included (the IPIP dataplane cannot be
-// tried on this kernel; its desired state is what is tested).
-func TestDesiredRemoteDevices(t *testing.T) {
-	remote := []RemoteBlock{
-		{Block: netip.MustParsePrefix("10.244.1.0/26"), Node: netip.MustParseAddr("192.168.77.12"), Dev: "eth0"},
-		{Block: netip.MustParsePrefix("10.244.2.0/26"), Node: netip.MustParseAddr("192.168.78.11"), Dev: VXLANDevice},
-		{Block: netip.MustParsePrefix("10.244.3.0/26"), Node: netip.MustParseAddr("192.168.78.12"), Dev: IPIPDevice},
-	}
-	got := Desired(nil, nil, remote, nil)
-	for _, r := range remote {
-		want := Route{Dst: r.Block, Kind: RemoteRoute, Dev: r.Dev, Via: r.Node, OnLink: true}
-		if got.Routes[r.Block] != want {
-			t.Errorf("route to %s = %+v, want %+v (%s)", r.Block, got.Routes[r.Block], want, want)
-		}
-	}
-	if s := got.Routes[remote[2].Block].String(); s != "10.244.3.0/26 via 192.168.78.12 dev tunl0 onlink proto reef" {
-		t.Errorf("IPIP route renders as %q", s)
 	}
 }
 
@@ -231,11 +217,7 @@ func TestIPIPKernel(t *testing.T) {
 	requireRoot(t)
 	node := netnstest.New(t)
 	if _, err := netnsHandle(t, node.Path()).LinkByName(IPIPDevice); err != nil {
-		var k *Kernel
-		if err := in(t, node, func() (err error) { k, err = NewKernel(); return err }); err != nil {
-			t.Fatalf("NewKernel: %v", err)
-		}
-		defer k.Close()
+		k := netnstest.Open(t, node, NewKernel)
 		if have, err := k.ReadIPIP(); err != nil || have.Present {
 			t.Errorf("ReadIPIP without tunl0 = %+v, %v; want absent, nil", have, err)
 		}
@@ -269,11 +251,7 @@ func ipipCycle(t *testing.T, node ns.NetNS) {
 	netnstest.Run(t, node, "ip", "link", "set", IPIPDevice, "down")
 	netnstest.Run(t, node, "ip", "addr", "add", "192.0.2.7/32", "dev", IPIPDevice)
 	netnstest.Run(t, node, "ip", "addr", "add", "10.244.9.9/32", "dev", IPIPDevice, "label", IPIPLabel)
-	var k *Kernel
-	if err := in(t, node, func() (err error) { k, err = NewKernel(); return err }); err != nil {
-		t.Fatalf("NewKernel: %v", err)
-	}
-	defer k.Close()
+	k := netnstest.Open(t, node, NewKernel)
 	read := func() IPIPState {
 		t.Helper()
 		st, err := k.ReadIPIP()
@@ -338,31 +316,19 @@ func TestVXLANKernel(t *testing.T) {
 	if sysctl.TunnelDevice != VXLANDevice {
 		t.Fatalf("sysctl.TunnelDevice %q is not %q", sysctl.TunnelDevice, VXLANDevice)
 	}
-	node := netnstest.New(t)
-	netnstest.Run(t, node, "ip", "link", "add", "uplink1", "type", "veth", "peer", "name", "uplink1peer")
-	netnstest.Run(t, node, "ip", "addr", "add", "192.168.77.11/24", "dev", "uplink1")
-	netnstest.Run(t, node, "ip", "link", "set", "uplink1", "up")
-	var k *Kernel
-	if err := in(t, node, func() (err error) { k, err = NewKernel(); return err }); err != nil {
-		t.Fatalf("NewKernel: %v", err)
-	}
-	defer k.Close()
-	uplink, err := netnsHandle(t, node.Path()).LinkByName("uplink1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	node, k, uplink := nodeWithUplink1(t, "192.168.77.11/24")
 	local := netip.MustParseAddr("192.168.77.11")
 	a, b := netip.MustParseAddr("192.168.78.12"), netip.MustParseAddr("192.168.77.13")
 	tun, tun6 := netip.MustParseAddr("10.244.0.0"), netip.MustParseAddr("fd00:10:244::")
 	dev := &VXLANConfig{VNI: VXLANVNI, Port: VXLANPort, Local: local, UplinkIdx: uplink.Attrs().Index, MTU: 1450,
 		MAC: VTEPMAC(local).String(), TunnelAddr: tun, TunnelAddr6: tun6}
 	owner := sysctl.New(sysctl.Proc{})
-	apply := func(want TunnelState, v6 bool) { t.Helper(); applyTunnel(t, k, node, owner, want, v6) }
+	apply := func(want State, v6 bool) { t.Helper(); applyTunnel(t, k, node, owner, want, v6) }
 	show := func(args ...string) string { return netnstest.Run(t, node, args...) }
 
 	// Made with the node's default settings off: the owner turns IPv6 on.
 	show("sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1", "net.ipv6.conf.default.addr_gen_mode=1")
-	want := TunnelState{Device: dev, Peers: map[netip.Addr]bool{a: true}, Peers6: map[netip.Addr]bool{a: true, b: true}}
+	want := State{Device: dev, Peers: map[netip.Addr]bool{a: true}, Peers6: map[netip.Addr]bool{a: true, b: true}}
 	apply(want, true)
 	addrs := show("ip", "-6", "addr", "show", "dev", VXLANDevice)
 	ll := VTEPLinkLocal(local).String()
@@ -401,7 +367,7 @@ func TestVXLANKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := DiffTunnel(want, have); !slices.Equal(p.AddPeers6, []netip.Addr{b}) || len(p.AddPeers) != 0 {
+	if p := Diff(want, have); !slices.Equal(p.AddPeers6, []netip.Addr{b}) || len(p.AddPeers) != 0 {
 		t.Errorf("after the IPv6 neighbour of %s went: plan %+v", b, p)
 	}
 	apply(want, true)
@@ -418,7 +384,7 @@ func TestVXLANKernel(t *testing.T) {
 	if have, err = k.ReadTunnel(); err != nil {
 		t.Fatal(err)
 	}
-	if p := DiffTunnel(want, have); len(p.Prune) != 2 || len(p.AddPeers)+len(p.AddPeers6)+len(p.DelPeers)+len(p.DelPeers6) != 0 {
+	if p := Diff(want, have); len(p.Prune) != 2 || len(p.AddPeers)+len(p.AddPeers6)+len(p.DelPeers)+len(p.DelPeers6) != 0 {
 		t.Errorf("with two stray entries alone: plan %+v, want them pruned and nothing else", p)
 	}
 	apply(want, true)
@@ -432,7 +398,7 @@ func TestVXLANKernel(t *testing.T) {
 	// No IPv6 pool through VXLAN any more.
 	v4 := *dev
 	v4.TunnelAddr6 = netip.Addr{}
-	apply(TunnelState{Device: &v4, Peers: map[netip.Addr]bool{a: true}}, false)
+	apply(State{Device: &v4, Peers: map[netip.Addr]bool{a: true}}, false)
 	if addrs := show("ip", "-6", "addr", "show", "dev", VXLANDevice); strings.Contains(addrs, tun6.String()) {
 		t.Errorf("the IPv6 tunnel address stayed:\n%s", addrs)
 	}
@@ -451,19 +417,7 @@ func TestVXLANKernel(t *testing.T) {
 // old address shows in the diff and is rewritten.
 func TestVXLANKernelIPv6Underlay(t *testing.T) {
 	requireRoot(t)
-	node := netnstest.New(t)
-	netnstest.Run(t, node, "ip", "link", "add", "uplink1", "type", "veth", "peer", "name", "uplink1peer")
-	netnstest.Run(t, node, "ip", "addr", "add", "fd77::11/64", "dev", "uplink1", "nodad")
-	netnstest.Run(t, node, "ip", "link", "set", "uplink1", "up")
-	var k *Kernel
-	if err := in(t, node, func() (err error) { k, err = NewKernel(); return err }); err != nil {
-		t.Fatalf("NewKernel: %v", err)
-	}
-	defer k.Close()
-	uplink, err := netnsHandle(t, node.Path()).LinkByName("uplink1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	node, k, uplink := nodeWithUplink1(t, "fd77::11/64", "nodad")
 	id, local := netip.MustParseAddr("10.255.0.1"), netip.MustParseAddr("fd77::11")
 	a, b := netip.MustParseAddr("10.255.0.2"), netip.MustParseAddr("10.255.0.3")
 	a6, a6new, b6 := netip.MustParseAddr("fd77::12"), netip.MustParseAddr("fd77::22"), netip.MustParseAddr("fd78::13")
@@ -471,9 +425,9 @@ func TestVXLANKernelIPv6Underlay(t *testing.T) {
 	dev := &VXLANConfig{VNI: VXLANVNI, Port: VXLANPort, Local: local, UplinkIdx: uplink.Attrs().Index, MTU: 1430,
 		MAC: VTEPMAC(id).String(), TunnelAddr6: tun6}
 	owner := sysctl.New(sysctl.Proc{})
-	apply := func(want TunnelState) { t.Helper(); applyTunnel(t, k, node, owner, want, true) }
+	apply := func(want State) { t.Helper(); applyTunnel(t, k, node, owner, want, true) }
 	show := func(args ...string) string { return netnstest.Run(t, node, args...) }
-	want := TunnelState{Device: dev, Peers6: map[netip.Addr]bool{a: true, b: true}, Dst: map[netip.Addr]netip.Addr{a: a6, b: b6}}
+	want := State{Device: dev, Peers6: map[netip.Addr]bool{a: true, b: true}, Dst: map[netip.Addr]netip.Addr{a: a6, b: b6}}
 	apply(want)
 	if link := show("ip", "-d", "link", "show", "dev", VXLANDevice); !strings.Contains(link, "local "+local.String()) ||
 		!strings.Contains(link, VTEPMAC(id).String()) || !strings.Contains(link, "mtu 1430") {
@@ -498,7 +452,7 @@ func TestVXLANKernelIPv6Underlay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := DiffTunnel(want, have); !slices.Equal(p.AddPeers6, []netip.Addr{a}) {
+	if p := Diff(want, have); !slices.Equal(p.AddPeers6, []netip.Addr{a}) {
 		t.Errorf("after a's address changed: plan %+v", p)
 	}
 	apply(want)
@@ -511,13 +465,13 @@ func TestVXLANKernelIPv6Underlay(t *testing.T) {
 // applyTunnel diffs want against the kernel of node, applies the plan
 // twice (every step is safe to repeat; the sysctl owner turns the device's
 // IPv6 on when v6) and checks that nothing is left to do.
-func applyTunnel(t *testing.T, k *Kernel, node ns.NetNS, owner *sysctl.Owner, want TunnelState, v6 bool) {
+func applyTunnel(t *testing.T, k *Kernel, node ns.NetNS, owner *sysctl.Owner, want State, v6 bool) {
 	t.Helper()
 	have, err := k.ReadTunnel()
 	if err != nil {
 		t.Fatalf("ReadTunnel: %v", err)
 	}
-	plan := DiffTunnel(want, have)
+	plan := Diff(want, have)
 	for i := range 2 {
 		if err := in(t, node, func() error {
 			return k.ApplyTunnel(want, plan, func(string) error { _, err := owner.Tunnel(v6); return err })
@@ -528,7 +482,23 @@ func applyTunnel(t *testing.T, k *Kernel, node ns.NetNS, owner *sysctl.Owner, wa
 	if have, err = k.ReadTunnel(); err != nil {
 		t.Fatalf("ReadTunnel: %v", err)
 	}
-	if p := DiffTunnel(want, have); !p.Empty() {
-		t.Errorf("DiffTunnel after ApplyTunnel = %+v; want empty (kernel: %+v)", p, have)
+	if p := Diff(want, have); !p.Empty() {
+		t.Errorf("Diff after ApplyTunnel = %+v; want empty (kernel: %+v)", p, have)
 	}
+}
+
+// nodeWithUplink1 is a throw-away node namespace whose uplink1, up, has
+// the address addr (with the further arguments of ip-address(8)), and a
+// Kernel in it.
+func nodeWithUplink1(t *testing.T, addr ...string) (ns.NetNS, *Kernel, netlink.Link) {
+	t.Helper()
+	node := netnstest.New(t)
+	netnstest.Run(t, node, "ip", "link", "add", "uplink1", "type", "veth", "peer", "name", "uplink1peer")
+	netnstest.Run(t, node, append([]string{"ip", "addr", "add", addr[0], "dev", "uplink1"}, addr[1:]...)...)
+	netnstest.Run(t, node, "ip", "link", "set", "uplink1", "up")
+	uplink, err := netnsHandle(t, node.Path()).LinkByName("uplink1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return node, netnstest.Open(t, node, NewKernel), uplink
 }

@@ -1,4 +1,4 @@
-package routes
+package tunnel
 
 import (
 	"errors"
@@ -8,24 +8,39 @@ import (
 	"net/netip"
 	"sort"
 
+	"github.com/containernetworking/plugins/pkg/netlinksafe"
+	"github.com/reefcni/reef/routes/internal/nl"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
+
+// Kernel reads and writes reef's tunnels in the current network namespace.
+type Kernel struct {
+	h netlinksafe.Handle
+}
+
+// NewKernel opens a netlink handle in the caller's network namespace.
+func NewKernel() (*Kernel, error) {
+	h, err := netlinksafe.NewHandle()
+	if err != nil {
+		return nil, fmt.Errorf("netlink handle: %w", err)
+	}
+	return &Kernel{h: h}, nil
+}
+
+// Close releases the netlink handle.
+func (k *Kernel) Close() { k.h.Close() }
 
 // ReadTunnel returns the kernel's vxlan.reef: its settings, its addresses
 // but the link-local, and the peers with a complete and correct neighbour
 // of each family and an fdb entry, whose destination it reports where it
 // is not the peer's key (Dst: on an IPv6 underlay).
-func (k *Kernel) ReadTunnel() (TunnelState, error) {
-	st := TunnelState{Addrs: map[netip.Addr]bool{}, Peers: map[netip.Addr]bool{}, Peers6: map[netip.Addr]bool{}, Dst: map[netip.Addr]netip.Addr{},
+func (k *Kernel) ReadTunnel() (State, error) {
+	st := State{Addrs: map[netip.Addr]bool{}, Peers: map[netip.Addr]bool{}, Peers6: map[netip.Addr]bool{}, Dst: map[netip.Addr]netip.Addr{},
 		Partial: map[netip.Addr]string{}}
-	l, err := k.h.LinkByName(VXLANDevice)
-	if err != nil {
-		var nf netlink.LinkNotFoundError
-		if errors.As(err, &nf) {
-			return st, nil
-		}
-		return st, fmt.Errorf("find %s: %w", VXLANDevice, err)
+	l, err := k.link(VXLANDevice)
+	if l == nil {
+		return st, err
 	}
 	vx, ok := l.(*netlink.Vxlan)
 	if !ok {
@@ -41,7 +56,7 @@ func (k *Kernel) ReadTunnel() (TunnelState, error) {
 		return st, fmt.Errorf("list addresses of %s: %w", VXLANDevice, err)
 	}
 	for _, a := range addrs {
-		if p, ok := ipNetToPrefix(a.IPNet); ok && tunnelAddr(p) {
+		if p, ok := nl.Prefix(a.IPNet); ok && tunnelAddr(p) {
 			st.Addrs[p.Addr()] = true
 		}
 	}
@@ -94,6 +109,19 @@ func (k *Kernel) ReadTunnel() (TunnelState, error) {
 	return st, nil
 }
 
+// link is the device named name; nil and no error where there is none.
+func (k *Kernel) link(name string) (netlink.Link, error) {
+	l, err := k.h.LinkByName(name)
+	if err != nil {
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("find %s: %w", name, err)
+	}
+	return l, nil
+}
+
 // vtepNode is the node (IPv4 address or identity) a VTEP MAC names.
 func vtepNode(mac net.HardwareAddr) (netip.Addr, bool) {
 	if len(mac) != 6 || mac[0] != 0x0e || mac[1] != 0xee {
@@ -133,7 +161,7 @@ func tunnelNeighNode(n netlink.Neigh) (node netip.Addr, v6, ok bool) {
 // neighbours are written, and before a device it creates is up, so that
 // an IPv6 address or neighbour never meets IPv6 turned off. Every call is
 // safe to repeat.
-func (k *Kernel) ApplyTunnel(want TunnelState, plan TunnelPlan, settings func(link string) error) error {
+func (k *Kernel) ApplyTunnel(want State, plan Plan, settings func(link string) error) error {
 	if plan.Delete || len(plan.Recreate) > 0 {
 		if err := k.deleteTunnel(); err != nil {
 			return err
@@ -191,10 +219,10 @@ func (k *Kernel) ApplyTunnel(want TunnelState, plan TunnelPlan, settings func(li
 // syncTunnelAddrs adds the plan's tunnel addresses (an IPv6 one without
 // DAD: the VXLAN device answers no neighbour solicitation, and the address
 // is usable at once) before it deletes the ones no longer wanted.
-func (k *Kernel) syncTunnelAddrs(l netlink.Link, plan TunnelPlan) []error {
+func (k *Kernel) syncTunnelAddrs(l netlink.Link, plan Plan) []error {
 	var errs []error
 	for _, a := range plan.AddAddrs {
-		na := &netlink.Addr{IPNet: prefixToIPNet(netip.PrefixFrom(a, a.BitLen()))}
+		na := &netlink.Addr{IPNet: nl.IPNet(netip.PrefixFrom(a, a.BitLen()))}
 		if a.Is6() {
 			na.Flags = unix.IFA_F_NODAD
 		}
@@ -203,7 +231,7 @@ func (k *Kernel) syncTunnelAddrs(l netlink.Link, plan TunnelPlan) []error {
 		}
 	}
 	for _, a := range plan.DelAddrs {
-		na := &netlink.Addr{IPNet: prefixToIPNet(netip.PrefixFrom(a, a.BitLen()))}
+		na := &netlink.Addr{IPNet: nl.IPNet(netip.PrefixFrom(a, a.BitLen()))}
 		if err := k.h.AddrDel(l, na); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) && !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, fmt.Errorf("delete %s/%d from %s: %w", a, a.BitLen(), VXLANDevice, err))
 		}
@@ -225,7 +253,7 @@ func (k *Kernel) deleteTunnel() error {
 // syncPeers makes the device's neighbours exactly those of want.Peers
 // (IPv4) and want.Peers6 (IPv6), and its fdb entries exactly one per node
 // of either, to the node's underlay address (want.Underlay).
-func (k *Kernel) syncPeers(idx int, want TunnelState) []error {
+func (k *Kernel) syncPeers(idx int, want State) []error {
 	peers, peers6 := want.Peers, want.Peers6
 	var errs []error
 	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
@@ -304,13 +332,9 @@ var ErrNoIPIP = errors.New("ipipMode needs the kernel's ipip module, and tunl0 i
 // told by their label (IPIPLabel).
 func (k *Kernel) ReadIPIP() (IPIPState, error) {
 	st := IPIPState{Addrs: map[netip.Addr]bool{}}
-	l, err := k.h.LinkByName(IPIPDevice)
-	if err != nil {
-		var nf netlink.LinkNotFoundError
-		if errors.As(err, &nf) {
-			return st, nil
-		}
-		return st, fmt.Errorf("find %s: %w", IPIPDevice, err)
+	l, err := k.link(IPIPDevice)
+	if l == nil {
+		return st, err
 	}
 	st.Present, st.Up, st.MTU = true, l.Attrs().Flags&net.FlagUp != 0, l.Attrs().MTU
 	addrs, err := k.h.AddrList(l, unix.AF_INET)
@@ -318,7 +342,7 @@ func (k *Kernel) ReadIPIP() (IPIPState, error) {
 		return st, fmt.Errorf("list addresses of %s: %w", IPIPDevice, err)
 	}
 	for _, a := range addrs {
-		if p, ok := ipNetToPrefix(a.IPNet); ok && p.IsSingleIP() {
+		if p, ok := nl.Prefix(a.IPNet); ok && p.IsSingleIP() {
 			st.Addrs[p.Addr()] = st.Addrs[p.Addr()] || a.Label == IPIPLabel
 		}
 	}
@@ -331,13 +355,12 @@ func (k *Kernel) ReadIPIP() (IPIPState, error) {
 // without it, it returns ErrNoIPIP. It goes on after a failed step and
 // returns every failure; every step is safe to repeat.
 func (k *Kernel) ApplyIPIP(p IPIPPlan) error {
-	l, err := k.h.LinkByName(IPIPDevice)
+	l, err := k.link(IPIPDevice)
 	if err != nil {
-		var nf netlink.LinkNotFoundError
-		if errors.As(err, &nf) {
-			return ErrNoIPIP
-		}
-		return fmt.Errorf("find %s: %w", IPIPDevice, err)
+		return err
+	}
+	if l == nil {
+		return ErrNoIPIP
 	}
 	var errs []error
 	if p.SetMTU != 0 {
@@ -346,13 +369,13 @@ func (k *Kernel) ApplyIPIP(p IPIPPlan) error {
 		}
 	}
 	if p.AddAddr.IsValid() {
-		na := &netlink.Addr{IPNet: prefixToIPNet(netip.PrefixFrom(p.AddAddr, 32)), Label: IPIPLabel}
+		na := &netlink.Addr{IPNet: nl.IPNet(netip.PrefixFrom(p.AddAddr, 32)), Label: IPIPLabel}
 		if err := k.h.AddrReplace(l, na); err != nil {
 			errs = append(errs, fmt.Errorf("add %s/32 to %s: %w", p.AddAddr, IPIPDevice, err))
 		}
 	}
 	for _, a := range p.DelAddrs {
-		na := &netlink.Addr{IPNet: prefixToIPNet(netip.PrefixFrom(a, 32)), Label: IPIPLabel}
+		na := &netlink.Addr{IPNet: nl.IPNet(netip.PrefixFrom(a, 32)), Label: IPIPLabel}
 		// With the label, the kernel deletes the address only if it is
 		// still reef's.
 		if err := k.h.AddrDel(l, na); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) && !errors.Is(err, unix.ENOENT) {

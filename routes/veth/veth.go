@@ -1,4 +1,11 @@
-package routes
+// Package veth is a pod's veth pair and the pod's side of it, as the
+// Calico L3 model wires them: Setup creates and wires the pair (the pod's
+// addresses, its routes and gateway neighbour, its forwarding off, the
+// node's /32 and /128 to it), Teardown removes it, Check compares it with
+// the model. Its functions take no lock: the pods' owner (routes.Pods) is
+// their one caller, under each pod's locks; the CNI DEL path only asks
+// (NetnsExists, LinkExists, PeerIn).
+package veth
 
 import (
 	"errors"
@@ -11,6 +18,7 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/reefcni/reef/routes/internal/nl"
 	"github.com/reefcni/reef/routes/linkname"
 	"github.com/reefcni/reef/routes/sysctl"
 	"github.com/reefcni/reef/routes/tc"
@@ -19,12 +27,37 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Gateway is the link-local next hop every pod routes through. It exists
+// nowhere: the node answers for it by proxy ARP and the permanent neighbour
+// entry written in the pod.
+var Gateway = netip.MustParseAddr("169.254.1.1")
+
+// HostMAC is the node side's MAC on every veth, as in Calico, so that the
+// pod's neighbour entry for Gateway is the same on every node and survives
+// live migration of the address.
+var HostMAC = net.HardwareAddr{0xee, 0xee, 0xee, 0xee, 0xee, 0xee}
+
+// Gateway6 is the next hop of every IPv6 pod, fe80::ecee:eeff:feee:eeee:
+// the link-local address the kernel gives the node-side veth from
+// HostMAC (EUI-64, with the settings routes/sysctl writes for an IPv6
+// pod), so it too is the same on every node. Unlike Gateway it exists,
+// and the node answers for it without a proxy.
+var Gateway6 = nl.LinkLocalEUI64(HostMAC)
+
+// gatewayFor is the pod's next hop for its address ip.
+func gatewayFor(ip netip.Addr) netip.Addr {
+	if ip.Is4() {
+		return Gateway
+	}
+	return Gateway6
+}
+
 // ErrNetnsGone says the pod's network namespace does not exist (any more):
 // the container is gone, so there is nothing to wire or to clean.
 var ErrNetnsGone = errors.New("network namespace does not exist")
 
-// PodSpec is one pod attachment as the Calico L3 model wires it.
-type PodSpec struct {
+// Spec is one pod attachment as the Calico L3 model wires it.
+type Spec struct {
 	Netns    string // path of the pod's network namespace
 	IfName   string // interface name inside the pod (CNI_IFNAME)
 	HostVeth string // node-side veth name (HostVethName)
@@ -35,21 +68,21 @@ type PodSpec struct {
 	// HostPorts is a pod with hostPorts: its veth gets route_localnet
 	// (Pods asks the sysctl owner for the veth's settings).
 	HostPorts bool
-	// TestPauseAfterVeth holds setupPod between creating the veth and
+	// TestPauseAfterVeth holds Setup between creating the veth and
 	// wiring it, so the lab can make the netns vanish mid-ADD. Zero in
 	// production; the daemon sets it only from REEF_TEST_PAUSE_AFTER_VETH.
 	TestPauseAfterVeth time.Duration
 }
 
-// PodLinks describes the veth pair Pods.Up made.
-type PodLinks struct {
+// Pair describes the veth pair Setup made (routes.Pods.Up).
+type Pair struct {
 	HostMAC net.HardwareAddr
 	PodMAC  net.HardwareAddr
 }
 
-// openNetns opens a pod namespace by path and makes sure it is one: an
+// OpenNetns opens a pod namespace by path and makes sure it is one: an
 // ordinary file at that path (a netns whose mount is gone) is ErrNetnsGone.
-func openNetns(path string) (netns.NsHandle, error) {
+func OpenNetns(path string) (netns.NsHandle, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(path, &st); err != nil {
 		if errors.Is(err, unix.ENOENT) {
@@ -84,7 +117,7 @@ func sameNetns(path string, h netns.NsHandle) bool {
 
 // NetnsExists reports whether path is a live network namespace.
 func NetnsExists(path string) bool {
-	h, err := openNetns(path)
+	h, err := OpenNetns(path)
 	if err != nil {
 		return false
 	}
@@ -102,15 +135,15 @@ func LinkExists(name string) bool {
 	return err == nil || !errors.As(err, &nf)
 }
 
-// VethPeerIn reports whether hostVeth's peer is a link of the network
+// PeerIn reports whether hostVeth's peer is a link of the network
 // namespace at path: the veth of that pod sandbox, not of another.
-func VethPeerIn(path, hostVeth string) (bool, error) {
+func PeerIn(path, hostVeth string) (bool, error) {
 	host, err := netlink.LinkByName(hostVeth)
 	if err != nil {
 		return false, fmt.Errorf("find veth %s: %w", hostVeth, err)
 	}
 	peerIdx := host.Attrs().ParentIndex // IFLA_LINK: the peer's index in its namespace
-	podNS, err := openNetns(path)
+	podNS, err := OpenNetns(path)
 	if err != nil {
 		return false, err
 	}
@@ -128,59 +161,59 @@ func VethPeerIn(path, hostVeth string) (bool, error) {
 	return peer.Type() == "veth" && peer.Attrs().ParentIndex == host.Attrs().Index, nil
 }
 
-// setupPod creates the veth pair and wires both ends (Pods.Up, through
-// Kernel.Wire; it takes no lock). For an IPv4 address
-// the pod gets ip/32, the route to PodGateway, the default route and a
+// Setup creates the veth pair and wires both ends (routes.Pods.Up, through
+// routes.Kernel.Wire; it takes no lock). For an IPv4 address
+// the pod gets ip/32, the route to Gateway, the default route and a
 // permanent neighbour for the gateway, and the node "ip/32 dev host-veth
 // scope link proto reef"; for an IPv6 address the pod gets ip/128 (nodad:
-// usable at once), the default route via PodGateway6 and a permanent
+// usable at once), the default route via Gateway6 and a permanent
 // neighbour for it, and the node "ip/128 dev host-veth proto reef".
 // Forwarding is off in the pod; the node side gets the fixed MAC and, from
 // settings (nil: none), its sysctls before it is up. On any failure it removes the pair again, so
 // a failed ADD leaves nothing. A stale node-side veth of the same name (an
 // earlier sandbox of the same pod) is replaced.
-func setupPod(spec PodSpec, settings func(hostVeth string) error) (PodLinks, error) {
+func Setup(spec Spec, settings func(hostVeth string) error) (Pair, error) {
 	if err := checkPodAddrs(spec.IPs); err != nil {
-		return PodLinks{}, err
+		return Pair{}, err
 	}
-	podNS, err := openNetns(spec.Netns)
+	podNS, err := OpenNetns(spec.Netns)
 	if err != nil {
-		return PodLinks{}, err
+		return Pair{}, err
 	}
 	defer podNS.Close()
 	host, err := netlinksafe.NewHandle()
 	if err != nil {
-		return PodLinks{}, fmt.Errorf("netlink handle: %w", err)
+		return Pair{}, fmt.Errorf("netlink handle: %w", err)
 	}
 	defer host.Close()
 	pod, err := netlinksafe.NewHandleAt(podNS)
 	if err != nil {
-		return PodLinks{}, fmt.Errorf("netlink handle in netns %s: %w", spec.Netns, err)
+		return Pair{}, fmt.Errorf("netlink handle in netns %s: %w", spec.Netns, err)
 	}
 	defer pod.Close()
 
-	if err := deleteLink(host, spec.HostVeth); err != nil {
-		return PodLinks{}, err
+	if err := Delete(host, spec.HostVeth); err != nil {
+		return Pair{}, err
 	}
 	// A stale pair's ifb held its egress limit; the new sandbox gets its
 	// own through SetBandwidth.
 	if _, err := tc.DeletePodIFB(host, spec.HostVeth); err != nil {
-		return PodLinks{}, err
+		return Pair{}, err
 	}
 	veth := &netlink.Veth{
 		LinkAttrs: netlink.LinkAttrs{
 			Name:         spec.HostVeth,
 			MTU:          spec.MTU,
-			HardwareAddr: HostVethMAC,
+			HardwareAddr: HostMAC,
 		},
 		PeerName:      spec.IfName,
 		PeerNamespace: netlink.NsFd(int(podNS)),
 	}
 	if err := host.LinkAdd(veth); err != nil {
 		if errors.Is(err, unix.EEXIST) {
-			return PodLinks{}, fmt.Errorf("create veth %s: interface %q already exists in netns %s", spec.HostVeth, spec.IfName, spec.Netns)
+			return Pair{}, fmt.Errorf("create veth %s: interface %q already exists in netns %s", spec.HostVeth, spec.IfName, spec.Netns)
 		}
-		return PodLinks{}, fmt.Errorf("create veth %s with peer %s in netns %s: %w", spec.HostVeth, spec.IfName, spec.Netns, err)
+		return Pair{}, fmt.Errorf("create veth %s with peer %s in netns %s: %w", spec.HostVeth, spec.IfName, spec.Netns, err)
 	}
 	if spec.TestPauseAfterVeth > 0 {
 		time.Sleep(spec.TestPauseAfterVeth)
@@ -192,18 +225,18 @@ func setupPod(spec PodSpec, settings func(hostVeth string) error) (PodLinks, err
 		err = fmt.Errorf("netns %s vanished during ADD: %w", spec.Netns, ErrNetnsGone)
 	}
 	if err != nil {
-		if derr := deleteLink(host, spec.HostVeth); derr != nil {
+		if derr := Delete(host, spec.HostVeth); derr != nil {
 			err = errors.Join(err, fmt.Errorf("roll back: %w", derr))
 		}
 		if !NetnsExists(spec.Netns) {
 			err = fmt.Errorf("%w (%w)", err, ErrNetnsGone)
 		}
-		return PodLinks{}, err
+		return Pair{}, err
 	}
 	return links, nil
 }
 
-// checkPodAddrs refuses what setupPod cannot wire: no address, two of a
+// checkPodAddrs refuses what Setup cannot wire: no address, two of a
 // family, a zone or an IPv4-mapped IPv6 address.
 func checkPodAddrs(ips []netip.Addr) error {
 	if len(ips) == 0 {
@@ -226,53 +259,53 @@ func checkPodAddrs(ips []netip.Addr) error {
 	return nil
 }
 
-func wirePod(host, pod netlinksafe.Handle, spec PodSpec, settings func(string) error) (PodLinks, error) {
+func wirePod(host, pod netlinksafe.Handle, spec Spec, settings func(string) error) (Pair, error) {
 	hostLink, err := host.LinkByName(spec.HostVeth)
 	if err != nil {
-		return PodLinks{}, fmt.Errorf("find veth %s: %w", spec.HostVeth, err)
+		return Pair{}, fmt.Errorf("find veth %s: %w", spec.HostVeth, err)
 	}
 	if settings != nil {
 		if err := settings(spec.HostVeth); err != nil {
-			return PodLinks{}, err
+			return Pair{}, err
 		}
 	}
 	if err := host.LinkSetUp(hostLink); err != nil {
-		return PodLinks{}, fmt.Errorf("set %s up: %w", spec.HostVeth, err)
+		return Pair{}, fmt.Errorf("set %s up: %w", spec.HostVeth, err)
 	}
 
 	podLink, err := pod.LinkByName(spec.IfName)
 	if err != nil {
-		return PodLinks{}, fmt.Errorf("find %s in netns %s: %w", spec.IfName, spec.Netns, err)
+		return Pair{}, fmt.Errorf("find %s in netns %s: %w", spec.IfName, spec.Netns, err)
 	}
 	// Before the addresses: an IPv6 address needs IPv6 on.
 	if err := podSysctls(spec); err != nil {
-		return PodLinks{}, err
+		return Pair{}, err
 	}
 	for _, ip := range spec.IPs {
-		addr := &netlink.Addr{IPNet: prefixToIPNet(hostPrefix(ip))}
+		addr := &netlink.Addr{IPNet: nl.IPNet(nl.Host(ip))}
 		if ip.Is6() {
 			// A /128 on one end of a veth has nobody to collide with; DAD
 			// would keep it tentative, unusable, for a second or two.
 			addr.Flags = unix.IFA_F_NODAD
 		}
 		if err := pod.AddrReplace(podLink, addr); err != nil {
-			return PodLinks{}, fmt.Errorf("add %s to %s in netns %s: %w", hostPrefix(ip), spec.IfName, spec.Netns, err)
+			return Pair{}, fmt.Errorf("add %s to %s in netns %s: %w", nl.Host(ip), spec.IfName, spec.Netns, err)
 		}
 	}
 	if err := pod.LinkSetUp(podLink); err != nil {
-		return PodLinks{}, fmt.Errorf("set %s up in netns %s: %w", spec.IfName, spec.Netns, err)
+		return Pair{}, fmt.Errorf("set %s up in netns %s: %w", spec.IfName, spec.Netns, err)
 	}
 	for _, ip := range spec.IPs {
 		if err := podGatewayRoutes(pod, podLink.Attrs().Index, ip, spec); err != nil {
-			return PodLinks{}, err
+			return Pair{}, err
 		}
 	}
 	for _, ip := range spec.IPs {
-		if err := writeRoute(host, podRoute(ip, hostLink.Attrs().Index)); err != nil {
-			return PodLinks{}, fmt.Errorf("add route %s dev %s: %w", hostPrefix(ip), spec.HostVeth, err)
+		if err := nl.WriteRoute(host, NodeRoute(ip, hostLink.Attrs().Index)); err != nil {
+			return Pair{}, fmt.Errorf("add route %s dev %s: %w", nl.Host(ip), spec.HostVeth, err)
 		}
 	}
-	return PodLinks{HostMAC: hostLink.Attrs().HardwareAddr, PodMAC: podLink.Attrs().HardwareAddr}, nil
+	return Pair{HostMAC: hostLink.Attrs().HardwareAddr, PodMAC: podLink.Attrs().HardwareAddr}, nil
 }
 
 // podSysctls turns forwarding off in the pod: it must not route for
@@ -280,7 +313,7 @@ func wirePod(host, pod netlinksafe.Handle, spec PodSpec, settings func(string) e
 // reset to 0 in a new netns, unless net.core.devconf_inherit_init_net
 // says otherwise). For an IPv6 address it turns IPv6 on on the pod's
 // interface, which a netns may have off by default.
-func podSysctls(spec PodSpec) error {
+func podSysctls(spec Spec) error {
 	v6 := slices.ContainsFunc(spec.IPs, netip.Addr.Is6)
 	err := ns.WithNetNSPath(spec.Netns, func(ns.NetNS) error {
 		proc := sysctl.Proc{}
@@ -302,32 +335,32 @@ func podSysctls(spec PodSpec) error {
 // route via the gateway and a permanent neighbour for it, and for IPv4 a
 // route to the gateway (an IPv6 link-local gateway is on the link by
 // definition).
-func podGatewayRoutes(pod netlinksafe.Handle, idx int, ip netip.Addr, spec PodSpec) error {
+func podGatewayRoutes(pod netlinksafe.Handle, idx int, ip netip.Addr, spec Spec) error {
 	gw := gatewayFor(ip)
 	family, def := unix.AF_INET, netip.MustParsePrefix("0.0.0.0/0")
 	if ip.Is6() {
 		family, def = unix.AF_INET6, netip.MustParsePrefix("::/0")
-	} else if err := pod.RouteReplace(&netlink.Route{LinkIndex: idx, Dst: prefixToIPNet(hostPrefix(gw)), Scope: netlink.SCOPE_LINK}); err != nil {
+	} else if err := pod.RouteReplace(&netlink.Route{LinkIndex: idx, Dst: nl.IPNet(nl.Host(gw)), Scope: netlink.SCOPE_LINK}); err != nil {
 		return fmt.Errorf("add route %s dev %s in netns %s: %w", gw, spec.IfName, spec.Netns, err)
 	}
-	if err := pod.RouteReplace(&netlink.Route{LinkIndex: idx, Dst: prefixToIPNet(def), Gw: gw.AsSlice()}); err != nil {
+	if err := pod.RouteReplace(&netlink.Route{LinkIndex: idx, Dst: nl.IPNet(def), Gw: gw.AsSlice()}); err != nil {
 		return fmt.Errorf("add default route via %s in netns %s: %w", gw, spec.Netns, err)
 	}
-	neigh := &netlink.Neigh{LinkIndex: idx, Family: family, State: netlink.NUD_PERMANENT, IP: gw.AsSlice(), HardwareAddr: HostVethMAC}
+	neigh := &netlink.Neigh{LinkIndex: idx, Family: family, State: netlink.NUD_PERMANENT, IP: gw.AsSlice(), HardwareAddr: HostMAC}
 	if err := pod.NeighSet(neigh); err != nil {
-		return fmt.Errorf("add neighbour %s lladdr %s in netns %s: %w", gw, HostVethMAC, spec.Netns, err)
+		return fmt.Errorf("add neighbour %s lladdr %s in netns %s: %w", gw, HostMAC, spec.Netns, err)
 	}
 	return nil
 }
 
-// podRoute is the node's route to a pod's address: IPv4's with scope
+// NodeRoute is the node's route to a pod's address: IPv4's with scope
 // link, as `ip route add <ip> dev <veth>` writes it; IPv6 routes have no
 // scope.
-func podRoute(ip netip.Addr, linkIndex int) *netlink.Route {
+func NodeRoute(ip netip.Addr, linkIndex int) *netlink.Route {
 	r := &netlink.Route{
 		LinkIndex: linkIndex,
-		Dst:       prefixToIPNet(hostPrefix(ip)),
-		Protocol:  Protocol,
+		Dst:       nl.IPNet(nl.Host(ip)),
+		Protocol:  nl.Protocol,
 	}
 	if ip.Is4() {
 		r.Scope = netlink.SCOPE_LINK
@@ -335,28 +368,28 @@ func podRoute(ip netip.Addr, linkIndex int) *netlink.Route {
 	return r
 }
 
-// teardownPod removes a pod's veth pair by its node-side name, and the ifb
+// Teardown removes a pod's veth pair by its node-side name, and the ifb
 // of its egress limit (IFBName, if its alias names this veth); the kernel
 // removes the /32 route and the veth's qdiscs with the veth. What is
-// already gone is success, so DEL can be repeated (Pods.Down, through
-// Kernel.Unwire; it takes no lock).
-func teardownPod(hostVeth string) error {
+// already gone is success, so DEL can be repeated (routes.Pods.Down, through
+// routes.Kernel.Unwire; it takes no lock).
+func Teardown(hostVeth string) error {
 	h, err := netlinksafe.NewHandle()
 	if err != nil {
 		return fmt.Errorf("netlink handle: %w", err)
 	}
 	defer h.Close()
-	if err := deleteLink(h, hostVeth); err != nil {
+	if err := Delete(h, hostVeth); err != nil {
 		return err
 	}
 	_, err = tc.DeletePodIFB(h, hostVeth)
 	return err
 }
 
-// deleteLink deletes a reef link if present. It refuses names without
+// Delete deletes a reef link if present. It refuses names without
 // reef's prefix: nothing else on the node is ours to delete.
-func deleteLink(h netlinksafe.Handle, name string) error {
-	if !isOurs(name) {
+func Delete(h netlinksafe.Handle, name string) error {
+	if !linkname.Ours(name) {
 		return fmt.Errorf("refusing to delete link %q: not a reef link", name)
 	}
 	l, err := h.LinkByName(name)
@@ -371,38 +404,4 @@ func deleteLink(h netlinksafe.Handle, name string) error {
 		return fmt.Errorf("delete link %s: %w", name, err)
 	}
 	return nil
-}
-
-func isOurs(name string) bool { return linkname.Ours(name) }
-
-func prefixToIPNet(p netip.Prefix) *net.IPNet {
-	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
-}
-
-// ipNetToPrefix is n as a prefix of its family, known by its mask's
-// length: an IPv4 address in net.IP's 16-byte form is IPv4, an IPv6 one
-// stays IPv6 even if IPv4-mapped.
-func ipNetToPrefix(n *net.IPNet) (netip.Prefix, bool) {
-	if n == nil {
-		return netip.Prefix{}, false
-	}
-	ones, bits := n.Mask.Size()
-	a, ok := addrOf(n.IP, bits == 8*net.IPv6len)
-	if !ok {
-		return netip.Prefix{}, false
-	}
-	p := netip.PrefixFrom(a, ones)
-	return p, p.IsValid()
-}
-
-// addrOf is the address of a netlink IP of either family: IPv4 in either
-// of net.IP's forms, IPv6 as its 16 bytes.
-func addrOf(ip net.IP, v6 bool) (netip.Addr, bool) {
-	if !v6 {
-		return netip.AddrFromSlice(ip.To4())
-	}
-	if len(ip) != net.IPv6len {
-		return netip.Addr{}, false
-	}
-	return netip.AddrFromSlice(ip)
 }

@@ -1,4 +1,10 @@
-package routes
+// Package tunnel is reef's tunnels to the nodes in other subnets:
+// vxlan.reef (the device, its tunnel addresses, its neighbours of both
+// families and its fdb entries) and reef's part of tunl0, each as a
+// desired state, a pure diff (Diff, DiffIPIP) and a Kernel that reads and
+// applies it; and the choice of encapsulation per block (EncapFor). Its
+// one caller that writes is the tunnels' owner (daemon/tunnels.go).
+package tunnel
 
 import (
 	"fmt"
@@ -6,6 +12,8 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+
+	"github.com/reefcni/reef/routes/internal/nl"
 )
 
 // VXLAN and IPIP tunnels to nodes in other subnets. The tunnel device is
@@ -43,7 +51,7 @@ func VTEPMAC(addr netip.Addr) net.HardwareAddr {
 // device makes itself with IPv6 on and addr_gen_mode 0 (routes/sysctl).
 // It is the gateway of the routes to the node's IPv6 blocks through the
 // tunnel, so that these need no IPv6 address of the node.
-func VTEPLinkLocal(addr netip.Addr) netip.Addr { return linkLocalEUI64(VTEPMAC(addr)) }
+func VTEPLinkLocal(addr netip.Addr) netip.Addr { return nl.LinkLocalEUI64(VTEPMAC(addr)) }
 
 // Encap is how traffic to another node's blocks leaves this node.
 type Encap int
@@ -89,14 +97,14 @@ func EncapFor(vxlan, ipip EncapMode, local netip.Prefix, owner netip.Addr) Encap
 	return Direct
 }
 
-// TunnelState is reef's part of vxlan.reef: the device itself, its
+// State is reef's part of vxlan.reef: the device itself, its
 // addresses (not the kernel's link-local), and its neighbour and fdb
 // entries. Both peer sets are keyed by the remote node's IPv4 address (on
 // an IPv6 underlay, by its 32-bit identity): a node in Peers has the
 // neighbour `<node> lladdr <VTEP MAC>`, a node in Peers6 the neighbour
 // `<VTEPLinkLocal(node)> lladdr <VTEP MAC>`, and a node in either the fdb
 // entry `<VTEP MAC> dst <Underlay(node)>`, which the two families share.
-type TunnelState struct {
+type State struct {
 	Device *VXLANConfig        // nil: no device
 	Addrs  map[netip.Addr]bool // read from the kernel: its /32s and global /128s; wanted: Device's tunnel addresses
 	Peers  map[netip.Addr]bool // nodes whose IPv4 blocks are reached through the device
@@ -118,7 +126,7 @@ type TunnelState struct {
 
 // Underlay is the address the fdb entry of node points at: Dst[node], or
 // node itself.
-func (s TunnelState) Underlay(node netip.Addr) netip.Addr {
+func (s State) Underlay(node netip.Addr) netip.Addr {
 	if d, ok := s.Dst[node]; ok {
 		return d
 	}
@@ -170,11 +178,11 @@ func (c VXLANConfig) Differences(want VXLANConfig) []string {
 	return out
 }
 
-// TunnelPlan is what it takes to bring the VXLAN device in line. Peers
-// are nodes' IPv4 addresses, as in TunnelState: AddPeers6 and DelPeers6
+// Plan is what it takes to bring the VXLAN device in line. Peers
+// are nodes' IPv4 addresses, as in State: AddPeers6 and DelPeers6
 // are the nodes whose IPv6 neighbour is added or deleted. An fdb entry
 // goes with the last neighbour of its node.
-type TunnelPlan struct {
+type Plan struct {
 	Recreate  []string // why the device must be deleted first; empty: keep it
 	Create    bool
 	Delete    bool // no pool uses VXLAN any more
@@ -189,16 +197,16 @@ type TunnelPlan struct {
 }
 
 // Empty reports whether nothing needs doing.
-func (p TunnelPlan) Empty() bool {
+func (p Plan) Empty() bool {
 	return len(p.Recreate) == 0 && !p.Create && !p.Delete && p.SetMTU == 0 && len(p.AddAddrs) == 0 && len(p.DelAddrs) == 0 &&
 		len(p.AddPeers) == 0 && len(p.DelPeers) == 0 && len(p.AddPeers6) == 0 && len(p.DelPeers6) == 0 && len(p.Prune) == 0
 }
 
-// DiffTunnel compares the desired VXLAN state with the kernel's (have:
+// Diff compares the desired VXLAN state with the kernel's (have:
 // what ReadTunnel reports). A device that differs in what only its
 // creation sets is recreated, with everything on it.
-func DiffTunnel(want, have TunnelState) TunnelPlan {
-	var p TunnelPlan
+func Diff(want, have State) Plan {
+	var p Plan
 	switch {
 	case want.Device == nil && have.Device == nil:
 		return p
@@ -211,7 +219,7 @@ func DiffTunnel(want, have TunnelState) TunnelPlan {
 		p.Recreate, p.Create = have.Device.Differences(*want.Device), true
 	}
 	if p.Create {
-		have = TunnelState{}
+		have = State{}
 	} else if have.Device.MTU != want.Device.MTU {
 		p.SetMTU = want.Device.MTU
 	}
