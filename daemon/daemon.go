@@ -100,6 +100,19 @@ func DeriveMTU(cfg Config, uplinkMTU int, underlay6 bool) int {
 	return uplinkMTU - overhead
 }
 
+// mtu6 is the pods' MTU mtu (DeriveMTU, from the IPv4 uplink) lowered to
+// the IPv6 uplink's MTU when that is another interface with a smaller one
+// and some IPv6 pool's blocks may go out there unencapsulated (vxlanMode
+// other than Always: with Always they go through vxlan.reef over the IPv4
+// uplink). A pod has one MTU for both families. A configured mtu wins.
+func mtu6(cfg Config, up Uplink, up6 Uplink6, mtu int) int {
+	direct6 := slices.ContainsFunc(cfg.Pools, func(p PoolConfig) bool { return p.CIDR.Addr().Is6() && p.VXLANMode != EncapAlways })
+	if cfg.MTU != 0 || !direct6 || up6.Interface == "" || up6.Index == up.Index || up6.MTU <= 0 {
+		return mtu
+	}
+	return min(mtu, up6.MTU)
+}
+
 // Run runs the daemon until ctx is cancelled (SIGTERM/SIGINT in main).
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	log.Info("starting reef", "version", version.Version, "commit", version.Commit, "gobgp", version.GoBGP(), "node", cfg.NodeName)
@@ -129,6 +142,10 @@ func nodeAddresses(cfg Config, log *slog.Logger) (node NodeUplink, up Uplink, up
 		log.Info("node address chosen", "address", up.Address, "interface", up.Interface, "why", up.Reason, "podMTU", mtu)
 		if up6, err = nodeAddress6(cfg, up, log); err != nil {
 			return node, up, up6, 0, fmt.Errorf("node IPv6 address: %w", err)
+		}
+		if m := mtu6(cfg, up, up6, mtu); m != mtu {
+			log.Info("pod MTU lowered to the IPv6 uplink's", "podMTU", m, "interface6", up6.Interface, "mtu6", up6.MTU, "from", mtu)
+			mtu = m
 		}
 	}
 	return node, up, up6, mtu, checkPeerFamilies(cfg, up, up6)

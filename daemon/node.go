@@ -24,6 +24,15 @@ type nodeService struct {
 	d *Daemon
 }
 
+// interfaces is reef status' interface: the uplink's, and the IPv6
+// uplink's beside it when that is another interface ("eth0, IPv6 eth1").
+func interfaces(up Uplink, up6 Uplink6) string {
+	if up6.Interface != "" && up6.Interface != up.Interface {
+		return up.Interface + ", IPv6 " + up6.Interface
+	}
+	return up.Interface
+}
+
 // blockProto is b as the CLI shows it; addr6 is this node's IPv6 address,
 // the next hop of its own IPv6 blocks, which the store does not keep with
 // them.
@@ -60,7 +69,7 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 		NodeAddress:       addrString(d.uplink.Address),
 		Identity:          d.identity.String(),
 		NodeAddressV6:     addrString(d.uplink6.Address),
-		Interface:         d.uplink.Interface,
+		Interface:         interfaces(d.uplink, d.uplink6),
 		Ready:             d.cni.Ready(),
 		Version:           version.Version + " (" + version.Commit + ")",
 		StartedUnix:       d.started.Unix(),
