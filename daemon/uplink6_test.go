@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"io"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
@@ -417,6 +419,110 @@ func TestUplink6Routes(t *testing.T) {
 	} {
 		if got := mtu6(tc.cfg, up, tc.up6, 1450); got != tc.want {
 			t.Errorf("%s: pod MTU %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestNodeAddress6Needed: the rule for a node whose IPv6 default route is
+// on an interface with only a link-local address, or that has no IPv6
+// default route and no usable IPv6 address at all: as for IPv4, there is
+// no node IPv6 address, and that stops the daemon only where something
+// needs one: an IPv6 pool routed directly beside peers, an IPv6 peer, or
+// nodeAddressV6 set. Alone, or with every IPv6 pool vxlanMode Always, the
+// daemon starts without.
+func TestNodeAddress6Needed(t *testing.T) {
+	testNS := netnstest.New(t)
+	nsh, err := netns.GetFromPath(testNS.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nsh.Close()
+	h, err := netlink.NewHandleAt(nsh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	links := map[string]netlink.Link{}
+	for _, name := range []string{"na6-v4", "na6-v6"} {
+		if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{name, name + "p"} {
+			l, err := h.LinkByName(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := h.LinkSetUp(l); err != nil {
+				t.Fatal(err)
+			}
+			links[n] = l
+		}
+	}
+	for _, a := range []struct{ link, cidr string }{{"na6-v4", "10.99.0.2/24"}, {"na6-v6", "fe80::2/64"}} {
+		addr, err := netlink.ParseAddr(a.cidr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr.Flags = unix.IFA_F_NODAD
+		if err := h.AddrAdd(links[a.link], addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.RouteAdd(&netlink.Route{LinkIndex: links["na6-v4"].Attrs().Index, Gw: netip.MustParseAddr("10.99.0.1").AsSlice()}); err != nil {
+		t.Fatal(err)
+	}
+	route6 := &netlink.Route{LinkIndex: links["na6-v6"].Attrs().Index, Gw: netip.MustParseAddr("fe80::1").AsSlice()}
+	const (
+		never  = "pools: [{cidr: 10.244.0.0/16}, {cidr: 'fd00:10::/56', vxlanMode: Never}]\n"
+		always = "pools: [{cidr: 10.244.0.0/16}, {cidr: 'fd00:10::/56', vxlanMode: Always}]\n"
+		peers  = "bgp: {peers: [10.99.0.3], voters: [10.99.0.2]}\n"
+	)
+	for _, route := range []bool{true, false} {
+		if route {
+			if err := h.RouteAdd(route6); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := h.RouteDel(route6); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct{ name, yaml, wantErr string }{
+			{"IPv4 pool only", peers, ""},
+			{"alone", never, ""},
+			{"vxlanMode Always beside peers", always + peers, ""},
+			{"routed directly beside peers", never + peers, "node IPv6 address: "},
+			{"an IPv6 peer", always + "bgp: {peers: ['fd77::3'], voters: [10.99.0.2]}\n", "bgp.peers: has IPv6 address fd77::3, but this node has no IPv6 address"},
+			{"an IPv6 router", always + "bgp: {externalPeers: [{address: 'fd77::fe', asn: 65000}]}\n", "is an IPv6 address, but this node has no IPv6 address for the session"},
+			{"nodeAddressV6 set", "nodeAddressV6: 'fd77::2'\n" + always, "nodeAddressV6 fd77::2 is not on any interface of this node"},
+		} {
+			name := tc.name + ", no IPv6 default route"
+			wantErr := tc.wantErr
+			if route {
+				name = tc.name + ", the IPv6 default route on a link-local only"
+				if wantErr == "node IPv6 address: " {
+					wantErr += "the IPv6 default route (metric 1024) is on na6-v6, which has no usable IPv6 address (fe80::2/64 is link-local"
+				}
+			} else if wantErr == "node IPv6 address: " {
+				wantErr += "no IPv6 default route and no interface with a usable IPv6 address"
+			}
+			t.Run(name, func(t *testing.T) {
+				cfg, err := ParseConfig("/etc/reef/config.yaml", []byte(tc.yaml))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var up6 Uplink6
+				if err := testNS.Do(func(ns.NetNS) error {
+					_, _, up6, _, err = nodeAddresses(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case wantErr == "" && (err != nil || up6.Address.IsValid()):
+					t.Errorf("IPv6 uplink %+v, error %v; want none, no error", up6, err)
+				case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)):
+					t.Errorf("error %v, want one containing %q", err, wantErr)
+				}
+			})
 		}
 	}
 }
