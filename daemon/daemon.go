@@ -100,19 +100,6 @@ func DeriveMTU(cfg Config, uplinkMTU int, underlay6 bool) int {
 	return uplinkMTU - overhead
 }
 
-// mtu6 is the pods' MTU mtu (DeriveMTU, from the IPv4 uplink) lowered to
-// the IPv6 uplink's MTU when that is another interface with a smaller one
-// and some IPv6 pool's blocks may go out there unencapsulated (vxlanMode
-// other than Always: with Always they go through vxlan.reef over the IPv4
-// uplink). A pod has one MTU for both families. A configured mtu wins.
-func mtu6(cfg Config, up Uplink, up6 Uplink6, mtu int) int {
-	direct6 := slices.ContainsFunc(cfg.Pools, func(p PoolConfig) bool { return p.CIDR.Addr().Is6() && p.VXLANMode != EncapAlways })
-	if cfg.MTU != 0 || !direct6 || up6.Interface == "" || up6.Index == up.Index || up6.MTU <= 0 {
-		return mtu
-	}
-	return min(mtu, up6.MTU)
-}
-
 // Run runs the daemon until ctx is cancelled (SIGTERM/SIGINT in main).
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	log.Info("starting reef", "version", version.Version, "commit", version.Commit, "gobgp", version.GoBGP(), "node", cfg.NodeName)

@@ -24,15 +24,6 @@ type nodeService struct {
 	d *Daemon
 }
 
-// interfaces is reef status' interface: the uplink's, and the IPv6
-// uplink's beside it when that is another interface ("eth0, IPv6 eth1").
-func interfaces(up Uplink, up6 Uplink6) string {
-	if up6.Interface != "" && up6.Interface != up.Interface {
-		return up.Interface + ", IPv6 " + up6.Interface
-	}
-	return up.Interface
-}
-
 // blockProto is b as the CLI shows it; addr6 is this node's IPv6 address,
 // the next hop of its own IPv6 blocks, which the store does not keep with
 // them.

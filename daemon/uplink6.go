@@ -295,3 +295,25 @@ func nodeAddress6(cfg Config, up Uplink, log *slog.Logger) (Uplink6, error) {
 	log.Info("node IPv6 address chosen", "address", up6.Address, "interface", up6.Interface, "why", up6.Reason)
 	return up6, nil
 }
+
+// mtu6 is the pods' MTU mtu (DeriveMTU, from the IPv4 uplink) lowered to
+// the IPv6 uplink's MTU when that is another interface with a smaller one
+// and some IPv6 pool's blocks may go out there unencapsulated (vxlanMode
+// other than Always: with Always they go through vxlan.reef over the IPv4
+// uplink). A pod has one MTU for both families. A configured mtu wins.
+func mtu6(cfg Config, up Uplink, up6 Uplink6, mtu int) int {
+	direct6 := slices.ContainsFunc(cfg.Pools, func(p PoolConfig) bool { return p.CIDR.Addr().Is6() && p.VXLANMode != EncapAlways })
+	if cfg.MTU != 0 || !direct6 || up6.Interface == "" || up6.Index == up.Index || up6.MTU <= 0 {
+		return mtu
+	}
+	return min(mtu, up6.MTU)
+}
+
+// interfaces is reef status' interface: the uplink's, and the IPv6
+// uplink's beside it when that is another interface ("eth0, IPv6 eth1").
+func interfaces(up Uplink, up6 Uplink6) string {
+	if up6.Interface != "" && up6.Interface != up.Interface {
+		return up.Interface + ", IPv6 " + up6.Interface
+	}
+	return up.Interface
+}
