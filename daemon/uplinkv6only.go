@@ -22,7 +22,7 @@ func chooseUplinkV6Only(links []LinkInfo, addrs []Addr6Info, defaults []RouteInf
 		return Uplink{}, Uplink6{}, err
 	}
 	up := Uplink{Interface: up6.Interface, Index: up6.Index, MTU: up6.MTU}
-	up.Reason = "no IPv4 address (IPv6-only node, bgp.routerID set): " + up6.Reason
+	up.Reason = "no IPv4 address (IPv6-only node, bgp.routerID set)" // the start log adds up6.Reason
 	if i := slices.IndexFunc(links, func(l LinkInfo) bool { return l.Index == up6.Index }); i >= 0 && !links[i].Up {
 		up.Reason += "; it is down"
 	}
