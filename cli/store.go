@@ -156,7 +156,7 @@ func runStoreInit(args []string, stdout, stderr io.Writer) error {
 	if !node.IPv6Only {
 		// A voter may be written as its IPv6 address (docs/design.md,
 		// "IPv6-only nodes"); a node without one is simply not that voter.
-		if up6, err := daemon.DetectUplink6(node.Uplink, cfg.NodeAddressV6); err == nil {
+		if up6, err := daemon.DetectUplink6(node.Uplink, cfg.Interface, cfg.NodeAddressV6); err == nil {
 			mine = append(mine, up6.Address)
 		}
 	}

@@ -33,12 +33,16 @@ const (
 type Config struct {
 	NodeName    string     `yaml:"nodeName"`
 	NodeAddress netip.Addr `yaml:"nodeAddress"` // zero: autodetected from the uplink
-	// NodeAddressV6 is the node's IPv6 address on the uplink, the next hop
-	// of its IPv6 blocks on the other nodes and on its external peers;
-	// zero: detected from the uplink when an IPv6 pool is configured
+	// NodeAddressV6 is the node's IPv6 address, the next hop of its IPv6
+	// blocks on the other nodes and on its external peers; its interface
+	// is the IPv6 uplink. Zero: detected when an IPv6 pool is configured,
+	// on interface, else on the interface of the IPv6 default route
 	// (DetectUplink6).
-	NodeAddressV6    netip.Addr   `yaml:"nodeAddressV6"`
-	Interface        string       `yaml:"interface"` // "": autodetected
+	NodeAddressV6 netip.Addr `yaml:"nodeAddressV6"`
+	// Interface is the uplink of both families; "": autodetected, the
+	// IPv4 one from the IPv4 default route, the IPv6 one from the IPv6
+	// default route.
+	Interface        string       `yaml:"interface"`
 	StateDir         string       `yaml:"stateDir"`
 	Socket           string       `yaml:"socket"`
 	PendingDeleteDir string       `yaml:"pendingDeleteDir"` // "": <stateDir>/pending-del, filled by Finish

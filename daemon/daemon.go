@@ -131,6 +131,10 @@ func nodeAddresses(cfg Config, log *slog.Logger) (node NodeUplink, up Uplink, up
 		if up6, err = nodeAddress6(cfg, up, log); err != nil {
 			return node, up, up6, 0, fmt.Errorf("node IPv6 address: %w", err)
 		}
+		if m := mtu6(cfg, up, up6, mtu); m != mtu {
+			log.Info("pod MTU lowered to the IPv6 uplink's", "podMTU", m, "interface6", up6.Interface, "mtu6", up6.MTU, "from", mtu)
+			mtu = m
+		}
 	}
 	return node, up, up6, mtu, checkPeerFamilies(cfg, up, up6)
 }

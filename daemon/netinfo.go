@@ -36,6 +36,17 @@ func (n netInfo) subnetOf(a netip.Addr) netip.Prefix {
 	return n.uplink6.Prefix
 }
 
+// uplinkOf is the uplink interface of a's family: an IPv6 block owned by
+// another node goes `via <owner's IPv6 address> dev <it> onlink`. The IPv6
+// uplink is the IPv4 one unless the IPv6 default route is on another
+// interface (chooseUplink6), and on an IPv6-only node.
+func (n netInfo) uplinkOf(a netip.Addr) string {
+	if a.Is6() && n.uplink6.Interface != "" {
+		return n.uplink6.Interface
+	}
+	return n.uplink.Interface
+}
+
 // over6 says whether b's owner is reached over IPv6, at the IPv6 address
 // its record gave: this node is IPv6-only, or the owner is.
 func (n netInfo) over6(b store.Block) bool { return n.v6only || b.OwnerIPv6Only }

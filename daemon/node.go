@@ -60,7 +60,7 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 		NodeAddress:       addrString(d.uplink.Address),
 		Identity:          d.identity.String(),
 		NodeAddressV6:     addrString(d.uplink6.Address),
-		Interface:         d.uplink.Interface,
+		Interface:         interfaces(d.uplink, d.uplink6),
 		Ready:             d.cni.Ready(),
 		Version:           version.Version + " (" + version.Commit + ")",
 		StartedUnix:       d.started.Unix(),

@@ -42,7 +42,7 @@ func (n netInfo) remoteRoutes(blocks []store.Block, hops map[netip.Addr]routes.H
 			continue
 		}
 		owner := via(b)
-		rb := routes.RemoteBlock{Block: b.CIDR, Node: owner, Dev: n.uplink.Interface}
+		rb := routes.RemoteBlock{Block: b.CIDR, Node: owner, Dev: n.uplinkOf(b.CIDR.Addr())}
 		switch n.blockEncap(b) {
 		case tunnel.VXLAN:
 			if n.mixed(b) {
