@@ -141,77 +141,41 @@ func (s *Server) addLocked(r *request, pools []store.Pool, op *activity.Op, log 
 	if cerr != nil || needBlocks != nil {
 		return ep, "", needBlocks, cerr
 	}
-	// NetworkPolicy's cover runs while the pod is wired: the pod sends
-	// nothing before its ADD returns (its containers start after), and the
-	// ADD waits for the cover before it finishes, and before any undoing
-	// (whose Uncover must come after the cover's batch).
-	cover, cerr := s.startCover(r, ep, existed, log)
-	if cerr != nil {
-		return ep, "", nil, cerr
+	if existed && s.deps.Policy != nil {
+		// A repeated ADD covers before it redoes the wiring: its failure
+		// must leave the earlier ADD's wiring in place for its DEL.
+		if err := s.deps.Policy.Cover(ep); err != nil {
+			return ep, "", nil, s.rollback(r, ep, existed, coverError(ep, err), log)
+		}
 	}
 	if err := s.detachOthers(ep); err != nil {
-		cover.wait()
 		return ep, "", nil, s.rollback(r, ep, existed, types.NewError(types.ErrInternal, "take over veth "+ep.HostVeth, err.Error()), log)
 	}
 	links, err := s.deps.Pods.Up(routes.PodSpec{Netns: r.netns, IfName: r.ifName, HostVeth: ep.HostVeth, IPs: ep.Addrs(), MTU: s.cfg.MTU,
 		HostPorts: len(ep.PortMappings) > 0, TestPauseAfterVeth: s.cfg.TestPauseAfterVeth})
 	if err != nil {
-		cover.wait()
 		code, msg := uint(types.ErrInternal), "wire pod "+ep.AddrsString()+" in "+r.netns
 		if errors.Is(err, routes.ErrNetnsGone) {
 			code, msg = types.ErrUnknownContainer, "CNI_NETNS "+r.netns+" is gone: the sandbox was deleted, or never created"
 		}
 		return ep, "", nil, s.rollback(r, ep, existed, types.NewError(code, msg, err.Error()), log)
 	}
-	if err := cover.wait(); err != nil {
-		s.unwire(ep, log)
-		return ep, "", nil, s.rollback(r, ep, existed, coverError(ep, err), log)
+	if !existed && s.deps.Policy != nil {
+		// A new pod is covered once wired, before anything else of the
+		// ADD: the pod sends nothing before the ADD returns (its
+		// containers start after). Not before the wiring: the kernel
+		// frees a batch's transactions after an RCU grace period, and a
+		// netfilter netlink socket closed meanwhile waits for it (the
+		// wiring's netlink handle, about 10 ms).
+		if err := s.deps.Policy.Cover(ep); err != nil {
+			s.unwire(ep, log)
+			return ep, "", nil, s.rollback(r, ep, existed, coverError(ep, err), log)
+		}
 	}
 	if ep, cerr = s.finishWired(r, ep, existed, op, log); cerr != nil {
 		return ep, "", nil, cerr
 	}
 	return ep, links.PodMAC.String(), nil, nil
-}
-
-// covering is an ADD's NetworkPolicy cover under way (startCover).
-type covering struct {
-	s    *Server
-	done chan error // nil: no cover under way (none, or made already)
-}
-
-// startCover starts NetworkPolicy's cover of the ADD's endpoint, which
-// is recorded: beside the wiring for a new endpoint. A repeated ADD's is
-// made at once, before its wiring is redone, as a failure must leave the
-// earlier ADD's wiring in place for its DEL; its failure is returned,
-// the ADD undone.
-func (s *Server) startCover(r *request, ep store.Endpoint, existed bool, log *slog.Logger) (covering, *types.Error) {
-	c := covering{s: s}
-	switch {
-	case s.deps.Policy == nil:
-	case existed:
-		if err := s.deps.Policy.Cover(ep); err != nil {
-			return c, s.rollback(r, ep, existed, coverError(ep, err), log)
-		}
-	default:
-		c.done = make(chan error, 1)
-		go func() { c.done <- s.deps.Policy.Cover(ep) }()
-	}
-	return c, nil
-}
-
-// wait returns once the cover has been applied or has failed, with its
-// error. The ADD waits before it answers, and before it undoes anything
-// (its Uncover must come after the cover's batch).
-func (c *covering) wait() error {
-	if c.done == nil {
-		return nil
-	}
-	if c.s.testCoverWait != nil {
-		c.s.testCoverWait()
-	}
-	err := <-c.done
-	c.done = nil
-	return err
 }
 
 // coverError is the CNI error of a failed cover.

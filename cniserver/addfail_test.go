@@ -33,32 +33,12 @@ type fakeNode struct {
 	filter map[string]string         // ARP-filter and hostPort elements, by veth
 	policy map[netip.Addr]string     // covered addresses, by handle
 	wired  map[string]routes.PodSpec // veth -> the spec it was wired with
-
-	// With gated, a Cover waits for a token in release, which the ADD
-	// gives when it begins to wait for the cover (gate), or an Uncover
-	// (so that an Uncover made too early does not hang the test): its
-	// batch lands as late as the ADD lets it.
-	gated   bool
-	release chan struct{}
-	// covering counts the Covers in flight; overlapped says a gated
-	// Cover landed after the Up of its pod; early are the calls made while
-	// a Cover was in flight that must come after it.
-	covering   int
-	overlapped bool
-	early      []string
+	calls  []string                  // "up", "cover", "addpod" as called
 }
 
 func newFakeNode() *fakeNode {
 	return &fakeNode{veths: map[string]bool{}, limits: map[string]bool{}, filter: map[string]string{},
-		policy: map[netip.Addr]string{}, wired: map[string]routes.PodSpec{}, release: make(chan struct{}, 1)}
-}
-
-// gate lets a gated Cover finish (Server.testCoverWait).
-func (f *fakeNode) gate() {
-	select {
-	case f.release <- struct{}{}:
-	default:
-	}
+		policy: map[netip.Addr]string{}, wired: map[string]routes.PodSpec{}}
 }
 
 var errInjected = errors.New("injected failure")
@@ -68,16 +48,13 @@ func (f *fakeNode) failing(step string) bool { return f.fail == step }
 func (f *fakeNode) Up(spec routes.PodSpec) (routes.PodLinks, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, a := range spec.IPs {
-		_, covered := f.policy[a]
-		f.overlapped = f.overlapped || f.gated && !covered
-	}
 	if f.failing("up") {
 		// Wire undoes what it did: the pair is gone, with its qdiscs.
 		delete(f.veths, spec.HostVeth)
 		delete(f.limits, spec.HostVeth)
 		return routes.PodLinks{}, errInjected
 	}
+	f.calls = append(f.calls, "up")
 	f.veths[spec.HostVeth] = true
 	f.wired[spec.HostVeth] = spec
 	return routes.PodLinks{}, nil
@@ -110,6 +87,7 @@ func (f *fakeNode) Down(veth string, still func() bool) error {
 func (f *fakeNode) AddPod(ep store.Endpoint) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.calls = append(f.calls, "addpod")
 	f.filter[ep.HostVeth] = fmt.Sprintf("%s ports=%v", ep.AddrsString(), ep.PortMappings) // added, then the commit fails
 	if f.failing("addpod") {
 		return errInjected
@@ -128,15 +106,8 @@ func (f *fakeNode) Admit(context.Context, string, string) *types.Error { return 
 
 func (f *fakeNode) Cover(ep store.Endpoint) error {
 	f.mu.Lock()
-	f.covering++
-	gated := f.gated
-	f.mu.Unlock()
-	if gated {
-		<-f.release
-	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.covering--
+	f.calls = append(f.calls, "cover")
 	for _, a := range ep.Addrs() {
 		f.policy[a] = ep.Handle
 	}
@@ -149,10 +120,6 @@ func (f *fakeNode) Cover(ep store.Endpoint) error {
 func (f *fakeNode) Uncover(ep store.Endpoint) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.covering > 0 {
-		f.early = append(f.early, "Uncover of "+ep.AddrsString())
-		f.gate()
-	}
 	for _, a := range ep.Addrs() {
 		if f.policy[a] == ep.Handle {
 			delete(f.policy, a)
@@ -210,7 +177,6 @@ func newAddFailServer(t *testing.T) (*Server, *store.Store, *fakeNode) {
 	f := newFakeNode()
 	s := New(Config{Pools: []store.Pool{addFailPool}, MTU: 1450}, Deps{Store: st, Log: slog.New(slog.DiscardHandler),
 		NeedBlock: need, Pods: f, PodFilter: f, Policy: f})
-	s.testCoverWait = f.gate
 	s.SetReady(true)
 	return s, st, f
 }
@@ -246,49 +212,45 @@ func endpoints(t *testing.T, st *store.Store) map[string]store.Endpoint {
 // and hostPort elements, the bandwidth limits (tc, ifb).
 var addFailSteps = []string{"cover", "up", "addpod", "limit"}
 
-// TestAddWaitsForCover: a new pod's cover runs beside its wiring, and
-// the ADD answers only once the cover's batch has landed: the cover is
-// held back until the ADD waits for it, and the pod must be covered when
-// the ADD returns.
-func TestAddWaitsForCover(t *testing.T) {
+// TestAddCoversOnceWired: a new pod is covered by its policies after its
+// wiring (a batch just before it would make the wiring's netlink sockets
+// wait for the kernel to free it, about 10 ms) and before the rest of
+// the ADD, so before the ADD returns; a repeated ADD covers before it
+// wires again (TestFailedRepeatedAddKeepsAddressPending).
+func TestAddCoversOnceWired(t *testing.T) {
 	s, _, f := newAddFailServer(t)
-	f.gated = true
-	t.Cleanup(f.gate) // a cover left waiting by a broken ADD
 	if _, cerr := s.add(context.Background(), podRequest("c1", "web-1", "/run/netns/p1", 8080)); cerr != nil {
 		t.Fatalf("ADD: %v", cerr)
 	}
-	f.mu.Lock()
-	covered, overlapped, early := f.policy[netip.MustParseAddr("10.244.0.0")], f.overlapped, f.early
-	f.mu.Unlock()
-	if covered != "k8s-pod-network.c1" {
+	if got := strings.Join(f.calls, " "); got != "up cover addpod" {
+		t.Errorf("calls of the ADD: %q, want \"up cover addpod\"", got)
+	}
+	if f.policy[netip.MustParseAddr("10.244.0.0")] != "k8s-pod-network.c1" {
 		t.Errorf("the ADD returned before its pod was covered by its policies")
 	}
-	if !overlapped {
-		t.Errorf("the pod was not wired while its cover ran")
+	f.calls = nil
+	if _, cerr := s.add(context.Background(), podRequest("c1", "web-1", "/run/netns/p1b", 8080)); cerr != nil {
+		t.Fatalf("repeated ADD: %v", cerr)
 	}
-	if early != nil {
-		t.Errorf("called while the cover was in flight: %v", early)
+	if got := strings.Join(f.calls, " "); got != "cover up addpod" {
+		t.Errorf("calls of the repeated ADD: %q, want \"cover up addpod\"", got)
 	}
 }
 
 // TestFailedAddLeavesNothing: an ADD that fails at any step leaves none
 // of the pod's objects (veth, tc and ifb, ARP-filter and hostPort
 // elements, NetworkPolicy coverage) and no record; the address goes to
-// the next pod. The cover lands as late as the ADD lets it: a failure
-// must wait for it before it undoes it.
+// the next pod.
 func TestFailedAddLeavesNothing(t *testing.T) {
 	for _, step := range addFailSteps {
 		t.Run(step, func(t *testing.T) {
 			s, st, f := newAddFailServer(t)
-			f.fail, f.gated = step, true
+			f.fail = step
 			if _, cerr := s.add(context.Background(), podRequest("c1", "web-1", "/run/netns/p1", 8080)); cerr == nil {
 				t.Fatalf("ADD with %s failing succeeded", step)
 			}
 			if got := f.String(); got != "" {
 				t.Errorf("objects left by the failed ADD:\n%s", got)
-			}
-			if f.early != nil {
-				t.Errorf("undone while its cover was in flight: %v", f.early)
 			}
 			if eps := endpoints(t, st); len(eps) != 0 {
 				t.Errorf("records left by the failed ADD: %v", eps)

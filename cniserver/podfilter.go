@@ -27,10 +27,9 @@ type PodFilter interface {
 // before anything is allocated: it refuses (with "try again later") while
 // the API's objects are not known, or the pod is not among them. Cover is
 // called once the endpoint is recorded, and puts the pod under the
-// policies that select it: a new pod's runs while its veth is created,
-// and the ADD waits for it before it answers, and before it undoes
-// anything; a repeated ADD's runs before its wiring is redone. Its
-// failure fails and undoes the ADD. Uncover is called once an endpoint's record is gone (a
+// policies that select it before the ADD returns: a new pod's once its
+// veth is created, before its filter elements; a repeated ADD's before
+// its wiring is redone. Its failure fails and undoes the ADD. Uncover is called once an endpoint's record is gone (a
 // DEL, a rolled-back ADD, a release by the reconcile pass): its address
 // leaves the policies' sets before it returns, or, should that fail, with
 // a full sync it asks for; it does not fail the DEL.

@@ -48,9 +48,6 @@ type Server struct {
 	ready      atomic.Bool
 	containers keyed.Mutex
 	deferred   sync.Map // handle -> true: DEL done but the store not written (ReleaseDeferred)
-	// testCoverWait, set by tests, is called when an ADD begins to wait
-	// for its NetworkPolicy cover.
-	testCoverWait func()
 }
 
 // Pods is the owner of the pods' kernel objects (*routes.Pods): the veth
