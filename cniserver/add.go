@@ -142,11 +142,11 @@ func (s *Server) addLocked(r *request, pools []store.Pool, op *activity.Op, log 
 	if cerr != nil || needBlocks != nil {
 		return ep, "", needBlocks, cerr
 	}
-	if s.deps.Policy != nil {
-		// Before the veth exists: the pod is covered from its first packet.
+	if existed && s.deps.Policy != nil {
+		// A repeated ADD covers before it redoes the wiring: its failure
+		// must leave the earlier ADD's wiring in place for its DEL.
 		if err := s.deps.Policy.Cover(ep); err != nil {
-			return ep, "", nil, s.rollback(r, ep, existed, types.NewError(types.ErrInternal,
-				"apply NetworkPolicy for pod "+ep.AddrsString()+" (nftables table inet reef)", err.Error()), log)
+			return ep, "", nil, s.rollback(r, ep, existed, coverError(ep, err), log)
 		}
 	}
 	if err := s.detachOthers(ep); err != nil {
@@ -161,10 +161,27 @@ func (s *Server) addLocked(r *request, pools []store.Pool, op *activity.Op, log 
 		}
 		return ep, "", nil, s.rollback(r, ep, existed, types.NewError(code, msg, err.Error()), log)
 	}
+	if !existed && s.deps.Policy != nil {
+		// A new pod is covered once wired, before anything else of the
+		// ADD: the pod sends nothing before the ADD returns (its
+		// containers start after). Not before the wiring: the kernel
+		// frees a batch's transactions after an RCU grace period, and a
+		// netfilter netlink socket closed meanwhile waits for it (the
+		// wiring's netlink handle, about 10 ms).
+		if err := s.deps.Policy.Cover(ep); err != nil {
+			s.unwire(ep, log)
+			return ep, "", nil, s.rollback(r, ep, existed, coverError(ep, err), log)
+		}
+	}
 	if ep, cerr = s.finishWired(r, ep, existed, op, log); cerr != nil {
 		return ep, "", nil, cerr
 	}
 	return ep, links.PodMAC.String(), nil, nil
+}
+
+// coverError is the CNI error of a failed cover.
+func coverError(ep store.Endpoint, err error) *types.Error {
+	return types.NewError(types.ErrInternal, "apply NetworkPolicy for pod "+ep.AddrsString()+" (nftables table inet reef)", err.Error())
 }
 
 // allocate records the ADD's endpoint, pending, with its addresses (a

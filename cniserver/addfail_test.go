@@ -33,6 +33,7 @@ type fakeNode struct {
 	filter map[string]string     // ARP-filter and hostPort elements, by veth
 	policy map[netip.Addr]string // covered addresses, by handle
 	wired  map[string]veth.Spec  // veth -> the spec it was wired with
+	calls  []string              // "up", "cover", "addpod" as called
 }
 
 func newFakeNode() *fakeNode {
@@ -53,6 +54,7 @@ func (f *fakeNode) Up(spec veth.Spec) (veth.Pair, error) {
 		delete(f.limits, spec.HostVeth)
 		return veth.Pair{}, errInjected
 	}
+	f.calls = append(f.calls, "up")
 	f.veths[spec.HostVeth] = true
 	f.wired[spec.HostVeth] = spec
 	return veth.Pair{}, nil
@@ -85,6 +87,7 @@ func (f *fakeNode) Down(veth string, still func() bool) error {
 func (f *fakeNode) AddPod(ep store.Endpoint) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.calls = append(f.calls, "addpod")
 	f.filter[ep.HostVeth] = fmt.Sprintf("%s ports=%v", ep.AddrsString(), ep.PortMappings) // added, then the commit fails
 	if f.failing("addpod") {
 		return errInjected
@@ -104,6 +107,7 @@ func (f *fakeNode) Admit(context.Context, string, string) *types.Error { return 
 func (f *fakeNode) Cover(ep store.Endpoint) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.calls = append(f.calls, "cover")
 	for _, a := range ep.Addrs() {
 		f.policy[a] = ep.Handle
 	}
@@ -207,6 +211,31 @@ func endpoints(t *testing.T, st *store.Store) map[string]store.Endpoint {
 // the pod was written: NetworkPolicy's cover, the wiring, the ARP-filter
 // and hostPort elements, the bandwidth limits (tc, ifb).
 var addFailSteps = []string{"cover", "up", "addpod", "limit"}
+
+// TestAddCoversOnceWired: a new pod is covered by its policies after its
+// wiring (a batch just before it would make the wiring's netlink sockets
+// wait for the kernel to free it, about 10 ms) and before the rest of
+// the ADD, so before the ADD returns; a repeated ADD covers before it
+// wires again (TestFailedRepeatedAddKeepsAddressPending).
+func TestAddCoversOnceWired(t *testing.T) {
+	s, _, f := newAddFailServer(t)
+	if _, cerr := s.add(context.Background(), podRequest("c1", "web-1", "/run/netns/p1", 8080)); cerr != nil {
+		t.Fatalf("ADD: %v", cerr)
+	}
+	if got := strings.Join(f.calls, " "); got != "up cover addpod" {
+		t.Errorf("calls of the ADD: %q, want \"up cover addpod\"", got)
+	}
+	if f.policy[netip.MustParseAddr("10.244.0.0")] != "k8s-pod-network.c1" {
+		t.Errorf("the ADD returned before its pod was covered by its policies")
+	}
+	f.calls = nil
+	if _, cerr := s.add(context.Background(), podRequest("c1", "web-1", "/run/netns/p1b", 8080)); cerr != nil {
+		t.Fatalf("repeated ADD: %v", cerr)
+	}
+	if got := strings.Join(f.calls, " "); got != "cover up addpod" {
+		t.Errorf("calls of the repeated ADD: %q, want \"cover up addpod\"", got)
+	}
+}
 
 // TestFailedAddLeavesNothing: an ADD that fails at any step leaves none
 // of the pod's objects (veth, tc and ifb, ARP-filter and hostPort

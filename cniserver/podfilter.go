@@ -26,9 +26,10 @@ type PodFilter interface {
 // PolicyGate is NetworkPolicy's part of an ADD and a DEL. Admit is asked
 // before anything is allocated: it refuses (with "try again later") while
 // the API's objects are not known, or the pod is not among them. Cover is
-// called once the endpoint is recorded and before its veth exists, and
-// puts the pod under the policies that select it; its failure fails and
-// undoes the ADD. Uncover is called once an endpoint's record is gone (a
+// called once the endpoint is recorded, and puts the pod under the
+// policies that select it before the ADD returns: a new pod's once its
+// veth is created, before its filter elements; a repeated ADD's before
+// its wiring is redone. Its failure fails and undoes the ADD. Uncover is called once an endpoint's record is gone (a
 // DEL, a rolled-back ADD, a release by the reconcile pass): its address
 // leaves the policies' sets before it returns, or, should that fail, with
 // a full sync it asks for; it does not fail the DEL.

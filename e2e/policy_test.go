@@ -125,6 +125,31 @@ func (pl *policyLab) pod(t *testing.T, node *lab.Node, ns, name string, labels m
 	return p
 }
 
+// podNoStatus is pod without what RunPod does after the ADD (status.podIPs
+// written): the API's object, the ADD through libcni, the ports served.
+func (pl *policyLab) podNoStatus(t *testing.T, node *lab.Node, ns, name string, labels map[string]string) *lab.KubePod {
+	t.Helper()
+	obj := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "server", Image: "reef-lab/serve-ports", Ports: servedPorts()}}}}
+	obj, err := pl.Admin.CoreV1().Pods(ns).Create(pl.ctx(t), obj, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := node.NewPodNetns(ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Add(); err != nil {
+		t.Fatal(err)
+	}
+	stop, err := pl.ServePorts(p.Netns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return &lab.KubePod{Pod: p, Object: obj}
+}
+
 // reach probes from one pod to another on proto:port and reports whether
 // it answered.
 func (pl *policyLab) reach(t *testing.T, from, to *lab.KubePod, proto string, port int) bool {
@@ -280,6 +305,14 @@ func TestPolicyLifecycle(t *testing.T) {
 	defer stop()
 	if msg := pl.expect(t, probeWant{xb, p, "tcp", 80, false}, probeWant{ya, p, "tcp", 80, true}); msg != "" {
 		t.Fatalf("new pod x/a2 right after its ADD: %s", msg)
+	}
+	// The same with no status written after the ADD: RunPod writes it at
+	// once, and the loop's sync on that event covers the pod too. Here
+	// nothing but the ADD's own cover can deny the first packet
+	// (docs/policy.md, "No start window").
+	a3 := pl.podNoStatus(t, n1, "x", "a3", map[string]string{"app": "a"})
+	if msg := pl.expect(t, probeWant{xb, a3, "tcp", 80, false}, probeWant{ya, a3, "tcp", 80, true}); msg != "" {
+		t.Fatalf("new pod x/a3 right after its ADD, no status written: %s", msg)
 	}
 
 	// Drift: the table deleted by hand is back within an interval.
