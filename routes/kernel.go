@@ -21,7 +21,7 @@ type Kernel struct {
 
 // NewKernel opens a netlink handle in the caller's network namespace.
 func NewKernel() (*Kernel, error) {
-	h, err := netlinksafe.NewHandle()
+	h, err := netlinksafe.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("netlink handle: %w", err)
 	}
@@ -151,7 +151,7 @@ func (k *Kernel) setPodMTU(m PodMTU) error {
 		return fmt.Errorf("set MTU %d on %s: %w", m.MTU, m.IfName, err)
 	}
 	defer podNS.Close()
-	h, err := netlinksafe.NewHandleAt(podNS)
+	h, err := netlinksafe.NewHandleAt(podNS, unix.NETLINK_ROUTE)
 	if err != nil {
 		return fmt.Errorf("netlink handle in netns %s: %w", m.Netns, err)
 	}

@@ -199,7 +199,7 @@ func SetBandwidth(hostVeth string, bw Bandwidth) (changes []string, err error) {
 	if !linkname.Ours(hostVeth) {
 		return nil, fmt.Errorf("refusing to touch %q: not a reef link", hostVeth)
 	}
-	h, err := netlinksafe.NewHandle()
+	h, err := netlinksafe.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("netlink handle: %w", err)
 	}
@@ -236,7 +236,7 @@ func ReadBandwidth(hostVeth string) (Bandwidth, error) {
 	if !linkname.Ours(hostVeth) {
 		return bw, fmt.Errorf("refusing to read %q: not a reef link", hostVeth)
 	}
-	h, err := netlinksafe.NewHandle()
+	h, err := netlinksafe.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		return bw, fmt.Errorf("netlink handle: %w", err)
 	}
@@ -293,7 +293,7 @@ func redirectTarget(u *netlink.U32) int {
 // whose alias is not in live, the node-side veths that should have an
 // egress limit, or whose name is not that veth's IFBName; sorted.
 func OrphanIFBs(live map[string]bool) ([]string, error) {
-	h, err := netlinksafe.NewHandle()
+	h, err := netlinksafe.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("netlink handle: %w", err)
 	}
@@ -326,7 +326,7 @@ func DeleteIFB(name string, inUse func(veth string) bool) (bool, error) {
 	if !strings.HasPrefix(name, IFBPrefix) || len(name) == len(IFBPrefix) {
 		return false, fmt.Errorf("refusing to delete %q: not a reef ifb", name)
 	}
-	h, err := netlinksafe.NewHandle()
+	h, err := netlinksafe.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		return false, fmt.Errorf("netlink handle: %w", err)
 	}

@@ -21,7 +21,7 @@ type Kernel struct {
 
 // NewKernel opens a netlink handle in the caller's network namespace.
 func NewKernel() (*Kernel, error) {
-	h, err := netlinksafe.NewHandle()
+	h, err := netlinksafe.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("netlink handle: %w", err)
 	}
