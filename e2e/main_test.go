@@ -65,7 +65,9 @@ func TestMain(m *testing.M) {
 func timerBound(t *testing.T) { t.Parallel() }
 
 // newLab returns a lab that is torn down when the test ends, whatever the
-// outcome; on failure the daemons' logs are printed first.
+// outcome; on failure the last lines of the daemons' logs are printed
+// first, and with REEF_E2E_LOG_DIR set the whole logs are copied there
+// (keepLogs).
 func newLab(t *testing.T) *lab.Lab {
 	t.Helper()
 	l, err := lab.New(binDir)
@@ -77,6 +79,7 @@ func newLab(t *testing.T) *lab.Lab {
 			for _, n := range l.Nodes() {
 				t.Logf("daemon log of %s:\n%s", n.Name, n.LogTail(40))
 			}
+			keepLogs(t, l)
 		}
 		if err := l.Close(); err != nil {
 			t.Errorf("lab cleanup: %v", err)
@@ -246,4 +249,26 @@ func slowSuite(t *testing.T) {
 	if os.Getenv("REEF_E2E_SLOW") == "" {
 		t.Skip("a slower variant: make test-e2e-slow runs it (REEF_E2E_SLOW=1)")
 	}
+}
+
+// keepLogs copies the whole daemon log of every node of a failed test to
+// $REEF_E2E_LOG_DIR/<test>/<node>.log, when that is set: the failure dump
+// keeps 40 lines, and a fault that came minutes before the failure needs
+// more (make test leaves it unset).
+func keepLogs(t *testing.T, l *lab.Lab) {
+	dir := os.Getenv("REEF_E2E_LOG_DIR")
+	if dir == "" {
+		return
+	}
+	dir = filepath.Join(dir, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("keep logs: %v", err)
+		return
+	}
+	for _, n := range l.Nodes() {
+		if err := os.WriteFile(filepath.Join(dir, n.Name+".log"), []byte(n.Log()), 0o644); err != nil {
+			t.Logf("keep logs: %v", err)
+		}
+	}
+	t.Logf("whole daemon logs in %s", dir)
 }

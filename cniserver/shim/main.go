@@ -18,6 +18,7 @@ import (
 	cniversion "github.com/containernetworking/cni/pkg/version"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -32,7 +33,16 @@ const DefaultSocket = "/run/reef/reef.sock"
 // callTimeout bounds one call to the daemon. An ADD on a fresh node may wait
 // for a block claim; anything slower than this is better retried by the
 // runtime than left hanging.
-const callTimeout = 2 * time.Minute
+var callTimeout = 2 * time.Minute
+
+// connectTimeout bounds the wait for a connection to the daemon's socket
+// (connected, HTTP/2 handshake done), inside callTimeout: gRPC's own first
+// attempt gives up after 20 s, but a channel that keeps connecting (a
+// connection that closes right after its handshake, a starved process)
+// would hold a fail-fast call until callTimeout. A daemon that takes no
+// connection in 20 s is not reachable: a DEL is queued, as when the socket
+// is not there, and any other call is told to try again later.
+var connectTimeout = 20 * time.Second
 
 // netconf is the part of the network configuration the shim itself reads.
 type netconf struct {
@@ -118,6 +128,9 @@ func forward(a *skel.CmdArgs, command string) error {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
+	if err := awaitConnection(ctx, conn, connectTimeout); err != nil {
+		return callError(conf.Socket, command, status.Error(codes.Unavailable, err.Error()), func() string { return "unknown" })
+	}
 
 	client := reefv1.NewCNIClient(conn)
 	req := &reefv1.CNIRequest{
@@ -153,6 +166,25 @@ func forward(a *skel.CmdArgs, command string) error {
 		}
 	}
 	return nil
+}
+
+// awaitConnection connects conn and waits, at most timeout, until it is
+// READY or has failed (TRANSIENT_FAILURE: the call that follows fails at
+// once with gRPC's reason). Past timeout, or ctx, the daemon is taken for
+// unreachable; the call is never sent, so a DEL may be queued safely.
+func awaitConnection(ctx context.Context, conn *grpc.ClientConn, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	conn.Connect()
+	for {
+		s := conn.GetState()
+		if s == connectivity.Ready || s == connectivity.TransientFailure {
+			return nil
+		}
+		if !conn.WaitForStateChange(ctx, s) {
+			return fmt.Errorf("no connection to the daemon's socket within %s (channel %s)", timeout, s)
+		}
+	}
 }
 
 // checkInput refuses, before anything is sent, what the daemon would
