@@ -161,16 +161,10 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 		return nil, closeAll, err
 	}
 	closers = append(closers, func() { st.Close() })
-	kernel, err := routes.NewKernel()
+	kernel, tunKernel, err := openKernels(&closers)
 	if err != nil {
 		return nil, closeAll, err
 	}
-	closers = append(closers, kernel.Close)
-	tunKernel, err := tunnel.NewKernel()
-	if err != nil {
-		return nil, closeAll, err
-	}
-	closers = append(closers, tunKernel.Close)
 	work := newPending()
 	m := newMetrics(cfg)
 	pools := storePools(cfg.Pools)
@@ -227,6 +221,22 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	d = &Daemon{cfg: cfg, log: log, identity: node.Identity, uplink: up, uplink6: up6, mtu: mtu, store: st, cni: cni, rec: rec, speaker: speaker,
 		blocks: blocks, policy: policyDP, services: svcAddrs, lbIPAM: lbIPAM, metrics: m, started: time.Now()}
 	return d, closeAll, nil
+}
+
+// openKernels opens reef's two netlink handles, the routes' and the
+// tunnels', each closed with the daemon's closers.
+func openKernels(closers *[]func()) (*routes.Kernel, *tunnel.Kernel, error) {
+	kernel, err := routes.NewKernel()
+	if err != nil {
+		return nil, nil, err
+	}
+	*closers = append(*closers, kernel.Close)
+	tunKernel, err := tunnel.NewKernel()
+	if err != nil {
+		return nil, nil, err
+	}
+	*closers = append(*closers, tunKernel.Close)
+	return kernel, tunKernel, nil
 }
 
 // policyGate is the CNI server's view of NetworkPolicy: nil when it is off
