@@ -3,6 +3,7 @@ package daemon
 import (
 	"io"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -268,33 +269,7 @@ func TestDetectUplink6ByDefaultRoute(t *testing.T) {
 			wantErr: []string{"the IPv6 default route (metric 1024) is on up6-v6, which has no usable IPv6 address (", "fe80::2/64 is link-local", "set nodeAddressV6 or interface"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			testNS := netnstest.New(t)
-			nsh, err := netns.GetFromPath(testNS.Path())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nsh.Close()
-			h, err := netlink.NewHandleAt(nsh)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer h.Close()
-			links := map[string]netlink.Link{}
-			for _, name := range []string{"up6-v4", "up6-v6"} {
-				if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: map[string]int{"up6-v4": 1500, "up6-v6": 1400}[name]}, PeerName: name + "p"}); err != nil {
-					t.Fatal(err)
-				}
-				for _, n := range []string{name, name + "p"} {
-					l, err := h.LinkByName(n)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if err := h.LinkSetUp(l); err != nil {
-						t.Fatal(err)
-					}
-					links[n] = l
-				}
-			}
+			testNS, h, links := vethPairsIn(t, map[string]int{"up6-v4": 1500, "up6-v6": 1400})
 			addAddr := func(link, cidr string) {
 				t.Helper()
 				a, err := netlink.ParseAddr(cidr)
@@ -432,33 +407,7 @@ func TestUplink6Routes(t *testing.T) {
 // nodeAddressV6 set. Alone, or with every IPv6 pool vxlanMode Always, the
 // daemon starts without.
 func TestNodeAddress6Needed(t *testing.T) {
-	testNS := netnstest.New(t)
-	nsh, err := netns.GetFromPath(testNS.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nsh.Close()
-	h, err := netlink.NewHandleAt(nsh)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	links := map[string]netlink.Link{}
-	for _, name := range []string{"na6-v4", "na6-v6"} {
-		if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p"}); err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range []string{name, name + "p"} {
-			l, err := h.LinkByName(n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := h.LinkSetUp(l); err != nil {
-				t.Fatal(err)
-			}
-			links[n] = l
-		}
-	}
+	testNS, h, links := vethPairsIn(t, map[string]int{"na6-v4": 0, "na6-v6": 0})
 	for _, a := range []struct{ link, cidr string }{{"na6-v4", "10.99.0.2/24"}, {"na6-v6", "fe80::2/64"}} {
 		addr, err := netlink.ParseAddr(a.cidr)
 		if err != nil {
@@ -526,4 +475,41 @@ func TestNodeAddress6Needed(t *testing.T) {
 			})
 		}
 	}
+}
+
+// vethPairsIn makes a network namespace with a veth pair per name of
+// mtus (the other end name+"p"; MTU 0: the kernel's), every end up, and
+// made in the order of their names, and
+// returns the namespace, a netlink handle in it (closed with the test) and the links
+// by name.
+func vethPairsIn(t *testing.T, mtus map[string]int) (ns.NetNS, *netlink.Handle, map[string]netlink.Link) {
+	t.Helper()
+	testNS := netnstest.New(t)
+	nsh, err := netns.GetFromPath(testNS.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nsh.Close()
+	h, err := netlink.NewHandleAt(nsh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	links := map[string]netlink.Link{}
+	for _, name := range slices.Sorted(maps.Keys(mtus)) { // in the order of their names: the fallback takes the first
+		if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: mtus[name]}, PeerName: name + "p"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{name, name + "p"} {
+			l, err := h.LinkByName(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := h.LinkSetUp(l); err != nil {
+				t.Fatal(err)
+			}
+			links[n] = l
+		}
+	}
+	return testNS, h, links
 }
