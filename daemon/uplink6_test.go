@@ -478,10 +478,9 @@ func TestNodeAddress6Needed(t *testing.T) {
 }
 
 // vethPairsIn makes a network namespace with a veth pair per name of
-// mtus (the other end name+"p"; MTU 0: the kernel's), every end up, and
-// made in the order of their names, and
-// returns the namespace, a netlink handle in it (closed with the test) and the links
-// by name.
+// mtus (the other end name+"p"; MTU 0: the kernel's), made in the order
+// of their names, every end up, and returns the namespace, a netlink
+// handle in it (closed with the test) and the links by name.
 func vethPairsIn(t *testing.T, mtus map[string]int) (ns.NetNS, *netlink.Handle, map[string]netlink.Link) {
 	t.Helper()
 	testNS := netnstest.New(t)
