@@ -175,9 +175,22 @@ func chooseLink6(links []LinkInfo, addrs []Addr6Info, defaults []RouteInfo, v4 U
 		}
 	}
 	switch {
+	case best != nil && !usable(best.LinkIndex) && v4.Index != 0 && usable(v4.Index):
+		// As releases before this rule chose: a node that ran with the IPv4
+		// uplink's IPv6 address keeps it over an upgrade, rather than
+		// refusing to start (the default route on an unnumbered link).
+		if l, ok := byIndex[v4.Index]; ok {
+			return l, fmt.Sprintf("the IPv4 uplink: the IPv6 default route (metric %d) is on %s, which has no usable IPv6 address", best.Priority, byIndex[best.LinkIndex].Name), "", nil
+		}
+		fallthrough
 	case best != nil:
 		l = byIndex[best.LinkIndex]
-		return l, fmt.Sprintf("interface of the IPv6 default route (metric %d)", best.Priority),
+		why = fmt.Sprintf("interface of the IPv6 default route (metric %d)", best.Priority)
+		if l.Index != v4.Index && v4.Index != 0 && usable(v4.Index) {
+			// Releases before this rule took the IPv4 uplink's address.
+			why += fmt.Sprintf("; the IPv4 uplink %s has a usable IPv6 address too, which releases before 2026-12 chose: set nodeAddressV6 to keep that one over an upgrade", v4.Interface)
+		}
+		return l, why,
 			fmt.Sprintf("the IPv6 default route (metric %d) is on %s, which has no usable IPv6 address (%%s); add one, or %s", best.Priority, l.Name, uplink6Hint), nil
 	case v4.Index != 0 && usable(v4.Index):
 		if l, ok := byIndex[v4.Index]; ok {
@@ -291,6 +304,10 @@ func nodeAddress6(cfg Config, up Uplink, log *slog.Logger) (Uplink6, error) {
 		return Uplink6{}, nil
 	case !v6:
 		return Uplink6{}, nil
+	}
+	if up6.Interface != up.Interface {
+		log.Warn("node IPv6 address chosen on another interface than the IPv4 uplink's: other nodes route this node's IPv6 blocks there", "address", up6.Address, "interface", up6.Interface, "uplink", up.Interface, "why", up6.Reason)
+		return up6, nil
 	}
 	log.Info("node IPv6 address chosen", "address", up6.Address, "interface", up6.Interface, "why", up6.Reason)
 	return up6, nil

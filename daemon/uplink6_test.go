@@ -153,10 +153,25 @@ func TestChooseUplink6(t *testing.T) {
 				"fd77::21/64 failed duplicate address detection, fd77::22/64 is deprecated (its preferred lifetime is over), fd77::23/64 is temporary (privacy extensions))", "set nodeAddressV6 or interface"},
 		},
 		{
-			name:     "the IPv6 default route on an interface with a link-local only: an error naming it, not the IPv4 uplink's address",
+			name:     "the IPv6 default route on an interface with a link-local only: the IPv4 uplink's address, as releases before chose",
 			addrs:    []Addr6Info{{LinkIndex: 2, Prefix: pfx("fd77::20/64"), Global: true, Flags: static}, {LinkIndex: 3, Prefix: pfx("fe80::2/64"), Flags: static}},
 			defaults: []RouteInfo{{LinkIndex: 3, Priority: 1024}},
+			want:     "fd77::20",
+			reason:   "the IPv4 uplink: the IPv6 default route (metric 1024) is on ens19, which has no usable IPv6 address",
+		},
+		{
+			name:     "the IPv6 default route on an interface with a link-local only, none on the IPv4 uplink: an error naming it",
+			addrs:    []Addr6Info{{LinkIndex: 2, Prefix: pfx("fe80::1/64"), Flags: static}, {LinkIndex: 3, Prefix: pfx("fe80::2/64"), Flags: static}},
+			defaults: []RouteInfo{{LinkIndex: 3, Priority: 1024}},
 			wantErr:  []string{"the IPv6 default route (metric 1024) is on ens19, which has no usable IPv6 address (fe80::2/64 is link-local); add one, or set nodeAddressV6 or interface"},
+		},
+		{
+			name:     "the IPv6 default route on another interface, the IPv4 uplink has one too: the default route's, and the reason names the old choice",
+			addrs:    []Addr6Info{{LinkIndex: 2, Prefix: pfx("fd77::20/64"), Global: true, Flags: static}, {LinkIndex: 3, Prefix: pfx("fd78::20/64"), Global: true, Flags: static}},
+			defaults: []RouteInfo{{LinkIndex: 3, Priority: 1024}},
+			want:     "fd78::20",
+			wantIf:   "ens19",
+			reason:   "the IPv4 uplink ens18 has a usable IPv6 address too, which releases before 2026-12 chose: set nodeAddressV6 to keep that one over an upgrade",
 		},
 	}
 	for _, tc := range tests {
@@ -252,7 +267,8 @@ func TestDetectUplink6(t *testing.T) {
 // link-local address there. The IPv6 uplink is the interface of the IPv6
 // default route, as the IPv4 uplink is the IPv4 one's; without one, the
 // IPv4 uplink; an IPv6 default route on an interface without a usable
-// address is an error naming it, not the IPv4 uplink's address.
+// address gives the IPv4 uplink's, as releases before this rule chose (an
+// error naming it when the IPv4 uplink has none either: TestChooseUplink6).
 func TestDetectUplink6ByDefaultRoute(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -265,8 +281,7 @@ func TestDetectUplink6ByDefaultRoute(t *testing.T) {
 		{name: "on the IPv4 uplink", default6: "up6-v4", v6Global: true, wantIface: "up6-v4", wantAddr: "fd77::20"},
 		{name: "on another interface", default6: "up6-v6", v6Global: true, wantIface: "up6-v6", wantAddr: "fd78::20"},
 		{name: "none", v6Global: true, wantIface: "up6-v4", wantAddr: "fd77::20"},
-		{name: "only link-local there", default6: "up6-v6",
-			wantErr: []string{"the IPv6 default route (metric 1024) is on up6-v6, which has no usable IPv6 address (", "fe80::2/64 is link-local", "set nodeAddressV6 or interface"}},
+		{name: "only link-local there", default6: "up6-v6", wantIface: "up6-v4", wantAddr: "fd77::20"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			testNS, h, links := vethPairsIn(t, map[string]int{"up6-v4": 1500, "up6-v6": 1400})
@@ -449,7 +464,7 @@ func TestNodeAddress6Needed(t *testing.T) {
 			if route {
 				name = tc.name + ", the IPv6 default route on a link-local only"
 				if wantErr == "node IPv6 address: " {
-					wantErr += "the IPv6 default route (metric 1024) is on na6-v6, which has no usable IPv6 address (fe80::2/64 is link-local"
+					wantErr += "the IPv6 default route (metric 1024) is on na6-v6, which has no usable IPv6 address (" // the kernel's own link-local may come first
 				}
 			} else if wantErr == "node IPv6 address: " {
 				wantErr += "no IPv6 default route and no interface with a usable IPv6 address"
