@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/reefcni/reef/routes/tunnel"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/reefcni/reef/nat/nft"
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/routes/tc"
+	"github.com/reefcni/reef/routes/tunnel"
 	"github.com/reefcni/reef/store"
 )
 

@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
-	"github.com/reefcni/reef/routes/veth"
 
 	"github.com/reefcni/reef/cniserver/activity"
 	reefv1 "github.com/reefcni/reef/proto"
 	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/veth"
 	"github.com/reefcni/reef/store"
 )
 

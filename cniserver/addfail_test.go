@@ -13,11 +13,11 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/types"
-	"github.com/reefcni/reef/routes/veth"
 
 	"github.com/reefcni/reef/blockproto"
 	reefv1 "github.com/reefcni/reef/proto"
 	"github.com/reefcni/reef/routes/tc"
+	"github.com/reefcni/reef/routes/veth"
 	"github.com/reefcni/reef/store"
 )
 

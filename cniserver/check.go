@@ -6,9 +6,9 @@ import (
 	"net/netip"
 
 	"github.com/containernetworking/cni/pkg/types"
-	"github.com/reefcni/reef/routes/veth"
 
 	reefv1 "github.com/reefcni/reef/proto"
+	"github.com/reefcni/reef/routes/veth"
 	"github.com/reefcni/reef/store"
 )
 

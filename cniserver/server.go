@@ -15,13 +15,13 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
-	"github.com/reefcni/reef/routes/veth"
 	"google.golang.org/grpc"
 
 	"github.com/reefcni/reef/cniserver/activity"
 	"github.com/reefcni/reef/internal/keyed"
 	reefv1 "github.com/reefcni/reef/proto"
 	"github.com/reefcni/reef/routes/tc"
+	"github.com/reefcni/reef/routes/veth"
 	"github.com/reefcni/reef/store"
 )
 

@@ -19,7 +19,6 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	sdaemon "github.com/coreos/go-systemd/v22/daemon"
-	"github.com/reefcni/reef/routes/tunnel"
 
 	"github.com/reefcni/reef/bgp"
 	"github.com/reefcni/reef/blockproto"
@@ -32,6 +31,7 @@ import (
 	reefv1 "github.com/reefcni/reef/proto"
 	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/routes/sysctl"
+	"github.com/reefcni/reef/routes/tunnel"
 	"github.com/reefcni/reef/store"
 	"github.com/reefcni/reef/version"
 )

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/reefcni/reef/routes/tunnel"
-	"github.com/reefcni/reef/routes/veth"
 	"golang.org/x/sys/unix"
 
 	"github.com/reefcni/reef/nat"
@@ -22,6 +20,8 @@ import (
 	"github.com/reefcni/reef/routes/sysctl"
 	"github.com/reefcni/reef/routes/sysctl/sysctltest"
 	"github.com/reefcni/reef/routes/tc"
+	"github.com/reefcni/reef/routes/tunnel"
+	"github.com/reefcni/reef/routes/veth"
 	"github.com/reefcni/reef/store"
 )
 

@@ -9,12 +9,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/reefcni/reef/routes/veth"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/reefcni/reef/internal/netnstest"
 	"github.com/reefcni/reef/routes/sysctl"
+	"github.com/reefcni/reef/routes/veth"
 )
 
 // TestForeignRouteInTheWay: a route that is not reef's at the destination

@@ -11,14 +11,14 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/google/go-cmp/cmp"
-	"github.com/reefcni/reef/routes/internal/nl"
-	"github.com/reefcni/reef/routes/veth"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/reefcni/reef/internal/netnstest"
 	"github.com/reefcni/reef/internal/poll"
+	"github.com/reefcni/reef/routes/internal/nl"
 	"github.com/reefcni/reef/routes/sysctl"
+	"github.com/reefcni/reef/routes/veth"
 )
 
 // Kernel tests of IPv6 and dual-stack pods, in throw-away namespaces as in

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/reefcni/reef/routes/veth"
 
 	"github.com/reefcni/reef/routes/tc"
+	"github.com/reefcni/reef/routes/veth"
 )
 
 // A dual-stack pod's addresses are locked together, each by its own key
