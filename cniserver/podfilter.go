@@ -29,10 +29,11 @@ type PodFilter interface {
 // called once the endpoint is recorded, and puts the pod under the
 // policies that select it before the ADD returns: a new pod's once its
 // veth is created, before its filter elements; a repeated ADD's before
-// its wiring is redone. Its failure fails and undoes the ADD. Uncover is called once an endpoint's record is gone (a
-// DEL, a rolled-back ADD, a release by the reconcile pass): its address
-// leaves the policies' sets before it returns, or, should that fail, with
-// a full sync it asks for; it does not fail the DEL.
+// its wiring is redone. Its failure fails and undoes the ADD. Uncover is
+// called once an endpoint's record is gone (a DEL, a rolled-back ADD, a
+// release by the reconcile pass): its address leaves the policies' sets
+// before it returns, or, should that fail, with a full sync it asks for;
+// it does not fail the DEL.
 type PolicyGate interface {
 	Admit(ctx context.Context, namespace, name string) *types.Error
 	Cover(ep store.Endpoint) error
