@@ -103,9 +103,14 @@ func testBFD(t *testing.T, kind string) {
 // route to block of n; it returns how long that took.
 func waitDropped(t *testing.T, l *lab.Lab, router string, n *lab.Node, block string, fail func() error) time.Duration {
 	t.Helper()
-	if got := poolRoutes(t, l, router)[block]; got != n.Address.String() {
-		t.Fatalf("before %s fails: the router routes %s via %q, want %s", n.Name, block, got, n.Address)
-	}
+	// The router learns the block over its session, after the nodes'
+	// mesh converged: wait for it before the failure.
+	eventually(t, 30*time.Second, func() string {
+		if got := poolRoutes(t, l, router)[block]; got != n.Address.String() {
+			return fmt.Sprintf("before %s fails: the router routes %s via %q, want %s", n.Name, block, got, n.Address)
+		}
+		return ""
+	})
 	if err := fail(); err != nil {
 		t.Fatal(err)
 	}

@@ -126,5 +126,13 @@ func TestIPv6SecondLink(t *testing.T) {
 			t.Errorf("ping -6 -s %s %s from %s: %v\n%s", size, c.to, c.from.Name, err, out)
 		}
 	}
-	noWarnings(t, nodes)
+	// Each node warns that its IPv6 uplink is not its IPv4 one (the other
+	// nodes route its IPv6 blocks there), once, and nothing else.
+	const moved = "node IPv6 address chosen on another interface than the IPv4 uplink's: other nodes route this node's IPv6 blocks there"
+	for _, n := range nodes {
+		if c := strings.Count(n.Log(), `msg="`+moved+`"`); c != 1 {
+			t.Errorf("%s logged %q %d times, want once", n.Name, moved, c)
+		}
+	}
+	noWarnings(t, nodes, moved)
 }
