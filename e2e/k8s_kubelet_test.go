@@ -386,29 +386,43 @@ func kubeletPaths(t *testing.T, l *lab.Lab, c *lab.Cluster) {
 		if released < 4500*time.Millisecond {
 			t.Errorf("%s released %s after the delete, inside the 5 s grace period", ip, released.Round(time.Millisecond))
 		}
-		// What the teardown leaves: nothing of the pod.
+		// What the teardown leaves: nothing of the pod, and the rest of the
+		// node as it was. Pods of the conformance slice's namespaces may
+		// still be ending in their own grace periods (the e2e framework
+		// does not wait for its namespaces to go), so the node may lose
+		// more than grace meanwhile; it must gain nothing, and this test's
+		// own pods on it keep their addresses and veths.
+		keep := map[string]*reefv1.Allocation{}
+		for _, name := range []string{"base-" + n2.Name, "restart"} {
+			a := allocationOf(t, n2.Node, name)
+			if a == nil || otherAllocs[a.GetIp()] == nil || !slices.Contains(otherVeths, a.GetHostVeth()) {
+				t.Fatalf("%s on %s: allocation %v, not one of those before the delete", name, n2.Name, a)
+			}
+			keep[name] = a
+		}
 		eventually(t, 30*time.Second, func() string {
 			allocs := podAllocations(t, n2.Node)
-			var got []string
-			for a := range allocs {
-				got = append(got, a)
-			}
-			var want []string
-			for a := range otherAllocs {
-				want = append(want, a)
-			}
-			slices.Sort(got)
-			slices.Sort(want)
 			veths := reefVeths(t, n2.Node)
-			slices.Sort(veths)
-			slices.Sort(otherVeths)
-			if !slices.Equal(got, want) || !slices.Equal(veths, otherVeths) {
-				return fmt.Sprintf("allocations %v (want %v), veths %v (want %v)", got, want, veths, otherVeths)
+			var problems []string
+			for a, al := range allocs {
+				if otherAllocs[a] == nil {
+					problems = append(problems, fmt.Sprintf("allocation %s of %s is held; want only those of the other pods before the delete", a, al.GetPod()))
+				}
+			}
+			for _, v := range veths {
+				if !slices.Contains(otherVeths, v) {
+					problems = append(problems, "veth "+v+" was not there before")
+				}
+			}
+			for name, a := range keep {
+				if allocs[a.GetIp()] == nil || !slices.Contains(veths, a.GetHostVeth()) {
+					problems = append(problems, fmt.Sprintf("%s lost its allocation %s or its veth %s", name, a.GetIp(), a.GetHostVeth()))
+				}
 			}
 			if _, err := os.Stat(alloc.GetNetns()); err == nil {
-				return "the sandbox's netns " + alloc.GetNetns() + " is still there"
+				problems = append(problems, "the sandbox's netns "+alloc.GetNetns()+" is still there")
 			}
-			return ""
+			return strings.Join(problems, "; ")
 		})
 		if out := run(t, l, n2.Netns, "ip", "-4", "route", "show", ip); strings.TrimSpace(out) != "" {
 			t.Errorf("route to %s left on %s: %s", ip, n2.Name, out)

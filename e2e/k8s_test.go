@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/reefcni/reef/internal/lab"
 	"github.com/reefcni/reef/internal/lab/k8simages"
 )
@@ -216,4 +218,30 @@ func conformanceSlice(t *testing.T, l *lab.Lab, c *lab.Cluster) {
 	if counts["passed"] < 8 {
 		t.Errorf("%d tests passed of %d run (%v), want the slice's 8 or more", counts["passed"], len(results), counts)
 	}
+	// The e2e framework deletes its namespaces and does not wait for
+	// them: their pods end in their own grace periods (30 s by default)
+	// while the next part runs. Wait for them here, so that the node's
+	// pods in KubeletPaths are its own.
+	cs, err := c.API.Admin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	eventually(t, 3*time.Minute, func() string {
+		list, err := cs.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		var ending []string
+		for _, ns := range list.Items {
+			if ns.DeletionTimestamp != nil {
+				ending = append(ending, ns.Name)
+			}
+		}
+		if len(ending) > 0 {
+			return fmt.Sprintf("namespaces still ending: %v", ending)
+		}
+		return ""
+	})
+	t.Logf("the slice's namespaces gone %s after it ended", time.Since(t0).Round(100*time.Millisecond))
 }
