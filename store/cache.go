@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,19 @@ type readCache struct {
 	proto     blockproto.State
 	blocksGen uint64
 	blocks    []Block
+
+	// eps are the endpoint records as Endpoints last decoded them, by
+	// handle, with their bytes: a record whose bytes are the same is not
+	// decoded again. Every ADD's NetworkPolicy cover lists the node's
+	// endpoints, and it differs from the last list by one record.
+	epsMu sync.Mutex
+	eps   map[string]decodedEndpoint
+}
+
+// decodedEndpoint is a record and the bytes it was decoded from.
+type decodedEndpoint struct {
+	raw []byte
+	ep  Endpoint
 }
 
 // update runs fn in a write transaction and invalidates the read cache.
@@ -80,4 +94,33 @@ func (c *readCache) keepBlocks(g uint64, blocks []Block) {
 	if g > c.blocksGen {
 		c.blocksGen, c.blocks = g, slices.Clone(blocks)
 	}
+}
+
+// endpoints decodes the records of bucket eps in key order, each one
+// whose bytes changed since the last call (or is new), and forgets the
+// handles not there any more. The endpoints returned share nothing with
+// the cache.
+func (c *readCache) endpoints(eps *bolt.Bucket) ([]Endpoint, error) {
+	c.epsMu.Lock()
+	defer c.epsMu.Unlock()
+	var out []Endpoint
+	seen := make(map[string]decodedEndpoint, len(c.eps))
+	err := eps.ForEach(func(k, v []byte) error {
+		d, ok := c.eps[string(k)]
+		if !ok || !bytes.Equal(d.raw, v) {
+			ep, err := decodeEndpoint(string(k), v)
+			if err != nil {
+				return err
+			}
+			d = decodedEndpoint{raw: bytes.Clone(v), ep: ep} // v is the transaction's
+		}
+		seen[d.ep.Handle] = d
+		out = append(out, d.ep.clone())
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.eps = seen
+	return out, nil
 }

@@ -183,6 +183,16 @@ func (ep Endpoint) record() endpointRecord { return endpointRecord(ep) }
 
 func (r endpointRecord) endpoint() Endpoint { return Endpoint(r) }
 
+// clone is ep with its own PortMappings and Bandwidth.
+func (ep Endpoint) clone() Endpoint {
+	ep.PortMappings = slices.Clone(ep.PortMappings)
+	if ep.Bandwidth != nil {
+		b := *ep.Bandwidth
+		ep.Bandwidth = &b
+	}
+	return ep
+}
+
 func (st EndpointState) valid() bool {
 	return st == EndpointPending || st == EndpointReady || st == EndpointReserved
 }
@@ -236,11 +246,9 @@ func (s *Store) Endpoints() ([]Endpoint, error) {
 	err := s.view(func(tx *bolt.Tx) error {
 		// bbolt iterates in byte order of the keys, which is the sort order
 		// of the handles as Go strings.
-		return tx.Bucket(bucketEndpoints).ForEach(func(k, v []byte) error {
-			ep, err := decodeEndpoint(string(k), v)
-			out = append(out, ep)
-			return err
-		})
+		var err error
+		out, err = s.cache.endpoints(tx.Bucket(bucketEndpoints))
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints in %s: %w", s.path, err)
