@@ -152,8 +152,28 @@ func (s *Server) addLocked(r *request, pools []store.Pool, op *activity.Op, log 
 	if err := s.detachOthers(ep); err != nil {
 		return ep, "", nil, s.rollback(r, ep, existed, types.NewError(types.ErrInternal, "take over veth "+ep.HostVeth, err.Error()), log)
 	}
-	links, err := s.deps.Pods.Up(veth.Spec{Netns: r.netns, IfName: r.ifName, HostVeth: ep.HostVeth, IPs: ep.Addrs(), MTU: s.cfg.MTU,
-		HostPorts: len(ep.PortMappings) > 0, TestPauseAfterVeth: s.cfg.TestPauseAfterVeth})
+	spec := veth.Spec{Netns: r.netns, IfName: r.ifName, HostVeth: ep.HostVeth, IPs: ep.Addrs(), MTU: s.cfg.MTU,
+		HostPorts: len(ep.PortMappings) > 0, TestPauseAfterVeth: s.cfg.TestPauseAfterVeth}
+	var cover *pendingCover
+	if !existed && s.deps.Policy != nil {
+		// A new pod is covered while it is wired, and before the node's
+		// routes to it exist: nothing reaches it uncovered, and the ADD
+		// takes the longer of the two, not their sum. Its record is
+		// written (allocate), which is all the cover reads of it.
+		cover = s.startCover(ep)
+		spec.BeforeRoutes = cover.wait
+	}
+	links, err := s.deps.Pods.Up(spec)
+	if cover != nil {
+		// Waited for on every path: a rollback's Uncover must come after
+		// the Cover, and the cover must not outlive the ADD's lock.
+		if cerr := cover.wait(); cerr != nil {
+			if err == nil {
+				s.unwire(ep, log)
+			}
+			return ep, "", nil, s.rollback(r, ep, existed, coverError(ep, cerr), log)
+		}
+	}
 	if err != nil {
 		code, msg := uint(types.ErrInternal), "wire pod "+ep.AddrsString()+" in "+r.netns
 		if errors.Is(err, veth.ErrNetnsGone) {
@@ -161,22 +181,34 @@ func (s *Server) addLocked(r *request, pools []store.Pool, op *activity.Op, log 
 		}
 		return ep, "", nil, s.rollback(r, ep, existed, types.NewError(code, msg, err.Error()), log)
 	}
-	if !existed && s.deps.Policy != nil {
-		// A new pod is covered once wired, before anything else of the
-		// ADD: the pod sends nothing before the ADD returns (its
-		// containers start after). Not before the wiring: the kernel
-		// frees a batch's transactions after an RCU grace period, and a
-		// netfilter netlink socket closed meanwhile waits for it (the
-		// wiring's netlink handle, about 10 ms).
-		if err := s.deps.Policy.Cover(ep); err != nil {
-			s.unwire(ep, log)
-			return ep, "", nil, s.rollback(r, ep, existed, coverError(ep, err), log)
-		}
-	}
 	if ep, cerr = s.finishWired(r, ep, existed, op, log); cerr != nil {
 		return ep, "", nil, cerr
 	}
 	return ep, links.PodMAC.String(), nil, nil
+}
+
+// pendingCover is a new pod's policy cover, made while its veth is
+// wired (addLocked).
+type pendingCover struct {
+	done chan struct{}
+	err  error
+}
+
+// startCover covers ep by its policies in a goroutine of its own.
+func (s *Server) startCover(ep store.Endpoint) *pendingCover {
+	c := &pendingCover{done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		c.err = s.deps.Policy.Cover(ep)
+	}()
+	return c
+}
+
+// wait returns the cover's result once it is made; it can be called any
+// number of times.
+func (c *pendingCover) wait() error {
+	<-c.done
+	return c.err
 }
 
 // coverError is the CNI error of a failed cover.

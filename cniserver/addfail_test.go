@@ -45,18 +45,34 @@ var errInjected = errors.New("injected failure")
 
 func (f *fakeNode) failing(step string) bool { return f.fail == step }
 
+// Up is the wiring: "up" when the pair is made, spec.BeforeRoutes (the
+// lock not held: a cover runs meanwhile), "routes" when the node's routes
+// to the pod are written.
 func (f *fakeNode) Up(spec veth.Spec) (veth.Pair, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.failing("up") {
 		// Wire undoes what it did: the pair is gone, with its qdiscs.
 		delete(f.veths, spec.HostVeth)
 		delete(f.limits, spec.HostVeth)
+		f.mu.Unlock()
 		return veth.Pair{}, errInjected
 	}
 	f.calls = append(f.calls, "up")
 	f.veths[spec.HostVeth] = true
 	f.wired[spec.HostVeth] = spec
+	f.mu.Unlock()
+	if spec.BeforeRoutes != nil {
+		if err := spec.BeforeRoutes(); err != nil {
+			f.mu.Lock()
+			delete(f.veths, spec.HostVeth)
+			delete(f.limits, spec.HostVeth)
+			f.mu.Unlock()
+			return veth.Pair{}, err
+		}
+	}
+	f.mu.Lock()
+	f.calls = append(f.calls, "routes")
+	f.mu.Unlock()
 	return veth.Pair{}, nil
 }
 
@@ -212,28 +228,33 @@ func endpoints(t *testing.T, st *store.Store) map[string]store.Endpoint {
 // and hostPort elements, the bandwidth limits (tc, ifb).
 var addFailSteps = []string{"cover", "up", "addpod", "limit"}
 
-// TestAddCoversOnceWired: a new pod is covered by its policies after its
-// wiring (a batch just before it would make the wiring's netlink sockets
-// wait for the kernel to free it, about 10 ms) and before the rest of
-// the ADD, so before the ADD returns; a repeated ADD covers before it
-// wires again (TestFailedRepeatedAddKeepsAddressPending).
-func TestAddCoversOnceWired(t *testing.T) {
-	s, _, f := newAddFailServer(t)
-	if _, cerr := s.add(context.Background(), podRequest("c1", "web-1", "/run/netns/p1", 8080)); cerr != nil {
-		t.Fatalf("ADD: %v", cerr)
-	}
-	if got := strings.Join(f.calls, " "); got != "up cover addpod" {
-		t.Errorf("calls of the ADD: %q, want \"up cover addpod\"", got)
-	}
-	if f.policy[netip.MustParseAddr("10.244.0.0")] != "k8s-pod-network.c1" {
-		t.Errorf("the ADD returned before its pod was covered by its policies")
+// TestAddCoversBeforeRoutes: a new pod is covered by its policies while
+// its veth is wired, and before the node's routes to it are written, so
+// before anything reaches it and before the ADD returns; a repeated ADD
+// covers before it wires again (TestFailedRepeatedAddKeepsAddressPending).
+func TestAddCoversBeforeRoutes(t *testing.T) {
+	s, st, f := newAddFailServer(t)
+	for i := range 20 {
+		f.calls = nil
+		id, name, netns := fmt.Sprintf("c%d", i), fmt.Sprintf("web-%d", i), fmt.Sprintf("/run/netns/p%d", i)
+		if _, cerr := s.add(context.Background(), podRequest(id, name, netns, 8080+i)); cerr != nil {
+			t.Fatalf("ADD: %v", cerr)
+		}
+		// "up" (the pair made) may come before or after the cover.
+		got := slices.DeleteFunc(slices.Clone(f.calls), func(c string) bool { return c == "up" })
+		if strings.Join(got, " ") != "cover routes addpod" || !slices.Contains(f.calls, "up") {
+			t.Fatalf("calls of ADD %d: %q, want up, and cover, routes, addpod in this order", i, f.calls)
+		}
+		if f.policy[endpoints(t, st)["k8s-pod-network."+id].IP] != "k8s-pod-network."+id {
+			t.Fatalf("ADD %d returned before its pod was covered by its policies", i)
+		}
 	}
 	f.calls = nil
-	if _, cerr := s.add(context.Background(), podRequest("c1", "web-1", "/run/netns/p1b", 8080)); cerr != nil {
+	if _, cerr := s.add(context.Background(), podRequest("c1", "web-1", "/run/netns/p1b", 8081)); cerr != nil {
 		t.Fatalf("repeated ADD: %v", cerr)
 	}
-	if got := strings.Join(f.calls, " "); got != "cover up addpod" {
-		t.Errorf("calls of the repeated ADD: %q, want \"cover up addpod\"", got)
+	if got := strings.Join(f.calls, " "); got != "cover up routes addpod" {
+		t.Errorf("calls of the repeated ADD: %q, want \"cover up routes addpod\"", got)
 	}
 }
 

@@ -27,9 +27,9 @@ type PodFilter interface {
 // before anything is allocated: it refuses (with "try again later") while
 // the API's objects are not known, or the pod is not among them. Cover is
 // called once the endpoint is recorded, and puts the pod under the
-// policies that select it before the ADD returns: a new pod's once its
-// veth is created, before its filter elements; a repeated ADD's before
-// its wiring is redone. Its failure fails and undoes the ADD. Uncover is
+// policies that select it before the ADD returns: a new pod's while its
+// veth is made, done before the node's routes to the pod are written
+// (veth.Spec.BeforeRoutes); a repeated ADD's before its wiring is redone. Its failure fails and undoes the ADD. Uncover is
 // called once an endpoint's record is gone (a DEL, a rolled-back ADD, a
 // release by the reconcile pass): its address leaves the policies' sets
 // before it returns, or, should that fail, with a full sync it asks for;

@@ -301,6 +301,12 @@ func (k fakePods) Wire(spec veth.Spec, settings func(string) error) (veth.Pair, 
 			return veth.Pair{}, err
 		}
 	}
+	if spec.BeforeRoutes != nil {
+		if err := spec.BeforeRoutes(); err != nil {
+			k.delLink(spec.HostVeth)
+			return veth.Pair{}, err
+		}
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, ip := range spec.IPs {

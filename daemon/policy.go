@@ -544,8 +544,9 @@ func (p *policyDataplane) Admit(ctx context.Context, namespace, name string) *ty
 }
 
 // Cover brings the table in line with the endpoints, the ADD's own
-// (recorded) included: the ADD calls it once the pod's veth exists and
-// before it answers (cniserver.PolicyGate).
+// (recorded) included: the ADD calls it while the pod's veth is made,
+// and waits for it before the node's routes to the pod are written
+// (cniserver.PolicyGate).
 func (p *policyDataplane) Cover(ep store.Endpoint) error {
 	// Marked before the informer's copy is read: an event it handles
 	// after the read asks for a sync (kube.Watcher.MarkLocal).

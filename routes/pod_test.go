@@ -307,6 +307,46 @@ func TestSetupPodNetnsGone(t *testing.T) {
 	}
 }
 
+// TestSetupBeforeRoutes: veth.Spec.BeforeRoutes runs with the pod's end
+// wired (its address and default route) and no node route to the pod
+// yet; its error fails Setup, and nothing of the pod is left.
+func TestSetupBeforeRoutes(t *testing.T) {
+	requireRoot(t)
+	node, pod := netnstest.New(t), netnstest.New(t)
+	nodeH, podH := netnsHandle(t, node.Path()), netnsHandle(t, pod.Path())
+	ours := &netlink.Route{Protocol: Protocol}
+	for _, fail := range []bool{false, true} {
+		spec := veth.Spec{Netns: pod.Path(), IfName: "eth0", HostVeth: "reefbefore00000", IPs: addrs("10.244.1.7"), MTU: 1400}
+		var sawNode, sawPod []string
+		spec.BeforeRoutes = func() error {
+			sawNode = routeStrings(t, nodeH, ours, netlink.RT_FILTER_PROTOCOL)
+			sawPod = routeStrings(t, podH, &netlink.Route{}, 0)
+			if fail {
+				return errors.New("injected")
+			}
+			return nil
+		}
+		err := in(t, node, func() error { _, err := veth.Setup(spec, nil); return err })
+		if fail != (err != nil) {
+			t.Fatalf("Setup with BeforeRoutes failing %v: %v", fail, err)
+		}
+		if len(sawNode) != 0 {
+			t.Errorf("node routes proto 238 when BeforeRoutes ran: %v, want none", sawNode)
+		}
+		if want := []string{"169.254.1.1/32 dev eth0 scope link proto 3", "default via 169.254.1.1 dev eth0 proto 3"}; !cmp.Equal(want, sawPod) {
+			t.Errorf("pod routes when BeforeRoutes ran: %v, want %v", sawPod, want)
+		}
+		got := routeStrings(t, nodeH, ours, netlink.RT_FILTER_PROTOCOL)
+		if fail {
+			if len(got) != 0 || !cmp.Equal([]string{"lo"}, linkNames(t, nodeH)) {
+				t.Errorf("after BeforeRoutes failed: node routes %v, links %v; want none, lo", got, linkNames(t, nodeH))
+			}
+		} else if want := []string{"10.244.1.7/32 dev reefbefore00000 scope link proto 238"}; !cmp.Equal(want, got) {
+			t.Errorf("node routes proto 238 after Setup: %v, want %v", got, want)
+		}
+	}
+}
+
 func TestKernelReadApply(t *testing.T) {
 	// Not ours: a veth pair with other names, an address and a static route.
 	node, nodeH, ip := nodeWithOther(t)

@@ -72,6 +72,12 @@ type Spec struct {
 	// wiring it, so the lab can make the netns vanish mid-ADD. Zero in
 	// production; the daemon sets it only from REEF_TEST_PAUSE_AFTER_VETH.
 	TestPauseAfterVeth time.Duration
+	// BeforeRoutes, if not nil, is called once the pod's end is wired
+	// and before the node's routes to the pod's addresses are written:
+	// until then nothing reaches the pod (an ADD's policy cover, made
+	// meanwhile, is waited for here). Its error fails the wiring, which
+	// is removed again.
+	BeforeRoutes func() error
 }
 
 // Pair describes the veth pair Setup made (routes.Pods.Up).
@@ -297,6 +303,11 @@ func wirePod(host, pod netlinksafe.Handle, spec Spec, settings func(string) erro
 	}
 	for _, ip := range spec.IPs {
 		if err := podGatewayRoutes(pod, podLink.Attrs().Index, ip, spec); err != nil {
+			return Pair{}, err
+		}
+	}
+	if spec.BeforeRoutes != nil {
+		if err := spec.BeforeRoutes(); err != nil {
 			return Pair{}, err
 		}
 	}
