@@ -12,7 +12,6 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/google/go-cmp/cmp"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/reefcni/reef/internal/netnstest"
@@ -210,17 +209,11 @@ func TestChooseUplink6(t *testing.T) {
 // a tentative one (with DAD, on a link without carrier: its peer is down,
 // so it stays tentative) is passed over for one added with nodad.
 func TestDetectUplink6(t *testing.T) {
+	// Not vethPairsIn: it sets both ends up, and with its carrier the
+	// link ends DAD within a second or two, up6-peer set down again or
+	// not (the link was ready once).
 	testNS := netnstest.New(t)
-	nsh, err := netns.GetFromPath(testNS.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nsh.Close()
-	h, err := netlink.NewHandleAt(nsh)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := netnstest.Handle(t, testNS.Path())
 	if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "up6-test"}, PeerName: "up6-peer"}); err != nil {
 		t.Fatal(err)
 	}
@@ -499,16 +492,7 @@ func TestNodeAddress6Needed(t *testing.T) {
 func vethPairsIn(t *testing.T, mtus map[string]int) (ns.NetNS, *netlink.Handle, map[string]netlink.Link) {
 	t.Helper()
 	testNS := netnstest.New(t)
-	nsh, err := netns.GetFromPath(testNS.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nsh.Close()
-	h, err := netlink.NewHandleAt(nsh)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
+	h := netnstest.Handle(t, testNS.Path()).Handle
 	links := map[string]netlink.Link{}
 	for _, name := range slices.Sorted(maps.Keys(mtus)) { // in the order of their names: the fallback takes the first
 		if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: mtus[name]}, PeerName: name + "p"}); err != nil {

@@ -38,10 +38,10 @@ func addNodeAddrs6(t *testing.T, nodes ...*lab.Node) {
 }
 
 // checkRoutes6 checks, on every running node, that every other node's
-// confirmed IPv6 blocks are routed `via <its IPv6 address> dev eth0 proto
-// 238 onlink`, as `ip -6 route` reads them; addr6 is a node's IPv6
+// confirmed IPv6 blocks are routed `via <its IPv6 address> dev <dev>
+// proto 238 onlink`, as `ip -6 route` reads them; addr6 is a node's IPv6
 // address (nodeAddr6 unless given).
-func checkRoutes6(t *testing.T, nodes []*lab.Node, addr6 ...func(*lab.Node) netip.Addr) {
+func checkRoutes6(t *testing.T, nodes []*lab.Node, dev string, addr6 ...func(*lab.Node) netip.Addr) {
 	t.Helper()
 	addrOf := nodeAddr6
 	if len(addr6) > 0 {
@@ -62,7 +62,7 @@ func checkRoutes6(t *testing.T, nodes []*lab.Node, addr6 ...func(*lab.Node) neti
 				}
 				// 238 is "reef" where /etc/iproute2/rt_protos.d names it.
 				out := run(t, n.Lab, n.Netns, "ip", "-6", "route", "show", "exact", b, "proto", "238")
-				want := fmt.Sprintf("%s via %s dev eth0 ", b, addrOf(owner))
+				want := fmt.Sprintf("%s via %s dev %s ", b, addrOf(owner), dev)
 				if !strings.HasPrefix(out, want) || !strings.Contains(out, " onlink") {
 					t.Errorf("%s's route to %s's block %s with proto 238 is %q, want %q...onlink", n.Name, owner.Name, b, strings.TrimSpace(out), want)
 				}
@@ -134,7 +134,7 @@ func TestIPv6AcrossNodes(t *testing.T) {
 	}
 	a, b, c := newPod(t, nodes[0], "a"), newPod(t, nodes[1], "b"), newPod(t, nodes[2], "c")
 	converge(t, nodes...)
-	checkRoutes6(t, nodes)
+	checkRoutes6(t, nodes, "eth0")
 	for _, p := range []*lab.Pod{a, b, c} {
 		if !p.IP.Is6() {
 			t.Fatalf("pod %s on %s got %s, not IPv6", p.Name, p.Node.Name, p.IP)
@@ -197,7 +197,7 @@ func TestIPv6AcrossNodes(t *testing.T) {
 		t.Errorf("node2's blocks changed across its restart: %v -> %v", before, after)
 	}
 	converge(t, nodes...)
-	checkRoutes6(t, nodes)
+	checkRoutes6(t, nodes, "eth0")
 	noWarnings(t, nodes, gobgpIdleRefused, gobgpSendOnClosed)
 }
 
@@ -237,7 +237,7 @@ func TestIPv6Reflectors(t *testing.T) {
 	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	checkRoutes6(t, all)
+	checkRoutes6(t, all, "eth0")
 	uniqueAddresses(t, pods)
 	uniqueOwners(t, all...)
 	pingAll(t, pods)
@@ -250,6 +250,6 @@ func TestIPv6Reflectors(t *testing.T) {
 	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	checkRoutes6(t, all)
+	checkRoutes6(t, all, "eth0")
 	noWarnings(t, all, gobgpIdleRefused, gobgpSendOnClosed, gobgpNoRestartFlag)
 }

@@ -99,7 +99,7 @@ func TestIPv6OnlyNodes(t *testing.T) {
 	}
 	b, c := newPod(t, n2, "b"), newPod(t, n3, "c")
 	converge(t, nodes...)
-	checkRoutes6(t, nodes, lab.NodeAddress6)
+	checkRoutes6(t, nodes, "eth0", lab.NodeAddress6)
 
 	for _, n := range nodes {
 		st := mustStatus(t, n)
@@ -354,7 +354,7 @@ func TestIPv6OnlyReflectors(t *testing.T) {
 		}
 	}
 	pods := reflectedClaims(t, l, rrs, cs)
-	checkRoutes6(t, all, lab.NodeAddress6)
+	checkRoutes6(t, all, "eth0", lab.NodeAddress6)
 	for _, c := range cs {
 		checkPeers(t, c, map[string]string{rrAddrs[0].String(): "reflector", rrAddrs[1].String(): "reflector"})
 	}
@@ -380,7 +380,7 @@ func TestIPv6OnlyReflectors(t *testing.T) {
 	if err := lab.WaitReflected(all, 2, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	checkRoutes6(t, all, lab.NodeAddress6)
+	checkRoutes6(t, all, "eth0", lab.NodeAddress6)
 	uniqueOwners(t, all...)
 	noWarnings(t, all, gobgpIdleRefused, gobgpSendOnClosed, gobgpNoRestartFlag)
 }
@@ -472,7 +472,7 @@ func testIPv6OnlyExternalReflectors(t *testing.T, kind string) {
 		t.Fatal(err)
 	}
 	checkUnique(t, pods, cs)
-	checkRoutes6(t, cs, lab.NodeAddress6)
+	checkRoutes6(t, cs, "eth0", lab.NodeAddress6)
 	pingAll(t, pods)
 	for _, c := range cs {
 		checkPeers(t, c, map[string]string{rrAddrs[0].String(): "reflector", rrAddrs[1].String(): "reflector"})

@@ -96,20 +96,7 @@ func TestIPv6SecondLink(t *testing.T) {
 	}
 	a, b := newPod(t, nodes[0], "a"), newPod(t, nodes[1], "b")
 	converge(t, nodes...)
-	for _, owner := range nodes {
-		for _, blk := range blocksOf(t, owner) {
-			for _, n := range nodes {
-				if n == owner {
-					continue
-				}
-				out := run(t, n.Lab, n.Netns, "ip", "-6", "route", "show", "exact", blk, "proto", "238")
-				want := fmt.Sprintf("%s via %s dev eth1 ", blk, secondAddr6(owner))
-				if !strings.HasPrefix(out, want) || !strings.Contains(out, " onlink") {
-					t.Errorf("%s's route to %s's block %s is %q, want %q...onlink", n.Name, owner.Name, blk, strings.TrimSpace(out), want)
-				}
-			}
-		}
-	}
+	checkRoutes6(t, nodes, "eth1", secondAddr6)
 	// The largest echo the pods' MTU lets through: 1400 - 40 - 8.
 	size := fmt.Sprint(mtuSecond - 48)
 	for _, c := range []struct {

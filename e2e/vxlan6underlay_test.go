@@ -272,7 +272,7 @@ func TestVXLANMixedUnderlays(t *testing.T) {
 		}
 		return ""
 	})
-	checkRoutes6(t, nodes, func(n *lab.Node) netip.Addr { return netip.MustParseAddr(addrs6[slices.Index(nodes, n)]) })
+	checkRoutes6(t, nodes, "eth0", func(n *lab.Node) netip.Addr { return netip.MustParseAddr(addrs6[slices.Index(nodes, n)]) })
 	for _, pair := range [][2]vxPod{{p1, p3}, {p3, p1}, {p3, p2}, {p2, p1}} {
 		pings(t, l, pair[0].Netns, pair[0].Name+" to "+pair[1].Name, pair[1].v6)
 	}

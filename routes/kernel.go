@@ -19,11 +19,12 @@ type Kernel struct {
 	h netlinksafe.Handle
 }
 
-// NewKernel opens a netlink handle in the caller's network namespace.
+// NewKernel opens a netlink handle (nl.NewHandle) in the caller's
+// network namespace.
 func NewKernel() (*Kernel, error) {
-	h, err := netlinksafe.NewHandle(unix.NETLINK_ROUTE)
+	h, err := nl.NewHandle()
 	if err != nil {
-		return nil, fmt.Errorf("netlink handle: %w", err)
+		return nil, err
 	}
 	return &Kernel{h: h}, nil
 }
@@ -151,7 +152,7 @@ func (k *Kernel) setPodMTU(m PodMTU) error {
 		return fmt.Errorf("set MTU %d on %s: %w", m.MTU, m.IfName, err)
 	}
 	defer podNS.Close()
-	h, err := netlinksafe.NewHandleAt(podNS, unix.NETLINK_ROUTE)
+	h, err := nl.NewHandleAt(podNS)
 	if err != nil {
 		return fmt.Errorf("netlink handle in netns %s: %w", m.Netns, err)
 	}

@@ -27,7 +27,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/containernetworking/plugins/pkg/netlinksafe"
+	"github.com/reefcni/reef/routes/internal/nl"
 	"github.com/reefcni/reef/routes/linkname"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -199,9 +199,9 @@ func SetBandwidth(hostVeth string, bw Bandwidth) (changes []string, err error) {
 	if !linkname.Ours(hostVeth) {
 		return nil, fmt.Errorf("refusing to touch %q: not a reef link", hostVeth)
 	}
-	h, err := netlinksafe.NewHandle(unix.NETLINK_ROUTE)
+	h, err := nl.NewHandle()
 	if err != nil {
-		return nil, fmt.Errorf("netlink handle: %w", err)
+		return nil, err
 	}
 	defer h.Close()
 	have, err := Read(h, hostVeth)
@@ -236,9 +236,9 @@ func ReadBandwidth(hostVeth string) (Bandwidth, error) {
 	if !linkname.Ours(hostVeth) {
 		return bw, fmt.Errorf("refusing to read %q: not a reef link", hostVeth)
 	}
-	h, err := netlinksafe.NewHandle(unix.NETLINK_ROUTE)
+	h, err := nl.NewHandle()
 	if err != nil {
-		return bw, fmt.Errorf("netlink handle: %w", err)
+		return bw, err
 	}
 	defer h.Close()
 	veth, err := h.LinkByName(hostVeth)
@@ -293,9 +293,9 @@ func redirectTarget(u *netlink.U32) int {
 // whose alias is not in live, the node-side veths that should have an
 // egress limit, or whose name is not that veth's IFBName; sorted.
 func OrphanIFBs(live map[string]bool) ([]string, error) {
-	h, err := netlinksafe.NewHandle(unix.NETLINK_ROUTE)
+	h, err := nl.NewHandle()
 	if err != nil {
-		return nil, fmt.Errorf("netlink handle: %w", err)
+		return nil, err
 	}
 	defer h.Close()
 	links, err := h.LinkList()
@@ -326,9 +326,9 @@ func DeleteIFB(name string, inUse func(veth string) bool) (bool, error) {
 	if !strings.HasPrefix(name, IFBPrefix) || len(name) == len(IFBPrefix) {
 		return false, fmt.Errorf("refusing to delete %q: not a reef ifb", name)
 	}
-	h, err := netlinksafe.NewHandle(unix.NETLINK_ROUTE)
+	h, err := nl.NewHandle()
 	if err != nil {
-		return false, fmt.Errorf("netlink handle: %w", err)
+		return false, err
 	}
 	defer h.Close()
 	l, err := h.LinkByName(name)

@@ -19,11 +19,12 @@ type Kernel struct {
 	h netlinksafe.Handle
 }
 
-// NewKernel opens a netlink handle in the caller's network namespace.
+// NewKernel opens a netlink handle (nl.NewHandle) in the caller's
+// network namespace.
 func NewKernel() (*Kernel, error) {
-	h, err := netlinksafe.NewHandle(unix.NETLINK_ROUTE)
+	h, err := nl.NewHandle()
 	if err != nil {
-		return nil, fmt.Errorf("netlink handle: %w", err)
+		return nil, err
 	}
 	return &Kernel{h: h}, nil
 }

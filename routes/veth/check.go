@@ -18,9 +18,9 @@ import (
 // difference it finds, each naming the object; nil means all is in place.
 func Check(spec Spec) error {
 	var errs []error
-	host, err := netlinksafe.NewHandle(unix.NETLINK_ROUTE)
+	host, err := nl.NewHandle()
 	if err != nil {
-		return fmt.Errorf("netlink handle: %w", err)
+		return err
 	}
 	defer host.Close()
 
@@ -61,7 +61,7 @@ func Check(spec Spec) error {
 		return errors.Join(append(errs, err)...)
 	}
 	defer podNS.Close()
-	pod, err := netlinksafe.NewHandleAt(podNS, unix.NETLINK_ROUTE)
+	pod, err := nl.NewHandleAt(podNS)
 	if err != nil {
 		return errors.Join(append(errs, fmt.Errorf("netlink handle in netns %s: %w", spec.Netns, err))...)
 	}

@@ -154,7 +154,7 @@ func PeerIn(path, hostVeth string) (bool, error) {
 		return false, err
 	}
 	defer podNS.Close()
-	pod, err := netlinksafe.NewHandleAt(podNS, unix.NETLINK_ROUTE)
+	pod, err := nl.NewHandleAt(podNS)
 	if err != nil {
 		return false, fmt.Errorf("netlink in %s: %w", path, err)
 	}
@@ -187,12 +187,12 @@ func Setup(spec Spec, settings func(hostVeth string) error) (Pair, error) {
 		return Pair{}, err
 	}
 	defer podNS.Close()
-	host, err := netlinksafe.NewHandle(unix.NETLINK_ROUTE)
+	host, err := nl.NewHandle()
 	if err != nil {
-		return Pair{}, fmt.Errorf("netlink handle: %w", err)
+		return Pair{}, err
 	}
 	defer host.Close()
-	pod, err := netlinksafe.NewHandleAt(podNS, unix.NETLINK_ROUTE)
+	pod, err := nl.NewHandleAt(podNS)
 	if err != nil {
 		return Pair{}, fmt.Errorf("netlink handle in netns %s: %w", spec.Netns, err)
 	}
@@ -385,9 +385,9 @@ func NodeRoute(ip netip.Addr, linkIndex int) *netlink.Route {
 // already gone is success, so DEL can be repeated (routes.Pods.Down, through
 // routes.Kernel.Unwire; it takes no lock).
 func Teardown(hostVeth string) error {
-	h, err := netlinksafe.NewHandle(unix.NETLINK_ROUTE)
+	h, err := nl.NewHandle()
 	if err != nil {
-		return fmt.Errorf("netlink handle: %w", err)
+		return err
 	}
 	defer h.Close()
 	if err := Delete(h, hostVeth); err != nil {

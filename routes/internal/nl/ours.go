@@ -1,7 +1,8 @@
-// Package nl is what routes, routes/veth and routes/tunnel share of
-// netlink: reef's route protocol and its exclusive write of a route
-// (ours.go), and the conversions between netlink's addresses and
-// net/netip's (addr.go).
+// Package nl is what routes, routes/veth, routes/tunnel and routes/tc
+// share of netlink: their handles, of NETLINK_ROUTE alone (handle.go),
+// reef's route protocol and its exclusive write of a route (ours.go),
+// and the conversions between netlink's addresses and net/netip's
+// (addr.go).
 package nl
 
 import (
