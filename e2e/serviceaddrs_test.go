@@ -495,6 +495,7 @@ spec:
 		}
 		return ""
 	})
+	t.Logf("the laptop reached the web pods at %s (LoadBalancer), %s (ClusterIP) and %s (external IP)", lbCluster, clusterIP, extIP)
 	got, _ := get(lbLocal, "/clientip")
 	t.Logf("the Local backend sees the client as %s", got)
 
