@@ -352,6 +352,11 @@ func ptrTo[T any](v T) *T { return &v }
 //
 //   - Cluster, backends on both nodes: the router has both nodes' paths,
 //     and the laptop gets an answer;
+//   - the same backends through the Service's ClusterIP (the nodes
+//     announce the cluster's Service range, bgp.serviceClusterIPs) and
+//     through an external IP of another Service (bgp.serviceExternalIPs):
+//     the router has both nodes' paths to the range and to the address,
+//     and the laptop gets an answer from each;
 //   - Local, a backend on the first node only: only that node announces
 //     it, and the pod sees the laptop's own address (no SNAT);
 //   - that backend deleted: the address is withdrawn.
@@ -362,12 +367,14 @@ func TestKubernetesServiceAddresses(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := startClusterWith(t, l, lab.ClusterOptions{Nodes: 2,
-		BGPExtra: fmt.Sprintf("  externalPeers:\n    - address: %s\n      asn: %d\n  serviceLoadBalancerIPs: [%s]\n", lab.RouterA, lab.RouterASN, svcLBCIDR)})
+		BGPExtra: fmt.Sprintf("  externalPeers:\n    - address: %s\n      asn: %d\n  serviceLoadBalancerIPs: [%s]\n  serviceClusterIPs: [%s]\n  serviceExternalIPs: [%s]\n",
+			lab.RouterA, lab.RouterASN, svcLBCIDR, lab.KubeServiceRange, svcExternalCIDR)})
 	var nodes []*lab.Node
 	for _, n := range c.Nodes {
 		nodes = append(nodes, n.Node)
 	}
-	tor := startToR(t, l, "bird", nodes, append(slices.Clone(lab.DefaultToRPools), lab.ToRPool{CIDR: svcRouterLB, BlockSize: 32}), "")
+	tor := startToR(t, l, "bird", nodes, append(slices.Clone(lab.DefaultToRPools), lab.ToRPool{CIDR: svcRouterLB, BlockSize: 32},
+		lab.ToRPool{CIDR: lab.KubeServiceRange, BlockSize: lab.KubeServiceRange.Bits()}, lab.ToRPool{CIDR: svcRouterExternal, BlockSize: 32}), "")
 	if err := tor.Multipath(); err != nil {
 		t.Fatal(err)
 	}
@@ -376,6 +383,7 @@ func TestKubernetesServiceAddresses(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := c.Nodes[0]
+	extIP := netip.MustParseAddr("192.0.2.20") // inside svcExternalCIDR
 	manifest := webPods(c.Nodes) + fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata: {name: local-%[1]s, namespace: default, labels: {app: local}}
@@ -404,7 +412,15 @@ spec:
   externalTrafficPolicy: Local
   selector: {app: local}
   ports: [{port: 80, targetPort: 8080}]
-`, first.Name, k8simages.Agnhost)
+---
+apiVersion: v1
+kind: Service
+metadata: {name: ext-cluster, namespace: default}
+spec:
+  selector: {app: web}
+  externalIPs: [%[3]s]
+  ports: [{port: 80, targetPort: 8080}]
+`, first.Name, k8simages.Agnhost, extIP)
 	file := filepath.Join(l.Dir, "lb.yaml")
 	if err := os.WriteFile(file, []byte(manifest), 0o644); err != nil {
 		t.Fatal(err)
@@ -440,8 +456,27 @@ spec:
 		all = append(all, n.Address)
 	}
 	slices.SortFunc(all, netip.Addr.Compare)
-	want := map[netip.Addr][]netip.Addr{lbCluster: all, lbLocal: {first.Address}}
+	want := map[netip.Addr][]netip.Addr{lbCluster: all, lbLocal: {first.Address}, extIP: all}
 	routerHas(t, tor, want)
+	// The Service range: one route over both nodes.
+	eventually(t, 20*time.Second, func() string {
+		hops, err := tor.NextHops(lab.KubeServiceRange)
+		if err != nil {
+			return err.Error()
+		}
+		if !slices.Equal(hops, all) {
+			return fmt.Sprintf("the router's paths to %s: via %v, want via %v", lab.KubeServiceRange, hops, all)
+		}
+		return ""
+	})
+	svc, err := admin.CoreV1().Services("default").Get(ctx, "lb-cluster", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusterIP, err := netip.ParseAddr(svc.Spec.ClusterIP)
+	if err != nil || !lab.KubeServiceRange.Contains(clusterIP) {
+		t.Fatalf("lb-cluster's ClusterIP %q: want an address of %s (%v)", svc.Spec.ClusterIP, lab.KubeServiceRange, err)
+	}
 
 	// From the laptop, through the router and kube-proxy.
 	get := func(ip netip.Addr, path string) (string, error) {
@@ -449,8 +484,10 @@ spec:
 		return strings.TrimSpace(string(out)), err
 	}
 	eventually(t, 30*time.Second, func() string {
-		if got, err := get(lbCluster, "/hostname"); err != nil || !strings.HasPrefix(got, "web-") {
-			return fmt.Sprintf("laptop -> %s (Cluster): %q, %v", lbCluster, got, err)
+		for what, ip := range map[string]netip.Addr{"LoadBalancer, Cluster": lbCluster, "ClusterIP": clusterIP, "external IP": extIP} {
+			if got, err := get(ip, "/hostname"); err != nil || !strings.HasPrefix(got, "web-") {
+				return fmt.Sprintf("laptop -> %s (%s): %q, %v", ip, what, got, err)
+			}
 		}
 		got, err := get(lbLocal, "/clientip")
 		if err != nil || !strings.HasPrefix(got, lab.LaptopAddr.String()+":") {
@@ -458,6 +495,7 @@ spec:
 		}
 		return ""
 	})
+	t.Logf("the laptop reached the web pods at %s (LoadBalancer), %s (ClusterIP) and %s (external IP)", lbCluster, clusterIP, extIP)
 	got, _ := get(lbLocal, "/clientip")
 	t.Logf("the Local backend sees the client as %s", got)
 
