@@ -309,7 +309,11 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		// An IPv6-only node: known in the block protocol by its router ID.
 		addrs = a6 + " (identity " + st.GetIdentity() + ")"
 	}
-	fmt.Fprintf(stdout, "node:       %s  %s on %s (pod MTU %d)\n", st.GetNodeName(), addrs, st.GetInterface(), st.GetMtu())
+	iface := st.GetInterface()
+	if i6 := st.GetInterface6(); i6 != "" {
+		iface += ", IPv6 " + i6
+	}
+	fmt.Fprintf(stdout, "node:       %s  %s on %s (pod MTU %d)\n", st.GetNodeName(), addrs, iface, st.GetMtu())
 	if v := st.GetVxlan(); v != "" {
 		fmt.Fprintf(stdout, "vxlan:      over %s\n", v)
 	}

@@ -55,12 +55,14 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 		return nil, err
 	}
 	last, lastErr := d.rec.Last()
+	iface, iface6 := interfaces(d.uplink, d.uplink6)
 	out := &reefv1.StatusReply{
 		NodeName:          d.cfg.NodeName,
 		NodeAddress:       addrString(d.uplink.Address),
 		Identity:          d.identity.String(),
 		NodeAddressV6:     addrString(d.uplink6.Address),
-		Interface:         interfaces(d.uplink, d.uplink6),
+		Interface:         iface,
+		Interface6:        iface6,
 		Ready:             d.cni.Ready(),
 		Version:           version.Version + " (" + version.Commit + ")",
 		StartedUnix:       d.started.Unix(),

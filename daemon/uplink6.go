@@ -326,11 +326,16 @@ func mtu6(cfg Config, up Uplink, up6 Uplink6, mtu int) int {
 	return min(mtu, up6.MTU)
 }
 
-// interfaces is reef status' interface: the uplink's, and the IPv6
-// uplink's beside it when that is another interface ("eth0, IPv6 eth1").
-func interfaces(up Uplink, up6 Uplink6) string {
-	if up6.Interface != "" && up6.Interface != up.Interface {
-		return up.Interface + ", IPv6 " + up6.Interface
+// interfaces are reef status' interface and interface6: the uplink's
+// (the IPv6 uplink's on a node with no IPv4 uplink), and the IPv6
+// uplink's when that is another interface ("" when they are one).
+func interfaces(up Uplink, up6 Uplink6) (iface, iface6 string) {
+	iface = up.Interface
+	if iface == "" {
+		iface = up6.Interface
 	}
-	return up.Interface
+	if up6.Interface != iface {
+		iface6 = up6.Interface
+	}
+	return iface, iface6
 }

@@ -381,11 +381,14 @@ func TestUplink6Routes(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("routes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if s := interfaces(up, up6); s != "eth0, IPv6 eth1" {
-		t.Errorf("reef status interface %q", s)
+	if i, i6 := interfaces(up, up6); i != "eth0" || i6 != "eth1" {
+		t.Errorf("reef status interface %q, interface6 %q; want eth0, eth1", i, i6)
 	}
-	if s := interfaces(up, Uplink6{Interface: "eth0"}); s != "eth0" {
-		t.Errorf("reef status interface with one uplink %q", s)
+	if i, i6 := interfaces(up, Uplink6{Interface: "eth0"}); i != "eth0" || i6 != "" {
+		t.Errorf("reef status with one uplink: interface %q, interface6 %q; want eth0, none", i, i6)
+	}
+	if i, i6 := interfaces(Uplink{}, Uplink6{Interface: "eth0"}); i != "eth0" || i6 != "" {
+		t.Errorf("reef status on an IPv6-only node: interface %q, interface6 %q; want eth0, none", i, i6)
 	}
 
 	cfg := Config{Pools: []PoolConfig{{CIDR: pool6, VXLANMode: EncapNever}}}

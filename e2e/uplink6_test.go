@@ -86,9 +86,9 @@ func TestIPv6SecondLink(t *testing.T) {
 	}
 	for _, n := range nodes {
 		st := mustStatus(t, n)
-		if st.GetNodeAddressV6() != secondAddr6(n).String() || st.GetInterface() != "eth0, IPv6 eth1" || st.GetMtu() != mtuSecond {
-			t.Errorf("%s: reef status says IPv6 address %q, interface %q, pod MTU %d; want %s, \"eth0, IPv6 eth1\", %d",
-				n.Name, st.GetNodeAddressV6(), st.GetInterface(), st.GetMtu(), secondAddr6(n), mtuSecond)
+		if st.GetNodeAddressV6() != secondAddr6(n).String() || st.GetInterface() != "eth0" || st.GetInterface6() != "eth1" || st.GetMtu() != mtuSecond {
+			t.Errorf("%s: reef status says IPv6 address %q, interface %q, interface6 %q, pod MTU %d; want %s, eth0, eth1, %d",
+				n.Name, st.GetNodeAddressV6(), st.GetInterface(), st.GetInterface6(), st.GetMtu(), secondAddr6(n), mtuSecond)
 		}
 	}
 	if st, err := nodes[0].Reef("status"); err != nil || !strings.Contains(st, "node1  "+nodes[0].Address.String()+", "+secondAddr6(nodes[0]).String()+" on eth0, IPv6 eth1 (pod MTU 1400)") {

@@ -618,6 +618,7 @@ type StatusReply struct {
 	VxlanNotBuilt           []string          `protobuf:"bytes,71,rep,name=vxlan_not_built,json=vxlanNotBuilt,proto3" json:"vxlan_not_built,omitempty"`                               // nodes whose blocks VXLAN would reach though their underlay is of the other family (docs/design.md, "VXLAN over an IPv6 underlay"): they get no route
 	StandIns                []string          `protobuf:"bytes,72,rep,name=stand_ins,json=standIns,proto3" json:"stand_ins,omitempty"`                                                // other nodes' blocks this node announces to its BFD routers while those nodes restart (docs/bgp.md, "Stand-ins"): "<block> via <owner> to <router>"
 	BlocksMarked            bool              `protobuf:"varint,73,opt,name=blocks_marked,json=blocksMarked,proto3" json:"blocks_marked,omitempty"`                                   // this node's IPv4 blocks go out marked 65535:0 for the other nodes to stand in for them: a planned stop, or a start after one until its BFD routers have them
+	Interface6              string            `protobuf:"bytes,74,opt,name=interface6,proto3" json:"interface6,omitempty"`                                                            // the IPv6 uplink's interface when it is not interface's (docs/bgp.md, "The nodes' IPv6 addresses"); "" when they are one
 	unknownFields           protoimpl.UnknownFields
 	sizeCache               protoimpl.SizeCache
 }
@@ -993,6 +994,13 @@ func (x *StatusReply) GetBlocksMarked() bool {
 		return x.BlocksMarked
 	}
 	return false
+}
+
+func (x *StatusReply) GetInterface6() string {
+	if x != nil {
+		return x.Interface6
+	}
+	return ""
 }
 
 // ServiceAddress is one Service address this node announces, and why.
@@ -2408,7 +2416,7 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\adynamic\x18\a \x01(\bR\adynamic\x12\x18\n" +
 	"\areached\x18\b \x01(\tR\areached\x12\x12\n" +
 	"\x04type\x18\t \x01(\tR\x04type\"\x0f\n" +
-	"\rStatusRequest\"\xc3\x0e\n" +
+	"\rStatusRequest\"\xe3\x0e\n" +
 	"\vStatusReply\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12!\n" +
 	"\fnode_address\x18\x02 \x01(\tR\vnodeAddress\x12\x1c\n" +
@@ -2464,7 +2472,10 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x05vxlan\x18F \x01(\tR\x05vxlan\x12&\n" +
 	"\x0fvxlan_not_built\x18G \x03(\tR\rvxlanNotBuilt\x12\x1b\n" +
 	"\tstand_ins\x18H \x03(\tR\bstandIns\x12#\n" +
-	"\rblocks_marked\x18I \x01(\bR\fblocksMarked\"\x9d\x01\n" +
+	"\rblocks_marked\x18I \x01(\bR\fblocksMarked\x12\x1e\n" +
+	"\n" +
+	"interface6\x18J \x01(\tR\n" +
+	"interface6\"\x9d\x01\n" +
 	"\x0eServiceAddress\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x16\n" +
