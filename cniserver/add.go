@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -166,25 +167,36 @@ func (s *Server) addLocked(r *request, pools []store.Pool, op *activity.Op, log 
 	links, err := s.deps.Pods.Up(spec)
 	if cover != nil {
 		// Waited for on every path: a rollback's Uncover must come after
-		// the Cover, and the cover must not outlive the ADD's lock.
-		if cerr := cover.wait(); cerr != nil {
-			if err == nil {
+		// the Cover, and the cover must not outlive the ADD's lock. A
+		// wiring that failed of itself (not of the cover, through the
+		// hook) answers with its own error, the cover's in its details.
+		if coverErr := cover.wait(); coverErr != nil {
+			cerr := coverError(ep, coverErr)
+			switch {
+			case err == nil:
 				s.unwire(ep, log)
+			case !errors.Is(err, coverErr):
+				cerr = wireError(r, ep, err)
+				cerr.Details += "; the NetworkPolicy cover also failed: " + coverErr.Error()
 			}
-			return ep, "", nil, s.rollback(r, ep, existed, coverError(ep, cerr), log)
+			return ep, "", nil, s.rollback(r, ep, existed, cerr, log)
 		}
 	}
 	if err != nil {
-		code, msg := uint(types.ErrInternal), "wire pod "+ep.AddrsString()+" in "+r.netns
-		if errors.Is(err, veth.ErrNetnsGone) {
-			code, msg = types.ErrUnknownContainer, "CNI_NETNS "+r.netns+" is gone: the sandbox was deleted, or never created"
-		}
-		return ep, "", nil, s.rollback(r, ep, existed, types.NewError(code, msg, err.Error()), log)
+		return ep, "", nil, s.rollback(r, ep, existed, wireError(r, ep, err), log)
 	}
 	if ep, cerr = s.finishWired(r, ep, existed, op, log); cerr != nil {
 		return ep, "", nil, cerr
 	}
 	return ep, links.PodMAC.String(), nil, nil
+}
+
+// wireError is the CNI error of a failed wiring.
+func wireError(r *request, ep store.Endpoint, err error) *types.Error {
+	if errors.Is(err, veth.ErrNetnsGone) {
+		return types.NewError(types.ErrUnknownContainer, "CNI_NETNS "+r.netns+" is gone: the sandbox was deleted, or never created", err.Error())
+	}
+	return types.NewError(types.ErrInternal, "wire pod "+ep.AddrsString()+" in "+r.netns, err.Error())
 }
 
 // pendingCover is a new pod's policy cover, made while its veth is
@@ -199,6 +211,14 @@ func (s *Server) startCover(ep store.Endpoint) *pendingCover {
 	c := &pendingCover{done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
+		// Off the request's goroutine, out of the server's recover: a
+		// panic here must fail the ADD, not end the daemon.
+		defer func() {
+			if r := recover(); r != nil {
+				s.deps.Log.Error("BUG: NetworkPolicy cover panicked", "pod", ep.PodNamespace+"/"+ep.PodName, "panic", r, "stack", string(debug.Stack()))
+				c.err = fmt.Errorf("cover panicked: %v", r)
+			}
+		}()
 		c.err = s.deps.Policy.Cover(ep)
 	}()
 	return c

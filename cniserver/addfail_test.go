@@ -43,7 +43,12 @@ func newFakeNode() *fakeNode {
 
 var errInjected = errors.New("injected failure")
 
-func (f *fakeNode) failing(step string) bool { return f.fail == step }
+// failing says whether step fails: fail names it, or is "cover+netns"
+// (the cover fails, and the wiring finds the netns gone) or "cover
+// panics" (the cover panics).
+func (f *fakeNode) failing(step string) bool {
+	return f.fail == step || f.fail == "cover+netns" && (step == "cover" || step == "up")
+}
 
 // Up is the wiring: "up" when the pair is made, spec.BeforeRoutes (the
 // lock not held: a cover runs meanwhile), "routes" when the node's routes
@@ -55,6 +60,9 @@ func (f *fakeNode) Up(spec veth.Spec) (veth.Pair, error) {
 		delete(f.veths, spec.HostVeth)
 		delete(f.limits, spec.HostVeth)
 		f.mu.Unlock()
+		if f.fail == "cover+netns" {
+			return veth.Pair{}, fmt.Errorf("netns %s: %w", spec.Netns, veth.ErrNetnsGone)
+		}
 		return veth.Pair{}, errInjected
 	}
 	f.calls = append(f.calls, "up")
@@ -129,6 +137,9 @@ func (f *fakeNode) Cover(ep store.Endpoint) error {
 	}
 	if f.failing("cover") {
 		return errInjected
+	}
+	if f.fail == "cover panics" {
+		panic("injected panic")
 	}
 	return nil
 }
@@ -255,6 +266,37 @@ func TestAddCoversBeforeRoutes(t *testing.T) {
 	}
 	if got := strings.Join(f.calls, " "); got != "cover up routes addpod" {
 		t.Errorf("calls of the repeated ADD: %q, want \"cover up routes addpod\"", got)
+	}
+}
+
+// TestAddCoverFailsWithWiring: a new pod's cover and wiring run at once.
+// When both fail, the ADD answers with the wiring's error (a netns gone is
+// code 3, "unknown container"), the cover's in its details; a cover that
+// panics fails the ADD with an error, not the daemon. Neither leaves
+// anything of the pod.
+func TestAddCoverFailsWithWiring(t *testing.T) {
+	for _, tc := range []struct {
+		fail     string
+		code     uint
+		msg, det string
+	}{
+		{"cover+netns", types.ErrUnknownContainer, "CNI_NETNS /run/netns/p1 is gone", "the NetworkPolicy cover also failed: " + errInjected.Error()},
+		{"cover panics", types.ErrInternal, "apply NetworkPolicy for pod", "cover panicked: injected panic"},
+	} {
+		t.Run(tc.fail, func(t *testing.T) {
+			s, st, f := newAddFailServer(t)
+			f.fail = tc.fail
+			_, cerr := s.add(context.Background(), podRequest("c1", "web-1", "/run/netns/p1", 8080))
+			if cerr == nil || cerr.Code != tc.code || !strings.Contains(cerr.Msg, tc.msg) || !strings.Contains(cerr.Details, tc.det) {
+				t.Fatalf("ADD: %+v; want code %d, %q in the message, %q in the details", cerr, tc.code, tc.msg, tc.det)
+			}
+			if got := f.String(); got != "" {
+				t.Errorf("objects left by the failed ADD:\n%s", got)
+			}
+			if eps := endpoints(t, st); len(eps) != 0 {
+				t.Errorf("records left by the failed ADD: %v", eps)
+			}
+		})
 	}
 }
 

@@ -29,8 +29,9 @@ type PodFilter interface {
 // called once the endpoint is recorded, and puts the pod under the
 // policies that select it before the ADD returns: a new pod's while its
 // veth is made, done before the node's routes to the pod are written
-// (veth.Spec.BeforeRoutes); a repeated ADD's before its wiring is redone. Its failure fails and undoes the ADD. Uncover is
-// called once an endpoint's record is gone (a DEL, a rolled-back ADD, a
+// (veth.Spec.BeforeRoutes); a repeated ADD's before its wiring is redone.
+// Its failure fails and undoes the ADD. Uncover is called once an
+// endpoint's record is gone (a DEL, a rolled-back ADD, a
 // release by the reconcile pass): its address leaves the policies' sets
 // before it returns, or, should that fail, with a full sync it asks for;
 // it does not fail the DEL.

@@ -397,7 +397,7 @@ func (n *node) addStart(pod string) (store.Endpoint, *activity.Op) {
 	}
 	op.Pod(ep.Addrs(), ep.HostVeth)
 	if n.pol != nil {
-		if err := n.pol.Cover(ep); err != nil { // before the veth exists, as cniserver's ADD
+		if err := n.pol.Cover(ep); err != nil { // before the routes to the pod exist, as cniserver's ADD
 			n.t.Fatalf("Cover %s: %v", pod, err)
 		}
 	}

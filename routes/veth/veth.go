@@ -76,7 +76,8 @@ type Spec struct {
 	// and before the node's routes to the pod's addresses are written:
 	// until then nothing reaches the pod (an ADD's policy cover, made
 	// meanwhile, is waited for here). Its error fails the wiring, which
-	// is removed again.
+	// is removed again. It runs under the pod's locks (routes.Pods.Up):
+	// a slow hook holds back the reconcile pass's work on this pod.
 	BeforeRoutes func() error
 }
 
