@@ -292,6 +292,21 @@ func (sp *Speaker) addExternalPeer(ctx context.Context, p ExternalPeer) error {
 		}
 		families = append(families, afiSafi(afi, api.Family_SAFI_UNICAST, p.MaxPrefixes))
 	}
+	gr := externalGracefulRestart(p, sp.gracefulRestart())
+	if gr == nil {
+		// No graceful restart per family either. GoBGP reads the
+		// families' setting alone when it decides whose End-of-RIB a
+		// restarting node waits for before it sends its own updates
+		// (RFC 4724 4.1), and counts a peer with it that is not yet
+		// established as one to wait for; a BFD router that came up after
+		// the cluster's sessions then held every update to the cluster
+		// back until the deferral timer (10 s), the mark's removal that
+		// ends the other nodes' stand-ins among them. Nothing checks
+		// again when such a peer comes up, since it is not restarting.
+		for _, f := range families {
+			f.MpGracefulRestart = nil
+		}
+	}
 	peer := &api.Peer{
 		Conf: &api.PeerConf{NeighborAddress: p.Address.String(), PeerAsn: p.ASN, AuthPassword: p.Password, Description: "external"},
 		Timers: &api.Timers{Config: &api.TimersConfig{
@@ -301,7 +316,7 @@ func (sp *Speaker) addExternalPeer(ctx context.Context, p ExternalPeer) error {
 			MinimumAdvertisementInterval: 0, // a new block reaches the router at once
 			IdleHoldTimeAfterReset:       1,
 		}},
-		GracefulRestart: externalGracefulRestart(p, sp.gracefulRestart()),
+		GracefulRestart: gr,
 		AfiSafis:        families,
 		Transport:       &api.Transport{LocalAddress: sp.cfg.local(p.Address).String(), RemotePort: uint32(p.Port)},
 	}

@@ -1,6 +1,7 @@
 package bgp
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -78,6 +79,10 @@ type Config struct {
 	Pools       []Pool
 	// LogLevel of GoBGP's own log lines.
 	LogLevel slog.Level
+	// deferral is how long a restarting speaker waits for its peers'
+	// End-of-RIB before it sends its own updates anyway (0: 10 s). Tests
+	// set it long, to tell a send on End-of-RIB from one on the timer.
+	deferral time.Duration
 }
 
 const peerGroup = "reef"
@@ -289,7 +294,7 @@ func (sp *Speaker) gracefulRestart() *api.GracefulRestart {
 		LocalRestarting: sp.cfg.Restarting,
 		// Only while restarting: how long to wait for peers' End-of-RIB
 		// before sending our own updates anyway.
-		DeferralTime: 10,
+		DeferralTime: uint32(cmp.Or(sp.cfg.deferral, 10*time.Second) / time.Second),
 	}
 }
 

@@ -189,6 +189,48 @@ func TestStandInForPlannedStop(t *testing.T) {
 	})
 }
 
+// A node that restarts after a planned stop (Restarting: GoBGP holds its
+// updates back until every peer's End-of-RIB is in, or the deferral timer
+// ends) while its BFD router is not up yet: reef offers such a router no
+// graceful restart, so GoBGP must not wait for its End-of-RIB either. C's
+// block reaches A once A's End-of-RIB is in, not when the deferral timer
+// ends (an hour here). Before, GoBGP counted the router among the peers
+// to wait for, and nothing checked again when it came up: in the lab the
+// stand-ins behind a reflector ended 10 s late whenever the restarted
+// node's session with the reflector came up before the one with its
+// router (docs/bgp.md, "Route reflectors" under "Stand-ins").
+func TestRestartingSendsOnEndOfRIBWithBFDRouterDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two BGP speakers")
+	}
+	addrA, addrC := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+	ctx, _, start := testSpeakers(t, addrA, addrC)
+	a := start(addrA, Config{Peers: []netip.Addr{addrC}})
+	// The router never answers, BGP or BFD: its session stays down.
+	c := start(addrC, Config{Peers: []netip.Addr{addrA}, Restarting: true, deferral: time.Hour,
+		ExternalPeers: []ExternalPeer{{Address: netip.MustParseAddr("127.0.0.4"), ASN: 65000, Keepalive: 3 * time.Second, Hold: 10 * time.Second,
+			MaxPrefixes: 100, BFD: &BFD{MinInterval: time.Second, Multiplier: 3}}}})
+	for _, sp := range []*Speaker{a, c} {
+		if err := sp.connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ownC := netip.MustParsePrefix("10.244.8.0/26")
+	if err := c.AnnounceTable(blockproto.Table{}, []UnicastBlock{{Block: ownC, Owner: blockproto.Node{Addr: nodeC, Inc: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the restarted C's block reaches A with C's router down", func() string {
+		counts, err := a.CountPaths()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if counts.Unicast.Accepted != 1 {
+			return fmt.Sprintf("A has %d of C's blocks", counts.Unicast.Accepted)
+		}
+		return ""
+	})
+}
+
 // routerPaths is what router learned in IPv4 unicast, a line per prefix:
 // from, next hop, AS path, standard communities.
 func routerPaths(router *server.BgpServer) map[netip.Prefix]string {
