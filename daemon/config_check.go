@@ -25,6 +25,21 @@ func (ps *problems) bad(path, format string, args ...any) {
 	*ps = append(*ps, configProblem{path, fmt.Sprintf(format, args...)})
 }
 
+// fileSets reports whether the file ParseConfig read sets the key at path.
+func (c *Config) fileSets(path string) bool {
+	_, ok := c.source.lines[path]
+	return ok
+}
+
+// lineOf is " at line N" for a key the file sets at line N, else "": for
+// a problem that names a second key, where to find that one.
+func (c *Config) lineOf(path string) string {
+	if l, ok := c.source.lines[path]; ok {
+		return fmt.Sprintf(" at line %d", l)
+	}
+	return ""
+}
+
 func (c *Config) configProblems() []configProblem {
 	var ps problems
 	c.nodeProblems(&ps)
@@ -54,7 +69,7 @@ func (c *Config) nodeProblems(ps *problems) {
 		}
 		for i, p := range c.Pools {
 			if p.CIDR.Contains(a) {
-				bad("nodeAddressV6", "value %q is inside pools[%d].cidr %s: a pod address is never a node's", a, i, p.CIDR)
+				bad("nodeAddressV6", "value %q is inside pools[%d].cidr %s%s: a pod address is never a node's", a, i, p.CIDR, c.lineOf(fmt.Sprintf("pools[%d].cidr", i)))
 			}
 		}
 	}
@@ -90,6 +105,12 @@ func (c *Config) poolProblems(ps *problems) {
 			bad(at+".cidr", "value %q is an IPv4-mapped IPv6 CIDR; write the IPv4 pool itself", p.CIDR)
 		case p.CIDR != p.CIDR.Masked():
 			bad(at+".cidr", "value %q has host bits set (did you mean %s?)", p.CIDR, p.CIDR.Masked())
+		case p.CIDR.Addr().Is4() && p.BlockSize < p.CIDR.Bits() && p.BlockSize == configPoolDefaults().BlockSize && !c.fileSets(at+".blockSize"):
+			// The default block size is what is wrong only if the file
+			// gave it; else the place to look at is the cidr.
+			bad(at+".cidr", "value %q is smaller than one block of the default blockSize %d; set blockSize to %d..32 under it, or widen the cidr", p.CIDR, p.BlockSize, p.CIDR.Bits())
+		case p.CIDR.Addr().Is6() && p.BlockSize < p.CIDR.Bits() && p.BlockSize == defaultBlockSize6 && !c.fileSets(at+".blockSize"):
+			bad(at+".cidr", "value %q is smaller than one block of the default blockSize %d; set blockSize to %d..128 under it, or widen the cidr", p.CIDR, p.BlockSize, p.CIDR.Bits())
 		case p.CIDR.Addr().Is4() && (p.BlockSize < p.CIDR.Bits() || p.BlockSize > 32):
 			bad(at+".blockSize", "value %d is outside %d..32 (from the /%d of cidr %s to 32)", p.BlockSize, p.CIDR.Bits(), p.CIDR.Bits(), p.CIDR)
 		case p.CIDR.Addr().Is6() && (p.BlockSize < max(p.CIDR.Bits(), 116) || p.BlockSize > 128):
@@ -108,11 +129,15 @@ func (c *Config) poolProblems(ps *problems) {
 			}
 		}
 		if modesOK && p.VXLANMode != EncapNever && p.IPIPMode != EncapNever {
-			bad(at+".ipipMode", "value %q and vxlanMode %q both encapsulate (vxlanMode defaults to CrossSubnet); set one of them to Never", p.IPIPMode, p.VXLANMode)
+			vx := "vxlanMode defaults to CrossSubnet"
+			if l := c.lineOf(at + ".vxlanMode"); l != "" {
+				vx = "vxlanMode" + l
+			}
+			bad(at+".ipipMode", "value %q and vxlanMode %q both encapsulate (%s); set one of them to Never", p.IPIPMode, p.VXLANMode, vx)
 		}
 		for j, q := range c.Pools[:i] {
 			if p.CIDR.IsValid() && q.CIDR.IsValid() && p.CIDR.Overlaps(q.CIDR) {
-				bad(at+".cidr", "value %q overlaps pools[%d].cidr %q", p.CIDR, j, q.CIDR)
+				bad(at+".cidr", "value %q overlaps pools[%d].cidr %q%s; pools must not share addresses", p.CIDR, j, q.CIDR, c.lineOf(fmt.Sprintf("pools[%d].cidr", j)))
 			}
 		}
 	}
@@ -153,9 +178,14 @@ func (c *Config) bgpProblems(ps *problems) {
 		bad("bgp.keepaliveTime", "value %q must be positive", b.KeepaliveTime)
 	}
 	if len(b.Voters) == 0 && (len(b.Peers) > 0 || len(b.PeerPrefixes) > 0) {
-		bad("bgp.voters", "is not set, but bgp.peers or bgp.peerPrefixes is: a node of a cluster must name the cluster's voters, "+
+		// The problem is where the file makes the node a cluster's.
+		key, val := "bgp.peers", fmt.Sprint(b.Peers)
+		if len(b.Peers) == 0 {
+			key, val = "bgp.peerPrefixes", fmt.Sprint(b.PeerPrefixes)
+		}
+		bad(key, "value %s, but bgp.voters is not set: a node of a cluster must name the cluster's voters, "+
 			"the same 3 or 5 nodes on every node (their majority confirms each address block), e.g. voters: %s under bgp:; "+
-			"docs/ipam.md, \"Starting a cluster\"", exampleVoters(c.NodeAddress, b.Peers))
+			"docs/ipam.md, \"Starting a cluster\"", val, exampleVoters(c.NodeAddress, b.Peers))
 	}
 	c.bgpAddressLists(ps)
 	*ps = append(*ps, b.reflectorProblems()...)
@@ -167,7 +197,11 @@ func (c *Config) bgpProblems(ps *problems) {
 	if b.HoldTime < 3*time.Second {
 		bad("bgp.holdTime", "value %q is below the 3s BGP allows", b.HoldTime)
 	} else if b.KeepaliveTime >= b.HoldTime {
-		bad("bgp.keepaliveTime", "value %q is not below bgp.holdTime %q (a third of it is usual)", b.KeepaliveTime, b.HoldTime)
+		if c.fileSets("bgp.keepaliveTime") || !c.fileSets("bgp.holdTime") {
+			bad("bgp.keepaliveTime", "value %q is not below bgp.holdTime %q%s (a third of it is usual)", b.KeepaliveTime, b.HoldTime, c.lineOf("bgp.holdTime"))
+		} else {
+			bad("bgp.holdTime", "value %q is not above bgp.keepaliveTime %q, its default; give bgp.keepaliveTime too (a third of the hold time is usual)", b.HoldTime, b.KeepaliveTime)
+		}
 	}
 }
 
@@ -180,7 +214,7 @@ func (c *Config) bgpAddressLists(ps *problems) {
 		if !peerAddr(a) {
 			bad(at, "value %q is not a unicast IPv4 or global IPv6 address", a)
 		} else if j, dup := seen[a]; dup {
-			bad(at, "value %q is listed twice (also bgp.voters[%d])", a, j)
+			bad(at, "value %q is listed twice (also bgp.voters[%d]%s)", a, j, c.lineOf(fmt.Sprintf("bgp.voters[%d]", j)))
 		}
 		seen[a] = i
 	}
@@ -190,7 +224,7 @@ func (c *Config) bgpAddressLists(ps *problems) {
 		if !peerAddr(a) {
 			bad(at, "value %q is not a unicast IPv4 or global IPv6 address", a)
 		} else if j, dup := seen[a]; dup {
-			bad(at, "value %q is listed twice (also bgp.routeReflectors[%d])", a, j)
+			bad(at, "value %q is listed twice (also bgp.routeReflectors[%d]%s)", a, j, c.lineOf(fmt.Sprintf("bgp.routeReflectors[%d]", j)))
 		}
 		seen[a] = i
 	}
@@ -300,14 +334,14 @@ func (c *Config) externalPeerProblems() []configProblem {
 		case !peerAddr(a) || a.IsLoopback():
 			bad(".address", "value %q is not a unicast IPv4 or global IPv6 address", a)
 		case a == c.NodeAddress:
-			bad(".address", "value %q is this node's own address (nodeAddress)", a)
+			bad(".address", "value %q is this node's own address (nodeAddress%s)", a, c.lineOf("nodeAddress"))
 		case a == c.NodeAddressV6:
-			bad(".address", "value %q is this node's own address (nodeAddressV6)", a)
+			bad(".address", "value %q is this node's own address (nodeAddressV6%s)", a, c.lineOf("nodeAddressV6"))
 		case slices.Contains(b.Peers, a) || slices.Contains(b.RouteReflectors, a):
 			bad(".address", "value %q is also in bgp.peers or bgp.routeReflectors; a cluster node is not an external peer: keep one of them", a)
 		default:
 			if j, dup := seen[a]; dup {
-				bad(".address", "value %q is listed twice (also bgp.externalPeers[%d])", a, j)
+				bad(".address", "value %q is listed twice (also bgp.externalPeers[%d]%s)", a, j, c.lineOf(fmt.Sprintf("bgp.externalPeers[%d].address", j)))
 			}
 			seen[a] = i
 		}
@@ -352,8 +386,13 @@ func (p ExternalPeerConfig) timerProblems(b BGPConfig, bad func(key, format stri
 		bad(".holdTime", "value %q is below the 3s BGP allows (or 0 for bgp.holdTime)", p.HoldTime)
 	case p.KeepaliveTime < 0:
 		bad(".keepaliveTime", "value %q is negative (or 0 for bgp.keepaliveTime)", p.KeepaliveTime)
-	case keep >= hold && hold >= 3*time.Second:
+	case keep >= hold && hold >= 3*time.Second && p.KeepaliveTime != 0:
 		bad(".keepaliveTime", "value %q is not below the hold time %q (a third of it is usual)", keep, hold)
+	case keep >= hold && hold >= 3*time.Second && p.HoldTime != 0:
+		// The peer's keepaliveTime is bgp.keepaliveTime's: the hold time
+		// given here is what is too short. (Neither given: the bgp
+		// section's own check reports them.)
+		bad(".holdTime", "value %q is not above bgp.keepaliveTime %q, the keepalive time this peer takes; give keepaliveTime too (a third of the hold time is usual)", hold, keep)
 	}
 	return hold
 }
@@ -419,11 +458,11 @@ func (c *Config) serviceCIDRProblems(ps *problems) {
 				ps.bad(at, "value %q is IPv6, but no pool is: the node has an IPv6 address (nodeAddressV6) to be its next hop only beside an IPv6 pool; add one, or leave the CIDR out", p)
 			}
 			if j := slices.Index(l.cidrs[:i], p); j >= 0 {
-				ps.bad(at, "value %q is listed twice (also %s[%d])", p, l.key, j)
+				ps.bad(at, "value %q is listed twice (also %s[%d]%s)", p, l.key, j, c.lineOf(fmt.Sprintf("%s[%d]", l.key, j)))
 			}
 			for j, q := range c.Pools {
 				if q.CIDR.IsValid() && p.Overlaps(q.CIDR) {
-					ps.bad(at, "value %q overlaps pools[%d].cidr %q: Service addresses and pod addresses must not overlap (kubeadm's default service CIDR is 10.96.0.0/12)", p, j, q.CIDR)
+					ps.bad(at, "value %q overlaps pools[%d].cidr %q%s: Service addresses and pod addresses must not overlap (kubeadm's default service CIDR is 10.96.0.0/12)", p, j, q.CIDR, c.lineOf(fmt.Sprintf("pools[%d].cidr", j)))
 				}
 			}
 			if key, a := c.nodeAddressIn(p); key != "" {
