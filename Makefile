@@ -165,7 +165,7 @@ test-e2e: build deps-test deps-cri deps-kube deps-k8s
 # and dual-stack (make test runs the BIRD ones, 17 s each here), the Service CIDRs and the
 # Service addresses through FRR (make test runs BIRD; the FRR one also stops
 # the API), the Service addresses with traffic through kube-proxy in the
-# lab's cluster, BFD and the planned stop's drain with FRR (make test runs
+# lab's cluster (BIRD and FRR as the ToR), BFD and the planned stop's drain with FRR (make test runs
 # BIRD), the reef route reflectors with IPv6 pools (make test
 # runs BIRD's dual-stack and reef's IPv4 ones), the NetworkPolicy truth
 # tables with IPv4, IPv6-only and dual-stack pods (make test runs 14 cases

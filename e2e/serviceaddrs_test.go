@@ -366,8 +366,9 @@ func ptrTo[T any](v T) *T { return &v }
 //   - the same backends through the Service's ClusterIP (the nodes
 //     announce the cluster's Service range, bgp.serviceClusterIPs) and
 //     through an external IP of another Service (bgp.serviceExternalIPs):
-//     the router has both nodes' paths to the range and to the address,
-//     and the laptop gets an answer from each;
+//     the router has both nodes' paths to the range and to the address
+//     (and one ECMP route to the range in its kernel: routerECMP), and the
+//     laptop gets an answer from each;
 //   - Local, a backend on the first node only: only that node announces
 //     it, and the pod sees the laptop's own address (no SNAT);
 //   - that backend deleted: the address is withdrawn.
