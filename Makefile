@@ -165,7 +165,7 @@ test-e2e: build deps-test deps-cri deps-kube deps-k8s
 # and dual-stack (make test runs the BIRD ones, 17 s each here), the Service CIDRs and the
 # Service addresses through FRR (make test runs BIRD; the FRR one also stops
 # the API), the Service addresses with traffic through kube-proxy in the
-# lab's cluster, BFD and the planned stop's drain with FRR (make test runs
+# lab's cluster (BIRD and FRR as the ToR), BFD and the planned stop's drain with FRR (make test runs
 # BIRD), the reef route reflectors with IPv6 pools (make test
 # runs BIRD's dual-stack and reef's IPv4 ones), the NetworkPolicy truth
 # tables with IPv4, IPv6-only and dual-stack pods (make test runs 14 cases
@@ -189,7 +189,7 @@ test-e2e: build deps-test deps-cri deps-kube deps-k8s
 # The planned restart behind reef route reflectors
 # (TestPlannedRestartReflectorsBird and TestPlannedRestartReflectorsFRR, 21 to
 # 29 s here; make test runs the full-mesh ones).
-SLOW_E2E := ^(TestPackageUpgradeServiceFRR|TestServiceCIDRsFRR|TestClusterNetworkPolicyLiveChange|TestClusterNetworkPolicyStoriesAPIAway|TestClusterNetworkPolicyNodesNamedPortsDualStack|TestServiceAddressesFRR|TestKubernetesServiceAddresses|TestBFDFRR|TestGracefulShutdownFRR|TestPlannedRestartFRR|TestToRIPv6Bird|TestToRIPv6FRR|TestToRDualStackFRR|TestToRIPv6OnlyFRR|TestToRIPv6OnlyBirdRestart|TestBlocksChaosIPv4|TestBlocksChaosIPv6|TestBlocksChaosIPv6Only|TestReflectorsFRR|TestReflectorsFRRDualStack|TestIPv6Reflectors|TestIPv6OnlyReflectors|TestIPv6OnlyReflectorsBird|TestIPv6OnlyReflectorsFRR|TestNetpolTruthTables|TestNetpolTruthTablesIPv6|TestNetpolTruthTablesDualStack|TestKubernetesDualStack|TestLoadBalancerIPAMDualStack|TestVXLANIPv6UnderlayCrossSubnet|TestVXLANMixedUnderlays|TestPackageUpgradeIPv6Only|TestPlannedRestartIPv6FRR|TestPlannedRestartIPv6OnlyBird|TestPlannedRestartReflectorsBird|TestPlannedRestartReflectorsFRR)$$
+SLOW_E2E := ^(TestPackageUpgradeServiceFRR|TestServiceCIDRsFRR|TestClusterNetworkPolicyLiveChange|TestClusterNetworkPolicyStoriesAPIAway|TestClusterNetworkPolicyNodesNamedPortsDualStack|TestServiceAddressesFRR|TestKubernetesServiceAddresses|TestKubernetesServiceAddressesFRR|TestBFDFRR|TestGracefulShutdownFRR|TestPlannedRestartFRR|TestToRIPv6Bird|TestToRIPv6FRR|TestToRDualStackFRR|TestToRIPv6OnlyFRR|TestToRIPv6OnlyBirdRestart|TestBlocksChaosIPv4|TestBlocksChaosIPv6|TestBlocksChaosIPv6Only|TestReflectorsFRR|TestReflectorsFRRDualStack|TestIPv6Reflectors|TestIPv6OnlyReflectors|TestIPv6OnlyReflectorsBird|TestIPv6OnlyReflectorsFRR|TestNetpolTruthTables|TestNetpolTruthTablesIPv6|TestNetpolTruthTablesDualStack|TestKubernetesDualStack|TestLoadBalancerIPAMDualStack|TestVXLANIPv6UnderlayCrossSubnet|TestVXLANMixedUnderlays|TestPackageUpgradeIPv6Only|TestPlannedRestartIPv6FRR|TestPlannedRestartIPv6OnlyBird|TestPlannedRestartReflectorsBird|TestPlannedRestartReflectorsFRR)$$
 .PHONY: test-e2e-slow
 test-e2e-slow: build deps-test deps-kube deps-k8s
 	REEF_E2E_SLOW=1 REEF_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m -run '$(SLOW_E2E)' ./e2e/

@@ -153,12 +153,8 @@ func testServiceAddresses(t *testing.T, kind string, dualAndAPIAway bool) {
 		want[ext6], want[lb6] = all6, []netip.Addr{lab.CrossAddress6(b1.Address)}
 	}
 	routerHas(t, tor, want)
-	router := l.Prefix + "-xr"
-	out := run(t, l, router, "ip", "-4", "route", "show", "exact", lbCluster.String())
-	for _, a := range all {
-		if !strings.Contains(out, "nexthop via "+a.String()+" ") {
-			t.Errorf("the router's kernel route to %s: %q, want an ECMP route with a next hop via each node %v", lbCluster, strings.TrimSpace(out), all)
-		}
+	if wrong := routerECMP(t, l, netip.PrefixFrom(lbCluster, 32), all); wrong != "" {
+		t.Error(wrong)
 	}
 	for _, p := range []string{"192.0.2.200", "10.200.1.5"} {
 		if hops, err := tor.NextHops(netip.PrefixFrom(netip.MustParseAddr(p), 32)); err != nil || len(hops) > 0 {
@@ -248,6 +244,20 @@ func serviceAPIAway(t *testing.T, k *lab.KubeAPI, tor lab.ToR, nodes []*lab.Node
 	if err := k.Start(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// routerECMP is "" if the router's kernel route to exactly prefix is one
+// ECMP route with a next hop via each of hops (the ToR's multipath: BIRD's
+// merge paths, FRR's maximum-paths through zebra), else what the route is.
+func routerECMP(t *testing.T, l *lab.Lab, prefix netip.Prefix, hops []netip.Addr) string {
+	t.Helper()
+	out := run(t, l, l.Prefix+"-xr", "ip", "-4", "route", "show", "exact", prefix.String())
+	for _, a := range hops {
+		if !strings.Contains(out, "nexthop via "+a.String()+" ") {
+			return fmt.Sprintf("the router's kernel route to %s: %q, want an ECMP route with a next hop via each node %v", prefix, strings.TrimSpace(out), hops)
+		}
+	}
+	return ""
 }
 
 // routerHas waits until the router's paths to each address (a /32, a
@@ -343,8 +353,9 @@ func ptrTo[T any](v T) *T { return &v }
 // TestKubernetesServiceAddresses: a LoadBalancer address reaches a pod
 // from a client behind the router, through kube-proxy, in the lab's real
 // cluster (two workers with kubelet, kube-proxy and reef) with the ToR
-// (BIRD, multipath) as every node's external peer and the laptop behind
-// it. Services made through kubectl with selectors, so the cluster's
+// (BIRD 2 in TestKubernetesServiceAddresses, FRR in
+// TestKubernetesServiceAddressesFRR; multipath) as every node's external
+// peer and the laptop behind it. Services made through kubectl with selectors, so the cluster's
 // EndpointSlice controller writes the slices from the pods' readiness,
 // and reef itself assigns the LoadBalancer addresses (docs/lbipam.md):
 // the Services ask for theirs with reefcni.io/loadBalancerIPs, and the
@@ -355,13 +366,23 @@ func ptrTo[T any](v T) *T { return &v }
 //   - the same backends through the Service's ClusterIP (the nodes
 //     announce the cluster's Service range, bgp.serviceClusterIPs) and
 //     through an external IP of another Service (bgp.serviceExternalIPs):
-//     the router has both nodes' paths to the range and to the address,
-//     and the laptop gets an answer from each;
+//     the router has both nodes' paths to the range and to the address
+//     (and one ECMP route to the range in its kernel: routerECMP), and the
+//     laptop gets an answer from each;
 //   - Local, a backend on the first node only: only that node announces
 //     it, and the pod sees the laptop's own address (no SNAT);
 //   - that backend deleted: the address is withdrawn.
 func TestKubernetesServiceAddresses(t *testing.T) {
 	slowSuite(t)
+	testKubernetesServiceAddresses(t, "bird")
+}
+
+func TestKubernetesServiceAddressesFRR(t *testing.T) {
+	slowSuite(t)
+	testKubernetesServiceAddresses(t, "frr")
+}
+
+func testKubernetesServiceAddresses(t *testing.T, kind string) {
 	l := newLab(t)
 	if _, err := l.AddCrossRouter(); err != nil {
 		t.Fatal(err)
@@ -373,7 +394,7 @@ func TestKubernetesServiceAddresses(t *testing.T) {
 	for _, n := range c.Nodes {
 		nodes = append(nodes, n.Node)
 	}
-	tor := startToR(t, l, "bird", nodes, append(slices.Clone(lab.DefaultToRPools), lab.ToRPool{CIDR: svcRouterLB, BlockSize: 32},
+	tor := startToR(t, l, kind, nodes, append(slices.Clone(lab.DefaultToRPools), lab.ToRPool{CIDR: svcRouterLB, BlockSize: 32},
 		lab.ToRPool{CIDR: lab.KubeServiceRange, BlockSize: lab.KubeServiceRange.Bits()}, lab.ToRPool{CIDR: svcRouterExternal, BlockSize: 32}), "")
 	if err := tor.Multipath(); err != nil {
 		t.Fatal(err)
@@ -458,7 +479,8 @@ spec:
 	slices.SortFunc(all, netip.Addr.Compare)
 	want := map[netip.Addr][]netip.Addr{lbCluster: all, lbLocal: {first.Address}, extIP: all}
 	routerHas(t, tor, want)
-	// The Service range: one route over both nodes.
+	// The Service range: one route over both nodes, in the router's kernel
+	// too.
 	eventually(t, 20*time.Second, func() string {
 		hops, err := tor.NextHops(lab.KubeServiceRange)
 		if err != nil {
@@ -467,8 +489,9 @@ spec:
 		if !slices.Equal(hops, all) {
 			return fmt.Sprintf("the router's paths to %s: via %v, want via %v", lab.KubeServiceRange, hops, all)
 		}
-		return ""
+		return routerECMP(t, l, lab.KubeServiceRange, all)
 	})
+	t.Logf("the router's kernel route: %s", strings.Join(strings.Fields(run(t, l, l.Prefix+"-xr", "ip", "-4", "route", "show", "exact", lab.KubeServiceRange.String())), " "))
 	svc, err := admin.CoreV1().Services("default").Get(ctx, "lb-cluster", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -65,13 +65,7 @@ func testServiceCIDRs(t *testing.T, kind string) {
 			return fmt.Sprintf("the router's paths to %s: next hops %v, want one from each node %v", serviceCIDR, hops, legs)
 		}
 		// One ECMP route over the three nodes (the router's multipath).
-		out := run(t, l, router, "ip", "-4", "route", "show", "exact", serviceCIDR.String())
-		for _, a := range legs {
-			if !strings.Contains(out, "nexthop via "+a.String()+" ") {
-				return fmt.Sprintf("the router's kernel route to %s: %q, want an ECMP route with a next hop via each node %v", serviceCIDR, strings.TrimSpace(out), legs)
-			}
-		}
-		return ""
+		return routerECMP(t, l, serviceCIDR, legs)
 	})
 	t.Logf("the router's kernel route: %s", strings.TrimSpace(run(t, l, router, "ip", "-4", "route", "show", "exact", serviceCIDR.String())))
 
