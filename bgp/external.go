@@ -284,6 +284,11 @@ func externalGracefulRestart(p ExternalPeer, gr *api.GracefulRestart) *api.Grace
 }
 
 func (sp *Speaker) addExternalPeer(ctx context.Context, p ExternalPeer) error {
+	return sp.s.AddPeer(ctx, &api.AddPeerRequest{Peer: sp.externalPeer(p)})
+}
+
+// externalPeer is router p as GoBGP is given it.
+func (sp *Speaker) externalPeer(p ExternalPeer) *api.Peer {
 	var families []*api.AfiSafi
 	for _, rf := range sp.cfg.externalFamilies(p.Address) {
 		afi := api.Family_AFI_IP
@@ -327,7 +332,7 @@ func (sp *Speaker) addExternalPeer(ctx context.Context, p ExternalPeer) error {
 		us := uint32(b.MinInterval / time.Microsecond)
 		peer.Bfd = &api.BfdPeerConfig{Enabled: true, DesiredMinimumTxInterval: us, RequiredMinimumReceive: us, DetectionMultiplier: uint32(b.Multiplier)}
 	}
-	return sp.s.AddPeer(ctx, &api.AddPeerRequest{Peer: peer})
+	return peer
 }
 
 // The reasons ExternalDropReason gives, as `reef status -o json` keys them.

@@ -153,9 +153,9 @@ func testServiceAddresses(t *testing.T, kind string, dualAndAPIAway bool) {
 		want[ext6], want[lb6] = all6, []netip.Addr{lab.CrossAddress6(b1.Address)}
 	}
 	routerHas(t, tor, want)
-	if wrong := routerECMP(t, l, netip.PrefixFrom(lbCluster, 32), all); wrong != "" {
-		t.Error(wrong)
-	}
+	// The router's kernel route follows its BGP table (zebra, BIRD's
+	// kernel protocol) a moment later.
+	eventually(t, 20*time.Second, func() string { return routerECMP(t, l, netip.PrefixFrom(lbCluster, 32), all) })
 	for _, p := range []string{"192.0.2.200", "10.200.1.5"} {
 		if hops, err := tor.NextHops(netip.PrefixFrom(netip.MustParseAddr(p), 32)); err != nil || len(hops) > 0 {
 			t.Errorf("the router's paths to %s, outside the nodes' CIDRs: %v (%v), want none", p, hops, err)
