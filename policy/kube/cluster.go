@@ -30,9 +30,13 @@ var cnpOffAbsent = fmt.Sprintf("off: the ClusterNetworkPolicy CRD (%s %s) is not
 	cnp.SchemeGroupVersion.String(), cnpResource)
 
 // discoverCluster looks the resource up and starts its informer when it
-// is served. A failure other than "not found" leaves the question open
-// for the next probe.
-func (w *Watcher) discoverCluster(ctx context.Context) {
+// is served; answered is false when the API could not tell (a failure
+// other than "not found": the API is away, say), which leaves the
+// question open. Once the informer runs it answers at once.
+func (w *Watcher) discoverCluster(ctx context.Context) (answered bool) {
+	if w.clusterInformer() != nil {
+		return true
+	}
 	rctx, cancel := context.WithTimeout(ctx, probeEvery)
 	defer cancel()
 	var code int
@@ -42,12 +46,12 @@ func (w *Watcher) discoverCluster(ctx context.Context) {
 	case code == http.StatusNotFound || apierrors.IsNotFound(err):
 	case err != nil:
 		w.log.Debug("cannot tell whether the ClusterNetworkPolicy CRD is installed; asking again", "error", err)
-		return
+		return false
 	default:
 		var list metav1.APIResourceList
 		if err := json.Unmarshal(raw, &list); err != nil {
 			w.log.Warn("cannot read the API's discovery of "+cnp.SchemeGroupVersion.String(), "error", err)
-			return
+			return false
 		}
 		for _, r := range list.APIResources {
 			served = served || r.Name == cnpResource
@@ -60,7 +64,10 @@ func (w *Watcher) discoverCluster(ctx context.Context) {
 			w.status.Cluster = cnpOffAbsent
 			w.log.Info("ClusterNetworkPolicy "+cnpOffAbsent, "server", w.cfg.Host)
 		}
-		return
+		return true
+	}
+	if w.cnp != nil {
+		return true // found by another caller meanwhile (Run's, the probe's)
 	}
 	w.cnp = kubeclient.Informer(w.cnpClient, cnpResource, &cnp.ClusterNetworkPolicy{}, trimClusterPolicy, w.failed, nil)
 	_, _ = w.cnp.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -83,6 +90,7 @@ func (w *Watcher) discoverCluster(ctx context.Context) {
 			w.onChange()
 		}
 	}()
+	return true
 }
 
 func (w *Watcher) clusterInformers() (policies, nodes cache.SharedIndexInformer) {

@@ -150,15 +150,26 @@ func (w *Watcher) Run(ctx context.Context) {
 	go w.ns.RunWithContext(ctx)
 	go w.policies.RunWithContext(ctx)
 	go w.runStatus(ctx)
-	// Whether the ClusterNetworkPolicy CRD is there is asked while the
-	// others list, before the caches count as synced: when it is, nothing
-	// is enforced before its policies are read too.
-	w.discoverCluster(ctx)
-	synced := []cache.InformerSynced{w.pods.HasSynced, w.ns.HasSynced, w.policies.HasSynced}
-	if inf, nodes := w.clusterInformers(); inf != nil {
-		synced = append(synced, inf.HasSynced, nodes.HasSynced)
-	}
 	go func() {
+		// Whether the ClusterNetworkPolicy CRD is there is asked while the
+		// others list, and answered before the caches count as synced:
+		// when it is, nothing is enforced before its policies are read
+		// too. An API away at start (a node restarted while it is)
+		// answers nothing: the question is asked again until it is
+		// answered, and the caches wait for it, so that the API's return
+		// is not taken for "no cluster policies" and their enforcement
+		// stays as the kernel has it.
+		for !w.discoverCluster(ctx) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(discoverEvery):
+			}
+		}
+		synced := []cache.InformerSynced{w.pods.HasSynced, w.ns.HasSynced, w.policies.HasSynced}
+		if inf, nodes := w.clusterInformers(); inf != nil {
+			synced = append(synced, inf.HasSynced, nodes.HasSynced)
+		}
 		if cache.WaitForCacheSync(ctx.Done(), synced...) {
 			w.mu.Lock()
 			w.status.Synced = true
@@ -171,6 +182,10 @@ func (w *Watcher) Run(ctx context.Context) {
 	}()
 	w.probe(ctx)
 }
+
+// discoverEvery paces the start's discovery of the ClusterNetworkPolicy
+// CRD while the API cannot answer it (Run).
+const discoverEvery = time.Second
 
 // probeEvery is how often the API's /readyz is asked: how soon `reef
 // status` says the API is back (or gone) when no watch event says so.
