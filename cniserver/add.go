@@ -106,6 +106,10 @@ func (s *Server) add(ctx context.Context, in *reefv1.CNIRequest) ([]byte, *types
 	// confirmed.
 	needCtx, cancel := context.WithTimeout(ctx, BlockWait)
 	defer cancel()
+	if s.deps.Policy != nil {
+		// Every cover of this ADD has ended when addLocked returns.
+		defer s.deps.Policy.Settle(store.Endpoint{Handle: r.handle()})
+	}
 	for {
 		var needBlocks []store.Pool
 		ep, podMAC, needBlocks, cerr = s.addLocked(r, pools, op, log)
@@ -139,7 +143,7 @@ func (s *Server) add(ctx context.Context, in *reefv1.CNIRequest) ([]byte, *types
 // pod is written with them. needBlocks are the pools that have no free
 // address in this node's confirmed blocks (nothing was done).
 func (s *Server) addLocked(r *request, pools []store.Pool, op *activity.Op, log *slog.Logger) (ep store.Endpoint, podMAC string, needBlocks []store.Pool, cerr *types.Error) {
-	ep, existed, needBlocks, cerr := s.allocate(r, pools, op, log)
+	ep, existed, needBlocks, cover, cerr := s.allocate(r, pools, op, log)
 	if cerr != nil || needBlocks != nil {
 		return ep, "", needBlocks, cerr
 	}
@@ -151,17 +155,19 @@ func (s *Server) addLocked(r *request, pools []store.Pool, op *activity.Op, log 
 		}
 	}
 	if err := s.detachOthers(ep); err != nil {
+		if cover != nil {
+			cover.wait() // the rollback's Uncover comes after the Cover
+		}
 		return ep, "", nil, s.rollback(r, ep, existed, types.NewError(types.ErrInternal, "take over veth "+ep.HostVeth, err.Error()), log)
 	}
 	spec := veth.Spec{Netns: r.netns, IfName: r.ifName, HostVeth: ep.HostVeth, IPs: ep.Addrs(), MTU: s.cfg.MTU,
 		HostPorts: len(ep.PortMappings) > 0, TestPauseAfterVeth: s.cfg.TestPauseAfterVeth}
-	var cover *pendingCover
-	if !existed && s.deps.Policy != nil {
-		// A new pod is covered while it is wired, and before the node's
-		// routes to it exist: nothing reaches it uncovered, and the ADD
-		// takes the longer of the two, not their sum. Its record is
-		// written (allocate), which is all the cover reads of it.
-		cover = s.startCover(ep)
+	if cover != nil {
+		// A new pod is covered from the moment its record is written
+		// (allocate), while the store syncs it and its veth is made, and
+		// before the node's routes to it exist: nothing reaches it
+		// uncovered, and the ADD takes the longer of the two, not their
+		// sum.
 		spec.BeforeRoutes = cover.wait
 	}
 	links, err := s.deps.Pods.Up(spec)
@@ -199,8 +205,8 @@ func wireError(r *request, ep store.Endpoint, err error) *types.Error {
 	return types.NewError(types.ErrInternal, "wire pod "+ep.AddrsString()+" in "+r.netns, err.Error())
 }
 
-// pendingCover is a new pod's policy cover, made while its veth is
-// wired (addLocked).
+// pendingCover is a new pod's policy cover, made while its record is
+// synced to disk (allocate) and its veth is wired (addLocked).
 type pendingCover struct {
 	done chan struct{}
 	err  error
@@ -240,7 +246,7 @@ func coverError(ep store.Endpoint, err error) *types.Error {
 // repeated ADD's are kept, with this call's netns and hostPorts); op is
 // told them. needBlocks are the pools with no free address (nothing was
 // stored).
-func (s *Server) allocate(r *request, pools []store.Pool, op *activity.Op, log *slog.Logger) (ep store.Endpoint, existed bool, needBlocks []store.Pool, cerr *types.Error) {
+func (s *Server) allocate(r *request, pools []store.Pool, op *activity.Op, log *slog.Logger) (ep store.Endpoint, existed bool, needBlocks []store.Pool, cover *pendingCover, cerr *types.Error) {
 	tmpl := store.Endpoint{
 		Handle:       r.handle(),
 		Network:      r.conf.Name,
@@ -257,7 +263,23 @@ func (s *Server) allocate(r *request, pools []store.Pool, op *activity.Op, log *
 	}
 	// The record is written before the kernel is touched: a crash at any
 	// later point leaves a pending record that the next start resolves.
-	ep, existed, err := s.deps.Store.Allocate(tmpl, pools...)
+	// A new pod's cover starts once its record is written, while the
+	// write is synced to disk.
+	var chosen func(store.Endpoint)
+	var covered store.Endpoint
+	if s.deps.Policy != nil {
+		chosen = func(ep store.Endpoint) {
+			op.Pod(ep.Addrs(), tmpl.HostVeth) // before the cover writes its addresses
+			covered, cover = ep, s.startCover(ep)
+		}
+	}
+	ep, existed, err := s.deps.Store.AllocateThen(tmpl, chosen, pools...)
+	if err != nil && cover != nil {
+		// The commit failed: nothing is stored.
+		cover.wait()
+		s.deps.Policy.Uncover(covered)
+		cover = nil
+	}
 	var full *store.NoFreeAddressError
 	if errors.As(err, &full) {
 		for _, cidr := range full.Pools {
@@ -266,16 +288,16 @@ func (s *Server) allocate(r *request, pools []store.Pool, op *activity.Op, log *
 			}
 		}
 		if needBlocks == nil {
-			return ep, existed, nil, storeError("allocate an address", err)
+			return ep, existed, nil, nil, storeError("allocate an address", err)
 		}
-		return ep, existed, needBlocks, nil
+		return ep, existed, needBlocks, nil, nil
 	}
 	var taken *store.PortTakenError
 	if errors.As(err, &taken) {
-		return ep, existed, nil, portTaken(r, taken) // nothing was stored
+		return ep, existed, nil, nil, portTaken(r, taken) // nothing was stored
 	}
 	if err != nil {
-		return ep, existed, nil, storeError("allocate an address", err)
+		return ep, existed, nil, nil, storeError("allocate an address", err)
 	}
 	op.Pod(ep.Addrs(), tmpl.HostVeth)
 	if existed {
@@ -285,21 +307,21 @@ func (s *Server) allocate(r *request, pools []store.Pool, op *activity.Op, log *
 		ep.Netns, ep.IfName, ep.HostVeth, ep.MTU, ep.Bandwidth = tmpl.Netns, tmpl.IfName, tmpl.HostVeth, tmpl.MTU, tmpl.Bandwidth
 		ep.State = store.EndpointPending
 		if err := s.deps.Store.SetEndpoint(ep); err != nil {
-			return ep, existed, nil, types.NewError(types.ErrInternal, "update endpoint record", err.Error())
+			return ep, existed, nil, nil, types.NewError(types.ErrInternal, "update endpoint record", err.Error())
 		}
 	}
 	if existed && !slices.Equal(r.ports, ep.PortMappings) {
 		// A repeated ADD with other hostPorts: this call's are the pod's.
 		claimed, err := s.deps.Store.ClaimPorts(ep.Handle, r.ports)
 		if errors.As(err, &taken) {
-			return ep, existed, nil, portTaken(r, taken)
+			return ep, existed, nil, nil, portTaken(r, taken)
 		}
 		if err != nil {
-			return ep, existed, nil, types.NewError(types.ErrInternal, "record the pod's hostPorts", err.Error())
+			return ep, existed, nil, nil, types.NewError(types.ErrInternal, "record the pod's hostPorts", err.Error())
 		}
 		ep = claimed
 	}
-	return ep, existed, nil, nil
+	return ep, existed, nil, cover, nil
 }
 
 // finishWired completes an ADD whose pod is wired: its bandwidth limits,

@@ -34,11 +34,14 @@ type fakeNode struct {
 	policy map[netip.Addr]string // covered addresses, by handle
 	wired  map[string]veth.Spec  // veth -> the spec it was wired with
 	calls  []string              // "up", "cover", "addpod" as called
+	// pending are the handles covered and not settled nor uncovered:
+	// none is left once an ADD has returned.
+	pending map[string]bool
 }
 
 func newFakeNode() *fakeNode {
 	return &fakeNode{veths: map[string]bool{}, limits: map[string]bool{}, filter: map[string]string{},
-		policy: map[netip.Addr]string{}, wired: map[string]veth.Spec{}}
+		policy: map[netip.Addr]string{}, wired: map[string]veth.Spec{}, pending: map[string]bool{}}
 }
 
 var errInjected = errors.New("injected failure")
@@ -132,6 +135,7 @@ func (f *fakeNode) Cover(ep store.Endpoint) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, "cover")
+	f.pending[ep.Handle] = true
 	for _, a := range ep.Addrs() {
 		f.policy[a] = ep.Handle
 	}
@@ -144,9 +148,16 @@ func (f *fakeNode) Cover(ep store.Endpoint) error {
 	return nil
 }
 
+func (f *fakeNode) Settle(ep store.Endpoint) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.pending, ep.Handle)
+}
+
 func (f *fakeNode) Uncover(ep store.Endpoint) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	delete(f.pending, ep.Handle)
 	for _, a := range ep.Addrs() {
 		if f.policy[a] == ep.Handle {
 			delete(f.policy, a)
@@ -170,6 +181,9 @@ func (f *fakeNode) String() string {
 	}
 	for a, h := range f.policy {
 		lines = append(lines, "policy "+a.String()+" "+h)
+	}
+	for h := range f.pending {
+		lines = append(lines, "pending cover "+h)
 	}
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")

@@ -25,19 +25,22 @@ type PodFilter interface {
 
 // PolicyGate is NetworkPolicy's part of an ADD and a DEL. Admit is asked
 // before anything is allocated: it refuses (with "try again later") while
-// the API's objects are not known, or the pod is not among them. Cover is
-// called once the endpoint is recorded, and puts the pod under the
-// policies that select it before the ADD returns: a new pod's while its
-// veth is made, done before the node's routes to the pod are written
-// (veth.Spec.BeforeRoutes); a repeated ADD's before its wiring is redone.
-// Its failure fails and undoes the ADD. Uncover is called once an
-// endpoint's record is gone (a DEL, a rolled-back ADD, a
-// release by the reconcile pass): its address leaves the policies' sets
-// before it returns, or, should that fail, with a full sync it asks for;
-// it does not fail the DEL.
+// the API's objects are not known, or the pod is not among them. Cover
+// puts the pod under the policies that select it before the ADD returns:
+// a new pod's from the moment its record is written, while the store
+// syncs it to disk and its veth is made, done before the node's routes
+// to the pod are written (veth.Spec.BeforeRoutes); a repeated ADD's
+// before its wiring is redone. Cover takes ep as one of the node's
+// endpoints whether or not its record is committed, until Settle (the
+// ADD is over) or Uncover. Its failure fails and undoes the ADD. Uncover
+// is called once an endpoint's record is gone (a DEL, a rolled-back ADD,
+// an allocation whose commit failed, a release by the reconcile pass):
+// its address leaves the policies' sets before it returns, or, should
+// that fail, with a full sync it asks for; it does not fail the DEL.
 type PolicyGate interface {
 	Admit(ctx context.Context, namespace, name string) *types.Error
 	Cover(ep store.Endpoint) error
+	Settle(ep store.Endpoint)
 	Uncover(ep store.Endpoint)
 }
 

@@ -182,7 +182,7 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 		closers = append(closers, func() { gens.Close() })
 	}
 	natDP := newNATDataplane(cfg.Pools, m, log, gens)
-	policyDP, err := newPolicyDataplane(ctx, cfg.Kubernetes, st, m, log, work.TriggerPolicy, gens)
+	policyDP, err := newPolicyDataplane(ctx, cfg.Kubernetes, cfg.Pools, st, m, log, work.TriggerPolicy, gens)
 	if err != nil {
 		return nil, closeAll, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,8 @@ type policyDataplane struct {
 	metrics *metrics.Metrics // nil: off
 	store   *store.Store
 	log     *slog.Logger
+	// families are those of the node's pools (Input.Families).
+	families policy.Families
 	// trigger asks the reconcile loop for a policy sync (TriggerPolicy):
 	// the informers and DELs call it. The loop is the one writer of the
 	// table, as of the other kernel state.
@@ -58,8 +61,14 @@ type policyDataplane struct {
 	mu sync.Mutex
 	// covers counts the ADDs' and DELs' syncs (Cover, Uncover): a full
 	// compile made outside the lock is applied only if none came between
-	// the endpoints it read and its apply (see sync).
+	// the endpoints it read and its apply (see sync); so do the changes
+	// of pending.
 	covers uint64
+	// pending are the endpoints of ADDs covered before their record was
+	// committed (Cover, from the store's AllocateThen), by handle, until
+	// the ADD settles them (Settle) or undoes them (Uncover): every
+	// compile takes them as this node's, with the store's.
+	pending map[string]store.Endpoint
 	// applied is the table as last applied or read, nil when unknown: an
 	// ADD or DEL diffs against it instead of dumping the kernel; the
 	// reconcile pass reads the kernel.
@@ -96,12 +105,12 @@ type policyDataplane struct {
 // set, and is nil when it is not; trigger asks for a policy sync. Its
 // Kernel follows gens, which the node's other writers of reef's tables
 // share (the NAT dataplane's).
-func newPolicyDataplane(ctx context.Context, kc KubeConfig, st *store.Store, m *metrics.Metrics, log *slog.Logger, trigger func(), gens *nft.Generations) (*policyDataplane, error) {
+func newPolicyDataplane(ctx context.Context, kc KubeConfig, pools []PoolConfig, st *store.Store, m *metrics.Metrics, log *slog.Logger, trigger func(), gens *nft.Generations) (*policyDataplane, error) {
 	if kc.Kubeconfig == "" {
 		return nil, nil
 	}
 	p := &policyDataplane{kernel: nft.NewKernel().Follow(gens), metrics: m, store: st, log: log.With("component", "policy"), nodeName: kc.NodeName,
-		trigger: trigger, skipped: map[string]string{}, notEnforced: map[string]bool{}}
+		families: poolFamilies(pools), trigger: trigger, skipped: map[string]string{}, notEnforced: map[string]bool{}}
 	// A burst of syncs of a big cluster (thousands of pods, hundreds of
 	// policies) leaves the heap they used to the Go runtime, which returns
 	// it to the kernel only slowly; the daemon's RSS would stay at the
@@ -192,6 +201,7 @@ func (p *policyDataplane) sync(readKernel bool) error {
 		p.mu.Lock()
 		covers := p.covers
 		read := readKernel && p.mustRead()
+		pending := maps.Clone(p.pending)
 		p.mu.Unlock()
 		if readKernel && !read {
 			p.log.Debug("table inet reef as applied: no nftables batch but reef's since it was read; not read again")
@@ -200,8 +210,8 @@ func (p *policyDataplane) sync(readKernel bool) error {
 		if err != nil {
 			return err
 		}
-		in := p.watch.Input()
-		in.Local = localEndpoints(eps)
+		in := p.input()
+		in.Local = localEndpoints(withPending(eps, pending))
 		c, err := p.compileAll(in)
 		if err != nil {
 			return err
@@ -257,7 +267,47 @@ func (p *policyDataplane) locked(f func(local []policy.Endpoint) error) (err err
 	if err != nil {
 		return err
 	}
-	return f(localEndpoints(eps))
+	return f(localEndpoints(withPending(eps, p.pending)))
+}
+
+// withPending are the store's endpoints eps with the pending ones (an
+// ADD's record written but maybe not committed) put in, in place of a
+// record of the same handle; eps is not changed.
+func withPending(eps []store.Endpoint, pending map[string]store.Endpoint) []store.Endpoint {
+	if len(pending) == 0 {
+		return eps
+	}
+	out := make([]store.Endpoint, 0, len(eps)+len(pending))
+	for _, ep := range eps {
+		if _, ok := pending[ep.Handle]; !ok {
+			out = append(out, ep)
+		}
+	}
+	for _, ep := range pending {
+		out = append(out, ep)
+	}
+	return out
+}
+
+// setPending puts ep among the pending endpoints (nil: takes it out) and
+// counts the change as a cover: a compile that read the endpoints before
+// it is made again.
+func (p *policyDataplane) setPending(handle string, ep *store.Endpoint) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, had := p.pending[handle]
+	switch {
+	case ep != nil:
+		if p.pending == nil {
+			p.pending = map[string]store.Endpoint{}
+		}
+		p.pending[handle] = *ep
+	case had:
+		delete(p.pending, handle)
+	default:
+		return
+	}
+	p.covers++
 }
 
 // localEndpoints are the store's pod endpoints as policy sees them: one
@@ -279,7 +329,7 @@ func localEndpoints(eps []store.Endpoint) []policy.Endpoint {
 // syncLocal is syncAll with the API's objects as the informers have them
 // and local as this node's endpoints; under the lock.
 func (p *policyDataplane) syncLocal(local []policy.Endpoint, readKernel bool) error {
-	in := p.watch.Input()
+	in := p.input()
 	in.Local = local
 	return p.syncAll(in, readKernel)
 }
@@ -505,7 +555,29 @@ func (p *policyDataplane) apply(want nft.Table, shape string, readKernel bool, h
 // shapeOf fingerprints the NetworkPolicies and ClusterNetworkPolicies:
 // while it holds, only set elements can differ.
 func shapeOf(in policy.Input) string {
-	return policy.Shape(in.Policies) + "|" + policy.ClusterShape(in.ClusterPolicies)
+	return policy.FamiliesOf(in).String() + "|" + policy.Shape(in.Policies) + "|" + policy.ClusterShape(in.ClusterPolicies)
+}
+
+// input is the API's objects as the informers have them, for this node's
+// families.
+func (p *policyDataplane) input() policy.Input {
+	in := p.watch.Input()
+	in.Families = p.families
+	return in
+}
+
+// poolFamilies are the families of the node's pools: its pods' addresses
+// are of those, and the policy table has sets and rules for those only.
+func poolFamilies(pools []PoolConfig) policy.Families {
+	var fs policy.Families
+	for _, pl := range pools {
+		if pl.CIDR.Addr().Is4() {
+			fs |= policy.IPv4
+		} else {
+			fs |= policy.IPv6
+		}
+	}
+	return fs
 }
 
 // podWait bounds how long an ADD waits for the informer to see its pod:
@@ -547,7 +619,12 @@ func (p *policyDataplane) Admit(ctx context.Context, namespace, name string) *ty
 // (recorded) included: the ADD calls it while the pod's veth is made,
 // and waits for it before the node's routes to the pod are written
 // (cniserver.PolicyGate).
+//
+// Its record need not be committed yet (cniserver calls it from the
+// store's AllocateThen): ep is one of this node's endpoints for every
+// compile until the ADD settles it (Settle) or undoes it (Uncover).
 func (p *policyDataplane) Cover(ep store.Endpoint) error {
+	p.setPending(ep.Handle, &ep)
 	// Marked before the informer's copy is read: an event it handles
 	// after the read asks for a sync (kube.Watcher.MarkLocal).
 	p.watch.MarkLocal(ep.PodNamespace, ep.PodName)
@@ -564,12 +641,19 @@ func (p *policyDataplane) Cover(ep store.Endpoint) error {
 	return nil
 }
 
+// Settle ends an ADD's Cover: ep's record is the store's now, or gone
+// with an Uncover.
+func (p *policyDataplane) Settle(ep store.Endpoint) {
+	p.setPending(ep.Handle, nil)
+}
+
 // Uncover takes an endpoint that went (a DEL, a rolled-back ADD, the
 // reconcile pass's release) out of the table: with the endpoints left,
 // only what its pod affected is compiled again and changed (syncPod). A
 // failure asks for a full sync, and the reconcile pass repairs what that
 // misses: the address must not stay in a set for the next pod given it.
 func (p *policyDataplane) Uncover(ep store.Endpoint) {
+	p.setPending(ep.Handle, nil)
 	if err := p.locked(func(local []policy.Endpoint) error {
 		p.covers++
 		return p.syncPod(local, nil)

@@ -119,13 +119,23 @@ func incrementalAPI() policy.Input {
 // and leave table inet reef in the fake kernel with the sets' elements a
 // full compile of that moment gives: after a DEL, the pod's address in
 // no set (a DEL that left an element behind fails here).
+//
+// On a node whose pools are all IPv4 (families IPv4) the table has no
+// IPv6 set, and the same holds (a set of the family left behind by an
+// ADD or DEL fails).
 func TestPolicyAddDelIncremental(t *testing.T) {
+	for _, fams := range []policy.Families{0, policy.IPv4} {
+		t.Run(fams.String(), func(t *testing.T) { testPolicyAddDelIncremental(t, fams) })
+	}
+}
+
+func testPolicyAddDelIncremental(t *testing.T, fams policy.Families) {
 	st := storeWithBlock(t)
 	k := newFakeKernel()
 	api := &fakePolicyAPI{in: incrementalAPI()}
 	syncs := 0
 	p := &policyDataplane{watch: api, kernel: fakeNAT{k}, store: st, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		trigger: func() { syncs++ }, skipped: map[string]string{}, notEnforced: map[string]bool{}}
+		families: fams, trigger: func() { syncs++ }, skipped: map[string]string{}, notEnforced: map[string]bool{}}
 	add := func(ns, name string) store.Endpoint {
 		t.Helper()
 		ep, _, err := st.Allocate(store.Endpoint{Handle: "net." + name, HostVeth: "reef" + name, PodNamespace: ns, PodName: name, State: store.EndpointReady}, testPool)
@@ -146,7 +156,7 @@ func TestPolicyAddDelIncremental(t *testing.T) {
 	for _, pod := range []string{"a/web-0", "b/web-1", "b/db-1"} {
 		ns, name, _ := strings.Cut(pod, "/")
 		eps[pod] = add(ns, name)
-		checkFullTable(t, k, api, st, "ADD of "+pod)
+		checkFullTable(t, k, api, st, fams, "ADD of "+pod)
 	}
 	for _, pod := range []string{"b/web-1", "a/web-0"} {
 		ep := eps[pod]
@@ -154,7 +164,7 @@ func TestPolicyAddDelIncremental(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.Uncover(ep)
-		checkFullTable(t, k, api, st, "DEL of "+pod)
+		checkFullTable(t, k, api, st, fams, "DEL of "+pod)
 		if sets := setsHolding(k, ep.Addrs()[0]); len(sets) > 0 {
 			t.Errorf("DEL of %s: its address %s is still in %v", pod, ep.Addrs()[0], sets)
 		}
@@ -166,18 +176,23 @@ func TestPolicyAddDelIncremental(t *testing.T) {
 
 // checkFullTable: the fake kernel's table inet reef has the sets, and
 // their elements, of a full compile of the API and the store's endpoints.
-func checkFullTable(t *testing.T, k *fakeKernel, api *fakePolicyAPI, st *store.Store, what string) {
+func checkFullTable(t *testing.T, k *fakeKernel, api *fakePolicyAPI, st *store.Store, fams policy.Families, what string) {
 	t.Helper()
 	eps, err := st.Endpoints()
 	if err != nil {
 		t.Fatal(err)
 	}
 	in := api.Input()
-	in.Local = localEndpoints(eps)
+	in.Local, in.Families = localEndpoints(eps), fams
 	want := elemsBySet(policy.Table(policy.Compile(in)))
 	tables, err := fakeNAT{k}.Read([]nft.TableID{policy.TableID})
 	if err != nil || len(tables) != 1 {
 		t.Fatalf("%s: read table: %v %v", what, tables, err)
+	}
+	for _, s := range tables[0].Sets {
+		if fams == policy.IPv4 && s.KeyType != "ipv4_addr" && s.KeyType != nft.KeyAddrPort4.Name {
+			t.Errorf("%s: IPv4 pools only, but the table has set %s of %s", what, s.Name, s.KeyType)
+		}
 	}
 	if diff := cmp.Diff(want, elemsBySet(tables[0])); diff != "" {
 		t.Errorf("%s: the kernel's sets differ from a full compile's (-full +kernel):\n%s", what, diff)
@@ -236,7 +251,7 @@ func TestPolicyADDSeesPolicyChanges(t *testing.T) {
 		if n := p.compiles.Load(); n != compiles {
 			t.Errorf("ADD of %s %s: %d full compiles in all, want %d", pod, what, n, compiles)
 		}
-		checkFullTable(t, k, api, st, "ADD of "+pod)
+		checkFullTable(t, k, api, st, 0, "ADD of "+pod)
 	}
 	add("a/db-0", 1, "first")
 	relisted := api.in.Policies[0].DeepCopy()
@@ -267,3 +282,72 @@ func storeWithBlock(t *testing.T) *store.Store {
 
 // testPool is storeWithBlock's pool.
 var testPool = store.Pool{CIDR: netip.MustParsePrefix("10.244.0.0/24"), BlockSize: 26}
+
+// TestPolicyCoverBeforeCommit: an ADD covers its pod while the store
+// syncs the pod's record (store.AllocateThen): until the ADD settles, the
+// loop's full syncs keep the pod in its sets though the store does not
+// have it; once settled, the store's record keeps it there; a cover whose
+// commit failed is undone (Uncover) with nothing left. Each fails if a
+// full sync reads only the store.
+func TestPolicyCoverBeforeCommit(t *testing.T) {
+	st := storeWithBlock(t)
+	k := newFakeKernel()
+	api := &fakePolicyAPI{in: incrementalAPI()}
+	p := &policyDataplane{watch: api, kernel: fakeNAT{k}, store: st, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		trigger: func() {}, skipped: map[string]string{}, notEnforced: map[string]bool{}}
+	// The records as the store gives them before their commit: written
+	// into a second store, not into this one.
+	other := storeWithBlock(t)
+	record := func(name string) store.Endpoint {
+		t.Helper()
+		ep, _, err := other.Allocate(store.Endpoint{Handle: "net." + name, HostVeth: "reef" + name, PodNamespace: "a", PodName: name, State: store.EndpointPending}, testPool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ep
+	}
+	covered := func(ep store.Endpoint, what string) {
+		t.Helper()
+		if sets := setsHolding(k, ep.Addrs()[0]); len(sets) == 0 {
+			t.Errorf("%s: %s is in no set", what, ep.Addrs()[0])
+		}
+	}
+	db := record("db-0")
+	if err := p.Cover(db); err != nil {
+		t.Fatal(err)
+	}
+	covered(db, "covered, record not committed")
+	if err := p.sync(false); err != nil {
+		t.Fatal(err)
+	}
+	covered(db, "a full sync before the record's commit")
+	if _, _, err := st.Allocate(db, testPool); err != nil { // the commit
+		t.Fatal(err)
+	}
+	p.Settle(db)
+	if err := p.sync(false); err != nil {
+		t.Fatal(err)
+	}
+	covered(db, "a full sync once settled")
+	checkFullTable(t, k, api, st, 0, "settled")
+
+	lost := record("web-0") // its commit fails: never in st
+	if err := p.Cover(lost); err != nil {
+		t.Fatal(err)
+	}
+	covered(lost, "covered, record not committed")
+	p.Uncover(lost)
+	if sets := setsHolding(k, lost.Addrs()[0]); len(sets) > 0 {
+		t.Errorf("a cover whose commit failed, undone: %s still in %v", lost.Addrs()[0], sets)
+	}
+	if err := p.sync(false); err != nil {
+		t.Fatal(err)
+	}
+	if sets := setsHolding(k, lost.Addrs()[0]); len(sets) > 0 {
+		t.Errorf("a full sync after the undone cover: %s in %v", lost.Addrs()[0], sets)
+	}
+	if len(p.pending) != 0 {
+		t.Errorf("pending left: %v", p.pending)
+	}
+	checkFullTable(t, k, api, st, 0, "undone")
+}

@@ -64,7 +64,7 @@ func renderCluster(st State, t *nft.Table, withChains bool, cache *Renderer) {
 					continue
 				}
 				for i, r := range c.Rules[d] {
-					for _, f := range families {
+					for _, f := range st.families() {
 						ch.Rules = append(ch.Rules, cache.clusterRules(f, d, c, i, r)...)
 					}
 				}
@@ -89,7 +89,7 @@ func clusterSets(st State, own func(int) bool, shared func(string) bool) []nft.S
 	var sets []nft.Set
 	emitted := map[string]bool{} // shared peer sets, rendered once
 	for i, c := range st.Cluster {
-		for _, f := range families {
+		for _, f := range st.families() {
 			if own(i) {
 				sets = append(sets, addrSet(f, clusterSelSet(f, c), cut("reef: this node's pods ClusterNetworkPolicy "+c.Name+" selects"), false, c.Selected))
 			}
@@ -172,7 +172,7 @@ func hostEgress(st State) nft.Chain {
 			Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: adminChain(Egress)}}})
 	}
 	if hasTier(st, cnp.BaselineTier, Egress) {
-		for _, f := range families {
+		for _, f := range st.families() {
 			ch.Rules = append(ch.Rules, nft.Rule{Comment: "reef: pods no policy isolates for egress: ClusterNetworkPolicy Baseline tier",
 				Exprs: append(match(f, f.offset(Egress, false), isolatedSet(f, Egress), true), &expr.Verdict{Kind: expr.VerdictGoto, Chain: baselineChain(Egress)})})
 		}

@@ -38,6 +38,51 @@ type Input struct {
 	// Nodes are the cluster's Nodes (their labels and status.addresses):
 	// what a cluster policy's node peers stand for.
 	Nodes []*corev1.Node
+	// Families are the IP families this node's pods have addresses of
+	// (its pools'): the table has sets and rules for those, and those of
+	// Local's addresses, only. Zero: both.
+	Families Families
+}
+
+// Families is a set of IP families (Input.Families).
+type Families uint8
+
+const (
+	IPv4 Families = 1 << iota
+	IPv6
+)
+
+// FamiliesOf are the families a table for in is rendered for: in.Families
+// (zero: both) and those of its local endpoints' addresses. A family no
+// local pod can have an address of needs no set and no rule: every rule
+// matches a local pod's address, and the base chains accept the family's
+// packets (no pod of it is isolated).
+func FamiliesOf(in Input) Families {
+	fs := in.Families
+	if fs == 0 {
+		return IPv4 | IPv6
+	}
+	for _, ep := range in.Local {
+		fs |= familyOf(ep.IP)
+	}
+	return fs
+}
+
+func familyOf(a netip.Addr) Families {
+	if a.Unmap().Is4() {
+		return IPv4
+	}
+	return IPv6
+}
+
+func (fs Families) String() string {
+	switch fs {
+	case IPv4:
+		return "ipv4"
+	case IPv6:
+		return "ipv6"
+	}
+	return "ipv4+ipv6"
 }
 
 // Direction is ingress (traffic to the selected pods) or egress (from
@@ -120,6 +165,19 @@ type State struct {
 	NotEnforced []NotEnforced
 	// ix is the index compiled from: Recompile starts from it.
 	ix *index
+	// fams are the families rendered (FamiliesOf); zero: both.
+	fams Families
+}
+
+// families are the families st is rendered for, in the table's order.
+func (st State) families() []family {
+	if st.fams == 0 || st.fams == IPv4|IPv6 {
+		return families
+	}
+	if st.fams == IPv4 {
+		return families[:1]
+	}
+	return families[1:]
 }
 
 // Compile computes the desired state from the API objects and this node's
@@ -151,7 +209,7 @@ func Compile(in Input) State {
 		slices.SortFunc(st.Isolated[d], netip.Addr.Compare)
 	}
 	compileClusters(ix, in.ClusterPolicies, &st)
-	st.Peers, st.ix = ix.peers, ix
+	st.Peers, st.ix, st.fams = ix.peers, ix, FamiliesOf(in)
 	return st
 }
 

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,13 +40,16 @@ type index struct {
 	// sorted the same thousand addresses again.
 	selected map[string]selection
 	sels     *selectors
+	// affected are the policies a pod can affect by its namespace: one
+	// Compile's, shared by the indexes Recompile patches from it.
+	affected *byNamespace
 	nodes    []*corev1.Node // for cluster policies' node peers
 }
 
 func newIndex(in Input) *index {
 	ix := &index{nsLabels: map[string]labels.Set{}, byNS: map[string][]podInfo{}, local: localAddrs(in.Local),
 		all: make(map[string]*Pod, len(in.Pods)), peers: map[string][]Range{}, selected: map[string]selection{}, sels: &selectors{},
-		nodes: in.Nodes}
+		nodes: in.Nodes, affected: &byNamespace{}}
 	for _, ns := range in.Namespaces {
 		if ns != nil {
 			ix.nsLabels[ns.Name] = ns.Labels
@@ -109,7 +113,7 @@ func (ix *index) info(k string, p *Pod) (podInfo, bool) {
 // Its cost is in the pods whose addresses change, not in all pods; those
 // are returned (as the API has them) for Recompile.
 func (ix *index) patched(local []Endpoint, pod *Pod) (*index, []*Pod) {
-	nx := &index{nsLabels: ix.nsLabels, all: ix.all, nodes: ix.nodes, local: localAddrs(local), peers: map[string][]Range{}, selected: map[string]selection{}, sels: ix.sels,
+	nx := &index{nsLabels: ix.nsLabels, all: ix.all, nodes: ix.nodes, local: localAddrs(local), peers: map[string][]Range{}, selected: map[string]selection{}, sels: ix.sels, affected: ix.affected,
 		over: make(map[string]*Pod, len(ix.over)+1)}
 	for k, p := range ix.over {
 		nx.over[k] = p
@@ -121,10 +125,17 @@ func (ix *index) patched(local []Endpoint, pod *Pod) (*index, []*Pod) {
 		return nx, pods
 	}
 	key := func(p *Pod) string { return p.Namespace + "/" + p.Name }
+	// Only pods of these namespaces can be touched: the others' keys are
+	// not made (a string each, of every pod of the cluster).
+	inTouched := map[string]bool{}
+	for k := range touched {
+		ns, _, _ := strings.Cut(k, "/")
+		inTouched[ns] = true
+	}
 	namespaces := map[string]bool{}
 	nx.pods = make([]podInfo, 0, len(ix.pods)+len(touched))
 	for _, pi := range ix.pods {
-		if touched[key(pi.pod)] {
+		if inTouched[pi.pod.Namespace] && touched[key(pi.pod)] {
 			namespaces[pi.pod.Namespace] = true
 			continue
 		}

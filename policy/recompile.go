@@ -36,10 +36,16 @@ func Recompile(prev State, local []Endpoint, pod *Pod) (st State, ch Changes, ok
 	if prev.ix == nil {
 		return State{}, Changes{}, false
 	}
+	for _, ep := range local {
+		if prev.fams != 0 && familyOf(ep.IP)&prev.fams == 0 {
+			return State{}, Changes{}, false // a family not rendered: Compile
+		}
+	}
 	ix, touched := prev.ix.patched(local, pod)
+	maybe, maybeCluster := candidates(ix, prev, touched)
 	isolated := [2]map[netip.Addr]bool{{}, {}}
-	for _, c := range prev.Policies {
-		if slices.ContainsFunc(touched, func(p *Pod) bool { return affects(ix, c.src, p) }) {
+	for i, c := range prev.Policies {
+		if maybe[i] && slices.ContainsFunc(touched, func(p *Pod) bool { return affects(ix, c.src, p) }) {
 			n, err := compilePolicy(ix, c.src)
 			if err != nil {
 				return State{}, Changes{}, false // compiled before: cannot happen
@@ -58,7 +64,7 @@ func Recompile(prev State, local []Endpoint, pod *Pod) (st State, ch Changes, ok
 	}
 	// Skipped reasons depend on the spec only: prev's hold.
 	st.Skipped = slices.Clone(prev.Skipped)
-	if !recompileClusters(ix, prev, touched, &st, &ch) {
+	if !recompileClusters(ix, prev, touched, maybeCluster, &st, &ch) {
 		return State{}, Changes{}, false
 	}
 	// Peer sets: prev's, those the recompiled policies use computed again
@@ -77,7 +83,7 @@ func Recompile(prev State, local []Endpoint, pod *Pod) (st State, ch Changes, ok
 		}
 		slices.SortFunc(st.Isolated[d], netip.Addr.Compare)
 	}
-	st.ix = ix
+	st.ix, st.fams = ix, prev.fams
 	return st, ch, true
 }
 
@@ -102,12 +108,12 @@ func (ch Changes) Policies() int { return len(ch.policies) }
 // again to the same sets stays prev's; one whose only change is in
 // shared peer sets (a selection many rules name) adds those to ch, not
 // its own sets. ok is false on an error (compiled before: cannot happen).
-func recompileClusters(ix *index, prev State, touched []*Pod, st *State, ch *Changes) bool {
+func recompileClusters(ix *index, prev State, touched []*Pod, maybe []bool, st *State, ch *Changes) bool {
 	ch.shared = map[string]bool{}
 	decided := map[string]bool{} // shared sets compared already
-	for _, c := range prev.Cluster {
+	for i, c := range prev.Cluster {
 		notes := slices.DeleteFunc(slices.Clone(prev.NotEnforced), func(n NotEnforced) bool { return n.Name != c.Name })
-		if slices.ContainsFunc(touched, func(p *Pod) bool { return clusterAffects(ix, c.src, p) }) {
+		if maybe[i] && slices.ContainsFunc(touched, func(p *Pod) bool { return clusterAffects(ix, c.src, p) }) {
 			n, nn := reshared(ix, c, touched), notes
 			if n == nil {
 				var err error
@@ -194,7 +200,7 @@ func reshared(ix *index, c *ClusterCompiled, touched []*Pod) *ClusterCompiled {
 	for i, r := range p.Spec.Egress {
 		// Its named ports are looked up on its peers' pods, those of its
 		// networks too, whether or not a touched pod is a peer.
-		if slices.ContainsFunc(r.Protocols, func(p cnp.ClusterNetworkPolicyProtocol) bool { return p.DestinationNamedPort != "" }) {
+		if hasNamedClusterPort(r.Protocols) {
 			return nil
 		}
 		if !rule(Egress, "eg."+strconv.Itoa(i), r.To) {
@@ -290,9 +296,6 @@ func affects(ix *index, p *networkingv1.NetworkPolicy, pod *Pod) bool {
 // and a peer that is not pods (nodes, networks) counts as affected by
 // every pod, as does a selector that does not parse.
 func clusterAffects(ix *index, p *cnp.ClusterNetworkPolicy, pod *Pod) bool {
-	named := func(ps []cnp.ClusterNetworkPolicyProtocol) bool {
-		return slices.ContainsFunc(ps, func(p cnp.ClusterNetworkPolicyProtocol) bool { return p.DestinationNamedPort != "" })
-	}
 	if peerNames(ix, p.Spec.Subject.Namespaces, p.Spec.Subject.Pods, pod) {
 		return true
 	}
@@ -305,7 +308,7 @@ func clusterAffects(ix *index, p *cnp.ClusterNetworkPolicy, pod *Pod) bool {
 	}
 	for _, r := range p.Spec.Egress {
 		for _, to := range r.To {
-			if peerNames(ix, to.Namespaces, to.Pods, pod) || (named(r.Protocols) && to.Namespaces == nil && to.Pods == nil) {
+			if peerNames(ix, to.Namespaces, to.Pods, pod) || (hasNamedClusterPort(r.Protocols) && to.Namespaces == nil && to.Pods == nil) {
 				return true
 			}
 		}
@@ -337,8 +340,19 @@ func peerNames(ix *index, nsSel *metav1.LabelSelector, pods *cnp.NamespacedPod, 
 	return false
 }
 
+// hasNamedPort reports whether a NetworkPolicy rule has a named port.
+func hasNamedPort(ports []networkingv1.NetworkPolicyPort) bool {
+	return slices.ContainsFunc(ports, func(p networkingv1.NetworkPolicyPort) bool { return p.Port != nil && p.Port.Type == intstr.String })
+}
+
+// hasNamedClusterPort reports whether a cluster policy rule has a named
+// port.
+func hasNamedClusterPort(ps []cnp.ClusterNetworkPolicyProtocol) bool {
+	return slices.ContainsFunc(ps, func(p cnp.ClusterNetworkPolicyProtocol) bool { return p.DestinationNamedPort != "" })
+}
+
 func peersAffect(ix *index, ns string, peers []networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort, pod *Pod, lbl labels.Set) bool {
-	named := slices.ContainsFunc(ports, func(p networkingv1.NetworkPolicyPort) bool { return p.Port != nil && p.Port.Type == intstr.String })
+	named := hasNamedPort(ports)
 	if len(peers) == 0 {
 		return named // every pod is a peer; only named ports look at them
 	}
@@ -377,7 +391,7 @@ func peersAffect(ix *index, ns string, peers []networkingv1.NetworkPolicyPeer, p
 // peer sets that changed. Applied over the table of the State Recompile
 // started from, they give Table(st) (TestRecompileIsCompile).
 func SetsOf(st State, ch Changes) []nft.Set {
-	sub := State{Isolated: st.Isolated, Peers: st.Peers}
+	sub := State{Isolated: st.Isolated, Peers: st.Peers, fams: st.fams}
 	for _, i := range ch.policies {
 		sub.Policies = append(sub.Policies, st.Policies[i])
 	}

@@ -50,6 +50,11 @@ var families = []family{
 
 func (f family) holds(a netip.Addr) bool { return a.Is4() == (f.suffix == "4") }
 
+// renders reports whether st has f's sets and rules.
+func (st State) renders(f family) bool {
+	return slices.ContainsFunc(st.families(), func(g family) bool { return g.suffix == f.suffix })
+}
+
 // offset of the pod's address in a packet of direction d: the destination
 // for ingress, the source for egress; peer is the other end.
 func (f family) offset(d Direction, peer bool) uint32 {
@@ -152,8 +157,9 @@ func render(st State, withChains bool, cache *Renderer) nft.Table {
 	t := nft.Table{ID: TableID}
 	emitted := map[string]bool{} // shared peer sets, rendered once
 	base := baseChains(st, &t)
+	fams := st.families()
 	for _, c := range st.Policies {
-		for _, f := range families {
+		for _, f := range fams {
 			t.Sets = append(t.Sets, addrSet(f, selSet(f, c), cut("reef: this node's pods policy "+c.Key()+" selects"), false, c.Selected))
 		}
 		for d := Ingress; d <= Egress; d++ {
@@ -169,7 +175,7 @@ func render(st State, withChains bool, cache *Renderer) nft.Table {
 				cached, hit = cache.rules[key]
 				cache.used[key] = true
 			}
-			for _, f := range families {
+			for _, f := range fams {
 				if !hit {
 					cached.jumps = append(cached.jumps, nft.Rule{Comment: cut(fmt.Sprintf("reef: policy %s (%s)", c.Key(), d)),
 						Exprs: append(match(f, f.offset(d, false), selSet(f, c), false), &expr.Verdict{Kind: expr.VerdictJump, Chain: ch.Name})})
@@ -226,6 +232,13 @@ func baseChains(st State, t *nft.Table) [2]nft.Chain {
 				Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: adminChain(d)}}})
 		}
 		for _, f := range families {
+			if !st.renders(f) {
+				// No pod of this node has an address of f: none is
+				// isolated.
+				base[d].Rules = append(base[d].Rules, nft.Rule{Comment: fmt.Sprintf("reef: no pod of this node has an IPv%s address", f.suffix),
+					Exprs: append(nfproto(f), &expr.Verdict{Kind: expr.VerdictAccept})})
+				continue
+			}
 			set := isolatedSet(f, d)
 			t.Sets = append(t.Sets, addrSet(f, set, fmt.Sprintf("reef: this node's pods isolated for %s", d), false, st.Isolated[d]))
 			if hasTier(st, cnp.BaselineTier, d) {

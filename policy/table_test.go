@@ -255,3 +255,55 @@ func TestDualStackTableInKernel(t *testing.T) {
 		}
 	}
 }
+
+// TestFamiliesInKernel: a node whose pools are all IPv4 (Input.Families)
+// has no IPv6 set or rule, and accepts IPv6 in its base chains (no pod of
+// it can be isolated in IPv6); going there from a table of both families
+// (an upgrade), and back (a pool of the other family added), changes the
+// table in place. An endpoint of a family not rendered is Compile's:
+// Recompile refuses it.
+func TestFamiliesInKernel(t *testing.T) {
+	netns, k := testNetns(t)
+	in := sampleInput()
+	converge(t, k, Table(Compile(in)))
+	for _, fams := range []Families{IPv4, 0} {
+		in.Families = fams
+		st := Compile(in)
+		tab := Table(st)
+		p := converge(t, k, tab)
+		for _, c := range p.Changes {
+			if c.Kind == nft.RecreateTable || c.Kind == nft.CreateTable {
+				t.Fatalf("families %s: %s (%s), want changes in place", fams, c.Kind, c.Why)
+			}
+		}
+		v6 := 0
+		for _, s := range tab.Sets {
+			if s.KeyType == nftables.TypeIP6Addr.Name || s.KeyType == nft.KeyAddrPort6.Name {
+				v6++
+			}
+		}
+		if (v6 == 0) != (fams == IPv4) {
+			t.Errorf("families %s: %d IPv6 sets", fams, v6)
+		}
+		if _, err := exec.LookPath("nft"); err == nil && fams == IPv4 {
+			out := netnstest.Run(t, netns, "nft", "list", "table", "inet", "reef")
+			if n := strings.Count(out, "meta nfproto ipv6 accept"); n != 2 {
+				t.Errorf("families ipv4: %d rules accept IPv6, want one in each base chain:\n%s", n, out)
+			}
+			if strings.Contains(out, "ip6 ") {
+				t.Errorf("families ipv4: the table matches IPv6 addresses:\n%s", out)
+			}
+		}
+		if fams == IPv4 {
+			local := append(slices.Clone(in.Local), Endpoint{Namespace: "x", Name: "a", IP: addr("fd00:10:244::1")})
+			if _, _, ok := Recompile(st, local, nil); ok {
+				t.Error("Recompile took an IPv6 endpoint into a table of IPv4 only")
+			}
+			in2 := in
+			in2.Local = local
+			if FamiliesOf(in2) != IPv4|IPv6 {
+				t.Errorf("FamiliesOf with an IPv6 endpoint = %s", FamiliesOf(in2))
+			}
+		}
+	}
+}

@@ -33,6 +33,17 @@ import (
 // and its record is returned (existed): its ports are the caller's to
 // change with ClaimPorts.
 func (s *Store) Allocate(ep Endpoint, pools ...Pool) (got Endpoint, existed bool, err error) {
+	return s.AllocateThen(ep, nil, pools...)
+}
+
+// AllocateThen is Allocate that calls chosen (nil: none) with the new
+// record once it is written, before the write is committed and synced
+// to disk: the caller can start on the record's addresses while the disk
+// syncs (an ADD's NetworkPolicy cover). The commit may still fail, with
+// Allocate's error; chosen is not called for a handle that existed, or
+// for an allocation that fails before it is written. It runs in the write
+// transaction: it must return at once, and not call the store.
+func (s *Store) AllocateThen(ep Endpoint, chosen func(Endpoint), pools ...Pool) (got Endpoint, existed bool, err error) {
 	if ep.Handle == "" {
 		return Endpoint{}, false, errors.New("allocate: handle is empty")
 	}
@@ -92,6 +103,9 @@ func (s *Store) Allocate(ep Endpoint, pools ...Pool) (got Endpoint, existed bool
 			return err
 		}
 		got = ep
+		if chosen != nil {
+			chosen(ep)
+		}
 		return nil
 	})
 	if err != nil {

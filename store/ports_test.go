@@ -586,3 +586,46 @@ func TestOpenMigratesSchema3(t *testing.T) {
 		t.Errorf("ClaimPorts after migration: %v", err)
 	}
 }
+
+// TestAllocateThen: chosen gets the new record, before its write is
+// committed (a reader of that moment does not see it yet), and is called
+// for a new record only: not for a handle that exists, nor for an
+// allocation refused (a port taken, no free address).
+func TestAllocateThen(t *testing.T) {
+	s := openTest(t, "node-a")
+	if _, _, _, err := allocAuto(s, Endpoint{Handle: "net.a", PortMappings: []PortMapping{tcp("8080")}}, portPool); err != nil {
+		t.Fatal(err)
+	}
+	var calls []Endpoint
+	seen := true
+	chosen := func(ep Endpoint) {
+		calls = append(calls, ep)
+		done := make(chan bool)
+		go func() { // another goroutine's read, as the ADD's cover's
+			_, ok, _ := s.Endpoint(ep.Handle)
+			done <- ok
+		}()
+		seen = <-done
+	}
+	got, existed, err := s.AllocateThen(Endpoint{Handle: "net.b"}, chosen, portPool)
+	if err != nil || existed {
+		t.Fatalf("AllocateThen: %v, existed %t", err, existed)
+	}
+	if len(calls) != 1 || calls[0].IP != got.IP || calls[0].Handle != "net.b" {
+		t.Fatalf("chosen got %+v, want the record %+v", calls, got)
+	}
+	if seen {
+		t.Error("a reader saw the record while chosen ran: the write was committed before it")
+	}
+	if _, _, err := s.AllocateThen(Endpoint{Handle: "net.b"}, chosen, portPool); err != nil || len(calls) != 1 {
+		t.Errorf("AllocateThen of an existing handle: %v; chosen called %d times in all, want 1", err, len(calls))
+	}
+	_, _, err = s.AllocateThen(Endpoint{Handle: "net.c", PortMappings: []PortMapping{tcp("8080")}}, chosen, portPool)
+	var taken *PortTakenError
+	if !errors.As(err, &taken) || len(calls) != 1 {
+		t.Errorf("AllocateThen of a port taken: %v; chosen called %d times in all, want 1", err, len(calls))
+	}
+	if _, _, err := s.AllocateThen(Endpoint{Handle: "net.d"}, chosen, Pool{CIDR: netip.MustParsePrefix("10.99.0.0/24"), BlockSize: 26}); !errors.Is(err, ErrNoFreeAddress) || len(calls) != 1 {
+		t.Errorf("AllocateThen with no confirmed block: %v; chosen called %d times in all, want 1", err, len(calls))
+	}
+}
