@@ -147,6 +147,12 @@ func (s *Server) addLocked(r *request, pools []store.Pool, op *activity.Op, log 
 	if cerr != nil || needBlocks != nil {
 		return ep, "", needBlocks, cerr
 	}
+	if cover != nil {
+		// On every way out, a panic's too: the ADD's Settle (add) must
+		// come after the Cover, or the pending endpoint it takes out
+		// would be put back after it.
+		defer cover.wait()
+	}
 	if existed && s.deps.Policy != nil {
 		// A repeated ADD covers before it redoes the wiring: its failure
 		// must leave the earlier ADD's wiring in place for its DEL.

@@ -37,11 +37,15 @@ type fakeNode struct {
 	// pending are the handles covered and not settled nor uncovered:
 	// none is left once an ADD has returned.
 	pending map[string]bool
+	// upEntered is closed by Up with fail "up panics", coverDone by
+	// the Cover then.
+	upEntered, coverDone chan struct{}
 }
 
 func newFakeNode() *fakeNode {
 	return &fakeNode{veths: map[string]bool{}, limits: map[string]bool{}, filter: map[string]string{},
-		policy: map[netip.Addr]string{}, wired: map[string]veth.Spec{}, pending: map[string]bool{}}
+		policy: map[netip.Addr]string{}, wired: map[string]veth.Spec{}, pending: map[string]bool{},
+		upEntered: make(chan struct{}), coverDone: make(chan struct{})}
 }
 
 var errInjected = errors.New("injected failure")
@@ -57,6 +61,10 @@ func (f *fakeNode) failing(step string) bool {
 // lock not held: a cover runs meanwhile), "routes" when the node's routes
 // to the pod are written.
 func (f *fakeNode) Up(spec veth.Spec) (veth.Pair, error) {
+	if f.fail == "up panics" {
+		close(f.upEntered) // the cover records its pod only now
+		panic("injected panic in the wiring")
+	}
 	f.mu.Lock()
 	if f.failing("up") {
 		// Wire undoes what it did: the pair is gone, with its qdiscs.
@@ -135,6 +143,14 @@ func (f *fakeNode) Cover(ep store.Endpoint) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, "cover")
+	if f.fail == "up panics" {
+		// As a cover that waits for the dataplane's lock: it records
+		// its pod after the wiring has begun (and panicked).
+		f.mu.Unlock()
+		<-f.upEntered
+		f.mu.Lock()
+		defer close(f.coverDone)
+	}
 	f.pending[ep.Handle] = true
 	for _, a := range ep.Addrs() {
 		f.policy[a] = ep.Handle
@@ -416,4 +432,27 @@ func kinds(state string) string {
 	}
 	slices.Sort(ks)
 	return strings.Join(ks, " ")
+}
+
+// TestAddPanicSettlesAfterCover: a wiring that panics while the new pod's
+// cover is still on its way (waiting for the dataplane's lock) leaves no
+// pending cover behind once the ADD has unwound: the ADD waits for the
+// cover before it settles it. It fails if the ADD settles first.
+func TestAddPanicSettlesAfterCover(t *testing.T) {
+	s, _, f := newAddFailServer(t)
+	f.fail = "up panics"
+	func() {
+		defer func() {
+			if r := recover(); r == nil {
+				t.Error("the ADD did not panic")
+			}
+		}()
+		s.add(context.Background(), podRequest("c1", "web-1", "/run/netns/p1", 8080))
+	}()
+	<-f.coverDone // the cover's own end, however late
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.pending) > 0 {
+		t.Errorf("covers left pending after the ADD's panic: %v", f.pending)
+	}
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -273,18 +275,28 @@ func (p *policyDataplane) locked(f func(local []policy.Endpoint) error) (err err
 // withPending are the store's endpoints eps with the pending ones (an
 // ADD's record written but maybe not committed) put in, in place of a
 // record of the same handle; eps is not changed.
+//
+// A pending endpoint whose address a stored record of another handle
+// holds is left out: its commit failed (the address went back to the
+// pool) and another ADD took the address before its Uncover came.
 func withPending(eps []store.Endpoint, pending map[string]store.Endpoint) []store.Endpoint {
 	if len(pending) == 0 {
 		return eps
 	}
 	out := make([]store.Endpoint, 0, len(eps)+len(pending))
+	held := map[netip.Addr]string{}
 	for _, ep := range eps {
 		if _, ok := pending[ep.Handle]; !ok {
 			out = append(out, ep)
+			for _, a := range ep.Addrs() {
+				held[a] = ep.Handle
+			}
 		}
 	}
 	for _, ep := range pending {
-		out = append(out, ep)
+		if !slices.ContainsFunc(ep.Addrs(), func(a netip.Addr) bool { _, ok := held[a]; return ok }) {
+			out = append(out, ep)
+		}
 	}
 	return out
 }
@@ -439,7 +451,7 @@ func (p *policyDataplane) samePolicies() bool {
 	if same && n == len(p.appliedObjs) {
 		return true
 	}
-	if shapeOf(policy.Input{Policies: pols, ClusterPolicies: cpols}) != p.appliedShape {
+	if shapeOf(policy.Input{Policies: pols, ClusterPolicies: cpols, Families: p.families, Local: p.in.Local}) != p.appliedShape {
 		return false
 	}
 	p.appliedObjs = policyObjs(pols, cpols)

@@ -232,12 +232,21 @@ func setsHolding(k *fakeKernel, a netip.Addr) []string {
 // resourceVersion: the fake kernel does not change rules, so its spec is
 // the same), and not when the informer holds a new object of the same one
 // (a relist); the table is a full compile's every time.
+//
+// On a node of one family (IPv4 pools) too: its shape holds its families
+// (it fails if the relist's check compares it with a shape of both).
 func TestPolicyADDSeesPolicyChanges(t *testing.T) {
+	for _, fams := range []policy.Families{0, policy.IPv4} {
+		t.Run(fams.String(), func(t *testing.T) { testPolicyADDSeesPolicyChanges(t, fams) })
+	}
+}
+
+func testPolicyADDSeesPolicyChanges(t *testing.T, fams policy.Families) {
 	st := storeWithBlock(t)
 	k := newFakeKernel()
 	api := &fakePolicyAPI{in: incrementalAPI()}
 	p := &policyDataplane{watch: api, kernel: fakeNAT{k}, store: st, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		trigger: func() {}, skipped: map[string]string{}, notEnforced: map[string]bool{}}
+		families: fams, trigger: func() {}, skipped: map[string]string{}, notEnforced: map[string]bool{}}
 	add := func(pod string, compiles uint64, what string) {
 		t.Helper()
 		ns, name, _ := strings.Cut(pod, "/")
@@ -251,7 +260,7 @@ func TestPolicyADDSeesPolicyChanges(t *testing.T) {
 		if n := p.compiles.Load(); n != compiles {
 			t.Errorf("ADD of %s %s: %d full compiles in all, want %d", pod, what, n, compiles)
 		}
-		checkFullTable(t, k, api, st, 0, "ADD of "+pod)
+		checkFullTable(t, k, api, st, fams, "ADD of "+pod)
 	}
 	add("a/db-0", 1, "first")
 	relisted := api.in.Policies[0].DeepCopy()
@@ -350,4 +359,27 @@ func TestPolicyCoverBeforeCommit(t *testing.T) {
 		t.Errorf("pending left: %v", p.pending)
 	}
 	checkFullTable(t, k, api, st, 0, "undone")
+}
+
+// TestWithPending: a pending endpoint is one of the node's with the
+// store's, in place of a record of its handle; one whose address a
+// record of another handle holds (its commit failed, and another ADD took
+// the address) is not.
+func TestWithPending(t *testing.T) {
+	rec := func(h, ip string) store.Endpoint {
+		return store.Endpoint{Handle: h, PodNamespace: "a", PodName: h, IP: netip.MustParseAddr(ip)}
+	}
+	stored := []store.Endpoint{rec("x", "10.0.0.1"), rec("y", "10.0.0.2")}
+	got := withPending(stored, map[string]store.Endpoint{"y": rec("y", "10.0.0.2"), "z": rec("z", "10.0.0.3"), "lost": rec("lost", "10.0.0.1")})
+	var names []string
+	for _, ep := range got {
+		names = append(names, ep.Handle+"="+ep.IP.String())
+	}
+	slices.Sort(names)
+	if want := []string{"x=10.0.0.1", "y=10.0.0.2", "z=10.0.0.3"}; !slices.Equal(names, want) {
+		t.Errorf("withPending = %v, want %v", names, want)
+	}
+	if len(stored) != 2 || stored[1].Handle != "y" {
+		t.Errorf("withPending changed the store's list: %v", stored)
+	}
 }

@@ -76,7 +76,7 @@ func familyOf(a netip.Addr) Families {
 }
 
 func (fs Families) String() string {
-	switch fs {
+	switch fs { // zero is both, as in Input
 	case IPv4:
 		return "ipv4"
 	case IPv6:

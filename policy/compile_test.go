@@ -110,20 +110,23 @@ func TestSetsAreTablesSets(t *testing.T) {
 	}
 }
 
+// noKeys is tb without its rules' keys (the Renderer's tables have
+// them, Table's not).
+func noKeys(tb nft.Table) nft.Table {
+	for i := range tb.Chains {
+		tb.Chains[i].Rules = slices.Clone(tb.Chains[i].Rules)
+		for j := range tb.Chains[i].Rules {
+			tb.Chains[i].Rules[j].Key = ""
+		}
+	}
+	return tb
+}
+
 // TestRendererIsTable: the Renderer's table is Table's, the first time
 // and when it reuses every policy's rules, and after a policy changed.
 func TestRendererIsTable(t *testing.T) {
 	in := benchInput(300, 20, 40, 30)
 	var r Renderer
-	noKeys := func(tb nft.Table) nft.Table {
-		for i := range tb.Chains {
-			tb.Chains[i].Rules = slices.Clone(tb.Chains[i].Rules)
-			for j := range tb.Chains[i].Rules {
-				tb.Chains[i].Rules[j].Key = ""
-			}
-		}
-		return tb
-	}
 	for round := range 3 {
 		if round == 2 {
 			p := in.Policies[3].DeepCopy()

@@ -171,7 +171,8 @@ func render(st State, withChains bool, cache *Renderer) nft.Table {
 			var hit bool
 			var cached cachedRules
 			if cache != nil {
-				key = ch.Name + "@" + specKey(c)
+				// The rules are those of the families rendered.
+				key = ch.Name + "@" + specKey(c) + "@" + st.fams.String()
 				cached, hit = cache.rules[key]
 				cache.used[key] = true
 			}

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"os/exec"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -304,6 +305,32 @@ func TestFamiliesInKernel(t *testing.T) {
 			if FamiliesOf(in2) != IPv4|IPv6 {
 				t.Errorf("FamiliesOf with an IPv6 endpoint = %s", FamiliesOf(in2))
 			}
+		}
+	}
+}
+
+// TestRendererFollowsFamilies: a Renderer that rendered a table of both
+// families renders one of IPv4 only (an endpoint of IPv6 gone from a
+// node whose pools are IPv4) as Table does, and back: its cached rules
+// are those of the families rendered. It fails if the cache keeps the
+// rules of other families.
+func TestRendererFollowsFamilies(t *testing.T) {
+	in := dualStackInput()
+	var r Renderer
+	for _, step := range []struct {
+		name  string
+		fams  Families
+		local []Endpoint
+	}{
+		{"both", IPv4, in.Local}, // IPv4 pools, IPv6 endpoints: both
+		{"IPv4 only", IPv4, slices.DeleteFunc(slices.Clone(in.Local), func(e Endpoint) bool { return e.IP.Is6() })},
+		{"both again", IPv4, in.Local},
+	} {
+		in2 := in
+		in2.Families, in2.Local = step.fams, step.local
+		st := Compile(in2)
+		if got, want := noKeys(r.Table(st)), Table(st); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the Renderer's table differs from Table's", step.name)
 		}
 	}
 }

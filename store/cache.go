@@ -14,7 +14,9 @@ import (
 // readCache keeps the last results of the two reads every block protocol
 // step makes, LoadProtocol and Blocks, for as long as no write transaction
 // has committed since. Both decode every block record, and most steps of a
-// node that hears other nodes' claims and votes change nothing here.
+// node that hears other nodes' claims and votes change nothing here. It
+// also keeps the endpoint records Endpoints decoded last (eps), by their
+// bytes rather than by gen.
 //
 // gen counts committed writes. A read notes gen before its transaction and
 // files its result under that number: a write that commits in between

@@ -44,6 +44,14 @@ func (w *Watcher) discoverCluster(ctx context.Context) (answered bool) {
 	served := false
 	switch {
 	case code == http.StatusNotFound || apierrors.IsNotFound(err):
+		// A kube-apiserver that has just started serves the core before
+		// the CRDs' groups: its "not found" counts once it is ready
+		// (its /readyz waits for its CRD informer).
+		var ready int
+		if err := w.core.Get().AbsPath("/readyz").Do(rctx).StatusCode(&ready).Error(); err != nil || ready != http.StatusOK {
+			w.log.Debug("the ClusterNetworkPolicy group is not served, and the API is not ready yet; asking again", "readyz", ready, "error", err)
+			return false
+		}
 	case err != nil:
 		w.log.Debug("cannot tell whether the ClusterNetworkPolicy CRD is installed; asking again", "error", err)
 		return false
