@@ -117,25 +117,7 @@ func nsPeersAffect(ix *index, peers []networkingv1.NetworkPolicyPeer, ports []ne
 
 // nsClusterAffects is clusterAffects for any pod of namespace ns.
 func nsClusterAffects(ix *index, p *cnp.ClusterNetworkPolicy, ns string) bool {
-	if nsNames(ix, p.Spec.Subject.Namespaces, p.Spec.Subject.Pods, ns) {
-		return true
-	}
-	for _, r := range p.Spec.Ingress {
-		for _, f := range r.From {
-			if nsNames(ix, f.Namespaces, f.Pods, ns) {
-				return true
-			}
-		}
-	}
-	for _, r := range p.Spec.Egress {
-		named := hasNamedClusterPort(r.Protocols)
-		for _, to := range r.To {
-			if nsNames(ix, to.Namespaces, to.Pods, ns) || named && to.Namespaces == nil && to.Pods == nil {
-				return true
-			}
-		}
-	}
-	return false
+	return clusterNamesAny(p, func(nsSel *metav1.LabelSelector, pods *cnp.NamespacedPod) bool { return nsNames(ix, nsSel, pods, ns) })
 }
 
 // nsNames is peerNames for any pod of namespace ns: its namespace

@@ -296,19 +296,28 @@ func affects(ix *index, p *networkingv1.NetworkPolicy, pod *Pod) bool {
 // and a peer that is not pods (nodes, networks) counts as affected by
 // every pod, as does a selector that does not parse.
 func clusterAffects(ix *index, p *cnp.ClusterNetworkPolicy, pod *Pod) bool {
-	if peerNames(ix, p.Spec.Subject.Namespaces, p.Spec.Subject.Pods, pod) {
+	return clusterNamesAny(p, func(nsSel *metav1.LabelSelector, pods *cnp.NamespacedPod) bool {
+		return peerNames(ix, nsSel, pods, pod)
+	})
+}
+
+// clusterNamesAny reports whether names holds for p's subject or one of
+// its rules' peers, or p has an egress rule with a named port and a peer
+// that is not pods (its ports are looked up on every pod of its networks).
+func clusterNamesAny(p *cnp.ClusterNetworkPolicy, names func(nsSel *metav1.LabelSelector, pods *cnp.NamespacedPod) bool) bool {
+	if names(p.Spec.Subject.Namespaces, p.Spec.Subject.Pods) {
 		return true
 	}
 	for _, r := range p.Spec.Ingress {
 		for _, f := range r.From {
-			if peerNames(ix, f.Namespaces, f.Pods, pod) {
+			if names(f.Namespaces, f.Pods) {
 				return true
 			}
 		}
 	}
 	for _, r := range p.Spec.Egress {
 		for _, to := range r.To {
-			if peerNames(ix, to.Namespaces, to.Pods, pod) || (hasNamedClusterPort(r.Protocols) && to.Namespaces == nil && to.Pods == nil) {
+			if names(to.Namespaces, to.Pods) || (hasNamedClusterPort(r.Protocols) && to.Namespaces == nil && to.Pods == nil) {
 				return true
 			}
 		}
