@@ -2072,6 +2072,12 @@ func (h *fsmHandler) established(ctx context.Context) (bgp.FSMState, *fsmStateRe
 					fsm.logger.Info("peer graceful restart", slog.String("State", fsm.state.String()))
 					fsm.lock.Lock()
 					fsm.gracefulRestartTimer.Reset(time.Duration(conf.GracefulRestart.State.PeerRestartTime) * time.Second)
+					// reef: third_party/gobgp.diff. The peer is expected back
+					// within its restart time: wait IdleHoldTimeAfterReset
+					// in Idle, as after an administrative reset, instead of
+					// the fixed 5 s, in which every connection it makes is
+					// closed.
+					fsm.idleHoldTime = conf.Timers.Config.IdleHoldTimeAfterReset
 					fsm.lock.Unlock()
 				}
 			}

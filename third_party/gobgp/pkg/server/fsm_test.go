@@ -282,6 +282,33 @@ func TestFSMHandlerEstablish_HoldTimerExpired(t *testing.T) {
 	assert.Equal(uint8(bgp.BGP_ERROR_HOLD_TIMER_EXPIRED), sent.Body.(*bgp.BGPNotification).ErrorCode)
 }
 
+// reef: third_party/gobgp.diff. A session that ends in graceful restart
+// waits IdleHoldTimeAfterReset in Idle, not the fixed 5 s.
+func TestFSMHandlerEstablish_GR_IdleHoldTime(t *testing.T) {
+	assert := assert.New(t)
+
+	m := NewMockConnection()
+	p, h := makePeerAndHandler(m)
+	t.Cleanup(func() { cleanPeerAndHandler(p, h) })
+
+	p.fsm.lock.Lock()
+	conf := p.fsm.pConf.ReadCopy()
+	conf.Timers.State.KeepaliveInterval = 3
+	conf.Timers.State.NegotiatedHoldTime = 2
+	conf.Timers.Config.IdleHoldTimeAfterReset = 1
+	conf.GracefulRestart.State.Enabled = true
+	p.fsm.pConf.Update(&conf)
+	p.fsm.idleHoldTime = holdtimeIdle
+	p.fsm.lock.Unlock()
+
+	state, reason := h.established(t.Context())
+	assert.Equal(bgp.BGP_FSM_IDLE, state)
+	assert.Equal(fsmGracefulRestart, reason.Type)
+	p.fsm.lock.Lock()
+	assert.Equal(float64(1), p.fsm.idleHoldTime)
+	p.fsm.lock.Unlock()
+}
+
 func TestFSMHandlerEstablish_HoldTimerExpired_GR_Enabled(t *testing.T) {
 	assert := assert.New(t)
 
