@@ -308,6 +308,8 @@ func (sp *Speaker) externalPeer(p ExternalPeer) *api.Peer {
 		// back until the deferral timer (10 s), the mark's removal that
 		// ends the other nodes' stand-ins among them. Nothing checks
 		// again when such a peer comes up, since it is not restarting.
+		// (Since then no router is waited for at all, restartWaitsFor;
+		// this keeps the families in line with the capability.)
 		for _, f := range families {
 			f.MpGracefulRestart = nil
 		}

@@ -160,7 +160,7 @@ func listen(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) 
 	}
 	lvl := &slog.LevelVar{}
 	lvl.Set(cfg.LogLevel)
-	s := server.NewBgpServer(server.LoggerOption(log.With("component", "gobgp"), lvl))
+	s := server.NewBgpServer(server.LoggerOption(log.With("component", "gobgp"), lvl), server.RestartWaitOption(cfg.restartWaitsFor))
 	go s.Serve()
 	sp := &Speaker{cfg: cfg, s: s, log: log, ownVPN: map[vpnKey]ownPath{}, ownUnicast: map[netip.Prefix]ownPath{}, badSeen: map[string]bool{}, standInWake: make(chan struct{}, 1),
 		stuck: map[netip.Addr]stuckState{}, waiting: map[netip.Addr]time.Time{}, waitFor: passiveWait, readd: map[netip.Addr]bool{}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}, adminDown: map[netip.Addr]time.Time{}, downSeen: map[netip.Addr]chan struct{}{}}
@@ -296,6 +296,25 @@ func (sp *Speaker) gracefulRestart() *api.GracefulRestart {
 		// before sending our own updates anyway.
 		DeferralTime: uint32(cmp.Or(sp.cfg.deferral, 10*time.Second) / time.Second),
 	}
+}
+
+// restartWaitsFor says whose End-of-RIB the speaker waits for after a
+// planned restart (Restarting) before it sends its updates, RFC 4724 4.1's
+// deferral: the cluster's sessions (mesh peers, reflectors, clients), not
+// the routers. reef takes no route from a router (external.go), so a
+// router's End-of-RIB cannot change what the node sends anyone, while
+// GoBGP counts a peer with graceful restart that is not yet established
+// as one to wait for: a router without BFD (graceful restart on) that came
+// up after the cluster's sessions held every update to them back until
+// its session was up, or until the deferral timer (10 s) when it stayed
+// down, the mark's removal that ends the other nodes' stand-ins among
+// them (TestRestartingSendsWithGracefulRestartRouterDown). A router that
+// comes up before the cluster's End-of-RIBs still gets the node's paths
+// only then, the whole table at once. A cluster peer not yet up is still
+// waited for: a reflector must not send its clients part of a table.
+// (third_party/gobgp.diff adds the option to GoBGP.)
+func (cfg *Config) restartWaitsFor(peer netip.Addr) bool {
+	return !slices.ContainsFunc(cfg.ExternalPeers, func(p ExternalPeer) bool { return p.Address == peer })
 }
 
 // local is the speaker's address toward peer: the node's address of the

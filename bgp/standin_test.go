@@ -231,6 +231,85 @@ func TestRestartingSendsOnEndOfRIBWithBFDRouterDown(t *testing.T) {
 	})
 }
 
+// The same restart with a router without BFD, which reef offers graceful
+// restart (so that it keeps the node's routes while the daemon is away),
+// down at first. GoBGP waited for the End-of-RIB of every peer with
+// graceful restart, one not yet established among them, so C's block
+// reached A only when the router came up and sent its End-of-RIB, or when
+// the deferral timer ended (an hour here, 10 s in the daemon): never while
+// the router stayed down. reef learns nothing from a router, so its
+// End-of-RIB cannot change what C sends anyone, and C no longer waits for
+// it (restartWaitsFor). The router, once up, still gets C's block, and
+// C's OPEN still offers it graceful restart: the Restart State bit and
+// IPv4 unicast with forwarding state kept.
+func TestRestartingSendsWithGracefulRestartRouterDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three BGP speakers")
+	}
+	addrA, addrC, addrR := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.3")
+	ctx, _, start := testSpeakers(t, addrA, addrC, addrR)
+	const routerASN = 65000
+	a := start(addrA, Config{Peers: []netip.Addr{addrC}})
+	c := start(addrC, Config{Peers: []netip.Addr{addrA}, Restarting: true, deferral: time.Hour,
+		ExternalPeers: []ExternalPeer{{Address: addrR, ASN: routerASN, Keepalive: 3 * time.Second, Hold: 10 * time.Second, MaxPrefixes: 100}}})
+	c.cfg.ExternalPeers[0].Port = c.cfg.Port
+	for _, sp := range []*Speaker{a, c} {
+		if err := sp.connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ownC := netip.MustParsePrefix("10.244.8.0/26")
+	if err := c.AnnounceTable(blockproto.Table{}, []UnicastBlock{{Block: ownC, Owner: blockproto.Node{Addr: nodeC, Inc: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the restarted C's block reaches A with C's router down", func() string {
+		counts, err := a.CountPaths()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if counts.Unicast.Accepted != 1 {
+			return fmt.Sprintf("A has %d of C's blocks", counts.Unicast.Accepted)
+		}
+		return ""
+	})
+
+	// The router comes up, with graceful restart as BIRD's "graceful
+	// restart on" and FRR's helper mode have it.
+	router := newGoBGP(t, ctx, addrR, c.cfg.Port, routerASN, nil)
+	if err := router.AddPeer(ctx, &api.AddPeerRequest{Peer: &api.Peer{
+		Conf:            &api.PeerConf{NeighborAddress: addrC.String(), PeerAsn: testASN},
+		Timers:          &api.Timers{Config: &api.TimersConfig{ConnectRetry: 1, HoldTime: 10, KeepaliveInterval: 3}},
+		Transport:       &api.Transport{LocalAddress: addrR.String(), RemotePort: uint32(c.cfg.Port)},
+		GracefulRestart: &api.GracefulRestart{Enabled: true, RestartTime: 120},
+		AfiSafis:        []*api.AfiSafi{afiSafi(api.Family_AFI_IP, api.Family_SAFI_UNICAST, 0)},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the router learns C's block", func() string {
+		if _, ok := routerPaths(router)[ownC]; !ok {
+			return fmt.Sprintf("the router has %v", routerPaths(router))
+		}
+		return ""
+	})
+	var offered *api.GracefulRestartCapability
+	if err := router.ListPeer(ctx, &api.ListPeerRequest{Address: addrC.String()}, func(p *api.Peer) {
+		for _, cp := range p.GetState().GetRemoteCap() {
+			if g := cp.GetGracefulRestart(); g != nil {
+				offered = g
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var tuples []string
+	for _, tu := range offered.GetTuples() {
+		tuples = append(tuples, fmt.Sprintf("%s/%s forwarding %v", tu.GetFamily().GetAfi(), tu.GetFamily().GetSafi(), tu.GetFlags()&0x80 != 0))
+	}
+	if got, want := fmt.Sprintf("restarting %v, time %d, %v", offered.GetFlags()&0x08 != 0, offered.GetTime(), tuples), "restarting true, time 10, [AFI_IP/SAFI_UNICAST forwarding true]"; got != want {
+		t.Errorf("C's graceful restart capability at the router: %s, want %s", got, want)
+	}
+}
+
 // routerPaths is what router learned in IPv4 unicast, a line per prefix:
 // from, next hop, AS path, standard communities.
 func routerPaths(router *server.BgpServer) map[netip.Prefix]string {

@@ -80,6 +80,7 @@ type options struct {
 	logger      *slog.Logger
 	logLevelVar *slog.LevelVar
 	timingHook  FSMTimingHook
+	restartWait func(netip.Addr) bool // reef: third_party/gobgp.diff
 }
 
 type ServerOption func(*options)
@@ -100,6 +101,17 @@ func LoggerOption(logger *slog.Logger, levelVar *slog.LevelVar) ServerOption {
 	return func(o *options) {
 		o.logger = logger
 		o.logLevelVar = levelVar
+	}
+}
+
+// RestartWaitOption (reef: third_party/gobgp.diff) says whose End-of-RIB a
+// restarting speaker waits for before it sends its updates (RFC 4724 4.1):
+// the peers for which wait returns true, as before; the others (peers
+// that it takes no route from) neither hold its updates back nor count
+// as pending while not yet established. Without the option, every peer.
+func RestartWaitOption(wait func(neighbor netip.Addr) bool) ServerOption {
+	return func(o *options) {
+		o.restartWait = wait
 	}
 }
 
@@ -157,6 +169,11 @@ type BgpServer struct {
 	logger       *slog.Logger
 	logLevelVar  *slog.LevelVar
 	timingHook   FSMTimingHook
+	restartWait  func(netip.Addr) bool // reef: third_party/gobgp.diff
+	// restartSynced (reef: third_party/gobgp.diff): the restart's updates
+	// went out on the End-of-RIBs waited for. Atomic: peers' FSM
+	// messages are handled concurrently, under shared.mu's read lock.
+	restartSynced atomic.Bool
 	// manage lifecycle of the server
 	isServing     atomic.Bool
 	shutdownWG    *sync.WaitGroup
@@ -194,6 +211,7 @@ func NewBgpServer(opt ...ServerOption) *BgpServer {
 		logger:       logger,
 		logLevelVar:  lvl,
 		timingHook:   opts.timingHook,
+		restartWait:  opts.restartWait,
 		shutdownWG:   &sync.WaitGroup{},
 	}
 	s.bmpManager = newBmpClientManager(s)
@@ -1821,6 +1839,18 @@ func (s *BgpServer) handleFSMMessage(peer *peer, e *fsmMsg) {
 				}
 			}
 			notLocalRestarting := !conf.GracefulRestart.State.LocalRestarting
+			if !notLocalRestarting && s.restartSynced.Load() && !s.waitsForEOR(peer) {
+				// reef: third_party/gobgp.diff. A peer not waited for that
+				// comes up after the restart's sync: its OPEN had the Restart
+				// State and forwarding bits, so it kept its stale paths; it
+				// gets its updates now, as any peer that comes up.
+				peer.fsm.lock.Lock()
+				c := peer.fsm.pConf.ReadCopy()
+				c.GracefulRestart.State.LocalRestarting = false
+				peer.fsm.pConf.Update(&c)
+				peer.fsm.lock.Unlock()
+				notLocalRestarting = true
+			}
 			if notLocalRestarting {
 				// When graceful-restart cap (which means intention
 				// of sending EOR) and route-target address family are negotiated,
@@ -1862,6 +1892,9 @@ func (s *BgpServer) handleFSMMessage(peer *peer, e *fsmMsg) {
 				// the Selection_Deferral_Timer referred to below has expired.
 				allEnd := func() bool {
 					for _, p := range s.neighborMap {
+						if !s.waitsForEOR(p) {
+							continue
+						}
 						if p == peer {
 							// This peer is transitioning to ESTABLISHED inside
 							// this callback, so fsm.state.Store() has not been
@@ -1879,7 +1912,11 @@ func (s *BgpServer) handleFSMMessage(peer *peer, e *fsmMsg) {
 					return true
 				}()
 				if allEnd {
+					s.restartSynced.Store(true)
 					for _, p := range s.neighborMap {
+						if p != peer && s.keepsRestarting(p) {
+							continue
+						}
 						p.fsm.lock.Lock()
 						conf := p.fsm.pConf.ReadCopy()
 						peerLocalRestarting := conf.GracefulRestart.State.LocalRestarting
@@ -1989,14 +2026,18 @@ func (s *BgpServer) handleFSMMessage(peer *peer, e *fsmMsg) {
 				if localRestarting {
 					allEnd := func() bool {
 						for _, p := range s.neighborMap {
-							if !p.receivedAllEOR() {
+							if s.waitsForEOR(p) && !p.receivedAllEOR() {
 								return false
 							}
 						}
 						return true
 					}()
 					if allEnd {
+						s.restartSynced.Store(true)
 						for _, p := range s.neighborMap {
+							if s.keepsRestarting(p) {
+								continue
+							}
 							p.fsm.lock.Lock()
 							conf := p.fsm.pConf.ReadCopy()
 							peerLocalRestarting := conf.GracefulRestart.State.LocalRestarting
@@ -5329,4 +5370,19 @@ func (s *BgpServer) ListBfdPeer(ctx context.Context, fn func(string, *api.BfdPee
 	for _, state := range list {
 		fn(state.peerAddress.String(), &state.state)
 	}
+}
+
+// waitsForEOR (reef: third_party/gobgp.diff) says whether a restarting
+// speaker waits for p's End-of-RIB: RestartWaitOption.
+func (s *BgpServer) waitsForEOR(p *peer) bool {
+	return s.restartWait == nil || s.restartWait(p.fsm.pConf.ReadOnly().State.NeighborAddress)
+}
+
+// keepsRestarting (reef: third_party/gobgp.diff) says whether p, at the
+// restart's sync, keeps LocalRestarting: a peer not waited for and not up
+// yet, whose OPEN then still has the Restart State bit and the forwarding
+// state bit of each family (RFC 4724 3): a router keeps the node's stale
+// paths until it gets the new ones, instead of dropping them on the OPEN.
+func (s *BgpServer) keepsRestarting(p *peer) bool {
+	return !s.waitsForEOR(p) && p.fsm.state.Load() != bgp.BGP_FSM_ESTABLISHED
 }
