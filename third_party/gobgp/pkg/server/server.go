@@ -81,6 +81,7 @@ type options struct {
 	logLevelVar *slog.LevelVar
 	timingHook  FSMTimingHook
 	restartWait func(netip.Addr) bool // reef: third_party/gobgp.diff
+	waitLocal   bool                  // reef: third_party/gobgp.diff
 }
 
 type ServerOption func(*options)
@@ -112,6 +113,17 @@ func LoggerOption(logger *slog.Logger, levelVar *slog.LevelVar) ServerOption {
 func RestartWaitOption(wait func(neighbor netip.Addr) bool) ServerOption {
 	return func(o *options) {
 		o.restartWait = wait
+	}
+}
+
+// WaitLocalRoutesOption (reef: third_party/gobgp.diff): a restarting
+// speaker also waits for LocalRoutesReady before it sends its updates and
+// End-of-RIB, so that its peers do not drop its stale paths (RFC 4724 4.2)
+// before the application has added the routes it originates. The
+// deferral timer still ends the wait for each peer.
+func WaitLocalRoutesOption() ServerOption {
+	return func(o *options) {
+		o.waitLocal = true
 	}
 }
 
@@ -174,6 +186,10 @@ type BgpServer struct {
 	// went out on the End-of-RIBs waited for. Atomic: peers' FSM
 	// messages are handled concurrently, under shared.mu's read lock.
 	restartSynced atomic.Bool
+	// waitLocal and localReady (reef: third_party/gobgp.diff):
+	// WaitLocalRoutesOption, and LocalRoutesReady was called.
+	waitLocal  bool
+	localReady atomic.Bool
 	// manage lifecycle of the server
 	isServing     atomic.Bool
 	shutdownWG    *sync.WaitGroup
@@ -212,6 +228,7 @@ func NewBgpServer(opt ...ServerOption) *BgpServer {
 		logLevelVar:  lvl,
 		timingHook:   opts.timingHook,
 		restartWait:  opts.restartWait,
+		waitLocal:    opts.waitLocal,
 		shutdownWG:   &sync.WaitGroup{},
 	}
 	s.bmpManager = newBmpClientManager(s)
@@ -1891,6 +1908,9 @@ func (s *BgpServer) handleFSMMessage(peer *peer, e *fsmMsg) {
 				// ones that do not advertise the graceful restart capability) or (b)
 				// the Selection_Deferral_Timer referred to below has expired.
 				allEnd := func() bool {
+					if s.waitLocal && !s.localReady.Load() {
+						return false
+					}
 					for _, p := range s.neighborMap {
 						if !s.waitsForEOR(p) {
 							continue
@@ -2024,40 +2044,7 @@ func (s *BgpServer) handleFSMMessage(peer *peer, e *fsmMsg) {
 
 				localRestarting := conf.GracefulRestart.State.LocalRestarting
 				if localRestarting {
-					allEnd := func() bool {
-						for _, p := range s.neighborMap {
-							if s.waitsForEOR(p) && !p.receivedAllEOR() {
-								return false
-							}
-						}
-						return true
-					}()
-					if allEnd {
-						s.restartSynced.Store(true)
-						for _, p := range s.neighborMap {
-							if s.keepsRestarting(p) {
-								continue
-							}
-							p.fsm.lock.Lock()
-							conf := p.fsm.pConf.ReadCopy()
-							peerLocalRestarting := conf.GracefulRestart.State.LocalRestarting
-							conf.GracefulRestart.State.LocalRestarting = false
-							p.fsm.pConf.Update(&conf)
-							p.fsm.lock.Unlock()
-							if !p.isGracefulRestartEnabled() && !peerLocalRestarting {
-								continue
-							}
-							s.getBestFromLocalCallback(p, p.negotiatedRFList(), true, true, func(paths []*table.Path, filtered []*table.Path) {
-								if len(paths) > 0 {
-									p.updateRoutes(paths...)
-									sendfsmOutgoingMsg(p, paths)
-								}
-							})
-						}
-						s.logger.Info("sync finished",
-							slog.String("Topic", "Server"),
-						)
-					}
+					s.restartSyncIfDone()
 
 					// we don't delay non-route-target NLRIs when local-restarting
 					peer.setRtcEORWait(false)
@@ -5370,6 +5357,65 @@ func (s *BgpServer) ListBfdPeer(ctx context.Context, fn func(string, *api.BfdPee
 	for _, state := range list {
 		fn(state.peerAddress.String(), &state.state)
 	}
+}
+
+// LocalRoutesReady (reef: third_party/gobgp.diff) says that the
+// application has added the routes it originates (WaitLocalRoutesOption):
+// a restarting speaker whose End-of-RIBs waited for are all in sends its
+// updates and End-of-RIB now, else when they are.
+func (s *BgpServer) LocalRoutesReady(ctx context.Context) error {
+	return s.mgmtOperation(func() error {
+		if !s.localReady.Swap(true) {
+			s.restartSyncIfDone()
+		}
+		return nil
+	}, false)
+}
+
+// restartSyncIfDone (reef: third_party/gobgp.diff; upstream's code, moved
+// here from the End-of-RIB's handling) ends a restart's deferral once
+// every End-of-RIB waited for is in, and LocalRoutesReady was called
+// with WaitLocalRoutesOption: each peer still local restarting gets the
+// best paths and End-of-RIB. Peers that the deferral timer released
+// already got theirs.
+func (s *BgpServer) restartSyncIfDone() {
+	if s.waitLocal && !s.localReady.Load() {
+		return
+	}
+	restarting := false
+	for _, p := range s.neighborMap {
+		if s.waitsForEOR(p) && !p.receivedAllEOR() {
+			return
+		}
+		restarting = restarting || p.fsm.pConf.ReadOnly().GracefulRestart.State.LocalRestarting
+	}
+	if !restarting {
+		return
+	}
+	s.restartSynced.Store(true)
+	for _, p := range s.neighborMap {
+		if s.keepsRestarting(p) {
+			continue
+		}
+		p.fsm.lock.Lock()
+		conf := p.fsm.pConf.ReadCopy()
+		peerLocalRestarting := conf.GracefulRestart.State.LocalRestarting
+		conf.GracefulRestart.State.LocalRestarting = false
+		p.fsm.pConf.Update(&conf)
+		p.fsm.lock.Unlock()
+		if !p.isGracefulRestartEnabled() && !peerLocalRestarting {
+			continue
+		}
+		s.getBestFromLocalCallback(p, p.negotiatedRFList(), true, true, func(paths []*table.Path, filtered []*table.Path) {
+			if len(paths) > 0 {
+				p.updateRoutes(paths...)
+				sendfsmOutgoingMsg(p, paths)
+			}
+		})
+	}
+	s.logger.Info("sync finished",
+		slog.String("Topic", "Server"),
+	)
 }
 
 // waitsForEOR (reef: third_party/gobgp.diff) says whether a restarting
