@@ -41,6 +41,7 @@ var ErrNoExternalPeers = errors.New("no external peers to announce Service addre
 // each add or withdrawal GoBGP refused, named in the error. What failed is
 // tried again at the next call.
 func (sp *Speaker) SetServiceAddresses(want []netip.Addr) (withheld []netip.Addr, err error) {
+	defer sp.addrsIn() // restart.go; after the unlock
 	if len(sp.cfg.ExternalPeers) == 0 {
 		return nil, ErrNoExternalPeers
 	}

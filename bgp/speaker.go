@@ -101,6 +101,8 @@ type Speaker struct {
 	ownUnicast map[netip.Prefix]ownPath
 	// marked: the IPv4 blocks go out marked 65535:0 (standin.go).
 	marked bool
+	// ownPaths: which of the node's own paths are in (restart.go).
+	ownPaths ownIn
 
 	mu        sync.Mutex
 	badSeen   map[string]bool              // peer|prefix already logged as dropped
@@ -160,7 +162,8 @@ func listen(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) 
 	}
 	lvl := &slog.LevelVar{}
 	lvl.Set(cfg.LogLevel)
-	s := server.NewBgpServer(server.LoggerOption(log.With("component", "gobgp"), lvl), server.RestartWaitOption(cfg.restartWaitsFor))
+	s := server.NewBgpServer(server.LoggerOption(log.With("component", "gobgp"), lvl), server.RestartWaitOption(cfg.restartWaitsFor),
+		server.WaitLocalRoutesOption())
 	go s.Serve()
 	sp := &Speaker{cfg: cfg, s: s, log: log, ownVPN: map[vpnKey]ownPath{}, ownUnicast: map[netip.Prefix]ownPath{}, badSeen: map[string]bool{}, standInWake: make(chan struct{}, 1),
 		stuck: map[netip.Addr]stuckState{}, waiting: map[netip.Addr]time.Time{}, waitFor: passiveWait, readd: map[netip.Addr]bool{}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}, adminDown: map[netip.Addr]time.Time{}, downSeen: map[netip.Addr]chan struct{}{}}

@@ -97,6 +97,7 @@ func vpnAFI(rf bgppkt.Family) (AFI, bool) {
 // each such entry and each path GoBGP refused. Paths GoBGP refused are
 // tried again at the next call.
 func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) error {
+	defer sp.blocksIn() // restart.go; after the unlock
 	sp.announcing.Lock()
 	defer sp.announcing.Unlock()
 	a := &announcement{t: &t, confirmed: confirmed}

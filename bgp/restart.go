@@ -1,0 +1,50 @@
+package bgp
+
+import (
+	"context"
+	"sync"
+)
+
+// ownIn is what of the paths a node originates is in GoBGP's table since
+// the start: a restarted speaker (Config.Restarting) sends its updates and
+// End-of-RIB only once they are, and the End-of-RIBs it waits for
+// (restartWaitsFor) are in, or the deferral timer (10 s) ends
+// (server.WaitLocalRoutesOption of third_party/gobgp.diff). A peer drops
+// the stale paths of the node that its End-of-RIB does not bring again
+// (RFC 4724 4.2): sent before the node's table, it would drop the node's
+// blocks at the mesh peers, and at a router with graceful restart its
+// blocks and Service addresses, until the table came moments later.
+// The block engine's first AnnounceTable (made only once the first
+// reconcile pass is done, daemon/blocks.go) brings the blocks; with
+// Service addresses configured, the Service announcer's first
+// SetServiceAddresses (made only once its informers have listed) brings
+// them. A call counts even when it refused some entries: those would
+// never come. With the API away, the deferral timer ends the wait.
+type ownIn struct {
+	mu           sync.Mutex
+	blocks, addr bool
+	told         bool
+}
+
+// blocksIn and addrsIn record a part of the node's own paths as in the
+// table (ownIn).
+func (sp *Speaker) blocksIn() { sp.ownPathsIn(func(o *ownIn) { o.blocks = true }) }
+func (sp *Speaker) addrsIn()  { sp.ownPathsIn(func(o *ownIn) { o.addr = true }) }
+
+func (sp *Speaker) ownPathsIn(set func(*ownIn)) {
+	o := &sp.ownPaths
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	set(o)
+	if o.told || !o.blocks || !o.addr && len(sp.cfg.ServiceAddressCIDRs) > 0 {
+		return
+	}
+	o.told = true
+	if err := sp.s.LocalRoutesReady(context.Background()); err != nil {
+		sp.log.Warn("could not tell GoBGP the node's paths are in; after a planned restart its updates wait for the deferral timer", "error", err)
+		return
+	}
+	if sp.cfg.Restarting {
+		sp.log.Info("after a planned restart: the node's own paths are in; its updates and End-of-RIB go out once the End-of-RIBs waited for are in", "serviceAddresses", len(sp.cfg.ServiceAddressCIDRs) > 0)
+	}
+}
