@@ -77,6 +77,8 @@ type Daemon struct {
 	lbIPAM   *lbipam.Controller // nil: this node does not assign LoadBalancer addresses
 	metrics  *metrics.Metrics   // nil: metrics off
 	started  time.Time
+	// firstPassDelay: the reef-test hook REEF_TEST_FIRST_PASS_DELAY.
+	firstPassDelay time.Duration
 	// bgpCounters are GoBGP's counters for the metrics, read every
 	// bgpCountersEvery.
 	bgpCounters atomic.Pointer[bgpCounters]
@@ -219,7 +221,7 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 			identity: node.Identity, v6only: node.IPv6Only},
 		pending: work, interval: cfg.ReconcileInterval, passLoop: hooks.passLoop}, log)
 	d = &Daemon{cfg: cfg, log: log, identity: node.Identity, uplink: up, uplink6: up6, mtu: mtu, store: st, cni: cni, rec: rec, speaker: speaker,
-		blocks: blocks, policy: policyDP, services: svcAddrs, lbIPAM: lbIPAM, metrics: m, started: time.Now()}
+		blocks: blocks, policy: policyDP, services: svcAddrs, lbIPAM: lbIPAM, metrics: m, started: time.Now(), firstPassDelay: hooks.firstPassDelay}
 	return d, closeAll, nil
 }
 
@@ -448,6 +450,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 // brings the kernel in line with the store, and only then lets the node
 // announce and serve ADD.
 func (d *Daemon) becomeReady() {
+	time.Sleep(d.firstPassDelay) // a reef-test hook; 0 otherwise
 	d.drainPendingDeletes()
 	if err := d.rec.Once(); err != nil {
 		d.log.Error("first reconcile pass had errors; serving anyway, the loop retries", "error", err)

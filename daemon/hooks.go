@@ -15,4 +15,9 @@ type testHooks struct {
 	// (REEF_TEST_PASS_LOOP=1), so that a test's CNI operations meet passes
 	// at every point of their way.
 	passLoop bool
+	// firstPassDelay holds the first reconcile pass, and so the node's
+	// first announcement, for this long after the speaker connects
+	// (REEF_TEST_FIRST_PASS_DELAY): a node with a slow first pass, whose
+	// sessions come up before its table is in.
+	firstPassDelay time.Duration
 }

@@ -36,5 +36,13 @@ func readTestHooks(log *slog.Logger) (testHooks, error) {
 		h.passLoop = true
 		log.Warn("test hook on: a whole reconcile pass right after each")
 	}
+	if v := os.Getenv("REEF_TEST_FIRST_PASS_DELAY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return h, fmt.Errorf("REEF_TEST_FIRST_PASS_DELAY: value %q is not a positive duration", v)
+		}
+		h.firstPassDelay = d
+		log.Warn("test hook on: the first reconcile pass, and so the node's first announcement, waits", "delay", v)
+	}
 	return h, nil
 }

@@ -13,8 +13,9 @@ func TestReefTestReadsHooks(t *testing.T) {
 	t.Setenv("REEF_TEST_PAUSE_AFTER_VETH", "1s")
 	t.Setenv("REEF_TEST_BGP_RESTART_TIME", "8s")
 	t.Setenv("REEF_TEST_PASS_LOOP", "1")
+	t.Setenv("REEF_TEST_FIRST_PASS_DELAY", "5s")
 	h, err := readTestHooks(slog.New(slog.DiscardHandler))
-	if err != nil || h != (testHooks{pauseAfterVeth: time.Second, bgpRestartTime: 8 * time.Second, passLoop: true}) {
+	if err != nil || h != (testHooks{pauseAfterVeth: time.Second, bgpRestartTime: 8 * time.Second, passLoop: true, firstPassDelay: 5 * time.Second}) {
 		t.Errorf("readTestHooks = %+v, %v", h, err)
 	}
 	t.Setenv("REEF_TEST_BGP_RESTART_TIME", "10ms")

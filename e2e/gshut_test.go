@@ -64,6 +64,42 @@ func TestPlannedRestartBird(t *testing.T) { testGracefulShutdown(t, "bird", true
 
 func TestPlannedRestartFRR(t *testing.T) { slowSuite(t); testGracefulShutdown(t, "frr", true) }
 
+// TestPlannedRestartSlowFirstPassBird: the planned restart of
+// TestPlannedRestartBird on nodes whose first reconcile pass, and so
+// their first announcement, comes 6 s after the speaker connects (the
+// reef-test hook REEF_TEST_FIRST_PASS_DELAY): a1's mesh sessions and
+// their End-of-RIBs are in long before its table. a1's End-of-RIB must
+// wait for its table (docs/bgp.md, "What a restarted node waits for"):
+// sent before, it had a2 and b1 drop a1's stale block and claim, and
+// with them their stand-ins at the router, and the pings to a1's pod
+// went unanswered until a1's table came. The deferral timer (10 s from
+// each session's start) does not end the wait first.
+func TestPlannedRestartSlowFirstPassBird(t *testing.T) {
+	slowSuite(t)
+	opts := plannedStopNodes
+	opts.Binary, opts.Env = "reef-test", []string{"REEF_TEST_FIRST_PASS_DELAY=6s"}
+	l, nodes, laptop, tor := serviceToRLab(t, "bird", opts, plannedStopToR, nil)
+	pa1 := newPod(t, nodes[0], "pa1")
+	plannedStop(t, plannedStopCase{kind: "bird", l: l, nodes: nodes, laptop: laptop, tor: tor, pod: pa1.IP, restart: true, what: "restart, its first pass 6 s late"})
+	// The scenario happened: a1's restarted speaker had both mesh
+	// sessions up before its own paths were in.
+	log := sinceLastStart(nodes[0].Log())
+	in := strings.Index(log, "the node's own paths are in")
+	if in < 0 {
+		t.Fatalf("a1's restarted daemon does not log that its own paths are in")
+	}
+	for _, n := range nodes[1:] {
+		if !strings.Contains(log[:in], `msg="Peer Up" component=bgp component=gobgp Topic=Peer Key=`+n.Address.String()) {
+			t.Errorf("a1's session with %s came up only after a1's own paths were in: the test did not play a slow first pass", n.Name)
+		}
+	}
+}
+
+// sinceLastStart is the part of a daemon's log since its last start.
+func sinceLastStart(log string) string {
+	return log[max(strings.LastIndex(log, `msg="starting reef"`), 0):]
+}
+
 // serviceToRLab is the lab of the Service CIDR tests with a ToR: the cross
 // nodes announcing serviceCIDR (opts adds to their options), a laptop, the
 // ToR of kind (BIRD or FRR) with o, multipath hashing on the 5-tuple; the
