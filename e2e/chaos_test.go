@@ -49,7 +49,7 @@ const (
 )
 
 // TestBlocksChaos is the chaos below with dual-stack pods: an IPv4 and an
-// IPv6 pool of eight blocks each, so that the nodes contend for the blocks
+// IPv6 pool of sixteen blocks each, so that the nodes contend for the blocks
 // of both families at once. make test runs it; the single-family variants
 // are under make test-e2e-slow.
 func TestBlocksChaos(t *testing.T) { blocksChaos(t, "pools:\n"+chaosPool4+chaosPool6) }
