@@ -30,16 +30,26 @@ func podAddresses(t *testing.T, nodes []*lab.Node) map[string][]string {
 	return out
 }
 
-// The chaos pools: 8 blocks of 8 addresses per family for 5 nodes that
-// want up to 6 pods each, so that nodes contend for blocks, routed
-// directly (no tunnel address takes a pod's place).
+// The chaos pools: 16 blocks of 8 addresses per family, routed directly
+// (no tunnel address takes a pod's place). Each node starts wanting up to
+// chaosFirstPods pods, one block's worth; the chaos raises what nodes want
+// a block at a time (chaosMorePods, up to chaosMaxPods), so that nodes
+// claim blocks while daemons are killed and nodes are cut off, and contend
+// for the last free ones (5 nodes wanting 4 blocks each is more than 16).
+// With a fixed 6 pods on 8-address blocks, every node claimed its one
+// block in the first ADDs of round 1 and never again: no claim and no vote
+// ever met a fault.
 const (
-	chaosPool4 = "  - cidr: 10.251.0.0/26\n    blockSize: 29\n    vxlanMode: Never\n"
-	chaosPool6 = "  - cidr: fd00:10:251::/122\n    blockSize: 125\n    vxlanMode: Never\n"
+	chaosPool4 = "  - cidr: 10.251.0.0/25\n    blockSize: 29\n    vxlanMode: Never\n"
+	chaosPool6 = "  - cidr: fd00:10:251::/121\n    blockSize: 125\n    vxlanMode: Never\n"
+
+	chaosFirstPods = 6
+	chaosMorePods  = 8
+	chaosMaxPods   = chaosFirstPods + 3*chaosMorePods
 )
 
 // TestBlocksChaos is the chaos below with dual-stack pods: an IPv4 and an
-// IPv6 pool of eight blocks each, so that the nodes contend for the blocks
+// IPv6 pool of sixteen blocks each, so that the nodes contend for the blocks
 // of both families at once. make test runs it; the single-family variants
 // are under make test-e2e-slow.
 func TestBlocksChaos(t *testing.T) { blocksChaos(t, "pools:\n"+chaosPool4+chaosPool6) }
@@ -68,7 +78,10 @@ func TestBlocksChaosIPv6Only(t *testing.T) {
 // blocksChaos: five nodes on small pools, ADD and DEL on every node all
 // the time, while daemons are killed (kill -9) and restarted and nodes are
 // cut off at the switch (frames of both families dropped, sessions up
-// until the hold time) and come back. After each round, once every node
+// until the hold time) and come back. With each fault one or two nodes
+// want a block more (wantMore): a node cut off wants one while it cannot
+// reach the voters, another node wants one at the same time, and a node
+// killed wants one from its restart on. After each round, once every node
 // runs and is reachable: no address of either family is routed to pods on
 // two nodes, no block is confirmed by two nodes, no address is on two
 // live pods, and each node's allocations are exactly its live pods'
@@ -98,6 +111,16 @@ func blocksChaosWith(t *testing.T, o lab.NodeOptions) {
 
 	var mu sync.Mutex
 	live := map[*lab.Node][]*lab.Pod{}
+	want := map[*lab.Node]int{}
+	for _, n := range nodes {
+		want[n] = chaosFirstPods
+	}
+	// wantMore makes n want a block more, up to chaosMaxPods pods.
+	wantMore := func(n *lab.Node) {
+		mu.Lock()
+		want[n] = min(want[n]+chaosMorePods, chaosMaxPods)
+		mu.Unlock()
+	}
 	var adds, addFails, dels int
 	seq := 0
 	churn := func(n *lab.Node, stop <-chan struct{}, r *rand.Rand) {
@@ -109,10 +132,11 @@ func blocksChaosWith(t *testing.T, o lab.NodeOptions) {
 			}
 			mu.Lock()
 			pods := live[n]
+			limit := want[n]
 			seq++
 			name := fmt.Sprintf("c%d", seq)
 			mu.Unlock()
-			if len(pods) < 6 && (len(pods) == 0 || r.IntN(3) > 0) {
+			if len(pods) < limit && (len(pods) == 0 || r.IntN(3) > 0) {
 				p, err := n.NewPodNetns("default", name)
 				if err != nil {
 					t.Error(err)
@@ -159,10 +183,12 @@ func blocksChaosWith(t *testing.T, o lab.NodeOptions) {
 		}
 		var events []string
 		for step := 0; step < 6; step++ {
-			n := nodes[rng.IntN(len(nodes))]
+			ni := rng.IntN(len(nodes))
+			n := nodes[ni]
 			switch rng.IntN(3) {
 			case 0:
 				events = append(events, "kill "+n.Name)
+				wantMore(n)
 				if err := n.Kill(); err != nil {
 					t.Error(err)
 				}
@@ -174,10 +200,13 @@ func blocksChaosWith(t *testing.T, o lab.NodeOptions) {
 					t.Fatalf("round %d: restart %s: %v", round, n.Name, err)
 				}
 			case 1:
-				events = append(events, "cut "+n.Name)
+				other := nodes[(ni+1+rng.IntN(len(nodes)-1))%len(nodes)]
+				events = append(events, fmt.Sprintf("cut %s (%s wants more too)", n.Name, other.Name))
 				if err := l.DropNode(n, true); err != nil {
 					t.Fatal(err)
 				}
+				wantMore(n)
+				wantMore(other)
 				time.Sleep(time.Duration(1000+rng.IntN(4000)) * time.Millisecond) // below and beyond the 3s hold time
 				if err := l.DropNode(n, false); err != nil {
 					t.Fatal(err)
@@ -196,7 +225,8 @@ func blocksChaosWith(t *testing.T, o lab.NodeOptions) {
 				t.Errorf("round %d: %s routed to pods on %v", round, addr, on)
 			}
 		}
-		uniqueOwners(t, nodes...)
+		owned := uniqueOwners(t, nodes...)
+		t.Logf("round %d: %d blocks confirmed", round, len(owned))
 		var all []*lab.Pod
 		for _, n := range nodes {
 			all = append(all, live[n]...)
@@ -253,5 +283,10 @@ func blocksChaosWith(t *testing.T, o lab.NodeOptions) {
 	}
 	if adds == 0 {
 		t.Fatal("no ADD succeeded: the chaos test tested nothing")
+	}
+	// Each node claimed one block of each pool at its first ADD; more
+	// blocks came from claims made during the chaos.
+	if owned, first := len(uniqueOwners(t, nodes...)), len(nodes)*strings.Count(o.Extra, "cidr:"); owned <= first {
+		t.Errorf("%d blocks confirmed, one per node and pool: no block was claimed during the chaos", owned)
 	}
 }
