@@ -1,6 +1,7 @@
 package bgp
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -203,13 +204,23 @@ func TestRestartingSendsOnEndOfRIBWithBFDRouterDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two BGP speakers")
 	}
-	addrA, addrC := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
-	ctx, _, start := testSpeakers(t, addrA, addrC)
-	a := start(addrA, Config{Peers: []netip.Addr{addrC}})
 	// The router never answers, BGP or BFD: its session stays down.
-	c := start(addrC, Config{Peers: []netip.Addr{addrA}, Restarting: true, deferral: time.Hour,
-		ExternalPeers: []ExternalPeer{{Address: netip.MustParseAddr("127.0.0.4"), ASN: 65000, Keepalive: 3 * time.Second, Hold: 10 * time.Second,
-			MaxPrefixes: 100, BFD: &BFD{MinInterval: time.Second, Multiplier: 3}}}})
+	restartWithRouterDown(t, ExternalPeer{Address: netip.MustParseAddr("127.0.0.4"), ASN: 65000, Keepalive: 3 * time.Second, Hold: 10 * time.Second,
+		MaxPrefixes: 100, BFD: &BFD{MinInterval: time.Second, Multiplier: 3}})
+}
+
+// restartWithRouterDown starts A and C, meshed, C restarting after a
+// planned stop (deferral an hour) with the router r, whose session is
+// down; C announces its block, which must reach A. It returns the
+// context, C's speaker and C's block. more: addresses of other speakers
+// the test starts.
+func restartWithRouterDown(t *testing.T, r ExternalPeer, more ...netip.Addr) (context.Context, *Speaker, netip.Prefix) {
+	t.Helper()
+	addrA, addrC := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+	ctx, _, start := testSpeakers(t, append([]netip.Addr{addrA, addrC}, more...)...)
+	a := start(addrA, Config{Peers: []netip.Addr{addrC}})
+	c := start(addrC, Config{Peers: []netip.Addr{addrA}, Restarting: true, deferral: time.Hour, ExternalPeers: []ExternalPeer{r}})
+	c.cfg.ExternalPeers[0].Port = c.cfg.Port // where a router of the test listens
 	for _, sp := range []*Speaker{a, c} {
 		if err := sp.connect(ctx); err != nil {
 			t.Fatal(err)
@@ -229,6 +240,7 @@ func TestRestartingSendsOnEndOfRIBWithBFDRouterDown(t *testing.T) {
 		}
 		return ""
 	})
+	return ctx, c, ownC
 }
 
 // The same restart with a router without BFD, which reef offers graceful
@@ -246,32 +258,9 @@ func TestRestartingSendsWithGracefulRestartRouterDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three BGP speakers")
 	}
-	addrA, addrC, addrR := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.3")
-	ctx, _, start := testSpeakers(t, addrA, addrC, addrR)
+	addrC, addrR := netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.3")
 	const routerASN = 65000
-	a := start(addrA, Config{Peers: []netip.Addr{addrC}})
-	c := start(addrC, Config{Peers: []netip.Addr{addrA}, Restarting: true, deferral: time.Hour,
-		ExternalPeers: []ExternalPeer{{Address: addrR, ASN: routerASN, Keepalive: 3 * time.Second, Hold: 10 * time.Second, MaxPrefixes: 100}}})
-	c.cfg.ExternalPeers[0].Port = c.cfg.Port
-	for _, sp := range []*Speaker{a, c} {
-		if err := sp.connect(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ownC := netip.MustParsePrefix("10.244.8.0/26")
-	if err := c.AnnounceTable(blockproto.Table{}, []UnicastBlock{{Block: ownC, Owner: blockproto.Node{Addr: nodeC, Inc: 2}}}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the restarted C's block reaches A with C's router down", func() string {
-		counts, err := a.CountPaths()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if counts.Unicast.Accepted != 1 {
-			return fmt.Sprintf("A has %d of C's blocks", counts.Unicast.Accepted)
-		}
-		return ""
-	})
+	ctx, c, ownC := restartWithRouterDown(t, ExternalPeer{Address: addrR, ASN: routerASN, Keepalive: 3 * time.Second, Hold: 10 * time.Second, MaxPrefixes: 100}, addrR)
 
 	// The router comes up, with graceful restart as BIRD's "graceful
 	// restart on" and FRR's helper mode have it.
