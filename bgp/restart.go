@@ -3,12 +3,13 @@ package bgp
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // ownIn is what of the paths a node originates is in GoBGP's table since
 // the start: a restarted speaker (Config.Restarting) sends its updates and
 // End-of-RIB only once they are, and the End-of-RIBs it waits for
-// (restartWaitsFor) are in, or the deferral timer (10 s) ends
+// (restartWaitsFor) are in, or a peer's deferral timer ended (below)
 // (server.WaitLocalRoutesOption of third_party/gobgp.diff). A peer drops
 // the stale paths of the node that its End-of-RIB does not bring again
 // (RFC 4724 4.2): sent before the node's table, it would drop the node's
@@ -19,12 +20,27 @@ import (
 // Service addresses configured, the Service announcer's first
 // SetServiceAddresses (made only once its informers have listed) brings
 // them. A call counts even when it refused some entries: those would
-// never come. With the API away, the deferral timer ends the wait.
+// never come.
+//
+// A peer's deferral timer (10 s) that expires before the paths are in
+// does not release it: GoBGP holds it until they are, or until
+// ownPathsWait after the speaker started, and then sends its updates and
+// End-of-RIB without them, as the deferral timer did before: with the
+// API away and no first reconcile pass, the rest of the node's updates
+// (the mark's removal that ends the stand-ins, what it reflects) must not
+// wait without end.
 type ownIn struct {
 	mu           sync.Mutex
 	blocks, addr bool
 	told         bool
 }
+
+// ownPathsWait is how long after the speaker's start a restarted node's
+// peers wait for its own paths at most (ownIn): well above a first
+// reconcile pass (seconds; tens with thousands of pods and a large
+// policy), half of the restart time the peers are told (bgpRestartTime,
+// daemon.go, 120 s).
+const ownPathsWait = 60 * time.Second
 
 // blocksIn and addrsIn record a part of the node's own paths as in the
 // table (ownIn).

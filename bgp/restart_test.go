@@ -1,9 +1,11 @@
 package bgp
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,83 +33,10 @@ func TestRestartEndOfRIBWaitsForOwnPaths(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three BGP speakers")
 	}
-	addrA, addrC := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
-	ctx, logs, start := testSpeakers(t, addrA, addrC)
-	a := start(addrA, Config{Peers: []netip.Addr{addrC}})
-	// The old C, made as start makes one but stopped by the test alone,
-	// with a restart time that no step of the test outlasts.
-	oldCfg := Config{ASN: testASN, Port: a.cfg.Port, RouterID: addrC, ListenAddress: addrC, Peers: []netip.Addr{addrA},
-		Keepalive: 3 * time.Second, Hold: 10 * time.Second, RestartTime: time.Hour, Pools: testPools, LogLevel: slog.LevelWarn}
-	oldC, err := listen(ctx, oldCfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("speaker", "old "+addrC.String()), func() {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, sp := range []*Speaker{a, oldC} {
-		if err := sp.connect(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ownC := netip.MustParsePrefix("10.244.8.0/26")
-	tableC := blockproto.Table{Claims: []blockproto.Claim{{Block: ownC, Owner: blockproto.Node{Addr: nodeC, Inc: 2}, State: blockproto.Confirmed}}}
-	blocksC := []UnicastBlock{{Block: ownC, Owner: blockproto.Node{Addr: nodeC, Inc: 2}}}
-	if err := oldC.AnnounceTable(tableC, blocksC); err != nil {
-		t.Fatal(err)
-	}
-	hasC := func() string {
-		counts, err := a.CountPaths()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if counts.Unicast.Accepted != 1 || counts.VPN.Accepted != 1 {
-			return fmt.Sprintf("A has %d of C's blocks and %d of its claims", counts.Unicast.Accepted, counts.VPN.Accepted)
-		}
-		return ""
-	}
-	eventually(t, "C's block and claim reach A", hasC)
-
-	// Every withdrawal of a best path at A from now on.
-	var mu sync.Mutex
-	var withdrawn []string
-	if err := a.s.WatchEvent(ctx, server.WatchEventMessageCallbacks{OnBestPath: func(paths []*apiutil.Path, _ time.Time) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, p := range paths {
-			if p.Withdrawal {
-				withdrawn = append(withdrawn, fmt.Sprintf("%s %s from %s", p.Family, p.Nlri, p.PeerAddress))
-			}
-		}
-	}}, server.WatchBestPath(false)); err != nil {
-		t.Fatal(err)
-	}
-
-	// The old daemon exits: no NOTIFICATION, A keeps C's paths as stale.
-	if err := oldC.s.StopBgp(ctx, &api.StopBgpRequest{AllowGracefulRestart: true}); err != nil {
-		t.Fatal(err)
-	}
-	peerC := func(f func(*api.Peer) string) string {
-		out := "A has no peer " + addrC.String()
-		if err := a.s.ListPeer(ctx, &api.ListPeerRequest{Address: addrC.String(), EnableAdvertised: false}, func(p *api.Peer) { out = f(p) }); err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	eventually(t, "A keeps C's paths with C restarting", func() string {
-		return peerC(func(p *api.Peer) string {
-			if !p.GetGracefulRestart().GetPeerRestarting() {
-				return "A's session with C is not restarting"
-			}
-			return hasC()
-		})
-	})
-
-	// The new daemon: its speaker connects, and its paths come only later.
-	newC := start(addrC, Config{Peers: []netip.Addr{addrA}, Restarting: true, deferral: time.Hour})
-	if err := newC.connect(ctx); err != nil {
-		t.Fatal(err)
-	}
+	r := startRestartBeforeOwnPaths(t, Config{deferral: time.Hour})
 	eventually(t, "the new C has A's End-of-RIB of each family", func() string {
 		var missing []string
-		err := newC.s.ListPeer(ctx, &api.ListPeerRequest{Address: addrA.String()}, func(p *api.Peer) {
+		err := r.newC.s.ListPeer(r.ctx, &api.ListPeerRequest{Address: r.addrA.String()}, func(p *api.Peer) {
 			if p.GetState().GetSessionState() != api.PeerState_SESSION_STATE_ESTABLISHED {
 				missing = append(missing, "session not established")
 				return
@@ -123,23 +52,199 @@ func TestRestartEndOfRIBWaitsForOwnPaths(t *testing.T) {
 		}
 		return strings.Join(missing, "; ")
 	})
-	// The daemon's first pass is done: its table goes in. A's stale paths
-	// are replaced, and C's End-of-RIB follows them.
-	if err := newC.AnnounceTable(tableC, blocksC); err != nil {
+	r.announceAndCheck()
+}
+
+// The same restart with the first reconcile pass longer than the deferral
+// timer (1 s here, 10 s in the daemon): the timer expired and GoBGP sent
+// C's End-of-RIB to A with an empty table, and A withdrew C's block and
+// claim (2 withdrawals). Now the expiry holds A until C's paths are in
+// (up to ownPathsWait, an hour here), and A withdraws nothing.
+func TestRestartDeferralWaitsForOwnPaths(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three BGP speakers")
+	}
+	r := startRestartBeforeOwnPaths(t, Config{deferral: time.Second, ownPathsWait: time.Hour})
+	const held = "deferral timer expired before the local routes are in"
+	eventually(t, "C's deferral timer for A expires and holds A", func() string {
+		if strings.Contains(r.logs.String(), held) {
+			return ""
+		}
+		if w := r.withdrawals(); len(w) > 0 {
+			t.Fatalf("A withdrew %d of C's paths before C's table was in: %v", len(w), w)
+		}
+		if !r.restarting() {
+			t.Fatal("A has C's End-of-RIB before C's table was in")
+		}
+		return "no deferral expiry held in C's log"
+	})
+	if !r.restarting() {
+		t.Fatal("A has C's End-of-RIB before C's table was in")
+	}
+	r.announceAndCheck()
+}
+
+// A peer that the deferral timer's expiry held is released when C's paths
+// come in, even while another peer waited for (B, configured, never up)
+// keeps the restart's sync from ending: GoBGP's deferral timer would have
+// released it, and the sync alone would leave it until ownPathsWait.
+func TestRestartHeldPeerReleasedByOwnPaths(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three BGP speakers")
+	}
+	r := startRestartBeforeOwnPaths(t, Config{deferral: time.Second, ownPathsWait: time.Hour, Peers: []netip.Addr{netip.MustParseAddr("127.0.0.3")}})
+	eventually(t, "C's deferral timer for A expires and holds A", func() string {
+		if strings.Contains(r.logs.String(), "deferral timer expired before the local routes are in") {
+			return ""
+		}
+		return "no deferral expiry held in C's log"
+	})
+	r.announceAndCheck()
+}
+
+// ownPathsWait bounds that hold: with C's table never in, A gets C's
+// End-of-RIB once it has passed (2 s here), and drops C's stale paths.
+func TestRestartOwnPathsWaitEnds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three BGP speakers")
+	}
+	r := startRestartBeforeOwnPaths(t, Config{deferral: time.Second, ownPathsWait: 2 * time.Second})
+	eventually(t, "A has C's End-of-RIB without C's table", func() string {
+		if r.restarting() {
+			return "A's session with C is still restarting"
+		}
+		return ""
+	})
+	if w := r.withdrawals(); len(w) != 2 {
+		t.Errorf("A withdrew %v, want C's block and claim", w)
+	}
+	if !strings.Contains(r.logs.String(), "the local routes are still not in") {
+		t.Error("C did not log that it sent the End-of-RIB without its paths")
+	}
+}
+
+// restartBeforeOwnPaths is a mesh peer A and a node C that restarts after
+// a planned stop, up to the new C's connect, before its paths are in.
+type restartBeforeOwnPaths struct {
+	t            *testing.T
+	ctx          context.Context
+	logs         *syncBuffer
+	addrA, addrC netip.Addr
+	a, newC      *Speaker
+	tableC       blockproto.Table
+	blocksC      []UnicastBlock
+
+	mu        sync.Mutex
+	withdrawn []string // every withdrawal of a best path at A since the old C's stop
+}
+
+// startRestartBeforeOwnPaths starts A and the old C, waits for C's block
+// and claim at A, stops the old C as a planned stop does, and starts and
+// connects the new C, Restarting, with A added to newCfg's peers.
+func startRestartBeforeOwnPaths(t *testing.T, newCfg Config) *restartBeforeOwnPaths {
+	r := &restartBeforeOwnPaths{t: t, addrA: netip.MustParseAddr("127.0.0.1"), addrC: netip.MustParseAddr("127.0.0.2")}
+	ctx, logs, start := testSpeakers(t, r.addrA, r.addrC)
+	r.ctx, r.logs = ctx, logs
+	r.a = start(r.addrA, Config{Peers: []netip.Addr{r.addrC}})
+	// The old C, made as start makes one but stopped by the test alone,
+	// with a restart time that no step of the test outlasts.
+	oldCfg := Config{ASN: testASN, Port: r.a.cfg.Port, RouterID: r.addrC, ListenAddress: r.addrC, Peers: []netip.Addr{r.addrA},
+		Keepalive: 3 * time.Second, Hold: 10 * time.Second, RestartTime: time.Hour, Pools: testPools, LogLevel: slog.LevelWarn}
+	oldC, err := listen(ctx, oldCfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("speaker", "old "+r.addrC.String()), func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sp := range []*Speaker{r.a, oldC} {
+		if err := sp.connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ownC := netip.MustParsePrefix("10.244.8.0/26")
+	r.tableC = blockproto.Table{Claims: []blockproto.Claim{{Block: ownC, Owner: blockproto.Node{Addr: nodeC, Inc: 2}, State: blockproto.Confirmed}}}
+	r.blocksC = []UnicastBlock{{Block: ownC, Owner: blockproto.Node{Addr: nodeC, Inc: 2}}}
+	if err := oldC.AnnounceTable(r.tableC, r.blocksC); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "C's block and claim reach A", r.hasC)
+
+	if err := r.a.s.WatchEvent(ctx, server.WatchEventMessageCallbacks{OnBestPath: func(paths []*apiutil.Path, _ time.Time) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, p := range paths {
+			if p.Withdrawal {
+				r.withdrawn = append(r.withdrawn, fmt.Sprintf("%s %s from %s", p.Family, p.Nlri, p.PeerAddress))
+			}
+		}
+	}}, server.WatchBestPath(false)); err != nil {
+		t.Fatal(err)
+	}
+
+	// The old daemon exits: no NOTIFICATION, A keeps C's paths as stale.
+	if err := oldC.s.StopBgp(ctx, &api.StopBgpRequest{AllowGracefulRestart: true}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "A keeps C's paths with C restarting", func() string {
+		if !r.restarting() {
+			return "A's session with C is not restarting"
+		}
+		return r.hasC()
+	})
+
+	// The new daemon: its speaker connects, and its paths come only later.
+	newCfg.Peers, newCfg.Restarting = append(newCfg.Peers, r.addrA), true
+	r.newC = start(r.addrC, newCfg)
+	if err := r.newC.connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// hasC says what A lacks of C's block and claim, or "".
+func (r *restartBeforeOwnPaths) hasC() string {
+	counts, err := r.a.CountPaths()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if counts.Unicast.Accepted != 1 || counts.VPN.Accepted != 1 {
+		return fmt.Sprintf("A has %d of C's blocks and %d of its claims", counts.Unicast.Accepted, counts.VPN.Accepted)
+	}
+	return ""
+}
+
+// restarting reports whether A's session with C is in graceful restart:
+// A has not had C's End-of-RIB since the old C's stop.
+func (r *restartBeforeOwnPaths) restarting() bool {
+	restarting := false
+	if err := r.a.s.ListPeer(r.ctx, &api.ListPeerRequest{Address: r.addrC.String()}, func(p *api.Peer) {
+		restarting = p.GetGracefulRestart().GetPeerRestarting()
+	}); err != nil {
+		r.t.Fatal(err)
+	}
+	return restarting
+}
+
+func (r *restartBeforeOwnPaths) withdrawals() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.withdrawn)
+}
+
+// announceAndCheck is the daemon's first pass done: C's table goes in. A's
+// stale paths are replaced, C's End-of-RIB follows them, and A withdrew
+// nothing.
+func (r *restartBeforeOwnPaths) announceAndCheck() {
+	t := r.t
+	if err := r.newC.AnnounceTable(r.tableC, r.blocksC); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "A has C's End-of-RIB, and C's paths", func() string {
-		return peerC(func(p *api.Peer) string {
-			if p.GetGracefulRestart().GetPeerRestarting() {
-				return "A's session with C is still restarting"
-			}
-			return hasC()
-		})
+		if r.restarting() {
+			return "A's session with C is still restarting"
+		}
+		return r.hasC()
 	})
-	mu.Lock()
-	defer mu.Unlock()
-	if len(withdrawn) > 0 {
-		t.Errorf("A withdrew %d of C's paths over C's restart, before C's table was in: %v", len(withdrawn), withdrawn)
+	if w := r.withdrawals(); len(w) > 0 {
+		t.Errorf("A withdrew %d of C's paths over C's restart, before C's table was in: %v", len(w), w)
 	}
 }
 

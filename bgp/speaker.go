@@ -83,6 +83,8 @@ type Config struct {
 	// End-of-RIB before it sends its own updates anyway (0: 10 s). Tests
 	// set it long, to tell a send on End-of-RIB from one on the timer.
 	deferral time.Duration
+	// ownPathsWait replaces ownPathsWait (restart.go) in tests.
+	ownPathsWait time.Duration
 }
 
 const peerGroup = "reef"
@@ -163,7 +165,7 @@ func listen(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) 
 	lvl := &slog.LevelVar{}
 	lvl.Set(cfg.LogLevel)
 	s := server.NewBgpServer(server.LoggerOption(log.With("component", "gobgp"), lvl), server.RestartWaitOption(cfg.restartWaitsFor),
-		server.WaitLocalRoutesOption())
+		server.WaitLocalRoutesOption(cmp.Or(cfg.ownPathsWait, ownPathsWait)))
 	go s.Serve()
 	sp := &Speaker{cfg: cfg, s: s, log: log, ownVPN: map[vpnKey]ownPath{}, ownUnicast: map[netip.Prefix]ownPath{}, badSeen: map[string]bool{}, standInWake: make(chan struct{}, 1),
 		stuck: map[netip.Addr]stuckState{}, waiting: map[netip.Addr]time.Time{}, waitFor: passiveWait, readd: map[netip.Addr]bool{}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}, adminDown: map[netip.Addr]time.Time{}, downSeen: map[netip.Addr]chan struct{}{}}

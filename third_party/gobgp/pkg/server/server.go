@@ -82,6 +82,7 @@ type options struct {
 	timingHook  FSMTimingHook
 	restartWait func(netip.Addr) bool // reef: third_party/gobgp.diff
 	waitLocal   bool                  // reef: third_party/gobgp.diff
+	localWait   time.Duration         // reef: third_party/gobgp.diff
 }
 
 type ServerOption func(*options)
@@ -119,11 +120,15 @@ func RestartWaitOption(wait func(neighbor netip.Addr) bool) ServerOption {
 // WaitLocalRoutesOption (reef: third_party/gobgp.diff): a restarting
 // speaker also waits for LocalRoutesReady before it sends its updates and
 // End-of-RIB, so that its peers do not drop its stale paths (RFC 4724 4.2)
-// before the application has added the routes it originates. The
-// deferral timer still ends the wait for each peer.
-func WaitLocalRoutesOption() ServerOption {
+// before the application has added the routes it originates. A peer's
+// deferral timer that expires before LocalRoutesReady does not release
+// the peer then: it is held until LocalRoutesReady, or until max after
+// StartBgp, whichever comes first; after that the deferral timer releases
+// as before. max 0: the deferral timer alone ends the wait.
+func WaitLocalRoutesOption(max time.Duration) ServerOption {
 	return func(o *options) {
 		o.waitLocal = true
+		o.localWait = max
 	}
 }
 
@@ -190,6 +195,13 @@ type BgpServer struct {
 	// WaitLocalRoutesOption, and LocalRoutesReady was called.
 	waitLocal  bool
 	localReady atomic.Bool
+	// localWait, localUntil and localHeld (reef: third_party/gobgp.diff):
+	// WaitLocalRoutesOption's max, StartBgp's time plus max, and the
+	// peers whose deferral timer expired before LocalRoutesReady (read
+	// and written in the management loop only).
+	localWait  time.Duration
+	localUntil time.Time
+	localHeld  map[*peer]bool
 	// manage lifecycle of the server
 	isServing     atomic.Bool
 	shutdownWG    *sync.WaitGroup
@@ -229,6 +241,7 @@ func NewBgpServer(opt ...ServerOption) *BgpServer {
 		timingHook:   opts.timingHook,
 		restartWait:  opts.restartWait,
 		waitLocal:    opts.waitLocal,
+		localWait:    opts.localWait,
 		shutdownWG:   &sync.WaitGroup{},
 	}
 	s.bmpManager = newBmpClientManager(s)
@@ -1837,9 +1850,13 @@ func (s *BgpServer) handleFSMMessage(peer *peer, e *fsmMsg) {
 
 			neighborAddress := conf.State.NeighborAddress
 			deferralExpiredFunc := func(family bgp.Family, deferralTime time.Duration) func() {
+				var expired func()
 				//nolint: errcheck // ignore error
-				return func() {
+				expired = func() {
 					s.mgmtOperation(func() error {
+						if s.holdForLocalRoutes(peer, expired) { // reef: third_party/gobgp.diff
+							return nil
+						}
 						conf := peer.fsm.pConf.ReadOnly()
 						downtime := conf.Timers.State.Downtime
 						if time.Since(time.Unix(downtime, 0)) < deferralTime {
@@ -1854,6 +1871,7 @@ func (s *BgpServer) handleFSMMessage(peer *peer, e *fsmMsg) {
 						return s.softResetOut(neighborAddress.String(), family, true)
 					}, false)
 				}
+				return expired
 			}
 			notLocalRestarting := !conf.GracefulRestart.State.LocalRestarting
 			if !notLocalRestarting && s.restartSynced.Load() && !s.waitsForEOR(peer) {
@@ -2683,6 +2701,7 @@ func (s *BgpServer) StartBgp(ctx context.Context, r *api.StartBgpRequest) error 
 		if err := oc.SetDefaultGlobalConfigValues(c); err != nil {
 			return err
 		}
+		s.localUntil = time.Now().Add(s.localWait) // reef: third_party/gobgp.diff
 
 		if c.Config.Port > 0 {
 			acceptCh := make(chan net.Conn, 32)
@@ -5362,11 +5381,19 @@ func (s *BgpServer) ListBfdPeer(ctx context.Context, fn func(string, *api.BfdPee
 // LocalRoutesReady (reef: third_party/gobgp.diff) says that the
 // application has added the routes it originates (WaitLocalRoutesOption):
 // a restarting speaker whose End-of-RIBs waited for are all in sends its
-// updates and End-of-RIB now, else when they are.
+// updates and End-of-RIB now, else when they are; a peer whose deferral
+// timer expired meanwhile (holdForLocalRoutes) gets them now.
 func (s *BgpServer) LocalRoutesReady(ctx context.Context) error {
 	return s.mgmtOperation(func() error {
 		if !s.localReady.Swap(true) {
 			s.restartSyncIfDone()
+			// Peers whose deferral timer expired while the wait was on
+			// get what the timer would have sent them (those the sync
+			// released are no longer local restarting: no-op).
+			for p := range s.localHeld {
+				s.softResetOut(p.fsm.pConf.ReadOnly().State.NeighborAddress.String(), bgp.Family(0), true) //nolint: errcheck
+			}
+			s.localHeld = nil
 		}
 		return nil
 	}, false)
@@ -5431,4 +5458,29 @@ func (s *BgpServer) waitsForEOR(p *peer) bool {
 // paths until it gets the new ones, instead of dropping them on the OPEN.
 func (s *BgpServer) keepsRestarting(p *peer) bool {
 	return !s.waitsForEOR(p) && p.fsm.state.Load() != bgp.BGP_FSM_ESTABLISHED
+}
+
+// holdForLocalRoutes (reef: third_party/gobgp.diff) is called when p's
+// deferral timer expires: with WaitLocalRoutesOption, before
+// LocalRoutesReady and within its max after StartBgp, p stays local
+// restarting (the End-of-RIB it would get now would come with an
+// incomplete table, and p would drop the speaker's stale paths it does
+// not bring): again runs at the max, and LocalRoutesReady releases p
+// before that. It reports whether it held p.
+func (s *BgpServer) holdForLocalRoutes(p *peer, again func()) bool {
+	if !s.waitLocal || s.localReady.Load() || !p.fsm.pConf.ReadOnly().GracefulRestart.State.LocalRestarting {
+		return false
+	}
+	wait := time.Until(s.localUntil)
+	if wait <= 0 {
+		p.fsm.logger.Warn("deferral timer expired and the local routes are still not in: sending the updates and End-of-RIB without them")
+		return false
+	}
+	p.fsm.logger.Warn("deferral timer expired before the local routes are in: holding the updates and End-of-RIB for them", slog.Any("AtMost", wait))
+	if s.localHeld == nil {
+		s.localHeld = map[*peer]bool{}
+	}
+	s.localHeld[p] = true
+	time.AfterFunc(wait, again)
+	return true
 }
