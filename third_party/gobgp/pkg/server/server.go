@@ -5456,8 +5456,14 @@ func (s *BgpServer) waitsForEOR(p *peer) bool {
 // yet, whose OPEN then still has the Restart State bit and the forwarding
 // state bit of each family (RFC 4724 3): a router keeps the node's stale
 // paths until it gets the new ones, instead of dropping them on the OPEN.
+// "Up" is the session state handleFSMMessage writes first, not fsm.state,
+// which the FSM stores only once that callback has returned: a sync in
+// between (LocalRoutesReady, another peer's End-of-RIB) would skip a peer
+// whose callback saw no sync yet, and it would wait for its deferral
+// timer. (A sync that reads the state before the callback writes it
+// stored restartSynced before, and the callback sees that.)
 func (s *BgpServer) keepsRestarting(p *peer) bool {
-	return !s.waitsForEOR(p) && p.fsm.state.Load() != bgp.BGP_FSM_ESTABLISHED
+	return !s.waitsForEOR(p) && p.fsm.pConf.ReadOnly().State.SessionState != oc.SESSION_STATE_ESTABLISHED
 }
 
 // holdForLocalRoutes (reef: third_party/gobgp.diff) is called when p's

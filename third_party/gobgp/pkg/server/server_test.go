@@ -4579,3 +4579,29 @@ func TestRTCShouldNotAdvertiseVPNRouteWhenRTCIsNotPassImportPolicies(t *testing.
 	require.Never(t, vpnPresentAtS2AdjIn, 10*time.Second, 100*time.Millisecond,
 		"VPN route should not appear at s2 adj-in from s1 after second VPN prefix is added")
 }
+
+// reef: third_party/gobgp.diff. A peer not waited for is up for the
+// restart's sync from the moment its ESTABLISHED callback writes its
+// session state, not only once the FSM stores its state after the
+// callback: a sync in between would leave it for its deferral timer.
+func TestKeepsRestartingFromSessionState(t *testing.T) {
+	s := NewBgpServer(RestartWaitOption(func(netip.Addr) bool { return false }))
+	go s.Serve()
+	require.NoError(t, s.StartBgp(context.Background(), &api.StartBgpRequest{Global: &api.Global{Asn: 65001, RouterId: "1.1.1.1", ListenPort: -1}}))
+	defer s.StopBgp(context.Background(), &api.StopBgpRequest{})
+	require.NoError(t, s.AddPeer(context.Background(), &api.AddPeerRequest{Peer: &api.Peer{Conf: &api.PeerConf{NeighborAddress: "10.0.0.1", PeerAsn: 65002, AdminDown: true}}}))
+	require.NoError(t, s.mgmtOperation(func() error {
+		p := s.neighborMap[netip.MustParseAddr("10.0.0.1")]
+		require.NotNil(t, p)
+		assert.True(t, s.keepsRestarting(p), "a peer not up")
+		// The callback's first write; fsm.state is still what it was.
+		p.fsm.lock.Lock()
+		conf := p.fsm.pConf.ReadCopy()
+		conf.State.SessionState = oc.SESSION_STATE_ESTABLISHED
+		p.fsm.pConf.Update(&conf)
+		p.fsm.lock.Unlock()
+		assert.NotEqual(t, bgp.BGP_FSM_ESTABLISHED, p.fsm.state.Load())
+		assert.False(t, s.keepsRestarting(p), "a peer inside its ESTABLISHED callback")
+		return nil
+	}, true))
+}
