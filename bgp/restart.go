@@ -19,8 +19,11 @@ import (
 // reconcile pass is done, daemon/blocks.go) brings the blocks; with
 // Service addresses configured, the Service announcer's first
 // SetServiceAddresses (made only once its informers have listed) brings
-// them. A call counts even when it refused some entries: those would
-// never come.
+// them. A call counts when GoBGP refused none of its paths: the entries
+// it leaves out itself (what reef's import filter refuses, a Service
+// address outside the CIDRs, an IPv6 one without a next hop) would be
+// left out by every later call too, while a path GoBGP refused is tried
+// again at the next call, which then counts.
 //
 // A peer's deferral timer (10 s) that expires before the paths are in
 // does not release it: GoBGP holds it until they are, or until

@@ -276,3 +276,36 @@ func TestRestartOwnPathsWaitForServiceAddresses(t *testing.T) {
 		t.Errorf("%q logged %d times after the blocks and the Service addresses, want once", in, n)
 	}
 }
+
+// A call counts for the node's own paths only when GoBGP refused none of
+// its paths: those are tried again at the next call, and an End-of-RIB
+// sent before it would make the peers drop them (restart.go). Here GoBGP
+// refuses every path: its BGP is stopped.
+func TestOwnPathsNotInWhenGoBGPRefuses(t *testing.T) {
+	addrC := netip.MustParseAddr("127.0.0.2")
+	logs := &syncBuffer{}
+	cfg := Config{ASN: testASN, Port: freePortOn(t, addrC), RouterID: addrC, ListenAddress: addrC, Keepalive: 3 * time.Second, Hold: 10 * time.Second,
+		RestartTime: 10 * time.Second, Restarting: true, Pools: testPools, LogLevel: slog.LevelWarn, NodeAddress: nodeC,
+		ServiceAddressCIDRs: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")},
+		ExternalPeers:       []ExternalPeer{{Address: netip.MustParseAddr("127.0.0.4"), ASN: 65000, Keepalive: 3 * time.Second, Hold: 10 * time.Second, MaxPrefixes: 100}}}
+	c, err := listen(t.Context(), cfg, slog.New(slog.NewTextHandler(logs, nil)), func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.s.StopBgp(t.Context(), &api.StopBgpRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	own := netip.MustParsePrefix("10.244.8.0/26")
+	if err := c.AnnounceTable(blockproto.Table{Claims: []blockproto.Claim{{Block: own, Owner: blockproto.Node{Addr: nodeC, Inc: 2}, State: blockproto.Confirmed}}},
+		[]UnicastBlock{{Block: own, Owner: blockproto.Node{Addr: nodeC, Inc: 2}}}); err == nil {
+		t.Fatal("AnnounceTable: GoBGP took the paths with its BGP stopped")
+	}
+	if _, err := c.SetServiceAddresses([]netip.Addr{netip.MustParseAddr("198.51.100.7")}); err == nil {
+		t.Fatal("SetServiceAddresses: GoBGP took the address with its BGP stopped")
+	}
+	c.ownPaths.mu.Lock()
+	defer c.ownPaths.mu.Unlock()
+	if c.ownPaths.blocks || c.ownPaths.addr {
+		t.Errorf("refused by GoBGP, yet counted in: blocks %v, Service addresses %v", c.ownPaths.blocks, c.ownPaths.addr)
+	}
+}

@@ -41,7 +41,14 @@ var ErrNoExternalPeers = errors.New("no external peers to announce Service addre
 // each add or withdrawal GoBGP refused, named in the error. What failed is
 // tried again at the next call.
 func (sp *Speaker) SetServiceAddresses(want []netip.Addr) (withheld []netip.Addr, err error) {
-	defer sp.addrsIn() // restart.go; after the unlock
+	// refused: GoBGP refused an add or a withdrawal, which the next call
+	// tries again; the call does not count (restart.go).
+	refused := false
+	defer func() { // after the unlock
+		if !refused {
+			sp.addrsIn()
+		}
+	}()
 	if len(sp.cfg.ExternalPeers) == 0 {
 		return nil, ErrNoExternalPeers
 	}
@@ -87,6 +94,7 @@ func (sp *Speaker) SetServiceAddresses(want []netip.Addr) (withheld []netip.Addr
 	sp.addPaths(adds, func(i int, err error) {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("announce Service address %s: %w", addAddrs[i], err))
+			refused = true
 			return
 		}
 		a.paths[addAddrs[i]] = adds[i]
@@ -101,6 +109,7 @@ func (sp *Speaker) SetServiceAddresses(want []netip.Addr) (withheld []netip.Addr
 	sp.deletePaths(dels, func(i int, err error) {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("withdraw Service address %s: %w", delAddrs[i], err))
+			refused = true
 			return
 		}
 		delete(a.paths, delAddrs[i])

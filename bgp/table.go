@@ -97,10 +97,14 @@ func vpnAFI(rf bgppkt.Family) (AFI, bool) {
 // each such entry and each path GoBGP refused. Paths GoBGP refused are
 // tried again at the next call.
 func (sp *Speaker) AnnounceTable(t blockproto.Table, confirmed []UnicastBlock) error {
-	defer sp.blocksIn() // restart.go; after the unlock
+	a := &announcement{t: &t, confirmed: confirmed}
+	defer func() { // restart.go; after the unlock
+		if !a.refused {
+			sp.blocksIn()
+		}
+	}()
 	sp.announcing.Lock()
 	defer sp.announcing.Unlock()
-	a := &announcement{t: &t, confirmed: confirmed}
 	want := a.wantVPN(sp.cfg.ASN)
 	sp.addVPN(a, want)
 	sp.withdrawVPN(a, want)
@@ -116,6 +120,10 @@ type announcement struct {
 	t         *blockproto.Table
 	confirmed []UnicastBlock
 	errs      []error
+	// refused: GoBGP refused an add or a withdrawal, which the next call
+	// tries again (the entries the import filter refuses would never go
+	// in: they do not count).
+	refused bool
 }
 
 // fail records that the entry e is not announced, and why.
@@ -213,6 +221,7 @@ func (sp *Speaker) addVPN(a *announcement, want map[vpnKey]vpnWant) {
 	sp.addPaths(adds, func(i int, err error) {
 		if err != nil {
 			a.fail(addWhat[i], err)
+			a.refused = true
 			return
 		}
 		sp.ownVPN[addKeys[i]] = ownPath{path: adds[i], lcs: addLCs[i], nh: nextHop, marked: hasCommunity(adds[i].Attrs, GracefulShutdownCommunity)}
@@ -242,6 +251,7 @@ func (sp *Speaker) withdrawVPN(a *announcement, want map[vpnKey]vpnWant) {
 	sp.deletePaths(dels, func(i int, err error) {
 		if err != nil {
 			a.errs = append(a.errs, fmt.Errorf("withdraw %s %s: %w", delKeys[i].kind, dels[i].Nlri, err))
+			a.refused = true
 			return
 		}
 		delete(sp.ownVPN, delKeys[i])
@@ -311,6 +321,7 @@ func (sp *Speaker) addUnicast(a *announcement, wantUC map[netip.Prefix]int) {
 		b := a.confirmed[ucIdx[j]]
 		if err != nil {
 			a.fail(entry{kindUnicast, ucIdx[j]}, err)
+			a.refused = true
 			return
 		}
 		sp.ownUnicast[b.Block] = ownPath{path: ucAdds[j], lcs: ucLCs[j], nh: ucNH[j], marked: sp.marks4(b.Block)}
@@ -330,6 +341,7 @@ func (sp *Speaker) withdrawUnicast(a *announcement, wantUC map[netip.Prefix]int)
 	sp.deletePaths(dels, func(i int, err error) {
 		if err != nil {
 			a.errs = append(a.errs, fmt.Errorf("withdraw confirmed block %s (%s unicast): %w", delPrefixes[i], familyName(delPrefixes[i]), err))
+			a.refused = true
 			return
 		}
 		delete(sp.ownUnicast, delPrefixes[i])
