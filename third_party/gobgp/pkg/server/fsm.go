@@ -2074,10 +2074,12 @@ func (h *fsmHandler) established(ctx context.Context) (bgp.FSMState, *fsmStateRe
 					fsm.gracefulRestartTimer.Reset(time.Duration(conf.GracefulRestart.State.PeerRestartTime) * time.Second)
 					// reef: third_party/gobgp.diff. The peer is expected back
 					// within its restart time: wait IdleHoldTimeAfterReset
-					// in Idle, as after an administrative reset, instead of
-					// the fixed 5 s, in which every connection it makes is
-					// closed.
-					fsm.idleHoldTime = conf.Timers.Config.IdleHoldTimeAfterReset
+					// in Idle, as after an administrative reset, when it is
+					// shorter than the fixed 5 s, in which every connection
+					// it makes is closed. (Its default, 30 s, would be longer.)
+					if v := conf.Timers.Config.IdleHoldTimeAfterReset; 0 < v && v < holdtimeIdle {
+						fsm.idleHoldTime = v
+					}
 					fsm.lock.Unlock()
 				}
 			}

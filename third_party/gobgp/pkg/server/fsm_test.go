@@ -283,30 +283,33 @@ func TestFSMHandlerEstablish_HoldTimerExpired(t *testing.T) {
 }
 
 // reef: third_party/gobgp.diff. A session that ends in graceful restart
-// waits IdleHoldTimeAfterReset in Idle, not the fixed 5 s.
+// waits IdleHoldTimeAfterReset in Idle when it is below the fixed 5 s; its
+// default (30 s), or none, leaves the 5 s.
 func TestFSMHandlerEstablish_GR_IdleHoldTime(t *testing.T) {
-	assert := assert.New(t)
+	for _, tc := range []struct{ afterReset, want float64 }{{1, 1}, {oc.DEFAULT_IDLE_HOLDTIME_AFTER_RESET, holdtimeIdle}, {0, holdtimeIdle}} {
+		assert := assert.New(t)
 
-	m := NewMockConnection()
-	p, h := makePeerAndHandler(m)
-	t.Cleanup(func() { cleanPeerAndHandler(p, h) })
+		m := NewMockConnection()
+		p, h := makePeerAndHandler(m)
 
-	p.fsm.lock.Lock()
-	conf := p.fsm.pConf.ReadCopy()
-	conf.Timers.State.KeepaliveInterval = 3
-	conf.Timers.State.NegotiatedHoldTime = 2
-	conf.Timers.Config.IdleHoldTimeAfterReset = 1
-	conf.GracefulRestart.State.Enabled = true
-	p.fsm.pConf.Update(&conf)
-	p.fsm.idleHoldTime = holdtimeIdle
-	p.fsm.lock.Unlock()
+		p.fsm.lock.Lock()
+		conf := p.fsm.pConf.ReadCopy()
+		conf.Timers.State.KeepaliveInterval = 3
+		conf.Timers.State.NegotiatedHoldTime = 2
+		conf.Timers.Config.IdleHoldTimeAfterReset = tc.afterReset
+		conf.GracefulRestart.State.Enabled = true
+		p.fsm.pConf.Update(&conf)
+		p.fsm.idleHoldTime = holdtimeIdle
+		p.fsm.lock.Unlock()
 
-	state, reason := h.established(t.Context())
-	assert.Equal(bgp.BGP_FSM_IDLE, state)
-	assert.Equal(fsmGracefulRestart, reason.Type)
-	p.fsm.lock.Lock()
-	assert.Equal(float64(1), p.fsm.idleHoldTime)
-	p.fsm.lock.Unlock()
+		state, reason := h.established(t.Context())
+		assert.Equal(bgp.BGP_FSM_IDLE, state)
+		assert.Equal(fsmGracefulRestart, reason.Type)
+		p.fsm.lock.Lock()
+		assert.Equal(tc.want, p.fsm.idleHoldTime, "IdleHoldTimeAfterReset %v", tc.afterReset)
+		p.fsm.lock.Unlock()
+		cleanPeerAndHandler(p, h)
+	}
 }
 
 func TestFSMHandlerEstablish_HoldTimerExpired_GR_Enabled(t *testing.T) {
