@@ -315,8 +315,14 @@ func (sp *Speaker) gracefulRestart() *api.GracefulRestart {
 // down, the mark's removal that ends the other nodes' stand-ins among
 // them (TestRestartingSendsWithGracefulRestartRouterDown). A router that
 // comes up before the cluster's End-of-RIBs still gets the node's paths
-// only then, the whole table at once. A cluster peer not yet up is still
-// waited for: a reflector must not send its clients part of a table.
+// only then, the whole table at once. A configured cluster peer not yet
+// up (a mesh peer, a client's reflector, a reflector's other reflectors)
+// is still waited for, as GoBGP does: a node's stand-ins at its routers
+// come from the other nodes' paths. A reflector's clients are dynamic
+// peers, which GoBGP knows only once they connect: a restarted reflector
+// waits for those connected by then, so it may sync on the first
+// clients' End-of-RIBs, and a client that connects later gets the table
+// once its own End-of-RIB is in (GoBGP's behaviour, unchanged here).
 // (third_party/gobgp.diff adds the option to GoBGP.)
 func (cfg *Config) restartWaitsFor(peer netip.Addr) bool {
 	return !slices.ContainsFunc(cfg.ExternalPeers, func(p ExternalPeer) bool { return p.Address == peer })
