@@ -68,6 +68,10 @@ func TestPodModel(t *testing.T) {
 			t.Errorf("node %s = %s, want %s", k, got, v)
 		}
 	}
+	// The pod's /32 is in place when its ADD returns; the block's
+	// blackhole comes from the pass after the block's claim, which may end
+	// just after the ADD returns (waitBlackholes; seen in CI, ac6c264).
+	waitBlackholes(t, n, block)
 	routes := strings.Join(reefRoutes(t, n), "\n")
 	for _, want := range []string{
 		fmt.Sprintf("%s dev %s scope link", a.IP, veth),
