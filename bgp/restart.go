@@ -60,10 +60,12 @@ func (sp *Speaker) ownPathsIn(set func(*ownIn)) {
 	}
 	o.told = true
 	if err := sp.s.LocalRoutesReady(context.Background()); err != nil {
-		sp.log.Warn("could not tell GoBGP the node's paths are in; after a planned restart its updates wait for the deferral timer", "error", err)
+		sp.log.Warn("could not tell GoBGP the node's paths are in; after a restart its updates wait for the deferral timer", "error", err)
 		return
 	}
 	if sp.cfg.Restarting {
-		sp.log.Info("after a planned restart: the node's own paths are in; its updates and End-of-RIB go out once the End-of-RIBs waited for are in", "serviceAddresses", len(sp.cfg.ServiceAddressCIDRs) > 0)
+		sp.log.Info("after a restart: the node's own paths are in; its updates and End-of-RIB go out once the End-of-RIBs waited for are in", "serviceAddresses", len(sp.cfg.ServiceAddressCIDRs) > 0)
+		return
 	}
+	sp.log.Info("the node's own paths are in", "serviceAddresses", len(sp.cfg.ServiceAddressCIDRs) > 0)
 }

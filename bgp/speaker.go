@@ -69,8 +69,13 @@ type Config struct {
 	// RestartTime is how long peers keep our routes after the session
 	// drops: above the worst-case time for the daemon to come back.
 	RestartTime time.Duration
-	// Restarting sets the graceful-restart R bit: only after a planned
-	// restart, so that peers do not hold our updates back otherwise.
+	// Restarting sets the graceful-restart Restart State bit and each
+	// family's Forwarding State bit, and holds the speaker's updates and
+	// End-of-RIB back until the node's own paths are in (restart.go) and
+	// its cluster peers' End-of-RIBs (restartWaitsFor): after a planned
+	// stop, or an unplanned one that left the kernel's forwarding state
+	// as it was (daemon/restart.go); not at a first start or after a
+	// reboot, when the node has nothing the peers should keep.
 	Restarting bool
 	// PlannedMark starts the speaker with its IPv4 blocks marked for the
 	// other nodes to stand in for them at their BFD routers, until its
@@ -304,7 +309,7 @@ func (sp *Speaker) gracefulRestart() *api.GracefulRestart {
 }
 
 // restartWaitsFor says whose End-of-RIB the speaker waits for after a
-// planned restart (Restarting) before it sends its updates, RFC 4724 4.1's
+// restart (Restarting) before it sends its updates, RFC 4724 4.1's
 // deferral: the cluster's sessions (mesh peers, reflectors, clients), not
 // the routers. reef takes no route from a router (external.go), so a
 // router's End-of-RIB cannot change what the node sends anyone, while

@@ -167,6 +167,11 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	if err != nil {
 		return nil, closeAll, err
 	}
+	have, err := kernel.Read()
+	if err != nil {
+		return nil, closeAll, fmt.Errorf("read reef's routes before the BGP speaker starts: %w", err)
+	}
+	start := bgpStart{planned: planned, kept: forwardingKept(have)}
 	work := newPending()
 	m := newMetrics(cfg)
 	pools := storePools(cfg.Pools)
@@ -192,7 +197,7 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	if err != nil {
 		return nil, closeAll, err
 	}
-	speaker, err := startSpeaker(ctx, cfg, node.Identity, up.Address, up6.Address, append(slices.Clone(pools), retired...), planned, hooks, log, work.BGPChanged)
+	speaker, err := startSpeaker(ctx, cfg, node.Identity, up.Address, up6.Address, append(slices.Clone(pools), retired...), start, hooks, log, work.BGPChanged)
 	if err != nil {
 		return nil, closeAll, err
 	}
@@ -317,9 +322,9 @@ func storePools(cfg []PoolConfig) []store.Pool {
 }
 
 // openStore opens the state file, and says whether the last stop was
-// planned (SIGTERM), clearing the mark: only then does the speaker tell
-// peers it is restarting, so that they do not hold our updates back after
-// an unplanned start.
+// planned (SIGTERM), clearing the mark (bgpStart: the speaker then starts
+// as a restarting one; after an unplanned stop, only if the kernel kept
+// the node's forwarding state).
 func openStore(cfg Config, identity netip.Addr, log *slog.Logger) (st *store.Store, planned bool, err error) {
 	dbPath := filepath.Join(cfg.StateDir, "reef.db")
 	st, err = store.Open(dbPath, store.Options{Node: cfg.NodeName, Address: identity, Timeout: storeLockTimeout})
@@ -340,7 +345,7 @@ func openStore(cfg Config, identity netip.Addr, log *slog.Logger) (st *store.Sto
 }
 
 // startSpeaker starts the BGP speaker; changed is told of every update.
-func startSpeaker(ctx context.Context, cfg Config, identity, addr, addr6 netip.Addr, pools []store.Pool, planned bool, hooks testHooks, log *slog.Logger, changed func()) (*bgp.Speaker, error) {
+func startSpeaker(ctx context.Context, cfg Config, identity, addr, addr6 netip.Addr, pools []store.Pool, start bgpStart, hooks testHooks, log *slog.Logger, changed func()) (*bgp.Speaker, error) {
 	var bgpPools []bgp.Pool
 	for _, p := range pools {
 		bgpPools = append(bgpPools, bgp.Pool{CIDR: p.CIDR, BlockSize: p.BlockSize})
@@ -354,8 +359,8 @@ func startSpeaker(ctx context.Context, cfg Config, identity, addr, addr6 netip.A
 		Peers: cfg.BGP.Peers, PeerPrefixes: cfg.BGP.PeerPrefixes, Password: cfg.BGP.Password,
 		RouteReflectors: cfg.BGP.RouteReflectors, RouteReflector: cfg.BGP.RouteReflector,
 		Keepalive: cfg.BGP.KeepaliveTime, Hold: cfg.BGP.HoldTime,
-		RestartTime: cmp.Or(hooks.bgpRestartTime, bgpRestartTime), Restarting: planned,
-		PlannedMark:   planned && cfg.BGP.GracefulShutdownTime > 0,
+		RestartTime: cmp.Or(hooks.bgpRestartTime, bgpRestartTime), Restarting: start.restarting(),
+		PlannedMark:   start.planned && cfg.BGP.GracefulShutdownTime > 0,
 		ExternalPeers: cfg.BGP.externalPeers(), ServiceCIDRs: cfg.BGP.ServiceClusterIPs,
 		ServiceAddressCIDRs: cfg.BGP.serviceAddressCIDRs(),
 		Pools:               bgpPools, LogLevel: gobgpLevel,
@@ -366,7 +371,7 @@ func startSpeaker(ctx context.Context, cfg Config, identity, addr, addr6 netip.A
 	lim := bgp.PrefixLimits(bgpPools)
 	log.Info("BGP speaker started", "asn", cfg.BGP.ASN, "port", cfg.BGP.Port, "peers", len(cfg.BGP.Peers),
 		"peerPrefixes", len(cfg.BGP.PeerPrefixes), "routeReflectors", cfg.BGP.RouteReflectors, "routeReflector", cfg.BGP.RouteReflector,
-		"prefixLimitUnicast", lim.Unicast, "prefixLimitVPN", lim.VPN, "prefixLimitVPNv6", lim.VPNv6, "plannedRestart", planned, "externalPeers", len(cfg.BGP.ExternalPeers))
+		"prefixLimitUnicast", lim.Unicast, "prefixLimitVPN", lim.VPN, "prefixLimitVPNv6", lim.VPNv6, "plannedRestart", start.planned, "forwardingKept", start.kept, "restarting", start.restarting(), "externalPeers", len(cfg.BGP.ExternalPeers))
 	return sp, nil
 }
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -10,9 +11,12 @@ import (
 
 // TestRestartFlagGobgpd: a router sees the graceful-restart Restart
 // State bit (R, RFC 4724) in the OPEN of a node's daemon only after a
-// planned restart (README, "the restarting flag is set only after a
-// planned restart"): the first start and a start after kill -9 send
-// R=0, a start after SIGTERM R=1; and SIGTERM closes the session without
+// restart that kept the node's forwarding state (README, "the restarting
+// flag is set only after a restart"): the first start sends R=0, a start
+// after SIGTERM R=1; a start after kill -9 R=1 when the kernel holds the
+// node's block (its blackhole) and R=0 when it holds none: before the
+// node's first pod, and after reef's routes were flushed while it was
+// down, as a reboot leaves the kernel. SIGTERM closes the session without
 // a NOTIFICATION (no Cease). The router is Debian's gobgpd, an external
 // peer of the node; `gobgp neighbor` shows the flags of the OPEN it last
 // received and counts the messages.
@@ -86,5 +90,32 @@ func TestRestartFlagGobgpd(t *testing.T) {
 	if err := n.Start(); err != nil {
 		t.Fatal(err)
 	}
-	opened("kill -9 and a start", false)
+	opened("kill -9 and a start, no pod yet", false)
+
+	newPod(t, n, "p1")
+	var blocks []netip.Prefix
+	for _, b := range blocksOf(t, n) {
+		blocks = append(blocks, netip.MustParsePrefix(b))
+	}
+	if len(blocks) == 0 {
+		t.Fatal("the node has no confirmed block after its first ADD")
+	}
+	waitBlackholes(t, n, blocks...)
+	crash := func(what string, before func()) {
+		t.Helper()
+		if err := n.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		closed(what)
+		before()
+		if err := n.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crash("kill -9 with a pod", func() {})
+	opened("kill -9 with a pod and a start", true)
+	crash("kill -9 with a pod", func() {
+		run(t, l, n.Netns, "ip", "-4", "route", "flush", "proto", "238")
+	})
+	opened("kill -9 with a pod, reef's routes flushed, and a start", false)
 }
