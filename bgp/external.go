@@ -266,7 +266,7 @@ func (cfg *Config) externalFamilies(peer netip.Addr) []bgppkt.Family {
 
 // externalGracefulRestart is what a router is offered of graceful
 // restart: as in the mesh, the R bit and the restart time, so that a
-// restart (planned, or of a daemon whose kernel lived on: Config.
+// restart of the daemon (planned or a crash, the kernel alive: Config.
 // Restarting) keeps the router's routes to this node's blocks; none
 // toward a router with BFD. A router keeps a peer's routes over a graceful
 // restart when the peer's connection closes, which it does at once when

@@ -72,10 +72,10 @@ type Config struct {
 	// Restarting sets the graceful-restart Restart State bit and each
 	// family's Forwarding State bit, and holds the speaker's updates and
 	// End-of-RIB back until the node's own paths are in (restart.go) and
-	// its cluster peers' End-of-RIBs (restartWaitsFor): after a planned
-	// stop, or an unplanned one that left the kernel's forwarding state
-	// as it was (daemon/restart.go); not at a first start or after a
-	// reboot, when the node has nothing the peers should keep.
+	// its cluster peers' End-of-RIBs (restartWaitsFor): when the kernel
+	// kept reef's routes since the daemon before (a planned stop or a
+	// crash; daemon/restart.go), not at a first start or after a reboot,
+	// when the node has nothing the peers should keep.
 	Restarting bool
 	// PlannedMark starts the speaker with its IPv4 blocks marked for the
 	// other nodes to stand in for them at their BFD routers, until its

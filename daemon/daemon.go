@@ -167,11 +167,7 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	if err != nil {
 		return nil, closeAll, err
 	}
-	have, err := kernel.Read()
-	if err != nil {
-		return nil, closeAll, fmt.Errorf("read reef's routes before the BGP speaker starts: %w", err)
-	}
-	start := bgpStart{planned: planned, kept: forwardingKept(have)}
+	start := readBGPStart(kernel, planned, log)
 	work := newPending()
 	m := newMetrics(cfg)
 	pools := storePools(cfg.Pools)
@@ -322,9 +318,10 @@ func storePools(cfg []PoolConfig) []store.Pool {
 }
 
 // openStore opens the state file, and says whether the last stop was
-// planned (SIGTERM), clearing the mark (bgpStart: the speaker then starts
-// as a restarting one; after an unplanned stop, only if the kernel kept
-// the node's forwarding state).
+// planned (SIGTERM), clearing the mark: the node's blocks are then marked
+// for stand-ins at the start (bgp.Config.PlannedMark). Whether the
+// speaker starts with the graceful-restart bits is the kernel's to say
+// (bgpStart).
 func openStore(cfg Config, identity netip.Addr, log *slog.Logger) (st *store.Store, planned bool, err error) {
 	dbPath := filepath.Join(cfg.StateDir, "reef.db")
 	st, err = store.Open(dbPath, store.Options{Node: cfg.NodeName, Address: identity, Timeout: storeLockTimeout})
@@ -371,7 +368,7 @@ func startSpeaker(ctx context.Context, cfg Config, identity, addr, addr6 netip.A
 	lim := bgp.PrefixLimits(bgpPools)
 	log.Info("BGP speaker started", "asn", cfg.BGP.ASN, "port", cfg.BGP.Port, "peers", len(cfg.BGP.Peers),
 		"peerPrefixes", len(cfg.BGP.PeerPrefixes), "routeReflectors", cfg.BGP.RouteReflectors, "routeReflector", cfg.BGP.RouteReflector,
-		"prefixLimitUnicast", lim.Unicast, "prefixLimitVPN", lim.VPN, "prefixLimitVPNv6", lim.VPNv6, "plannedRestart", start.planned, "forwardingKept", start.kept, "restarting", start.restarting(), "externalPeers", len(cfg.BGP.ExternalPeers))
+		"prefixLimitUnicast", lim.Unicast, "prefixLimitVPN", lim.VPN, "prefixLimitVPNv6", lim.VPNv6, "plannedRestart", start.planned, "kernelKept", start.kept, "restarting", start.restarting(), "externalPeers", len(cfg.BGP.ExternalPeers))
 	return sp, nil
 }
 

@@ -96,8 +96,8 @@ func testCrashRestartSlowFirstPass(t *testing.T, kind string) {
 	// speaker, and its session with the router was up before its own
 	// paths were in.
 	log := sinceLastStart(a1.Log())
-	if !strings.Contains(log, "forwardingKept=true restarting=true") {
-		t.Errorf("a1's new daemon did not start as a restarting speaker with the kernel's forwarding state kept")
+	if !strings.Contains(log, "kernelKept=true restarting=true") {
+		t.Errorf("a1's new daemon did not start as a restarting speaker with the kernel's routes kept")
 	}
 	if i := strings.Index(log, in); !strings.Contains(log[:max(i, 0)], `msg="Peer Up" component=bgp component=gobgp Topic=Peer Key=`+lab.RouterLeg(a1.Address).String()) {
 		t.Errorf("a1's session with the router came up only after its own paths were in: the test did not play a slow first pass")

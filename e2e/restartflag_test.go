@@ -11,13 +11,14 @@ import (
 
 // TestRestartFlagGobgpd: a router sees the graceful-restart Restart
 // State bit (R, RFC 4724) in the OPEN of a node's daemon only after a
-// restart that kept the node's forwarding state (README, "the restarting
-// flag is set only after a restart"): the first start sends R=0, a start
-// after SIGTERM R=1; a start after kill -9 R=1 when the kernel holds the
-// node's block (its blackhole) and R=0 when it holds none: before the
-// node's first pod, and after reef's routes were flushed while it was
-// down, as a reboot leaves the kernel. SIGTERM closes the session without
-// a NOTIFICATION (no Cease). The router is Debian's gobgpd, an external
+// restart that the kernel's routes of reef's lived through (README, "the
+// restarting flag is set only after a restart that kept the node's
+// forwarding state"): the first start sends R=0; a start after SIGTERM or
+// kill -9 R=1 when the kernel holds the node's block (its blackhole and
+// its pod's route), and R=0 when it holds nothing of reef's: before the
+// node's first pod, and after reef's routes were flushed while the
+// daemon was down, as a reboot leaves the kernel. No stop sends a
+// NOTIFICATION (no Cease). The router is Debian's gobgpd, an external
 // peer of the node; `gobgp neighbor` shows the flags of the OPEN it last
 // received and counts the messages.
 func TestRestartFlagGobgpd(t *testing.T) {
@@ -72,25 +73,32 @@ func TestRestartFlagGobgpd(t *testing.T) {
 
 	opened("the first start", false)
 
-	if err := n.Stop(); err != nil {
-		t.Fatal(err)
+	// restart stops the daemon (SIGTERM, or SIGKILL with kill), runs
+	// between before it starts again (the flush of a reboot), and checks
+	// the R bit of the new daemon's OPEN.
+	restart := func(what string, kill bool, between func(), wantR bool) {
+		t.Helper()
+		stop := n.Stop
+		if kill {
+			stop = n.Kill
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		closed(what)
+		if between != nil {
+			between()
+		}
+		if err := n.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if nb := opened(what+" and a start", wantR); nb.NotificationsReceived != 0 {
+			t.Errorf("gobgpd received %d NOTIFICATION messages from the node, want none (no Cease at a stop)", nb.NotificationsReceived)
+		}
 	}
-	closed("SIGTERM")
-	if err := n.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if nb := opened("SIGTERM and a start", true); nb.NotificationsReceived != 0 {
-		t.Errorf("gobgpd received %d NOTIFICATION messages from the node, want none (no Cease at SIGTERM)", nb.NotificationsReceived)
-	}
-
-	if err := n.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	closed("kill -9")
-	if err := n.Start(); err != nil {
-		t.Fatal(err)
-	}
-	opened("kill -9 and a start, no pod yet", false)
+	// Before the first pod the kernel holds nothing of reef's.
+	restart("SIGTERM, no pod yet", false, nil, false)
+	restart("kill -9, no pod yet", true, nil, false)
 
 	newPod(t, n, "p1")
 	var blocks []netip.Prefix
@@ -101,21 +109,12 @@ func TestRestartFlagGobgpd(t *testing.T) {
 		t.Fatal("the node has no confirmed block after its first ADD")
 	}
 	waitBlackholes(t, n, blocks...)
-	crash := func(what string, before func()) {
-		t.Helper()
-		if err := n.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		closed(what)
-		before()
-		if err := n.Start(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	crash("kill -9 with a pod", func() {})
-	opened("kill -9 with a pod and a start", true)
-	crash("kill -9 with a pod", func() {
-		run(t, l, n.Netns, "ip", "-4", "route", "flush", "proto", "238")
-	})
-	opened("kill -9 with a pod, reef's routes flushed, and a start", false)
+	// A reboot is played by flushing reef's routes while the daemon is
+	// down: the kernel of a rebooted node holds none.
+	flush := func() { run(t, l, n.Netns, "ip", "-4", "route", "flush", "proto", "238") }
+	restart("SIGTERM with a pod", false, nil, true)
+	restart("kill -9 with a pod", true, nil, true)
+	restart("kill -9 with a pod, reef's routes flushed", true, flush, false)
+	waitBlackholes(t, n, blocks...)
+	restart("SIGTERM with a pod, reef's routes flushed", false, flush, false)
 }
