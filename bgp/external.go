@@ -278,11 +278,16 @@ func (cfg *Config) externalFamilies(peer netip.Addr) []bgppkt.Family {
 // addresses are drained first and the other nodes stand in for the node's
 // IPv4 blocks (standin.go, docs/bgp.md "BFD").
 func externalGracefulRestart(p ExternalPeer, gr *api.GracefulRestart) *api.GracefulRestart {
-	if p.BFD != nil {
+	if !p.keepsOverRestart() {
 		return nil
 	}
 	return gr
 }
+
+// keepsOverRestart says whether router p keeps the node's paths over a
+// restart of its daemon: it is offered graceful restart, which a router
+// with BFD is not (externalGracefulRestart).
+func (p ExternalPeer) keepsOverRestart() bool { return p.BFD == nil }
 
 func (sp *Speaker) addExternalPeer(ctx context.Context, p ExternalPeer) error {
 	return sp.s.AddPeer(ctx, &api.AddPeerRequest{Peer: sp.externalPeer(p)})

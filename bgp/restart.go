@@ -2,6 +2,7 @@ package bgp
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -19,7 +20,8 @@ import (
 // reconcile pass is done, daemon/blocks.go) brings the blocks; with
 // Service addresses configured, the Service announcer's first
 // SetServiceAddresses (made only once its informers have listed) brings
-// them. A call counts when GoBGP refused none of its paths: the entries
+// them, and is waited for when a router keeps them over the restart
+// (waitsForAddrs). A call counts when GoBGP refused none of its paths: the entries
 // it leaves out itself (what reef's import filter refuses, a Service
 // address outside the CIDRs, an IPv6 one without a next hop) would be
 // left out by every later call too, while a path GoBGP refused is tried
@@ -45,6 +47,19 @@ type ownIn struct {
 // daemon.go, 120 s).
 const ownPathsWait = 60 * time.Second
 
+// waitsForAddrs says whether the node's own paths include its Service
+// addresses (ownIn): with Service address CIDRs set and a router that
+// keeps the node's paths over a restart, one offered graceful restart
+// (no BFD, externalGracefulRestart). The Service addresses go to routers
+// alone, and a router with BFD kept nothing of the node: its End-of-RIB
+// drops nothing, and the addresses reach it once they are set. Without
+// such a router the sync need not wait for the Kubernetes API, and the
+// cluster's sessions (claims, votes, the mark's removal) are not held
+// while it is slow or away.
+func (cfg *Config) waitsForAddrs() bool {
+	return len(cfg.ServiceAddressCIDRs) > 0 && slices.ContainsFunc(cfg.ExternalPeers, ExternalPeer.keepsOverRestart)
+}
+
 // blocksIn and addrsIn record a part of the node's own paths as in the
 // table (ownIn).
 func (sp *Speaker) blocksIn() { sp.ownPathsIn(func(o *ownIn) { o.blocks = true }) }
@@ -55,7 +70,7 @@ func (sp *Speaker) ownPathsIn(set func(*ownIn)) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	set(o)
-	if o.told || !o.blocks || !o.addr && len(sp.cfg.ServiceAddressCIDRs) > 0 {
+	if o.told || !o.blocks || !o.addr && sp.cfg.waitsForAddrs() {
 		return
 	}
 	o.told = true
@@ -64,8 +79,8 @@ func (sp *Speaker) ownPathsIn(set func(*ownIn)) {
 		return
 	}
 	if sp.cfg.Restarting {
-		sp.log.Info("after a restart: the node's own paths are in; its updates and End-of-RIB go out once the End-of-RIBs waited for are in", "serviceAddresses", len(sp.cfg.ServiceAddressCIDRs) > 0)
+		sp.log.Info("after a restart: the node's own paths are in; its updates and End-of-RIB go out once the End-of-RIBs waited for are in", "serviceAddresses", sp.cfg.waitsForAddrs())
 		return
 	}
-	sp.log.Info("the node's own paths are in", "serviceAddresses", len(sp.cfg.ServiceAddressCIDRs) > 0)
+	sp.log.Info("the node's own paths are in", "serviceAddresses", sp.cfg.waitsForAddrs())
 }

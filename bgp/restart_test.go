@@ -277,6 +277,28 @@ func TestRestartOwnPathsWaitForServiceAddresses(t *testing.T) {
 	}
 }
 
+// With Service addresses configured but every router on BFD (offered no
+// graceful restart, so none keeps the node's paths over a restart), the
+// blocks alone are the node's own paths: the sync does not wait for the
+// Kubernetes API, which may be slow or away, for addresses no peer kept.
+func TestRestartOwnPathsBFDRoutersOnly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a BGP speaker")
+	}
+	addrC := netip.MustParseAddr("127.0.0.2")
+	_, logs, start := testSpeakers(t, addrC)
+	svc := netip.MustParsePrefix("198.51.100.0/24")
+	c := start(addrC, Config{Restarting: true, deferral: time.Hour, NodeAddress: nodeC, ServiceAddressCIDRs: []netip.Prefix{svc},
+		ExternalPeers: []ExternalPeer{{Address: netip.MustParseAddr("127.0.0.4"), ASN: 65000, Keepalive: 3 * time.Second, Hold: 10 * time.Second, MaxPrefixes: 100,
+			BFD: &BFD{MinInterval: 300 * time.Millisecond, Multiplier: 3}}}})
+	if err := c.AnnounceTable(blockproto.Table{}, []UnicastBlock{{Block: netip.MustParsePrefix("10.244.8.0/26"), Owner: blockproto.Node{Addr: nodeC, Inc: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(logs.String(), "the node's own paths are in"); n != 1 {
+		t.Errorf("own paths logged in %d times after the blocks, with BFD routers alone, want once", n)
+	}
+}
+
 // A call counts for the node's own paths only when GoBGP refused none of
 // its paths: those are tried again at the next call, and an End-of-RIB
 // sent before it would make the peers drop them (restart.go). Here GoBGP
