@@ -254,18 +254,8 @@ func (r *restartBeforeOwnPaths) announceAndCheck() {
 // graceful restart would drop the node's Service addresses on its
 // End-of-RIB. A refused address does not hold it back.
 func TestRestartOwnPathsWaitForServiceAddresses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a BGP speaker")
-	}
-	addrC := netip.MustParseAddr("127.0.0.2")
-	_, logs, start := testSpeakers(t, addrC)
-	svc := netip.MustParsePrefix("198.51.100.0/24")
-	c := start(addrC, Config{Restarting: true, deferral: time.Hour, NodeAddress: nodeC, ServiceAddressCIDRs: []netip.Prefix{svc},
-		ExternalPeers: []ExternalPeer{{Address: netip.MustParseAddr("127.0.0.4"), ASN: 65000, Keepalive: 3 * time.Second, Hold: 10 * time.Second, MaxPrefixes: 100}}})
+	c, logs := restartWithServiceAddresses(t, nil)
 	const in = "the node's own paths are in"
-	if err := c.AnnounceTable(blockproto.Table{}, []UnicastBlock{{Block: netip.MustParsePrefix("10.244.8.0/26"), Owner: blockproto.Node{Addr: nodeC, Inc: 2}}}); err != nil {
-		t.Fatal(err)
-	}
 	if strings.Contains(logs.String(), in) {
 		t.Fatalf("own paths in after the blocks alone, with Service addresses configured")
 	}
@@ -282,6 +272,17 @@ func TestRestartOwnPathsWaitForServiceAddresses(t *testing.T) {
 // blocks alone are the node's own paths: the sync does not wait for the
 // Kubernetes API, which may be slow or away, for addresses no peer kept.
 func TestRestartOwnPathsBFDRoutersOnly(t *testing.T) {
+	_, logs := restartWithServiceAddresses(t, &BFD{MinInterval: 300 * time.Millisecond, Multiplier: 3})
+	if n := strings.Count(logs.String(), "the node's own paths are in"); n != 1 {
+		t.Errorf("own paths logged in %d times after the blocks, with BFD routers alone, want once", n)
+	}
+}
+
+// restartWithServiceAddresses starts a restarting speaker with Service
+// address CIDRs and a router (with bfd, if set), and announces its table:
+// one block of its own.
+func restartWithServiceAddresses(t *testing.T, bfd *BFD) (*Speaker, *syncBuffer) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a BGP speaker")
 	}
@@ -289,14 +290,11 @@ func TestRestartOwnPathsBFDRoutersOnly(t *testing.T) {
 	_, logs, start := testSpeakers(t, addrC)
 	svc := netip.MustParsePrefix("198.51.100.0/24")
 	c := start(addrC, Config{Restarting: true, deferral: time.Hour, NodeAddress: nodeC, ServiceAddressCIDRs: []netip.Prefix{svc},
-		ExternalPeers: []ExternalPeer{{Address: netip.MustParseAddr("127.0.0.4"), ASN: 65000, Keepalive: 3 * time.Second, Hold: 10 * time.Second, MaxPrefixes: 100,
-			BFD: &BFD{MinInterval: 300 * time.Millisecond, Multiplier: 3}}}})
+		ExternalPeers: []ExternalPeer{{Address: netip.MustParseAddr("127.0.0.4"), ASN: 65000, Keepalive: 3 * time.Second, Hold: 10 * time.Second, MaxPrefixes: 100, BFD: bfd}}})
 	if err := c.AnnounceTable(blockproto.Table{}, []UnicastBlock{{Block: netip.MustParsePrefix("10.244.8.0/26"), Owner: blockproto.Node{Addr: nodeC, Inc: 2}}}); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(logs.String(), "the node's own paths are in"); n != 1 {
-		t.Errorf("own paths logged in %d times after the blocks, with BFD routers alone, want once", n)
-	}
+	return c, logs
 }
 
 // A call counts for the node's own paths only when GoBGP refused none of
