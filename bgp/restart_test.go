@@ -254,7 +254,9 @@ func (r *restartBeforeOwnPaths) announceAndCheck() {
 // graceful restart would drop the node's Service addresses on its
 // End-of-RIB. A refused address does not hold it back.
 func TestRestartOwnPathsWaitForServiceAddresses(t *testing.T) {
-	c, logs := restartWithServiceAddresses(t, nil)
+	// One router with BFD beside the one without: the one without keeps
+	// the addresses, so they are waited for.
+	c, logs := restartWithServiceAddresses(t, nil, &BFD{MinInterval: 300 * time.Millisecond, Multiplier: 3})
 	const in = "the node's own paths are in"
 	if strings.Contains(logs.String(), in) {
 		t.Fatalf("own paths in after the blocks alone, with Service addresses configured")
@@ -279,9 +281,9 @@ func TestRestartOwnPathsBFDRoutersOnly(t *testing.T) {
 }
 
 // restartWithServiceAddresses starts a restarting speaker with Service
-// address CIDRs and a router (with bfd, if set), and announces its table:
-// one block of its own.
-func restartWithServiceAddresses(t *testing.T, bfd *BFD) (*Speaker, *syncBuffer) {
+// address CIDRs and a router for each of bfds (with that BFD; nil: none),
+// and announces its table: one block of its own.
+func restartWithServiceAddresses(t *testing.T, bfds ...*BFD) (*Speaker, *syncBuffer) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a BGP speaker")
@@ -289,8 +291,11 @@ func restartWithServiceAddresses(t *testing.T, bfd *BFD) (*Speaker, *syncBuffer)
 	addrC := netip.MustParseAddr("127.0.0.2")
 	_, logs, start := testSpeakers(t, addrC)
 	svc := netip.MustParsePrefix("198.51.100.0/24")
-	c := start(addrC, Config{Restarting: true, deferral: time.Hour, NodeAddress: nodeC, ServiceAddressCIDRs: []netip.Prefix{svc},
-		ExternalPeers: []ExternalPeer{{Address: netip.MustParseAddr("127.0.0.4"), ASN: 65000, Keepalive: 3 * time.Second, Hold: 10 * time.Second, MaxPrefixes: 100, BFD: bfd}}})
+	var routers []ExternalPeer
+	for i, bfd := range bfds {
+		routers = append(routers, ExternalPeer{Address: netip.AddrFrom4([4]byte{127, 0, 0, byte(4 + i)}), ASN: 65000, Keepalive: 3 * time.Second, Hold: 10 * time.Second, MaxPrefixes: 100, BFD: bfd})
+	}
+	c := start(addrC, Config{Restarting: true, deferral: time.Hour, NodeAddress: nodeC, ServiceAddressCIDRs: []netip.Prefix{svc}, ExternalPeers: routers})
 	if err := c.AnnounceTable(blockproto.Table{}, []UnicastBlock{{Block: netip.MustParsePrefix("10.244.8.0/26"), Owner: blockproto.Node{Addr: nodeC, Inc: 2}}}); err != nil {
 		t.Fatal(err)
 	}

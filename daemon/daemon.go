@@ -167,7 +167,7 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	if err != nil {
 		return nil, closeAll, err
 	}
-	start := readBGPStart(kernel, planned, log)
+	start := readBGPStart(kernel, planned, st.Created(), log)
 	work := newPending()
 	m := newMetrics(cfg)
 	pools := storePools(cfg.Pools)

@@ -24,24 +24,34 @@ import (
 // clear, RFC 4724 4.2), and every peer at the End-of-RIB sent at once,
 // before the table: pods behind the router lose their traffic to the
 // node until the first pass ends, which takes seconds on a node with many
-// pods (TestCrashRestartSlowFirstPassBird). At a first start, and after a
-// reboot (planned or not), the kernel holds none of reef's routes: the
+// pods (TestCrashRestartSlowFirstPassBird). After a reboot (planned or
+// not) the kernel holds none of reef's routes, and at a first start none
+// or, with the state dir wiped on a live kernel, an old node's, which the
+// new store does not know (its first pass removes the old pods): the
 // speaker starts without the bits, and what the peers kept of the node
 // goes at once, which is right, as its pods are gone.
 type bgpStart struct {
 	planned bool // the daemon before stopped on SIGTERM (flagPlannedRestart)
-	kept    bool // the kernel holds routes of reef's (kernelKept)
+	// kept: the kernel holds routes of reef's (kernelKept), and the store
+	// is not new (store.Store.Created).
+	kept bool
 }
 
-// readBGPStart reads reef's routes from the kernel for bgpStart; should
-// the read fail, the speaker starts without the bits, as at a first start.
-func readBGPStart(k interface{ Read() (routes.State, error) }, planned bool, log *slog.Logger) bgpStart {
-	have, err := k.Read()
-	if err != nil {
-		log.Warn("could not read reef's routes: the BGP speaker starts without the graceful-restart bits, as at a first start", "error", err)
-		return bgpStart{planned: planned}
+// readBGPStart reads reef's routes from the kernel for bgpStart, made by
+// a store that was created at this start (created) or not. A read that
+// fails is tried again twice (a netlink dump may fail for a moment);
+// should all fail, the speaker starts without the bits, as at a first
+// start, rather than the daemon not at all.
+func readBGPStart(k interface{ Read() (routes.State, error) }, planned, created bool, log *slog.Logger) bgpStart {
+	var err error
+	for range 3 {
+		var have routes.State
+		if have, err = k.Read(); err == nil {
+			return bgpStart{planned: planned, kept: !created && kernelKept(have)}
+		}
 	}
-	return bgpStart{planned: planned, kept: kernelKept(have)}
+	log.Warn("could not read reef's routes: the BGP speaker starts without the graceful-restart bits, as at a first start", "error", err)
+	return bgpStart{planned: planned}
 }
 
 // restarting says whether the speaker starts with the restart bits.

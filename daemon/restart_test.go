@@ -51,20 +51,36 @@ type readRoutes func() (routes.State, error)
 
 func (f readRoutes) Read() (routes.State, error) { return f() }
 
-// TestReadBGPStart: a failed read of reef's routes starts the speaker
-// without the bits (logged), a read with reef's routes with them.
+// TestReadBGPStart: reads that keep failing start the speaker without the
+// bits (logged), one failure is tried again; reef's routes in the kernel
+// start it with them, unless the store was made at this start (a wiped
+// state dir on a live kernel).
 func TestReadBGPStart(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	failed := readRoutes(func() (routes.State, error) {
-		return routes.State{Routes: map[netip.Prefix]routes.Route{netip.MustParsePrefix("10.244.29.0/26"): {Kind: routes.Blackhole}}}, errors.New("netlink: no buffer space")
-	})
-	if s := readBGPStart(failed, true, log); s.restarting() || !s.planned {
-		t.Errorf("after a failed read: %+v, want planned and not restarting", s)
+	hole := routes.State{Routes: map[netip.Prefix]routes.Route{netip.MustParsePrefix("10.244.29.0/26"): {Kind: routes.Blackhole}}}
+	failing := func(failures int) readRoutes {
+		return func() (routes.State, error) {
+			if failures > 0 {
+				failures--
+				return hole, errors.New("netlink: no buffer space")
+			}
+			return hole, nil
+		}
 	}
-	kept := readRoutes(func() (routes.State, error) {
-		return routes.State{Routes: map[netip.Prefix]routes.Route{netip.MustParsePrefix("10.244.29.0/26"): {Kind: routes.Blackhole}}}, nil
-	})
-	if s := readBGPStart(kept, false, log); !s.restarting() {
-		t.Errorf("with a blackhole of reef's read: %+v, want restarting", s)
+	for _, c := range []struct {
+		name             string
+		k                readRoutes
+		planned, created bool
+		want             bool
+	}{
+		{"every read fails", failing(100), true, false, false},
+		{"the first read fails", failing(1), false, false, true},
+		{"reef's routes", failing(0), false, false, true},
+		{"reef's routes, a new store", failing(0), true, true, false},
+	} {
+		s := readBGPStart(c.k, c.planned, c.created, log)
+		if s.restarting() != c.want || s.planned != c.planned {
+			t.Errorf("%s: %+v, want restarting %v, planned %v", c.name, s, c.want, c.planned)
+		}
 	}
 }

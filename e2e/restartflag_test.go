@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -17,7 +18,8 @@ import (
 // kill -9 R=1 when the kernel holds the node's block (its blackhole and
 // its pod's route), and R=0 when it holds nothing of reef's: before the
 // node's first pod, and after reef's routes were flushed while the
-// daemon was down, as a reboot leaves the kernel. No stop sends a
+// daemon was down, as a reboot leaves the kernel, or with the state dir
+// wiped (a new node on the old one's kernel). No stop sends a
 // NOTIFICATION (no Cease). The router is Debian's gobgpd, an external
 // peer of the node; `gobgp neighbor` shows the flags of the OPEN it last
 // received and counts the messages.
@@ -117,4 +119,12 @@ func TestRestartFlagGobgpd(t *testing.T) {
 	restart("kill -9 with a pod, reef's routes flushed", true, flush, false)
 	waitBlackholes(t, n, blocks...)
 	restart("SIGTERM with a pod, reef's routes flushed", false, flush, false)
+	// A state dir wiped on a live kernel: a new node, whose first pass
+	// removes the old one's pods; the old routes are no state of its.
+	waitBlackholes(t, n, blocks...)
+	restart("kill -9 with a pod, the state dir wiped", true, func() {
+		if err := os.RemoveAll(n.StateDir); err != nil {
+			t.Fatal(err)
+		}
+	}, false)
 }

@@ -53,6 +53,8 @@ type Store struct {
 	addr netip.Addr
 	inc  uint32 // blockproto incarnation, drawn when the file was created
 	born uint32
+	// created: this Open made the file (it had no schema yet).
+	created bool
 
 	cache       readCache
 	identityErr error
@@ -78,16 +80,16 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	inc, born, err := bringUp(db, path, opts)
+	up, err := bringUp(db, path, opts)
 	if err != nil {
 		_ = db.Close()
 		return nil, err
 	}
-	st := &Store{db: db, path: path, node: opts.Node, addr: opts.Address, inc: inc, born: born}
+	st := &Store{db: db, path: path, node: opts.Node, addr: opts.Address, inc: up.inc, born: up.born, created: up.created}
 	if !opts.keepIdentity {
 		// Not fatal: a store from before identity.json, on a full disk,
 		// still opens; IdentityErr says so, and the next Open tries again.
-		st.identityErr = writeIdentity(path, Identity{Node: opts.Node, Address: opts.Address, Incarnation: inc, Born: born})
+		st.identityErr = writeIdentity(path, Identity{Node: opts.Node, Address: opts.Address, Incarnation: up.inc, Born: up.born})
 	}
 	st.cache.gen.Store(1)
 	return st, nil
@@ -140,10 +142,10 @@ func openFile(path string, opts Options) (*bolt.DB, error) {
 
 // bringUp brings a checked file to the current schema in one transaction
 // and returns its incarnation. The caller closes db on an error.
-func bringUp(db *bolt.DB, path string, opts Options) (inc, born uint32, err error) {
+func bringUp(db *bolt.DB, path string, opts Options) (up setUpResult, err error) {
 	err = guard(path, func() error {
 		return db.Update(func(tx *bolt.Tx) (err error) {
-			inc, born, err = setUp(tx, path, opts)
+			up, err = setUp(tx, path, opts)
 			return err
 		})
 	})
@@ -151,53 +153,60 @@ func bringUp(db *bolt.DB, path string, opts Options) (inc, born uint32, err erro
 	switch {
 	case errors.As(err, &damaged) && damaged.panicked:
 		// The check passed: not damage, a reef bug.
-		return 0, 0, fmt.Errorf("open store %s: reef failed bringing a sound file to schema %d (a reef bug; please report it, and do not run `reef store recover` for it): %s",
+		return setUpResult{}, fmt.Errorf("open store %s: reef failed bringing a sound file to schema %d (a reef bug; please report it, and do not run `reef store recover` for it): %s",
 			path, schemaVersion, damaged.Problem)
 	case errors.As(err, &damaged):
-		return 0, 0, err
+		return setUpResult{}, err
 	case errors.Is(err, ErrIdentityChanged):
-		return 0, 0, fmt.Errorf("store %s: %w", path, err)
+		return setUpResult{}, fmt.Errorf("store %s: %w", path, err)
 	case err != nil:
 		// The schema error is the one worth reporting.
-		return 0, 0, fmt.Errorf("open store %s: %w", path, storageError(path, err))
+		return setUpResult{}, fmt.Errorf("open store %s: %w", path, storageError(path, err))
 	}
-	return inc, born, nil
+	return up, nil
+}
+
+// setUpResult is what setUp found: the file's incarnation, and whether
+// the file was new (no schema yet).
+type setUpResult struct {
+	inc, born uint32
+	created   bool
 }
 
 // setUp migrates the file to the current schema, marks a new file as
 // such, checks its buckets, reads its incarnation and keeps the node's
 // identity.
-func setUp(tx *bolt.Tx, path string, opts Options) (inc, born uint32, err error) {
+func setUp(tx *bolt.Tx, path string, opts Options) (setUpResult, error) {
 	// The node's name, for the migration of schema 1 block records
 	// (owned by name); not kept.
 	meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 	if err != nil {
-		return 0, 0, err
+		return setUpResult{}, err
 	}
 	if err := meta.Put(keyMigrateNode, []byte(opts.Node)); err != nil {
-		return 0, 0, err
+		return setUpResult{}, err
 	}
 	// No schema yet: the file is new (RunUnder, New).
 	created := meta.Get(keySchema) == nil
 	if err := migrate(tx, schemaVersion, schemaIPv6, migrations); err != nil {
-		return 0, 0, err
+		return setUpResult{}, err
 	}
 	if created {
 		if err := meta.Put(keyNewStore, []byte(time.Now().UTC().Format(time.RFC3339))); err != nil {
-			return 0, 0, err
+			return setUpResult{}, err
 		}
 	}
 	if err := meta.Delete(keyMigrateNode); err != nil {
-		return 0, 0, err
+		return setUpResult{}, err
 	}
 	if err := checkBuckets(tx); err != nil {
-		return 0, 0, &DamagedError{Path: path, Problem: err.Error()}
+		return setUpResult{}, &DamagedError{Path: path, Problem: err.Error()}
 	}
 	inc, born, ok := readIncarnation(tx)
 	if !ok {
-		return 0, 0, &DamagedError{Path: path, Problem: fmt.Sprintf("no incarnation in bucket %s although schema version is %d", bucketMeta, schemaVersion)}
+		return setUpResult{}, &DamagedError{Path: path, Problem: fmt.Sprintf("no incarnation in bucket %s although schema version is %d", bucketMeta, schemaVersion)}
 	}
-	return inc, born, keepIdentity(path, meta, opts.Address)
+	return setUpResult{inc: inc, born: born, created: created}, keepIdentity(path, meta, opts.Address)
 }
 
 // Close releases the file and its lock. The Store must not be used after.
@@ -207,6 +216,10 @@ func (s *Store) Close() error {
 	}
 	return nil
 }
+
+// Created reports whether the file was made by this Open: a first start,
+// or a state dir wiped (a new node for the cluster).
+func (s *Store) Created() bool { return s.created }
 
 // Path returns the path the Store was opened with.
 func (s *Store) Path() string { return s.path }

@@ -67,6 +67,22 @@ func TestOpenCreatesPrivateFile(t *testing.T) {
 	}
 }
 
+// TestOpenCreated: Created says whether this Open made the file; the
+// next Open of it did not.
+func TestOpenCreated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state", "reef.db")
+	for i, want := range []bool{true, false} {
+		s, err := Open(path, Options{Node: "node-a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Created() != want {
+			t.Errorf("Open %d: Created %v, want %v", i+1, s.Created(), want)
+		}
+		s.Close()
+	}
+}
+
 func TestOpenRejectsBadOptions(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
