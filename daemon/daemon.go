@@ -167,7 +167,10 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	if err != nil {
 		return nil, closeAll, err
 	}
-	start := readBGPStart(kernel, planned, st.Created(), log)
+	// The one owner of the block routes (blackholes, other nodes'
+	// blocks), which only the pass asks, and the speaker's start reads.
+	blockRoutes := routes.NewBlocks(kernel)
+	start := readBGPStart(blockRoutes, planned, st.Created(), log)
 	work := newPending()
 	m := newMetrics(cfg)
 	pools := storePools(cfg.Pools)
@@ -211,9 +214,6 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	// the pass reads instead of locking them out (package activity).
 	sysctls, ops := sysctl.New(sysctl.Proc{}), &activity.Log{}
 	pods := routes.NewPods(kernel, sysctls)
-	// The one owner of the block routes (blackholes, other nodes'
-	// blocks), which only the pass asks.
-	blockRoutes := routes.NewBlocks(kernel)
 	cni := cniserver.New(cniserver.Config{Pools: pools, MTU: mtu, DeferredDir: DeferredDir(cfg), TestPauseAfterVeth: hooks.pauseAfterVeth},
 		cniserver.Deps{Store: st, Log: log.With("component", "cni"), Pods: pods, NeedBlock: blocks.Need,
 			PodFilter: natDP, Policy: policyGate(policyDP), Activity: ops, Trigger: work.Trigger, Observe: m.CNI})
@@ -356,7 +356,7 @@ func startSpeaker(ctx context.Context, cfg Config, identity, addr, addr6 netip.A
 		Peers: cfg.BGP.Peers, PeerPrefixes: cfg.BGP.PeerPrefixes, Password: cfg.BGP.Password,
 		RouteReflectors: cfg.BGP.RouteReflectors, RouteReflector: cfg.BGP.RouteReflector,
 		Keepalive: cfg.BGP.KeepaliveTime, Hold: cfg.BGP.HoldTime,
-		RestartTime: cmp.Or(hooks.bgpRestartTime, bgpRestartTime), Restarting: start.restarting(),
+		RestartTime: cmp.Or(hooks.bgpRestartTime, bgpRestartTime), Restarting: start.restarting,
 		PlannedMark:   start.planned && cfg.BGP.GracefulShutdownTime > 0,
 		ExternalPeers: cfg.BGP.externalPeers(), ServiceCIDRs: cfg.BGP.ServiceClusterIPs,
 		ServiceAddressCIDRs: cfg.BGP.serviceAddressCIDRs(),
@@ -368,7 +368,7 @@ func startSpeaker(ctx context.Context, cfg Config, identity, addr, addr6 netip.A
 	lim := bgp.PrefixLimits(bgpPools)
 	log.Info("BGP speaker started", "asn", cfg.BGP.ASN, "port", cfg.BGP.Port, "peers", len(cfg.BGP.Peers),
 		"peerPrefixes", len(cfg.BGP.PeerPrefixes), "routeReflectors", cfg.BGP.RouteReflectors, "routeReflector", cfg.BGP.RouteReflector,
-		"prefixLimitUnicast", lim.Unicast, "prefixLimitVPN", lim.VPN, "prefixLimitVPNv6", lim.VPNv6, "plannedRestart", start.planned, "kernelKept", start.kept, "restarting", start.restarting(), "externalPeers", len(cfg.BGP.ExternalPeers))
+		"prefixLimitUnicast", lim.Unicast, "prefixLimitVPN", lim.VPN, "prefixLimitVPNv6", lim.VPNv6, "plannedRestart", start.planned, "restarting", start.restarting, "externalPeers", len(cfg.BGP.ExternalPeers))
 	return sp, nil
 }
 

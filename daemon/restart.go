@@ -32,30 +32,25 @@ import (
 // goes at once, which is right, as its pods are gone.
 type bgpStart struct {
 	planned bool // the daemon before stopped on SIGTERM (flagPlannedRestart)
-	// kept: the kernel holds routes of reef's (kernelKept), and the store
-	// is not new (store.Store.Created).
-	kept bool
+	// restarting: the speaker starts with the restart bits; the kernel
+	// holds routes of reef's (kernelKept) and the store is not new
+	// (store.Store.Created).
+	restarting bool
 }
 
-// readBGPStart reads reef's routes from the kernel for bgpStart, made by
-// a store that was created at this start (created) or not. A read that
-// fails is tried again twice (a netlink dump may fail for a moment);
-// should all fail, the speaker starts without the bits, as at a first
+// readBGPStart reads reef's routes through their owner (routes.Blocks)
+// for bgpStart, made by a store that was created at this start (created)
+// or not. Should the read fail (netlinksafe has already retried an
+// interrupted dump), the speaker starts without the bits, as at a first
 // start, rather than the daemon not at all.
 func readBGPStart(k interface{ Read() (routes.State, error) }, planned, created bool, log *slog.Logger) bgpStart {
-	var err error
-	for range 3 {
-		var have routes.State
-		if have, err = k.Read(); err == nil {
-			return bgpStart{planned: planned, kept: !created && kernelKept(have)}
-		}
+	have, err := k.Read()
+	if err != nil {
+		log.Warn("could not read reef's routes: the BGP speaker starts without the graceful-restart bits, as at a first start", "error", err)
+		return bgpStart{planned: planned}
 	}
-	log.Warn("could not read reef's routes: the BGP speaker starts without the graceful-restart bits, as at a first start", "error", err)
-	return bgpStart{planned: planned}
+	return bgpStart{planned: planned, restarting: !created && kernelKept(have)}
 }
-
-// restarting says whether the speaker starts with the restart bits.
-func (s bgpStart) restarting() bool { return s.kept }
 
 // kernelKept says whether the kernel still holds reef's dataplane from a
 // daemon before this one: a route of reef's protocol in the main table,

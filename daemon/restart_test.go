@@ -9,11 +9,10 @@ import (
 	"github.com/reefcni/reef/routes"
 )
 
-// TestBGPStart: the speaker starts with the restart bits when the kernel
-// holds a route of reef's, of either family, after a planned stop or a
-// crash; not when it holds none (a first start, a reboot, a node that
-// had nothing), planned stop or not.
-func TestBGPStart(t *testing.T) {
+// TestKernelKept: the kernel kept reef's dataplane when it holds a route
+// of reef's of either family (after a planned stop or a crash); not when
+// it holds none (a first start, a reboot, a node that had nothing).
+func TestKernelKept(t *testing.T) {
 	state := func(rs ...routes.Route) routes.State {
 		s := routes.State{Routes: map[netip.Prefix]routes.Route{}}
 		for _, r := range rs {
@@ -26,23 +25,17 @@ func TestBGPStart(t *testing.T) {
 	pod := routes.Route{Dst: netip.MustParsePrefix("10.244.29.1/32"), Kind: routes.PodRoute, Dev: "reef1234"}
 	remote := routes.Route{Dst: netip.MustParsePrefix("10.244.30.0/26"), Kind: routes.RemoteRoute, Dev: "eth0", Via: netip.MustParseAddr("192.168.77.12"), OnLink: true}
 	for _, c := range []struct {
-		name    string
-		planned bool
-		have    routes.State
-		want    bool
+		name string
+		have routes.State
+		want bool
 	}{
-		{"first start", false, state(), false},
-		{"planned stop", true, state(hole, pod), true},
-		{"planned stop, then a reboot", true, state(), false},
-		{"crash", false, state(pod, remote, hole), true},
-		{"crash, IPv6-only node", false, state(hole6), true},
-		{"crash, a node without blocks in a cluster", false, state(remote), true},
-		{"planned stop, a node without blocks in a cluster", true, state(remote), true},
-		{"crash, then a reboot", false, state(), false},
+		{"first start or a reboot", state(), false},
+		{"a node with pods", state(pod, remote, hole), true},
+		{"an IPv6-only node", state(hole6), true},
+		{"a node without blocks in a cluster", state(remote), true},
 	} {
-		s := bgpStart{planned: c.planned, kept: kernelKept(c.have)}
-		if got := s.restarting(); got != c.want {
-			t.Errorf("%s: restarting %v, want %v (%+v)", c.name, got, c.want, s)
+		if got := kernelKept(c.have); got != c.want {
+			t.Errorf("%s: kept %v, want %v", c.name, got, c.want)
 		}
 	}
 }
@@ -51,35 +44,28 @@ type readRoutes func() (routes.State, error)
 
 func (f readRoutes) Read() (routes.State, error) { return f() }
 
-// TestReadBGPStart: reads that keep failing start the speaker without the
-// bits (logged), one failure is tried again; reef's routes in the kernel
-// start it with them, unless the store was made at this start (a wiped
-// state dir on a live kernel).
+// TestReadBGPStart: the restart bits follow the kernel, not the
+// planned-restart mark, and not with a store made at this start (a wiped
+// state dir on a live kernel); a failed read starts the speaker without
+// them (logged).
 func TestReadBGPStart(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	hole := routes.State{Routes: map[netip.Prefix]routes.Route{netip.MustParsePrefix("10.244.29.0/26"): {Kind: routes.Blackhole}}}
-	failing := func(failures int) readRoutes {
-		return func() (routes.State, error) {
-			if failures > 0 {
-				failures--
-				return hole, errors.New("netlink: no buffer space")
-			}
-			return hole, nil
-		}
-	}
+	read := func(s routes.State, err error) readRoutes { return func() (routes.State, error) { return s, err } }
 	for _, c := range []struct {
 		name             string
 		k                readRoutes
 		planned, created bool
 		want             bool
 	}{
-		{"every read fails", failing(100), true, false, false},
-		{"the first read fails", failing(1), false, false, true},
-		{"reef's routes", failing(0), false, false, true},
-		{"reef's routes, a new store", failing(0), true, true, false},
+		{"a crash, reef's routes kept", read(hole, nil), false, false, true},
+		{"a planned stop, reef's routes kept", read(hole, nil), true, false, true},
+		{"a planned stop, then a reboot", read(routes.State{}, nil), true, false, false},
+		{"reef's routes, a new store", read(hole, nil), false, true, false},
+		{"the read fails", read(hole, errors.New("netlink: no buffer space")), true, false, false},
 	} {
 		s := readBGPStart(c.k, c.planned, c.created, log)
-		if s.restarting() != c.want || s.planned != c.planned {
+		if s.restarting != c.want || s.planned != c.planned {
 			t.Errorf("%s: %+v, want restarting %v, planned %v", c.name, s, c.want, c.planned)
 		}
 	}

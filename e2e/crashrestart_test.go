@@ -96,7 +96,7 @@ func testCrashRestartSlowFirstPass(t *testing.T, kind string) {
 	// speaker, and its session with the router was up before its own
 	// paths were in.
 	log := sinceLastStart(a1.Log())
-	if !strings.Contains(log, "kernelKept=true restarting=true") {
+	if !strings.Contains(log, "plannedRestart=false restarting=true") {
 		t.Errorf("a1's new daemon did not start as a restarting speaker with the kernel's routes kept")
 	}
 	if i := strings.Index(log, in); !strings.Contains(log[:max(i, 0)], `msg="Peer Up" component=bgp component=gobgp Topic=Peer Key=`+lab.RouterLeg(a1.Address).String()) {
