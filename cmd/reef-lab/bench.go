@@ -122,7 +122,7 @@ func bench(ctx context.Context, bin, out string) error {
 	md := rep.markdown()
 	fmt.Print(md)
 	if out != "" {
-		if err := os.WriteFile(out, []byte(md), 0o644); err != nil {
+		if err := lab.WriteHead(out, md); err != nil {
 			return err
 		}
 		progress("report written to %s", out)

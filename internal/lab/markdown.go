@@ -49,3 +49,37 @@ func WriteSection(path, section string) error {
 	}
 	return os.WriteFile(path, []byte(out), 0o644)
 }
+
+// WriteHead puts head, the file's title and the first sections (those of
+// `reef-lab bench`, the first step of `make bench`), at the top of the
+// markdown file at path. It replaces the old title and every "## " section
+// head names again, up to the first section it does not name; that section
+// and all after it (the other benches') stay as they are. Without a file,
+// head is the whole file.
+func WriteHead(path, head string) error {
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	head = strings.TrimRight(head, "\n") + "\n"
+	own := map[string]bool{}
+	for _, l := range strings.Split(head, "\n") {
+		if strings.HasPrefix(l, "## ") {
+			own[l] = true
+		}
+	}
+	doc := string(old)
+	rest := ""
+	for i := 0; i < len(doc); {
+		line, _, _ := strings.Cut(doc[i:], "\n")
+		if strings.HasPrefix(line, "## ") && !own[line] {
+			rest = doc[i:]
+			break
+		}
+		i += len(line) + 1
+	}
+	if rest != "" {
+		head += "\n"
+	}
+	return os.WriteFile(path, []byte(head+rest), 0o644)
+}

@@ -27,3 +27,35 @@ func TestWriteSection(t *testing.T) {
 		}
 	}
 }
+
+func TestWriteHead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "B.md")
+	head := "# Benchmarks\n\nnew intro\n\n## A\n\nnew a\n\n## B\n\nnew b\n"
+	// No file yet: head is the whole file.
+	if err := WriteHead(path, head); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != head {
+		t.Fatalf("new file:\n%q\nwant\n%q", got, head)
+	}
+	// The old title and sections A and B are replaced; the other
+	// benches' sections (C, D) stay as they were.
+	doc := "# Benchmarks\n\nold intro\n\n## A\n\nold a\n\n## B\n\nold b\n\n## C\n\nc\n\n## D\n\nd\n"
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteHead(path, head); err != nil {
+		t.Fatal(err)
+	}
+	want := head + "\n## C\n\nc\n\n## D\n\nd\n"
+	if got, _ := os.ReadFile(path); string(got) != want {
+		t.Fatalf("over an old file:\n%q\nwant\n%q", got, want)
+	}
+	// Twice gives the same file.
+	if err := WriteHead(path, head); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != want {
+		t.Fatalf("second write:\n%q\nwant\n%q", got, want)
+	}
+}
