@@ -41,6 +41,10 @@ const (
 	// block until the operator restarts it with an empty state dir on a
 	// drained node (docs/ipam.md, "A damaged store").
 	ErrStoreRecovered uint = 105
+	// ErrSecondInterface: the container has reef's interface already,
+	// under another CNI_IFNAME or another network: the node-side veth is
+	// named after the pod, so reef gives a sandbox one interface.
+	ErrSecondInterface uint = 106
 )
 
 func (s *Server) log4(r *request) *slog.Logger {
@@ -267,6 +271,9 @@ func (s *Server) allocate(r *request, pools []store.Pool, op *activity.Op, log *
 		PortMappings: r.ports,
 		State:        store.EndpointPending,
 	}
+	if cerr := s.secondInterface(r, tmpl.HostVeth); cerr != nil {
+		return ep, false, nil, nil, cerr // nothing was stored
+	}
 	// The record is written before the kernel is touched: a crash at any
 	// later point leaves a pending record that the next start resolves.
 	// A new pod's cover starts once its record is written, while the
@@ -328,6 +335,40 @@ func (s *Server) allocate(r *request, pools []store.Pool, op *activity.Op, log *
 		ep = claimed
 	}
 	return ep, existed, nil, cover, nil
+}
+
+// secondInterface refuses an ADD of a second interface into a sandbox
+// that has reef's already: the same container under another CNI_IFNAME
+// (the spec's attachment is the container ID and the ifname; reef's
+// record is one per container and network), or under another network
+// (whose veth would be named after the same pod). Served, either would
+// take the first interface's veth and leave its record without one,
+// while the runtime still counts on it. Callers hold the container's
+// lock; nothing is written.
+func (s *Server) secondInterface(r *request, hostVeth string) *types.Error {
+	refuse := func(o store.Endpoint) *types.Error {
+		return types.NewError(ErrSecondInterface,
+			fmt.Sprintf("container %s has reef's interface %s (%s, network %q) already; reef gives a container one interface, so CNI_IFNAME %s on network %q is refused",
+				r.containerID, o.IfName, o.AddrsString(), o.Network, r.ifName, r.conf.Name),
+			"DEL the other attachment first, or attach the second interface with another plugin")
+	}
+	ep, found, err := s.deps.Store.Endpoint(r.handle())
+	if err != nil {
+		return storeError("read endpoint record", err)
+	}
+	if found && ep.IfName != "" && ep.IfName != r.ifName {
+		return refuse(ep)
+	}
+	others, err := s.deps.Store.EndpointsWithVeth(hostVeth)
+	if err != nil {
+		return storeError("read endpoint records", err)
+	}
+	for _, o := range others {
+		if o.Handle != r.handle() && o.ContainerID == r.containerID {
+			return refuse(o)
+		}
+	}
+	return nil
 }
 
 // finishWired completes an ADD whose pod is wired: its bandwidth limits,

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
 
 	reefv1 "github.com/reefcni/reef/proto"
+	"github.com/reefcni/reef/routes/tc"
 	"github.com/reefcni/reef/routes/veth"
 	"github.com/reefcni/reef/store"
 )
@@ -43,6 +45,28 @@ func (s *Server) check(in *reefv1.CNIRequest) *types.Error {
 	if err := veth.Check(veth.Spec{Netns: ep.Netns, IfName: ep.IfName, HostVeth: ep.HostVeth, IPs: ep.Addrs(), MTU: ep.MTU}); err != nil {
 		return types.NewError(ErrDataplaneDiffers, fmt.Sprintf("pod %s: %v", ep.AddrsString(), err),
 			"reef's reconcile loop repairs node-side routes within reconcileInterval; a missing veth or pod interface needs the pod recreated")
+	}
+	// The spec's CHECK also fails on traffic shaping and firewall rules
+	// that are missing: the pod's limits, its ARP-filter and hostPort
+	// elements.
+	var diffs []string
+	if ep.Bandwidth != nil {
+		d, err := tc.CheckBandwidth(ep.HostVeth, RoutesBandwidth(*ep.Bandwidth))
+		if err != nil {
+			return types.NewError(types.ErrInternal, "read the bandwidth limits of veth "+ep.HostVeth, err.Error())
+		}
+		diffs = append(diffs, d...)
+	}
+	if c, ok := s.deps.PodFilter.(PodChecker); ok {
+		d, err := c.CheckPod(ep)
+		if err != nil {
+			return types.NewError(types.ErrInternal, "read the nftables elements of pod "+ep.AddrsString(), err.Error())
+		}
+		diffs = append(diffs, d...)
+	}
+	if len(diffs) > 0 {
+		return types.NewError(ErrDataplaneDiffers, fmt.Sprintf("pod %s: %s", ep.AddrsString(), strings.Join(diffs, "\n")),
+			"reef's reconcile loop repairs the pod's limits and nftables elements within reconcileInterval")
 	}
 	return nil
 }

@@ -42,6 +42,14 @@ func (s *Server) Delete(in *reefv1.CNIRequest) *types.Error {
 		log.Debug("DEL of an unknown attachment: nothing to do")
 		return nil
 	}
+	if ep.IfName != "" && ep.IfName != r.ifName {
+		// Another attachment of the container's (the spec's is the
+		// container ID and the ifname): this one's ADD was refused
+		// (ErrSecondInterface), and the runtime's DEL after it must not
+		// take the first interface away.
+		log.Info("DEL of an interface reef did not make: the container's attachment is another one, left alone", "attached", ep.IfName)
+		return nil
+	}
 	op.Pod(ep.Addrs(), ep.HostVeth)
 	err = s.release(ep)
 	if errors.Is(err, store.ErrNotWritable) || errors.Is(err, store.ErrDamaged) {

@@ -23,6 +23,13 @@ type PodFilter interface {
 	DelPod(ep store.Endpoint) error
 }
 
+// PodChecker is a PodFilter that can say, for CHECK, which of a pod's
+// elements the kernel lacks, one line each; it only reads. A PodFilter
+// without it is not checked.
+type PodChecker interface {
+	CheckPod(ep store.Endpoint) ([]string, error)
+}
+
 // PolicyGate is NetworkPolicy's part of an ADD and a DEL. Admit is asked
 // before anything is allocated: it refuses (with "try again later") while
 // the API's objects are not known, or the pod is not among them. Cover

@@ -100,6 +100,24 @@ func (n *natDataplane) DelPod(ep store.Endpoint) error {
 	return n.kernel.DelPod(p)
 }
 
+// CheckPod lists what of the pod's ARP-filter, NDP-filter and hostPort
+// elements the kernel lacks, for CNI CHECK; it only reads.
+func (n *natDataplane) CheckPod(ep store.Endpoint) ([]string, error) {
+	c, ok := n.kernel.(interface {
+		CheckPod(nat.Pod) ([]string, error)
+	})
+	if !ok {
+		return nil, nil // a kernel that cannot say (a test's fake)
+	}
+	p, err := natPod(ep)
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return c.CheckPod(p)
+}
+
 // natPod is an endpoint as package nat sees it.
 func natPod(ep store.Endpoint) (nat.Pod, error) {
 	p := nat.Pod{Veth: ep.HostVeth, IPs: ep.Addrs()}

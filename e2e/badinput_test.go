@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -335,4 +336,56 @@ func TestFailedAddRollsBackHostPortAndBandwidth(t *testing.T) {
 			t.Errorf("the other pod lost objects: has only %v", left)
 		}
 	})
+}
+
+// TestSecondInterfaceRefused: the spec lets a runtime add a container to a
+// network again under another CNI_IFNAME. reef gives a sandbox one
+// interface, so the ADD of eth1 fails with code 106; the runtime's DEL of
+// eth1 that follows a failed ADD leaves eth0, its veth, its route and its
+// address as they were, and CHECK of eth0 still passes.
+func TestSecondInterfaceRefused(t *testing.T) {
+	l := newLab(t)
+	n := startNode(t, l, "node1", lab.NodeOptions{})
+	p, err := n.NewPod("default", "two-ifs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := n.NetworkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	veths := reefVeths(t, n)
+	eth1 := p.RuntimeConf()
+	eth1.IfName = "eth1"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = n.CNI().AddNetworkList(ctx, list, eth1)
+	var e *types.Error
+	if !errors.As(err, &e) || e.Code != 106 || !strings.Contains(e.Msg, "eth0") {
+		t.Fatalf("ADD eth1: %v, want CNI code 106 naming eth0", err)
+	}
+	if err := n.CNI().DelNetworkList(ctx, list, eth1); err != nil {
+		t.Fatalf("DEL eth1: %v", err)
+	}
+	if out, err := p.Run("ip", "-4", "-br", "addr", "show", "dev", "eth0"); err != nil || !strings.Contains(out, p.IP.String()+"/32") {
+		t.Errorf("eth0 in the pod after the refused ADD of eth1 and its DEL: %q (%v), want %s on it", out, err, p.IP)
+	}
+	if got := reefVeths(t, n); !slices.Equal(got, veths) {
+		t.Errorf("node's veths: %v, want %v", got, veths)
+	}
+	if got := allocations(t, n); len(got) != 1 || got[p.IP.String()] != "ready" {
+		t.Errorf("allocations: %v, want %s ready", got, p.IP)
+	}
+	if err := p.Check(); err != nil {
+		t.Errorf("CHECK eth0: %v", err)
+	}
+	if err := p.Del(); err != nil {
+		t.Fatal(err)
+	}
+	if got := allocations(t, n); len(got) != 0 {
+		t.Errorf("allocations after DEL eth0: %v", got)
+	}
+	if got := reefVeths(t, n); len(got) != 0 {
+		t.Errorf("veths after DEL eth0: %v", got)
+	}
 }

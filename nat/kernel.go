@@ -3,6 +3,7 @@ package nat
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
@@ -61,6 +62,44 @@ func (k *Kernel) DelPod(p Pod) error {
 		}
 	}
 	return nil
+}
+
+// CheckPod lists what of the pod's elements the kernel lacks (a table,
+// a set, an element missing, or a map element that leads elsewhere), one
+// line each; none is a pod whose elements are all there. It only reads.
+func (k *Kernel) CheckPod(p Pod) ([]string, error) {
+	if err := p.check(); err != nil {
+		return nil, err
+	}
+	var ids []nft.TableID
+	for _, edits := range p.edits() {
+		ids = append(ids, edits[0].Table)
+	}
+	tables, err := k.Read(ids)
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, edits := range p.edits() {
+		i := slices.IndexFunc(tables, func(t nft.Table) bool { return t.ID == edits[0].Table })
+		if i < 0 {
+			missing = append(missing, fmt.Sprintf("table %s is missing", edits[0].Table))
+			continue
+		}
+		for _, e := range edits {
+			j := slices.IndexFunc(tables[i].Sets, func(s nft.Set) bool { return s.Name == e.Set.Name })
+			if j < 0 {
+				missing = append(missing, fmt.Sprintf("set %s of table %s is missing", e.Set.Name, e.Table))
+				continue
+			}
+			for _, el := range e.Elems {
+				if !slices.Contains(tables[i].Sets[j].Elems, el) {
+					missing = append(missing, fmt.Sprintf("element %s of set %s in table %s is missing", el, e.Set.Name, e.Table))
+				}
+			}
+		}
+	}
+	return missing, nil
 }
 
 // edits are the pod's elements, table by table: its ARP-filter element,

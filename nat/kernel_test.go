@@ -510,3 +510,37 @@ func TestKernelDualStack(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelCheckPod: CheckPod (CNI CHECK) lists each of a pod's elements
+// the kernel lacks, a map element that leads elsewhere, and a missing
+// table, and nothing for a pod whose elements are all there.
+func TestKernelCheckPod(t *testing.T) {
+	ns, k := testNetns(t)
+	p := Pod{Veth: "reef0123456789a", IPs: []netip.Addr{addr("10.244.0.5")}, Ports: []hostport.Mapping{
+		{Proto: unix.IPPROTO_TCP, Port: 8080, PodPort: 80},
+		{Proto: unix.IPPROTO_UDP, HostIP: addr("192.168.77.1"), Port: 5353, PodPort: 53},
+	}}
+	check := func(want ...string) {
+		t.Helper()
+		got, err := k.CheckPod(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("CheckPod:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	converge(t, k, Desired(testPools(), nil))
+	if err := k.AddPod(p); err != nil {
+		t.Fatal(err)
+	}
+	check()
+	runNFT(t, ns, "delete", "element", "inet", "reef-hostport", "hostports4", "{ tcp . 8080 }")
+	runNFT(t, ns, "add", "element", "inet", "reef-hostport", "hostports4", "{ tcp . 8080 : 10.244.0.9 . 80 }")
+	runNFT(t, ns, "flush", "set", "arp", "reef", "pod-addrs")
+	check(`element "reef0123456789a" . 10.244.0.5 of set pod-addrs in table arp reef is missing`,
+		"element tcp . 8080 : 10.244.0.5 . 80 of set hostports4 in table inet reef-hostport is missing")
+	runNFT(t, ns, "delete", "table", "inet", "reef-hostport")
+	check(`element "reef0123456789a" . 10.244.0.5 of set pod-addrs in table arp reef is missing`,
+		"table inet reef-hostport is missing")
+}

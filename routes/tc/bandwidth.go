@@ -215,6 +215,33 @@ func SetBandwidth(hostVeth string, bw Bandwidth) (changes []string, err error) {
 	return Apply(h, Diff(want, have))
 }
 
+// CheckBandwidth says how the tc setup of a pod's node-side veth differs
+// from bw, one line per difference (what SetBandwidth would change, or
+// why it would refuse to); none is a setup in line. It only reads.
+func CheckBandwidth(hostVeth string, bw Bandwidth) ([]string, error) {
+	if !linkname.Ours(hostVeth) {
+		return nil, fmt.Errorf("refusing to read %q: not a reef link", hostVeth)
+	}
+	h, err := nl.NewHandle()
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	have, err := Read(h, hostVeth)
+	if err != nil {
+		return nil, err
+	}
+	want, err := Desired(bw, have.MTU, have.Tick)
+	if err != nil {
+		return nil, fmt.Errorf("bandwidth of %s: %w", hostVeth, err)
+	}
+	p := Diff(want, have)
+	if p.Refused != nil {
+		return []string{p.Refused.Error()}, nil
+	}
+	return p.Changes(), nil
+}
+
 // RepairBandwidth is SetBandwidth for the reconcile pass: a veth that is
 // gone (its pod's netns ended, or a DEL removed it since the pass read
 // the kernel) is no failure; the links' owner deals with it.

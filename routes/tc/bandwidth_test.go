@@ -574,3 +574,43 @@ func TestIFBOwnership(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckBandwidth: CheckBandwidth (CNI CHECK) names what differs from
+// the pod's limits, a tbf deleted by hand, and writes nothing.
+func TestCheckBandwidth(t *testing.T) {
+	requireRoot(t)
+	veth := "reef5d1e08b2c4c"
+	node, nodeH, _ := newPodVeth(t, veth, 1400)
+	bw := Bandwidth{IngressRate: 10e6, IngressBurst: 80e3, EgressRate: 20e6, EgressBurst: 160e3}
+	checkIn := func() []string {
+		t.Helper()
+		var diffs []string
+		if err := in(t, node, func() (err error) { diffs, err = CheckBandwidth(veth, bw); return err }); err != nil {
+			t.Fatalf("CheckBandwidth: %v", err)
+		}
+		return diffs
+	}
+	mustSet(t, node, veth, bw)
+	if got := checkIn(); len(got) != 0 {
+		t.Errorf("CheckBandwidth after SetBandwidth: %q, want nothing", got)
+	}
+	l, err := nodeH.LinkByName(veth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := rootQdisc(nodeH, l)
+	if err != nil || root == nil {
+		t.Fatalf("root qdisc of %s: %v, %v", veth, root, err)
+	}
+	if err := nodeH.QdiscDel(root); err != nil {
+		t.Fatal(err)
+	}
+	before := tcState(t, nodeH, veth)
+	want := []string{"tbf on " + veth + ": rate 10Mbit burst 80kbit limit 41250b, was none"}
+	if diff := cmp.Diff(want, checkIn()); diff != "" {
+		t.Errorf("CheckBandwidth without the veth's tbf (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(before, tcState(t, nodeH, veth)); diff != "" {
+		t.Errorf("CheckBandwidth changed the kernel (-before +after):\n%s", diff)
+	}
+}
