@@ -237,6 +237,9 @@ func (c *clientFlags) dial() (*grpc.ClientConn, error) {
 		}))
 }
 
+// callTimeout bounds a call to the daemon (tests shorten it).
+var callTimeout = 10 * time.Second
+
 // socketError says why the daemon's socket cannot be used, and what to do:
 // no socket or no daemon behind it (a crash leaves the file), or a user
 // the socket does not admit.
@@ -250,13 +253,17 @@ func socketError(socket string, err error) error {
 	return fmt.Errorf("reef daemon socket %s: %w (is the daemon running? `systemctl status reef`)", socket, err)
 }
 
-// callError is the error of a failed call: socketError when gRPC could not
-// connect to the socket, else err naming the socket.
-func (c *clientFlags) callError(err error) error {
-	if status.Code(err) == codes.Unavailable {
+// callError is the error of a failed call under ctx: socketError when gRPC
+// could not connect to the socket, a daemon that did not answer before
+// ctx's deadline said so, else err naming the socket.
+func (c *clientFlags) callError(ctx context.Context, err error) error {
+	switch {
+	case status.Code(err) == codes.Unavailable:
 		if d := c.dialErr.Load(); d != nil && *d != nil {
 			return socketError(c.socket, *d)
 		}
+	case errors.Is(ctx.Err(), context.DeadlineExceeded): // the call's own deadline, not one inside the daemon
+		return fmt.Errorf("reef daemon at %s did not answer within %s: it is stuck or busy (`systemctl status reef`, `journalctl -u reef`): %w", c.socket, callTimeout, err)
 	}
 	return fmt.Errorf("reef daemon at %s: %w", c.socket, err)
 }
@@ -268,7 +275,7 @@ func (c *clientFlags) node(ctx context.Context) (client reefv1.NodeClient, callC
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	callCtx, cancel := context.WithTimeout(ctx, callTimeout)
 	return reefv1.NewNodeClient(conn), callCtx, func() { cancel(); conn.Close() }, nil
 }
 
@@ -283,7 +290,7 @@ func ask[Rep any](ctx context.Context, c *clientFlags, call func(ctx context.Con
 	defer done()
 	rep, err := call(ctx, client)
 	if err != nil {
-		return none, c.callError(err)
+		return none, c.callError(ctx, err)
 	}
 	return rep, nil
 }

@@ -195,8 +195,8 @@ func runNodeForget(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	defer done()
 	rep, err := client.Forget(ctx, &reefv1.ForgetRequest{Node: pos[0]})
-	if status.Code(err) == codes.Unavailable {
-		return c.callError(err)
+	if status.Code(err) == codes.Unavailable || ctx.Err() != nil {
+		return c.callError(ctx, err)
 	}
 	if err != nil {
 		return fmt.Errorf("forget %s: %w", pos[0], err)

@@ -3,18 +3,20 @@ package cli
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestDaemonAway: the commands that ask the daemon fail with a message
 // that says why and what to do: no socket, a socket a crashed daemon left
 // (connection refused, which gRPC used to hand over as its own text), a
-// socket the user may not open.
+// daemon that does not answer, a socket the user may not open.
 func TestDaemonAway(t *testing.T) {
 	dir := t.TempDir()
 	stale := filepath.Join(dir, "stale.sock")
@@ -49,6 +51,37 @@ func TestDaemonAway(t *testing.T) {
 			})
 		}
 	}
+	// A daemon that takes the connection and never answers (stopped, stuck).
+	stuck := filepath.Join(dir, "stuck.sock")
+	sl, err := net.Listen("unix", stuck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sl.Close()
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := sl.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	defer func(d time.Duration) { callTimeout = d }(callTimeout)
+	callTimeout = 200 * time.Millisecond
+	for _, args := range [][]string{{"status"}, {"node", "forget", "n3"}} {
+		err := Run(context.Background(), append(args, "--socket", stuck), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "reef daemon at "+stuck+" did not answer within 200ms: it is stuck or busy") {
+			t.Errorf("reef %s with a daemon that does not answer: %v, want it to say so", strings.Join(args, " "), err)
+		}
+	}
+
 	// Root opens any socket: the refusals a user gets are made up.
 	for _, err := range []error{
 		&os.PathError{Op: "stat", Path: "/run/reef/reef.sock", Err: syscall.EACCES},
