@@ -5,18 +5,25 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -208,6 +215,9 @@ func (n nodeFlags) apply(cfg *daemon.Config) error {
 type clientFlags struct {
 	socket string
 	output string
+	// dialErr is the last connect to the socket's failure (nil: it
+	// connected), which gRPC's error carries only as text.
+	dialErr atomic.Pointer[error]
 }
 
 func (c *clientFlags) register(fs *flag.FlagSet) {
@@ -217,9 +227,45 @@ func (c *clientFlags) register(fs *flag.FlagSet) {
 
 func (c *clientFlags) dial() (*grpc.ClientConn, error) {
 	if _, err := os.Stat(c.socket); err != nil {
-		return nil, fmt.Errorf("reef daemon socket %s: %w (is the daemon running? `systemctl status reef`)", c.socket, err)
+		return nil, socketError(c.socket, err)
 	}
-	return grpc.NewClient("unix://"+c.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return grpc.NewClient("unix://"+c.socket, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			conn, err := (&net.Dialer{}).DialContext(ctx, "unix", c.socket)
+			c.dialErr.Store(&err)
+			return conn, err
+		}))
+}
+
+// callTimeout bounds a call to the daemon (tests shorten it).
+var callTimeout = 10 * time.Second
+
+// socketError says why the daemon's socket cannot be used, and what to do:
+// no socket or no daemon behind it (a crash leaves the file), or a user
+// the socket does not admit.
+func socketError(socket string, err error) error {
+	if errors.Is(err, fs.ErrPermission) {
+		return fmt.Errorf("reef daemon socket %s: %w: it admits root only; run reef as root (sudo)", socket, err)
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("reef daemon socket %s: %w: no daemon serves it (is the daemon running? `systemctl status reef`, `journalctl -u reef`)", socket, err)
+	}
+	return fmt.Errorf("reef daemon socket %s: %w (is the daemon running? `systemctl status reef`)", socket, err)
+}
+
+// callError is the error of a failed call under ctx: socketError when gRPC
+// could not connect to the socket, a daemon that did not answer before
+// ctx's deadline said so, else err naming the socket.
+func (c *clientFlags) callError(ctx context.Context, err error) error {
+	switch {
+	case status.Code(err) == codes.Unavailable:
+		if d := c.dialErr.Load(); d != nil && *d != nil {
+			return socketError(c.socket, *d)
+		}
+	case errors.Is(ctx.Err(), context.DeadlineExceeded): // the call's own deadline, not one inside the daemon
+		return fmt.Errorf("reef daemon at %s did not answer within %s: it is stuck or busy (`systemctl status reef`, `journalctl -u reef`): %w", c.socket, callTimeout, err)
+	}
+	return fmt.Errorf("reef daemon at %s: %w", c.socket, err)
 }
 
 // node connects to the daemon's Node API; done closes the connection and
@@ -229,7 +275,7 @@ func (c *clientFlags) node(ctx context.Context) (client reefv1.NodeClient, callC
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	callCtx, cancel := context.WithTimeout(ctx, callTimeout)
 	return reefv1.NewNodeClient(conn), callCtx, func() { cancel(); conn.Close() }, nil
 }
 
@@ -244,7 +290,7 @@ func ask[Rep any](ctx context.Context, c *clientFlags, call func(ctx context.Con
 	defer done()
 	rep, err := call(ctx, client)
 	if err != nil {
-		return none, fmt.Errorf("reef daemon at %s: %w", c.socket, err)
+		return none, c.callError(ctx, err)
 	}
 	return rep, nil
 }

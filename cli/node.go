@@ -9,6 +9,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/reefcni/reef/bgp"
 	reefv1 "github.com/reefcni/reef/proto"
 )
@@ -192,6 +195,9 @@ func runNodeForget(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	defer done()
 	rep, err := client.Forget(ctx, &reefv1.ForgetRequest{Node: pos[0]})
+	if status.Code(err) == codes.Unavailable || ctx.Err() != nil {
+		return c.callError(ctx, err)
+	}
 	if err != nil {
 		return fmt.Errorf("forget %s: %w", pos[0], err)
 	}

@@ -39,13 +39,7 @@ func (d *Daemon) serveMetrics(ctx context.Context, m *metrics.Metrics) {
 			"metrics", d.cfg.Metrics, "error", err)
 		return
 	}
-	ready := func() (bool, string) {
-		if !d.cni.Ready() {
-			return false, cniserver.NotReadyReason
-		}
-		return true, ""
-	}
-	srv := &http.Server{Handler: m.Handler(d.metricsState, ready), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
+	srv := &http.Server{Handler: m.Handler(d.metricsState, d.ready), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
 	go func() {
 		<-ctx.Done()
 		srv.Close()
@@ -57,6 +51,24 @@ func (d *Daemon) serveMetrics(ctx context.Context, m *metrics.Metrics) {
 			d.log.Error("metrics listener stopped", "error", err)
 		}
 	}()
+}
+
+// ready is /readyz's answer: whether the daemon serves ADD, and why not.
+// It is not while it starts (CNI STATUS says so too), nor, with
+// NetworkPolicy on, until the informers have synced: every ADD answers
+// "try again later" until then. CNI STATUS does not fail for that: the
+// node would turn NotReady, and its pods be evicted, for an API that is
+// away or refuses reef.
+func (d *Daemon) ready() (bool, string) {
+	if !d.cni.Ready() {
+		return false, cniserver.NotReadyReason
+	}
+	if d.policy != nil {
+		if why := d.policy.notSynced(); why != "" {
+			return false, why
+		}
+	}
+	return true, ""
 }
 
 // metricsState is what a scrape reads: the BGP sessions, the blocks and

@@ -25,13 +25,8 @@ const podWait = 5 * time.Second
 // Admit is called before an ADD allocates: the pod must be known, so
 // that the policies that select it cover it before the ADD returns.
 func (p *policyDataplane) Admit(ctx context.Context, namespace, name string) *types.Error {
-	if !p.watch.Synced() {
-		st := p.watch.Status()
-		msg := "reef has not read NetworkPolicy from the Kubernetes API yet (its informers have not synced); try again later"
-		if !st.Reachable {
-			msg += fmt.Sprintf("; the API %s is unreachable since %s: %s", st.Server, st.Since.Format(time.RFC3339), st.LastError)
-		}
-		return types.NewError(types.ErrTryAgainLater, msg, "")
+	if why := p.notSynced(); why != "" {
+		return types.NewError(types.ErrTryAgainLater, why+"; try again later", "")
 	}
 	if name == "" {
 		return nil // not a Kubernetes pod (no K8S_POD_NAME): no policy selects it
@@ -50,6 +45,21 @@ func (p *policyDataplane) Admit(ctx context.Context, namespace, name string) *ty
 			"pod", namespace+"/"+name, "spec.nodeName", pod.NodeName, "kubernetes.nodeName", p.nodeName)
 	}
 	return nil
+}
+
+// notSynced is why no ADD is admitted yet ("" once the informers have
+// synced): the ADD's answer, and /readyz's while the daemon waits for the
+// API.
+func (p *policyDataplane) notSynced() string {
+	if p.watch.Synced() {
+		return ""
+	}
+	st := p.watch.Status()
+	msg := "reef has not read NetworkPolicy from the Kubernetes API yet (its informers have not synced)"
+	if !st.Reachable {
+		msg += fmt.Sprintf("; the API %s is unreachable since %s: %s", st.Server, st.Since.Format(time.RFC3339), st.LastError)
+	}
+	return msg
 }
 
 // Cover brings the table in line with the endpoints, the ADD's own

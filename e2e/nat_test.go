@@ -511,7 +511,8 @@ func TestPodSet200(t *testing.T) {
 
 // TestCleanup: the daemon leaves its tables on stop; `reef cleanup`
 // refuses while a daemon serves, asks before it removes, removes reef's
-// tables, routes, links and state, and leaves everything not reef's.
+// tables, routes, links, tunnel address on tunl0 and state, and leaves
+// everything not reef's.
 func TestCleanup(t *testing.T) {
 	needNATTools(t, "nft")
 	l := newLab(t)
@@ -557,6 +558,12 @@ func TestCleanup(t *testing.T) {
 		t.Fatal(err)
 	}
 	reefStillThere("daemon stopped") // stopping leaves the dataplane, tables included
+	// tunl0 is the ipip module's (this lab's kernel has none: a stand-in
+	// of that name): reef's tunnel address on it goes, by its label; the
+	// device and another address stay.
+	run(t, l, n.Netns, "ip", "link", "add", "tunl0", "type", "veth", "peer", "name", "tunl0p")
+	run(t, l, n.Netns, "ip", "addr", "add", "10.244.250.1/32", "dev", "tunl0", "label", "tunl0:reef")
+	run(t, l, n.Netns, "ip", "addr", "add", "10.98.0.1/32", "dev", "tunl0")
 
 	out, err = cleanup("n\n")
 	if err == nil || !strings.Contains(out, "nothing was removed") || !strings.Contains(out, "nftables table arp reef") {
@@ -586,6 +593,9 @@ func TestCleanup(t *testing.T) {
 	}
 	if !strings.Contains(out, "keep the directory "+n.StateDir) {
 		t.Errorf("cleanup did not say it keeps the state dir with a file not its own:\n%s", out)
+	}
+	if a := run(t, l, n.Netns, "ip", "-4", "addr", "show", "dev", "tunl0"); strings.Contains(a, "10.244.250.1") || !strings.Contains(a, "10.98.0.1/32") {
+		t.Errorf("tunl0 after cleanup, want reef's address (label tunl0:reef) gone and the other kept:\n%s", a)
 	}
 	if r := run(t, l, n.Netns, "ip", "route", "show", "10.99.0.0/24"); !strings.Contains(r, "other0") {
 		t.Errorf("a static route was removed: %q", r)

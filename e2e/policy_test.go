@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -212,8 +213,8 @@ func (pl *policyLab) updatePolicy(t *testing.T, p *networkingv1.NetworkPolicy) {
 // namespace y, TCP 80) through the real API and two nodes; a pod created
 // after the policy is covered from its first packet; drift is repaired;
 // with the API stopped the rules stay, also across a daemon restart, and
-// ADD says "try again later" until the caches sync; deleting the policy
-// opens everything again.
+// ADD says "try again later" (and /readyz 503) until the caches sync;
+// deleting the policy opens everything again.
 func TestPolicyLifecycle(t *testing.T) {
 	pl := newPolicyLab(t, 2)
 	n1, n2 := pl.Nodes[0], pl.Nodes[1]
@@ -359,6 +360,9 @@ func TestPolicyLifecycle(t *testing.T) {
 		t.Fatalf("ADD while the API is down and the caches never synced: %v, want try again later", err)
 	}
 	blocked.Remove()
+	if code, body := readyz(t, n1); code != 503 || !strings.Contains(body, "not read NetworkPolicy") {
+		t.Errorf("/readyz while every ADD answers try again later: %d %q, want 503 saying why", code, body)
+	}
 
 	if err := pl.API.Start(); err != nil {
 		t.Fatal(err)
@@ -373,6 +377,9 @@ func TestPolicyLifecycle(t *testing.T) {
 		}
 		return ""
 	})
+	if code, body := readyz(t, n1); code != 200 {
+		t.Errorf("/readyz once the caches synced: %d %q", code, body)
+	}
 	if msg := pl.expect(t, enforced...); msg != "" {
 		t.Fatalf("API back: %s", msg)
 	}
@@ -440,4 +447,16 @@ func TestPolicyLifecycle(t *testing.T) {
 	eventually(t, 10*time.Second, func() string {
 		return pl.expect(t, probeWant{xb, xa, "tcp", 80, true}, probeWant{ya, xa, "udp", 80, true}, probeWant{xb, p, "tcp", 81, true})
 	})
+}
+
+// readyz is a node's /readyz answer, on the lab's metrics address.
+func readyz(t *testing.T, n *lab.Node) (int, string) {
+	t.Helper()
+	resp, err := lab.HTTPClientIn(n.Netns).Get("http://127.0.0.1:9099/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

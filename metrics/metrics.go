@@ -84,7 +84,7 @@ func New() *Metrics {
 	}, []string{"kind"})
 	m.passErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "reef_reconcile_errors_total",
-		Help: "Reconcile passes that failed, by the part that failed (kernel, nftables, policy, blocks).",
+		Help: "Reconcile passes that failed, by the part that failed (kernel, blocks).",
 	}, []string{"kind"})
 	m.lastSuccess = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "reef_reconcile_last_success_timestamp_seconds",
@@ -99,6 +99,9 @@ func New() *Metrics {
 	}
 	for _, r := range []string{"ok", "error"} {
 		m.passes.WithLabelValues(r)
+	}
+	for _, k := range []string{"kernel", "blocks"} { // the parts Pass is told failed
+		m.passErrors.WithLabelValues(k)
 	}
 	anon := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "reef_process_anon_memory_bytes",

@@ -64,6 +64,8 @@ func TestExposition(t *testing.T) {
 		`reef_reconcile_passes_total{result="ok"} 1`,
 		`reef_reconcile_passes_total{result="error"} 1`,
 		`reef_reconcile_errors_total{kind="kernel"} 1`,
+		`reef_reconcile_errors_total{kind="blocks"} 0`,
+		"reef_reconcile_errors_total Reconcile passes that failed, by the part that failed (kernel, blocks).",
 		`reef_reconcile_repairs_total{kind="nftables"} 2`,
 		`reef_reconcile_repairs_total{kind="route"} 0`,
 		`reef_bgp_session_up{peer="192.168.77.12",type="mesh"} 1`,
