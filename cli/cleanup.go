@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/reefcni/reef/nat"
 	"github.com/reefcni/reef/nat/nft"
 	"github.com/reefcni/reef/routes"
+	"github.com/reefcni/reef/routes/tunnel"
 )
 
 // cleanupStdin is where `reef cleanup` reads its confirmation (tests
@@ -44,24 +46,26 @@ type leftovers struct {
 	tables  []nft.TableID
 	links   []netlink.Link
 	routes  []netlink.Route
-	db      string   // the store, if present
-	state   []string // the store's other files (identity, damaged copies)
-	pending []string // files of queued DELs
-	dirs    []string // pending-delete dir, state dir: when they hold nothing else
-	socket  string   // a socket file no daemon serves
-	kept    []string // dirs that hold files not reef's: left, with reef's files removed
+	ipip    []netlink.Addr // reef's addresses on tunl0 (label tunl0:reef)
+	db      string         // the store, if present
+	state   []string       // the store's other files (identity, damaged copies)
+	pending []string       // files of queued DELs
+	dirs    []string       // pending-delete dir, state dir: when they hold nothing else
+	socket  string         // a socket file no daemon serves
+	kept    []string       // dirs that hold files not reef's: left, with reef's files removed
 }
 
 func (l *leftovers) empty() bool {
-	return len(l.tables) == 0 && len(l.links) == 0 && len(l.routes) == 0 && l.db == "" && len(l.state) == 0 && len(l.pending) == 0 &&
+	return len(l.tables) == 0 && len(l.links) == 0 && len(l.routes) == 0 && len(l.ipip) == 0 && l.db == "" && len(l.state) == 0 && len(l.pending) == 0 &&
 		len(l.dirs) == 0 && l.socket == ""
 }
 
 // runCleanup is `reef cleanup`, for a package purge: it removes what reef
 // put on this node: its nftables tables (named "reef", any family), routes
 // with its protocol (238) in any table, links named reef* and vxlan.reef,
-// its store and queued DELs, and then the state and queue dirs if nothing
-// else is in them. It touches nothing without one of those marks. It
+// its addresses on tunl0 (labelled tunl0:reef; tunl0 is the ipip
+// module's and stays), its store and queued DELs, and then the state and
+// queue dirs if nothing else is in them. It touches nothing without one of those marks. It
 // refuses while a daemon serves the socket or holds the store: a running
 // daemon would put it all back.
 func runCleanup(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -153,6 +157,9 @@ func findLeftovers(cfg daemon.Config) (*leftovers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list routes proto %d: %w", routes.Protocol, err)
 	}
+	if l.ipip, err = ipipAddrs(); err != nil {
+		return nil, err
+	}
 	if db := filepath.Join(cfg.StateDir, "reef.db"); fileExists(db) {
 		l.db = db
 	}
@@ -183,6 +190,30 @@ func findLeftovers(cfg daemon.Config) (*leftovers, error) {
 		l.socket = cfg.Socket
 	}
 	return l, nil
+}
+
+// ipipAddrs are reef's tunnel addresses on tunl0: those with its label
+// (tunnel.IPIPLabel). The device and its other addresses are not reef's.
+func ipipAddrs() ([]netlink.Addr, error) {
+	l, err := netlink.LinkByName(tunnel.IPIPDevice)
+	var nf netlink.LinkNotFoundError
+	if errors.As(err, &nf) {
+		return nil, nil // no ipip module: no tunl0
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find %s: %w", tunnel.IPIPDevice, err)
+	}
+	addrs, err := netlinksafe.AddrList(l, unix.AF_INET)
+	if err != nil {
+		return nil, fmt.Errorf("list addresses of %s: %w", tunnel.IPIPDevice, err)
+	}
+	var out []netlink.Addr
+	for _, a := range addrs {
+		if a.Label == tunnel.IPIPLabel {
+			out = append(out, a)
+		}
+	}
+	return out, nil
 }
 
 // checkDir adds dir to the dirs to remove if it holds nothing but entries
@@ -249,6 +280,9 @@ func (l *leftovers) print(w io.Writer) {
 			fmt.Fprintf(w, "    %s\n", routeString(r))
 		}
 	}
+	for _, a := range l.ipip {
+		fmt.Fprintf(w, "  the address %s on %s (label %s)\n", a.IPNet, tunnel.IPIPDevice, a.Label)
+	}
 	if l.db != "" {
 		fmt.Fprintf(w, "  the store %s (every pod address of this node)\n", l.db)
 	}
@@ -292,6 +326,21 @@ func (l *leftovers) remove(w io.Writer) error {
 	}
 	if len(l.routes) > 0 {
 		fmt.Fprintf(w, "removed %d route(s) with protocol %d\n", n, routes.Protocol)
+	}
+	if len(l.ipip) > 0 {
+		if k, err := netlink.LinkByName(tunnel.IPIPDevice); err != nil {
+			errs = append(errs, fmt.Errorf("find %s: %w", tunnel.IPIPDevice, err))
+		} else {
+			for _, a := range l.ipip {
+				// With the label, the kernel deletes the address only if
+				// it is still reef's.
+				if err := netlink.AddrDel(k, &a); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) && !errors.Is(err, unix.ENOENT) {
+					errs = append(errs, fmt.Errorf("delete %s from %s: %w", a.IPNet, tunnel.IPIPDevice, err))
+					continue
+				}
+				fmt.Fprintf(w, "removed address %s from %s\n", a.IPNet, tunnel.IPIPDevice)
+			}
+		}
 	}
 	if err := nat.NewKernel().DeleteTables(l.tables); err != nil {
 		errs = append(errs, err)
