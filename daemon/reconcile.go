@@ -56,7 +56,7 @@ type reconcilerDeps struct {
 	store       *store.Store
 	cni         podRecords     // the CNI server: a pod's record changes through it
 	activity    *activity.Log  // the CNI operations' log, which a pass reads (package activity)
-	kernel      routesKernel   // the node's own routing, read for the hops to routed owners
+	kernel      routesKernel   // the node's own routing, read for the hops to routed owners and foreign routes in reef's way
 	blockRoutes *routes.Blocks // the owner of the block routes: the own blocks' blackholes, the other nodes' blocks
 	pods        *routes.Pods   // the owner of the pods' kernel objects, shared with the CNI server
 	sysctls     *sysctl.Owner

@@ -6,6 +6,7 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -179,6 +180,28 @@ func (r *reconciler) compareRoutes() (want, have routes.State, err error) {
 	})
 	live := untouched(readyEndpoints(eps), t)
 	return routes.Desired(podRoutes(live, r.net.podMTU), own, remote, have.Links), have, errors.Join(errs...)
+}
+
+// compareEntries is routes.Compare of want and have, with each route reef
+// wants and the kernel lacks marked routes.EntryInTheWay, the foreign
+// route in Have, where a route of another protocol holds its place: reef
+// does not overwrite it (routes.ForeignRouteError), so no pass repairs it.
+func (r *reconciler) compareEntries(want, have routes.State) []routes.Entry {
+	entries := routes.Compare(want, have)
+	for i, e := range entries {
+		if e.Kind != "route" || e.State != routes.EntryMissing {
+			continue
+		}
+		dst, err := netip.ParsePrefix(e.Object)
+		if err != nil {
+			continue
+		}
+		if fe := (*routes.ForeignRouteError)(nil); errors.As(r.kernel.InTheWay(dst), &fe) {
+			entries[i].State = routes.EntryInTheWay
+			entries[i].Have = fmt.Sprintf("%s proto %s", dst, fe.Protocol)
+		}
+	}
+	return entries
 }
 
 // sameRouting says whether two block lists route the same: the same blocks,
