@@ -15,9 +15,10 @@ import (
 // here, but a route in exactly a block's place would be in reef's way, see
 // TestRoutesForeignInTheWay), a route of reef's protocol in another table,
 // a policy rule, a veth pair of another CNI with tc and sysctls of its
-// own, a bridge named reef* (not a veth: not reef's to delete), nftables
-// tables of every family, some named like reef's in another family, one
-// with sets named like reef's, and iptables-nft rules.
+// own, a bridge named reef* (not a veth: the daemon leaves it, though
+// reef cleanup would take it by its name), nftables tables of every
+// family, some named like reef's in another family, one with sets named
+// like reef's, and iptables-nft rules.
 const foreignObjects = `
 ip link add cali1234 type veth peer name cali1234p
 ip link set cali1234 up
