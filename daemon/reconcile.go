@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -44,6 +45,11 @@ type reconciler struct {
 	// one's changes are the node's start (a fresh node forwards nothing),
 	// not repairs.
 	sysctlsSet bool
+	// blocksIn is the block routes the last Sync of the blocks' owner
+	// that ended without error left in the kernel (nil: none yet, as
+	// after a start): one of them missing at a later pass was deleted
+	// by someone else, a repair.
+	blocksIn map[netip.Prefix]routes.Route
 
 	mu      sync.Mutex
 	lastRun time.Time

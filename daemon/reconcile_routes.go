@@ -37,6 +37,11 @@ func (r *reconciler) syncRoutes(live []store.Endpoint, snapshot routes.BlockSnap
 	}
 	live = untouched(live, mark.Touched())
 	blocks, err := r.blockRoutes.Sync(snapshot, have)
+	blocksIn := r.blocksIn
+	r.blocksIn = nil
+	if err == nil {
+		r.blocksIn = snapshot.Want().Routes
+	}
 	errs := []error{err}
 	want := podsOf(live, r.net.podMTU)
 	sync := r.pods.SyncRoutes
@@ -45,7 +50,7 @@ func (r *reconciler) syncRoutes(live []store.Endpoint, snapshot routes.BlockSnap
 	}
 	synced, err := sync(want, have, mark)
 	errs = append(errs, err)
-	r.logRoutes(blocks, synced.Plan, have, want)
+	r.logRoutes(blocks, synced.Plan, have, want, blocksIn)
 	for _, c := range synced.TC {
 		r.log.Warn("repaired: "+c.Change, "veth", c.HostVeth, "ip", ipOfVeth(live, c.HostVeth))
 	}
@@ -69,8 +74,10 @@ func ipOfVeth(live []store.Endpoint, veth string) string {
 }
 
 // logRoutes logs and counts what the pass changed: blocks, its own plan,
-// and pods, what the pods' owner applied.
-func (r *reconciler) logRoutes(blocks, pods routes.Plan, have routes.State, want []routes.Pod) {
+// and pods, what the pods' owner applied. blocksIn is the block routes
+// the last pass left in the kernel: one of them added again was deleted
+// since, by hand or with its device (vxlan.reef deleted), a repair.
+func (r *reconciler) logRoutes(blocks, pods routes.Plan, have routes.State, want []routes.Pod, blocksIn map[netip.Prefix]routes.Route) {
 	plan := routes.Plan{Replace: slices.Concat(blocks.Replace, pods.Replace), DeleteRoute: slices.Concat(blocks.DeleteRoute, pods.DeleteRoute),
 		SetMTU: pods.SetMTU, DeleteLink: pods.DeleteLink}
 	podAddrs := map[netip.Prefix]bool{} // the pods' /32s and /128s: ADD writes them, so a pass that adds one repairs it
@@ -82,6 +89,9 @@ func (r *reconciler) logRoutes(blocks, pods routes.Plan, have routes.State, want
 	for _, rt := range plan.Replace {
 		if cur, ok := have.Routes[rt.Dst]; ok {
 			r.log.Warn("repairing route", "want", rt.String(), "have", cur.String())
+			r.metrics.Repaired(metrics.RepairRoute, 1)
+		} else if was, ok := blocksIn[rt.Dst]; ok && was == rt {
+			r.log.Warn("repairing route: it was deleted", "want", rt.String())
 			r.metrics.Repaired(metrics.RepairRoute, 1)
 		} else {
 			r.log.Info("adding route", "route", rt.String())
