@@ -41,10 +41,13 @@ func runRoutes(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	off := 0
+	off, blocked := 0, 0
 	for _, e := range rep.GetEntries() {
 		if e.GetState() != "in-sync" {
 			off++
+		}
+		if e.GetState() == "in-the-way" {
+			blocked++
 		}
 	}
 	if c.output == "json" {
@@ -67,7 +70,11 @@ func runRoutes(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-	if off > 0 {
+	switch {
+	case blocked > 0:
+		return fmt.Errorf("%d of %d routes and links are not in sync; %d of them have a route of another protocol in their place (HAVE), which reef does not overwrite and no pass repairs: delete it if its destination belongs to reef's pools",
+			off, len(rep.GetEntries()), blocked)
+	case off > 0:
 		return fmt.Errorf("%d of %d routes and links are not in sync (the next reconcile pass repairs them)", off, len(rep.GetEntries()))
 	}
 	return nil

@@ -46,7 +46,7 @@ type leftovers struct {
 	tables  []nft.TableID
 	links   []netlink.Link
 	routes  []netlink.Route
-	addrs   []netlink.Addr // reef's tunnel addresses on tunl0 (tunnel.IPIPLabel), which is the ipip module's
+	ipip    []netlink.Addr // reef's addresses on tunl0 (label tunl0:reef)
 	db      string         // the store, if present
 	state   []string       // the store's other files (identity, damaged copies)
 	pending []string       // files of queued DELs
@@ -56,7 +56,7 @@ type leftovers struct {
 }
 
 func (l *leftovers) empty() bool {
-	return len(l.tables) == 0 && len(l.links) == 0 && len(l.routes) == 0 && len(l.addrs) == 0 && l.db == "" && len(l.state) == 0 && len(l.pending) == 0 &&
+	return len(l.tables) == 0 && len(l.links) == 0 && len(l.routes) == 0 && len(l.ipip) == 0 && l.db == "" && len(l.state) == 0 && len(l.pending) == 0 &&
 		len(l.dirs) == 0 && l.socket == ""
 }
 
@@ -152,13 +152,13 @@ func findLeftovers(cfg daemon.Config) (*leftovers, error) {
 			l.links = append(l.links, k)
 		}
 	}
-	if l.addrs, err = ipipAddrs(); err != nil {
-		return nil, err
-	}
 	l.routes, err = netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Protocol: routes.Protocol, Table: unix.RT_TABLE_UNSPEC},
 		netlink.RT_FILTER_PROTOCOL|netlink.RT_FILTER_TABLE)
 	if err != nil {
 		return nil, fmt.Errorf("list routes proto %d: %w", routes.Protocol, err)
+	}
+	if l.ipip, err = ipipAddrs(); err != nil {
+		return nil, err
 	}
 	if db := filepath.Join(cfg.StateDir, "reef.db"); fileExists(db) {
 		l.db = db
@@ -192,27 +192,28 @@ func findLeftovers(cfg daemon.Config) (*leftovers, error) {
 	return l, nil
 }
 
-// ipipAddrs are reef's addresses on tunl0: those with its label.
+// ipipAddrs are reef's tunnel addresses on tunl0: those with its label
+// (tunnel.IPIPLabel). The device and its other addresses are not reef's.
 func ipipAddrs() ([]netlink.Addr, error) {
-	k, err := netlink.LinkByName(tunnel.IPIPDevice)
+	l, err := netlink.LinkByName(tunnel.IPIPDevice)
+	var nf netlink.LinkNotFoundError
+	if errors.As(err, &nf) {
+		return nil, nil // no ipip module: no tunl0
+	}
 	if err != nil {
-		var nf netlink.LinkNotFoundError
-		if errors.As(err, &nf) {
-			return nil, nil
-		}
 		return nil, fmt.Errorf("find %s: %w", tunnel.IPIPDevice, err)
 	}
-	all, err := netlinksafe.AddrList(k, netlink.FAMILY_V4)
+	addrs, err := netlinksafe.AddrList(l, unix.AF_INET)
 	if err != nil {
 		return nil, fmt.Errorf("list addresses of %s: %w", tunnel.IPIPDevice, err)
 	}
-	var addrs []netlink.Addr
-	for _, a := range all {
+	var out []netlink.Addr
+	for _, a := range addrs {
 		if a.Label == tunnel.IPIPLabel {
-			addrs = append(addrs, a)
+			out = append(out, a)
 		}
 	}
-	return addrs, nil
+	return out, nil
 }
 
 // checkDir adds dir to the dirs to remove if it holds nothing but entries
@@ -279,7 +280,7 @@ func (l *leftovers) print(w io.Writer) {
 			fmt.Fprintf(w, "    %s\n", routeString(r))
 		}
 	}
-	for _, a := range l.addrs {
+	for _, a := range l.ipip {
 		fmt.Fprintf(w, "  the address %s on %s (label %s)\n", a.IPNet, tunnel.IPIPDevice, a.Label)
 	}
 	if l.db != "" {
@@ -326,15 +327,20 @@ func (l *leftovers) remove(w io.Writer) error {
 	if len(l.routes) > 0 {
 		fmt.Fprintf(w, "removed %d route(s) with protocol %d\n", n, routes.Protocol)
 	}
-	for _, a := range l.addrs {
-		// With the label, the kernel deletes the address only if it is
-		// still reef's.
-		k := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: a.LinkIndex, Name: tunnel.IPIPDevice}}
-		if err := netlink.AddrDel(k, &a); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) && !errors.Is(err, unix.ENODEV) {
-			errs = append(errs, fmt.Errorf("delete %s from %s: %w", a.IPNet, tunnel.IPIPDevice, err))
-			continue
+	if len(l.ipip) > 0 {
+		if k, err := netlink.LinkByName(tunnel.IPIPDevice); err != nil {
+			errs = append(errs, fmt.Errorf("find %s: %w", tunnel.IPIPDevice, err))
+		} else {
+			for _, a := range l.ipip {
+				// With the label, the kernel deletes the address only if
+				// it is still reef's.
+				if err := netlink.AddrDel(k, &a); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) && !errors.Is(err, unix.ENOENT) {
+					errs = append(errs, fmt.Errorf("delete %s from %s: %w", a.IPNet, tunnel.IPIPDevice, err))
+					continue
+				}
+				fmt.Fprintf(w, "removed address %s from %s\n", a.IPNet, tunnel.IPIPDevice)
+			}
 		}
-		fmt.Fprintf(w, "removed %s from %s\n", a.IPNet, tunnel.IPIPDevice)
 	}
 	if err := nat.NewKernel().DeleteTables(l.tables); err != nil {
 		errs = append(errs, err)

@@ -179,7 +179,10 @@ func runStoreInit(args []string, stdout, stderr io.Writer) error {
 
 // readKernelForRecovery fills in what the kernel shows of reef's: every pod
 // address (a reef veth with a /32 or /128 route of reef's protocol), every
-// own block (a blackhole of reef's protocol) and the tunnel addresses.
+// own block (a blackhole of reef's protocol) and the tunnel addresses:
+// those on vxlan.reef, and those on tunl0 with reef's label (tunl0 is the
+// ipip module's; an address without the label is the operator's, or
+// another CNI's).
 func readKernelForRecovery(in *store.RecoverInput) error {
 	k, err := routes.NewKernel()
 	if err != nil {
@@ -208,9 +211,10 @@ func readKernelForRecovery(in *store.RecoverInput) error {
 	for _, t := range []struct {
 		dev             string
 		handle, handle6 string // "": no address of that family is reef's
+		label           string // "": every address on dev is reef's
 	}{
-		{tunnel.VXLANDevice, daemon.VXLANTunnelHandle(in.Node), daemon.VXLANTunnelHandle6(in.Node)},
-		{tunnel.IPIPDevice, daemon.IPIPTunnelHandle(in.Node), ""},
+		{tunnel.VXLANDevice, daemon.VXLANTunnelHandle(in.Node), daemon.VXLANTunnelHandle6(in.Node), ""},
+		{tunnel.IPIPDevice, daemon.IPIPTunnelHandle(in.Node), "", tunnel.IPIPLabel},
 	} {
 		l, err := netlink.LinkByName(t.dev)
 		if err != nil {
@@ -225,6 +229,7 @@ func readKernelForRecovery(in *store.RecoverInput) error {
 			ip = ip.Unmap()
 			switch {
 			case !ok || ip.IsLinkLocalUnicast():
+			case t.label != "" && a.Label != t.label:
 			case ip.Is4():
 				in.Reserved = append(in.Reserved, store.KernelReserved{Handle: t.handle, IP: ip})
 			case t.handle6 != "":

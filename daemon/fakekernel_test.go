@@ -254,6 +254,9 @@ func (k *fakeKernel) setPodMTULocked(m routes.PodMTU) error {
 
 func (k *fakeKernel) HopTo(netip.Addr) (routes.Hop, error) { return routes.Hop{Dev: "eth0"}, nil }
 
+// InTheWay: the fake kernel has no route of another protocol.
+func (k *fakeKernel) InTheWay(netip.Prefix) error { return nil }
+
 func (k *fakeKernel) ReadIPIP() (tunnel.IPIPState, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()

@@ -97,11 +97,14 @@ func (c *ipamChecker) endpointsAndRoutes() error {
 	if cmpErr != nil && want.Routes == nil {
 		return cmpErr
 	}
-	for _, e := range routes.Compare(want, have) {
+	for _, e := range d.rec.compareEntries(want, have) {
 		switch {
 		case e.State == routes.EntryInSync:
 		case e.Kind == "link" && e.State == routes.EntryExtra:
 			add("veth-nobody-owns", e.Object, "veth "+e.Object+" is reef's by its name, and no endpoint has it", "nothing: the next reconcile pass deletes it")
+		case e.Kind == "route" && e.State == routes.EntryInTheWay:
+			add("route-in-the-way", e.Object, fmt.Sprintf("route %s: reef wants %q, and a route of another protocol holds its place (%s): reef does not overwrite it", e.Object, e.Want, e.Have),
+				"if "+e.Object+" belongs to reef's pools, delete that route (ip route del "+e.Have+"); the next reconcile pass then adds reef's")
 		case e.Kind == "route" && e.State == routes.EntryExtra:
 			add("route-nobody-owns", e.Object, "route "+e.Have+" has reef's protocol, and nothing reef wants is routed so", "nothing: the next reconcile pass deletes it")
 		case e.Kind == "route":

@@ -13,7 +13,6 @@ import (
 	"github.com/reefcni/reef/bgp"
 	"github.com/reefcni/reef/blockproto"
 	reefv1 "github.com/reefcni/reef/proto"
-	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/store"
 	"github.com/reefcni/reef/version"
 )
@@ -196,7 +195,7 @@ func (n *nodeService) Routes(ctx context.Context, _ *reefv1.RoutesRequest) (*ree
 	// An owner the kernel has no route to leaves its blocks out of want:
 	// shown as extra or missing, and the reason is in reef status.
 	out := &reefv1.RoutesReply{}
-	for _, e := range routes.Compare(want, have) {
+	for _, e := range n.d.rec.compareEntries(want, have) {
 		out.Entries = append(out.Entries, &reefv1.RouteEntry{Kind: e.Kind, Object: e.Object, State: e.State, Want: e.Want, Have: e.Have})
 	}
 	return out, nil

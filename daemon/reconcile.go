@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -44,6 +45,11 @@ type reconciler struct {
 	// one's changes are the node's start (a fresh node forwards nothing),
 	// not repairs.
 	sysctlsSet bool
+	// blocksIn is the block routes the last Sync of the blocks' owner
+	// that ended without error left in the kernel (nil: none yet, as
+	// after a start): one of them missing at a later pass was deleted
+	// by someone else, a repair.
+	blocksIn map[netip.Prefix]routes.Route
 
 	mu      sync.Mutex
 	lastRun time.Time
@@ -56,7 +62,7 @@ type reconcilerDeps struct {
 	store       *store.Store
 	cni         podRecords     // the CNI server: a pod's record changes through it
 	activity    *activity.Log  // the CNI operations' log, which a pass reads (package activity)
-	kernel      routesKernel   // the node's own routing, read for the hops to routed owners
+	kernel      routesKernel   // the node's own routing, read for the hops to routed owners and foreign routes in reef's way
 	blockRoutes *routes.Blocks // the owner of the block routes: the own blocks' blackholes, the other nodes' blocks
 	pods        *routes.Pods   // the owner of the pods' kernel objects, shared with the CNI server
 	sysctls     *sysctl.Owner

@@ -6,6 +6,7 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -36,6 +37,11 @@ func (r *reconciler) syncRoutes(live []store.Endpoint, snapshot routes.BlockSnap
 	}
 	live = untouched(live, mark.Touched())
 	blocks, err := r.blockRoutes.Sync(snapshot, have)
+	blocksIn := r.blocksIn
+	r.blocksIn = nil
+	if err == nil {
+		r.blocksIn = snapshot.Want().Routes
+	}
 	errs := []error{err}
 	want := podsOf(live, r.net.podMTU)
 	sync := r.pods.SyncRoutes
@@ -44,7 +50,7 @@ func (r *reconciler) syncRoutes(live []store.Endpoint, snapshot routes.BlockSnap
 	}
 	synced, err := sync(want, have, mark)
 	errs = append(errs, err)
-	r.logRoutes(blocks, synced.Plan, have, want)
+	r.logRoutes(blocks, synced.Plan, have, want, blocksIn)
 	for _, c := range synced.TC {
 		r.log.Warn("repaired: "+c.Change, "veth", c.HostVeth, "ip", ipOfVeth(live, c.HostVeth))
 	}
@@ -68,8 +74,10 @@ func ipOfVeth(live []store.Endpoint, veth string) string {
 }
 
 // logRoutes logs and counts what the pass changed: blocks, its own plan,
-// and pods, what the pods' owner applied.
-func (r *reconciler) logRoutes(blocks, pods routes.Plan, have routes.State, want []routes.Pod) {
+// and pods, what the pods' owner applied. blocksIn is the block routes
+// the last pass left in the kernel: one of them added again was deleted
+// since, by hand or with its device (vxlan.reef deleted), a repair.
+func (r *reconciler) logRoutes(blocks, pods routes.Plan, have routes.State, want []routes.Pod, blocksIn map[netip.Prefix]routes.Route) {
 	plan := routes.Plan{Replace: slices.Concat(blocks.Replace, pods.Replace), DeleteRoute: slices.Concat(blocks.DeleteRoute, pods.DeleteRoute),
 		SetMTU: pods.SetMTU, DeleteLink: pods.DeleteLink}
 	podAddrs := map[netip.Prefix]bool{} // the pods' /32s and /128s: ADD writes them, so a pass that adds one repairs it
@@ -81,6 +89,9 @@ func (r *reconciler) logRoutes(blocks, pods routes.Plan, have routes.State, want
 	for _, rt := range plan.Replace {
 		if cur, ok := have.Routes[rt.Dst]; ok {
 			r.log.Warn("repairing route", "want", rt.String(), "have", cur.String())
+			r.metrics.Repaired(metrics.RepairRoute, 1)
+		} else if was, ok := blocksIn[rt.Dst]; ok && was == rt {
+			r.log.Warn("repairing route: it was deleted", "want", rt.String())
 			r.metrics.Repaired(metrics.RepairRoute, 1)
 		} else {
 			r.log.Info("adding route", "route", rt.String())
@@ -179,6 +190,28 @@ func (r *reconciler) compareRoutes() (want, have routes.State, err error) {
 	})
 	live := untouched(readyEndpoints(eps), t)
 	return routes.Desired(podRoutes(live, r.net.podMTU), own, remote, have.Links), have, errors.Join(errs...)
+}
+
+// compareEntries is routes.Compare of want and have, with each route reef
+// wants and the kernel lacks marked routes.EntryInTheWay, the foreign
+// route in Have, where a route of another protocol holds its place: reef
+// does not overwrite it (routes.ForeignRouteError), so no pass repairs it.
+func (r *reconciler) compareEntries(want, have routes.State) []routes.Entry {
+	entries := routes.Compare(want, have)
+	for i, e := range entries {
+		if e.Kind != "route" || e.State != routes.EntryMissing {
+			continue
+		}
+		dst, err := netip.ParsePrefix(e.Object)
+		if err != nil {
+			continue
+		}
+		if fe := (*routes.ForeignRouteError)(nil); errors.As(r.kernel.InTheWay(dst), &fe) {
+			entries[i].State = routes.EntryInTheWay
+			entries[i].Have = fmt.Sprintf("%s proto %s", dst, fe.Protocol)
+		}
+	}
+	return entries
 }
 
 // sameRouting says whether two block lists route the same: the same blocks,

@@ -106,6 +106,12 @@ func (t *tunnels) logVXLAN(s tunnelSnapshot, plan tunnel.Plan, addrs tunnelAddrs
 	case len(plan.Recreate) > 0:
 		t.log.Warn("recreating "+tunnel.VXLANDevice+": it differs", "differences", plan.Recreate)
 		t.metrics.Repaired(metrics.RepairLink, 1)
+	case plan.Create && t.vxlanIn != nil && t.vxlanIn.net.usesVXLAN():
+		// The last sync that ended without error left the device: it was
+		// deleted since.
+		t.log.Warn("repairing "+tunnel.VXLANDevice+": it was deleted; creating it again", "vni", tunnel.VXLANVNI, "port", tunnel.VXLANPort, "local", s.net.vtepLocal(),
+			"tunnelAddress", addrs.vxlan, "tunnelAddressV6", addrs.vxlan6)
+		t.metrics.Repaired(metrics.RepairLink, 1)
 	case plan.Create:
 		t.log.Info("creating "+tunnel.VXLANDevice, "vni", tunnel.VXLANVNI, "port", tunnel.VXLANPort, "local", s.net.vtepLocal(),
 			"tunnelAddress", addrs.vxlan, "tunnelAddressV6", addrs.vxlan6)

@@ -608,6 +608,58 @@ func TestCleanup(t *testing.T) {
 	}
 }
 
+// TestCleanupIPIPAddress: reef cleanup takes reef's tunnel address off
+// tunl0 (the one labelled tunl0:reef) and leaves the device, which is the
+// ipip module's, and an address of the operator's on it.
+func TestCleanupIPIPAddress(t *testing.T) {
+	l := newLab(t)
+	n, err := l.AddNode("node1", lab.NodeOptions{Extra: "pools:\n  - cidr: 10.244.0.0/16\n    vxlanMode: Never\n    ipipMode: Always\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Run(n.Netns, "ip", "link", "show", "tunl0"); err != nil {
+		// No ipip module in this kernel: a stand-in named tunl0, as
+		// routes/tunnel's TestIPIPStandIn uses (no dummy module either).
+		run(t, l, n.Netns, "ip", "link", "add", "tunl0", "type", "veth", "peer", "name", "tunl0peer")
+	}
+	run(t, l, n.Netns, "ip", "addr", "add", "192.0.2.7/32", "dev", "tunl0")
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	newPod(t, n, "web-1")
+	labelled := regexp.MustCompile(`inet (\S+) .*tunl0:reef`)
+	var reefs string
+	eventually(t, 10*time.Second, func() string {
+		out, _ := l.Run(n.Netns, "ip", "-4", "-o", "addr", "show", "dev", "tunl0")
+		m := labelled.FindStringSubmatch(out)
+		if m == nil {
+			return "no address labelled tunl0:reef on tunl0:\n" + out
+		}
+		reefs = m[1]
+		return ""
+	})
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("nsenter", "--net="+lab.NetnsPath(n.Netns), "--", filepath.Join(binDir, "reef"), "cleanup", "--config", n.Config, "--yes")
+	b, err := cmd.CombinedOutput()
+	out := string(b)
+	t.Logf("reef cleanup:\n%s", out)
+	if err != nil {
+		t.Fatalf("cleanup: %v", err)
+	}
+	if !strings.Contains(out, "the address "+reefs+" on tunl0") {
+		t.Errorf("cleanup does not list reef's address %s on tunl0", reefs)
+	}
+	addrs := run(t, l, n.Netns, "ip", "-4", "-o", "addr", "show", "dev", "tunl0")
+	if strings.Contains(addrs, "tunl0:reef") || strings.Contains(addrs, " "+reefs+" ") {
+		t.Errorf("reef's address %s is still on tunl0 after cleanup:\n%s", reefs, addrs)
+	}
+	if !strings.Contains(addrs, "192.0.2.7/32") {
+		t.Errorf("the operator's address on tunl0 is gone:\n%s", addrs)
+	}
+}
+
 // TestARPFilterFailureRollsBackADD: when the pod's element cannot be added
 // (here: set pod-addrs replaced by hand with one of another type), the ADD
 // fails, names the ARP filter, and leaves no veth, ifb, hostPort element

@@ -266,6 +266,68 @@ func TestReconcileRepairs(t *testing.T) {
 	}
 }
 
+// TestRepairsCountDeletedBlockRoute: the own block's blackhole and
+// vxlan.reef, deleted by hand, are put back as repairs: each logged as
+// "repairing" and counted in reef_reconcile_repairs_total (kind route,
+// kind link), as a deleted pod route is. A restarted daemon, which finds
+// them in place, counts none (TestRestartKeepsTraffic).
+func TestRepairsCountDeletedBlockRoute(t *testing.T) {
+	l := newLab(t)
+	n := startNode(t, l, "node1", lab.NodeOptions{})
+	newPod(t, n, "web-1")
+	var hole string
+	eventually(t, 20*time.Second, func() string {
+		for _, r := range reefRoutes(t, n) {
+			if strings.HasPrefix(r, "blackhole ") {
+				hole = strings.Fields(r)[1]
+				return ""
+			}
+		}
+		return "no blackhole for the node's block yet"
+	})
+	run(t, l, n.Netns, "ip", "link", "show", "vxlan.reef")
+	waitPass(t, n) // a pass that found both in place
+	count := func(kind string) int {
+		t.Helper()
+		for _, line := range repairs(t, n) {
+			if strings.HasPrefix(line, `reef_reconcile_repairs_total{kind="`+kind+`"} `) {
+				v, err := strconv.ParseFloat(strings.Fields(line)[1], 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return int(v)
+			}
+		}
+		return 0
+	}
+	routes, links := count("route"), count("link")
+	run(t, l, n.Netns, "ip", "route", "del", "blackhole", hole, "proto", "238")
+	eventually(t, 20*time.Second, func() string {
+		if !strings.Contains(strings.Join(reefRoutes(t, n), "\n"), "blackhole "+hole) {
+			return "the blackhole of " + hole + " is not back"
+		}
+		return ""
+	})
+	if got := count("route"); got != routes+1 {
+		t.Errorf("route repairs after the blackhole was deleted and put back: %d, want %d", got, routes+1)
+	}
+	run(t, l, n.Netns, "ip", "link", "del", "vxlan.reef")
+	eventually(t, 20*time.Second, func() string {
+		if _, err := l.Run(n.Netns, "ip", "link", "show", "vxlan.reef"); err != nil {
+			return "vxlan.reef is not back"
+		}
+		return ""
+	})
+	if got := count("link"); got != links+1 {
+		t.Errorf("link repairs after vxlan.reef was deleted and created again: %d, want %d", got, links+1)
+	}
+	for _, want := range []string{"repairing route: it was deleted", "repairing vxlan.reef: it was deleted"} {
+		if !strings.Contains(n.Log(), want) {
+			t.Errorf("the daemon's log does not say %q", want)
+		}
+	}
+}
+
 // linkMTU is the MTU of dev in netns, from `ip -o link show`.
 func linkMTU(t *testing.T, l *lab.Lab, netns, dev string) int {
 	t.Helper()

@@ -67,6 +67,51 @@ func TestRoutesCommand(t *testing.T) {
 	}
 }
 
+// TestRoutesForeignInTheWay: a route of another protocol put in the place
+// of a pod's route of reef's (`ip route replace`, IPv4 and IPv6) is not
+// overwritten by any pass, and `reef routes` and `reef ipam check` say so:
+// state in-the-way with the foreign route, and a fix that deletes it,
+// instead of "missing" and "the next reconcile pass repairs it". Once
+// the operator deletes it, the next pass puts reef's route back.
+func TestRoutesForeignInTheWay(t *testing.T) {
+	l := newLab(t)
+	n := startNode(t, l, "node1", lab.NodeOptions{Extra: "pools:\n  - cidr: " + dualPool4.String() + "\n  - cidr: " + dualPool6.String() + "\n"})
+	p := newPod(t, n, "web")
+	v4, v6 := dualPod(t, l, p, dualPool4, dualPool6)
+	run(t, l, n.Netns, "ip", "link", "add", "other0", "type", "veth", "peer", "name", "other1")
+	run(t, l, n.Netns, "ip", "link", "set", "other0", "up")
+	run(t, l, n.Netns, "ip", "route", "replace", v4.String()+"/32", "dev", "other0", "proto", "static")
+	run(t, l, n.Netns, "ip", "-6", "route", "replace", v6.String()+"/128", "dev", "other0", "proto", "static")
+	waitPass(t, n) // a pass that would repair a missing route
+	out, err := n.Reef("routes")
+	t.Logf("reef routes:\n%s", out)
+	if err == nil || !strings.Contains(out, "which reef does not overwrite") {
+		t.Errorf("reef routes with foreign routes in reef's place: %v, want exit status 1 saying reef does not overwrite them", err)
+	}
+	for _, dst := range []string{v4.String() + "/32", v6.String() + "/128"} {
+		re := `(?m)^route\s+` + regexp.QuoteMeta(dst) + `\s+in-the-way\s+.*\s` + regexp.QuoteMeta(dst) + ` proto static$`
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("reef routes lacks %s", re)
+		}
+	}
+	check, err := n.Reef("ipam", "check")
+	t.Logf("reef ipam check:\n%s", check)
+	if err == nil || strings.Count(check, "route-in-the-way ") != 2 || !strings.Contains(check, "ip route del "+v4.String()+"/32 proto static") {
+		t.Errorf("reef ipam check: %v, want both routes in the way, with the fix that deletes them", err)
+	}
+	if r := run(t, l, n.Netns, "ip", "route", "show", v4.String()+"/32"); !strings.Contains(r, "other0 proto static") {
+		t.Errorf("the static route was overwritten: %q", r)
+	}
+	run(t, l, n.Netns, "ip", "route", "del", v4.String()+"/32", "proto", "static")
+	run(t, l, n.Netns, "ip", "-6", "route", "del", v6.String()+"/128", "proto", "static")
+	eventually(t, 20*time.Second, func() string {
+		if out, err := n.Reef("routes"); err != nil {
+			return fmt.Sprintf("reef routes once the foreign routes are gone: %v\n%s", err, out)
+		}
+		return ""
+	})
+}
+
 // TestIPAMCheckRelease: `reef ipam check` exits 0 on a healthy node and
 // names a leak made on purpose (a sandbox gone while the daemon was
 // stopped); `reef ipam release` frees it and check exits 0 again; a live

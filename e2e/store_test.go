@@ -326,3 +326,65 @@ func TestStoreRecoverInMesh(t *testing.T) {
 	uniqueOwners(t, nodes...)
 	uniqueAddresses(t, all)
 }
+
+// TestStoreRecoverIPIPLabel: `reef store recover` takes from tunl0 only
+// reef's tunnel address (label tunl0:reef). An address of the pool on
+// tunl0 without the label (another CNI's leftover, the operator's) is not
+// recovered as reef's: no second tunnel address, no block claimed for
+// it, and `reef ipam check` is clean.
+func TestStoreRecoverIPIPLabel(t *testing.T) {
+	l := newLab(t)
+	n, err := l.AddNode("node1", lab.NodeOptions{Extra: "pools:\n  - cidr: 10.244.0.0/16\n    vxlanMode: Never\n    ipipMode: Always\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Run(n.Netns, "ip", "link", "show", "tunl0"); err != nil {
+		// No ipip module in this kernel: a stand-in named tunl0, as
+		// routes/tunnel's TestIPIPStandIn uses.
+		run(t, l, n.Netns, "ip", "link", "add", "tunl0", "type", "veth", "peer", "name", "tunl0peer")
+	}
+	const foreign = "10.244.200.1"
+	run(t, l, n.Netns, "ip", "addr", "add", foreign+"/32", "dev", "tunl0")
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	newPod(t, n, "web-1")
+	// recover needs the own block's blackhole and reef's tunnel address.
+	eventually(t, 20*time.Second, func() string {
+		if out, _ := l.Run(n.Netns, "ip", "-4", "-o", "addr", "show", "dev", "tunl0"); !strings.Contains(out, "tunl0:reef") {
+			return "no address labelled tunl0:reef on tunl0:\n" + out
+		}
+		for _, r := range reefRoutes(t, n) {
+			if strings.HasPrefix(r, "blackhole") {
+				return ""
+			}
+		}
+		return "no blackhole for the node's block yet"
+	})
+	if err := n.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(n.StateDir, "reef.db"), 0); err != nil {
+		t.Fatal(err)
+	}
+	out, err := l.Run(n.Netns, filepath.Join(binDir, "reef"), "store", "recover", "--config", n.Config)
+	t.Logf("reef store recover:\n%s", out)
+	if err != nil {
+		t.Fatalf("reef store recover: %v", err)
+	}
+	if !strings.Contains(out, "ipip-tunnel-addr-node1 (reserved)") {
+		t.Errorf("reef's tunnel address on tunl0 is not recovered")
+	}
+	if strings.Contains(out, "10.244.200.") {
+		t.Errorf("recovered the address %s on tunl0 without reef's label, or its block", foreign)
+	}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if check, err := n.Reef("ipam", "check"); err != nil {
+		t.Errorf("reef ipam check after the recovery: %v\n%s", err, check)
+	}
+	if a := run(t, l, n.Netns, "ip", "-4", "-o", "addr", "show", "dev", "tunl0"); !strings.Contains(a, foreign+"/32") {
+		t.Errorf("the address %s on tunl0 is gone:\n%s", foreign, a)
+	}
+}

@@ -1967,7 +1967,7 @@ type RouteEntry struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`     // route | link
 	Object        string                 `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"` // the destination, or the veth's name
-	State         string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`   // in-sync | missing | extra | differs
+	State         string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`   // in-sync | missing | extra | differs | in-the-way (a route of another protocol holds its place)
 	Want          string                 `protobuf:"bytes,4,opt,name=want,proto3" json:"want,omitempty"`     // what reef wants ("" for extra)
 	Have          string                 `protobuf:"bytes,5,opt,name=have,proto3" json:"have,omitempty"`     // what the kernel has ("" for missing)
 	unknownFields protoimpl.UnknownFields

@@ -282,6 +282,12 @@ func (k *Kernel) replace(r Route, links map[string]int) error {
 	return nil
 }
 
+// InTheWay says whether a route of another protocol holds the place of a
+// route of reef's to dst: a *ForeignRouteError, which reef does not
+// overwrite (nl.WriteRoute), nil when none does. `reef routes` and `reef
+// ipam check` ask it for each route reef wants and the kernel lacks.
+func (k *Kernel) InTheWay(dst netip.Prefix) error { return nl.InTheWay(k.h, dst) }
+
 // HopTo asks the kernel where the node's own routing sends packets for
 // addr (as `ip route get`): a route to another node's address is the
 // operator's, and reef only reads it.

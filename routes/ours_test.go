@@ -98,3 +98,40 @@ func TestForeignRouteInTheWay(t *testing.T) {
 		t.Errorf("the refused Up left its veth reeff1")
 	}
 }
+
+// TestInTheWay: Kernel.InTheWay names the protocol of a route that is not
+// reef's at the destination and metric of one reef would write (IPv4's
+// none, IPv6's 1024), and nothing for reef's own route, for a foreign
+// route at another metric, or for no route at all.
+func TestInTheWay(t *testing.T) {
+	node, _, ip := nodeWithOther(t)
+	ip("-6", "addr", "add", "2001:db8::1/64", "dev", "other0", "nodad")
+	ip("route", "add", "10.244.1.0/26", "via", "192.0.2.9", "dev", "other0", "proto", "static")
+	ip("route", "add", "10.244.2.7/32", "dev", "other0", "proto", "bird")
+	ip("route", "add", "10.244.3.0/26", "via", "192.0.2.9", "dev", "other0", "proto", "static", "metric", "100")
+	ip("route", "add", "blackhole", "10.244.4.0/26", "proto", "238")
+	ip("-6", "route", "add", "fd00:10:244::/122", "via", "2001:db8::9", "dev", "other0", "proto", "boot")
+	ip("-6", "route", "add", "fd00:10:244::40/122", "via", "2001:db8::9", "dev", "other0", "proto", "static", "metric", "100")
+	k := netnstest.Open(t, node, NewKernel)
+	for dst, want := range map[string]string{
+		"10.244.1.0/26":       "static",
+		"10.244.2.7/32":       "bird",
+		"10.244.3.0/26":       "", // another metric: beside reef's, not in its place
+		"10.244.4.0/26":       "", // reef's own
+		"10.244.5.0/26":       "",
+		"fd00:10:244::/122":   "boot",
+		"fd00:10:244::40/122": "",
+		"fd00:10:244::80/122": "",
+	} {
+		err := k.InTheWay(pfx(dst))
+		var foreign *ForeignRouteError
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("InTheWay(%s) = %v, want nil", dst, err)
+		case want != "" && !errors.As(err, &foreign):
+			t.Errorf("InTheWay(%s) = %v, want a ForeignRouteError of proto %s", dst, err, want)
+		case want != "" && foreign.Protocol.String() != want:
+			t.Errorf("InTheWay(%s): proto %s, want %s", dst, foreign.Protocol, want)
+		}
+	}
+}

@@ -234,6 +234,10 @@ const (
 	EntryMissing = "missing" // reef wants it, the kernel lacks it
 	EntryExtra   = "extra"   // the kernel has it (reef's mark), reef does not want it
 	EntryDiffers = "differs" // both have it, not the same
+	// EntryInTheWay is a route reef wants whose place a route of another
+	// protocol holds: reef does not overwrite it, so no pass repairs it
+	// (the daemon sets it on a missing route: ForeignRouteError).
+	EntryInTheWay = "in-the-way"
 )
 
 // Compare lists every route and veth of want and have with its state:

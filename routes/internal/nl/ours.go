@@ -50,6 +50,14 @@ func WriteRoute(h netlinksafe.Handle, nr *netlink.Route) error {
 	return h.RouteReplace(nr)
 }
 
+// InTheWay is the ForeignRouteError of a route of another protocol that
+// holds the place in the main table of a route of reef's to dst (its
+// destination, at the metric reef writes), nil when none does, or the
+// error of the read.
+func InTheWay(h netlinksafe.Handle, dst netip.Prefix) error {
+	return foreignAt(h, &netlink.Route{Dst: IPNet(dst), Table: unix.RT_TABLE_MAIN})
+}
+
 // foreignAt is a ForeignRouteError when a route at nr's destination and
 // metric in nr's table is not reef's, nil when it is.
 func foreignAt(h netlinksafe.Handle, nr *netlink.Route) error {
