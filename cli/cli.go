@@ -344,7 +344,10 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return printJSON(stdout, st)
 	}
 	state := "starting"
-	if st.GetReady() {
+	switch {
+	case st.GetReady() && st.GetNotReady() != "":
+		state = "running but not ready: " + st.GetNotReady()
+	case st.GetReady():
 		state = "ready"
 	}
 	fmt.Fprintf(stdout, "reef %s is %s\n", st.GetVersion(), state)

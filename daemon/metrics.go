@@ -58,10 +58,17 @@ func (d *Daemon) serveMetrics(ctx context.Context, m *metrics.Metrics) {
 // NetworkPolicy on, until the informers have synced: every ADD answers
 // "try again later" until then. CNI STATUS does not fail for that: the
 // node would turn NotReady, and its pods be evicted, for an API that is
-// away or refuses reef.
+// away or refuses reef. Nor while its store cannot be written (a state
+// dir gone read-only or full, store.Writable): every ADD fails with code 5
+// then; STATUS does not fail for it either.
 func (d *Daemon) ready() (bool, string) {
 	if !d.cni.Ready() {
 		return false, cniserver.NotReadyReason
+	}
+	if d.store != nil {
+		if err := d.store.Writable(); err != nil {
+			return false, err.Error()
+		}
 	}
 	if d.policy != nil {
 		if why := d.policy.notSynced(); why != "" {
@@ -69,6 +76,15 @@ func (d *Daemon) ready() (bool, string) {
 		}
 	}
 	return true, ""
+}
+
+// notReady is why a started daemon does not serve ADD (reef status), or "".
+func (d *Daemon) notReady() string {
+	if !d.cni.Ready() {
+		return ""
+	}
+	_, why := d.ready()
+	return why
 }
 
 // metricsState is what a scrape reads: the BGP sessions, the blocks and

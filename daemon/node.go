@@ -63,6 +63,7 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 		Interface:         iface,
 		Interface6:        iface6,
 		Ready:             d.cni.Ready(),
+		NotReady:          d.notReady(),
 		Version:           version.Version + " (" + version.Commit + ")",
 		StartedUnix:       d.started.Unix(),
 		Mtu:               int32(d.mtu),

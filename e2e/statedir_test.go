@@ -232,6 +232,16 @@ func TestStateDirGoesReadOnly(t *testing.T) {
 	if slices.Contains(reefVeths(t, n), vethOf(c)) {
 		t.Errorf("the failed ADD left its veth")
 	}
+	// /readyz and reef status say why ADDs fail, and keep saying it:
+	// the file system refuses the empty commit /readyz tries too.
+	for range 2 {
+		if code, body := readyz(t, n); code != 503 || !strings.Contains(body, "cannot write the state file") {
+			t.Errorf("/readyz with the state dir read-only: %d %q, want 503 naming the state file", code, body)
+		}
+	}
+	if out, err := n.Reef("status"); err != nil || !strings.Contains(out, "running but not ready: cannot write the state file") {
+		t.Errorf("reef status with the state dir read-only: %v\n%s", err, out)
+	}
 	if err := a.Del(); err != nil {
 		t.Fatalf("DEL on a read-only state dir: %v", err)
 	}

@@ -619,6 +619,7 @@ type StatusReply struct {
 	StandIns                []string          `protobuf:"bytes,72,rep,name=stand_ins,json=standIns,proto3" json:"stand_ins,omitempty"`                                                // other nodes' blocks this node announces to its BFD routers while those nodes restart (docs/bgp.md, "Stand-ins"): "<block> via <owner> to <router>"
 	BlocksMarked            bool              `protobuf:"varint,73,opt,name=blocks_marked,json=blocksMarked,proto3" json:"blocks_marked,omitempty"`                                   // this node's IPv4 blocks go out marked 65535:0 for the other nodes to stand in for them: a planned stop, or a start after one until its BFD routers have them
 	Interface6              string            `protobuf:"bytes,74,opt,name=interface6,proto3" json:"interface6,omitempty"`                                                            // the IPv6 uplink's interface when it is not interface's (docs/bgp.md, "The nodes' IPv6 addresses"); "" when they are one
+	NotReady                string            `protobuf:"bytes,75,opt,name=not_ready,json=notReady,proto3" json:"not_ready,omitempty"`                                                // why /readyz says 503 although the daemon started (ready): NetworkPolicy not read yet, the store not writable; "" when ADD is served
 	unknownFields           protoimpl.UnknownFields
 	sizeCache               protoimpl.SizeCache
 }
@@ -999,6 +1000,13 @@ func (x *StatusReply) GetBlocksMarked() bool {
 func (x *StatusReply) GetInterface6() string {
 	if x != nil {
 		return x.Interface6
+	}
+	return ""
+}
+
+func (x *StatusReply) GetNotReady() string {
+	if x != nil {
+		return x.NotReady
 	}
 	return ""
 }
@@ -2416,7 +2424,7 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\adynamic\x18\a \x01(\bR\adynamic\x12\x18\n" +
 	"\areached\x18\b \x01(\tR\areached\x12\x12\n" +
 	"\x04type\x18\t \x01(\tR\x04type\"\x0f\n" +
-	"\rStatusRequest\"\xe3\x0e\n" +
+	"\rStatusRequest\"\x80\x0f\n" +
 	"\vStatusReply\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12!\n" +
 	"\fnode_address\x18\x02 \x01(\tR\vnodeAddress\x12\x1c\n" +
@@ -2475,7 +2483,8 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\rblocks_marked\x18I \x01(\bR\fblocksMarked\x12\x1e\n" +
 	"\n" +
 	"interface6\x18J \x01(\tR\n" +
-	"interface6\"\x9d\x01\n" +
+	"interface6\x12\x1b\n" +
+	"\tnot_ready\x18K \x01(\tR\bnotReady\"\x9d\x01\n" +
 	"\x0eServiceAddress\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x16\n" +

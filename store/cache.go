@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -53,7 +54,31 @@ func (s *Store) update(fn func(*bolt.Tx) error) error {
 	}
 	err := storageError(s.path, s.guarded(func() error { return s.db.Update(fn) }))
 	s.cache.gen.Add(1)
+	var refused *StorageError
+	switch {
+	case err == nil:
+		s.refused.Store(nil)
+	case errors.As(err, &refused):
+		s.refused.Store(refused)
+	}
 	return err
+}
+
+// Writable is nil while the store takes writes, or why it does not: found
+// damaged, or its last write refused by the file system. After a refused
+// write it tries an empty write transaction, which bbolt commits by
+// writing its meta page: a file system gone read-only refuses that too, and
+// the answer is nil again as soon as one is taken. A full file system may
+// take that page where a write that needs a new one fails: there Writable
+// says nil until the next such write fails.
+func (s *Store) Writable() error {
+	if d := s.damaged.Load(); d != nil {
+		return d
+	}
+	if s.refused.Load() == nil {
+		return nil
+	}
+	return s.update(func(*bolt.Tx) error { return nil })
 }
 
 // view is db.View with bbolt's panics on a damaged page turned into a

@@ -67,6 +67,14 @@ func TestFullStateDir(t *testing.T) {
 	if !errors.As(failed, &se) || !errors.Is(failed, ErrNotWritable) || !strings.Contains(failed.Error(), path) || !strings.Contains(failed.Error(), "no space left on device") {
 		t.Fatalf("Allocate on a full disk: %v, want a StorageError naming %s", failed, path)
 	}
+	if s.refused.Load() == nil {
+		t.Errorf("the refused write is not remembered")
+	}
+	// Writable's empty commit rewrites the meta page, which a full
+	// file system takes: it clears the mark (store.Writable's doc).
+	if err := s.Writable(); err != nil || s.refused.Load() != nil {
+		t.Errorf("Writable after an empty commit was taken: %v (mark %v)", err, s.refused.Load())
+	}
 	eps, _ := s.Endpoints()
 	if len(eps) != ok {
 		t.Fatalf("%d endpoints after %d allocations succeeded: the failed one left something", len(eps), ok)

@@ -59,6 +59,9 @@ type Store struct {
 	cache       readCache
 	identityErr error
 	damaged     atomic.Pointer[DamagedError] // found damaged while open: writes refused
+	// refused is the last write the file system refused (full, over
+	// quota, read-only), until a write is taken again.
+	refused atomic.Pointer[StorageError]
 }
 
 // IdentityErr is why Open could not write the identity file (IdentityPath),
