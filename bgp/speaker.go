@@ -120,6 +120,7 @@ type Speaker struct {
 	sessions  map[netip.Addr]PeerStatus    // from GoBGP's peer events (notePeer)
 	named     map[netip.Addr]bool          // sessions whose hostname was looked up
 	adminDown map[netip.Addr]time.Time     // peers whose events say admin down, since
+	keptOut   map[netip.Addr]bool          // dynamic peers cut off by their prefix limit (keepOut)
 	downSeen  map[netip.Addr]chan struct{} // resetSession's waits for a peer's admin-down event
 	services  []netip.Prefix               // the service CIDRs added to the table (services.go)
 	addrs     serviceAddrs                 // the Service addresses originated (serviceaddrs.go)
@@ -173,7 +174,7 @@ func listen(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) 
 		server.WaitLocalRoutesOption(cmp.Or(cfg.ownPathsWait, ownPathsWait)))
 	go s.Serve()
 	sp := &Speaker{cfg: cfg, s: s, log: log, ownVPN: map[vpnKey]ownPath{}, ownUnicast: map[netip.Prefix]ownPath{}, badSeen: droppedPaths{}, standInWake: make(chan struct{}, 1),
-		stuck: map[netip.Addr]stuckState{}, waiting: map[netip.Addr]time.Time{}, waitFor: passiveWait, readd: map[netip.Addr]bool{}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}, adminDown: map[netip.Addr]time.Time{}, downSeen: map[netip.Addr]chan struct{}{}}
+		stuck: map[netip.Addr]stuckState{}, waiting: map[netip.Addr]time.Time{}, waitFor: passiveWait, readd: map[netip.Addr]bool{}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}, adminDown: map[netip.Addr]time.Time{}, keptOut: map[netip.Addr]bool{}, downSeen: map[netip.Addr]chan struct{}{}}
 
 	sp.marked = cfg.standsIn() && cfg.PlannedMark
 
