@@ -55,6 +55,9 @@ func (sp *Speaker) onBestPath(paths []*apiutil.Path) (changed bool) {
 		}
 	}()
 	for _, p := range paths {
+		if p.Withdrawal {
+			sp.forgetDropped(p.Nlri)
+		}
 		afi, ok := vpnAFI(p.Family)
 		if !ok {
 			continue // unicast: routes come from the protocol's state
@@ -90,6 +93,17 @@ func (sp *Speaker) onBestPath(paths []*apiutil.Path) (changed bool) {
 		}
 	}
 	return changed
+}
+
+// forgetDropped forgets the dropped paths of nlri, which is withdrawn
+// (no peer has a path of it any more): sent again, a path of it is logged
+// and counted again.
+func (sp *Speaker) forgetDropped(nlri bgppkt.NLRI) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if len(sp.badSeen) > 0 {
+		delete(sp.badSeen, nlri.String())
+	}
 }
 
 // remove drops k's entry and reports whether there was one.
@@ -159,7 +173,7 @@ func values[V any](m map[nlriKey]V) []V {
 // VPN-IPv6: the best path of every NLRI that is not the speaker's own
 // (stale ones over a graceful restart included, until GoBGP drops them),
 // less those that fail DecodeVPN, which are dropped and logged once per
-// peer and NLRI. It is kept from the best-path watcher's events as they
+// peer and NLRI while the NLRI is in the table (forgetDropped). It is kept from the best-path watcher's events as they
 // come, so the call asks nothing of GoBGP. The table is in no particular
 // order.
 //

@@ -17,7 +17,7 @@ import (
 // speaker's own path leave it as it was.
 func TestOnBestPathReportsChanges(t *testing.T) {
 	self, rr1, rr2 := netip.MustParseAddr("192.168.77.20"), netip.MustParseAddr("192.168.77.11"), netip.MustParseAddr("192.168.77.12")
-	sp := &Speaker{cfg: Config{ASN: testASN, Pools: testPools, RouterID: self}, badSeen: map[string]bool{}}
+	sp := &Speaker{cfg: Config{ASN: testASN, Pools: testPools, RouterID: self}, badSeen: droppedPaths{}}
 	sp.log = slog.New(slog.DiscardHandler)
 	nh, _ := bgppkt.NewPathAttributeNextHop(nodeA)
 	claim := func(c blockproto.Claim, from netip.Addr, withdraw bool) *apiutil.Path {
@@ -62,5 +62,66 @@ func TestOnBestPathReportsChanges(t *testing.T) {
 	}
 	if tbl, _ := sp.LearnedTable(); tbl.Len() != 0 {
 		t.Errorf("after the withdrawal the table holds %+v", tbl)
+	}
+}
+
+// A path the import filter drops is logged and counted once while it is
+// in the table, and forgotten when it is withdrawn: a peer that announces
+// and withdraws ever new bad paths (a flap storm of them, a rogue or
+// newer speaker) leaves nothing behind, where every one it ever sent used
+// to stay in memory until the daemon restarted.
+func TestDroppedPathsForgottenOnWithdrawal(t *testing.T) {
+	self, peer := netip.MustParseAddr("192.168.77.20"), netip.MustParseAddr("192.168.77.60")
+	sp := &Speaker{cfg: Config{ASN: testASN, Pools: testPools, RouterID: self}, badSeen: droppedPaths{}}
+	sp.log = slog.New(slog.DiscardHandler)
+	nh, _ := bgppkt.NewPathAttributeNextHop(peer)
+	bad := func(i int, withdraw bool) *apiutil.Path {
+		t.Helper()
+		// A claim outside every pool: well formed, but no reef block.
+		rt, err := EncodeClaim(testASN, blockproto.Claim{Block: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 99, byte(i >> 2), byte(i&3) << 6}), 26), Owner: blockproto.Node{Addr: peer, Inc: 7}, State: blockproto.Pending})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := vpnPath(rt, nh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.PeerAddress, p.Withdrawal = peer, withdraw
+		return p
+	}
+	const n = 1000
+	for i := range n {
+		sp.onBestPath([]*apiutil.Path{bad(i, false)})
+		sp.onBestPath([]*apiutil.Path{bad(i, false)}) // sent again: already counted
+		sp.onBestPath([]*apiutil.Path{bad(i, true)})
+	}
+	if got := sp.Dropped(); got != n {
+		t.Errorf("dropped %d paths, want %d (each once while it was in the table)", got, n)
+	}
+	if len(sp.badSeen) != 0 {
+		t.Errorf("%d withdrawn paths are still remembered as dropped", len(sp.badSeen))
+	}
+	// Sent again after its withdrawal: a new path, logged and counted.
+	sp.onBestPath([]*apiutil.Path{bad(0, false)})
+	if got := sp.Dropped(); got != n+1 {
+		t.Errorf("dropped %d paths after one came back, want %d", got, n+1)
+	}
+
+	// IPv4 unicast paths are dropped by the table walk (walk.go) and
+	// forgotten the same way.
+	uc, err := unicastPath(netip.MustParsePrefix("0.0.0.0/0"), peer, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc.PeerAddress = peer
+	sp.drop(peer, uc.Nlri.String(), ErrNotReef)
+	sp.drop(peer, uc.Nlri.String(), ErrNotReef)
+	uc.Withdrawal = true
+	sp.onBestPath([]*apiutil.Path{uc})
+	if got := sp.Dropped(); got != n+2 {
+		t.Errorf("dropped %d paths after a unicast one, want %d", got, n+2)
+	}
+	if len(sp.badSeen) != 1 {
+		t.Errorf("%d NLRIs remembered as dropped, want 1 (the claim sent again)", len(sp.badSeen))
 	}
 }

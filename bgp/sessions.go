@@ -39,9 +39,10 @@ func (sp *Speaker) notePeer(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time
 	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
+	keptOut := sp.keptOut[addr]
 	if ev.Peer.State.AdminState != api.PeerState_ADMIN_STATE_DOWN {
 		delete(sp.adminDown, addr)
-	} else if _, ok := sp.adminDown[addr]; !ok {
+	} else if _, ok := sp.adminDown[addr]; !ok && !keptOut { // kept out for good: no reset to finish (leftDown)
 		sp.adminDown[addr] = t
 		if c, ok := sp.downSeen[addr]; ok {
 			close(c) // resetSession waits for this event
@@ -50,10 +51,14 @@ func (sp *Speaker) notePeer(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time
 	}
 	old := sp.sessions[addr]
 	st := PeerStatus{Address: addr, State: fsmStateName(ev.Peer.State.SessionState), Dynamic: !sp.static(addr),
-		CutOff: ev.Peer.State.AdminState == api.PeerState_ADMIN_STATE_PFX_CT}
+		CutOff: keptOut || ev.Peer.State.AdminState == api.PeerState_ADMIN_STATE_PFX_CT}
 	if st.CutOff && !old.CutOff {
 		sp.log.Error("BGP peer sent more routes than the session's prefix limit; the session is closed and stays closed until reef restarts",
 			"peer", addr, "limit", sp.limitOf(addr))
+	}
+	if st.CutOff && st.Dynamic && !keptOut {
+		sp.keptOut[addr] = true
+		go sp.keepOut(addr)
 	}
 	st.Type = sp.cfg.peerType(addr, st.Dynamic)
 	st.Established = ev.Peer.State.SessionState == bgppkt.BGP_FSM_ESTABLISHED
@@ -70,7 +75,7 @@ func (sp *Speaker) notePeer(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time
 		st.Since = t
 		delete(sp.named, addr) // a new session: its OPEN may name the peer anew
 	}
-	if st.Dynamic && st.State == "idle" {
+	if st.Dynamic && st.State == "idle" && !st.CutOff {
 		// A dynamic peer without a session is no peer of ours: GoBGP
 		// removes it, or keeps it only to wait for it to come back.
 		delete(sp.sessions, addr)
@@ -82,6 +87,37 @@ func (sp *Speaker) notePeer(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time
 	// takes the name of a node that is down.
 	st.Hostname = old.Hostname
 	sp.sessions[addr] = st
+}
+
+// keepOut keeps a dynamic peer (bgp.peerPrefixes) that its prefix limit
+// cut off out until the daemon restarts, as a configured peer is kept
+// (GoBGP's admin state PFX_CT). GoBGP removes a dynamic peer whose session
+// ends and takes the next connection from its address as a new peer, so
+// a flooding node came back every 10 to 15 s, flooded again and was cut
+// off again. In its place goes a configured peer that is administratively
+// down and passive: GoBGP closes every connection it makes and never dials
+// it. The dynamic peer is being removed when the event comes, and may have
+// reconnected since, so the address is freed and the peer added until
+// GoBGP takes it.
+func (sp *Speaker) keepOut(addr netip.Addr) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	peer := &api.Peer{
+		Conf:      &api.PeerConf{NeighborAddress: addr.String(), PeerAsn: sp.cfg.ASN, AdminDown: true, Description: "cut off by its prefix limit"},
+		Transport: &api.Transport{PassiveMode: true},
+	}
+	for {
+		err := sp.s.AddPeer(ctx, &api.AddPeerRequest{Peer: peer})
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			sp.log.Error("cannot keep the BGP peer cut off by its prefix limit out; it may connect again", "peer", addr, "error", err)
+			return
+		}
+		_ = sp.s.DeletePeer(ctx, &api.DeletePeerRequest{Address: addr.String()}) // the dynamic peer, if it is still there
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // Sessions returns every peer the speaker has seen, sorted by address, as

@@ -112,7 +112,7 @@ type Speaker struct {
 	ownPaths ownIn
 
 	mu        sync.Mutex
-	badSeen   map[string]bool              // peer|prefix already logged as dropped
+	badSeen   droppedPaths                 // logged as dropped, until withdrawn (forgetDropped)
 	stuck     map[netip.Addr]stuckState    // peers seen between OPEN and Established
 	waiting   map[netip.Addr]time.Time     // passive peers that never connected, since (dial.go)
 	waitFor   time.Duration                // how long (passiveWait; tests shorten it)
@@ -120,6 +120,7 @@ type Speaker struct {
 	sessions  map[netip.Addr]PeerStatus    // from GoBGP's peer events (notePeer)
 	named     map[netip.Addr]bool          // sessions whose hostname was looked up
 	adminDown map[netip.Addr]time.Time     // peers whose events say admin down, since
+	keptOut   map[netip.Addr]bool          // dynamic peers cut off by their prefix limit (keepOut)
 	downSeen  map[netip.Addr]chan struct{} // resetSession's waits for a peer's admin-down event
 	services  []netip.Prefix               // the service CIDRs added to the table (services.go)
 	addrs     serviceAddrs                 // the Service addresses originated (serviceaddrs.go)
@@ -172,8 +173,8 @@ func listen(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) 
 	s := server.NewBgpServer(server.LoggerOption(log.With("component", "gobgp"), lvl), server.RestartWaitOption(cfg.restartWaitsFor),
 		server.WaitLocalRoutesOption(cmp.Or(cfg.ownPathsWait, ownPathsWait)))
 	go s.Serve()
-	sp := &Speaker{cfg: cfg, s: s, log: log, ownVPN: map[vpnKey]ownPath{}, ownUnicast: map[netip.Prefix]ownPath{}, badSeen: map[string]bool{}, standInWake: make(chan struct{}, 1),
-		stuck: map[netip.Addr]stuckState{}, waiting: map[netip.Addr]time.Time{}, waitFor: passiveWait, readd: map[netip.Addr]bool{}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}, adminDown: map[netip.Addr]time.Time{}, downSeen: map[netip.Addr]chan struct{}{}}
+	sp := &Speaker{cfg: cfg, s: s, log: log, ownVPN: map[vpnKey]ownPath{}, ownUnicast: map[netip.Prefix]ownPath{}, badSeen: droppedPaths{}, standInWake: make(chan struct{}, 1),
+		stuck: map[netip.Addr]stuckState{}, waiting: map[netip.Addr]time.Time{}, waitFor: passiveWait, readd: map[netip.Addr]bool{}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}, adminDown: map[netip.Addr]time.Time{}, keptOut: map[netip.Addr]bool{}, downSeen: map[netip.Addr]chan struct{}{}}
 
 	sp.marked = cfg.standsIn() && cfg.PlannedMark
 
@@ -366,19 +367,34 @@ func (sp *Speaker) Stop(ctx context.Context) error {
 	return nil
 }
 
+// droppedPaths are the paths the import filter refused and drop logged:
+// for each NLRI, the peers that sent a path of it. An NLRI leaves when it
+// is withdrawn, so the set is bounded by the table, not by every path a
+// peer ever sent.
+type droppedPaths map[string]map[netip.Addr]struct{}
+
+// drop logs and counts a path from peer that the import filter refused,
+// once while its NLRI is in the table.
 func (sp *Speaker) drop(peer netip.Addr, prefix string, err error) {
 	sp.mu.Lock()
-	key := peer.String() + "|" + prefix
-	first := !sp.badSeen[key]
-	sp.badSeen[key] = true
+	peers := sp.badSeen[prefix]
+	_, seen := peers[peer]
+	if !seen {
+		if peers == nil {
+			peers = map[netip.Addr]struct{}{}
+			sp.badSeen[prefix] = peers
+		}
+		peers[peer] = struct{}{}
+	}
 	sp.mu.Unlock()
-	if first {
+	if !seen {
 		sp.dropped.Add(1)
 		sp.log.Warn("dropped a path that is not a reef block", "peer", peer, "prefix", prefix, "why", err)
 	}
 }
 
-// Dropped counts the distinct (peer, NLRI) paths refused so far.
+// Dropped counts the paths refused so far: each (peer, NLRI) once while
+// the NLRI is in the table, again if it comes back after a withdrawal.
 func (sp *Speaker) Dropped() uint64 { return sp.dropped.Load() }
 
 // PeerStatus is one BGP neighbour as `reef status` shows it.

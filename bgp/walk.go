@@ -43,7 +43,8 @@ type Counts struct {
 // restart included), runs each path of another speaker through the import
 // filter (DecodeVPN, DecodeUnicast) and counts them by the peer each came
 // from.
-// A path that fails is logged once per peer and NLRI. It is what `reef
+// A path that fails is logged once per peer and NLRI while the NLRI is in
+// the table (forgetDropped). It is what `reef
 // status` and the metrics show, and costs a pass over the tables: the
 // block protocol reads LearnedTable instead. Counts.Peers is the caller's.
 func (sp *Speaker) CountPaths() (Counts, error) { return sp.walk(nil) }

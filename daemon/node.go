@@ -146,6 +146,9 @@ func (n *nodeService) peerStatus(ctx context.Context, out *reefv1.StatusReply, b
 		if p.Established {
 			pp.SinceUnix = p.Since.Unix()
 		}
+		if p.CutOff {
+			pp.State = "cut off: sent more than the session's prefix limit; closed until reef restarts"
+		}
 		out.Peers = append(out.Peers, pp)
 	}
 	out.BgpDropped = d.speaker.Dropped()

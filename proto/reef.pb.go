@@ -580,7 +580,7 @@ type StatusReply struct {
 	LastReconcileUnix  int64                  `protobuf:"varint,11,opt,name=last_reconcile_unix,json=lastReconcileUnix,proto3" json:"last_reconcile_unix,omitempty"`
 	LastReconcileError string                 `protobuf:"bytes,12,opt,name=last_reconcile_error,json=lastReconcileError,proto3" json:"last_reconcile_error,omitempty"`
 	Peers              []*Peer                `protobuf:"bytes,13,rep,name=peers,proto3" json:"peers,omitempty"`
-	BgpDropped         uint64                 `protobuf:"varint,14,opt,name=bgp_dropped,json=bgpDropped,proto3" json:"bgp_dropped,omitempty"`    // distinct paths refused by the import filter
+	BgpDropped         uint64                 `protobuf:"varint,14,opt,name=bgp_dropped,json=bgpDropped,proto3" json:"bgp_dropped,omitempty"`    // paths refused by the import filter: each (peer, NLRI) once while in the table
 	QuorumUp           int32                  `protobuf:"varint,15,opt,name=quorum_up,json=quorumUp,proto3" json:"quorum_up,omitempty"`          // voters reached (their record is seen), itself included
 	QuorumKnown        int32                  `protobuf:"varint,16,opt,name=quorum_known,json=quorumKnown,proto3" json:"quorum_known,omitempty"` // voters in bgp.voters
 	// The block protocol (docs/ipam.md).
