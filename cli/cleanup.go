@@ -70,10 +70,10 @@ func runCleanup(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	cf := registerConfig(fs, "configuration file, for stateDir, socket and pendingDeleteDir (missing: defaults)")
 	yes := fs.Bool("yes", false, "remove without asking")
 	if err := fs.Parse(args); err != nil {
-		return UsageError{err.Error()}
+		return flagError(err)
 	}
-	if fs.NArg() > 0 {
-		return UsageError{"unexpected arguments: " + strings.Join(fs.Args(), " ")}
+	if err := noOperands(fs); err != nil {
+		return err
 	}
 	cfg, err := cf.load()
 	if err != nil {

@@ -98,10 +98,10 @@ func runStoreRecover(args []string, stdout, stderr io.Writer) error {
 // a daemon serves the socket or holds the store.
 func stoppedNode(fs *flag.FlagSet, args []string, cf configFlags, nf nodeFlags) (daemon.Config, string, daemon.NodeUplink, error) {
 	if err := fs.Parse(args); err != nil {
-		return daemon.Config{}, "", daemon.NodeUplink{}, UsageError{err.Error()}
+		return daemon.Config{}, "", daemon.NodeUplink{}, flagError(err)
 	}
-	if fs.NArg() > 0 {
-		return daemon.Config{}, "", daemon.NodeUplink{}, UsageError{"unexpected arguments: " + strings.Join(fs.Args(), " ")}
+	if err := noOperands(fs); err != nil {
+		return daemon.Config{}, "", daemon.NodeUplink{}, err
 	}
 	cfg, err := cf.load()
 	if err == nil {
