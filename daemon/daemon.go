@@ -138,7 +138,31 @@ func nodeAddresses(cfg Config, log *slog.Logger) (node NodeUplink, up Uplink, up
 			mtu = m
 		}
 	}
+	if err := detectedInPool(cfg, up, up6); err != nil {
+		return node, up, up6, 0, err
+	}
 	return node, up, up6, mtu, checkPeerFamilies(cfg, up, up6)
+}
+
+// detectedInPool refuses a node address, detected or given, that a pool
+// holds (a pool that covers the node's subnet): the other nodes would drop
+// every path of this node as one whose next hop is a pod address, and its
+// pods could be given the node's own address. The config's check sees
+// only a nodeAddress the file gives.
+func detectedInPool(cfg Config, up Uplink, up6 Uplink6) error {
+	for i, p := range cfg.Pools {
+		for _, a := range []struct {
+			addr       netip.Addr
+			key, iface string
+		}{{up.Address, "nodeAddress", up.Interface}, {up6.Address, "nodeAddressV6", up6.Interface}} {
+			if a.addr.IsValid() && p.CIDR.Contains(a.addr) {
+				at := fmt.Sprintf("pools[%d].cidr", i)
+				return cfg.KeyError(at, fmt.Sprintf("value %q holds this node's address %s (on %s): a pod address is never a node's; give the pool a range outside the nodes' subnets (or set %s)",
+					p.CIDR, a.addr, a.iface, a.key))
+			}
+		}
+	}
+	return nil
 }
 
 // build makes the daemon: every part, in the order in which they need each
