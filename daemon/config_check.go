@@ -274,6 +274,8 @@ func (c *Config) bgpAddressLists(ps *problems) {
 			bad(at, "value %q is not a unicast IPv4 or global IPv6 address", a)
 		} else if j, dup := seen[a]; dup {
 			bad(at, "value %q is listed twice (also bgp.voters[%d]%s)", a, j, c.lineOf(fmt.Sprintf("bgp.voters[%d]", j)))
+		} else {
+			c.nodeInPool(ps, at, a)
 		}
 		seen[a] = i
 	}
@@ -284,6 +286,8 @@ func (c *Config) bgpAddressLists(ps *problems) {
 			bad(at, "value %q is not a unicast IPv4 or global IPv6 address", a)
 		} else if j, dup := seen[a]; dup {
 			bad(at, "value %q is listed twice (also bgp.routeReflectors[%d]%s)", a, j, c.lineOf(fmt.Sprintf("bgp.routeReflectors[%d]", j)))
+		} else {
+			c.nodeInPool(ps, at, a)
 		}
 		seen[a] = i
 	}
