@@ -294,6 +294,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"CIDR without length", "pools: [{cidr: 10.244.0.0}]", []string{f + `line 1: pools[0].cidr: value "10.244.0.0": not a CIDR (`, "write it with a prefix length, e.g. 10.244.0.0/16"}},
 		{"bad address", "nodeAddress: 192.168.10.300", []string{f + `line 1: nodeAddress: value "192.168.10.300": not an IP address (`}},
 		{"address with length", "nodeAddress: 192.168.10.20/24", []string{f + `line 1: nodeAddress: value "192.168.10.20/24"`, "write the address without /24"}},
+		{"not UTF-8", "nodeName: n1\ninterface: \"eth\xe90\"\n", []string{f + `line 2: byte 0xe9 at column 16 is not UTF-8; save the file as UTF-8`}},
 		{"bad peer", "bgp:\n  peers: [192.168.10.17, bogus]\n", []string{f + `line 2: bgp.peers[1]: value "bogus": not an IP address`}},
 		{"peer listed twice", "bgp:\n  peers:\n  - 192.168.10.17\n  - 192.168.10.17\n  voters: [192.168.10.17, 192.168.10.18, 192.168.10.19]\n",
 			[]string{f + `line 4: bgp.peers[1]: value "192.168.10.17" is listed twice (also bgp.peers[0] at line 3)`}},
