@@ -85,8 +85,14 @@ func (c *Config) nodeProblems(ps *problems) {
 	}
 	if c.MTU != 0 && (c.MTU < 576 || c.MTU > 9216) {
 		bad("mtu", "value %d is outside 576..9216 (or 0 to derive it from the uplink)", c.MTU)
+	} else if i := slices.IndexFunc(c.Pools, func(p PoolConfig) bool { return p.CIDR.Addr().Is6() }); c.MTU != 0 && c.MTU < minMTU6 && i >= 0 {
+		bad("mtu", "value %d is below %d, the least IPv6 runs on, and pools[%d].cidr %s%s is IPv6: the kernel takes IPv6 off a pod's interface with a smaller MTU and every ADD fails; set mtu to %d or more (or 0 to derive it from the uplink)",
+			c.MTU, minMTU6, i, c.Pools[i].CIDR, c.lineOf(fmt.Sprintf("pools[%d].cidr", i)), minMTU6)
 	}
 }
+
+// minMTU6 is the least MTU of a link that carries IPv6 (RFC 8200, 5).
+const minMTU6 = 1280
 
 // nodeInPool reports the node or router address a at key when a pool
 // holds it: a pod address is never a node's, and the other nodes drop

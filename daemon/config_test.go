@@ -308,6 +308,8 @@ func TestParseConfigErrors(t *testing.T) {
 			[]string{f + `line 3: bgp.voters[1]: value "10.244.0.8" is inside pools[0].cidr 10.244.0.0/16`}},
 		{"route reflector in a pool", "bgp:\n  routeReflectors: [10.244.0.9]\n  voters: [192.168.10.17, 192.168.10.18, 192.168.10.19]\n",
 			[]string{f + `line 2: bgp.routeReflectors[0]: value "10.244.0.9" is inside pools[0].cidr 10.244.0.0/16`}},
+		{"IPv6 pool under a small mtu", "mtu: 1200\npools:\n- cidr: 10.244.0.0/16\n- cidr: 'fd00:10:244::/56'\n",
+			[]string{f + `line 1: mtu: value 1200 is below 1280, the least IPv6 runs on, and pools[1].cidr fd00:10:244::/56 at line 4 is IPv6`}},
 		{"link-local pool", "pools: [{cidr: 169.254.0.0/16}]", []string{f + `line 1: pools[0].cidr: value "169.254.0.0/16" overlaps the link-local range 169.254.0.0/16`}},
 		{"loopback pool", "pools: [{cidr: 127.0.0.0/8}]", []string{f + `line 1: pools[0].cidr: value "127.0.0.0/8" overlaps the loopback range`}},
 		{"multicast pool", "pools: [{cidr: 224.0.0.0/8}]", []string{f + `line 1: pools[0].cidr: value "224.0.0.0/8" overlaps the multicast range 224.0.0.0/4`}},
@@ -702,5 +704,29 @@ func TestDetectedInPool(t *testing.T) {
 				t.Errorf("detectedInPool() = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestPodMTU6: a pod MTU derived below IPv6's 1280 beside an IPv6 pool
+// stops the start at the pool's line; a given mtu is the config's check.
+func TestPodMTU6(t *testing.T) {
+	cfg, err := ParseConfig("/etc/reef/config.yaml", []byte("nodeName: n1\npools:\n- cidr: 10.244.0.0/16\n- cidr: 'fd00:10:244::/56'\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := Uplink{Interface: "eth0", MTU: 1280}
+	if err := podMTU6(cfg, DeriveMTU(cfg, up.MTU, false), up, Uplink6{}); err == nil ||
+		!strings.Contains(err.Error(), `line 4: pools[1].cidr: value "fd00:10:244::/56" is IPv6, but the pods' MTU derived from the uplink (eth0, less the encapsulation) is 1230, below 1280`) {
+		t.Errorf("podMTU6 at an uplink MTU of 1280 with VXLAN: %v", err)
+	}
+	if err := podMTU6(cfg, DeriveMTU(cfg, 1500, false), Uplink{Interface: "eth0", MTU: 1500}, Uplink6{}); err != nil {
+		t.Errorf("podMTU6 at an uplink MTU of 1500: %v", err)
+	}
+	v4, err := ParseConfig("/etc/reef/config.yaml", []byte("nodeName: n1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := podMTU6(v4, 1000, up, Uplink6{}); err != nil {
+		t.Errorf("podMTU6 without an IPv6 pool: %v", err)
 	}
 }

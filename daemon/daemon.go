@@ -142,7 +142,26 @@ func nodeAddresses(cfg Config, log *slog.Logger) (node NodeUplink, up Uplink, up
 	if err := detectedInPool(cfg, up, up6); err != nil {
 		return node, up, up6, 0, err
 	}
+	if err := podMTU6(cfg, mtu, up, up6); err != nil {
+		return node, up, up6, 0, err
+	}
 	return node, up, up6, mtu, checkPeerFamilies(cfg, up, up6)
+}
+
+// podMTU6 refuses a derived pod MTU below IPv6's least beside an IPv6
+// pool (the config refuses such an mtu it gives): the kernel would take
+// IPv6 off every pod's interface, and every ADD would fail.
+func podMTU6(cfg Config, mtu int, up Uplink, up6 Uplink6) error {
+	i := slices.IndexFunc(cfg.Pools, func(p PoolConfig) bool { return p.CIDR.Addr().Is6() })
+	if cfg.MTU != 0 || i < 0 || mtu >= minMTU6 {
+		return nil
+	}
+	iface := up.Interface
+	if up6.Interface != "" && up6.Interface != iface {
+		iface += ", IPv6 " + up6.Interface
+	}
+	return cfg.KeyError(fmt.Sprintf("pools[%d].cidr", i), fmt.Sprintf("value %q is IPv6, but the pods' MTU derived from the uplink (%s, less the encapsulation) is %d, below %d, the least IPv6 runs on: raise the uplink's MTU, or give pools that need no encapsulation (vxlanMode: Never)",
+		cfg.Pools[i].CIDR, iface, mtu, minMTU6))
 }
 
 // detectedInPool refuses a node address, detected or given, that a pool
