@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -301,6 +303,10 @@ func ask[Rep any](ctx context.Context, c *clientFlags, call func(ctx context.Con
 	defer done()
 	rep, err := call(ctx, client)
 	if err != nil {
+		if status.Code(err) == codes.Unavailable {
+			// A socket file that no daemon serves: one left by a crash.
+			return none, fmt.Errorf("reef daemon at %s: %w (is the daemon running? `systemctl status reef`)", c.socket, err)
+		}
 		return none, fmt.Errorf("reef daemon at %s: %w", c.socket, err)
 	}
 	return rep, nil

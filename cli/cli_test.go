@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -14,6 +16,14 @@ import (
 // config path named does not exist.
 func TestCommandLineErrors(t *testing.T) {
 	const noFile = "/nonexistent-reef-test/config.yaml"
+	// A socket file no daemon serves, as a crash leaves it.
+	stale := filepath.Join(t.TempDir(), "reef.sock")
+	ln, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
 	for _, tc := range []struct {
 		args   []string
 		status int
@@ -41,6 +51,7 @@ func TestCommandLineErrors(t *testing.T) {
 		{[]string{"cleanup", "--config", noFile, "extra"}, 2, "reef: reef cleanup: unexpected arguments: extra"},
 		{[]string{"daemon", "--config", noFile}, 1, "reef: config " + noFile + ": no such file or directory"},
 		{[]string{"status", "--socket", "/nonexistent-reef-test/reef.sock"}, 1, "is the daemon running?"},
+		{[]string{"status", "--socket", stale}, 1, `connection refused" (is the daemon running?`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
