@@ -730,3 +730,21 @@ func TestPodMTU6(t *testing.T) {
 		t.Errorf("podMTU6 without an IPv6 pool: %v", err)
 	}
 }
+
+// TestDetectNodeNamesTheLine: an interface or nodeAddress the file gives
+// that this node does not have stops the start at its line. It reads the
+// links of the test's network namespace, and changes nothing.
+func TestDetectNodeNamesTheLine(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"nodeName: n1\ninterface: nosuch0\n", "config /etc/reef/config.yaml: line 2: interface: interface nosuch0 does not exist"},
+		{"nodeName: n1\nnodeAddress: 192.0.2.254\n", "config /etc/reef/config.yaml: line 2: nodeAddress: nodeAddress 192.0.2.254 is not on any interface"},
+	} {
+		cfg, err := ParseConfig("/etc/reef/config.yaml", []byte(tc.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := DetectNode(cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: DetectNode() = %v, want an error that says %q", tc.yaml, err, tc.want)
+		}
+	}
+}
