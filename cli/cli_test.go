@@ -48,6 +48,7 @@ func TestCommandLineErrors(t *testing.T) {
 		{[]string{"daemon", "--config", noFile, "extra"}, 2, "reef: reef daemon: unexpected arguments: extra"},
 		{[]string{"diagnose", "--config", noFile, "out.tar.gz"}, 2, "reef: reef diagnose: unexpected arguments: out.tar.gz"},
 		{[]string{"kubeconfig", "--duration", "1m", "extra"}, 2, "reef: reef kubeconfig: unexpected arguments: extra"},
+		{[]string{"diagnose", "--config", noFile, "--log-lines", "-5"}, 2, "reef: --log-lines -5: want 0 or more"},
 		{[]string{"cleanup", "--config", noFile, "extra"}, 2, "reef: reef cleanup: unexpected arguments: extra"},
 		{[]string{"daemon", "--config", noFile}, 1, "reef: config " + noFile + ": no such file or directory"},
 		{[]string{"status", "--socket", "/nonexistent-reef-test/reef.sock"}, 1, "is the daemon running?"},

@@ -44,6 +44,9 @@ func runDiagnose(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := noOperands(fs); err != nil {
 		return err
 	}
+	if *lines < 0 {
+		return UsageError{msg: fmt.Sprintf("--log-lines %d: want 0 or more", *lines)}
+	}
 	cfg, err := cf.load()
 	if err != nil {
 		return err
