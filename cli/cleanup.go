@@ -76,11 +76,18 @@ func runCleanup(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 		return err
 	}
 	cfg, err := cf.load()
-	if err != nil {
-		return err
+	if err == nil {
+		err = cfg.Finish()
 	}
-	if err := cfg.Finish(); err != nil {
-		return err
+	if err != nil {
+		// Cleanup needs only the paths: a config the daemon refuses for
+		// another key must not keep reef's state on the node (an rpm
+		// erase runs cleanup with the config still there).
+		problems := err
+		if cfg, err = cf.loadPaths(); err != nil {
+			return errors.Join(problems, err)
+		}
+		fmt.Fprintf(stderr, "%v\nreef cleanup: the daemon would refuse this config; cleanup reads only its stateDir, socket and pendingDeleteDir\n", problems)
 	}
 
 	if err := refuseIfRunning(cfg.Socket, filepath.Join(cfg.StateDir, "reef.db"), "nothing was removed"); err != nil {

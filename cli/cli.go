@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -237,6 +238,31 @@ func (c configFlags) load() (daemon.Config, error) {
 	}
 	if *c.socket != "" {
 		cfg.Socket = *c.socket
+	}
+	return cfg, nil
+}
+
+// loadPaths is load for `reef cleanup` when the config has problems:
+// only its paths (daemon.LoadConfigPaths), with the flags' overrides,
+// finished.
+func (c configFlags) loadPaths() (daemon.Config, error) {
+	explicit := false
+	c.fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	cfg, err := daemon.LoadConfigPaths(*c.path, explicit)
+	if err != nil {
+		return cfg, err
+	}
+	if *c.stateDir != "" {
+		cfg.StateDir = *c.stateDir
+	}
+	if *c.socket != "" {
+		cfg.Socket = *c.socket
+	}
+	if cfg.PendingDeleteDir == "" && filepath.IsAbs(cfg.StateDir) {
+		cfg.PendingDeleteDir = filepath.Join(cfg.StateDir, "pending-del")
+	}
+	if !filepath.IsAbs(cfg.StateDir) || !filepath.IsAbs(cfg.Socket) {
+		return cfg, fmt.Errorf("config %s: stateDir %q and socket %q must be absolute paths", *c.path, cfg.StateDir, cfg.Socket)
 	}
 	return cfg, nil
 }

@@ -390,6 +390,44 @@ func configUTF8(name string, data []byte) error {
 	return nil
 }
 
+// LoadConfigPaths reads only stateDir, socket and pendingDeleteDir from the
+// file at path, on top of the defaults, ignoring every other key: for
+// `reef cleanup`, which must find reef's state on a node whose config the
+// daemon refuses for another key. A missing file yields the defaults
+// unless mustExist; a file that is not YAML, or a path that is not
+// absolute, is an error.
+func LoadConfigPaths(path string, mustExist bool) (Config, error) {
+	c := DefaultConfig()
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && !mustExist:
+		return c, nil
+	case err != nil:
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	var paths struct {
+		StateDir         *string `yaml:"stateDir"`
+		Socket           *string `yaml:"socket"`
+		PendingDeleteDir *string `yaml:"pendingDeleteDir"`
+	}
+	if err := yaml.Unmarshal(data, &paths); err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	for _, p := range []struct {
+		key      string
+		from, to *string
+	}{{"stateDir", paths.StateDir, &c.StateDir}, {"socket", paths.Socket, &c.Socket}, {"pendingDeleteDir", paths.PendingDeleteDir, &c.PendingDeleteDir}} {
+		if p.from == nil {
+			continue
+		}
+		if *p.from != "" && !filepath.IsAbs(*p.from) || *p.from == "" && p.key != "pendingDeleteDir" {
+			return Config{}, fmt.Errorf("config %s: %s: value %q is not an absolute path", path, p.key, *p.from)
+		}
+		*p.to = *p.from
+	}
+	return c, nil
+}
+
 // Finish fills the defaults derived from other keys and validates. Call it
 // once, after the file and all flag overrides are applied.
 func (c *Config) Finish() error {
