@@ -4,8 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -17,11 +15,5 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	err := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		var usage cli.UsageError
-		if !errors.As(err, &usage) {
-			fmt.Fprintln(os.Stderr, "reef:", err)
-		}
-		os.Exit(cli.ExitCode(err))
-	}
+	os.Exit(cli.Report(err, os.Stderr))
 }

@@ -127,7 +127,7 @@ func runIPAMRelease(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	if (ip == "") == (*handle == "") {
 		fs.Usage()
-		return UsageError{"give an IP address or --handle, not both"}
+		return UsageError{msg: "give an IP address or --handle, not both"}
 	}
 	rep, err := ask(ctx, c, func(ctx context.Context, client reefv1.NodeClient) (*reefv1.IPAMReleaseReply, error) {
 		return client.IPAMRelease(ctx, &reefv1.IPAMReleaseRequest{Ip: ip, Handle: *handle, Force: *force})

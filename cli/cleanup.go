@@ -74,17 +74,24 @@ func runCleanup(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	cf := registerConfig(fs, "configuration file, for stateDir, socket and pendingDeleteDir (missing: defaults)")
 	yes := fs.Bool("yes", false, "remove without asking")
 	if err := fs.Parse(args); err != nil {
-		return UsageError{err.Error()}
+		return flagError(err)
 	}
-	if fs.NArg() > 0 {
-		return UsageError{"unexpected arguments: " + strings.Join(fs.Args(), " ")}
+	if err := noOperands(fs); err != nil {
+		return err
 	}
 	cfg, err := cf.load()
-	if err != nil {
-		return err
+	if err == nil {
+		err = cfg.Finish()
 	}
-	if err := cfg.Finish(); err != nil {
-		return err
+	if err != nil {
+		// Cleanup needs only the paths: a config the daemon refuses for
+		// another key must not keep reef's state on the node (an rpm
+		// erase runs cleanup with the config still there).
+		problems := err
+		if cfg, err = cf.loadPaths(); err != nil {
+			return errors.Join(problems, err)
+		}
+		fmt.Fprintf(stderr, "%v\nreef cleanup: the daemon would refuse this config; cleanup reads only its stateDir, socket and pendingDeleteDir\n", problems)
 	}
 
 	if err := refuseIfRunning(cfg.Socket, filepath.Join(cfg.StateDir, "reef.db"), "nothing was removed"); err != nil {

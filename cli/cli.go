@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -35,10 +36,42 @@ import (
 // DefaultConfigPath is where `reef daemon` reads its configuration.
 const DefaultConfigPath = "/etc/reef/config.yaml"
 
-// UsageError is a bad command line; the usage was already printed.
-type UsageError struct{ msg string }
+// UsageError is a bad command line: exit status 2, as with the flag
+// package's own ExitOnError, so that a script tells it from the status 1
+// of a command that ran and found problems (reef ipam check, reef routes).
+// A request for help (-h) is one too, with status 0.
+type UsageError struct {
+	msg   string
+	shown bool  // already printed, by the flag package or with the usage
+	err   error // flag.ErrHelp for -h
+}
 
 func (e UsageError) Error() string { return e.msg }
+
+func (e UsageError) Unwrap() error { return e.err }
+
+// flagError is the UsageError of a failed FlagSet.Parse, which has printed
+// the error (or, for -h, the help) already.
+func flagError(err error) UsageError {
+	return UsageError{msg: err.Error(), shown: true, err: err}
+}
+
+// Report prints the error a command line ended with on stderr, unless it
+// was printed already, and returns the exit status: 0 for nil and for -h,
+// 2 for a bad command line, ExitStoreDamaged for a damaged store, else 1.
+func Report(err error, stderr io.Writer) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	var usage UsageError
+	if !errors.As(err, &usage) || !usage.shown {
+		fmt.Fprintln(stderr, "reef:", err)
+	}
+	if errors.As(err, &usage) {
+		return 2
+	}
+	return ExitCode(err)
+}
 
 const usage = `usage: reef <command> [flags]
 
@@ -65,7 +98,7 @@ Run "reef <command> -h" for the flags of a command.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return UsageError{"no command"}
+		return UsageError{msg: "no command", shown: true}
 	}
 	switch args[0] {
 	case "daemon":
@@ -84,17 +117,17 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 		fmt.Fprint(stderr, usage)
-		return UsageError{"unknown ipam command"}
+		return UsageError{msg: unknownSub(args)}
 	case "node":
 		if len(args) < 2 || args[1] != "forget" {
 			fmt.Fprint(stderr, usage)
-			return UsageError{"unknown node command"}
+			return UsageError{msg: unknownSub(args)}
 		}
 		return runNodeForget(ctx, args[2:], stdout, stderr)
 	case "policy":
 		if len(args) < 2 || args[1] != "show" {
 			fmt.Fprint(stderr, usage)
-			return UsageError{"unknown policy command"}
+			return UsageError{msg: unknownSub(args)}
 		}
 		return runPolicyShow(ctx, args[2:], stdout, stderr)
 	case "kubeconfig":
@@ -113,7 +146,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 		fmt.Fprint(stderr, usage)
-		return UsageError{"unknown store command"}
+		return UsageError{msg: unknownSub(args)}
 	case "cleanup":
 		return runCleanup(args[1:], cleanupStdin, stdout, stderr)
 	case "version":
@@ -124,7 +157,28 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	fmt.Fprintf(stderr, "reef: unknown command %q\n\n%s", args[0], usage)
-	return UsageError{"unknown command"}
+	return UsageError{msg: "unknown command", shown: true}
+}
+
+// unknownSub is the error of "reef ipam bogus" and the like: args[0] is
+// the command, args[1] (if any) the sub-command it does not have.
+func unknownSub(args []string) string {
+	if len(args) < 2 {
+		return fmt.Sprintf("%s: give a command, such as %s", args[0], map[string]string{"ipam": "reef ipam show", "node": "reef node forget NODE",
+			"policy": "reef policy show", "store": "reef store recover"}[args[0]])
+	}
+	return fmt.Sprintf("unknown %s command %q", args[0], args[1])
+}
+
+// noOperands fails on what a command without operands was given besides
+// its flags: the flag package stops at the first word that is not a flag,
+// so "reef daemon config.yaml --node-name n1" would otherwise ignore the
+// file and the flag after it and run on the defaults.
+func noOperands(fs *flag.FlagSet) error {
+	if fs.NArg() > 0 {
+		return UsageError{msg: fmt.Sprintf("%s: unexpected arguments: %s (flags go before them; a file is given as --config FILE)", fs.Name(), strings.Join(fs.Args(), " "))}
+	}
+	return nil
 }
 
 func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
@@ -133,7 +187,10 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	cf := registerConfig(fs, "configuration file (missing: defaults)")
 	nf := registerNode(fs)
 	if err := fs.Parse(args); err != nil {
-		return UsageError{err.Error()}
+		return flagError(err)
+	}
+	if err := noOperands(fs); err != nil {
+		return err
 	}
 	cfg, err := cf.load()
 	if err != nil {
@@ -185,6 +242,31 @@ func (c configFlags) load() (daemon.Config, error) {
 	}
 	if *c.socket != "" {
 		cfg.Socket = *c.socket
+	}
+	return cfg, nil
+}
+
+// loadPaths is load for `reef cleanup` when the config has problems:
+// only its paths (daemon.LoadConfigPaths), with the flags' overrides,
+// finished.
+func (c configFlags) loadPaths() (daemon.Config, error) {
+	explicit := false
+	c.fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	cfg, err := daemon.LoadConfigPaths(*c.path, explicit)
+	if err != nil {
+		return cfg, err
+	}
+	if *c.stateDir != "" {
+		cfg.StateDir = *c.stateDir
+	}
+	if *c.socket != "" {
+		cfg.Socket = *c.socket
+	}
+	if cfg.PendingDeleteDir == "" && filepath.IsAbs(cfg.StateDir) {
+		cfg.PendingDeleteDir = filepath.Join(cfg.StateDir, "pending-del")
+	}
+	if !filepath.IsAbs(cfg.StateDir) || !filepath.IsAbs(cfg.Socket) {
+		return cfg, fmt.Errorf("config %s: stateDir %q and socket %q must be absolute paths", *c.path, cfg.StateDir, cfg.Socket)
 	}
 	return cfg, nil
 }
@@ -297,7 +379,7 @@ func ask[Rep any](ctx context.Context, c *clientFlags, call func(ctx context.Con
 
 func (c *clientFlags) validate() error {
 	if c.output != "table" && c.output != "json" {
-		return UsageError{fmt.Sprintf("-o %q: use table or json", c.output)}
+		return UsageError{msg: fmt.Sprintf("-o %q: use table or json", c.output)}
 	}
 	return nil
 }
@@ -318,10 +400,10 @@ func printJSON(w io.Writer, m proto.Message) error {
 
 func parse(fs *flag.FlagSet, args []string, c *clientFlags) error {
 	if err := fs.Parse(args); err != nil {
-		return UsageError{err.Error()}
+		return flagError(err)
 	}
-	if fs.NArg() > 0 {
-		return UsageError{fmt.Sprintf("unexpected arguments: %s", strings.Join(fs.Args(), " "))}
+	if err := noOperands(fs); err != nil {
+		return err
 	}
 	return c.validate()
 }

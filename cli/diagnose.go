@@ -39,7 +39,13 @@ func runDiagnose(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	outPath := fs.String("o", "", "write the bundle here (default reef-diagnose-<node>-<time>.tar.gz in the current directory)")
 	lines := fs.Int("log-lines", 2000, "the daemon's last log lines to include (journalctl -u reef)")
 	if err := fs.Parse(args); err != nil {
-		return UsageError{err.Error()}
+		return flagError(err)
+	}
+	if err := noOperands(fs); err != nil {
+		return err
+	}
+	if *lines < 0 {
+		return UsageError{msg: fmt.Sprintf("--log-lines %d: want 0 or more", *lines)}
 	}
 	cfg, err := cf.load()
 	if err != nil {

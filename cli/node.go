@@ -180,11 +180,11 @@ func runNodeForget(ctx context.Context, args []string, stdout, stderr io.Writer)
 	c.register(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
-		return UsageError{err.Error()}
+		return flagError(err)
 	}
 	if len(pos) != 1 {
 		fmt.Fprintln(stderr, "usage: reef node forget NODE [--socket PATH] [-o json]   (NODE: its address, or its name)")
-		return UsageError{"reef node forget takes one node"}
+		return UsageError{msg: "reef node forget takes one node"}
 	}
 	if err := c.validate(); err != nil {
 		return err

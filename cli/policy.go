@@ -98,7 +98,7 @@ func runPolicyShow(ctx context.Context, args []string, stdout, stderr io.Writer)
 		pod = fs.Arg(0)
 	}
 	if pod != "" && !strings.Contains(pod, "/") {
-		return UsageError{fmt.Sprintf("pod %q: want NAMESPACE/NAME", pod)}
+		return UsageError{msg: fmt.Sprintf("pod %q: want NAMESPACE/NAME", pod)}
 	}
 	rep, err := ask(ctx, &c, func(ctx context.Context, client reefv1.NodeClient) (*reefv1.PolicyShowReply, error) {
 		return client.PolicyShow(ctx, &reefv1.PolicyShowRequest{Pod: pod})
@@ -207,10 +207,13 @@ func runKubeconfig(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return UsageError{err.Error()}
+		return flagError(err)
+	}
+	if err := noOperands(fs); err != nil {
+		return err
 	}
 	if o.Duration < time.Hour {
-		return UsageError{fmt.Sprintf("--duration %s: want 1h or more", o.Duration)}
+		return UsageError{msg: fmt.Sprintf("--duration %s: want 1h or more", o.Duration)}
 	}
 	exp, err := kube.WriteKubeconfig(ctx, o)
 	if err != nil {

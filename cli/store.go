@@ -50,9 +50,17 @@ func runStoreRecover(args []string, stdout, stderr io.Writer) error {
 	nf := registerNode(fs)
 	incFlag := fs.String("incarnation", "", "this node's incarnation (8 hex digits), when the identity file is lost too")
 	bornFlag := fs.Uint("born", 0, "with --incarnation: when it was drawn, in Unix seconds, if known (default: now)")
+	force := fs.Bool("force", false, "rebuild the store even if it is not damaged")
 	cfg, path, node, err := stoppedNode(fs, args, cf, nf)
 	if err != nil {
 		return err
+	}
+	// A sound store rebuilt would be marked recovered for nothing: no new
+	// block until the node is drained and started with an empty state dir.
+	if err := store.CheckFile(path); err == nil && !*force {
+		return fmt.Errorf("store %s is not damaged (it opens and passes bbolt's consistency check, as reef daemon would find it): "+
+			"reef store recover is for a store the daemon refuses as damaged (exit status 65), and would mark this one recovered, "+
+			"claiming no new block until the node is drained and started with an empty state dir; nothing was changed (--force rebuilds it anyway)", path)
 	}
 	up := node.Uplink
 	up.Address = node.Identity // the identity is what the store keeps
@@ -98,10 +106,10 @@ func runStoreRecover(args []string, stdout, stderr io.Writer) error {
 // a daemon serves the socket or holds the store.
 func stoppedNode(fs *flag.FlagSet, args []string, cf configFlags, nf nodeFlags) (daemon.Config, string, daemon.NodeUplink, error) {
 	if err := fs.Parse(args); err != nil {
-		return daemon.Config{}, "", daemon.NodeUplink{}, UsageError{err.Error()}
+		return daemon.Config{}, "", daemon.NodeUplink{}, flagError(err)
 	}
-	if fs.NArg() > 0 {
-		return daemon.Config{}, "", daemon.NodeUplink{}, UsageError{"unexpected arguments: " + strings.Join(fs.Args(), " ")}
+	if err := noOperands(fs); err != nil {
+		return daemon.Config{}, "", daemon.NodeUplink{}, err
 	}
 	cfg, err := cf.load()
 	if err == nil {

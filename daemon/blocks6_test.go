@@ -223,3 +223,33 @@ func testNodes(count int) []blockproto.Node {
 	}
 	return nodes
 }
+
+// TestChangedPoolNamesTheLine: the refusal of a changed pool names the
+// file, the line and the key that changed, as every config error does.
+func TestChangedPoolNamesTheLine(t *testing.T) {
+	pfx := netip.MustParsePrefix
+	st, err := store.Open(filepath.Join(t.TempDir(), "reef.db"), store.Options{Node: "n1", Address: netip.MustParseAddr("192.168.10.20")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.ApplyProtocol(blockproto.Changes{Claim: []blockproto.OwnBlock{{Block: pfx("10.244.0.0/26"), Pool: pfx("10.244.0.0/16")}}, Confirm: []netip.Prefix{pfx("10.244.0.0/26")}}); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, c := range []struct{ yaml, want string }{
+		{"nodeName: n1\npools:\n- cidr: 10.244.0.0/16\n  blockSize: 28\n",
+			`config /etc/reef/config.yaml: line 4: pools[0].blockSize: value 28, but the store has blocks of it of size /26 (10.244.0.0/26)`},
+		{"nodeName: n1\npools:\n- cidr: 10.9.0.0/16\n- cidr: 10.244.0.0/17\n",
+			`config /etc/reef/config.yaml: line 4: pools[1].cidr: value "10.244.0.0/17" overlaps pool 10.244.0.0/16, of which the store has blocks`},
+	} {
+		cfg, err := ParseConfig("/etc/reef/config.yaml", []byte(c.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = configRetiredPools(cfg, storePools(cfg.Pools), st, log)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: configRetiredPools() = %v, want an error that says %q", c.yaml, err, c.want)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -303,6 +304,9 @@ func LoadConfig(path string, mustExist bool) (Config, error) {
 // line; the caller applies flag overrides and then calls Finish.
 func ParseConfig(name string, data []byte) (Config, error) {
 	c := DefaultConfig()
+	if err := configUTF8(name, data); err != nil {
+		return Config{}, err
+	}
 	d := &configDecoder{name: name, lines: map[string]int{}}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
@@ -359,6 +363,67 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	}
 	if len(d.errs) > 0 {
 		return Config{}, errors.Join(d.errs...)
+	}
+	return c, nil
+}
+
+// configUTF8 refuses a file that is not UTF-8 (yaml.v3 would say only
+// "invalid leading UTF-8 octet") with the line and column of the first
+// bad byte: a file saved in Latin-1 or with a stray byte. A file that
+// starts with a UTF-16 byte order mark is left to yaml.v3, which reads it.
+func configUTF8(name string, data []byte) error {
+	if bytes.HasPrefix(data, []byte{0xff, 0xfe}) || bytes.HasPrefix(data, []byte{0xfe, 0xff}) || utf8.Valid(data) {
+		return nil
+	}
+	line, col := 1, 1
+	for len(data) > 0 {
+		r, size := utf8.DecodeRune(data)
+		if r == utf8.RuneError && size <= 1 {
+			return &configError{file: name, line: line, msg: fmt.Sprintf("byte 0x%02x at column %d is not UTF-8; save the file as UTF-8", data[0], col)}
+		}
+		if r == '\n' {
+			line, col = line+1, 0
+		}
+		col++
+		data = data[size:]
+	}
+	return nil
+}
+
+// LoadConfigPaths reads only stateDir, socket and pendingDeleteDir from the
+// file at path, on top of the defaults, ignoring every other key: for
+// `reef cleanup`, which must find reef's state on a node whose config the
+// daemon refuses for another key. A missing file yields the defaults
+// unless mustExist; a file that is not YAML, or a path that is not
+// absolute, is an error.
+func LoadConfigPaths(path string, mustExist bool) (Config, error) {
+	c := DefaultConfig()
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && !mustExist:
+		return c, nil
+	case err != nil:
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	var paths struct {
+		StateDir         *string `yaml:"stateDir"`
+		Socket           *string `yaml:"socket"`
+		PendingDeleteDir *string `yaml:"pendingDeleteDir"`
+	}
+	if err := yaml.Unmarshal(data, &paths); err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	for _, p := range []struct {
+		key      string
+		from, to *string
+	}{{"stateDir", paths.StateDir, &c.StateDir}, {"socket", paths.Socket, &c.Socket}, {"pendingDeleteDir", paths.PendingDeleteDir, &c.PendingDeleteDir}} {
+		if p.from == nil {
+			continue
+		}
+		if *p.from != "" && !filepath.IsAbs(*p.from) || *p.from == "" && p.key != "pendingDeleteDir" {
+			return Config{}, fmt.Errorf("config %s: %s: value %q is not an absolute path", path, p.key, *p.from)
+		}
+		*p.to = *p.from
 	}
 	return c, nil
 }

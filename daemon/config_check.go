@@ -61,17 +61,15 @@ func (c *Config) nodeProblems(ps *problems) {
 			bad("nodeAddress", "value %q is not IPv4; nodeAddress is the node's IPv4 address (its IPv6 address is nodeAddressV6)", a)
 		case a.IsLoopback() || a.IsUnspecified() || a.IsMulticast():
 			bad("nodeAddress", "value %q is a loopback, unspecified or multicast address; give the node's own address", a)
+		default:
+			c.nodeInPool(ps, "nodeAddress", a)
 		}
 	}
 	if a := c.NodeAddressV6; a.IsValid() {
 		if !a.Is6() || a.Is4In6() || !a.IsGlobalUnicast() {
 			bad("nodeAddressV6", "value %q is not a global unicast IPv6 address (not IPv4, link-local, loopback or multicast); give the node's IPv6 address on its uplink", a)
 		}
-		for i, p := range c.Pools {
-			if p.CIDR.Contains(a) {
-				bad("nodeAddressV6", "value %q is inside pools[%d].cidr %s%s: a pod address is never a node's", a, i, p.CIDR, c.lineOf(fmt.Sprintf("pools[%d].cidr", i)))
-			}
-		}
+		c.nodeInPool(ps, "nodeAddressV6", a)
 	}
 	if i := c.Interface; i != "" && (len(i) > 15 || i == "." || i == ".." || strings.ContainsAny(i, "/: \t\n\r\v\f")) {
 		bad("interface", "value %q is not an interface name (at most 15 characters, no '/', ':' or spaces)", i)
@@ -87,7 +85,49 @@ func (c *Config) nodeProblems(ps *problems) {
 	}
 	if c.MTU != 0 && (c.MTU < 576 || c.MTU > 9216) {
 		bad("mtu", "value %d is outside 576..9216 (or 0 to derive it from the uplink)", c.MTU)
+	} else if i := slices.IndexFunc(c.Pools, func(p PoolConfig) bool { return p.CIDR.Addr().Is6() }); c.MTU != 0 && c.MTU < minMTU6 && i >= 0 {
+		bad("mtu", "value %d is below %d, the least IPv6 runs on, and pools[%d].cidr %s%s is IPv6: the kernel takes IPv6 off a pod's interface with a smaller MTU and every ADD fails; set mtu to %d or more (or 0 to derive it from the uplink)",
+			c.MTU, minMTU6, i, c.Pools[i].CIDR, c.lineOf(fmt.Sprintf("pools[%d].cidr", i)), minMTU6)
 	}
+}
+
+// minMTU6 is the least MTU of a link that carries IPv6 (RFC 8200, 5).
+const minMTU6 = 1280
+
+// nodeInPool reports the node or router address a at key when a pool
+// holds it: a pod address is never a node's, and the other nodes drop
+// every path whose next hop is one (bgp: "is a pod address").
+func (c *Config) nodeInPool(ps *problems, key string, a netip.Addr) {
+	for i, p := range c.Pools {
+		if p.CIDR.IsValid() && p.CIDR.Contains(a) {
+			ps.bad(key, "value %q is inside pools[%d].cidr %s%s: a pod address is never a node's or a router's", a, i, p.CIDR, c.lineOf(fmt.Sprintf("pools[%d].cidr", i)))
+			return
+		}
+	}
+}
+
+// notPodRangeOf is one of notPodRanges: the range and what it is.
+type notPodRangeOf struct {
+	cidr netip.Prefix
+	what string
+}
+
+// notPodRanges are what no pool may overlap: addresses that are not
+// routed unicast (Calico refuses link-local pools as well).
+var notPodRanges = []notPodRangeOf{
+	{netip.MustParsePrefix("0.0.0.0/8"), "\"this network\" range"},
+	{netip.MustParsePrefix("127.0.0.0/8"), "loopback range"},
+	{netip.MustParsePrefix("169.254.0.0/16"), "link-local range"},
+	{netip.MustParsePrefix("224.0.0.0/4"), "multicast range"},
+	{netip.MustParsePrefix("240.0.0.0/4"), "reserved range (and broadcast)"},
+	{netip.MustParsePrefix("::/127"), "unspecified and loopback addresses"},
+	{netip.MustParsePrefix("fe80::/10"), "link-local range"},
+	{netip.MustParsePrefix("ff00::/8"), "multicast range"},
+}
+
+// notPodRange is the index of the first of notPodRanges that p overlaps, or -1.
+func notPodRange(p netip.Prefix) int {
+	return slices.IndexFunc(notPodRanges, func(r notPodRangeOf) bool { return r.cidr.Overlaps(p) })
 }
 
 // poolProblems checks pools: CIDRs, block sizes, encapsulation modes, overlaps.
@@ -105,6 +145,9 @@ func (c *Config) poolProblems(ps *problems) {
 			bad(at+".cidr", "value %q is an IPv4-mapped IPv6 CIDR; write the IPv4 pool itself", p.CIDR)
 		case p.CIDR != p.CIDR.Masked():
 			bad(at+".cidr", "value %q has host bits set (did you mean %s?)", p.CIDR, p.CIDR.Masked())
+		case notPodRange(p.CIDR) >= 0:
+			r := notPodRanges[notPodRange(p.CIDR)]
+			bad(at+".cidr", "value %q overlaps the %s %s: pod addresses must be routable unicast (e.g. 10.244.0.0/16, fd00:10:244::/56)", p.CIDR, r.what, r.cidr)
 		case p.CIDR.Addr().Is4() && p.BlockSize < p.CIDR.Bits() && p.BlockSize == configPoolDefaults().BlockSize && !c.fileSets(at+".blockSize"):
 			// The default block size is what is wrong only if the file
 			// gave it; else the place to look at is the cidr.
@@ -156,6 +199,8 @@ func (c *Config) bgpProblems(ps *problems) {
 	for i, a := range b.Peers {
 		if !peerAddr(a) {
 			bad(fmt.Sprintf("bgp.peers[%d]", i), "value %q is not a unicast IPv4 or global IPv6 address", a)
+		} else {
+			c.nodeInPool(ps, fmt.Sprintf("bgp.peers[%d]", i), a)
 		}
 	}
 	if a := b.RouterID; a.IsValid() {
@@ -194,9 +239,18 @@ func (c *Config) bgpProblems(ps *problems) {
 	if t := b.GracefulShutdownTime; t < 0 || t > maxGracefulShutdownTime {
 		bad("bgp.gracefulShutdownTime", "value %q is outside 0s..%s (0: exit at once; reef.service allows 30s for the whole stop)", t, maxGracefulShutdownTime)
 	}
-	if b.HoldTime < 3*time.Second {
+	if b.KeepaliveTime > 0 && b.KeepaliveTime%time.Second != 0 {
+		bad("bgp.keepaliveTime", "value %q is not a whole number of seconds (BGP's timers are seconds)", b.KeepaliveTime)
+	}
+	switch {
+	case b.HoldTime < 3*time.Second:
 		bad("bgp.holdTime", "value %q is below the 3s BGP allows", b.HoldTime)
-	} else if b.KeepaliveTime >= b.HoldTime {
+	case b.HoldTime > maxHoldTime:
+		bad("bgp.holdTime", "value %q is above the %s a BGP OPEN message carries (65535 seconds)", b.HoldTime, maxHoldTime)
+	case b.HoldTime%time.Second != 0:
+		bad("bgp.holdTime", "value %q is not a whole number of seconds (BGP's timers are seconds)", b.HoldTime)
+	}
+	if b.HoldTime >= 3*time.Second && b.KeepaliveTime >= b.HoldTime {
 		if c.fileSets("bgp.keepaliveTime") || !c.fileSets("bgp.holdTime") {
 			bad("bgp.keepaliveTime", "value %q is not below bgp.holdTime %q%s (a third of it is usual)", b.KeepaliveTime, b.HoldTime, c.lineOf("bgp.holdTime"))
 		} else {
@@ -205,16 +259,29 @@ func (c *Config) bgpProblems(ps *problems) {
 	}
 }
 
+// maxHoldTime is the longest hold time: the OPEN message carries it in
+// 16 bits of seconds (RFC 4271, 4.2); a longer one would be sent cut.
+const maxHoldTime = 65535 * time.Second
+
 // bgpAddressLists checks bgp.voters and bgp.routeReflectors: unicast IPv4, each once.
 func (c *Config) bgpAddressLists(ps *problems) {
 	bad, b := ps.bad, c.BGP
 	seen := map[netip.Addr]int{}
+	for i, a := range b.Peers {
+		if j, dup := seen[a]; dup && peerAddr(a) {
+			bad(fmt.Sprintf("bgp.peers[%d]", i), "value %q is listed twice (also bgp.peers[%d]%s)", a, j, c.lineOf(fmt.Sprintf("bgp.peers[%d]", j)))
+		}
+		seen[a] = i
+	}
+	seen = map[netip.Addr]int{}
 	for i, a := range b.Voters {
 		at := fmt.Sprintf("bgp.voters[%d]", i)
 		if !peerAddr(a) {
 			bad(at, "value %q is not a unicast IPv4 or global IPv6 address", a)
 		} else if j, dup := seen[a]; dup {
 			bad(at, "value %q is listed twice (also bgp.voters[%d]%s)", a, j, c.lineOf(fmt.Sprintf("bgp.voters[%d]", j)))
+		} else {
+			c.nodeInPool(ps, at, a)
 		}
 		seen[a] = i
 	}
@@ -225,6 +292,8 @@ func (c *Config) bgpAddressLists(ps *problems) {
 			bad(at, "value %q is not a unicast IPv4 or global IPv6 address", a)
 		} else if j, dup := seen[a]; dup {
 			bad(at, "value %q is listed twice (also bgp.routeReflectors[%d]%s)", a, j, c.lineOf(fmt.Sprintf("bgp.routeReflectors[%d]", j)))
+		} else {
+			c.nodeInPool(ps, at, a)
 		}
 		seen[a] = i
 	}
@@ -339,6 +408,10 @@ func (c *Config) externalPeerProblems() []configProblem {
 			bad(".address", "value %q is this node's own address (nodeAddressV6%s)", a, c.lineOf("nodeAddressV6"))
 		case slices.Contains(b.Peers, a) || slices.Contains(b.RouteReflectors, a):
 			bad(".address", "value %q is also in bgp.peers or bgp.routeReflectors; a cluster node is not an external peer: keep one of them", a)
+		case slices.ContainsFunc(c.Pools, func(q PoolConfig) bool { return q.CIDR.IsValid() && q.CIDR.Contains(a) }):
+			var in problems
+			c.nodeInPool(&in, at+".address", a)
+			ps = append(ps, in...)
 		default:
 			if j, dup := seen[a]; dup {
 				bad(".address", "value %q is listed twice (also bgp.externalPeers[%d]%s)", a, j, c.lineOf(fmt.Sprintf("bgp.externalPeers[%d].address", j)))
@@ -384,8 +457,14 @@ func (p ExternalPeerConfig) timerProblems(b BGPConfig, bad func(key, format stri
 	switch {
 	case p.HoldTime < 0 || p.HoldTime > 0 && p.HoldTime < 3*time.Second:
 		bad(".holdTime", "value %q is below the 3s BGP allows (or 0 for bgp.holdTime)", p.HoldTime)
+	case p.HoldTime > maxHoldTime:
+		bad(".holdTime", "value %q is above the %s a BGP OPEN message carries (65535 seconds)", p.HoldTime, maxHoldTime)
+	case p.HoldTime%time.Second != 0:
+		bad(".holdTime", "value %q is not a whole number of seconds (BGP's timers are seconds)", p.HoldTime)
 	case p.KeepaliveTime < 0:
 		bad(".keepaliveTime", "value %q is negative (or 0 for bgp.keepaliveTime)", p.KeepaliveTime)
+	case p.KeepaliveTime%time.Second != 0:
+		bad(".keepaliveTime", "value %q is not a whole number of seconds (BGP's timers are seconds)", p.KeepaliveTime)
 	case keep >= hold && hold >= 3*time.Second && p.KeepaliveTime != 0:
 		bad(".keepaliveTime", "value %q is not below the hold time %q (a third of it is usual)", keep, hold)
 	case keep >= hold && hold >= 3*time.Second && p.HoldTime != 0:

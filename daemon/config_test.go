@@ -294,7 +294,34 @@ func TestParseConfigErrors(t *testing.T) {
 		{"CIDR without length", "pools: [{cidr: 10.244.0.0}]", []string{f + `line 1: pools[0].cidr: value "10.244.0.0": not a CIDR (`, "write it with a prefix length, e.g. 10.244.0.0/16"}},
 		{"bad address", "nodeAddress: 192.168.10.300", []string{f + `line 1: nodeAddress: value "192.168.10.300": not an IP address (`}},
 		{"address with length", "nodeAddress: 192.168.10.20/24", []string{f + `line 1: nodeAddress: value "192.168.10.20/24"`, "write the address without /24"}},
+		{"not UTF-8", "nodeName: n1\ninterface: \"eth\xe90\"\n", []string{f + `line 2: byte 0xe9 at column 16 is not UTF-8; save the file as UTF-8`}},
 		{"bad peer", "bgp:\n  peers: [192.168.10.17, bogus]\n", []string{f + `line 2: bgp.peers[1]: value "bogus": not an IP address`}},
+		{"peer listed twice", "bgp:\n  peers:\n  - 192.168.10.17\n  - 192.168.10.17\n  voters: [192.168.10.17, 192.168.10.18, 192.168.10.19]\n",
+			[]string{f + `line 4: bgp.peers[1]: value "192.168.10.17" is listed twice (also bgp.peers[0] at line 3)`}},
+		{"peer in a pool", "pools: [{cidr: 10.244.0.0/16}]\nbgp:\n  peers: [10.244.0.7]\n  voters: [192.168.10.17, 192.168.10.18, 192.168.10.19]\n",
+			[]string{f + `line 3: bgp.peers[0]: value "10.244.0.7" is inside pools[0].cidr 10.244.0.0/16 at line 1: a pod address is never a node's`}},
+		{"nodeAddress in a pool", "nodeAddress: 192.168.10.20\npools:\n- cidr: 192.168.10.0/24\n",
+			[]string{f + `line 1: nodeAddress: value "192.168.10.20" is inside pools[0].cidr 192.168.10.0/24 at line 3: a pod address is never a node's`}},
+		{"external peer in a pool", "bgp:\n  externalPeers: [{address: 10.244.3.1, asn: 65000}]\n",
+			[]string{f + `line 2: bgp.externalPeers[0].address: value "10.244.3.1" is inside pools[0].cidr 10.244.0.0/16: a pod address is never a node's or a router's`}},
+		{"voter in a pool", "bgp:\n  peers: [192.168.10.17]\n  voters: [192.168.10.17, 10.244.0.8, 192.168.10.19]\n",
+			[]string{f + `line 3: bgp.voters[1]: value "10.244.0.8" is inside pools[0].cidr 10.244.0.0/16`}},
+		{"route reflector in a pool", "bgp:\n  routeReflectors: [10.244.0.9]\n  voters: [192.168.10.17, 192.168.10.18, 192.168.10.19]\n",
+			[]string{f + `line 2: bgp.routeReflectors[0]: value "10.244.0.9" is inside pools[0].cidr 10.244.0.0/16`}},
+		{"IPv6 pool under a small mtu", "mtu: 1200\npools:\n- cidr: 10.244.0.0/16\n- cidr: 'fd00:10:244::/56'\n",
+			[]string{f + `line 1: mtu: value 1200 is below 1280, the least IPv6 runs on, and pools[1].cidr fd00:10:244::/56 at line 4 is IPv6`}},
+		{"link-local pool", "pools: [{cidr: 169.254.0.0/16}]", []string{f + `line 1: pools[0].cidr: value "169.254.0.0/16" overlaps the link-local range 169.254.0.0/16`}},
+		{"loopback pool", "pools: [{cidr: 127.0.0.0/8}]", []string{f + `line 1: pools[0].cidr: value "127.0.0.0/8" overlaps the loopback range`}},
+		{"multicast pool", "pools: [{cidr: 224.0.0.0/8}]", []string{f + `line 1: pools[0].cidr: value "224.0.0.0/8" overlaps the multicast range 224.0.0.0/4`}},
+		{"pool of every address", "pools: [{cidr: 0.0.0.0/0}]", []string{f + `line 1: pools[0].cidr: value "0.0.0.0/0" overlaps`}},
+		{"IPv6 link-local pool", "pools: [{cidr: 'fe80::/64'}]", []string{f + `line 1: pools[0].cidr: value "fe80::/64" overlaps the link-local range fe80::/10`}},
+		{"keepalive under a second", "bgp:\n  keepaliveTime: 500ms\n", []string{f + `line 2: bgp.keepaliveTime: value "500ms" is not a whole number of seconds`}},
+		{"hold time with a fraction", "bgp:\n  holdTime: 3500ms\n  keepaliveTime: 1s\n", []string{f + `line 2: bgp.holdTime: value "3.5s" is not a whole number of seconds`}},
+		{"hold time past 16 bits", "bgp:\n  holdTime: 65536s\n", []string{f + `line 2: bgp.holdTime: value "18h12m16s" is above the 18h12m15s a BGP OPEN message carries`}},
+		{"external peer hold time past 16 bits", "bgp:\n  externalPeers: [{address: 10.0.0.1, asn: 65000, holdTime: 100000s}]\n",
+			[]string{f + `line 2: bgp.externalPeers[0].holdTime: value "27h46m40s" is above the 18h12m15s`}},
+		{"external peer keepalive under a second", "bgp:\n  externalPeers: [{address: 10.0.0.1, asn: 65000, keepaliveTime: 300ms}]\n",
+			[]string{f + `line 2: bgp.externalPeers[0].keepaliveTime: value "300ms" is not a whole number of seconds`}},
 		{"duration without unit", "logLevel: info\n\n\n\nreconcileInterval: 30\n", []string{f + `line 5: reconcileInterval: value "30" is not a duration (write e.g. "30s")`}},
 		{"bad bool", "pools: [{cidr: 10.1.0.0/16, natOutgoing: maybe}]", []string{f + `line 1: pools[0].natOutgoing: value "maybe" is not true or false`}},
 		{"scalar for list", "bgp: {peers: 10.0.0.1}", []string{f + `line 1: bgp.peers: value "10.0.0.1" is not a list`}},
@@ -649,4 +676,75 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		_ = c.Finish()
 	})
+}
+
+// TestDetectedInPool: a pool that holds the node's detected address (a
+// pool over the node's subnet) stops the start naming the pool's line;
+// the config's own check sees only a nodeAddress the file gives.
+func TestDetectedInPool(t *testing.T) {
+	cfg, err := ParseConfig("/etc/reef/config.yaml", []byte("nodeName: n1\npools:\n- cidr: 192.168.77.0/24\n- cidr: 'fd00:77::/64'\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := Uplink{Address: netip.MustParseAddr("192.168.77.10"), Interface: "eth0"}
+	up6 := Uplink6{Address: netip.MustParseAddr("fd00:77::10"), Interface: "eth1"}
+	for _, tc := range []struct {
+		name string
+		up   Uplink
+		up6  Uplink6
+		want string
+	}{
+		{"IPv4", up, Uplink6{}, `config /etc/reef/config.yaml: line 3: pools[0].cidr: value "192.168.77.0/24" holds this node's address 192.168.77.10 (on eth0)`},
+		{"IPv6", Uplink{Address: netip.MustParseAddr("192.168.78.10")}, up6, `line 4: pools[1].cidr: value "fd00:77::/64" holds this node's address fd00:77::10 (on eth1)`},
+		{"outside", Uplink{Address: netip.MustParseAddr("192.168.78.10")}, Uplink6{Address: netip.MustParseAddr("fd00:78::10")}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := detectedInPool(cfg, tc.up, tc.up6)
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("detectedInPool() = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestPodMTU6: a pod MTU derived below IPv6's 1280 beside an IPv6 pool
+// stops the start at the pool's line; a given mtu is the config's check.
+func TestPodMTU6(t *testing.T) {
+	cfg, err := ParseConfig("/etc/reef/config.yaml", []byte("nodeName: n1\npools:\n- cidr: 10.244.0.0/16\n- cidr: 'fd00:10:244::/56'\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := Uplink{Interface: "eth0", MTU: 1280}
+	if err := podMTU6(cfg, DeriveMTU(cfg, up.MTU, false), up, Uplink6{}); err == nil ||
+		!strings.Contains(err.Error(), `line 4: pools[1].cidr: value "fd00:10:244::/56" is IPv6, but the pods' MTU derived from the uplink (eth0, less the encapsulation) is 1230, below 1280`) {
+		t.Errorf("podMTU6 at an uplink MTU of 1280 with VXLAN: %v", err)
+	}
+	if err := podMTU6(cfg, DeriveMTU(cfg, 1500, false), Uplink{Interface: "eth0", MTU: 1500}, Uplink6{}); err != nil {
+		t.Errorf("podMTU6 at an uplink MTU of 1500: %v", err)
+	}
+	v4, err := ParseConfig("/etc/reef/config.yaml", []byte("nodeName: n1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := podMTU6(v4, 1000, up, Uplink6{}); err != nil {
+		t.Errorf("podMTU6 without an IPv6 pool: %v", err)
+	}
+}
+
+// TestDetectNodeNamesTheLine: an interface or nodeAddress the file gives
+// that this node does not have stops the start at its line. It reads the
+// links of the test's network namespace, and changes nothing.
+func TestDetectNodeNamesTheLine(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"nodeName: n1\ninterface: nosuch0\n", "config /etc/reef/config.yaml: line 2: interface: interface nosuch0 does not exist"},
+		{"nodeName: n1\nnodeAddress: 192.0.2.254\n", "config /etc/reef/config.yaml: line 2: nodeAddress: nodeAddress 192.0.2.254 is not on any interface"},
+	} {
+		cfg, err := ParseConfig("/etc/reef/config.yaml", []byte(tc.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := DetectNode(cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: DetectNode() = %v, want an error that says %q", tc.yaml, err, tc.want)
+		}
+	}
 }

@@ -8,6 +8,7 @@ package daemon
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -138,7 +139,50 @@ func nodeAddresses(cfg Config, log *slog.Logger) (node NodeUplink, up Uplink, up
 			mtu = m
 		}
 	}
+	if err := detectedInPool(cfg, up, up6); err != nil {
+		return node, up, up6, 0, err
+	}
+	if err := podMTU6(cfg, mtu, up, up6); err != nil {
+		return node, up, up6, 0, err
+	}
 	return node, up, up6, mtu, checkPeerFamilies(cfg, up, up6)
+}
+
+// podMTU6 refuses a derived pod MTU below IPv6's least beside an IPv6
+// pool (the config refuses such an mtu it gives): the kernel would take
+// IPv6 off every pod's interface, and every ADD would fail.
+func podMTU6(cfg Config, mtu int, up Uplink, up6 Uplink6) error {
+	i := slices.IndexFunc(cfg.Pools, func(p PoolConfig) bool { return p.CIDR.Addr().Is6() })
+	if cfg.MTU != 0 || i < 0 || mtu >= minMTU6 {
+		return nil
+	}
+	iface := up.Interface
+	if up6.Interface != "" && up6.Interface != iface {
+		iface += ", IPv6 " + up6.Interface
+	}
+	return cfg.KeyError(fmt.Sprintf("pools[%d].cidr", i), fmt.Sprintf("value %q is IPv6, but the pods' MTU derived from the uplink (%s, less the encapsulation) is %d, below %d, the least IPv6 runs on: raise the uplink's MTU, or give pools that need no encapsulation (vxlanMode: Never)",
+		cfg.Pools[i].CIDR, iface, mtu, minMTU6))
+}
+
+// detectedInPool refuses a node address, detected or given, that a pool
+// holds (a pool that covers the node's subnet): the other nodes would drop
+// every path of this node as one whose next hop is a pod address, and its
+// pods could be given the node's own address. The config's check sees
+// only a nodeAddress the file gives.
+func detectedInPool(cfg Config, up Uplink, up6 Uplink6) error {
+	for i, p := range cfg.Pools {
+		for _, a := range []struct {
+			addr       netip.Addr
+			key, iface string
+		}{{up.Address, "nodeAddress", up.Interface}, {up6.Address, "nodeAddressV6", up6.Interface}} {
+			if a.addr.IsValid() && p.CIDR.Contains(a.addr) {
+				at := fmt.Sprintf("pools[%d].cidr", i)
+				return cfg.KeyError(at, fmt.Sprintf("value %q holds this node's address %s (on %s): a pod address is never a node's; give the pool a range outside the nodes' subnets (or set %s)",
+					p.CIDR, a.addr, a.iface, a.key))
+			}
+		}
+	}
+	return nil
 }
 
 // build makes the daemon: every part, in the order in which they need each
@@ -174,7 +218,7 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	work := newPending()
 	m := newMetrics(cfg)
 	pools := storePools(cfg.Pools)
-	retired, err := retiredPools(pools, st, log)
+	retired, err := configRetiredPools(cfg, pools, st, log)
 	if err != nil {
 		return nil, closeAll, err
 	}
@@ -271,6 +315,7 @@ func retiredPools(pools []store.Pool, st *store.Store, log *slog.Logger) ([]stor
 		}
 		if i := slices.IndexFunc(pools, func(p store.Pool) bool { return p.CIDR.Overlaps(b.Pool) }); i >= 0 {
 			if err := samePool(pools[i], b); err != nil {
+				err.index = i
 				return nil, err
 			}
 			continue
@@ -291,22 +336,57 @@ func retiredPools(pools []store.Pool, st *store.Store, log *slog.Logger) ([]stor
 	return out, nil
 }
 
+// configRetiredPools is retiredPools of cfg's pools, whose refusal of a
+// changed pool names the config file, line and key.
+func configRetiredPools(cfg Config, pools []store.Pool, st *store.Store, log *slog.Logger) ([]store.Pool, error) {
+	retired, err := retiredPools(pools, st, log)
+	if pc := (*poolChangeError)(nil); errors.As(err, &pc) {
+		return nil, pc.at(cfg)
+	}
+	return retired, err
+}
+
 // samePool refuses a configured pool p that overlaps the pool of the
 // store's block b without being that pool: a pool whose cidr or blockSize
 // changed while the store has blocks of it. The cluster agreed on those
 // blocks as blocks of the old pool: routes, allocations and the votes all
 // go by it, so a widened, narrowed or re-cut pool would leave pods
 // unrouted. Calico's pools are immutable for the same reason.
-func samePool(p store.Pool, b store.Block) error {
+func samePool(p store.Pool, b store.Block) *poolChangeError {
 	if p.CIDR == b.Pool && p.BlockSize == b.CIDR.Bits() {
 		return nil
 	}
 	if p.CIDR == b.Pool {
-		return fmt.Errorf("pool %s: blockSize %d, but the store has blocks of it of size /%d (%s): a pool's blockSize cannot change while it has blocks; put blockSize %d back, or add a new pool beside it and retire this one (docs/ipam.md)",
-			p.CIDR, p.BlockSize, b.CIDR.Bits(), b.CIDR, b.CIDR.Bits())
+		return &poolChangeError{pool: p.CIDR, key: "blockSize", size: p.BlockSize, msg: fmt.Sprintf("but the store has blocks of it of size /%d (%s): a pool's blockSize cannot change while it has blocks; put blockSize %d back, or add a new pool beside it and retire this one (docs/ipam.md)",
+			b.CIDR.Bits(), b.CIDR, b.CIDR.Bits())}
 	}
-	return fmt.Errorf("pool %s overlaps pool %s, of which the store has blocks (%s): a pool's cidr cannot change while it has blocks; put %s back, or add a pool that overlaps no other beside it and retire the old one (docs/ipam.md)",
-		p.CIDR, b.Pool, b.CIDR, b.Pool)
+	return &poolChangeError{pool: p.CIDR, key: "cidr", msg: fmt.Sprintf("overlaps pool %s, of which the store has blocks (%s): a pool's cidr cannot change while it has blocks; put %s back, or add a pool that overlaps no other beside it and retire the old one (docs/ipam.md)",
+		b.Pool, b.CIDR, b.Pool)}
+}
+
+// poolChangeError is samePool's refusal of the configured pools[index]:
+// key is the key that changed (its value size, for blockSize).
+type poolChangeError struct {
+	index    int
+	pool     netip.Prefix
+	size     int
+	key, msg string
+}
+
+func (e *poolChangeError) Error() string {
+	if e.key == "blockSize" {
+		return fmt.Sprintf("pool %s: blockSize %d, %s", e.pool, e.size, e.msg)
+	}
+	return fmt.Sprintf("pool %s %s", e.pool, e.msg)
+}
+
+// at is the error naming the key in the config file the pools were read
+// from, with its line.
+func (e *poolChangeError) at(cfg Config) error {
+	if e.key == "blockSize" {
+		return cfg.KeyError(fmt.Sprintf("pools[%d].blockSize", e.index), fmt.Sprintf("value %d, %s", e.size, e.msg))
+	}
+	return cfg.KeyError(fmt.Sprintf("pools[%d].cidr", e.index), fmt.Sprintf("value %q %s", e.pool, e.msg))
 }
 
 func storePools(cfg []PoolConfig) []store.Pool {

@@ -38,7 +38,15 @@ func DetectNode(cfg Config) (NodeUplink, error) {
 	case err == nil:
 		return NodeUplink{Uplink: up, Identity: up.Address}, nil
 	case !rid.IsValid() || cfg.NodeAddress.IsValid():
-		return NodeUplink{}, fmt.Errorf("node address: %w (a node with no IPv4 address, IPv6 only, needs bgp.routerID: a 32-bit ID written as an IPv4 address, unique in the cluster)", err)
+		const v6only = " (a node with no IPv4 address, IPv6 only, needs bgp.routerID: a 32-bit ID written as an IPv4 address, unique in the cluster)"
+		// The key the file gives that failed, with its line.
+		switch {
+		case cfg.NodeAddress.IsValid() && cfg.fileSets("nodeAddress"):
+			return NodeUplink{}, cfg.KeyError("nodeAddress", err.Error()+v6only)
+		case cfg.Interface != "" && cfg.fileSets("interface"):
+			return NodeUplink{}, cfg.KeyError("interface", err.Error()+v6only)
+		}
+		return NodeUplink{}, fmt.Errorf("node address: %w"+v6only, err)
 	}
 	if perr := ipv6OnlyProblems(cfg); perr != nil {
 		return NodeUplink{}, perr

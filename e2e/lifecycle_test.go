@@ -390,15 +390,25 @@ func TestDaemonRefusals(t *testing.T) {
 		{"pools:\n  - cidr: 10.244.0.0/33\n", `pools[0].cidr: value "10.244.0.0/33"`},
 		{"pools:\n  - cidr: 10.244.0.0/16\n    vxlanMode: Sometimes\n", `"Sometimes"`},
 		{"reconcileInterval: 30\n", `reconcileInterval: value "30"`},
+		// A pool over the node's subnet holds its detected address (eth0's,
+		// the lab node having no default route) or the one it gives.
+		{"interface: eth0\npools:\n  - cidr: " + lab.Underlay.String() + "\n", `line 3: pools[0].cidr: value "` + lab.Underlay.String() + `" holds this node's address ` + n.Address.String()},
+		{"nodeAddress: " + n.Address.String() + "\npools:\n  - cidr: " + lab.Underlay.String() + "\n", `line 1: nodeAddress: value "` + n.Address.String() + `" is inside pools[0].cidr`},
+		{"mtu: 1000\npools:\n  - cidr: 10.244.0.0/16\n  - cidr: fd00:10:244::/56\n", `line 1: mtu: value 1000 is below 1280`},
+		{"bgp:\n  peers: [192.168.77.50, 192.168.77.50]\n  voters: [192.168.77.50]\n", `line 2: bgp.peers[1]: value "192.168.77.50" is listed twice`},
+		{"nodeName: n\xe91\n", `line 1: byte 0xe9 at column 12 is not UTF-8`},
+		{"interface: nosuch0\n", `line 1: interface: interface nosuch0 does not exist`},
 	} {
 		cfg := filepath.Join(n.Dir, "bad.yaml")
 		if err := os.WriteFile(cfg, []byte(tc.yaml), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		// In the node's netns: should a config be taken after all, the daemon
-		// must not touch the host.
-		out, err := exec.Command("nsenter", "--net="+lab.NetnsPath(n.Netns), "--", filepath.Join(binDir, "reef"), "daemon",
+		// must not touch the host; and it is stopped rather than waited for.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		out, err := exec.CommandContext(ctx, "nsenter", "--net="+lab.NetnsPath(n.Netns), "--", filepath.Join(binDir, "reef"), "daemon",
 			"--config", cfg, "--state-dir", filepath.Join(n.Dir, "bad-state"), "--socket", filepath.Join(n.Dir, "bad.sock")).CombinedOutput()
+		cancel()
 		if err == nil || !strings.Contains(string(out), tc.want) || !strings.Contains(string(out), cfg) {
 			t.Errorf("config %q: %v\n%s\nwant an error naming %s and %s", tc.yaml, err, out, cfg, tc.want)
 		}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"os/exec"
@@ -386,5 +387,36 @@ func TestStoreRecoverIPIPLabel(t *testing.T) {
 	}
 	if a := run(t, l, n.Netns, "ip", "-4", "-o", "addr", "show", "dev", "tunl0"); !strings.Contains(a, foreign+"/32") {
 		t.Errorf("the address %s on tunl0 is gone:\n%s", foreign, a)
+	}
+}
+
+// TestStoreRecoverRefusesSoundStore: `reef store recover` on a store that
+// is not damaged (the daemon stopped for another reason) changes nothing
+// and says why: rebuilt, it would be marked recovered and claim no new
+// block until the node is drained. --force rebuilds it.
+func TestStoreRecoverRefusesSoundStore(t *testing.T) {
+	l := newLab(t)
+	n := startNode(t, l, "node1", lab.NodeOptions{})
+	newPod(t, n, "a")
+	if err := n.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(n.StateDir, "reef.db")
+	before, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := l.Run(n.Netns, filepath.Join(binDir, "reef"), "store", "recover", "--config", n.Config)
+	if err == nil || !strings.Contains(out, "is not damaged") || !strings.Contains(out, "nothing was changed") {
+		t.Errorf("reef store recover on a sound store: %v, want a refusal that says it is not damaged:\n%s", err, out)
+	}
+	if after, _ := os.ReadFile(db); !bytes.Equal(before, after) {
+		t.Error("reef store recover changed a sound store it refused")
+	}
+	if aside, _ := filepath.Glob(db + ".damaged-*"); len(aside) > 0 {
+		t.Errorf("reef store recover moved a sound store aside: %v", aside)
+	}
+	if out, err := l.Run(n.Netns, filepath.Join(binDir, "reef"), "store", "recover", "--force", "--config", n.Config); err != nil || !strings.Contains(out, "rebuilt") {
+		t.Errorf("reef store recover --force: %v\n%s", err, out)
 	}
 }

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // ErrDamaged is what a damaged state file is refused with (errors.Is).
@@ -211,4 +214,50 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// CheckFile checks the state file at path as Open does, without changing
+// it or waiting for its lock: nil when Open would find no damage (a file
+// of an older schema, which Open migrates, included), a DamagedError when
+// it would refuse the file as damaged, and another error when it cannot
+// tell (a missing file, a lock held).
+func CheckFile(path string) error {
+	if err := precheck(path); err != nil {
+		return err
+	}
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("check store %s: %w", path, err)
+	}
+	var db *bolt.DB
+	err := guard(path, func() (err error) {
+		db, err = bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 100 * time.Millisecond})
+		return err
+	})
+	switch {
+	case errors.Is(err, berrors.ErrTimeout):
+		return fmt.Errorf("store %s is %w", path, ErrLocked)
+	case errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch):
+		return &DamagedError{Path: path, Problem: fmt.Sprintf("bbolt cannot read its meta pages (%v)", err)}
+	case err != nil:
+		return err
+	}
+	defer db.Close()
+	if err := check(db, path); err != nil {
+		return err
+	}
+	return guard(path, func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			meta := tx.Bucket(bucketMeta)
+			if meta == nil || string(meta.Get(keySchema)) != strconv.Itoa(schemaVersion) && string(meta.Get(keySchema)) != strconv.Itoa(schemaIPv6) {
+				return nil // new, or of an older schema: Open migrates it
+			}
+			if err := checkBuckets(tx); err != nil {
+				return &DamagedError{Path: path, Problem: err.Error()}
+			}
+			if _, _, ok := readIncarnation(tx); !ok {
+				return &DamagedError{Path: path, Problem: fmt.Sprintf("no incarnation in bucket %s although schema version is %d", bucketMeta, schemaVersion)}
+			}
+			return nil
+		})
+	})
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -185,5 +186,37 @@ func TestDamageWhileOpenStopsWrites(t *testing.T) {
 	}
 	if _, _, err := s.Allocate(Endpoint{Handle: "net.after"}, protoPool); !errors.Is(err, ErrDamaged) {
 		t.Fatalf("Allocate after the damage was found: %v, want ErrDamaged", err)
+	}
+}
+
+// TestCheckFile: CheckFile finds what Open would refuse, and only that,
+// without changing the file.
+func TestCheckFile(t *testing.T) {
+	sound := populated(t)
+	before, err := os.ReadFile(sound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckFile(sound); err != nil {
+		t.Errorf("CheckFile of a sound file: %v", err)
+	}
+	if after, _ := os.ReadFile(sound); !bytes.Equal(before, after) {
+		t.Error("CheckFile changed the file")
+	}
+	damaged := populated(t)
+	used := usedPages(t, damaged)
+	overwritePages(t, damaged, used[0], used[len(used)-1])
+	if err := CheckFile(damaged); !errors.Is(err, ErrDamaged) {
+		t.Errorf("CheckFile of a file with two pages overwritten: %v, want a DamagedError", err)
+	}
+	empty := filepath.Join(t.TempDir(), "reef.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckFile(empty); !errors.Is(err, ErrDamaged) {
+		t.Errorf("CheckFile of an empty file: %v, want a DamagedError", err)
+	}
+	if err := CheckFile(filepath.Join(t.TempDir(), "reef.db")); err == nil || errors.Is(err, ErrDamaged) {
+		t.Errorf("CheckFile of a missing file: %v, want an error that is not damage", err)
 	}
 }

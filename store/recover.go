@@ -306,8 +306,18 @@ func writeRecovered(path string, in RecoverInput, sv salvaged, eps []Endpoint, r
 	if err := writeIdentity(building, Identity{Node: in.Node, Address: in.Address, Incarnation: rep.Incarnation, Born: rep.Born}); err != nil {
 		return fmt.Errorf("recover %s: %w", path, err)
 	}
-	if err := os.Link(path, rep.MovedTo); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("recover %s: keep the damaged file as %s: %w", path, rep.MovedTo, err)
+	// A second recovery in the same second (of the file the first one
+	// rebuilt) keeps its damaged file beside the first's.
+	for i := 2; ; i++ {
+		err := os.Link(path, rep.MovedTo)
+		if errors.Is(err, os.ErrExist) {
+			rep.MovedTo = fmt.Sprintf("%s.damaged-%s-%d", path, in.Now.UTC().Format("20060102T150405Z"), i)
+			continue
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("recover %s: keep the damaged file as %s: %w", path, rep.MovedTo, err)
+		}
+		break
 	}
 	if err := os.Rename(building, path); err != nil {
 		return fmt.Errorf("recover %s: %w", path, err)

@@ -238,3 +238,30 @@ func TestOpenRefusesLostStore(t *testing.T) {
 		t.Fatalf("Open of a lost store: %v", err)
 	}
 }
+
+// TestRecoverTwiceInOneSecond: a second recovery at the same time keeps
+// its damaged file beside the first's instead of failing on the name.
+func TestRecoverTwiceInOneSecond(t *testing.T) {
+	path, _, _ := recoverSetup(t, 1)
+	s := openProtoAt(t, path)
+	s.Close()
+	id, _, _ := ReadIdentity(path)
+	now := time.Now()
+	var moved []string
+	for range 2 {
+		truncate(t, path, 0)
+		rep, err := Recover(path, RecoverInput{Node: "node-a", Address: protoSelf, Pools: []Pool{recPool}, Identity: &id, IdentityFrom: "test", Now: now})
+		if err != nil {
+			t.Fatalf("recover %d: %v", len(moved)+1, err)
+		}
+		moved = append(moved, rep.MovedTo)
+	}
+	if moved[0] == moved[1] {
+		t.Errorf("both recoveries kept the damaged file as %s", moved[0])
+	}
+	for _, m := range moved {
+		if _, err := os.Stat(m); err != nil {
+			t.Errorf("damaged file kept: %v", err)
+		}
+	}
+}

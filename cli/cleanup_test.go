@@ -1,0 +1,51 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCleanupWithABadConfig: a config the daemon refuses for a key that
+// is not a path still tells `reef cleanup` where reef's state is. The
+// cleanup is not confirmed, so nothing is removed; it reads this network
+// namespace's nftables tables, links and routes (root).
+func TestCleanupWithABadConfig(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: reef cleanup reads nftables")
+	}
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(state, "reef.db")
+	if err := os.WriteFile(db, []byte("not a store"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "config.yaml")
+	bad := "stateDir: " + state + "\nsocket: " + filepath.Join(dir, "reef.sock") + "\nbgp:\n  asn: 0\n"
+	if err := os.WriteFile(cfg, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := cleanupStdin
+	cleanupStdin = strings.NewReader("n\n")
+	t.Cleanup(func() { cleanupStdin = old })
+	var stdout, stderr bytes.Buffer
+	err := Run(context.Background(), []string{"cleanup", "--config", cfg}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "cleanup not confirmed") {
+		t.Errorf("reef cleanup with a bad config, not confirmed: %v, want it to ask and remove nothing\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
+	}
+	if !strings.Contains(stdout.String(), "the store "+db) {
+		t.Errorf("reef cleanup does not list the store %s:\n%s", db, &stdout)
+	}
+	if !strings.Contains(stderr.String(), "line 4: bgp.asn: value 0") {
+		t.Errorf("reef cleanup does not say what the config's problem is:\n%s", &stderr)
+	}
+	if _, err := os.Stat(db); err != nil {
+		t.Errorf("the store is gone although the cleanup was not confirmed: %v", err)
+	}
+}
