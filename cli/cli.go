@@ -295,7 +295,9 @@ func (n nodeFlags) apply(cfg *daemon.Config) error {
 
 // client flags shared by the commands that talk to the daemon.
 type clientFlags struct {
+	fs     *flag.FlagSet
 	socket string
+	config string
 	output string
 	// dialErr is the last connect to the socket's failure (nil: it
 	// connected), which gRPC's error carries only as text.
@@ -303,11 +305,40 @@ type clientFlags struct {
 }
 
 func (c *clientFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.socket, "socket", "/run/reef/reef.sock", "daemon socket")
+	c.fs = fs
+	fs.StringVar(&c.socket, "socket", "", "daemon socket (default: the config file's socket, else /run/reef/reef.sock)")
+	fs.StringVar(&c.config, "config", DefaultConfigPath, "configuration file, for its socket (missing: defaults)")
 	fs.StringVar(&c.output, "o", "table", "output: table or json")
 }
 
+// resolveSocket sets socket, when no --socket was given, to the config
+// file's (only its paths are read: daemon.LoadConfigPaths), where the
+// daemon serves it. A config file named by --config must be read; the
+// default one, when it cannot be (absent, not readable by this user),
+// leaves the default socket.
+func (c *clientFlags) resolveSocket() error {
+	if c.socket != "" {
+		return nil
+	}
+	explicit := false
+	if c.fs != nil {
+		c.fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	}
+	cfg, err := daemon.LoadConfigPaths(c.config, explicit)
+	switch {
+	case err != nil && explicit:
+		return err
+	case err != nil:
+		cfg = daemon.DefaultConfig()
+	}
+	c.socket = cfg.Socket
+	return nil
+}
+
 func (c *clientFlags) dial() (*grpc.ClientConn, error) {
+	if err := c.resolveSocket(); err != nil {
+		return nil, err
+	}
 	if _, err := os.Stat(c.socket); err != nil {
 		return nil, socketError(c.socket, err)
 	}

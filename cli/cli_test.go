@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,6 +25,12 @@ func TestCommandLineErrors(t *testing.T) {
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	ln.Close()
+	// A config file that moves the socket: the client commands ask the
+	// daemon there, as the daemon serves it.
+	moved := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(moved, []byte("socket: "+stale+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args   []string
 		status int
@@ -53,6 +60,9 @@ func TestCommandLineErrors(t *testing.T) {
 		{[]string{"daemon", "--config", noFile}, 1, "reef: config " + noFile + ": no such file or directory"},
 		{[]string{"status", "--socket", "/nonexistent-reef-test/reef.sock"}, 1, "is the daemon running?"},
 		{[]string{"status", "--socket", stale}, 1, "connection refused: no daemon serves it (is the daemon running?"},
+		{[]string{"status", "--config", moved}, 1, "reef daemon socket " + stale + ": dial unix " + stale + ": connect: connection refused"},
+		{[]string{"routes", "--config", moved}, 1, "reef daemon socket " + stale + ": dial unix " + stale + ": connect: connection refused"},
+		{[]string{"status", "--config", noFile}, 1, "reef: config " + noFile + ": open " + noFile + ": no such file or directory"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

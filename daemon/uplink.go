@@ -47,7 +47,7 @@ type RouteInfo struct {
 }
 
 // uplinkHint tells the operator how to overrule the autodetection.
-const uplinkHint = "set nodeAddress or interface in /etc/reef/config.yaml"
+const uplinkHint = "set nodeAddress or interface in reef's config file (--config; /etc/reef/config.yaml by default)"
 
 // uplinkUsable reports whether a is an address the node can be reached at.
 // A /32 is left out because VIPs (kube-vip, keepalived) are added as /32s

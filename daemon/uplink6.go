@@ -37,7 +37,7 @@ type Addr6Info struct {
 }
 
 // uplink6Hint tells the operator how to overrule the detection.
-const uplink6Hint = "set nodeAddressV6 or interface in /etc/reef/config.yaml"
+const uplink6Hint = "set nodeAddressV6 or interface in reef's config file (--config; /etc/reef/config.yaml by default)"
 
 // uplink6WhyNot says why a is not a usable node address, "" when it is:
 // the other nodes route to it for as long as the node runs, so an address

@@ -80,7 +80,7 @@ func TestChooseUplink(t *testing.T) {
 		{
 			name:     "default route interface with only a /32 and a secondary",
 			defaults: []RouteInfo{{LinkIndex: 6, Priority: 100}},
-			wantErr:  "the IPv4 default route (metric 100) is on ens19, which has no usable IPv4 address (10.0.0.5/32 is a /32 (a VIP?), 10.0.0.6/24 is secondary); set nodeAddress or interface in /etc/reef/config.yaml",
+			wantErr:  "the IPv4 default route (metric 100) is on ens19, which has no usable IPv4 address (10.0.0.5/32 is a /32 (a VIP?), 10.0.0.6/24 is secondary); set nodeAddress or interface in reef's config file (--config; /etc/reef/config.yaml by default)",
 		},
 		{
 			name: "no default route: first usable interface, skipping lo, bridges, veths, reef devices and down links",
@@ -94,7 +94,7 @@ func TestChooseUplink(t *testing.T) {
 		{
 			name:    "no default route and only bridges",
 			links:   []LinkInfo{links[0], links[2], links[6]},
-			wantErr: "no IPv4 default route and no usable interface; set nodeAddress or interface in /etc/reef/config.yaml",
+			wantErr: "no IPv4 default route and no usable interface; set nodeAddress or interface in reef's config file (--config; /etc/reef/config.yaml by default)",
 		},
 		{
 			name:    "reef-named device is skipped",
