@@ -386,6 +386,12 @@ func ExternalDropReason(prefix netip.Prefix, pools []Pool, nodes []netip.Prefix)
 	return DropOther
 }
 
+// md5Hint follows the state of an external peer with a TCP MD5 password
+// that is not established: a password that differs at the router gives no
+// error anywhere, since each kernel drops the other's segments unanswered,
+// and the session only waits, as for a router that is down.
+const md5Hint = " (no answer: the router is down or unreachable, or its TCP MD5 password differs from bgp.externalPeers[].password)"
+
 // ExternalStatus is one external peer as `reef status` shows it.
 type ExternalStatus struct {
 	PeerStatus
@@ -431,6 +437,8 @@ func (sp *Speaker) ExternalStatus(ctx context.Context) []ExternalStatus {
 			st.State = "idle"
 		case st.CutOff:
 			st.State = fmt.Sprintf("cut off: sent more than maxPrefixes %d routes; closed until reef restarts", p.MaxPrefixes)
+		case (st.State == "active" || st.State == "connect") && p.Password != "":
+			st.State += md5Hint
 		}
 		if !st.Established {
 			out = append(out, st) // GoBGP would list what it would send

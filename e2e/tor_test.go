@@ -263,3 +263,34 @@ func ext2s(ext []*reefv1.ExternalPeer) string {
 	}
 	return "[" + strings.Join(out, "; ") + "]"
 }
+
+// TestToRPasswordMismatchBird: a TCP MD5 password that differs at the
+// router leaves no error anywhere (each kernel drops the other's
+// segments), so `reef status` says, beside the session that only waits,
+// what a differing password looks like and which key to compare.
+func TestToRPasswordMismatchBird(t *testing.T) {
+	l := newLab(t)
+	nodes, err := l.AddCrossNodes(lab.NodeOptions{Extra: torPool, RouterASN: lab.RouterASN, RouterPassword: "not-the-routers-key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startToR(t, l, "bird", nodes, lab.DefaultToRPools, "reef-tor-key")
+	if err := lab.StartAll(nodes); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() string {
+		out, err := nodes[0].Reef("status")
+		if err != nil {
+			return "reef status: " + err.Error() + "\n" + out
+		}
+		if !strings.Contains(out, "its TCP MD5 password differs from bgp.externalPeers[].password") {
+			return "reef status does not say what a differing password looks like:\n" + out
+		}
+		return ""
+	})
+	// The cluster's own sessions, which have no password, are not told so.
+	out, _ := nodes[0].Reef("status")
+	if n := strings.Count(out, "TCP MD5 password differs"); n != 1 {
+		t.Errorf("the password hint is on %d lines, want the router's alone:\n%s", n, out)
+	}
+}
