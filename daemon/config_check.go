@@ -119,7 +119,7 @@ var notPodRanges = []notPodRangeOf{
 	{netip.MustParsePrefix("127.0.0.0/8"), "loopback range"},
 	{netip.MustParsePrefix("169.254.0.0/16"), "link-local range"},
 	{netip.MustParsePrefix("224.0.0.0/4"), "multicast range"},
-	{netip.MustParsePrefix("240.0.0.0/4"), "reserved range (and broadcast)"},
+	{netip.MustParsePrefix("255.255.255.255/32"), "limited broadcast address"},
 	{netip.MustParsePrefix("::/127"), "unspecified and loopback addresses"},
 	{netip.MustParsePrefix("fe80::/10"), "link-local range"},
 	{netip.MustParsePrefix("ff00::/8"), "multicast range"},
@@ -408,10 +408,6 @@ func (c *Config) externalPeerProblems() []configProblem {
 			bad(".address", "value %q is this node's own address (nodeAddressV6%s)", a, c.lineOf("nodeAddressV6"))
 		case slices.Contains(b.Peers, a) || slices.Contains(b.RouteReflectors, a):
 			bad(".address", "value %q is also in bgp.peers or bgp.routeReflectors; a cluster node is not an external peer: keep one of them", a)
-		case slices.ContainsFunc(c.Pools, func(q PoolConfig) bool { return q.CIDR.IsValid() && q.CIDR.Contains(a) }):
-			var in problems
-			c.nodeInPool(&in, at+".address", a)
-			ps = append(ps, in...)
 		default:
 			if j, dup := seen[a]; dup {
 				bad(".address", "value %q is listed twice (also bgp.externalPeers[%d]%s)", a, j, c.lineOf(fmt.Sprintf("bgp.externalPeers[%d].address", j)))

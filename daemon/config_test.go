@@ -302,8 +302,6 @@ func TestParseConfigErrors(t *testing.T) {
 			[]string{f + `line 3: bgp.peers[0]: value "10.244.0.7" is inside pools[0].cidr 10.244.0.0/16 at line 1: a pod address is never a node's`}},
 		{"nodeAddress in a pool", "nodeAddress: 192.168.10.20\npools:\n- cidr: 192.168.10.0/24\n",
 			[]string{f + `line 1: nodeAddress: value "192.168.10.20" is inside pools[0].cidr 192.168.10.0/24 at line 3: a pod address is never a node's`}},
-		{"external peer in a pool", "bgp:\n  externalPeers: [{address: 10.244.3.1, asn: 65000}]\n",
-			[]string{f + `line 2: bgp.externalPeers[0].address: value "10.244.3.1" is inside pools[0].cidr 10.244.0.0/16: a pod address is never a node's or a router's`}},
 		{"voter in a pool", "bgp:\n  peers: [192.168.10.17]\n  voters: [192.168.10.17, 10.244.0.8, 192.168.10.19]\n",
 			[]string{f + `line 3: bgp.voters[1]: value "10.244.0.8" is inside pools[0].cidr 10.244.0.0/16`}},
 		{"route reflector in a pool", "bgp:\n  routeReflectors: [10.244.0.9]\n  voters: [192.168.10.17, 192.168.10.18, 192.168.10.19]\n",
@@ -728,6 +726,20 @@ func TestPodMTU6(t *testing.T) {
 	}
 	if err := podMTU6(v4, 1000, up, Uplink6{}); err != nil {
 		t.Errorf("podMTU6 without an IPv6 pool: %v", err)
+	}
+	// An IPv6-only node has no IPv4 uplink: the IPv6 one is named.
+	if err := podMTU6(cfg, 1230, Uplink{}, Uplink6{Interface: "eth1"}); err == nil || !strings.Contains(err.Error(), "(eth1, less the encapsulation)") {
+		t.Errorf("podMTU6 on an IPv6-only node: %v", err)
+	}
+}
+
+// TestPoolRangesAllowed: pools in ranges some clusters use for pods on
+// purpose are taken: Class E, CGNAT's shared range, the benchmark range.
+func TestPoolRangesAllowed(t *testing.T) {
+	for _, cidr := range []string{"240.0.0.0/12", "100.64.0.0/16", "198.18.0.0/16"} {
+		if _, err := ParseConfig("/etc/reef/config.yaml", []byte("nodeName: n1\npools: [{cidr: "+cidr+"}]\n")); err != nil {
+			t.Errorf("pool %s: %v", cidr, err)
+		}
 	}
 }
 

@@ -157,7 +157,10 @@ func podMTU6(cfg Config, mtu int, up Uplink, up6 Uplink6) error {
 		return nil
 	}
 	iface := up.Interface
-	if up6.Interface != "" && up6.Interface != iface {
+	switch {
+	case iface == "":
+		iface = up6.Interface // an IPv6-only node
+	case up6.Interface != "" && up6.Interface != iface:
 		iface += ", IPv6 " + up6.Interface
 	}
 	return cfg.KeyError(fmt.Sprintf("pools[%d].cidr", i), fmt.Sprintf("value %q is IPv6, but the pods' MTU derived from the uplink (%s, less the encapsulation) is %d, below %d, the least IPv6 runs on: raise the uplink's MTU, or give pools that need no encapsulation (vxlanMode: Never)",
@@ -177,7 +180,7 @@ func detectedInPool(cfg Config, up Uplink, up6 Uplink6) error {
 		}{{up.Address, "nodeAddress", up.Interface}, {up6.Address, "nodeAddressV6", up6.Interface}} {
 			if a.addr.IsValid() && p.CIDR.Contains(a.addr) {
 				at := fmt.Sprintf("pools[%d].cidr", i)
-				return cfg.KeyError(at, fmt.Sprintf("value %q holds this node's address %s (on %s): a pod address is never a node's; give the pool a range outside the nodes' subnets (or set %s)",
+				return cfg.KeyError(at, fmt.Sprintf("value %q holds this node's address %s (on %s): a pod address is never a node's; give the pool a range outside the nodes' subnets (or set %s); a pool that has blocks in this node's store cannot change: drain the node, stop reef and empty its stateDir first (docs/ipam.md)",
 					p.CIDR, a.addr, a.iface, a.key))
 			}
 		}

@@ -58,9 +58,10 @@ func (d *Daemon) serveMetrics(ctx context.Context, m *metrics.Metrics) {
 // NetworkPolicy on, until the informers have synced: every ADD answers
 // "try again later" until then. CNI STATUS does not fail for that: the
 // node would turn NotReady, and its pods be evicted, for an API that is
-// away or refuses reef. Nor while its store cannot be written (a state
-// dir gone read-only or full, store.Writable): every ADD fails with code 5
-// then; STATUS does not fail for it either.
+// away or refuses reef. Nor while its store refuses writes (store.Writable:
+// a state dir gone read-only; a full one only until an empty commit is
+// taken): every ADD fails with code 5 then; STATUS does not fail for it
+// either.
 func (d *Daemon) ready() (bool, string) {
 	if !d.cni.Ready() {
 		return false, cniserver.NotReadyReason

@@ -160,7 +160,7 @@ func (m *Metrics) Claim(pool, outcome string) {
 
 // Handler serves /metrics (m's metrics, and what state reads at each
 // scrape; state may be nil), /healthz (the process serves HTTP) and
-// /readyz (ready is true: the daemon serves ADD, as CNI STATUS says).
+// /readyz (ready is true: the daemon serves ADD; ready says why not).
 func (m *Metrics) Handler(state func() State, ready func() (bool, string)) http.Handler {
 	g := m.gatherer(state)
 	mux := http.NewServeMux()

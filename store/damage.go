@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -200,8 +201,15 @@ func storageError(path string, err error) error {
 	if err == nil || errors.Is(err, ErrNotWritable) {
 		return err
 	}
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EROFS) {
-		return &StorageError{Path: path, Err: unwrapPath(err)}
+	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS} {
+		// bbolt formats the error of growing the file with %s ("file
+		// resize error: ..."): the errno is then only in the text.
+		if errors.Is(err, errno) {
+			return &StorageError{Path: path, Err: unwrapPath(err)}
+		}
+		if strings.Contains(err.Error(), errno.Error()) {
+			return &StorageError{Path: path, Err: err}
+		}
 	}
 	return err
 }
@@ -256,6 +264,12 @@ func CheckFile(path string) error {
 			}
 			if _, _, ok := readIncarnation(tx); !ok {
 				return &DamagedError{Path: path, Problem: fmt.Sprintf("no incarnation in bucket %s although schema version is %d", bucketMeta, schemaVersion)}
+			}
+			// As Open's identity check (keepIdentity) finds it.
+			if v := meta.Get(keyNodeIdentity); v != nil {
+				if id, ok := netip.AddrFromSlice(v); !ok || !id.Is4() {
+					return &DamagedError{Path: path, Problem: fmt.Sprintf("node identity %x in bucket %s is not 4 bytes", v, bucketMeta)}
+				}
 			}
 			return nil
 		})

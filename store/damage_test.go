@@ -219,4 +219,20 @@ func TestCheckFile(t *testing.T) {
 	if err := CheckFile(filepath.Join(t.TempDir(), "reef.db")); err == nil || errors.Is(err, ErrDamaged) {
 		t.Errorf("CheckFile of a missing file: %v, want an error that is not damage", err)
 	}
+	// A node identity that is not 4 bytes: Open refuses it as damaged.
+	badID := populated(t)
+	db, err := bolt.Open(badID, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyNodeIdentity, []byte{10, 0, 0}) }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := Open(badID, Options{Node: "node-a", Address: protoSelf}); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("Open of a file with a 3-byte identity: %v, want a DamagedError", err)
+	}
+	if err := CheckFile(badID); !errors.Is(err, ErrDamaged) {
+		t.Errorf("CheckFile of a file with a 3-byte identity: %v, want a DamagedError as Open finds", err)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -111,5 +112,27 @@ func TestReadOnlyStateDirAtOpen(t *testing.T) {
 	fresh := filepath.Join(dir, "new", "reef.db")
 	if _, err := Open(fresh, Options{Node: "node-a"}); !errors.Is(err, ErrNotWritable) {
 		t.Fatalf("Open of a new store on a read-only file system: %v", err)
+	}
+}
+
+// TestStorageErrorKinds: the file system's refusals become a StorageError
+// whether the errno is wrapped or only in the text (bbolt's "file resize
+// error: %s"); other errors pass through.
+func TestStorageErrorKinds(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&os.PathError{Op: "write", Path: "/x", Err: syscall.EROFS}, true},
+		{fmt.Errorf("file resize error: %s", syscall.EROFS), true},
+		{fmt.Errorf("file resize error: %s", syscall.ENOSPC), true},
+		{fmt.Errorf("file resize error: %s", syscall.EDQUOT), true},
+		{errors.New("bucket not found"), false},
+		{fmt.Errorf("file resize error: %s", syscall.EIO), false},
+	} {
+		got := storageError("/var/lib/reef/reef.db", tc.err)
+		if errors.Is(got, ErrNotWritable) != tc.want {
+			t.Errorf("storageError(%v) = %v, want a StorageError: %v", tc.err, got, tc.want)
+		}
 	}
 }
