@@ -757,6 +757,9 @@ func TestDetectNodeNamesTheLine(t *testing.T) {
 		}
 		if _, err := DetectNode(cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: DetectNode() = %v, want an error that says %q", tc.yaml, err, tc.want)
+		} else if strings.Contains(tc.yaml, "nodeAddress") && strings.Contains(err.Error(), "needs bgp.routerID") {
+			// An IPv4 nodeAddress given: not an IPv6-only node.
+			t.Errorf("%q: DetectNode() = %v: the IPv6-only hint does not belong to a given IPv4 address", tc.yaml, err)
 		}
 	}
 }

@@ -40,9 +40,12 @@ func DetectNode(cfg Config) (NodeUplink, error) {
 	case !rid.IsValid() || cfg.NodeAddress.IsValid():
 		const v6only = " (a node with no IPv4 address, IPv6 only, needs bgp.routerID: a 32-bit ID written as an IPv4 address, unique in the cluster)"
 		// The key the file gives that failed, with its line.
+		// A given IPv4 nodeAddress the node lacks is not an IPv6-only
+		// node: the hint is for a node without IPv4 (an interface that
+		// has none may be one).
 		switch {
 		case cfg.NodeAddress.IsValid() && cfg.fileSets("nodeAddress"):
-			return NodeUplink{}, cfg.KeyError("nodeAddress", err.Error()+v6only)
+			return NodeUplink{}, cfg.KeyError("nodeAddress", err.Error())
 		case cfg.Interface != "" && cfg.fileSets("interface"):
 			return NodeUplink{}, cfg.KeyError("interface", err.Error()+v6only)
 		}
