@@ -231,37 +231,42 @@ func registerConfig(fs *flag.FlagSet, usage string) configFlags {
 // single node on the defaults). The caller applies its own overrides, then
 // cfg.Finish.
 func (c configFlags) load() (daemon.Config, error) {
-	explicit := false
-	c.fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
-	cfg, err := daemon.LoadConfig(*c.path, explicit)
+	cfg, err := daemon.LoadConfig(*c.path, flagGiven(c.fs, "config"))
 	if err != nil {
 		return cfg, err
 	}
+	c.override(&cfg)
+	return cfg, nil
+}
+
+// override applies --state-dir and --socket.
+func (c configFlags) override(cfg *daemon.Config) {
 	if *c.stateDir != "" {
 		cfg.StateDir = *c.stateDir
 	}
 	if *c.socket != "" {
 		cfg.Socket = *c.socket
 	}
-	return cfg, nil
+}
+
+// flagGiven says whether the command line gave the flag name, after Parse.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	if fs != nil {
+		fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	}
+	return given
 }
 
 // loadPaths is load for `reef cleanup` when the config has problems:
 // only its paths (daemon.LoadConfigPaths), with the flags' overrides,
 // finished.
 func (c configFlags) loadPaths() (daemon.Config, error) {
-	explicit := false
-	c.fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
-	cfg, err := daemon.LoadConfigPaths(*c.path, explicit)
+	cfg, err := daemon.LoadConfigPaths(*c.path, flagGiven(c.fs, "config"))
 	if err != nil {
 		return cfg, err
 	}
-	if *c.stateDir != "" {
-		cfg.StateDir = *c.stateDir
-	}
-	if *c.socket != "" {
-		cfg.Socket = *c.socket
-	}
+	c.override(&cfg)
 	if cfg.PendingDeleteDir == "" && filepath.IsAbs(cfg.StateDir) {
 		cfg.PendingDeleteDir = filepath.Join(cfg.StateDir, "pending-del")
 	}
@@ -320,10 +325,7 @@ func (c *clientFlags) resolveSocket() error {
 	if c.socket != "" {
 		return nil
 	}
-	explicit := false
-	if c.fs != nil {
-		c.fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
-	}
+	explicit := flagGiven(c.fs, "config")
 	cfg, err := daemon.LoadConfigPaths(c.config, explicit)
 	switch {
 	case err != nil && explicit:

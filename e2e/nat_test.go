@@ -613,15 +613,7 @@ func TestCleanup(t *testing.T) {
 // ipip module's, and an address of the operator's on it.
 func TestCleanupIPIPAddress(t *testing.T) {
 	l := newLab(t)
-	n, err := l.AddNode("node1", lab.NodeOptions{Extra: "pools:\n  - cidr: 10.244.0.0/16\n    vxlanMode: Never\n    ipipMode: Always\n"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Run(n.Netns, "ip", "link", "show", "tunl0"); err != nil {
-		// No ipip module in this kernel: a stand-in named tunl0, as
-		// routes/tunnel's TestIPIPStandIn uses (no dummy module either).
-		run(t, l, n.Netns, "ip", "link", "add", "tunl0", "type", "veth", "peer", "name", "tunl0peer")
-	}
+	n := ipipNode(t, l)
 	run(t, l, n.Netns, "ip", "addr", "add", "192.0.2.7/32", "dev", "tunl0")
 	if err := n.Start(); err != nil {
 		t.Fatal(err)
@@ -749,4 +741,20 @@ func TestTableMissingAtADD(t *testing.T) {
 	if !strings.Contains(n.Log(), "a whole reconcile pass after this ADD recreates it") {
 		t.Errorf("the ADD did not say the table was missing:\n%s", n.Log())
 	}
+}
+
+// ipipNode adds a node, not started, whose pool always uses IPIP, with a
+// tunl0: the ipip module's, or, in a kernel without it (this lab's), a
+// stand-in of that name, as routes/tunnel's TestIPIPStandIn uses (there
+// is no dummy module either).
+func ipipNode(t *testing.T, l *lab.Lab) *lab.Node {
+	t.Helper()
+	n, err := l.AddNode("node1", lab.NodeOptions{Extra: "pools:\n  - cidr: 10.244.0.0/16\n    vxlanMode: Never\n    ipipMode: Always\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Run(n.Netns, "ip", "link", "show", "tunl0"); err != nil {
+		run(t, l, n.Netns, "ip", "link", "add", "tunl0", "type", "veth", "peer", "name", "tunl0peer")
+	}
+	return n
 }

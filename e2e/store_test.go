@@ -335,15 +335,7 @@ func TestStoreRecoverInMesh(t *testing.T) {
 // it, and `reef ipam check` is clean.
 func TestStoreRecoverIPIPLabel(t *testing.T) {
 	l := newLab(t)
-	n, err := l.AddNode("node1", lab.NodeOptions{Extra: "pools:\n  - cidr: 10.244.0.0/16\n    vxlanMode: Never\n    ipipMode: Always\n"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Run(n.Netns, "ip", "link", "show", "tunl0"); err != nil {
-		// No ipip module in this kernel: a stand-in named tunl0, as
-		// routes/tunnel's TestIPIPStandIn uses.
-		run(t, l, n.Netns, "ip", "link", "add", "tunl0", "type", "veth", "peer", "name", "tunl0peer")
-	}
+	n := ipipNode(t, l)
 	const foreign = "10.244.200.1"
 	run(t, l, n.Netns, "ip", "addr", "add", foreign+"/32", "dev", "tunl0")
 	if err := n.Start(); err != nil {

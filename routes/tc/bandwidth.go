@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/reefcni/reef/routes/internal/nl"
 	"github.com/reefcni/reef/routes/linkname"
 	"github.com/vishvananda/netlink"
@@ -196,50 +197,49 @@ func MinBurstBits(mtu int) uint64 { return uint64(mtu+ethHeader) * 8 }
 // veth, and a clsact qdisc on the veth (not reef's). Refusals come before
 // any change; on a later failure it returns what it did change.
 func SetBandwidth(hostVeth string, bw Bandwidth) (changes []string, err error) {
+	err = withPlan("touch", hostVeth, bw, func(h netlinksafe.Handle, p Plan) error {
+		changes, err = Apply(h, p)
+		return err
+	})
+	return changes, err
+}
+
+// withPlan reads hostVeth's tc setup, diffs it against what bw needs and
+// hands the plan to do, with the handle it read through. verb is what is
+// refused for a link that is not reef's.
+func withPlan(verb, hostVeth string, bw Bandwidth, do func(netlinksafe.Handle, Plan) error) error {
 	if !linkname.Ours(hostVeth) {
-		return nil, fmt.Errorf("refusing to touch %q: not a reef link", hostVeth)
+		return fmt.Errorf("refusing to %s %q: not a reef link", verb, hostVeth)
 	}
 	h, err := nl.NewHandle()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer h.Close()
 	have, err := Read(h, hostVeth)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	want, err := Desired(bw, have.MTU, have.Tick)
 	if err != nil {
-		return nil, fmt.Errorf("bandwidth of %s: %w", hostVeth, err)
+		return fmt.Errorf("bandwidth of %s: %w", hostVeth, err)
 	}
-	return Apply(h, Diff(want, have))
+	return do(h, Diff(want, have))
 }
 
 // CheckBandwidth says how the tc setup of a pod's node-side veth differs
 // from bw, one line per difference (what SetBandwidth would change, or
 // why it would refuse to); none is a setup in line. It only reads.
-func CheckBandwidth(hostVeth string, bw Bandwidth) ([]string, error) {
-	if !linkname.Ours(hostVeth) {
-		return nil, fmt.Errorf("refusing to read %q: not a reef link", hostVeth)
-	}
-	h, err := nl.NewHandle()
-	if err != nil {
-		return nil, err
-	}
-	defer h.Close()
-	have, err := Read(h, hostVeth)
-	if err != nil {
-		return nil, err
-	}
-	want, err := Desired(bw, have.MTU, have.Tick)
-	if err != nil {
-		return nil, fmt.Errorf("bandwidth of %s: %w", hostVeth, err)
-	}
-	p := Diff(want, have)
-	if p.Refused != nil {
-		return []string{p.Refused.Error()}, nil
-	}
-	return p.Changes(), nil
+func CheckBandwidth(hostVeth string, bw Bandwidth) (diffs []string, err error) {
+	err = withPlan("read", hostVeth, bw, func(_ netlinksafe.Handle, p Plan) error {
+		if p.Refused != nil {
+			diffs = []string{p.Refused.Error()}
+		} else {
+			diffs = p.Changes()
+		}
+		return nil
+	})
+	return diffs, err
 }
 
 // RepairBandwidth is SetBandwidth for the reconcile pass: a veth that is
