@@ -183,7 +183,7 @@ func runNodeForget(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return flagError(err)
 	}
 	if len(pos) != 1 {
-		fmt.Fprintln(stderr, "usage: reef node forget NODE [--socket PATH] [-o json]   (NODE: its address, or its name)")
+		fmt.Fprintln(stderr, "usage: reef node forget NODE [--socket PATH | --config FILE] [-o json]   (NODE: its address, or its name)")
 		return UsageError{msg: "reef node forget takes one node"}
 	}
 	if err := c.validate(); err != nil {

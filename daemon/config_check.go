@@ -100,7 +100,7 @@ const minMTU6 = 1280
 func (c *Config) nodeInPool(ps *problems, key string, a netip.Addr) {
 	for i, p := range c.Pools {
 		if p.CIDR.IsValid() && p.CIDR.Contains(a) {
-			ps.bad(key, "value %q is inside pools[%d].cidr %s%s: a pod address is never a node's or a router's", a, i, p.CIDR, c.lineOf(fmt.Sprintf("pools[%d].cidr", i)))
+			ps.bad(key, "value %q is inside pools[%d].cidr %s%s: a pod address is never a node's", a, i, p.CIDR, c.lineOf(fmt.Sprintf("pools[%d].cidr", i)))
 			return
 		}
 	}

@@ -747,17 +747,21 @@ func TestPoolRangesAllowed(t *testing.T) {
 // that this node does not have stops the start at its line. It reads the
 // links of the test's network namespace, and changes nothing.
 func TestDetectNodeNamesTheLine(t *testing.T) {
-	for _, tc := range []struct{ yaml, want string }{
-		{"nodeName: n1\ninterface: nosuch0\n", "config /etc/reef/config.yaml: line 2: interface: interface nosuch0 does not exist"},
-		{"nodeName: n1\nnodeAddress: 192.0.2.254\n", "config /etc/reef/config.yaml: line 2: nodeAddress: nodeAddress 192.0.2.254 is not on any interface"},
+	for _, tc := range []struct{ yaml, flag, want string }{
+		{"nodeName: n1\ninterface: nosuch0\n", "", "config /etc/reef/config.yaml: line 2: interface: interface nosuch0 does not exist"},
+		{"nodeName: n1\nnodeAddress: 192.0.2.254\n", "", "config /etc/reef/config.yaml: line 2: nodeAddress: nodeAddress 192.0.2.254 is not on any interface"},
+		{"nodeName: n1\n", "192.0.2.253", "node address: nodeAddress 192.0.2.253 is not on any interface"},
 	} {
 		cfg, err := ParseConfig("/etc/reef/config.yaml", []byte(tc.yaml))
 		if err != nil {
 			t.Fatal(err)
 		}
+		if tc.flag != "" {
+			cfg.NodeAddress = netip.MustParseAddr(tc.flag) // --node-address
+		}
 		if _, err := DetectNode(cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: DetectNode() = %v, want an error that says %q", tc.yaml, err, tc.want)
-		} else if strings.Contains(tc.yaml, "nodeAddress") && strings.Contains(err.Error(), "needs bgp.routerID") {
+		} else if (tc.flag != "" || strings.Contains(tc.yaml, "nodeAddress")) && strings.Contains(err.Error(), "needs bgp.routerID") {
 			// An IPv4 nodeAddress given: not an IPv6-only node.
 			t.Errorf("%q: DetectNode() = %v: the IPv6-only hint does not belong to a given IPv4 address", tc.yaml, err)
 		}

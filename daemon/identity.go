@@ -39,13 +39,15 @@ func DetectNode(cfg Config) (NodeUplink, error) {
 		return NodeUplink{Uplink: up, Identity: up.Address}, nil
 	case !rid.IsValid() || cfg.NodeAddress.IsValid():
 		const v6only = " (a node with no IPv4 address, IPv6 only, needs bgp.routerID: a 32-bit ID written as an IPv4 address, unique in the cluster)"
-		// The key the file gives that failed, with its line.
-		// A given IPv4 nodeAddress the node lacks is not an IPv6-only
-		// node: the hint is for a node without IPv4 (an interface that
-		// has none may be one).
+		// The key the file gives that failed, with its line. A given
+		// IPv4 nodeAddress the node lacks (file or --node-address) is
+		// not an IPv6-only node: the hint is for a node without IPv4 (an
+		// interface that has none may be one).
 		switch {
 		case cfg.NodeAddress.IsValid() && cfg.fileSets("nodeAddress"):
 			return NodeUplink{}, cfg.KeyError("nodeAddress", err.Error())
+		case cfg.NodeAddress.IsValid():
+			return NodeUplink{}, fmt.Errorf("node address: %w", err)
 		case cfg.Interface != "" && cfg.fileSets("interface"):
 			return NodeUplink{}, cfg.KeyError("interface", err.Error()+v6only)
 		}
