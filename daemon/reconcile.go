@@ -46,8 +46,8 @@ type reconciler struct {
 	// not repairs.
 	sysctlsSet bool
 	// blocksIn is the block routes the last Sync of the blocks' owner
-	// that ended without error left in the kernel (nil: none yet, as
-	// after a start): one of them missing at a later pass was deleted
+	// left in the kernel, as far as it knows (blocksLeft; nil: none yet,
+	// as after a start): one of them missing at a later pass was deleted
 	// by someone else, a repair.
 	blocksIn map[netip.Prefix]routes.Route
 

@@ -38,10 +38,7 @@ func (r *reconciler) syncRoutes(live []store.Endpoint, snapshot routes.BlockSnap
 	live = untouched(live, mark.Touched())
 	blocks, err := r.blockRoutes.Sync(snapshot, have)
 	blocksIn := r.blocksIn
-	r.blocksIn = nil
-	if err == nil {
-		r.blocksIn = snapshot.Want().Routes
-	}
+	r.blocksIn = blocksLeft(snapshot.Want().Routes, have.Routes, err)
 	errs := []error{err}
 	want := podsOf(live, r.net.podMTU)
 	sync := r.pods.SyncRoutes
@@ -60,6 +57,25 @@ func (r *reconciler) syncRoutes(live []store.Endpoint, snapshot routes.BlockSnap
 	}
 	r.metrics.Repaired(metrics.RepairLink, len(synced.IFBs))
 	return live, synced.MTUs, errors.Join(errs...)
+}
+
+// blocksLeft is the block routes a Sync that wanted want, on a kernel
+// that had had, left there: every one of them when it succeeded; after an
+// error, which of its changes landed is not known, so only those the
+// kernel already had as wanted (the plan did not touch them). Dropping
+// them all, as before, left a route deleted after a failed pass uncounted
+// as a repair at every pass after.
+func blocksLeft(want, had map[netip.Prefix]routes.Route, err error) map[netip.Prefix]routes.Route {
+	if err == nil {
+		return want
+	}
+	left := map[netip.Prefix]routes.Route{}
+	for dst, rt := range want {
+		if cur, ok := had[dst]; ok && cur == rt {
+			left[dst] = rt
+		}
+	}
+	return left
 }
 
 // ipOfVeth is the addresses of the endpoint of live whose veth is veth,
