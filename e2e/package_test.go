@@ -597,6 +597,22 @@ func testInstallRunRemovePurge(t *testing.T, pk *packager) {
 		t.Errorf("dpkg -r removed the store; only purge may")
 	}
 
+	// installed again after the remove: the unit stays disabled, and the
+	// operator is told so (dpkg passes the removed version, as for an
+	// upgrade, so the first install's hint did not come); removed again.
+	out = env.dpkg(t, "-i", p.Deb)
+	if !strings.Contains(out, "reef installed again") || !strings.Contains(out, "systemctl enable --now reef") {
+		t.Errorf("dpkg -i after dpkg -r does not tell the operator that reef is disabled and how to start it:\n%s", out)
+	}
+	if got := existing(enabledLink); got != nil {
+		t.Errorf("dpkg -i after dpkg -r enabled the unit: %s", enabledLink)
+	}
+	if calls := env.calls(t); len(calls) > 0 {
+		t.Errorf("without a running systemd, installing again called systemctl %q", calls)
+	}
+	env.dpkg(t, "-r", "reef")
+	env.calls(t)
+
 	// purge: `reef cleanup --yes` in the node's namespace, then nothing of
 	// reef is left.
 	out = env.dpkg(t, "--purge", "reef")
