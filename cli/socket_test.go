@@ -33,7 +33,7 @@ func TestDaemonAway(t *testing.T) {
 		{"no socket", filepath.Join(dir, "none.sock"), []string{"no such file or directory", "is the daemon running? `systemctl status reef`"}},
 		{"stale socket", stale, []string{"connection refused: no daemon serves it", "is the daemon running? `systemctl status reef`, `journalctl -u reef`"}},
 	} {
-		for _, args := range [][]string{{"status"}, {"status", "-o", "json"}, {"ipam", "show"}, {"routes"}, {"node", "forget", "n3"}} {
+		for _, args := range [][]string{{"status"}, {"status", "-o", "json"}, {"ipam", "show"}, {"routes"}, {"node", "forget", "n3"}, {"peer", "reset", "192.168.77.60"}} {
 			t.Run(tc.name+"/"+strings.Join(args, " "), func(t *testing.T) {
 				var out, errOut bytes.Buffer
 				err := Run(context.Background(), append(args, "--socket", tc.socket), &out, &errOut)
