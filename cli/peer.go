@@ -8,6 +8,9 @@ import (
 	"io"
 	"net/netip"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	reefv1 "github.com/reefcni/reef/proto"
 )
 
@@ -29,11 +32,18 @@ func runPeerReset(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		return err
 	}
-	rep, err := ask(ctx, &c, func(ctx context.Context, client reefv1.NodeClient) (*reefv1.PeerResetReply, error) {
-		return client.PeerReset(ctx, &reefv1.PeerResetRequest{Address: addr.String()})
-	})
+	client, ctx, done, err := c.node(ctx)
 	if err != nil {
 		return err
+	}
+	defer done()
+	rep, err := client.PeerReset(ctx, &reefv1.PeerResetRequest{Address: addr.String()})
+	if st, ok := status.FromError(err); ok && err != nil && st.Code() != codes.Unavailable && st.Code() != codes.Unknown && ctx.Err() == nil {
+		// The daemon's answer (no such peer, no BGP): its words, not gRPC's.
+		return fmt.Errorf("peer reset: %s", st.Message())
+	}
+	if err != nil {
+		return c.callError(ctx, err)
 	}
 	if c.output == "json" {
 		return printJSON(stdout, rep)

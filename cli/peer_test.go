@@ -96,11 +96,11 @@ func TestPeerResetAnswers(t *testing.T) {
 	}{
 		{"192.168.77.60", 0, "BGP peer 192.168.77.60 may connect again; its prefix limit still holds"},
 		{"192.168.77.12", 0, "BGP peer 192.168.77.12 is not cut off by its prefix limit (state established): nothing to do"},
-		{"192.168.77.99", 1, "192.168.77.99: no BGP peer of this node"},
+		{"192.168.77.99", 1, "reef: peer reset: 192.168.77.99: no BGP peer of this node\n"},
 	} {
 		var stdout, stderr bytes.Buffer
 		st := Report(Run(context.Background(), []string{"peer", "reset", tc.addr, "--socket", sock}, &stdout, &stderr), &stderr)
-		if st != tc.status || !strings.Contains(stdout.String()+stderr.String(), tc.out) {
+		if st != tc.status || !strings.Contains(stdout.String()+stderr.String(), tc.out) || strings.Contains(stderr.String(), "rpc error") {
 			t.Errorf("reef peer reset %s: exit %d, stdout %q, stderr %q; want %d and %q", tc.addr, st, stdout.String(), stderr.String(), tc.status, tc.out)
 		}
 	}
