@@ -436,7 +436,7 @@ func (sp *Speaker) ExternalStatus(ctx context.Context) []ExternalStatus {
 		case st.State == "":
 			st.State = "idle"
 		case st.CutOff:
-			st.State = fmt.Sprintf("cut off: sent more than maxPrefixes %d routes; closed until reef restarts", p.MaxPrefixes)
+			st.State = fmt.Sprintf("cut off: sent more than maxPrefixes %d routes; closed until `reef peer reset %s` or a restart", p.MaxPrefixes, p.Address)
 		case (st.State == "active" || st.State == "connect") && p.Password != "":
 			st.State += md5Hint
 		}

@@ -1,6 +1,7 @@
 package bgp
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"testing"
@@ -107,5 +108,29 @@ func TestPrefixLimitCutsOffAFlood(t *testing.T) {
 	time.Sleep(2 * time.Second) // it stays down: a duration under test, not a wait
 	if _, up, admin := received(); up || admin != api.PeerState_ADMIN_STATE_PFX_CT.String() {
 		t.Errorf("2 s after the cut-off: established %v, admin state %s; want down, %s", up, admin, api.PeerState_ADMIN_STATE_PFX_CT)
+	}
+
+	// reef peer reset, B back with 1,000 paths fewer than the limit: the
+	// session comes up and stays. The cut-off went through graceful
+	// restart, so A still holds the flood as stale paths (for the 10 s
+	// restart time); a reset that only enabled the peer let B in and cut
+	// it off again at its first UPDATE, by that count.
+	if err := b.s.DeletePath(apiutil.DeletePathRequest{Paths: paths(limit, limit+1001)}); err != nil {
+		t.Fatal(err)
+	}
+	if was, cut, err := a.PeerReset(ctx, addrB); err != nil || !cut || !was.CutOff {
+		t.Fatalf("reset of the peer cut off: %+v, cut off %v, %v; want it cut off, and reset", was, cut, err)
+	}
+	waitFor("B back after the reset", func(n uint64, up bool, _ string) bool { return up && n == uint64(limit-1000) })
+	if was, cut, err := a.PeerReset(ctx, addrB); err != nil || cut || !was.Established {
+		t.Errorf("reset of a session that is up: %+v, cut off %v, %v; want it left alone", was, cut, err)
+	}
+	// The limit still holds.
+	add(paths(limit+1001, limit+2002))
+	waitFor("past the limit again", func(_ uint64, up bool, admin string) bool {
+		return !up && admin == api.PeerState_ADMIN_STATE_PFX_CT.String()
+	})
+	if _, _, err := a.PeerReset(ctx, netip.MustParseAddr("127.0.0.9")); !errors.Is(err, ErrNoPeer) {
+		t.Errorf("reset of an address that is no peer: %v, want %v", err, ErrNoPeer)
 	}
 }

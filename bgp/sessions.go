@@ -39,10 +39,10 @@ func (sp *Speaker) notePeer(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time
 	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	keptOut := sp.keptOut[addr]
+	_, keptOut := sp.keptOut[addr]
 	if ev.Peer.State.AdminState != api.PeerState_ADMIN_STATE_DOWN {
 		delete(sp.adminDown, addr)
-	} else if _, ok := sp.adminDown[addr]; !ok && !keptOut { // kept out for good: no reset to finish (leftDown)
+	} else if _, ok := sp.adminDown[addr]; !ok && !keptOut { // kept out (keepOut): no reset to finish (leftDown)
 		sp.adminDown[addr] = t
 		if c, ok := sp.downSeen[addr]; ok {
 			close(c) // resetSession waits for this event
@@ -53,12 +53,16 @@ func (sp *Speaker) notePeer(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time
 	st := PeerStatus{Address: addr, State: fsmStateName(ev.Peer.State.SessionState), Dynamic: !sp.static(addr),
 		CutOff: keptOut || ev.Peer.State.AdminState == api.PeerState_ADMIN_STATE_PFX_CT}
 	if st.CutOff && !old.CutOff {
-		sp.log.Error("BGP peer sent more routes than the session's prefix limit; the session is closed and stays closed until reef restarts",
-			"peer", addr, "limit", sp.limitOf(addr))
+		sp.log.Error("BGP peer sent more routes than the session's prefix limit; the session is closed and stays closed until `reef peer reset` or a restart",
+			"peer", addr, "limit", sp.limitOf(addr), "reset", "reef peer reset "+addr.String())
 	}
 	if st.CutOff && st.Dynamic && !keptOut {
-		sp.keptOut[addr] = true
-		go sp.keepOut(addr)
+		in := make(chan struct{})
+		sp.keptOut[addr] = in
+		go func() {
+			defer close(in)
+			sp.keepOut(addr)
+		}()
 	}
 	st.Type = sp.cfg.peerType(addr, st.Dynamic)
 	st.Established = ev.Peer.State.SessionState == bgppkt.BGP_FSM_ESTABLISHED
@@ -90,7 +94,7 @@ func (sp *Speaker) notePeer(ev *apiutil.WatchEventMessage_PeerEvent, t time.Time
 }
 
 // keepOut keeps a dynamic peer (bgp.peerPrefixes) that its prefix limit
-// cut off out until the daemon restarts, as a configured peer is kept
+// cut off out until PeerReset or a restart, as a configured peer is kept
 // (GoBGP's admin state PFX_CT). GoBGP removes a dynamic peer whose session
 // ends and takes the next connection from its address as a new peer, so
 // a flooding node came back every 10 to 15 s, flooded again and was cut

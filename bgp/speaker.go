@@ -120,11 +120,12 @@ type Speaker struct {
 	sessions  map[netip.Addr]PeerStatus    // from GoBGP's peer events (notePeer)
 	named     map[netip.Addr]bool          // sessions whose hostname was looked up
 	adminDown map[netip.Addr]time.Time     // peers whose events say admin down, since
-	keptOut   map[netip.Addr]bool          // dynamic peers cut off by their prefix limit (keepOut)
+	keptOut   map[netip.Addr]chan struct{} // dynamic peers cut off by their prefix limit; closed once keepOut is done
 	downSeen  map[netip.Addr]chan struct{} // resetSession's waits for a peer's admin-down event
 	services  []netip.Prefix               // the service CIDRs added to the table (services.go)
 	addrs     serviceAddrs                 // the Service addresses originated (serviceaddrs.go)
 	naming    sync.Mutex                   // one hostname lookup at a time (Sessions)
+	resetting sync.Mutex                   // one PeerReset at a time
 
 	dropped atomic.Uint64
 
@@ -174,7 +175,7 @@ func listen(ctx context.Context, cfg Config, log *slog.Logger, onChange func()) 
 		server.WaitLocalRoutesOption(cmp.Or(cfg.ownPathsWait, ownPathsWait)))
 	go s.Serve()
 	sp := &Speaker{cfg: cfg, s: s, log: log, ownVPN: map[vpnKey]ownPath{}, ownUnicast: map[netip.Prefix]ownPath{}, badSeen: droppedPaths{}, standInWake: make(chan struct{}, 1),
-		stuck: map[netip.Addr]stuckState{}, waiting: map[netip.Addr]time.Time{}, waitFor: passiveWait, readd: map[netip.Addr]bool{}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}, adminDown: map[netip.Addr]time.Time{}, keptOut: map[netip.Addr]bool{}, downSeen: map[netip.Addr]chan struct{}{}}
+		stuck: map[netip.Addr]stuckState{}, waiting: map[netip.Addr]time.Time{}, waitFor: passiveWait, readd: map[netip.Addr]bool{}, sessions: map[netip.Addr]PeerStatus{}, named: map[netip.Addr]bool{}, adminDown: map[netip.Addr]time.Time{}, keptOut: map[netip.Addr]chan struct{}{}, downSeen: map[netip.Addr]chan struct{}{}}
 
 	sp.marked = cfg.standsIn() && cfg.PlannedMark
 
@@ -409,7 +410,7 @@ type PeerStatus struct {
 	Dynamic     bool      // accepted through peerPrefixes
 	Type        PeerType
 	// CutOff is a session closed for sending more than its prefix limit:
-	// it stays closed until the daemon restarts.
+	// it stays closed until PeerReset (`reef peer reset`) or a restart.
 	CutOff bool
 }
 

@@ -82,6 +82,7 @@ commands:
   ipam check           compare the store, the kernel and the cluster (exit 1: problems found)
   ipam release IP      free a leaked allocation (--handle H; --force for a live sandbox)
   node forget NODE     free the blocks of a node gone for good (its address or name)
+  peer reset ADDRESS   let a BGP peer cut off by its prefix limit connect again
   policy show [NS/POD] what decides each direction of this node's pods: cluster tiers, NetworkPolicies
   kubeconfig           write /etc/reef/kubeconfig for reef's service account (docs/policy.md)
   routes               the routes and veths reef wants next to the kernel's (exit 1: not in sync)
@@ -124,6 +125,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return UsageError{msg: unknownSub(args)}
 		}
 		return runNodeForget(ctx, args[2:], stdout, stderr)
+	case "peer":
+		if len(args) < 2 || args[1] != "reset" {
+			fmt.Fprint(stderr, usage)
+			return UsageError{msg: unknownSub(args)}
+		}
+		return runPeerReset(ctx, args[2:], stdout, stderr)
 	case "policy":
 		if len(args) < 2 || args[1] != "show" {
 			fmt.Fprint(stderr, usage)
@@ -164,7 +171,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // the command, args[1] (if any) the sub-command it does not have.
 func unknownSub(args []string) string {
 	if len(args) < 2 {
-		return fmt.Sprintf("%s: give a command, such as %s", args[0], map[string]string{"ipam": "reef ipam show", "node": "reef node forget NODE",
+		return fmt.Sprintf("%s: give a command, such as %s", args[0], map[string]string{"ipam": "reef ipam show", "node": "reef node forget NODE", "peer": "reef peer reset ADDRESS",
 			"policy": "reef policy show", "store": "reef store recover"}[args[0]])
 	}
 	return fmt.Sprintf("unknown %s command %q", args[0], args[1])

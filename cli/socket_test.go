@@ -33,7 +33,7 @@ func TestDaemonAway(t *testing.T) {
 		{"no socket", filepath.Join(dir, "none.sock"), []string{"no such file or directory", "is the daemon running? `systemctl status reef`"}},
 		{"stale socket", stale, []string{"connection refused: no daemon serves it", "is the daemon running? `systemctl status reef`, `journalctl -u reef`"}},
 	} {
-		for _, args := range [][]string{{"status"}, {"status", "-o", "json"}, {"ipam", "show"}, {"routes"}, {"node", "forget", "n3"}} {
+		for _, args := range [][]string{{"status"}, {"status", "-o", "json"}, {"ipam", "show"}, {"routes"}, {"node", "forget", "n3"}, {"peer", "reset", "192.168.77.60"}} {
 			t.Run(tc.name+"/"+strings.Join(args, " "), func(t *testing.T) {
 				var out, errOut bytes.Buffer
 				err := Run(context.Background(), append(args, "--socket", tc.socket), &out, &errOut)
@@ -75,7 +75,7 @@ func TestDaemonAway(t *testing.T) {
 	}()
 	defer func(d time.Duration) { callTimeout = d }(callTimeout)
 	callTimeout = 200 * time.Millisecond
-	for _, args := range [][]string{{"status"}, {"node", "forget", "n3"}} {
+	for _, args := range [][]string{{"status"}, {"node", "forget", "n3"}, {"peer", "reset", "192.168.77.60"}} {
 		err := Run(context.Background(), append(args, "--socket", stuck), io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "reef daemon at "+stuck+" did not answer within 200ms: it is stuck or busy") {
 			t.Errorf("reef %s with a daemon that does not answer: %v, want it to say so", strings.Join(args, " "), err)

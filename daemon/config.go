@@ -176,7 +176,7 @@ type ExternalPeerConfig struct {
 	Multihop int `yaml:"multihop"`
 	// MaxPrefixes is the session's prefix limit: the router sends more
 	// routes than this and the session is torn down, and stays down until
-	// the daemon restarts. reef imports none of them; a router that sends
+	// `reef peer reset` or a restart. reef imports none of them; a router that sends
 	// none (docs/bgp.md) never gets near it.
 	MaxPrefixes uint32 `yaml:"maxPrefixes"`
 	// Communities are added to every block and Service CIDR exported to

@@ -130,7 +130,7 @@ func (d *Daemon) bgpMetrics(ctx context.Context, sp *bgp.Speaker, s *metrics.Sta
 	}
 	for _, p := range sp.Status(ctx) {
 		mp := metrics.Peer{Address: p.Address.String(), Type: string(p.Type), Up: p.Established, Since: p.Since,
-			Received: p.Received, Accepted: p.Accepted}
+			Received: p.Received, Accepted: p.Accepted, CutOff: p.CutOff}
 		if u, ok := counters.updates[p.Address]; ok {
 			mp.UpdatesIn, mp.UpdatesOut, mp.Updates = u.Received, u.Sent, true
 		}

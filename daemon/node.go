@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/netip"
@@ -147,7 +148,7 @@ func (n *nodeService) peerStatus(ctx context.Context, out *reefv1.StatusReply, b
 			pp.SinceUnix = p.Since.Unix()
 		}
 		if p.CutOff {
-			pp.State = "cut off: sent more than the session's prefix limit; closed until reef restarts"
+			pp.State = "cut off: sent more than the session's prefix limit; closed until `reef peer reset " + pp.Address + "` or a restart"
 		}
 		out.Peers = append(out.Peers, pp)
 	}
@@ -243,6 +244,25 @@ func (n *nodeService) Forget(ctx context.Context, req *reefv1.ForgetRequest) (*r
 		out.Blocks = append(out.Blocks, p.String())
 	}
 	return out, nil
+}
+
+// PeerReset lets a BGP peer that its prefix limit cut off connect again.
+func (n *nodeService) PeerReset(ctx context.Context, req *reefv1.PeerResetRequest) (*reefv1.PeerResetReply, error) {
+	if n.d.speaker == nil {
+		return nil, status.Error(codes.FailedPrecondition, "BGP is not running on this node")
+	}
+	addr, err := netip.ParseAddr(req.GetAddress())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "peer %q: not an IP address", req.GetAddress())
+	}
+	was, cutOff, err := n.d.speaker.PeerReset(ctx, addr)
+	switch {
+	case errors.Is(err, bgp.ErrNoPeer):
+		return nil, status.Errorf(codes.NotFound, "%v (bgp.peers, bgp.routeReflectors, bgp.externalPeers, or a session through bgp.peerPrefixes; reef status lists them)", err)
+	case err != nil:
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &reefv1.PeerResetReply{Address: was.Address.String(), CutOff: cutOff, State: was.State, Type: string(was.Type), Dynamic: was.Dynamic}, nil
 }
 
 // resolveNode takes a node address, or a name that a block's owner or a

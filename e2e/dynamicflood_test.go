@@ -21,7 +21,9 @@ import (
 // of a1's with the 20,000 routes of a feeder (reef-lab speaker) to pass
 // on. Before, GoBGP removed the dynamic peer when its session ended and
 // took it back at its next connection: a cut-off every 10 to 15 s, and
-// the peer gone from reef status between them.
+// the peer gone from reef status between them. reef_bgp_peer_cut_off says
+// it is cut off; reef peer reset lets it in again, as a new dynamic peer:
+// with the feeder's routes it is cut off again, without them it stays.
 func TestDynamicPeerFloodStaysCutOff(t *testing.T) {
 	slowSuite(t)
 	l := newLab(t)
@@ -106,5 +108,48 @@ func TestDynamicPeerFloodStaysCutOff(t *testing.T) {
 	}
 	if nb, err := g.Neighbor(self); err != nil || nb.OpensReceived != 1 || nb.State == "ESTABLISHED" {
 		t.Errorf("gobgpd's session with a1: %+v, %v; want a1's one OPEN (of the session it cut off) and no session", nb, err)
+	}
+
+	// reef peer reset, as for a new node at the rogue's address.
+	cutOff := func() string {
+		return scrapeIn(t, n, `reef_bgp_peer_cut_off{peer="`+rogue.String()+`",type="mesh"}`)
+	}
+	if v := cutOff(); v != "1" {
+		t.Errorf("reef_bgp_peer_cut_off of the rogue is %s, want 1", v)
+	}
+	reset := func() {
+		t.Helper()
+		if out, err := n.Reef("peer", "reset", rogue.String()); err != nil || !strings.Contains(out, "may connect again") {
+			t.Fatalf("reef peer reset %s: %v: %s", rogue, err, out)
+		}
+	}
+	reset()
+	eventually(t, 60*time.Second, func() string {
+		if c, s := cutOffs(), peerState(); c != 2 || !strings.HasPrefix(s, "cut off") {
+			return fmt.Sprintf("after the reset with the feeder's routes: %d cut-offs, want 2; the rogue's session %s", c, s)
+		}
+		return ""
+	})
+	if out, err := g.CLI("neighbor", feeder.String(), "disable"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	eventually(t, 30*time.Second, func() string {
+		if sum, _ := g.CLI("global", "rib", "summary"); !strings.Contains(sum, "Destination: 0,") {
+			return "gobgpd's table: " + sum
+		}
+		return ""
+	})
+	reset()
+	eventually(t, 30*time.Second, func() string {
+		if s := peerState(); s != "established" {
+			return "after the reset without the feeder's routes, the rogue's session: " + s
+		}
+		if v := cutOff(); v != "0" {
+			return "reef_bgp_peer_cut_off of the rogue is " + v + " with its session up"
+		}
+		return ""
+	})
+	if c := cutOffs(); c != 2 {
+		t.Errorf("cut off %d times, want 2", c)
 	}
 }

@@ -17,8 +17,10 @@ import (
 // node's block and sends routes of its own, which two feeders (reef-lab
 // speaker, iBGP to gobgpd) give it; below maxPrefixes (the default 1000)
 // they are held, counted and installed nowhere; a flood of 100,000 cuts
-// the session off for good, reef status and the log say why, and the
-// daemon's anonymous memory (RssAnon) grows by less than 10 MiB.
+// the session off, reef status, the log and reef_bgp_peer_cut_off say
+// why, and the daemon's anonymous memory (RssAnon) grows by less than 10
+// MiB. Then reef peer reset: with the flood still there the session is
+// cut off again; once gobgpd has only the 500 routes, it comes back.
 func TestExternalPeerFlood(t *testing.T) {
 	l := newLab(t)
 	feeders := []netip.Addr{netip.MustParseAddr("192.168.77.61"), netip.MustParseAddr("192.168.77.62")}
@@ -117,5 +119,60 @@ func TestExternalPeerFlood(t *testing.T) {
 	}
 	if _, err := l.Ping(p.Netns, n.Address); err != nil {
 		t.Errorf("the pod cannot reach its node after the flood: %v", err)
+	}
+
+	// reef peer reset. The metric an operator alerts on says cut off.
+	cutOff := `reef_bgp_peer_cut_off{peer="` + g.Address.String() + `",type="external"}`
+	if v := scrapeIn(t, n, cutOff); v != "1" {
+		t.Errorf("%s is %s while the session is cut off, want 1", cutOff, v)
+	}
+	cutOffs := func() int { return strings.Count(n.Log(), "BGP peer sent more routes than the session's prefix limit") }
+	reset := func() string {
+		t.Helper()
+		out, err := n.Reef("peer", "reset", g.Address.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	// gobgpd still has the flood: let in, it sends it and is cut off
+	// again (the limit holds).
+	if out := reset(); !strings.Contains(out, "may connect again") {
+		t.Errorf("reef peer reset of the peer cut off says %q", out)
+	}
+	eventually(t, 60*time.Second, func() string {
+		if c, e := cutOffs(), external(); c != 2 || !strings.HasPrefix(e.GetState(), "cut off") {
+			return fmt.Sprintf("%d cut-offs after the reset, want 2; %s", c, e)
+		}
+		return ""
+	})
+	// gobgpd drops the flood's feeder: 500 routes left to send.
+	if out, err := g.CLI("neighbor", feeders[1].String(), "disable"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	eventually(t, 30*time.Second, func() string {
+		if sum, _ := g.CLI("global", "rib", "summary"); !strings.Contains(sum, "Destination: 500,") {
+			return "gobgpd's table: " + sum
+		}
+		return ""
+	})
+	reset()
+	eventually(t, 30*time.Second, func() string {
+		if e := external(); e.GetState() != "established" || e.GetReceived() != 500 || e.GetSent() != 1 {
+			return "after the reset, with 500 routes to send: " + e.String()
+		}
+		if v := scrapeIn(t, n, cutOff); v != "0" {
+			return cutOff + " is " + v + " with the session up"
+		}
+		return ""
+	})
+	if c := cutOffs(); c != 2 {
+		t.Errorf("cut off %d times, want 2", c)
+	}
+	if out := reset(); !strings.Contains(out, "is not cut off by its prefix limit (state established): nothing to do") {
+		t.Errorf("reef peer reset of a session that is up says %q", out)
+	}
+	if out, err := n.Reef("peer", "reset", "192.168.77.99"); err == nil || !strings.Contains(err.Error(), "exit status 1") || !strings.Contains(out, "no BGP peer of this node") {
+		t.Errorf("reef peer reset of an address that is no peer: %v, %q; want exit status 1 and why", err, out)
 	}
 }

@@ -68,6 +68,9 @@ type Peer struct {
 	// the session's life; Updates false: not known.
 	UpdatesIn, UpdatesOut uint64
 	Updates               bool
+	// CutOff: its prefix limit closed the session, which stays closed
+	// until `reef peer reset` or a restart.
+	CutOff bool
 }
 
 // ServiceAddress is one Service address announced, and why.
@@ -90,6 +93,8 @@ type Pool struct {
 var (
 	descSessionUp = prometheus.NewDesc("reef_bgp_session_up",
 		"1 when the BGP session with the peer is established, else 0.", []string{"peer", "type"}, nil)
+	descPeerCutOff = prometheus.NewDesc("reef_bgp_peer_cut_off",
+		"1 while the BGP session with the peer is closed for sending more than its prefix limit: it stays closed until `reef peer reset PEER` or a restart of the daemon; else 0. A peer accepted through bgp.peerPrefixes that is neither connected nor cut off has no series.", []string{"peer", "type"}, nil)
 	descSessionUptime = prometheus.NewDesc("reef_bgp_session_uptime_seconds",
 		"How long the BGP session with the peer has been established; 0 when it is down.", []string{"peer", "type"}, nil)
 	descPathsReceived = prometheus.NewDesc("reef_bgp_paths_received",
@@ -146,7 +151,7 @@ var (
 type stateCollector struct{ state func() State }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSessionUp, descSessionUptime, descPathsReceived, descPathsAccepted, descPathsDropped, descUpdatesIn, descUpdatesOut, descInvalid, descServiceCIDR, descServiceAddress, descBFDUp, descStandIns, descBlocksMarked,
+	for _, d := range []*prometheus.Desc{descSessionUp, descPeerCutOff, descSessionUptime, descPathsReceived, descPathsAccepted, descPathsDropped, descUpdatesIn, descUpdatesOut, descInvalid, descServiceCIDR, descServiceAddress, descBFDUp, descStandIns, descBlocksMarked,
 		descBlocks, descInUse, descCapacity, descPoolBlocks, descPoolClaimed, descWaiting, descPendingDeletes, descVoterLists, descVoterListSettled, descVoterRestricted, descRuntime,
 		descLBLeader, descLBAssigned} {
 		ch <- d
@@ -178,6 +183,7 @@ func collectPeers(ch chan<- prometheus.Metric, gauge gaugeFunc, peers []Peer, no
 			uptime = now.Sub(p.Since).Seconds()
 		}
 		gauge(descSessionUp, b2f(p.Up), p.Address, p.Type)
+		gauge(descPeerCutOff, b2f(p.CutOff), p.Address, p.Type)
 		gauge(descSessionUptime, uptime, p.Address, p.Type)
 		gauge(descPathsReceived, float64(p.Received), p.Address, p.Type)
 		gauge(descPathsAccepted, float64(p.Accepted), p.Address, p.Type)

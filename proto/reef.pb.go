@@ -2383,6 +2383,126 @@ func (x *IPAMReleaseReply) GetWhat() string {
 	return ""
 }
 
+type PeerResetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Address       string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"` // the peer's address
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerResetRequest) Reset() {
+	*x = PeerResetRequest{}
+	mi := &file_proto_reef_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerResetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerResetRequest) ProtoMessage() {}
+
+func (x *PeerResetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_reef_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerResetRequest.ProtoReflect.Descriptor instead.
+func (*PeerResetRequest) Descriptor() ([]byte, []int) {
+	return file_proto_reef_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *PeerResetRequest) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+type PeerResetReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Address       string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	CutOff        bool                   `protobuf:"varint,2,opt,name=cut_off,json=cutOff,proto3" json:"cut_off,omitempty"` // it was cut off, and may connect again
+	State         string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`                  // the session's state before the reset
+	Type          string                 `protobuf:"bytes,4,opt,name=type,proto3" json:"type,omitempty"`                    // mesh | reflector | client | external
+	Dynamic       bool                   `protobuf:"varint,5,opt,name=dynamic,proto3" json:"dynamic,omitempty"`             // accepted through bgp.peerPrefixes
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerResetReply) Reset() {
+	*x = PeerResetReply{}
+	mi := &file_proto_reef_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerResetReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerResetReply) ProtoMessage() {}
+
+func (x *PeerResetReply) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_reef_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerResetReply.ProtoReflect.Descriptor instead.
+func (*PeerResetReply) Descriptor() ([]byte, []int) {
+	return file_proto_reef_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *PeerResetReply) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *PeerResetReply) GetCutOff() bool {
+	if x != nil {
+		return x.CutOff
+	}
+	return false
+}
+
+func (x *PeerResetReply) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *PeerResetReply) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *PeerResetReply) GetDynamic() bool {
+	if x != nil {
+		return x.Dynamic
+	}
+	return false
+}
+
 var File_proto_reef_proto protoreflect.FileDescriptor
 
 const file_proto_reef_proto_rawDesc = "" +
@@ -2605,13 +2725,21 @@ const file_proto_reef_proto_rawDesc = "" +
 	"\x02ip\x18\x01 \x01(\tR\x02ip\x12\x16\n" +
 	"\x06handle\x18\x02 \x01(\tR\x06handle\x12\x10\n" +
 	"\x03pod\x18\x03 \x01(\tR\x03pod\x12\x12\n" +
-	"\x04what\x18\x04 \x01(\tR\x04what2\xf4\x01\n" +
+	"\x04what\x18\x04 \x01(\tR\x04what\",\n" +
+	"\x10PeerResetRequest\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\"\x87\x01\n" +
+	"\x0ePeerResetReply\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x17\n" +
+	"\acut_off\x18\x02 \x01(\bR\x06cutOff\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x12\n" +
+	"\x04type\x18\x04 \x01(\tR\x04type\x12\x18\n" +
+	"\adynamic\x18\x05 \x01(\bR\adynamic2\xf4\x01\n" +
 	"\x03CNI\x12-\n" +
 	"\x03Add\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply\x12-\n" +
 	"\x03Del\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply\x12/\n" +
 	"\x05Check\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply\x12,\n" +
 	"\x02GC\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply\x120\n" +
-	"\x06Status\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply2\xac\x03\n" +
+	"\x06Status\x12\x13.reef.v1.CNIRequest\x1a\x11.reef.v1.CNIReply2\xed\x03\n" +
 	"\x04Node\x126\n" +
 	"\x06Status\x12\x16.reef.v1.StatusRequest\x1a\x14.reef.v1.StatusReply\x120\n" +
 	"\x04IPAM\x12\x14.reef.v1.IPAMRequest\x1a\x12.reef.v1.IPAMReply\x126\n" +
@@ -2620,7 +2748,8 @@ const file_proto_reef_proto_rawDesc = "" +
 	"PolicyShow\x12\x1a.reef.v1.PolicyShowRequest\x1a\x18.reef.v1.PolicyShowReply\x126\n" +
 	"\x06Routes\x12\x16.reef.v1.RoutesRequest\x1a\x14.reef.v1.RoutesReply\x12?\n" +
 	"\tIPAMCheck\x12\x19.reef.v1.IPAMCheckRequest\x1a\x17.reef.v1.IPAMCheckReply\x12E\n" +
-	"\vIPAMRelease\x12\x1b.reef.v1.IPAMReleaseRequest\x1a\x19.reef.v1.IPAMReleaseReplyB&Z$github.com/reefcni/reef/proto;reefv1b\x06proto3"
+	"\vIPAMRelease\x12\x1b.reef.v1.IPAMReleaseRequest\x1a\x19.reef.v1.IPAMReleaseReply\x12?\n" +
+	"\tPeerReset\x12\x19.reef.v1.PeerResetRequest\x1a\x17.reef.v1.PeerResetReplyB&Z$github.com/reefcni/reef/proto;reefv1b\x06proto3"
 
 var (
 	file_proto_reef_proto_rawDescOnce sync.Once
@@ -2634,7 +2763,7 @@ func file_proto_reef_proto_rawDescGZIP() []byte {
 	return file_proto_reef_proto_rawDescData
 }
 
-var file_proto_reef_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_proto_reef_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_proto_reef_proto_goTypes = []any{
 	(*CNIRequest)(nil),         // 0: reef.v1.CNIRequest
 	(*CNIReply)(nil),           // 1: reef.v1.CNIReply
@@ -2664,7 +2793,9 @@ var file_proto_reef_proto_goTypes = []any{
 	(*IPAMCheckReply)(nil),     // 25: reef.v1.IPAMCheckReply
 	(*IPAMReleaseRequest)(nil), // 26: reef.v1.IPAMReleaseRequest
 	(*IPAMReleaseReply)(nil),   // 27: reef.v1.IPAMReleaseReply
-	nil,                        // 28: reef.v1.ExternalPeer.DroppedEntry
+	(*PeerResetRequest)(nil),   // 28: reef.v1.PeerResetRequest
+	(*PeerResetReply)(nil),     // 29: reef.v1.PeerResetReply
+	nil,                        // 30: reef.v1.ExternalPeer.DroppedEntry
 }
 var file_proto_reef_proto_depIdxs = []int32{
 	2,  // 0: reef.v1.CNIReply.error:type_name -> reef.v1.CNIError
@@ -2675,7 +2806,7 @@ var file_proto_reef_proto_depIdxs = []int32{
 	12, // 5: reef.v1.StatusReply.policy:type_name -> reef.v1.PolicyStatus
 	10, // 6: reef.v1.StatusReply.service_addresses:type_name -> reef.v1.ServiceAddress
 	11, // 7: reef.v1.StatusReply.lb_ipam:type_name -> reef.v1.LBIPAMStatus
-	28, // 8: reef.v1.ExternalPeer.dropped:type_name -> reef.v1.ExternalPeer.DroppedEntry
+	30, // 8: reef.v1.ExternalPeer.dropped:type_name -> reef.v1.ExternalPeer.DroppedEntry
 	18, // 9: reef.v1.IPAMReply.pools:type_name -> reef.v1.Pool
 	19, // 10: reef.v1.IPAMReply.blocks:type_name -> reef.v1.Block
 	17, // 11: reef.v1.IPAMReply.allocations:type_name -> reef.v1.Allocation
@@ -2693,20 +2824,22 @@ var file_proto_reef_proto_depIdxs = []int32{
 	20, // 23: reef.v1.Node.Routes:input_type -> reef.v1.RoutesRequest
 	23, // 24: reef.v1.Node.IPAMCheck:input_type -> reef.v1.IPAMCheckRequest
 	26, // 25: reef.v1.Node.IPAMRelease:input_type -> reef.v1.IPAMReleaseRequest
-	1,  // 26: reef.v1.CNI.Add:output_type -> reef.v1.CNIReply
-	1,  // 27: reef.v1.CNI.Del:output_type -> reef.v1.CNIReply
-	1,  // 28: reef.v1.CNI.Check:output_type -> reef.v1.CNIReply
-	1,  // 29: reef.v1.CNI.GC:output_type -> reef.v1.CNIReply
-	1,  // 30: reef.v1.CNI.Status:output_type -> reef.v1.CNIReply
-	9,  // 31: reef.v1.Node.Status:output_type -> reef.v1.StatusReply
-	16, // 32: reef.v1.Node.IPAM:output_type -> reef.v1.IPAMReply
-	6,  // 33: reef.v1.Node.Forget:output_type -> reef.v1.ForgetReply
-	4,  // 34: reef.v1.Node.PolicyShow:output_type -> reef.v1.PolicyShowReply
-	22, // 35: reef.v1.Node.Routes:output_type -> reef.v1.RoutesReply
-	25, // 36: reef.v1.Node.IPAMCheck:output_type -> reef.v1.IPAMCheckReply
-	27, // 37: reef.v1.Node.IPAMRelease:output_type -> reef.v1.IPAMReleaseReply
-	26, // [26:38] is the sub-list for method output_type
-	14, // [14:26] is the sub-list for method input_type
+	28, // 26: reef.v1.Node.PeerReset:input_type -> reef.v1.PeerResetRequest
+	1,  // 27: reef.v1.CNI.Add:output_type -> reef.v1.CNIReply
+	1,  // 28: reef.v1.CNI.Del:output_type -> reef.v1.CNIReply
+	1,  // 29: reef.v1.CNI.Check:output_type -> reef.v1.CNIReply
+	1,  // 30: reef.v1.CNI.GC:output_type -> reef.v1.CNIReply
+	1,  // 31: reef.v1.CNI.Status:output_type -> reef.v1.CNIReply
+	9,  // 32: reef.v1.Node.Status:output_type -> reef.v1.StatusReply
+	16, // 33: reef.v1.Node.IPAM:output_type -> reef.v1.IPAMReply
+	6,  // 34: reef.v1.Node.Forget:output_type -> reef.v1.ForgetReply
+	4,  // 35: reef.v1.Node.PolicyShow:output_type -> reef.v1.PolicyShowReply
+	22, // 36: reef.v1.Node.Routes:output_type -> reef.v1.RoutesReply
+	25, // 37: reef.v1.Node.IPAMCheck:output_type -> reef.v1.IPAMCheckReply
+	27, // 38: reef.v1.Node.IPAMRelease:output_type -> reef.v1.IPAMReleaseReply
+	29, // 39: reef.v1.Node.PeerReset:output_type -> reef.v1.PeerResetReply
+	27, // [27:40] is the sub-list for method output_type
+	14, // [14:27] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -2723,7 +2856,7 @@ func file_proto_reef_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_reef_proto_rawDesc), len(file_proto_reef_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

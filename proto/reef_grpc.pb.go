@@ -287,6 +287,7 @@ const (
 	Node_Routes_FullMethodName      = "/reef.v1.Node/Routes"
 	Node_IPAMCheck_FullMethodName   = "/reef.v1.Node/IPAMCheck"
 	Node_IPAMRelease_FullMethodName = "/reef.v1.Node/IPAMRelease"
+	Node_PeerReset_FullMethodName   = "/reef.v1.Node/PeerReset"
 )
 
 // NodeClient is the client API for Node service.
@@ -311,6 +312,12 @@ type NodeClient interface {
 	IPAMCheck(ctx context.Context, in *IPAMCheckRequest, opts ...grpc.CallOption) (*IPAMCheckReply, error)
 	// IPAMRelease frees a leaked allocation (reef ipam release).
 	IPAMRelease(ctx context.Context, in *IPAMReleaseRequest, opts ...grpc.CallOption) (*IPAMReleaseReply, error)
+	// PeerReset lets a BGP peer that its prefix limit cut off connect again
+	// (reef peer reset); the limit still holds. A peer not cut off is left
+	// alone (cut_off false). InvalidArgument for a bad address, NotFound
+	// for one that is no BGP peer of this node, FailedPrecondition without
+	// BGP.
+	PeerReset(ctx context.Context, in *PeerResetRequest, opts ...grpc.CallOption) (*PeerResetReply, error)
 }
 
 type nodeClient struct {
@@ -391,6 +398,16 @@ func (c *nodeClient) IPAMRelease(ctx context.Context, in *IPAMReleaseRequest, op
 	return out, nil
 }
 
+func (c *nodeClient) PeerReset(ctx context.Context, in *PeerResetRequest, opts ...grpc.CallOption) (*PeerResetReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PeerResetReply)
+	err := c.cc.Invoke(ctx, Node_PeerReset_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServer is the server API for Node service.
 // All implementations must embed UnimplementedNodeServer
 // for forward compatibility.
@@ -413,6 +430,12 @@ type NodeServer interface {
 	IPAMCheck(context.Context, *IPAMCheckRequest) (*IPAMCheckReply, error)
 	// IPAMRelease frees a leaked allocation (reef ipam release).
 	IPAMRelease(context.Context, *IPAMReleaseRequest) (*IPAMReleaseReply, error)
+	// PeerReset lets a BGP peer that its prefix limit cut off connect again
+	// (reef peer reset); the limit still holds. A peer not cut off is left
+	// alone (cut_off false). InvalidArgument for a bad address, NotFound
+	// for one that is no BGP peer of this node, FailedPrecondition without
+	// BGP.
+	PeerReset(context.Context, *PeerResetRequest) (*PeerResetReply, error)
 	mustEmbedUnimplementedNodeServer()
 }
 
@@ -443,6 +466,9 @@ func (UnimplementedNodeServer) IPAMCheck(context.Context, *IPAMCheckRequest) (*I
 }
 func (UnimplementedNodeServer) IPAMRelease(context.Context, *IPAMReleaseRequest) (*IPAMReleaseReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method IPAMRelease not implemented")
+}
+func (UnimplementedNodeServer) PeerReset(context.Context, *PeerResetRequest) (*PeerResetReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method PeerReset not implemented")
 }
 func (UnimplementedNodeServer) mustEmbedUnimplementedNodeServer() {}
 func (UnimplementedNodeServer) testEmbeddedByValue()              {}
@@ -591,6 +617,24 @@ func _Node_IPAMRelease_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Node_PeerReset_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PeerResetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).PeerReset(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_PeerReset_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).PeerReset(ctx, req.(*PeerResetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Node_ServiceDesc is the grpc.ServiceDesc for Node service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -625,6 +669,10 @@ var Node_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "IPAMRelease",
 			Handler:    _Node_IPAMRelease_Handler,
+		},
+		{
+			MethodName: "PeerReset",
+			Handler:    _Node_PeerReset_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
