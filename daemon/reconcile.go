@@ -50,6 +50,11 @@ type reconciler struct {
 	// after a start): one of them missing at a later pass was deleted
 	// by someone else, a repair.
 	blocksIn map[netip.Prefix]routes.Route
+	// blocksSynced: a Sync of the blocks' owner has ended without error
+	// since the start. Before, another node's block routed otherwise
+	// than this start wants is the start's config (a pool's vxlanMode
+	// changed), not a repair.
+	blocksSynced bool
 
 	mu      sync.Mutex
 	lastRun time.Time
