@@ -76,10 +76,11 @@ func ipOfVeth(live []store.Endpoint, veth string) string {
 // logRoutes logs and counts what the pass changed: blocks, its own plan,
 // and pods, what the pods' owner applied. blocksIn is the block routes
 // the last pass left in the kernel: one of them added again was deleted
-// since, by hand or with its device (vxlan.reef deleted), a repair.
-// started: no Sync of the blocks has ended since the start, whose config
-// may route another node's block otherwise (through vxlan.reef or not):
-// changing such a route then is no repair.
+// since, by hand or with its device (vxlan.reef deleted), a repair; one
+// the kernel has as the last pass left it but that is wanted otherwise
+// now is a change, not a repair. started: no Sync of the blocks has ended
+// since the start, whose config may route another node's block otherwise
+// (through vxlan.reef or not): changing such a route then is no repair.
 func (r *reconciler) logRoutes(blocks, pods routes.Plan, have routes.State, want []routes.Pod, blocksIn map[netip.Prefix]routes.Route, started bool) {
 	plan := routes.Plan{Replace: slices.Concat(blocks.Replace, pods.Replace), DeleteRoute: slices.Concat(blocks.DeleteRoute, pods.DeleteRoute),
 		SetMTU: pods.SetMTU, DeleteLink: pods.DeleteLink}
@@ -90,8 +91,13 @@ func (r *reconciler) logRoutes(blocks, pods routes.Plan, have routes.State, want
 		}
 	}
 	for _, rt := range plan.Replace {
-		if cur, ok := have.Routes[rt.Dst]; ok && started && rt.Kind == routes.RemoteRoute && cur.Kind == routes.RemoteRoute {
-			r.log.Info("changing route: this start's config routes the block otherwise", "route", rt.String(), "was", cur.String())
+		cur, ok := have.Routes[rt.Dst]
+		was, had := blocksIn[rt.Dst]
+		if ok && (had && was == cur || started && rt.Kind == routes.RemoteRoute && cur.Kind == routes.RemoteRoute) {
+			// What the kernel has is what reef wanted before: the block
+			// is routed otherwise now (its owner's address changed, or
+			// this start's config), not repaired.
+			r.log.Info("changing route", "route", rt.String(), "was", cur.String())
 		} else if ok {
 			r.log.Warn("repairing route", "want", rt.String(), "have", cur.String())
 			r.metrics.Repaired(metrics.RepairRoute, 1)
