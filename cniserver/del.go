@@ -138,6 +138,9 @@ func (s *Server) release(ep store.Endpoint) error {
 		if err := s.deps.Pods.Down(ep.HostVeth, still); err != nil {
 			return err
 		}
+		if f, ok := s.deps.PodFilter.(PodForgetter); ok {
+			f.Forget(ep)
+		}
 	}
 	_, _, err := s.deps.Store.Release(ep.Handle)
 	if err == nil {

@@ -30,6 +30,18 @@ type PodChecker interface {
 	CheckPod(ep store.Endpoint) ([]string, error)
 }
 
+// PodForgetter is a PodFilter that can delete the kernel's connection
+// tracking entries of an endpoint's addresses. release calls Forget once
+// the veth is gone (nothing new can reach the addresses) and before the
+// addresses are freed: the next pod given one must not inherit the last
+// one's entries (a client still sending to the old pod's hostPort would
+// reach it through the old DNAT entry; an established connection would
+// pass its NetworkPolicy). Failures are the implementation's to log: a
+// DEL does not fail for them.
+type PodForgetter interface {
+	Forget(ep store.Endpoint)
+}
+
 // PolicyGate is NetworkPolicy's part of an ADD and a DEL. Admit is asked
 // before anything is allocated: it refuses (with "try again later") while
 // the API's objects are not known, or the pod is not among them. Cover

@@ -254,6 +254,9 @@ func (k *fakeKernel) setPodMTULocked(m routes.PodMTU) error {
 
 func (k *fakeKernel) HopTo(netip.Addr) (routes.Hop, error) { return routes.Hop{Dev: "eth0"}, nil }
 
+// HasAddr: the fake kernel's uplinks keep their addresses.
+func (k *fakeKernel) HasAddr(int, netip.Addr) (bool, error) { return true, nil }
+
 // InTheWay: the fake kernel has no route of another protocol.
 func (k *fakeKernel) InTheWay(netip.Prefix) error { return nil }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/reefcni/reef/cniserver/activity"
 	"github.com/reefcni/reef/metrics"
 	"github.com/reefcni/reef/nat"
+	"github.com/reefcni/reef/nat/conntrack"
 	"github.com/reefcni/reef/nat/hostport"
 	"github.com/reefcni/reef/nat/masq"
 	"github.com/reefcni/reef/nat/nft"
@@ -98,6 +99,17 @@ func (n *natDataplane) DelPod(ep store.Endpoint) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.kernel.DelPod(p)
+}
+
+// Forget deletes the conntrack entries of the pod's addresses, its veth
+// gone (cniserver.PodForgetter): the next pod given one of them starts
+// with none. A failure is logged; the DEL goes on.
+func (n *natDataplane) Forget(ep store.Endpoint) {
+	for _, a := range ep.Addrs() {
+		if err := conntrack.FlushAddr(a); err != nil {
+			n.log.Warn("delete the conntrack entries of a deleted pod's address", "container", ep.ContainerID, "pod", ep.PodNamespace+"/"+ep.PodName, "ip", a, "error", err)
+		}
+	}
 }
 
 // CheckPod lists what of the pod's ARP-filter, NDP-filter and hostPort

@@ -50,6 +50,11 @@ type reconciler struct {
 	// as after a start): one of them missing at a later pass was deleted
 	// by someone else, a repair.
 	blocksIn map[netip.Prefix]routes.Route
+	// blocksSynced: a Sync of the blocks' owner has ended without error
+	// since the start. Before, another node's block routed otherwise
+	// than this start wants is the start's config (a pool's vxlanMode
+	// changed), not a repair.
+	blocksSynced bool
 
 	mu      sync.Mutex
 	lastRun time.Time
@@ -226,11 +231,37 @@ func (r *reconciler) pass(blocks []store.Block, sc scope) error {
 		return errors.Join(errs...)
 	}
 	r.syncSysctls(live, mark, &errs)
+	r.checkNodeAddrs(&errs)
 	errs = append(errs, r.nat.reconcile(live, mark), r.policy.reconcile())
 	// Last: an update of a record is a CNI operation of the server's,
 	// which the owners above would leave its pod alone for.
 	r.recordMTUs(live, veths, mark, &errs)
 	return errors.Join(errs...)
+}
+
+// checkNodeAddrs fails the whole pass while an address of the node's that
+// reef chose at start, of either family, is gone from its interface: the
+// other nodes route the node's blocks of that family through it, and the
+// node no longer answers for it (an IPv6 one is not even in a BGP
+// session, so nothing else would say so). The address is read at start
+// only: put it back, or restart reef to choose another.
+func (r *reconciler) checkNodeAddrs(errs *[]error) {
+	for _, a := range []struct {
+		addr  netip.Addr
+		index int
+		iface string
+	}{{r.net.uplink.Address, r.net.uplink.Index, r.net.uplink.Interface}, {r.net.uplink6.Address, r.net.uplink6.Index, r.net.uplink6.Interface}} {
+		if !a.addr.IsValid() || a.index == 0 {
+			continue
+		}
+		ok, err := r.kernel.HasAddr(a.index, a.addr)
+		switch {
+		case err != nil:
+			*errs = append(*errs, fmt.Errorf("check the node's address %s on %s: %w", a.addr, a.iface, err))
+		case !ok:
+			*errs = append(*errs, fmt.Errorf("the node's address %s is gone from %s: the other nodes route this node's blocks of its family through it; put it back, or restart reef to choose another (the uplink is read at start)", a.addr, a.iface))
+		}
+	}
 }
 
 // syncSysctls has the sysctl owner bring forwarding and the pods' veths'

@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -128,5 +130,36 @@ func TestReconcileBlockRoutes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBlockRouteChangedIsNoRepair: a pass that routes another node's
+// block otherwise because the block protocol says so (its owner moved, or
+// gave another address) logs the change at info, while the kernel has
+// what the last pass left; the same route changed by hand is a repair
+// (WARN). Before, both were "repairing route", counted in
+// reef_reconcile_repairs_total.
+func TestBlockRouteChangedIsNoRepair(t *testing.T) {
+	n := newNode(t)
+	var logs bytes.Buffer
+	n.rec.log = slog.New(slog.NewTextHandler(&logs, nil))
+	pass := func(bs blockState) {
+		t.Helper()
+		if err := n.rec.pass(bs.blocks, wholePass); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pass(blockStates[0]) // own and the other node's
+	pass(blockStates[3]) // the other's moved to the third node
+	if s := logs.String(); strings.Contains(s, "repairing route") || !strings.Contains(s, `msg="changing route" route="`+otherBlock.String()+" via "+thirdNode.String()) {
+		t.Errorf("the block moved to another owner: want a change at info, no repair:\n%s", s)
+	}
+	logs.Reset()
+	n.k.mu.Lock()
+	n.k.routes[otherBlock] = routes.Route{Dst: otherBlock, Kind: routes.RemoteRoute, Dev: "eth0", Via: netip.MustParseAddr("192.168.10.99"), OnLink: true}
+	n.k.mu.Unlock()
+	pass(blockStates[3])
+	if s := logs.String(); !strings.Contains(s, `msg="repairing route" want="`+otherBlock.String()+" via "+thirdNode.String()) {
+		t.Errorf("the route changed by hand: want a repair:\n%s", s)
 	}
 }

@@ -37,8 +37,11 @@ func (r *reconciler) syncRoutes(live []store.Endpoint, snapshot routes.BlockSnap
 	}
 	live = untouched(live, mark.Touched())
 	blocks, err := r.blockRoutes.Sync(snapshot, have)
-	blocksIn := r.blocksIn
+	blocksIn, started := r.blocksIn, !r.blocksSynced
 	r.blocksIn = blocksLeft(snapshot.Want().Routes, have.Routes, err)
+	if err == nil {
+		r.blocksSynced = true
+	}
 	errs := []error{err}
 	want := podsOf(live, r.net.podMTU)
 	sync := r.pods.SyncRoutes
@@ -47,7 +50,7 @@ func (r *reconciler) syncRoutes(live []store.Endpoint, snapshot routes.BlockSnap
 	}
 	synced, err := sync(want, have, mark)
 	errs = append(errs, err)
-	r.logRoutes(blocks, synced.Plan, have, want, blocksIn)
+	r.logRoutes(blocks, synced.Plan, have, want, blocksIn, started)
 	for _, c := range synced.TC {
 		r.log.Warn("repaired: "+c.Change, "veth", c.HostVeth, "ip", ipOfVeth(live, c.HostVeth))
 	}
@@ -92,8 +95,12 @@ func ipOfVeth(live []store.Endpoint, veth string) string {
 // logRoutes logs and counts what the pass changed: blocks, its own plan,
 // and pods, what the pods' owner applied. blocksIn is the block routes
 // the last pass left in the kernel: one of them added again was deleted
-// since, by hand or with its device (vxlan.reef deleted), a repair.
-func (r *reconciler) logRoutes(blocks, pods routes.Plan, have routes.State, want []routes.Pod, blocksIn map[netip.Prefix]routes.Route) {
+// since, by hand or with its device (vxlan.reef deleted), a repair; one
+// the kernel has as the last pass left it but that is wanted otherwise
+// now is a change, not a repair. started: no Sync of the blocks has ended
+// since the start, whose config may route another node's block otherwise
+// (through vxlan.reef or not): changing such a route then is no repair.
+func (r *reconciler) logRoutes(blocks, pods routes.Plan, have routes.State, want []routes.Pod, blocksIn map[netip.Prefix]routes.Route, started bool) {
 	plan := routes.Plan{Replace: slices.Concat(blocks.Replace, pods.Replace), DeleteRoute: slices.Concat(blocks.DeleteRoute, pods.DeleteRoute),
 		SetMTU: pods.SetMTU, DeleteLink: pods.DeleteLink}
 	podAddrs := map[netip.Prefix]bool{} // the pods' /32s and /128s: ADD writes them, so a pass that adds one repairs it
@@ -103,7 +110,14 @@ func (r *reconciler) logRoutes(blocks, pods routes.Plan, have routes.State, want
 		}
 	}
 	for _, rt := range plan.Replace {
-		if cur, ok := have.Routes[rt.Dst]; ok {
+		cur, ok := have.Routes[rt.Dst]
+		was, had := blocksIn[rt.Dst]
+		if ok && (had && was == cur || started && rt.Kind == routes.RemoteRoute && cur.Kind == routes.RemoteRoute) {
+			// What the kernel has is what reef wanted before: the block
+			// is routed otherwise now (its owner's address changed, or
+			// this start's config), not repaired.
+			r.log.Info("changing route", "route", rt.String(), "was", cur.String())
+		} else if ok {
 			r.log.Warn("repairing route", "want", rt.String(), "have", cur.String())
 			r.metrics.Repaired(metrics.RepairRoute, 1)
 		} else if was, ok := blocksIn[rt.Dst]; ok && was == rt {

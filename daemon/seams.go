@@ -31,6 +31,7 @@ import (
 type routesKernel interface {
 	HopTo(addr netip.Addr) (routes.Hop, error)
 	InTheWay(dst netip.Prefix) error
+	HasAddr(index int, addr netip.Addr) (bool, error)
 }
 
 // podRecords is the CNI server's side of a pass: what it changes of a

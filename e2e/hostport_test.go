@@ -303,6 +303,56 @@ func TestHostPort(t *testing.T) {
 			t.Errorf("the client's datagrams after the ADD got %q, want the pod's echo", got)
 		}
 	})
+
+	t.Run("a deleted pod's conntrack entries are not its address's next pod's", func(t *testing.T) {
+		// A client talks to a pod through UDP hostPort 7071 and keeps
+		// sending after the pod's DEL. The next pod gets the same address
+		// (the lowest free) and asks for no hostPort: the client's old
+		// DNAT entry must not lead to it.
+		a, err := hostPortPod(t, n, "reused-a", lab.PortMapping{HostPort: 7071, ContainerPort: 80, Protocol: "udp"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c *net.UDPConn
+		err = ns.WithNetNSPath(lab.NetnsPath(out.Server), func(ns.NetNS) error {
+			var err error
+			c, err = net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lab.OutsideAddr, 40124)),
+				net.UDPAddrFromAddrPort(netip.AddrPortFrom(n.Address, 7071)))
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		ask := func(msg string) string {
+			buf := make([]byte, 256)
+			for range 10 {
+				c.Write([]byte(msg))
+				c.SetReadDeadline(time.Now().Add(300 * time.Millisecond)) // a client that keeps sending: traffic, not a wait
+				if k, err := c.Read(buf); err == nil {
+					return string(buf[:k])
+				}
+			}
+			return ""
+		}
+		if got := ask("to a"); !strings.HasPrefix(got, "to a from ") {
+			t.Fatalf("the client got %q from pod a's hostPort, want its echo", got)
+		}
+		if err := a.Del(); err != nil {
+			t.Fatal(err)
+		}
+		ask("gap") // the client keeps sending, and its old entry with it
+		b, err := hostPortPod(t, n, "reused-b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.IP != a.IP {
+			t.Fatalf("pod b got %s, not pod a's freed %s: nothing to show", b.IP, a.IP)
+		}
+		if got := ask("to b"); got != "" {
+			t.Errorf("pod b, at pod a's address %s with no hostPort, answered on a's hostPort 7071: %q", b.IP, got)
+		}
+	})
 }
 
 // TestCRIHostPort: a pod sandbox through containerd's CRI (crictl runp)

@@ -288,6 +288,30 @@ func (k *Kernel) replace(r Route, links map[string]int) error {
 // ipam check` ask it for each route reef wants and the kernel lacks.
 func (k *Kernel) InTheWay(dst netip.Prefix) error { return nl.InTheWay(k.h, dst) }
 
+// HasAddr reports whether the link of index has addr among its
+// addresses, of any scope or flag: the node's address as reef chose it
+// at start.
+func (k *Kernel) HasAddr(index int, addr netip.Addr) (bool, error) {
+	family := unix.AF_INET
+	if addr.Is6() {
+		family = unix.AF_INET6
+	}
+	l, err := k.h.LinkByIndex(index)
+	if err != nil {
+		return false, fmt.Errorf("link %d: %w", index, err)
+	}
+	as, err := k.h.AddrList(l, family)
+	if err != nil {
+		return false, fmt.Errorf("list the addresses of %s: %w", l.Attrs().Name, err)
+	}
+	for _, a := range as {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok && ip.Unmap() == addr.Unmap() {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // HopTo asks the kernel where the node's own routing sends packets for
 // addr (as `ip route get`): a route to another node's address is the
 // operator's, and reef only reads it.

@@ -21,9 +21,21 @@ import (
 // destination port and address). A kernel without that filter refuses
 // it (EOPNOTSUPP) rather than flushing everything; reef then dumps the
 // table and deletes the matching entries one by one, which costs
-// milliseconds per thousand entries.
+// milliseconds per thousand entries. A hostPort bound to an IPv6 address
+// is always flushed that way (below).
 func FlushUDPConntrack(hp Mapping) error {
 	for _, fam := range flushFamilies(hp) {
+		if fam == unix.AF_INET6 && hp.HostIP.IsValid() {
+			// The kernel's filter inverts its IPv6 address match
+			// (ctnetlink_filter_match_tuple tests !ipv6_addr_cmp, true
+			// when the addresses are equal; 6.18 still does): filtered,
+			// the flush would keep the hostIP's entries and take the
+			// port's at every other address.
+			if err := flushByDump(hp, fam); err != nil {
+				return err
+			}
+			continue
+		}
 		err := flushFiltered(hp, fam)
 		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL) {
 			err = flushByDump(hp, fam)

@@ -151,3 +151,52 @@ func TestFlushUDPConntrackByDump(t *testing.T) {
 		}
 	}
 }
+
+// TestFlushUDPConntrackIPv6HostIP: a hostPort bound to an IPv6 address
+// flushes the entries to that address and keeps those to the port at
+// another: the kernel's filter inverts its IPv6 address match, so a
+// filtered flush would do the opposite.
+func TestFlushUDPConntrackIPv6HostIP(t *testing.T) {
+	ns := netnstest.New(t)
+	if err := nft.NewKernel(nftables.WithNetNSFd(int(ns.Fd()))).Apply(nft.Diff([]nft.Table{Table(nil)}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	netnstest.Run(t, ns, "ip", "link", "set", "lo", "up")
+	netnstest.Run(t, ns, "ip", "-6", "addr", "add", "fd00::9/128", "dev", "lo", "nodad")
+	netnstest.Run(t, ns, "nft", "add table inet t; add chain inet t track { type filter hook output priority 0; }; add rule inet t track ct state new counter")
+	for _, host := range []string{"::1", "fd00::9"} {
+		err := ns.Do(func(cnins.NetNS) error {
+			c, err := net.Dial("udp", net.JoinHostPort(host, "7090"))
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			_, err = c.Write([]byte("x"))
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := netnstest.Output(ns, "cat", "/proc/net/nf_conntrack")
+	if err != nil {
+		t.Skipf("no /proc/net/nf_conntrack (nf_conntrack's proc file): %v: %s", err, out)
+	}
+	const to9 = "dst=fd00:0000:0000:0000:0000:0000:0000:0009 sport="
+	const to1 = "dst=0000:0000:0000:0000:0000:0000:0000:0001 sport="
+	if !strings.Contains(out, to9) || !strings.Contains(out, to1) {
+		t.Fatalf("no entries to flush before the test:\n%s", out)
+	}
+	if err := ns.Do(func(cnins.NetNS) error {
+		return FlushUDPConntrack(Mapping{Proto: unix.IPPROTO_UDP, HostIP: addr("fd00::9"), Port: 7090, PodPort: 53})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := netnstest.Output(ns, "cat", "/proc/net/nf_conntrack")
+	if strings.Contains(after, to9) {
+		t.Errorf("the entry to the hostIP fd00::9 survived its flush:\n%s", after)
+	}
+	if !strings.Contains(after, to1) {
+		t.Errorf("the flush of a hostPort bound to fd00::9 took the entry to ::1:\n%s", after)
+	}
+}

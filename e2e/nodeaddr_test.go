@@ -1,0 +1,63 @@
+package e2e
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reefcni/reef/internal/lab"
+)
+
+// TestNodeAddress6Gone: two dual-stack nodes route each other's IPv6
+// blocks through each node's IPv6 address, which reef reads at start.
+// Taken off node2's uplink while the daemon runs, it is still what node1
+// routes node2's IPv6 pods through, and node2 no longer answers for it:
+// node2's whole passes fail naming it (reef status, the log,
+// reef_reconcile_errors_total) instead of saying "ok". Put back, the next
+// pass is ok again and node1's pod reaches node2's over IPv6.
+func TestNodeAddress6Gone(t *testing.T) {
+	l := newLab(t)
+	nodes, err := l.AddMesh(2, poolsDualNodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addNodeAddrs6(t, nodes...)
+	if err := lab.StartAll(nodes); err != nil {
+		t.Fatal(err)
+	}
+	a, b := newPod(t, nodes[0], "a"), newPod(t, nodes[1], "b")
+	converge(t, nodes...)
+	_, b6 := dualPod(t, l, b, dualNodesPool4, dualNodesPool6)
+	addr := netip.PrefixFrom(nodeAddr6(nodes[1]), underlay6Nodes.Bits()).String()
+	run(t, l, nodes[1].Netns, "ip", "-6", "addr", "del", addr, "dev", "eth0")
+	want := "the node's address " + nodeAddr6(nodes[1]).String() + " is gone from eth0"
+	eventually(t, 10*time.Second, func() string {
+		st, err := nodes[1].Status()
+		if err != nil {
+			return err.Error()
+		}
+		if !strings.Contains(st.GetLastReconcileError(), want) {
+			return "node2's last pass does not say " + want + ": " + st.GetLastReconcileError()
+		}
+		return ""
+	})
+	if txt, _ := nodes[1].Reef("status"); !strings.Contains(txt, want) {
+		t.Errorf("reef status on node2 does not say %q:\n%s", want, txt)
+	}
+	if !strings.Contains(nodes[1].Log(), want) {
+		t.Errorf("node2's log does not say %q", want)
+	}
+	run(t, l, nodes[1].Netns, "ip", "-6", "addr", "add", addr, "dev", "eth0", "nodad")
+	eventually(t, 10*time.Second, func() string {
+		st, err := nodes[1].Status()
+		if err != nil {
+			return err.Error()
+		}
+		if e := st.GetLastReconcileError(); e != "" {
+			return "node2's last pass after the address came back: " + e
+		}
+		return ""
+	})
+	pings(t, l, a.Netns, "a to b over IPv6", b6)
+}
