@@ -19,7 +19,7 @@ type Pod struct {
 	HostNetwork       bool
 	Done              bool         // phase Succeeded or Failed
 	IPs               []netip.Addr // status.podIPs (status.podIP when empty)
-	Ports             []NamedPort  // the containers' named ports
+	Ports             []NamedPort  // the containers' and sidecars' named ports
 }
 
 // NamedPort is a named containerPort.
@@ -45,13 +45,23 @@ func PodFrom(p *corev1.Pod) *Pod {
 	if len(out.IPs) == 0 && p.Status.PodIP != "" {
 		add(p.Status.PodIP)
 	}
-	for _, c := range p.Spec.Containers {
-		for _, cp := range c.Ports {
-			if cp.Name != "" {
-				out.Ports = append(out.Ports, NamedPort{Name: cp.Name, Protocol: cp.Protocol, Port: cp.ContainerPort})
+	named := func(cs []corev1.Container, sidecarsOnly bool) {
+		for _, c := range cs {
+			if sidecarsOnly && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+				continue
+			}
+			for _, cp := range c.Ports {
+				if cp.Name != "" {
+					out.Ports = append(out.Ports, NamedPort{Name: cp.Name, Protocol: cp.Protocol, Port: cp.ContainerPort})
+				}
 			}
 		}
 	}
+	named(p.Spec.Containers, false)
+	// A sidecar (an init container with restartPolicy Always) runs beside
+	// the containers, and its named ports are the pod's as theirs are, as
+	// for a Service's targetPort (kubernetes#127976) and in Calico.
+	named(p.Spec.InitContainers, true)
 	return out
 }
 

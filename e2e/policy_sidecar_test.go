@@ -1,0 +1,88 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/reefcni/reef/internal/lab"
+)
+
+// sidecarPod runs a pod whose named port "proxy-http" (TCP 80) is a
+// sidecar's, an init container with restartPolicy Always; its container
+// names no port. serve-ports answers on 80 and 81 in it, as in every pod.
+func (pl *policyLab) sidecarPod(t *testing.T, node *lab.Node, ns, name string, labels map[string]string) *lab.KubePod {
+	t.Helper()
+	always := corev1.ContainerRestartPolicyAlways
+	obj := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: corev1.PodSpec{NodeName: node.Name, AutomountServiceAccountToken: new(bool),
+			InitContainers: []corev1.Container{{Name: "proxy", Image: "reef-lab/serve-ports", RestartPolicy: &always,
+				Ports: []corev1.ContainerPort{{Name: "proxy-http", ContainerPort: 80, Protocol: corev1.ProtocolTCP}}}},
+			Containers: []corev1.Container{{Name: "app", Image: "reef-lab/serve-ports"}}}}
+	obj, err := pl.Admin.CoreV1().Pods(ns).Create(pl.ctx(t), obj, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := node.NewPodNetns(ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Add(); err != nil {
+		t.Fatal(err)
+	}
+	obj.Status.Phase = corev1.PodRunning
+	obj.Status.PodIP = p.IP.String()
+	obj.Status.PodIPs = []corev1.PodIP{{IP: p.IP.String()}}
+	if obj, err = pl.Admin.CoreV1().Pods(ns).UpdateStatus(pl.ctx(t), obj, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stop, err := pl.ServePorts(p.Netns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return &lab.KubePod{Pod: p, Object: obj}
+}
+
+// TestPolicyNamedPortOfSidecar: a named port that only a sidecar (an
+// init container with restartPolicy Always) defines is the pod's, for
+// NetworkPolicy as for a Service's targetPort: an ingress rule on it
+// allows the sidecar's port on the selected pod (node2), and an egress
+// rule on it allows that port of the peer (node1, the pod remote).
+func TestPolicyNamedPortOfSidecar(t *testing.T) {
+	pl := newPolicyLab(t, 2)
+	n1, n2 := pl.Nodes[0], pl.Nodes[1]
+	pl.namespace(t, "x", map[string]string{"ns": "x"})
+	xa := pl.sidecarPod(t, n2, "x", "a", map[string]string{"app": "a"})
+	xb := pl.pod(t, n1, "x", "b", map[string]string{"app": "b"})
+	xc := pl.pod(t, n1, "x", "c", map[string]string{"app": "c"})
+
+	tcp := corev1.ProtocolTCP
+	port := intstr.FromString("proxy-http")
+	ports := []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}}
+	ingress := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "a-proxy-only"},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "a"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress:     []networkingv1.NetworkPolicyIngressRule{{Ports: ports}}}}
+	egress := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "b-to-proxy-only"},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "b"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+			Egress:      []networkingv1.NetworkPolicyEgressRule{{Ports: ports}}}}
+	for _, p := range []*networkingv1.NetworkPolicy{ingress, egress} {
+		if _, err := pl.Admin.NetworkingV1().NetworkPolicies("x").Create(pl.ctx(t), p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// c -> a 81 denied only once the ingress policy is in node2's table,
+	// b -> c 80 only once the egress policy is in node1's.
+	eventually(t, 10*time.Second, func() string {
+		return pl.expect(t,
+			probeWant{xc, xa, "tcp", 80, true}, probeWant{xc, xa, "tcp", 81, false},
+			probeWant{xb, xa, "tcp", 80, true}, probeWant{xb, xa, "tcp", 81, false},
+			probeWant{xb, xc, "tcp", 80, false})
+	})
+}
