@@ -29,6 +29,7 @@ type index struct {
 	pods     []podInfo            // every pod with an address, in no order
 	byNS     map[string][]podInfo // the same, per namespace
 	local    map[string][]netip.Addr
+	nodeName string // Input.NodeName
 	// all are the API's pods by namespace/name, those without an address
 	// included; over are pods Recompile put in since (the ADDs' own),
 	// looked up first.
@@ -47,7 +48,7 @@ type index struct {
 }
 
 func newIndex(in Input) *index {
-	ix := &index{nsLabels: map[string]labels.Set{}, byNS: map[string][]podInfo{}, local: localAddrs(in.Local),
+	ix := &index{nsLabels: map[string]labels.Set{}, byNS: map[string][]podInfo{}, local: localAddrs(in.Local), nodeName: in.NodeName,
 		all: make(map[string]*Pod, len(in.Pods)), peers: map[string][]Range{}, selected: map[string]selection{}, sels: &selectors{},
 		nodes: in.Nodes, affected: &byNamespace{}}
 	for _, ns := range in.Namespaces {
@@ -90,10 +91,14 @@ func localAddrs(eps []Endpoint) map[string][]netip.Addr {
 
 // info is pod p (key k) as selection sees it: a local pod's addresses
 // are its endpoints', another's its status'. ok is false for a pod with
-// no address.
+// no address: a pod of this node with no endpoint has none, whatever its
+// status says (Input.NodeName).
 func (ix *index) info(k string, p *Pod) (podInfo, bool) {
 	addrs, local := ix.local[k]
 	if !local {
+		if ix.nodeName != "" && p.NodeName == ix.nodeName {
+			return podInfo{}, false
+		}
 		addrs = p.IPs // the informer's: read, never changed here
 	}
 	if len(addrs) == 0 {
@@ -113,7 +118,7 @@ func (ix *index) info(k string, p *Pod) (podInfo, bool) {
 // Its cost is in the pods whose addresses change, not in all pods; those
 // are returned (as the API has them) for Recompile.
 func (ix *index) patched(local []Endpoint, pod *Pod) (*index, []*Pod) {
-	nx := &index{nsLabels: ix.nsLabels, all: ix.all, nodes: ix.nodes, local: localAddrs(local), peers: map[string][]Range{}, selected: map[string]selection{}, sels: ix.sels, affected: ix.affected,
+	nx := &index{nsLabels: ix.nsLabels, all: ix.all, nodes: ix.nodes, local: localAddrs(local), nodeName: ix.nodeName, peers: map[string][]Range{}, selected: map[string]selection{}, sels: ix.sels, affected: ix.affected,
 		over: make(map[string]*Pod, len(ix.over)+1)}
 	for k, p := range ix.over {
 		nx.over[k] = p

@@ -86,3 +86,59 @@ func TestPolicyNamedPortOfSidecar(t *testing.T) {
 			probeWant{xb, xc, "tcp", 80, false})
 	})
 }
+
+// TestPolicyAddressReusedAfterDel: a pod's sandbox is gone (its DEL ran)
+// while its Pod object still says Running with its address, as between
+// kubelet's StopPodSandbox and its next status write. A new pod of the
+// same node given that address (the lowest free) must not inherit the
+// old pod's place in the peer sets of that node: x/target allows TCP 80
+// from app=trusted only.
+func TestPolicyAddressReusedAfterDel(t *testing.T) {
+	pl := newPolicyLab(t, 1)
+	n1 := pl.Nodes[0]
+	pl.namespace(t, "x", map[string]string{"ns": "x"})
+	target := pl.pod(t, n1, "x", "target", map[string]string{"app": "target"})
+	trusted := pl.pod(t, n1, "x", "trusted", map[string]string{"app": "trusted"})
+	tcp := corev1.ProtocolTCP
+	port := intstr.FromInt32(80)
+	allow := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "target-from-trusted"},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "target"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "trusted"}}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}}}}}}
+	if _, err := pl.Admin.NetworkingV1().NetworkPolicies("x").Create(pl.ctx(t), allow, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() string {
+		return pl.expect(t, probeWant{trusted, target, "tcp", 80, true}, probeWant{trusted, target, "tcp", 81, false})
+	})
+
+	// The sandbox goes; the object stays, Running, with its address.
+	if err := trusted.Del(); err != nil {
+		t.Fatal(err)
+	}
+	intruder := pl.pod(t, n1, "x", "intruder", map[string]string{"app": "intruder"})
+	if intruder.IP != trusted.IP {
+		t.Fatalf("x/intruder got %s, not x/trusted's %s: the lab no longer reuses the lowest free address", intruder.IP, trusted.IP)
+	}
+	// The ADD's own cover has compiled x/intruder in: probe at once.
+	if msg := pl.expect(t, probeWant{intruder, target, "tcp", 80, false}); msg != "" {
+		t.Errorf("right after the ADD: %s", msg)
+	}
+	// And after a full compile: another policy (UDP 81 to x/target from
+	// anyone) is in the table once x/intruder reaches UDP 81.
+	udp := corev1.ProtocolUDP
+	port81 := intstr.FromInt32(81)
+	open81 := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "target-udp-81"},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "target"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress:     []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: &port81}}}}}}
+	if _, err := pl.Admin.NetworkingV1().NetworkPolicies("x").Create(pl.ctx(t), open81, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() string { return pl.expect(t, probeWant{intruder, target, "udp", 81, true}) })
+	if msg := pl.expect(t, probeWant{intruder, target, "tcp", 80, false}); msg != "" {
+		t.Errorf("after a full compile: %s", msg)
+	}
+}
