@@ -91,13 +91,17 @@ func TestPolicyNamedPortOfSidecar(t *testing.T) {
 // while its Pod object still says Running with its address, as between
 // kubelet's StopPodSandbox and its next status write. A new pod of the
 // same node given that address (the lowest free) must not inherit the
-// old pod's place in the peer sets of that node: x/target allows TCP 80
-// from app=trusted only.
+// old pod's place in the peer sets of that node: x/target (node1) and
+// x/target2 (node2) allow TCP 80 from app=trusted only. Other nodes know
+// pods by their status: once the old pod's object is being deleted (its
+// deletionTimestamp set, as kubelet's DEL comes after it), its address
+// is the new pod's on node2 too.
 func TestPolicyAddressReusedAfterDel(t *testing.T) {
-	pl := newPolicyLab(t, 1)
-	n1 := pl.Nodes[0]
+	pl := newPolicyLab(t, 2)
+	n1, n2 := pl.Nodes[0], pl.Nodes[1]
 	pl.namespace(t, "x", map[string]string{"ns": "x"})
 	target := pl.pod(t, n1, "x", "target", map[string]string{"app": "target"})
+	target2 := pl.pod(t, n2, "x", "target2", map[string]string{"app": "target"})
 	trusted := pl.pod(t, n1, "x", "trusted", map[string]string{"app": "trusted"})
 	tcp := corev1.ProtocolTCP
 	port := intstr.FromInt32(80)
@@ -111,7 +115,8 @@ func TestPolicyAddressReusedAfterDel(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, func() string {
-		return pl.expect(t, probeWant{trusted, target, "tcp", 80, true}, probeWant{trusted, target, "tcp", 81, false})
+		return pl.expect(t, probeWant{trusted, target, "tcp", 80, true}, probeWant{trusted, target, "tcp", 81, false},
+			probeWant{trusted, target2, "tcp", 80, true}, probeWant{trusted, target2, "tcp", 81, false})
 	})
 
 	// The sandbox goes; the object stays, Running, with its address.
@@ -126,8 +131,15 @@ func TestPolicyAddressReusedAfterDel(t *testing.T) {
 	if msg := pl.expect(t, probeWant{intruder, target, "tcp", 80, false}); msg != "" {
 		t.Errorf("right after the ADD: %s", msg)
 	}
-	// And after a full compile: another policy (UDP 81 to x/target from
-	// anyone) is in the table once x/intruder reaches UDP 81.
+	// x/trusted's object is deleted gracefully: no kubelet confirms it,
+	// so it stays, with its deletionTimestamp.
+	grace := int64(300)
+	if err := pl.Admin.CoreV1().Pods("x").Delete(pl.ctx(t), "trusted", metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+		t.Fatal(err)
+	}
+	// A full compile on both nodes after that: another policy (UDP 81 to
+	// app=target from anyone) is in each node's table once x/intruder
+	// reaches UDP 81 there.
 	udp := corev1.ProtocolUDP
 	port81 := intstr.FromInt32(81)
 	open81 := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "target-udp-81"},
@@ -137,8 +149,10 @@ func TestPolicyAddressReusedAfterDel(t *testing.T) {
 	if _, err := pl.Admin.NetworkingV1().NetworkPolicies("x").Create(pl.ctx(t), open81, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() string { return pl.expect(t, probeWant{intruder, target, "udp", 81, true}) })
-	if msg := pl.expect(t, probeWant{intruder, target, "tcp", 80, false}); msg != "" {
+	eventually(t, 10*time.Second, func() string {
+		return pl.expect(t, probeWant{intruder, target, "udp", 81, true}, probeWant{intruder, target2, "udp", 81, true})
+	})
+	if msg := pl.expect(t, probeWant{intruder, target, "tcp", 80, false}, probeWant{intruder, target2, "tcp", 80, false}); msg != "" {
 		t.Errorf("after a full compile: %s", msg)
 	}
 }

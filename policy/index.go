@@ -69,6 +69,7 @@ func newIndex(in Input) *index {
 			ix.pods = append(ix.pods, pi)
 		}
 	}
+	ix.pods = dropStaleAddrs(ix.pods)
 	// No order is kept: every result built from the pods is sorted
 	// (peers, named ports, selected addresses), so it depends on the set
 	// of pods, not on the order the informer lists them in.
@@ -76,6 +77,41 @@ func newIndex(in Input) *index {
 		ix.byNS[pi.pod.Namespace] = append(ix.byNS[pi.pod.Namespace], pi)
 	}
 	return ix
+}
+
+// dropStaleAddrs takes out of each pod being deleted (Terminating) whose
+// addresses are its status' the addresses that a pod not being deleted
+// has in its status too: kubelet's DEL comes after the deletion starts,
+// and the node may give the address to a new pod while the old object
+// stays, so the address is the new pod's. A pod left with no address is
+// dropped. This node's pods (their endpoints') are left alone: Recompile
+// patches only those, and every other pod is as the last full compile
+// made it.
+func dropStaleAddrs(pods []podInfo) []podInfo {
+	stale := func(pi podInfo) bool { return pi.pod.Terminating && !pi.local }
+	if !slices.ContainsFunc(pods, stale) {
+		return pods
+	}
+	live := map[netip.Addr]bool{}
+	for _, pi := range pods {
+		if !pi.local && !pi.pod.Terminating {
+			for _, a := range pi.addrs {
+				live[a] = true
+			}
+		}
+	}
+	isLive := func(a netip.Addr) bool { return live[a] }
+	out := make([]podInfo, 0, len(pods))
+	for _, pi := range pods {
+		if stale(pi) && slices.ContainsFunc(pi.addrs, isLive) {
+			pi.addrs = slices.DeleteFunc(slices.Clone(pi.addrs), isLive)
+			if len(pi.addrs) == 0 {
+				continue
+			}
+		}
+		out = append(out, pi)
+	}
+	return out
 }
 
 func localAddrs(eps []Endpoint) map[string][]netip.Addr {

@@ -18,6 +18,7 @@ type Pod struct {
 	NodeName          string
 	HostNetwork       bool
 	Done              bool         // phase Succeeded or Failed
+	Terminating       bool         // metadata.deletionTimestamp set: being deleted
 	IPs               []netip.Addr // status.podIPs (status.podIP when empty)
 	Ports             []NamedPort  // the containers' and sidecars' named ports
 }
@@ -33,7 +34,8 @@ type NamedPort struct {
 func PodFrom(p *corev1.Pod) *Pod {
 	out := &Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion, Labels: p.Labels},
 		NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork,
-		Done: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed}
+		Done:        p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
+		Terminating: p.DeletionTimestamp != nil}
 	add := func(s string) {
 		if a, err := netip.ParseAddr(s); err == nil {
 			out.IPs = append(out.IPs, a.Unmap())

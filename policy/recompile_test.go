@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/reefcni/reef/nat/nft"
@@ -153,6 +154,27 @@ func TestAddressOfDeletedLocalPod(t *testing.T) {
 	in.NodeName = ""
 	if got := fromB(Compile(in)); !slices.Equal(got, []Range{{addr("10.0.0.2"), addr("10.0.0.2")}}) {
 		t.Errorf("peers of pod=b, no NodeName: %v, want 10.0.0.2 (the status')", got)
+	}
+}
+
+// TestAddressOfPodBeingDeleted: a pod of another node being deleted
+// (deletionTimestamp set) stands for the addresses of its status that no
+// pod not being deleted has: its DEL came after the deletion started, and
+// its node may have given the address to a new pod, whose it is now.
+// Alone at its address (its graceful termination), it keeps it.
+func TestAddressOfPodBeingDeleted(t *testing.T) {
+	in := sampleInput()
+	in.NodeName = "n1"
+	deleting := func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }
+	old := pod("x", "old", "10.0.1.9", []string{"pod", "b"}, onNode("n2"), deleting)
+	in.Pods = append(in.Pods, old, pod("x", "new", "10.0.1.9", []string{"pod", "z"}, onNode("n2")))
+	fromB := func(st State) []Range { return st.Policies[0].Rules[Ingress][1].Peers } // x/allow-y ingress[1]: from pod=b of x
+	if got := fromB(Compile(in)); !slices.Equal(got, []Range{{addr("10.0.0.2"), addr("10.0.0.2")}}) {
+		t.Errorf("peers of pod=b, x/old being deleted and x/new at its address: %v, want x/b's 10.0.0.2 only", got)
+	}
+	in.Pods = in.Pods[:len(in.Pods)-1]
+	if got := fromB(Compile(in)); !slices.Equal(got, []Range{{addr("10.0.0.2"), addr("10.0.0.2")}, {addr("10.0.1.9"), addr("10.0.1.9")}}) {
+		t.Errorf("peers of pod=b, x/old being deleted alone at its address: %v, want 10.0.0.2 and 10.0.1.9", got)
 	}
 }
 
