@@ -88,16 +88,28 @@ func (n *natDataplane) AddPod(ep store.Endpoint) error {
 	return nil
 }
 
-// DelPod removes the pod's ARP-filter element and hostPorts; absent is
-// success.
+// DelPod removes the pod's ARP-filter element and hostPorts, and deletes
+// the conntrack entries of its addresses (nat.FlushConntrackOf: the next
+// pod given an address would meet the old pod's flows as established,
+// past every NetworkPolicy); absent is success. A failed flush is logged,
+// not the DEL's failure.
 func (n *natDataplane) DelPod(ep store.Endpoint) error {
 	p, err := natPod(ep)
 	if err != nil {
 		return err
 	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.kernel.DelPod(p)
+	err = n.kernel.DelPod(p)
+	n.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, a := range p.IPs {
+		if err := nat.FlushConntrackOf(a); err != nil {
+			n.log.Warn("delete the conntrack entries of a deleted pod's address", "address", a, "veth", ep.HostVeth, "error", err)
+		}
+	}
+	return nil
 }
 
 // CheckPod lists what of the pod's ARP-filter, NDP-filter and hostPort

@@ -95,7 +95,8 @@ func TestPolicyNamedPortOfSidecar(t *testing.T) {
 // x/target2 (node2) allow TCP 80 from app=trusted only. Other nodes know
 // pods by their status: once the old pod's object is being deleted (its
 // deletionTimestamp set, as kubelet's DEL comes after it), its address
-// is the new pod's on node2 too.
+// is the new pod's on node2 too. And the old pod's UDP flow, established
+// in node1's conntrack, is not the new pod's: the DEL deleted its entries.
 func TestPolicyAddressReusedAfterDel(t *testing.T) {
 	pl := newPolicyLab(t, 2)
 	n1, n2 := pl.Nodes[0], pl.Nodes[1]
@@ -103,14 +104,14 @@ func TestPolicyAddressReusedAfterDel(t *testing.T) {
 	target := pl.pod(t, n1, "x", "target", map[string]string{"app": "target"})
 	target2 := pl.pod(t, n2, "x", "target2", map[string]string{"app": "target"})
 	trusted := pl.pod(t, n1, "x", "trusted", map[string]string{"app": "trusted"})
-	tcp := corev1.ProtocolTCP
-	port := intstr.FromInt32(80)
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	port, port81 := intstr.FromInt32(80), intstr.FromInt32(81)
 	allow := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "target-from-trusted"},
 		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "target"}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{
 				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "trusted"}}}},
-				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}}}}}}
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}, {Protocol: &udp, Port: &port81}}}}}}
 	if _, err := pl.Admin.NetworkingV1().NetworkPolicies("x").Create(pl.ctx(t), allow, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +119,13 @@ func TestPolicyAddressReusedAfterDel(t *testing.T) {
 		return pl.expect(t, probeWant{trusted, target, "tcp", 80, true}, probeWant{trusted, target, "tcp", 81, false},
 			probeWant{trusted, target2, "tcp", 80, true}, probeWant{trusted, target2, "tcp", 81, false})
 	})
+	// A UDP flow the rule allows, from a port of x/trusted's: established
+	// in node1's conntrack.
+	flow := "udp:" + target.IP.String() + ":81"
+	const sport = 40081
+	if r, err := pl.ProbeUDPFrom(trusted.Netns, time.Second, sport, flow); err != nil || !r.OK {
+		t.Fatalf("x/trusted -> %s from port %d: %v %+v, want answered", flow, sport, err, r)
+	}
 
 	// The sandbox goes; the object stays, Running, with its address.
 	if err := trusted.Del(); err != nil {
@@ -128,8 +136,13 @@ func TestPolicyAddressReusedAfterDel(t *testing.T) {
 		t.Fatalf("x/intruder got %s, not x/trusted's %s: the lab no longer reuses the lowest free address", intruder.IP, trusted.IP)
 	}
 	// The ADD's own cover has compiled x/intruder in: probe at once.
-	if msg := pl.expect(t, probeWant{intruder, target, "tcp", 80, false}); msg != "" {
+	if msg := pl.expect(t, probeWant{intruder, target, "tcp", 80, false}, probeWant{intruder, target, "udp", 81, false}); msg != "" {
 		t.Errorf("right after the ADD: %s", msg)
+	}
+	// x/trusted's flow, from its port, is not x/intruder's: the DEL
+	// deleted x/trusted's conntrack entries.
+	if r, err := pl.ProbeUDPFrom(intruder.Netns, time.Second, sport, flow); err != nil || r.OK {
+		t.Errorf("x/intruder -> %s from x/trusted's port %d: %v %+v, want denied (x/trusted's conntrack entry let it through)", flow, sport, err, r)
 	}
 	// x/trusted's object is deleted gracefully: no kubelet confirms it,
 	// so it stays, with its deletionTimestamp.
@@ -140,8 +153,6 @@ func TestPolicyAddressReusedAfterDel(t *testing.T) {
 	// A full compile on both nodes after that: another policy (UDP 81 to
 	// app=target from anyone) is in each node's table once x/intruder
 	// reaches UDP 81 there.
-	udp := corev1.ProtocolUDP
-	port81 := intstr.FromInt32(81)
 	open81 := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "target-udp-81"},
 		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "target"}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
