@@ -23,9 +23,10 @@ import (
 // with the filter (ctnetlink's flush with CTA_FILTER). A kernel without
 // it refuses it (EOPNOTSUPP, EINVAL) rather than flushing everything;
 // reef then dumps the table once and deletes the matching entries. IPv6
-// is always dumped: the filter of an IPv6 address took other entries and
-// left the address's own on this machine's kernel (6.18;
-// TestFlushConntrackOf has both kinds of entry).
+// is always dumped: the same filtered request for an IPv6 address
+// (CTA_IP_V6_SRC or _DST) took other entries and left the address's own
+// on this machine's kernel (6.18), why not found; TestFlushConntrackOf
+// has both kinds of entry, and fails on it.
 func FlushConntrackOf(addr netip.Addr) error {
 	addr = addr.Unmap()
 	if addr.Is6() {
