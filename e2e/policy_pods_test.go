@@ -167,3 +167,92 @@ func TestPolicyAddressReusedAfterDel(t *testing.T) {
 		t.Errorf("after a full compile: %s", msg)
 	}
 }
+
+// TestPolicyHostPort: a pod's hostPort meets its NetworkPolicy as its own
+// port does. reef's DNAT comes before the forward hook, so the policy sees
+// the pod's address and its containerPort (80) and the client's address:
+// y/client (node1) reaches x/web at node1's TCP 8080 only while a rule
+// allows it on 80 (by the name http) from its namespace, and a rule on
+// the hostPort's number (8080) allows nothing. A pod of another node
+// reaches node1's address masqueraded to its own node's (natOutgoing: the
+// node is outside the pools), which a namespace peer does not name.
+// node1 itself always reaches it (its traffic takes the output hook, as
+// kubelet's).
+func TestPolicyHostPort(t *testing.T) {
+	pl := newPolicyLab(t, 2)
+	n1, n2 := pl.Nodes[0], pl.Nodes[1]
+	pl.namespace(t, "x", map[string]string{"ns": "x"})
+	pl.namespace(t, "y", map[string]string{"ns": "y"})
+	obj := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "web", Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{NodeName: n1.Name, AutomountServiceAccountToken: new(bool),
+			Containers: []corev1.Container{{Name: "server", Image: "reef-lab/serve-ports",
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 80, HostPort: 8080, Protocol: corev1.ProtocolTCP}}}}}}
+	obj, err := pl.Admin.CoreV1().Pods("x").Create(pl.ctx(t), obj, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web, err := n1.NewPodNetns("x", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	web.CapabilityArgs = map[string]any{"portMappings": []lab.PortMapping{{HostPort: 8080, ContainerPort: 80, Protocol: "tcp"}}}
+	if err := web.Add(); err != nil {
+		t.Fatal(err)
+	}
+	obj.Status.Phase, obj.Status.PodIP, obj.Status.PodIPs = corev1.PodRunning, web.IP.String(), []corev1.PodIP{{IP: web.IP.String()}}
+	if _, err := pl.Admin.CoreV1().Pods("x").UpdateStatus(pl.ctx(t), obj, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stop, err := pl.ServePorts(web.Netns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	client := pl.pod(t, n1, "y", "client", map[string]string{"app": "client"})
+	client2 := pl.pod(t, n2, "y", "client2", map[string]string{"app": "client"})
+	hostPort := "tcp:" + n1.Address.String() + ":8080"
+	reached := func(netns string) bool {
+		t.Helper()
+		res, err := pl.Probe(netns, time.Second, []string{hostPort})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[0].OK
+	}
+	if !reached(client.Netns) || !reached(client2.Netns) {
+		t.Fatalf("y/client, y/client2 -> %s without policy: not reached", hostPort)
+	}
+
+	tcp := corev1.ProtocolTCP
+	p8080 := intstr.FromInt32(8080)
+	onHostPort := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "web-from-y-8080"},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From:  []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"ns": "y"}}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &p8080}}}}}}
+	if _, err := pl.Admin.NetworkingV1().NetworkPolicies("x").Create(pl.ctx(t), onHostPort, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() string {
+		if reached(client.Netns) {
+			return "y/client -> " + hostPort + " reached under a rule on port 8080 only"
+		}
+		return ""
+	})
+	if !reached(n1.Netns) {
+		t.Errorf("node1 -> %s under the policy: not reached", hostPort)
+	}
+	onPodPort := onHostPort.DeepCopy()
+	onPodPort.Spec.Ingress[0].Ports = []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: new(intstr.FromString("http"))}}
+	pl.updatePolicy(t, onPodPort)
+	eventually(t, 10*time.Second, func() string {
+		if !reached(client.Netns) {
+			return "y/client -> " + hostPort + " not reached under a rule on the named port http (80)"
+		}
+		return ""
+	})
+	if reached(client2.Netns) {
+		t.Errorf("y/client2 (node2) -> %s reached: its packets should come masqueraded to node2's address", hostPort)
+	}
+}
