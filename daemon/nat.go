@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"sync"
 
@@ -38,6 +39,10 @@ type natDataplane struct {
 	metrics *metrics.Metrics // nil: off
 	pools   []masq.Pool
 	log     *slog.Logger
+	// flushConntrack deletes the conntrack entries of a deleted pod's
+	// address (nat.FlushConntrackOf, in the daemon's namespace); nil:
+	// none (the tests' fake kernels, which must not touch the host's).
+	flushConntrack func(netip.Addr) error
 	// programmed: a pass has brought the tables in line. Before that,
 	// creating them is the normal start of a new node, not a repair.
 	programmed bool
@@ -49,7 +54,7 @@ type natDataplane struct {
 func newNATDataplane(pools []PoolConfig, m *metrics.Metrics, log *slog.Logger, gens *nft.Generations) *natDataplane {
 	k := nat.NewKernel()
 	k.Follow(gens)
-	n := &natDataplane{kernel: k, metrics: m, log: log.With("component", "nftables")}
+	n := &natDataplane{kernel: k, metrics: m, log: log.With("component", "nftables"), flushConntrack: nat.FlushConntrackOf}
 	for _, p := range pools {
 		n.pools = append(n.pools, masq.Pool{CIDR: p.CIDR, NATOutgoing: p.NATOutgoing})
 	}
@@ -105,7 +110,10 @@ func (n *natDataplane) DelPod(ep store.Endpoint) error {
 		return err
 	}
 	for _, a := range p.IPs {
-		if err := nat.FlushConntrackOf(a); err != nil {
+		if n.flushConntrack == nil {
+			break
+		}
+		if err := n.flushConntrack(a); err != nil {
 			n.log.Warn("delete the conntrack entries of a deleted pod's address", "address", a, "veth", ep.HostVeth, "error", err)
 		}
 	}
