@@ -179,6 +179,7 @@ func TestPolicyAddressReusedAfterDel(t *testing.T) {
 // node1 itself always reaches it (its traffic takes the output hook, as
 // kubelet's).
 func TestPolicyHostPort(t *testing.T) {
+	slowSuite(t)
 	pl := newPolicyLab(t, 2)
 	n1, n2 := pl.Nodes[0], pl.Nodes[1]
 	pl.namespace(t, "x", map[string]string{"ns": "x"})
