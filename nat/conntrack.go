@@ -24,9 +24,10 @@ import (
 // it refuses it (EOPNOTSUPP, EINVAL) rather than flushing everything;
 // reef then dumps the table once and deletes the matching entries. IPv6
 // is always dumped: the same filtered request for an IPv6 address
-// (CTA_IP_V6_SRC or _DST) took other entries and left the address's own
-// on this machine's kernel (6.18), why not found; TestFlushConntrackOf
-// has both kinds of entry, and fails on it.
+// (CTA_IP_V6_SRC or _DST) took the entries whose address differs and left
+// the address's own on this machine's kernel (6.18), as if the kernel's
+// comparison of IPv6 addresses were inverted; TestFlushConntrackOf has
+// both kinds of entry, and fails on it.
 func FlushConntrackOf(addr netip.Addr) error {
 	addr = addr.Unmap()
 	if addr.Is6() {
