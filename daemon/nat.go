@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"sync"
 
@@ -39,6 +40,10 @@ type natDataplane struct {
 	metrics *metrics.Metrics // nil: off
 	pools   []masq.Pool
 	log     *slog.Logger
+	// flushConntrack deletes the conntrack entries of a deleted pod's
+	// address (conntrack.FlushAddr, in the daemon's namespace); nil:
+	// none (the tests' fake kernels, which must not touch the host's).
+	flushConntrack func(netip.Addr) error
 	// programmed: a pass has brought the tables in line. Before that,
 	// creating them is the normal start of a new node, not a repair.
 	programmed bool
@@ -50,7 +55,7 @@ type natDataplane struct {
 func newNATDataplane(pools []PoolConfig, m *metrics.Metrics, log *slog.Logger, gens *nft.Generations) *natDataplane {
 	k := nat.NewKernel()
 	k.Follow(gens)
-	n := &natDataplane{kernel: k, metrics: m, log: log.With("component", "nftables")}
+	n := &natDataplane{kernel: k, metrics: m, log: log.With("component", "nftables"), flushConntrack: conntrack.FlushAddr}
 	for _, p := range pools {
 		n.pools = append(n.pools, masq.Pool{CIDR: p.CIDR, NATOutgoing: p.NATOutgoing})
 	}
@@ -103,10 +108,15 @@ func (n *natDataplane) DelPod(ep store.Endpoint) error {
 
 // Forget deletes the conntrack entries of the pod's addresses, its veth
 // gone (cniserver.PodForgetter): the next pod given one of them starts
-// with none. A failure is logged; the DEL goes on.
+// with none (an established flow is accepted before any NetworkPolicy,
+// and a client still sending to the old pod's hostPort would reach the
+// new one through its DNAT entry). A failure is logged; the DEL goes on.
 func (n *natDataplane) Forget(ep store.Endpoint) {
+	if n.flushConntrack == nil {
+		return
+	}
 	for _, a := range ep.Addrs() {
-		if err := conntrack.FlushAddr(a); err != nil {
+		if err := n.flushConntrack(a); err != nil {
 			n.log.Warn("delete the conntrack entries of a deleted pod's address", "container", ep.ContainerID, "pod", ep.PodNamespace+"/"+ep.PodName, "ip", a, "error", err)
 		}
 	}

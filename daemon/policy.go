@@ -522,6 +522,7 @@ func shapeOf(in policy.Input) string {
 func (p *policyDataplane) input() policy.Input {
 	in := p.watch.Input()
 	in.Families = p.families
+	in.NodeName = p.nodeName
 	return in
 }
 

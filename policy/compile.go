@@ -32,6 +32,12 @@ type Input struct {
 	// endpoints' (the API's status may lag or be stale); a remote pod's
 	// are its status.podIPs.
 	Local []Endpoint
+	// NodeName is this node's name in the API (kubernetes.nodeName). A
+	// pod scheduled to it that has no endpoint here has no address: its
+	// sandbox is gone (its DEL ran) or not made yet, and its status is
+	// stale, naming an address the node may have given another pod since.
+	// Empty: such a pod stands for its status.podIPs, as a remote one.
+	NodeName string
 	// ClusterPolicies are the ClusterNetworkPolicies (cluster.go); none
 	// when their CRD is not installed.
 	ClusterPolicies []*cnp.ClusterNetworkPolicy

@@ -92,6 +92,34 @@ func TestCompileEgressNamedPortResolvesOnPeers(t *testing.T) {
 	}
 }
 
+// A sidecar's named port (an init container with restartPolicy Always)
+// is the pod's, as a container's is; a plain init container's is not
+// (it has ended before the pod serves).
+func TestCompileNamedPortOfSidecar(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	sidecars := func(p *corev1.Pod) {
+		p.Spec.InitContainers = []corev1.Container{
+			{Name: "init", Ports: []corev1.ContainerPort{{Name: "metrics", Protocol: corev1.ProtocolTCP, ContainerPort: 7000}}},
+			{Name: "proxy", RestartPolicy: &always, Ports: []corev1.ContainerPort{{Name: "metrics", Protocol: corev1.ProtocolTCP, ContainerPort: 9090}}},
+		}
+	}
+	in := sampleInput()
+	in.Pods[0] = pod("x", "a", "10.0.0.1", []string{"pod", "a"}, onNode("n1"), sidecars)
+	in.Pods[2] = pod("y", "a", "10.0.1.1", []string{"pod", "a"}, sidecars)
+	ing := netpol("x", "metrics-in", sel("pod", "a"), []networkingv1.PolicyType{networkingv1.PolicyTypeIngress})
+	ing.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{named(corev1.ProtocolTCP, "metrics")}}}
+	eg := netpol("x", "metrics-out", sel(), []networkingv1.PolicyType{networkingv1.PolicyTypeEgress})
+	eg.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: sel()}}, Ports: []networkingv1.NetworkPolicyPort{named(corev1.ProtocolTCP, "metrics")}}}
+	in.Policies = []*networkingv1.NetworkPolicy{ing, eg}
+	out := Compile(in)
+	if got := out.Policies[0].Rules[Ingress][0].Ports[0].Named; !slices.Equal(got, []AddrPort{{addr("10.0.0.1"), 9090}}) {
+		t.Errorf("ingress on the sidecar's named port: %+v, want 10.0.0.1 . 9090", got)
+	}
+	if got := out.Policies[1].Rules[Egress][0].Ports[0].Named; !slices.Equal(got, []AddrPort{{addr("10.0.0.1"), 9090}, {addr("10.0.1.1"), 9090}}) {
+		t.Errorf("egress to the sidecars' named port: %+v, want 10.0.0.1 . 9090 and 10.0.1.1 . 9090", got)
+	}
+}
+
 func TestMergeRanges(t *testing.T) {
 	rs := mergeRanges([]Range{
 		{addr("10.0.0.5"), addr("10.0.0.5")}, {addr("10.0.0.1"), addr("10.0.0.3")}, {addr("10.0.0.4"), addr("10.0.0.4")},

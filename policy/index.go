@@ -29,6 +29,7 @@ type index struct {
 	pods     []podInfo            // every pod with an address, in no order
 	byNS     map[string][]podInfo // the same, per namespace
 	local    map[string][]netip.Addr
+	nodeName string // Input.NodeName
 	// all are the API's pods by namespace/name, those without an address
 	// included; over are pods Recompile put in since (the ADDs' own),
 	// looked up first.
@@ -47,7 +48,7 @@ type index struct {
 }
 
 func newIndex(in Input) *index {
-	ix := &index{nsLabels: map[string]labels.Set{}, byNS: map[string][]podInfo{}, local: localAddrs(in.Local),
+	ix := &index{nsLabels: map[string]labels.Set{}, byNS: map[string][]podInfo{}, local: localAddrs(in.Local), nodeName: in.NodeName,
 		all: make(map[string]*Pod, len(in.Pods)), peers: map[string][]Range{}, selected: map[string]selection{}, sels: &selectors{},
 		nodes: in.Nodes, affected: &byNamespace{}}
 	for _, ns := range in.Namespaces {
@@ -68,6 +69,7 @@ func newIndex(in Input) *index {
 			ix.pods = append(ix.pods, pi)
 		}
 	}
+	ix.pods = dropStaleAddrs(ix.pods)
 	// No order is kept: every result built from the pods is sorted
 	// (peers, named ports, selected addresses), so it depends on the set
 	// of pods, not on the order the informer lists them in.
@@ -75,6 +77,41 @@ func newIndex(in Input) *index {
 		ix.byNS[pi.pod.Namespace] = append(ix.byNS[pi.pod.Namespace], pi)
 	}
 	return ix
+}
+
+// dropStaleAddrs takes out of each pod being deleted (Terminating) whose
+// addresses are its status' the addresses that a pod not being deleted
+// has in its status too: kubelet's DEL comes after the deletion starts,
+// and the node may give the address to a new pod while the old object
+// stays, so the address is the new pod's. A pod left with no address is
+// dropped. This node's pods (their endpoints') are left alone: Recompile
+// patches only those, and every other pod is as the last full compile
+// made it.
+func dropStaleAddrs(pods []podInfo) []podInfo {
+	stale := func(pi podInfo) bool { return pi.pod.Terminating && !pi.local }
+	if !slices.ContainsFunc(pods, stale) {
+		return pods
+	}
+	live := map[netip.Addr]bool{}
+	for _, pi := range pods {
+		if !pi.local && !pi.pod.Terminating {
+			for _, a := range pi.addrs {
+				live[a] = true
+			}
+		}
+	}
+	isLive := func(a netip.Addr) bool { return live[a] }
+	out := make([]podInfo, 0, len(pods))
+	for _, pi := range pods {
+		if stale(pi) && slices.ContainsFunc(pi.addrs, isLive) {
+			pi.addrs = slices.DeleteFunc(slices.Clone(pi.addrs), isLive)
+			if len(pi.addrs) == 0 {
+				continue
+			}
+		}
+		out = append(out, pi)
+	}
+	return out
 }
 
 func localAddrs(eps []Endpoint) map[string][]netip.Addr {
@@ -90,10 +127,14 @@ func localAddrs(eps []Endpoint) map[string][]netip.Addr {
 
 // info is pod p (key k) as selection sees it: a local pod's addresses
 // are its endpoints', another's its status'. ok is false for a pod with
-// no address.
+// no address: a pod of this node with no endpoint has none, whatever its
+// status says (Input.NodeName).
 func (ix *index) info(k string, p *Pod) (podInfo, bool) {
 	addrs, local := ix.local[k]
 	if !local {
+		if ix.nodeName != "" && p.NodeName == ix.nodeName {
+			return podInfo{}, false
+		}
 		addrs = p.IPs // the informer's: read, never changed here
 	}
 	if len(addrs) == 0 {
@@ -113,7 +154,7 @@ func (ix *index) info(k string, p *Pod) (podInfo, bool) {
 // Its cost is in the pods whose addresses change, not in all pods; those
 // are returned (as the API has them) for Recompile.
 func (ix *index) patched(local []Endpoint, pod *Pod) (*index, []*Pod) {
-	nx := &index{nsLabels: ix.nsLabels, all: ix.all, nodes: ix.nodes, local: localAddrs(local), peers: map[string][]Range{}, selected: map[string]selection{}, sels: ix.sels, affected: ix.affected,
+	nx := &index{nsLabels: ix.nsLabels, all: ix.all, nodes: ix.nodes, local: localAddrs(local), nodeName: ix.nodeName, peers: map[string][]Range{}, selected: map[string]selection{}, sels: ix.sels, affected: ix.affected,
 		over: make(map[string]*Pod, len(ix.over)+1)}
 	for k, p := range ix.over {
 		nx.over[k] = p

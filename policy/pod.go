@@ -18,8 +18,9 @@ type Pod struct {
 	NodeName          string
 	HostNetwork       bool
 	Done              bool         // phase Succeeded or Failed
+	Terminating       bool         // metadata.deletionTimestamp set: being deleted
 	IPs               []netip.Addr // status.podIPs (status.podIP when empty)
-	Ports             []NamedPort  // the containers' named ports
+	Ports             []NamedPort  // the containers' and sidecars' named ports
 }
 
 // NamedPort is a named containerPort.
@@ -33,7 +34,8 @@ type NamedPort struct {
 func PodFrom(p *corev1.Pod) *Pod {
 	out := &Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion, Labels: p.Labels},
 		NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork,
-		Done: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed}
+		Done:        p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
+		Terminating: p.DeletionTimestamp != nil}
 	add := func(s string) {
 		if a, err := netip.ParseAddr(s); err == nil {
 			out.IPs = append(out.IPs, a.Unmap())
@@ -45,13 +47,23 @@ func PodFrom(p *corev1.Pod) *Pod {
 	if len(out.IPs) == 0 && p.Status.PodIP != "" {
 		add(p.Status.PodIP)
 	}
-	for _, c := range p.Spec.Containers {
-		for _, cp := range c.Ports {
-			if cp.Name != "" {
-				out.Ports = append(out.Ports, NamedPort{Name: cp.Name, Protocol: cp.Protocol, Port: cp.ContainerPort})
+	named := func(cs []corev1.Container, sidecarsOnly bool) {
+		for _, c := range cs {
+			if sidecarsOnly && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+				continue
+			}
+			for _, cp := range c.Ports {
+				if cp.Name != "" {
+					out.Ports = append(out.Ports, NamedPort{Name: cp.Name, Protocol: cp.Protocol, Port: cp.ContainerPort})
+				}
 			}
 		}
 	}
+	named(p.Spec.Containers, false)
+	// A sidecar (an init container with restartPolicy Always) runs beside
+	// the containers, and its named ports are the pod's as theirs are, as
+	// for a Service's targetPort (kubernetes#127976) and in Calico.
+	named(p.Spec.InitContainers, true)
 	return out
 }
 

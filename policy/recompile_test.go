@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cnp "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/reefcni/reef/nat/nft"
@@ -110,6 +111,71 @@ func setsDiff(a, b nft.Table) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestAddressOfDeletedLocalPod: a pod of this node whose endpoint is gone
+// (its DEL ran) while its object still has its address in status stands
+// for no address, so a new pod of the node given that address does not
+// get its place in peer sets; a remote pod keeps its status' addresses.
+// The DEL and the ADD through Recompile give what Compile gives.
+func TestAddressOfDeletedLocalPod(t *testing.T) {
+	in := sampleInput()
+	in.NodeName = "n1"
+	prev := Compile(in)
+	recompile := func(prev State, in Input, p *Pod) State { // checkRecompile's checks but the last (x/b is in both policies)
+		t.Helper()
+		st, ch, ok := Recompile(prev, in.Local, p)
+		want := Compile(in)
+		if !ok || !reflect.DeepEqual(Table(st), Table(want)) || !reflect.DeepEqual(withSets(t, Table(prev), SetsOf(st, ch)), Table(want)) {
+			t.Fatal("Recompile's table differs from Compile's")
+		}
+		return st
+	}
+	fromB := func(st State) []Range { return st.Policies[0].Rules[Ingress][1].Peers } // x/allow-y ingress[1]: from pod=b of x
+	if got := fromB(prev); !slices.Equal(got, []Range{{addr("10.0.0.2"), addr("10.0.0.2")}}) {
+		t.Fatalf("peers of pod=b with x/b's endpoint: %v, want 10.0.0.2", got)
+	}
+	// x/b's DEL: its object stays, Running, status 10.0.0.2.
+	in.Local = in.Local[:1]
+	st := recompile(prev, in, nil)
+	if got := fromB(st); len(got) != 0 {
+		t.Errorf("peers of pod=b after x/b's DEL: %v, want none (its status is stale)", got)
+	}
+	// x/c, another pod of the node, gets 10.0.0.2.
+	c := pod("x", "c", "", []string{"pod", "c"}, onNode("n1"))
+	in.Pods = append(in.Pods, c)
+	in.Local = append(in.Local, Endpoint{Namespace: "x", Name: "c", IP: addr("10.0.0.2")})
+	st = recompile(st, in, c)
+	if got := fromB(st); len(got) != 0 {
+		t.Errorf("peers of pod=b with x/c at x/b's old address: %v, want none", got)
+	}
+	// Without the node's name, a pod without an endpoint is taken at its
+	// status, as a remote one is.
+	in.NodeName = ""
+	if got := fromB(Compile(in)); !slices.Equal(got, []Range{{addr("10.0.0.2"), addr("10.0.0.2")}}) {
+		t.Errorf("peers of pod=b, no NodeName: %v, want 10.0.0.2 (the status')", got)
+	}
+}
+
+// TestAddressOfPodBeingDeleted: a pod of another node being deleted
+// (deletionTimestamp set) stands for the addresses of its status that no
+// pod not being deleted has: its DEL came after the deletion started, and
+// its node may have given the address to a new pod, whose it is now.
+// Alone at its address (its graceful termination), it keeps it.
+func TestAddressOfPodBeingDeleted(t *testing.T) {
+	in := sampleInput()
+	in.NodeName = "n1"
+	deleting := func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }
+	old := pod("x", "old", "10.0.1.9", []string{"pod", "b"}, onNode("n2"), deleting)
+	in.Pods = append(in.Pods, old, pod("x", "new", "10.0.1.9", []string{"pod", "z"}, onNode("n2")))
+	fromB := func(st State) []Range { return st.Policies[0].Rules[Ingress][1].Peers } // x/allow-y ingress[1]: from pod=b of x
+	if got := fromB(Compile(in)); !slices.Equal(got, []Range{{addr("10.0.0.2"), addr("10.0.0.2")}}) {
+		t.Errorf("peers of pod=b, x/old being deleted and x/new at its address: %v, want x/b's 10.0.0.2 only", got)
+	}
+	in.Pods = in.Pods[:len(in.Pods)-1]
+	if got := fromB(Compile(in)); !slices.Equal(got, []Range{{addr("10.0.0.2"), addr("10.0.0.2")}, {addr("10.0.1.9"), addr("10.0.1.9")}}) {
+		t.Errorf("peers of pod=b, x/old being deleted alone at its address: %v, want 10.0.0.2 and 10.0.1.9", got)
+	}
 }
 
 // TestRecompileIsCompile: for an ADD (a pod of the API without an address

@@ -5,7 +5,7 @@ package main
 // connect to probe) is done by reef-lab itself, run in a pod's netns:
 //
 //	reef-lab serve-ports --tcp 80,81 --udp 80,81 [--sctp 80,81]
-//	reef-lab probe [--timeout 1s] [--json] tcp:10.244.1.5:80 udp:10.244.1.5:81 ...
+//	reef-lab probe [--timeout 1s] [--json] [--udp-source-port N] tcp:10.244.1.5:80 udp:10.244.1.5:81 ...
 //
 // internal/lab (netpol.go) starts and reads them.
 
@@ -225,9 +225,11 @@ func probe(args []string) error {
 	fs := flag.NewFlagSet("reef-lab probe", flag.ContinueOnError)
 	timeout := fs.Duration("timeout", time.Second, "per target: connect and read the reply within this")
 	asJSON := fs.Bool("json", false, "print a JSON array of {target, ok, err, reply}")
+	sport := fs.Int("udp-source-port", 0, "send UDP from this port (one UDP target at a time): the flow of an earlier probe from it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	udpSourcePort = *sport
 	targets := make([]probeTarget, fs.NArg())
 	for i, a := range fs.Args() {
 		t, err := parseTarget(a)
@@ -311,6 +313,9 @@ func probeTCP(addr netip.AddrPort, deadline time.Time) (string, error) {
 	return strings.TrimSpace(line), nil
 }
 
+// udpSourcePort is probe's --udp-source-port: 0, any.
+var udpSourcePort int
+
 // udpTries is how many datagrams a UDP probe sends within its timeout: a
 // single lost one must not read as "denied".
 const udpTries = 4
@@ -319,7 +324,11 @@ const udpTries = 4
 // times within the timeout. ICMP port unreachable ends it early (connection
 // refused).
 func probeUDP(addr netip.AddrPort, deadline time.Time) (string, error) {
-	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
+	var local *net.UDPAddr
+	if udpSourcePort != 0 {
+		local = &net.UDPAddr{Port: udpSourcePort}
+	}
+	c, err := net.DialUDP("udp", local, net.UDPAddrFromAddrPort(addr))
 	if err != nil {
 		return "", err
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -89,13 +90,29 @@ func (l *Lab) ServePortsOn(netns string, args ...string) (stop func(), err error
 // probe could not run; a target that does not answer is a result with OK
 // false.
 func (l *Lab) Probe(netns string, timeout time.Duration, targets []string) ([]ProbeResult, error) {
+	return l.probe(netns, timeout, nil, targets)
+}
+
+// ProbeUDPFrom is Probe of one UDP target ("udp:10.244.1.5:81") sent
+// from local port sport: a probe from the same port again is the same
+// conntrack flow.
+func (l *Lab) ProbeUDPFrom(netns string, timeout time.Duration, sport int, target string) (ProbeResult, error) {
+	res, err := l.probe(netns, timeout, []string{"--udp-source-port", strconv.Itoa(sport)}, []string{target})
+	if err != nil {
+		return ProbeResult{}, err
+	}
+	return res[0], nil
+}
+
+func (l *Lab) probe(netns string, timeout time.Duration, flags, targets []string) ([]ProbeResult, error) {
 	bin, err := l.reefLab()
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Second)
 	defer cancel()
-	args := append([]string{"--net=" + NetnsPath(netns), "--", bin, "probe", "--json", "--timeout", timeout.String()}, targets...)
+	args := append([]string{"--net=" + NetnsPath(netns), "--", bin, "probe", "--json", "--timeout", timeout.String()}, flags...)
+	args = append(args, targets...)
 	cmd := exec.CommandContext(ctx, "nsenter", args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
