@@ -218,12 +218,30 @@ func (a *assigner) assign(s Service) {
 	if s.BadRequest != "" {
 		a.p.Events = append(a.p.Events, Event{s.Key, s.UID, "InvalidLoadBalancerIP", s.BadRequest})
 	}
+	for _, req := range s.Requested {
+		if req.Is4() && !s.IPv4 || req.Is6() && !s.IPv6 {
+			a.p.Events = append(a.p.Events, Event{s.Key, s.UID, "InvalidLoadBalancerIP",
+				fmt.Sprintf("requested address %s is of a family the Service does not have (spec.ipFamilies %s); ignored", req, families(s))})
+		}
+	}
 	for _, v6 := range []bool{false, true} {
 		if v6 && !s.IPv6 || !v6 && !s.IPv4 || a.held(s, v6) {
 			continue
 		}
 		a.assignFamily(s, v6)
 	}
+}
+
+// families names the families of s as spec.ipFamilies does.
+func families(s Service) string {
+	var out []string
+	if s.IPv4 {
+		out = append(out, "IPv4")
+	}
+	if s.IPv6 {
+		out = append(out, "IPv6")
+	}
+	return "[" + strings.Join(out, ", ") + "]"
 }
 
 // assignFamily gives s an address of one family: the one its status shows,

@@ -131,6 +131,12 @@ func TestAssign(t *testing.T) {
 		want:   Record{a("192.0.2.1"): owner("default/web")},
 		status: map[string][]netip.Addr{"default/web": addrs("192.0.2.1")},
 		events: []string{"InvalidLoadBalancerIP"},
+	}, {
+		name:   "a request of a family the Service does not have: an event, and an address of its family",
+		svcs:   []Service{svc("default/web", requests("2001:db8:5::3"))},
+		want:   Record{a("192.0.2.1"): owner("default/web")},
+		status: map[string][]netip.Addr{"default/web": addrs("192.0.2.1")},
+		events: []string{"InvalidLoadBalancerIP"},
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			ps := c.pools
@@ -251,6 +257,11 @@ func TestServiceFrom(t *testing.T) {
 			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.7"}, {Hostname: "lb.example.com"}}}}},
 		want: Service{Ours: true, IPv4: true, Requested: addrs("192.0.2.7", "2001:db8:5::3"), Ingress: addrs("192.0.2.7"),
 			BadRequest: `annotation reefcni.io/loadBalancerIPs: "nope" is not an IP address; spec.loadBalancerIP: 192.0.2.9 is a second address of its family; only the first is used`},
+	}, {
+		name: "the same address in the annotation and spec.loadBalancerIP: one request, no complaint",
+		svc: corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{RequestAnnotation: "192.0.2.7"}},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerIP: "192.0.2.7"}},
+		want: Service{Ours: true, IPv4: true, Requested: addrs("192.0.2.7")},
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			c.svc.Namespace, c.svc.Name, c.svc.UID = "default", "web", "u1"
