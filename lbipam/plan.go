@@ -315,7 +315,8 @@ func adoptable(s Service, v6 bool, inPools func(netip.Addr) bool, taken func(net
 
 // firstFree is the first address of the family in pools that is not
 // taken. The first address of a prefix (and the last of an IPv4 one), the
-// network and broadcast addresses, are skipped when the prefix has others:
+// network and broadcast addresses, are skipped when the prefix has more
+// than two (a /31 or /127 gives both):
 // some clients and routers treat them specially.
 func firstFree(pools []netip.Prefix, v6 bool, taken func(netip.Addr) bool) (netip.Addr, bool) {
 	for _, pf := range pools {

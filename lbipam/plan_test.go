@@ -132,6 +132,12 @@ func TestAssign(t *testing.T) {
 		status: map[string][]netip.Addr{"default/web": addrs("192.0.2.1")},
 		events: []string{"InvalidLoadBalancerIP"},
 	}, {
+		name:   "a /31 gives both of its addresses, after the /30 before it: the pools in order",
+		svcs:   []Service{svc("a/1"), svc("a/2"), svc("a/3"), svc("a/4")},
+		pools:  []netip.Prefix{netip.MustParsePrefix("192.0.2.0/30"), netip.MustParsePrefix("198.51.100.0/31")},
+		want:   Record{a("192.0.2.1"): owner("a/1"), a("192.0.2.2"): owner("a/2"), a("198.51.100.0"): owner("a/3"), a("198.51.100.1"): owner("a/4")},
+		status: map[string][]netip.Addr{"a/1": addrs("192.0.2.1"), "a/2": addrs("192.0.2.2"), "a/3": addrs("198.51.100.0"), "a/4": addrs("198.51.100.1")},
+	}, {
 		name:   "a request of a family the Service does not have: an event, and an address of its family",
 		svcs:   []Service{svc("default/web", requests("2001:db8:5::3"))},
 		want:   Record{a("192.0.2.1"): owner("default/web")},
