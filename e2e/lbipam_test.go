@@ -504,3 +504,31 @@ func TestLoadBalancerIPAMReleasedGoesToWaiting(t *testing.T) {
 	}
 	lb.waitIngress("waits-too", "192.0.2.2")
 }
+
+// TestLoadBalancerIPAMSkipsClusterIPs (docs/lbipam.md, "Which address"):
+// a pool inside the cluster's Service CIDR (the lab's API server's
+// 10.96.0.0/16; the kubernetes Service has 10.96.0.1). A Service's
+// clusterIP is never given out as another's LoadBalancer address: the
+// first Service gets 10.96.0.2, not 10.96.0.1, and a request for 10.96.0.1
+// is refused, naming the kubernetes Service. Before the fix the first
+// Service got 10.96.0.1.
+func TestLoadBalancerIPAMSkipsClusterIPs(t *testing.T) {
+	pl := newPolicyLabWith(t, 1, lab.NodeOptions{BGPExtra: "  serviceLoadBalancerIPs: [10.96.0.0/29]\n"}, false)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	lb := &lbServices{t: t, ctx: ctx, admin: pl.Admin}
+	k, err := pl.Admin.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(k.Spec.ClusterIPs, []string{"10.96.0.1"}) {
+		t.Fatalf("the kubernetes Service has %v; the test needs 10.96.0.1, inside its pool", k.Spec.ClusterIPs)
+	}
+	lb.mustCreate("web")
+	lb.waitIngress("web", "10.96.0.2")
+	lb.mustCreate("wants", lbRequest("10.96.0.1"))
+	lb.waitEvent("wants", "LoadBalancerIPInUse", "10.96.0.1 is in use by Service default/kubernetes")
+	if got := lb.ingress("wants"); len(got) != 0 {
+		t.Errorf("Service wants was given %v", got)
+	}
+}

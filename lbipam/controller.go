@@ -112,7 +112,8 @@ func trimService(obj any) (any, error) {
 		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion,
 			Annotations: map[string]string{RequestAnnotation: s.Annotations[RequestAnnotation]}},
 		Spec: corev1.ServiceSpec{Type: s.Spec.Type, LoadBalancerClass: s.Spec.LoadBalancerClass,
-			LoadBalancerIP: s.Spec.LoadBalancerIP, IPFamilies: s.Spec.IPFamilies},
+			LoadBalancerIP: s.Spec.LoadBalancerIP, IPFamilies: s.Spec.IPFamilies,
+			ClusterIPs: s.Spec.ClusterIPs, ExternalIPs: s.Spec.ExternalIPs},
 		Status: corev1.ServiceStatus{LoadBalancer: s.Status.LoadBalancer},
 	}, nil
 }
@@ -333,6 +334,11 @@ func serviceFrom(s *corev1.Service) Service {
 	for _, in := range s.Status.LoadBalancer.Ingress {
 		if a, err := netip.ParseAddr(in.IP); err == nil {
 			out.Ingress = append(out.Ingress, a.Unmap())
+		}
+	}
+	for _, ip := range slices.Concat(s.Spec.ClusterIPs, s.Spec.ExternalIPs) {
+		if a, err := netip.ParseAddr(ip); err == nil { // not "None", a headless Service's
+			out.Uses = append(out.Uses, a.Unmap())
 		}
 	}
 	return out
