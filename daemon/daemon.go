@@ -238,7 +238,7 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	if err != nil {
 		return nil, closeAll, err
 	}
-	lbIPAM, err := startLBIPAM(ctx, cfg, log)
+	lbIPAM, err := startLBIPAM(ctx, cfg, hooks, log)
 	if err != nil {
 		return nil, closeAll, err
 	}

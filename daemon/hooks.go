@@ -20,4 +20,8 @@ type testHooks struct {
 	// (REEF_TEST_FIRST_PASS_DELAY): a node with a slow first pass, whose
 	// sessions come up before its table is in.
 	firstPassDelay time.Duration
+	// lbResync replaces the resync of LoadBalancer address assignment
+	// (REEF_TEST_LB_RESYNC, lbipam's 30 s), so that a test sees what a
+	// round does without the resync's help.
+	lbResync time.Duration
 }

@@ -44,5 +44,13 @@ func readTestHooks(log *slog.Logger) (testHooks, error) {
 		h.firstPassDelay = d
 		log.Warn("test hook on: the first reconcile pass, and so the node's first announcement, waits", "delay", v)
 	}
+	if v := os.Getenv("REEF_TEST_LB_RESYNC"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return h, fmt.Errorf("REEF_TEST_LB_RESYNC: value %q is not a positive duration", v)
+		}
+		h.lbResync = d
+		log.Warn("test hook on: LoadBalancer address assignment runs a round without an event only this often", "resync", v)
+	}
 	return h, nil
 }

@@ -14,8 +14,9 @@ func TestReefTestReadsHooks(t *testing.T) {
 	t.Setenv("REEF_TEST_BGP_RESTART_TIME", "8s")
 	t.Setenv("REEF_TEST_PASS_LOOP", "1")
 	t.Setenv("REEF_TEST_FIRST_PASS_DELAY", "5s")
+	t.Setenv("REEF_TEST_LB_RESYNC", "1h")
 	h, err := readTestHooks(slog.New(slog.DiscardHandler))
-	if err != nil || h != (testHooks{pauseAfterVeth: time.Second, bgpRestartTime: 8 * time.Second, passLoop: true, firstPassDelay: 5 * time.Second}) {
+	if err != nil || h != (testHooks{pauseAfterVeth: time.Second, bgpRestartTime: 8 * time.Second, passLoop: true, firstPassDelay: 5 * time.Second, lbResync: time.Hour}) {
 		t.Errorf("readTestHooks = %+v, %v", h, err)
 	}
 	t.Setenv("REEF_TEST_BGP_RESTART_TIME", "10ms")

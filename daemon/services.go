@@ -50,10 +50,13 @@ const (
 
 // newServiceAnnouncer starts the watch and the loop when
 // bgp.serviceExternalIPs or bgp.serviceLoadBalancerIPs is set (the config
-// check makes sure the API is configured then), and is nil otherwise.
+// check makes sure the API is configured then) and the node has external
+// peers to announce them to, and is nil otherwise. (A node without
+// external peers may still assign LoadBalancer addresses, docs/lbipam.md:
+// it announces none, and need not watch every Service and EndpointSlice.)
 func newServiceAnnouncer(ctx context.Context, cfg Config, sp *bgp.Speaker, log *slog.Logger) (*serviceAnnouncer, error) {
 	b := cfg.BGP
-	if len(b.ServiceExternalIPs) == 0 && len(b.ServiceLoadBalancerIPs) == 0 || cfg.Kubernetes.Kubeconfig == "" {
+	if len(b.ServiceExternalIPs) == 0 && len(b.ServiceLoadBalancerIPs) == 0 || cfg.Kubernetes.Kubeconfig == "" || len(b.ExternalPeers) == 0 {
 		return nil, nil
 	}
 	a := &serviceAnnouncer{speaker: sp, log: log.With("component", "services"), kick: make(chan struct{}, 1),

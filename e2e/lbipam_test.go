@@ -449,3 +449,86 @@ func TestLoadBalancerIPAMDualStack(t *testing.T) {
 	lb.mustCreate("again", both)
 	lb.waitIngress("again", "192.0.2.1", "fd00:10:5::1")
 }
+
+// TestLoadBalancerIPAMReleasedGoesToWaiting (docs/lbipam.md, "Released"):
+// with the pool used up, a Service waits for an address; another Service
+// that stops being a LoadBalancer, or is deleted, frees its address, and
+// the waiting Service gets it from the round after the release, with no
+// event of its own. bin/reef-test runs its rounds without an event only
+// every hour (REEF_TEST_LB_RESYNC), so that the resync cannot be what
+// hands the address on: before the fix the waiting Service got it only
+// from the next unrelated event or the 30 s resync.
+func TestLoadBalancerIPAMReleasedGoesToWaiting(t *testing.T) {
+	pl := newPolicyLabWith(t, 1, lab.NodeOptions{Binary: "reef-test", Env: []string{"REEF_TEST_LB_RESYNC=1h"},
+		BGPExtra: "  serviceLoadBalancerIPs: [192.0.2.0/30]\n"}, false)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	lb := &lbServices{t: t, ctx: ctx, admin: pl.Admin}
+	n := pl.Nodes[0]
+	eventually(t, 30*time.Second, func() string {
+		if !mustStatus(t, n).GetLbIpam().GetLeader() {
+			return n.Name + " does not lead LoadBalancer address assignment"
+		}
+		return ""
+	})
+	lb.mustCreate("one", lbRequest("192.0.2.1"))
+	lb.waitIngress("one", "192.0.2.1")
+	lb.mustCreate("two", lbRequest("192.0.2.2"))
+	lb.waitIngress("two", "192.0.2.2")
+	lb.mustCreate("waits")
+	lb.waitEvent("waits", "NoFreeLoadBalancerIP", "no free IPv4 address")
+	lb.mustCreate("waits-too")
+	lb.waitEvent("waits-too", "NoFreeLoadBalancerIP", "no free IPv4 address")
+
+	// "one" turns ClusterIP (the API server clears its status), reef
+	// releases 192.0.2.1 and gives it to "waits". The leader is idle
+	// first, as when nothing else happens in the cluster: a Service event
+	// in the middle of a round brings another round, which would hand the
+	// address on by chance (the scenario, not a wait for a pass).
+	time.Sleep(time.Second)
+	svcs := pl.Admin.CoreV1().Services("default")
+	s, err := svcs.Get(ctx, "one", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Spec.Type, s.Spec.ExternalTrafficPolicy = corev1.ServiceTypeClusterIP, ""
+	if _, err := svcs.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lb.waitIngress("one")
+	lb.waitIngress("waits", "192.0.2.1")
+	// "two" deleted: 192.0.2.2 goes to "waits-too".
+	time.Sleep(time.Second)
+	if err := svcs.Delete(ctx, "two", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lb.waitIngress("waits-too", "192.0.2.2")
+}
+
+// TestLoadBalancerIPAMSkipsClusterIPs (docs/lbipam.md, "Which address"):
+// a pool inside the cluster's Service CIDR (the lab's API server's
+// 10.96.0.0/16; the kubernetes Service has 10.96.0.1). A Service's
+// clusterIP is never given out as another's LoadBalancer address: the
+// first Service gets 10.96.0.2, not 10.96.0.1, and a request for 10.96.0.1
+// is refused, naming the kubernetes Service. Before the fix the first
+// Service got 10.96.0.1.
+func TestLoadBalancerIPAMSkipsClusterIPs(t *testing.T) {
+	pl := newPolicyLabWith(t, 1, lab.NodeOptions{BGPExtra: "  serviceLoadBalancerIPs: [10.96.0.0/29]\n"}, false)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	lb := &lbServices{t: t, ctx: ctx, admin: pl.Admin}
+	k, err := pl.Admin.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(k.Spec.ClusterIPs, []string{"10.96.0.1"}) {
+		t.Fatalf("the kubernetes Service has %v; the test needs 10.96.0.1, inside its pool", k.Spec.ClusterIPs)
+	}
+	lb.mustCreate("web")
+	lb.waitIngress("web", "10.96.0.2")
+	lb.mustCreate("wants", lbRequest("10.96.0.1"))
+	lb.waitEvent("wants", "LoadBalancerIPInUse", "10.96.0.1 is in use by Service default/kubernetes")
+	if got := lb.ingress("wants"); len(got) != 0 {
+		t.Errorf("Service wants was given %v", got)
+	}
+}

@@ -45,7 +45,10 @@ const (
 	installedConflist = "/etc/cni/net.d/10-reef.conflist"
 	installedSocket   = "/run/reef/reef.sock"
 	installedStateDir = "/var/lib/reef"
-	enabledLink       = "/etc/systemd/system/multi-user.target.wants/reef.service"
+	// installedKubeconfig is where `reef kubeconfig` writes by default
+	// (its --out): a credential of reef's, not a file of the package.
+	installedKubeconfig = "/etc/reef/kubeconfig"
+	enabledLink         = "/etc/systemd/system/multi-user.target.wants/reef.service"
 )
 
 // repoRoot is the top of the work tree (the e2e tests run in e2e/).

@@ -444,8 +444,8 @@ func existing(paths ...string) []string {
 // the installed unit verified; the daemon run as the unit runs it, with the
 // installed config, serving pods wired through the installed conflist and
 // /opt/cni/bin, with exactly the unit's capabilities, each of which it
-// needs; remove keeps only the conffiles and the state, purge leaves
-// nothing.
+// needs; remove keeps only the conffiles, the state and the kubeconfig
+// `reef kubeconfig` wrote; purge leaves nothing.
 func testInstallRunRemovePurge(t *testing.T, pk *packager) {
 	p := pk.build(t, "")
 	lockPackageTests(t)
@@ -467,6 +467,13 @@ func testInstallRunRemovePurge(t *testing.T, pk *packager) {
 	if got := dpkgStatus("reef"); got != "installed" {
 		t.Fatalf("dpkg status after dpkg -i: %q", got)
 	}
+	// The operator runs `reef kubeconfig`, which writes reef's service
+	// account token to /etc/reef/kubeconfig (mode 0600); written here as
+	// it writes it, without an API server to ask for the token.
+	if err := os.WriteFile(installedKubeconfig, []byte("apiVersion: v1\nkind: Config\n# reef's service account token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(installedKubeconfig) }) // before purgeAtEnd's purge, should the test stop early
 	var listed []string
 	for _, path := range nonEmptyLines(cmdOut(t, "dpkg", "-L", "reef")) {
 		if st, err := os.Stat(path); err == nil && !st.IsDir() {
@@ -596,6 +603,9 @@ func testInstallRunRemovePurge(t *testing.T, pk *packager) {
 	if got := existing(filepath.Join(installedStateDir, "reef.db")); got == nil {
 		t.Errorf("dpkg -r removed the store; only purge may")
 	}
+	if got := existing(installedKubeconfig); got == nil {
+		t.Errorf("dpkg -r removed %s, which `reef kubeconfig` wrote; only purge may", installedKubeconfig)
+	}
 
 	// installed again after the remove: the unit stays disabled, and the
 	// operator is told so (dpkg passes the removed version, as for an
@@ -643,7 +653,7 @@ func testInstallRunRemovePurge(t *testing.T, pk *packager) {
 	for _, f := range wantFiles {
 		all = append(all, f.path, filepath.Dir(f.path))
 	}
-	all = append(all, installedStateDir, filepath.Dir(installedSocket), enabledLink, "/etc/cni", "/opt/cni", "/usr/lib/NetworkManager")
+	all = append(all, installedStateDir, filepath.Dir(installedSocket), enabledLink, installedKubeconfig, "/etc/cni", "/opt/cni", "/usr/lib/NetworkManager")
 	var leftovers []string
 	for _, path := range existing(all...) {
 		if !slices.Contains(shared, path) && path != "/usr/bin" && path != "/lib/systemd/system" && path != "/etc/iproute2/rt_protos.d" {

@@ -64,6 +64,9 @@ type Controller struct {
 	pools    []netip.Prefix
 	services cache.SharedIndexInformer
 	kick     chan struct{}
+	// Resync is how often the leader runs a round with no event (resync
+	// by default); set it before Run.
+	Resync time.Duration
 
 	mu      sync.Mutex
 	status  Status
@@ -86,7 +89,7 @@ func New(base *rest.Config, identity string, pools []netip.Prefix, log *slog.Log
 		return nil, err
 	}
 	c := &Controller{log: log.With("component", "lb-ipam"), leases: leases, core: core, identity: identity, pools: pools,
-		kick: make(chan struct{}, 1), emitted: map[string]bool{}}
+		kick: make(chan struct{}, 1), emitted: map[string]bool{}, Resync: resync}
 	kick := func() {
 		select {
 		case c.kick <- struct{}{}:
@@ -109,7 +112,8 @@ func trimService(obj any) (any, error) {
 		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion,
 			Annotations: map[string]string{RequestAnnotation: s.Annotations[RequestAnnotation]}},
 		Spec: corev1.ServiceSpec{Type: s.Spec.Type, LoadBalancerClass: s.Spec.LoadBalancerClass,
-			LoadBalancerIP: s.Spec.LoadBalancerIP, IPFamilies: s.Spec.IPFamilies},
+			LoadBalancerIP: s.Spec.LoadBalancerIP, IPFamilies: s.Spec.IPFamilies,
+			ClusterIPs: s.Spec.ClusterIPs, ExternalIPs: s.Spec.ExternalIPs},
 		Status: corev1.ServiceStatus{LoadBalancer: s.Status.LoadBalancer},
 	}, nil
 }
@@ -173,10 +177,10 @@ func (c *Controller) lead(ctx context.Context) {
 	if !cache.WaitForCacheSync(ctx.Done(), c.services.HasSynced) {
 		return
 	}
-	t := time.NewTicker(resync)
+	t := time.NewTicker(c.Resync)
 	defer t.Stop()
 	for {
-		err := c.round(ctx)
+		released, err := c.round(ctx)
 		c.mu.Lock()
 		c.status.LastErr = ""
 		if err != nil {
@@ -187,8 +191,14 @@ func (c *Controller) lead(ctx context.Context) {
 			c.log.Warn("LoadBalancer address round", "error", err)
 		}
 		wait := t.C
-		if errors.Is(err, errAgain) {
+		switch {
+		case errors.Is(err, errAgain):
 			wait = time.After(retryPeriod / 4) // a compare-and-swap lost: read again soon
+		case released > 0:
+			// A released address goes to no one in the round that
+			// released it; the next round gives it to a Service that
+			// waits for one, without waiting for an event or the resync.
+			wait = time.After(retryPeriod / 4)
 		}
 		select {
 		case <-ctx.Done():
@@ -205,16 +215,18 @@ var errAgain = errors.New("a conditional write lost to another writer; running t
 
 // round reads the record, decides, and writes: the record (compare-and-
 // swap), then the statuses (each conditioned on the Service's version the
-// decision read), then the events.
-func (c *Controller) round(ctx context.Context) error {
+// decision read), then the events. It returns how many addresses it
+// released.
+func (c *Controller) round(ctx context.Context) (int, error) {
 	rec, rv, writes, err := c.readRecord(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	svcs, versions := c.snapshot()
 	p := Assign(svcs, rec, c.pools)
 	next := p.Record
 	var errs []error
+	released := 0
 	for _, r := range p.Release {
 		ok, err := c.confirmRelease(ctx, r)
 		if err != nil {
@@ -223,6 +235,7 @@ func (c *Controller) round(ctx context.Context) error {
 		}
 		if ok {
 			delete(next, r.Addr)
+			released++
 			c.log.Info("released LoadBalancer address", "ip", r.Addr, "service", r.Owner.Service, "why", r.Why)
 		}
 	}
@@ -236,7 +249,7 @@ func (c *Controller) round(ctx context.Context) error {
 	// move past the one the write names, or made the swap fail.
 	if !sameRecord(rec, next) || adds(p.Status, svcs) {
 		if err := c.writeRecord(ctx, next, rv, writes+1); err != nil {
-			return errors.Join(append(errs, err)...)
+			return 0, errors.Join(append(errs, err)...)
 		}
 	}
 	for a, o := range next {
@@ -263,7 +276,7 @@ func (c *Controller) round(ctx context.Context) error {
 		c.event(ctx, e, corev1.EventTypeWarning)
 	}
 	c.forgetEvents(svcs)
-	return errors.Join(errs...)
+	return released, errors.Join(errs...)
 }
 
 // snapshot is the informer's Services as Assign takes them, and each
@@ -306,8 +319,10 @@ func serviceFrom(s *corev1.Service) Service {
 				continue
 			}
 			a = a.Unmap()
-			if _, dup := out.request(a.Is6()); dup {
-				bad = append(bad, fmt.Sprintf("%s: %s is a second address of its family; only the first is used", what, a))
+			if first, dup := out.request(a.Is6()); dup {
+				if first != a { // the same address twice (annotation and spec.loadBalancerIP) is one request
+					bad = append(bad, fmt.Sprintf("%s: %s is a second address of its family; only the first is used", what, a))
+				}
 				continue
 			}
 			out.Requested = append(out.Requested, a)
@@ -319,6 +334,11 @@ func serviceFrom(s *corev1.Service) Service {
 	for _, in := range s.Status.LoadBalancer.Ingress {
 		if a, err := netip.ParseAddr(in.IP); err == nil {
 			out.Ingress = append(out.Ingress, a.Unmap())
+		}
+	}
+	for _, ip := range slices.Concat(s.Spec.ClusterIPs, s.Spec.ExternalIPs) {
+		if a, err := netip.ParseAddr(ip); err == nil { // not "None", a headless Service's
+			out.Uses = append(out.Uses, a.Unmap())
 		}
 	}
 	return out

@@ -57,6 +57,11 @@ type Service struct {
 	Requested  []netip.Addr
 	BadRequest string
 	Ingress    []netip.Addr // status.loadBalancer.ingress[].ip now
+	// Uses are the addresses it has otherwise, spec.clusterIPs and
+	// spec.externalIPs: kube-proxy serves them for it, so no Service is
+	// given one (a pool inside the cluster's Service CIDR would otherwise
+	// hand out the kubernetes Service's 10.96.0.1).
+	Uses []netip.Addr
 }
 
 // wants says whether s may hold addr: it is ours, wants the family, and
@@ -143,12 +148,13 @@ func Assign(svcs []Service, rec Record, pools []netip.Prefix) Plan {
 }
 
 // assigner holds one round of Assign: the Services in key order, the
-// plan as it grows, and who shows which address.
+// plan as it grows, who shows which address and who uses which.
 type assigner struct {
 	svcs    []Service
 	pools   []netip.Prefix
 	byUID   map[string]Service
 	shownBy map[netip.Addr][]string // address -> UIDs whose status shows it
+	usedBy  map[netip.Addr][]string // address -> UIDs whose clusterIPs or externalIPs have it
 	p       Plan
 }
 
@@ -158,12 +164,16 @@ func newAssigner(svcs []Service, rec Record, pools []netip.Prefix) *assigner {
 		pools:   pools,
 		byUID:   map[string]Service{},
 		shownBy: map[netip.Addr][]string{},
+		usedBy:  map[netip.Addr][]string{},
 		p:       Plan{Record: maps.Clone(rec)},
 	}
 	for _, s := range a.svcs {
 		a.byUID[s.UID] = s
 		for _, addr := range s.Ingress {
 			a.shownBy[addr] = append(a.shownBy[addr], s.UID)
+		}
+		for _, addr := range s.Uses {
+			a.usedBy[addr] = append(a.usedBy[addr], s.UID)
 		}
 	}
 	if a.p.Record == nil {
@@ -176,10 +186,13 @@ func (a *assigner) inPools(addr netip.Addr) bool {
 	return slices.ContainsFunc(a.pools, func(pf netip.Prefix) bool { return pf.Contains(addr) })
 }
 
-// taken: in the record (to be released or not), or shown by a Service
-// other than uid.
+// taken: in the record (to be released or not), a Service's clusterIP or
+// externalIP (uid's own too), or shown by a Service other than uid.
 func (a *assigner) taken(addr netip.Addr, uid string) bool {
 	if _, ok := a.p.Record[addr]; ok {
+		return true
+	}
+	if len(a.usedBy[addr]) > 0 {
 		return true
 	}
 	return slices.ContainsFunc(a.shownBy[addr], func(u string) bool { return u != uid })
@@ -218,12 +231,30 @@ func (a *assigner) assign(s Service) {
 	if s.BadRequest != "" {
 		a.p.Events = append(a.p.Events, Event{s.Key, s.UID, "InvalidLoadBalancerIP", s.BadRequest})
 	}
+	for _, req := range s.Requested {
+		if req.Is4() && !s.IPv4 || req.Is6() && !s.IPv6 {
+			a.p.Events = append(a.p.Events, Event{s.Key, s.UID, "InvalidLoadBalancerIP",
+				fmt.Sprintf("requested address %s is of a family the Service does not have (spec.ipFamilies %s); ignored", req, families(s))})
+		}
+	}
 	for _, v6 := range []bool{false, true} {
 		if v6 && !s.IPv6 || !v6 && !s.IPv4 || a.held(s, v6) {
 			continue
 		}
 		a.assignFamily(s, v6)
 	}
+}
+
+// families names the families of s as spec.ipFamilies does.
+func families(s Service) string {
+	var out []string
+	if s.IPv4 {
+		out = append(out, "IPv4")
+	}
+	if s.IPv6 {
+		out = append(out, "IPv6")
+	}
+	return "[" + strings.Join(out, ", ") + "]"
 }
 
 // assignFamily gives s an address of one family: the one its status shows,
@@ -242,7 +273,7 @@ func (a *assigner) assignFamily(s Service, v6 bool) {
 				fmt.Sprintf("requested address %s is outside bgp.serviceLoadBalancerIPs (%s)", req, joinPrefixes(a.pools))})
 		case a.taken(req, s.UID):
 			a.p.Events = append(a.p.Events, Event{s.Key, s.UID, "LoadBalancerIPInUse",
-				fmt.Sprintf("requested address %s is in use by %s", req, holder(req, a.p.Record, a.shownBy, a.byUID))})
+				fmt.Sprintf("requested address %s is in use by %s", req, a.holder(req))})
 		default:
 			a.p.Record[req] = Owner{s.UID, s.Key}
 		}
@@ -297,7 +328,8 @@ func adoptable(s Service, v6 bool, inPools func(netip.Addr) bool, taken func(net
 
 // firstFree is the first address of the family in pools that is not
 // taken. The first address of a prefix (and the last of an IPv4 one), the
-// network and broadcast addresses, are skipped when the prefix has others:
+// network and broadcast addresses, are skipped when the prefix has more
+// than two (a /31 or /127 gives both):
 // some clients and routers treat them specially.
 func firstFree(pools []netip.Prefix, v6 bool, taken func(netip.Addr) bool) (netip.Addr, bool) {
 	for _, pf := range pools {
@@ -331,14 +363,17 @@ func lastAddr(pf netip.Prefix) netip.Addr {
 	return a
 }
 
-// holder names who holds or shows addr, for an event.
-func holder(a netip.Addr, rec Record, shownBy map[netip.Addr][]string, byUID map[string]Service) string {
-	if o, ok := rec[a]; ok {
+// holder names who holds, uses or shows addr, for an event.
+func (a *assigner) holder(addr netip.Addr) string {
+	if o, ok := a.p.Record[addr]; ok {
 		return "Service " + o.Service
 	}
 	var names []string
-	for _, uid := range shownBy[a] {
-		names = append(names, "Service "+byUID[uid].Key)
+	for _, uid := range a.usedBy[addr] {
+		names = append(names, "Service "+a.byUID[uid].Key+" (its clusterIP or externalIP)")
+	}
+	for _, uid := range a.shownBy[addr] {
+		names = append(names, "Service "+a.byUID[uid].Key)
 	}
 	return strings.Join(names, ", ")
 }

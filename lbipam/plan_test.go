@@ -131,6 +131,26 @@ func TestAssign(t *testing.T) {
 		want:   Record{a("192.0.2.1"): owner("default/web")},
 		status: map[string][]netip.Addr{"default/web": addrs("192.0.2.1")},
 		events: []string{"InvalidLoadBalancerIP"},
+	}, {
+		name:   "a /31 gives both of its addresses, after the /30 before it: the pools in order",
+		svcs:   []Service{svc("a/1"), svc("a/2"), svc("a/3"), svc("a/4")},
+		pools:  []netip.Prefix{netip.MustParsePrefix("192.0.2.0/30"), netip.MustParsePrefix("198.51.100.0/31")},
+		want:   Record{a("192.0.2.1"): owner("a/1"), a("192.0.2.2"): owner("a/2"), a("198.51.100.0"): owner("a/3"), a("198.51.100.1"): owner("a/4")},
+		status: map[string][]netip.Addr{"a/1": addrs("192.0.2.1"), "a/2": addrs("192.0.2.2"), "a/3": addrs("198.51.100.0"), "a/4": addrs("198.51.100.1")},
+	}, {
+		name: "a Service's clusterIP or externalIP is not given out, nor honoured as a request",
+		svcs: []Service{svc("default/kubernetes", notOurs, func(s *Service) { s.Uses = addrs("192.0.2.1") }),
+			svc("default/ext", notOurs, func(s *Service) { s.Uses = addrs("192.0.2.9", "192.0.2.2") }),
+			svc("default/web"), svc("default/wants", requests("192.0.2.1"))},
+		want:   Record{a("192.0.2.3"): owner("default/web")},
+		status: map[string][]netip.Addr{"default/web": addrs("192.0.2.3")},
+		events: []string{"LoadBalancerIPInUse"},
+	}, {
+		name:   "a request of a family the Service does not have: an event, and an address of its family",
+		svcs:   []Service{svc("default/web", requests("2001:db8:5::3"))},
+		want:   Record{a("192.0.2.1"): owner("default/web")},
+		status: map[string][]netip.Addr{"default/web": addrs("192.0.2.1")},
+		events: []string{"InvalidLoadBalancerIP"},
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			ps := c.pools
@@ -251,6 +271,20 @@ func TestServiceFrom(t *testing.T) {
 			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.7"}, {Hostname: "lb.example.com"}}}}},
 		want: Service{Ours: true, IPv4: true, Requested: addrs("192.0.2.7", "2001:db8:5::3"), Ingress: addrs("192.0.2.7"),
 			BadRequest: `annotation reefcni.io/loadBalancerIPs: "nope" is not an IP address; spec.loadBalancerIP: 192.0.2.9 is a second address of its family; only the first is used`},
+	}, {
+		name: "its clusterIPs and externalIPs are in use; headless's None is no address",
+		svc: corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIPs: []string{"10.96.0.10", "fd00:96::a"},
+			ExternalIPs: []string{"192.0.2.20"}}},
+		want: Service{IPv4: true, Uses: addrs("10.96.0.10", "fd00:96::a", "192.0.2.20")},
+	}, {
+		name: "headless",
+		svc:  corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "None", ClusterIPs: []string{"None"}}},
+		want: Service{IPv4: true},
+	}, {
+		name: "the same address in the annotation and spec.loadBalancerIP: one request, no complaint",
+		svc: corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{RequestAnnotation: "192.0.2.7"}},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerIP: "192.0.2.7"}},
+		want: Service{Ours: true, IPv4: true, Requested: addrs("192.0.2.7")},
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			c.svc.Namespace, c.svc.Name, c.svc.UID = "default", "web", "u1"
