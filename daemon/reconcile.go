@@ -58,7 +58,11 @@ type reconciler struct {
 
 	mu      sync.Mutex
 	lastRun time.Time
-	lastErr error
+	lastErr error // of the last step and pass
+	// wholeErr is the last whole pass's error: a routes-only pass or a
+	// step that ends well since did not do what failed (a node address
+	// gone, an nftables table refused), so Last still reports it.
+	wholeErr error
 }
 
 // reconcilerDeps are what the reconcile loop works with, all given to
@@ -86,11 +90,15 @@ func newReconciler(deps reconcilerDeps, log *slog.Logger) *reconciler {
 	return &reconciler{reconcilerDeps: deps, log: log.With("component", "reconcile"), gone: map[string]int{}}
 }
 
-// Last returns when the last pass ran and how it ended.
+// Last returns when the last pass ran and how it ended: its error, or
+// else the last whole pass's.
 func (r *reconciler) Last() (time.Time, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.lastRun, r.lastErr
+	if r.lastErr != nil {
+		return r.lastRun, r.lastErr
+	}
+	return r.lastRun, r.wholeErr
 }
 
 // Once runs one pass: the block protocol's step first, which reads and
@@ -129,7 +137,7 @@ func (r *reconciler) once(kernel kernelPass) error {
 		if !unchanged {
 			r.pending.add(workRoutes)
 		}
-		r.record(nil)
+		r.record(nil, routesOnly)
 		return nil
 	}
 	began := time.Now()
@@ -148,7 +156,7 @@ func (r *reconciler) once(kernel kernelPass) error {
 	}
 	r.applied, r.appliedOK = blocks, stepErr == nil && passErr == nil && r.blocks != nil
 	err := errors.Join(stepErr, passErr)
-	r.record(err)
+	r.record(err, kernel.scope())
 	r.ended(kernel, err, time.Now())
 	return err
 }
@@ -172,9 +180,12 @@ func (r *reconciler) step() (blocks []store.Block, woke bool, err error) {
 }
 
 // record notes when a pass ended and how, for Last.
-func (r *reconciler) record(err error) {
+func (r *reconciler) record(err error, sc scope) {
 	r.mu.Lock()
 	r.lastRun, r.lastErr = time.Now(), err
+	if sc == wholePass {
+		r.wholeErr = err
+	}
 	r.mu.Unlock()
 }
 

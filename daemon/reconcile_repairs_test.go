@@ -4,8 +4,10 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/reefcni/reef/metrics"
@@ -83,5 +85,41 @@ func TestRepairCountedAfterFailedPass(t *testing.T) {
 	}
 	if got := repairedRoutes(t, m) - before; got != 1 {
 		t.Errorf("the route to %s, deleted after a failed pass and put back, counted %d route repairs, want 1", otherBlock, got)
+	}
+}
+
+// addrGoneKernel is the fake kernel whose uplink has lost the node's
+// address while gone is set.
+type addrGoneKernel struct {
+	*fakeKernel
+	gone bool
+}
+
+func (k *addrGoneKernel) HasAddr(int, netip.Addr) (bool, error) { return !k.gone, nil }
+
+// TestLastKeepsWholePassError: an error only a whole pass finds (the
+// node's address gone from its uplink) stands in Last, as reef status
+// shows it, through a routes-only pass that succeeds after it, until a
+// whole pass succeeds. It used to be cleared by the next routes-only
+// pass, which a BGP update brings at any time.
+func TestLastKeepsWholePassError(t *testing.T) {
+	n := newNode(t)
+	k := &addrGoneKernel{fakeKernel: n.k, gone: true}
+	n.rec.kernel = k
+	if err := n.rec.once(kernelAll); err == nil {
+		t.Fatal("a whole pass with the node's address gone succeeded")
+	}
+	if err := n.rec.once(kernelRoutes); err != nil {
+		t.Fatalf("routes-only pass: %v", err)
+	}
+	if _, err := n.rec.Last(); err == nil || !strings.Contains(err.Error(), "is gone from") {
+		t.Errorf("Last after a routes-only pass that succeeded: %v, want the whole pass's error", err)
+	}
+	k.gone = false
+	if err := n.rec.once(kernelAll); err != nil {
+		t.Fatalf("whole pass with the address back: %v", err)
+	}
+	if _, err := n.rec.Last(); err != nil {
+		t.Errorf("Last after a whole pass that succeeded: %v, want nil", err)
 	}
 }
