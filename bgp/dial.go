@@ -95,12 +95,14 @@ func (sp *Speaker) redial(ctx context.Context, peer netip.Addr) {
 	delete(sp.readd, peer)
 }
 
-// readdable returns the peers of readd that have no session now, not even
-// a dynamic one: their add can be tried again.
+// readdable returns the peers of readd that no dynamic peer holds now:
+// their add can be tried again. The record of the configured peer that
+// was removed stays (a configured peer's outlives its session, notePeer)
+// and holds nothing.
 func readdable(readd map[netip.Addr]bool, peers []PeerStatus) []netip.Addr {
 	var out []netip.Addr
 	for a := range readd {
-		if !slices.ContainsFunc(peers, func(p PeerStatus) bool { return p.Address == a }) {
+		if !slices.ContainsFunc(peers, func(p PeerStatus) bool { return p.Address == a && p.Dynamic }) {
 			out = append(out, a)
 		}
 	}

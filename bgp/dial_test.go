@@ -75,6 +75,12 @@ func TestReaddable(t *testing.T) {
 	if !slices.Equal(got, []netip.Addr{a}) {
 		t.Errorf("readdable = %v, want [%s]", got, a)
 	}
+	// a's record is the removed configured peer's, kept after its session
+	// (reef peer reset removed it, and its add failed): it holds nothing.
+	got = readdable(readd, []PeerStatus{{Address: a, State: "idle"}, {Address: b, State: "established", Dynamic: true}})
+	if !slices.Equal(got, []netip.Addr{a}) {
+		t.Errorf("readdable with a's configured record idle = %v, want [%s]", got, a)
+	}
 }
 
 // Two real speakers on loopback. When both list each other, the higher one

@@ -46,7 +46,7 @@ type ExternalPeer struct {
 	// directly connected; 0 for a directly connected one.
 	Multihop uint8
 	// MaxPrefixes is the session's prefix limit: past it, the session is
-	// torn down and stays down until the daemon restarts.
+	// torn down and stays down until `reef peer reset` or a restart.
 	MaxPrefixes uint32
 	// Communities are added to every block and service CIDR exported to
 	// the peer: standard ("65000:100") or large ("65000:1:2").

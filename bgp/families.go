@@ -78,7 +78,7 @@ func afiSafi(afi api.Family_Afi, safi api.Family_Safi, limit uint32) *api.AfiSaf
 // node's memory. GoBGP sends a Cease NOTIFICATION ("maximum number of
 // prefixes reached") and keeps the session down (admin state PFX_CT; reef
 // re-enables only peers left down by its own resets), so a flooding peer
-// stays cut off until the daemon restarts. The import filter already drops what is not a reef path; the
+// stays cut off until `reef peer reset` or a restart (reset.go). The import filter already drops what is not a reef path; the
 // limit bounds what it has to look at. The limits are generous, from the
 // pools: a full mesh session carries only its peer's paths, but a route
 // reflector's carries every speaker's, so the limit is what the whole

@@ -34,6 +34,9 @@ type fakeNode struct {
 	policy map[netip.Addr]string // covered addresses, by handle
 	wired  map[string]veth.Spec  // veth -> the spec it was wired with
 	calls  []string              // "up", "cover", "addpod" as called
+	// forgotten are the addresses whose conntrack entries Forget had
+	// deleted.
+	forgotten []netip.Addr
 	// pending are the handles covered and not settled nor uncovered:
 	// none is left once an ADD has returned.
 	pending map[string]bool

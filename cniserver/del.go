@@ -138,9 +138,11 @@ func (s *Server) release(ep store.Endpoint) error {
 		if err := s.deps.Pods.Down(ep.HostVeth, still); err != nil {
 			return err
 		}
-		if f, ok := s.deps.PodFilter.(PodForgetter); ok {
-			f.Forget(ep)
-		}
+	}
+	// The addresses' conntrack entries go also when a newer sandbox of
+	// the pod took the veth (no HostVeth): they are freed all the same.
+	if f, ok := s.deps.PodFilter.(PodForgetter); ok {
+		f.Forget(ep)
 	}
 	_, _, err := s.deps.Store.Release(ep.Handle)
 	if err == nil {

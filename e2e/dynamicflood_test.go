@@ -15,7 +15,7 @@ import (
 // TestDynamicPeerFloodStaysCutOff: a node that accepts its peers through
 // bgp.peerPrefixes cuts off one that sends more IPv4 unicast paths than
 // the session's limit (16,384 with the default pool), and keeps it out
-// until the daemon restarts, as it does a configured peer: the next
+// until `reef peer reset` (or a restart), as it does a configured peer: the next
 // connection from its address is closed, not taken as a new peer that
 // floods again. The flooding peer is Debian's gobgpd, a route reflector
 // of a1's with the 20,000 routes of a feeder (reef-lab speaker) to pass
