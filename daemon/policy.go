@@ -271,11 +271,13 @@ func (p *policyDataplane) locked(f func(local []policy.Endpoint) error) (err err
 
 // localEndpoints are the store's pod endpoints as policy sees them: one
 // per address, so that a dual-stack pod is in its policies' sets in both
-// families.
+// families. A record `reef store recover` rebuilt without its pod's name
+// goes without one (policy.Input.Local); other records without a name
+// (the tunnels' addresses) are no pod's.
 func localEndpoints(eps []store.Endpoint) []policy.Endpoint {
 	var local []policy.Endpoint
 	for _, ep := range eps {
-		if ep.PodName == "" {
+		if ep.PodName == "" && !ep.Recovered() {
 			continue
 		}
 		for _, ip := range ep.Addrs() {
@@ -338,7 +340,9 @@ func (p *policyDataplane) compileAll(in policy.Input) (c compiled, err error) {
 // install brings the kernel in line with a compile; under the lock.
 func (p *policyDataplane) install(c compiled, readKernel bool) error {
 	for _, ep := range c.in.Local {
-		p.watch.MarkLocal(ep.Namespace, ep.Name) // after a restart, say
+		if ep.Name != "" {
+			p.watch.MarkLocal(ep.Namespace, ep.Name) // after a restart, say
+		}
 	}
 	p.logSkipped(c.st.Skipped)
 	p.logNotEnforced(c.st.NotEnforced)

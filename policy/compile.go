@@ -30,13 +30,17 @@ type Input struct {
 	Pods       []*Pod
 	// Local are this node's endpoints. A local pod's addresses are its
 	// endpoints' (the API's status may lag or be stale); a remote pod's
-	// are its status.podIPs.
+	// are its status.podIPs. One without a name is a record `reef store
+	// recover` rebuilt from the kernel (see NodeName).
 	Local []Endpoint
 	// NodeName is this node's name in the API (kubernetes.nodeName). A
 	// pod scheduled to it that has no endpoint here has no address: its
 	// sandbox is gone (its DEL ran) or not made yet, and its status is
 	// stale, naming an address the node may have given another pod since.
-	// Empty: such a pod stands for its status.podIPs, as a remote one.
+	// Empty, or while Local has an endpoint without a name (a record
+	// `reef store recover` rebuilt from the kernel: its pod is known by
+	// its status alone): such a pod stands for its status.podIPs, as a
+	// remote one.
 	NodeName string
 	// ClusterPolicies are the ClusterNetworkPolicies (cluster.go); none
 	// when their CRD is not installed.

@@ -50,6 +50,9 @@ type RuleView struct {
 func Explain(st State, in Input, pod string) []PodView {
 	addrs := map[string][]netip.Addr{}
 	for _, ep := range in.Local {
+		if ep.Name == "" {
+			continue // a record reef store recover rebuilt: no pod known
+		}
 		k := ep.Namespace + "/" + ep.Name
 		if pod == "" || k == pod {
 			addrs[k] = append(addrs[k], ep.IP)

@@ -48,7 +48,7 @@ type index struct {
 }
 
 func newIndex(in Input) *index {
-	ix := &index{nsLabels: map[string]labels.Set{}, byNS: map[string][]podInfo{}, local: localAddrs(in.Local), nodeName: in.NodeName,
+	ix := &index{nsLabels: map[string]labels.Set{}, byNS: map[string][]podInfo{}, local: localAddrs(in.Local), nodeName: nodeNameOf(in),
 		all: make(map[string]*Pod, len(in.Pods)), peers: map[string][]Range{}, selected: map[string]selection{}, sels: &selectors{},
 		nodes: in.Nodes, affected: &byNamespace{}}
 	for _, ns := range in.Namespaces {
@@ -114,10 +114,19 @@ func dropStaleAddrs(pods []podInfo) []podInfo {
 	return out
 }
 
+// nodeNameOf is in.NodeName, or "" while in.Local has an endpoint
+// without a name (Input.NodeName).
+func nodeNameOf(in Input) string {
+	if slices.ContainsFunc(in.Local, func(ep Endpoint) bool { return ep.Name == "" }) {
+		return ""
+	}
+	return in.NodeName
+}
+
 func localAddrs(eps []Endpoint) map[string][]netip.Addr {
 	m := map[string][]netip.Addr{}
 	for _, ep := range eps {
-		if ep.IP.IsValid() {
+		if ep.IP.IsValid() && ep.Name != "" {
 			k := ep.Namespace + "/" + ep.Name
 			m[k] = append(m[k], ep.IP.Unmap())
 		}

@@ -311,3 +311,26 @@ func TestInsertAddr(t *testing.T) {
 		t.Errorf("insertAddr changed its argument: %v, was %v", rs, before)
 	}
 }
+
+// TestAddressOfLocalPodAfterRecover: while the node has a record that
+// reef store recover rebuilt without its pod's name, this node's pods are
+// taken at their status, as before endpoints alone counted: the pod of
+// that record is a peer at its address (it lost its place otherwise until
+// it was recreated). With only named records, x/b without an endpoint
+// has none.
+func TestAddressOfLocalPodAfterRecover(t *testing.T) {
+	in := sampleInput()
+	in.NodeName = "n1"
+	fromB := func(st State) []Range { return st.Policies[0].Rules[Ingress][1].Peers } // x/allow-y ingress[1]: from pod=b of x
+	in.Local = in.Local[:1]
+	if got := fromB(Compile(in)); len(got) != 0 {
+		t.Fatalf("peers of pod=b without its endpoint: %v, want none", got)
+	}
+	in.Local = append(in.Local, Endpoint{IP: addr("10.0.0.2")}) // recovered: no name
+	if got := fromB(Compile(in)); !slices.Equal(got, []Range{{addr("10.0.0.2"), addr("10.0.0.2")}}) {
+		t.Errorf("peers of pod=b with a nameless record of its address: %v, want 10.0.0.2 (its status)", got)
+	}
+	if views := Explain(Compile(in), in, ""); slices.ContainsFunc(views, func(v PodView) bool { return v.Pod == "/" }) {
+		t.Errorf("Explain lists the nameless record as a pod: %+v", views)
+	}
+}
