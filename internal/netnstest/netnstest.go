@@ -7,6 +7,8 @@
 package netnstest
 
 import (
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -110,4 +112,42 @@ func Open[T interface{ Close() }](t testing.TB, n ns.NetNS, open func() (T, erro
 	}
 	t.Cleanup(v.Close)
 	return v
+}
+
+// Conntrack is n's connection tracking table as /proc/net/nf_conntrack
+// prints it; t is skipped on a kernel without that file.
+func Conntrack(t testing.TB, n ns.NetNS) string {
+	t.Helper()
+	out, err := Output(n, "cat", "/proc/net/nf_conntrack")
+	if err != nil {
+		t.Skipf("no /proc/net/nf_conntrack (nf_conntrack's proc file): %v: %s", err, out)
+	}
+	return out
+}
+
+// SendUDP sends one datagram in n to dst ("host:port") from src (an
+// address, any port; "": the kernel's choice), so that conntrack has its
+// flow; a failure fails t.
+func SendUDP(t testing.TB, n ns.NetNS, src, dst string) {
+	t.Helper()
+	err := Do(t, n, func() error {
+		var laddr *net.UDPAddr
+		if src != "" {
+			laddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr(src), 0))
+		}
+		raddr, err := net.ResolveUDPAddr("udp", dst)
+		if err != nil {
+			return err
+		}
+		c, err := net.DialUDP("udp", laddr, raddr)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Write([]byte("x"))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("send a datagram from %q to %s: %v", src, dst, err)
+	}
 }

@@ -1,7 +1,6 @@
 package conntrack
 
 import (
-	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -34,27 +33,9 @@ func TestFlushAddr(t *testing.T) {
 				"add chain inet t track { type filter hook output priority 0; }; add rule inet t track ct state new counter")
 			send := func(src, dst string) {
 				t.Helper()
-				err := ns.Do(func(cnins.NetNS) error {
-					c, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr(src), 0)),
-						net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr(dst), 7000)))
-					if err != nil {
-						return err
-					}
-					defer c.Close()
-					_, err = c.Write([]byte("x"))
-					return err
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
+				netnstest.SendUDP(t, ns, src, netip.AddrPortFrom(netip.MustParseAddr(dst), 7000).String())
 			}
-			entries := func() string {
-				out, err := netnstest.Output(ns, "cat", "/proc/net/nf_conntrack")
-				if err != nil {
-					t.Skipf("no /proc/net/nf_conntrack (nf_conntrack's proc file): %v: %s", err, out)
-				}
-				return out
-			}
+			entries := func() string { return netnstest.Conntrack(t, ns) }
 			has := func(s, src, dst string) bool {
 				return strings.Contains(s, "src="+src+" dst="+dst+" ")
 			}

@@ -57,13 +57,7 @@ func TestFlushUDPConntrack(t *testing.T) {
 		}
 	}
 	netnstest.Run(t, ns, "ip", "link", "set", "lo", "up")
-	entries := func() string {
-		out, err := netnstest.Output(ns, "cat", "/proc/net/nf_conntrack")
-		if err != nil {
-			t.Skipf("no /proc/net/nf_conntrack (nf_conntrack's proc file): %v: %s", err, out)
-		}
-		return string(out)
-	}
+	entries := func() string { return netnstest.Conntrack(t, ns) }
 	send("udp", 7070)
 	send("udp6", 7070) // a hostPort without hostIP answers over IPv6 too
 	send("udp", 7071)
@@ -109,27 +103,10 @@ func TestFlushUDPConntrackByDump(t *testing.T) {
 	netnstest.Run(t, ns, "ip", "link", "set", "lo", "up")
 	for _, host := range []string{"127.0.0.1", "::1"} {
 		for _, port := range []string{"7080", "7081"} {
-			err := ns.Do(func(cnins.NetNS) error {
-				c, err := net.Dial("udp", net.JoinHostPort(host, port))
-				if err != nil {
-					return err
-				}
-				defer c.Close()
-				_, err = c.Write([]byte("x"))
-				return err
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			netnstest.SendUDP(t, ns, "", net.JoinHostPort(host, port))
 		}
 	}
-	entries := func() string {
-		out, err := netnstest.Output(ns, "cat", "/proc/net/nf_conntrack")
-		if err != nil {
-			t.Skipf("no /proc/net/nf_conntrack (nf_conntrack's proc file): %v: %s", err, out)
-		}
-		return string(out)
-	}
+	entries := func() string { return netnstest.Conntrack(t, ns) }
 	hp := Mapping{Proto: unix.IPPROTO_UDP, Port: 7080, PodPort: 53}
 	if err := ns.Do(func(cnins.NetNS) error {
 		for _, fam := range flushFamilies(hp) {
@@ -165,23 +142,9 @@ func TestFlushUDPConntrackIPv6HostIP(t *testing.T) {
 	netnstest.Run(t, ns, "ip", "-6", "addr", "add", "fd00::9/128", "dev", "lo", "nodad")
 	netnstest.Run(t, ns, "nft", "add table inet t; add chain inet t track { type filter hook output priority 0; }; add rule inet t track ct state new counter")
 	for _, host := range []string{"::1", "fd00::9"} {
-		err := ns.Do(func(cnins.NetNS) error {
-			c, err := net.Dial("udp", net.JoinHostPort(host, "7090"))
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			_, err = c.Write([]byte("x"))
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		netnstest.SendUDP(t, ns, "", net.JoinHostPort(host, "7090"))
 	}
-	out, err := netnstest.Output(ns, "cat", "/proc/net/nf_conntrack")
-	if err != nil {
-		t.Skipf("no /proc/net/nf_conntrack (nf_conntrack's proc file): %v: %s", err, out)
-	}
+	out := netnstest.Conntrack(t, ns)
 	const to9 = "dst=fd00:0000:0000:0000:0000:0000:0000:0009 sport="
 	const to1 = "dst=0000:0000:0000:0000:0000:0000:0000:0001 sport="
 	if !strings.Contains(out, to9) || !strings.Contains(out, to1) {
@@ -192,7 +155,7 @@ func TestFlushUDPConntrackIPv6HostIP(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	after, _ := netnstest.Output(ns, "cat", "/proc/net/nf_conntrack")
+	after := netnstest.Conntrack(t, ns)
 	if strings.Contains(after, to9) {
 		t.Errorf("the entry to the hostIP fd00::9 survived its flush:\n%s", after)
 	}
