@@ -28,6 +28,10 @@ import (
 // bgp.externalPeers) and without a session.
 var ErrNoPeer = errors.New("no BGP peer of this node")
 
+// errCutOffAgain: a peer being let in by PeerReset was cut off again
+// meanwhile; reset it again once its flood is gone.
+var errCutOffAgain = errors.New("reset it again once its flood is gone")
+
 // PeerReset lets the peer at addr connect again if its prefix limit cut
 // it off, and reports whether it had (cutOff) with the peer as it was. A
 // peer that was not cut off is left alone. Safe from any goroutine; one
@@ -80,13 +84,19 @@ func (sp *Speaker) letIn(ctx context.Context, addr netip.Addr, kept chan struct{
 	}
 	// The placeholder's record: a dynamic peer without a session is no
 	// peer of ours (notePeer), and its series leave the metrics. A new
-	// session from addr may have been recorded since.
+	// session from addr may have been recorded since. So may a cut-off
+	// again (a late event of the flood, or a new one): keepOut runs again,
+	// and the record stays, cut off, for reef status and the metrics.
 	sp.mu.Lock()
-	if st, ok := sp.sessions[addr]; ok && st.CutOff {
+	_, again := sp.keptOut[addr]
+	if st, ok := sp.sessions[addr]; ok && st.CutOff && !again {
 		delete(sp.sessions, addr)
 		delete(sp.named, addr)
 	}
 	sp.mu.Unlock()
+	if again {
+		return fmt.Errorf("BGP peer %s was cut off by its prefix limit again while it was being let in: %w", addr, errCutOffAgain)
+	}
 	return nil
 }
 
