@@ -43,6 +43,9 @@ type fakeKernel struct {
 	// vxlanIPv6Off: a new vxlan.reef has IPv6 off and no EUI-64
 	// link-local (the node's net.ipv6.conf.default says so).
 	vxlanIPv6Off bool
+	// holes are the moments a route through vxlan.reef had no neighbour
+	// and fdb entry for its next hop (holesLocked): its packets were lost.
+	holes []string
 	// ipv6DefaultOff: a new veth has IPv6 off and no EUI-64 link-local
 	// (the node's net.ipv6.conf.default says so); linkDefaults are
 	// those defaults by key, which String leaves out as it leaves out
@@ -233,6 +236,7 @@ func (k *fakeKernel) apply(p routes.Plan) error {
 		k.delLinkLocked(l)
 		k.sys.DelLink(l)
 	}
+	k.holesLocked("a route plan")
 	return errors.Join(errs...)
 }
 

@@ -140,15 +140,36 @@ func (k *fakeKernel) ApplyTunnel(want tunnel.State, plan tunnel.Plan, settings f
 	for a := range want.Peers6 {
 		v.fdb[a] = want.Underlay(a)
 	}
+	k.holesLocked("a tunnel plan")
 	return errors.Join(errs...)
 }
 
-// delVXLANLocked deletes the device, and with it its routes and sysctls.
+// holesLocked notes each IPv4 route through vxlan.reef whose next hop
+// (the owner's address) the device has no neighbour or fdb entry for, as
+// the kernel would drop its packets at that moment.
+func (k *fakeKernel) holesLocked(after string) {
+	if k.vxlan == nil {
+		return
+	}
+	for _, r := range k.routes {
+		if r.Dev != tunnel.VXLANDevice || !r.Dst.Addr().Is4() {
+			continue
+		}
+		if _, fdb := k.vxlan.fdb[r.Via]; !fdb || !k.vxlan.neigh4[r.Via] {
+			k.holes = append(k.holes, fmt.Sprintf("after %s: %s, and no neighbour %s on %s", after, r, r.Via, tunnel.VXLANDevice))
+		}
+	}
+}
+
+// delVXLANLocked deletes the device, and with it its routes and sysctls:
+// a route of a remote block that goes with it is a hole (holesLocked)
+// until the routes' owner routes the block otherwise.
 func (k *fakeKernel) delVXLANLocked() {
 	k.vxlan = nil
 	k.sys.DelLink(tunnel.VXLANDevice)
 	for dst, r := range k.routes {
 		if r.Dev == tunnel.VXLANDevice {
+			k.holes = append(k.holes, fmt.Sprintf("%s deleted with %s", r, tunnel.VXLANDevice))
 			delete(k.routes, dst)
 		}
 	}

@@ -236,7 +236,9 @@ func (r *reconciler) pass(blocks []store.Block, sc scope) error {
 	errs = append(errs, r.tunnels.Sync(tunnelSnapshot{net: r.net, own: own, peers: peers}, sc.has(resyncTunnels)))
 	live, veths, err := r.syncRoutes(live, routes.BlockSnapshot{Own: own, Remote: remote}, mark, sc.has(syncPods))
 	if err != nil {
-		errs = append(errs, err)
+		errs = append(errs, err) // the tunnels keep what they would drop: routes may still go through it
+	} else {
+		errs = append(errs, r.tunnels.Finish())
 	}
 	if !sc.has(syncPods) || veths == nil {
 		return errors.Join(errs...)

@@ -28,6 +28,9 @@ type tunnels struct {
 	// device that ended without error (nil: none yet). A routes-only pass
 	// whose snapshot gives a device the same needs nothing of it.
 	vxlanIn, ipipIn *tunnelSnapshot
+	// kept is the snapshot whose sync kept peers (or the device) that it
+	// drops, for Finish to remove once the routes through them changed.
+	kept *tunnelSnapshot
 }
 
 // tunnelDeps are what the tunnels' owner works with, all given to
@@ -97,11 +100,20 @@ func (s tunnelSnapshot) sameIPIP(was *tunnelSnapshot) bool {
 // reflectors every node hears every block of the cluster come, and few
 // of them change the tunnels. A device whose sync failed is synced again
 // by the next Sync, whatever it is given.
+//
+// Make before break: what s adds to vxlan.reef comes now, before the
+// routes through it; what it drops (a peer now reached directly, or the
+// device) stays until Finish, after the routes: removed first, the
+// routes still through it would lose their packets meanwhile.
 func (t *tunnels) Sync(s tunnelSnapshot, resync bool) error {
 	var errs []error
-	if resync || !s.sameVXLAN(t.vxlanIn) {
-		err := t.syncVXLAN(s)
-		t.vxlanIn = recorded(s, err)
+	if resync || t.kept != nil || !s.sameVXLAN(t.vxlanIn) { // kept: a Finish that did not come
+		kept, err := t.syncVXLAN(s, true)
+		if t.kept = nil; kept {
+			t.kept = &s
+		} else {
+			t.vxlanIn = recorded(s, err)
+		}
 		errs = append(errs, err)
 	}
 	if resync || !s.sameIPIP(t.ipipIn) {
@@ -110,6 +122,19 @@ func (t *tunnels) Sync(s tunnelSnapshot, resync bool) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// Finish removes from vxlan.reef what the last Sync kept (Sync), once the
+// routes are in line with its snapshot.
+func (t *tunnels) Finish() error {
+	if t.kept == nil {
+		return nil
+	}
+	s := *t.kept
+	t.kept = nil
+	_, err := t.syncVXLAN(s, false)
+	t.vxlanIn = recorded(s, err)
+	return err
 }
 
 // recorded is what a device's sync leaves as its last snapshot: s if it

@@ -67,8 +67,10 @@ func (n netInfo) desiredVXLAN(peers vxPeers, addrs tunnelAddrs) tunnel.State {
 // addresses reserved or released in the store first. The device's IPv6
 // settings come from the sysctls' owner, which ApplyTunnel asks before it
 // writes addresses and neighbours (and before a new device is up): IPv6
-// turned off by hand is back before an IPv6 neighbour needs it.
-func (t *tunnels) syncVXLAN(s tunnelSnapshot) error {
+// turned off by hand is back before an IPv6 neighbour needs it. With
+// keep, the peers and the device that are no longer wanted stay
+// (tunnel.Keeping), and kept says whether there were any.
+func (t *tunnels) syncVXLAN(s tunnelSnapshot, keep bool) (kept bool, err error) {
 	var errs []error
 	addrs := tunnelAddrs{
 		vxlan:  t.address(s.net, s.net.tunnelHandle(), s.net.vxlanPool(), &errs),
@@ -77,11 +79,17 @@ func (t *tunnels) syncVXLAN(s tunnelSnapshot) error {
 	want := s.net.desiredVXLAN(s.peers, addrs)
 	have, err := t.kernel.ReadTunnel()
 	if err != nil {
-		return errors.Join(append(errs, err)...)
+		return false, errors.Join(append(errs, err)...)
+	}
+	if keep && want.Device == nil && have.Device != nil {
+		return true, errors.Join(errs...) // deleted after the routes through it
+	}
+	if keep {
+		want, kept = tunnel.Keeping(want, have)
 	}
 	plan := tunnel.Diff(want, have)
 	if plan.Empty() {
-		return errors.Join(errs...)
+		return kept, errors.Join(errs...)
 	}
 	t.logVXLAN(s, plan, addrs)
 	v6 := s.net.vxlanPool6().IsValid()
@@ -97,7 +105,7 @@ func (t *tunnels) syncVXLAN(s tunnelSnapshot) error {
 		}
 		return err
 	}
-	return errors.Join(append(errs, t.kernel.ApplyTunnel(want, plan, settings))...)
+	return kept, errors.Join(append(errs, t.kernel.ApplyTunnel(want, plan, settings))...)
 }
 
 // logVXLAN logs and counts what a plan for vxlan.reef changes.

@@ -339,3 +339,30 @@ func TestVXLANMixedUnderlays(t *testing.T) {
 		}
 	})
 }
+
+// TestVXLANModeSwitchMakesBeforeBreak: a restart into another vxlanMode
+// changes the routes to the other node's blocks (through vxlan.reef or
+// straight over the uplink) and the device's peers in one pass, without a
+// moment where a route goes through vxlan.reef to a next hop the device
+// has no neighbour or fdb entry for: a peer comes before the routes
+// through it, and goes (with the device, on Never) after them. The
+// tunnels' owner used to drop the peer first, and a ping across the
+// switch was lost now and then (TestEncapModeSwitchRolling).
+func TestVXLANModeSwitchMakesBeforeBreak(t *testing.T) {
+	n := newNode(t)
+	mode := func(m EncapMode) {
+		n.rec.net.pools = []PoolConfig{{CIDR: statePool, BlockSize: 26, VXLANMode: m, IPIPMode: EncapNever, NATOutgoing: true}}
+	}
+	for i, m := range []EncapMode{EncapAlways, EncapCrossSubnet, EncapAlways, EncapNever, EncapAlways} {
+		mode(m)
+		n.pass()
+		if len(n.k.holes) > 0 {
+			t.Errorf("switch %d, into %s: routes through %s lost their next hop:\n%s\n%s", i, m, tunnel.VXLANDevice, strings.Join(n.k.holes, "\n"), n.vxlanText())
+			n.k.holes = nil
+		}
+		through := strings.Contains(n.vxlanText(), otherBlock.String())
+		if want := m == EncapAlways; through != want {
+			t.Errorf("into %s: the other node's block through %s: %v, want %v:\n%s", m, tunnel.VXLANDevice, through, want, n.k)
+		}
+	}
+}

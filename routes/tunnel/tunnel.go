@@ -8,6 +8,7 @@ package tunnel
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -200,6 +201,40 @@ type Plan struct {
 func (p Plan) Empty() bool {
 	return len(p.Recreate) == 0 && !p.Create && !p.Delete && p.SetMTU == 0 && len(p.AddAddrs) == 0 && len(p.DelAddrs) == 0 &&
 		len(p.AddPeers) == 0 && len(p.DelPeers) == 0 && len(p.AddPeers6) == 0 && len(p.DelPeers6) == 0 && len(p.Prune) == 0
+}
+
+// Keeping is want for the sync before the routes are brought in line
+// (make before break): have's peers that want drops stay, each with its
+// fdb entry, as the routes through them have not been changed yet; kept
+// says whether there are any. The sync after the routes, with want
+// itself, removes them. Without a device in want there is nothing to
+// keep: that sync deletes the device, routes and all.
+func Keeping(want, have State) (keeping State, kept bool) {
+	if want.Device == nil || have.Device == nil {
+		return want, false
+	}
+	keeping = want
+	keeping.Peers, keeping.Peers6, keeping.Dst = maps.Clone(want.Peers), maps.Clone(want.Peers6), maps.Clone(want.Dst)
+	keep := func(dst *map[netip.Addr]bool, wanted map[netip.Addr]bool, peers map[netip.Addr]bool) {
+		for a := range peers {
+			if wanted[a] {
+				continue
+			}
+			if *dst == nil {
+				*dst = map[netip.Addr]bool{}
+			}
+			(*dst)[a], kept = true, true
+			if d, ok := have.Dst[a]; ok && !want.Peers[a] && !want.Peers6[a] {
+				if keeping.Dst == nil {
+					keeping.Dst = map[netip.Addr]netip.Addr{}
+				}
+				keeping.Dst[a] = d
+			}
+		}
+	}
+	keep(&keeping.Peers, want.Peers, have.Peers)
+	keep(&keeping.Peers6, want.Peers6, have.Peers6)
+	return keeping, kept
 }
 
 // Diff compares the desired VXLAN state with the kernel's (have:

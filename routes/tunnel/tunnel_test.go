@@ -502,3 +502,33 @@ func nodeWithUplink1(t *testing.T, addr ...string) (ns.NetNS, *Kernel, netlink.L
 	}
 	return node, netnstest.Open(t, node, NewKernel), uplink
 }
+
+// TestKeeping: the sync before the routes keeps have's peers that want
+// drops, with their fdb entries, and adds want's; without a device on
+// either side there is nothing to keep.
+func TestKeeping(t *testing.T) {
+	a, b, c := netip.MustParseAddr("192.168.10.21"), netip.MustParseAddr("192.168.10.22"), netip.MustParseAddr("fd77::23")
+	dev := &VXLANConfig{VNI: VXLANVNI, Port: VXLANPort}
+	have := State{Device: dev, Peers: map[netip.Addr]bool{a: true, b: true}, Peers6: map[netip.Addr]bool{b: true}, Dst: map[netip.Addr]netip.Addr{b: c}}
+	want := State{Device: dev, Peers: map[netip.Addr]bool{a: true}, Peers6: map[netip.Addr]bool{c: true}}
+	got, kept := Keeping(want, have)
+	if !kept {
+		t.Error("kept nothing of b, which want drops")
+	}
+	if !maps.Equal(got.Peers, map[netip.Addr]bool{a: true, b: true}) || !maps.Equal(got.Peers6, map[netip.Addr]bool{b: true, c: true}) ||
+		!maps.Equal(got.Dst, map[netip.Addr]netip.Addr{b: c}) {
+		t.Errorf("Keeping = peers %v, peers6 %v, dst %v; want a and b, b and c, b at %s", got.Peers, got.Peers6, got.Dst, c)
+	}
+	if len(want.Peers) != 1 || len(want.Peers6) != 1 || want.Dst != nil {
+		t.Errorf("Keeping changed want: %+v", want)
+	}
+	if p := Diff(got, have); len(p.DelPeers) > 0 || len(p.DelPeers6) > 0 {
+		t.Errorf("the plan before the routes deletes peers: %+v", p)
+	}
+	if _, kept := Keeping(have, have); kept {
+		t.Error("kept something with nothing dropped")
+	}
+	if got, kept := Keeping(State{}, have); kept || got.Device != nil {
+		t.Errorf("without a device wanted: %+v, kept %v; want no device, nothing kept (the caller leaves the device)", got, kept)
+	}
+}
