@@ -81,11 +81,11 @@ func (t *tunnels) syncVXLAN(s tunnelSnapshot, keep bool) (kept bool, err error) 
 	if err != nil {
 		return false, errors.Join(append(errs, err)...)
 	}
-	if keep && want.Device == nil && have.Device != nil {
-		return true, errors.Join(errs...) // deleted after the routes through it
-	}
 	if keep {
-		want, kept = tunnel.Keeping(want, have)
+		var apply bool
+		if want, apply, kept = tunnel.Keeping(want, have); !apply {
+			return kept, errors.Join(errs...)
+		}
 	}
 	plan := tunnel.Diff(want, have)
 	if plan.Empty() {

@@ -207,34 +207,29 @@ func (p Plan) Empty() bool {
 // (make before break): have's peers that want drops stay, each with its
 // fdb entry, as the routes through them have not been changed yet; kept
 // says whether there are any. The sync after the routes, with want
-// itself, removes them. Without a device in want there is nothing to
-// keep: that sync deletes the device, routes and all.
-func Keeping(want, have State) (keeping State, kept bool) {
-	if want.Device == nil || have.Device == nil {
-		return want, false
+// itself, removes them. A device want no longer has stays as well: keep
+// is then false, kept true, and that sync applies nothing (deleting the
+// device would take the routes through it with it).
+func Keeping(want, have State) (keeping State, keep, kept bool) {
+	switch {
+	case have.Device == nil:
+		return want, true, false
+	case want.Device == nil:
+		return want, false, true
 	}
 	keeping = want
-	keeping.Peers, keeping.Peers6, keeping.Dst = maps.Clone(want.Peers), maps.Clone(want.Peers6), maps.Clone(want.Dst)
-	keep := func(dst *map[netip.Addr]bool, wanted map[netip.Addr]bool, peers map[netip.Addr]bool) {
-		for a := range peers {
-			if wanted[a] {
-				continue
+	keeping.Peers, keeping.Peers6 = union(want.Peers, have.Peers), union(want.Peers6, have.Peers6)
+	keeping.Dst = maps.Clone(want.Dst)
+	for a, d := range have.Dst {
+		if _, ok := want.Dst[a]; !ok && !want.Peers[a] && !want.Peers6[a] {
+			if keeping.Dst == nil {
+				keeping.Dst = map[netip.Addr]netip.Addr{}
 			}
-			if *dst == nil {
-				*dst = map[netip.Addr]bool{}
-			}
-			(*dst)[a], kept = true, true
-			if d, ok := have.Dst[a]; ok && !want.Peers[a] && !want.Peers6[a] {
-				if keeping.Dst == nil {
-					keeping.Dst = map[netip.Addr]netip.Addr{}
-				}
-				keeping.Dst[a] = d
-			}
+			keeping.Dst[a] = d
 		}
 	}
-	keep(&keeping.Peers, want.Peers, have.Peers)
-	keep(&keeping.Peers6, want.Peers6, have.Peers6)
-	return keeping, kept
+	kept = len(keeping.Peers) > len(want.Peers) || len(keeping.Peers6) > len(want.Peers6)
+	return keeping, true, kept
 }
 
 // Diff compares the desired VXLAN state with the kernel's (have:

@@ -511,8 +511,8 @@ func TestKeeping(t *testing.T) {
 	dev := &VXLANConfig{VNI: VXLANVNI, Port: VXLANPort}
 	have := State{Device: dev, Peers: map[netip.Addr]bool{a: true, b: true}, Peers6: map[netip.Addr]bool{b: true}, Dst: map[netip.Addr]netip.Addr{b: c}}
 	want := State{Device: dev, Peers: map[netip.Addr]bool{a: true}, Peers6: map[netip.Addr]bool{c: true}}
-	got, kept := Keeping(want, have)
-	if !kept {
+	got, apply, kept := Keeping(want, have)
+	if !apply || !kept {
 		t.Error("kept nothing of b, which want drops")
 	}
 	if !maps.Equal(got.Peers, map[netip.Addr]bool{a: true, b: true}) || !maps.Equal(got.Peers6, map[netip.Addr]bool{b: true, c: true}) ||
@@ -525,10 +525,13 @@ func TestKeeping(t *testing.T) {
 	if p := Diff(got, have); len(p.DelPeers) > 0 || len(p.DelPeers6) > 0 {
 		t.Errorf("the plan before the routes deletes peers: %+v", p)
 	}
-	if _, kept := Keeping(have, have); kept {
-		t.Error("kept something with nothing dropped")
+	if _, apply, kept := Keeping(have, have); !apply || kept {
+		t.Errorf("nothing dropped: apply %v, kept %v; want true, false", apply, kept)
 	}
-	if got, kept := Keeping(State{}, have); kept || got.Device != nil {
-		t.Errorf("without a device wanted: %+v, kept %v; want no device, nothing kept (the caller leaves the device)", got, kept)
+	if _, apply, kept := Keeping(State{}, have); apply || !kept {
+		t.Errorf("the device dropped: apply %v, kept %v; want false (it stays until after the routes), true", apply, kept)
+	}
+	if _, apply, kept := Keeping(want, State{}); !apply || kept {
+		t.Errorf("no device yet: apply %v, kept %v; want true, false", apply, kept)
 	}
 }
