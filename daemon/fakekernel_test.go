@@ -64,6 +64,9 @@ type fakeKernel struct {
 	// plan: a CNI operation that begins after the pass read the kernel
 	// and before the pods' owner syncs.
 	afterRead func()
+	// uplinkIndex is the uplinks' index by name where it is not newNode's
+	// 2: a link deleted and created again has another; 0: gone.
+	uplinkIndex map[string]int
 }
 
 // fakePeer is the pod's end of a veth: its interface in its netns.
@@ -258,8 +261,34 @@ func (k *fakeKernel) setPodMTULocked(m routes.PodMTU) error {
 
 func (k *fakeKernel) HopTo(netip.Addr) (routes.Hop, error) { return routes.Hop{Dev: "eth0"}, nil }
 
-// HasAddr: the fake kernel's uplinks keep their addresses.
-func (k *fakeKernel) HasAddr(int, netip.Addr) (bool, error) { return true, nil }
+// HasAddr: the fake kernel's uplink (eth0) keeps its addresses; another
+// index is a link that is gone.
+func (k *fakeKernel) HasAddr(index int, _ netip.Addr) (routes.NodeAddrState, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if index != k.linkIndexLocked("eth0") {
+		return routes.AddrGone, fmt.Errorf("link %d: Link not found", index)
+	}
+	return routes.AddrPresent, nil
+}
+
+// LinkIndex: the fake kernel's uplinks keep the index they had at start
+// (newNode's 2) unless uplinkIndex says otherwise; 0 there: gone.
+func (k *fakeKernel) LinkIndex(name string) (int, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if i := k.linkIndexLocked(name); i != 0 {
+		return i, nil
+	}
+	return 0, fmt.Errorf("link %s: %w", name, routes.ErrLinkGone)
+}
+
+func (k *fakeKernel) linkIndexLocked(name string) int {
+	if i, ok := k.uplinkIndex[name]; ok {
+		return i
+	}
+	return 2
+}
 
 // InTheWay: the fake kernel has no route of another protocol.
 func (k *fakeKernel) InTheWay(netip.Prefix) error { return nil }

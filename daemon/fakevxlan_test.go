@@ -89,6 +89,9 @@ func (k *fakeKernel) ApplyTunnel(want tunnel.State, plan tunnel.Plan, settings f
 		return nil
 	}
 	if plan.Create && k.vxlan == nil {
+		if want.Device.UplinkIdx != k.linkIndexLocked("eth0") {
+			return fmt.Errorf("create vxlan.reef over link %d: no such device", want.Device.UplinkIdx)
+		}
 		k.vxlan = &fakeVXLAN{dev: *want.Device, addrs: map[netip.Addr]bool{}, neigh4: map[netip.Addr]bool{}, neigh6: map[netip.Addr]bool{},
 			fdb: map[netip.Addr]netip.Addr{}}
 		k.vxlan.dev.TunnelAddr, k.vxlan.dev.TunnelAddr6 = netip.Addr{}, netip.Addr{}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -233,6 +234,7 @@ func (r *reconciler) pass(blocks []store.Block, sc scope) error {
 		live = r.resolveEndpoints(eps, mark.Touched(), &errs)
 	}
 	own, remote, peers := r.routedBlocks(blocks, &errs)
+	gone := r.followUplinks(&errs)
 	errs = append(errs, r.tunnels.Sync(tunnelSnapshot{net: r.net, own: own, peers: peers}, sc.has(resyncTunnels)))
 	live, veths, err := r.syncRoutes(live, routes.BlockSnapshot{Own: own, Remote: remote}, mark, sc.has(syncPods))
 	if err != nil {
@@ -244,7 +246,7 @@ func (r *reconciler) pass(blocks []store.Block, sc scope) error {
 		return errors.Join(errs...)
 	}
 	r.syncSysctls(live, mark, &errs)
-	r.checkNodeAddrs(&errs)
+	r.checkNodeAddrs(gone, &errs)
 	errs = append(errs, r.nat.reconcile(live, mark), r.policy.reconcile())
 	// Last: an update of a record is a CNI operation of the server's,
 	// which the owners above would leave its pod alone for.
@@ -252,27 +254,68 @@ func (r *reconciler) pass(blocks []store.Block, sc scope) error {
 	return errors.Join(errs...)
 }
 
+// followUplinks finds the uplinks again by name, for vxlan.reef's
+// underlay device and checkNodeAddrs: one deleted and created again (a
+// bond or VLAN that a network manager rebuilt, which takes vxlan.reef with
+// it) has a new index, and the one read at start would keep vxlan.reef
+// from coming back ("no such device") until a restart. It returns the
+// names of those that are gone, each with its error in errs.
+func (r *reconciler) followUplinks(errs *[]error) (gone []string) {
+	found := map[string]int{} // the IPv6 uplink is most often the IPv4 one
+	for _, u := range []struct {
+		name  string
+		index *int
+	}{{r.net.uplink.Interface, &r.net.uplink.Index}, {r.net.uplink6.Interface, &r.net.uplink6.Index}} {
+		if u.name == "" || *u.index == 0 || slices.Contains(gone, u.name) {
+			continue
+		}
+		if i, ok := found[u.name]; ok {
+			*u.index = i
+			continue
+		}
+		i, err := r.kernel.LinkIndex(u.name)
+		switch {
+		case errors.Is(err, routes.ErrLinkGone):
+			gone = append(gone, u.name)
+			*errs = append(*errs, fmt.Errorf("the node's uplink %s is gone: the other nodes reach this node's pods through it; reef takes up a link of that name again when there is one, or restart reef to choose another", u.name))
+		case err != nil:
+			*errs = append(*errs, fmt.Errorf("find the node's uplink %s: %w", u.name, err))
+		case i != *u.index:
+			r.log.Warn("the node's uplink was created again: following it", "interface", u.name, "index", i, "was", *u.index)
+			*u.index = i
+		}
+		if err == nil {
+			found[u.name] = i
+		}
+	}
+	return gone
+}
+
 // checkNodeAddrs fails the whole pass while an address of the node's that
-// reef chose at start, of either family, is gone from its interface: the
-// other nodes route the node's blocks of that family through it, and the
-// node no longer answers for it (an IPv6 one is not even in a BGP
-// session, so nothing else would say so). The address is read at start
-// only: put it back, or restart reef to choose another.
-func (r *reconciler) checkNodeAddrs(errs *[]error) {
+// reef chose at start, of either family, is gone from its interface, or
+// failed duplicate address detection there: the other nodes route the
+// node's blocks of that family through it, and the node no longer answers
+// for it (an IPv6 one is not even in a BGP session, so nothing else would
+// say so). The address is read at start only: put it back, or restart
+// reef to choose another. An uplink in gone (followUplinks) has said so.
+func (r *reconciler) checkNodeAddrs(gone []string, errs *[]error) {
 	for _, a := range []struct {
 		addr  netip.Addr
 		index int
 		iface string
 	}{{r.net.uplink.Address, r.net.uplink.Index, r.net.uplink.Interface}, {r.net.uplink6.Address, r.net.uplink6.Index, r.net.uplink6.Interface}} {
-		if !a.addr.IsValid() || a.index == 0 {
+		if !a.addr.IsValid() || a.index == 0 || slices.Contains(gone, a.iface) {
 			continue
 		}
-		ok, err := r.kernel.HasAddr(a.index, a.addr)
+		state, err := r.kernel.HasAddr(a.index, a.addr)
 		switch {
 		case err != nil:
 			*errs = append(*errs, fmt.Errorf("check the node's address %s on %s: %w", a.addr, a.iface, err))
-		case !ok:
+		case state == routes.AddrGone:
 			*errs = append(*errs, fmt.Errorf("the node's address %s is gone from %s: the other nodes route this node's blocks of its family through it; put it back, or restart reef to choose another (the uplink is read at start)", a.addr, a.iface))
+		case state == routes.AddrDuplicate:
+			*errs = append(*errs, fmt.Errorf("the node's address %s on %s failed duplicate address detection: another host on the link has it, and the other nodes route this node's blocks of its family to that host; "+
+				"remove it from the other host and add it here again (ip addr del, then add), or restart reef to choose another", a.addr, a.iface))
 		}
 	}
 }

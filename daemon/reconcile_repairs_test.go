@@ -95,7 +95,12 @@ type addrGoneKernel struct {
 	gone bool
 }
 
-func (k *addrGoneKernel) HasAddr(int, netip.Addr) (bool, error) { return !k.gone, nil }
+func (k *addrGoneKernel) HasAddr(int, netip.Addr) (routes.NodeAddrState, error) {
+	if k.gone {
+		return routes.AddrGone, nil
+	}
+	return routes.AddrPresent, nil
+}
 
 // TestLastKeepsWholePassError: an error only a whole pass finds (the
 // node's address gone from its uplink) stands in Last, as reef status

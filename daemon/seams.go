@@ -22,8 +22,9 @@ import (
 // text. The store is the real bbolt file in both.
 
 // routesKernel is the node's own routing as the pass reads it: where it
-// sends packets for another node in another subnet, and whether a route of
-// another protocol holds the place of one of reef's (*routes.Kernel). reef's
+// sends packets for another node in another subnet, whether a route of
+// another protocol holds the place of one of reef's, and the uplinks and
+// the node's addresses on them (*routes.Kernel). reef's
 // routes and veths are read and written only through their owners: the
 // block routes through routes.Blocks (on a routes.BlockKernel), the pods'
 // objects through routes.Pods (on a routes.PodKernel), the tunnels through
@@ -31,7 +32,8 @@ import (
 type routesKernel interface {
 	HopTo(addr netip.Addr) (routes.Hop, error)
 	InTheWay(dst netip.Prefix) error
-	HasAddr(index int, addr netip.Addr) (bool, error)
+	HasAddr(index int, addr netip.Addr) (routes.NodeAddrState, error)
+	LinkIndex(name string) (int, error)
 }
 
 // podRecords is the CNI server's side of a pass: what it changes of a

@@ -366,3 +366,37 @@ func TestVXLANModeSwitchMakesBeforeBreak(t *testing.T) {
 		}
 	}
 }
+
+// TestUplinkCreatedAgain: the uplink deleted (which takes vxlan.reef with
+// it) fails the pass with a line naming it, and created again under its
+// name, with another index, the next pass finds it by name: vxlan.reef is
+// back over it and the node's addresses are checked on it. With the index
+// read at start, vxlan.reef failed with "no such device" and the address
+// check with "Link not found" until a restart.
+func TestUplinkCreatedAgain(t *testing.T) {
+	n := vxNode(t)
+	n.vxModes(EncapAlways, EncapAlways)
+	n.rec.net.uplink6 = Uplink6{Interface: "eth0", Index: 2, Address: netip.MustParseAddr("fd77::20"), Prefix: netip.MustParsePrefix("fd77::20/64"), MTU: 1500}
+	n.pass()
+	want := n.vxlanText()
+
+	n.k.mu.Lock()
+	n.k.uplinkIndex = map[string]int{"eth0": 0}
+	n.k.delVXLANLocked()
+	n.k.mu.Unlock()
+	err := n.rec.pass(nil, wholePass)
+	if err == nil || !strings.Contains(err.Error(), "the node's uplink eth0 is gone") || strings.Contains(err.Error(), "the node's address") {
+		t.Errorf("a pass with the uplink gone: %v, want a line saying the node's uplink eth0 is gone, and none on its addresses", err)
+	}
+
+	n.k.mu.Lock()
+	n.k.uplinkIndex["eth0"] = 7
+	n.k.mu.Unlock()
+	n.pass()
+	if got := n.vxlanText(); sortedText(got) != sortedText(want) {
+		t.Errorf("after the uplink came back:\n%s\nwant:\n%s", got, want)
+	}
+	if n.k.vxlan == nil || n.k.vxlan.dev.UplinkIdx != 7 {
+		t.Errorf("vxlan.reef is %+v, want it over the uplink's new index 7", n.k.vxlan)
+	}
+}

@@ -288,28 +288,62 @@ func (k *Kernel) replace(r Route, links map[string]int) error {
 // ipam check` ask it for each route reef wants and the kernel lacks.
 func (k *Kernel) InTheWay(dst netip.Prefix) error { return nl.InTheWay(k.h, dst) }
 
-// HasAddr reports whether the link of index has addr among its
-// addresses, of any scope or flag: the node's address as reef chose it
-// at start.
-func (k *Kernel) HasAddr(index int, addr netip.Addr) (bool, error) {
+// NodeAddrState is what HasAddr finds of the node's address on its uplink.
+type NodeAddrState int
+
+const (
+	AddrPresent NodeAddrState = iota
+	AddrGone
+	// AddrDuplicate: the address is there but failed duplicate address
+	// detection (IPv6): another host on the link has it, and the kernel
+	// neither sends from it nor answers for it.
+	AddrDuplicate
+)
+
+// ErrLinkGone is LinkIndex's error for a name no link has.
+var ErrLinkGone = errors.New("no link of that name")
+
+// LinkIndex returns the index of the link called name now: a link
+// deleted and created again under the same name (a bond or VLAN a network
+// manager rebuilt) has a new one. An error wrapping ErrLinkGone says there
+// is none.
+func (k *Kernel) LinkIndex(name string) (int, error) {
+	l, err := k.h.LinkByName(name)
+	if vanished(err) {
+		return 0, fmt.Errorf("link %s: %w", name, ErrLinkGone)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("link %s: %w", name, err)
+	}
+	return l.Attrs().Index, nil
+}
+
+// HasAddr says whether the link of index has addr among its addresses, of
+// any scope or flag (tentative, deprecated), unless it failed duplicate
+// address detection: the node's address as reef chose it at start.
+func (k *Kernel) HasAddr(index int, addr netip.Addr) (NodeAddrState, error) {
 	family := unix.AF_INET
 	if addr.Is6() {
 		family = unix.AF_INET6
 	}
 	l, err := k.h.LinkByIndex(index)
 	if err != nil {
-		return false, fmt.Errorf("link %d: %w", index, err)
+		return AddrGone, fmt.Errorf("link %d: %w", index, err)
 	}
 	as, err := k.h.AddrList(l, family)
 	if err != nil {
-		return false, fmt.Errorf("list the addresses of %s: %w", l.Attrs().Name, err)
+		return AddrGone, fmt.Errorf("list the addresses of %s: %w", l.Attrs().Name, err)
 	}
 	for _, a := range as {
-		if ip, ok := netip.AddrFromSlice(a.IP); ok && ip.Unmap() == addr.Unmap() {
-			return true, nil
+		if ip, ok := netip.AddrFromSlice(a.IP); !ok || ip.Unmap() != addr.Unmap() {
+			continue
 		}
+		if a.Flags&unix.IFA_F_DADFAILED != 0 {
+			return AddrDuplicate, nil
+		}
+		return AddrPresent, nil
 	}
-	return false, nil
+	return AddrGone, nil
 }
 
 // HopTo asks the kernel where the node's own routing sends packets for

@@ -147,35 +147,7 @@ func (l *Lab) AddNode(name string, opts NodeOptions) (*Node, error) {
 	if err := l.AddNetns(n.Netns); err != nil {
 		return nil, err
 	}
-	// eth0 in the node, its peer on the switch's bridge.
-	peer := l.Prefix + name
-	if len(peer) > 15 {
-		peer = peer[len(peer)-15:]
-	}
-	steps := [][]string{
-		{"link", "add", "eth0", "type", "veth", "peer", "name", peer, "netns", NetnsPath(l.Switch)},
-		{"addr", "add", netip.PrefixFrom(addr, 24).String(), "dev", "eth0"},
-		{"link", "set", "eth0", "up"},
-	}
-	if opts.IPv6Only {
-		steps[1] = []string{"-6", "addr", "add", netip.PrefixFrom(NodeAddress6(n), Underlay6.Bits()).String(), "dev", "eth0", "nodad"}
-	}
-	for _, s := range steps {
-		if err := l.IP(n.Netns, s...); err != nil {
-			return nil, err
-		}
-	}
-	if err := l.IP(l.Switch, "link", "set", peer, "master", bridge, "up"); err != nil {
-		return nil, err
-	}
-	across := l.routeAcross
-	if opts.IPv6Only {
-		across = l.routeAcross6
-	}
-	if err := across(n.Netns, opts.SubnetB); err != nil {
-		return nil, err
-	}
-	if err := l.pinNeighbors(n, bridge); err != nil {
+	if err := n.plugUplink(bridge); err != nil {
 		return nil, err
 	}
 	if err := n.WriteConfig(); err != nil {
@@ -185,6 +157,52 @@ func (l *Lab) AddNode(name string, opts NodeOptions) (*Node, error) {
 	l.nodes = append(l.nodes, n)
 	l.mu.Unlock()
 	return n, nil
+}
+
+// plugUplink gives the node its eth0, its peer on bridge of the switch,
+// with the node's address, the routes to the lab's other subnets and the
+// neighbour entries to and from the other nodes on bridge.
+func (n *Node) plugUplink(bridge string) error {
+	l := n.Lab
+	peer := l.Prefix + n.Name
+	if len(peer) > 15 {
+		peer = peer[len(peer)-15:]
+	}
+	steps := [][]string{
+		{"link", "add", "eth0", "type", "veth", "peer", "name", peer, "netns", NetnsPath(l.Switch)},
+		{"addr", "add", netip.PrefixFrom(n.Address, 24).String(), "dev", "eth0"},
+		{"link", "set", "eth0", "up"},
+	}
+	if n.opts.IPv6Only {
+		steps[1] = []string{"-6", "addr", "add", netip.PrefixFrom(NodeAddress6(n), Underlay6.Bits()).String(), "dev", "eth0", "nodad"}
+	}
+	for _, s := range steps {
+		if err := l.IP(n.Netns, s...); err != nil {
+			return err
+		}
+	}
+	if err := l.IP(l.Switch, "link", "set", peer, "master", bridge, "up"); err != nil {
+		return err
+	}
+	across := l.routeAcross
+	if n.opts.IPv6Only {
+		across = l.routeAcross6
+	}
+	if err := across(n.Netns, n.opts.SubnetB); err != nil {
+		return err
+	}
+	return l.pinNeighbors(n, bridge)
+}
+
+// RecreateUplink deletes the node's eth0 and creates it again as
+// AddNode made it: the same name and address, a new index, as when a
+// network manager rebuilds a bond or a VLAN. The kernel deletes
+// vxlan.reef with it.
+func (n *Node) RecreateUplink() error {
+	if err := n.Lab.IP(n.Netns, "link", "del", "eth0"); err != nil {
+		return err
+	}
+	return n.plugUplink(n.bridge)
 }
 
 // WriteConfig writes the node's config.yaml from its options.
