@@ -88,10 +88,18 @@ func runCleanup(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 		// another key must not keep reef's state on the node (an rpm
 		// erase runs cleanup with the config still there).
 		problems := err
-		if cfg, err = cf.loadPaths(); err != nil {
+		var unread error
+		cfg, unread, err = cf.loadPaths()
+		switch {
+		case err != nil && strings.Contains(err.Error(), problems.Error()):
+			return err // bad YAML: the same error twice
+		case err != nil:
 			return errors.Join(problems, err)
+		case unread != nil:
+			fmt.Fprintf(stderr, "%v\nreef cleanup: cannot read this config; cleanup uses --state-dir %s and --socket %s, and %s for the queued DELs\n", unread, cfg.StateDir, cfg.Socket, cfg.PendingDeleteDir)
+		default:
+			fmt.Fprintf(stderr, "%v\nreef cleanup: the daemon would refuse this config; cleanup reads only its stateDir, socket and pendingDeleteDir\n", problems)
 		}
-		fmt.Fprintf(stderr, "%v\nreef cleanup: the daemon would refuse this config; cleanup reads only its stateDir, socket and pendingDeleteDir\n", problems)
 	}
 
 	if err := refuseIfRunning(cfg.Socket, filepath.Join(cfg.StateDir, "reef.db"), "nothing was removed"); err != nil {

@@ -49,3 +49,54 @@ func TestCleanupWithABadConfig(t *testing.T) {
 		t.Errorf("the store is gone although the cleanup was not confirmed: %v", err)
 	}
 }
+
+// TestCleanupWithUnreadableConfig: a config that is not YAML tells
+// `reef cleanup` nothing of where reef's state is. It says so once and
+// what to do, and with --state-dir and --socket it goes on with those:
+// it lists the store there and asks. It used to fail either way, with the
+// YAML error twice. Not confirmed, nothing is removed; it reads this
+// network namespace's nftables tables, links and routes (root).
+func TestCleanupWithUnreadableConfig(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: reef cleanup reads nftables")
+	}
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(state, "reef.db")
+	if err := os.WriteFile(db, []byte("not a store"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte("nodeName: a\n  stateDir: "+state+"\npools: [\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := cleanupStdin
+	t.Cleanup(func() { cleanupStdin = old })
+
+	cleanupStdin = strings.NewReader("n\n")
+	var stdout, stderr bytes.Buffer
+	err := Run(context.Background(), []string{"cleanup", "--config", cfg}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "give the daemon's paths with --state-dir DIR --socket PATH") || strings.Count(err.Error(), "line 2") != 1 {
+		t.Errorf("reef cleanup with a config that is not YAML: %v, want the YAML error once and what to do\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
+	}
+
+	cleanupStdin = strings.NewReader("n\n")
+	stdout.Reset()
+	stderr.Reset()
+	err = Run(context.Background(), []string{"cleanup", "--config", cfg, "--state-dir", state, "--socket", filepath.Join(dir, "reef.sock")}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "cleanup not confirmed") {
+		t.Errorf("reef cleanup with a config that is not YAML and --state-dir, --socket, not confirmed: %v, want it to ask and remove nothing\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
+	}
+	if !strings.Contains(stdout.String(), "the store "+db) {
+		t.Errorf("reef cleanup does not list the store %s:\n%s", db, &stdout)
+	}
+	if !strings.Contains(stderr.String(), "cleanup uses --state-dir "+state) {
+		t.Errorf("reef cleanup does not say it passes over the config:\n%s", &stderr)
+	}
+	if _, err := os.Stat(db); err != nil {
+		t.Errorf("the store is gone although the cleanup was not confirmed: %v", err)
+	}
+}

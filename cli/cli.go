@@ -268,19 +268,28 @@ func flagGiven(fs *flag.FlagSet, name string) bool {
 // loadPaths is load for `reef cleanup` when the config has problems:
 // only its paths (daemon.LoadConfigPaths), with the flags' overrides,
 // finished.
-func (c configFlags) loadPaths() (daemon.Config, error) {
-	cfg, err := daemon.LoadConfigPaths(*c.path, flagGiven(c.fs, "config"))
-	if err != nil {
-		return cfg, err
+//
+// A file whose paths cannot be read (bad YAML, a path not absolute) is
+// passed over when --state-dir and --socket both say where the state is:
+// the defaults with those, and the error as a warning. Otherwise the error
+// says to fix the file or give them.
+func (c configFlags) loadPaths() (cfg daemon.Config, warning, err error) {
+	cfg, err = daemon.LoadConfigPaths(*c.path, flagGiven(c.fs, "config"))
+	switch {
+	case err != nil && *c.stateDir != "" && *c.socket != "":
+		cfg, warning = daemon.DefaultConfig(), err
+	case err != nil:
+		d := daemon.DefaultConfig()
+		return cfg, nil, fmt.Errorf("%w\nreef cleanup cannot tell from it where reef's state is: fix the file, or give the daemon's paths with --state-dir DIR --socket PATH (by default %s and %s)", err, d.StateDir, d.Socket)
 	}
 	c.override(&cfg)
 	if cfg.PendingDeleteDir == "" && filepath.IsAbs(cfg.StateDir) {
 		cfg.PendingDeleteDir = filepath.Join(cfg.StateDir, "pending-del")
 	}
 	if !filepath.IsAbs(cfg.StateDir) || !filepath.IsAbs(cfg.Socket) {
-		return cfg, fmt.Errorf("config %s: stateDir %q and socket %q must be absolute paths", *c.path, cfg.StateDir, cfg.Socket)
+		return cfg, nil, fmt.Errorf("config %s: stateDir %q and socket %q must be absolute paths", *c.path, cfg.StateDir, cfg.Socket)
 	}
-	return cfg, nil
+	return cfg, warning, nil
 }
 
 // nodeFlags override the node's name and address, for the commands that
