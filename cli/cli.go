@@ -360,7 +360,11 @@ func (c *clientFlags) dial() (*grpc.ClientConn, error) {
 	if _, err := os.Stat(c.socket); err != nil {
 		return nil, socketError(c.socket, err)
 	}
-	return grpc.NewClient("unix://"+c.socket, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	// The dialer opens the socket; the target is only a name. "unix://"
+	// and the path read a relative --socket's first directory as the
+	// URL's authority, which gRPC refuses ("invalid (non-empty)
+	// authority").
+	return grpc.NewClient("passthrough:///reef", grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			conn, err := (&net.Dialer{}).DialContext(ctx, "unix", c.socket)
 			c.dialErr.Store(&err)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -103,5 +104,29 @@ func TestPeerResetAnswers(t *testing.T) {
 		if st != tc.status || !strings.Contains(stdout.String()+stderr.String(), tc.out) || strings.Contains(stderr.String(), "rpc error") {
 			t.Errorf("reef peer reset %s: exit %d, stdout %q, stderr %q; want %d and %q", tc.addr, st, stdout.String(), stderr.String(), tc.status, tc.out)
 		}
+	}
+}
+
+// TestRelativeSocket: --socket takes a path relative to the working
+// directory, as a shell user gives it (reef status --socket n1/reef.sock).
+// gRPC used to refuse it before dialling: "invalid (non-empty) authority:
+// n1".
+func TestRelativeSocket(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "n1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", filepath.Join(dir, "n1", "reef.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	reefv1.RegisterNodeServer(srv, fakeNode{})
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	t.Chdir(dir)
+	var stdout, stderr bytes.Buffer
+	if err := Run(context.Background(), []string{"peer", "reset", "192.168.77.60", "--socket", "n1/reef.sock"}, &stdout, &stderr); err != nil {
+		t.Errorf("reef peer reset --socket n1/reef.sock: %v\n%s", err, &stderr)
 	}
 }
