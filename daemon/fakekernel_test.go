@@ -272,24 +272,6 @@ func (k *fakeKernel) HasAddr(index int, _ netip.Addr) (routes.NodeAddrState, err
 	return routes.AddrPresent, nil
 }
 
-// LinkIndex: the fake kernel's uplinks keep the index they had at start
-// (newNode's 2) unless uplinkIndex says otherwise; 0 there: gone.
-func (k *fakeKernel) LinkIndex(name string) (int, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if i := k.linkIndexLocked(name); i != 0 {
-		return i, nil
-	}
-	return 0, fmt.Errorf("link %s: %w", name, routes.ErrLinkGone)
-}
-
-func (k *fakeKernel) linkIndexLocked(name string) int {
-	if i, ok := k.uplinkIndex[name]; ok {
-		return i
-	}
-	return 2
-}
-
 // InTheWay: the fake kernel has no route of another protocol.
 func (k *fakeKernel) InTheWay(netip.Prefix) error { return nil }
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/reefcni/reef/routes"
 	"github.com/reefcni/reef/routes/sysctl"
 	"github.com/reefcni/reef/routes/tunnel"
 )
@@ -205,4 +206,22 @@ func (k *fakeKernel) vxlanLines() []string {
 		lines = append(lines, fmt.Sprintf("fdb %s dst %s dev %s", tunnel.VTEPMAC(a), d, tunnel.VXLANDevice))
 	}
 	return lines
+}
+
+// LinkIndex: the fake kernel's uplinks keep the index they had at start
+// (newNode's 2) unless uplinkIndex says otherwise; 0 there: gone.
+func (k *fakeKernel) LinkIndex(name string) (int, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if i := k.linkIndexLocked(name); i != 0 {
+		return i, nil
+	}
+	return 0, fmt.Errorf("link %s: %w", name, routes.ErrLinkGone)
+}
+
+func (k *fakeKernel) linkIndexLocked(name string) int {
+	if i, ok := k.uplinkIndex[name]; ok {
+		return i
+	}
+	return 2
 }
