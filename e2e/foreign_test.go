@@ -162,6 +162,11 @@ func TestForeignStateKept(t *testing.T) {
 			run(t, l, n.Netns, "sh", "-c", c)
 		}
 	}
+	// A node that forwards already, as a Kubernetes node does: the
+	// kernel turns conf/all/accept_redirects off when ip_forward goes
+	// on (inet_forward_change), so on a host whose ip_forward is 0,
+	// which a new netns inherits, reef's start would change it.
+	plant("echo 1 > /proc/sys/net/ipv4/ip_forward")
 	plant(foreignObjects)
 	before := notReefs(t, n)
 	if err := n.Start(); err != nil {
