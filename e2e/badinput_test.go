@@ -34,6 +34,10 @@ func TestBadInputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An interface the sandbox has already, not reef's.
+	if out, err := pod.Run("ip", "link", "add", "taken0", "type", "veth", "peer", "name", "taken1"); err != nil {
+		t.Fatalf("ip link add taken0: %v\n%s", err, out)
+	}
 	// The shim gets one plugin's config, as libcni hands it over.
 	conf := func(version, extra string) string {
 		return `{"cniVersion":"` + version + `","name":"k8s-pod-network","type":"reef-cni","socket":"` + n.Socket +
@@ -71,6 +75,8 @@ func TestBadInputs(t *testing.T) {
 		{"CNI_NETNS does not exist", env(map[string]string{"CNI_NETNS": "/var/run/netns/" + n.Lab.Prefix + "-nope"}), conf("1.1.0", ""), 3, n.Lab.Prefix + "-nope"},
 		{"CNI_NETNS is a plain file", env(map[string]string{"CNI_NETNS": n.Config}), conf("1.1.0", ""), 3, "not a network namespace"},
 		{"CNI_IFNAME too long", env(map[string]string{"CNI_IFNAME": "abcdefghijklmnop"}), conf("1.1.0", ""), 4, "too long"},
+		{"CNI_IFNAME is lo", env(map[string]string{"CNI_IFNAME": "lo"}), conf("1.1.0", ""), 4, "loopback"},
+		{"CNI_IFNAME exists in the netns", env(map[string]string{"CNI_IFNAME": "taken0"}), conf("1.1.0", ""), 4, `"taken0" already exists`},
 		{"unknown pool", env(nil), conf("1.1.0", `,"pool":"10.99.0.0/16"`), 7, "10.99.0.0/16"},
 		{"pool not a CIDR", env(nil), conf("1.1.0", `,"pool":"ten"`), 7, `"ten"`},
 		{"malformed CNI_ARGS", env(map[string]string{"CNI_ARGS": "K8S_POD_NAME"}), conf("1.1.0", ""), 4, "K8S_POD_NAME"},

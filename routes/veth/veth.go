@@ -56,6 +56,11 @@ func gatewayFor(ip netip.Addr) netip.Addr {
 // the container is gone, so there is nothing to wire or to clean.
 var ErrNetnsGone = errors.New("network namespace does not exist")
 
+// ErrIfNameTaken says the pod's namespace has an interface of the name
+// CNI_IFNAME asks for already, one that is not reef's: the spec has ADD
+// fail then.
+var ErrIfNameTaken = errors.New("the interface exists in the pod's network namespace already")
+
 // Spec is one pod attachment as the Calico L3 model wires it.
 type Spec struct {
 	Netns    string // path of the pod's network namespace
@@ -206,6 +211,11 @@ func Setup(spec Spec, settings func(hostVeth string) error) (Pair, error) {
 	// own through SetBandwidth.
 	if _, err := tc.DeletePodIFB(host, spec.HostVeth); err != nil {
 		return Pair{}, err
+	}
+	// Checked after the stale pair went: its peer is this pod's own
+	// interface of an earlier ADD.
+	if _, err := pod.LinkByName(spec.IfName); err == nil {
+		return Pair{}, fmt.Errorf("interface %q in netns %s: %w", spec.IfName, spec.Netns, ErrIfNameTaken)
 	}
 	veth := &netlink.Veth{
 		LinkAttrs: netlink.LinkAttrs{
