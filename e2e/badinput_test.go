@@ -142,6 +142,22 @@ func TestBadInputs(t *testing.T) {
 	if err := pod.Add(); err != nil {
 		t.Fatalf("a good ADD after the bad ones: %v", err)
 	}
+	// The runtime's DEL of the refused lo finds nothing and leaves the pod.
+	if out, code, err := n.Shim(env(map[string]string{"CNI_COMMAND": "DEL", "CNI_CONTAINERID": pod.ContainerID, "CNI_IFNAME": "lo"}), []byte(conf("1.1.0", ""))); err != nil || code != 0 {
+		t.Errorf("DEL of CNI_IFNAME lo: exit %d %v: %s", code, err, out)
+	}
+	if err := pod.Check(); err != nil {
+		t.Errorf("CHECK after the DEL of lo: %v", err)
+	}
+	// A runtime that lost its cache of results sends CHECK without
+	// prevResult: refused, as the reference plugins do.
+	if err := pod.ForgetCNICache(); err != nil {
+		t.Fatal(err)
+	}
+	var e *types.Error
+	if err := pod.Check(); !errors.As(err, &e) || e.Code != types.ErrInvalidNetworkConfig || !strings.Contains(e.Msg, "CHECK needs prevResult") {
+		t.Errorf("CHECK without prevResult: %v, want code 7 saying CHECK needs prevResult", err)
+	}
 }
 
 // TestNetnsVanishesDuringAdd removes the pod's netns while the daemon is
