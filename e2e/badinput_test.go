@@ -73,6 +73,7 @@ func TestBadInputs(t *testing.T) {
 		{"missing CNI_CONTAINERID", env(map[string]string{"CNI_CONTAINERID": "<unset>"}), conf("1.1.0", ""), 4, "CNI_CONTAINERID"},
 		{"invalid CNI_CONTAINERID", env(map[string]string{"CNI_CONTAINERID": "-bad/id"}), conf("1.1.0", ""), 4, "-bad/id"},
 		{"CNI_NETNS does not exist", env(map[string]string{"CNI_NETNS": "/var/run/netns/" + n.Lab.Prefix + "-nope"}), conf("1.1.0", ""), 3, n.Lab.Prefix + "-nope"},
+		{"CNI_NETNS is a mount namespace", env(map[string]string{"CNI_NETNS": "/proc/self/ns/mnt"}), conf("1.1.0", ""), 3, "not a network namespace"},
 		{"CNI_NETNS is a plain file", env(map[string]string{"CNI_NETNS": n.Config}), conf("1.1.0", ""), 3, "not a network namespace"},
 		{"CNI_IFNAME too long", env(map[string]string{"CNI_IFNAME": "abcdefghijklmnop"}), conf("1.1.0", ""), 4, "too long"},
 		{"CNI_IFNAME is lo", env(map[string]string{"CNI_IFNAME": "lo"}), conf("1.1.0", ""), 4, "loopback"},

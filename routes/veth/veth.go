@@ -112,6 +112,13 @@ func OpenNetns(path string) (netns.NsHandle, error) {
 		}
 		return -1, fmt.Errorf("open netns %s: %w", path, err)
 	}
+	// A namespace of another type (mnt, pid, ...) is on nsfs too; the
+	// kernel would refuse it only at the first netlink call. A kernel
+	// without NS_GET_NSTYPE (before 4.11) is not asked.
+	if t, err := unix.IoctlRetInt(int(h), unix.NS_GET_NSTYPE); err == nil && t != unix.CLONE_NEWNET {
+		h.Close()
+		return -1, fmt.Errorf("netns %s is not a network namespace (a namespace of another type): %w", path, ErrNetnsGone)
+	}
 	return h, nil
 }
 
