@@ -36,8 +36,8 @@ func (s *Server) check(in *reefv1.CNIRequest) *types.Error {
 		return types.NewError(ErrDataplaneDiffers,
 			fmt.Sprintf("attachment of %s was made in %s as %s, CHECK names %s as %s", ep.AddrsString(), ep.Netns, ep.IfName, r.netns, r.ifName), "")
 	}
-	if err := checkPrevResult(in.GetNetconf(), ep.Addrs()); err != nil {
-		return types.NewError(ErrDataplaneDiffers, err.Error(), "")
+	if cerr := checkPrevResult(in.GetNetconf(), ep.Addrs()); cerr != nil {
+		return cerr
 	}
 	if ep.HostVeth == "" {
 		return types.NewError(ErrDataplaneDiffers, fmt.Sprintf("pod %s lost its veth to a newer sandbox of the same pod", ep.AddrsString()), "")
@@ -71,10 +71,14 @@ func (s *Server) check(in *reefv1.CNIRequest) *types.Error {
 	return nil
 }
 
-// checkPrevResult compares the addresses the runtime remembers with the
-// record's, when the runtime sends them: each of the attachment's
-// addresses must be there.
-func checkPrevResult(netconf []byte, ips []netip.Addr) error {
+// checkPrevResult compares the addresses of the runtime's prevResult,
+// the result of the attachment's ADD, with the record's: each of the
+// attachment's addresses must be there (code 101). The spec has the
+// runtime pass prevResult to CHECK, and CHECK consult it for the
+// addresses it expects; like the reference plugins, CHECK without one,
+// or with one it cannot read, fails (code 7). A runtime that lost its
+// cache of results (libcni's cacheDir) sends none.
+func checkPrevResult(netconf []byte, ips []netip.Addr) *types.Error {
 	var c struct {
 		PrevResult *struct {
 			IPs []struct {
@@ -82,18 +86,24 @@ func checkPrevResult(netconf []byte, ips []netip.Addr) error {
 			} `json:"ips"`
 		} `json:"prevResult"`
 	}
-	if err := json.Unmarshal(netconf, &c); err != nil || c.PrevResult == nil {
-		return nil
+	if err := json.Unmarshal(netconf, &c); err != nil {
+		return types.NewError(types.ErrInvalidNetworkConfig, "prevResult in the network configuration is not a CNI result", err.Error())
+	}
+	if c.PrevResult == nil {
+		return types.NewError(types.ErrInvalidNetworkConfig,
+			"CHECK needs prevResult, the result of the attachment's ADD, in the network configuration (the runtime passes it; libcni from its cache of results): without it reef cannot tell what the runtime expects", "")
 	}
 	have := map[netip.Addr]bool{}
 	for _, x := range c.PrevResult.IPs {
-		if p, err := netip.ParsePrefix(x.Address); err == nil {
-			have[p.Addr()] = true
+		p, err := netip.ParsePrefix(x.Address)
+		if err != nil {
+			return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf("prevResult: address %q is not a CIDR", x.Address), err.Error())
 		}
+		have[p.Addr()] = true
 	}
 	for _, ip := range ips {
 		if !have[ip] {
-			return fmt.Errorf("prevResult does not contain the attachment's address %s", ip)
+			return types.NewError(ErrDataplaneDiffers, fmt.Sprintf("prevResult does not contain the attachment's address %s", ip), "")
 		}
 	}
 	return nil

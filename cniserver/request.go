@@ -98,6 +98,11 @@ func parseRequest(command string, in *reefv1.CNIRequest) (*request, *types.Error
 	}
 	r.podNamespace, r.podName = args["K8S_POD_NAMESPACE"], args["K8S_POD_NAME"]
 	if command == "ADD" {
+		if r.ifName == "lo" {
+			// Every netns has it; DEL and CHECK of it find no attachment.
+			return nil, types.NewError(types.ErrInvalidEnvironmentVariables,
+				`CNI_IFNAME "lo" is the sandbox's loopback device: reef creates the interface CNI_IFNAME names, so it must be one the sandbox does not have (eth0, usually)`, "")
+		}
 		if err := checkIgnoredKeys(in.GetNetconf()); err != nil {
 			return nil, err
 		}

@@ -281,6 +281,7 @@ func TestParseRequestErrors(t *testing.T) {
 		{"empty ifname", "ADD", goodRequest(func(in *reefv1.CNIRequest) { in.Ifname = "" }), types.ErrInvalidEnvironmentVariables, `CNI_IFNAME ""`},
 		{"empty ifname on DEL", "DEL", goodRequest(func(in *reefv1.CNIRequest) { in.Ifname = "" }), types.ErrInvalidEnvironmentVariables, `CNI_IFNAME ""`},
 		{"ifname 16 bytes", "ADD", goodRequest(func(in *reefv1.CNIRequest) { in.Ifname = "abcdefghijklmnop" }), types.ErrInvalidEnvironmentVariables, `"abcdefghijklmnop"`},
+		{"ifname lo", "ADD", goodRequest(func(in *reefv1.CNIRequest) { in.Ifname = "lo" }), types.ErrInvalidEnvironmentVariables, `"lo" is the sandbox's loopback`},
 		{"ifname with slash", "ADD", goodRequest(func(in *reefv1.CNIRequest) { in.Ifname = "a/b" }), types.ErrInvalidEnvironmentVariables, `"a/b"`},
 		{"ifname with colon", "ADD", goodRequest(func(in *reefv1.CNIRequest) { in.Ifname = "eth0:1" }), types.ErrInvalidEnvironmentVariables, `"eth0:1"`},
 		{"ifname with space", "ADD", goodRequest(func(in *reefv1.CNIRequest) { in.Ifname = "eth 0" }), types.ErrInvalidEnvironmentVariables, `"eth 0"`},

@@ -90,6 +90,10 @@ type Deps struct {
 	Activity *activity.Log
 	// Trigger asks for a whole reconcile pass (ErrRepairLater); nil: none.
 	Trigger func()
+	// Unavailable says why no ADD can succeed although the daemon is
+	// ready, and no wait helps (the cluster forgot this node); "" when
+	// ADD may. STATUS fails with it. nil: never.
+	Unavailable func() string
 	// Observe is told of every CNI operation served: its command, its
 	// result ("ok" or the CNI error code) and how long it took (the
 	// daemon's metrics); nil: nobody.
@@ -163,7 +167,8 @@ func (s *Server) GC(ctx context.Context, in *reefv1.CNIRequest) (*reefv1.CNIRepl
 	return s.observed("GC", began, nil, s.gc(in)), nil
 }
 
-// Status answers whether ADD can be served now.
+// Status answers whether ADD can be served now: code 50 while the
+// daemon starts, and while Unavailable says why no ADD can succeed.
 func (s *Server) Status(ctx context.Context, in *reefv1.CNIRequest) (*reefv1.CNIReply, error) {
 	began := time.Now()
 	if _, err := parseRequest("STATUS", in); err != nil {
@@ -171,6 +176,11 @@ func (s *Server) Status(ctx context.Context, in *reefv1.CNIRequest) (*reefv1.CNI
 	}
 	if !s.Ready() {
 		return s.observed("STATUS", began, nil, types.NewError(types.ErrPluginNotAvailable, NotReadyReason, "")), nil
+	}
+	if s.deps.Unavailable != nil {
+		if why := s.deps.Unavailable(); why != "" {
+			return s.observed("STATUS", began, nil, types.NewError(types.ErrPluginNotAvailable, why, "")), nil
+		}
 	}
 	return s.observed("STATUS", began, nil, nil), nil
 }

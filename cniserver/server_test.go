@@ -88,3 +88,30 @@ func TestRecoverInterceptor(t *testing.T) {
 		}
 	})
 }
+
+// TestStatusUnavailable: STATUS is code 50 while the daemon starts, and
+// while Unavailable says no ADD can succeed (a forgotten node), with its
+// reason; it succeeds when ready and nothing stands in the way.
+func TestStatusUnavailable(t *testing.T) {
+	why := ""
+	s := New(Config{}, Deps{Log: slog.New(slog.DiscardHandler), Unavailable: func() string { return why }})
+	in := &reefv1.CNIRequest{Netconf: []byte(`{"cniVersion":"1.1.0","name":"n"}`)}
+	status := func() *reefv1.CNIError {
+		rep, err := s.Status(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.GetError()
+	}
+	if e := status(); e.GetCode() != uint32(types.ErrPluginNotAvailable) || e.GetMsg() != NotReadyReason {
+		t.Errorf("STATUS while starting: %v, want code 50 %q", e, NotReadyReason)
+	}
+	s.SetReady(true)
+	if e := status(); e != nil {
+		t.Errorf("STATUS when ready: %v, want success", e)
+	}
+	why = "this node was forgotten by the cluster"
+	if e := status(); e.GetCode() != uint32(types.ErrPluginNotAvailable) || e.GetMsg() != why {
+		t.Errorf("STATUS of a forgotten node: %v, want code 50 %q", e, why)
+	}
+}

@@ -347,6 +347,16 @@ type exhausted string
 func (e exhausted) Error() string { return string(e) }
 func (e exhausted) Unwrap() error { return store.ErrPoolExhausted }
 
+// unavailable is why this node hands out no address, whatever it waits
+// for (cniserver.Deps.Unavailable, CNI STATUS and /readyz): the cluster
+// forgot it, or a newer incarnation of its address took over; "" else.
+func (e *blockEngine) unavailable() string {
+	if g := e.Last().Status.Gone; g != "" {
+		return fmt.Errorf("%s; %w", g, errGone).Error()
+	}
+	return ""
+}
+
 // errGone marks the failure of a node the cluster forgot: no wait helps.
 var errGone = errors.New("no address is handed out here")
 

@@ -262,7 +262,8 @@ func build(ctx context.Context, cfg Config, hooks testHooks, log *slog.Logger) (
 	pods := routes.NewPods(kernel, sysctls)
 	cni := cniserver.New(cniserver.Config{Pools: pools, MTU: mtu, DeferredDir: DeferredDir(cfg), TestPauseAfterVeth: hooks.pauseAfterVeth},
 		cniserver.Deps{Store: st, Log: log.With("component", "cni"), Pods: pods, NeedBlock: blocks.Need,
-			PodFilter: natDP, Policy: policyGate(policyDP), Activity: ops, Trigger: work.Trigger, Observe: m.CNI})
+			PodFilter: natDP, Policy: policyGate(policyDP), Activity: ops, Trigger: work.Trigger, Observe: m.CNI,
+			Unavailable: blocks.unavailable})
 	rec := newReconciler(reconcilerDeps{store: st, cni: cni, activity: ops, kernel: kernel, blockRoutes: blockRoutes, pods: pods, sysctls: sysctls, nat: natDP, policy: policyDP,
 		blocks: blocks, tunnels: newTunnels(tunnelDeps{kernel: tunKernel, store: st, sysctls: sysctls, metrics: m}, log), metrics: m, net: netInfo{node: cfg.NodeName, uplink: up, uplink6: up6, pools: cfg.Pools, podMTU: mtu,
 			identity: node.Identity, v6only: node.IPv6Only},

@@ -66,6 +66,11 @@ func (d *Daemon) ready() (bool, string) {
 	if !d.cni.Ready() {
 		return false, cniserver.NotReadyReason
 	}
+	if d.blocks != nil {
+		if why := d.blocks.unavailable(); why != "" {
+			return false, why
+		}
+	}
 	if d.store != nil {
 		if err := d.store.Writable(); err != nil {
 			return false, err.Error()

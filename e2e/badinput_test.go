@@ -34,6 +34,10 @@ func TestBadInputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An interface the sandbox has already, not reef's.
+	if out, err := pod.Run("ip", "link", "add", "taken0", "type", "veth", "peer", "name", "taken1"); err != nil {
+		t.Fatalf("ip link add taken0: %v\n%s", err, out)
+	}
 	// The shim gets one plugin's config, as libcni hands it over.
 	conf := func(version, extra string) string {
 		return `{"cniVersion":"` + version + `","name":"k8s-pod-network","type":"reef-cni","socket":"` + n.Socket +
@@ -69,8 +73,11 @@ func TestBadInputs(t *testing.T) {
 		{"missing CNI_CONTAINERID", env(map[string]string{"CNI_CONTAINERID": "<unset>"}), conf("1.1.0", ""), 4, "CNI_CONTAINERID"},
 		{"invalid CNI_CONTAINERID", env(map[string]string{"CNI_CONTAINERID": "-bad/id"}), conf("1.1.0", ""), 4, "-bad/id"},
 		{"CNI_NETNS does not exist", env(map[string]string{"CNI_NETNS": "/var/run/netns/" + n.Lab.Prefix + "-nope"}), conf("1.1.0", ""), 3, n.Lab.Prefix + "-nope"},
+		{"CNI_NETNS is a mount namespace", env(map[string]string{"CNI_NETNS": "/proc/self/ns/mnt"}), conf("1.1.0", ""), 3, "not a network namespace"},
 		{"CNI_NETNS is a plain file", env(map[string]string{"CNI_NETNS": n.Config}), conf("1.1.0", ""), 3, "not a network namespace"},
 		{"CNI_IFNAME too long", env(map[string]string{"CNI_IFNAME": "abcdefghijklmnop"}), conf("1.1.0", ""), 4, "too long"},
+		{"CNI_IFNAME is lo", env(map[string]string{"CNI_IFNAME": "lo"}), conf("1.1.0", ""), 4, "loopback"},
+		{"CNI_IFNAME exists in the netns", env(map[string]string{"CNI_IFNAME": "taken0"}), conf("1.1.0", ""), 4, `"taken0" already exists`},
 		{"unknown pool", env(nil), conf("1.1.0", `,"pool":"10.99.0.0/16"`), 7, "10.99.0.0/16"},
 		{"pool not a CIDR", env(nil), conf("1.1.0", `,"pool":"ten"`), 7, `"ten"`},
 		{"malformed CNI_ARGS", env(map[string]string{"CNI_ARGS": "K8S_POD_NAME"}), conf("1.1.0", ""), 4, "K8S_POD_NAME"},
@@ -135,6 +142,22 @@ func TestBadInputs(t *testing.T) {
 	}
 	if err := pod.Add(); err != nil {
 		t.Fatalf("a good ADD after the bad ones: %v", err)
+	}
+	// The runtime's DEL of the refused lo finds nothing and leaves the pod.
+	if out, code, err := n.Shim(env(map[string]string{"CNI_COMMAND": "DEL", "CNI_CONTAINERID": pod.ContainerID, "CNI_IFNAME": "lo"}), []byte(conf("1.1.0", ""))); err != nil || code != 0 {
+		t.Errorf("DEL of CNI_IFNAME lo: exit %d %v: %s", code, err, out)
+	}
+	if err := pod.Check(); err != nil {
+		t.Errorf("CHECK after the DEL of lo: %v", err)
+	}
+	// A runtime that lost its cache of results sends CHECK without
+	// prevResult: refused, as the reference plugins do.
+	if err := pod.ForgetCNICache(); err != nil {
+		t.Fatal(err)
+	}
+	var e *types.Error
+	if err := pod.Check(); !errors.As(err, &e) || e.Code != types.ErrInvalidNetworkConfig || !strings.Contains(e.Msg, "CHECK needs prevResult") {
+		t.Errorf("CHECK without prevResult: %v, want code 7 saying CHECK needs prevResult", err)
 	}
 }
 

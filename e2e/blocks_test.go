@@ -282,6 +282,10 @@ func TestBlocksForgottenNodeStopsAllocating(t *testing.T) {
 	if cniCode(err) != 102 || !strings.Contains(err.Error(), "state dir") {
 		t.Errorf("ADD on the forgotten node3: %v, want code 102 saying what to do", err)
 	}
+	// No ADD can succeed there: STATUS says so, for the runtime.
+	if err := n3.CNIStatus(); cniCode(err) != types.ErrPluginNotAvailable || !strings.Contains(err.Error(), "forgotten") {
+		t.Errorf("STATUS on the forgotten node3: %v, want code 50 saying it was forgotten", err)
+	}
 	for _, n := range nodes[:2] {
 		if o := ownersSeenBy(t, n)[n3blocks[0]]; o != n1.Address.String() {
 			t.Errorf("%s thinks node3's old block %s is %q's", n.Name, n3blocks[0], o)

@@ -254,9 +254,9 @@ func TestGCAndStatus(t *testing.T) {
 		t.Fatalf("STATUS with the daemon ready: %v", err)
 	}
 	p1, p2, p3 := newPod(t, n, "keep-1"), newPod(t, n, "keep-2"), newPod(t, n, "lost-3")
-	// The runtime loses its own record of the pods (libcni's cache), so
-	// only reef's GC can find the stale one.
-	if err := n.ForgetCNICache(); err != nil {
+	// The runtime loses its own record of the stale pod (libcni's cache),
+	// so only reef's GC can find it.
+	if err := p3.ForgetCNICache(); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.GC(p1, p2); err != nil {

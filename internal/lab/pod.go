@@ -232,6 +232,15 @@ func (n *Node) CNIStatus() error {
 	return n.CNI().GetStatusNetworkList(ctx, list)
 }
 
-// ForgetCNICache drops the runtime's libcni cache, as a runtime that lost
-// its state would: the pods stay, but the runtime no longer knows them.
-func (n *Node) ForgetCNICache() error { return os.RemoveAll(filepath.Join(n.Dir, "cni-cache")) }
+// ForgetCNICache drops the pod's result from the runtime's libcni cache,
+// as a runtime that lost its state would: the pod stays, but the runtime
+// no longer knows it (its GC does not DEL it, its CHECK has no
+// prevResult).
+func (p *Pod) ForgetCNICache() error {
+	list, err := p.Node.NetworkList()
+	if err != nil {
+		return err
+	}
+	rt := p.RuntimeConf()
+	return os.Remove(filepath.Join(p.Node.Dir, "cni-cache", "results", list.Name+"-"+rt.ContainerID+"-"+rt.IfName))
+}

@@ -56,6 +56,11 @@ func gatewayFor(ip netip.Addr) netip.Addr {
 // the container is gone, so there is nothing to wire or to clean.
 var ErrNetnsGone = errors.New("network namespace does not exist")
 
+// ErrIfNameTaken says the pod's namespace has an interface of the name
+// CNI_IFNAME asks for already, one that is not reef's: the spec has ADD
+// fail then.
+var ErrIfNameTaken = errors.New("the interface exists in the pod's network namespace already")
+
 // Spec is one pod attachment as the Calico L3 model wires it.
 type Spec struct {
 	Netns    string // path of the pod's network namespace
@@ -106,6 +111,13 @@ func OpenNetns(path string) (netns.NsHandle, error) {
 			return -1, fmt.Errorf("netns %s: %w", path, ErrNetnsGone)
 		}
 		return -1, fmt.Errorf("open netns %s: %w", path, err)
+	}
+	// A namespace of another type (mnt, pid, ...) is on nsfs too; the
+	// kernel would refuse it only at the first netlink call. A kernel
+	// without NS_GET_NSTYPE (before 4.11) is not asked.
+	if t, err := unix.IoctlRetInt(int(h), unix.NS_GET_NSTYPE); err == nil && t != unix.CLONE_NEWNET {
+		h.Close()
+		return -1, fmt.Errorf("netns %s is not a network namespace (a namespace of another type): %w", path, ErrNetnsGone)
 	}
 	return h, nil
 }
@@ -206,6 +218,11 @@ func Setup(spec Spec, settings func(hostVeth string) error) (Pair, error) {
 	// own through SetBandwidth.
 	if _, err := tc.DeletePodIFB(host, spec.HostVeth); err != nil {
 		return Pair{}, err
+	}
+	// Checked after the stale pair went: its peer is this pod's own
+	// interface of an earlier ADD.
+	if _, err := pod.LinkByName(spec.IfName); err == nil {
+		return Pair{}, fmt.Errorf("interface %q in netns %s: %w", spec.IfName, spec.Netns, ErrIfNameTaken)
 	}
 	veth := &netlink.Veth{
 		LinkAttrs: netlink.LinkAttrs{
