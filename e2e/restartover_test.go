@@ -18,7 +18,9 @@ import (
 // OPEN has the Restart State bit (RFC 4724 3), and its updates wait for
 // its own paths. Once the restart's updates have gone out, a session
 // that starts later is no restart's: the bit is clear and the updates
-// go at once. The peer is Debian's gobgpd, and a configured mesh peer is
+// go at once. The peer is Debian's gobgpd (IPv4 unicast only: the
+// deferral timer's release sends the End-of-RIBs of the session's
+// families, not of all those configured), and a configured mesh peer is
 // down (a node powered off), so the restart ends by the deferral timer,
 // not on every End-of-RIB waited for. Before, GoBGP gave a dynamic peer
 // its peer group's configuration but not its restarting state: the
@@ -90,9 +92,28 @@ func TestRestartOverNewSessionNotRestarting(t *testing.T) {
 	// The restart: its updates come once the deferral timer ends the
 	// wait for the dead peer's End-of-RIB.
 	session("a restart", true)
+	// The deferral timer releases gobgpd (the dead peer's End-of-RIB
+	// never comes): a1 sends its updates and End-of-RIB of each family
+	// the session has. gobgpd took IPv4 unicast only; an End-of-RIB of a
+	// VPN family, which a1 has configured, had gobgpd end the session
+	// (NOTIFICATION code 0), checked at the end: by then the session
+	// after this one has come and gone.
+	eventually(t, 60*time.Second, func() string {
+		for _, line := range strings.Split(n.Log(), "\n") {
+			if strings.Contains(line, "deferral timer expired") && strings.Contains(line, "Key="+peer.String()) {
+				return ""
+			}
+		}
+		return "a1 has not logged the deferral timer's release of gobgpd"
+	})
 	// A new session, long after the restart's updates went out.
 	if out, err := g.CLI("neighbor", self.String(), "reset"); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
 	session("gobgpd's reset after the restart", false)
+	for _, line := range strings.Split(n.Log(), "\n") {
+		if strings.Contains(line, "received notification") && strings.Contains(line, "Key="+peer.String()) && !strings.Contains(line, "Code=6 ") {
+			t.Errorf("gobgpd ended a session with a1 other than by its reset: %s", line)
+		}
+	}
 }

@@ -1966,7 +1966,9 @@ func (s *BgpServer) handleFSMMessage(peer *peer, e *fsmMsg) {
 						if !p.isGracefulRestartEnabled() && !peerLocalRestarting {
 							continue
 						}
-						s.getBestFromLocalCallback(p, p.configuredRFlist(), true, true, func(paths []*table.Path, filtered []*table.Path) {
+						// reef: third_party/gobgp.diff: negotiated, as in
+						// restartSyncIfDone and the deferral's softResetOut.
+						s.getBestFromLocalCallback(p, p.negotiatedRFList(), true, true, func(paths []*table.Path, filtered []*table.Path) {
 							if len(paths) > 0 {
 								p.updateRoutes(paths...)
 								sendfsmOutgoingMsg(p, paths)
@@ -2896,7 +2898,11 @@ func (s *BgpServer) softResetOut(addr string, family bgp.Family, deferral bool) 
 			if restarting {
 				s.restartSynced.Store(true) // reef: third_party/gobgp.diff (restartStateOf)
 				if family == bgp.Family(0) {
-					families = peer.configuredRFlist()
+					// reef: third_party/gobgp.diff. The families the
+					// session has: an End-of-RIB of one the peer did not
+					// take (configured, not negotiated) ends the session
+					// at Debian's gobgpd.
+					families = peer.negotiatedRFList()
 				}
 				peer.fsm.lock.Lock()
 				conf := peer.fsm.pConf.ReadCopy()
