@@ -188,7 +188,8 @@ type BgpServer struct {
 	timingHook   FSMTimingHook
 	restartWait  func(netip.Addr) bool // reef: third_party/gobgp.diff
 	// restartSynced (reef: third_party/gobgp.diff): the restart's updates
-	// went out on the End-of-RIBs waited for. Atomic: peers' FSM
+	// went out, on the End-of-RIBs waited for or by a deferral timer
+	// (restartStateOf). Atomic: peers' FSM
 	// messages are handled concurrently, under shared.mu's read lock.
 	restartSynced atomic.Bool
 	// waitLocal and localReady (reef: third_party/gobgp.diff):
@@ -408,6 +409,7 @@ func (s *BgpServer) passConnToPeer(conn net.Conn) {
 			conn.Close()
 			return
 		}
+		s.restartStateOf(peer, pg.Conf.GracefulRestart.State.LocalRestarting) // reef: third_party/gobgp.diff
 		conf := peer.fsm.pConf.ReadOnly()
 		policy := conf.ApplyPolicy
 		if err := s.policy.SetPeerPolicy(peer.ID(), policy); err != nil {
@@ -1964,7 +1966,9 @@ func (s *BgpServer) handleFSMMessage(peer *peer, e *fsmMsg) {
 						if !p.isGracefulRestartEnabled() && !peerLocalRestarting {
 							continue
 						}
-						s.getBestFromLocalCallback(p, p.configuredRFlist(), true, true, func(paths []*table.Path, filtered []*table.Path) {
+						// reef: third_party/gobgp.diff: negotiated, as in
+						// restartSyncIfDone and the deferral's softResetOut.
+						s.getBestFromLocalCallback(p, p.negotiatedRFList(), true, true, func(paths []*table.Path, filtered []*table.Path) {
 							if len(paths) > 0 {
 								p.updateRoutes(paths...)
 								sendfsmOutgoingMsg(p, paths)
@@ -2892,8 +2896,13 @@ func (s *BgpServer) softResetOut(addr string, family bgp.Family, deferral bool) 
 			c := conf.GetAfiSafi(bgp.RF_RTC_UC)
 			restarting := conf.GracefulRestart.State.LocalRestarting
 			if restarting {
+				s.restartSynced.Store(true) // reef: third_party/gobgp.diff (restartStateOf)
 				if family == bgp.Family(0) {
-					families = peer.configuredRFlist()
+					// reef: third_party/gobgp.diff. The families the
+					// session has: an End-of-RIB of one the peer did not
+					// take (configured, not negotiated) ends the session
+					// at Debian's gobgpd.
+					families = peer.negotiatedRFList()
 				}
 				peer.fsm.lock.Lock()
 				conf := peer.fsm.pConf.ReadCopy()
@@ -3575,6 +3584,7 @@ func (s *BgpServer) addNeighbor(c *oc.Neighbor) error {
 		rib = s.rsRib
 	}
 	peer := newPeer(&s.bgpConfig.Global, c, bgp.BGP_FSM_IDLE, rib, s.policy, s.logger)
+	s.restartStateOf(peer, c.GracefulRestart.State.LocalRestarting) // reef: third_party/gobgp.diff
 	if err := s.policy.SetPeerPolicy(peer.ID(), c.ApplyPolicy); err != nil {
 		return fmt.Errorf("failed to set peer policy for %s: %v", addr, err)
 	}
@@ -5464,6 +5474,31 @@ func (s *BgpServer) waitsForEOR(p *peer) bool {
 // stored restartSynced before, and the callback sees that.)
 func (s *BgpServer) keepsRestarting(p *peer) bool {
 	return !s.waitsForEOR(p) && p.fsm.pConf.ReadOnly().State.SessionState != oc.SESSION_STATE_ESTABLISHED
+}
+
+// restartStateOf (reef: third_party/gobgp.diff) sets whether p, a peer
+// added (AddPeer) or accepted (a dynamic neighbor) just now, is local
+// restarting: as configured (restarting), or as its peer group is for a
+// dynamic neighbor, whose configuration takes the group's Config only
+// (oc.OverwriteNeighborConfigWithPeerGroup), not its State: a restarted
+// speaker's OPEN to a dynamic neighbor had the Restart State and
+// forwarding bits clear, and it sent its table and End-of-RIB at once,
+// whatever it held then. Once the restart's updates went out
+// (restartSynced: the sync, or a deferral timer that released a peer),
+// a peer added or accepted is no restart's: restarting, it had the
+// Restart State bit in its OPEN and its updates held back for its own
+// deferral timer while an End-of-RIB waited for was missing (a peer that
+// stays down), the whole time the speaker runs.
+func (s *BgpServer) restartStateOf(p *peer, restarting bool) {
+	restarting = restarting && !s.restartSynced.Load()
+	if p.fsm.pConf.ReadOnly().GracefulRestart.State.LocalRestarting == restarting {
+		return
+	}
+	p.fsm.lock.Lock()
+	conf := p.fsm.pConf.ReadCopy()
+	conf.GracefulRestart.State.LocalRestarting = restarting
+	p.fsm.pConf.Update(&conf)
+	p.fsm.lock.Unlock()
 }
 
 // holdForLocalRoutes (reef: third_party/gobgp.diff) is called when p's

@@ -4605,3 +4605,29 @@ func TestKeepsRestartingFromSessionState(t *testing.T) {
 		return nil
 	}, true))
 }
+
+// reef: third_party/gobgp.diff. A peer added while the speaker restarts
+// is local restarting as configured; one added once the restart's
+// updates went out (restartSynced) is not: its OPEN has the Restart
+// State bit clear and it gets its updates at once.
+func TestRestartStateOfPeerAddedAfterRestart(t *testing.T) {
+	s := NewBgpServer()
+	go s.Serve()
+	require.NoError(t, s.StartBgp(context.Background(), &api.StartBgpRequest{Global: &api.Global{Asn: 65001, RouterId: "1.1.1.1", ListenPort: -1}}))
+	defer s.StopBgp(context.Background(), &api.StopBgpRequest{})
+	add := func(addr string) bool {
+		require.NoError(t, s.AddPeer(context.Background(), &api.AddPeerRequest{Peer: &api.Peer{
+			Conf:            &api.PeerConf{NeighborAddress: addr, PeerAsn: 65001, AdminDown: true},
+			GracefulRestart: &api.GracefulRestart{Enabled: true, RestartTime: 120, LocalRestarting: true},
+		}}))
+		var restarting bool
+		require.NoError(t, s.mgmtOperation(func() error {
+			restarting = s.neighborMap[netip.MustParseAddr(addr)].fsm.pConf.ReadOnly().GracefulRestart.State.LocalRestarting
+			return nil
+		}, true))
+		return restarting
+	}
+	assert.True(t, add("10.0.0.1"), "a peer added during the restart")
+	s.restartSynced.Store(true)
+	assert.False(t, add("10.0.0.2"), "a peer added after the restart's updates went out")
+}
