@@ -337,9 +337,13 @@ func (s *Server) allocate(r *request, pools []store.Pool, op *activity.Op, log *
 		// ADD adds this call's (finishWired), and the others would stay
 		// mapped to the pod until the next whole pass removed them as
 		// drift. The wiring is redone anyway; the ARP filter's element
-		// goes and comes back with the rest.
-		if err := s.deps.PodFilter.DelPod(prev); err != nil {
-			log.Warn("remove the nftables elements of the hostPorts a repeated ADD dropped; the next whole reconcile pass removes them", "error", err)
+		// goes and comes back with the rest. A record without a veth (a
+		// newer sandbox of the pod took it) has none of its own, as at
+		// its release.
+		if prev.HostVeth != "" {
+			if err := s.deps.PodFilter.DelPod(prev); err != nil {
+				log.Warn("remove the nftables elements of the hostPorts a repeated ADD dropped; the next whole reconcile pass removes them", "error", err)
+			}
 		}
 		ep = claimed
 	}
