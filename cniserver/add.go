@@ -317,6 +317,7 @@ func (s *Server) allocate(r *request, pools []store.Pool, op *activity.Op, log *
 		return ep, existed, nil, nil, storeError("allocate an address", err)
 	}
 	op.Pod(ep.Addrs(), tmpl.HostVeth)
+	prev := ep // a repeated ADD's record as it was, its elements in the kernel
 	if existed {
 		// A repeated ADD: same address, wiring redone with this call's netns.
 		log.Info("ADD repeated for a known attachment; keeping its address", "ip", ep.AddrsString())
@@ -335,6 +336,18 @@ func (s *Server) allocate(r *request, pools []store.Pool, op *activity.Op, log *
 		}
 		if err != nil {
 			return ep, existed, nil, nil, types.NewError(types.ErrInternal, "record the pod's hostPorts", err.Error())
+		}
+		// The kernel's elements of the hostPorts the pod had go: the
+		// ADD adds this call's (finishWired), and the others would stay
+		// mapped to the pod until the next whole pass removed them as
+		// drift. The wiring is redone anyway; the ARP filter's element
+		// goes and comes back with the rest. A record without a veth (a
+		// newer sandbox of the pod took it) has none of its own, as at
+		// its release.
+		if prev.HostVeth != "" {
+			if err := s.deps.PodFilter.DelPod(prev); err != nil {
+				log.Warn("remove the nftables elements of the hostPorts a repeated ADD dropped; the next whole reconcile pass removes them", "error", err)
+			}
 		}
 		ep = claimed
 	}

@@ -37,6 +37,8 @@ type fakeNode struct {
 	// forgotten are the addresses whose conntrack entries Forget had
 	// deleted.
 	forgotten []netip.Addr
+	// deleted are the elements DelPod was given, as filter's values.
+	deleted []string
 	// pending are the handles covered and not settled nor uncovered:
 	// none is left once an ADD has returned.
 	pending map[string]bool
@@ -136,6 +138,7 @@ func (f *fakeNode) AddPod(ep store.Endpoint) error {
 func (f *fakeNode) DelPod(ep store.Endpoint) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.deleted = append(f.deleted, fmt.Sprintf("%s ports=%v", ep.AddrsString(), ep.PortMappings))
 	delete(f.filter, ep.HostVeth)
 	return nil
 }
@@ -299,6 +302,34 @@ func TestAddCoversBeforeRoutes(t *testing.T) {
 	}
 	if got := strings.Join(f.calls, " "); got != "cover up routes addpod" {
 		t.Errorf("calls of the repeated ADD: %q, want \"cover up routes addpod\"", got)
+	}
+}
+
+// TestRepeatedAddDropsOldHostPorts: an ADD that repeats a known
+// attachment with other hostPorts deletes the elements of the ones it
+// had before it adds this call's; one with the same hostPorts deletes
+// nothing. Without, the old hostPort stayed mapped to the pod until the
+// next whole pass removed it, logged as drift ("repairing nftables").
+func TestRepeatedAddDropsOldHostPorts(t *testing.T) {
+	s, st, f := newAddFailServer(t)
+	if _, cerr := s.add(context.Background(), podRequest("c1", "web-1", "/run/netns/p1", 8080)); cerr != nil {
+		t.Fatalf("ADD: %v", cerr)
+	}
+	first := endpoints(t, st)["k8s-pod-network.c1"]
+	if _, cerr := s.add(context.Background(), podRequest("c1", "web-1", "/run/netns/p1b", 8080)); cerr != nil {
+		t.Fatalf("repeated ADD: %v", cerr)
+	}
+	if len(f.deleted) != 0 {
+		t.Errorf("a repeated ADD with the same hostPorts deleted %q", f.deleted)
+	}
+	if _, cerr := s.add(context.Background(), podRequest("c1", "web-1", "/run/netns/p1c", 9090)); cerr != nil {
+		t.Fatalf("repeated ADD with another hostPort: %v", cerr)
+	}
+	if want := []string{fmt.Sprintf("%s ports=%v", first.AddrsString(), first.PortMappings)}; !slices.Equal(f.deleted, want) {
+		t.Errorf("the repeated ADD with hostPort 9090 deleted %q, want the elements of 8080: %q", f.deleted, want)
+	}
+	if got := f.filter[first.HostVeth]; !strings.Contains(got, "9090") {
+		t.Errorf("the pod's elements after the repeated ADD: %q, want hostPort 9090's", got)
 	}
 }
 

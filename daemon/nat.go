@@ -44,6 +44,10 @@ type natDataplane struct {
 	// address (conntrack.FlushAddr, in the daemon's namespace); nil:
 	// none (the tests' fake kernels, which must not touch the host's).
 	flushConntrack func(netip.Addr) error
+	// flushUDP deletes the conntrack entries of a UDP hostPort an ADD
+	// maps (hostport.FlushUDPConntrack, in the daemon's namespace); nil:
+	// none, as flushConntrack.
+	flushUDP func(hostport.Mapping) error
 	// programmed: a pass has brought the tables in line. Before that,
 	// creating them is the normal start of a new node, not a repair.
 	programmed bool
@@ -55,7 +59,8 @@ type natDataplane struct {
 func newNATDataplane(pools []PoolConfig, m *metrics.Metrics, log *slog.Logger, gens *nft.Generations) *natDataplane {
 	k := nat.NewKernel()
 	k.Follow(gens)
-	n := &natDataplane{kernel: k, metrics: m, log: log.With("component", "nftables"), flushConntrack: conntrack.FlushAddr}
+	n := &natDataplane{kernel: k, metrics: m, log: log.With("component", "nftables"), flushConntrack: conntrack.FlushAddr,
+		flushUDP: hostport.FlushUDPConntrack}
 	for _, p := range pools {
 		n.pools = append(n.pools, masq.Pool{CIDR: p.CIDR, NATOutgoing: p.NATOutgoing})
 	}
@@ -84,10 +89,10 @@ func (n *natDataplane) AddPod(ep store.Endpoint) error {
 		return err
 	}
 	for _, hp := range p.Ports {
-		if hp.Proto != unix.IPPROTO_UDP {
+		if hp.Proto != unix.IPPROTO_UDP || n.flushUDP == nil {
 			continue
 		}
-		if err := hostport.FlushUDPConntrack(hp); err != nil {
+		if err := n.flushUDP(hp); err != nil {
 			n.log.Warn("flush conntrack entries of a UDP hostPort", "hostPort", hp.Port, "error", err)
 		}
 	}

@@ -5,8 +5,14 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/reefcni/reef/cniserver/activity"
+	"github.com/reefcni/reef/internal/netnstest"
+	"github.com/reefcni/reef/nat/hostport"
 	"github.com/reefcni/reef/store"
 )
 
@@ -40,5 +46,42 @@ func TestForgetFlushesConntrack(t *testing.T) {
 	n.Forget(ep)
 	if len(flushed) != 0 {
 		t.Errorf("a natDataplane without a flush flushed %v", flushed)
+	}
+}
+
+// TestAddPodFlushesUDPConntrack: ADD flushes the conntrack entries of the
+// pod's UDP hostPorts, not of its TCP ones, through the natDataplane's
+// flushUDP; one without (the tests' fake kernels) flushes nothing in its
+// caller's namespace. Before flushUDP, every such test deleted the
+// host's entries of its UDP hostPorts (reconcile_states_test.go's 8053).
+func TestAddPodFlushesUDPConntrack(t *testing.T) {
+	var flushed []hostport.Mapping
+	n := &natDataplane{kernel: fakeNAT{newFakeKernel()}, log: slog.New(slog.DiscardHandler),
+		flushUDP: func(hp hostport.Mapping) error { flushed = append(flushed, hp); return nil }}
+	mark := new(activity.Log).Mark()
+	defer mark.Close()
+	if err := n.reconcile(nil, mark); err != nil { // the tables, for the pod's elements
+		t.Fatal(err)
+	}
+	ep := store.Endpoint{Handle: "net.c1", HostVeth: "reefc1", IP: netip.MustParseAddr("10.244.0.7"),
+		PortMappings: []store.PortMapping{{Protocol: "tcp", HostPort: 7060, ContainerPort: 80}, {Protocol: "udp", HostPort: 7061, ContainerPort: 53}}}
+	if err := n.AddPod(ep); err != nil {
+		t.Fatal(err)
+	}
+	if want := []hostport.Mapping{{Proto: unix.IPPROTO_UDP, Port: 7061, PodPort: 53}}; !slices.Equal(flushed, want) {
+		t.Errorf("flushed %v, want %v", flushed, want)
+	}
+
+	netnstest.RequireRoot(t)
+	ns := netnstest.New(t)
+	netnstest.Run(t, ns, "ip", "link", "set", "lo", "up")
+	netnstest.Run(t, ns, "nft", "add table inet t; add chain inet t track { type filter hook output priority 0; }; add rule inet t track ct state new counter")
+	netnstest.SendUDP(t, ns, "", "127.0.0.1:7061")
+	n.flushUDP = nil
+	if err := netnstest.Do(t, ns, func() error { return n.AddPod(ep) }); err != nil {
+		t.Fatal(err)
+	}
+	if out := netnstest.Conntrack(t, ns); !strings.Contains(out, "dport=7061 ") {
+		t.Errorf("a natDataplane without flushUDP flushed its caller's entry of UDP 7061:\n%s", out)
 	}
 }

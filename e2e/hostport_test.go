@@ -324,13 +324,22 @@ func TestHostPort(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
+		// ask returns the echo of msg: echoes of an earlier message (sent
+		// again while its first echo was slow) are skipped, or the
+		// client would take one of pod a's for pod b's answer.
 		ask := func(msg string) string {
 			buf := make([]byte, 256)
 			for range 10 {
 				c.Write([]byte(msg))
 				c.SetReadDeadline(time.Now().Add(300 * time.Millisecond)) // a client that keeps sending: traffic, not a wait
-				if k, err := c.Read(buf); err == nil {
-					return string(buf[:k])
+				for {
+					k, err := c.Read(buf)
+					if err != nil {
+						break
+					}
+					if got := string(buf[:k]); strings.HasPrefix(got, msg+" from ") {
+						return got
+					}
 				}
 			}
 			return ""

@@ -292,6 +292,7 @@ func TestNFTDriftRepair(t *testing.T) {
 	}{
 		{"nft delete table inet reef-nat", func() []string { return []string{"delete table inet reef-nat"} }},
 		{"nft delete table arp reef", func() []string { return []string{"delete table arp reef"} }},
+		{"nft flush ruleset", func() []string { return []string{"flush ruleset"} }},
 		{"nft flush chain inet reef-nat postrouting", func() []string { return []string{"flush chain inet reef-nat postrouting"} }},
 		{"nft flush chain arp reef output", func() []string { return []string{"flush chain arp reef output"} }},
 		{"masquerade rule changed", func() []string {

@@ -1,11 +1,14 @@
 package conntrack
 
 import (
+	"net"
 	"net/netip"
+	"regexp"
 	"strings"
 	"testing"
 
 	cnins "github.com/containernetworking/plugins/pkg/ns"
+	"golang.org/x/sys/unix"
 
 	"github.com/reefcni/reef/internal/netnstest"
 )
@@ -18,7 +21,13 @@ func TestFlushAddr(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		flush func(netip.Addr) error
-	}{{"filtered", FlushAddr}, {"by dump", flushByDump}} {
+	}{{"filtered", FlushAddr}, {"by dump", func(a netip.Addr) error {
+		fam := uint8(unix.AF_INET)
+		if a.Is6() {
+			fam = unix.AF_INET6
+		}
+		return flushByDump(fam, addrFilters(a))
+	}}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := netnstest.New(t)
 			netnstest.Run(t, ns, "ip", "link", "set", "lo", "up")
@@ -76,5 +85,58 @@ func TestFlushAddr(t *testing.T) {
 				t.Errorf("a flush of fd00::1 took the wrong IPv6 entries:\nbefore:\n%s\nafter:\n%s", before, after)
 			}
 		})
+	}
+}
+
+// TestFlushByDumpPort: the fallback for kernels without the flush filter
+// takes the entries of a protocol and destination port (a UDP hostPort's)
+// of both families, and keeps another port's.
+func TestFlushByDumpPort(t *testing.T) {
+	ns := netnstest.New(t)
+	netnstest.Run(t, ns, "ip", "link", "set", "lo", "up")
+	netnstest.Run(t, ns, "nft", "add table inet t; add chain inet t track { type filter hook output priority 0; }; add rule inet t track ct state new counter")
+	for _, host := range []string{"127.0.0.1", "::1"} {
+		for _, port := range []string{"7080", "7081"} {
+			netnstest.SendUDP(t, ns, "", net.JoinHostPort(host, port))
+		}
+	}
+	if err := ns.Do(func(cnins.NetNS) error {
+		for _, fam := range []uint8{unix.AF_INET, unix.AF_INET6} {
+			if err := flushByDump(fam, []Filter{{Family: fam, Proto: unix.IPPROTO_UDP, DstPort: 7080}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	after := netnstest.Conntrack(t, ns)
+	if strings.Contains(after, "dport=7080 ") {
+		t.Errorf("an entry of port 7080 survived the dump-and-delete flush:\n%s", after)
+	}
+	for _, fam := range []string{"ipv4", "ipv6"} {
+		if !regexp.MustCompile(fam + ` .* dport=7081 `).MatchString(after) {
+			t.Errorf("the flush took the %s entry of port 7081:\n%s", fam, after)
+		}
+	}
+}
+
+// TestFlushRefuses: a filter that would take every entry of its family,
+// or that the requests cannot say, is refused before anything is sent
+// (in a namespace of its own all the same: a filter let through would
+// flush every entry there).
+func TestFlushRefuses(t *testing.T) {
+	ns := netnstest.New(t)
+	for _, f := range []Filter{
+		{Family: unix.AF_INET},
+		{Family: unix.AF_INET6, Reply: true},
+		{Family: unix.AF_INET, Dst: netip.MustParseAddr("fd00::1")},
+		{Family: unix.AF_INET, DstPort: 53},
+		{Family: unix.AF_INET, Reply: true, Proto: unix.IPPROTO_UDP, DstPort: 53},
+		{Family: 0, Proto: unix.IPPROTO_UDP},
+	} {
+		if err := ns.Do(func(cnins.NetNS) error { return Flush(f) }); err == nil {
+			t.Errorf("Flush(%+v) = nil, want an error", f)
+		}
 	}
 }

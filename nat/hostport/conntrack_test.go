@@ -93,42 +93,6 @@ func TestFlushUDPConntrack(t *testing.T) {
 	}
 }
 
-// TestFlushUDPConntrackByDump: the fallback for kernels without the flush
-// filter takes the hostPort's UDP entries of both families too.
-func TestFlushUDPConntrackByDump(t *testing.T) {
-	ns := netnstest.New(t)
-	if err := nft.NewKernel(nftables.WithNetNSFd(int(ns.Fd()))).Apply(nft.Diff([]nft.Table{Table(nil)}, nil)); err != nil {
-		t.Fatal(err)
-	}
-	netnstest.Run(t, ns, "ip", "link", "set", "lo", "up")
-	for _, host := range []string{"127.0.0.1", "::1"} {
-		for _, port := range []string{"7080", "7081"} {
-			netnstest.SendUDP(t, ns, "", net.JoinHostPort(host, port))
-		}
-	}
-	entries := func() string { return netnstest.Conntrack(t, ns) }
-	hp := Mapping{Proto: unix.IPPROTO_UDP, Port: 7080, PodPort: 53}
-	if err := ns.Do(func(cnins.NetNS) error {
-		for _, fam := range flushFamilies(hp) {
-			if err := flushByDump(hp, fam); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	after := entries()
-	if strings.Contains(after, "dport=7080 ") {
-		t.Errorf("an entry of hostPort 7080 survived the dump-and-delete flush:\n%s", after)
-	}
-	for _, fam := range []string{"ipv4", "ipv6"} {
-		if !regexp.MustCompile(fam + ` .* dport=7081 `).MatchString(after) {
-			t.Errorf("the flush took the %s entry of port 7081:\n%s", fam, after)
-		}
-	}
-}
-
 // TestFlushUDPConntrackIPv6HostIP: a hostPort bound to an IPv6 address
 // flushes the entries to that address and keeps those to the port at
 // another: the kernel's filter inverts its IPv6 address match, so a
