@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,13 +30,6 @@ func TestDynamicPeerFloodStaysCutOff(t *testing.T) {
 	self := lab.NodeAddress(0)
 	n := startNode(t, l, "a1", lab.NodeOptions{PeerPrefixes: []netip.Prefix{netip.MustParsePrefix("192.168.77.32/27")},
 		BGPExtra: "  voters: [" + self.String() + "]\n"})
-	ns, err := l.AddHost("rogue", rogue)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.IP(ns, "link", "set", "lo", "up"); err != nil { // gobgpd's API listens on 127.0.0.1
-		t.Fatal(err)
-	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "[global.config]\n  as = 64512\n  router-id = %q\n", rogue)
 	for _, peer := range []netip.Addr{self, feeder} {
@@ -48,8 +40,8 @@ func TestDynamicPeerFloodStaysCutOff(t *testing.T) {
 		}
 		fmt.Fprintf(&b, "  [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n      afi-safi-name = \"ipv4-unicast\"\n")
 	}
-	g := &lab.Gobgpd{Lab: l, Name: "rogue", Netns: ns, Address: rogue, ASN: 64512, Conf: filepath.Join(l.Dir, "rogue.toml")}
-	if err := os.WriteFile(g.Conf, []byte(b.String()), 0o644); err != nil {
+	g, err := l.AddGobgpdConf("rogue", rogue, 64512, b.String())
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := g.Start(); err != nil {

@@ -3,8 +3,6 @@ package e2e
 import (
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -37,20 +35,13 @@ func TestRestartOverNewSessionNotRestarting(t *testing.T) {
 	self := lab.NodeAddress(0)
 	n := startNode(t, l, "a1", lab.NodeOptions{Peers: []netip.Addr{dead}, PeerPrefixes: []netip.Prefix{netip.MustParsePrefix("192.168.77.32/28")},
 		BGPExtra: "  voters: [" + self.String() + "]\n"})
-	ns, err := l.AddHost("peer", peer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.IP(ns, "link", "set", "lo", "up"); err != nil { // gobgpd's API listens on 127.0.0.1
-		t.Fatal(err)
-	}
 	conf := fmt.Sprintf("[global.config]\n  as = 64512\n  router-id = %q\n\n[[neighbors]]\n  [neighbors.config]\n    neighbor-address = %q\n    peer-as = 64512\n"+
 		"  [neighbors.timers.config]\n    connect-retry = 1\n    hold-time = 9\n    keepalive-interval = 3\n"+
 		"  [neighbors.graceful-restart.config]\n    enabled = true\n    restart-time = 120\n"+
 		"  [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n      afi-safi-name = \"ipv4-unicast\"\n"+
 		"    [neighbors.afi-safis.mp-graceful-restart.config]\n      enabled = true\n", peer, self)
-	g := &lab.Gobgpd{Lab: l, Name: "peer", Netns: ns, Address: peer, ASN: 64512, Conf: filepath.Join(l.Dir, "peer.toml")}
-	if err := os.WriteFile(g.Conf, []byte(conf), 0o644); err != nil {
+	g, err := l.AddGobgpdConf("peer", peer, 64512, conf)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := g.Start(); err != nil {

@@ -36,17 +36,6 @@ type Gobgpd struct {
 // and an iBGP session to each of feeders, speakers that give it routes to
 // pass on; Start runs it.
 func (l *Lab) AddGobgpd(name string, addr netip.Addr, asn uint32, nodes, feeders []netip.Addr) (*Gobgpd, error) {
-	if _, err := os.Stat(GobgpdBinary); err != nil {
-		return nil, fmt.Errorf("lab: gobgpd not installed (make deps-test installs gobgpd): %w", err)
-	}
-	ns, err := l.AddHost(name, addr)
-	if err != nil {
-		return nil, err
-	}
-	if err := l.IP(ns, "link", "set", "lo", "up"); err != nil { // the API listens on 127.0.0.1
-		return nil, err
-	}
-	g := &Gobgpd{Lab: l, Name: name, Netns: ns, Address: addr, ASN: asn, Conf: filepath.Join(l.Dir, name+".toml")}
 	var b strings.Builder
 	fmt.Fprintf(&b, "[global.config]\n  as = %d\n  router-id = %q\n", asn, addr)
 	neighbor := func(a netip.Addr, as uint32) {
@@ -60,7 +49,24 @@ func (l *Lab) AddGobgpd(name string, addr netip.Addr, asn uint32, nodes, feeders
 	for _, f := range feeders {
 		neighbor(f, asn)
 	}
-	if err := os.WriteFile(g.Conf, []byte(b.String()), 0o644); err != nil {
+	return l.AddGobgpdConf(name, addr, asn, b.String())
+}
+
+// AddGobgpdConf creates a namespace on the underlay at addr for a gobgpd
+// in asn with conf, its TOML configuration; Start runs it.
+func (l *Lab) AddGobgpdConf(name string, addr netip.Addr, asn uint32, conf string) (*Gobgpd, error) {
+	if _, err := os.Stat(GobgpdBinary); err != nil {
+		return nil, fmt.Errorf("lab: gobgpd not installed (make deps-test installs gobgpd): %w", err)
+	}
+	ns, err := l.AddHost(name, addr)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.IP(ns, "link", "set", "lo", "up"); err != nil { // the API listens on 127.0.0.1
+		return nil, err
+	}
+	g := &Gobgpd{Lab: l, Name: name, Netns: ns, Address: addr, ASN: asn, Conf: filepath.Join(l.Dir, name+".toml")}
+	if err := os.WriteFile(g.Conf, []byte(conf), 0o644); err != nil {
 		return nil, err
 	}
 	return g, nil
