@@ -14,18 +14,7 @@ import (
 // cleanup is not confirmed, so nothing is removed; it reads this network
 // namespace's nftables tables, links and routes (root).
 func TestCleanupWithABadConfig(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: reef cleanup reads nftables")
-	}
-	dir := t.TempDir()
-	state := filepath.Join(dir, "state")
-	if err := os.MkdirAll(state, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	db := filepath.Join(state, "reef.db")
-	if err := os.WriteFile(db, []byte("not a store"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dir, state, db := cleanupStateDir(t)
 	cfg := filepath.Join(dir, "config.yaml")
 	bad := "stateDir: " + state + "\nsocket: " + filepath.Join(dir, "reef.sock") + "\nbgp:\n  asn: 0\n"
 	if err := os.WriteFile(cfg, []byte(bad), 0o600); err != nil {
@@ -57,18 +46,7 @@ func TestCleanupWithABadConfig(t *testing.T) {
 // YAML error twice. Not confirmed, nothing is removed; it reads this
 // network namespace's nftables tables, links and routes (root).
 func TestCleanupWithUnreadableConfig(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: reef cleanup reads nftables")
-	}
-	dir := t.TempDir()
-	state := filepath.Join(dir, "state")
-	if err := os.MkdirAll(state, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	db := filepath.Join(state, "reef.db")
-	if err := os.WriteFile(db, []byte("not a store"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dir, state, db := cleanupStateDir(t)
 	cfg := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfg, []byte("nodeName: a\n  stateDir: "+state+"\npools: [\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -99,4 +77,24 @@ func TestCleanupWithUnreadableConfig(t *testing.T) {
 	if _, err := os.Stat(db); err != nil {
 		t.Errorf("the store is gone although the cleanup was not confirmed: %v", err)
 	}
+}
+
+// cleanupStateDir makes a state directory with a file where the store
+// would be, for a cleanup that lists it and is not confirmed (root:
+// reef cleanup reads nftables).
+func cleanupStateDir(t *testing.T) (dir, state, db string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: reef cleanup reads nftables")
+	}
+	dir = t.TempDir()
+	state = filepath.Join(dir, "state")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	db = filepath.Join(state, "reef.db")
+	if err := os.WriteFile(db, []byte("not a store"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir, state, db
 }
