@@ -93,10 +93,11 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 	if lastErr != nil {
 		out.LastReconcileError = lastErr.Error()
 	}
-	out.Vxlan = d.rec.net.vxlanStatus()
+	net := d.rec.netInfo()
+	out.Vxlan = net.vxlanStatus()
 	all, err := d.store.Blocks()
 	if err == nil {
-		for _, m := range d.rec.net.vxlanNotBuilt(d.rec.net.ofPools(all)) {
+		for _, m := range net.vxlanNotBuilt(net.ofPools(all)) {
 			out.VxlanNotBuilt = append(out.VxlanNotBuilt, m.node+": "+m.why)
 		}
 	}
@@ -104,7 +105,7 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 		out.Blocks = append(out.Blocks, blockProto(b, d.uplink6.Address))
 	}
 	if d.speaker != nil {
-		n.peerStatus(ctx, out, d.rec.net.ofPools(all))
+		n.peerStatus(ctx, out, net, net.ofPools(all))
 	}
 	if d.blocks != nil {
 		dec := d.blocks.Last()
@@ -125,8 +126,9 @@ func (n *nodeService) Status(ctx context.Context, _ *reefv1.StatusRequest) (*ree
 
 // peerStatus adds the BGP sessions to out: external peers, then the mesh
 // and reflector sessions, each with how its blocks (of blocks, the
-// store's) are reached, and what the import filter dropped.
-func (n *nodeService) peerStatus(ctx context.Context, out *reefv1.StatusReply, blocks []store.Block) {
+// store's) are reached over net (reconciler.netInfo), and what the
+// import filter dropped.
+func (n *nodeService) peerStatus(ctx context.Context, out *reefv1.StatusReply, net netInfo, blocks []store.Block) {
 	d := n.d
 	externalUp := false
 	for _, e := range d.speaker.ExternalStatus(ctx) {
@@ -143,7 +145,7 @@ func (n *nodeService) peerStatus(ctx context.Context, out *reefv1.StatusReply, b
 			continue // listed above
 		}
 		pp := &reefv1.Peer{Address: p.Address.String(), Hostname: p.Hostname, State: p.State,
-			Received: p.Received, Accepted: p.Accepted, Dynamic: p.Dynamic, Reached: d.rec.net.reached(p.Address, blocks, externalUp), Type: string(p.Type)}
+			Received: p.Received, Accepted: p.Accepted, Dynamic: p.Dynamic, Reached: net.reached(p.Address, blocks, externalUp), Type: string(p.Type)}
 		if p.Established {
 			pp.SinceUnix = p.Since.Unix()
 		}

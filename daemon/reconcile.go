@@ -270,7 +270,7 @@ func (r *reconciler) followUplinks(errs *[]error) (gone []string) {
 			continue
 		}
 		if i, ok := found[u.name]; ok {
-			*u.index = i
+			r.setIndex(u.index, i)
 			continue
 		}
 		i, err := r.kernel.LinkIndex(u.name)
@@ -282,13 +282,32 @@ func (r *reconciler) followUplinks(errs *[]error) (gone []string) {
 			*errs = append(*errs, fmt.Errorf("find the node's uplink %s: %w", u.name, err))
 		case i != *u.index:
 			r.log.Warn("the node's uplink was created again: following it", "interface", u.name, "index", i, "was", *u.index)
-			*u.index = i
+			r.setIndex(u.index, i)
 		}
 		if err == nil {
 			found[u.name] = i
 		}
 	}
 	return gone
+}
+
+// setIndex sets an uplink's index in r.net, the reconcile goroutine's,
+// under mu: Status reads r.net (netInfo) from the RPCs' goroutines.
+func (r *reconciler) setIndex(index *int, i int) {
+	if *index == i {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	*index = i
+}
+
+// netInfo is a copy of r.net, for a goroutine other than the reconcile
+// loop's (followUplinks changes the uplinks' indices).
+func (r *reconciler) netInfo() netInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.net
 }
 
 // checkNodeAddrs fails the whole pass while an address of the node's that

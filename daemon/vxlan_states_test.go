@@ -392,7 +392,23 @@ func TestUplinkCreatedAgain(t *testing.T) {
 	n.k.mu.Lock()
 	n.k.uplinkIndex["eth0"] = 7
 	n.k.mu.Unlock()
+	// reef status reads the uplinks (netInfo) while the pass follows the
+	// new index: under -race, an index written without the lock fails.
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				_ = n.rec.netInfo().vxlanStatus()
+			}
+		}
+	}()
 	n.pass()
+	close(stop)
+	<-done
 	if got := n.vxlanText(); sortedText(got) != sortedText(want) {
 		t.Errorf("after the uplink came back:\n%s\nwant:\n%s", got, want)
 	}
