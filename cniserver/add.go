@@ -330,24 +330,33 @@ func (s *Server) allocate(r *request, pools []store.Pool, op *activity.Op, log *
 	}
 	if existed && !slices.Equal(r.ports, ep.PortMappings) {
 		// A repeated ADD with other hostPorts: this call's are the pod's.
+		// The kernel's elements of those it had and this call does not
+		// name go first, while the store still holds their ports for the
+		// pod: deleted after, they could be another pod's that claimed a
+		// port in between (an element is keyed by protocol and port). The
+		// ADD adds this call's (finishWired). A record without a veth (a
+		// newer sandbox of the pod took it) has none of its own, as at
+		// its release.
+		dropped := prev
+		dropped.PortMappings = slices.DeleteFunc(slices.Clone(prev.PortMappings), func(m store.PortMapping) bool { return slices.Contains(r.ports, m) })
+		unmap := prev.HostVeth != "" && len(dropped.PortMappings) > 0
+		if unmap {
+			if err := s.deps.PodFilter.DelPod(dropped); err != nil {
+				log.Warn("remove the nftables elements of the hostPorts a repeated ADD dropped; the next whole reconcile pass removes them", "error", err)
+			}
+		}
 		claimed, err := s.deps.Store.ClaimPorts(ep.Handle, r.ports)
+		if err != nil && unmap {
+			// The pod keeps the ports it had: their elements come back.
+			if err := s.deps.PodFilter.AddPod(prev); err != nil {
+				log.Warn("put back the nftables elements of the pod's hostPorts; the next whole reconcile pass does", "error", err)
+			}
+		}
 		if errors.As(err, &taken) {
 			return ep, existed, nil, nil, portTaken(r, taken)
 		}
 		if err != nil {
 			return ep, existed, nil, nil, types.NewError(types.ErrInternal, "record the pod's hostPorts", err.Error())
-		}
-		// The kernel's elements of the hostPorts the pod had go: the
-		// ADD adds this call's (finishWired), and the others would stay
-		// mapped to the pod until the next whole pass removed them as
-		// drift. The wiring is redone anyway; the ARP filter's element
-		// goes and comes back with the rest. A record without a veth (a
-		// newer sandbox of the pod took it) has none of its own, as at
-		// its release.
-		if prev.HostVeth != "" {
-			if err := s.deps.PodFilter.DelPod(prev); err != nil {
-				log.Warn("remove the nftables elements of the hostPorts a repeated ADD dropped; the next whole reconcile pass removes them", "error", err)
-			}
 		}
 		ep = claimed
 	}

@@ -37,8 +37,10 @@ type fakeNode struct {
 	// forgotten are the addresses whose conntrack entries Forget had
 	// deleted.
 	forgotten []netip.Addr
-	// deleted are the elements DelPod was given, as filter's values.
+	// deleted are the elements DelPod was given, as filter's values;
+	// onDel, if set, runs at each.
 	deleted []string
+	onDel   func()
 	// pending are the handles covered and not settled nor uncovered:
 	// none is left once an ADD has returned.
 	pending map[string]bool
@@ -140,6 +142,9 @@ func (f *fakeNode) DelPod(ep store.Endpoint) error {
 	defer f.mu.Unlock()
 	f.deleted = append(f.deleted, fmt.Sprintf("%s ports=%v", ep.AddrsString(), ep.PortMappings))
 	delete(f.filter, ep.HostVeth)
+	if f.onDel != nil {
+		f.onDel()
+	}
 	return nil
 }
 
@@ -322,14 +327,44 @@ func TestRepeatedAddDropsOldHostPorts(t *testing.T) {
 	if len(f.deleted) != 0 {
 		t.Errorf("a repeated ADD with the same hostPorts deleted %q", f.deleted)
 	}
+	// The elements of 8080 go while the store holds the port for c1:
+	// after, another pod could have claimed it and added its own.
+	var heldAtDel []store.PortMapping
+	f.onDel = func() { heldAtDel = endpoints(t, st)["k8s-pod-network.c1"].PortMappings }
 	if _, cerr := s.add(context.Background(), podRequest("c1", "web-1", "/run/netns/p1c", 9090)); cerr != nil {
 		t.Fatalf("repeated ADD with another hostPort: %v", cerr)
 	}
 	if want := []string{fmt.Sprintf("%s ports=%v", first.AddrsString(), first.PortMappings)}; !slices.Equal(f.deleted, want) {
 		t.Errorf("the repeated ADD with hostPort 9090 deleted %q, want the elements of 8080: %q", f.deleted, want)
 	}
+	if !slices.Equal(heldAtDel, first.PortMappings) {
+		t.Errorf("the elements of 8080 were deleted with the store holding %v for the pod, want %v: the port was free to another pod's ADD", heldAtDel, first.PortMappings)
+	}
 	if got := f.filter[first.HostVeth]; !strings.Contains(got, "9090") {
 		t.Errorf("the pod's elements after the repeated ADD: %q, want hostPort 9090's", got)
+	}
+}
+
+// TestRepeatedAddPortTakenKeepsOldHostPorts: a repeated ADD that asks
+// for a hostPort another pod holds fails (code 10x, port taken) and the
+// pod keeps the hostPorts it had, in the store and in the kernel.
+func TestRepeatedAddPortTakenKeepsOldHostPorts(t *testing.T) {
+	s, st, f := newAddFailServer(t)
+	if _, cerr := s.add(context.Background(), podRequest("c1", "web-1", "/run/netns/p1", 8080)); cerr != nil {
+		t.Fatalf("ADD: %v", cerr)
+	}
+	if _, cerr := s.add(context.Background(), podRequest("c2", "web-2", "/run/netns/p2", 9090)); cerr != nil {
+		t.Fatalf("ADD: %v", cerr)
+	}
+	first := endpoints(t, st)["k8s-pod-network.c1"]
+	if _, cerr := s.add(context.Background(), podRequest("c1", "web-1", "/run/netns/p1b", 9090)); cerr == nil {
+		t.Fatal("a repeated ADD asking for web-2's hostPort 9090 succeeded")
+	}
+	if got := endpoints(t, st)["k8s-pod-network.c1"].PortMappings; !slices.Equal(got, first.PortMappings) {
+		t.Errorf("the pod's hostPorts in the store after the refused ADD: %v, want %v", got, first.PortMappings)
+	}
+	if got, want := f.filter[first.HostVeth], fmt.Sprintf("%s ports=%v", first.AddrsString(), first.PortMappings); got != want {
+		t.Errorf("the pod's elements after the refused ADD: %q, want %q", got, want)
 	}
 }
 

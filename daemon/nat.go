@@ -88,7 +88,15 @@ func (n *natDataplane) AddPod(ep store.Endpoint) error {
 	if err != nil {
 		return err
 	}
-	for _, hp := range p.Ports {
+	n.flushUDPPorts(p.Ports)
+	return nil
+}
+
+// flushUDPPorts deletes the conntrack entries of the UDP hostPorts of
+// ports: a client's entry keeps sending where the port led when it was
+// made, mapped since or unmapped. A failure is logged.
+func (n *natDataplane) flushUDPPorts(ports []hostport.Mapping) {
+	for _, hp := range ports {
 		if hp.Proto != unix.IPPROTO_UDP || n.flushUDP == nil {
 			continue
 		}
@@ -96,10 +104,11 @@ func (n *natDataplane) AddPod(ep store.Endpoint) error {
 			n.log.Warn("flush conntrack entries of a UDP hostPort", "hostPort", hp.Port, "error", err)
 		}
 	}
-	return nil
 }
 
-// DelPod removes the pod's ARP-filter element and hostPorts; absent is
+// DelPod removes the pod's ARP-filter element and hostPorts, and flushes
+// the conntrack entries of its UDP hostPorts (a repeated ADD that drops
+// one keeps the pod's address, which Forget's flush goes by); absent is
 // success.
 func (n *natDataplane) DelPod(ep store.Endpoint) error {
 	p, err := natPod(ep)
@@ -107,8 +116,13 @@ func (n *natDataplane) DelPod(ep store.Endpoint) error {
 		return err
 	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.kernel.DelPod(p)
+	err = n.kernel.DelPod(p)
+	n.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	n.flushUDPPorts(p.Ports)
+	return nil
 }
 
 // Forget deletes the conntrack entries of the pod's addresses, its veth

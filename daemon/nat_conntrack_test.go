@@ -49,12 +49,13 @@ func TestForgetFlushesConntrack(t *testing.T) {
 	}
 }
 
-// TestAddPodFlushesUDPConntrack: ADD flushes the conntrack entries of the
-// pod's UDP hostPorts, not of its TCP ones, through the natDataplane's
+// TestAddDelPodFlushUDPConntrack: ADD, and the removal of a pod's
+// elements, flush the conntrack entries of the pod's UDP hostPorts, not
+// of its TCP ones, through the natDataplane's
 // flushUDP; one without (the tests' fake kernels) flushes nothing in its
 // caller's namespace. Before flushUDP, every such test deleted the
 // host's entries of its UDP hostPorts (reconcile_states_test.go's 8053).
-func TestAddPodFlushesUDPConntrack(t *testing.T) {
+func TestAddDelPodFlushUDPConntrack(t *testing.T) {
 	var flushed []hostport.Mapping
 	n := &natDataplane{kernel: fakeNAT{newFakeKernel()}, log: slog.New(slog.DiscardHandler),
 		flushUDP: func(hp hostport.Mapping) error { flushed = append(flushed, hp); return nil }}
@@ -70,6 +71,16 @@ func TestAddPodFlushesUDPConntrack(t *testing.T) {
 	}
 	if want := []hostport.Mapping{{Proto: unix.IPPROTO_UDP, Port: 7061, PodPort: 53}}; !slices.Equal(flushed, want) {
 		t.Errorf("flushed %v, want %v", flushed, want)
+	}
+	// DelPod too: a repeated ADD that drops a UDP hostPort keeps the
+	// pod's address, so Forget's flush by address does not run, and a
+	// client still sending to the port would reach the pod.
+	flushed = nil
+	if err := n.DelPod(ep); err != nil {
+		t.Fatal(err)
+	}
+	if want := []hostport.Mapping{{Proto: unix.IPPROTO_UDP, Port: 7061, PodPort: 53}}; !slices.Equal(flushed, want) {
+		t.Errorf("DelPod flushed %v, want %v", flushed, want)
 	}
 
 	netnstest.RequireRoot(t)
