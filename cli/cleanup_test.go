@@ -98,3 +98,17 @@ func cleanupStateDir(t *testing.T) (dir, state, db string) {
 	}
 	return dir, state, db
 }
+
+// TestCleanupRelativePathFlag: a relative --state-dir is refused naming
+// the flag, not the config file, which says nothing of it.
+func TestCleanupRelativePathFlag(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte("logLevel: info\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := Run(context.Background(), []string{"cleanup", "--config", cfg, "--state-dir", "state", "--socket", "/run/reef/reef.sock"}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), `--state-dir "state": reef cleanup wants the daemon's absolute path`) || strings.Contains(err.Error(), cfg) {
+		t.Errorf("reef cleanup --state-dir state: %q, want it refused naming --state-dir, not the config", err)
+	}
+}

@@ -286,8 +286,14 @@ func (c configFlags) loadPaths() (cfg daemon.Config, warning, err error) {
 	if cfg.PendingDeleteDir == "" && filepath.IsAbs(cfg.StateDir) {
 		cfg.PendingDeleteDir = filepath.Join(cfg.StateDir, "pending-del")
 	}
-	if !filepath.IsAbs(cfg.StateDir) || !filepath.IsAbs(cfg.Socket) {
-		return cfg, nil, fmt.Errorf("config %s: stateDir %q and socket %q must be absolute paths", *c.path, cfg.StateDir, cfg.Socket)
+	for _, p := range []struct{ flag, key, value string }{{"state-dir", "stateDir", cfg.StateDir}, {"socket", "socket", cfg.Socket}} {
+		switch {
+		case filepath.IsAbs(p.value):
+		case flagGiven(c.fs, p.flag):
+			return cfg, nil, fmt.Errorf("--%s %q: reef cleanup wants the daemon's absolute path", p.flag, p.value)
+		default:
+			return cfg, nil, fmt.Errorf("config %s: %s %q must be an absolute path", *c.path, p.key, p.value)
+		}
 	}
 	return cfg, warning, nil
 }
