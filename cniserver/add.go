@@ -214,7 +214,7 @@ func wireError(r *request, ep store.Endpoint, err error) *types.Error {
 	}
 	if errors.Is(err, veth.ErrIfNameTaken) {
 		return types.NewError(types.ErrInvalidEnvironmentVariables,
-			fmt.Sprintf("CNI_IFNAME %q already exists in CNI_NETNS %s, and it is not reef's: reef creates the interface CNI_IFNAME names, so it must be one the sandbox does not have", r.ifName, r.netns), err.Error())
+			fmt.Sprintf("CNI_IFNAME %q already exists in CNI_NETNS %s, and it is not reef's: %s", r.ifName, r.netns, ifNameNew), err.Error())
 	}
 	return types.NewError(types.ErrInternal, "wire pod "+ep.AddrsString()+" in "+r.netns, err.Error())
 }

@@ -101,7 +101,7 @@ func parseRequest(command string, in *reefv1.CNIRequest) (*request, *types.Error
 		if r.ifName == "lo" {
 			// Every netns has it; DEL and CHECK of it find no attachment.
 			return nil, types.NewError(types.ErrInvalidEnvironmentVariables,
-				`CNI_IFNAME "lo" is the sandbox's loopback device: reef creates the interface CNI_IFNAME names, so it must be one the sandbox does not have (eth0, usually)`, "")
+				`CNI_IFNAME "lo" is the sandbox's loopback device: `+ifNameNew+" (eth0, usually)", "")
 		}
 		if err := checkIgnoredKeys(in.GetNetconf()); err != nil {
 			return nil, err
@@ -210,6 +210,9 @@ func validateContainerID(id string) *types.Error {
 	}
 	return nil
 }
+
+// ifNameNew is why CNI_IFNAME may not name an interface the sandbox has.
+const ifNameNew = "reef creates the interface CNI_IFNAME names, so it must be one the sandbox does not have"
 
 // validateIfName checks CNI_IFNAME against the kernel's rules for names.
 func validateIfName(name string) *types.Error {

@@ -352,10 +352,13 @@ func (e exhausted) Unwrap() error { return store.ErrPoolExhausted }
 // forgot it, or a newer incarnation of its address took over; "" else.
 func (e *blockEngine) unavailable() string {
 	if g := e.Last().Status.Gone; g != "" {
-		return fmt.Errorf("%s; %w", g, errGone).Error()
+		return goneError(g).Error()
 	}
 	return ""
 }
+
+// goneError is the failure of a node the cluster forgot, gone saying why.
+func goneError(gone string) error { return fmt.Errorf("%s; %w", gone, errGone) }
 
 // errGone marks the failure of a node the cluster forgot: no wait helps.
 var errGone = errors.New("no address is handed out here")
@@ -367,7 +370,7 @@ var errRecovered = errors.New("no free address is left in this node's blocks")
 // blockedError is why an ADD waiting for a block of pool gets none yet.
 func blockedError(s blockproto.Status, pool netip.Prefix) error {
 	if s.Gone != "" {
-		return fmt.Errorf("%s; %w", s.Gone, errGone)
+		return goneError(s.Gone)
 	}
 	if s.Recovered != "" {
 		return fmt.Errorf("%w, and %s", errRecovered, s.Recovered)
