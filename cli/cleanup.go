@@ -390,3 +390,36 @@ func (l *leftovers) remove(w io.Writer) error {
 	}
 	return errors.Join(errs...)
 }
+
+// loadPaths is load for `reef cleanup` when the config has problems:
+// only its paths (daemon.LoadConfigPaths), with the flags' overrides,
+// finished.
+//
+// A file whose paths cannot be read (bad YAML, a path not absolute) is
+// passed over when --state-dir and --socket both say where the state is:
+// the defaults with those, and the error as a warning. Otherwise the error
+// says to fix the file or give them.
+func (c configFlags) loadPaths() (cfg daemon.Config, warning, err error) {
+	cfg, err = daemon.LoadConfigPaths(*c.path, flagGiven(c.fs, "config"))
+	switch {
+	case err != nil && *c.stateDir != "" && *c.socket != "":
+		cfg, warning = daemon.DefaultConfig(), err
+	case err != nil:
+		d := daemon.DefaultConfig()
+		return cfg, nil, fmt.Errorf("%w\nreef cleanup cannot tell from it where reef's state is: fix the file, or give the daemon's paths with --state-dir DIR --socket PATH (by default %s and %s)", err, d.StateDir, d.Socket)
+	}
+	c.override(&cfg)
+	if cfg.PendingDeleteDir == "" && filepath.IsAbs(cfg.StateDir) {
+		cfg.PendingDeleteDir = filepath.Join(cfg.StateDir, "pending-del")
+	}
+	for _, p := range []struct{ flag, key, value string }{{"state-dir", "stateDir", cfg.StateDir}, {"socket", "socket", cfg.Socket}} {
+		switch {
+		case filepath.IsAbs(p.value):
+		case flagGiven(c.fs, p.flag):
+			return cfg, nil, fmt.Errorf("--%s %q: reef cleanup wants the daemon's absolute path", p.flag, p.value)
+		default:
+			return cfg, nil, fmt.Errorf("config %s: %s %q must be an absolute path", *c.path, p.key, p.value)
+		}
+	}
+	return cfg, warning, nil
+}
