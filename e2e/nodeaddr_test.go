@@ -18,14 +18,7 @@ import (
 // pass is ok again and node1's pod reaches node2's over IPv6.
 func TestNodeAddress6Gone(t *testing.T) {
 	l := newLab(t)
-	nodes, err := l.AddMesh(2, poolsDualNodes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addNodeAddrs6(t, nodes...)
-	if err := lab.StartAll(nodes); err != nil {
-		t.Fatal(err)
-	}
+	nodes := startDualNodes(t, l)
 	a, b := newPod(t, nodes[0], "a"), newPod(t, nodes[1], "b")
 	converge(t, nodes...)
 	_, b6 := dualPod(t, l, b, dualNodesPool4, dualNodesPool6)
@@ -70,14 +63,7 @@ func TestNodeAddress6Gone(t *testing.T) {
 // there). Taken off node1 and added on node2 again, the next pass is ok.
 func TestNodeAddress6Duplicate(t *testing.T) {
 	l := newLab(t)
-	nodes, err := l.AddMesh(2, poolsDualNodes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addNodeAddrs6(t, nodes...)
-	if err := lab.StartAll(nodes); err != nil {
-		t.Fatal(err)
-	}
+	nodes := startDualNodes(t, l)
 	converge(t, nodes...)
 	addr := netip.PrefixFrom(nodeAddr6(nodes[1]), underlay6Nodes.Bits()).String()
 	run(t, l, nodes[1].Netns, "ip", "-6", "addr", "del", addr, "dev", "eth0")
@@ -142,4 +128,19 @@ func TestUplinkCreatedAgain(t *testing.T) {
 	if out := run(t, l, nodes[1].Netns, "ip", "-d", "link", "show", "vxlan.reef"); !strings.Contains(out, "dev eth0") {
 		t.Errorf("node2's vxlan.reef is not over eth0:\n%s", out)
 	}
+}
+
+// startDualNodes starts two dual-stack nodes, each with its IPv6 address
+// on its uplink.
+func startDualNodes(t *testing.T, l *lab.Lab) []*lab.Node {
+	t.Helper()
+	nodes, err := l.AddMesh(2, poolsDualNodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addNodeAddrs6(t, nodes...)
+	if err := lab.StartAll(nodes); err != nil {
+		t.Fatal(err)
+	}
+	return nodes
 }
