@@ -335,6 +335,7 @@ func ParseConfig(name string, data []byte) (Config, error) {
 		return Config{}, &configError{file: name, line: top.Line, msg: "the top level must be a mapping of keys such as nodeName: and pools:"}
 	}
 	d.decodeStruct(top, "", reflect.ValueOf(&c).Elem())
+	d.errs = d.configKeyErrors(configStrictness(data))
 	for i, p := range c.Pools {
 		// An IPv6 pool's blocks default to Calico's /122 (64 addresses).
 		if _, set := d.lines[fmt.Sprintf("pools[%d].blockSize", i)]; !set && p.CIDR.Addr().Is6() {

@@ -12,17 +12,20 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// The config file's decoder: the YAML node tree walked by hand, every
-// value checked by its field's type, and errors that name the line and
-// the key (config.go has the types, defaults and checks it fills).
+// The config file's values: the YAML node tree walked against Config's
+// fields, every value checked by its field's type, and errors that name
+// the line and the key (config.go has the types, defaults and checks it
+// fills). Which keys the file may have is yaml.v3's decision
+// (config_strict.go).
 
-// configDecoder walks the YAML node tree itself, rather than using
-// yaml.Unmarshal, to report every error with its line and key path, and to
-// reject unknown and duplicate keys.
+// configDecoder walks the YAML node tree itself, rather than letting
+// yaml.v3 decode the values, to report every error with its line and key
+// path, and to take each value as reef means it (TestYAMLv3ValuesFallShort).
 type configDecoder struct {
 	name  string
 	lines map[string]int // key path -> line, for the keys the file sets
 	errs  []error
+	keys  []configKey // the unknown and repeated keys, for configKeyErrors
 }
 
 func (d *configDecoder) fail(n *yaml.Node, path string, err error, format string, args ...any) {
@@ -69,18 +72,32 @@ func (d *configDecoder) decodeStruct(n *yaml.Node, path string, v reflect.Value)
 			d.fail(k, path, nil, "a key must be a plain name")
 			continue
 		}
-		if first, dup := seen[k.Value]; dup {
-			d.fail(k, path, nil, "duplicate key %q (first at line %d)", k.Value, first)
-			continue
+		// Unknown and duplicate keys are yaml.v3's to find (config_strict.go);
+		// the walk notes where they are, and decodes neither.
+		key := configKey{node: k, path: path, names: names, first: seen[k.Value], at: len(d.errs)}
+		if key.first == 0 {
+			seen[k.Value] = k.Line
 		}
-		seen[k.Value] = k.Line
-		fi, ok := fields[k.Value]
-		if !ok {
-			if s := configSuggest(k.Value, names); s != "" {
-				d.fail(k, path, nil, "unknown key %q (did you mean %q?)", k.Value, s)
-			} else {
-				d.fail(k, path, nil, "unknown key %q (known keys: %s)", k.Value, strings.Join(names, ", "))
-			}
+		fi, known := fields[k.Value]
+		switch {
+		case key.first > 0:
+			d.keys = append(d.keys, key)
+			continue
+		case configIsNull(k):
+			// yaml.v3 passes over a null key without a word.
+			d.fail(k, path, nil, "unknown key %q (known keys: %s)", k.Value, strings.Join(names, ", "))
+			continue
+		case k.Value == "<<" && k.ShortTag() == "!!merge":
+			// yaml.v3 would merge the mapping in; the walk does not.
+			d.fail(k, path, nil, "unknown key %q (merge keys are not supported; write the keys out)", k.Value)
+			continue
+		case k.ShortTag() == "!!binary":
+			// yaml.v3 would take the key its base64 spells.
+			d.fail(k, path, nil, "a key must be a plain name, not !!binary")
+			continue
+		case !known:
+			key.unknown = true
+			d.keys = append(d.keys, key)
 			continue
 		}
 		p := strings.TrimPrefix(path+"."+k.Value, ".")

@@ -661,6 +661,7 @@ func FuzzParseConfig(f *testing.F) {
 		"pools:\n- &p {cidr: 10.10.0.0/16}\n- *p\n", "bgp: {peers: [1.2.3.4, ::1], asn: -1}", "[1, 2]", "a: [\n",
 		"mtu: 0x10\nreconcileInterval: 1h\n---\nx: 1\n", "bgp:\n  <<: {asn: 1}\n", "pools:\n-\n- cidr: 10.0.0.0/8\n  cidr: 10.1.0.0/16\n",
 		"? [a]\n: b\n? [c]\n: d\n", "mtu: '1450'\nbgp: {holdTime: 0, peers: {a: 1}}\n",
+		"~: 1\n!!binary bm9kZU5hbWU=: n1\nbgp: {port: 1, port: 2, port: 3, asm: 1}\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -671,6 +672,11 @@ func FuzzParseConfig(f *testing.F) {
 				t.Errorf("error %q does not name the file", err)
 			}
 			return
+		}
+		// Which keys a file may have is yaml.v3's decision: reef takes no
+		// file its strict decode refuses (config_strict.go).
+		if f := configStrictness(data); len(f) > 0 {
+			t.Errorf("ParseConfig took a file yaml.v3's strict decode refuses: %+v", f)
 		}
 		_ = c.Finish()
 	})
