@@ -345,6 +345,7 @@ func TestCRIDaemonDown(t *testing.T) {
 // pods in parallel), then all removed: no address, veth, route or netns
 // left.
 func TestCRIFiftyPods(t *testing.T) {
+	slowSuite(t)
 	const pods, workers = 50, 4
 	l := newLab(t)
 	n := startNode(t, l, "node1", lab.NodeOptions{})

@@ -23,9 +23,12 @@ import (
 // with a1 is still up, and withdraws it once a1 is back. Every ping must
 // be answered. Without the IPv6 stand-ins the router has no path to a1's
 // IPv6 block while a1's reef is away: the test fails (no stand-in, 307 of
-// 411 pings answered in one run). TestPlannedRestartIPv6FRR (slow suite)
-// is the same with FRR.
-func TestPlannedRestartIPv6Bird(t *testing.T) { testPlannedRestartIPv6(t, "bird") }
+// 411 pings answered in one run). TestPlannedRestartIPv6FRR is the same
+// with FRR; both are in the slow suite.
+func TestPlannedRestartIPv6Bird(t *testing.T) {
+	slowSuite(t)
+	testPlannedRestartIPv6(t, "bird")
+}
 
 func TestPlannedRestartIPv6FRR(t *testing.T) { slowSuite(t); testPlannedRestartIPv6(t, "frr") }
 

@@ -449,6 +449,7 @@ func TestKubeProxyCoexistence(t *testing.T) {
 // after each step the pods' set holds exactly the live pods, by ADD and
 // DEL alone (no repair by the loop).
 func TestPodSet200(t *testing.T) {
+	slowSuite(t)
 	needNATTools(t, "nft")
 	l := newLab(t)
 	n := startNode(t, l, "node1", lab.NodeOptions{Extra: "pools:\n  - cidr: 10.244.0.0/16\n    blockSize: 28\n"})

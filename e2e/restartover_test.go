@@ -29,6 +29,7 @@ import (
 // its updates held for the deferral timer again, as long as the dead
 // peer stayed down.
 func TestRestartOverNewSessionNotRestarting(t *testing.T) {
+	slowSuite(t)
 	timerBound(t)
 	l := newLab(t)
 	peer, dead := netip.MustParseAddr("192.168.77.40"), netip.MustParseAddr("192.168.77.50")

@@ -147,6 +147,7 @@ func TestSocketInput(t *testing.T) {
 // each of them by itself (the handshake timeout); so it does connections
 // that finished the handshake and then idle (maxConnectionIdle).
 func TestSocketIdleConnections(t *testing.T) {
+	slowSuite(t)
 	timerBound(t)
 	l := newLab(t)
 	n := startNode(t, l, "node1", lab.NodeOptions{})

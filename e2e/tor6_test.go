@@ -44,11 +44,15 @@ var (
 //   - a1 killed: the router drops a1's IPv6 block once the restart time
 //     (8s here) runs out.
 //
-// make test runs the dual-stack BIRD variant; make test-e2e-slow all four.
-func TestToRIPv6Bird(t *testing.T)      { slowSuite(t); testToR6(t, "bird", torPool6) }
-func TestToRIPv6FRR(t *testing.T)       { slowSuite(t); testToR6(t, "frr", torPool6) }
-func TestToRDualStackBird(t *testing.T) { testToR6(t, "bird", torPool4, torPool6) }
-func TestToRDualStackFRR(t *testing.T)  { slowSuite(t); testToR6(t, "frr", torPool4, torPool6) }
+// All four are make test-e2e-slow; make test's IPv6 ToR is
+// TestToRIPv6OnlyBird (tor6only_test.go).
+func TestToRIPv6Bird(t *testing.T) { slowSuite(t); testToR6(t, "bird", torPool6) }
+func TestToRIPv6FRR(t *testing.T)  { slowSuite(t); testToR6(t, "frr", torPool6) }
+func TestToRDualStackBird(t *testing.T) {
+	slowSuite(t)
+	testToR6(t, "bird", torPool4, torPool6)
+}
+func TestToRDualStackFRR(t *testing.T) { slowSuite(t); testToR6(t, "frr", torPool4, torPool6) }
 
 func testToR6(t *testing.T, kind string, pools ...lab.ToRPool) {
 	needNATTools(t, "ping", "tcpdump")

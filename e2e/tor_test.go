@@ -35,7 +35,10 @@ import (
 //     reason.
 func TestToRBird(t *testing.T) { testToR(t, "bird") }
 
-func TestToRFRR(t *testing.T) { testToR(t, "frr") }
+func TestToRFRR(t *testing.T) {
+	slowSuite(t)
+	testToR(t, "frr")
+}
 
 const torPool = "pools:\n  - cidr: 10.244.0.0/16\n    blockSize: 26\n    vxlanMode: Never\n"
 
