@@ -77,11 +77,9 @@ func (fakeNode) PeerReset(_ context.Context, req *reefv1.PeerResetRequest) (*ree
 	return nil, status.Errorf(codes.NotFound, "%s: no BGP peer of this node", req.GetAddress())
 }
 
-// What reef peer reset says and its exit status, against a daemon: a
-// peer cut off is let in (0), one that is not is left alone and says so
-// (0), an address that is no peer is an error (1).
-func TestPeerResetAnswers(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "reef.sock")
+// serveFakeNode serves fakeNode on a unix socket at sock until the test ends.
+func serveFakeNode(t *testing.T, sock string) {
+	t.Helper()
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
@@ -90,6 +88,14 @@ func TestPeerResetAnswers(t *testing.T) {
 	reefv1.RegisterNodeServer(srv, fakeNode{})
 	go srv.Serve(ln)
 	t.Cleanup(srv.Stop)
+}
+
+// What reef peer reset says and its exit status, against a daemon: a
+// peer cut off is let in (0), one that is not is left alone and says so
+// (0), an address that is no peer is an error (1).
+func TestPeerResetAnswers(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "reef.sock")
+	serveFakeNode(t, sock)
 	for _, tc := range []struct {
 		addr   string
 		status int
@@ -116,14 +122,7 @@ func TestRelativeSocket(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "n1"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("unix", filepath.Join(dir, "n1", "reef.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	reefv1.RegisterNodeServer(srv, fakeNode{})
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
+	serveFakeNode(t, filepath.Join(dir, "n1", "reef.sock"))
 	t.Chdir(dir)
 	var stdout, stderr bytes.Buffer
 	if err := Run(context.Background(), []string{"peer", "reset", "192.168.77.60", "--socket", "n1/reef.sock"}, &stdout, &stderr); err != nil {

@@ -39,9 +39,9 @@ var (
 
 // configStrictness decodes the file's first document as yaml.v3 does with
 // KnownFields into configSkeleton, and returns its errors. Only keys can
-// fail there, and nothing stops the decode early (a value yaml.v3 would
-// refuse, such as an address it cannot parse, stops it: every value is
-// the walk's).
+// fail there: every value lands in a yaml.Node, so no value stops the
+// decode early (decoding into Config, yaml.v3 stops at the first address
+// it cannot parse).
 func configStrictness(data []byte) []configFinding {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -102,8 +102,8 @@ type configKey struct {
 	names   []string // the keys the mapping may have
 	first   int      // a repeated key: the line of the first one
 	unknown bool
-	at      int // how many errors the walk had found before this key
-	said    bool
+	at      int  // how many errors the walk had found before this key
+	matched bool // a finding of yaml.v3's is about this key
 }
 
 // configKeyErrors puts yaml.v3's findings into words at their key, and
@@ -175,11 +175,11 @@ func (d *configDecoder) findKey(f configFinding) int {
 	for _, byName := range []bool{true, false} {
 		for i := range d.keys {
 			k := &d.keys[i]
-			if k.said || k.node.Line != f.line || byName && k.node.Value != f.key {
+			if k.matched || k.node.Line != f.line || byName && k.node.Value != f.key {
 				continue
 			}
 			if f.first > 0 && k.first == f.first || f.first == 0 && k.unknown {
-				k.said = true
+				k.matched = true
 				return i
 			}
 		}
@@ -191,7 +191,7 @@ func (d *configDecoder) findKey(f configFinding) int {
 // words.
 func (d *configDecoder) repeated(f configFinding) bool {
 	for _, k := range d.keys {
-		if k.said && k.first > 0 && k.node.Line == f.line && k.node.Value == f.key {
+		if k.matched && k.first > 0 && k.node.Line == f.line && k.node.Value == f.key {
 			return true
 		}
 	}
